@@ -1,0 +1,123 @@
+# dnnmem: plain GNU Makefile.
+#
+#   make                 library (static + shared), CLI: build/dnnmem
+#   make check           unit tests, ONNX conformance, CLI and fixture tests
+#   make install PREFIX=/usr/local
+#   make SAN=1 check     the same under AddressSanitizer + UBSan (build-san/)
+#   make fuzz            libFuzzer target for the ONNX loader (clang)
+#   make bench           speed benchmark (bench/)
+#
+# Variables: CC, CFLAGS, PREFIX, DESTDIR, ONNX_PROTO (the schema, by default
+# the one Debian's libonnx-dev installs), PYTHON (Debian's python3 with
+# python3-torch and python3-onnx).
+
+VERSION    := 0.1.0
+SOVERSION  := 0
+PREFIX     ?= /usr/local
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+PYTHON     ?= /usr/bin/python3
+PROTOC_C   ?= protoc-c
+
+ifeq ($(SAN),1)
+B          := build-san
+SANFLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+OPT        := -O1
+else
+B          := build
+SANFLAGS   :=
+OPT        := -O2
+endif
+
+PKGS       := libprotobuf-c jansson
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+
+WARN   := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings \
+          -Wundef -Wvla -Wformat=2 -Werror
+CFLAGS ?= $(OPT) -g
+ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC $(WARN) $(SANFLAGS) $(CFLAGS) \
+              -Iinclude -Isrc -I$(B)/gen $(PKG_CFLAGS)
+LDLIBS := $(PKG_LIBS) -lm
+
+# The pipeline, in order: util, graph, load, shape, schedule, alloc, report, api.
+LIB_SRC := src/util/arena.c src/util/error.c \
+           src/graph/dtype.c src/graph/ops.c src/graph/graph.c \
+           src/load/onnx.c \
+           src/shape/infer.c src/shape/elementwise.c src/shape/tensor.c src/shape/nn.c \
+           src/schedule/schedule.c \
+           src/alloc/rounding.c \
+           src/report/result.c src/report/text.c src/report/json.c \
+           src/api.c
+GEN_SRC := $(B)/gen/onnx.pb-c.c
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(B)/gen/onnx.pb-c.o
+CLI_OBJ := $(B)/cli/main.o
+
+UNIT_SRC := $(wildcard tests/unit/test-*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+
+all: $(B)/libdnnmem.a $(B)/libdnnmem.so $(B)/dnnmem $(B)/dnnmem.pc
+
+$(B)/gen/onnx.pb-c.c $(B)/gen/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(B)/gen
+	cp $(ONNX_PROTO) $(B)/gen/onnx.proto
+	cd $(B)/gen && $(PROTOC_C) --c_out=. onnx.proto
+
+$(B)/gen/onnx.pb-c.o: $(B)/gen/onnx.pb-c.c
+	$(CC) -std=c11 -fPIC $(SANFLAGS) $(CFLAGS) $(PKG_CFLAGS) -w -c $< -o $@
+
+$(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/graph/ops.def $(B)/gen/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(B)/libdnnmem.a: $(LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(B)/libdnnmem.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libdnnmem.so.$(SOVERSION) $(SANFLAGS) -o $(B)/libdnnmem.so.$(VERSION) $^ $(LDLIBS)
+	ln -sf libdnnmem.so.$(VERSION) $(B)/libdnnmem.so.$(SOVERSION)
+	ln -sf libdnnmem.so.$(VERSION) $@
+
+$(B)/dnnmem: $(CLI_OBJ) $(B)/libdnnmem.a
+	$(CC) $(SANFLAGS) -o $@ $(CLI_OBJ) $(B)/libdnnmem.a $(LDLIBS)
+
+$(B)/dnnmem.pc: dnnmem.pc.in
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+# ---- tests -------------------------------------------------------------------
+
+$(B)/tests/%: tests/unit/%.c tests/unit/util.h $(B)/libdnnmem.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libdnnmem.a $(LDLIBS) -lcmocka
+
+$(B)/tests/conformance: tests/conformance/conformance.c $(B)/libdnnmem.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libdnnmem.a $(LDLIBS)
+
+$(B)/onnx-node-tests/MANIFEST.tsv: tools/gen_onnx_node_tests.py
+	$(PYTHON) tools/gen_onnx_node_tests.py $(B)/onnx-node-tests
+
+check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/onnx-node-tests/MANIFEST.tsv
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+	@echo "== ONNX backend node tests (shape conformance)"
+	$(B)/tests/conformance $(B)/onnx-node-tests tests/conformance/expected-failures.txt
+	@echo "== CLI tests"
+	DNNMEM=$(B)/dnnmem sh tests/cli/run.sh
+
+# ---- install -----------------------------------------------------------------
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
+	           $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(B)/libdnnmem.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(B)/libdnnmem.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libdnnmem.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libdnnmem.so.$(SOVERSION)
+	ln -sf libdnnmem.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libdnnmem.so
+	install -m 644 include/dnnmem.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(B)/dnnmem $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(B)/dnnmem.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+clean:
+	rm -rf build build-san
+
+.PHONY: all check install clean

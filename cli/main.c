@@ -1,0 +1,243 @@
+/*
+ * main.c: the dnnmem command line. Uses only the public header.
+ *
+ * Exit codes: 0 ok; 2 usage error (bad flag, unbound dim); 3 model error
+ * (unreadable, corrupt, invalid, inconsistent shapes); 4 unsupported op or
+ * feature; 5 internal error or out of host memory.
+ */
+#define _GNU_SOURCE
+#include "dnnmem.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum { EXIT_OK = 0, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_UNSUPPORTED = 4, EXIT_INTERNAL = 5 };
+
+static int exit_code(enum dnnmem_status s)
+{
+    switch (s) {
+    case DNNMEM_OK: return EXIT_OK;
+    case DNNMEM_E_USAGE:
+    case DNNMEM_E_UNBOUND: return EXIT_USAGE;
+    case DNNMEM_E_IO:
+    case DNNMEM_E_PARSE:
+    case DNNMEM_E_MODEL:
+    case DNNMEM_E_SHAPE: return EXIT_MODEL;
+    case DNNMEM_E_UNSUPPORTED: return EXIT_UNSUPPORTED;
+    case DNNMEM_E_NOMEM:
+    case DNNMEM_E_INTERNAL: return EXIT_INTERNAL;
+    }
+    return EXIT_INTERNAL;
+}
+
+static const char usage_text[] =
+    "usage: dnnmem estimate MODEL [options]\n"
+    "       dnnmem --help | --version\n"
+    "\n"
+    "Estimate the peak GPU memory of running MODEL (an ONNX file) with PyTorch\n"
+    "eager on a CUDA device, before it runs. Weights are never read: an ONNX\n"
+    "file whose weights live in external data works without them.\n"
+    "\n"
+    "Run:\n"
+    "  --mode infer           forward pass under torch.no_grad(), model.eval() (default)\n"
+    "\n"
+    "Dims (symbolic dims of the model's inputs):\n"
+    "  -b, --batch-size N     bind every batch-like dim (batch, batch_size, N, ...); default 1\n"
+    "  -s, --seq-len N        bind every sequence-like dim (seq, seq_len, sequence_length, ...)\n"
+    "  --dim NAME=N           bind the dim NAME (repeatable; wins over the two above)\n"
+    "\n"
+    "Runtime constants (each default is printed with the result):\n"
+    "  --cuda-context SIZE    CUDA context size (default 273.75 MiB: PyTorch >= 1.13,\n"
+    "                         lazy module loading, measured in PyTorch PR #86509)\n"
+    "  --alloc-round SIZE     allocator request rounding (default 512 B, PyTorch\n"
+    "                         CUDACachingAllocator kMinBlockSize)\n"
+    "  SIZE takes B, KiB, MiB, GiB (IEC) or kB, MB, GB (SI) suffixes.\n"
+    "\n"
+    "Output:\n"
+    "  --json                 one JSON object with integer bytes (schema dnnmem.estimate/1)\n"
+    "  --top N                list the N largest tensors live at the peak (default 10)\n"
+    "  -h, --help             this text\n"
+    "  -V, --version          the version\n"
+    "\n"
+    "Exit codes: 0 ok, 2 usage error (bad flag, unbound dim), 3 model error\n"
+    "(unreadable, corrupt or invalid file, inconsistent shapes), 4 unsupported op\n"
+    "or feature, 5 internal error.\n"
+    "\n"
+    "Examples:\n"
+    "  dnnmem estimate resnet50.onnx --batch-size 64\n"
+    "  dnnmem estimate bert.onnx --batch-size 8 --seq-len 512 --json\n"
+    "  dnnmem estimate gpt2.onnx --dim batch_size=1 --dim past_sequence_length=1024 --seq-len 1\n";
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "dnnmem: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nTry 'dnnmem --help'.\n");
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+static int parse_count(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v <= 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* "512", "300MiB", "1.5GiB", "500MB": bytes. */
+static int parse_size(const char *s, int64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        double mult;
+    } units[] = {{"", 1},         {"B", 1},          {"KiB", 1024.0},      {"MiB", 1048576.0},
+                 {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"kB", 1e3}, {"KB", 1e3},
+                 {"MB", 1e6},     {"GB", 1e9},        {"TB", 1e12}};
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return -1;
+    for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
+        if (strcmp(end, units[k].suffix) == 0) {
+            double b = v * units[k].mult;
+            if (b > 9.0e18)
+                return -1;
+            *out = (int64_t)(b + 0.5);
+            return 0;
+        }
+    return -1;
+}
+
+static int cmd_estimate(int argc, char **argv)
+{
+    enum { OPT_MODE = 256, OPT_DIM, OPT_JSON, OPT_CONTEXT, OPT_ROUND, OPT_TOP };
+    static const struct option opts[] = {
+        {"mode", required_argument, NULL, OPT_MODE},
+        {"batch-size", required_argument, NULL, 'b'},
+        {"batch_size", required_argument, NULL, 'b'},
+        {"seq-len", required_argument, NULL, 's'},
+        {"seq_len", required_argument, NULL, 's'},
+        {"dim", required_argument, NULL, OPT_DIM},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"cuda-context", required_argument, NULL, OPT_CONTEXT},
+        {"alloc-round", required_argument, NULL, OPT_ROUND},
+        {"top", required_argument, NULL, OPT_TOP},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    struct dnnmem_dim_binding dims[64];
+    size_t n_dims = 0;
+    bool json = false;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":b:s:h", opts, NULL)) != -1) {
+        int64_t v;
+        switch (c) {
+        case OPT_MODE:
+            if (strcmp(optarg, "infer") != 0)
+                return usage_error("--mode %s: only 'infer' is supported so far", optarg);
+            cfg.mode = DNNMEM_MODE_INFER;
+            break;
+        case 'b':
+            if (parse_count(optarg, &cfg.batch_size))
+                return usage_error("--batch-size %s: expected a positive integer", optarg);
+            break;
+        case 's':
+            if (parse_count(optarg, &cfg.seq_len))
+                return usage_error("--seq-len %s: expected a positive integer", optarg);
+            break;
+        case OPT_DIM: {
+            char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg || parse_count(eq + 1, &v))
+                return usage_error("--dim %s: expected NAME=N with N a positive integer", optarg);
+            if (n_dims == sizeof dims / sizeof dims[0])
+                return usage_error("--dim %s: too many --dim options", optarg);
+            *eq = '\0';
+            dims[n_dims++] = (struct dnnmem_dim_binding){optarg, v};
+            break;
+        }
+        case OPT_JSON: json = true; break;
+        case OPT_CONTEXT:
+            if (parse_size(optarg, &cfg.cuda_context_bytes))
+                return usage_error("--cuda-context %s: expected a size such as 300MiB", optarg);
+            break;
+        case OPT_ROUND:
+            if (parse_size(optarg, &cfg.alloc_round_bytes) || cfg.alloc_round_bytes == 0)
+                return usage_error("--alloc-round %s: expected a positive size such as 512", optarg);
+            break;
+        case OPT_TOP:
+            if (parse_count(optarg, &v) || v > 100000)
+                return usage_error("--top %s: expected a positive integer", optarg);
+            cfg.n_top_tensors = (size_t)v;
+            break;
+        case 'h': fputs(usage_text, stdout); return EXIT_OK;
+        case ':': return usage_error("%s: this option needs a value", argv[optind - 1]);
+        default: return usage_error("%s: unknown option", argv[optind - 1]);
+        }
+    }
+    if (optind + 1 != argc)
+        return usage_error("%s", optind >= argc ? "estimate: no MODEL given"
+                                                : "estimate: exactly one MODEL expected");
+    cfg.dims = dims;
+    cfg.n_dims = n_dims;
+
+    const char *path = argv[optind];
+    struct dnnmem_error err;
+    dnnmem_model *m = NULL;
+    enum dnnmem_status s = dnnmem_model_load(path, &m, &err);
+    if (s != DNNMEM_OK) {
+        fprintf(stderr, "dnnmem: %s\n", err.message);
+        return exit_code(s);
+    }
+    struct dnnmem_result *r = NULL;
+    s = dnnmem_estimate(m, &cfg, &r, &err);
+    if (s != DNNMEM_OK) {
+        fprintf(stderr, "dnnmem: %s\n", err.message);
+        dnnmem_model_free(m);
+        return exit_code(s);
+    }
+    int wr = json ? dnnmem_report_json(r, m, stdout) : dnnmem_report_text(r, m, stdout);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+    if (wr != 0 || fflush(stdout) != 0) {
+        fprintf(stderr, "dnnmem: cannot write the result\n");
+        return EXIT_INTERNAL;
+    }
+    return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage_error("%s", "no command given");
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage_text, stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("dnnmem %s\n", DNNMEM_VERSION);
+        return EXIT_OK;
+    }
+    if (strcmp(cmd, "estimate") == 0)
+        return cmd_estimate(argc - 1, argv + 1);
+    return usage_error("%s: unknown command (try 'estimate')", cmd);
+}

@@ -1,0 +1,230 @@
+/*
+ * dnnmem.h: estimate the GPU memory a deep-learning job takes, before it runs.
+ *
+ * The whole public API of libdnnmem. The pipeline behind it:
+ *
+ *   load (ONNX) -> graph IR -> shapes (dims bound) -> schedule of allocations
+ *   and frees in execution order -> allocator simulation -> report
+ *
+ * A minimal use:
+ *
+ *   struct dnnmem_error err;
+ *   dnnmem_model *m;
+ *   if (dnnmem_model_load("resnet50.onnx", &m, &err) != DNNMEM_OK) {
+ *       fprintf(stderr, "%s\n", err.message);
+ *       return 3;
+ *   }
+ *   struct dnnmem_config cfg;
+ *   dnnmem_config_init(&cfg);
+ *   cfg.batch_size = 32;
+ *   struct dnnmem_result *r;
+ *   if (dnnmem_estimate(m, &cfg, &r, &err) == DNNMEM_OK) {
+ *       printf("peak %llu bytes\n", (unsigned long long)r->total_bytes);
+ *       dnnmem_result_free(r);
+ *   }
+ *   dnnmem_model_free(m);
+ *
+ * Ownership, in one rule: a dnnmem_model owns everything loaded from its file
+ * and is freed by dnnmem_model_free(); a dnnmem_result owns every string and
+ * array reachable from it and is freed by dnnmem_result_free(), independently
+ * of the model. Strings returned by dnnmem_model_* functions are borrowed until
+ * the model is freed. Both free functions accept NULL. Input strings and arrays
+ * passed in a dnnmem_config are only read during the call.
+ *
+ * Errors: every fallible function returns an enum dnnmem_status and, when the
+ * caller passes a struct dnnmem_error, fills it with the status and a one-line
+ * message naming the file, node, tensor or option at fault. The library never
+ * prints, never exits, and has no global mutable state: distinct models and
+ * results may be used from distinct threads freely.
+ */
+#ifndef DNNMEM_H
+#define DNNMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DNNMEM_VERSION "0.1.0"
+#define DNNMEM_MAX_DIMS 8 /* highest tensor rank the library handles */
+
+/* Status codes, grouped by family. The CLI maps families to exit codes. */
+enum dnnmem_status {
+    DNNMEM_OK = 0,
+    DNNMEM_E_USAGE = 10,       /* a bad argument or configuration value */
+    DNNMEM_E_IO = 20,          /* the model file cannot be opened or read */
+    DNNMEM_E_PARSE = 30,       /* the file is not a well-formed model (corrupt, truncated) */
+    DNNMEM_E_MODEL = 31,       /* well-formed, but invalid: dangling input, cycle, duplicate name */
+    DNNMEM_E_SHAPE = 40,       /* inconsistent shapes, absurd dims, byte counts that overflow */
+    DNNMEM_E_UNBOUND = 41,     /* a symbolic dim that no binding gives a value */
+    DNNMEM_E_UNSUPPORTED = 50, /* an op, dtype or feature the library does not model */
+    DNNMEM_E_NOMEM = 60,       /* the host ran out of memory */
+    DNNMEM_E_INTERNAL = 70     /* a broken internal invariant (a bug) */
+};
+
+/* A short name of a status ("parse error", ...). Static storage. */
+const char *dnnmem_status_name(enum dnnmem_status s);
+
+struct dnnmem_error {
+    enum dnnmem_status status;
+    char message[512]; /* one line, no trailing newline */
+};
+
+/* ----------------------------------------------------------------------------
+ * Models
+ */
+typedef struct dnnmem_model dnnmem_model;
+
+/* Load a model file. The format is recognised from the contents (ONNX now).
+ * Weight bytes are never read: only dims and dtypes. External-data weight files
+ * are never opened and need not exist. On success *out owns the model. */
+enum dnnmem_status dnnmem_model_load(const char *path, dnnmem_model **out,
+                                     struct dnnmem_error *err);
+
+/* Same from memory; `name` is used in messages. The buffer is only read during
+ * the call. */
+enum dnnmem_status dnnmem_model_load_buffer(const void *data, size_t size, const char *name,
+                                            dnnmem_model **out, struct dnnmem_error *err);
+
+void dnnmem_model_free(dnnmem_model *m);
+
+struct dnnmem_model_info {
+    const char *path;         /* as given to load */
+    const char *format;       /* "onnx" */
+    const char *producer;     /* e.g. "pytorch 1.13.0", or "" */
+    int64_t opset;            /* default-domain opset */
+    size_t n_nodes;           /* operator nodes */
+    size_t n_tensors;         /* all named values */
+    size_t n_weights;         /* initializers and constant-derived weights */
+    size_t n_inputs;          /* graph inputs that are not initializers */
+    size_t n_symbols;         /* distinct symbolic dims in the inputs */
+};
+void dnnmem_model_get_info(const dnnmem_model *m, struct dnnmem_model_info *info);
+
+/* The i-th symbolic dim name of the inputs (i < n_symbols), in first-seen order. */
+const char *dnnmem_model_symbol(const dnnmem_model *m, size_t i);
+
+/* ----------------------------------------------------------------------------
+ * Configuration of one estimate
+ */
+enum dnnmem_mode {
+    DNNMEM_MODE_INFER = 0 /* forward only, torch.no_grad(), model.eval() */
+};
+
+enum dnnmem_device {
+    DNNMEM_DEVICE_CUDA = 0 /* PyTorch eager on an NVIDIA GPU */
+};
+
+struct dnnmem_dim_binding {
+    const char *name; /* a symbolic dim of the model's inputs */
+    int64_t value;    /* > 0 */
+};
+
+struct dnnmem_config {
+    enum dnnmem_mode mode;
+    enum dnnmem_device device;
+    /* Symbolic dims. `batch_size` binds every dim whose name says batch
+     * (batch, batch_size, N, B, ...), `seq_len` every dim whose name says
+     * sequence (seq, seq_len, sequence, sequence_length, ...); `dims` binds any
+     * dim by exact name and wins over both. 0 means "not given": batch then
+     * defaults to 1 (reported as a default), an unbound seq dim is an error. */
+    int64_t batch_size;
+    int64_t seq_len;
+    const struct dnnmem_dim_binding *dims;
+    size_t n_dims;
+    /* Runtime constants; each "< 0" means "use the documented default". */
+    int64_t cuda_context_bytes; /* see DNNMEM_CUDA_CONTEXT_DEFAULT */
+    int64_t alloc_round_bytes;  /* see DNNMEM_ALLOC_ROUND_DEFAULT */
+    size_t n_top_tensors;       /* live tensors listed at the peak (default 10) */
+};
+
+/* The CUDA context is not counted by torch.cuda.max_memory_allocated but is in
+ * what nvidia-smi shows. PyTorch PR #86509 measured context plus one small
+ * tensor with cudaMemGetInfo at 287,047,680 B under lazy module loading
+ * (PyTorch >= 1.13 sets CUDA_MODULE_LOADING=LAZY when unset). */
+#define DNNMEM_CUDA_CONTEXT_DEFAULT INT64_C(287047680)
+/* PyTorch's CUDA caching allocator rounds every request up to a multiple of
+ * kMinBlockSize = 512 B (c10/cuda/CUDACachingAllocator.cpp, all versions). */
+#define DNNMEM_ALLOC_ROUND_DEFAULT INT64_C(512)
+
+/* Fill `cfg` with defaults. */
+void dnnmem_config_init(struct dnnmem_config *cfg);
+
+/* ----------------------------------------------------------------------------
+ * Results
+ */
+enum dnnmem_category {
+    DNNMEM_CAT_WEIGHT = 0,  /* parameters, buffers, constant tensors */
+    DNNMEM_CAT_INPUT,       /* the graph's input tensors */
+    DNNMEM_CAT_ACTIVATION,  /* tensors produced by ops */
+    DNNMEM_CAT_COUNT
+};
+const char *dnnmem_category_name(enum dnnmem_category c);
+
+struct dnnmem_tensor_info {
+    const char *name;
+    const char *dtype;        /* ONNX spelling: "float", "int64", ... */
+    enum dnnmem_category category;
+    int rank;
+    int64_t dims[DNNMEM_MAX_DIMS];
+    uint64_t bytes;           /* requested bytes (numel x element size) */
+    uint64_t allocated;       /* bytes as the allocator hands them out (rounded) */
+    const char *producer_node; /* "" for weights and inputs */
+    const char *producer_op;
+};
+
+/* One assumption that shaped the number, as printed with the result. */
+struct dnnmem_assumption {
+    const char *key;    /* "framework", "dims.batch", ... */
+    const char *value;  /* "pytorch (eager)", "32", ... */
+    const char *source; /* "default", "option", "model" */
+};
+
+struct dnnmem_result {
+    /* Totals. total_bytes = peak_allocated + context_bytes. */
+    uint64_t total_bytes;
+    uint64_t peak_allocated;  /* max over the run of bytes handed out (torch max_memory_allocated) */
+    uint64_t context_bytes;   /* CUDA context, outside the allocator */
+
+    /* Breakdown at the peak: requested bytes per category, plus the rounding
+     * the allocator added; their sum is peak_allocated. */
+    uint64_t category_bytes[DNNMEM_CAT_COUNT];
+    uint64_t rounding_bytes;
+
+    /* Where the peak happens. */
+    size_t peak_step;         /* 1-based index of the op in execution order; 0 = before the first */
+    size_t n_steps;           /* ops executed */
+    const char *peak_node;    /* "" when the peak is before the first op */
+    const char *peak_op;
+
+    /* Tensors live at the peak, largest first (at most n_top_tensors), and
+     * how many were live in all. */
+    struct dnnmem_tensor_info *live;
+    size_t n_live;
+    size_t n_live_total;
+    uint64_t weight_tensors;  /* number of weight tensors resident */
+
+    /* Assumptions, in print order. */
+    struct dnnmem_assumption *assumptions;
+    size_t n_assumptions;
+};
+
+/* Estimate peak memory of `m` under `cfg`. On success *out is owned by the
+ * caller (dnnmem_result_free). The model is not modified. */
+enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                                   struct dnnmem_result **out, struct dnnmem_error *err);
+
+void dnnmem_result_free(struct dnnmem_result *r);
+
+/* Write a result for people (IEC units) or as one JSON object (integer
+ * bytes, schema "dnnmem.estimate/1"). Return 0, or -1 on a write error. */
+int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f);
+int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DNNMEM_H */

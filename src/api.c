@@ -1,0 +1,322 @@
+/*
+ * api.c: the public entry points. Loading maps the file and hands it to the
+ * front end; an estimate binds the dims, infers shapes, schedules, simulates
+ * the allocator and builds the result.
+ */
+#include "dnnmem-impl.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct dnnmem_model {
+    struct dm_graph g;
+};
+
+const struct dm_graph *dm_model_graph(const dnnmem_model *m) { return &m->g; }
+
+static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const char *name,
+                                     dnnmem_model **out, struct dnnmem_error *err)
+{
+    *out = NULL;
+    dnnmem_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", name);
+    dm_graph_init(&m->g);
+    m->g.path = dm_arena_strdup(&m->g.arena, name);
+    if (!m->g.path) {
+        dnnmem_model_free(m);
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", name);
+    }
+    size_t k = 0;
+    while (k < size && k < 64 && isspace(data[k]))
+        k++;
+    enum dnnmem_status s;
+    if (k < size && data[k] == '{')
+        s = dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                    "%s: a JSON model description; only ONNX models are supported so far", name);
+    else
+        s = dm_load_onnx(&m->g, data, size, err);
+    if (s != DNNMEM_OK) {
+        dnnmem_model_free(m);
+        return s;
+    }
+    *out = m;
+    return DNNMEM_OK;
+}
+
+enum dnnmem_status dnnmem_model_load_buffer(const void *data, size_t size, const char *name,
+                                            dnnmem_model **out, struct dnnmem_error *err)
+{
+    if (!out || (!data && size))
+        return dm_fail(err, DNNMEM_E_USAGE, "dnnmem_model_load_buffer: NULL argument");
+    return load_bytes(data, size, name ? name : "<buffer>", out, err);
+}
+
+enum dnnmem_status dnnmem_model_load(const char *path, dnnmem_model **out, struct dnnmem_error *err)
+{
+    if (!path || !out)
+        return dm_fail(err, DNNMEM_E_USAGE, "dnnmem_model_load: NULL argument");
+    *out = NULL;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return dm_fail(err, DNNMEM_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return dm_fail(err, DNNMEM_E_IO, "%s: not a regular file", path);
+    }
+    if (sb.st_size == 0) {
+        close(fd);
+        return dm_fail(err, DNNMEM_E_PARSE, "%s: empty file", path);
+    }
+    /* mmap: the front end reads the graph and skips weight bytes, so their
+     * pages are never touched, let alone copied */
+    size_t size = (size_t)sb.st_size;
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        return dm_fail(err, DNNMEM_E_IO, "%s: cannot map: %s", path, strerror(errno));
+    enum dnnmem_status s = load_bytes(map, size, path, out, err);
+    munmap(map, size);
+    return s;
+}
+
+void dnnmem_model_free(dnnmem_model *m)
+{
+    if (!m)
+        return;
+    dm_graph_free(&m->g);
+    free(m);
+}
+
+void dnnmem_model_get_info(const dnnmem_model *m, struct dnnmem_model_info *info)
+{
+    const struct dm_graph *g = &m->g;
+    memset(info, 0, sizeof *info);
+    info->path = g->path;
+    info->format = g->format;
+    info->producer = g->producer ? g->producer : "";
+    info->opset = g->opset;
+    info->n_nodes = (size_t)g->n_nodes;
+    info->n_tensors = (size_t)g->n_tensors;
+    for (int32_t i = 0; i < g->n_tensors; i++)
+        info->n_weights += g->tensors[i].role == DM_ROLE_WEIGHT;
+    info->n_inputs = (size_t)g->n_inputs;
+    info->n_symbols = (size_t)g->n_symbols;
+}
+
+const char *dnnmem_model_symbol(const dnnmem_model *m, size_t i)
+{
+    return i < (size_t)m->g.n_symbols ? m->g.symbols[i] : NULL;
+}
+
+void dnnmem_config_init(struct dnnmem_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->mode = DNNMEM_MODE_INFER;
+    cfg->device = DNNMEM_DEVICE_CUDA;
+    cfg->cuda_context_bytes = -1;
+    cfg->alloc_round_bytes = -1;
+    cfg->n_top_tensors = 10;
+}
+
+/* ---- binding symbolic dims -------------------------------------------------- */
+
+static bool name_is(const char *name, const char *const *list)
+{
+    for (; *list; list++)
+        if (strcasecmp(name, *list) == 0)
+            return true;
+    return false;
+}
+
+static bool contains_ci(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++)
+        if (strncasecmp(hay, needle, n) == 0)
+            return true;
+    return false;
+}
+
+/* Names exporters give the batch axis: torch.onnx dynamic_axes names chosen by
+ * users ("batch", "batch_size"), tf2onnx's "N", "unk__" only by position (not
+ * matched), HF optimum's "batch_size". */
+static bool is_batch_name(const char *s)
+{
+    static const char *const names[] = {"n", "b", "bs", "nbatch", NULL};
+    return contains_ci(s, "batch") || name_is(s, names);
+}
+
+/* Sequence axes: "seq", "seq_len", "sequence", "sequence_length" (optimum). */
+static bool is_seq_name(const char *s)
+{
+    return contains_ci(s, "seq");
+}
+
+struct assumptions {
+    struct dnnmem_assumption a[64];
+    size_t n;
+    struct dm_arena *arena;
+};
+
+static void assume(struct assumptions *as, const char *key, const char *source, const char *fmt, ...)
+    DM_PRINTF(4, 5);
+static void assume(struct assumptions *as, const char *key, const char *source, const char *fmt, ...)
+{
+    if (as->n >= sizeof as->a / sizeof as->a[0])
+        return;
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    const char *v = dm_arena_strdup(as->arena, buf);
+    as->a[as->n++] = (struct dnnmem_assumption){key, v ? v : "", source};
+}
+
+static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnmem_config *cfg,
+                                    int64_t *vals, struct assumptions *as, struct dnnmem_error *err)
+{
+    bool batch_used = false, seq_used = false;
+    for (size_t k = 0; k < cfg->n_dims; k++) {
+        const struct dnnmem_dim_binding *b = &cfg->dims[k];
+        if (!b->name || b->value <= 0)
+            return dm_fail(err, DNNMEM_E_USAGE, "--dim %s=%lld: the value must be a positive integer",
+                           b->name ? b->name : "?", (long long)b->value);
+        bool found = false;
+        for (int32_t i = 0; i < g->n_symbols; i++)
+            if (strcmp(g->symbols[i], b->name) == 0)
+                found = true;
+        if (!found) {
+            char list[256] = "";
+            for (int32_t i = 0; i < g->n_symbols; i++) {
+                size_t len = strlen(list);
+                snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", g->symbols[i]);
+            }
+            return dm_fail(err, DNNMEM_E_USAGE, "--dim %s: %s has no dim of that name (it has: %s)",
+                           b->name, g->path, g->n_symbols ? list : "none");
+        }
+    }
+    for (int32_t i = 0; i < g->n_symbols; i++) {
+        const char *name = g->symbols[i];
+        const char *key = dm_arena_printf(as->arena, "dims.%s", name);
+        vals[i] = 0;
+        for (size_t k = 0; k < cfg->n_dims; k++)
+            if (strcmp(cfg->dims[k].name, name) == 0) {
+                vals[i] = cfg->dims[k].value;
+                assume(as, key, "option", "%lld (--dim)", (long long)vals[i]);
+            }
+        if (vals[i])
+            continue;
+        if (is_batch_name(name)) {
+            batch_used = true;
+            vals[i] = cfg->batch_size > 0 ? cfg->batch_size : 1;
+            if (cfg->batch_size > 0)
+                assume(as, key, "option", "%lld (--batch-size)", (long long)vals[i]);
+            else
+                assume(as, key, "default", "1 (batch size; set with --batch-size)");
+        } else if (is_seq_name(name) && cfg->seq_len > 0) {
+            seq_used = true;
+            vals[i] = cfg->seq_len;
+            assume(as, key, "option", "%lld (--seq-len)", (long long)vals[i]);
+        }
+    }
+    if (cfg->batch_size > 0 && !batch_used)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "--batch-size: %s has no symbolic batch dim to bind (its input dims are "
+                       "fixed or named otherwise; see --dim)",
+                       g->path);
+    if (cfg->seq_len > 0 && !seq_used)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "--seq-len: %s has no symbolic sequence dim to bind (see --dim)", g->path);
+    return DNNMEM_OK;
+}
+
+/* The dtype most weight bytes have, for the assumptions line. */
+static const char *weight_dtype(const struct dm_graph *g, const struct dm_tinfo *t)
+{
+    uint64_t by[DM_DTYPE_COUNT] = {0};
+    for (int32_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].role == DM_ROLE_WEIGHT && t[i].rank >= 0)
+            by[t[i].dtype] += t[i].bytes;
+    int best = 0;
+    for (int d = 1; d < DM_DTYPE_COUNT; d++)
+        if (by[d] > by[best])
+            best = d;
+    return best ? dm_dtype_name((enum dm_dtype)best) : "none";
+}
+
+enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg_in,
+                                   struct dnnmem_result **out, struct dnnmem_error *err)
+{
+    if (!m || !cfg_in || !out)
+        return dm_fail(err, DNNMEM_E_USAGE, "dnnmem_estimate: NULL argument");
+    *out = NULL;
+    struct dnnmem_config cfg = *cfg_in;
+    const struct dm_graph *g = &m->g;
+    if (cfg.mode != DNNMEM_MODE_INFER)
+        return dm_fail(err, DNNMEM_E_USAGE, "unknown mode %d", (int)cfg.mode);
+    if (cfg.device != DNNMEM_DEVICE_CUDA)
+        return dm_fail(err, DNNMEM_E_USAGE, "unknown device %d", (int)cfg.device);
+    if (cfg.batch_size < 0 || cfg.seq_len < 0)
+        return dm_fail(err, DNNMEM_E_USAGE, "batch size and sequence length must be positive");
+
+    struct dm_arena arena;
+    dm_arena_init(&arena);
+    struct assumptions as = {.n = 0, .arena = &arena};
+    struct dm_schedule sched = {0};
+    struct dm_allocator alloc = {0};
+    enum dnnmem_status s = DNNMEM_OK;
+    int64_t *syms = dm_arena_array(&arena, (size_t)g->n_symbols + 1, sizeof *syms);
+    struct dm_tinfo *t = malloc(((size_t)g->n_tensors + 1) * sizeof *t);
+    if (!syms || !t) {
+        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+        goto out;
+    }
+
+    assume(&as, "framework", "default", "pytorch (eager)");
+    assume(&as, "device", "default", "cuda");
+    assume(&as, "mode", "default", "infer (torch.no_grad, model.eval)");
+    if ((s = bind_dims(g, &cfg, syms, &as, err)) != DNNMEM_OK)
+        goto out;
+
+    struct dm_infer ctx = {.g = g, .arena = &arena, .t = t, .sym_values = syms, .err = err};
+    if ((s = dm_infer_shapes(&ctx)) != DNNMEM_OK)
+        goto out;
+    assume(&as, "dtype", "model", "%s (weights)", weight_dtype(g, t));
+    assume(&as, "inplace", "default", "none (every op allocates its output)");
+
+    uint64_t round = cfg.alloc_round_bytes >= 0 ? (uint64_t)cfg.alloc_round_bytes
+                                                : (uint64_t)DNNMEM_ALLOC_ROUND_DEFAULT;
+    assume(&as, "allocator", cfg.alloc_round_bytes >= 0 ? "option" : "default",
+           "requests rounded up to %llu B (PyTorch caching allocator kMinBlockSize)",
+           (unsigned long long)round);
+    uint64_t context = cfg.cuda_context_bytes >= 0 ? (uint64_t)cfg.cuda_context_bytes
+                                                   : (uint64_t)DNNMEM_CUDA_CONTEXT_DEFAULT;
+    char cb[32];
+    assume(&as, "cuda_context", cfg.cuda_context_bytes >= 0 ? "option" : "default",
+           "%s (PyTorch >= 1.13, lazy module loading, PR #86509)", dm_format_bytes(context, cb));
+
+    if ((s = dm_schedule_infer(g, t, &sched, err)) != DNNMEM_OK)
+        goto out;
+    if (dm_alloc_rounding_new(round, &alloc) != DNNMEM_OK) {
+        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+        goto out;
+    }
+    s = dm_result_build(g, t, &sched, &alloc, &cfg, context, as.a, as.n, out, err);
+out:
+    if (alloc.destroy)
+        alloc.destroy(alloc.self);
+    dm_schedule_free(&sched);
+    free(t);
+    dm_arena_free(&arena);
+    return s;
+}

@@ -1,0 +1,400 @@
+/*
+ * dnnmem-impl.h: definitions shared by the library's stages, never installed.
+ *
+ * Stages depend on each other in pipeline order only:
+ *   util (arena, errors, checked arithmetic, dtypes)
+ *   graph (IR, op table)  <- load (ONNX)
+ *   shape (per-binding inference and constant folding)
+ *   schedule (allocation/free events in execution order)
+ *   alloc (allocator simulators)
+ *   report (result, text, JSON)
+ */
+#ifndef DNNMEM_IMPL_H
+#define DNNMEM_IMPL_H
+
+#include "dnnmem.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DM_MAX_DIMS DNNMEM_MAX_DIMS
+
+#if defined(__GNUC__)
+#define DM_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define DM_PRINTF(a, b)
+#endif
+
+/* ---- errors (src/util/error.c) ------------------------------------------ */
+
+/* Set err (if not NULL) and return s. The message is one line. */
+enum dnnmem_status dm_fail(struct dnnmem_error *err, enum dnnmem_status s, const char *fmt, ...)
+    DM_PRINTF(3, 4);
+
+#define DM_TRY(expr)                                                                               \
+    do {                                                                                           \
+        enum dnnmem_status dm_try_s_ = (expr);                                                     \
+        if (dm_try_s_ != DNNMEM_OK)                                                                \
+            return dm_try_s_;                                                                      \
+    } while (0)
+
+/* ---- checked arithmetic (all byte and element counts) ------------------- */
+
+static inline bool dm_mul_ok(int64_t a, int64_t b, int64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool dm_add_ok(int64_t a, int64_t b, int64_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+static inline bool dm_umul_ok(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool dm_uadd_ok(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+
+/* ---- arena (src/util/arena.c) -------------------------------------------- */
+
+/* A chunked bump allocator. Everything allocated from it is freed at once by
+ * dm_arena_free. Allocation failure returns NULL. */
+struct dm_arena_chunk;
+struct dm_arena {
+    struct dm_arena_chunk *head;
+    size_t used;  /* bytes handed out, for statistics */
+};
+void dm_arena_init(struct dm_arena *a);
+void dm_arena_free(struct dm_arena *a);
+void *dm_arena_alloc(struct dm_arena *a, size_t size);   /* zeroed, 16-aligned */
+void *dm_arena_array(struct dm_arena *a, size_t n, size_t elem); /* overflow-checked */
+char *dm_arena_strdup(struct dm_arena *a, const char *s);
+char *dm_arena_strndup(struct dm_arena *a, const char *s, size_t n);
+char *dm_arena_printf(struct dm_arena *a, const char *fmt, ...) DM_PRINTF(2, 3);
+
+/* ---- dtypes (src/graph/dtype.c) ------------------------------------------- */
+
+/* Element types, numbered as ONNX's TensorProto.DataType. */
+enum dm_dtype {
+    DM_UNDEFINED = 0,
+    DM_FLOAT = 1,
+    DM_UINT8 = 2,
+    DM_INT8 = 3,
+    DM_UINT16 = 4,
+    DM_INT16 = 5,
+    DM_INT32 = 6,
+    DM_INT64 = 7,
+    DM_STRING = 8,
+    DM_BOOL = 9,
+    DM_FLOAT16 = 10,
+    DM_DOUBLE = 11,
+    DM_UINT32 = 12,
+    DM_UINT64 = 13,
+    DM_COMPLEX64 = 14,
+    DM_COMPLEX128 = 15,
+    DM_BFLOAT16 = 16,
+    DM_FLOAT8E4M3FN = 17,
+    DM_FLOAT8E4M3FNUZ = 18,
+    DM_FLOAT8E5M2 = 19,
+    DM_FLOAT8E5M2FNUZ = 20,
+    DM_UINT4 = 21,
+    DM_INT4 = 22,
+    DM_DTYPE_COUNT
+};
+bool dm_dtype_valid(int32_t t);
+/* Size in bits of one element (4 for int4); 0 for string. */
+int dm_dtype_bits(enum dm_dtype t);
+const char *dm_dtype_name(enum dm_dtype t);
+bool dm_dtype_is_float(enum dm_dtype t);
+/* Bytes of `numel` elements, rounded up to whole bytes; false on overflow. */
+bool dm_dtype_bytes(enum dm_dtype t, int64_t numel, uint64_t *bytes);
+
+/* ---- the op table (src/graph/ops.def, src/graph/ops.c) -------------------- */
+
+enum dm_op {
+#define DM_OP(name, shape_fn, flags, meta_inputs) DM_OP_##name,
+#include "graph/ops.def"
+#undef DM_OP
+    DM_OP_COUNT
+};
+
+/* Op flags (the "flags" column of ops.def). */
+enum {
+    DM_F_VIEW = 1u << 0,       /* output 0 aliases input 0 in PyTorch eager (no allocation) */
+    DM_F_IDENTITY_INFER = 1u << 1, /* in eval mode output 0 is input 0 itself (Dropout) */
+    DM_F_TRAIN_AUX = 1u << 2,  /* outputs after the first exist only in training mode */
+    DM_F_SEQUENCE = 1u << 3,   /* works on sequence values, which the library does not model */
+};
+
+struct dm_infer;
+struct dm_node;
+typedef enum dnnmem_status (*dm_shape_fn)(struct dm_infer *ctx, const struct dm_node *n);
+
+struct dm_op_info {
+    const char *name;      /* ONNX op_type */
+    dm_shape_fn shape;     /* output dtypes, shapes and (when cheap) values */
+    unsigned flags;        /* DM_F_* */
+    uint32_t meta_inputs;  /* bit i: input i is metadata (shape, axes, pads, scales...),
+                              a host-side list in PyTorch eager, never a device tensor */
+};
+extern const struct dm_op_info dm_ops[DM_OP_COUNT];
+/* Look up an op by ONNX op_type in the default domain; DM_OP_COUNT if unknown. */
+enum dm_op dm_op_lookup(const char *name);
+
+/* ---- graph IR (src/graph/graph.c) ----------------------------------------- */
+
+/* One dim of a declared shape: a number, or a symbol to be bound. */
+struct dm_dim {
+    int64_t value; /* >= 0 when known */
+    int32_t sym;   /* index into graph symbols, or -1 */
+};
+
+enum dm_role {
+    DM_ROLE_ACTIVATION = 0, /* produced by a node */
+    DM_ROLE_INPUT,          /* a graph input fed at run time */
+    DM_ROLE_WEIGHT,         /* an initializer: parameter or buffer */
+    DM_ROLE_CONSTANT,       /* produced by a Constant node */
+};
+
+/* A constant value known at load or inference time: integers (and bools) as
+ * int64, floating point as double. Only small tensors carry values. */
+struct dm_value {
+    int64_t n;
+    bool is_float;
+    int64_t *i; /* valid when !is_float */
+    double *f;  /* valid when is_float */
+};
+#define DM_VALUE_MAX_ELEMS 4096 /* largest tensor whose values are tracked */
+
+struct dm_tensor {
+    const char *name;
+    enum dm_dtype dtype;   /* DM_UNDEFINED when unknown before inference */
+    int rank;              /* declared rank, -1 when not declared */
+    struct dm_dim *dims;   /* declared dims (inputs, weights) */
+    enum dm_role role;
+    bool is_output;        /* a graph output */
+    int32_t producer;      /* node index, -1 for inputs, weights */
+    struct dm_value *value; /* weights and constants with small embedded data */
+};
+
+/* Attributes: a tagged union; the tag says which member is valid. */
+enum dm_attr_kind {
+    DM_ATTR_INT,
+    DM_ATTR_FLOAT,
+    DM_ATTR_STRING,
+    DM_ATTR_INTS,
+    DM_ATTR_FLOATS,
+    DM_ATTR_STRINGS,
+    DM_ATTR_TENSOR,  /* t: dims, dtype and (small) value */
+    DM_ATTR_GRAPH,   /* a subgraph: recorded, not modelled */
+    DM_ATTR_OTHER
+};
+struct dm_attr {
+    const char *name;
+    enum dm_attr_kind kind;
+    int64_t i;           /* INT */
+    double f;            /* FLOAT */
+    const char *s;       /* STRING */
+    int64_t n;           /* element count of INTS, FLOATS, STRINGS */
+    int64_t *ints;       /* INTS */
+    double *floats;      /* FLOATS */
+    const char **strings; /* STRINGS */
+    struct dm_tensor *t; /* TENSOR (not in the graph's tensor list) */
+};
+
+struct dm_node {
+    const char *name;     /* the node's name, or "<op_type>#<index>" when unnamed */
+    enum dm_op op;
+    const char *domain;
+    int n_in, n_out;
+    int32_t *in;          /* tensor indices; -1 for an omitted optional input */
+    int32_t *out;         /* tensor indices; -1 for an omitted optional output */
+    int n_attr;
+    struct dm_attr *attrs;
+};
+
+struct dm_graph {
+    struct dm_arena arena;
+    const char *path;     /* for messages */
+    const char *format;
+    const char *producer;
+    int64_t opset;
+    int32_t n_tensors, cap_tensors;
+    struct dm_tensor *tensors; /* malloc'd, grows */
+    int32_t *index;            /* open-addressing hash: name -> tensor, malloc'd */
+    uint32_t index_cap;
+    int32_t n_nodes;
+    struct dm_node *nodes;     /* in execution (topological) order */
+    int32_t n_symbols;
+    const char **symbols;
+    int32_t n_inputs, n_outputs;
+    int32_t *inputs, *outputs; /* tensor indices */
+};
+
+void dm_graph_init(struct dm_graph *g);
+void dm_graph_free(struct dm_graph *g);
+/* Add a tensor; names must be unique (checked by the loader). -1 on OOM. */
+int32_t dm_graph_add_tensor(struct dm_graph *g, const char *name);
+/* Tensor index by name, or -1. */
+int32_t dm_graph_find(const struct dm_graph *g, const char *name);
+/* Symbol index for `name`, added if new; -1 on OOM. */
+int32_t dm_graph_symbol(struct dm_graph *g, const char *name);
+/* Sort nodes topologically (stable), set producers, check names.
+ * Errors name the file and node: cycles, dangling inputs, two producers. */
+enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err);
+
+const struct dm_attr *dm_node_attr(const struct dm_node *n, const char *name);
+
+/* ---- front ends (src/load) ------------------------------------------------ */
+
+enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t size,
+                                struct dnnmem_error *err);
+
+/* Bytes the ONNX front end's protobuf parser allocated for the last parse;
+ * tests use it to show weight bytes are never copied. */
+struct dm_load_stats {
+    size_t file_bytes;
+    size_t parsed_bytes;   /* size of the message handed to the generated parser */
+    size_t parser_alloc_bytes;
+};
+enum dnnmem_status dm_load_onnx_stats(struct dm_graph *g, const uint8_t *data, size_t size,
+                                      struct dm_load_stats *st, struct dnnmem_error *err);
+
+/* ---- shape inference (src/shape) ----------------------------------------- */
+
+/* The inferred facts about one tensor under one binding of dims. */
+struct dm_tinfo {
+    enum dm_dtype dtype;
+    int rank;                  /* -1: not (yet) inferred */
+    int64_t dims[DM_MAX_DIMS];
+    int64_t numel;
+    uint64_t bytes;            /* numel x element size */
+    struct dm_value *value;    /* known value, or NULL */
+    bool is_const;             /* depends on no graph input */
+    bool absent;               /* an omitted optional output */
+};
+
+struct dm_infer {
+    const struct dm_graph *g;
+    struct dm_arena *arena;    /* values and messages */
+    struct dm_tinfo *t;        /* one per graph tensor */
+    const int64_t *sym_values; /* one per graph symbol */
+    struct dm_value *const *input_values; /* optional, per tensor: values fed to inputs */
+    struct dnnmem_error *err;
+};
+
+/* Bind symbols and infer every tensor. `t` has g->n_tensors entries. */
+enum dnnmem_status dm_infer_shapes(struct dm_infer *ctx);
+
+/* Helpers for shape functions (src/shape/infer.c). Errors name the node. */
+enum dnnmem_status dm_shape_error(struct dm_infer *ctx, const struct dm_node *n,
+                                  enum dnnmem_status s, const char *fmt, ...) DM_PRINTF(4, 5);
+/* Input i's info, or NULL when the input is omitted. */
+const struct dm_tinfo *dm_in(struct dm_infer *ctx, const struct dm_node *n, int i);
+bool dm_has_in(const struct dm_node *n, int i);
+bool dm_has_out(const struct dm_node *n, int i);
+/* Set output i (ignored when the output is omitted). Checks dims >= 0 and
+ * that numel and bytes do not overflow. */
+enum dnnmem_status dm_set_out(struct dm_infer *ctx, const struct dm_node *n, int i,
+                              enum dm_dtype dtype, int rank, const int64_t *dims);
+/* Attach a value to output i (already set with dm_set_out; v->n must equal
+ * its numel). Values of tensors above DM_VALUE_MAX_ELEMS are dropped. */
+enum dnnmem_status dm_set_out_value(struct dm_infer *ctx, const struct dm_node *n, int i,
+                                    struct dm_value *v);
+/* Read input i's value as integers (a float value must be integral) or as
+ * doubles. The value must be known: an input whose value sets an output's
+ * shape but is computed at run time is an "unsupported" error naming it. */
+enum dnnmem_status dm_in_ints(struct dm_infer *ctx, const struct dm_node *n, int i,
+                              const int64_t **v, int64_t *count);
+enum dnnmem_status dm_in_floats(struct dm_infer *ctx, const struct dm_node *n, int i,
+                                const double **v, int64_t *count);
+/* A fresh value of n elements for output i (ints unless is_float), to fill and
+ * then attach with dm_set_out_value; NULL on OOM. */
+struct dm_value *dm_value_new(struct dm_infer *ctx, int64_t n, bool is_float);
+/* Attribute accessors with defaults. */
+int64_t dm_attr_int(const struct dm_node *n, const char *name, int64_t dflt);
+double dm_attr_float(const struct dm_node *n, const char *name, double dflt);
+const char *dm_attr_str(const struct dm_node *n, const char *name, const char *dflt);
+/* INTS attribute: *count = -1 when absent. */
+const int64_t *dm_attr_ints(const struct dm_node *n, const char *name, int64_t *count);
+/* Normalize an axis into [0, rank); error when out of range. */
+enum dnnmem_status dm_axis(struct dm_infer *ctx, const struct dm_node *n, int64_t axis, int rank,
+                           int *out);
+/* Multidirectional (numpy) broadcasting of two shapes. */
+enum dnnmem_status dm_broadcast(struct dm_infer *ctx, const struct dm_node *n, int ra,
+                                const int64_t *a, int rb, const int64_t *b, int *rout,
+                                int64_t *out);
+
+/* Shape functions, one per row family of ops.def. */
+#define DM_OP(name, shape_fn, flags, meta_inputs)                                                 \
+    enum dnnmem_status shape_fn(struct dm_infer *ctx, const struct dm_node *n);
+#include "graph/ops.def"
+#undef DM_OP
+
+/* ---- schedule (src/schedule) ------------------------------------------- */
+
+/* What PyTorch eager asks its allocator for, in execution order. Each event
+ * allocates or frees one storage (a tensor and the views that alias it). */
+enum dm_ev_kind { DM_EV_ALLOC, DM_EV_FREE };
+struct dm_event {
+    uint8_t kind;         /* enum dm_ev_kind */
+    uint8_t category;     /* enum dnnmem_category */
+    int32_t tensor;       /* the storage's base tensor */
+    int32_t step;         /* 0 = before the first op, i + 1 = during/after node i */
+    uint64_t bytes;       /* requested bytes */
+};
+
+struct dm_schedule {
+    struct dm_event *ev;  /* malloc'd */
+    size_t n, cap;
+    int32_t n_steps;
+    int32_t *storage;     /* per tensor: base tensor of its storage, -1 if never on the device */
+};
+void dm_schedule_free(struct dm_schedule *s);
+/* Inference under torch.no_grad() with model.eval(). */
+enum dnnmem_status dm_schedule_infer(const struct dm_graph *g, const struct dm_tinfo *t,
+                                     struct dm_schedule *s, struct dnnmem_error *err);
+
+/* ---- allocator simulation (src/alloc) ------------------------------------ */
+
+struct dm_alloc_stats {
+    uint64_t allocated, peak_allocated; /* bytes handed out (torch memory_allocated) */
+    uint64_t reserved, peak_reserved;   /* bytes obtained from the device */
+};
+
+/* A simulated device allocator. Handles are opaque to the caller. */
+struct dm_allocator {
+    const char *name;
+    void *self;
+    /* Serve a request of `bytes`; *granted is what the block holds. */
+    enum dnnmem_status (*alloc)(void *self, uint64_t bytes, uint64_t *handle, uint64_t *granted);
+    void (*free)(void *self, uint64_t handle);
+    void (*stats)(const void *self, struct dm_alloc_stats *st);
+    void (*destroy)(void *self);
+};
+
+/* Every request rounded up to a multiple of `round` (PyTorch's 512 B), no
+ * caching effects: allocated == reserved. */
+enum dnnmem_status dm_alloc_rounding_new(uint64_t round, struct dm_allocator *a);
+
+/* ---- results (src/report/result.c) -------------------------------------- */
+
+/* Replay a schedule through an allocator and build the public result. The
+ * assumptions are copied. */
+enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tinfo *t,
+                                   const struct dm_schedule *s, struct dm_allocator *a,
+                                   const struct dnnmem_config *cfg, uint64_t context_bytes,
+                                   const struct dnnmem_assumption *assumptions, size_t n_assumptions,
+                                   struct dnnmem_result **out, struct dnnmem_error *err);
+
+/* The graph behind a public model handle. */
+const struct dm_graph *dm_model_graph(const dnnmem_model *m);
+
+/* Format bytes with IEC units ("97.49 MiB"); returns buf. */
+const char *dm_format_bytes(uint64_t bytes, char buf[32]);
+
+#endif /* DNNMEM_IMPL_H */

@@ -1,0 +1,304 @@
+/* graph.c: the graph IR: tensors by name, symbols, topological order. */
+#include "dnnmem-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void dm_graph_init(struct dm_graph *g)
+{
+    memset(g, 0, sizeof *g);
+    dm_arena_init(&g->arena);
+    g->path = "";
+    g->format = "";
+    g->producer = "";
+}
+
+void dm_graph_free(struct dm_graph *g)
+{
+    if (!g)
+        return;
+    free(g->tensors);
+    free(g->index);
+    dm_arena_free(&g->arena);
+    memset(g, 0, sizeof *g);
+}
+
+static uint32_t hash_str(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+int32_t dm_graph_find(const struct dm_graph *g, const char *name)
+{
+    if (!g->index_cap)
+        return -1;
+    uint32_t mask = g->index_cap - 1;
+    for (uint32_t i = hash_str(name) & mask;; i = (i + 1) & mask) {
+        int32_t t = g->index[i];
+        if (t < 0)
+            return -1;
+        if (strcmp(g->tensors[t].name, name) == 0)
+            return t;
+    }
+}
+
+static bool index_insert(struct dm_graph *g, int32_t t)
+{
+    if ((uint64_t)(g->n_tensors + 1) * 2 > g->index_cap) {
+        uint32_t cap = g->index_cap ? g->index_cap * 2 : 64;
+        if (cap > (1u << 30))
+            return false;
+        int32_t *idx = malloc(cap * sizeof *idx);
+        if (!idx)
+            return false;
+        for (uint32_t i = 0; i < cap; i++)
+            idx[i] = -1;
+        free(g->index);
+        g->index = idx;
+        g->index_cap = cap;
+        for (int32_t k = 0; k < g->n_tensors; k++)
+            if (k != t && !index_insert(g, k))
+                return false;
+    }
+    uint32_t mask = g->index_cap - 1;
+    uint32_t i = hash_str(g->tensors[t].name) & mask;
+    while (g->index[i] >= 0)
+        i = (i + 1) & mask;
+    g->index[i] = t;
+    return true;
+}
+
+int32_t dm_graph_add_tensor(struct dm_graph *g, const char *name)
+{
+    if (g->n_tensors == g->cap_tensors) {
+        if (g->cap_tensors > INT32_MAX / 4)
+            return -1;
+        int32_t cap = g->cap_tensors ? g->cap_tensors * 2 : 256;
+        struct dm_tensor *t = realloc(g->tensors, (size_t)cap * sizeof *t);
+        if (!t)
+            return -1;
+        g->tensors = t;
+        g->cap_tensors = cap;
+    }
+    int32_t id = g->n_tensors;
+    struct dm_tensor *t = &g->tensors[id];
+    memset(t, 0, sizeof *t);
+    t->name = dm_arena_strdup(&g->arena, name);
+    if (!t->name)
+        return -1;
+    t->rank = -1;
+    t->producer = -1;
+    t->role = DM_ROLE_ACTIVATION;
+    g->n_tensors++;
+    if (!index_insert(g, id)) {
+        g->n_tensors--;
+        return -1;
+    }
+    return id;
+}
+
+int32_t dm_graph_symbol(struct dm_graph *g, const char *name)
+{
+    for (int32_t i = 0; i < g->n_symbols; i++)
+        if (strcmp(g->symbols[i], name) == 0)
+            return i;
+    if ((g->n_symbols & (g->n_symbols - 1)) == 0) { /* grow at powers of two */
+        size_t cap = g->n_symbols ? (size_t)g->n_symbols * 2 : 4;
+        const char **s = dm_arena_array(&g->arena, cap, sizeof *s);
+        if (!s)
+            return -1;
+        if (g->n_symbols)
+            memcpy(s, g->symbols, (size_t)g->n_symbols * sizeof *s);
+        g->symbols = s;
+    }
+    const char *copy = dm_arena_strdup(&g->arena, name);
+    if (!copy)
+        return -1;
+    g->symbols[g->n_symbols] = copy;
+    return g->n_symbols++;
+}
+
+const struct dm_attr *dm_node_attr(const struct dm_node *n, const char *name)
+{
+    for (int i = 0; i < n->n_attr; i++)
+        if (strcmp(n->attrs[i].name, name) == 0)
+            return &n->attrs[i];
+    return NULL;
+}
+
+static void heap_push(int32_t *h, int32_t *n, int32_t v)
+{
+    int32_t i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2] > v) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = v;
+}
+
+static int32_t heap_pop(int32_t *h, int32_t *n)
+{
+    int32_t top = h[0], v = h[--(*n)], i = 0;
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && h[c + 1] < h[c])
+            c++;
+        if (h[c] >= v)
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+    return top;
+}
+
+/* Kahn's algorithm, taking ready nodes in file order so an already sorted
+ * graph keeps its order. */
+enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err)
+{
+    enum dnnmem_status s = DNNMEM_OK;
+    int32_t nn = g->n_nodes, nt = g->n_tensors;
+    int32_t *pending = calloc((size_t)nn + 1, sizeof *pending);
+    int32_t *order = malloc(((size_t)nn + 1) * sizeof *order);
+    int32_t *users_start = calloc((size_t)nt + 1, sizeof *users_start);
+    int32_t *users = NULL;
+    int32_t *ready = malloc(((size_t)nn + 1) * sizeof *ready);
+    if (!pending || !order || !users_start || !ready) {
+        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory sorting the graph", g->path);
+        goto out;
+    }
+    /* producers, and one producer per tensor */
+    for (int32_t i = 0; i < nn; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_out; k++) {
+            int32_t t = n->out[k];
+            if (t < 0)
+                continue;
+            struct dm_tensor *tt = &g->tensors[t];
+            if (tt->producer >= 0 || tt->role == DM_ROLE_INPUT || tt->role == DM_ROLE_WEIGHT) {
+                s = dm_fail(err, DNNMEM_E_MODEL,
+                            "%s: node '%s' writes '%s', which %s already defines", g->path,
+                            n->name, tt->name,
+                            tt->producer >= 0 ? "another node" : "the graph's inputs or initializers");
+                goto out;
+            }
+            tt->producer = i;
+        }
+    }
+    /* dangling inputs; count users per tensor */
+    size_t n_edges = 0;
+    for (int32_t i = 0; i < nn; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            int32_t t = n->in[k];
+            if (t < 0)
+                continue;
+            const struct dm_tensor *tt = &g->tensors[t];
+            if (tt->producer < 0 && tt->role != DM_ROLE_INPUT && tt->role != DM_ROLE_WEIGHT) {
+                s = dm_fail(err, DNNMEM_E_MODEL,
+                            "%s: node '%s' reads '%s', which no node, input or initializer defines",
+                            g->path, n->name, tt->name);
+                goto out;
+            }
+            if (tt->producer >= 0) {
+                pending[i]++;
+                users_start[t]++;
+                n_edges++;
+            }
+        }
+    }
+    users = malloc((n_edges + 1) * sizeof *users);
+    if (!users) {
+        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory sorting the graph", g->path);
+        goto out;
+    }
+    /* prefix sums -> users lists */
+    int32_t acc = 0;
+    for (int32_t t = 0; t < nt; t++) {
+        int32_t c = users_start[t];
+        users_start[t] = acc;
+        acc += c;
+    }
+    users_start[nt] = acc;
+    {
+        int32_t *fill = calloc((size_t)nt + 1, sizeof *fill);
+        if (!fill) {
+            s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory sorting the graph", g->path);
+            goto out;
+        }
+        for (int32_t i = 0; i < nn; i++) {
+            const struct dm_node *n = &g->nodes[i];
+            for (int k = 0; k < n->n_in; k++) {
+                int32_t t = n->in[k];
+                if (t >= 0 && g->tensors[t].producer >= 0)
+                    users[users_start[t] + fill[t]++] = i;
+            }
+        }
+        free(fill);
+    }
+    /* Ready nodes leave a min-heap by file index: a graph already in
+     * topological order keeps its order exactly (it is the execution order the
+     * exporter recorded), others take the nearest valid one. */
+    int32_t n_ready = 0, n_done = 0;
+    for (int32_t i = 0; i < nn; i++)
+        if (pending[i] == 0)
+            heap_push(ready, &n_ready, i);
+    while (n_ready > 0) {
+        int32_t i = heap_pop(ready, &n_ready);
+        order[n_done++] = i;
+        const struct dm_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_out; k++) {
+            int32_t t = n->out[k];
+            if (t < 0)
+                continue;
+            for (int32_t u = users_start[t]; u < users_start[t + 1]; u++) {
+                int32_t j = users[u];
+                if (--pending[j] == 0)
+                    heap_push(ready, &n_ready, j);
+            }
+        }
+    }
+    if (n_done < nn) {
+        const char *name = "?";
+        for (int32_t i = 0; i < nn; i++)
+            if (pending[i] > 0) {
+                name = g->nodes[i].name;
+                break;
+            }
+        s = dm_fail(err, DNNMEM_E_MODEL, "%s: the graph has a cycle through node '%s'", g->path,
+                    name);
+        goto out;
+    }
+    {
+        bool sorted = true;
+        for (int32_t i = 0; i < nn; i++)
+            if (order[i] != i)
+                sorted = false;
+        if (!sorted) {
+            struct dm_node *nodes = dm_arena_array(&g->arena, (size_t)nn, sizeof *nodes);
+            if (!nodes) {
+                s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory sorting the graph", g->path);
+                goto out;
+            }
+            for (int32_t i = 0; i < nn; i++)
+                nodes[i] = g->nodes[order[i]];
+            g->nodes = nodes;
+            for (int32_t i = 0; i < nn; i++)
+                for (int k = 0; k < g->nodes[i].n_out; k++)
+                    if (g->nodes[i].out[k] >= 0)
+                        g->tensors[g->nodes[i].out[k]].producer = i;
+        }
+    }
+out:
+    free(pending);
+    free(order);
+    free(users_start);
+    free(users);
+    free(ready);
+    return s;
+}
