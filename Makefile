@@ -6,6 +6,7 @@
 #   make SAN=1 check     the same under AddressSanitizer + UBSan (build-san/)
 #   make fuzz            libFuzzer target for the ONNX loader (clang)
 #   make bench           speed benchmark (bench/)
+#   make B=dir ...       build in another directory
 #
 # Variables: CC, CFLAGS, PREFIX, DESTDIR, ONNX_PROTO (the schema, by default
 # the one Debian's libonnx-dev installs), PYTHON (Debian's python3 with
@@ -19,11 +20,11 @@ PYTHON     ?= /usr/bin/python3
 PROTOC_C   ?= protoc-c
 
 ifeq ($(SAN),1)
-B          := build-san
+B          ?= build-san
 SANFLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 OPT        := -O1
 else
-B          := build
+B          ?= build
 SANFLAGS   :=
 OPT        := -O2
 endif
