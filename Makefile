@@ -64,15 +64,18 @@ $(B)/gen/onnx.pb-c.c $(B)/gen/onnx.pb-c.h: $(ONNX_PROTO)
 	cd $(B)/gen && $(PROTOC_C) --c_out=. onnx.proto
 
 $(B)/gen/onnx.pb-c.o: $(B)/gen/onnx.pb-c.c
-	$(CC) -std=c11 -fPIC $(SANFLAGS) $(CFLAGS) $(PKG_CFLAGS) -w -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) -std=c11 -fPIC $(SANFLAGS) $(CFLAGS) $(PKG_CFLAGS) -w -c $< -o $@
 
 $(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/graph/ops.def $(B)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(B)/libdnnmem.a: $(LIB_OBJ)
-	rm -f $@
-	ar rcs $@ $^
+	@echo "  AR      $@"
+	@rm -f $@
+	@ar rcs $@ $^
 
 $(B)/libdnnmem.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libdnnmem.so.$(SOVERSION) $(SANFLAGS) -o $(B)/libdnnmem.so.$(VERSION) $^ $(LDLIBS)
@@ -89,11 +92,13 @@ $(B)/dnnmem.pc: dnnmem.pc.in
 
 $(B)/tests/%: tests/unit/%.c tests/unit/util.h $(B)/libdnnmem.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libdnnmem.a $(LDLIBS) -lcmocka
+	@echo "  CCLD    $@"
+	@$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libdnnmem.a $(LDLIBS) -lcmocka
 
 $(B)/tests/conformance: tests/conformance/conformance.c $(B)/libdnnmem.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libdnnmem.a $(LDLIBS)
+	@echo "  CCLD    $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libdnnmem.a $(LDLIBS)
 
 $(B)/onnx-node-tests/MANIFEST.tsv: tools/gen_onnx_node_tests.py
 	$(PYTHON) tools/gen_onnx_node_tests.py $(B)/onnx-node-tests
@@ -118,7 +123,33 @@ install: all
 	install -m 755 $(B)/dnnmem $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(B)/dnnmem.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 
-clean:
-	rm -rf build build-san
+# ---- benchmark ------------------------------------------------------------------
 
-.PHONY: all check install clean
+$(B)/bench/bench: bench/bench.c $(B)/libdnnmem.a
+	@mkdir -p $(dir $@)
+	@echo "  CCLD    $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libdnnmem.a $(LDLIBS)
+
+bench: $(B)/bench/bench
+	$(B)/bench/bench
+
+# ---- fuzzing (clang, libFuzzer) ---------------------------------------------------
+
+FUZZ_TIME ?= 60
+build-fuzz/fuzz-onnx: fuzz/fuzz-onnx.c $(LIB_SRC) $(B)/gen/onnx.pb-c.c
+	@mkdir -p build-fuzz
+	clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fsanitize=fuzzer,address,undefined \
+	    -Iinclude -Isrc -I$(B)/gen $(PKG_CFLAGS) -o $@ fuzz/fuzz-onnx.c $(LIB_SRC) \
+	    $(B)/gen/onnx.pb-c.c $(LDLIBS)
+
+fuzz: build-fuzz/fuzz-onnx
+
+fuzz-run: build-fuzz/fuzz-onnx
+	@rm -rf build-fuzz/new && mkdir -p build-fuzz/new
+	build-fuzz/fuzz-onnx -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
+	    build-fuzz/new fuzz/corpus
+
+clean:
+	rm -rf build build-san build-fuzz
+
+.PHONY: all check install clean fuzz fuzz-run bench

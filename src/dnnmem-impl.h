@@ -353,7 +353,17 @@ struct dm_schedule {
     size_t n, cap;
     int32_t n_steps;
     int32_t *storage;     /* per tensor: base tensor of its storage, -1 if never on the device */
+    /* Buffers the framework keeps that the graph does not show (PyTorch's
+     * BatchNorm num_batches_tracked). Event tensor ids >= g->n_tensors refer
+     * to them: id - g->n_tensors indexes these arrays (malloc'd). */
+    int32_t n_implied;
+    int32_t *implied_node;   /* the node that implies it */
+    uint8_t *implied_dtype;  /* enum dm_dtype */
 };
+/* Name of an event's tensor, graph or implied ("<node>.num_batches_tracked"
+ * is written into buf for implied ones). */
+const char *dm_schedule_tensor_name(const struct dm_graph *g, const struct dm_schedule *s,
+                                    int32_t id, char *buf, size_t cap);
 void dm_schedule_free(struct dm_schedule *s);
 /* Inference under torch.no_grad() with model.eval(). */
 enum dnnmem_status dm_schedule_infer(const struct dm_graph *g, const struct dm_tinfo *t,

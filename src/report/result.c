@@ -53,7 +53,8 @@ const char *dm_format_bytes(uint64_t bytes, char buf[32])
 
 struct live_entry {
     int32_t tensor;
-    uint64_t granted;
+    uint8_t category;
+    uint64_t bytes, granted;
 };
 
 static int by_size_desc(const void *a, const void *b)
@@ -70,7 +71,7 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
                                    const struct dnnmem_assumption *assumptions, size_t n_assumptions,
                                    struct dnnmem_result **out, struct dnnmem_error *err)
 {
-    int32_t nt = g->n_tensors;
+    int32_t nt = g->n_tensors + s->n_implied; /* event ids span graph and implied tensors */
     uint64_t *handle = calloc((size_t)nt + 1, sizeof *handle);
     uint64_t *granted = calloc((size_t)nt + 1, sizeof *granted);
     struct result_box *box = calloc(1, sizeof *box);
@@ -131,7 +132,7 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
         if (ev->kind != DM_EV_ALLOC || !alive[ev->tensor])
             continue;
         alive[ev->tensor] = false; /* count each once */
-        live[n_live++] = (struct live_entry){ev->tensor, granted[ev->tensor]};
+        live[n_live++] = (struct live_entry){ev->tensor, ev->category, ev->bytes, granted[ev->tensor]};
         r->category_bytes[ev->category] += ev->bytes;
         sum_granted += granted[ev->tensor];
         if (ev->category == DNNMEM_CAT_WEIGHT)
@@ -161,25 +162,27 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
         goto oom;
     for (size_t k = 0; k < top; k++) {
         int32_t id = live[k].tensor;
-        const struct dm_tensor *tt = &g->tensors[id];
         struct dnnmem_tensor_info *ti = &r->live[k];
-        ti->name = dm_arena_strdup(&box->arena, tt->name);
+        char nbuf[512];
+        ti->name = dm_arena_strdup(&box->arena, dm_schedule_tensor_name(g, s, id, nbuf, sizeof nbuf));
+        ti->category = (enum dnnmem_category)live[k].category;
+        ti->bytes = live[k].bytes;
+        ti->allocated = live[k].granted;
+        if (id >= g->n_tensors) { /* implied: a scalar buffer of its node */
+            ti->dtype = dm_dtype_name((enum dm_dtype)s->implied_dtype[id - g->n_tensors]);
+            const struct dm_node *n = &g->nodes[s->implied_node[id - g->n_tensors]];
+            ti->producer_node = dm_arena_strdup(&box->arena, n->name);
+            ti->producer_op = dm_ops[n->op].name;
+            if (!ti->name || !ti->producer_node)
+                goto oom;
+            continue;
+        }
+        const struct dm_tensor *tt = &g->tensors[id];
         ti->dtype = dm_dtype_name(t[id].dtype);
-        ti->category = tt->role == DM_ROLE_INPUT ? DNNMEM_CAT_INPUT
-                     : tt->producer >= 0 && !(t[id].is_const && tt->role != DM_ROLE_ACTIVATION)
-                         ? DNNMEM_CAT_ACTIVATION
-                         : DNNMEM_CAT_WEIGHT;
-        for (size_t e = 0; e < s->n; e++) /* the category the schedule gave it */
-            if (s->ev[e].tensor == id && s->ev[e].kind == DM_EV_ALLOC) {
-                ti->category = (enum dnnmem_category)s->ev[e].category;
-                break;
-            }
         ti->rank = t[id].rank;
         for (int d = 0; d < t[id].rank && d < DNNMEM_MAX_DIMS; d++)
             ti->dims[d] = t[id].dims[d];
-        ti->bytes = t[id].bytes;
-        ti->allocated = live[k].granted;
-        if (tt->producer >= 0) {
+        if (tt->producer >= 0 && tt->role == DM_ROLE_ACTIVATION) {
             ti->producer_node = dm_arena_strdup(&box->arena, g->nodes[tt->producer].name);
             ti->producer_op = dm_ops[g->nodes[tt->producer].op].name;
         } else {

@@ -21,6 +21,7 @@
  */
 #include "dnnmem-impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +31,29 @@ void dm_schedule_free(struct dm_schedule *s)
         return;
     free(s->ev);
     free(s->storage);
+    free(s->implied_node);
+    free(s->implied_dtype);
     memset(s, 0, sizeof *s);
+}
+
+const char *dm_schedule_tensor_name(const struct dm_graph *g, const struct dm_schedule *s,
+                                    int32_t id, char *buf, size_t cap)
+{
+    if (id < g->n_tensors)
+        return g->tensors[id].name;
+    snprintf(buf, cap, "%s.num_batches_tracked", g->nodes[s->implied_node[id - g->n_tensors]].name);
+    return buf;
+}
+
+/* PyTorch's BatchNorm modules that track running statistics register a third
+ * buffer, num_batches_tracked, an int64 scalar (torch/nn/modules/batchnorm.py,
+ * _NormBase). torch.onnx drops it ("Removing mutation ... num_batches_tracked"),
+ * so a BatchNormalization whose running mean and variance are initializers
+ * implies one 8-byte device tensor. */
+static bool implies_batch_counter(const struct dm_graph *g, const struct dm_node *n)
+{
+    return n->op == DM_OP_BatchNormalization && n->n_in >= 5 && n->in[3] >= 0 && n->in[4] >= 0 &&
+           g->tensors[n->in[3]].role == DM_ROLE_WEIGHT && g->tensors[n->in[4]].role == DM_ROLE_WEIGHT;
 }
 
 static bool push(struct dm_schedule *s, enum dm_ev_kind kind, enum dnnmem_category cat,
@@ -185,6 +208,17 @@ enum dnnmem_status dm_schedule_infer(const struct dm_graph *g, const struct dm_t
                                   g->tensors[i].role == DM_ROLE_INPUT ? DNNMEM_CAT_INPUT : DNNMEM_CAT_WEIGHT,
                                   i, 0, t[i].bytes))
             goto oom;
+    s->implied_node = malloc(((size_t)nn + 1) * sizeof *s->implied_node);
+    s->implied_dtype = malloc((size_t)nn + 1);
+    if (!s->implied_node || !s->implied_dtype)
+        goto oom;
+    for (int32_t i = 0; i < nn; i++)
+        if (implies_batch_counter(g, &g->nodes[i])) {
+            s->implied_node[s->n_implied] = i;
+            s->implied_dtype[s->n_implied] = DM_INT64;
+            if (!push(s, DM_EV_ALLOC, DNNMEM_CAT_WEIGHT, nt + s->n_implied++, 0, 8))
+                goto oom;
+        }
     for (int32_t i = 0; i < nn; i++) {
         const struct dm_node *n = &g->nodes[i];
         for (int k = 0; k < n->n_out; k++) {

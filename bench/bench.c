@@ -1,0 +1,147 @@
+/*
+ * bench.c: in-process speed of load + shape inference + estimate.
+ *
+ *   make bench      (runs build/bench/bench from the repository root)
+ *
+ * Prints, per model, the median and the 90th percentile over many runs. The
+ * 100+ MB case is resnet50 with every initializer embedded as raw_data
+ * (zeros), written once to build/bench/resnet50-embedded.onnx.
+ */
+#include "dnnmem.h"
+#include "onnx.pb-c.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = malloc((size_t)n + 1);
+    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return p;
+}
+
+/* Write `out`: the model at `in` with every initializer's data embedded. */
+static int embed_weights(const char *in, const char *out, size_t *bytes)
+{
+    size_t len;
+    unsigned char *p = slurp(in, &len);
+    if (!p)
+        return -1;
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, p);
+    free(p);
+    if (!m)
+        return -1;
+    void **bufs = calloc(m->graph->n_initializer + 1, sizeof *bufs);
+    for (size_t i = 0; i < m->graph->n_initializer; i++) {
+        Onnx__TensorProto *t = m->graph->initializer[i];
+        size_t n = 4; /* float32 */
+        for (size_t k = 0; k < t->n_dims; k++)
+            n *= (size_t)t->dims[k];
+        bufs[i] = calloc(n ? n : 1, 1);
+        t->has_raw_data = 1;
+        t->raw_data.data = bufs[i];
+        t->raw_data.len = n;
+        t->has_data_location = 0;
+        t->n_external_data = 0;
+    }
+    size_t n = onnx__model_proto__get_packed_size(m);
+    unsigned char *q = malloc(n);
+    onnx__model_proto__pack(m, q);
+    FILE *f = fopen(out, "wb");
+    int rc = f && fwrite(q, 1, n, f) == n ? 0 : -1;
+    if (f)
+        fclose(f);
+    *bytes = n;
+    free(q);
+    for (size_t i = 0; i < m->graph->n_initializer; i++) {
+        free(bufs[i]);
+        m->graph->initializer[i]->raw_data.data = NULL;
+        m->graph->initializer[i]->raw_data.len = 0;
+        m->graph->initializer[i]->has_raw_data = 0;
+    }
+    free(bufs);
+    onnx__model_proto__free_unpacked(m, NULL);
+    return rc;
+}
+
+static void bench(const char *label, const char *path, int64_t batch, int64_t seq, int runs)
+{
+    double *t = malloc((size_t)runs * sizeof *t), *tl = malloc((size_t)runs * sizeof *tl);
+    uint64_t total = 0;
+    for (int i = 0; i < runs; i++) {
+        double t0 = now_ms();
+        dnnmem_model *m;
+        struct dnnmem_error err;
+        if (dnnmem_model_load(path, &m, &err) != DNNMEM_OK) {
+            fprintf(stderr, "bench: %s\n", err.message);
+            exit(1);
+        }
+        double t1 = now_ms();
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.batch_size = batch;
+        cfg.seq_len = seq;
+        struct dnnmem_result *r;
+        if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK) {
+            fprintf(stderr, "bench: %s\n", err.message);
+            exit(1);
+        }
+        total = r->total_bytes;
+        dnnmem_result_free(r);
+        dnnmem_model_free(m);
+        t[i] = now_ms() - t0;
+        tl[i] = t1 - t0;
+    }
+    qsort(t, (size_t)runs, sizeof *t, cmp_double);
+    qsort(tl, (size_t)runs, sizeof *tl, cmp_double);
+    printf("%-34s %6d runs  median %7.3f ms  p90 %7.3f ms  (load %7.3f ms)  peak %.1f MiB\n",
+           label, runs, t[runs / 2], t[runs * 9 / 10], tl[runs / 2], (double)total / 1048576.0);
+    free(t);
+    free(tl);
+}
+
+int main(void)
+{
+    size_t big = 0;
+    const char *embedded = "build/bench/resnet50-embedded.onnx"; /* make bench runs from the root */
+    if (embed_weights("tests/models/fixtures/resnet50.onnx", embedded, &big) != 0) {
+        fprintf(stderr, "bench: cannot write %s\n", embedded);
+        return 1;
+    }
+    printf("load + shape inference + inference estimate, in process\n");
+    bench("resnet50 (batch 32)", "tests/models/fixtures/resnet50.onnx", 32, 0, 500);
+    bench("vgg16 (batch 32)", "tests/models/fixtures/vgg16.onnx", 32, 0, 500);
+    bench("inception_v3 (batch 32)", "tests/models/fixtures/inception_v3.onnx", 32, 0, 300);
+    bench("lstm_lm (batch 20, seq 35)", "tests/models/fixtures/lstm_lm.onnx", 20, 35, 300);
+    bench("bert_encoder (batch 8, seq 512)", "tests/models/fixtures/bert_encoder.onnx", 8, 512, 200);
+    char label[64];
+    snprintf(label, sizeof label, "resnet50, %.0f MB embedded weights", (double)big / 1e6);
+    bench(label, embedded, 32, 0, 100);
+    return 0;
+}

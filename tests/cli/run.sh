@@ -1,0 +1,88 @@
+#!/bin/sh
+# CLI tests: exit codes, one-line errors naming the file/flag/node, output
+# shapes. Usage: DNNMEM=build/dnnmem sh tests/cli/run.sh
+set -u
+D=${DNNMEM:-build/dnnmem}
+PY=${PYTHON:-/usr/bin/python3}
+M=tests/models
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0
+fail=0
+
+# expect CODE NEEDLE -- ARGS...: exit code and a substring of stdout+stderr
+expect() {
+    code=$1 needle=$2
+    shift 3
+    "$D" "$@" >"$T/out" 2>"$T/err"
+    got=$?
+    if [ "$got" -ne "$code" ] || ! cat "$T/out" "$T/err" | grep -qF -- "$needle"; then
+        echo "FAIL: dnnmem $* -> exit $got (want $code), want '$needle' in:"
+        sed 's/^/    /' "$T/out" "$T/err" | head -20
+        fail=$((fail + 1))
+        return
+    fi
+    # errors are one line on stderr
+    if [ "$code" -ne 0 ] && [ "$(wc -l <"$T/err")" -gt 2 ]; then
+        echo "FAIL: dnnmem $*: error is not one line:"
+        sed 's/^/    /' "$T/err"
+        fail=$((fail + 1))
+        return
+    fi
+    pass=$((pass + 1))
+}
+
+expect 0 "dnnmem 0.1.0" -- --version
+expect 0 "Examples:" -- --help
+expect 0 "--batch-size" -- estimate --help
+expect 2 "no command given" --
+expect 2 "unknown command" -- frobnicate
+expect 2 "no MODEL given" -- estimate
+expect 2 "--frob: unknown option" -- estimate $M/fixtures/resnet50.onnx --frob
+expect 2 "--batch-size abc" -- estimate $M/fixtures/resnet50.onnx --batch-size abc
+expect 2 "--batch-size 0" -- estimate $M/fixtures/resnet50.onnx --batch-size 0
+expect 2 "--dim batch" -- estimate $M/fixtures/resnet50.onnx --dim batch
+expect 2 "--mode train" -- estimate $M/fixtures/resnet50.onnx --mode train
+expect 2 "--cuda-context lots" -- estimate $M/fixtures/resnet50.onnx --cuda-context lots
+expect 2 "--dim nope: " -- estimate $M/fixtures/resnet50.onnx --dim nope=3
+expect 2 "dim 'seq'" -- estimate $M/fixtures/bert_encoder.onnx --batch-size 2
+expect 2 "--batch-size: " -- estimate $M/onnx/mnist-8_cntk.onnx --batch-size 4
+expect 3 "/nonexistent.onnx: cannot open" -- estimate /nonexistent.onnx
+
+# corrupt files
+head -c 3000 $M/fixtures/resnet50.onnx >"$T/truncated.onnx"
+expect 3 "truncated.onnx: not a valid ONNX model" -- estimate "$T/truncated.onnx"
+printf 'not a model at all' >"$T/garbage.onnx"
+expect 3 "garbage.onnx" -- estimate "$T/garbage.onnx"
+: >"$T/empty.onnx"
+expect 3 "empty.onnx: empty file" -- estimate "$T/empty.onnx"
+expect 4 "unsupported op 'com.microsoft.extensions::DecodeImage'" -- \
+    estimate $M/onnx/superresolution_with_pre_post_processing_op18.onnx
+
+# estimates
+expect 0 "peak" -- estimate $M/fixtures/resnet50.onnx --batch-size 8
+expect 0 "dims.batch" -- estimate $M/fixtures/resnet50.onnx --batch-size 8
+expect 0 "[default]" -- estimate $M/fixtures/resnet50.onnx
+expect 0 "cuda_context" -- estimate $M/fixtures/bert_encoder.onnx -b 4 -s 128
+expect 0 "1.00 GiB" -- estimate $M/fixtures/resnet50.onnx --cuda-context 1GiB --top 1
+expect 0 "peak" -- estimate $M/onnx/light_resnet50.onnx
+expect 0 "peak" -- estimate $M/onnx/mnist-8_cntk.onnx
+expect 0 "peak" -- estimate $M/onnx/super_resolution_pytorch0.2.onnx
+expect 0 "peak" -- estimate $M/onnx/lstm_keras2onnx_tiny.onnx --dim N=4 --dim M1=7
+
+# JSON: valid, integer bytes, inputs echoed
+"$D" estimate $M/fixtures/vgg16.onnx --batch-size 4 --json >"$T/v.json" 2>&1
+if "$PY" - "$T/v.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "dnnmem.estimate/1", d["schema"]
+assert isinstance(d["total_bytes"], int) and d["total_bytes"] > d["peak_allocated_bytes"] > 0
+b = d["breakdown"]
+assert b["weights"] + b["inputs"] + b["activations"] + b["rounding"] == d["peak_allocated_bytes"]
+assert any(a["key"] == "dims.batch" and a["value"].startswith("4") for a in d["assumptions"])
+assert d["live_at_peak"] and d["live_at_peak"][0]["allocated"] >= d["live_at_peak"][-1]["allocated"]
+EOF
+then pass=$((pass + 1)); else echo "FAIL: --json output"; fail=$((fail + 1)); fi
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

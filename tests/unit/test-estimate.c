@@ -1,0 +1,277 @@
+/*
+ * test-estimate.c: inference estimates of small graphs, worked out by hand,
+ * and binding rules. Sizes: PyTorch rounds each request up to 512 B.
+ */
+#include "util.h"
+
+#include <jansson.h>
+
+enum { F32 = 1, I64 = 7 };
+
+static struct dnnmem_result *estimate(struct tb *b, int64_t batch, const char *dim, int64_t dimv)
+{
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (tb_load(b, &m, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = batch;
+    struct dnnmem_dim_binding bind = {dim, dimv};
+    if (dim) {
+        cfg.dims = &bind;
+        cfg.n_dims = 1;
+    }
+    struct dnnmem_result *r = NULL;
+    if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
+        fail_msg("estimate: %s", err.message);
+    dnnmem_model_free(m);
+    tb_free(b);
+    return r;
+}
+
+/* x[2,3] @ W[3,4] -> h[2,4]; relu(h) -> y[2,4].
+ * Step 0: W (48 B) and x (24 B); step 1: h (32 B); step 2: y (32 B), then h
+ * is freed. Peak right after y: four 512-byte blocks = 2048 B. */
+static void test_mlp_by_hand(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,3");
+    tb_init(b, "W", F32, 2, (int64_t[]){3, 4});
+    tb_node(b, "MatMul", "mm", "x,W", "h");
+    tb_node(b, "Relu", "relu", "h", "y");
+    tb_output(b, "y");
+    struct dnnmem_result *r = estimate(b, 2, NULL, 0);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 48);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 24);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_ACTIVATION], 64);
+    assert_int_equal(r->peak_allocated, 2048);
+    assert_int_equal(r->rounding_bytes, 2048 - 136);
+    assert_int_equal(r->peak_step, 2);
+    assert_string_equal(r->peak_node, "relu");
+    assert_int_equal(r->context_bytes, DNNMEM_CUDA_CONTEXT_DEFAULT);
+    assert_int_equal(r->total_bytes, 2048 + DNNMEM_CUDA_CONTEXT_DEFAULT);
+    assert_int_equal(r->n_live_total, 4);
+    dnnmem_result_free(r);
+}
+
+/* x[1000,8] -> Reshape [-1,2,4] (view) -> Transpose (strided view) ->
+ * Reshape [-1,8] (a copy: torch.reshape of a non-contiguous tensor) -> c;
+ * c + x -> y. The shape vectors are metadata, not weights.
+ * 32000 B each for x, c, y; 32000 rounds to 32256. Peak at the Add:
+ * x + c + y = 96768 B allocated, 96000 requested. */
+static struct tb *view_graph(bool transpose)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,8");
+    tb_init_i64(b, "s1", 3, (int64_t[]){-1, 2, 4});
+    tb_init_i64(b, "s2", 2, (int64_t[]){-1, 8});
+    tb_node(b, "Reshape", "r1", "x,s1", "a");
+    if (transpose) {
+        tb_node(b, "Transpose", "t", "a", "bt");
+        tb_attr_ints(b, "perm", 3, (int64_t[]){0, 2, 1});
+    }
+    tb_node(b, "Reshape", "r2", transpose ? "bt,s2" : "a,s2", "c");
+    tb_node(b, "Add", "add", "c,x", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_views_and_copies_by_hand(void **state)
+{
+    (void)state;
+    struct dnnmem_result *r = estimate(view_graph(true), 1000, NULL, 0);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 0);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 32000);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_ACTIVATION], 64000);
+    assert_int_equal(r->peak_allocated, 3 * 32256);
+    assert_int_equal(r->rounding_bytes, 768);
+    assert_string_equal(r->peak_node, "add");
+    dnnmem_result_free(r);
+
+    /* without the transpose both reshapes are views: only y is allocated */
+    r = estimate(view_graph(false), 1000, NULL, 0);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_ACTIVATION], 32000);
+    assert_int_equal(r->peak_allocated, 2 * 32256);
+    dnnmem_result_free(r);
+}
+
+/* Dropout in eval mode returns its input: no allocation; its mask output is
+ * not produced. x[4,256] (4096 B) -> Dropout -> d -> Relu -> y. */
+static void test_dropout_is_identity_in_eval(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,256");
+    tb_node(b, "Dropout", "drop", "x", "d,mask");
+    tb_node(b, "Relu", "relu", "d", "y");
+    tb_output(b, "y");
+    struct dnnmem_result *r = estimate(b, 4, NULL, 0);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_ACTIVATION], 4096);
+    assert_int_equal(r->peak_allocated, 8192);
+    dnnmem_result_free(r);
+}
+
+/* A chain a -> b -> c -> d of 1 MiB tensors frees each input after use:
+ * at most two activations plus the input are live. */
+static void test_chain_frees_dead_tensors(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,1024");
+    tb_node(b, "Relu", "r1", "x", "a");
+    tb_node(b, "Sigmoid", "r2", "a", "b");
+    tb_node(b, "Tanh", "r3", "b", "c");
+    tb_node(b, "Relu", "r4", "c", "d");
+    tb_output(b, "d");
+    struct dnnmem_result *r = estimate(b, 256, NULL, 0);
+    assert_int_equal(r->peak_allocated, 3 * (1 << 20));
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_ACTIVATION], 2 * (1 << 20));
+    assert_string_equal(r->peak_node, "r2"); /* first time three are live */
+    dnnmem_result_free(r);
+}
+
+/* Weights made by ConstantOfShape (ONNX's "light" zoo models) are weights:
+ * a [16,3,3,3] conv weight = 1728 B. */
+static void test_constant_of_shape_weights(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,3,8,8");
+    tb_init_i64(b, "wshape", 4, (int64_t[]){16, 3, 3, 3});
+    tb_node(b, "ConstantOfShape", "mkw", "wshape", "w");
+    tb_node(b, "Conv", "conv", "x,w", "y");
+    tb_output(b, "y");
+    struct dnnmem_result *r = estimate(b, 1, NULL, 0);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 1728);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_ACTIVATION], 16 * 6 * 6 * 4);
+    dnnmem_result_free(r);
+}
+
+static void test_binding_errors(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "ids", I64, "batch,seq");
+    tb_node(b, "Relu", "r", "ids", "y");
+    tb_output(b, "y");
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    struct dnnmem_result *r = NULL;
+    /* seq has no default */
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNBOUND);
+    assert_msg_has(err, "dim 'seq' (axis 1 of input 'ids') is not bound");
+    /* an unknown --dim names the dims the model has */
+    struct dnnmem_dim_binding bad = {"sequence", 5};
+    cfg.dims = &bad;
+    cfg.n_dims = 1;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_msg_has(err, "it has: batch, seq");
+    /* --seq-len binds seq; batch defaults to 1 */
+    cfg.n_dims = 0;
+    cfg.seq_len = 7;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_OK);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 56);
+    bool saw_default = false;
+    for (size_t k = 0; k < r->n_assumptions; k++)
+        if (strcmp(r->assumptions[k].key, "dims.batch") == 0)
+            saw_default = strcmp(r->assumptions[k].source, "default") == 0;
+    assert_true(saw_default);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+    tb_free(b);
+
+    /* --batch-size on a model without a symbolic batch dim is an error */
+    b = tb_new(13);
+    tb_input(b, "x", F32, "1,3");
+    tb_node(b, "Relu", "r", "x", "y");
+    tb_output(b, "y");
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 8;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_msg_has(err, "--batch-size");
+    dnnmem_model_free(m);
+    tb_free(b);
+}
+
+/* Shape errors name the node. */
+static void test_shape_error_names_node(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,3");
+    tb_init(b, "W", F32, 2, (int64_t[]){5, 4});
+    tb_node(b, "MatMul", "proj", "x,W", "y");
+    tb_output(b, "y");
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    struct dnnmem_result *r = NULL;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_SHAPE);
+    assert_msg_has(err, "node 'proj' (MatMul)");
+    assert_null(r);
+    dnnmem_model_free(m);
+    tb_free(b);
+}
+
+/* The weights figure of each fixture equals the bytes of the PyTorch model's
+ * parameters and buffers (tools/export_fixtures.py recorded them). */
+static void test_fixture_weights_match_pytorch(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"resnet50", "vgg16", "inception_v3", "lstm_lm",
+                                        "bert_encoder"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/models/fixtures/%s.json", names[k]);
+        json_error_t je;
+        json_t *meta = json_load_file(path, 0, &je);
+        if (!meta)
+            fail_msg("%s: %s", path, je.text);
+        json_int_t params = json_integer_value(json_object_get(meta, "param_bytes"));
+        json_int_t buffers = json_integer_value(json_object_get(meta, "buffer_bytes"));
+        assert_true(params > 0);
+        snprintf(path, sizeof path, "tests/models/fixtures/%s.onnx", names[k]);
+        dnnmem_model *m;
+        struct dnnmem_error err;
+        if (dnnmem_model_load(path, &m, &err) != DNNMEM_OK)
+            fail_msg("%s", err.message);
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.batch_size = 2;
+        if (strstr(names[k], "lstm") || strstr(names[k], "bert"))
+            cfg.seq_len = 16;
+        struct dnnmem_result *r;
+        if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
+            fail_msg("%s", err.message);
+        if (r->category_bytes[DNNMEM_CAT_WEIGHT] != (uint64_t)(params + buffers))
+            fail_msg("%s: weights %llu, PyTorch params+buffers %lld", names[k],
+                     (unsigned long long)r->category_bytes[DNNMEM_CAT_WEIGHT],
+                     (long long)(params + buffers));
+        dnnmem_result_free(r);
+        dnnmem_model_free(m);
+        json_decref(meta);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mlp_by_hand),
+        cmocka_unit_test(test_views_and_copies_by_hand),
+        cmocka_unit_test(test_dropout_is_identity_in_eval),
+        cmocka_unit_test(test_chain_frees_dead_tensors),
+        cmocka_unit_test(test_constant_of_shape_weights),
+        cmocka_unit_test(test_binding_errors),
+        cmocka_unit_test(test_shape_error_names_node),
+        cmocka_unit_test(test_fixture_weights_match_pytorch),
+    };
+    return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);
+}

@@ -1,0 +1,356 @@
+/* test-load.c: the ONNX front end on good and bad models. */
+#include "util.h"
+
+enum { F32 = 1, I64 = 7 };
+
+/* x[batch,3] @ W[3,4] -> h; relu(h) -> y */
+static struct tb *small_mlp(void)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,3");
+    tb_init(b, "W", F32, 2, (int64_t[]){3, 4});
+    tb_node(b, "MatMul", "mm", "x,W", "h");
+    tb_node(b, "Relu", "relu", "h", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_loads_small_model(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    struct dnnmem_model_info info;
+    dnnmem_model_get_info(m, &info);
+    assert_int_equal(info.opset, 13);
+    assert_int_equal(info.n_nodes, 2);
+    assert_int_equal(info.n_weights, 1);
+    assert_int_equal(info.n_inputs, 1);
+    assert_int_equal(info.n_symbols, 1);
+    assert_string_equal(dnnmem_model_symbol(m, 0), "batch");
+    dnnmem_model_free(m);
+    tb_free(b);
+}
+
+/* Every truncation of a valid model is rejected cleanly, never a crash. */
+static void test_truncated(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    size_t len;
+    uint8_t *p = tb_pack(b, &len);
+    for (size_t cut = 0; cut < len; cut++) {
+        uint8_t *q = malloc(cut + 1); /* exact-size copy so ASan sees overreads */
+        memcpy(q, p, cut);
+        dnnmem_model *m = NULL;
+        struct dnnmem_error err = {0};
+        enum dnnmem_status s = dnnmem_model_load_buffer(q, cut, "cut.onnx", &m, &err);
+        if (s == DNNMEM_OK) /* a cut at a field boundary can still be a valid model */
+            dnnmem_model_free(m);
+        else
+            assert_msg_has(err, "cut.onnx");
+        free(q);
+    }
+    free(p);
+    tb_free(b);
+}
+
+/* Flipping any byte gives a model or an error, never a crash. */
+static void test_corrupt_bytes(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    size_t len;
+    uint8_t *p = tb_pack(b, &len);
+    for (size_t i = 0; i < len; i++)
+        for (int v = 0; v < 256; v += 37) {
+            uint8_t *q = malloc(len);
+            memcpy(q, p, len);
+            q[i] = (uint8_t)v;
+            dnnmem_model *m = NULL;
+            struct dnnmem_error err = {0};
+            if (dnnmem_model_load_buffer(q, len, "x.onnx", &m, &err) == DNNMEM_OK)
+                dnnmem_model_free(m);
+            free(q);
+        }
+    free(p);
+    tb_free(b);
+}
+
+static void expect_error(struct tb *b, enum dnnmem_status want, const char *needle)
+{
+    dnnmem_model *m = NULL;
+    struct dnnmem_error err = {0};
+    enum dnnmem_status s = tb_load(b, &m, &err);
+    if (s != want)
+        fail_msg("status %d (%s), want %d", s, err.message, want);
+    assert_null(m);
+    assert_msg_has(err, "t.onnx");
+    assert_msg_has(err, needle);
+    assert_null(strchr(err.message, '\n'));
+    tb_free(b);
+}
+
+static void test_not_protobuf(void **state)
+{
+    (void)state;
+    dnnmem_model *m = NULL;
+    struct dnnmem_error err;
+    const char junk[] = "\xff\xff\xff\xff garbage";
+    assert_int_equal(dnnmem_model_load_buffer(junk, sizeof junk - 1, "j.onnx", &m, &err),
+                     DNNMEM_E_PARSE);
+    assert_msg_has(err, "j.onnx");
+    assert_int_equal(dnnmem_model_load_buffer("", 0, "e.onnx", &m, &err), DNNMEM_E_PARSE);
+    assert_msg_has(err, "empty");
+    /* field 7 (graph) sent as a varint: the generated parser rejects the wrong type */
+    const uint8_t wrong_type[] = {0x08, 0x07, 0x38, 0x01};
+    assert_int_equal(dnnmem_model_load_buffer(wrong_type, sizeof wrong_type, "w.onnx", &m, &err),
+                     DNNMEM_E_PARSE);
+}
+
+static void test_cycle(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2");
+    tb_node(b, "Add", "a", "x,q", "p");
+    tb_node(b, "Relu", "r", "p", "q");
+    tb_output(b, "q");
+    expect_error(b, DNNMEM_E_MODEL, "cycle");
+}
+
+static void test_dangling(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2");
+    tb_node(b, "Add", "adder", "x,nowhere", "y");
+    tb_output(b, "y");
+    expect_error(b, DNNMEM_E_MODEL, "'adder' reads 'nowhere'");
+}
+
+static void test_duplicate_producer(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2");
+    tb_node(b, "Relu", "r1", "x", "y");
+    tb_node(b, "Relu", "r2", "x", "y");
+    tb_output(b, "y");
+    expect_error(b, DNNMEM_E_MODEL, "'r2' writes 'y'");
+}
+
+static void test_overwrites_input(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2");
+    tb_node(b, "Relu", "r1", "x", "x");
+    tb_output(b, "x");
+    expect_error(b, DNNMEM_E_MODEL, "writes 'x'");
+}
+
+static void test_negative_dim(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    b->g.initializer[0]->dims[0] = -3;
+    expect_error(b, DNNMEM_E_SHAPE, "negative dim");
+}
+
+static void test_overflowing_dims(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    b->g.initializer[0]->dims[0] = INT64_C(1) << 40;
+    b->g.initializer[0]->dims[1] = INT64_C(1) << 40;
+    expect_error(b, DNNMEM_E_SHAPE, "overflows");
+}
+
+static void test_absurd_size(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    b->g.initializer[0]->dims[0] = INT64_C(1) << 40;
+    b->g.initializer[0]->dims[1] = 1 << 20;
+    expect_error(b, DNNMEM_E_SHAPE, "absurd");
+}
+
+static void test_negative_input_dim(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "-2,3");
+    tb_node(b, "Relu", "r", "x", "y");
+    tb_output(b, "y");
+    expect_error(b, DNNMEM_E_SHAPE, "input 'x' has negative dim");
+}
+
+static void test_unknown_dtype(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    b->g.initializer[0]->data_type = 99;
+    expect_error(b, DNNMEM_E_MODEL, "unknown data type 99");
+}
+
+static void test_missing_opset(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    b->m.n_opset_import = 0;
+    expect_error(b, DNNMEM_E_MODEL, "opset_import");
+}
+
+static void test_unknown_op(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2");
+    tb_node(b, "FancyOp", "fancy", "x", "y");
+    tb_output(b, "y");
+    expect_error(b, DNNMEM_E_UNSUPPORTED, "node 'fancy': unsupported op 'FancyOp'");
+}
+
+static void test_custom_domain_op(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2");
+    tb_node(b, "Relu", "r", "x", "y")->domain = (char *)"com.example";
+    tb_output(b, "y");
+    expect_error(b, DNNMEM_E_UNSUPPORTED, "'com.example::Relu'");
+}
+
+static void test_raw_data_size_mismatch(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    Onnx__TensorProto *t = b->g.initializer[0];
+    static uint8_t bytes[40];
+    t->has_raw_data = 1;
+    t->raw_data.len = sizeof bytes; /* dims say 3x4 floats = 48 */
+    t->raw_data.data = bytes;
+    expect_error(b, DNNMEM_E_MODEL, "raw_data holds 40 bytes but dims and type say 48");
+}
+
+static void test_output_not_produced(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    tb_output(b, "ghost");
+    expect_error(b, DNNMEM_E_MODEL, "'ghost'");
+}
+
+static void test_unsorted_graph_is_sorted(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2");
+    tb_node(b, "Relu", "second", "h", "y");
+    tb_node(b, "Relu", "first", "x", "h");
+    tb_output(b, "y");
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_string_equal(g->nodes[0].name, "first");
+    assert_string_equal(g->nodes[1].name, "second");
+    dnnmem_model_free(m);
+    tb_free(b);
+}
+
+/* A large raw_data initializer is never handed to the parser: the stripped
+ * message stays small and the parser allocates almost nothing. */
+static void test_weights_not_copied(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    size_t big = (size_t)64 << 20;
+    int64_t dims[2] = {(int64_t)(big / 4 / 1024), 1024};
+    Onnx__TensorProto *t = tb_init(b, "big", F32, 2, dims);
+    t->has_raw_data = 1;
+    t->raw_data.len = big;
+    t->raw_data.data = tb_calloc(b, big, 1);
+    size_t len;
+    uint8_t *p = tb_pack(b, &len);
+    assert_true(len > big);
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "big.onnx";
+    struct dm_load_stats st;
+    struct dnnmem_error err;
+    assert_int_equal(dm_load_onnx_stats(&g, p, len, &st, &err), DNNMEM_OK);
+    assert_int_equal(st.file_bytes, len);
+    assert_true(st.parsed_bytes < 1024);
+    assert_true(st.parser_alloc_bytes < 16384);
+    int32_t id = dm_graph_find(&g, "big");
+    assert_true(id >= 0);
+    assert_int_equal(g.tensors[id].dims[0].value, dims[0]);
+    assert_null(g.tensors[id].value);
+    dm_graph_free(&g);
+    free(p);
+    tb_free(b);
+}
+
+/* Small int64 initializers keep their values (they feed constant folding). */
+static void test_small_values_kept(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    tb_init_i64(b, "shape", 3, (int64_t[]){2, -1, 4});
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    const struct dm_graph *g = dm_model_graph(m);
+    const struct dm_tensor *t = &g->tensors[dm_graph_find(g, "shape")];
+    assert_non_null(t->value);
+    assert_int_equal(t->value->n, 3);
+    assert_int_equal(t->value->i[1], -1);
+    dnnmem_model_free(m);
+    tb_free(b);
+}
+
+static void test_file_errors(void **state)
+{
+    (void)state;
+    dnnmem_model *m = NULL;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_model_load("/nonexistent/model.onnx", &m, &err), DNNMEM_E_IO);
+    assert_msg_has(err, "/nonexistent/model.onnx");
+    assert_int_equal(dnnmem_model_load("/tmp", &m, &err), DNNMEM_E_IO);
+    assert_int_equal(dnnmem_model_load(NULL, &m, &err), DNNMEM_E_USAGE);
+    dnnmem_model_free(NULL);
+    dnnmem_result_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_loads_small_model),
+        cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_corrupt_bytes),
+        cmocka_unit_test(test_not_protobuf),
+        cmocka_unit_test(test_cycle),
+        cmocka_unit_test(test_dangling),
+        cmocka_unit_test(test_duplicate_producer),
+        cmocka_unit_test(test_overwrites_input),
+        cmocka_unit_test(test_negative_dim),
+        cmocka_unit_test(test_overflowing_dims),
+        cmocka_unit_test(test_absurd_size),
+        cmocka_unit_test(test_negative_input_dim),
+        cmocka_unit_test(test_unknown_dtype),
+        cmocka_unit_test(test_missing_opset),
+        cmocka_unit_test(test_unknown_op),
+        cmocka_unit_test(test_custom_domain_op),
+        cmocka_unit_test(test_raw_data_size_mismatch),
+        cmocka_unit_test(test_output_not_produced),
+        cmocka_unit_test(test_unsorted_graph_is_sorted),
+        cmocka_unit_test(test_weights_not_copied),
+        cmocka_unit_test(test_small_values_kept),
+        cmocka_unit_test(test_file_errors),
+    };
+    return cmocka_run_group_tests_name("load", tests, NULL, NULL);
+}
