@@ -58,7 +58,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
 all: $(B)/libdnnmem.a $(B)/libdnnmem.so $(B)/dnnmem $(B)/dnnmem.pc
 
-$(B)/gen/onnx.pb-c.c $(B)/gen/onnx.pb-c.h: $(ONNX_PROTO)
+$(B)/gen/onnx.pb-c.c $(B)/gen/onnx.pb-c.h &: $(ONNX_PROTO)
 	@mkdir -p $(B)/gen
 	cp $(ONNX_PROTO) $(B)/gen/onnx.proto
 	cd $(B)/gen && $(PROTOC_C) --c_out=. onnx.proto
@@ -131,7 +131,7 @@ $(B)/bench/bench: bench/bench.c $(B)/libdnnmem.a
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libdnnmem.a $(LDLIBS)
 
 bench: $(B)/bench/bench
-	$(B)/bench/bench
+	$(B)/bench/bench $(B)/bench
 
 # ---- fuzzing (clang, libFuzzer) ---------------------------------------------------
 

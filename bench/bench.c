@@ -5,7 +5,7 @@
  *
  * Prints, per model, the median and the 90th percentile over many runs. The
  * 100+ MB case is resnet50 with every initializer embedded as raw_data
- * (zeros), written once to build/bench/resnet50-embedded.onnx.
+ * (zeros), written to DIR/resnet50-embedded.onnx (argv[1], default ".").
  */
 #include "dnnmem.h"
 #include "onnx.pb-c.h"
@@ -126,10 +126,11 @@ static void bench(const char *label, const char *path, int64_t batch, int64_t se
     free(tl);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     size_t big = 0;
-    const char *embedded = "build/bench/resnet50-embedded.onnx"; /* make bench runs from the root */
+    char embedded[512];
+    snprintf(embedded, sizeof embedded, "%s/resnet50-embedded.onnx", argc > 1 ? argv[1] : ".");
     if (embed_weights("tests/models/fixtures/resnet50.onnx", embedded, &big) != 0) {
         fprintf(stderr, "bench: cannot write %s\n", embedded);
         return 1;

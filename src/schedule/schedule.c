@@ -105,7 +105,11 @@ enum dnnmem_status dm_schedule_infer(const struct dm_graph *g, const struct dm_t
     int32_t *free_at = malloc(((size_t)nn + 2) * sizeof *free_at); /* bucket heads by step */
     int32_t *free_next = malloc(((size_t)nt + 1) * sizeof *free_next);
     uint8_t *flag = calloc((size_t)nt + 1, 1);
-    enum { DEP = 1, DEVICE_USE = 2, ANY_USE = 4, STRIDED = 8, PINNED = 16, FROM_WEIGHT = 32 };
+    /* DEP: derived from input data or dims; DATA_USE: read as data by some op;
+     * DEVICE_USE: read as data by an op that runs on the device; META_USE: read
+     * as metadata; FROM_WEIGHT: derived from initializers through data. */
+    enum { DEP = 1, DATA_USE = 2, DEVICE_USE = 4, META_USE = 8, STRIDED = 16, PINNED = 32,
+           FROM_WEIGHT = 64 };
     if (!s->storage || !last || !born || !free_at || !free_next || !flag)
         goto oom;
     for (int32_t i = 0; i < nt; i++) {
@@ -121,19 +125,18 @@ enum dnnmem_status dm_schedule_infer(const struct dm_graph *g, const struct dm_t
     for (int32_t i = 0; i < nn; i++) {
         const struct dm_node *n = &g->nodes[i];
         bool node_const = n->n_out > 0 && n->out[0] >= 0 && t[n->out[0]].is_const;
-        uint8_t inherit = 0;
+        uint8_t inherit = 0; /* FROM_WEIGHT flows through data, DEP also through shapes */
         for (int k = 0; k < n->n_in; k++)
             if (n->in[k] >= 0)
-                inherit |= flag[n->in[k]] & (DEP | FROM_WEIGHT);
+                inherit |= flag[n->in[k]] & (is_meta_slot(n, k) ? DEP : (DEP | FROM_WEIGHT));
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0)
                 flag[n->out[k]] |= inherit;
         for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0) {
-                flag[n->in[k]] |= ANY_USE;
-                if (!is_meta_slot(n, k) && !node_const)
-                    flag[n->in[k]] |= DEVICE_USE;
-            }
+            if (n->in[k] >= 0 && !is_meta_slot(n, k))
+                flag[n->in[k]] |= node_const ? DATA_USE : (DATA_USE | DEVICE_USE);
+            else if (n->in[k] >= 0)
+                flag[n->in[k]] |= META_USE;
     }
     /* pass 1: storages. Weights and inputs are resident from step 0. */
     for (int32_t i = 0; i < nt; i++) {
@@ -142,7 +145,7 @@ enum dnnmem_status dm_schedule_infer(const struct dm_graph *g, const struct dm_t
         if (tt->role == DM_ROLE_INPUT)
             resident = true;
         else if (tt->role == DM_ROLE_WEIGHT) /* one read only as metadata is no parameter */
-            resident = (flag[i] & DEVICE_USE) || tt->is_output || !(flag[i] & ANY_USE);
+            resident = (flag[i] & DATA_USE) || tt->is_output || !(flag[i] & META_USE);
         else if (t[i].rank >= 0 && !t[i].absent && t[i].is_const && !(flag[i] & (DEP | FROM_WEIGHT)))
             resident = ((flag[i] & DEVICE_USE) || tt->is_output) && t[i].numel > 1;
         if (resident) {

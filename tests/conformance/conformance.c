@@ -10,7 +10,8 @@
  * dtype and dims with output_j.pb. Prints the pass count. Exits 1 when a case
  * fails that EXPECTED_FAILURES does not list, or a listed case passes, or a
  * listed case belongs to an op in the op table (every op dnnmem claims must
- * pass all of its cases).
+ * pass all of its cases on tensors; sequence and optional values are not
+ * modelled).
  */
 #include "dnnmem-impl.h"
 #include "onnx.pb-c.h"
@@ -177,7 +178,11 @@ static bool run_case(const char *dir, char *why, size_t why_cap)
             goto out;
         }
         const struct dm_tinfo *ti = &t[g.outputs[j]];
-        bool same = ti->rank == (int)tp->n_dims && (int)ti->dtype == tp->data_type;
+        /* onnx 1.12's generator stores bfloat16 results as uint16 (numpy has
+         * no bfloat16) while the model declares bfloat16 */
+        bool same_type = (int)ti->dtype == tp->data_type ||
+                         (ti->dtype == DM_BFLOAT16 && tp->data_type == DM_UINT16);
+        bool same = ti->rank == (int)tp->n_dims && same_type;
         for (int k = 0; same && k < ti->rank; k++)
             same = ti->dims[k] == tp->dims[k];
         if (!same) {
@@ -297,7 +302,7 @@ int main(int argc, char **argv)
         bool listed = names_has(&expected, name);
         /* a case of a single op the table claims must pass */
         bool claimed = !strchr(ops.v[c], ',') && dm_op_lookup(ops.v[c]) != DM_OP_COUNT &&
-                       !strstr(name, "_expanded");
+                       !strstr(name, "_expanded") && !strstr(why, "sequence, map or optional");
         if (ok) {
             pass++;
             if (listed) {
