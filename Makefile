@@ -45,6 +45,7 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/graph/dtype.c src/graph/ops.c src/graph/graph.c \
            src/load/onnx.c \
            src/shape/infer.c src/shape/elementwise.c src/shape/tensor.c src/shape/nn.c \
+           src/shape/contrib.c \
            src/schedule/schedule.c \
            src/alloc/rounding.c \
            src/report/result.c src/report/text.c src/report/json.c \

@@ -51,7 +51,7 @@ static const char usage_text[] =
     "Dims (symbolic dims of the model's inputs):\n"
     "  -b, --batch-size N     bind every batch-like dim (batch, batch_size, N, ...); default 1\n"
     "  -s, --seq-len N        bind every sequence-like dim (seq, seq_len, sequence_length, ...)\n"
-    "  --dim NAME=N           bind the dim NAME (repeatable; wins over the two above)\n"
+    "  --dim NAME=N           bind the dim NAME, N >= 0 (repeatable; wins over the two above)\n"
     "\n"
     "Runtime constants (each default is printed with the result):\n"
     "  --cuda-context SIZE    CUDA context size (default 273.75 MiB: PyTorch >= 1.13,\n"
@@ -166,8 +166,10 @@ static int cmd_estimate(int argc, char **argv)
             break;
         case OPT_DIM: {
             char *eq = strchr(optarg, '=');
-            if (!eq || eq == optarg || parse_count(eq + 1, &v))
-                return usage_error("--dim %s: expected NAME=N with N a positive integer", optarg);
+            if (!eq || eq == optarg || (strcmp(eq + 1, "0") != 0 && parse_count(eq + 1, &v)))
+                return usage_error("--dim %s: expected NAME=N with N a non-negative integer", optarg);
+            if (strcmp(eq + 1, "0") == 0)
+                v = 0;
             if (n_dims == sizeof dims / sizeof dims[0])
                 return usage_error("--dim %s: too many --dim options", optarg);
             *eq = '\0';

@@ -120,7 +120,7 @@ enum dnnmem_device {
 
 struct dnnmem_dim_binding {
     const char *name; /* a symbolic dim of the model's inputs */
-    int64_t value;    /* > 0 */
+    int64_t value;    /* >= 0 (an empty KV cache has past length 0) */
 };
 
 struct dnnmem_config {
@@ -166,7 +166,7 @@ const char *dnnmem_category_name(enum dnnmem_category c);
 
 struct dnnmem_tensor_info {
     const char *name;
-    const char *dtype;        /* ONNX spelling: "float", "int64", ... */
+    const char *dtype;        /* "float32", "float16", "int64", ... */
     enum dnnmem_category category;
     int rank;
     int64_t dims[DNNMEM_MAX_DIMS];

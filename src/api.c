@@ -155,10 +155,13 @@ static bool is_batch_name(const char *s)
     return contains_ci(s, "batch") || name_is(s, names);
 }
 
-/* Sequence axes: "seq", "seq_len", "sequence", "sequence_length" (optimum). */
+/* Sequence axes: "seq", "seq_len", "sequence", "sequence_length" (optimum);
+ * not the KV-cache axes "past_seq_len", "total_seq_len", "max_seq_len",
+ * which hold other lengths and must be bound by name. */
 static bool is_seq_name(const char *s)
 {
-    return contains_ci(s, "seq");
+    return contains_ci(s, "seq") && !contains_ci(s, "past") && !contains_ci(s, "total") &&
+           !contains_ci(s, "max") && !contains_ci(s, "cache");
 }
 
 struct assumptions {
@@ -188,8 +191,8 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
     bool batch_used = false, seq_used = false;
     for (size_t k = 0; k < cfg->n_dims; k++) {
         const struct dnnmem_dim_binding *b = &cfg->dims[k];
-        if (!b->name || b->value <= 0)
-            return dm_fail(err, DNNMEM_E_USAGE, "--dim %s=%lld: the value must be a positive integer",
+        if (!b->name || b->value < 0)
+            return dm_fail(err, DNNMEM_E_USAGE, "--dim %s=%lld: the value must be a non-negative integer",
                            b->name ? b->name : "?", (long long)b->value);
         bool found = false;
         for (int32_t i = 0; i < g->n_symbols; i++)
@@ -208,13 +211,13 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
     for (int32_t i = 0; i < g->n_symbols; i++) {
         const char *name = g->symbols[i];
         const char *key = dm_arena_printf(as->arena, "dims.%s", name);
-        vals[i] = 0;
+        vals[i] = -1; /* unbound */
         for (size_t k = 0; k < cfg->n_dims; k++)
             if (strcmp(cfg->dims[k].name, name) == 0) {
                 vals[i] = cfg->dims[k].value;
                 assume(as, key, "option", "%lld (--dim)", (long long)vals[i]);
             }
-        if (vals[i])
+        if (vals[i] >= 0)
             continue;
         if (is_batch_name(name)) {
             batch_used = true;

@@ -117,10 +117,13 @@ bool dm_dtype_bytes(enum dm_dtype t, int64_t numel, uint64_t *bytes);
 
 enum dm_op {
 #define DM_OP(name, shape_fn, flags, meta_inputs) DM_OP_##name,
+#define DM_OP_MS(name, shape_fn, flags, meta_inputs) DM_OP_MS_##name,
 #include "graph/ops.def"
 #undef DM_OP
+#undef DM_OP_MS
     DM_OP_COUNT
 };
+#define DM_OP_MS_FIRST DM_OP_MS_Attention /* the first com.microsoft row of ops.def */
 
 /* Op flags (the "flags" column of ops.def). */
 enum {
@@ -136,14 +139,16 @@ typedef enum dnnmem_status (*dm_shape_fn)(struct dm_infer *ctx, const struct dm_
 
 struct dm_op_info {
     const char *name;      /* ONNX op_type */
+    const char *domain;    /* "" (ai.onnx) or "com.microsoft" */
     dm_shape_fn shape;     /* output dtypes, shapes and (when cheap) values */
     unsigned flags;        /* DM_F_* */
     uint32_t meta_inputs;  /* bit i: input i is metadata (shape, axes, pads, scales...),
                               a host-side list in PyTorch eager, never a device tensor */
 };
 extern const struct dm_op_info dm_ops[DM_OP_COUNT];
-/* Look up an op by ONNX op_type in the default domain; DM_OP_COUNT if unknown. */
-enum dm_op dm_op_lookup(const char *name);
+/* Look up an op by domain ("" or "ai.onnx" for the default one) and op_type;
+ * DM_OP_COUNT if unknown. */
+enum dm_op dm_op_lookup(const char *domain, const char *name);
 
 /* ---- graph IR (src/graph/graph.c) ----------------------------------------- */
 
@@ -282,7 +287,7 @@ struct dm_infer {
     const struct dm_graph *g;
     struct dm_arena *arena;    /* values and messages */
     struct dm_tinfo *t;        /* one per graph tensor */
-    const int64_t *sym_values; /* one per graph symbol */
+    const int64_t *sym_values; /* one per graph symbol; -1 = unbound */
     struct dm_value *const *input_values; /* optional, per tensor: values fed to inputs */
     struct dnnmem_error *err;
 };
@@ -332,8 +337,10 @@ enum dnnmem_status dm_broadcast(struct dm_infer *ctx, const struct dm_node *n, i
 /* Shape functions, one per row family of ops.def. */
 #define DM_OP(name, shape_fn, flags, meta_inputs)                                                 \
     enum dnnmem_status shape_fn(struct dm_infer *ctx, const struct dm_node *n);
+#define DM_OP_MS DM_OP
 #include "graph/ops.def"
 #undef DM_OP
+#undef DM_OP_MS
 
 /* ---- schedule (src/schedule) ------------------------------------------- */
 

@@ -7,7 +7,7 @@ static const struct {
     bool is_float;
 } dtypes[DM_DTYPE_COUNT] = {
     [DM_UNDEFINED] = {"undefined", 0, false},
-    [DM_FLOAT] = {"float", 32, true},
+    [DM_FLOAT] = {"float32", 32, true},
     [DM_UINT8] = {"uint8", 8, false},
     [DM_INT8] = {"int8", 8, false},
     [DM_UINT16] = {"uint16", 16, false},
@@ -17,7 +17,7 @@ static const struct {
     [DM_STRING] = {"string", 0, false},
     [DM_BOOL] = {"bool", 8, false},
     [DM_FLOAT16] = {"float16", 16, true},
-    [DM_DOUBLE] = {"double", 64, true},
+    [DM_DOUBLE] = {"float64", 64, true},
     [DM_UINT32] = {"uint32", 32, false},
     [DM_UINT64] = {"uint64", 64, false},
     [DM_COMPLEX64] = {"complex64", 64, true},

@@ -5,15 +5,24 @@
 
 const struct dm_op_info dm_ops[DM_OP_COUNT] = {
 #define DM_OP(name_, shape_fn, flags_, meta_)                                                     \
-    [DM_OP_##name_] = {.name = #name_, .shape = shape_fn, .flags = (flags_), .meta_inputs = (meta_)},
+    [DM_OP_##name_] = {#name_, "", shape_fn, (flags_), (meta_)},
+#define DM_OP_MS(name_, shape_fn, flags_, meta_)                                                  \
+    [DM_OP_MS_##name_] = {#name_, "com.microsoft", shape_fn, (flags_), (meta_)},
 #include "graph/ops.def"
 #undef DM_OP
+#undef DM_OP_MS
 };
 
-enum dm_op dm_op_lookup(const char *name)
+enum dm_op dm_op_lookup(const char *domain, const char *name)
 {
-    /* rows of ops.def are alphabetical (checked by a unit test) */
-    size_t lo = 0, hi = DM_OP_COUNT;
+    if (domain[0] && strcmp(domain, "ai.onnx") != 0) {
+        for (size_t i = 0; i < DM_OP_COUNT; i++)
+            if (strcmp(dm_ops[i].domain, domain) == 0 && strcmp(dm_ops[i].name, name) == 0)
+                return (enum dm_op)i;
+        return DM_OP_COUNT;
+    }
+    /* default-domain rows come first, in alphabetical order (a unit test checks) */
+    size_t lo = 0, hi = DM_OP_MS_FIRST;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         int c = strcmp(name, dm_ops[mid].name);

@@ -444,6 +444,25 @@ static enum dnnmem_status convert_tensor(struct conv *c, const Onnx__TensorProto
                        "%s: %s holds %llu values but dims say %llu", c->path, what,
                        (unsigned long long)typed, (unsigned long long)want_typed);
 
+    /* Typed data must sit in the field onnx.proto assigns to the type. */
+    static const uint32_t field_of[DM_DTYPE_COUNT] = {
+        [DM_FLOAT] = 4, [DM_COMPLEX64] = 4, [DM_INT32] = 5, [DM_INT16] = 5, [DM_INT8] = 5,
+        [DM_UINT16] = 5, [DM_UINT8] = 5, [DM_BOOL] = 5, [DM_FLOAT16] = 5, [DM_BFLOAT16] = 5,
+        [DM_FLOAT8E4M3FN] = 5, [DM_FLOAT8E4M3FNUZ] = 5, [DM_FLOAT8E5M2] = 5,
+        [DM_FLOAT8E5M2FNUZ] = 5, [DM_UINT4] = 5, [DM_INT4] = 5, [DM_STRING] = 6, [DM_INT64] = 7,
+        [DM_DOUBLE] = 10, [DM_COMPLEX128] = 10, [DM_UINT32] = 11, [DM_UINT64] = 11};
+    static const uint32_t typed_fields[] = {4, 5, 6, 7, 10, 11};
+    const size_t typed_n[] = {tp->n_float_data, tp->n_int32_data, tp->n_string_data,
+                              tp->n_int64_data, tp->n_double_data, tp->n_uint64_data};
+    for (size_t k = 0; k < sizeof typed_fields / sizeof *typed_fields; k++)
+        if ((typed_n[k] || stripped_count(m, typed_fields[k])) && typed_fields[k] != field_of[t->dtype])
+            return dm_fail(c->err, DNNMEM_E_MODEL,
+                           "%s: %s: %s data is stored in the wrong TensorProto field", c->path,
+                           what, dm_dtype_name(t->dtype));
+    if (raw && typed)
+        return dm_fail(c->err, DNNMEM_E_MODEL, "%s: %s has both raw_data and typed data", c->path,
+                       what);
+
     /* Small numeric tensors keep their values for constant folding. */
     bool numeric = t->dtype != DM_STRING && t->dtype != DM_COMPLEX64 &&
                    t->dtype != DM_COMPLEX128 && bits >= 8;
@@ -464,34 +483,28 @@ static enum dnnmem_status convert_tensor(struct conv *c, const Onnx__TensorProto
         v->i = dm_arena_array(&g->arena, (size_t)numel + 1, sizeof *v->i);
     if (!v->f && !v->i)
         return dm_fail(c->err, DNNMEM_E_NOMEM, "%s: out of memory", c->path);
+    /* every source is read as the raw bit pattern of the element type; the
+     * field checks above guarantee the source matches the type */
     for (int64_t k = 0; k < numel; k++) {
-        if (tp->has_raw_data) {
-            uint64_t b = le_load(tp->raw_data.data + (size_t)k * (size_t)(bits / 8), bits / 8);
-            if (v->is_float)
-                v->f[k] = raw_to_double(t->dtype, b);
-            else
-                v->i[k] = raw_to_int(t->dtype, b);
-        } else if (tp->n_float_data) {
-            v->f[k] = tp->float_data[k];
-        } else if (tp->n_double_data) {
-            v->f[k] = tp->double_data[k];
-        } else if (tp->n_int64_data) {
-            if (v->is_float)
-                v->f[k] = (double)tp->int64_data[k];
-            else
-                v->i[k] = tp->int64_data[k];
-        } else if (tp->n_uint64_data) {
-            if (v->is_float)
-                v->f[k] = (double)tp->uint64_data[k];
-            else
-                v->i[k] = (int64_t)tp->uint64_data[k];
-        } else if (tp->n_int32_data) {
-            uint32_t b = (uint32_t)tp->int32_data[k];
-            if (v->is_float)
-                v->f[k] = raw_to_double(t->dtype, b);
-            else
-                v->i[k] = raw_to_int(t->dtype, (uint64_t)(int64_t)tp->int32_data[k]);
-        }
+        uint64_t b = 0;
+        if (tp->has_raw_data)
+            b = le_load(tp->raw_data.data + (size_t)k * (size_t)(bits / 8), bits / 8);
+        else if (tp->n_float_data) {
+            uint32_t u;
+            memcpy(&u, &tp->float_data[k], sizeof u);
+            b = u;
+        } else if (tp->n_double_data)
+            memcpy(&b, &tp->double_data[k], sizeof b);
+        else if (tp->n_int64_data)
+            b = (uint64_t)tp->int64_data[k];
+        else if (tp->n_uint64_data)
+            b = tp->uint64_data[k];
+        else if (tp->n_int32_data)
+            b = (uint64_t)(int64_t)tp->int32_data[k];
+        if (v->is_float)
+            v->f[k] = raw_to_double(t->dtype, b);
+        else
+            v->i[k] = raw_to_int(t->dtype, b);
     }
     t->value = v;
     return DNNMEM_OK;
@@ -719,7 +732,7 @@ static enum dnnmem_status convert_graph(struct conv *c, const Onnx__ModelProto *
             return dm_fail(c->err, DNNMEM_E_MODEL, "%s: node '%s' has no op_type", c->path,
                            n->name);
         bool default_domain = !n->domain[0] || strcmp(n->domain, "ai.onnx") == 0;
-        n->op = default_domain ? dm_op_lookup(op_type) : DM_OP_COUNT;
+        n->op = dm_op_lookup(n->domain, op_type);
         if (n->op == DM_OP_COUNT)
             return dm_fail(c->err, DNNMEM_E_UNSUPPORTED, "%s: node '%s': unsupported op '%s%s%s'",
                            c->path, n->name, default_domain ? "" : n->domain,

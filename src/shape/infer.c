@@ -255,7 +255,7 @@ static enum dnnmem_status init_declared(struct dm_infer *ctx, int32_t id)
         int64_t d = tt->dims[k].value;
         if (tt->dims[k].sym >= 0) {
             d = ctx->sym_values[tt->dims[k].sym];
-            if (d <= 0)
+            if (d < 0)
                 return dm_fail(ctx->err, DNNMEM_E_UNBOUND,
                                "%s: dim '%s' (axis %d of input '%s') is not bound; pass --dim "
                                "%s=N%s",

@@ -70,6 +70,14 @@ expect 0 "peak" -- estimate $M/onnx/mnist-8_cntk.onnx
 expect 0 "peak" -- estimate $M/onnx/super_resolution_pytorch0.2.onnx
 expect 0 "peak" -- estimate $M/onnx/lstm_keras2onnx_tiny.onnx --dim N=4 --dim M1=7
 
+# KV-cache decoders with ONNX Runtime contrib ops (Attention, GroupQueryAttention)
+G=$M/onnx/tiny-random-gpt2_past_ort-fused.onnx
+expect 2 "dim 'past_seq_len'" -- estimate $G --dim batch_size=1 --seq-len 1 --dim total_seq_len=9
+expect 0 "[2,2,4,128,8]          present_0" -- \
+    estimate $G --dim batch_size=2 --seq-len 1 --dim past_seq_len=127 --dim total_seq_len=128
+expect 0 "[2,2,16,16]" -- estimate $M/onnx/tiny-qwen35_decoder_gqa.onnx --dim batch_size=2 \
+    --seq-len 16 --dim past_seq_len=0 --dim total_seq_len=16 --top 50
+
 # JSON: valid, integer bytes, inputs echoed
 "$D" estimate $M/fixtures/vgg16.onnx --batch-size 4 --json >"$T/v.json" 2>&1
 if "$PY" - "$T/v.json" <<'EOF'

@@ -236,6 +236,17 @@ static void test_raw_data_size_mismatch(void **state)
     expect_error(b, DNNMEM_E_MODEL, "raw_data holds 40 bytes but dims and type say 48");
 }
 
+/* Typed data must be in the field onnx.proto assigns to the type (a fuzzer
+ * found float32 values given in int64_data). */
+static void test_typed_data_in_wrong_field(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    tb_init_i64(b, "v", 2, (int64_t[]){1, 2});
+    b->g.initializer[1]->data_type = F32;
+    expect_error(b, DNNMEM_E_MODEL, "float32 data is stored in the wrong TensorProto field");
+}
+
 static void test_output_not_produced(void **state)
 {
     (void)state;
@@ -346,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_unknown_op),
         cmocka_unit_test(test_custom_domain_op),
         cmocka_unit_test(test_raw_data_size_mismatch),
+        cmocka_unit_test(test_typed_data_in_wrong_field),
         cmocka_unit_test(test_output_not_produced),
         cmocka_unit_test(test_unsorted_graph_is_sorted),
         cmocka_unit_test(test_weights_not_copied),
