@@ -110,6 +110,10 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/onnx-node-tests/MANIFEST.tsv
 	$(B)/tests/conformance $(B)/onnx-node-tests tests/conformance/expected-failures.txt
 	@echo "== CLI tests"
 	DNNMEM=$(B)/dnnmem sh tests/cli/run.sh
+ifneq ($(SAN),1)
+	@echo "== install (pkg-config, shared and static)"
+	B=$(B) sh tests/install.sh
+endif
 
 # ---- install -----------------------------------------------------------------
 
@@ -140,6 +144,7 @@ FUZZ_TIME ?= 60
 build-fuzz/fuzz-onnx: fuzz/fuzz-onnx.c $(LIB_SRC) $(B)/gen/onnx.pb-c.c
 	@mkdir -p build-fuzz
 	clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all \
 	    -Iinclude -Isrc -I$(B)/gen $(PKG_CFLAGS) -o $@ fuzz/fuzz-onnx.c $(LIB_SRC) \
 	    $(B)/gen/onnx.pb-c.c $(LDLIBS)
 
@@ -148,6 +153,7 @@ fuzz: build-fuzz/fuzz-onnx
 fuzz-run: build-fuzz/fuzz-onnx
 	@rm -rf build-fuzz/new && mkdir -p build-fuzz/new
 	build-fuzz/fuzz-onnx -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
+	    -artifact_prefix=build-fuzz/ \
 	    build-fuzz/new fuzz/corpus
 
 clean:

@@ -423,6 +423,7 @@ static enum dnnmem_status convert_tensor(struct conv *c, const Onnx__TensorProto
     /* The data must agree with the dims: check what is present, stripped or not. */
     int bits = dm_dtype_bits(t->dtype);
     const ProtobufCMessage *m = &tp->base;
+    bool has_raw = tp->has_raw_data || stripped_count(m, 9);
     uint64_t raw = tp->has_raw_data ? tp->raw_data.len : stripped_count(m, 9);
     uint64_t typed = tp->n_float_data + tp->n_int32_data + tp->n_int64_data + tp->n_double_data +
                      tp->n_uint64_data + tp->n_string_data + stripped_count(m, 4) +
@@ -430,7 +431,7 @@ static enum dnnmem_status convert_tensor(struct conv *c, const Onnx__TensorProto
                      stripped_count(m, 10) + stripped_count(m, 11);
     bool external = tp->has_data_location &&
                     tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-    if (!external && raw && bits && raw != bytes)
+    if (!external && has_raw && bits && raw != bytes)
         return dm_fail(c->err, DNNMEM_E_MODEL,
                        "%s: %s: raw_data holds %llu bytes but dims and type say %llu", c->path,
                        what, (unsigned long long)raw, (unsigned long long)bytes);
@@ -439,7 +440,7 @@ static enum dnnmem_status convert_tensor(struct conv *c, const Onnx__TensorProto
         want_typed *= 2;
     if (t->dtype == DM_INT4 || t->dtype == DM_UINT4)
         want_typed = ((uint64_t)numel + 1) / 2;
-    if (!external && !raw && typed && typed != want_typed)
+    if (!external && !has_raw && typed && typed != want_typed)
         return dm_fail(c->err, DNNMEM_E_MODEL,
                        "%s: %s holds %llu values but dims say %llu", c->path, what,
                        (unsigned long long)typed, (unsigned long long)want_typed);
@@ -459,16 +460,16 @@ static enum dnnmem_status convert_tensor(struct conv *c, const Onnx__TensorProto
             return dm_fail(c->err, DNNMEM_E_MODEL,
                            "%s: %s: %s data is stored in the wrong TensorProto field", c->path,
                            what, dm_dtype_name(t->dtype));
-    if (raw && typed)
+    if (has_raw && typed)
         return dm_fail(c->err, DNNMEM_E_MODEL, "%s: %s has both raw_data and typed data", c->path,
                        what);
 
     /* Small numeric tensors keep their values for constant folding. */
     bool numeric = t->dtype != DM_STRING && t->dtype != DM_COMPLEX64 &&
                    t->dtype != DM_COMPLEX128 && bits >= 8;
-    if (!numeric || external || numel > DM_VALUE_MAX_ELEMS || (!raw && !typed && numel > 0))
+    if (!numeric || external || numel > DM_VALUE_MAX_ELEMS || (!has_raw && !typed && numel > 0))
         return DNNMEM_OK;
-    if ((raw && !tp->has_raw_data) || (typed && !tp->n_float_data && !tp->n_int32_data &&
+    if ((has_raw && !tp->has_raw_data) || (typed && !tp->n_float_data && !tp->n_int32_data &&
                                        !tp->n_int64_data && !tp->n_double_data &&
                                        !tp->n_uint64_data))
         return DNNMEM_OK; /* stripped: no values */

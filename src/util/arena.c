@@ -74,7 +74,8 @@ char *dm_arena_strndup(struct dm_arena *a, const char *s, size_t n)
 {
     char *d = dm_arena_alloc(a, n + 1);
     if (d) {
-        memcpy(d, s, n);
+        if (n)
+            memcpy(d, s, n);
         d[n] = '\0';
     }
     return d;

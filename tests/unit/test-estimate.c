@@ -261,6 +261,33 @@ static void test_fixture_weights_match_pytorch(void **state)
     }
 }
 
+/* ONNX's "light" zoo models make every weight with ConstantOfShape; the
+ * weights figure still equals the published parameter counts x 4 B:
+ * VGG-19 143,667,240 and BVLC AlexNet 60,965,224 parameters. */
+static void test_light_zoo_weights(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path;
+        uint64_t params;
+    } cases[] = {{"tests/models/onnx/light_vgg19.onnx", 143667240},
+                 {"tests/models/onnx/light_bvlc_alexnet.onnx", 60965224}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        dnnmem_model *m;
+        struct dnnmem_error err;
+        if (dnnmem_model_load(cases[k].path, &m, &err) != DNNMEM_OK)
+            fail_msg("%s", err.message);
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        struct dnnmem_result *r;
+        if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
+            fail_msg("%s", err.message);
+        assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], cases[k].params * 4);
+        dnnmem_result_free(r);
+        dnnmem_model_free(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -272,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_binding_errors),
         cmocka_unit_test(test_shape_error_names_node),
         cmocka_unit_test(test_fixture_weights_match_pytorch),
+        cmocka_unit_test(test_light_zoo_weights),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);
 }

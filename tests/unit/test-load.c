@@ -236,6 +236,20 @@ static void test_raw_data_size_mismatch(void **state)
     expect_error(b, DNNMEM_E_MODEL, "raw_data holds 40 bytes but dims and type say 48");
 }
 
+/* An empty raw_data for a non-empty tensor is a mismatch too (a fuzzer find). */
+static void test_empty_raw_data(void **state)
+{
+    (void)state;
+    struct tb *b = small_mlp();
+    tb_init_i64(b, "v", 2, (int64_t[]){1, 2});
+    Onnx__TensorProto *t = b->g.initializer[1];
+    t->n_int64_data = 0;
+    t->has_raw_data = 1;
+    t->raw_data.len = 0;
+    t->raw_data.data = NULL;
+    expect_error(b, DNNMEM_E_MODEL, "raw_data holds 0 bytes but dims and type say 16");
+}
+
 /* Typed data must be in the field onnx.proto assigns to the type (a fuzzer
  * found float32 values given in int64_data). */
 static void test_typed_data_in_wrong_field(void **state)
@@ -357,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_unknown_op),
         cmocka_unit_test(test_custom_domain_op),
         cmocka_unit_test(test_raw_data_size_mismatch),
+        cmocka_unit_test(test_empty_raw_data),
         cmocka_unit_test(test_typed_data_in_wrong_field),
         cmocka_unit_test(test_output_not_produced),
         cmocka_unit_test(test_unsorted_graph_is_sorted),
