@@ -511,29 +511,36 @@ static enum dnnmem_status convert_tensor(struct conv *c, const Onnx__TensorProto
     return DNNMEM_OK;
 }
 
+/* A declared type and shape: graph inputs (whose symbolic dims become the
+ * graph's symbols), and outputs and value_info (checked against inference;
+ * their symbols link to the inputs' or stay unknown). */
 static enum dnnmem_status convert_value_info(struct conv *c, const Onnx__ValueInfoProto *vi,
-                                             struct dm_tensor *t)
+                                             struct dm_tensor *t, bool is_input)
 {
     struct dm_graph *g = c->g;
+    const char *what = is_input ? "input" : "value";
     const Onnx__TypeProto *tp = vi->type;
     if (!tp)
         return DNNMEM_OK; /* no type: left to inference (outputs) or an error later (inputs) */
-    if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+    if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
+        if (!is_input)
+            return DNNMEM_OK; /* only ops that produce them could check it: all unsupported */
         return dm_fail(c->err, DNNMEM_E_UNSUPPORTED,
                        "%s: input '%s' is a sequence, map or optional value; only tensors are supported",
                        c->path, t->name);
+    }
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
-    if (tt->has_elem_type) {
+    if (tt->has_elem_type && tt->elem_type != 0) {
         if (!dm_dtype_valid(tt->elem_type))
-            return dm_fail(c->err, DNNMEM_E_MODEL, "%s: input '%s' has unknown data type %d",
-                           c->path, t->name, (int)tt->elem_type);
+            return dm_fail(c->err, DNNMEM_E_MODEL, "%s: %s '%s' has unknown data type %d",
+                           c->path, what, t->name, (int)tt->elem_type);
         t->dtype = (enum dm_dtype)tt->elem_type;
     }
     if (!tt->shape)
         return DNNMEM_OK;
     if (tt->shape->n_dim > DM_MAX_DIMS)
         return dm_fail(c->err, DNNMEM_E_UNSUPPORTED,
-                       "%s: input '%s' has rank %zu; at most %d is supported", c->path, t->name,
+                       "%s: %s '%s' has rank %zu; at most %d is supported", c->path, what, t->name,
                        tt->shape->n_dim, DM_MAX_DIMS);
     t->rank = (int)tt->shape->n_dim;
     t->dims = dm_arena_array(&g->arena, tt->shape->n_dim + 1, sizeof *t->dims);
@@ -543,18 +550,21 @@ static enum dnnmem_status convert_value_info(struct conv *c, const Onnx__ValueIn
         const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
         t->dims[i].sym = -1;
         t->dims[i].value = -1;
+        bool named = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+                     d->dim_param && d->dim_param[0];
         if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
             if (d->dim_value < 0)
-                return dm_fail(c->err, DNNMEM_E_SHAPE, "%s: input '%s' has negative dim %lld",
-                               c->path, t->name, (long long)d->dim_value);
+                return dm_fail(c->err, DNNMEM_E_SHAPE, "%s: %s '%s' has negative dim %lld",
+                               c->path, what, t->name, (long long)d->dim_value);
             t->dims[i].value = d->dim_value;
-        } else {
-            const char *name = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
-                                       d->dim_param && d->dim_param[0]
-                                   ? d->dim_param
-                                   : dm_arena_printf(&g->arena, "%s:%zu", t->name, i);
+        } else if (is_input) {
+            const char *name = named ? d->dim_param : dm_arena_printf(&g->arena, "%s:%zu", t->name, i);
             if (!name || (t->dims[i].sym = dm_graph_symbol(g, name)) < 0)
                 return dm_fail(c->err, DNNMEM_E_NOMEM, "%s: out of memory", c->path);
+        } else if (named) {
+            for (int32_t k = 0; k < g->n_symbols; k++)
+                if (strcmp(g->symbols[k], d->dim_param) == 0)
+                    t->dims[i].sym = k;
         }
     }
     return DNNMEM_OK;
@@ -710,7 +720,7 @@ static enum dnnmem_status convert_graph(struct conv *c, const Onnx__ModelProto *
         if ((t = dm_graph_add_tensor(g, name)) < 0)
             return dm_fail(c->err, DNNMEM_E_NOMEM, "%s: out of memory", c->path);
         g->tensors[t].role = DM_ROLE_INPUT;
-        DM_TRY(convert_value_info(c, vi, &g->tensors[t]));
+        DM_TRY(convert_value_info(c, vi, &g->tensors[t], true));
         g->inputs[g->n_inputs++] = t;
     }
 
@@ -773,6 +783,13 @@ static enum dnnmem_status convert_graph(struct conv *c, const Onnx__ModelProto *
                            "%s: graph output '%s' is not produced by any node", c->path, name);
         g->tensors[t].is_output = true;
         g->outputs[g->n_outputs++] = t;
+        if (g->tensors[t].role == DM_ROLE_ACTIVATION)
+            DM_TRY(convert_value_info(c, gp->output[i], &g->tensors[t], false));
+    }
+    for (size_t i = 0; i < gp->n_value_info; i++) {
+        int32_t t = dm_graph_find(g, gp->value_info[i]->name ? gp->value_info[i]->name : "");
+        if (t >= 0 && g->tensors[t].role == DM_ROLE_ACTIVATION && !g->tensors[t].is_output)
+            DM_TRY(convert_value_info(c, gp->value_info[i], &g->tensors[t], false));
     }
     return dm_graph_finish(g, c->err);
 }

@@ -281,6 +281,42 @@ static enum dnnmem_status init_declared(struct dm_infer *ctx, int32_t id)
     return DNNMEM_OK;
 }
 
+static void shape_str(char *buf, size_t cap, int rank, const int64_t *dims)
+{
+    size_t len = (size_t)snprintf(buf, cap, "[");
+    for (int k = 0; k < rank && len < cap; k++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", k ? "," : "", (long long)dims[k]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "]");
+}
+
+/* An output or value_info the model declares must agree with inference:
+ * dtype, rank, and every dim that is a number or a bound input symbol. */
+static enum dnnmem_status check_declared(struct dm_infer *ctx, const struct dm_node *n, int32_t id)
+{
+    const struct dm_tensor *tt = &ctx->g->tensors[id];
+    const struct dm_tinfo *t = &ctx->t[id];
+    bool ok = tt->dtype == DM_UNDEFINED || tt->dtype == t->dtype;
+    int64_t want[DM_MAX_DIMS];
+    if (tt->rank >= 0) {
+        ok = ok && tt->rank == t->rank;
+        for (int k = 0; k < tt->rank && k < DM_MAX_DIMS; k++) {
+            want[k] = tt->dims[k].sym >= 0 ? ctx->sym_values[tt->dims[k].sym] : tt->dims[k].value;
+            if (ok && want[k] >= 0 && want[k] != t->dims[k])
+                ok = false;
+        }
+    }
+    if (ok)
+        return DNNMEM_OK;
+    char decl[160] = "[?]", got[160];
+    if (tt->rank >= 0)
+        shape_str(decl, sizeof decl, tt->rank, want);
+    shape_str(got, sizeof got, t->rank, t->dims);
+    return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
+                          "'%s' is declared %s%s (-1: any) but infers as %s%s", tt->name,
+                          dm_dtype_name(tt->dtype), decl, dm_dtype_name(t->dtype), got);
+}
+
 enum dnnmem_status dm_infer_shapes(struct dm_infer *ctx)
 {
     const struct dm_graph *g = ctx->g;
@@ -322,6 +358,7 @@ enum dnnmem_status dm_infer_shapes(struct dm_infer *ctx)
                                n->name, dm_ops[n->op].name, k);
             }
             t->is_const = is_const;
+            DM_TRY(check_declared(ctx, n, n->out[k]));
         }
     }
     return DNNMEM_OK;

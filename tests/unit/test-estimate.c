@@ -221,6 +221,31 @@ static void test_shape_error_names_node(void **state)
     tb_free(b);
 }
 
+/* A declared output shape that disagrees with inference is an error naming
+ * the tensor: the model is inconsistent, or dnnmem is wrong; neither is
+ * silently ignored. */
+static void test_declared_shape_checked(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,3");
+    tb_init(b, "W", F32, 2, (int64_t[]){3, 4});
+    tb_node(b, "MatMul", "mm", "x,W", "y");
+    Onnx__ValueInfoProto *vi = tb_value_info(b, "y", F32, "batch,5");
+    TB_PUSH(b, &b->g.output, &b->g.n_output, vi);
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    struct dnnmem_result *r = NULL;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_SHAPE);
+    assert_msg_has(err, "'y' is declared float32[2,5] (-1: any) but infers as float32[2,4]");
+    dnnmem_model_free(m);
+    tb_free(b);
+}
+
 /* The weights figure of each fixture equals the bytes of the PyTorch model's
  * parameters and buffers (tools/export_fixtures.py recorded them). */
 static void test_fixture_weights_match_pytorch(void **state)
@@ -298,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_constant_of_shape_weights),
         cmocka_unit_test(test_binding_errors),
         cmocka_unit_test(test_shape_error_names_node),
+        cmocka_unit_test(test_declared_shape_checked),
         cmocka_unit_test(test_fixture_weights_match_pytorch),
         cmocka_unit_test(test_light_zoo_weights),
     };
