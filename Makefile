@@ -46,8 +46,8 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/load/onnx.c \
            src/shape/infer.c src/shape/elementwise.c src/shape/tensor.c src/shape/nn.c \
            src/shape/contrib.c \
-           src/schedule/schedule.c \
-           src/alloc/rounding.c \
+           src/schedule/schedule.c src/train/train.c \
+           src/alloc/rounding.c src/alloc/caching.c \
            src/report/result.c src/report/text.c src/report/json.c \
            src/api.c
 GEN_SRC := $(B)/gen/onnx.pb-c.c
@@ -68,7 +68,7 @@ $(B)/gen/onnx.pb-c.o: $(B)/gen/onnx.pb-c.c
 	@echo "  CC      $<"
 	@$(CC) -std=c11 -fPIC $(SANFLAGS) $(CFLAGS) $(PKG_CFLAGS) -w -c $< -o $@
 
-$(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/graph/ops.def $(B)/gen/onnx.pb-c.h
+$(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/graph/ops.def $(B)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(ALL_CFLAGS) -c $< -o $@

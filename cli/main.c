@@ -46,7 +46,21 @@ static const char usage_text[] =
     "file whose weights live in external data works without them.\n"
     "\n"
     "Run:\n"
-    "  --mode infer           forward pass under torch.no_grad(), model.eval() (default)\n"
+    "  --mode infer|train     forward under torch.no_grad(), model.eval() (default), or\n"
+    "                         training steps: zero_grad, forward, loss, backward, step\n"
+    "  --framework pytorch@V  PyTorch version: 1.13 or 2.x (default 2.0); decides\n"
+    "                         zero_grad(set_to_none) and the optimizer implementation\n"
+    "  --device cuda|cpu      CUDA device (default) or PyTorch's CPU kernels and host memory\n"
+    "  --inplace auto|none    ReLU-like ops in place where PyTorch allows (default auto,\n"
+    "                         as torchvision's inplace=True), or never\n"
+    "\n"
+    "Training (--mode train):\n"
+    "  --optimizer NAME       sgd-momentum (default), sgd, adam, adamw, rmsprop, adagrad,\n"
+    "                         none (forward and backward only)\n"
+    "  --loss ce|mse|sum      on the first output: cross-entropy against class ids\n"
+    "                         (default), mse, or output.sum()\n"
+    "  --iterations N         training steps simulated (default 2: the steady state)\n"
+    "  --grad-accum N         micro-batches per optimizer step (default 1)\n"
     "\n"
     "Dims (symbolic dims of the model's inputs):\n"
     "  -b, --batch-size N     bind every batch-like dim (batch, batch_size, N, ...); default 1\n"
@@ -72,6 +86,7 @@ static const char usage_text[] =
     "\n"
     "Examples:\n"
     "  dnnmem estimate resnet50.onnx --batch-size 64\n"
+    "  dnnmem estimate resnet50.onnx --batch-size 64 --mode train --optimizer adam\n"
     "  dnnmem estimate bert.onnx --batch-size 8 --seq-len 512 --json\n"
     "  dnnmem estimate gpt2.onnx --dim batch_size=1 --dim past_sequence_length=1024 --seq-len 1\n";
 
@@ -125,9 +140,18 @@ static int parse_size(const char *s, int64_t *out)
 
 static int cmd_estimate(int argc, char **argv)
 {
-    enum { OPT_MODE = 256, OPT_DIM, OPT_JSON, OPT_CONTEXT, OPT_ROUND, OPT_TOP };
+    enum { OPT_MODE = 256, OPT_DIM, OPT_JSON, OPT_CONTEXT, OPT_ROUND, OPT_TOP, OPT_FRAMEWORK,
+           OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM };
     static const struct option opts[] = {
         {"mode", required_argument, NULL, OPT_MODE},
+        {"framework", required_argument, NULL, OPT_FRAMEWORK},
+        {"device", required_argument, NULL, OPT_DEVICE},
+        {"inplace", required_argument, NULL, OPT_INPLACE},
+        {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
+        {"loss", required_argument, NULL, OPT_LOSS},
+        {"iterations", required_argument, NULL, OPT_ITERS},
+        {"grad-accum", required_argument, NULL, OPT_ACCUM},
+        {"grad_accum", required_argument, NULL, OPT_ACCUM},
         {"batch-size", required_argument, NULL, 'b'},
         {"batch_size", required_argument, NULL, 'b'},
         {"seq-len", required_argument, NULL, 's'},
@@ -152,9 +176,81 @@ static int cmd_estimate(int argc, char **argv)
         int64_t v;
         switch (c) {
         case OPT_MODE:
-            if (strcmp(optarg, "infer") != 0)
-                return usage_error("--mode %s: only 'infer' is supported so far", optarg);
-            cfg.mode = DNNMEM_MODE_INFER;
+            if (strcmp(optarg, "infer") == 0)
+                cfg.mode = DNNMEM_MODE_INFER;
+            else if (strcmp(optarg, "train") == 0)
+                cfg.mode = DNNMEM_MODE_TRAIN;
+            else
+                return usage_error("--mode %s: expected infer or train", optarg);
+            break;
+        case OPT_FRAMEWORK: {
+            int major, minor = 0;
+            char tail;
+            if (strcmp(optarg, "pytorch") == 0 || strcmp(optarg, "pytorch@2.x") == 0)
+                cfg.torch_version = 200;
+            else if ((sscanf(optarg, "pytorch@%d.%d%c", &major, &minor, &tail) == 2 ||
+                      sscanf(optarg, "pytorch@%d%c", &major, &tail) == 1) &&
+                     major >= 1 && major <= 9 && minor >= 0 && minor <= 99)
+                cfg.torch_version = major * 100 + minor;
+            else
+                return usage_error("--framework %s: expected pytorch@VERSION, e.g. pytorch@1.13 "
+                                   "or pytorch@2.1",
+                                   optarg);
+            break;
+        }
+        case OPT_DEVICE:
+            if (strcmp(optarg, "cuda") == 0)
+                cfg.device = DNNMEM_DEVICE_CUDA;
+            else if (strcmp(optarg, "cpu") == 0)
+                cfg.device = DNNMEM_DEVICE_CPU;
+            else
+                return usage_error("--device %s: expected cuda or cpu", optarg);
+            break;
+        case OPT_INPLACE:
+            if (strcmp(optarg, "auto") == 0)
+                cfg.inplace = DNNMEM_INPLACE_AUTO;
+            else if (strcmp(optarg, "none") == 0)
+                cfg.inplace = DNNMEM_INPLACE_NONE;
+            else
+                return usage_error("--inplace %s: expected auto or none", optarg);
+            break;
+        case OPT_OPTIMIZER: {
+            static const struct {
+                const char *name;
+                enum dnnmem_optimizer o;
+            } names[] = {{"sgd-momentum", DNNMEM_OPT_SGD_MOMENTUM}, {"sgd", DNNMEM_OPT_SGD},
+                         {"adam", DNNMEM_OPT_ADAM},   {"adamw", DNNMEM_OPT_ADAMW},
+                         {"rmsprop", DNNMEM_OPT_RMSPROP}, {"adagrad", DNNMEM_OPT_ADAGRAD},
+                         {"none", DNNMEM_OPT_NONE}};
+            size_t k = 0;
+            while (k < sizeof names / sizeof names[0] && strcmp(names[k].name, optarg) != 0)
+                k++;
+            if (k == sizeof names / sizeof names[0])
+                return usage_error("--optimizer %s: expected sgd-momentum, sgd, adam, adamw, "
+                                   "rmsprop, adagrad or none",
+                                   optarg);
+            cfg.optimizer = names[k].o;
+            break;
+        }
+        case OPT_LOSS:
+            if (strcmp(optarg, "ce") == 0)
+                cfg.loss = DNNMEM_LOSS_CE;
+            else if (strcmp(optarg, "mse") == 0)
+                cfg.loss = DNNMEM_LOSS_MSE;
+            else if (strcmp(optarg, "sum") == 0)
+                cfg.loss = DNNMEM_LOSS_SUM;
+            else
+                return usage_error("--loss %s: expected ce, mse or sum", optarg);
+            break;
+        case OPT_ITERS:
+            if (parse_count(optarg, &v) || v > 1000)
+                return usage_error("--iterations %s: expected 1..1000", optarg);
+            cfg.iterations = (int)v;
+            break;
+        case OPT_ACCUM:
+            if (parse_count(optarg, &v) || v > 1000)
+                return usage_error("--grad-accum %s: expected 1..1000", optarg);
+            cfg.grad_accum = (int)v;
             break;
         case 'b':
             if (parse_count(optarg, &cfg.batch_size))

@@ -111,11 +111,35 @@ const char *dnnmem_model_symbol(const dnnmem_model *m, size_t i);
  * Configuration of one estimate
  */
 enum dnnmem_mode {
-    DNNMEM_MODE_INFER = 0 /* forward only, torch.no_grad(), model.eval() */
+    DNNMEM_MODE_INFER = 0, /* forward only, torch.no_grad(), model.eval() */
+    DNNMEM_MODE_TRAIN      /* zero_grad, forward, loss, backward, optimizer.step(), repeated */
 };
 
 enum dnnmem_device {
-    DNNMEM_DEVICE_CUDA = 0 /* PyTorch eager on an NVIDIA GPU */
+    DNNMEM_DEVICE_CUDA = 0, /* PyTorch eager on an NVIDIA GPU */
+    DNNMEM_DEVICE_CPU       /* PyTorch's CPU kernels and host memory */
+};
+
+enum dnnmem_optimizer {
+    DNNMEM_OPT_SGD_MOMENTUM = 0, /* torch.optim.SGD(momentum > 0) */
+    DNNMEM_OPT_SGD,              /* momentum 0: no state */
+    DNNMEM_OPT_ADAM,
+    DNNMEM_OPT_ADAMW,
+    DNNMEM_OPT_RMSPROP,
+    DNNMEM_OPT_ADAGRAD,
+    DNNMEM_OPT_NONE              /* forward and backward only */
+};
+
+enum dnnmem_loss {
+    DNNMEM_LOSS_CE = 0, /* cross-entropy of the first output's logits against class ids */
+    DNNMEM_LOSS_MSE,    /* mean squared error against a target shaped like the output */
+    DNNMEM_LOSS_SUM     /* output.sum(), the objective memory benchmarks use */
+};
+
+/* Whether activation functions ran in place (an ONNX graph cannot say). */
+enum dnnmem_inplace {
+    DNNMEM_INPLACE_AUTO = 0, /* ReLU in place wherever PyTorch allows it (torchvision's inplace=True) */
+    DNNMEM_INPLACE_NONE      /* every op allocates its output */
 };
 
 struct dnnmem_dim_binding {
@@ -135,6 +159,16 @@ struct dnnmem_config {
     int64_t seq_len;
     const struct dnnmem_dim_binding *dims;
     size_t n_dims;
+    /* Training (mode TRAIN). */
+    enum dnnmem_optimizer optimizer; /* default SGD with momentum */
+    enum dnnmem_loss loss;           /* default cross-entropy */
+    int iterations;                  /* training steps simulated; 0 = default 2 */
+    int grad_accum;                  /* micro-batches per optimizer step; 0 = 1 */
+    enum dnnmem_inplace inplace;
+    /* Framework version, as major * 100 + minor (113 = 1.13, 200 = 2.0);
+     * 0 = default (200). Decides zero_grad(set_to_none) and optimizer
+     * implementations (for-loop in 1.13, foreach on CUDA from 2.0). */
+    int torch_version;
     /* Runtime constants; each "< 0" means "use the documented default". */
     int64_t cuda_context_bytes; /* see DNNMEM_CUDA_CONTEXT_DEFAULT */
     int64_t alloc_round_bytes;  /* see DNNMEM_ALLOC_ROUND_DEFAULT */
@@ -158,8 +192,12 @@ void dnnmem_config_init(struct dnnmem_config *cfg);
  */
 enum dnnmem_category {
     DNNMEM_CAT_WEIGHT = 0,  /* parameters, buffers, constant tensors */
-    DNNMEM_CAT_INPUT,       /* the graph's input tensors */
-    DNNMEM_CAT_ACTIVATION,  /* tensors produced by ops */
+    DNNMEM_CAT_INPUT,       /* the graph's inputs, loss targets */
+    DNNMEM_CAT_ACTIVATION,  /* forward tensors not (or no longer) needed by backward */
+    DNNMEM_CAT_SAVED,       /* forward tensors and extras kept for backward */
+    DNNMEM_CAT_GRADIENT,    /* parameters' .grad */
+    DNNMEM_CAT_OPTIMIZER,   /* optimizer state (momentum, Adam moments) */
+    DNNMEM_CAT_TEMPORARY,   /* gradients of activations, loss and optimizer temporaries */
     DNNMEM_CAT_COUNT
 };
 const char *dnnmem_category_name(enum dnnmem_category c);
@@ -195,9 +233,11 @@ struct dnnmem_result {
     uint64_t rounding_bytes;
 
     /* Where the peak happens. */
-    size_t peak_step;         /* 1-based index of the op in execution order; 0 = before the first */
-    size_t n_steps;           /* ops executed */
-    const char *peak_node;    /* "" when the peak is before the first op */
+    const char *peak_phase;   /* "setup", "forward", "loss", "backward", "optimizer", "zero_grad" */
+    int peak_iteration;       /* 1-based training step (1 in inference) */
+    size_t peak_step;         /* 1-based index of the node in execution order; 0 = not at a node */
+    size_t n_steps;           /* nodes in the graph */
+    const char *peak_node;    /* "" when the peak is not at a node */
     const char *peak_op;
 
     /* Tensors live at the peak, largest first (at most n_top_tensors), and
@@ -205,7 +245,6 @@ struct dnnmem_result {
     struct dnnmem_tensor_info *live;
     size_t n_live;
     size_t n_live_total;
-    uint64_t weight_tensors;  /* number of weight tensors resident */
 
     /* Assumptions, in print order. */
     struct dnnmem_assumption *assumptions;

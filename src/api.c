@@ -257,6 +257,30 @@ static const char *weight_dtype(const struct dm_graph *g, const struct dm_tinfo 
     return best ? dm_dtype_name((enum dm_dtype)best) : "none";
 }
 
+static const char *optimizer_name(enum dnnmem_optimizer o)
+{
+    switch (o) {
+    case DNNMEM_OPT_SGD_MOMENTUM: return "sgd-momentum";
+    case DNNMEM_OPT_SGD: return "sgd";
+    case DNNMEM_OPT_ADAM: return "adam";
+    case DNNMEM_OPT_ADAMW: return "adamw";
+    case DNNMEM_OPT_RMSPROP: return "rmsprop";
+    case DNNMEM_OPT_ADAGRAD: return "adagrad";
+    case DNNMEM_OPT_NONE: return "none";
+    }
+    return "?";
+}
+
+static const char *loss_name(enum dnnmem_loss l)
+{
+    switch (l) {
+    case DNNMEM_LOSS_CE: return "cross-entropy on output 0";
+    case DNNMEM_LOSS_MSE: return "mse on output 0";
+    case DNNMEM_LOSS_SUM: return "output 0 .sum()";
+    }
+    return "?";
+}
+
 enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg_in,
                                    struct dnnmem_result **out, struct dnnmem_error *err)
 {
@@ -265,12 +289,30 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     *out = NULL;
     struct dnnmem_config cfg = *cfg_in;
     const struct dm_graph *g = &m->g;
-    if (cfg.mode != DNNMEM_MODE_INFER)
+    if (cfg.mode != DNNMEM_MODE_INFER && cfg.mode != DNNMEM_MODE_TRAIN)
         return dm_fail(err, DNNMEM_E_USAGE, "unknown mode %d", (int)cfg.mode);
-    if (cfg.device != DNNMEM_DEVICE_CUDA)
+    if (cfg.device != DNNMEM_DEVICE_CUDA && cfg.device != DNNMEM_DEVICE_CPU)
         return dm_fail(err, DNNMEM_E_USAGE, "unknown device %d", (int)cfg.device);
     if (cfg.batch_size < 0 || cfg.seq_len < 0)
         return dm_fail(err, DNNMEM_E_USAGE, "batch size and sequence length must be positive");
+    if (cfg.iterations < 0 || cfg.iterations > 1000 || cfg.grad_accum < 0 || cfg.grad_accum > 1000)
+        return dm_fail(err, DNNMEM_E_USAGE, "iterations and grad_accum must be in 1..1000");
+    if ((unsigned)cfg.optimizer > DNNMEM_OPT_NONE || (unsigned)cfg.loss > DNNMEM_LOSS_SUM ||
+        (unsigned)cfg.inplace > DNNMEM_INPLACE_NONE)
+        return dm_fail(err, DNNMEM_E_USAGE, "unknown optimizer, loss or in-place setting");
+    if (cfg.torch_version != 0 && (cfg.torch_version < 100 || cfg.torch_version > 999))
+        return dm_fail(err, DNNMEM_E_USAGE, "torch version %d: expected major*100+minor",
+                       cfg.torch_version);
+    struct dm_run run = {
+        .train = cfg.mode == DNNMEM_MODE_TRAIN,
+        .cuda = cfg.device == DNNMEM_DEVICE_CUDA,
+        .inplace = cfg.inplace == DNNMEM_INPLACE_AUTO,
+        .torch_version = cfg.torch_version ? cfg.torch_version : 200,
+        .iterations = cfg.iterations ? cfg.iterations : 2,
+        .grad_accum = cfg.grad_accum ? cfg.grad_accum : 1,
+        .optimizer = cfg.optimizer,
+        .loss = cfg.loss,
+    };
 
     struct dm_arena arena;
     dm_arena_init(&arena);
@@ -285,9 +327,25 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         goto out;
     }
 
-    assume(&as, "framework", "default", "pytorch (eager)");
-    assume(&as, "device", "default", "cuda");
-    assume(&as, "mode", "default", "infer (torch.no_grad, model.eval)");
+    assume(&as, "framework", cfg.torch_version ? "option" : "default", "pytorch %d.%d (eager)",
+           run.torch_version / 100, run.torch_version % 100);
+    assume(&as, "device", cfg.device == DNNMEM_DEVICE_CUDA ? "default" : "option", "%s",
+           run.cuda ? "cuda" : "cpu");
+    if (run.train) {
+        assume(&as, "mode", "option", "train: zero_grad, forward, loss, backward, step");
+        assume(&as, "optimizer", cfg.optimizer == DNNMEM_OPT_SGD_MOMENTUM ? "default" : "option",
+               "%s", optimizer_name(cfg.optimizer));
+        assume(&as, "loss", cfg.loss == DNNMEM_LOSS_CE ? "default" : "option", "%s",
+               loss_name(cfg.loss));
+        assume(&as, "iterations", cfg.iterations ? "option" : "default", "%d", run.iterations);
+        if (run.grad_accum > 1)
+            assume(&as, "grad_accum", "option", "%d micro-batches per step", run.grad_accum);
+        assume(&as, "zero_grad", "default", "%s",
+               run.torch_version >= 200 ? "set_to_none=True (frees grads)"
+                                        : "set_to_none=False (keeps grads)");
+    } else {
+        assume(&as, "mode", "default", "infer (torch.no_grad, model.eval)");
+    }
     if ((s = bind_dims(g, &cfg, syms, &as, err)) != DNNMEM_OK)
         goto out;
 
@@ -295,20 +353,30 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     if ((s = dm_infer_shapes(&ctx)) != DNNMEM_OK)
         goto out;
     assume(&as, "dtype", "model", "%s (weights)", weight_dtype(g, t));
-    assume(&as, "inplace", "default", "none (every op allocates its output)");
+    assume(&as, "inplace", cfg.inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
+           run.inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
+                       : "none (every op allocates its output)");
 
+    /* The CPU allocator hands out exactly what is asked (the profiler counts
+     * nbytes); the CUDA caching allocator rounds. */
     uint64_t round = cfg.alloc_round_bytes >= 0 ? (uint64_t)cfg.alloc_round_bytes
-                                                : (uint64_t)DNNMEM_ALLOC_ROUND_DEFAULT;
-    assume(&as, "allocator", cfg.alloc_round_bytes >= 0 ? "option" : "default",
-           "requests rounded up to %llu B (PyTorch caching allocator kMinBlockSize)",
-           (unsigned long long)round);
+                   : run.cuda ? (uint64_t)DNNMEM_ALLOC_ROUND_DEFAULT
+                              : 1;
+    if (run.cuda || cfg.alloc_round_bytes >= 0)
+        assume(&as, "allocator", cfg.alloc_round_bytes >= 0 ? "option" : "default",
+               "requests rounded up to %llu B (PyTorch caching allocator kMinBlockSize)",
+               (unsigned long long)round);
+    else
+        assume(&as, "allocator", "default", "host: bytes as requested");
     uint64_t context = cfg.cuda_context_bytes >= 0 ? (uint64_t)cfg.cuda_context_bytes
-                                                   : (uint64_t)DNNMEM_CUDA_CONTEXT_DEFAULT;
+                     : run.cuda ? (uint64_t)DNNMEM_CUDA_CONTEXT_DEFAULT
+                                : 0;
     char cb[32];
-    assume(&as, "cuda_context", cfg.cuda_context_bytes >= 0 ? "option" : "default",
-           "%s (PyTorch >= 1.13, lazy module loading, PR #86509)", dm_format_bytes(context, cb));
+    if (run.cuda)
+        assume(&as, "cuda_context", cfg.cuda_context_bytes >= 0 ? "option" : "default",
+               "%s (PyTorch >= 1.13, lazy module loading, PR #86509)", dm_format_bytes(context, cb));
 
-    if ((s = dm_schedule_infer(g, t, &sched, err)) != DNNMEM_OK)
+    if ((s = dm_schedule_build(g, t, &run, &sched, err)) != DNNMEM_OK)
         goto out;
     if (dm_alloc_rounding_new(round, &alloc) != DNNMEM_OK) {
         s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);

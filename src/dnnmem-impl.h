@@ -116,8 +116,8 @@ bool dm_dtype_bytes(enum dm_dtype t, int64_t numel, uint64_t *bytes);
 /* ---- the op table (src/graph/ops.def, src/graph/ops.c) -------------------- */
 
 enum dm_op {
-#define DM_OP(name, shape_fn, flags, meta_inputs) DM_OP_##name,
-#define DM_OP_MS(name, shape_fn, flags, meta_inputs) DM_OP_MS_##name,
+#define DM_OP(name, shape_fn, flags, meta_inputs, train) DM_OP_##name,
+#define DM_OP_MS(name, shape_fn, flags, meta_inputs, train) DM_OP_MS_##name,
 #include "graph/ops.def"
 #undef DM_OP
 #undef DM_OP_MS
@@ -133,6 +133,27 @@ enum {
     DM_F_SEQUENCE = 1u << 3,   /* works on sequence values, which the library does not model */
 };
 
+/* Backward rules (the last column of ops.def): what an op's autograd node
+ * saves and how it makes input gradients. The facts and sources behind each
+ * rule are in src/train/train.c. */
+enum dm_train_rule {
+    DM_T_NONE,       /* not differentiable: outputs never require grad */
+    DM_T_VIEW,       /* a view: the input grad is a view of the output grad; nothing saved */
+    DM_T_PASS,       /* add/sub/concat/sum: input grads are the output grad or views of it */
+    DM_T_OUT,        /* saves output 0 (relu, sigmoid, tanh, softmax, exp, sqrt) */
+    DM_T_IN,         /* saves input 0 (erf, log, leaky_relu, clamp, avg_pool) */
+    DM_T_OPERANDS,   /* saves the operands other inputs' grads need (mul, div, pow, mm, addmm) */
+    DM_T_CONV,       /* saves input and weight */
+    DM_T_BN,         /* saves input; extra save_mean, save_invstd */
+    DM_T_LN,         /* saves input; extra mean, rstd per normalized row */
+    DM_T_POOL_IDX,   /* max pooling: saves input and int64 indices shaped like the output */
+    DM_T_DROPOUT,    /* saves a mask */
+    DM_T_EMBED,      /* embedding: saves the indices; the weight grad is dense */
+    DM_T_COPY,       /* slice/pad/cast/expand/reduce: saves nothing; allocates the input grad */
+    DM_T_RNN,        /* recurrent layers */
+    DM_T_UNMODELLED  /* differentiable, no rule yet: training through it is an error */
+};
+
 struct dm_infer;
 struct dm_node;
 typedef enum dnnmem_status (*dm_shape_fn)(struct dm_infer *ctx, const struct dm_node *n);
@@ -144,6 +165,7 @@ struct dm_op_info {
     unsigned flags;        /* DM_F_* */
     uint32_t meta_inputs;  /* bit i: input i is metadata (shape, axes, pads, scales...),
                               a host-side list in PyTorch eager, never a device tensor */
+    enum dm_train_rule train;
 };
 extern const struct dm_op_info dm_ops[DM_OP_COUNT];
 /* Look up an op by domain ("" or "ai.onnx" for the default one) and op_type;
@@ -335,52 +357,85 @@ enum dnnmem_status dm_broadcast(struct dm_infer *ctx, const struct dm_node *n, i
                                 int64_t *out);
 
 /* Shape functions, one per row family of ops.def. */
-#define DM_OP(name, shape_fn, flags, meta_inputs)                                                 \
+#define DM_OP(name, shape_fn, flags, meta_inputs, train)                                          \
     enum dnnmem_status shape_fn(struct dm_infer *ctx, const struct dm_node *n);
 #define DM_OP_MS DM_OP
 #include "graph/ops.def"
 #undef DM_OP
 #undef DM_OP_MS
 
-/* ---- schedule (src/schedule) ------------------------------------------- */
+/* ---- schedule (src/schedule, src/train) ------------------------------------ */
 
-/* What PyTorch eager asks its allocator for, in execution order. Each event
- * allocates or frees one storage (a tensor and the views that alias it). */
+/* What PyTorch eager asks its allocator for, in execution order: a list of
+ * buffers (each one device allocation) and of events allocating or freeing
+ * them, each at a step (phase, node, iteration). */
 enum dm_ev_kind { DM_EV_ALLOC, DM_EV_FREE };
+enum dm_phase { DM_PHASE_SETUP, DM_PHASE_FORWARD, DM_PHASE_LOSS, DM_PHASE_BACKWARD,
+                DM_PHASE_OPTIMIZER, DM_PHASE_ZERO_GRAD };
+const char *dm_phase_name(enum dm_phase p);
+
+struct dm_buffer {
+    uint64_t bytes;      /* requested bytes */
+    int32_t tensor;      /* the graph tensor it holds or belongs to, or -1 */
+    int32_t node;        /* the node that made it, or -1 */
+    uint8_t category;    /* enum dnnmem_category */
+    uint8_t dtype;       /* enum dm_dtype */
+    const char *what;    /* static: NULL for a graph tensor, else "grad", "mask", "exp_avg", ... */
+};
+struct dm_step {
+    uint8_t phase;       /* enum dm_phase */
+    int16_t iteration;   /* 1-based */
+    int32_t node;        /* -1 outside ops */
+};
 struct dm_event {
-    uint8_t kind;         /* enum dm_ev_kind */
-    uint8_t category;     /* enum dnnmem_category */
-    int32_t tensor;       /* the storage's base tensor */
-    int32_t step;         /* 0 = before the first op, i + 1 = during/after node i */
-    uint64_t bytes;       /* requested bytes */
+    uint8_t kind;        /* enum dm_ev_kind */
+    int32_t buf;
+    int32_t step;
+};
+struct dm_schedule {     /* arrays malloc'd */
+    struct dm_buffer *buf;
+    int32_t n_buf, cap_buf;
+    struct dm_event *ev;
+    size_t n_ev, cap_ev;
+    struct dm_step *steps;
+    int32_t n_steps, cap_steps;
+};
+void dm_schedule_free(struct dm_schedule *s);
+/* "conv1.weight", "conv1.weight.grad", "/layer1/Relu_output_0", "bn1.save_mean". */
+const char *dm_buffer_name(const struct dm_graph *g, const struct dm_buffer *b, char *buf,
+                           size_t cap);
+
+/* The settings of one simulated run, resolved from the public config. */
+struct dm_run {
+    bool train;
+    bool cuda;
+    bool inplace;            /* activations in place where PyTorch allows */
+    int torch_version;       /* 113, 200, ... */
+    int iterations, grad_accum;
+    enum dnnmem_optimizer optimizer;
+    enum dnnmem_loss loss;
 };
 
-struct dm_schedule {
-    struct dm_event *ev;  /* malloc'd */
-    size_t n, cap;
-    int32_t n_steps;
-    int32_t *storage;     /* per tensor: base tensor of its storage, -1 if never on the device */
-    /* Buffers the framework keeps that the graph does not show (PyTorch's
-     * BatchNorm num_batches_tracked). Event tensor ids >= g->n_tensors refer
-     * to them: id - g->n_tensors indexes these arrays (malloc'd). */
-    int32_t n_implied;
-    int32_t *implied_node;   /* the node that implies it */
-    uint8_t *implied_dtype;  /* enum dm_dtype */
-};
-/* Name of an event's tensor, graph or implied ("<node>.num_batches_tracked"
- * is written into buf for implied ones). */
-const char *dm_schedule_tensor_name(const struct dm_graph *g, const struct dm_schedule *s,
-                                    int32_t id, char *buf, size_t cap);
-void dm_schedule_free(struct dm_schedule *s);
-/* Inference under torch.no_grad() with model.eval(). */
-enum dnnmem_status dm_schedule_infer(const struct dm_graph *g, const struct dm_tinfo *t,
-                                     struct dm_schedule *s, struct dnnmem_error *err);
+/* Build the schedule of a run: inference under torch.no_grad() with
+ * model.eval(), or training steps. */
+enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_tinfo *t,
+                                     const struct dm_run *run, struct dm_schedule *s,
+                                     struct dnnmem_error *err);
 
 /* ---- allocator simulation (src/alloc) ------------------------------------ */
 
 struct dm_alloc_stats {
     uint64_t allocated, peak_allocated; /* bytes handed out (torch memory_allocated) */
     uint64_t reserved, peak_reserved;   /* bytes obtained from the device */
+    /* Kept by the caching simulator (src/alloc/caching.c); 0 from the others. */
+    uint64_t requested, peak_requested; /* bytes callers asked for (torch requested_bytes) */
+    uint64_t inactive_split, peak_inactive_split; /* free pieces of split segments
+                                                     (torch inactive_split_bytes) */
+    uint64_t segments, peak_segments;   /* cudaMalloc'd segments held (torch segment.all) */
+    uint64_t num_alloc_retries;         /* torch num_alloc_retries */
+    uint64_t num_ooms;                  /* requests that did not fit (torch num_ooms) */
+    uint64_t oom_alloc_size;            /* device bytes the last failed request tried to get
+                                           ("Tried to allocate" of torch's OOM message) */
 };
 
 /* A simulated device allocator. Handles are opaque to the caller. */
@@ -397,6 +452,44 @@ struct dm_allocator {
 /* Every request rounded up to a multiple of `round` (PyTorch's 512 B), no
  * caching effects: allocated == reserved. */
 enum dnnmem_status dm_alloc_rounding_new(uint64_t round, struct dm_allocator *a);
+
+/* PyTorch's CUDA caching allocator (native backend), one stream, no CUDA
+ * graphs (src/alloc/caching.c states the rules and their sources). */
+struct dm_caching_opts {
+    uint64_t capacity;       /* bytes the device lets the allocator reserve; 0 = unlimited */
+    bool capacity_is_fraction; /* capacity is set_per_process_memory_fraction's cap: the only
+                                  case where garbage collection runs */
+    uint64_t max_split_size; /* max_split_size_mb in bytes; UINT64_MAX = unlimited (default) */
+    uint64_t max_non_split_rounding; /* max_non_split_rounding_mb in bytes (20 MiB) */
+    unsigned roundup_power2[16]; /* roundup_power2_divisions per band [2^(20+i), 2^(21+i)),
+                                    band 0 also below 1 MiB; 0 or a power of two */
+    bool expandable_segments;
+    double gc_threshold;     /* garbage_collection_threshold, [0, 1); 0 = off */
+};
+/* PyTorch's defaults: unlimited, no rounding bands, no GC, no expandable. */
+void dm_caching_opts_init(struct dm_caching_opts *o);
+/* The 1.13 single-integer roundup_power2_divisions: d for every band. */
+void dm_caching_opts_divisions(struct dm_caching_opts *o, unsigned d);
+/* DNNMEM_E_USAGE for options PyTorch would reject. */
+enum dnnmem_status dm_alloc_caching_new(const struct dm_caching_opts *o, struct dm_allocator *a);
+/* alloc() status when the request does not fit in capacity even after
+ * releasing cached memory (torch.cuda.OutOfMemoryError); stats.num_ooms counts
+ * them. Placeholder until dnnmem.h has DNNMEM_E_OOM. */
+#define DM_E_DEVICE_OOM ((enum dnnmem_status)61)
+/* The block size PyTorch's round_size gives a request of `bytes`. */
+uint64_t dm_caching_round_size(const struct dm_caching_opts *o, uint64_t bytes);
+/* torch.cuda.empty_cache() and torch.cuda.reset_peak_memory_stats(); no-ops on
+ * other allocators. */
+void dm_caching_empty_cache(struct dm_allocator *a);
+void dm_caching_reset_peaks(struct dm_allocator *a);
+/* Blocks in address order, like torch.cuda.memory_snapshot(); returns how many
+ * there are (fills at most cap). */
+struct dm_caching_block {
+    uint64_t addr, size, requested;
+    bool allocated, small, expandable, mapped;
+    bool segment_start; /* first block of its segment */
+};
+size_t dm_caching_snapshot(const struct dm_allocator *a, struct dm_caching_block *out, size_t cap);
 
 /* ---- results (src/report/result.c) -------------------------------------- */
 

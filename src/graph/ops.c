@@ -4,10 +4,10 @@
 #include <string.h>
 
 const struct dm_op_info dm_ops[DM_OP_COUNT] = {
-#define DM_OP(name_, shape_fn, flags_, meta_)                                                     \
-    [DM_OP_##name_] = {#name_, "", shape_fn, (flags_), (meta_)},
-#define DM_OP_MS(name_, shape_fn, flags_, meta_)                                                  \
-    [DM_OP_MS_##name_] = {#name_, "com.microsoft", shape_fn, (flags_), (meta_)},
+#define DM_OP(name_, shape_fn, flags_, meta_, train_)                                             \
+    [DM_OP_##name_] = {#name_, "", shape_fn, (flags_), (meta_), train_},
+#define DM_OP_MS(name_, shape_fn, flags_, meta_, train_)                                          \
+    [DM_OP_MS_##name_] = {#name_, "com.microsoft", shape_fn, (flags_), (meta_), train_},
 #include "graph/ops.def"
 #undef DM_OP
 #undef DM_OP_MS

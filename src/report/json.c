@@ -9,7 +9,8 @@ static json_t *tensor_json(const struct dnnmem_tensor_info *ti)
     for (int d = 0; d < ti->rank; d++)
         json_array_append_new(dims, json_integer(ti->dims[d]));
     return json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:s, s:s}", "name", ti->name, "dtype",
-                     ti->dtype, "category", dnnmem_category_name(ti->category), "dims", dims,
+                     ti->dtype, "category", dnnmem_category_name(ti->category),
+                     "dims", ti->rank >= 0 ? dims : (json_decref(dims), json_null()),
                      "bytes", (json_int_t)ti->bytes, "allocated", (json_int_t)ti->allocated,
                      "producer_node", ti->producer_node, "producer_op", ti->producer_op);
 }
@@ -23,10 +24,14 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
         json_array_append_new(assumptions,
                               json_pack("{s:s, s:s, s:s}", "key", r->assumptions[k].key, "value",
                                         r->assumptions[k].value, "source", r->assumptions[k].source));
+    static const char *const keys[DNNMEM_CAT_COUNT] = {
+        [DNNMEM_CAT_WEIGHT] = "weights",       [DNNMEM_CAT_INPUT] = "inputs",
+        [DNNMEM_CAT_ACTIVATION] = "activations", [DNNMEM_CAT_SAVED] = "saved",
+        [DNNMEM_CAT_GRADIENT] = "gradients",   [DNNMEM_CAT_OPTIMIZER] = "optimizer_state",
+        [DNNMEM_CAT_TEMPORARY] = "temporaries"};
     json_t *breakdown = json_object();
     for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
-        json_object_set_new(breakdown, dnnmem_category_name((enum dnnmem_category)c),
-                            json_integer((json_int_t)r->category_bytes[c]));
+        json_object_set_new(breakdown, keys[c], json_integer((json_int_t)r->category_bytes[c]));
     json_object_set_new(breakdown, "rounding", json_integer((json_int_t)r->rounding_bytes));
     json_object_set_new(breakdown, "cuda_context", json_integer((json_int_t)r->context_bytes));
     json_t *live = json_array();
@@ -34,13 +39,13 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
         json_array_append_new(live, tensor_json(&r->live[k]));
     json_t *root = json_pack(
         "{s:s, s:s, s:{s:s, s:s, s:s, s:I, s:I}, s:o, s:I, s:I, s:I, s:o,"
-        " s:{s:I, s:I, s:s, s:s}, s:o, s:I}",
+        " s:{s:s, s:I, s:s, s:s}, s:o, s:I}",
         "schema", "dnnmem.estimate/1", "tool_version", DNNMEM_VERSION, "model", "path", info.path,
         "format", info.format, "producer", info.producer, "opset", (json_int_t)info.opset, "nodes",
         (json_int_t)info.n_nodes, "assumptions", assumptions, "total_bytes",
         (json_int_t)r->total_bytes, "peak_allocated_bytes", (json_int_t)r->peak_allocated,
-        "cuda_context_bytes", (json_int_t)r->context_bytes, "breakdown", breakdown, "peak", "step",
-        (json_int_t)r->peak_step, "steps", (json_int_t)r->n_steps, "node", r->peak_node, "op",
+        "cuda_context_bytes", (json_int_t)r->context_bytes, "breakdown", breakdown, "peak", "phase",
+        r->peak_phase, "iteration", (json_int_t)r->peak_iteration, "node", r->peak_node, "op",
         r->peak_op, "live_at_peak", live, "live_at_peak_total", (json_int_t)r->n_live_total);
     if (!root)
         return -1;

@@ -29,6 +29,10 @@ const char *dnnmem_category_name(enum dnnmem_category c)
     case DNNMEM_CAT_WEIGHT: return "weights";
     case DNNMEM_CAT_INPUT: return "inputs";
     case DNNMEM_CAT_ACTIVATION: return "activations";
+    case DNNMEM_CAT_SAVED: return "saved for backward";
+    case DNNMEM_CAT_GRADIENT: return "gradients";
+    case DNNMEM_CAT_OPTIMIZER: return "optimizer state";
+    case DNNMEM_CAT_TEMPORARY: return "temporaries";
     case DNNMEM_CAT_COUNT: break;
     }
     return "?";
@@ -52,9 +56,8 @@ const char *dm_format_bytes(uint64_t bytes, char buf[32])
 }
 
 struct live_entry {
-    int32_t tensor;
-    uint8_t category;
-    uint64_t bytes, granted;
+    int32_t buf;
+    uint64_t granted;
 };
 
 static int by_size_desc(const void *a, const void *b)
@@ -62,7 +65,7 @@ static int by_size_desc(const void *a, const void *b)
     const struct live_entry *x = a, *y = b;
     if (x->granted != y->granted)
         return x->granted < y->granted ? 1 : -1;
-    return x->tensor - y->tensor;
+    return x->buf - y->buf;
 }
 
 enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tinfo *t,
@@ -71,39 +74,43 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
                                    const struct dnnmem_assumption *assumptions, size_t n_assumptions,
                                    struct dnnmem_result **out, struct dnnmem_error *err)
 {
-    int32_t nt = g->n_tensors + s->n_implied; /* event ids span graph and implied tensors */
-    uint64_t *handle = calloc((size_t)nt + 1, sizeof *handle);
-    uint64_t *granted = calloc((size_t)nt + 1, sizeof *granted);
+    (void)t;
+    int32_t nb = s->n_buf;
+    uint64_t *handle = calloc((size_t)nb + 1, sizeof *handle);
+    uint64_t *granted = calloc((size_t)nb + 1, sizeof *granted);
+    bool *alive = calloc((size_t)nb + 1, sizeof *alive);
+    struct live_entry *live = malloc(((size_t)nb + 1) * sizeof *live);
     struct result_box *box = calloc(1, sizeof *box);
-    struct live_entry *live = NULL;
     enum dnnmem_status st = DNNMEM_OK;
-    if (!handle || !granted || !box)
+    if (!handle || !granted || !alive || !live || !box)
         goto oom;
     dm_arena_init(&box->arena);
     struct dnnmem_result *r = &box->r;
 
-    /* pass 1: find the event after which allocated memory peaks */
+    /* pass 1: replay; find the event after which allocated memory peaks */
     size_t peak_ev = 0;
     uint64_t peak = 0;
     bool any = false;
-    for (size_t e = 0; e < s->n; e++) {
+    for (size_t e = 0; e < s->n_ev; e++) {
         const struct dm_event *ev = &s->ev[e];
-        struct dm_alloc_stats as;
         if (ev->kind == DM_EV_ALLOC) {
-            enum dnnmem_status as_st = a->alloc(a->self, ev->bytes, &handle[ev->tensor], &granted[ev->tensor]);
-            if (as_st != DNNMEM_OK) {
-                st = dm_fail(err, as_st, "%s: allocating '%s' overflows the byte count", g->path,
-                             g->tensors[ev->tensor].name);
+            enum dnnmem_status as = a->alloc(a->self, s->buf[ev->buf].bytes, &handle[ev->buf],
+                                             &granted[ev->buf]);
+            if (as != DNNMEM_OK) {
+                char nb_[512];
+                st = dm_fail(err, as, "%s: allocating '%s' overflows the byte count", g->path,
+                             dm_buffer_name(g, &s->buf[ev->buf], nb_, sizeof nb_));
                 goto fail;
             }
-            a->stats(a->self, &as);
-            if (!any || as.allocated > peak) {
-                peak = as.allocated;
+            struct dm_alloc_stats cur;
+            a->stats(a->self, &cur);
+            if (!any || cur.allocated > peak) {
+                peak = cur.allocated;
                 peak_ev = e;
                 any = true;
             }
         } else {
-            a->free(a->self, handle[ev->tensor]);
+            a->free(a->self, handle[ev->buf]);
         }
     }
     struct dm_alloc_stats fin;
@@ -111,46 +118,33 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
     r->peak_allocated = fin.peak_allocated;
     r->context_bytes = context_bytes;
     r->total_bytes = r->peak_allocated + context_bytes;
-    r->n_steps = (size_t)s->n_steps;
+    r->n_steps = (size_t)g->n_nodes;
 
-    /* pass 2: the live set right after the peak event; the event order fixes
-     * which blocks are live, the first pass fixed each block's size */
-    bool *alive = calloc((size_t)nt + 1, sizeof *alive);
-    if (!alive)
-        goto oom;
+    /* pass 2: the live set right after the peak event */
     for (size_t e = 0; any && e <= peak_ev; e++)
-        alive[s->ev[e].tensor] = s->ev[e].kind == DM_EV_ALLOC;
+        alive[s->ev[e].buf] = s->ev[e].kind == DM_EV_ALLOC;
     size_t n_live = 0;
-    live = malloc(((size_t)nt + 1) * sizeof *live);
-    if (!live) {
-        free(alive);
-        goto oom;
-    }
-    uint64_t sum_granted = 0;
-    for (size_t e = 0; any && e <= peak_ev; e++) {
-        const struct dm_event *ev = &s->ev[e];
-        if (ev->kind != DM_EV_ALLOC || !alive[ev->tensor])
+    uint64_t sum_granted = 0, requested = 0;
+    for (int32_t k = 0; k < nb; k++) {
+        if (!alive[k])
             continue;
-        alive[ev->tensor] = false; /* count each once */
-        live[n_live++] = (struct live_entry){ev->tensor, ev->category, ev->bytes, granted[ev->tensor]};
-        r->category_bytes[ev->category] += ev->bytes;
-        sum_granted += granted[ev->tensor];
-        if (ev->category == DNNMEM_CAT_WEIGHT)
-            r->weight_tensors++;
+        live[n_live++] = (struct live_entry){k, granted[k]};
+        r->category_bytes[s->buf[k].category] += s->buf[k].bytes;
+        requested += s->buf[k].bytes;
+        sum_granted += granted[k];
     }
-    free(alive);
-    uint64_t requested = 0;
-    for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
-        requested += r->category_bytes[c];
     r->rounding_bytes = sum_granted - requested;
-    if (any && s->ev[peak_ev].step > 0) {
-        const struct dm_node *n = &g->nodes[s->ev[peak_ev].step - 1];
-        r->peak_step = (size_t)s->ev[peak_ev].step;
+    const struct dm_step *step = any ? &s->steps[s->ev[peak_ev].step] : NULL;
+    r->peak_phase = dm_phase_name(step ? (enum dm_phase)step->phase : DM_PHASE_SETUP);
+    r->peak_iteration = step ? step->iteration : 1;
+    if (step && step->node >= 0) {
+        const struct dm_node *n = &g->nodes[step->node];
+        r->peak_step = (size_t)step->node + 1;
         r->peak_node = dm_arena_strdup(&box->arena, n->name);
-        r->peak_op = dm_arena_strdup(&box->arena, dm_ops[n->op].name);
+        r->peak_op = dm_ops[n->op].name;
     } else {
-        r->peak_node = dm_arena_strdup(&box->arena, "");
-        r->peak_op = dm_arena_strdup(&box->arena, "");
+        r->peak_node = "";
+        r->peak_op = "";
     }
 
     qsort(live, n_live, sizeof *live, by_size_desc);
@@ -158,37 +152,31 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
     r->n_live_total = n_live;
     r->n_live = top;
     r->live = dm_arena_array(&box->arena, top + 1, sizeof *r->live);
-    if (!r->live || !r->peak_node || !r->peak_op)
+    if (!r->live || !r->peak_node)
         goto oom;
     for (size_t k = 0; k < top; k++) {
-        int32_t id = live[k].tensor;
+        const struct dm_buffer *bf = &s->buf[live[k].buf];
         struct dnnmem_tensor_info *ti = &r->live[k];
         char nbuf[512];
-        ti->name = dm_arena_strdup(&box->arena, dm_schedule_tensor_name(g, s, id, nbuf, sizeof nbuf));
-        ti->category = (enum dnnmem_category)live[k].category;
-        ti->bytes = live[k].bytes;
+        ti->name = dm_arena_strdup(&box->arena, dm_buffer_name(g, bf, nbuf, sizeof nbuf));
+        ti->category = (enum dnnmem_category)bf->category;
+        ti->dtype = dm_dtype_name((enum dm_dtype)bf->dtype);
+        ti->bytes = bf->bytes;
         ti->allocated = live[k].granted;
-        if (id >= g->n_tensors) { /* implied: a scalar buffer of its node */
-            ti->dtype = dm_dtype_name((enum dm_dtype)s->implied_dtype[id - g->n_tensors]);
-            const struct dm_node *n = &g->nodes[s->implied_node[id - g->n_tensors]];
-            ti->producer_node = dm_arena_strdup(&box->arena, n->name);
-            ti->producer_op = dm_ops[n->op].name;
-            if (!ti->name || !ti->producer_node)
-                goto oom;
-            continue;
-        }
-        const struct dm_tensor *tt = &g->tensors[id];
-        ti->dtype = dm_dtype_name(t[id].dtype);
-        ti->rank = t[id].rank;
-        for (int d = 0; d < t[id].rank && d < DNNMEM_MAX_DIMS; d++)
-            ti->dims[d] = t[id].dims[d];
-        if (tt->producer >= 0 && tt->role == DM_ROLE_ACTIVATION) {
-            ti->producer_node = dm_arena_strdup(&box->arena, g->nodes[tt->producer].name);
-            ti->producer_op = dm_ops[g->nodes[tt->producer].op].name;
+        if (bf->tensor >= 0 && t[bf->tensor].rank >= 0 && (!bf->what || bf->what[0] == 'g')) {
+            /* the tensor itself or its gradient: same shape */
+            ti->rank = t[bf->tensor].rank;
+            for (int d = 0; d < ti->rank && d < DNNMEM_MAX_DIMS; d++)
+                ti->dims[d] = t[bf->tensor].dims[d];
         } else {
-            ti->producer_node = "";
-            ti->producer_op = "";
+            ti->rank = -1;
         }
+        int32_t node = bf->node >= 0 ? bf->node
+                     : bf->tensor >= 0 && g->tensors[bf->tensor].role == DM_ROLE_ACTIVATION
+                         ? g->tensors[bf->tensor].producer
+                         : -1;
+        ti->producer_node = node >= 0 ? dm_arena_strdup(&box->arena, g->nodes[node].name) : "";
+        ti->producer_op = node >= 0 ? dm_ops[g->nodes[node].op].name : "";
         if (!ti->name || !ti->producer_node)
             goto oom;
     }
@@ -205,6 +193,7 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
     }
     free(handle);
     free(granted);
+    free(alive);
     free(live);
     *out = r;
     return DNNMEM_OK;
@@ -213,6 +202,7 @@ oom:
 fail:
     free(handle);
     free(granted);
+    free(alive);
     free(live);
     if (box) {
         dm_arena_free(&box->arena);

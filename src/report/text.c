@@ -5,6 +5,10 @@
 
 static void dims_str(const struct dnnmem_tensor_info *ti, char *buf, size_t cap)
 {
+    if (ti->rank < 0) {
+        snprintf(buf, cap, "-");
+        return;
+    }
     size_t len = (size_t)snprintf(buf, cap, "[");
     for (int d = 0; d < ti->rank && len < cap; d++)
         len += (size_t)snprintf(buf + len, cap - len, "%s%lld", d ? "," : "", (long long)ti->dims[d]);
@@ -23,31 +27,35 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
     for (size_t k = 0; k < r->n_assumptions; k++)
         fprintf(f, "  %-14s %s%s\n", r->assumptions[k].key, r->assumptions[k].value,
                 strcmp(r->assumptions[k].source, "default") == 0 ? "  [default]" : "");
-    fprintf(f, "\npeak         %s  (allocated %s + CUDA context %s)\n",
-            dm_format_bytes(r->total_bytes, b1), dm_format_bytes(r->peak_allocated, b2),
-            dm_format_bytes(r->context_bytes, b3));
-    if (r->peak_step)
-        fprintf(f, "at           op %zu of %zu: node '%s' (%s)\n", r->peak_step, r->n_steps,
-                r->peak_node, r->peak_op);
+    if (r->context_bytes)
+        fprintf(f, "\npeak         %s  (allocated %s + CUDA context %s)\n",
+                dm_format_bytes(r->total_bytes, b1), dm_format_bytes(r->peak_allocated, b2),
+                dm_format_bytes(r->context_bytes, b3));
     else
-        fprintf(f, "at           before the first op (%zu ops)\n", r->n_steps);
+        fprintf(f, "\npeak         %s\n", dm_format_bytes(r->total_bytes, b1));
+    if (r->peak_step)
+        fprintf(f, "at           %s, step %d, node %zu of %zu: '%s' (%s)\n", r->peak_phase,
+                r->peak_iteration, r->peak_step, r->n_steps, r->peak_node, r->peak_op);
+    else
+        fprintf(f, "at           %s, step %d\n", r->peak_phase, r->peak_iteration);
     fprintf(f, "breakdown at the peak\n");
     for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
-        fprintf(f, "  %-14s %12s\n", dnnmem_category_name((enum dnnmem_category)c),
-                dm_format_bytes(r->category_bytes[c], b1));
-    fprintf(f, "  %-14s %12s\n", "rounding", dm_format_bytes(r->rounding_bytes, b1));
-    fprintf(f, "  %-14s %12s\n", "cuda context", dm_format_bytes(r->context_bytes, b1));
-    fprintf(f, "  %-14s %12s\n", "total", dm_format_bytes(r->total_bytes, b1));
+        if (r->category_bytes[c] || c <= DNNMEM_CAT_ACTIVATION)
+            fprintf(f, "  %-18s %12s\n", dnnmem_category_name((enum dnnmem_category)c),
+                    dm_format_bytes(r->category_bytes[c], b1));
+    fprintf(f, "  %-18s %12s\n", "rounding", dm_format_bytes(r->rounding_bytes, b1));
+    if (r->context_bytes)
+        fprintf(f, "  %-18s %12s\n", "cuda context", dm_format_bytes(r->context_bytes, b1));
+    fprintf(f, "  %-18s %12s\n", "total", dm_format_bytes(r->total_bytes, b1));
     if (r->n_live) {
         fprintf(f, "largest tensors live at the peak (%zu of %zu)\n", r->n_live, r->n_live_total);
         for (size_t k = 0; k < r->n_live; k++) {
             const struct dnnmem_tensor_info *ti = &r->live[k];
             char dims[160];
             dims_str(ti, dims, sizeof dims);
-            fprintf(f, "  %12s  %-11s %-8s %-22s %s%s%s%s\n", dm_format_bytes(ti->allocated, b1),
+            fprintf(f, "  %12s  %-18s %-8s %-20s %s%s%s\n", dm_format_bytes(ti->allocated, b1),
                     dnnmem_category_name(ti->category), ti->dtype, dims, ti->name,
-                    ti->producer_op[0] ? "  <- " : "", ti->producer_op,
-                    ti->producer_op[0] ? "" : "");
+                    ti->producer_op[0] ? "  <- " : "", ti->producer_op);
         }
     }
     return ferror(f) ? -1 : 0;

@@ -1,14 +1,17 @@
 /*
  * schedule.c: the allocations and frees PyTorch eager performs, in order.
  *
- * Inference (torch.no_grad(), model.eval()):
- *  - weights (parameters and buffers) are resident before the first op;
- *    so are the graph inputs, which the caller holds;
- *  - each op allocates its outputs when it runs; a tensor is freed right after
- *    its last consumer runs, unless it is a graph output;
+ * Forward pass (both modes):
+ *  - weights (parameters and buffers) are resident before the first op; so
+ *    are the graph inputs, which the caller holds;
+ *  - each op allocates its outputs when it runs; a tensor is freed when its
+ *    last holder lets go: its last reader, the caller (graph outputs), or the
+ *    backward of an op that saved it (src/train/train.c);
  *  - views (ops flagged DM_F_VIEW, and Dropout in eval mode) allocate nothing
- *    and keep their base alive; Reshape/Flatten of a transposed (non-
- *    contiguous) tensor copies, as torch.reshape does;
+ *    and hold their base; Reshape/Flatten of a transposed (non-contiguous)
+ *    tensor copies, as torch.reshape does;
+ *  - with in-place activations on, a ReLU-like op whose input nothing else
+ *    holds writes into its input (torchvision's inplace=True);
  *  - values computed only from constants and bound dims (shape chains,
  *    scalars) are host-side Python values in eager PyTorch and take no device
  *    memory, except tensors of more than one element that feed a device op:
@@ -19,57 +22,134 @@
  *    repacking of LSTM weights, Transpose of a Linear weight) are views or
  *    re-arrangements that PyTorch never materialises: they take no memory.
  */
-#include "dnnmem-impl.h"
+#include "schedule/builder.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+const char *dm_phase_name(enum dm_phase p)
+{
+    switch (p) {
+    case DM_PHASE_SETUP: return "setup";
+    case DM_PHASE_FORWARD: return "forward";
+    case DM_PHASE_LOSS: return "loss";
+    case DM_PHASE_BACKWARD: return "backward";
+    case DM_PHASE_OPTIMIZER: return "optimizer";
+    case DM_PHASE_ZERO_GRAD: return "zero_grad";
+    }
+    return "?";
+}
+
 void dm_schedule_free(struct dm_schedule *s)
 {
     if (!s)
         return;
+    free(s->buf);
     free(s->ev);
-    free(s->storage);
-    free(s->implied_node);
-    free(s->implied_dtype);
+    free(s->steps);
     memset(s, 0, sizeof *s);
 }
 
-const char *dm_schedule_tensor_name(const struct dm_graph *g, const struct dm_schedule *s,
-                                    int32_t id, char *buf, size_t cap)
+const char *dm_buffer_name(const struct dm_graph *g, const struct dm_buffer *b, char *buf,
+                           size_t cap)
 {
-    if (id < g->n_tensors)
-        return g->tensors[id].name;
-    snprintf(buf, cap, "%s.num_batches_tracked", g->nodes[s->implied_node[id - g->n_tensors]].name);
+    if (!b->what)
+        return b->tensor >= 0 ? g->tensors[b->tensor].name : "?";
+    if (b->tensor >= 0)
+        snprintf(buf, cap, "%s.%s", g->tensors[b->tensor].name, b->what);
+    else if (b->node >= 0)
+        snprintf(buf, cap, "%s.%s", g->nodes[b->node].name, b->what);
+    else
+        snprintf(buf, cap, "%s", b->what);
     return buf;
 }
 
-/* PyTorch's BatchNorm modules that track running statistics register a third
- * buffer, num_batches_tracked, an int64 scalar (torch/nn/modules/batchnorm.py,
- * _NormBase). torch.onnx drops it ("Removing mutation ... num_batches_tracked"),
- * so a BatchNormalization whose running mean and variance are initializers
- * implies one 8-byte device tensor. */
-static bool implies_batch_counter(const struct dm_graph *g, const struct dm_node *n)
-{
-    return n->op == DM_OP_BatchNormalization && n->n_in >= 5 && n->in[3] >= 0 && n->in[4] >= 0 &&
-           g->tensors[n->in[3]].role == DM_ROLE_WEIGHT && g->tensors[n->in[4]].role == DM_ROLE_WEIGHT;
-}
+/* ---- the builder -------------------------------------------------------------- */
 
-static bool push(struct dm_schedule *s, enum dm_ev_kind kind, enum dnnmem_category cat,
-                 int32_t tensor, int32_t step, uint64_t bytes)
+static bool grow(void **p, size_t elem, size_t n, size_t *cap)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 1024;
-        struct dm_event *ev = realloc(s->ev, cap * sizeof *ev);
-        if (!ev)
-            return false;
-        s->ev = ev;
-        s->cap = cap;
-    }
-    s->ev[s->n++] = (struct dm_event){(uint8_t)kind, (uint8_t)cat, tensor, step, bytes};
+    if (n < *cap)
+        return true;
+    size_t c = *cap ? *cap * 2 : 1024;
+    void *q = realloc(*p, c * elem);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = c;
     return true;
 }
+
+void dm_sb_step(struct dm_sb *b, enum dm_phase phase, int32_t node)
+{
+    struct dm_schedule *s = b->s;
+    size_t cap = (size_t)s->cap_steps;
+    if (!grow((void **)&s->steps, sizeof *s->steps, (size_t)s->n_steps, &cap)) {
+        b->oom = true;
+        return;
+    }
+    s->cap_steps = (int32_t)cap;
+    s->steps[s->n_steps++] = (struct dm_step){(uint8_t)phase, (int16_t)b->iteration, node};
+}
+
+static void event(struct dm_sb *b, enum dm_ev_kind kind, int32_t buf)
+{
+    struct dm_schedule *s = b->s;
+    if (!grow((void **)&s->ev, sizeof *s->ev, s->n_ev, &s->cap_ev)) {
+        b->oom = true;
+        return;
+    }
+    s->ev[s->n_ev++] = (struct dm_event){(uint8_t)kind, buf, s->n_steps - 1};
+}
+
+int32_t dm_sb_alloc(struct dm_sb *b, enum dnnmem_category cat, enum dm_dtype dtype,
+                    uint64_t bytes, int32_t tensor, int32_t node, const char *what,
+                    int32_t holders)
+{
+    struct dm_schedule *s = b->s;
+    size_t cap = (size_t)s->cap_buf;
+    if (b->oom || s->n_buf == INT32_MAX ||
+        !grow((void **)&s->buf, sizeof *s->buf, (size_t)s->n_buf, &cap)) {
+        b->oom = true;
+        return -1;
+    }
+    if ((int32_t)cap != s->cap_buf) {
+        int32_t *r = realloc(b->refs, cap * sizeof *r);
+        if (!r) {
+            b->oom = true;
+            return -1;
+        }
+        b->refs = r;
+        s->cap_buf = (int32_t)cap;
+    }
+    int32_t id = s->n_buf++;
+    s->buf[id] = (struct dm_buffer){bytes, tensor, node, (uint8_t)cat, (uint8_t)dtype, what};
+    b->refs[id] = holders;
+    event(b, DM_EV_ALLOC, id);
+    if (holders <= 0)
+        event(b, DM_EV_FREE, id);
+    return id;
+}
+
+void dm_sb_ref(struct dm_sb *b, int32_t buf, int32_t n)
+{
+    if (buf >= 0)
+        b->refs[buf] += n;
+}
+
+void dm_sb_unref(struct dm_sb *b, int32_t buf)
+{
+    if (buf < 0 || b->refs[buf] <= 0)
+        return;
+    if (--b->refs[buf] == 0)
+        event(b, DM_EV_FREE, buf);
+}
+
+/* ---- facts computed once per schedule ------------------------------------------ */
+
+/* Holders of a resident buffer: never reached by the references ops take and
+ * release. */
+#define PINNED (INT32_MAX / 2)
 
 static bool is_meta_slot(const struct dm_node *n, int k)
 {
@@ -93,159 +173,196 @@ static bool transpose_keeps_order(const struct dm_node *n, const struct dm_tinfo
     return true;
 }
 
-enum dnnmem_status dm_schedule_infer(const struct dm_graph *g, const struct dm_tinfo *t,
-                                     struct dm_schedule *s, struct dnnmem_error *err)
+static void analyse(struct dm_sb *b)
 {
-    int32_t nt = g->n_tensors, nn = g->n_nodes;
-    memset(s, 0, sizeof *s);
-    s->n_steps = nn;
-    s->storage = malloc(((size_t)nt + 1) * sizeof *s->storage);
-    int32_t *last = malloc(((size_t)nt + 1) * sizeof *last);      /* per storage: last step read */
-    int32_t *born = malloc(((size_t)nt + 1) * sizeof *born);      /* per storage: step allocated */
-    int32_t *free_at = malloc(((size_t)nn + 2) * sizeof *free_at); /* bucket heads by step */
-    int32_t *free_next = malloc(((size_t)nt + 1) * sizeof *free_next);
-    uint8_t *flag = calloc((size_t)nt + 1, 1);
-    /* DEP: derived from input data or dims; DATA_USE: read as data by some op;
-     * DEVICE_USE: read as data by an op that runs on the device; META_USE: read
-     * as metadata; FROM_WEIGHT: derived from initializers through data. */
-    enum { DEP = 1, DATA_USE = 2, DEVICE_USE = 4, META_USE = 8, STRIDED = 16, PINNED = 32,
-           FROM_WEIGHT = 64 };
-    if (!s->storage || !last || !born || !free_at || !free_next || !flag)
-        goto oom;
-    for (int32_t i = 0; i < nt; i++) {
-        s->storage[i] = -1;
-        last[i] = -1;
-        born[i] = -1;
-        if (g->tensors[i].role == DM_ROLE_INPUT)
-            flag[i] |= DEP;
-        if (g->tensors[i].role == DM_ROLE_WEIGHT)
-            flag[i] |= FROM_WEIGHT;
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    for (int32_t i = 0; i < g->n_tensors; i++) {
+        b->flag[i] = g->tensors[i].role == DM_ROLE_INPUT ? DM_TF_DEP
+                   : g->tensors[i].role == DM_ROLE_WEIGHT ? DM_TF_FROM_WEIGHT
+                   : 0;
+        b->uses[i] = 0;
     }
-    /* which tensors depend on inputs, and which are read by device ops */
-    for (int32_t i = 0; i < nn; i++) {
+    for (int32_t i = 0; i < g->n_nodes; i++) {
         const struct dm_node *n = &g->nodes[i];
         bool node_const = n->n_out > 0 && n->out[0] >= 0 && t[n->out[0]].is_const;
         uint8_t inherit = 0; /* FROM_WEIGHT flows through data, DEP also through shapes */
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0)
-                inherit |= flag[n->in[k]] & (is_meta_slot(n, k) ? DEP : (DEP | FROM_WEIGHT));
+        for (int k = 0; k < n->n_in; k++) {
+            int32_t x = n->in[k];
+            if (x < 0)
+                continue;
+            bool meta = is_meta_slot(n, k);
+            inherit |= b->flag[x] & (meta ? DM_TF_DEP : (DM_TF_DEP | DM_TF_FROM_WEIGHT));
+            if (meta)
+                b->flag[x] |= DM_TF_META_USE;
+            else {
+                b->flag[x] |= node_const ? DM_TF_DATA_USE : (DM_TF_DATA_USE | DM_TF_DEVICE_USE);
+                b->uses[x]++;
+            }
+        }
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0)
-                flag[n->out[k]] |= inherit;
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && !is_meta_slot(n, k))
-                flag[n->in[k]] |= node_const ? DATA_USE : (DATA_USE | DEVICE_USE);
-            else if (n->in[k] >= 0)
-                flag[n->in[k]] |= META_USE;
+                b->flag[n->out[k]] |= inherit;
     }
-    /* pass 1: storages. Weights and inputs are resident from step 0. */
-    for (int32_t i = 0; i < nt; i++) {
+    for (int32_t i = 0; i < g->n_tensors; i++) {
         const struct dm_tensor *tt = &g->tensors[i];
+        uint8_t f = b->flag[i];
         bool resident = false;
         if (tt->role == DM_ROLE_INPUT)
             resident = true;
         else if (tt->role == DM_ROLE_WEIGHT) /* one read only as metadata is no parameter */
-            resident = (flag[i] & DATA_USE) || tt->is_output || !(flag[i] & META_USE);
-        else if (t[i].rank >= 0 && !t[i].absent && t[i].is_const && !(flag[i] & (DEP | FROM_WEIGHT)))
-            resident = ((flag[i] & DEVICE_USE) || tt->is_output) && t[i].numel > 1;
-        if (resident) {
-            s->storage[i] = i;
-            born[i] = 0;
-            flag[i] |= PINNED;
-        }
+            resident = (f & DM_TF_DATA_USE) || tt->is_output || !(f & DM_TF_META_USE);
+        else if (t[i].rank >= 0 && !t[i].absent && t[i].is_const &&
+                 !(f & (DM_TF_DEP | DM_TF_FROM_WEIGHT)))
+            resident = ((f & DM_TF_DEVICE_USE) || tt->is_output) && t[i].numel > 1;
+        if (resident)
+            b->flag[i] |= DM_TF_RESIDENT;
     }
-    for (int32_t i = 0; i < nn; i++) {
+}
+
+/* PyTorch's BatchNorm modules that track running statistics register a third
+ * buffer, num_batches_tracked, an int64 scalar (torch/nn/modules/batchnorm.py,
+ * _NormBase). torch.onnx drops it ("Removing mutation ... num_batches_tracked"),
+ * so a BatchNormalization whose running mean and variance are initializers
+ * implies one 8-byte device tensor. */
+static bool implies_batch_counter(const struct dm_graph *g, const struct dm_node *n)
+{
+    return n->op == DM_OP_BatchNormalization && n->n_in >= 5 && n->in[3] >= 0 && n->in[4] >= 0 &&
+           g->tensors[n->in[3]].role == DM_ROLE_WEIGHT && g->tensors[n->in[4]].role == DM_ROLE_WEIGHT;
+}
+
+static void setup(struct dm_sb *b)
+{
+    const struct dm_graph *g = b->g;
+    dm_sb_step(b, DM_PHASE_SETUP, -1);
+    for (int32_t i = 0; i < g->n_tensors; i++) {
+        b->resident[i] = -1;
+        if (!(b->flag[i] & DM_TF_RESIDENT))
+            continue;
+        enum dnnmem_category cat =
+            g->tensors[i].role == DM_ROLE_INPUT ? DNNMEM_CAT_INPUT : DNNMEM_CAT_WEIGHT;
+        b->resident[i] = dm_sb_alloc(b, cat, b->t[i].dtype, b->t[i].bytes, i, -1, NULL, PINNED);
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (implies_batch_counter(g, &g->nodes[i]))
+            dm_sb_alloc(b, DNNMEM_CAT_WEIGHT, DM_INT64, 8, -1, i, "num_batches_tracked", PINNED);
+}
+
+/* Ops that torchvision and common models run in place (ReLU(inplace=True),
+ * ReLU6/Hardtanh, Hardswish, LeakyReLU). */
+static bool can_run_inplace(enum dm_op op)
+{
+    return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu || op == DM_OP_HardSwish;
+}
+
+void dm_sb_forward(struct dm_sb *b)
+{
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    bool train = b->run->train;
+    for (int32_t i = 0; i < g->n_tensors; i++) {
+        b->cur[i] = b->resident[i];
+        b->strided[i] = false;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
         const struct dm_node *n = &g->nodes[i];
         unsigned flags = dm_ops[n->op].flags;
+        dm_sb_step(b, DM_PHASE_FORWARD, i);
         for (int k = 0; k < n->n_out; k++) {
             int32_t o = n->out[k];
-            if (o < 0 || t[o].absent || s->storage[o] >= 0)
+            if (o < 0 || t[o].absent || b->resident[o] >= 0)
                 continue;
             if (k > 0 && (flags & DM_F_TRAIN_AUX))
-                continue; /* not produced in eval mode */
+                continue; /* eval: not produced; training: running statistics updated in
+                             place, masks and statistics kept by src/train as saved extras */
             int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1;
-            bool aliasing = k == 0 && (flags & (DM_F_VIEW | DM_F_IDENTITY_INFER)) && in0 >= 0 &&
-                            s->storage[in0] >= 0;
-            if (aliasing && (n->op == DM_OP_Reshape || n->op == DM_OP_Flatten) &&
-                (flag[in0] & STRIDED))
-                aliasing = false; /* torch.reshape copies a non-contiguous tensor */
-            if (aliasing) {
-                s->storage[o] = s->storage[in0];
-                if ((flag[in0] & STRIDED) ||
-                    (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0])))
-                    flag[o] |= STRIDED;
+            int32_t base = in0 >= 0 ? b->cur[in0] : -1;
+            bool alias = k == 0 && base >= 0 &&
+                         ((flags & DM_F_VIEW) || (!train && (flags & DM_F_IDENTITY_INFER)));
+            if (alias && (n->op == DM_OP_Reshape || n->op == DM_OP_Flatten) && b->strided[in0])
+                alias = false; /* torch.reshape copies a non-contiguous tensor */
+            /* in place: nothing but this op holds the input */
+            bool inplace = k == 0 && base >= 0 && b->run->inplace && can_run_inplace(n->op) &&
+                           b->refs[base] == 1 && b->resident[in0] < 0 &&
+                           t[o].bytes == t[in0].bytes;
+            if (alias || inplace) {
+                b->cur[o] = base;
+                dm_sb_ref(b, base, b->uses[o] + (g->tensors[o].is_output ? 1 : 0));
+                b->strided[o] = b->strided[in0] ||
+                                (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0]));
                 continue;
             }
             bool materialize = !t[o].is_const ||
-                               (((flag[o] & DEVICE_USE) || g->tensors[o].is_output) &&
-                                t[o].numel > 1 && !(flag[o] & FROM_WEIGHT));
-            if (materialize) {
-                s->storage[o] = o;
-                born[o] = i + 1;
-                last[o] = i + 1; /* an unread output dies right after its op */
-            }
+                               (((b->flag[o] & DM_TF_DEVICE_USE) || g->tensors[o].is_output) &&
+                                t[o].numel > 1 && !(b->flag[o] & DM_TF_FROM_WEIGHT));
+            if (!materialize)
+                continue;
+            b->cur[o] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, t[o].dtype, t[o].bytes, o, i, NULL,
+                                    b->uses[o] + (g->tensors[o].is_output ? 1 : 0) + 1);
         }
-    }
-    for (int32_t i = 0; i < nt; i++)
-        if (g->tensors[i].is_output && s->storage[i] >= 0)
-            flag[s->storage[i]] |= PINNED;
-    /* pass 2: last device read of each storage, through any of its views */
-    for (int32_t i = 0; i < nn; i++) {
-        const struct dm_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_in; k++) {
-            int32_t in = n->in[k];
-            if (in >= 0 && !is_meta_slot(n, k) && s->storage[in] >= 0)
-                last[s->storage[in]] = i + 1;
-        }
-    }
-    for (int32_t st = 0; st <= nn + 1; st++)
-        free_at[st] = -1;
-    for (int32_t i = nt - 1; i >= 0; i--)
-        if (s->storage[i] == i && !(flag[i] & PINNED)) {
-            free_next[i] = free_at[last[i]];
-            free_at[last[i]] = i;
-        }
-    /* pass 3: events in execution order */
-    for (int32_t i = 0; i < nt; i++)
-        if (born[i] == 0 && !push(s, DM_EV_ALLOC,
-                                  g->tensors[i].role == DM_ROLE_INPUT ? DNNMEM_CAT_INPUT : DNNMEM_CAT_WEIGHT,
-                                  i, 0, t[i].bytes))
-            goto oom;
-    s->implied_node = malloc(((size_t)nn + 1) * sizeof *s->implied_node);
-    s->implied_dtype = malloc((size_t)nn + 1);
-    if (!s->implied_node || !s->implied_dtype)
-        goto oom;
-    for (int32_t i = 0; i < nn; i++)
-        if (implies_batch_counter(g, &g->nodes[i])) {
-            s->implied_node[s->n_implied] = i;
-            s->implied_dtype[s->n_implied] = DM_INT64;
-            if (!push(s, DM_EV_ALLOC, DNNMEM_CAT_WEIGHT, nt + s->n_implied++, 0, 8))
-                goto oom;
-        }
-    for (int32_t i = 0; i < nn; i++) {
-        const struct dm_node *n = &g->nodes[i];
+        if (train)
+            dm_train_save(b, i);
+        /* the op is done: it lets go of its inputs, and of outputs nobody reads */
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && !is_meta_slot(n, k))
+                dm_sb_unref(b, b->cur[n->in[k]]);
         for (int k = 0; k < n->n_out; k++) {
             int32_t o = n->out[k];
-            if (o >= 0 && born[o] == i + 1 && s->storage[o] == o &&
-                !push(s, DM_EV_ALLOC, DNNMEM_CAT_ACTIVATION, o, i + 1, t[o].bytes))
-                goto oom;
+            if (o >= 0 && b->cur[o] >= 0 && b->resident[o] < 0 &&
+                !(k == 0 && b->cur[o] == (dm_has_in(n, 0) ? b->cur[n->in[0]] : -2)))
+                dm_sb_unref(b, b->cur[o]); /* the +1 the allocation held for the op itself */
         }
-        for (int32_t x = free_at[i + 1]; x >= 0; x = free_next[x])
-            if (!push(s, DM_EV_FREE, DNNMEM_CAT_ACTIVATION, x, i + 1, t[x].bytes))
-                goto oom;
     }
-    free(last);
-    free(born);
-    free(free_at);
-    free(free_next);
-    free(flag);
-    return DNNMEM_OK;
-oom:
-    free(last);
-    free(born);
-    free(free_at);
-    free(free_next);
-    free(flag);
-    dm_schedule_free(s);
-    return dm_fail(err, DNNMEM_E_NOMEM, "out of memory scheduling '%s'", g->path);
+}
+
+enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_tinfo *t,
+                                     const struct dm_run *run, struct dm_schedule *s,
+                                     struct dnnmem_error *err)
+{
+    memset(s, 0, sizeof *s);
+    int32_t nt = g->n_tensors;
+    struct dm_sb b = {.s = s, .g = g, .t = t, .run = run};
+    b.cur = malloc(((size_t)nt + 1) * sizeof *b.cur);
+    b.strided = calloc((size_t)nt + 1, sizeof *b.strided);
+    b.flag = calloc((size_t)nt + 1, sizeof *b.flag);
+    b.uses = calloc((size_t)nt + 1, sizeof *b.uses);
+    b.resident = malloc(((size_t)nt + 1) * sizeof *b.resident);
+    enum dnnmem_status st = DNNMEM_OK;
+    if (!b.cur || !b.strided || !b.flag || !b.uses || !b.resident) {
+        b.oom = true;
+        goto out;
+    }
+    analyse(&b);
+    b.iteration = 1;
+    setup(&b);
+    if (!run->train) {
+        dm_sb_forward(&b);
+        goto out;
+    }
+    if ((st = dm_train_init(&b, err)) != DNNMEM_OK)
+        goto out;
+    for (int it = 1; it <= run->iterations && !b.oom; it++) {
+        b.iteration = it;
+        dm_train_zero_grad(&b);
+        for (int micro = 1; micro <= run->grad_accum && !b.oom; micro++) {
+            dm_sb_forward(&b);
+            dm_train_backward(&b, micro == run->grad_accum);
+        }
+    }
+out:
+    if (b.train)
+        dm_train_free(&b);
+    free(b.refs);
+    free(b.cur);
+    free(b.strided);
+    free(b.flag);
+    free(b.uses);
+    free(b.resident);
+    if (b.oom) {
+        dm_schedule_free(s);
+        return dm_fail(err, DNNMEM_E_NOMEM, "out of memory scheduling '%s'", g->path);
+    }
+    if (st != DNNMEM_OK)
+        dm_schedule_free(s);
+    return st;
 }

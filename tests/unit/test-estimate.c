@@ -8,6 +8,22 @@
 
 enum { F32 = 1, I64 = 7 };
 
+static struct dnnmem_result *estimate_cfg(struct tb *b, struct dnnmem_config *cfg)
+{
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (tb_load(b, &m, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+    struct dnnmem_result *r = NULL;
+    if (dnnmem_estimate(m, cfg, &r, &err) != DNNMEM_OK)
+        fail_msg("estimate: %s", err.message);
+    dnnmem_model_free(m);
+    tb_free(b);
+    return r;
+}
+
+/* Inference with every op allocating its output (the hand computations
+ * below count each output). */
 static struct dnnmem_result *estimate(struct tb *b, int64_t batch, const char *dim, int64_t dimv)
 {
     dnnmem_model *m;
@@ -17,6 +33,7 @@ static struct dnnmem_result *estimate(struct tb *b, int64_t batch, const char *d
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
     cfg.batch_size = batch;
+    cfg.inplace = DNNMEM_INPLACE_NONE;
     struct dnnmem_dim_binding bind = {dim, dimv};
     if (dim) {
         cfg.dims = &bind;
@@ -129,6 +146,34 @@ static void test_chain_frees_dead_tensors(void **state)
     assert_int_equal(r->peak_allocated, 3 * (1 << 20));
     assert_int_equal(r->category_bytes[DNNMEM_CAT_ACTIVATION], 2 * (1 << 20));
     assert_string_equal(r->peak_node, "r2"); /* first time three are live */
+    dnnmem_result_free(r);
+}
+
+/* In-place activations: Relu writes into its input when nothing else holds
+ * it (torchvision's inplace=True). x (1 MiB) -> Sigmoid -> a -> Relu -> y:
+ * in place, y shares a's block: peak x + a = 2 MiB; without, x + a + y. */
+static struct tb *sigmoid_relu(void)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,1024");
+    tb_node(b, "Sigmoid", "sig", "x", "a");
+    tb_node(b, "Relu", "relu", "a", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_inplace_relu(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg); /* inplace auto is the default */
+    cfg.batch_size = 256;
+    struct dnnmem_result *r = estimate_cfg(sigmoid_relu(), &cfg);
+    assert_int_equal(r->peak_allocated, 2 * (1 << 20));
+    dnnmem_result_free(r);
+    cfg.inplace = DNNMEM_INPLACE_NONE;
+    r = estimate_cfg(sigmoid_relu(), &cfg);
+    assert_int_equal(r->peak_allocated, 3 * (1 << 20));
     dnnmem_result_free(r);
 }
 
@@ -320,6 +365,7 @@ int main(void)
         cmocka_unit_test(test_views_and_copies_by_hand),
         cmocka_unit_test(test_dropout_is_identity_in_eval),
         cmocka_unit_test(test_chain_frees_dead_tensors),
+        cmocka_unit_test(test_inplace_relu),
         cmocka_unit_test(test_constant_of_shape_weights),
         cmocka_unit_test(test_binding_errors),
         cmocka_unit_test(test_shape_error_names_node),

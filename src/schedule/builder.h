@@ -1,0 +1,61 @@
+/*
+ * builder.h: the schedule builder shared by the forward pass (schedule.c) and
+ * the training step (src/train/train.c). Buffers are reference-counted: a
+ * buffer is freed when its last holder lets go, as a tensor's storage is freed
+ * when its last Python or autograd reference dies.
+ */
+#ifndef DNNMEM_SCHEDULE_BUILDER_H
+#define DNNMEM_SCHEDULE_BUILDER_H
+
+#include "dnnmem-impl.h"
+
+/* Per-tensor facts that do not change between iterations. */
+enum {
+    DM_TF_DEP = 1,          /* derived from input data or dims */
+    DM_TF_DATA_USE = 2,     /* read as data by some op */
+    DM_TF_DEVICE_USE = 4,   /* read as data by an op that runs on the device */
+    DM_TF_META_USE = 8,     /* read as metadata */
+    DM_TF_FROM_WEIGHT = 16, /* derived from initializers through data */
+    DM_TF_RESIDENT = 32,    /* allocated once before the first op, never freed */
+};
+
+struct dm_sb {
+    struct dm_schedule *s;
+    const struct dm_graph *g;
+    const struct dm_tinfo *t;
+    const struct dm_run *run;
+    int32_t *refs;        /* per buffer: holders */
+    int32_t *cur;         /* per tensor: buffer holding its storage now, or -1 */
+    bool *strided;        /* per tensor: a non-contiguous view */
+    uint8_t *flag;        /* per tensor: DM_TF_* */
+    int32_t *uses;        /* per tensor: data reads by nodes in one forward pass */
+    int32_t *resident;    /* per tensor: its resident buffer, or -1 */
+    struct dm_train *train; /* training state (src/train), NULL in inference */
+    int iteration;
+    bool oom;
+};
+
+/* Open a new step; events until the next call belong to it. */
+void dm_sb_step(struct dm_sb *b, enum dm_phase phase, int32_t node);
+/* Allocate a buffer held by `holders` (0: freed right away); -1 on OOM. */
+int32_t dm_sb_alloc(struct dm_sb *b, enum dnnmem_category cat, enum dm_dtype dtype,
+                    uint64_t bytes, int32_t tensor, int32_t node, const char *what,
+                    int32_t holders);
+void dm_sb_ref(struct dm_sb *b, int32_t buf, int32_t n);
+void dm_sb_unref(struct dm_sb *b, int32_t buf);
+
+/* One forward pass (both modes). */
+void dm_sb_forward(struct dm_sb *b);
+
+/* Training (src/train/train.c). */
+enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err);
+void dm_train_free(struct dm_sb *b);
+/* After node i ran forward: keep what its backward needs. */
+void dm_train_save(struct dm_sb *b, int32_t i);
+/* Loss, backward, and (at the end of an accumulation cycle) the optimizer. */
+void dm_train_backward(struct dm_sb *b, bool step_optimizer);
+void dm_train_zero_grad(struct dm_sb *b);
+/* Whether tensor x requires grad (training only). */
+bool dm_train_requires_grad(const struct dm_sb *b, int32_t x);
+
+#endif

@@ -1,0 +1,529 @@
+/*
+ * train.c: the training step as PyTorch eager runs it, on top of the forward
+ * pass of schedule.c:  zero_grad -> forward -> loss -> backward -> step.
+ *
+ * Facts behind the backward rules of ops.def (sources: PyTorch's
+ * tools/autograd/derivatives.yaml and the generated Functions.h of 1.13,
+ * checked with saved_tensors_hooks; summarised in runtime-facts.md §6):
+ *  - DM_T_OUT: relu/sigmoid/tanh/softmax/log_softmax/exp/sqrt save their
+ *    result (ReluBackward0 threshold_backward(grad, result)).
+ *  - DM_T_IN: erf, log, leaky_relu, clamp, avg_pool, 1.13 mean (MeanBackward1
+ *    keeps self) save their input.
+ *  - DM_T_OPERANDS: mul/div/mm/addmm save, for each input that needs a grad,
+ *    the operands that grad is computed from (MmBackward0: self for mat2's
+ *    grad, mat2 for self's); the generated code skips the others.
+ *  - DM_T_CONV: ConvolutionBackward0 saves input and weight, in 1.13 even when
+ *    the input needs no grad.
+ *  - DM_T_BN: NativeBatchNormBackward0 saves input, weight, running stats and
+ *    save_mean, save_invstd: one fp32 value per channel each.
+ *  - DM_T_LN: NativeLayerNormBackward0 saves input, mean, rstd: one fp32 per
+ *    normalized row each.
+ *  - DM_T_POOL_IDX: max_pool2d_with_indices saves input and int64 indices
+ *    shaped like the output.
+ *  - DM_T_DROPOUT: on CUDA native_dropout keeps a bool mask (PR #63937); on
+ *    the CPU _dropout_impl multiplies by a noise tensor of the input dtype that
+ *    MulBackward0 keeps.
+ *  - DM_T_EMBED: EmbeddingBackward0 keeps the indices; the weight grad is dense.
+ *  - DM_T_VIEW, DM_T_PASS: views, add, sub, cat save nothing and pass the
+ *    incoming grad (or views of it) on; a broadcast input gets a reduced copy.
+ *  - every other rule allocates each input grad, shaped like the input.
+ * Gradient flow (torch/csrc/autograd): a grad reaching a tensor used twice is
+ * added in place into the first (InputBuffer::accumulate, grad mode off);
+ * AccumulateGrad steals an incoming grad nobody else holds as the parameter's
+ * .grad, and adds later ones in place; saved tensors are released when their
+ * node's backward has run.
+ */
+#include "schedule/builder.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SAVED 8
+
+struct dm_train {
+    bool *rg;            /* per tensor: requires grad */
+    bool *param;         /* per tensor: a trainable parameter */
+    int32_t *grad;       /* per tensor: buffer holding its incoming grad, or -1 */
+    int32_t *param_grad; /* per tensor: the parameter's .grad buffer, or -1 */
+    int32_t (*saved)[MAX_SAVED]; /* per node: buffers its backward holds */
+    uint8_t *n_saved;    /* per node */
+    bool *node_rg;       /* per node: records an autograd node */
+    int32_t target;      /* the loss target */
+    int32_t *held;       /* buffers the caller holds until the next forward (outputs, loss) */
+    int32_t n_held;
+    bool state_made;     /* the optimizer has created its state */
+};
+
+bool dm_train_requires_grad(const struct dm_sb *b, int32_t x)
+{
+    return b->train && x >= 0 && b->train->rg[x];
+}
+
+static bool is_meta_slot(const struct dm_node *n, int k)
+{
+    return k < 32 && ((dm_ops[n->op].meta_inputs >> k) & 1u);
+}
+
+/* BatchNormalization inputs 3 and 4 are running statistics: buffers, not
+ * parameters. */
+static bool is_bn_stat(const struct dm_graph *g, int32_t x)
+{
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        if (n->op == DM_OP_BatchNormalization && n->n_in >= 5 && (n->in[3] == x || n->in[4] == x))
+            return true;
+    }
+    return false;
+}
+
+enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
+{
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    int32_t nt = g->n_tensors, nn = g->n_nodes;
+    struct dm_train *tr = calloc(1, sizeof *tr);
+    if (!tr)
+        return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+    b->train = tr;
+    tr->rg = calloc((size_t)nt + 1, sizeof *tr->rg);
+    tr->param = calloc((size_t)nt + 1, sizeof *tr->param);
+    tr->grad = malloc(((size_t)nt + 1) * sizeof *tr->grad);
+    tr->param_grad = malloc(((size_t)nt + 1) * sizeof *tr->param_grad);
+    tr->saved = calloc((size_t)nn + 1, sizeof *tr->saved);
+    tr->n_saved = calloc((size_t)nn + 1, sizeof *tr->n_saved);
+    tr->node_rg = calloc((size_t)nn + 1, sizeof *tr->node_rg);
+    tr->held = malloc(((size_t)g->n_outputs + 2) * sizeof *tr->held);
+    if (!tr->rg || !tr->param || !tr->grad || !tr->param_grad || !tr->saved || !tr->n_saved ||
+        !tr->node_rg || !tr->held)
+        return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+    for (int32_t x = 0; x < nt; x++) {
+        tr->grad[x] = tr->param_grad[x] = -1;
+        tr->param[x] = g->tensors[x].role == DM_ROLE_WEIGHT && dm_dtype_is_float(t[x].dtype) &&
+                       (b->flag[x] & DM_TF_RESIDENT) && !is_bn_stat(g, x);
+        tr->rg[x] = tr->param[x];
+    }
+    for (int32_t i = 0; i < nn; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        enum dm_train_rule rule = dm_ops[n->op].train;
+        bool any = false;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && !is_meta_slot(n, k) && tr->rg[n->in[k]])
+                any = true;
+        if (!any || rule == DM_T_NONE)
+            continue;
+        if (rule == DM_T_UNMODELLED)
+            return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                           "%s: node '%s': training through %s is not modelled yet", g->path,
+                           n->name, dm_ops[n->op].name);
+        tr->node_rg[i] = true;
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0 && dm_dtype_is_float(t[n->out[k]].dtype) && !t[n->out[k]].absent)
+                tr->rg[n->out[k]] = true;
+    }
+    if (g->n_outputs < 1 || !tr->rg[g->outputs[0]])
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "%s: the first output does not depend on any trainable parameter; "
+                       "nothing to train",
+                       g->path);
+    /* The loss target lives from before the first step, like the input batch. */
+    int32_t out0 = g->outputs[0];
+    const struct dm_tinfo *o = &t[out0];
+    tr->target = -1;
+    if (b->run->loss == DNNMEM_LOSS_CE) {
+        int64_t rows = o->rank >= 1 ? o->numel / (o->dims[o->rank - 1] ? o->dims[o->rank - 1] : 1) : 1;
+        tr->target = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, (uint64_t)rows * 8, -1, -1,
+                                 "target", 1);
+    } else if (b->run->loss == DNNMEM_LOSS_MSE) {
+        tr->target = dm_sb_alloc(b, DNNMEM_CAT_INPUT, o->dtype, o->bytes, -1, -1, "target", 1);
+    }
+    return DNNMEM_OK;
+}
+
+void dm_train_free(struct dm_sb *b)
+{
+    struct dm_train *tr = b->train;
+    if (!tr)
+        return;
+    free(tr->rg);
+    free(tr->param);
+    free(tr->grad);
+    free(tr->param_grad);
+    free(tr->saved);
+    free(tr->n_saved);
+    free(tr->node_rg);
+    free(tr->held);
+    free(tr);
+    b->train = NULL;
+}
+
+/* ---- forward: what each node keeps for its backward -------------------------- */
+
+static void keep(struct dm_sb *b, int32_t node, int32_t buf)
+{
+    struct dm_train *tr = b->train;
+    if (buf < 0 || tr->n_saved[node] >= MAX_SAVED)
+        return;
+    dm_sb_ref(b, buf, 1);
+    tr->saved[node][tr->n_saved[node]++] = buf;
+    if (b->s->buf[buf].category == DNNMEM_CAT_ACTIVATION)
+        b->s->buf[buf].category = DNNMEM_CAT_SAVED;
+}
+
+static void keep_tensor(struct dm_sb *b, int32_t node, int32_t x)
+{
+    if (x >= 0)
+        keep(b, node, b->cur[x]);
+}
+
+/* An extra tensor the op makes only for its backward (mask, statistics). */
+static void keep_new(struct dm_sb *b, int32_t node, enum dm_dtype dtype, int64_t numel,
+                     const char *what)
+{
+    uint64_t bytes;
+    if (numel < 0 || !dm_dtype_bytes(dtype, numel, &bytes))
+        return;
+    int32_t buf = dm_sb_alloc(b, DNNMEM_CAT_SAVED, dtype, bytes, -1, node, what, 0 + 1);
+    struct dm_train *tr = b->train;
+    if (buf >= 0 && tr->n_saved[node] < MAX_SAVED)
+        tr->saved[node][tr->n_saved[node]++] = buf;
+}
+
+void dm_train_save(struct dm_sb *b, int32_t i)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    const struct dm_node *n = &g->nodes[i];
+    tr->n_saved[i] = 0;
+    if (!tr->node_rg[i])
+        return;
+    int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1, out0 = dm_has_out(n, 0) ? n->out[0] : -1;
+    switch (dm_ops[n->op].train) {
+    case DM_T_OUT: keep_tensor(b, i, out0); break;
+    case DM_T_IN: keep_tensor(b, i, in0); break;
+    case DM_T_OPERANDS:
+        /* each input that needs a grad keeps the other data operands */
+        for (int j = 0; j < n->n_in && j < 2; j++) {
+            bool needed = false;
+            for (int k = 0; k < n->n_in && k < 2; k++)
+                if (k != j && n->in[k] >= 0 && tr->rg[n->in[k]])
+                    needed = true;
+            if (needed)
+                keep_tensor(b, i, n->in[j]);
+        }
+        break;
+    case DM_T_CONV:
+        keep_tensor(b, i, in0);
+        keep_tensor(b, i, dm_has_in(n, 1) ? n->in[1] : -1);
+        break;
+    case DM_T_BN: {
+        keep_tensor(b, i, in0);
+        int64_t c = in0 >= 0 && t[in0].rank >= 2 ? t[in0].dims[1] : 1;
+        keep_new(b, i, DM_FLOAT, c, "save_mean");
+        keep_new(b, i, DM_FLOAT, c, "save_invstd");
+        break;
+    }
+    case DM_T_LN: {
+        keep_tensor(b, i, in0);
+        int64_t axis = dm_attr_int(n, "axis", -1), rows = 1;
+        if (in0 >= 0) {
+            int r = t[in0].rank;
+            if (axis < 0)
+                axis += r;
+            for (int d = 0; d < axis && d < r; d++)
+                rows *= t[in0].dims[d];
+        }
+        keep_new(b, i, DM_FLOAT, rows, "mean");
+        keep_new(b, i, DM_FLOAT, rows, "rstd");
+        break;
+    }
+    case DM_T_POOL_IDX:
+        keep_tensor(b, i, in0);
+        if (out0 >= 0)
+            keep_new(b, i, DM_INT64, t[out0].numel, "indices");
+        break;
+    case DM_T_DROPOUT:
+        if (in0 >= 0)
+            keep_new(b, i, b->run->cuda ? DM_BOOL : t[in0].dtype, t[in0].numel,
+                     b->run->cuda ? "mask" : "noise");
+        break;
+    case DM_T_EMBED: keep_tensor(b, i, dm_has_in(n, 1) ? n->in[1] : -1); break;
+    case DM_T_RNN:
+        /* cuDNN keeps input, weights, states, output and a reserve; the CPU
+         * path records every per-step cell op. Approximation: input and all
+         * outputs. */
+        keep_tensor(b, i, in0);
+        for (int k = 0; k < n->n_out; k++)
+            keep_tensor(b, i, n->out[k]);
+        break;
+    case DM_T_NONE:
+    case DM_T_VIEW:
+    case DM_T_PASS:
+    case DM_T_COPY:
+    case DM_T_UNMODELLED: break;
+    }
+}
+
+/* ---- backward ------------------------------------------------------------------ */
+
+/* Hand grad buffer `gbuf` (one holder: ours) to tensor x. */
+static void deliver(struct dm_sb *b, int32_t x, int32_t gbuf)
+{
+    struct dm_train *tr = b->train;
+    if (gbuf < 0)
+        return;
+    if (tr->param[x]) {
+        if (tr->param_grad[x] >= 0) { /* .grad += new, in place */
+            dm_sb_unref(b, gbuf);
+        } else if (b->refs[gbuf] == 1 && b->s->buf[gbuf].bytes == b->t[x].bytes) {
+            b->s->buf[gbuf].category = DNNMEM_CAT_GRADIENT; /* stolen as .grad */
+            b->s->buf[gbuf].tensor = x;
+            b->s->buf[gbuf].what = "grad";
+            tr->param_grad[x] = gbuf;
+        } else { /* cloned into .grad */
+            tr->param_grad[x] = dm_sb_alloc(b, DNNMEM_CAT_GRADIENT, b->t[x].dtype, b->t[x].bytes,
+                                            x, -1, "grad", 1);
+            dm_sb_unref(b, gbuf);
+        }
+        return;
+    }
+    if (tr->grad[x] >= 0) /* InputBuffer: added in place into the first */
+        dm_sb_unref(b, gbuf);
+    else
+        tr->grad[x] = gbuf;
+}
+
+static bool same_shape(const struct dm_tinfo *a, const struct dm_tinfo *c)
+{
+    if (a->rank != c->rank)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != c->dims[d])
+            return false;
+    return true;
+}
+
+static void backward_node(struct dm_sb *b, int32_t i)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    const struct dm_node *n = &g->nodes[i];
+    int32_t gout = -1;
+    bool any = false;
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && tr->grad[n->out[k]] >= 0) {
+            any = true;
+            if (k == 0)
+                gout = tr->grad[n->out[0]];
+        }
+    if (!any)
+        return;
+    dm_sb_step(b, DM_PHASE_BACKWARD, i);
+    enum dm_train_rule rule = dm_ops[n->op].train;
+    int32_t out0 = dm_has_out(n, 0) ? n->out[0] : -1;
+    for (int k = 0; k < n->n_in; k++) {
+        int32_t x = n->in[k];
+        if (x < 0 || is_meta_slot(n, k) || !tr->rg[x])
+            continue;
+        int32_t gin = -1;
+        bool alias = gout >= 0 && out0 >= 0 &&
+                     (rule == DM_T_VIEW ||
+                      (rule == DM_T_PASS && n->op != DM_OP_Neg &&
+                       !(n->op == DM_OP_Sub && k == 1) &&
+                       (n->op == DM_OP_Concat || same_shape(&t[x], &t[out0]))));
+        if (alias) {
+            dm_sb_ref(b, gout, 1);
+            gin = gout;
+        } else {
+            gin = dm_sb_alloc(b, tr->param[x] ? DNNMEM_CAT_GRADIENT : DNNMEM_CAT_TEMPORARY,
+                              t[x].dtype, t[x].bytes, x, i, "grad", 1);
+        }
+        deliver(b, x, gin);
+    }
+    for (int s = 0; s < tr->n_saved[i]; s++)
+        dm_sb_unref(b, tr->saved[i][s]);
+    tr->n_saved[i] = 0;
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && tr->grad[n->out[k]] >= 0) {
+            dm_sb_unref(b, tr->grad[n->out[k]]);
+            tr->grad[n->out[k]] = -1;
+        }
+}
+
+/* The loss on the first output, and its backward, which hands the logits
+ * their grad. */
+static void loss(struct dm_sb *b)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_tinfo *o = &b->t[b->g->outputs[0]];
+    int32_t out0 = b->g->outputs[0];
+    dm_sb_step(b, DM_PHASE_LOSS, -1);
+    int32_t value = -1, logp = -1, extra = -1;
+    switch (b->run->loss) {
+    case DNNMEM_LOSS_CE: /* log_softmax (kept by NllLossBackward), nll_loss, total_weight */
+        logp = dm_sb_alloc(b, DNNMEM_CAT_SAVED, o->dtype, o->bytes, -1, -1, "loss.log_softmax", 1);
+        value = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
+        extra = dm_sb_alloc(b, DNNMEM_CAT_SAVED, o->dtype, 4, -1, -1, "loss.total_weight", 1);
+        break;
+    case DNNMEM_LOSS_MSE: /* MseLossBackward0 keeps self and target */
+    case DNNMEM_LOSS_SUM:
+        value = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
+        break;
+    }
+    tr->held[tr->n_held++] = value;
+    /* backward from the loss: its grad is ones_like(loss) */
+    dm_sb_step(b, DM_PHASE_BACKWARD, -1);
+    int32_t gl = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss.grad", 1);
+    int32_t glogits;
+    switch (b->run->loss) {
+    case DNNMEM_LOSS_CE: {
+        int32_t gnll = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, -1, -1,
+                                   "loss.nll_grad", 1);
+        dm_sb_unref(b, gl);
+        dm_sb_unref(b, extra);
+        glogits = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, out0, -1, "grad", 1);
+        dm_sb_unref(b, gnll);
+        dm_sb_unref(b, logp);
+        break;
+    }
+    case DNNMEM_LOSS_MSE:
+        glogits = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, out0, -1, "grad", 1);
+        dm_sb_unref(b, gl);
+        break;
+    case DNNMEM_LOSS_SUM: /* SumBackward0 expands the scalar grad: a view */
+    default:
+        glogits = gl;
+        break;
+    }
+    deliver(b, out0, glogits);
+}
+
+/* ---- the optimizer --------------------------------------------------------------- */
+
+static int state_count(enum dnnmem_optimizer o)
+{
+    switch (o) {
+    case DNNMEM_OPT_SGD_MOMENTUM: return 1; /* momentum_buffer, a clone of the grad */
+    case DNNMEM_OPT_ADAM:
+    case DNNMEM_OPT_ADAMW: return 2;        /* exp_avg, exp_avg_sq (zeros_like) */
+    case DNNMEM_OPT_RMSPROP: return 1;      /* square_avg */
+    case DNNMEM_OPT_ADAGRAD: return 1;      /* sum */
+    case DNNMEM_OPT_SGD:
+    case DNNMEM_OPT_NONE: return 0;
+    }
+    return 0;
+}
+
+static const char *const state_names[] = {"state0", "state1"};
+
+static void optimizer_step(struct dm_sb *b)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    enum dnnmem_optimizer opt = b->run->optimizer;
+    if (opt == DNNMEM_OPT_NONE)
+        return;
+    dm_sb_step(b, DM_PHASE_OPTIMIZER, -1);
+    int nstate = state_count(opt);
+    bool adam = opt == DNNMEM_OPT_ADAM || opt == DNNMEM_OPT_ADAMW;
+    /* Adam's and Adagrad's `step` is a 0-dim fp32 tensor on the CPU unless
+     * capturable or fused (torch/optim/adam.py): host memory, so it counts
+     * only when the device is the CPU. */
+    bool step_scalar = (adam || opt == DNNMEM_OPT_ADAGRAD) && !b->run->cuda;
+    if (!tr->state_made) {
+        for (int32_t x = 0; x < g->n_tensors; x++) {
+            if (!tr->param[x] || tr->param_grad[x] < 0)
+                continue;
+            for (int k = 0; k < nstate; k++)
+                dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, t[x].dtype, t[x].bytes, x, -1,
+                            opt == DNNMEM_OPT_SGD_MOMENTUM ? "momentum_buffer"
+                            : adam ? (k ? "exp_avg_sq" : "exp_avg")
+                                   : state_names[k],
+                            1);
+            if (step_scalar)
+                dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, DM_FLOAT, 4, x, -1, "step", 1);
+        }
+        tr->state_made = true;
+    }
+    if (!adam)
+        return; /* SGD, RMSprop, Adagrad update in place (defaults: no weight decay) */
+    /* Adam's denominator: the for-loop implementation (default in 1.13, and on
+     * the CPU) computes (exp_avg_sq.sqrt() / bias_correction2_sqrt) one
+     * parameter at a time: two param-sized temporaries, the first freed as
+     * the second is made. The foreach one (default on CUDA from 2.0)
+     * allocates sqrt(exp_avg_sq) for all parameters at once
+     * (torch._foreach_sqrt) and frees them after the update. */
+    bool foreach = b->run->cuda && b->run->torch_version >= 200;
+    int32_t first = -1, count = 0;
+    for (int32_t x = 0; x < g->n_tensors; x++) {
+        if (!tr->param[x] || tr->param_grad[x] < 0)
+            continue;
+        if (foreach) {
+            int32_t tmp = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, -1,
+                                      "exp_avg_sq_sqrt", 1);
+            if (first < 0)
+                first = tmp;
+            count++;
+        } else {
+            int32_t sq = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, -1,
+                                     "exp_avg_sq_sqrt", 1);
+            int32_t den = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, -1,
+                                      "denom", 1);
+            dm_sb_unref(b, sq);
+            dm_sb_unref(b, den);
+        }
+    }
+    for (int32_t k = 0; k < count; k++)
+        dm_sb_unref(b, first + k);
+}
+
+void dm_train_zero_grad(struct dm_sb *b)
+{
+    struct dm_train *tr = b->train;
+    /* zero_grad(set_to_none): False in 1.13 (grads zeroed in place, kept),
+     * True from 2.0 (grads freed) (torch/optim/optimizer.py). */
+    if (b->run->torch_version < 200)
+        return;
+    dm_sb_step(b, DM_PHASE_ZERO_GRAD, -1);
+    for (int32_t x = 0; x < b->g->n_tensors; x++)
+        if (tr->param_grad[x] >= 0) {
+            dm_sb_unref(b, tr->param_grad[x]);
+            tr->param_grad[x] = -1;
+        }
+}
+
+void dm_train_backward(struct dm_sb *b, bool step_optimizer)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    /* The caller still holds the previous step's outputs and loss until the
+     * new ones are assigned (out = model(x) rebinds after the forward). */
+    for (int32_t k = 0; k < tr->n_held; k++)
+        dm_sb_unref(b, tr->held[k]);
+    tr->n_held = 0;
+    for (int32_t k = 0; k < g->n_outputs; k++) {
+        int32_t buf = b->cur[g->outputs[k]];
+        if (buf >= 0 && b->resident[g->outputs[k]] < 0) {
+            tr->held[tr->n_held++] = buf; /* the forward's is_output holder */
+        }
+    }
+    loss(b);
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--)
+        backward_node(b, i);
+    /* nodes the loss does not reach keep their saved tensors while the
+     * caller holds their outputs */
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        for (int s = 0; s < tr->n_saved[i]; s++)
+            dm_sb_unref(b, tr->saved[i][s]);
+        tr->n_saved[i] = 0;
+    }
+    for (int32_t x = 0; x < g->n_tensors; x++)
+        if (tr->grad[x] >= 0) {
+            dm_sb_unref(b, tr->grad[x]);
+            tr->grad[x] = -1;
+        }
+    if (step_optimizer)
+        optimizer_step(b);
+}

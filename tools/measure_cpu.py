@@ -1,0 +1,679 @@
+#!/usr/bin/python3
+"""Measure ground-truth peak tensor memory of real PyTorch (CPU) runs.
+
+Run with Debian's interpreter (python3-torch 1.13, torchvision 0.14, onnx):
+
+    /usr/bin/python3 tools/measure_cpu.py [--out tests/validation] [--jobs 2]
+                                          [--only ID_OR_MODEL ...] [--list]
+
+This is a one-off generator: its output, tests/validation/pytorch-cpu-1.13.jsonl,
+is committed and `make check` only reads it.  See tests/validation/README.md for
+the exact definition of every number.
+
+Method (per configuration, each in its own forked child process, so the
+allocator's bookkeeping starts empty and nothing leaks between configurations):
+  * the model is built exactly as tools/export_fixtures.py builds it
+    (torch.manual_seed(0); spec["make"]()), so it is the graph of the committed
+    ONNX fixture; inputs/targets are drawn after torch.manual_seed(1);
+  * bytes_before = sum of the distinct storages of every live torch.Tensor
+    (gc scan) just before profiling starts: parameters, buffers, inputs,
+    targets (and anything else; the breakdown is recorded and checked);
+  * the run (two training iterations, or one no_grad inference pass) is done
+    inside torch.profiler.profile(activities=[CPU], profile_memory=True);
+    every CPU allocator event (nbytes > 0 alloc, < 0 free) is read from
+    prof.profiler.kineto_results.events() in time order; the running sum of
+    nbytes, added to bytes_before, is the live tensor-byte curve, and its
+    maximum is peak_bytes;
+  * each step of the loop is wrapped in a record_function("dnnmem/...") range;
+    the event tree (kineto_results.experimental_event_tree()) attributes each
+    allocation to its range (phase) and to the operator that made it, which
+    gives per-phase peaks and the blocks live at the peak.
+"""
+
+import argparse
+import gc
+import json
+import math
+import multiprocessing as mp
+import os
+import resource
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import torch.utils.checkpoint as tuc  # noqa: E402
+import torchvision  # noqa: E402
+from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
+
+import export_fixtures  # noqa: E402  (the fixture model definitions)
+
+OUT_NAME = "pytorch-cpu-1.13.jsonl"
+DETAIL_NAME = "pytorch-cpu-1.13-detail.json"
+PREFIX = "dnnmem/"
+NUM_THREADS = 1
+SGD_LR, SGD_MOMENTUM = 0.01, 0.9
+ADAM_LR = 1e-3
+ITERS = 2
+TOPK = 10
+
+# Per family: batch sizes, sequence length (token models), image size.
+FAMILIES = {
+    "resnet50": dict(batches=[1, 2, 4], image=224),
+    "vgg16": dict(batches=[1, 2, 4], image=224),
+    # Training inception_v3 with batch 1 fails: the aux head's BatchNorm sees
+    # [1,768,1,1] ("Expected more than 1 value per channel when training").
+    "inception_v3": dict(batches=[2, 4, 8], image=299),
+    "lstm_lm": dict(batches=[2, 8, 20], seq=35),
+    "bert_encoder": dict(batches=[1, 2, 4], seq=128),
+}
+
+LOSSES = {
+    "resnet50": "F.cross_entropy(logits[B,1000], target[B] int64 in [0,1000)), mean",
+    "vgg16": "F.cross_entropy(logits[B,1000], target[B] int64 in [0,1000)), mean",
+    "inception_v3": "F.cross_entropy(logits[B,1000], target[B]), mean; main output only "
+                    "(train-mode forward returns InceptionOutputs(logits, aux_logits); aux_logits "
+                    "is computed but not in the loss, so its branch is not back-propagated and its "
+                    "graph/saved tensors stay alive until the output is deleted at iteration end)",
+    "inception_v3+aux": "F.cross_entropy(logits, target) + 0.4 * F.cross_entropy(aux_logits, target), "
+                        "both mean (both outputs back-propagated)",
+    "lstm_lm": "F.cross_entropy(output.view(S*B,10000), target.view(S*B)), mean; target (S,B) int64 "
+               "uniform in [0,10000) (independent of the input tokens)",
+    "bert_encoder": "loss = output.sum() + pooled.sum() (output [B,S,768], pooled [B,768]; "
+                    "no extra head)",
+}
+
+# --------------------------------------------------------------------------
+# Configurations
+# --------------------------------------------------------------------------
+
+
+def make_configs():
+    cfgs = []
+    for model, fam in FAMILIES.items():
+        for b in fam["batches"]:
+            base = dict(model=model, batch=b, seq=fam.get("seq"), image=fam.get("image"))
+            runs = [("inference", None, "none"),
+                    ("train", "sgd-momentum", "none"),
+                    ("train", "adam", "none"),
+                    ("train", "sgd-momentum", "grad-accum-2"),
+                    ("train", "sgd-momentum", "checkpoint")]
+            if model == "inception_v3":
+                runs.append(("train", "sgd-momentum", "aux-loss"))
+            for mode, opt, variant in runs:
+                c = dict(base, mode=mode, optimizer=opt, variant=variant)
+                tag = "infer" if mode == "inference" else "train-" + ("sgd" if opt == "sgd-momentum" else "adam")
+                parts = [model, tag, f"b{b}"]
+                if c["seq"]:
+                    parts.append(f"s{c['seq']}")
+                if variant != "none":
+                    parts.append(variant)
+                c["id"] = "-".join(parts)
+                cfgs.append(c)
+    return cfgs
+
+
+# --------------------------------------------------------------------------
+# Model set-up
+# --------------------------------------------------------------------------
+
+
+class Checkpointed(nn.Module):
+    """Runs `inner` under torch.utils.checkpoint.checkpoint (1.13 defaults:
+    use_reentrant=True, preserve_rng_state=True)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args):
+        return tuc.checkpoint(self.inner, *args)
+
+
+def apply_checkpointing(name, model):
+    """Wrap every block in Checkpointed; returns a description of what was wrapped."""
+    if name == "resnet50":
+        for n in ("layer1", "layer2", "layer3", "layer4"):
+            setattr(model, n, Checkpointed(getattr(model, n)))
+        return ("layer1..layer4 (each a whole Bottleneck stage) checkpointed; stem "
+                "(conv1,bn1,relu,maxpool) and avgpool/flatten/fc not")
+    if name == "vgg16":
+        blocks, cur = [], []
+        for m in model.features:
+            cur.append(m)
+            if isinstance(m, nn.MaxPool2d):
+                blocks.append(nn.Sequential(*cur))
+                cur = []
+        assert not cur and len(blocks) == 5
+        # Block 1's input (the image) does not require grad; with reentrant
+        # checkpointing its parameters would then get no gradient, so it is
+        # left un-checkpointed.
+        model.features = nn.Sequential(blocks[0], *[Checkpointed(b) for b in blocks[1:]])
+        return ("features split at each MaxPool into 5 blocks (conv..conv,maxpool); blocks 2-5 "
+                "checkpointed, block 1 not (its input needs no grad: reentrant checkpoint would "
+                "drop its parameter grads); avgpool/classifier not")
+    if name == "inception_v3":
+        names = ["Mixed_5b", "Mixed_5c", "Mixed_5d", "Mixed_6a", "Mixed_6b", "Mixed_6c",
+                 "Mixed_6d", "Mixed_6e", "Mixed_7a", "Mixed_7b", "Mixed_7c"]
+        for n in names:
+            setattr(model, n, Checkpointed(getattr(model, n)))
+        return ("each of the 11 Mixed_* blocks checkpointed; stem convs/pools, AuxLogits, "
+                "avgpool/dropout/fc not")
+    if name == "lstm_lm":
+        for i in range(len(model.rnn)):
+            model.rnn[i] = Checkpointed(model.rnn[i])
+        return "each of the 2 nn.LSTM layers checkpointed; embedding, dropouts, decoder not"
+    if name == "bert_encoder":
+        for i in range(len(model.layers)):
+            model.layers[i] = Checkpointed(model.layers[i])
+        return "each of the 12 BertLayer checkpointed; embeddings(+LayerNorm,dropout), pooler not"
+    raise ValueError(name)
+
+
+def make_inputs(cfg, n_sets):
+    """Input/target tensors for n_sets micro-batches (drawn after manual_seed(1))."""
+    torch.manual_seed(1)
+    b, name = cfg["batch"], cfg["model"]
+    sets = []
+    for _ in range(n_sets):
+        if name in ("resnet50", "vgg16", "inception_v3"):
+            s = cfg["image"]
+            x = torch.randn(b, 3, s, s)
+            y = torch.randint(0, 1000, (b,), dtype=torch.long)
+        elif name == "lstm_lm":
+            x = torch.randint(0, 10000, (cfg["seq"], b), dtype=torch.long)
+            y = torch.randint(0, 10000, (cfg["seq"], b), dtype=torch.long)
+        elif name == "bert_encoder":
+            x = torch.randint(0, 30522, (b, cfg["seq"]), dtype=torch.long)
+            y = None
+        sets.append((x, y))
+    return sets
+
+
+def compute_loss(cfg, out, y):
+    name = cfg["model"]
+    if name in ("resnet50", "vgg16"):
+        return F.cross_entropy(out, y)
+    if name == "inception_v3":
+        if cfg["variant"] == "aux-loss":
+            return F.cross_entropy(out.logits, y) + 0.4 * F.cross_entropy(out.aux_logits, y)
+        return F.cross_entropy(out.logits, y)
+    if name == "lstm_lm":
+        return F.cross_entropy(out.view(-1, out.size(-1)), y.view(-1))
+    if name == "bert_encoder":
+        seq_out, pooled = out
+        return seq_out.sum() + pooled.sum()
+    raise ValueError(name)
+
+
+# --------------------------------------------------------------------------
+# Measurement helpers
+# --------------------------------------------------------------------------
+
+
+def _call(obj, name, default=None):
+    """obj.name() or obj.name (API differs between torch versions)."""
+    v = getattr(obj, name, default)
+    return v() if callable(v) else v
+
+
+def storage_key(t):
+    st = t.storage()
+    return st.data_ptr(), st.nbytes()
+
+
+def live_tensor_storages():
+    """{data_ptr: nbytes} of every distinct CPU storage reachable from a live torch.Tensor."""
+    gc.collect()
+    seen = {}
+    for o in gc.get_objects():
+        try:
+            if isinstance(o, torch.Tensor) and o.device.type == "cpu" and not o.is_sparse:
+                p, n = storage_key(o)
+                if n:
+                    seen[p] = n
+        except Exception:  # noqa: BLE001 - odd tensor subclasses
+            pass
+    return seen
+
+
+def unique_bytes(tensors):
+    seen = {}
+    for t in tensors:
+        if t is not None:
+            p, n = storage_key(t)
+            seen[p] = n
+    return sum(seen.values())
+
+
+ALLOC_HELPERS = {
+    "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::zeros", "aten::zeros_like",
+    "aten::ones_like", "aten::ones", "aten::new_empty", "aten::new_empty_strided", "aten::new_zeros",
+    "aten::resize_", "aten::full", "aten::full_like", "aten::new_full", "aten::fill_", "aten::zero_",
+}
+
+
+def node_name(n):
+    return _call(n, "name", "?")
+
+
+def node_tag(n):
+    return str(_call(n, "tag", ""))
+
+
+def op_path(node):
+    """Names from the phase range (exclusive) down to the allocation (exclusive)."""
+    names, phase = [], None
+    p = _call(node, "parent")
+    while p is not None:
+        nm = node_name(p)
+        if nm.startswith(PREFIX):
+            phase = nm[len(PREFIX):]
+            break
+        names.append(nm)
+        p = _call(p, "parent")
+    names.reverse()
+    # Drop "autograd::engine::evaluate_function: X" when followed by "X".
+    out = []
+    for nm in names:
+        if out and out[-1].startswith("autograd::engine::evaluate_function: ") and \
+                out[-1].endswith(": " + nm):
+            out[-1] = nm
+        else:
+            out.append(nm)
+    return phase, out
+
+
+def describe_op(path):
+    """Short label: the outermost op (module-level aten op or backward node) and the innermost
+    non-allocator op."""
+    if not path:
+        return "(python, outside any op)"
+    inner = [n for n in path if n not in ALLOC_HELPERS]
+    first = path[0]
+    last = inner[-1] if inner else path[-1]
+    return first if first == last else f"{first} > {last}"
+
+
+def tree_allocations(kr):
+    """Allocation nodes of the event tree in time order: dicts with size, ptr, time, phase, op."""
+    roots = kr.experimental_event_tree()
+    allocs, stack = [], list(roots)
+    ops = []
+    while stack:
+        n = stack.pop()
+        tag = node_tag(n)
+        if "Allocation" in tag:
+            ef = n.extra_fields
+            dev = str(getattr(ef, "device", "cpu"))
+            size = int(_call(ef, "alloc_size"))
+            if size != 0 and dev.startswith("cpu"):
+                phase, path = op_path(n)
+                allocs.append(dict(t=int(_call(n, "start_time_ns")), id=int(_call(n, "id")),
+                                   size=size, ptr=int(_call(ef, "ptr")), phase=phase,
+                                   op=describe_op(path), path=path))
+        else:
+            ops.append(n)
+        stack.extend(_call(n, "children") or [])
+    allocs.sort(key=lambda a: (a["t"], a["id"]))
+    return allocs, ops
+
+
+def kineto_memory_events(kr):
+    """(start_us, nbytes) of CPU memory events from kineto_results.events(), time-ordered
+    (stable sort: events recorded in the same microsecond keep their recorded order)."""
+    evs = []
+    for i, e in enumerate(kr.events()):
+        nb = int(_call(e, "nbytes", 0) or 0)
+        if nb == 0:
+            continue
+        if not str(_call(e, "device_type", "CPU")).endswith("CPU"):
+            continue
+        evs.append((int(_call(e, "start_us")), i, nb))
+    evs.sort()
+    return [(t, nb) for t, _, nb in evs]
+
+
+def count_ops(ops_nodes, phase_filter=None):
+    counts = {}
+    for n in ops_nodes:
+        nm = node_name(n)
+        if nm.startswith("aten::"):
+            counts[nm] = counts.get(nm, 0) + 1
+    return counts
+
+
+# --------------------------------------------------------------------------
+# One configuration (runs in a forked child)
+# --------------------------------------------------------------------------
+
+
+def run_config(cfg):
+    t_wall0 = time.time()
+    torch.set_num_threads(NUM_THREADS)
+    name = cfg["model"]
+    spec = {s["name"]: s for s in export_fixtures.make_specs()}[name]
+    train = cfg["mode"] == "train"
+    variant = cfg["variant"]
+
+    # Model exactly as export_fixtures.export_one builds it.
+    torch.manual_seed(0)
+    model = spec["make"]()
+    param_bytes = unique_bytes(list(model.parameters()))
+    buffer_bytes = unique_bytes(list(model.buffers()))
+    ckpt_desc = apply_checkpointing(name, model) if variant == "checkpoint" else None
+    model.train(train)
+
+    n_sets = 2 if variant == "grad-accum-2" else 1
+    sets = make_inputs(cfg, n_sets)
+    input_bytes = unique_bytes([x for x, _ in sets])
+    target_bytes = unique_bytes([y for _, y in sets if y is not None])
+
+    opt = None
+    if cfg["optimizer"] == "sgd-momentum":
+        opt = torch.optim.SGD(model.parameters(), lr=SGD_LR, momentum=SGD_MOMENTUM)
+    elif cfg["optimizer"] == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR)
+
+    # In-place ReLU facts (module flags; functional relu in inception's BasicConv2d).
+    relu_modules = [m for m in model.modules() if isinstance(m, nn.ReLU)]
+    relu_inplace_modules = sum(1 for m in relu_modules if m.inplace)
+    dropout_modules = sum(1 for m in model.modules() if isinstance(m, nn.Dropout))
+    bn_modules = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+
+    before_map = live_tensor_storages()
+    bytes_before = sum(before_map.values())
+    accounted = param_bytes + buffer_bytes + input_bytes + target_bytes
+
+    torch.manual_seed(2)  # dropout / RNG during the measured run
+    acts = [ProfilerActivity.CPU]
+    with profile(activities=acts, profile_memory=True, record_shapes=False,
+                 with_stack=False) as prof:
+        if not train:
+            with torch.no_grad():
+                x = sets[0][0]
+                with record_function(PREFIX + "it0/forward"):
+                    out = model(x)
+                with record_function(PREFIX + "it0/cleanup"):
+                    del out
+        else:
+            for it in range(ITERS):
+                p = f"{PREFIX}it{it}/"
+                with record_function(p + "zero_grad"):
+                    opt.zero_grad()  # 1.13 default set_to_none=False
+                for mb, (x, y) in enumerate(sets):
+                    q = p if n_sets == 1 else f"{p}mb{mb}/"
+                    with record_function(q + "forward"):
+                        out = model(x)
+                    with record_function(q + "loss"):
+                        loss = compute_loss(cfg, out, y)
+                        if n_sets > 1:
+                            loss = loss / n_sets
+                    with record_function(q + "backward"):
+                        loss.backward()
+                    if mb < n_sets - 1:
+                        with record_function(q + "cleanup"):
+                            del out, loss
+                with record_function(p + "optimizer"):
+                    opt.step()
+                with record_function(p + "cleanup"):
+                    del out, loss
+    kr = prof.profiler.kineto_results
+
+    # ---- primary curve: kineto events ----
+    mem = kineto_memory_events(kr)
+    running, peak_rel, peak_idx = 0, 0, -1
+    for i, (_, nb) in enumerate(mem):
+        running += nb
+        if running > peak_rel:
+            peak_rel, peak_idx = running, i
+    end_rel = running
+    trace_start = int(_call(kr, "trace_start_us", 0) or 0)
+
+    # ---- event tree: phases, ops, live blocks ----
+    detail = {}
+    phases = {}
+    tree_ok = False
+    try:
+        allocs, op_nodes = tree_allocations(kr)
+        tree_ok = [a["size"] for a in allocs] == [nb for _, nb in mem]
+    except Exception as e:  # noqa: BLE001
+        allocs, op_nodes = [], []
+        detail["tree_error"] = f"{type(e).__name__}: {e}"
+
+    grad_ptrs = {p.grad.data_ptr() for p in model.parameters() if p.grad is not None}
+    state_ptrs = set()
+    if opt is not None:
+        for st in opt.state.values():
+            for v in st.values():
+                if torch.is_tensor(v):
+                    state_ptrs.add(v.storage().data_ptr())
+    grad_bytes_after = unique_bytes([p.grad for p in model.parameters()])
+    state_bytes_after = unique_bytes([v for st in (opt.state.values() if opt else [])
+                                      for v in st.values() if torch.is_tensor(v)])
+
+    peak_phase = None
+    live_at_peak = []
+    if tree_ok:
+        running = 0
+        live = {}
+        cur_phase_order = []
+        for i, a in enumerate(allocs):
+            running += a["size"]
+            ph = a["phase"] or "(outside)"
+            if ph not in phases:
+                phases[ph] = dict(start_bytes=bytes_before + running - a["size"], peak_bytes=0,
+                                  end_bytes=0, events=0)
+                cur_phase_order.append(ph)
+            d = phases[ph]
+            d["peak_bytes"] = max(d["peak_bytes"], bytes_before + running)
+            d["end_bytes"] = bytes_before + running
+            d["events"] += 1
+            if a["size"] > 0:
+                live[a["ptr"]] = (i, a)
+            else:
+                live.pop(a["ptr"], None)
+            if i == peak_idx:
+                peak_phase = ph
+                live_at_peak = [v for _, v in sorted(live.values(), key=lambda t: t[0])]
+                live_at_peak_ids = {v["id"] for v in live_at_peak}
+        # blocks still live at the end (to tell persistent grads/state from temporaries)
+        live_end_ids = {a["id"] for _, a in live.values()}
+
+        def label(a):
+            if a["id"] in live_end_ids and a["ptr"] in grad_ptrs:
+                return "param.grad"
+            if a["id"] in live_end_ids and a["ptr"] in state_ptrs:
+                return "optimizer.state"
+            return "other"
+
+        by_label, by_op, by_phase = {}, {}, {}
+        for a in live_at_peak:
+            lb = label(a)
+            by_label[lb] = by_label.get(lb, 0) + a["size"]
+            if lb == "other":
+                by_op[a["op"]] = by_op.get(a["op"], 0) + a["size"]
+                by_phase[a["phase"] or "(outside)"] = by_phase.get(a["phase"] or "(outside)", 0) + a["size"]
+        top = sorted(live_at_peak, key=lambda a: -a["size"])[:TOPK]
+        detail["live_at_peak_bytes_by_label"] = by_label
+        detail["live_at_peak_other_bytes_by_alloc_phase"] = dict(
+            sorted(by_phase.items(), key=lambda kv: -kv[1]))
+        detail["live_at_peak_other_bytes_by_op"] = dict(
+            sorted(by_op.items(), key=lambda kv: -kv[1])[:25])
+        detail["live_at_peak_count"] = len(live_at_peak)
+        detail["top_live_at_peak"] = [
+            dict(bytes=a["size"], label=label(a), phase=a["phase"], op=a["op"],
+                 path=" > ".join(a["path"][-6:])) for a in top]
+        # The event that made the peak.
+        pa = allocs[peak_idx] if peak_idx >= 0 else None
+        if pa:
+            detail["peak_event"] = dict(bytes=pa["size"], phase=pa["phase"], op=pa["op"],
+                                        path=" > ".join(pa["path"]))
+        # Largest single allocation events of the whole run.
+        big = sorted((a for a in allocs if a["size"] > 0), key=lambda a: -a["size"])[:TOPK]
+        detail["largest_allocations"] = [dict(bytes=a["size"], phase=a["phase"], op=a["op"])
+                                         for a in big]
+    else:
+        by_label = {}
+
+    ops = count_ops(op_nodes)
+    conv_ops = {k: v for k, v in ops.items() if "conv" in k}
+    relu_ops = {k: v for k, v in ops.items() if k in ("aten::relu", "aten::relu_")}
+    drop_ops = {k: v for k, v in ops.items() if "dropout" in k or "bernoulli" in k}
+    detail["conv_ops"] = conv_ops
+    detail["relu_ops"] = relu_ops
+    detail["dropout_ops"] = drop_ops
+    detail["lstm_ops"] = {k: v for k, v in ops.items() if "lstm" in k or "rnn" in k}
+
+    after_map = live_tensor_storages()
+    bytes_after = sum(after_map.values())
+
+    # Aggregate phase peaks by kind (max over iterations / micro-batches).
+    kinds = {}
+    for ph, d in phases.items():
+        k = ph.split("/")[-1]
+        kinds[k] = max(kinds.get(k, 0), d["peak_bytes"])
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    rec = dict(
+        id=cfg["id"], model=name, mode=cfg["mode"], optimizer=cfg["optimizer"],
+        optimizer_args=(dict(lr=SGD_LR, momentum=SGD_MOMENTUM, foreach=False)
+                        if cfg["optimizer"] == "sgd-momentum" else
+                        dict(lr=ADAM_LR, betas=[0.9, 0.999], eps=1e-8, foreach=False)
+                        if cfg["optimizer"] == "adam" else None),
+        batch=cfg["batch"], seq=cfg["seq"], image=cfg["image"], variant=variant,
+        micro_batches=n_sets, iterations=ITERS if train else 1,
+        loss=None if not train else (LOSSES["inception_v3+aux"] if variant == "aux-loss"
+                                     else LOSSES[name]) + (" ; divided by 2 per micro-batch"
+                                                           if n_sets > 1 else ""),
+        zero_grad_set_to_none=False if train else None,
+        checkpoint=ckpt_desc,
+        grad_mode="enabled" if train else "torch.no_grad()",
+        module_mode="train()" if train else "eval()",
+        bytes_before=bytes_before,
+        peak_bytes=bytes_before + peak_rel,
+        peak_minus_before=peak_rel,
+        peak_event_index=peak_idx,
+        peak_time_us=(mem[peak_idx][0] - trace_start) if peak_idx >= 0 else None,
+        peak_phase=peak_phase,
+        memory_events=len(mem),
+        end_bytes=bytes_before + end_rel,
+        peak_by_phase_kind=kinds,
+        phases=phases,
+        live_at_peak_grad_bytes=by_label.get("param.grad"),
+        live_at_peak_optimizer_state_bytes=by_label.get("optimizer.state"),
+        live_at_peak_other_bytes=by_label.get("other"),
+        param_bytes=param_bytes, buffer_bytes=buffer_bytes,
+        input_bytes=input_bytes, target_bytes=target_bytes,
+        bytes_before_unaccounted=bytes_before - accounted,
+        grad_bytes_after=grad_bytes_after, optimizer_state_bytes_after=state_bytes_after,
+        live_tensor_bytes_after_gc=bytes_after,
+        end_check_ok=(bytes_after == bytes_before + end_rel),
+        tree_matches_events=tree_ok,
+        relu_modules=len(relu_modules), relu_inplace_modules=relu_inplace_modules,
+        relu_functional_inplace=(name == "inception_v3"),
+        relu_ops_observed=relu_ops,
+        dropout_modules=dropout_modules, batchnorm_modules=len(bn_modules),
+        num_threads=torch.get_num_threads(),
+        torch_version=torch.__version__, torchvision_version=torchvision.__version__,
+        command="/usr/bin/python3 tools/measure_cpu.py",
+        child_cpu_s=round(ru.ru_utime + ru.ru_stime, 2),
+        child_wall_s=round(time.time() - t_wall0, 2),
+        process_max_rss_bytes=ru.ru_maxrss * 1024,
+    )
+    return rec, detail
+
+
+def child(cfg):
+    try:
+        return cfg["id"], run_config(cfg), None
+    except Exception:  # noqa: BLE001
+        return cfg["id"], None, traceback.format_exc()
+
+
+# --------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------
+
+
+def mib(x):
+    return "-" if x is None else f"{x / 2**20:.1f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "validation"))
+    ap.add_argument("--jobs", type=int, default=2, help="configurations measured in parallel "
+                    "(each child uses %d intra-op thread)" % NUM_THREADS)
+    ap.add_argument("--only", nargs="*", help="config ids, or model names, or substrings")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--dry", action="store_true", help="do not write files")
+    a = ap.parse_args()
+
+    cfgs = make_configs()
+    if a.only:
+        cfgs = [c for c in cfgs if any(s == c["model"] or s in c["id"] for s in a.only)]
+    if a.list:
+        for c in cfgs:
+            print(c["id"])
+        return
+    torch.set_num_threads(NUM_THREADS)
+    cmd = "/usr/bin/python3 tools/measure_cpu.py" + "".join(
+        f" {x}" for x in sys.argv[1:] if not x.startswith("--out"))
+
+    t0 = time.time()
+    ctx = mp.get_context("fork")
+    results, details, errors = {}, {}, {}
+    with ctx.Pool(processes=max(1, a.jobs), maxtasksperchild=1) as pool:
+        for cid, res, err in pool.imap_unordered(child, cfgs):
+            if err:
+                errors[cid] = err
+                print(f"FAILED {cid}\n{err}", file=sys.stderr, flush=True)
+                continue
+            rec, det = res
+            rec["command"] = cmd
+            results[cid], details[cid] = rec, det
+            print(f"{cid:48s} peak {mib(rec['peak_bytes']):>9} MiB  before "
+                  f"{mib(rec['bytes_before']):>8}  {rec['child_cpu_s']:6.1f}s cpu",
+                  file=sys.stderr, flush=True)
+    wall = time.time() - t0
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = ru.ru_utime + ru.ru_stime
+
+    order = [c["id"] for c in cfgs if c["id"] in results]
+    if not a.dry:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, OUT_NAME), "w") as f:
+            for cid in order:
+                f.write(json.dumps(results[cid], sort_keys=False) + "\n")
+        with open(os.path.join(a.out, DETAIL_NAME), "w") as f:
+            json.dump({cid: details[cid] for cid in order}, f, indent=1)
+            f.write("\n")
+
+    print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
+          f"{NUM_THREADS} thread(s)/config, jobs {a.jobs}")
+    print("%-46s %10s %9s %10s %10s %10s %6s %5s" % (
+        "id", "peak_MiB", "bef_MiB", "fwd_MiB", "bwd_MiB", "opt_MiB", "phase", "ok"))
+    for cid in order:
+        r = results[cid]
+        k = r["peak_by_phase_kind"]
+        ok = "y" if (r["end_check_ok"] and r["tree_matches_events"]
+                     and r["bytes_before_unaccounted"] == 0) else "N"
+        print("%-46s %10s %9s %10s %10s %10s %6s %5s" % (
+            cid, mib(r["peak_bytes"]), mib(r["bytes_before"]), mib(k.get("forward")),
+            mib(k.get("backward")), mib(k.get("optimizer")),
+            (r["peak_phase"] or "-").split("/")[-1][:6], ok))
+    print(f"configs {len(order)} ok, {len(errors)} failed; wall {wall:.1f}s, "
+          f"children cpu {cpu:.1f}s")
+    if errors:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
