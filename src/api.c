@@ -43,6 +43,8 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
                     "%s: a JSON model description; only ONNX models are supported so far", name);
     else
         s = dm_load_onnx(&m->g, data, size, err);
+    if (s == DNNMEM_OK)
+        s = dm_graph_lift(&m->g, err);
     if (s != DNNMEM_OK) {
         dnnmem_model_free(m);
         return s;

@@ -275,6 +275,9 @@ int32_t dm_graph_symbol(struct dm_graph *g, const char *name);
 enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err);
 
 const struct dm_attr *dm_node_attr(const struct dm_node *n, const char *name);
+/* Lift exporters' decompositions (LayerNorm, GELU) back to the single ops the
+ * framework runs (src/graph/lift.c). */
+enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err);
 
 /* ---- front ends (src/load) ------------------------------------------------ */
 

@@ -163,8 +163,8 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
         ti->dtype = dm_dtype_name((enum dm_dtype)bf->dtype);
         ti->bytes = bf->bytes;
         ti->allocated = live[k].granted;
-        if (bf->tensor >= 0 && t[bf->tensor].rank >= 0 && (!bf->what || bf->what[0] == 'g')) {
-            /* the tensor itself or its gradient: same shape */
+        if (bf->tensor >= 0 && t[bf->tensor].rank >= 0 && bf->bytes == t[bf->tensor].bytes) {
+            /* the tensor, its gradient or optimizer state: same shape */
             ti->rank = t[bf->tensor].rank;
             for (int d = 0; d < ti->rank && d < DNNMEM_MAX_DIMS; d++)
                 ti->dims[d] = t[bf->tensor].dims[d];

@@ -255,6 +255,21 @@ static bool can_run_inplace(enum dm_op op)
     return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu || op == DM_OP_HardSwish;
 }
 
+/* The MatMul output an Add of a bias weight would update in place, or -1. */
+static int32_t linear_bias_target(const struct dm_sb *b, const struct dm_node *n)
+{
+    if (n->op != DM_OP_Add || n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0)
+        return -1;
+    for (int k = 0; k < 2; k++) {
+        int32_t w = n->in[1 - k], x = n->in[k];
+        int32_t p = b->g->tensors[x].producer;
+        if (b->resident[w] >= 0 && b->g->tensors[w].role == DM_ROLE_WEIGHT && p >= 0 &&
+            b->g->nodes[p].op == DM_OP_MatMul)
+            return x;
+    }
+    return -1;
+}
+
 void dm_sb_forward(struct dm_sb *b)
 {
     const struct dm_graph *g = b->g;
@@ -285,6 +300,16 @@ void dm_sb_forward(struct dm_sb *b)
             bool inplace = k == 0 && base >= 0 && b->run->inplace && can_run_inplace(n->op) &&
                            b->refs[base] == 1 && b->resident[in0] < 0 &&
                            t[o].bytes == t[in0].bytes;
+            /* F.linear on a 3-D input is matmul(x, W.t()) then output.add_(bias)
+             * in place (aten/src/ATen/native/Linear.cpp): an Add of a weight onto
+             * a fresh MatMul result nobody else holds writes into it */
+            int32_t mm = linear_bias_target(b, n);
+            if (k == 0 && mm >= 0 && b->cur[mm] >= 0 && b->refs[b->cur[mm]] == 1 &&
+                t[o].bytes == t[mm].bytes) {
+                in0 = mm;
+                base = b->cur[mm];
+                inplace = true;
+            }
             if (alias || inplace) {
                 b->cur[o] = base;
                 dm_sb_ref(b, base, b->uses[o] + (g->tensors[o].is_output ? 1 : 0));

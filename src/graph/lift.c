@@ -1,0 +1,197 @@
+/*
+ * lift.c: undo exporters' decompositions of ops the framework runs whole.
+ *
+ * torch.onnx below opset 17 writes nn.LayerNorm as nine elementwise ops and
+ * below opset 20 writes the exact GELU as five. PyTorch runs one kernel for
+ * each (native_layer_norm, gelu), whose autograd node keeps the input and
+ * small statistics, where the decomposed graph would keep three full-size
+ * intermediates. Memory follows what runs, so the decompositions are lifted
+ * back into single LayerNormalization and Gelu nodes. A pattern matches only
+ * when every intermediate has a single reader and is no graph output, so the
+ * rewrite never changes what the graph computes.
+ */
+#include "dnnmem-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct lift {
+    struct dm_graph *g;
+    int32_t *readers;   /* per tensor: reading nodes */
+    int32_t *producer;  /* per tensor: producing node (live nodes only), or -1 */
+    bool *dead;         /* per node: removed by a rewrite */
+};
+
+static const struct dm_node *prod(const struct lift *l, int32_t x, enum dm_op op)
+{
+    if (x < 0 || l->producer[x] < 0)
+        return NULL;
+    const struct dm_node *n = &l->g->nodes[l->producer[x]];
+    return n->op == op && !l->dead[l->producer[x]] ? n : NULL;
+}
+
+/* x is an intermediate the pattern may swallow: read `reads` times, no output. */
+static bool private_(const struct lift *l, int32_t x, int32_t reads)
+{
+    return x >= 0 && l->readers[x] == reads && !l->g->tensors[x].is_output;
+}
+
+static bool is_const(const struct lift *l, int32_t x)
+{
+    if (x < 0)
+        return false;
+    const struct dm_tensor *t = &l->g->tensors[x];
+    return t->role == DM_ROLE_WEIGHT || t->role == DM_ROLE_CONSTANT;
+}
+
+/* The other input of a binary node, given one. */
+static int32_t other(const struct dm_node *n, int32_t x)
+{
+    if (n->n_in != 2)
+        return -1;
+    return n->in[0] == x ? n->in[1] : n->in[1] == x ? n->in[0] : -1;
+}
+
+static void kill(struct lift *l, const struct dm_node *n)
+{
+    l->dead[n - l->g->nodes] = true;
+}
+
+/* z = ((x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)) * gamma + beta */
+static bool lift_layernorm(struct lift *l, struct dm_node *z)
+{
+    if (z->op != DM_OP_Add || z->n_in != 2)
+        return false;
+    for (int side = 0; side < 2; side++) {
+        int32_t y = z->in[side], beta = z->in[1 - side];
+        const struct dm_node *mul = prod(l, y, DM_OP_Mul);
+        if (!mul || !private_(l, y, 1))
+            continue;
+        for (int ms = 0; ms < 2; ms++) {
+            int32_t nrm = mul->in[ms], gamma = mul->in[1 - ms];
+            const struct dm_node *div = prod(l, nrm, DM_OP_Div);
+            if (!div || !private_(l, nrm, 1) || div->n_in != 2)
+                continue;
+            int32_t d = div->in[0], s = div->in[1];
+            const struct dm_node *sq = prod(l, s, DM_OP_Sqrt), *sub = prod(l, d, DM_OP_Sub);
+            if (!sq || !sub || !private_(l, s, 1) || !private_(l, d, 2))
+                continue;
+            int32_t e = sq->in[0];
+            const struct dm_node *add = prod(l, e, DM_OP_Add);
+            if (!add || !private_(l, e, 1))
+                continue;
+            int32_t v = is_const(l, add->in[1]) ? add->in[0] : add->in[1];
+            const struct dm_node *var = prod(l, v, DM_OP_ReduceMean);
+            if (!var || !private_(l, v, 1) || !is_const(l, other(add, v)))
+                continue;
+            int32_t p = var->in[0];
+            const struct dm_node *pow = prod(l, p, DM_OP_Pow);
+            if (!pow || !private_(l, p, 1) || pow->in[0] != d || !is_const(l, pow->in[1]))
+                continue;
+            int32_t x = sub->in[0], m = sub->in[1];
+            const struct dm_node *mean = prod(l, m, DM_OP_ReduceMean);
+            if (!mean || !private_(l, m, 1) || mean->in[0] != x)
+                continue;
+            /* rewrite z in place: LayerNormalization(x, gamma, beta), axis -1 */
+            struct dm_graph *g = l->g;
+            int32_t *in = dm_arena_array(&g->arena, 3, sizeof *in);
+            struct dm_attr *attr = dm_arena_alloc(&g->arena, sizeof *attr);
+            if (!in || !attr)
+                return false;
+            in[0] = x, in[1] = gamma, in[2] = beta;
+            *attr = (struct dm_attr){.name = "axis", .kind = DM_ATTR_INT, .i = -1};
+            z->op = DM_OP_LayerNormalization;
+            z->in = in;
+            z->n_in = 3;
+            z->attrs = attr;
+            z->n_attr = 1;
+            kill(l, mul), kill(l, div), kill(l, sq), kill(l, add), kill(l, var);
+            kill(l, pow), kill(l, sub), kill(l, mean);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* o = (x * (erf(x / c) + 1)) * 0.5, the exact GELU */
+static bool lift_gelu(struct lift *l, struct dm_node *o)
+{
+    if (o->op != DM_OP_Mul || o->n_in != 2)
+        return false;
+    for (int side = 0; side < 2; side++) {
+        int32_t h = o->in[side];
+        const struct dm_node *mul = prod(l, h, DM_OP_Mul);
+        if (!mul || !private_(l, h, 1) || !is_const(l, o->in[1 - side]))
+            continue;
+        for (int ms = 0; ms < 2; ms++) {
+            int32_t x = mul->in[ms], a = mul->in[1 - ms];
+            const struct dm_node *add = prod(l, a, DM_OP_Add);
+            if (!add || !private_(l, a, 1))
+                continue;
+            int32_t e = is_const(l, add->in[1]) ? add->in[0] : add->in[1];
+            const struct dm_node *erf = prod(l, e, DM_OP_Erf);
+            if (!erf || !private_(l, e, 1) || !is_const(l, other(add, e)))
+                continue;
+            int32_t q = erf->in[0];
+            const struct dm_node *div = prod(l, q, DM_OP_Div);
+            if (!div || !private_(l, q, 1) || div->in[0] != x || !is_const(l, div->in[1]))
+                continue;
+            int32_t *in = dm_arena_array(&l->g->arena, 1, sizeof *in);
+            if (!in)
+                return false;
+            in[0] = x;
+            o->op = DM_OP_Gelu;
+            o->in = in;
+            o->n_in = 1;
+            o->n_attr = 0;
+            kill(l, mul), kill(l, add), kill(l, erf), kill(l, div);
+            return true;
+        }
+    }
+    return false;
+}
+
+enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err)
+{
+    struct lift l = {g, calloc((size_t)g->n_tensors + 1, sizeof(int32_t)),
+                     malloc(((size_t)g->n_tensors + 1) * sizeof(int32_t)),
+                     calloc((size_t)g->n_nodes + 1, sizeof(bool))};
+    enum dnnmem_status s = DNNMEM_OK;
+    if (!l.readers || !l.producer || !l.dead) {
+        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+        goto out;
+    }
+    for (int32_t x = 0; x < g->n_tensors; x++)
+        l.producer[x] = g->tensors[x].producer;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0)
+                l.readers[g->nodes[i].in[k]]++;
+    int32_t lifted = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        lifted += lift_layernorm(&l, &g->nodes[i]) || lift_gelu(&l, &g->nodes[i]);
+    if (!lifted)
+        goto out;
+    /* drop the swallowed nodes; tensors they made keep no producer and are
+     * never read */
+    int32_t w = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        if (l.dead[i]) {
+            for (int k = 0; k < g->nodes[i].n_out; k++)
+                if (g->nodes[i].out[k] >= 0)
+                    g->tensors[g->nodes[i].out[k]].producer = -1;
+            continue;
+        }
+        g->nodes[w] = g->nodes[i];
+        for (int k = 0; k < g->nodes[w].n_out; k++)
+            if (g->nodes[w].out[k] >= 0)
+                g->tensors[g->nodes[w].out[k]].producer = w;
+        w++;
+    }
+    g->n_nodes = w;
+out:
+    free(l.readers);
+    free(l.producer);
+    free(l.dead);
+    return s;
+}
