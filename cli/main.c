@@ -18,7 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-enum { EXIT_OK = 0, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_UNSUPPORTED = 4, EXIT_INTERNAL = 5 };
+enum { EXIT_OK = 0, EXIT_DOES_NOT_FIT = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_UNSUPPORTED = 4, EXIT_INTERNAL = 5 };
 
 static int exit_code(enum dnnmem_status s)
 {
@@ -31,6 +31,7 @@ static int exit_code(enum dnnmem_status s)
     case DNNMEM_E_MODEL:
     case DNNMEM_E_SHAPE: return EXIT_MODEL;
     case DNNMEM_E_UNSUPPORTED: return EXIT_UNSUPPORTED;
+    case DNNMEM_E_DEVICE_OOM: return EXIT_DOES_NOT_FIT;
     case DNNMEM_E_NOMEM:
     case DNNMEM_E_INTERNAL: return EXIT_INTERNAL;
     }

@@ -62,6 +62,7 @@ enum dnnmem_status {
     DNNMEM_E_UNBOUND = 41,     /* a symbolic dim that no binding gives a value */
     DNNMEM_E_UNSUPPORTED = 50, /* an op, dtype or feature the library does not model */
     DNNMEM_E_NOMEM = 60,       /* the host ran out of memory */
+    DNNMEM_E_DEVICE_OOM = 61,  /* the job does not fit the device capacity given */
     DNNMEM_E_INTERNAL = 70     /* a broken internal invariant (a bug) */
 };
 
@@ -222,15 +223,23 @@ struct dnnmem_assumption {
 };
 
 struct dnnmem_result {
-    /* Totals. total_bytes = peak_allocated + context_bytes. */
+    /* Totals. total_bytes = peak_reserved + context_bytes: what the process
+     * takes on the device, as nvidia-smi shows it. */
     uint64_t total_bytes;
-    uint64_t peak_allocated;  /* max over the run of bytes handed out (torch max_memory_allocated) */
+    uint64_t peak_allocated;  /* max of bytes handed out (torch.cuda.max_memory_allocated) */
+    uint64_t peak_reserved;   /* max of bytes held from the device (max_memory_reserved) */
     uint64_t context_bytes;   /* CUDA context, outside the allocator */
 
-    /* Breakdown at the peak: requested bytes per category, plus the rounding
-     * the allocator added; their sum is peak_allocated. */
+    /* Breakdown at the allocated peak: requested bytes per category, plus the
+     * rounding the allocator added; their sum is peak_allocated. slack_bytes
+     * = peak_reserved - peak_allocated: memory the caching allocator holds
+     * but no tensor uses. */
     uint64_t category_bytes[DNNMEM_CAT_COUNT];
     uint64_t rounding_bytes;
+    uint64_t slack_bytes;
+    uint64_t fragmentation_bytes; /* free pieces of split segments at the allocated peak
+                                     (torch inactive_split_bytes) */
+    uint64_t segments;        /* device segments at the end (torch segment count) */
 
     /* Where the peak happens. */
     const char *peak_phase;   /* "setup", "forward", "loss", "backward", "optimizer", "zero_grad" */

@@ -365,9 +365,12 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                    : run.cuda ? (uint64_t)DNNMEM_ALLOC_ROUND_DEFAULT
                               : 1;
     if (run.cuda || cfg.alloc_round_bytes >= 0)
-        assume(&as, "allocator", cfg.alloc_round_bytes >= 0 ? "option" : "default",
-               "requests rounded up to %llu B (PyTorch caching allocator kMinBlockSize)",
-               (unsigned long long)round);
+        assume(&as, "allocator", cfg.alloc_round_bytes >= 0 ? "option" : "default", "%s",
+               cfg.alloc_round_bytes >= 0
+                   ? dm_arena_printf(&arena, "requests rounded up to %llu B, no caching",
+                                     (unsigned long long)round)
+                   : "PyTorch CUDA caching allocator (512 B blocks; 2 MiB, 20 MiB and "
+                     "2 MiB-rounded segments; best fit; split and merge rules)");
     else
         assume(&as, "allocator", "default", "host: bytes as requested");
     uint64_t context = cfg.cuda_context_bytes >= 0 ? (uint64_t)cfg.cuda_context_bytes
@@ -380,8 +383,17 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
 
     if ((s = dm_schedule_build(g, t, &run, &sched, err)) != DNNMEM_OK)
         goto out;
-    if (dm_alloc_rounding_new(round, &alloc) != DNNMEM_OK) {
-        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    /* CUDA: the caching allocator with PyTorch's defaults (or a plain
+     * rounding when the user overrides the rounding); CPU: exact sizes */
+    if (run.cuda && cfg.alloc_round_bytes < 0) {
+        struct dm_caching_opts co;
+        dm_caching_opts_init(&co);
+        s = dm_alloc_caching_new(&co, &alloc);
+    } else {
+        s = dm_alloc_rounding_new(round, &alloc);
+    }
+    if (s != DNNMEM_OK) {
+        s = dm_fail(err, s, "%s: cannot set up the allocator simulation", g->path);
         goto out;
     }
     s = dm_result_build(g, t, &sched, &alloc, &cfg, context, as.a, as.n, out, err);

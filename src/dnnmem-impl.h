@@ -475,10 +475,9 @@ void dm_caching_opts_init(struct dm_caching_opts *o);
 void dm_caching_opts_divisions(struct dm_caching_opts *o, unsigned d);
 /* DNNMEM_E_USAGE for options PyTorch would reject. */
 enum dnnmem_status dm_alloc_caching_new(const struct dm_caching_opts *o, struct dm_allocator *a);
-/* alloc() status when the request does not fit in capacity even after
- * releasing cached memory (torch.cuda.OutOfMemoryError); stats.num_ooms counts
- * them. Placeholder until dnnmem.h has DNNMEM_E_OOM. */
-#define DM_E_DEVICE_OOM ((enum dnnmem_status)61)
+/* alloc() returns DNNMEM_E_DEVICE_OOM when the request does not fit in
+ * capacity even after releasing cached memory (torch.cuda.OutOfMemoryError);
+ * stats.num_ooms counts them. */
 /* The block size PyTorch's round_size gives a request of `bytes`. */
 uint64_t dm_caching_round_size(const struct dm_caching_opts *o, uint64_t bytes);
 /* torch.cuda.empty_cache() and torch.cuda.reset_peak_memory_stats(); no-ops on

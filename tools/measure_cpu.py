@@ -581,6 +581,7 @@ def run_config(cfg):
         relu_ops_observed=relu_ops,
         dropout_modules=dropout_modules, batchnorm_modules=len(bn_modules),
         num_threads=torch.get_num_threads(),
+        blas_loaded=loaded_blas(),
         torch_version=torch.__version__, torchvision_version=torchvision.__version__,
         command="/usr/bin/python3 tools/measure_cpu.py",
         child_cpu_s=round(ru.ru_utime + ru.ru_stime, 2),
@@ -588,6 +589,16 @@ def run_config(cfg):
         process_max_rss_bytes=ru.ru_maxrss * 1024,
     )
     return rec, detail
+
+
+def loaded_blas():
+    """Basename of the BLAS library mapped into this process (speed only; see --blas-dir)."""
+    try:
+        with open("/proc/self/maps") as f:
+            libs = {line.split()[-1] for line in f if "blas" in line.split()[-1]}
+        return ",".join(sorted(os.path.basename(x) for x in libs)) or None
+    except OSError:
+        return None
 
 
 def child(cfg):
@@ -614,7 +625,19 @@ def main():
     ap.add_argument("--only", nargs="*", help="config ids, or model names, or substrings")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--dry", action="store_true", help="do not write files")
+    ap.add_argument("--blas-dir", default=os.environ.get("DNNMEM_BLAS_DIR"),
+                    help="folder with a faster libblas.so.3 (e.g. Debian libopenblas0-serial's "
+                    "openblas-serial/ extracted anywhere); the tool re-executes itself with "
+                    "LD_LIBRARY_PATH set to it.  Speed only: BLAS workspaces are not allocated "
+                    "through PyTorch's allocator, so the measured bytes do not depend on it")
     a = ap.parse_args()
+    if a.blas_dir and os.environ.get("_DNNMEM_REEXEC") != "1":
+        env = dict(os.environ, _DNNMEM_REEXEC="1",
+                   LD_LIBRARY_PATH=os.pathsep.join(
+                       x for x in (os.path.abspath(a.blas_dir), os.environ.get("LD_LIBRARY_PATH"))
+                       if x))
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
     cfgs = make_configs()
     if a.only:
@@ -626,6 +649,8 @@ def main():
     torch.set_num_threads(NUM_THREADS)
     cmd = "/usr/bin/python3 tools/measure_cpu.py" + "".join(
         f" {x}" for x in sys.argv[1:] if not x.startswith("--out"))
+    if a.blas_dir:
+        cmd = cmd.replace(a.blas_dir, "<dir>")
 
     t0 = time.time()
     ctx = mp.get_context("fork")

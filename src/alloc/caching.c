@@ -63,7 +63,8 @@
  *     was cached; searches are counted only while GC is enabled.
  * 10. Expandable segments (2.1+, PR #96995; CCA ExpandableSegment,
  *     try_allocate_expandable_block, map_block, unmap_block): each pool
- *     reserves one address range of 1.125 x capacity and maps it in pages
+ *     reserves one address range of 1.125 x the device's memory (here
+ *     capacity; unbounded when capacity is a fraction) and maps it in pages
  *     of 2 MiB (small pool) or 20 MiB (large pool). A request that no free
  *     block serves maps pages at the lowest free address able to hold it,
  *     merging with the free block before it; reserved grows by the pages.
@@ -308,12 +309,16 @@ static void pool_insert(struct caching *c, int32_t i)
     c->b[i].gc_base = p->searches;
 }
 
+static void pool_remove_at(struct pool *p, size_t pos)
+{
+    memmove(p->v + pos, p->v + pos + 1, (p->n - pos - 1) * sizeof *p->v);
+    p->n--;
+}
+
 static void pool_remove(struct caching *c, int32_t i)
 {
     struct pool *p = pool_of(c, i);
-    size_t pos = lower_bound(c, p, c->b[i].size, c->b[i].addr);
-    memmove(p->v + pos, p->v + pos + 1, (p->n - pos - 1) * sizeof *p->v);
-    p->n--;
+    pool_remove_at(p, lower_bound(c, p, c->b[i].size, c->b[i].addr));
 }
 
 static size_t um_find(const struct caching *c, const struct pool *p, uint64_t addr)
@@ -602,7 +607,7 @@ static enum dnnmem_status find_expandable(struct caching *c, struct pool *p, uin
     }
     uint64_t page = p->small ? EXP_PAGE_SMALL : EXP_PAGE_LARGE;
     uint64_t va = UNLIMITED_VA;
-    if (c->o.capacity && c->o.capacity < UNLIMITED_VA)
+    if (c->o.capacity && !c->o.capacity_is_fraction && c->o.capacity < UNLIMITED_VA)
         va = (c->o.capacity + c->o.capacity / 8 + page - 1) / page * page;
     if (va < size) { /* larger than the device: cannot map it anyway */
         *out = -1;
@@ -683,7 +688,7 @@ static int32_t get_free_block(struct caching *c, struct pool *p, uint64_t size)
     if (size >= ms && (size > UINT64_MAX - c->o.max_non_split_rounding ||
                        bs >= size + c->o.max_non_split_rounding))
         return -1;
-    pool_remove(c, i);
+    pool_remove_at(p, pos);
     return i;
 }
 
@@ -790,7 +795,7 @@ static enum dnnmem_status c_alloc(void *self, uint64_t bytes, uint64_t *handle, 
         if (!ok) {
             c->st.num_ooms++;
             c->st.oom_alloc_size = seg;
-            return DM_E_DEVICE_OOM;
+            return DNNMEM_E_DEVICE_OOM;
         }
     }
     DM_TRY(alloc_found(c, i, size, bytes, &i));

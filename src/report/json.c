@@ -33,18 +33,20 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
     for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
         json_object_set_new(breakdown, keys[c], json_integer((json_int_t)r->category_bytes[c]));
     json_object_set_new(breakdown, "rounding", json_integer((json_int_t)r->rounding_bytes));
+    json_object_set_new(breakdown, "allocator_slack", json_integer((json_int_t)r->slack_bytes));
     json_object_set_new(breakdown, "cuda_context", json_integer((json_int_t)r->context_bytes));
     json_t *live = json_array();
     for (size_t k = 0; k < r->n_live; k++)
         json_array_append_new(live, tensor_json(&r->live[k]));
     json_t *root = json_pack(
-        "{s:s, s:s, s:{s:s, s:s, s:s, s:I, s:I}, s:o, s:I, s:I, s:I, s:o,"
+        "{s:s, s:s, s:{s:s, s:s, s:s, s:I, s:I}, s:o, s:I, s:I, s:I, s:I, s:o,"
         " s:{s:s, s:I, s:s, s:s}, s:o, s:I}",
         "schema", "dnnmem.estimate/1", "tool_version", DNNMEM_VERSION, "model", "path", info.path,
         "format", info.format, "producer", info.producer, "opset", (json_int_t)info.opset, "nodes",
         (json_int_t)info.n_nodes, "assumptions", assumptions, "total_bytes",
         (json_int_t)r->total_bytes, "peak_allocated_bytes", (json_int_t)r->peak_allocated,
-        "cuda_context_bytes", (json_int_t)r->context_bytes, "breakdown", breakdown, "peak", "phase",
+        "peak_reserved_bytes", (json_int_t)r->peak_reserved, "cuda_context_bytes",
+        (json_int_t)r->context_bytes, "breakdown", breakdown, "peak", "phase",
         r->peak_phase, "iteration", (json_int_t)r->peak_iteration, "node", r->peak_node, "op",
         r->peak_op, "live_at_peak", live, "live_at_peak_total", (json_int_t)r->n_live_total);
     if (!root)

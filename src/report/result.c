@@ -98,8 +98,10 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
                                              &granted[ev->buf]);
             if (as != DNNMEM_OK) {
                 char nb_[512];
-                st = dm_fail(err, as, "%s: allocating '%s' overflows the byte count", g->path,
-                             dm_buffer_name(g, &s->buf[ev->buf], nb_, sizeof nb_));
+                st = dm_fail(err, as, as == DNNMEM_E_DEVICE_OOM
+                                          ? "%s: allocating '%s' does not fit the device"
+                                          : "%s: allocating '%s' overflows the byte count",
+                             g->path, dm_buffer_name(g, &s->buf[ev->buf], nb_, sizeof nb_));
                 goto fail;
             }
             struct dm_alloc_stats cur;
@@ -108,6 +110,7 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
                 peak = cur.allocated;
                 peak_ev = e;
                 any = true;
+                r->fragmentation_bytes = cur.inactive_split;
             }
         } else {
             a->free(a->self, handle[ev->buf]);
@@ -116,8 +119,11 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
     struct dm_alloc_stats fin;
     a->stats(a->self, &fin);
     r->peak_allocated = fin.peak_allocated;
+    r->peak_reserved = fin.peak_reserved > fin.peak_allocated ? fin.peak_reserved : fin.peak_allocated;
+    r->slack_bytes = r->peak_reserved - r->peak_allocated;
+    r->segments = fin.segments;
     r->context_bytes = context_bytes;
-    r->total_bytes = r->peak_allocated + context_bytes;
+    r->total_bytes = r->peak_reserved + context_bytes;
     r->n_steps = (size_t)g->n_nodes;
 
     /* pass 2: the live set right after the peak event */

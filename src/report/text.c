@@ -27,10 +27,11 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
     for (size_t k = 0; k < r->n_assumptions; k++)
         fprintf(f, "  %-14s %s%s\n", r->assumptions[k].key, r->assumptions[k].value,
                 strcmp(r->assumptions[k].source, "default") == 0 ? "  [default]" : "");
+    char b4[32];
     if (r->context_bytes)
-        fprintf(f, "\npeak         %s  (allocated %s + CUDA context %s)\n",
-                dm_format_bytes(r->total_bytes, b1), dm_format_bytes(r->peak_allocated, b2),
-                dm_format_bytes(r->context_bytes, b3));
+        fprintf(f, "\npeak         %s  (reserved %s + CUDA context %s; allocated %s)\n",
+                dm_format_bytes(r->total_bytes, b1), dm_format_bytes(r->peak_reserved, b2),
+                dm_format_bytes(r->context_bytes, b3), dm_format_bytes(r->peak_allocated, b4));
     else
         fprintf(f, "\npeak         %s\n", dm_format_bytes(r->total_bytes, b1));
     if (r->peak_step)
@@ -44,6 +45,9 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
             fprintf(f, "  %-18s %12s\n", dnnmem_category_name((enum dnnmem_category)c),
                     dm_format_bytes(r->category_bytes[c], b1));
     fprintf(f, "  %-18s %12s\n", "rounding", dm_format_bytes(r->rounding_bytes, b1));
+    if (r->slack_bytes)
+        fprintf(f, "  %-18s %12s  (reserved, not allocated)\n", "allocator slack",
+                dm_format_bytes(r->slack_bytes, b1));
     if (r->context_bytes)
         fprintf(f, "  %-18s %12s\n", "cuda context", dm_format_bytes(r->context_bytes, b1));
     fprintf(f, "  %-18s %12s\n", "total", dm_format_bytes(r->total_bytes, b1));

@@ -67,8 +67,11 @@ static void test_mlp_by_hand(void **state)
     assert_int_equal(r->rounding_bytes, 2048 - 136);
     assert_int_equal(r->peak_step, 2);
     assert_string_equal(r->peak_node, "relu");
+    /* all four blocks come from one 2 MiB small-pool segment */
+    assert_int_equal(r->peak_reserved, 2 << 20);
+    assert_int_equal(r->slack_bytes, (2 << 20) - 2048);
     assert_int_equal(r->context_bytes, DNNMEM_CUDA_CONTEXT_DEFAULT);
-    assert_int_equal(r->total_bytes, 2048 + DNNMEM_CUDA_CONTEXT_DEFAULT);
+    assert_int_equal(r->total_bytes, (2 << 20) + DNNMEM_CUDA_CONTEXT_DEFAULT);
     assert_int_equal(r->n_live_total, 4);
     dnnmem_result_free(r);
 }
