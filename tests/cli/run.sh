@@ -86,7 +86,9 @@ d = json.load(open(sys.argv[1]))
 assert d["schema"] == "dnnmem.estimate/1", d["schema"]
 assert isinstance(d["total_bytes"], int) and d["total_bytes"] > d["peak_allocated_bytes"] > 0
 b = d["breakdown"]
-assert sum(v for k, v in b.items() if k != "cuda_context") == d["peak_allocated_bytes"]
+assert sum(v for k, v in b.items() if k not in ("cuda_context", "allocator_slack")) == d["peak_allocated_bytes"]
+assert d["peak_allocated_bytes"] + b["allocator_slack"] == d["peak_reserved_bytes"]
+assert d["peak_reserved_bytes"] + d["cuda_context_bytes"] == d["total_bytes"]
 assert any(a["key"] == "dims.batch" and a["value"].startswith("4") for a in d["assumptions"])
 assert d["live_at_peak"] and d["live_at_peak"][0]["allocated"] >= d["live_at_peak"][-1]["allocated"]
 EOF
