@@ -69,10 +69,15 @@ static const char usage_text[] =
     "  --dim NAME=N           bind the dim NAME, N >= 0 (repeatable; wins over the two above)\n"
     "\n"
     "Runtime constants (each default is printed with the result):\n"
-    "  --cuda-context SIZE    CUDA context size (default 273.75 MiB: PyTorch >= 1.13,\n"
-    "                         lazy module loading, measured in PyTorch PR #86509)\n"
-    "  --alloc-round SIZE     allocator request rounding (default 512 B, PyTorch\n"
-    "                         CUDACachingAllocator kMinBlockSize)\n"
+    "  --cuda X.Y             CUDA version PyTorch was built with (default 12.1); before\n"
+    "                         11.7 kernels load eagerly and the context is much larger\n"
+    "  --compute-capability X.Y  the GPU's (default 8.0, A100; 9.0 is H100/H200)\n"
+    "  --cuda-context SIZE    CUDA context (default by version: 426 MiB for PyTorch 2.x,\n"
+    "                         273.75 MiB for 1.13, 1343 MiB before CUDA 11.7)\n"
+    "  --cublas-workspace SIZE  per cuBLAS handle (default 8.125 MiB; 32 MiB on 9.x+;\n"
+    "                         4 MiB in 1.13)\n"
+    "  --conv-workspace SIZE  cuDNN workspace around each convolution (default 0)\n"
+    "  --alloc-round SIZE     replace the caching allocator by plain rounding to SIZE\n"
     "  SIZE takes B, KiB, MiB, GiB (IEC) or kB, MB, GB (SI) suffixes.\n"
     "\n"
     "Output:\n"
@@ -142,7 +147,8 @@ static int parse_size(const char *s, int64_t *out)
 static int cmd_estimate(int argc, char **argv)
 {
     enum { OPT_MODE = 256, OPT_DIM, OPT_JSON, OPT_CONTEXT, OPT_ROUND, OPT_TOP, OPT_FRAMEWORK,
-           OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM };
+           OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM, OPT_CUDA,
+           OPT_CC, OPT_CUBLAS, OPT_CONVWS };
     static const struct option opts[] = {
         {"mode", required_argument, NULL, OPT_MODE},
         {"framework", required_argument, NULL, OPT_FRAMEWORK},
@@ -160,6 +166,10 @@ static int cmd_estimate(int argc, char **argv)
         {"dim", required_argument, NULL, OPT_DIM},
         {"json", no_argument, NULL, OPT_JSON},
         {"cuda-context", required_argument, NULL, OPT_CONTEXT},
+        {"cuda", required_argument, NULL, OPT_CUDA},
+        {"compute-capability", required_argument, NULL, OPT_CC},
+        {"cublas-workspace", required_argument, NULL, OPT_CUBLAS},
+        {"conv-workspace", required_argument, NULL, OPT_CONVWS},
         {"alloc-round", required_argument, NULL, OPT_ROUND},
         {"top", required_argument, NULL, OPT_TOP},
         {"help", no_argument, NULL, 'h'},
@@ -277,6 +287,29 @@ static int cmd_estimate(int argc, char **argv)
         case OPT_CONTEXT:
             if (parse_size(optarg, &cfg.cuda_context_bytes))
                 return usage_error("--cuda-context %s: expected a size such as 300MiB", optarg);
+            break;
+        case OPT_CUDA:
+        case OPT_CC: {
+            int major, minor;
+            char tail;
+            if (sscanf(optarg, "%d.%d%c", &major, &minor, &tail) != 2 || major < 1 || major > 99 ||
+                minor < 0 || minor > 9)
+                return usage_error("%s %s: expected MAJOR.MINOR, e.g. %s",
+                                   c == OPT_CUDA ? "--cuda" : "--compute-capability", optarg,
+                                   c == OPT_CUDA ? "12.1" : "8.0");
+            if (c == OPT_CUDA)
+                cfg.cuda_version = major * 10 + minor;
+            else
+                cfg.compute_capability = major * 10 + minor;
+            break;
+        }
+        case OPT_CUBLAS:
+            if (parse_size(optarg, &cfg.cublas_workspace_bytes))
+                return usage_error("--cublas-workspace %s: expected a size such as 8MiB", optarg);
+            break;
+        case OPT_CONVWS:
+            if (parse_size(optarg, &cfg.conv_workspace_bytes))
+                return usage_error("--conv-workspace %s: expected a size such as 64MiB", optarg);
             break;
         case OPT_ROUND:
             if (parse_size(optarg, &cfg.alloc_round_bytes) || cfg.alloc_round_bytes == 0)

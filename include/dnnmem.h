@@ -171,16 +171,38 @@ struct dnnmem_config {
      * implementations (for-loop in 1.13, foreach on CUDA from 2.0). */
     int torch_version;
     /* Runtime constants; each "< 0" means "use the documented default". */
-    int64_t cuda_context_bytes; /* see DNNMEM_CUDA_CONTEXT_DEFAULT */
+    int64_t cuda_context_bytes; /* see dnnmem_cuda_context_default() */
     int64_t alloc_round_bytes;  /* see DNNMEM_ALLOC_ROUND_DEFAULT */
+    int64_t cublas_workspace_bytes; /* see dnnmem_cublas_workspace_default() */
+    int64_t conv_workspace_bytes;   /* cuDNN workspace per convolution; default 0 */
+    /* The CUDA toolkit PyTorch was built with, major * 10 + minor (117 =
+     * 11.7); 0 = default 121 (12.1). Before 11.7 modules load eagerly. */
+    int cuda_version;
+    /* The GPU's compute capability, major * 10 + minor (80 = A100, 90 =
+     * H100); 0 = default 80. Hopper and later get larger cuBLAS workspaces. */
+    int compute_capability;
     size_t n_top_tensors;       /* live tensors listed at the peak (default 10) */
 };
 
-/* The CUDA context is not counted by torch.cuda.max_memory_allocated but is in
- * what nvidia-smi shows. PyTorch PR #86509 measured context plus one small
- * tensor with cudaMemGetInfo at 287,047,680 B under lazy module loading
- * (PyTorch >= 1.13 sets CUDA_MODULE_LOADING=LAZY when unset). */
+/* The CUDA context: not counted by torch.cuda.max_memory_allocated, but in
+ * what nvidia-smi shows. Defaults, by what loads the kernels:
+ *  - CUDA < 11.7 loads every module eagerly: 1343 MiB measured on a V100 with
+ *    CUDA 11.2 (HuggingFace docs, "Efficient Training on a Single GPU");
+ *  - PyTorch 1.13 with lazy loading (it sets CUDA_MODULE_LOADING=LAZY):
+ *    287,047,680 B, context plus one small tensor by cudaMemGetInfo
+ *    (PyTorch PR #86509);
+ *  - PyTorch 2.x with lazy loading: 426 MiB, a bare context with PyTorch 2.10
+ *    and CUDA 13.0 on an RTX 6000 Ada (unslothai/unsloth-zoo PR #1053).
+ * Contexts vary with driver and GPU by tens of MiB: measure yours once and
+ * pass --cuda-context. */
 #define DNNMEM_CUDA_CONTEXT_DEFAULT INT64_C(287047680)
+int64_t dnnmem_cuda_context_default(int torch_version, int cuda_version);
+/* cuBLAS workspace per (handle, stream), allocated through the caching
+ * allocator at the first matmul and kept (aten/src/ATen/cuda/
+ * CublasHandlePool.cpp): 4 MiB in 1.13 (PR #74159); from 2.0
+ * 2 x 4 MiB + 8 x 16 KiB = 8,519,680 B, and 32 MiB on compute capability 9.x
+ * (PR #91564) and 10.x-12.x (PR #175344). */
+int64_t dnnmem_cublas_workspace_default(int torch_version, int compute_capability);
 /* PyTorch's CUDA caching allocator rounds every request up to a multiple of
  * kMinBlockSize = 512 B (c10/cuda/CUDACachingAllocator.cpp, all versions). */
 #define DNNMEM_ALLOC_ROUND_DEFAULT INT64_C(512)
@@ -193,6 +215,7 @@ void dnnmem_config_init(struct dnnmem_config *cfg);
  */
 enum dnnmem_category {
     DNNMEM_CAT_WEIGHT = 0,  /* parameters, buffers, constant tensors */
+    DNNMEM_CAT_WORKSPACE,   /* cuBLAS and cuDNN workspaces */
     DNNMEM_CAT_INPUT,       /* the graph's inputs, loss targets */
     DNNMEM_CAT_ACTIVATION,  /* forward tensors not (or no longer) needed by backward */
     DNNMEM_CAT_SAVED,       /* forward tensors and extras kept for backward */

@@ -126,7 +126,27 @@ void dnnmem_config_init(struct dnnmem_config *cfg)
     cfg->device = DNNMEM_DEVICE_CUDA;
     cfg->cuda_context_bytes = -1;
     cfg->alloc_round_bytes = -1;
+    cfg->cublas_workspace_bytes = -1;
+    cfg->conv_workspace_bytes = -1;
     cfg->n_top_tensors = 10;
+}
+
+int64_t dnnmem_cuda_context_default(int torch_version, int cuda_version)
+{
+    if (cuda_version && cuda_version < 117)
+        return INT64_C(1343) << 20;   /* eager module loading (HF docs, V100, CUDA 11.2) */
+    if (torch_version && torch_version < 200)
+        return DNNMEM_CUDA_CONTEXT_DEFAULT; /* PR #86509, 1.13, lazy */
+    return INT64_C(426) << 20;       /* unsloth-zoo PR #1053, 2.10 + CUDA 13.0, lazy */
+}
+
+int64_t dnnmem_cublas_workspace_default(int torch_version, int compute_capability)
+{
+    if (torch_version && torch_version < 200)
+        return INT64_C(4) << 20;                  /* PR #74159 */
+    if (compute_capability >= 90 && compute_capability < 130)
+        return INT64_C(32) << 20;                 /* PR #91564 (9.x), PR #175344 (10-12) */
+    return 2 * (INT64_C(4) << 20) + 8 * (INT64_C(16) << 10); /* :4096:2:16:8 */
 }
 
 /* ---- binding symbolic dims -------------------------------------------------- */
@@ -373,13 +393,35 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                      "2 MiB-rounded segments; best fit; split and merge rules)");
     else
         assume(&as, "allocator", "default", "host: bytes as requested");
+    int cuda_version = cfg.cuda_version ? cfg.cuda_version : 121;
+    int cc = cfg.compute_capability ? cfg.compute_capability : 80;
     uint64_t context = cfg.cuda_context_bytes >= 0 ? (uint64_t)cfg.cuda_context_bytes
-                     : run.cuda ? (uint64_t)DNNMEM_CUDA_CONTEXT_DEFAULT
+                     : run.cuda ? (uint64_t)dnnmem_cuda_context_default(run.torch_version, cuda_version)
                                 : 0;
     char cb[32];
-    if (run.cuda)
-        assume(&as, "cuda_context", cfg.cuda_context_bytes >= 0 ? "option" : "default",
-               "%s (PyTorch >= 1.13, lazy module loading, PR #86509)", dm_format_bytes(context, cb));
+    if (run.cuda) {
+        assume(&as, "cuda", cfg.cuda_version ? "option" : "default", "%d.%d, compute capability %d.%d",
+               cuda_version / 10, cuda_version % 10, cc / 10, cc % 10);
+        assume(&as, "cuda_context", cfg.cuda_context_bytes >= 0 ? "option" : "default", "%s (%s)",
+               dm_format_bytes(context, cb),
+               cfg.cuda_context_bytes >= 0 ? "--cuda-context"
+               : cuda_version < 117        ? "eager module loading, V100 + CUDA 11.2, HF docs"
+               : run.torch_version < 200   ? "PyTorch 1.13, lazy loading, PR #86509"
+                                           : "PyTorch 2.x, lazy loading, unsloth-zoo PR #1053");
+        run.cublas_workspace = cfg.cublas_workspace_bytes >= 0
+                                   ? (uint64_t)cfg.cublas_workspace_bytes
+                                   : (uint64_t)dnnmem_cublas_workspace_default(run.torch_version, cc);
+        assume(&as, "cublas_workspace", cfg.cublas_workspace_bytes >= 0 ? "option" : "default",
+               "%s per handle, kept from the first matmul (CublasHandlePool.cpp)",
+               dm_format_bytes(run.cublas_workspace, cb));
+        run.conv_workspace = cfg.conv_workspace_bytes >= 0 ? (uint64_t)cfg.conv_workspace_bytes : 0;
+        assume(&as, "conv_workspace", cfg.conv_workspace_bytes >= 0 ? "option" : "default", "%s",
+               cfg.conv_workspace_bytes >= 0
+                   ? dm_arena_printf(&arena, "%s per convolution (--conv-workspace)",
+                                     dm_format_bytes(run.conv_workspace, cb))
+                   : "0 (cuDNN's heuristic choice is unknown without the GPU; "
+                     "--conv-workspace adds one)");
+    }
 
     if ((s = dm_schedule_build(g, t, &run, &sched, err)) != DNNMEM_OK)
         goto out;

@@ -417,6 +417,8 @@ struct dm_run {
     int iterations, grad_accum;
     enum dnnmem_optimizer optimizer;
     enum dnnmem_loss loss;
+    uint64_t cublas_workspace;  /* per handle; 0 = none (CPU) */
+    uint64_t conv_workspace;    /* per convolution call */
 };
 
 /* Build the schedule of a run: inference under torch.no_grad() with

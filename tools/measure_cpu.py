@@ -50,7 +50,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import torch.utils.checkpoint as tuc  # noqa: E402
 import torchvision  # noqa: E402
-from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import export_fixtures  # noqa: E402  (the fixture model definitions)
 
@@ -92,6 +92,22 @@ LOSSES = {
 # --------------------------------------------------------------------------
 # Configurations
 # --------------------------------------------------------------------------
+
+
+class rf:
+    """A profiler range like torch.profiler.record_function, minus its tensor handle:
+    record_function allocates torch.zeros(1) plus a 288-byte handle, which would show up
+    as allocation events; the ScriptObject-returning _new op allocates nothing."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        self.h = torch.ops.profiler._record_function_enter_new(self.name, None)
+
+    def __exit__(self, *exc):
+        torch.ops.profiler._record_function_exit._RecordFunction(self.h)
+        self.h = None
 
 
 def make_configs():
@@ -398,31 +414,31 @@ def run_config(cfg):
         if not train:
             with torch.no_grad():
                 x = sets[0][0]
-                with record_function(PREFIX + "it0/forward"):
+                with rf(PREFIX + "it0/forward"):
                     out = model(x)
-                with record_function(PREFIX + "it0/cleanup"):
+                with rf(PREFIX + "it0/cleanup"):
                     del out
         else:
             for it in range(ITERS):
                 p = f"{PREFIX}it{it}/"
-                with record_function(p + "zero_grad"):
+                with rf(p + "zero_grad"):
                     opt.zero_grad()  # 1.13 default set_to_none=False
                 for mb, (x, y) in enumerate(sets):
                     q = p if n_sets == 1 else f"{p}mb{mb}/"
-                    with record_function(q + "forward"):
+                    with rf(q + "forward"):
                         out = model(x)
-                    with record_function(q + "loss"):
+                    with rf(q + "loss"):
                         loss = compute_loss(cfg, out, y)
                         if n_sets > 1:
                             loss = loss / n_sets
-                    with record_function(q + "backward"):
+                    with rf(q + "backward"):
                         loss.backward()
                     if mb < n_sets - 1:
-                        with record_function(q + "cleanup"):
+                        with rf(q + "cleanup"):
                             del out, loss
-                with record_function(p + "optimizer"):
+                with rf(p + "optimizer"):
                     opt.step()
-                with record_function(p + "cleanup"):
+                with rf(p + "cleanup"):
                     del out, loss
     kr = prof.profiler.kineto_results
 
@@ -510,6 +526,19 @@ def run_config(cfg):
         detail["top_live_at_peak"] = [
             dict(bytes=a["size"], label=label(a), phase=a["phase"], op=a["op"],
                  path=" > ".join(a["path"][-6:])) for a in top]
+        top_other = sorted((a for a in live_at_peak if label(a) == "other"),
+                           key=lambda a: -a["size"])[:TOPK]
+        detail["top_other_live_at_peak"] = [
+            dict(bytes=a["size"], phase=a["phase"], op=a["op"],
+                 path=" > ".join(a["path"][-6:])) for a in top_other]
+        if cfg.get("dump"):
+            with open(os.path.join(cfg["dump"], cfg["id"] + ".tsv"), "w") as f:
+                f.write("index\tt_ns\tbytes\tlive_abs\tphase\top_path\n")
+                run = bytes_before
+                for i, a in enumerate(allocs):
+                    run += a["size"]
+                    f.write(f"{i}\t{a['t'] - allocs[0]['t']}\t{a['size']}\t{run}\t"
+                            f"{a['phase']}\t{' > '.join(a['path'])}\n")
         # The event that made the peak.
         pa = allocs[peak_idx] if peak_idx >= 0 else None
         if pa:
@@ -537,6 +566,8 @@ def run_config(cfg):
     # Aggregate phase peaks by kind (max over iterations / micro-batches).
     kinds = {}
     for ph, d in phases.items():
+        if ph.startswith("("):
+            continue
         k = ph.split("/")[-1]
         kinds[k] = max(kinds.get(k, 0), d["peak_bytes"])
 
@@ -624,6 +655,8 @@ def main():
                     "(each child uses %d intra-op thread)" % NUM_THREADS)
     ap.add_argument("--only", nargs="*", help="config ids, or model names, or substrings")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--dump", help="also write every allocation event of each config as "
+                    "DIR/<id>.tsv (debugging; not committed)")
     ap.add_argument("--dry", action="store_true", help="do not write files")
     ap.add_argument("--blas-dir", default=os.environ.get("DNNMEM_BLAS_DIR"),
                     help="folder with a faster libblas.so.3 (e.g. Debian libopenblas0-serial's "
@@ -640,6 +673,10 @@ def main():
         os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
     cfgs = make_configs()
+    if a.dump:
+        os.makedirs(a.dump, exist_ok=True)
+        for c in cfgs:
+            c["dump"] = os.path.abspath(a.dump)
     if a.only:
         cfgs = [c for c in cfgs if any(s == c["model"] or s in c["id"] for s in a.only)]
     if a.list:

@@ -25,7 +25,8 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
                               json_pack("{s:s, s:s, s:s}", "key", r->assumptions[k].key, "value",
                                         r->assumptions[k].value, "source", r->assumptions[k].source));
     static const char *const keys[DNNMEM_CAT_COUNT] = {
-        [DNNMEM_CAT_WEIGHT] = "weights",       [DNNMEM_CAT_INPUT] = "inputs",
+        [DNNMEM_CAT_WEIGHT] = "weights",       [DNNMEM_CAT_WORKSPACE] = "workspaces",
+        [DNNMEM_CAT_INPUT] = "inputs",
         [DNNMEM_CAT_ACTIVATION] = "activations", [DNNMEM_CAT_SAVED] = "saved",
         [DNNMEM_CAT_GRADIENT] = "gradients",   [DNNMEM_CAT_OPTIMIZER] = "optimizer_state",
         [DNNMEM_CAT_TEMPORARY] = "temporaries"};

@@ -27,6 +27,7 @@ const char *dnnmem_category_name(enum dnnmem_category c)
 {
     switch (c) {
     case DNNMEM_CAT_WEIGHT: return "weights";
+    case DNNMEM_CAT_WORKSPACE: return "workspaces";
     case DNNMEM_CAT_INPUT: return "inputs";
     case DNNMEM_CAT_ACTIVATION: return "activations";
     case DNNMEM_CAT_SAVED: return "saved for backward";

@@ -41,7 +41,8 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
         fprintf(f, "at           %s, step %d\n", r->peak_phase, r->peak_iteration);
     fprintf(f, "breakdown at the peak\n");
     for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
-        if (r->category_bytes[c] || c <= DNNMEM_CAT_ACTIVATION)
+        if (r->category_bytes[c] || c == DNNMEM_CAT_WEIGHT || c == DNNMEM_CAT_INPUT ||
+            c == DNNMEM_CAT_ACTIVATION)
             fprintf(f, "  %-18s %12s\n", dnnmem_category_name((enum dnnmem_category)c),
                     dm_format_bytes(r->category_bytes[c], b1));
     fprintf(f, "  %-18s %12s\n", "rounding", dm_format_bytes(r->rounding_bytes, b1));

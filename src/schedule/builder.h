@@ -32,8 +32,16 @@ struct dm_sb {
     int32_t *resident;    /* per tensor: its resident buffer, or -1 */
     struct dm_train *train; /* training state (src/train), NULL in inference */
     int iteration;
+    bool blas_handle[2];  /* cuBLAS workspace made: [0] caller thread, [1] autograd thread */
     bool oom;
 };
+
+/* Workspaces of the library an op calls: the cuBLAS workspace of the calling
+ * thread's handle on its first matmul (kept), a cuDNN workspace around each
+ * convolution (freed after). `backward`: autograd's own thread. */
+void dm_sb_workspace_before(struct dm_sb *b, const struct dm_node *n, bool backward);
+int32_t dm_sb_conv_workspace(struct dm_sb *b, const struct dm_node *n);
+void dm_sb_workspace_after(struct dm_sb *b, const struct dm_node *n, int32_t conv_ws);
 
 /* Open a new step; events until the next call belong to it. */
 void dm_sb_step(struct dm_sb *b, enum dm_phase phase, int32_t node);

@@ -255,6 +255,43 @@ static bool can_run_inplace(enum dm_op op)
     return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu || op == DM_OP_HardSwish;
 }
 
+static bool calls_cublas(enum dm_op op)
+{
+    return op == DM_OP_MatMul || op == DM_OP_Gemm || op == DM_OP_Einsum ||
+           op == DM_OP_MS_Attention || op == DM_OP_MS_GroupQueryAttention || op == DM_OP_LSTM ||
+           op == DM_OP_GRU || op == DM_OP_RNN;
+}
+
+static bool is_conv(enum dm_op op) { return op == DM_OP_Conv || op == DM_OP_ConvTranspose; }
+
+/* Autograd runs backward on a device thread of its own, which takes a second
+ * cuBLAS handle from the pool, so training keeps two workspaces (inferred from
+ * the handle pool's per-thread keying; runtime-facts.md §5.2). */
+void dm_sb_workspace_before(struct dm_sb *b, const struct dm_node *n, bool backward)
+{
+    if (!b->run->cuda)
+        return;
+    if (calls_cublas(n->op) && b->run->cublas_workspace && !b->blas_handle[backward]) {
+        b->blas_handle[backward] = true;
+        dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->cublas_workspace, -1, -1,
+                    backward ? "cublas_workspace (autograd thread)" : "cublas_workspace", PINNED);
+    }
+}
+
+int32_t dm_sb_conv_workspace(struct dm_sb *b, const struct dm_node *n)
+{
+    if (!b->run->cuda || !is_conv(n->op) || !b->run->conv_workspace)
+        return -1;
+    return dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace, -1,
+                       (int32_t)(n - b->g->nodes), "cudnn_workspace", 1);
+}
+
+void dm_sb_workspace_after(struct dm_sb *b, const struct dm_node *n, int32_t conv_ws)
+{
+    (void)n;
+    dm_sb_unref(b, conv_ws);
+}
+
 /* The MatMul output an Add of a bias weight would update in place, or -1. */
 static int32_t linear_bias_target(const struct dm_sb *b, const struct dm_node *n)
 {
@@ -283,6 +320,12 @@ void dm_sb_forward(struct dm_sb *b)
         const struct dm_node *n = &g->nodes[i];
         unsigned flags = dm_ops[n->op].flags;
         dm_sb_step(b, DM_PHASE_FORWARD, i);
+        bool on_device = n->n_out > 0 && n->out[0] >= 0 && !t[n->out[0]].is_const;
+        int32_t conv_ws = -1;
+        if (on_device) {
+            dm_sb_workspace_before(b, n, false);
+            conv_ws = dm_sb_conv_workspace(b, n);
+        }
         for (int k = 0; k < n->n_out; k++) {
             int32_t o = n->out[k];
             if (o < 0 || t[o].absent || b->resident[o] >= 0)
@@ -325,6 +368,7 @@ void dm_sb_forward(struct dm_sb *b)
             b->cur[o] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, t[o].dtype, t[o].bytes, o, i, NULL,
                                     b->uses[o] + (g->tensors[o].is_output ? 1 : 0) + 1);
         }
+        dm_sb_workspace_after(b, n, conv_ws);
         if (train)
             dm_train_save(b, i);
         /* the op is done: it lets go of its inputs, and of outputs nobody reads */

@@ -320,6 +320,8 @@ static void backward_node(struct dm_sb *b, int32_t i)
     if (!any)
         return;
     dm_sb_step(b, DM_PHASE_BACKWARD, i);
+    dm_sb_workspace_before(b, n, true);
+    int32_t conv_ws = dm_sb_conv_workspace(b, n);
     enum dm_train_rule rule = dm_ops[n->op].train;
     int32_t out0 = dm_has_out(n, 0) ? n->out[0] : -1;
     for (int k = 0; k < n->n_in; k++) {
@@ -341,6 +343,7 @@ static void backward_node(struct dm_sb *b, int32_t i)
         }
         deliver(b, x, gin);
     }
+    dm_sb_workspace_after(b, n, conv_ws);
     for (int s = 0; s < tr->n_saved[i]; s++)
         dm_sb_unref(b, tr->saved[i][s]);
     tr->n_saved[i] = 0;
