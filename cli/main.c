@@ -62,6 +62,9 @@ static const char usage_text[] =
     "                         (default), mse, or output.sum()\n"
     "  --iterations N         training steps simulated (default 2: the steady state)\n"
     "  --grad-accum N         micro-batches per optimizer step (default 1)\n"
+    "  --freeze PATTERN       parameters whose name matches the glob get no grad and no\n"
+    "                         optimizer state (repeatable), e.g. --freeze 'layer[12].*'\n"
+    "  --precision P          fp32 (default, as the model), fp16 or bf16 (model.half())\n"
     "\n"
     "Dims (symbolic dims of the model's inputs):\n"
     "  -b, --batch-size N     bind every batch-like dim (batch, batch_size, N, ...); default 1\n"
@@ -148,7 +151,7 @@ static int cmd_estimate(int argc, char **argv)
 {
     enum { OPT_MODE = 256, OPT_DIM, OPT_JSON, OPT_CONTEXT, OPT_ROUND, OPT_TOP, OPT_FRAMEWORK,
            OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM, OPT_CUDA,
-           OPT_CC, OPT_CUBLAS, OPT_CONVWS };
+           OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE };
     static const struct option opts[] = {
         {"mode", required_argument, NULL, OPT_MODE},
         {"framework", required_argument, NULL, OPT_FRAMEWORK},
@@ -167,6 +170,8 @@ static int cmd_estimate(int argc, char **argv)
         {"json", no_argument, NULL, OPT_JSON},
         {"cuda-context", required_argument, NULL, OPT_CONTEXT},
         {"cuda", required_argument, NULL, OPT_CUDA},
+        {"precision", required_argument, NULL, OPT_PRECISION},
+        {"freeze", required_argument, NULL, OPT_FREEZE},
         {"compute-capability", required_argument, NULL, OPT_CC},
         {"cublas-workspace", required_argument, NULL, OPT_CUBLAS},
         {"conv-workspace", required_argument, NULL, OPT_CONVWS},
@@ -179,6 +184,8 @@ static int cmd_estimate(int argc, char **argv)
     dnnmem_config_init(&cfg);
     struct dnnmem_dim_binding dims[64];
     size_t n_dims = 0;
+    const char *freeze[64];
+    size_t n_freeze = 0;
     bool json = false;
     int c;
     optind = 1;
@@ -288,6 +295,23 @@ static int cmd_estimate(int argc, char **argv)
             if (parse_size(optarg, &cfg.cuda_context_bytes))
                 return usage_error("--cuda-context %s: expected a size such as 300MiB", optarg);
             break;
+        case OPT_PRECISION:
+            if (strcmp(optarg, "fp32") == 0)
+                cfg.precision = DNNMEM_PRECISION_FP32;
+            else if (strcmp(optarg, "fp16") == 0)
+                cfg.precision = DNNMEM_PRECISION_FP16;
+            else if (strcmp(optarg, "bf16") == 0)
+                cfg.precision = DNNMEM_PRECISION_BF16;
+            else
+                return usage_error("--precision %s: expected fp32, fp16 or bf16 (automatic mixed "
+                                   "precision is not modelled yet)",
+                                   optarg);
+            break;
+        case OPT_FREEZE:
+            if (n_freeze == sizeof freeze / sizeof freeze[0])
+                return usage_error("--freeze %s: too many --freeze options", optarg);
+            freeze[n_freeze++] = optarg;
+            break;
         case OPT_CUDA:
         case OPT_CC: {
             int major, minor;
@@ -330,6 +354,8 @@ static int cmd_estimate(int argc, char **argv)
                                                 : "estimate: exactly one MODEL expected");
     cfg.dims = dims;
     cfg.n_dims = n_dims;
+    cfg.freeze = freeze;
+    cfg.n_freeze = n_freeze;
 
     const char *path = argv[optind];
     struct dnnmem_error err;

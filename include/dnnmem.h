@@ -137,6 +137,13 @@ enum dnnmem_loss {
     DNNMEM_LOSS_SUM     /* output.sum(), the objective memory benchmarks use */
 };
 
+/* Numeric precision of the run. */
+enum dnnmem_precision {
+    DNNMEM_PRECISION_FP32 = 0, /* as the model's weights are (default) */
+    DNNMEM_PRECISION_FP16,     /* model.half(): weights, activations, grads, state in fp16 */
+    DNNMEM_PRECISION_BF16      /* model.to(torch.bfloat16) */
+};
+
 /* Whether activation functions ran in place (an ONNX graph cannot say). */
 enum dnnmem_inplace {
     DNNMEM_INPLACE_AUTO = 0, /* ReLU in place wherever PyTorch allows it (torchvision's inplace=True) */
@@ -166,6 +173,11 @@ struct dnnmem_config {
     int iterations;                  /* training steps simulated; 0 = default 2 */
     int grad_accum;                  /* micro-batches per optimizer step; 0 = 1 */
     enum dnnmem_inplace inplace;
+    enum dnnmem_precision precision;
+    /* Frozen parameters: glob patterns (fnmatch) on initializer names; a
+     * frozen parameter gets no gradient and no optimizer state. */
+    const char *const *freeze;
+    size_t n_freeze;
     /* Framework version, as major * 100 + minor (113 = 1.13, 200 = 2.0);
      * 0 = default (200). Decides zero_grad(set_to_none) and optimizer
      * implementations (for-loop in 1.13, foreach on CUDA from 2.0). */

@@ -320,7 +320,8 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     if (cfg.iterations < 0 || cfg.iterations > 1000 || cfg.grad_accum < 0 || cfg.grad_accum > 1000)
         return dm_fail(err, DNNMEM_E_USAGE, "iterations and grad_accum must be in 1..1000");
     if ((unsigned)cfg.optimizer > DNNMEM_OPT_NONE || (unsigned)cfg.loss > DNNMEM_LOSS_SUM ||
-        (unsigned)cfg.inplace > DNNMEM_INPLACE_NONE)
+        (unsigned)cfg.inplace > DNNMEM_INPLACE_NONE || (unsigned)cfg.precision > DNNMEM_PRECISION_BF16 ||
+        (cfg.n_freeze && !cfg.freeze))
         return dm_fail(err, DNNMEM_E_USAGE, "unknown optimizer, loss or in-place setting");
     if (cfg.torch_version != 0 && (cfg.torch_version < 100 || cfg.torch_version > 999))
         return dm_fail(err, DNNMEM_E_USAGE, "torch version %d: expected major*100+minor",
@@ -374,7 +375,23 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     struct dm_infer ctx = {.g = g, .arena = &arena, .t = t, .sym_values = syms, .err = err};
     if ((s = dm_infer_shapes(&ctx)) != DNNMEM_OK)
         goto out;
-    assume(&as, "dtype", "model", "%s (weights)", weight_dtype(g, t));
+    if (cfg.precision != DNNMEM_PRECISION_FP32) {
+        /* model.half() / .to(bfloat16) converts every floating-point
+         * parameter and buffer, so every float32 tensor the model makes from
+         * them, its grads and optimizer state become 2-byte */
+        enum dm_dtype half = cfg.precision == DNNMEM_PRECISION_FP16 ? DM_FLOAT16 : DM_BFLOAT16;
+        for (int32_t i = 0; i < g->n_tensors; i++)
+            if (t[i].rank >= 0 && t[i].dtype == DM_FLOAT) {
+                t[i].dtype = half;
+                t[i].bytes = (uint64_t)t[i].numel * 2;
+            }
+        assume(&as, "precision", "option", "%s (every float32 tensor becomes 2-byte)",
+               cfg.precision == DNNMEM_PRECISION_FP16 ? "fp16" : "bf16");
+    } else {
+        assume(&as, "precision", "default", "as the model: %s", weight_dtype(g, t));
+    }
+    run.freeze = cfg.freeze;
+    run.n_freeze = cfg.n_freeze;
     assume(&as, "inplace", cfg.inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
            run.inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
                        : "none (every op allocates its output)");

@@ -417,6 +417,8 @@ struct dm_run {
     int iterations, grad_accum;
     enum dnnmem_optimizer optimizer;
     enum dnnmem_loss loss;
+    const char *const *freeze;  /* glob patterns of frozen parameters */
+    size_t n_freeze;
     uint64_t cublas_workspace;  /* per handle; 0 = none (CPU) */
     uint64_t conv_workspace;    /* per convolution call */
 };

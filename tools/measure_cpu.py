@@ -117,11 +117,13 @@ def make_configs():
             base = dict(model=model, batch=b, seq=fam.get("seq"), image=fam.get("image"))
             runs = [("inference", None, "none"),
                     ("train", "sgd-momentum", "none"),
-                    ("train", "adam", "none"),
-                    ("train", "sgd-momentum", "grad-accum-2"),
-                    ("train", "sgd-momentum", "checkpoint")]
-            if model == "inception_v3":
-                runs.append(("train", "sgd-momentum", "aux-loss"))
+                    ("train", "adam", "none")]
+            # Variants at the two smallest batch sizes only (CPU time).
+            if b in fam["batches"][:2]:
+                runs += [("train", "sgd-momentum", "grad-accum-2"),
+                         ("train", "sgd-momentum", "checkpoint")]
+                if model == "inception_v3":
+                    runs.append(("train", "sgd-momentum", "aux-loss"))
             for mode, opt, variant in runs:
                 c = dict(base, mode=mode, optimizer=opt, variant=variant)
                 tag = "infer" if mode == "inference" else "train-" + ("sgd" if opt == "sgd-momentum" else "adam")

@@ -35,6 +35,7 @@
  */
 #include "schedule/builder.h"
 
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +101,9 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
         tr->grad[x] = tr->param_grad[x] = -1;
         tr->param[x] = g->tensors[x].role == DM_ROLE_WEIGHT && dm_dtype_is_float(t[x].dtype) &&
                        (b->flag[x] & DM_TF_RESIDENT) && !is_bn_stat(g, x);
+        for (size_t k = 0; tr->param[x] && k < b->run->n_freeze; k++)
+            if (fnmatch(b->run->freeze[k], g->tensors[x].name, 0) == 0)
+                tr->param[x] = false; /* requires_grad_(False) */
         tr->rg[x] = tr->param[x];
     }
     for (int32_t i = 0; i < nn; i++) {
