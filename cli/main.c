@@ -65,6 +65,9 @@ static const char usage_text[] =
     "  --freeze PATTERN       parameters whose name matches the glob get no grad and no\n"
     "                         optimizer state (repeatable), e.g. --freeze 'layer[12].*'\n"
     "  --precision P          fp32 (default, as the model), fp16 or bf16 (model.half())\n"
+    "  --checkpoint PATTERN   activation checkpointing (torch.utils.checkpoint) of each run\n"
+    "                         of nodes whose name prefix matches, e.g. '/layers.*' (one\n"
+    "                         segment per layer) or '/layer*' (per ResNet stage)\n"
     "\n"
     "Dims (symbolic dims of the model's inputs):\n"
     "  -b, --batch-size N     bind every batch-like dim (batch, batch_size, N, ...); default 1\n"
@@ -151,7 +154,7 @@ static int cmd_estimate(int argc, char **argv)
 {
     enum { OPT_MODE = 256, OPT_DIM, OPT_JSON, OPT_CONTEXT, OPT_ROUND, OPT_TOP, OPT_FRAMEWORK,
            OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM, OPT_CUDA,
-           OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE };
+           OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT };
     static const struct option opts[] = {
         {"mode", required_argument, NULL, OPT_MODE},
         {"framework", required_argument, NULL, OPT_FRAMEWORK},
@@ -172,6 +175,7 @@ static int cmd_estimate(int argc, char **argv)
         {"cuda", required_argument, NULL, OPT_CUDA},
         {"precision", required_argument, NULL, OPT_PRECISION},
         {"freeze", required_argument, NULL, OPT_FREEZE},
+        {"checkpoint", required_argument, NULL, OPT_CKPT},
         {"compute-capability", required_argument, NULL, OPT_CC},
         {"cublas-workspace", required_argument, NULL, OPT_CUBLAS},
         {"conv-workspace", required_argument, NULL, OPT_CONVWS},
@@ -307,6 +311,7 @@ static int cmd_estimate(int argc, char **argv)
                                    "precision is not modelled yet)",
                                    optarg);
             break;
+        case OPT_CKPT: cfg.checkpoint = optarg; break;
         case OPT_FREEZE:
             if (n_freeze == sizeof freeze / sizeof freeze[0])
                 return usage_error("--freeze %s: too many --freeze options", optarg);

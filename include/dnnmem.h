@@ -178,6 +178,11 @@ struct dnnmem_config {
      * frozen parameter gets no gradient and no optimizer state. */
     const char *const *freeze;
     size_t n_freeze;
+    /* Activation checkpointing (torch.utils.checkpoint): a glob on node-name
+     * prefixes, as deep as the pattern ("/layer*" or "/layers.*"); each run
+     * of consecutive nodes sharing a matching prefix is one segment. NULL:
+     * none. */
+    const char *checkpoint;
     /* Framework version, as major * 100 + minor (113 = 1.13, 200 = 2.0);
      * 0 = default (200). Decides zero_grad(set_to_none) and optimizer
      * implementations (for-loop in 1.13, foreach on CUDA from 2.0). */

@@ -392,6 +392,10 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     }
     run.freeze = cfg.freeze;
     run.n_freeze = cfg.n_freeze;
+    run.checkpoint = cfg.checkpoint;
+    if (run.train && cfg.checkpoint)
+        assume(&as, "checkpoint", "option", "segments: node names with a prefix matching '%s'",
+               cfg.checkpoint);
     assume(&as, "inplace", cfg.inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
            run.inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
                        : "none (every op allocates its output)");

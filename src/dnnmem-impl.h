@@ -419,6 +419,7 @@ struct dm_run {
     enum dnnmem_loss loss;
     const char *const *freeze;  /* glob patterns of frozen parameters */
     size_t n_freeze;
+    const char *checkpoint;     /* glob on node-name prefixes: checkpointed segments */
     uint64_t cublas_workspace;  /* per handle; 0 = none (CPU) */
     uint64_t conv_workspace;    /* per convolution call */
 };

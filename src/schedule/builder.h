@@ -52,12 +52,16 @@ int32_t dm_sb_alloc(struct dm_sb *b, enum dnnmem_category cat, enum dm_dtype dty
 void dm_sb_ref(struct dm_sb *b, int32_t buf, int32_t n);
 void dm_sb_unref(struct dm_sb *b, int32_t buf);
 
-/* One forward pass (both modes). */
+/* One forward pass (both modes), and one node of it. */
 void dm_sb_forward(struct dm_sb *b);
+void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool save, bool again);
 
 /* Training (src/train/train.c). */
 enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err);
 void dm_train_free(struct dm_sb *b);
+/* Before node i runs forward: whether grad mode is on for it (off inside an
+ * activation-checkpointed segment, whose inputs are kept instead). */
+bool dm_train_checkpoint_enter(struct dm_sb *b, int32_t i);
 /* After node i ran forward: keep what its backward needs. */
 void dm_train_save(struct dm_sb *b, int32_t i);
 /* Loss, backward, and (at the end of an accumulation cycle) the optimizer. */

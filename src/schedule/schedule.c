@@ -307,80 +307,93 @@ static int32_t linear_bias_target(const struct dm_sb *b, const struct dm_node *n
     return -1;
 }
 
-void dm_sb_forward(struct dm_sb *b)
+/* Run node i forward. `uses` counts the later reads of each tensor that will
+ * release it; `save`: record what backward needs (grad mode on); `again`: a
+ * recomputation, whose graph outputs the caller does not hold. */
+void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool save, bool again)
 {
     const struct dm_graph *g = b->g;
     const struct dm_tinfo *t = b->t;
+    const struct dm_node *n = &g->nodes[i];
     bool train = b->run->train;
+    unsigned flags = dm_ops[n->op].flags;
+    dm_sb_step(b, DM_PHASE_FORWARD, i);
+    bool on_device = n->n_out > 0 && n->out[0] >= 0 && !t[n->out[0]].is_const;
+    int32_t conv_ws = -1;
+    if (on_device) {
+        dm_sb_workspace_before(b, n, false);
+        conv_ws = dm_sb_conv_workspace(b, n);
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        int32_t o = n->out[k];
+        if (o < 0 || t[o].absent || b->resident[o] >= 0)
+            continue;
+        b->cur[o] = -1;
+        b->strided[o] = false;
+        if (k > 0 && (flags & DM_F_TRAIN_AUX))
+            continue; /* eval: not produced; training: running statistics updated in
+                         place, masks and statistics kept by src/train as saved extras */
+        /* holders: later readers, the caller (graph outputs), the op itself */
+        int32_t holders = uses[o] + (g->tensors[o].is_output && !again ? 1 : 0) + 1;
+        int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1;
+        int32_t base = in0 >= 0 ? b->cur[in0] : -1;
+        bool alias = k == 0 && base >= 0 &&
+                     ((flags & DM_F_VIEW) || (!train && (flags & DM_F_IDENTITY_INFER)));
+        if (alias && (n->op == DM_OP_Reshape || n->op == DM_OP_Flatten) && b->strided[in0])
+            alias = false; /* torch.reshape copies a non-contiguous tensor */
+        /* in place: nothing but this op holds the input */
+        bool inplace = k == 0 && base >= 0 && b->run->inplace && can_run_inplace(n->op) &&
+                       b->refs[base] == 1 && b->resident[in0] < 0 && t[o].bytes == t[in0].bytes;
+        /* F.linear on a 3-D input is matmul(x, W.t()) then output.add_(bias) in
+         * place (aten/src/ATen/native/Linear.cpp): an Add of a weight onto a
+         * fresh MatMul result nobody else holds writes into it */
+        int32_t mm = linear_bias_target(b, n);
+        if (k == 0 && mm >= 0 && b->cur[mm] >= 0 && b->refs[b->cur[mm]] == 1 &&
+            t[o].bytes == t[mm].bytes) {
+            in0 = mm;
+            base = b->cur[mm];
+            inplace = true;
+        }
+        if (alias || inplace) {
+            b->cur[o] = base;
+            dm_sb_ref(b, base, holders);
+            b->strided[o] = b->strided[in0] ||
+                            (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0]));
+            continue;
+        }
+        bool materialize = !t[o].is_const ||
+                           (((b->flag[o] & DM_TF_DEVICE_USE) || g->tensors[o].is_output) &&
+                            t[o].numel > 1 && !(b->flag[o] & DM_TF_FROM_WEIGHT));
+        if (materialize)
+            b->cur[o] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, t[o].dtype, t[o].bytes, o, i, NULL,
+                                    holders);
+    }
+    dm_sb_workspace_after(b, n, conv_ws);
+    if (save)
+        dm_train_save(b, i);
+    /* the op is done: it lets go of its inputs and outputs */
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0 && !is_meta_slot(n, k))
+            dm_sb_unref(b, b->cur[n->in[k]]);
+    for (int k = 0; k < n->n_out; k++) {
+        int32_t o = n->out[k];
+        if (o >= 0 && b->resident[o] < 0 && !t[o].absent)
+            dm_sb_unref(b, b->cur[o]);
+    }
+}
+
+void dm_sb_forward(struct dm_sb *b)
+{
+    const struct dm_graph *g = b->g;
     for (int32_t i = 0; i < g->n_tensors; i++) {
         b->cur[i] = b->resident[i];
         b->strided[i] = false;
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
-        const struct dm_node *n = &g->nodes[i];
-        unsigned flags = dm_ops[n->op].flags;
-        dm_sb_step(b, DM_PHASE_FORWARD, i);
-        bool on_device = n->n_out > 0 && n->out[0] >= 0 && !t[n->out[0]].is_const;
-        int32_t conv_ws = -1;
-        if (on_device) {
-            dm_sb_workspace_before(b, n, false);
-            conv_ws = dm_sb_conv_workspace(b, n);
-        }
-        for (int k = 0; k < n->n_out; k++) {
-            int32_t o = n->out[k];
-            if (o < 0 || t[o].absent || b->resident[o] >= 0)
-                continue;
-            if (k > 0 && (flags & DM_F_TRAIN_AUX))
-                continue; /* eval: not produced; training: running statistics updated in
-                             place, masks and statistics kept by src/train as saved extras */
-            int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1;
-            int32_t base = in0 >= 0 ? b->cur[in0] : -1;
-            bool alias = k == 0 && base >= 0 &&
-                         ((flags & DM_F_VIEW) || (!train && (flags & DM_F_IDENTITY_INFER)));
-            if (alias && (n->op == DM_OP_Reshape || n->op == DM_OP_Flatten) && b->strided[in0])
-                alias = false; /* torch.reshape copies a non-contiguous tensor */
-            /* in place: nothing but this op holds the input */
-            bool inplace = k == 0 && base >= 0 && b->run->inplace && can_run_inplace(n->op) &&
-                           b->refs[base] == 1 && b->resident[in0] < 0 &&
-                           t[o].bytes == t[in0].bytes;
-            /* F.linear on a 3-D input is matmul(x, W.t()) then output.add_(bias)
-             * in place (aten/src/ATen/native/Linear.cpp): an Add of a weight onto
-             * a fresh MatMul result nobody else holds writes into it */
-            int32_t mm = linear_bias_target(b, n);
-            if (k == 0 && mm >= 0 && b->cur[mm] >= 0 && b->refs[b->cur[mm]] == 1 &&
-                t[o].bytes == t[mm].bytes) {
-                in0 = mm;
-                base = b->cur[mm];
-                inplace = true;
-            }
-            if (alias || inplace) {
-                b->cur[o] = base;
-                dm_sb_ref(b, base, b->uses[o] + (g->tensors[o].is_output ? 1 : 0));
-                b->strided[o] = b->strided[in0] ||
-                                (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0]));
-                continue;
-            }
-            bool materialize = !t[o].is_const ||
-                               (((b->flag[o] & DM_TF_DEVICE_USE) || g->tensors[o].is_output) &&
-                                t[o].numel > 1 && !(b->flag[o] & DM_TF_FROM_WEIGHT));
-            if (!materialize)
-                continue;
-            b->cur[o] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, t[o].dtype, t[o].bytes, o, i, NULL,
-                                    b->uses[o] + (g->tensors[o].is_output ? 1 : 0) + 1);
-        }
-        dm_sb_workspace_after(b, n, conv_ws);
-        if (train)
-            dm_train_save(b, i);
-        /* the op is done: it lets go of its inputs, and of outputs nobody reads */
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && !is_meta_slot(n, k))
-                dm_sb_unref(b, b->cur[n->in[k]]);
-        for (int k = 0; k < n->n_out; k++) {
-            int32_t o = n->out[k];
-            if (o >= 0 && b->cur[o] >= 0 && b->resident[o] < 0 &&
-                !(k == 0 && b->cur[o] == (dm_has_in(n, 0) ? b->cur[n->in[0]] : -2)))
-                dm_sb_unref(b, b->cur[o]); /* the +1 the allocation held for the op itself */
-        }
+        bool save = b->run->train;
+        if (b->train)
+            save = dm_train_checkpoint_enter(b, i); /* false inside a checkpointed segment */
+        dm_sb_forward_node(b, i, b->uses, save, false);
     }
 }
 

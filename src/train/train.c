@@ -50,6 +50,11 @@ struct dm_train {
     uint8_t *n_saved;    /* per node */
     bool *node_rg;       /* per node: records an autograd node */
     int32_t target;      /* the loss target */
+    /* activation checkpointing: segment of each node (-1: none), each
+     * segment's first and last node, the inputs each keeps (malloc'd) */
+    int32_t *seg, *seg_first, *seg_last, n_seg;
+    int32_t **seg_kept, *n_seg_kept;
+    int32_t *local_uses;
     int32_t *held;       /* buffers the caller holds until the next forward (outputs, loss) */
     int32_t n_held;
     bool state_made;     /* the optimizer has created its state */
@@ -75,6 +80,168 @@ static bool is_bn_stat(const struct dm_graph *g, int32_t x)
             return true;
     }
     return false;
+}
+
+/* The first k '/'-separated components of a node name ("/layer1/layer1.0"). */
+static size_t name_prefix(const char *name, int k)
+{
+    size_t len = 0;
+    int seen = 0;
+    while (name[len]) {
+        if (name[len] == '/' && len > 0 && ++seen == k)
+            return len;
+        len++;
+    }
+    return seen + 1 == k ? len : 0;
+}
+
+/* torch.utils.checkpoint segments: consecutive nodes whose name prefix, as
+ * deep as the pattern, matches the pattern and is the same. */
+static enum dnnmem_status checkpoint_segments(struct dm_sb *b, struct dnnmem_error *err)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    const char *pat = b->run->checkpoint;
+    int32_t nn = g->n_nodes;
+    tr->seg = malloc(((size_t)nn + 1) * sizeof *tr->seg);
+    tr->seg_first = malloc(((size_t)nn + 1) * sizeof *tr->seg_first);
+    tr->seg_last = malloc(((size_t)nn + 1) * sizeof *tr->seg_last);
+    tr->seg_kept = calloc((size_t)nn + 1, sizeof *tr->seg_kept);
+    tr->n_seg_kept = calloc((size_t)nn + 1, sizeof *tr->n_seg_kept);
+    tr->local_uses = calloc((size_t)g->n_tensors + 1, sizeof *tr->local_uses);
+    if (!tr->seg || !tr->seg_first || !tr->seg_last || !tr->seg_kept || !tr->n_seg_kept ||
+        !tr->local_uses)
+        return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+    int depth = 0;
+    for (const char *p = pat; p && *p; p++)
+        depth += *p == '/' && p != pat;
+    depth++;
+    const char *prev = NULL;
+    size_t prev_len = 0;
+    for (int32_t i = 0; i < nn; i++) {
+        tr->seg[i] = -1;
+        if (!pat)
+            continue;
+        const char *name = g->nodes[i].name;
+        size_t len = name_prefix(name, depth);
+        char key[512];
+        if (!len || len >= sizeof key)
+            continue;
+        memcpy(key, name, len);
+        key[len] = '\0';
+        if (fnmatch(pat, key, 0) != 0)
+            continue;
+        if (!(prev && prev_len == len && strncmp(prev, name, len) == 0 &&
+              tr->seg[i - 1] == tr->n_seg - 1)) {
+            tr->seg_first[tr->n_seg] = i;
+            tr->n_seg++;
+        }
+        tr->seg[i] = tr->n_seg - 1;
+        tr->seg_last[tr->n_seg - 1] = i;
+        prev = name;
+        prev_len = len;
+    }
+    if (pat && tr->n_seg == 0)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "--checkpoint %s: no node name of %s has a prefix matching it (names look "
+                       "like '%s')",
+                       pat, g->path, nn ? g->nodes[nn / 2].name : "");
+    return DNNMEM_OK;
+}
+
+bool dm_train_checkpoint_enter(struct dm_sb *b, int32_t i)
+{
+    struct dm_train *tr = b->train;
+    int32_t sg = tr->seg[i];
+    if (sg < 0)
+        return true;
+    if (i != tr->seg_first[sg])
+        return false;
+    /* CheckpointFunction.save_for_backward(*inputs): the segment's inputs */
+    const struct dm_graph *g = b->g;
+    int32_t first = tr->seg_first[sg], last = tr->seg_last[sg], n = 0;
+    free(tr->seg_kept[sg]);
+    tr->seg_kept[sg] = malloc(64 * sizeof(int32_t));
+    for (int32_t j = first; j <= last && tr->seg_kept[sg]; j++) {
+        const struct dm_node *nd = &g->nodes[j];
+        for (int k = 0; k < nd->n_in; k++) {
+            int32_t x = nd->in[k];
+            if (x < 0 || is_meta_slot(nd, k) || b->resident[x] >= 0 || b->cur[x] < 0)
+                continue;
+            int32_t p = g->tensors[x].producer;
+            if (p >= first && p <= last)
+                continue;
+            bool dup = false;
+            for (int32_t q = 0; q < n; q++)
+                dup |= tr->seg_kept[sg][q] == b->cur[x];
+            if (!dup && n < 64) {
+                dm_sb_ref(b, b->cur[x], 1);
+                tr->seg_kept[sg][n++] = b->cur[x];
+            }
+        }
+    }
+    tr->n_seg_kept[sg] = n;
+    return false;
+}
+
+static void backward_node(struct dm_sb *b, int32_t i);
+
+/* Backward through a checkpointed segment: recompute its forward with grad
+ * mode on (the graph it records is what backward then frees node by node),
+ * then run backward through it, then let go of its kept inputs. */
+static void checkpoint_backward(struct dm_sb *b, int32_t sg)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    int32_t first = tr->seg_first[sg], last = tr->seg_last[sg];
+    bool reached = false;
+    for (int32_t j = first; j <= last; j++)
+        for (int k = 0; k < g->nodes[j].n_out; k++)
+            if (g->nodes[j].out[k] >= 0 && tr->grad[g->nodes[j].out[k]] >= 0)
+                reached = true;
+    if (reached) {
+        int32_t *uses = tr->local_uses;
+        for (int32_t j = first; j <= last; j++)
+            for (int k = 0; k < g->nodes[j].n_out; k++)
+                if (g->nodes[j].out[k] >= 0)
+                    uses[g->nodes[j].out[k]] = 0;
+        for (int32_t j = first; j <= last; j++) {
+            const struct dm_node *nd = &g->nodes[j];
+            for (int k = 0; k < nd->n_in; k++) {
+                int32_t x = nd->in[k];
+                if (x < 0 || is_meta_slot(nd, k))
+                    continue;
+                int32_t p = g->tensors[x].producer;
+                if (p >= first && p <= last)
+                    uses[x]++;
+                else
+                    dm_sb_ref(b, b->cur[x], 1); /* balanced by the node's release */
+            }
+        }
+        /* `outputs = run_function(*inputs)` holds the recomputed outputs that
+         * get grads until the segment's backward is done */
+        int32_t held[64], n_held = 0;
+        for (int32_t j = first; j <= last; j++)
+            for (int k = 0; k < g->nodes[j].n_out; k++) {
+                int32_t o = g->nodes[j].out[k];
+                if (o >= 0 && tr->grad[o] >= 0 && n_held < 64) {
+                    uses[o]++;
+                    held[n_held++] = o;
+                }
+            }
+        for (int32_t j = first; j <= last; j++)
+            dm_sb_forward_node(b, j, uses, true, true);
+        int32_t held_buf[64];
+        for (int32_t q = 0; q < n_held; q++)
+            held_buf[q] = b->cur[held[q]];
+        for (int32_t j = last; j >= first; j--)
+            backward_node(b, j);
+        for (int32_t q = 0; q < n_held; q++)
+            dm_sb_unref(b, held_buf[q]);
+    }
+    for (int32_t q = 0; q < tr->n_seg_kept[sg]; q++)
+        dm_sb_unref(b, tr->seg_kept[sg][q]);
+    tr->n_seg_kept[sg] = 0;
 }
 
 enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
@@ -124,6 +291,7 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
             if (n->out[k] >= 0 && dm_dtype_is_float(t[n->out[k]].dtype) && !t[n->out[k]].absent)
                 tr->rg[n->out[k]] = true;
     }
+    DM_TRY(checkpoint_segments(b, err));
     if (g->n_outputs < 1 || !tr->rg[g->outputs[0]])
         return dm_fail(err, DNNMEM_E_USAGE,
                        "%s: the first output does not depend on any trainable parameter; "
@@ -156,6 +324,15 @@ void dm_train_free(struct dm_sb *b)
     free(tr->n_saved);
     free(tr->node_rg);
     free(tr->held);
+    if (tr->seg_kept)
+        for (int32_t k = 0; k < b->g->n_nodes; k++)
+            free(tr->seg_kept[k]);
+    free(tr->seg_kept);
+    free(tr->n_seg_kept);
+    free(tr->seg);
+    free(tr->seg_first);
+    free(tr->seg_last);
+    free(tr->local_uses);
     free(tr);
     b->train = NULL;
 }
@@ -517,8 +694,13 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
         }
     }
     loss(b);
-    for (int32_t i = g->n_nodes - 1; i >= 0; i--)
-        backward_node(b, i);
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        int32_t sg = tr->seg[i];
+        if (sg < 0)
+            backward_node(b, i);
+        else if (i == tr->seg_last[sg])
+            checkpoint_backward(b, sg);
+    }
     /* nodes the loss does not reach keep their saved tensors while the
      * caller holds their outputs */
     for (int32_t i = 0; i < g->n_nodes; i++) {
