@@ -101,13 +101,20 @@ $(B)/tests/conformance: tests/conformance/conformance.c $(B)/libdnnmem.a
 	@echo "  CCLD    $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libdnnmem.a $(LDLIBS)
 
+$(B)/tests/validate: tests/validation/validate.c $(B)/libdnnmem.a
+	@mkdir -p $(dir $@)
+	@echo "  CCLD    $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libdnnmem.a $(LDLIBS)
+
 $(B)/onnx-node-tests/MANIFEST.tsv: tools/gen_onnx_node_tests.py
 	$(PYTHON) tools/gen_onnx_node_tests.py $(B)/onnx-node-tests
 
-check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/onnx-node-tests/MANIFEST.tsv
+check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node-tests/MANIFEST.tsv
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 	@echo "== ONNX backend node tests (shape conformance)"
 	$(B)/tests/conformance $(B)/onnx-node-tests tests/conformance/expected-failures.txt
+	@echo "== validation against PyTorch 1.13 (CPU)"
+	$(B)/tests/validate tests/validation/pytorch-cpu-1.13.jsonl tests/validation/expected-misses.txt
 	@echo "== CLI tests"
 	DNNMEM=$(B)/dnnmem sh tests/cli/run.sh
 ifneq ($(SAN),1)

@@ -65,9 +65,11 @@ static const char usage_text[] =
     "  --freeze PATTERN       parameters whose name matches the glob get no grad and no\n"
     "                         optimizer state (repeatable), e.g. --freeze 'layer[12].*'\n"
     "  --precision P          fp32 (default, as the model), fp16 or bf16 (model.half())\n"
-    "  --checkpoint PATTERN   activation checkpointing (torch.utils.checkpoint) of each run\n"
-    "                         of nodes whose name prefix matches, e.g. '/layers.*' (one\n"
-    "                         segment per layer) or '/layer*' (per ResNet stage)\n"
+    "  --checkpoint SPEC      activation checkpointing (torch.utils.checkpoint), repeatable:\n"
+    "                         a glob on node-name prefixes, one segment per matching\n"
+    "                         prefix ('/layers.*': per layer; '/layer*': per ResNet stage),\n"
+    "                         or A..B: one segment from the first node matching glob A to\n"
+    "                         the last matching glob B\n"
     "\n"
     "Dims (symbolic dims of the model's inputs):\n"
     "  -b, --batch-size N     bind every batch-like dim (batch, batch_size, N, ...); default 1\n"
@@ -188,8 +190,8 @@ static int cmd_estimate(int argc, char **argv)
     dnnmem_config_init(&cfg);
     struct dnnmem_dim_binding dims[64];
     size_t n_dims = 0;
-    const char *freeze[64];
-    size_t n_freeze = 0;
+    const char *freeze[64], *ckpt[256];
+    size_t n_freeze = 0, n_ckpt = 0;
     bool json = false;
     int c;
     optind = 1;
@@ -311,7 +313,11 @@ static int cmd_estimate(int argc, char **argv)
                                    "precision is not modelled yet)",
                                    optarg);
             break;
-        case OPT_CKPT: cfg.checkpoint = optarg; break;
+        case OPT_CKPT:
+            if (n_ckpt == sizeof ckpt / sizeof ckpt[0])
+                return usage_error("--checkpoint %s: too many --checkpoint options", optarg);
+            ckpt[n_ckpt++] = optarg;
+            break;
         case OPT_FREEZE:
             if (n_freeze == sizeof freeze / sizeof freeze[0])
                 return usage_error("--freeze %s: too many --freeze options", optarg);
@@ -361,6 +367,8 @@ static int cmd_estimate(int argc, char **argv)
     cfg.n_dims = n_dims;
     cfg.freeze = freeze;
     cfg.n_freeze = n_freeze;
+    cfg.checkpoint = ckpt;
+    cfg.n_checkpoint = n_ckpt;
 
     const char *path = argv[optind];
     struct dnnmem_error err;

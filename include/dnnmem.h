@@ -178,11 +178,13 @@ struct dnnmem_config {
      * frozen parameter gets no gradient and no optimizer state. */
     const char *const *freeze;
     size_t n_freeze;
-    /* Activation checkpointing (torch.utils.checkpoint): a glob on node-name
-     * prefixes, as deep as the pattern ("/layer*" or "/layers.*"); each run
-     * of consecutive nodes sharing a matching prefix is one segment. NULL:
-     * none. */
-    const char *checkpoint;
+    /* Activation checkpointing (torch.utils.checkpoint), one spec per entry:
+     * a glob on node-name prefixes, as deep as the pattern ("/layer*",
+     * "/layers.*"): each run of consecutive nodes sharing a matching prefix is
+     * one segment; or "A..B": one segment from the first node whose name
+     * matches glob A to the last whose name matches glob B. */
+    const char *const *checkpoint;
+    size_t n_checkpoint;
     /* Framework version, as major * 100 + minor (113 = 1.13, 200 = 2.0);
      * 0 = default (200). Decides zero_grad(set_to_none) and optimizer
      * implementations (for-loop in 1.13, foreach on CUDA from 2.0). */
@@ -192,6 +194,9 @@ struct dnnmem_config {
     int64_t alloc_round_bytes;  /* see DNNMEM_ALLOC_ROUND_DEFAULT */
     int64_t cublas_workspace_bytes; /* see dnnmem_cublas_workspace_default() */
     int64_t conv_workspace_bytes;   /* cuDNN workspace per convolution; default 0 */
+    /* CPU threads PyTorch uses (torch.get_num_threads()); 0 = several (the
+     * default). With one, small-batch 1x1 convolutions use THNN, not oneDNN. */
+    int cpu_threads;
     /* The CUDA toolkit PyTorch was built with, major * 10 + minor (117 =
      * 11.7); 0 = default 121 (12.1). Before 11.7 modules load eagerly. */
     int cuda_version;

@@ -321,7 +321,7 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         return dm_fail(err, DNNMEM_E_USAGE, "iterations and grad_accum must be in 1..1000");
     if ((unsigned)cfg.optimizer > DNNMEM_OPT_NONE || (unsigned)cfg.loss > DNNMEM_LOSS_SUM ||
         (unsigned)cfg.inplace > DNNMEM_INPLACE_NONE || (unsigned)cfg.precision > DNNMEM_PRECISION_BF16 ||
-        (cfg.n_freeze && !cfg.freeze))
+        (cfg.n_freeze && !cfg.freeze) || (cfg.n_checkpoint && !cfg.checkpoint))
         return dm_fail(err, DNNMEM_E_USAGE, "unknown optimizer, loss or in-place setting");
     if (cfg.torch_version != 0 && (cfg.torch_version < 100 || cfg.torch_version > 999))
         return dm_fail(err, DNNMEM_E_USAGE, "torch version %d: expected major*100+minor",
@@ -390,12 +390,16 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     } else {
         assume(&as, "precision", "default", "as the model: %s", weight_dtype(g, t));
     }
+    run.cpu_threads = cfg.cpu_threads;
+    if (!run.cuda)
+        assume(&as, "cpu_threads", cfg.cpu_threads ? "option" : "default", "%s",
+               cfg.cpu_threads == 1 ? "1" : "several");
     run.freeze = cfg.freeze;
     run.n_freeze = cfg.n_freeze;
     run.checkpoint = cfg.checkpoint;
-    if (run.train && cfg.checkpoint)
-        assume(&as, "checkpoint", "option", "segments: node names with a prefix matching '%s'",
-               cfg.checkpoint);
+    run.n_checkpoint = cfg.n_checkpoint;
+    for (size_t k = 0; run.train && k < cfg.n_checkpoint; k++)
+        assume(&as, "checkpoint", "option", "%s", cfg.checkpoint[k]);
     assume(&as, "inplace", cfg.inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
            run.inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
                        : "none (every op allocates its output)");

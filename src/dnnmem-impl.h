@@ -419,9 +419,11 @@ struct dm_run {
     enum dnnmem_loss loss;
     const char *const *freeze;  /* glob patterns of frozen parameters */
     size_t n_freeze;
-    const char *checkpoint;     /* glob on node-name prefixes: checkpointed segments */
+    const char *const *checkpoint; /* segment specs (include/dnnmem.h) */
+    size_t n_checkpoint;
     uint64_t cublas_workspace;  /* per handle; 0 = none (CPU) */
     uint64_t conv_workspace;    /* per convolution call */
+    int cpu_threads;            /* torch.get_num_threads() on the CPU; 0 = several */
 };
 
 /* Build the schedule of a run: inference under torch.no_grad() with

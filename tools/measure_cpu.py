@@ -33,13 +33,13 @@ allocator's bookkeeping starts empty and nothing leaks between configurations):
 import argparse
 import gc
 import json
-import math
 import multiprocessing as mp
 import os
 import resource
 import sys
 import time
 import traceback
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
@@ -358,7 +358,7 @@ def kineto_memory_events(kr):
     return [(t, nb) for t, _, nb in evs]
 
 
-def count_ops(ops_nodes, phase_filter=None):
+def count_ops(ops_nodes):
     counts = {}
     for n in ops_nodes:
         nm = node_name(n)
@@ -374,7 +374,9 @@ def count_ops(ops_nodes, phase_filter=None):
 
 def run_config(cfg):
     t_wall0 = time.time()
-    torch.set_num_threads(NUM_THREADS)
+    # gc.get_objects() + isinstance() touches torch.distributed's deprecated attribute.
+    warnings.filterwarnings("ignore", message=r"torch\.distributed\.reduce_op")
+    torch.set_num_threads(cfg.get("threads", NUM_THREADS))
     name = cfg["model"]
     spec = {s["name"]: s for s in export_fixtures.make_specs()}[name]
     train = cfg["mode"] == "train"
@@ -473,6 +475,7 @@ def run_config(cfg):
                 if torch.is_tensor(v):
                     state_ptrs.add(v.storage().data_ptr())
     grad_bytes_after = unique_bytes([p.grad for p in model.parameters()])
+    no_grad_params = [p for p in model.parameters() if p.grad is None]
     state_bytes_after = unique_bytes([v for st in (opt.state.values() if opt else [])
                                       for v in st.values() if torch.is_tensor(v)])
 
@@ -500,7 +503,6 @@ def run_config(cfg):
             if i == peak_idx:
                 peak_phase = ph
                 live_at_peak = [v for _, v in sorted(live.values(), key=lambda t: t[0])]
-                live_at_peak_ids = {v["id"] for v in live_at_peak}
         # blocks still live at the end (to tell persistent grads/state from temporaries)
         live_end_ids = {a["id"] for _, a in live.values()}
 
@@ -575,7 +577,8 @@ def run_config(cfg):
 
     ru = resource.getrusage(resource.RUSAGE_SELF)
     rec = dict(
-        id=cfg["id"], model=name, mode=cfg["mode"], optimizer=cfg["optimizer"],
+        id=cfg["id"], model=name, fixture=f"tests/models/fixtures/{name}.onnx",
+        mode=cfg["mode"], optimizer=cfg["optimizer"],
         optimizer_args=(dict(lr=SGD_LR, momentum=SGD_MOMENTUM, foreach=False)
                         if cfg["optimizer"] == "sgd-momentum" else
                         dict(lr=ADAM_LR, betas=[0.9, 0.999], eps=1e-8, foreach=False)
@@ -606,22 +609,32 @@ def run_config(cfg):
         input_bytes=input_bytes, target_bytes=target_bytes,
         bytes_before_unaccounted=bytes_before - accounted,
         grad_bytes_after=grad_bytes_after, optimizer_state_bytes_after=state_bytes_after,
+        params_without_grad=len(no_grad_params) if train else None,
+        params_without_grad_bytes=unique_bytes(no_grad_params) if train else None,
         live_tensor_bytes_after_gc=bytes_after,
         end_check_ok=(bytes_after == bytes_before + end_rel),
         tree_matches_events=tree_ok,
         relu_modules=len(relu_modules), relu_inplace_modules=relu_inplace_modules,
-        relu_functional_inplace=(name == "inception_v3"),
+        relu_functional_inplace=functional_inplace_relu(name),
         relu_ops_observed=relu_ops,
         dropout_modules=dropout_modules, batchnorm_modules=len(bn_modules),
         num_threads=torch.get_num_threads(),
         blas_loaded=loaded_blas(),
         torch_version=torch.__version__, torchvision_version=torchvision.__version__,
         command="/usr/bin/python3 tools/measure_cpu.py",
-        child_cpu_s=round(ru.ru_utime + ru.ru_stime, 2),
-        child_wall_s=round(time.time() - t_wall0, 2),
-        process_max_rss_bytes=ru.ru_maxrss * 1024,
     )
-    return rec, detail
+    timing = dict(cpu_s=round(ru.ru_utime + ru.ru_stime, 2), wall_s=round(time.time() - t_wall0, 2),
+                  max_rss_bytes=ru.ru_maxrss * 1024)
+    return rec, detail, timing
+
+
+def functional_inplace_relu(name):
+    """inception_v3's BasicConv2d applies F.relu(x, inplace=True) (no nn.ReLU module)."""
+    if name != "inception_v3":
+        return False
+    import inspect
+    import torchvision.models.inception as inc
+    return "inplace=True" in inspect.getsource(inc.BasicConv2d.forward)
 
 
 def loaded_blas():
@@ -656,6 +669,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=2, help="configurations measured in parallel "
                     "(each child uses %d intra-op thread)" % NUM_THREADS)
     ap.add_argument("--only", nargs="*", help="config ids, or model names, or substrings")
+    ap.add_argument("--threads", type=int, default=NUM_THREADS,
+                    help="intra-op threads per config (default %(default)s; the committed file "
+                    "uses 1: conv backend choice and so the bytes depend on it)")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--dump", help="also write every allocation event of each config as "
                     "DIR/<id>.tsv (debugging; not committed)")
@@ -675,6 +691,8 @@ def main():
         os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
     cfgs = make_configs()
+    for c in cfgs:
+        c["threads"] = a.threads
     if a.dump:
         os.makedirs(a.dump, exist_ok=True)
         for c in cfgs:
@@ -685,7 +703,6 @@ def main():
         for c in cfgs:
             print(c["id"])
         return
-    torch.set_num_threads(NUM_THREADS)
     cmd = "/usr/bin/python3 tools/measure_cpu.py" + "".join(
         f" {x}" for x in sys.argv[1:] if not x.startswith("--out"))
     if a.blas_dir:
@@ -700,12 +717,12 @@ def main():
                 errors[cid] = err
                 print(f"FAILED {cid}\n{err}", file=sys.stderr, flush=True)
                 continue
-            rec, det = res
+            rec, det, tm = res
             rec["command"] = cmd
             results[cid], details[cid] = rec, det
             print(f"{cid:48s} peak {mib(rec['peak_bytes']):>9} MiB  before "
-                  f"{mib(rec['bytes_before']):>8}  {rec['child_cpu_s']:6.1f}s cpu",
-                  file=sys.stderr, flush=True)
+                  f"{mib(rec['bytes_before']):>8}  {tm['cpu_s']:6.1f}s cpu  "
+                  f"maxrss {mib(tm['max_rss_bytes'])} MiB", file=sys.stderr, flush=True)
     wall = time.time() - t0
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = ru.ru_utime + ru.ru_stime
@@ -721,7 +738,7 @@ def main():
             f.write("\n")
 
     print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
-          f"{NUM_THREADS} thread(s)/config, jobs {a.jobs}")
+          f"{a.threads} thread(s)/config, jobs {a.jobs}")
     print("%-46s %10s %9s %10s %10s %10s %6s %5s" % (
         "id", "peak_MiB", "bef_MiB", "fwd_MiB", "bwd_MiB", "opt_MiB", "phase", "ok"))
     for cid in order:

@@ -1,8 +1,9 @@
 /*
  * lift.c: undo exporters' decompositions of ops the framework runs whole.
  *
- * torch.onnx below opset 17 writes nn.LayerNorm as nine elementwise ops and
- * below opset 20 writes the exact GELU as five. PyTorch runs one kernel for
+ * torch.onnx below opset 17 writes nn.LayerNorm as nine elementwise ops,
+ * below opset 20 writes the exact GELU as five, and writes avg_pool2d with
+ * zero padding (count_include_pad) as Pad then AveragePool. PyTorch runs one kernel for
  * each (native_layer_norm, gelu), whose autograd node keeps the input and
  * small statistics, where the decomposed graph would keep three full-size
  * intermediates. Memory follows what runs, so the decompositions are lifted
@@ -151,6 +152,65 @@ static bool lift_gelu(struct lift *l, struct dm_node *o)
     return false;
 }
 
+/* The value of a constant input: an initializer's, or a Constant node's. */
+static const struct dm_value *const_value(const struct lift *l, int32_t x)
+{
+    if (x < 0)
+        return NULL;
+    if (l->g->tensors[x].value)
+        return l->g->tensors[x].value;
+    int32_t p = l->producer[x];
+    if (p < 0 || l->g->nodes[p].op != DM_OP_Constant)
+        return NULL;
+    const struct dm_attr *a = dm_node_attr(&l->g->nodes[p], "value");
+    return a && a->kind == DM_ATTR_TENSOR && a->t ? a->t->value : NULL;
+}
+
+/* AveragePool(Pad(x, zeros on N and C, constant 0)) = avg_pool2d(x, padding),
+ * count_include_pad=True, which pads inside the kernel */
+static bool lift_padded_pool(struct lift *l, struct dm_node *pool)
+{
+    if (pool->op != DM_OP_AveragePool || pool->n_in != 1)
+        return false;
+    int32_t y = pool->in[0];
+    const struct dm_node *pad = prod(l, y, DM_OP_Pad);
+    if (!pad || !private_(l, y, 1) || pad->n_in < 2 || pad->n_in > 3 ||
+        strcmp(dm_attr_str(pad, "mode", "constant"), "constant") != 0 ||
+        dm_attr_int(pool, "count_include_pad", 0) != 0 || dm_node_attr(pool, "auto_pad"))
+        return false;
+    const struct dm_value *pv = const_value(l, pad->in[1]);
+    if (!pv || pv->is_float || pv->n != 8 || pv->i[0] || pv->i[1] || pv->i[4] || pv->i[5])
+        return false;
+    if (pad->n_in == 3 && pad->in[2] >= 0) {
+        const struct dm_value *cv = const_value(l, pad->in[2]);
+        if (!cv || cv->n != 1 || (cv->is_float ? cv->f[0] != 0 : cv->i[0] != 0))
+            return false;
+    }
+    int64_t cnt;
+    const int64_t *old = dm_attr_ints(pool, "pads", &cnt);
+    for (int64_t k = 0; old && k < cnt; k++)
+        if (old[k])
+            return false;
+    struct dm_graph *g = l->g;
+    struct dm_attr *attrs = dm_arena_array(&g->arena, (size_t)pool->n_attr + 2, sizeof *attrs);
+    int64_t *pads = dm_arena_array(&g->arena, 4, sizeof *pads);
+    if (!attrs || !pads)
+        return false;
+    pads[0] = pv->i[2], pads[1] = pv->i[3], pads[2] = pv->i[6], pads[3] = pv->i[7];
+    int na = 0;
+    for (int k = 0; k < pool->n_attr; k++)
+        if (strcmp(pool->attrs[k].name, "pads") != 0 &&
+            strcmp(pool->attrs[k].name, "count_include_pad") != 0)
+            attrs[na++] = pool->attrs[k];
+    attrs[na++] = (struct dm_attr){.name = "pads", .kind = DM_ATTR_INTS, .n = 4, .ints = pads};
+    attrs[na++] = (struct dm_attr){.name = "count_include_pad", .kind = DM_ATTR_INT, .i = 1};
+    pool->attrs = attrs;
+    pool->n_attr = na;
+    pool->in[0] = pad->in[0];
+    kill(l, pad);
+    return true;
+}
+
 enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err)
 {
     struct lift l = {g, calloc((size_t)g->n_tensors + 1, sizeof(int32_t)),
@@ -169,7 +229,8 @@ enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err)
                 l.readers[g->nodes[i].in[k]]++;
     int32_t lifted = 0;
     for (int32_t i = 0; i < g->n_nodes; i++)
-        lifted += lift_layernorm(&l, &g->nodes[i]) || lift_gelu(&l, &g->nodes[i]);
+        lifted += lift_layernorm(&l, &g->nodes[i]) || lift_gelu(&l, &g->nodes[i]) ||
+                  lift_padded_pool(&l, &g->nodes[i]);
     if (!lifted)
         goto out;
     /* drop the swallowed nodes; tensors they made keep no producer and are

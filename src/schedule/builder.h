@@ -36,13 +36,6 @@ struct dm_sb {
     bool oom;
 };
 
-/* Workspaces of the library an op calls: the cuBLAS workspace of the calling
- * thread's handle on its first matmul (kept), a cuDNN workspace around each
- * convolution (freed after). `backward`: autograd's own thread. */
-void dm_sb_workspace_before(struct dm_sb *b, const struct dm_node *n, bool backward);
-int32_t dm_sb_conv_workspace(struct dm_sb *b, const struct dm_node *n);
-void dm_sb_workspace_after(struct dm_sb *b, const struct dm_node *n, int32_t conv_ws);
-
 /* Open a new step; events until the next call belong to it. */
 void dm_sb_step(struct dm_sb *b, enum dm_phase phase, int32_t node);
 /* Allocate a buffer held by `holders` (0: freed right away); -1 on OOM. */
@@ -51,6 +44,16 @@ int32_t dm_sb_alloc(struct dm_sb *b, enum dnnmem_category cat, enum dm_dtype dty
                     int32_t holders);
 void dm_sb_ref(struct dm_sb *b, int32_t buf, int32_t n);
 void dm_sb_unref(struct dm_sb *b, int32_t buf);
+
+/* Workspaces of the library an op calls: the cuBLAS workspace of the calling
+ * thread's handle on its first matmul (kept), a cuDNN workspace around each
+ * convolution, oneDNN's buffers around CPU convolutions. `backward`:
+ * autograd's own thread and the backward kernels. End frees what begin made. */
+struct dm_ws {
+    int32_t buf[2];
+};
+struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward);
+void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
 
 /* One forward pass (both modes), and one node of it. */
 void dm_sb_forward(struct dm_sb *b);

@@ -264,32 +264,72 @@ static bool calls_cublas(enum dm_op op)
 
 static bool is_conv(enum dm_op op) { return op == DM_OP_Conv || op == DM_OP_ConvTranspose; }
 
+/* PyTorch 1.13's ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp):
+ * float32 CPU convolutions go to oneDNN unless single-threaded THNN is faster:
+ * a 1x1, unstrided, undilated kernel with batch < 16 on one thread, or a tiny
+ * ungrouped one. */
+static bool cpu_conv_uses_onednn(const struct dm_sb *b, const struct dm_node *n)
+{
+    if (!dm_has_in(n, 0) || !dm_has_in(n, 1) || n->op != DM_OP_Conv)
+        return false;
+    const struct dm_tinfo *in = &b->t[n->in[0]], *w = &b->t[n->in[1]];
+    if (in->dtype != DM_FLOAT || in->rank != 4 || w->rank != 4)
+        return false;
+    int64_t cnt;
+    const int64_t *st = dm_attr_ints(n, "strides", &cnt);
+    bool strided = false, dilated = false;
+    for (int64_t k = 0; st && k < cnt; k++)
+        strided |= st[k] != 1;
+    const int64_t *dl = dm_attr_ints(n, "dilations", &cnt);
+    for (int64_t k = 0; dl && k < cnt; k++)
+        dilated |= dl[k] != 1;
+    int64_t kh = w->dims[2], kw = w->dims[3], batch = in->dims[0];
+    bool several_threads = b->run->cpu_threads != 1;
+    bool first = strided || dilated || batch >= 16 || kw != 1 || kh != 1 || several_threads;
+    bool second = dm_attr_int(n, "group", 1) > 1 || (kw > 3 && kh > 3) || batch > 1 ||
+                  in->numel > 20480;
+    return first && second;
+}
+
 /* Autograd runs backward on a device thread of its own, which takes a second
  * cuBLAS handle from the pool, so training keeps two workspaces (inferred from
  * the handle pool's per-thread keying; runtime-facts.md §5.2). */
-void dm_sb_workspace_before(struct dm_sb *b, const struct dm_node *n, bool backward)
+struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward)
 {
-    if (!b->run->cuda)
-        return;
-    if (calls_cublas(n->op) && b->run->cublas_workspace && !b->blas_handle[backward]) {
-        b->blas_handle[backward] = true;
-        dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->cublas_workspace, -1, -1,
-                    backward ? "cublas_workspace (autograd thread)" : "cublas_workspace", PINNED);
+    struct dm_ws ws = {{-1, -1}};
+    int32_t node = (int32_t)(n - b->g->nodes);
+    if (b->run->cuda) {
+        if (calls_cublas(n->op) && b->run->cublas_workspace && !b->blas_handle[backward]) {
+            b->blas_handle[backward] = true;
+            dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->cublas_workspace, -1, -1,
+                        backward ? "cublas_workspace (autograd thread)" : "cublas_workspace",
+                        PINNED);
+        }
+        if (is_conv(n->op) && b->run->conv_workspace)
+            ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace,
+                                    -1, node, "cudnn_workspace", 1);
+    } else if (cpu_conv_uses_onednn(b, n)) {
+        /* oneDNN (ideep, through the c10 allocator): forward computes into a
+         * buffer of its own and reorders the weight, then copies into the ATen
+         * output; backward takes weight- and input-sized scratch
+         * (tests/validation/README.md, measured on 1.13) */
+        const struct dm_tinfo *x = &b->t[n->in[0]], *w = &b->t[n->in[1]];
+        const struct dm_tinfo *y = dm_has_out(n, 0) ? &b->t[n->out[0]] : x;
+        ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, backward ? w->bytes : y->bytes,
+                                -1, node, backward ? "onednn_weight_scratch" : "onednn_output", 1);
+        ws.buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, backward ? x->bytes : w->bytes,
+                                -1, node, backward ? "onednn_input_scratch" : "onednn_weight",
+                                1);
     }
+    return ws;
 }
 
-int32_t dm_sb_conv_workspace(struct dm_sb *b, const struct dm_node *n)
+void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws)
 {
-    if (!b->run->cuda || !is_conv(n->op) || !b->run->conv_workspace)
-        return -1;
-    return dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace, -1,
-                       (int32_t)(n - b->g->nodes), "cudnn_workspace", 1);
-}
-
-void dm_sb_workspace_after(struct dm_sb *b, const struct dm_node *n, int32_t conv_ws)
-{
-    (void)n;
-    dm_sb_unref(b, conv_ws);
+    for (int k = 0; k < 2; k++) {
+        dm_sb_unref(b, ws->buf[k]);
+        ws->buf[k] = -1;
+    }
 }
 
 /* The MatMul output an Add of a bias weight would update in place, or -1. */
@@ -319,11 +359,9 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
     unsigned flags = dm_ops[n->op].flags;
     dm_sb_step(b, DM_PHASE_FORWARD, i);
     bool on_device = n->n_out > 0 && n->out[0] >= 0 && !t[n->out[0]].is_const;
-    int32_t conv_ws = -1;
-    if (on_device) {
-        dm_sb_workspace_before(b, n, false);
-        conv_ws = dm_sb_conv_workspace(b, n);
-    }
+    struct dm_ws ws = {{-1, -1}};
+    if (on_device)
+        ws = dm_sb_workspace_begin(b, n, false);
     for (int k = 0; k < n->n_out; k++) {
         int32_t o = n->out[k];
         if (o < 0 || t[o].absent || b->resident[o] >= 0)
@@ -368,7 +406,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
             b->cur[o] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, t[o].dtype, t[o].bytes, o, i, NULL,
                                     holders);
     }
-    dm_sb_workspace_after(b, n, conv_ws);
+    dm_sb_workspace_end(b, &ws);
     if (save)
         dm_train_save(b, i);
     /* the op is done: it lets go of its inputs and outputs */

@@ -95,13 +95,11 @@ static size_t name_prefix(const char *name, int k)
     return seen + 1 == k ? len : 0;
 }
 
-/* torch.utils.checkpoint segments: consecutive nodes whose name prefix, as
- * deep as the pattern, matches the pattern and is the same. */
+/* torch.utils.checkpoint segments, from the specs (include/dnnmem.h). */
 static enum dnnmem_status checkpoint_segments(struct dm_sb *b, struct dnnmem_error *err)
 {
     struct dm_train *tr = b->train;
     const struct dm_graph *g = b->g;
-    const char *pat = b->run->checkpoint;
     int32_t nn = g->n_nodes;
     tr->seg = malloc(((size_t)nn + 1) * sizeof *tr->seg);
     tr->seg_first = malloc(((size_t)nn + 1) * sizeof *tr->seg_first);
@@ -112,40 +110,69 @@ static enum dnnmem_status checkpoint_segments(struct dm_sb *b, struct dnnmem_err
     if (!tr->seg || !tr->seg_first || !tr->seg_last || !tr->seg_kept || !tr->n_seg_kept ||
         !tr->local_uses)
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
-    int depth = 0;
-    for (const char *p = pat; p && *p; p++)
-        depth += *p == '/' && p != pat;
-    depth++;
-    const char *prev = NULL;
-    size_t prev_len = 0;
-    for (int32_t i = 0; i < nn; i++) {
+    for (int32_t i = 0; i < nn; i++)
         tr->seg[i] = -1;
-        if (!pat)
-            continue;
-        const char *name = g->nodes[i].name;
-        size_t len = name_prefix(name, depth);
-        char key[512];
-        if (!len || len >= sizeof key)
-            continue;
-        memcpy(key, name, len);
-        key[len] = '\0';
-        if (fnmatch(pat, key, 0) != 0)
-            continue;
-        if (!(prev && prev_len == len && strncmp(prev, name, len) == 0 &&
-              tr->seg[i - 1] == tr->n_seg - 1)) {
-            tr->seg_first[tr->n_seg] = i;
-            tr->n_seg++;
+    for (size_t c = 0; c < b->run->n_checkpoint; c++) {
+        const char *spec = b->run->checkpoint[c];
+        const char *dots = strstr(spec, "..");
+        int32_t before = tr->n_seg;
+        if (dots) { /* A..B */
+            char a[256];
+            size_t la = (size_t)(dots - spec);
+            if (la >= sizeof a)
+                return dm_fail(err, DNNMEM_E_USAGE, "--checkpoint %s: pattern too long", spec);
+            memcpy(a, spec, la);
+            a[la] = '\0';
+            int32_t first = -1, last = -1;
+            for (int32_t i = 0; i < nn; i++) {
+                if (first < 0 && fnmatch(a, g->nodes[i].name, 0) == 0)
+                    first = i;
+                if (fnmatch(dots + 2, g->nodes[i].name, 0) == 0)
+                    last = i;
+            }
+            if (first >= 0 && last >= first) {
+                for (int32_t i = first; i <= last; i++)
+                    if (tr->seg[i] >= 0)
+                        return dm_fail(err, DNNMEM_E_USAGE,
+                                       "--checkpoint %s overlaps another segment at node '%s'",
+                                       spec, g->nodes[i].name);
+                for (int32_t i = first; i <= last; i++)
+                    tr->seg[i] = tr->n_seg;
+                tr->seg_first[tr->n_seg] = first;
+                tr->seg_last[tr->n_seg++] = last;
+            }
+        } else { /* prefix glob */
+            int depth = 1;
+            for (const char *p = spec + 1; *p; p++)
+                depth += *p == '/';
+            size_t prev_len = 0;
+            const char *prev = NULL;
+            for (int32_t i = 0; i < nn; i++) {
+                const char *name = g->nodes[i].name;
+                size_t len = name_prefix(name, depth);
+                char key[512];
+                if (!len || len >= sizeof key || tr->seg[i] >= 0)
+                    continue;
+                memcpy(key, name, len);
+                key[len] = '\0';
+                if (fnmatch(spec, key, 0) != 0)
+                    continue;
+                if (!(prev && prev_len == len && strncmp(prev, name, len) == 0 && i > 0 &&
+                      tr->seg[i - 1] == tr->n_seg - 1 && tr->n_seg > before)) {
+                    tr->seg_first[tr->n_seg] = i;
+                    tr->n_seg++;
+                }
+                tr->seg[i] = tr->n_seg - 1;
+                tr->seg_last[tr->n_seg - 1] = i;
+                prev = name;
+                prev_len = len;
+            }
         }
-        tr->seg[i] = tr->n_seg - 1;
-        tr->seg_last[tr->n_seg - 1] = i;
-        prev = name;
-        prev_len = len;
+        if (tr->n_seg == before)
+            return dm_fail(err, DNNMEM_E_USAGE,
+                           "--checkpoint %s: no node of %s matches (node names look like '%s')",
+                           spec, g->path, nn ? g->nodes[nn / 2].name : "");
     }
-    if (pat && tr->n_seg == 0)
-        return dm_fail(err, DNNMEM_E_USAGE,
-                       "--checkpoint %s: no node name of %s has a prefix matching it (names look "
-                       "like '%s')",
-                       pat, g->path, nn ? g->nodes[nn / 2].name : "");
     return DNNMEM_OK;
 }
 
@@ -260,7 +287,7 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     tr->saved = calloc((size_t)nn + 1, sizeof *tr->saved);
     tr->n_saved = calloc((size_t)nn + 1, sizeof *tr->n_saved);
     tr->node_rg = calloc((size_t)nn + 1, sizeof *tr->node_rg);
-    tr->held = malloc(((size_t)g->n_outputs + 2) * sizeof *tr->held);
+    tr->held = malloc(((size_t)g->n_outputs + 3) * sizeof *tr->held);
     if (!tr->rg || !tr->param || !tr->grad || !tr->param_grad || !tr->saved || !tr->n_saved ||
         !tr->node_rg || !tr->held)
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
@@ -468,10 +495,21 @@ static void deliver(struct dm_sb *b, int32_t x, int32_t gbuf)
         }
         return;
     }
-    if (tr->grad[x] >= 0) /* InputBuffer: added in place into the first */
-        dm_sb_unref(b, gbuf);
-    else
+    int32_t old = tr->grad[x];
+    if (old < 0) {
         tr->grad[x] = gbuf;
+    } else if (b->s->buf[old].bytes < b->t[x].bytes && b->s->buf[gbuf].bytes < b->t[x].bytes) {
+        dm_sb_unref(b, gbuf); /* two expanded scalars: stays an expansion */
+    } else if (b->s->buf[old].bytes < b->t[x].bytes || b->refs[old] > 1) {
+        /* an expanded (SumBackward) or shared grad cannot take the add in
+         * place: InputBuffer::accumulate computes old + new out of place */
+        tr->grad[x] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, b->t[x].bytes, x, -1,
+                                  "grad", 1);
+        dm_sb_unref(b, old);
+        dm_sb_unref(b, gbuf);
+    } else { /* InputBuffer: added in place into the first */
+        dm_sb_unref(b, gbuf);
+    }
 }
 
 static bool same_shape(const struct dm_tinfo *a, const struct dm_tinfo *c)
@@ -501,8 +539,7 @@ static void backward_node(struct dm_sb *b, int32_t i)
     if (!any)
         return;
     dm_sb_step(b, DM_PHASE_BACKWARD, i);
-    dm_sb_workspace_before(b, n, true);
-    int32_t conv_ws = dm_sb_conv_workspace(b, n);
+    struct dm_ws ws = dm_sb_workspace_begin(b, n, true);
     enum dm_train_rule rule = dm_ops[n->op].train;
     int32_t out0 = dm_has_out(n, 0) ? n->out[0] : -1;
     for (int k = 0; k < n->n_in; k++) {
@@ -524,7 +561,7 @@ static void backward_node(struct dm_sb *b, int32_t i)
         }
         deliver(b, x, gin);
     }
-    dm_sb_workspace_after(b, n, conv_ws);
+    dm_sb_workspace_end(b, &ws);
     for (int s = 0; s < tr->n_saved[i]; s++)
         dm_sb_unref(b, tr->saved[i][s]);
     tr->n_saved[i] = 0;
@@ -535,52 +572,75 @@ static void backward_node(struct dm_sb *b, int32_t i)
         }
 }
 
-/* The loss on the first output, and its backward, which hands the logits
- * their grad. */
+/* The loss and its backward, which hands the outputs their grads.
+ * ce: F.cross_entropy(output 0, target) = log_softmax (kept by
+ * NllLossBackward0), nll_loss and a total_weight scalar; mse:
+ * F.mse_loss(output 0, target) (MseLossBackward0 keeps both); sum: the sum of
+ * .sum() over every output, whose grads are expansions of one scalar. */
 static void loss(struct dm_sb *b)
 {
     struct dm_train *tr = b->train;
-    const struct dm_tinfo *o = &b->t[b->g->outputs[0]];
-    int32_t out0 = b->g->outputs[0];
+    const struct dm_graph *g = b->g;
+    int32_t out0 = g->outputs[0];
+    const struct dm_tinfo *o = &b->t[out0];
     dm_sb_step(b, DM_PHASE_LOSS, -1);
     int32_t value = -1, logp = -1, extra = -1;
     switch (b->run->loss) {
-    case DNNMEM_LOSS_CE: /* log_softmax (kept by NllLossBackward), nll_loss, total_weight */
+    case DNNMEM_LOSS_CE:
         logp = dm_sb_alloc(b, DNNMEM_CAT_SAVED, o->dtype, o->bytes, -1, -1, "loss.log_softmax", 1);
         value = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
         extra = dm_sb_alloc(b, DNNMEM_CAT_SAVED, o->dtype, 4, -1, -1, "loss.total_weight", 1);
         break;
-    case DNNMEM_LOSS_MSE: /* MseLossBackward0 keeps self and target */
-    case DNNMEM_LOSS_SUM:
+    case DNNMEM_LOSS_MSE:
         value = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
+        break;
+    case DNNMEM_LOSS_SUM:
+        for (int32_t k = 0; k < g->n_outputs; k++) {
+            if (!tr->rg[g->outputs[k]])
+                continue;
+            int32_t part = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
+            if (value < 0) {
+                value = part;
+            } else { /* loss = loss + part, out of place */
+                int32_t sum = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
+                dm_sb_unref(b, value);
+                dm_sb_unref(b, part);
+                value = sum;
+            }
+        }
         break;
     }
     tr->held[tr->n_held++] = value;
     /* backward from the loss: its grad is ones_like(loss) */
     dm_sb_step(b, DM_PHASE_BACKWARD, -1);
     int32_t gl = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss.grad", 1);
-    int32_t glogits;
     switch (b->run->loss) {
     case DNNMEM_LOSS_CE: {
         int32_t gnll = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, -1, -1,
                                    "loss.nll_grad", 1);
         dm_sb_unref(b, gl);
         dm_sb_unref(b, extra);
-        glogits = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, out0, -1, "grad", 1);
+        int32_t glogits = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, out0, -1,
+                                      "grad", 1);
         dm_sb_unref(b, gnll);
         dm_sb_unref(b, logp);
+        deliver(b, out0, glogits);
         break;
     }
     case DNNMEM_LOSS_MSE:
-        glogits = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, out0, -1, "grad", 1);
+        deliver(b, out0, dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, out0, -1,
+                                     "grad", 1));
         dm_sb_unref(b, gl);
         break;
     case DNNMEM_LOSS_SUM: /* SumBackward0 expands the scalar grad: a view */
-    default:
-        glogits = gl;
+        for (int32_t k = 0; k < g->n_outputs; k++)
+            if (tr->rg[g->outputs[k]]) {
+                dm_sb_ref(b, gl, 1);
+                deliver(b, g->outputs[k], gl);
+            }
+        dm_sb_unref(b, gl);
         break;
     }
-    deliver(b, out0, glogits);
 }
 
 /* ---- the optimizer --------------------------------------------------------------- */
@@ -682,10 +742,6 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
 {
     struct dm_train *tr = b->train;
     const struct dm_graph *g = b->g;
-    /* The caller still holds the previous step's outputs and loss until the
-     * new ones are assigned (out = model(x) rebinds after the forward). */
-    for (int32_t k = 0; k < tr->n_held; k++)
-        dm_sb_unref(b, tr->held[k]);
     tr->n_held = 0;
     for (int32_t k = 0; k < g->n_outputs; k++) {
         int32_t buf = b->cur[g->outputs[k]];
@@ -701,13 +757,6 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
         else if (i == tr->seg_last[sg])
             checkpoint_backward(b, sg);
     }
-    /* nodes the loss does not reach keep their saved tensors while the
-     * caller holds their outputs */
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        for (int s = 0; s < tr->n_saved[i]; s++)
-            dm_sb_unref(b, tr->saved[i][s]);
-        tr->n_saved[i] = 0;
-    }
     for (int32_t x = 0; x < g->n_tensors; x++)
         if (tr->grad[x] >= 0) {
             dm_sb_unref(b, tr->grad[x]);
@@ -715,4 +764,15 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
         }
     if (step_optimizer)
         optimizer_step(b);
+    /* `del out, loss`: the caller lets go of the outputs and the loss, and
+     * with them the graph of nodes the loss did not reach (their saved
+     * tensors) */
+    for (int32_t k = 0; k < tr->n_held; k++)
+        dm_sb_unref(b, tr->held[k]);
+    tr->n_held = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        for (int s = 0; s < tr->n_saved[i]; s++)
+            dm_sb_unref(b, tr->saved[i][s]);
+        tr->n_saved[i] = 0;
+    }
 }
