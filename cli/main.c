@@ -58,8 +58,9 @@ static const char usage_text[] =
     "Training (--mode train):\n"
     "  --optimizer NAME       sgd-momentum (default), sgd, adam, adamw, rmsprop, adagrad,\n"
     "                         none (forward and backward only)\n"
-    "  --loss ce|mse|sum      on the first output: cross-entropy against class ids\n"
-    "                         (default), mse, or output.sum()\n"
+    "  --loss L               ce: cross-entropy of the first output against class ids\n"
+    "                         (default); mse; sum: every output's .sum() added; ce-all,\n"
+    "                         mse-all: one term per output (e.g. auxiliary heads)\n"
     "  --iterations N         training steps simulated (default 2: the steady state)\n"
     "  --grad-accum N         micro-batches per optimizer step (default 1)\n"
     "  --freeze PATTERN       parameters whose name matches the glob get no grad and no\n"
@@ -263,8 +264,15 @@ static int cmd_estimate(int argc, char **argv)
                 cfg.loss = DNNMEM_LOSS_MSE;
             else if (strcmp(optarg, "sum") == 0)
                 cfg.loss = DNNMEM_LOSS_SUM;
+            else if (strcmp(optarg, "ce-all") == 0) {
+                cfg.loss = DNNMEM_LOSS_CE;
+                cfg.loss_all_outputs = true;
+            } else if (strcmp(optarg, "mse-all") == 0) {
+                cfg.loss = DNNMEM_LOSS_MSE;
+                cfg.loss_all_outputs = true;
+            }
             else
-                return usage_error("--loss %s: expected ce, mse or sum", optarg);
+                return usage_error("--loss %s: expected ce, mse, sum, ce-all or mse-all", optarg);
             break;
         case OPT_ITERS:
             if (parse_count(optarg, &v) || v > 1000)

@@ -40,6 +40,7 @@
 #ifndef DNNMEM_H
 #define DNNMEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -134,7 +135,7 @@ enum dnnmem_optimizer {
 enum dnnmem_loss {
     DNNMEM_LOSS_CE = 0, /* cross-entropy of the first output's logits against class ids */
     DNNMEM_LOSS_MSE,    /* mean squared error against a target shaped like the output */
-    DNNMEM_LOSS_SUM     /* output.sum(), the objective memory benchmarks use */
+    DNNMEM_LOSS_SUM     /* the sum of every output's .sum(), as memory benchmarks use */
 };
 
 /* Numeric precision of the run. */
@@ -170,6 +171,7 @@ struct dnnmem_config {
     /* Training (mode TRAIN). */
     enum dnnmem_optimizer optimizer; /* default SGD with momentum */
     enum dnnmem_loss loss;           /* default cross-entropy */
+    bool loss_all_outputs;           /* the loss adds a term per output (ce, mse; sum always) */
     int iterations;                  /* training steps simulated; 0 = default 2 */
     int grad_accum;                  /* micro-batches per optimizer step; 0 = 1 */
     enum dnnmem_inplace inplace;

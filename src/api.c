@@ -296,9 +296,9 @@ static const char *optimizer_name(enum dnnmem_optimizer o)
 static const char *loss_name(enum dnnmem_loss l)
 {
     switch (l) {
-    case DNNMEM_LOSS_CE: return "cross-entropy on output 0";
-    case DNNMEM_LOSS_MSE: return "mse on output 0";
-    case DNNMEM_LOSS_SUM: return "output 0 .sum()";
+    case DNNMEM_LOSS_CE: return "cross-entropy against class ids";
+    case DNNMEM_LOSS_MSE: return "mse against a target like the output";
+    case DNNMEM_LOSS_SUM: return "sum of every output's .sum()";
     }
     return "?";
 }
@@ -335,6 +335,7 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         .grad_accum = cfg.grad_accum ? cfg.grad_accum : 1,
         .optimizer = cfg.optimizer,
         .loss = cfg.loss,
+        .loss_all_outputs = cfg.loss_all_outputs,
     };
 
     struct dm_arena arena;
@@ -358,8 +359,9 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         assume(&as, "mode", "option", "train: zero_grad, forward, loss, backward, step");
         assume(&as, "optimizer", cfg.optimizer == DNNMEM_OPT_SGD_MOMENTUM ? "default" : "option",
                "%s", optimizer_name(cfg.optimizer));
-        assume(&as, "loss", cfg.loss == DNNMEM_LOSS_CE ? "default" : "option", "%s",
-               loss_name(cfg.loss));
+        assume(&as, "loss", cfg.loss == DNNMEM_LOSS_CE && !cfg.loss_all_outputs ? "default" : "option",
+               "%s%s", loss_name(cfg.loss),
+               cfg.loss_all_outputs && cfg.loss != DNNMEM_LOSS_SUM ? ", every output" : "");
         assume(&as, "iterations", cfg.iterations ? "option" : "default", "%d", run.iterations);
         if (run.grad_accum > 1)
             assume(&as, "grad_accum", "option", "%d micro-batches per step", run.grad_accum);

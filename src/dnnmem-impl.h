@@ -417,6 +417,7 @@ struct dm_run {
     int iterations, grad_accum;
     enum dnnmem_optimizer optimizer;
     enum dnnmem_loss loss;
+    bool loss_all_outputs;
     const char *const *freeze;  /* glob patterns of frozen parameters */
     size_t n_freeze;
     const char *const *checkpoint; /* segment specs (include/dnnmem.h) */

@@ -456,14 +456,27 @@ void dm_train_save(struct dm_sb *b, int32_t i)
                      b->run->cuda ? "mask" : "noise");
         break;
     case DM_T_EMBED: keep_tensor(b, i, dm_has_in(n, 1) ? n->in[1] : -1); break;
-    case DM_T_RNN:
-        /* cuDNN keeps input, weights, states, output and a reserve; the CPU
-         * path records every per-step cell op. Approximation: input and all
-         * outputs. */
+    case DM_T_RNN: {
+        /* The input projection's addmm keeps the input. Then, per time step
+         * and direction (aten/src/ATen/native/RNN.cpp, LSTMCell on the CPU in
+         * 1.13, measured in tests/validation): the gates [B,4H], whose
+         * in-place sigmoid/tanh results their backward keeps, and cy, hy and
+         * tanh(cy) [B,H]: 7H values per batch row. cuDNN (CUDA) instead keeps
+         * the output and a reserve holding the gates: approximated as 4H per
+         * step; GRU (3 gates) and RNN (1) follow the same count. */
         keep_tensor(b, i, in0);
-        for (int k = 0; k < n->n_out; k++)
-            keep_tensor(b, i, n->out[k]);
+        if (in0 < 0 || t[in0].rank != 3)
+            break;
+        int64_t hidden = dm_attr_int(n, "hidden_size", 0);
+        int64_t dirs = strcmp(dm_attr_str(n, "direction", "forward"), "bidirectional") == 0 ? 2 : 1;
+        int64_t gates = n->op == DM_OP_LSTM ? 4 : n->op == DM_OP_GRU ? 3 : 1;
+        int64_t rows = t[in0].dims[0] * t[in0].dims[1]; /* seq x batch (either layout) */
+        int64_t per_row = b->run->cuda ? gates * hidden : (gates + 3) * hidden;
+        if (b->run->cuda)
+            keep_tensor(b, i, out0);
+        keep_new(b, i, t[in0].dtype, rows * dirs * per_row, b->run->cuda ? "reserve" : "cell_states");
         break;
+    }
     case DM_T_NONE:
     case DM_T_VIEW:
     case DM_T_PASS:
@@ -572,75 +585,73 @@ static void backward_node(struct dm_sb *b, int32_t i)
         }
 }
 
-/* The loss and its backward, which hands the outputs their grads.
- * ce: F.cross_entropy(output 0, target) = log_softmax (kept by
+/* The loss and its backward, which hands the outputs their grads. The loss
+ * reads output 0, or every output that requires grad (loss_all_outputs: the
+ * terms are added, e.g. a main and an auxiliary head).
+ * ce: F.cross_entropy(output, target) = log_softmax (kept by
  * NllLossBackward0), nll_loss and a total_weight scalar; mse:
- * F.mse_loss(output 0, target) (MseLossBackward0 keeps both); sum: the sum of
- * .sum() over every output, whose grads are expansions of one scalar. */
+ * F.mse_loss(output, target) (MseLossBackward0 keeps both); sum: .sum(),
+ * whose grad is an expansion of the scalar grad (a view). */
 static void loss(struct dm_sb *b)
 {
     struct dm_train *tr = b->train;
     const struct dm_graph *g = b->g;
-    int32_t out0 = g->outputs[0];
-    const struct dm_tinfo *o = &b->t[out0];
+    int32_t n_out = b->run->loss_all_outputs || b->run->loss == DNNMEM_LOSS_SUM ? g->n_outputs : 1;
+    int32_t logp[64], extra[64];
+    int32_t value = -1;
+    enum dm_dtype dt = b->t[g->outputs[0]].dtype;
     dm_sb_step(b, DM_PHASE_LOSS, -1);
-    int32_t value = -1, logp = -1, extra = -1;
-    switch (b->run->loss) {
-    case DNNMEM_LOSS_CE:
-        logp = dm_sb_alloc(b, DNNMEM_CAT_SAVED, o->dtype, o->bytes, -1, -1, "loss.log_softmax", 1);
-        value = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
-        extra = dm_sb_alloc(b, DNNMEM_CAT_SAVED, o->dtype, 4, -1, -1, "loss.total_weight", 1);
-        break;
-    case DNNMEM_LOSS_MSE:
-        value = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
-        break;
-    case DNNMEM_LOSS_SUM:
-        for (int32_t k = 0; k < g->n_outputs; k++) {
-            if (!tr->rg[g->outputs[k]])
-                continue;
-            int32_t part = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
-            if (value < 0) {
-                value = part;
-            } else { /* loss = loss + part, out of place */
-                int32_t sum = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
-                dm_sb_unref(b, value);
-                dm_sb_unref(b, part);
-                value = sum;
-            }
+    for (int32_t k = 0; k < n_out && k < 64; k++) {
+        int32_t x = g->outputs[k];
+        const struct dm_tinfo *o = &b->t[x];
+        logp[k] = extra[k] = -1;
+        if (!tr->rg[x])
+            continue;
+        if (b->run->loss == DNNMEM_LOSS_CE) {
+            logp[k] = dm_sb_alloc(b, DNNMEM_CAT_SAVED, o->dtype, o->bytes, -1, -1,
+                                  "loss.log_softmax", 1);
+            extra[k] = dm_sb_alloc(b, DNNMEM_CAT_SAVED, o->dtype, 4, -1, -1, "loss.total_weight", 1);
         }
-        break;
+        int32_t part = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
+        if (value < 0) {
+            value = part;
+        } else { /* loss = loss + w * part, out of place */
+            int32_t sum = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
+            dm_sb_unref(b, value);
+            dm_sb_unref(b, part);
+            value = sum;
+        }
     }
     tr->held[tr->n_held++] = value;
     /* backward from the loss: its grad is ones_like(loss) */
     dm_sb_step(b, DM_PHASE_BACKWARD, -1);
-    int32_t gl = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss.grad", 1);
-    switch (b->run->loss) {
-    case DNNMEM_LOSS_CE: {
-        int32_t gnll = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, -1, -1,
-                                   "loss.nll_grad", 1);
-        dm_sb_unref(b, gl);
-        dm_sb_unref(b, extra);
-        int32_t glogits = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, out0, -1,
-                                      "grad", 1);
-        dm_sb_unref(b, gnll);
-        dm_sb_unref(b, logp);
-        deliver(b, out0, glogits);
-        break;
+    int32_t gl = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, 4, -1, -1, "loss.grad", 1);
+    for (int32_t k = n_out - 1; k >= 0; k--) {
+        int32_t x = g->outputs[k];
+        const struct dm_tinfo *o = &b->t[x];
+        if (k >= 64 || !tr->rg[x])
+            continue;
+        switch (b->run->loss) {
+        case DNNMEM_LOSS_CE: {
+            int32_t gnll = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, -1, -1,
+                                       "loss.nll_grad", 1);
+            dm_sb_unref(b, extra[k]);
+            int32_t gx = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, x, -1, "grad", 1);
+            dm_sb_unref(b, gnll);
+            dm_sb_unref(b, logp[k]);
+            deliver(b, x, gx);
+            break;
+        }
+        case DNNMEM_LOSS_MSE:
+            deliver(b, x, dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, x, -1, "grad", 1));
+            break;
+        case DNNMEM_LOSS_SUM: /* SumBackward0 expands the scalar grad: a view */
+            dm_sb_ref(b, gl, 1);
+            deliver(b, x, gl);
+            break;
+        }
     }
-    case DNNMEM_LOSS_MSE:
-        deliver(b, out0, dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, out0, -1,
-                                     "grad", 1));
-        dm_sb_unref(b, gl);
-        break;
-    case DNNMEM_LOSS_SUM: /* SumBackward0 expands the scalar grad: a view */
-        for (int32_t k = 0; k < g->n_outputs; k++)
-            if (tr->rg[g->outputs[k]]) {
-                dm_sb_ref(b, gl, 1);
-                deliver(b, g->outputs[k], gl);
-            }
-        dm_sb_unref(b, gl);
-        break;
-    }
+    dm_sb_unref(b, gl);
 }
 
 /* ---- the optimizer --------------------------------------------------------------- */

@@ -114,6 +114,8 @@ int main(int argc, char **argv)
         cfg.mode = strcmp(mode, "inference") == 0 ? DNNMEM_MODE_INFER : DNNMEM_MODE_TRAIN;
         cfg.optimizer = opt && strcmp(opt, "adam") == 0 ? DNNMEM_OPT_ADAM : DNNMEM_OPT_SGD_MOMENTUM;
         cfg.loss = strcmp(model, "bert_encoder") == 0 ? DNNMEM_LOSS_SUM : DNNMEM_LOSS_CE;
+        /* aux-loss: F.cross_entropy(main) + 0.4 * F.cross_entropy(aux) */
+        cfg.loss_all_outputs = variant && strcmp(variant, "aux-loss") == 0;
         double extra = 0;
         if (variant && strcmp(variant, "grad-accum-2") == 0) {
             cfg.grad_accum = 2;
