@@ -226,6 +226,18 @@ def make_specs():
                   "pooler (dense+tanh on token 0); input_ids (batch,seq) int64; "
                   "no attention mask; token_type_ids all zero; no MLM/NSP heads.",
         ),
+        dict(
+            name="bert_large_encoder",
+            make=lambda: BertEncoder(hidden=1024, layers=24, heads=16, inter=4096),
+            args=lambda: (torch.randint(0, 30522, (2, 128), dtype=torch.long),),
+            inputs=["input_ids"], outputs=["output", "pooled_output"],
+            axes={"input_ids": {0: "batch", 1: "seq"},
+                  "output": {0: "batch", 1: "seq"},
+                  "pooled_output": {0: "batch"}},
+            notes="BERT-large-sized encoder (24 layers, hidden 1024, 16 heads, "
+                  "intermediate 4096), otherwise as bert_encoder; the 24-layer "
+                  "transformer of the speed benchmark.",
+        ),
     ]
 
 

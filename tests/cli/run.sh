@@ -70,6 +70,22 @@ expect 0 "peak" -- estimate $M/onnx/mnist-8_cntk.onnx
 expect 0 "peak" -- estimate $M/onnx/super_resolution_pytorch0.2.onnx
 expect 0 "peak" -- estimate $M/onnx/lstm_keras2onnx_tiny.onnx --dim N=4 --dim M1=7
 
+# training
+R=$M/fixtures/resnet50.onnx
+expect 0 "optimizer state" -- estimate $R -b 8 --mode train --optimizer adam
+expect 0 "momentum_buffer" -- estimate $R -b 8 --mode train --top 400
+expect 0 "set_to_none=False" -- estimate $R -b 8 --mode train --framework pytorch@1.13
+expect 0 "host: bytes as requested" -- estimate $R -b 2 --mode train --device cpu
+expect 0 "checkpoint     /layer*" -- estimate $R -b 8 --mode train --checkpoint '/layer*'
+expect 0 "precision      bf16" -- estimate $R -b 8 --mode train --precision bf16
+expect 0 "gradients" -- estimate $R -b 8 --mode train --freeze 'layer[123]*' --grad-accum 4
+expect 0 "every output" -- estimate $M/fixtures/inception_v3.onnx -b 2 --mode train --loss ce-all
+expect 2 "--checkpoint /nothing*: no node" -- estimate $R -b 8 --mode train --checkpoint '/nothing*'
+expect 2 "--optimizer lion" -- estimate $R --mode train --optimizer lion
+expect 2 "--framework tensorflow" -- estimate $R --framework tensorflow
+expect 2 "--device tpu" -- estimate $R --device tpu
+expect 2 "--precision amp-fp16" -- estimate $R --mode train --precision amp-fp16
+
 # KV-cache decoders with ONNX Runtime contrib ops (Attention, GroupQueryAttention)
 G=$M/onnx/tiny-random-gpt2_past_ort-fused.onnx
 expect 2 "dim 'past_seq_len'" -- estimate $G --dim batch_size=1 --seq-len 1 --dim total_seq_len=9

@@ -298,6 +298,30 @@ static void test_declared_shape_checked(void **state)
     tb_free(b);
 }
 
+/* Training through an op without a backward rule is an error naming it,
+ * never a guess. */
+static void test_train_unmodelled_op(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,3,3");
+    tb_init(b, "W", F32, 2, (int64_t[]){3, 3});
+    tb_node(b, "MatMul", "mm", "x,W", "h");
+    tb_node(b, "Det", "det", "h", "y");
+    tb_output(b, "y");
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    struct dnnmem_result *r = NULL;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_msg_has(err, "node 'det': training through Det is not modelled yet");
+    dnnmem_model_free(m);
+    tb_free(b);
+}
+
 /* The weights figure of each fixture equals the bytes of the PyTorch model's
  * parameters and buffers (tools/export_fixtures.py recorded them). */
 static void test_fixture_weights_match_pytorch(void **state)
@@ -377,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_binding_errors),
         cmocka_unit_test(test_shape_error_names_node),
         cmocka_unit_test(test_declared_shape_checked),
+        cmocka_unit_test(test_train_unmodelled_op),
         cmocka_unit_test(test_fixture_weights_match_pytorch),
         cmocka_unit_test(test_light_zoo_weights),
     };
