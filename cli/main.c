@@ -52,6 +52,8 @@ static const char usage_text[] =
     "  --framework pytorch@V  PyTorch version: 1.13 or 2.x (default 2.0); decides\n"
     "                         zero_grad(set_to_none) and the optimizer implementation\n"
     "  --device cuda|cpu      CUDA device (default) or PyTorch's CPU kernels and host memory\n"
+    "  --cpu-threads N        torch.get_num_threads() with --device cpu (default: several);\n"
+    "                         with 1, small-batch 1x1 convolutions use THNN, not oneDNN\n"
     "  --inplace auto|none    ReLU-like ops in place where PyTorch allows (default auto,\n"
     "                         as torchvision's inplace=True), or never\n"
     "\n"
@@ -157,7 +159,7 @@ static int cmd_estimate(int argc, char **argv)
 {
     enum { OPT_MODE = 256, OPT_DIM, OPT_JSON, OPT_CONTEXT, OPT_ROUND, OPT_TOP, OPT_FRAMEWORK,
            OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM, OPT_CUDA,
-           OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT };
+           OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT, OPT_THREADS };
     static const struct option opts[] = {
         {"mode", required_argument, NULL, OPT_MODE},
         {"framework", required_argument, NULL, OPT_FRAMEWORK},
@@ -179,6 +181,7 @@ static int cmd_estimate(int argc, char **argv)
         {"precision", required_argument, NULL, OPT_PRECISION},
         {"freeze", required_argument, NULL, OPT_FREEZE},
         {"checkpoint", required_argument, NULL, OPT_CKPT},
+        {"cpu-threads", required_argument, NULL, OPT_THREADS},
         {"compute-capability", required_argument, NULL, OPT_CC},
         {"cublas-workspace", required_argument, NULL, OPT_CUBLAS},
         {"conv-workspace", required_argument, NULL, OPT_CONVWS},
@@ -320,6 +323,11 @@ static int cmd_estimate(int argc, char **argv)
                 return usage_error("--precision %s: expected fp32, fp16 or bf16 (automatic mixed "
                                    "precision is not modelled yet)",
                                    optarg);
+            break;
+        case OPT_THREADS:
+            if (parse_count(optarg, &v) || v > 4096)
+                return usage_error("--cpu-threads %s: expected a positive integer", optarg);
+            cfg.cpu_threads = (int)v;
             break;
         case OPT_CKPT:
             if (n_ckpt == sizeof ckpt / sizeof ckpt[0])

@@ -28,7 +28,10 @@ struct dm_sb {
     int32_t *cur;         /* per tensor: buffer holding its storage now, or -1 */
     bool *strided;        /* per tensor: a non-contiguous view */
     uint8_t *flag;        /* per tensor: DM_TF_* */
-    int32_t *uses;        /* per tensor: data reads by nodes in one forward pass */
+    int32_t *uses;        /* per tensor: data reads by nodes in one forward pass, and the
+                             holds of the modules it is an argument of */
+    int32_t *held_start;  /* per node + 1: CSR index into held_list */
+    int32_t *held_list;   /* tensors whose module call returns after this node */
     int32_t *resident;    /* per tensor: its resident buffer, or -1 */
     struct dm_train *train; /* training state (src/train), NULL in inference */
     int iteration;

@@ -220,6 +220,98 @@ static void analyse(struct dm_sb *b)
     }
 }
 
+/* Module arguments. A module call keeps its arguments alive until it
+ * returns: the callee's parameter and the caller's variable (x =
+ * self.layer(x) rebinds only after the call) both refer to them, as does
+ * `identity = x` in a ResNet block. torch.onnx names each node after the
+ * modules it runs in ("/layer1/layer1.0/conv1/Conv"), and a module's nodes
+ * are consecutive, so a tensor read inside a module it was made outside of
+ * is held until that module's last node. */
+#define MAX_SCOPES 16
+
+/* Lengths of the module prefixes of a node name: "/layer1", "/layer1/layer1.0",
+ * ... (every '/' after the first character ends one). */
+static int scopes(const char *name, int len[MAX_SCOPES])
+{
+    int n = 0;
+    for (int k = 1; name[k] && n < MAX_SCOPES; k++)
+        if (name[k] == '/')
+            len[n++] = k;
+    return n;
+}
+
+static bool same_scope(const char *a, const char *b, int len)
+{
+    return strncmp(a, b, (size_t)len) == 0 && b[len] == '/';
+}
+
+static bool module_holds(struct dm_sb *b)
+{
+    const struct dm_graph *g = b->g;
+    int32_t nn = g->n_nodes, nt = g->n_tensors;
+    int32_t *until = malloc(((size_t)nt + 1) * sizeof *until);
+    int32_t(*first)[MAX_SCOPES] = malloc(((size_t)nn + 1) * sizeof *first);
+    int32_t(*last)[MAX_SCOPES] = malloc(((size_t)nn + 1) * sizeof *last);
+    int(*len)[MAX_SCOPES] = malloc(((size_t)nn + 1) * sizeof *len);
+    int *depth = malloc(((size_t)nn + 1) * sizeof *depth);
+    int32_t *fill = calloc((size_t)nn + 1, sizeof *fill);
+    b->held_start = calloc((size_t)nn + 2, sizeof *b->held_start);
+    bool ok = until && first && last && len && depth && fill && b->held_start;
+    if (!ok)
+        goto out;
+    /* each node's enclosing modules, and where each starts and ends */
+    for (int32_t i = 0; i < nn; i++) {
+        depth[i] = scopes(g->nodes[i].name, len[i]);
+        for (int d = 0; d < depth[i]; d++)
+            first[i][d] = i > 0 && d < depth[i - 1] && len[i - 1][d] == len[i][d] &&
+                                  same_scope(g->nodes[i].name, g->nodes[i - 1].name, len[i][d])
+                              ? first[i - 1][d]
+                              : i;
+    }
+    for (int32_t i = nn - 1; i >= 0; i--)
+        for (int d = 0; d < depth[i]; d++)
+            last[i][d] = i + 1 < nn && d < depth[i + 1] && len[i + 1][d] == len[i][d] &&
+                                 same_scope(g->nodes[i].name, g->nodes[i + 1].name, len[i][d])
+                             ? last[i + 1][d]
+                             : i;
+    for (int32_t x = 0; x < nt; x++)
+        until[x] = -1;
+    for (int32_t i = 0; i < nn; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            int32_t x = n->in[k];
+            if (x < 0 || is_meta_slot(n, k) || b->flag[x] & DM_TF_RESIDENT)
+                continue;
+            int32_t p = g->tensors[x].producer;
+            for (int d = 0; d < depth[i]; d++)
+                if (p >= 0 && p < first[i][d] && last[i][d] > i && last[i][d] > until[x])
+                    until[x] = last[i][d];
+        }
+    }
+    int32_t count = 0;
+    for (int32_t x = 0; x < nt; x++)
+        if (until[x] >= 0) {
+            b->held_start[until[x] + 1]++;
+            b->uses[x]++;
+            count++;
+        }
+    for (int32_t i = 0; i < nn; i++)
+        b->held_start[i + 1] += b->held_start[i];
+    b->held_list = malloc(((size_t)count + 1) * sizeof *b->held_list);
+    ok = b->held_list != NULL;
+    for (int32_t x = 0; ok && x < nt; x++)
+        if (until[x] >= 0)
+            b->held_list[b->held_start[until[x]] + fill[until[x]]++] = x;
+out:
+    free(until);
+    free(first);
+    free(last);
+    free(len);
+    free(depth);
+    free(fill);
+    return ok;
+}
+
 /* PyTorch's BatchNorm modules that track running statistics register a third
  * buffer, num_batches_tracked, an int64 scalar (torch/nn/modules/batchnorm.py,
  * _NormBase). torch.onnx drops it ("Removing mutation ... num_batches_tracked"),
@@ -409,10 +501,13 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
     dm_sb_workspace_end(b, &ws);
     if (save)
         dm_train_save(b, i);
-    /* the op is done: it lets go of its inputs and outputs */
+    /* the op is done: it lets go of its inputs and outputs, and modules that
+     * end here of their arguments */
     for (int k = 0; k < n->n_in; k++)
         if (n->in[k] >= 0 && !is_meta_slot(n, k))
             dm_sb_unref(b, b->cur[n->in[k]]);
+    for (int32_t h = b->held_start[i]; !again && h < b->held_start[i + 1]; h++)
+        dm_sb_unref(b, b->cur[b->held_list[h]]);
     for (int k = 0; k < n->n_out; k++) {
         int32_t o = n->out[k];
         if (o >= 0 && b->resident[o] < 0 && !t[o].absent)
@@ -453,6 +548,10 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
         goto out;
     }
     analyse(&b);
+    if (!module_holds(&b)) {
+        b.oom = true;
+        goto out;
+    }
     b.iteration = 1;
     setup(&b);
     if (!run->train) {
@@ -478,6 +577,8 @@ out:
     free(b.flag);
     free(b.uses);
     free(b.resident);
+    free(b.held_start);
+    free(b.held_list);
     if (b.oom) {
         dm_schedule_free(s);
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory scheduling '%s'", g->path);
