@@ -327,8 +327,8 @@ static void test_train_unmodelled_op(void **state)
 static void test_fixture_weights_match_pytorch(void **state)
 {
     (void)state;
-    static const char *const names[] = {"resnet50", "vgg16", "inception_v3", "lstm_lm",
-                                        "bert_encoder"};
+    static const char *const names[] = {"resnet50", "vgg16",        "inception_v3",
+                                        "lstm_lm",  "bert_encoder", "bert_large_encoder"};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
         char path[256];
         snprintf(path, sizeof path, "tests/models/fixtures/%s.json", names[k]);
