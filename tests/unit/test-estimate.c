@@ -22,6 +22,21 @@ static struct dnnmem_result *estimate_cfg(struct tb *b, struct dnnmem_config *cf
     return r;
 }
 
+/* The estimate fails with `want` and a message containing `needle`. */
+static void expect_estimate_error(struct tb *b, const struct dnnmem_config *cfg,
+                                  enum dnnmem_status want, const char *needle)
+{
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    struct dnnmem_result *r = NULL;
+    assert_int_equal(dnnmem_estimate(m, cfg, &r, &err), want);
+    assert_msg_has(err, needle);
+    assert_null(r);
+    dnnmem_model_free(m);
+    tb_free(b);
+}
+
 /* Inference with every op allocating its output (the hand computations
  * below count each output). */
 static struct dnnmem_result *estimate(struct tb *b, int64_t batch, const char *dim, int64_t dimv)
@@ -57,13 +72,7 @@ static struct dnnmem_result *estimate(struct tb *b, int64_t batch, const char *d
 static void test_mlp_by_hand(void **state)
 {
     (void)state;
-    struct tb *b = tb_new(13);
-    tb_input(b, "x", F32, "batch,3");
-    tb_init(b, "W", F32, 2, (int64_t[]){3, 4});
-    tb_node(b, "MatMul", "mm", "x,W", "h");
-    tb_node(b, "Relu", "relu", "h", "y");
-    tb_output(b, "y");
-    struct dnnmem_result *r = estimate(b, 2, NULL, 0);
+    struct dnnmem_result *r = estimate(tb_small_mlp(), 2, NULL, 0);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 48);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 24);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_ACTIVATION], 64);
@@ -242,13 +251,9 @@ static void test_binding_errors(void **state)
     tb_input(b, "x", F32, "1,3");
     tb_node(b, "Relu", "r", "x", "y");
     tb_output(b, "y");
-    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
     dnnmem_config_init(&cfg);
     cfg.batch_size = 8;
-    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
-    assert_msg_has(err, "--batch-size");
-    dnnmem_model_free(m);
-    tb_free(b);
+    expect_estimate_error(b, &cfg, DNNMEM_E_USAGE, "--batch-size");
 }
 
 /* Shape errors name the node. */
@@ -260,17 +265,9 @@ static void test_shape_error_names_node(void **state)
     tb_init(b, "W", F32, 2, (int64_t[]){5, 4});
     tb_node(b, "MatMul", "proj", "x,W", "y");
     tb_output(b, "y");
-    dnnmem_model *m;
-    struct dnnmem_error err;
-    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
-    struct dnnmem_result *r = NULL;
-    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_SHAPE);
-    assert_msg_has(err, "node 'proj' (MatMul)");
-    assert_null(r);
-    dnnmem_model_free(m);
-    tb_free(b);
+    expect_estimate_error(b, &cfg, DNNMEM_E_SHAPE, "node 'proj' (MatMul)");
 }
 
 /* A declared output shape that disagrees with inference is an error naming
@@ -285,17 +282,11 @@ static void test_declared_shape_checked(void **state)
     tb_node(b, "MatMul", "mm", "x,W", "y");
     Onnx__ValueInfoProto *vi = tb_value_info(b, "y", F32, "batch,5");
     TB_PUSH(b, &b->g.output, &b->g.n_output, vi);
-    dnnmem_model *m;
-    struct dnnmem_error err;
-    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
     cfg.batch_size = 2;
-    struct dnnmem_result *r = NULL;
-    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_SHAPE);
-    assert_msg_has(err, "'y' is declared float32[2,5] (-1: any) but infers as float32[2,4]");
-    dnnmem_model_free(m);
-    tb_free(b);
+    expect_estimate_error(b, &cfg, DNNMEM_E_SHAPE,
+                          "'y' is declared float32[2,5] (-1: any) but infers as float32[2,4]");
 }
 
 /* Training through an op without a backward rule is an error naming it,
@@ -309,17 +300,11 @@ static void test_train_unmodelled_op(void **state)
     tb_node(b, "MatMul", "mm", "x,W", "h");
     tb_node(b, "Det", "det", "h", "y");
     tb_output(b, "y");
-    dnnmem_model *m;
-    struct dnnmem_error err;
-    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
-    struct dnnmem_result *r = NULL;
-    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
-    assert_msg_has(err, "node 'det': training through Det is not modelled yet");
-    dnnmem_model_free(m);
-    tb_free(b);
+    expect_estimate_error(b, &cfg, DNNMEM_E_UNSUPPORTED,
+                          "node 'det': training through Det is not modelled yet");
 }
 
 /* The weights figure of each fixture equals the bytes of the PyTorch model's

@@ -3,22 +3,11 @@
 
 enum { F32 = 1, I64 = 7 };
 
-/* x[batch,3] @ W[3,4] -> h; relu(h) -> y */
-static struct tb *small_mlp(void)
-{
-    struct tb *b = tb_new(13);
-    tb_input(b, "x", F32, "batch,3");
-    tb_init(b, "W", F32, 2, (int64_t[]){3, 4});
-    tb_node(b, "MatMul", "mm", "x,W", "h");
-    tb_node(b, "Relu", "relu", "h", "y");
-    tb_output(b, "y");
-    return b;
-}
 
 static void test_loads_small_model(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     dnnmem_model *m;
     struct dnnmem_error err;
     assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
@@ -38,7 +27,7 @@ static void test_loads_small_model(void **state)
 static void test_truncated(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     size_t len;
     uint8_t *p = tb_pack(b, &len);
     for (size_t cut = 0; cut < len; cut++) {
@@ -61,7 +50,7 @@ static void test_truncated(void **state)
 static void test_corrupt_bytes(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     size_t len;
     uint8_t *p = tb_pack(b, &len);
     for (size_t i = 0; i < len; i++)
@@ -155,7 +144,7 @@ static void test_overwrites_input(void **state)
 static void test_negative_dim(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     b->g.initializer[0]->dims[0] = -3;
     expect_error(b, DNNMEM_E_SHAPE, "negative dim");
 }
@@ -163,7 +152,7 @@ static void test_negative_dim(void **state)
 static void test_overflowing_dims(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     b->g.initializer[0]->dims[0] = INT64_C(1) << 40;
     b->g.initializer[0]->dims[1] = INT64_C(1) << 40;
     expect_error(b, DNNMEM_E_SHAPE, "overflows");
@@ -172,7 +161,7 @@ static void test_overflowing_dims(void **state)
 static void test_absurd_size(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     b->g.initializer[0]->dims[0] = INT64_C(1) << 40;
     b->g.initializer[0]->dims[1] = 1 << 20;
     expect_error(b, DNNMEM_E_SHAPE, "absurd");
@@ -191,7 +180,7 @@ static void test_negative_input_dim(void **state)
 static void test_unknown_dtype(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     b->g.initializer[0]->data_type = 99;
     expect_error(b, DNNMEM_E_MODEL, "unknown data type 99");
 }
@@ -199,7 +188,7 @@ static void test_unknown_dtype(void **state)
 static void test_missing_opset(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     b->m.n_opset_import = 0;
     expect_error(b, DNNMEM_E_MODEL, "opset_import");
 }
@@ -227,7 +216,7 @@ static void test_custom_domain_op(void **state)
 static void test_raw_data_size_mismatch(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     Onnx__TensorProto *t = b->g.initializer[0];
     static uint8_t bytes[40];
     t->has_raw_data = 1;
@@ -240,7 +229,7 @@ static void test_raw_data_size_mismatch(void **state)
 static void test_empty_raw_data(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     tb_init_i64(b, "v", 2, (int64_t[]){1, 2});
     Onnx__TensorProto *t = b->g.initializer[1];
     t->n_int64_data = 0;
@@ -255,7 +244,7 @@ static void test_empty_raw_data(void **state)
 static void test_typed_data_in_wrong_field(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     tb_init_i64(b, "v", 2, (int64_t[]){1, 2});
     b->g.initializer[1]->data_type = F32;
     expect_error(b, DNNMEM_E_MODEL, "float32 data is stored in the wrong TensorProto field");
@@ -264,7 +253,7 @@ static void test_typed_data_in_wrong_field(void **state)
 static void test_output_not_produced(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     tb_output(b, "ghost");
     expect_error(b, DNNMEM_E_MODEL, "'ghost'");
 }
@@ -292,7 +281,7 @@ static void test_unsorted_graph_is_sorted(void **state)
 static void test_weights_not_copied(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     size_t big = (size_t)64 << 20;
     int64_t dims[2] = {(int64_t)(big / 4 / 1024), 1024};
     Onnx__TensorProto *t = tb_init(b, "big", F32, 2, dims);
@@ -324,7 +313,7 @@ static void test_weights_not_copied(void **state)
 static void test_small_values_kept(void **state)
 {
     (void)state;
-    struct tb *b = small_mlp();
+    struct tb *b = tb_small_mlp();
     tb_init_i64(b, "shape", 3, (int64_t[]){2, -1, 4});
     dnnmem_model *m;
     struct dnnmem_error err;

@@ -231,6 +231,18 @@ static inline uint8_t *tb_pack(struct tb *b, size_t *len)
     return p;
 }
 
+/* x[batch,3] @ W[3,4] -> h; relu(h) -> y: the small graph several tests use. */
+static inline struct tb *tb_small_mlp(void)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "batch,3");
+    tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){3, 4});
+    tb_node(b, "MatMul", "mm", "x,W", "h");
+    tb_node(b, "Relu", "relu", "h", "y");
+    tb_output(b, "y");
+    return b;
+}
+
 /* Load packed bytes through the public API. */
 static inline enum dnnmem_status tb_load(struct tb *b, dnnmem_model **m, struct dnnmem_error *err)
 {
