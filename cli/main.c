@@ -67,7 +67,8 @@ static const char usage_text[] =
     "  --grad-accum N         micro-batches per optimizer step (default 1)\n"
     "  --freeze PATTERN       parameters whose name matches the glob get no grad and no\n"
     "                         optimizer state (repeatable), e.g. --freeze 'layer[12].*'\n"
-    "  --precision P          fp32 (default, as the model), fp16 or bf16 (model.half())\n"
+    "  --precision P          fp32 (default, as the model), fp16 or bf16 (model.half()),\n"
+    "                         amp-fp16 or amp-bf16 (torch.autocast with fp32 weights; CUDA)\n"
     "  --checkpoint SPEC      activation checkpointing (torch.utils.checkpoint), repeatable:\n"
     "                         a glob on node-name prefixes, one segment per matching\n"
     "                         prefix ('/layers.*': per layer; '/layer*': per ResNet stage),\n"
@@ -319,9 +320,12 @@ static int cmd_estimate(int argc, char **argv)
                 cfg.precision = DNNMEM_PRECISION_FP16;
             else if (strcmp(optarg, "bf16") == 0)
                 cfg.precision = DNNMEM_PRECISION_BF16;
+            else if (strcmp(optarg, "amp-fp16") == 0)
+                cfg.precision = DNNMEM_PRECISION_AMP_FP16;
+            else if (strcmp(optarg, "amp-bf16") == 0)
+                cfg.precision = DNNMEM_PRECISION_AMP_BF16;
             else
-                return usage_error("--precision %s: expected fp32, fp16 or bf16 (automatic mixed "
-                                   "precision is not modelled yet)",
+                return usage_error("--precision %s: expected fp32, fp16, bf16, amp-fp16 or amp-bf16",
                                    optarg);
             break;
         case OPT_THREADS:

@@ -142,7 +142,9 @@ enum dnnmem_loss {
 enum dnnmem_precision {
     DNNMEM_PRECISION_FP32 = 0, /* as the model's weights are (default) */
     DNNMEM_PRECISION_FP16,     /* model.half(): weights, activations, grads, state in fp16 */
-    DNNMEM_PRECISION_BF16      /* model.to(torch.bfloat16) */
+    DNNMEM_PRECISION_BF16,     /* model.to(torch.bfloat16) */
+    DNNMEM_PRECISION_AMP_FP16, /* torch.autocast(float16) with fp32 weights (CUDA) */
+    DNNMEM_PRECISION_AMP_BF16  /* torch.autocast(bfloat16) with fp32 weights (CUDA) */
 };
 
 /* Whether activation functions ran in place (an ONNX graph cannot say). */

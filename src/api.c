@@ -320,7 +320,7 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     if (cfg.iterations < 0 || cfg.iterations > 1000 || cfg.grad_accum < 0 || cfg.grad_accum > 1000)
         return dm_fail(err, DNNMEM_E_USAGE, "iterations and grad_accum must be in 1..1000");
     if ((unsigned)cfg.optimizer > DNNMEM_OPT_NONE || (unsigned)cfg.loss > DNNMEM_LOSS_SUM ||
-        (unsigned)cfg.inplace > DNNMEM_INPLACE_NONE || (unsigned)cfg.precision > DNNMEM_PRECISION_BF16 ||
+        (unsigned)cfg.inplace > DNNMEM_INPLACE_NONE || (unsigned)cfg.precision > DNNMEM_PRECISION_AMP_BF16 ||
         (cfg.n_freeze && !cfg.freeze) || (cfg.n_checkpoint && !cfg.checkpoint))
         return dm_fail(err, DNNMEM_E_USAGE, "unknown optimizer, loss or in-place setting");
     if (cfg.torch_version != 0 && (cfg.torch_version < 100 || cfg.torch_version > 999))
@@ -377,7 +377,20 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     struct dm_infer ctx = {.g = g, .arena = &arena, .t = t, .sym_values = syms, .err = err};
     if ((s = dm_infer_shapes(&ctx)) != DNNMEM_OK)
         goto out;
-    if (cfg.precision != DNNMEM_PRECISION_FP32) {
+    bool amp = cfg.precision == DNNMEM_PRECISION_AMP_FP16 || cfg.precision == DNNMEM_PRECISION_AMP_BF16;
+    if (amp && !run.cuda) {
+        s = dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                    "--precision amp-*: autocast on the CPU (bf16, other op lists) is not modelled");
+        goto out;
+    }
+    if (amp) {
+        run.amp = cfg.precision == DNNMEM_PRECISION_AMP_FP16 ? DM_FLOAT16 : DM_BFLOAT16;
+        dm_amp_retype(g, t, run.amp);
+        assume(&as, "precision", "option",
+               "%s: torch.autocast, fp32 weights, grads and optimizer state; cached parameter "
+               "casts; GradScaler state negligible",
+               run.amp == DM_FLOAT16 ? "amp-fp16" : "amp-bf16");
+    } else if (cfg.precision != DNNMEM_PRECISION_FP32) {
         /* model.half() / .to(bfloat16) converts every floating-point
          * parameter and buffer, so every float32 tensor the model makes from
          * them, its grads and optimizer state become 2-byte */

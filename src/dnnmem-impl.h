@@ -131,6 +131,9 @@ enum {
     DM_F_IDENTITY_INFER = 1u << 1, /* in eval mode output 0 is input 0 itself (Dropout) */
     DM_F_TRAIN_AUX = 1u << 2,  /* outputs after the first exist only in training mode */
     DM_F_SEQUENCE = 1u << 3,   /* works on sequence values, which the library does not model */
+    DM_F_AMP_LOW = 1u << 4,    /* autocast runs it in the low-precision type */
+    DM_F_AMP_FP32 = 1u << 5,   /* autocast runs it in fp32 */
+    DM_F_AMP_PROMOTE = 1u << 6, /* autocast runs it in the widest input type */
 };
 
 /* Backward rules (the last column of ops.def): what an op's autograd node
@@ -425,6 +428,7 @@ struct dm_run {
     uint64_t cublas_workspace;  /* per handle; 0 = none (CPU) */
     uint64_t conv_workspace;    /* per convolution call */
     int cpu_threads;            /* torch.get_num_threads() on the CPU; 0 = several */
+    enum dm_dtype amp;          /* autocast's low type (fp16/bf16), or DM_UNDEFINED */
 };
 
 /* Build the schedule of a run: inference under torch.no_grad() with
@@ -432,6 +436,13 @@ struct dm_run {
 enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_tinfo *t,
                                      const struct dm_run *run, struct dm_schedule *s,
                                      struct dnnmem_error *err);
+
+/* Automatic mixed precision (src/train/amp.c): retype activations as
+ * torch.autocast runs them, and the type input k of node n is cast to
+ * (DM_UNDEFINED: none). */
+void dm_amp_retype(const struct dm_graph *g, struct dm_tinfo *t, enum dm_dtype low);
+enum dm_dtype dm_amp_cast(const struct dm_graph *g, const struct dm_tinfo *t,
+                          const struct dm_node *n, int k, enum dm_dtype low);
 
 /* ---- allocator simulation (src/alloc) ------------------------------------ */
 

@@ -703,10 +703,16 @@ def main():
         for c in cfgs:
             print(c["id"])
         return
-    cmd = "/usr/bin/python3 tools/measure_cpu.py" + "".join(
-        f" {x}" for x in sys.argv[1:] if not x.startswith("--out"))
-    if a.blas_dir:
-        cmd = cmd.replace(a.blas_dir, "<dir>")
+    args, skip = [], False
+    for x in sys.argv[1:]:  # drop --out/--dump and their values; hide the BLAS folder
+        if skip:
+            skip = False
+        elif x in ("--out", "--dump"):
+            skip = True
+        elif not x.startswith(("--out=", "--dump=")):
+            args.append("<dir>" if a.blas_dir and x == a.blas_dir else
+                        "--blas-dir=<dir>" if x.startswith("--blas-dir=") else x)
+    cmd = " ".join(["/usr/bin/python3 tools/measure_cpu.py"] + args)
 
     t0 = time.time()
     ctx = mp.get_context("fork")

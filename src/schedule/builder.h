@@ -32,6 +32,9 @@ struct dm_sb {
                              holds of the modules it is an argument of */
     int32_t *held_start;  /* per node + 1: CSR index into held_list */
     int32_t *held_list;   /* tensors whose module call returns after this node */
+    int32_t *in_buf;      /* per input slot of the node running: the buffer it reads
+                             (an autocast copy), or -1 for its tensor's own */
+    int32_t *amp_cache;   /* per weight tensor: autocast's cached copy, or -1 */
     int32_t *resident;    /* per tensor: its resident buffer, or -1 */
     struct dm_train *train; /* training state (src/train), NULL in inference */
     int iteration;
@@ -57,6 +60,9 @@ struct dm_ws {
 };
 struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward);
 void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
+
+/* The buffer input slot k of node n reads: an autocast copy, or its tensor's. */
+int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);
 
 /* One forward pass (both modes), and one node of it. */
 void dm_sb_forward(struct dm_sb *b);

@@ -439,6 +439,40 @@ static int32_t linear_bias_target(const struct dm_sb *b, const struct dm_node *n
     return -1;
 }
 
+int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k)
+{
+    if (!dm_has_in(n, k))
+        return -1;
+    return b->in_buf[k] >= 0 ? b->in_buf[k] : b->cur[n->in[k]];
+}
+
+/* Autocast casts of node n's inputs, made before it runs: a parameter's cast
+ * is cached for the whole forward pass, others belong to the op. */
+static void amp_casts(struct dm_sb *b, const struct dm_node *n)
+{
+    for (int k = 0; k < n->n_in; k++) {
+        b->in_buf[k] = -1;
+        enum dm_dtype to = b->run->amp ? dm_amp_cast(b->g, b->t, n, k, b->run->amp) : DM_UNDEFINED;
+        int32_t src = to != DM_UNDEFINED ? b->cur[n->in[k]] : -1;
+        if (src < 0)
+            continue;
+        uint64_t bytes;
+        dm_dtype_bytes(to, b->t[n->in[k]].numel, &bytes);
+        int32_t w = b->s->buf[src].tensor;
+        int32_t node = (int32_t)(n - b->g->nodes);
+        if (w >= 0 && b->resident[w] == src && b->g->tensors[w].role == DM_ROLE_WEIGHT) {
+            if (b->amp_cache[w] < 0)
+                b->amp_cache[w] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, to, bytes, w, node,
+                                              "autocast", 1);
+            dm_sb_ref(b, b->amp_cache[w], 1);
+            b->in_buf[k] = b->amp_cache[w];
+        } else {
+            b->in_buf[k] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, to, bytes, n->in[k], node,
+                                       "autocast", 1);
+        }
+    }
+}
+
 /* Run node i forward. `uses` counts the later reads of each tensor that will
  * release it; `save`: record what backward needs (grad mode on); `again`: a
  * recomputation, whose graph outputs the caller does not hold. */
@@ -454,6 +488,11 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
     struct dm_ws ws = {{-1, -1}};
     if (on_device)
         ws = dm_sb_workspace_begin(b, n, false);
+    if (on_device)
+        amp_casts(b, n);
+    else
+        for (int k = 0; k < n->n_in; k++)
+            b->in_buf[k] = -1;
     for (int k = 0; k < n->n_out; k++) {
         int32_t o = n->out[k];
         if (o < 0 || t[o].absent || b->resident[o] >= 0)
@@ -503,9 +542,12 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         dm_train_save(b, i);
     /* the op is done: it lets go of its inputs and outputs, and modules that
      * end here of their arguments */
-    for (int k = 0; k < n->n_in; k++)
+    for (int k = 0; k < n->n_in; k++) {
         if (n->in[k] >= 0 && !is_meta_slot(n, k))
             dm_sb_unref(b, b->cur[n->in[k]]);
+        dm_sb_unref(b, b->in_buf[k]);
+        b->in_buf[k] = -1;
+    }
     for (int32_t h = b->held_start[i]; !again && h < b->held_start[i + 1]; h++)
         dm_sb_unref(b, b->cur[b->held_list[h]]);
     for (int k = 0; k < n->n_out; k++) {
@@ -521,6 +563,7 @@ void dm_sb_forward(struct dm_sb *b)
     for (int32_t i = 0; i < g->n_tensors; i++) {
         b->cur[i] = b->resident[i];
         b->strided[i] = false;
+        b->amp_cache[i] = -1;
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         bool save = b->run->train;
@@ -528,6 +571,12 @@ void dm_sb_forward(struct dm_sb *b)
             save = dm_train_checkpoint_enter(b, i); /* false inside a checkpointed segment */
         dm_sb_forward_node(b, i, b->uses, save, false);
     }
+    /* leaving autocast clears its cache of parameter casts */
+    for (int32_t i = 0; i < g->n_tensors; i++)
+        if (b->amp_cache[i] >= 0) {
+            dm_sb_unref(b, b->amp_cache[i]);
+            b->amp_cache[i] = -1;
+        }
 }
 
 enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_tinfo *t,
@@ -542,8 +591,14 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
     b.flag = calloc((size_t)nt + 1, sizeof *b.flag);
     b.uses = calloc((size_t)nt + 1, sizeof *b.uses);
     b.resident = malloc(((size_t)nt + 1) * sizeof *b.resident);
+    b.amp_cache = malloc(((size_t)nt + 1) * sizeof *b.amp_cache);
+    int max_in = 1;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].n_in > max_in)
+            max_in = g->nodes[i].n_in;
+    b.in_buf = malloc((size_t)max_in * sizeof *b.in_buf);
     enum dnnmem_status st = DNNMEM_OK;
-    if (!b.cur || !b.strided || !b.flag || !b.uses || !b.resident) {
+    if (!b.cur || !b.strided || !b.flag || !b.uses || !b.resident || !b.amp_cache || !b.in_buf) {
         b.oom = true;
         goto out;
     }
@@ -579,6 +634,8 @@ out:
     free(b.resident);
     free(b.held_start);
     free(b.held_list);
+    free(b.amp_cache);
+    free(b.in_buf);
     if (b.oom) {
         dm_schedule_free(s);
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory scheduling '%s'", g->path);

@@ -383,6 +383,12 @@ static void keep_tensor(struct dm_sb *b, int32_t node, int32_t x)
         keep(b, node, b->cur[x]);
 }
 
+/* Keep what input slot k read (an autocast copy, when there was one). */
+static void keep_input(struct dm_sb *b, int32_t node, int k)
+{
+    keep(b, node, dm_sb_input(b, &b->g->nodes[node], k));
+}
+
 /* An extra tensor the op makes only for its backward (mask, statistics). */
 static void keep_new(struct dm_sb *b, int32_t node, enum dm_dtype dtype, int64_t numel,
                      const char *what)
@@ -408,7 +414,7 @@ void dm_train_save(struct dm_sb *b, int32_t i)
     int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1, out0 = dm_has_out(n, 0) ? n->out[0] : -1;
     switch (dm_ops[n->op].train) {
     case DM_T_OUT: keep_tensor(b, i, out0); break;
-    case DM_T_IN: keep_tensor(b, i, in0); break;
+    case DM_T_IN: keep_input(b, i, 0); break;
     case DM_T_OPERANDS:
         /* each input that needs a grad keeps the other data operands */
         for (int j = 0; j < n->n_in && j < 2; j++) {
@@ -417,22 +423,22 @@ void dm_train_save(struct dm_sb *b, int32_t i)
                 if (k != j && n->in[k] >= 0 && tr->rg[n->in[k]])
                     needed = true;
             if (needed)
-                keep_tensor(b, i, n->in[j]);
+                keep_input(b, i, j);
         }
         break;
     case DM_T_CONV:
-        keep_tensor(b, i, in0);
-        keep_tensor(b, i, dm_has_in(n, 1) ? n->in[1] : -1);
+        keep_input(b, i, 0);
+        keep_input(b, i, 1);
         break;
     case DM_T_BN: {
-        keep_tensor(b, i, in0);
+        keep_input(b, i, 0);
         int64_t c = in0 >= 0 && t[in0].rank >= 2 ? t[in0].dims[1] : 1;
         keep_new(b, i, DM_FLOAT, c, "save_mean");
         keep_new(b, i, DM_FLOAT, c, "save_invstd");
         break;
     }
     case DM_T_LN: {
-        keep_tensor(b, i, in0);
+        keep_input(b, i, 0);
         int64_t axis = dm_attr_int(n, "axis", -1), rows = 1;
         if (in0 >= 0) {
             int r = t[in0].rank;
@@ -446,7 +452,7 @@ void dm_train_save(struct dm_sb *b, int32_t i)
         break;
     }
     case DM_T_POOL_IDX:
-        keep_tensor(b, i, in0);
+        keep_input(b, i, 0);
         if (out0 >= 0)
             keep_new(b, i, DM_INT64, t[out0].numel, "indices");
         break;
@@ -455,7 +461,7 @@ void dm_train_save(struct dm_sb *b, int32_t i)
             keep_new(b, i, b->run->cuda ? DM_BOOL : t[in0].dtype, t[in0].numel,
                      b->run->cuda ? "mask" : "noise");
         break;
-    case DM_T_EMBED: keep_tensor(b, i, dm_has_in(n, 1) ? n->in[1] : -1); break;
+    case DM_T_EMBED: keep_input(b, i, 1); break;
     case DM_T_RNN: {
         /* The input projection's addmm keeps the input. Then, per time step
          * and direction (aten/src/ATen/native/RNN.cpp, LSTMCell on the CPU in
@@ -464,7 +470,7 @@ void dm_train_save(struct dm_sb *b, int32_t i)
          * tanh(cy) [B,H]: 7H values per batch row. cuDNN (CUDA) instead keeps
          * the output and a reserve holding the gates: approximated as 4H per
          * step; GRU (3 gates) and RNN (1) follow the same count. */
-        keep_tensor(b, i, in0);
+        keep_input(b, i, 0);
         if (in0 < 0 || t[in0].rank != 3)
             break;
         int64_t hidden = dm_attr_int(n, "hidden_size", 0);
@@ -565,12 +571,20 @@ static void backward_node(struct dm_sb *b, int32_t i)
                       (rule == DM_T_PASS && n->op != DM_OP_Neg &&
                        !(n->op == DM_OP_Sub && k == 1) &&
                        (n->op == DM_OP_Concat || same_shape(&t[x], &t[out0]))));
-        if (alias) {
+        enum dm_dtype cast = b->run->amp ? dm_amp_cast(g, t, n, k, b->run->amp) : DM_UNDEFINED;
+        if (alias && cast == DM_UNDEFINED) {
             dm_sb_ref(b, gout, 1);
             gin = gout;
         } else {
+            /* an autocast copy's grad, in its type, then ToCopyBackward's cast
+             * back to the input's type */
+            uint64_t cbytes;
+            int32_t gcast = -1;
+            if (cast != DM_UNDEFINED && dm_dtype_bytes(cast, t[x].numel, &cbytes))
+                gcast = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, cast, cbytes, x, i, "grad", 1);
             gin = dm_sb_alloc(b, tr->param[x] ? DNNMEM_CAT_GRADIENT : DNNMEM_CAT_TEMPORARY,
                               t[x].dtype, t[x].bytes, x, i, "grad", 1);
+            dm_sb_unref(b, gcast);
         }
         deliver(b, x, gin);
     }
@@ -608,8 +622,15 @@ static void loss(struct dm_sb *b)
         if (!tr->rg[x])
             continue;
         if (b->run->loss == DNNMEM_LOSS_CE) {
-            logp[k] = dm_sb_alloc(b, DNNMEM_CAT_SAVED, o->dtype, o->bytes, -1, -1,
-                                  "loss.log_softmax", 1);
+            /* cross_entropy is on autocast's fp32 list: an fp32 copy of the
+             * logits feeds log_softmax, whose fp32 result NllLossBackward keeps */
+            uint64_t b32 = (uint64_t)o->numel * 4;
+            int32_t up = o->dtype != DM_FLOAT && o->dtype != DM_DOUBLE
+                             ? dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, b32, x, -1, "autocast", 1)
+                             : -1;
+            logp[k] = dm_sb_alloc(b, DNNMEM_CAT_SAVED, up >= 0 ? DM_FLOAT : o->dtype,
+                                  up >= 0 ? b32 : o->bytes, -1, -1, "loss.log_softmax", 1);
+            dm_sb_unref(b, up);
             extra[k] = dm_sb_alloc(b, DNNMEM_CAT_SAVED, o->dtype, 4, -1, -1, "loss.total_weight", 1);
         }
         int32_t part = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
@@ -633,12 +654,20 @@ static void loss(struct dm_sb *b)
             continue;
         switch (b->run->loss) {
         case DNNMEM_LOSS_CE: {
-            int32_t gnll = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, -1, -1,
-                                       "loss.nll_grad", 1);
+            const struct dm_buffer *lp = &b->s->buf[logp[k]];
+            int32_t gnll = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, (enum dm_dtype)lp->dtype, lp->bytes,
+                                       -1, -1, "loss.nll_grad", 1);
             dm_sb_unref(b, extra[k]);
-            int32_t gx = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, x, -1, "grad", 1);
+            int32_t gx = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, (enum dm_dtype)lp->dtype, lp->bytes,
+                                     x, -1, "grad", 1);
             dm_sb_unref(b, gnll);
             dm_sb_unref(b, logp[k]);
+            if (lp->bytes != o->bytes) { /* back to the logits' type */
+                int32_t down = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, x, -1,
+                                           "grad", 1);
+                dm_sb_unref(b, gx);
+                gx = down;
+            }
             deliver(b, x, gx);
             break;
         }

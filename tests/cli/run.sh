@@ -84,7 +84,9 @@ expect 2 "--checkpoint /nothing*: no node" -- estimate $R -b 8 --mode train --ch
 expect 2 "--optimizer lion" -- estimate $R --mode train --optimizer lion
 expect 2 "--framework tensorflow" -- estimate $R --framework tensorflow
 expect 2 "--device tpu" -- estimate $R --device tpu
-expect 2 "--precision amp-fp16" -- estimate $R --mode train --precision amp-fp16
+expect 2 "--precision amp-fp8" -- estimate $R --mode train --precision amp-fp8
+expect 0 "amp-fp16: torch.autocast" -- estimate $R -b 8 --mode train --precision amp-fp16
+expect 4 "autocast on the CPU" -- estimate $R -b 8 --mode train --precision amp-bf16 --device cpu
 
 # KV-cache decoders with ONNX Runtime contrib ops (Attention, GroupQueryAttention)
 G=$M/onnx/tiny-random-gpt2_past_ort-fused.onnx
