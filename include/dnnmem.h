@@ -185,8 +185,9 @@ struct dnnmem_config {
     /* Activation checkpointing (torch.utils.checkpoint), one spec per entry:
      * a glob on node-name prefixes, as deep as the pattern ("/layer*",
      * "/layers.*"): each run of consecutive nodes sharing a matching prefix is
-     * one segment; or "A..B": one segment from the first node whose name
-     * matches glob A to the last whose name matches glob B. */
+     * one segment ("GLOB:K" groups K consecutive ones: every K blocks); or
+     * "A..B": one segment from the first node whose name matches glob A to
+     * the last whose name matches glob B. */
     const char *const *checkpoint;
     size_t n_checkpoint;
     /* Framework version, as major * 100 + minor (113 = 1.13, 200 = 2.0);

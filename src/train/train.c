@@ -141,26 +141,57 @@ static enum dnnmem_status checkpoint_segments(struct dm_sb *b, struct dnnmem_err
                 tr->seg_first[tr->n_seg] = first;
                 tr->seg_last[tr->n_seg++] = last;
             }
-        } else { /* prefix glob */
+        } else { /* prefix glob, optionally ":K" to group K consecutive segments */
+            char glob[256];
+            const char *colon = strrchr(spec, ':');
+            long every = 1;
+            size_t gl = strlen(spec);
+            if (colon && colon[1]) {
+                char *end;
+                every = strtol(colon + 1, &end, 10);
+                if (*end || every < 1 || every > 100000)
+                    return dm_fail(err, DNNMEM_E_USAGE,
+                                   "--checkpoint %s: ':K' must be a positive count", spec);
+                gl = (size_t)(colon - spec);
+            }
+            if (gl >= sizeof glob)
+                return dm_fail(err, DNNMEM_E_USAGE, "--checkpoint %s: pattern too long", spec);
+            memcpy(glob, spec, gl);
+            glob[gl] = '\0';
             int depth = 1;
-            for (const char *p = spec + 1; *p; p++)
+            for (const char *p = glob + 1; *p; p++)
                 depth += *p == '/';
             size_t prev_len = 0;
-            const char *prev = NULL;
+            const char *prev = NULL; /* last node of the open segment, NULL: none open */
+            long run = 0;            /* prefixes in the open segment, minus one */
             for (int32_t i = 0; i < nn; i++) {
                 const char *name = g->nodes[i].name;
                 size_t len = name_prefix(name, depth);
                 char key[512];
-                if (!len || len >= sizeof key || tr->seg[i] >= 0)
+                bool match = len && len < sizeof key && tr->seg[i] < 0;
+                if (match) {
+                    memcpy(key, name, len);
+                    key[len] = '\0';
+                    match = fnmatch(glob, key, 0) == 0;
+                }
+                if (!match) {
+                    /* host-side nodes (constants, shape arithmetic) interleaved
+                     * with a module's nodes do not end its segment */
+                    const struct dm_node *nd = &g->nodes[i];
+                    bool host = nd->n_out > 0 && nd->out[0] >= 0 && b->t[nd->out[0]].is_const;
+                    if (!host)
+                        prev = NULL;
                     continue;
-                memcpy(key, name, len);
-                key[len] = '\0';
-                if (fnmatch(spec, key, 0) != 0)
-                    continue;
-                if (!(prev && prev_len == len && strncmp(prev, name, len) == 0 && i > 0 &&
-                      tr->seg[i - 1] == tr->n_seg - 1 && tr->n_seg > before)) {
-                    tr->seg_first[tr->n_seg] = i;
+                }
+                bool same = prev && prev_len == len && strncmp(prev, name, len) == 0;
+                if (!prev || (!same && ++run % every == 0)) {
+                    if (!prev)
+                        run = 0;
+                    tr->seg_first[tr->n_seg] = tr->seg_last[tr->n_seg] = i;
                     tr->n_seg++;
+                } else {
+                    for (int32_t j = tr->seg_last[tr->n_seg - 1] + 1; j < i; j++)
+                        tr->seg[j] = tr->n_seg - 1; /* the host-side nodes in between */
                 }
                 tr->seg[i] = tr->n_seg - 1;
                 tr->seg_last[tr->n_seg - 1] = i;
@@ -271,6 +302,8 @@ static void checkpoint_backward(struct dm_sb *b, int32_t sg)
     tr->n_seg_kept[sg] = 0;
 }
 
+static void make_state(struct dm_sb *b);
+
 enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
 {
     const struct dm_graph *g = b->g;
@@ -334,6 +367,10 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
                                  "target", 1);
     } else if (b->run->loss == DNNMEM_LOSS_MSE) {
         tr->target = dm_sb_alloc(b, DNNMEM_CAT_INPUT, o->dtype, o->bytes, -1, -1, "target", 1);
+    }
+    if (b->run->optimizer == DNNMEM_OPT_ADAGRAD) {
+        make_state(b);
+        tr->state_made = true;
     }
     return DNNMEM_OK;
 }
@@ -699,7 +736,35 @@ static int state_count(enum dnnmem_optimizer o)
     return 0;
 }
 
-static const char *const state_names[] = {"state0", "state1"};
+/* Optimizer state, one set per parameter that has a grad: created at the
+ * first step (torch/optim: lazily in step()), except Adagrad's `sum`, which
+ * its constructor makes for every parameter. */
+static void make_state(struct dm_sb *b)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    enum dnnmem_optimizer opt = b->run->optimizer;
+    int nstate = state_count(opt);
+    bool adam = opt == DNNMEM_OPT_ADAM || opt == DNNMEM_OPT_ADAMW;
+    /* Adam's and Adagrad's `step` is a 0-dim fp32 tensor on the CPU unless
+     * capturable or fused (torch/optim/adam.py): host memory, so it counts
+     * only when the device is the CPU. */
+    bool step_scalar = (adam || opt == DNNMEM_OPT_ADAGRAD) && !b->run->cuda;
+    for (int32_t x = 0; x < g->n_tensors; x++) {
+        if (!tr->param[x] || (tr->param_grad[x] < 0 && opt != DNNMEM_OPT_ADAGRAD))
+            continue;
+        for (int k = 0; k < nstate; k++)
+            dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, t[x].dtype, t[x].bytes, x, -1,
+                        opt == DNNMEM_OPT_SGD_MOMENTUM ? "momentum_buffer"
+                        : adam                         ? (k ? "exp_avg_sq" : "exp_avg")
+                        : opt == DNNMEM_OPT_RMSPROP    ? "square_avg"
+                                                       : "sum",
+                        1);
+        if (step_scalar)
+            dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, DM_FLOAT, 4, x, -1, "step", 1);
+    }
+}
 
 static void optimizer_step(struct dm_sb *b)
 {
@@ -710,57 +775,44 @@ static void optimizer_step(struct dm_sb *b)
     if (opt == DNNMEM_OPT_NONE)
         return;
     dm_sb_step(b, DM_PHASE_OPTIMIZER, -1);
-    int nstate = state_count(opt);
     bool adam = opt == DNNMEM_OPT_ADAM || opt == DNNMEM_OPT_ADAMW;
-    /* Adam's and Adagrad's `step` is a 0-dim fp32 tensor on the CPU unless
-     * capturable or fused (torch/optim/adam.py): host memory, so it counts
-     * only when the device is the CPU. */
-    bool step_scalar = (adam || opt == DNNMEM_OPT_ADAGRAD) && !b->run->cuda;
     if (!tr->state_made) {
-        for (int32_t x = 0; x < g->n_tensors; x++) {
-            if (!tr->param[x] || tr->param_grad[x] < 0)
-                continue;
-            for (int k = 0; k < nstate; k++)
-                dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, t[x].dtype, t[x].bytes, x, -1,
-                            opt == DNNMEM_OPT_SGD_MOMENTUM ? "momentum_buffer"
-                            : adam ? (k ? "exp_avg_sq" : "exp_avg")
-                                   : state_names[k],
-                            1);
-            if (step_scalar)
-                dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, DM_FLOAT, 4, x, -1, "step", 1);
-        }
+        make_state(b);
         tr->state_made = true;
     }
-    if (!adam)
-        return; /* SGD, RMSprop, Adagrad update in place (defaults: no weight decay) */
-    /* Adam's denominator: the for-loop implementation (default in 1.13, and on
-     * the CPU) computes (exp_avg_sq.sqrt() / bias_correction2_sqrt) one
-     * parameter at a time: two param-sized temporaries, the first freed as
-     * the second is made. The foreach one (default on CUDA from 2.0)
-     * allocates sqrt(exp_avg_sq) for all parameters at once
-     * (torch._foreach_sqrt) and frees them after the update. */
+    /* The update's param-sized temporaries (torch/optim/adam.py, rmsprop.py,
+     * adagrad.py; defaults: no weight decay, no amsgrad, not centered): Adam
+     * divides sqrt(exp_avg_sq)
+     * by the bias correction out of place, so the for-loop implementation
+     * holds two (the first is freed as the second is made); RMSprop's
+     * square_avg.sqrt() and Adagrad's state_sum.sqrt() are one each, the rest
+     * updates in place; SGD has none. The for-loop implementation (1.13, and
+     * the CPU) makes them one parameter at a time; the foreach one (CUDA from
+     * 2.0) makes the sqrt of every parameter at once and frees them after. */
+    int temps = adam ? 2 : opt == DNNMEM_OPT_RMSPROP || opt == DNNMEM_OPT_ADAGRAD ? 1 : 0;
     bool foreach = b->run->cuda && b->run->torch_version >= 200;
-    int32_t first = -1, count = 0;
-    for (int32_t x = 0; x < g->n_tensors; x++) {
+    int32_t *batch = NULL, n_batch = 0;
+    if (foreach && temps)
+        batch = malloc(((size_t)g->n_tensors + 1) * sizeof *batch);
+    for (int32_t x = 0; temps && x < g->n_tensors; x++) {
         if (!tr->param[x] || tr->param_grad[x] < 0)
             continue;
-        if (foreach) {
-            int32_t tmp = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, -1,
-                                      "exp_avg_sq_sqrt", 1);
-            if (first < 0)
-                first = tmp;
-            count++;
-        } else {
-            int32_t sq = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, -1,
-                                     "exp_avg_sq_sqrt", 1);
+        int32_t sq = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, -1, "sqrt", 1);
+        if (batch) {
+            batch[n_batch++] = sq;
+            continue;
+        }
+        if (!foreach && temps == 2) {
             int32_t den = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, -1,
                                       "denom", 1);
             dm_sb_unref(b, sq);
-            dm_sb_unref(b, den);
+            sq = den;
         }
+        dm_sb_unref(b, sq);
     }
-    for (int32_t k = 0; k < count; k++)
-        dm_sb_unref(b, first + k);
+    for (int32_t k = 0; k < n_batch; k++)
+        dm_sb_unref(b, batch[k]);
+    free(batch);
 }
 
 void dm_train_zero_grad(struct dm_sb *b)

@@ -78,6 +78,9 @@ expect 0 "set_to_none=False" -- estimate $R -b 8 --mode train --framework pytorc
 expect 0 "host: bytes as requested" -- estimate $R -b 2 --mode train --device cpu
 expect 0 "checkpoint     /layer*" -- estimate $R -b 8 --mode train --checkpoint '/layer*'
 expect 0 "precision      bf16" -- estimate $R -b 8 --mode train --precision bf16
+expect 0 "checkpoint     /layers.*:2" -- estimate $M/fixtures/bert_encoder.onnx -b 2 -s 64 --mode train \
+    --loss sum --checkpoint '/layers.*:2' --precision amp-bf16
+expect 2 "':K' must be a positive count" -- estimate $R --mode train --checkpoint '/layer*:x'
 expect 0 "gradients" -- estimate $R -b 8 --mode train --freeze 'layer[123]*' --grad-accum 4
 expect 0 "every output" -- estimate $M/fixtures/inception_v3.onnx -b 2 --mode train --loss ce-all
 expect 2 "--checkpoint /nothing*: no node" -- estimate $R -b 8 --mode train --checkpoint '/nothing*'

@@ -347,6 +347,42 @@ static void test_fixture_weights_match_pytorch(void **state)
     }
 }
 
+/* Activation checkpointing of BERT's layers: one segment per layer keeps
+ * least, grouping 2 or 4 layers per segment keeps more, one segment of all
+ * 12 layers recomputes everything at once and keeps as much as no
+ * checkpointing. Host-side nodes between a layer's nodes do not split it. */
+static void test_checkpoint_grouping(void **state)
+{
+    (void)state;
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (dnnmem_model_load("tests/models/fixtures/bert_encoder.onnx", &m, &err) != DNNMEM_OK)
+        fail_msg("%s", err.message);
+    static const char *const specs[] = {"/layers.*", "/layers.*:2", "/layers.*:4", "/layers.*:12"};
+    uint64_t saved[5];
+    for (int k = 0; k < 5; k++) {
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.batch_size = 16;
+        cfg.seq_len = 512;
+        if (k < 4) {
+            cfg.checkpoint = &specs[k];
+            cfg.n_checkpoint = 1;
+        }
+        struct dnnmem_result *r;
+        if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
+            fail_msg("%s", err.message);
+        saved[k] = r->category_bytes[DNNMEM_CAT_SAVED];
+        dnnmem_result_free(r);
+    }
+    assert_true(saved[0] < saved[1]);
+    assert_true(saved[1] < saved[2]);
+    assert_true(saved[2] < saved[3]);
+    assert_true(saved[3] == saved[4]);
+    dnnmem_model_free(m);
+}
+
 /* ONNX's "light" zoo models make every weight with ConstantOfShape; the
  * weights figure still equals the published parameter counts x 4 B:
  * VGG-19 143,667,240 and BVLC AlexNet 60,965,224 parameters. */
@@ -389,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_train_unmodelled_op),
         cmocka_unit_test(test_fixture_weights_match_pytorch),
         cmocka_unit_test(test_light_zoo_weights),
+        cmocka_unit_test(test_checkpoint_grouping),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);
 }
