@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 #include "dnnmem.h"
 
+#include <jansson.h>
+
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -91,6 +93,9 @@ static const char usage_text[] =
     "                         4 MiB in 1.13)\n"
     "  --conv-workspace SIZE  cuDNN workspace around each convolution (default 0)\n"
     "  --alloc-round SIZE     replace the caching allocator by plain rounding to SIZE\n"
+    "  --calibration FILE     a JSON object of measured constants: cuda_context_bytes,\n"
+    "                         cublas_workspace_bytes, conv_workspace_bytes, cuda (\"12.1\"),\n"
+    "                         compute_capability (\"9.0\"); later options win\n"
     "  SIZE takes B, KiB, MiB, GiB (IEC) or kB, MB, GB (SI) suffixes.\n"
     "\n"
     "Output:\n"
@@ -157,11 +162,55 @@ static int parse_size(const char *s, int64_t *out)
     return -1;
 }
 
+/* A calibration file: measured runtime constants of one machine, as a JSON
+ * object {"cuda_context_bytes": N, "cublas_workspace_bytes": N,
+ * "conv_workspace_bytes": N, "cuda": "12.1", "compute_capability": "9.0"}.
+ * Options given after it on the command line win. */
+static int read_calibration(const char *path, struct dnnmem_config *cfg)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root)
+        return usage_error("--calibration %s: %s (line %d)", path, je.text, je.line);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return usage_error("--calibration %s: expected a JSON object", path);
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        int64_t *bytes = strcmp(key, "cuda_context_bytes") == 0       ? &cfg->cuda_context_bytes
+                       : strcmp(key, "cublas_workspace_bytes") == 0   ? &cfg->cublas_workspace_bytes
+                       : strcmp(key, "conv_workspace_bytes") == 0     ? &cfg->conv_workspace_bytes
+                                                                      : NULL;
+        int *version = strcmp(key, "cuda") == 0                 ? &cfg->cuda_version
+                     : strcmp(key, "compute_capability") == 0   ? &cfg->compute_capability
+                                                                : NULL;
+        int major, minor;
+        char tail;
+        if (bytes && json_is_integer(v) && json_integer_value(v) >= 0) {
+            *bytes = json_integer_value(v);
+        } else if (version && json_is_string(v) &&
+                   sscanf(json_string_value(v), "%d.%d%c", &major, &minor, &tail) == 2 &&
+                   major > 0 && major < 100 && minor >= 0 && minor < 10) {
+            *version = major * 10 + minor;
+        } else {
+            json_decref(root);
+            return usage_error("--calibration %s: key '%s' is unknown or its value is not a "
+                               "non-negative integer (bytes) or \"X.Y\" (versions)",
+                               path, key);
+        }
+    }
+    json_decref(root);
+    return 0;
+}
+
 static int cmd_estimate(int argc, char **argv)
 {
     enum { OPT_MODE = 256, OPT_DIM, OPT_JSON, OPT_CONTEXT, OPT_ROUND, OPT_TOP, OPT_FRAMEWORK,
            OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM, OPT_CUDA,
-           OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT, OPT_THREADS };
+           OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT, OPT_THREADS,
+           OPT_CALIB };
     static const struct option opts[] = {
         {"mode", required_argument, NULL, OPT_MODE},
         {"framework", required_argument, NULL, OPT_FRAMEWORK},
@@ -184,6 +233,7 @@ static int cmd_estimate(int argc, char **argv)
         {"freeze", required_argument, NULL, OPT_FREEZE},
         {"checkpoint", required_argument, NULL, OPT_CKPT},
         {"cpu-threads", required_argument, NULL, OPT_THREADS},
+        {"calibration", required_argument, NULL, OPT_CALIB},
         {"compute-capability", required_argument, NULL, OPT_CC},
         {"cublas-workspace", required_argument, NULL, OPT_CUBLAS},
         {"conv-workspace", required_argument, NULL, OPT_CONVWS},
@@ -329,6 +379,12 @@ static int cmd_estimate(int argc, char **argv)
                 return usage_error("--precision %s: expected fp32, fp16, bf16, amp-fp16 or amp-bf16",
                                    optarg);
             break;
+        case OPT_CALIB: {
+            int rc = read_calibration(optarg, &cfg);
+            if (rc)
+                return rc;
+            break;
+        }
         case OPT_THREADS:
             if (parse_count(optarg, &v) || v > 4096)
                 return usage_error("--cpu-threads %s: expected a positive integer", optarg);

@@ -91,6 +91,15 @@ expect 2 "--precision amp-fp8" -- estimate $R --mode train --precision amp-fp8
 expect 0 "amp-fp16: torch.autocast" -- estimate $R -b 8 --mode train --precision amp-fp16
 expect 4 "autocast on the CPU" -- estimate $R -b 8 --mode train --precision amp-bf16 --device cpu
 
+# calibration file
+printf '{"cuda_context_bytes": 500000000, "compute_capability": "9.0"}' >"$T/cal.json"
+expect 0 "476.84 MiB (--cuda-context)" -- estimate $R --calibration "$T/cal.json"
+expect 0 "32.00 MiB per handle" -- estimate $R --calibration "$T/cal.json"
+printf '{"context": 5}' >"$T/bad.json"
+expect 2 "key 'context' is unknown" -- estimate $R --calibration "$T/bad.json"
+printf '{"cuda_context_bytes": ' >"$T/trunc.json"
+expect 2 "--calibration $T/trunc.json" -- estimate $R --calibration "$T/trunc.json"
+
 # KV-cache decoders with ONNX Runtime contrib ops (Attention, GroupQueryAttention)
 G=$M/onnx/tiny-random-gpt2_past_ort-fused.onnx
 expect 2 "dim 'past_seq_len'" -- estimate $G --dim batch_size=1 --seq-len 1 --dim total_seq_len=9
