@@ -195,10 +195,11 @@ static int read_calibration(const char *path, struct dnnmem_config *cfg)
                    major > 0 && major < 100 && minor >= 0 && minor < 10) {
             *version = major * 10 + minor;
         } else {
-            json_decref(root);
-            return usage_error("--calibration %s: key '%s' is unknown or its value is not a "
-                               "non-negative integer (bytes) or \"X.Y\" (versions)",
-                               path, key);
+            int rc = usage_error("--calibration %s: key '%s' is unknown or its value is not a "
+                                 "non-negative integer (bytes) or \"X.Y\" (versions)",
+                                 path, key);
+            json_decref(root); /* owns key */
+            return rc;
         }
     }
     json_decref(root);

@@ -208,7 +208,7 @@ struct dnnmem_config {
     /* The GPU's compute capability, major * 10 + minor (80 = A100, 90 =
      * H100); 0 = default 80. Hopper and later get larger cuBLAS workspaces. */
     int compute_capability;
-    size_t n_top_tensors;       /* live tensors listed at the peak (default 10) */
+    size_t n_top_tensors;       /* live tensors listed at the peak, per kind (default 3) */
 };
 
 /* The CUDA context: not counted by torch.cuda.max_memory_allocated, but in
@@ -299,10 +299,12 @@ struct dnnmem_result {
     const char *peak_node;    /* "" when the peak is not at a node */
     const char *peak_op;
 
-    /* Tensors live at the peak, largest first (at most n_top_tensors), and
-     * how many were live in all. */
+    /* Tensors live at the peak, grouped by kind (category order), largest
+     * first within a kind, at most n_top_tensors of each; how many of each
+     * kind were live, and in all. */
     struct dnnmem_tensor_info *live;
     size_t n_live;
+    size_t category_count[DNNMEM_CAT_COUNT];
     size_t n_live_total;
 
     /* Assumptions, in print order. */

@@ -128,7 +128,7 @@ void dnnmem_config_init(struct dnnmem_config *cfg)
     cfg->alloc_round_bytes = -1;
     cfg->cublas_workspace_bytes = -1;
     cfg->conv_workspace_bytes = -1;
-    cfg->n_top_tensors = 10;
+    cfg->n_top_tensors = 3;
 }
 
 int64_t dnnmem_cuda_context_default(int torch_version, int cuda_version)

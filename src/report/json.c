@@ -36,6 +36,9 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
     json_object_set_new(breakdown, "rounding", json_integer((json_int_t)r->rounding_bytes));
     json_object_set_new(breakdown, "allocator_slack", json_integer((json_int_t)r->slack_bytes));
     json_object_set_new(breakdown, "cuda_context", json_integer((json_int_t)r->context_bytes));
+    json_t *counts = json_object();
+    for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
+        json_object_set_new(counts, keys[c], json_integer((json_int_t)r->category_count[c]));
     json_t *live = json_array();
     for (size_t k = 0; k < r->n_live; k++)
         json_array_append_new(live, tensor_json(&r->live[k]));
@@ -50,6 +53,10 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
         (json_int_t)r->context_bytes, "breakdown", breakdown, "peak", "phase",
         r->peak_phase, "iteration", (json_int_t)r->peak_iteration, "node", r->peak_node, "op",
         r->peak_op, "live_at_peak", live, "live_at_peak_total", (json_int_t)r->n_live_total);
+    if (root)
+        json_object_set_new(root, "live_at_peak_count", counts);
+    else
+        json_decref(counts);
     if (!root)
         return -1;
     int rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -58,12 +58,15 @@ const char *dm_format_bytes(uint64_t bytes, char buf[32])
 
 struct live_entry {
     int32_t buf;
+    int category;
     uint64_t granted;
 };
 
-static int by_size_desc(const void *a, const void *b)
+static int by_kind_then_size(const void *a, const void *b)
 {
     const struct live_entry *x = a, *y = b;
+    if (x->category != y->category)
+        return x->category - y->category;
     if (x->granted != y->granted)
         return x->granted < y->granted ? 1 : -1;
     return x->buf - y->buf;
@@ -135,7 +138,8 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
     for (int32_t k = 0; k < nb; k++) {
         if (!alive[k])
             continue;
-        live[n_live++] = (struct live_entry){k, granted[k]};
+        live[n_live++] = (struct live_entry){k, s->buf[k].category, granted[k]};
+        r->category_count[s->buf[k].category]++;
         r->category_bytes[s->buf[k].category] += s->buf[k].bytes;
         requested += s->buf[k].bytes;
         sum_granted += granted[k];
@@ -154,8 +158,14 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
         r->peak_op = "";
     }
 
-    qsort(live, n_live, sizeof *live, by_size_desc);
-    size_t top = cfg->n_top_tensors < n_live ? cfg->n_top_tensors : n_live;
+    /* the largest n_top_tensors of each kind, grouped by kind */
+    qsort(live, n_live, sizeof *live, by_kind_then_size);
+    size_t top = 0;
+    for (size_t k = 0, in_kind = 0; k < n_live; k++) {
+        in_kind = k > 0 && live[k].category == live[k - 1].category ? in_kind + 1 : 0;
+        if (in_kind < cfg->n_top_tensors)
+            live[top++] = live[k];
+    }
     r->n_live_total = n_live;
     r->n_live = top;
     r->live = dm_arena_array(&box->arena, top + 1, sizeof *r->live);

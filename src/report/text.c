@@ -52,16 +52,19 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
     if (r->context_bytes)
         fprintf(f, "  %-18s %12s\n", "cuda context", dm_format_bytes(r->context_bytes, b1));
     fprintf(f, "  %-18s %12s\n", "total", dm_format_bytes(r->total_bytes, b1));
-    if (r->n_live) {
-        fprintf(f, "largest tensors live at the peak (%zu of %zu)\n", r->n_live, r->n_live_total);
-        for (size_t k = 0; k < r->n_live; k++) {
-            const struct dnnmem_tensor_info *ti = &r->live[k];
-            char dims[160];
-            dims_str(ti, dims, sizeof dims);
-            fprintf(f, "  %12s  %-18s %-8s %-20s %s%s%s\n", dm_format_bytes(ti->allocated, b1),
-                    dnnmem_category_name(ti->category), ti->dtype, dims, ti->name,
-                    ti->producer_op[0] ? "  <- " : "", ti->producer_op);
-        }
+    if (r->n_live)
+        fprintf(f, "live at the peak, by kind (the largest of each; %zu tensors in all)\n",
+                r->n_live_total);
+    for (size_t k = 0; k < r->n_live; k++) {
+        const struct dnnmem_tensor_info *ti = &r->live[k];
+        if (k == 0 || ti->category != r->live[k - 1].category)
+            fprintf(f, "  %s: %zu tensor%s, %s\n", dnnmem_category_name(ti->category),
+                    r->category_count[ti->category], r->category_count[ti->category] == 1 ? "" : "s",
+                    dm_format_bytes(r->category_bytes[ti->category], b1));
+        char dims[160];
+        dims_str(ti, dims, sizeof dims);
+        fprintf(f, "    %12s  %-8s %-20s %s%s%s\n", dm_format_bytes(ti->allocated, b1), ti->dtype,
+                dims, ti->name, ti->producer_op[0] ? "  <- " : "", ti->producer_op);
     }
     return ferror(f) ? -1 : 0;
 }
