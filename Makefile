@@ -48,7 +48,8 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/shape/contrib.c \
            src/schedule/schedule.c src/train/train.c src/train/amp.c \
            src/alloc/rounding.c src/alloc/caching.c \
-           src/report/result.c src/report/text.c src/report/json.c \
+           src/report/result.c src/report/text.c src/report/json.c src/report/decide.c \
+           src/report/gpus.c \
            src/api.c
 GEN_SRC := $(B)/gen/onnx.pb-c.c
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(B)/gen/onnx.pb-c.o
@@ -68,7 +69,7 @@ $(B)/gen/onnx.pb-c.o: $(B)/gen/onnx.pb-c.c
 	@echo "  CC      $<"
 	@$(CC) -std=c11 -fPIC $(SANFLAGS) $(CFLAGS) $(PKG_CFLAGS) -w -c $< -o $@
 
-$(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/graph/ops.def $(B)/gen/onnx.pb-c.h
+$(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/graph/ops.def src/report/gpus.def $(B)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(ALL_CFLAGS) -c $< -o $@

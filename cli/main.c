@@ -206,13 +206,54 @@ static int read_calibration(const char *path, struct dnnmem_config *cfg)
     return 0;
 }
 
-static int cmd_estimate(int argc, char **argv)
+/* Everything the command line says about one run. */
+struct cli {
+    struct dnnmem_config cfg;
+    struct dnnmem_dim_binding dims[64];
+    size_t n_dims;
+    const char *freeze[64], *ckpt[256];
+    size_t n_freeze, n_ckpt;
+    int64_t batches[64], seqs[64]; /* sweeps: --batch-size 8,16,32 */
+    size_t n_batches, n_seqs;
+    bool json, csv;
+    const char *gpu;               /* --gpu, echoed */
+    const char *memory;            /* --memory, echoed */
+    const char *search_dim;        /* max-*: --dim-name */
+    int64_t limit;                 /* max-*: --limit */
+    const char *model;
+};
+
+/* A positive count, or a comma-separated list of them (a sweep). */
+static int parse_list(const char *flag, const char *arg, int64_t *out, size_t *n)
+{
+    char buf[512];
+    if (strlen(arg) >= sizeof buf)
+        return usage_error("%s %s: list too long", flag, arg);
+    strcpy(buf, arg);
+    *n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == 64 || parse_count(tok, &out[*n]))
+            return usage_error("%s %s: expected positive integers, e.g. 8 or 8,16,32", flag, arg);
+        (*n)++;
+    }
+    return *n ? 0 : usage_error("%s %s: expected a positive integer", flag, arg);
+}
+
+/* Parse options (shared by estimate and max-batch); -1 to go on, else an exit code. */
+static int parse_cli(int argc, char **argv, struct cli *cl)
 {
     enum { OPT_MODE = 256, OPT_DIM, OPT_JSON, OPT_CONTEXT, OPT_ROUND, OPT_TOP, OPT_FRAMEWORK,
            OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM, OPT_CUDA,
            OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT, OPT_THREADS,
-           OPT_CALIB };
+           OPT_CALIB, OPT_GPU, OPT_MEMORY, OPT_HEADROOM, OPT_CSV, OPT_LIMIT, OPT_DIMNAME };
     static const struct option opts[] = {
+        {"gpu", required_argument, NULL, OPT_GPU},
+        {"memory", required_argument, NULL, OPT_MEMORY},
+        {"headroom", required_argument, NULL, OPT_HEADROOM},
+        {"csv", no_argument, NULL, OPT_CSV},
+        {"limit", required_argument, NULL, OPT_LIMIT},
+        {"dim-name", required_argument, NULL, OPT_DIMNAME},
         {"mode", required_argument, NULL, OPT_MODE},
         {"framework", required_argument, NULL, OPT_FRAMEWORK},
         {"device", required_argument, NULL, OPT_DEVICE},
@@ -245,9 +286,9 @@ static int cmd_estimate(int argc, char **argv)
     };
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
-    struct dnnmem_dim_binding dims[64];
+    struct dnnmem_dim_binding *dims = cl->dims;
     size_t n_dims = 0;
-    const char *freeze[64], *ckpt[256];
+    const char **freeze = cl->freeze, **ckpt = cl->ckpt;
     size_t n_freeze = 0, n_ckpt = 0;
     bool json = false;
     int c;
@@ -340,21 +381,61 @@ static int cmd_estimate(int argc, char **argv)
                 return usage_error("--grad-accum %s: expected 1..1000", optarg);
             cfg.grad_accum = (int)v;
             break;
-        case 'b':
-            if (parse_count(optarg, &cfg.batch_size))
-                return usage_error("--batch-size %s: expected a positive integer", optarg);
+        case 'b': {
+            int rc = parse_list("--batch-size", optarg, cl->batches, &cl->n_batches);
+            if (rc)
+                return rc;
+            cfg.batch_size = cl->batches[0];
             break;
-        case 's':
-            if (parse_count(optarg, &cfg.seq_len))
-                return usage_error("--seq-len %s: expected a positive integer", optarg);
+        }
+        case 's': {
+            int rc = parse_list("--seq-len", optarg, cl->seqs, &cl->n_seqs);
+            if (rc)
+                return rc;
+            cfg.seq_len = cl->seqs[0];
             break;
+        }
+        case OPT_GPU: {
+            const struct dnnmem_gpu *gpu = dnnmem_gpu_find(optarg);
+            if (!gpu)
+                return usage_error("--gpu %s: unknown GPU (dnnmem gpus lists them)", optarg);
+            cfg.capacity_bytes = gpu->total_bytes - gpu->reserved_bytes;
+            if (!cfg.compute_capability && gpu->compute_capability)
+                cfg.compute_capability = gpu->compute_capability;
+            cl->gpu = gpu->name;
+            break;
+        }
+        case OPT_MEMORY:
+            if (parse_size(optarg, &cfg.capacity_bytes) || cfg.capacity_bytes == 0)
+                return usage_error("--memory %s: expected a size such as 24GiB or 80GB", optarg);
+            cl->memory = optarg;
+            break;
+        case OPT_HEADROOM: {
+            char *end;
+            double h = strtod(optarg, &end);
+            if (end != optarg && *end == '%' && end[1] == '\0')
+                h /= 100;
+            else if (end == optarg || *end)
+                h = -1;
+            if (!(h >= 0 && h < 1))
+                return usage_error("--headroom %s: expected a fraction or a percentage, e.g. 5%%",
+                                   optarg);
+            cfg.headroom = h;
+            break;
+        }
+        case OPT_CSV: cl->csv = true; break;
+        case OPT_LIMIT:
+            if (parse_count(optarg, &cl->limit))
+                return usage_error("--limit %s: expected a positive integer", optarg);
+            break;
+        case OPT_DIMNAME: cl->search_dim = optarg; break;
         case OPT_DIM: {
             char *eq = strchr(optarg, '=');
             if (!eq || eq == optarg || (strcmp(eq + 1, "0") != 0 && parse_count(eq + 1, &v)))
                 return usage_error("--dim %s: expected NAME=N with N a non-negative integer", optarg);
             if (strcmp(eq + 1, "0") == 0)
                 v = 0;
-            if (n_dims == sizeof dims / sizeof dims[0])
+            if (n_dims == sizeof cl->dims / sizeof cl->dims[0])
                 return usage_error("--dim %s: too many --dim options", optarg);
             *eq = '\0';
             dims[n_dims++] = (struct dnnmem_dim_binding){optarg, v};
@@ -392,12 +473,12 @@ static int cmd_estimate(int argc, char **argv)
             cfg.cpu_threads = (int)v;
             break;
         case OPT_CKPT:
-            if (n_ckpt == sizeof ckpt / sizeof ckpt[0])
+            if (n_ckpt == sizeof cl->ckpt / sizeof cl->ckpt[0])
                 return usage_error("--checkpoint %s: too many --checkpoint options", optarg);
             ckpt[n_ckpt++] = optarg;
             break;
         case OPT_FREEZE:
-            if (n_freeze == sizeof freeze / sizeof freeze[0])
+            if (n_freeze == sizeof cl->freeze / sizeof cl->freeze[0])
                 return usage_error("--freeze %s: too many --freeze options", optarg);
             freeze[n_freeze++] = optarg;
             break;
@@ -439,38 +520,221 @@ static int cmd_estimate(int argc, char **argv)
         }
     }
     if (optind + 1 != argc)
-        return usage_error("%s", optind >= argc ? "estimate: no MODEL given"
-                                                : "estimate: exactly one MODEL expected");
+        return usage_error("%s: %s", argv[0], optind >= argc ? "no MODEL given" : "exactly one MODEL expected");
     cfg.dims = dims;
     cfg.n_dims = n_dims;
     cfg.freeze = freeze;
     cfg.n_freeze = n_freeze;
     cfg.checkpoint = ckpt;
     cfg.n_checkpoint = n_ckpt;
+    cl->cfg = cfg;
+    cl->n_dims = n_dims;
+    cl->json = json;
+    cl->model = argv[optind];
+    return -1;
+}
 
-    const char *path = argv[optind];
-    struct dnnmem_error err;
-    dnnmem_model *m = NULL;
-    enum dnnmem_status s = dnnmem_model_load(path, &m, &err);
-    if (s != DNNMEM_OK) {
-        fprintf(stderr, "dnnmem: %s\n", err.message);
-        return exit_code(s);
-    }
-    struct dnnmem_result *r = NULL;
-    s = dnnmem_estimate(m, &cfg, &r, &err);
-    if (s != DNNMEM_OK) {
-        fprintf(stderr, "dnnmem: %s\n", err.message);
-        dnnmem_model_free(m);
-        return exit_code(s);
-    }
-    int wr = json ? dnnmem_report_json(r, m, stdout) : dnnmem_report_text(r, m, stdout);
-    dnnmem_result_free(r);
-    dnnmem_model_free(m);
+static int fail(enum dnnmem_status s, const struct dnnmem_error *err)
+{
+    fprintf(stderr, "dnnmem: %s\n", err->message);
+    return exit_code(s);
+}
+
+static int write_done(int wr)
+{
     if (wr != 0 || fflush(stdout) != 0) {
         fprintf(stderr, "dnnmem: cannot write the result\n");
         return EXIT_INTERNAL;
     }
     return EXIT_OK;
+}
+
+static const char *mib(uint64_t bytes, char buf[32])
+{
+    snprintf(buf, 32, "%.1f", (double)bytes / 1048576.0);
+    return buf;
+}
+
+/* One row per value of the swept flags: text, CSV or a JSON array. */
+static int sweep(const struct cli *cl, const dnnmem_model *m)
+{
+    size_t nb = cl->n_batches ? cl->n_batches : 1, ns = cl->n_seqs ? cl->n_seqs : 1;
+    bool any_bad = false;
+    if (cl->csv)
+        printf("batch_size,seq_len,total_bytes,peak_allocated_bytes,peak_reserved_bytes,verdict\n");
+    else if (cl->json)
+        printf("[");
+    else
+        printf("%10s %8s %14s %14s %14s  %s\n", "batch", "seq", "total MiB", "allocated MiB",
+               "reserved MiB", "verdict");
+    for (size_t i = 0; i < nb; i++)
+        for (size_t j = 0; j < ns; j++) {
+            struct dnnmem_config cfg = cl->cfg;
+            if (cl->n_batches)
+                cfg.batch_size = cl->batches[i];
+            if (cl->n_seqs)
+                cfg.seq_len = cl->seqs[j];
+            struct dnnmem_result *r;
+            struct dnnmem_error err;
+            enum dnnmem_status s = dnnmem_estimate(m, &cfg, &r, &err);
+            if (s != DNNMEM_OK) {
+                if (cl->json)
+                    printf("]\n");
+                return fail(s, &err);
+            }
+            any_bad |= r->verdict == DNNMEM_VERDICT_DOES_NOT_FIT;
+            char a[32], b[32], c[32];
+            if (cl->csv) {
+                printf("%lld,%lld,%llu,%llu,%llu,%s\n", (long long)cfg.batch_size,
+                       (long long)cfg.seq_len, (unsigned long long)r->total_bytes,
+                       (unsigned long long)r->peak_allocated, (unsigned long long)r->peak_reserved,
+                       r->verdict ? dnnmem_verdict_name(r->verdict) : "");
+            } else if (cl->json) {
+                printf("%s\n", i + j ? "," : "");
+                dnnmem_report_json(r, m, stdout);
+            } else {
+                printf("%10lld %8lld %14s %14s %14s  %s\n", (long long)cfg.batch_size,
+                       (long long)cfg.seq_len, mib(r->total_bytes, a), mib(r->peak_allocated, b),
+                       mib(r->peak_reserved, c), r->verdict ? dnnmem_verdict_name(r->verdict) : "");
+            }
+            dnnmem_result_free(r);
+        }
+    if (cl->json)
+        printf("]\n");
+    int rc = write_done(0);
+    return rc ? rc : any_bad ? EXIT_DOES_NOT_FIT : EXIT_OK;
+}
+
+static int cmd_estimate(int argc, char **argv)
+{
+    struct cli cl;
+    memset(&cl, 0, sizeof cl);
+    int rc = parse_cli(argc, argv, &cl);
+    if (rc >= 0)
+        return rc;
+    struct dnnmem_error err;
+    dnnmem_model *m = NULL;
+    enum dnnmem_status s = dnnmem_model_load(cl.model, &m, &err);
+    if (s != DNNMEM_OK)
+        return fail(s, &err);
+    if (cl.n_batches > 1 || cl.n_seqs > 1 || cl.csv) {
+        rc = sweep(&cl, m);
+        dnnmem_model_free(m);
+        return rc;
+    }
+    struct dnnmem_result *r = NULL;
+    s = dnnmem_estimate(m, &cl.cfg, &r, &err);
+    if (s != DNNMEM_OK) {
+        dnnmem_model_free(m);
+        return fail(s, &err);
+    }
+    if (cl.gpu && !cl.json)
+        printf("device       %s\n", cl.gpu);
+    int wr = cl.json ? dnnmem_report_json(r, m, stdout) : dnnmem_report_text(r, m, stdout);
+    bool does_not_fit = r->verdict == DNNMEM_VERDICT_DOES_NOT_FIT;
+    if (does_not_fit && !cl.json) {
+        struct dnnmem_advice *adv = NULL;
+        size_t n = 0;
+        s = dnnmem_advise(m, &cl.cfg, &adv, &n, &err);
+        if (s != DNNMEM_OK) {
+            dnnmem_result_free(r);
+            dnnmem_model_free(m);
+            return fail(s, &err);
+        }
+        printf("what would change it\n");
+        for (size_t k = 0; k < n; k++) {
+            char b1[32];
+            printf("  %-44s %10s MiB  %s\n", adv[k].change, mib(adv[k].total_bytes, b1),
+                   dnnmem_verdict_name(adv[k].verdict));
+        }
+        dnnmem_advice_free(adv, n);
+    }
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+    rc = write_done(wr);
+    return rc ? rc : does_not_fit ? EXIT_DOES_NOT_FIT : EXIT_OK;
+}
+
+/* max-batch / max-seq-len: the largest value that fits, with the estimates
+ * at it and one above. */
+static int cmd_max(int argc, char **argv, bool seq)
+{
+    struct cli cl;
+    memset(&cl, 0, sizeof cl);
+    int rc = parse_cli(argc, argv, &cl);
+    if (rc >= 0)
+        return rc;
+    if (cl.cfg.capacity_bytes <= 0)
+        return usage_error("%s: give the device with --gpu NAME or --memory SIZE", argv[0]);
+    struct dnnmem_error err;
+    dnnmem_model *m = NULL;
+    enum dnnmem_status s = dnnmem_model_load(cl.model, &m, &err);
+    if (s != DNNMEM_OK)
+        return fail(s, &err);
+    const char *dim = cl.search_dim;
+    if (seq && !dim) { /* the model's sequence dim */
+        struct dnnmem_model_info info;
+        dnnmem_model_get_info(m, &info);
+        for (size_t k = 0; k < info.n_symbols && !dim; k++) {
+            const char *name = dnnmem_model_symbol(m, k);
+            if (strstr(name, "seq") && !strstr(name, "past") && !strstr(name, "total"))
+                dim = name;
+        }
+        if (!dim) {
+            dnnmem_model_free(m);
+            return usage_error("%s: %s has no sequence dim; name one with --dim-name", argv[0],
+                               cl.model);
+        }
+    }
+    int64_t limit = cl.limit ? cl.limit : (seq ? 1 << 20 : 1 << 16);
+    int64_t value = 0;
+    struct dnnmem_result *at = NULL, *next = NULL;
+    s = dnnmem_max_dim(m, &cl.cfg, dim, limit, &value, &at, &next, &err);
+    if (s != DNNMEM_OK) {
+        dnnmem_model_free(m);
+        return fail(s, &err);
+    }
+    const char *what = dim ? dim : "batch size";
+    char b1[32], b2[32];
+    if (cl.json) {
+        printf("{\"schema\": \"dnnmem.max/1\", \"dim\": \"%s\", \"value\": %lld, \"limit\": %lld, "
+               "\"capacity_bytes\": %lld, \"total_bytes_at_value\": %llu, \"total_bytes_at_next\": %llu}\n",
+               what, (long long)value, (long long)limit, (long long)cl.cfg.capacity_bytes,
+               at ? (unsigned long long)at->total_bytes : 0ULL,
+               next ? (unsigned long long)next->total_bytes : 0ULL);
+    } else {
+        printf("largest %s that fits %s%s: %lld%s\n", what, cl.gpu ? cl.gpu : cl.memory,
+               cl.gpu ? "" : "", (long long)value, value == limit ? " (the search limit)" : "");
+        if (at)
+            printf("  at %lld: %s MiB (allocated %s MiB), %s\n", (long long)value,
+                   mib(at->total_bytes, b1), mib(at->peak_allocated, b2),
+                   dnnmem_verdict_name(at->verdict));
+        if (next)
+            printf("  at %lld: %s MiB (allocated %s MiB), %s\n", (long long)value + 1,
+                   mib(next->total_bytes, b1), mib(next->peak_allocated, b2),
+                   dnnmem_verdict_name(next->verdict));
+    }
+    dnnmem_result_free(at);
+    dnnmem_result_free(next);
+    dnnmem_model_free(m);
+    rc = write_done(0);
+    return rc ? rc : value == 0 ? EXIT_DOES_NOT_FIT : EXIT_OK;
+}
+
+/* The GPU catalogue. */
+static int cmd_gpus(int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 1)
+        return usage_error("%s", "gpus: no arguments expected");
+    printf("%-22s %-30s %14s %8s  %s\n", "name", "device", "total MiB", "cc", "source");
+    for (size_t k = 0; k < dnnmem_gpu_count(); k++) {
+        const struct dnnmem_gpu *g = dnnmem_gpu_at(k);
+        char b[32];
+        printf("%-22s %-30s %14s %5d.%d  %s\n", g->name, g->device_name, mib((uint64_t)g->total_bytes, b),
+               g->compute_capability / 10, g->compute_capability % 10, g->source);
+    }
+    return write_done(0);
 }
 
 int main(int argc, char **argv)
@@ -488,5 +752,12 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "estimate") == 0)
         return cmd_estimate(argc - 1, argv + 1);
-    return usage_error("%s: unknown command (try 'estimate')", cmd);
+    if (strcmp(cmd, "max-batch") == 0)
+        return cmd_max(argc - 1, argv + 1, false);
+    if (strcmp(cmd, "max-seq-len") == 0)
+        return cmd_max(argc - 1, argv + 1, true);
+    if (strcmp(cmd, "gpus") == 0)
+        return cmd_gpus(argc - 1, argv + 1);
+    return usage_error("%s: unknown command (try 'estimate', 'max-batch', 'max-seq-len', 'gpus')",
+                       cmd);
 }

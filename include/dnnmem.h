@@ -209,6 +209,12 @@ struct dnnmem_config {
      * H100); 0 = default 80. Hopper and later get larger cuBLAS workspaces. */
     int compute_capability;
     size_t n_top_tensors;       /* live tensors listed at the peak, per kind (default 3) */
+    /* The device: bytes available to the process (a GPU's total as CUDA
+     * reports it, less what the driver keeps; see dnnmem_gpu_find), 0 = no
+     * verdict. A job fits when the process total stays within it; "tight"
+     * when less than `headroom` (a fraction, default 0.05) of it is left. */
+    int64_t capacity_bytes;
+    double headroom;
 };
 
 /* The CUDA context: not counted by torch.cuda.max_memory_allocated, but in
@@ -253,6 +259,14 @@ enum dnnmem_category {
 };
 const char *dnnmem_category_name(enum dnnmem_category c);
 
+enum dnnmem_verdict {
+    DNNMEM_VERDICT_NONE = 0, /* no capacity given */
+    DNNMEM_VERDICT_FITS,
+    DNNMEM_VERDICT_TIGHT,    /* fits, with less than the headroom left */
+    DNNMEM_VERDICT_DOES_NOT_FIT
+};
+const char *dnnmem_verdict_name(enum dnnmem_verdict v); /* "fits", "tight", "does not fit" */
+
 struct dnnmem_tensor_info {
     const char *name;
     const char *dtype;        /* "float32", "float16", "int64", ... */
@@ -278,6 +292,8 @@ struct dnnmem_result {
     uint64_t total_bytes;
     uint64_t peak_allocated;  /* max of bytes handed out (torch.cuda.max_memory_allocated) */
     uint64_t peak_reserved;   /* max of bytes held from the device (max_memory_reserved) */
+    uint64_t peak_requested;  /* max of bytes asked for, before any rounding: a lower bound
+                                 of the others that grows with every dim */
     uint64_t context_bytes;   /* CUDA context, outside the allocator */
 
     /* Breakdown at the allocated peak: requested bytes per category, plus the
@@ -290,6 +306,18 @@ struct dnnmem_result {
     uint64_t fragmentation_bytes; /* free pieces of split segments at the allocated peak
                                      (torch inactive_split_bytes) */
     uint64_t segments;        /* device segments at the end (torch segment count) */
+
+    /* The verdict, when a capacity was given. Under memory pressure the
+     * caching allocator frees cached segments and retries (torch's OOM
+     * path) before it gives up, so a job whose unconstrained reserve exceeds
+     * the capacity can still fit: the simulation is rerun at the capacity. */
+    enum dnnmem_verdict verdict;
+    uint64_t capacity_bytes;
+    int64_t margin_bytes;     /* capacity - total_bytes (negative: short by that much) */
+    uint64_t alloc_retries;   /* times the allocator freed its cache to stay within the
+                                 capacity (torch num_alloc_retries); when > 0, the peaks
+                                 above are those of the capped run */
+    enum dnnmem_category largest_category; /* the biggest part of the peak */
 
     /* Where the peak happens. */
     const char *peak_phase;   /* "setup", "forward", "loss", "backward", "optimizer", "zero_grad" */
@@ -318,6 +346,55 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                                    struct dnnmem_result **out, struct dnnmem_error *err);
 
 void dnnmem_result_free(struct dnnmem_result *r);
+
+/* ----------------------------------------------------------------------------
+ * GPUs and decisions
+ */
+
+/* A GPU of the built-in catalogue (static storage; src/report/gpus.def lists
+ * each figure's source). */
+struct dnnmem_gpu {
+    const char *name;          /* what users type: "A100-80GB", "A100-80GB:3g.40gb" */
+    const char *device_name;   /* as torch.cuda.get_device_name() prints it */
+    int64_t total_bytes;       /* total memory as CUDA reports it */
+    int compute_capability;    /* major * 10 + minor; 0 for non-NVIDIA */
+    int64_t reserved_bytes;    /* kept back beyond what CUDA reports, when known */
+    const char *source;
+};
+size_t dnnmem_gpu_count(void);
+const struct dnnmem_gpu *dnnmem_gpu_at(size_t i);
+/* By name, case-insensitively; NULL when unknown. */
+const struct dnnmem_gpu *dnnmem_gpu_find(const char *name);
+
+/* One change that would make a job fit, with its estimate. */
+struct dnnmem_advice {
+    const char *change;        /* "batch size 48", "--precision amp-fp16", ... */
+    uint64_t total_bytes;
+    enum dnnmem_verdict verdict;
+};
+
+/* Changes that would make a job that does not fit under `cfg` (capacity
+ * set) fit: a smaller batch (the largest that fits), activation
+ * checkpointing of every top-level module, mixed precision, a lighter
+ * optimizer. *out is an array of *n entries owned by the caller (free with
+ * dnnmem_advice_free). */
+enum dnnmem_status dnnmem_advise(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                                 struct dnnmem_advice **out, size_t *n, struct dnnmem_error *err);
+void dnnmem_advice_free(struct dnnmem_advice *a, size_t n);
+
+/* The largest value of a dim (the batch, or a named symbolic dim) for which
+ * the job fits cfg->capacity_bytes, searched with the full simulation: 0 when
+ * even 1 does not fit. Exact, though the caching allocator makes the peak
+ * non-monotone near its pool and segment thresholds (a larger batch can fit
+ * where a smaller one did not): bisection on peak_requested, which only grows
+ * with the dim, bounds the answer from above, and the values below that bound
+ * are then tried from the top down. `dim` NULL means the batch (cfg->batch_size); the
+ * search stops at `limit`. *at holds the estimate at the value found (NULL
+ * when 0), *next at value + 1 (NULL at the limit); both owned by the caller. */
+enum dnnmem_status dnnmem_max_dim(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                                  const char *dim, int64_t limit, int64_t *value,
+                                  struct dnnmem_result **at, struct dnnmem_result **next,
+                                  struct dnnmem_error *err);
 
 /* Write a result for people (IEC units) or as one JSON object (integer
  * bytes, schema "dnnmem.estimate/1"). Return 0, or -1 on a write error. */

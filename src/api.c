@@ -279,6 +279,51 @@ static const char *weight_dtype(const struct dm_graph *g, const struct dm_tinfo 
     return best ? dm_dtype_name((enum dm_dtype)best) : "none";
 }
 
+/* The verdict against cfg->capacity_bytes. A job whose unconstrained peak
+ * exceeds the capacity is replayed with the caching allocator capped at it:
+ * PyTorch then frees cached segments and retries before raising
+ * OutOfMemoryError, and the job fits if no request fails. */
+static enum dnnmem_status decide(struct dnnmem_result *r, const struct dm_schedule *sched,
+                                 const struct dm_run *run, uint64_t context,
+                                 const struct dnnmem_config *cfg, struct dnnmem_error *err)
+{
+    uint64_t cap = (uint64_t)cfg->capacity_bytes;
+    double headroom = cfg->headroom > 0 ? cfg->headroom : 0.05;
+    uint64_t total = r->total_bytes;
+    r->capacity_bytes = cap;
+    if (total > cap && run->cuda && cap > context) {
+        struct dm_caching_opts co;
+        dm_caching_opts_init(&co);
+        co.capacity = cap - context;
+        struct dm_allocator a;
+        enum dnnmem_status s = dm_alloc_caching_new(&co, &a);
+        if (s != DNNMEM_OK)
+            return dm_fail(err, s, "cannot set up the allocator simulation");
+        struct dm_alloc_stats st;
+        s = dm_replay(sched, &a, &st);
+        a.destroy(a.self);
+        if (s == DNNMEM_OK) { /* fits after releasing cached memory */
+            total = st.peak_reserved + context;
+            r->peak_reserved = st.peak_reserved;
+            r->slack_bytes = r->peak_reserved > r->peak_allocated ? r->peak_reserved - r->peak_allocated : 0;
+            r->total_bytes = total;
+            r->alloc_retries = st.num_alloc_retries;
+        } else if (s != DNNMEM_E_DEVICE_OOM) {
+            return dm_fail(err, s, "allocator simulation failed");
+        }
+    }
+    r->margin_bytes = (int64_t)cap - (int64_t)total;
+    r->verdict = total > cap ? DNNMEM_VERDICT_DOES_NOT_FIT
+               : (double)(cap - total) < headroom * (double)cap ? DNNMEM_VERDICT_TIGHT
+                                                                 : DNNMEM_VERDICT_FITS;
+    int best = 0;
+    for (int c = 1; c < DNNMEM_CAT_COUNT; c++)
+        if (r->category_bytes[c] > r->category_bytes[best])
+            best = c;
+    r->largest_category = (enum dnnmem_category)best;
+    return DNNMEM_OK;
+}
+
 static const char *optimizer_name(enum dnnmem_optimizer o)
 {
     switch (o) {
@@ -317,6 +362,8 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         return dm_fail(err, DNNMEM_E_USAGE, "unknown device %d", (int)cfg.device);
     if (cfg.batch_size < 0 || cfg.seq_len < 0)
         return dm_fail(err, DNNMEM_E_USAGE, "batch size and sequence length must be positive");
+    if (cfg.capacity_bytes < 0 || cfg.headroom < 0 || cfg.headroom >= 1)
+        return dm_fail(err, DNNMEM_E_USAGE, "capacity must be positive and headroom in [0, 1)");
     if (cfg.iterations < 0 || cfg.iterations > 1000 || cfg.grad_accum < 0 || cfg.grad_accum > 1000)
         return dm_fail(err, DNNMEM_E_USAGE, "iterations and grad_accum must be in 1..1000");
     if ((unsigned)cfg.optimizer > DNNMEM_OPT_NONE || (unsigned)cfg.loss > DNNMEM_LOSS_SUM ||
@@ -479,6 +526,12 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         goto out;
     }
     s = dm_result_build(g, t, &sched, &alloc, &cfg, context, as.a, as.n, out, err);
+    if (s == DNNMEM_OK && cfg.capacity_bytes > 0)
+        s = decide(*out, &sched, &run, context, &cfg, err);
+    if (s != DNNMEM_OK && *out) {
+        dnnmem_result_free(*out);
+        *out = NULL;
+    }
 out:
     if (alloc.destroy)
         alloc.destroy(alloc.self);

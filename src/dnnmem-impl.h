@@ -522,6 +522,11 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
                                    const struct dnnmem_assumption *assumptions, size_t n_assumptions,
                                    struct dnnmem_result **out, struct dnnmem_error *err);
 
+/* Replay a schedule's events through an allocator only (no result);
+ * DNNMEM_E_DEVICE_OOM when a request cannot be served. */
+enum dnnmem_status dm_replay(const struct dm_schedule *s, struct dm_allocator *a,
+                             struct dm_alloc_stats *st);
+
 /* The graph behind a public model handle. */
 const struct dm_graph *dm_model_graph(const dnnmem_model *m);
 

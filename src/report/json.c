@@ -57,6 +57,13 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
         json_object_set_new(root, "live_at_peak_count", counts);
     else
         json_decref(counts);
+    if (root && r->verdict != DNNMEM_VERDICT_NONE)
+        json_object_set_new(root, "verdict",
+                            json_pack("{s:s, s:I, s:I, s:s}", "verdict",
+                                      dnnmem_verdict_name(r->verdict), "capacity_bytes",
+                                      (json_int_t)r->capacity_bytes, "margin_bytes",
+                                      (json_int_t)r->margin_bytes, "largest_component",
+                                      keys[r->largest_category]));
     if (!root)
         return -1;
     int rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -93,7 +93,7 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
 
     /* pass 1: replay; find the event after which allocated memory peaks */
     size_t peak_ev = 0;
-    uint64_t peak = 0;
+    uint64_t peak = 0, requested = 0;
     bool any = false;
     for (size_t e = 0; e < s->n_ev; e++) {
         const struct dm_event *ev = &s->ev[e];
@@ -108,6 +108,9 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
                              g->path, dm_buffer_name(g, &s->buf[ev->buf], nb_, sizeof nb_));
                 goto fail;
             }
+            requested += s->buf[ev->buf].bytes;
+            if (requested > r->peak_requested)
+                r->peak_requested = requested;
             struct dm_alloc_stats cur;
             a->stats(a->self, &cur);
             if (!any || cur.allocated > peak) {
@@ -118,6 +121,7 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
             }
         } else {
             a->free(a->self, handle[ev->buf]);
+            requested -= s->buf[ev->buf].bytes;
         }
     }
     struct dm_alloc_stats fin;
@@ -134,17 +138,17 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
     for (size_t e = 0; any && e <= peak_ev; e++)
         alive[s->ev[e].buf] = s->ev[e].kind == DM_EV_ALLOC;
     size_t n_live = 0;
-    uint64_t sum_granted = 0, requested = 0;
+    uint64_t sum_granted = 0, at_peak = 0;
     for (int32_t k = 0; k < nb; k++) {
         if (!alive[k])
             continue;
         live[n_live++] = (struct live_entry){k, s->buf[k].category, granted[k]};
         r->category_count[s->buf[k].category]++;
         r->category_bytes[s->buf[k].category] += s->buf[k].bytes;
-        requested += s->buf[k].bytes;
+        at_peak += s->buf[k].bytes;
         sum_granted += granted[k];
     }
-    r->rounding_bytes = sum_granted - requested;
+    r->rounding_bytes = sum_granted - at_peak;
     const struct dm_step *step = any ? &s->steps[s->ev[peak_ev].step] : NULL;
     r->peak_phase = dm_phase_name(step ? (enum dm_phase)step->phase : DM_PHASE_SETUP);
     r->peak_iteration = step ? step->iteration : 1;
@@ -226,4 +230,35 @@ fail:
         free(box);
     }
     return st;
+}
+
+enum dnnmem_status dm_replay(const struct dm_schedule *s, struct dm_allocator *a,
+                             struct dm_alloc_stats *st)
+{
+    uint64_t *handle = calloc((size_t)s->n_buf + 1, sizeof *handle);
+    if (!handle)
+        return DNNMEM_E_NOMEM;
+    enum dnnmem_status r = DNNMEM_OK;
+    for (size_t e = 0; e < s->n_ev && r == DNNMEM_OK; e++) {
+        const struct dm_event *ev = &s->ev[e];
+        uint64_t granted;
+        if (ev->kind == DM_EV_ALLOC)
+            r = a->alloc(a->self, s->buf[ev->buf].bytes, &handle[ev->buf], &granted);
+        else
+            a->free(a->self, handle[ev->buf]);
+    }
+    a->stats(a->self, st);
+    free(handle);
+    return r;
+}
+
+const char *dnnmem_verdict_name(enum dnnmem_verdict v)
+{
+    switch (v) {
+    case DNNMEM_VERDICT_NONE: return "none";
+    case DNNMEM_VERDICT_FITS: return "fits";
+    case DNNMEM_VERDICT_TIGHT: return "tight";
+    case DNNMEM_VERDICT_DOES_NOT_FIT: return "does not fit";
+    }
+    return "?";
 }

@@ -52,6 +52,22 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
     if (r->context_bytes)
         fprintf(f, "  %-18s %12s\n", "cuda context", dm_format_bytes(r->context_bytes, b1));
     fprintf(f, "  %-18s %12s\n", "total", dm_format_bytes(r->total_bytes, b1));
+    if (r->verdict != DNNMEM_VERDICT_NONE) {
+        char b5[32];
+        uint64_t gap = r->margin_bytes < 0 ? (uint64_t)-r->margin_bytes : (uint64_t)r->margin_bytes;
+        fprintf(f, "verdict      %s in %s: %s %s%s%s\n", dnnmem_verdict_name(r->verdict),
+                dm_format_bytes(r->capacity_bytes, b1),
+                r->margin_bytes < 0 ? "short by" : "margin", dm_format_bytes(gap, b2),
+                r->margin_bytes < 0 ? "; the largest part is " : "",
+                r->margin_bytes < 0 ? dnnmem_category_name(r->largest_category) : "");
+        if (r->margin_bytes < 0)
+            fprintf(f, "             (%s of the peak)\n",
+                    dm_format_bytes(r->category_bytes[r->largest_category], b5));
+        if (r->alloc_retries)
+            fprintf(f, "             only after the allocator frees its cache %llu time%s to stay "
+                       "within the device (peaks above are of that run)\n",
+                    (unsigned long long)r->alloc_retries, r->alloc_retries == 1 ? "" : "s");
+    }
     if (r->n_live)
         fprintf(f, "live at the peak, by kind (the largest of each; %zu tensors in all)\n",
                 r->n_live_total);

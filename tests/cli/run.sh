@@ -91,6 +91,26 @@ expect 2 "--precision amp-fp8" -- estimate $R --mode train --precision amp-fp8
 expect 0 "amp-fp16: torch.autocast" -- estimate $R -b 8 --mode train --precision amp-fp16
 expect 4 "autocast on the CPU" -- estimate $R -b 8 --mode train --precision amp-bf16 --device cpu
 
+# devices, verdicts, searches, sweeps
+expect 0 "A100-80GB:3g.40gb" -- gpus
+expect 0 "verdict      fits in" -- estimate $R -b 32 --mode train --gpu A100-40GB
+expect 0 "verdict      tight" -- estimate $R -b 478 --mode train --optimizer adam --gpu A100-40GB
+expect 1 "verdict      does not fit" -- estimate $R -b 256 --mode train --optimizer adam --gpu T4
+expect 1 "what would change it" -- estimate $R -b 64 --mode train --optimizer adam --memory 4GiB
+expect 1 "--precision amp-bf16" -- estimate $R -b 64 --mode train --optimizer adam --memory 4GiB
+expect 2 "--gpu GTX-480: unknown GPU" -- estimate $R --gpu GTX-480
+expect 2 "--memory lots" -- estimate $R --memory lots
+expect 2 "--headroom 150%" -- estimate $R --memory 8GB --headroom 150%
+expect 0 "verdict      tight" -- estimate $R -b 32 --mode train --gpu A100-40GB --headroom 95%
+expect 2 "give the device" -- max-batch $R --mode train
+expect 0 "largest batch size that fits A100-40GB: 478" -- max-batch $R --mode train --optimizer adam --gpu A100-40GB
+expect 0 "largest seq that fits" -- max-seq-len $M/fixtures/bert_encoder.onnx -b 8 --mode train --gpu L4 --limit 4096
+expect 1 "largest batch size that fits" -- max-batch $M/fixtures/vgg16.onnx --mode train --memory 1GiB
+expect 0 "reserved MiB" -- estimate $M/fixtures/bert_encoder.onnx -b 8,16 -s 128,256 --mode train
+expect 0 "batch_size,seq_len,total_bytes" -- estimate $R -b 8,16,32 --csv --gpu L4
+expect 1 "does not fit" -- estimate $R -b 8,256 --mode train --gpu T4
+expect 2 "--batch-size 8,x" -- estimate $R -b 8,x
+
 # calibration file
 printf '{"cuda_context_bytes": 500000000, "compute_capability": "9.0"}' >"$T/cal.json"
 expect 0 "476.84 MiB (--cuda-context)" -- estimate $R --calibration "$T/cal.json"
@@ -123,6 +143,26 @@ assert any(a["key"] == "dims.batch" and a["value"].startswith("4") for a in d["a
 assert d["live_at_peak"] and d["live_at_peak"][0]["allocated"] >= d["live_at_peak"][-1]["allocated"]
 EOF
 then pass=$((pass + 1)); else echo "FAIL: --json output"; fail=$((fail + 1)); fi
+
+# JSON against the published schema (docs/schema/estimate.schema.json)
+check_schema() {
+    if "$PY" -c 'import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' \
+        "$1" docs/schema/estimate.schema.json; then
+        pass=$((pass + 1))
+    else
+        echo "FAIL: $2 does not match the schema"
+        fail=$((fail + 1))
+    fi
+}
+check_schema "$T/v.json" "inference JSON"
+"$D" estimate $M/fixtures/resnet50.onnx -b 4 --mode train --optimizer adam --memory 1GiB --json >"$T/t.json"
+check_schema "$T/t.json" "training JSON with a verdict"
+if "$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+v = d["verdict"]
+assert v["verdict"] == "does not fit" and v["margin_bytes"] == v["capacity_bytes"] - d["total_bytes"], v' \
+    "$T/t.json"; then pass=$((pass + 1)); else echo "FAIL: verdict fields"; fail=$((fail + 1)); fi
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
