@@ -57,7 +57,7 @@ static const char usage_text[] =
     "                         it, and its compute capability\n"
     "  --memory SIZE          or the memory available, e.g. 24GiB or 80GB\n"
     "  --headroom P           below this share of the memory left, the verdict is 'tight'\n"
-    "X
+    "                         (default 5%); 'does not fit' exits 1 and lists changes that\n"
     "                         would fit, each with its estimate\n"
     "  --limit N              max-batch / max-seq-len: largest value tried (default 65536,\n"
     "                         or 1048576 for sequences)\n"
