@@ -49,7 +49,7 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/schedule/schedule.c src/train/train.c src/train/amp.c \
            src/alloc/rounding.c src/alloc/caching.c \
            src/report/result.c src/report/text.c src/report/json.c src/report/decide.c \
-           src/report/gpus.c \
+           src/report/gpus.c src/report/html.c \
            src/api.c
 GEN_SRC := $(B)/gen/onnx.pb-c.c
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(B)/gen/onnx.pb-c.o
@@ -118,6 +118,8 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node
 	$(B)/tests/validate tests/validation/pytorch-cpu-1.13.jsonl tests/validation/expected-misses.txt
 	@echo "== CLI tests"
 	DNNMEM=$(B)/dnnmem sh tests/cli/run.sh
+	@echo "== HTML report in headless Chromium"
+	DNNMEM=$(B)/dnnmem OUT=$(B)/report-test sh tests/report/run.sh
 ifneq ($(SAN),1)
 	@echo "== install (pkg-config, shared and static)"
 	B=$(B) sh tests/install.sh

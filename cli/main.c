@@ -119,6 +119,9 @@ static const char usage_text[] =
     "  --json                 one JSON object with integer bytes (schema dnnmem.estimate/1,\n"
     "                         docs/schema/estimate.schema.json); a sweep gives an array\n"
     "  --csv                  one CSV row per swept value\n"
+    "  --report FILE.html     a self-contained page: memory by kind over the run against\n"
+    "                         the device, the peak marked, what is live at each step\n"
+    "  --timeline FILE.csv    the same timeline, one row per step\n"
     "  --top N                list the N largest tensors live at the peak (default 10)\n"
     "  -h, --help             this text\n"
     "  -V, --version          the version\n"
@@ -242,6 +245,7 @@ struct cli {
     const char *gpu;               /* --gpu, echoed */
     const char *memory;            /* --memory, echoed */
     const char *search_dim;        /* max-*: --dim-name */
+    const char *report, *timeline; /* --report page.html, --timeline steps.csv */
     int64_t limit;                 /* max-*: --limit */
     const char *model;
 };
@@ -269,9 +273,12 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
     enum { OPT_MODE = 256, OPT_DIM, OPT_JSON, OPT_CONTEXT, OPT_ROUND, OPT_TOP, OPT_FRAMEWORK,
            OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM, OPT_CUDA,
            OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT, OPT_THREADS,
-           OPT_CALIB, OPT_GPU, OPT_MEMORY, OPT_HEADROOM, OPT_CSV, OPT_LIMIT, OPT_DIMNAME };
+           OPT_CALIB, OPT_GPU, OPT_MEMORY, OPT_HEADROOM, OPT_CSV, OPT_LIMIT, OPT_DIMNAME,
+           OPT_REPORT, OPT_TIMELINE };
     static const struct option opts[] = {
         {"gpu", required_argument, NULL, OPT_GPU},
+        {"report", required_argument, NULL, OPT_REPORT},
+        {"timeline", required_argument, NULL, OPT_TIMELINE},
         {"memory", required_argument, NULL, OPT_MEMORY},
         {"headroom", required_argument, NULL, OPT_HEADROOM},
         {"csv", no_argument, NULL, OPT_CSV},
@@ -447,6 +454,14 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
             break;
         }
         case OPT_CSV: cl->csv = true; break;
+        case OPT_REPORT:
+            cl->report = optarg;
+            cfg.timeline = true;
+            break;
+        case OPT_TIMELINE:
+            cl->timeline = optarg;
+            cfg.timeline = true;
+            break;
         case OPT_LIMIT:
             if (parse_count(optarg, &cl->limit))
                 return usage_error("--limit %s: expected a positive integer", optarg);
@@ -653,6 +668,22 @@ static int cmd_estimate(int argc, char **argv)
     }
     if (cl.gpu && !cl.json)
         printf("device       %s\n", cl.gpu);
+    const char *files[2] = {cl.report, cl.timeline};
+    for (int k = 0; k < 2; k++) {
+        if (!files[k])
+            continue;
+        FILE *out = fopen(files[k], "w");
+        int bad = !out || (k == 0 ? dnnmem_report_html(r, m, out) : dnnmem_report_timeline_csv(r, out));
+        if (out && fclose(out) != 0)
+            bad = 1;
+        if (bad) {
+            fprintf(stderr, "dnnmem: %s %s: cannot write the file\n", k ? "--timeline" : "--report",
+                    files[k]);
+            dnnmem_result_free(r);
+            dnnmem_model_free(m);
+            return EXIT_INTERNAL;
+        }
+    }
     int wr = cl.json ? dnnmem_report_json(r, m, stdout) : dnnmem_report_text(r, m, stdout);
     bool does_not_fit = r->verdict == DNNMEM_VERDICT_DOES_NOT_FIT;
     if (does_not_fit && !cl.json) {

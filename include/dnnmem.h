@@ -215,6 +215,7 @@ struct dnnmem_config {
      * when less than `headroom` (a fraction, default 0.05) of it is left. */
     int64_t capacity_bytes;
     double headroom;
+    bool timeline;              /* record dnnmem_result.timeline */
 };
 
 /* The CUDA context: not counted by torch.cuda.max_memory_allocated, but in
@@ -286,6 +287,18 @@ struct dnnmem_assumption {
     const char *source; /* "default", "option", "model" */
 };
 
+/* The memory at one step of the run (one op forward or backward, the loss,
+ * the optimizer), taken where the step's allocated bytes were highest. */
+struct dnnmem_timeline_point {
+    const char *phase;        /* as peak_phase */
+    int iteration;
+    const char *node;         /* "" outside ops */
+    const char *op;
+    uint64_t category_bytes[DNNMEM_CAT_COUNT];
+    uint64_t allocated;       /* including rounding */
+    uint64_t reserved;
+};
+
 struct dnnmem_result {
     /* Totals. total_bytes = peak_reserved + context_bytes: what the process
      * takes on the device, as nvidia-smi shows it. */
@@ -334,6 +347,10 @@ struct dnnmem_result {
     size_t n_live;
     size_t category_count[DNNMEM_CAT_COUNT];
     size_t n_live_total;
+
+    /* Memory over the run, one point per step (when cfg->timeline). */
+    struct dnnmem_timeline_point *timeline;
+    size_t n_timeline;
 
     /* Assumptions, in print order. */
     struct dnnmem_assumption *assumptions;
@@ -400,6 +417,12 @@ enum dnnmem_status dnnmem_max_dim(const dnnmem_model *m, const struct dnnmem_con
  * bytes, schema "dnnmem.estimate/1"). Return 0, or -1 on a write error. */
 int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f);
 int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f);
+/* The timeline (the result needs one: cfg.timeline) as CSV, one row per
+ * step, or as one self-contained HTML page (no network) charting memory by
+ * kind over the run against the capacity, the peak marked, and the tensors
+ * live at the peak. */
+int dnnmem_report_timeline_csv(const struct dnnmem_result *r, FILE *f);
+int dnnmem_report_html(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f);
 
 #ifdef __cplusplus
 }

@@ -91,6 +91,26 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
     dm_arena_init(&box->arena);
     struct dnnmem_result *r = &box->r;
 
+    /* the timeline: per step, the state where its allocated bytes peaked */
+    struct dnnmem_timeline_point *tl = NULL;
+    bool *by_alloc = NULL; /* the step's point was set by an allocation */
+    uint64_t cat_now[DNNMEM_CAT_COUNT] = {0};
+    if (cfg->timeline) {
+        tl = dm_arena_array(&box->arena, (size_t)s->n_steps + 1, sizeof *tl);
+        by_alloc = dm_arena_array(&box->arena, (size_t)s->n_steps + 1, sizeof *by_alloc);
+        if (!tl || !by_alloc)
+            goto oom;
+        for (int32_t k = 0; k < s->n_steps; k++) {
+            const struct dm_step *sp = &s->steps[k];
+            tl[k].phase = dm_phase_name((enum dm_phase)sp->phase);
+            tl[k].iteration = sp->iteration;
+            tl[k].node = sp->node >= 0 ? g->nodes[sp->node].name : "";
+            tl[k].op = sp->node >= 0 ? dm_ops[g->nodes[sp->node].op].name : "";
+        }
+        r->timeline = tl;
+        r->n_timeline = (size_t)s->n_steps;
+    }
+
     /* pass 1: replay; find the event after which allocated memory peaks */
     size_t peak_ev = 0;
     uint64_t peak = 0, requested = 0;
@@ -113,6 +133,16 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
                 r->peak_requested = requested;
             struct dm_alloc_stats cur;
             a->stats(a->self, &cur);
+            if (tl) {
+                cat_now[s->buf[ev->buf].category] += s->buf[ev->buf].bytes;
+                struct dnnmem_timeline_point *p = &tl[ev->step];
+                if (!by_alloc[ev->step] || cur.allocated >= p->allocated) {
+                    by_alloc[ev->step] = true;
+                    p->allocated = cur.allocated;
+                    p->reserved = cur.reserved;
+                    memcpy(p->category_bytes, cat_now, sizeof cat_now);
+                }
+            }
             if (!any || cur.allocated > peak) {
                 peak = cur.allocated;
                 peak_ev = e;
@@ -122,8 +152,26 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
         } else {
             a->free(a->self, handle[ev->buf]);
             requested -= s->buf[ev->buf].bytes;
+            if (tl) { /* a step that only frees shows where it ends */
+                cat_now[s->buf[ev->buf].category] -= s->buf[ev->buf].bytes;
+                struct dnnmem_timeline_point *p = &tl[ev->step];
+                if (!by_alloc[ev->step]) {
+                    struct dm_alloc_stats cur;
+                    a->stats(a->self, &cur);
+                    p->allocated = cur.allocated;
+                    p->reserved = cur.reserved;
+                    memcpy(p->category_bytes, cat_now, sizeof cat_now);
+                }
+            }
         }
     }
+    /* steps without events keep the level of the step before */
+    for (size_t k = 1; tl && k < r->n_timeline; k++)
+        if (!tl[k].allocated && !tl[k].reserved && !by_alloc[k]) {
+            tl[k].allocated = tl[k - 1].allocated;
+            tl[k].reserved = tl[k - 1].reserved;
+            memcpy(tl[k].category_bytes, tl[k - 1].category_bytes, sizeof cat_now);
+        }
     struct dm_alloc_stats fin;
     a->stats(a->self, &fin);
     r->peak_allocated = fin.peak_allocated;
