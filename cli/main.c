@@ -44,6 +44,8 @@ static const char usage_text[] =
     "usage: dnnmem estimate MODEL [options]      the peak, why, and whether it fits\n"
     "       dnnmem max-batch MODEL --gpu G [options]    the largest batch that fits\n"
     "       dnnmem max-seq-len MODEL --gpu G [options]  the largest sequence length that fits\n"
+    "       dnnmem compare MODEL_A MODEL_B [options]   two models side by side\n"
+    "       dnnmem compare MODEL [options] --with \"OPTIONS\"  two configurations\n"
     "       dnnmem gpus                                 the GPU catalogue\n"
     "       dnnmem --help | --version\n"
     "\n"
@@ -137,6 +139,7 @@ static const char usage_text[] =
     "  dnnmem estimate resnet50.onnx -b 64 --mode train --gpu A100-40GB\n"
     "  dnnmem max-batch resnet50.onnx --mode train --precision amp-bf16 --gpu L4\n"
     "  dnnmem estimate bert.onnx -b 8,16,32 -s 128,512 --mode train --csv\n"
+    "  dnnmem compare resnet50.onnx -b 64 --mode train --with \"--precision amp-bf16\"\n"
     "  dnnmem estimate bert.onnx --batch-size 8 --seq-len 512 --json\n"
     "  dnnmem estimate gpt2.onnx --dim batch_size=1 --dim past_sequence_length=1024 --seq-len 1\n";
 
@@ -246,6 +249,7 @@ struct cli {
     const char *memory;            /* --memory, echoed */
     const char *search_dim;        /* max-*: --dim-name */
     const char *report, *timeline; /* --report page.html, --timeline steps.csv */
+    char device_label[160];        /* echoed with the result */
     int64_t limit;                 /* max-*: --limit */
     const char *model;
 };
@@ -433,12 +437,17 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
             if (!cfg.compute_capability && gpu->compute_capability)
                 cfg.compute_capability = gpu->compute_capability;
             cl->gpu = gpu->name;
+            snprintf(cl->device_label, sizeof cl->device_label, "--gpu %s, as CUDA reports it",
+                     gpu->name);
+            cfg.device_label = cl->device_label;
             break;
         }
         case OPT_MEMORY:
             if (parse_size(optarg, &cfg.capacity_bytes) || cfg.capacity_bytes == 0)
                 return usage_error("--memory %s: expected a size such as 24GiB or 80GB", optarg);
             cl->memory = optarg;
+            snprintf(cl->device_label, sizeof cl->device_label, "--memory %s", optarg);
+            cfg.device_label = cl->device_label;
             break;
         case OPT_HEADROOM: {
             char *end;
@@ -775,6 +784,82 @@ static int cmd_max(int argc, char **argv, bool seq)
     return rc ? rc : value == 0 ? EXIT_DOES_NOT_FIT : EXIT_OK;
 }
 
+/* compare: two models under the same options, or one model under two sets
+ * of options (--with "OPTIONS" are added after the others for B). */
+static int cmd_compare(int argc, char **argv)
+{
+    /* split out --with "..." and the second model */
+    char *with = NULL;
+    char *args_a[256], *args_b[512];
+    int na = 0, nb = 0;
+    const char *models[2] = {NULL, NULL};
+    int n_models = 0;
+    for (int k = 0; k < argc && na < 255; k++) {
+        if (strcmp(argv[k], "--with") == 0) {
+            if (k + 1 >= argc)
+                return usage_error("%s", "--with: this option needs a value");
+            with = argv[++k];
+            continue;
+        }
+        bool takes_value = k > 0 && argv[k][0] != '-' && argv[k - 1][0] == '-' &&
+                           argv[k - 1][1] == '-' && !strchr(argv[k - 1], '=') &&
+                           strcmp(argv[k - 1], "--json") != 0 && strcmp(argv[k - 1], "--csv") != 0;
+        bool short_value = k > 0 && (strcmp(argv[k - 1], "-b") == 0 || strcmp(argv[k - 1], "-s") == 0);
+        if (k > 0 && argv[k][0] != '-' && !takes_value && !short_value) {
+            if (n_models == 2)
+                return usage_error("%s", "compare: at most two models");
+            models[n_models++] = argv[k];
+            continue;
+        }
+        args_a[na++] = argv[k];
+    }
+    if (n_models == 0 || (n_models == 1 && !with) || (n_models == 2 && with))
+        return usage_error("%s", "compare: give two models, or one model and --with \"OPTIONS\"");
+    for (int k = 0; k < na; k++)
+        args_b[nb++] = args_a[k];
+    char withbuf[1024] = "";
+    if (with) {
+        if (strlen(with) >= sizeof withbuf)
+            return usage_error("%s", "--with: too long");
+        strcpy(withbuf, with);
+        char *save = NULL;
+        for (char *tok = strtok_r(withbuf, " ", &save); tok && nb < 500; tok = strtok_r(NULL, " ", &save))
+            args_b[nb++] = tok;
+    }
+    struct dnnmem_result *res[2] = {NULL, NULL};
+    int rc = EXIT_OK;
+    for (int side = 0; side < 2 && rc == EXIT_OK; side++) {
+        char **args = side ? args_b : args_a;
+        int n = side ? nb : na;
+        args[n] = (char *)(side && n_models == 2 ? models[1] : models[0]);
+        args[n + 1] = NULL;
+        struct cli cl;
+        memset(&cl, 0, sizeof cl);
+        rc = parse_cli(n + 1, args, &cl);
+        if (rc >= 0)
+            break;
+        rc = EXIT_OK;
+        struct dnnmem_error err;
+        dnnmem_model *m = NULL;
+        enum dnnmem_status s = dnnmem_model_load(cl.model, &m, &err);
+        if (s == DNNMEM_OK)
+            s = dnnmem_estimate(m, &cl.cfg, &res[side], &err);
+        dnnmem_model_free(m);
+        if (s != DNNMEM_OK)
+            rc = fail(s, &err);
+    }
+    if (rc == EXIT_OK) {
+        char la[1100], lb[1100];
+        snprintf(la, sizeof la, "%s", models[0]);
+        snprintf(lb, sizeof lb, "%s%s%s", n_models == 2 ? models[1] : models[0], with ? " with " : "",
+                 with ? with : "");
+        rc = write_done(dnnmem_report_compare(res[0], la, res[1], lb, stdout));
+    }
+    dnnmem_result_free(res[0]);
+    dnnmem_result_free(res[1]);
+    return rc;
+}
+
 /* The GPU catalogue. */
 static int cmd_gpus(int argc, char **argv)
 {
@@ -812,6 +897,8 @@ int main(int argc, char **argv)
         return cmd_max(argc - 1, argv + 1, true);
     if (strcmp(cmd, "gpus") == 0)
         return cmd_gpus(argc - 1, argv + 1);
+    if (strcmp(cmd, "compare") == 0)
+        return cmd_compare(argc - 1, argv + 1);
     return usage_error("%s: unknown command (try 'estimate', 'max-batch', 'max-seq-len', 'gpus')",
                        cmd);
 }

@@ -215,6 +215,7 @@ struct dnnmem_config {
      * when less than `headroom` (a fraction, default 0.05) of it is left. */
     int64_t capacity_bytes;
     double headroom;
+    const char *device_label;   /* how the user named the device ("--gpu A100-40GB"), echoed */
     bool timeline;              /* record dnnmem_result.timeline */
 };
 
@@ -422,6 +423,9 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
  * kind over the run against the capacity, the peak marked, and the tensors
  * live at the peak. */
 int dnnmem_report_timeline_csv(const struct dnnmem_result *r, FILE *f);
+/* Two estimates side by side: each component, and how it changed from A to B. */
+int dnnmem_report_compare(const struct dnnmem_result *a, const char *label_a,
+                          const struct dnnmem_result *b, const char *label_b, FILE *f);
 int dnnmem_report_html(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f);
 
 #ifdef __cplusplus

@@ -510,6 +510,12 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                      "--conv-workspace adds one)");
     }
 
+    if (cfg.capacity_bytes > 0)
+        assume(&as, "capacity", "option", "%s bytes = %s%s%s%s, headroom %g%%",
+               dm_arena_printf(&arena, "%lld", (long long)cfg.capacity_bytes),
+               dm_format_bytes((uint64_t)cfg.capacity_bytes, cb), cfg.device_label ? " (" : "",
+               cfg.device_label ? cfg.device_label : "", cfg.device_label ? ")" : "",
+               100 * (cfg.headroom > 0 ? cfg.headroom : 0.05));
     if ((s = dm_schedule_build(g, t, &run, &sched, err)) != DNNMEM_OK)
         goto out;
     /* CUDA: the caching allocator with PyTorch's defaults (or a plain

@@ -84,3 +84,38 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
     }
     return ferror(f) ? -1 : 0;
 }
+
+static void compare_row(FILE *f, const char *what, uint64_t a, uint64_t b)
+{
+    char b1[32], b2[32], b3[32];
+    uint64_t d = a > b ? a - b : b - a;
+    if (!a && !b)
+        return;
+    fprintf(f, "  %-20s %12s %12s  %s%-12s", what, dm_format_bytes(a, b1), dm_format_bytes(b, b2),
+            b > a ? "+" : b < a ? "-" : " ", dm_format_bytes(d, b3));
+    if (a)
+        fprintf(f, " (%+.1f%%)", 100.0 * ((double)b - (double)a) / (double)a);
+    fputc('\n', f);
+}
+
+int dnnmem_report_compare(const struct dnnmem_result *a, const char *label_a,
+                          const struct dnnmem_result *b, const char *label_b, FILE *f)
+{
+    fprintf(f, "A  %s\nB  %s\n\n  %-20s %12s %12s  %s\n", label_a, label_b, "", "A", "B",
+            "change");
+    compare_row(f, "total", a->total_bytes, b->total_bytes);
+    compare_row(f, "peak allocated", a->peak_allocated, b->peak_allocated);
+    compare_row(f, "peak reserved", a->peak_reserved, b->peak_reserved);
+    fprintf(f, "  at the allocated peak:\n");
+    for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
+        compare_row(f, dnnmem_category_name((enum dnnmem_category)c), a->category_bytes[c],
+                    b->category_bytes[c]);
+    compare_row(f, "rounding", a->rounding_bytes, b->rounding_bytes);
+    compare_row(f, "allocator slack", a->slack_bytes, b->slack_bytes);
+    compare_row(f, "cuda context", a->context_bytes, b->context_bytes);
+    fprintf(f, "  peak at              A: %s, step %d%s%s\n", a->peak_phase, a->peak_iteration,
+            a->peak_node[0] ? ", " : "", a->peak_node);
+    fprintf(f, "                       B: %s, step %d%s%s\n", b->peak_phase, b->peak_iteration,
+            b->peak_node[0] ? ", " : "", b->peak_node);
+    return ferror(f) ? -1 : 0;
+}

@@ -111,6 +111,14 @@ expect 0 "batch_size,seq_len,total_bytes" -- estimate $R -b 8,16,32 --csv --gpu 
 expect 1 "does not fit" -- estimate $R -b 8,256 --mode train --gpu T4
 expect 2 "--batch-size 8,x" -- estimate $R -b 8,x
 
+expect 0 "24.00 GiB (--memory 24GiB)" -- estimate $R --memory 24GiB
+expect 0 "22.35 GiB (--memory 24GB)" -- estimate $R --memory 24GB
+expect 0 "optimizer state" -- compare $R -b 64 --mode train --with "--optimizer adam"
+expect 0 "inception_v3.onnx" -- compare $R $M/fixtures/inception_v3.onnx -b 8 --mode train
+expect 2 "compare: give two models" -- compare $R -b 8
+"$D" estimate $R -b 2 --timeline "$T/tl.csv" >/dev/null && grep -q "^step,iteration,phase" "$T/tl.csv" && pass=$((pass + 1)) || { echo "FAIL: --timeline"; fail=$((fail + 1)); }
+expect 2 "--with: this option needs a value" -- compare $R --with
+
 # calibration file
 printf '{"cuda_context_bytes": 500000000, "compute_capability": "9.0"}' >"$T/cal.json"
 expect 0 "476.84 MiB (--cuda-context)" -- estimate $R --calibration "$T/cal.json"
