@@ -165,6 +165,25 @@ static void test_chain_frees_dead_tensors(void **state)
     dnnmem_result_free(r);
 }
 
+/* Autocast (amp-fp16) on the small MLP, batch 2: MatMul is on the fp16 list,
+ * so x[2,3] (24 B fp32) is cast to a fresh fp16 copy (12 B) and W[3,4] to a
+ * cached one (24 B); h[2,4] is fp16 (16 B); Relu follows its input's type and
+ * runs in place on h. Activations at the peak: 12 + 24 + 16 = 52 B; blocks:
+ * x, W, the two casts and h at 512 B each, plus the cuBLAS workspace. */
+static void test_autocast_by_hand(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.precision = DNNMEM_PRECISION_AMP_FP16;
+    struct dnnmem_result *r = estimate_cfg(tb_small_mlp(), &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_ACTIVATION], 52);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 48);
+    assert_int_equal(r->peak_allocated, 5 * 512 + 8519680);
+    dnnmem_result_free(r);
+}
+
 /* In-place activations: Relu writes into its input when nothing else holds
  * it (torchvision's inplace=True). x (1 MiB) -> Sigmoid -> a -> Relu -> y:
  * in place, y shares a's block: peak x + a = 2 MiB; without, x + a + y. */
@@ -418,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_dropout_is_identity_in_eval),
         cmocka_unit_test(test_chain_frees_dead_tensors),
         cmocka_unit_test(test_inplace_relu),
+        cmocka_unit_test(test_autocast_by_hand),
         cmocka_unit_test(test_constant_of_shape_weights),
         cmocka_unit_test(test_binding_errors),
         cmocka_unit_test(test_shape_error_names_node),
