@@ -39,8 +39,7 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
         k++;
     enum dnnmem_status s;
     if (k < size && data[k] == '{')
-        s = dm_fail(err, DNNMEM_E_UNSUPPORTED,
-                    "%s: a JSON model description; only ONNX models are supported so far", name);
+        s = dm_load_hf(&m->g, data, size, err);
     else
         s = dm_load_onnx(&m->g, data, size, err);
     if (s == DNNMEM_OK)
@@ -70,6 +69,16 @@ enum dnnmem_status dnnmem_model_load(const char *path, dnnmem_model **out, struc
     if (fd < 0)
         return dm_fail(err, DNNMEM_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
+    if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* a HuggingFace model directory */
+        close(fd);
+        char *cfg = malloc(strlen(path) + sizeof "/config.json");
+        if (!cfg)
+            return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", path);
+        sprintf(cfg, "%s/config.json", path);
+        enum dnnmem_status s = dnnmem_model_load(cfg, out, err);
+        free(cfg);
+        return s;
+    }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
         return dm_fail(err, DNNMEM_E_IO, "%s: not a regular file", path);

@@ -145,7 +145,7 @@ enum dm_train_rule {
     DM_T_PASS,       /* add/sub/concat/sum: input grads are the output grad or views of it */
     DM_T_OUT,        /* saves output 0 (relu, sigmoid, tanh, softmax, exp, sqrt) */
     DM_T_IN,         /* saves input 0 (erf, log, leaky_relu, clamp, avg_pool) */
-    DM_T_OPERANDS,   /* saves the operands other inputs' grads need (mul, div, pow, mm, addmm) */
+    DM_T_OPERANDS,   /* saves the operands other inputs' grads need (mul, div, mm, addmm) */
     DM_T_CONV,       /* saves input and weight */
     DM_T_BN,         /* saves input; extra save_mean, save_invstd */
     DM_T_LN,         /* saves input; extra mean, rstd per normalized row */
@@ -286,6 +286,10 @@ enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err);
 
 enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t size,
                                 struct dnnmem_error *err);
+/* HuggingFace transformers config.json (src/load/hf.c): the causal LM built op
+ * by op as transformers' PyTorch implementation runs it. */
+enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size,
+                              struct dnnmem_error *err);
 
 /* Bytes the ONNX front end's protobuf parser allocated for the last parse;
  * tests use it to show weight bytes are never copied. */

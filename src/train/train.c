@@ -8,7 +8,8 @@
  *  - DM_T_OUT: relu/sigmoid/tanh/softmax/log_softmax/exp/sqrt save their
  *    result (ReluBackward0 threshold_backward(grad, result)).
  *  - DM_T_IN: erf, log, leaky_relu, clamp, avg_pool, 1.13 mean (MeanBackward1
- *    keeps self) save their input.
+ *    keeps self), pow by a scalar (PowBackward0 keeps self and the exponent)
+ *    save their input.
  *  - DM_T_OPERANDS: mul/div/mm/addmm save, for each input that needs a grad,
  *    the operands that grad is computed from (MmBackward0: self for mat2's
  *    grad, mat2 for self's); the generated code skips the others.

@@ -1,0 +1,1195 @@
+/*
+ * hf.c: the HuggingFace front end. A transformers config.json names an
+ * architecture and its sizes; this file builds, op by op, the model that
+ * transformers' PyTorch implementation runs, into the same graph IR the ONNX
+ * front end fills, so every estimate, training, allocator and report feature
+ * applies unchanged.
+ *
+ * What is built: the causal LM (embeddings, decoder layers, final norm,
+ * lm_head; the loss is dnnmem's own), at the granularity of the eager PyTorch
+ * ops of
+ *  - model_type "llama", "mistral", "qwen2", "qwen3": modeling_llama.py and
+ *    its copies as of transformers 4.51 (rotary embedding at model level,
+ *    eager_attention_forward, the 4-D causal mask of
+ *    _prepare_4d_causal_attention_mask_with_cache_position);
+ *  - model_type "gpt2" (and legacy configs without model_type that name
+ *    GPT2LMHeadModel or carry n_embd): modeling_gpt2.py as of 4.47
+ *    (GPT2Attention._attn, Conv1D, NewGELUActivation);
+ * with attn_implementation="eager", called as model(input_ids): no
+ * attention_mask, use_cache from the config. The graph has one input,
+ * input_ids int64 [batch, seq] (symbolic dims "batch" and "seq", bound by
+ * --batch-size and --seq-len), and its first output is the logits
+ * [batch, seq, vocab_size]. With use_cache (the transformers default) the
+ * model also returns every layer's key and value (a DynamicCache or the
+ * presents tuple holds them until the caller lets go of the output): they are
+ * outputs "present.N.key" and "present.N.value" after the logits.
+ *
+ * Weights are float32 whatever the config's torch_dtype / dtype says: that is
+ * the checkpoint's storage type, not the type a job runs in
+ * (from_pretrained without torch_dtype loads float32); --precision converts
+ * (fp16, bf16, amp-*).
+ *
+ * Parameters and buffers are exactly those of the PyTorch module, named as
+ * its state_dict (model.layers.0.self_attn.q_proj.weight); tied embeddings
+ * are one tensor read by both the embedding and lm_head. Non-persistent
+ * buffers live on the device too (register_buffer(persistent=False) moves
+ * with .to()), so they are weights here: the rotary embedding's inv_freq
+ * [head_dim/2] float32 (one, at model level, from 4.45), GPT-2's causal
+ * `bias` bool [1, 1, n_positions, n_positions] and `masked_bias` float32 []
+ * per layer.
+ *
+ * Config fields that set weight shapes and have no safe default are required
+ * (a missing one is an error naming it); the others take the default of
+ * transformers' config class. Node names follow torch.onnx's module scopes
+ * ("/model/layers.0/self_attn/q_proj/MatMul"), which the schedule uses for
+ * module-argument lifetimes and --checkpoint '/model/layers.*' for segments.
+ */
+#include "dnnmem-impl.h"
+
+#include <float.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HF_OPSET 17            /* the ONNX op semantics the nodes use */
+#define MAX_ATTRS 4
+#define MAX_LAYERS 4096
+#define MAX_SIZE (INT64_C(1) << 31) /* any one size field */
+#define REQUIRED INT64_MIN
+#define PI 3.14159265358979323846
+
+struct hf {
+    struct dm_graph *g;
+    struct dnnmem_error *err;
+    const char *path;
+    json_t *root;
+    enum dnnmem_status st;     /* the first error; later calls do nothing */
+    int32_t cap_nodes;
+    char scope[256];           /* the module path, "/model/layers.0/self_attn" */
+    size_t scope_len;
+    const char *out_name;      /* a name for the next node's output 0 */
+    const char **names;        /* node names, open addressing (malloc'd) */
+    uint32_t names_cap, n_names;
+};
+
+static enum dnnmem_status fail(struct hf *h, enum dnnmem_status s, const char *fmt, ...)
+    DM_PRINTF(3, 4);
+static enum dnnmem_status fail(struct hf *h, enum dnnmem_status s, const char *fmt, ...)
+{
+    if (h->st == DNNMEM_OK) {
+        char buf[448];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof buf, fmt, ap);
+        va_end(ap);
+        h->st = dm_fail(h->err, s, "%s: %s", h->path, buf);
+    }
+    return h->st;
+}
+
+static int32_t oom(struct hf *h)
+{
+    fail(h, DNNMEM_E_NOMEM, "out of memory");
+    return -1;
+}
+
+/* ---- config fields ------------------------------------------------------------ */
+
+static json_t *field(struct hf *h, const char *key)
+{
+    json_t *v = json_object_get(h->root, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+/* A positive integer field; `dflt` when absent or null (REQUIRED: an error). */
+static int64_t get_int(struct hf *h, const char *key, int64_t dflt, int64_t max)
+{
+    json_t *v = field(h, key);
+    if (h->st != DNNMEM_OK)
+        return 1;
+    if (!v) {
+        if (dflt == REQUIRED) {
+            fail(h, DNNMEM_E_MODEL, "config field '%s' is missing", key);
+            return 1;
+        }
+        return dflt;
+    }
+    int64_t i;
+    if (json_is_integer(v)) {
+        i = (int64_t)json_integer_value(v);
+    } else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
+               fabs(json_real_value(v)) < 9e15) {
+        i = (int64_t)json_real_value(v);
+    } else {
+        fail(h, DNNMEM_E_MODEL, "config field '%s' must be an integer", key);
+        return 1;
+    }
+    if (i < 1) {
+        fail(h, DNNMEM_E_MODEL, "config field '%s' must be positive, not %lld", key, (long long)i);
+        return 1;
+    }
+    if (i > max) {
+        fail(h, DNNMEM_E_UNSUPPORTED, "config field '%s' is %lld; at most %lld is supported", key,
+             (long long)i, (long long)max);
+        return 1;
+    }
+    return i;
+}
+
+/* A number in [lo, hi]; `dflt` when absent or null. */
+static double get_num(struct hf *h, const char *key, double dflt, double lo, double hi)
+{
+    json_t *v = field(h, key);
+    if (h->st != DNNMEM_OK || !v)
+        return dflt;
+    if (!json_is_number(v)) {
+        fail(h, DNNMEM_E_MODEL, "config field '%s' must be a number", key);
+        return dflt;
+    }
+    double d = json_number_value(v);
+    if (!(d >= lo && d <= hi)) {
+        fail(h, DNNMEM_E_MODEL, "config field '%s' is %g; it must be in [%g, %g]", key, d, lo, hi);
+        return dflt;
+    }
+    return d;
+}
+
+static bool get_bool(struct hf *h, const char *key, bool dflt)
+{
+    json_t *v = field(h, key);
+    if (h->st != DNNMEM_OK || !v)
+        return dflt;
+    if (!json_is_boolean(v)) {
+        fail(h, DNNMEM_E_MODEL, "config field '%s' must be true or false", key);
+        return dflt;
+    }
+    return json_is_true(v);
+}
+
+static const char *get_str(struct hf *h, const char *key, const char *dflt)
+{
+    json_t *v = field(h, key);
+    if (h->st != DNNMEM_OK || !v)
+        return dflt;
+    if (!json_is_string(v)) {
+        fail(h, DNNMEM_E_MODEL, "config field '%s' must be a string", key);
+        return dflt;
+    }
+    return json_string_value(v);
+}
+
+/* ---- building the graph ----------------------------------------------------------- */
+
+static uint32_t hash_str(const char *s)
+{
+    uint32_t x = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        x = (x ^ (unsigned char)*s) * 16777619u;
+    return x;
+}
+
+/* Whether `name` is a node name already; if not, record it. */
+static bool name_taken(struct hf *h, const char *name, bool *taken)
+{
+    if ((h->n_names + 1) * 2 > h->names_cap) {
+        uint32_t cap = h->names_cap ? h->names_cap * 2 : 4096;
+        const char **n = calloc(cap, sizeof *n);
+        if (!n)
+            return false;
+        for (uint32_t i = 0; i < h->names_cap; i++)
+            if (h->names[i]) {
+                uint32_t j = hash_str(h->names[i]) & (cap - 1);
+                while (n[j])
+                    j = (j + 1) & (cap - 1);
+                n[j] = h->names[i];
+            }
+        free(h->names);
+        h->names = n;
+        h->names_cap = cap;
+    }
+    uint32_t j = hash_str(name) & (h->names_cap - 1);
+    for (; h->names[j]; j = (j + 1) & (h->names_cap - 1))
+        if (strcmp(h->names[j], name) == 0) {
+            *taken = true;
+            return true;
+        }
+    *taken = false;
+    h->names[j] = name;
+    h->n_names++;
+    return true;
+}
+
+/* Enter a module: the scope gains "/<name>"; returns what leave() restores. */
+static size_t enter(struct hf *h, const char *fmt, ...) DM_PRINTF(2, 3);
+static size_t enter(struct hf *h, const char *fmt, ...)
+{
+    size_t len = h->scope_len;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = snprintf(h->scope + len, sizeof h->scope - len, "/");
+    int m = vsnprintf(h->scope + len + 1, sizeof h->scope - len - 1, fmt, ap);
+    va_end(ap);
+    if (k < 0 || m < 0 || len + 1 + (size_t)m >= sizeof h->scope) {
+        fail(h, DNNMEM_E_INTERNAL, "module path too long");
+        h->scope[len] = '\0';
+        return len;
+    }
+    h->scope_len = len + 1 + (size_t)m;
+    return len;
+}
+
+static void leave(struct hf *h, size_t len)
+{
+    h->scope_len = len;
+    h->scope[len] = '\0';
+}
+
+/* A node of op `op` in the current scope, named "<scope>/<Op>" (then "_1",
+ * "_2", ...), its outputs "<node>_output_<k>". NULL after an error. The
+ * pointer is valid until the next node is made. */
+static struct dm_node *node(struct hf *h, enum dm_op op, int n_in, const int32_t *in, int n_out)
+{
+    struct dm_graph *g = h->g;
+    if (h->st != DNNMEM_OK)
+        return NULL;
+    for (int k = 0; k < n_in; k++)
+        if (in[k] < 0) {
+            fail(h, DNNMEM_E_INTERNAL, "a node input is missing");
+            return NULL;
+        }
+    if (g->n_nodes == h->cap_nodes) {
+        int32_t cap = h->cap_nodes ? h->cap_nodes * 2 : 1024;
+        struct dm_node *nodes = dm_arena_array(&g->arena, (size_t)cap, sizeof *nodes);
+        if (!nodes) {
+            oom(h);
+            return NULL;
+        }
+        if (g->n_nodes)
+            memcpy(nodes, g->nodes, (size_t)g->n_nodes * sizeof *nodes);
+        g->nodes = nodes;
+        h->cap_nodes = cap;
+    }
+    const char *name = NULL;
+    for (int k = 0;; k++) {
+        name = k ? dm_arena_printf(&g->arena, "%s/%s_%d", h->scope, dm_ops[op].name, k)
+                 : dm_arena_printf(&g->arena, "%s/%s", h->scope, dm_ops[op].name);
+        bool taken;
+        if (!name || !name_taken(h, name, &taken)) {
+            oom(h);
+            return NULL;
+        }
+        if (!taken)
+            break;
+    }
+    struct dm_node *n = &g->nodes[g->n_nodes];
+    memset(n, 0, sizeof *n);
+    n->name = name;
+    n->op = op;
+    n->domain = "";
+    n->n_in = n_in;
+    n->n_out = n_out;
+    n->in = dm_arena_array(&g->arena, (size_t)n_in + 1, sizeof *n->in);
+    n->out = dm_arena_array(&g->arena, (size_t)n_out + 1, sizeof *n->out);
+    n->attrs = dm_arena_array(&g->arena, MAX_ATTRS, sizeof *n->attrs);
+    if (!n->in || !n->out || !n->attrs) {
+        oom(h);
+        return NULL;
+    }
+    if (n_in)
+        memcpy(n->in, in, (size_t)n_in * sizeof *in);
+    for (int k = 0; k < n_out; k++) {
+        const char *tname = k == 0 && h->out_name
+                                ? h->out_name
+                                : dm_arena_printf(&g->arena, "%s_output_%d", name, k);
+        if (!tname) {
+            oom(h);
+            return NULL;
+        }
+        if (dm_graph_find(g, tname) >= 0) {
+            fail(h, DNNMEM_E_INTERNAL, "two tensors are named '%s'", tname);
+            return NULL;
+        }
+        if ((n->out[k] = dm_graph_add_tensor(g, tname)) < 0) {
+            oom(h);
+            return NULL;
+        }
+    }
+    h->out_name = NULL;
+    g->n_nodes++;
+    return n;
+}
+
+/* A node with one output, its inputs as varargs (int32_t tensor ids). */
+static int32_t op(struct hf *h, enum dm_op o, int n_in, ...)
+{
+    int32_t in[8];
+    va_list ap;
+    va_start(ap, n_in);
+    for (int k = 0; k < n_in && k < 8; k++)
+        in[k] = (int32_t)va_arg(ap, int);
+    va_end(ap);
+    struct dm_node *n = node(h, o, n_in < 8 ? n_in : 8, in, 1);
+    return n ? n->out[0] : -1;
+}
+
+/* An attribute of the node made last. */
+static struct dm_attr *attr(struct hf *h, const char *name, enum dm_attr_kind kind)
+{
+    if (h->st != DNNMEM_OK)
+        return NULL;
+    struct dm_node *n = &h->g->nodes[h->g->n_nodes - 1];
+    if (n->n_attr >= MAX_ATTRS) {
+        fail(h, DNNMEM_E_INTERNAL, "node '%s' has too many attributes", n->name);
+        return NULL;
+    }
+    struct dm_attr *a = &n->attrs[n->n_attr++];
+    a->name = name;
+    a->kind = kind;
+    return a;
+}
+
+static void attr_i(struct hf *h, const char *name, int64_t v)
+{
+    struct dm_attr *a = attr(h, name, DM_ATTR_INT);
+    if (a)
+        a->i = v;
+}
+
+static void attr_f(struct hf *h, const char *name, double v)
+{
+    struct dm_attr *a = attr(h, name, DM_ATTR_FLOAT);
+    if (a)
+        a->f = v;
+}
+
+static void attr_s(struct hf *h, const char *name, const char *v)
+{
+    struct dm_attr *a = attr(h, name, DM_ATTR_STRING);
+    if (a)
+        a->s = v;
+}
+
+static void attr_ints(struct hf *h, const char *name, int n, const int64_t *v)
+{
+    struct dm_attr *a = attr(h, name, DM_ATTR_INTS);
+    if (!a)
+        return;
+    a->n = n;
+    a->ints = dm_arena_array(&h->g->arena, (size_t)n + 1, sizeof *a->ints);
+    if (!a->ints) {
+        oom(h);
+        return;
+    }
+    memcpy(a->ints, v, (size_t)n * sizeof *v);
+}
+
+static void attr_floats(struct hf *h, const char *name, int n, const double *v)
+{
+    struct dm_attr *a = attr(h, name, DM_ATTR_FLOATS);
+    if (!a)
+        return;
+    a->n = n;
+    a->floats = dm_arena_array(&h->g->arena, (size_t)n + 1, sizeof *a->floats);
+    if (!a->floats) {
+        oom(h);
+        return;
+    }
+    memcpy(a->floats, v, (size_t)n * sizeof *v);
+}
+
+/* Constant nodes: a float or int64 scalar, an int64 or float list. */
+static int32_t constant(struct hf *h)
+{
+    int32_t t = op(h, DM_OP_Constant, 0);
+    if (t >= 0)
+        h->g->tensors[t].role = DM_ROLE_CONSTANT;
+    return t;
+}
+
+static int32_t const_f(struct hf *h, double v)
+{
+    int32_t t = constant(h);
+    attr_f(h, "value_float", v);
+    return t;
+}
+
+static int32_t const_i(struct hf *h, int64_t v)
+{
+    int32_t t = constant(h);
+    attr_i(h, "value_int", v);
+    return t;
+}
+
+static int32_t const_ints(struct hf *h, int n, const int64_t *v)
+{
+    int32_t t = constant(h);
+    attr_ints(h, "value_ints", n, v);
+    return t;
+}
+
+#define INTS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+
+/* A parameter or buffer of the current module, named as its state_dict:
+ * "/model/layers.0/self_attn/q_proj" + "weight" -> model.layers.0.self_attn.q_proj.weight. */
+static int32_t param(struct hf *h, const char *what, enum dm_dtype dtype, int rank,
+                     const int64_t *dims)
+{
+    struct dm_graph *g = h->g;
+    if (h->st != DNNMEM_OK)
+        return -1;
+    char *name = dm_arena_printf(&g->arena, "%s.%s", h->scope + (h->scope[0] == '/'), what);
+    if (!name)
+        return oom(h);
+    for (char *p = name; *p; p++)
+        if (*p == '/')
+            *p = '.';
+    if (dm_graph_find(g, name) >= 0) {
+        fail(h, DNNMEM_E_INTERNAL, "two weights are named '%s'", name);
+        return -1;
+    }
+    int32_t t = dm_graph_add_tensor(g, name);
+    struct dm_dim *d = dm_arena_array(&g->arena, (size_t)rank + 1, sizeof *d);
+    if (t < 0 || !d)
+        return oom(h);
+    for (int k = 0; k < rank; k++)
+        d[k] = (struct dm_dim){dims[k], -1};
+    struct dm_tensor *tt = &g->tensors[t];
+    tt->role = DM_ROLE_WEIGHT;
+    tt->dtype = dtype;
+    tt->rank = rank;
+    tt->dims = d;
+    return t;
+}
+
+/* nn.Linear(in, out): F.linear(x, W [out, in], b) = matmul(x, W.t()), then the
+ * bias added in place (the schedule's linear_bias_target); `tied` >= 0: the
+ * weight is that tensor. Inside the module's scope; `name` (or NULL) names
+ * the result. */
+static int32_t linear(struct hf *h, int32_t x, int64_t in, int64_t out, bool bias, int32_t tied,
+                      const char *name)
+{
+    int32_t w = tied >= 0 ? tied : param(h, "weight", DM_FLOAT, 2, (int64_t[]){out, in});
+    int32_t b = bias ? param(h, "bias", DM_FLOAT, 1, &out) : -1;
+    int32_t wt = op(h, DM_OP_Transpose, 1, w);
+    attr_ints(h, "perm", INTS(1, 0));
+    if (!bias)
+        h->out_name = name;
+    int32_t y = op(h, DM_OP_MatMul, 2, x, wt);
+    if (!bias)
+        return y;
+    h->out_name = name;
+    return op(h, DM_OP_Add, 2, b, y);
+}
+
+/* transformers' Conv1D(nf, nx) (GPT-2): addmm(b, x, W [nx, nf]). */
+static int32_t conv1d(struct hf *h, int32_t x, int64_t nx, int64_t nf)
+{
+    int32_t w = param(h, "weight", DM_FLOAT, 2, (int64_t[]){nx, nf});
+    int32_t b = param(h, "bias", DM_FLOAT, 1, &nf);
+    int32_t y = op(h, DM_OP_MatMul, 2, x, w);
+    return op(h, DM_OP_Add, 2, b, y);
+}
+
+static int32_t transpose(struct hf *h, int32_t x, int n, const int64_t *perm)
+{
+    int32_t y = op(h, DM_OP_Transpose, 1, x);
+    attr_ints(h, "perm", n, perm);
+    return y;
+}
+
+static int32_t reshape(struct hf *h, int32_t x, int n, const int64_t *shape)
+{
+    int32_t s = const_ints(h, n, shape);
+    return op(h, DM_OP_Reshape, 2, x, s);
+}
+
+static int32_t unsqueeze(struct hf *h, int32_t x, int n, const int64_t *axes)
+{
+    int32_t a = const_ints(h, n, axes);
+    return op(h, DM_OP_Unsqueeze, 2, x, a);
+}
+
+/* nn.functional.dropout(p): returns its input when p == 0 (ATen's
+ * _dropout_impl), so no node then; identity in eval mode. */
+static int32_t dropout(struct hf *h, int32_t x, double p)
+{
+    if (p <= 0)
+        return x;
+    int32_t r = const_f(h, p);
+    return op(h, DM_OP_Dropout, 2, x, r);
+}
+
+/* ---- the Llama family ----------------------------------------------------------- */
+
+struct llama {
+    const char *type;
+    int64_t vocab, hidden, inter, layers, heads, kv_heads, head_dim;
+    double eps, attn_drop, theta;
+    bool tie, qkv_bias, o_bias, mlp_bias, qk_norm, use_cache;
+};
+
+/* LlamaRMSNorm (also Mistral's, Qwen2's, Qwen3's): in float32,
+ *   variance = x.pow(2).mean(-1, keepdim=True)
+ *   x = x * torch.rsqrt(variance + eps)
+ *   return weight * x.to(input_dtype)
+ * The .to(float32) and .to(input_dtype) are no-ops on float32 weights, so no
+ * Cast; torch.rsqrt is written Sqrt then Reciprocal (ONNX has no Rsqrt): two
+ * [.., 1] tensors where PyTorch makes one. */
+static int32_t rms_norm(struct hf *h, int32_t x, int64_t dim, double eps)
+{
+    int32_t w = param(h, "weight", DM_FLOAT, 1, &dim);
+    int32_t two = const_f(h, 2.0);
+    int32_t p = op(h, DM_OP_Pow, 2, x, two);
+    int32_t m = op(h, DM_OP_ReduceMean, 1, p);
+    attr_ints(h, "axes", INTS(-1));
+    attr_i(h, "keepdims", 1);
+    int32_t e = const_f(h, eps);
+    int32_t a = op(h, DM_OP_Add, 2, m, e);
+    int32_t s = op(h, DM_OP_Sqrt, 1, a);
+    int32_t r = op(h, DM_OP_Reciprocal, 1, s);
+    int32_t y = op(h, DM_OP_Mul, 2, x, r);
+    return op(h, DM_OP_Mul, 2, w, y);
+}
+
+/* rotate_half(x) = cat((-x2, x1), -1) of the halves of the last dim. The
+ * halves are views in PyTorch; Slice makes copies here (a transient
+ * over-count of one [B, H, S, D] while rotate_half runs). */
+static int32_t rotate_half(struct hf *h, int32_t x, int64_t d)
+{
+    int32_t s0 = const_ints(h, INTS(0)), e0 = const_ints(h, INTS(d / 2)), ax0 = const_ints(h, INTS(-1));
+    int32_t x1 = op(h, DM_OP_Slice, 4, x, s0, e0, ax0);
+    int32_t s1 = const_ints(h, INTS(d / 2)), e1 = const_ints(h, INTS(d)), ax1 = const_ints(h, INTS(-1));
+    int32_t x2 = op(h, DM_OP_Slice, 4, x, s1, e1, ax1);
+    int32_t n = op(h, DM_OP_Neg, 1, x2);
+    int32_t c = op(h, DM_OP_Concat, 2, n, x1);
+    attr_i(h, "axis", -1);
+    return c;
+}
+
+/* apply_rotary_pos_emb: x * cos + rotate_half(x) * sin. */
+static int32_t rope(struct hf *h, int32_t x, int32_t cos, int32_t sin, int64_t d,
+                    const char *name)
+{
+    int32_t a = op(h, DM_OP_Mul, 2, x, cos);
+    int32_t r = rotate_half(h, x, d);
+    int32_t b = op(h, DM_OP_Mul, 2, r, sin);
+    h->out_name = name;
+    return op(h, DM_OP_Add, 2, a, b);
+}
+
+/* repeat_kv: x[:, :, None].expand(B, kv, n_rep, S, D).reshape(B, kv * n_rep, S, D).
+ * The expand is a view and the reshape copies in PyTorch; here Expand
+ * allocates and the Reshape of its contiguous result is a view: one
+ * allocation of the repeated size either way. */
+static int32_t repeat_kv(struct hf *h, int32_t x, int64_t n_rep, int64_t heads, int64_t d)
+{
+    if (n_rep == 1)
+        return x;
+    int32_t u = unsqueeze(h, x, INTS(2));
+    int32_t s = const_ints(h, INTS(1, 1, n_rep, 1, 1));
+    int32_t e = op(h, DM_OP_Expand, 2, u, s);
+    return reshape(h, e, INTS(0, heads, -1, d));
+}
+
+/* One of q, k, v: proj(x).view(B, S, -1, D) [-> norm] .transpose(1, 2). */
+static int32_t head_proj(struct hf *h, const struct llama *c, int32_t x, const char *proj,
+                         const char *norm, int64_t heads, const char *name)
+{
+    size_t s = enter(h, "%s", proj);
+    int32_t y = linear(h, x, c->hidden, heads * c->head_dim, c->qkv_bias, -1, NULL);
+    leave(h, s);
+    y = reshape(h, y, INTS(0, 0, -1, c->head_dim));
+    if (c->qk_norm && norm) {
+        s = enter(h, "%s", norm);
+        y = rms_norm(h, y, c->head_dim, c->eps);
+        leave(h, s);
+    }
+    h->out_name = name;
+    return transpose(h, y, INTS(0, 2, 1, 3));
+}
+
+/* LlamaAttention.forward with eager_attention_forward. */
+static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, int32_t x,
+                               int32_t cos, int32_t sin, int32_t mask)
+{
+    struct dm_graph *g = h->g;
+    int64_t D = c->head_dim, H = c->heads, KV = c->kv_heads;
+    const char *kname = NULL, *vname = NULL;
+    if (c->use_cache) { /* past_key_value.update(k, v) keeps them in the returned cache */
+        kname = dm_arena_printf(&g->arena, "present.%d.key", layer);
+        vname = dm_arena_printf(&g->arena, "present.%d.value", layer);
+        if (!kname || !vname)
+            return oom(h);
+    }
+    int32_t q = head_proj(h, c, x, "q_proj", "q_norm", H, NULL);
+    int32_t k = head_proj(h, c, x, "k_proj", "k_norm", KV, NULL);
+    int32_t v = head_proj(h, c, x, "v_proj", NULL, KV, vname);
+    q = rope(h, q, cos, sin, D, NULL);
+    k = rope(h, k, cos, sin, D, kname);
+    int32_t kr = repeat_kv(h, k, H / KV, H, D);
+    int32_t vr = repeat_kv(h, v, H / KV, H, D);
+    /* without GQA, v is still the transposed view of v_proj's output:
+     * torch.matmul reshapes it to [B * H, S, D], a copy that BmmBackward
+     * keeps (q, k and repeated tensors are contiguous and need none) */
+    if (H == KV)
+        vr = reshape(h, v, INTS(0, H, -1, D));
+    int32_t kt = transpose(h, kr, INTS(0, 1, 3, 2));
+    int32_t s = op(h, DM_OP_MatMul, 2, q, kt);
+    int32_t scale = const_f(h, 1.0 / sqrt((double)D)); /* self.scaling = head_dim**-0.5 */
+    s = op(h, DM_OP_Mul, 2, s, scale);
+    s = op(h, DM_OP_Add, 2, s, mask);
+    /* softmax(dtype=float32).to(query.dtype): no casts on float32 */
+    int32_t p = op(h, DM_OP_Softmax, 1, s);
+    attr_i(h, "axis", -1);
+    p = dropout(h, p, c->attn_drop);
+    int32_t o = op(h, DM_OP_MatMul, 2, p, vr);
+    o = transpose(h, o, INTS(0, 2, 1, 3));  /* .transpose(1, 2).contiguous() */
+    o = reshape(h, o, INTS(0, 0, -1));       /* copies the transposed tensor */
+    size_t sc = enter(h, "o_proj");
+    o = linear(h, o, H * D, c->hidden, c->o_bias, -1, NULL);
+    leave(h, sc);
+    return o;
+}
+
+static int32_t llama_mlp(struct hf *h, const struct llama *c, int32_t x)
+{
+    size_t s = enter(h, "gate_proj");
+    int32_t gate = linear(h, x, c->hidden, c->inter, c->mlp_bias, -1, NULL);
+    leave(h, s);
+    /* ACT2FN["silu"] = nn.SiLU: one op keeping its input (SiluBackward0) */
+    s = enter(h, "act_fn");
+    int32_t act = op(h, DM_OP_Silu, 1, gate);
+    leave(h, s);
+    s = enter(h, "up_proj");
+    int32_t up = linear(h, x, c->hidden, c->inter, c->mlp_bias, -1, NULL);
+    leave(h, s);
+    int32_t m = op(h, DM_OP_Mul, 2, act, up);
+    s = enter(h, "down_proj");
+    m = linear(h, m, c->inter, c->hidden, c->mlp_bias, -1, NULL);
+    leave(h, s);
+    return m;
+}
+
+/* LlamaForCausalLM (and Mistral, Qwen2, Qwen3). */
+static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
+{
+    int64_t D = c->head_dim;
+    size_t top = enter(h, "model");
+    size_t s = enter(h, "embed_tokens");
+    int32_t emb_w = param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->vocab, c->hidden});
+    int32_t x = op(h, DM_OP_Gather, 2, emb_w, ids);
+    leave(h, s);
+
+    /* cache_position = arange(S); position_ids = cache_position.unsqueeze(0) */
+    int32_t seq = op(h, DM_OP_Shape, 1, ids);
+    attr_i(h, "start", 1);
+    attr_i(h, "end", 2);
+    int32_t zero = const_i(h, 0), one = const_i(h, 1);
+    int32_t pos = op(h, DM_OP_Range, 3, zero, seq, one);
+    int32_t pos_ids = unsqueeze(h, pos, INTS(0));
+
+    /* the 4-D causal mask: full((S, S), finfo.min).triu(1)[None, None]
+     * expanded to [B, 1, S, S] (a view): one [S, S] tensor of the model's
+     * dtype, made once per forward (the in-place multiply by the cache-position
+     * comparison makes no tensor that outlives it) */
+    int32_t ss = op(h, DM_OP_Concat, 2, seq, seq);
+    attr_i(h, "axis", 0);
+    int32_t full = op(h, DM_OP_ConstantOfShape, 1, ss);
+    struct dm_tensor *fill = dm_arena_alloc(&h->g->arena, sizeof *fill);
+    struct dm_dim *fd = dm_arena_alloc(&h->g->arena, sizeof *fd);
+    struct dm_value *fv = dm_arena_alloc(&h->g->arena, sizeof *fv);
+    double *ff = dm_arena_alloc(&h->g->arena, sizeof *ff);
+    if (!fill || !fd || !fv || !ff)
+        return oom(h);
+    *ff = -FLT_MAX;
+    *fv = (struct dm_value){.n = 1, .is_float = true, .f = ff};
+    *fd = (struct dm_dim){1, -1};
+    *fill = (struct dm_tensor){.name = "value", .dtype = DM_FLOAT, .rank = 1, .dims = fd,
+                               .role = DM_ROLE_CONSTANT, .producer = -1, .value = fv};
+    struct dm_attr *fa = attr(h, "value", DM_ATTR_TENSOR);
+    if (fa)
+        fa->t = fill;
+    int32_t k1 = const_i(h, 1);
+    int32_t tri = op(h, DM_OP_Trilu, 2, full, k1);
+    attr_i(h, "upper", 1);
+    int32_t axm = const_ints(h, INTS(0, 1));
+    h->out_name = "causal_mask";
+    int32_t mask = op(h, DM_OP_Unsqueeze, 2, tri, axm);
+
+    /* LlamaRotaryEmbedding: inv_freq is a non-persistent buffer on the
+     * device, counted as a weight. The schedule treats whatever is computed
+     * from a weight as a parameter view (no memory) and training would give
+     * it a gradient, so the buffer is a weight no node reads, and the
+     * computation reads the same values through a Constant (host-side, as
+     * every input of this chain is known from the dims). forward runs under
+     * no_grad: cos and sin are allocated once per forward, [1, S, D] each. */
+    s = enter(h, "rotary_emb");
+    int64_t half = D / 2;
+    param(h, "inv_freq", DM_FLOAT, 1, &half);
+    double *inv = malloc((size_t)half * sizeof *inv);
+    if (!inv)
+        return oom(h);
+    for (int64_t i = 0; i < half; i++)
+        inv[i] = 1.0 / pow(c->theta, (double)(2 * i) / (double)D);
+    int32_t invf = constant(h);
+    attr_floats(h, "value_floats", (int)half, inv);
+    free(inv);
+    int32_t inv3 = unsqueeze(h, invf, INTS(0, 2));           /* [1, D/2, 1] */
+    int32_t pos3 = unsqueeze(h, pos_ids, INTS(1));           /* [1, 1, S] */
+    int32_t posf = op(h, DM_OP_Cast, 1, pos3);
+    attr_i(h, "to", DM_FLOAT);
+    int32_t freqs = op(h, DM_OP_MatMul, 2, inv3, posf);    /* [1, D/2, S] */
+    freqs = transpose(h, freqs, INTS(0, 2, 1));
+    int32_t embf = op(h, DM_OP_Concat, 2, freqs, freqs);
+    attr_i(h, "axis", -1);
+    int32_t scaling = const_f(h, 1.0);                     /* attention_scaling */
+    int32_t cos = op(h, DM_OP_Cos, 1, embf);
+    cos = op(h, DM_OP_Mul, 2, cos, scaling);
+    int32_t sin = op(h, DM_OP_Sin, 1, embf);
+    sin = op(h, DM_OP_Mul, 2, sin, scaling);
+    leave(h, s);
+    /* cos.unsqueeze(1) in every layer is a view of the same tensor: made
+     * once here, [1, 1, S, D] */
+    int32_t ax1 = const_ints(h, INTS(1));
+    h->out_name = "position_embeddings.cos";
+    cos = op(h, DM_OP_Unsqueeze, 2, cos, ax1);
+    h->out_name = "position_embeddings.sin";
+    sin = op(h, DM_OP_Unsqueeze, 2, sin, ax1);
+
+    for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
+        size_t ls = enter(h, "layers.%d", i);
+        int32_t residual = x;
+        s = enter(h, "input_layernorm");
+        int32_t y = rms_norm(h, x, c->hidden, c->eps);
+        leave(h, s);
+        s = enter(h, "self_attn");
+        y = llama_attention(h, c, i, y, cos, sin, mask);
+        leave(h, s);
+        x = op(h, DM_OP_Add, 2, residual, y);
+        residual = x;
+        s = enter(h, "post_attention_layernorm");
+        y = rms_norm(h, x, c->hidden, c->eps);
+        leave(h, s);
+        s = enter(h, "mlp");
+        y = llama_mlp(h, c, y);
+        leave(h, s);
+        x = op(h, DM_OP_Add, 2, residual, y);
+        leave(h, ls);
+    }
+    s = enter(h, "norm");
+    x = rms_norm(h, x, c->hidden, c->eps);
+    leave(h, s);
+    leave(h, top);
+    s = enter(h, "lm_head");
+    x = linear(h, x, c->hidden, c->vocab, false, c->tie ? emb_w : -1, "logits");
+    leave(h, s);
+    return x;
+}
+
+static void read_llama(struct hf *h, const char *type, struct llama *c)
+{
+    bool llama = strcmp(type, "llama") == 0, qwen2 = strcmp(type, "qwen2") == 0,
+         qwen3 = strcmp(type, "qwen3") == 0;
+    c->type = type;
+    c->vocab = get_int(h, "vocab_size", REQUIRED, MAX_SIZE);
+    c->hidden = get_int(h, "hidden_size", REQUIRED, MAX_SIZE);
+    c->inter = get_int(h, "intermediate_size", REQUIRED, MAX_SIZE);
+    c->layers = get_int(h, "num_hidden_layers", REQUIRED, MAX_LAYERS);
+    c->heads = get_int(h, "num_attention_heads", REQUIRED, MAX_SIZE);
+    c->kv_heads = get_int(h, "num_key_value_heads", c->heads, MAX_SIZE);
+    if (h->st == DNNMEM_OK && !field(h, "head_dim") && c->hidden % c->heads)
+        fail(h, DNNMEM_E_MODEL,
+             "config field 'hidden_size' (%lld) is not a multiple of 'num_attention_heads' "
+             "(%lld), and 'head_dim' is missing",
+             (long long)c->hidden, (long long)c->heads);
+    c->head_dim = get_int(h, "head_dim", h->st == DNNMEM_OK ? c->hidden / c->heads : 1, MAX_SIZE);
+    if (h->st == DNNMEM_OK && c->heads % c->kv_heads)
+        fail(h, DNNMEM_E_MODEL,
+             "config field 'num_key_value_heads' (%lld) does not divide 'num_attention_heads' (%lld)",
+             (long long)c->kv_heads, (long long)c->heads);
+    if (h->st == DNNMEM_OK && c->head_dim % 2)
+        fail(h, DNNMEM_E_MODEL, "config field 'head_dim' (%lld) must be even for the rotary embedding",
+             (long long)c->head_dim);
+    const char *act = get_str(h, "hidden_act", "silu");
+    if (h->st == DNNMEM_OK && strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "config field 'hidden_act' is '%s'; only 'silu' is modelled for %s", act, type);
+    c->eps = get_num(h, "rms_norm_eps", 1e-6, 0, 1);
+    c->attn_drop = get_num(h, "attention_dropout", 0.0, 0, 1);
+    c->theta = get_num(h, "rope_theta", 10000.0, 1e-30, 1e30);
+    c->tie = get_bool(h, "tie_word_embeddings", false);
+    c->use_cache = get_bool(h, "use_cache", true);
+    /* projections' biases: Llama and Qwen3 follow attention_bias (q, k, v, o)
+     * and Llama mlp_bias; Qwen2 has q, k, v biases; Mistral none */
+    bool attn_bias = (llama || qwen3) && get_bool(h, "attention_bias", false);
+    c->qkv_bias = attn_bias || qwen2;
+    c->o_bias = attn_bias;
+    c->mlp_bias = llama && get_bool(h, "mlp_bias", false);
+    c->qk_norm = qwen3;
+}
+
+/* ---- GPT-2 ------------------------------------------------------------------------- */
+
+struct gpt2 {
+    int64_t vocab, embd, layers, heads, positions, inner;
+    double eps, attn_drop, resid_drop, embd_drop;
+    const char *act;
+    bool tie, scale, scale_by_layer, use_cache;
+};
+
+/* The MLP activation as ACT2FN runs it. gelu_new (NewGELUActivation) is
+ *   0.5 * x * (1.0 + tanh(sqrt(2 / pi) * (x + 0.044715 * pow(x, 3.0))))
+ * in that evaluation order, eight elementwise ops; gelu and
+ * gelu_pytorch_tanh are one F.gelu. */
+static int32_t gpt2_act(struct hf *h, const char *act, int32_t x)
+{
+    if (strcmp(act, "gelu_new") == 0) {
+        int32_t c05 = const_f(h, 0.5);
+        int32_t t1 = op(h, DM_OP_Mul, 2, x, c05);
+        int32_t c3 = const_f(h, 3.0);
+        int32_t p = op(h, DM_OP_Pow, 2, x, c3);
+        int32_t ck = const_f(h, 0.044715);
+        int32_t t2 = op(h, DM_OP_Mul, 2, p, ck);
+        int32_t t3 = op(h, DM_OP_Add, 2, x, t2);
+        int32_t cs = const_f(h, sqrt(2.0 / PI));
+        int32_t t4 = op(h, DM_OP_Mul, 2, t3, cs);
+        int32_t t5 = op(h, DM_OP_Tanh, 1, t4);
+        int32_t c1 = const_f(h, 1.0);
+        int32_t t6 = op(h, DM_OP_Add, 2, t5, c1);
+        return op(h, DM_OP_Mul, 2, t1, t6);
+    }
+    int32_t y = op(h, DM_OP_Gelu, 1, x);
+    if (strcmp(act, "gelu_pytorch_tanh") == 0)
+        attr_s(h, "approximate", "tanh");
+    return y;
+}
+
+static int32_t layer_norm(struct hf *h, int32_t x, int64_t dim, double eps)
+{
+    int32_t w = param(h, "weight", DM_FLOAT, 1, &dim);
+    int32_t b = param(h, "bias", DM_FLOAT, 1, &dim);
+    int32_t y = op(h, DM_OP_LayerNormalization, 3, x, w, b);
+    attr_i(h, "axis", -1);
+    attr_f(h, "epsilon", eps);
+    return y;
+}
+
+/* GPT2Attention.forward with _attn (eager). */
+static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int32_t x,
+                              int32_t ss)
+{
+    struct dm_graph *g = h->g;
+    int64_t E = c->embd, nh = c->heads, hd = c->embd / c->heads, P = c->positions;
+    /* registered buffers: the causal mask and an unused scalar */
+    int32_t bias = param(h, "bias", DM_BOOL, 4, (int64_t[]){1, 1, P, P});
+    param(h, "masked_bias", DM_FLOAT, 0, NULL);
+    size_t s = enter(h, "c_attn");
+    int32_t qkv = conv1d(h, x, E, 3 * E);
+    leave(h, s);
+    /* .split(E, dim=2): three views in PyTorch; Split copies here (the
+     * c_attn output is freed right after, so only transiently more) */
+    int32_t sp = const_ints(h, INTS(E, E, E));
+    struct dm_node *n = node(h, DM_OP_Split, 2, (int32_t[]){qkv, sp}, 3);
+    if (!n)
+        return -1;
+    int32_t part[3] = {n->out[0], n->out[1], n->out[2]};
+    attr_i(h, "axis", 2);
+    int32_t qkvh[3];
+    for (int j = 0; j < 3; j++) { /* _split_heads: view, permute(0, 2, 1, 3) */
+        int32_t r = reshape(h, part[j], INTS(0, 0, nh, hd));
+        if (c->use_cache && j > 0) { /* present = (key, value) */
+            h->out_name = dm_arena_printf(&g->arena, "present.%d.%s", layer, j == 1 ? "key" : "value");
+            if (!h->out_name)
+                return oom(h);
+        }
+        qkvh[j] = transpose(h, r, INTS(0, 2, 1, 3));
+    }
+    int32_t kt = transpose(h, qkvh[1], INTS(0, 1, 3, 2));
+    int32_t w = op(h, DM_OP_MatMul, 2, qkvh[0], kt);
+    if (c->scale) {
+        int32_t d = const_f(h, sqrt((double)hd)); /* torch.full([], D ** 0.5) */
+        w = op(h, DM_OP_Div, 2, w, d);
+    }
+    if (c->scale_by_layer) {
+        int32_t d = const_f(h, (double)(layer + 1));
+        w = op(h, DM_OP_Div, 2, w, d);
+    }
+    /* causal_mask = self.bias[:, :, k - q : k, :k], a view; where(mask, w, min) */
+    int32_t st = const_ints(h, INTS(0, 0)), ax = const_ints(h, INTS(2, 3));
+    int32_t cm = op(h, DM_OP_Slice, 4, bias, st, ss, ax);
+    int32_t mv = const_f(h, -FLT_MAX);
+    w = op(h, DM_OP_Where, 3, cm, w, mv);
+    w = op(h, DM_OP_Softmax, 1, w);
+    attr_i(h, "axis", -1);
+    s = enter(h, "attn_dropout");
+    w = dropout(h, w, c->attn_drop);
+    leave(h, s);
+    int32_t o = op(h, DM_OP_MatMul, 2, w, qkvh[2]);
+    o = transpose(h, o, INTS(0, 2, 1, 3)); /* _merge_heads: permute(...).contiguous() */
+    o = reshape(h, o, INTS(0, 0, -1));
+    s = enter(h, "c_proj");
+    o = conv1d(h, o, E, E);
+    leave(h, s);
+    s = enter(h, "resid_dropout");
+    o = dropout(h, o, c->resid_drop);
+    leave(h, s);
+    return o;
+}
+
+/* GPT2LMHeadModel. */
+static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
+{
+    int64_t E = c->embd;
+    size_t top = enter(h, "transformer");
+    size_t s = enter(h, "wte");
+    int32_t wte = param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->vocab, E});
+    int32_t x = op(h, DM_OP_Gather, 2, wte, ids);
+    leave(h, s);
+    /* position_ids = arange(S).unsqueeze(0) */
+    int32_t seq = op(h, DM_OP_Shape, 1, ids);
+    attr_i(h, "start", 1);
+    attr_i(h, "end", 2);
+    int32_t zero = const_i(h, 0), one = const_i(h, 1);
+    int32_t pos = op(h, DM_OP_Range, 3, zero, seq, one);
+    int32_t pos_ids = unsqueeze(h, pos, INTS(0));
+    s = enter(h, "wpe");
+    int32_t wpe = param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->positions, E});
+    int32_t pe = op(h, DM_OP_Gather, 2, wpe, pos_ids);
+    leave(h, s);
+    x = op(h, DM_OP_Add, 2, x, pe);
+    s = enter(h, "drop");
+    x = dropout(h, x, c->embd_drop);
+    leave(h, s);
+    int32_t ss = op(h, DM_OP_Concat, 2, seq, seq); /* [S, S]: the mask slice's ends */
+    attr_i(h, "axis", 0);
+
+    for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
+        size_t ls = enter(h, "h.%d", i);
+        int32_t residual = x;
+        s = enter(h, "ln_1");
+        int32_t y = layer_norm(h, x, E, c->eps);
+        leave(h, s);
+        s = enter(h, "attn");
+        y = gpt2_attention(h, c, i, y, ss);
+        leave(h, s);
+        x = op(h, DM_OP_Add, 2, y, residual); /* attn_output + residual */
+        residual = x;
+        s = enter(h, "ln_2");
+        y = layer_norm(h, x, E, c->eps);
+        leave(h, s);
+        s = enter(h, "mlp");
+        size_t t = enter(h, "c_fc");
+        y = conv1d(h, y, E, c->inner);
+        leave(h, t);
+        t = enter(h, "act");
+        y = gpt2_act(h, c->act, y);
+        leave(h, t);
+        t = enter(h, "c_proj");
+        y = conv1d(h, y, c->inner, E);
+        leave(h, t);
+        t = enter(h, "dropout");
+        y = dropout(h, y, c->resid_drop);
+        leave(h, t);
+        leave(h, s);
+        x = op(h, DM_OP_Add, 2, residual, y);
+        leave(h, ls);
+    }
+    s = enter(h, "ln_f");
+    x = layer_norm(h, x, E, c->eps);
+    leave(h, s);
+    leave(h, top);
+    s = enter(h, "lm_head");
+    x = linear(h, x, E, c->vocab, false, c->tie ? wte : -1, "logits");
+    leave(h, s);
+    return x;
+}
+
+static void read_gpt2(struct hf *h, struct gpt2 *c)
+{
+    c->vocab = get_int(h, "vocab_size", REQUIRED, MAX_SIZE);
+    c->embd = get_int(h, "n_embd", REQUIRED, MAX_SIZE);
+    c->layers = get_int(h, "n_layer", REQUIRED, MAX_LAYERS);
+    c->heads = get_int(h, "n_head", REQUIRED, MAX_SIZE);
+    c->positions = get_int(h, "n_positions", REQUIRED, 1 << 20);
+    if (h->st == DNNMEM_OK && c->embd % c->heads)
+        fail(h, DNNMEM_E_MODEL, "config field 'n_embd' (%lld) is not a multiple of 'n_head' (%lld)",
+             (long long)c->embd, (long long)c->heads);
+    c->inner = get_int(h, "n_inner", h->st == DNNMEM_OK ? 4 * c->embd : 1, MAX_SIZE);
+    c->act = get_str(h, "activation_function", "gelu_new");
+    if (h->st == DNNMEM_OK && strcmp(c->act, "gelu_new") != 0 && strcmp(c->act, "gelu") != 0 &&
+        strcmp(c->act, "gelu_pytorch_tanh") != 0)
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "config field 'activation_function' is '%s'; modelled: gelu_new, gelu, gelu_pytorch_tanh",
+             c->act);
+    c->eps = get_num(h, "layer_norm_epsilon", 1e-5, 0, 1);
+    c->attn_drop = get_num(h, "attn_pdrop", 0.1, 0, 1);
+    c->resid_drop = get_num(h, "resid_pdrop", 0.1, 0, 1);
+    c->embd_drop = get_num(h, "embd_pdrop", 0.1, 0, 1);
+    c->scale = get_bool(h, "scale_attn_weights", true);
+    c->scale_by_layer = get_bool(h, "scale_attn_by_inverse_layer_idx", false);
+    c->tie = get_bool(h, "tie_word_embeddings", true);
+    c->use_cache = get_bool(h, "use_cache", true);
+    if (get_bool(h, "reorder_and_upcast_attn", false))
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "config field 'reorder_and_upcast_attn' is true; only the plain _attn is modelled");
+    if (get_bool(h, "add_cross_attention", false))
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "config field 'add_cross_attention' is true; only the causal LM is modelled");
+}
+
+/* ---- the entry point ------------------------------------------------------------------ */
+
+static const char *const known_types = "llama, mistral, qwen2, qwen3, gpt2";
+
+/* The model_type, or "gpt2" for the legacy GPT-2 configs that predate it. */
+static const char *model_type(struct hf *h)
+{
+    json_t *v = json_object_get(h->root, "model_type");
+    if (v && !json_is_string(v)) {
+        fail(h, DNNMEM_E_MODEL, "config field 'model_type' must be a string");
+        return NULL;
+    }
+    if (v)
+        return json_string_value(v);
+    json_t *arch = json_object_get(h->root, "architectures");
+    size_t i;
+    json_t *a;
+    if (json_is_array(arch)) {
+        json_array_foreach(arch, i, a)
+        {
+            if (json_is_string(a) && strcmp(json_string_value(a), "GPT2LMHeadModel") == 0)
+                return "gpt2";
+        }
+    }
+    if (json_object_get(h->root, "n_embd") && json_object_get(h->root, "n_layer"))
+        return "gpt2";
+    if (!arch && !json_object_get(h->root, "vocab_size"))
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "a JSON file that is not a HuggingFace config.json (no 'model_type', "
+             "'architectures' or 'vocab_size'); supported: ONNX models and HuggingFace configs");
+    else
+        fail(h, DNNMEM_E_MODEL, "config field 'model_type' is missing (known: %s)", known_types);
+    return NULL;
+}
+
+/* `architectures`, when given, must name the causal LM this file builds. */
+static void check_architectures(struct hf *h)
+{
+    json_t *arch = json_object_get(h->root, "architectures");
+    if (!arch || json_is_null(arch))
+        return;
+    if (!json_is_array(arch)) {
+        fail(h, DNNMEM_E_MODEL, "config field 'architectures' must be a list");
+        return;
+    }
+    size_t i;
+    json_t *a;
+    const char *other = NULL;
+    json_array_foreach(arch, i, a)
+    {
+        const char *s = json_is_string(a) ? json_string_value(a) : "";
+        size_t n = strlen(s);
+        if ((n >= 11 && strcmp(s + n - 11, "ForCausalLM") == 0) ||
+            (n >= 11 && strcmp(s + n - 11, "LMHeadModel") == 0))
+            return;
+        other = s;
+    }
+    if (other)
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "config field 'architectures' names %s; only the causal LM (...ForCausalLM, "
+             "GPT2LMHeadModel) is built",
+             other);
+}
+
+static enum dnnmem_status build(struct hf *h)
+{
+    struct dm_graph *g = h->g;
+    if (!json_is_object(h->root))
+        return fail(h, DNNMEM_E_MODEL, "a HuggingFace config must be a JSON object");
+    const char *type = model_type(h);
+    if (!type)
+        return h->st;
+    bool gpt2 = strcmp(type, "gpt2") == 0;
+    if (!gpt2 && strcmp(type, "llama") != 0 && strcmp(type, "mistral") != 0 &&
+        strcmp(type, "qwen2") != 0 && strcmp(type, "qwen3") != 0)
+        return fail(h, DNNMEM_E_UNSUPPORTED, "model_type '%s' is not supported (known: %s)", type,
+                    known_types);
+    check_architectures(h);
+    if (field(h, "quantization_config"))
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "config field 'quantization_config': quantized checkpoints are not modelled");
+    struct llama lc = {0};
+    struct gpt2 gc = {0};
+    if (gpt2)
+        read_gpt2(h, &gc);
+    else
+        read_llama(h, type, &lc);
+    if (h->st != DNNMEM_OK)
+        return h->st;
+    int64_t layers = gpt2 ? gc.layers : lc.layers;
+    bool use_cache = gpt2 ? gc.use_cache : lc.use_cache;
+
+    /* informative only: the checkpoint's dtype is not the job's (see the top) */
+    const char *tv = json_string_value(json_object_get(h->root, "transformers_version"));
+    const char *dt = json_string_value(json_object_get(h->root, "torch_dtype"));
+    if (!dt)
+        dt = json_string_value(json_object_get(h->root, "dtype"));
+    g->format = "huggingface";
+    g->opset = HF_OPSET;
+    g->producer = dm_arena_printf(&g->arena, "transformers config%s%s (%s)%s%s%s",
+                                  tv ? " " : "", tv ? tv : "", type,
+                                  dt ? "; checkpoint " : "", dt ? dt : "",
+                                  dt ? ", built float32" : "");
+
+    /* input_ids int64 [batch, seq] */
+    int32_t ids = dm_graph_add_tensor(g, "input_ids");
+    struct dm_dim *d = dm_arena_array(&g->arena, 2, sizeof *d);
+    int32_t sb = dm_graph_symbol(g, "batch"), sq = dm_graph_symbol(g, "seq");
+    g->inputs = dm_arena_array(&g->arena, 1, sizeof *g->inputs);
+    size_t n_out = 1 + (use_cache ? 2 * (size_t)layers : 0);
+    g->outputs = dm_arena_array(&g->arena, n_out, sizeof *g->outputs);
+    if (ids < 0 || !d || sb < 0 || sq < 0 || !g->inputs || !g->outputs) {
+        oom(h);
+        return h->st;
+    }
+    d[0] = (struct dm_dim){-1, sb};
+    d[1] = (struct dm_dim){-1, sq};
+    g->tensors[ids] = (struct dm_tensor){.name = g->tensors[ids].name, .dtype = DM_INT64,
+                                         .rank = 2, .dims = d, .role = DM_ROLE_INPUT,
+                                         .producer = -1};
+    g->inputs[g->n_inputs++] = ids;
+
+    int32_t logits = gpt2 ? build_gpt2(h, &gc, ids) : build_llama(h, &lc, ids);
+    if (h->st != DNNMEM_OK)
+        return h->st;
+    g->tensors[logits].is_output = true;
+    g->outputs[g->n_outputs++] = logits;
+    for (int64_t i = 0; use_cache && i < layers; i++)
+        for (int j = 0; j < 2; j++) {
+            char name[64];
+            snprintf(name, sizeof name, "present.%lld.%s", (long long)i, j ? "value" : "key");
+            int32_t t = dm_graph_find(g, name);
+            if (t < 0)
+                return fail(h, DNNMEM_E_INTERNAL, "no tensor '%s'", name);
+            g->tensors[t].is_output = true;
+            g->outputs[g->n_outputs++] = t;
+        }
+    return dm_graph_finish(g, h->err);
+}
+
+enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size,
+                              struct dnnmem_error *err)
+{
+    struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK};
+    json_error_t je;
+    h.root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
+    if (!h.root)
+        return dm_fail(err, DNNMEM_E_PARSE, "%s: not valid JSON: %s (line %d, column %d)", g->path,
+                       je.text, je.line, je.column);
+    enum dnnmem_status s = build(&h);
+    json_decref(h.root);
+    free(h.names);
+    return s;
+}

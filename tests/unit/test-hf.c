@@ -1,0 +1,472 @@
+/*
+ * test-hf.c: the HuggingFace config.json front end (src/load/hf.c).
+ *
+ * Parameter counts are pinned through the weights figure of an inference
+ * estimate (float32: 4 bytes per parameter, plus the buffers PyTorch keeps on
+ * the device). Each count is worked out from the architecture below and agrees
+ * with the published figure (model cards, safetensors metadata totals).
+ */
+#include "util.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+static dnnmem_model *load(const char *path)
+{
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (dnnmem_model_load(path, &m, &err) != DNNMEM_OK)
+        fail_msg("load %s: %s", path, err.message);
+    return m;
+}
+
+static dnnmem_model *load_json(const char *json)
+{
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (dnnmem_model_load_buffer(json, strlen(json), "tiny.json", &m, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+    return m;
+}
+
+static struct dnnmem_result *run(const dnnmem_model *m, struct dnnmem_config *cfg)
+{
+    struct dnnmem_result *r = NULL;
+    struct dnnmem_error err;
+    if (dnnmem_estimate(m, cfg, &r, &err) != DNNMEM_OK)
+        fail_msg("estimate: %s", err.message);
+    return r;
+}
+
+static uint64_t weights_of(const char *path)
+{
+    dnnmem_model *m = load(path);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 1;
+    cfg.seq_len = 4;
+    struct dnnmem_result *r = run(m, &cfg);
+    uint64_t w = r->category_bytes[DNNMEM_CAT_WEIGHT];
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+    return w;
+}
+
+/* Parameters by architecture (V vocab, h hidden, i intermediate, L layers,
+ * H heads, K kv heads, D head dim; Llama-family layer = q h*H*D + k, v
+ * 2*h*K*D + o H*D*h + MLP 3*h*i + two norms 2h; model = embed V*h + L layers
+ * + norm h + lm_head V*h unless tied). Buffers: the rotary inv_freq, D/2
+ * float32 (one per model from transformers 4.45); GPT-2's per-layer causal
+ * `bias` (bool n_positions^2) and `masked_bias` (one float32).
+ *  - Llama-2-7b: V 32000, h 4096, i 11008, L 32, H = K 32, D 128:
+ *    layer 4*4096^2 + 3*4096*11008 + 8192 = 202,383,360; 32 layers
+ *    6,476,267,520 + 2 * 131,072,000 + 4096 = 6,738,415,616 (Meta's 6.74B;
+ *    6738415616 in keras-hub's llama2_7b_en preset and PEFT's "all params").
+ *  - TinyLlama-1.1B: V 32000, h 2048, i 5632, L 22, H 32, K 4, D 64:
+ *    layer 4,194,304 * 2 + 2 * 524,288 + 34,603,008 + 4096 = 44,044,288;
+ *    968,974,336 + 131,072,000 + 2048 = 1,100,048,384.
+ *  - Llama-3.2-1B (tied): V 128256, h 2048, i 8192, L 16, H 32, K 8, D 64:
+ *    layer 60,821,504; 973,144,064 + 262,668,288 + 2048 = 1,235,814,400
+ *    (the safetensors total of meta-llama/Llama-3.2-1B).
+ *  - Qwen3-0.6B (tied, q_norm/k_norm of D each): V 151936, h 1024, i 3072,
+ *    L 28, H 16, K 8, D 128: layer 3 * 2,097,152 + 256 + 9,437,184 + 2048 =
+ *    15,730,944; 440,466,432 + 155,582,464 + 1024 = 596,049,920.
+ *  - Qwen2.5-7B (q, k, v biases): V 152064, h 3584, i 18944, L 28, H 28,
+ *    K 4, D 128: layer 12,848,640 + 2 * 1,835,520 + 12,845,056 + 203,685,888
+ *    + 7168 = 233,057,792; 6,525,618,176 + 1,089,994,752 + 3584 =
+ *    7,615,616,512 (the model card's 7.61B).
+ *  - Mistral-7B-v0.3 (the Instruct config; same shapes): V 32768, h 4096,
+ *    i 14336, L 32, H 32, K 8, D 128: layer 218,112,000; 6,979,584,000 +
+ *    268,435,456 + 4096 = 7,248,023,552 (safetensors total 7248023552).
+ *  - GPT-2 (tied): V 50257, E 768, L 12, n_positions 1024: layer
+ *    2 * 1536 (ln) + 1,771,776 (c_attn) + 590,592 (c_proj) + 2,362,368
+ *    (c_fc) + 2,360,064 (mlp c_proj) = 7,087,872; 38,597,376 + 786,432 +
+ *    85,054,464 + 1536 = 124,439,808. distilgpt2 (6 layers): 81,912,576. */
+static void test_weights_match_published_counts(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file;
+        uint64_t params, buffer_bytes;
+    } cases[] = {
+        {"Llama-2-7b-hf.json", 6738415616u, 64 * 4},
+        {"TinyLlama-1.1B-Chat-v1.0.json", 1100048384u, 32 * 4},
+        {"Llama-3.2-1B-Instruct.json", 1235814400u, 32 * 4},
+        {"Qwen3-0.6B.json", 596049920u, 64 * 4},
+        {"Qwen2.5-7B-Instruct.json", 7615616512u, 64 * 4},
+        {"Mistral-7B-Instruct-v0.3.json", 7248023552u, 64 * 4},
+        {"gpt2.json", 124439808u, 12 * (1024 * 1024 + 4)},
+        {"distilgpt2.json", 81912576u, 6 * (1024 * 1024 + 4)},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/models/hf/%s", cases[k].file);
+        uint64_t w = weights_of(path);
+        if (w != 4 * cases[k].params + cases[k].buffer_bytes)
+            fail_msg("%s: weights %llu B, want 4 x %llu + %llu", cases[k].file,
+                     (unsigned long long)w, (unsigned long long)cases[k].params,
+                     (unsigned long long)cases[k].buffer_bytes);
+    }
+}
+
+/* Tied embeddings are one tensor; the legacy distilgpt2 config (no
+ * model_type) is GPT-2; the format and inputs are as documented. */
+static void test_model_info(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/Llama-3.2-1B-Instruct.json");
+    struct dnnmem_model_info info;
+    dnnmem_model_get_info(m, &info);
+    assert_string_equal(info.format, "huggingface");
+    /* embed + 16 * 9 + norm + inv_freq; no lm_head.weight */
+    assert_int_equal(info.n_weights, 1 + 16 * 9 + 1 + 1);
+    assert_int_equal(info.n_inputs, 1);
+    assert_int_equal(info.n_symbols, 2);
+    assert_string_equal(dnnmem_model_symbol(m, 0), "batch");
+    assert_string_equal(dnnmem_model_symbol(m, 1), "seq");
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "model.embed_tokens.weight") >= 0);
+    assert_true(dm_graph_find(g, "lm_head.weight") < 0);
+    assert_true(dm_graph_find(g, "model.rotary_emb.inv_freq") >= 0);
+    /* logits, then 16 layers' key and value */
+    assert_int_equal(g->n_outputs, 1 + 2 * 16);
+    assert_string_equal(g->tensors[g->outputs[0]].name, "logits");
+    dnnmem_model_free(m);
+
+    m = load("tests/models/hf/distilgpt2.json");
+    g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "transformer.h.5.attn.c_attn.weight") >= 0);
+    assert_true(dm_graph_find(g, "transformer.h.5.attn.bias") >= 0);
+    assert_true(dm_graph_find(g, "lm_head.weight") < 0);
+    dnnmem_model_free(m);
+}
+
+/* A directory is read through its config.json. */
+static void test_directory(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dnnmem-hf-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *in = fopen("tests/models/hf/gpt2.json", "rb"), *out = fopen(path, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    fclose(out);
+    assert_int_equal(weights_of(dir), 4 * 124439808u + 12 * (1024 * 1024 + 4));
+    unlink(path);
+    rmdir(dir);
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_model_load(dir, &m, &err), DNNMEM_E_IO);
+}
+
+#define LLAMA_SIZES                                                                                \
+    "\"vocab_size\": 256, \"hidden_size\": 64, \"intermediate_size\": 96, "                      \
+    "\"num_hidden_layers\": 2"
+
+static void expect_error(const char *json, enum dnnmem_status want, const char *needle)
+{
+    dnnmem_model *m = NULL;
+    struct dnnmem_error err;
+    enum dnnmem_status s = dnnmem_model_load_buffer(json, strlen(json), "cfg.json", &m, &err);
+    if (s != want || !strstr(err.message, needle) || strncmp(err.message, "cfg.json: ", 10) != 0)
+        fail_msg("%s: got status %d '%s', want %d with '%s'", json, (int)s,
+                 s ? err.message : "", (int)want, needle);
+    assert_null(m);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    expect_error("{\"model_type\": \"llama\", " LLAMA_SIZES "}", DNNMEM_E_MODEL,
+                 "config field 'num_attention_heads' is missing");
+    expect_error("{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 64, "
+                 "\"intermediate_size\": 96, \"num_attention_heads\": 4}",
+                 DNNMEM_E_MODEL, "config field 'num_hidden_layers' is missing");
+    expect_error("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_attention_heads\": null}",
+                 DNNMEM_E_MODEL, "config field 'num_attention_heads' is missing");
+    expect_error("{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": \"big\", "
+                 "\"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4}",
+                 DNNMEM_E_MODEL, "config field 'hidden_size' must be an integer");
+    expect_error("{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 64, "
+                 "\"intermediate_size\": 96, \"num_hidden_layers\": 0, \"num_attention_heads\": 4}",
+                 DNNMEM_E_MODEL, "config field 'num_hidden_layers' must be positive");
+    expect_error("{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 66, "
+                 "\"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4}",
+                 DNNMEM_E_MODEL,
+                 "config field 'hidden_size' (66) is not a multiple of 'num_attention_heads' (4)");
+    expect_error("{\"model_type\": \"mistral\", " LLAMA_SIZES
+                 ", \"num_attention_heads\": 4, \"num_key_value_heads\": 3}",
+                 DNNMEM_E_MODEL, "config field 'num_key_value_heads' (3) does not divide");
+    expect_error("{\"model_type\": \"qwen2\", " LLAMA_SIZES
+                 ", \"num_attention_heads\": 4, \"tie_word_embeddings\": \"yes\"}",
+                 DNNMEM_E_MODEL, "config field 'tie_word_embeddings' must be true or false");
+    expect_error("{\"model_type\": \"llama\", " LLAMA_SIZES
+                 ", \"num_attention_heads\": 4, \"hidden_act\": \"relu\"}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'hidden_act' is 'relu'");
+    expect_error("{\"model_type\": \"llama\", " LLAMA_SIZES
+                 ", \"num_attention_heads\": 4, \"quantization_config\": {\"bits\": 4}}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'quantization_config'");
+    expect_error("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"architectures\": [\"LlamaForSequenceClassification\"]}",
+                 DNNMEM_E_UNSUPPORTED, "names LlamaForSequenceClassification");
+    expect_error("{\"model_type\": \"bert\", \"vocab_size\": 30522}", DNNMEM_E_UNSUPPORTED,
+                 "model_type 'bert' is not supported (known: llama, mistral, qwen2, qwen3, gpt2)");
+    expect_error("{\"vocab_size\": 30522, \"hidden_size\": 768}", DNNMEM_E_MODEL,
+                 "config field 'model_type' is missing");
+    expect_error("{\"model_type\": 7}", DNNMEM_E_MODEL, "config field 'model_type' must be a string");
+    expect_error("{\"class_name\": \"Sequential\", \"config\": {}}", DNNMEM_E_UNSUPPORTED,
+                 "not a HuggingFace config.json");
+    expect_error("{\"model_type\": \"gpt2\", \"vocab_size\": 100, \"n_embd\": 32, \"n_layer\": 2, "
+                 "\"n_positions\": 16}",
+                 DNNMEM_E_MODEL, "config field 'n_head' is missing");
+    expect_error("{\"architectures\": [\"GPT2LMHeadModel\"], \"vocab_size\": 100, \"n_embd\": 32, "
+                 "\"n_layer\": 2, \"n_head\": 4}",
+                 DNNMEM_E_MODEL, "config field 'n_positions' is missing");
+    expect_error("{\"model_type\": \"gpt2\", \"vocab_size\": 100, \"n_embd\": 30, \"n_layer\": 2, "
+                 "\"n_head\": 4, \"n_positions\": 16}",
+                 DNNMEM_E_MODEL, "config field 'n_embd' (30) is not a multiple of 'n_head' (4)");
+    expect_error("{\"model_type\": \"gpt2\", \"vocab_size\": 100, \"n_embd\": 32, \"n_layer\": 2, "
+                 "\"n_head\": 4, \"n_positions\": 16, \"activation_function\": \"relu\"}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'activation_function' is 'relu'");
+    expect_error("{\"model_type\": \"llama\", ", DNNMEM_E_PARSE, "not valid JSON");
+    expect_error("{\"model_type\": \"llama\", \"model_type\": \"gpt2\"}", DNNMEM_E_PARSE,
+                 "not valid JSON");
+}
+
+/* Shapes of a tiny model under one binding (batch 2, seq 8). */
+static const struct dm_tinfo *shape_of(const dnnmem_model *m, struct dm_tinfo *t,
+                                       struct dm_arena *a, const char *name)
+{
+    const struct dm_graph *g = dm_model_graph(m);
+    int64_t syms[2] = {2, 8}; /* batch, seq */
+    struct dnnmem_error err;
+    struct dm_infer ctx = {.g = g, .arena = a, .t = t, .sym_values = syms, .err = &err};
+    if (dm_infer_shapes(&ctx) != DNNMEM_OK)
+        fail_msg("shapes: %s", err.message);
+    int32_t x = dm_graph_find(g, name);
+    if (x < 0)
+        fail_msg("no tensor '%s'", name);
+    return &t[x];
+}
+
+static void assert_dims(const struct dm_tinfo *t, int rank, const int64_t *dims)
+{
+    assert_int_equal(t->rank, rank);
+    for (int k = 0; k < rank; k++)
+        assert_int_equal(t->dims[k], dims[k]);
+}
+
+/* Buffers the inference schedule (batch 2, seq 8) allocates for tensor
+ * `name`; *bytes: the size of the last. */
+static int allocations(const dnnmem_model *m, const char *name, uint64_t *bytes)
+{
+    const struct dm_graph *g = dm_model_graph(m);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
+    assert_non_null(t);
+    int32_t x = dm_graph_find(g, name);
+    if (x < 0)
+        fail_msg("no tensor '%s'", name);
+    shape_of(m, t, &a, name);
+    struct dm_run run = {.cuda = true, .inplace = true, .torch_version = 200, .iterations = 1,
+                         .grad_accum = 1};
+    struct dm_schedule s;
+    struct dnnmem_error err;
+    if (dm_schedule_build(g, t, &run, &s, &err) != DNNMEM_OK)
+        fail_msg("schedule: %s", err.message);
+    int n = 0;
+    for (int32_t b = 0; b < s.n_buf; b++)
+        if (s.buf[b].tensor == x && !s.buf[b].what) {
+            n++;
+            *bytes = s.buf[b].bytes;
+        }
+    dm_schedule_free(&s);
+    free(t);
+    dm_arena_free(&a);
+    return n;
+}
+
+/* A training step's gradients and Adam state, at the first optimizer step:
+ * every parameter has its .grad (nothing left out of the graph, tied
+ * weights counted once) and two moments; buffers get neither. */
+static void check_train(const dnnmem_model *m, uint64_t params)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_ADAM;
+    cfg.batch_size = 2;
+    cfg.seq_len = 8;
+    cfg.timeline = true;
+    struct dnnmem_result *r = run(m, &cfg);
+    bool seen = false;
+    for (size_t k = 0; k < r->n_timeline; k++) {
+        const struct dnnmem_timeline_point *p = &r->timeline[k];
+        if (strcmp(p->phase, "optimizer") != 0 || p->iteration != 1)
+            continue;
+        seen = true;
+        assert_int_equal(p->category_bytes[DNNMEM_CAT_GRADIENT], 4 * params);
+        assert_int_equal(p->category_bytes[DNNMEM_CAT_OPTIMIZER], 8 * params);
+    }
+    assert_true(seen);
+    dnnmem_result_free(r);
+}
+
+/* A tiny Llama with GQA: V 256, h 64, i 96, L 2, H 4, K 2, D 16. Params:
+ * embed and lm_head 2 * 16,384; layer q 4096 + k, v 2 * 2048 + o 4096 + MLP
+ * 18,432 + norms 128 = 30,848; 2 layers + norm 64: 94,528. */
+static void test_tiny_llama(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load_json("{\"model_type\": \"llama\", " LLAMA_SIZES
+                                ", \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                                "\"torch_dtype\": \"bfloat16\"}");
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)dm_model_graph(m)->n_tensors, sizeof *t);
+    assert_non_null(t);
+    assert_dims(shape_of(m, t, &a, "logits"), 3, (int64_t[]){2, 8, 256});
+    assert_dims(shape_of(m, t, &a, "present.1.key"), 4, (int64_t[]){2, 2, 8, 16});
+    assert_dims(shape_of(m, t, &a, "present.1.value"), 4, (int64_t[]){2, 2, 8, 16});
+    assert_dims(shape_of(m, t, &a, "causal_mask"), 4, (int64_t[]){1, 1, 8, 8});
+    assert_dims(shape_of(m, t, &a, "position_embeddings.cos"), 4, (int64_t[]){1, 1, 8, 16});
+    /* repeat_kv: 2 kv heads expanded to 4 */
+    assert_dims(shape_of(m, t, &a, "/model/layers.0/self_attn/Expand_output_0"), 5,
+                (int64_t[]){2, 2, 2, 8, 16});
+    assert_dims(shape_of(m, t, &a, "/model/layers.0/self_attn/Softmax_output_0"), 4,
+                (int64_t[]){2, 4, 8, 8});
+    assert_int_equal(shape_of(m, t, &a, "logits")->dtype, DM_FLOAT); /* not bfloat16 */
+    free(t);
+    dm_arena_free(&a);
+
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.seq_len = 8;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 94528 + 8 * 4);
+    dnnmem_result_free(r);
+    /* the mask and cos/sin are made once per forward (not per layer); the
+     * chain computing them is host-side; inv_freq is resident */
+    uint64_t bytes;
+    assert_int_equal(allocations(m, "causal_mask", &bytes), 1);
+    assert_int_equal(bytes, 8 * 8 * 4);
+    assert_int_equal(allocations(m, "position_embeddings.cos", &bytes), 1);
+    assert_int_equal(bytes, 8 * 16 * 4);
+    assert_int_equal(allocations(m, "position_embeddings.sin", &bytes), 1);
+    assert_int_equal(allocations(m, "/model/rotary_emb/MatMul_output_0", &bytes), 0);
+    assert_int_equal(allocations(m, "model.rotary_emb.inv_freq", &bytes), 1);
+    assert_int_equal(bytes, 8 * 4);
+    check_train(m, 94528);
+
+    /* bf16 (model.to(torch.bfloat16)): every float weight halves, buffers too */
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.seq_len = 8;
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 2 * 94528 + 8 * 2);
+    dnnmem_result_free(r);
+
+    /* checkpointing every decoder layer: two segments, a lower peak */
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.batch_size = 2;
+    cfg.seq_len = 64;
+    struct dnnmem_result *full = run(m, &cfg);
+    const char *spec = "/model/layers.*";
+    cfg.checkpoint = &spec;
+    cfg.n_checkpoint = 1;
+    r = run(m, &cfg);
+    assert_true(r->peak_allocated < full->peak_allocated);
+    dnnmem_result_free(r);
+    dnnmem_result_free(full);
+    dnnmem_model_free(m);
+}
+
+/* Qwen3's q_norm/k_norm and head_dim above hidden / heads; Qwen2's biases. */
+static void test_tiny_qwen(void **state)
+{
+    (void)state;
+    /* Qwen3, tied: V 256, h 64, i 96, L 2, H 4, K 2, D 32: layer q 64*128 +
+     * k, v 2 * 64*64 + o 128*64 + q/k norms 64 + MLP 18,432 + norms 128 =
+     * 43,200; 2 layers + embed 16,384 + norm 64 = 102,848. */
+    dnnmem_model *m = load_json("{\"model_type\": \"qwen3\", " LLAMA_SIZES
+                                ", \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                                "\"head_dim\": 32, \"tie_word_embeddings\": true}");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.seq_len = 8;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 102848 + 16 * 4);
+    dnnmem_result_free(r);
+    assert_true(dm_graph_find(dm_model_graph(m), "model.layers.1.self_attn.k_norm.weight") >= 0);
+    check_train(m, 102848);
+    dnnmem_model_free(m);
+
+    /* Qwen2: q, k, v biases (64 + 2 * 32 per layer) on the tiny Llama: 94,656 */
+    m = load_json("{\"model_type\": \"qwen2\", " LLAMA_SIZES
+                  ", \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"use_cache\": false}");
+    assert_int_equal(dm_model_graph(m)->n_outputs, 1);
+    check_train(m, 94528 + 2 * 128);
+    dnnmem_model_free(m);
+}
+
+/* A tiny GPT-2: V 100, E 32, L 2, n_positions 16, 4 heads, tied. Params:
+ * wte 3200 + wpe 512 + layer (ln 2 * 64, c_attn 3168, c_proj 1056, c_fc
+ * 4224, mlp c_proj 4128 = 12,704) * 2 + ln_f 64 = 29,184; buffers per layer:
+ * bias 16 * 16 bools + masked_bias 4 B. */
+static void test_tiny_gpt2(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load_json("{\"model_type\": \"gpt2\", \"vocab_size\": 100, \"n_embd\": 32, "
+                                "\"n_layer\": 2, \"n_head\": 4, \"n_positions\": 16}");
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)dm_model_graph(m)->n_tensors, sizeof *t);
+    assert_non_null(t);
+    assert_dims(shape_of(m, t, &a, "logits"), 3, (int64_t[]){2, 8, 100});
+    assert_dims(shape_of(m, t, &a, "present.0.key"), 4, (int64_t[]){2, 4, 8, 8});
+    assert_dims(shape_of(m, t, &a, "/transformer/h.1/attn/Where_output_0"), 4,
+                (int64_t[]){2, 4, 8, 8});
+    assert_dims(shape_of(m, t, &a, "/transformer/h.1/mlp/act/Mul_3_output_0"), 3,
+                (int64_t[]){2, 8, 128});
+    free(t);
+    dm_arena_free(&a);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.seq_len = 8;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 29184 + 2 * (256 + 4));
+    dnnmem_result_free(r);
+    check_train(m, 29184);
+    /* the mask is a view of the `bias` buffer: never allocated */
+    uint64_t bytes;
+    assert_int_equal(allocations(m, "/transformer/h.0/attn/Slice_output_0", &bytes), 0);
+    assert_int_equal(allocations(m, "transformer.h.0.attn.bias", &bytes), 1);
+    assert_int_equal(bytes, 256);
+    dnnmem_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_weights_match_published_counts),
+        cmocka_unit_test(test_model_info),
+        cmocka_unit_test(test_directory),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_tiny_llama),
+        cmocka_unit_test(test_tiny_qwen),
+        cmocka_unit_test(test_tiny_gpt2),
+    };
+    return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
+}
