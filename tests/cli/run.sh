@@ -172,5 +172,26 @@ v = d["verdict"]
 assert v["verdict"] == "does not fit" and v["margin_bytes"] == v["capacity_bytes"] - d["total_bytes"], v' \
     "$T/t.json"; then pass=$((pass + 1)); else echo "FAIL: verdict fields"; fail=$((fail + 1)); fi
 
+# HuggingFace config.json: the graph is built from the config; weights are the
+# parameter count (1,100,048,384 for TinyLlama, tests/unit/test-hf.c) times 4
+# bytes plus the rotary inv_freq buffer (head_dim 64 / 2 floats = 128 bytes).
+H=$M/hf
+"$D" estimate $H/TinyLlama-1.1B-Chat-v1.0.json -b 1 -s 128 --json >"$T/hf.json"
+if "$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["breakdown"]["weights"] == 1100048384 * 4 + 128, d["breakdown"]' "$T/hf.json"; then
+    pass=$((pass + 1)); else echo "FAIL: TinyLlama weights"; fail=$((fail + 1)); fi
+mkdir "$T/gpt2" && cp $H/gpt2.json "$T/gpt2/config.json"
+expect 0 "huggingface" -- estimate "$T/gpt2" -s 64
+expect 2 "dim 'seq'" -- estimate $H/gpt2.json -b 1
+printf '{"model_type":"bloom","hidden_size":64}' >"$T/bloom.json"
+expect 4 "model_type 'bloom' is not supported" -- estimate "$T/bloom.json" -s 8
+printf '{"model_type":"llama","hidden_size":64}' >"$T/novocab.json"
+expect 3 "'vocab_size' is missing" -- estimate "$T/novocab.json" -s 8
+printf '{"model_type":"llama","hidden_size":64,"vocab_size":10,"intermediate_size":8,"num_attention_heads":4,"num_hidden_layers":-1}' >"$T/neg.json"
+expect 3 "'num_hidden_layers' must be positive" -- estimate "$T/neg.json" -s 8
+printf '{"model_type":"llama","hidden_size":64,' >"$T/trunc.json"
+expect 3 "trunc.json" -- estimate "$T/trunc.json" -s 8
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
