@@ -163,6 +163,65 @@ static void bench_train(const char *label, const char *path, int64_t batch, int6
     free(t);
 }
 
+/* A 70B-parameter, 80-layer HuggingFace config: load (the graph is built from
+ * config.json), a bf16 AdamW training estimate, and the largest-batch search
+ * for a hypothetical 2 TiB device (so the search has room to bisect). */
+static void bench_hf(const char *path, int runs)
+{
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    double *t = malloc((size_t)runs * sizeof *t), *ts = malloc((size_t)runs * sizeof *ts);
+    double *tl = malloc((size_t)runs * sizeof *tl);
+    uint64_t total = 0;
+    int64_t best = 0;
+    for (int i = 0; i < runs; i++) {
+        double t0 = now_ms();
+        if (dnnmem_model_load(path, &m, &err) != DNNMEM_OK) {
+            printf("%-40s skipped: %s\n", path, err.message);
+            exit(1);
+        }
+        double t1 = now_ms();
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.optimizer = DNNMEM_OPT_ADAMW;
+        cfg.precision = DNNMEM_PRECISION_BF16;
+        cfg.batch_size = 1;
+        cfg.seq_len = 4096;
+        struct dnnmem_result *r, *at = NULL, *next = NULL;
+        if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK) {
+            fprintf(stderr, "bench: %s\n", err.message);
+            exit(1);
+        }
+        double t2 = now_ms();
+        total = r->total_bytes;
+        dnnmem_result_free(r);
+        cfg.capacity_bytes = INT64_C(2) << 40;
+        if (dnnmem_max_dim(m, &cfg, NULL, 4096, &best, &at, &next, &err) != DNNMEM_OK) {
+            fprintf(stderr, "bench: %s\n", err.message);
+            exit(1);
+        }
+        ts[i] = now_ms() - t2;
+        t[i] = t2 - t1;
+        tl[i] = t1 - t0;
+        dnnmem_result_free(at);
+        dnnmem_result_free(next);
+        dnnmem_model_free(m);
+    }
+    qsort(t, (size_t)runs, sizeof *t, cmp_double);
+    qsort(ts, (size_t)runs, sizeof *ts, cmp_double);
+    qsort(tl, (size_t)runs, sizeof *tl, cmp_double);
+    printf("%-40s %5d runs  load %7.3f ms  train estimate %7.3f ms  peak %.1f GiB\n",
+           "Llama-3.1-70B (bf16 adamw, b 1, s 4096)", runs, tl[runs / 2], t[runs / 2],
+           (double)total / 1073741824.0);
+    printf("%-40s %5d runs  median %7.3f ms  p90 %7.3f ms  largest batch %lld\n",
+           "  largest-batch search (2 TiB)", runs, ts[runs / 2], ts[runs * 9 / 10],
+           (long long)best);
+    free(t);
+    free(ts);
+    free(tl);
+}
+
 int main(int argc, char **argv)
 {
     size_t big = 0;
@@ -187,5 +246,7 @@ int main(int argc, char **argv)
                 "tests/models/fixtures/bert_encoder.onnx", 8, 512, 100);
     bench_train("bert_large_encoder, 24 layers (b 8, seq 512)",
                 "tests/models/fixtures/bert_large_encoder.onnx", 8, 512, 100);
+    printf("\nHuggingFace config.json, 80 layers\n");
+    bench_hf("tests/models/hf/Llama-3.1-70B-Instruct.json", 20);
     return 0;
 }

@@ -78,6 +78,10 @@ static uint64_t weights_of(const char *path)
  *  - Mistral-7B-v0.3 (the Instruct config; same shapes): V 32768, h 4096,
  *    i 14336, L 32, H 32, K 8, D 128: layer 218,112,000; 6,979,584,000 +
  *    268,435,456 + 4096 = 7,248,023,552 (safetensors total 7248023552).
+ *  - Llama-3.1-70B: V 128256, h 8192, i 28672, L 80, H 64, K 8, D 128:
+ *    layer 2 * 67,108,864 + 16,777,216 + 704,643,072 + 16,384 =
+ *    855,654,400; 68,452,352,000 + 2 * 1,050,673,152 + 8192 =
+ *    70,553,706,496 (the model card's 70.6B; safetensors total).
  *  - GPT-2 (tied): V 50257, E 768, L 12, n_positions 1024: layer
  *    2 * 1536 (ln) + 1,771,776 (c_attn) + 590,592 (c_proj) + 2,362,368
  *    (c_fc) + 2,360,064 (mlp c_proj) = 7,087,872; 38,597,376 + 786,432 +
@@ -95,6 +99,7 @@ static void test_weights_match_published_counts(void **state)
         {"Qwen3-0.6B.json", 596049920u, 64 * 4},
         {"Qwen2.5-7B-Instruct.json", 7615616512u, 64 * 4},
         {"Mistral-7B-Instruct-v0.3.json", 7248023552u, 64 * 4},
+        {"Llama-3.1-70B-Instruct.json", UINT64_C(70553706496), 64 * 4},
         {"gpt2.json", 124439808u, 12 * (1024 * 1024 + 4)},
         {"distilgpt2.json", 81912576u, 6 * (1024 * 1024 + 4)},
     };
