@@ -416,7 +416,10 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         assume(&as, "optimizer", cfg.optimizer == DNNMEM_OPT_SGD_MOMENTUM ? "default" : "option",
                "%s", optimizer_name(cfg.optimizer));
         assume(&as, "loss", cfg.loss == DNNMEM_LOSS_CE && !cfg.loss_all_outputs ? "default" : "option",
-               "%s%s", loss_name(cfg.loss),
+               "%s%s",
+               cfg.loss == DNNMEM_LOSS_CE && g->loss_upcast
+                   ? "cross-entropy of logits.float() against token ids (transformers' ForCausalLMLoss)"
+                   : loss_name(cfg.loss),
                cfg.loss_all_outputs && cfg.loss != DNNMEM_LOSS_SUM ? ", every output" : "");
         assume(&as, "iterations", cfg.iterations ? "option" : "default", "%d", run.iterations);
         if (run.grad_accum > 1)

@@ -263,6 +263,8 @@ struct dm_graph {
     const char **symbols;
     int32_t n_inputs, n_outputs;
     int32_t *inputs, *outputs; /* tensor indices */
+    bool loss_upcast;          /* the model's own loss casts its logits to float32
+                                  first (transformers' ForCausalLMLoss: logits.float()) */
 };
 
 void dm_graph_init(struct dm_graph *g);

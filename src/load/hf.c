@@ -1164,6 +1164,10 @@ static enum dnnmem_status build(struct hf *h)
     int32_t logits = gpt2 ? build_gpt2(h, &gc, ids) : build_llama(h, &lc, ids);
     if (h->st != DNNMEM_OK)
         return h->st;
+    /* model(input_ids, labels=...) computes its loss in float32
+     * (ForCausalLMLoss, transformers >= 4.46; LlamaForCausalLM's forward
+     * upcast the logits itself before that) */
+    g->loss_upcast = true;
     g->tensors[logits].is_output = true;
     g->outputs[g->n_outputs++] = logits;
     for (int64_t i = 0; use_cache && i < layers; i++)

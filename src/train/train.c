@@ -660,10 +660,13 @@ static void loss(struct dm_sb *b)
         if (!tr->rg[x])
             continue;
         if (b->run->loss == DNNMEM_LOSS_CE) {
-            /* cross_entropy is on autocast's fp32 list: an fp32 copy of the
-             * logits feeds log_softmax, whose fp32 result NllLossBackward keeps */
+            /* cross_entropy is on autocast's fp32 list, and transformers'
+             * causal-LM loss calls logits.float() whatever the precision: an
+             * fp32 copy of the logits feeds log_softmax, whose fp32 result
+             * NllLossBackward keeps. Pure fp16/bf16 without either stays low. */
             uint64_t b32 = (uint64_t)o->numel * 4;
-            int32_t up = o->dtype != DM_FLOAT && o->dtype != DM_DOUBLE
+            bool upcast = b->run->amp != DM_UNDEFINED || g->loss_upcast;
+            int32_t up = upcast && o->dtype != DM_FLOAT && o->dtype != DM_DOUBLE
                              ? dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, b32, x, -1, "autocast", 1)
                              : -1;
             logp[k] = dm_sb_alloc(b, DNNMEM_CAT_SAVED, up >= 0 ? DM_FLOAT : o->dtype,

@@ -184,6 +184,48 @@ static void test_autocast_by_hand(void **state)
     dnnmem_result_free(r);
 }
 
+/* The type of the log-probabilities cross_entropy keeps, from a result's
+ * tensors live at the peak; 0 when they are not live there. */
+static uint64_t log_softmax_at_peak(const struct dnnmem_result *r, const char **dtype)
+{
+    for (size_t i = 0; i < r->n_live; i++)
+        if (strcmp(r->live[i].name, "loss.log_softmax") == 0) {
+            *dtype = r->live[i].dtype;
+            return r->live[i].bytes;
+        }
+    return 0;
+}
+
+/* The loss in pure bf16 (model.to(torch.bfloat16)) stays bf16: F.cross_entropy
+ * runs log_softmax in its input's type. Under autocast it is on the fp32
+ * list: the log-probabilities are fp32. x[64,16] @ W[16,65536] -> y: the
+ * logits (4 Mi elements) dwarf everything else, so the peak is in the loss's
+ * backward, with the log-probabilities, their grad and the logits' grad live. */
+static void test_loss_dtype(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    for (int amp = 0; amp < 2; amp++) {
+        struct tb *b = tb_new(13);
+        tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "batch,16");
+        tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 65536});
+        tb_node(b, "MatMul", "mm", "x,W", "y");
+        tb_output(b, "y");
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.optimizer = DNNMEM_OPT_SGD;
+        cfg.batch_size = 64;
+        cfg.n_top_tensors = 100;
+        cfg.precision = amp ? DNNMEM_PRECISION_AMP_BF16 : DNNMEM_PRECISION_BF16;
+        struct dnnmem_result *r = estimate_cfg(b, &cfg);
+        const char *dtype = "";
+        assert_int_equal(log_softmax_at_peak(r, &dtype), (uint64_t)64 * 65536 * (amp ? 4 : 2));
+        assert_string_equal(dtype, amp ? "float32" : "bfloat16");
+        assert_string_equal(r->peak_phase, "backward");
+        dnnmem_result_free(r);
+    }
+}
+
 /* In-place activations: Relu writes into its input when nothing else holds
  * it (torchvision's inplace=True). x (1 MiB) -> Sigmoid -> a -> Relu -> y:
  * in place, y shares a's block: peak x + a = 2 MiB; without, x + a + y. */
@@ -446,6 +488,7 @@ int main(void)
         cmocka_unit_test(test_fixture_weights_match_pytorch),
         cmocka_unit_test(test_light_zoo_weights),
         cmocka_unit_test(test_checkpoint_grouping),
+        cmocka_unit_test(test_loss_dtype),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);
 }

@@ -462,6 +462,35 @@ static void test_tiny_gpt2(void **state)
     dnnmem_model_free(m);
 }
 
+/* transformers' causal-LM loss upcasts the logits (logits.float()) whatever
+ * the precision: in pure bf16 the log-probabilities it keeps are float32.
+ * V 65536, h 16, 1 layer, batch 2 x seq 32: the logits (4 Mi elements) dwarf
+ * the rest, so the peak is in the loss's backward, with them live. */
+static void test_causal_lm_loss_upcasts(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load_json("{\"model_type\": \"llama\", \"vocab_size\": 65536, "
+                                "\"hidden_size\": 16, \"intermediate_size\": 16, "
+                                "\"num_hidden_layers\": 1, \"num_attention_heads\": 2}");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_SGD;
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    cfg.batch_size = 2;
+    cfg.seq_len = 32;
+    cfg.n_top_tensors = 100;
+    struct dnnmem_result *r = run(m, &cfg);
+    size_t i = 0;
+    while (i < r->n_live && strcmp(r->live[i].name, "loss.log_softmax") != 0)
+        i++;
+    assert_true(i < r->n_live);
+    assert_string_equal(r->live[i].dtype, "float32");
+    assert_int_equal(r->live[i].bytes, (uint64_t)2 * 32 * 65536 * 4);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -472,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_tiny_llama),
         cmocka_unit_test(test_tiny_qwen),
         cmocka_unit_test(test_tiny_gpt2),
+        cmocka_unit_test(test_causal_lm_loss_upcasts),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
 }
