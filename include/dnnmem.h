@@ -103,6 +103,16 @@ struct dnnmem_model_info {
     size_t n_weights;         /* initializers and constant-derived weights */
     size_t n_inputs;          /* graph inputs that are not initializers */
     size_t n_symbols;         /* distinct symbolic dims in the inputs */
+    /* A HuggingFace model directory's safetensors checkpoint, whose headers
+     * (never the weights) were checked against the model built from
+     * config.json: every tensor is one of its weights, with the same shape.
+     * checkpoint is NULL when none was read. */
+    const char *checkpoint;   /* "model.safetensors" or "model.safetensors.index.json" */
+    size_t checkpoint_tensors;
+    size_t checkpoint_shards_missing; /* shards the index names that are absent: their
+                                         tensors are checked by name only */
+    uint64_t checkpoint_bytes;        /* data bytes (the index's total_size if shards are missing) */
+    const char *checkpoint_dtype;     /* the dtype of most bytes ("bfloat16"), or "" */
 };
 void dnnmem_model_get_info(const dnnmem_model *m, struct dnnmem_model_info *info);
 

@@ -17,6 +17,7 @@
 
 struct dnnmem_model {
     struct dm_graph g;
+    struct dm_checkpoint ck; /* a model directory's safetensors headers */
 };
 
 const struct dm_graph *dm_model_graph(const dnnmem_model *m) { return &m->g; }
@@ -77,6 +78,11 @@ enum dnnmem_status dnnmem_model_load(const char *path, dnnmem_model **out, struc
         sprintf(cfg, "%s/config.json", path);
         enum dnnmem_status s = dnnmem_model_load(cfg, out, err);
         free(cfg);
+        if (s == DNNMEM_OK && (s = dm_check_safetensors(&(*out)->g, path, &(*out)->ck, err)) !=
+                                  DNNMEM_OK) {
+            dnnmem_model_free(*out);
+            *out = NULL;
+        }
         return s;
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -121,6 +127,11 @@ void dnnmem_model_get_info(const dnnmem_model *m, struct dnnmem_model_info *info
         info->n_weights += g->tensors[i].role == DM_ROLE_WEIGHT;
     info->n_inputs = (size_t)g->n_inputs;
     info->n_symbols = (size_t)g->n_symbols;
+    info->checkpoint = m->ck.file;
+    info->checkpoint_tensors = m->ck.n_tensors;
+    info->checkpoint_shards_missing = m->ck.shards_missing;
+    info->checkpoint_bytes = m->ck.bytes;
+    info->checkpoint_dtype = m->ck.dtype != DM_UNDEFINED ? dm_dtype_name(m->ck.dtype) : "";
 }
 
 const char *dnnmem_model_symbol(const dnnmem_model *m, size_t i)

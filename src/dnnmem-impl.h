@@ -208,6 +208,9 @@ struct dm_tensor {
     enum dm_role role;
     bool is_output;        /* a graph output */
     int32_t producer;      /* node index, -1 for inputs, weights */
+    int32_t held_until;    /* 0, or 1 + the index of a node until whose end a Python
+                            * variable holds the tensor (a local of a module's
+                            * forward, kept until it returns; HF front end) */
     struct dm_value *value; /* weights and constants with small embedded data */
 };
 
@@ -292,6 +295,21 @@ enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t 
  * by op as transformers' PyTorch implementation runs it. */
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size,
                               struct dnnmem_error *err);
+/* The safetensors checkpoint in a HuggingFace model directory, its headers
+ * checked against the graph built from config.json (src/load/safetensors.c):
+ * every tensor must be a weight of g with the same shape. file is NULL when
+ * the directory holds none. */
+struct dm_checkpoint {
+    const char *file;       /* "model.safetensors" or "model.safetensors.index.json" */
+    size_t n_tensors;       /* tensors in the checkpoint */
+    size_t n_matched;       /* of them, weights of the graph (shapes checked unless
+                               shards_missing) */
+    size_t shards_missing;  /* shards the index names that are not in the directory */
+    uint64_t bytes;         /* data bytes (the index's total_size when shards are missing) */
+    enum dm_dtype dtype;    /* the dtype holding most bytes; DM_UNDEFINED when unknown */
+};
+enum dnnmem_status dm_check_safetensors(const struct dm_graph *g, const char *dir,
+                                        struct dm_checkpoint *ck, struct dnnmem_error *err);
 
 /* Bytes the ONNX front end's protobuf parser allocated for the last parse;
  * tests use it to show weight bytes are never copied. */

@@ -23,6 +23,13 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
     char b1[32], b2[32], b3[32];
     fprintf(f, "model        %s (%s, opset %lld, %zu nodes, %zu weight tensors)\n", info.path,
             info.format, (long long)info.opset, info.n_nodes, info.n_weights);
+    if (info.checkpoint)
+        fprintf(f, "checkpoint   %s: %zu tensors, %s%s%s; %s\n", info.checkpoint,
+                info.checkpoint_tensors, dm_format_bytes(info.checkpoint_bytes, b1),
+                *info.checkpoint_dtype ? " " : "", info.checkpoint_dtype,
+                info.checkpoint_shards_missing
+                    ? "names match config.json (shards absent: shapes unchecked)"
+                    : "names and shapes match config.json");
     fprintf(f, "assumptions\n");
     for (size_t k = 0; k < r->n_assumptions; k++)
         fprintf(f, "  %-14s %s%s\n", r->assumptions[k].key, r->assumptions[k].value,

@@ -184,6 +184,18 @@ assert d["breakdown"]["weights"] == 1100048384 * 4 + 128, d["breakdown"]' "$T/hf
 mkdir "$T/gpt2" && cp $H/gpt2.json "$T/gpt2/config.json"
 expect 0 "huggingface" -- estimate "$T/gpt2" -s 64
 expect 2 "dim 'seq'" -- estimate $H/gpt2.json -b 1
+# a model directory's safetensors headers are checked against config.json
+mkdir "$T/g2st" && cp $H/gpt2.json "$T/g2st/config.json"
+"$PY" tests/cli/gpt2_safetensors.py "$T/g2st"
+expect 0 "model.safetensors: 160 tensors, 522.70 MiB float32; names and shapes match" -- \
+    estimate "$T/g2st" -s 64
+"$D" estimate "$T/g2st" -s 64 --json >"$T/g2st.json"
+check_schema "$T/g2st.json" "HuggingFace directory JSON with a checkpoint"
+"$PY" tests/cli/gpt2_safetensors.py "$T/g2st" 1
+expect 3 "tensor 'wpe.weight' is [1025,768] in the checkpoint, [1024,768] from config.json" -- \
+    estimate "$T/g2st" -s 64
+printf '\377\377\377\000\000\000\000\000{}' >"$T/g2st/model.safetensors"
+expect 3 "model.safetensors: header length 16777215 does not fit the file" -- estimate "$T/g2st" -s 64
 printf '{"model_type":"bloom","hidden_size":64}' >"$T/bloom.json"
 expect 4 "model_type 'bloom' is not supported" -- estimate "$T/bloom.json" -s 8
 printf '{"model_type":"llama","hidden_size":64}' >"$T/novocab.json"

@@ -491,6 +491,193 @@ static void test_causal_lm_loss_upcasts(void **state)
     dnnmem_model_free(m);
 }
 
+/* ---- safetensors headers next to config.json ---------------------------- */
+
+struct st_entry {
+    const char *name;
+    int rank;
+    int64_t dims[2];
+};
+
+/* The tiny Llama of test_tiny_llama as transformers saves it
+ * (save_pretrained of LlamaForCausalLM: state_dict names, [out, in] linear
+ * weights; k/v_proj have kv_heads x head_dim = 2 x 16 rows). */
+static const struct st_entry tiny_llama_ckpt[] = {
+    {"model.embed_tokens.weight", 2, {256, 64}},
+    {"model.layers.0.input_layernorm.weight", 1, {64}},
+    {"model.layers.0.self_attn.q_proj.weight", 2, {64, 64}},
+    {"model.layers.0.self_attn.k_proj.weight", 2, {32, 64}},
+    {"model.layers.0.self_attn.v_proj.weight", 2, {32, 64}},
+    {"model.layers.0.self_attn.o_proj.weight", 2, {64, 64}},
+    {"model.layers.0.post_attention_layernorm.weight", 1, {64}},
+    {"model.layers.0.mlp.gate_proj.weight", 2, {96, 64}},
+    {"model.layers.0.mlp.up_proj.weight", 2, {96, 64}},
+    {"model.layers.0.mlp.down_proj.weight", 2, {64, 96}},
+    {"model.layers.1.input_layernorm.weight", 1, {64}},
+    {"model.layers.1.self_attn.q_proj.weight", 2, {64, 64}},
+    {"model.layers.1.self_attn.k_proj.weight", 2, {32, 64}},
+    {"model.layers.1.self_attn.v_proj.weight", 2, {32, 64}},
+    {"model.layers.1.self_attn.o_proj.weight", 2, {64, 64}},
+    {"model.layers.1.post_attention_layernorm.weight", 1, {64}},
+    {"model.layers.1.mlp.gate_proj.weight", 2, {96, 64}},
+    {"model.layers.1.mlp.up_proj.weight", 2, {96, 64}},
+    {"model.layers.1.mlp.down_proj.weight", 2, {64, 96}},
+    {"model.norm.weight", 1, {64}},
+    {"lm_head.weight", 2, {256, 64}},
+    /* a persistent buffer of older checkpoints, dropped on load */
+    {"model.layers.0.self_attn.rotary_emb.inv_freq", 1, {8}},
+};
+#define TINY_LLAMA_PARAMS 94528
+
+/* Write dir/file: header length, a JSON header of `e` in bf16, zero data. A
+ * `bad` index gets [8, 8] as its shape. */
+static void write_st(const char *dir, const char *file, const struct st_entry *e, size_t n,
+                     size_t bad)
+{
+    char hdr[8192];
+    size_t len = (size_t)snprintf(hdr, sizeof hdr, "{\"__metadata__\": {\"format\": \"pt\"}");
+    uint64_t off = 0;
+    for (size_t k = 0; k < n; k++) {
+        int64_t d0 = k == bad ? 8 : e[k].dims[0], d1 = k == bad ? 8 : e[k].dims[1];
+        int rank = k == bad ? 2 : e[k].rank;
+        uint64_t bytes = 2 * (uint64_t)(rank == 2 ? d0 * d1 : d0);
+        if (rank == 2)
+            len += (size_t)snprintf(hdr + len, sizeof hdr - len,
+                                    ", \"%s\": {\"dtype\": \"BF16\", \"shape\": [%lld, %lld], "
+                                    "\"data_offsets\": [%llu, %llu]}",
+                                    e[k].name, (long long)d0, (long long)d1,
+                                    (unsigned long long)off, (unsigned long long)(off + bytes));
+        else
+            len += (size_t)snprintf(hdr + len, sizeof hdr - len,
+                                    ", \"%s\": {\"dtype\": \"BF16\", \"shape\": [%lld], "
+                                    "\"data_offsets\": [%llu, %llu]}",
+                                    e[k].name, (long long)d0, (unsigned long long)off,
+                                    (unsigned long long)(off + bytes));
+        off += bytes;
+    }
+    len += (size_t)snprintf(hdr + len, sizeof hdr - len, "}");
+    assert_true(len < sizeof hdr);
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    unsigned char l8[8];
+    for (int k = 0; k < 8; k++)
+        l8[k] = (unsigned char)((uint64_t)len >> (8 * k));
+    assert_int_equal(fwrite(l8, 1, 8, f), 8);
+    assert_int_equal(fwrite(hdr, 1, len, f), len);
+    for (uint64_t k = 0; k < off; k++)
+        fputc(0, f);
+    fclose(f);
+}
+
+static void write_text(const char *dir, const char *file, const char *text)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void remove_in(const char *dir, const char *file)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    unlink(path);
+}
+
+static enum dnnmem_status load_dir(const char *dir, dnnmem_model **m, struct dnnmem_error *err)
+{
+    *m = NULL;
+    return dnnmem_model_load(dir, m, err);
+}
+
+static void test_safetensors_headers(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dnnmem-st-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_text(dir, "config.json",
+               "{\"model_type\": \"llama\", " LLAMA_SIZES
+               ", \"num_attention_heads\": 4, \"num_key_value_heads\": 2}");
+    size_t n = sizeof tiny_llama_ckpt / sizeof tiny_llama_ckpt[0];
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    struct dnnmem_model_info info;
+
+    /* config.json alone: no checkpoint */
+    assert_int_equal(load_dir(dir, &m, &err), DNNMEM_OK);
+    dnnmem_model_get_info(m, &info);
+    assert_null(info.checkpoint);
+    dnnmem_model_free(m);
+
+    /* the names and shapes transformers saves match the graph */
+    write_st(dir, "model.safetensors", tiny_llama_ckpt, n, SIZE_MAX);
+    if (load_dir(dir, &m, &err) != DNNMEM_OK)
+        fail_msg("%s", err.message);
+    dnnmem_model_get_info(m, &info);
+    assert_string_equal(info.checkpoint, "model.safetensors");
+    assert_int_equal(info.checkpoint_tensors, n);
+    assert_int_equal(info.checkpoint_bytes, 2 * TINY_LLAMA_PARAMS + 2 * 8);
+    assert_string_equal(info.checkpoint_dtype, "bfloat16");
+    dnnmem_model_free(m);
+
+    /* a shape that differs is named */
+    write_st(dir, "model.safetensors", tiny_llama_ckpt, n, 3);
+    assert_int_equal(load_dir(dir, &m, &err), DNNMEM_E_MODEL);
+    assert_non_null(strstr(err.message, "'model.layers.0.self_attn.k_proj.weight' is [8,8] in the "
+                                        "checkpoint, [32,64] from config.json"));
+    assert_null(m);
+
+    /* a tensor the config does not build */
+    struct st_entry extra[] = {{"model.layers.2.mlp.up_proj.weight", 2, {96, 64}}};
+    write_st(dir, "model.safetensors", extra, 1, SIZE_MAX);
+    assert_int_equal(load_dir(dir, &m, &err), DNNMEM_E_MODEL);
+    assert_non_null(strstr(err.message, "'model.layers.2.mlp.up_proj.weight' is not in the model"));
+
+    /* a header length beyond the file */
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite("\xff\xff\xff\x00\x00\x00\x00\x00{}", 1, 10, f), 10);
+    fclose(f);
+    assert_int_equal(load_dir(dir, &m, &err), DNNMEM_E_PARSE);
+    assert_non_null(strstr(err.message, "model.safetensors: header length"));
+    remove_in(dir, "model.safetensors");
+
+    /* sharded: the index's shards are read; a missing one leaves names only */
+    write_st(dir, "model-00001-of-00002.safetensors", tiny_llama_ckpt, 10, SIZE_MAX);
+    write_text(dir, "model.safetensors.index.json",
+               "{\"metadata\": {\"total_size\": 189072}, \"weight_map\": {"
+               "\"model.embed_tokens.weight\": \"model-00001-of-00002.safetensors\", "
+               "\"lm_head.weight\": \"model-00002-of-00002.safetensors\"}}");
+    if (load_dir(dir, &m, &err) != DNNMEM_OK)
+        fail_msg("%s", err.message);
+    dnnmem_model_get_info(m, &info);
+    assert_string_equal(info.checkpoint, "model.safetensors.index.json");
+    assert_int_equal(info.checkpoint_shards_missing, 1);
+    assert_int_equal(info.checkpoint_tensors, 2);
+    assert_int_equal(info.checkpoint_bytes, 189072);
+    dnnmem_model_free(m);
+    write_st(dir, "model-00002-of-00002.safetensors", tiny_llama_ckpt + 10, n - 10, SIZE_MAX);
+    if (load_dir(dir, &m, &err) != DNNMEM_OK)
+        fail_msg("%s", err.message);
+    dnnmem_model_get_info(m, &info);
+    assert_int_equal(info.checkpoint_shards_missing, 0);
+    assert_int_equal(info.checkpoint_tensors, n);
+    assert_int_equal(info.checkpoint_bytes, 2 * TINY_LLAMA_PARAMS + 2 * 8);
+    dnnmem_model_free(m);
+
+    remove_in(dir, "model-00001-of-00002.safetensors");
+    remove_in(dir, "model-00002-of-00002.safetensors");
+    remove_in(dir, "model.safetensors.index.json");
+    remove_in(dir, "config.json");
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -502,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_tiny_qwen),
         cmocka_unit_test(test_tiny_gpt2),
         cmocka_unit_test(test_causal_lm_loss_upcasts),
+        cmocka_unit_test(test_safetensors_headers),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
 }
