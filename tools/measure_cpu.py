@@ -53,6 +53,7 @@ import torchvision  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import export_fixtures  # noqa: E402  (the fixture model definitions)
+import hf_torch  # noqa: E402  (transformers' eager causal LMs, re-implemented)
 
 OUT_NAME = "pytorch-cpu-1.13.jsonl"
 DETAIL_NAME = "pytorch-cpu-1.13-detail.json"
@@ -73,6 +74,17 @@ FAMILIES = {
     "lstm_lm": dict(batches=[2, 8, 20], seq=35),
     "bert_encoder": dict(batches=[1, 2, 4], seq=128),
 }
+
+# HuggingFace configs (tests/models/hf): the model is tools/hf_torch.py built from
+# the config.json; input_ids int64 [batch, seq].
+HF_MODELS = {
+    "tiny-llama-gqa": dict(config="tests/models/hf/tiny-llama-gqa.json", batches=[2], seq=128),
+    "tiny-qwen3": dict(config="tests/models/hf/tiny-qwen3.json", batches=[2], seq=128),
+    "tiny-gpt2": dict(config="tests/models/hf/tiny-gpt2.json", batches=[2], seq=128),
+}
+HF_LOSS = ("F.cross_entropy(logits.view(B*S, V), target.view(B*S)), mean; logits = output[0] "
+           "[B,S,V]; target (B,S) int64 uniform in [0,V) (independent of the input tokens); "
+           "the output tuple (logits, per-layer key/value cache) is held until `del out`")
 
 LOSSES = {
     "resnet50": "F.cross_entropy(logits[B,1000], target[B] int64 in [0,1000)), mean",
@@ -134,7 +146,19 @@ def make_configs():
                     parts.append(variant)
                 c["id"] = "-".join(parts)
                 cfgs.append(c)
+    for model, hf in HF_MODELS.items():
+        for b in hf["batches"]:
+            for mode, opt in (("inference", None), ("train", "sgd-momentum"), ("train", "adam")):
+                tag = "infer" if mode == "inference" else "train-" + ("sgd" if opt == "sgd-momentum" else "adam")
+                cfgs.append(dict(model=model, hf_config=hf["config"], batch=b, seq=hf["seq"],
+                                 image=None, mode=mode, optimizer=opt, variant="none",
+                                 id=f"{model}-{tag}-b{b}-s{hf['seq']}"))
     return cfgs
+
+
+def hf_config(cfg):
+    with open(os.path.join(ROOT, cfg["hf_config"])) as f:
+        return json.load(f)
 
 
 # --------------------------------------------------------------------------
@@ -200,7 +224,11 @@ def make_inputs(cfg, n_sets):
     b, name = cfg["batch"], cfg["model"]
     sets = []
     for _ in range(n_sets):
-        if name in ("resnet50", "vgg16", "inception_v3"):
+        if cfg.get("hf_config"):
+            v = hf_config(cfg)["vocab_size"]
+            x = torch.randint(0, v, (b, cfg["seq"]), dtype=torch.long)
+            y = torch.randint(0, v, (b, cfg["seq"]), dtype=torch.long)
+        elif name in ("resnet50", "vgg16", "inception_v3"):
             s = cfg["image"]
             x = torch.randn(b, 3, s, s)
             y = torch.randint(0, 1000, (b,), dtype=torch.long)
@@ -216,6 +244,9 @@ def make_inputs(cfg, n_sets):
 
 def compute_loss(cfg, out, y):
     name = cfg["model"]
+    if cfg.get("hf_config"):
+        logits = out[0]
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
     if name in ("resnet50", "vgg16"):
         return F.cross_entropy(out, y)
     if name == "inception_v3":
@@ -378,13 +409,15 @@ def run_config(cfg):
     warnings.filterwarnings("ignore", message=r"torch\.distributed\.reduce_op")
     torch.set_num_threads(cfg.get("threads", NUM_THREADS))
     name = cfg["model"]
-    spec = {s["name"]: s for s in export_fixtures.make_specs()}[name]
     train = cfg["mode"] == "train"
     variant = cfg["variant"]
 
-    # Model exactly as export_fixtures.export_one builds it.
+    # Model exactly as export_fixtures.export_one builds it (HF: hf_torch from the config).
     torch.manual_seed(0)
-    model = spec["make"]()
+    if cfg.get("hf_config"):
+        model = hf_torch.build(hf_config(cfg))
+    else:
+        model = {s["name"]: s for s in export_fixtures.make_specs()}[name]["make"]()
     param_bytes = unique_bytes(list(model.parameters()))
     buffer_bytes = unique_bytes(list(model.buffers()))
     ckpt_desc = apply_checkpointing(name, model) if variant == "checkpoint" else None
@@ -577,7 +610,8 @@ def run_config(cfg):
 
     ru = resource.getrusage(resource.RUSAGE_SELF)
     rec = dict(
-        id=cfg["id"], model=name, fixture=f"tests/models/fixtures/{name}.onnx",
+        id=cfg["id"], model=name,
+        fixture=cfg.get("hf_config") or f"tests/models/fixtures/{name}.onnx",
         mode=cfg["mode"], optimizer=cfg["optimizer"],
         optimizer_args=(dict(lr=SGD_LR, momentum=SGD_MOMENTUM, foreach=False)
                         if cfg["optimizer"] == "sgd-momentum" else
@@ -586,6 +620,7 @@ def run_config(cfg):
         batch=cfg["batch"], seq=cfg["seq"], image=cfg["image"], variant=variant,
         micro_batches=n_sets, iterations=ITERS if train else 1,
         loss=None if not train else (LOSSES["inception_v3+aux"] if variant == "aux-loss"
+                                     else HF_LOSS if cfg.get("hf_config")
                                      else LOSSES[name]) + (" ; divided by 2 per micro-batch"
                                                            if n_sets > 1 else ""),
         zero_grad_set_to_none=False if train else None,
@@ -676,6 +711,8 @@ def main():
     ap.add_argument("--dump", help="also write every allocation event of each config as "
                     "DIR/<id>.tsv (debugging; not committed)")
     ap.add_argument("--dry", action="store_true", help="do not write files")
+    ap.add_argument("--merge", action="store_true", help="keep the rows already in the output "
+                    "files: the measured configurations replace their own rows or are appended")
     ap.add_argument("--blas-dir", default=os.environ.get("DNNMEM_BLAS_DIR"),
                     help="folder with a faster libblas.so.3 (e.g. Debian libopenblas0-serial's "
                     "openblas-serial/ extracted anywhere); the tool re-executes itself with "
@@ -736,11 +773,26 @@ def main():
     order = [c["id"] for c in cfgs if c["id"] in results]
     if not a.dry:
         os.makedirs(a.out, exist_ok=True)
+        rows, dets = {}, {}
+        if a.merge:  # existing rows first, in their order; measured ones replace or append
+            try:
+                with open(os.path.join(a.out, OUT_NAME)) as f:
+                    for line in f:
+                        if line.strip():
+                            r = json.loads(line)
+                            rows[r["id"]] = line.rstrip("\n")
+                with open(os.path.join(a.out, DETAIL_NAME)) as f:
+                    dets = json.load(f)
+            except FileNotFoundError:
+                pass
+        for cid in order:
+            rows[cid] = json.dumps(results[cid], sort_keys=False)
+            dets[cid] = details[cid]
         with open(os.path.join(a.out, OUT_NAME), "w") as f:
-            for cid in order:
-                f.write(json.dumps(results[cid], sort_keys=False) + "\n")
+            for line in rows.values():
+                f.write(line + "\n")
         with open(os.path.join(a.out, DETAIL_NAME), "w") as f:
-            json.dump({cid: details[cid] for cid in order}, f, indent=1)
+            json.dump(dets, f, indent=1)
             f.write("\n")
 
     print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, "

@@ -593,9 +593,23 @@ static int32_t repeat_kv(struct hf *h, int32_t x, int64_t n_rep, int64_t heads, 
     return reshape(h, e, INTS(0, heads, -1, d));
 }
 
-/* One of q, k, v: proj(x).view(B, S, -1, D) [-> norm] .transpose(1, 2). */
+/* A Python variable (a local of the module forward that ends at node
+ * `until`) keeps `x` alive until then. */
+static void hold(struct hf *h, int32_t x, int32_t until)
+{
+    if (h->st == DNNMEM_OK && x >= 0 && until >= 0 && h->g->tensors[x].held_until < until + 1)
+        h->g->tensors[x].held_until = until + 1;
+}
+
+static int32_t last_node(struct hf *h)
+{
+    return h->g->n_nodes - 1;
+}
+
+/* One of q, k, v: proj(x).view(B, S, -1, D) [-> norm] .transpose(1, 2). With
+ * `bshd`, the transpose is left to the caller (see llama_attention). */
 static int32_t head_proj(struct hf *h, const struct llama *c, int32_t x, const char *proj,
-                         const char *norm, int64_t heads, const char *name)
+                         const char *norm, int64_t heads, const char *name, bool bshd)
 {
     size_t s = enter(h, "%s", proj);
     int32_t y = linear(h, x, c->hidden, heads * c->head_dim, c->qkv_bias, -1, NULL);
@@ -606,13 +620,15 @@ static int32_t head_proj(struct hf *h, const struct llama *c, int32_t x, const c
         y = rms_norm(h, y, c->head_dim, c->eps);
         leave(h, s);
     }
+    if (bshd)
+        return y;
     h->out_name = name;
     return transpose(h, y, INTS(0, 2, 1, 3));
 }
 
 /* LlamaAttention.forward with eager_attention_forward. */
 static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, int32_t x,
-                               int32_t cos, int32_t sin, int32_t mask)
+                               int32_t cos, int32_t sin, int32_t mask, int32_t *attn_weights)
 {
     struct dm_graph *g = h->g;
     int64_t D = c->head_dim, H = c->heads, KV = c->kv_heads;
@@ -623,18 +639,31 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
         if (!kname || !vname)
             return oom(h);
     }
-    int32_t q = head_proj(h, c, x, "q_proj", "q_norm", H, NULL);
-    int32_t k = head_proj(h, c, x, "k_proj", "k_norm", KV, NULL);
-    int32_t v = head_proj(h, c, x, "v_proj", NULL, KV, vname);
+    /* q and k are transposed views when apply_rotary_pos_emb runs, and
+     * elementwise ops give their results the input's memory order
+     * (TensorIterator), so q_embed and k_embed are [B, S, H, D] in memory,
+     * seen as [B, H, S, D]: the rotary embedding is built on the
+     * [B, S, H, D] tensors (cos, sin unsqueezed at 2) and transposed after,
+     * the same bytes, and the transposed views stay non-contiguous */
+    int32_t q = head_proj(h, c, x, "q_proj", "q_norm", H, NULL, true);
+    int32_t k = head_proj(h, c, x, "k_proj", "k_norm", KV, NULL, true);
+    int32_t v = head_proj(h, c, x, "v_proj", NULL, KV, vname, false);
     q = rope(h, q, cos, sin, D, NULL);
-    k = rope(h, k, cos, sin, D, kname);
+    q = transpose(h, q, INTS(0, 2, 1, 3));
+    k = rope(h, k, cos, sin, D, NULL);
+    h->out_name = kname;
+    k = transpose(h, k, INTS(0, 2, 1, 3));
     int32_t kr = repeat_kv(h, k, H / KV, H, D);
     int32_t vr = repeat_kv(h, v, H / KV, H, D);
-    /* without GQA, v is still the transposed view of v_proj's output:
-     * torch.matmul reshapes it to [B * H, S, D], a copy that BmmBackward
-     * keeps (q, k and repeated tensors are contiguous and need none) */
-    if (H == KV)
+    /* torch.matmul folds a 4-D operand to [B * H, ., .] with reshape, which
+     * copies a non-contiguous one, and BmmBackward keeps the copy: always q
+     * (the rope result in [B, S, H, D] order), and without GQA k and v (the
+     * repeated tensors of repeat_kv are contiguous) */
+    q = reshape(h, q, INTS(0, H, -1, D));
+    if (H == KV) {
+        kr = reshape(h, k, INTS(0, H, -1, D));
         vr = reshape(h, v, INTS(0, H, -1, D));
+    }
     int32_t kt = transpose(h, kr, INTS(0, 1, 3, 2));
     int32_t s = op(h, DM_OP_MatMul, 2, q, kt);
     int32_t scale = const_f(h, 1.0 / sqrt((double)D)); /* self.scaling = head_dim**-0.5 */
@@ -647,9 +676,14 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
     int32_t o = op(h, DM_OP_MatMul, 2, p, vr);
     o = transpose(h, o, INTS(0, 2, 1, 3));  /* .transpose(1, 2).contiguous() */
     o = reshape(h, o, INTS(0, 0, -1));       /* copies the transposed tensor */
+    /* eager_attention_forward's locals key_states, value_states (the
+     * repeat_kv results) live until it returns */
+    hold(h, kr, last_node(h));
+    hold(h, vr, last_node(h));
     size_t sc = enter(h, "o_proj");
     o = linear(h, o, H * D, c->hidden, c->o_bias, -1, NULL);
     leave(h, sc);
+    *attn_weights = p;
     return o;
 }
 
@@ -680,6 +714,7 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
     size_t s = enter(h, "embed_tokens");
     int32_t emb_w = param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->vocab, c->hidden});
     int32_t x = op(h, DM_OP_Gather, 2, emb_w, ids);
+    int32_t emb = x;
     leave(h, s);
 
     /* cache_position = arange(S); position_ids = cache_position.unsqueeze(0) */
@@ -751,8 +786,9 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
     sin = op(h, DM_OP_Mul, 2, sin, scaling);
     leave(h, s);
     /* cos.unsqueeze(1) in every layer is a view of the same tensor: made
-     * once here, [1, 1, S, D] */
-    int32_t ax1 = const_ints(h, INTS(1));
+     * once here; [1, S, 1, D] as the rotary embedding is built on
+     * [B, S, H, D] (llama_attention) */
+    int32_t ax1 = const_ints(h, INTS(2));
     h->out_name = "position_embeddings.cos";
     cos = op(h, DM_OP_Unsqueeze, 2, cos, ax1);
     h->out_name = "position_embeddings.sin";
@@ -765,7 +801,8 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
         int32_t y = rms_norm(h, x, c->hidden, c->eps);
         leave(h, s);
         s = enter(h, "self_attn");
-        y = llama_attention(h, c, i, y, cos, sin, mask);
+        int32_t attn_w = -1;
+        y = llama_attention(h, c, i, y, cos, sin, mask, &attn_w);
         leave(h, s);
         x = op(h, DM_OP_Add, 2, residual, y);
         residual = x;
@@ -776,11 +813,21 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
         y = llama_mlp(h, c, y);
         leave(h, s);
         x = op(h, DM_OP_Add, 2, residual, y);
+        /* the decoder layer's self_attn_weights: the attention probabilities
+         * live until the layer returns, whatever output_attentions says */
+        hold(h, attn_w, last_node(h));
         leave(h, ls);
     }
     s = enter(h, "norm");
     x = rms_norm(h, x, c->hidden, c->eps);
     leave(h, s);
+    /* LlamaModel.forward's locals live until it returns: inputs_embeds,
+     * cache_position, the causal mask and position_embeddings */
+    hold(h, emb, last_node(h));
+    hold(h, pos, last_node(h));
+    hold(h, mask, last_node(h));
+    hold(h, cos, last_node(h));
+    hold(h, sin, last_node(h));
     leave(h, top);
     s = enter(h, "lm_head");
     x = linear(h, x, c->hidden, c->vocab, false, c->tie ? emb_w : -1, "logits");
@@ -878,7 +925,7 @@ static int32_t layer_norm(struct hf *h, int32_t x, int64_t dim, double eps)
 
 /* GPT2Attention.forward with _attn (eager). */
 static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int32_t x,
-                              int32_t ss)
+                              int32_t ss, int32_t *q_part)
 {
     struct dm_graph *g = h->g;
     int64_t E = c->embd, nh = c->heads, hd = c->embd / c->heads, P = c->positions;
@@ -906,8 +953,14 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
         }
         qkvh[j] = transpose(h, r, INTS(0, 2, 1, 3));
     }
-    int32_t kt = transpose(h, qkvh[1], INTS(0, 1, 3, 2));
-    int32_t w = op(h, DM_OP_MatMul, 2, qkvh[0], kt);
+    /* torch.matmul folds each 4-D operand to [B * H, ., .] with reshape:
+     * q, k.transpose(-1, -2) and v are permuted views of the c_attn output,
+     * so each is copied, and BmmBackward keeps the copies */
+    int32_t qc = reshape(h, qkvh[0], INTS(0, nh, -1, hd));
+    int32_t kc = reshape(h, qkvh[1], INTS(0, nh, -1, hd));
+    int32_t vc = reshape(h, qkvh[2], INTS(0, nh, -1, hd));
+    int32_t kt = transpose(h, kc, INTS(0, 1, 3, 2));
+    int32_t w = op(h, DM_OP_MatMul, 2, qc, kt);
     if (c->scale) {
         int32_t d = const_f(h, sqrt((double)hd)); /* torch.full([], D ** 0.5) */
         w = op(h, DM_OP_Div, 2, w, d);
@@ -926,7 +979,7 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
     s = enter(h, "attn_dropout");
     w = dropout(h, w, c->attn_drop);
     leave(h, s);
-    int32_t o = op(h, DM_OP_MatMul, 2, w, qkvh[2]);
+    int32_t o = op(h, DM_OP_MatMul, 2, w, vc);
     o = transpose(h, o, INTS(0, 2, 1, 3)); /* _merge_heads: permute(...).contiguous() */
     o = reshape(h, o, INTS(0, 0, -1));
     s = enter(h, "c_proj");
@@ -935,6 +988,15 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
     s = enter(h, "resid_dropout");
     o = dropout(h, o, c->resid_drop);
     leave(h, s);
+    /* _attn's attn_weights is a local of forward until it returns */
+    hold(h, w, last_node(h));
+    /* present = (key, value) are views of the c_attn output, so with
+     * use_cache the whole [B, S, 3E] buffer lives while the caller holds
+     * the presents. Split copies here: k and v are the presents, and q's
+     * part is held to the end of the forward (in training PyTorch keeps it
+     * until `del out`, past the backward: E per layer less here) */
+    if (c->use_cache)
+        *q_part = part[0];
     return o;
 }
 
@@ -946,6 +1008,7 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
     size_t s = enter(h, "wte");
     int32_t wte = param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->vocab, E});
     int32_t x = op(h, DM_OP_Gather, 2, wte, ids);
+    int32_t embeds = x;
     leave(h, s);
     /* position_ids = arange(S).unsqueeze(0) */
     int32_t seq = op(h, DM_OP_Shape, 1, ids);
@@ -959,6 +1022,11 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
     int32_t pe = op(h, DM_OP_Gather, 2, wpe, pos_ids);
     leave(h, s);
     x = op(h, DM_OP_Add, 2, x, pe);
+    int32_t *q_parts = calloc((size_t)c->layers, sizeof *q_parts);
+    if (!q_parts)
+        return oom(h);
+    for (int i = 0; i < c->layers; i++)
+        q_parts[i] = -1;
     s = enter(h, "drop");
     x = dropout(h, x, c->embd_drop);
     leave(h, s);
@@ -972,8 +1040,9 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
         int32_t y = layer_norm(h, x, E, c->eps);
         leave(h, s);
         s = enter(h, "attn");
-        y = gpt2_attention(h, c, i, y, ss);
+        y = gpt2_attention(h, c, i, y, ss, &q_parts[i]);
         leave(h, s);
+        int32_t attn_out = y;
         x = op(h, DM_OP_Add, 2, y, residual); /* attn_output + residual */
         residual = x;
         s = enter(h, "ln_2");
@@ -994,15 +1063,25 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
         leave(h, t);
         leave(h, s);
         x = op(h, DM_OP_Add, 2, residual, y);
+        /* GPT2Block.forward's attn_outputs / attn_output live until it returns */
+        hold(h, attn_out, last_node(h));
         leave(h, ls);
     }
     s = enter(h, "ln_f");
     x = layer_norm(h, x, E, c->eps);
     leave(h, s);
+    /* GPT2Model.forward's locals live until it returns: inputs_embeds,
+     * position_embeds, position_ids */
+    hold(h, embeds, last_node(h));
+    hold(h, pe, last_node(h));
+    hold(h, pos, last_node(h));
     leave(h, top);
     s = enter(h, "lm_head");
     x = linear(h, x, E, c->vocab, false, c->tie ? wte : -1, "logits");
     leave(h, s);
+    for (int i = 0; i < c->layers; i++)
+        hold(h, q_parts[i], last_node(h));
+    free(q_parts);
     return x;
 }
 

@@ -226,7 +226,8 @@ static void analyse(struct dm_sb *b)
  * `identity = x` in a ResNet block. torch.onnx names each node after the
  * modules it runs in ("/layer1/layer1.0/conv1/Conv"), and a module's nodes
  * are consecutive, so a tensor read inside a module it was made outside of
- * is held until that module's last node. */
+ * is held until that module's last node. A tensor with held_until is
+ * held until that node (a module's local variable, until it returns). */
 #define MAX_SCOPES 16
 
 /* Lengths of the module prefixes of a node name: "/layer1", "/layer1/layer1.0",
@@ -287,6 +288,13 @@ static bool module_holds(struct dm_sb *b)
                 if (p >= 0 && p < first[i][d] && last[i][d] > i && last[i][d] > until[x])
                     until[x] = last[i][d];
         }
+    }
+    /* a local variable of a module's forward holds its tensor until it returns */
+    for (int32_t x = 0; x < nt; x++) {
+        int32_t h = g->tensors[x].held_until - 1;
+        if (h >= 0 && h < nn && h > until[x] && g->tensors[x].producer >= 0 &&
+            g->tensors[x].producer < h && !(b->flag[x] & DM_TF_RESIDENT))
+            until[x] = h;
     }
     int32_t count = 0;
     for (int32_t x = 0; x < nt; x++)

@@ -450,6 +450,16 @@ void dm_train_save(struct dm_sb *b, int32_t i)
     if (!tr->node_rg[i])
         return;
     int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1, out0 = dm_has_out(n, 0) ? n->out[0] : -1;
+    /* mean over given dims (mean.dim): before 2.0, MeanBackward1 keeps self
+     * (its formula reads self.numel(); 1.13's grad_fn has _saved_self),
+     * 2.0 keeps only sym_numel. mean() of everything (MeanBackward0) keeps
+     * sizes only. */
+    int64_t n_axes = -1;
+    if (n->op == DM_OP_ReduceMean && b->run->torch_version < 200 &&
+        (dm_has_in(n, 1) || dm_attr_ints(n, "axes", &n_axes))) {
+        keep_input(b, i, 0);
+        return;
+    }
     switch (dm_ops[n->op].train) {
     case DM_T_OUT: keep_tensor(b, i, out0); break;
     case DM_T_IN: keep_input(b, i, 0); break;

@@ -342,7 +342,7 @@ static void test_tiny_llama(void **state)
     assert_dims(shape_of(m, t, &a, "present.1.key"), 4, (int64_t[]){2, 2, 8, 16});
     assert_dims(shape_of(m, t, &a, "present.1.value"), 4, (int64_t[]){2, 2, 8, 16});
     assert_dims(shape_of(m, t, &a, "causal_mask"), 4, (int64_t[]){1, 1, 8, 8});
-    assert_dims(shape_of(m, t, &a, "position_embeddings.cos"), 4, (int64_t[]){1, 1, 8, 16});
+    assert_dims(shape_of(m, t, &a, "position_embeddings.cos"), 4, (int64_t[]){1, 8, 1, 16});
     /* repeat_kv: 2 kv heads expanded to 4 */
     assert_dims(shape_of(m, t, &a, "/model/layers.0/self_attn/Expand_output_0"), 5,
                 (int64_t[]){2, 2, 2, 8, 16});

@@ -7,7 +7,7 @@
  * PyTorch 1.13 on the CPU (tests/validation/README.md says exactly what is
  * counted). Each configuration is estimated with --device cpu
  * --framework pytorch@1.13 on the same graph (tests/models/fixtures) and the
- * peaks compared. Prints a table and the median |error|. Exits 1 when a case
+ * peaks compared (HF rows: the config.json of their `fixture` field). Prints a table and the median |error|. Exits 1 when a case
  * misses by more than 5% without being listed in EXPECTED_MISSES (each line
  * "id  # mechanism"), when a listed case is now within 5%, or when the median
  * |error| exceeds 2%.
@@ -102,8 +102,13 @@ int main(int argc, char **argv)
         json_int_t batch = json_integer_value(json_object_get(row, "batch"));
         json_int_t seq = json_integer_value(json_object_get(row, "seq"));
         double measured = (double)json_integer_value(json_object_get(row, "peak_bytes"));
+        /* the graph: the ONNX fixture, or the HuggingFace config.json (HF rows) */
+        const char *fixture = json_string_value(json_object_get(row, "fixture"));
         char path[256];
-        snprintf(path, sizeof path, "tests/models/fixtures/%s.onnx", model ? model : "?");
+        if (fixture)
+            snprintf(path, sizeof path, "%s", fixture);
+        else
+            snprintf(path, sizeof path, "tests/models/fixtures/%s.onnx", model ? model : "?");
         struct dnnmem_config cfg;
         dnnmem_config_init(&cfg);
         cfg.device = DNNMEM_DEVICE_CPU;

@@ -1,0 +1,505 @@
+#!/usr/bin/python3
+"""Minimal pure-PyTorch re-implementation of transformers' eager causal LMs.
+
+transformers itself is not installed here (no network), so tools/measure_cpu.py
+builds HuggingFace models from their config.json with this file instead.  It
+follows transformers' own source op for op, for memory measurement:
+
+  * LlamaForCausalLM as in modeling_llama.py (4.51), which also covers
+    model_type "mistral" and "qwen2" (q/k/v biases) and "qwen3" (q_norm/k_norm,
+    an RMSNorm over head_dim, applied before the transpose);
+  * GPT2LMHeadModel as in modeling_gpt2.py (4.47, GPT2Attention._attn).
+
+Called as model(input_ids) with attn_implementation="eager": no attention_mask,
+use_cache from the config (default True).  Returns (logits, presents):
+presents is a tuple of (key, value) per layer when use_cache (what a
+DynamicCache / the presents tuple keeps alive while the caller holds the
+output), else None.
+
+Same parameters and buffers as the state_dict (nn.Module names match), plus
+the non-persistent buffers: the rotary embedding's inv_freq (model level,
+4.45+) and GPT-2's per-layer `bias` (bool causal mask) and `masked_bias`.
+Tensor ops are the ones transformers runs, in the same order: rotate_half via
+cat, repeat_kv via expand + reshape, softmax(dtype=float32).to(dtype),
+RMSNorm in float32 then .to(input_dtype), the causal mask built per forward
+as a float tensor filled with finfo.min, Conv1D as addmm, NewGELU as the tanh
+formula, nn.Dropout / F.dropout where the config has them.
+
+Only the memory-relevant behaviour is reproduced: initialisation is plain
+normal(0, 0.02) (values do not change the bytes), and there is no generation,
+no attention_mask/padding, no past_key_values input, no rope scaling types.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Config:
+    """A config.json dict with transformers' defaults for the fields used."""
+
+    def __init__(self, d):
+        self.d = dict(d)
+        self.model_type = d.get("model_type") or "gpt2"
+
+    def get(self, key, default=None):
+        v = self.d.get(key)
+        return default if v is None else v
+
+
+# --------------------------------------------------------------------------
+# Llama family (modeling_llama.py 4.51 and its copies)
+# --------------------------------------------------------------------------
+
+
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class LlamaRotaryEmbedding(nn.Module):
+    """rope_type "default": inv_freq = 1 / theta ** (arange(0, dim, 2) / dim)."""
+
+    def __init__(self, cfg, head_dim):
+        super().__init__()
+        base = cfg.get("rope_theta", 10000.0)
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.attention_scaling = 1.0
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1).to(x.device)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos() * self.attention_scaling
+        sin = emb.sin() * self.attention_scaling
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+
+
+def repeat_kv(hidden_states, n_rep):
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0):
+    key_states = repeat_kv(key, module.num_key_value_groups)
+    value_states = repeat_kv(value, module.num_key_value_groups)
+    attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
+        attn_weights = attn_weights + causal_mask
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value_states)
+    attn_output = attn_output.transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, cfg, layer_idx):
+        super().__init__()
+        t = cfg.model_type
+        hidden = cfg.get("hidden_size")
+        self.num_heads = cfg.get("num_attention_heads")
+        self.num_kv_heads = cfg.get("num_key_value_heads", self.num_heads)
+        self.head_dim = cfg.get("head_dim", hidden // self.num_heads)
+        self.num_key_value_groups = self.num_heads // self.num_kv_heads
+        self.scaling = self.head_dim ** -0.5
+        self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        self.layer_idx = layer_idx
+        attn_bias = t in ("llama", "qwen3") and cfg.get("attention_bias", False)
+        qkv_bias = attn_bias or t == "qwen2"
+        self.q_proj = nn.Linear(hidden, self.num_heads * self.head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=qkv_bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, hidden, bias=attn_bias)
+        self.qk_norm = t == "qwen3"
+        if self.qk_norm:
+            eps = cfg.get("rms_norm_eps", 1e-6)
+            self.q_norm = LlamaRMSNorm(self.head_dim, eps=eps)
+            self.k_norm = LlamaRMSNorm(self.head_dim, eps=eps)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, cache):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        if self.qk_norm:  # Qwen3Attention
+            query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+            key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+        else:
+            query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+            key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+
+        if cache is not None:  # DynamicCache.update on an empty cache: keeps and returns them
+            cache.append((key_states, value_states))
+
+        attn_output, attn_weights = eager_attention_forward(
+            self, query_states, key_states, value_states, attention_mask,
+            dropout=0.0 if not self.training else self.attention_dropout, scaling=self.scaling)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = self.o_proj(attn_output)
+        return attn_output, attn_weights
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        hidden, inter = cfg.get("hidden_size"), cfg.get("intermediate_size")
+        bias = cfg.model_type == "llama" and cfg.get("mlp_bias", False)
+        self.gate_proj = nn.Linear(hidden, inter, bias=bias)
+        self.up_proj = nn.Linear(hidden, inter, bias=bias)
+        self.down_proj = nn.Linear(inter, hidden, bias=bias)
+        act = cfg.get("hidden_act", "silu")
+        assert act in ("silu", "swish"), act
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, cfg, layer_idx):
+        super().__init__()
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        self.self_attn = LlamaAttention(cfg, layer_idx)
+        self.mlp = LlamaMLP(cfg)
+        self.input_layernorm = LlamaRMSNorm(cfg.get("hidden_size"), eps=eps)
+        self.post_attention_layernorm = LlamaRMSNorm(cfg.get("hidden_size"), eps=eps)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings, cache):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        # self_attn_weights stays referenced until the layer returns (output_attentions
+        # only decides whether it is returned)
+        hidden_states, self_attn_weights = self.self_attn(
+            hidden_states, position_embeddings, attention_mask, cache)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = residual + hidden_states
+        outputs = (hidden_states,)
+        return outputs
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        hidden = cfg.get("hidden_size")
+        self.embed_tokens = nn.Embedding(cfg.get("vocab_size"), hidden, cfg.get("pad_token_id"))
+        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i)
+                                    for i in range(cfg.get("num_hidden_layers")))
+        self.norm = LlamaRMSNorm(hidden, eps=cfg.get("rms_norm_eps", 1e-6))
+        head_dim = cfg.get("head_dim", hidden // cfg.get("num_attention_heads"))
+        self.rotary_emb = LlamaRotaryEmbedding(cfg, head_dim)
+
+    def _causal_mask(self, input_tensor, cache_position):
+        """_update_causal_mask (eager, no attention_mask, DynamicCache):
+        target_length = past_seen_tokens + sequence_length + 1."""
+        dtype, device = input_tensor.dtype, input_tensor.device
+        sequence_length = input_tensor.shape[1]
+        target_length = sequence_length + 1
+        batch_size = input_tensor.shape[0]
+        min_dtype = torch.finfo(dtype).min
+        causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype,
+                                 dtype=dtype, device=device)
+        if self.cfg.model_type == "llama":
+            # LlamaModel._prepare_4d_causal_attention_mask_with_cache_position
+            if sequence_length != 1:
+                causal_mask = torch.triu(causal_mask, diagonal=1)
+            causal_mask *= torch.arange(target_length, device=device) > cache_position.reshape(-1, 1)
+        else:
+            # the Mistral/Qwen2/Qwen3 copy: diagonal_attend_mask (sliding window off)
+            diagonal_attend_mask = torch.arange(target_length, device=device) > cache_position.reshape(-1, 1)
+            sw = self.cfg.get("sliding_window") if self.cfg.get(
+                "use_sliding_window", self.cfg.model_type == "mistral") else None
+            if sw is not None:
+                sliding_attend_mask = torch.arange(target_length, device=device) <= (
+                    cache_position.reshape(-1, 1) - sw)
+                diagonal_attend_mask.bitwise_or_(sliding_attend_mask)
+            causal_mask *= diagonal_attend_mask
+        causal_mask = causal_mask[None, None, :, :].expand(batch_size, 1, -1, -1)
+        return causal_mask
+
+    def forward(self, input_ids, use_cache):
+        inputs_embeds = self.embed_tokens(input_ids)
+        cache = [] if use_cache else None
+        cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
+        position_ids = cache_position.unsqueeze(0)
+        causal_mask = self._causal_mask(inputs_embeds, cache_position)
+        hidden_states = inputs_embeds
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for decoder_layer in self.layers:
+            layer_outputs = decoder_layer(hidden_states, causal_mask, position_embeddings, cache)
+            hidden_states = layer_outputs[0]
+        hidden_states = self.norm(hidden_states)
+        return hidden_states, cache
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.model = LlamaModel(cfg)
+        self.lm_head = nn.Linear(cfg.get("hidden_size"), cfg.get("vocab_size"), bias=False)
+        self.use_cache = cfg.get("use_cache", True)
+        if cfg.get("tie_word_embeddings", False):
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, input_ids):
+        hidden_states, cache = self.model(input_ids, self.use_cache)
+        logits = self.lm_head(hidden_states[:, slice(0, None), :])  # logits_to_keep=0
+        return logits, (tuple(cache) if cache is not None else None)
+
+
+# --------------------------------------------------------------------------
+# GPT-2 (modeling_gpt2.py 4.47)
+# --------------------------------------------------------------------------
+
+
+class Conv1D(nn.Module):
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.empty(nx, nf))
+        self.bias = nn.Parameter(torch.zeros(nf))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        x = x.view(size_out)
+        return x
+
+
+class NewGELUActivation(nn.Module):
+    def forward(self, input):
+        return 0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0))))
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, cfg, layer_idx):
+        super().__init__()
+        max_positions = cfg.get("n_positions")
+        self.register_buffer(
+            "bias",
+            torch.tril(torch.ones((max_positions, max_positions), dtype=torch.bool)).view(
+                1, 1, max_positions, max_positions),
+            persistent=False)
+        self.register_buffer("masked_bias", torch.tensor(-1e4), persistent=False)
+        self.embed_dim = cfg.get("n_embd")
+        self.num_heads = cfg.get("n_head")
+        self.head_dim = self.embed_dim // self.num_heads
+        self.split_size = self.embed_dim
+        self.scale_attn_weights = cfg.get("scale_attn_weights", True)
+        self.scale_attn_by_inverse_layer_idx = cfg.get("scale_attn_by_inverse_layer_idx", False)
+        self.layer_idx = layer_idx
+        assert not cfg.get("reorder_and_upcast_attn", False)
+        self.c_attn = Conv1D(3 * self.embed_dim, self.embed_dim)
+        self.c_proj = Conv1D(self.embed_dim, self.embed_dim)
+        self.attn_dropout = nn.Dropout(cfg.get("attn_pdrop", 0.1))
+        self.resid_dropout = nn.Dropout(cfg.get("resid_pdrop", 0.1))
+
+    def _attn(self, query, key, value):
+        attn_weights = torch.matmul(query, key.transpose(-1, -2))
+        if self.scale_attn_weights:
+            attn_weights = attn_weights / torch.full(
+                [], value.size(-1) ** 0.5, dtype=attn_weights.dtype, device=attn_weights.device)
+        if self.scale_attn_by_inverse_layer_idx:
+            attn_weights = attn_weights / float(self.layer_idx + 1)
+        query_length, key_length = query.size(-2), key.size(-2)
+        causal_mask = self.bias[:, :, key_length - query_length: key_length, :key_length]
+        mask_value = torch.finfo(attn_weights.dtype).min
+        mask_value = torch.full([], mask_value, dtype=attn_weights.dtype, device=attn_weights.device)
+        attn_weights = torch.where(causal_mask, attn_weights.to(attn_weights.dtype), mask_value)
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+        attn_weights = attn_weights.type(value.dtype)
+        attn_weights = self.attn_dropout(attn_weights)
+        attn_output = torch.matmul(attn_weights, value)
+        return attn_output, attn_weights
+
+    def _split_heads(self, tensor, num_heads, attn_head_size):
+        new_shape = tensor.size()[:-1] + (num_heads, attn_head_size)
+        tensor = tensor.view(new_shape)
+        return tensor.permute(0, 2, 1, 3)
+
+    def _merge_heads(self, tensor, num_heads, attn_head_size):
+        tensor = tensor.permute(0, 2, 1, 3).contiguous()
+        new_shape = tensor.size()[:-2] + (num_heads * attn_head_size,)
+        return tensor.view(new_shape)
+
+    def forward(self, hidden_states, use_cache):
+        query, key, value = self.c_attn(hidden_states).split(self.split_size, dim=2)
+        query = self._split_heads(query, self.num_heads, self.head_dim)
+        key = self._split_heads(key, self.num_heads, self.head_dim)
+        value = self._split_heads(value, self.num_heads, self.head_dim)
+        present = (key, value) if use_cache is True else None
+        attn_output, attn_weights = self._attn(query, key, value)
+        attn_output = self._merge_heads(attn_output, self.num_heads, self.head_dim)
+        attn_output = self.c_proj(attn_output)
+        attn_output = self.resid_dropout(attn_output)
+        outputs = (attn_output, present)
+        return outputs
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, intermediate_size, cfg):
+        super().__init__()
+        embed_dim = cfg.get("n_embd")
+        self.c_fc = Conv1D(intermediate_size, embed_dim)
+        self.c_proj = Conv1D(embed_dim, intermediate_size)
+        act = cfg.get("activation_function", "gelu_new")
+        assert act == "gelu_new", act
+        self.act = NewGELUActivation()
+        self.dropout = nn.Dropout(cfg.get("resid_pdrop", 0.1))
+
+    def forward(self, hidden_states):
+        hidden_states = self.c_fc(hidden_states)
+        hidden_states = self.act(hidden_states)
+        hidden_states = self.c_proj(hidden_states)
+        hidden_states = self.dropout(hidden_states)
+        return hidden_states
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, cfg, layer_idx):
+        super().__init__()
+        hidden_size = cfg.get("n_embd")
+        inner_dim = cfg.get("n_inner", 4 * hidden_size)
+        eps = cfg.get("layer_norm_epsilon", 1e-5)
+        self.ln_1 = nn.LayerNorm(hidden_size, eps=eps)
+        self.attn = GPT2Attention(cfg, layer_idx)
+        self.ln_2 = nn.LayerNorm(hidden_size, eps=eps)
+        self.mlp = GPT2MLP(inner_dim, cfg)
+
+    def forward(self, hidden_states, use_cache):
+        residual = hidden_states
+        hidden_states = self.ln_1(hidden_states)
+        attn_outputs = self.attn(hidden_states, use_cache)
+        attn_output = attn_outputs[0]
+        outputs = attn_outputs[1:]
+        hidden_states = attn_output + residual
+        residual = hidden_states
+        hidden_states = self.ln_2(hidden_states)
+        feed_forward_hidden_states = self.mlp(hidden_states)
+        hidden_states = residual + feed_forward_hidden_states
+        if use_cache:
+            outputs = (hidden_states,) + outputs
+        else:
+            outputs = (hidden_states,) + outputs[1:]
+        return outputs
+
+
+class GPT2Model(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed_dim = cfg.get("n_embd")
+        self.wte = nn.Embedding(cfg.get("vocab_size"), self.embed_dim)
+        self.wpe = nn.Embedding(cfg.get("n_positions"), self.embed_dim)
+        self.drop = nn.Dropout(cfg.get("embd_pdrop", 0.1))
+        self.h = nn.ModuleList(GPT2Block(cfg, i) for i in range(cfg.get("n_layer")))
+        self.ln_f = nn.LayerNorm(self.embed_dim, eps=cfg.get("layer_norm_epsilon", 1e-5))
+
+    def forward(self, input_ids, use_cache):
+        input_shape = input_ids.size()
+        input_ids = input_ids.view(-1, input_shape[-1])
+        device = input_ids.device
+        past_length = 0
+        position_ids = torch.arange(past_length, input_shape[-1] + past_length, dtype=torch.long, device=device)
+        position_ids = position_ids.unsqueeze(0)
+        inputs_embeds = self.wte(input_ids)
+        position_embeds = self.wpe(position_ids)
+        hidden_states = inputs_embeds + position_embeds.to(inputs_embeds.device)
+        hidden_states = self.drop(hidden_states)
+        output_shape = (-1,) + input_shape[1:] + (hidden_states.size(-1),)
+        presents = () if use_cache else None
+        for block in self.h:
+            outputs = block(hidden_states, use_cache)
+            hidden_states = outputs[0]
+            if use_cache is True:
+                presents = presents + (outputs[1],)
+        hidden_states = self.ln_f(hidden_states)
+        hidden_states = hidden_states.view(output_shape)
+        return hidden_states, presents
+
+
+class GPT2LMHeadModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.transformer = GPT2Model(cfg)
+        self.lm_head = nn.Linear(cfg.get("n_embd"), cfg.get("vocab_size"), bias=False)
+        self.use_cache = cfg.get("use_cache", True)
+        if cfg.get("tie_word_embeddings", True):
+            self.lm_head.weight = self.transformer.wte.weight
+
+    def forward(self, input_ids):
+        hidden_states, presents = self.transformer(input_ids, self.use_cache)
+        lm_logits = self.lm_head(hidden_states)
+        return lm_logits, presents
+
+
+# --------------------------------------------------------------------------
+
+
+def _init(model):
+    """_init_weights: Linear/Embedding normal(0, 0.02), biases zero, norms ones."""
+    for m in model.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+
+def build(config):
+    """The causal LM of a config.json dict (or path)."""
+    if isinstance(config, str):
+        import json
+        with open(config) as f:
+            config = json.load(f)
+    cfg = Config(config)
+    if cfg.model_type in ("llama", "mistral", "qwen2", "qwen3"):
+        model = LlamaForCausalLM(cfg)
+    elif cfg.model_type == "gpt2":
+        model = GPT2LMHeadModel(cfg)
+    else:
+        raise ValueError("model_type %r not modelled" % cfg.model_type)
+    _init(model)
+    return model
+
+
+def vocab_size(config):
+    return config["vocab_size"]
