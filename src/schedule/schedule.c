@@ -538,9 +538,15 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
                             (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0]));
             continue;
         }
+        /* constant-valued results: one computed from weights alone is an
+         * exporter's repacking PyTorch never makes, but an embedding lookup
+         * of a weight by indices made at run time from the bound dims
+         * allocates (GPT-2's wpe(arange(S))) */
+        bool run_time_lookup = n->op == DM_OP_Gather && (b->flag[o] & DM_TF_DEP);
         bool materialize = !t[o].is_const ||
                            (((b->flag[o] & DM_TF_DEVICE_USE) || g->tensors[o].is_output) &&
-                            t[o].numel > 1 && !(b->flag[o] & DM_TF_FROM_WEIGHT));
+                            t[o].numel > 1 &&
+                            (!(b->flag[o] & DM_TF_FROM_WEIGHT) || run_time_lookup));
         if (materialize)
             b->cur[o] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, t[o].dtype, t[o].bytes, o, i, NULL,
                                     holders);
