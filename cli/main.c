@@ -88,6 +88,9 @@ static const char usage_text[] =
     "                         optimizer state (repeatable), e.g. --freeze 'layer[12].*'\n"
     "  --precision P          fp32 (default, as the model), fp16 or bf16 (model.half()),\n"
     "                         amp-fp16 or amp-bf16 (torch.autocast with fp32 weights; CUDA)\n"
+    "  --attn A               HuggingFace configs: eager (scores and softmax materialised),\n"
+    "                         sdpa (F.scaled_dot_product_attention, fused on CUDA), or auto\n"
+    "                         (default: what transformers picks, sdpa from PyTorch 2.1)\n"
     "  --checkpoint SPEC      activation checkpointing (torch.utils.checkpoint), repeatable:\n"
     "                         a glob on node-name prefixes, one segment per matching\n"
     "                         prefix ('/layers.*': per layer; '/layer*': per ResNet stage;\n"
@@ -278,7 +281,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM, OPT_CUDA,
            OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT, OPT_THREADS,
            OPT_CALIB, OPT_GPU, OPT_MEMORY, OPT_HEADROOM, OPT_CSV, OPT_LIMIT, OPT_DIMNAME,
-           OPT_REPORT, OPT_TIMELINE };
+           OPT_REPORT, OPT_TIMELINE, OPT_ATTN };
     static const struct option opts[] = {
         {"gpu", required_argument, NULL, OPT_GPU},
         {"report", required_argument, NULL, OPT_REPORT},
@@ -306,6 +309,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"cuda-context", required_argument, NULL, OPT_CONTEXT},
         {"cuda", required_argument, NULL, OPT_CUDA},
         {"precision", required_argument, NULL, OPT_PRECISION},
+        {"attn", required_argument, NULL, OPT_ATTN},
         {"freeze", required_argument, NULL, OPT_FREEZE},
         {"checkpoint", required_argument, NULL, OPT_CKPT},
         {"cpu-threads", required_argument, NULL, OPT_THREADS},
@@ -507,6 +511,16 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
             else
                 return usage_error("--precision %s: expected fp32, fp16, bf16, amp-fp16 or amp-bf16",
                                    optarg);
+            break;
+        case OPT_ATTN:
+            if (strcmp(optarg, "eager") == 0)
+                cfg.attn = DNNMEM_ATTN_EAGER;
+            else if (strcmp(optarg, "sdpa") == 0)
+                cfg.attn = DNNMEM_ATTN_SDPA;
+            else if (strcmp(optarg, "auto") == 0)
+                cfg.attn = DNNMEM_ATTN_AUTO;
+            else
+                return usage_error("--attn %s: expected eager, sdpa or auto", optarg);
             break;
         case OPT_CALIB: {
             int rc = read_calibration(optarg, &cfg);

@@ -168,6 +168,13 @@ struct dnnmem_dim_binding {
     int64_t value;    /* >= 0 (an empty KV cache has past length 0) */
 };
 
+/* Attention of a HuggingFace model (attn_implementation). */
+enum dnnmem_attn {
+    DNNMEM_ATTN_AUTO = 0, /* transformers' own choice: sdpa with PyTorch >= 2.1, else eager */
+    DNNMEM_ATTN_EAGER,    /* eager_attention_forward: scores, softmax, dropout materialised */
+    DNNMEM_ATTN_SDPA      /* F.scaled_dot_product_attention: one fused kernel on CUDA */
+};
+
 struct dnnmem_config {
     enum dnnmem_mode mode;
     enum dnnmem_device device;
@@ -188,6 +195,9 @@ struct dnnmem_config {
     int grad_accum;                  /* micro-batches per optimizer step; 0 = 1 */
     enum dnnmem_inplace inplace;
     enum dnnmem_precision precision;
+    /* HuggingFace config.json models: the attention implementation. An
+     * ONNX graph's attention is whatever ops it holds (only AUTO is valid). */
+    enum dnnmem_attn attn;
     /* Frozen parameters: glob patterns (fnmatch) on initializer names; a
      * frozen parameter gets no gradient and no optimizer state. */
     const char *const *freeze;

@@ -16,11 +16,13 @@
 #include <unistd.h>
 
 struct dnnmem_model {
-    struct dm_graph g;
+    struct dm_graph g;       /* HuggingFace configs: with eager attention */
+    struct dm_graph sdpa;    /* HuggingFace configs: with sdpa (n_nodes 0 otherwise) */
     struct dm_checkpoint ck; /* a model directory's safetensors headers */
 };
 
 const struct dm_graph *dm_model_graph(const dnnmem_model *m) { return &m->g; }
+const struct dm_graph *dm_model_graph_sdpa(const dnnmem_model *m) { return &m->sdpa; }
 
 static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const char *name,
                                      dnnmem_model **out, struct dnnmem_error *err)
@@ -30,7 +32,9 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
     if (!m)
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", name);
     dm_graph_init(&m->g);
+    dm_graph_init(&m->sdpa);
     m->g.path = dm_arena_strdup(&m->g.arena, name);
+    m->sdpa.path = m->g.path;
     if (!m->g.path) {
         dnnmem_model_free(m);
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", name);
@@ -39,9 +43,11 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
     while (k < size && k < 64 && isspace(data[k]))
         k++;
     enum dnnmem_status s;
-    if (k < size && data[k] == '{')
-        s = dm_load_hf(&m->g, data, size, err);
-    else
+    if (k < size && data[k] == '{') {
+        s = dm_load_hf(&m->g, data, size, false, err);
+        if (s == DNNMEM_OK)
+            s = dm_load_hf(&m->sdpa, data, size, true, err);
+    } else
         s = dm_load_onnx(&m->g, data, size, err);
     if (s == DNNMEM_OK)
         s = dm_graph_lift(&m->g, err);
@@ -110,6 +116,7 @@ void dnnmem_model_free(dnnmem_model *m)
     if (!m)
         return;
     dm_graph_free(&m->g);
+    dm_graph_free(&m->sdpa);
     free(m);
 }
 
@@ -393,6 +400,30 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     if (cfg.torch_version != 0 && (cfg.torch_version < 100 || cfg.torch_version > 999))
         return dm_fail(err, DNNMEM_E_USAGE, "torch version %d: expected major*100+minor",
                        cfg.torch_version);
+    /* HuggingFace models: transformers picks sdpa when PyTorch has it (from
+     * 2.1.1: is_torch_sdpa_available; 2.1 here), else eager. On the CPU the
+     * sdpa kernels are not modelled, so auto means eager there. */
+    bool hf = m->sdpa.n_nodes > 0;
+    int torch = cfg.torch_version ? cfg.torch_version : 200;
+    if ((unsigned)cfg.attn > DNNMEM_ATTN_SDPA)
+        return dm_fail(err, DNNMEM_E_USAGE, "unknown attention implementation %d", (int)cfg.attn);
+    if (cfg.attn != DNNMEM_ATTN_AUTO && !hf)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "%s: --attn applies to HuggingFace config.json models; an ONNX graph's "
+                       "attention is the ops it holds",
+                       g->path);
+    if (cfg.attn == DNNMEM_ATTN_SDPA && cfg.device == DNNMEM_DEVICE_CPU)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --attn sdpa on the CPU is not modelled; use --attn eager", g->path);
+    if (cfg.attn == DNNMEM_ATTN_SDPA && torch < 200)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "%s: --attn sdpa needs PyTorch 2.0 or later (F.scaled_dot_product_attention)",
+                       g->path);
+    bool sdpa = hf && (cfg.attn == DNNMEM_ATTN_SDPA ||
+                       (cfg.attn == DNNMEM_ATTN_AUTO && torch >= 201 &&
+                        cfg.device == DNNMEM_DEVICE_CUDA));
+    if (sdpa)
+        g = &m->sdpa;
     struct dm_run run = {
         .train = cfg.mode == DNNMEM_MODE_TRAIN,
         .cuda = cfg.device == DNNMEM_DEVICE_CUDA,
@@ -422,6 +453,11 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
            run.torch_version / 100, run.torch_version % 100);
     assume(&as, "device", cfg.device == DNNMEM_DEVICE_CUDA ? "default" : "option", "%s",
            run.cuda ? "cuda" : "cpu");
+    if (hf)
+        assume(&as, "attention", cfg.attn ? "option" : "default", "%s",
+               sdpa ? "sdpa: F.scaled_dot_product_attention, FlashAttention for fp16/bf16, "
+                      "else the memory-efficient kernel"
+                    : "eager: scores, softmax and dropout materialised");
     if (run.train) {
         assume(&as, "mode", "option", "train: zero_grad, forward, loss, backward, step");
         assume(&as, "optimizer", cfg.optimizer == DNNMEM_OPT_SGD_MOMENTUM ? "default" : "option",

@@ -154,6 +154,7 @@ enum dm_train_rule {
     DM_T_EMBED,      /* embedding: saves the indices; the weight grad is dense */
     DM_T_COPY,       /* slice/pad/cast/expand/reduce: saves nothing; allocates the input grad */
     DM_T_RNN,        /* recurrent layers */
+    DM_T_SDPA,       /* fused attention: saves q, k, v, output and a log-sum-exp per row */
     DM_T_UNMODELLED  /* differentiable, no rule yet: training through it is an error */
 };
 
@@ -292,8 +293,9 @@ enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err);
 enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t size,
                                 struct dnnmem_error *err);
 /* HuggingFace transformers config.json (src/load/hf.c): the causal LM built op
- * by op as transformers' PyTorch implementation runs it. */
-enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size,
+ * by op as transformers' PyTorch implementation runs it, with eager attention
+ * or (sdpa) one fused Attention node per layer. */
+enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
                               struct dnnmem_error *err);
 /* The safetensors checkpoint in a HuggingFace model directory, its headers
  * checked against the graph built from config.json (src/load/safetensors.c):
@@ -551,8 +553,10 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
 enum dnnmem_status dm_replay(const struct dm_schedule *s, struct dm_allocator *a,
                              struct dm_alloc_stats *st);
 
-/* The graph behind a public model handle. */
+/* The graph behind a public model handle; for HuggingFace configs, the one
+ * with sdpa attention (an empty graph for ONNX models). */
 const struct dm_graph *dm_model_graph(const dnnmem_model *m);
+const struct dm_graph *dm_model_graph_sdpa(const dnnmem_model *m);
 
 /* Format bytes with IEC units ("97.49 MiB"); returns buf. */
 const char *dm_format_bytes(uint64_t bytes, char buf[32]);

@@ -70,6 +70,7 @@ struct hf {
     char scope[256];           /* the module path, "/model/layers.0/self_attn" */
     size_t scope_len;
     const char *out_name;      /* a name for the next node's output 0 */
+    bool sdpa;                 /* attn_implementation "sdpa", else "eager" */
     const char **names;        /* node names, open addressing (malloc'd) */
     uint32_t names_cap, n_names;
 };
@@ -664,6 +665,24 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
         kr = reshape(h, k, INTS(0, H, -1, D));
         vr = reshape(h, v, INTS(0, H, -1, D));
     }
+    if (h->sdpa) {
+        /* sdpa_attention_forward: query, key and value .contiguous() (the
+         * same copies), then one F.scaled_dot_product_attention(is_causal,
+         * dropout_p = attention_dropout in training, scale = head_dim**-0.5):
+         * no mask, no scores, no probabilities */
+        int32_t o = op(h, DM_OP_Attention, 3, q, kr, vr);
+        attr_i(h, "is_causal", 1);
+        attr_f(h, "scale", 1.0 / sqrt((double)D));
+        o = transpose(h, o, INTS(0, 2, 1, 3)); /* .transpose(1, 2).contiguous(): no copy */
+        o = reshape(h, o, INTS(0, 0, -1));
+        hold(h, kr, last_node(h));
+        hold(h, vr, last_node(h));
+        size_t sc = enter(h, "o_proj");
+        o = linear(h, o, H * D, c->hidden, c->o_bias, -1, NULL);
+        leave(h, sc);
+        *attn_weights = -1;
+        return o;
+    }
     int32_t kt = transpose(h, kr, INTS(0, 1, 3, 2));
     int32_t s = op(h, DM_OP_MatMul, 2, q, kt);
     int32_t scale = const_f(h, 1.0 / sqrt((double)D)); /* self.scaling = head_dim**-0.5 */
@@ -725,33 +744,38 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
     int32_t pos = op(h, DM_OP_Range, 3, zero, seq, one);
     int32_t pos_ids = unsqueeze(h, pos, INTS(0));
 
-    /* the 4-D causal mask: full((S, S), finfo.min).triu(1)[None, None]
-     * expanded to [B, 1, S, S] (a view): one [S, S] tensor of the model's
-     * dtype, made once per forward (the in-place multiply by the cache-position
-     * comparison makes no tensor that outlives it) */
-    int32_t ss = op(h, DM_OP_Concat, 2, seq, seq);
-    attr_i(h, "axis", 0);
-    int32_t full = op(h, DM_OP_ConstantOfShape, 1, ss);
-    struct dm_tensor *fill = dm_arena_alloc(&h->g->arena, sizeof *fill);
-    struct dm_dim *fd = dm_arena_alloc(&h->g->arena, sizeof *fd);
-    struct dm_value *fv = dm_arena_alloc(&h->g->arena, sizeof *fv);
-    double *ff = dm_arena_alloc(&h->g->arena, sizeof *ff);
-    if (!fill || !fd || !fv || !ff)
-        return oom(h);
-    *ff = -FLT_MAX;
-    *fv = (struct dm_value){.n = 1, .is_float = true, .f = ff};
-    *fd = (struct dm_dim){1, -1};
-    *fill = (struct dm_tensor){.name = "value", .dtype = DM_FLOAT, .rank = 1, .dims = fd,
-                               .role = DM_ROLE_CONSTANT, .producer = -1, .value = fv};
-    struct dm_attr *fa = attr(h, "value", DM_ATTR_TENSOR);
-    if (fa)
-        fa->t = fill;
-    int32_t k1 = const_i(h, 1);
-    int32_t tri = op(h, DM_OP_Trilu, 2, full, k1);
-    attr_i(h, "upper", 1);
-    int32_t axm = const_ints(h, INTS(0, 1));
-    h->out_name = "causal_mask";
-    int32_t mask = op(h, DM_OP_Unsqueeze, 2, tri, axm);
+    /* with sdpa and no attention_mask, _update_causal_mask returns None
+     * (_ignore_causal_mask_sdpa): the kernel applies is_causal itself */
+    int32_t mask = -1;
+    if (!h->sdpa) {
+        /* the 4-D causal mask: full((S, S), finfo.min).triu(1)[None, None]
+         * expanded to [B, 1, S, S] (a view): one [S, S] tensor of the model's
+         * dtype, made once per forward (the in-place multiply by the cache-position
+         * comparison makes no tensor that outlives it) */
+        int32_t ss = op(h, DM_OP_Concat, 2, seq, seq);
+        attr_i(h, "axis", 0);
+        int32_t full = op(h, DM_OP_ConstantOfShape, 1, ss);
+        struct dm_tensor *fill = dm_arena_alloc(&h->g->arena, sizeof *fill);
+        struct dm_dim *fd = dm_arena_alloc(&h->g->arena, sizeof *fd);
+        struct dm_value *fv = dm_arena_alloc(&h->g->arena, sizeof *fv);
+        double *ff = dm_arena_alloc(&h->g->arena, sizeof *ff);
+        if (!fill || !fd || !fv || !ff)
+            return oom(h);
+        *ff = -FLT_MAX;
+        *fv = (struct dm_value){.n = 1, .is_float = true, .f = ff};
+        *fd = (struct dm_dim){1, -1};
+        *fill = (struct dm_tensor){.name = "value", .dtype = DM_FLOAT, .rank = 1, .dims = fd,
+                                   .role = DM_ROLE_CONSTANT, .producer = -1, .value = fv};
+        struct dm_attr *fa = attr(h, "value", DM_ATTR_TENSOR);
+        if (fa)
+            fa->t = fill;
+        int32_t k1 = const_i(h, 1);
+        int32_t tri = op(h, DM_OP_Trilu, 2, full, k1);
+        attr_i(h, "upper", 1);
+        int32_t axm = const_ints(h, INTS(0, 1));
+        h->out_name = "causal_mask";
+        mask = op(h, DM_OP_Unsqueeze, 2, tri, axm);
+    }
 
     /* LlamaRotaryEmbedding: inv_freq is a non-persistent buffer on the
      * device, counted as a weight. The schedule treats whatever is computed
@@ -953,33 +977,43 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
         }
         qkvh[j] = transpose(h, r, INTS(0, 2, 1, 3));
     }
-    /* torch.matmul folds each 4-D operand to [B * H, ., .] with reshape:
-     * q, k.transpose(-1, -2) and v are permuted views of the c_attn output,
-     * so each is copied, and BmmBackward keeps the copies */
-    int32_t qc = reshape(h, qkvh[0], INTS(0, nh, -1, hd));
-    int32_t kc = reshape(h, qkvh[1], INTS(0, nh, -1, hd));
-    int32_t vc = reshape(h, qkvh[2], INTS(0, nh, -1, hd));
-    int32_t kt = transpose(h, kc, INTS(0, 1, 3, 2));
-    int32_t w = op(h, DM_OP_MatMul, 2, qc, kt);
-    if (c->scale) {
-        int32_t d = const_f(h, sqrt((double)hd)); /* torch.full([], D ** 0.5) */
-        w = op(h, DM_OP_Div, 2, w, d);
+    int32_t o, w = -1;
+    if (h->sdpa) {
+        /* GPT2SdpaAttention: the permuted views go to
+         * F.scaled_dot_product_attention as they are (the fused kernels take
+         * strided q, k, v), is_causal without a mask, dropout_p = attn_pdrop
+         * in training; nothing of [S, S] is made */
+        o = op(h, DM_OP_Attention, 3, qkvh[0], qkvh[1], qkvh[2]);
+        attr_i(h, "is_causal", 1);
+    } else {
+        /* torch.matmul folds each 4-D operand to [B * H, ., .] with reshape:
+         * q, k.transpose(-1, -2) and v are permuted views of the c_attn output,
+         * so each is copied, and BmmBackward keeps the copies */
+        int32_t qc = reshape(h, qkvh[0], INTS(0, nh, -1, hd));
+        int32_t kc = reshape(h, qkvh[1], INTS(0, nh, -1, hd));
+        int32_t vc = reshape(h, qkvh[2], INTS(0, nh, -1, hd));
+        int32_t kt = transpose(h, kc, INTS(0, 1, 3, 2));
+        w = op(h, DM_OP_MatMul, 2, qc, kt);
+        if (c->scale) {
+            int32_t d = const_f(h, sqrt((double)hd)); /* torch.full([], D ** 0.5) */
+            w = op(h, DM_OP_Div, 2, w, d);
+        }
+        if (c->scale_by_layer) {
+            int32_t d = const_f(h, (double)(layer + 1));
+            w = op(h, DM_OP_Div, 2, w, d);
+        }
+        /* causal_mask = self.bias[:, :, k - q : k, :k], a view; where(mask, w, min) */
+        int32_t st = const_ints(h, INTS(0, 0)), ax = const_ints(h, INTS(2, 3));
+        int32_t cm = op(h, DM_OP_Slice, 4, bias, st, ss, ax);
+        int32_t mv = const_f(h, -FLT_MAX);
+        w = op(h, DM_OP_Where, 3, cm, w, mv);
+        w = op(h, DM_OP_Softmax, 1, w);
+        attr_i(h, "axis", -1);
+        s = enter(h, "attn_dropout");
+        w = dropout(h, w, c->attn_drop);
+        leave(h, s);
+        o = op(h, DM_OP_MatMul, 2, w, vc);
     }
-    if (c->scale_by_layer) {
-        int32_t d = const_f(h, (double)(layer + 1));
-        w = op(h, DM_OP_Div, 2, w, d);
-    }
-    /* causal_mask = self.bias[:, :, k - q : k, :k], a view; where(mask, w, min) */
-    int32_t st = const_ints(h, INTS(0, 0)), ax = const_ints(h, INTS(2, 3));
-    int32_t cm = op(h, DM_OP_Slice, 4, bias, st, ss, ax);
-    int32_t mv = const_f(h, -FLT_MAX);
-    w = op(h, DM_OP_Where, 3, cm, w, mv);
-    w = op(h, DM_OP_Softmax, 1, w);
-    attr_i(h, "axis", -1);
-    s = enter(h, "attn_dropout");
-    w = dropout(h, w, c->attn_drop);
-    leave(h, s);
-    int32_t o = op(h, DM_OP_MatMul, 2, w, vc);
     o = transpose(h, o, INTS(0, 2, 1, 3)); /* _merge_heads: permute(...).contiguous() */
     o = reshape(h, o, INTS(0, 0, -1));
     s = enter(h, "c_proj");
@@ -1262,10 +1296,10 @@ static enum dnnmem_status build(struct hf *h)
     return dm_graph_finish(g, h->err);
 }
 
-enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size,
+enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
                               struct dnnmem_error *err)
 {
-    struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK};
+    struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa};
     json_error_t je;
     h.root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
     if (!h.root)

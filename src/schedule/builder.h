@@ -59,6 +59,8 @@ struct dm_ws {
     int32_t buf[2];
 };
 struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward);
+/* Whether a fused Attention node runs FlashAttention (else memory-efficient). */
+bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n);
 void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
 
 /* The buffer input slot k of node n reads: an autocast copy, or its tensor's. */

@@ -364,6 +364,33 @@ static bool calls_cublas(enum dm_op op)
 
 static bool is_conv(enum dm_op op) { return op == DM_OP_Conv || op == DM_OP_ConvTranspose; }
 
+/* F.scaled_dot_product_attention's backend on CUDA (select_sdp_backend in
+ * aten/src/ATen/native/transformers/sdp_utils.cpp): flash attention for
+ * fp16/bf16 with a head dim up to 256 (128 before PyTorch 2.2, which moved to
+ * FlashAttention-2), else the memory-efficient kernel. Assumes an sm80+ GPU
+ * and no explicit mask (transformers passes is_causal instead). */
+bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n)
+{
+    const struct dm_tinfo *q = &b->t[n->in[0]];
+    enum dm_dtype dt = b->run->amp != DM_UNDEFINED ? b->run->amp : q->dtype;
+    int64_t d = q->rank == 4 ? q->dims[3] : 0;
+    return (dt == DM_FLOAT16 || dt == DM_BFLOAT16) && d <= (b->run->torch_version >= 202 ? 256 : 128);
+}
+
+/* Transpose(0, 2, 1, 3) of a fused attention's output: the [B,S,H,D] buffer
+ * the kernel wrote, contiguous again (transformers' .transpose(1, 2).contiguous()
+ * copies nothing). */
+static bool is_fused_attention_output(const struct dm_sb *b, const struct dm_node *n)
+{
+    int32_t x = n->in[0], p = x >= 0 ? b->g->tensors[x].producer : -1;
+    int64_t cnt;
+    const int64_t *perm = dm_attr_ints(n, "perm", &cnt);
+    return p >= 0 && b->g->nodes[p].op == DM_OP_Attention && b->run->cuda && cnt == 4 &&
+           perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3;
+}
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
 /* PyTorch 1.13's ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp):
  * float32 CPU convolutions go to oneDNN unless single-threaded THNN is faster:
  * a 1x1, unstrided, undilated kernel with batch < 16 on one thread, or a tiny
@@ -404,6 +431,24 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
             dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->cublas_workspace, -1, -1,
                         backward ? "cublas_workspace (autograd thread)" : "cublas_workspace",
                         PINNED);
+        }
+        if (n->op == DM_OP_Attention && backward) {
+            /* the backward kernels' fp32 buffers: FlashAttention-2's mha_bwd
+             * takes softmax_d [B,H,S128] and dq_accum [B,S128,H,D32] (S
+             * rounded up to 128, D to 32, or 64 above 128: flash_api.cpp); the
+             * memory-efficient kernel a delta [B,H,S] */
+            const struct dm_tinfo *q = &b->t[n->in[0]];
+            int64_t bh = q->dims[0] * q->dims[1], s = q->dims[2], d = q->dims[3];
+            bool flash = dm_sdpa_flash(b, n);
+            int64_t s128 = round_up(s, 128), d32 = round_up(d, d <= 128 ? 32 : 64), rows, acc;
+            uint64_t b0, b1;
+            if (dm_mul_ok(bh, flash ? s128 : s, &rows) && dm_dtype_bytes(DM_FLOAT, rows, &b0))
+                ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, b0, -1, node,
+                                        flash ? "flash_softmax_d" : "efficient_delta", 1);
+            if (flash && dm_mul_ok(bh, s128, &rows) && dm_mul_ok(rows, d32, &acc) &&
+                dm_dtype_bytes(DM_FLOAT, acc, &b1))
+                ws.buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, b1, -1, node,
+                                        "flash_dq_accum", 1);
         }
         if (is_conv(n->op) && b->run->conv_workspace)
             ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace,
@@ -536,6 +581,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
             dm_sb_ref(b, base, holders);
             b->strided[o] = b->strided[in0] ||
                             (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0]));
+            if (n->op == DM_OP_Transpose && is_fused_attention_output(b, n))
+                b->strided[o] = false;
             continue;
         }
         /* constant-valued results: one computed from weights alone is an
@@ -550,6 +597,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         if (materialize)
             b->cur[o] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, t[o].dtype, t[o].bytes, o, i, NULL,
                                     holders);
+        /* the fused kernels write [B,S,H,D] and return its [B,H,S,D] view */
+        b->strided[o] = n->op == DM_OP_Attention && b->run->cuda;
     }
     dm_sb_workspace_end(b, &ws);
     if (save)

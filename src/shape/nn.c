@@ -784,3 +784,30 @@ enum dnnmem_status dm_shape_stft(struct dm_infer *ctx, const struct dm_node *n)
                        dm_attr_int(n, "onesided", 1) ? fl / 2 + 1 : fl, 2};
     return dm_set_out(ctx, n, 0, x->dtype, 4, dims);
 }
+
+/* Attention (opset 23), 4-D form: Q [B,Hq,S,D], K [B,Hkv,L,D], V [B,Hkv,L,Dv]
+ * with Hq a multiple of Hkv -> Y [B,Hq,S,Dv] in Q's type. The 3-D form (heads
+ * packed in the last dim), masks' shapes, the past/present cache outputs and
+ * the scores output are not modelled. */
+enum dnnmem_status dm_shape_attention(struct dm_infer *ctx, const struct dm_node *n)
+{
+    const struct dm_tinfo *q, *k, *v;
+    DM_TRY(req_in(ctx, n, 0, "Q", 4, 4, &q));
+    DM_TRY(req_in(ctx, n, 1, "K", 4, 4, &k));
+    DM_TRY(req_in(ctx, n, 2, "V", 4, 4, &v));
+    if (n->n_out > 1)
+        return dm_shape_error(ctx, n, DNNMEM_E_UNSUPPORTED,
+                              "only output Y is modelled (no present_key/value, qk_matmul_output)");
+    if (k->dims[0] != q->dims[0] || v->dims[0] != q->dims[0] || k->dims[1] != v->dims[1] ||
+        k->dims[2] != v->dims[2] || k->dims[3] != q->dims[3] || k->dims[1] <= 0 ||
+        q->dims[1] % k->dims[1])
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
+                              "Q [%lld,%lld,%lld,%lld], K [%lld,%lld,%lld,%lld] and V "
+                              "[%lld,%lld,%lld,%lld] do not make an attention",
+                              (long long)q->dims[0], (long long)q->dims[1], (long long)q->dims[2],
+                              (long long)q->dims[3], (long long)k->dims[0], (long long)k->dims[1],
+                              (long long)k->dims[2], (long long)k->dims[3], (long long)v->dims[0],
+                              (long long)v->dims[1], (long long)v->dims[2], (long long)v->dims[3]);
+    int64_t y[4] = {q->dims[0], q->dims[1], q->dims[2], v->dims[3]};
+    return dm_set_out(ctx, n, 0, q->dtype, 4, y);
+}

@@ -196,6 +196,16 @@ expect 3 "tensor 'wpe.weight' is [1025,768] in the checkpoint, [1024,768] from c
     estimate "$T/g2st" -s 64
 printf '\377\377\377\000\000\000\000\000{}' >"$T/g2st/model.safetensors"
 expect 3 "model.safetensors: header length 16777215 does not fit the file" -- estimate "$T/g2st" -s 64
+# attention implementation: transformers' choice by PyTorch version, or --attn
+expect 0 "attention      eager: scores" -- estimate $H/gpt2.json -s 8
+expect 0 "attention      sdpa: F.scaled_dot_product_attention" -- \
+    estimate $H/gpt2.json -s 8 --framework pytorch@2.1
+expect 0 "attention      eager: scores" -- estimate $H/gpt2.json -s 8 --framework pytorch@2.1 --device cpu
+expect 2 "--attn bogus: expected eager, sdpa or auto" -- estimate $H/gpt2.json -s 8 --attn bogus
+expect 2 "--attn applies to HuggingFace config.json models" -- \
+    estimate $M/fixtures/resnet50.onnx --attn sdpa
+expect 4 "--attn sdpa on the CPU is not modelled" -- estimate $H/gpt2.json -s 8 --attn sdpa --device cpu
+expect 2 "--attn sdpa needs PyTorch 2.0" -- estimate $H/gpt2.json -s 8 --attn sdpa --framework pytorch@1.13
 printf '{"model_type":"bloom","hidden_size":64}' >"$T/bloom.json"
 expect 4 "model_type 'bloom' is not supported" -- estimate "$T/bloom.json" -s 8
 printf '{"model_type":"llama","hidden_size":64}' >"$T/novocab.json"

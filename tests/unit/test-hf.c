@@ -491,6 +491,110 @@ static void test_causal_lm_loss_upcasts(void **state)
     dnnmem_model_free(m);
 }
 
+/* ---- sdpa ------------------------------------------------------------------ */
+
+/* One training step of the tiny Llama's sdpa graph (batch 2, seq 40, CUDA,
+ * PyTorch 2.2, SGD): the buffers named `what`, their count and the size of
+ * the last. amp: autocast's low type, or DM_UNDEFINED. */
+static int sdpa_buffers(const dnnmem_model *m, enum dm_dtype amp, const char *what,
+                        uint64_t *bytes)
+{
+    const struct dm_graph *g = dm_model_graph_sdpa(m);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {2, 40};
+    struct dnnmem_error err;
+    struct dm_infer ctx = {.g = g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+    if (dm_infer_shapes(&ctx) != DNNMEM_OK)
+        fail_msg("shapes: %s", err.message);
+    if (amp != DM_UNDEFINED)
+        dm_amp_retype(g, t, amp);
+    struct dm_run run = {.train = true, .cuda = true, .inplace = true, .torch_version = 202,
+                         .iterations = 1, .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD,
+                         .loss = DNNMEM_LOSS_CE, .amp = amp};
+    struct dm_schedule s;
+    if (dm_schedule_build(g, t, &run, &s, &err) != DNNMEM_OK)
+        fail_msg("schedule: %s", err.message);
+    int n = 0;
+    for (int32_t b = 0; b < s.n_buf; b++)
+        if (s.buf[b].what && strcmp(s.buf[b].what, what) == 0) {
+            n++;
+            *bytes = s.buf[b].bytes;
+        }
+    dm_schedule_free(&s);
+    free(t);
+    dm_arena_free(&a);
+    return n;
+}
+
+static int count_op(const struct dm_graph *g, enum dm_op op)
+{
+    int n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        n += g->nodes[i].op == op;
+    return n;
+}
+
+/* attn_implementation "sdpa": one fused Attention per layer, no mask, no
+ * [S, S] scores; what its backward keeps and takes (B 2, H 4, S 40, D 16). */
+static void test_sdpa(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load_json("{\"model_type\": \"llama\", " LLAMA_SIZES
+                                ", \"num_attention_heads\": 4, \"num_key_value_heads\": 2}");
+    const struct dm_graph *eager = dm_model_graph(m), *sdpa = dm_model_graph_sdpa(m);
+    assert_int_equal(count_op(eager, DM_OP_Softmax), 2);
+    assert_int_equal(count_op(eager, DM_OP_Attention), 0);
+    assert_true(dm_graph_find(eager, "causal_mask") >= 0);
+    assert_int_equal(count_op(sdpa, DM_OP_Softmax), 0);
+    assert_int_equal(count_op(sdpa, DM_OP_Attention), 2);
+    assert_true(dm_graph_find(sdpa, "causal_mask") < 0);
+
+    /* fp32: the memory-efficient kernel, log-sum-exp rows rounded up to 32
+     * (2 x 4 x 64 floats), a delta [B,H,S] in backward, no flash buffers */
+    uint64_t bytes = 0;
+    assert_int_equal(sdpa_buffers(m, DM_UNDEFINED, "logsumexp", &bytes), 2);
+    assert_int_equal(bytes, 2 * 4 * 64 * 4);
+    assert_int_equal(sdpa_buffers(m, DM_UNDEFINED, "efficient_delta", &bytes), 2);
+    assert_int_equal(bytes, 2 * 4 * 40 * 4);
+    assert_int_equal(sdpa_buffers(m, DM_UNDEFINED, "flash_dq_accum", &bytes), 0);
+    /* autocast bf16: FlashAttention-2, log-sum-exp [B,H,S]; backward's
+     * softmax_d [B,H,128] and dq_accum [B,128,H,32] in fp32 */
+    assert_int_equal(sdpa_buffers(m, DM_BFLOAT16, "logsumexp", &bytes), 2);
+    assert_int_equal(bytes, 2 * 4 * 40 * 4);
+    assert_int_equal(sdpa_buffers(m, DM_BFLOAT16, "flash_softmax_d", &bytes), 2);
+    assert_int_equal(bytes, 2 * 4 * 128 * 4);
+    assert_int_equal(sdpa_buffers(m, DM_BFLOAT16, "flash_dq_accum", &bytes), 2);
+    assert_int_equal(bytes, 2 * 128 * 4 * 32 * 4);
+
+    /* auto: sdpa from PyTorch 2.1 on CUDA, eager before and on the CPU; an
+     * eager-only estimate is larger at a long sequence */
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.batch_size = 2;
+    cfg.seq_len = 512;
+    cfg.torch_version = 202;
+    struct dnnmem_result *a = run(m, &cfg);
+    cfg.attn = DNNMEM_ATTN_SDPA;
+    struct dnnmem_result *s = run(m, &cfg);
+    cfg.attn = DNNMEM_ATTN_EAGER;
+    struct dnnmem_result *e = run(m, &cfg);
+    assert_int_equal(a->peak_allocated, s->peak_allocated);
+    assert_true(e->peak_allocated > s->peak_allocated);
+    dnnmem_result_free(a);
+    dnnmem_result_free(s);
+    dnnmem_result_free(e);
+    cfg.attn = DNNMEM_ATTN_SDPA;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    struct dnnmem_result *r = NULL;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    dnnmem_model_free(m);
+}
+
 /* ---- safetensors headers next to config.json ---------------------------- */
 
 struct st_entry {
@@ -690,6 +794,7 @@ int main(void)
         cmocka_unit_test(test_tiny_gpt2),
         cmocka_unit_test(test_causal_lm_loss_upcasts),
         cmocka_unit_test(test_safetensors_headers),
+        cmocka_unit_test(test_sdpa),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
 }
