@@ -665,37 +665,32 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
         kr = reshape(h, k, INTS(0, H, -1, D));
         vr = reshape(h, v, INTS(0, H, -1, D));
     }
+    int32_t o, p = -1;
     if (h->sdpa) {
         /* sdpa_attention_forward: query, key and value .contiguous() (the
          * same copies), then one F.scaled_dot_product_attention(is_causal,
          * dropout_p = attention_dropout in training, scale = head_dim**-0.5):
-         * no mask, no scores, no probabilities */
-        int32_t o = op(h, DM_OP_Attention, 3, q, kr, vr);
+         * no mask, no scores, no probabilities; its output is the [B, S, H, D]
+         * buffer the kernel wrote, so .transpose(1, 2).contiguous() copies
+         * nothing */
+        o = op(h, DM_OP_Attention, 3, q, kr, vr);
         attr_i(h, "is_causal", 1);
         attr_f(h, "scale", 1.0 / sqrt((double)D));
-        o = transpose(h, o, INTS(0, 2, 1, 3)); /* .transpose(1, 2).contiguous(): no copy */
-        o = reshape(h, o, INTS(0, 0, -1));
-        hold(h, kr, last_node(h));
-        hold(h, vr, last_node(h));
-        size_t sc = enter(h, "o_proj");
-        o = linear(h, o, H * D, c->hidden, c->o_bias, -1, NULL);
-        leave(h, sc);
-        *attn_weights = -1;
-        return o;
+    } else {
+        int32_t kt = transpose(h, kr, INTS(0, 1, 3, 2));
+        int32_t s = op(h, DM_OP_MatMul, 2, q, kt);
+        int32_t scale = const_f(h, 1.0 / sqrt((double)D)); /* self.scaling = head_dim**-0.5 */
+        s = op(h, DM_OP_Mul, 2, s, scale);
+        s = op(h, DM_OP_Add, 2, s, mask);
+        /* softmax(dtype=float32).to(query.dtype): no casts on float32 */
+        p = op(h, DM_OP_Softmax, 1, s);
+        attr_i(h, "axis", -1);
+        p = dropout(h, p, c->attn_drop);
+        o = op(h, DM_OP_MatMul, 2, p, vr);
     }
-    int32_t kt = transpose(h, kr, INTS(0, 1, 3, 2));
-    int32_t s = op(h, DM_OP_MatMul, 2, q, kt);
-    int32_t scale = const_f(h, 1.0 / sqrt((double)D)); /* self.scaling = head_dim**-0.5 */
-    s = op(h, DM_OP_Mul, 2, s, scale);
-    s = op(h, DM_OP_Add, 2, s, mask);
-    /* softmax(dtype=float32).to(query.dtype): no casts on float32 */
-    int32_t p = op(h, DM_OP_Softmax, 1, s);
-    attr_i(h, "axis", -1);
-    p = dropout(h, p, c->attn_drop);
-    int32_t o = op(h, DM_OP_MatMul, 2, p, vr);
-    o = transpose(h, o, INTS(0, 2, 1, 3));  /* .transpose(1, 2).contiguous() */
-    o = reshape(h, o, INTS(0, 0, -1));       /* copies the transposed tensor */
-    /* eager_attention_forward's locals key_states, value_states (the
+    o = transpose(h, o, INTS(0, 2, 1, 3)); /* .transpose(1, 2).contiguous() */
+    o = reshape(h, o, INTS(0, 0, -1));      /* eager: copies the transposed tensor */
+    /* the attention function's locals key_states, value_states (the
      * repeat_kv results) live until it returns */
     hold(h, kr, last_node(h));
     hold(h, vr, last_node(h));
