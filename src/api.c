@@ -508,6 +508,14 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
             }
         assume(&as, "precision", "option", "%s (every float32 tensor becomes 2-byte)",
                cfg.precision == DNNMEM_PRECISION_FP16 ? "fp16" : "bf16");
+    } else if (g->stored_dtype && strcmp(g->stored_dtype, "float32") != 0) {
+        const char *flag = strcmp(g->stored_dtype, "bfloat16") == 0  ? " bf16"
+                           : strcmp(g->stored_dtype, "float16") == 0 ? " fp16"
+                                                                     : " P";
+        assume(&as, "precision", "default",
+               "float32, as from_pretrained without torch_dtype loads a %s checkpoint "
+               "(--precision%s loads it as stored, torch_dtype=\"auto\")",
+               g->stored_dtype, flag);
     } else {
         assume(&as, "precision", "default", "as the model: %s", weight_dtype(g, t));
     }

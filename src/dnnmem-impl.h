@@ -267,6 +267,7 @@ struct dm_graph {
     const char **symbols;
     int32_t n_inputs, n_outputs;
     int32_t *inputs, *outputs; /* tensor indices */
+    const char *stored_dtype;  /* HF configs: torch_dtype as the config states it, or NULL */
     bool loss_upcast;          /* the model's own loss casts its logits to float32
                                   first (transformers' ForCausalLMLoss: logits.float()) */
 };

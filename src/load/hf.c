@@ -1246,6 +1246,7 @@ static enum dnnmem_status build(struct hf *h)
         dt = json_string_value(json_object_get(h->root, "dtype"));
     g->format = "huggingface";
     g->opset = HF_OPSET;
+    g->stored_dtype = dt ? dm_arena_strdup(&g->arena, dt) : NULL;
     g->producer = dm_arena_printf(&g->arena, "transformers config%s%s (%s)%s%s%s",
                                   tv ? " " : "", tv ? tv : "", type,
                                   dt ? "; checkpoint " : "", dt ? dt : "",

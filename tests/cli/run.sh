@@ -196,6 +196,9 @@ expect 3 "tensor 'wpe.weight' is [1025,768] in the checkpoint, [1024,768] from c
     estimate "$T/g2st" -s 64
 printf '\377\377\377\000\000\000\000\000{}' >"$T/g2st/model.safetensors"
 expect 3 "model.safetensors: header length 16777215 does not fit the file" -- estimate "$T/g2st" -s 64
+# a bf16 checkpoint still loads as float32 by default, and the line says so
+expect 0 "float32, as from_pretrained without torch_dtype loads a bfloat16 checkpoint (--precision bf16" -- \
+    estimate $H/Llama-3.2-1B-Instruct.json -s 8
 # attention implementation: transformers' choice by PyTorch version, or --attn
 expect 0 "attention      eager: scores" -- estimate $H/gpt2.json -s 8
 expect 0 "attention      sdpa: F.scaled_dot_product_attention" -- \
