@@ -1149,7 +1149,212 @@ static void read_gpt2(struct hf *h, struct gpt2 *c)
 
 /* ---- the entry point ------------------------------------------------------------------ */
 
-static const char *const known_types = "llama, mistral, qwen2, qwen3, gpt2";
+/* ---- BERT ------------------------------------------------------------------------ */
+
+struct bert {
+    int64_t vocab, hidden, inter, layers, heads, positions, types;
+    double eps, attn_drop, hidden_drop;
+    const char *act;
+    bool mlm; /* BertForMaskedLM (MLM head, no pooler), else BertModel (pooler) */
+};
+
+/* BertSelfAttention (eager) or BertSdpaSelfAttention, then BertSelfOutput. */
+static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int32_t mask)
+{
+    int64_t E = c->hidden, H = c->heads, D = c->hidden / c->heads;
+    int32_t qkv[3];
+    static const char *const proj[3] = {"query", "key", "value"};
+    size_t s = enter(h, "self");
+    for (int j = 0; j < 3; j++) { /* transpose_for_scores: view, permute(0, 2, 1, 3) */
+        size_t t = enter(h, "%s", proj[j]);
+        int32_t y = linear(h, x, E, E, true, -1, NULL);
+        leave(h, t);
+        y = reshape(h, y, INTS(0, 0, H, D));
+        qkv[j] = transpose(h, y, INTS(0, 2, 1, 3));
+    }
+    int32_t o;
+    if (h->sdpa) {
+        /* the permuted views go to F.scaled_dot_product_attention as they
+         * are; with no attention_mask, _prepare_4d_attention_mask_for_sdpa
+         * returns None: no mask, not causal */
+        o = op(h, DM_OP_Attention, 3, qkv[0], qkv[1], qkv[2]);
+        attr_i(h, "is_causal", 0);
+    } else {
+        /* torch.matmul copies the permuted q, k and v (reshape of a
+         * non-contiguous tensor); BmmBackward keeps the copies */
+        int32_t qc = reshape(h, qkv[0], INTS(0, H, -1, D));
+        int32_t kc = reshape(h, qkv[1], INTS(0, H, -1, D));
+        int32_t vc = reshape(h, qkv[2], INTS(0, H, -1, D));
+        int32_t kt = transpose(h, kc, INTS(0, 1, 3, 2));
+        int32_t w = op(h, DM_OP_MatMul, 2, qc, kt);
+        w = op(h, DM_OP_Div, 2, w, const_f(h, sqrt((double)D))); /* / math.sqrt(D) */
+        w = op(h, DM_OP_Add, 2, w, mask);
+        w = op(h, DM_OP_Softmax, 1, w);
+        attr_i(h, "axis", -1);
+        w = dropout(h, w, c->attn_drop);
+        o = op(h, DM_OP_MatMul, 2, w, vc);
+    }
+    o = transpose(h, o, INTS(0, 2, 1, 3)); /* permute(0, 2, 1, 3).contiguous() */
+    o = reshape(h, o, INTS(0, 0, -1));
+    leave(h, s);
+    s = enter(h, "output");
+    size_t t = enter(h, "dense");
+    o = linear(h, o, E, E, true, -1, NULL);
+    leave(h, t);
+    o = dropout(h, o, c->hidden_drop);
+    o = op(h, DM_OP_Add, 2, o, x);
+    t = enter(h, "LayerNorm");
+    o = layer_norm(h, o, E, c->eps);
+    leave(h, t);
+    leave(h, s);
+    return o;
+}
+
+/* BertModel (embeddings, encoder, pooler) or BertForMaskedLM (bert without
+ * pooler, cls.predictions with the decoder tied to the word embeddings), as
+ * of transformers 4.38-4.48, called as model(input_ids): token_type_ids from
+ * the registered zeros buffer, attention_mask all ones. */
+static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32_t *pooled)
+{
+    int64_t E = c->hidden, P = c->positions;
+    *pooled = -1;
+    size_t top = c->mlm ? enter(h, "bert") : h->scope_len;
+    size_t s = enter(h, "embeddings");
+    int32_t word = param(h, "word_embeddings.weight", DM_FLOAT, 2, (int64_t[]){c->vocab, E});
+    int32_t posw = param(h, "position_embeddings.weight", DM_FLOAT, 2, (int64_t[]){P, E});
+    int32_t typw = param(h, "token_type_embeddings.weight", DM_FLOAT, 2, (int64_t[]){c->types, E});
+    /* non-persistent buffers, on the device: position_ids, token_type_ids */
+    int32_t pos_buf = param(h, "position_ids", DM_INT64, 2, (int64_t[]){1, P});
+    int32_t typ_buf = param(h, "token_type_ids", DM_INT64, 2, (int64_t[]){1, P});
+    int32_t seq = op(h, DM_OP_Shape, 1, ids);
+    attr_i(h, "start", 1);
+    attr_i(h, "end", 2);
+    int32_t shape = op(h, DM_OP_Shape, 1, ids);
+    int32_t st = const_ints(h, INTS(0)), ax = const_ints(h, INTS(1));
+    int32_t pos_ids = op(h, DM_OP_Slice, 4, pos_buf, st, seq, ax);  /* [:, :S], a view */
+    int32_t typ_ids = op(h, DM_OP_Slice, 4, typ_buf, st, seq, ax);
+    typ_ids = op(h, DM_OP_Expand, 2, typ_ids, shape);                /* .expand(B, S) */
+    int32_t x = op(h, DM_OP_Gather, 2, word, ids);
+    int32_t emb = x;
+    int32_t te = op(h, DM_OP_Gather, 2, typw, typ_ids);
+    x = op(h, DM_OP_Add, 2, x, te);
+    int32_t pe = op(h, DM_OP_Gather, 2, posw, pos_ids);
+    x = op(h, DM_OP_Add, 2, x, pe); /* embeddings += position_embeddings */
+    size_t t = enter(h, "LayerNorm");
+    x = layer_norm(h, x, E, c->eps);
+    leave(h, t);
+    x = dropout(h, x, c->hidden_drop);
+    leave(h, s);
+
+    /* the extended mask (1 - ones(B, S)[:, None, None, :]) * finfo.min,
+     * [B, 1, 1, S] in the model's dtype; sdpa needs none */
+    int32_t mask = -1;
+    if (!h->sdpa) {
+        int32_t one = const_ints(h, INTS(1, 1));
+        int32_t b1 = op(h, DM_OP_Slice, 4, shape, const_ints(h, INTS(0)), const_ints(h, INTS(1)),
+                        const_ints(h, INTS(0)));
+        int32_t ms = op(h, DM_OP_Concat, 3, b1, one, seq);
+        attr_i(h, "axis", 0);
+        mask = op(h, DM_OP_ConstantOfShape, 1, ms);
+    }
+
+    size_t enc = enter(h, "encoder");
+    for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
+        size_t ls = enter(h, "layer.%d", i);
+        s = enter(h, "attention");
+        int32_t a = bert_attention(h, c, x, mask);
+        leave(h, s);
+        s = enter(h, "intermediate");
+        t = enter(h, "dense");
+        int32_t y = linear(h, a, E, c->inter, true, -1, NULL);
+        leave(h, t);
+        y = gpt2_act(h, c->act, y);
+        leave(h, s);
+        s = enter(h, "output");
+        t = enter(h, "dense");
+        y = linear(h, y, c->inter, E, true, -1, NULL);
+        leave(h, t);
+        y = dropout(h, y, c->hidden_drop);
+        y = op(h, DM_OP_Add, 2, y, a);
+        t = enter(h, "LayerNorm");
+        x = layer_norm(h, y, E, c->eps);
+        leave(h, t);
+        leave(h, s);
+        leave(h, ls);
+    }
+    leave(h, enc);
+    hold(h, emb, last_node(h));
+    hold(h, mask, last_node(h));
+    if (!c->mlm) { /* BertPooler: tanh(dense(hidden[:, 0])) */
+        s = enter(h, "pooler");
+        int32_t first = op(h, DM_OP_Gather, 2, x, const_i(h, 0));
+        attr_i(h, "axis", 1);
+        t = enter(h, "dense");
+        int32_t p = linear(h, first, E, E, true, -1, NULL);
+        leave(h, t);
+        *pooled = op(h, DM_OP_Tanh, 1, p);
+        leave(h, s);
+        return x;
+    }
+    leave(h, top);
+    s = enter(h, "cls");
+    t = enter(h, "predictions");
+    size_t u = enter(h, "transform");
+    size_t v = enter(h, "dense");
+    int32_t y = linear(h, x, E, E, true, -1, NULL);
+    leave(h, v);
+    y = gpt2_act(h, c->act, y);
+    v = enter(h, "LayerNorm");
+    y = layer_norm(h, y, E, c->eps);
+    leave(h, v);
+    leave(h, u);
+    int32_t bias = param(h, "bias", DM_FLOAT, 1, &c->vocab);
+    u = enter(h, "decoder"); /* tied to the word embeddings; bias is predictions.bias */
+    y = linear(h, y, E, c->vocab, false, word, NULL);
+    leave(h, u);
+    h->out_name = "logits";
+    y = op(h, DM_OP_Add, 2, bias, y);
+    leave(h, t);
+    leave(h, s);
+    return y;
+}
+
+static void read_bert(struct hf *h, struct bert *c)
+{
+    c->vocab = get_int(h, "vocab_size", REQUIRED, MAX_SIZE);
+    c->hidden = get_int(h, "hidden_size", 768, MAX_SIZE);
+    c->inter = get_int(h, "intermediate_size", 3072, MAX_SIZE);
+    c->layers = get_int(h, "num_hidden_layers", 12, MAX_LAYERS);
+    c->heads = get_int(h, "num_attention_heads", 12, MAX_SIZE);
+    c->positions = get_int(h, "max_position_embeddings", 512, MAX_SIZE);
+    c->types = get_int(h, "type_vocab_size", 2, MAX_SIZE);
+    if (h->st == DNNMEM_OK && c->hidden % c->heads)
+        fail(h, DNNMEM_E_MODEL,
+             "config field 'hidden_size' (%lld) is not a multiple of 'num_attention_heads' (%lld)",
+             (long long)c->hidden, (long long)c->heads);
+    c->act = get_str(h, "hidden_act", "gelu");
+    if (h->st == DNNMEM_OK && strcmp(c->act, "gelu") != 0 && strcmp(c->act, "gelu_new") != 0)
+        fail(h, DNNMEM_E_UNSUPPORTED, "config field 'hidden_act' is '%s'; only gelu and gelu_new "
+             "are modelled for bert", c->act);
+    const char *pet = get_str(h, "position_embedding_type", "absolute");
+    if (h->st == DNNMEM_OK && strcmp(pet, "absolute") != 0)
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "config field 'position_embedding_type' is '%s'; only 'absolute' is modelled", pet);
+    c->eps = get_num(h, "layer_norm_eps", 1e-12, 0, 1);
+    c->attn_drop = get_num(h, "attention_probs_dropout_prob", 0.1, 0, 1);
+    c->hidden_drop = get_num(h, "hidden_dropout_prob", 0.1, 0, 1);
+    json_t *arch = json_object_get(h->root, "architectures");
+    size_t i;
+    json_t *a;
+    if (json_is_array(arch))
+        json_array_foreach(arch, i, a)
+        {
+            if (json_is_string(a) && strcmp(json_string_value(a), "BertForMaskedLM") == 0)
+                c->mlm = true;
+        }
+}
+
+static const char *const known_types = "llama, mistral, qwen2, qwen3, gpt2, bert";
 
 /* The model_type, or "gpt2" for the legacy GPT-2 configs that predate it. */
 static const char *model_type(struct hf *h)
@@ -1219,25 +1424,29 @@ static enum dnnmem_status build(struct hf *h)
     const char *type = model_type(h);
     if (!type)
         return h->st;
-    bool gpt2 = strcmp(type, "gpt2") == 0;
-    if (!gpt2 && strcmp(type, "llama") != 0 && strcmp(type, "mistral") != 0 &&
+    bool gpt2 = strcmp(type, "gpt2") == 0, bert = strcmp(type, "bert") == 0;
+    if (!gpt2 && !bert && strcmp(type, "llama") != 0 && strcmp(type, "mistral") != 0 &&
         strcmp(type, "qwen2") != 0 && strcmp(type, "qwen3") != 0)
         return fail(h, DNNMEM_E_UNSUPPORTED, "model_type '%s' is not supported (known: %s)", type,
                     known_types);
-    check_architectures(h);
+    if (!bert)
+        check_architectures(h);
     if (field(h, "quantization_config"))
         fail(h, DNNMEM_E_UNSUPPORTED,
              "config field 'quantization_config': quantized checkpoints are not modelled");
     struct llama lc = {0};
     struct gpt2 gc = {0};
+    struct bert bc = {0};
     if (gpt2)
         read_gpt2(h, &gc);
+    else if (bert)
+        read_bert(h, &bc);
     else
         read_llama(h, type, &lc);
     if (h->st != DNNMEM_OK)
         return h->st;
-    int64_t layers = gpt2 ? gc.layers : lc.layers;
-    bool use_cache = gpt2 ? gc.use_cache : lc.use_cache;
+    int64_t layers = gpt2 ? gc.layers : bert ? bc.layers : lc.layers;
+    bool use_cache = !bert && (gpt2 ? gc.use_cache : lc.use_cache);
 
     /* informative only: the checkpoint's dtype is not the job's (see the top) */
     const char *tv = json_string_value(json_object_get(h->root, "transformers_version"));
@@ -1257,7 +1466,7 @@ static enum dnnmem_status build(struct hf *h)
     struct dm_dim *d = dm_arena_array(&g->arena, 2, sizeof *d);
     int32_t sb = dm_graph_symbol(g, "batch"), sq = dm_graph_symbol(g, "seq");
     g->inputs = dm_arena_array(&g->arena, 1, sizeof *g->inputs);
-    size_t n_out = 1 + (use_cache ? 2 * (size_t)layers : 0);
+    size_t n_out = 2 + (use_cache ? 2 * (size_t)layers : 0); /* logits or hidden, pooler */
     g->outputs = dm_arena_array(&g->arena, n_out, sizeof *g->outputs);
     if (ids < 0 || !d || sb < 0 || sq < 0 || !g->inputs || !g->outputs) {
         oom(h);
@@ -1270,9 +1479,21 @@ static enum dnnmem_status build(struct hf *h)
                                          .producer = -1};
     g->inputs[g->n_inputs++] = ids;
 
-    int32_t logits = gpt2 ? build_gpt2(h, &gc, ids) : build_llama(h, &lc, ids);
+    int32_t pooled = -1;
+    int32_t logits = gpt2   ? build_gpt2(h, &gc, ids)
+                     : bert ? build_bert(h, &bc, ids, &pooled)
+                            : build_llama(h, &lc, ids);
     if (h->st != DNNMEM_OK)
         return h->st;
+    if (bert) { /* last_hidden_state and pooler_output, or the MLM logits */
+        g->tensors[logits].is_output = true;
+        g->outputs[g->n_outputs++] = logits;
+        if (pooled >= 0) {
+            g->tensors[pooled].is_output = true;
+            g->outputs[g->n_outputs++] = pooled;
+        }
+        return dm_graph_finish(g, h->err);
+    }
     /* model(input_ids, labels=...) computes its loss in float32
      * (ForCausalLMLoss, transformers >= 4.46; LlamaForCausalLM's forward
      * upcast the logits itself before that) */

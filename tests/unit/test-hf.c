@@ -82,6 +82,11 @@ static uint64_t weights_of(const char *path)
  *    layer 2 * 67,108,864 + 16,777,216 + 704,643,072 + 16,384 =
  *    855,654,400; 68,452,352,000 + 2 * 1,050,673,152 + 8192 =
  *    70,553,706,496 (the model card's 70.6B; safetensors total).
+ *  - bert-base-uncased (BertModel): V 30522, E 768, I 3072, L 12, P 512,
+ *    2 token types: embeddings 23,440,896 + 393,216 + 1536 + LN 1536; layer
+ *    4 * 590,592 + 2,362,368 + 2,360,064 + 2 LN 3072 = 7,087,872; pooler
+ *    590,592: 109,482,240 (PyTorch's count for BertModel). Buffers
+ *    position_ids and token_type_ids, int64 [1, 512] each.
  *  - GPT-2 (tied): V 50257, E 768, L 12, n_positions 1024: layer
  *    2 * 1536 (ln) + 1,771,776 (c_attn) + 590,592 (c_proj) + 2,362,368
  *    (c_fc) + 2,360,064 (mlp c_proj) = 7,087,872; 38,597,376 + 786,432 +
@@ -100,6 +105,7 @@ static void test_weights_match_published_counts(void **state)
         {"Qwen2.5-7B-Instruct.json", 7615616512u, 64 * 4},
         {"Mistral-7B-Instruct-v0.3.json", 7248023552u, 64 * 4},
         {"Llama-3.1-70B-Instruct.json", UINT64_C(70553706496), 64 * 4},
+        {"bert-base-uncased.json", 109482240u, 2 * 512 * 8},
         {"gpt2.json", 124439808u, 12 * (1024 * 1024 + 4)},
         {"distilgpt2.json", 81912576u, 6 * (1024 * 1024 + 4)},
     };
@@ -221,8 +227,8 @@ static void test_errors(void **state)
     expect_error("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
                  "\"architectures\": [\"LlamaForSequenceClassification\"]}",
                  DNNMEM_E_UNSUPPORTED, "names LlamaForSequenceClassification");
-    expect_error("{\"model_type\": \"bert\", \"vocab_size\": 30522}", DNNMEM_E_UNSUPPORTED,
-                 "model_type 'bert' is not supported (known: llama, mistral, qwen2, qwen3, gpt2)");
+    expect_error("{\"model_type\": \"t5\", \"vocab_size\": 32128}", DNNMEM_E_UNSUPPORTED,
+                 "model_type 't5' is not supported (known: llama, mistral, qwen2, qwen3, gpt2, bert)");
     expect_error("{\"vocab_size\": 30522, \"hidden_size\": 768}", DNNMEM_E_MODEL,
                  "config field 'model_type' is missing");
     expect_error("{\"model_type\": 7}", DNNMEM_E_MODEL, "config field 'model_type' must be a string");
@@ -489,6 +495,52 @@ static void test_causal_lm_loss_upcasts(void **state)
     assert_int_equal(r->live[i].bytes, (uint64_t)2 * 32 * 65536 * 4);
     dnnmem_result_free(r);
     dnnmem_model_free(m);
+}
+
+static int count_op(const struct dm_graph *g, enum dm_op op);
+
+/* A tiny BERT: V 100, E 32, I 64, L 2, H 4, P 16. Embeddings 3200 + 512 +
+ * 64 + LN 64 = 3840; layer q, k, v, o 4 * 1056 + LN 64 + 2112 + 2080 + LN
+ * 64 = 8544; BertModel adds the pooler (1056): 21,984; BertForMaskedLM
+ * instead the transform (1056 + LN 64) and the decoder bias (100; its weight
+ * is the word embeddings): 22,148. Buffers: two int64 [1, 16]. */
+static void test_tiny_bert(void **state)
+{
+    (void)state;
+#define BERT_SIZES                                                                                 \
+    "\"model_type\": \"bert\", \"vocab_size\": 100, \"hidden_size\": 32, "                        \
+    "\"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "         \
+    "\"max_position_embeddings\": 16"
+    dnnmem_model *m = load_json("{" BERT_SIZES "}");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.seq_len = 8;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 21984 + 2 * 16 * 8);
+    dnnmem_result_free(r);
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_int_equal(g->n_outputs, 2); /* last_hidden_state, pooler_output */
+    assert_int_equal(count_op(g, DM_OP_Softmax), 2);
+    assert_int_equal(count_op(dm_model_graph_sdpa(m), DM_OP_Softmax), 0);
+    assert_int_equal(count_op(dm_model_graph_sdpa(m), DM_OP_Attention), 2);
+    assert_false(g->loss_upcast); /* BertForMaskedLM's CrossEntropyLoss takes the logits as they are */
+    dnnmem_model_free(m);
+    m = load_json("{" BERT_SIZES ", \"architectures\": [\"BertForMaskedLM\"]}");
+    r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 22148 + 2 * 16 * 8);
+    dnnmem_result_free(r);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)dm_model_graph(m)->n_tensors, sizeof *t);
+    assert_non_null(t);
+    assert_dims(shape_of(m, t, &a, "logits"), 3, (int64_t[]){2, 8, 100});
+    free(t);
+    dm_arena_free(&a);
+    assert_true(dm_graph_find(dm_model_graph(m), "cls.predictions.transform.dense.weight") >= 0);
+    assert_true(dm_graph_find(dm_model_graph(m), "bert.encoder.layer.1.output.LayerNorm.bias") >= 0);
+    dnnmem_model_free(m);
+#undef BERT_SIZES
 }
 
 /* ---- sdpa ------------------------------------------------------------------ */
@@ -795,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_causal_lm_loss_upcasts),
         cmocka_unit_test(test_safetensors_headers),
         cmocka_unit_test(test_sdpa),
+        cmocka_unit_test(test_tiny_bert),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
 }
