@@ -626,6 +626,14 @@ static void backward_node(struct dm_sb *b, int32_t i)
     struct dm_ws ws = dm_sb_workspace_begin(b, n, true);
     enum dm_train_rule rule = dm_ops[n->op].train;
     int32_t out0 = dm_has_out(n, 0) ? n->out[0] : -1;
+    /* cuBLAS cannot read a matrix with zero strides: a matmul whose output
+     * grad is still the expanded scalar of SumBackward (loss = out.sum())
+     * clones it contiguous first (prepare_matrix_for_cublas, Blas.cpp) */
+    int32_t dense = -1;
+    if (gout >= 0 && out0 >= 0 && b->run->cuda && (n->op == DM_OP_MatMul || n->op == DM_OP_Gemm) &&
+        b->s->buf[gout].bytes < t[out0].bytes)
+        dense = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[out0].dtype, t[out0].bytes, out0, i,
+                            "grad (contiguous)", 1);
     for (int k = 0; k < n->n_in; k++) {
         int32_t x = n->in[k];
         if (x < 0 || is_meta_slot(n, k) || !tr->rg[x])
@@ -653,6 +661,7 @@ static void backward_node(struct dm_sb *b, int32_t i)
         }
         deliver(b, x, gin);
     }
+    dm_sb_unref(b, dense);
     dm_sb_workspace_end(b, &ws);
     for (int s = 0; s < tr->n_saved[i]; s++)
         dm_sb_unref(b, tr->saved[i][s]);

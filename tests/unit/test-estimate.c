@@ -226,6 +226,37 @@ static void test_loss_dtype(void **state)
     }
 }
 
+/* loss = y.sum() on CUDA: SumBackward's grad is an expanded scalar, and the
+ * matmul's backward clones it into a dense [64, 65536] fp32 matrix before
+ * cuBLAS reads it (4 MiB at the peak, with W's grad, 4 MiB); on the CPU it
+ * does not. */
+static void test_sum_grad_dense_for_cublas(void **state)
+{
+    (void)state;
+    for (int cuda = 0; cuda < 2; cuda++) {
+        struct tb *b = tb_new(13);
+        tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "batch,16");
+        tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 65536});
+        tb_node(b, "MatMul", "mm", "x,W", "y");
+        tb_output(b, "y");
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.optimizer = DNNMEM_OPT_NONE;
+        cfg.loss = DNNMEM_LOSS_SUM;
+        cfg.batch_size = 64;
+        cfg.n_top_tensors = 100;
+        cfg.device = cuda ? DNNMEM_DEVICE_CUDA : DNNMEM_DEVICE_CPU;
+        struct dnnmem_result *r = estimate_cfg(b, &cfg);
+        uint64_t dense = 0;
+        for (size_t i = 0; i < r->n_live; i++)
+            if (strcmp(r->live[i].name, "y.grad (contiguous)") == 0)
+                dense = r->live[i].bytes;
+        assert_int_equal(dense, cuda ? (uint64_t)64 * 65536 * 4 : 0);
+        dnnmem_result_free(r);
+    }
+}
+
 /* In-place activations: Relu writes into its input when nothing else holds
  * it (torchvision's inplace=True). x (1 MiB) -> Sigmoid -> a -> Relu -> y:
  * in place, y shares a's block: peak x + a = 2 MiB; without, x + a + y. */
@@ -489,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_light_zoo_weights),
         cmocka_unit_test(test_checkpoint_grouping),
         cmocka_unit_test(test_loss_dtype),
+        cmocka_unit_test(test_sum_grad_dense_for_cublas),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);
 }
