@@ -549,6 +549,7 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         assume(&as, "allocator", "default", "host: bytes as requested");
     int cuda_version = cfg.cuda_version ? cfg.cuda_version : 121;
     int cc = cfg.compute_capability ? cfg.compute_capability : 80;
+    run.compute_capability = cc;
     uint64_t context = cfg.cuda_context_bytes >= 0 ? (uint64_t)cfg.cuda_context_bytes
                      : run.cuda ? (uint64_t)dnnmem_cuda_context_default(run.torch_version, cuda_version)
                                 : 0;

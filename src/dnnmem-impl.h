@@ -456,6 +456,7 @@ struct dm_run {
     uint64_t conv_workspace;    /* per convolution call */
     int cpu_threads;            /* torch.get_num_threads() on the CPU; 0 = several */
     enum dm_dtype amp;          /* autocast's low type (fp16/bf16), or DM_UNDEFINED */
+    int compute_capability;     /* the GPU's, major * 10 + minor; 0 = 80 */
 };
 
 /* Build the schedule of a run: inference under torch.no_grad() with

@@ -364,17 +364,25 @@ static bool calls_cublas(enum dm_op op)
 
 static bool is_conv(enum dm_op op) { return op == DM_OP_Conv || op == DM_OP_ConvTranspose; }
 
+/* The dtype a fused Attention node computes in (autocast's, else q's). */
+static enum dm_dtype sdpa_dtype(const struct dm_sb *b, const struct dm_node *n)
+{
+    return b->run->amp != DM_UNDEFINED ? b->run->amp : b->t[n->in[0]].dtype;
+}
+
 /* F.scaled_dot_product_attention's backend on CUDA (select_sdp_backend in
  * aten/src/ATen/native/transformers/sdp_utils.cpp): flash attention for
  * fp16/bf16 with a head dim up to 256 (128 before PyTorch 2.2, which moved to
- * FlashAttention-2), else the memory-efficient kernel. Assumes an sm80+ GPU
- * and no explicit mask (transformers passes is_causal instead). */
+ * FlashAttention-2) on sm80 and later, else the memory-efficient kernel.
+ * Assumes no explicit mask (transformers passes is_causal or none). */
 bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n)
 {
     const struct dm_tinfo *q = &b->t[n->in[0]];
-    enum dm_dtype dt = b->run->amp != DM_UNDEFINED ? b->run->amp : q->dtype;
+    enum dm_dtype dt = sdpa_dtype(b, n);
     int64_t d = q->rank == 4 ? q->dims[3] : 0;
-    return (dt == DM_FLOAT16 || dt == DM_BFLOAT16) && d <= (b->run->torch_version >= 202 ? 256 : 128);
+    int cc = b->run->compute_capability ? b->run->compute_capability : 80;
+    return (dt == DM_FLOAT16 || dt == DM_BFLOAT16) && cc >= 80 &&
+           d <= (b->run->torch_version >= 202 ? 256 : 128);
 }
 
 /* Transpose(0, 2, 1, 3) of a fused attention's output: the [B,S,H,D] buffer
@@ -449,6 +457,14 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
                 dm_dtype_bytes(DM_FLOAT, acc, &b1))
                 ws.buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, b1, -1, node,
                                         "flash_dq_accum", 1);
+            /* the memory-efficient kernel in fp16/bf16 accumulates dq in fp32
+             * (kNeedsAccumGradQ in kernel_backward.h: output type is not the
+             * accumulator's): a [B, H, S, D] fp32 workspace */
+            enum dm_dtype dt = sdpa_dtype(b, n);
+            if (!flash && (dt == DM_FLOAT16 || dt == DM_BFLOAT16) && dm_mul_ok(bh, s, &rows) &&
+                dm_mul_ok(rows, d, &acc) && dm_dtype_bytes(DM_FLOAT, acc, &b1))
+                ws.buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, b1, -1, node,
+                                        "efficient_dq_accum", 1);
         }
         if (is_conv(n->op) && b->run->conv_workspace)
             ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace,

@@ -548,8 +548,8 @@ static void test_tiny_bert(void **state)
 /* One training step of the tiny Llama's sdpa graph (batch 2, seq 40, CUDA,
  * PyTorch 2.2, SGD): the buffers named `what`, their count and the size of
  * the last. amp: autocast's low type, or DM_UNDEFINED. */
-static int sdpa_buffers(const dnnmem_model *m, enum dm_dtype amp, const char *what,
-                        uint64_t *bytes)
+static int sdpa_buffers_cc(const dnnmem_model *m, enum dm_dtype amp, int cc, const char *what,
+                           uint64_t *bytes)
 {
     const struct dm_graph *g = dm_model_graph_sdpa(m);
     struct dm_arena a;
@@ -565,7 +565,7 @@ static int sdpa_buffers(const dnnmem_model *m, enum dm_dtype amp, const char *wh
         dm_amp_retype(g, t, amp);
     struct dm_run run = {.train = true, .cuda = true, .inplace = true, .torch_version = 202,
                          .iterations = 1, .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD,
-                         .loss = DNNMEM_LOSS_CE, .amp = amp};
+                         .loss = DNNMEM_LOSS_CE, .amp = amp, .compute_capability = cc};
     struct dm_schedule s;
     if (dm_schedule_build(g, t, &run, &s, &err) != DNNMEM_OK)
         fail_msg("schedule: %s", err.message);
@@ -579,6 +579,12 @@ static int sdpa_buffers(const dnnmem_model *m, enum dm_dtype amp, const char *wh
     free(t);
     dm_arena_free(&a);
     return n;
+}
+
+static int sdpa_buffers(const dnnmem_model *m, enum dm_dtype amp, const char *what,
+                        uint64_t *bytes)
+{
+    return sdpa_buffers_cc(m, amp, 80, what, bytes);
 }
 
 static int count_op(const struct dm_graph *g, enum dm_op op)
@@ -620,6 +626,13 @@ static void test_sdpa(void **state)
     assert_int_equal(bytes, 2 * 4 * 128 * 4);
     assert_int_equal(sdpa_buffers(m, DM_BFLOAT16, "flash_dq_accum", &bytes), 2);
     assert_int_equal(bytes, 2 * 128 * 4 * 32 * 4);
+    /* before sm80 (a T4, sm75) fp16/bf16 take the memory-efficient kernel,
+     * whose backward accumulates dq in a [B,H,S,D] fp32 workspace */
+    assert_int_equal(sdpa_buffers_cc(m, DM_BFLOAT16, 75, "flash_dq_accum", &bytes), 0);
+    assert_int_equal(sdpa_buffers_cc(m, DM_BFLOAT16, 75, "efficient_dq_accum", &bytes), 2);
+    assert_int_equal(bytes, 2 * 4 * 40 * 16 * 4);
+    assert_int_equal(sdpa_buffers_cc(m, DM_BFLOAT16, 75, "logsumexp", &bytes), 2);
+    assert_int_equal(bytes, 2 * 4 * 64 * 4);
 
     /* auto: sdpa from PyTorch 2.1 on CUDA, eager before and on the CPU; an
      * eager-only estimate is larger at a long sequence */
