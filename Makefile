@@ -116,8 +116,8 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node
 	$(B)/tests/conformance $(B)/onnx-node-tests tests/conformance/expected-failures.txt
 	@echo "== validation against PyTorch 1.13 (CPU)"
 	$(B)/tests/validate tests/validation/pytorch-cpu-1.13.jsonl tests/validation/expected-misses.txt
-	@echo "== published GPU measurements (BERT-base, eager vs sdpa)"
-	DNNMEM=$(B)/dnnmem sh tests/validation/published-bert.sh
+	@echo "== published GPU measurements (BERT, DistilBERT; eager vs sdpa)"
+	DNNMEM=$(B)/dnnmem sh tests/validation/published-gpu.sh
 	@echo "== CLI tests"
 	DNNMEM=$(B)/dnnmem sh tests/cli/run.sh
 	@echo "== HTML report in headless Chromium"

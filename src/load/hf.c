@@ -1319,6 +1319,157 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
     return y;
 }
 
+/* DistilBERT's MultiHeadSelfAttention (eager: q scaled before the product,
+ * masked_fill by a bool mask) or DistilBertSdpaAttention, then out_lin. */
+static int32_t distil_attention(struct hf *h, const struct bert *c, int32_t x, int32_t mask)
+{
+    int64_t E = c->hidden, H = c->heads, D = c->hidden / c->heads;
+    int32_t qkv[3];
+    static const char *const proj[3] = {"q_lin", "k_lin", "v_lin"};
+    for (int j = 0; j < 3; j++) { /* shape(): view, transpose(1, 2) */
+        size_t t = enter(h, "%s", proj[j]);
+        int32_t y = linear(h, x, E, E, true, -1, NULL);
+        leave(h, t);
+        y = reshape(h, y, INTS(0, 0, H, D));
+        qkv[j] = transpose(h, y, INTS(0, 2, 1, 3));
+    }
+    int32_t o;
+    if (h->sdpa) {
+        o = op(h, DM_OP_Attention, 3, qkv[0], qkv[1], qkv[2]);
+        attr_i(h, "is_causal", 0);
+    } else {
+        /* q / sqrt(D) keeps q's memory order (still permuted), so matmul
+         * copies it, and k and v, as in BERT */
+        int32_t q = op(h, DM_OP_Div, 2, qkv[0], const_f(h, sqrt((double)D)));
+        int32_t qc = reshape(h, q, INTS(0, H, -1, D));
+        int32_t kc = reshape(h, qkv[1], INTS(0, H, -1, D));
+        int32_t vc = reshape(h, qkv[2], INTS(0, H, -1, D));
+        int32_t kt = transpose(h, kc, INTS(0, 1, 3, 2));
+        int32_t w = op(h, DM_OP_MatMul, 2, qc, kt);
+        w = op(h, DM_OP_Where, 3, mask, const_f(h, -FLT_MAX), w); /* masked_fill(mask, min) */
+        w = op(h, DM_OP_Softmax, 1, w);
+        attr_i(h, "axis", -1);
+        w = dropout(h, w, c->attn_drop);
+        o = op(h, DM_OP_MatMul, 2, w, vc);
+    }
+    o = transpose(h, o, INTS(0, 2, 1, 3)); /* unshape: transpose(1, 2).contiguous() */
+    o = reshape(h, o, INTS(0, 0, -1));
+    size_t t = enter(h, "out_lin");
+    o = linear(h, o, E, E, true, -1, NULL);
+    leave(h, t);
+    return o;
+}
+
+/* DistilBertModel, or DistilBertForMaskedLM (vocab_transform, gelu,
+ * vocab_layer_norm, vocab_projector tied to the word embeddings), as of
+ * transformers 4.40-4.48, called as model(input_ids) (attention_mask ones). */
+static int32_t build_distilbert(struct hf *h, const struct bert *c, int32_t ids)
+{
+    int64_t E = c->hidden, P = c->positions;
+    size_t top = c->mlm ? enter(h, "distilbert") : h->scope_len;
+    size_t s = enter(h, "embeddings");
+    int32_t word = param(h, "word_embeddings.weight", DM_FLOAT, 2, (int64_t[]){c->vocab, E});
+    int32_t posw = param(h, "position_embeddings.weight", DM_FLOAT, 2, (int64_t[]){P, E});
+    int32_t pos_buf = param(h, "position_ids", DM_INT64, 2, (int64_t[]){1, P});
+    int32_t seq = op(h, DM_OP_Shape, 1, ids);
+    attr_i(h, "start", 1);
+    attr_i(h, "end", 2);
+    int32_t pos_ids = op(h, DM_OP_Slice, 4, pos_buf, const_ints(h, INTS(0)), seq,
+                         const_ints(h, INTS(1)));
+    int32_t x = op(h, DM_OP_Gather, 2, word, ids);
+    int32_t emb = x;
+    int32_t pe = op(h, DM_OP_Gather, 2, posw, pos_ids);
+    x = op(h, DM_OP_Add, 2, x, pe);
+    size_t t = enter(h, "LayerNorm");
+    x = layer_norm(h, x, E, c->eps);
+    leave(h, t);
+    x = dropout(h, x, c->hidden_drop);
+    leave(h, s);
+    /* eager: (ones(B, S) == 0).view(B, 1, 1, S), expanded: a bool [B, S] */
+    int32_t mask = -1;
+    if (!h->sdpa) {
+        int32_t shape = op(h, DM_OP_Shape, 1, ids);
+        int32_t ones = op(h, DM_OP_ConstantOfShape, 1, shape);
+        int32_t zero = const_f(h, 0.0);
+        mask = op(h, DM_OP_Equal, 2, ones, zero);
+        mask = unsqueeze(h, mask, INTS(1, 2));
+    }
+    size_t tr = enter(h, "transformer");
+    for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
+        size_t ls = enter(h, "layer.%d", i);
+        s = enter(h, "attention");
+        int32_t a = distil_attention(h, c, x, mask);
+        leave(h, s);
+        a = op(h, DM_OP_Add, 2, a, x);
+        s = enter(h, "sa_layer_norm");
+        a = layer_norm(h, a, E, c->eps);
+        leave(h, s);
+        s = enter(h, "ffn");
+        t = enter(h, "lin1");
+        int32_t y = linear(h, a, E, c->inter, true, -1, NULL);
+        leave(h, t);
+        y = gpt2_act(h, c->act, y);
+        t = enter(h, "lin2");
+        y = linear(h, y, c->inter, E, true, -1, NULL);
+        leave(h, t);
+        y = dropout(h, y, c->hidden_drop);
+        leave(h, s);
+        y = op(h, DM_OP_Add, 2, y, a);
+        s = enter(h, "output_layer_norm");
+        x = layer_norm(h, y, E, c->eps);
+        leave(h, s);
+        leave(h, ls);
+    }
+    leave(h, tr);
+    hold(h, emb, last_node(h));
+    hold(h, mask, last_node(h));
+    leave(h, top);
+    if (!c->mlm)
+        return x;
+    s = enter(h, "vocab_transform");
+    int32_t y = linear(h, x, E, E, true, -1, NULL);
+    leave(h, s);
+    y = gpt2_act(h, c->act, y);
+    s = enter(h, "vocab_layer_norm");
+    y = layer_norm(h, y, E, c->eps);
+    leave(h, s);
+    s = enter(h, "vocab_projector"); /* weight tied to the word embeddings */
+    y = linear(h, y, E, c->vocab, true, word, "logits");
+    leave(h, s);
+    return y;
+}
+
+static void read_distilbert(struct hf *h, struct bert *c)
+{
+    c->vocab = get_int(h, "vocab_size", REQUIRED, MAX_SIZE);
+    c->hidden = get_int(h, "dim", 768, MAX_SIZE);
+    c->inter = get_int(h, "hidden_dim", 3072, MAX_SIZE);
+    c->layers = get_int(h, "n_layers", 6, MAX_LAYERS);
+    c->heads = get_int(h, "n_heads", 12, MAX_SIZE);
+    c->positions = get_int(h, "max_position_embeddings", 512, MAX_SIZE);
+    if (h->st == DNNMEM_OK && c->hidden % c->heads)
+        fail(h, DNNMEM_E_MODEL, "config field 'dim' (%lld) is not a multiple of 'n_heads' (%lld)",
+             (long long)c->hidden, (long long)c->heads);
+    if (h->st == DNNMEM_OK && get_bool(h, "sinusoidal_pos_embds", false))
+        fail(h, DNNMEM_E_UNSUPPORTED, "config field 'sinusoidal_pos_embds' is true; not modelled");
+    c->act = get_str(h, "activation", "gelu");
+    if (h->st == DNNMEM_OK && strcmp(c->act, "gelu") != 0)
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "config field 'activation' is '%s'; only gelu is modelled for distilbert", c->act);
+    c->eps = 1e-12; /* nn.LayerNorm(dim, eps=1e-12), not a config field */
+    c->attn_drop = get_num(h, "attention_dropout", 0.1, 0, 1);
+    c->hidden_drop = get_num(h, "dropout", 0.1, 0, 1);
+    json_t *arch = json_object_get(h->root, "architectures");
+    size_t i;
+    json_t *a;
+    if (json_is_array(arch))
+        json_array_foreach(arch, i, a)
+        {
+            if (json_is_string(a) && strcmp(json_string_value(a), "DistilBertForMaskedLM") == 0)
+                c->mlm = true;
+        }
+}
+
 static void read_bert(struct hf *h, struct bert *c)
 {
     c->vocab = get_int(h, "vocab_size", REQUIRED, MAX_SIZE);
@@ -1354,7 +1505,7 @@ static void read_bert(struct hf *h, struct bert *c)
         }
 }
 
-static const char *const known_types = "llama, mistral, qwen2, qwen3, gpt2, bert";
+static const char *const known_types = "llama, mistral, qwen2, qwen3, gpt2, bert, distilbert";
 
 /* The model_type, or "gpt2" for the legacy GPT-2 configs that predate it. */
 static const char *model_type(struct hf *h)
@@ -1424,7 +1575,8 @@ static enum dnnmem_status build(struct hf *h)
     const char *type = model_type(h);
     if (!type)
         return h->st;
-    bool gpt2 = strcmp(type, "gpt2") == 0, bert = strcmp(type, "bert") == 0;
+    bool gpt2 = strcmp(type, "gpt2") == 0, distil = strcmp(type, "distilbert") == 0;
+    bool bert = distil || strcmp(type, "bert") == 0;
     if (!gpt2 && !bert && strcmp(type, "llama") != 0 && strcmp(type, "mistral") != 0 &&
         strcmp(type, "qwen2") != 0 && strcmp(type, "qwen3") != 0)
         return fail(h, DNNMEM_E_UNSUPPORTED, "model_type '%s' is not supported (known: %s)", type,
@@ -1439,6 +1591,8 @@ static enum dnnmem_status build(struct hf *h)
     struct bert bc = {0};
     if (gpt2)
         read_gpt2(h, &gc);
+    else if (distil)
+        read_distilbert(h, &bc);
     else if (bert)
         read_bert(h, &bc);
     else
@@ -1481,7 +1635,8 @@ static enum dnnmem_status build(struct hf *h)
 
     int32_t pooled = -1;
     int32_t logits = gpt2   ? build_gpt2(h, &gc, ids)
-                     : bert ? build_bert(h, &bc, ids, &pooled)
+                     : distil ? build_distilbert(h, &bc, ids)
+                     : bert   ? build_bert(h, &bc, ids, &pooled)
                             : build_llama(h, &lc, ids);
     if (h->st != DNNMEM_OK)
         return h->st;

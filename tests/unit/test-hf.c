@@ -87,6 +87,11 @@ static uint64_t weights_of(const char *path)
  *    4 * 590,592 + 2,362,368 + 2,360,064 + 2 LN 3072 = 7,087,872; pooler
  *    590,592: 109,482,240 (PyTorch's count for BertModel). Buffers
  *    position_ids and token_type_ids, int64 [1, 512] each.
+ *  - distilbert-base-uncased (DistilBertForMaskedLM, tied projector): V
+ *    30522, E 768, I 3072, L 6, P 512: embeddings 23,440,896 + 393,216 + LN
+ *    1536; layer 4 * 590,592 + 2,362,368 + 2,360,064 + 2 LN 3072 =
+ *    7,087,872; head 590,592 + LN 1536 + projector bias 30,522:
+ *    66,985,530 (PyTorch's count). Buffer position_ids int64 [1, 512].
  *  - GPT-2 (tied): V 50257, E 768, L 12, n_positions 1024: layer
  *    2 * 1536 (ln) + 1,771,776 (c_attn) + 590,592 (c_proj) + 2,362,368
  *    (c_fc) + 2,360,064 (mlp c_proj) = 7,087,872; 38,597,376 + 786,432 +
@@ -106,6 +111,7 @@ static void test_weights_match_published_counts(void **state)
         {"Mistral-7B-Instruct-v0.3.json", 7248023552u, 64 * 4},
         {"Llama-3.1-70B-Instruct.json", UINT64_C(70553706496), 64 * 4},
         {"bert-base-uncased.json", 109482240u, 2 * 512 * 8},
+        {"distilbert-base-uncased.json", 66985530u, 512 * 8},
         {"gpt2.json", 124439808u, 12 * (1024 * 1024 + 4)},
         {"distilgpt2.json", 81912576u, 6 * (1024 * 1024 + 4)},
     };
@@ -228,7 +234,8 @@ static void test_errors(void **state)
                  "\"architectures\": [\"LlamaForSequenceClassification\"]}",
                  DNNMEM_E_UNSUPPORTED, "names LlamaForSequenceClassification");
     expect_error("{\"model_type\": \"t5\", \"vocab_size\": 32128}", DNNMEM_E_UNSUPPORTED,
-                 "model_type 't5' is not supported (known: llama, mistral, qwen2, qwen3, gpt2, bert)");
+                 "model_type 't5' is not supported (known: llama, mistral, qwen2, qwen3, gpt2, bert, "
+                 "distilbert)");
     expect_error("{\"vocab_size\": 30522, \"hidden_size\": 768}", DNNMEM_E_MODEL,
                  "config field 'model_type' is missing");
     expect_error("{\"model_type\": 7}", DNNMEM_E_MODEL, "config field 'model_type' must be a string");
