@@ -942,6 +942,23 @@ static int32_t layer_norm(struct hf *h, int32_t x, int64_t dim, double eps)
     return y;
 }
 
+/* The attention core on permuted [B, H, S, D] views of q, k and v. sdpa: one
+ * fused Attention node, which takes the strided views as they are. eager:
+ * torch.matmul copies each permuted operand (the reshape of a non-contiguous
+ * tensor) and BmmBackward keeps the copies; heads_copy makes them. */
+static int32_t fused_attention(struct hf *h, const int32_t qkv[3], bool causal)
+{
+    int32_t o = op(h, DM_OP_Attention, 3, qkv[0], qkv[1], qkv[2]);
+    attr_i(h, "is_causal", causal);
+    return o;
+}
+
+static void heads_copy(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3])
+{
+    for (int j = 0; j < 3; j++)
+        out[j] = reshape(h, qkv[j], INTS(0, heads, -1, d));
+}
+
 /* GPT2Attention.forward with _attn (eager). */
 static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int32_t x,
                               int32_t ss, int32_t *q_part)
@@ -978,17 +995,13 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
          * F.scaled_dot_product_attention as they are (the fused kernels take
          * strided q, k, v), is_causal without a mask, dropout_p = attn_pdrop
          * in training; nothing of [S, S] is made */
-        o = op(h, DM_OP_Attention, 3, qkvh[0], qkvh[1], qkvh[2]);
-        attr_i(h, "is_causal", 1);
+        o = fused_attention(h, qkvh, true);
     } else {
-        /* torch.matmul folds each 4-D operand to [B * H, ., .] with reshape:
-         * q, k.transpose(-1, -2) and v are permuted views of the c_attn output,
-         * so each is copied, and BmmBackward keeps the copies */
-        int32_t qc = reshape(h, qkvh[0], INTS(0, nh, -1, hd));
-        int32_t kc = reshape(h, qkvh[1], INTS(0, nh, -1, hd));
-        int32_t vc = reshape(h, qkvh[2], INTS(0, nh, -1, hd));
-        int32_t kt = transpose(h, kc, INTS(0, 1, 3, 2));
-        w = op(h, DM_OP_MatMul, 2, qc, kt);
+        /* q, k.transpose(-1, -2) and v are permuted views of the c_attn output */
+        int32_t c3[3];
+        heads_copy(h, qkvh, nh, hd, c3);
+        int32_t kt = transpose(h, c3[1], INTS(0, 1, 3, 2));
+        w = op(h, DM_OP_MatMul, 2, c3[0], kt);
         if (c->scale) {
             int32_t d = const_f(h, sqrt((double)hd)); /* torch.full([], D ** 0.5) */
             w = op(h, DM_OP_Div, 2, w, d);
@@ -1007,7 +1020,7 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
         s = enter(h, "attn_dropout");
         w = dropout(h, w, c->attn_drop);
         leave(h, s);
-        o = op(h, DM_OP_MatMul, 2, w, vc);
+        o = op(h, DM_OP_MatMul, 2, w, c3[2]);
     }
     o = transpose(h, o, INTS(0, 2, 1, 3)); /* _merge_heads: permute(...).contiguous() */
     o = reshape(h, o, INTS(0, 0, -1));
@@ -1177,22 +1190,18 @@ static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int
         /* the permuted views go to F.scaled_dot_product_attention as they
          * are; with no attention_mask, _prepare_4d_attention_mask_for_sdpa
          * returns None: no mask, not causal */
-        o = op(h, DM_OP_Attention, 3, qkv[0], qkv[1], qkv[2]);
-        attr_i(h, "is_causal", 0);
+        o = fused_attention(h, qkv, false);
     } else {
-        /* torch.matmul copies the permuted q, k and v (reshape of a
-         * non-contiguous tensor); BmmBackward keeps the copies */
-        int32_t qc = reshape(h, qkv[0], INTS(0, H, -1, D));
-        int32_t kc = reshape(h, qkv[1], INTS(0, H, -1, D));
-        int32_t vc = reshape(h, qkv[2], INTS(0, H, -1, D));
-        int32_t kt = transpose(h, kc, INTS(0, 1, 3, 2));
-        int32_t w = op(h, DM_OP_MatMul, 2, qc, kt);
+        int32_t c3[3];
+        heads_copy(h, qkv, H, D, c3);
+        int32_t kt = transpose(h, c3[1], INTS(0, 1, 3, 2));
+        int32_t w = op(h, DM_OP_MatMul, 2, c3[0], kt);
         w = op(h, DM_OP_Div, 2, w, const_f(h, sqrt((double)D))); /* / math.sqrt(D) */
         w = op(h, DM_OP_Add, 2, w, mask);
         w = op(h, DM_OP_Softmax, 1, w);
         attr_i(h, "axis", -1);
         w = dropout(h, w, c->attn_drop);
-        o = op(h, DM_OP_MatMul, 2, w, vc);
+        o = op(h, DM_OP_MatMul, 2, w, c3[2]);
     }
     o = transpose(h, o, INTS(0, 2, 1, 3)); /* permute(0, 2, 1, 3).contiguous() */
     o = reshape(h, o, INTS(0, 0, -1));
@@ -1335,22 +1344,19 @@ static int32_t distil_attention(struct hf *h, const struct bert *c, int32_t x, i
     }
     int32_t o;
     if (h->sdpa) {
-        o = op(h, DM_OP_Attention, 3, qkv[0], qkv[1], qkv[2]);
-        attr_i(h, "is_causal", 0);
+        o = fused_attention(h, qkv, false);
     } else {
-        /* q / sqrt(D) keeps q's memory order (still permuted), so matmul
-         * copies it, and k and v, as in BERT */
-        int32_t q = op(h, DM_OP_Div, 2, qkv[0], const_f(h, sqrt((double)D)));
-        int32_t qc = reshape(h, q, INTS(0, H, -1, D));
-        int32_t kc = reshape(h, qkv[1], INTS(0, H, -1, D));
-        int32_t vc = reshape(h, qkv[2], INTS(0, H, -1, D));
-        int32_t kt = transpose(h, kc, INTS(0, 1, 3, 2));
-        int32_t w = op(h, DM_OP_MatMul, 2, qc, kt);
+        /* q / sqrt(D) keeps q's memory order (still permuted) */
+        int32_t c3[3], scaled[3] = {op(h, DM_OP_Div, 2, qkv[0], const_f(h, sqrt((double)D))),
+                                    qkv[1], qkv[2]};
+        heads_copy(h, scaled, H, D, c3);
+        int32_t kt = transpose(h, c3[1], INTS(0, 1, 3, 2));
+        int32_t w = op(h, DM_OP_MatMul, 2, c3[0], kt);
         w = op(h, DM_OP_Where, 3, mask, const_f(h, -FLT_MAX), w); /* masked_fill(mask, min) */
         w = op(h, DM_OP_Softmax, 1, w);
         attr_i(h, "axis", -1);
         w = dropout(h, w, c->attn_drop);
-        o = op(h, DM_OP_MatMul, 2, w, vc);
+        o = op(h, DM_OP_MatMul, 2, w, c3[2]);
     }
     o = transpose(h, o, INTS(0, 2, 1, 3)); /* unshape: transpose(1, 2).contiguous() */
     o = reshape(h, o, INTS(0, 0, -1));
