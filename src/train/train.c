@@ -47,6 +47,10 @@ struct dm_train {
     bool *param;         /* per tensor: a trainable parameter */
     int32_t *grad;       /* per tensor: buffer holding its incoming grad, or -1 */
     int32_t *param_grad; /* per tensor: the parameter's .grad buffer, or -1 */
+    /* per parameter: grads it receives per backward (the node inputs reading
+     * it), those still to come in this one, and their sum so far while .grad
+     * already exists (the AccumulateGrad node's input buffer), or -1 */
+    int32_t *contrib, *left, *pending;
     int32_t (*saved)[MAX_SAVED]; /* per node: buffers its backward holds */
     uint8_t *n_saved;    /* per node */
     bool *node_rg;       /* per node: records an autograd node */
@@ -322,8 +326,11 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     tr->n_saved = calloc((size_t)nn + 1, sizeof *tr->n_saved);
     tr->node_rg = calloc((size_t)nn + 1, sizeof *tr->node_rg);
     tr->held = malloc(((size_t)g->n_outputs + 3) * sizeof *tr->held);
+    tr->contrib = calloc((size_t)nt + 1, sizeof *tr->contrib);
+    tr->left = calloc((size_t)nt + 1, sizeof *tr->left);
+    tr->pending = malloc(((size_t)nt + 1) * sizeof *tr->pending);
     if (!tr->rg || !tr->param || !tr->grad || !tr->param_grad || !tr->saved || !tr->n_saved ||
-        !tr->node_rg || !tr->held)
+        !tr->node_rg || !tr->held || !tr->contrib || !tr->left || !tr->pending)
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
     for (int32_t x = 0; x < nt; x++) {
         tr->grad[x] = tr->param_grad[x] = -1;
@@ -348,6 +355,9 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
                            "%s: node '%s': training through %s is not modelled yet", g->path,
                            n->name, dm_ops[n->op].name);
         tr->node_rg[i] = true;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && !is_meta_slot(n, k) && tr->param[n->in[k]])
+                tr->contrib[n->in[k]]++;
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0 && dm_dtype_is_float(t[n->out[k]].dtype) && !t[n->out[k]].absent)
                 tr->rg[n->out[k]] = true;
@@ -385,6 +395,9 @@ void dm_train_free(struct dm_sb *b)
     free(tr->param);
     free(tr->grad);
     free(tr->param_grad);
+    free(tr->contrib);
+    free(tr->left);
+    free(tr->pending);
     free(tr->saved);
     free(tr->n_saved);
     free(tr->node_rg);
@@ -565,7 +578,22 @@ static void deliver(struct dm_sb *b, int32_t x, int32_t gbuf)
     if (gbuf < 0)
         return;
     if (tr->param[x]) {
-        if (tr->param_grad[x] >= 0) { /* .grad += new, in place */
+        tr->left[x]--;
+        if (tr->param_grad[x] >= 0 && (tr->pending[x] >= 0 || tr->left[x] > 0)) {
+            /* .grad exists (kept by zero_grad in 1.13, by accumulation, or
+             * with no zero_grad): the engine sums a parameter's grads of this
+             * backward in its AccumulateGrad node's input buffer, the first
+             * one held until the last arrives, and only then adds the sum into
+             * .grad (torch/csrc/autograd/input_buffer.cpp) */
+            if (tr->pending[x] < 0)
+                tr->pending[x] = gbuf;
+            else
+                dm_sb_unref(b, gbuf);
+            if (tr->left[x] <= 0) {
+                dm_sb_unref(b, tr->pending[x]);
+                tr->pending[x] = -1;
+            }
+        } else if (tr->param_grad[x] >= 0) { /* .grad += new, in place */
             dm_sb_unref(b, gbuf);
         } else if (b->refs[gbuf] == 1 && b->s->buf[gbuf].bytes == b->t[x].bytes) {
             b->s->buf[gbuf].category = DNNMEM_CAT_GRADIENT; /* stolen as .grad */
@@ -881,6 +909,10 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
             tr->held[tr->n_held++] = buf; /* the forward's is_output holder */
         }
     }
+    for (int32_t x = 0; x < g->n_tensors; x++) {
+        tr->left[x] = tr->contrib[x];
+        tr->pending[x] = -1;
+    }
     loss(b);
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         int32_t sg = tr->seg[i];
@@ -889,11 +921,16 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
         else if (i == tr->seg_last[sg])
             checkpoint_backward(b, sg);
     }
-    for (int32_t x = 0; x < g->n_tensors; x++)
+    for (int32_t x = 0; x < g->n_tensors; x++) {
         if (tr->grad[x] >= 0) {
             dm_sb_unref(b, tr->grad[x]);
             tr->grad[x] = -1;
         }
+        if (tr->pending[x] >= 0) { /* a grad that never came: the buffer is added now */
+            dm_sb_unref(b, tr->pending[x]);
+            tr->pending[x] = -1;
+        }
+    }
     if (step_optimizer)
         optimizer_step(b);
     /* `del out, loss`: the caller lets go of the outputs and the loss, and
