@@ -1171,6 +1171,20 @@ struct bert {
     bool mlm; /* BertForMaskedLM (MLM head, no pooler), else BertModel (pooler) */
 };
 
+/* q, k and v of an encoder: linear(x) viewed [B, S, H, D] and permuted to
+ * [B, H, S, D] (BERT's transpose_for_scores, DistilBERT's shape()). */
+static void encoder_heads(struct hf *h, int32_t x, int64_t E, int64_t H,
+                          const char *const proj[3], int32_t qkv[3])
+{
+    for (int j = 0; j < 3; j++) {
+        size_t t = enter(h, "%s", proj[j]);
+        int32_t y = linear(h, x, E, E, true, -1, NULL);
+        leave(h, t);
+        y = reshape(h, y, INTS(0, 0, H, E / H));
+        qkv[j] = transpose(h, y, INTS(0, 2, 1, 3));
+    }
+}
+
 /* BertSelfAttention (eager) or BertSdpaSelfAttention, then BertSelfOutput. */
 static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int32_t mask)
 {
@@ -1178,13 +1192,7 @@ static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int
     int32_t qkv[3];
     static const char *const proj[3] = {"query", "key", "value"};
     size_t s = enter(h, "self");
-    for (int j = 0; j < 3; j++) { /* transpose_for_scores: view, permute(0, 2, 1, 3) */
-        size_t t = enter(h, "%s", proj[j]);
-        int32_t y = linear(h, x, E, E, true, -1, NULL);
-        leave(h, t);
-        y = reshape(h, y, INTS(0, 0, H, D));
-        qkv[j] = transpose(h, y, INTS(0, 2, 1, 3));
-    }
+    encoder_heads(h, x, E, H, proj, qkv);
     int32_t o;
     if (h->sdpa) {
         /* the permuted views go to F.scaled_dot_product_attention as they
@@ -1335,13 +1343,7 @@ static int32_t distil_attention(struct hf *h, const struct bert *c, int32_t x, i
     int64_t E = c->hidden, H = c->heads, D = c->hidden / c->heads;
     int32_t qkv[3];
     static const char *const proj[3] = {"q_lin", "k_lin", "v_lin"};
-    for (int j = 0; j < 3; j++) { /* shape(): view, transpose(1, 2) */
-        size_t t = enter(h, "%s", proj[j]);
-        int32_t y = linear(h, x, E, E, true, -1, NULL);
-        leave(h, t);
-        y = reshape(h, y, INTS(0, 0, H, D));
-        qkv[j] = transpose(h, y, INTS(0, 2, 1, 3));
-    }
+    encoder_heads(h, x, E, H, proj, qkv);
     int32_t o;
     if (h->sdpa) {
         o = fused_attention(h, qkv, false);
