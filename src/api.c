@@ -404,7 +404,7 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
      * 2.1.1: is_torch_sdpa_available; 2.1 here), else eager. On the CPU the
      * sdpa kernels are not modelled, so auto means eager there. */
     bool hf = m->sdpa.n_nodes > 0;
-    int torch = cfg.torch_version ? cfg.torch_version : 200;
+    int torch = cfg.torch_version ? cfg.torch_version : 200; /* the default framework */
     if ((unsigned)cfg.attn > DNNMEM_ATTN_SDPA)
         return dm_fail(err, DNNMEM_E_USAGE, "unknown attention implementation %d", (int)cfg.attn);
     if (cfg.attn != DNNMEM_ATTN_AUTO && !hf)
@@ -428,7 +428,7 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         .train = cfg.mode == DNNMEM_MODE_TRAIN,
         .cuda = cfg.device == DNNMEM_DEVICE_CUDA,
         .inplace = cfg.inplace == DNNMEM_INPLACE_AUTO,
-        .torch_version = cfg.torch_version ? cfg.torch_version : 200,
+        .torch_version = torch,
         .iterations = cfg.iterations ? cfg.iterations : 2,
         .grad_accum = cfg.grad_accum ? cfg.grad_accum : 1,
         .optimizer = cfg.optimizer,

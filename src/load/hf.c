@@ -372,32 +372,33 @@ static void attr_s(struct hf *h, const char *name, const char *v)
         a->s = v;
 }
 
+/* A copy of n elements of `size` bytes in the graph's arena (NULL on OOM). */
+static void *arena_copy(struct hf *h, const void *v, int n, size_t size)
+{
+    void *p = dm_arena_array(&h->g->arena, (size_t)n + 1, size);
+    if (!p) {
+        oom(h);
+        return NULL;
+    }
+    return memcpy(p, v, (size_t)n * size);
+}
+
 static void attr_ints(struct hf *h, const char *name, int n, const int64_t *v)
 {
     struct dm_attr *a = attr(h, name, DM_ATTR_INTS);
-    if (!a)
-        return;
-    a->n = n;
-    a->ints = dm_arena_array(&h->g->arena, (size_t)n + 1, sizeof *a->ints);
-    if (!a->ints) {
-        oom(h);
-        return;
+    if (a) {
+        a->n = n;
+        a->ints = arena_copy(h, v, n, sizeof *v);
     }
-    memcpy(a->ints, v, (size_t)n * sizeof *v);
 }
 
 static void attr_floats(struct hf *h, const char *name, int n, const double *v)
 {
     struct dm_attr *a = attr(h, name, DM_ATTR_FLOATS);
-    if (!a)
-        return;
-    a->n = n;
-    a->floats = dm_arena_array(&h->g->arena, (size_t)n + 1, sizeof *a->floats);
-    if (!a->floats) {
-        oom(h);
-        return;
+    if (a) {
+        a->n = n;
+        a->floats = arena_copy(h, v, n, sizeof *v);
     }
-    memcpy(a->floats, v, (size_t)n * sizeof *v);
 }
 
 /* Constant nodes: a float or int64 scalar, an int64 or float list. */
@@ -520,6 +521,23 @@ static int32_t dropout(struct hf *h, int32_t x, double p)
         return x;
     int32_t r = const_f(h, p);
     return op(h, DM_OP_Dropout, 2, x, r);
+}
+
+/* The attention core on permuted [B, H, S, D] views of q, k and v. sdpa: one
+ * fused Attention node, which takes the strided views as they are. eager:
+ * torch.matmul copies each permuted operand (the reshape of a non-contiguous
+ * tensor) and BmmBackward keeps the copies; heads_copy makes them. */
+static int32_t fused_attention(struct hf *h, const int32_t qkv[3], bool causal)
+{
+    int32_t o = op(h, DM_OP_Attention, 3, qkv[0], qkv[1], qkv[2]);
+    attr_i(h, "is_causal", causal);
+    return o;
+}
+
+static void heads_copy(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3])
+{
+    for (int j = 0; j < 3; j++)
+        out[j] = reshape(h, qkv[j], INTS(0, heads, -1, d));
 }
 
 /* ---- the Llama family ----------------------------------------------------------- */
@@ -673,8 +691,7 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
          * no mask, no scores, no probabilities; its output is the [B, S, H, D]
          * buffer the kernel wrote, so .transpose(1, 2).contiguous() copies
          * nothing */
-        o = op(h, DM_OP_Attention, 3, q, kr, vr);
-        attr_i(h, "is_causal", 1);
+        o = fused_attention(h, (int32_t[]){q, kr, vr}, true);
         attr_f(h, "scale", 1.0 / sqrt((double)D));
     } else {
         int32_t kt = transpose(h, kr, INTS(0, 1, 3, 2));
@@ -940,23 +957,6 @@ static int32_t layer_norm(struct hf *h, int32_t x, int64_t dim, double eps)
     attr_i(h, "axis", -1);
     attr_f(h, "epsilon", eps);
     return y;
-}
-
-/* The attention core on permuted [B, H, S, D] views of q, k and v. sdpa: one
- * fused Attention node, which takes the strided views as they are. eager:
- * torch.matmul copies each permuted operand (the reshape of a non-contiguous
- * tensor) and BmmBackward keeps the copies; heads_copy makes them. */
-static int32_t fused_attention(struct hf *h, const int32_t qkv[3], bool causal)
-{
-    int32_t o = op(h, DM_OP_Attention, 3, qkv[0], qkv[1], qkv[2]);
-    attr_i(h, "is_causal", causal);
-    return o;
-}
-
-static void heads_copy(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3])
-{
-    for (int j = 0; j < 3; j++)
-        out[j] = reshape(h, qkv[j], INTS(0, heads, -1, d));
 }
 
 /* GPT2Attention.forward with _attn (eager). */

@@ -61,6 +61,8 @@ struct dm_ws {
 struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward);
 /* Whether a fused Attention node runs FlashAttention (else memory-efficient). */
 bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n);
+/* Its log-sum-exp's rows per batch and head. */
+int64_t dm_sdpa_lse_rows(const struct dm_sb *b, const struct dm_node *n);
 void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
 
 /* The buffer input slot k of node n reads: an autocast copy, or its tensor's. */

@@ -399,6 +399,15 @@ static bool is_fused_attention_output(const struct dm_sb *b, const struct dm_nod
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+/* Query rows of the fp32 log-sum-exp a fused Attention node keeps for its
+ * backward: S for flash, S rounded up to 32 for the memory-efficient kernel
+ * (kAlignLSE). */
+int64_t dm_sdpa_lse_rows(const struct dm_sb *b, const struct dm_node *n)
+{
+    int64_t s = b->t[n->in[0]].dims[2];
+    return dm_sdpa_flash(b, n) ? s : round_up(s, 32);
+}
+
 /* PyTorch 1.13's ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp):
  * float32 CPU convolutions go to oneDNN unless single-threaded THNN is faster:
  * a 1x1, unstrided, undilated kernel with batch < 16 on one thread, or a tiny

@@ -546,18 +546,15 @@ void dm_train_save(struct dm_sb *b, int32_t i)
     }
     case DM_T_SDPA: {
         /* ScaledDotProduct{Flash,Efficient}AttentionBackward0 keep query, key,
-         * value, the output and the fp32 log-sum-exp of each query row: [B,H,S]
-         * for flash, S rounded up to 32 for the memory-efficient kernel
-         * (kAlignLSE); the philox seed and offset are host scalars. Neither
-         * keeps the scores or a dropout mask (dropout is regenerated). */
+         * value, the output and the fp32 log-sum-exp of each query row
+         * (dm_sdpa_lse_rows); the philox seed and offset are host scalars.
+         * Neither keeps the scores or a dropout mask (dropout is regenerated). */
         if (in0 < 0 || t[in0].rank != 4)
             break;
         for (int k = 0; k < 3; k++)
             keep_input(b, i, k);
         keep_tensor(b, i, out0);
-        int64_t s = t[in0].dims[2];
-        keep_new(b, i, DM_FLOAT,
-                 t[in0].dims[0] * t[in0].dims[1] * (dm_sdpa_flash(b, n) ? s : (s + 31) / 32 * 32),
+        keep_new(b, i, DM_FLOAT, t[in0].dims[0] * t[in0].dims[1] * dm_sdpa_lse_rows(b, n),
                  "logsumexp");
         break;
     }
