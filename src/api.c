@@ -455,8 +455,8 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
            run.cuda ? "cuda" : "cpu");
     if (hf)
         assume(&as, "attention", cfg.attn ? "option" : "default", "%s",
-               sdpa ? "sdpa: F.scaled_dot_product_attention, FlashAttention for fp16/bf16, "
-                      "else the memory-efficient kernel"
+               sdpa ? "sdpa: F.scaled_dot_product_attention, FlashAttention for fp16/bf16 "
+                      "from sm80, else the memory-efficient kernel"
                     : "eager: scores, softmax and dropout materialised");
     if (run.train) {
         assume(&as, "mode", "option", "train: zero_grad, forward, loss, backward, step");
@@ -555,7 +555,8 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                                 : 0;
     char cb[32];
     if (run.cuda) {
-        assume(&as, "cuda", cfg.cuda_version ? "option" : "default", "%d.%d, compute capability %d.%d",
+        assume(&as, "cuda", cfg.cuda_version || cfg.compute_capability ? "option" : "default",
+               "%d.%d, compute capability %d.%d",
                cuda_version / 10, cuda_version % 10, cc / 10, cc % 10);
         assume(&as, "cuda_context", cfg.cuda_context_bytes >= 0 ? "option" : "default", "%s (%s)",
                dm_format_bytes(context, cb),
