@@ -76,15 +76,16 @@ static bool is_meta_slot(const struct dm_node *n, int k)
 }
 
 /* BatchNormalization inputs 3 and 4 are running statistics: buffers, not
- * parameters. */
-static bool is_bn_stat(const struct dm_graph *g, int32_t x)
+ * parameters. Marks them in `stat` (per tensor). */
+static void mark_bn_stats(const struct dm_graph *g, bool *stat)
 {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const struct dm_node *n = &g->nodes[i];
-        if (n->op == DM_OP_BatchNormalization && n->n_in >= 5 && (n->in[3] == x || n->in[4] == x))
-            return true;
+        if (n->op == DM_OP_BatchNormalization && n->n_in >= 5)
+            for (int k = 3; k < 5; k++)
+                if (n->in[k] >= 0)
+                    stat[n->in[k]] = true;
     }
-    return false;
 }
 
 /* The first k '/'-separated components of a node name ("/layer1/layer1.0"). */
@@ -332,10 +333,11 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     if (!tr->rg || !tr->param || !tr->grad || !tr->param_grad || !tr->saved || !tr->n_saved ||
         !tr->node_rg || !tr->held || !tr->contrib || !tr->left || !tr->pending)
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+    mark_bn_stats(g, tr->param); /* running statistics first, as "not a parameter" */
     for (int32_t x = 0; x < nt; x++) {
         tr->grad[x] = tr->param_grad[x] = -1;
         tr->param[x] = g->tensors[x].role == DM_ROLE_WEIGHT && dm_dtype_is_float(t[x].dtype) &&
-                       (b->flag[x] & DM_TF_RESIDENT) && !is_bn_stat(g, x);
+                       (b->flag[x] & DM_TF_RESIDENT) && !tr->param[x];
         for (size_t k = 0; tr->param[x] && k < b->run->n_freeze; k++)
             if (fnmatch(b->run->freeze[k], g->tensors[x].name, 0) == 0)
                 tr->param[x] = false; /* requires_grad_(False) */
