@@ -88,6 +88,7 @@ $(B)/dnnmem: $(CLI_OBJ) $(B)/libdnnmem.a
 	$(CC) $(SANFLAGS) -o $@ $(CLI_OBJ) $(B)/libdnnmem.a $(LDLIBS)
 
 $(B)/dnnmem.pc: dnnmem.pc.in
+	@mkdir -p $(B)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 
 # ---- tests -------------------------------------------------------------------
