@@ -71,6 +71,8 @@ struct hf {
     size_t scope_len;
     const char *out_name;      /* a name for the next node's output 0 */
     bool sdpa;                 /* attn_implementation "sdpa", else "eager" */
+    bool share;                /* param() returns an existing parameter of that name
+                                  (ALBERT's layers shared across calls) */
     const char **names;        /* node names, open addressing (malloc'd) */
     uint32_t names_cap, n_names;
 };
@@ -444,10 +446,20 @@ static int32_t param(struct hf *h, const char *what, enum dm_dtype dtype, int ra
     char *name = dm_arena_printf(&g->arena, "%s.%s", h->scope + (h->scope[0] == '/'), what);
     if (!name)
         return oom(h);
-    for (char *p = name; *p; p++)
-        if (*p == '/')
-            *p = '.';
-    if (dm_graph_find(g, name) >= 0) {
+    /* module path to state_dict name: '/' -> '.', a call tag "#N" dropped */
+    char *o = name;
+    for (const char *p = name; *p; p++) {
+        if (*p == '#')
+            while (p[1] >= '0' && p[1] <= '9')
+                p++;
+        else
+            *o++ = *p == '/' ? '.' : *p;
+    }
+    *o = '\0';
+    int32_t old = dm_graph_find(g, name);
+    if (old >= 0 && h->share && g->tensors[old].role == DM_ROLE_WEIGHT)
+        return old;
+    if (old >= 0) {
         fail(h, DNNMEM_E_INTERNAL, "two weights are named '%s'", name);
         return -1;
     }
@@ -1162,13 +1174,21 @@ static void read_gpt2(struct hf *h, struct gpt2 *c)
 
 /* ---- the entry point ------------------------------------------------------------------ */
 
-/* ---- BERT ------------------------------------------------------------------------ */
+/* ---- BERT, RoBERTa, ALBERT, DistilBERT ----------------------------------------------- */
+
+enum bert_kind { K_BERT, K_ROBERTA, K_ALBERT, K_DISTIL };
+enum bert_head { HEAD_BASE, HEAD_MLM, HEAD_SEQCLS };
 
 struct bert {
+    enum bert_kind kind;
+    enum bert_head head;
     int64_t vocab, hidden, inter, layers, heads, positions, types;
-    double eps, attn_drop, hidden_drop;
+    int64_t emb;           /* ALBERT's factorised embedding size (else hidden) */
+    int64_t groups, inner; /* ALBERT: num_hidden_groups, inner_group_num */
+    int64_t pad;           /* RoBERTa: padding_idx, the base of position ids */
+    int64_t labels;        /* the sequence-classification head's num_labels */
+    double eps, attn_drop, hidden_drop, cls_drop;
     const char *act;
-    bool mlm; /* BertForMaskedLM (MLM head, no pooler), else BertModel (pooler) */
 };
 
 /* q, k and v of an encoder: linear(x) viewed [B, S, H, D] and permuted to
@@ -1185,20 +1205,21 @@ static void encoder_heads(struct hf *h, int32_t x, int64_t E, int64_t H,
     }
 }
 
-/* BertSelfAttention (eager) or BertSdpaSelfAttention, then BertSelfOutput. */
-static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int32_t mask)
+/* The eager attention core of BERT and ALBERT: softmax(q k^T / sqrt(D) +
+ * mask), dropout, times v, back to [B, S, E] (.permute(0, 2, 1, 3) and a
+ * contiguous copy: BERT's .contiguous().view(), ALBERT's .transpose(2,
+ * 1).flatten(2)). sdpa: the fused kernel; BERT passes no mask (None from
+ * _prepare_4d_attention_mask_for_sdpa when the mask is all ones), ALBERT
+ * passes its extended mask, which rules out the flash kernel. */
+static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qkv[3], int32_t mask)
 {
-    int64_t E = c->hidden, H = c->heads, D = c->hidden / c->heads;
-    int32_t qkv[3];
-    static const char *const proj[3] = {"query", "key", "value"};
-    size_t s = enter(h, "self");
-    encoder_heads(h, x, E, H, proj, qkv);
+    int64_t H = c->heads, D = c->hidden / c->heads;
     int32_t o;
     if (h->sdpa) {
-        /* the permuted views go to F.scaled_dot_product_attention as they
-         * are; with no attention_mask, _prepare_4d_attention_mask_for_sdpa
-         * returns None: no mask, not causal */
-        o = fused_attention(h, qkv, false);
+        bool masked = c->kind == K_ALBERT;
+        o = masked ? op(h, DM_OP_Attention, 4, qkv[0], qkv[1], qkv[2], mask)
+                   : op(h, DM_OP_Attention, 3, qkv[0], qkv[1], qkv[2]);
+        attr_i(h, "is_causal", 0);
     } else {
         int32_t c3[3];
         heads_copy(h, qkv, H, D, c3);
@@ -1211,15 +1232,29 @@ static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int
         w = dropout(h, w, c->attn_drop);
         o = op(h, DM_OP_MatMul, 2, w, c3[2]);
     }
-    o = transpose(h, o, INTS(0, 2, 1, 3)); /* permute(0, 2, 1, 3).contiguous() */
-    o = reshape(h, o, INTS(0, 0, -1));
+    o = transpose(h, o, INTS(0, 2, 1, 3));
+    return reshape(h, o, INTS(0, 0, -1));
+}
+
+/* BertAttention (self: BertSelfAttention or BertSdpaSelfAttention, then
+ * output: BertSelfOutput), RoBERTa's copy of it, or AlbertAttention (query,
+ * key, value, dense and LayerNorm in one module). */
+static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int32_t mask)
+{
+    int64_t E = c->hidden;
+    int32_t qkv[3];
+    static const char *const proj[3] = {"query", "key", "value"};
+    bool albert = c->kind == K_ALBERT;
+    size_t s = albert ? h->scope_len : enter(h, "self");
+    encoder_heads(h, x, E, c->heads, proj, qkv);
+    int32_t o = encoder_core(h, c, qkv, mask);
     leave(h, s);
-    s = enter(h, "output");
+    s = albert ? h->scope_len : enter(h, "output");
     size_t t = enter(h, "dense");
     o = linear(h, o, E, E, true, -1, NULL);
     leave(h, t);
     o = dropout(h, o, c->hidden_drop);
-    o = op(h, DM_OP_Add, 2, o, x);
+    o = albert ? op(h, DM_OP_Add, 2, x, o) : op(h, DM_OP_Add, 2, o, x);
     t = enter(h, "LayerNorm");
     o = layer_norm(h, o, E, c->eps);
     leave(h, t);
@@ -1227,19 +1262,81 @@ static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int
     return o;
 }
 
-/* BertModel (embeddings, encoder, pooler) or BertForMaskedLM (bert without
- * pooler, cls.predictions with the decoder tied to the word embeddings), as
- * of transformers 4.38-4.48, called as model(input_ids): token_type_ids from
- * the registered zeros buffer, attention_mask all ones. */
+/* BertLayer's feed-forward (intermediate, output) or AlbertLayer's
+ * (ffn, activation, ffn_output, full_layer_layer_norm: no dropout). */
+static int32_t encoder_ffn(struct hf *h, const struct bert *c, int32_t a)
+{
+    int64_t E = c->hidden;
+    bool albert = c->kind == K_ALBERT;
+    size_t s = albert ? h->scope_len : enter(h, "intermediate");
+    size_t t = enter(h, albert ? "ffn" : "dense");
+    int32_t y = linear(h, a, E, c->inter, true, -1, NULL);
+    leave(h, t);
+    y = gpt2_act(h, c->act, y);
+    leave(h, s);
+    s = albert ? h->scope_len : enter(h, "output");
+    t = enter(h, albert ? "ffn_output" : "dense");
+    y = linear(h, y, c->inter, E, true, -1, NULL);
+    leave(h, t);
+    if (!albert)
+        y = dropout(h, y, c->hidden_drop);
+    y = op(h, DM_OP_Add, 2, y, a);
+    t = enter(h, albert ? "full_layer_layer_norm" : "LayerNorm");
+    y = layer_norm(h, y, E, c->eps);
+    leave(h, t);
+    leave(h, s);
+    return y;
+}
+
+/* hidden[:, 0], [B, E]. PyTorch's select is a view that keeps the whole
+ * hidden state alive while the next linear keeps it for backward; modelled
+ * as a copy (the hidden state is freed earlier: B x S x E bytes, before the
+ * head's backward). */
+static int32_t first_token(struct hf *h, int32_t x)
+{
+    int32_t f = op(h, DM_OP_Gather, 2, x, const_i(h, 0));
+    attr_i(h, "axis", 1);
+    return f;
+}
+
+/* RoBERTa's create_position_ids_from_input_ids(input_ids, padding_idx):
+ * mask = ids.ne(pad).int(); (cumsum(mask, 1).type_as(mask) + 0) * mask,
+ * .long() + pad: small int [B, S] temporaries. */
+static int32_t roberta_position_ids(struct hf *h, int32_t ids, int64_t pad)
+{
+    int32_t eq = op(h, DM_OP_Equal, 2, ids, const_i(h, pad));
+    int32_t m = op(h, DM_OP_Not, 1, eq);
+    m = op(h, DM_OP_Cast, 1, m);
+    attr_i(h, "to", DM_INT32);
+    int32_t cs = op(h, DM_OP_CumSum, 2, m, const_i(h, 1)); /* int64 in torch */
+    cs = op(h, DM_OP_Cast, 1, cs);
+    attr_i(h, "to", DM_INT64);
+    cs = op(h, DM_OP_Cast, 1, cs); /* .type_as(mask) */
+    attr_i(h, "to", DM_INT32);
+    int32_t zero = op(h, DM_OP_Cast, 1, const_i(h, 0)); /* + past_key_values_length */
+    attr_i(h, "to", DM_INT32);
+    cs = op(h, DM_OP_Add, 2, cs, zero);
+    cs = op(h, DM_OP_Cast, 1, op(h, DM_OP_Mul, 2, cs, m));
+    attr_i(h, "to", DM_INT64);
+    return op(h, DM_OP_Add, 2, cs, const_i(h, pad));
+}
+
+/* BertModel / RobertaModel / AlbertModel (embeddings, encoder, pooler) with
+ * a head: none, the MLM head (decoder tied to the word embeddings), or
+ * sequence classification. Transformers 4.38-4.48, called as
+ * model(input_ids): token_type_ids from the registered zeros buffer,
+ * attention_mask all ones. */
 static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32_t *pooled)
 {
-    int64_t E = c->hidden, P = c->positions;
     *pooled = -1;
-    size_t top = c->mlm ? enter(h, "bert") : h->scope_len;
+    static const char *const prefix[] = {"bert", "roberta", "albert"};
+    int64_t E = c->hidden, EMB = c->emb, P = c->positions;
+    bool albert = c->kind == K_ALBERT;
+    size_t top = c->head != HEAD_BASE ? enter(h, "%s", prefix[c->kind]) : h->scope_len;
     size_t s = enter(h, "embeddings");
-    int32_t word = param(h, "word_embeddings.weight", DM_FLOAT, 2, (int64_t[]){c->vocab, E});
-    int32_t posw = param(h, "position_embeddings.weight", DM_FLOAT, 2, (int64_t[]){P, E});
-    int32_t typw = param(h, "token_type_embeddings.weight", DM_FLOAT, 2, (int64_t[]){c->types, E});
+    int32_t word = param(h, "word_embeddings.weight", DM_FLOAT, 2, (int64_t[]){c->vocab, EMB});
+    int32_t posw = param(h, "position_embeddings.weight", DM_FLOAT, 2, (int64_t[]){P, EMB});
+    int32_t typw = param(h, "token_type_embeddings.weight", DM_FLOAT, 2, (int64_t[]){c->types, EMB});
     /* non-persistent buffers, on the device: position_ids, token_type_ids */
     int32_t pos_buf = param(h, "position_ids", DM_INT64, 2, (int64_t[]){1, P});
     int32_t typ_buf = param(h, "token_type_ids", DM_INT64, 2, (int64_t[]){1, P});
@@ -1248,7 +1345,8 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
     attr_i(h, "end", 2);
     int32_t shape = op(h, DM_OP_Shape, 1, ids);
     int32_t st = const_ints(h, INTS(0)), ax = const_ints(h, INTS(1));
-    int32_t pos_ids = op(h, DM_OP_Slice, 4, pos_buf, st, seq, ax);  /* [:, :S], a view */
+    int32_t pos_ids = c->kind == K_ROBERTA ? roberta_position_ids(h, ids, c->pad)
+                                           : op(h, DM_OP_Slice, 4, pos_buf, st, seq, ax); /* a view */
     int32_t typ_ids = op(h, DM_OP_Slice, 4, typ_buf, st, seq, ax);
     typ_ids = op(h, DM_OP_Expand, 2, typ_ids, shape);                /* .expand(B, S) */
     int32_t x = op(h, DM_OP_Gather, 2, word, ids);
@@ -1258,15 +1356,15 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
     int32_t pe = op(h, DM_OP_Gather, 2, posw, pos_ids);
     x = op(h, DM_OP_Add, 2, x, pe); /* embeddings += position_embeddings */
     size_t t = enter(h, "LayerNorm");
-    x = layer_norm(h, x, E, c->eps);
+    x = layer_norm(h, x, EMB, c->eps);
     leave(h, t);
     x = dropout(h, x, c->hidden_drop);
     leave(h, s);
 
     /* the extended mask (1 - ones(B, S)[:, None, None, :]) * finfo.min,
-     * [B, 1, 1, S] in the model's dtype; sdpa needs none */
+     * [B, 1, 1, S] in the model's dtype; BERT's and RoBERTa's sdpa need none */
     int32_t mask = -1;
-    if (!h->sdpa) {
+    if (!h->sdpa || albert) {
         int32_t one = const_ints(h, INTS(1, 1));
         int32_t b1 = op(h, DM_OP_Slice, 4, shape, const_ints(h, INTS(0)), const_ints(h, INTS(1)),
                         const_ints(h, INTS(0)));
@@ -1276,62 +1374,91 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
     }
 
     size_t enc = enter(h, "encoder");
+    if (albert) {
+        t = enter(h, "embedding_hidden_mapping_in");
+        x = linear(h, x, EMB, E, true, -1, NULL);
+        leave(h, t);
+    }
+    /* ALBERT: layer i runs group i / (layers / groups), whose inner layers
+     * share their weights across every call: scopes carry the call ("#i"),
+     * parameter names do not */
     for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
-        size_t ls = enter(h, "layer.%d", i);
-        s = enter(h, "attention");
-        int32_t a = bert_attention(h, c, x, mask);
-        leave(h, s);
-        s = enter(h, "intermediate");
-        t = enter(h, "dense");
-        int32_t y = linear(h, a, E, c->inter, true, -1, NULL);
-        leave(h, t);
-        y = gpt2_act(h, c->act, y);
-        leave(h, s);
-        s = enter(h, "output");
-        t = enter(h, "dense");
-        y = linear(h, y, c->inter, E, true, -1, NULL);
-        leave(h, t);
-        y = dropout(h, y, c->hidden_drop);
-        y = op(h, DM_OP_Add, 2, y, a);
-        t = enter(h, "LayerNorm");
-        x = layer_norm(h, y, E, c->eps);
-        leave(h, t);
-        leave(h, s);
+        size_t ls = albert ? enter(h, "albert_layer_groups.%lld#%d",
+                                   (long long)(i * c->groups / c->layers), i)
+                           : enter(h, "layer.%d", i);
+        h->share = albert;
+        for (int64_t j = 0; j < (albert ? c->inner : 1) && h->st == DNNMEM_OK; j++) {
+            size_t il = albert ? enter(h, "albert_layers.%lld", (long long)j) : h->scope_len;
+            s = enter(h, "attention");
+            int32_t a = bert_attention(h, c, x, mask);
+            leave(h, s);
+            x = encoder_ffn(h, c, a);
+            leave(h, il);
+        }
+        h->share = false;
         leave(h, ls);
     }
     leave(h, enc);
     hold(h, emb, last_node(h));
     hold(h, mask, last_node(h));
-    if (!c->mlm) { /* BertPooler: tanh(dense(hidden[:, 0])) */
+    bool pooler = c->head == HEAD_BASE || (c->head == HEAD_SEQCLS && c->kind != K_ROBERTA);
+    if (pooler) { /* the pooler: tanh(dense(hidden[:, 0])) */
         s = enter(h, "pooler");
-        int32_t first = op(h, DM_OP_Gather, 2, x, const_i(h, 0));
-        attr_i(h, "axis", 1);
-        t = enter(h, "dense");
+        int32_t first = first_token(h, x);
+        if (!albert)
+            t = enter(h, "dense");
         int32_t p = linear(h, first, E, E, true, -1, NULL);
-        leave(h, t);
+        if (!albert)
+            leave(h, t);
         *pooled = op(h, DM_OP_Tanh, 1, p);
         leave(h, s);
-        return x;
     }
     leave(h, top);
-    s = enter(h, "cls");
-    t = enter(h, "predictions");
-    size_t u = enter(h, "transform");
+    if (c->head == HEAD_BASE)
+        return x;
+    if (c->head == HEAD_SEQCLS) {
+        int32_t y;
+        if (c->kind == K_ROBERTA) { /* RobertaClassificationHead on hidden[:, 0] */
+            s = enter(h, "classifier");
+            int32_t p = dropout(h, first_token(h, x), c->cls_drop);
+            t = enter(h, "dense");
+            p = linear(h, p, E, E, true, -1, NULL);
+            leave(h, t);
+            p = dropout(h, op(h, DM_OP_Tanh, 1, p), c->cls_drop);
+            t = enter(h, "out_proj");
+            y = linear(h, p, E, c->labels, true, -1, "logits");
+            leave(h, t);
+        } else {
+            int32_t p = dropout(h, *pooled, c->cls_drop);
+            s = enter(h, "classifier");
+            y = linear(h, p, E, c->labels, true, -1, "logits");
+        }
+        leave(h, s);
+        *pooled = -1;
+        return y;
+    }
+    /* the MLM head: BERT's cls.predictions (transform: dense, act,
+     * LayerNorm; decoder), RoBERTa's lm_head (dense, gelu, layer_norm,
+     * decoder), ALBERT's predictions (dense to the embedding size) */
+    static const char *const head[] = {"cls", "lm_head", "predictions"};
+    s = enter(h, "%s", head[c->kind]);
+    size_t p1 = c->kind == K_BERT ? enter(h, "predictions") : h->scope_len;
+    size_t u = c->kind == K_BERT ? enter(h, "transform") : h->scope_len;
     size_t v = enter(h, "dense");
-    int32_t y = linear(h, x, E, E, true, -1, NULL);
+    int32_t y = linear(h, x, E, EMB, true, -1, NULL);
     leave(h, v);
-    y = gpt2_act(h, c->act, y);
-    v = enter(h, "LayerNorm");
-    y = layer_norm(h, y, E, c->eps);
+    y = gpt2_act(h, c->kind == K_ROBERTA ? "gelu" : c->act, y);
+    v = enter(h, c->kind == K_ROBERTA ? "layer_norm" : "LayerNorm");
+    y = layer_norm(h, y, EMB, c->eps);
     leave(h, v);
     leave(h, u);
     int32_t bias = param(h, "bias", DM_FLOAT, 1, &c->vocab);
-    u = enter(h, "decoder"); /* tied to the word embeddings; bias is predictions.bias */
-    y = linear(h, y, E, c->vocab, false, word, NULL);
+    u = enter(h, "decoder"); /* tied to the word embeddings; its bias is the head's bias */
+    y = linear(h, y, EMB, c->vocab, false, word, NULL);
     leave(h, u);
     h->out_name = "logits";
     y = op(h, DM_OP_Add, 2, bias, y);
-    leave(h, t);
+    leave(h, p1);
     leave(h, s);
     return y;
 }
@@ -1374,7 +1501,7 @@ static int32_t distil_attention(struct hf *h, const struct bert *c, int32_t x, i
 static int32_t build_distilbert(struct hf *h, const struct bert *c, int32_t ids)
 {
     int64_t E = c->hidden, P = c->positions;
-    size_t top = c->mlm ? enter(h, "distilbert") : h->scope_len;
+    size_t top = c->head == HEAD_MLM ? enter(h, "distilbert") : h->scope_len;
     size_t s = enter(h, "embeddings");
     int32_t word = param(h, "word_embeddings.weight", DM_FLOAT, 2, (int64_t[]){c->vocab, E});
     int32_t posw = param(h, "position_embeddings.weight", DM_FLOAT, 2, (int64_t[]){P, E});
@@ -1432,7 +1559,7 @@ static int32_t build_distilbert(struct hf *h, const struct bert *c, int32_t ids)
     hold(h, emb, last_node(h));
     hold(h, mask, last_node(h));
     leave(h, top);
-    if (!c->mlm)
+    if (c->head != HEAD_MLM)
         return x;
     s = enter(h, "vocab_transform");
     int32_t y = linear(h, x, E, E, true, -1, NULL);
@@ -1447,10 +1574,50 @@ static int32_t build_distilbert(struct hf *h, const struct bert *c, int32_t ids)
     return y;
 }
 
+/* The head `architectures` names for a family whose classes start with
+ * `cls` ("Bert", "DistilBert"): <cls>Model, <cls>ForMaskedLM or
+ * <cls>ForSequenceClassification (num_labels from id2label, as
+ * PretrainedConfig reads it, else 2); none named: the bare model. */
+static void read_head(struct hf *h, struct bert *c, const char *cls, bool seqcls)
+{
+    json_t *arch = json_object_get(h->root, "architectures");
+    size_t i;
+    json_t *a;
+    c->head = HEAD_BASE;
+    if (!json_is_array(arch) || json_array_size(arch) == 0)
+        return;
+    size_t n = strlen(cls);
+    json_array_foreach(arch, i, a)
+    {
+        const char *s = json_is_string(a) ? json_string_value(a) : "";
+        if (strncmp(s, cls, n) == 0 && strcmp(s + n, "Model") == 0)
+            return;
+        if (strncmp(s, cls, n) == 0 && strcmp(s + n, "ForMaskedLM") == 0) {
+            c->head = HEAD_MLM;
+            return;
+        }
+        if (seqcls && strncmp(s, cls, n) == 0 && strcmp(s + n, "ForSequenceClassification") == 0) {
+            c->head = HEAD_SEQCLS;
+            json_t *labels = json_object_get(h->root, "id2label");
+            c->labels = json_is_object(labels) && json_object_size(labels) > 0
+                            ? (int64_t)json_object_size(labels)
+                            : get_int(h, "num_labels", 2, MAX_SIZE);
+            return;
+        }
+    }
+    a = json_array_get(arch, 0);
+    fail(h, DNNMEM_E_UNSUPPORTED,
+         "config field 'architectures' names %s; the heads built are %sModel, %sForMaskedLM%s%s%s "
+         "(name one of them in 'architectures')",
+         json_is_string(a) ? json_string_value(a) : "a non-string", cls, cls,
+         seqcls ? " and " : "", seqcls ? cls : "", seqcls ? "ForSequenceClassification" : "");
+}
+
 static void read_distilbert(struct hf *h, struct bert *c)
 {
+    c->kind = K_DISTIL;
     c->vocab = get_int(h, "vocab_size", REQUIRED, MAX_SIZE);
-    c->hidden = get_int(h, "dim", 768, MAX_SIZE);
+    c->hidden = c->emb = get_int(h, "dim", 768, MAX_SIZE);
     c->inter = get_int(h, "hidden_dim", 3072, MAX_SIZE);
     c->layers = get_int(h, "n_layers", 6, MAX_LAYERS);
     c->heads = get_int(h, "n_heads", 12, MAX_SIZE);
@@ -1467,53 +1634,67 @@ static void read_distilbert(struct hf *h, struct bert *c)
     c->eps = 1e-12; /* nn.LayerNorm(dim, eps=1e-12), not a config field */
     c->attn_drop = get_num(h, "attention_dropout", 0.1, 0, 1);
     c->hidden_drop = get_num(h, "dropout", 0.1, 0, 1);
-    json_t *arch = json_object_get(h->root, "architectures");
-    size_t i;
-    json_t *a;
-    if (json_is_array(arch))
-        json_array_foreach(arch, i, a)
-        {
-            if (json_is_string(a) && strcmp(json_string_value(a), "DistilBertForMaskedLM") == 0)
-                c->mlm = true;
-        }
+    if (h->st == DNNMEM_OK)
+        read_head(h, c, "DistilBert", false);
 }
 
-static void read_bert(struct hf *h, struct bert *c)
+/* BERT, RoBERTa (BERT's fields; RobertaConfig's defaults are BertConfig's,
+ * pad_token_id 1) and ALBERT (AlbertConfig: embedding_size 128,
+ * num_hidden_groups 1, inner_group_num 1, hidden_act gelu_new, no dropout). */
+static void read_bert(struct hf *h, enum bert_kind kind, struct bert *c)
 {
+    bool albert = kind == K_ALBERT;
+    c->kind = kind;
     c->vocab = get_int(h, "vocab_size", REQUIRED, MAX_SIZE);
-    c->hidden = get_int(h, "hidden_size", 768, MAX_SIZE);
-    c->inter = get_int(h, "intermediate_size", 3072, MAX_SIZE);
+    c->hidden = get_int(h, "hidden_size", albert ? 4096 : 768, MAX_SIZE);
+    c->inter = get_int(h, "intermediate_size", albert ? 16384 : 3072, MAX_SIZE);
     c->layers = get_int(h, "num_hidden_layers", 12, MAX_LAYERS);
-    c->heads = get_int(h, "num_attention_heads", 12, MAX_SIZE);
+    c->heads = get_int(h, "num_attention_heads", albert ? 64 : 12, MAX_SIZE);
     c->positions = get_int(h, "max_position_embeddings", 512, MAX_SIZE);
     c->types = get_int(h, "type_vocab_size", 2, MAX_SIZE);
+    c->emb = albert ? get_int(h, "embedding_size", 128, MAX_SIZE) : c->hidden;
+    c->groups = albert ? get_int(h, "num_hidden_groups", 1, MAX_LAYERS) : 1;
+    c->inner = albert ? get_int(h, "inner_group_num", 1, MAX_LAYERS) : 1;
+    c->pad = kind == K_ROBERTA ? get_int(h, "pad_token_id", 1, MAX_SIZE) : 0;
     if (h->st == DNNMEM_OK && c->hidden % c->heads)
         fail(h, DNNMEM_E_MODEL,
              "config field 'hidden_size' (%lld) is not a multiple of 'num_attention_heads' (%lld)",
              (long long)c->hidden, (long long)c->heads);
-    c->act = get_str(h, "hidden_act", "gelu");
+    if (h->st == DNNMEM_OK && (c->groups < 1 || c->groups > c->layers || c->layers % c->groups))
+        fail(h, DNNMEM_E_MODEL,
+             "config field 'num_hidden_groups' (%lld) must divide 'num_hidden_layers' (%lld)",
+             (long long)c->groups, (long long)c->layers);
+    if (h->st == DNNMEM_OK && c->inner < 1)
+        fail(h, DNNMEM_E_MODEL, "config field 'inner_group_num' must be at least 1");
+    if (h->st == DNNMEM_OK && kind == K_ROBERTA && c->pad >= c->positions)
+        fail(h, DNNMEM_E_MODEL,
+             "config field 'pad_token_id' (%lld) leaves no position below "
+             "'max_position_embeddings' (%lld)",
+             (long long)c->pad, (long long)c->positions);
+    c->act = get_str(h, "hidden_act", albert ? "gelu_new" : "gelu");
     if (h->st == DNNMEM_OK && strcmp(c->act, "gelu") != 0 && strcmp(c->act, "gelu_new") != 0)
         fail(h, DNNMEM_E_UNSUPPORTED, "config field 'hidden_act' is '%s'; only gelu and gelu_new "
-             "are modelled for bert", c->act);
+             "are modelled", c->act);
     const char *pet = get_str(h, "position_embedding_type", "absolute");
     if (h->st == DNNMEM_OK && strcmp(pet, "absolute") != 0)
         fail(h, DNNMEM_E_UNSUPPORTED,
              "config field 'position_embedding_type' is '%s'; only 'absolute' is modelled", pet);
     c->eps = get_num(h, "layer_norm_eps", 1e-12, 0, 1);
-    c->attn_drop = get_num(h, "attention_probs_dropout_prob", 0.1, 0, 1);
-    c->hidden_drop = get_num(h, "hidden_dropout_prob", 0.1, 0, 1);
-    json_t *arch = json_object_get(h->root, "architectures");
-    size_t i;
-    json_t *a;
-    if (json_is_array(arch))
-        json_array_foreach(arch, i, a)
-        {
-            if (json_is_string(a) && strcmp(json_string_value(a), "BertForMaskedLM") == 0)
-                c->mlm = true;
-        }
+    c->attn_drop = get_num(h, "attention_probs_dropout_prob", albert ? 0 : 0.1, 0, 1);
+    c->hidden_drop = get_num(h, "hidden_dropout_prob", albert ? 0 : 0.1, 0, 1);
+    /* classifier_dropout (BERT, RoBERTa; null: hidden_dropout_prob) or
+     * ALBERT's classifier_dropout_prob */
+    json_t *cd = json_object_get(h->root, albert ? "classifier_dropout_prob" : "classifier_dropout");
+    c->cls_drop = cd && !json_is_null(cd)
+                      ? get_num(h, albert ? "classifier_dropout_prob" : "classifier_dropout", 0, 0, 1)
+                      : albert ? 0.1 : c->hidden_drop;
+    static const char *const cls[] = {"Bert", "Roberta", "Albert"};
+    if (h->st == DNNMEM_OK)
+        read_head(h, c, cls[kind], true);
 }
 
-static const char *const known_types = "llama, mistral, qwen2, qwen3, gpt2, bert, distilbert";
+static const char *const known_types =
+    "llama, mistral, qwen2, qwen3, gpt2, bert, roberta, albert, distilbert";
 
 /* The model_type, or "gpt2" for the legacy GPT-2 configs that predate it. */
 static const char *model_type(struct hf *h)
@@ -1584,7 +1765,10 @@ static enum dnnmem_status build(struct hf *h)
     if (!type)
         return h->st;
     bool gpt2 = strcmp(type, "gpt2") == 0, distil = strcmp(type, "distilbert") == 0;
-    bool bert = distil || strcmp(type, "bert") == 0;
+    enum bert_kind kind = strcmp(type, "roberta") == 0  ? K_ROBERTA
+                          : strcmp(type, "albert") == 0 ? K_ALBERT
+                                                        : K_BERT;
+    bool bert = distil || kind != K_BERT || strcmp(type, "bert") == 0;
     if (!gpt2 && !bert && strcmp(type, "llama") != 0 && strcmp(type, "mistral") != 0 &&
         strcmp(type, "qwen2") != 0 && strcmp(type, "qwen3") != 0)
         return fail(h, DNNMEM_E_UNSUPPORTED, "model_type '%s' is not supported (known: %s)", type,
@@ -1602,7 +1786,7 @@ static enum dnnmem_status build(struct hf *h)
     else if (distil)
         read_distilbert(h, &bc);
     else if (bert)
-        read_bert(h, &bc);
+        read_bert(h, kind, &bc);
     else
         read_llama(h, type, &lc);
     if (h->st != DNNMEM_OK)

@@ -374,14 +374,15 @@ static enum dm_dtype sdpa_dtype(const struct dm_sb *b, const struct dm_node *n)
  * aten/src/ATen/native/transformers/sdp_utils.cpp): flash attention for
  * fp16/bf16 with a head dim up to 256 (128 before PyTorch 2.2, which moved to
  * FlashAttention-2) on sm80 and later, else the memory-efficient kernel.
- * Assumes no explicit mask (transformers passes is_causal or none). */
+ * An explicit attn_mask (ALBERT passes one) rules flash out. */
 bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n)
 {
     const struct dm_tinfo *q = &b->t[n->in[0]];
     enum dm_dtype dt = sdpa_dtype(b, n);
     int64_t d = q->rank == 4 ? q->dims[3] : 0;
     int cc = b->run->compute_capability ? b->run->compute_capability : 80;
-    return (dt == DM_FLOAT16 || dt == DM_BFLOAT16) && cc >= 80 &&
+    /* the flash kernel takes no attn_mask (sdp_utils' check_for_attn_mask) */
+    return !dm_has_in(n, 3) && (dt == DM_FLOAT16 || dt == DM_BFLOAT16) && cc >= 80 &&
            d <= (b->run->torch_version >= 202 ? 256 : 128);
 }
 

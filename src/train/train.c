@@ -553,8 +553,9 @@ void dm_train_save(struct dm_sb *b, int32_t i)
          * Neither keeps the scores or a dropout mask (dropout is regenerated). */
         if (in0 < 0 || t[in0].rank != 4)
             break;
-        for (int k = 0; k < 3; k++)
-            keep_input(b, i, k);
+        for (int k = 0; k < 4; k++) /* and attn_mask, when given (the kernel's bias) */
+            if (dm_has_in(n, k))
+                keep_input(b, i, k);
         keep_tensor(b, i, out0);
         keep_new(b, i, DM_FLOAT, t[in0].dims[0] * t[in0].dims[1] * dm_sdpa_lse_rows(b, n),
                  "logsumexp");

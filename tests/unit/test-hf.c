@@ -92,6 +92,16 @@ static uint64_t weights_of(const char *path)
  *    1536; layer 4 * 590,592 + 2,362,368 + 2,360,064 + 2 LN 3072 =
  *    7,087,872; head 590,592 + LN 1536 + projector bias 30,522:
  *    66,985,530 (PyTorch's count). Buffer position_ids int64 [1, 512].
+ *  - roberta-base (RobertaForMaskedLM, tied decoder): V 50265, E 768, P
+ *    514, 1 token type: embeddings 38,603,520 + 394,752 + 768 + LN 1536;
+ *    12 BERT layers 85,054,464; no pooler; lm_head dense 590,592 + LN 1536
+ *    + bias 50,265: 124,697,433 (RobertaModel with its pooler: 124,645,632).
+ *    Buffers position_ids and token_type_ids, int64 [1, 514] each.
+ *  - albert-base-v2 (AlbertForSequenceClassification, 9 labels): V 30000,
+ *    embedding 128, E 768, I 3072, P 512: embeddings 3,840,000 + 65,536 +
+ *    256 + LN 256; embedding_hidden_mapping_in 99,072; ONE shared layer
+ *    7,087,872 (12 calls); pooler 590,592: AlbertModel 11,683,584 (the
+ *    published 11M); classifier 768 * 9 + 9: 11,690,505.
  *  - GPT-2 (tied): V 50257, E 768, L 12, n_positions 1024: layer
  *    2 * 1536 (ln) + 1,771,776 (c_attn) + 590,592 (c_proj) + 2,362,368
  *    (c_fc) + 2,360,064 (mlp c_proj) = 7,087,872; 38,597,376 + 786,432 +
@@ -112,6 +122,8 @@ static void test_weights_match_published_counts(void **state)
         {"Llama-3.1-70B-Instruct.json", UINT64_C(70553706496), 64 * 4},
         {"bert-base-uncased.json", 109482240u, 2 * 512 * 8},
         {"distilbert-base-uncased.json", 66985530u, 512 * 8},
+        {"roberta-base.json", 124697433u, 2 * 514 * 8},
+        {"albert-base-v2.json", 11690505u, 2 * 512 * 8},
         {"gpt2.json", 124439808u, 12 * (1024 * 1024 + 4)},
         {"distilgpt2.json", 81912576u, 6 * (1024 * 1024 + 4)},
     };
@@ -234,8 +246,8 @@ static void test_errors(void **state)
                  "\"architectures\": [\"LlamaForSequenceClassification\"]}",
                  DNNMEM_E_UNSUPPORTED, "names LlamaForSequenceClassification");
     expect_error("{\"model_type\": \"t5\", \"vocab_size\": 32128}", DNNMEM_E_UNSUPPORTED,
-                 "model_type 't5' is not supported (known: llama, mistral, qwen2, qwen3, gpt2, bert, "
-                 "distilbert)");
+                 "model_type 't5' is not supported (known: llama, mistral, qwen2, qwen3, gpt2, bert, roberta, "
+                 "albert, distilbert)");
     expect_error("{\"vocab_size\": 30522, \"hidden_size\": 768}", DNNMEM_E_MODEL,
                  "config field 'model_type' is missing");
     expect_error("{\"model_type\": 7}", DNNMEM_E_MODEL, "config field 'model_type' must be a string");
@@ -548,6 +560,82 @@ static void test_tiny_bert(void **state)
     assert_true(dm_graph_find(dm_model_graph(m), "bert.encoder.layer.1.output.LayerNorm.bias") >= 0);
     dnnmem_model_free(m);
 #undef BERT_SIZES
+}
+
+/* A tiny ALBERT: V 100, embedding 16, E 32, I 64, 4 layers in 2 groups, H
+ * 4, P 16. Embeddings 1600 + 256 + 32 + LN 32 = 1920; mapping 16 * 32 + 32
+ * = 544; a layer 8544 (as the tiny BERT's), one per group: 17,088; pooler
+ * 1056: 20,608. Four calls, two weight sets; a training step leaves one
+ * .grad per parameter, and the sdpa graph passes the extended mask. */
+static void test_tiny_albert(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load_json(
+        "{\"model_type\": \"albert\", \"vocab_size\": 100, \"embedding_size\": 16, "
+        "\"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 4, "
+        "\"num_hidden_groups\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 16}");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.seq_len = 8;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 20608 + 2 * 16 * 8);
+    dnnmem_result_free(r);
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "encoder.albert_layer_groups.1.albert_layers.0.ffn.weight") >= 0);
+    assert_true(dm_graph_find(g, "encoder.albert_layer_groups.2.albert_layers.0.ffn.weight") < 0);
+    assert_int_equal(count_op(g, DM_OP_Softmax), 4);
+    const struct dm_graph *sd = dm_model_graph_sdpa(m);
+    assert_int_equal(count_op(sd, DM_OP_Attention), 4);
+    for (int32_t i = 0; i < sd->n_nodes; i++)
+        if (sd->nodes[i].op == DM_OP_Attention)
+            assert_int_equal(sd->nodes[i].n_in, 4);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_SGD;
+    cfg.n_top_tensors = 1000;
+    r = run(m, &cfg);
+    uint64_t grads = 0;
+    for (size_t i = 0; i < r->n_live; i++)
+        if (r->live[i].category == DNNMEM_CAT_GRADIENT && strstr(r->live[i].name, "ffn.weight"))
+            grads++;
+    assert_true(grads <= 2); /* one .grad per shared weight, never one per call */
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
+/* RoBERTa's heads: sequence classification (RobertaClassificationHead, no
+ * pooler) gives [B, num_labels] logits, num_labels from id2label; a head
+ * dnnmem does not build is an error naming it. */
+static void test_tiny_roberta_heads(void **state)
+{
+    (void)state;
+#define ROBERTA_SIZES                                                                              \
+    "\"model_type\": \"roberta\", \"vocab_size\": 100, \"hidden_size\": 32, "                     \
+    "\"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "         \
+    "\"max_position_embeddings\": 18, \"type_vocab_size\": 1"
+    dnnmem_model *m = load_json("{" ROBERTA_SIZES ", \"architectures\": "
+                                "[\"RobertaForSequenceClassification\"], \"id2label\": "
+                                "{\"0\": \"a\", \"1\": \"b\", \"2\": \"c\"}}");
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)dm_model_graph(m)->n_tensors, sizeof *t);
+    assert_non_null(t);
+    assert_dims(shape_of(m, t, &a, "logits"), 2, (int64_t[]){2, 3});
+    free(t);
+    dm_arena_free(&a);
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "classifier.out_proj.weight") >= 0);
+    assert_true(dm_graph_find(g, "roberta.pooler.dense.weight") < 0);
+    dnnmem_model_free(m);
+    expect_error("{" ROBERTA_SIZES ", \"architectures\": [\"RobertaForQuestionAnswering\"]}",
+                      DNNMEM_E_UNSUPPORTED,
+                      "config field 'architectures' names RobertaForQuestionAnswering; the heads "
+                      "built are RobertaModel, RobertaForMaskedLM and "
+                      "RobertaForSequenceClassification (name one of them in 'architectures')");
+    expect_error("{" ROBERTA_SIZES ", \"pad_token_id\": 18}", DNNMEM_E_MODEL,
+                      "config field 'pad_token_id' (18) leaves no position below "
+                      "'max_position_embeddings' (18)");
+#undef ROBERTA_SIZES
 }
 
 /* ---- sdpa ------------------------------------------------------------------ */
@@ -868,6 +956,8 @@ int main(void)
         cmocka_unit_test(test_safetensors_headers),
         cmocka_unit_test(test_sdpa),
         cmocka_unit_test(test_tiny_bert),
+        cmocka_unit_test(test_tiny_albert),
+        cmocka_unit_test(test_tiny_roberta_heads),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
 }

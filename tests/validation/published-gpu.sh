@@ -1,6 +1,6 @@
 #!/bin/sh
-# Published GPU measurements (max_memory_allocated) of BERT-base and
-# DistilBERT with eager and SDPA attention, fp16 forward + backward with
+# Published GPU measurements (max_memory_allocated) of BERT-base,
+# DistilBERT and ALBERT-base with eager and SDPA attention, fp16 forward + backward with
 # loss = logits.sum() (tests/validation/published-*.csv), against dnnmem's
 # estimates: each peak within 5%, unless the row's last column says why not
 # (printed, not failed); the gap eager - sdpa is printed. The benchmark
@@ -12,6 +12,8 @@ D=${DNNMEM:-build/dnnmem}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 sed 's/"BertModel"/"BertForMaskedLM"/' tests/models/hf/bert-base-uncased.json >"$T/bert-mlm.json"
+sed 's/"AlbertForSequenceClassification"/"AlbertForMaskedLM"/' tests/models/hf/albert-base-v2.json \
+    >"$T/albert-mlm.json"
 
 peak() { # MODEL FLAGS ATTN BATCH SEQ -> peak allocated bytes
     # shellcheck disable=SC2086
@@ -48,8 +50,11 @@ check "BERT-base (BertForMaskedLM), A100-80GB, torch 2.2" tests/validation/publi
 check "DistilBERT (DistilBertForMaskedLM), RTX 2060 (sm75: no flash), torch 2.3" \
     tests/validation/published-distilbert.csv tests/models/hf/distilbert-base-uncased.json \
     "--framework pytorch@2.3 --compute-capability 7.5"
+check "ALBERT-base (AlbertForMaskedLM), RTX 2060 (sm75), torch 2.3" \
+    tests/validation/published-albert.csv "$T/albert-mlm.json" \
+    "--framework pytorch@2.3 --compute-capability 7.5"
 if [ -s "$T/fail" ]; then
     echo "published GPU measurements: a peak off by more than 5%"
     exit 1
 fi
-echo "published GPU measurements (BERT, DistilBERT; fp16): peaks within 5%, or listed expected misses"
+echo "published GPU measurements (BERT, DistilBERT, ALBERT; fp16): peaks within 5%, or listed expected misses"
