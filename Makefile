@@ -46,7 +46,7 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/load/onnx.c src/load/hf.c src/load/safetensors.c \
            src/shape/infer.c src/shape/elementwise.c src/shape/tensor.c src/shape/nn.c \
            src/shape/contrib.c \
-           src/schedule/schedule.c src/train/train.c src/train/amp.c \
+           src/schedule/schedule.c src/schedule/generate.c src/train/train.c src/train/amp.c \
            src/alloc/rounding.c src/alloc/caching.c \
            src/report/result.c src/report/text.c src/report/json.c src/report/decide.c \
            src/report/gpus.c src/report/html.c \

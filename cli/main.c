@@ -66,8 +66,9 @@ static const char usage_text[] =
     "  --dim-name NAME        max-seq-len: the dim to grow (default: the model's seq dim)\n"
     "\n"
     "Run:\n"
-    "  --mode infer|train     forward under torch.no_grad(), model.eval() (default), or\n"
-    "                         training steps: zero_grad, forward, loss, backward, step\n"
+    "  --mode infer|train|generate  forward under torch.no_grad(), model.eval() (default),\n"
+    "                         training steps: zero_grad, forward, loss, backward, step, or\n"
+    "                         (HuggingFace causal LMs) model.generate() with a KV cache\n"
     "  --framework pytorch@V  PyTorch version: 1.13 or 2.x (default 2.0); decides\n"
     "                         zero_grad(set_to_none) and the optimizer implementation\n"
     "  --device cuda|cpu      CUDA device (default) or PyTorch's CPU kernels and host memory\n"
@@ -75,6 +76,12 @@ static const char usage_text[] =
     "                         with 1, small-batch 1x1 convolutions use THNN, not oneDNN\n"
     "  --inplace auto|none    ReLU-like ops in place where PyTorch allows (default auto,\n"
     "                         as torchvision's inplace=True), or never\n"
+    "\n"
+    "Generation (--mode generate; greedy, DynamicCache):\n"
+    "  --prompt-len N         prompt tokens (the same as --seq-len)\n"
+    "  --new-tokens N         tokens generated after the prompt (required)\n"
+    "  --kv-dtype T           the cache's storage during decoding: auto (the model's\n"
+    "                         dtype, default), fp32, fp16, bf16 or fp8\n"
     "\n"
     "Training (--mode train):\n"
     "  --optimizer NAME       sgd-momentum (default), sgd, adam, adamw, rmsprop, adagrad,\n"
@@ -281,7 +288,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM, OPT_CUDA,
            OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT, OPT_THREADS,
            OPT_CALIB, OPT_GPU, OPT_MEMORY, OPT_HEADROOM, OPT_CSV, OPT_LIMIT, OPT_DIMNAME,
-           OPT_REPORT, OPT_TIMELINE, OPT_ATTN };
+           OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_NEWTOK, OPT_KVDTYPE };
     static const struct option opts[] = {
         {"gpu", required_argument, NULL, OPT_GPU},
         {"report", required_argument, NULL, OPT_REPORT},
@@ -310,6 +317,9 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"cuda", required_argument, NULL, OPT_CUDA},
         {"precision", required_argument, NULL, OPT_PRECISION},
         {"attn", required_argument, NULL, OPT_ATTN},
+        {"prompt-len", required_argument, NULL, 's'},
+        {"new-tokens", required_argument, NULL, OPT_NEWTOK},
+        {"kv-dtype", required_argument, NULL, OPT_KVDTYPE},
         {"freeze", required_argument, NULL, OPT_FREEZE},
         {"checkpoint", required_argument, NULL, OPT_CKPT},
         {"cpu-threads", required_argument, NULL, OPT_THREADS},
@@ -340,8 +350,30 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
                 cfg.mode = DNNMEM_MODE_INFER;
             else if (strcmp(optarg, "train") == 0)
                 cfg.mode = DNNMEM_MODE_TRAIN;
+            else if (strcmp(optarg, "generate") == 0)
+                cfg.mode = DNNMEM_MODE_GENERATE;
             else
-                return usage_error("--mode %s: expected infer or train", optarg);
+                return usage_error("--mode %s: expected infer, train or generate", optarg);
+            break;
+        case OPT_NEWTOK:
+            if (parse_count(optarg, &v) || v > 1048576)
+                return usage_error("--new-tokens %s: expected 1..1048576", optarg);
+            cfg.new_tokens = v;
+            break;
+        case OPT_KVDTYPE:
+            if (strcmp(optarg, "auto") == 0)
+                cfg.kv_dtype = DNNMEM_KV_AUTO;
+            else if (strcmp(optarg, "fp32") == 0)
+                cfg.kv_dtype = DNNMEM_KV_FP32;
+            else if (strcmp(optarg, "fp16") == 0)
+                cfg.kv_dtype = DNNMEM_KV_FP16;
+            else if (strcmp(optarg, "bf16") == 0)
+                cfg.kv_dtype = DNNMEM_KV_BF16;
+            else if (strcmp(optarg, "fp8") == 0)
+                cfg.kv_dtype = DNNMEM_KV_FP8;
+            else
+                return usage_error("--kv-dtype %s: expected auto, fp32, fp16, bf16 or fp8 "
+                                   "(int8/int4 quantized caches are not modelled)", optarg);
             break;
         case OPT_FRAMEWORK: {
             int major, minor = 0;

@@ -124,7 +124,20 @@ const char *dnnmem_model_symbol(const dnnmem_model *m, size_t i);
  */
 enum dnnmem_mode {
     DNNMEM_MODE_INFER = 0, /* forward only, torch.no_grad(), model.eval() */
-    DNNMEM_MODE_TRAIN      /* zero_grad, forward, loss, backward, optimizer.step(), repeated */
+    DNNMEM_MODE_TRAIN,     /* zero_grad, forward, loss, backward, optimizer.step(), repeated */
+    DNNMEM_MODE_GENERATE   /* HuggingFace causal LMs: model.generate(), greedy, with a
+                              DynamicCache: a prefill of seq_len prompt tokens, then
+                              new_tokens decode steps, each growing every layer's cache */
+};
+
+/* Storage type of the KV cache during decoding (mode GENERATE). */
+enum dnnmem_kv_dtype {
+    DNNMEM_KV_AUTO = 0, /* the model's dtype (DynamicCache) */
+    DNNMEM_KV_FP32,
+    DNNMEM_KV_FP16,
+    DNNMEM_KV_BF16,
+    DNNMEM_KV_FP8       /* one byte per element (fp8 e4m3/e5m2 caches; per-tensor scales
+                           not counted) */
 };
 
 enum dnnmem_device {
@@ -184,9 +197,13 @@ struct dnnmem_config {
      * dim by exact name and wins over both. 0 means "not given": batch then
      * defaults to 1 (reported as a default), an unbound seq dim is an error. */
     int64_t batch_size;
-    int64_t seq_len;
+    int64_t seq_len;             /* in mode GENERATE: the prompt length */
     const struct dnnmem_dim_binding *dims;
     size_t n_dims;
+    /* Generation (mode GENERATE): tokens generated after the prompt (> 0),
+     * and the cache's storage type. */
+    int64_t new_tokens;
+    enum dnnmem_kv_dtype kv_dtype;
     /* Training (mode TRAIN). */
     enum dnnmem_optimizer optimizer; /* default SGD with momentum */
     enum dnnmem_loss loss;           /* default cross-entropy */
@@ -277,6 +294,7 @@ enum dnnmem_category {
     DNNMEM_CAT_GRADIENT,    /* parameters' .grad */
     DNNMEM_CAT_OPTIMIZER,   /* optimizer state (momentum, Adam moments) */
     DNNMEM_CAT_TEMPORARY,   /* gradients of activations, loss and optimizer temporaries */
+    DNNMEM_CAT_KV_CACHE,    /* generation: the keys and values of every layer (DynamicCache) */
     DNNMEM_CAT_COUNT
 };
 const char *dnnmem_category_name(enum dnnmem_category c);

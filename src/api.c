@@ -383,8 +383,20 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     *out = NULL;
     struct dnnmem_config cfg = *cfg_in;
     const struct dm_graph *g = &m->g;
-    if (cfg.mode != DNNMEM_MODE_INFER && cfg.mode != DNNMEM_MODE_TRAIN)
+    if (cfg.mode != DNNMEM_MODE_INFER && cfg.mode != DNNMEM_MODE_TRAIN &&
+        cfg.mode != DNNMEM_MODE_GENERATE)
         return dm_fail(err, DNNMEM_E_USAGE, "unknown mode %d", (int)cfg.mode);
+    bool generate = cfg.mode == DNNMEM_MODE_GENERATE;
+    if ((unsigned)cfg.kv_dtype > DNNMEM_KV_FP8)
+        return dm_fail(err, DNNMEM_E_USAGE, "unknown KV cache dtype %d", (int)cfg.kv_dtype);
+    if (generate && m->sdpa.n_nodes == 0)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --mode generate applies to HuggingFace causal LM configs", g->path);
+    if (generate && (cfg.new_tokens <= 0 || cfg.new_tokens > (INT64_C(1) << 20)))
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "--mode generate needs --new-tokens N, 1 <= N <= 1048576");
+    if (!generate && (cfg.new_tokens || cfg.kv_dtype))
+        return dm_fail(err, DNNMEM_E_USAGE, "--new-tokens and --kv-dtype apply to --mode generate");
     if (cfg.device != DNNMEM_DEVICE_CUDA && cfg.device != DNNMEM_DEVICE_CPU)
         return dm_fail(err, DNNMEM_E_USAGE, "unknown device %d", (int)cfg.device);
     if (cfg.batch_size < 0 || cfg.seq_len < 0)
@@ -434,6 +446,8 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         .optimizer = cfg.optimizer,
         .loss = cfg.loss,
         .loss_all_outputs = cfg.loss_all_outputs,
+        .gen_tokens = generate ? cfg.new_tokens : 0,
+        .kv_dtype = cfg.kv_dtype,
     };
 
     struct dm_arena arena;
@@ -474,6 +488,17 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         assume(&as, "zero_grad", "default", "%s",
                run.torch_version >= 200 ? "set_to_none=True (frees grads)"
                                         : "set_to_none=False (keeps grads)");
+    } else if (generate) {
+        static const char *const kv[] = {"the model's dtype", "fp32", "fp16", "bf16",
+                                         "fp8 (1 byte per element; scales not counted)"};
+        assume(&as, "mode", "option",
+               "generate: greedy model.generate() with a DynamicCache (transformers 4.51): "
+               "a prefill of the prompt (seq) keeping %s, then %lld decode steps, each "
+               "concatenating one token onto every layer's keys and values",
+               g->logits_to_keep ? "the last position's logits (logits_to_keep=1)"
+                                 : "every position's logits",
+               (long long)cfg.new_tokens);
+        assume(&as, "kv_dtype", cfg.kv_dtype ? "option" : "default", "%s", kv[cfg.kv_dtype]);
     } else {
         assume(&as, "mode", "default", "infer (torch.no_grad, model.eval)");
     }

@@ -268,6 +268,8 @@ struct dm_graph {
     int32_t n_inputs, n_outputs;
     int32_t *inputs, *outputs; /* tensor indices */
     const char *stored_dtype;  /* HF configs: torch_dtype as the config states it, or NULL */
+    bool logits_to_keep;       /* HF: forward(logits_to_keep=1) computes the last position's
+                                  logits only (generate's prefill) */
     bool loss_upcast;          /* the model's own loss casts its logits to float32
                                   first (transformers' ForCausalLMLoss: logits.float()) */
 };
@@ -404,7 +406,7 @@ enum dnnmem_status dm_broadcast(struct dm_infer *ctx, const struct dm_node *n, i
  * them, each at a step (phase, node, iteration). */
 enum dm_ev_kind { DM_EV_ALLOC, DM_EV_FREE };
 enum dm_phase { DM_PHASE_SETUP, DM_PHASE_FORWARD, DM_PHASE_LOSS, DM_PHASE_BACKWARD,
-                DM_PHASE_OPTIMIZER, DM_PHASE_ZERO_GRAD };
+                DM_PHASE_OPTIMIZER, DM_PHASE_ZERO_GRAD, DM_PHASE_DECODE };
 const char *dm_phase_name(enum dm_phase p);
 
 struct dm_buffer {
@@ -457,6 +459,8 @@ struct dm_run {
     int cpu_threads;            /* torch.get_num_threads() on the CPU; 0 = several */
     enum dm_dtype amp;          /* autocast's low type (fp16/bf16), or DM_UNDEFINED */
     int compute_capability;     /* the GPU's, major * 10 + minor; 0 = 80 */
+    int64_t gen_tokens;         /* generation: decode steps after the prefill; 0 = none */
+    enum dnnmem_kv_dtype kv_dtype;
 };
 
 /* Build the schedule of a run: inference under torch.no_grad() with

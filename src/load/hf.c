@@ -1845,6 +1845,7 @@ static enum dnnmem_status build(struct hf *h)
      * (ForCausalLMLoss, transformers >= 4.46; LlamaForCausalLM's forward
      * upcast the logits itself before that) */
     g->loss_upcast = true;
+    g->logits_to_keep = !gpt2; /* LlamaForCausalLM.forward(logits_to_keep), 4.45+ */
     g->tensors[logits].is_output = true;
     g->outputs[g->n_outputs++] = logits;
     for (int64_t i = 0; use_cache && i < layers; i++)

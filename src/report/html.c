@@ -69,6 +69,7 @@ static const char *const series_name[N_SERIES] = {
     [DNNMEM_CAT_INPUT] = "inputs",           [DNNMEM_CAT_ACTIVATION] = "activations",
     [DNNMEM_CAT_SAVED] = "saved for backward", [DNNMEM_CAT_GRADIENT] = "gradients",
     [DNNMEM_CAT_OPTIMIZER] = "optimizer state", [DNNMEM_CAT_TEMPORARY] = "temporaries",
+    [DNNMEM_CAT_KV_CACHE] = "kv cache",
     [S_CONTEXT] = "cuda context",            [S_ROUNDING] = "rounding",
     [S_FREE] = "reserved, free"};
 static const char *const series_color[N_SERIES] = {
@@ -76,11 +77,13 @@ static const char *const series_color[N_SERIES] = {
     [DNNMEM_CAT_INPUT] = "#76b7b2",    [DNNMEM_CAT_ACTIVATION] = "#59a14f",
     [DNNMEM_CAT_SAVED] = "#edc948",    [DNNMEM_CAT_GRADIENT] = "#e15759",
     [DNNMEM_CAT_OPTIMIZER] = "#b07aa1", [DNNMEM_CAT_TEMPORARY] = "#f28e2b",
+    [DNNMEM_CAT_KV_CACHE] = "#ff9da7",
     [S_CONTEXT] = "#bab0ac",           [S_ROUNDING] = "#d4a6c8",
     [S_FREE] = "#e8e8e8"};
 /* drawing order, bottom up */
 static const int order[N_SERIES] = {S_CONTEXT,           DNNMEM_CAT_WEIGHT,    DNNMEM_CAT_WORKSPACE,
-                                    DNNMEM_CAT_INPUT,    DNNMEM_CAT_OPTIMIZER, DNNMEM_CAT_GRADIENT,
+                                    DNNMEM_CAT_INPUT,    DNNMEM_CAT_KV_CACHE,  DNNMEM_CAT_OPTIMIZER,
+                                    DNNMEM_CAT_GRADIENT,
                                     DNNMEM_CAT_SAVED,    DNNMEM_CAT_ACTIVATION, DNNMEM_CAT_TEMPORARY,
                                     S_ROUNDING,          S_FREE};
 

@@ -29,7 +29,7 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
         [DNNMEM_CAT_INPUT] = "inputs",
         [DNNMEM_CAT_ACTIVATION] = "activations", [DNNMEM_CAT_SAVED] = "saved",
         [DNNMEM_CAT_GRADIENT] = "gradients",   [DNNMEM_CAT_OPTIMIZER] = "optimizer_state",
-        [DNNMEM_CAT_TEMPORARY] = "temporaries"};
+        [DNNMEM_CAT_TEMPORARY] = "temporaries", [DNNMEM_CAT_KV_CACHE] = "kv_cache"};
     json_t *breakdown = json_object();
     for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
         json_object_set_new(breakdown, keys[c], json_integer((json_int_t)r->category_bytes[c]));

@@ -34,6 +34,7 @@ const char *dnnmem_category_name(enum dnnmem_category c)
     case DNNMEM_CAT_GRADIENT: return "gradients";
     case DNNMEM_CAT_OPTIMIZER: return "optimizer state";
     case DNNMEM_CAT_TEMPORARY: return "temporaries";
+    case DNNMEM_CAT_KV_CACHE: return "kv cache";
     case DNNMEM_CAT_COUNT: break;
     }
     return "?";

@@ -72,6 +72,10 @@ int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);
 void dm_sb_forward(struct dm_sb *b);
 void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool save, bool again);
 
+/* Generation (src/schedule/generate.c): the decode steps after a prefill
+ * forward whose outputs (logits, present keys and values) are still held. */
+enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err);
+
 /* Training (src/train/train.c). */
 enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err);
 void dm_train_free(struct dm_sb *b);

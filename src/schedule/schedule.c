@@ -37,6 +37,7 @@ const char *dm_phase_name(enum dm_phase p)
     case DM_PHASE_BACKWARD: return "backward";
     case DM_PHASE_OPTIMIZER: return "optimizer";
     case DM_PHASE_ZERO_GRAD: return "zero_grad";
+    case DM_PHASE_DECODE: return "decode";
     }
     return "?";
 }
@@ -700,6 +701,8 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
     setup(&b);
     if (!run->train) {
         dm_sb_forward(&b);
+        if (run->gen_tokens > 0 && !b.oom)
+            st = dm_sb_generate(&b, err);
         goto out;
     }
     if ((st = dm_train_init(&b, err)) != DNNMEM_OK)

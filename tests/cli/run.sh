@@ -166,6 +166,24 @@ jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))'
 check_schema "$T/v.json" "inference JSON"
 "$D" estimate $M/fixtures/resnet50.onnx -b 4 --mode train --optimizer adam --memory 1GiB --json >"$T/t.json"
 check_schema "$T/t.json" "training JSON with a verdict"
+"$D" estimate $M/hf/tiny-llama-gqa.json -b 2 --prompt-len 16 --mode generate --new-tokens 400 \
+    --json >"$T/g.json"
+check_schema "$T/g.json" "generation JSON (kv_cache, decode phase)"
+
+# generation (HuggingFace causal LMs)
+G=$M/hf/tiny-llama-gqa.json
+expect 0 "kv cache" -- estimate $G -b 2 --prompt-len 16 --mode generate --new-tokens 400
+expect 0 "at           decode, step" -- estimate $G -b 2 --prompt-len 16 --mode generate --new-tokens 400
+expect 0 "kv_dtype       fp8" -- estimate $G -s 16 --mode generate --new-tokens 4 --kv-dtype fp8
+expect 2 "--mode generate needs --new-tokens" -- estimate $G -s 16 --mode generate
+expect 2 "--new-tokens 0: expected 1..1048576" -- estimate $G -s 16 --mode generate --new-tokens 0
+expect 2 "--new-tokens and --kv-dtype apply to --mode generate" -- estimate $G -s 16 --new-tokens 4
+expect 2 "--kv-dtype int4: expected auto, fp32, fp16, bf16 or fp8" -- estimate $G -s 16 \
+    --mode generate --new-tokens 4 --kv-dtype int4
+expect 4 "--mode generate needs a HuggingFace causal LM" -- estimate $M/hf/bert-base-uncased.json \
+    -s 16 --mode generate --new-tokens 4
+expect 4 "--mode generate applies to HuggingFace causal LM configs" -- estimate \
+    $M/fixtures/resnet50.onnx --mode generate --new-tokens 4
 if "$PY" -c 'import json, sys
 d = json.load(open(sys.argv[1]))
 v = d["verdict"]

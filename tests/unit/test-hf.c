@@ -638,6 +638,93 @@ static void test_tiny_roberta_heads(void **state)
 #undef ROBERTA_SIZES
 }
 
+/* ---- generation ------------------------------------------------------------ */
+
+/* The schedule of generating `tokens` after a 16-token prompt, batch 2, with
+ * tiny-llama-gqa (4 layers, 8 heads, 4 KV heads, head dim 32, vocab 1000,
+ * float32, sdpa graph): counts and the last size of buffers of category
+ * `cat` whose what is `what` (NULL: any). */
+static int gen_buffers(int64_t tokens, enum dnnmem_kv_dtype kv, enum dnnmem_category cat,
+                       const char *what, uint64_t *last)
+{
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    const struct dm_graph *g = dm_model_graph_sdpa(m);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {2, 16};
+    struct dnnmem_error err;
+    struct dm_infer ctx = {.g = g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+    if (dm_infer_shapes(&ctx) != DNNMEM_OK)
+        fail_msg("shapes: %s", err.message);
+    struct dm_run run = {.cuda = true, .inplace = true, .torch_version = 204, .iterations = 1,
+                         .grad_accum = 1, .amp = DM_UNDEFINED, .compute_capability = 80,
+                         .gen_tokens = tokens, .kv_dtype = kv};
+    struct dm_schedule s;
+    if (dm_schedule_build(g, t, &run, &s, &err) != DNNMEM_OK)
+        fail_msg("schedule: %s", err.message);
+    int n = 0;
+    for (int32_t b = 0; b < s.n_buf; b++)
+        if (s.buf[b].category == cat && (!what || (s.buf[b].what && strcmp(s.buf[b].what, what) == 0))) {
+            n++;
+            *last = s.buf[b].bytes;
+        }
+    dm_schedule_free(&s);
+    free(t);
+    dm_arena_free(&a);
+    dnnmem_model_free(m);
+    return n;
+}
+
+/* Each decode step concatenates onto every layer's keys and values: a new
+ * [B, K, L, D] = [2, 4, L, 32] tensor each, float32: 1024 L bytes, 20,480
+ * after 4 tokens (L = 20), 118,784 after 100 (L = 116). Steps simulated:
+ * all of 4; of 100, the first and the last eight (9 x 8 buffers). repeat_kv
+ * copies to [2, 8, L, 32]: 40,960 bytes at L = 20. The prefill keeps the
+ * last position's logits only: [2, 1, 1000] float32 = 8000 bytes (the graph's
+ * [2, 16, 1000] buffer, patched); each step's logits are [2, 1, 1000] and the
+ * float32 copy generate samples from is [2, 1000]. fp8 halves and halves
+ * again: 5120 bytes at L = 20. */
+static void test_generate(void **state)
+{
+    (void)state;
+    uint64_t last = 0;
+    assert_int_equal(gen_buffers(4, DNNMEM_KV_AUTO, DNNMEM_CAT_KV_CACHE, "cache", &last), 4 * 4 * 2);
+    assert_int_equal(last, 20480);
+    assert_int_equal(gen_buffers(100, DNNMEM_KV_AUTO, DNNMEM_CAT_KV_CACHE, "cache", &last), 9 * 8);
+    assert_int_equal(last, 118784);
+    assert_int_equal(gen_buffers(4, DNNMEM_KV_FP8, DNNMEM_CAT_KV_CACHE, "cache", &last), 32);
+    assert_int_equal(last, 5120);
+    assert_int_equal(gen_buffers(4, DNNMEM_KV_AUTO, DNNMEM_CAT_ACTIVATION, "repeat_kv", &last),
+                     4 * 4 * 2);
+    assert_int_equal(last, 40960);
+    assert_int_equal(gen_buffers(4, DNNMEM_KV_AUTO, DNNMEM_CAT_ACTIVATION, "next_token_logits", &last), 4);
+    assert_int_equal(last, 8000);
+    assert_int_equal(gen_buffers(4, DNNMEM_KV_AUTO, DNNMEM_CAT_ACTIVATION, "step", &last), 4);
+    assert_int_equal(last, 8000);
+
+    /* end to end: the peak of a long generation is in the decode phase, with
+     * the whole cache live: 8 tensors of 2 x 4 x (16 + 400) x 32 x 4 bytes */
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.attn = DNNMEM_ATTN_SDPA;
+    cfg.torch_version = 204;
+    cfg.batch_size = 2;
+    cfg.seq_len = 16;
+    cfg.new_tokens = 400;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_string_equal(r->peak_phase, "decode");
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_KV_CACHE], 8 * 2 * 4 * 416 * 32 * 4);
+    dnnmem_result_free(r);
+    cfg.new_tokens = 0;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    dnnmem_model_free(m);
+}
+
 /* ---- sdpa ------------------------------------------------------------------ */
 
 /* One training step of the tiny Llama's sdpa graph (batch 2, seq 40, CUDA,
@@ -957,6 +1044,7 @@ int main(void)
         cmocka_unit_test(test_sdpa),
         cmocka_unit_test(test_tiny_bert),
         cmocka_unit_test(test_tiny_albert),
+        cmocka_unit_test(test_generate),
         cmocka_unit_test(test_tiny_roberta_heads),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);

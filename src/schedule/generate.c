@@ -1,0 +1,196 @@
+/*
+ * generate.c: the decode phase of model.generate() on top of the prefill
+ * (the forward pass of the prompt, which schedule.c has just run with the
+ * present keys and values held as outputs).
+ *
+ * What transformers 4.51 (GenerationMixin._sample, greedy, DynamicCache) asks
+ * the allocator for at each new token, with L the cache length after it:
+ *  - next_token_logits = outputs.logits[:, -1, :].to(copy=True,
+ *    dtype=float32): a [B, V] float32 copy, made before the previous one is
+ *    dropped (the name is rebound), then `del outputs` frees the logits;
+ *  - per layer, DynamicCache.update: key_cache[l] = torch.cat([old, new],
+ *    dim=-2), a fresh [B, K, L, D] tensor, and the old one freed; the same
+ *    for values;
+ *  - per layer, the attention over the cache: repeat_kv's copies to [B, H,
+ *    L, D] of the keys and values when H != K (eager and sdpa alike in
+ *    4.51); eager adds the scores [B, H, 1, L], the mask added to them, the
+ *    float32 softmax and its cast back;
+ *  - the logits of the step, [B, 1, V].
+ * The step's other tensors ([B, 1, hidden] and [B, 1, intermediate]) are
+ * not modelled: they are smaller than one layer's cache row by the batch.
+ * Steps simulated: the first (the prefill's logits and cache let go), then
+ * the last eight, the cache growing from P + 1 to P + T - 7 in one update
+ * between them: the peak is at the end, and the steps in between only
+ * add and drop cached blocks of smaller sizes (T x layers events would make
+ * a long generation cost seconds).
+ * The prefill itself keeps the logits of the last prompt position only
+ * (generate passes logits_to_keep=1 to models that take it: the Llama
+ * family; GPT-2's 4.47 forward computes them all).
+ */
+#include "schedule/builder.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Element bytes of the decode cache. */
+static uint64_t kv_bytes(enum dm_dtype model, enum dnnmem_kv_dtype kv)
+{
+    switch (kv) {
+    case DNNMEM_KV_FP32: return 4;
+    case DNNMEM_KV_FP16:
+    case DNNMEM_KV_BF16: return 2;
+    case DNNMEM_KV_FP8: return 1;
+    case DNNMEM_KV_AUTO: break;
+    }
+    uint64_t one = 0;
+    return dm_dtype_bytes(model, 1, &one) ? one : 2;
+}
+
+static enum dm_dtype kv_type(enum dm_dtype model, enum dnnmem_kv_dtype kv)
+{
+    switch (kv) {
+    case DNNMEM_KV_FP32: return DM_FLOAT;
+    case DNNMEM_KV_FP16: return DM_FLOAT16;
+    case DNNMEM_KV_BF16: return DM_BFLOAT16;
+    case DNNMEM_KV_FP8: return DM_FLOAT8E4M3FN;
+    case DNNMEM_KV_AUTO: break;
+    }
+    return model;
+}
+
+/* bytes = a * b * c * d * e, or false on overflow */
+static bool mul5(int64_t a, int64_t b, int64_t c, int64_t d, uint64_t e, uint64_t *out)
+{
+    int64_t x, y, z;
+    if (!dm_mul_ok(a, b, &x) || !dm_mul_ok(x, c, &y) || !dm_mul_ok(y, d, &z) ||
+        (uint64_t)z > UINT64_MAX / (e ? e : 1))
+        return false;
+    *out = (uint64_t)z * e;
+    return true;
+}
+
+enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
+{
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    const struct dm_run *run = b->run;
+    int32_t layers = 0;
+    while (layers < g->n_outputs && layers < INT32_MAX / 2) {
+        char name[64];
+        snprintf(name, sizeof name, "present.%d.key", layers);
+        if (dm_graph_find(g, name) < 0)
+            break;
+        layers++;
+    }
+    int32_t logits = g->n_outputs ? g->outputs[0] : -1;
+    if (layers == 0 || logits < 0 || t[logits].rank != 3)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --mode generate needs a HuggingFace causal LM that returns its KV "
+                       "cache (config use_cache true)",
+                       g->path);
+    int32_t *kv = malloc(2 * (size_t)layers * sizeof *kv);
+    int32_t *cur = malloc(2 * (size_t)layers * sizeof *cur);
+    if (!kv || !cur) {
+        free(kv);
+        free(cur);
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    }
+    for (int32_t l = 0; l < layers; l++)
+        for (int j = 0; j < 2; j++) {
+            char name[64];
+            snprintf(name, sizeof name, "present.%d.%s", l, j ? "value" : "key");
+            kv[2 * l + j] = dm_graph_find(g, name);
+            cur[2 * l + j] = b->cur[kv[2 * l + j]];
+        }
+    const struct dm_tinfo *k0 = &t[kv[0]];
+    int64_t B = k0->dims[0], K = k0->dims[1], P = k0->dims[2], D = k0->dims[3];
+    int64_t V = t[logits].dims[2];
+    enum dm_dtype model = k0->dtype;
+    /* heads of the queries, and eager's softmax type, from the graph */
+    int64_t H = K;
+    bool eager = false, upcast = false;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        if (n->op == DM_OP_Attention && dm_has_in(n, 0))
+            H = t[n->in[0]].dims[1];
+        if (n->op == DM_OP_Softmax && dm_has_in(n, 0) && t[n->in[0]].rank == 4) {
+            eager = true;
+            H = t[n->in[0]].dims[1];
+            upcast = t[n->out[0]].dtype != t[n->in[0]].dtype;
+        }
+        if (n->op == DM_OP_Softmax || n->op == DM_OP_Attention)
+            break;
+    }
+    bool repeat = H != K; /* 4.51's sdpa_attention_forward repeats as eager does */
+    uint64_t kvb = kv_bytes(model, run->kv_dtype), mb = kv_bytes(model, DNNMEM_KV_AUTO);
+    enum dm_dtype kvt = kv_type(model, run->kv_dtype);
+    enum dnnmem_status st = DNNMEM_OK;
+
+    /* the prefill's logits: the last position's only where generate passes
+     * logits_to_keep=1 (the lm_head then reads hidden[:, -1:]) */
+    int32_t lb = b->cur[logits];
+    uint64_t row;
+    if (g->logits_to_keep && lb >= 0 && mul5(B, 1, V, 1, mb, &row))
+        b->s->buf[lb].bytes = row;
+    int32_t prev_next = -1;
+    int64_t T = run->gen_tokens;
+    for (int64_t s = 1; s <= T && !b->oom && st == DNNMEM_OK; s = s == 1 && T > 9 ? T - 7 : s + 1) {
+        int64_t L = P + s; /* after this step's update */
+        uint64_t next, cache, rep, scores, scores32, step_logits;
+        if (!mul5(B, V, 1, 1, 4, &next) || !mul5(B, K, L, D, kvb, &cache) ||
+            !mul5(B, H, L, D, mb, &rep) || !mul5(B, H, 1, L, mb, &scores) ||
+            !mul5(B, H, 1, L, 4, &scores32) || !mul5(B, 1, V, 1, mb, &step_logits)) {
+            st = dm_fail(err, DNNMEM_E_SHAPE, "%s: the KV cache of %lld tokens overflows",
+                         g->path, (long long)L);
+            break;
+        }
+        b->iteration = (int)(s < INT16_MAX ? s : INT16_MAX);
+        dm_sb_step(b, DM_PHASE_DECODE, -1);
+        /* sampling from the last forward's logits, which are then dropped */
+        int32_t nb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, next, -1, -1,
+                                 "next_token_logits", 1);
+        if (prev_next >= 0)
+            dm_sb_unref(b, prev_next);
+        prev_next = nb;
+        if (lb >= 0)
+            dm_sb_unref(b, lb);
+        /* the forward of one token */
+        for (int32_t l = 0; l < layers && !b->oom; l++) {
+            for (int j = 0; j < 2; j++) {
+                int32_t nbuf = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, kvt, cache, kv[2 * l + j], -1,
+                                           "cache", 1);
+                if (cur[2 * l + j] >= 0)
+                    dm_sb_unref(b, cur[2 * l + j]);
+                cur[2 * l + j] = nbuf;
+            }
+            int32_t r[2] = {-1, -1};
+            for (int j = 0; repeat && j < 2; j++)
+                r[j] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, rep, kv[2 * l + j], -1,
+                                   "repeat_kv", 1);
+            if (eager) { /* scores, + mask, softmax (float32), .to(dtype) */
+                int32_t w = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1,
+                                        "attn_scores", 1);
+                int32_t m = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1,
+                                        "attn_scores_masked", 1);
+                dm_sb_unref(b, w);
+                int32_t p = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, upcast ? DM_FLOAT : model,
+                                        upcast ? scores32 : scores, -1, -1, "attn_probs", 1);
+                dm_sb_unref(b, m);
+                if (upcast) {
+                    int32_t c = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1,
+                                            "attn_probs_cast", 1);
+                    dm_sb_unref(b, p);
+                    p = c;
+                }
+                dm_sb_unref(b, p);
+            }
+            for (int j = 0; j < 2; j++)
+                if (r[j] >= 0)
+                    dm_sb_unref(b, r[j]);
+        }
+        lb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, step_logits, logits, -1, "step", 1);
+    }
+    free(kv);
+    free(cur);
+    return b->oom ? dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path) : st;
+}
