@@ -37,9 +37,9 @@ URL="file://$(cd "$OUT" && pwd)/report.html"
 run_chromium --dump-dom "$URL" >"$OUT/dom.html" 2>"$OUT/chromium.log"
 check "the page's script ran to the end" grep -q 'data-ready="1"' "$OUT/dom.html"
 check "no script error" sh -c "! grep -q 'Uncaught' '$OUT/chromium.log'"
-check "the chart has its 11 series" grep -q 'data-series="11"' "$OUT/dom.html"
+check "the chart has its 12 series" grep -q 'data-series="12"' "$OUT/dom.html"
 for s in weights workspaces inputs activations "saved for backward" gradients "optimizer state" \
-    temporaries "cuda context" "reserved, free"; do
+    temporaries "kv cache" "cuda context" "reserved, free"; do
     check "series '$s' drawn" grep -q "path class=\"series\" data-series=\"$s\"" "$OUT/dom.html"
 done
 check "capacity line" grep -q 'id="capacity"' "$OUT/dom.html"
