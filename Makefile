@@ -119,6 +119,8 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node
 	$(B)/tests/validate tests/validation/pytorch-cpu-1.13.jsonl tests/validation/expected-misses.txt
 	@echo "== published GPU measurements (BERT, DistilBERT; eager vs sdpa)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-gpu.sh
+	@echo "== published whole-process measurements (BERT-large, HF Trainer)"
+	DNNMEM=$(B)/dnnmem sh tests/validation/published-trainer.sh
 	@echo "== CLI tests"
 	DNNMEM=$(B)/dnnmem sh tests/cli/run.sh
 	@echo "== HTML report in headless Chromium"

@@ -85,7 +85,8 @@ static const char usage_text[] =
     "\n"
     "Training (--mode train):\n"
     "  --optimizer NAME       sgd-momentum (default), sgd, adam, adamw, rmsprop, adagrad,\n"
-    "                         none (forward and backward only)\n"
+    "                         adamw-hf (transformers' AdamW), adafactor (transformers'),\n"
+    "                         adam8bit (bitsandbytes), none (forward and backward only)\n"
     "  --loss L               ce: cross-entropy of the first output against class ids\n"
     "                         (default); mse; sum: every output's .sum() added; ce-all,\n"
     "                         mse-all: one term per output (e.g. auxiliary heads)\n"
@@ -413,13 +414,14 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
             } names[] = {{"sgd-momentum", DNNMEM_OPT_SGD_MOMENTUM}, {"sgd", DNNMEM_OPT_SGD},
                          {"adam", DNNMEM_OPT_ADAM},   {"adamw", DNNMEM_OPT_ADAMW},
                          {"rmsprop", DNNMEM_OPT_RMSPROP}, {"adagrad", DNNMEM_OPT_ADAGRAD},
-                         {"none", DNNMEM_OPT_NONE}};
+                         {"none", DNNMEM_OPT_NONE}, {"adamw-hf", DNNMEM_OPT_ADAMW_HF},
+                         {"adafactor", DNNMEM_OPT_ADAFACTOR}, {"adam8bit", DNNMEM_OPT_ADAM8BIT}};
             size_t k = 0;
             while (k < sizeof names / sizeof names[0] && strcmp(names[k].name, optarg) != 0)
                 k++;
             if (k == sizeof names / sizeof names[0])
                 return usage_error("--optimizer %s: expected sgd-momentum, sgd, adam, adamw, "
-                                   "rmsprop, adagrad or none",
+                                   "rmsprop, adagrad, adamw-hf, adafactor, adam8bit or none",
                                    optarg);
             cfg.optimizer = names[k].o;
             break;

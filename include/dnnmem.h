@@ -152,7 +152,14 @@ enum dnnmem_optimizer {
     DNNMEM_OPT_ADAMW,
     DNNMEM_OPT_RMSPROP,
     DNNMEM_OPT_ADAGRAD,
-    DNNMEM_OPT_NONE              /* forward and backward only */
+    DNNMEM_OPT_NONE,             /* forward and backward only */
+    DNNMEM_OPT_ADAMW_HF,         /* transformers.optimization.AdamW (Trainer's "adamw_hf") */
+    DNNMEM_OPT_ADAFACTOR,        /* transformers.optimization.Adafactor, no first moment:
+                                    factored second moments (a row and a column vector) for
+                                    matrices, a full one for vectors */
+    DNNMEM_OPT_ADAM8BIT          /* bitsandbytes Adam8bit: blockwise 8-bit moments (2048 per
+                                    block, an fp32 absmax each) for tensors of >= 4096
+                                    elements, fp32 moments below */
 };
 
 enum dnnmem_loss {

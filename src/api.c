@@ -361,6 +361,9 @@ static const char *optimizer_name(enum dnnmem_optimizer o)
     case DNNMEM_OPT_RMSPROP: return "rmsprop";
     case DNNMEM_OPT_ADAGRAD: return "adagrad";
     case DNNMEM_OPT_NONE: return "none";
+    case DNNMEM_OPT_ADAMW_HF: return "adamw-hf (transformers' AdamW, one parameter at a time)";
+    case DNNMEM_OPT_ADAFACTOR: return "adafactor (transformers' Adafactor, beta1 None)";
+    case DNNMEM_OPT_ADAM8BIT: return "adam8bit (bitsandbytes, blockwise)";
     }
     return "?";
 }
@@ -405,7 +408,7 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         return dm_fail(err, DNNMEM_E_USAGE, "capacity must be positive and headroom in [0, 1)");
     if (cfg.iterations < 0 || cfg.iterations > 1000 || cfg.grad_accum < 0 || cfg.grad_accum > 1000)
         return dm_fail(err, DNNMEM_E_USAGE, "iterations and grad_accum must be in 1..1000");
-    if ((unsigned)cfg.optimizer > DNNMEM_OPT_NONE || (unsigned)cfg.loss > DNNMEM_LOSS_SUM ||
+    if ((unsigned)cfg.optimizer > DNNMEM_OPT_ADAM8BIT || (unsigned)cfg.loss > DNNMEM_LOSS_SUM ||
         (unsigned)cfg.inplace > DNNMEM_INPLACE_NONE || (unsigned)cfg.precision > DNNMEM_PRECISION_AMP_BF16 ||
         (cfg.n_freeze && !cfg.freeze) || (cfg.n_checkpoint && !cfg.checkpoint))
         return dm_fail(err, DNNMEM_E_USAGE, "unknown optimizer, loss or in-place setting");

@@ -638,6 +638,83 @@ static void test_tiny_roberta_heads(void **state)
 #undef ROBERTA_SIZES
 }
 
+/* ---- optimizers of transformers and bitsandbytes ----------------------------- */
+
+/* Optimizer state of a tiny BertModel (V 100 or 5000, E 32, I 64, L 2, P
+ * 16), every parameter trained (loss: the sum of both outputs).
+ * Adafactor: a matrix keeps a row and a column vector, a vector a full
+ * copy: embeddings 100+32, 16+32, 2+32; embedding LN 64; per layer q, k, v,
+ * o 4 x (32+32) + biases 4 x 32 + LN 64 + intermediate 64+32 + bias 64 +
+ * output 32+64 + bias 32 + LN 64 = 800; pooler 32+32 + 32: 1974 floats,
+ * 7896 bytes. Adam8bit (V 5000): the word embeddings (160,000 elements)
+ * get two uint8 states and ceil(160000 / 2048) = 79 fp32 absmax each:
+ * 320,632 bytes; the other 18,784 parameters (each under 4096 elements)
+ * two fp32 states: 150,272; two 256-entry fp32 maps: 2048. 472,952. */
+static void test_optimizer_state(void **state)
+{
+    (void)state;
+    static const struct {
+        int vocab;
+        enum dnnmem_optimizer opt;
+        uint64_t bytes;
+    } cases[] = {
+        {100, DNNMEM_OPT_ADAFACTOR, 7896},
+        {5000, DNNMEM_OPT_ADAM8BIT, 472952},
+        {100, DNNMEM_OPT_ADAMW_HF, 2 * 21984 * 4},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"model_type\": \"bert\", \"vocab_size\": %d, \"hidden_size\": 32, "
+                 "\"intermediate_size\": 64, \"num_hidden_layers\": 2, "
+                 "\"num_attention_heads\": 4, \"max_position_embeddings\": 16}",
+                 cases[k].vocab);
+        dnnmem_model *m = load_json(json);
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.optimizer = cases[k].opt;
+        cfg.loss = DNNMEM_LOSS_SUM;
+        cfg.batch_size = 2;
+        cfg.seq_len = 8;
+        cfg.iterations = 3;
+        struct dnnmem_result *r = run(m, &cfg);
+        if (r->category_bytes[DNNMEM_CAT_OPTIMIZER] != cases[k].bytes)
+            fail_msg("case %zu: optimizer state %llu B at the peak (%s, step %d), want %llu", k,
+                     (unsigned long long)r->category_bytes[DNNMEM_CAT_OPTIMIZER], r->peak_phase,
+                     r->peak_iteration, (unsigned long long)cases[k].bytes);
+        dnnmem_result_free(r);
+        dnnmem_model_free(m);
+    }
+}
+
+/* Autocast inside checkpointed segments: the recomputation's parameter
+ * casts die with its graph, so nothing grows from one step to the next. */
+static void test_amp_checkpoint_steady(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_ADAMW;
+    cfg.precision = DNNMEM_PRECISION_AMP_FP16;
+    cfg.batch_size = 2;
+    cfg.seq_len = 32;
+    static const char *const ckpt[] = {"/model/layers.*"};
+    cfg.checkpoint = ckpt;
+    cfg.n_checkpoint = 1;
+    uint64_t peak[2];
+    for (int k = 0; k < 2; k++) {
+        cfg.iterations = 2 + 3 * k;
+        struct dnnmem_result *r = run(m, &cfg);
+        peak[k] = r->peak_allocated;
+        dnnmem_result_free(r);
+    }
+    assert_int_equal(peak[0], peak[1]);
+    dnnmem_model_free(m);
+}
+
 /* ---- generation ------------------------------------------------------------ */
 
 /* The schedule of generating `tokens` after a 16-token prompt, batch 2, with
@@ -1045,6 +1122,8 @@ int main(void)
         cmocka_unit_test(test_tiny_bert),
         cmocka_unit_test(test_tiny_albert),
         cmocka_unit_test(test_generate),
+        cmocka_unit_test(test_optimizer_state),
+        cmocka_unit_test(test_amp_checkpoint_steady),
         cmocka_unit_test(test_tiny_roberta_heads),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
