@@ -77,6 +77,15 @@ static const char usage_text[] =
     "  --inplace auto|none    ReLU-like ops in place where PyTorch allows (default auto,\n"
     "                         as torchvision's inplace=True), or never\n"
     "\n"
+    "LoRA (--mode train, HuggingFace configs; PEFT's get_peft_model: the model frozen,\n"
+    "float32 adapters):\n"
+    "  --lora-r R             the adapters' rank (enables LoRA)\n"
+    "  --lora-alpha A         lora_alpha (default 8; scales, costs no memory)\n"
+    "  --lora-dropout P       lora_dropout (default 0: none)\n"
+    "  --lora-targets LIST    module names (q_proj,k_proj,v_proj,o_proj, ...) or all-linear;\n"
+    "                         default PEFT's for the architecture (q_proj,v_proj; c_attn;\n"
+    "                         query,value)\n"
+    "\n"
     "Generation (--mode generate; greedy, DynamicCache):\n"
     "  --prompt-len N         prompt tokens (the same as --seq-len)\n"
     "  --new-tokens N         tokens generated after the prompt (required)\n"
@@ -253,6 +262,8 @@ struct cli {
     size_t n_dims;
     const char *freeze[64], *ckpt[256];
     size_t n_freeze, n_ckpt;
+    char lora_buf[512];            /* --lora-targets, split in place */
+    const char *lora_targets[32];
     int64_t batches[64], seqs[64]; /* sweeps: --batch-size 8,16,32 */
     size_t n_batches, n_seqs;
     bool json, csv;
@@ -289,7 +300,8 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM, OPT_CUDA,
            OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT, OPT_THREADS,
            OPT_CALIB, OPT_GPU, OPT_MEMORY, OPT_HEADROOM, OPT_CSV, OPT_LIMIT, OPT_DIMNAME,
-           OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_NEWTOK, OPT_KVDTYPE };
+           OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_NEWTOK, OPT_KVDTYPE, OPT_LORA_R,
+           OPT_LORA_ALPHA, OPT_LORA_DROPOUT, OPT_LORA_TARGETS };
     static const struct option opts[] = {
         {"gpu", required_argument, NULL, OPT_GPU},
         {"report", required_argument, NULL, OPT_REPORT},
@@ -321,6 +333,10 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"prompt-len", required_argument, NULL, 's'},
         {"new-tokens", required_argument, NULL, OPT_NEWTOK},
         {"kv-dtype", required_argument, NULL, OPT_KVDTYPE},
+        {"lora-r", required_argument, NULL, OPT_LORA_R},
+        {"lora-alpha", required_argument, NULL, OPT_LORA_ALPHA},
+        {"lora-dropout", required_argument, NULL, OPT_LORA_DROPOUT},
+        {"lora-targets", required_argument, NULL, OPT_LORA_TARGETS},
         {"freeze", required_argument, NULL, OPT_FREEZE},
         {"checkpoint", required_argument, NULL, OPT_CKPT},
         {"cpu-threads", required_argument, NULL, OPT_THREADS},
@@ -487,6 +503,44 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
             snprintf(cl->device_label, sizeof cl->device_label, "--memory %s", optarg);
             cfg.device_label = cl->device_label;
             break;
+        case OPT_LORA_R:
+            if (parse_count(optarg, &v) || v > 1048576)
+                return usage_error("--lora-r %s: expected a rank in 1..1048576", optarg);
+            cfg.lora.r = v;
+            break;
+        case OPT_LORA_ALPHA:
+        case OPT_LORA_DROPOUT: {
+            char *end;
+            double d = strtod(optarg, &end);
+            bool alpha = c == OPT_LORA_ALPHA;
+            if (end == optarg || *end || !(alpha ? d > 0 && d < 1e9 : d >= 0 && d < 1))
+                return usage_error(alpha ? "--lora-alpha %s: expected a positive number"
+                                         : "--lora-dropout %s: expected a probability in [0, 1)",
+                                   optarg);
+            if (alpha)
+                cfg.lora.alpha = d;
+            else
+                cfg.lora.dropout = d;
+            break;
+        }
+        case OPT_LORA_TARGETS: {
+            if (strlen(optarg) >= sizeof cl->lora_buf)
+                return usage_error("--lora-targets: list too long");
+            strcpy(cl->lora_buf, optarg);
+            size_t n = 0;
+            for (char *save = NULL, *tok = strtok_r(cl->lora_buf, ",", &save); tok;
+                 tok = strtok_r(NULL, ",", &save)) {
+                if (n == sizeof cl->lora_targets / sizeof cl->lora_targets[0])
+                    return usage_error("--lora-targets: more than 32 modules");
+                cl->lora_targets[n++] = tok;
+            }
+            if (!n)
+                return usage_error("--lora-targets %s: expected module names, e.g. q_proj,v_proj",
+                                   optarg);
+            cfg.lora.targets = cl->lora_targets;
+            cfg.lora.n_targets = n;
+            break;
+        }
         case OPT_HEADROOM: {
             char *end;
             double h = strtod(optarg, &end);

@@ -195,6 +195,25 @@ enum dnnmem_attn {
     DNNMEM_ATTN_SDPA      /* F.scaled_dot_product_attention: one fused kernel on CUDA */
 };
 
+/* LoRA fine-tuning of a HuggingFace config.json model, as PEFT's LoraConfig
+ * and get_peft_model make it: every parameter of the model frozen, and each
+ * targeted Linear (or GPT-2 Conv1D) y = base(x) gains
+ * y + lora_B(lora_A(dropout(x))) * alpha / r, with lora_A [r, in] and
+ * lora_B [out, r] trained. The adapters are float32 (PEFT >= 0.12
+ * autocast_adapter_dtype): with a 16-bit base, x is cast up for them, the sum
+ * is float32 and cast back. */
+struct dnnmem_lora {
+    int64_t r;                  /* rank; 0 = no LoRA */
+    double alpha;               /* lora_alpha (scales, costs no memory); 0 = 8 */
+    double dropout;             /* lora_dropout, in [0, 1) */
+    /* module names as the last part of their path ("q_proj", "c_attn"), or
+     * "all-linear" (every linear but the output layer); n_targets 0 = PEFT's
+     * default for the architecture (q_proj and v_proj; c_attn; query and
+     * value; q_lin and v_lin). Borrowed for the call. */
+    const char *const *targets;
+    size_t n_targets;
+};
+
 struct dnnmem_config {
     enum dnnmem_mode mode;
     enum dnnmem_device device;
@@ -222,6 +241,7 @@ struct dnnmem_config {
     /* HuggingFace config.json models: the attention implementation. An
      * ONNX graph's attention is whatever ops it holds (only AUTO is valid). */
     enum dnnmem_attn attn;
+    struct dnnmem_lora lora;    /* HuggingFace configs, mode TRAIN */
     /* Frozen parameters: glob patterns (fnmatch) on initializer names; a
      * frozen parameter gets no gradient and no optimizer state. */
     const char *const *freeze;

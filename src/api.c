@@ -19,6 +19,8 @@ struct dnnmem_model {
     struct dm_graph g;       /* HuggingFace configs: with eager attention */
     struct dm_graph sdpa;    /* HuggingFace configs: with sdpa (n_nodes 0 otherwise) */
     struct dm_checkpoint ck; /* a model directory's safetensors headers */
+    uint8_t *json;           /* HuggingFace configs: the config's bytes (malloc'd) */
+    size_t json_size;
 };
 
 const struct dm_graph *dm_model_graph(const dnnmem_model *m) { return &m->g; }
@@ -44,9 +46,16 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
         k++;
     enum dnnmem_status s;
     if (k < size && data[k] == '{') {
-        s = dm_load_hf(&m->g, data, size, false, err);
+        s = dm_load_hf(&m->g, data, size, false, NULL, err);
         if (s == DNNMEM_OK)
-            s = dm_load_hf(&m->sdpa, data, size, true, err);
+            s = dm_load_hf(&m->sdpa, data, size, true, NULL, err);
+        /* kept to rebuild the model with LoRA adapters for an estimate */
+        if (s == DNNMEM_OK && !(m->json = malloc(size)))
+            s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", name);
+        if (m->json) {
+            memcpy(m->json, data, size);
+            m->json_size = size;
+        }
     } else
         s = dm_load_onnx(&m->g, data, size, err);
     if (s == DNNMEM_OK)
@@ -117,6 +126,7 @@ void dnnmem_model_free(dnnmem_model *m)
         return;
     dm_graph_free(&m->g);
     dm_graph_free(&m->sdpa);
+    free(m->json);
     free(m);
 }
 
@@ -439,6 +449,28 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                         cfg.device == DNNMEM_DEVICE_CUDA));
     if (sdpa)
         g = &m->sdpa;
+    /* LoRA: the model rebuilt with adapters, for this estimate */
+    const struct dnnmem_lora *lo = &cfg.lora;
+    struct dm_graph lg;
+    dm_graph_init(&lg);
+    if (lo->r != 0) {
+        if (!hf || !m->json)
+            return dm_fail(err, DNNMEM_E_USAGE,
+                           "%s: --lora-r applies to HuggingFace config.json models", g->path);
+        if (cfg.mode != DNNMEM_MODE_TRAIN)
+            return dm_fail(err, DNNMEM_E_USAGE, "--lora-r applies to --mode train");
+        if (lo->r < 0 || lo->r > (INT64_C(1) << 20) || !(lo->dropout >= 0 && lo->dropout < 1) ||
+            !(lo->alpha >= 0) || (lo->n_targets && !lo->targets))
+            return dm_fail(err, DNNMEM_E_USAGE,
+                           "LoRA: rank in 1..1048576, dropout in [0, 1), alpha >= 0");
+        lg.path = g->path;
+        enum dnnmem_status ls = dm_load_hf(&lg, m->json, m->json_size, sdpa, lo, err);
+        if (ls != DNNMEM_OK) {
+            dm_graph_free(&lg);
+            return ls;
+        }
+        g = &lg;
+    }
     struct dm_run run = {
         .train = cfg.mode == DNNMEM_MODE_TRAIN,
         .cuda = cfg.device == DNNMEM_DEVICE_CUDA,
@@ -530,7 +562,7 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
          * them, its grads and optimizer state become 2-byte */
         enum dm_dtype half = cfg.precision == DNNMEM_PRECISION_FP16 ? DM_FLOAT16 : DM_BFLOAT16;
         for (int32_t i = 0; i < g->n_tensors; i++)
-            if (t[i].rank >= 0 && t[i].dtype == DM_FLOAT) {
+            if (t[i].rank >= 0 && t[i].dtype == DM_FLOAT && !g->tensors[i].keep_fp32) {
                 t[i].dtype = half;
                 t[i].bytes = (uint64_t)t[i].numel * 2;
             }
@@ -641,5 +673,6 @@ out:
     dm_schedule_free(&sched);
     free(t);
     dm_arena_free(&arena);
+    dm_graph_free(&lg);
     return s;
 }

@@ -208,6 +208,8 @@ struct dm_tensor {
     struct dm_dim *dims;   /* declared dims (inputs, weights) */
     enum dm_role role;
     bool is_output;        /* a graph output */
+    bool frozen;           /* a weight that gets no grad (requires_grad False) */
+    bool keep_fp32;        /* stays float32 when the run converts the model to 16 bits */
     int32_t producer;      /* node index, -1 for inputs, weights */
     int32_t held_until;    /* 0, or 1 + the index of a node until whose end a Python
                             * variable holds the tensor (a local of a module's
@@ -299,6 +301,7 @@ enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t 
  * by op as transformers' PyTorch implementation runs it, with eager attention
  * or (sdpa) one fused Attention node per layer. */
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
+                              const struct dnnmem_lora *lora,
                               struct dnnmem_error *err);
 /* The safetensors checkpoint in a HuggingFace model directory, its headers
  * checked against the graph built from config.json (src/load/safetensors.c):

@@ -501,5 +501,43 @@ def build(config):
     return model
 
 
+class LoraLayer(nn.Module):
+    """peft.tuners.lora.Linear.forward (PEFT 0.12+; Conv1D with fan_in_fan_out):
+    the frozen base layer's output plus lora_B(lora_A(dropout(x))) * alpha / r,
+    the adapter input cast to the adapter dtype and the sum back to the
+    result's (no-ops in a float32 model)."""
+
+    def __init__(self, base, r, alpha, dropout):
+        super().__init__()
+        self.base_layer = base
+        if isinstance(base, nn.Linear):
+            in_f, out_f = base.in_features, base.out_features
+        else:  # Conv1D: weight [nx, nf]
+            in_f, out_f = base.weight.shape
+        self.lora_dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        self.lora_A = nn.Linear(in_f, r, bias=False)
+        self.lora_B = nn.Linear(r, out_f, bias=False)
+        self.scaling = alpha / r
+
+    def forward(self, x):
+        result = self.base_layer(x)
+        torch_result_dtype = result.dtype
+        x = x.to(self.lora_A.weight.dtype)
+        result = result + self.lora_B(self.lora_A(self.lora_dropout(x))) * self.scaling
+        return result.to(torch_result_dtype)
+
+
+def add_lora(model, r, alpha, dropout, targets):
+    """get_peft_model: freeze every parameter, then wrap each Linear / Conv1D
+    whose name (the last part of its path) is in `targets`."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if child_name in targets and isinstance(child, (nn.Linear, Conv1D)):
+                setattr(module, child_name, LoraLayer(child, r, alpha, dropout))
+    return model
+
+
 def vocab_size(config):
     return config["vocab_size"]

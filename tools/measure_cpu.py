@@ -82,6 +82,9 @@ HF_MODELS = {
     "tiny-qwen3": dict(config="tests/models/hf/tiny-qwen3.json", batches=[2], seq=128),
     "tiny-gpt2": dict(config="tests/models/hf/tiny-gpt2.json", batches=[2], seq=128),
 }
+# LoRA variant (PEFT LoraConfig; default target_modules per model_type).
+LORA_R, LORA_ALPHA, LORA_DROPOUT = 8, 16, 0.05
+LORA_TARGETS = {"llama": ["q_proj", "v_proj"], "gpt2": ["c_attn"]}
 HF_LOSS = ("F.cross_entropy(logits.view(B*S, V), target.view(B*S)), mean; logits = output[0] "
            "[B,S,V]; target (B,S) int64 uniform in [0,V) (independent of the input tokens); "
            "the output tuple (logits, per-layer key/value cache) is held until `del out`")
@@ -148,11 +151,15 @@ def make_configs():
                 cfgs.append(c)
     for model, hf in HF_MODELS.items():
         for b in hf["batches"]:
-            for mode, opt in (("inference", None), ("train", "sgd-momentum"), ("train", "adam")):
+            for mode, opt, variant in (("inference", None, "none"), ("train", "sgd-momentum", "none"),
+                                       ("train", "adam", "none"), ("train", "adam", "lora")):
+                if variant == "lora" and model == "tiny-qwen3":
+                    continue
                 tag = "infer" if mode == "inference" else "train-" + ("sgd" if opt == "sgd-momentum" else "adam")
                 cfgs.append(dict(model=model, hf_config=hf["config"], batch=b, seq=hf["seq"],
-                                 image=None, mode=mode, optimizer=opt, variant="none",
-                                 id=f"{model}-{tag}-b{b}-s{hf['seq']}"))
+                                 image=None, mode=mode, optimizer=opt, variant=variant,
+                                 id=f"{model}-{tag}-b{b}-s{hf['seq']}"
+                                    + ("" if variant == "none" else "-" + variant)))
     return cfgs
 
 
@@ -418,6 +425,9 @@ def run_config(cfg):
         model = hf_torch.build(hf_config(cfg))
     else:
         model = {s["name"]: s for s in export_fixtures.make_specs()}[name]["make"]()
+    if variant == "lora":  # PEFT's defaults for the architecture, rank 8, dropout 0.05
+        targets = LORA_TARGETS[hf_config(cfg)["model_type"]]
+        hf_torch.add_lora(model, LORA_R, LORA_ALPHA, LORA_DROPOUT, targets)
     param_bytes = unique_bytes(list(model.parameters()))
     buffer_bytes = unique_bytes(list(model.buffers()))
     ckpt_desc = apply_checkpointing(name, model) if variant == "checkpoint" else None
@@ -618,6 +628,9 @@ def run_config(cfg):
                         dict(lr=ADAM_LR, betas=[0.9, 0.999], eps=1e-8, foreach=False)
                         if cfg["optimizer"] == "adam" else None),
         batch=cfg["batch"], seq=cfg["seq"], image=cfg["image"], variant=variant,
+        lora=(dict(r=LORA_R, alpha=LORA_ALPHA, dropout=LORA_DROPOUT,
+                   targets=LORA_TARGETS[hf_config(cfg)["model_type"]])
+              if variant == "lora" else None),
         micro_batches=n_sets, iterations=ITERS if train else 1,
         loss=None if not train else (LOSSES["inception_v3+aux"] if variant == "aux-loss"
                                      else HF_LOSS if cfg.get("hf_config")

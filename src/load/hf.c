@@ -73,6 +73,10 @@ struct hf {
     bool sdpa;                 /* attn_implementation "sdpa", else "eager" */
     bool share;                /* param() returns an existing parameter of that name
                                   (ALBERT's layers shared across calls) */
+    const struct dnnmem_lora *lora; /* adapters to add, or NULL */
+    const char *const *lora_targets; /* lora->targets or the architecture's default */
+    size_t n_lora_targets;
+    size_t *lora_hits;         /* per target: modules adapted (malloc'd) */
     const char **names;        /* node names, open addressing (malloc'd) */
     uint32_t names_cap, n_names;
 };
@@ -477,6 +481,70 @@ static int32_t param(struct hf *h, const char *what, enum dm_dtype dtype, int ra
     return t;
 }
 
+static int32_t dropout(struct hf *h, int32_t x, double p);
+
+/* Whether the current module (the scope's last part) gets a LoRA adapter:
+ * a target names it, or "all-linear" and it is not an output layer. */
+static bool lora_wanted(struct hf *h)
+{
+    if (!h->lora || h->st != DNNMEM_OK)
+        return false;
+    const char *name = strrchr(h->scope, '/');
+    name = name ? name + 1 : h->scope;
+    bool output = strcmp(name, "lm_head") == 0 || strcmp(name, "decoder") == 0 ||
+                  strcmp(name, "vocab_projector") == 0 || strstr(h->scope, "/classifier") ||
+                  strcmp(name, "classifier") == 0;
+    for (size_t k = 0; k < h->n_lora_targets; k++)
+        if (strcmp(h->lora_targets[k], name) == 0 ||
+            (strcmp(h->lora_targets[k], "all-linear") == 0 && !output)) {
+            h->lora_hits[k]++;
+            return true;
+        }
+    return false;
+}
+
+static void keep32(struct hf *h, int32_t t)
+{
+    if (h->st == DNNMEM_OK && t >= 0)
+        h->g->tensors[t].keep_fp32 = true;
+}
+
+/* PEFT's lora.Linear.forward around the base layer's output y:
+ * y + lora_B(lora_A(dropout(x.to(float32)))) * scaling, then .to(y's
+ * dtype). The casts are no-ops when the run is float32 (.to() of the same
+ * dtype returns its input). */
+static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y)
+{
+    if (!lora_wanted(h))
+        return y;
+    int64_t r = h->lora->r;
+    int32_t a = param(h, "lora_A.default.weight", DM_FLOAT, 2, (int64_t[]){r, in});
+    int32_t b = param(h, "lora_B.default.weight", DM_FLOAT, 2, (int64_t[]){out, r});
+    keep32(h, a);
+    keep32(h, b);
+    int32_t xa = op(h, DM_OP_Cast, 1, x);
+    attr_i(h, "to", DM_FLOAT);
+    keep32(h, xa);
+    if (h->lora->dropout > 0) {
+        xa = dropout(h, xa, h->lora->dropout);
+        keep32(h, xa);
+    }
+    int32_t at = op(h, DM_OP_Transpose, 1, a);
+    attr_ints(h, "perm", INTS(1, 0));
+    int32_t u = op(h, DM_OP_MatMul, 2, xa, at);
+    keep32(h, u);
+    int32_t bt = op(h, DM_OP_Transpose, 1, b);
+    attr_ints(h, "perm", INTS(1, 0));
+    u = op(h, DM_OP_MatMul, 2, u, bt);
+    keep32(h, u);
+    double alpha = h->lora->alpha > 0 ? h->lora->alpha : 8;
+    u = op(h, DM_OP_Mul, 2, u, const_f(h, alpha / (double)r));
+    keep32(h, u);
+    u = op(h, DM_OP_Add, 2, y, u);
+    keep32(h, u);
+    return op(h, DM_OP_CastLike, 2, u, y);
+}
+
 /* nn.Linear(in, out): F.linear(x, W [out, in], b) = matmul(x, W.t()), then the
  * bias added in place (the schedule's linear_bias_target); `tied` >= 0: the
  * weight is that tensor. Inside the module's scope; `name` (or NULL) names
@@ -491,10 +559,11 @@ static int32_t linear(struct hf *h, int32_t x, int64_t in, int64_t out, bool bia
     if (!bias)
         h->out_name = name;
     int32_t y = op(h, DM_OP_MatMul, 2, x, wt);
-    if (!bias)
-        return y;
-    h->out_name = name;
-    return op(h, DM_OP_Add, 2, b, y);
+    if (bias) {
+        h->out_name = name;
+        y = op(h, DM_OP_Add, 2, b, y);
+    }
+    return tied < 0 ? lora(h, x, in, out, y) : y;
 }
 
 /* transformers' Conv1D(nf, nx) (GPT-2): addmm(b, x, W [nx, nf]). */
@@ -503,7 +572,7 @@ static int32_t conv1d(struct hf *h, int32_t x, int64_t nx, int64_t nf)
     int32_t w = param(h, "weight", DM_FLOAT, 2, (int64_t[]){nx, nf});
     int32_t b = param(h, "bias", DM_FLOAT, 1, &nf);
     int32_t y = op(h, DM_OP_MatMul, 2, x, w);
-    return op(h, DM_OP_Add, 2, b, y);
+    return lora(h, x, nx, nf, op(h, DM_OP_Add, 2, b, y));
 }
 
 static int32_t transpose(struct hf *h, int32_t x, int n, const int64_t *perm)
@@ -1861,8 +1930,24 @@ static enum dnnmem_status build(struct hf *h)
     return dm_graph_finish(g, h->err);
 }
 
+/* PEFT's default target_modules (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING). */
+static size_t default_targets(const char *type, const char *const **out)
+{
+    static const char *const qv[] = {"q_proj", "v_proj"}, *const gpt2[] = {"c_attn"},
+                             *const bert[] = {"query", "value"}, *const distil[] = {"q_lin", "v_lin"};
+    if (strcmp(type, "gpt2") == 0) {
+        *out = gpt2;
+        return 1;
+    }
+    *out = strcmp(type, "distilbert") == 0                                    ? distil
+           : strcmp(type, "bert") == 0 || strcmp(type, "roberta") == 0 ||
+                   strcmp(type, "albert") == 0                                ? bert
+                                                                              : qv;
+    return 2;
+}
+
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
-                              struct dnnmem_error *err)
+                              const struct dnnmem_lora *lora, struct dnnmem_error *err)
 {
     struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa};
     json_error_t je;
@@ -1870,8 +1955,30 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
     if (!h.root)
         return dm_fail(err, DNNMEM_E_PARSE, "%s: not valid JSON: %s (line %d, column %d)", g->path,
                        je.text, je.line, je.column);
-    enum dnnmem_status s = build(&h);
+    if (lora && lora->r > 0) {
+        h.lora = lora;
+        h.lora_targets = lora->targets;
+        h.n_lora_targets = lora->n_targets;
+        if (!h.n_lora_targets) {
+            const char *type = json_string_value(json_object_get(h.root, "model_type"));
+            h.n_lora_targets = default_targets(type ? type : "gpt2", &h.lora_targets);
+        }
+        h.lora_hits = calloc(h.n_lora_targets, sizeof *h.lora_hits);
+        if (!h.lora_hits)
+            h.st = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    }
+    enum dnnmem_status s = h.st == DNNMEM_OK ? build(&h) : h.st;
+    for (size_t k = 0; s == DNNMEM_OK && k < h.n_lora_targets; k++)
+        if (!h.lora_hits[k])
+            s = dm_fail(err, DNNMEM_E_USAGE,
+                        "%s: --lora-targets %s: no linear module of the model is named so",
+                        g->path, h.lora_targets[k]);
+    /* get_peft_model freezes the model: only the adapters train */
+    for (int32_t i = 0; s == DNNMEM_OK && h.lora && i < g->n_tensors; i++)
+        if (g->tensors[i].role == DM_ROLE_WEIGHT)
+            g->tensors[i].frozen = !g->tensors[i].keep_fp32;
     json_decref(h.root);
     free(h.names);
+    free(h.lora_hits);
     return s;
 }

@@ -105,7 +105,10 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
             const struct dm_step *sp = &s->steps[k];
             tl[k].phase = dm_phase_name((enum dm_phase)sp->phase);
             tl[k].iteration = sp->iteration;
-            tl[k].node = sp->node >= 0 ? g->nodes[sp->node].name : "";
+            /* copied: the graph may be the estimate's own (LoRA) */
+            tl[k].node = sp->node >= 0 ? dm_arena_strdup(&box->arena, g->nodes[sp->node].name) : "";
+            if (!tl[k].node)
+                goto oom;
             tl[k].op = sp->node >= 0 ? dm_ops[g->nodes[sp->node].op].name : "";
         }
         r->timeline = tl;

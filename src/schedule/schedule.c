@@ -586,8 +586,12 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         int32_t holders = uses[o] + (g->tensors[o].is_output && !again ? 1 : 0) + 1;
         int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1;
         int32_t base = in0 >= 0 ? b->cur[in0] : -1;
+        /* Tensor.to() of the tensor's own dtype returns the tensor itself */
+        bool same_cast = (n->op == DM_OP_Cast || n->op == DM_OP_CastLike) && in0 >= 0 &&
+                         t[o].dtype == t[in0].dtype;
         bool alias = k == 0 && base >= 0 &&
-                     ((flags & DM_F_VIEW) || (!train && (flags & DM_F_IDENTITY_INFER)));
+                     ((flags & DM_F_VIEW) || same_cast ||
+                      (!train && (flags & DM_F_IDENTITY_INFER)));
         if (alias && (n->op == DM_OP_Reshape || n->op == DM_OP_Flatten) && b->strided[in0])
             alias = false; /* torch.reshape copies a non-contiguous tensor */
         /* in place: nothing but this op holds the input */

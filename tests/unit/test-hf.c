@@ -715,6 +715,55 @@ static void test_amp_checkpoint_steady(void **state)
     dnnmem_model_free(m);
 }
 
+/* ---- LoRA -------------------------------------------------------------------- */
+
+/* LoRA on tiny-llama-gqa (hidden 256, 4 layers, q/o 256 -> 256, k/v 256 ->
+ * 128, MLP 256 <-> 688), rank 8: lora_A [8, in] and lora_B [out, 8]. PEFT's
+ * default targets q_proj, v_proj: (2048 + 2048) + (2048 + 1024) = 7168 per
+ * layer, 28,672 in all; all-linear adds k_proj 3072, o_proj 4096 and gate,
+ * up, down 7552 each: 36,992 per layer, 147,968. The weights grow by that
+ * (float32), SGD with momentum keeps one buffer per adapter and nothing for
+ * the frozen base. */
+static void test_lora(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.batch_size = 2;
+    cfg.seq_len = 16;
+    struct dnnmem_result *r = run(m, &cfg);
+    uint64_t base = r->category_bytes[DNNMEM_CAT_WEIGHT];
+    dnnmem_result_free(r);
+    static const char *const all[] = {"all-linear"};
+    static const struct {
+        const char *const *targets;
+        size_t n;
+        uint64_t params;
+    } cases[] = {{NULL, 0, 28672}, {all, 1, 147968}};
+    for (size_t k = 0; k < 2; k++) {
+        cfg.lora = (struct dnnmem_lora){.r = 8, .alpha = 16, .dropout = 0.05,
+                                        .targets = cases[k].targets, .n_targets = cases[k].n};
+        cfg.precision = DNNMEM_PRECISION_BF16;
+        r = run(m, &cfg);
+        /* a bf16 base (inv_freq too: .to() converts float buffers), float32 adapters */
+        assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], base / 2 + 4 * cases[k].params);
+        assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 4 * cases[k].params);
+        dnnmem_result_free(r);
+    }
+    static const char *const bad[] = {"q_proj", "qkv"};
+    cfg.lora.targets = bad;
+    cfg.lora.n_targets = 2;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "--lora-targets qkv: no linear module"));
+    cfg.lora.n_targets = 1;
+    cfg.mode = DNNMEM_MODE_INFER;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    dnnmem_model_free(m);
+}
+
 /* ---- generation ------------------------------------------------------------ */
 
 /* The schedule of generating `tokens` after a 16-token prompt, batch 2, with
@@ -1122,6 +1171,7 @@ int main(void)
         cmocka_unit_test(test_tiny_bert),
         cmocka_unit_test(test_tiny_albert),
         cmocka_unit_test(test_generate),
+        cmocka_unit_test(test_lora),
         cmocka_unit_test(test_optimizer_state),
         cmocka_unit_test(test_amp_checkpoint_steady),
         cmocka_unit_test(test_tiny_roberta_heads),

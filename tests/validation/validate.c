@@ -135,6 +135,21 @@ int main(int argc, char **argv)
                     while (cfg.n_checkpoint < 6 && checkpoints[k].specs[cfg.n_checkpoint])
                         cfg.n_checkpoint++;
                 }
+        /* lora: the row's LoraConfig (rank, alpha, dropout, target modules) */
+        json_t *lora = json_object_get(row, "lora");
+        const char *targets[8];
+        if (json_is_object(lora)) {
+            json_t *tl = json_object_get(lora, "targets");
+            size_t nt = 0;
+            for (; nt < json_array_size(tl) && nt < 8; nt++)
+                targets[nt] = json_string_value(json_array_get(tl, nt));
+            cfg.lora = (struct dnnmem_lora){
+                .r = json_integer_value(json_object_get(lora, "r")),
+                .alpha = json_number_value(json_object_get(lora, "alpha")),
+                .dropout = json_number_value(json_object_get(lora, "dropout")),
+                .targets = targets,
+                .n_targets = nt};
+        }
         struct dnnmem_error err;
         dnnmem_model *m = NULL;
         struct dnnmem_result *r = NULL;
