@@ -319,7 +319,9 @@ static enum dnnmem_status b_alloc(void *self, uint64_t bytes, uint64_t *handle, 
         return DNNMEM_OK;
     if (bytes > MAX_REQUEST)
         return DNNMEM_E_SHAPE;
-    uint64_t size = dm_bfc_round(bytes);
+    uint64_t size = dm_bfc_round(bytes), sum;
+    if (!dm_uadd_ok(b->st.allocated, size, &sum) || !dm_uadd_ok(b->st.requested, bytes, &sum))
+        return DNNMEM_E_SHAPE; /* byte counts beyond 2^64 */
     DM_TRY(need_chunks(b, 2));
     int32_t i = find_chunk(b, size);
     if (i < 0) {

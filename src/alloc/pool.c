@@ -158,7 +158,9 @@ static enum dnnmem_status p_alloc(void *self, uint64_t bytes, uint64_t *handle, 
         return DNNMEM_OK;
     if (bytes > MAX_REQUEST)
         return DNNMEM_E_SHAPE;
-    uint64_t size = dm_pool_round(&p->o, bytes);
+    uint64_t size = dm_pool_round(&p->o, bytes), sum;
+    if (!dm_uadd_ok(p->st.reserved, size, &sum) || !dm_uadd_ok(p->st.requested, bytes, &sum))
+        return DNNMEM_E_SHAPE; /* byte counts beyond 2^64 */
     size_t k = find_class(p, size);
     int32_t i;
     if (k < p->n_cl && p->cl[k].size == size && p->cl[k].n) { /* rule 3 */
