@@ -632,9 +632,11 @@ static enum dnnmem_status fw_result(const struct dm_graph *g, const struct dm_ti
     if (f->reserves_limit) {
         if (limited) { /* the one region of the whole limit, also when it failed */
             r->peak_reserved = f->limit / 256 * 256; /* Extend rounds the room down to 256 B */
-        } else { /* unknown: the whole limit, whatever it is */
+        } else { /* unknown: the whole limit, whatever it is (not the nominal 1 PiB) */
             r->limit_unknown = true;
             r->peak_reserved = r->peak_allocated;
+            for (size_t k = 0; k < r->n_timeline; k++)
+                r->timeline[k].reserved = r->timeline[k].allocated;
         }
         r->slack_bytes = r->peak_reserved > r->peak_allocated ? r->peak_reserved - r->peak_allocated : 0;
         r->total_bytes = r->peak_reserved + context;
