@@ -69,8 +69,11 @@ static const char usage_text[] =
     "  --mode infer|train|generate  forward under torch.no_grad(), model.eval() (default),\n"
     "                         training steps: zero_grad, forward, loss, backward, step, or\n"
     "                         (HuggingFace causal LMs) model.generate() with a KV cache\n"
-    "  --framework pytorch@V  PyTorch version: 1.13 or 2.x (default 2.0); decides\n"
-    "                         zero_grad(set_to_none) and the optimizer implementation\n"
+    "  --framework F[@V]      the runtime: pytorch (default; @1.13 or @2.x, default 2.0,\n"
+    "                         decides zero_grad(set_to_none) and the optimizer), or\n"
+    "                         tensorflow, mxnet, jax (@VERSION recorded and echoed): their\n"
+    "                         allocators, limits and overheads over PyTorch eager's schedule\n"
+    "                         (not yet validated against measurements)\n"
     "  --device cuda|cpu      CUDA device (default) or PyTorch's CPU kernels and host memory\n"
     "  --cpu-threads N        torch.get_num_threads() with --device cpu (default: several);\n"
     "                         with 1, small-batch 1x1 convolutions use THNN, not oneDNN\n"
@@ -136,6 +139,19 @@ static const char usage_text[] =
     "                         cublas_workspace_bytes, conv_workspace_bytes, cuda (\"12.1\"),\n"
     "                         compute_capability (\"9.0\"); later options win\n"
     "  SIZE takes B, KiB, MiB, GiB (IEC) or kB, MB, GB (SI) suffixes.\n"
+    "\n"
+    "Framework runtimes (each with its --framework):\n"
+    "  --tf-allow-growth      TensorFlow: regions grow from 2 MiB, doubling (default: one\n"
+    "                         region of the whole memory limit at start)\n"
+    "  --tf-memory-limit SIZE TensorFlow's memory limit (default: free memory at start\n"
+    "                         minus MinSystemMemory)\n"
+    "  --tf-min-system-memory SIZE  (default by compute capability: 500 MiB to 1800 MiB)\n"
+    "  --mxnet-pool naive|round  MXNET_GPU_MEM_POOL_TYPE (default naive)\n"
+    "  --mxnet-page-size SIZE MXNET_GPU_MEM_POOL_PAGE_SIZE (default 4096)\n"
+    "  --mxnet-round-cutoff N MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF (default 24)\n"
+    "  --mxnet-reserve P      MXNET_GPU_MEM_POOL_RESERVE, % of memory (default 5)\n"
+    "  --jax-preallocate true|false  XLA_PYTHON_CLIENT_PREALLOCATE (default true)\n"
+    "  --jax-mem-fraction F   XLA_PYTHON_CLIENT_MEM_FRACTION (default 0.75)\n"
     "\n"
     "Output:\n"
     "  --json                 one JSON object with integer bytes (schema dnnmem.estimate/1,\n"
@@ -301,7 +317,9 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT, OPT_THREADS,
            OPT_CALIB, OPT_GPU, OPT_MEMORY, OPT_HEADROOM, OPT_CSV, OPT_LIMIT, OPT_DIMNAME,
            OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_NEWTOK, OPT_KVDTYPE, OPT_LORA_R,
-           OPT_LORA_ALPHA, OPT_LORA_DROPOUT, OPT_LORA_TARGETS };
+           OPT_LORA_ALPHA, OPT_LORA_DROPOUT, OPT_LORA_TARGETS, OPT_TF_GROWTH, OPT_TF_LIMIT,
+           OPT_TF_MINSYS, OPT_MX_POOL, OPT_MX_PAGE, OPT_MX_CUTOFF, OPT_MX_RESERVE, OPT_JAX_PREALLOC,
+           OPT_JAX_FRACTION };
     static const struct option opts[] = {
         {"gpu", required_argument, NULL, OPT_GPU},
         {"report", required_argument, NULL, OPT_REPORT},
@@ -346,6 +364,15 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"conv-workspace", required_argument, NULL, OPT_CONVWS},
         {"alloc-round", required_argument, NULL, OPT_ROUND},
         {"top", required_argument, NULL, OPT_TOP},
+        {"tf-allow-growth", no_argument, NULL, OPT_TF_GROWTH},
+        {"tf-memory-limit", required_argument, NULL, OPT_TF_LIMIT},
+        {"tf-min-system-memory", required_argument, NULL, OPT_TF_MINSYS},
+        {"mxnet-pool", required_argument, NULL, OPT_MX_POOL},
+        {"mxnet-page-size", required_argument, NULL, OPT_MX_PAGE},
+        {"mxnet-round-cutoff", required_argument, NULL, OPT_MX_CUTOFF},
+        {"mxnet-reserve", required_argument, NULL, OPT_MX_RESERVE},
+        {"jax-preallocate", required_argument, NULL, OPT_JAX_PREALLOC},
+        {"jax-mem-fraction", required_argument, NULL, OPT_JAX_FRACTION},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -356,6 +383,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
     const char **freeze = cl->freeze, **ckpt = cl->ckpt;
     size_t n_freeze = 0, n_ckpt = 0;
     bool json = false;
+    const char *fw_flag[4] = {NULL, NULL, NULL, NULL}; /* a flag given for each framework */
     int c;
     optind = 1;
     opterr = 0;
@@ -395,6 +423,36 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         case OPT_FRAMEWORK: {
             int major, minor = 0;
             char tail;
+            static const struct {
+                const char *name;
+                enum dnnmem_framework fw;
+            } fws[] = {{"tensorflow", DNNMEM_FW_TENSORFLOW}, {"mxnet", DNNMEM_FW_MXNET},
+                       {"jax", DNNMEM_FW_JAX}};
+            const char *at = strchr(optarg, '@');
+            size_t len = at ? (size_t)(at - optarg) : strlen(optarg);
+            bool other = false;
+            for (size_t k = 0; k < sizeof fws / sizeof fws[0]; k++)
+                if (strlen(fws[k].name) == len && strncmp(optarg, fws[k].name, len) == 0) {
+                    const char *ver = at ? at + 1 : NULL;
+                    bool ok = !ver || (*ver >= '0' && *ver <= '9');
+                    for (const char *q = ver; ok && q && *q; q++)
+                        ok = (*q >= '0' && *q <= '9') || (*q == '.' && q[1] >= '0' && q[1] <= '9');
+                    if (!ok)
+                        return usage_error("--framework %s: expected %s@VERSION with a version "
+                                           "such as %s",
+                                           optarg, fws[k].name,
+                                           fws[k].fw == DNNMEM_FW_JAX ? "0.4.30"
+                                           : fws[k].fw == DNNMEM_FW_MXNET ? "1.9.1"
+                                                                          : "2.15");
+                    cfg.framework = fws[k].fw;
+                    cfg.framework_version = ver;
+                    cfg.torch_version = 0;
+                    other = true;
+                }
+            if (other)
+                break;
+            cfg.framework = DNNMEM_FW_PYTORCH;
+            cfg.framework_version = NULL;
             if (strcmp(optarg, "pytorch") == 0 || strcmp(optarg, "pytorch@2.x") == 0)
                 cfg.torch_version = 200;
             else if ((sscanf(optarg, "pytorch@%d.%d%c", &major, &minor, &tail) == 2 ||
@@ -402,8 +460,8 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
                      major >= 1 && major <= 9 && minor >= 0 && minor <= 99)
                 cfg.torch_version = major * 100 + minor;
             else
-                return usage_error("--framework %s: expected pytorch@VERSION, e.g. pytorch@1.13 "
-                                   "or pytorch@2.1",
+                return usage_error("--framework %s: expected pytorch, tensorflow, mxnet or jax, "
+                                   "optionally with @VERSION (pytorch@1.13, tensorflow@2.15)",
                                    optarg);
             break;
         }
@@ -663,11 +721,78 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
                 return usage_error("--top %s: expected a positive integer", optarg);
             cfg.n_top_tensors = (size_t)v;
             break;
+        case OPT_TF_GROWTH:
+            cfg.tf_allow_growth = true;
+            fw_flag[DNNMEM_FW_TENSORFLOW] = "--tf-allow-growth";
+            break;
+        case OPT_TF_LIMIT:
+        case OPT_TF_MINSYS: {
+            const char *flag = c == OPT_TF_LIMIT ? "--tf-memory-limit" : "--tf-min-system-memory";
+            int64_t *dst = c == OPT_TF_LIMIT ? &cfg.tf_memory_limit_bytes
+                                             : &cfg.tf_min_system_memory_bytes;
+            if (parse_size(optarg, dst) || (c == OPT_TF_LIMIT && *dst == 0))
+                return usage_error("%s %s: expected a size such as 20GiB", flag, optarg);
+            fw_flag[DNNMEM_FW_TENSORFLOW] = flag;
+            break;
+        }
+        case OPT_MX_POOL:
+            if (strcasecmp(optarg, "naive") == 0)
+                cfg.mxnet_pool = DNNMEM_MXNET_POOL_NAIVE;
+            else if (strcasecmp(optarg, "round") == 0)
+                cfg.mxnet_pool = DNNMEM_MXNET_POOL_ROUND;
+            else
+                return usage_error("--mxnet-pool %s: expected naive or round", optarg);
+            fw_flag[DNNMEM_FW_MXNET] = "--mxnet-pool";
+            break;
+        case OPT_MX_PAGE:
+            if (parse_size(optarg, &cfg.mxnet_page_size) || cfg.mxnet_page_size < 32)
+                return usage_error("--mxnet-page-size %s: expected a size of at least 32 B", optarg);
+            fw_flag[DNNMEM_FW_MXNET] = "--mxnet-page-size";
+            break;
+        case OPT_MX_CUTOFF:
+            if (parse_count(optarg, &v) || v < 20 || v > 34)
+                return usage_error("--mxnet-round-cutoff %s: expected 20..34 (log2 bytes)", optarg);
+            cfg.mxnet_round_cutoff = (int)v;
+            fw_flag[DNNMEM_FW_MXNET] = "--mxnet-round-cutoff";
+            break;
+        case OPT_MX_RESERVE: {
+            char *end;
+            errno = 0;
+            long r = strtol(optarg, &end, 10);
+            if (errno || end == optarg || (*end && strcmp(end, "%") != 0) || r < 0 || r > 100)
+                return usage_error("--mxnet-reserve %s: expected a percentage 0..100", optarg);
+            cfg.mxnet_reserve_percent = (int)r;
+            fw_flag[DNNMEM_FW_MXNET] = "--mxnet-reserve";
+            break;
+        }
+        case OPT_JAX_PREALLOC:
+            if (strcmp(optarg, "true") == 0 || strcmp(optarg, "1") == 0)
+                cfg.jax_preallocate = true;
+            else if (strcmp(optarg, "false") == 0 || strcmp(optarg, "0") == 0)
+                cfg.jax_preallocate = false;
+            else
+                return usage_error("--jax-preallocate %s: expected true or false", optarg);
+            fw_flag[DNNMEM_FW_JAX] = "--jax-preallocate";
+            break;
+        case OPT_JAX_FRACTION: {
+            char *end;
+            double fr = strtod(optarg, &end);
+            if (end == optarg || *end || !(fr > 0 && fr <= 1))
+                return usage_error("--jax-mem-fraction %s: expected a fraction in (0, 1], e.g. 0.75",
+                                   optarg);
+            cfg.jax_mem_fraction = fr;
+            fw_flag[DNNMEM_FW_JAX] = "--jax-mem-fraction";
+            break;
+        }
         case 'h': fputs(usage_text, stdout); return EXIT_OK;
         case ':': return usage_error("%s: this option needs a value", argv[optind - 1]);
         default: return usage_error("%s: unknown option", argv[optind - 1]);
         }
     }
+    for (int k = 1; k < 4; k++)
+        if (fw_flag[k] && cfg.framework != (enum dnnmem_framework)k)
+            return usage_error("%s: applies to --framework %s", fw_flag[k],
+                               dnnmem_framework_name((enum dnnmem_framework)k));
     if (optind + 1 != argc)
         return usage_error("%s: %s", argv[0], optind >= argc ? "no MODEL given" : "exactly one MODEL expected");
     cfg.dims = dims;

@@ -214,6 +214,28 @@ struct dnnmem_lora {
     size_t n_targets;
 };
 
+/* The framework whose runtime is simulated: its device allocator, memory
+ * limit and fixed overheads. The schedule (which tensors exist, when they are
+ * freed, what the backward pass keeps) is PyTorch eager's for every profile;
+ * the result says so in an assumption. None of the non-PyTorch profiles has
+ * been validated against measurements yet. */
+enum dnnmem_framework {
+    DNNMEM_FW_PYTORCH = 0, /* PyTorch's CUDA caching allocator (default) */
+    DNNMEM_FW_TENSORFLOW,  /* TensorFlow's BFC allocator (tensorflow/core/common_runtime/
+                              bfc_allocator.cc; later xla/tsl/framework/bfc_allocator.cc) */
+    DNNMEM_FW_MXNET,       /* MXNet's GPU pooled storage manager
+                              (src/storage/pooled_storage_manager.h, 1.9.1 and 2.0) */
+    DNNMEM_FW_JAX          /* JAX/XLA: the same BFC allocator, preallocated
+                              (jax docs/gpu_memory_allocation.rst) */
+};
+const char *dnnmem_framework_name(enum dnnmem_framework f); /* "pytorch", "tensorflow", ... */
+
+/* MXNET_GPU_MEM_POOL_TYPE (storage.cc; env_var.md). */
+enum dnnmem_mxnet_pool {
+    DNNMEM_MXNET_POOL_NAIVE = 0, /* default: page multiples, exact-size reuse */
+    DNNMEM_MXNET_POOL_ROUND      /* powers of two up to 2^cutoff, then multiples of it */
+};
+
 struct dnnmem_config {
     enum dnnmem_mode mode;
     enum dnnmem_device device;
@@ -281,6 +303,42 @@ struct dnnmem_config {
     double headroom;
     const char *device_label;   /* how the user named the device ("--gpu A100-40GB"), echoed */
     bool timeline;              /* record dnnmem_result.timeline */
+    /* The framework runtime (default PyTorch) and its version as the user
+     * wrote it ("2.15", "0.4.13"; NULL = unstated), echoed with the result.
+     * The version decides: TensorFlow 1.x's older MinSystemMemory rule, and
+     * JAX's memory fraction before jaxlib 0.4.14. PyTorch's version is
+     * torch_version. */
+    enum dnnmem_framework framework;
+    const char *framework_version;
+    /* TensorFlow (runtime-facts section 2; bfc_allocator.cc, gpu_device.cc):
+     * allow_growth (tf.config.experimental.set_memory_growth,
+     * TF_FORCE_GPU_ALLOW_GROWTH): regions grow from 2 MiB by doubling;
+     * default false: one region of the whole memory limit at start. The
+     * limit: < 0 = TF's default, the free memory at device creation
+     * (capacity_bytes - the CUDA context) minus MinSystemMemory; the latter
+     * < 0 = TF's default by compute capability: 225 MiB when less than 2 GiB
+     * is free, else 500 MiB (cc <= 6.x), 1050 MiB (7.x), 1536 MiB (8.x),
+     * 1800 MiB (9.x and later, newest TF); TF 1.x: max(300 MiB, 5% of free)
+     * (TF_DEVICE_MIN_SYS_MEMORY_IN_MB overrides it in TF). */
+    bool tf_allow_growth;
+    int64_t tf_memory_limit_bytes;
+    int64_t tf_min_system_memory_bytes;
+    /* MXNet (runtime-facts section 3; pooled_storage_manager.h): the pool
+     * type (default Naive); page size (< 0 = 4096 B,
+     * MXNET_GPU_MEM_POOL_PAGE_SIZE, at least 32); Round's linear cutoff
+     * (0 = 24, MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF, 20..34); the reserve
+     * (< 0 = 5 % of total memory, MXNET_GPU_MEM_POOL_RESERVE): below it the
+     * pool frees its cached buffers before a new cudaMalloc. */
+    enum dnnmem_mxnet_pool mxnet_pool;
+    int64_t mxnet_page_size;
+    int mxnet_round_cutoff;
+    int mxnet_reserve_percent;
+    /* JAX (runtime-facts section 4): XLA_PYTHON_CLIENT_PREALLOCATE (default
+     * true: the BFC pool takes the whole limit at the first op; false: it
+     * grows from 2 MiB) and XLA_PYTHON_CLIENT_MEM_FRACTION of total memory
+     * (0 = default 0.75; 0.9 before jaxlib 0.4.14, jax commit 2432aa97). */
+    bool jax_preallocate;
+    double jax_mem_fraction;
 };
 
 /* The CUDA context: not counted by torch.cuda.max_memory_allocated, but in
@@ -421,6 +479,25 @@ struct dnnmem_result {
     /* Assumptions, in print order. */
     struct dnnmem_assumption *assumptions;
     size_t n_assumptions;
+
+    /* The framework runtime simulated, and its version as given ("" when
+     * unstated). needed_bytes = peak_allocated + context_bytes: the memory
+     * the job needs (TF's and JAX's peak_bytes_in_use, PyTorch's
+     * max_memory_allocated, plus the context). total_bytes is what the
+     * process takes and what nvidia-smi shows. With reserved_is_limit the
+     * allocator reserves its whole memory limit up front (TensorFlow without
+     * allow_growth, JAX with preallocation), so total_bytes is that limit plus
+     * the context, whatever the job needs; when no capacity was given that
+     * limit is unknown (limit_unknown): total_bytes is then needed_bytes and
+     * the text says the process takes the whole limit. limit_bytes is the
+     * allocator's limit when one applied (TF memory_limit, JAX bytes_limit,
+     * MXNet's device memory), else 0. */
+    enum dnnmem_framework framework;
+    const char *framework_version;
+    uint64_t needed_bytes;
+    bool reserved_is_limit;
+    bool limit_unknown;
+    uint64_t limit_bytes;
 };
 
 /* Estimate peak memory of `m` under `cfg`. On success *out is owned by the

@@ -166,6 +166,22 @@ void dnnmem_config_init(struct dnnmem_config *cfg)
     cfg->cublas_workspace_bytes = -1;
     cfg->conv_workspace_bytes = -1;
     cfg->n_top_tensors = 3;
+    cfg->tf_memory_limit_bytes = -1;
+    cfg->tf_min_system_memory_bytes = -1;
+    cfg->mxnet_page_size = -1;
+    cfg->mxnet_reserve_percent = -1;
+    cfg->jax_preallocate = true;
+}
+
+const char *dnnmem_framework_name(enum dnnmem_framework f)
+{
+    switch (f) {
+    case DNNMEM_FW_PYTORCH: return "pytorch";
+    case DNNMEM_FW_TENSORFLOW: return "tensorflow";
+    case DNNMEM_FW_MXNET: return "mxnet";
+    case DNNMEM_FW_JAX: return "jax";
+    }
+    return "?";
 }
 
 int64_t dnnmem_cuda_context_default(int torch_version, int cuda_version)
@@ -388,6 +404,272 @@ static const char *loss_name(enum dnnmem_loss l)
     return "?";
 }
 
+/* ---- other frameworks' runtimes ------------------------------------------------ */
+
+#define MiB_ ((uint64_t)1 << 20)
+#define GiB_ ((uint64_t)1 << 30)
+
+/* "2.15" or "0.4.13" as major * 10000 + minor * 100 + patch; -1 when the
+ * string is not dotted decimal numbers (each < 100 after the major). */
+static int64_t version_number(const char *v)
+{
+    int64_t part[3] = {0, 0, 0};
+    int k = 0;
+    const char *p = v;
+    if (!*p)
+        return -1;
+    while (*p) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        int64_t x = 0;
+        while (*p >= '0' && *p <= '9') {
+            x = x * 10 + (*p - '0');
+            if (x > 9999)
+                return -1;
+            p++;
+        }
+        if (k > 2 || (k > 0 && x > 99))
+            return -1;
+        part[k++] = x;
+        if (*p == '.' && p[1])
+            p++;
+        else if (*p)
+            return -1;
+    }
+    return part[0] * 10000 + part[1] * 100 + part[2];
+}
+
+/* TensorFlow's MinSystemMemory (gpu_device.cc; runtime-facts 2.4): what it
+ * leaves to the system out of the free memory at device creation. */
+static uint64_t tf_min_system_memory(uint64_t free_bytes, int cc, int64_t version)
+{
+    if (free_bytes < 2 * GiB_)
+        return 225 * MiB_;
+    if (version >= 0 && version < 20000) { /* TF 1.x: max(300 MiB, 5% of free) */
+        uint64_t pct = free_bytes / 20;
+        return pct > 300 * MiB_ ? pct : 300 * MiB_;
+    }
+    if (cc < 70)
+        return 500 * MiB_;
+    if (cc < 80)
+        return 1050 * MiB_;
+    if (cc < 90)
+        return 1536 * MiB_;
+    return 1800 * MiB_; /* newest TF (TF_GPU_USE_PJRT era); 1536 MiB in earlier 2.x */
+}
+
+/* The simulated runtime of a non-PyTorch framework. */
+struct fwsim {
+    enum dnnmem_framework fw;
+    struct dm_bfc_opts bfc;
+    struct dm_pool_opts pool;
+    uint64_t limit;      /* 0 = unknown (no capacity given) */
+    bool reserves_limit; /* one region of the whole limit up front */
+};
+
+static enum dnnmem_status fw_new(const struct fwsim *f, bool limited, struct dm_allocator *a)
+{
+    if (f->fw == DNNMEM_FW_MXNET) {
+        struct dm_pool_opts o = f->pool;
+        if (!limited)
+            o.capacity = 0;
+        return dm_alloc_pool_new(&o, a);
+    }
+    struct dm_bfc_opts o = f->bfc;
+    o.limit = limited ? f->limit : 0;
+    return dm_alloc_bfc_new(&o, a);
+}
+
+/* Resolve the framework's allocator options and limit; assumptions say
+ * what was chosen and why. */
+static enum dnnmem_status fw_setup(const struct dnnmem_config *cfg, uint64_t context, int cc,
+                                   int64_t version, struct fwsim *f, struct assumptions *as,
+                                   struct dnnmem_error *err)
+{
+    char b1[32], b2[32], b3[32];
+    uint64_t cap = (uint64_t)cfg->capacity_bytes;
+    f->fw = cfg->framework;
+    dm_bfc_opts_init(&f->bfc);
+    dm_pool_opts_init(&f->pool);
+    if (cfg->framework == DNNMEM_FW_TENSORFLOW) {
+        f->bfc.allow_growth = cfg->tf_allow_growth;
+        f->reserves_limit = !cfg->tf_allow_growth;
+        if (cfg->tf_memory_limit_bytes == 0)
+            return dm_fail(err, DNNMEM_E_USAGE, "--tf-memory-limit: must be positive");
+        if (cfg->tf_memory_limit_bytes > 0) {
+            f->limit = (uint64_t)cfg->tf_memory_limit_bytes;
+            assume(as, "memory_limit", "option", "%s (--tf-memory-limit)",
+                   dm_format_bytes(f->limit, b1));
+        } else if (cap) {
+            uint64_t free_bytes = cap > context ? cap - context : 0;
+            uint64_t minsys = cfg->tf_min_system_memory_bytes >= 0
+                                  ? (uint64_t)cfg->tf_min_system_memory_bytes
+                                  : tf_min_system_memory(free_bytes, cc, version);
+            if (free_bytes <= minsys)
+                return dm_fail(err, DNNMEM_E_USAGE,
+                               "--framework tensorflow: the device (%s) leaves nothing to TensorFlow "
+                               "after the CUDA context (%s) and MinSystemMemory (%s)",
+                               dm_format_bytes(cap, b1), dm_format_bytes(context, b2),
+                               dm_format_bytes(minsys, b3));
+            f->limit = free_bytes - minsys;
+            assume(as, "memory_limit", cfg->tf_min_system_memory_bytes >= 0 ? "option" : "default",
+                   "%s = free memory at start (capacity - context) - MinSystemMemory %s "
+                   "(gpu_device.cc%s)",
+                   dm_format_bytes(f->limit, b1), dm_format_bytes(minsys, b2),
+                   cfg->tf_min_system_memory_bytes >= 0 ? ", --tf-min-system-memory" : "");
+        } else {
+            assume(as, "memory_limit", "default",
+                   "unknown: free memory at start - MinSystemMemory (gpu_device.cc); "
+                   "--gpu or --memory sizes it");
+        }
+        assume(as, "allocator", cfg->tf_allow_growth ? "option" : "default",
+               "TensorFlow BFC (256 B rounding, 21 bins, best fit, split at >= 2x or >= 128 MiB "
+               "slack, coalescing; bfc_allocator.cc), %s",
+               cfg->tf_allow_growth ? "allow_growth: regions from 2 MiB, doubling"
+                                    : "no allow_growth (default): one region of the whole memory "
+                                      "limit at start");
+    } else if (cfg->framework == DNNMEM_FW_JAX) {
+        double frac = cfg->jax_mem_fraction;
+        bool old = version >= 0 && version < 414; /* jaxlib 0.4.14: 0.9 -> 0.75 */
+        if (frac == 0)
+            frac = old ? 0.9 : 0.75;
+        if (!(frac > 0 && frac <= 1))
+            return dm_fail(err, DNNMEM_E_USAGE, "--jax-mem-fraction %g: expected a fraction in (0, 1]",
+                           frac);
+        f->bfc.allow_growth = !cfg->jax_preallocate;
+        f->reserves_limit = cfg->jax_preallocate;
+        if (cap) {
+            f->limit = (uint64_t)((double)cap * frac);
+            assume(as, "memory_limit", cfg->jax_mem_fraction ? "option" : "default",
+                   "%s = %g x %s, XLA_PYTHON_CLIENT_MEM_FRACTION%s", dm_format_bytes(f->limit, b1),
+                   frac, dm_format_bytes(cap, b2),
+                   cfg->jax_mem_fraction ? "" : old ? " (0.9 before jaxlib 0.4.14)" : " (0.75 since jaxlib 0.4.14)");
+        } else {
+            assume(as, "memory_limit", "default",
+                   "unknown: %g x the device's total memory (XLA_PYTHON_CLIENT_MEM_FRACTION); "
+                   "--gpu or --memory sizes it", frac);
+        }
+        assume(as, "allocator", cfg->jax_preallocate ? "default" : "option",
+               "XLA's BFC (as TensorFlow's, tsl bfc_allocator.cc), %s",
+               cfg->jax_preallocate ? "preallocated: the whole limit at the first op "
+                                      "(XLA_PYTHON_CLIENT_PREALLOCATE=true)"
+                                    : "not preallocated: regions from 2 MiB, doubling");
+    } else {
+        f->pool.strategy = cfg->mxnet_pool == DNNMEM_MXNET_POOL_ROUND ? DM_POOL_ROUND : DM_POOL_NAIVE;
+        if (cfg->mxnet_page_size >= 0)
+            f->pool.page_size = (uint64_t)cfg->mxnet_page_size;
+        if (cfg->mxnet_round_cutoff)
+            f->pool.round_linear_cutoff = cfg->mxnet_round_cutoff;
+        if (cfg->mxnet_reserve_percent >= 0)
+            f->pool.reserve_percent = cfg->mxnet_reserve_percent;
+        if (f->pool.page_size < 32 ||
+            (f->pool.strategy == DM_POOL_ROUND && (f->pool.page_size & (f->pool.page_size - 1))))
+            return dm_fail(err, DNNMEM_E_USAGE,
+                           "--mxnet-page-size %llu: expected at least 32 (a power of two with Round)",
+                           (unsigned long long)f->pool.page_size);
+        if (f->pool.round_linear_cutoff < 20 || f->pool.round_linear_cutoff > 34)
+            return dm_fail(err, DNNMEM_E_USAGE, "--mxnet-round-cutoff %d: expected 20..34",
+                           f->pool.round_linear_cutoff);
+        if (f->pool.reserve_percent > 100)
+            return dm_fail(err, DNNMEM_E_USAGE, "--mxnet-reserve %d: expected a percentage 0..100",
+                           f->pool.reserve_percent);
+        if (cap) {
+            f->limit = cap > context ? cap - context : 0;
+            if (!f->limit)
+                return dm_fail(err, DNNMEM_E_USAGE,
+                               "--framework mxnet: the device (%s) leaves nothing after the CUDA "
+                               "context (%s)", dm_format_bytes(cap, b1), dm_format_bytes(context, b2));
+            f->pool.capacity = f->limit;
+            f->pool.total = cap;
+        }
+        assume(as, "allocator", cfg->mxnet_pool || cfg->mxnet_page_size >= 0 ? "option" : "default",
+               "MXNet pooled storage manager, %s, page %llu B, exact-size reuse, no splitting; "
+               "the pool is released when less than %d%% of the device would stay free "
+               "(pooled_storage_manager.h)",
+               f->pool.strategy == DM_POOL_ROUND
+                   ? dm_arena_printf(as->arena, "Round: powers of two up to 2^%d, then multiples of it",
+                                     f->pool.round_linear_cutoff)
+                   : "Naive: page multiples, 2 MiB multiples above 2 MiB",
+               (unsigned long long)f->pool.page_size, f->pool.reserve_percent);
+    }
+    struct dm_allocator probe;
+    enum dnnmem_status s = fw_new(f, f->limit > 0, &probe);
+    if (s != DNNMEM_OK)
+        return dm_fail(err, s, "--framework %s: the allocator options are out of range",
+                       dnnmem_framework_name(cfg->framework));
+    probe.destroy(probe.self);
+    return DNNMEM_OK;
+}
+
+static void set_largest(struct dnnmem_result *r)
+{
+    int best = 0;
+    for (int c = 1; c < DNNMEM_CAT_COUNT; c++)
+        if (r->category_bytes[c] > r->category_bytes[best])
+            best = c;
+    r->largest_category = (enum dnnmem_category)best;
+}
+
+/* Replay through the framework's allocator at its limit; when the job does
+ * not fit there, again without a limit for the breakdown (verdict: does not
+ * fit). */
+static enum dnnmem_status fw_result(const struct dm_graph *g, const struct dm_tinfo *t,
+                                    const struct dm_schedule *sched, const struct fwsim *f,
+                                    const struct dnnmem_config *cfg, uint64_t context,
+                                    const struct assumptions *as, struct dnnmem_result **out,
+                                    struct dnnmem_error *err)
+{
+    bool limited = f->limit > 0, oom = false;
+    struct dm_allocator a;
+    struct dnnmem_error scratch;
+    enum dnnmem_status s = fw_new(f, limited, &a);
+    if (s != DNNMEM_OK)
+        return dm_fail(err, s, "%s: cannot set up the allocator simulation", g->path);
+    s = dm_result_build(g, t, sched, &a, cfg, context, as->a, as->n, out, limited ? &scratch : err);
+    a.destroy(a.self);
+    if (s == DNNMEM_E_DEVICE_OOM && limited) {
+        oom = true;
+        if ((s = fw_new(f, false, &a)) != DNNMEM_OK)
+            return dm_fail(err, s, "%s: cannot set up the allocator simulation", g->path);
+        s = dm_result_build(g, t, sched, &a, cfg, context, as->a, as->n, out, err);
+        a.destroy(a.self);
+    } else if (s != DNNMEM_OK && limited && err) {
+        *err = scratch;
+    }
+    if (s != DNNMEM_OK)
+        return s;
+    struct dnnmem_result *r = *out;
+    r->needed_bytes = r->peak_allocated + context;
+    r->limit_bytes = f->limit;
+    r->reserved_is_limit = f->reserves_limit;
+    if (f->reserves_limit) {
+        if (limited) { /* the one region of the whole limit, also when it failed */
+            r->peak_reserved = f->limit / 256 * 256; /* Extend rounds the room down to 256 B */
+        } else { /* unknown: the whole limit, whatever it is (not the nominal 1 PiB) */
+            r->limit_unknown = true;
+            r->peak_reserved = r->peak_allocated;
+            for (size_t k = 0; k < r->n_timeline; k++)
+                r->timeline[k].reserved = r->timeline[k].allocated;
+        }
+        r->slack_bytes = r->peak_reserved > r->peak_allocated ? r->peak_reserved - r->peak_allocated : 0;
+        r->total_bytes = r->peak_reserved + context;
+    }
+    if (cfg->capacity_bytes > 0) {
+        double headroom = cfg->headroom > 0 ? cfg->headroom : 0.05;
+        r->capacity_bytes = (uint64_t)cfg->capacity_bytes;
+        /* the room left inside the allocator's limit at the peak */
+        r->margin_bytes = (int64_t)f->limit - (int64_t)r->peak_allocated;
+        if (oom && r->margin_bytes >= 0) /* fragmentation: in use fits, the request does not */
+            r->margin_bytes = -1;
+        r->verdict = oom ? DNNMEM_VERDICT_DOES_NOT_FIT
+                   : (double)r->margin_bytes < headroom * (double)r->capacity_bytes
+                       ? DNNMEM_VERDICT_TIGHT
+                       : DNNMEM_VERDICT_FITS;
+        set_largest(r);
+    }
+    return DNNMEM_OK;
+}
+
 enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg_in,
                                    struct dnnmem_result **out, struct dnnmem_error *err)
 {
@@ -422,6 +704,21 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         (unsigned)cfg.inplace > DNNMEM_INPLACE_NONE || (unsigned)cfg.precision > DNNMEM_PRECISION_AMP_BF16 ||
         (cfg.n_freeze && !cfg.freeze) || (cfg.n_checkpoint && !cfg.checkpoint))
         return dm_fail(err, DNNMEM_E_USAGE, "unknown optimizer, loss or in-place setting");
+    if ((unsigned)cfg.framework > DNNMEM_FW_JAX)
+        return dm_fail(err, DNNMEM_E_USAGE, "unknown framework %d", (int)cfg.framework);
+    bool other_fw = cfg.framework != DNNMEM_FW_PYTORCH;
+    int64_t fw_version = cfg.framework_version ? version_number(cfg.framework_version) : -1;
+    if (cfg.framework_version && fw_version < 0)
+        return dm_fail(err, DNNMEM_E_USAGE, "--framework %s@%s: expected a version such as 2.15",
+                       dnnmem_framework_name(cfg.framework), cfg.framework_version);
+    if (other_fw && cfg.device != DNNMEM_DEVICE_CUDA)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "--framework %s: only GPU runtimes are modelled; drop --device cpu",
+                       dnnmem_framework_name(cfg.framework));
+    if (other_fw && cfg.alloc_round_bytes >= 0)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "--alloc-round: replaces PyTorch's caching allocator; not with --framework %s",
+                       dnnmem_framework_name(cfg.framework));
     if (cfg.torch_version != 0 && (cfg.torch_version < 100 || cfg.torch_version > 999))
         return dm_fail(err, DNNMEM_E_USAGE, "torch version %d: expected major*100+minor",
                        cfg.torch_version);
@@ -498,8 +795,23 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         goto out;
     }
 
-    assume(&as, "framework", cfg.torch_version ? "option" : "default", "pytorch %d.%d (eager)",
-           run.torch_version / 100, run.torch_version % 100);
+    if (other_fw) {
+        static const char *const planner[] = {
+            [DNNMEM_FW_TENSORFLOW] = "TensorFlow's executor (graph or eager) and Grappler",
+            [DNNMEM_FW_MXNET] = "MXNet's static memory planner (in-place reuse, NNVM_EXEC_MATCH_RANGE)",
+            [DNNMEM_FW_JAX] = "XLA's buffer assignment (heap simulator, rematerialisation)"};
+        assume(&as, "framework", "option", "%s%s%s (runtime: allocator, limit, overheads; not "
+               "validated against measurements)",
+               dnnmem_framework_name(cfg.framework), cfg.framework_version ? " " : "",
+               cfg.framework_version ? cfg.framework_version : "");
+        assume(&as, "schedule", "default",
+               "PyTorch %d.%d eager's: which tensors exist, when they are freed and which "
+               "forward tensors the backward keeps are PyTorch's, not %s",
+               run.torch_version / 100, run.torch_version % 100, planner[cfg.framework]);
+    } else {
+        assume(&as, "framework", cfg.torch_version ? "option" : "default", "pytorch %d.%d (eager)",
+               run.torch_version / 100, run.torch_version % 100);
+    }
     assume(&as, "device", cfg.device == DNNMEM_DEVICE_CUDA ? "default" : "option", "%s",
            run.cuda ? "cuda" : "cpu");
     if (hf)
@@ -598,7 +910,9 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     uint64_t round = cfg.alloc_round_bytes >= 0 ? (uint64_t)cfg.alloc_round_bytes
                    : run.cuda ? (uint64_t)DNNMEM_ALLOC_ROUND_DEFAULT
                               : 1;
-    if (run.cuda || cfg.alloc_round_bytes >= 0)
+    if (other_fw)
+        ; /* fw_setup states it */
+    else if (run.cuda || cfg.alloc_round_bytes >= 0)
         assume(&as, "allocator", cfg.alloc_round_bytes >= 0 ? "option" : "default", "%s",
                cfg.alloc_round_bytes >= 0
                    ? dm_arena_printf(&arena, "requests rounded up to %llu B, no caching",
@@ -607,37 +921,82 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                      "2 MiB-rounded segments; best fit; split and merge rules)");
     else
         assume(&as, "allocator", "default", "host: bytes as requested");
-    int cuda_version = cfg.cuda_version ? cfg.cuda_version : 121;
+    /* The CUDA toolkit each framework's wheels are built with, by default:
+     * TensorFlow 2.15's tested build configuration is CUDA 12.2
+     * (tensorflow.org/install/source#gpu); jax[cuda12] installs CUDA 12.x
+     * libraries from pip (12.2 taken); MXNet's last releases (1.9.1) ship
+     * wheels up to mxnet-cu112 (CUDA 11.2). */
+    static const int fw_cuda[] = {[DNNMEM_FW_PYTORCH] = 121, [DNNMEM_FW_TENSORFLOW] = 122,
+                                  [DNNMEM_FW_MXNET] = 112, [DNNMEM_FW_JAX] = 122};
+    int cuda_version = cfg.cuda_version ? cfg.cuda_version : fw_cuda[cfg.framework];
     int cc = cfg.compute_capability ? cfg.compute_capability : 80;
     run.compute_capability = cc;
+    /* Other frameworks do not set CUDA_MODULE_LOADING=LAZY as PyTorch does
+     * (1.13+, PR #86509): kernels load lazily only from CUDA 12.2, where
+     * lazy loading is the default on Linux (NVIDIA CUDA programming guide,
+     * "Lazy Loading"); before, eagerly. No context was measured for them:
+     * the PyTorch figures stand in (runtime-facts 5.1). */
+    bool fw_lazy = cuda_version >= 122;
     uint64_t context = cfg.cuda_context_bytes >= 0 ? (uint64_t)cfg.cuda_context_bytes
-                     : run.cuda ? (uint64_t)dnnmem_cuda_context_default(run.torch_version, cuda_version)
-                                : 0;
+                     : !run.cuda ? 0
+                     : other_fw ? (uint64_t)dnnmem_cuda_context_default(200, fw_lazy ? 121 : 112)
+                                : (uint64_t)dnnmem_cuda_context_default(run.torch_version, cuda_version);
     char cb[32];
     if (run.cuda) {
         assume(&as, "cuda", cfg.cuda_version || cfg.compute_capability ? "option" : "default",
                "%d.%d, compute capability %d.%d",
                cuda_version / 10, cuda_version % 10, cc / 10, cc % 10);
-        assume(&as, "cuda_context", cfg.cuda_context_bytes >= 0 ? "option" : "default", "%s (%s)",
-               dm_format_bytes(context, cb),
-               cfg.cuda_context_bytes >= 0 ? "--cuda-context"
-               : cuda_version < 117        ? "eager module loading, V100 + CUDA 11.2, HF docs"
-               : run.torch_version < 200   ? "PyTorch 1.13, lazy loading, PR #86509"
-                                           : "PyTorch 2.x, lazy loading, unsloth-zoo PR #1053");
-        run.cublas_workspace = cfg.cublas_workspace_bytes >= 0
-                                   ? (uint64_t)cfg.cublas_workspace_bytes
-                                   : (uint64_t)dnnmem_cublas_workspace_default(run.torch_version, cc);
+        if (other_fw)
+            assume(&as, "cuda_context", cfg.cuda_context_bytes >= 0 ? "option" : "default",
+                   "%s (%s)", dm_format_bytes(context, cb),
+                   cfg.cuda_context_bytes >= 0
+                       ? "--cuda-context"
+                       : fw_lazy ? "lazy loading, the CUDA 12.2+ default; PyTorch 2.x's figure, "
+                                   "unsloth-zoo PR #1053: not measured for this framework"
+                                 : "eager module loading before CUDA 12.2 without "
+                                   "CUDA_MODULE_LOADING=LAZY; V100 + CUDA 11.2, HF docs: not "
+                                   "measured for this framework");
+        else
+            assume(&as, "cuda_context", cfg.cuda_context_bytes >= 0 ? "option" : "default", "%s (%s)",
+                   dm_format_bytes(context, cb),
+                   cfg.cuda_context_bytes >= 0 ? "--cuda-context"
+                   : cuda_version < 117        ? "eager module loading, V100 + CUDA 11.2, HF docs"
+                   : run.torch_version < 200   ? "PyTorch 1.13, lazy loading, PR #86509"
+                                               : "PyTorch 2.x, lazy loading, unsloth-zoo PR #1053");
+        /* Other frameworks: cuBLAS allocates its own workspace outside the
+         * framework's allocator (only PyTorch routes it through its
+         * allocator, CublasHandlePool.cpp), so none is scheduled. */
+        run.cublas_workspace = cfg.cublas_workspace_bytes >= 0 ? (uint64_t)cfg.cublas_workspace_bytes
+                               : other_fw ? 0
+                                          : (uint64_t)dnnmem_cublas_workspace_default(run.torch_version, cc);
         assume(&as, "cublas_workspace", cfg.cublas_workspace_bytes >= 0 ? "option" : "default",
-               "%s per handle, kept from the first matmul (CublasHandlePool.cpp)",
-               dm_format_bytes(run.cublas_workspace, cb));
+               "%s",
+               other_fw && cfg.cublas_workspace_bytes < 0
+                   ? "0 through the allocator (cuBLAS's own workspace is outside it; only "
+                     "PyTorch routes it through its allocator)"
+                   : dm_arena_printf(&arena, "%s per handle, kept from the first matmul "
+                                             "(CublasHandlePool.cpp)",
+                                     dm_format_bytes(run.cublas_workspace, cb)));
         run.conv_workspace = cfg.conv_workspace_bytes >= 0 ? (uint64_t)cfg.conv_workspace_bytes : 0;
-        assume(&as, "conv_workspace", cfg.conv_workspace_bytes >= 0 ? "option" : "default", "%s",
+        /* the caps: TF_CUDNN_WORKSPACE_LIMIT_IN_MB default 4 GiB (conv_ops*.cc),
+         * scratch allocated non-retryable; MXNet's Convolution workspace
+         * parameter 1024 MB (convolution-inl.h) */
+        assume(&as, "conv_workspace", cfg.conv_workspace_bytes >= 0 ? "option" : "default", "%s%s",
                cfg.conv_workspace_bytes >= 0
                    ? dm_arena_printf(&arena, "%s per convolution (--conv-workspace)",
                                      dm_format_bytes(run.conv_workspace, cb))
                    : "0 (cuDNN's heuristic choice is unknown without the GPU; "
-                     "--conv-workspace adds one)");
+                     "--conv-workspace adds one)",
+               cfg.framework == DNNMEM_FW_TENSORFLOW
+                   ? "; TensorFlow caps it at 4 GiB (TF_CUDNN_WORKSPACE_LIMIT_IN_MB) and "
+                     "falls back to algorithms needing less when it does not fit"
+               : cfg.framework == DNNMEM_FW_MXNET
+                   ? "; MXNet's Convolution workspace parameter allows up to 1024 MB"
+                   : "");
     }
+    struct fwsim fws = {0};
+    if (other_fw && (s = fw_setup(&cfg, context, cc, fw_version, &fws, &as, err)) != DNNMEM_OK)
+        goto out;
 
     if (cfg.capacity_bytes > 0)
         assume(&as, "capacity", "option", "%s bytes = %s%s%s%s, headroom %g%%",
@@ -649,6 +1008,10 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         goto out;
     /* CUDA: the caching allocator with PyTorch's defaults (or a plain
      * rounding when the user overrides the rounding); CPU: exact sizes */
+    if (other_fw) {
+        s = fw_result(g, t, &sched, &fws, &cfg, context, &as, out, err);
+        goto done;
+    }
     if (run.cuda && cfg.alloc_round_bytes < 0) {
         struct dm_caching_opts co;
         dm_caching_opts_init(&co);
@@ -663,6 +1026,9 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     s = dm_result_build(g, t, &sched, &alloc, &cfg, context, as.a, as.n, out, err);
     if (s == DNNMEM_OK && cfg.capacity_bytes > 0)
         s = decide(*out, &sched, &run, context, &cfg, err);
+    if (s == DNNMEM_OK)
+        (*out)->needed_bytes = (*out)->peak_allocated + context;
+done:
     if (s != DNNMEM_OK && *out) {
         dnnmem_result_free(*out);
         *out = NULL;

@@ -547,6 +547,47 @@ struct dm_caching_block {
 };
 size_t dm_caching_snapshot(const struct dm_allocator *a, struct dm_caching_block *out, size_t cap);
 
+/* TensorFlow's BFC allocator (GPU), shared by XLA and JAX (src/alloc/bfc.c
+ * states the rules and their sources). */
+struct dm_bfc_opts {
+    uint64_t limit;           /* memory_limit: bytes the regions may total; 0 = unlimited */
+    bool allow_growth;        /* false (TF's default): the first region is the whole limit */
+    bool garbage_collection;  /* return free regions before failing (default true) */
+    uint64_t growth_first_region;        /* first region under allow_growth (2 MiB) */
+    uint64_t max_internal_fragmentation; /* split when the slack reaches it (128 MiB) */
+};
+/* TF's defaults: unlimited, no growth, garbage collection on. */
+void dm_bfc_opts_init(struct dm_bfc_opts *o);
+/* DNNMEM_E_USAGE for zero sizes or a limit above 1 PiB. alloc() returns
+ * DNNMEM_E_DEVICE_OOM when the limit leaves no room (stats.num_ooms). */
+enum dnnmem_status dm_alloc_bfc_new(const struct dm_bfc_opts *o, struct dm_allocator *a);
+uint64_t dm_bfc_round(uint64_t bytes); /* RoundedBytes: up to a multiple of 256 */
+int dm_bfc_bin(uint64_t size);         /* BinNumForSize: 0..20 */
+/* Chunks in region order, then address order; returns how many (fills at
+ * most cap). */
+struct dm_bfc_chunk {
+    uint64_t addr, size, requested;
+    int region;
+    bool in_use;
+};
+size_t dm_bfc_snapshot(const struct dm_allocator *a, struct dm_bfc_chunk *out, size_t cap);
+
+/* MXNet's GPU pooled storage manager (src/alloc/pool.c states the rules). */
+enum dm_pool_strategy { DM_POOL_NAIVE = 0, DM_POOL_ROUND };
+struct dm_pool_opts {
+    enum dm_pool_strategy strategy; /* MXNET_GPU_MEM_POOL_TYPE: Naive (default) or Round */
+    uint64_t page_size;             /* MXNET_GPU_MEM_POOL_PAGE_SIZE (4096) */
+    uint64_t large_alloc_round;     /* MXNET_GPU_MEM_LARGE_ALLOC_ROUND_SIZE (2 MiB) */
+    int round_linear_cutoff;        /* MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF (24) */
+    int reserve_percent;            /* MXNET_GPU_MEM_POOL_RESERVE (5) */
+    uint64_t capacity;              /* device memory free to the pool at start; 0 = unlimited */
+    uint64_t total;                 /* device total, the base of the reserve; 0 = capacity */
+};
+void dm_pool_opts_init(struct dm_pool_opts *o);
+/* DNNMEM_E_USAGE for options MXNet rejects. */
+enum dnnmem_status dm_alloc_pool_new(const struct dm_pool_opts *o, struct dm_allocator *a);
+uint64_t dm_pool_round(const struct dm_pool_opts *o, uint64_t bytes);
+
 /* ---- results (src/report/result.c) -------------------------------------- */
 
 /* Replay a schedule through an allocator and build the public result. The

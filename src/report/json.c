@@ -61,6 +61,19 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
                                       (json_int_t)info.checkpoint_shards_missing, "bytes",
                                       (json_int_t)info.checkpoint_bytes, "dtype",
                                       info.checkpoint_dtype));
+    if (root) {
+        static const char *const alloc_name[] = {
+            [DNNMEM_FW_PYTORCH] = "cuda-caching", [DNNMEM_FW_TENSORFLOW] = "bfc",
+            [DNNMEM_FW_MXNET] = "pooled-storage", [DNNMEM_FW_JAX] = "bfc"};
+        json_object_set_new(
+            root, "framework",
+            json_pack("{s:s, s:s, s:s, s:b, s:b, s:o}", "name", dnnmem_framework_name(r->framework),
+                      "version", r->framework_version ? r->framework_version : "", "allocator",
+                      alloc_name[r->framework], "reserved_is_limit", r->reserved_is_limit,
+                      "limit_unknown", r->limit_unknown, "limit_bytes",
+                      r->limit_bytes ? json_integer((json_int_t)r->limit_bytes) : json_null()));
+        json_object_set_new(root, "needed_bytes", json_integer((json_int_t)r->needed_bytes));
+    }
     if (root)
         json_object_set_new(root, "live_at_peak_count", counts);
     else

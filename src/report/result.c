@@ -185,6 +185,11 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
     r->context_bytes = context_bytes;
     r->total_bytes = r->peak_reserved + context_bytes;
     r->n_steps = (size_t)g->n_nodes;
+    r->framework = cfg->framework;
+    r->framework_version = dm_arena_strdup(&box->arena,
+                                           cfg->framework_version ? cfg->framework_version : "");
+    if (!r->framework_version)
+        goto oom;
 
     /* pass 2: the live set right after the peak event */
     for (size_t e = 0; any && e <= peak_ev; e++)

@@ -35,7 +35,28 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
         fprintf(f, "  %-14s %s%s\n", r->assumptions[k].key, r->assumptions[k].value,
                 strcmp(r->assumptions[k].source, "default") == 0 ? "  [default]" : "");
     char b4[32];
-    if (r->context_bytes)
+    if (r->framework != DNNMEM_FW_PYTORCH) {
+        static const char *const how[] = {
+            [DNNMEM_FW_TENSORFLOW] = "TensorFlow reserves its whole memory limit at start "
+                                     "(no allow_growth)",
+            [DNNMEM_FW_JAX] = "JAX preallocates its whole memory fraction at the first op",
+            [DNNMEM_FW_MXNET] = "", [DNNMEM_FW_PYTORCH] = ""};
+        fprintf(f, "\nneeds        %s  (peak in use %s + CUDA context %s: what the job needs)\n",
+                dm_format_bytes(r->needed_bytes, b1), dm_format_bytes(r->peak_allocated, b2),
+                dm_format_bytes(r->context_bytes, b3));
+        if (r->limit_unknown)
+            fprintf(f, "process      the whole memory limit + CUDA context: %s, whatever the job "
+                       "needs; nvidia-smi shows that (--gpu or --memory sizes it)\n",
+                    how[r->framework]);
+        else
+            fprintf(f, "process      %s  (reserved %s + CUDA context %s): what nvidia-smi shows%s%s\n",
+                    dm_format_bytes(r->total_bytes, b1), dm_format_bytes(r->peak_reserved, b2),
+                    dm_format_bytes(r->context_bytes, b3),
+                    r->reserved_is_limit ? "; " : r->framework == DNNMEM_FW_MXNET
+                                                     ? "; the pool's buffers, in use or cached"
+                                                     : "; regions grown as needed",
+                    r->reserved_is_limit ? how[r->framework] : "");
+    } else if (r->context_bytes)
         fprintf(f, "\npeak         %s  (reserved %s + CUDA context %s; allocated %s)\n",
                 dm_format_bytes(r->total_bytes, b1), dm_format_bytes(r->peak_reserved, b2),
                 dm_format_bytes(r->context_bytes, b3), dm_format_bytes(r->peak_allocated, b4));
@@ -58,7 +79,8 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
                 dm_format_bytes(r->slack_bytes, b1));
     if (r->context_bytes)
         fprintf(f, "  %-18s %12s\n", "cuda context", dm_format_bytes(r->context_bytes, b1));
-    fprintf(f, "  %-18s %12s\n", "total", dm_format_bytes(r->total_bytes, b1));
+    fprintf(f, "  %-18s %12s\n", r->limit_unknown ? "total (needs)" : "total",
+            dm_format_bytes(r->total_bytes, b1));
     if (r->verdict != DNNMEM_VERDICT_NONE) {
         char b5[32];
         uint64_t gap = r->margin_bytes < 0 ? (uint64_t)-r->margin_bytes : (uint64_t)r->margin_bytes;

@@ -85,7 +85,7 @@ expect 0 "gradients" -- estimate $R -b 8 --mode train --freeze 'layer[123]*' --g
 expect 0 "every output" -- estimate $M/fixtures/inception_v3.onnx -b 2 --mode train --loss ce-all
 expect 2 "--checkpoint /nothing*: no node" -- estimate $R -b 8 --mode train --checkpoint '/nothing*'
 expect 2 "--optimizer lion" -- estimate $R --mode train --optimizer lion
-expect 2 "--framework tensorflow" -- estimate $R --framework tensorflow
+expect 2 "--framework theano: expected pytorch, tensorflow, mxnet or jax" -- estimate $R --framework theano
 expect 2 "--device tpu" -- estimate $R --device tpu
 expect 2 "--precision amp-fp8" -- estimate $R --mode train --precision amp-fp8
 expect 0 "amp-fp16: torch.autocast" -- estimate $R -b 8 --mode train --precision amp-fp16
@@ -235,6 +235,66 @@ printf '{"model_type":"llama","hidden_size":64,"vocab_size":10,"intermediate_siz
 expect 3 "'num_hidden_layers' must be positive" -- estimate "$T/neg.json" -s 8
 printf '{"model_type":"llama","hidden_size":64,' >"$T/trunc.json"
 expect 3 "trunc.json" -- estimate "$T/trunc.json" -s 8
+
+# Framework runtimes (--framework tensorflow|mxnet|jax[@VERSION]): the
+# schedule stays PyTorch eager's; the allocator, limit and context change.
+R=$M/fixtures/resnet50.onnx
+expect 2 "--framework caffe: expected pytorch, tensorflow, mxnet or jax" -- estimate $R --framework caffe
+expect 2 "--framework tensorflow@two: expected tensorflow@VERSION" -- estimate $R --framework tensorflow@two
+expect 2 "--framework jax@: expected jax@VERSION" -- estimate $R --framework jax@
+expect 2 "--mxnet-pool huge: expected naive or round" -- estimate $R --framework mxnet --mxnet-pool huge
+expect 2 "--mxnet-round-cutoff 40: expected 20..34" -- estimate $R --framework mxnet --mxnet-round-cutoff 40
+expect 2 "--jax-mem-fraction 1.5: expected a fraction in (0, 1]" -- estimate $R --framework jax --jax-mem-fraction 1.5
+expect 2 "--jax-preallocate maybe: expected true or false" -- estimate $R --framework jax --jax-preallocate maybe
+expect 2 "--tf-allow-growth: applies to --framework tensorflow" -- estimate $R --framework mxnet --tf-allow-growth
+expect 2 "--mxnet-pool: applies to --framework mxnet" -- estimate $R --mxnet-pool round
+expect 2 "--alloc-round: replaces PyTorch's caching allocator; not with --framework tensorflow" -- \
+    estimate $R --framework tensorflow --alloc-round 512
+expect 2 "--framework jax: only GPU runtimes are modelled" -- estimate $R --framework jax --device cpu
+expect 0 "framework      tensorflow 2.15 (runtime" -- estimate $R -b 8 --framework tensorflow@2.15
+expect 0 "schedule       PyTorch 2.0 eager's" -- estimate $R -b 8 --framework tensorflow@2.15
+expect 0 "process      the whole memory limit + CUDA context: TensorFlow reserves" -- \
+    estimate $R -b 8 --framework tensorflow
+expect 0 "needs        " -- estimate $R -b 8 --framework tensorflow --gpu A100-80GB
+expect 0 "what nvidia-smi shows; TensorFlow reserves its whole memory limit" -- \
+    estimate $R -b 8 --framework tensorflow --gpu A100-80GB
+expect 0 "what nvidia-smi shows; regions grown as needed" -- \
+    estimate $R -b 8 --framework tensorflow --tf-allow-growth --gpu A100-80GB
+expect 0 "what nvidia-smi shows; the pool's buffers" -- estimate $R -b 8 --framework mxnet@1.9.1
+expect 0 "MXNet pooled storage manager, Round" -- estimate $R -b 8 --framework mxnet --mxnet-pool round
+expect 0 "0.9 x" -- estimate $R -b 8 --framework jax@0.4.13 --gpu T4
+expect 1 "does not fit" -- estimate $R -b 8 --mode train --framework tensorflow --memory 1GiB
+# TensorFlow without allow_growth on an A100-80GB (compute capability 8.0):
+# limit = capacity - context 426 MiB - MinSystemMemory 1536 MiB, rounded
+# down to 256 B (Extend); the process takes that plus the context.
+"$D" estimate $R -b 8 --framework tensorflow@2.15 --gpu A100-80GB --json >"$T/tf.json"
+check_schema "$T/tf.json" "TensorFlow JSON"
+if "$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+f, cap, ctx = d["framework"], d["verdict"]["capacity_bytes"], d["cuda_context_bytes"]
+assert f["name"] == "tensorflow" and f["version"] == "2.15" and f["allocator"] == "bfc", f
+assert ctx == 426 << 20 and f["reserved_is_limit"] and not f["limit_unknown"], f
+assert f["limit_bytes"] == cap - ctx - (1536 << 20), f
+assert d["peak_reserved_bytes"] == f["limit_bytes"] // 256 * 256, d["peak_reserved_bytes"]
+assert d["total_bytes"] == d["peak_reserved_bytes"] + ctx
+assert d["needed_bytes"] == d["peak_allocated_bytes"] + ctx < d["total_bytes"]' "$T/tf.json"; then
+    pass=$((pass + 1)); else echo "FAIL: TensorFlow totals"; fail=$((fail + 1)); fi
+# JAX preallocates 0.75 of the device; MXNet holds what its pool grew to
+"$D" estimate $R -b 8 --framework jax --gpu A100-80GB --json >"$T/jax.json"
+"$D" estimate $R -b 8 --mode train --framework mxnet --gpu T4 --json >"$T/mx.json"
+check_schema "$T/mx.json" "MXNet JSON"
+if "$PY" -c 'import json, sys
+j, m = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+cap = j["verdict"]["capacity_bytes"]
+assert j["framework"]["limit_bytes"] == int(cap * 0.75), j["framework"]
+assert j["total_bytes"] == int(cap * 0.75) // 256 * 256 + j["cuda_context_bytes"]
+f = m["framework"]
+assert f["name"] == "mxnet" and f["allocator"] == "pooled-storage" and not f["reserved_is_limit"], f
+assert m["cuda_context_bytes"] == 1343 << 20  # CUDA 11.2: eager loading
+assert f["limit_bytes"] == m["verdict"]["capacity_bytes"] - m["cuda_context_bytes"]
+assert m["total_bytes"] == m["peak_reserved_bytes"] + m["cuda_context_bytes"] > m["needed_bytes"]' \
+    "$T/jax.json" "$T/mx.json"; then
+    pass=$((pass + 1)); else echo "FAIL: JAX and MXNet totals"; fail=$((fail + 1)); fi
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

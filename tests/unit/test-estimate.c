@@ -531,6 +531,116 @@ static void test_light_zoo_weights(void **state)
     }
 }
 
+/* Framework runtimes on view_graph(true) at batch 1000: x, c, y of 32000 B
+ * each are live at the Add (no matmul, so no workspace). 32000 = 125 x 256
+ * takes no BFC rounding; MXNet's Naive pool rounds it to 8 pages = 32768.
+ * Context 100 MiB, device 1 GiB. */
+static struct dnnmem_config fw_cfg(enum dnnmem_framework fw)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 1000;
+    cfg.inplace = DNNMEM_INPLACE_NONE;
+    cfg.framework = fw;
+    cfg.cuda_context_bytes = 100 << 20;
+    cfg.capacity_bytes = 1 << 30;
+    return cfg;
+}
+
+static void test_framework_runtimes(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    assert_int_equal(cfg.framework, DNNMEM_FW_PYTORCH);
+    assert_true(cfg.jax_preallocate);
+    assert_true(cfg.tf_memory_limit_bytes < 0 && cfg.mxnet_reserve_percent < 0);
+
+    /* TensorFlow, no growth: limit = (1024 - 100) MiB free - 24 MiB
+     * MinSystemMemory = 900 MiB, one region of all of it; every chunk split
+     * off it: in use 96000; the process takes 900 + 100 MiB */
+    cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
+    cfg.tf_min_system_memory_bytes = 24 << 20;
+    cfg.framework_version = "2.15";
+    struct dnnmem_result *r = estimate_cfg(view_graph(true), &cfg);
+    assert_int_equal(r->framework, DNNMEM_FW_TENSORFLOW);
+    assert_string_equal(r->framework_version, "2.15");
+    assert_int_equal(r->peak_allocated, 96000);
+    assert_int_equal(r->rounding_bytes, 0);
+    assert_int_equal(r->needed_bytes, 96000 + (100 << 20));
+    assert_int_equal(r->limit_bytes, 900 << 20);
+    assert_true(r->reserved_is_limit && !r->limit_unknown);
+    assert_int_equal(r->peak_reserved, 900 << 20);
+    assert_int_equal(r->total_bytes, 1000 << 20);
+    assert_int_equal(r->verdict, DNNMEM_VERDICT_FITS);
+    assert_int_equal(r->margin_bytes, (900 << 20) - 96000);
+    dnnmem_result_free(r);
+
+    /* allow_growth: one 2 MiB region holds all three */
+    cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
+    cfg.tf_allow_growth = true;
+    r = estimate_cfg(view_graph(true), &cfg);
+    assert_false(r->reserved_is_limit);
+    assert_int_equal(r->peak_reserved, 2 << 20);
+    assert_int_equal(r->total_bytes, (2 << 20) + (100 << 20));
+    dnnmem_result_free(r);
+
+    /* no device: the limit is unknown; the process figure is the need */
+    cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
+    cfg.capacity_bytes = 0;
+    r = estimate_cfg(view_graph(true), &cfg);
+    assert_true(r->limit_unknown);
+    assert_int_equal(r->limit_bytes, 0);
+    assert_int_equal(r->total_bytes, 96000 + (100 << 20));
+    assert_int_equal(r->verdict, DNNMEM_VERDICT_NONE);
+    dnnmem_result_free(r);
+
+    /* JAX with fraction 0.5: 512 MiB preallocated */
+    cfg = fw_cfg(DNNMEM_FW_JAX);
+    cfg.jax_mem_fraction = 0.5;
+    r = estimate_cfg(view_graph(true), &cfg);
+    assert_int_equal(r->limit_bytes, 512 << 20);
+    assert_int_equal(r->peak_reserved, 512 << 20);
+    assert_int_equal(r->total_bytes, 612 << 20);
+    dnnmem_result_free(r);
+
+    /* MXNet Naive: three 32768 B buffers, nothing reused before the peak */
+    cfg = fw_cfg(DNNMEM_FW_MXNET);
+    r = estimate_cfg(view_graph(true), &cfg);
+    assert_int_equal(r->peak_allocated, 3 * 32768);
+    assert_int_equal(r->rounding_bytes, 3 * 32768 - 96000);
+    assert_int_equal(r->peak_reserved, 3 * 32768);
+    assert_int_equal(r->limit_bytes, 924 << 20);
+    assert_int_equal(r->total_bytes, 3 * 32768 + (100 << 20));
+    dnnmem_result_free(r);
+
+    /* TF limit 64000 B: one region of 64000 (a multiple of 256) holds x and
+     * c; y does not fit: does not fit, the peaks from the unlimited replay */
+    cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
+    cfg.tf_memory_limit_bytes = 64000; /* room for two of the three */
+    r = estimate_cfg(view_graph(true), &cfg);
+    assert_int_equal(r->verdict, DNNMEM_VERDICT_DOES_NOT_FIT);
+    assert_int_equal(r->peak_allocated, 96000); /* from the unlimited replay */
+    assert_int_equal(r->peak_reserved, 64000);
+    assert_int_equal(r->margin_bytes, 64000 - 96000);
+    dnnmem_result_free(r);
+
+    /* bad settings */
+    cfg = fw_cfg(DNNMEM_FW_MXNET);
+    cfg.mxnet_pool = DNNMEM_MXNET_POOL_ROUND;
+    cfg.mxnet_round_cutoff = 19;
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "--mxnet-round-cutoff 19");
+    cfg = fw_cfg(DNNMEM_FW_JAX);
+    cfg.framework_version = "0.4.x";
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "jax@0.4.x");
+    cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
+    cfg.capacity_bytes = 200 << 20; /* 100 MiB free < 2 GiB: MinSystemMemory 225 MiB */
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "leaves nothing to TensorFlow");
+    cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
+    cfg.device = DNNMEM_DEVICE_CPU;
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "only GPU runtimes");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -551,6 +661,7 @@ int main(void)
         cmocka_unit_test(test_loss_dtype),
         cmocka_unit_test(test_sum_grad_dense_for_cublas),
         cmocka_unit_test(test_tied_weight_input_buffer),
+        cmocka_unit_test(test_framework_runtimes),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);
 }
