@@ -104,6 +104,10 @@ static const char usage_text[] =
     "  -s, --seq-len N        bind every sequence-like dim (seq, seq_len, sequence_length, ...);\n"
     "                         a list sweeps too\n"
     "  --dim NAME=N           bind the dim NAME, N >= 0 (repeatable; wins over the two above)\n"
+    "  --input-shape NAME=D1,D2,...  the shape of input NAME (repeatable): required for\n"
+    "                         inputs that declare none (MXNet symbols: data=1,3,224,224),\n"
+    "                         where --batch-size then replaces the first dim; for declared\n"
+    "                         inputs it binds their symbolic dims\n"
     "\n"
     "Runtime constants (each default is printed with the result):\n"
     "  --cuda X.Y             CUDA version PyTorch was built with (default 12.1); before\n"
@@ -243,6 +247,9 @@ struct cli {
     struct dnnmem_config cfg;
     struct dnnmem_dim_binding dims[64];
     size_t n_dims;
+    struct dnnmem_input_shape inputs[64]; /* --input-shape NAME=D1,D2,... */
+    int64_t input_dims[64][DNNMEM_MAX_DIMS];
+    size_t n_inputs;
     const char *freeze[64], *ckpt[256];
     size_t n_freeze, n_ckpt;
     int64_t batches[64], seqs[64]; /* sweeps: --batch-size 8,16,32 */
@@ -281,7 +288,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM, OPT_CUDA,
            OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT, OPT_THREADS,
            OPT_CALIB, OPT_GPU, OPT_MEMORY, OPT_HEADROOM, OPT_CSV, OPT_LIMIT, OPT_DIMNAME,
-           OPT_REPORT, OPT_TIMELINE, OPT_ATTN };
+           OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_INPUT_SHAPE };
     static const struct option opts[] = {
         {"gpu", required_argument, NULL, OPT_GPU},
         {"report", required_argument, NULL, OPT_REPORT},
@@ -305,6 +312,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"seq-len", required_argument, NULL, 's'},
         {"seq_len", required_argument, NULL, 's'},
         {"dim", required_argument, NULL, OPT_DIM},
+        {"input-shape", required_argument, NULL, OPT_INPUT_SHAPE},
         {"json", no_argument, NULL, OPT_JSON},
         {"cuda-context", required_argument, NULL, OPT_CONTEXT},
         {"cuda", required_argument, NULL, OPT_CUDA},
@@ -492,6 +500,29 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
             dims[n_dims++] = (struct dnnmem_dim_binding){optarg, v};
             break;
         }
+        case OPT_INPUT_SHAPE: {
+            char *eq = strchr(optarg, '=');
+            size_t k = cl->n_inputs, r = 0;
+            if (k == sizeof cl->inputs / sizeof cl->inputs[0])
+                return usage_error("--input-shape %s: too many --input-shape options", optarg);
+            if (!eq || eq == optarg || !eq[1])
+                return usage_error("--input-shape %s: expected NAME=D1,D2,... with positive dims",
+                                   optarg);
+            *eq = '\0';
+            char *save = NULL;
+            for (char *tok = strtok_r(eq + 1, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                if (r == DNNMEM_MAX_DIMS || parse_count(tok, &cl->input_dims[k][r]))
+                    return usage_error("--input-shape %s: expected 1 to %d positive dims, e.g. "
+                                       "data=1,3,224,224",
+                                       optarg, DNNMEM_MAX_DIMS);
+                r++;
+            }
+            if (!r)
+                return usage_error("--input-shape %s: no dims given", optarg);
+            cl->inputs[k] = (struct dnnmem_input_shape){optarg, r, cl->input_dims[k]};
+            cl->n_inputs++;
+            break;
+        }
         case OPT_JSON: json = true; break;
         case OPT_CONTEXT:
             if (parse_size(optarg, &cfg.cuda_context_bytes))
@@ -584,6 +615,8 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         return usage_error("%s: %s", argv[0], optind >= argc ? "no MODEL given" : "exactly one MODEL expected");
     cfg.dims = dims;
     cfg.n_dims = n_dims;
+    cfg.input_shapes = cl->inputs;
+    cfg.n_input_shapes = cl->n_inputs;
     cfg.freeze = freeze;
     cfg.n_freeze = n_freeze;
     cfg.checkpoint = ckpt;
