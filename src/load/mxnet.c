@@ -68,7 +68,8 @@ struct mx {
     const char *cur_name, *cur_op;
     size_t cur_id;
     int aux_count;
-    const char *next_out;      /* a name for the next IR node's output 0 */
+    const char *next_out;      /* a name for the next main IR node's output 0 */
+    const char *aux_out;       /* the same for the next other one */
 };
 
 static enum dnnmem_status fail(struct mx *m, enum dnnmem_status s, const char *fmt, ...)
@@ -279,8 +280,8 @@ static bool unique_tensor(struct mx *m, const char *name)
 }
 
 /* An IR node. The main node of an MXNet node (main) is named as it, the
- * others "<name>/<Op>" (then "_1", ...). Output 0 takes next_out when set,
- * else "<node>_output_<k>". */
+ * others "<name>/<Op>" (then "_1", ...). Output 0 takes next_out (main) or
+ * aux_out (the others) when set, else "<node>_output_<k>". */
 static struct dm_node *emit(struct mx *m, enum dm_op op, int n_in, const int32_t *in, int n_out,
                             bool main)
 {
@@ -327,9 +328,9 @@ static struct dm_node *emit(struct mx *m, enum dm_op op, int n_in, const int32_t
     if (n_in)
         memcpy(n->in, in, (size_t)n_in * sizeof *in);
     for (int k = 0; k < n_out; k++) {
-        const char *tname = k == 0 && m->next_out
-                                ? m->next_out
-                                : dm_arena_printf(&g->arena, "%s_output_%d", name, k);
+        const char *given = main ? m->next_out : m->aux_out;
+        const char *tname = k == 0 && given ? given
+                                            : dm_arena_printf(&g->arena, "%s_output_%d", name, k);
         if (!tname) {
             oom(m);
             return NULL;
@@ -341,7 +342,9 @@ static struct dm_node *emit(struct mx *m, enum dm_op op, int n_in, const int32_t
             return NULL;
         }
     }
-    m->next_out = NULL;
+    if (main)
+        m->next_out = NULL;
+    m->aux_out = NULL;
     g->n_nodes++;
     return n;
 }
@@ -1053,8 +1056,8 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
                 continue;
             }
             int32_t ax = const_ints(m, 1, (int64_t[]){axis});
-            m->next_out = dm_arena_printf(&m->g->arena, "%s%lld", base, (long long)k);
-            if (!m->next_out) {
+            m->aux_out = dm_arena_printf(&m->g->arena, "%s%lld", base, (long long)k);
+            if (!m->aux_out) {
                 oom(m);
                 return;
             }
@@ -1376,8 +1379,16 @@ static enum dnnmem_status build(struct mx *m, json_t *root)
         return oom(m), m->st;
 
     /* the layout, from the first node's keys */
-    json_t *first = json_array_get(m->nodes, 0);
-    m->layout = json_object_get(first, "param") ? 8 : json_object_get(first, "attr") ? 9 : 11;
+    m->layout = 11;
+    for (size_t i = 0; i < m->n; i++) {
+        json_t *node = json_array_get(m->nodes, i);
+        if (json_object_get(node, "param") || json_object_get(node, "backward_source_id")) {
+            m->layout = 8;
+            break;
+        }
+        if (json_object_get(node, "attr"))
+            m->layout = 9;
+    }
     json_t *ver = json_object_get(json_object_get(root, "attrs"), "mxnet_version");
     long long v = json_is_array(ver) && json_is_integer(json_array_get(ver, 1))
                       ? (long long)json_integer_value(json_array_get(ver, 1))
