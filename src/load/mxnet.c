@@ -390,6 +390,13 @@ static void set_f(struct mx *m, const char *name, double v)
         a->f = v;
 }
 
+static void set_s(struct mx *m, const char *name, const char *v)
+{
+    struct dm_attr *a = attr_new(m, name, DM_ATTR_STRING);
+    if (a)
+        a->s = v;
+}
+
 static void set_ints(struct mx *m, const char *name, int n, const int64_t *v)
 {
     struct dm_attr *a = attr_new(m, name, DM_ATTR_INTS);
@@ -858,10 +865,8 @@ static enum dm_dtype mx_dtype_name(const char *s)
     return DM_UNDEFINED;
 }
 
-/* The fused RNN op: one flat parameter vector (cuDNN's layout). Built as
- * an ONNX LSTM / GRU / RNN node per layer would need the vector cut into
- * W, R and B; dnnmem keeps the vector whole and runs one node per layer on
- * views of it. */
+/* The fused RNN op: one flat parameter vector (cuDNN's layout), kept
+ * whole; one MxRNN node per layer. */
 static int32_t rnn(struct mx *m, const int32_t *in, int n_in);
 
 static int32_t softmax_output(struct mx *m, const int32_t *in, int n_in, bool multi_dflt)
@@ -1152,7 +1157,7 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
                !strcmp(op, "identity")) {
         y = op1(m, DM_OP_Identity, true, 1, x);
     } else if (!strcmp(op, "RNN")) {
-        y = rnn(m, in, n_in);
+        rnn(m, in, n_in);
         return;
     } else {
         fail(m, DNNMEM_E_UNSUPPORTED, "node '%s': op '%s' is not supported", m->cur_name, op);
@@ -1212,15 +1217,35 @@ static int32_t rnn(struct mx *m, const int32_t *in, int n_in)
         if (m->g->tensors[in[k]].role == DM_ROLE_INPUT)
             param_derive(m, in[k], &dv);
     }
-    /* one ONNX-style recurrent node per layer, on the whole vector (its
-     * first input is the data, its second the parameters, read for their
-     * lifetime only: the layer's weights are views of it in cuDNN) */
-    enum dm_op o = lstm ? DM_OP_LSTM : !strcmp(mode, "gru") ? DM_OP_GRU : DM_OP_RNN;
+    /* one MxRNN node per layer, each reading the whole vector (cuDNN takes
+     * every layer's weights as views of it); layer l + 1 reads layer l's
+     * output; the begin states go to the first. The dropout between layers
+     * (p) is not modelled. */
     (void)p;
-    (void)o;
-    (void)state_out;
-    return fail(m, DNNMEM_E_UNSUPPORTED, "node '%s' (RNN): the fused RNN op is not modelled yet; "
-                "unroll it (mx.rnn cells) or export through ONNX", m->cur_name), -1;
+    int n_state = lstm ? 2 : 1;
+    int n_out = state_out ? 1 + n_state : 1;
+    m->out[m->cur_id] = dm_arena_array(&m->g->arena, (size_t)n_out, sizeof(int32_t));
+    if (!m->out[m->cur_id])
+        return oom(m);
+    int32_t cur = x;
+    struct dm_node *nd = NULL;
+    for (int64_t l = 0; l < L && m->st == DNNMEM_OK; l++) {
+        bool last = l == L - 1;
+        int32_t ins[4] = {cur, params, l == 0 ? in[2] : -1, l == 0 && lstm ? in[3] : -1};
+        nd = emit(m, DM_OP_MxRNN, l == 0 ? 2 + n_state : 2, ins, last ? n_out : 1, last);
+        set_i(m, "hidden_size", H);
+        set_i(m, "gates", gates);
+        set_i(m, "num_layers", L);
+        set_s(m, "direction", bi ? "bidirectional" : "forward");
+        if (nd)
+            cur = nd->out[0];
+    }
+    if (m->st != DNNMEM_OK || !nd)
+        return -1;
+    for (int k = 0; k < n_out; k++)
+        m->out[m->cur_id][k] = nd->out[k];
+    m->n_out[m->cur_id] = n_out;
+    return cur;
 }
 
 /* ---- the file ------------------------------------------------------------------ */

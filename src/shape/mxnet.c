@@ -11,6 +11,11 @@
  *       them may be -1).
  * Plain shapes of positive values, 0 and -1 become an ONNX Reshape; only the
  * others come here. A view, like Reshape.
+ *
+ * MxRNN is one layer of MXNet's fused RNN op (src/operator/rnn-inl.h): the
+ * data is [T, N, C] (layout TNC), the output [T, N, dirs * H], the state
+ * outputs [L * dirs, N, H]; every layer reads the op's one flat parameter
+ * vector, whose size the loader derives from the first layer's input.
  */
 #include "dnnmem-impl.h"
 
@@ -104,4 +109,30 @@ enum dnnmem_status dm_shape_mx_reshape(struct dm_infer *ctx, const struct dm_nod
         return dm_shape_error(ctx, n, DNNMEM_E_SHAPE, "%lld elements cannot take a shape of %lld",
                               (long long)x->numel, (long long)known);
     return dm_set_out(ctx, n, 0, x->dtype, r, d);
+}
+
+enum dnnmem_status dm_shape_mx_rnn(struct dm_infer *ctx, const struct dm_node *n)
+{
+    const struct dm_tinfo *x = dm_in(ctx, n, 0), *p = dm_in(ctx, n, 1);
+    if (!x || x->rank != 3)
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE, "the data must be [T, N, C] (rank 3), not rank %d",
+                              x ? x->rank : -1);
+    if (!p || p->rank != 1)
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE, "the parameters must be one flat vector");
+    int64_t h = dm_attr_int(n, "hidden_size", 0), layers = dm_attr_int(n, "num_layers", 1);
+    int64_t dirs = strcmp(dm_attr_str(n, "direction", "forward"), "bidirectional") == 0 ? 2 : 1;
+    int64_t y[3] = {x->dims[0], x->dims[1], dirs * h}, s[3] = {layers * dirs, x->dims[1], h};
+    if (h < 1 || layers < 1)
+        return dm_shape_error(ctx, n, DNNMEM_E_MODEL, "hidden_size and num_layers must be positive");
+    for (int k = 2; k < 4; k++) {
+        const struct dm_tinfo *st = dm_in(ctx, n, k);
+        if (st && (st->rank != 3 || st->dims[0] != s[0] || st->dims[1] != s[1] || st->dims[2] != s[2]))
+            return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
+                                  "begin state %d must be [%lld, %lld, %lld]", k - 2, (long long)s[0],
+                                  (long long)s[1], (long long)s[2]);
+    }
+    DM_TRY(dm_set_out(ctx, n, 0, x->dtype, 3, y));
+    for (int k = 1; k < n->n_out; k++)
+        DM_TRY(dm_set_out(ctx, n, k, x->dtype, 3, s));
+    return DNNMEM_OK;
 }

@@ -530,6 +530,23 @@ static void test_op_shapes(void **state)
                   "\"inputs\": [[0, 0, 0], [1, 0, 0]]}",
                   "2"),
               "data=2,6,4,4", "p_gamma", 3, (const int64_t[]){6, 1, 1});
+    /* fused RNN, a 2-layer bidirectional LSTM of 8 on [T 5, N 2, C 10]: the
+     * flat vector (MXNet's GetRnnParamSize, cuDNN's layout) per direction
+     * 4 x 8 x (10 + 8 + 2) = 640 for layer 0 and 4 x 8 x (2 x 8 + 8 + 2) =
+     * 832 for layer 1: 2 x 1472 = 2944; out [5, 2, 16]; begin states
+     * [L * dirs 4, N 2, H 8] from the data; state outputs likewise */
+#define LSTM_SYM                                                                                   \
+    SYM(", {\"op\": \"null\", \"name\": \"r_parameters\", \"inputs\": []}, "                  \
+        "{\"op\": \"null\", \"name\": \"r_state\", \"inputs\": []}, "                           \
+        "{\"op\": \"null\", \"name\": \"r_state_cell\", \"inputs\": []}",                       \
+        "{\"op\": \"RNN\", \"name\": \"r\", \"attrs\": {\"mode\": \"lstm\", \"state_size\": \"8\", " \
+        "\"num_layers\": \"2\", \"bidirectional\": \"True\", \"state_outputs\": \"True\", "       \
+        "\"p\": \"0.2\"}, \"inputs\": [[0, 0, 0], [1, 0, 0], [2, 0, 0], [3, 0, 0]]}",             \
+        "4")
+    shapes_of(LSTM_SYM, "data=5,2,10", "r_parameters", 1, (const int64_t[]){2944});
+    shapes_of(LSTM_SYM, "data=5,2,10", "r_output", 3, (const int64_t[]){5, 2, 16});
+    shapes_of(LSTM_SYM, "data=5,2,10", "r_state_cell", 3, (const int64_t[]){4, 2, 8});
+    shapes_of(LSTM_SYM, "data=5,2,10", "r_output_2", 3, (const int64_t[]){4, 2, 8});
     /* Embedding: weight [input_dim, output_dim]; out [N, T, output_dim] */
     shapes_of(SYM(", {\"op\": \"null\", \"name\": \"e_weight\", \"inputs\": []}",
                   "{\"op\": \"Embedding\", \"name\": \"e\", \"attrs\": {\"input_dim\": \"100\", "
