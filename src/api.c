@@ -400,6 +400,14 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
         assume(as, dm_arena_printf(as->arena, "input.%s", g->tensors[id].name), "option",
                "[%s] (--input-shape%s)", buf, cfg->batch_size > 0 ? ", first dim --batch-size" : "");
     }
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        const struct dm_tensor *tt = &g->tensors[g->inputs[i]];
+        if (cfg->batch_size > 0 && !batch_used && tt->rank < 0 && !tt->derive)
+            return dm_fail(err, DNNMEM_E_UNBOUND,
+                           "%s: input '%s' declares no shape; give it one with --input-shape %s=D1,D2,... "
+                           "(--batch-size then replaces its first dim)",
+                           g->path, tt->name, tt->name);
+    }
     if (cfg->batch_size > 0 && !batch_used)
         return dm_fail(err, DNNMEM_E_USAGE,
                        "--batch-size: %s has no symbolic batch dim to bind (its input dims are "

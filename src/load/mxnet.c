@@ -70,6 +70,7 @@ struct mx {
     int aux_count;
     const char *next_out;      /* a name for the next main IR node's output 0 */
     const char *aux_out;       /* the same for the next other one */
+    const char **out_names;    /* names for every output of the next main node, or NULL */
 };
 
 static enum dnnmem_status fail(struct mx *m, enum dnnmem_status s, const char *fmt, ...)
@@ -329,8 +330,9 @@ static struct dm_node *emit(struct mx *m, enum dm_op op, int n_in, const int32_t
         memcpy(n->in, in, (size_t)n_in * sizeof *in);
     for (int k = 0; k < n_out; k++) {
         const char *given = main ? m->next_out : m->aux_out;
-        const char *tname = k == 0 && given ? given
-                                            : dm_arena_printf(&g->arena, "%s_output_%d", name, k);
+        const char *tname = main && m->out_names ? m->out_names[k]
+                            : k == 0 && given    ? given
+                                 : dm_arena_printf(&g->arena, "%s_output_%d", name, k);
         if (!tname) {
             oom(m);
             return NULL;
@@ -343,7 +345,7 @@ static struct dm_node *emit(struct mx *m, enum dm_op op, int n_in, const int32_t
         }
     }
     if (main)
-        m->next_out = NULL;
+        m->next_out = NULL, m->out_names = NULL;
     m->aux_out = NULL;
     g->n_nodes++;
     return n;
@@ -1050,6 +1052,15 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
          * Squeeze views of them */
         const char *base = m->next_out;
         m->next_out = NULL;
+        const char **names = dm_arena_array(&m->g->arena, (size_t)no, sizeof *names);
+        for (int64_t k = 0; names && k < no; k++)
+            if (!(names[k] = dm_arena_printf(&m->g->arena, "%s%lld", base, (long long)k)))
+                names = NULL;
+        if (!names) {
+            oom(m);
+            return;
+        }
+        m->out_names = squeeze ? NULL : names;
         struct dm_node *n = emit(m, DM_OP_Split, 1, &x, (int)no, !squeeze);
         if (!n)
             return;
@@ -1061,11 +1072,7 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
                 continue;
             }
             int32_t ax = const_ints(m, 1, (int64_t[]){axis});
-            m->aux_out = dm_arena_printf(&m->g->arena, "%s%lld", base, (long long)k);
-            if (!m->aux_out) {
-                oom(m);
-                return;
-            }
+            m->aux_out = names[k];
             m->out[m->cur_id][k] = op1(m, DM_OP_Squeeze, false, 2, outs[k], ax);
         }
         return;
@@ -1232,6 +1239,17 @@ static int32_t rnn(struct mx *m, const int32_t *in, int n_in)
     for (int64_t l = 0; l < L && m->st == DNNMEM_OK; l++) {
         bool last = l == L - 1;
         int32_t ins[4] = {cur, params, l == 0 ? in[2] : -1, l == 0 && lstm ? in[3] : -1};
+        if (last && n_out > 1) {
+            const char **names = dm_arena_array(&m->g->arena, 3, sizeof *names);
+            if (!names)
+                return oom(m);
+            names[0] = m->next_out;
+            names[1] = dm_arena_printf(&m->g->arena, "%s_state_output", m->cur_name);
+            names[2] = dm_arena_printf(&m->g->arena, "%s_statecell_output", m->cur_name);
+            if (!names[0] || !names[1] || !names[2])
+                return oom(m);
+            m->out_names = names;
+        }
         nd = emit(m, DM_OP_MxRNN, l == 0 ? 2 + n_state : 2, ins, last ? n_out : 1, last);
         set_i(m, "hidden_size", H);
         set_i(m, "gates", gates);

@@ -243,6 +243,8 @@ expect 0 "largest batch size that fits T4" -- \
     max-batch $X/resnet-18-symbol.json --input-shape data=1,3,224,224 --gpu T4
 expect 2 "input 'data' declares no shape; give it one with --input-shape data=D1,D2,..." -- \
     estimate $X/resnet-18-symbol.json
+expect 2 "input 'data' declares no shape; give it one with --input-shape data=D1,D2,... (--batch-size then" -- \
+    estimate $X/resnet-18-symbol.json -b 8
 expect 2 "--input-shape image: " -- estimate $X/resnet-18-symbol.json --input-shape image=1,3,224,224
 expect 2 "(its inputs: data, softmax_label)" -- \
     estimate $X/resnet-18-symbol.json --input-shape image=1,3,224,224

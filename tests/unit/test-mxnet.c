@@ -471,6 +471,8 @@ static void test_op_shapes(void **state)
     shapes_of(SYM("", OP1("SliceChannel", "\"num_outputs\": \"3\", \"axis\": \"1\", \"squeeze_axis\": \"1\""),
                   "1"),
               "data=2,3,4", "y_output2", 2, (const int64_t[]){2, 4});
+    shapes_of(SYM("", OP1("SliceChannel", "\"num_outputs\": \"2\", \"axis\": \"-1\""), "1"),
+              "data=2,3,4", "y_output1", 3, (const int64_t[]){2, 3, 2});
     /* Pooling: valid floors, full rounds up: (7 - 2) / 2 + 1 = 3.5 */
     shapes_of(SYM("", OP1("Pooling", "\"kernel\": \"(2, 2)\", \"stride\": \"(2, 2)\", \"pool_type\": \"avg\""),
                   "1"),
@@ -546,7 +548,7 @@ static void test_op_shapes(void **state)
     shapes_of(LSTM_SYM, "data=5,2,10", "r_parameters", 1, (const int64_t[]){2944});
     shapes_of(LSTM_SYM, "data=5,2,10", "r_output", 3, (const int64_t[]){5, 2, 16});
     shapes_of(LSTM_SYM, "data=5,2,10", "r_state_cell", 3, (const int64_t[]){4, 2, 8});
-    shapes_of(LSTM_SYM, "data=5,2,10", "r_output_2", 3, (const int64_t[]){4, 2, 8});
+    shapes_of(LSTM_SYM, "data=5,2,10", "r_statecell_output", 3, (const int64_t[]){4, 2, 8});
     /* Embedding: weight [input_dim, output_dim]; out [N, T, output_dim] */
     shapes_of(SYM(", {\"op\": \"null\", \"name\": \"e_weight\", \"inputs\": []}",
                   "{\"op\": \"Embedding\", \"name\": \"e\", \"attrs\": {\"input_dim\": \"100\", "
