@@ -211,6 +211,7 @@ enum dm_derive_rule {
     DM_DERIVE_BCAST, /* [from.dims[1], 1, ...] of from's rank - 1 (a per-channel slope) */
     DM_DERIVE_DROP,  /* from's dims without axis `axis` */
     DM_DERIVE_FIRST, /* [from.dims[0]] */
+    DM_DERIVE_SAME,  /* from's dims */
     DM_DERIVE_RNN    /* [n]: the flat parameter vector of a fused RNN whose input
                         width is from.dims[last] (cuDNN layout, MXNet's RNN op) */
 };

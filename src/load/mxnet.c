@@ -921,7 +921,8 @@ static enum slot slot_of(const char *op, int k)
         return k <= 2 ? S_PARAM : S_AUX;
     if (!strcmp(op, "RNN"))
         return k == 1 ? S_PARAM : S_DATA;
-    if (!strcmp(op, "SoftmaxOutput") || !strcmp(op, "Softmax") || !strcmp(op, "WarpCTC"))
+    if (!strcmp(op, "SoftmaxOutput") || !strcmp(op, "Softmax") || !strcmp(op, "WarpCTC") ||
+        strstr(op, "RegressionOutput") || strstr(op, "CTCLoss") || strstr(op, "ctc_loss"))
         return S_LABEL;
     return S_DATA;
 }
@@ -1022,6 +1023,31 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
         int64_t axis = iattr(m, "axis", -1, -DM_MAX_DIMS, DM_MAX_DIMS - 1);
         y = op1(m, op[0] == 'l' ? DM_OP_LogSoftmax : DM_OP_Softmax, true, 1, x);
         set_i(m, "axis", axis);
+    } else if (!strcmp(op, "LinearRegressionOutput") || !strcmp(op, "MAERegressionOutput") ||
+               !strcmp(op, "LogisticRegressionOutput")) {
+        /* forward: the data (logistic: its sigmoid); the label is shaped like it */
+        fattr(m, "grad_scale", 1);
+        if (n_in >= 2)
+            param_derive(m, in[1], &(struct dm_derive){.from = x, .rule = DM_DERIVE_SAME});
+        y = op1(m, op[1] == 'o' ? DM_OP_Sigmoid : DM_OP_Identity, true, 1, x);
+    } else if (!strcmp(op, "CTCLoss") || !strcmp(op, "ctc_loss") || !strcmp(op, "_contrib_CTCLoss") ||
+               !strcmp(op, "_contrib_ctc_loss")) {
+        /* the loss per sequence [N] of activations [T, N, alphabet]: built as
+         * log_softmax then a sum over T and the alphabet (the forward's
+         * log-probabilities are the large intermediate); the label and the
+         * optional lengths are inputs the sum does not read */
+        static const char *const blanks[] = {"first", "last", NULL};
+        battr(m, "use_data_lengths", false);
+        battr(m, "use_label_lengths", false);
+        cattr(m, "blank_label", "first", blanks);
+        const char *name = m->next_out;
+        m->next_out = NULL;
+        int32_t lp = op1(m, DM_OP_LogSoftmax, false, 1, x);
+        set_i(m, "axis", -1);
+        int32_t ax = const_ints(m, 2, (int64_t[]){0, 2});
+        m->next_out = name;
+        y = op1(m, DM_OP_ReduceSum, true, 2, lp, ax);
+        set_i(m, "keepdims", 0);
     } else if (!strcmp(op, "WarpCTC")) {
         /* forward: the softmax of the activations [T * N, alphabet] (plugin/
          * warpctc); the CTC gradient is its backward. The label the plugin

@@ -347,6 +347,10 @@ static enum dnnmem_status derive_shape(struct dm_infer *ctx, int32_t id)
             if (k != axis)
                 d[rank++] = f->dims[k];
         break;
+    case DM_DERIVE_SAME:
+        rank = f->rank;
+        memcpy(d, f->dims, sizeof d);
+        break;
     case DM_DERIVE_FIRST:
         if (f->rank < 1)
             goto bad_rank;

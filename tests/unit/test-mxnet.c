@@ -549,6 +549,17 @@ static void test_op_shapes(void **state)
     shapes_of(LSTM_SYM, "data=5,2,10", "r_output", 3, (const int64_t[]){5, 2, 16});
     shapes_of(LSTM_SYM, "data=5,2,10", "r_state_cell", 3, (const int64_t[]){4, 2, 8});
     shapes_of(LSTM_SYM, "data=5,2,10", "r_statecell_output", 3, (const int64_t[]){4, 2, 8});
+    /* regression outputs: the label shaped like the data; CTCLoss: [N] */
+#define REG_SYM                                                                                    \
+    SYM(", {\"op\": \"null\", \"name\": \"lab\", \"inputs\": []}",                                \
+        "{\"op\": \"LogisticRegressionOutput\", \"name\": \"y\", \"inputs\": [[0, 0, 0], [1, 0, 0]]}", \
+        "2")
+    shapes_of(REG_SYM, "data=4,3", "lab", 2, (const int64_t[]){4, 3});
+    shapes_of(REG_SYM, "data=4,3", "y_output", 2, (const int64_t[]){4, 3});
+    shapes_of(SYM(", {\"op\": \"null\", \"name\": \"lab\", \"inputs\": []}",
+                  "{\"op\": \"_contrib_CTCLoss\", \"name\": \"ctc\", \"inputs\": [[0, 0, 0], [1, 0, 0]]}",
+                  "2"),
+              "data=30,4,20 lab=4,5", "ctc_output", 1, (const int64_t[]){4});
     /* Embedding: weight [input_dim, output_dim]; out [N, T, output_dim] */
     shapes_of(SYM(", {\"op\": \"null\", \"name\": \"e_weight\", \"inputs\": []}",
                   "{\"op\": \"Embedding\", \"name\": \"e\", \"attrs\": {\"input_dim\": \"100\", "
