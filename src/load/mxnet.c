@@ -28,6 +28,11 @@
  * attributes and the data it reads, as MXNet's own FInferShape derives them:
  * weights are declared with struct dm_derive and shaped at inference.
  *
+ * The data's shape comes from the caller (an MXNet symbol has none); with
+ * --batch-size, its first dim is replaced (api.c). The fused RNN op keeps
+ * its one flat parameter vector (cuDNN's layout, the size of MXNet's
+ * GetRnnParamSize) and becomes one MxRNN node per layer.
+ *
  * Attribute values are strings ("(3, 3)", "True", "0.9"); each is parsed
  * strictly, and a malformed one is an error naming the node and attribute.
  * Attributes an operator does not use (lr_mult, ctx_group, cudnn_tune,
@@ -931,8 +936,6 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
 {
     const char *op = m->cur_op;
     int32_t x = n_in > 0 ? in[0] : -1, y = -1;
-    int n_out = 1;
-    bool need_in = true;
     if (is(op, ADD) || is(op, SUB) || is(op, MUL) || is(op, DIV) || is(op, MAXI) || is(op, MINI)) {
         enum dm_op o = is(op, ADD) ? DM_OP_Add : is(op, SUB) ? DM_OP_Sub : is(op, MUL) ? DM_OP_Mul
                      : is(op, DIV) ? DM_OP_Div : is(op, MAXI) ? DM_OP_Max : DM_OP_Min;
@@ -1196,7 +1199,6 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
         fail(m, DNNMEM_E_UNSUPPORTED, "node '%s': op '%s' is not supported", m->cur_name, op);
         return;
     }
-    (void)need_in;
     if (m->st != DNNMEM_OK)
         return;
     if (y < 0) {
@@ -1209,7 +1211,7 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
         return;
     }
     m->out[m->cur_id][0] = y;
-    m->n_out[m->cur_id] = n_out;
+    m->n_out[m->cur_id] = 1;
     return;
 arity:
     fail(m, DNNMEM_E_MODEL, "node '%s' (%s): %d inputs is the wrong count", m->cur_name, op, n_in);
