@@ -44,8 +44,10 @@ LDLIBS := $(PKG_LIBS) -lm
 LIB_SRC := src/util/arena.c src/util/error.c \
            src/graph/dtype.c src/graph/ops.c src/graph/graph.c src/graph/lift.c \
            src/load/onnx.c src/load/hf.c src/load/safetensors.c \
+           src/load/mxnet.c \
            src/shape/infer.c src/shape/elementwise.c src/shape/tensor.c src/shape/nn.c \
            src/shape/contrib.c \
+           src/shape/mxnet.c \
            src/schedule/schedule.c src/schedule/generate.c src/train/train.c src/train/amp.c \
            src/alloc/rounding.c src/alloc/caching.c src/alloc/bfc.c src/alloc/pool.c \
            src/report/result.c src/report/text.c src/report/json.c src/report/decide.c \

@@ -124,6 +124,10 @@ static const char usage_text[] =
     "  -s, --seq-len N        bind every sequence-like dim (seq, seq_len, sequence_length, ...);\n"
     "                         a list sweeps too\n"
     "  --dim NAME=N           bind the dim NAME, N >= 0 (repeatable; wins over the two above)\n"
+    "  --input-shape NAME=D1,D2,...  the shape of input NAME (repeatable): required for\n"
+    "                         inputs that declare none (MXNet symbols: data=1,3,224,224),\n"
+    "                         where --batch-size then replaces the first dim; for declared\n"
+    "                         inputs it binds their symbolic dims\n"
     "\n"
     "Runtime constants (each default is printed with the result):\n"
     "  --cuda X.Y             CUDA version PyTorch was built with (default 12.1); before\n"
@@ -276,6 +280,9 @@ struct cli {
     struct dnnmem_config cfg;
     struct dnnmem_dim_binding dims[64];
     size_t n_dims;
+    struct dnnmem_input_shape inputs[64]; /* --input-shape NAME=D1,D2,... */
+    int64_t input_dims[64][DNNMEM_MAX_DIMS];
+    size_t n_inputs;
     const char *freeze[64], *ckpt[256];
     size_t n_freeze, n_ckpt;
     char lora_buf[512];            /* --lora-targets, split in place */
@@ -319,7 +326,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_NEWTOK, OPT_KVDTYPE, OPT_LORA_R,
            OPT_LORA_ALPHA, OPT_LORA_DROPOUT, OPT_LORA_TARGETS, OPT_TF_GROWTH, OPT_TF_LIMIT,
            OPT_TF_MINSYS, OPT_MX_POOL, OPT_MX_PAGE, OPT_MX_CUTOFF, OPT_MX_RESERVE, OPT_JAX_PREALLOC,
-           OPT_JAX_FRACTION };
+           OPT_JAX_FRACTION, OPT_INPUT_SHAPE };
     static const struct option opts[] = {
         {"gpu", required_argument, NULL, OPT_GPU},
         {"report", required_argument, NULL, OPT_REPORT},
@@ -343,6 +350,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"seq-len", required_argument, NULL, 's'},
         {"seq_len", required_argument, NULL, 's'},
         {"dim", required_argument, NULL, OPT_DIM},
+        {"input-shape", required_argument, NULL, OPT_INPUT_SHAPE},
         {"json", no_argument, NULL, OPT_JSON},
         {"cuda-context", required_argument, NULL, OPT_CONTEXT},
         {"cuda", required_argument, NULL, OPT_CUDA},
@@ -638,6 +646,29 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
             dims[n_dims++] = (struct dnnmem_dim_binding){optarg, v};
             break;
         }
+        case OPT_INPUT_SHAPE: {
+            char *eq = strchr(optarg, '=');
+            size_t k = cl->n_inputs, r = 0;
+            if (k == sizeof cl->inputs / sizeof cl->inputs[0])
+                return usage_error("--input-shape %s: too many --input-shape options", optarg);
+            if (!eq || eq == optarg || !eq[1])
+                return usage_error("--input-shape %s: expected NAME=D1,D2,... with positive dims",
+                                   optarg);
+            *eq = '\0';
+            char *save = NULL;
+            for (char *tok = strtok_r(eq + 1, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                if (r == DNNMEM_MAX_DIMS || parse_count(tok, &cl->input_dims[k][r]))
+                    return usage_error("--input-shape %s: expected 1 to %d positive dims, e.g. "
+                                       "data=1,3,224,224",
+                                       optarg, DNNMEM_MAX_DIMS);
+                r++;
+            }
+            if (!r)
+                return usage_error("--input-shape %s: no dims given", optarg);
+            cl->inputs[k] = (struct dnnmem_input_shape){optarg, r, cl->input_dims[k]};
+            cl->n_inputs++;
+            break;
+        }
         case OPT_JSON: json = true; break;
         case OPT_CONTEXT:
             if (parse_size(optarg, &cfg.cuda_context_bytes))
@@ -797,6 +828,8 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         return usage_error("%s: %s", argv[0], optind >= argc ? "no MODEL given" : "exactly one MODEL expected");
     cfg.dims = dims;
     cfg.n_dims = n_dims;
+    cfg.input_shapes = cl->inputs;
+    cfg.n_input_shapes = cl->n_inputs;
     cfg.freeze = freeze;
     cfg.n_freeze = n_freeze;
     cfg.checkpoint = ckpt;

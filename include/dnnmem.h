@@ -80,7 +80,10 @@ struct dnnmem_error {
  */
 typedef struct dnnmem_model dnnmem_model;
 
-/* Load a model file. The format is recognised from the contents (ONNX now).
+/* Load a model file. The format is recognised from the contents: ONNX,
+ * a HuggingFace config.json (or a model directory), an MXNet symbol JSON
+ * (*-symbol.json: "nodes", "arg_nodes" and "heads"; its inputs declare no
+ * shape, so estimates need dnnmem_config.input_shapes).
  * Weight bytes are never read: only dims and dtypes. External-data weight files
  * are never opened and need not exist. On success *out owns the model. */
 enum dnnmem_status dnnmem_model_load(const char *path, dnnmem_model **out,
@@ -95,7 +98,7 @@ void dnnmem_model_free(dnnmem_model *m);
 
 struct dnnmem_model_info {
     const char *path;         /* as given to load */
-    const char *format;       /* "onnx" */
+    const char *format;       /* "onnx", "huggingface", "mxnet" */
     const char *producer;     /* e.g. "pytorch 1.13.0", or "" */
     int64_t opset;            /* default-domain opset */
     size_t n_nodes;           /* operator nodes */
@@ -188,6 +191,13 @@ struct dnnmem_dim_binding {
     int64_t value;    /* >= 0 (an empty KV cache has past length 0) */
 };
 
+/* The shape of one named graph input (--input-shape NAME=D1,D2,...). */
+struct dnnmem_input_shape {
+    const char *name;    /* a graph input */
+    size_t rank;         /* 1..DNNMEM_MAX_DIMS */
+    const int64_t *dims; /* rank dims, each >= 1 */
+};
+
 /* Attention of a HuggingFace model (attn_implementation). */
 enum dnnmem_attn {
     DNNMEM_ATTN_AUTO = 0, /* transformers' own choice: sdpa with PyTorch >= 2.1, else eager */
@@ -252,6 +262,16 @@ struct dnnmem_config {
      * and the cache's storage type. */
     int64_t new_tokens;
     enum dnnmem_kv_dtype kv_dtype;
+    /* Shapes of named graph inputs. An input that declares no shape (every
+     * MXNet symbol input) takes the one given; with batch_size set, its
+     * first dim is replaced by batch_size (so --batch-size and max-batch
+     * work on it). An input that declares a shape (ONNX) must have the rank
+     * given: each symbolic dim is bound to the value given (as by `dims`,
+     * which must agree), each fixed dim must equal it. An unknown name is an
+     * error. Like every array here, only read during the call: the caller
+     * owns the names and dims. */
+    const struct dnnmem_input_shape *input_shapes;
+    size_t n_input_shapes;
     /* Training (mode TRAIN). */
     enum dnnmem_optimizer optimizer; /* default SGD with momentum */
     enum dnnmem_loss loss;           /* default cross-entropy */

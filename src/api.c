@@ -45,7 +45,9 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
     while (k < size && k < 64 && isspace(data[k]))
         k++;
     enum dnnmem_status s;
-    if (k < size && data[k] == '{') {
+    if (k < size && data[k] == '{' && dm_is_mxnet_json(data, size)) {
+        s = dm_load_mxnet(&m->g, data, size, err);
+    } else if (k < size && data[k] == '{') {
         s = dm_load_hf(&m->g, data, size, false, NULL, err);
         if (s == DNNMEM_OK)
             s = dm_load_hf(&m->sdpa, data, size, true, NULL, err);
@@ -260,10 +262,99 @@ static void assume(struct assumptions *as, const char *key, const char *source, 
     as->a[as->n++] = (struct dnnmem_assumption){key, v ? v : "", source};
 }
 
+static void dims_str(char *buf, size_t cap, int rank, const int64_t *dims)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < rank && len < cap; k++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", k ? "," : "", (long long)dims[k]);
+}
+
+/* --input-shape: a shape for an input that declares none (shapes[id]), or
+ * values for the symbolic dims of one that does (given[sym]). */
+static enum dnnmem_status bind_input_shapes(const struct dm_graph *g, const struct dnnmem_config *cfg,
+                                            struct dm_shape *shapes, int64_t *given,
+                                            const char **given_by, struct dnnmem_error *err)
+{
+    for (int32_t i = 0; i < g->n_symbols; i++)
+        given[i] = -1;
+    for (size_t k = 0; k < cfg->n_input_shapes; k++) {
+        const struct dnnmem_input_shape *in = &cfg->input_shapes[k];
+        const char *name = in->name ? in->name : "?";
+        if (!in->name || !in->dims || in->rank < 1 || in->rank > DM_MAX_DIMS)
+            return dm_fail(err, DNNMEM_E_USAGE, "--input-shape %s: give 1 to %d dims", name,
+                           DM_MAX_DIMS);
+        for (size_t d = 0; d < in->rank; d++)
+            if (in->dims[d] < 1)
+                return dm_fail(err, DNNMEM_E_USAGE,
+                               "--input-shape %s: dim %zu is %lld; every dim must be >= 1", name, d,
+                               (long long)in->dims[d]);
+        int32_t id = -1;
+        for (int32_t i = 0; i < g->n_inputs; i++)
+            if (strcmp(g->tensors[g->inputs[i]].name, in->name) == 0)
+                id = g->inputs[i];
+        if (id < 0) {
+            char list[256] = "";
+            for (int32_t i = 0; i < g->n_inputs; i++) {
+                size_t len = strlen(list);
+                snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "",
+                         g->tensors[g->inputs[i]].name);
+            }
+            return dm_fail(err, DNNMEM_E_USAGE, "--input-shape %s: %s has no input of that name (its inputs: %s)",
+                           name, g->path, g->n_inputs ? list : "none");
+        }
+        for (size_t j = 0; j < k; j++)
+            if (cfg->input_shapes[j].name && strcmp(cfg->input_shapes[j].name, in->name) == 0)
+                return dm_fail(err, DNNMEM_E_USAGE, "--input-shape %s: given twice", name);
+        const struct dm_tensor *tt = &g->tensors[id];
+        if (tt->rank < 0) {
+            shapes[id].rank = (int)in->rank;
+            for (size_t d = 0; d < in->rank; d++)
+                shapes[id].dims[d] = in->dims[d];
+            continue;
+        }
+        char decl[160] = "";
+        for (int d = 0; d < tt->rank; d++) {
+            size_t len = strlen(decl);
+            if (tt->dims[d].sym >= 0)
+                snprintf(decl + len, sizeof decl - len, "%s%s", d ? "," : "", g->symbols[tt->dims[d].sym]);
+            else
+                snprintf(decl + len, sizeof decl - len, "%s%lld", d ? "," : "", (long long)tt->dims[d].value);
+        }
+        if ((size_t)tt->rank != in->rank)
+            return dm_fail(err, DNNMEM_E_USAGE,
+                           "--input-shape %s: %zu dims given, but %s declares the input with %d: [%s]",
+                           name, in->rank, g->path, tt->rank, decl);
+        for (int d = 0; d < tt->rank; d++) {
+            int32_t sym = tt->dims[d].sym;
+            if (sym < 0 && tt->dims[d].value >= 0 && tt->dims[d].value != in->dims[d])
+                return dm_fail(err, DNNMEM_E_USAGE,
+                               "--input-shape %s: dim %d is %lld, but %s fixes it at %lld ([%s])", name,
+                               d, (long long)in->dims[d], g->path, (long long)tt->dims[d].value, decl);
+            if (sym < 0)
+                continue;
+            if (given[sym] >= 0 && given[sym] != in->dims[d])
+                return dm_fail(err, DNNMEM_E_USAGE,
+                               "--input-shape %s: dim '%s' is %lld here but %lld in --input-shape %s",
+                               name, g->symbols[sym], (long long)in->dims[d], (long long)given[sym],
+                               given_by[sym]);
+            given[sym] = in->dims[d];
+            given_by[sym] = in->name;
+        }
+    }
+    return DNNMEM_OK;
+}
+
 static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnmem_config *cfg,
-                                    int64_t *vals, struct assumptions *as, struct dnnmem_error *err)
+                                    int64_t *vals, struct dm_shape *shapes,
+                                    struct assumptions *as, struct dnnmem_error *err)
 {
     bool batch_used = false, seq_used = false;
+    int64_t *given = dm_arena_array(as->arena, (size_t)g->n_symbols + 1, sizeof *given);
+    const char **given_by = dm_arena_array(as->arena, (size_t)g->n_symbols + 1, sizeof *given_by);
+    if (!given || !given_by)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    DM_TRY(bind_input_shapes(g, cfg, shapes, given, given_by, err));
     for (size_t k = 0; k < cfg->n_dims; k++) {
         const struct dnnmem_dim_binding *b = &cfg->dims[k];
         if (!b->name || b->value < 0)
@@ -292,6 +383,19 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
                 vals[i] = cfg->dims[k].value;
                 assume(as, key, "option", "%lld (--dim)", (long long)vals[i]);
             }
+        if (given[i] >= 0) {
+            if (vals[i] >= 0 && vals[i] != given[i])
+                return dm_fail(err, DNNMEM_E_USAGE,
+                               "--dim %s=%lld disagrees with --input-shape %s, which makes it %lld",
+                               name, (long long)vals[i], given_by[i], (long long)given[i]);
+            if (vals[i] < 0)
+                assume(as, key, "option", "%lld (--input-shape %s)", (long long)given[i], given_by[i]);
+            vals[i] = given[i];
+            if (cfg->batch_size > 0 && is_batch_name(name))
+                return dm_fail(err, DNNMEM_E_USAGE,
+                               "--batch-size: the batch dim '%s' is set by --input-shape %s already",
+                               name, given_by[i]);
+        }
         if (vals[i] >= 0)
             continue;
         if (is_batch_name(name)) {
@@ -306,6 +410,29 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
             vals[i] = cfg->seq_len;
             assume(as, key, "option", "%lld (--seq-len)", (long long)vals[i]);
         }
+    }
+    /* an input shaped by --input-shape alone takes --batch-size as its first dim */
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        int32_t id = g->inputs[i];
+        struct dm_shape *sh = &shapes[id];
+        if (sh->rank < 1)
+            continue;
+        if (cfg->batch_size > 0) {
+            sh->dims[0] = cfg->batch_size;
+            batch_used = true;
+        }
+        char buf[160];
+        dims_str(buf, sizeof buf, sh->rank, sh->dims);
+        assume(as, dm_arena_printf(as->arena, "input.%s", g->tensors[id].name), "option",
+               "[%s] (--input-shape%s)", buf, cfg->batch_size > 0 ? ", first dim --batch-size" : "");
+    }
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        const struct dm_tensor *tt = &g->tensors[g->inputs[i]];
+        if (cfg->batch_size > 0 && !batch_used && tt->rank < 0 && !tt->derive)
+            return dm_fail(err, DNNMEM_E_UNBOUND,
+                           "%s: input '%s' declares no shape; give it one with --input-shape %s=D1,D2,... "
+                           "(--batch-size then replaces its first dim)",
+                           g->path, tt->name, tt->name);
     }
     if (cfg->batch_size > 0 && !batch_used)
         return dm_fail(err, DNNMEM_E_USAGE,
@@ -700,6 +827,8 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         return dm_fail(err, DNNMEM_E_USAGE, "capacity must be positive and headroom in [0, 1)");
     if (cfg.iterations < 0 || cfg.iterations > 1000 || cfg.grad_accum < 0 || cfg.grad_accum > 1000)
         return dm_fail(err, DNNMEM_E_USAGE, "iterations and grad_accum must be in 1..1000");
+    if (cfg.n_input_shapes && !cfg.input_shapes)
+        return dm_fail(err, DNNMEM_E_USAGE, "input_shapes is NULL");
     if ((unsigned)cfg.optimizer > DNNMEM_OPT_ADAM8BIT || (unsigned)cfg.loss > DNNMEM_LOSS_SUM ||
         (unsigned)cfg.inplace > DNNMEM_INPLACE_NONE || (unsigned)cfg.precision > DNNMEM_PRECISION_AMP_BF16 ||
         (cfg.n_freeze && !cfg.freeze) || (cfg.n_checkpoint && !cfg.checkpoint))
@@ -849,10 +978,18 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     } else {
         assume(&as, "mode", "default", "infer (torch.no_grad, model.eval)");
     }
-    if ((s = bind_dims(g, &cfg, syms, &as, err)) != DNNMEM_OK)
+    struct dm_shape *shapes = dm_arena_array(&arena, (size_t)g->n_tensors + 1, sizeof *shapes);
+    if (!shapes) {
+        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+        goto out;
+    }
+    for (int32_t i = 0; i < g->n_tensors; i++)
+        shapes[i].rank = -1;
+    if ((s = bind_dims(g, &cfg, syms, shapes, &as, err)) != DNNMEM_OK)
         goto out;
 
-    struct dm_infer ctx = {.g = g, .arena = &arena, .t = t, .sym_values = syms, .err = err};
+    struct dm_infer ctx = {.g = g, .arena = &arena, .t = t, .sym_values = syms,
+                           .input_shapes = shapes, .err = err};
     if ((s = dm_infer_shapes(&ctx)) != DNNMEM_OK)
         goto out;
     bool amp = cfg.precision == DNNMEM_PRECISION_AMP_FP16 || cfg.precision == DNNMEM_PRECISION_AMP_BF16;

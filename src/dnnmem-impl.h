@@ -201,6 +201,30 @@ struct dm_value {
 };
 #define DM_VALUE_MAX_ELEMS 4096 /* largest tensor whose values are tracked */
 
+/* A tensor whose shape the file does not hold but the library infers from
+ * another tensor's once dims are bound (src/shape/infer.c): the parameters
+ * of an MXNet symbol, whose sizes follow from the data fed to their
+ * operator (MXNet's own shape inference does the same). */
+enum dm_derive_rule {
+    DM_DERIVE_DIM,   /* dims, with dims[at] = from.dims[axis] / div */
+    DM_DERIVE_FLAT,  /* dims, with dims[at] = the product of from.dims[axis..] */
+    DM_DERIVE_BCAST, /* [from.dims[1], 1, ...] of from's rank - 1 (a per-channel slope) */
+    DM_DERIVE_DROP,  /* from's dims without axis `axis` */
+    DM_DERIVE_FIRST, /* [from.dims[0]] */
+    DM_DERIVE_SAME,  /* from's dims */
+    DM_DERIVE_RNN    /* [n]: the flat parameter vector of a fused RNN whose input
+                        width is from.dims[last] (cuDNN layout, MXNet's RNN op) */
+};
+struct dm_derive {
+    int32_t from;             /* the tensor read; inferred before this one is needed */
+    enum dm_derive_rule rule;
+    int at, axis;             /* axis < 0 counts from the end */
+    int rank;
+    int64_t dims[DM_MAX_DIMS];
+    int64_t div;              /* DIM: >= 1 */
+    int64_t gates, hidden, layers, dirs; /* RNN */
+};
+
 struct dm_tensor {
     const char *name;
     enum dm_dtype dtype;   /* DM_UNDEFINED when unknown before inference */
@@ -215,6 +239,7 @@ struct dm_tensor {
                             * variable holds the tensor (a local of a module's
                             * forward, kept until it returns; HF front end) */
     struct dm_value *value; /* weights and constants with small embedded data */
+    const struct dm_derive *derive; /* a weight or input shaped at inference, or NULL */
 };
 
 /* Attributes: a tagged union; the tag says which member is valid. */
@@ -303,6 +328,13 @@ enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t 
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
                               const struct dnnmem_lora *lora,
                               struct dnnmem_error *err);
+/* An MXNet symbol JSON (src/load/mxnet.c), every layout from 0.8 to 1.x and
+ * Gluon exports. */
+enum dnnmem_status dm_load_mxnet(struct dm_graph *g, const uint8_t *data, size_t size,
+                                 struct dnnmem_error *err);
+/* Whether a JSON text looks like an MXNet symbol (a cheap check of its
+ * first bytes for the keys "nodes" and "heads"/"arg_nodes"). */
+bool dm_is_mxnet_json(const uint8_t *data, size_t size);
 /* The safetensors checkpoint in a HuggingFace model directory, its headers
  * checked against the graph built from config.json (src/load/safetensors.c):
  * every tensor must be a weight of g with the same shape. file is NULL when
@@ -331,6 +363,11 @@ enum dnnmem_status dm_load_onnx_stats(struct dm_graph *g, const uint8_t *data, s
 
 /* ---- shape inference (src/shape) ----------------------------------------- */
 
+struct dm_shape {
+    int rank;
+    int64_t dims[DM_MAX_DIMS];
+};
+
 /* The inferred facts about one tensor under one binding of dims. */
 struct dm_tinfo {
     enum dm_dtype dtype;
@@ -349,6 +386,8 @@ struct dm_infer {
     struct dm_tinfo *t;        /* one per graph tensor */
     const int64_t *sym_values; /* one per graph symbol; -1 = unbound */
     struct dm_value *const *input_values; /* optional, per tensor: values fed to inputs */
+    const struct dm_shape *input_shapes;  /* optional, per tensor: the shape given to an
+                                             input that declares none (rank -1: none) */
     struct dnnmem_error *err;
 };
 

@@ -360,7 +360,7 @@ static bool calls_cublas(enum dm_op op)
 {
     return op == DM_OP_MatMul || op == DM_OP_Gemm || op == DM_OP_Einsum ||
            op == DM_OP_MS_Attention || op == DM_OP_MS_GroupQueryAttention || op == DM_OP_LSTM ||
-           op == DM_OP_GRU || op == DM_OP_RNN;
+           op == DM_OP_GRU || op == DM_OP_RNN || op == DM_OP_MxRNN;
 }
 
 static bool is_conv(enum dm_op op) { return op == DM_OP_Conv || op == DM_OP_ConvTranspose; }

@@ -238,22 +238,24 @@ enum dnnmem_status dm_broadcast(struct dm_infer *ctx, const struct dm_node *n, i
     return DNNMEM_OK;
 }
 
-/* Set the facts a weight, constant or input starts with. */
-static enum dnnmem_status init_declared(struct dm_infer *ctx, int32_t id)
+/* Set the facts a tensor of rank `rank` with dims `given` (or, when NULL,
+ * its declared dims) starts with. */
+static enum dnnmem_status init_shape(struct dm_infer *ctx, int32_t id, int rank,
+                                     const int64_t *given)
 {
     const struct dm_tensor *tt = &ctx->g->tensors[id];
     struct dm_tinfo *t = &ctx->t[id];
     const char *path = ctx->g->path;
-    if (tt->rank < 0)
-        return dm_fail(ctx->err, DNNMEM_E_UNBOUND,
-                       "%s: input '%s' declares no shape; its dims cannot be bound", path, tt->name);
     if (!dm_dtype_valid((int32_t)tt->dtype))
         return dm_fail(ctx->err, DNNMEM_E_MODEL, "%s: input '%s' declares no element type", path,
                        tt->name);
+    if (rank > DM_MAX_DIMS)
+        return dm_fail(ctx->err, DNNMEM_E_UNSUPPORTED, "%s: '%s' has rank %d; at most %d is supported",
+                       path, tt->name, rank, DM_MAX_DIMS);
     int64_t numel = 1;
-    for (int k = 0; k < tt->rank; k++) {
-        int64_t d = tt->dims[k].value;
-        if (tt->dims[k].sym >= 0) {
+    for (int k = 0; k < rank; k++) {
+        int64_t d = given ? given[k] : tt->dims[k].value;
+        if (!given && tt->dims[k].sym >= 0) {
             d = ctx->sym_values[tt->dims[k].sym];
             if (d < 0)
                 return dm_fail(ctx->err, DNNMEM_E_UNBOUND,
@@ -269,7 +271,7 @@ static enum dnnmem_status init_declared(struct dm_infer *ctx, int32_t id)
                            path, tt->name);
     }
     t->dtype = tt->dtype;
-    t->rank = tt->rank;
+    t->rank = rank;
     t->numel = numel;
     if (!dm_dtype_bytes(t->dtype, numel, &t->bytes) || t->bytes > (UINT64_C(1) << 50))
         return dm_fail(ctx->err, DNNMEM_E_SHAPE, "%s: '%s' would take an absurd %lld elements",
@@ -279,6 +281,109 @@ static enum dnnmem_status init_declared(struct dm_infer *ctx, int32_t id)
         t->value = ctx->input_values[id];
     t->is_const = tt->role != DM_ROLE_INPUT;
     return DNNMEM_OK;
+}
+
+static enum dnnmem_status init_declared(struct dm_infer *ctx, int32_t id)
+{
+    const struct dm_tensor *tt = &ctx->g->tensors[id];
+    const struct dm_shape *given = ctx->input_shapes ? &ctx->input_shapes[id] : NULL;
+    if (tt->rank < 0 && given && given->rank >= 0)
+        return init_shape(ctx, id, given->rank, given->dims);
+    if (tt->rank < 0 && tt->derive)
+        return DNNMEM_OK; /* shaped when first needed (derive_shape) */
+    if (tt->rank < 0)
+        return dm_fail(ctx->err, DNNMEM_E_UNBOUND,
+                       "%s: input '%s' declares no shape; give it one with --input-shape %s=D1,D2,...",
+                       ctx->g->path, tt->name, tt->name);
+    return init_shape(ctx, id, tt->rank, NULL);
+}
+
+/* The shape of a tensor that follows from another's (struct dm_derive). */
+static enum dnnmem_status derive_shape(struct dm_infer *ctx, int32_t id)
+{
+    const struct dm_tensor *tt = &ctx->g->tensors[id];
+    const struct dm_derive *dv = tt->derive;
+    const struct dm_tinfo *f = &ctx->t[dv->from];
+    const char *path = ctx->g->path, *fname = ctx->g->tensors[dv->from].name;
+    if (f->rank < 0)
+        return dm_fail(ctx->err, DNNMEM_E_INTERNAL, "%s: '%s' is needed before '%s', its shape's source",
+                       path, tt->name, fname);
+    int axis = dv->axis < 0 ? f->rank + dv->axis : dv->axis;
+    bool axis_ok = axis >= 0 && axis < f->rank;
+    int64_t d[DM_MAX_DIMS], v = 1;
+    int rank = dv->rank;
+    switch (dv->rule) {
+    case DM_DERIVE_DIM:
+    case DM_DERIVE_FLAT:
+        if (!axis_ok || dv->at < 0 || dv->at >= rank || rank > DM_MAX_DIMS)
+            goto bad_rank;
+        memcpy(d, dv->dims, sizeof d);
+        if (dv->rule == DM_DERIVE_FLAT) {
+            for (int k = axis; k < f->rank; k++)
+                if (!dm_mul_ok(v, f->dims[k], &v))
+                    goto overflow;
+        } else {
+            v = f->dims[axis];
+            if (dv->div < 1 || v % dv->div)
+                return dm_fail(ctx->err, DNNMEM_E_SHAPE,
+                               "%s: '%s': dim %d of '%s' is %lld, not a multiple of %lld groups", path,
+                               tt->name, axis, fname, (long long)v, (long long)dv->div);
+            v /= dv->div;
+        }
+        d[dv->at] = v;
+        break;
+    case DM_DERIVE_BCAST:
+        if (f->rank < 2)
+            goto bad_rank;
+        rank = f->rank - 1;
+        for (int k = 0; k < rank; k++)
+            d[k] = k ? 1 : f->dims[1];
+        break;
+    case DM_DERIVE_DROP:
+        if (!axis_ok)
+            goto bad_rank;
+        rank = 0;
+        for (int k = 0; k < f->rank; k++)
+            if (k != axis)
+                d[rank++] = f->dims[k];
+        break;
+    case DM_DERIVE_SAME:
+        rank = f->rank;
+        memcpy(d, f->dims, sizeof d);
+        break;
+    case DM_DERIVE_FIRST:
+        if (f->rank < 1)
+            goto bad_rank;
+        rank = 1;
+        d[0] = f->dims[0];
+        break;
+    case DM_DERIVE_RNN: {
+        /* per direction: layer 0 has gates * H * (I + H + 2) weights and
+         * biases (i2h weight, h2h weight, two biases), each later layer
+         * gates * H * (dirs * H + H + 2) */
+        if (f->rank < 1)
+            goto bad_rank;
+        int64_t in = f->dims[f->rank - 1], gh, a, b;
+        if (!dm_mul_ok(dv->gates, dv->hidden, &gh) || !dm_add_ok(in, dv->hidden + 2, &a) ||
+            !dm_mul_ok(gh, a, &a) || !dm_mul_ok(dv->dirs, dv->hidden, &b) ||
+            !dm_add_ok(b, dv->hidden + 2, &b) || !dm_mul_ok(gh, b, &b) ||
+            !dm_mul_ok(b, dv->layers - 1, &b) || !dm_add_ok(a, b, &v) ||
+            !dm_mul_ok(v, dv->dirs, &v))
+            goto overflow;
+        rank = 1;
+        d[0] = v;
+        break;
+    }
+    default:
+        goto bad_rank;
+    }
+    return init_shape(ctx, id, rank, d);
+bad_rank:
+    return dm_fail(ctx->err, DNNMEM_E_SHAPE, "%s: the shape of '%s' cannot follow from '%s' of rank %d",
+                   path, tt->name, fname, f->rank);
+overflow:
+    return dm_fail(ctx->err, DNNMEM_E_SHAPE, "%s: the element count of '%s' overflows", path,
+                   tt->name);
 }
 
 static void shape_str(char *buf, size_t cap, int rank, const int64_t *dims)
@@ -328,6 +433,9 @@ enum dnnmem_status dm_infer_shapes(struct dm_infer *ctx)
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const struct dm_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++)
+            if (dm_has_in(n, k) && ctx->t[n->in[k]].rank < 0 && g->tensors[n->in[k]].derive)
+                DM_TRY(derive_shape(ctx, n->in[k]));
         DM_TRY(dm_ops[n->op].shape(ctx, n));
         bool is_const = n->op != DM_OP_RandomNormal && n->op != DM_OP_RandomUniform &&
                         n->op != DM_OP_RandomNormalLike && n->op != DM_OP_RandomUniformLike &&
@@ -361,5 +469,9 @@ enum dnnmem_status dm_infer_shapes(struct dm_infer *ctx)
             DM_TRY(check_declared(ctx, n, n->out[k]));
         }
     }
+    /* derived tensors no node reads (an MXNet label the loss op drops) */
+    for (int32_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].derive && ctx->t[i].rank < 0)
+            DM_TRY(derive_shape(ctx, i));
     return DNNMEM_OK;
 }

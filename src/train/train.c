@@ -547,7 +547,8 @@ void dm_train_save(struct dm_sb *b, int32_t i)
             break;
         int64_t hidden = dm_attr_int(n, "hidden_size", 0);
         int64_t dirs = strcmp(dm_attr_str(n, "direction", "forward"), "bidirectional") == 0 ? 2 : 1;
-        int64_t gates = n->op == DM_OP_LSTM ? 4 : n->op == DM_OP_GRU ? 3 : 1;
+        int64_t gates = n->op == DM_OP_MxRNN ? dm_attr_int(n, "gates", 1)
+                        : n->op == DM_OP_LSTM ? 4 : n->op == DM_OP_GRU ? 3 : 1;
         int64_t rows = t[in0].dims[0] * t[in0].dims[1]; /* seq x batch (either layout) */
         int64_t per_row = b->run->cuda ? gates * hidden : (gates + 3) * hidden;
         if (b->run->cuda)

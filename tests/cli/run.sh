@@ -295,6 +295,63 @@ assert f["limit_bytes"] == m["verdict"]["capacity_bytes"] - m["cuda_context_byte
 assert m["total_bytes"] == m["peak_reserved_bytes"] + m["cuda_context_bytes"] > m["needed_bytes"]' \
     "$T/jax.json" "$T/mx.json"; then
     pass=$((pass + 1)); else echo "FAIL: JAX and MXNet totals"; fail=$((fail + 1)); fi
+# MXNet symbol JSON: every file, every layout, with --input-shape
+X=$M/mxnet
+for f in resnet-18 resnet-50 resnet-50-finetuned-mxnet1.2 squeezenet_v1.2 mobilenet; do
+    expect 0 "(mxnet, opset 17" -- estimate $X/$f-symbol.json --input-shape data=1,3,224,224
+done
+expect 0 "input.data     [1,3,112,112] (--input-shape)" -- \
+    estimate $X/mobilefacenet-symbol.json --input-shape data=1,3,112,112
+expect 0 "mxnet 1.4.1 (symbol JSON, 'attrs')" -- \
+    estimate $X/gluon-hybridsequential-lenet-symbol.json --input-shape data=1,1,28,28 --mode train --json
+expect 0 "input.data     [4,3,16,112,112] (--input-shape, first dim --batch-size)" -- \
+    estimate $X/gluon-resnet50-3d-video-symbol.json --input-shape data=1,3,16,112,112 -b 4
+expect 0 "mxnet symbol JSON, 'param' layout (0.8)" -- \
+    estimate $X/mlp-legacy-v0.8-symbol.json --input-shape data=1,784 --mode train --optimizer adam --json
+expect 0 "mxnet 0.9.1 (symbol JSON, 'attr')" -- estimate $X/lstm-ocr-ctc-symbol.json \
+    --input-shape data=1,30,80 --input-shape l0_init_h=1,128 --input-shape l0_init_c=1,128 \
+    --input-shape l1_init_h=1,128 --input-shape l1_init_c=1,128 --input-shape label=1,4 --mode train --json
+# weights: ResNet-18 (model zoo) 11,691,950 params + 7,942 BN buffers, float32,
+# + 19 num_batches_tracked: 46,799,720 B
+"$D" estimate $X/resnet-18-symbol.json --input-shape data=1,3,224,224 --json >"$T/mx18.json"
+if "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(r["breakdown"]["weights"] != 46799720)' "$T/mx18.json" 2>/dev/null; then
+    pass=$((pass + 1)); else echo "FAIL: MXNet ResNet-18 weights"; fail=$((fail + 1)); fi
+expect 0 "largest batch size that fits T4" -- \
+    max-batch $X/resnet-18-symbol.json --input-shape data=1,3,224,224 --gpu T4
+expect 2 "input 'data' declares no shape; give it one with --input-shape data=D1,D2,..." -- \
+    estimate $X/resnet-18-symbol.json
+expect 2 "input 'data' declares no shape; give it one with --input-shape data=D1,D2,... (--batch-size then" -- \
+    estimate $X/resnet-18-symbol.json -b 8
+expect 2 "--input-shape image: " -- estimate $X/resnet-18-symbol.json --input-shape image=1,3,224,224
+expect 2 "(its inputs: data, softmax_label)" -- \
+    estimate $X/resnet-18-symbol.json --input-shape image=1,3,224,224
+expect 2 "--input-shape data: expected 1 to 8 positive dims" -- \
+    estimate $X/resnet-18-symbol.json --input-shape data=1,3,x
+expect 2 "--input-shape data3: expected NAME=D1,D2,..." -- \
+    estimate $X/resnet-18-symbol.json --input-shape data3
+expect 2 "--input-shape data: given twice" -- estimate $X/resnet-18-symbol.json \
+    --input-shape data=1,3,224,224 --input-shape data=2,3,224,224
+expect 3 "node 'pre_fc1' (Gemm)" -- estimate $X/mobilefacenet-symbol.json --input-shape data=1,3,224,224
+# the fuzz corpus's symbols: Conv/BN/LeakyReLU/Pooling full/Reshape -3 -2/
+# SliceChannel/FullyConnected/SoftmaxOutput; 0.8 Embedding + 2-layer
+# bidirectional GRU + _mul_scalar + softmax
+expect 0 "saved for backward" -- estimate fuzz/corpus/mxnet-tiny-conv-symbol.json \
+    --input-shape data=2,2,8,8 --mode train
+expect 0 "rnn/MxRNN" -- estimate fuzz/corpus/mxnet-legacy-rnn-symbol.json --input-shape data=7,2 \
+    --mode train --top 20
+# --input-shape on ONNX: binds the symbolic dims; rank and fixed dims must agree
+expect 0 "dims.batch     4 (--input-shape input)" -- \
+    estimate $M/fixtures/resnet50.onnx --input-shape input=4,3,224,224
+expect 2 "--input-shape input: 3 dims given, but" -- \
+    estimate $M/fixtures/resnet50.onnx --input-shape input=4,3,224
+expect 2 "dim 2 is 300, but" -- estimate $M/fixtures/resnet50.onnx --input-shape input=4,3,300,224
+# bad symbols: unknown op, malformed attribute (node and attribute named)
+printf '{"nodes": [{"op": "null", "name": "data", "inputs": []}, {"op": "Frobnicate", "name": "fx", "inputs": [[0, 0, 0]]}], "heads": [[1, 0, 0]]}' >"$T/op-symbol.json"
+expect 4 "node 'fx': op 'Frobnicate' is not supported" -- estimate "$T/op-symbol.json"
+printf '{"nodes": [{"op": "null", "name": "data", "inputs": []}, {"op": "Pooling", "name": "pool1", "attrs": {"kernel": "(2, 2", "pool_type": "max"}, "inputs": [[0, 0, 0]]}], "heads": [[1, 0, 0]]}' >"$T/attr-symbol.json"
+expect 3 "node 'pool1' (Pooling): attribute 'kernel' is \"(2, 2\"" -- estimate "$T/attr-symbol.json"
+printf '{"nodes": [{"op": "null", "name": "data", "inputs": []}], "heads": [[0, 0' >"$T/trunc-symbol.json"
+expect 3 "trunc-symbol.json: not valid JSON" -- estimate "$T/trunc-symbol.json"
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
