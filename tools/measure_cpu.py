@@ -85,7 +85,7 @@ HF_MODELS = {
 # LoRA variant (PEFT LoraConfig; default target_modules per model_type).
 LORA_R, LORA_ALPHA, LORA_DROPOUT = 8, 16, 0.05
 LORA_TARGETS = {"llama": ["q_proj", "v_proj"], "gpt2": ["c_attn"]}
-HF_LOSS = ("F.cross_entropy(logits.view(B*S, V), target.view(B*S)), mean; logits = output[0] "
+HF_LOSS = ("F.cross_entropy(logits.view(B*S, V), target.view(B*S)), mean; logits = output[0].float() "
            "[B,S,V]; target (B,S) int64 uniform in [0,V) (independent of the input tokens); "
            "the output tuple (logits, per-layer key/value cache) is held until `del out`")
 
@@ -152,8 +152,10 @@ def make_configs():
     for model, hf in HF_MODELS.items():
         for b in hf["batches"]:
             for mode, opt, variant in (("inference", None, "none"), ("train", "sgd-momentum", "none"),
-                                       ("train", "adam", "none"), ("train", "adam", "lora")):
-                if variant == "lora" and model == "tiny-qwen3":
+                                       ("train", "adam", "none"), ("train", "adam", "lora"),
+                                       ("train", "adam", "bf16"), ("train", "adam", "lora-bf16")):
+                if (variant.startswith("lora") and model == "tiny-qwen3") or \
+                        (variant.endswith("bf16") and model == "tiny-gpt2"):
                     continue
                 tag = "infer" if mode == "inference" else "train-" + ("sgd" if opt == "sgd-momentum" else "adam")
                 cfgs.append(dict(model=model, hf_config=hf["config"], batch=b, seq=hf["seq"],
@@ -252,7 +254,7 @@ def make_inputs(cfg, n_sets):
 def compute_loss(cfg, out, y):
     name = cfg["model"]
     if cfg.get("hf_config"):
-        logits = out[0]
+        logits = out[0].float()  # ForCausalLMLoss; a no-op on a float32 model
         return F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
     if name in ("resnet50", "vgg16"):
         return F.cross_entropy(out, y)
@@ -425,7 +427,10 @@ def run_config(cfg):
         model = hf_torch.build(hf_config(cfg))
     else:
         model = {s["name"]: s for s in export_fixtures.make_specs()}[name]["make"]()
-    if variant == "lora":  # PEFT's defaults for the architecture, rank 8, dropout 0.05
+    if variant.endswith("bf16"):  # model.to(torch.bfloat16): parameters and float buffers
+        model = model.to(torch.bfloat16)
+    if variant.startswith("lora"):  # PEFT's defaults for the architecture, rank 8, dropout 0.05;
+        # adapters made after the base's conversion stay float32 (autocast_adapter_dtype)
         targets = LORA_TARGETS[hf_config(cfg)["model_type"]]
         hf_torch.add_lora(model, LORA_R, LORA_ALPHA, LORA_DROPOUT, targets)
     param_bytes = unique_bytes(list(model.parameters()))
@@ -630,7 +635,7 @@ def run_config(cfg):
         batch=cfg["batch"], seq=cfg["seq"], image=cfg["image"], variant=variant,
         lora=(dict(r=LORA_R, alpha=LORA_ALPHA, dropout=LORA_DROPOUT,
                    targets=LORA_TARGETS[hf_config(cfg)["model_type"]])
-              if variant == "lora" else None),
+              if variant.startswith("lora") else None),
         micro_batches=n_sets, iterations=ITERS if train else 1,
         loss=None if not train else (LOSSES["inception_v3+aux"] if variant == "aux-loss"
                                      else HF_LOSS if cfg.get("hf_config")

@@ -637,19 +637,33 @@ struct llama {
  * The .to(float32) and .to(input_dtype) are no-ops on float32 weights, so no
  * Cast; torch.rsqrt is written Sqrt then Reciprocal (ONNX has no Rsqrt): two
  * [.., 1] tensors where PyTorch makes one. */
+/* LlamaRMSNorm: hidden_states.to(float32), pow(2).mean(-1, keepdim),
+ * * rsqrt(variance + eps), .to(input_dtype), weight *. In a 16-bit run the
+ * middle is float32 (the upcast copy and the normalised rows, both kept for
+ * backward); in a float32 run the casts return their input. */
 static int32_t rms_norm(struct hf *h, int32_t x, int64_t dim, double eps)
 {
     int32_t w = param(h, "weight", DM_FLOAT, 1, &dim);
+    int32_t x32 = op(h, DM_OP_Cast, 1, x);
+    attr_i(h, "to", DM_FLOAT);
+    keep32(h, x32);
     int32_t two = const_f(h, 2.0);
-    int32_t p = op(h, DM_OP_Pow, 2, x, two);
+    int32_t p = op(h, DM_OP_Pow, 2, x32, two);
+    keep32(h, p);
     int32_t m = op(h, DM_OP_ReduceMean, 1, p);
     attr_ints(h, "axes", INTS(-1));
     attr_i(h, "keepdims", 1);
+    keep32(h, m);
     int32_t e = const_f(h, eps);
     int32_t a = op(h, DM_OP_Add, 2, m, e);
+    keep32(h, a);
     int32_t s = op(h, DM_OP_Sqrt, 1, a);
+    keep32(h, s);
     int32_t r = op(h, DM_OP_Reciprocal, 1, s);
-    int32_t y = op(h, DM_OP_Mul, 2, x, r);
+    keep32(h, r);
+    int32_t y = op(h, DM_OP_Mul, 2, x32, r);
+    keep32(h, y);
+    y = op(h, DM_OP_CastLike, 2, y, x);
     return op(h, DM_OP_Mul, 2, w, y);
 }
 
@@ -780,9 +794,17 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
         int32_t scale = const_f(h, 1.0 / sqrt((double)D)); /* self.scaling = head_dim**-0.5 */
         s = op(h, DM_OP_Mul, 2, s, scale);
         s = op(h, DM_OP_Add, 2, s, mask);
-        /* softmax(dtype=float32).to(query.dtype): no casts on float32 */
-        p = op(h, DM_OP_Softmax, 1, s);
+        /* softmax(dtype=float32).to(query.dtype): ATen converts a 16-bit
+         * input to float32 first (a copy the softmax does not keep), the
+         * float32 probabilities are what SoftmaxBackward keeps, and the cast
+         * back is what the next matmul keeps; no casts on float32 */
+        int32_t s32 = op(h, DM_OP_Cast, 1, s);
+        attr_i(h, "to", DM_FLOAT);
+        keep32(h, s32);
+        p = op(h, DM_OP_Softmax, 1, s32);
         attr_i(h, "axis", -1);
+        keep32(h, p);
+        p = op(h, DM_OP_CastLike, 2, p, s);
         p = dropout(h, p, c->attn_drop);
         o = op(h, DM_OP_MatMul, 2, p, vr);
     }

@@ -135,6 +135,8 @@ int main(int argc, char **argv)
                     while (cfg.n_checkpoint < 6 && checkpoints[k].specs[cfg.n_checkpoint])
                         cfg.n_checkpoint++;
                 }
+        if (variant && strlen(variant) >= 4 && strcmp(variant + strlen(variant) - 4, "bf16") == 0)
+            cfg.precision = DNNMEM_PRECISION_BF16; /* model.to(torch.bfloat16) */
         /* lora: the row's LoraConfig (rank, alpha, dropout, target modules) */
         json_t *lora = json_object_get(row, "lora");
         const char *targets[8];
