@@ -875,22 +875,31 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                         cfg.device == DNNMEM_DEVICE_CUDA));
     if (sdpa)
         g = &m->sdpa;
-    /* LoRA: the model rebuilt with adapters, for this estimate */
+    /* LoRA, quantized weights: the model rebuilt with them, for this estimate */
     const struct dnnmem_lora *lo = &cfg.lora;
     struct dm_graph lg;
     dm_graph_init(&lg);
-    if (lo->r != 0) {
-        if (!hf || !m->json)
+    if ((unsigned)cfg.quant > DNNMEM_QUANT_FP4)
+        return dm_fail(err, DNNMEM_E_USAGE, "unknown weight quantization %d", (int)cfg.quant);
+    if (cfg.quant && (!hf || !m->json))
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "%s: --quant applies to HuggingFace config.json models", g->path);
+    if (lo->r != 0 || cfg.quant) {
+        if (lo->r && (!hf || !m->json))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "%s: --lora-r applies to HuggingFace config.json models", g->path);
-        if (cfg.mode != DNNMEM_MODE_TRAIN)
+        if (lo->r && cfg.mode != DNNMEM_MODE_TRAIN)
             return dm_fail(err, DNNMEM_E_USAGE, "--lora-r applies to --mode train");
+        if (cfg.quant && cfg.mode == DNNMEM_MODE_TRAIN && !lo->r)
+            return dm_fail(err, DNNMEM_E_USAGE,
+                           "--quant in training needs --lora-r: transformers' Trainer refuses "
+                           "to fine-tune a purely quantized model");
         if (lo->r < 0 || lo->r > (INT64_C(1) << 20) || !(lo->dropout >= 0 && lo->dropout < 1) ||
             !(lo->alpha >= 0) || (lo->n_targets && !lo->targets))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "LoRA: rank in 1..1048576, dropout in [0, 1), alpha >= 0");
         lg.path = g->path;
-        enum dnnmem_status ls = dm_load_hf(&lg, m->json, m->json_size, sdpa, lo, err);
+        enum dnnmem_status ls = dm_load_hf(&lg, m->json, m->json_size, sdpa, &cfg, err);
         if (ls != DNNMEM_OK) {
             dm_graph_free(&lg);
             return ls;
@@ -1038,6 +1047,26 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     run.n_checkpoint = cfg.n_checkpoint;
     for (size_t k = 0; run.train && k < cfg.n_checkpoint; k++)
         assume(&as, "checkpoint", "option", "%s", cfg.checkpoint[k]);
+    if (lo->r) {
+        char targets[256] = "PEFT's default for the architecture";
+        size_t len = 0;
+        for (size_t k = 0; k < lo->n_targets && len < sizeof targets; k++)
+            len += (size_t)snprintf(targets + len, sizeof targets - len, "%s%s", k ? "," : "",
+                                    lo->targets[k]);
+        assume(&as, "lora", "option",
+               "rank %lld, alpha %g, dropout %g, targets %s; every other parameter frozen; "
+               "float32 adapters (PEFT >= 0.12)",
+               (long long)lo->r, lo->alpha > 0 ? lo->alpha : 8, lo->dropout, targets);
+    }
+    if (cfg.quant) {
+        static const char *const q[] = {"", "nf4 with double quantization (QLoRA)",
+                                        "nf4, float32 absmax", "fp4, float32 absmax"};
+        assume(&as, "quant", "option",
+               "bitsandbytes 4-bit %s, blocks of 64, every linear but lm_head; each matmul "
+               "dequantizes its weight into a transient of the compute dtype (forward and "
+               "backward); embeddings and norms as --precision says",
+               q[cfg.quant]);
+    }
     assume(&as, "inplace", cfg.inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
            run.inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
                        : "none (every op allocates its output)");

@@ -325,8 +325,9 @@ enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t 
 /* HuggingFace transformers config.json (src/load/hf.c): the causal LM built op
  * by op as transformers' PyTorch implementation runs it, with eager attention
  * or (sdpa) one fused Attention node per layer. */
+/* opt: LoRA adapters and quantized weights to build in (NULL: none). */
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
-                              const struct dnnmem_lora *lora,
+                              const struct dnnmem_config *opt,
                               struct dnnmem_error *err);
 /* An MXNet symbol JSON (src/load/mxnet.c), every layout from 0.8 to 1.x and
  * Gluon exports. */

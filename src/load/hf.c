@@ -74,6 +74,8 @@ struct hf {
     bool share;                /* param() returns an existing parameter of that name
                                   (ALBERT's layers shared across calls) */
     const struct dnnmem_lora *lora; /* adapters to add, or NULL */
+    enum dnnmem_quant quant;   /* linear weights stored 4-bit (bitsandbytes) */
+    bool dynamic_map;          /* double quantization's shared map is made */
     const char *const *lora_targets; /* lora->targets or the architecture's default */
     size_t n_lora_targets;
     size_t *lora_hits;         /* per target: modules adapted (malloc'd) */
@@ -545,6 +547,45 @@ static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y)
     return op(h, DM_OP_CastLike, 2, u, y);
 }
 
+/* bitsandbytes' Linear4bit (Params4bit and its QuantState; bitsandbytes
+ * functional.quantize_4bit, blocksize 64): the weight as 4-bit codes, two per
+ * byte, which MatMulNBits reads ([out, ceil(in / 64), 32] uint8); the
+ * statistics as resident tensors no node reads: an absmax per block (float32,
+ * or with double quantization uint8, quantize_blockwise at blocksize 256
+ * giving a float32 absmax per 256 blocks, and the float32 offset), and the
+ * 16-entry code. The shared 256-entry dynamic map of double quantization is
+ * one per device (name2qmap): counted once, on the first layer. */
+static int32_t linear4bit(struct hf *h, int32_t x, int64_t in, int64_t out, const char *name)
+{
+    int64_t kb = (in + 63) / 64, blocks, packed;
+    if (!dm_mul_ok(out, kb, &blocks) || !dm_mul_ok(blocks, 32, &packed)) {
+        fail(h, DNNMEM_E_SHAPE, "a 4-bit weight of [%lld, %lld] overflows", (long long)out,
+             (long long)in);
+        return -1;
+    }
+    int32_t w = param(h, "weight", DM_UINT8, 3, (int64_t[]){out, kb, 32});
+    bool dq = h->quant == DNNMEM_QUANT_NF4;
+    keep32(h, param(h, "weight.absmax", dq ? DM_UINT8 : DM_FLOAT, 1, &blocks));
+    if (dq) {
+        int64_t nested = (blocks + 255) / 256, one = 1, map = 256;
+        keep32(h, param(h, "weight.nested_absmax", DM_FLOAT, 1, &nested));
+        keep32(h, param(h, "weight.offset", DM_FLOAT, 0, &one));
+        if (!h->dynamic_map) {
+            h->dynamic_map = true;
+            keep32(h, param(h, "weight.nested_quant_map", DM_FLOAT, 1, &map));
+        }
+    }
+    int64_t code = 16;
+    keep32(h, param(h, "weight.quant_map", DM_FLOAT, 1, &code));
+    h->out_name = name;
+    int32_t y = op(h, DM_OP_MS_MatMulNBits, 2, x, w);
+    attr_i(h, "K", in);
+    attr_i(h, "N", out);
+    attr_i(h, "bits", 4);
+    attr_i(h, "block_size", 64);
+    return y;
+}
+
 /* nn.Linear(in, out): F.linear(x, W [out, in], b) = matmul(x, W.t()), then the
  * bias added in place (the schedule's linear_bias_target); `tied` >= 0: the
  * weight is that tensor. Inside the module's scope; `name` (or NULL) names
@@ -552,6 +593,18 @@ static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y)
 static int32_t linear(struct hf *h, int32_t x, int64_t in, int64_t out, bool bias, int32_t tied,
                       const char *name)
 {
+    /* transformers replaces every nn.Linear but the output layer (lm_head,
+     * get_keys_to_not_convert) with Linear4bit */
+    const char *mod = strrchr(h->scope, '/');
+    if (h->quant && tied < 0 && !(mod && strcmp(mod, "/lm_head") == 0)) {
+        int32_t b4 = bias ? param(h, "bias", DM_FLOAT, 1, &out) : -1;
+        int32_t y4 = linear4bit(h, x, in, out, bias ? NULL : name);
+        if (bias) {
+            h->out_name = name;
+            y4 = op(h, DM_OP_Add, 2, b4, y4);
+        }
+        return lora(h, x, in, out, y4);
+    }
     int32_t w = tied >= 0 ? tied : param(h, "weight", DM_FLOAT, 2, (int64_t[]){out, in});
     int32_t b = bias ? param(h, "bias", DM_FLOAT, 1, &out) : -1;
     int32_t wt = op(h, DM_OP_Transpose, 1, w);
@@ -1969,9 +2022,11 @@ static size_t default_targets(const char *type, const char *const **out)
 }
 
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
-                              const struct dnnmem_lora *lora, struct dnnmem_error *err)
+                              const struct dnnmem_config *opt, struct dnnmem_error *err)
 {
-    struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa};
+    struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa,
+                   .quant = opt ? opt->quant : DNNMEM_QUANT_NONE};
+    const struct dnnmem_lora *lora = opt ? &opt->lora : NULL;
     json_error_t je;
     h.root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
     if (!h.root)
@@ -1998,7 +2053,7 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
     /* get_peft_model freezes the model: only the adapters train */
     for (int32_t i = 0; s == DNNMEM_OK && h.lora && i < g->n_tensors; i++)
         if (g->tensors[i].role == DM_ROLE_WEIGHT)
-            g->tensors[i].frozen = !g->tensors[i].keep_fp32;
+            g->tensors[i].frozen = !strstr(g->tensors[i].name, ".lora_");
     json_decref(h.root);
     free(h.names);
     free(h.lora_hits);

@@ -360,7 +360,7 @@ static bool calls_cublas(enum dm_op op)
 {
     return op == DM_OP_MatMul || op == DM_OP_Gemm || op == DM_OP_Einsum ||
            op == DM_OP_MS_Attention || op == DM_OP_MS_GroupQueryAttention || op == DM_OP_LSTM ||
-           op == DM_OP_GRU || op == DM_OP_RNN || op == DM_OP_MxRNN;
+           op == DM_OP_GRU || op == DM_OP_RNN || op == DM_OP_MxRNN || op == DM_OP_MS_MatMulNBits;
 }
 
 static bool is_conv(enum dm_op op) { return op == DM_OP_Conv || op == DM_OP_ConvTranspose; }
@@ -476,6 +476,17 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
                 dm_mul_ok(rows, d, &acc) && dm_dtype_bytes(DM_FLOAT, acc, &b1))
                 ws.buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, b1, -1, node,
                                         "efficient_dq_accum", 1);
+        }
+        if (n->op == DM_OP_MS_MatMulNBits && dm_has_in(n, 0)) {
+            /* bitsandbytes' MatMul4Bit: F.dequantize_4bit(B).to(A.dtype) in
+             * forward, and again in backward for A's grad (the weight is not
+             * kept); [N, K] of A's dtype, freed once the matmul has run */
+            uint64_t bytes;
+            int64_t nk;
+            if (dm_mul_ok(dm_attr_int(n, "N", 0), dm_attr_int(n, "K", 0), &nk) &&
+                dm_dtype_bytes(b->t[n->in[0]].dtype, nk, &bytes))
+                ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[n->in[0]].dtype, bytes, -1,
+                                        node, "dequantized_weight", 1);
         }
         if (is_conv(n->op) && b->run->conv_workspace)
             ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace,

@@ -764,6 +764,79 @@ static void test_lora(void **state)
     dnnmem_model_free(m);
 }
 
+/* 4-bit weights (bitsandbytes NF4 with double quantization) on
+ * tiny-llama-gqa, float32: a linear [out, in] keeps out x ceil(in / 64) x 32
+ * packed bytes, one uint8 absmax per block of 64, a float32 absmax per 256
+ * blocks, a float32 offset and a 16-entry float32 code. q, o [256, 256]:
+ * 32,768 + 1024 + 16 + 4 + 64; k, v [128, 256]: 16,384 + 512 + 8 + 4 + 64;
+ * gate, up [688, 256]: 88,064 + 2752 + 44 + 4 + 64; down [256, 688] (11
+ * blocks a row): 90,112 + 2816 + 44 + 4 + 64; 376,592 a layer, 1,506,368 for
+ * four, and the 256-entry dynamic map once (1024). Unquantized: embeddings
+ * and lm_head 1,024,000 each, norms 9 x 1024, inv_freq 64: 3,564,672 in all.
+ * The largest transient is gate's dequantized weight, [688, 256] float32. */
+static void test_quant_nf4(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.seq_len = 16;
+    cfg.quant = DNNMEM_QUANT_NF4;
+    cfg.n_top_tensors = 100;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 3564672);
+    dnnmem_result_free(r);
+    /* training needs adapters; with them, grads only for the adapters */
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "--quant in training needs --lora-r"));
+    cfg.lora.r = 8;
+    cfg.optimizer = DNNMEM_OPT_ADAMW;
+    r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 4 * 28672);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+    /* the transients of an inference pass: one per linear (7 a layer), the
+     * largest gate's and up's [688, 256] float32 */
+    FILE *f = fopen("tests/models/hf/tiny-llama-gqa.json", "rb");
+    assert_non_null(f);
+    char json[4096];
+    size_t size = fread(json, 1, sizeof json, f);
+    fclose(f);
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "tiny-llama-gqa.json";
+    dnnmem_config_init(&cfg);
+    cfg.quant = DNNMEM_QUANT_NF4;
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {2, 16};
+    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+    assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+    struct dm_run run1 = {.cuda = true, .inplace = true, .torch_version = 204, .iterations = 1,
+                          .grad_accum = 1, .amp = DM_UNDEFINED, .compute_capability = 80};
+    struct dm_schedule s;
+    assert_int_equal(dm_schedule_build(&g, t, &run1, &s, &err), DNNMEM_OK);
+    int n = 0;
+    uint64_t largest = 0;
+    for (int32_t b = 0; b < s.n_buf; b++)
+        if (s.buf[b].what && strcmp(s.buf[b].what, "dequantized_weight") == 0) {
+            n++;
+            largest = s.buf[b].bytes > largest ? s.buf[b].bytes : largest;
+        }
+    assert_int_equal(n, 7 * 4);
+    assert_int_equal(largest, 688 * 256 * 4);
+    dm_schedule_free(&s);
+    free(t);
+    dm_arena_free(&a);
+    dm_graph_free(&g);
+}
+
 /* ---- generation ------------------------------------------------------------ */
 
 /* The schedule of generating `tokens` after a 16-token prompt, batch 2, with
@@ -1172,6 +1245,7 @@ int main(void)
         cmocka_unit_test(test_tiny_albert),
         cmocka_unit_test(test_generate),
         cmocka_unit_test(test_lora),
+        cmocka_unit_test(test_quant_nf4),
         cmocka_unit_test(test_optimizer_state),
         cmocka_unit_test(test_amp_checkpoint_steady),
         cmocka_unit_test(test_tiny_roberta_heads),
