@@ -213,6 +213,8 @@ struct dm_tensor {
                             * variable holds the tensor (a local of a module's
                             * forward, kept until it returns; HF front end) */
     struct dm_value *value; /* weights and constants with small embedded data */
+    bool frozen;           /* a weight the model file itself freezes (Keras trainable:
+                            * false): no grad, no optimizer state, as --freeze */
 };
 
 /* Attributes: a tagged union; the tag says which member is valid. */
@@ -298,6 +300,14 @@ enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t 
  * or (sdpa) one fused Attention node per layer. */
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
                               struct dnnmem_error *err);
+/* Keras model JSON (src/load/keras.c): model.to_json() of Keras 2 (Model,
+ * Functional, Sequential, nested models) and the Keras 3 layout (config.json
+ * of a .keras archive), built layer by layer into the IR. dm_keras_json says
+ * whether a JSON text is one (a top-level class_name and config naming a
+ * model), so the caller can dispatch before the HuggingFace front end. */
+bool dm_keras_json(const uint8_t *data, size_t size);
+enum dnnmem_status dm_load_keras(struct dm_graph *g, const uint8_t *data, size_t size,
+                                 struct dnnmem_error *err);
 /* The safetensors checkpoint in a HuggingFace model directory, its headers
  * checked against the graph built from config.json (src/load/safetensors.c):
  * every tensor must be a weight of g with the same shape. file is NULL when

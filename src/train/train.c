@@ -337,7 +337,7 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     for (int32_t x = 0; x < nt; x++) {
         tr->grad[x] = tr->param_grad[x] = -1;
         tr->param[x] = g->tensors[x].role == DM_ROLE_WEIGHT && dm_dtype_is_float(t[x].dtype) &&
-                       (b->flag[x] & DM_TF_RESIDENT) && !tr->param[x];
+                       (b->flag[x] & DM_TF_RESIDENT) && !tr->param[x] && !g->tensors[x].frozen;
         for (size_t k = 0; tr->param[x] && k < b->run->n_freeze; k++)
             if (fnmatch(b->run->freeze[k], g->tensors[x].name, 0) == 0)
                 tr->param[x] = false; /* requires_grad_(False) */
