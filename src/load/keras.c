@@ -1669,25 +1669,27 @@ static void call_layer(struct keras *k, json_t *layer, struct layer_io *io)
         ns = cls[len - 2] - '0';
     char base[64];
     snprintf(base, sizeof base, "%.*s", ns ? (int)len - 2 : (int)len, cls);
-    if (!strcmp(base, "Conv") || !strcmp(base, "Convolution"))
+    if (ns && (!strcmp(base, "Conv") || !strcmp(base, "Convolution")))
         conv_layer(k, io, ns, 'c');
-    else if (!strcmp(base, "DepthwiseConv") && ns <= 2)
+    else if (ns && !strcmp(base, "DepthwiseConv") && ns <= 2)
         conv_layer(k, io, ns, 'd');
-    else if ((!strcmp(base, "SeparableConv") || !strcmp(base, "SeparableConvolution")) && ns <= 2)
+    else if (ns && (!strcmp(base, "SeparableConv") || !strcmp(base, "SeparableConvolution")) &&
+             ns <= 2)
         conv_layer(k, io, ns, 's');
-    else if (!strcmp(base, "ConvTranspose") || !strcmp(base, "Conv2DTranspose"))
-        conv_layer(k, io, ns, 't');
-    else if (!strcmp(base, "MaxPooling") || !strcmp(base, "MaxPool"))
+    else if (len == 15 && !strncmp(cls, "Conv", 4) && cls[4] >= '1' && cls[4] <= '3' &&
+             !strcmp(cls + 5, "DTranspose")) /* Conv1DTranspose .. Conv3DTranspose */
+        conv_layer(k, io, cls[4] - '0', 't');
+    else if (ns && (!strcmp(base, "MaxPooling") || !strcmp(base, "MaxPool")))
         pool_layer(k, io, ns, true);
-    else if (!strcmp(base, "AveragePooling") || !strcmp(base, "AvgPool"))
+    else if (ns && (!strcmp(base, "AveragePooling") || !strcmp(base, "AvgPool")))
         pool_layer(k, io, ns, false);
-    else if (!strcmp(base, "GlobalAveragePooling") || !strcmp(base, "GlobalAvgPool"))
+    else if (ns && (!strcmp(base, "GlobalAveragePooling") || !strcmp(base, "GlobalAvgPool")))
         global_pool_layer(k, io, ns, false);
-    else if (!strcmp(base, "GlobalMaxPooling") || !strcmp(base, "GlobalMaxPool"))
+    else if (ns && (!strcmp(base, "GlobalMaxPooling") || !strcmp(base, "GlobalMaxPool")))
         global_pool_layer(k, io, ns, true);
-    else if (!strcmp(base, "ZeroPadding"))
+    else if (ns && !strcmp(base, "ZeroPadding"))
         zeropad_layer(k, io, ns);
-    else if (!strcmp(base, "SpatialDropout"))
+    else if (ns && !strcmp(base, "SpatialDropout"))
         dropout_layer(k, io, "rate", 0);
     else if (ns)
         fail(k, DNNMEM_E_UNSUPPORTED, "class '%s' is not supported", cls);
