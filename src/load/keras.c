@@ -1515,6 +1515,111 @@ static void bidirectional_layer(struct keras *k, struct layer_io *io)
     io->n_out = 1;
 }
 
+/* x [batch, len, d] by a weight of Keras' shape [d, a, b] (EinsumDense
+ * "abc,cde->abde"), plus a bias [a, b]: a MatMul by the weight seen as
+ * [d, a*b] (a view), the bias added (seen as [a*b]). */
+static int32_t einsum_dense(struct keras *k, int32_t x, const char *name, int64_t d, int64_t a,
+                            int64_t b, bool bias)
+{
+    char wn[2][48];
+    snprintf(wn[0], sizeof wn[0], "%s/kernel", name);
+    snprintf(wn[1], sizeof wn[1], "%s/bias", name);
+    const char *kn = dm_arena_strdup(&k->g->arena, wn[0]);
+    const char *bn = dm_arena_strdup(&k->g->arena, wn[1]);
+    if (!kn || !bn)
+        return oom(k);
+    int32_t w = weight(k, kn, 3, (int64_t[]){d, a, b});
+    int32_t w2 = op(k, DM_OP_Reshape, 2, w, const_ints(k, INTS(d, a * b)));
+    int32_t y = op(k, DM_OP_MatMul, 2, x, w2);
+    if (bias) {
+        int32_t bb = weight(k, bn, 2, (int64_t[]){a, b});
+        int32_t b1 = op(k, DM_OP_Reshape, 2, bb, const_ints(k, INTS(a * b)));
+        y = op(k, DM_OP_Add, 2, y, b1);
+    }
+    return y;
+}
+
+/* MultiHeadAttention(num_heads, key_dim, value_dim, output_shape, use_bias,
+ * dropout) over query [batch, T, dq], value [batch, S, dv] and key (value by
+ * default), as Keras computes it: the projections, the query scaled by
+ * 1/sqrt(key_dim), scores [batch, heads, T, S], softmax, dropout, the
+ * weighted values, the output projection. */
+static void mha_layer(struct keras *k, struct layer_io *io)
+{
+    if (io->n_in < 2 || io->n_in > 3) {
+        fail(k, DNNMEM_E_MODEL, "%d inputs; MultiHeadAttention takes query, value and "
+             "optionally key", io->n_in);
+        return;
+    }
+    const struct kt *q = &io->in[0], *v = &io->in[1], *kk = io->n_in == 3 ? &io->in[2] : v;
+    json_t *cfg = io->cfg;
+    if (!need_rank(k, q, 3, 3) || !need_rank(k, v, 3, 3) || !need_rank(k, kk, 3, 3))
+        return;
+    json_t *axes = field(cfg, "attention_axes");
+    if (axes && !(json_is_array(axes) && json_array_size(axes) == 1 &&
+                  json_integer_value(json_array_get(axes, 0)) == 1)) {
+        fail(k, DNNMEM_E_UNSUPPORTED, "attention_axes other than the sequence axis");
+        return;
+    }
+    int64_t H = get_int(k, cfg, "num_heads", INT64_MIN, 1);
+    int64_t dk = get_int(k, cfg, "key_dim", INT64_MIN, 1);
+    int64_t dv = get_int(k, cfg, "value_dim", dk, 1);
+    bool bias = get_bool(k, cfg, "use_bias", true);
+    double drop = get_num(k, cfg, "dropout", 0, 0, 1);
+    int64_t qd = known(k, q, 2, "query width"), vd = known(k, v, 2, "value width"),
+            kd = known(k, kk, 2, "key width");
+    int64_t out = qd;
+    json_t *os = field(cfg, "output_shape");
+    if (os) {
+        if (json_is_array(os) && json_array_size(os) == 1)
+            os = json_array_get(os, 0);
+        if (!json_int(os, &out) || out < 1 || out > MAX_DIM) {
+            fail(k, DNNMEM_E_UNSUPPORTED, "output_shape must be one size");
+            return;
+        }
+    }
+    int64_t hk, hv;
+    if (k->st != DNNMEM_OK || !dm_mul_ok(H, dk, &hk) || !dm_mul_ok(H, dv, &hv) || hk > MAX_DIM ||
+        hv > MAX_DIM) {
+        fail(k, DNNMEM_E_SHAPE, "num_heads x key_dim is an absurd size");
+        return;
+    }
+    int32_t xq = keras_order(k, q), xv = keras_order(k, v), xk = keras_order(k, kk);
+    int32_t pq = einsum_dense(k, xq, "query", qd, H, dk, bias);
+    int32_t pk = einsum_dense(k, xk, "key", kd, H, dk, bias);
+    int32_t pv = einsum_dense(k, xv, "value", vd, H, dv, bias);
+    pq = op(k, DM_OP_Reshape, 2, pq, const_ints(k, INTS(0, 0, H, dk)));
+    pq = op(k, DM_OP_Mul, 2, pq, const_f(k, 1.0 / sqrt((double)dk)));
+    pk = op(k, DM_OP_Reshape, 2, pk, const_ints(k, INTS(0, 0, H, dk)));
+    pv = op(k, DM_OP_Reshape, 2, pv, const_ints(k, INTS(0, 0, H, dv)));
+    int32_t tq = op(k, DM_OP_Transpose, 1, pq);
+    attr_ints(k, "perm", INTS(0, 2, 1, 3)); /* [B, H, T, dk] */
+    int32_t tk = op(k, DM_OP_Transpose, 1, pk);
+    attr_ints(k, "perm", INTS(0, 2, 3, 1)); /* [B, H, dk, S] */
+    int32_t tv = op(k, DM_OP_Transpose, 1, pv);
+    attr_ints(k, "perm", INTS(0, 2, 1, 3)); /* [B, H, S, dv] */
+    int32_t sc = op(k, DM_OP_MatMul, 2, tq, tk);
+    int32_t p = op(k, DM_OP_Softmax, 1, sc);
+    attr_i(k, "axis", -1);
+    if (drop > 0)
+        p = op(k, DM_OP_Dropout, 2, p, const_f(k, drop < 1 ? drop : 0.5));
+    int32_t o = op(k, DM_OP_MatMul, 2, p, tv); /* [B, H, T, dv] */
+    o = op(k, DM_OP_Transpose, 1, o);
+    attr_ints(k, "perm", INTS(0, 2, 1, 3));
+    o = op(k, DM_OP_Reshape, 2, o, const_ints(k, INTS(0, 0, hv)));
+    int32_t wo = weight(k, "attention_output/kernel", 3, (int64_t[]){H, dv, out});
+    int32_t wo2 = op(k, DM_OP_Reshape, 2, wo, const_ints(k, INTS(hv, out)));
+    o = op(k, DM_OP_MatMul, 2, o, wo2);
+    if (bias)
+        o = op(k, DM_OP_Add, 2, weight(k, "attention_output/bias", 1, &out), o);
+    struct kt *y = &io->out[0];
+    *y = *q;
+    perm_identity(3, y->perm);
+    y->dim[2] = out;
+    y->id = o;
+    io->n_out = 1;
+}
+
 static void softmax_layer(struct keras *k, struct layer_io *io)
 {
     const struct kt *x = one_input(k, io);
@@ -1759,6 +1864,8 @@ static void call_layer(struct keras *k, json_t *layer, struct layer_io *io)
         rnn_layer(k, io, cls);
     else if (!strcmp(cls, "Bidirectional"))
         bidirectional_layer(k, io);
+    else if (!strcmp(cls, "MultiHeadAttention"))
+        mha_layer(k, io);
     else if (!strcmp(cls, "Rescaling"))
         rescaling_layer(k, io);
     else if (!strcmp(cls, "InputLayer") || !strcmp(cls, "Identity")) {
@@ -1949,6 +2056,18 @@ static bool parse_history(json_t *h, struct ref *r)
     return r->node >= 0 && r->tensor >= 0;
 }
 
+static void collect_refs(struct keras *k, json_t *v, struct ref *refs, int *n, int depth);
+
+/* Tensors passed by keyword: MultiHeadAttention's value, then key (other
+ * keyword tensors, such as masks, are not modelled). */
+static void collect_kwargs(struct keras *k, json_t *kw, struct ref *refs, int *n, int depth)
+{
+    static const char *const keys[] = {"value", "key"};
+    for (size_t i = 0; i < 2 && json_is_object(kw); i++)
+        if (field(kw, keys[i]))
+            collect_refs(k, field(kw, keys[i]), refs, n, depth + 1);
+}
+
 /* Collect the tensor references of an inbound node into refs. */
 static void collect_refs(struct keras *k, json_t *v, struct ref *refs, int *n, int depth)
 {
@@ -1977,6 +2096,8 @@ static void collect_refs(struct keras *k, json_t *v, struct ref *refs, int *n, i
         return;
     }
     refs[(*n)++] = r;
+    if (json_is_array(v) && json_array_size(v) >= 4) /* Keras 2: [name, node, tensor, kwargs] */
+        collect_kwargs(k, json_array_get(v, 3), refs, n, depth);
 }
 
 struct flayer {
@@ -2126,7 +2247,7 @@ static void build_functional(struct keras *k, json_t *cfg, const struct kt *in, 
                 json_t *args = json_is_object(nodes) ? field(nodes, "args") : nodes;
                 collect_refs(k, args, refs, &nr, 0);
                 if (json_is_object(nodes)) /* Keras 3: tensors passed by keyword too */
-                    collect_refs(k, field(nodes, "kwargs"), refs, &nr, 0);
+                    collect_kwargs(k, field(nodes, "kwargs"), refs, &nr, 0);
                 if (k->st != DNNMEM_OK)
                     break;
                 struct kt tin[MAX_IN];

@@ -377,6 +377,60 @@ static void test_tiny_sequence(void **state)
     dnnmem_model_free(m);
 }
 
+/* A Keras 2 transformer block on [batch, 16, 32] (self-attention: the
+ * value passed by keyword):
+ *   mha MultiHeadAttention(4 heads, key_dim 8): query, key, value kernels
+ *       [32, 4, 8] + biases [4, 8]: 3 * 1056; attention_output [4, 8, 32] +
+ *       [32]: 1056; 4224 in all
+ *   add, ln1 LayerNormalization 2*32 = 64, ff1 Dense(64) 32*64 + 64 = 2112,
+ *   ff2 Dense(32) 64*32 + 32 = 2080, add2, ln2 64, GlobalAveragePooling1D,
+ *   out Dense(2) 66: 8610. */
+#define K2(cls, name, cfg, in)                                                                     \
+    "{\"class_name\": \"" cls "\", \"name\": \"" name "\", \"config\": {\"name\": \"" name    \
+    "\"" cfg "}, \"inbound_nodes\": [[" in "]]}"
+static const char *const tiny_transformer =
+    "{\"class_name\": \"Functional\", \"keras_version\": \"2.13.1\", \"config\": {\"name\": \"t\","
+    " \"input_layers\": [[\"x\", 0, 0]], \"output_layers\": [[\"out\", 0, 0]], \"layers\": ["
+    "{\"class_name\": \"InputLayer\", \"name\": \"x\", \"config\": {\"name\": \"x\","
+    "  \"batch_input_shape\": [null, 16, 32], \"dtype\": \"float32\"}, \"inbound_nodes\": []},"
+    K2("MultiHeadAttention", "mha", ", \"num_heads\": 4, \"key_dim\": 8, \"value_dim\": 8,"
+       " \"dropout\": 0.1, \"use_bias\": true, \"output_shape\": null, \"attention_axes\": null",
+       "[\"x\", 0, 0, {\"value\": [\"x\", 0, 0]}]") ","
+    K2("Add", "add", "", "[\"x\", 0, 0, {}], [\"mha\", 0, 0, {}]") ","
+    K2("LayerNormalization", "ln1", ", \"axis\": [2], \"epsilon\": 1e-6", "[\"add\", 0, 0, {}]") ","
+    K2("Dense", "ff1", ", \"units\": 64, \"activation\": \"gelu\"", "[\"ln1\", 0, 0, {}]") ","
+    K2("Dense", "ff2", ", \"units\": 32", "[\"ff1\", 0, 0, {}]") ","
+    K2("Add", "add2", "", "[\"ln1\", 0, 0, {}], [\"ff2\", 0, 0, {}]") ","
+    K2("LayerNormalization", "ln2", ", \"axis\": -1", "[\"add2\", 0, 0, {}]") ","
+    K2("GlobalAveragePooling1D", "gap", "", "[\"ln2\", 0, 0, {}]") ","
+    K2("Dense", "out", ", \"units\": 2, \"activation\": \"softmax\"", "[\"gap\", 0, 0, {}]")
+    "]}}";
+
+static void test_tiny_transformer(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load_json(tiny_transformer);
+    assert_int_equal(count(m).total, 8610);
+    const struct dm_graph *g = dm_model_graph(m);
+    int32_t w = dm_graph_find(g, "mha/query/kernel");
+    assert_true(w >= 0);
+    assert_int_equal(g->tensors[w].rank, 3);
+    assert_true(dm_graph_find(g, "mha/attention_output/bias") >= 0);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    int64_t syms[1] = {2};
+    struct dm_tinfo *t = infer(m, &a, syms);
+    assert_dims(m, t, "/mha/MatMul_3_output_0", DIMS(2, 4, 16, 16)); /* the scores */
+    assert_dims(m, t, "/mha/Add_3_output_0", DIMS(2, 16, 32));
+    assert_dims(m, t, "/gap/Flatten_output_0", DIMS(2, 32));
+    free(t);
+    dm_arena_free(&a);
+    struct dnnmem_result *r = estimate(m, DNNMEM_MODE_TRAIN, 8, NULL, 0);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 4 * 8610);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
 /* Training: every estimate runs end to end; frozen layers get no optimizer
  * state (SGD momentum: one buffer per trainable parameter). */
 static void test_train(void **state)
@@ -474,6 +528,7 @@ int main(void)
         cmocka_unit_test(test_model_info),
         cmocka_unit_test(test_tiny_image),
         cmocka_unit_test(test_tiny_sequence),
+        cmocka_unit_test(test_tiny_transformer),
         cmocka_unit_test(test_train),
         cmocka_unit_test(test_errors),
     };
