@@ -1303,6 +1303,191 @@ static void zeropad_layer(struct keras *k, struct layer_io *io, int ns)
     io->n_out = 1;
 }
 
+/* Per-axis pairs of a padding or cropping field: an integer, one per axis,
+ * or (begin, end) per axis ("padding", "cropping"). */
+static void axis_pairs(struct keras *k, json_t *cfg, const char *key, int ns, int64_t dflt,
+                       int64_t *pb, int64_t *pe)
+{
+    json_t *v = field(cfg, key);
+    int64_t one;
+    for (int i = 0; i < ns; i++)
+        pb[i] = pe[i] = dflt;
+    if (!v)
+        return;
+    if (json_int(v, &one)) {
+        for (int i = 0; i < ns; i++)
+            pb[i] = pe[i] = one;
+    } else if (json_is_array(v) && ns == 1 && json_array_size(v) == 2 &&
+               json_int(json_array_get(v, 0), &pb[0]) && json_int(json_array_get(v, 1), &pe[0])) {
+    } else if (json_is_array(v) && json_array_size(v) == (size_t)ns) {
+        for (int i = 0; i < ns; i++) {
+            json_t *e = json_array_get(v, (size_t)i);
+            if (json_int(e, &pb[i]))
+                pe[i] = pb[i];
+            else if (!json_is_array(e) || json_array_size(e) != 2 ||
+                     !json_int(json_array_get(e, 0), &pb[i]) ||
+                     !json_int(json_array_get(e, 1), &pe[i]))
+                fail(k, DNNMEM_E_MODEL, "config field '%s' is malformed", key);
+        }
+    } else
+        fail(k, DNNMEM_E_MODEL, "config field '%s' is malformed", key);
+    for (int i = 0; i < ns; i++)
+        if (pb[i] < 0 || pe[i] < 0 || pb[i] > MAX_DIM || pe[i] > MAX_DIM)
+            fail(k, DNNMEM_E_MODEL, "config field '%s' holds a negative or absurd size", key);
+}
+
+/* Cropping1D/2D/3D: a Slice of the spatial axes (channels first). */
+static void crop_layer(struct keras *k, struct layer_io *io, int ns)
+{
+    const struct kt *x = one_input(k, io);
+    if (!x || !need_rank(k, x, ns + 2, ns + 2))
+        return;
+    int64_t cb[DM_MAX_DIMS], ce[DM_MAX_DIMS];
+    int c = channel_axis(k, io->cfg, x->rank);
+    axis_pairs(k, io->cfg, "cropping", ns, ns == 1 ? 1 : 0, cb, ce);
+    if (k->st != DNNMEM_OK)
+        return;
+    int8_t cf[DM_MAX_DIMS];
+    perm_channels_first(x->rank, c, cf);
+    int32_t xi = arrange(k, x, cf);
+    struct kt *y = &io->out[0];
+    *y = *x;
+    memcpy(y->perm, cf, sizeof cf);
+    int64_t st[DM_MAX_DIMS], en[DM_MAX_DIMS], ax[DM_MAX_DIMS];
+    for (int i = 0, a = 1; i < ns; i++, a++) {
+        if (a == c)
+            a++;
+        st[i] = cb[i];
+        en[i] = ce[i] ? -ce[i] : INT64_MAX;
+        ax[i] = 2 + i;
+        if (x->dim[a] >= 0) {
+            y->dim[a] = x->dim[a] - cb[i] - ce[i];
+            if (y->dim[a] < 0) {
+                fail(k, DNNMEM_E_SHAPE, "cropping %lld + %lld exceeds the input's %lld",
+                     (long long)cb[i], (long long)ce[i], (long long)x->dim[a]);
+                return;
+            }
+        }
+    }
+    int32_t ts = const_ints(k, ns, st), te = const_ints(k, ns, en), ta = const_ints(k, ns, ax);
+    y->id = op(k, DM_OP_Slice, 4, xi, ts, te, ta);
+    io->n_out = 1;
+}
+
+/* UpSampling1D/2D/3D: a Resize of the spatial axes by integer factors. */
+static void upsample_layer(struct keras *k, struct layer_io *io, int ns)
+{
+    const struct kt *x = one_input(k, io);
+    if (!x || !need_rank(k, x, ns + 2, ns + 2))
+        return;
+    int64_t f[DM_MAX_DIMS];
+    int c = ns == 1 ? 2 : channel_axis(k, io->cfg, x->rank);
+    get_ints(k, io->cfg, ns == 1 ? "size" : "size", ns, 2, 1, f);
+    if (k->st != DNNMEM_OK)
+        return;
+    int8_t cf[DM_MAX_DIMS];
+    perm_channels_first(x->rank, c, cf);
+    int32_t xi = arrange(k, x, cf);
+    struct kt *y = &io->out[0];
+    *y = *x;
+    memcpy(y->perm, cf, sizeof cf);
+    double sc[DM_MAX_DIMS];
+    sc[0] = sc[1] = 1;
+    for (int i = 0, a = 1; i < ns; i++, a++) {
+        if (a == c)
+            a++;
+        sc[2 + i] = (double)f[i];
+        if (x->dim[a] >= 0 && !dm_mul_ok(x->dim[a], f[i], &y->dim[a])) {
+            fail(k, DNNMEM_E_SHAPE, "the upsampled size overflows");
+            return;
+        }
+    }
+    int32_t scales = constant(k);
+    struct dm_attr *a = attr(k, "value_floats", DM_ATTR_FLOATS);
+    if (a) {
+        a->n = x->rank;
+        a->floats = dm_arena_array(&k->g->arena, (size_t)x->rank, sizeof *a->floats);
+        if (!a->floats) {
+            oom(k);
+            return;
+        }
+        memcpy(a->floats, sc, (size_t)x->rank * sizeof *sc);
+    }
+    y->id = op(k, DM_OP_Resize, 3, xi, -1, scales);
+    attr_s(k, "mode", "nearest");
+    io->n_out = 1;
+}
+
+static void call_layer(struct keras *k, json_t *layer, struct layer_io *io);
+
+/* TimeDistributed(layer): the layer on every step of [batch, T, ...] at once.
+ * Dense applies to the last axis anyway; other layers see [batch * T, ...]
+ * (a Reshape view before and after). */
+static void time_distributed_layer(struct keras *k, struct layer_io *io)
+{
+    const struct kt *x = one_input(k, io);
+    if (!x || !need_rank(k, x, 3, DM_MAX_DIMS))
+        return;
+    json_t *inner = field(io->cfg, "layer");
+    const char *cls = json_string_value(field(inner, "class_name"));
+    if (!cls || !json_is_object(field(inner, "config"))) {
+        fail(k, DNNMEM_E_MODEL, "config field 'layer' (the wrapped layer) is missing");
+        return;
+    }
+    if (!strcmp(cls, "Dense")) {
+        struct layer_io lio = {.in = x, .n_in = 1};
+        call_layer(k, inner, &lio);
+        memcpy(io->out, lio.out, sizeof lio.out);
+        io->n_out = lio.n_out;
+        return;
+    }
+    int64_t T = known(k, x, 1, "time axis");
+    struct kt in = *x;
+    int64_t shape[DM_MAX_DIMS];
+    in.rank = x->rank - 1;
+    in.dim[0] = -1;
+    shape[0] = -1;
+    for (int a = 2; a < x->rank; a++) {
+        in.dim[a - 1] = known(k, x, a, "step shape");
+        shape[a - 1] = in.dim[a - 1];
+    }
+    if (k->st != DNNMEM_OK)
+        return;
+    perm_identity(in.rank, in.perm);
+    in.id = op(k, DM_OP_Reshape, 2, keras_order(k, x), const_ints(k, in.rank, shape));
+    struct layer_io lio = {.in = &in, .n_in = 1};
+    call_layer(k, inner, &lio);
+    if (k->st != DNNMEM_OK)
+        return;
+    if (lio.n_out != 1) {
+        fail(k, DNNMEM_E_UNSUPPORTED, "a wrapped layer with %d outputs", lio.n_out);
+        return;
+    }
+    const struct kt *o = &lio.out[0];
+    if (o->rank + 1 > DM_MAX_DIMS) {
+        fail(k, DNNMEM_E_UNSUPPORTED, "the output has too many dims");
+        return;
+    }
+    struct kt *y = &io->out[0];
+    *y = *o;
+    y->rank = o->rank + 1;
+    y->dim[0] = x->dim[0];
+    y->dim[1] = T;
+    shape[0] = -1;
+    shape[1] = T;
+    for (int a = 1; a < o->rank; a++) {
+        y->dim[a + 1] = o->dim[a];
+        shape[a + 1] = o->dim[a];
+        if (o->dim[a] < 0) {
+            fail(k, DNNMEM_E_UNSUPPORTED, "the wrapped layer's output has a None dim");
+            return;
+        }
+    }
+    perm_identity(y->rank, y->perm);
+    y->id = op(k, DM_OP_Reshape, 2, keras_order(k, o), const_ints(k, y->rank, shape));
+    io->n_out = 1;
+}
+
 /* Embedding(input_dim, output_dim): a lookup of [batch, ...] indices. */
 static void embedding_layer(struct keras *k, struct layer_io *io)
 {
@@ -1764,7 +1949,6 @@ static void call_layer(struct keras *k, json_t *layer, struct layer_io *io)
         fail(k, DNNMEM_E_MODEL, "config field 'config' is missing");
         return;
     }
-    memset(k->op_count, 0, sizeof k->op_count);
     bool frozen = k->frozen;
     if (!get_bool(k, cfg, "trainable", true))
         k->frozen = true;
@@ -1794,6 +1978,10 @@ static void call_layer(struct keras *k, json_t *layer, struct layer_io *io)
         global_pool_layer(k, io, ns, true);
     else if (ns && !strcmp(base, "ZeroPadding"))
         zeropad_layer(k, io, ns);
+    else if (ns && !strcmp(base, "Cropping"))
+        crop_layer(k, io, ns);
+    else if (ns && !strcmp(base, "UpSampling"))
+        upsample_layer(k, io, ns);
     else if (ns && !strcmp(base, "SpatialDropout"))
         dropout_layer(k, io, "rate", 0);
     else if (ns)
@@ -1864,6 +2052,8 @@ static void call_layer(struct keras *k, json_t *layer, struct layer_io *io)
         rnn_layer(k, io, cls);
     else if (!strcmp(cls, "Bidirectional"))
         bidirectional_layer(k, io);
+    else if (!strcmp(cls, "TimeDistributed"))
+        time_distributed_layer(k, io);
     else if (!strcmp(cls, "MultiHeadAttention"))
         mha_layer(k, io);
     else if (!strcmp(cls, "Rescaling"))
@@ -1897,6 +2087,7 @@ struct saved {
 static struct saved enter_layer(struct keras *k, json_t *layer, int call)
 {
     struct saved s = {k->scope_len, k->layer, k->cls, k->call_index};
+    memset(k->op_count, 0, sizeof k->op_count); /* node names restart in each layer call */
     const char *name = layer_name(layer);
     k->layer = name ? name : "?";
     k->cls = json_string_value(field(layer, "class_name"));

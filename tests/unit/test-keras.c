@@ -377,6 +377,10 @@ static void test_tiny_sequence(void **state)
     dnnmem_model_free(m);
 }
 
+#define SEQ_HEAD                                                                                   \
+    "{\"class_name\": \"Sequential\", \"keras_version\": \"2.15.0\", \"config\": {\"name\": "      \
+    "\"s\", \"layers\": ["
+
 /* A Keras 2 transformer block on [batch, 16, 32] (self-attention: the
  * value passed by keyword):
  *   mha MultiHeadAttention(4 heads, key_dim 8): query, key, value kernels
@@ -428,6 +432,48 @@ static void test_tiny_transformer(void **state)
     struct dnnmem_result *r = estimate(m, DNNMEM_MODE_TRAIN, 8, NULL, 0);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 4 * 8610);
     dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
+/* Wrappers and resampling, on 5 frames of 9x9x3:
+ *   td  TimeDistributed(Conv2D(4, 3)): [5, 7, 7, 4], 3*3*3*4 + 4 = 112
+ *   td2 TimeDistributed(Flatten()): [5, 196]
+ *   td3 TimeDistributed(Dense(6)): [5, 6], 196*6 + 6 = 1182
+ *   r   Reshape((5, 6, 1)); up UpSampling2D((2, 3)): [10, 18, 1]
+ *   cr  Cropping2D(((1, 2), (0, 3))): [7, 15, 1]
+ * Total 1294. */
+static const char *const tiny_wrappers =
+    SEQ_HEAD "{\"class_name\": \"InputLayer\", \"config\": {\"name\": \"in\", \"batch_input_shape\":"
+    " [null, 5, 9, 9, 3]}},"
+    "{\"class_name\": \"TimeDistributed\", \"config\": {\"name\": \"td\", \"layer\": {\"class_name\":"
+    " \"Conv2D\", \"config\": {\"name\": \"c\", \"filters\": 4, \"kernel_size\": 3}}}},"
+    "{\"class_name\": \"TimeDistributed\", \"config\": {\"name\": \"td2\", \"layer\": {\"class_name\":"
+    " \"Flatten\", \"config\": {\"name\": \"f\"}}}},"
+    "{\"class_name\": \"TimeDistributed\", \"config\": {\"name\": \"td3\", \"layer\": {\"class_name\":"
+    " \"Dense\", \"config\": {\"name\": \"d\", \"units\": 6}}}},"
+    "{\"class_name\": \"Reshape\", \"config\": {\"name\": \"r\", \"target_shape\": [5, 6, 1]}},"
+    "{\"class_name\": \"UpSampling2D\", \"config\": {\"name\": \"up\", \"size\": [2, 3]}},"
+    "{\"class_name\": \"Cropping2D\", \"config\": {\"name\": \"cr\", \"cropping\": [[1, 2], [0, 3]]}}"
+    "]}}";
+
+static void test_tiny_wrappers(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load_json(tiny_wrappers);
+    assert_int_equal(count(m).total, 1294);
+    assert_true(dm_graph_find(dm_model_graph(m), "td/kernel") >= 0);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    int64_t syms[1] = {2};
+    struct dm_tinfo *t = infer(m, &a, syms);
+    assert_dims(m, t, "/td/Conv_output_0", DIMS(10, 4, 7, 7));
+    assert_dims(m, t, "/td/Reshape_1_output_0", DIMS(2, 5, 7, 7, 4));
+    assert_dims(m, t, "/td2/Reshape_1_output_0", DIMS(2, 5, 196));
+    assert_dims(m, t, "/td3/Add_output_0", DIMS(2, 5, 6));
+    assert_dims(m, t, "/up/Resize_output_0", DIMS(2, 1, 10, 18));
+    assert_dims(m, t, "/cr/Slice_output_0", DIMS(2, 1, 7, 15));
+    free(t);
+    dm_arena_free(&a);
     dnnmem_model_free(m);
 }
 
@@ -529,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_tiny_image),
         cmocka_unit_test(test_tiny_sequence),
         cmocka_unit_test(test_tiny_transformer),
+        cmocka_unit_test(test_tiny_wrappers),
         cmocka_unit_test(test_train),
         cmocka_unit_test(test_errors),
     };
