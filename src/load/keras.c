@@ -1249,37 +1249,18 @@ static void repeat_layer(struct keras *k, struct layer_io *io)
     io->n_out = 1;
 }
 
+static void axis_pairs(struct keras *k, json_t *cfg, const char *key, int ns, int64_t dflt,
+                       int64_t *pb, int64_t *pe);
+
 static void zeropad_layer(struct keras *k, struct layer_io *io, int ns)
 {
     const struct kt *x = one_input(k, io);
     if (!x || !need_rank(k, x, ns + 2, ns + 2))
         return;
-    json_t *cfg = io->cfg, *v = field(cfg, "padding");
-    int64_t pb[DM_MAX_DIMS], pe[DM_MAX_DIMS], one;
+    json_t *cfg = io->cfg;
+    int64_t pb[DM_MAX_DIMS], pe[DM_MAX_DIMS];
     int c = channel_axis(k, cfg, x->rank);
-    for (int i = 0; i < ns; i++)
-        pb[i] = pe[i] = 1;
-    if (json_int(v, &one)) {
-        for (int i = 0; i < ns; i++)
-            pb[i] = pe[i] = one;
-    } else if (json_is_array(v) && ns == 1 && json_array_size(v) == 2) {
-        json_int(json_array_get(v, 0), &pb[0]);
-        json_int(json_array_get(v, 1), &pe[0]);
-    } else if (json_is_array(v) && json_array_size(v) == (size_t)ns) {
-        for (int i = 0; i < ns; i++) {
-            json_t *e = json_array_get(v, (size_t)i);
-            if (json_int(e, &pb[i]))
-                pe[i] = pb[i];
-            else if (!json_is_array(e) || json_array_size(e) != 2 ||
-                     !json_int(json_array_get(e, 0), &pb[i]) ||
-                     !json_int(json_array_get(e, 1), &pe[i]))
-                fail(k, DNNMEM_E_MODEL, "config field 'padding' is malformed");
-        }
-    } else if (v)
-        fail(k, DNNMEM_E_MODEL, "config field 'padding' is malformed");
-    for (int i = 0; i < ns; i++)
-        if (pb[i] < 0 || pe[i] < 0 || pb[i] > MAX_DIM || pe[i] > MAX_DIM)
-            fail(k, DNNMEM_E_MODEL, "config field 'padding' holds a negative or absurd size");
+    axis_pairs(k, cfg, "padding", ns, 1, pb, pe);
     if (k->st != DNNMEM_OK)
         return;
     int8_t cf[DM_MAX_DIMS];
@@ -2517,9 +2498,9 @@ static void build_model(struct keras *k, json_t *model, const struct kt *in, int
     if (in) { /* a nested model: its layers are scoped and named under it */
         const char *name = layer_name(model);
         set_prefix(k, name ? name : "model", &saved);
-        if (!get_bool(k, cfg, "trainable", true))
-            k->frozen = true;
     }
+    if (!get_bool(k, cfg, "trainable", true)) /* model.trainable = False */
+        k->frozen = true;
     if (!strcmp(cls, "Sequential")) {
         if (in && n_in != 1)
             fail(k, DNNMEM_E_MODEL, "a nested Sequential model called with %d inputs", n_in);
