@@ -100,6 +100,7 @@ struct keras {
     int call_index;            /* the call of a shared layer (0 first) */
     uint32_t op_count[DM_OP_COUNT]; /* nodes of each op in the current layer call */
     bool keras3;
+    const char *mixed;         /* a mixed-precision dtype policy seen, or NULL */
 };
 
 static enum dnnmem_status fail(struct keras *k, enum dnnmem_status s, const char *fmt, ...)
@@ -1819,6 +1820,8 @@ static enum dm_dtype dtype_of(struct keras *k, json_t *cfg)
     const char *s = json_string_value(v);
     if (json_is_object(v)) /* Keras 3 DTypePolicy, Keras 2 mixed-precision Policy */
         s = json_string_value(field(field(v, "config"), "name"));
+    if (s && !strncmp(s, "mixed_", 6) && !k->mixed)
+        k->mixed = s;
     if (!s || !strcmp(s, "float32") || !strncmp(s, "mixed_", 6))
         return DM_FLOAT; /* a mixed policy keeps float32 variables; see --precision amp-* */
     static const struct {
@@ -1933,6 +1936,11 @@ static void call_layer(struct keras *k, json_t *layer, struct layer_io *io)
     bool frozen = k->frozen;
     if (!get_bool(k, cfg, "trainable", true))
         k->frozen = true;
+    json_t *pol = field(cfg, "dtype"); /* a Keras 2 Policy or Keras 3 DTypePolicy object */
+    const char *pname = json_string_value(json_is_object(pol) ? field(field(pol, "config"), "name")
+                                                              : pol);
+    if (pname && !strncmp(pname, "mixed_", 6) && !k->mixed)
+        k->mixed = pname;
     int ns = 0;
     size_t len = strlen(cls);
     if (len >= 2 && cls[len - 1] == 'D' && cls[len - 2] >= '1' && cls[len - 2] <= '3')
@@ -2564,6 +2572,12 @@ static enum dnnmem_status build(struct keras *k, json_t *root)
     build_model(k, root, NULL, 0, &io);
     if (k->st != DNNMEM_OK)
         return k->st;
+    if (k->mixed) /* float32 variables; the compute dtype is --precision's to set */
+        g->producer = dm_arena_printf(&g->arena, "%s; dtype policy %s, built float32 (use "
+                                      "--precision amp-%s)", g->producer, k->mixed,
+                                      strstr(k->mixed, "bfloat16") ? "bf16" : "fp16");
+    if (!g->producer)
+        return oom(k), k->st;
     if (g->n_inputs == 0)
         return fail(k, DNNMEM_E_MODEL, "the model has no input");
     g->outputs = dm_arena_array(&g->arena, (size_t)io.n_out + 1, sizeof *g->outputs);

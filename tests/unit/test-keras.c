@@ -187,6 +187,16 @@ static void test_model_info(void **state)
     dnnmem_model_get_info(m, &info);
     assert_non_null(strstr(info.producer, "Keras 3 Sequential"));
     dnnmem_model_free(m);
+    /* a mixed-precision policy: float32 variables, and the producer says so */
+    m = load_json("{\"class_name\": \"Sequential\", \"keras_version\": \"2.15.0\", \"config\": "
+                  "{\"name\": \"s\", \"layers\": [{\"class_name\": \"Dense\", \"config\": "
+                  "{\"name\": \"d\", \"units\": 3, \"batch_input_shape\": [null, 4], \"dtype\": "
+                  "{\"class_name\": \"Policy\", \"config\": {\"name\": \"mixed_float16\"}}}}]}}");
+    dnnmem_model_get_info(m, &info);
+    assert_non_null(strstr(info.producer, "dtype policy mixed_float16, built float32 (use "
+                                          "--precision amp-fp16)"));
+    assert_int_equal(count(m).total, 15);
+    dnnmem_model_free(m);
     m = load("tests/models/keras/inceptionv3_keras2.1.6.json");
     dnnmem_model_get_info(m, &info);
     assert_int_equal(info.n_symbols, 3);
