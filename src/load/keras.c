@@ -739,7 +739,7 @@ static void conv_layer(struct keras *k, struct layer_io *io, int ns, char kind)
         wd[0] = mid;
         wd[1] = 1;
         memcpy(wd + 2, kk, (size_t)ns * sizeof *kk);
-        int32_t w = weight(k, kind == 'd' ? "depthwise_kernel" : "depthwise_kernel", ns + 2, wd);
+        int32_t w = weight(k, "depthwise_kernel", ns + 2, wd);
         int32_t b = kind == 'd' && bias ? weight(k, "bias", 1, &mid) : -1;
         int32_t y = op(k, DM_OP_Conv, b >= 0 ? 3 : 2, xi, w, b);
         window_attrs(k, ns, kk, s, d, pad, true);
@@ -1364,7 +1364,7 @@ static void upsample_layer(struct keras *k, struct layer_io *io, int ns)
         return;
     int64_t f[DM_MAX_DIMS];
     int c = ns == 1 ? 2 : channel_axis(k, io->cfg, x->rank);
-    get_ints(k, io->cfg, ns == 1 ? "size" : "size", ns, 2, 1, f);
+    get_ints(k, io->cfg, "size", ns, 2, 1, f);
     if (k->st != DNNMEM_OK)
         return;
     int8_t cf[DM_MAX_DIMS];
