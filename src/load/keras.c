@@ -1090,10 +1090,12 @@ static void concat_layer(struct keras *k, struct layer_io *io)
             return;
         }
         ids[i] = arrange(k, xi, x->perm);
-        if (y->dim[a] >= 0 && xi->dim[a] >= 0)
-            y->dim[a] += xi->dim[a];
-        else
+        if (y->dim[a] < 0 || xi->dim[a] < 0)
             y->dim[a] = -1;
+        else if (!dm_add_ok(y->dim[a], xi->dim[a], &y->dim[a])) {
+            fail(k, DNNMEM_E_SHAPE, "the concatenated size overflows");
+            return;
+        }
     }
     if (k->st != DNNMEM_OK)
         return;
