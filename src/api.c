@@ -45,7 +45,15 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
     while (k < size && k < 64 && isspace(data[k]))
         k++;
     enum dnnmem_status s;
-    if (k < size && data[k] == '{' && dm_is_mxnet_json(data, size)) {
+    if (size >= 4 && memcmp(data, "PK\003\004", 4) == 0) {
+        /* a zip archive: a .keras model is one, its architecture in config.json */
+        s = dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                    "%s: a zip archive (a .keras model?); dnnmem reads its architecture: "
+                    "extract it with 'unzip -p %s config.json > config.json' and pass that",
+                    name, name);
+    } else if (k < size && data[k] == '{' && dm_keras_json(data, size)) {
+        s = dm_load_keras(&m->g, data, size, err);
+    } else if (k < size && data[k] == '{' && dm_is_mxnet_json(data, size)) {
         s = dm_load_mxnet(&m->g, data, size, err);
     } else if (k < size && data[k] == '{') {
         s = dm_load_hf(&m->g, data, size, false, NULL, err);

@@ -336,6 +336,14 @@ enum dnnmem_status dm_load_mxnet(struct dm_graph *g, const uint8_t *data, size_t
 /* Whether a JSON text looks like an MXNet symbol (a cheap check of its
  * first bytes for the keys "nodes" and "heads"/"arg_nodes"). */
 bool dm_is_mxnet_json(const uint8_t *data, size_t size);
+/* Keras model JSON (src/load/keras.c): model.to_json() of Keras 2 (Model,
+ * Functional, Sequential, nested models) and the Keras 3 layout (config.json
+ * of a .keras archive), built layer by layer into the IR. dm_keras_json says
+ * whether a JSON text is one (a top-level class_name and config naming a
+ * model), so the caller can dispatch before the HuggingFace front end. */
+bool dm_keras_json(const uint8_t *data, size_t size);
+enum dnnmem_status dm_load_keras(struct dm_graph *g, const uint8_t *data, size_t size,
+                                 struct dnnmem_error *err);
 /* The safetensors checkpoint in a HuggingFace model directory, its headers
  * checked against the graph built from config.json (src/load/safetensors.c):
  * every tensor must be a weight of g with the same shape. file is NULL when

@@ -1865,7 +1865,7 @@ static const char *model_type(struct hf *h)
     if (!arch && !json_object_get(h->root, "vocab_size"))
         fail(h, DNNMEM_E_UNSUPPORTED,
              "a JSON file that is not a HuggingFace config.json (no 'model_type', "
-             "'architectures' or 'vocab_size'); supported: ONNX models and HuggingFace configs");
+             "'architectures' or 'vocab_size'); supported: ONNX models, HuggingFace configs and Keras model JSON");
     else
         fail(h, DNNMEM_E_MODEL, "config field 'model_type' is missing (known: %s)", known_types);
     return NULL;

@@ -352,6 +352,29 @@ printf '{"nodes": [{"op": "null", "name": "data", "inputs": []}, {"op": "Pooling
 expect 3 "node 'pool1' (Pooling): attribute 'kernel' is \"(2, 2\"" -- estimate "$T/attr-symbol.json"
 printf '{"nodes": [{"op": "null", "name": "data", "inputs": []}], "heads": [[0, 0' >"$T/trunc-symbol.json"
 expect 3 "trunc-symbol.json: not valid JSON" -- estimate "$T/trunc-symbol.json"
+# Keras model JSON (model.to_json(), Keras 3 config.json)
+K=$M/keras
+expect 0 "(keras, opset 17," -- estimate $K/mnist_small_cnn_keras2.15.json --batch-size 32 --mode train
+expect 0 "weights               18.08 MiB" -- estimate $K/mnist_small_cnn_keras2.15.json --batch-size 32 --mode train
+expect 0 "dims.batch     32 (--batch-size)" -- estimate $K/resnet50_keras2.1.6.json --batch-size 32 --mode train
+expect 0 "weights               97.80 MiB" -- estimate $K/resnet50_keras2.1.6.json -b 1
+expect 0 "optimizer state        8.04 MiB" -- estimate $K/resnet50_transfer_keras3.json --batch-size 32 --mode train
+expect 0 "(keras, opset 17," -- estimate $K/lstm_sentiment_keras2.10.json --batch-size 32 --mode train --optimizer adam
+expect 2 "dim 'height' (axis 1 of input 'input_4') is not bound" -- estimate $K/inceptionv3_keras2.1.6.json
+expect 0 "dims.height    299 (--dim)" -- estimate $K/inceptionv3_keras2.1.6.json --dim height=299 --dim width=299
+expect 2 "--seq-len: " -- estimate $K/lstm_sentiment_keras2.10.json --seq-len 64
+printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, null], "dtype": "int32"}}, {"class_name": "Embedding", "config": {"name": "e", "input_dim": 100, "output_dim": 8}}, {"class_name": "GRU", "config": {"name": "g", "units": 4}}]}}' >"$T/kseq.json"
+expect 0 "dims.seq       64 (--seq-len)" -- estimate "$T/kseq.json" --seq-len 64 -b 2 --mode train
+printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, 4]}}, {"class_name": "Lambda", "config": {"name": "my_lambda"}}]}}' >"$T/klambda.json"
+expect 4 "klambda.json: layer 'my_lambda' (Lambda): class 'Lambda' is not supported" -- estimate "$T/klambda.json"
+printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "Dense", "config": {"name": "d", "units": 3}}]}}' >"$T/knoshape.json"
+expect 3 "knoshape.json: the input shape is missing" -- estimate "$T/knoshape.json"
+printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, 4]}}, {"class_name": "Dense", "config": {"name": "d"}}]}}' >"$T/knounits.json"
+expect 3 "layer 'd' (Dense): config field 'units' is missing" -- estimate "$T/knounits.json"
+printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, 4]}}, {"class_name": "Dense", "config": {"name": "d", "units": 4000000000000}}]}}' >"$T/kabsurd.json"
+expect 3 "config field 'units' is 4000000000000, an absurd size" -- estimate "$T/kabsurd.json"
+printf 'PK\003\004rest of a zip' >"$T/model.keras"
+expect 4 "model.keras: a zip archive (a .keras model?)" -- estimate "$T/model.keras"
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -251,7 +251,10 @@ static void test_errors(void **state)
     expect_error("{\"vocab_size\": 30522, \"hidden_size\": 768}", DNNMEM_E_MODEL,
                  "config field 'model_type' is missing");
     expect_error("{\"model_type\": 7}", DNNMEM_E_MODEL, "config field 'model_type' must be a string");
-    expect_error("{\"class_name\": \"Sequential\", \"config\": {}}", DNNMEM_E_UNSUPPORTED,
+    /* a Keras model's JSON goes to the Keras front end; other JSON is no HF config */
+    expect_error("{\"class_name\": \"Sequential\", \"config\": {}}", DNNMEM_E_MODEL,
+                 "config field 'layers' is missing");
+    expect_error("{\"class_name\": \"Dense\", \"units\": 3}", DNNMEM_E_UNSUPPORTED,
                  "not a HuggingFace config.json");
     expect_error("{\"model_type\": \"gpt2\", \"vocab_size\": 100, \"n_embd\": 32, \"n_layer\": 2, "
                  "\"n_positions\": 16}",
