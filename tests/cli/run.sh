@@ -170,6 +170,29 @@ check_schema "$T/t.json" "training JSON with a verdict"
     --json >"$T/g.json"
 check_schema "$T/g.json" "generation JSON (kv_cache, decode phase)"
 
+# LoRA, 4-bit weights, optimizers of transformers and bitsandbytes
+G=$M/hf/tiny-llama-gqa.json
+expect 0 "lora           rank 8, alpha 16, dropout 0.05, targets q_proj,k_proj" -- estimate $G -s 16 \
+    --mode train --lora-r 8 --lora-alpha 16 --lora-dropout 0.05 --lora-targets q_proj,k_proj
+expect 0 "targets PEFT's default for the architecture" -- estimate $G -s 16 --mode train --lora-r 4
+expect 2 "--lora-r 0: expected a rank in 1..1048576" -- estimate $G -s 16 --mode train --lora-r 0
+expect 2 "--lora-dropout 1.5: expected a probability in [0, 1)" -- estimate $G -s 16 --mode train \
+    --lora-r 4 --lora-dropout 1.5
+expect 2 "--lora-targets qkv: no linear module of the model is named so" -- estimate $G -s 16 \
+    --mode train --lora-r 4 --lora-targets q_proj,qkv
+expect 2 "--lora-r applies to --mode train" -- estimate $G -s 16 --lora-r 4
+expect 2 "--lora-r applies to HuggingFace config.json models" -- estimate $M/fixtures/resnet50.onnx \
+    --mode train --lora-r 4
+expect 0 "quant          bitsandbytes 4-bit nf4 with double quantization" -- estimate $G -s 16 --quant nf4
+expect 0 "quant          bitsandbytes 4-bit fp4" -- estimate $G -s 16 --mode train --quant fp4 --lora-r 8
+expect 2 "--quant int8: expected none, nf4, nf4-single or fp4" -- estimate $G -s 16 --quant int8
+expect 2 "--quant in training needs --lora-r" -- estimate $G -s 16 --mode train --quant nf4
+expect 0 "optimizer      adafactor" -- estimate $G -s 16 --mode train --optimizer adafactor
+expect 0 "optimizer      adam8bit (bitsandbytes, blockwise)" -- estimate $G -s 16 --mode train \
+    --optimizer adam8bit
+expect 2 "--optimizer lion: expected sgd-momentum, sgd, adam, adamw, rmsprop, adagrad, adamw-hf" -- \
+    estimate $G -s 16 --mode train --optimizer lion
+
 # generation (HuggingFace causal LMs)
 G=$M/hf/tiny-llama-gqa.json
 expect 0 "kv cache" -- estimate $G -b 2 --prompt-len 16 --mode generate --new-tokens 400
