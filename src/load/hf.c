@@ -2081,6 +2081,9 @@ static int32_t t5_stack(struct hf *h, const struct t5 *c, int32_t ids, int32_t e
         leave(h, t);
         x = op(h, DM_OP_Add, 2, x, dropout(h, y, c->drop));
         leave(h, l0);
+        /* T5Block.forward's self_attention_outputs and cross_attention_outputs
+         * tuples hold each sub-layer's output until the block returns */
+        int32_t sa = x, ca = -1;
         if (dec) { /* layer.1: T5LayerCrossAttention on the encoder's states */
             size_t l1 = enter(h, "layer.1");
             t = enter(h, "layer_norm");
@@ -2091,11 +2094,14 @@ static int32_t t5_stack(struct hf *h, const struct t5 *c, int32_t ids, int32_t e
                              c->use_cache ? xkvn : NULL);
             leave(h, t);
             x = op(h, DM_OP_Add, 2, x, dropout(h, y, c->drop));
+            ca = x;
             leave(h, l1);
         }
         size_t lf = enter(h, "layer.%d", dec ? 2 : 1);
         x = t5_ff(h, c, x);
         leave(h, lf);
+        hold(h, sa, last_node(h));
+        hold(h, ca, last_node(h));
         leave(h, ls);
     }
     s = enter(h, "final_layer_norm");
@@ -2241,7 +2247,7 @@ struct vit {
 /* ViTSelfAttention (eager_attention_forward: softmax(q k^T * D**-0.5),
  * dropout, times v) or ViTSdpaSelfAttention (one fused kernel, no mask), on
  * [B, H, N, D] views of query, key and value; then ViTSelfOutput (dense,
- * dropout; the residual is the layer's). transformers 4.48-4.57. */
+ * dropout; the residual is the layer's). transformers 4.53-4.57. */
 static int32_t vit_attention(struct hf *h, const struct vit *c, int32_t x)
 {
     int64_t E = c->hidden, H = c->heads, D = c->hidden / c->heads;
@@ -2333,9 +2339,11 @@ static void build_vit(struct hf *h, const struct vit *c)
         t = enter(h, "layernorm_before");
         y = layer_norm(h, x, E, c->eps);
         leave(h, t);
+        int32_t norm = y;
         t = enter(h, "attention");
         y = vit_attention(h, c, y);
         leave(h, t);
+        int32_t attn = y;
         x = op(h, DM_OP_Add, 2, y, x); /* attention_output + hidden_states */
         t = enter(h, "layernorm_after");
         y = layer_norm(h, x, E, c->eps);
@@ -2353,6 +2361,10 @@ static void build_vit(struct hf *h, const struct vit *c)
         y = dropout(h, y, c->hidden_drop);
         x = op(h, DM_OP_Add, 2, y, x); /* hidden_states + input_tensor */
         leave(h, t);
+        /* ViTLayer.forward's locals hidden_states_norm and attention_output
+         * live until it returns */
+        hold(h, norm, last_node(h));
+        hold(h, attn, last_node(h));
         leave(h, ls);
     }
     leave(h, enc);
