@@ -24,6 +24,13 @@
  * presents tuple holds them until the caller lets go of the output): they are
  * outputs "present.N.key" and "present.N.value" after the logits.
  *
+ * Also built, each by its own function with its own inputs and outputs:
+ * T5ForConditionalGeneration ("t5", "mt5"; modeling_t5.py, 4.46-4.51),
+ * inputs input_ids [batch, seq] and decoder_input_ids [batch, target_seq],
+ * outputs the logits, the decoder's caches and the encoder's last hidden
+ * state; ViTModel / ViTForImageClassification ("vit"; modeling_vit.py,
+ * 4.53-4.57), input pixel_values [batch, channels, image, image].
+ *
  * Weights are float32 whatever the config's torch_dtype / dtype says: that is
  * the checkpoint's storage type, not the type a job runs in
  * (from_pretrained without torch_dtype loads float32); --precision converts
@@ -1957,6 +1964,13 @@ static int32_t t5_attention(struct hf *h, const struct t5 *c, bool dec, int32_t 
     size_t s = enter(h, "o");
     o = linear(h, o, H * D, c->d_model, false, -1, NULL);
     leave(h, s);
+    /* the forward's locals query_states, key_states, value_states (views
+     * of the projections), scores (added to in place) and attn_weights
+     * live until it returns */
+    for (int j = 0; j < 3; j++)
+        hold(h, qkv[j], last_node(h));
+    hold(h, sc, last_node(h));
+    hold(h, w, last_node(h));
     return o;
 }
 
@@ -2279,6 +2293,9 @@ static int32_t vit_attention(struct hf *h, const struct vit *c, int32_t x)
     }
     o = transpose(h, o, INTS(0, 2, 1, 3)); /* .transpose(1, 2).contiguous() */
     o = reshape(h, o, INTS(0, 0, -1));
+    /* ViTSelfAttention.forward's locals query_layer, key_layer, value_layer */
+    for (int j = 0; j < 3; j++)
+        hold(h, qkv[j], last_node(h));
     leave(h, s);
     s = enter(h, "output");
     size_t t = enter(h, "dense");
