@@ -1318,6 +1318,58 @@ static void test_tiny_t5(void **state)
     assert_int_equal(count_op(g, DM_OP_Tanh), 5); /* gelu_new, one per layer */
     check_train(m, 5070848);
     dnnmem_model_free(m);
+
+    /* mT5's defaults: gated-gelu, untied lm_head, one decoder layer per
+     * encoder layer. V 100, d 32, H 4, D 8, F 64, 1 + 1 layers: shared and
+     * lm_head 6400; encoder layer 4096 + 3 * 2048 + 64 = 10,304 + 128 + 32;
+     * decoder layer 8192 + 6144 + 96 = 14,432 + 128 + 32: 31,456 */
+    m = load_json("{\"model_type\": \"mt5\", \"vocab_size\": 100, \"d_model\": 32, \"d_kv\": 8, "
+                  "\"num_heads\": 4, \"d_ff\": 64, \"num_layers\": 1}");
+    g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "lm_head.weight") >= 0);
+    assert_true(dm_graph_find(g, "decoder.block.0.layer.2.DenseReluDense.wi_1.weight") >= 0);
+    assert_true(dm_graph_find(g, "decoder.block.1.layer.0.SelfAttention.q.weight") < 0);
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 1;
+    cfg.seq_len = 4;
+    r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 31456);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
+/* A T5 checkpoint may hold the shared embedding's tied copies under their
+ * own names, and the decoder cross-attention's unused relative bias that
+ * transformers ignores on load. */
+static void test_t5_checkpoint_names(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dnnmem-t5-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_text(dir, "config.json",
+               "{\"model_type\": \"t5\", \"vocab_size\": 100, \"d_model\": 32, \"d_kv\": 8, "
+               "\"num_heads\": 4, \"d_ff\": 64, \"num_layers\": 1}");
+    struct st_entry ck[] = {
+        {"shared.weight", 2, {100, 32}},
+        {"encoder.embed_tokens.weight", 2, {100, 32}},
+        {"decoder.embed_tokens.weight", 2, {100, 32}},
+        {"lm_head.weight", 2, {100, 32}},
+        {"encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", 2, {32, 4}},
+        {"decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight", 2, {32, 4}},
+        {"decoder.block.0.layer.2.DenseReluDense.wo.weight", 2, {32, 64}},
+    };
+    write_st(dir, "model.safetensors", ck, sizeof ck / sizeof ck[0], SIZE_MAX);
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (load_dir(dir, &m, &err) != DNNMEM_OK)
+        fail_msg("%s", err.message);
+    struct dnnmem_model_info info;
+    dnnmem_model_get_info(m, &info);
+    assert_int_equal(info.checkpoint_tensors, 7);
+    dnnmem_model_free(m);
+    remove_in(dir, "model.safetensors");
+    remove_in(dir, "config.json");
+    rmdir(dir);
 }
 
 /* tiny-vit (E 192, I 768, 4 layers, 6 heads, 64 x 64 images in 8 x 8
@@ -1377,6 +1429,7 @@ int main(void)
         cmocka_unit_test(test_t5_vit_published_counts),
         cmocka_unit_test(test_tiny_t5),
         cmocka_unit_test(test_tiny_vit),
+        cmocka_unit_test(test_t5_checkpoint_names),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
 }
