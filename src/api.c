@@ -822,6 +822,11 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     if (generate && m->sdpa.n_nodes == 0)
         return dm_fail(err, DNNMEM_E_UNSUPPORTED,
                        "%s: --mode generate applies to HuggingFace causal LM configs", g->path);
+    if (generate && g->encoder_decoder)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --mode generate is not modelled for encoder-decoder models (T5); "
+                       "estimate a forward pass with --mode inference --dim target_seq=N",
+                       g->path);
     if (generate && (cfg.new_tokens <= 0 || cfg.new_tokens > (INT64_C(1) << 20)))
         return dm_fail(err, DNNMEM_E_USAGE,
                        "--mode generate needs --new-tokens N, 1 <= N <= 1048576");
@@ -878,7 +883,12 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         return dm_fail(err, DNNMEM_E_USAGE,
                        "%s: --attn sdpa needs PyTorch 2.0 or later (F.scaled_dot_product_attention)",
                        g->path);
-    bool sdpa = hf && (cfg.attn == DNNMEM_ATTN_SDPA ||
+    if (cfg.attn == DNNMEM_ATTN_SDPA && g->eager_only)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --attn sdpa: transformers has no sdpa attention for this model "
+                       "(T5Attention is eager only); use --attn eager or auto",
+                       g->path);
+    bool sdpa = hf && !g->eager_only && (cfg.attn == DNNMEM_ATTN_SDPA ||
                        (cfg.attn == DNNMEM_ATTN_AUTO && torch >= 201 &&
                         cfg.device == DNNMEM_DEVICE_CUDA));
     if (sdpa)
@@ -964,6 +974,8 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         assume(&as, "attention", cfg.attn ? "option" : "default", "%s",
                sdpa ? "sdpa: F.scaled_dot_product_attention, FlashAttention for fp16/bf16 "
                       "from sm80, else the memory-efficient kernel"
+                    : g->eager_only ? "eager: scores, softmax and dropout materialised (the "
+                                      "model has no sdpa path in transformers)"
                     : "eager: scores, softmax and dropout materialised");
     if (run.train) {
         assume(&as, "mode", "option", "train: zero_grad, forward, loss, backward, step");

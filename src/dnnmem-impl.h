@@ -299,6 +299,9 @@ struct dm_graph {
                                   logits only (generate's prefill) */
     bool loss_upcast;          /* the model's own loss casts its logits to float32
                                   first (transformers' ForCausalLMLoss: logits.float()) */
+    bool encoder_decoder;      /* HF: an encoder-decoder (T5): no --mode generate */
+    bool eager_only;           /* HF: transformers has no sdpa path for it (T5Attention):
+                                  the "sdpa" graph is the eager one */
 };
 
 void dm_graph_init(struct dm_graph *g);

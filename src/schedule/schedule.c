@@ -201,9 +201,34 @@ static void analyse(struct dm_sb *b)
                 b->uses[x]++;
             }
         }
+        /* an embedding lookup of a weight by indices made at run time from
+         * the bound dims (GPT-2's wpe(arange(S)), T5's relative position
+         * bias) is a tensor PyTorch computes, and so is whatever is computed
+         * from it: no longer a repacking of the weight */
+        if (n->op == DM_OP_Gather && (inherit & DM_TF_DEP))
+            inherit &= (uint8_t)~DM_TF_FROM_WEIGHT;
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0)
                 b->flag[n->out[k]] |= inherit;
+    }
+    /* a dims-derived value the device computes (read on the device, not a
+     * scalar, not a weight's repacking) is computed from device tensors:
+     * torch.full((T, T)) before its triu, arange before the embedding
+     * lookup that reads it; their dims-derived inputs are device tensors too */
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        const struct dm_node *n = &g->nodes[i];
+        int32_t o = n->n_out > 0 ? n->out[0] : -1;
+        if (o < 0 || !t[o].is_const || t[o].rank < 0 || t[o].absent || t[o].numel <= 1)
+            continue;
+        uint8_t f = b->flag[o];
+        if (!(f & DM_TF_DEP) || (f & DM_TF_FROM_WEIGHT) ||
+            !((f & DM_TF_DEVICE_USE) || g->tensors[o].is_output))
+            continue;
+        for (int k = 0; k < n->n_in; k++) {
+            int32_t x = n->in[k];
+            if (x >= 0 && !is_meta_slot(n, k) && (b->flag[x] & DM_TF_DEP))
+                b->flag[x] |= DM_TF_DEVICE_USE;
+        }
     }
     for (int32_t i = 0; i < g->n_tensors; i++) {
         const struct dm_tensor *tt = &g->tensors[i];
