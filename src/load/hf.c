@@ -1762,8 +1762,11 @@ static void read_bert(struct hf *h, enum bert_kind kind, struct bert *c)
         read_head(h, c, cls[kind], true);
 }
 
+#include "hf_decoders.inc"
+
 static const char *const known_types =
-    "llama, mistral, qwen2, qwen3, gpt2, bert, roberta, albert, distilbert";
+    "llama, mistral, qwen2, qwen3, gpt2, bert, roberta, albert, distilbert, opt, biogpt, gpt_neox, "
+    "falcon, phi, phi3, gemma, gemma2, gemma3_text, gemma3 (its text_config)";
 
 /* The model_type, or "gpt2" for the legacy GPT-2 configs that predate it. */
 static const char *model_type(struct hf *h)
@@ -1838,11 +1841,28 @@ static enum dnnmem_status build(struct hf *h)
                           : strcmp(type, "albert") == 0 ? K_ALBERT
                                                         : K_BERT;
     bool bert = distil || kind != K_BERT || strcmp(type, "bert") == 0;
-    if (!gpt2 && !bert && strcmp(type, "llama") != 0 && strcmp(type, "mistral") != 0 &&
+    /* the multimodal Gemma 3 wrapper: its text_config's causal LM */
+    json_t *text = strcmp(type, "gemma3") == 0 ? json_object_get(h->root, "text_config") : NULL;
+    if (strcmp(type, "gemma3") == 0 && !json_is_object(text))
+        return fail(h, DNNMEM_E_MODEL, "config field 'text_config' is missing (model_type gemma3)");
+    if (strcmp(type, "mixformer-sequential") == 0)
+        return fail(h, DNNMEM_E_UNSUPPORTED,
+                    "model_type 'mixformer-sequential' (phi's early remote-code format) is not "
+                    "supported; use the transformers config of the model (model_type 'phi')");
+    struct dec dc = {0};
+    bool dec = false;
+    if (!gpt2 && !bert) {
+        json_t *outer = h->root;
+        if (text)
+            h->root = text;
+        dec = read_decoder(h, text ? "gemma3_text" : type, &dc);
+        h->root = outer;
+    }
+    if (!gpt2 && !bert && !dec && strcmp(type, "llama") != 0 && strcmp(type, "mistral") != 0 &&
         strcmp(type, "qwen2") != 0 && strcmp(type, "qwen3") != 0)
         return fail(h, DNNMEM_E_UNSUPPORTED, "model_type '%s' is not supported (known: %s)", type,
                     known_types);
-    if (!bert)
+    if (!bert && !text)
         check_architectures(h);
     if (field(h, "quantization_config"))
         fail(h, DNNMEM_E_UNSUPPORTED,
@@ -1856,12 +1876,12 @@ static enum dnnmem_status build(struct hf *h)
         read_distilbert(h, &bc);
     else if (bert)
         read_bert(h, kind, &bc);
-    else
+    else if (!dec)
         read_llama(h, type, &lc);
     if (h->st != DNNMEM_OK)
         return h->st;
-    int64_t layers = gpt2 ? gc.layers : bert ? bc.layers : lc.layers;
-    bool use_cache = !bert && (gpt2 ? gc.use_cache : lc.use_cache);
+    int64_t layers = gpt2 ? gc.layers : bert ? bc.layers : dec ? dc.layers : lc.layers;
+    bool use_cache = !bert && (gpt2 ? gc.use_cache : dec ? dc.use_cache : lc.use_cache);
 
     /* informative only: the checkpoint's dtype is not the job's (see the top) */
     const char *tv = json_string_value(json_object_get(h->root, "transformers_version"));
@@ -1898,6 +1918,7 @@ static enum dnnmem_status build(struct hf *h)
     int32_t logits = gpt2   ? build_gpt2(h, &gc, ids)
                      : distil ? build_distilbert(h, &bc, ids)
                      : bert   ? build_bert(h, &bc, ids, &pooled)
+                     : dec    ? build_decoder(h, &dc, ids)
                             : build_llama(h, &lc, ids);
     if (h->st != DNNMEM_OK)
         return h->st;
@@ -1915,6 +1936,8 @@ static enum dnnmem_status build(struct hf *h)
      * upcast the logits itself before that) */
     g->loss_upcast = true;
     g->logits_to_keep = !gpt2; /* LlamaForCausalLM.forward(logits_to_keep), 4.45+ */
+    if (dec && dc.kind == DK_BIOGPT)
+        g->logits_to_keep = false;
     g->tensors[logits].is_output = true;
     g->outputs[g->n_outputs++] = logits;
     for (int64_t i = 0; use_cache && i < layers; i++)
@@ -1935,8 +1958,13 @@ static size_t default_targets(const char *type, const char *const **out)
 {
     static const char *const qv[] = {"q_proj", "v_proj"}, *const gpt2[] = {"c_attn"},
                              *const bert[] = {"query", "value"}, *const distil[] = {"q_lin", "v_lin"};
+    static const char *const fused[] = {"query_key_value"}, *const phi3[] = {"qkv_proj"};
     if (strcmp(type, "gpt2") == 0) {
         *out = gpt2;
+        return 1;
+    }
+    if (strcmp(type, "gpt_neox") == 0 || strcmp(type, "falcon") == 0 || strcmp(type, "phi3") == 0) {
+        *out = strcmp(type, "phi3") == 0 ? phi3 : fused;
         return 1;
     }
     *out = strcmp(type, "distilbert") == 0                                    ? distil
