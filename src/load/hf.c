@@ -1901,7 +1901,8 @@ static enum dnnmem_status build(struct hf *h)
     struct dm_dim *d = dm_arena_array(&g->arena, 2, sizeof *d);
     int32_t sb = dm_graph_symbol(g, "batch"), sq = dm_graph_symbol(g, "seq");
     g->inputs = dm_arena_array(&g->arena, 1, sizeof *g->inputs);
-    size_t n_out = 2 + (use_cache ? 2 * (size_t)layers : 0); /* logits or hidden, pooler */
+    /* logits or hidden, pooler; presents (and the fused parts of hf_decoders.inc) */
+    size_t n_out = 2 + (use_cache ? (dec ? 4 : 2) * (size_t)layers : 0);
     g->outputs = dm_arena_array(&g->arena, n_out, sizeof *g->outputs);
     if (ids < 0 || !d || sb < 0 || sq < 0 || !g->inputs || !g->outputs) {
         oom(h);
@@ -1949,6 +1950,16 @@ static enum dnnmem_status build(struct hf *h)
                 return fail(h, DNNMEM_E_INTERNAL, "no tensor '%s'", name);
             g->tensors[t].is_output = true;
             g->outputs[g->n_outputs++] = t;
+        }
+    for (int64_t i = 0; dec && use_cache && i < layers; i++)
+        for (int j = 0; j < 2; j++) {
+            char name[64];
+            snprintf(name, sizeof name, "present.%lld.qkv.%d", (long long)i, j);
+            int32_t t = dm_graph_find(g, name);
+            if (t >= 0) {
+                g->tensors[t].is_output = true;
+                g->outputs[g->n_outputs++] = t;
+            }
         }
     return dm_graph_finish(g, h->err);
 }

@@ -643,6 +643,9 @@ static void test_tiny_decoders(void **state)
     assert_int_equal(bytes, 2 * 8 * 8 * 4);
     assert_int_equal(allocations(m, "/model/decoder/embed_positions/Gather_output_0", &bytes), 1);
     assert_int_equal(bytes, 2 * 8 * 256 * 4);
+    /* ACT2FN["relu"] is nn.ReLU(): a new tensor, not fc1's output rewritten */
+    assert_int_equal(allocations(m, "/model/decoder/layers.0/Relu_output_0", &bytes), 1);
+    assert_int_equal(bytes, 2 * 8 * 1024 * 4);
     dnnmem_model_free(m);
 
     /* GPT-NeoX: rotary on 8 of 32 dims, so cos is [1, 1, S, 8] and q, k are
@@ -659,6 +662,15 @@ static void test_tiny_decoders(void **state)
     free(t);
     dm_arena_free(&a);
     assert_int_equal(count_op(g, DM_OP_Concat) - 1 - 1, 4 * 2 * 2); /* rotate_half, cat */
+    /* the cached values are views of query_key_value's output: its q and k
+     * parts are returned with the presents (logits, 4 x key, value, 4 x 2
+     * parts), held until the caller lets go */
+    assert_int_equal(g->n_outputs, 1 + 4 * 2 + 4 * 2);
+    assert_string_equal(g->tensors[g->outputs[16]].name, "present.3.qkv.1");
+    dnnmem_model_free(m);
+    m = load_json("{\"model_type\": \"gpt_neox\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                  "\"use_cache\": false}");
+    assert_int_equal(dm_model_graph(m)->n_outputs, 1);
     dnnmem_model_free(m);
 
     /* Gemma 2: tanh softcapping in every layer's scores and on the logits;
