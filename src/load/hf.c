@@ -1042,7 +1042,7 @@ static int32_t layer_norm(struct hf *h, int32_t x, int64_t dim, double eps)
 
 /* GPT2Attention.forward with _attn (eager). */
 static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int32_t x,
-                              int32_t ss, int32_t *q_part)
+                              int32_t ss)
 {
     struct dm_graph *g = h->g;
     int64_t E = c->embd, nh = c->heads, hd = c->embd / c->heads, P = c->positions;
@@ -1115,11 +1115,15 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
     hold(h, w, last_node(h));
     /* present = (key, value) are views of the c_attn output, so with
      * use_cache the whole [B, S, 3E] buffer lives while the caller holds
-     * the presents. Split copies here: k and v are the presents, and q's
-     * part is held to the end of the forward (in training PyTorch keeps it
-     * until `del out`, past the backward: E per layer less here) */
-    if (c->use_cache)
-        *q_part = part[0];
+     * the presents (in training until `del out`, past the backward). Split
+     * copies here: k and v are the presents, and q's part is returned with
+     * them, as a view named present.N.qkv.0 */
+    if (c->use_cache) {
+        h->out_name = dm_arena_printf(&g->arena, "present.%d.qkv.0", layer);
+        if (!h->out_name)
+            return oom(h);
+        op(h, DM_OP_Identity, 1, part[0]);
+    }
     return o;
 }
 
@@ -1145,11 +1149,6 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
     int32_t pe = op(h, DM_OP_Gather, 2, wpe, pos_ids);
     leave(h, s);
     x = op(h, DM_OP_Add, 2, x, pe);
-    int32_t *q_parts = calloc((size_t)c->layers, sizeof *q_parts);
-    if (!q_parts)
-        return oom(h);
-    for (int i = 0; i < c->layers; i++)
-        q_parts[i] = -1;
     s = enter(h, "drop");
     x = dropout(h, x, c->embd_drop);
     leave(h, s);
@@ -1163,7 +1162,7 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
         int32_t y = layer_norm(h, x, E, c->eps);
         leave(h, s);
         s = enter(h, "attn");
-        y = gpt2_attention(h, c, i, y, ss, &q_parts[i]);
+        y = gpt2_attention(h, c, i, y, ss);
         leave(h, s);
         int32_t attn_out = y;
         x = op(h, DM_OP_Add, 2, y, residual); /* attn_output + residual */
@@ -1202,9 +1201,6 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
     s = enter(h, "lm_head");
     x = linear(h, x, E, c->vocab, false, c->tie ? wte : -1, "logits");
     leave(h, s);
-    for (int i = 0; i < c->layers; i++)
-        hold(h, q_parts[i], last_node(h));
-    free(q_parts);
     return x;
 }
 
@@ -1901,8 +1897,9 @@ static enum dnnmem_status build(struct hf *h)
     struct dm_dim *d = dm_arena_array(&g->arena, 2, sizeof *d);
     int32_t sb = dm_graph_symbol(g, "batch"), sq = dm_graph_symbol(g, "seq");
     g->inputs = dm_arena_array(&g->arena, 1, sizeof *g->inputs);
-    /* logits or hidden, pooler; presents (and the fused parts of hf_decoders.inc) */
-    size_t n_out = 2 + (use_cache ? (dec ? 4 : 2) * (size_t)layers : 0);
+    /* logits or hidden, pooler; presents and the parts of fused projections
+     * that the presents' views keep alive (present.N.qkv.J) */
+    size_t n_out = 2 + (use_cache ? (dec || gpt2 ? 4 : 2) * (size_t)layers : 0);
     g->outputs = dm_arena_array(&g->arena, n_out, sizeof *g->outputs);
     if (ids < 0 || !d || sb < 0 || sq < 0 || !g->inputs || !g->outputs) {
         oom(h);
@@ -1951,7 +1948,7 @@ static enum dnnmem_status build(struct hf *h)
             g->tensors[t].is_output = true;
             g->outputs[g->n_outputs++] = t;
         }
-    for (int64_t i = 0; dec && use_cache && i < layers; i++)
+    for (int64_t i = 0; (dec || gpt2) && use_cache && i < layers; i++)
         for (int j = 0; j < 2; j++) {
             char name[64];
             snprintf(name, sizeof name, "present.%lld.qkv.%d", (long long)i, j);

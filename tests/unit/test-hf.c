@@ -548,6 +548,7 @@ static void test_tiny_gpt2(void **state)
                 (int64_t[]){2, 4, 8, 8});
     assert_dims(shape_of(m, t, &a, "/transformer/h.1/mlp/act/Mul_3_output_0"), 3,
                 (int64_t[]){2, 8, 128});
+    assert_dims(shape_of(m, t, &a, "present.1.qkv.0"), 3, (int64_t[]){2, 8, 32});
     free(t);
     dm_arena_free(&a);
     struct dnnmem_config cfg;
@@ -558,6 +559,9 @@ static void test_tiny_gpt2(void **state)
     assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 29184 + 2 * (256 + 4));
     dnnmem_result_free(r);
     check_train(m, 29184);
+    /* the presents are views of c_attn's output: its query third is
+     * returned with them (logits, 2 x key, value, 2 x present.N.qkv.0) */
+    assert_int_equal(dm_model_graph(m)->n_outputs, 1 + 2 * 2 + 2);
     /* the mask is a view of the `bias` buffer: never allocated */
     uint64_t bytes;
     assert_int_equal(allocations(m, "/transformer/h.0/attn/Slice_output_0", &bytes), 0);
