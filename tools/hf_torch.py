@@ -8,7 +8,10 @@ follows transformers' own source op for op, for memory measurement:
   * LlamaForCausalLM as in modeling_llama.py (4.51), which also covers
     model_type "mistral" and "qwen2" (q/k/v biases) and "qwen3" (q_norm/k_norm,
     an RMSNorm over head_dim, applied before the transpose);
-  * GPT2LMHeadModel as in modeling_gpt2.py (4.47, GPT2Attention._attn).
+  * GPT2LMHeadModel as in modeling_gpt2.py (4.47, GPT2Attention._attn);
+  * OPTForCausalLM (the attention-interface version, 4.50-4.56),
+    GPTNeoXForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, PhiForCausalLM
+    (4.51) and FalconForCausalLM (4.51-4.56, rotary, eager path).
 
 Called as model(input_ids) with attn_implementation="eager": no attention_mask,
 use_cache from the config (default True).  Returns (logits, presents):
@@ -976,6 +979,304 @@ class DecoderForCausalLM(nn.Module):
         return logits, (tuple(cache) if cache is not None else None)
 
 
+class PhiAttention(nn.Module):
+    """PhiAttention (4.51): partial rotary through cat, biased projections."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        self.num_heads = cfg.get("num_attention_heads")
+        self.num_kv_heads = cfg.get("num_key_value_heads", self.num_heads)
+        self.head_dim = E // self.num_heads
+        self.num_key_value_groups = self.num_heads // self.num_kv_heads
+        self.scaling = self.head_dim ** -0.5
+        self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        self.rotary_ndims = int(self.head_dim * cfg.get("partial_rotary_factor", 0.5))
+        self.q_proj = nn.Linear(E, self.num_heads * self.head_dim, bias=True)
+        self.k_proj = nn.Linear(E, self.num_kv_heads * self.head_dim, bias=True)
+        self.v_proj = nn.Linear(E, self.num_kv_heads * self.head_dim, bias=True)
+        self.dense = nn.Linear(self.num_heads * self.head_dim, E, bias=True)
+        assert not cfg.get("qk_layernorm", False)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, cache):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_rot, query_pass = query_states[..., : self.rotary_ndims], query_states[..., self.rotary_ndims:]
+        key_rot, key_pass = key_states[..., : self.rotary_ndims], key_states[..., self.rotary_ndims:]
+        query_rot, key_rot = apply_rotary_pos_emb(query_rot, key_rot, cos, sin)
+        query_states = torch.cat((query_rot, query_pass), dim=-1)
+        key_states = torch.cat((key_rot, key_pass), dim=-1)
+        if cache is not None:
+            cache.append((key_states, value_states))
+        attn_output, attn_weights = eager_attention_forward(
+            self, query_states, key_states, value_states, attention_mask,
+            dropout=0.0 if not self.training else self.attention_dropout, scaling=self.scaling)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = self.dense(attn_output)
+        return attn_output, attn_weights
+
+
+class PhiMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, I = cfg.get("hidden_size"), cfg.get("intermediate_size")
+        self.fc1 = nn.Linear(E, I)
+        self.fc2 = nn.Linear(I, E)
+        assert cfg.get("hidden_act", "gelu_new") == "gelu_new"
+        self.activation_fn = NewGELUActivation()
+
+    def forward(self, hidden_states):
+        return self.fc2(self.activation_fn(self.fc1(hidden_states)))
+
+
+class PhiDecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.self_attn = PhiAttention(cfg)
+        self.mlp = PhiMLP(cfg)
+        self.input_layernorm = nn.LayerNorm(cfg.get("hidden_size"), eps=cfg.get("layer_norm_eps", 1e-5))
+        self.resid_dropout = nn.Dropout(cfg.get("resid_pdrop", 0.0))
+
+    def forward(self, hidden_states, attention_mask, position_embeddings, cache):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        attn_outputs, self_attn_weights = self.self_attn(hidden_states, position_embeddings,
+                                                         attention_mask, cache)
+        attn_outputs = self.resid_dropout(attn_outputs)
+        feed_forward_hidden_states = self.resid_dropout(self.mlp(hidden_states))
+        hidden_states = attn_outputs + feed_forward_hidden_states + residual
+        return (hidden_states,)
+
+
+class PhiModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        self.embed_tokens = nn.Embedding(cfg.get("vocab_size"), E)
+        self.layers = nn.ModuleList(PhiDecoderLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
+        self.final_layernorm = nn.LayerNorm(E, eps=cfg.get("layer_norm_eps", 1e-5))
+        rot = int(E // cfg.get("num_attention_heads") * cfg.get("partial_rotary_factor", 0.5))
+        self.rotary_emb = LlamaRotaryEmbedding(cfg, rot)
+        self.embed_dropout = nn.Dropout(cfg.get("embd_pdrop", 0.0))
+
+    def forward(self, input_ids, use_cache):
+        inputs_embeds = self.embed_tokens(input_ids)
+        cache = [] if use_cache else None
+        cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
+        position_ids = cache_position.unsqueeze(0)
+        causal_mask = llama_causal_mask(inputs_embeds, cache_position)
+        inputs_embeds = self.embed_dropout(inputs_embeds)
+        hidden_states = inputs_embeds
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for decoder_layer in self.layers:
+            hidden_states = decoder_layer(hidden_states, causal_mask, position_embeddings, cache)[0]
+        hidden_states = self.final_layernorm(hidden_states)
+        return hidden_states, cache
+
+
+class PhiForCausalLM(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.model = PhiModel(cfg)
+        self.lm_head = nn.Linear(cfg.get("hidden_size"), cfg.get("vocab_size"), bias=True)
+        if cfg.get("tie_word_embeddings", False):
+            self.lm_head.weight = self.model.embed_tokens.weight
+        self.use_cache = cfg.get("use_cache", True)
+
+    def forward(self, input_ids):
+        hidden_states, cache = self.model(input_ids, self.use_cache)
+        logits = self.lm_head(hidden_states[:, slice(0, None), :])
+        return logits, (tuple(cache) if cache is not None else None)
+
+
+class FalconLinear(nn.Linear):
+    def forward(self, input):
+        hidden_states = input @ self.weight.T
+        if self.bias is None:
+            return hidden_states
+        return hidden_states + self.bias
+
+
+class FalconAttention(nn.Module):
+    """FalconAttention (4.51-4.56), rotary (alibi false), eager path."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        self.num_heads = cfg.get("num_attention_heads")
+        self.head_dim = E // self.num_heads
+        self.new_decoder_architecture = cfg.get("new_decoder_architecture", False)
+        self.multi_query = cfg.get("multi_query", True)
+        cfg_kv = cfg.get("num_kv_heads", self.num_heads)
+        if self.new_decoder_architecture:
+            qkv_out_dim = (cfg_kv * 2 + self.num_heads) * self.head_dim
+        elif self.multi_query:
+            qkv_out_dim = E + 2 * self.head_dim
+        else:
+            qkv_out_dim = 3 * E
+        bias = cfg.get("bias", False)
+        self.query_key_value = FalconLinear(E, qkv_out_dim, bias=bias)
+        self.dense = FalconLinear(E, E, bias=bias)
+        self.num_kv_heads = cfg_kv if (self.new_decoder_architecture or not self.multi_query) else 1
+
+    def _split_heads(self, fused_qkv):
+        if self.new_decoder_architecture:
+            batch, seq_len, _ = fused_qkv.shape
+            qkv = fused_qkv.view(batch, seq_len, -1, self.num_heads // self.num_kv_heads + 2, self.head_dim)
+            query = qkv[:, :, :, :-2]
+            key = qkv[:, :, :, [-2]]
+            value = qkv[:, :, :, [-1]]
+            key = torch.broadcast_to(key, query.shape)
+            value = torch.broadcast_to(value, query.shape)
+            query, key, value = [x.flatten(2, 3) for x in (query, key, value)]
+            return query, key, value
+        elif not self.multi_query:
+            batch_size, seq_length, _ = fused_qkv.shape
+            fused_qkv = fused_qkv.view(batch_size, seq_length, self.num_heads, 3, self.head_dim)
+            return fused_qkv[..., 0, :], fused_qkv[..., 1, :], fused_qkv[..., 2, :]
+        else:
+            batch_size, seq_length, _ = fused_qkv.shape
+            fused_qkv = fused_qkv.view(batch_size, seq_length, self.num_heads + 2, self.head_dim)
+            return fused_qkv[..., :-2, :], fused_qkv[..., [-2], :], fused_qkv[..., [-1], :]
+
+    def forward(self, hidden_states, attention_mask, position_embeddings, cache):
+        fused_qkv = self.query_key_value(hidden_states)
+        num_kv_heads = self.num_heads if self.new_decoder_architecture else self.num_kv_heads
+        (query_layer, key_layer, value_layer) = self._split_heads(fused_qkv)
+        batch_size, query_length, _, _ = query_layer.shape
+        query_layer = query_layer.transpose(1, 2).reshape(batch_size, self.num_heads, query_length, self.head_dim)
+        key_layer = key_layer.transpose(1, 2).reshape(batch_size, num_kv_heads, query_length, self.head_dim)
+        value_layer = value_layer.transpose(1, 2).reshape(batch_size, num_kv_heads, query_length, self.head_dim)
+        cos, sin = position_embeddings
+        query_layer, key_layer = apply_rotary_pos_emb(query_layer, key_layer, cos, sin)
+        if cache is not None:
+            cache.append((key_layer, value_layer))
+        attention_mask = attention_mask[:, :, :, : key_layer.shape[-2]]
+        attention_scores = query_layer @ key_layer.transpose(-1, -2)
+        attention_scores /= math.sqrt(self.head_dim)
+        attention_scores = F.softmax(attention_scores + attention_mask, dim=-1, dtype=hidden_states.dtype)
+        attn_output = attention_scores @ value_layer
+        attn_output = attn_output.view(batch_size, self.num_heads, query_length, self.head_dim)
+        attn_output = attn_output.permute(0, 2, 1, 3)
+        attn_output = attn_output.reshape(batch_size, query_length, self.num_heads * self.head_dim)
+        attn_output = self.dense(attn_output)
+        return attn_output
+
+
+class FalconMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        I = cfg.get("ffn_hidden_size", 4 * E)
+        bias = cfg.get("bias", False)
+        self.dense_h_to_4h = FalconLinear(E, I, bias=bias)
+        self.dense_4h_to_h = FalconLinear(I, E, bias=bias)
+        assert cfg.get("activation", "gelu") == "gelu"
+
+    def forward(self, x):
+        x = F.gelu(self.dense_h_to_4h(x))
+        return self.dense_4h_to_h(x)
+
+
+def dropout_add(x, residual, prob, training):
+    out = F.dropout(x, p=prob, training=training)
+    return residual + out
+
+
+class FalconDecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, eps = cfg.get("hidden_size"), cfg.get("layer_norm_epsilon", 1e-5)
+        self.cfg = cfg
+        self.new_arch = cfg.get("new_decoder_architecture", False)
+        self.parallel_attn = cfg.get("parallel_attn", True)
+        self.num_ln = cfg.get("num_ln_in_parallel_attn", 2 if self.new_arch else None)
+        self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        self.hidden_dropout = cfg.get("hidden_dropout", 0.0)
+        self.self_attention = FalconAttention(cfg)
+        self.mlp = FalconMLP(cfg)
+        if not self.parallel_attn:
+            self.post_attention_layernorm = nn.LayerNorm(E, eps=eps)
+            self.input_layernorm = nn.LayerNorm(E, eps=eps)
+        elif self.num_ln == 2:
+            self.ln_attn = nn.LayerNorm(E, eps=eps)
+            self.ln_mlp = nn.LayerNorm(E, eps=eps)
+        else:
+            self.input_layernorm = nn.LayerNorm(E, eps=eps)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings, cache):
+        residual = hidden_states
+        if self.new_arch and self.num_ln == 2:
+            attention_layernorm_out = self.ln_attn(hidden_states)
+            mlp_layernorm_out = self.ln_mlp(hidden_states)
+        else:
+            attention_layernorm_out = self.input_layernorm(hidden_states)
+        attention_output = self.self_attention(attention_layernorm_out, attention_mask,
+                                               position_embeddings, cache)
+        if not self.new_arch:
+            if self.parallel_attn:
+                mlp_layernorm_out = attention_layernorm_out
+            else:
+                residual = dropout_add(attention_output, residual, self.attention_dropout, training=self.training)
+                mlp_layernorm_out = self.post_attention_layernorm(residual)
+        if self.new_arch and self.parallel_attn and self.num_ln == 1:
+            mlp_layernorm_out = attention_layernorm_out
+        mlp_output = self.mlp(mlp_layernorm_out)
+        if self.new_arch or self.parallel_attn:
+            mlp_output += attention_output
+        output = dropout_add(mlp_output, residual, self.hidden_dropout, training=self.training)
+        return (output,)
+
+
+class FalconModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        self.word_embeddings = nn.Embedding(cfg.get("vocab_size"), E)
+        self.h = nn.ModuleList(FalconDecoderLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
+        self.ln_f = nn.LayerNorm(E, eps=cfg.get("layer_norm_epsilon", 1e-5))
+        self.rotary_emb = LlamaRotaryEmbedding(cfg, E // cfg.get("num_attention_heads"))
+
+    def forward(self, input_ids, use_cache):
+        inputs_embeds = self.word_embeddings(input_ids)
+        cache = [] if use_cache else None
+        seq_length = inputs_embeds.shape[1]
+        cache_position = torch.arange(0, seq_length, device=inputs_embeds.device)
+        position_ids = cache_position.unsqueeze(0)
+        # _update_causal_mask without attention_mask: target_length = past + S
+        min_dtype = torch.finfo(inputs_embeds.dtype).min
+        causal_mask = torch.full((seq_length, seq_length), fill_value=min_dtype, dtype=inputs_embeds.dtype)
+        if seq_length != 1:
+            causal_mask = torch.triu(causal_mask, diagonal=1)
+        causal_mask *= torch.arange(seq_length) > cache_position.reshape(-1, 1)
+        causal_mask = causal_mask[None, None, :, :].expand(inputs_embeds.shape[0], 1, -1, -1)
+        hidden_states = inputs_embeds
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for block in self.h:
+            hidden_states = block(hidden_states, causal_mask, position_embeddings, cache)[0]
+        hidden_states = self.ln_f(hidden_states)
+        return hidden_states, cache
+
+
+class FalconForCausalLM(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.transformer = FalconModel(cfg)
+        self.lm_head = nn.Linear(cfg.get("hidden_size"), cfg.get("vocab_size"), bias=False)
+        if cfg.get("tie_word_embeddings", True):
+            self.lm_head.weight = self.transformer.word_embeddings.weight
+        self.use_cache = cfg.get("use_cache", True)
+
+    def forward(self, input_ids):
+        hidden_states, cache = self.transformer(input_ids, self.use_cache)
+        logits = self.lm_head(hidden_states[:, slice(0, None), :])
+        return logits, (tuple(cache) if cache is not None else None)
+
+
 # --------------------------------------------------------------------------
 
 
@@ -1005,6 +1306,10 @@ def build(config):
         model = GPTNeoXForCausalLM(cfg)
     elif cfg.model_type in ("phi3", "gemma"):
         model = DecoderForCausalLM(cfg)
+    elif cfg.model_type == "phi":
+        model = PhiForCausalLM(cfg)
+    elif cfg.model_type == "falcon":
+        model = FalconForCausalLM(cfg)
     else:
         raise ValueError("model_type %r not modelled" % cfg.model_type)
     _init(model)

@@ -85,11 +85,14 @@ HF_MODELS = {
     "tiny-neox": dict(config="tests/models/hf/tiny-neox.json", batches=[2], seq=128),
     "tiny-phi3": dict(config="tests/models/hf/tiny-phi3.json", batches=[2], seq=128),
     "tiny-gemma": dict(config="tests/models/hf/tiny-gemma.json", batches=[2], seq=128),
+    "tiny-phi": dict(config="tests/models/hf/tiny-phi.json", batches=[2], seq=128),
+    "tiny-falcon": dict(config="tests/models/hf/tiny-falcon.json", batches=[2], seq=128),
 }
 # LoRA variant (PEFT LoraConfig; default target_modules per model_type).
 LORA_R, LORA_ALPHA, LORA_DROPOUT = 8, 16, 0.05
 LORA_TARGETS = {"llama": ["q_proj", "v_proj"], "gpt2": ["c_attn"], "opt": ["q_proj", "v_proj"],
-                "gpt_neox": ["query_key_value"], "phi3": ["qkv_proj"], "gemma": ["q_proj", "v_proj"]}
+                "gpt_neox": ["query_key_value"], "phi3": ["qkv_proj"], "gemma": ["q_proj", "v_proj"],
+                "phi": ["q_proj", "v_proj"], "falcon": ["query_key_value"]}
 HF_LOSS = ("F.cross_entropy(logits.view(B*S, V), target.view(B*S)), mean; logits = output[0] "
            "[B,S,V]; target (B,S) int64 uniform in [0,V) (independent of the input tokens); "
            "the output tuple (logits, per-layer key/value cache) is held until `del out`")

@@ -592,7 +592,11 @@ static void test_tiny_gpt2(void **state)
  *    256 * 384 + dense 65,536 + MLP 2 * 262,144 = 689,152) * 2 + 512 =
  *    1,634,816; inv_freq 16;
  *  - tiny-gemma2: V 1000, E 256, I 768, L 2, H 4, K 2, D 64: 256,000 +
- *    layer (3 * 65,536 + 589,824 + 4 * 256 = 787,456) * 2 + 256 = 1,831,168. */
+ *    layer (3 * 65,536 + 589,824 + 4 * 256 = 787,456) * 2 + 256 = 1,831,168;
+ *  - tiny-phi (partial_rotary_factor 0.5: 16 of 32 dims): V 1000, E 256,
+ *    I 1024, L 4, H 8: embed 256,000 + lm_head 256,000 + bias 1000 + layer
+ *    (LN 512 + 4 * 65,792 + fc1 263,168 + fc2 262,400 = 789,248) * 4 + final
+ *    LN 512 = 3,670,504; inv_freq 8. */
 static int count_op(const struct dm_graph *g, enum dm_op op);
 
 static void test_tiny_decoders(void **state)
@@ -606,6 +610,7 @@ static void test_tiny_decoders(void **state)
         {"tiny-opt.json", 3484160, 0, 8, 32},    {"tiny-neox.json", 3671552, 4 * 4, 8, 32},
         {"tiny-phi3.json", 2873600, 16 * 4, 4, 32}, {"tiny-gemma.json", 3928320, 32 * 4, 2, 64},
         {"tiny-falcon.json", 1634816, 16 * 4, 8, 32}, {"tiny-gemma2.json", 1831168, 32 * 4, 2, 64},
+        {"tiny-phi.json", 3670504, 8 * 4, 8, 32},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char path[256];
@@ -686,6 +691,19 @@ static void test_tiny_decoders(void **state)
     assert_true(dm_graph_find(g, "/model/layers.1/Where_output_0") < 0);
     assert_int_equal(g->nodes[g->tensors[dm_graph_find(g, "logits")].producer].op, DM_OP_Mul);
     assert_int_equal(count_op(dm_model_graph_sdpa(m), DM_OP_Tanh), 1); /* sdpa: no scores */
+    /* sdpa gets the 4-D mask (HybridCache rules out is_causal); the sliding
+     * layer's is [B, 1, S, S] */
+    g = dm_model_graph_sdpa(m);
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == DM_OP_Attention)
+            assert_int_equal(g->nodes[i].n_in, 4);
+    struct dm_arena a2;
+    dm_arena_init(&a2);
+    struct dm_tinfo *t2 = calloc((size_t)dm_model_graph(m)->n_tensors, sizeof *t2);
+    assert_non_null(t2);
+    assert_dims(shape_of(m, t2, &a2, "/model/layers.0/Slice_output_0"), 4, (int64_t[]){2, 1, 8, 8});
+    free(t2);
+    dm_arena_free(&a2);
     dnnmem_model_free(m);
 
     /* Gemma 3 from the multimodal config: its text model, five sliding
