@@ -313,6 +313,9 @@ static void test_errors(void **state)
     expect_error("{\"model_type\": \"gemma\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
                  "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2}}",
                  DNNMEM_E_UNSUPPORTED, "config field 'rope_scaling' has type 'linear'");
+    expect_error("{\"model_type\": \"phi3\", \"vocab_size\": 256, \"hidden_size\": 2147483648, "
+                 "\"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 1}",
+                 DNNMEM_E_UNSUPPORTED, "give a projection wider than 2147483648");
     expect_error("{\"model_type\": \"gemma3\", \"vocab_size\": 100}", DNNMEM_E_MODEL,
                  "config field 'text_config' is missing");
     expect_error("{\"model_type\": \"opt\", \"vocab_size\": 100, \"hidden_size\": 64, "
