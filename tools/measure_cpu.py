@@ -82,6 +82,7 @@ HF_MODELS = {
     "tiny-qwen3": dict(config="tests/models/hf/tiny-qwen3.json", batches=[2], seq=128),
     "tiny-gpt2": dict(config="tests/models/hf/tiny-gpt2.json", batches=[2], seq=128),
     "tiny-opt": dict(config="tests/models/hf/tiny-opt.json", batches=[2], seq=128),
+    "tiny-opt-prenorm": dict(config="tests/models/hf/tiny-opt-prenorm.json", batches=[2], seq=128),
     "tiny-neox": dict(config="tests/models/hf/tiny-neox.json", batches=[2], seq=128),
     "tiny-phi3": dict(config="tests/models/hf/tiny-phi3.json", batches=[2], seq=128),
     "tiny-gemma": dict(config="tests/models/hf/tiny-gemma.json", batches=[2], seq=128),

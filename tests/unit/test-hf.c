@@ -581,6 +581,8 @@ static void test_tiny_gpt2(void **state)
  *    positions 514 * 256 = 131,584 + project_in, project_out 2 * 32,768 +
  *    layer (4 * 65,792 + 263,168 + 262,400 + 2 * 512 = 789,760) * 4, no
  *    final LN: 3,484,160;
+ *  - tiny-opt-prenorm (125m's layout): embed 256,000 + positions 131,584 +
+ *    4 layers 3,159,040 + final LN 512 = 3,547,136;
  *  - tiny-neox: V 1000, E 256, I 1024, L 4, 8 heads (D 32, 8 rotary dims):
  *    2 * 256,000 + layer (1024 + 197,376 + 65,792 + 263,168 + 262,400 =
  *    789,760) * 4 + 512 = 3,671,552; inv_freq 4 floats;
@@ -613,7 +615,7 @@ static void test_tiny_decoders(void **state)
         {"tiny-opt.json", 3484160, 0, 8, 32},    {"tiny-neox.json", 3671552, 4 * 4, 8, 32},
         {"tiny-phi3.json", 2873600, 16 * 4, 4, 32}, {"tiny-gemma.json", 3928320, 32 * 4, 2, 64},
         {"tiny-falcon.json", 1634816, 16 * 4, 8, 32}, {"tiny-gemma2.json", 1831168, 32 * 4, 2, 64},
-        {"tiny-phi.json", 3670504, 8 * 4, 8, 32},
+        {"tiny-phi.json", 3670504, 8 * 4, 8, 32}, {"tiny-opt-prenorm.json", 3547136, 0, 8, 32},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char path[256];
