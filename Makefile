@@ -76,6 +76,8 @@ $(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/grap
 	@echo "  CC      $<"
 	@$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+$(B)/src/load/hf.o: src/load/hf_decoders.inc
+
 $(B)/libdnnmem.a: $(LIB_OBJ)
 	@echo "  AR      $@"
 	@rm -f $@

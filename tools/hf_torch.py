@@ -15,7 +15,10 @@ follows transformers' own source op for op, for memory measurement:
     called as model(input_ids, decoder_input_ids); returns (logits,
     past_key_values, encoder_last_hidden_state);
   * ViTModel / ViTForImageClassification as in modeling_vit.py (4.53-4.57,
-    eager_attention_forward), called as model(pixel_values).
+    eager_attention_forward), called as model(pixel_values);
+  * OPTForCausalLM (the attention-interface version, 4.50-4.56),
+    GPTNeoXForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, PhiForCausalLM
+    (4.51) and FalconForCausalLM (4.51-4.56, rotary, eager path).
 
 Called as model(input_ids) with attn_implementation="eager": no attention_mask,
 use_cache from the config (default True).  Returns (logits, presents):
@@ -1094,6 +1097,808 @@ class ViTForImageClassification(nn.Module):
 
 
 # --------------------------------------------------------------------------
+# Decoders with cat-based partial rotary, fused projections or learned
+# positions: OPT, GPT-NeoX, Phi-3 (4.51; OPT the attention-interface version,
+# 4.50-4.56), Gemma (4.51).  src/load/hf_decoders.inc builds the same.
+# --------------------------------------------------------------------------
+
+
+def attention_core(module, query, key, value, attention_mask, scaling, dropout=0.0):
+    """eager_attention_forward of OPT (siglip's copy) and GPT-NeoX: no repeat_kv."""
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        attn_weights = attn_weights + attention_mask[:, :, :, : key.shape[-2]]
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value)
+    attn_output = attn_output.transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+def llama_causal_mask(input_tensor, cache_position):
+    """LlamaModel._update_causal_mask (eager, no attention_mask, DynamicCache)."""
+    dtype, device = input_tensor.dtype, input_tensor.device
+    sequence_length = input_tensor.shape[1]
+    target_length = sequence_length + 1
+    min_dtype = torch.finfo(dtype).min
+    causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype, device=device)
+    if sequence_length != 1:
+        causal_mask = torch.triu(causal_mask, diagonal=1)
+    causal_mask *= torch.arange(target_length, device=device) > cache_position.reshape(-1, 1)
+    return causal_mask[None, None, :, :].expand(input_tensor.shape[0], 1, -1, -1)
+
+
+class OPTAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed_dim = cfg.get("hidden_size")
+        self.num_heads = cfg.get("num_attention_heads")
+        self.head_dim = self.embed_dim // self.num_heads
+        self.scaling = self.head_dim ** -0.5
+        self.dropout = cfg.get("attention_dropout", 0.0)
+        bias = cfg.get("enable_bias", True)
+        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim, bias=bias)
+        self.v_proj = nn.Linear(self.embed_dim, self.embed_dim, bias=bias)
+        self.q_proj = nn.Linear(self.embed_dim, self.embed_dim, bias=bias)
+        self.out_proj = nn.Linear(self.embed_dim, self.embed_dim, bias=bias)
+
+    def forward(self, hidden_states, attention_mask, cache):
+        bsz, tgt_len, _ = hidden_states.size()
+        query_states = self.q_proj(hidden_states) * self.scaling
+        query_states = query_states.view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)
+        key_states = self.k_proj(hidden_states)
+        value_states = self.v_proj(hidden_states)
+        key_states = key_states.view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)
+        value_states = value_states.view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)
+        if cache is not None:
+            cache.append((key_states, value_states))
+        attn_output, attn_weights = attention_core(
+            self, query_states, key_states, value_states, attention_mask,
+            dropout=0.0 if not self.training else self.dropout, scaling=1.0)
+        attn_output = attn_output.reshape(bsz, tgt_len, -1).contiguous()
+        attn_output = self.out_proj(attn_output)
+        return attn_output, attn_weights
+
+
+class OPTDecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        self.self_attn = OPTAttention(cfg)
+        self.do_layer_norm_before = cfg.get("do_layer_norm_before", True)
+        self.dropout = cfg.get("dropout", 0.1)
+        assert cfg.get("activation_function", "relu") == "relu"
+        self.activation_fn = nn.ReLU()
+        bias = cfg.get("enable_bias", True)
+        self.self_attn_layer_norm = nn.LayerNorm(E)
+        self.fc1 = nn.Linear(E, cfg.get("ffn_dim"), bias=bias)
+        self.fc2 = nn.Linear(cfg.get("ffn_dim"), E, bias=bias)
+        self.final_layer_norm = nn.LayerNorm(E)
+
+    def forward(self, hidden_states, attention_mask, cache):
+        residual = hidden_states
+        if self.do_layer_norm_before:
+            hidden_states = self.self_attn_layer_norm(hidden_states)
+        hidden_states, self_attn_weights = self.self_attn(hidden_states, attention_mask, cache)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = residual + hidden_states
+        if not self.do_layer_norm_before:
+            hidden_states = self.self_attn_layer_norm(hidden_states)
+        hidden_states_shape = hidden_states.shape
+        hidden_states = hidden_states.reshape(-1, hidden_states.size(-1))
+        residual = hidden_states
+        if self.do_layer_norm_before:
+            hidden_states = self.final_layer_norm(hidden_states)
+        hidden_states = self.fc1(hidden_states)
+        hidden_states = self.activation_fn(hidden_states)
+        hidden_states = self.fc2(hidden_states)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = (residual + hidden_states).view(hidden_states_shape)
+        if not self.do_layer_norm_before:
+            hidden_states = self.final_layer_norm(hidden_states)
+        return (hidden_states,)
+
+
+class OPTLearnedPositionalEmbedding(nn.Embedding):
+    def __init__(self, num_embeddings, embedding_dim):
+        self.offset = 2
+        super().__init__(num_embeddings + self.offset, embedding_dim)
+
+    def forward(self, attention_mask, past_key_values_length=0, position_ids=None):
+        return super().forward(position_ids + self.offset)
+
+
+class OPTDecoder(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, W = cfg.get("hidden_size"), cfg.get("word_embed_proj_dim", cfg.get("hidden_size"))
+        self.embed_tokens = nn.Embedding(cfg.get("vocab_size"), W, cfg.get("pad_token_id", 1))
+        self.embed_positions = OPTLearnedPositionalEmbedding(cfg.get("max_position_embeddings"), E)
+        self.project_out = nn.Linear(E, W, bias=False) if W != E else None
+        self.project_in = nn.Linear(W, E, bias=False) if W != E else None
+        self.final_layer_norm = nn.LayerNorm(E) if cfg.get("do_layer_norm_before", True) else None
+        self.layers = nn.ModuleList(OPTDecoderLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
+
+    @staticmethod
+    def _prepare_4d(attention_mask, sequence_length, target_length, dtype, cache_position, batch_size):
+        min_dtype = torch.finfo(dtype).min
+        causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype,
+                                 device=cache_position.device)
+        if sequence_length != 1:
+            causal_mask = torch.triu(causal_mask, diagonal=1)
+        causal_mask *= torch.arange(target_length, device=cache_position.device) > cache_position.reshape(-1, 1)
+        causal_mask = causal_mask[None, None, :, :].expand(batch_size, 1, -1, -1)
+        causal_mask = causal_mask.clone()
+        mask_length = attention_mask.shape[-1]
+        padding_mask = causal_mask[:, :, :, :mask_length] + attention_mask[:, None, None, :]
+        padding_mask = padding_mask == 0
+        causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(
+            padding_mask, min_dtype)
+        return causal_mask
+
+    def forward(self, input_ids, use_cache):
+        input_ids = input_ids.view(-1, input_ids.shape[-1])
+        inputs_embeds = self.embed_tokens(input_ids)
+        cache = [] if use_cache else None
+        cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
+        attention_mask = torch.ones(inputs_embeds.shape[0], inputs_embeds.shape[1], device=inputs_embeds.device)
+        causal_mask = self._prepare_4d(attention_mask, inputs_embeds.shape[1], attention_mask.shape[-1],
+                                       inputs_embeds.dtype, cache_position, inputs_embeds.shape[0])
+        position_ids = torch.cumsum(attention_mask, dim=1)
+        position_ids = (position_ids * attention_mask - 1).long()
+        position_ids = position_ids[:, 0:]
+        pos_embeds = self.embed_positions(attention_mask, 0, position_ids=position_ids)
+        if self.project_in is not None:
+            inputs_embeds = self.project_in(inputs_embeds)
+        hidden_states = inputs_embeds + pos_embeds
+        for decoder_layer in self.layers:
+            hidden_states = decoder_layer(hidden_states, causal_mask, cache)[0]
+        if self.final_layer_norm is not None:
+            hidden_states = self.final_layer_norm(hidden_states)
+        if self.project_out is not None:
+            hidden_states = self.project_out(hidden_states)
+        return hidden_states, cache
+
+
+class OPTModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.decoder = OPTDecoder(cfg)
+
+
+class OPTForCausalLM(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.model = OPTModel(cfg)
+        W = cfg.get("word_embed_proj_dim", cfg.get("hidden_size"))
+        self.lm_head = nn.Linear(W, cfg.get("vocab_size"), bias=False)
+        self.lm_head.weight = self.model.decoder.embed_tokens.weight
+        self.use_cache = cfg.get("use_cache", True)
+
+    def forward(self, input_ids):
+        hidden_states, cache = self.model.decoder(input_ids, self.use_cache)
+        logits = self.lm_head(hidden_states[:, slice(0, None), :]).contiguous()
+        return logits, (tuple(cache) if cache is not None else None)
+
+
+def apply_rotary_pos_emb_neox(q, k, cos, sin, unsqueeze_dim=1):
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    rotary_dim = cos.shape[-1]
+    q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]
+    k_rot, k_pass = k[..., :rotary_dim], k[..., rotary_dim:]
+    q_embed = (q_rot * cos) + (rotate_half(q_rot) * sin)
+    k_embed = (k_rot * cos) + (rotate_half(k_rot) * sin)
+    q_embed = torch.cat([q_embed, q_pass], dim=-1)
+    k_embed = torch.cat([k_embed, k_pass], dim=-1)
+    return q_embed, k_embed
+
+
+def apply_rotary_pos_emb_phi3(q, k, cos, sin, unsqueeze_dim=1):
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    rotary_dim = cos.shape[-1]
+    q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]
+    k_rot, k_pass = k[..., :rotary_dim], k[..., rotary_dim:]
+    q_embed = torch.cat([(q_rot * cos) + (rotate_half(q_rot) * sin), q_pass], dim=-1)
+    k_embed = torch.cat([(k_rot * cos) + (rotate_half(k_rot) * sin), k_pass], dim=-1)
+    return q_embed, k_embed
+
+
+class RotaryConfig:
+    """A Config whose rope_theta is another field (GPT-NeoX's rotary_emb_base)."""
+
+    def __init__(self, theta):
+        self.theta = theta
+
+    def get(self, key, default=None):
+        return self.theta if key == "rope_theta" else default
+
+
+class GPTNeoXAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        self.num_heads = cfg.get("num_attention_heads")
+        self.head_size = E // self.num_heads
+        self.scaling = self.head_size ** -0.5
+        self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        bias = cfg.get("attention_bias", True)
+        self.query_key_value = nn.Linear(E, 3 * E, bias=bias)
+        self.dense = nn.Linear(E, E, bias=bias)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings, cache):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, 3 * self.head_size)
+        qkv = self.query_key_value(hidden_states).view(hidden_shape).transpose(1, 2)
+        query_states, key_states, value_states = qkv.chunk(3, dim=-1)
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb_neox(query_states, key_states, cos, sin)
+        if cache is not None:
+            cache.append((key_states, value_states))
+        attn_output, attn_weights = attention_core(
+            self, query_states, key_states, value_states, attention_mask, scaling=self.scaling,
+            dropout=0.0 if not self.training else self.attention_dropout)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = self.dense(attn_output)
+        return attn_output, attn_weights
+
+
+class GPTNeoXMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, I = cfg.get("hidden_size"), cfg.get("intermediate_size")
+        self.dense_h_to_4h = nn.Linear(E, I)
+        self.dense_4h_to_h = nn.Linear(I, E)
+        assert cfg.get("hidden_act", "gelu") == "gelu"
+
+    def forward(self, hidden_states):
+        hidden_states = self.dense_h_to_4h(hidden_states)
+        hidden_states = nn.functional.gelu(hidden_states)  # GELUActivation
+        return self.dense_4h_to_h(hidden_states)
+
+
+class GPTNeoXLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, eps = cfg.get("hidden_size"), cfg.get("layer_norm_eps", 1e-5)
+        self.use_parallel_residual = cfg.get("use_parallel_residual", True)
+        self.input_layernorm = nn.LayerNorm(E, eps=eps)
+        self.post_attention_layernorm = nn.LayerNorm(E, eps=eps)
+        self.post_attention_dropout = nn.Dropout(cfg.get("hidden_dropout", 0.0))
+        self.post_mlp_dropout = nn.Dropout(cfg.get("hidden_dropout", 0.0))
+        self.attention = GPTNeoXAttention(cfg)
+        self.mlp = GPTNeoXMLP(cfg)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings, cache):
+        attn_output, attn_weights = self.attention(self.input_layernorm(hidden_states), attention_mask,
+                                                   position_embeddings, cache)
+        attn_output = self.post_attention_dropout(attn_output)
+        if self.use_parallel_residual:
+            mlp_output = self.mlp(self.post_attention_layernorm(hidden_states))
+            mlp_output = self.post_mlp_dropout(mlp_output)
+            hidden_states = mlp_output + attn_output + hidden_states
+        else:
+            attn_output = attn_output + hidden_states
+            mlp_output = self.mlp(self.post_attention_layernorm(attn_output))
+            mlp_output = self.post_mlp_dropout(mlp_output)
+            hidden_states = mlp_output + attn_output
+        return (hidden_states,)
+
+
+class GPTNeoXModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        self.embed_in = nn.Embedding(cfg.get("vocab_size"), E)
+        self.emb_dropout = nn.Dropout(cfg.get("hidden_dropout", 0.0))
+        self.layers = nn.ModuleList(GPTNeoXLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
+        self.final_layer_norm = nn.LayerNorm(E, eps=cfg.get("layer_norm_eps", 1e-5))
+        head = E // cfg.get("num_attention_heads")
+        rot = int(head * cfg.get("rotary_pct", 0.25))
+        self.rotary_emb = LlamaRotaryEmbedding(
+            RotaryConfig(cfg.get("rotary_emb_base", cfg.get("rope_theta", 10000.0))), rot)
+
+    def forward(self, input_ids, use_cache):
+        inputs_embeds = self.embed_in(input_ids)
+        cache = [] if use_cache else None
+        cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
+        position_ids = cache_position.unsqueeze(0)
+        causal_mask = llama_causal_mask(inputs_embeds, cache_position)
+        hidden_states = self.emb_dropout(inputs_embeds)
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, causal_mask, position_embeddings, cache)[0]
+        hidden_states = self.final_layer_norm(hidden_states)
+        return hidden_states, cache
+
+
+class GPTNeoXForCausalLM(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.gpt_neox = GPTNeoXModel(cfg)
+        self.embed_out = nn.Linear(cfg.get("hidden_size"), cfg.get("vocab_size"), bias=False)
+        if cfg.get("tie_word_embeddings", False):
+            self.embed_out.weight = self.gpt_neox.embed_in.weight
+        self.use_cache = cfg.get("use_cache", True)
+
+    def forward(self, input_ids):
+        hidden_states, cache = self.gpt_neox(input_ids, self.use_cache)
+        logits = self.embed_out(hidden_states[:, slice(0, None), :])
+        return logits, (tuple(cache) if cache is not None else None)
+
+
+class Phi3Attention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        self.num_heads = cfg.get("num_attention_heads")
+        self.num_kv_heads = cfg.get("num_key_value_heads", self.num_heads)
+        self.head_dim = E // self.num_heads
+        self.num_key_value_groups = self.num_heads // self.num_kv_heads
+        self.scaling = self.head_dim ** -0.5
+        self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        op_size = self.num_heads * self.head_dim + 2 * (self.num_kv_heads * self.head_dim)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, E, bias=False)
+        self.qkv_proj = nn.Linear(E, op_size, bias=False)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, cache):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        qkv = self.qkv_proj(hidden_states)
+        query_pos = self.num_heads * self.head_dim
+        query_states = qkv[..., :query_pos]
+        key_states = qkv[..., query_pos: query_pos + self.num_kv_heads * self.head_dim]
+        value_states = qkv[..., query_pos + self.num_kv_heads * self.head_dim:]
+        query_states = query_states.view(hidden_shape).transpose(1, 2)
+        key_states = key_states.view(hidden_shape).transpose(1, 2)
+        value_states = value_states.view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb_phi3(query_states, key_states, cos, sin)
+        if cache is not None:
+            cache.append((key_states, value_states))
+        attn_output, attn_weights = eager_attention_forward(
+            self, query_states, key_states, value_states, attention_mask,
+            dropout=0.0 if not self.training else self.attention_dropout, scaling=self.scaling)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = self.o_proj(attn_output)
+        return attn_output, attn_weights
+
+
+class Phi3MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, I = cfg.get("hidden_size"), cfg.get("intermediate_size")
+        self.gate_up_proj = nn.Linear(E, 2 * I, bias=False)
+        self.down_proj = nn.Linear(I, E, bias=False)
+        assert cfg.get("hidden_act", "silu") == "silu"
+        self.activation_fn = nn.SiLU()
+
+    def forward(self, hidden_states):
+        up_states = self.gate_up_proj(hidden_states)
+        gate, up_states = up_states.chunk(2, dim=-1)
+        up_states = up_states * self.activation_fn(gate)
+        return self.down_proj(up_states)
+
+
+class Phi3DecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, eps = cfg.get("hidden_size"), cfg.get("rms_norm_eps", 1e-5)
+        self.self_attn = Phi3Attention(cfg)
+        self.mlp = Phi3MLP(cfg)
+        self.input_layernorm = LlamaRMSNorm(E, eps=eps)
+        self.post_attention_layernorm = LlamaRMSNorm(E, eps=eps)
+        self.resid_attn_dropout = nn.Dropout(cfg.get("resid_pdrop", 0.0))
+        self.resid_mlp_dropout = nn.Dropout(cfg.get("resid_pdrop", 0.0))
+
+    def forward(self, hidden_states, attention_mask, position_embeddings, cache):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, self_attn_weights = self.self_attn(hidden_states, position_embeddings,
+                                                          attention_mask, cache)
+        hidden_states = residual + self.resid_attn_dropout(hidden_states)
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = residual + self.resid_mlp_dropout(hidden_states)
+        return (hidden_states,)
+
+
+class GemmaRMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+
+
+class GemmaMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, I = cfg.get("hidden_size"), cfg.get("intermediate_size")
+        self.gate_proj = nn.Linear(E, I, bias=False)
+        self.up_proj = nn.Linear(E, I, bias=False)
+        self.down_proj = nn.Linear(I, E, bias=False)
+        act = cfg.get("hidden_activation") or cfg.get("hidden_act", "gelu_pytorch_tanh")
+        self.approximate = "tanh" if act == "gelu_pytorch_tanh" else "none"
+
+    def forward(self, x):
+        return self.down_proj(F.gelu(self.gate_proj(x), approximate=self.approximate) * self.up_proj(x))
+
+
+class GemmaDecoderLayer(nn.Module):
+    def __init__(self, cfg, layer_idx):
+        super().__init__()
+        E, eps = cfg.get("hidden_size"), cfg.get("rms_norm_eps", 1e-6)
+        self.self_attn = LlamaAttention(cfg, layer_idx)
+        self.mlp = GemmaMLP(cfg)
+        self.input_layernorm = GemmaRMSNorm(E, eps=eps)
+        self.post_attention_layernorm = GemmaRMSNorm(E, eps=eps)
+
+    forward = LlamaDecoderLayer.forward
+
+
+class DecoderModel(nn.Module):
+    """LlamaModel's forward (4.51) for Phi-3 (Phi3Model) and Gemma (GemmaModel:
+    the embeddings times a 0-d normalizer tensor after the rotary embedding)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        E, t = cfg.get("hidden_size"), cfg.model_type
+        self.gemma = t == "gemma"
+        self.embed_tokens = nn.Embedding(cfg.get("vocab_size"), E, cfg.get("pad_token_id"))
+        if self.gemma:
+            self.layers = nn.ModuleList(GemmaDecoderLayer(cfg, i) for i in range(cfg.get("num_hidden_layers")))
+            self.norm = GemmaRMSNorm(E, eps=cfg.get("rms_norm_eps", 1e-6))
+            head_dim = cfg.get("head_dim", 256)
+        else:
+            self.layers = nn.ModuleList(Phi3DecoderLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
+            self.norm = LlamaRMSNorm(E, eps=cfg.get("rms_norm_eps", 1e-5))
+            head_dim = int(E // cfg.get("num_attention_heads") * cfg.get("partial_rotary_factor", 1.0))
+        self.rotary_emb = LlamaRotaryEmbedding(cfg, head_dim)
+
+    def forward(self, input_ids, use_cache):
+        inputs_embeds = self.embed_tokens(input_ids)
+        cache = [] if use_cache else None
+        cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
+        position_ids = cache_position.unsqueeze(0)
+        causal_mask = llama_causal_mask(inputs_embeds, cache_position)
+        hidden_states = inputs_embeds
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        if self.gemma:
+            normalizer = torch.tensor(self.cfg.get("hidden_size") ** 0.5, dtype=hidden_states.dtype)
+            hidden_states = hidden_states * normalizer
+        for decoder_layer in self.layers:
+            hidden_states = decoder_layer(hidden_states, causal_mask, position_embeddings, cache)[0]
+        hidden_states = self.norm(hidden_states)
+        return hidden_states, cache
+
+
+class DecoderForCausalLM(nn.Module):
+    """Phi3ForCausalLM, GemmaForCausalLM (tied by default)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.model = DecoderModel(cfg)
+        self.lm_head = nn.Linear(cfg.get("hidden_size"), cfg.get("vocab_size"), bias=False)
+        if cfg.get("tie_word_embeddings", cfg.model_type == "gemma"):
+            self.lm_head.weight = self.model.embed_tokens.weight
+        self.use_cache = cfg.get("use_cache", True)
+
+    def forward(self, input_ids):
+        hidden_states, cache = self.model(input_ids, self.use_cache)
+        logits = self.lm_head(hidden_states[:, slice(0, None), :])
+        return logits, (tuple(cache) if cache is not None else None)
+
+
+class PhiAttention(nn.Module):
+    """PhiAttention (4.51): partial rotary through cat, biased projections."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        self.num_heads = cfg.get("num_attention_heads")
+        self.num_kv_heads = cfg.get("num_key_value_heads", self.num_heads)
+        self.head_dim = E // self.num_heads
+        self.num_key_value_groups = self.num_heads // self.num_kv_heads
+        self.scaling = self.head_dim ** -0.5
+        self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        self.rotary_ndims = int(self.head_dim * cfg.get("partial_rotary_factor", 0.5))
+        self.q_proj = nn.Linear(E, self.num_heads * self.head_dim, bias=True)
+        self.k_proj = nn.Linear(E, self.num_kv_heads * self.head_dim, bias=True)
+        self.v_proj = nn.Linear(E, self.num_kv_heads * self.head_dim, bias=True)
+        self.dense = nn.Linear(self.num_heads * self.head_dim, E, bias=True)
+        assert not cfg.get("qk_layernorm", False)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, cache):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_rot, query_pass = query_states[..., : self.rotary_ndims], query_states[..., self.rotary_ndims:]
+        key_rot, key_pass = key_states[..., : self.rotary_ndims], key_states[..., self.rotary_ndims:]
+        query_rot, key_rot = apply_rotary_pos_emb(query_rot, key_rot, cos, sin)
+        query_states = torch.cat((query_rot, query_pass), dim=-1)
+        key_states = torch.cat((key_rot, key_pass), dim=-1)
+        if cache is not None:
+            cache.append((key_states, value_states))
+        attn_output, attn_weights = eager_attention_forward(
+            self, query_states, key_states, value_states, attention_mask,
+            dropout=0.0 if not self.training else self.attention_dropout, scaling=self.scaling)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = self.dense(attn_output)
+        return attn_output, attn_weights
+
+
+class PhiMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, I = cfg.get("hidden_size"), cfg.get("intermediate_size")
+        self.fc1 = nn.Linear(E, I)
+        self.fc2 = nn.Linear(I, E)
+        assert cfg.get("hidden_act", "gelu_new") == "gelu_new"
+        self.activation_fn = NewGELUActivation()
+
+    def forward(self, hidden_states):
+        return self.fc2(self.activation_fn(self.fc1(hidden_states)))
+
+
+class PhiDecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.self_attn = PhiAttention(cfg)
+        self.mlp = PhiMLP(cfg)
+        self.input_layernorm = nn.LayerNorm(cfg.get("hidden_size"), eps=cfg.get("layer_norm_eps", 1e-5))
+        self.resid_dropout = nn.Dropout(cfg.get("resid_pdrop", 0.0))
+
+    def forward(self, hidden_states, attention_mask, position_embeddings, cache):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        attn_outputs, self_attn_weights = self.self_attn(hidden_states, position_embeddings,
+                                                         attention_mask, cache)
+        attn_outputs = self.resid_dropout(attn_outputs)
+        feed_forward_hidden_states = self.resid_dropout(self.mlp(hidden_states))
+        hidden_states = attn_outputs + feed_forward_hidden_states + residual
+        return (hidden_states,)
+
+
+class PhiModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        self.embed_tokens = nn.Embedding(cfg.get("vocab_size"), E)
+        self.layers = nn.ModuleList(PhiDecoderLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
+        self.final_layernorm = nn.LayerNorm(E, eps=cfg.get("layer_norm_eps", 1e-5))
+        rot = int(E // cfg.get("num_attention_heads") * cfg.get("partial_rotary_factor", 0.5))
+        self.rotary_emb = LlamaRotaryEmbedding(cfg, rot)
+        self.embed_dropout = nn.Dropout(cfg.get("embd_pdrop", 0.0))
+
+    def forward(self, input_ids, use_cache):
+        inputs_embeds = self.embed_tokens(input_ids)
+        cache = [] if use_cache else None
+        cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
+        position_ids = cache_position.unsqueeze(0)
+        causal_mask = llama_causal_mask(inputs_embeds, cache_position)
+        inputs_embeds = self.embed_dropout(inputs_embeds)
+        hidden_states = inputs_embeds
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for decoder_layer in self.layers:
+            hidden_states = decoder_layer(hidden_states, causal_mask, position_embeddings, cache)[0]
+        hidden_states = self.final_layernorm(hidden_states)
+        return hidden_states, cache
+
+
+class PhiForCausalLM(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.model = PhiModel(cfg)
+        self.lm_head = nn.Linear(cfg.get("hidden_size"), cfg.get("vocab_size"), bias=True)
+        if cfg.get("tie_word_embeddings", False):
+            self.lm_head.weight = self.model.embed_tokens.weight
+        self.use_cache = cfg.get("use_cache", True)
+
+    def forward(self, input_ids):
+        hidden_states, cache = self.model(input_ids, self.use_cache)
+        logits = self.lm_head(hidden_states[:, slice(0, None), :])
+        return logits, (tuple(cache) if cache is not None else None)
+
+
+class FalconLinear(nn.Linear):
+    def forward(self, input):
+        hidden_states = input @ self.weight.T
+        if self.bias is None:
+            return hidden_states
+        return hidden_states + self.bias
+
+
+class FalconAttention(nn.Module):
+    """FalconAttention (4.51-4.56), rotary (alibi false), eager path."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        self.num_heads = cfg.get("num_attention_heads")
+        self.head_dim = E // self.num_heads
+        self.new_decoder_architecture = cfg.get("new_decoder_architecture", False)
+        self.multi_query = cfg.get("multi_query", True)
+        cfg_kv = cfg.get("num_kv_heads", self.num_heads)
+        if self.new_decoder_architecture:
+            qkv_out_dim = (cfg_kv * 2 + self.num_heads) * self.head_dim
+        elif self.multi_query:
+            qkv_out_dim = E + 2 * self.head_dim
+        else:
+            qkv_out_dim = 3 * E
+        bias = cfg.get("bias", False)
+        self.query_key_value = FalconLinear(E, qkv_out_dim, bias=bias)
+        self.dense = FalconLinear(E, E, bias=bias)
+        self.num_kv_heads = cfg_kv if (self.new_decoder_architecture or not self.multi_query) else 1
+
+    def _split_heads(self, fused_qkv):
+        if self.new_decoder_architecture:
+            batch, seq_len, _ = fused_qkv.shape
+            qkv = fused_qkv.view(batch, seq_len, -1, self.num_heads // self.num_kv_heads + 2, self.head_dim)
+            query = qkv[:, :, :, :-2]
+            key = qkv[:, :, :, [-2]]
+            value = qkv[:, :, :, [-1]]
+            key = torch.broadcast_to(key, query.shape)
+            value = torch.broadcast_to(value, query.shape)
+            query, key, value = [x.flatten(2, 3) for x in (query, key, value)]
+            return query, key, value
+        elif not self.multi_query:
+            batch_size, seq_length, _ = fused_qkv.shape
+            fused_qkv = fused_qkv.view(batch_size, seq_length, self.num_heads, 3, self.head_dim)
+            return fused_qkv[..., 0, :], fused_qkv[..., 1, :], fused_qkv[..., 2, :]
+        else:
+            batch_size, seq_length, _ = fused_qkv.shape
+            fused_qkv = fused_qkv.view(batch_size, seq_length, self.num_heads + 2, self.head_dim)
+            return fused_qkv[..., :-2, :], fused_qkv[..., [-2], :], fused_qkv[..., [-1], :]
+
+    def forward(self, hidden_states, attention_mask, position_embeddings, cache):
+        fused_qkv = self.query_key_value(hidden_states)
+        num_kv_heads = self.num_heads if self.new_decoder_architecture else self.num_kv_heads
+        (query_layer, key_layer, value_layer) = self._split_heads(fused_qkv)
+        batch_size, query_length, _, _ = query_layer.shape
+        query_layer = query_layer.transpose(1, 2).reshape(batch_size, self.num_heads, query_length, self.head_dim)
+        key_layer = key_layer.transpose(1, 2).reshape(batch_size, num_kv_heads, query_length, self.head_dim)
+        value_layer = value_layer.transpose(1, 2).reshape(batch_size, num_kv_heads, query_length, self.head_dim)
+        cos, sin = position_embeddings
+        query_layer, key_layer = apply_rotary_pos_emb(query_layer, key_layer, cos, sin)
+        if cache is not None:
+            cache.append((key_layer, value_layer))
+        attention_mask = attention_mask[:, :, :, : key_layer.shape[-2]]
+        attention_scores = query_layer @ key_layer.transpose(-1, -2)
+        attention_scores /= math.sqrt(self.head_dim)
+        attention_scores = F.softmax(attention_scores + attention_mask, dim=-1, dtype=hidden_states.dtype)
+        attn_output = attention_scores @ value_layer
+        attn_output = attn_output.view(batch_size, self.num_heads, query_length, self.head_dim)
+        attn_output = attn_output.permute(0, 2, 1, 3)
+        attn_output = attn_output.reshape(batch_size, query_length, self.num_heads * self.head_dim)
+        attn_output = self.dense(attn_output)
+        return attn_output
+
+
+class FalconMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        I = cfg.get("ffn_hidden_size", 4 * E)
+        bias = cfg.get("bias", False)
+        self.dense_h_to_4h = FalconLinear(E, I, bias=bias)
+        self.dense_4h_to_h = FalconLinear(I, E, bias=bias)
+        assert cfg.get("activation", "gelu") == "gelu"
+
+    def forward(self, x):
+        x = F.gelu(self.dense_h_to_4h(x))
+        return self.dense_4h_to_h(x)
+
+
+def dropout_add(x, residual, prob, training):
+    out = F.dropout(x, p=prob, training=training)
+    return residual + out
+
+
+class FalconDecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, eps = cfg.get("hidden_size"), cfg.get("layer_norm_epsilon", 1e-5)
+        self.cfg = cfg
+        self.new_arch = cfg.get("new_decoder_architecture", False)
+        self.parallel_attn = cfg.get("parallel_attn", True)
+        self.num_ln = cfg.get("num_ln_in_parallel_attn", 2 if self.new_arch else None)
+        self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        self.hidden_dropout = cfg.get("hidden_dropout", 0.0)
+        self.self_attention = FalconAttention(cfg)
+        self.mlp = FalconMLP(cfg)
+        if not self.parallel_attn:
+            self.post_attention_layernorm = nn.LayerNorm(E, eps=eps)
+            self.input_layernorm = nn.LayerNorm(E, eps=eps)
+        elif self.num_ln == 2:
+            self.ln_attn = nn.LayerNorm(E, eps=eps)
+            self.ln_mlp = nn.LayerNorm(E, eps=eps)
+        else:
+            self.input_layernorm = nn.LayerNorm(E, eps=eps)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings, cache):
+        residual = hidden_states
+        if self.new_arch and self.num_ln == 2:
+            attention_layernorm_out = self.ln_attn(hidden_states)
+            mlp_layernorm_out = self.ln_mlp(hidden_states)
+        else:
+            attention_layernorm_out = self.input_layernorm(hidden_states)
+        attention_output = self.self_attention(attention_layernorm_out, attention_mask,
+                                               position_embeddings, cache)
+        if not self.new_arch:
+            if self.parallel_attn:
+                mlp_layernorm_out = attention_layernorm_out
+            else:
+                residual = dropout_add(attention_output, residual, self.attention_dropout, training=self.training)
+                mlp_layernorm_out = self.post_attention_layernorm(residual)
+        if self.new_arch and self.parallel_attn and self.num_ln == 1:
+            mlp_layernorm_out = attention_layernorm_out
+        mlp_output = self.mlp(mlp_layernorm_out)
+        if self.new_arch or self.parallel_attn:
+            mlp_output += attention_output
+        output = dropout_add(mlp_output, residual, self.hidden_dropout, training=self.training)
+        return (output,)
+
+
+class FalconModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        self.word_embeddings = nn.Embedding(cfg.get("vocab_size"), E)
+        self.h = nn.ModuleList(FalconDecoderLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
+        self.ln_f = nn.LayerNorm(E, eps=cfg.get("layer_norm_epsilon", 1e-5))
+        self.rotary_emb = LlamaRotaryEmbedding(cfg, E // cfg.get("num_attention_heads"))
+
+    def forward(self, input_ids, use_cache):
+        inputs_embeds = self.word_embeddings(input_ids)
+        cache = [] if use_cache else None
+        seq_length = inputs_embeds.shape[1]
+        cache_position = torch.arange(0, seq_length, device=inputs_embeds.device)
+        position_ids = cache_position.unsqueeze(0)
+        # _update_causal_mask without attention_mask: target_length = past + S
+        min_dtype = torch.finfo(inputs_embeds.dtype).min
+        causal_mask = torch.full((seq_length, seq_length), fill_value=min_dtype, dtype=inputs_embeds.dtype)
+        if seq_length != 1:
+            causal_mask = torch.triu(causal_mask, diagonal=1)
+        causal_mask *= torch.arange(seq_length) > cache_position.reshape(-1, 1)
+        causal_mask = causal_mask[None, None, :, :].expand(inputs_embeds.shape[0], 1, -1, -1)
+        hidden_states = inputs_embeds
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for block in self.h:
+            hidden_states = block(hidden_states, causal_mask, position_embeddings, cache)[0]
+        hidden_states = self.ln_f(hidden_states)
+        return hidden_states, cache
+
+
+class FalconForCausalLM(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.transformer = FalconModel(cfg)
+        self.lm_head = nn.Linear(cfg.get("hidden_size"), cfg.get("vocab_size"), bias=False)
+        if cfg.get("tie_word_embeddings", True):
+            self.lm_head.weight = self.transformer.word_embeddings.weight
+        self.use_cache = cfg.get("use_cache", True)
+
+    def forward(self, input_ids):
+        hidden_states, cache = self.transformer(input_ids, self.use_cache)
+        logits = self.lm_head(hidden_states[:, slice(0, None), :])
+        return logits, (tuple(cache) if cache is not None else None)
+
+
+# --------------------------------------------------------------------------
 
 
 def _init(model):
@@ -1121,6 +1926,16 @@ def build(config):
     elif cfg.model_type == "vit":
         arch = cfg.get("architectures", ["ViTModel"])
         model = ViTForImageClassification(cfg) if "ViTForImageClassification" in arch else ViTModel(cfg)
+    elif cfg.model_type == "opt":
+        model = OPTForCausalLM(cfg)
+    elif cfg.model_type == "gpt_neox":
+        model = GPTNeoXForCausalLM(cfg)
+    elif cfg.model_type in ("phi3", "gemma"):
+        model = DecoderForCausalLM(cfg)
+    elif cfg.model_type == "phi":
+        model = PhiForCausalLM(cfg)
+    elif cfg.model_type == "falcon":
+        model = FalconForCausalLM(cfg)
     else:
         raise ValueError("model_type %r not modelled" % cfg.model_type)
     _init(model)

@@ -88,11 +88,20 @@ HF_MODELS = {
                           target_seq=128),
     # images: pixel_values float32 [batch, channels, image_size, image_size]; labels [batch]
     "tiny-vit": dict(config="tests/models/hf/tiny-vit.json", batches=[2, 8], image=True),
+    "tiny-opt": dict(config="tests/models/hf/tiny-opt.json", batches=[2], seq=128),
+    "tiny-opt-prenorm": dict(config="tests/models/hf/tiny-opt-prenorm.json", batches=[2], seq=128),
+    "tiny-neox": dict(config="tests/models/hf/tiny-neox.json", batches=[2], seq=128),
+    "tiny-phi3": dict(config="tests/models/hf/tiny-phi3.json", batches=[2], seq=128),
+    "tiny-gemma": dict(config="tests/models/hf/tiny-gemma.json", batches=[2], seq=128),
+    "tiny-phi": dict(config="tests/models/hf/tiny-phi.json", batches=[2], seq=128),
+    "tiny-falcon": dict(config="tests/models/hf/tiny-falcon.json", batches=[2], seq=128),
 }
 # LoRA variant (PEFT LoraConfig; default target_modules per model_type).
 LORA_R, LORA_ALPHA, LORA_DROPOUT = 8, 16, 0.05
 LORA_TARGETS = {"llama": ["q_proj", "v_proj"], "gpt2": ["c_attn"], "t5": ["q", "v"],
-                "vit": ["query", "value"]}
+                "vit": ["query", "value"], "opt": ["q_proj", "v_proj"],
+                "gpt_neox": ["query_key_value"], "phi3": ["qkv_proj"], "gemma": ["q_proj", "v_proj"],
+                "phi": ["q_proj", "v_proj"], "falcon": ["query_key_value"]}
 HF_LOSS = ("F.cross_entropy(logits.view(B*S, V), target.view(B*S)), mean; logits = output[0].float() "
            "[B,S,V]; target (B,S) int64 uniform in [0,V) (independent of the input tokens); "
            "the output tuple (logits, per-layer key/value cache) is held until `del out`")
@@ -169,8 +178,9 @@ def make_configs():
             for mode, opt, variant in (("inference", None, "none"), ("train", "sgd-momentum", "none"),
                                        ("train", "adam", "none"), ("train", "adam", "lora"),
                                        ("train", "adam", "bf16"), ("train", "adam", "lora-bf16")):
+                # LoRA: every family but Qwen3 (Llama's); bf16: the Llama family
                 if (variant.startswith("lora") and model == "tiny-qwen3") or \
-                        (variant.endswith("bf16") and model == "tiny-gpt2"):
+                        (variant.endswith("bf16") and model not in ("tiny-llama-gqa", "tiny-qwen3")):
                     continue
                 tag = "infer" if mode == "inference" else "train-" + ("sgd" if opt == "sgd-momentum" else "adam")
                 image = None

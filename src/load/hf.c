@@ -1124,7 +1124,7 @@ static int32_t layer_norm(struct hf *h, int32_t x, int64_t dim, double eps)
 
 /* GPT2Attention.forward with _attn (eager). */
 static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int32_t x,
-                              int32_t ss, int32_t *q_part)
+                              int32_t ss)
 {
     struct dm_graph *g = h->g;
     int64_t E = c->embd, nh = c->heads, hd = c->embd / c->heads, P = c->positions;
@@ -1197,11 +1197,15 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
     hold(h, w, last_node(h));
     /* present = (key, value) are views of the c_attn output, so with
      * use_cache the whole [B, S, 3E] buffer lives while the caller holds
-     * the presents. Split copies here: k and v are the presents, and q's
-     * part is held to the end of the forward (in training PyTorch keeps it
-     * until `del out`, past the backward: E per layer less here) */
-    if (c->use_cache)
-        *q_part = part[0];
+     * the presents (in training until `del out`, past the backward). Split
+     * copies here: k and v are the presents, and q's part is returned with
+     * them, as a view named present.N.qkv.0 */
+    if (c->use_cache) {
+        h->out_name = dm_arena_printf(&g->arena, "present.%d.qkv.0", layer);
+        if (!h->out_name)
+            return oom(h);
+        op(h, DM_OP_Identity, 1, part[0]);
+    }
     return o;
 }
 
@@ -1227,11 +1231,6 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
     int32_t pe = op(h, DM_OP_Gather, 2, wpe, pos_ids);
     leave(h, s);
     x = op(h, DM_OP_Add, 2, x, pe);
-    int32_t *q_parts = calloc((size_t)c->layers, sizeof *q_parts);
-    if (!q_parts)
-        return oom(h);
-    for (int i = 0; i < c->layers; i++)
-        q_parts[i] = -1;
     s = enter(h, "drop");
     x = dropout(h, x, c->embd_drop);
     leave(h, s);
@@ -1245,7 +1244,7 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
         int32_t y = layer_norm(h, x, E, c->eps);
         leave(h, s);
         s = enter(h, "attn");
-        y = gpt2_attention(h, c, i, y, ss, &q_parts[i]);
+        y = gpt2_attention(h, c, i, y, ss);
         leave(h, s);
         int32_t attn_out = y;
         x = op(h, DM_OP_Add, 2, y, residual); /* attn_output + residual */
@@ -1284,9 +1283,6 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
     s = enter(h, "lm_head");
     x = linear(h, x, E, c->vocab, false, c->tie ? wte : -1, "logits");
     leave(h, s);
-    for (int i = 0; i < c->layers; i++)
-        hold(h, q_parts[i], last_node(h));
-    free(q_parts);
     return x;
 }
 
@@ -2568,8 +2564,11 @@ static enum dnnmem_status build_other(struct hf *h, const char *type)
     return h->st == DNNMEM_OK ? dm_graph_finish(h->g, h->err) : h->st;
 }
 
+#include "hf_decoders.inc"
+
 static const char *const known_types =
-    "llama, mistral, qwen2, qwen3, gpt2, bert, roberta, albert, distilbert, t5, mt5, vit";
+    "llama, mistral, qwen2, qwen3, gpt2, bert, roberta, albert, distilbert, t5, mt5, vit, opt, "
+    "biogpt, gpt_neox, falcon, phi, phi3, gemma, gemma2, gemma3_text, gemma3 (its text_config)";
 
 /* The model_type, or "gpt2" for the legacy GPT-2 configs that predate it. */
 static const char *model_type(struct hf *h)
@@ -2645,11 +2644,28 @@ static enum dnnmem_status build(struct hf *h)
                                                         : K_BERT;
     bool bert = distil || kind != K_BERT || strcmp(type, "bert") == 0;
     bool other = strcmp(type, "t5") == 0 || strcmp(type, "mt5") == 0 || strcmp(type, "vit") == 0;
-    if (!gpt2 && !bert && !other && strcmp(type, "llama") != 0 && strcmp(type, "mistral") != 0 &&
-        strcmp(type, "qwen2") != 0 && strcmp(type, "qwen3") != 0)
+    /* the multimodal Gemma 3 wrapper: its text_config's causal LM */
+    json_t *text = strcmp(type, "gemma3") == 0 ? json_object_get(h->root, "text_config") : NULL;
+    if (strcmp(type, "gemma3") == 0 && !json_is_object(text))
+        return fail(h, DNNMEM_E_MODEL, "config field 'text_config' is missing (model_type gemma3)");
+    if (strcmp(type, "mixformer-sequential") == 0)
+        return fail(h, DNNMEM_E_UNSUPPORTED,
+                    "model_type 'mixformer-sequential' (phi's early remote-code format) is not "
+                    "supported; use the transformers config of the model (model_type 'phi')");
+    struct dec dc = {0};
+    bool dec = false;
+    if (!gpt2 && !bert && !other) {
+        json_t *outer = h->root;
+        if (text)
+            h->root = text;
+        dec = read_decoder(h, text ? "gemma3_text" : type, &dc);
+        h->root = outer;
+    }
+    if (!gpt2 && !bert && !other && !dec && strcmp(type, "llama") != 0 &&
+        strcmp(type, "mistral") != 0 && strcmp(type, "qwen2") != 0 && strcmp(type, "qwen3") != 0)
         return fail(h, DNNMEM_E_UNSUPPORTED, "model_type '%s' is not supported (known: %s)", type,
                     known_types);
-    if (!bert && !other)
+    if (!bert && !other && !text)
         check_architectures(h);
     if (field(h, "quantization_config"))
         fail(h, DNNMEM_E_UNSUPPORTED,
@@ -2665,12 +2681,12 @@ static enum dnnmem_status build(struct hf *h)
         read_distilbert(h, &bc);
     else if (bert)
         read_bert(h, kind, &bc);
-    else
+    else if (!dec)
         read_llama(h, type, &lc);
     if (h->st != DNNMEM_OK)
         return h->st;
-    int64_t layers = gpt2 ? gc.layers : bert ? bc.layers : lc.layers;
-    bool use_cache = !bert && (gpt2 ? gc.use_cache : lc.use_cache);
+    int64_t layers = gpt2 ? gc.layers : bert ? bc.layers : dec ? dc.layers : lc.layers;
+    bool use_cache = !bert && (gpt2 ? gc.use_cache : dec ? dc.use_cache : lc.use_cache);
 
     /* informative only: the checkpoint's dtype is not the job's (see the top) */
     const char *tv = json_string_value(json_object_get(h->root, "transformers_version"));
@@ -2692,7 +2708,9 @@ static enum dnnmem_status build(struct hf *h)
     struct dm_dim *d = dm_arena_array(&g->arena, 2, sizeof *d);
     int32_t sb = dm_graph_symbol(g, "batch"), sq = dm_graph_symbol(g, "seq");
     g->inputs = dm_arena_array(&g->arena, 1, sizeof *g->inputs);
-    size_t n_out = 2 + (use_cache ? 2 * (size_t)layers : 0); /* logits or hidden, pooler */
+    /* logits or hidden, pooler; presents and the parts of fused projections
+     * that the presents' views keep alive (present.N.qkv.J) */
+    size_t n_out = 2 + (use_cache ? (dec || gpt2 ? 4 : 2) * (size_t)layers : 0);
     g->outputs = dm_arena_array(&g->arena, n_out, sizeof *g->outputs);
     if (ids < 0 || !d || sb < 0 || sq < 0 || !g->inputs || !g->outputs) {
         oom(h);
@@ -2709,6 +2727,7 @@ static enum dnnmem_status build(struct hf *h)
     int32_t logits = gpt2   ? build_gpt2(h, &gc, ids)
                      : distil ? build_distilbert(h, &bc, ids)
                      : bert   ? build_bert(h, &bc, ids, &pooled)
+                     : dec    ? build_decoder(h, &dc, ids)
                             : build_llama(h, &lc, ids);
     if (h->st != DNNMEM_OK)
         return h->st;
@@ -2726,6 +2745,8 @@ static enum dnnmem_status build(struct hf *h)
      * upcast the logits itself before that) */
     g->loss_upcast = true;
     g->logits_to_keep = !gpt2; /* LlamaForCausalLM.forward(logits_to_keep), 4.45+ */
+    if (dec && dc.kind == DK_BIOGPT)
+        g->logits_to_keep = false;
     g->tensors[logits].is_output = true;
     g->outputs[g->n_outputs++] = logits;
     for (int64_t i = 0; use_cache && i < layers; i++)
@@ -2738,6 +2759,16 @@ static enum dnnmem_status build(struct hf *h)
             g->tensors[t].is_output = true;
             g->outputs[g->n_outputs++] = t;
         }
+    for (int64_t i = 0; (dec || gpt2) && use_cache && i < layers; i++)
+        for (int j = 0; j < 2; j++) {
+            char name[64];
+            snprintf(name, sizeof name, "present.%lld.qkv.%d", (long long)i, j);
+            int32_t t = dm_graph_find(g, name);
+            if (t >= 0) {
+                g->tensors[t].is_output = true;
+                g->outputs[g->n_outputs++] = t;
+            }
+        }
     return dm_graph_finish(g, h->err);
 }
 
@@ -2747,6 +2778,7 @@ static size_t default_targets(const char *type, const char *const **out)
     static const char *const qv[] = {"q_proj", "v_proj"}, *const gpt2[] = {"c_attn"},
                              *const bert[] = {"query", "value"}, *const distil[] = {"q_lin", "v_lin"},
                              *const t5[] = {"q", "v"};
+    static const char *const fused[] = {"query_key_value"}, *const phi3[] = {"qkv_proj"};
     if (strcmp(type, "gpt2") == 0) {
         *out = gpt2;
         return 1;
@@ -2758,6 +2790,10 @@ static size_t default_targets(const char *type, const char *const **out)
     if (strcmp(type, "vit") == 0) {
         *out = bert;
         return 2;
+    }
+    if (strcmp(type, "gpt_neox") == 0 || strcmp(type, "falcon") == 0 || strcmp(type, "phi3") == 0) {
+        *out = strcmp(type, "phi3") == 0 ? phi3 : fused;
+        return 1;
     }
     *out = strcmp(type, "distilbert") == 0                                    ? distil
            : strcmp(type, "bert") == 0 || strcmp(type, "roberta") == 0 ||

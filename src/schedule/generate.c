@@ -90,9 +90,13 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
                        g->path);
     int32_t *kv = malloc(2 * (size_t)layers * sizeof *kv);
     int32_t *cur = malloc(2 * (size_t)layers * sizeof *cur);
-    if (!kv || !cur) {
+    /* the rest of a fused projection the prefill's presents are views of
+     * (present.N.qkv.J): held with them, let go when the cache replaces them */
+    int32_t *rest = malloc(2 * (size_t)layers * sizeof *rest);
+    if (!kv || !cur || !rest) {
         free(kv);
         free(cur);
+        free(rest);
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
     }
     for (int32_t l = 0; l < layers; l++)
@@ -101,6 +105,9 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
             snprintf(name, sizeof name, "present.%d.%s", l, j ? "value" : "key");
             kv[2 * l + j] = dm_graph_find(g, name);
             cur[2 * l + j] = b->cur[kv[2 * l + j]];
+            snprintf(name, sizeof name, "present.%d.qkv.%d", l, j);
+            int32_t r = dm_graph_find(g, name);
+            rest[2 * l + j] = r >= 0 ? b->cur[r] : -1;
         }
     const struct dm_tinfo *k0 = &t[kv[0]];
     int64_t B = k0->dims[0], K = k0->dims[1], P = k0->dims[2], D = k0->dims[3];
@@ -163,6 +170,11 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
                     dm_sb_unref(b, cur[2 * l + j]);
                 cur[2 * l + j] = nbuf;
             }
+            for (int j = 0; j < 2; j++)
+                if (rest[2 * l + j] >= 0) {
+                    dm_sb_unref(b, rest[2 * l + j]);
+                    rest[2 * l + j] = -1;
+                }
             int32_t r[2] = {-1, -1};
             for (int j = 0; repeat && j < 2; j++)
                 r[j] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, rep, kv[2 * l + j], -1,
@@ -192,5 +204,6 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     }
     free(kv);
     free(cur);
+    free(rest);
     return b->oom ? dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path) : st;
 }

@@ -632,6 +632,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
             alias = false; /* torch.reshape copies a non-contiguous tensor */
         /* in place: nothing but this op holds the input */
         bool inplace = k == 0 && base >= 0 && b->run->inplace && can_run_inplace(n->op) &&
+                       dm_attr_int(n, "inplace", 1) != 0 && /* nn.ReLU() of HF models: 0 */
                        b->refs[base] == 1 && b->resident[in0] < 0 && t[o].bytes == t[in0].bytes;
         /* F.linear on a 3-D input is matmul(x, W.t()) then output.add_(bias) in
          * place (aten/src/ATen/native/Linear.cpp): an Add of a weight onto a

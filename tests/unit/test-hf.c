@@ -105,7 +105,53 @@ static uint64_t weights_of(const char *path)
  *  - GPT-2 (tied): V 50257, E 768, L 12, n_positions 1024: layer
  *    2 * 1536 (ln) + 1,771,776 (c_attn) + 590,592 (c_proj) + 2,362,368
  *    (c_fc) + 2,360,064 (mlp c_proj) = 7,087,872; 38,597,376 + 786,432 +
- *    85,054,464 + 1536 = 124,439,808. distilgpt2 (6 layers): 81,912,576. */
+ *    85,054,464 + 1536 = 124,439,808. distilgpt2 (6 layers): 81,912,576.
+ *  - opt-125m (OPTForCausalLM, tied): V 50272, E 768, ffn 3072, L 12,
+ *    P 2048 (+ 2 offset rows): embed 38,608,896 + positions 2050 * 768 =
+ *    1,574,400; layer 4 * 590,592 (q, k, v, out with biases) + fc1
+ *    2,362,368 + fc2 2,360,064 + 2 LN 3072 = 7,087,872, 12 layers
+ *    85,054,464; final LN 1536: 125,239,296 (the published 125M; PyTorch's
+ *    count of facebook/opt-125m). No buffers.
+ *  - pythia-160m (GPTNeoXForCausalLM, untied embed_out): V 50304, E 768,
+ *    I 3072, L 12: layer 2 LN 3072 + query_key_value 1,771,776 + dense
+ *    590,592 + dense_h_to_4h 2,362,368 + dense_4h_to_h 2,360,064 =
+ *    7,087,872; 85,054,464 + 2 * 38,633,472 + final LN 1536 = 162,322,944
+ *    (the Pythia model table's 162,322,944 total params). inv_freq: rotary
+ *    dims 64 * 0.25 = 16, 8 floats.
+ *  - phi-2 (PhiForCausalLM): V 51200, E 2560, I 10240, L 32, D 80: layer
+ *    LN 5120 + q, k, v, dense 4 * 6,556,160 + fc1 26,224,640 + fc2
+ *    26,216,960 = 78,671,360; 2,517,483,520 + embed 131,072,000 + final LN
+ *    5120 + lm_head 131,072,000 + bias 51,200 = 2,779,683,840 (microsoft/phi-2's
+ *    2.78B, safetensors total). inv_freq: 80 * 0.4 = 32 dims, 16 floats.
+ *  - Phi-3-mini-4k (Phi3ForCausalLM, untied): V 32064, E 3072, I 8192, L 32,
+ *    H = K 32, D 96: layer qkv_proj 3072 * 9216 = 28,311,552 + o_proj
+ *    9,437,184 + gate_up_proj 50,331,648 + down_proj 25,165,824 + norms 6144
+ *    = 113,252,352; 3,624,075,264 + 2 * 98,500,608 + 3072 = 3,821,079,552
+ *    (the model card's 3.8B; safetensors total).
+ *  - gemma-2b (tied): V 256000, E 2048, I 16384, L 18, H 8, K 1, D 256:
+ *    layer q 4,194,304 + k, v 2 * 524,288 + o 4,194,304 + MLP 100,663,296 +
+ *    norms 4096 = 110,104,576; 1,981,882,368 + 524,288,000 + 2048 =
+ *    2,506,172,416 (google/gemma-2b's safetensors total).
+ *  - gemma-2-9b (tied, four norms per layer): V 256000, E 3584, I 14336,
+ *    L 42, H 16, K 8, D 256: layer q, o 2 * 14,680,064 + k, v 2 * 7,340,032
+ *    + MLP 154,140,672 + norms 14,336 = 198,195,200; 8,324,198,400 +
+ *    917,504,000 + 3584 = 9,241,705,984 (google/gemma-2-9b's total).
+ *  - gemma-3-4b-it's text_config (Gemma3ForCausalLM, tied; heads 8, K 4,
+ *    D 256, V 262208 from Gemma3TextConfig's defaults): E 2560, I 10240,
+ *    L 34: layer q, o 2 * 5,242,880 + k, v 2 * 2,621,440 + q_norm, k_norm
+ *    512 + MLP 78,643,200 + 4 norms 10,240 = 94,382,592; 3,209,008,128 +
+ *    671,252,480 + 2560 = 3,880,263,168 (the language model of Gemma 3 4B;
+ *    the SigLIP tower and projector are not built). Buffers: two inv_freq
+ *    (global and local rotary) and embed_scale.
+ *  - falcon-7b (multi-query, parallel attention, no biases, tied): V 65024,
+ *    E 4544, L 32, H 71, D 64: layer LN 9088 + query_key_value 4544 * (4544 +
+ *    2 * 64) = 21,229,568 + dense 20,647,936 + MLP 2 * 82,591,744 =
+ *    207,070,080; 6,626,242,560 + 295,469,056 + ln_f 9088 = 6,921,720,704
+ *    (tiiuae/falcon-7b's total).
+ *  - biogpt (tied): V 42384, E 1024, I 4096, L 24, P 1024 (+ 2): embed
+ *    43,401,216 + positions 1,050,624; layer 4 * 1,049,600 + fc1 4,198,400
+ *    + fc2 4,195,328 + 2 LN 4096 = 12,596,224; 302,309,376 + final LN 2048
+ *    = 346,763,264 (microsoft/biogpt's 347M). */
 static void test_weights_match_published_counts(void **state)
 {
     (void)state;
@@ -126,6 +172,15 @@ static void test_weights_match_published_counts(void **state)
         {"albert-base-v2.json", 11690505u, 2 * 512 * 8},
         {"gpt2.json", 124439808u, 12 * (1024 * 1024 + 4)},
         {"distilgpt2.json", 81912576u, 6 * (1024 * 1024 + 4)},
+        {"opt-125m.json", 125239296u, 0},
+        {"pythia-160m.json", 162322944u, 8 * 4},
+        {"phi-2.json", 2779683840u, 16 * 4},
+        {"Phi-3-mini-4k-instruct.json", 3821079552u, 48 * 4},
+        {"gemma-2b.json", 2506172416u, 128 * 4},
+        {"gemma-2-9b.json", 9241705984u, 128 * 4},
+        {"gemma-3-4b-it.json", 3880263168u, (2 * 128 + 1) * 4},
+        {"falcon-7b.json", 6921720704u, 32 * 4},
+        {"biogpt.json", 346763264u, 0},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char path[256];
@@ -247,7 +302,8 @@ static void test_errors(void **state)
                  DNNMEM_E_UNSUPPORTED, "names LlamaForSequenceClassification");
     expect_error("{\"model_type\": \"umt5\", \"vocab_size\": 32128}", DNNMEM_E_UNSUPPORTED,
                  "model_type 'umt5' is not supported (known: llama, mistral, qwen2, qwen3, gpt2, bert, "
-                 "roberta, albert, distilbert, t5, mt5, vit)");
+                 "roberta, albert, distilbert, t5, mt5, vit, opt, biogpt, gpt_neox, falcon, phi, "
+                 "phi3, gemma, gemma2, gemma3_text, gemma3 (its text_config))");
     expect_error("{\"model_type\": \"t5\"}", DNNMEM_E_MODEL, "config field 'vocab_size' is missing");
     expect_error("{\"model_type\": \"t5\", \"vocab_size\": 100, \"feed_forward_proj\": \"gated-tanh\"}",
                  DNNMEM_E_UNSUPPORTED, "config field 'feed_forward_proj' is 'gated-tanh'");
@@ -264,6 +320,32 @@ static void test_errors(void **state)
                  "config field 'patch_size' (300) exceeds 'image_size' (224)");
     expect_error("{\"model_type\": \"vit\", \"architectures\": [\"ViTForMaskedImageModeling\"]}",
                  DNNMEM_E_UNSUPPORTED, "names ViTForMaskedImageModeling");
+    expect_error("{\"model_type\": \"falcon\", \"vocab_size\": 100, \"hidden_size\": 64, "
+                 "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"alibi\": true}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'alibi' is true");
+    expect_error("{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1]}}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'rope_scaling' has type 'longrope'");
+    expect_error("{\"model_type\": \"gemma\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2}}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'rope_scaling' has type 'linear'");
+    expect_error("{\"model_type\": \"phi3\", \"vocab_size\": 256, \"hidden_size\": 2147483648, "
+                 "\"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 1}",
+                 DNNMEM_E_UNSUPPORTED, "give a projection wider than 2147483648");
+    expect_error("{\"model_type\": \"gemma3\", \"vocab_size\": 100}", DNNMEM_E_MODEL,
+                 "config field 'text_config' is missing");
+    expect_error("{\"model_type\": \"opt\", \"vocab_size\": 100, \"hidden_size\": 64, "
+                 "\"ffn_dim\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4}",
+                 DNNMEM_E_MODEL, "config field 'max_position_embeddings' is missing");
+    expect_error("{\"model_type\": \"gpt_neox\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"hidden_act\": \"relu\"}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'hidden_act' is 'relu'");
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_model_load("tests/models/hf/phi-2-mixformer-legacy.json", &m, &err),
+                     DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "model_type 'mixformer-sequential' (phi's early "
+                                        "remote-code format) is not supported"));
     expect_error("{\"vocab_size\": 30522, \"hidden_size\": 768}", DNNMEM_E_MODEL,
                  "config field 'model_type' is missing");
     expect_error("{\"model_type\": 7}", DNNMEM_E_MODEL, "config field 'model_type' must be a string");
@@ -493,6 +575,7 @@ static void test_tiny_gpt2(void **state)
                 (int64_t[]){2, 4, 8, 8});
     assert_dims(shape_of(m, t, &a, "/transformer/h.1/mlp/act/Mul_3_output_0"), 3,
                 (int64_t[]){2, 8, 128});
+    assert_dims(shape_of(m, t, &a, "present.1.qkv.0"), 3, (int64_t[]){2, 8, 32});
     free(t);
     dm_arena_free(&a);
     struct dnnmem_config cfg;
@@ -503,11 +586,164 @@ static void test_tiny_gpt2(void **state)
     assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 29184 + 2 * (256 + 4));
     dnnmem_result_free(r);
     check_train(m, 29184);
+    /* the presents are views of c_attn's output: its query third is
+     * returned with them (logits, 2 x key, value, 2 x present.N.qkv.0) */
+    assert_int_equal(dm_model_graph(m)->n_outputs, 1 + 2 * 2 + 2);
     /* the mask is a view of the `bias` buffer: never allocated */
     uint64_t bytes;
     assert_int_equal(allocations(m, "/transformer/h.0/attn/Slice_output_0", &bytes), 0);
     assert_int_equal(allocations(m, "transformer.h.0.attn.bias", &bytes), 1);
     assert_int_equal(bytes, 256);
+    dnnmem_model_free(m);
+}
+
+/* The tiny decoders of tests/models/hf (validated against PyTorch in
+ * tests/validation): weights, presents, the tensors each mechanism makes, and
+ * a gradient for every parameter. Parameters:
+ *  - tiny-opt (350m's layout: post-LayerNorm, project_in/out): V 1000, E 256,
+ *    word_embed_proj_dim 128, ffn 1024, L 4, P 512: embed 128,000 +
+ *    positions 514 * 256 = 131,584 + project_in, project_out 2 * 32,768 +
+ *    layer (4 * 65,792 + 263,168 + 262,400 + 2 * 512 = 789,760) * 4, no
+ *    final LN: 3,484,160;
+ *  - tiny-opt-prenorm (125m's layout): embed 256,000 + positions 131,584 +
+ *    4 layers 3,159,040 + final LN 512 = 3,547,136;
+ *  - tiny-neox: V 1000, E 256, I 1024, L 4, 8 heads (D 32, 8 rotary dims):
+ *    2 * 256,000 + layer (1024 + 197,376 + 65,792 + 263,168 + 262,400 =
+ *    789,760) * 4 + 512 = 3,671,552; inv_freq 4 floats;
+ *  - tiny-phi3: V 1000, E 256, I 512, L 4, H 8, K 4, D 32: 2 * 256,000 +
+ *    layer (qkv 131,072 + o 65,536 + gate_up 262,144 + down 131,072 + 512 =
+ *    590,336) * 4 + 256 = 2,873,600; inv_freq 16;
+ *  - tiny-gemma (tied): V 1000, E 256, I 768, L 4, H 8, K 2, D 64: 256,000
+ *    + layer (131,072 + 65,536 + 131,072 + 589,824 + 512 = 918,016) * 4 +
+ *    256 = 3,928,320; inv_freq 32;
+ *  - tiny-falcon (new_decoder_architecture, tied): V 1000, E 256, L 2, H 8,
+ *    K 2, D 32, ffn 1024: 256,000 + layer (ln_attn, ln_mlp 1024 + qkv
+ *    256 * 384 + dense 65,536 + MLP 2 * 262,144 = 689,152) * 2 + 512 =
+ *    1,634,816; inv_freq 16;
+ *  - tiny-gemma2: V 1000, E 256, I 768, L 2, H 4, K 2, D 64: 256,000 +
+ *    layer (3 * 65,536 + 589,824 + 4 * 256 = 787,456) * 2 + 256 = 1,831,168;
+ *  - tiny-phi (partial_rotary_factor 0.5: 16 of 32 dims): V 1000, E 256,
+ *    I 1024, L 4, H 8: embed 256,000 + lm_head 256,000 + bias 1000 + layer
+ *    (LN 512 + 4 * 65,792 + fc1 263,168 + fc2 262,400 = 789,248) * 4 + final
+ *    LN 512 = 3,670,504; inv_freq 8. */
+static int count_op(const struct dm_graph *g, enum dm_op op);
+
+static void test_tiny_decoders(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file;
+        uint64_t params, buffers;
+        int64_t kv_heads, head_dim;
+    } cases[] = {
+        {"tiny-opt.json", 3484160, 0, 8, 32},    {"tiny-neox.json", 3671552, 4 * 4, 8, 32},
+        {"tiny-phi3.json", 2873600, 16 * 4, 4, 32}, {"tiny-gemma.json", 3928320, 32 * 4, 2, 64},
+        {"tiny-falcon.json", 1634816, 16 * 4, 8, 32}, {"tiny-gemma2.json", 1831168, 32 * 4, 2, 64},
+        {"tiny-phi.json", 3670504, 8 * 4, 8, 32}, {"tiny-opt-prenorm.json", 3547136, 0, 8, 32},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/models/hf/%s", cases[k].file);
+        dnnmem_model *m = load(path);
+        const struct dm_graph *g = dm_model_graph(m);
+        struct dm_arena a;
+        dm_arena_init(&a);
+        struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
+        assert_non_null(t);
+        assert_dims(shape_of(m, t, &a, "logits"), 3, (int64_t[]){2, 8, 1000});
+        /* the presents as the cache keeps them (Falcon's grouped k, v are
+         * broadcast to every head before the cache) */
+        assert_dims(shape_of(m, t, &a, "present.1.key"), 4,
+                    (int64_t[]){2, cases[k].kv_heads, 8, cases[k].head_dim});
+        assert_dims(shape_of(m, t, &a, "present.1.value"), 4,
+                    (int64_t[]){2, cases[k].kv_heads, 8, cases[k].head_dim});
+        free(t);
+        dm_arena_free(&a);
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.batch_size = 2;
+        cfg.seq_len = 8;
+        struct dnnmem_result *r = run(m, &cfg);
+        if (r->category_bytes[DNNMEM_CAT_WEIGHT] != 4 * cases[k].params + cases[k].buffers)
+            fail_msg("%s: weights %llu", cases[k].file,
+                     (unsigned long long)r->category_bytes[DNNMEM_CAT_WEIGHT]);
+        dnnmem_result_free(r);
+        check_train(m, cases[k].params);
+        dnnmem_model_free(m);
+    }
+
+    /* OPT: the 4-D mask is the [B, 1, S, S] clone of the 2-D attention mask's
+     * path, made once; the positions read the learned table at + 2 for
+     * every batch row: [B, S, E] */
+    dnnmem_model *m = load("tests/models/hf/tiny-opt.json");
+    uint64_t bytes;
+    assert_int_equal(allocations(m, "causal_mask", &bytes), 1);
+    assert_int_equal(bytes, 2 * 8 * 8 * 4);
+    assert_int_equal(allocations(m, "/model/decoder/embed_positions/Gather_output_0", &bytes), 1);
+    assert_int_equal(bytes, 2 * 8 * 256 * 4);
+    /* ACT2FN["relu"] is nn.ReLU(): a new tensor, not fc1's output rewritten */
+    assert_int_equal(allocations(m, "/model/decoder/layers.0/Relu_output_0", &bytes), 1);
+    assert_int_equal(bytes, 2 * 8 * 1024 * 4);
+    dnnmem_model_free(m);
+
+    /* GPT-NeoX: rotary on 8 of 32 dims, so cos is [1, 1, S, 8] and q, k are
+     * re-assembled by cat into new [B, H, S, D] tensors */
+    m = load("tests/models/hf/tiny-neox.json");
+    const struct dm_graph *g = dm_model_graph(m);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
+    assert_non_null(t);
+    assert_dims(shape_of(m, t, &a, "position_embeddings.cos"), 4, (int64_t[]){1, 1, 8, 8});
+    assert_dims(shape_of(m, t, &a, "/gpt_neox/layers.0/attention/Concat_1_output_0"), 4,
+                (int64_t[]){2, 8, 8, 32});
+    free(t);
+    dm_arena_free(&a);
+    assert_int_equal(count_op(g, DM_OP_Concat) - 1 - 1, 4 * 2 * 2); /* rotate_half, cat */
+    /* the cached values are views of query_key_value's output: its q and k
+     * parts are returned with the presents (logits, 4 x key, value, 4 x 2
+     * parts), held until the caller lets go */
+    assert_int_equal(g->n_outputs, 1 + 4 * 2 + 4 * 2);
+    assert_string_equal(g->tensors[g->outputs[16]].name, "present.3.qkv.1");
+    dnnmem_model_free(m);
+    m = load_json("{\"model_type\": \"gpt_neox\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                  "\"use_cache\": false}");
+    assert_int_equal(dm_model_graph(m)->n_outputs, 1);
+    dnnmem_model_free(m);
+
+    /* Gemma 2: tanh softcapping in every layer's scores and on the logits;
+     * the sliding-window mask on even layers only */
+    m = load("tests/models/hf/tiny-gemma2.json");
+    g = dm_model_graph(m);
+    assert_int_equal(count_op(g, DM_OP_Tanh), 2 + 1);
+    assert_true(dm_graph_find(g, "/model/layers.0/Where_output_0") >= 0);
+    assert_true(dm_graph_find(g, "/model/layers.1/Where_output_0") < 0);
+    assert_int_equal(g->nodes[g->tensors[dm_graph_find(g, "logits")].producer].op, DM_OP_Mul);
+    assert_int_equal(count_op(dm_model_graph_sdpa(m), DM_OP_Tanh), 1); /* sdpa: no scores */
+    /* sdpa gets the 4-D mask (HybridCache rules out is_causal); the sliding
+     * layer's is [B, 1, S, S] */
+    g = dm_model_graph_sdpa(m);
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == DM_OP_Attention)
+            assert_int_equal(g->nodes[i].n_in, 4);
+    struct dm_arena a2;
+    dm_arena_init(&a2);
+    struct dm_tinfo *t2 = calloc((size_t)dm_model_graph(m)->n_tensors, sizeof *t2);
+    assert_non_null(t2);
+    assert_dims(shape_of(m, t2, &a2, "/model/layers.0/Slice_output_0"), 4, (int64_t[]){2, 1, 8, 8});
+    free(t2);
+    dm_arena_free(&a2);
+    dnnmem_model_free(m);
+
+    /* Gemma 3 from the multimodal config: its text model, five sliding
+     * layers (local rotary) in six */
+    m = load("tests/models/hf/gemma-3-4b-it.json");
+    g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "model.rotary_emb_local.inv_freq") >= 0);
+    assert_true(dm_graph_find(g, "model.layers.4.self_attn.q_norm.weight") >= 0);
+    assert_true(dm_graph_find(g, "/model/layers.4/Where_output_0") >= 0);
+    assert_true(dm_graph_find(g, "/model/layers.5/Where_output_0") < 0);
+    assert_int_equal(g->n_outputs, 1 + 2 * 34);
     dnnmem_model_free(m);
 }
 
@@ -539,8 +775,6 @@ static void test_causal_lm_loss_upcasts(void **state)
     dnnmem_result_free(r);
     dnnmem_model_free(m);
 }
-
-static int count_op(const struct dm_graph *g, enum dm_op op);
 
 /* A tiny BERT: V 100, E 32, I 64, L 2, H 4, P 16. Embeddings 3200 + 512 +
  * 64 + LN 64 = 3840; layer q, k, v, o 4 * 1056 + LN 64 + 2112 + 2080 + LN
@@ -1492,6 +1726,7 @@ int main(void)
         cmocka_unit_test(test_tiny_llama),
         cmocka_unit_test(test_tiny_qwen),
         cmocka_unit_test(test_tiny_gpt2),
+        cmocka_unit_test(test_tiny_decoders),
         cmocka_unit_test(test_causal_lm_loss_upcasts),
         cmocka_unit_test(test_safetensors_headers),
         cmocka_unit_test(test_sdpa),
