@@ -81,7 +81,15 @@ HF_MODELS = {
     "tiny-llama-gqa": dict(config="tests/models/hf/tiny-llama-gqa.json", batches=[2], seq=128),
     "tiny-qwen3": dict(config="tests/models/hf/tiny-qwen3.json", batches=[2], seq=128),
     "tiny-gpt2": dict(config="tests/models/hf/tiny-gpt2.json", batches=[2], seq=128),
+    # mixture of experts: the router's choice is overwritten with a balanced
+    # round-robin assignment (hf_torch.balance_), tokens * top_k / experts each
+    "tiny-mixtral": dict(config="tests/models/hf/tiny-mixtral.json", batches=[2], seq=128),
+    "tiny-qwen2-moe": dict(config="tests/models/hf/tiny-qwen2-moe.json", batches=[2], seq=128),
+    "tiny-qwen3-moe": dict(config="tests/models/hf/tiny-qwen3-moe.json", batches=[2], seq=128),
+    "tiny-deepseek-v2": dict(config="tests/models/hf/tiny-deepseek-v2.json", batches=[2], seq=128),
+    "tiny-deepseek-v3": dict(config="tests/models/hf/tiny-deepseek-v3.json", batches=[2], seq=128),
 }
+MOE_MODELS = ("tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-deepseek-v2", "tiny-deepseek-v3")
 # LoRA variant (PEFT LoraConfig; default target_modules per model_type).
 LORA_R, LORA_ALPHA, LORA_DROPOUT = 8, 16, 0.05
 LORA_TARGETS = {"llama": ["q_proj", "v_proj"], "gpt2": ["c_attn"]}
@@ -154,7 +162,7 @@ def make_configs():
             for mode, opt, variant in (("inference", None, "none"), ("train", "sgd-momentum", "none"),
                                        ("train", "adam", "none"), ("train", "adam", "lora"),
                                        ("train", "adam", "bf16"), ("train", "adam", "lora-bf16")):
-                if (variant.startswith("lora") and model == "tiny-qwen3") or \
+                if (variant.startswith("lora") and model in ("tiny-qwen3",) + MOE_MODELS) or \
                         (variant.endswith("bf16") and model == "tiny-gpt2"):
                     continue
                 tag = "infer" if mode == "inference" else "train-" + ("sgd" if opt == "sgd-momentum" else "adam")

@@ -353,7 +353,8 @@ static void setup(struct dm_sb *b)
  * ReLU6/Hardtanh, Hardswish, LeakyReLU). */
 static bool can_run_inplace(enum dm_op op)
 {
-    return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu || op == DM_OP_HardSwish;
+    return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu || op == DM_OP_HardSwish ||
+           op == DM_OP_IndexAdd; /* Tensor.index_add_ */
 }
 
 static bool calls_cublas(enum dm_op op)
