@@ -880,7 +880,6 @@ struct moe {
     enum topk_method method;
     int64_t groups, topk_group;
     double scale;                   /* routed_scaling_factor */
-    int32_t sym;                    /* the "expert_tokens" dim */
 };
 
 struct mla {
@@ -962,6 +961,9 @@ static int32_t expert_loop(struct hf *h, const struct moe *m, int64_t hidden, in
     attr_i(h, "axis", -1);
     mask = ds ? transpose(h, mask, INTS(2, 0, 1)) : transpose(h, mask, INTS(2, 1, 0));
     int32_t last = const_ints(h, INTS(-1));
+    int32_t sym = dm_graph_symbol(h->g, "expert_tokens"); /* after batch and seq */
+    if (sym < 0)
+        return oom(h);
     static const char *const mixtral[3] = {"w1", "w3", "w2"}, *const proj[3] = {"gate_proj", "up_proj",
                                                                                "down_proj"};
     for (int64_t e = 0; e < m->experts && h->st == DNNMEM_OK; e++) {
@@ -971,7 +973,7 @@ static int32_t expert_loop(struct hf *h, const struct moe *m, int64_t hidden, in
             break;
         int32_t nz = n->out[0], tok = n->out[1];
         attr_i(h, "token_axis", ds ? 1 : 2);
-        attr_i(h, "sym", m->sym);
+        attr_i(h, "sym", sym);
         int32_t w = -1;
         if (ds) /* expert_weights = topk_weights[token_indices, weight_indices] */
             w = op(h, DM_OP_GatherND, 2, rw, nz);
@@ -1236,10 +1238,12 @@ static int32_t mla_attention(struct hf *h, const struct llama *c, int layer, int
     k_rot = reshape(h, k_rot, INTS(0, 0, 1, a->rope)); /* k_rot.view(B, 1, S, rope) */
     q_rot = rope(h, q_rot, cos, sin, a->rope, NULL);
     k_rot = rope(h, k_rot, cos, sin, a->rope, NULL);
+    int32_t k_rot_emb = k_rot;
     k_rot = op(h, DM_OP_Expand, 2, k_rot, const_ints(h, INTS(1, 1, H, 1))); /* .expand(.., H, ..) */
-    q = op(h, DM_OP_Concat, 2, q_pass, q_rot);
+    int32_t qs = op(h, DM_OP_Concat, 2, q_pass, q_rot);
     attr_i(h, "axis", -1);
-    q = transpose(h, q, INTS(0, 2, 1, 3));
+    int32_t q_states = q;
+    q = transpose(h, qs, INTS(0, 2, 1, 3));
     int32_t k = op(h, DM_OP_Concat, 2, k_pass, k_rot);
     attr_i(h, "axis", -1);
     h->out_name = kname;
@@ -1271,11 +1275,15 @@ static int32_t mla_attention(struct hf *h, const struct llama *c, int layer, int
     }
     o = transpose(h, o, INTS(0, 2, 1, 3));
     o = reshape(h, o, INTS(0, 0, -1));
-    hold(h, k, last_node(h));
-    hold(h, vc, last_node(h));
     s = enter(h, "o_proj");
     o = linear(h, o, H * a->v, E, a->bias, -1, NULL);
     leave(h, s);
+    /* the forward's locals live until it returns: q_states, compressed_kv,
+     * k_pass (the rest of kv_b_proj's output), the rotated q_rot and k_rot,
+     * query_states, key_states, and the attention function's value copy */
+    int32_t locals[] = {q_states, ckv, k_pass, q_rot, k_rot_emb, qs, k, vc};
+    for (size_t j = 0; j < sizeof locals / sizeof locals[0]; j++)
+        hold(h, locals[j], last_node(h));
     *attn_weights = p;
     *kv_rest = c->use_cache ? k_pass : -1;
     return o;
@@ -1504,11 +1512,6 @@ static void read_moe(struct hf *h, const char *type, struct llama *c, struct moe
     read_llama(h, type, c);
     if (h->st != DNNMEM_OK)
         return;
-    m->sym = dm_graph_symbol(h->g, "expert_tokens");
-    if (m->sym < 0) {
-        oom(h);
-        return;
-    }
     m->sparse_step = m->freq = 1;
     if (mixtral) {
         m->kind = MOE_MIXTRAL;

@@ -29,8 +29,10 @@
  *    the indices, and its grad is zeros shaped like x with index_put_.
  *  - TopK: TopkBackward0 keeps the indices and scatters the grad into zeros
  *    shaped like the input (value_selecting_reduction_backward).
- *  - IndexAdd (index_add_, in place): IndexAddBackward0 passes the grad to self
- *    and takes grad.index_select(dim, index) for the source (DM_T_PASS).
+ *  - IndexAdd (index_add_, in place): IndexAddBackward0 keeps index and
+ *    source (checked with 1.13's _saved_source), passes the grad to self and
+ *    takes grad.index_select(dim, index) for the source (DM_T_PASS).
+ *  - GatherND (x[i, j]): IndexBackward0 keeps the indices (DM_T_COPY).
  *  - Detach: a view that records no autograd node (tensor.detach(), the
  *    input of a torch.no_grad() block).
  *  - DM_T_VIEW, DM_T_PASS: views, add, sub, cat save nothing and pass the
@@ -496,6 +498,15 @@ void dm_train_save(struct dm_sb *b, int32_t i)
      * scatters the grad into zeros shaped like the input) */
     if (n->op == DM_OP_TopK && dm_has_out(n, 1))
         keep_tensor(b, i, n->out[1]);
+    /* IndexAddBackward0 keeps index and source (its formula reads
+     * source.dim() and expand_as(source)); IndexBackward0 (x[i, j], GatherND)
+     * keeps the indices */
+    if (n->op == DM_OP_IndexAdd && dm_has_in(n, 2)) {
+        keep_input(b, i, 1);
+        keep_input(b, i, 2);
+    }
+    if (n->op == DM_OP_GatherND && dm_has_in(n, 1))
+        keep_input(b, i, 1);
     switch (dm_ops[n->op].train) {
     case DM_T_OUT: keep_tensor(b, i, out0); break;
     case DM_T_IN: keep_input(b, i, 0); break;
