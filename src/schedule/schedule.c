@@ -383,9 +383,12 @@ bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n)
     enum dm_dtype dt = sdpa_dtype(b, n);
     int64_t d = q->rank == 4 ? q->dims[3] : 0;
     int cc = b->run->compute_capability ? b->run->compute_capability : 80;
-    /* the flash kernel takes no attn_mask (sdp_utils' check_for_attn_mask) */
+    /* the flash kernel takes no attn_mask (sdp_utils' check_for_attn_mask),
+     * and one head size for query, key and value (check_head_dim_size_flash;
+     * DeepSeek's MLA has values narrower than its queries) */
+    int64_t dv = dm_has_in(n, 2) && b->t[n->in[2]].rank == 4 ? b->t[n->in[2]].dims[3] : d;
     return !dm_has_in(n, 3) && (dt == DM_FLOAT16 || dt == DM_BFLOAT16) && cc >= 80 &&
-           d <= (b->run->torch_version >= 202 ? 256 : 128);
+           d <= (b->run->torch_version >= 202 ? 256 : 128) && dv == d;
 }
 
 /* Transpose(0, 2, 1, 3) of a fused attention's output: the [B,S,H,D] buffer
