@@ -8,7 +8,16 @@ follows transformers' own source op for op, for memory measurement:
   * LlamaForCausalLM as in modeling_llama.py (4.51), which also covers
     model_type "mistral" and "qwen2" (q/k/v biases) and "qwen3" (q_norm/k_norm,
     an RMSNorm over head_dim, applied before the transpose);
-  * GPT2LMHeadModel as in modeling_gpt2.py (4.47, GPT2Attention._attn).
+  * GPT2LMHeadModel as in modeling_gpt2.py (4.47, GPT2Attention._attn);
+  * the mixture-of-experts decoders on the Llama skeleton: MixtralSparseMoeBlock,
+    Qwen2MoeSparseMoeBlock (shared expert and its sigmoid gate) and
+    Qwen3MoeSparseMoeBlock as in 4.51 (expert_hitted loop, torch.where,
+    index_add_), DeepseekV3Attention (MLA, rope_interleave) and
+    DeepseekV3MoE / DeepseekV3TopkRouter of the native modeling_deepseek_v3.py
+    (one module per expert, every expert in turn), with V2's softmax and
+    greedy / group-limited top-k in the same router. For the measurement the
+    router's top-k choice is overwritten with a balanced round-robin
+    assignment (balance_), the uniform routing dnnmem assumes.
 
 Called as model(input_ids) with attn_implementation="eager": no attention_mask,
 use_cache from the config (default True).  Returns (logits, presents):

@@ -12,6 +12,12 @@
  *    its copies as of transformers 4.51 (rotary embedding at model level,
  *    eager_attention_forward, the 4-D causal mask of
  *    _prepare_4d_causal_attention_mask_with_cache_position);
+ *  - model_type "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2",
+ *    "deepseek_v3": the same decoder with mixture-of-experts blocks
+ *    (Mixtral's and Qwen's of 4.51, DeepSeek's of the native
+ *    modeling_deepseek_v3.py, 4.51-4.57) and, for DeepSeek, multi-head
+ *    latent attention; the expert loop under uniform routing (see "mixture
+ *    of experts" below);
  *  - model_type "gpt2" (and legacy configs without model_type that name
  *    GPT2LMHeadModel or carry n_embd): modeling_gpt2.py as of 4.47
  *    (GPT2Attention._attn, Conv1D, NewGELUActivation);

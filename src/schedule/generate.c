@@ -16,8 +16,11 @@
  *    4.51); eager adds the scores [B, H, 1, L], the mask added to them, the
  *    float32 softmax and its cast back;
  *  - the logits of the step, [B, 1, V].
- * The step's other tensors ([B, 1, hidden] and [B, 1, intermediate]) are
- * not modelled: they are smaller than one layer's cache row by the batch.
+ * The step's other tensors ([B, 1, hidden] and [B, 1, intermediate], and a
+ * mixture-of-experts block's few rows per expert) are not modelled: they
+ * are smaller than one layer's cache row by the batch. Keys and values may
+ * differ in head size (DeepSeek's latent attention caches decompressed keys
+ * of qk_nope + qk_rope and values of v_head_dim): each grows with its own.
  * Steps simulated: the first (the prefill's logits and cache let go), then
  * the last eight, the cache growing from P + 1 to P + T - 7 in one update
  * between them: the peak is at the end, and the steps in between only

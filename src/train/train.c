@@ -29,10 +29,12 @@
  *    the indices, and its grad is zeros shaped like x with index_put_.
  *  - TopK: TopkBackward0 keeps the indices and scatters the grad into zeros
  *    shaped like the input (value_selecting_reduction_backward).
- *  - IndexAdd (index_add_, in place): IndexAddBackward0 keeps index and
- *    source (checked with 1.13's _saved_source), passes the grad to self and
- *    takes grad.index_select(dim, index) for the source (DM_T_PASS).
- *  - GatherND (x[i, j]): IndexBackward0 keeps the indices (DM_T_COPY).
+ *  - IndexAdd (index_add_, in place): derivatives.yaml's index_add entry
+ *    (source: grad.index_select(dim, index).expand_as(source), and
+ *    source.dim()) makes IndexAddBackward0 keep index and source (1.13's
+ *    _saved_index, _saved_source); self's grad is grad itself (DM_T_PASS).
+ *  - GatherND (x[i, j]): IndexBackward0 (derivatives.yaml's index entry,
+ *    index_put_ into zeros of self's size) keeps the indices (DM_T_COPY).
  *  - Detach: a view that records no autograd node (tensor.detach(), the
  *    input of a torch.no_grad() block).
  *  - DM_T_VIEW, DM_T_PASS: views, add, sub, cat save nothing and pass the
