@@ -43,7 +43,7 @@ LDLIBS := $(PKG_LIBS) -lm
 # The pipeline, in order: util, graph, load, shape, schedule, alloc, report, api.
 LIB_SRC := src/util/arena.c src/util/error.c \
            src/graph/dtype.c src/graph/ops.c src/graph/graph.c src/graph/lift.c \
-           src/load/onnx.c src/load/hf.c src/load/safetensors.c \
+           src/load/onnx.c src/load/hf.c src/load/keras.c src/load/safetensors.c \
            src/load/mxnet.c \
            src/shape/infer.c src/shape/elementwise.c src/shape/tensor.c src/shape/nn.c \
            src/shape/contrib.c \

@@ -89,6 +89,11 @@ static const char usage_text[] =
     "                         default PEFT's for the architecture (q_proj,v_proj; c_attn;\n"
     "                         query,value)\n"
     "\n"
+    "Quantized weights (HuggingFace configs; bitsandbytes, load_in_4bit):\n"
+    "  --quant Q              nf4 (double quantization, as QLoRA), nf4-single, fp4: every\n"
+    "                         linear but lm_head stored 4-bit, dequantized around each\n"
+    "                         matmul; with --mode train it needs --lora-r\n"
+    "\n"
     "Generation (--mode generate; greedy, DynamicCache):\n"
     "  --prompt-len N         prompt tokens (the same as --seq-len)\n"
     "  --new-tokens N         tokens generated after the prompt (required)\n"
@@ -326,7 +331,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_NEWTOK, OPT_KVDTYPE, OPT_LORA_R,
            OPT_LORA_ALPHA, OPT_LORA_DROPOUT, OPT_LORA_TARGETS, OPT_TF_GROWTH, OPT_TF_LIMIT,
            OPT_TF_MINSYS, OPT_MX_POOL, OPT_MX_PAGE, OPT_MX_CUTOFF, OPT_MX_RESERVE, OPT_JAX_PREALLOC,
-           OPT_JAX_FRACTION, OPT_INPUT_SHAPE };
+           OPT_JAX_FRACTION, OPT_INPUT_SHAPE, OPT_QUANT };
     static const struct option opts[] = {
         {"gpu", required_argument, NULL, OPT_GPU},
         {"report", required_argument, NULL, OPT_REPORT},
@@ -360,6 +365,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"new-tokens", required_argument, NULL, OPT_NEWTOK},
         {"kv-dtype", required_argument, NULL, OPT_KVDTYPE},
         {"lora-r", required_argument, NULL, OPT_LORA_R},
+        {"quant", required_argument, NULL, OPT_QUANT},
         {"lora-alpha", required_argument, NULL, OPT_LORA_ALPHA},
         {"lora-dropout", required_argument, NULL, OPT_LORA_DROPOUT},
         {"lora-targets", required_argument, NULL, OPT_LORA_TARGETS},
@@ -568,6 +574,20 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
             cl->memory = optarg;
             snprintf(cl->device_label, sizeof cl->device_label, "--memory %s", optarg);
             cfg.device_label = cl->device_label;
+            break;
+        case OPT_QUANT:
+            if (strcmp(optarg, "none") == 0)
+                cfg.quant = DNNMEM_QUANT_NONE;
+            else if (strcmp(optarg, "nf4") == 0)
+                cfg.quant = DNNMEM_QUANT_NF4;
+            else if (strcmp(optarg, "nf4-single") == 0)
+                cfg.quant = DNNMEM_QUANT_NF4_SINGLE;
+            else if (strcmp(optarg, "fp4") == 0)
+                cfg.quant = DNNMEM_QUANT_FP4;
+            else
+                return usage_error("--quant %s: expected none, nf4, nf4-single or fp4 (8-bit "
+                                   "bitsandbytes layers are not modelled)",
+                                   optarg);
             break;
         case OPT_LORA_R:
             if (parse_count(optarg, &v) || v > 1048576)

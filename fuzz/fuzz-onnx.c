@@ -1,7 +1,8 @@
 /*
- * fuzz-onnx.c: libFuzzer target for the ONNX front end and everything after
- * it. Any input must give a model or a clean error, never a crash, a leak or
- * undefined behaviour; loaded models are also estimated.
+ * fuzz-onnx.c: libFuzzer target for the front ends (ONNX; HuggingFace configs
+ * and Keras model JSON, whose seeds are in the corpus too) and everything
+ * after them. Any input must give a model or a clean error, never a crash, a
+ * leak or undefined behaviour; loaded models are also estimated.
  *
  *   make fuzz && build-fuzz/fuzz-onnx -max_total_time=60 NEW_DIR fuzz/corpus
  */

@@ -224,6 +224,21 @@ struct dnnmem_lora {
     size_t n_targets;
 };
 
+/* Weights of a HuggingFace model's linear layers stored quantized, as
+ * transformers' BitsAndBytesConfig(load_in_4bit=True) makes them (bitsandbytes
+ * Linear4bit; lm_head and embeddings stay unquantized): 4-bit codes packed two
+ * per byte, an absmax per block of 64 weights (double quantization: an 8-bit
+ * absmax, a float32 one per 256 blocks, an offset), and a transient
+ * dequantized copy of the weight in the compute dtype around each matmul,
+ * forward and backward (bitsandbytes' MatMul4Bit keeps no weight for
+ * backward). */
+enum dnnmem_quant {
+    DNNMEM_QUANT_NONE = 0,
+    DNNMEM_QUANT_NF4,        /* bnb_4bit_quant_type="nf4", double quantization (QLoRA) */
+    DNNMEM_QUANT_NF4_SINGLE, /* nf4 without double quantization: float32 absmax */
+    DNNMEM_QUANT_FP4         /* bnb_4bit_quant_type="fp4", no double quantization */
+};
+
 /* The framework whose runtime is simulated: its device allocator, memory
  * limit and fixed overheads. The schedule (which tensors exist, when they are
  * freed, what the backward pass keeps) is PyTorch eager's for every profile;
@@ -284,6 +299,7 @@ struct dnnmem_config {
      * ONNX graph's attention is whatever ops it holds (only AUTO is valid). */
     enum dnnmem_attn attn;
     struct dnnmem_lora lora;    /* HuggingFace configs, mode TRAIN */
+    enum dnnmem_quant quant;    /* HuggingFace configs: the base's linear weights */
     /* Frozen parameters: glob patterns (fnmatch) on initializer names; a
      * frozen parameter gets no gradient and no optimizer state. */
     const char *const *freeze;

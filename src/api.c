@@ -45,7 +45,15 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
     while (k < size && k < 64 && isspace(data[k]))
         k++;
     enum dnnmem_status s;
-    if (k < size && data[k] == '{' && dm_is_mxnet_json(data, size)) {
+    if (size >= 4 && memcmp(data, "PK\003\004", 4) == 0) {
+        /* a zip archive: a .keras model is one, its architecture in config.json */
+        s = dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                    "%s: a zip archive (a .keras model?); dnnmem reads its architecture: "
+                    "extract it with 'unzip -p %s config.json > config.json' and pass that",
+                    name, name);
+    } else if (k < size && data[k] == '{' && dm_keras_json(data, size)) {
+        s = dm_load_keras(&m->g, data, size, err);
+    } else if (k < size && data[k] == '{' && dm_is_mxnet_json(data, size)) {
         s = dm_load_mxnet(&m->g, data, size, err);
     } else if (k < size && data[k] == '{') {
         s = dm_load_hf(&m->g, data, size, false, NULL, err);
@@ -820,6 +828,11 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     if (generate && m->sdpa.n_nodes == 0)
         return dm_fail(err, DNNMEM_E_UNSUPPORTED,
                        "%s: --mode generate applies to HuggingFace causal LM configs", g->path);
+    if (generate && g->encoder_decoder)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --mode generate is not modelled for encoder-decoder models (T5); "
+                       "estimate a forward pass with --mode inference --dim target_seq=N",
+                       g->path);
     if (generate && (cfg.new_tokens <= 0 || cfg.new_tokens > (INT64_C(1) << 20)))
         return dm_fail(err, DNNMEM_E_USAGE,
                        "--mode generate needs --new-tokens N, 1 <= N <= 1048576");
@@ -876,27 +889,41 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         return dm_fail(err, DNNMEM_E_USAGE,
                        "%s: --attn sdpa needs PyTorch 2.0 or later (F.scaled_dot_product_attention)",
                        g->path);
-    bool sdpa = hf && (cfg.attn == DNNMEM_ATTN_SDPA ||
+    if (cfg.attn == DNNMEM_ATTN_SDPA && g->eager_only)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --attn sdpa: transformers has no sdpa attention for this model "
+                       "(T5Attention is eager only); use --attn eager or auto",
+                       g->path);
+    bool sdpa = hf && !g->eager_only && (cfg.attn == DNNMEM_ATTN_SDPA ||
                        (cfg.attn == DNNMEM_ATTN_AUTO && torch >= 201 &&
                         cfg.device == DNNMEM_DEVICE_CUDA));
     if (sdpa)
         g = &m->sdpa;
-    /* LoRA: the model rebuilt with adapters, for this estimate */
+    /* LoRA, quantized weights: the model rebuilt with them, for this estimate */
     const struct dnnmem_lora *lo = &cfg.lora;
     struct dm_graph lg;
     dm_graph_init(&lg);
-    if (lo->r != 0) {
-        if (!hf || !m->json)
+    if ((unsigned)cfg.quant > DNNMEM_QUANT_FP4)
+        return dm_fail(err, DNNMEM_E_USAGE, "unknown weight quantization %d", (int)cfg.quant);
+    if (cfg.quant && (!hf || !m->json))
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "%s: --quant applies to HuggingFace config.json models", g->path);
+    if (lo->r != 0 || cfg.quant) {
+        if (lo->r && (!hf || !m->json))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "%s: --lora-r applies to HuggingFace config.json models", g->path);
-        if (cfg.mode != DNNMEM_MODE_TRAIN)
+        if (lo->r && cfg.mode != DNNMEM_MODE_TRAIN)
             return dm_fail(err, DNNMEM_E_USAGE, "--lora-r applies to --mode train");
+        if (cfg.quant && cfg.mode == DNNMEM_MODE_TRAIN && !lo->r)
+            return dm_fail(err, DNNMEM_E_USAGE,
+                           "--quant in training needs --lora-r: transformers' Trainer refuses "
+                           "to fine-tune a purely quantized model");
         if (lo->r < 0 || lo->r > (INT64_C(1) << 20) || !(lo->dropout >= 0 && lo->dropout < 1) ||
             !(lo->alpha >= 0) || (lo->n_targets && !lo->targets))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "LoRA: rank in 1..1048576, dropout in [0, 1), alpha >= 0");
         lg.path = g->path;
-        enum dnnmem_status ls = dm_load_hf(&lg, m->json, m->json_size, sdpa, lo, err);
+        enum dnnmem_status ls = dm_load_hf(&lg, m->json, m->json_size, sdpa, &cfg, err);
         if (ls != DNNMEM_OK) {
             dm_graph_free(&lg);
             return ls;
@@ -953,6 +980,8 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         assume(&as, "attention", cfg.attn ? "option" : "default", "%s",
                sdpa ? "sdpa: F.scaled_dot_product_attention, FlashAttention for fp16/bf16 "
                       "from sm80, else the memory-efficient kernel"
+                    : g->eager_only ? "eager: scores, softmax and dropout materialised (the "
+                                      "model has no sdpa path in transformers)"
                     : "eager: scores, softmax and dropout materialised");
     if (run.train) {
         assume(&as, "mode", "option", "train: zero_grad, forward, loss, backward, step");
@@ -1044,6 +1073,26 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     run.n_checkpoint = cfg.n_checkpoint;
     for (size_t k = 0; run.train && k < cfg.n_checkpoint; k++)
         assume(&as, "checkpoint", "option", "%s", cfg.checkpoint[k]);
+    if (lo->r) {
+        char targets[256] = "PEFT's default for the architecture";
+        size_t len = 0;
+        for (size_t k = 0; k < lo->n_targets && len < sizeof targets; k++)
+            len += (size_t)snprintf(targets + len, sizeof targets - len, "%s%s", k ? "," : "",
+                                    lo->targets[k]);
+        assume(&as, "lora", "option",
+               "rank %lld, alpha %g, dropout %g, targets %s; every other parameter frozen; "
+               "float32 adapters (PEFT >= 0.12)",
+               (long long)lo->r, lo->alpha > 0 ? lo->alpha : 8, lo->dropout, targets);
+    }
+    if (cfg.quant) {
+        static const char *const q[] = {"", "nf4 with double quantization (QLoRA)",
+                                        "nf4, float32 absmax", "fp4, float32 absmax"};
+        assume(&as, "quant", "option",
+               "bitsandbytes 4-bit %s, blocks of 64, every linear but lm_head; each matmul "
+               "dequantizes its weight into a transient of the compute dtype (forward and "
+               "backward); embeddings and norms as --precision says",
+               q[cfg.quant]);
+    }
     assume(&as, "inplace", cfg.inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
            run.inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
                        : "none (every op allocates its output)");

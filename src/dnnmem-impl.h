@@ -299,6 +299,9 @@ struct dm_graph {
                                   logits only (generate's prefill) */
     bool loss_upcast;          /* the model's own loss casts its logits to float32
                                   first (transformers' ForCausalLMLoss: logits.float()) */
+    bool encoder_decoder;      /* HF: an encoder-decoder (T5): no --mode generate */
+    bool eager_only;           /* HF: transformers has no sdpa path for it (T5Attention):
+                                  the "sdpa" graph is the eager one */
 };
 
 void dm_graph_init(struct dm_graph *g);
@@ -325,8 +328,9 @@ enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t 
 /* HuggingFace transformers config.json (src/load/hf.c): the causal LM built op
  * by op as transformers' PyTorch implementation runs it, with eager attention
  * or (sdpa) one fused Attention node per layer. */
+/* opt: LoRA adapters and quantized weights to build in (NULL: none). */
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
-                              const struct dnnmem_lora *lora,
+                              const struct dnnmem_config *opt,
                               struct dnnmem_error *err);
 /* An MXNet symbol JSON (src/load/mxnet.c), every layout from 0.8 to 1.x and
  * Gluon exports. */
@@ -335,6 +339,14 @@ enum dnnmem_status dm_load_mxnet(struct dm_graph *g, const uint8_t *data, size_t
 /* Whether a JSON text looks like an MXNet symbol (a cheap check of its
  * first bytes for the keys "nodes" and "heads"/"arg_nodes"). */
 bool dm_is_mxnet_json(const uint8_t *data, size_t size);
+/* Keras model JSON (src/load/keras.c): model.to_json() of Keras 2 (Model,
+ * Functional, Sequential, nested models) and the Keras 3 layout (config.json
+ * of a .keras archive), built layer by layer into the IR. dm_keras_json says
+ * whether a JSON text is one (a top-level class_name and config naming a
+ * model), so the caller can dispatch before the HuggingFace front end. */
+bool dm_keras_json(const uint8_t *data, size_t size);
+enum dnnmem_status dm_load_keras(struct dm_graph *g, const uint8_t *data, size_t size,
+                                 struct dnnmem_error *err);
 /* The safetensors checkpoint in a HuggingFace model directory, its headers
  * checked against the graph built from config.json (src/load/safetensors.c):
  * every tensor must be a weight of g with the same shape. file is NULL when

@@ -18,6 +18,13 @@ follows transformers' own source op for op, for memory measurement:
     greedy / group-limited top-k in the same router. For the measurement the
     router's top-k choice is overwritten with a balanced round-robin
     assignment (balance_), the uniform routing dnnmem assumes.
+  * T5ForConditionalGeneration (and mT5's copy) as in modeling_t5.py
+    (4.46-4.51): relative position bias made by each stack's first layer and
+    shared, the EncoderDecoderCache kept as the returned past_key_values,
+    called as model(input_ids, decoder_input_ids); returns (logits,
+    past_key_values, encoder_last_hidden_state);
+  * ViTModel / ViTForImageClassification as in modeling_vit.py (4.53-4.57,
+    eager_attention_forward), called as model(pixel_values).
 
 Called as model(input_ids) with attn_implementation="eager": no attention_mask,
 use_cache from the config (default True).  Returns (logits, presents):
@@ -800,6 +807,620 @@ class GPT2LMHeadModel(nn.Module):
 
 
 # --------------------------------------------------------------------------
+# T5 / mT5 (modeling_t5.py, transformers 4.46-4.51: EncoderDecoderCache era)
+# --------------------------------------------------------------------------
+
+
+class T5LayerNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        if self.weight.dtype in [torch.float16, torch.bfloat16]:
+            hidden_states = hidden_states.to(self.weight.dtype)
+        return self.weight * hidden_states
+
+
+def _t5_act(name):
+    if name == "relu":
+        return nn.ReLU()
+    if name == "gelu":
+        return nn.GELU()
+    if name == "gelu_new":
+        return NewGELUActivation()
+    if name in ("silu", "swish"):
+        return nn.SiLU()
+    raise ValueError(name)
+
+
+class T5Cfg:
+    """T5Config / MT5Config with their defaults; feed_forward_proj parsed as
+    T5Config.__init__ does ("gated-gelu" -> gelu_new)."""
+
+    def __init__(self, cfg, is_decoder):
+        mt5 = cfg.model_type == "mt5"
+        self.vocab_size = cfg.get("vocab_size")
+        self.d_model = cfg.get("d_model", 512)
+        self.d_kv = cfg.get("d_kv", 64)
+        self.d_ff = cfg.get("d_ff", 1024 if mt5 else 2048)
+        self.num_layers = cfg.get("num_layers", 8 if mt5 else 6)
+        self.num_decoder_layers = cfg.get("num_decoder_layers", self.num_layers)
+        self.num_heads = cfg.get("num_heads", 6 if mt5 else 8)
+        self.relative_attention_num_buckets = cfg.get("relative_attention_num_buckets", 32)
+        self.relative_attention_max_distance = cfg.get("relative_attention_max_distance", 128)
+        self.dropout_rate = cfg.get("dropout_rate", 0.1)
+        self.layer_norm_epsilon = cfg.get("layer_norm_epsilon", 1e-6)
+        ffp = cfg.get("feed_forward_proj", "gated-gelu" if mt5 else "relu")
+        parts = ffp.split("-")
+        self.dense_act_fn = parts[-1]
+        self.is_gated_act = parts[0] == "gated"
+        if ffp == "gated-gelu":
+            self.dense_act_fn = "gelu_new"
+        self.tie_word_embeddings = cfg.get("tie_word_embeddings", not mt5)
+        self.use_cache = cfg.get("use_cache", True)
+        self.is_decoder = is_decoder
+
+
+class T5DenseActDense(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.wi = nn.Linear(c.d_model, c.d_ff, bias=False)
+        self.wo = nn.Linear(c.d_ff, c.d_model, bias=False)
+        self.dropout = nn.Dropout(c.dropout_rate)
+        self.act = _t5_act(c.dense_act_fn)
+
+    def forward(self, hidden_states):
+        hidden_states = self.wi(hidden_states)
+        hidden_states = self.act(hidden_states)
+        hidden_states = self.dropout(hidden_states)
+        if hidden_states.dtype != self.wo.weight.dtype and self.wo.weight.dtype != torch.int8:
+            hidden_states = hidden_states.to(self.wo.weight.dtype)
+        return self.wo(hidden_states)
+
+
+class T5DenseGatedActDense(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.wi_0 = nn.Linear(c.d_model, c.d_ff, bias=False)
+        self.wi_1 = nn.Linear(c.d_model, c.d_ff, bias=False)
+        self.wo = nn.Linear(c.d_ff, c.d_model, bias=False)
+        self.dropout = nn.Dropout(c.dropout_rate)
+        self.act = _t5_act(c.dense_act_fn)
+
+    def forward(self, hidden_states):
+        hidden_gelu = self.act(self.wi_0(hidden_states))
+        hidden_linear = self.wi_1(hidden_states)
+        hidden_states = hidden_gelu * hidden_linear
+        hidden_states = self.dropout(hidden_states)
+        if hidden_states.dtype != self.wo.weight.dtype and self.wo.weight.dtype != torch.int8:
+            hidden_states = hidden_states.to(self.wo.weight.dtype)
+        return self.wo(hidden_states)
+
+
+class T5LayerFF(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.DenseReluDense = T5DenseGatedActDense(c) if c.is_gated_act else T5DenseActDense(c)
+        self.layer_norm = T5LayerNorm(c.d_model, eps=c.layer_norm_epsilon)
+        self.dropout = nn.Dropout(c.dropout_rate)
+
+    def forward(self, hidden_states):
+        forwarded_states = self.layer_norm(hidden_states)
+        forwarded_states = self.DenseReluDense(forwarded_states)
+        return hidden_states + self.dropout(forwarded_states)
+
+
+class T5Attention(nn.Module):
+    def __init__(self, c, has_relative_attention_bias=False, layer_idx=None):
+        super().__init__()
+        self.is_decoder = c.is_decoder
+        self.has_relative_attention_bias = has_relative_attention_bias
+        self.relative_attention_num_buckets = c.relative_attention_num_buckets
+        self.relative_attention_max_distance = c.relative_attention_max_distance
+        self.d_model = c.d_model
+        self.key_value_proj_dim = c.d_kv
+        self.n_heads = c.num_heads
+        self.dropout = c.dropout_rate
+        self.inner_dim = self.n_heads * self.key_value_proj_dim
+        self.layer_idx = layer_idx
+        self.q = nn.Linear(self.d_model, self.inner_dim, bias=False)
+        self.k = nn.Linear(self.d_model, self.inner_dim, bias=False)
+        self.v = nn.Linear(self.d_model, self.inner_dim, bias=False)
+        self.o = nn.Linear(self.inner_dim, self.d_model, bias=False)
+        if self.has_relative_attention_bias:
+            self.relative_attention_bias = nn.Embedding(self.relative_attention_num_buckets, self.n_heads)
+
+    @staticmethod
+    def _relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+        relative_buckets = 0
+        if bidirectional:
+            num_buckets //= 2
+            relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
+            relative_position = torch.abs(relative_position)
+        else:
+            relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
+        max_exact = num_buckets // 2
+        is_small = relative_position < max_exact
+        relative_position_if_large = max_exact + (
+            torch.log(relative_position.float() / max_exact)
+            / math.log(max_distance / max_exact)
+            * (num_buckets - max_exact)
+        ).to(torch.long)
+        relative_position_if_large = torch.min(
+            relative_position_if_large, torch.full_like(relative_position_if_large, num_buckets - 1))
+        relative_buckets += torch.where(is_small, relative_position, relative_position_if_large)
+        return relative_buckets
+
+    def compute_bias(self, query_length, key_length, device=None, cache_position=None):
+        if device is None:
+            device = self.relative_attention_bias.weight.device
+        if cache_position is None:
+            context_position = torch.arange(query_length, dtype=torch.long, device=device)[:, None]
+        else:
+            context_position = cache_position[:, None].to(device)
+        memory_position = torch.arange(key_length, dtype=torch.long, device=device)[None, :]
+        relative_position = memory_position - context_position
+        relative_position_bucket = self._relative_position_bucket(
+            relative_position, bidirectional=(not self.is_decoder),
+            num_buckets=self.relative_attention_num_buckets,
+            max_distance=self.relative_attention_max_distance)
+        values = self.relative_attention_bias(relative_position_bucket)
+        values = values.permute([2, 0, 1]).unsqueeze(0)
+        return values
+
+    def forward(self, hidden_states, mask=None, key_value_states=None, position_bias=None,
+                past_key_value=None, query_length=None, cache_position=None):
+        batch_size, seq_length = hidden_states.shape[:2]
+        is_cross_attention = key_value_states is not None
+        query_states = self.q(hidden_states)
+        query_states = query_states.view(batch_size, -1, self.n_heads, self.key_value_proj_dim).transpose(1, 2)
+        current_states = key_value_states if is_cross_attention else hidden_states
+        key_states = self.k(current_states)
+        value_states = self.v(current_states)
+        key_states = key_states.view(batch_size, -1, self.n_heads, self.key_value_proj_dim).transpose(1, 2)
+        value_states = value_states.view(batch_size, -1, self.n_heads, self.key_value_proj_dim).transpose(1, 2)
+        if past_key_value is not None:
+            # EncoderDecoderCache: DynamicCache.update of an empty layer keeps and
+            # returns the tensors themselves
+            (past_key_value[1] if is_cross_attention else past_key_value[0]).append(
+                (key_states, value_states))
+
+        scores = torch.matmul(query_states, key_states.transpose(3, 2))
+
+        if position_bias is None:
+            key_length = key_states.shape[-2]
+            real_seq_length = query_length if query_length is not None else cache_position[-1] + 1
+            if not self.has_relative_attention_bias:
+                position_bias = torch.zeros(
+                    (1, self.n_heads, seq_length, key_length), device=scores.device, dtype=scores.dtype)
+            else:
+                position_bias = self.compute_bias(
+                    real_seq_length, key_length, device=scores.device, cache_position=cache_position)
+                position_bias = position_bias[:, :, -seq_length:, :]
+            if mask is not None:
+                causal_mask = mask[:, :, :, : key_states.shape[-2]]
+                position_bias = position_bias + causal_mask
+
+        position_bias_masked = position_bias
+        scores += position_bias_masked
+        attn_weights = nn.functional.softmax(scores.float(), dim=-1).type_as(scores)
+        attn_weights = nn.functional.dropout(attn_weights, p=self.dropout, training=self.training)
+        attn_output = torch.matmul(attn_weights, value_states)
+        attn_output = attn_output.transpose(1, 2).contiguous()
+        attn_output = attn_output.view(batch_size, -1, self.inner_dim)
+        attn_output = self.o(attn_output)
+        return (attn_output, past_key_value, position_bias)
+
+
+class T5LayerSelfAttention(nn.Module):
+    def __init__(self, c, has_relative_attention_bias=False, layer_idx=None):
+        super().__init__()
+        self.SelfAttention = T5Attention(c, has_relative_attention_bias, layer_idx)
+        self.layer_norm = T5LayerNorm(c.d_model, eps=c.layer_norm_epsilon)
+        self.dropout = nn.Dropout(c.dropout_rate)
+
+    def forward(self, hidden_states, attention_mask=None, position_bias=None, past_key_value=None,
+                cache_position=None):
+        normed_hidden_states = self.layer_norm(hidden_states)
+        attention_output = self.SelfAttention(
+            normed_hidden_states, mask=attention_mask, position_bias=position_bias,
+            past_key_value=past_key_value, cache_position=cache_position)
+        hidden_states = hidden_states + self.dropout(attention_output[0])
+        return (hidden_states,) + attention_output[1:]
+
+
+class T5LayerCrossAttention(nn.Module):
+    def __init__(self, c, layer_idx=None):
+        super().__init__()
+        self.EncDecAttention = T5Attention(c, has_relative_attention_bias=False, layer_idx=layer_idx)
+        self.layer_norm = T5LayerNorm(c.d_model, eps=c.layer_norm_epsilon)
+        self.dropout = nn.Dropout(c.dropout_rate)
+
+    def forward(self, hidden_states, key_value_states, attention_mask=None, position_bias=None,
+                past_key_value=None, query_length=None, cache_position=None):
+        normed_hidden_states = self.layer_norm(hidden_states)
+        attention_output = self.EncDecAttention(
+            normed_hidden_states, mask=attention_mask, key_value_states=key_value_states,
+            position_bias=position_bias, past_key_value=past_key_value, query_length=query_length,
+            cache_position=cache_position)
+        layer_output = hidden_states + self.dropout(attention_output[0])
+        return (layer_output,) + attention_output[1:]
+
+
+class T5Block(nn.Module):
+    def __init__(self, c, has_relative_attention_bias=False, layer_idx=None):
+        super().__init__()
+        self.is_decoder = c.is_decoder
+        self.layer = nn.ModuleList()
+        self.layer.append(T5LayerSelfAttention(c, has_relative_attention_bias, layer_idx))
+        if self.is_decoder:
+            self.layer.append(T5LayerCrossAttention(c, layer_idx))
+        self.layer.append(T5LayerFF(c))
+
+    def forward(self, hidden_states, attention_mask=None, position_bias=None,
+                encoder_hidden_states=None, encoder_attention_mask=None,
+                encoder_decoder_position_bias=None, past_key_value=None, use_cache=False,
+                cache_position=None):
+        self_attention_outputs = self.layer[0](
+            hidden_states, attention_mask=attention_mask, position_bias=position_bias,
+            past_key_value=past_key_value, cache_position=cache_position)
+        hidden_states, past_key_value = self_attention_outputs[:2]
+        attention_outputs = self_attention_outputs[2:]
+        do_cross_attention = self.is_decoder and encoder_hidden_states is not None
+        if do_cross_attention:
+            cross_attention_outputs = self.layer[1](
+                hidden_states, key_value_states=encoder_hidden_states,
+                attention_mask=encoder_attention_mask, position_bias=encoder_decoder_position_bias,
+                past_key_value=past_key_value, query_length=cache_position[-1] + 1)
+            hidden_states, past_key_value = cross_attention_outputs[:2]
+            attention_outputs = attention_outputs + cross_attention_outputs[2:]
+        hidden_states = self.layer[-1](hidden_states)
+        outputs = (hidden_states,)
+        if use_cache:
+            outputs = outputs + (past_key_value,) + attention_outputs
+        else:
+            outputs = outputs + attention_outputs
+        return outputs
+
+
+def invert_attention_mask(encoder_attention_mask, dtype):
+    """ModuleUtilsMixin.invert_attention_mask of a 2-D mask."""
+    encoder_extended_attention_mask = encoder_attention_mask[:, None, None, :]
+    encoder_extended_attention_mask = encoder_extended_attention_mask.to(dtype=dtype)
+    return (1.0 - encoder_extended_attention_mask) * torch.finfo(dtype).min
+
+
+class T5Stack(nn.Module):
+    def __init__(self, c, embed_tokens):
+        super().__init__()
+        self.c = c
+        self.embed_tokens = embed_tokens
+        self.is_decoder = c.is_decoder
+        n = c.num_decoder_layers if c.is_decoder else c.num_layers
+        self.block = nn.ModuleList(
+            [T5Block(c, has_relative_attention_bias=bool(i == 0), layer_idx=i) for i in range(n)])
+        self.final_layer_norm = T5LayerNorm(c.d_model, eps=c.layer_norm_epsilon)
+        self.dropout = nn.Dropout(c.dropout_rate)
+
+    def _causal_mask(self, attention_mask, input_tensor, cache_position):
+        """_update_causal_mask (eager) with
+        _prepare_4d_causal_attention_mask_with_cache_position, a 2-D mask."""
+        dtype, device = input_tensor.dtype, input_tensor.device
+        sequence_length = input_tensor.shape[1]
+        target_length = attention_mask.shape[-1]
+        batch_size = input_tensor.shape[0]
+        min_dtype = torch.finfo(dtype).min
+        causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype,
+                                 device=device)
+        if sequence_length != 1:
+            causal_mask = torch.triu(causal_mask, diagonal=1)
+        causal_mask *= torch.arange(target_length, device=device) > cache_position.reshape(-1, 1)
+        causal_mask = causal_mask[None, None, :, :].expand(batch_size, 1, -1, -1)
+        causal_mask = causal_mask.clone()
+        mask_length = attention_mask.shape[-1]
+        padding_mask = causal_mask[:, :, :, :mask_length] + attention_mask[:, None, None, :].to(causal_mask.device)
+        padding_mask = padding_mask == 0
+        causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(
+            padding_mask, min_dtype)
+        return causal_mask
+
+    def forward(self, input_ids, encoder_hidden_states=None, use_cache=False):
+        input_shape = input_ids.size()
+        input_ids = input_ids.view(-1, input_shape[-1])
+        inputs_embeds = self.embed_tokens(input_ids)
+        batch_size, seq_length = input_shape
+        past_key_values = ([], []) if (self.is_decoder and use_cache) else None
+        past_key_values_length = 0
+        cache_position = torch.arange(past_key_values_length, past_key_values_length + seq_length,
+                                      device=inputs_embeds.device)
+        mask_seq_length = past_key_values_length + seq_length
+        attention_mask = torch.ones(batch_size, mask_seq_length, device=inputs_embeds.device)
+        if self.is_decoder:
+            causal_mask = self._causal_mask(attention_mask, inputs_embeds, cache_position)
+        else:
+            causal_mask = attention_mask[:, None, None, :]
+            causal_mask = causal_mask.to(dtype=inputs_embeds.dtype)
+            causal_mask = (1.0 - causal_mask) * torch.finfo(inputs_embeds.dtype).min
+        if self.is_decoder and encoder_hidden_states is not None:
+            encoder_batch_size, encoder_sequence_length, _ = encoder_hidden_states.size()
+            encoder_attention_mask = torch.ones((encoder_batch_size, encoder_sequence_length),
+                                                device=inputs_embeds.device, dtype=torch.long)
+            encoder_extended_attention_mask = invert_attention_mask(encoder_attention_mask,
+                                                                    inputs_embeds.dtype)
+        else:
+            encoder_extended_attention_mask = None
+        position_bias = None
+        encoder_decoder_position_bias = None
+        hidden_states = self.dropout(inputs_embeds)
+        for layer_module in self.block:
+            layer_outputs = layer_module(
+                hidden_states, attention_mask=causal_mask, position_bias=position_bias,
+                encoder_hidden_states=encoder_hidden_states,
+                encoder_attention_mask=encoder_extended_attention_mask,
+                encoder_decoder_position_bias=encoder_decoder_position_bias,
+                past_key_value=past_key_values, use_cache=use_cache, cache_position=cache_position)
+            if use_cache is False:
+                layer_outputs = layer_outputs[:1] + (None,) + layer_outputs[1:]
+            hidden_states, next_decoder_cache = layer_outputs[:2]
+            position_bias = layer_outputs[2]
+            if self.is_decoder and encoder_hidden_states is not None:
+                encoder_decoder_position_bias = layer_outputs[3]
+        hidden_states = self.final_layer_norm(hidden_states)
+        hidden_states = self.dropout(hidden_states)
+        next_cache = None
+        if use_cache:  # to_legacy_cache(): per layer (self k, self v, cross k, cross v)
+            next_cache = tuple(s + x for s, x in zip(past_key_values[0], past_key_values[1]))
+        return hidden_states, next_cache
+
+
+class T5ForConditionalGeneration(nn.Module):
+    """Called as model(input_ids, decoder_input_ids) with decoder_input_ids =
+    _shift_right(labels) made by the caller; returns (logits, past_key_values
+    or None, encoder_last_hidden_state) as Seq2SeqLMOutput holds them."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        enc = T5Cfg(cfg, False)
+        dec = T5Cfg(cfg, True)
+        self.c = enc
+        self.model_dim = enc.d_model
+        self.shared = nn.Embedding(enc.vocab_size, enc.d_model)
+        self.encoder = T5Stack(enc, self.shared)
+        self.decoder = T5Stack(dec, self.shared)
+        self.lm_head = nn.Linear(enc.d_model, enc.vocab_size, bias=False)
+        if enc.tie_word_embeddings:
+            self.lm_head.weight = self.shared.weight
+
+    def forward(self, input_ids, decoder_input_ids):
+        use_cache = self.c.use_cache
+        encoder_outputs = self.encoder(input_ids)  # encoder_config.use_cache = False
+        hidden_states = encoder_outputs[0]
+        decoder_outputs = self.decoder(decoder_input_ids, encoder_hidden_states=hidden_states,
+                                       use_cache=use_cache)
+        sequence_output = decoder_outputs[0]
+        if self.c.tie_word_embeddings:
+            sequence_output = sequence_output * (self.model_dim ** -0.5)
+        lm_logits = self.lm_head(sequence_output)
+        return lm_logits, decoder_outputs[1], hidden_states
+
+
+def t5_shift_right(labels, config):
+    """T5PreTrainedModel._shift_right (decoder_start_token_id, pad_token_id 0)."""
+    start = config.get("decoder_start_token_id", 0)
+    shifted = labels.new_zeros(labels.shape)
+    shifted[..., 1:] = labels[..., :-1].clone()
+    shifted[..., 0] = start
+    shifted.masked_fill_(shifted == -100, config.get("pad_token_id", 0))
+    return shifted
+
+
+# --------------------------------------------------------------------------
+# ViT (modeling_vit.py, transformers 4.53-4.57: eager_attention_forward)
+# --------------------------------------------------------------------------
+
+
+class ViTPatchEmbeddings(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        image_size, patch_size = cfg.get("image_size", 224), cfg.get("patch_size", 16)
+        self.num_channels = cfg.get("num_channels", 3)
+        self.num_patches = (image_size // patch_size) * (image_size // patch_size)
+        self.projection = nn.Conv2d(self.num_channels, cfg.get("hidden_size", 768),
+                                    kernel_size=patch_size, stride=patch_size)
+
+    def forward(self, pixel_values):
+        return self.projection(pixel_values).flatten(2).transpose(1, 2)
+
+
+class ViTEmbeddings(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        hidden = cfg.get("hidden_size", 768)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, hidden))
+        self.patch_embeddings = ViTPatchEmbeddings(cfg)
+        n = self.patch_embeddings.num_patches
+        self.position_embeddings = nn.Parameter(torch.randn(1, n + 1, hidden))
+        self.dropout = nn.Dropout(cfg.get("hidden_dropout_prob", 0.0))
+
+    def forward(self, pixel_values):
+        batch_size = pixel_values.shape[0]
+        embeddings = self.patch_embeddings(pixel_values)
+        cls_tokens = self.cls_token.expand(batch_size, -1, -1)
+        embeddings = torch.cat((cls_tokens, embeddings), dim=1)
+        embeddings = embeddings + self.position_embeddings
+        return self.dropout(embeddings)
+
+
+def vit_eager_attention_forward(module, query, key, value, scaling, dropout=0.0):
+    attn_weights = torch.matmul(query, key.transpose(-1, -2)) * scaling
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value)
+    attn_output = attn_output.transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+class ViTSelfAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        hidden = cfg.get("hidden_size", 768)
+        self.num_attention_heads = cfg.get("num_attention_heads", 12)
+        self.attention_head_size = hidden // self.num_attention_heads
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.dropout_prob = cfg.get("attention_probs_dropout_prob", 0.0)
+        self.scaling = self.attention_head_size ** -0.5
+        bias = cfg.get("qkv_bias", True)
+        self.query = nn.Linear(hidden, self.all_head_size, bias=bias)
+        self.key = nn.Linear(hidden, self.all_head_size, bias=bias)
+        self.value = nn.Linear(hidden, self.all_head_size, bias=bias)
+
+    def forward(self, hidden_states):
+        batch_size = hidden_states.shape[0]
+        new_shape = batch_size, -1, self.num_attention_heads, self.attention_head_size
+        key_layer = self.key(hidden_states).view(*new_shape).transpose(1, 2)
+        value_layer = self.value(hidden_states).view(*new_shape).transpose(1, 2)
+        query_layer = self.query(hidden_states).view(*new_shape).transpose(1, 2)
+        context_layer, attention_probs = vit_eager_attention_forward(
+            self, query_layer, key_layer, value_layer, scaling=self.scaling,
+            dropout=0.0 if not self.training else self.dropout_prob)
+        new_context_layer_shape = context_layer.size()[:-2] + (self.all_head_size,)
+        context_layer = context_layer.reshape(new_context_layer_shape)
+        return context_layer, attention_probs
+
+
+class ViTSelfOutput(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        hidden = cfg.get("hidden_size", 768)
+        self.dense = nn.Linear(hidden, hidden)
+        self.dropout = nn.Dropout(cfg.get("hidden_dropout_prob", 0.0))
+
+    def forward(self, hidden_states):
+        return self.dropout(self.dense(hidden_states))
+
+
+class ViTAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.attention = ViTSelfAttention(cfg)
+        self.output = ViTSelfOutput(cfg)
+
+    def forward(self, hidden_states):
+        self_attn_output, _ = self.attention(hidden_states)
+        return self.output(self_attn_output)
+
+
+def _vit_act(name):
+    if name == "gelu":
+        return nn.GELU()
+    if name == "gelu_new":
+        return NewGELUActivation()
+    if name == "gelu_pytorch_tanh":
+        return nn.GELU(approximate="tanh")
+    raise ValueError(name)
+
+
+class ViTIntermediate(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.dense = nn.Linear(cfg.get("hidden_size", 768), cfg.get("intermediate_size", 3072))
+        self.intermediate_act_fn = _vit_act(cfg.get("hidden_act", "gelu"))
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class ViTOutput(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.dense = nn.Linear(cfg.get("intermediate_size", 3072), cfg.get("hidden_size", 768))
+        self.dropout = nn.Dropout(cfg.get("hidden_dropout_prob", 0.0))
+
+    def forward(self, hidden_states, input_tensor):
+        hidden_states = self.dropout(self.dense(hidden_states))
+        return hidden_states + input_tensor
+
+
+class ViTLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        hidden, eps = cfg.get("hidden_size", 768), cfg.get("layer_norm_eps", 1e-12)
+        self.attention = ViTAttention(cfg)
+        self.intermediate = ViTIntermediate(cfg)
+        self.output = ViTOutput(cfg)
+        self.layernorm_before = nn.LayerNorm(hidden, eps=eps)
+        self.layernorm_after = nn.LayerNorm(hidden, eps=eps)
+
+    def forward(self, hidden_states):
+        hidden_states_norm = self.layernorm_before(hidden_states)
+        attention_output = self.attention(hidden_states_norm)
+        hidden_states = attention_output + hidden_states
+        layer_output = self.layernorm_after(hidden_states)
+        layer_output = self.intermediate(layer_output)
+        layer_output = self.output(layer_output, hidden_states)
+        return layer_output
+
+
+class ViTEncoder(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.layer = nn.ModuleList(ViTLayer(cfg) for _ in range(cfg.get("num_hidden_layers", 12)))
+
+    def forward(self, hidden_states):
+        for layer_module in self.layer:
+            hidden_states = layer_module(hidden_states)
+        return hidden_states
+
+
+class ViTPooler(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        hidden = cfg.get("hidden_size", 768)
+        self.dense = nn.Linear(hidden, cfg.get("pooler_output_size", hidden))
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states):
+        return self.activation(self.dense(hidden_states[:, 0]))
+
+
+class ViTModel(nn.Module):
+    def __init__(self, cfg, add_pooling_layer=True):
+        super().__init__()
+        self.embeddings = ViTEmbeddings(cfg)
+        self.encoder = ViTEncoder(cfg)
+        self.layernorm = nn.LayerNorm(cfg.get("hidden_size", 768), eps=cfg.get("layer_norm_eps", 1e-12))
+        self.pooler = ViTPooler(cfg) if add_pooling_layer else None
+
+    def forward(self, pixel_values):
+        expected_dtype = self.embeddings.patch_embeddings.projection.weight.dtype
+        if pixel_values.dtype != expected_dtype:
+            pixel_values = pixel_values.to(expected_dtype)
+        embedding_output = self.embeddings(pixel_values)
+        sequence_output = self.encoder(embedding_output)
+        sequence_output = self.layernorm(sequence_output)
+        pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
+        return sequence_output, pooled_output
+
+
+class ViTForImageClassification(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        labels = cfg.get("id2label")
+        self.num_labels = len(labels) if labels else cfg.get("num_labels", 2)
+        self.vit = ViTModel(cfg, add_pooling_layer=False)
+        self.classifier = nn.Linear(cfg.get("hidden_size", 768), self.num_labels)
+
+    def forward(self, pixel_values):
+        sequence_output, _ = self.vit(pixel_values)
+        logits = self.classifier(sequence_output[:, 0, :])
+        return (logits,)
+
+
+# --------------------------------------------------------------------------
 
 
 def _init(model):
@@ -822,6 +1443,11 @@ def build(config):
         model = LlamaForCausalLM(cfg)
     elif cfg.model_type == "gpt2":
         model = GPT2LMHeadModel(cfg)
+    elif cfg.model_type in ("t5", "mt5"):
+        model = T5ForConditionalGeneration(cfg)
+    elif cfg.model_type == "vit":
+        arch = cfg.get("architectures", ["ViTModel"])
+        model = ViTForImageClassification(cfg) if "ViTForImageClassification" in arch else ViTModel(cfg)
     else:
         raise ValueError("model_type %r not modelled" % cfg.model_type)
     _init(model)

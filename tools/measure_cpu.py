@@ -88,14 +88,29 @@ HF_MODELS = {
     "tiny-qwen3-moe": dict(config="tests/models/hf/tiny-qwen3-moe.json", batches=[2], seq=128),
     "tiny-deepseek-v2": dict(config="tests/models/hf/tiny-deepseek-v2.json", batches=[2], seq=128),
     "tiny-deepseek-v3": dict(config="tests/models/hf/tiny-deepseek-v3.json", batches=[2], seq=128),
+    # encoder-decoder: input_ids [batch, seq] and decoder_input_ids [batch, target_seq]
+    # (labels [batch, target_seq] shifted right, made with the inputs)
+    "tiny-t5": dict(config="tests/models/hf/tiny-t5.json", batches=[2], seq=128, target_seq=64),
+    "tiny-t5-gated": dict(config="tests/models/hf/tiny-t5-gated.json", batches=[2], seq=96,
+                          target_seq=128),
+    # images: pixel_values float32 [batch, channels, image_size, image_size]; labels [batch]
+    "tiny-vit": dict(config="tests/models/hf/tiny-vit.json", batches=[2, 8], image=True),
 }
 MOE_MODELS = ("tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-deepseek-v2", "tiny-deepseek-v3")
 # LoRA variant (PEFT LoraConfig; default target_modules per model_type).
 LORA_R, LORA_ALPHA, LORA_DROPOUT = 8, 16, 0.05
-LORA_TARGETS = {"llama": ["q_proj", "v_proj"], "gpt2": ["c_attn"]}
+LORA_TARGETS = {"llama": ["q_proj", "v_proj"], "gpt2": ["c_attn"], "t5": ["q", "v"],
+                "vit": ["query", "value"]}
 HF_LOSS = ("F.cross_entropy(logits.view(B*S, V), target.view(B*S)), mean; logits = output[0].float() "
            "[B,S,V]; target (B,S) int64 uniform in [0,V) (independent of the input tokens); "
            "the output tuple (logits, per-layer key/value cache) is held until `del out`")
+HF_LOSS_T5 = ("F.cross_entropy(logits.view(B*T, V), labels.view(B*T)), mean, as "
+              "T5ForConditionalGeneration computes it (CrossEntropyLoss(ignore_index=-100), no "
+              "-100 labels); logits = output[0] [B,T,V]; labels (B,T) int64 uniform in [0,V); "
+              "decoder_input_ids = _shift_right(labels), made with the inputs; the output tuple "
+              "(logits, past_key_values, encoder_last_hidden_state) is held until `del out`")
+HF_LOSS_IMAGE = ("F.cross_entropy(logits[B,num_labels], labels[B] int64 in [0,num_labels)), mean "
+                 "(ViTForImageClassification's single_label_classification loss)")
 
 LOSSES = {
     "resnet50": "F.cross_entropy(logits[B,1000], target[B] int64 in [0,1000)), mean",
@@ -166,10 +181,20 @@ def make_configs():
                         (variant.endswith("bf16") and model == "tiny-gpt2"):
                     continue
                 tag = "infer" if mode == "inference" else "train-" + ("sgd" if opt == "sgd-momentum" else "adam")
-                cfgs.append(dict(model=model, hf_config=hf["config"], batch=b, seq=hf["seq"],
-                                 image=None, mode=mode, optimizer=opt, variant=variant,
-                                 id=f"{model}-{tag}-b{b}-s{hf['seq']}"
-                                    + ("" if variant == "none" else "-" + variant)))
+                image = None
+                if hf.get("image"):
+                    with open(os.path.join(ROOT, hf["config"])) as f:
+                        image = json.load(f).get("image_size", 224)
+                dims = f"i{image}" if image else f"s{hf['seq']}"
+                if hf.get("target_seq"):
+                    dims += f"-t{hf['target_seq']}"
+                c = dict(model=model, hf_config=hf["config"], batch=b, seq=hf.get("seq"),
+                         image=image, mode=mode, optimizer=opt, variant=variant,
+                         id=f"{model}-{tag}-b{b}-{dims}"
+                            + ("" if variant == "none" else "-" + variant))
+                if hf.get("target_seq"):
+                    c["target_seq"] = hf["target_seq"]
+                cfgs.append(c)
     return cfgs
 
 
@@ -241,7 +266,19 @@ def make_inputs(cfg, n_sets):
     b, name = cfg["batch"], cfg["model"]
     sets = []
     for _ in range(n_sets):
-        if cfg.get("hf_config"):
+        if cfg.get("hf_config") and cfg.get("image"):
+            hc = hf_config(cfg)
+            labels = len(hc["id2label"]) if hc.get("id2label") else hc.get("num_labels", 2)
+            s = cfg["image"]
+            x = torch.randn(b, hc.get("num_channels", 3), s, s)
+            y = torch.randint(0, labels, (b,), dtype=torch.long)
+        elif cfg.get("hf_config") and cfg.get("target_seq"):
+            hc = hf_config(cfg)
+            v = hc["vocab_size"]
+            ids = torch.randint(0, v, (b, cfg["seq"]), dtype=torch.long)
+            y = torch.randint(0, v, (b, cfg["target_seq"]), dtype=torch.long)
+            x = (ids, hf_torch.t5_shift_right(y, hc))  # model(input_ids, decoder_input_ids)
+        elif cfg.get("hf_config"):
             v = hf_config(cfg)["vocab_size"]
             x = torch.randint(0, v, (b, cfg["seq"]), dtype=torch.long)
             y = torch.randint(0, v, (b, cfg["seq"]), dtype=torch.long)
@@ -448,7 +485,7 @@ def run_config(cfg):
 
     n_sets = 2 if variant == "grad-accum-2" else 1
     sets = make_inputs(cfg, n_sets)
-    input_bytes = unique_bytes([x for x, _ in sets])
+    input_bytes = unique_bytes([t for x, _ in sets for t in (x if isinstance(x, tuple) else (x,))])
     target_bytes = unique_bytes([y for _, y in sets if y is not None])
 
     opt = None
@@ -475,7 +512,7 @@ def run_config(cfg):
             with torch.no_grad():
                 x = sets[0][0]
                 with rf(PREFIX + "it0/forward"):
-                    out = model(x)
+                    out = model(*x) if isinstance(x, tuple) else model(x)
                 with rf(PREFIX + "it0/cleanup"):
                     del out
         else:
@@ -486,7 +523,7 @@ def run_config(cfg):
                 for mb, (x, y) in enumerate(sets):
                     q = p if n_sets == 1 else f"{p}mb{mb}/"
                     with rf(q + "forward"):
-                        out = model(x)
+                        out = model(*x) if isinstance(x, tuple) else model(x)
                     with rf(q + "loss"):
                         loss = compute_loss(cfg, out, y)
                         if n_sets > 1:
@@ -641,11 +678,14 @@ def run_config(cfg):
                         dict(lr=ADAM_LR, betas=[0.9, 0.999], eps=1e-8, foreach=False)
                         if cfg["optimizer"] == "adam" else None),
         batch=cfg["batch"], seq=cfg["seq"], image=cfg["image"], variant=variant,
+        **({"target_seq": cfg["target_seq"]} if cfg.get("target_seq") else {}),
         lora=(dict(r=LORA_R, alpha=LORA_ALPHA, dropout=LORA_DROPOUT,
                    targets=LORA_TARGETS[hf_config(cfg)["model_type"]])
               if variant.startswith("lora") else None),
         micro_batches=n_sets, iterations=ITERS if train else 1,
         loss=None if not train else (LOSSES["inception_v3+aux"] if variant == "aux-loss"
+                                     else HF_LOSS_T5 if cfg.get("target_seq")
+                                     else HF_LOSS_IMAGE if cfg.get("hf_config") and cfg.get("image")
                                      else HF_LOSS if cfg.get("hf_config")
                                      else LOSSES[name]) + (" ; divided by 2 per micro-batch"
                                                            if n_sets > 1 else ""),

@@ -30,6 +30,13 @@
  * presents tuple holds them until the caller lets go of the output): they are
  * outputs "present.N.key" and "present.N.value" after the logits.
  *
+ * Also built, each by its own function with its own inputs and outputs:
+ * T5ForConditionalGeneration ("t5", "mt5"; modeling_t5.py, 4.46-4.51),
+ * inputs input_ids [batch, seq] and decoder_input_ids [batch, target_seq],
+ * outputs the logits, the decoder's caches and the encoder's last hidden
+ * state; ViTModel / ViTForImageClassification ("vit"; modeling_vit.py,
+ * 4.53-4.57), input pixel_values [batch, channels, image, image].
+ *
  * Weights are float32 whatever the config's torch_dtype / dtype says: that is
  * the checkpoint's storage type, not the type a job runs in
  * (from_pretrained without torch_dtype loads float32); --precision converts
@@ -80,6 +87,8 @@ struct hf {
     bool share;                /* param() returns an existing parameter of that name
                                   (ALBERT's layers shared across calls) */
     const struct dnnmem_lora *lora; /* adapters to add, or NULL */
+    enum dnnmem_quant quant;   /* linear weights stored 4-bit (bitsandbytes) */
+    bool dynamic_map;          /* double quantization's shared map is made */
     const char *const *lora_targets; /* lora->targets or the architecture's default */
     size_t n_lora_targets;
     size_t *lora_hits;         /* per target: modules adapted (malloc'd) */
@@ -551,6 +560,45 @@ static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y)
     return op(h, DM_OP_CastLike, 2, u, y);
 }
 
+/* bitsandbytes' Linear4bit (Params4bit and its QuantState; bitsandbytes
+ * functional.quantize_4bit, blocksize 64): the weight as 4-bit codes, two per
+ * byte, which MatMulNBits reads ([out, ceil(in / 64), 32] uint8); the
+ * statistics as resident tensors no node reads: an absmax per block (float32,
+ * or with double quantization uint8, quantize_blockwise at blocksize 256
+ * giving a float32 absmax per 256 blocks, and the float32 offset), and the
+ * 16-entry code. The shared 256-entry dynamic map of double quantization is
+ * one per device (name2qmap): counted once, on the first layer. */
+static int32_t linear4bit(struct hf *h, int32_t x, int64_t in, int64_t out, const char *name)
+{
+    int64_t kb = (in + 63) / 64, blocks, packed;
+    if (!dm_mul_ok(out, kb, &blocks) || !dm_mul_ok(blocks, 32, &packed)) {
+        fail(h, DNNMEM_E_SHAPE, "a 4-bit weight of [%lld, %lld] overflows", (long long)out,
+             (long long)in);
+        return -1;
+    }
+    int32_t w = param(h, "weight", DM_UINT8, 3, (int64_t[]){out, kb, 32});
+    bool dq = h->quant == DNNMEM_QUANT_NF4;
+    keep32(h, param(h, "weight.absmax", dq ? DM_UINT8 : DM_FLOAT, 1, &blocks));
+    if (dq) {
+        int64_t nested = (blocks + 255) / 256, one = 1, map = 256;
+        keep32(h, param(h, "weight.nested_absmax", DM_FLOAT, 1, &nested));
+        keep32(h, param(h, "weight.offset", DM_FLOAT, 0, &one));
+        if (!h->dynamic_map) {
+            h->dynamic_map = true;
+            keep32(h, param(h, "weight.nested_quant_map", DM_FLOAT, 1, &map));
+        }
+    }
+    int64_t code = 16;
+    keep32(h, param(h, "weight.quant_map", DM_FLOAT, 1, &code));
+    h->out_name = name;
+    int32_t y = op(h, DM_OP_MS_MatMulNBits, 2, x, w);
+    attr_i(h, "K", in);
+    attr_i(h, "N", out);
+    attr_i(h, "bits", 4);
+    attr_i(h, "block_size", 64);
+    return y;
+}
+
 /* nn.Linear(in, out): F.linear(x, W [out, in], b) = matmul(x, W.t()), then the
  * bias added in place (the schedule's linear_bias_target); `tied` >= 0: the
  * weight is that tensor. Inside the module's scope; `name` (or NULL) names
@@ -558,6 +606,18 @@ static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y)
 static int32_t linear(struct hf *h, int32_t x, int64_t in, int64_t out, bool bias, int32_t tied,
                       const char *name)
 {
+    /* transformers replaces every nn.Linear but the output layer (lm_head,
+     * get_keys_to_not_convert) with Linear4bit */
+    const char *mod = strrchr(h->scope, '/');
+    if (h->quant && tied < 0 && !(mod && strcmp(mod, "/lm_head") == 0)) {
+        int32_t b4 = bias ? param(h, "bias", DM_FLOAT, 1, &out) : -1;
+        int32_t y4 = linear4bit(h, x, in, out, bias ? NULL : name);
+        if (bias) {
+            h->out_name = name;
+            y4 = op(h, DM_OP_Add, 2, b4, y4);
+        }
+        return lora(h, x, in, out, y4);
+    }
     int32_t w = tied >= 0 ? tied : param(h, "weight", DM_FLOAT, 2, (int64_t[]){out, in});
     int32_t b = bias ? param(h, "bias", DM_FLOAT, 1, &out) : -1;
     int32_t wt = op(h, DM_OP_Transpose, 1, w);
@@ -2396,9 +2456,733 @@ static void read_bert(struct hf *h, enum bert_kind kind, struct bert *c)
         read_head(h, c, cls[kind], true);
 }
 
+/* ---- graph inputs ------------------------------------------------------------------ */
+
+/* A graph input: `name` of `dtype`, each dim symbolic (syms[k] names it) or
+ * fixed (syms[k] NULL: fixed[k]). */
+static int32_t declare_input(struct hf *h, const char *name, enum dm_dtype dtype, int rank,
+                             const char *const *syms, const int64_t *fixed)
+{
+    struct dm_graph *g = h->g;
+    if (h->st != DNNMEM_OK)
+        return -1;
+    int32_t t = dm_graph_add_tensor(g, name);
+    struct dm_dim *d = dm_arena_array(&g->arena, (size_t)rank, sizeof *d);
+    int32_t *in = dm_arena_array(&g->arena, (size_t)g->n_inputs + 1, sizeof *in);
+    if (t < 0 || !d || !in)
+        return oom(h);
+    for (int k = 0; k < rank; k++) {
+        int32_t s = syms[k] ? dm_graph_symbol(g, syms[k]) : -1;
+        if (syms[k] && s < 0)
+            return oom(h);
+        d[k] = syms[k] ? (struct dm_dim){-1, s} : (struct dm_dim){fixed[k], -1};
+    }
+    g->tensors[t] = (struct dm_tensor){.name = g->tensors[t].name, .dtype = dtype, .rank = rank,
+                                       .dims = d, .role = DM_ROLE_INPUT, .producer = -1};
+    if (g->n_inputs)
+        memcpy(in, g->inputs, (size_t)g->n_inputs * sizeof *in);
+    g->inputs = in;
+    g->inputs[g->n_inputs++] = t;
+    return t;
+}
+
+/* Mark tensor `t` an output (after those already marked); `cap` is the
+ * size of g->outputs. */
+static void add_output(struct hf *h, int32_t t, int32_t cap)
+{
+    if (h->st != DNNMEM_OK || t < 0)
+        return;
+    if (h->g->n_outputs >= cap) {
+        fail(h, DNNMEM_E_INTERNAL, "too many outputs");
+        return;
+    }
+    h->g->tensors[t].is_output = true;
+    h->g->outputs[h->g->n_outputs++] = t;
+}
+
+/* ---- T5 (and mT5) ------------------------------------------------------------------ */
+
+struct t5 {
+    const char *type;
+    int64_t vocab, d_model, d_kv, d_ff, layers, dec_layers, heads, buckets, max_distance;
+    double eps, drop;
+    const char *act; /* dense_act_fn: relu, gelu, gelu_new, silu */
+    bool gated, tie, use_cache;
+};
+
+/* T5LayerNorm: an RMS norm without bias,
+ *   variance = x.to(float32).pow(2).mean(-1, keepdim=True)
+ *   x = x * torch.rsqrt(variance + eps)
+ *   if weight is float16/bfloat16: x = x.to(weight.dtype)
+ *   return weight * x
+ * The variance is float32 whatever x is, and x * rsqrt(...) promotes to
+ * float32 too (a half x times a float32 [.., 1]); the cast back only when the
+ * weights are half (the result's CastLike to x is a no-op in float32). */
+static int32_t t5_norm(struct hf *h, int32_t x, int64_t dim, double eps)
+{
+    int32_t w = param(h, "weight", DM_FLOAT, 1, &dim);
+    int32_t x32 = op(h, DM_OP_Cast, 1, x);
+    attr_i(h, "to", DM_FLOAT);
+    keep32(h, x32);
+    int32_t p = op(h, DM_OP_Pow, 2, x32, const_f(h, 2.0));
+    keep32(h, p);
+    int32_t m = op(h, DM_OP_ReduceMean, 1, p);
+    attr_ints(h, "axes", INTS(-1));
+    attr_i(h, "keepdims", 1);
+    keep32(h, m);
+    int32_t a = op(h, DM_OP_Add, 2, m, const_f(h, eps));
+    keep32(h, a);
+    int32_t s = op(h, DM_OP_Sqrt, 1, a);
+    keep32(h, s);
+    int32_t r = op(h, DM_OP_Reciprocal, 1, s);
+    keep32(h, r);
+    int32_t y = op(h, DM_OP_Mul, 2, x, r);
+    keep32(h, y);
+    y = op(h, DM_OP_CastLike, 2, y, x);
+    return op(h, DM_OP_Mul, 2, w, y);
+}
+
+/* T5Attention._relative_position_bucket(memory - context) and
+ * relative_attention_bias: int64 [q, k] temporaries (the bucket arithmetic
+ * of transformers' code, each op a tensor), the embedding lookup [q, k, H],
+ * permute([2, 0, 1]).unsqueeze(0): a [1, H, q, k] view. `rq`, `rk`: the
+ * positions, int64 [q] and [k]. */
+static int32_t t5_compute_bias(struct hf *h, const struct t5 *c, bool bidirectional, int32_t rq,
+                               int32_t rk)
+{
+    int32_t w = param(h, "relative_attention_bias.weight", DM_FLOAT, 2,
+                      (int64_t[]){c->buckets, c->heads});
+    int32_t ctx = unsqueeze(h, rq, INTS(1));
+    int32_t mem = unsqueeze(h, rk, INTS(0));
+    int32_t rp = op(h, DM_OP_Sub, 2, mem, ctx);
+    int64_t nb = c->buckets;
+    int32_t rb = -1;
+    if (bidirectional) {
+        nb /= 2;
+        int32_t gt = op(h, DM_OP_Greater, 2, rp, const_i(h, 0));
+        gt = op(h, DM_OP_Cast, 1, gt);
+        attr_i(h, "to", DM_INT64);
+        rb = op(h, DM_OP_Mul, 2, gt, const_i(h, nb));
+        rb = op(h, DM_OP_Add, 2, rb, const_i(h, 0)); /* relative_buckets (0) += ... */
+        rp = op(h, DM_OP_Abs, 1, rp);
+    } else {
+        rp = op(h, DM_OP_Neg, 1, op(h, DM_OP_Min, 2, rp, const_i(h, 0)));
+    }
+    int64_t max_exact = nb / 2;
+    int32_t small = op(h, DM_OP_Less, 2, rp, const_i(h, max_exact));
+    int32_t f = op(h, DM_OP_Cast, 1, rp);
+    attr_i(h, "to", DM_FLOAT);
+    f = op(h, DM_OP_Div, 2, f, const_f(h, (double)max_exact));
+    f = op(h, DM_OP_Log, 1, f);
+    f = op(h, DM_OP_Div, 2, f, const_f(h, log((double)c->max_distance / (double)max_exact)));
+    f = op(h, DM_OP_Mul, 2, f, const_f(h, (double)(nb - max_exact)));
+    int32_t large = op(h, DM_OP_Cast, 1, f);
+    attr_i(h, "to", DM_INT64);
+    large = op(h, DM_OP_Add, 2, large, const_i(h, max_exact));
+    large = op(h, DM_OP_Min, 2, large, const_i(h, nb - 1));
+    int32_t wh = op(h, DM_OP_Where, 3, small, rp, large);
+    rb = rb >= 0 ? op(h, DM_OP_Add, 2, rb, wh) : op(h, DM_OP_Add, 2, wh, const_i(h, 0));
+    size_t s = enter(h, "relative_attention_bias");
+    int32_t v = op(h, DM_OP_Gather, 2, w, rb); /* [q, k, H] */
+    leave(h, s);
+    v = transpose(h, v, INTS(2, 0, 1));
+    return unsqueeze(h, v, INTS(0));
+}
+
+/* q, k or v: linear (no bias) viewed [B, L, H, D] and transposed to
+ * [B, H, L, D]; `name` names the transposed view (the cache keeps it). */
+static int32_t t5_heads(struct hf *h, const struct t5 *c, int32_t x, const char *proj,
+                        const char *name)
+{
+    int64_t inner = c->heads * c->d_kv;
+    size_t s = enter(h, "%s", proj);
+    int32_t y = linear(h, x, c->d_model, inner, false, -1, NULL);
+    leave(h, s);
+    y = reshape(h, y, INTS(0, 0, c->heads, c->d_kv));
+    h->out_name = name;
+    return transpose(h, y, INTS(0, 2, 1, 3));
+}
+
+/* T5Attention.forward (eager; transformers has no other T5 attention):
+ * scores = matmul(q, k^T) (no scaling: Mesh TensorFlow's initialisation
+ * absorbs it), scores += position_bias, softmax(scores.float()).type_as,
+ * dropout, matmul with v, transpose(1, 2).contiguous().view, o. The
+ * position bias is made by the first call of the stack (the layer with
+ * relative_attention_bias: compute_bias; a cross-attention: zeros
+ * (1, H, q, k)), with the mask added: [B, H, q, k] (the mask is never None:
+ * T5Stack makes one from torch.ones), and reused by every later layer.
+ * `kv`: the encoder states for a cross-attention, else -1. `pos`:
+ * in/out, the shared bias; `names`: the cache's key and value, or NULL. */
+static int32_t t5_attention(struct hf *h, const struct t5 *c, bool dec, int32_t x, int32_t kv,
+                            int32_t mask, int32_t *pos, bool has_bias, int32_t rq, int32_t rk,
+                            const char *const names[2])
+{
+    int64_t H = c->heads, D = c->d_kv;
+    int32_t qkv[3];
+    int32_t src = kv >= 0 ? kv : x;
+    qkv[0] = t5_heads(h, c, x, "q", NULL);
+    qkv[1] = t5_heads(h, c, src, "k", names ? names[0] : NULL);
+    qkv[2] = t5_heads(h, c, src, "v", names ? names[1] : NULL);
+    int32_t c3[3];
+    heads_copy(h, qkv, H, D, c3); /* torch.matmul copies the transposed views */
+    int32_t kt = transpose(h, c3[1], INTS(0, 1, 3, 2));
+    int32_t sc = op(h, DM_OP_MatMul, 2, c3[0], kt);
+    if (*pos < 0) {
+        int32_t pb;
+        if (has_bias) {
+            pb = t5_compute_bias(h, c, !dec, rq, rk);
+        } else { /* torch.zeros((1, H, q, k)) */
+            int32_t s4 = op(h, DM_OP_Shape, 1, sc);
+            int32_t tail = op(h, DM_OP_Slice, 4, s4, const_ints(h, INTS(1)), const_ints(h, INTS(4)),
+                              const_ints(h, INTS(0)));
+            int32_t shp = op(h, DM_OP_Concat, 2, const_ints(h, INTS(1)), tail);
+            attr_i(h, "axis", 0);
+            pb = op(h, DM_OP_ConstantOfShape, 1, shp);
+        }
+        *pos = op(h, DM_OP_Add, 2, pb, mask); /* position_bias + causal_mask */
+    }
+    sc = op(h, DM_OP_Add, 2, sc, *pos);
+    int32_t w = op(h, DM_OP_Softmax, 1, sc);
+    attr_i(h, "axis", -1);
+    w = dropout(h, w, c->drop);
+    int32_t o = op(h, DM_OP_MatMul, 2, w, c3[2]);
+    o = transpose(h, o, INTS(0, 2, 1, 3));
+    o = reshape(h, o, INTS(0, 0, -1));
+    size_t s = enter(h, "o");
+    o = linear(h, o, H * D, c->d_model, false, -1, NULL);
+    leave(h, s);
+    /* the forward's locals query_states, key_states, value_states (views
+     * of the projections), scores (added to in place) and attn_weights
+     * live until it returns */
+    for (int j = 0; j < 3; j++)
+        hold(h, qkv[j], last_node(h));
+    hold(h, sc, last_node(h));
+    hold(h, w, last_node(h));
+    return o;
+}
+
+/* The dense_act_fn of T5's feed-forward (ACT2FN). */
+static int32_t t5_act(struct hf *h, const char *act, int32_t x)
+{
+    if (strcmp(act, "relu") == 0)
+        return op(h, DM_OP_Relu, 1, x);
+    if (strcmp(act, "silu") == 0 || strcmp(act, "swish") == 0)
+        return op(h, DM_OP_Silu, 1, x);
+    return gpt2_act(h, act, x); /* gelu, gelu_new */
+}
+
+/* T5LayerFF: x + dropout(DenseReluDense(layer_norm(x))), DenseReluDense
+ * being T5DenseActDense (wi, act, dropout, wo) or T5DenseGatedActDense
+ * (act(wi_0(x)) * wi_1(x), dropout, wo). */
+static int32_t t5_ff(struct hf *h, const struct t5 *c, int32_t x)
+{
+    size_t s = enter(h, "layer_norm");
+    int32_t y = t5_norm(h, x, c->d_model, c->eps);
+    leave(h, s);
+    s = enter(h, "DenseReluDense");
+    size_t t = enter(h, c->gated ? "wi_0" : "wi");
+    int32_t a = linear(h, y, c->d_model, c->d_ff, false, -1, NULL);
+    leave(h, t);
+    a = t5_act(h, c->act, a);
+    if (c->gated) {
+        t = enter(h, "wi_1");
+        int32_t b = linear(h, y, c->d_model, c->d_ff, false, -1, NULL);
+        leave(h, t);
+        a = op(h, DM_OP_Mul, 2, a, b);
+    }
+    a = dropout(h, a, c->drop);
+    t = enter(h, "wo");
+    a = linear(h, a, c->d_ff, c->d_model, false, -1, NULL);
+    leave(h, t);
+    leave(h, s);
+    return op(h, DM_OP_Add, 2, x, dropout(h, a, c->drop));
+}
+
+/* One T5Stack (the encoder, or with `enc` >= 0 the decoder) on token ids
+ * `ids`, embedded by the shared embedding `emb_w`. The decoder's caches
+ * (self-attention key and value, cross-attention key and value per layer)
+ * are named "past_key_values.N.{self,cross}.{key,value}" when use_cache. */
+static int32_t t5_stack(struct hf *h, const struct t5 *c, int32_t ids, int32_t emb_w, int32_t enc,
+                        int32_t enc_ids)
+{
+    struct dm_graph *g = h->g;
+    bool dec = enc >= 0;
+    size_t s = enter(h, "embed_tokens");
+    int32_t emb = op(h, DM_OP_Gather, 2, emb_w, ids);
+    leave(h, s);
+    /* cache_position = arange(L); attention_mask = torch.ones(B, L) */
+    int32_t len = op(h, DM_OP_Shape, 1, ids);
+    attr_i(h, "start", 1);
+    attr_i(h, "end", 2);
+    int32_t pos = op(h, DM_OP_Range, 3, const_i(h, 0), len, const_i(h, 1));
+    int32_t ones = op(h, DM_OP_ConstantOfShape, 1, op(h, DM_OP_Shape, 1, ids));
+    int32_t mask, enc_mask = -1, enc_pos = -1;
+    if (!dec) {
+        /* (1.0 - attention_mask[:, None, None, :]) * finfo.min: [B, 1, 1, S] */
+        mask = unsqueeze(h, ones, INTS(1, 2));
+        mask = op(h, DM_OP_Sub, 2, const_f(h, 1.0), mask);
+        mask = op(h, DM_OP_Mul, 2, mask, const_f(h, -FLT_MAX));
+    } else {
+        /* _update_causal_mask with the 2-D ones mask (eager):
+         * full((T, T), min).triu(1), *= arange > cache_position, expanded
+         * to [B, 1, T, T] and cloned (padding with the ones changes nothing) */
+        int32_t tt = op(h, DM_OP_Concat, 2, len, len);
+        attr_i(h, "axis", 0);
+        int32_t full = op(h, DM_OP_ConstantOfShape, 1, tt);
+        int32_t tri = op(h, DM_OP_Trilu, 2, full, const_i(h, 1));
+        attr_i(h, "upper", 1);
+        int32_t b1 = op(h, DM_OP_Slice, 4, op(h, DM_OP_Shape, 1, ids), const_ints(h, INTS(0)),
+                        const_ints(h, INTS(1)), const_ints(h, INTS(0)));
+        int32_t shp = op(h, DM_OP_Concat, 4, b1, const_ints(h, INTS(1)), len, len);
+        attr_i(h, "axis", 0);
+        mask = op(h, DM_OP_Expand, 2, unsqueeze(h, tri, INTS(0, 1)), shp);
+        /* invert_attention_mask(torch.ones((B, S), long)): [B, 1, 1, S] */
+        int32_t eo = op(h, DM_OP_ConstantOfShape, 1, op(h, DM_OP_Shape, 1, enc_ids));
+        struct dm_tensor *one = dm_arena_alloc(&g->arena, sizeof *one);
+        struct dm_dim *od = dm_arena_alloc(&g->arena, sizeof *od);
+        struct dm_value *ov = dm_arena_alloc(&g->arena, sizeof *ov);
+        int64_t *oi = dm_arena_alloc(&g->arena, sizeof *oi);
+        if (!one || !od || !ov || !oi)
+            return oom(h);
+        *oi = 1;
+        *ov = (struct dm_value){.n = 1, .i = oi};
+        *od = (struct dm_dim){1, -1};
+        *one = (struct dm_tensor){.name = "value", .dtype = DM_INT64, .rank = 1, .dims = od,
+                                  .role = DM_ROLE_CONSTANT, .producer = -1, .value = ov};
+        struct dm_attr *fa = attr(h, "value", DM_ATTR_TENSOR);
+        if (fa)
+            fa->t = one;
+        enc_mask = op(h, DM_OP_Cast, 1, unsqueeze(h, eo, INTS(1, 2)));
+        attr_i(h, "to", DM_FLOAT);
+        enc_mask = op(h, DM_OP_Sub, 2, const_f(h, 1.0), enc_mask);
+        enc_mask = op(h, DM_OP_Mul, 2, enc_mask, const_f(h, -FLT_MAX));
+    }
+    int32_t x = dropout(h, emb, c->drop);
+    int32_t pb = -1;
+    int64_t n = dec ? c->dec_layers : c->layers;
+    for (int64_t i = 0; i < n && h->st == DNNMEM_OK; i++) {
+        size_t ls = enter(h, "block.%lld", (long long)i);
+        const char *kvn[2] = {NULL, NULL}, *xkvn[2] = {NULL, NULL};
+        if (dec && c->use_cache) {
+            kvn[0] = dm_arena_printf(&g->arena, "past_key_values.%lld.self.key", (long long)i);
+            kvn[1] = dm_arena_printf(&g->arena, "past_key_values.%lld.self.value", (long long)i);
+            xkvn[0] = dm_arena_printf(&g->arena, "past_key_values.%lld.cross.key", (long long)i);
+            xkvn[1] = dm_arena_printf(&g->arena, "past_key_values.%lld.cross.value", (long long)i);
+            if (!kvn[0] || !kvn[1] || !xkvn[0] || !xkvn[1])
+                return oom(h);
+        }
+        /* layer.0: T5LayerSelfAttention */
+        size_t l0 = enter(h, "layer.0");
+        size_t t = enter(h, "layer_norm");
+        int32_t y = t5_norm(h, x, c->d_model, c->eps);
+        leave(h, t);
+        t = enter(h, "SelfAttention");
+        y = t5_attention(h, c, dec, y, -1, mask, &pb, i == 0, pos, pos,
+                         dec && c->use_cache ? kvn : NULL);
+        leave(h, t);
+        x = op(h, DM_OP_Add, 2, x, dropout(h, y, c->drop));
+        leave(h, l0);
+        /* T5Block.forward's self_attention_outputs and cross_attention_outputs
+         * tuples hold each sub-layer's output until the block returns */
+        int32_t sa = x, ca = -1;
+        if (dec) { /* layer.1: T5LayerCrossAttention on the encoder's states */
+            size_t l1 = enter(h, "layer.1");
+            t = enter(h, "layer_norm");
+            y = t5_norm(h, x, c->d_model, c->eps);
+            leave(h, t);
+            t = enter(h, "EncDecAttention");
+            y = t5_attention(h, c, true, y, enc, enc_mask, &enc_pos, false, -1, -1,
+                             c->use_cache ? xkvn : NULL);
+            leave(h, t);
+            x = op(h, DM_OP_Add, 2, x, dropout(h, y, c->drop));
+            ca = x;
+            leave(h, l1);
+        }
+        size_t lf = enter(h, "layer.%d", dec ? 2 : 1);
+        x = t5_ff(h, c, x);
+        leave(h, lf);
+        hold(h, sa, last_node(h));
+        hold(h, ca, last_node(h));
+        leave(h, ls);
+    }
+    s = enter(h, "final_layer_norm");
+    x = t5_norm(h, x, c->d_model, c->eps);
+    leave(h, s);
+    x = dropout(h, x, c->drop);
+    /* T5Stack.forward's locals live until it returns */
+    hold(h, emb, last_node(h));
+    hold(h, pos, last_node(h));
+    hold(h, ones, last_node(h));
+    hold(h, mask, last_node(h));
+    hold(h, enc_mask, last_node(h));
+    hold(h, pb, last_node(h));
+    hold(h, enc_pos, last_node(h));
+    return x;
+}
+
+/* T5ForConditionalGeneration (MT5ForConditionalGeneration is the same
+ * module), called as model(input_ids, decoder_input_ids=labels shifted
+ * right): the shared embedding, encoder and decoder T5Stacks, the lm_head
+ * (tied to the shared embedding, the decoder output rescaled by
+ * d_model**-0.5 first, when tie_word_embeddings). Outputs: the logits
+ * [batch, target_seq, vocab], with use_cache every decoder layer's
+ * self-attention key and value and cross-attention key and value (the
+ * EncoderDecoderCache returned as past_key_values holds the transposed views
+ * of the k and v projections), and encoder_last_hidden_state. */
+static void build_t5(struct hf *h, const struct t5 *c)
+{
+    struct dm_graph *g = h->g;
+    int32_t ids = declare_input(h, "input_ids", DM_INT64, 2, (const char *[]){"batch", "seq"},
+                                NULL);
+    int32_t dec_ids = declare_input(h, "decoder_input_ids", DM_INT64, 2,
+                                    (const char *[]){"batch", "target_seq"}, NULL);
+    int32_t cap = 2 + (c->use_cache ? 4 * (int32_t)c->dec_layers : 0);
+    g->outputs = dm_arena_array(&g->arena, (size_t)cap, sizeof *g->outputs);
+    if (!g->outputs) {
+        oom(h);
+        return;
+    }
+    size_t s = enter(h, "shared");
+    int32_t shared = param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->vocab, c->d_model});
+    leave(h, s);
+    s = enter(h, "encoder");
+    int32_t enc = t5_stack(h, c, ids, shared, -1, -1);
+    leave(h, s);
+    s = enter(h, "decoder");
+    int32_t dec = t5_stack(h, c, dec_ids, shared, enc, ids);
+    leave(h, s);
+    int32_t y = dec;
+    if (c->tie) /* sequence_output * (self.model_dim**-0.5) */
+        y = op(h, DM_OP_Mul, 2, y, const_f(h, pow((double)c->d_model, -0.5)));
+    s = enter(h, "lm_head");
+    int32_t logits = linear(h, y, c->d_model, c->vocab, false, c->tie ? shared : -1, "logits");
+    leave(h, s);
+    /* the forward's locals: hidden_states (the encoder's) and sequence_output */
+    hold(h, dec, last_node(h));
+    hold(h, enc, last_node(h));
+    add_output(h, logits, cap);
+    for (int64_t i = 0; c->use_cache && i < c->dec_layers && h->st == DNNMEM_OK; i++)
+        for (int j = 0; j < 4; j++) {
+            char name[96];
+            snprintf(name, sizeof name, "past_key_values.%lld.%s.%s", (long long)i,
+                     j < 2 ? "self" : "cross", j % 2 ? "value" : "key");
+            int32_t t = dm_graph_find(g, name);
+            if (t < 0) {
+                fail(h, DNNMEM_E_INTERNAL, "no tensor '%s'", name);
+                return;
+            }
+            add_output(h, t, cap);
+        }
+    add_output(h, enc, cap); /* encoder_last_hidden_state */
+    g->encoder_decoder = true;
+    g->eager_only = true;
+}
+
+/* T5Config / MT5Config: their defaults (t5-small's shapes; mT5's vocabulary
+ * 250112, d_ff 1024, 8 layers, 6 heads, gated-gelu, untied lm_head). */
+static void read_t5(struct hf *h, const char *type, struct t5 *c)
+{
+    bool mt5 = strcmp(type, "mt5") == 0;
+    c->type = type;
+    c->vocab = get_int(h, "vocab_size", REQUIRED, MAX_SIZE);
+    c->d_model = get_int(h, "d_model", 512, MAX_SIZE);
+    c->d_kv = get_int(h, "d_kv", 64, MAX_SIZE);
+    c->d_ff = get_int(h, "d_ff", mt5 ? 1024 : 2048, MAX_SIZE);
+    c->layers = get_int(h, "num_layers", mt5 ? 8 : 6, MAX_LAYERS);
+    c->dec_layers = get_int(h, "num_decoder_layers", c->layers, MAX_LAYERS);
+    c->heads = get_int(h, "num_heads", mt5 ? 6 : 8, MAX_SIZE);
+    c->buckets = get_int(h, "relative_attention_num_buckets", 32, MAX_SIZE);
+    c->max_distance = get_int(h, "relative_attention_max_distance", 128, MAX_SIZE);
+    c->drop = get_num(h, "dropout_rate", 0.1, 0, 1);
+    c->eps = get_num(h, "layer_norm_epsilon", 1e-6, 0, 1);
+    c->tie = get_bool(h, "tie_word_embeddings", !mt5);
+    c->use_cache = get_bool(h, "use_cache", true);
+    if (h->st == DNNMEM_OK && c->buckets < 4)
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "config field 'relative_attention_num_buckets' is %lld; at least 4 is modelled",
+             (long long)c->buckets);
+    /* feed_forward_proj "ACT" or "gated-ACT"; "gated-gelu" means gelu_new */
+    const char *ffp = get_str(h, "feed_forward_proj", mt5 ? "gated-gelu" : "relu");
+    if (h->st != DNNMEM_OK)
+        return;
+    c->gated = strncmp(ffp, "gated-", 6) == 0;
+    c->act = c->gated ? ffp + 6 : ffp;
+    if (strcmp(ffp, "gated-gelu") == 0)
+        c->act = "gelu_new";
+    if (strcmp(c->act, "relu") != 0 && strcmp(c->act, "gelu") != 0 &&
+        strcmp(c->act, "gelu_new") != 0 && strcmp(c->act, "silu") != 0 &&
+        strcmp(c->act, "swish") != 0)
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "config field 'feed_forward_proj' is '%s'; modelled: relu, gelu, gelu_new, silu, "
+             "each optionally 'gated-'", ffp);
+    json_t *arch = json_object_get(h->root, "architectures");
+    if (h->st == DNNMEM_OK && arch && !json_is_null(arch)) {
+        size_t i;
+        json_t *a;
+        const char *want = mt5 ? "MT5ForConditionalGeneration" : "T5ForConditionalGeneration";
+        if (!json_is_array(arch)) {
+            fail(h, DNNMEM_E_MODEL, "config field 'architectures' must be a list");
+            return;
+        }
+        json_array_foreach(arch, i, a)
+        {
+            if (json_is_string(a) && strcmp(json_string_value(a), want) == 0)
+                return;
+        }
+        a = json_array_get(arch, 0);
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "config field 'architectures' names %s; only %s is built",
+             json_is_string(a) ? json_string_value(a) : "a non-string", want);
+    }
+}
+
+/* ---- ViT ----------------------------------------------------------------------------- */
+
+struct vit {
+    int64_t hidden, layers, heads, inter, image, patch, channels, labels, pool_out;
+    double eps, attn_drop, hidden_drop;
+    const char *act;
+    bool qkv_bias, classify;
+};
+
+/* ViTSelfAttention (eager_attention_forward: softmax(q k^T * D**-0.5),
+ * dropout, times v) or ViTSdpaSelfAttention (one fused kernel, no mask), on
+ * [B, H, N, D] views of query, key and value; then ViTSelfOutput (dense,
+ * dropout; the residual is the layer's). transformers 4.53-4.57. */
+static int32_t vit_attention(struct hf *h, const struct vit *c, int32_t x)
+{
+    int64_t E = c->hidden, H = c->heads, D = c->hidden / c->heads;
+    static const char *const proj[3] = {"query", "key", "value"};
+    int32_t qkv[3], c3[3];
+    size_t s = enter(h, "attention");
+    for (int j = 0; j < 3; j++) {
+        size_t t = enter(h, "%s", proj[j]);
+        int32_t y = linear(h, x, E, E, c->qkv_bias, -1, NULL);
+        leave(h, t);
+        y = reshape(h, y, INTS(0, 0, H, D));
+        qkv[j] = transpose(h, y, INTS(0, 2, 1, 3));
+    }
+    /* eager: torch.matmul copies the transposed operands; sdpa:
+     * sdpa_attention_forward makes them .contiguous() (the same copies) */
+    heads_copy(h, qkv, H, D, c3);
+    int32_t o;
+    if (h->sdpa) {
+        o = fused_attention(h, c3, false);
+        attr_f(h, "scale", 1.0 / sqrt((double)D));
+    } else {
+        int32_t kt = transpose(h, c3[1], INTS(0, 1, 3, 2));
+        int32_t w = op(h, DM_OP_MatMul, 2, c3[0], kt);
+        w = op(h, DM_OP_Mul, 2, w, const_f(h, 1.0 / sqrt((double)D)));
+        w = op(h, DM_OP_Softmax, 1, w);
+        attr_i(h, "axis", -1);
+        w = dropout(h, w, c->attn_drop);
+        o = op(h, DM_OP_MatMul, 2, w, c3[2]);
+    }
+    o = transpose(h, o, INTS(0, 2, 1, 3)); /* .transpose(1, 2).contiguous() */
+    o = reshape(h, o, INTS(0, 0, -1));
+    /* ViTSelfAttention.forward's locals query_layer, key_layer, value_layer */
+    for (int j = 0; j < 3; j++)
+        hold(h, qkv[j], last_node(h));
+    leave(h, s);
+    s = enter(h, "output");
+    size_t t = enter(h, "dense");
+    o = linear(h, o, E, E, true, -1, NULL);
+    leave(h, t);
+    o = dropout(h, o, c->hidden_drop);
+    leave(h, s);
+    return o;
+}
+
+/* ViTModel (embeddings, pre-LN encoder, layernorm, pooler) or
+ * ViTForImageClassification (ViTModel without pooler, classifier on the
+ * [CLS] token), called as model(pixel_values): pixel_values float32
+ * [batch, num_channels, image_size, image_size]. */
+static void build_vit(struct hf *h, const struct vit *c)
+{
+    struct dm_graph *g = h->g;
+    int64_t E = c->hidden, P = c->patch, n = c->image / c->patch;
+    int64_t N = n * n + 1; /* patches and [CLS] */
+    int32_t pix = declare_input(h, "pixel_values", DM_FLOAT, 4,
+                                (const char *[]){"batch", NULL, NULL, NULL},
+                                (int64_t[]){0, c->channels, c->image, c->image});
+    g->outputs = dm_arena_array(&g->arena, 2, sizeof *g->outputs);
+    if (!g->outputs) {
+        oom(h);
+        return;
+    }
+    size_t top = c->classify ? enter(h, "vit") : h->scope_len;
+    size_t s = enter(h, "embeddings");
+    int32_t cls = param(h, "cls_token", DM_FLOAT, 3, (int64_t[]){1, 1, E});
+    int32_t pe = param(h, "position_embeddings", DM_FLOAT, 3, (int64_t[]){1, N, E});
+    size_t t = enter(h, "patch_embeddings");
+    size_t u = enter(h, "projection");
+    int32_t w = param(h, "weight", DM_FLOAT, 4, (int64_t[]){E, c->channels, P, P});
+    int32_t b = param(h, "bias", DM_FLOAT, 1, &E);
+    int32_t y = op(h, DM_OP_Conv, 3, pix, w, b);
+    attr_ints(h, "kernel_shape", INTS(P, P));
+    attr_ints(h, "strides", INTS(P, P));
+    leave(h, u);
+    y = reshape(h, y, INTS(0, E, -1));   /* .flatten(2) */
+    y = transpose(h, y, INTS(0, 2, 1)); /* .transpose(1, 2): [B, n*n, E], a view */
+    leave(h, t);
+    /* cat((cls_token.expand(B, -1, -1), embeddings), dim=1) + position_embeddings */
+    int32_t b1 = op(h, DM_OP_Slice, 4, op(h, DM_OP_Shape, 1, pix), const_ints(h, INTS(0)),
+                    const_ints(h, INTS(1)), const_ints(h, INTS(0)));
+    int32_t shp = op(h, DM_OP_Concat, 2, b1, const_ints(h, INTS(1, 1)));
+    attr_i(h, "axis", 0);
+    int32_t ce = op(h, DM_OP_Expand, 2, cls, shp);
+    int32_t x = op(h, DM_OP_Concat, 2, ce, y);
+    attr_i(h, "axis", 1);
+    x = op(h, DM_OP_Add, 2, x, pe);
+    x = dropout(h, x, c->hidden_drop);
+    int32_t emb = x;
+    leave(h, s);
+    size_t enc = enter(h, "encoder");
+    for (int64_t i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
+        size_t ls = enter(h, "layer.%lld", (long long)i);
+        t = enter(h, "layernorm_before");
+        y = layer_norm(h, x, E, c->eps);
+        leave(h, t);
+        int32_t norm = y;
+        t = enter(h, "attention");
+        y = vit_attention(h, c, y);
+        leave(h, t);
+        int32_t attn = y;
+        x = op(h, DM_OP_Add, 2, y, x); /* attention_output + hidden_states */
+        t = enter(h, "layernorm_after");
+        y = layer_norm(h, x, E, c->eps);
+        leave(h, t);
+        t = enter(h, "intermediate");
+        u = enter(h, "dense");
+        y = linear(h, y, E, c->inter, true, -1, NULL);
+        leave(h, u);
+        y = gpt2_act(h, c->act, y);
+        leave(h, t);
+        t = enter(h, "output");
+        u = enter(h, "dense");
+        y = linear(h, y, c->inter, E, true, -1, NULL);
+        leave(h, u);
+        y = dropout(h, y, c->hidden_drop);
+        x = op(h, DM_OP_Add, 2, y, x); /* hidden_states + input_tensor */
+        leave(h, t);
+        /* ViTLayer.forward's locals hidden_states_norm and attention_output
+         * live until it returns */
+        hold(h, norm, last_node(h));
+        hold(h, attn, last_node(h));
+        leave(h, ls);
+    }
+    leave(h, enc);
+    s = enter(h, "layernorm");
+    x = layer_norm(h, x, E, c->eps);
+    leave(h, s);
+    hold(h, emb, last_node(h)); /* ViTModel.forward's embedding_output */
+    int32_t pooled = -1;
+    if (!c->classify) { /* ViTPooler: activation(dense(hidden[:, 0])) */
+        s = enter(h, "pooler");
+        int32_t f = first_token(h, x);
+        t = enter(h, "dense");
+        f = linear(h, f, E, c->pool_out, true, -1, NULL);
+        leave(h, t);
+        t = enter(h, "activation");
+        pooled = op(h, DM_OP_Tanh, 1, f);
+        leave(h, t);
+        leave(h, s);
+    }
+    leave(h, top);
+    if (c->classify) {
+        s = enter(h, "classifier");
+        x = linear(h, first_token(h, x), E, c->labels, true, -1, "logits");
+        leave(h, s);
+    }
+    add_output(h, x, 2);
+    add_output(h, pooled, 2);
+}
+
+/* ViTConfig's defaults (ViT-Base/16 at 224). */
+static void read_vit(struct hf *h, struct vit *c)
+{
+    c->hidden = get_int(h, "hidden_size", 768, MAX_SIZE);
+    c->layers = get_int(h, "num_hidden_layers", 12, MAX_LAYERS);
+    c->heads = get_int(h, "num_attention_heads", 12, MAX_SIZE);
+    c->inter = get_int(h, "intermediate_size", 3072, MAX_SIZE);
+    c->image = get_int(h, "image_size", 224, 1 << 20);
+    c->patch = get_int(h, "patch_size", 16, 1 << 20);
+    c->channels = get_int(h, "num_channels", 3, 1 << 20);
+    c->pool_out = get_int(h, "pooler_output_size", h->st == DNNMEM_OK ? c->hidden : 1, MAX_SIZE);
+    c->eps = get_num(h, "layer_norm_eps", 1e-12, 0, 1);
+    c->attn_drop = get_num(h, "attention_probs_dropout_prob", 0.0, 0, 1);
+    c->hidden_drop = get_num(h, "hidden_dropout_prob", 0.0, 0, 1);
+    c->qkv_bias = get_bool(h, "qkv_bias", true);
+    c->act = get_str(h, "hidden_act", "gelu");
+    const char *pact = get_str(h, "pooler_act", "tanh");
+    if (h->st != DNNMEM_OK)
+        return;
+    if (c->hidden % c->heads)
+        fail(h, DNNMEM_E_MODEL,
+             "config field 'hidden_size' (%lld) is not a multiple of 'num_attention_heads' (%lld)",
+             (long long)c->hidden, (long long)c->heads);
+    else if (c->patch > c->image)
+        fail(h, DNNMEM_E_MODEL, "config field 'patch_size' (%lld) exceeds 'image_size' (%lld)",
+             (long long)c->patch, (long long)c->image);
+    else if (strcmp(c->act, "gelu") != 0 && strcmp(c->act, "gelu_new") != 0 &&
+             strcmp(c->act, "gelu_pytorch_tanh") != 0)
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "config field 'hidden_act' is '%s'; modelled for vit: gelu, gelu_new, "
+             "gelu_pytorch_tanh", c->act);
+    else if (strcmp(pact, "tanh") != 0)
+        fail(h, DNNMEM_E_UNSUPPORTED, "config field 'pooler_act' is '%s'; only tanh is modelled",
+             pact);
+    json_t *arch = json_object_get(h->root, "architectures");
+    if (h->st != DNNMEM_OK || !arch || json_is_null(arch))
+        return;
+    if (!json_is_array(arch)) {
+        fail(h, DNNMEM_E_MODEL, "config field 'architectures' must be a list");
+        return;
+    }
+    size_t i;
+    json_t *a;
+    json_array_foreach(arch, i, a)
+    {
+        const char *s = json_is_string(a) ? json_string_value(a) : "";
+        if (strcmp(s, "ViTModel") == 0)
+            return;
+        if (strcmp(s, "ViTForImageClassification") == 0) {
+            json_t *labels = json_object_get(h->root, "id2label");
+            c->classify = true;
+            c->labels = json_is_object(labels) && json_object_size(labels) > 0
+                            ? (int64_t)json_object_size(labels)
+                            : get_int(h, "num_labels", 2, MAX_SIZE);
+            return;
+        }
+    }
+    a = json_array_get(arch, 0);
+    fail(h, DNNMEM_E_UNSUPPORTED,
+         "config field 'architectures' names %s; the heads built are ViTModel and "
+         "ViTForImageClassification",
+         json_is_string(a) ? json_string_value(a) : "a non-string");
+}
+
+/* T5, mT5 and ViT: built by their own functions, which declare the inputs
+ * and outputs. */
+static enum dnnmem_status build_other(struct hf *h, const char *type)
+{
+    if (strcmp(type, "vit") == 0) {
+        struct vit c = {0};
+        read_vit(h, &c);
+        if (h->st == DNNMEM_OK)
+            build_vit(h, &c);
+    } else {
+        struct t5 c = {0};
+        read_t5(h, type, &c);
+        if (h->st == DNNMEM_OK)
+            build_t5(h, &c);
+    }
+    return h->st == DNNMEM_OK ? dm_graph_finish(h->g, h->err) : h->st;
+}
+
 static const char *const known_types =
     "llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt2, "
-    "bert, roberta, albert, distilbert";
+    "bert, roberta, albert, distilbert, t5, mt5, vit";
 
 /* The model_type, or "gpt2" for the legacy GPT-2 configs that predate it. */
 static const char *model_type(struct hf *h)
@@ -2425,7 +3209,7 @@ static const char *model_type(struct hf *h)
     if (!arch && !json_object_get(h->root, "vocab_size"))
         fail(h, DNNMEM_E_UNSUPPORTED,
              "a JSON file that is not a HuggingFace config.json (no 'model_type', "
-             "'architectures' or 'vocab_size'); supported: ONNX models and HuggingFace configs");
+             "'architectures' or 'vocab_size'); supported: ONNX models, HuggingFace configs and Keras model JSON");
     else
         fail(h, DNNMEM_E_MODEL, "config field 'model_type' is missing (known: %s)", known_types);
     return NULL;
@@ -2473,12 +3257,14 @@ static enum dnnmem_status build(struct hf *h)
                           : strcmp(type, "albert") == 0 ? K_ALBERT
                                                         : K_BERT;
     bool bert = distil || kind != K_BERT || strcmp(type, "bert") == 0;
+    bool other = strcmp(type, "t5") == 0 || strcmp(type, "mt5") == 0 || strcmp(type, "vit") == 0;
     bool moe_type = is_moe_type(type);
-    if (!gpt2 && !bert && !moe_type && strcmp(type, "llama") != 0 && strcmp(type, "mistral") != 0 &&
+    if (!gpt2 && !bert && !other && !moe_type && strcmp(type, "llama") != 0 &&
+        strcmp(type, "mistral") != 0 &&
         strcmp(type, "qwen2") != 0 && strcmp(type, "qwen3") != 0)
         return fail(h, DNNMEM_E_UNSUPPORTED, "model_type '%s' is not supported (known: %s)", type,
                     known_types);
-    if (!bert)
+    if (!bert && !other)
         check_architectures(h);
     if (field(h, "quantization_config"))
         fail(h, DNNMEM_E_UNSUPPORTED,
@@ -2488,7 +3274,9 @@ static enum dnnmem_status build(struct hf *h)
     struct bert bc = {0};
     struct moe moe = {0};
     struct mla mla = {0};
-    if (moe_type)
+    if (other) {
+        /* build_other reads its config */
+    } else if (moe_type)
         read_moe(h, type, &lc, &moe, &mla);
     else if (gpt2)
         read_gpt2(h, &gc);
@@ -2515,6 +3303,8 @@ static enum dnnmem_status build(struct hf *h)
                                   tv ? " " : "", tv ? tv : "", type,
                                   dt ? "; checkpoint " : "", dt ? dt : "",
                                   dt ? ", built float32" : "");
+    if (other)
+        return build_other(h, type);
 
     /* input_ids int64 [batch, seq] */
     int32_t ids = dm_graph_add_tensor(g, "input_ids");
@@ -2574,10 +3364,19 @@ static enum dnnmem_status build(struct hf *h)
 static size_t default_targets(const char *type, const char *const **out)
 {
     static const char *const qv[] = {"q_proj", "v_proj"}, *const gpt2[] = {"c_attn"},
-                             *const bert[] = {"query", "value"}, *const distil[] = {"q_lin", "v_lin"};
+                             *const bert[] = {"query", "value"}, *const distil[] = {"q_lin", "v_lin"},
+                             *const t5[] = {"q", "v"};
     if (strcmp(type, "gpt2") == 0) {
         *out = gpt2;
         return 1;
+    }
+    if (strcmp(type, "t5") == 0 || strcmp(type, "mt5") == 0) {
+        *out = t5;
+        return 2;
+    }
+    if (strcmp(type, "vit") == 0) {
+        *out = bert;
+        return 2;
     }
     *out = strcmp(type, "distilbert") == 0                                    ? distil
            : strcmp(type, "bert") == 0 || strcmp(type, "roberta") == 0 ||
@@ -2587,9 +3386,11 @@ static size_t default_targets(const char *type, const char *const **out)
 }
 
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
-                              const struct dnnmem_lora *lora, struct dnnmem_error *err)
+                              const struct dnnmem_config *opt, struct dnnmem_error *err)
 {
-    struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa};
+    struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa,
+                   .quant = opt ? opt->quant : DNNMEM_QUANT_NONE};
+    const struct dnnmem_lora *lora = opt ? &opt->lora : NULL;
     json_error_t je;
     h.root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
     if (!h.root)
@@ -2616,7 +3417,7 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
     /* get_peft_model freezes the model: only the adapters train */
     for (int32_t i = 0; s == DNNMEM_OK && h.lora && i < g->n_tensors; i++)
         if (g->tensors[i].role == DM_ROLE_WEIGHT)
-            g->tensors[i].frozen = !g->tensors[i].keep_fp32;
+            g->tensors[i].frozen = !strstr(g->tensors[i].name, ".lora_");
     json_decref(h.root);
     free(h.names);
     free(h.lora_hits);

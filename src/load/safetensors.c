@@ -41,7 +41,9 @@ static const struct {
  * models, GPT-2's attn.bias and attn.masked_bias). */
 static bool ignored_on_load(const char *name)
 {
-    static const char *const suffix[] = {".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias"};
+    static const char *const suffix[] = {".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias",
+                                         /* T5's _keys_to_ignore_on_load_unexpected */
+                                         ".EncDecAttention.relative_attention_bias.weight"};
     size_t n = strlen(name);
     for (size_t k = 0; k < sizeof suffix / sizeof suffix[0]; k++) {
         size_t s = strlen(suffix[k]);
@@ -62,6 +64,14 @@ static int32_t find_weight(const struct dm_graph *g, const char *name)
         if ((size_t)snprintf(buf, sizeof buf, "%s%s", prefix[k], name) >= sizeof buf)
             return -1;
         int32_t x = dm_graph_find(g, buf);
+        if (x >= 0 && g->tensors[x].role == DM_ROLE_WEIGHT)
+            return x;
+    }
+    /* T5's tied copies of the shared embedding (_tied_weights_keys), which
+     * older checkpoints hold under their own names */
+    if (strcmp(name, "encoder.embed_tokens.weight") == 0 ||
+        strcmp(name, "decoder.embed_tokens.weight") == 0 || strcmp(name, "lm_head.weight") == 0) {
+        int32_t x = dm_graph_find(g, "shared.weight");
         if (x >= 0 && g->tensors[x].role == DM_ROLE_WEIGHT)
             return x;
     }

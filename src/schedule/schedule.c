@@ -201,9 +201,34 @@ static void analyse(struct dm_sb *b)
                 b->uses[x]++;
             }
         }
+        /* an embedding lookup of a weight by indices made at run time from
+         * the bound dims (GPT-2's wpe(arange(S)), T5's relative position
+         * bias) is a tensor PyTorch computes, and so is whatever is computed
+         * from it: no longer a repacking of the weight */
+        if (n->op == DM_OP_Gather && (inherit & DM_TF_DEP))
+            inherit &= (uint8_t)~DM_TF_FROM_WEIGHT;
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0)
                 b->flag[n->out[k]] |= inherit;
+    }
+    /* a dims-derived value the device computes (read on the device, not a
+     * scalar, not a weight's repacking) is computed from device tensors:
+     * torch.full((T, T)) before its triu, arange before the embedding
+     * lookup that reads it; their dims-derived inputs are device tensors too */
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        const struct dm_node *n = &g->nodes[i];
+        int32_t o = n->n_out > 0 ? n->out[0] : -1;
+        if (o < 0 || !t[o].is_const || t[o].rank < 0 || t[o].absent || t[o].numel <= 1)
+            continue;
+        uint8_t f = b->flag[o];
+        if (!(f & DM_TF_DEP) || (f & DM_TF_FROM_WEIGHT) ||
+            !((f & DM_TF_DEVICE_USE) || g->tensors[o].is_output))
+            continue;
+        for (int k = 0; k < n->n_in; k++) {
+            int32_t x = n->in[k];
+            if (x >= 0 && !is_meta_slot(n, k) && (b->flag[x] & DM_TF_DEP))
+                b->flag[x] |= DM_TF_DEVICE_USE;
+        }
     }
     for (int32_t i = 0; i < g->n_tensors; i++) {
         const struct dm_tensor *tt = &g->tensors[i];
@@ -361,7 +386,7 @@ static bool calls_cublas(enum dm_op op)
 {
     return op == DM_OP_MatMul || op == DM_OP_Gemm || op == DM_OP_Einsum ||
            op == DM_OP_MS_Attention || op == DM_OP_MS_GroupQueryAttention || op == DM_OP_LSTM ||
-           op == DM_OP_GRU || op == DM_OP_RNN || op == DM_OP_MxRNN;
+           op == DM_OP_GRU || op == DM_OP_RNN || op == DM_OP_MxRNN || op == DM_OP_MS_MatMulNBits;
 }
 
 static bool is_conv(enum dm_op op) { return op == DM_OP_Conv || op == DM_OP_ConvTranspose; }
@@ -480,6 +505,17 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
                 dm_mul_ok(rows, d, &acc) && dm_dtype_bytes(DM_FLOAT, acc, &b1))
                 ws.buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, b1, -1, node,
                                         "efficient_dq_accum", 1);
+        }
+        if (n->op == DM_OP_MS_MatMulNBits && dm_has_in(n, 0)) {
+            /* bitsandbytes' MatMul4Bit: F.dequantize_4bit(B).to(A.dtype) in
+             * forward, and again in backward for A's grad (the weight is not
+             * kept); [N, K] of A's dtype, freed once the matmul has run */
+            uint64_t bytes;
+            int64_t nk;
+            if (dm_mul_ok(dm_attr_int(n, "N", 0), dm_attr_int(n, "K", 0), &nk) &&
+                dm_dtype_bytes(b->t[n->in[0]].dtype, nk, &bytes))
+                ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[n->in[0]].dtype, bytes, -1,
+                                        node, "dequantized_weight", 1);
         }
         if (is_conv(n->op) && b->run->conv_workspace)
             ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace,

@@ -64,6 +64,30 @@ enum dnnmem_status dm_shape_ms_attention(struct dm_infer *ctx, const struct dm_n
     return DNNMEM_OK;
 }
 
+/* MatMulNBits (matmul_nbits.cc): A [..., K], B uint8 [N, ceil(K / block),
+ * block * bits / 8] -> Y [..., N] of A's dtype; attributes K, N, bits,
+ * block_size (a power of two, >= 16). */
+enum dnnmem_status dm_shape_ms_matmul_nbits(struct dm_infer *ctx, const struct dm_node *n)
+{
+    const struct dm_tinfo *a = NULL, *b = NULL;
+    DM_TRY(need(ctx, n, 0, -1, "A", &a));
+    DM_TRY(need(ctx, n, 1, 3, "B", &b));
+    int64_t K = dm_attr_int(n, "K", 0), N = dm_attr_int(n, "N", 0);
+    int64_t bits = dm_attr_int(n, "bits", 4), block = dm_attr_int(n, "block_size", 0);
+    if (K <= 0 || N <= 0 || (bits != 4 && bits != 8) || block < 16 || (block & (block - 1)))
+        return dm_shape_error(ctx, n, DNNMEM_E_MODEL,
+                              "needs K, N > 0, bits 4 or 8 and a power-of-two block_size >= 16");
+    if (a->rank < 1 || a->dims[a->rank - 1] != K)
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE, "A's last dim is not K (%lld)", (long long)K);
+    if (b->dims[0] != N || b->dims[1] != (K + block - 1) / block || b->dims[2] != block * bits / 8)
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
+                              "B must be [N, ceil(K / block_size), block_size * bits / 8]");
+    int64_t y[DM_MAX_DIMS];
+    for (int k = 0; k < a->rank; k++)
+        y[k] = k == a->rank - 1 ? N : a->dims[k];
+    return dm_set_out(ctx, n, 0, a->dtype, a->rank, y);
+}
+
 /* EmbedLayerNormalization: input_ids [B,S], word_embedding [V,D] ->
  * output [B,S,D], mask_index [B] int32, embedding_sum [B,S,D]. */
 enum dnnmem_status dm_shape_ms_embed_layernorm(struct dm_infer *ctx, const struct dm_node *n)

@@ -370,7 +370,7 @@ enum dnnmem_status dm_shape_roi_align(struct dm_infer *ctx, const struct dm_node
 /* ---- normalization ----------------------------------------------------- */
 
 /* BatchNormalization: Y like X [N, C, ...]; scale, B, mean, var are [C] (opset < 9 with spatial=0:
- * X's dims after N). The optional statistics outputs (running mean/var, only with training_mode
+ * X's dims after N); scale and B may be omitted. The optional statistics outputs (running mean/var, only with training_mode
  * from opset 14; opset < 14 also saved mean/var) take mean's shape and type. */
 enum dnnmem_status dm_shape_batchnorm(struct dm_infer *ctx, const struct dm_node *n)
 {
@@ -379,6 +379,10 @@ enum dnnmem_status dm_shape_batchnorm(struct dm_infer *ctx, const struct dm_node
     DM_TRY(req_in(ctx, n, 0, "X", 2, DM_MAX_DIMS, &x));
     bool spatial = ctx->g->opset >= 9 || dm_attr_int(n, "spatial", 1) != 0;
     for (int i = 1; i < 5; i++) {
+        /* scale and B may be omitted: a BatchNorm without them (PyTorch's
+         * affine=False, Keras' scale=False or center=False) */
+        if (i < 3 && !opt_in(ctx, n, i))
+            continue;
         DM_TRY(req_in(ctx, n, i, names[i], 0, DM_MAX_DIMS, &t[i]));
         DM_TRY(expect_shape(ctx, n, t[i], names[i], spatial ? 1 : x->rank - 1, x->dims + 1));
     }
@@ -431,7 +435,7 @@ enum dnnmem_status dm_shape_layernorm(struct dm_infer *ctx, const struct dm_node
 /* ---- recurrent --------------------------------------------------------- */
 
 /* LSTM/GRU/RNN with G = 4/3/1 gates: X [seq, batch, input], W [dirs, G*hidden, input],
- * R [dirs, G*hidden, hidden], B [dirs, 2*G*hidden]; Y [seq, dirs, batch, hidden] and
+ * R [dirs, G*hidden, hidden], B [dirs, 2*G*hidden] (or [dirs, G*hidden]: one bias); Y [seq, dirs, batch, hidden] and
  * Y_h/Y_c [dirs, batch, hidden]; layout 1 puts batch first in X, Y and Y_h/Y_c. */
 enum dnnmem_status dm_shape_rnn(struct dm_infer *ctx, const struct dm_node *n)
 {
@@ -458,8 +462,12 @@ enum dnnmem_status dm_shape_rnn(struct dm_infer *ctx, const struct dm_node *n)
     int64_t ws[3] = {dirs, gh, x->dims[2]}, rs[3] = {dirs, gh, hidden}, bs[2] = {dirs, gh2};
     DM_TRY(expect_shape(ctx, n, w, "W", 3, ws));
     DM_TRY(expect_shape(ctx, n, r, "R", 3, rs));
-    if ((b = opt_in(ctx, n, 3)))
-        DM_TRY(expect_shape(ctx, n, b, "B", 2, bs));
+    if ((b = opt_in(ctx, n, 3))) {
+        /* one bias vector per gate ([dirs, G*hidden], as Keras keeps it) is
+         * accepted too, so a front end can state a model's exact parameters */
+        if (!(b->rank == 2 && b->dims[0] == dirs && b->dims[1] == gh))
+            DM_TRY(expect_shape(ctx, n, b, "B", 2, bs));
+    }
     int64_t y0[4] = {seq, dirs, batch, hidden}, y1[4] = {batch, seq, dirs, hidden};
     int64_t h0[3] = {dirs, batch, hidden}, h1[3] = {batch, dirs, hidden};
     DM_TRY(dm_set_out(ctx, n, 0, x->dtype, 4, layout ? y1 : y0));

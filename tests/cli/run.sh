@@ -170,6 +170,29 @@ check_schema "$T/t.json" "training JSON with a verdict"
     --json >"$T/g.json"
 check_schema "$T/g.json" "generation JSON (kv_cache, decode phase)"
 
+# LoRA, 4-bit weights, optimizers of transformers and bitsandbytes
+G=$M/hf/tiny-llama-gqa.json
+expect 0 "lora           rank 8, alpha 16, dropout 0.05, targets q_proj,k_proj" -- estimate $G -s 16 \
+    --mode train --lora-r 8 --lora-alpha 16 --lora-dropout 0.05 --lora-targets q_proj,k_proj
+expect 0 "targets PEFT's default for the architecture" -- estimate $G -s 16 --mode train --lora-r 4
+expect 2 "--lora-r 0: expected a rank in 1..1048576" -- estimate $G -s 16 --mode train --lora-r 0
+expect 2 "--lora-dropout 1.5: expected a probability in [0, 1)" -- estimate $G -s 16 --mode train \
+    --lora-r 4 --lora-dropout 1.5
+expect 2 "--lora-targets qkv: no linear module of the model is named so" -- estimate $G -s 16 \
+    --mode train --lora-r 4 --lora-targets q_proj,qkv
+expect 2 "--lora-r applies to --mode train" -- estimate $G -s 16 --lora-r 4
+expect 2 "--lora-r applies to HuggingFace config.json models" -- estimate $M/fixtures/resnet50.onnx \
+    --mode train --lora-r 4
+expect 0 "quant          bitsandbytes 4-bit nf4 with double quantization" -- estimate $G -s 16 --quant nf4
+expect 0 "quant          bitsandbytes 4-bit fp4" -- estimate $G -s 16 --mode train --quant fp4 --lora-r 8
+expect 2 "--quant int8: expected none, nf4, nf4-single or fp4" -- estimate $G -s 16 --quant int8
+expect 2 "--quant in training needs --lora-r" -- estimate $G -s 16 --mode train --quant nf4
+expect 0 "optimizer      adafactor" -- estimate $G -s 16 --mode train --optimizer adafactor
+expect 0 "optimizer      adam8bit (bitsandbytes, blockwise)" -- estimate $G -s 16 --mode train \
+    --optimizer adam8bit
+expect 2 "--optimizer lion: expected sgd-momentum, sgd, adam, adamw, rmsprop, adagrad, adamw-hf" -- \
+    estimate $G -s 16 --mode train --optimizer lion
+
 # generation (HuggingFace causal LMs)
 G=$M/hf/tiny-llama-gqa.json
 expect 0 "kv cache" -- estimate $G -b 2 --prompt-len 16 --mode generate --new-tokens 400
@@ -352,6 +375,29 @@ printf '{"nodes": [{"op": "null", "name": "data", "inputs": []}, {"op": "Pooling
 expect 3 "node 'pool1' (Pooling): attribute 'kernel' is \"(2, 2\"" -- estimate "$T/attr-symbol.json"
 printf '{"nodes": [{"op": "null", "name": "data", "inputs": []}], "heads": [[0, 0' >"$T/trunc-symbol.json"
 expect 3 "trunc-symbol.json: not valid JSON" -- estimate "$T/trunc-symbol.json"
+# Keras model JSON (model.to_json(), Keras 3 config.json)
+K=$M/keras
+expect 0 "(keras, opset 17," -- estimate $K/mnist_small_cnn_keras2.15.json --batch-size 32 --mode train
+expect 0 "weights               18.08 MiB" -- estimate $K/mnist_small_cnn_keras2.15.json --batch-size 32 --mode train
+expect 0 "dims.batch     32 (--batch-size)" -- estimate $K/resnet50_keras2.1.6.json --batch-size 32 --mode train
+expect 0 "weights               97.80 MiB" -- estimate $K/resnet50_keras2.1.6.json -b 1
+expect 0 "optimizer state        8.04 MiB" -- estimate $K/resnet50_transfer_keras3.json --batch-size 32 --mode train
+expect 0 "(keras, opset 17," -- estimate $K/lstm_sentiment_keras2.10.json --batch-size 32 --mode train --optimizer adam
+expect 2 "dim 'height' (axis 1 of input 'input_4') is not bound" -- estimate $K/inceptionv3_keras2.1.6.json
+expect 0 "dims.height    299 (--dim)" -- estimate $K/inceptionv3_keras2.1.6.json --dim height=299 --dim width=299
+expect 2 "--seq-len: " -- estimate $K/lstm_sentiment_keras2.10.json --seq-len 64
+printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, null], "dtype": "int32"}}, {"class_name": "Embedding", "config": {"name": "e", "input_dim": 100, "output_dim": 8}}, {"class_name": "GRU", "config": {"name": "g", "units": 4}}]}}' >"$T/kseq.json"
+expect 0 "dims.seq       64 (--seq-len)" -- estimate "$T/kseq.json" --seq-len 64 -b 2 --mode train
+printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, 4]}}, {"class_name": "Lambda", "config": {"name": "my_lambda"}}]}}' >"$T/klambda.json"
+expect 4 "klambda.json: layer 'my_lambda' (Lambda): class 'Lambda' is not supported" -- estimate "$T/klambda.json"
+printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "Dense", "config": {"name": "d", "units": 3}}]}}' >"$T/knoshape.json"
+expect 3 "knoshape.json: the input shape is missing" -- estimate "$T/knoshape.json"
+printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, 4]}}, {"class_name": "Dense", "config": {"name": "d"}}]}}' >"$T/knounits.json"
+expect 3 "layer 'd' (Dense): config field 'units' is missing" -- estimate "$T/knounits.json"
+printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, 4]}}, {"class_name": "Dense", "config": {"name": "d", "units": 4000000000000}}]}}' >"$T/kabsurd.json"
+expect 3 "config field 'units' is 4000000000000, an absurd size" -- estimate "$T/kabsurd.json"
+printf 'PK\003\004rest of a zip' >"$T/model.keras"
+expect 4 "model.keras: a zip archive (a .keras model?)" -- estimate "$T/model.keras"
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -283,14 +283,33 @@ static void test_errors(void **state)
     expect_error("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
                  "\"architectures\": [\"LlamaForSequenceClassification\"]}",
                  DNNMEM_E_UNSUPPORTED, "names LlamaForSequenceClassification");
-    expect_error("{\"model_type\": \"t5\", \"vocab_size\": 32128}", DNNMEM_E_UNSUPPORTED,
-                 "model_type 't5' is not supported (known: llama, mistral, qwen2, qwen3, mixtral, "
+    expect_error("{\"model_type\": \"umt5\", \"vocab_size\": 32128}", DNNMEM_E_UNSUPPORTED,
+                 "model_type 'umt5' is not supported (known: llama, mistral, qwen2, qwen3, mixtral, "
                  "qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt2, bert, roberta, albert, "
-                 "distilbert)");
+                 "distilbert, t5, mt5, vit)");
+    expect_error("{\"model_type\": \"t5\"}", DNNMEM_E_MODEL, "config field 'vocab_size' is missing");
+    expect_error("{\"model_type\": \"t5\", \"vocab_size\": 100, \"feed_forward_proj\": \"gated-tanh\"}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'feed_forward_proj' is 'gated-tanh'");
+    expect_error("{\"model_type\": \"t5\", \"vocab_size\": 100, \"d_kv\": 0}", DNNMEM_E_MODEL,
+                 "config field 'd_kv' must be positive");
+    expect_error("{\"model_type\": \"t5\", \"vocab_size\": 100, \"architectures\": [\"T5EncoderModel\"]}",
+                 DNNMEM_E_UNSUPPORTED,
+                 "config field 'architectures' names T5EncoderModel; only T5ForConditionalGeneration");
+    expect_error("{\"model_type\": \"vit\", \"hidden_size\": 100}", DNNMEM_E_MODEL,
+                 "config field 'hidden_size' (100) is not a multiple of 'num_attention_heads' (12)");
+    expect_error("{\"model_type\": \"vit\", \"hidden_act\": \"relu\"}", DNNMEM_E_UNSUPPORTED,
+                 "config field 'hidden_act' is 'relu'");
+    expect_error("{\"model_type\": \"vit\", \"patch_size\": 300}", DNNMEM_E_MODEL,
+                 "config field 'patch_size' (300) exceeds 'image_size' (224)");
+    expect_error("{\"model_type\": \"vit\", \"architectures\": [\"ViTForMaskedImageModeling\"]}",
+                 DNNMEM_E_UNSUPPORTED, "names ViTForMaskedImageModeling");
     expect_error("{\"vocab_size\": 30522, \"hidden_size\": 768}", DNNMEM_E_MODEL,
                  "config field 'model_type' is missing");
     expect_error("{\"model_type\": 7}", DNNMEM_E_MODEL, "config field 'model_type' must be a string");
-    expect_error("{\"class_name\": \"Sequential\", \"config\": {}}", DNNMEM_E_UNSUPPORTED,
+    /* a Keras model's JSON goes to the Keras front end; other JSON is no HF config */
+    expect_error("{\"class_name\": \"Sequential\", \"config\": {}}", DNNMEM_E_MODEL,
+                 "config field 'layers' is missing");
+    expect_error("{\"class_name\": \"Dense\", \"units\": 3}", DNNMEM_E_UNSUPPORTED,
                  "not a HuggingFace config.json");
     expect_error("{\"model_type\": \"gpt2\", \"vocab_size\": 100, \"n_embd\": 32, \"n_layer\": 2, "
                  "\"n_positions\": 16}",
@@ -341,7 +360,7 @@ static const struct dm_tinfo *shape_of(const dnnmem_model *m, struct dm_tinfo *t
                                        struct dm_arena *a, const char *name)
 {
     const struct dm_graph *g = dm_model_graph(m);
-    int64_t syms[2] = {2, 8}; /* batch, seq */
+    int64_t syms[3] = {2, 8, 5}; /* batch, seq, T5's target_seq */
     struct dnnmem_error err;
     struct dm_infer ctx = {.g = g, .arena = a, .t = t, .sym_values = syms, .err = &err};
     if (dm_infer_shapes(&ctx) != DNNMEM_OK)
@@ -451,14 +470,19 @@ static void test_tiny_llama(void **state)
     assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 94528 + 8 * 4);
     dnnmem_result_free(r);
     /* the mask and cos/sin are made once per forward (not per layer); the
-     * chain computing them is host-side; inv_freq is resident */
+     * chain computing them runs on the device (inv_freq @ position_ids, a
+     * [1, D/2, S] float32 tensor, freed once read); inv_freq is resident */
     uint64_t bytes;
-    assert_int_equal(allocations(m, "causal_mask", &bytes), 1);
+    assert_int_equal(allocations(m, "causal_mask", &bytes), 0); /* a view of the triu */
+    assert_int_equal(allocations(m, "/model/Trilu_output_0", &bytes), 1);
     assert_int_equal(bytes, 8 * 8 * 4);
-    assert_int_equal(allocations(m, "position_embeddings.cos", &bytes), 1);
+    /* cos and sin: views of emb.cos() * attention_scaling */
+    assert_int_equal(allocations(m, "position_embeddings.cos", &bytes), 0);
+    assert_int_equal(allocations(m, "/model/rotary_emb/Mul_output_0", &bytes), 1);
     assert_int_equal(bytes, 8 * 16 * 4);
-    assert_int_equal(allocations(m, "position_embeddings.sin", &bytes), 1);
-    assert_int_equal(allocations(m, "/model/rotary_emb/MatMul_output_0", &bytes), 0);
+    assert_int_equal(allocations(m, "/model/rotary_emb/Mul_1_output_0", &bytes), 1);
+    assert_int_equal(allocations(m, "/model/rotary_emb/MatMul_output_0", &bytes), 1);
+    assert_int_equal(bytes, 8 * 8 * 4);
     assert_int_equal(allocations(m, "model.rotary_emb.inv_freq", &bytes), 1);
     assert_int_equal(bytes, 8 * 4);
     check_train(m, 94528);
@@ -828,6 +852,79 @@ static void test_lora(void **state)
     cfg.mode = DNNMEM_MODE_INFER;
     assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
     dnnmem_model_free(m);
+}
+
+/* 4-bit weights (bitsandbytes NF4 with double quantization) on
+ * tiny-llama-gqa, float32: a linear [out, in] keeps out x ceil(in / 64) x 32
+ * packed bytes, one uint8 absmax per block of 64, a float32 absmax per 256
+ * blocks, a float32 offset and a 16-entry float32 code. q, o [256, 256]:
+ * 32,768 + 1024 + 16 + 4 + 64; k, v [128, 256]: 16,384 + 512 + 8 + 4 + 64;
+ * gate, up [688, 256]: 88,064 + 2752 + 44 + 4 + 64; down [256, 688] (11
+ * blocks a row): 90,112 + 2816 + 44 + 4 + 64; 376,592 a layer, 1,506,368 for
+ * four, and the 256-entry dynamic map once (1024). Unquantized: embeddings
+ * and lm_head 1,024,000 each, norms 9 x 1024, inv_freq 64: 3,564,672 in all.
+ * The largest transient is gate's dequantized weight, [688, 256] float32. */
+static void test_quant_nf4(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.seq_len = 16;
+    cfg.quant = DNNMEM_QUANT_NF4;
+    cfg.n_top_tensors = 100;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 3564672);
+    dnnmem_result_free(r);
+    /* training needs adapters; with them, grads only for the adapters */
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "--quant in training needs --lora-r"));
+    cfg.lora.r = 8;
+    cfg.optimizer = DNNMEM_OPT_ADAMW;
+    r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 4 * 28672);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+    /* the transients of an inference pass: one per linear (7 a layer), the
+     * largest gate's and up's [688, 256] float32 */
+    FILE *f = fopen("tests/models/hf/tiny-llama-gqa.json", "rb");
+    assert_non_null(f);
+    char json[4096];
+    size_t size = fread(json, 1, sizeof json, f);
+    fclose(f);
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "tiny-llama-gqa.json";
+    dnnmem_config_init(&cfg);
+    cfg.quant = DNNMEM_QUANT_NF4;
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {2, 16};
+    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+    assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+    struct dm_run run1 = {.cuda = true, .inplace = true, .torch_version = 204, .iterations = 1,
+                          .grad_accum = 1, .amp = DM_UNDEFINED, .compute_capability = 80};
+    struct dm_schedule s;
+    assert_int_equal(dm_schedule_build(&g, t, &run1, &s, &err), DNNMEM_OK);
+    int n = 0;
+    uint64_t largest = 0;
+    for (int32_t b = 0; b < s.n_buf; b++)
+        if (s.buf[b].what && strcmp(s.buf[b].what, "dequantized_weight") == 0) {
+            n++;
+            largest = s.buf[b].bytes > largest ? s.buf[b].bytes : largest;
+        }
+    assert_int_equal(n, 7 * 4);
+    assert_int_equal(largest, 688 * 256 * 4);
+    dm_schedule_free(&s);
+    free(t);
+    dm_arena_free(&a);
+    dm_graph_free(&g);
 }
 
 /* ---- generation ------------------------------------------------------------ */
@@ -1221,6 +1318,236 @@ static void test_safetensors_headers(void **state)
     rmdir(dir);
 }
 
+/* T5ForConditionalGeneration (shared embedding tied to lm_head; no
+ * buffers). V vocab, d d_model, H heads, D d_kv (inner = H * D), F d_ff, L
+ * encoder and L' decoder layers, 32 buckets: encoder layer q, k, v, o
+ * 4 * d * inner + wi, wo 2 * d * F + 2 norms 2d; decoder layer twice the
+ * attention + 3 norms; each stack adds its first layer's
+ * relative_attention_bias 32 * H and final_layer_norm d.
+ *  - t5-small: V 32128, d 512, H 8, D 64, F 2048, L = L' 6: shared
+ *    16,449,536; encoder layer 1,048,576 + 2,097,152 + 1024 = 3,146,752,
+ *    6 layers + 256 + 512 = 18,881,280; decoder layer 2,097,152 + 2,097,152
+ *    + 1536 = 4,195,840, 6 layers + 256 + 512 = 25,175,808; total
+ *    60,506,624 (the published t5-small count).
+ *  - t5-base: V 32128, d 768, H 12, D 64, F 3072, L = L' 12: shared
+ *    24,674,304; encoder layer 2,359,296 + 4,718,592 + 1536 = 7,079,424,
+ *    12 layers + 384 + 768 = 84,954,240; decoder layer 4,718,592 +
+ *    4,718,592 + 2304 = 9,439,488, 12 layers + 384 + 768 = 113,275,008;
+ *    total 222,903,552 (the published t5-base count).
+ * ViT-Base/16 at 224 (E 768, I 3072, 12 layers, 14 x 14 patches + [CLS]):
+ * patch projection 768 * 3 * 16 * 16 + 768 = 590,592, cls_token 768,
+ * position_embeddings 197 * 768 = 151,296; layer q, k, v, dense 4 *
+ * 590,592 + intermediate 2,362,368 + output 2,360,064 + 2 LN 3072 =
+ * 7,087,872, 12 layers 85,054,464; final layernorm 1536: 85,798,656;
+ * ViTForImageClassification adds the classifier 768 * 1000 + 1000 =
+ * 769,000: 86,567,656; ViTModel instead the pooler 590,592: 86,389,248
+ * (both the published counts). */
+static void test_t5_vit_published_counts(void **state)
+{
+    (void)state;
+    assert_int_equal(weights_of("tests/models/hf/t5-small.json"), 4 * UINT64_C(60506624));
+    assert_int_equal(weights_of("tests/models/hf/t5-base.json"), 4 * UINT64_C(222903552));
+    dnnmem_model *m = load("tests/models/hf/vit-base-patch16-224.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 1;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * UINT64_C(86567656));
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 3 * 224 * 224 * 4);
+    dnnmem_result_free(r);
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_int_equal(g->n_outputs, 1);
+    assert_true(dm_graph_find(g, "vit.encoder.layer.11.attention.attention.query.weight") >= 0);
+    assert_true(dm_graph_find(g, "vit.embeddings.patch_embeddings.projection.weight") >= 0);
+    assert_true(dm_graph_find(g, "classifier.bias") >= 0);
+    dnnmem_model_free(m);
+    /* ViTConfig's defaults are ViT-Base/16 at 224 */
+    m = load_json("{\"model_type\": \"vit\", \"architectures\": [\"ViTModel\"]}");
+    r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * UINT64_C(86389248));
+    dnnmem_result_free(r);
+    g = dm_model_graph(m);
+    assert_int_equal(g->n_outputs, 2); /* last_hidden_state, pooler_output */
+    assert_true(dm_graph_find(g, "pooler.dense.weight") >= 0);
+    dnnmem_model_free(m);
+}
+
+/* tiny-t5 (V 1000, d 256, H 8, D 32, F 1024, 3 + 3 layers, tied): shared
+ * 256,000; encoder layer 262,144 + 524,288 + 512 = 786,944, 3 layers + 256
+ * + 256 = 2,361,344; decoder layer 524,288 + 524,288 + 768 = 1,049,344, 3
+ * layers + 256 + 256 = 3,148,544: 5,765,888. tiny-t5-gated (H 4, D 64, F
+ * 640, gated-gelu, 2 + 3 layers, untied): shared and lm_head 512,000;
+ * encoder layer 262,144 + 3 * 163,840 + 512 = 754,176, 2 layers + 128 +
+ * 256 = 1,508,736; decoder layer 524,288 + 491,520 + 768 = 1,016,576, 3
+ * layers + 128 + 256 = 3,050,112: 5,070,848. */
+static void test_tiny_t5(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-t5.json");
+    const struct dm_graph *g = dm_model_graph(m);
+    struct dnnmem_model_info info;
+    dnnmem_model_get_info(m, &info);
+    assert_int_equal(info.n_inputs, 2);
+    assert_int_equal(info.n_symbols, 3);
+    assert_string_equal(dnnmem_model_symbol(m, 0), "batch");
+    assert_string_equal(dnnmem_model_symbol(m, 1), "seq");
+    assert_string_equal(dnnmem_model_symbol(m, 2), "target_seq");
+    /* logits, 4 cache tensors per decoder layer, encoder_last_hidden_state */
+    assert_int_equal(g->n_outputs, 1 + 4 * 3 + 1);
+    assert_string_equal(g->tensors[g->outputs[0]].name, "logits");
+    assert_false(g->loss_upcast);
+    /* 3 encoder self-attentions, 3 decoder self- and 3 cross-attentions;
+     * the "sdpa" graph is eager too (T5 has none) */
+    assert_int_equal(count_op(g, DM_OP_Softmax), 9);
+    assert_int_equal(count_op(dm_model_graph_sdpa(m), DM_OP_Softmax), 9);
+    assert_int_equal(count_op(dm_model_graph_sdpa(m), DM_OP_Attention), 0);
+    /* the relative bias: one table per stack, in its first layer */
+    assert_true(dm_graph_find(g, "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight") >= 0);
+    assert_true(dm_graph_find(g, "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight") >= 0);
+    assert_true(dm_graph_find(g, "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight") < 0);
+    assert_true(dm_graph_find(g, "decoder.block.2.layer.1.EncDecAttention.k.weight") >= 0);
+    assert_true(dm_graph_find(g, "decoder.block.2.layer.2.DenseReluDense.wo.weight") >= 0);
+    assert_true(dm_graph_find(g, "lm_head.weight") < 0);
+    assert_int_equal(count_op(g, DM_OP_Relu), 6);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
+    assert_non_null(t);
+    /* batch 2, seq 8, target_seq 5 */
+    assert_dims(shape_of(m, t, &a, "logits"), 3, (int64_t[]){2, 5, 1000});
+    assert_dims(shape_of(m, t, &a, "past_key_values.2.self.key"), 4, (int64_t[]){2, 8, 5, 32});
+    assert_dims(shape_of(m, t, &a, "past_key_values.2.cross.value"), 4, (int64_t[]){2, 8, 8, 32});
+    free(t);
+    dm_arena_free(&a);
+
+    /* --seq-len binds both lengths unless --dim target_seq says otherwise */
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.seq_len = 16;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 5765888);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 2 * (2 * 16 * 8));
+    dnnmem_result_free(r);
+    struct dnnmem_dim_binding dim = {"target_seq", 4};
+    cfg.dims = &dim;
+    cfg.n_dims = 1;
+    r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 2 * 16 * 8 + 2 * 4 * 8);
+    dnnmem_result_free(r);
+    check_train(m, 5765888);
+
+    /* no sdpa and no generation for it, each said so */
+    struct dnnmem_error err;
+    cfg.attn = DNNMEM_ATTN_SDPA;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "T5Attention is eager only"));
+    cfg.attn = DNNMEM_ATTN_AUTO;
+    cfg.torch_version = 202;
+    r = run(m, &cfg); /* auto: eager */
+    dnnmem_result_free(r);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.new_tokens = 4;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "encoder-decoder"));
+    dnnmem_model_free(m);
+
+    m = load("tests/models/hf/tiny-t5-gated.json");
+    g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "lm_head.weight") >= 0);
+    assert_true(dm_graph_find(g, "encoder.block.1.layer.1.DenseReluDense.wi_1.weight") >= 0);
+    assert_int_equal(count_op(g, DM_OP_Relu), 0);
+    assert_int_equal(count_op(g, DM_OP_Tanh), 5); /* gelu_new, one per layer */
+    check_train(m, 5070848);
+    dnnmem_model_free(m);
+
+    /* mT5's defaults: gated-gelu, untied lm_head, one decoder layer per
+     * encoder layer. V 100, d 32, H 4, D 8, F 64, 1 + 1 layers: shared and
+     * lm_head 6400; encoder layer 4096 + 3 * 2048 + 64 = 10,304 + 128 + 32;
+     * decoder layer 8192 + 6144 + 96 = 14,432 + 128 + 32: 31,456 */
+    m = load_json("{\"model_type\": \"mt5\", \"vocab_size\": 100, \"d_model\": 32, \"d_kv\": 8, "
+                  "\"num_heads\": 4, \"d_ff\": 64, \"num_layers\": 1}");
+    g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "lm_head.weight") >= 0);
+    assert_true(dm_graph_find(g, "decoder.block.0.layer.2.DenseReluDense.wi_1.weight") >= 0);
+    assert_true(dm_graph_find(g, "decoder.block.1.layer.0.SelfAttention.q.weight") < 0);
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 1;
+    cfg.seq_len = 4;
+    r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 31456);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
+/* A T5 checkpoint may hold the shared embedding's tied copies under their
+ * own names, and the decoder cross-attention's unused relative bias that
+ * transformers ignores on load. */
+static void test_t5_checkpoint_names(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dnnmem-t5-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_text(dir, "config.json",
+               "{\"model_type\": \"t5\", \"vocab_size\": 100, \"d_model\": 32, \"d_kv\": 8, "
+               "\"num_heads\": 4, \"d_ff\": 64, \"num_layers\": 1}");
+    struct st_entry ck[] = {
+        {"shared.weight", 2, {100, 32}},
+        {"encoder.embed_tokens.weight", 2, {100, 32}},
+        {"decoder.embed_tokens.weight", 2, {100, 32}},
+        {"lm_head.weight", 2, {100, 32}},
+        {"encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", 2, {32, 4}},
+        {"decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight", 2, {32, 4}},
+        {"decoder.block.0.layer.2.DenseReluDense.wo.weight", 2, {32, 64}},
+    };
+    write_st(dir, "model.safetensors", ck, sizeof ck / sizeof ck[0], SIZE_MAX);
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (load_dir(dir, &m, &err) != DNNMEM_OK)
+        fail_msg("%s", err.message);
+    struct dnnmem_model_info info;
+    dnnmem_model_get_info(m, &info);
+    assert_int_equal(info.checkpoint_tensors, 7);
+    dnnmem_model_free(m);
+    remove_in(dir, "model.safetensors");
+    remove_in(dir, "config.json");
+    rmdir(dir);
+}
+
+/* tiny-vit (E 192, I 768, 4 layers, 6 heads, 64 x 64 images in 8 x 8
+ * patches, 10 labels): patch projection 192 * 3 * 64 + 192 = 37,056,
+ * cls_token 192, position_embeddings 65 * 192 = 12,480; layer q, k, v,
+ * dense 4 * 37,056 + intermediate 148,224 + output 147,648 + 2 LN 768 =
+ * 444,864; final LN 384; classifier 1930: 1,831,498. */
+static void test_tiny_vit(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-vit.json");
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_int_equal(count_op(g, DM_OP_Conv), 1);
+    assert_int_equal(count_op(g, DM_OP_Softmax), 4);
+    assert_int_equal(count_op(dm_model_graph_sdpa(m), DM_OP_Attention), 4);
+    assert_int_equal(count_op(dm_model_graph_sdpa(m), DM_OP_Softmax), 0);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
+    assert_non_null(t);
+    assert_dims(shape_of(m, t, &a, "logits"), 2, (int64_t[]){2, 10});
+    free(t);
+    dm_arena_free(&a);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 1831498);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 2 * 3 * 64 * 64 * 4);
+    dnnmem_result_free(r);
+    struct dnnmem_error err;
+    cfg.seq_len = 8; /* no sequence dim: an error, as for any model without one */
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    dnnmem_model_free(m);
+}
+
 /* ---- mixture of experts and MLA ------------------------------------------ */
 
 /* Shapes of a MoE model at batch 2, seq 8, with the "expert_tokens" dim
@@ -1440,9 +1767,14 @@ int main(void)
         cmocka_unit_test(test_tiny_albert),
         cmocka_unit_test(test_generate),
         cmocka_unit_test(test_lora),
+        cmocka_unit_test(test_quant_nf4),
         cmocka_unit_test(test_optimizer_state),
         cmocka_unit_test(test_amp_checkpoint_steady),
         cmocka_unit_test(test_tiny_roberta_heads),
+        cmocka_unit_test(test_t5_vit_published_counts),
+        cmocka_unit_test(test_tiny_t5),
+        cmocka_unit_test(test_tiny_vit),
+        cmocka_unit_test(test_t5_checkpoint_names),
         cmocka_unit_test(test_mixtral),
         cmocka_unit_test(test_qwen_moe),
         cmocka_unit_test(test_deepseek),

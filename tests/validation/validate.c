@@ -116,6 +116,13 @@ int main(int argc, char **argv)
         cfg.cpu_threads = 1; /* the tool runs torch.set_num_threads(1) */
         cfg.batch_size = batch;
         cfg.seq_len = seq;
+        /* encoder-decoder rows: the decoder's length (decoder_input_ids [batch, target_seq]) */
+        json_t *tseq = json_object_get(row, "target_seq");
+        struct dnnmem_dim_binding tdim = {"target_seq", json_integer_value(tseq)};
+        if (json_is_integer(tseq)) {
+            cfg.dims = &tdim;
+            cfg.n_dims = 1;
+        }
         cfg.mode = strcmp(mode, "inference") == 0 ? DNNMEM_MODE_INFER : DNNMEM_MODE_TRAIN;
         cfg.optimizer = opt && strcmp(opt, "adam") == 0 ? DNNMEM_OPT_ADAM : DNNMEM_OPT_SGD_MOMENTUM;
         cfg.loss = strcmp(model, "bert_encoder") == 0 ? DNNMEM_LOSS_SUM : DNNMEM_LOSS_CE;

@@ -1,0 +1,593 @@
+/*
+ * test-keras.c: the Keras model JSON front end (src/load/keras.c).
+ *
+ * Parameter counts are pinned on the real files of tests/models/keras (see
+ * its SOURCES.md), worked out by hand below; the keras.applications ones
+ * equal the published totals. "Trainable" is what model.summary() calls
+ * trainable: every weight but BatchNormalization's moving statistics and the
+ * weights of layers saved with trainable: false.
+ */
+#include "util.h"
+
+static dnnmem_model *load(const char *path)
+{
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (dnnmem_model_load(path, &m, &err) != DNNMEM_OK)
+        fail_msg("load %s: %s", path, err.message);
+    return m;
+}
+
+static dnnmem_model *load_json(const char *json)
+{
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (dnnmem_model_load_buffer(json, strlen(json), "tiny.json", &m, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+    return m;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+struct counts {
+    int64_t total, trainable, bn;
+};
+
+/* Weight elements of the graph: all, trainable, BatchNorms. */
+static struct counts count(const dnnmem_model *m)
+{
+    const struct dm_graph *g = dm_model_graph(m);
+    struct counts c = {0, 0, 0};
+    for (int32_t i = 0; i < g->n_tensors; i++) {
+        const struct dm_tensor *t = &g->tensors[i];
+        if (t->role != DM_ROLE_WEIGHT)
+            continue;
+        assert_int_equal(t->dtype, DM_FLOAT);
+        int64_t n = 1;
+        for (int d = 0; d < t->rank; d++)
+            n *= t->dims[d].value;
+        c.total += n;
+        bool stat = ends_with(t->name, "/moving_mean") || ends_with(t->name, "/moving_variance");
+        c.bn += ends_with(t->name, "/moving_mean");
+        if (!stat && !t->frozen)
+            c.trainable += n;
+    }
+    return c;
+}
+
+static struct dnnmem_result *estimate(const dnnmem_model *m, enum dnnmem_mode mode, int64_t batch,
+                                      const struct dnnmem_dim_binding *dims, size_t n_dims)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = mode;
+    cfg.batch_size = batch;
+    cfg.dims = dims;
+    cfg.n_dims = n_dims;
+    struct dnnmem_result *r = NULL;
+    struct dnnmem_error err;
+    if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
+        fail_msg("estimate: %s", err.message);
+    return r;
+}
+
+/* Published and hand-computed counts (params; trainable; BatchNorm layers):
+ *  - ResNet50 (keras.applications, ImageNet top): 25,636,712 total,
+ *    25,583,592 trainable, 53,120 non-trainable (53 BatchNorms' moving
+ *    mean and variance: 2 x 26,560 channels).
+ *  - MobileNet v1 (alpha 1.0, 224): 4,253,864 total, 4,231,976 trainable,
+ *    21,888 non-trainable (27 BatchNorms, 10,944 channels).
+ *  - InceptionV3: 23,851,784 total, 23,817,352 trainable, 34,432
+ *    non-trainable (94 BatchNorms with scale=False: beta, mean, variance).
+ *  - vgg16_functional (a transfer head on VGG16's convolutions): the
+ *    13 convolutions 14,714,688 (VGG16 without top), fc1 25088 * 4096 +
+ *    4096 = 102,764,544, fc2 4096 * 4096 + 4096 = 16,781,312, dense_5
+ *    4096 * 2 + 2 = 8,194: 134,268,738 (the full ImageNet VGG16's
+ *    138,357,544 less its 1000-way head 4,097,000 plus dense_5's 8,194).
+ *  - mnist_small_cnn: conv2d_2 3*3*1*32 + 32 = 320; conv2d_3 3*3*32*64 + 64
+ *    = 18,496; Flatten 24*24*64 = 36,864; dense_5 36,864*128 + 128 =
+ *    4,718,720; dense_6 128*10 + 10 = 1,290: 4,738,826.
+ *  - lstm_sentiment: Embedding 20000*128 = 2,560,000; LSTM(128) on 128
+ *    features 4*(128*(128+128) + 128) = 131,584; LSTM(64) on 128
+ *    4*(64*(128+64) + 64) = 49,408; Dense(64) 64*64 + 64 = 4,160; Dense(1)
+ *    65: 2,745,217.
+ *  - fashion_mnist_mlp (Keras 3): 784*1024 + 1024 = 803,840; 1024*512 + 512
+ *    = 524,800; 512*256 + 256 = 131,328; 256*128 + 128 = 32,896; 128*10 +
+ *    10 = 1,290: 1,494,154.
+ *  - resnet50_nested_in_sequential (Keras 2.7): ResNet50 without top
+ *    23,587,712 (frozen), Dense(512) on 2048: 1,049,088, Dense(2) 1,026:
+ *    24,637,826, trainable 1,050,114.
+ *  - resnet50_transfer (Keras 3): the same base 23,587,712 + Dense(512)
+ *    1,049,088 + Dense(10) 5,130 = 24,641,930; the base is frozen except
+ *    conv5_block3_3_conv (512*2048 + 2048 = 1,050,624) and
+ *    conv5_block3_3_bn's gamma and beta (4,096): trainable 1,050,624 +
+ *    4,096 + 1,054,218 = 2,108,938.
+ *  - mobilenet_nested_in_sequential (Keras 2.7; the base is MobileNetV2,
+ *    2,257,984 without top, frozen): GlobalAveragePooling 1280, Dense(512)
+ *    655,872, Dense(2) 1,026: 2,914,882, trainable 656,898. */
+static void test_parameter_counts(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file;
+        int64_t total, trainable, bn;
+    } cases[] = {
+        {"resnet50_keras2.1.6.json", 25636712, 25583592, 53},
+        {"mobilenet_keras2.1.6.json", 4253864, 4231976, 27},
+        {"inceptionv3_keras2.1.6.json", 23851784, 23817352, 94},
+        {"vgg16_functional_keras2.6.json", 134268738, 134268738, 0},
+        {"mnist_small_cnn_keras2.15.json", 4738826, 4738826, 0},
+        {"lstm_sentiment_keras2.10.json", 2745217, 2745217, 0},
+        {"fashion_mnist_mlp_keras3.json", 1494154, 1494154, 0},
+        {"resnet50_nested_in_sequential_keras2.7.json", 24637826, 1050114, 53},
+        {"resnet50_transfer_keras3.json", 24641930, 2108938, 53},
+        {"mobilenet_nested_in_sequential_keras2.7.json", 2914882, 656898, 52},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/models/keras/%s", cases[k].file);
+        dnnmem_model *m = load(path);
+        struct counts c = count(m);
+        if (c.total != cases[k].total || c.trainable != cases[k].trainable || c.bn != cases[k].bn)
+            fail_msg("%s: %lld params, %lld trainable, %lld BatchNorms; want %lld, %lld, %lld",
+                     cases[k].file, (long long)c.total, (long long)c.trainable, (long long)c.bn,
+                     (long long)cases[k].total, (long long)cases[k].trainable,
+                     (long long)cases[k].bn);
+        /* the weights figure: 4 bytes a parameter, and the int64
+         * num_batches_tracked PyTorch keeps per BatchNorm */
+        struct dnnmem_dim_binding hw[2] = {{"height", 299}, {"width", 299}};
+        bool inception = strstr(cases[k].file, "inception") != NULL;
+        struct dnnmem_result *r = estimate(m, DNNMEM_MODE_INFER, 1, hw, inception ? 2 : 0);
+        assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT],
+                         4 * (uint64_t)cases[k].total + 8 * (uint64_t)cases[k].bn);
+        dnnmem_result_free(r);
+        dnnmem_model_free(m);
+    }
+}
+
+/* Format, inputs, symbols, weight names. */
+static void test_model_info(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/keras/resnet50_keras2.1.6.json");
+    struct dnnmem_model_info info;
+    dnnmem_model_get_info(m, &info);
+    assert_string_equal(info.format, "keras");
+    assert_non_null(strstr(info.producer, "Keras 2.1.6-tf Model"));
+    assert_int_equal(info.n_inputs, 1);
+    assert_int_equal(info.n_symbols, 1);
+    assert_string_equal(dnnmem_model_symbol(m, 0), "batch");
+    /* 53 convolutions with bias, 53 BatchNorms of 4 tensors, fc1000 */
+    assert_int_equal(info.n_weights, 53 * 2 + 53 * 4 + 2);
+    const struct dm_graph *g = dm_model_graph(m);
+    int32_t x = dm_graph_find(g, "input_1");
+    assert_true(x >= 0);
+    assert_int_equal(g->tensors[x].rank, 4);
+    assert_int_equal(g->tensors[x].dims[1].value, 224);
+    assert_int_equal(g->tensors[x].dims[3].value, 3);
+    int32_t w = dm_graph_find(g, "conv1/kernel");
+    assert_true(w >= 0); /* [filters, in, kh, kw] */
+    assert_int_equal(g->tensors[w].dims[0].value, 64);
+    assert_int_equal(g->tensors[w].dims[1].value, 3);
+    assert_int_equal(g->tensors[w].dims[2].value, 7);
+    assert_true(dm_graph_find(g, "bn_conv1/moving_variance") >= 0);
+    assert_true(dm_graph_find(g, "fc1000/kernel") >= 0);
+    dnnmem_model_free(m);
+
+    /* nested models: weights under the model's name; InceptionV3's free
+     * spatial dims are "height" and "width" */
+    m = load("tests/models/keras/resnet50_transfer_keras3.json");
+    g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "resnet50/conv1_conv/kernel") >= 0);
+    assert_true(dm_graph_find(g, "dense_1/bias") >= 0);
+    dnnmem_model_get_info(m, &info);
+    assert_non_null(strstr(info.producer, "Keras 3 Sequential"));
+    dnnmem_model_free(m);
+    /* a mixed-precision policy: float32 variables, and the producer says so */
+    m = load_json("{\"class_name\": \"Sequential\", \"keras_version\": \"2.15.0\", \"config\": "
+                  "{\"name\": \"s\", \"layers\": [{\"class_name\": \"Dense\", \"config\": "
+                  "{\"name\": \"d\", \"units\": 3, \"batch_input_shape\": [null, 4], \"dtype\": "
+                  "{\"class_name\": \"Policy\", \"config\": {\"name\": \"mixed_float16\"}}}}]}}");
+    dnnmem_model_get_info(m, &info);
+    assert_non_null(strstr(info.producer, "dtype policy mixed_float16, built float32 (use "
+                                          "--precision amp-fp16)"));
+    assert_int_equal(count(m).total, 15);
+    dnnmem_model_free(m);
+    m = load("tests/models/keras/inceptionv3_keras2.1.6.json");
+    dnnmem_model_get_info(m, &info);
+    assert_int_equal(info.n_symbols, 3);
+    assert_string_equal(dnnmem_model_symbol(m, 1), "height");
+    assert_string_equal(dnnmem_model_symbol(m, 2), "width");
+    dnnmem_model_free(m);
+}
+
+/* Shapes under batch 2 and the given other symbols. */
+static struct dm_tinfo *infer(const dnnmem_model *m, struct dm_arena *a, const int64_t *syms)
+{
+    const struct dm_graph *g = dm_model_graph(m);
+    struct dm_tinfo *t = calloc((size_t)g->n_tensors + 1, sizeof *t);
+    assert_non_null(t);
+    struct dnnmem_error err;
+    struct dm_infer ctx = {.g = g, .arena = a, .t = t, .sym_values = syms, .err = &err};
+    if (dm_infer_shapes(&ctx) != DNNMEM_OK)
+        fail_msg("shapes: %s", err.message);
+    return t;
+}
+
+static void assert_dims(const dnnmem_model *m, const struct dm_tinfo *t, const char *name,
+                        int rank, const int64_t *dims)
+{
+    int32_t x = dm_graph_find(dm_model_graph(m), name);
+    if (x < 0)
+        fail_msg("no tensor '%s'", name);
+    if (t[x].rank != rank)
+        fail_msg("%s: rank %d, want %d", name, t[x].rank, rank);
+    for (int k = 0; k < rank; k++)
+        if (t[x].dims[k] != dims[k])
+            fail_msg("%s: dim %d is %lld, want %lld", name, k, (long long)t[x].dims[k],
+                     (long long)dims[k]);
+}
+
+#define DIMS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+
+/* A Keras 2 functional model of image layers (8x8x3 input):
+ *   c1  Conv2D(4, 3, strides 2, same): [4, 4, 4], 3*3*3*4 + 4 = 112
+ *   bn  BatchNormalization(scale=False): beta, mean, variance 3*4 = 12
+ *   dw  DepthwiseConv2D(3, same, depth_multiplier 2, no bias): [4, 4, 8], 72
+ *   sep SeparableConv2D(6, 3, valid): [2, 2, 6], 3*3*8 + 8*6 + 6 = 126
+ *   zp  ZeroPadding2D(((1, 0), (0, 2))): [3, 4, 6]
+ *   mp  MaxPooling2D(2): [1, 2, 6]
+ *   gap GlobalAveragePooling2D(zp): [6]; flat Flatten(mp): [12]
+ *   cat Concatenate([flat, gap]): [18]; d Dense(5, relu): 18*5 + 5 = 95
+ * Total 417, trainable 409 (the moving statistics are not). */
+static const char *const tiny_image =
+    "{\"class_name\": \"Functional\", \"keras_version\": \"2.6.0\", \"config\": {\"name\": \"m\","
+    " \"input_layers\": [[\"img\", 0, 0]], \"output_layers\": [[\"sm\", 0, 0]], \"layers\": ["
+    "{\"class_name\": \"InputLayer\", \"name\": \"img\", \"config\": {\"name\": \"img\","
+    "  \"batch_input_shape\": [null, 8, 8, 3], \"dtype\": \"float32\"}, \"inbound_nodes\": []},"
+    "{\"class_name\": \"Conv2D\", \"name\": \"c1\", \"config\": {\"name\": \"c1\", \"filters\": 4,"
+    "  \"kernel_size\": [3, 3], \"strides\": [2, 2], \"padding\": \"same\", \"use_bias\": true},"
+    "  \"inbound_nodes\": [[[\"img\", 0, 0, {}]]]},"
+    "{\"class_name\": \"BatchNormalization\", \"name\": \"bn\", \"config\": {\"name\": \"bn\","
+    "  \"axis\": -1, \"scale\": false}, \"inbound_nodes\": [[[\"c1\", 0, 0, {}]]]},"
+    "{\"class_name\": \"DepthwiseConv2D\", \"name\": \"dw\", \"config\": {\"name\": \"dw\","
+    "  \"kernel_size\": 3, \"padding\": \"same\", \"depth_multiplier\": 2, \"use_bias\": false},"
+    "  \"inbound_nodes\": [[[\"bn\", 0, 0, {}]]]},"
+    "{\"class_name\": \"SeparableConv2D\", \"name\": \"sep\", \"config\": {\"name\": \"sep\","
+    "  \"filters\": 6, \"kernel_size\": [3, 3], \"padding\": \"valid\"},"
+    "  \"inbound_nodes\": [[[\"dw\", 0, 0, {}]]]},"
+    "{\"class_name\": \"ZeroPadding2D\", \"name\": \"zp\", \"config\": {\"name\": \"zp\","
+    "  \"padding\": [[1, 0], [0, 2]]}, \"inbound_nodes\": [[[\"sep\", 0, 0, {}]]]},"
+    "{\"class_name\": \"MaxPooling2D\", \"name\": \"mp\", \"config\": {\"name\": \"mp\","
+    "  \"pool_size\": [2, 2], \"strides\": null}, \"inbound_nodes\": [[[\"zp\", 0, 0, {}]]]},"
+    "{\"class_name\": \"GlobalAveragePooling2D\", \"name\": \"gap\", \"config\": {\"name\": \"gap\"},"
+    "  \"inbound_nodes\": [[[\"zp\", 0, 0, {}]]]},"
+    "{\"class_name\": \"Flatten\", \"name\": \"flat\", \"config\": {\"name\": \"flat\"},"
+    "  \"inbound_nodes\": [[[\"mp\", 0, 0, {}]]]},"
+    "{\"class_name\": \"Concatenate\", \"name\": \"cat\", \"config\": {\"name\": \"cat\", \"axis\": -1},"
+    "  \"inbound_nodes\": [[[\"flat\", 0, 0, {}], [\"gap\", 0, 0, {}]]]},"
+    "{\"class_name\": \"Dense\", \"name\": \"d\", \"config\": {\"name\": \"d\", \"units\": 5,"
+    "  \"activation\": \"relu\"}, \"inbound_nodes\": [[[\"cat\", 0, 0, {}]]]},"
+    "{\"class_name\": \"Softmax\", \"name\": \"sm\", \"config\": {\"name\": \"sm\"},"
+    "  \"inbound_nodes\": [[[\"d\", 0, 0, {}]]]}]}}";
+
+static void test_tiny_image(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load_json(tiny_image);
+    struct counts c = count(m);
+    assert_int_equal(c.total, 417);
+    assert_int_equal(c.trainable, 409);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    int64_t syms[1] = {2};
+    struct dm_tinfo *t = infer(m, &a, syms);
+    /* channels first in the IR: [N, C, H, W] */
+    assert_dims(m, t, "/c1/Conv_output_0", DIMS(2, 4, 4, 4));
+    assert_dims(m, t, "/dw/Conv_output_0", DIMS(2, 8, 4, 4));
+    assert_dims(m, t, "/sep/Conv_1_output_0", DIMS(2, 6, 2, 2));
+    assert_dims(m, t, "/zp/Pad_output_0", DIMS(2, 6, 3, 4));
+    assert_dims(m, t, "/mp/MaxPool_output_0", DIMS(2, 6, 1, 2));
+    assert_dims(m, t, "/gap/Flatten_output_0", DIMS(2, 6));
+    assert_dims(m, t, "/cat/Concat_output_0", DIMS(2, 18));
+    assert_dims(m, t, "/sm/Softmax_output_0", DIMS(2, 5));
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_int_equal(g->n_outputs, 1);
+    assert_string_equal(g->tensors[g->outputs[0]].name, "/sm/Softmax_output_0");
+    /* the input is NHWC as Keras declares it; the one Transpose to NCHW is a view */
+    int transposes = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        transposes += g->nodes[i].op == DM_OP_Transpose;
+    assert_int_equal(transposes, 1);
+    free(t);
+    dm_arena_free(&a);
+    dnnmem_model_free(m);
+}
+
+/* A Keras 3 functional model of sequence layers, token ids [batch, seq]:
+ *   emb  Embedding(50, 8): [S, 8], 400
+ *   bi   Bidirectional(LSTM(6, return_sequences)), concat: [S, 12],
+ *        2 * 4 * (6 * (8 + 6) + 6) = 720
+ *   gru  GRU(5) (reset_after, two biases): [5], 3*5*(12 + 5) + 2*3*5 = 285
+ *   rep  RepeatVector(4): [4, 5]
+ *   rnn  SimpleRNN(3, return_sequences): [4, 3], 3*(5 + 3) + 3 = 27
+ *   perm Permute((2, 1)): [3, 4]
+ *   ln   LayerNormalization(): 2*4 = 8
+ *   rs   Reshape((12,)); out Dense(2): 12*2 + 2 = 26
+ * Total 1466. */
+#define KT(layer) "{\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": [null], "       \
+                  "\"dtype\": \"float32\", \"keras_history\": [\"" layer "\", 0, 0]}}"
+#define K3(cls, name, cfg, in)                                                                     \
+    "{\"module\": \"keras.layers\", \"class_name\": \"" cls "\", \"registered_name\": null, "      \
+    "\"name\": \"" name "\", \"config\": {\"name\": \"" name "\", \"trainable\": true, "           \
+    "\"dtype\": {\"module\": \"keras\", \"class_name\": \"DTypePolicy\", \"config\": "            \
+    "{\"name\": \"float32\"}, \"registered_name\": null}" cfg "}, \"inbound_nodes\": "            \
+    "[{\"args\": [" KT(in) "], \"kwargs\": {}}]}"
+static const char *const tiny_seq =
+    "{\"module\": \"keras\", \"class_name\": \"Functional\", \"registered_name\": \"Functional\","
+    " \"config\": {\"name\": \"s\", \"trainable\": true, \"input_layers\": [[\"tok\", 0, 0]],"
+    " \"output_layers\": [[\"out\", 0, 0]], \"layers\": ["
+    "{\"module\": \"keras.layers\", \"class_name\": \"InputLayer\", \"registered_name\": null,"
+    " \"name\": \"tok\", \"config\": {\"batch_shape\": [null, null], \"dtype\": \"int32\","
+    " \"sparse\": false, \"name\": \"tok\"}, \"inbound_nodes\": []},"
+    K3("Embedding", "emb", ", \"input_dim\": 50, \"output_dim\": 8", "tok") ","
+    K3("Bidirectional", "bi", ", \"merge_mode\": \"concat\", \"layer\": {\"module\": "
+       "\"keras.layers\", \"class_name\": \"LSTM\", \"config\": {\"name\": \"lstm\", \"units\": 6,"
+       " \"return_sequences\": true}}", "emb") ","
+    K3("GRU", "gru", ", \"units\": 5, \"reset_after\": true", "bi") ","
+    K3("RepeatVector", "rep", ", \"n\": 4", "gru") ","
+    K3("SimpleRNN", "rnn", ", \"units\": 3, \"return_sequences\": true", "rep") ","
+    K3("Permute", "perm", ", \"dims\": [2, 1]", "rnn") ","
+    K3("LayerNormalization", "ln", ", \"axis\": -1, \"epsilon\": 0.001", "perm") ","
+    K3("Reshape", "rs", ", \"target_shape\": [12]", "ln") ","
+    K3("Dense", "out", ", \"units\": 2, \"activation\": \"sigmoid\"", "rs") "]}}";
+
+static void test_tiny_sequence(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load_json(tiny_seq);
+    assert_int_equal(count(m).total, 1466);
+    struct dnnmem_model_info info;
+    dnnmem_model_get_info(m, &info);
+    assert_int_equal(info.n_symbols, 2);
+    assert_string_equal(dnnmem_model_symbol(m, 0), "batch");
+    assert_string_equal(dnnmem_model_symbol(m, 1), "seq");
+    struct dm_arena a;
+    dm_arena_init(&a);
+    int64_t syms[2] = {2, 7};
+    struct dm_tinfo *t = infer(m, &a, syms);
+    assert_dims(m, t, "/emb/Gather_output_0", DIMS(2, 7, 8));
+    assert_dims(m, t, "/bi/LSTM_output_0", DIMS(2, 7, 2, 6)); /* [batch, seq, dirs, units] */
+    assert_dims(m, t, "/bi/Reshape_output_0", DIMS(2, 7, 12));
+    assert_dims(m, t, "/gru/Reshape_output_0", DIMS(2, 5));
+    assert_dims(m, t, "/rep/Tile_output_0", DIMS(2, 4, 5));
+    assert_dims(m, t, "/rnn/Reshape_output_0", DIMS(2, 4, 3));
+    assert_dims(m, t, "/perm/Transpose_output_0", DIMS(2, 3, 4));
+    assert_dims(m, t, "/rs/Reshape_output_0", DIMS(2, 12));
+    assert_dims(m, t, "/out/Sigmoid_output_0", DIMS(2, 2));
+    free(t);
+    dm_arena_free(&a);
+    /* --seq-len binds the sequence; training runs end to end */
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.batch_size = 4;
+    cfg.seq_len = 16;
+    struct dnnmem_result *r = NULL;
+    struct dnnmem_error err;
+    if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
+        fail_msg("estimate: %s", err.message);
+    /* the int32 ids: 4 x 16 x 4 bytes */
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT] >= 4 * 16 * 4, true);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
+#define SEQ_HEAD                                                                                   \
+    "{\"class_name\": \"Sequential\", \"keras_version\": \"2.15.0\", \"config\": {\"name\": "      \
+    "\"s\", \"layers\": ["
+
+/* A Keras 2 transformer block on [batch, 16, 32] (self-attention: the
+ * value passed by keyword):
+ *   mha MultiHeadAttention(4 heads, key_dim 8): query, key, value kernels
+ *       [32, 4, 8] + biases [4, 8]: 3 * 1056; attention_output [4, 8, 32] +
+ *       [32]: 1056; 4224 in all
+ *   add, ln1 LayerNormalization 2*32 = 64, ff1 Dense(64) 32*64 + 64 = 2112,
+ *   ff2 Dense(32) 64*32 + 32 = 2080, add2, ln2 64, GlobalAveragePooling1D,
+ *   out Dense(2) 66: 8610. */
+#define K2(cls, name, cfg, in)                                                                     \
+    "{\"class_name\": \"" cls "\", \"name\": \"" name "\", \"config\": {\"name\": \"" name    \
+    "\"" cfg "}, \"inbound_nodes\": [[" in "]]}"
+static const char *const tiny_transformer =
+    "{\"class_name\": \"Functional\", \"keras_version\": \"2.13.1\", \"config\": {\"name\": \"t\","
+    " \"input_layers\": [[\"x\", 0, 0]], \"output_layers\": [[\"out\", 0, 0]], \"layers\": ["
+    "{\"class_name\": \"InputLayer\", \"name\": \"x\", \"config\": {\"name\": \"x\","
+    "  \"batch_input_shape\": [null, 16, 32], \"dtype\": \"float32\"}, \"inbound_nodes\": []},"
+    K2("MultiHeadAttention", "mha", ", \"num_heads\": 4, \"key_dim\": 8, \"value_dim\": 8,"
+       " \"dropout\": 0.1, \"use_bias\": true, \"output_shape\": null, \"attention_axes\": null",
+       "[\"x\", 0, 0, {\"value\": [\"x\", 0, 0]}]") ","
+    K2("Add", "add", "", "[\"x\", 0, 0, {}], [\"mha\", 0, 0, {}]") ","
+    K2("LayerNormalization", "ln1", ", \"axis\": [2], \"epsilon\": 1e-6", "[\"add\", 0, 0, {}]") ","
+    K2("Dense", "ff1", ", \"units\": 64, \"activation\": \"gelu\"", "[\"ln1\", 0, 0, {}]") ","
+    K2("Dense", "ff2", ", \"units\": 32", "[\"ff1\", 0, 0, {}]") ","
+    K2("Add", "add2", "", "[\"ln1\", 0, 0, {}], [\"ff2\", 0, 0, {}]") ","
+    K2("LayerNormalization", "ln2", ", \"axis\": -1", "[\"add2\", 0, 0, {}]") ","
+    K2("GlobalAveragePooling1D", "gap", "", "[\"ln2\", 0, 0, {}]") ","
+    K2("Dense", "out", ", \"units\": 2, \"activation\": \"softmax\"", "[\"gap\", 0, 0, {}]")
+    "]}}";
+
+static void test_tiny_transformer(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load_json(tiny_transformer);
+    assert_int_equal(count(m).total, 8610);
+    const struct dm_graph *g = dm_model_graph(m);
+    int32_t w = dm_graph_find(g, "mha/query/kernel");
+    assert_true(w >= 0);
+    assert_int_equal(g->tensors[w].rank, 3);
+    assert_true(dm_graph_find(g, "mha/attention_output/bias") >= 0);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    int64_t syms[1] = {2};
+    struct dm_tinfo *t = infer(m, &a, syms);
+    assert_dims(m, t, "/mha/MatMul_3_output_0", DIMS(2, 4, 16, 16)); /* the scores */
+    assert_dims(m, t, "/mha/Add_3_output_0", DIMS(2, 16, 32));
+    assert_dims(m, t, "/gap/Flatten_output_0", DIMS(2, 32));
+    free(t);
+    dm_arena_free(&a);
+    struct dnnmem_result *r = estimate(m, DNNMEM_MODE_TRAIN, 8, NULL, 0);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 4 * 8610);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
+/* Wrappers and resampling, on 5 frames of 9x9x3:
+ *   td  TimeDistributed(Conv2D(4, 3)): [5, 7, 7, 4], 3*3*3*4 + 4 = 112
+ *   td2 TimeDistributed(Flatten()): [5, 196]
+ *   td3 TimeDistributed(Dense(6)): [5, 6], 196*6 + 6 = 1182
+ *   r   Reshape((5, 6, 1)); up UpSampling2D((2, 3)): [10, 18, 1]
+ *   cr  Cropping2D(((1, 2), (0, 3))): [7, 15, 1]
+ * Total 1294. */
+static const char *const tiny_wrappers =
+    SEQ_HEAD "{\"class_name\": \"InputLayer\", \"config\": {\"name\": \"in\", \"batch_input_shape\":"
+    " [null, 5, 9, 9, 3]}},"
+    "{\"class_name\": \"TimeDistributed\", \"config\": {\"name\": \"td\", \"layer\": {\"class_name\":"
+    " \"Conv2D\", \"config\": {\"name\": \"c\", \"filters\": 4, \"kernel_size\": 3}}}},"
+    "{\"class_name\": \"TimeDistributed\", \"config\": {\"name\": \"td2\", \"layer\": {\"class_name\":"
+    " \"Flatten\", \"config\": {\"name\": \"f\"}}}},"
+    "{\"class_name\": \"TimeDistributed\", \"config\": {\"name\": \"td3\", \"layer\": {\"class_name\":"
+    " \"Dense\", \"config\": {\"name\": \"d\", \"units\": 6}}}},"
+    "{\"class_name\": \"Reshape\", \"config\": {\"name\": \"r\", \"target_shape\": [5, 6, 1]}},"
+    "{\"class_name\": \"UpSampling2D\", \"config\": {\"name\": \"up\", \"size\": [2, 3]}},"
+    "{\"class_name\": \"Cropping2D\", \"config\": {\"name\": \"cr\", \"cropping\": [[1, 2], [0, 3]]}}"
+    "]}}";
+
+static void test_tiny_wrappers(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load_json(tiny_wrappers);
+    assert_int_equal(count(m).total, 1294);
+    assert_true(dm_graph_find(dm_model_graph(m), "td/kernel") >= 0);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    int64_t syms[1] = {2};
+    struct dm_tinfo *t = infer(m, &a, syms);
+    assert_dims(m, t, "/td/Conv_output_0", DIMS(10, 4, 7, 7));
+    assert_dims(m, t, "/td/Reshape_1_output_0", DIMS(2, 5, 7, 7, 4));
+    assert_dims(m, t, "/td2/Reshape_1_output_0", DIMS(2, 5, 196));
+    assert_dims(m, t, "/td3/Add_output_0", DIMS(2, 5, 6));
+    assert_dims(m, t, "/up/Resize_output_0", DIMS(2, 1, 10, 18));
+    assert_dims(m, t, "/cr/Slice_output_0", DIMS(2, 1, 7, 15));
+    free(t);
+    dm_arena_free(&a);
+    dnnmem_model_free(m);
+}
+
+/* Training: every estimate runs end to end; frozen layers get no optimizer
+ * state (SGD momentum: one buffer per trainable parameter). */
+static void test_train(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file;
+        int64_t trainable;
+    } cases[] = {
+        {"mnist_small_cnn_keras2.15.json", 4738826},
+        {"lstm_sentiment_keras2.10.json", 2745217},
+        {"fashion_mnist_mlp_keras3.json", 1494154},
+        {"resnet50_transfer_keras3.json", 2108938},
+        {"mobilenet_nested_in_sequential_keras2.7.json", 656898},
+        {"resnet50_keras2.1.6.json", 25583592},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/models/keras/%s", cases[k].file);
+        dnnmem_model *m = load(path);
+        struct dnnmem_result *r = estimate(m, DNNMEM_MODE_TRAIN, 32, NULL, 0);
+        if (r->category_bytes[DNNMEM_CAT_OPTIMIZER] != 4 * (uint64_t)cases[k].trainable)
+            fail_msg("%s: optimizer state %llu B, want 4 x %lld", cases[k].file,
+                     (unsigned long long)r->category_bytes[DNNMEM_CAT_OPTIMIZER],
+                     (long long)cases[k].trainable);
+        assert_true(r->peak_allocated > 4 * (uint64_t)cases[k].trainable);
+        dnnmem_result_free(r);
+        dnnmem_model_free(m);
+    }
+}
+
+static void expect_error(const char *json, enum dnnmem_status want, const char *needle)
+{
+    dnnmem_model *m = NULL;
+    struct dnnmem_error err;
+    enum dnnmem_status s = dnnmem_model_load_buffer(json, strlen(json), "k.json", &m, &err);
+    if (s != want || !strstr(err.message, needle) || strncmp(err.message, "k.json: ", 8) != 0 ||
+        strchr(err.message, '\n'))
+        fail_msg("%.80s...: got status %d '%s', want %d with '%s'", json, (int)s,
+                 s ? err.message : "", (int)want, needle);
+    assert_null(m);
+}
+
+#define SEQ(layers)                                                                                \
+    "{\"class_name\": \"Sequential\", \"keras_version\": \"2.15.0\", \"config\": {\"name\": "      \
+    "\"s\", \"layers\": [" layers "]}}"
+#define INPUT(shape)                                                                               \
+    "{\"class_name\": \"InputLayer\", \"config\": {\"name\": \"in\", \"batch_input_shape\": "      \
+    shape ", \"dtype\": \"float32\"}}"
+
+static void test_errors(void **state)
+{
+    (void)state;
+    expect_error(SEQ(INPUT("[null, 4]") ", {\"class_name\": \"Lambda\", \"config\": {\"name\": "
+                     "\"my_lambda\", \"function\": \"x\"}}"),
+                 DNNMEM_E_UNSUPPORTED, "layer 'my_lambda' (Lambda): class 'Lambda' is not supported");
+    expect_error(SEQ(INPUT("[null, 8, 8, 3]") ", {\"class_name\": \"Conv2D\", \"config\": "
+                     "{\"name\": \"c\", \"kernel_size\": 3}}"),
+                 DNNMEM_E_MODEL, "layer 'c' (Conv2D): config field 'filters' is missing");
+    expect_error(SEQ(INPUT("[null, 4]") ", {\"class_name\": \"Dense\", \"config\": {\"name\": "
+                     "\"d\", \"units\": 1000000000000}}"),
+                 DNNMEM_E_SHAPE, "layer 'd' (Dense): config field 'units' is 1000000000000, an absurd size");
+    expect_error(SEQ(INPUT("[null, 99999999999]")), DNNMEM_E_SHAPE, "input 'in' dim 1 is not a size");
+    expect_error(SEQ(INPUT("[null, -3]")), DNNMEM_E_MODEL, "input 'in' dim 1 is not a size");
+    expect_error(SEQ(INPUT("[null, 4]") ", {\"class_name\": \"Dense\", \"config\": {\"name\": "
+                     "\"d\", \"units\": 3, \"activation\": \"mish\"}}"),
+                 DNNMEM_E_UNSUPPORTED, "layer 'd' (Dense): activation 'mish' is not supported");
+    /* no input shape anywhere: named, not guessed */
+    expect_error(SEQ("{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 3}}"),
+                 DNNMEM_E_MODEL, "the input shape is missing: the Sequential model has no "
+                 "InputLayer, its first layer 'd' no 'batch_input_shape'");
+    /* a weight that depends on a None dim */
+    expect_error(SEQ(INPUT("[null, null]") ", {\"class_name\": \"Dense\", \"config\": {\"name\": "
+                     "\"d\", \"units\": 3}}"),
+                 DNNMEM_E_SHAPE, "layer 'd' (Dense): the input's last dim (axis 1) is None");
+    expect_error(SEQ(INPUT("[null, 2, 2, 3]") ", {\"class_name\": \"Conv2D\", \"config\": "
+                     "{\"name\": \"c\", \"filters\": 4, \"kernel_size\": 3}}"),
+                 DNNMEM_E_SHAPE, "the window (3) is larger than the input (2)");
+    expect_error("{\"class_name\": \"Functional\", \"keras_version\": \"2.6.0\", \"config\": "
+                 "{\"name\": \"f\", \"input_layers\": [[\"a\", 0, 0]], \"output_layers\": "
+                 "[[\"b\", 0, 0]], \"layers\": [{\"class_name\": \"InputLayer\", \"name\": \"a\", "
+                 "\"config\": {\"name\": \"a\", \"batch_input_shape\": [null, 3]}, "
+                 "\"inbound_nodes\": []}, {\"class_name\": \"Dense\", \"name\": \"b\", \"config\": "
+                 "{\"name\": \"b\", \"units\": 2}, \"inbound_nodes\": [[[\"zz\", 0, 0, {}]]]}]}}",
+                 DNNMEM_E_MODEL, "the input 'zz' (call 0) is no layer output of the model");
+    expect_error("{\"class_name\": \"Sequential\", \"config\": {\"layers\": [", DNNMEM_E_PARSE,
+                 "not valid JSON");
+    expect_error("PK\003\004 zip bytes", DNNMEM_E_UNSUPPORTED, "a zip archive (a .keras model?)");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parameter_counts),
+        cmocka_unit_test(test_model_info),
+        cmocka_unit_test(test_tiny_image),
+        cmocka_unit_test(test_tiny_sequence),
+        cmocka_unit_test(test_tiny_transformer),
+        cmocka_unit_test(test_tiny_wrappers),
+        cmocka_unit_test(test_train),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
