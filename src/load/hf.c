@@ -1231,6 +1231,16 @@ static int32_t deepseek_moe(struct hf *h, const struct llama *c, const struct mo
     return final;
 }
 
+/* x.narrow(axis, start, length): a view (one part of torch.split). */
+static int32_t narrow(struct hf *h, int32_t x, int64_t axis, int64_t start, int64_t length)
+{
+    int32_t y = op(h, DM_OP_Narrow, 1, x);
+    attr_i(h, "axis", axis);
+    attr_i(h, "start", start);
+    attr_i(h, "length", length);
+    return y;
+}
+
 /* DeepseekV3Attention.forward (multi-head latent attention). q from q_proj,
  * or q_a_proj, q_a_layernorm, q_b_proj; the compressed kv_a_proj_with_mqa
  * split into kv_lora_rank (normalised, decompressed by kv_b_proj into each
@@ -1238,13 +1248,14 @@ static int32_t deepseek_moe(struct hf *h, const struct llama *c, const struct mo
  * rotary embedding on the rope parts; query and key concatenated
  * [B, H, S, qk_nope + qk_rope]. The cache holds these decompressed keys and
  * the values [B, H, S, v_head_dim] (past_key_value.update(key_states,
- * value_states)), not the latent vector. torch.split's views are copies
- * here (Split), and the rope parts are built on [B, S, H, D] as the Llama
- * family's are; with use_cache, *kv_rest is the key half of kv_b_proj's
- * output, held to the end of the forward because the cached values are a
- * view of that output. */
+ * value_states)), not the latent vector; the values are a view of
+ * kv_b_proj's whole output, which the cache thus keeps. torch.split's parts
+ * are views (Narrow); the rope parts are built on [B, S, H, D] as the Llama
+ * family's are, after the copy apply_rotary_pos_emb_interleave makes
+ * (rope_interleave, DeepseekV3Config's default; V2's complex rotation
+ * copies likewise). */
 static int32_t mla_attention(struct hf *h, const struct llama *c, int layer, int32_t x, int32_t cos,
-                             int32_t sin, int32_t mask, int32_t *attn_weights, int32_t *kv_rest)
+                             int32_t sin, int32_t mask, int32_t *attn_weights)
 {
     const struct mla *a = c->mla;
     struct dm_graph *g = h->g;
@@ -1274,19 +1285,11 @@ static int32_t mla_attention(struct hf *h, const struct llama *c, int layer, int
         leave(h, s);
     }
     q = reshape(h, q, INTS(0, 0, H, Dq));
-    struct dm_node *n = node(h, DM_OP_Split, 2, (int32_t[]){q, const_ints(h, INTS(a->nope, a->rope))}, 2);
-    if (!n)
-        return -1;
-    int32_t q_pass = n->out[0], q_rot = n->out[1];
-    attr_i(h, "axis", 3);
+    int32_t q_pass = narrow(h, q, 3, 0, a->nope), q_rot = narrow(h, q, 3, a->nope, a->rope);
     s = enter(h, "kv_a_proj_with_mqa");
     int32_t ckv = linear(h, x, E, a->kv_lora + a->rope, a->bias, -1, NULL);
     leave(h, s);
-    n = node(h, DM_OP_Split, 2, (int32_t[]){ckv, const_ints(h, INTS(a->kv_lora, a->rope))}, 2);
-    if (!n)
-        return -1;
-    int32_t k_lat = n->out[0], k_rot = n->out[1];
-    attr_i(h, "axis", 2);
+    int32_t k_lat = narrow(h, ckv, 2, 0, a->kv_lora), k_rot = narrow(h, ckv, 2, a->kv_lora, a->rope);
     s = enter(h, "kv_a_layernorm");
     k_lat = rms_norm(h, k_lat, a->kv_lora, 1e-6);
     leave(h, s);
@@ -1294,14 +1297,13 @@ static int32_t mla_attention(struct hf *h, const struct llama *c, int layer, int
     int32_t kv = linear(h, k_lat, a->kv_lora, H * (a->nope + a->v), false, -1, NULL);
     leave(h, s);
     kv = reshape(h, kv, INTS(0, 0, H, a->nope + a->v));
-    n = node(h, DM_OP_Split, 2, (int32_t[]){kv, const_ints(h, INTS(a->nope, a->v))}, 2);
-    if (!n)
-        return -1;
-    int32_t k_pass = n->out[0], v = n->out[1];
-    attr_i(h, "axis", 3);
+    int32_t k_pass = narrow(h, kv, 3, 0, a->nope), v = narrow(h, kv, 3, a->nope, a->v);
     h->out_name = vname;
     v = transpose(h, v, INTS(0, 2, 1, 3));
-    k_rot = reshape(h, k_rot, INTS(0, 0, 1, a->rope)); /* k_rot.view(B, 1, S, rope) */
+    /* the interleave's .reshape copies the strided rope parts (k_rot's
+     * view(B, 1, S, rope) is the same copy here) */
+    q_rot = reshape(h, q_rot, INTS(0, 0, H, a->rope));
+    k_rot = reshape(h, k_rot, INTS(0, 0, 1, a->rope));
     q_rot = rope(h, q_rot, cos, sin, a->rope, NULL);
     k_rot = rope(h, k_rot, cos, sin, a->rope, NULL);
     int32_t k_rot_emb = k_rot;
@@ -1317,11 +1319,12 @@ static int32_t mla_attention(struct hf *h, const struct llama *c, int layer, int
     /* query_states and key_states are torch.cat results, contiguous
      * [B, H, S, D] in PyTorch: the matmul folds them without a copy; the
      * values are a strided view of kv_b_proj's output, copied by matmul's
-     * reshape (eager) or .contiguous() (sdpa) */
-    int32_t vc = reshape(h, v, INTS(0, H, -1, a->v));
+     * reshape (eager, a temporary of the second matmul) or .contiguous()
+     * (sdpa) */
     int32_t o, p = -1;
     double scale = 1.0 / sqrt((double)Dq);
     if (h->sdpa) {
+        int32_t vc = reshape(h, v, INTS(0, H, -1, a->v));
         o = fused_attention(h, (int32_t[]){q, k, vc}, true);
         attr_f(h, "scale", scale);
     } else {
@@ -1337,7 +1340,7 @@ static int32_t mla_attention(struct hf *h, const struct llama *c, int layer, int
         keep32(h, p);
         p = op(h, DM_OP_CastLike, 2, p, sc);
         p = dropout(h, p, c->attn_drop);
-        o = op(h, DM_OP_MatMul, 2, p, vc);
+        o = op(h, DM_OP_MatMul, 2, p, reshape(h, v, INTS(0, H, -1, a->v)));
     }
     o = transpose(h, o, INTS(0, 2, 1, 3));
     o = reshape(h, o, INTS(0, 0, -1));
@@ -1345,13 +1348,12 @@ static int32_t mla_attention(struct hf *h, const struct llama *c, int layer, int
     o = linear(h, o, H * a->v, E, a->bias, -1, NULL);
     leave(h, s);
     /* the forward's locals live until it returns: q_states, compressed_kv,
-     * k_pass (the rest of kv_b_proj's output), the rotated q_rot and k_rot,
-     * query_states, key_states, and the attention function's value copy */
-    int32_t locals[] = {q_states, ckv, k_pass, q_rot, k_rot_emb, qs, k, vc};
+     * k_pass and value_states (kv_b_proj's output), the rotated q_rot and
+     * k_rot, query_states, key_states */
+    int32_t locals[] = {q_states, ckv, k_pass, v, q_rot, k_rot_emb, qs, k};
     for (size_t j = 0; j < sizeof locals / sizeof locals[0]; j++)
         hold(h, locals[j], last_node(h));
     *attn_weights = p;
-    *kv_rest = c->use_cache ? k_pass : -1;
     return o;
 }
 
@@ -1359,13 +1361,6 @@ static int32_t mla_attention(struct hf *h, const struct llama *c, int layer, int
 static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
 {
     int64_t D = c->head_dim;
-    /* MLA with use_cache: per layer, the part of kv_b_proj's output that the
-     * cached values keep alive (mla_attention) */
-    int32_t *kv_rest = malloc((size_t)c->layers * sizeof *kv_rest);
-    if (!kv_rest)
-        return oom(h);
-    for (int i = 0; i < c->layers; i++)
-        kv_rest[i] = -1;
     size_t top = enter(h, "model");
     size_t s = enter(h, "embed_tokens");
     int32_t emb_w = param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->vocab, c->hidden});
@@ -1396,10 +1391,8 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
         struct dm_dim *fd = dm_arena_alloc(&h->g->arena, sizeof *fd);
         struct dm_value *fv = dm_arena_alloc(&h->g->arena, sizeof *fv);
         double *ff = dm_arena_alloc(&h->g->arena, sizeof *ff);
-        if (!fill || !fd || !fv || !ff) {
-            free(kv_rest);
+        if (!fill || !fd || !fv || !ff)
             return oom(h);
-        }
         *ff = -FLT_MAX;
         *fv = (struct dm_value){.n = 1, .is_float = true, .f = ff};
         *fd = (struct dm_dim){1, -1};
@@ -1427,10 +1420,8 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
     int64_t half = D / 2;
     param(h, "inv_freq", DM_FLOAT, 1, &half);
     double *inv = malloc((size_t)half * sizeof *inv);
-    if (!inv) {
-        free(kv_rest);
+    if (!inv)
         return oom(h);
-    }
     for (int64_t i = 0; i < half; i++)
         inv[i] = 1.0 / pow(c->theta, (double)(2 * i) / (double)D);
     int32_t invf = constant(h);
@@ -1467,7 +1458,7 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
         leave(h, s);
         s = enter(h, "self_attn");
         int32_t attn_w = -1, router = -1;
-        y = c->mla ? mla_attention(h, c, i, y, cos, sin, mask, &attn_w, &kv_rest[i])
+        y = c->mla ? mla_attention(h, c, i, y, cos, sin, mask, &attn_w)
                    : llama_attention(h, c, i, y, cos, sin, mask, &attn_w);
         leave(h, s);
         x = op(h, DM_OP_Add, 2, residual, y);
@@ -1503,9 +1494,6 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
     s = enter(h, "lm_head");
     x = linear(h, x, c->hidden, c->vocab, false, c->tie ? emb_w : -1, "logits");
     leave(h, s);
-    for (int i = 0; i < c->layers; i++)
-        hold(h, kv_rest[i], last_node(h));
-    free(kv_rest);
     return x;
 }
 

@@ -376,6 +376,19 @@ static void setup(struct dm_sb *b)
 
 /* Ops that torchvision and common models run in place (ReLU(inplace=True),
  * ReLU6/Hardtanh, Hardswish, LeakyReLU). */
+/* Whether Narrow's view of x skips elements: a narrowed dim with a larger
+ * dim after it (torch.split along the last axis). */
+static bool narrow_strides(const struct dm_node *n, const struct dm_tinfo *x)
+{
+    int64_t axis = dm_attr_int(n, "axis", 0);
+    if (axis < 0)
+        axis += x->rank;
+    for (int d = (int)axis + 1; d < x->rank; d++)
+        if (x->dims[d] != 1)
+            return true;
+    return false;
+}
+
 static bool can_run_inplace(enum dm_op op)
 {
     return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu || op == DM_OP_HardSwish ||
@@ -651,7 +664,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
             b->cur[o] = base;
             dm_sb_ref(b, base, holders);
             b->strided[o] = b->strided[in0] ||
-                            (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0]));
+                            (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0])) ||
+                            (n->op == DM_OP_Narrow && narrow_strides(n, &t[in0]));
             if (n->op == DM_OP_Transpose && is_fused_attention_output(b, n))
                 b->strided[o] = false;
             continue;

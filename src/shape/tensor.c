@@ -1204,3 +1204,21 @@ status dm_shape_expert_tokens(struct dm_infer *ctx, const struct dm_node *n)
     DM_TRY(dm_set_out(ctx, n, 0, DM_INT64, 2, (int64_t[]){per, 2}));
     return dm_set_out(ctx, n, 1, DM_INT64, 1, (int64_t[]){per});
 }
+
+/* Narrow(x): axis, start, length attributes; x's shape with length at axis. */
+status dm_shape_narrow(struct dm_infer *ctx, const struct dm_node *n)
+{
+    const struct dm_tinfo *x;
+    int a;
+    DM_TRY(req(ctx, n, 0, &x));
+    DM_TRY(dm_axis(ctx, n, dm_attr_int(n, "axis", 0), x->rank, &a));
+    int64_t start = dm_attr_int(n, "start", 0), len = dm_attr_int(n, "length", -1), d[MAXD];
+    if (start < 0 || len < 0 || start > x->dims[a] || len > x->dims[a] - start)
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
+                              "Narrow: [%lld, %lld + %lld) is not within dim %d of size %lld",
+                              (long long)start, (long long)start, (long long)len, a,
+                              (long long)x->dims[a]);
+    memcpy(d, x->dims, sizeof d);
+    d[a] = len;
+    return dm_set_out(ctx, n, 0, x->dtype, x->rank, d);
+}
