@@ -831,6 +831,7 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
     int32_t k = head_proj(h, c, x, "k_proj", "k_norm", KV, NULL, true);
     int32_t v = head_proj(h, c, x, "v_proj", NULL, KV, vname, false);
     q = rope(h, q, cos, sin, D, NULL);
+    int32_t q_embed = q;
     q = transpose(h, q, INTS(0, 2, 1, 3));
     k = rope(h, k, cos, sin, D, NULL);
     h->out_name = kname;
@@ -885,6 +886,9 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
     size_t sc = enter(h, "o_proj");
     o = linear(h, o, H * D, c->hidden, c->o_bias, -1, NULL);
     leave(h, sc);
+    /* and LlamaAttention.forward's query_states (the rotated q, which the
+     * matmul copies) until it returns */
+    hold(h, q_embed, last_node(h));
     *attn_weights = p;
     return o;
 }
@@ -1014,9 +1018,14 @@ static int32_t sum_last(struct hf *h, int32_t x, bool keepdims)
 /* The expert loop on x2 [N, hidden] (see above): routing weights rw [N, k],
  * chosen experts sel int64 [N, k], into final [N, hidden], which it
  * returns. DeepSeek's mask is permuted (2, 0, 1), the others' (2, 1, 0);
- * DeepSeek's float32 weights make each weighted output float32. */
+ * DeepSeek's float32 weights make each weighted output float32. locals[]
+ * gets what stays referenced until the enclosing function returns: the
+ * expert mask and the loop variables of the last iteration (a Python for
+ * loop leaves them bound): its token indices, gathered input, weights and
+ * output. */
+#define LOOP_LOCALS 6
 static int32_t expert_loop(struct hf *h, const struct moe *m, int64_t hidden, int32_t x2, int32_t rw,
-                           int32_t sel, int32_t final)
+                           int32_t sel, int32_t final, int32_t locals[LOOP_LOCALS])
 {
     bool ds = m->kind == MOE_DEEPSEEK;
     /* one_hot(selected, num_classes=E): int64 [N, k, E]; the values input
@@ -1044,11 +1053,11 @@ static int32_t expert_loop(struct hf *h, const struct moe *m, int64_t hidden, in
         if (ds) /* expert_weights = topk_weights[token_indices, weight_indices] */
             w = op(h, DM_OP_GatherND, 2, rw, nz);
         int32_t cur = op(h, DM_OP_Gather, 2, x2, tok); /* hidden_states[top_x] */
-        int32_t y = swiglu(h, cur, hidden, m->inter, m->kind == MOE_MIXTRAL ? mixtral : proj);
+        int32_t out = swiglu(h, cur, hidden, m->inter, m->kind == MOE_MIXTRAL ? mixtral : proj);
         if (!ds) /* routing_weights[top_x, idx, None] */
             w = op(h, DM_OP_GatherND, 2, rw, nz);
-        w = op(h, DM_OP_Unsqueeze, 2, w, last);
-        y = op(h, DM_OP_Mul, 2, y, w);
+        int32_t w1 = op(h, DM_OP_Unsqueeze, 2, w, last);
+        int32_t y = op(h, DM_OP_Mul, 2, out, w1);
         if (ds)
             keep32(h, y); /* bf16 output times float32 weights: float32 */
         final = op(h, DM_OP_IndexAdd, 3, final, tok, y);
@@ -1056,9 +1065,14 @@ static int32_t expert_loop(struct hf *h, const struct moe *m, int64_t hidden, in
         if (ds)
             keep32(h, final);
         leave(h, s);
+        /* DeepSeek binds expert_weights, expert_input, expert_output and
+         * weighted_output; Mixtral and Qwen current_state and
+         * current_hidden_states (the weighted output) */
+        int32_t last_iter[LOOP_LOCALS] = {mask, nz, cur, y, ds ? w : -1, ds ? out : -1};
+        memcpy(locals, last_iter, sizeof last_iter);
     }
-    /* expert_mask is a local of the block until it returns */
-    hold(h, mask, last_node(h));
+    if (m->experts < 1)
+        locals[0] = mask;
     return final;
 }
 
@@ -1101,7 +1115,8 @@ static int32_t sparse_moe(struct hf *h, const struct llama *c, const struct moe 
     }
     rw = op(h, DM_OP_CastLike, 2, rw, x2);
     int32_t final = zeros_like(h, x2, false);
-    final = expert_loop(h, m, E, x2, rw, sel, final);
+    int32_t locals[LOOP_LOCALS] = {-1, -1, -1, -1, -1, -1};
+    final = expert_loop(h, m, E, x2, rw, sel, final, locals);
     if (m->shared_inter) {
         static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
         s = enter(h, "shared_expert");
@@ -1116,9 +1131,12 @@ static int32_t sparse_moe(struct hf *h, const struct llama *c, const struct moe 
         final = op(h, DM_OP_Add, 2, final, sh);
     }
     final = op(h, DM_OP_Reshape, 2, final, op(h, DM_OP_Shape, 1, x));
-    /* the block's locals (routing weights, selected experts) until it returns */
+    /* the block's locals (routing weights, selected experts, the expert
+     * mask, the last expert's loop variables) until it returns */
     hold(h, rw, last_node(h));
     hold(h, sel, last_node(h));
+    for (int j = 0; j < LOOP_LOCALS; j++)
+        hold(h, locals[j], last_node(h));
     *router = logits;
     return final;
 }
@@ -1216,8 +1234,11 @@ static int32_t deepseek_moe(struct hf *h, const struct llama *c, const struct mo
     int32_t rw = deepseek_router(h, m, E, x2r, &sel);
     int32_t x2 = reshape(h, x, INTS(-1, E));
     int32_t final = zeros_like(h, x2, true);
-    final = expert_loop(h, m, E, x2, rw, sel, final);
+    int32_t locals[LOOP_LOCALS] = {-1, -1, -1, -1, -1, -1};
+    final = expert_loop(h, m, E, x2, rw, sel, final, locals);
     final = op(h, DM_OP_CastLike, 2, final, x2); /* .type(hidden_states.dtype) */
+    for (int j = 0; j < LOOP_LOCALS; j++) /* moe()'s locals until it returns */
+        hold(h, locals[j], last_node(h));
     final = op(h, DM_OP_Reshape, 2, final, op(h, DM_OP_Shape, 1, x));
     if (m->shared_inter) {
         static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
