@@ -222,6 +222,54 @@ static void bench_hf(const char *path, int runs)
     free(tl);
 }
 
+/* A large mixture-of-experts config (DeepSeek-V3: 58 MoE layers of 256
+ * experts, about 220,000 nodes per graph): load, and a bf16 AdamW training
+ * estimate; no search (each estimate takes seconds). */
+static void bench_hf_moe(const char *path, const char *label, int runs)
+{
+    double *tl = malloc((size_t)runs * sizeof *tl), *ti = malloc((size_t)runs * sizeof *ti);
+    double *tt = malloc((size_t)runs * sizeof *tt);
+    uint64_t total = 0;
+    for (int i = 0; i < runs; i++) {
+        dnnmem_model *m;
+        struct dnnmem_error err;
+        double t0 = now_ms();
+        if (dnnmem_model_load(path, &m, &err) != DNNMEM_OK) {
+            printf("%-40s skipped: %s\n", path, err.message);
+            exit(1);
+        }
+        double t1 = now_ms();
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.precision = DNNMEM_PRECISION_BF16;
+        cfg.batch_size = 1;
+        cfg.seq_len = 4096;
+        struct dnnmem_result *r;
+        for (int train = 0; train < 2; train++) {
+            cfg.mode = train ? DNNMEM_MODE_TRAIN : DNNMEM_MODE_INFER;
+            cfg.optimizer = DNNMEM_OPT_ADAMW;
+            double t2 = now_ms();
+            if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK) {
+                fprintf(stderr, "bench: %s\n", err.message);
+                exit(1);
+            }
+            (train ? tt : ti)[i] = now_ms() - t2;
+            total = r->total_bytes;
+            dnnmem_result_free(r);
+        }
+        tl[i] = t1 - t0;
+        dnnmem_model_free(m);
+    }
+    qsort(tl, (size_t)runs, sizeof *tl, cmp_double);
+    qsort(ti, (size_t)runs, sizeof *ti, cmp_double);
+    qsort(tt, (size_t)runs, sizeof *tt, cmp_double);
+    printf("%-40s %5d runs  load %7.1f ms  infer %7.1f ms  train %7.1f ms  peak %.1f GiB\n", label,
+           runs, tl[runs / 2], ti[runs / 2], tt[runs / 2], (double)total / 1073741824.0);
+    free(tl);
+    free(ti);
+    free(tt);
+}
+
 int main(int argc, char **argv)
 {
     size_t big = 0;
@@ -248,5 +296,8 @@ int main(int argc, char **argv)
                 "tests/models/fixtures/bert_large_encoder.onnx", 8, 512, 100);
     printf("\nHuggingFace config.json, 80 layers\n");
     bench_hf("tests/models/hf/Llama-3.1-70B-Instruct.json", 20);
+    printf("\nHuggingFace mixture of experts (bf16, b 1, s 4096: infer, adamw train)\n");
+    bench_hf_moe("tests/models/hf/Mixtral-8x7B-v0.1.json", "Mixtral-8x7B (32 layers, 8 experts)", 5);
+    bench_hf_moe("tests/models/hf/DeepSeek-V3-bf16.json", "DeepSeek-V3 (61 layers, 256 experts)", 3);
     return 0;
 }

@@ -417,6 +417,12 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
             seq_used = true;
             vals[i] = cfg->seq_len;
             assume(as, key, "option", "%lld (--seq-len)", (long long)vals[i]);
+        } else if (strcmp(name, "expert_tokens") == 0) {
+            /* a mixture-of-experts model's tokens per expert depend on the
+             * data (src/load/hf.c, dm_shape_expert_tokens); left unbound */
+            assume(as, "moe_routing", "default",
+                   "uniform: each routed expert gets ceil(batch x seq x top_k / experts) tokens "
+                   "in every MoE layer (--dim expert_tokens=N sets N, at most batch x seq)");
         }
     }
     /* an input shaped by --input-shape alone takes --batch-size as its first dim */

@@ -9,6 +9,15 @@ follows transformers' own source op for op, for memory measurement:
     model_type "mistral" and "qwen2" (q/k/v biases) and "qwen3" (q_norm/k_norm,
     an RMSNorm over head_dim, applied before the transpose);
   * GPT2LMHeadModel as in modeling_gpt2.py (4.47, GPT2Attention._attn);
+  * the mixture-of-experts decoders on the Llama skeleton: MixtralSparseMoeBlock,
+    Qwen2MoeSparseMoeBlock (shared expert and its sigmoid gate) and
+    Qwen3MoeSparseMoeBlock as in 4.51 (expert_hitted loop, torch.where,
+    index_add_), DeepseekV3Attention (MLA, rope_interleave) and
+    DeepseekV3MoE / DeepseekV3TopkRouter of the native modeling_deepseek_v3.py
+    (one module per expert, every expert in turn), with V2's softmax and
+    greedy / group-limited top-k in the same router. For the measurement the
+    router's top-k choice is overwritten with a balanced round-robin
+    assignment (balance_), the uniform routing dnnmem assumes.
   * T5ForConditionalGeneration (and mT5's copy) as in modeling_t5.py
     (4.46-4.51): relative position bias made by each stack's first layer and
     shared, the EncoderDecoderCache kept as the returned past_key_values,
@@ -147,13 +156,13 @@ class LlamaAttention(nn.Module):
         self.scaling = self.head_dim ** -0.5
         self.attention_dropout = cfg.get("attention_dropout", 0.0)
         self.layer_idx = layer_idx
-        attn_bias = t in ("llama", "qwen3") and cfg.get("attention_bias", False)
-        qkv_bias = attn_bias or t == "qwen2"
+        attn_bias = t in ("llama", "qwen3", "qwen3_moe") and cfg.get("attention_bias", False)
+        qkv_bias = attn_bias or t == "qwen2" or (t == "qwen2_moe" and cfg.get("qkv_bias", True))
         self.q_proj = nn.Linear(hidden, self.num_heads * self.head_dim, bias=qkv_bias)
         self.k_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=qkv_bias)
         self.v_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, hidden, bias=attn_bias)
-        self.qk_norm = t == "qwen3"
+        self.qk_norm = t in ("qwen3", "qwen3_moe")
         if self.qk_norm:
             eps = cfg.get("rms_norm_eps", 1e-6)
             self.q_norm = LlamaRMSNorm(self.head_dim, eps=eps)
@@ -231,10 +240,12 @@ class LlamaModel(nn.Module):
         self.cfg = cfg
         hidden = cfg.get("hidden_size")
         self.embed_tokens = nn.Embedding(cfg.get("vocab_size"), hidden, cfg.get("pad_token_id"))
-        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i)
-                                    for i in range(cfg.get("num_hidden_layers")))
+        layer = MoeDecoderLayer if cfg.model_type in MOE_TYPES else LlamaDecoderLayer
+        self.layers = nn.ModuleList(layer(cfg, i) for i in range(cfg.get("num_hidden_layers")))
         self.norm = LlamaRMSNorm(hidden, eps=cfg.get("rms_norm_eps", 1e-6))
         head_dim = cfg.get("head_dim", hidden // cfg.get("num_attention_heads"))
+        if cfg.model_type.startswith("deepseek"):  # DeepseekV3Config.head_dim = qk_rope_head_dim
+            head_dim = cfg.get("qk_rope_head_dim", 64)
         self.rotary_emb = LlamaRotaryEmbedding(cfg, head_dim)
 
     def _causal_mask(self, input_tensor, cache_position):
@@ -247,7 +258,7 @@ class LlamaModel(nn.Module):
         min_dtype = torch.finfo(dtype).min
         causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype,
                                  dtype=dtype, device=device)
-        if self.cfg.model_type == "llama":
+        if self.cfg.model_type in ("llama", "deepseek_v2", "deepseek_v3"):
             # LlamaModel._prepare_4d_causal_attention_mask_with_cache_position
             if sequence_length != 1:
                 causal_mask = torch.triu(causal_mask, diagonal=1)
@@ -295,6 +306,322 @@ class LlamaForCausalLM(nn.Module):
         logits = self.lm_head(hidden_states[:, slice(0, None), :])  # logits_to_keep=0
         return logits, (tuple(cache) if cache is not None else None)
 
+
+
+# --------------------------------------------------------------------------
+# Mixture of experts: Mixtral, Qwen2-MoE, Qwen3-MoE (4.51), DeepSeek-V2/V3
+# (DeepseekV3Attention / DeepseekV3MoE as transformers' native
+# modeling_deepseek_v3.py runs them, one module per expert)
+# --------------------------------------------------------------------------
+
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")
+
+
+def balance_(selected, num_experts):
+    """Deterministic, balanced routing for the measurement: token t's k slots go
+    to experts (t*k + j) % E, so every expert gets tokens*k/E of them (the
+    uniform routing dnnmem assumes). Written through .data into topk's indices
+    (no autograd version bump; TopkBackward keeps the tensor); the routing
+    weights keep topk's values, which does not change a byte. The arange and
+    remainder temporaries (2 x N*k int64) are the only extra allocations."""
+    n, k = selected.shape
+    bal = torch.arange(n * k, device=selected.device).view(n, k) % num_experts
+    selected.data.copy_(bal)
+    del bal
+
+
+class MoeMLP(nn.Module):
+    """MixtralBlockSparseTop2MLP (w1, w3, w2) or the Qwen/DeepSeek expert MLP."""
+
+    def __init__(self, hidden, inter, names=("gate_proj", "up_proj", "down_proj")):
+        super().__init__()
+        self.names = names
+        for n, (i, o) in zip(names, ((hidden, inter), (hidden, inter), (inter, hidden))):
+            setattr(self, n, nn.Linear(i, o, bias=False))
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        g, u, d = (getattr(self, n) for n in self.names)
+        return d(self.act_fn(g(x)) * u(x))
+
+
+class SparseMoeBlock(nn.Module):
+    """MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock (4.51)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        t = cfg.model_type
+        hidden = cfg.get("hidden_size")
+        if t == "mixtral":
+            self.num_experts = cfg.get("num_local_experts", 8)
+            self.top_k = cfg.get("num_experts_per_tok", 2)
+            self.norm_topk_prob = True
+            inter, names = cfg.get("intermediate_size"), ("w1", "w3", "w2")
+        else:
+            self.num_experts = cfg.get("num_experts", 60 if t == "qwen2_moe" else 128)
+            self.top_k = cfg.get("num_experts_per_tok", 4 if t == "qwen2_moe" else 8)
+            self.norm_topk_prob = cfg.get("norm_topk_prob", False)
+            inter, names = cfg.get("moe_intermediate_size"), ("gate_proj", "up_proj", "down_proj")
+        self.gate = nn.Linear(hidden, self.num_experts, bias=False)
+        self.experts = nn.ModuleList(MoeMLP(hidden, inter, names) for _ in range(self.num_experts))
+        self.shared = t == "qwen2_moe"
+        if self.shared:
+            self.shared_expert = MoeMLP(hidden, cfg.get("shared_expert_intermediate_size"))
+            self.shared_expert_gate = nn.Linear(hidden, 1, bias=False)
+
+    def forward(self, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states = hidden_states.view(-1, hidden_dim)
+        router_logits = self.gate(hidden_states)
+        routing_weights = F.softmax(router_logits, dim=1, dtype=torch.float)
+        routing_weights, selected_experts = torch.topk(routing_weights, self.top_k, dim=-1)
+        balance_(selected_experts, self.num_experts)
+        if self.norm_topk_prob:
+            routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
+        routing_weights = routing_weights.to(hidden_states.dtype)
+        final_hidden_states = torch.zeros(
+            (batch_size * sequence_length, hidden_dim), dtype=hidden_states.dtype,
+            device=hidden_states.device)
+        expert_mask = torch.nn.functional.one_hot(selected_experts, num_classes=self.num_experts).permute(2, 1, 0)
+        expert_hitted = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()
+        for expert_idx in expert_hitted:
+            expert_layer = self.experts[expert_idx]
+            idx, top_x = torch.where(expert_mask[expert_idx].squeeze(0))
+            current_state = hidden_states[None, top_x].reshape(-1, hidden_dim)
+            current_hidden_states = expert_layer(current_state) * routing_weights[top_x, idx, None]
+            final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
+        if self.shared:
+            shared_expert_output = self.shared_expert(hidden_states)
+            shared_expert_output = F.sigmoid(self.shared_expert_gate(hidden_states)) * shared_expert_output
+            final_hidden_states = final_hidden_states + shared_expert_output
+        final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+        return final_hidden_states, router_logits
+
+
+class DeepseekTopkRouter(nn.Module):
+    """DeepseekV3TopkRouter (sigmoid, noaux_tc), or V2's softmax with greedy /
+    group_limited_greedy top-k, as one module ("gate")."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        v3 = cfg.model_type == "deepseek_v3"
+        self.hidden = cfg.get("hidden_size")
+        self.top_k = cfg.get("num_experts_per_tok", 8 if v3 else 6)
+        self.n_routed_experts = cfg.get("n_routed_experts", 256 if v3 else 160)
+        self.routed_scaling_factor = cfg.get("routed_scaling_factor", 2.5 if v3 else 1.0)
+        self.n_group = cfg.get("n_group", 8 if v3 else 1)
+        self.topk_group = cfg.get("topk_group", 4 if v3 else 1)
+        self.norm_topk_prob = cfg.get("norm_topk_prob", v3)
+        self.method = cfg.get("topk_method", "noaux_tc" if v3 else "greedy")
+        self.sigmoid = cfg.get("scoring_func", "sigmoid" if v3 else "softmax") == "sigmoid"
+        self.weight = nn.Parameter(torch.empty((self.n_routed_experts, self.hidden)))
+        if self.method == "noaux_tc":
+            self.register_buffer("e_score_correction_bias", torch.zeros(self.n_routed_experts))
+
+    @torch.no_grad()
+    def get_topk_indices(self, scores):
+        scores_for_choice = scores.view(-1, self.n_routed_experts) + self.e_score_correction_bias.unsqueeze(0)
+        group_scores = (
+            scores_for_choice.view(-1, self.n_group, self.n_routed_experts // self.n_group)
+            .topk(2, dim=-1)[0]
+            .sum(dim=-1)
+        )
+        group_idx = torch.topk(group_scores, k=self.topk_group, dim=-1, sorted=False)[1]
+        group_mask = torch.zeros_like(group_scores)
+        group_mask.scatter_(1, group_idx, 1)
+        score_mask = (
+            group_mask.unsqueeze(-1)
+            .expand(-1, self.n_group, self.n_routed_experts // self.n_group)
+            .reshape(-1, self.n_routed_experts)
+        )
+        scores_for_choice = scores_for_choice.masked_fill(~score_mask.bool(), 0.0)
+        topk_indices = torch.topk(scores_for_choice, k=self.top_k, dim=-1, sorted=False)[1]
+        balance_(topk_indices, self.n_routed_experts)
+        return topk_indices
+
+    def forward(self, hidden_states):
+        hidden_states = hidden_states.view(-1, self.hidden)
+        router_logits = F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))
+        scores = router_logits.sigmoid() if self.sigmoid else router_logits.softmax(dim=-1, dtype=torch.float32)
+        if self.method == "noaux_tc":
+            topk_indices = self.get_topk_indices(scores)
+            topk_weights = scores.gather(1, topk_indices)
+        elif self.method == "greedy":
+            topk_weights, topk_indices = torch.topk(scores, k=self.top_k, dim=-1, sorted=False)
+            balance_(topk_indices, self.n_routed_experts)
+        else:  # group_limited_greedy
+            n = hidden_states.shape[0]
+            group_scores = scores.view(n, self.n_group, -1).max(dim=-1).values
+            group_idx = torch.topk(group_scores, k=self.topk_group, dim=-1, sorted=False)[1]
+            group_mask = torch.zeros_like(group_scores)
+            group_mask.scatter_(1, group_idx, 1)
+            score_mask = (group_mask.unsqueeze(-1)
+                          .expand(n, self.n_group, self.n_routed_experts // self.n_group).reshape(n, -1))
+            tmp_scores = scores.masked_fill(~score_mask.bool(), 0.0)
+            topk_weights, topk_indices = torch.topk(tmp_scores, k=self.top_k, dim=-1, sorted=False)
+            balance_(topk_indices, self.n_routed_experts)
+        if self.norm_topk_prob and (self.method == "noaux_tc" or self.top_k > 1):
+            denominator = topk_weights.sum(dim=-1, keepdim=True) + 1e-20
+            topk_weights /= denominator
+        topk_weights = topk_weights * self.routed_scaling_factor
+        return topk_indices, topk_weights
+
+
+class DeepseekMoE(nn.Module):
+    """DeepseekV3MoE: routed experts (moe(), every expert in turn), shared experts."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        v3 = cfg.model_type == "deepseek_v3"
+        hidden = cfg.get("hidden_size")
+        inter = cfg.get("moe_intermediate_size", 2048 if v3 else 1407)
+        n = cfg.get("n_routed_experts", 256 if v3 else 160)
+        self.experts = nn.ModuleList(MoeMLP(hidden, inter) for _ in range(n))
+        self.gate = DeepseekTopkRouter(cfg)
+        shared = cfg.get("n_shared_experts", 1 if v3 else 2)
+        self.shared_experts = MoeMLP(hidden, inter * shared) if shared else None
+
+    def moe(self, hidden_states, topk_indices, topk_weights):
+        final_hidden_states = torch.zeros_like(hidden_states, dtype=topk_weights.dtype)
+        expert_mask = torch.nn.functional.one_hot(topk_indices, num_classes=len(self.experts))
+        expert_mask = expert_mask.permute(2, 0, 1)
+        for expert_idx in range(len(self.experts)):
+            expert = self.experts[expert_idx]
+            mask = expert_mask[expert_idx]
+            token_indices, weight_indices = torch.where(mask)
+            if token_indices.numel() > 0:
+                expert_weights = topk_weights[token_indices, weight_indices]
+                expert_input = hidden_states[token_indices]
+                expert_output = expert(expert_input)
+                weighted_output = expert_output * expert_weights.unsqueeze(-1)
+                final_hidden_states.index_add_(0, token_indices, weighted_output)
+        return final_hidden_states.type(hidden_states.dtype)
+
+    def forward(self, hidden_states):
+        residuals = hidden_states
+        orig_shape = hidden_states.shape
+        topk_indices, topk_weights = self.gate(hidden_states)
+        hidden_states = hidden_states.view(-1, hidden_states.shape[-1])
+        hidden_states = self.moe(hidden_states, topk_indices, topk_weights).view(*orig_shape)
+        if self.shared_experts is not None:
+            hidden_states = hidden_states + self.shared_experts(residuals)
+        return hidden_states
+
+
+def apply_rotary_pos_emb_interleave(q, k, cos, sin, unsqueeze_dim=1):
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    b, h, s, d = q.shape
+    q = q.view(b, h, s, d // 2, 2).transpose(4, 3).reshape(b, h, s, d)
+    b, h, s, d = k.shape
+    k = k.view(b, h, s, d // 2, 2).transpose(4, 3).reshape(b, h, s, d)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+
+
+class DeepseekAttention(nn.Module):
+    """DeepseekV3Attention (multi-head latent attention), rope_interleave=True
+    (DeepseekV3Config's default); eager attention."""
+
+    def __init__(self, cfg, layer_idx):
+        super().__init__()
+        hidden = cfg.get("hidden_size")
+        self.num_heads = cfg.get("num_attention_heads")
+        self.num_key_value_groups = self.num_heads // cfg.get("num_key_value_heads", self.num_heads)
+        self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        self.q_lora_rank = cfg.d.get("q_lora_rank", 1536)
+        self.qk_rope_head_dim = cfg.get("qk_rope_head_dim", 64)
+        self.kv_lora_rank = cfg.get("kv_lora_rank", 512)
+        self.v_head_dim = cfg.get("v_head_dim", 128)
+        self.qk_nope_head_dim = cfg.get("qk_nope_head_dim", 128)
+        self.qk_head_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
+        bias = cfg.get("attention_bias", False)
+        if self.q_lora_rank is None:
+            self.q_proj = nn.Linear(hidden, self.num_heads * self.qk_head_dim, bias=False)
+        else:
+            self.q_a_proj = nn.Linear(hidden, self.q_lora_rank, bias=bias)
+            self.q_a_layernorm = LlamaRMSNorm(self.q_lora_rank)
+            self.q_b_proj = nn.Linear(self.q_lora_rank, self.num_heads * self.qk_head_dim, bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(hidden, self.kv_lora_rank + self.qk_rope_head_dim, bias=bias)
+        self.kv_a_layernorm = LlamaRMSNorm(self.kv_lora_rank)
+        self.kv_b_proj = nn.Linear(self.kv_lora_rank,
+                                   self.num_heads * (self.qk_nope_head_dim + self.v_head_dim), bias=False)
+        self.o_proj = nn.Linear(self.num_heads * self.v_head_dim, hidden, bias=bias)
+        self.scaling = self.qk_head_dim ** (-0.5)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, cache):
+        batch_size, seq_length = hidden_states.shape[:-1]
+        query_shape = (batch_size, seq_length, -1, self.qk_head_dim)
+        key_shape = (batch_size, seq_length, -1, self.qk_nope_head_dim + self.v_head_dim)
+        if self.q_lora_rank is None:
+            q_states = self.q_proj(hidden_states)
+        else:
+            q_states = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(hidden_states)))
+        q_states = q_states.view(query_shape).transpose(1, 2)
+        q_pass, q_rot = torch.split(q_states, [self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)
+        compressed_kv = self.kv_a_proj_with_mqa(hidden_states)
+        k_pass, k_rot = torch.split(compressed_kv, [self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
+        k_pass = self.kv_b_proj(self.kv_a_layernorm(k_pass)).view(key_shape).transpose(1, 2)
+        k_pass, value_states = torch.split(k_pass, [self.qk_nope_head_dim, self.v_head_dim], dim=-1)
+        k_rot = k_rot.view(batch_size, 1, seq_length, self.qk_rope_head_dim)
+        cos, sin = position_embeddings
+        q_rot, k_rot = apply_rotary_pos_emb_interleave(q_rot, k_rot, cos, sin)
+        k_rot = k_rot.expand(*k_pass.shape[:-1], -1)
+        query_states = torch.cat((q_pass, q_rot), dim=-1)
+        key_states = torch.cat((k_pass, k_rot), dim=-1)
+        if cache is not None:
+            cache.append((key_states, value_states))
+        attn_output, attn_weights = eager_attention_forward(
+            self, query_states, key_states, value_states, attention_mask,
+            dropout=0.0 if not self.training else self.attention_dropout, scaling=self.scaling)
+        attn_output = attn_output.reshape(batch_size, seq_length, -1).contiguous()
+        attn_output = self.o_proj(attn_output)
+        return attn_output, attn_weights
+
+
+class MoeDecoderLayer(nn.Module):
+    """MixtralDecoderLayer (block_sparse_moe), Qwen2MoeDecoderLayer /
+    Qwen3MoeDecoderLayer (mlp: sparse where decoder_sparse_step and
+    mlp_only_layers say), DeepseekV3DecoderLayer (MLA; mlp dense below
+    first_k_dense_replace)."""
+
+    def __init__(self, cfg, layer_idx):
+        super().__init__()
+        t = cfg.model_type
+        hidden = cfg.get("hidden_size")
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        self.mixtral = t == "mixtral"
+        if t.startswith("deepseek"):
+            self.self_attn = DeepseekAttention(cfg, layer_idx)
+            sparse = (layer_idx >= cfg.get("first_k_dense_replace", 3 if t == "deepseek_v3" else 0)
+                      and layer_idx % cfg.get("moe_layer_freq", 1) == 0)
+            self.mlp = DeepseekMoE(cfg) if sparse else LlamaMLP(cfg)
+        else:
+            self.self_attn = LlamaAttention(cfg, layer_idx)
+            if self.mixtral:
+                self.block_sparse_moe = SparseMoeBlock(cfg)
+            elif (layer_idx not in cfg.get("mlp_only_layers", [])
+                  and (layer_idx + 1) % cfg.get("decoder_sparse_step", 1) == 0):
+                self.mlp = SparseMoeBlock(cfg)
+            else:
+                self.mlp = LlamaMLP(cfg)
+        self.input_layernorm = LlamaRMSNorm(hidden, eps=eps)
+        self.post_attention_layernorm = LlamaRMSNorm(hidden, eps=eps)
+
+    def forward(self, hidden_states, attention_mask, position_embeddings, cache):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, self_attn_weights = self.self_attn(
+            hidden_states, position_embeddings, attention_mask, cache)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.block_sparse_moe(hidden_states) if self.mixtral else self.mlp(hidden_states)
+        if isinstance(hidden_states, tuple):
+            hidden_states, router_logits = hidden_states
+        hidden_states = residual + hidden_states
+        return (hidden_states,)
 
 # --------------------------------------------------------------------------
 # GPT-2 (modeling_gpt2.py 4.47)
@@ -1917,7 +2244,7 @@ def build(config):
         with open(config) as f:
             config = json.load(f)
     cfg = Config(config)
-    if cfg.model_type in ("llama", "mistral", "qwen2", "qwen3"):
+    if cfg.model_type in ("llama", "mistral", "qwen2", "qwen3") + MOE_TYPES:
         model = LlamaForCausalLM(cfg)
     elif cfg.model_type == "gpt2":
         model = GPT2LMHeadModel(cfg)

@@ -81,6 +81,13 @@ HF_MODELS = {
     "tiny-llama-gqa": dict(config="tests/models/hf/tiny-llama-gqa.json", batches=[2], seq=128),
     "tiny-qwen3": dict(config="tests/models/hf/tiny-qwen3.json", batches=[2], seq=128),
     "tiny-gpt2": dict(config="tests/models/hf/tiny-gpt2.json", batches=[2], seq=128),
+    # mixture of experts: the router's choice is overwritten with a balanced
+    # round-robin assignment (hf_torch.balance_), tokens * top_k / experts each
+    "tiny-mixtral": dict(config="tests/models/hf/tiny-mixtral.json", batches=[2], seq=128),
+    "tiny-qwen2-moe": dict(config="tests/models/hf/tiny-qwen2-moe.json", batches=[2], seq=128),
+    "tiny-qwen3-moe": dict(config="tests/models/hf/tiny-qwen3-moe.json", batches=[2], seq=128),
+    "tiny-deepseek-v2": dict(config="tests/models/hf/tiny-deepseek-v2.json", batches=[2], seq=128),
+    "tiny-deepseek-v3": dict(config="tests/models/hf/tiny-deepseek-v3.json", batches=[2], seq=128),
     # encoder-decoder: input_ids [batch, seq] and decoder_input_ids [batch, target_seq]
     # (labels [batch, target_seq] shifted right, made with the inputs)
     "tiny-t5": dict(config="tests/models/hf/tiny-t5.json", batches=[2], seq=128, target_seq=64),
@@ -96,6 +103,7 @@ HF_MODELS = {
     "tiny-phi": dict(config="tests/models/hf/tiny-phi.json", batches=[2], seq=128),
     "tiny-falcon": dict(config="tests/models/hf/tiny-falcon.json", batches=[2], seq=128),
 }
+MOE_MODELS = ("tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-deepseek-v2", "tiny-deepseek-v3")
 # LoRA variant (PEFT LoraConfig; default target_modules per model_type).
 LORA_R, LORA_ALPHA, LORA_DROPOUT = 8, 16, 0.05
 LORA_TARGETS = {"llama": ["q_proj", "v_proj"], "gpt2": ["c_attn"], "t5": ["q", "v"],
@@ -178,9 +186,11 @@ def make_configs():
             for mode, opt, variant in (("inference", None, "none"), ("train", "sgd-momentum", "none"),
                                        ("train", "adam", "none"), ("train", "adam", "lora"),
                                        ("train", "adam", "bf16"), ("train", "adam", "lora-bf16")):
-                # LoRA: every family but Qwen3 (Llama's); bf16: the Llama family
-                if (variant.startswith("lora") and model == "tiny-qwen3") or \
-                        (variant.endswith("bf16") and model not in ("tiny-llama-gqa", "tiny-qwen3")):
+                # LoRA: every family but Qwen3 (Llama's) and the MoE models; bf16: the Llama
+                # family and the MoE models
+                if (variant.startswith("lora") and model in ("tiny-qwen3",) + MOE_MODELS) or \
+                        (variant.endswith("bf16") and
+                         model not in ("tiny-llama-gqa", "tiny-qwen3") + MOE_MODELS):
                     continue
                 tag = "infer" if mode == "inference" else "train-" + ("sgd" if opt == "sgd-momentum" else "adam")
                 image = None

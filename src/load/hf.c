@@ -12,6 +12,12 @@
  *    its copies as of transformers 4.51 (rotary embedding at model level,
  *    eager_attention_forward, the 4-D causal mask of
  *    _prepare_4d_causal_attention_mask_with_cache_position);
+ *  - model_type "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2",
+ *    "deepseek_v3": the same decoder with mixture-of-experts blocks
+ *    (Mixtral's and Qwen's of 4.51, DeepSeek's of the native
+ *    modeling_deepseek_v3.py, 4.51-4.57) and, for DeepSeek, multi-head
+ *    latent attention; the expert loop under uniform routing (see "mixture
+ *    of experts" below);
  *  - model_type "gpt2" (and legacy configs without model_type that name
  *    GPT2LMHeadModel or carry n_embd): modeling_gpt2.py as of 4.47
  *    (GPT2Attention._attn, Conv1D, NewGELUActivation);
@@ -688,6 +694,8 @@ struct llama {
     int64_t vocab, hidden, inter, layers, heads, kv_heads, head_dim;
     double eps, attn_drop, theta;
     bool tie, qkv_bias, o_bias, mlp_bias, qk_norm, use_cache;
+    const struct moe *moe; /* MoE layers (Mixtral, Qwen-MoE, DeepSeek) or NULL */
+    const struct mla *mla; /* DeepSeek's latent attention or NULL */
 };
 
 /* LlamaRMSNorm (also Mistral's, Qwen2's, Qwen3's): in float32,
@@ -823,6 +831,7 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
     int32_t k = head_proj(h, c, x, "k_proj", "k_norm", KV, NULL, true);
     int32_t v = head_proj(h, c, x, "v_proj", NULL, KV, vname, false);
     q = rope(h, q, cos, sin, D, NULL);
+    int32_t q_embed = q;
     q = transpose(h, q, INTS(0, 2, 1, 3));
     k = rope(h, k, cos, sin, D, NULL);
     h->out_name = kname;
@@ -877,6 +886,9 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
     size_t sc = enter(h, "o_proj");
     o = linear(h, o, H * D, c->hidden, c->o_bias, -1, NULL);
     leave(h, sc);
+    /* and LlamaAttention.forward's query_states (the rotated q, which the
+     * matmul copies) until it returns */
+    hold(h, q_embed, last_node(h));
     *attn_weights = p;
     return o;
 }
@@ -898,6 +910,472 @@ static int32_t llama_mlp(struct hf *h, const struct llama *c, int32_t x)
     m = linear(h, m, c->inter, c->hidden, c->mlp_bias, -1, NULL);
     leave(h, s);
     return m;
+}
+
+/* ---- mixture of experts and multi-head latent attention ------------------------- */
+
+/* The MoE families share the Llama decoder (embeddings, rotary embedding,
+ * masks, norms, lm_head) and differ in the layer's feed-forward and, for
+ * DeepSeek, in the attention:
+ *  - "mixtral": MixtralSparseMoeBlock (block_sparse_moe) of transformers 4.51;
+ *  - "qwen2_moe", "qwen3_moe": Qwen2MoeSparseMoeBlock (with the shared expert
+ *    and its sigmoid gate) and Qwen3MoeSparseMoeBlock of 4.51, on the layers
+ *    that decoder_sparse_step and mlp_only_layers choose;
+ *  - "deepseek_v2", "deepseek_v3": DeepseekV3Attention (MLA) and
+ *    DeepseekV3MoE / DeepseekV3TopkRouter as transformers' native
+ *    modeling_deepseek_v3.py runs them (4.51-4.57, one nn.Module per
+ *    expert), with V2's softmax scoring and greedy or group-limited-greedy
+ *    top-k in the same module; first_k_dense_replace dense layers.
+ * The expert loop: for each expert, torch.where on its slice of the one-hot
+ * expert mask gives the tokens routed to it (nonzero: an int64 [n, 2]),
+ * x[tokens] gathers them, the expert MLP runs on them, the result is scaled
+ * by their routing weights and index_add_ed into a zeros [tokens, hidden]
+ * in place. How many tokens each expert gets depends on the data: the
+ * ExpertTokens op assumes uniform routing, ceil(tokens * top_k / experts)
+ * for every expert in every MoE layer, unless the dim "expert_tokens" is
+ * bound (--dim expert_tokens=N, at most the tokens of the batch). */
+
+enum topk_method { TOPK_GREEDY, TOPK_GROUP_LIMITED, TOPK_NOAUX_TC };
+
+struct moe {
+    enum { MOE_MIXTRAL, MOE_QWEN, MOE_DEEPSEEK } kind;
+    int64_t experts, top_k, inter;  /* routed experts, per token, their intermediate size */
+    int64_t shared_inter;           /* the shared expert's intermediate size, 0: none */
+    bool shared_gate;               /* Qwen2-MoE's sigmoid shared_expert_gate */
+    bool norm_topk;                 /* routing weights renormalised to sum 1 */
+    int64_t sparse_step;            /* Qwen: MoE where (layer + 1) % step == 0 */
+    json_t *mlp_only;               /* Qwen: layers with a dense MLP (a JSON list) or NULL */
+    int64_t first_dense, freq;      /* DeepSeek: first_k_dense_replace, moe_layer_freq */
+    bool sigmoid;                   /* DeepSeek: scoring_func sigmoid (else softmax) */
+    enum topk_method method;
+    int64_t groups, topk_group;
+    double scale;                   /* routed_scaling_factor */
+};
+
+struct mla {
+    int64_t q_lora, kv_lora, nope, rope, v; /* q_lora 0: q_proj */
+    bool bias;                              /* attention_bias */
+};
+
+/* Whether decoder layer i has the sparse MoE block. */
+static bool moe_layer(const struct moe *m, int64_t i)
+{
+    if (m->kind == MOE_DEEPSEEK)
+        return i >= m->first_dense && i % m->freq == 0;
+    size_t k;
+    json_t *v;
+    json_array_foreach(m->mlp_only, k, v)
+    {
+        if (json_is_integer(v) && json_integer_value(v) == i)
+            return false;
+    }
+    return (i + 1) % m->sparse_step == 0;
+}
+
+/* act_fn(gate(x)) * up(x) then down, the MLP of every expert (Mixtral's
+ * w1, w3, w2); names: gate, up, down. */
+static int32_t swiglu(struct hf *h, int32_t x, int64_t hidden, int64_t inter,
+                      const char *const names[3])
+{
+    size_t s = enter(h, "%s", names[0]);
+    int32_t gate = linear(h, x, hidden, inter, false, -1, NULL);
+    leave(h, s);
+    s = enter(h, "act_fn");
+    int32_t act = op(h, DM_OP_Silu, 1, gate);
+    leave(h, s);
+    s = enter(h, "%s", names[1]);
+    int32_t up = linear(h, x, hidden, inter, false, -1, NULL);
+    leave(h, s);
+    int32_t m = op(h, DM_OP_Mul, 2, act, up);
+    s = enter(h, "%s", names[2]);
+    m = linear(h, m, inter, hidden, false, -1, NULL);
+    leave(h, s);
+    return m;
+}
+
+/* TopK along the last axis: values in *values (or NULL), indices returned. */
+static int32_t topk(struct hf *h, int32_t x, int64_t k, int32_t *values)
+{
+    int32_t kk = const_ints(h, INTS(k));
+    struct dm_node *n = node(h, DM_OP_TopK, 2, (int32_t[]){x, kk}, 2);
+    if (!n)
+        return -1;
+    int32_t v = n->out[0], i = n->out[1];
+    attr_i(h, "axis", -1);
+    if (values)
+        *values = v;
+    return i;
+}
+
+/* x.sum(dim=-1, keepdim) */
+static int32_t sum_last(struct hf *h, int32_t x, bool keepdims)
+{
+    int32_t r = op(h, DM_OP_ReduceSum, 2, x, const_ints(h, INTS(-1)));
+    attr_i(h, "keepdims", keepdims);
+    return r;
+}
+
+/* The expert loop on x2 [N, hidden] (see above): routing weights rw [N, k],
+ * chosen experts sel int64 [N, k], into final [N, hidden], which it
+ * returns. DeepSeek's mask is permuted (2, 0, 1), the others' (2, 1, 0);
+ * DeepSeek's float32 weights make each weighted output float32. locals[]
+ * gets what stays referenced until the enclosing function returns: the
+ * expert mask and the loop variables of the last iteration (a Python for
+ * loop leaves them bound): its token indices, gathered input, weights and
+ * output. */
+#define LOOP_LOCALS 6
+static int32_t expert_loop(struct hf *h, const struct moe *m, int64_t hidden, int32_t x2, int32_t rw,
+                           int32_t sel, int32_t final, int32_t locals[LOOP_LOCALS])
+{
+    bool ds = m->kind == MOE_DEEPSEEK;
+    /* one_hot(selected, num_classes=E): int64 [N, k, E]; the values input
+     * gives OneHot its type only, a scalar here (PyTorch makes no such
+     * tensor, and a one-element constant stays on the host) */
+    int32_t depth = const_i(h, m->experts), vals = const_i(h, 1);
+    int32_t mask = op(h, DM_OP_OneHot, 3, sel, depth, vals);
+    attr_i(h, "axis", -1);
+    mask = ds ? transpose(h, mask, INTS(2, 0, 1)) : transpose(h, mask, INTS(2, 1, 0));
+    int32_t last = const_ints(h, INTS(-1));
+    int32_t sym = dm_graph_symbol(h->g, "expert_tokens"); /* after batch and seq */
+    if (sym < 0)
+        return oom(h);
+    static const char *const mixtral[3] = {"w1", "w3", "w2"}, *const proj[3] = {"gate_proj", "up_proj",
+                                                                               "down_proj"};
+    for (int64_t e = 0; e < m->experts && h->st == DNNMEM_OK; e++) {
+        size_t s = enter(h, "experts.%lld", (long long)e);
+        struct dm_node *n = node(h, DM_OP_ExpertTokens, 1, &mask, 2);
+        if (!n)
+            break;
+        int32_t nz = n->out[0], tok = n->out[1];
+        attr_i(h, "token_axis", ds ? 1 : 2);
+        attr_i(h, "sym", sym);
+        int32_t w = -1;
+        if (ds) /* expert_weights = topk_weights[token_indices, weight_indices] */
+            w = op(h, DM_OP_GatherND, 2, rw, nz);
+        int32_t cur = op(h, DM_OP_Gather, 2, x2, tok); /* hidden_states[top_x] */
+        int32_t out = swiglu(h, cur, hidden, m->inter, m->kind == MOE_MIXTRAL ? mixtral : proj);
+        if (!ds) /* routing_weights[top_x, idx, None] */
+            w = op(h, DM_OP_GatherND, 2, rw, nz);
+        int32_t w1 = op(h, DM_OP_Unsqueeze, 2, w, last);
+        int32_t y = op(h, DM_OP_Mul, 2, out, w1);
+        if (ds)
+            keep32(h, y); /* bf16 output times float32 weights: float32 */
+        final = op(h, DM_OP_IndexAdd, 3, final, tok, y);
+        attr_i(h, "axis", 0);
+        if (ds)
+            keep32(h, final);
+        leave(h, s);
+        /* DeepSeek binds expert_weights, expert_input, expert_output and
+         * weighted_output; Mixtral and Qwen current_state and
+         * current_hidden_states (the weighted output) */
+        int32_t last_iter[LOOP_LOCALS] = {mask, nz, cur, y, ds ? w : -1, ds ? out : -1};
+        memcpy(locals, last_iter, sizeof last_iter);
+    }
+    if (m->experts < 1)
+        locals[0] = mask;
+    return final;
+}
+
+/* zeros [N, hidden] like x2 (torch.zeros / zeros_like), float32 with `f32` */
+static int32_t zeros_like(struct hf *h, int32_t x2, bool f32)
+{
+    int32_t shape = op(h, DM_OP_Shape, 1, x2);
+    int32_t z = op(h, DM_OP_ConstantOfShape, 1, shape);
+    if (f32)
+        keep32(h, z);
+    return z;
+}
+
+/* MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock
+ * on x [B, S, hidden]; *router: the router logits, which the decoder layer
+ * holds until it returns. */
+static int32_t sparse_moe(struct hf *h, const struct llama *c, const struct moe *m, int32_t x,
+                          int32_t *router)
+{
+    int64_t E = c->hidden;
+    int32_t x2 = reshape(h, x, INTS(-1, E)); /* hidden_states.view(-1, hidden_dim) */
+    size_t s = enter(h, "gate");
+    int32_t logits = linear(h, x2, E, m->experts, false, -1, NULL);
+    leave(h, s);
+    /* F.softmax(router_logits, dim=1, dtype=torch.float): a float32 copy
+     * first in a 16-bit run; topk; the in-place renormalisation; .to(dtype) */
+    int32_t l32 = op(h, DM_OP_Cast, 1, logits);
+    attr_i(h, "to", DM_FLOAT);
+    keep32(h, l32);
+    int32_t rw = op(h, DM_OP_Softmax, 1, l32);
+    attr_i(h, "axis", 1);
+    keep32(h, rw);
+    int32_t vals;
+    int32_t sel = topk(h, rw, m->top_k, &vals);
+    keep32(h, vals);
+    rw = vals;
+    if (m->norm_topk) {
+        rw = op(h, DM_OP_Div, 2, rw, sum_last(h, rw, true));
+        keep32(h, rw);
+    }
+    rw = op(h, DM_OP_CastLike, 2, rw, x2);
+    int32_t final = zeros_like(h, x2, false);
+    int32_t locals[LOOP_LOCALS] = {-1, -1, -1, -1, -1, -1};
+    final = expert_loop(h, m, E, x2, rw, sel, final, locals);
+    if (m->shared_inter) {
+        static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
+        s = enter(h, "shared_expert");
+        int32_t sh = swiglu(h, x2, E, m->shared_inter, proj);
+        leave(h, s);
+        if (m->shared_gate) {
+            s = enter(h, "shared_expert_gate");
+            int32_t g = linear(h, x2, E, 1, false, -1, NULL);
+            leave(h, s);
+            sh = op(h, DM_OP_Mul, 2, op(h, DM_OP_Sigmoid, 1, g), sh);
+        }
+        final = op(h, DM_OP_Add, 2, final, sh);
+    }
+    final = op(h, DM_OP_Reshape, 2, final, op(h, DM_OP_Shape, 1, x));
+    /* the block's locals (routing weights, selected experts, the expert
+     * mask, the last expert's loop variables) until it returns */
+    hold(h, rw, last_node(h));
+    hold(h, sel, last_node(h));
+    for (int j = 0; j < LOOP_LOCALS; j++)
+        hold(h, locals[j], last_node(h));
+    *router = logits;
+    return final;
+}
+
+/* DeepseekV3TopkRouter (and V2's softmax / greedy routing) on x2 [N, hidden]:
+ * the routing weights, float32 [N, k], and *sel, the experts. */
+static int32_t deepseek_router(struct hf *h, const struct moe *m, int64_t E, int32_t x2, int32_t *sel)
+{
+    size_t s = enter(h, "gate");
+    int32_t w = param(h, "weight", DM_FLOAT, 2, (int64_t[]){m->experts, E});
+    int32_t bias = -1;
+    if (m->method == TOPK_NOAUX_TC) { /* a registered buffer */
+        bias = param(h, "e_score_correction_bias", DM_FLOAT, 1, (int64_t[]){m->experts});
+        if (bias >= 0)
+            h->g->tensors[bias].frozen = true;
+    }
+    /* F.linear(hidden_states.type(float32), weight.type(float32)) */
+    int32_t x32 = op(h, DM_OP_Cast, 1, x2);
+    attr_i(h, "to", DM_FLOAT);
+    keep32(h, x32);
+    int32_t w32 = op(h, DM_OP_Cast, 1, w);
+    attr_i(h, "to", DM_FLOAT);
+    keep32(h, w32);
+    int32_t logits = op(h, DM_OP_MatMul, 2, x32, transpose(h, w32, INTS(1, 0)));
+    keep32(h, logits);
+    int32_t scores = m->sigmoid ? op(h, DM_OP_Sigmoid, 1, logits) : op(h, DM_OP_Softmax, 1, logits);
+    if (!m->sigmoid)
+        attr_i(h, "axis", -1);
+    keep32(h, scores);
+    int64_t G = m->groups, per = m->experts / m->groups;
+    int32_t rw = -1;
+    if (m->method == TOPK_GREEDY) {
+        *sel = topk(h, scores, m->top_k, &rw);
+        keep32(h, rw);
+    } else {
+        /* noaux_tc: get_topk_indices runs under torch.no_grad() */
+        int32_t sc = m->method == TOPK_NOAUX_TC ? op(h, DM_OP_Detach, 1, scores) : scores;
+        if (m->method == TOPK_NOAUX_TC) {
+            sc = op(h, DM_OP_Add, 2, sc, unsqueeze(h, bias, INTS(0)));
+            keep32(h, sc);
+        }
+        int32_t gs = reshape(h, sc, INTS(-1, G, per)), top2 = -1;
+        if (m->method == TOPK_NOAUX_TC) { /* .topk(2, dim=-1)[0].sum(dim=-1) */
+            topk(h, gs, 2, &top2);
+            keep32(h, top2);
+            gs = sum_last(h, top2, false);
+        } else { /* .max(dim=-1).values */
+            gs = op(h, DM_OP_ReduceMax, 2, gs, const_ints(h, INTS(-1)));
+            attr_i(h, "keepdims", 0);
+        }
+        keep32(h, gs);
+        topk(h, gs, m->topk_group, NULL); /* group_idx */
+        /* zeros_like(group_scores).scatter_(1, group_idx, 1): the scatter is
+         * in place, with a scalar, so the zeros are the only tensor */
+        int32_t gm = zeros_like(h, gs, true);
+        gm = unsqueeze(h, gm, INTS(-1));
+        gm = op(h, DM_OP_Expand, 2, gm, const_ints(h, INTS(1, 1, per)));
+        keep32(h, gm);
+        gm = reshape(h, gm, INTS(-1, m->experts));
+        int32_t b = op(h, DM_OP_Cast, 1, gm); /* ~score_mask.bool() */
+        attr_i(h, "to", DM_BOOL);
+        b = op(h, DM_OP_Not, 1, b);
+        int32_t masked = op(h, DM_OP_Where, 3, b, const_f(h, 0.0), sc); /* masked_fill */
+        keep32(h, masked);
+        int32_t v;
+        *sel = topk(h, masked, m->top_k, &v);
+        keep32(h, v);
+        if (m->method == TOPK_NOAUX_TC) { /* topk_weights = scores.gather(1, topk_indices) */
+            rw = op(h, DM_OP_GatherElements, 2, scores, *sel);
+            attr_i(h, "axis", 1);
+        } else {
+            rw = v;
+        }
+        keep32(h, rw);
+    }
+    if (m->norm_topk && (m->method == TOPK_NOAUX_TC || m->top_k > 1)) {
+        int32_t den = op(h, DM_OP_Add, 2, sum_last(h, rw, true), const_f(h, 1e-20));
+        keep32(h, den);
+        rw = op(h, DM_OP_Div, 2, rw, den);
+        keep32(h, rw);
+    }
+    rw = op(h, DM_OP_Mul, 2, rw, const_f(h, m->scale));
+    keep32(h, rw);
+    leave(h, s);
+    return rw;
+}
+
+/* DeepseekV3MoE.forward on x [B, S, hidden]: the router, the routed experts
+ * (moe(), into a float32 zeros_like, cast back), then + shared_experts(x). */
+static int32_t deepseek_moe(struct hf *h, const struct llama *c, const struct moe *m, int32_t x)
+{
+    int64_t E = c->hidden;
+    int32_t sel = -1;
+    int32_t x2r = reshape(h, x, INTS(-1, E)); /* the router's view(-1, hidden) */
+    int32_t rw = deepseek_router(h, m, E, x2r, &sel);
+    int32_t x2 = reshape(h, x, INTS(-1, E));
+    int32_t final = zeros_like(h, x2, true);
+    int32_t locals[LOOP_LOCALS] = {-1, -1, -1, -1, -1, -1};
+    final = expert_loop(h, m, E, x2, rw, sel, final, locals);
+    final = op(h, DM_OP_CastLike, 2, final, x2); /* .type(hidden_states.dtype) */
+    for (int j = 0; j < LOOP_LOCALS; j++) /* moe()'s locals until it returns */
+        hold(h, locals[j], last_node(h));
+    final = op(h, DM_OP_Reshape, 2, final, op(h, DM_OP_Shape, 1, x));
+    if (m->shared_inter) {
+        static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
+        size_t s = enter(h, "shared_experts");
+        int32_t sh = swiglu(h, x, E, m->shared_inter, proj);
+        leave(h, s);
+        final = op(h, DM_OP_Add, 2, final, sh);
+    }
+    hold(h, rw, last_node(h));
+    hold(h, sel, last_node(h));
+    return final;
+}
+
+/* x.narrow(axis, start, length): a view (one part of torch.split). */
+static int32_t narrow(struct hf *h, int32_t x, int64_t axis, int64_t start, int64_t length)
+{
+    int32_t y = op(h, DM_OP_Narrow, 1, x);
+    attr_i(h, "axis", axis);
+    attr_i(h, "start", start);
+    attr_i(h, "length", length);
+    return y;
+}
+
+/* DeepseekV3Attention.forward (multi-head latent attention). q from q_proj,
+ * or q_a_proj, q_a_layernorm, q_b_proj; the compressed kv_a_proj_with_mqa
+ * split into kv_lora_rank (normalised, decompressed by kv_b_proj into each
+ * head's qk_nope keys and v_head_dim values) and one shared qk_rope key; the
+ * rotary embedding on the rope parts; query and key concatenated
+ * [B, H, S, qk_nope + qk_rope]. The cache holds these decompressed keys and
+ * the values [B, H, S, v_head_dim] (past_key_value.update(key_states,
+ * value_states)), not the latent vector; the values are a view of
+ * kv_b_proj's whole output, which the cache thus keeps. torch.split's parts
+ * are views (Narrow); the rope parts are built on [B, S, H, D] as the Llama
+ * family's are, after the copy apply_rotary_pos_emb_interleave makes
+ * (rope_interleave, DeepseekV3Config's default; V2's complex rotation
+ * copies likewise). */
+static int32_t mla_attention(struct hf *h, const struct llama *c, int layer, int32_t x, int32_t cos,
+                             int32_t sin, int32_t mask, int32_t *attn_weights)
+{
+    const struct mla *a = c->mla;
+    struct dm_graph *g = h->g;
+    int64_t H = c->heads, E = c->hidden, Dq = a->nope + a->rope;
+    const char *kname = NULL, *vname = NULL;
+    if (c->use_cache) {
+        kname = dm_arena_printf(&g->arena, "present.%d.key", layer);
+        vname = dm_arena_printf(&g->arena, "present.%d.value", layer);
+        if (!kname || !vname)
+            return oom(h);
+    }
+    int32_t q;
+    size_t s;
+    if (!a->q_lora) {
+        s = enter(h, "q_proj");
+        q = linear(h, x, E, H * Dq, false, -1, NULL);
+        leave(h, s);
+    } else {
+        s = enter(h, "q_a_proj");
+        q = linear(h, x, E, a->q_lora, a->bias, -1, NULL);
+        leave(h, s);
+        s = enter(h, "q_a_layernorm");
+        q = rms_norm(h, q, a->q_lora, 1e-6);
+        leave(h, s);
+        s = enter(h, "q_b_proj");
+        q = linear(h, q, a->q_lora, H * Dq, false, -1, NULL);
+        leave(h, s);
+    }
+    q = reshape(h, q, INTS(0, 0, H, Dq));
+    int32_t q_pass = narrow(h, q, 3, 0, a->nope), q_rot = narrow(h, q, 3, a->nope, a->rope);
+    s = enter(h, "kv_a_proj_with_mqa");
+    int32_t ckv = linear(h, x, E, a->kv_lora + a->rope, a->bias, -1, NULL);
+    leave(h, s);
+    int32_t k_lat = narrow(h, ckv, 2, 0, a->kv_lora), k_rot = narrow(h, ckv, 2, a->kv_lora, a->rope);
+    s = enter(h, "kv_a_layernorm");
+    k_lat = rms_norm(h, k_lat, a->kv_lora, 1e-6);
+    leave(h, s);
+    s = enter(h, "kv_b_proj");
+    int32_t kv = linear(h, k_lat, a->kv_lora, H * (a->nope + a->v), false, -1, NULL);
+    leave(h, s);
+    kv = reshape(h, kv, INTS(0, 0, H, a->nope + a->v));
+    int32_t k_pass = narrow(h, kv, 3, 0, a->nope), v = narrow(h, kv, 3, a->nope, a->v);
+    h->out_name = vname;
+    v = transpose(h, v, INTS(0, 2, 1, 3));
+    /* the interleave's .reshape copies the strided rope parts (k_rot's
+     * view(B, 1, S, rope) is the same copy here) */
+    q_rot = reshape(h, q_rot, INTS(0, 0, H, a->rope));
+    k_rot = reshape(h, k_rot, INTS(0, 0, 1, a->rope));
+    q_rot = rope(h, q_rot, cos, sin, a->rope, NULL);
+    k_rot = rope(h, k_rot, cos, sin, a->rope, NULL);
+    int32_t k_rot_emb = k_rot;
+    k_rot = op(h, DM_OP_Expand, 2, k_rot, const_ints(h, INTS(1, 1, H, 1))); /* .expand(.., H, ..) */
+    int32_t qs = op(h, DM_OP_Concat, 2, q_pass, q_rot);
+    attr_i(h, "axis", -1);
+    int32_t q_states = q;
+    q = transpose(h, qs, INTS(0, 2, 1, 3));
+    int32_t k = op(h, DM_OP_Concat, 2, k_pass, k_rot);
+    attr_i(h, "axis", -1);
+    h->out_name = kname;
+    k = transpose(h, k, INTS(0, 2, 1, 3));
+    /* query_states and key_states are torch.cat results, contiguous
+     * [B, H, S, D] in PyTorch: the matmul folds them without a copy; the
+     * values are a strided view of kv_b_proj's output, copied by matmul's
+     * reshape (eager, a temporary of the second matmul) or .contiguous()
+     * (sdpa) */
+    int32_t o, p = -1;
+    double scale = 1.0 / sqrt((double)Dq);
+    if (h->sdpa) {
+        int32_t vc = reshape(h, v, INTS(0, H, -1, a->v));
+        o = fused_attention(h, (int32_t[]){q, k, vc}, true);
+        attr_f(h, "scale", scale);
+    } else {
+        int32_t kt = transpose(h, k, INTS(0, 1, 3, 2));
+        int32_t sc = op(h, DM_OP_MatMul, 2, q, kt);
+        sc = op(h, DM_OP_Mul, 2, sc, const_f(h, scale));
+        sc = op(h, DM_OP_Add, 2, sc, mask);
+        int32_t s32 = op(h, DM_OP_Cast, 1, sc);
+        attr_i(h, "to", DM_FLOAT);
+        keep32(h, s32);
+        p = op(h, DM_OP_Softmax, 1, s32);
+        attr_i(h, "axis", -1);
+        keep32(h, p);
+        p = op(h, DM_OP_CastLike, 2, p, sc);
+        p = dropout(h, p, c->attn_drop);
+        o = op(h, DM_OP_MatMul, 2, p, reshape(h, v, INTS(0, H, -1, a->v)));
+    }
+    o = transpose(h, o, INTS(0, 2, 1, 3));
+    o = reshape(h, o, INTS(0, 0, -1));
+    s = enter(h, "o_proj");
+    o = linear(h, o, H * a->v, E, a->bias, -1, NULL);
+    leave(h, s);
+    /* the forward's locals live until it returns: q_states, compressed_kv,
+     * k_pass and value_states (kv_b_proj's output), the rotated q_rot and
+     * k_rot, query_states, key_states */
+    int32_t locals[] = {q_states, ckv, k_pass, v, q_rot, k_rot_emb, qs, k};
+    for (size_t j = 0; j < sizeof locals / sizeof locals[0]; j++)
+        hold(h, locals[j], last_node(h));
+    *attn_weights = p;
+    return o;
 }
 
 /* LlamaForCausalLM (and Mistral, Qwen2, Qwen3). */
@@ -1000,21 +1478,27 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
         int32_t y = rms_norm(h, x, c->hidden, c->eps);
         leave(h, s);
         s = enter(h, "self_attn");
-        int32_t attn_w = -1;
-        y = llama_attention(h, c, i, y, cos, sin, mask, &attn_w);
+        int32_t attn_w = -1, router = -1;
+        y = c->mla ? mla_attention(h, c, i, y, cos, sin, mask, &attn_w)
+                   : llama_attention(h, c, i, y, cos, sin, mask, &attn_w);
         leave(h, s);
         x = op(h, DM_OP_Add, 2, residual, y);
         residual = x;
         s = enter(h, "post_attention_layernorm");
         y = rms_norm(h, x, c->hidden, c->eps);
         leave(h, s);
-        s = enter(h, "mlp");
-        y = llama_mlp(h, c, y);
+        bool sparse = c->moe && moe_layer(c->moe, i);
+        s = enter(h, "%s", sparse && c->moe->kind == MOE_MIXTRAL ? "block_sparse_moe" : "mlp");
+        y = !sparse                         ? llama_mlp(h, c, y)
+            : c->moe->kind == MOE_DEEPSEEK ? deepseek_moe(h, c, c->moe, y)
+                                           : sparse_moe(h, c, c->moe, y, &router);
         leave(h, s);
         x = op(h, DM_OP_Add, 2, residual, y);
         /* the decoder layer's self_attn_weights: the attention probabilities
-         * live until the layer returns, whatever output_attentions says */
+         * live until the layer returns, whatever output_attentions says;
+         * likewise the router logits of a MoE block */
         hold(h, attn_w, last_node(h));
+        hold(h, router, last_node(h));
         leave(h, ls);
     }
     s = enter(h, "norm");
@@ -1074,6 +1558,143 @@ static void read_llama(struct hf *h, const char *type, struct llama *c)
     c->o_bias = attn_bias;
     c->mlp_bias = llama && get_bool(h, "mlp_bias", false);
     c->qk_norm = qwen3;
+}
+
+/* A count that may be 0 (first_k_dense_replace); explicit null is 0 too. */
+static int64_t get_count(struct hf *h, const char *key, int64_t dflt, int64_t max)
+{
+    json_t *v = json_object_get(h->root, key);
+    if (h->st == DNNMEM_OK && v && (json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == 0)))
+        return 0;
+    return get_int(h, key, dflt, max);
+}
+
+static bool is_moe_type(const char *type)
+{
+    return strcmp(type, "mixtral") == 0 || strcmp(type, "qwen2_moe") == 0 ||
+           strcmp(type, "qwen3_moe") == 0 || strcmp(type, "deepseek_v2") == 0 ||
+           strcmp(type, "deepseek_v3") == 0;
+}
+
+/* The MoE families' fields (defaults of MixtralConfig, Qwen2MoeConfig,
+ * Qwen3MoeConfig, DeepseekV2Config, DeepseekV3Config) on top of the Llama
+ * family's. */
+static void read_moe(struct hf *h, const char *type, struct llama *c, struct moe *m, struct mla *a)
+{
+    bool mixtral = strcmp(type, "mixtral") == 0, qwen2 = strcmp(type, "qwen2_moe") == 0,
+         qwen3 = strcmp(type, "qwen3_moe") == 0, v3 = strcmp(type, "deepseek_v3") == 0;
+    bool ds = !mixtral && !qwen2 && !qwen3;
+    read_llama(h, type, c);
+    if (h->st != DNNMEM_OK)
+        return;
+    m->sparse_step = m->freq = 1;
+    if (mixtral) {
+        m->kind = MOE_MIXTRAL;
+        m->experts = get_int(h, "num_local_experts", 8, 1 << 16);
+        m->top_k = get_int(h, "num_experts_per_tok", 2, 1 << 16);
+        m->inter = c->inter;
+        m->norm_topk = true;
+        if (get_num(h, "router_jitter_noise", 0.0, 0, 1) > 0)
+            fail(h, DNNMEM_E_UNSUPPORTED,
+                 "config field 'router_jitter_noise' is above 0; the jittered input is not modelled");
+    } else if (!ds) {
+        m->kind = MOE_QWEN;
+        m->experts = get_int(h, "num_experts", qwen2 ? 60 : 128, 1 << 16);
+        m->top_k = get_int(h, "num_experts_per_tok", qwen2 ? 4 : 8, 1 << 16);
+        m->inter = get_int(h, "moe_intermediate_size", qwen2 ? 1408 : 768, MAX_SIZE);
+        m->shared_inter = qwen2 ? get_int(h, "shared_expert_intermediate_size", 5632, MAX_SIZE) : 0;
+        m->shared_gate = qwen2;
+        m->norm_topk = get_bool(h, "norm_topk_prob", false);
+        m->sparse_step = get_int(h, "decoder_sparse_step", 1, MAX_LAYERS);
+        json_t *only = field(h, "mlp_only_layers");
+        if (only && !json_is_array(only))
+            fail(h, DNNMEM_E_MODEL, "config field 'mlp_only_layers' must be a list of layer indices");
+        m->mlp_only = only;
+        /* Qwen2MoeAttention: q, k, v biases (4.51); Qwen3-MoE as Qwen3 */
+        c->qkv_bias = qwen2 ? get_bool(h, "qkv_bias", true) : get_bool(h, "attention_bias", false);
+        c->o_bias = qwen3 && get_bool(h, "attention_bias", false);
+        c->qk_norm = qwen3;
+    } else {
+        m->kind = MOE_DEEPSEEK;
+        m->experts = get_int(h, "n_routed_experts", v3 ? 256 : 160, 1 << 16);
+        m->top_k = get_int(h, "num_experts_per_tok", v3 ? 8 : 6, 1 << 16);
+        m->inter = get_int(h, "moe_intermediate_size", v3 ? 2048 : 1407, MAX_SIZE);
+        int64_t shared = get_count(h, "n_shared_experts", v3 ? 1 : 2, 1 << 16);
+        if (h->st == DNNMEM_OK && !dm_mul_ok(shared, m->inter, &m->shared_inter))
+            fail(h, DNNMEM_E_UNSUPPORTED, "config field 'n_shared_experts' is too large");
+        m->first_dense = get_count(h, "first_k_dense_replace", v3 ? 3 : 0, MAX_LAYERS);
+        m->freq = get_int(h, "moe_layer_freq", 1, MAX_LAYERS);
+        m->norm_topk = get_bool(h, "norm_topk_prob", v3);
+        m->scale = get_num(h, "routed_scaling_factor", v3 ? 2.5 : 1.0, 0, 1e6);
+        m->groups = get_int(h, "n_group", v3 ? 8 : 1, 1 << 16);
+        m->topk_group = get_int(h, "topk_group", v3 ? 4 : 1, 1 << 16);
+        const char *sf = get_str(h, "scoring_func", v3 ? "sigmoid" : "softmax");
+        const char *tm = get_str(h, "topk_method", v3 ? "noaux_tc" : "greedy");
+        if (h->st == DNNMEM_OK && strcmp(sf, "softmax") != 0 && strcmp(sf, "sigmoid") != 0)
+            fail(h, DNNMEM_E_UNSUPPORTED,
+                 "config field 'scoring_func' is '%s'; modelled: softmax, sigmoid", sf);
+        m->sigmoid = strcmp(sf, "sigmoid") == 0;
+        m->method = strcmp(tm, "noaux_tc") == 0                 ? TOPK_NOAUX_TC
+                    : strcmp(tm, "group_limited_greedy") == 0 ? TOPK_GROUP_LIMITED
+                                                                : TOPK_GREEDY;
+        if (h->st == DNNMEM_OK && m->method == TOPK_GREEDY && strcmp(tm, "greedy") != 0)
+            fail(h, DNNMEM_E_UNSUPPORTED,
+                 "config field 'topk_method' is '%s'; modelled: greedy, group_limited_greedy, "
+                 "noaux_tc", tm);
+        if (h->st == DNNMEM_OK && m->method != TOPK_GREEDY &&
+            (m->experts % m->groups || m->topk_group > m->groups ||
+             (m->method == TOPK_NOAUX_TC && m->experts / m->groups < 2)))
+            fail(h, DNNMEM_E_MODEL,
+                 "config fields 'n_group' (%lld) and 'topk_group' (%lld) do not split "
+                 "'n_routed_experts' (%lld) into groups",
+                 (long long)m->groups, (long long)m->topk_group, (long long)m->experts);
+        if (get_int(h, "ep_size", 1, 1 << 20) != 1)
+            fail(h, DNNMEM_E_UNSUPPORTED,
+                 "config field 'ep_size' is above 1; expert parallelism is not modelled");
+        /* multi-head latent attention */
+        json_t *ql = json_object_get(h->root, "q_lora_rank");
+        a->q_lora = ql && json_is_null(ql) ? 0 : get_int(h, "q_lora_rank", 1536, MAX_SIZE);
+        a->kv_lora = get_int(h, "kv_lora_rank", 512, MAX_SIZE);
+        a->nope = get_int(h, "qk_nope_head_dim", 128, MAX_SIZE);
+        a->rope = get_int(h, "qk_rope_head_dim", 64, MAX_SIZE);
+        a->v = get_int(h, "v_head_dim", 128, MAX_SIZE);
+        a->bias = get_bool(h, "attention_bias", false);
+        if (h->st == DNNMEM_OK && a->rope % 2)
+            fail(h, DNNMEM_E_MODEL, "config field 'qk_rope_head_dim' (%lld) must be even",
+                 (long long)a->rope);
+        if (h->st == DNNMEM_OK && c->kv_heads != c->heads)
+            fail(h, DNNMEM_E_UNSUPPORTED,
+                 "config field 'num_key_value_heads' (%lld) differs from 'num_attention_heads' "
+                 "(%lld); MLA is modelled with one key and value per head",
+                 (long long)c->kv_heads, (long long)c->heads);
+        c->head_dim = a->rope; /* DeepseekV3Config.head_dim: the rotary embedding's size */
+        c->qkv_bias = c->o_bias = false;
+        c->mla = a;
+        /* rope_scaling: yarn (both DeepSeek configs) changes inv_freq's values
+         * and scales cos and sin by a constant: the same tensors */
+        json_t *rs = field(h, "rope_scaling");
+        if (rs) {
+            json_t *t = json_object_get(rs, "rope_type");
+            if (!t)
+                t = json_object_get(rs, "type");
+            const char *kind = json_is_string(t) ? json_string_value(t) : "?";
+            if (strcmp(kind, "yarn") != 0 && strcmp(kind, "default") != 0 &&
+                strcmp(kind, "linear") != 0)
+                fail(h, DNNMEM_E_UNSUPPORTED,
+                     "config field 'rope_scaling' has type '%s'; modelled: yarn, linear, default",
+                     kind);
+        }
+    }
+    if (h->st == DNNMEM_OK && m->top_k > m->experts)
+        fail(h, DNNMEM_E_MODEL,
+             "config field 'num_experts_per_tok' (%lld) exceeds the experts (%lld)",
+             (long long)m->top_k, (long long)m->experts);
+    if (get_bool(h, "output_router_logits", false))
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "config field 'output_router_logits' is true; the auxiliary load-balancing loss is "
+             "not modelled");
+    c->mlp_bias = false;
+    c->moe = m;
 }
 
 /* ---- GPT-2 ------------------------------------------------------------------------- */
@@ -2567,8 +3188,9 @@ static enum dnnmem_status build_other(struct hf *h, const char *type)
 #include "hf_decoders.inc"
 
 static const char *const known_types =
-    "llama, mistral, qwen2, qwen3, gpt2, bert, roberta, albert, distilbert, t5, mt5, vit, opt, "
-    "biogpt, gpt_neox, falcon, phi, phi3, gemma, gemma2, gemma3_text, gemma3 (its text_config)";
+    "llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt2, "
+    "bert, roberta, albert, distilbert, t5, mt5, vit, opt, biogpt, gpt_neox, falcon, phi, phi3, "
+    "gemma, gemma2, gemma3_text, gemma3 (its text_config)";
 
 /* The model_type, or "gpt2" for the legacy GPT-2 configs that predate it. */
 static const char *model_type(struct hf *h)
@@ -2654,14 +3276,15 @@ static enum dnnmem_status build(struct hf *h)
                     "supported; use the transformers config of the model (model_type 'phi')");
     struct dec dc = {0};
     bool dec = false;
-    if (!gpt2 && !bert && !other) {
+    bool moe_type = is_moe_type(type);
+    if (!gpt2 && !bert && !other && !moe_type) {
         json_t *outer = h->root;
         if (text)
             h->root = text;
         dec = read_decoder(h, text ? "gemma3_text" : type, &dc);
         h->root = outer;
     }
-    if (!gpt2 && !bert && !other && !dec && strcmp(type, "llama") != 0 &&
+    if (!gpt2 && !bert && !other && !dec && !moe_type && strcmp(type, "llama") != 0 &&
         strcmp(type, "mistral") != 0 && strcmp(type, "qwen2") != 0 && strcmp(type, "qwen3") != 0)
         return fail(h, DNNMEM_E_UNSUPPORTED, "model_type '%s' is not supported (known: %s)", type,
                     known_types);
@@ -2673,9 +3296,13 @@ static enum dnnmem_status build(struct hf *h)
     struct llama lc = {0};
     struct gpt2 gc = {0};
     struct bert bc = {0};
+    struct moe moe = {0};
+    struct mla mla = {0};
     if (other) {
         /* build_other reads its config */
-    } else if (gpt2)
+    } else if (moe_type)
+        read_moe(h, type, &lc, &moe, &mla);
+    else if (gpt2)
         read_gpt2(h, &gc);
     else if (distil)
         read_distilbert(h, &bc);

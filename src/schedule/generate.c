@@ -16,8 +16,11 @@
  *    4.51); eager adds the scores [B, H, 1, L], the mask added to them, the
  *    float32 softmax and its cast back;
  *  - the logits of the step, [B, 1, V].
- * The step's other tensors ([B, 1, hidden] and [B, 1, intermediate]) are
- * not modelled: they are smaller than one layer's cache row by the batch.
+ * The step's other tensors ([B, 1, hidden] and [B, 1, intermediate], and a
+ * mixture-of-experts block's few rows per expert) are not modelled: they
+ * are smaller than one layer's cache row by the batch. Keys and values may
+ * differ in head size (DeepSeek's latent attention caches decompressed keys
+ * of qk_nope + qk_rope and values of v_head_dim): each grows with its own.
  * Steps simulated: the first (the prefill's logits and cache let go), then
  * the last eight, the cache growing from P + 1 to P + T - 7 in one update
  * between them: the peak is at the end, and the steps in between only
@@ -110,7 +113,10 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
             rest[2 * l + j] = r >= 0 ? b->cur[r] : -1;
         }
     const struct dm_tinfo *k0 = &t[kv[0]];
-    int64_t B = k0->dims[0], K = k0->dims[1], P = k0->dims[2], D = k0->dims[3];
+    int64_t B = k0->dims[0], K = k0->dims[1], P = k0->dims[2];
+    /* keys and values may differ in head size (DeepSeek's MLA caches keys of
+     * qk_nope + qk_rope and values of v_head_dim) */
+    int64_t Dkv[2] = {k0->dims[3], t[kv[1]].rank == 4 ? t[kv[1]].dims[3] : k0->dims[3]};
     int64_t V = t[logits].dims[2];
     enum dm_dtype model = k0->dtype;
     /* heads of the queries, and eager's softmax type, from the graph */
@@ -143,9 +149,10 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     int64_t T = run->gen_tokens;
     for (int64_t s = 1; s <= T && !b->oom && st == DNNMEM_OK; s = s == 1 && T > 9 ? T - 7 : s + 1) {
         int64_t L = P + s; /* after this step's update */
-        uint64_t next, cache, rep, scores, scores32, step_logits;
-        if (!mul5(B, V, 1, 1, 4, &next) || !mul5(B, K, L, D, kvb, &cache) ||
-            !mul5(B, H, L, D, mb, &rep) || !mul5(B, H, 1, L, mb, &scores) ||
+        uint64_t next, cache[2], rep[2], scores, scores32, step_logits;
+        if (!mul5(B, V, 1, 1, 4, &next) || !mul5(B, K, L, Dkv[0], kvb, &cache[0]) ||
+            !mul5(B, K, L, Dkv[1], kvb, &cache[1]) || !mul5(B, H, L, Dkv[0], mb, &rep[0]) ||
+            !mul5(B, H, L, Dkv[1], mb, &rep[1]) || !mul5(B, H, 1, L, mb, &scores) ||
             !mul5(B, H, 1, L, 4, &scores32) || !mul5(B, 1, V, 1, mb, &step_logits)) {
             st = dm_fail(err, DNNMEM_E_SHAPE, "%s: the KV cache of %lld tokens overflows",
                          g->path, (long long)L);
@@ -164,7 +171,7 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
         /* the forward of one token */
         for (int32_t l = 0; l < layers && !b->oom; l++) {
             for (int j = 0; j < 2; j++) {
-                int32_t nbuf = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, kvt, cache, kv[2 * l + j], -1,
+                int32_t nbuf = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, kvt, cache[j], kv[2 * l + j], -1,
                                            "cache", 1);
                 if (cur[2 * l + j] >= 0)
                     dm_sb_unref(b, cur[2 * l + j]);
@@ -177,7 +184,7 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
                 }
             int32_t r[2] = {-1, -1};
             for (int j = 0; repeat && j < 2; j++)
-                r[j] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, rep, kv[2 * l + j], -1,
+                r[j] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, rep[j], kv[2 * l + j], -1,
                                    "repeat_kv", 1);
             if (eager) { /* scores, + mask, softmax (float32), .to(dtype) */
                 int32_t w = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1,

@@ -376,9 +376,23 @@ static void setup(struct dm_sb *b)
 
 /* Ops that torchvision and common models run in place (ReLU(inplace=True),
  * ReLU6/Hardtanh, Hardswish, LeakyReLU). */
+/* Whether Narrow's view of x skips elements: a narrowed dim with a larger
+ * dim after it (torch.split along the last axis). */
+static bool narrow_strides(const struct dm_node *n, const struct dm_tinfo *x)
+{
+    int64_t axis = dm_attr_int(n, "axis", 0);
+    if (axis < 0)
+        axis += x->rank;
+    for (int d = (int)axis + 1; d < x->rank; d++)
+        if (x->dims[d] != 1)
+            return true;
+    return false;
+}
+
 static bool can_run_inplace(enum dm_op op)
 {
-    return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu || op == DM_OP_HardSwish;
+    return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu || op == DM_OP_HardSwish ||
+           op == DM_OP_IndexAdd; /* Tensor.index_add_ */
 }
 
 static bool calls_cublas(enum dm_op op)
@@ -407,9 +421,12 @@ bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n)
     enum dm_dtype dt = sdpa_dtype(b, n);
     int64_t d = q->rank == 4 ? q->dims[3] : 0;
     int cc = b->run->compute_capability ? b->run->compute_capability : 80;
-    /* the flash kernel takes no attn_mask (sdp_utils' check_for_attn_mask) */
+    /* the flash kernel takes no attn_mask (sdp_utils' check_for_attn_mask),
+     * and one head size for query, key and value (check_head_dim_size_flash;
+     * DeepSeek's MLA has values narrower than its queries) */
+    int64_t dv = dm_has_in(n, 2) && b->t[n->in[2]].rank == 4 ? b->t[n->in[2]].dims[3] : d;
     return !dm_has_in(n, 3) && (dt == DM_FLOAT16 || dt == DM_BFLOAT16) && cc >= 80 &&
-           d <= (b->run->torch_version >= 202 ? 256 : 128);
+           d <= (b->run->torch_version >= 202 ? 256 : 128) && dv == d;
 }
 
 /* Transpose(0, 2, 1, 3) of a fused attention's output: the [B,S,H,D] buffer
@@ -648,7 +665,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
             b->cur[o] = base;
             dm_sb_ref(b, base, holders);
             b->strided[o] = b->strided[in0] ||
-                            (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0]));
+                            (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0])) ||
+                            (n->op == DM_OP_Narrow && narrow_strides(n, &t[in0]));
             if (n->op == DM_OP_Transpose && is_fused_attention_output(b, n))
                 b->strided[o] = false;
             continue;

@@ -1153,3 +1153,72 @@ status dm_shape_einsum(struct dm_infer *ctx, const struct dm_node *n)
     }
     return dm_set_out(ctx, n, 0, x0->dtype, r, d);
 }
+
+/* ---- mixture of experts (the HuggingFace front end's ops) ----------------- */
+
+/* IndexAdd(self, index, source) along axis 0: self's shape and type. */
+status dm_shape_index_add(struct dm_infer *ctx, const struct dm_node *n)
+{
+    const struct dm_tinfo *x, *ix, *src;
+    DM_TRY(req(ctx, n, 0, &x));
+    DM_TRY(req(ctx, n, 1, &ix));
+    DM_TRY(req(ctx, n, 2, &src));
+    if (x->rank < 1 || ix->rank != 1 || src->rank != x->rank || src->dims[0] != ix->dims[0])
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
+                              "IndexAdd: source [%lld, ...] must have one row per index (%lld) "
+                              "and self's rank %d",
+                              (long long)(src->rank ? src->dims[0] : 0),
+                              (long long)(ix->rank ? ix->dims[0] : 0), x->rank);
+    for (int k = 1; k < x->rank; k++)
+        if (src->dims[k] != x->dims[k])
+            return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
+                                  "IndexAdd: source dim %d is %lld, self's %lld", k,
+                                  (long long)src->dims[k], (long long)x->dims[k]);
+    return dm_set_out(ctx, n, 0, x->dtype, x->rank, x->dims);
+}
+
+/* ExpertTokens(expert_mask): the mask is the one-hot of the chosen experts
+ * permuted to [experts, ., .], its other two dims the tokens (attribute
+ * token_axis, 1 or 2) and the top-k slots. Tokens routed to one expert:
+ * the bound value of the dim that attribute `sym` names (at most the token
+ * count), else uniform routing, ceil(tokens * top_k / experts). Outputs
+ * int64 [n, 2] (nonzero's result) and [n] (the token indices). */
+status dm_shape_expert_tokens(struct dm_infer *ctx, const struct dm_node *n)
+{
+    const struct dm_tinfo *m;
+    DM_TRY(req(ctx, n, 0, &m));
+    int64_t axis = dm_attr_int(n, "token_axis", 2), sym = dm_attr_int(n, "sym", -1);
+    if (m->rank != 3 || (axis != 1 && axis != 2) || m->dims[0] < 1)
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
+                              "ExpertTokens: the mask must be [experts, ., .] with the tokens "
+                              "on axis 1 or 2");
+    int64_t tokens = m->dims[axis], k = m->dims[3 - axis], e = m->dims[0], per;
+    if (sym >= 0 && sym < ctx->g->n_symbols && ctx->sym_values && ctx->sym_values[sym] >= 0) {
+        per = ctx->sym_values[sym] < tokens ? ctx->sym_values[sym] : tokens;
+    } else {
+        int64_t slots;
+        if (!dm_mul_ok(tokens, k, &slots) || slots > INT64_MAX - e)
+            return dm_shape_error(ctx, n, DNNMEM_E_SHAPE, "ExpertTokens: the token count overflows");
+        per = (slots + e - 1) / e;
+    }
+    DM_TRY(dm_set_out(ctx, n, 0, DM_INT64, 2, (int64_t[]){per, 2}));
+    return dm_set_out(ctx, n, 1, DM_INT64, 1, (int64_t[]){per});
+}
+
+/* Narrow(x): axis, start, length attributes; x's shape with length at axis. */
+status dm_shape_narrow(struct dm_infer *ctx, const struct dm_node *n)
+{
+    const struct dm_tinfo *x;
+    int a;
+    DM_TRY(req(ctx, n, 0, &x));
+    DM_TRY(dm_axis(ctx, n, dm_attr_int(n, "axis", 0), x->rank, &a));
+    int64_t start = dm_attr_int(n, "start", 0), len = dm_attr_int(n, "length", -1), d[MAXD];
+    if (start < 0 || len < 0 || start > x->dims[a] || len > x->dims[a] - start)
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
+                              "Narrow: [%lld, %lld + %lld) is not within dim %d of size %lld",
+                              (long long)start, (long long)start, (long long)len, a,
+                              (long long)x->dims[a]);
+    memcpy(d, x->dims, sizeof d);
+    d[a] = len;
+    return dm_set_out(ctx, n, 0, x->dtype, x->rank, d);
+}

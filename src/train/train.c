@@ -25,6 +25,18 @@
  *    the CPU _dropout_impl multiplies by a noise tensor of the input dtype that
  *    MulBackward0 keeps.
  *  - DM_T_EMBED: EmbeddingBackward0 keeps the indices; the weight grad is dense.
+ *    Indexing an activation by a tensor (x[idx], IndexBackward0) likewise keeps
+ *    the indices, and its grad is zeros shaped like x with index_put_.
+ *  - TopK: TopkBackward0 keeps the indices and scatters the grad into zeros
+ *    shaped like the input (value_selecting_reduction_backward).
+ *  - IndexAdd (index_add_, in place): derivatives.yaml's index_add entry
+ *    (source: grad.index_select(dim, index).expand_as(source), and
+ *    source.dim()) makes IndexAddBackward0 keep index and source (1.13's
+ *    _saved_index, _saved_source); self's grad is grad itself (DM_T_PASS).
+ *  - GatherND (x[i, j]): IndexBackward0 (derivatives.yaml's index entry,
+ *    index_put_ into zeros of self's size) keeps the indices (DM_T_COPY).
+ *  - Detach: a view that records no autograd node (tensor.detach(), the
+ *    input of a torch.no_grad() block).
  *  - DM_T_VIEW, DM_T_PASS: views, add, sub, cat save nothing and pass the
  *    incoming grad (or views of it) on; a broadcast input gets a reduced copy.
  *  - every other rule allocates each input grad, shaped like the input.
@@ -484,6 +496,19 @@ void dm_train_save(struct dm_sb *b, int32_t i)
         keep_input(b, i, 0);
         return;
     }
+    /* TopkBackward0 keeps the int64 indices (value_selecting_reduction_backward
+     * scatters the grad into zeros shaped like the input) */
+    if (n->op == DM_OP_TopK && dm_has_out(n, 1))
+        keep_tensor(b, i, n->out[1]);
+    /* IndexAddBackward0 keeps index and source (its formula reads
+     * source.dim() and expand_as(source)); IndexBackward0 (x[i, j], GatherND)
+     * keeps the indices */
+    if (n->op == DM_OP_IndexAdd && dm_has_in(n, 2)) {
+        keep_input(b, i, 1);
+        keep_input(b, i, 2);
+    }
+    if (n->op == DM_OP_GatherND && dm_has_in(n, 1))
+        keep_input(b, i, 1);
     switch (dm_ops[n->op].train) {
     case DM_T_OUT: keep_tensor(b, i, out0); break;
     case DM_T_IN: keep_input(b, i, 0); break;

@@ -207,6 +207,19 @@ expect 4 "--mode generate needs a HuggingFace causal LM" -- estimate $M/hf/bert-
     -s 16 --mode generate --new-tokens 4
 expect 4 "--mode generate applies to HuggingFace causal LM configs" -- estimate \
     $M/fixtures/resnet50.onnx --mode generate --new-tokens 4
+# mixture of experts: the routing assumption, its override, the fp8 DeepSeek-V3 config
+expect 0 "moe_routing    uniform: each routed expert gets ceil(batch x seq x top_k / experts)" -- \
+    estimate $M/hf/tiny-mixtral.json -b 2 -s 16
+expect 0 "dims.expert_tokens 32 (--dim)" -- estimate $M/hf/tiny-qwen3-moe.json -b 2 -s 16 \
+    --dim expert_tokens=32
+expect 0 "at           decode, step 64" -- estimate $M/hf/tiny-deepseek-v3.json -b 2 -s 16 \
+    --mode generate --new-tokens 64
+"$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+d["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+json.dump(d, open(sys.argv[2], "w"))' $M/hf/DeepSeek-V3-bf16.json "$T/v3-fp8.json"
+expect 4 "config field 'quantization_config': quantized checkpoints are not modelled" -- \
+    estimate "$T/v3-fp8.json" -s 16
 if "$PY" -c 'import json, sys
 d = json.load(open(sys.argv[1]))
 v = d["verdict"]

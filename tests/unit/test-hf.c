@@ -102,6 +102,40 @@ static uint64_t weights_of(const char *path)
  *    256 + LN 256; embedding_hidden_mapping_in 99,072; ONE shared layer
  *    7,087,872 (12 calls); pooler 590,592: AlbertModel 11,683,584 (the
  *    published 11M); classifier 768 * 9 + 9: 11,690,505.
+ *  - Mixtral-8x7B (MoE, untied): V 32000, h 4096, i 14336, L 32, H 32, K 8,
+ *    D 128, 8 experts: layer attention 2 * 16,777,216 + 2 * 4,194,304 =
+ *    41,943,040 + experts 8 * 3 * 4096 * 14336 = 1,409,286,144 + router
+ *    8 * 4096 = 32,768 + norms 8192 = 1,451,270,144; 32 layers
+ *    46,440,644,608 + 2 * 131,072,000 + 4096 = 46,702,792,704 (Mistral's
+ *    46.7B; the safetensors total).
+ *  - Qwen3-30B-A3B (untied): V 151936, h 2048, L 48, H 32, K 4, D 128,
+ *    128 experts of 768: layer q 8,388,608 + k, v 2 * 1,048,576 + o
+ *    8,388,608 + q/k norms 256 + experts 128 * 3 * 2048 * 768 = 603,979,776
+ *    + router 128 * 2048 = 262,144 + norms 4096 = 623,120,640; 48 layers
+ *    29,909,790,720 + 2 * 311,164,928 + 2048 = 30,532,122,624 (the model
+ *    card's 30.5B).
+ *  - DeepSeek-V2-Lite (MLA without q_lora_rank): V 102400, h 2048, L 27,
+ *    H 16, kv_lora 512, qk_nope 128, qk_rope 64, v 128; attention q_proj
+ *    2048 * 16 * 192 = 6,291,456 + kv_a_proj_with_mqa 2048 * 576 =
+ *    1,179,648 + kv_a_layernorm 512 + kv_b_proj 512 * 16 * 256 = 2,097,152
+ *    + o_proj 2048 * 2048 = 4,194,304: 13,763,072; layer 0 dense MLP
+ *    3 * 2048 * 10944 = 67,239,936; MoE layers 64 experts * 3 * 2048 * 1408
+ *    = 553,648,128 + 2 shared (3 * 2048 * 2816 = 17,301,504) + router
+ *    131,072; norms 4096: 81,007,104 + 26 * 584,847,872 + 2 * 209,715,200
+ *    + 2048 = 15,706,484,224 (the model card's 15.7B). Buffer: inv_freq of
+ *    qk_rope_head_dim / 2.
+ *  - DeepSeek-V3 (the config without its fp8 quantization_config): V
+ *    129280, h 7168, L 61, H 128, q_lora 1536, kv_lora 512, qk_nope 128,
+ *    qk_rope 64, v 128; attention q_a 11,010,048 + q_a_layernorm 1536 + q_b
+ *    1536 * 24576 = 37,748,736 + kv_a 7168 * 576 = 4,128,768 + 512 + kv_b
+ *    512 * 32768 = 16,777,216 + o 16384 * 7168 = 117,440,512: 187,107,328;
+ *    3 dense layers (MLP 3 * 7168 * 18432 = 396,361,728, norms 14,336):
+ *    583,483,392 each; 58 MoE layers (256 experts * 3 * 7168 * 2048 =
+ *    11,274,289,152, 1 shared 44,040,192, router 1,835,008): 11,507,286,016
+ *    each; + 2 * 926,679,040 + 7168 = 671,026,404,352 (DeepSeek's 671B; the
+ *    hub's 685B adds the 14B multi-token-prediction layer 61, which
+ *    transformers' DeepseekV3ForCausalLM does not build). Buffers: inv_freq
+ *    32 floats and each MoE layer's e_score_correction_bias, 256 floats.
  *  - GPT-2 (tied): V 50257, E 768, L 12, n_positions 1024: layer
  *    2 * 1536 (ln) + 1,771,776 (c_attn) + 590,592 (c_proj) + 2,362,368
  *    (c_fc) + 2,360,064 (mlp c_proj) = 7,087,872; 38,597,376 + 786,432 +
@@ -166,6 +200,10 @@ static void test_weights_match_published_counts(void **state)
         {"Qwen2.5-7B-Instruct.json", 7615616512u, 64 * 4},
         {"Mistral-7B-Instruct-v0.3.json", 7248023552u, 64 * 4},
         {"Llama-3.1-70B-Instruct.json", UINT64_C(70553706496), 64 * 4},
+        {"Mixtral-8x7B-v0.1.json", UINT64_C(46702792704), 64 * 4},
+        {"Qwen3-30B-A3B.json", UINT64_C(30532122624), 64 * 4},
+        {"DeepSeek-V2-Lite.json", UINT64_C(15706484224), 32 * 4},
+        {"DeepSeek-V3-bf16.json", UINT64_C(671026404352), 32 * 4 + 58 * 256 * 4},
         {"bert-base-uncased.json", 109482240u, 2 * 512 * 8},
         {"distilbert-base-uncased.json", 66985530u, 512 * 8},
         {"roberta-base.json", 124697433u, 2 * 514 * 8},
@@ -301,9 +339,10 @@ static void test_errors(void **state)
                  "\"architectures\": [\"LlamaForSequenceClassification\"]}",
                  DNNMEM_E_UNSUPPORTED, "names LlamaForSequenceClassification");
     expect_error("{\"model_type\": \"umt5\", \"vocab_size\": 32128}", DNNMEM_E_UNSUPPORTED,
-                 "model_type 'umt5' is not supported (known: llama, mistral, qwen2, qwen3, gpt2, bert, "
-                 "roberta, albert, distilbert, t5, mt5, vit, opt, biogpt, gpt_neox, falcon, phi, "
-                 "phi3, gemma, gemma2, gemma3_text, gemma3 (its text_config))");
+                 "model_type 'umt5' is not supported (known: llama, mistral, qwen2, qwen3, mixtral, "
+                 "qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt2, bert, roberta, albert, "
+                 "distilbert, t5, mt5, vit, opt, biogpt, gpt_neox, falcon, phi, phi3, gemma, gemma2, "
+                 "gemma3_text, gemma3 (its text_config))");
     expect_error("{\"model_type\": \"t5\"}", DNNMEM_E_MODEL, "config field 'vocab_size' is missing");
     expect_error("{\"model_type\": \"t5\", \"vocab_size\": 100, \"feed_forward_proj\": \"gated-tanh\"}",
                  DNNMEM_E_UNSUPPORTED, "config field 'feed_forward_proj' is 'gated-tanh'");
@@ -366,6 +405,33 @@ static void test_errors(void **state)
     expect_error("{\"model_type\": \"gpt2\", \"vocab_size\": 100, \"n_embd\": 32, \"n_layer\": 2, "
                  "\"n_head\": 4, \"n_positions\": 16, \"activation_function\": \"relu\"}",
                  DNNMEM_E_UNSUPPORTED, "config field 'activation_function' is 'relu'");
+    expect_error("{\"model_type\": \"mixtral\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"output_router_logits\": true}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'output_router_logits' is true");
+    expect_error("{\"model_type\": \"mixtral\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"num_local_experts\": 2, \"num_experts_per_tok\": 3}",
+                 DNNMEM_E_MODEL, "config field 'num_experts_per_tok' (3) exceeds the experts (2)");
+    expect_error("{\"model_type\": \"qwen2_moe\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"mlp_only_layers\": 1}",
+                 DNNMEM_E_MODEL, "config field 'mlp_only_layers' must be a list");
+    expect_error("{\"model_type\": \"deepseek_v3\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"topk_method\": \"random\"}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'topk_method' is 'random'");
+    expect_error("{\"model_type\": \"deepseek_v2\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"scoring_func\": \"relu\"}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'scoring_func' is 'relu'");
+    expect_error("{\"model_type\": \"deepseek_v3\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"n_routed_experts\": 12, \"n_group\": 8}",
+                 DNNMEM_E_MODEL, "config fields 'n_group' (8) and 'topk_group' (4) do not split");
+    expect_error("{\"model_type\": \"deepseek_v2\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"num_key_value_heads\": 2}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'num_key_value_heads' (2) differs");
+    expect_error("{\"model_type\": \"deepseek_v3\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"rope_scaling\": {\"type\": \"longrope\"}}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'rope_scaling' has type 'longrope'");
+    expect_error("{\"model_type\": \"deepseek_v3\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"quantization_config\": {\"quant_method\": \"fp8\"}}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'quantization_config'");
     expect_error("{\"model_type\": \"llama\", ", DNNMEM_E_PARSE, "not valid JSON");
     expect_error("{\"model_type\": \"llama\", \"model_type\": \"gpt2\"}", DNNMEM_E_PARSE,
                  "not valid JSON");
@@ -1716,6 +1782,208 @@ static void test_tiny_vit(void **state)
     dnnmem_model_free(m);
 }
 
+/* ---- mixture of experts and MLA ------------------------------------------ */
+
+/* Shapes of a MoE model at batch 2, seq 8, with the "expert_tokens" dim
+ * bound to `per` (-1: unbound, uniform routing). */
+static const struct dm_tinfo *moe_shape(const dnnmem_model *m, struct dm_tinfo *t, struct dm_arena *a,
+                                        int64_t per, const char *name)
+{
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_int_equal(g->n_symbols, 3);
+    assert_string_equal(g->symbols[2], "expert_tokens");
+    int64_t syms[3] = {2, 8, per};
+    struct dnnmem_error err;
+    struct dm_infer ctx = {.g = g, .arena = a, .t = t, .sym_values = syms, .err = &err};
+    if (dm_infer_shapes(&ctx) != DNNMEM_OK)
+        fail_msg("shapes: %s", err.message);
+    int32_t x = dm_graph_find(g, name);
+    if (x < 0)
+        fail_msg("no tensor '%s'", name);
+    return &t[x];
+}
+
+static bool has_assumption(const struct dnnmem_result *r, const char *key, const char *needle)
+{
+    for (size_t k = 0; k < r->n_assumptions; k++)
+        if (strcmp(r->assumptions[k].key, key) == 0 && strstr(r->assumptions[k].value, needle))
+            return true;
+    return false;
+}
+
+/* The tiny Mixtral (tests/models/hf): V 1000, h 256, i 512, L 2, H 8, K 4,
+ * D 32, 8 experts top-2. Params: embed and lm_head 2 * 256,000; layer
+ * attention 2 * 65,536 + 2 * 32,768 = 196,608 + experts 8 * 3 * 131,072 =
+ * 3,145,728 + router 2048 + norms 512 = 3,344,896; 2 layers + norm 256:
+ * 7,202,048 (PyTorch's count of tools/hf_torch.py's model). At batch 2,
+ * seq 8, 16 tokens x top-2 / 8 experts: 4 tokens per expert. */
+static void test_mixtral(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-mixtral.json");
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)dm_model_graph(m)->n_tensors, sizeof *t);
+    assert_non_null(t);
+    const char *nz = "/model/layers.1/block_sparse_moe/experts.7/ExpertTokens_output_0";
+    const char *tok = "/model/layers.1/block_sparse_moe/experts.7/ExpertTokens_output_1";
+    const char *in = "/model/layers.1/block_sparse_moe/experts.7/Gather_output_0";
+    assert_dims(moe_shape(m, t, &a, -1, nz), 2, (int64_t[]){4, 2});
+    assert_int_equal(moe_shape(m, t, &a, -1, tok)->dtype, DM_INT64);
+    assert_dims(moe_shape(m, t, &a, -1, in), 2, (int64_t[]){4, 256});
+    /* the expert mask: one_hot int64 [E, k, N]; the router's top-k */
+    assert_dims(moe_shape(m, t, &a, -1, "/model/layers.0/block_sparse_moe/Transpose_output_0"),
+                3, (int64_t[]){8, 2, 16});
+    assert_dims(moe_shape(m, t, &a, -1, "/model/layers.0/block_sparse_moe/TopK_output_1"), 2,
+                (int64_t[]){16, 2});
+    /* --dim expert_tokens=N: N tokens each, at most the batch's 16 */
+    assert_dims(moe_shape(m, t, &a, 11, in), 2, (int64_t[]){11, 256});
+    assert_dims(moe_shape(m, t, &a, 1000, in), 2, (int64_t[]){16, 256});
+    assert_dims(moe_shape(m, t, &a, 0, in), 2, (int64_t[]){0, 256});
+    free(t);
+    dm_arena_free(&a);
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "model.layers.1.block_sparse_moe.experts.7.w2.weight") >= 0);
+    assert_true(dm_graph_find(g, "model.layers.1.block_sparse_moe.gate.weight") >= 0);
+
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.seq_len = 8;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 7202048u + 16 * 4); /* inv_freq of D / 2 */
+    assert_true(has_assumption(r, "moe_routing", "ceil(batch x seq x top_k / experts)"));
+    dnnmem_result_free(r);
+    /* every token in every expert: more memory than uniform routing, and said so */
+    cfg.seq_len = 64;
+    r = run(m, &cfg);
+    uint64_t uniform = r->peak_allocated;
+    dnnmem_result_free(r);
+    struct dnnmem_dim_binding all = {"expert_tokens", 128};
+    cfg.dims = &all;
+    cfg.n_dims = 1;
+    r = run(m, &cfg);
+    assert_true(has_assumption(r, "dims.expert_tokens", "128 (--dim)"));
+    assert_false(has_assumption(r, "moe_routing", "uniform"));
+    assert_true(r->peak_allocated > uniform);
+    dnnmem_result_free(r);
+    /* training: every parameter gets its .grad, the router's through the
+     * softmax and the top-k values */
+    check_train(m, 7202048);
+    dnnmem_model_free(m);
+}
+
+/* Qwen2-MoE's shared expert and its sigmoid gate, q/k/v biases; Qwen3-MoE's
+ * dense layer (mlp_only_layers). tiny-qwen2-moe: V 1000, h 256, L 2, H = K
+ * 8, D 32, 16 experts of 128 top-4, shared 512: embed and lm_head 512,000;
+ * layer attention 4 * 65,536 + biases 768 = 262,912 + experts 16 * 98,304
+ * = 1,572,864 + router 4096 + shared expert 393,216 + its gate 256 + norms
+ * 512 = 2,233,856; total 512,000 + 2 * 2,233,856 + 256 = 4,979,968.
+ * tiny-qwen3-moe (tied, head_dim 64, K 4): layer attention 131,072 +
+ * 2 * 65,536 + 131,072 + q/k norms 128 = 393,344 + norms 512; MoE layers
+ * 1,572,864 + 4096, dense layer 1 3 * 131,072 = 393,216: 2 * 1,970,816 +
+ * 787,072 + 256,000 + 256 = 4,984,960. */
+static void test_qwen_moe(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-qwen2-moe.json");
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "model.layers.1.mlp.shared_expert_gate.weight") >= 0);
+    assert_true(dm_graph_find(g, "model.layers.1.mlp.shared_expert.down_proj.weight") >= 0);
+    assert_true(dm_graph_find(g, "model.layers.1.mlp.experts.15.up_proj.weight") >= 0);
+    assert_true(dm_graph_find(g, "model.layers.0.self_attn.k_proj.bias") >= 0);
+    check_train(m, 4979968);
+    dnnmem_model_free(m);
+
+    m = load("tests/models/hf/tiny-qwen3-moe.json");
+    g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "model.layers.0.mlp.experts.0.gate_proj.weight") >= 0);
+    assert_true(dm_graph_find(g, "model.layers.1.mlp.gate_proj.weight") >= 0); /* dense */
+    assert_true(dm_graph_find(g, "model.layers.1.mlp.experts.0.gate_proj.weight") < 0);
+    assert_true(dm_graph_find(g, "model.layers.2.self_attn.q_norm.weight") >= 0);
+    /* 16 tokens x top-4 / 16 experts */
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
+    assert_non_null(t);
+    assert_dims(moe_shape(m, t, &a, -1, "/model/layers.2/mlp/experts.3/Gather_output_0"), 2,
+                (int64_t[]){4, 256});
+    free(t);
+    dm_arena_free(&a);
+    check_train(m, 4984960);
+    dnnmem_model_free(m);
+}
+
+/* DeepSeek's MLA and MoE. tiny-deepseek-v3: V 1000, h 256, L 3 (layer 0
+ * dense, intermediate 512), H 8, q_lora 96, kv_lora 64, qk_nope 32,
+ * qk_rope 16, v 32, 16 routed experts of 128 top-4 + 1 shared. Attention
+ * q_a 24,576 + q_a_layernorm 96 + q_b 96 * 384 = 36,864 + kv_a 256 * 80 =
+ * 20,480 + kv_a_layernorm 64 + kv_b 64 * 512 = 32,768 + o 65,536 =
+ * 180,384; dense MLP 393,216; MoE 16 * 98,304 + shared 98,304 + router
+ * 4096 = 1,675,264; norms 512 per layer: 574,112 + 2 * 1,856,160 + 512,000
+ * + 256 = 4,798,688. Buffers: inv_freq 8 floats and 16 floats of
+ * e_score_correction_bias per MoE layer. The cache holds the decompressed
+ * keys [B, H, S, 48] and values [B, H, S, 32]. */
+static void test_deepseek(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-deepseek-v3.json");
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "model.layers.0.self_attn.q_a_layernorm.weight") >= 0);
+    assert_true(dm_graph_find(g, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight") >= 0);
+    assert_true(dm_graph_find(g, "model.layers.0.mlp.down_proj.weight") >= 0);
+    assert_true(dm_graph_find(g, "model.layers.2.mlp.gate.e_score_correction_bias") >= 0);
+    assert_true(dm_graph_find(g, "model.layers.2.mlp.shared_experts.up_proj.weight") >= 0);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
+    assert_non_null(t);
+    assert_dims(moe_shape(m, t, &a, -1, "present.2.key"), 4, (int64_t[]){2, 8, 8, 48});
+    assert_dims(moe_shape(m, t, &a, -1, "present.2.value"), 4, (int64_t[]){2, 8, 8, 32});
+    assert_dims(moe_shape(m, t, &a, -1, "/model/layers.1/mlp/experts.0/Gather_output_0"), 2,
+                (int64_t[]){4, 256});
+    /* the routed experts accumulate in float32 (zeros_like(dtype=topk_weights.dtype)) */
+    int32_t acc = dm_graph_find(g, "/model/layers.1/mlp/experts.15/IndexAdd_output_0");
+    assert_true(acc >= 0 && g->tensors[acc].keep_fp32);
+    free(t);
+    dm_arena_free(&a);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.seq_len = 8;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 4798688u + 8 * 4 + 2 * 16 * 4);
+    dnnmem_result_free(r);
+    /* the correction bias is a buffer: no grad */
+    check_train(m, 4798688);
+
+    /* generation: each step's cache of keys and values of their own head
+     * sizes, [2, 8, L, 48] and [2, 8, L, 32] float32 per layer (3072 L and
+     * 2048 L bytes). The peak is in the last step's update of layer 2: its
+     * new keys (L = 8 + 40) made while its old keys and values (L = 47)
+     * are still held, layers 0 and 1 updated: 2 * 5120 * 48 + 5120 * 47 +
+     * 3072 * 48 */
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.batch_size = 2;
+    cfg.seq_len = 8;
+    cfg.new_tokens = 40;
+    r = run(m, &cfg);
+    assert_string_equal(r->peak_phase, "decode");
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_KV_CACHE], 2 * 5120 * 48 + 5120 * 47 + 3072 * 48);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+
+    /* V2: q_proj (no q_lora_rank), softmax scores, greedy top-k, 2 shared;
+     * 3,114,368 parameters (PyTorch's count), no correction bias */
+    m = load("tests/models/hf/tiny-deepseek-v2.json");
+    g = dm_model_graph(m);
+    assert_true(dm_graph_find(g, "model.layers.1.self_attn.q_proj.weight") >= 0);
+    assert_true(dm_graph_find(g, "model.layers.1.mlp.gate.e_score_correction_bias") < 0);
+    check_train(m, 3114368);
+    dnnmem_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1742,6 +2010,9 @@ int main(void)
         cmocka_unit_test(test_tiny_t5),
         cmocka_unit_test(test_tiny_vit),
         cmocka_unit_test(test_t5_checkpoint_names),
+        cmocka_unit_test(test_mixtral),
+        cmocka_unit_test(test_qwen_moe),
+        cmocka_unit_test(test_deepseek),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
 }
