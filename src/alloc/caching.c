@@ -82,10 +82,14 @@
  * With expandable segments the oversize release of rule 7 (iii) is skipped:
  * CCA's release_block asserts on expandable blocks there.
  *
- * Data: blocks live in one array and name each other by index; each pool
- * keeps its free blocks in an array sorted by (size, address), searched by
- * bisection, so best fit is O(log n) and insert/remove a memmove. A handle
- * is the block index + 1 (0 = no block).
+ * Data: blocks live in one array and name each other by index; a handle is
+ * the block index + 1 (0 = no block). Each pool keeps its free blocks in a
+ * treap ordered by (size, address) and its unmapped blocks in a treap
+ * ordered by address; the trees' links live in the blocks (a block is in at
+ * most one tree), and a block's heap priority is a hash of its index. Best
+ * fit (lower bound), insert and remove are O(log n) expected; the sweeps
+ * walk a tree in order from node to successor, and a node's successor is
+ * taken before the node is removed, so removal does not disturb the walk.
  */
 #include "dnnmem-impl.h"
 
@@ -122,6 +126,8 @@ struct blk {
     int64_t gc_base;      /* pool search count when the block was cached */
     int32_t prev, next;   /* neighbours in the segment, -1 at its ends; free list link */
     int32_t es;           /* expandable segment index, -1 for a cudaMalloc'd segment */
+    int32_t tl, tr, tp;   /* treap links (left, right, parent), -1 for none */
+    uint32_t prio;        /* treap heap priority: a parent's is >= its children's */
     uint8_t live;         /* slot in use */
     uint8_t allocated;
     uint8_t mapped;       /* always 1 outside expandable segments */
@@ -129,10 +135,8 @@ struct blk {
 };
 
 struct pool {
-    int32_t *v;           /* free mapped blocks, sorted by (size, addr) */
-    size_t n;
-    int32_t *um;          /* unmapped blocks of expandable segments, sorted by addr */
-    size_t n_um;
+    int32_t v;            /* treap root of the free mapped blocks, by (size, addr); -1 empty */
+    int32_t um;           /* treap root of unmapped blocks of expandable segments, by addr */
     int64_t searches;     /* get_free_blocks_call_count */
     bool small;
 };
@@ -145,7 +149,7 @@ struct caching {
     struct dm_caching_opts o;
     bool gc_on;
     struct blk *b;
-    size_t cap;           /* capacity of b, of each pool's v and um, and of tmp */
+    size_t cap;           /* capacity of b and of tmp */
     size_t used;          /* slots ever used */
     int32_t free_slot;    /* head of the list of dead slots */
     size_t n_dead;
@@ -226,10 +230,10 @@ static void up(uint64_t *cur, uint64_t *peak, uint64_t by)
         *peak = *cur;
 }
 
-/* ---- block slots and sorted pools ------------------------------------------------ */
+/* ---- block slots and ordered pools ----------------------------------------------- */
 
-/* Make sure k more blocks can be created and every list can hold every block,
- * so that no step after this one can fail. */
+/* Make sure k more blocks can be created and the scratch list can hold every
+ * block, so that no step after this one can fail. */
 static enum dnnmem_status need_slots(struct caching *c, size_t k)
 {
     if (c->n_dead + (c->cap - c->used) >= k)
@@ -237,20 +241,31 @@ static enum dnnmem_status need_slots(struct caching *c, size_t k)
     size_t want = c->cap ? c->cap * 2 : 256;
     while (want < c->used + k)
         want *= 2;
+    if (want > (size_t)INT32_MAX + 1 || want > SIZE_MAX / sizeof *c->b)
+        return DNNMEM_E_NOMEM; /* indices are int32_t */
     struct blk *nb = realloc(c->b, want * sizeof *nb);
     if (!nb)
         return DNNMEM_E_NOMEM;
     c->b = nb;
-    int32_t **arrs[5] = {&c->pools[0].v, &c->pools[0].um, &c->pools[1].v, &c->pools[1].um,
-                         &c->tmp};
-    for (int i = 0; i < 5; i++) {
-        int32_t *p = realloc(*arrs[i], want * sizeof *p);
-        if (!p)
-            return DNNMEM_E_NOMEM;
-        *arrs[i] = p;
-    }
+    int32_t *nt = realloc(c->tmp, want * sizeof *nt);
+    if (!nt)
+        return DNNMEM_E_NOMEM;
+    c->tmp = nt;
     c->cap = want;
     return DNNMEM_OK;
+}
+
+/* A fixed pseudo-random treap priority for slot i (a 32-bit finalizer mix),
+ * independent of the blocks' order. */
+static uint32_t slot_prio(int32_t i)
+{
+    uint32_t h = (uint32_t)i;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
 }
 
 static int32_t new_blk(struct caching *c, uint64_t addr, uint64_t size, bool small, int32_t es,
@@ -265,6 +280,7 @@ static int32_t new_blk(struct caching *c, uint64_t addr, uint64_t size, bool sma
         i = (int32_t)c->used++;
     }
     c->b[i] = (struct blk){.addr = addr, .size = size, .prev = -1, .next = -1, .es = es,
+                           .tl = -1, .tr = -1, .tp = -1, .prio = slot_prio(i),
                            .live = 1, .mapped = mapped, .small = small};
     return i;
 }
@@ -282,73 +298,163 @@ static struct pool *pool_of(struct caching *c, int32_t i)
     return &c->pools[c->b[i].small ? 0 : 1];
 }
 
-/* First position in p->v whose block is >= (size, addr). */
-static size_t lower_bound(const struct caching *c, const struct pool *p, uint64_t size,
-                          uint64_t addr)
+/* ---- treaps over block indices -------------------------------------------------- *
+ * A tree is named by its root (-1: empty). by_size: ordered by (size, addr),
+ * else by addr alone. Keys are distinct: the blocks of one tree never
+ * overlap. A block's key must not change while it is in a tree. */
+
+static bool key_less(const struct blk *x, uint64_t size, uint64_t addr, bool by_size)
 {
-    size_t lo = 0, hi = p->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const struct blk *m = &c->b[p->v[mid]];
-        if (m->size < size || (m->size == size && m->addr < addr))
-            lo = mid + 1;
-        else
-            hi = mid;
+    if (by_size && x->size != size)
+        return x->size < size;
+    return x->addr < addr;
+}
+
+/* Make child the node in parent's place (parent's parent, or the root). */
+static void t_replace(struct caching *c, int32_t *root, int32_t parent, int32_t child)
+{
+    int32_t g = c->b[parent].tp;
+    if (child >= 0)
+        c->b[child].tp = g;
+    if (g < 0)
+        *root = child;
+    else if (c->b[g].tl == parent)
+        c->b[g].tl = child;
+    else
+        c->b[g].tr = child;
+}
+
+/* Rotate node i above its parent; the in-order sequence is unchanged. */
+static void t_rotate_up(struct caching *c, int32_t *root, int32_t i)
+{
+    int32_t p = c->b[i].tp;
+    t_replace(c, root, p, i);
+    if (c->b[p].tl == i) {
+        int32_t m = c->b[i].tr;
+        c->b[p].tl = m;
+        if (m >= 0)
+            c->b[m].tp = p;
+        c->b[i].tr = p;
+    } else {
+        int32_t m = c->b[i].tl;
+        c->b[p].tr = m;
+        if (m >= 0)
+            c->b[m].tp = p;
+        c->b[i].tl = p;
     }
-    return lo;
+    c->b[p].tp = i;
+}
+
+static void t_insert(struct caching *c, int32_t *root, int32_t i, bool by_size)
+{
+    struct blk *n = &c->b[i];
+    int32_t par = -1, cur = *root;
+    bool left = false;
+    while (cur >= 0) {
+        par = cur;
+        left = key_less(n, c->b[cur].size, c->b[cur].addr, by_size);
+        cur = left ? c->b[cur].tl : c->b[cur].tr;
+    }
+    n->tl = n->tr = -1;
+    n->tp = par;
+    if (par < 0)
+        *root = i;
+    else if (left)
+        c->b[par].tl = i;
+    else
+        c->b[par].tr = i;
+    while (c->b[i].tp >= 0 && c->b[c->b[i].tp].prio < c->b[i].prio)
+        t_rotate_up(c, root, i);
+}
+
+static void t_remove(struct caching *c, int32_t *root, int32_t i)
+{
+    for (;;) { /* rotate i down until it has at most one child */
+        int32_t l = c->b[i].tl, r = c->b[i].tr;
+        if (l < 0 || r < 0) {
+            t_replace(c, root, i, l >= 0 ? l : r);
+            break;
+        }
+        t_rotate_up(c, root, c->b[l].prio > c->b[r].prio ? l : r);
+    }
+    c->b[i].tl = c->b[i].tr = c->b[i].tp = -1;
+}
+
+/* The first node >= (size, addr), or -1. */
+static int32_t t_lower_bound(const struct caching *c, int32_t root, uint64_t size, uint64_t addr,
+                             bool by_size)
+{
+    int32_t res = -1, cur = root;
+    while (cur >= 0) {
+        if (key_less(&c->b[cur], size, addr, by_size)) {
+            cur = c->b[cur].tr;
+        } else {
+            res = cur;
+            cur = c->b[cur].tl;
+        }
+    }
+    return res;
+}
+
+static int32_t t_first(const struct caching *c, int32_t i)
+{
+    if (i >= 0)
+        while (c->b[i].tl >= 0)
+            i = c->b[i].tl;
+    return i;
+}
+
+static int32_t t_last(const struct caching *c, int32_t i)
+{
+    if (i >= 0)
+        while (c->b[i].tr >= 0)
+            i = c->b[i].tr;
+    return i;
+}
+
+/* The in-order successor of node i, or -1. */
+static int32_t t_next(const struct caching *c, int32_t i)
+{
+    if (c->b[i].tr >= 0)
+        return t_first(c, c->b[i].tr);
+    int32_t p = c->b[i].tp;
+    while (p >= 0 && c->b[p].tr == i) {
+        i = p;
+        p = c->b[p].tp;
+    }
+    return p;
+}
+
+/* ---- pools ------------------------------------------------------------------------ */
+
+/* The first free block of p that is >= (size, addr), or -1. */
+static int32_t lower_bound(const struct caching *c, const struct pool *p, uint64_t size,
+                           uint64_t addr)
+{
+    return t_lower_bound(c, p->v, size, addr, true);
 }
 
 /* CCA BlockPool::insert_into_blocks: cache the block and start its age. */
 static void pool_insert(struct caching *c, int32_t i)
 {
     struct pool *p = pool_of(c, i);
-    size_t pos = lower_bound(c, p, c->b[i].size, c->b[i].addr);
-    memmove(p->v + pos + 1, p->v + pos, (p->n - pos) * sizeof *p->v);
-    p->v[pos] = i;
-    p->n++;
+    t_insert(c, &p->v, i, true);
     c->b[i].gc_base = p->searches;
-}
-
-static void pool_remove_at(struct pool *p, size_t pos)
-{
-    memmove(p->v + pos, p->v + pos + 1, (p->n - pos - 1) * sizeof *p->v);
-    p->n--;
 }
 
 static void pool_remove(struct caching *c, int32_t i)
 {
-    struct pool *p = pool_of(c, i);
-    pool_remove_at(p, lower_bound(c, p, c->b[i].size, c->b[i].addr));
-}
-
-static size_t um_find(const struct caching *c, const struct pool *p, uint64_t addr)
-{
-    size_t lo = 0, hi = p->n_um;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->b[p->um[mid]].addr < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    t_remove(c, &pool_of(c, i)->v, i);
 }
 
 static void um_insert(struct caching *c, int32_t i)
 {
-    struct pool *p = pool_of(c, i);
-    size_t pos = um_find(c, p, c->b[i].addr);
-    memmove(p->um + pos + 1, p->um + pos, (p->n_um - pos) * sizeof *p->um);
-    p->um[pos] = i;
-    p->n_um++;
+    t_insert(c, &pool_of(c, i)->um, i, false);
 }
 
 static void um_remove(struct caching *c, int32_t i)
 {
-    struct pool *p = pool_of(c, i);
-    size_t pos = um_find(c, p, c->b[i].addr);
-    memmove(p->um + pos, p->um + pos + 1, (p->n_um - pos - 1) * sizeof *p->um);
-    p->n_um--;
+    t_remove(c, &pool_of(c, i)->um, i);
 }
 
 static bool is_split(const struct caching *c, int32_t i)
@@ -414,26 +520,23 @@ static void garbage_collect(struct caching *c)
     uint64_t target = c->st.reserved - limit, reclaimed = 0, total_age = 0;
     size_t count = 0;
     struct pool *p = &c->pools[1];
-    for (size_t k = 0; k < p->n; k++)
-        if (gc_candidate(c, p->v[k])) {
-            total_age += age(c, p->v[k]);
+    for (int32_t i = t_first(c, p->v); i >= 0; i = t_next(c, i))
+        if (gc_candidate(c, i)) {
+            total_age += age(c, i);
             count++;
         }
     bool freed = true;
     while (reclaimed < target && freed && count > 0) {
         double avg = (double)total_age / (double)count;
         freed = false;
-        size_t k = 0;
-        while (k < p->n) {
-            int32_t i = p->v[k];
+        for (int32_t i = t_first(c, p->v), nx; i >= 0; i = nx) {
+            nx = t_next(c, i);
             if (gc_candidate(c, i) && (double)age(c, i) >= avg) {
                 freed = true;
                 reclaimed += c->b[i].size;
                 total_age -= age(c, i);
                 count--;
-                release_block(c, i); /* shifts the rest down to k */
-            } else {
-                k++;
+                release_block(c, i);
             }
         }
     }
@@ -446,16 +549,16 @@ static bool release_oversize(struct caching *c, struct pool *p, uint64_t size)
     if (ms == UINT64_MAX || c->o.expandable_segments)
         return false;
     uint64_t key = size < ms ? ms : size;
-    size_t pos = lower_bound(c, p, key, 0);
-    if (pos < p->n) {
-        if (is_split(c, p->v[pos])) /* cannot happen: oversize blocks are never split */
+    int32_t pos = lower_bound(c, p, key, 0);
+    if (pos >= 0) {
+        if (is_split(c, pos)) /* cannot happen: oversize blocks are never split */
             return false;
-        release_block(c, p->v[pos]);
+        release_block(c, pos);
         return true;
     }
     uint64_t total = 0;
-    while (p->n > 0 && total < key) {
-        int32_t i = p->v[p->n - 1]; /* the largest */
+    while (p->v >= 0 && total < key) {
+        int32_t i = t_last(c, p->v); /* the largest */
         if (c->b[i].size < ms || is_split(c, i))
             break;
         total += c->b[i].size;
@@ -513,17 +616,13 @@ static enum dnnmem_status unmap_block(struct caching *c, int32_t i)
 /* CCA release_blocks for one pool. */
 static enum dnnmem_status release_pool(struct caching *c, struct pool *p)
 {
-    size_t n_exp = 0, k = 0;
-    while (k < p->n) {
-        int32_t i = p->v[k];
-        if (c->b[i].es >= 0) {
+    size_t n_exp = 0;
+    for (int32_t i = t_first(c, p->v), nx; i >= 0; i = nx) {
+        nx = t_next(c, i);
+        if (c->b[i].es >= 0)
             c->tmp[n_exp++] = i;
-            k++;
-        } else if (!is_split(c, i)) {
+        else if (!is_split(c, i))
             release_block(c, i);
-        } else {
-            k++;
-        }
     }
     if (!n_exp)
         return DNNMEM_OK;
@@ -593,8 +692,8 @@ static enum dnnmem_status map_block(struct caching *c, int32_t i, uint64_t size,
 static enum dnnmem_status find_expandable(struct caching *c, struct pool *p, uint64_t size,
                                           int32_t *out)
 {
-    for (size_t k = 0; k < p->n_um; k++) {
-        int32_t cand = p->um[k];
+    for (int32_t k = t_first(c, p->um); k >= 0; k = t_next(c, k)) {
+        int32_t cand = k;
         if (allocatable(c, c->b[cand].prev))
             cand = c->b[cand].prev;
         uint64_t bytes = 0;
@@ -674,21 +773,19 @@ static int32_t get_free_block(struct caching *c, struct pool *p, uint64_t size)
 {
     if (c->gc_on)
         p->searches++;
-    size_t pos = lower_bound(c, p, size, 0);
-    if (pos == p->n)
+    int32_t i = lower_bound(c, p, size, 0);
+    if (i < 0)
         return -1;
-    if (c->b[p->v[pos]].es >= 0)
-        while (c->b[p->v[pos]].es >= 0 && pos + 1 < p->n &&
-               expandable_size(c, p->v[pos + 1]) < expandable_size(c, p->v[pos]))
-            pos++;
-    int32_t i = p->v[pos];
+    for (int32_t nx; c->b[i].es >= 0 && (nx = t_next(c, i)) >= 0 &&
+                     expandable_size(c, nx) < expandable_size(c, i);)
+        i = nx;
     uint64_t bs = c->b[i].size, ms = c->o.max_split_size;
     if (size < ms && bs >= ms)
         return -1;
     if (size >= ms && (size > UINT64_MAX - c->o.max_non_split_rounding ||
                        bs >= size + c->o.max_non_split_rounding))
         return -1;
-    pool_remove_at(p, pos);
+    t_remove(c, &p->v, i);
     return i;
 }
 
@@ -843,10 +940,6 @@ static void c_destroy(void *self)
     if (!c)
         return;
     free(c->b);
-    for (int k = 0; k < 2; k++) {
-        free(c->pools[k].v);
-        free(c->pools[k].um);
-    }
     free(c->tmp);
     free(c->xs);
     free(c);
@@ -867,6 +960,8 @@ enum dnnmem_status dm_alloc_caching_new(const struct dm_caching_opts *o, struct 
     c->gc_on = o->capacity_is_fraction && o->capacity && o->gc_threshold > 0.0;
     c->free_slot = -1;
     c->pools[0].small = true;
+    for (int k = 0; k < 2; k++)
+        c->pools[k].v = c->pools[k].um = -1;
     c->next_addr = FIRST_ADDR;
     if (need_slots(c, 1) != DNNMEM_OK) {
         c_destroy(c);

@@ -186,6 +186,81 @@ static void test_best_fit(void **state)
     a.destroy(a.self);
 }
 
+/* Best fit among many cached blocks (the pools' ordered trees): N sizes of
+ * (k + 5) x 2 MiB, two segments of each, created and freed in scrambled
+ * orders. Each is a multiple of 2 MiB >= 10 MiB: its own segment, exact. */
+#define MANY 1500
+
+static void shuffle(uint32_t *v, size_t n, uint32_t *seed)
+{
+    for (size_t i = n - 1; i > 0; i--) {
+        *seed = *seed * 1664525u + 1013904223u;
+        size_t j = (*seed >> 8) % (i + 1);
+        uint32_t t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
+static void test_best_fit_many(void **state)
+{
+    (void)state;
+    static uint32_t order[2 * MANY];
+    static uint64_t h[2 * MANY];
+    uint32_t seed = 12345;
+    struct dm_allocator a = mk_default();
+    uint64_t g, total = 0;
+    for (uint32_t k = 0; k < 2 * MANY; k++)
+        order[k] = k;
+    shuffle(order, 2 * MANY, &seed);
+    for (size_t k = 0; k < 2 * MANY; k++) { /* entry e: size index e / 2 */
+        uint64_t size = (order[k] / 2 + 5) * 2 * MiB;
+        h[order[k]] = get(&a, size, &g);
+        assert_int_equal(g, size);
+        total += size;
+    }
+    shuffle(order, 2 * MANY, &seed);
+    for (size_t k = 0; k < 2 * MANY; k++)
+        put(&a, h[order[k]]);
+    struct dm_alloc_stats s = stats(&a);
+    assert_int_equal(s.reserved, total);
+    assert_int_equal(s.segments, 2 * MANY);
+    /* Round 1: each size, in scrambled order, asked for 512 B less (rounds
+     * back up to it): the exact size fits best, and of its two blocks the
+     * lower address is taken; rest 0: no split. */
+    for (uint32_t k = 0; k < MANY; k++)
+        order[k] = k;
+    shuffle(order, MANY, &seed);
+    for (size_t k = 0; k < MANY; k++) {
+        uint64_t size = (order[k] + 5) * 2 * MiB;
+        get(&a, size - 512, &g);
+        assert_int_equal(g, size);
+    }
+    size_t n = take_snapshot(&a);
+    assert_int_equal(n, 2 * MANY);
+    static bool seen[MANY];
+    for (size_t i = 0; i < n; i++) { /* in address order: the first of each size is live */
+        size_t k = (size_t)(snap[i].size / (2 * MiB) - 5);
+        assert_true(k < MANY);
+        assert_int_equal(snap[i].allocated, !seen[k]);
+        seen[k] = true;
+    }
+    /* Round 2: 1 MiB less than each size: the free copy of that size is the
+     * smallest free block >= the request (the next smaller size's free copy
+     * is 1 MiB short); rest 1 MiB is not > 1 MiB: handed out whole. */
+    shuffle(order, MANY, &seed);
+    for (size_t k = 0; k < MANY; k++) {
+        uint64_t size = (order[k] + 5) * 2 * MiB;
+        get(&a, size - MiB, &g);
+        assert_int_equal(g, size);
+    }
+    s = stats(&a);
+    assert_int_equal(s.reserved, total); /* no new segment */
+    assert_int_equal(s.segments, 2 * MANY);
+    assert_int_equal(s.allocated, total);
+    a.destroy(a.self);
+}
+
 /* A freed block is reused without reserving more. */
 static void test_reuse_without_new_reserve(void **state)
 {
@@ -904,6 +979,7 @@ int main(void)
         cmocka_unit_test(test_worked_examples),
         cmocka_unit_test(test_zero_bytes),
         cmocka_unit_test(test_best_fit),
+        cmocka_unit_test(test_best_fit_many),
         cmocka_unit_test(test_reuse_without_new_reserve),
         cmocka_unit_test(test_merge_on_free),
         cmocka_unit_test(test_no_merge_across_segments),
