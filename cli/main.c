@@ -155,6 +155,9 @@ static const char usage_text[] =
     "  --tf-memory-limit SIZE TensorFlow's memory limit (default: free memory at start\n"
     "                         minus MinSystemMemory)\n"
     "  --tf-min-system-memory SIZE  (default by compute capability: 500 MiB to 1800 MiB)\n"
+    "  --mxnet-executor planned|naive  MXNet: the symbolic executor's static memory plan\n"
+    "                         (Module.bind, nnvm PlanMemory; default), or the eager\n"
+    "                         schedule through MXNet's pool (imperative code)\n"
     "  --mxnet-pool naive|round  MXNET_GPU_MEM_POOL_TYPE (default naive)\n"
     "  --mxnet-page-size SIZE MXNET_GPU_MEM_POOL_PAGE_SIZE (default 4096)\n"
     "  --mxnet-round-cutoff N MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF (default 24)\n"
@@ -330,7 +333,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_CALIB, OPT_GPU, OPT_MEMORY, OPT_HEADROOM, OPT_CSV, OPT_LIMIT, OPT_DIMNAME,
            OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_NEWTOK, OPT_KVDTYPE, OPT_LORA_R,
            OPT_LORA_ALPHA, OPT_LORA_DROPOUT, OPT_LORA_TARGETS, OPT_TF_GROWTH, OPT_TF_LIMIT,
-           OPT_TF_MINSYS, OPT_MX_POOL, OPT_MX_PAGE, OPT_MX_CUTOFF, OPT_MX_RESERVE, OPT_JAX_PREALLOC,
+           OPT_TF_MINSYS, OPT_MX_POOL, OPT_MX_EXEC, OPT_MX_PAGE, OPT_MX_CUTOFF, OPT_MX_RESERVE, OPT_JAX_PREALLOC,
            OPT_JAX_FRACTION, OPT_INPUT_SHAPE, OPT_QUANT };
     static const struct option opts[] = {
         {"gpu", required_argument, NULL, OPT_GPU},
@@ -382,6 +385,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"tf-memory-limit", required_argument, NULL, OPT_TF_LIMIT},
         {"tf-min-system-memory", required_argument, NULL, OPT_TF_MINSYS},
         {"mxnet-pool", required_argument, NULL, OPT_MX_POOL},
+        {"mxnet-executor", required_argument, NULL, OPT_MX_EXEC},
         {"mxnet-page-size", required_argument, NULL, OPT_MX_PAGE},
         {"mxnet-round-cutoff", required_argument, NULL, OPT_MX_CUTOFF},
         {"mxnet-reserve", required_argument, NULL, OPT_MX_RESERVE},
@@ -794,6 +798,15 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
             else
                 return usage_error("--mxnet-pool %s: expected naive or round", optarg);
             fw_flag[DNNMEM_FW_MXNET] = "--mxnet-pool";
+            break;
+        case OPT_MX_EXEC:
+            if (strcasecmp(optarg, "planned") == 0)
+                cfg.mxnet_executor = DNNMEM_MXNET_EXEC_PLANNED;
+            else if (strcasecmp(optarg, "naive") == 0)
+                cfg.mxnet_executor = DNNMEM_MXNET_EXEC_NAIVE;
+            else
+                return usage_error("--mxnet-executor %s: expected planned or naive", optarg);
+            fw_flag[DNNMEM_FW_MXNET] = "--mxnet-executor";
             break;
         case OPT_MX_PAGE:
             if (parse_size(optarg, &cfg.mxnet_page_size) || cfg.mxnet_page_size < 32)

@@ -241,7 +241,9 @@ enum dnnmem_quant {
 
 /* The framework whose runtime is simulated: its device allocator, memory
  * limit and fixed overheads. The schedule (which tensors exist, when they are
- * freed, what the backward pass keeps) is PyTorch eager's for every profile;
+ * freed, what the backward pass keeps) is PyTorch eager's for every profile
+ * except MXNet's planned executor (enum dnnmem_mxnet_executor), which
+ * re-plans those lifetimes into nnvm's static storages;
  * the result says so in an assumption. None of the non-PyTorch profiles has
  * been validated against measurements yet. */
 enum dnnmem_framework {
@@ -254,6 +256,15 @@ enum dnnmem_framework {
                               (jax docs/gpu_memory_allocation.rst) */
 };
 const char *dnnmem_framework_name(enum dnnmem_framework f); /* "pytorch", "tensorflow", ... */
+
+/* How MXNet runs the model: the symbolic executor (Module.bind/simple_bind,
+ * default), whose memory nnvm's PlanMemory plans once for the whole forward
+ * and backward graph; or naive: the eager schedule (PyTorch's) replayed
+ * through MXNet's pool, a stand-in for imperative NDArray/autograd code. */
+enum dnnmem_mxnet_executor {
+    DNNMEM_MXNET_EXEC_PLANNED = 0,
+    DNNMEM_MXNET_EXEC_NAIVE
+};
 
 /* MXNET_GPU_MEM_POOL_TYPE (storage.cc; env_var.md). */
 enum dnnmem_mxnet_pool {
@@ -366,6 +377,8 @@ struct dnnmem_config {
      * (< 0 = 5 % of total memory, MXNET_GPU_MEM_POOL_RESERVE): below it the
      * pool frees its cached buffers before a new cudaMalloc. */
     enum dnnmem_mxnet_pool mxnet_pool;
+    /* the executor (default planned; NNVM_EXEC_MATCH_RANGE at its default 16) */
+    enum dnnmem_mxnet_executor mxnet_executor;
     int64_t mxnet_page_size;
     int mxnet_round_cutoff;
     int mxnet_reserve_percent;

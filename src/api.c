@@ -855,6 +855,12 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     if ((unsigned)cfg.framework > DNNMEM_FW_JAX)
         return dm_fail(err, DNNMEM_E_USAGE, "unknown framework %d", (int)cfg.framework);
     bool other_fw = cfg.framework != DNNMEM_FW_PYTORCH;
+    if ((unsigned)cfg.mxnet_executor > DNNMEM_MXNET_EXEC_NAIVE)
+        return dm_fail(err, DNNMEM_E_USAGE, "unknown MXNet executor %d", (int)cfg.mxnet_executor);
+    /* MXNet's symbolic executor plans a forward (and backward) graph; a
+     * generation loop is not one */
+    bool mx_planned = cfg.framework == DNNMEM_FW_MXNET &&
+                      cfg.mxnet_executor == DNNMEM_MXNET_EXEC_PLANNED && !generate;
     int64_t fw_version = cfg.framework_version ? version_number(cfg.framework_version) : -1;
     if (cfg.framework_version && fw_version < 0)
         return dm_fail(err, DNNMEM_E_USAGE, "--framework %s@%s: expected a version such as 2.15",
@@ -966,10 +972,24 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                "validated against measurements)",
                dnnmem_framework_name(cfg.framework), cfg.framework_version ? " " : "",
                cfg.framework_version ? cfg.framework_version : "");
-        assume(&as, "schedule", "default",
-               "PyTorch %d.%d eager's: which tensors exist, when they are freed and which "
-               "forward tensors the backward keeps are PyTorch's, not %s",
-               run.torch_version / 100, run.torch_version % 100, planner[cfg.framework]);
+        if (!mx_planned)
+            assume(&as, "schedule", cfg.framework == DNNMEM_FW_MXNET ? "option" : "default",
+                   "PyTorch %d.%d eager's: which tensors exist, when they are freed and which "
+                   "forward tensors the backward keeps are PyTorch's, not %s%s%s",
+                   run.torch_version / 100, run.torch_version % 100, planner[cfg.framework],
+                   cfg.framework == DNNMEM_FW_MXNET
+                       ? generate ? " (--mode generate: no executor plan)"
+                                  : " (--mxnet-executor naive: imperative NDArray code)"
+                       : "",
+                   cfg.framework == DNNMEM_FW_TENSORFLOW
+                       ? "; TensorFlow's executor frees a tensor when its last consumer has run "
+                         "and GradientTape keeps what each recorded op's gradient reads, the "
+                         "same model as PyTorch's, but its per-op choices (e.g. Dropout's "
+                         "mask dtype) are not modelled"
+                   : cfg.framework == DNNMEM_FW_JAX
+                       ? "; a jitted step's temp buffer (heap simulator) is not modelled: "
+                         "this is op-by-op (un-jitted) execution"
+                       : "");
     } else {
         assume(&as, "framework", cfg.torch_version ? "option" : "default", "pytorch %d.%d (eager)",
                run.torch_version / 100, run.torch_version % 100);
@@ -997,8 +1017,10 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         if (run.grad_accum > 1)
             assume(&as, "grad_accum", "option", "%d micro-batches per step", run.grad_accum);
         assume(&as, "zero_grad", "default", "%s",
-               run.torch_version >= 200 ? "set_to_none=True (frees grads)"
-                                        : "set_to_none=False (keeps grads)");
+               mx_planned ? "none: the executor's gradients are bound once and overwritten "
+                            "(grad_req write)"
+               : run.torch_version >= 200 ? "set_to_none=True (frees grads)"
+                                          : "set_to_none=False (keeps grads)");
     } else if (generate) {
         static const char *const kv[] = {"the model's dtype", "fp32", "fp16", "bf16",
                                          "fp8 (1 byte per element; scales not counted)"};
@@ -1198,6 +1220,24 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                100 * (cfg.headroom > 0 ? cfg.headroom : 0.05));
     if ((s = dm_schedule_build(g, t, &run, &sched, err)) != DNNMEM_OK)
         goto out;
+    if (mx_planned) {
+        struct dm_schedule planned;
+        struct dm_mxplan_stats ps;
+        if ((s = dm_mxnet_plan(g, &sched, 0, &planned, &ps, err)) != DNNMEM_OK)
+            goto out;
+        dm_schedule_free(&sched);
+        sched = planned;
+        char pb[32];
+        assume(&as, "schedule", "default",
+               "MXNet symbolic executor (Module.bind): nnvm's PlanMemory over one %s: %d "
+               "entries into %d storages (%s; free list by size, NNVM_EXEC_MATCH_RANGE 16, "
+               "%d in place), each allocated once and kept; weights, inputs, gradients "
+               "(grad_req write) and optimizer state allocated once and kept; fused optimizer "
+               "updates, no temporaries. Entry lifetimes and what backward reads are "
+               "dnnmem's PyTorch-derived rules (--mxnet-executor naive: the eager schedule)",
+               run.train ? "forward + backward" : "forward", ps.entries, ps.storages,
+               dm_format_bytes(ps.storage_bytes, pb), ps.inplace);
+    }
     /* CUDA: the caching allocator with PyTorch's defaults (or a plain
      * rounding when the user overrides the rounding); CPU: exact sizes */
     if (other_fw) {

@@ -523,6 +523,23 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
                                      const struct dm_run *run, struct dm_schedule *s,
                                      struct dnnmem_error *err);
 
+/* MXNet's symbolic executor (src/schedule/mxplan.c): the eager schedule `in`
+ * re-planned as nnvm's PlanMemory and the graph executor do it: the buffers of
+ * the first forward (and its backward) assigned to storages (free list keyed
+ * by size, `match_range` 0 = NNVM_EXEC_MATCH_RANGE's 16, in place where the
+ * op allows), each storage allocated once and never freed; weights, inputs,
+ * gradients and optimizer state allocated once and kept; later iterations'
+ * other buffers dropped (they reuse the storages). `out` is malloc'd. */
+struct dm_mxplan_stats {
+    int32_t entries;        /* buffers planned */
+    int32_t storages;       /* storages made */
+    int32_t inplace;        /* entries written in place */
+    uint64_t storage_bytes; /* the storages' bytes, as allocated (4-byte words) */
+};
+enum dnnmem_status dm_mxnet_plan(const struct dm_graph *g, const struct dm_schedule *in,
+                                 uint64_t match_range, struct dm_schedule *out,
+                                 struct dm_mxplan_stats *stats, struct dnnmem_error *err);
+
 /* Automatic mixed precision (src/train/amp.c): retype activations as
  * torch.autocast runs them, and the type input k of node n is cast to
  * (DM_UNDEFINED: none). */

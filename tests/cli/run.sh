@@ -273,7 +273,8 @@ printf '{"model_type":"llama","hidden_size":64,' >"$T/trunc.json"
 expect 3 "trunc.json" -- estimate "$T/trunc.json" -s 8
 
 # Framework runtimes (--framework tensorflow|mxnet|jax[@VERSION]): the
-# schedule stays PyTorch eager's; the allocator, limit and context change.
+# schedule stays PyTorch eager's (MXNet: its executor's plan by default); the
+# allocator, limit and context change.
 R=$M/fixtures/resnet50.onnx
 expect 2 "--framework caffe: expected pytorch, tensorflow, mxnet or jax" -- estimate $R --framework caffe
 expect 2 "--framework tensorflow@two: expected tensorflow@VERSION" -- estimate $R --framework tensorflow@two
@@ -298,6 +299,17 @@ expect 0 "what nvidia-smi shows; regions grown as needed" -- \
     estimate $R -b 8 --framework tensorflow --tf-allow-growth --gpu A100-80GB
 expect 0 "what nvidia-smi shows; the pool's buffers" -- estimate $R -b 8 --framework mxnet@1.9.1
 expect 0 "MXNet pooled storage manager, Round" -- estimate $R -b 8 --framework mxnet --mxnet-pool round
+# MXNet's executor: nnvm's static plan by default, the eager schedule with naive
+expect 2 "--mxnet-executor static: expected planned or naive" -- \
+    estimate $R --framework mxnet --mxnet-executor static
+expect 2 "--mxnet-executor: applies to --framework mxnet" -- estimate $R --mxnet-executor naive
+expect 0 "MXNet symbolic executor (Module.bind): nnvm's PlanMemory over one forward + backward" -- \
+    estimate $R -b 8 --mode train --framework mxnet
+expect 0 "zero_grad      none: the executor's gradients are bound once" -- \
+    estimate $R -b 8 --mode train --framework mxnet
+expect 0 "PlanMemory over one forward:" -- estimate $R -b 8 --framework mxnet --mxnet-executor planned
+expect 0 "(--mxnet-executor naive: imperative NDArray code)" -- \
+    estimate $R -b 8 --mode train --framework mxnet --mxnet-executor naive
 expect 0 "0.9 x" -- estimate $R -b 8 --framework jax@0.4.13 --gpu T4
 expect 1 "does not fit" -- estimate $R -b 8 --mode train --framework tensorflow --memory 1GiB
 # TensorFlow without allow_growth on an A100-80GB (compute capability 8.0):
@@ -317,8 +329,18 @@ assert d["needed_bytes"] == d["peak_allocated_bytes"] + ctx < d["total_bytes"]' 
     pass=$((pass + 1)); else echo "FAIL: TensorFlow totals"; fail=$((fail + 1)); fi
 # JAX preallocates 0.75 of the device; MXNet holds what its pool grew to
 "$D" estimate $R -b 8 --framework jax --gpu A100-80GB --json >"$T/jax.json"
-"$D" estimate $R -b 8 --mode train --framework mxnet --gpu T4 --json >"$T/mx.json"
+"$D" estimate $R -b 8 --mode train --framework mxnet --mxnet-executor naive --gpu T4 --json >"$T/mx.json"
 check_schema "$T/mx.json" "MXNet JSON"
+# the planned executor frees nothing during the run: the pool holds exactly
+# what is in use
+"$D" estimate $R -b 8 --mode train --framework mxnet --gpu T4 --json >"$T/mxp.json"
+check_schema "$T/mxp.json" "MXNet planned JSON"
+if "$PY" -c 'import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["peak_reserved_bytes"] == m["peak_allocated_bytes"] > 0, m
+assert m["total_bytes"] == m["needed_bytes"] == m["peak_allocated_bytes"] + m["cuda_context_bytes"]' \
+    "$T/mxp.json"; then
+    pass=$((pass + 1)); else echo "FAIL: MXNet planned totals"; fail=$((fail + 1)); fi
 if "$PY" -c 'import json, sys
 j, m = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 cap = j["verdict"]["capacity_bytes"]

@@ -604,14 +604,28 @@ static void test_framework_runtimes(void **state)
     assert_int_equal(r->total_bytes, 612 << 20);
     dnnmem_result_free(r);
 
-    /* MXNet Naive: three 32768 B buffers, nothing reused before the peak */
+    /* MXNet, the eager schedule (--mxnet-executor naive) through the Naive
+     * pool: three 32768 B buffers, nothing reused before the peak */
     cfg = fw_cfg(DNNMEM_FW_MXNET);
+    cfg.mxnet_executor = DNNMEM_MXNET_EXEC_NAIVE;
     r = estimate_cfg(view_graph(true), &cfg);
     assert_int_equal(r->peak_allocated, 3 * 32768);
     assert_int_equal(r->rounding_bytes, 3 * 32768 - 96000);
     assert_int_equal(r->peak_reserved, 3 * 32768);
     assert_int_equal(r->limit_bytes, 924 << 20);
     assert_int_equal(r->total_bytes, 3 * 32768 + (100 << 20));
+    dnnmem_result_free(r);
+
+    /* MXNet's planned executor (default): c (the reshape's copy, 32000 B)
+     * gets storage 0; the Add's output takes it in place (elementwise
+     * binary, c dies there, same size): one storage of 32000 B, in the Naive
+     * pool 32768, plus the input x (32768): 65536 in use, never freed */
+    cfg = fw_cfg(DNNMEM_FW_MXNET);
+    r = estimate_cfg(view_graph(true), &cfg);
+    assert_int_equal(r->peak_allocated, 2 * 32768);
+    assert_int_equal(r->rounding_bytes, 2 * 32768 - 64000);
+    assert_int_equal(r->peak_reserved, 2 * 32768);
+    assert_int_equal(r->total_bytes, 2 * 32768 + (100 << 20));
     dnnmem_result_free(r);
 
     /* TF limit 64000 B: one region of 64000 (a multiple of 256) holds x and
@@ -630,6 +644,9 @@ static void test_framework_runtimes(void **state)
     cfg.mxnet_pool = DNNMEM_MXNET_POOL_ROUND;
     cfg.mxnet_round_cutoff = 19;
     expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "--mxnet-round-cutoff 19");
+    cfg = fw_cfg(DNNMEM_FW_MXNET);
+    cfg.mxnet_executor = (enum dnnmem_mxnet_executor)7;
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "unknown MXNet executor 7");
     cfg = fw_cfg(DNNMEM_FW_JAX);
     cfg.framework_version = "0.4.x";
     expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "jax@0.4.x");

@@ -1,0 +1,460 @@
+/*
+ * mxplan.c: MXNet's symbolic executor (Module.bind / simple_bind), which plans
+ * the memory of a whole forward + backward graph once, at bind time, and
+ * allocates every planned storage once for the whole run. The pass turns an
+ * eager schedule (which buffers exist, when each is made and when its last
+ * reader lets go) into the executor's: the same buffer lifetimes assigned to
+ * storages by nnvm's rule, each storage allocated once and never freed.
+ *
+ * Rules (facts from apache/mxnet; the code here is our own):
+ *  1. Storage ids (src/nnvm/plan_memory.cc, GraphAllocator::Request): an
+ *     output asks for a storage of key = elements x 4 ("assume 4 bytes for
+ *     now", whatever its dtype). A free storage is taken if its key lies in
+ *     [key / 16, key * 16] (NNVM_EXEC_MATCH_RANGE, default 16): first the
+ *     smallest key >= the request (among equal keys the one freed first, a
+ *     std::multimap's order), else the largest key below it (among equal
+ *     keys the one freed last); a storage's key grows to the largest request
+ *     it serves. Otherwise a new storage is made.
+ *  2. Order within a node (AllocMemory): in-place outputs first, then the
+ *     other outputs requested largest first, then the inputs whose last
+ *     reader this node is are released, then outputs nobody reads.
+ *  3. In place (FInplaceOption): an output of an op that declares an
+ *     (input, output) in-place pair takes the input's storage when this node
+ *     is the input's last reader and both have the same number of elements
+ *     and element size. Declared by: elementwise unary ops
+ *     (MXNET_OPERATOR_REGISTER_UNARY: {0,0}; Activation is one), elementwise
+ *     binary ops ({0,0},{1,0}), Dropout ({0,0}), and the backward of
+ *     Activation (_backward_Activation: the output gradient into the input
+ *     gradient, src/operator/nn/activation.cc); reshapes are identity views
+ *     (FInplaceIdentity), which the eager schedule already makes views.
+ *  4. Allocation (src/executor/graph_executor.cc, InitDataEntryMemory): each
+ *     storage is one array of max(elements x dtype size) of the entries it
+ *     serves, rounded up to 4 bytes (float words), allocated through the
+ *     storage manager (the pooled one on GPUs) with delay_alloc, so at the
+ *     first op that writes it; it is kept while the executor lives.
+ *  5. External arrays: arguments (weights, data, labels), their gradients
+ *     (arg_grad_store, grad_req "write" or "add") and auxiliary states are
+ *     allocated by simple_bind before the first op (InitArguments) and are
+ *     not planned. There is no zero_grad: "write" overwrites.
+ *  6. The optimizer (Module.update -> the optimizer's fused update operators,
+ *     src/operator/optimizer_op.cc: sgd_update, sgd_mom_update, adam_update
+ *     write the weight and state in place): its state is created at the first
+ *     update and kept; no temporaries.
+ *  7. Library temporaries (cuDNN workspaces) are the executor's kTempSpace
+ *     resource: one per device (MXNET_EXEC_NUM_TEMP=1), grown to the largest
+ *     request and kept.
+ * What is taken from the eager schedule: which entries exist, their sizes,
+ * and when their last reader runs, including which forward tensors the
+ * backward reads (dnnmem's per-op rules, src/train/train.c, which are
+ * PyTorch's autograd; MXNet's FGradient inputs are assumed to match).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnnmem-impl.h"
+
+static bool persistent(uint8_t cat)
+{
+    return cat == DNNMEM_CAT_WEIGHT || cat == DNNMEM_CAT_INPUT || cat == DNNMEM_CAT_GRADIENT ||
+           cat == DNNMEM_CAT_OPTIMIZER || cat == DNNMEM_CAT_KV_CACHE;
+}
+
+/* Rule 3: ops whose MXNet counterpart declares FInplaceOption. */
+static bool inplace_op(enum dm_op op)
+{
+    switch (op) {
+    case DM_OP_Relu: case DM_OP_Sigmoid: case DM_OP_Tanh: case DM_OP_Softsign:
+    case DM_OP_Softplus: case DM_OP_Abs: case DM_OP_Neg: case DM_OP_Exp: case DM_OP_Log:
+    case DM_OP_Sqrt: case DM_OP_Add: case DM_OP_Sub: case DM_OP_Mul: case DM_OP_Div:
+    case DM_OP_Dropout:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* Rule 1's key: elements x 4. */
+static uint64_t plan_key(const struct dm_buffer *b)
+{
+    uint64_t es = 0;
+    if (!dm_dtype_bytes((enum dm_dtype)b->dtype, 1, &es) || es == 0)
+        es = 4;
+    return sat_mul(b->bytes / es, 4);
+}
+
+static uint64_t elem_size(const struct dm_buffer *b)
+{
+    uint64_t es = 0;
+    if (!dm_dtype_bytes((enum dm_dtype)b->dtype, 1, &es) || es == 0)
+        es = 1;
+    return es;
+}
+
+/* An external array's identity: one per (category, tensor, node, bytes, what). */
+static bool same_ext(const struct dm_buffer *c, const struct dm_buffer *b)
+{
+    return c->category == b->category && c->tensor == b->tensor && c->node == b->node &&
+           c->bytes == b->bytes &&
+           (c->what == b->what || (c->what && b->what && strcmp(c->what, b->what) == 0));
+}
+
+static size_t ext_hash(const struct dm_buffer *b)
+{
+    uint64_t h = 1469598103934665603u;
+    uint64_t parts[4] = {b->category, (uint64_t)(uint32_t)b->tensor, (uint64_t)(uint32_t)b->node,
+                         b->bytes};
+    for (int i = 0; i < 4; i++)
+        h = (h ^ parts[i]) * 1099511628211u;
+    for (const char *p = b->what; p && *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211u;
+    return (size_t)h;
+}
+
+struct storage {
+    uint64_t key;      /* max key served (rule 1) */
+    uint64_t bytes;    /* max real bytes served (rule 4) */
+    int32_t largest;   /* the entry with the most bytes: names the storage */
+    int32_t first_step;
+    int32_t live;      /* entries alive in it */
+    int64_t freed_seq; /* order of release into the free list; -1 when taken */
+};
+
+struct out_ev {
+    int32_t step;
+    int64_t seq;
+    struct dm_event ev;
+};
+
+static int cmp_out_ev(const void *a, const void *b)
+{
+    const struct out_ev *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The free list: storage ids sorted by (key, order of release), as nnvm's
+ * std::multimap keeps them. */
+struct plan {
+    struct storage *st;
+    int32_t n_st;
+    int64_t seq;
+    uint64_t range;
+    int32_t *free_ids;
+    int32_t n_free;
+};
+
+/* first position whose key is >= key (strict: > key) */
+static int32_t free_bound(const struct plan *p, uint64_t key, bool strict)
+{
+    int32_t lo = 0, hi = p->n_free;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        uint64_t k = p->st[p->free_ids[mid]].key;
+        if (k < key || (strict && k == key))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void release_storage(struct plan *p, int32_t sid)
+{
+    int32_t at = free_bound(p, p->st[sid].key, true); /* after equal keys: released last */
+    memmove(&p->free_ids[at + 1], &p->free_ids[at], (size_t)(p->n_free - at) * sizeof *p->free_ids);
+    p->free_ids[at] = sid;
+    p->n_free++;
+    p->st[sid].freed_seq = p->seq++;
+}
+
+/* Rule 1. Returns the storage id. */
+static int32_t request(struct plan *p, uint64_t key, int32_t buf, int32_t step)
+{
+    uint64_t lo = key / p->range, hi = sat_mul(key, p->range);
+    int32_t at = free_bound(p, key, false), pick = -1;
+    if (at < p->n_free && p->st[p->free_ids[at]].key <= hi)
+        pick = at; /* the smallest key >= the request, released first */
+    else if (at > 0 && p->st[p->free_ids[at - 1]].key >= lo)
+        pick = at - 1; /* the largest key below it, released last */
+    int32_t best;
+    if (pick >= 0) {
+        best = p->free_ids[pick];
+        memmove(&p->free_ids[pick], &p->free_ids[pick + 1],
+                (size_t)(p->n_free - pick - 1) * sizeof *p->free_ids);
+        p->n_free--;
+    } else {
+        best = p->n_st++;
+        p->st[best] = (struct storage){key, 0, buf, step, 0, -1};
+    }
+    struct storage *e = &p->st[best];
+    e->freed_seq = -1;
+    if (key > e->key)
+        e->key = key;
+    return best;
+}
+
+static void grow_bytes(struct storage *e, const struct dm_schedule *in, int32_t buf)
+{
+    if (in->buf[buf].bytes > e->bytes) {
+        e->bytes = in->buf[buf].bytes;
+        e->largest = buf;
+    }
+}
+
+static bool has_tensor(const int32_t *list, int n, int32_t x)
+{
+    for (int k = 0; x >= 0 && k < n; k++)
+        if (list[k] == x)
+            return true;
+    return false;
+}
+
+enum dnnmem_status dm_mxnet_plan(const struct dm_graph *g, const struct dm_schedule *in,
+                                 uint64_t match_range, struct dm_schedule *out,
+                                 struct dm_mxplan_stats *stats, struct dnnmem_error *err)
+{
+    memset(out, 0, sizeof *out);
+    memset(stats, 0, sizeof *stats);
+    if (match_range == 0)
+        match_range = 16;
+    /* the window: the first forward (and its backward) */
+    int32_t wf = -1, we = in->n_steps;
+    bool seen_bw = false;
+    for (int32_t i = 0; i < in->n_steps; i++) {
+        uint8_t ph = in->steps[i].phase;
+        if (wf < 0) {
+            if (ph == DM_PHASE_FORWARD)
+                wf = i;
+            continue;
+        }
+        bool next_micro = false; /* a forward run after the backward that ends in a loss is
+                                    the next micro-batch; one that ends in backward steps is
+                                    a checkpoint's recomputation, part of this backward */
+        if (ph == DM_PHASE_FORWARD && seen_bw && in->steps[i - 1].phase != DM_PHASE_FORWARD) {
+            int32_t j = i;
+            while (j < in->n_steps && in->steps[j].phase == DM_PHASE_FORWARD)
+                j++;
+            next_micro = j < in->n_steps && in->steps[j].phase == DM_PHASE_LOSS;
+        }
+        if (in->steps[i].iteration != in->steps[wf].iteration || next_micro ||
+            (ph != DM_PHASE_FORWARD && ph != DM_PHASE_LOSS && ph != DM_PHASE_BACKWARD)) {
+            we = i;
+            break;
+        }
+        if (ph == DM_PHASE_BACKWARD)
+            seen_bw = true;
+    }
+    size_t nb = (size_t)in->n_buf;
+    int32_t *buf_st = malloc((nb + 1) * sizeof *buf_st);   /* planned buffer -> storage */
+    int32_t *buf_step = malloc((nb + 1) * sizeof *buf_step); /* alloc step */
+    uint8_t *keep = calloc(nb + 1, 1);     /* 1: kept as is (events), 2: kept, never freed */
+    int32_t *move_to = malloc((nb + 1) * sizeof *move_to); /* step of a moved alloc, or -1 */
+    struct storage *st = malloc((nb + 2) * sizeof *st);
+    struct out_ev *oe = malloc((in->n_ev + nb + 2) * sizeof *oe);
+    struct dm_buffer *ob = malloc((nb + nb + 2) * sizeof *ob);
+    int32_t *scratch = malloc((in->n_ev + 1) * sizeof *scratch);
+    int32_t *free_ids = malloc((nb + 2) * sizeof *free_ids);
+    size_t hcap = 16;
+    while (hcap < 2 * nb + 2 && hcap < SIZE_MAX / 4)
+        hcap *= 2;
+    int32_t *htab = malloc(hcap * sizeof *htab); /* external arrays by identity */
+    size_t n_oe = 0;
+    enum dnnmem_status s = DNNMEM_OK;
+    if (!buf_st || !buf_step || !keep || !move_to || !st || !oe || !ob || !scratch || !htab || !free_ids) {
+        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g ? g->path : "schedule");
+        goto done;
+    }
+    for (size_t k = 0; k < nb; k++) {
+        buf_st[k] = -1;
+        buf_step[k] = -1;
+        move_to[k] = -1;
+    }
+    for (size_t e = 0; e < in->n_ev; e++)
+        if (in->ev[e].kind == DM_EV_ALLOC)
+            buf_step[in->ev[e].buf] = in->ev[e].step;
+    for (size_t k = 0; k < hcap; k++)
+        htab[k] = -1;
+    memcpy(ob, in->buf, nb * sizeof *ob);
+    int32_t n_ob = (int32_t)nb;
+    int32_t setup_step = wf > 0 ? wf - 1 : 0;
+    /* rule 5, 6: external arrays, one per (category, tensor, what, node) */
+    for (size_t k = 0; wf >= 0 && k < nb; k++) {
+        const struct dm_buffer *b = &in->buf[k];
+        if (buf_step[k] < wf) {
+            keep[k] = 1; /* made before the first op: as the eager schedule has it */
+            continue;
+        }
+        if (!persistent(b->category))
+            continue;
+        bool dup = false;
+        size_t h = ext_hash(b) & (hcap - 1);
+        for (; htab[h] >= 0 && !dup; h = (h + 1) & (hcap - 1))
+            dup = same_ext(&in->buf[htab[h]], b);
+        if (dup)
+            continue;
+        htab[h] = (int32_t)k;
+        keep[k] = 2;
+        if (b->category == DNNMEM_CAT_INPUT || b->category == DNNMEM_CAT_GRADIENT)
+            move_to[k] = setup_step; /* simple_bind: before the first op */
+    }
+    /* the plan over the window (rules 1-3, 7) */
+    struct plan p = {.st = st, .n_st = 0, .seq = 0, .range = match_range, .free_ids = free_ids,
+                     .n_free = 0};
+    int32_t temp_space = -1; /* rule 7: one buffer, grown */
+    size_t e0 = 0;
+    while (wf >= 0 && e0 < in->n_ev && in->ev[e0].step < wf)
+        e0++;
+    for (size_t e = e0; wf >= 0 && e < in->n_ev && in->ev[e].step < we;) {
+        int32_t step = in->ev[e].step;
+        size_t e1 = e;
+        while (e1 < in->n_ev && in->ev[e1].step == step)
+            e1++;
+        int32_t node = in->steps[step].node;
+        const struct dm_node *nd = g && node >= 0 && node < g->n_nodes ? &g->nodes[node] : NULL;
+        bool bw = in->steps[step].phase == DM_PHASE_BACKWARD;
+        /* in place first (rule 3) */
+        for (size_t x = e; x < e1; x++) {
+            const struct dm_event *ev = &in->ev[x];
+            const struct dm_buffer *b = &in->buf[ev->buf];
+            if (ev->kind != DM_EV_ALLOC || persistent(b->category) || keep[ev->buf])
+                continue;
+            if (b->category == DNNMEM_CAT_WORKSPACE) {
+                if (temp_space < 0) {
+                    temp_space = n_ob++;
+                    ob[temp_space] = *b;
+                    ob[temp_space].what = "temp space";
+                    ob[temp_space].tensor = -1;
+                    oe[n_oe++] = (struct out_ev){step, (int64_t)x, {DM_EV_ALLOC, temp_space, step}};
+                } else if (b->bytes > ob[temp_space].bytes) {
+                    ob[temp_space].bytes = b->bytes; /* grown: the largest request */
+                }
+                continue;
+            }
+            stats->entries++;
+            if (!nd || !inplace_op(nd->op))
+                continue;
+            const int32_t *outs = bw ? nd->in : nd->out, *ins = bw ? nd->out : nd->in;
+            int n_outs = bw ? nd->n_in : nd->n_out, n_ins = bw ? nd->n_out : nd->n_in;
+            if (bw && nd->op != DM_OP_Relu && nd->op != DM_OP_Sigmoid && nd->op != DM_OP_Tanh &&
+                nd->op != DM_OP_Softsign && nd->op != DM_OP_Softplus)
+                continue; /* backward in place: _backward_Activation only */
+            if (!has_tensor(outs, n_outs, b->tensor))
+                continue;
+            for (size_t y = e; y < e1; y++) {
+                const struct dm_event *fv = &in->ev[y];
+                const struct dm_buffer *f = &in->buf[fv->buf];
+                int32_t sid = buf_st[fv->buf];
+                if (fv->kind != DM_EV_FREE || sid < 0 || st[sid].live != 1 ||
+                    !has_tensor(ins, n_ins, f->tensor) || plan_key(f) != plan_key(b) ||
+                    elem_size(f) != elem_size(b))
+                    continue;
+                /* the storage must not already have been handed to another
+                 * output of this node */
+                bool taken = false;
+                for (size_t z = e; z < e1 && !taken; z++)
+                    taken = in->ev[z].kind == DM_EV_ALLOC && buf_st[in->ev[z].buf] == sid;
+                if (taken)
+                    continue;
+                buf_st[ev->buf] = sid;
+                st[sid].live++;
+                grow_bytes(&st[sid], in, ev->buf);
+                stats->inplace++;
+                break;
+            }
+        }
+        /* then the other outputs, largest first (rule 2; a stable order
+         * among equal keys) */
+        int n_rest = 0;
+        for (size_t x = e; x < e1; x++) {
+            const struct dm_event *ev = &in->ev[x];
+            const struct dm_buffer *b = &in->buf[ev->buf];
+            if (ev->kind == DM_EV_ALLOC && !persistent(b->category) && !keep[ev->buf] &&
+                b->category != DNNMEM_CAT_WORKSPACE && buf_st[ev->buf] < 0)
+                scratch[n_rest++] = ev->buf;
+        }
+        for (int i = 1; i < n_rest; i++) { /* insertion sort, descending, stable */
+            int32_t v = scratch[i];
+            int j = i;
+            while (j > 0 && plan_key(&in->buf[scratch[j - 1]]) < plan_key(&in->buf[v])) {
+                scratch[j] = scratch[j - 1];
+                j--;
+            }
+            scratch[j] = v;
+        }
+        for (int i = 0; i < n_rest; i++) {
+            int32_t bi = scratch[i];
+            int32_t sid = request(&p, plan_key(&in->buf[bi]), bi, step);
+            buf_st[bi] = sid;
+            st[sid].live++;
+            grow_bytes(&st[sid], in, bi);
+        }
+        /* then releases (rule 2) */
+        for (size_t x = e; x < e1; x++) {
+            const struct dm_event *ev = &in->ev[x];
+            int32_t sid = buf_st[ev->buf];
+            if (ev->kind != DM_EV_FREE || sid < 0)
+                continue;
+            if (--st[sid].live == 0)
+                release_storage(&p, sid);
+        }
+        e = e1;
+    }
+    /* the output events: kept buffers as they were (rule 5, 6: never freed),
+     * each storage once at its first request (rule 4) */
+    for (size_t e = 0; e < in->n_ev; e++) {
+        const struct dm_event *ev = &in->ev[e];
+        uint8_t k = wf < 0 ? 1 : keep[ev->buf];
+        if (k == 1 || (k == 2 && ev->kind == DM_EV_ALLOC)) {
+            int32_t at = ev->kind == DM_EV_ALLOC && move_to[ev->buf] >= 0 ? move_to[ev->buf]
+                                                                          : ev->step;
+            oe[n_oe++] = (struct out_ev){at, at == ev->step ? (int64_t)e : INT64_MAX / 2 + (int64_t)e,
+                                         {ev->kind, ev->buf, at}};
+        }
+    }
+    for (int32_t sid = 0; sid < p.n_st; sid++) {
+        int32_t id = n_ob++;
+        ob[id] = in->buf[st[sid].largest];
+        uint64_t b = st[sid].bytes;
+        ob[id].bytes = b > UINT64_MAX - 3 ? b : (b + 3) / 4 * 4;
+        stats->storage_bytes += ob[id].bytes;
+        /* after the step's kept events, before nothing else: the step's
+         * requests come first in its order */
+        oe[n_oe++] = (struct out_ev){st[sid].first_step, -1 - (int64_t)(p.n_st - sid),
+                                     {DM_EV_ALLOC, id, st[sid].first_step}};
+    }
+    stats->storages = p.n_st;
+    qsort(oe, n_oe, sizeof *oe, cmp_out_ev);
+    out->buf = ob;
+    out->n_buf = out->cap_buf = n_ob;
+    ob = NULL;
+    out->ev = malloc((n_oe + 1) * sizeof *out->ev);
+    out->steps = malloc(((size_t)in->n_steps + 1) * sizeof *out->steps);
+    if (!out->ev || !out->steps) {
+        dm_schedule_free(out);
+        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g ? g->path : "schedule");
+        goto done;
+    }
+    for (size_t k = 0; k < n_oe; k++)
+        out->ev[k] = oe[k].ev;
+    out->n_ev = out->cap_ev = n_oe;
+    memcpy(out->steps, in->steps, (size_t)in->n_steps * sizeof *out->steps);
+    out->n_steps = out->cap_steps = in->n_steps;
+done:
+    free(buf_st);
+    free(buf_step);
+    free(keep);
+    free(move_to);
+    free(st);
+    free(oe);
+    free(ob);
+    free(scratch);
+    free(htab);
+    free(free_ids);
+    return s;
+}
