@@ -946,6 +946,7 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         .optimizer = cfg.optimizer,
         .loss = cfg.loss,
         .loss_all_outputs = cfg.loss_all_outputs,
+        .tf_dropout = cfg.framework == DNNMEM_FW_TENSORFLOW,
         .gen_tokens = generate ? cfg.new_tokens : 0,
         .kv_dtype = cfg.kv_dtype,
     };
@@ -984,8 +985,9 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                    cfg.framework == DNNMEM_FW_TENSORFLOW
                        ? "; TensorFlow's executor frees a tensor when its last consumer has run "
                          "and GradientTape keeps what each recorded op's gradient reads, the "
-                         "same model as PyTorch's, but its per-op choices (e.g. Dropout's "
-                         "mask dtype) are not modelled"
+                         "same model as PyTorch's; one per-op difference is modelled: Dropout "
+                         "(tf.nn.dropout) keeps x * scale and a float mask of the input dtype, "
+                         "not a bool mask; others (fused BatchNorm's reserve space) are not"
                    : cfg.framework == DNNMEM_FW_JAX
                        ? "; a jitted step's temp buffer (heap simulator) is not modelled: "
                          "this is op-by-op (un-jitted) execution"

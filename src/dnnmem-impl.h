@@ -513,6 +513,8 @@ struct dm_run {
     int cpu_threads;            /* torch.get_num_threads() on the CPU; 0 = several */
     enum dm_dtype amp;          /* autocast's low type (fp16/bf16), or DM_UNDEFINED */
     int compute_capability;     /* the GPU's, major * 10 + minor; 0 = 80 */
+    bool tf_dropout;            /* Dropout as tf.nn.dropout: the tape keeps x * scale and a
+                                   float mask of the input dtype (src/train/train.c) */
     int64_t gen_tokens;         /* generation: decode steps after the prefill; 0 = none */
     enum dnnmem_kv_dtype kv_dtype;
 };

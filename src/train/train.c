@@ -23,7 +23,13 @@
  *    shaped like the output.
  *  - DM_T_DROPOUT: on CUDA native_dropout keeps a bool mask (PR #63937); on
  *    the CPU _dropout_impl multiplies by a noise tensor of the input dtype that
- *    MulBackward0 keeps.
+ *    MulBackward0 keeps. TensorFlow (--framework tensorflow: tf.keras Dropout
+ *    calls tf.nn.dropout, tensorflow/python/ops/nn_ops.py): ret = x * scale,
+ *    then ret * cast(random >= rate, x.dtype); the second Mul's gradient
+ *    (math_grad.py _MulGrad) reads both operands, so the tape keeps the
+ *    scaled input and a float mask, each the input's size and dtype (the
+ *    uniform random tensor and the bool comparison are transients, not
+ *    scheduled; whether the first Mul keeps x is not modelled).
  *  - DM_T_EMBED: EmbeddingBackward0 keeps the indices; the weight grad is dense.
  *    Indexing an activation by a tensor (x[idx], IndexBackward0) likewise keeps
  *    the indices, and its grad is zeros shaped like x with index_put_.
@@ -554,9 +560,13 @@ void dm_train_save(struct dm_sb *b, int32_t i)
             keep_new(b, i, DM_INT64, t[out0].numel, "indices");
         break;
     case DM_T_DROPOUT:
-        if (in0 >= 0)
+        if (in0 >= 0 && b->run->tf_dropout) {
+            keep_new(b, i, t[in0].dtype, t[in0].numel, "scaled");
+            keep_new(b, i, t[in0].dtype, t[in0].numel, "mask");
+        } else if (in0 >= 0) {
             keep_new(b, i, b->run->cuda ? DM_BOOL : t[in0].dtype, t[in0].numel,
                      b->run->cuda ? "mask" : "noise");
+        }
         break;
     case DM_T_EMBED: keep_input(b, i, 1); break;
     case DM_T_RNN: {

@@ -146,6 +146,62 @@ static void test_dropout_is_identity_in_eval(void **state)
     dnnmem_result_free(r);
 }
 
+/* Dropout in training: x[64,16] -> MatMul W[16,4096] -> h (1 MiB) ->
+ * Dropout -> d. PyTorch on CUDA keeps a bool mask (1 B per element:
+ * 256 KiB); TensorFlow's tf.nn.dropout keeps x * scale and a float32 mask
+ * (1 MiB each). Both are alive at the peak (the loss, before Dropout's
+ * backward frees them). */
+static struct tb *dropout_mlp(void)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,16");
+    tb_init(b, "W", F32, 2, (int64_t[]){16, 4096});
+    tb_node(b, "MatMul", "mm", "x,W", "h");
+    tb_node(b, "Dropout", "drop", "h", "d,m");
+    tb_output(b, "d");
+    return b;
+}
+
+static const struct dnnmem_tensor_info *live_named(const struct dnnmem_result *r, const char *name)
+{
+    for (size_t k = 0; k < r->n_live; k++)
+        if (strcmp(r->live[k].name, name) == 0)
+            return &r->live[k];
+    return NULL;
+}
+
+static void test_dropout_saved_by_framework(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_SGD;
+    cfg.loss = DNNMEM_LOSS_SUM;
+    cfg.batch_size = 64;
+    cfg.n_top_tensors = 20;
+    cfg.cuda_context_bytes = 0;
+    struct dnnmem_result *r = estimate_cfg(dropout_mlp(), &cfg);
+    const struct dnnmem_tensor_info *m = live_named(r, "drop.mask");
+    assert_non_null(m);
+    assert_string_equal(m->dtype, "bool");
+    assert_int_equal(m->bytes, 64 * 4096);
+    assert_null(live_named(r, "drop.scaled"));
+    dnnmem_result_free(r);
+
+    cfg.framework = DNNMEM_FW_TENSORFLOW;
+    r = estimate_cfg(dropout_mlp(), &cfg);
+    m = live_named(r, "drop.mask");
+    assert_non_null(m);
+    assert_string_equal(m->dtype, "float32");
+    assert_int_equal(m->bytes, 64 * 4096 * 4);
+    m = live_named(r, "drop.scaled");
+    assert_non_null(m);
+    assert_string_equal(m->dtype, "float32");
+    assert_int_equal(m->bytes, 64 * 4096 * 4);
+    dnnmem_result_free(r);
+}
+
 /* A chain a -> b -> c -> d of 1 MiB tensors frees each input after use:
  * at most two activations plus the input are live. */
 static void test_chain_frees_dead_tensors(void **state)
@@ -679,6 +735,7 @@ int main(void)
         cmocka_unit_test(test_sum_grad_dense_for_cublas),
         cmocka_unit_test(test_tied_weight_input_buffer),
         cmocka_unit_test(test_framework_runtimes),
+        cmocka_unit_test(test_dropout_saved_by_framework),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);
 }
