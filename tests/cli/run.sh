@@ -290,7 +290,7 @@ expect 2 "--alloc-round: replaces PyTorch's caching allocator; not with --framew
 expect 2 "--framework jax: only GPU runtimes are modelled" -- estimate $R --framework jax --device cpu
 expect 0 "framework      tensorflow 2.15 (runtime" -- estimate $R -b 8 --framework tensorflow@2.15
 expect 0 "schedule       PyTorch 2.0 eager's" -- estimate $R -b 8 --framework tensorflow@2.15
-expect 0 "Dropout (tf.nn.dropout) keeps x * scale and a float mask" -- estimate $R -b 8 --framework tensorflow
+expect 0 "Dropout (tf.nn.dropout) keeps x * scale and a float mask" -- estimate $R -b 8 --framework tensorflow --json
 expect 0 "process      the whole memory limit + CUDA context: TensorFlow reserves" -- \
     estimate $R -b 8 --framework tensorflow
 expect 0 "needs        " -- estimate $R -b 8 --framework tensorflow --gpu A100-80GB
