@@ -974,24 +974,25 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                dnnmem_framework_name(cfg.framework), cfg.framework_version ? " " : "",
                cfg.framework_version ? cfg.framework_version : "");
         if (!mx_planned)
-            assume(&as, "schedule", cfg.framework == DNNMEM_FW_MXNET ? "option" : "default",
+            assume(&as, "schedule", "default",
                    "PyTorch %d.%d eager's: which tensors exist, when they are freed and which "
-                   "forward tensors the backward keeps are PyTorch's, not %s%s%s",
-                   run.torch_version / 100, run.torch_version % 100, planner[cfg.framework],
-                   cfg.framework == DNNMEM_FW_MXNET
-                       ? generate ? " (--mode generate: no executor plan)"
-                                  : " (--mxnet-executor naive: imperative NDArray code)"
-                       : "",
-                   cfg.framework == DNNMEM_FW_TENSORFLOW
-                       ? "; TensorFlow's executor frees a tensor when its last consumer has run "
-                         "and GradientTape keeps what each recorded op's gradient reads, the "
-                         "same model as PyTorch's; one per-op difference is modelled: Dropout "
-                         "(tf.nn.dropout) keeps x * scale and a float mask of the input dtype, "
-                         "not a bool mask; others (fused BatchNorm's reserve space) are not"
-                   : cfg.framework == DNNMEM_FW_JAX
-                       ? "; a jitted step's temp buffer (heap simulator) is not modelled: "
-                         "this is op-by-op (un-jitted) execution"
-                       : "");
+                   "forward tensors the backward keeps are PyTorch's, not %s",
+                   run.torch_version / 100, run.torch_version % 100, planner[cfg.framework]);
+        if (cfg.framework == DNNMEM_FW_MXNET && !mx_planned)
+            assume(&as, "mxnet_executor", generate ? "default" : "option", "%s",
+                   generate ? "none: a generation loop is not an executor graph (the eager "
+                              "schedule through MXNet's pool)"
+                            : "naive: the eager schedule through MXNet's pool, as imperative "
+                              "NDArray/autograd code runs");
+        if (cfg.framework == DNNMEM_FW_TENSORFLOW)
+            assume(&as, "tf_ops", "default",
+                   "Dropout (tf.nn.dropout) keeps x * scale and a float mask of the input dtype "
+                   "for backward, not a bool mask; fused BatchNorm's reserve space and other "
+                   "per-op differences are not modelled");
+        if (cfg.framework == DNNMEM_FW_JAX)
+            assume(&as, "jax_execution", "default",
+                   "op by op (not jitted): a jitted step's buffer assignment (XLA's heap "
+                   "simulator, one temp allocation) is not modelled");
     } else {
         assume(&as, "framework", cfg.torch_version ? "option" : "default", "pytorch %d.%d (eager)",
                run.torch_version / 100, run.torch_version % 100);
@@ -1232,13 +1233,18 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         char pb[32];
         assume(&as, "schedule", "default",
                "MXNet symbolic executor (Module.bind): nnvm's PlanMemory over one %s: %d "
-               "entries into %d storages (%s; free list by size, NNVM_EXEC_MATCH_RANGE 16, "
-               "%d in place), each allocated once and kept; weights, inputs, gradients "
-               "(grad_req write) and optimizer state allocated once and kept; fused optimizer "
-               "updates, no temporaries. Entry lifetimes and what backward reads are "
-               "dnnmem's PyTorch-derived rules (--mxnet-executor naive: the eager schedule)",
+               "entries into %d storages (%s; free list by size, match range 16; %d in "
+               "place), each allocated once and kept",
                run.train ? "forward + backward" : "forward", ps.entries, ps.storages,
                dm_format_bytes(ps.storage_bytes, pb), ps.inplace);
+        if (run.train)
+            assume(&as, "executor_arrays", "default",
+                   "weights, inputs and gradients (grad_req write) bound once before the first "
+                   "op; optimizer state made at the first update and kept; fused optimizer "
+                   "updates, no temporaries");
+        assume(&as, "entry_lifetimes", "default",
+               "which entries exist and when their last reader runs (what backward reads): "
+               "dnnmem's PyTorch-derived rules; --mxnet-executor naive: the eager schedule");
     }
     /* CUDA: the caching allocator with PyTorch's defaults (or a plain
      * rounding when the user overrides the rounding); CPU: exact sizes */

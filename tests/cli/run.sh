@@ -290,7 +290,10 @@ expect 2 "--alloc-round: replaces PyTorch's caching allocator; not with --framew
 expect 2 "--framework jax: only GPU runtimes are modelled" -- estimate $R --framework jax --device cpu
 expect 0 "framework      tensorflow 2.15 (runtime" -- estimate $R -b 8 --framework tensorflow@2.15
 expect 0 "schedule       PyTorch 2.0 eager's" -- estimate $R -b 8 --framework tensorflow@2.15
-expect 0 "Dropout (tf.nn.dropout) keeps x * scale and a float mask" -- estimate $R -b 8 --framework tensorflow --json
+expect 0 "tf_ops         Dropout (tf.nn.dropout) keeps x * scale and a float mask" -- \
+    estimate $R -b 8 --framework tensorflow
+expect 0 "jax_execution  op by op (not jitted)" -- estimate $R -b 8 --framework jax
+expect 0 "entry_lifetimes which entries exist" -- estimate $R -b 8 --framework mxnet
 expect 0 "process      the whole memory limit + CUDA context: TensorFlow reserves" -- \
     estimate $R -b 8 --framework tensorflow
 expect 0 "needs        " -- estimate $R -b 8 --framework tensorflow --gpu A100-80GB
@@ -309,7 +312,7 @@ expect 0 "MXNet symbolic executor (Module.bind): nnvm's PlanMemory over one forw
 expect 0 "zero_grad      none: the executor's gradients are bound once" -- \
     estimate $R -b 8 --mode train --framework mxnet
 expect 0 "PlanMemory over one forward:" -- estimate $R -b 8 --framework mxnet --mxnet-executor planned
-expect 0 "(--mxnet-executor naive: imperative NDArray code)" -- \
+expect 0 "mxnet_executor naive: the eager schedule through MXNet's pool" -- \
     estimate $R -b 8 --mode train --framework mxnet --mxnet-executor naive
 expect 0 "0.9 x" -- estimate $R -b 8 --framework jax@0.4.13 --gpu T4
 expect 1 "does not fit" -- estimate $R -b 8 --mode train --framework tensorflow --memory 1GiB
