@@ -130,7 +130,8 @@ enum dnnmem_mode {
     DNNMEM_MODE_TRAIN,     /* zero_grad, forward, loss, backward, optimizer.step(), repeated */
     DNNMEM_MODE_GENERATE   /* HuggingFace causal LMs: model.generate(), greedy, with a
                               DynamicCache: a prefill of seq_len prompt tokens, then
-                              new_tokens decode steps, each growing every layer's cache */
+                              new_tokens - 1 decode steps (the prefill makes the first
+                              token), each growing every layer's cache */
 };
 
 /* Storage type of the KV cache during decoding (mode GENERATE). */

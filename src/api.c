@@ -1033,7 +1033,7 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                "concatenating one token onto every layer's keys and values",
                g->logits_to_keep ? "the last position's logits (logits_to_keep=1)"
                                  : "every position's logits",
-               (long long)cfg.new_tokens);
+               (long long)cfg.new_tokens - 1); /* the prefill makes the first token */
         assume(&as, "kv_dtype", cfg.kv_dtype ? "option" : "default", "%s", kv[cfg.kv_dtype]);
     } else {
         assume(&as, "mode", "default", "infer (torch.no_grad, model.eval)");

@@ -45,8 +45,10 @@ as a float tensor filled with finfo.min, Conv1D as addmm, NewGELU as the tanh
 formula, nn.Dropout / F.dropout where the config has them.
 
 Only the memory-relevant behaviour is reproduced: initialisation is plain
-normal(0, 0.02) (values do not change the bytes), and there is no generation,
-no attention_mask/padding, no past_key_values input, no rope scaling types.
+normal(0, 0.02) (values do not change the bytes), no padding, no rope
+scaling types.  Generation: greedy_generate() is transformers 4.51's greedy
+GenerationMixin._sample with a DynamicCache for the Llama family (prefill
+with logits_to_keep=1, then one token per forward, the cache passed in).
 """
 
 import math
@@ -106,6 +108,33 @@ class LlamaRotaryEmbedding(nn.Module):
         cos = emb.cos() * self.attention_scaling
         sin = emb.sin() * self.attention_scaling
         return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+class DynamicCache:
+    """transformers 4.51 cache_utils.DynamicCache: per layer a key and a value
+    tensor; update() keeps the first tensors given as they are and then
+    concatenates each new token's along the sequence dim (a fresh tensor, the
+    old one dropped)."""
+
+    def __init__(self):
+        self.key_cache = []
+        self.value_cache = []
+        self._seen_tokens = 0
+
+    def update(self, key_states, value_states, layer_idx):
+        if layer_idx == 0:
+            self._seen_tokens += key_states.shape[-2]
+        if len(self.key_cache) <= layer_idx:
+            self.key_cache.append(key_states)
+            self.value_cache.append(value_states)
+        else:
+            self.key_cache[layer_idx] = torch.cat([self.key_cache[layer_idx], key_states], dim=-2)
+            self.value_cache[layer_idx] = torch.cat([self.value_cache[layer_idx], value_states],
+                                                    dim=-2)
+        return self.key_cache[layer_idx], self.value_cache[layer_idx]
+
+    def get_seq_length(self, layer_idx=0):
+        return self.key_cache[layer_idx].shape[-2] if len(self.key_cache) > layer_idx else 0
 
 
 def rotate_half(x):
@@ -182,7 +211,9 @@ class LlamaAttention(nn.Module):
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
 
-        if cache is not None:  # DynamicCache.update on an empty cache: keeps and returns them
+        if isinstance(cache, DynamicCache):  # generation: past keys/values concatenated
+            key_states, value_states = cache.update(key_states, value_states, self.layer_idx)
+        elif cache is not None:  # DynamicCache.update on an empty cache: keeps and returns them
             cache.append((key_states, value_states))
 
         attn_output, attn_weights = eager_attention_forward(
@@ -248,12 +279,14 @@ class LlamaModel(nn.Module):
             head_dim = cfg.get("qk_rope_head_dim", 64)
         self.rotary_emb = LlamaRotaryEmbedding(cfg, head_dim)
 
-    def _causal_mask(self, input_tensor, cache_position):
-        """_update_causal_mask (eager, no attention_mask, DynamicCache):
-        target_length = past_seen_tokens + sequence_length + 1."""
+    def _causal_mask(self, input_tensor, cache_position, attention_mask=None, past_seen_tokens=0):
+        """_update_causal_mask (eager, DynamicCache): target_length =
+        attention_mask.shape[-1] when a 2-D attention_mask is passed (generate
+        always passes one), else past_seen_tokens + sequence_length + 1."""
         dtype, device = input_tensor.dtype, input_tensor.device
         sequence_length = input_tensor.shape[1]
-        target_length = sequence_length + 1
+        target_length = (attention_mask.shape[-1] if attention_mask is not None
+                         else past_seen_tokens + sequence_length + 1)
         batch_size = input_tensor.shape[0]
         min_dtype = torch.finfo(dtype).min
         causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype,
@@ -274,14 +307,26 @@ class LlamaModel(nn.Module):
                 diagonal_attend_mask.bitwise_or_(sliding_attend_mask)
             causal_mask *= diagonal_attend_mask
         causal_mask = causal_mask[None, None, :, :].expand(batch_size, 1, -1, -1)
+        if attention_mask is not None:  # the padding positions (none here) masked in a copy
+            causal_mask = causal_mask.clone()
+            mask_length = attention_mask.shape[-1]
+            padding_mask = causal_mask[:, :, :, :mask_length] + attention_mask[:, None, None, :]
+            padding_mask = padding_mask == 0
+            causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(
+                padding_mask, min_dtype)
         return causal_mask
 
-    def forward(self, input_ids, use_cache):
+    def forward(self, input_ids, use_cache, past_key_values=None, attention_mask=None,
+                position_ids=None, cache_position=None):
         inputs_embeds = self.embed_tokens(input_ids)
-        cache = [] if use_cache else None
-        cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
-        position_ids = cache_position.unsqueeze(0)
-        causal_mask = self._causal_mask(inputs_embeds, cache_position)
+        cache = past_key_values if past_key_values is not None else [] if use_cache else None
+        past_seen = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if cache_position is None:
+            cache_position = torch.arange(past_seen, past_seen + inputs_embeds.shape[1],
+                                          device=inputs_embeds.device)
+        if position_ids is None:
+            position_ids = cache_position.unsqueeze(0)
+        causal_mask = self._causal_mask(inputs_embeds, cache_position, attention_mask, past_seen)
         hidden_states = inputs_embeds
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
         for decoder_layer in self.layers:
@@ -301,9 +346,14 @@ class LlamaForCausalLM(nn.Module):
         if cfg.get("tie_word_embeddings", False):
             self.lm_head.weight = self.model.embed_tokens.weight
 
-    def forward(self, input_ids):
-        hidden_states, cache = self.model(input_ids, self.use_cache)
-        logits = self.lm_head(hidden_states[:, slice(0, None), :])  # logits_to_keep=0
+    def forward(self, input_ids, past_key_values=None, attention_mask=None, position_ids=None,
+                cache_position=None, logits_to_keep=0):
+        hidden_states, cache = self.model(input_ids, self.use_cache, past_key_values,
+                                          attention_mask, position_ids, cache_position)
+        # logits_to_keep=0: all positions; generate passes 1 (the last position's)
+        logits = self.lm_head(hidden_states[:, slice(-logits_to_keep, None), :])
+        if isinstance(cache, DynamicCache):
+            return logits, cache
         return logits, (tuple(cache) if cache is not None else None)
 
 
@@ -2235,6 +2285,66 @@ def _init(model):
             nn.init.normal_(m.weight, std=0.02)
             if isinstance(m, nn.Linear) and m.bias is not None:
                 nn.init.zeros_(m.bias)
+
+
+class _NoPhase:
+    def __init__(self, name):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@torch.no_grad()
+def greedy_generate(model, input_ids, max_new_tokens, phase=_NoPhase):
+    """model.generate(input_ids, max_new_tokens=N, do_sample=False) of
+    transformers 4.51 for LlamaForCausalLM and its copies (no pad/eos token,
+    no logits processors): GenerationMixin._sample's loop with what
+    prepare_inputs_for_generation and _update_model_kwargs_for_generation do
+    around each forward. N forwards in all: the prefill (phase "prefill"),
+    then N - 1 of one token each (phase "s<k>/decode"); the cache ends at
+    prompt + N - 1 tokens. phase(name) is a context manager per forward."""
+    assert isinstance(model, LlamaForCausalLM), "generation: the Llama family only"
+    batch, prompt = input_ids.shape
+    # _prepare_attention_mask_for_generation (no pad token): ones [B, P] int64
+    attention_mask = torch.ones(input_ids.shape[:2], dtype=torch.long, device=input_ids.device)
+    cache = DynamicCache()  # _prepare_cache_for_generation
+    # _get_initial_cache_position
+    cache_position = torch.ones_like(input_ids[0, :], dtype=torch.int64).cumsum(0) - 1
+    unfinished_sequences = torch.ones(batch, dtype=torch.long, device=input_ids.device)
+    max_length = prompt + max_new_tokens
+    step = 0
+    while True:
+        with phase("prefill" if step == 0 else f"s{step}/decode"):
+            # prepare_inputs_for_generation: the uncached tokens, positions from the mask
+            ids = input_ids if input_ids.shape[1] == cache_position.shape[0] else \
+                input_ids[:, cache_position]
+            ids = ids.clone(memory_format=torch.contiguous_format)
+            position_ids = attention_mask.long().cumsum(-1) - 1
+            position_ids.masked_fill_(attention_mask == 0, 1)
+            position_ids = position_ids[:, -ids.shape[1]:].clone(memory_format=torch.contiguous_format)
+            outputs = model(ids, past_key_values=cache, attention_mask=attention_mask,
+                            position_ids=position_ids, cache_position=cache_position,
+                            logits_to_keep=1)
+            # _update_model_kwargs_for_generation
+            attention_mask = torch.cat([attention_mask, attention_mask.new_ones((batch, 1))], dim=-1)
+            cache_position = cache_position[-1:] + 1
+            next_token_logits = outputs[0][:, -1, :].to(copy=True, dtype=torch.float32)
+            next_token_scores = next_token_logits  # an empty LogitsProcessorList
+            next_tokens = torch.argmax(next_token_scores, dim=-1)
+            input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
+            # MaxLengthCriteria: full((B,), is_done, bool)
+            done = torch.full((batch,), input_ids.shape[-1] >= max_length, dtype=torch.bool)
+            unfinished_sequences = unfinished_sequences & ~done
+            this_peer_finished = unfinished_sequences.max() == 0
+            del outputs
+        step += 1
+        if this_peer_finished:
+            break
+    return input_ids
 
 
 def build(config):

@@ -103,6 +103,11 @@ HF_MODELS = {
     "tiny-phi": dict(config="tests/models/hf/tiny-phi.json", batches=[2], seq=128),
     "tiny-falcon": dict(config="tests/models/hf/tiny-falcon.json", batches=[2], seq=128),
 }
+# Generation (mode "generate"): model.generate(input_ids, max_new_tokens=N, do_sample=False)
+# of transformers 4.51 with a DynamicCache (hf_torch.greedy_generate), batch 2, a 64-token
+# prompt; N = 400 makes the last decode step's peak exceed the prefill's.
+GEN_MODELS = ("tiny-llama-gqa", "tiny-qwen3")
+GEN_BATCH, GEN_PROMPT, GEN_NEW_TOKENS = 2, 64, (16, 48, 400)
 MOE_MODELS = ("tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-deepseek-v2", "tiny-deepseek-v3")
 # LoRA variant (PEFT LoraConfig; default target_modules per model_type).
 LORA_R, LORA_ALPHA, LORA_DROPOUT = 8, 16, 0.05
@@ -207,6 +212,12 @@ def make_configs():
                 if hf.get("target_seq"):
                     c["target_seq"] = hf["target_seq"]
                 cfgs.append(c)
+        if model in GEN_MODELS:
+            for n in GEN_NEW_TOKENS:
+                cfgs.append(dict(model=model, hf_config=hf["config"], batch=GEN_BATCH,
+                                 seq=GEN_PROMPT, image=None, mode="generate", optimizer=None,
+                                 variant="none", new_tokens=n,
+                                 id=f"{model}-generate-b{GEN_BATCH}-p{GEN_PROMPT}-n{n}"))
     return cfgs
 
 
@@ -497,6 +508,8 @@ def run_config(cfg):
 
     n_sets = 2 if variant == "grad-accum-2" else 1
     sets = make_inputs(cfg, n_sets)
+    if cfg["mode"] == "generate":  # the prompt only
+        sets = [(x, None) for x, _ in sets]
     input_bytes = unique_bytes([t for x, _ in sets for t in (x if isinstance(x, tuple) else (x,))])
     target_bytes = unique_bytes([y for _, y in sets if y is not None])
 
@@ -520,7 +533,12 @@ def run_config(cfg):
     acts = [ProfilerActivity.CPU]
     with profile(activities=acts, profile_memory=True, record_shapes=False,
                  with_stack=False) as prof:
-        if not train:
+        if cfg["mode"] == "generate":  # generate() runs under torch.no_grad() itself
+            out = hf_torch.greedy_generate(model, sets[0][0], cfg["new_tokens"],
+                                           phase=lambda ph: rf(PREFIX + ph))
+            with rf(PREFIX + "it0/cleanup"):
+                del out
+        elif not train:
             with torch.no_grad():
                 x = sets[0][0]
                 with rf(PREFIX + "it0/forward"):
@@ -672,6 +690,16 @@ def run_config(cfg):
     after_map = live_tensor_storages()
     bytes_after = sum(after_map.values())
 
+    if cfg["mode"] == "generate":  # one entry for all decode steps (the row stays short)
+        steps = [ph for ph in phases if ph.endswith("/decode")]
+        if steps:
+            agg = dict(start_bytes=phases[steps[0]]["start_bytes"],
+                       peak_bytes=max(phases[ph]["peak_bytes"] for ph in steps),
+                       end_bytes=phases[steps[-1]]["end_bytes"],
+                       events=sum(phases[ph]["events"] for ph in steps), steps=len(steps))
+            phases = {ph: d for ph, d in phases.items() if ph not in steps}
+            phases["decode"] = agg
+
     # Aggregate phase peaks by kind (max over iterations / micro-batches).
     kinds = {}
     for ph, d in phases.items():
@@ -690,6 +718,12 @@ def run_config(cfg):
                         dict(lr=ADAM_LR, betas=[0.9, 0.999], eps=1e-8, foreach=False)
                         if cfg["optimizer"] == "adam" else None),
         batch=cfg["batch"], seq=cfg["seq"], image=cfg["image"], variant=variant,
+        **({"new_tokens": cfg["new_tokens"],
+            "generation": ("greedy generate() of transformers 4.51, DynamicCache, "
+                           "logits_to_keep=1, attention_mask ones [B, seq]; seq is the "
+                           "prompt; new_tokens forwards (the prefill and new_tokens - 1 "
+                           "decode steps)")}
+           if cfg["mode"] == "generate" else {}),
         **({"target_seq": cfg["target_seq"]} if cfg.get("target_seq") else {}),
         lora=(dict(r=LORA_R, alpha=LORA_ALPHA, dropout=LORA_DROPOUT,
                    targets=LORA_TARGETS[hf_config(cfg)["model_type"]])

@@ -4,7 +4,10 @@
  * present keys and values held as outputs).
  *
  * What transformers 4.51 (GenerationMixin._sample, greedy, DynamicCache) asks
- * the allocator for at each new token, with L the cache length after it:
+ * the allocator for at each new token, with L the cache length after it
+ * (T new tokens take T forwards: the prefill makes the first, decode step s
+ * (1 <= s < T) the (s+1)-th with the cache at P + s; after the last forward
+ * only the sampling's copy of its logits is made):
  *  - next_token_logits = outputs.logits[:, -1, :].to(copy=True,
  *    dtype=float32): a [B, V] float32 copy, made before the previous one is
  *    dropped (the name is rebound), then `del outputs` frees the logits;
@@ -15,14 +18,18 @@
  *    L, D] of the keys and values when H != K (eager and sdpa alike in
  *    4.51); eager adds the scores [B, H, 1, L], the mask added to them, the
  *    float32 softmax and its cast back;
- *  - the logits of the step, [B, 1, V].
+ *  - the logits of the step, [B, 1, V];
+ *  - generate's attention_mask and input_ids, int64 [B, L], each grown by a
+ *    torch.cat per token, and (eager, the Llama family) the forward's 4-D
+ *    mask [B, 1, 1, L], cloned from the expanded [1, L] one.
  * The step's other tensors ([B, 1, hidden] and [B, 1, intermediate], and a
  * mixture-of-experts block's few rows per expert) are not modelled: they
  * are smaller than one layer's cache row by the batch. Keys and values may
  * differ in head size (DeepSeek's latent attention caches decompressed keys
  * of qk_nope + qk_rope and values of v_head_dim): each grows with its own.
  * Steps simulated: the first (the prefill's logits and cache let go), then
- * the last eight, the cache growing from P + 1 to P + T - 7 in one update
+ * the last eight (seven forwards and the final sampling), the cache growing
+ * from P + 1 to P + T - 7 in one update
  * between them: the peak is at the end, and the steps in between only
  * add and drop cached blocks of smaller sizes (T x layers events would make
  * a long generation cost seconds).
@@ -59,6 +66,27 @@ static enum dm_dtype kv_type(enum dm_dtype model, enum dnnmem_kv_dtype kv)
     case DNNMEM_KV_AUTO: break;
     }
     return model;
+}
+
+/* The prefill's buffers of the tensor a view named `name` is taken of (the
+ * tensor itself when it is no view's) made `batch` times as large: each
+ * holds [1, ...] (or the [S, S] an expand's view is taken of) in
+ * model(input_ids), [B, ...] in generate. `rank` is the tensor's. */
+static void prefill_batch(struct dm_sb *b, const char *name, int rank, int64_t batch)
+{
+    const struct dm_graph *g = b->g;
+    int32_t x = dm_graph_find(g, name);
+    if (x < 0 || batch <= 1)
+        return;
+    int32_t p = g->tensors[x].producer;
+    if (p >= 0 && g->nodes[p].op == DM_OP_Unsqueeze && dm_has_in(&g->nodes[p], 0))
+        x = g->nodes[p].in[0];
+    const struct dm_tinfo *t = &b->t[x];
+    if (t->rank != rank || (rank == 3 && t->dims[0] != 1))
+        return;
+    for (int32_t i = 0; i < b->s->n_buf; i++)
+        if (b->s->buf[i].tensor == x && b->s->buf[i].bytes <= UINT64_MAX / (uint64_t)batch)
+            b->s->buf[i].bytes *= (uint64_t)batch;
 }
 
 /* bytes = a * b * c * d * e, or false on overflow */
@@ -145,12 +173,26 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     uint64_t row;
     if (g->logits_to_keep && lb >= 0 && mul5(B, 1, V, 1, mb, &row))
         b->s->buf[lb].bytes = row;
-    int32_t prev_next = -1;
+    /* generate passes attention_mask (ones [B, P]) and position_ids
+     * (attention_mask.cumsum(-1) - 1, [B, P]) to the prefill: with a 2-D
+     * mask, _prepare_4d_causal_attention_mask_with_cache_position clones the
+     * expanded [1, 1, P, P] mask to [B, 1, P, P] (eager; sdpa drops an
+     * all-ones mask), and the rotary embedding's cos and sin are [B, P, D] */
+    if (g->logits_to_keep) {
+        prefill_batch(b, "causal_mask", 2, B);
+        prefill_batch(b, "position_embeddings.cos", 3, B);
+        prefill_batch(b, "position_embeddings.sin", 3, B);
+    }
+    int32_t prev_next = -1, prev_mask = -1, prev_ids = -1;
     int64_t T = run->gen_tokens;
+    /* the 4-D mask of each decode forward: eager only (sdpa drops an
+     * all-ones attention_mask), the Llama family's _update_causal_mask */
+    bool decode_mask = eager && g->logits_to_keep;
     for (int64_t s = 1; s <= T && !b->oom && st == DNNMEM_OK; s = s == 1 && T > 9 ? T - 7 : s + 1) {
-        int64_t L = P + s; /* after this step's update */
-        uint64_t next, cache[2], rep[2], scores, scores32, step_logits;
-        if (!mul5(B, V, 1, 1, 4, &next) || !mul5(B, K, L, Dkv[0], kvb, &cache[0]) ||
+        int64_t L = P + s; /* after this step's update (step T has no forward) */
+        uint64_t next, cache[2], rep[2], scores, scores32, step_logits, ids, mask;
+        if (!mul5(B, L, 1, 1, 8, &ids) || !mul5(B, L, 1, 1, mb, &mask) ||
+            !mul5(B, V, 1, 1, 4, &next) || !mul5(B, K, L, Dkv[0], kvb, &cache[0]) ||
             !mul5(B, K, L, Dkv[1], kvb, &cache[1]) || !mul5(B, H, L, Dkv[0], mb, &rep[0]) ||
             !mul5(B, H, L, Dkv[1], mb, &rep[1]) || !mul5(B, H, 1, L, mb, &scores) ||
             !mul5(B, H, 1, L, 4, &scores32) || !mul5(B, 1, V, 1, mb, &step_logits)) {
@@ -160,7 +202,15 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
         }
         b->iteration = (int)(s < INT16_MAX ? s : INT16_MAX);
         dm_sb_step(b, DM_PHASE_DECODE, -1);
-        /* sampling from the last forward's logits, which are then dropped */
+        /* after the last forward: attention_mask grown to [B, L] int64
+         * (_update_model_kwargs_for_generation; the [B, P] generate made
+         * before the prefill is not counted), the sampling from its logits,
+         * which are then dropped, and input_ids grown to [B, L] (the
+         * caller's prompt stays held) */
+        int32_t am = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, ids, -1, -1, "attention_mask", 1);
+        if (prev_mask >= 0)
+            dm_sb_unref(b, prev_mask);
+        prev_mask = am;
         int32_t nb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, next, -1, -1,
                                  "next_token_logits", 1);
         if (prev_next >= 0)
@@ -168,7 +218,18 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
         prev_next = nb;
         if (lb >= 0)
             dm_sb_unref(b, lb);
-        /* the forward of one token */
+        lb = -1;
+        int32_t ib = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, ids, -1, -1, "input_ids", 1);
+        if (prev_ids >= 0)
+            dm_sb_unref(b, prev_ids);
+        prev_ids = ib;
+        if (s == T) /* the T-th token came from the last forward: no cache for it */
+            break;
+        /* the forward of one token: the [B, 1, 1, L] mask (a clone of the
+         * expanded [1, L] one) held to its end */
+        int32_t fm = decode_mask ? dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask, -1, -1,
+                                               "causal_mask", 1)
+                                 : -1;
         for (int32_t l = 0; l < layers && !b->oom; l++) {
             for (int j = 0; j < 2; j++) {
                 int32_t nbuf = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, kvt, cache[j], kv[2 * l + j], -1,
@@ -208,6 +269,8 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
                     dm_sb_unref(b, r[j]);
         }
         lb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, step_logits, logits, -1, "step", 1);
+        if (fm >= 0)
+            dm_sb_unref(b, fm);
     }
     free(kv);
     free(cur);

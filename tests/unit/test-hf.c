@@ -1167,11 +1167,15 @@ static void test_quant_nf4(void **state)
  * tiny-llama-gqa (4 layers, 8 heads, 4 KV heads, head dim 32, vocab 1000,
  * float32, sdpa graph): counts and the last size of buffers of category
  * `cat` whose what is `what` (NULL: any). */
-static int gen_buffers(int64_t tokens, enum dnnmem_kv_dtype kv, enum dnnmem_category cat,
-                       const char *what, uint64_t *last)
+/* The buffers of category `cat` made for `what` (or, what NULL, for graph
+ * tensor `tensor`, any category) in a generation of `tokens` tokens after a
+ * prompt of 16 (0: model(input_ids)), batch 2: how many, and the last one's
+ * bytes. Eager or sdpa attention. */
+static int gen_buffers_of(int64_t tokens, enum dnnmem_kv_dtype kv, enum dnnmem_category cat,
+                          const char *what, const char *tensor, bool eager, uint64_t *last)
 {
     dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
-    const struct dm_graph *g = dm_model_graph_sdpa(m);
+    const struct dm_graph *g = eager ? dm_model_graph(m) : dm_model_graph_sdpa(m);
     struct dm_arena a;
     dm_arena_init(&a);
     struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
@@ -1188,8 +1192,11 @@ static int gen_buffers(int64_t tokens, enum dnnmem_kv_dtype kv, enum dnnmem_cate
     if (dm_schedule_build(g, t, &run, &s, &err) != DNNMEM_OK)
         fail_msg("schedule: %s", err.message);
     int n = 0;
+    int32_t x = tensor ? dm_graph_find(g, tensor) : -1;
     for (int32_t b = 0; b < s.n_buf; b++)
-        if (s.buf[b].category == cat && (!what || (s.buf[b].what && strcmp(s.buf[b].what, what) == 0))) {
+        if (tensor ? x >= 0 && s.buf[b].tensor == x
+                   : s.buf[b].category == cat &&
+                         (!what || (s.buf[b].what && strcmp(s.buf[b].what, what) == 0))) {
             n++;
             *last = s.buf[b].bytes;
         }
@@ -1200,35 +1207,68 @@ static int gen_buffers(int64_t tokens, enum dnnmem_kv_dtype kv, enum dnnmem_cate
     return n;
 }
 
-/* Each decode step concatenates onto every layer's keys and values: a new
- * [B, K, L, D] = [2, 4, L, 32] tensor each, float32: 1024 L bytes, 20,480
- * after 4 tokens (L = 20), 118,784 after 100 (L = 116). Steps simulated:
- * all of 4; of 100, the first and the last eight (9 x 8 buffers). repeat_kv
- * copies to [2, 8, L, 32]: 40,960 bytes at L = 20. The prefill keeps the
- * last position's logits only: [2, 1, 1000] float32 = 8000 bytes (the graph's
- * [2, 16, 1000] buffer, patched); each step's logits are [2, 1, 1000] and the
- * float32 copy generate samples from is [2, 1000]. fp8 halves and halves
- * again: 5120 bytes at L = 20. */
+static int gen_buffers(int64_t tokens, enum dnnmem_kv_dtype kv, enum dnnmem_category cat,
+                       const char *what, uint64_t *last)
+{
+    return gen_buffers_of(tokens, kv, cat, what, NULL, false, last);
+}
+
+/* T new tokens take T forwards: the prefill and T - 1 decode steps, each
+ * concatenating onto every layer's keys and values: a new [B, K, L, D] =
+ * [2, 4, L, 32] tensor each, float32: 1024 L bytes, 19,456 at the last of 4
+ * tokens (L = 16 + 3), 117,760 of 100 (L = 115). Steps simulated: all of 4;
+ * of 100, the first forward and the last seven (8 x 8 buffers), then the
+ * last sampling. repeat_kv copies to [2, 8, L, 32]: 38,912 bytes at L = 19.
+ * The prefill keeps the last position's logits only: [2, 1, 1000] float32
+ * = 8000 bytes (the graph's [2, 16, 1000] buffer, patched); each decode
+ * step's logits are [2, 1, 1000] (3 of 4 tokens) and the float32 copy
+ * generate samples from is [2, 1000] (4). fp8 halves and halves again: 4864
+ * bytes at L = 19. generate's attention_mask and position_ids make the
+ * prefill's eager mask [2, 1, 16, 16] (a clone of the [16, 16] one's
+ * expand) and cos and sin [2, 16, 32]: twice model(input_ids)'s. */
 static void test_generate(void **state)
 {
     (void)state;
     uint64_t last = 0;
-    assert_int_equal(gen_buffers(4, DNNMEM_KV_AUTO, DNNMEM_CAT_KV_CACHE, "cache", &last), 4 * 4 * 2);
-    assert_int_equal(last, 20480);
-    assert_int_equal(gen_buffers(100, DNNMEM_KV_AUTO, DNNMEM_CAT_KV_CACHE, "cache", &last), 9 * 8);
-    assert_int_equal(last, 118784);
-    assert_int_equal(gen_buffers(4, DNNMEM_KV_FP8, DNNMEM_CAT_KV_CACHE, "cache", &last), 32);
-    assert_int_equal(last, 5120);
+    assert_int_equal(gen_buffers(4, DNNMEM_KV_AUTO, DNNMEM_CAT_KV_CACHE, "cache", &last), 3 * 4 * 2);
+    assert_int_equal(last, 19456);
+    assert_int_equal(gen_buffers(100, DNNMEM_KV_AUTO, DNNMEM_CAT_KV_CACHE, "cache", &last), 8 * 8);
+    assert_int_equal(last, 117760);
+    assert_int_equal(gen_buffers(4, DNNMEM_KV_FP8, DNNMEM_CAT_KV_CACHE, "cache", &last), 24);
+    assert_int_equal(last, 4864);
     assert_int_equal(gen_buffers(4, DNNMEM_KV_AUTO, DNNMEM_CAT_ACTIVATION, "repeat_kv", &last),
-                     4 * 4 * 2);
-    assert_int_equal(last, 40960);
+                     3 * 4 * 2);
+    assert_int_equal(last, 38912);
     assert_int_equal(gen_buffers(4, DNNMEM_KV_AUTO, DNNMEM_CAT_ACTIVATION, "next_token_logits", &last), 4);
     assert_int_equal(last, 8000);
-    assert_int_equal(gen_buffers(4, DNNMEM_KV_AUTO, DNNMEM_CAT_ACTIVATION, "step", &last), 4);
+    assert_int_equal(gen_buffers(4, DNNMEM_KV_AUTO, DNNMEM_CAT_ACTIVATION, "step", &last), 3);
     assert_int_equal(last, 8000);
+    /* generate's int64 [2, 16 + s] attention_mask and input_ids grown after
+     * each of the 4 forwards (320 bytes at 20); eager attention: each of the
+     * 3 decode forwards' [2, 1, 1, L] float32 mask (152 bytes at L = 19) */
+    assert_int_equal(gen_buffers(4, DNNMEM_KV_AUTO, DNNMEM_CAT_INPUT, "attention_mask", &last), 4);
+    assert_int_equal(last, 320);
+    assert_int_equal(gen_buffers(4, DNNMEM_KV_AUTO, DNNMEM_CAT_INPUT, "input_ids", &last), 4);
+    assert_int_equal(last, 320);
+    assert_int_equal(gen_buffers_of(4, DNNMEM_KV_AUTO, DNNMEM_CAT_ACTIVATION, "causal_mask", NULL,
+                                    true, &last), 3);
+    assert_int_equal(last, 152);
+    assert_int_equal(gen_buffers(4, DNNMEM_KV_AUTO, DNNMEM_CAT_ACTIVATION, "causal_mask", &last), 0);
+    for (int64_t tokens = 0; tokens <= 4; tokens += 4) {
+        uint64_t k = tokens ? 2 : 1;
+        assert_int_equal(gen_buffers_of(tokens, DNNMEM_KV_AUTO, 0, NULL, "/model/Trilu_output_0",
+                                        true, &last), 1);
+        assert_int_equal(last, k * 16 * 16 * 4);
+        assert_int_equal(gen_buffers_of(tokens, DNNMEM_KV_AUTO, 0, NULL,
+                                        "/model/rotary_emb/Mul_output_0", true, &last), 1);
+        assert_int_equal(last, k * 16 * 32 * 4);
+        assert_int_equal(gen_buffers_of(tokens, DNNMEM_KV_AUTO, 0, NULL,
+                                        "/model/rotary_emb/Mul_1_output_0", false, &last), 1);
+        assert_int_equal(last, k * 16 * 32 * 4);
+    }
 
     /* end to end: the peak of a long generation is in the decode phase, with
-     * the whole cache live: 8 tensors of 2 x 4 x (16 + 400) x 32 x 4 bytes */
+     * the whole cache live: 8 tensors of 2 x 4 x (16 + 399) x 32 x 4 bytes */
     dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
@@ -1240,7 +1280,7 @@ static void test_generate(void **state)
     cfg.new_tokens = 400;
     struct dnnmem_result *r = run(m, &cfg);
     assert_string_equal(r->peak_phase, "decode");
-    assert_int_equal(r->category_bytes[DNNMEM_CAT_KV_CACHE], 8 * 2 * 4 * 416 * 32 * 4);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_KV_CACHE], 8 * 2 * 4 * 415 * 32 * 4);
     dnnmem_result_free(r);
     cfg.new_tokens = 0;
     struct dnnmem_error err;
@@ -1959,10 +1999,10 @@ static void test_deepseek(void **state)
 
     /* generation: each step's cache of keys and values of their own head
      * sizes, [2, 8, L, 48] and [2, 8, L, 32] float32 per layer (3072 L and
-     * 2048 L bytes). The peak is in the last step's update of layer 2: its
-     * new keys (L = 8 + 40) made while its old keys and values (L = 47)
-     * are still held, layers 0 and 1 updated: 2 * 5120 * 48 + 5120 * 47 +
-     * 3072 * 48 */
+     * 2048 L bytes). The peak is in the last step's update of layer 2 (40
+     * tokens: 39 decode steps): its new keys (L = 8 + 39) made while its old
+     * keys and values (L = 46) are still held, layers 0 and 1 updated:
+     * 2 * 5120 * 47 + 5120 * 46 + 3072 * 47 */
     dnnmem_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.batch_size = 2;
@@ -1970,7 +2010,7 @@ static void test_deepseek(void **state)
     cfg.new_tokens = 40;
     r = run(m, &cfg);
     assert_string_equal(r->peak_phase, "decode");
-    assert_int_equal(r->category_bytes[DNNMEM_CAT_KV_CACHE], 2 * 5120 * 48 + 5120 * 47 + 3072 * 48);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_KV_CACHE], 2 * 5120 * 47 + 5120 * 46 + 3072 * 47);
     dnnmem_result_free(r);
     dnnmem_model_free(m);
 
