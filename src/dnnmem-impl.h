@@ -312,6 +312,26 @@ int32_t dm_graph_add_tensor(struct dm_graph *g, const char *name);
 int32_t dm_graph_find(const struct dm_graph *g, const char *name);
 /* Symbol index for `name`, added if new; -1 on OOM. */
 int32_t dm_graph_symbol(struct dm_graph *g, const char *name);
+/* Building a graph op by op (the front ends other than ONNX). A node is
+ * appended with its name (the caller's, arena-owned), its inputs copied and
+ * room for DM_NODE_MAX_ATTRS attributes; its n_out outputs are -1 for the
+ * caller to fill. The node array grows in the arena (*cap: its capacity).
+ * NULL when out of memory; the pointer is valid until the next node. */
+#define DM_NODE_MAX_ATTRS 8
+struct dm_node *dm_graph_add_node(struct dm_graph *g, int32_t *cap, enum dm_op op,
+                                  const char *name, int n_in, const int32_t *in, int n_out);
+/* An attribute appended to the last node: DNNMEM_E_INTERNAL when it has
+ * DM_NODE_MAX_ATTRS already, DNNMEM_E_NOMEM when a copy fails. Names are
+ * borrowed (static strings); value arrays are copied into the arena. */
+enum dnnmem_status dm_graph_attr(struct dm_graph *g, const char *name, enum dm_attr_kind kind,
+                                 struct dm_attr **out);
+enum dnnmem_status dm_graph_attr_i(struct dm_graph *g, const char *name, int64_t v);
+enum dnnmem_status dm_graph_attr_f(struct dm_graph *g, const char *name, double v);
+enum dnnmem_status dm_graph_attr_s(struct dm_graph *g, const char *name, const char *v);
+enum dnnmem_status dm_graph_attr_ints(struct dm_graph *g, const char *name, int n,
+                                      const int64_t *v);
+enum dnnmem_status dm_graph_attr_floats(struct dm_graph *g, const char *name, int n,
+                                        const double *v);
 /* Sort nodes topologically (stable), set producers, check names.
  * Errors name the file and node: cycles, dangling inputs, two producers. */
 enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err);

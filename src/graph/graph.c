@@ -302,3 +302,115 @@ out:
     free(ready);
     return s;
 }
+
+/* ---- building a graph op by op -------------------------------------------------- */
+
+struct dm_node *dm_graph_add_node(struct dm_graph *g, int32_t *cap, enum dm_op op,
+                                  const char *name, int n_in, const int32_t *in, int n_out)
+{
+    if (!name)
+        return NULL;
+    if (g->n_nodes == *cap) {
+        if (*cap > INT32_MAX / 4)
+            return NULL;
+        int32_t c = *cap ? *cap * 2 : 1024;
+        struct dm_node *nodes = dm_arena_array(&g->arena, (size_t)c, sizeof *nodes);
+        if (!nodes)
+            return NULL;
+        if (g->n_nodes)
+            memcpy(nodes, g->nodes, (size_t)g->n_nodes * sizeof *nodes);
+        g->nodes = nodes;
+        *cap = c;
+    }
+    struct dm_node *n = &g->nodes[g->n_nodes];
+    memset(n, 0, sizeof *n);
+    n->name = name;
+    n->op = op;
+    n->domain = "";
+    n->n_in = n_in;
+    n->n_out = n_out;
+    n->in = dm_arena_array(&g->arena, (size_t)n_in + 1, sizeof *n->in);
+    n->out = dm_arena_array(&g->arena, (size_t)n_out + 1, sizeof *n->out);
+    n->attrs = dm_arena_array(&g->arena, DM_NODE_MAX_ATTRS, sizeof *n->attrs);
+    if (!n->in || !n->out || !n->attrs)
+        return NULL;
+    if (n_in)
+        memcpy(n->in, in, (size_t)n_in * sizeof *in);
+    for (int k = 0; k < n_out; k++)
+        n->out[k] = -1;
+    g->n_nodes++;
+    return n;
+}
+
+enum dnnmem_status dm_graph_attr(struct dm_graph *g, const char *name, enum dm_attr_kind kind,
+                                 struct dm_attr **out)
+{
+    struct dm_node *n = &g->nodes[g->n_nodes - 1];
+    if (n->n_attr >= DM_NODE_MAX_ATTRS)
+        return DNNMEM_E_INTERNAL;
+    *out = &n->attrs[n->n_attr++];
+    (*out)->name = name;
+    (*out)->kind = kind;
+    return DNNMEM_OK;
+}
+
+enum dnnmem_status dm_graph_attr_i(struct dm_graph *g, const char *name, int64_t v)
+{
+    struct dm_attr *a;
+    enum dnnmem_status s = dm_graph_attr(g, name, DM_ATTR_INT, &a);
+    if (s == DNNMEM_OK)
+        a->i = v;
+    return s;
+}
+
+enum dnnmem_status dm_graph_attr_f(struct dm_graph *g, const char *name, double v)
+{
+    struct dm_attr *a;
+    enum dnnmem_status s = dm_graph_attr(g, name, DM_ATTR_FLOAT, &a);
+    if (s == DNNMEM_OK)
+        a->f = v;
+    return s;
+}
+
+enum dnnmem_status dm_graph_attr_s(struct dm_graph *g, const char *name, const char *v)
+{
+    struct dm_attr *a;
+    enum dnnmem_status s = dm_graph_attr(g, name, DM_ATTR_STRING, &a);
+    if (s == DNNMEM_OK)
+        a->s = v;
+    return s;
+}
+
+enum dnnmem_status dm_graph_attr_ints(struct dm_graph *g, const char *name, int n,
+                                      const int64_t *v)
+{
+    struct dm_attr *a;
+    enum dnnmem_status s = dm_graph_attr(g, name, DM_ATTR_INTS, &a);
+    if (s != DNNMEM_OK)
+        return s;
+    int64_t *p = dm_arena_array(&g->arena, (size_t)n + 1, sizeof *p);
+    if (!p)
+        return DNNMEM_E_NOMEM;
+    if (n)
+        memcpy(p, v, (size_t)n * sizeof *p);
+    a->ints = p;
+    a->n = n;
+    return DNNMEM_OK;
+}
+
+enum dnnmem_status dm_graph_attr_floats(struct dm_graph *g, const char *name, int n,
+                                        const double *v)
+{
+    struct dm_attr *a;
+    enum dnnmem_status s = dm_graph_attr(g, name, DM_ATTR_FLOATS, &a);
+    if (s != DNNMEM_OK)
+        return s;
+    double *p = dm_arena_array(&g->arena, (size_t)n + 1, sizeof *p);
+    if (!p)
+        return DNNMEM_E_NOMEM;
+    if (n)
+        memcpy(p, v, (size_t)n * sizeof *p);
+    a->floats = p;
+    a->n = n;
+    return DNNMEM_OK;
+}

@@ -67,7 +67,6 @@
 #include <string.h>
 
 #define HF_OPSET 17            /* the ONNX op semantics the nodes use */
-#define MAX_ATTRS 4
 #define MAX_LAYERS 4096
 #define MAX_SIZE (INT64_C(1) << 31) /* any one size field */
 #define REQUIRED INT64_MIN
@@ -281,18 +280,6 @@ static struct dm_node *node(struct hf *h, enum dm_op op, int n_in, const int32_t
             fail(h, DNNMEM_E_INTERNAL, "a node input is missing");
             return NULL;
         }
-    if (g->n_nodes == h->cap_nodes) {
-        int32_t cap = h->cap_nodes ? h->cap_nodes * 2 : 1024;
-        struct dm_node *nodes = dm_arena_array(&g->arena, (size_t)cap, sizeof *nodes);
-        if (!nodes) {
-            oom(h);
-            return NULL;
-        }
-        if (g->n_nodes)
-            memcpy(nodes, g->nodes, (size_t)g->n_nodes * sizeof *nodes);
-        g->nodes = nodes;
-        h->cap_nodes = cap;
-    }
     const char *name = NULL;
     for (int k = 0;; k++) {
         name = k ? dm_arena_printf(&g->arena, "%s/%s_%d", h->scope, dm_ops[op].name, k)
@@ -305,22 +292,11 @@ static struct dm_node *node(struct hf *h, enum dm_op op, int n_in, const int32_t
         if (!taken)
             break;
     }
-    struct dm_node *n = &g->nodes[g->n_nodes];
-    memset(n, 0, sizeof *n);
-    n->name = name;
-    n->op = op;
-    n->domain = "";
-    n->n_in = n_in;
-    n->n_out = n_out;
-    n->in = dm_arena_array(&g->arena, (size_t)n_in + 1, sizeof *n->in);
-    n->out = dm_arena_array(&g->arena, (size_t)n_out + 1, sizeof *n->out);
-    n->attrs = dm_arena_array(&g->arena, MAX_ATTRS, sizeof *n->attrs);
-    if (!n->in || !n->out || !n->attrs) {
+    struct dm_node *n = dm_graph_add_node(g, &h->cap_nodes, op, name, n_in, in, n_out);
+    if (!n) {
         oom(h);
         return NULL;
     }
-    if (n_in)
-        memcpy(n->in, in, (size_t)n_in * sizeof *in);
     for (int k = 0; k < n_out; k++) {
         const char *tname = k == 0 && h->out_name
                                 ? h->out_name
@@ -339,7 +315,6 @@ static struct dm_node *node(struct hf *h, enum dm_op op, int n_in, const int32_t
         }
     }
     h->out_name = NULL;
-    g->n_nodes++;
     return n;
 }
 
@@ -356,70 +331,51 @@ static int32_t op(struct hf *h, enum dm_op o, int n_in, ...)
     return n ? n->out[0] : -1;
 }
 
-/* An attribute of the node made last. */
+/* The outcome of adding an attribute to the node made last. */
+static void attr_status(struct hf *h, enum dnnmem_status s)
+{
+    if (s == DNNMEM_E_INTERNAL)
+        fail(h, s, "node '%s' has too many attributes", h->g->nodes[h->g->n_nodes - 1].name);
+    else if (s != DNNMEM_OK)
+        oom(h);
+}
+
 static struct dm_attr *attr(struct hf *h, const char *name, enum dm_attr_kind kind)
 {
-    if (h->st != DNNMEM_OK)
-        return NULL;
-    struct dm_node *n = &h->g->nodes[h->g->n_nodes - 1];
-    if (n->n_attr >= MAX_ATTRS) {
-        fail(h, DNNMEM_E_INTERNAL, "node '%s' has too many attributes", n->name);
-        return NULL;
-    }
-    struct dm_attr *a = &n->attrs[n->n_attr++];
-    a->name = name;
-    a->kind = kind;
-    return a;
+    struct dm_attr *a = NULL;
+    if (h->st == DNNMEM_OK)
+        attr_status(h, dm_graph_attr(h->g, name, kind, &a));
+    return h->st == DNNMEM_OK ? a : NULL;
 }
 
 static void attr_i(struct hf *h, const char *name, int64_t v)
 {
-    struct dm_attr *a = attr(h, name, DM_ATTR_INT);
-    if (a)
-        a->i = v;
+    if (h->st == DNNMEM_OK)
+        attr_status(h, dm_graph_attr_i(h->g, name, v));
 }
 
 static void attr_f(struct hf *h, const char *name, double v)
 {
-    struct dm_attr *a = attr(h, name, DM_ATTR_FLOAT);
-    if (a)
-        a->f = v;
+    if (h->st == DNNMEM_OK)
+        attr_status(h, dm_graph_attr_f(h->g, name, v));
 }
 
 static void attr_s(struct hf *h, const char *name, const char *v)
 {
-    struct dm_attr *a = attr(h, name, DM_ATTR_STRING);
-    if (a)
-        a->s = v;
-}
-
-/* A copy of n elements of `size` bytes in the graph's arena (NULL on OOM). */
-static void *arena_copy(struct hf *h, const void *v, int n, size_t size)
-{
-    void *p = dm_arena_array(&h->g->arena, (size_t)n + 1, size);
-    if (!p) {
-        oom(h);
-        return NULL;
-    }
-    return memcpy(p, v, (size_t)n * size);
+    if (h->st == DNNMEM_OK)
+        attr_status(h, dm_graph_attr_s(h->g, name, v));
 }
 
 static void attr_ints(struct hf *h, const char *name, int n, const int64_t *v)
 {
-    struct dm_attr *a = attr(h, name, DM_ATTR_INTS);
-    if (a) {
-        a->n = n;
-        a->ints = arena_copy(h, v, n, sizeof *v);
-    }
+    if (h->st == DNNMEM_OK)
+        attr_status(h, dm_graph_attr_ints(h->g, name, n, v));
 }
 
 static void attr_floats(struct hf *h, const char *name, int n, const double *v)
 {
-    struct dm_attr *a = attr(h, name, DM_ATTR_FLOATS);
-    if (a) {
-        a->n = n;
-        a->floats = arena_copy(h, v, n, sizeof *v);
-    }
+    if (h->st == DNNMEM_OK)
+        attr_status(h, dm_graph_attr_floats(h->g, name, n, v));
 }
 
 /* Constant nodes: a float or int64 scalar, an int64 or float list. */

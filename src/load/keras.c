@@ -58,7 +58,6 @@
 #include <string.h>
 
 #define KERAS_OPSET 17           /* the ONNX op semantics the nodes use */
-#define MAX_ATTRS 8
 #define MAX_DIM (INT64_C(1) << 31)    /* any one dim or size field */
 #define MAX_WEIGHT (INT64_C(1) << 40) /* elements of one weight */
 #define MAX_OUT 4                /* outputs of one layer call */
@@ -274,41 +273,18 @@ static struct dm_node *node(struct keras *k, enum dm_op o, int n_in, const int32
             fail(k, DNNMEM_E_INTERNAL, "a node input is missing");
             return NULL;
         }
-    if (g->n_nodes == k->cap_nodes) {
-        if (k->cap_nodes > INT32_MAX / 4) {
-            fail(k, DNNMEM_E_UNSUPPORTED, "too many nodes");
-            return NULL;
-        }
-        int32_t cap = k->cap_nodes ? k->cap_nodes * 2 : 1024;
-        struct dm_node *nodes = dm_arena_array(&g->arena, (size_t)cap, sizeof *nodes);
-        if (!nodes) {
-            oom(k);
-            return NULL;
-        }
-        if (g->n_nodes)
-            memcpy(nodes, g->nodes, (size_t)g->n_nodes * sizeof *nodes);
-        g->nodes = nodes;
-        k->cap_nodes = cap;
+    if (g->n_nodes > INT32_MAX / 4) {
+        fail(k, DNNMEM_E_UNSUPPORTED, "too many nodes");
+        return NULL;
     }
     uint32_t c = k->op_count[o]++;
     const char *name = c ? dm_arena_printf(&g->arena, "%s/%s_%u", k->scope, dm_ops[o].name, c)
                          : dm_arena_printf(&g->arena, "%s/%s", k->scope, dm_ops[o].name);
-    struct dm_node *n = &g->nodes[g->n_nodes];
-    memset(n, 0, sizeof *n);
-    n->name = name;
-    n->op = o;
-    n->domain = "";
-    n->n_in = n_in;
-    n->n_out = n_out;
-    n->in = dm_arena_array(&g->arena, (size_t)n_in + 1, sizeof *n->in);
-    n->out = dm_arena_array(&g->arena, (size_t)n_out + 1, sizeof *n->out);
-    n->attrs = dm_arena_array(&g->arena, MAX_ATTRS, sizeof *n->attrs);
-    if (!name || !n->in || !n->out || !n->attrs) {
+    struct dm_node *n = dm_graph_add_node(g, &k->cap_nodes, o, name, n_in, in, n_out);
+    if (!n) {
         oom(k);
         return NULL;
     }
-    if (n_in)
-        memcpy(n->in, in, (size_t)n_in * sizeof *in);
     for (int i = 0; i < n_out; i++) {
         const char *tname = dm_arena_printf(&g->arena, "%s_output_%d", name, i);
         if (!tname) {
@@ -324,7 +300,6 @@ static struct dm_node *node(struct keras *k, enum dm_op o, int n_in, const int32
             return NULL;
         }
     }
-    g->n_nodes++;
     return n;
 }
 
@@ -341,54 +316,43 @@ static int32_t op(struct keras *k, enum dm_op o, int n_in, ...)
     return n ? n->out[0] : -1;
 }
 
-static struct dm_attr *attr(struct keras *k, const char *name, enum dm_attr_kind kind)
+/* The outcome of adding an attribute to the node made last. */
+static void attr_status(struct keras *k, enum dnnmem_status s)
 {
-    if (k->st != DNNMEM_OK)
-        return NULL;
-    struct dm_node *n = &k->g->nodes[k->g->n_nodes - 1];
-    if (n->n_attr >= MAX_ATTRS) {
-        fail(k, DNNMEM_E_INTERNAL, "node '%s' has too many attributes", n->name);
-        return NULL;
-    }
-    struct dm_attr *a = &n->attrs[n->n_attr++];
-    a->name = name;
-    a->kind = kind;
-    return a;
+    if (s == DNNMEM_E_INTERNAL)
+        fail(k, s, "node '%s' has too many attributes", k->g->nodes[k->g->n_nodes - 1].name);
+    else if (s != DNNMEM_OK)
+        oom(k);
 }
 
 static void attr_i(struct keras *k, const char *name, int64_t v)
 {
-    struct dm_attr *a = attr(k, name, DM_ATTR_INT);
-    if (a)
-        a->i = v;
+    if (k->st == DNNMEM_OK)
+        attr_status(k, dm_graph_attr_i(k->g, name, v));
 }
 
 static void attr_f(struct keras *k, const char *name, double v)
 {
-    struct dm_attr *a = attr(k, name, DM_ATTR_FLOAT);
-    if (a)
-        a->f = v;
+    if (k->st == DNNMEM_OK)
+        attr_status(k, dm_graph_attr_f(k->g, name, v));
 }
 
 static void attr_s(struct keras *k, const char *name, const char *v)
 {
-    struct dm_attr *a = attr(k, name, DM_ATTR_STRING);
-    if (a)
-        a->s = v;
+    if (k->st == DNNMEM_OK)
+        attr_status(k, dm_graph_attr_s(k->g, name, v));
 }
 
 static void attr_ints(struct keras *k, const char *name, int n, const int64_t *v)
 {
-    struct dm_attr *a = attr(k, name, DM_ATTR_INTS);
-    if (!a)
-        return;
-    a->n = n;
-    a->ints = dm_arena_array(&k->g->arena, (size_t)n + 1, sizeof *v);
-    if (!a->ints) {
-        oom(k);
-        return;
-    }
-    memcpy(a->ints, v, (size_t)n * sizeof *v);
+    if (k->st == DNNMEM_OK)
+        attr_status(k, dm_graph_attr_ints(k->g, name, n, v));
+}
+
+static void attr_floats(struct keras *k, const char *name, int n, const double *v)
+{
+    if (k->st == DNNMEM_OK)
+        attr_status(k, dm_graph_attr_floats(k->g, name, n, v));
 }
 
 static int32_t constant(struct keras *k)
@@ -1387,16 +1351,7 @@ static void upsample_layer(struct keras *k, struct layer_io *io, int ns)
         }
     }
     int32_t scales = constant(k);
-    struct dm_attr *a = attr(k, "value_floats", DM_ATTR_FLOATS);
-    if (a) {
-        a->n = x->rank;
-        a->floats = dm_arena_array(&k->g->arena, (size_t)x->rank, sizeof *a->floats);
-        if (!a->floats) {
-            oom(k);
-            return;
-        }
-        memcpy(a->floats, sc, (size_t)x->rank * sizeof *sc);
-    }
+    attr_floats(k, "value_floats", x->rank, sc);
     y->id = op(k, DM_OP_Resize, 3, xi, -1, scales);
     attr_s(k, "mode", "nearest");
     io->n_out = 1;

@@ -49,7 +49,6 @@
 #include <string.h>
 
 #define MX_OPSET 17   /* the ONNX op semantics the nodes use */
-#define MAX_ATTRS 8
 #define MAX_OUTPUTS 4096
 #define MAX_DIM (INT64_C(1) << 40)
 
@@ -299,40 +298,17 @@ static struct dm_node *emit(struct mx *m, enum dm_op op, int n_in, const int32_t
             fail(m, DNNMEM_E_INTERNAL, "node '%s': a node input is missing", m->cur_name);
             return NULL;
         }
-    if (g->n_nodes == m->cap_nodes) {
-        int32_t cap = m->cap_nodes ? m->cap_nodes * 2 : 256;
-        struct dm_node *nodes = dm_arena_array(&g->arena, (size_t)cap, sizeof *nodes);
-        if (!nodes) {
-            oom(m);
-            return NULL;
-        }
-        if (g->n_nodes)
-            memcpy(nodes, g->nodes, (size_t)g->n_nodes * sizeof *nodes);
-        g->nodes = nodes;
-        m->cap_nodes = cap;
-    }
     const char *name = main ? dm_arena_strdup(&g->arena, m->cur_name)
                        : m->aux_count ? dm_arena_printf(&g->arena, "%s/%s_%d", m->cur_name,
                                                         dm_ops[op].name, m->aux_count)
                                       : dm_arena_printf(&g->arena, "%s/%s", m->cur_name, dm_ops[op].name);
     if (!main)
         m->aux_count++;
-    struct dm_node *n = &g->nodes[g->n_nodes];
-    memset(n, 0, sizeof *n);
-    n->name = name;
-    n->op = op;
-    n->domain = "";
-    n->n_in = n_in;
-    n->n_out = n_out;
-    n->in = dm_arena_array(&g->arena, (size_t)n_in + 1, sizeof *n->in);
-    n->out = dm_arena_array(&g->arena, (size_t)n_out + 1, sizeof *n->out);
-    n->attrs = dm_arena_array(&g->arena, MAX_ATTRS, sizeof *n->attrs);
-    if (!name || !n->in || !n->out || !n->attrs) {
+    struct dm_node *n = dm_graph_add_node(g, &m->cap_nodes, op, name, n_in, in, n_out);
+    if (!n) {
         oom(m);
         return NULL;
     }
-    if (n_in)
-        memcpy(n->in, in, (size_t)n_in * sizeof *in);
     for (int k = 0; k < n_out; k++) {
         const char *given = main ? m->next_out : m->aux_out;
         const char *tname = main && m->out_names ? m->out_names[k]
@@ -352,7 +328,6 @@ static struct dm_node *emit(struct mx *m, enum dm_op op, int n_in, const int32_t
     if (main)
         m->next_out = NULL, m->out_names = NULL;
     m->aux_out = NULL;
-    g->n_nodes++;
     return n;
 }
 
@@ -368,56 +343,37 @@ static int32_t op1(struct mx *m, enum dm_op o, bool main, int n_in, ...)
     return n ? n->out[0] : -1;
 }
 
-static struct dm_attr *attr_new(struct mx *m, const char *name, enum dm_attr_kind kind)
+/* The outcome of adding an attribute to the node made last. */
+static void attr_status(struct mx *m, enum dnnmem_status s)
 {
-    if (m->st != DNNMEM_OK)
-        return NULL;
-    struct dm_node *n = &m->g->nodes[m->g->n_nodes - 1];
-    if (n->n_attr >= MAX_ATTRS) {
-        fail(m, DNNMEM_E_INTERNAL, "node '%s' has too many attributes", n->name);
-        return NULL;
-    }
-    struct dm_attr *a = &n->attrs[n->n_attr++];
-    a->name = name;
-    a->kind = kind;
-    return a;
+    if (s == DNNMEM_E_INTERNAL)
+        fail(m, s, "node '%s' has too many attributes", m->g->nodes[m->g->n_nodes - 1].name);
+    else if (s != DNNMEM_OK)
+        oom(m);
 }
 
 static void set_i(struct mx *m, const char *name, int64_t v)
 {
-    struct dm_attr *a = attr_new(m, name, DM_ATTR_INT);
-    if (a)
-        a->i = v;
+    if (m->st == DNNMEM_OK)
+        attr_status(m, dm_graph_attr_i(m->g, name, v));
 }
 
 static void set_f(struct mx *m, const char *name, double v)
 {
-    struct dm_attr *a = attr_new(m, name, DM_ATTR_FLOAT);
-    if (a)
-        a->f = v;
+    if (m->st == DNNMEM_OK)
+        attr_status(m, dm_graph_attr_f(m->g, name, v));
 }
 
 static void set_s(struct mx *m, const char *name, const char *v)
 {
-    struct dm_attr *a = attr_new(m, name, DM_ATTR_STRING);
-    if (a)
-        a->s = v;
+    if (m->st == DNNMEM_OK)
+        attr_status(m, dm_graph_attr_s(m->g, name, v));
 }
 
 static void set_ints(struct mx *m, const char *name, int n, const int64_t *v)
 {
-    struct dm_attr *a = attr_new(m, name, DM_ATTR_INTS);
-    if (!a)
-        return;
-    int64_t *p = dm_arena_array(&m->g->arena, (size_t)n + 1, sizeof *p);
-    if (!p) {
-        oom(m);
-        return;
-    }
-    if (n)
-        memcpy(p, v, (size_t)n * sizeof *v);
-    a->n = n;
-    a->ints = p;
+    if (m->st == DNNMEM_OK)
+        attr_status(m, dm_graph_attr_ints(m->g, name, n, v));
 }
 
 static int32_t constant(struct mx *m)
