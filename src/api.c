@@ -814,6 +814,13 @@ static enum dnnmem_status fw_result(const struct dm_graph *g, const struct dm_ti
 enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg_in,
                                    struct dnnmem_result **out, struct dnnmem_error *err)
 {
+    return dm_estimate_reusing(m, cfg_in, NULL, out, err);
+}
+
+enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnmem_config *cfg_in,
+                                       struct dm_graph *variant, struct dnnmem_result **out,
+                                       struct dnnmem_error *err)
+{
     if (!m || !cfg_in || !out)
         return dm_fail(err, DNNMEM_E_USAGE, "dnnmem_estimate: NULL argument");
     *out = NULL;
@@ -928,13 +935,22 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
             !(lo->alpha >= 0) || (lo->n_targets && !lo->targets))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "LoRA: rank in 1..1048576, dropout in [0, 1), alpha >= 0");
-        lg.path = g->path;
-        enum dnnmem_status ls = dm_load_hf(&lg, m->json, m->json_size, sdpa, &cfg, err);
-        if (ls != DNNMEM_OK) {
-            dm_graph_free(&lg);
-            return ls;
+        if (variant && variant->n_nodes > 0) {
+            g = variant;
+        } else {
+            lg.path = g->path;
+            enum dnnmem_status ls = dm_load_hf(&lg, m->json, m->json_size, sdpa, &cfg, err);
+            if (ls != DNNMEM_OK) {
+                dm_graph_free(&lg);
+                return ls;
+            }
+            g = &lg;
+            if (variant) { /* kept for the caller's next estimates */
+                *variant = lg;
+                dm_graph_init(&lg);
+                g = variant;
+            }
         }
-        g = &lg;
     }
     struct dm_run run = {
         .train = cfg.mode == DNNMEM_MODE_TRAIN,

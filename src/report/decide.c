@@ -9,8 +9,10 @@
 #include <string.h>
 
 /* Estimate with `dim` (NULL: the batch) set to v: *fits from the verdict,
- * *over when even the requested bytes alone exceed the capacity. */
-static enum dnnmem_status try_value(const dnnmem_model *m, const struct dnnmem_config *cfg,
+ * *over when even the requested bytes alone exceed the capacity. A model
+ * rebuilt with LoRA or quantized weights is built once, into *variant. */
+static enum dnnmem_status try_value(const dnnmem_model *m, struct dm_graph *variant,
+                                    const struct dnnmem_config *cfg,
                                     const char *dim, int64_t v, bool *fits, bool *over,
                                     struct dnnmem_result **keep, struct dnnmem_error *err)
 {
@@ -31,7 +33,7 @@ static enum dnnmem_status try_value(const dnnmem_model *m, const struct dnnmem_c
         c.batch_size = v;
     }
     struct dnnmem_result *r = NULL;
-    enum dnnmem_status s = dnnmem_estimate(m, &c, &r, err);
+    enum dnnmem_status s = dm_estimate_reusing(m, &c, variant, &r, err);
     free(dims);
     if (s != DNNMEM_OK)
         return s;
@@ -43,6 +45,51 @@ static enum dnnmem_status try_value(const dnnmem_model *m, const struct dnnmem_c
         *keep = r;
     else
         dnnmem_result_free(r);
+    return DNNMEM_OK;
+}
+
+static enum dnnmem_status max_dim(const dnnmem_model *m, struct dm_graph *variant,
+                                  const struct dnnmem_config *cfg, const char *dim, int64_t limit,
+                                  int64_t *value, struct dnnmem_result **at,
+                                  struct dnnmem_result **next, struct dnnmem_error *err)
+{
+    /* bound: the smallest value whose requested bytes alone do not fit (they
+     * grow with the dim, so nothing above fits either), by doubling then
+     * bisection */
+    bool over;
+    int64_t lo = 0, hi = 1; /* lo: requested fits (0: none checked), hi: first over */
+    for (;;) {
+        DM_TRY(try_value(m, variant, cfg, dim, hi, NULL, &over, NULL, err));
+        if (over)
+            break;
+        lo = hi;
+        if (hi == limit) {
+            hi = limit + 1;
+            break;
+        }
+        hi = hi > limit / 2 ? limit : hi * 2;
+    }
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        DM_TRY(try_value(m, variant, cfg, dim, mid, NULL, &over, NULL, err));
+        if (over)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    /* the answer: the largest value below the bound that fits */
+    for (int64_t v = hi - 1; v >= 1; v--) {
+        bool fits;
+        DM_TRY(try_value(m, variant, cfg, dim, v, &fits, NULL, NULL, err));
+        if (fits) {
+            *value = v;
+            break;
+        }
+    }
+    if (at && *value)
+        DM_TRY(try_value(m, variant, cfg, dim, *value, NULL, NULL, at, err));
+    if (next && *value < limit)
+        DM_TRY(try_value(m, variant, cfg, dim, *value + 1, NULL, NULL, next, err));
     return DNNMEM_OK;
 }
 
@@ -59,44 +106,11 @@ enum dnnmem_status dnnmem_max_dim(const dnnmem_model *m, const struct dnnmem_con
     if (next)
         *next = NULL;
     *value = 0;
-    /* bound: the smallest value whose requested bytes alone do not fit (they
-     * grow with the dim, so nothing above fits either), by doubling then
-     * bisection */
-    bool over;
-    int64_t lo = 0, hi = 1; /* lo: requested fits (0: none checked), hi: first over */
-    for (;;) {
-        DM_TRY(try_value(m, cfg, dim, hi, NULL, &over, NULL, err));
-        if (over)
-            break;
-        lo = hi;
-        if (hi == limit) {
-            hi = limit + 1;
-            break;
-        }
-        hi = hi > limit / 2 ? limit : hi * 2;
-    }
-    while (hi - lo > 1) {
-        int64_t mid = lo + (hi - lo) / 2;
-        DM_TRY(try_value(m, cfg, dim, mid, NULL, &over, NULL, err));
-        if (over)
-            hi = mid;
-        else
-            lo = mid;
-    }
-    /* the answer: the largest value below the bound that fits */
-    for (int64_t v = hi - 1; v >= 1; v--) {
-        bool fits;
-        DM_TRY(try_value(m, cfg, dim, v, &fits, NULL, NULL, err));
-        if (fits) {
-            *value = v;
-            break;
-        }
-    }
-    if (at && *value)
-        DM_TRY(try_value(m, cfg, dim, *value, NULL, NULL, at, err));
-    if (next && *value < limit)
-        DM_TRY(try_value(m, cfg, dim, *value + 1, NULL, NULL, next, err));
-    return DNNMEM_OK;
+    struct dm_graph variant;
+    dm_graph_init(&variant);
+    enum dnnmem_status s = max_dim(m, &variant, cfg, dim, limit, value, at, next, err);
+    dm_graph_free(&variant);
+    return s;
 }
 
 void dnnmem_advice_free(struct dnnmem_advice *a, size_t n)

@@ -110,6 +110,52 @@ static void test_max_batch_exact(void **state)
     tb_free(b);
 }
 
+/* With LoRA and 4-bit weights the model is rebuilt for an estimate; the
+ * search builds it once and reuses it: its answer and the results at the
+ * answer and the next value equal fresh estimates, byte for byte, and agree
+ * with trying every batch size. */
+static void test_max_batch_rebuilt_model(void **state)
+{
+    (void)state;
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (dnnmem_model_load("tests/models/hf/tiny-llama-gqa.json", &m, &err) != DNNMEM_OK)
+        fail_msg("%s", err.message);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_ADAMW;
+    cfg.seq_len = 64;
+    cfg.lora.r = 8;
+    cfg.quant = DNNMEM_QUANT_NF4;
+    uint64_t total[41] = {0};
+    for (int64_t batch = 1; batch <= 40; batch++) {
+        struct dnnmem_result *r;
+        cfg.batch_size = batch;
+        assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_OK);
+        total[batch] = r->total_bytes;
+        dnnmem_result_free(r);
+    }
+    cfg.batch_size = 0;
+    /* a capacity between batch 22's total and batch 23's */
+    cfg.capacity_bytes = (int64_t)(total[22] + (total[23] - total[22]) / 2);
+    cfg.headroom = 0;
+    int64_t brute = 0;
+    for (int64_t batch = 1; batch <= 40; batch++)
+        if (total[batch] <= (uint64_t)cfg.capacity_bytes)
+            brute = batch;
+    int64_t found = -1;
+    struct dnnmem_result *at = NULL, *next = NULL;
+    assert_int_equal(dnnmem_max_dim(m, &cfg, NULL, 40, &found, &at, &next, &err), DNNMEM_OK);
+    assert_int_equal(found, brute);
+    assert_int_equal(found, 22);
+    assert_int_equal(at->total_bytes, total[found]);
+    assert_int_equal(next->total_bytes, total[found + 1]);
+    dnnmem_result_free(at);
+    dnnmem_result_free(next);
+    dnnmem_model_free(m);
+}
+
 /* Advice for a ResNet-50 training step that does not fit 4 GiB: each change
  * comes with a full estimate, and the smaller batch is the largest that fits. */
 static void test_advice(void **state)
@@ -168,6 +214,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verdicts),
         cmocka_unit_test(test_max_batch_exact),
+        cmocka_unit_test(test_max_batch_rebuilt_model),
         cmocka_unit_test(test_advice),
         cmocka_unit_test(test_gpu_catalogue),
     };
