@@ -114,8 +114,9 @@ static const char usage_text[] =
     "  --precision P          fp32 (default, as the model), fp16 or bf16 (model.half()),\n"
     "                         amp-fp16 or amp-bf16 (torch.autocast with fp32 weights; CUDA)\n"
     "  --attn A               HuggingFace configs: eager (scores and softmax materialised),\n"
-    "                         sdpa (F.scaled_dot_product_attention, fused on CUDA), or auto\n"
-    "                         (default: what transformers picks, sdpa from PyTorch 2.1)\n"
+    "                         sdpa (F.scaled_dot_product_attention, fused on CUDA), flash\n"
+    "                         (flash_attention_2, the flash-attn package; 16-bit, sm80+), or\n"
+    "                         auto (default: what transformers picks, sdpa from PyTorch 2.1)\n"
     "  --checkpoint SPEC      activation checkpointing (torch.utils.checkpoint), repeatable:\n"
     "                         a glob on node-name prefixes, one segment per matching\n"
     "                         prefix ('/layers.*': per layer; '/layer*': per ResNet stage;\n"
@@ -718,10 +719,12 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
                 cfg.attn = DNNMEM_ATTN_EAGER;
             else if (strcmp(optarg, "sdpa") == 0)
                 cfg.attn = DNNMEM_ATTN_SDPA;
+            else if (strcmp(optarg, "flash") == 0 || strcmp(optarg, "flash_attention_2") == 0)
+                cfg.attn = DNNMEM_ATTN_FLASH;
             else if (strcmp(optarg, "auto") == 0)
                 cfg.attn = DNNMEM_ATTN_AUTO;
             else
-                return usage_error("--attn %s: expected eager, sdpa or auto", optarg);
+                return usage_error("--attn %s: expected eager, sdpa, flash or auto", optarg);
             break;
         case OPT_CALIB: {
             int rc = read_calibration(optarg, &cfg);

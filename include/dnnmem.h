@@ -203,7 +203,10 @@ struct dnnmem_input_shape {
 enum dnnmem_attn {
     DNNMEM_ATTN_AUTO = 0, /* transformers' own choice: sdpa with PyTorch >= 2.1, else eager */
     DNNMEM_ATTN_EAGER,    /* eager_attention_forward: scores, softmax, dropout materialised */
-    DNNMEM_ATTN_SDPA      /* F.scaled_dot_product_attention: one fused kernel on CUDA */
+    DNNMEM_ATTN_SDPA,     /* F.scaled_dot_product_attention: one fused kernel on CUDA */
+    DNNMEM_ATTN_FLASH     /* attn_implementation="flash_attention_2": the flash-attn
+                             package's kernel (fp16/bf16, CUDA sm80+), keys and values
+                             not repeated for GQA */
 };
 
 /* LoRA fine-tuning of a HuggingFace config.json model, as PEFT's LoraConfig

@@ -888,7 +888,7 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
      * sdpa kernels are not modelled, so auto means eager there. */
     bool hf = m->sdpa.n_nodes > 0;
     int torch = cfg.torch_version ? cfg.torch_version : 200; /* the default framework */
-    if ((unsigned)cfg.attn > DNNMEM_ATTN_SDPA)
+    if ((unsigned)cfg.attn > DNNMEM_ATTN_FLASH)
         return dm_fail(err, DNNMEM_E_USAGE, "unknown attention implementation %d", (int)cfg.attn);
     if (cfg.attn != DNNMEM_ATTN_AUTO && !hf)
         return dm_fail(err, DNNMEM_E_USAGE,
@@ -907,12 +907,34 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                        "%s: --attn sdpa: transformers has no sdpa attention for this model "
                        "(T5Attention is eager only); use --attn eager or auto",
                        g->path);
-    bool sdpa = hf && !g->eager_only && (cfg.attn == DNNMEM_ATTN_SDPA ||
+    /* flash_attention_2: the flash-attn package's kernels, which run in
+     * fp16/bf16 only (transformers casts float32 q, k, v to the autocast
+     * dtype, else to the Linear weights' dtype, and flash_attn_func refuses
+     * float32) on Ampere and later (flash-attn's README: FlashAttention-2
+     * supports sm80+; head dims up to 256) */
+    bool flash = cfg.attn == DNNMEM_ATTN_FLASH;
+    if (flash && (cfg.device != DNNMEM_DEVICE_CUDA || g->eager_only))
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --attn flash: flash_attention_2 runs on CUDA only, for models "
+                       "transformers gives one",
+                       g->path);
+    if (flash && cfg.precision == DNNMEM_PRECISION_FP32)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "%s: --attn flash: FlashAttention-2 runs in fp16/bf16 only; add "
+                       "--precision bf16, fp16, amp-bf16 or amp-fp16",
+                       g->path);
+    if (flash && cfg.compute_capability && cfg.compute_capability < 80)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "%s: --attn flash: FlashAttention-2 needs compute capability 8.0 or "
+                       "later (this GPU: %d.%d)",
+                       g->path, cfg.compute_capability / 10, cfg.compute_capability % 10);
+    bool sdpa = hf && !g->eager_only && (cfg.attn == DNNMEM_ATTN_SDPA || flash ||
                        (cfg.attn == DNNMEM_ATTN_AUTO && torch >= 201 &&
                         cfg.device == DNNMEM_DEVICE_CUDA));
     if (sdpa)
         g = &m->sdpa;
-    /* LoRA, quantized weights: the model rebuilt with them, for this estimate */
+    /* LoRA, quantized weights, flash attention: the model rebuilt with them,
+     * for this estimate */
     const struct dnnmem_lora *lo = &cfg.lora;
     struct dm_graph lg;
     dm_graph_init(&lg);
@@ -921,7 +943,7 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     if (cfg.quant && (!hf || !m->json))
         return dm_fail(err, DNNMEM_E_USAGE,
                        "%s: --quant applies to HuggingFace config.json models", g->path);
-    if (lo->r != 0 || cfg.quant) {
+    if (lo->r != 0 || cfg.quant || flash) {
         if (lo->r && (!hf || !m->json))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "%s: --lora-r applies to HuggingFace config.json models", g->path);
@@ -1017,7 +1039,11 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
            run.cuda ? "cuda" : "cpu");
     if (hf)
         assume(&as, "attention", cfg.attn ? "option" : "default", "%s",
-               sdpa ? "sdpa: F.scaled_dot_product_attention, FlashAttention for fp16/bf16 "
+               flash ? "flash_attention_2: flash-attn's flash_attn_func on [B, S, H, D] "
+                       "views (no copies; GQA keys and values not repeated), keeping q, k, v, "
+                       "the output and the fp32 log-sum-exp; backward's fp32 dq accumulator "
+                       "and, with GQA, H-headed dk/dv buffers"
+               : sdpa ? "sdpa: F.scaled_dot_product_attention, FlashAttention for fp16/bf16 "
                       "from sm80, else the memory-efficient kernel"
                     : g->eager_only ? "eager: scores, softmax and dropout materialised (the "
                                       "model has no sdpa path in transformers)"

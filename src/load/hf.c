@@ -83,6 +83,7 @@ struct hf {
     size_t scope_len;
     const char *out_name;      /* a name for the next node's output 0 */
     bool sdpa;                 /* attn_implementation "sdpa", else "eager" */
+    bool flash;                /* "flash_attention_2" (sdpa is set too: no scores) */
     bool share;                /* param() returns an existing parameter of that name
                                   (ALBERT's layers shared across calls) */
     const struct dnnmem_lora *lora; /* adapters to add, or NULL */
@@ -637,6 +638,23 @@ static int32_t fused_attention(struct hf *h, const int32_t qkv[3], bool causal)
     return o;
 }
 
+/* flash_attention_forward of transformers 4.51 (integrations/
+ * flash_attention.py) on q [B, H, S, D] and k, v [B, KV, S, D]: each
+ * .transpose(1, 2) back to [B, S, H, D], the memory order projections and
+ * rotary results have, so flash_attn_func's maybe_contiguous copies nothing
+ * (it copies only a tensor whose last dim is strided); keys and values keep
+ * their KV heads (FlashAttention-2 takes grouped heads); no mask (the
+ * models' _update_causal_mask returns None for flash_attention_2 unless
+ * the attention_mask has padding). The node is marked for the schedule:
+ * always the flash kernel, and with KV < H backward's H-headed dk and dv. */
+static int32_t flash_attention(struct hf *h, int32_t q, int32_t k, int32_t v, double scale)
+{
+    int32_t o = fused_attention(h, (int32_t[]){q, k, v}, true);
+    attr_f(h, "scale", scale);
+    attr_i(h, "flash_attn", 1);
+    return o;
+}
+
 static void heads_copy(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3])
 {
     for (int j = 0; j < 3; j++)
@@ -792,19 +810,22 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
     k = rope(h, k, cos, sin, D, NULL);
     h->out_name = kname;
     k = transpose(h, k, INTS(0, 2, 1, 3));
-    int32_t kr = repeat_kv(h, k, H / KV, H, D);
-    int32_t vr = repeat_kv(h, v, H / KV, H, D);
+    int32_t kr = h->flash ? k : repeat_kv(h, k, H / KV, H, D);
+    int32_t vr = h->flash ? v : repeat_kv(h, v, H / KV, H, D);
     /* torch.matmul folds a 4-D operand to [B * H, ., .] with reshape, which
      * copies a non-contiguous one, and BmmBackward keeps the copy: always q
      * (the rope result in [B, S, H, D] order), and without GQA k and v (the
      * repeated tensors of repeat_kv are contiguous) */
-    q = reshape(h, q, INTS(0, H, -1, D));
-    if (H == KV) {
+    if (!h->flash)
+        q = reshape(h, q, INTS(0, H, -1, D));
+    if (H == KV && !h->flash) {
         kr = reshape(h, k, INTS(0, H, -1, D));
         vr = reshape(h, v, INTS(0, H, -1, D));
     }
     int32_t o, p = -1;
-    if (h->sdpa) {
+    if (h->flash) {
+        o = flash_attention(h, q, kr, vr, 1.0 / sqrt((double)D));
+    } else if (h->sdpa) {
         /* sdpa_attention_forward: query, key and value .contiguous() (the
          * same copies), then one F.scaled_dot_product_attention(is_causal,
          * dropout_p = attention_dropout in training, scale = head_dim**-0.5):
@@ -3246,6 +3267,24 @@ static enum dnnmem_status build(struct hf *h)
                     known_types);
     if (!bert && !other && !text)
         check_architectures(h);
+    /* flash_attention_2 as transformers 4.51 runs it through the shared
+     * attention interface (flash_attention_forward): the families whose
+     * attention was moved onto it. Others keep their own FlashAttention2
+     * classes (Qwen2-MoE, GPT-2, OPT, Falcon, GPT-NeoX, Phi, DistilBERT:
+     * repeat_kv and copies of their own), or have none (BERT, RoBERTa,
+     * ALBERT, T5); DeepSeek's MLA pads its values to the query head size. */
+    static const char *const flash_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral",
+                                              "qwen3_moe", "gemma", "gemma2", "gemma3",
+                                              "gemma3_text", "phi3"};
+    bool flash_ok = false;
+    for (size_t k = 0; k < sizeof flash_types / sizeof *flash_types; k++)
+        flash_ok |= strcmp(type, flash_types[k]) == 0;
+    if (h->flash && !flash_ok)
+        return fail(h, DNNMEM_E_UNSUPPORTED,
+                    "--attn flash: flash_attention_2 for model_type '%s' is not modelled "
+                    "(modelled: llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, gemma, "
+                    "gemma2, gemma3, phi3); use --attn sdpa or eager",
+                    type);
     if (field(h, "quantization_config"))
         fail(h, DNNMEM_E_UNSUPPORTED,
              "config field 'quantization_config': quantized checkpoints are not modelled");
@@ -3389,7 +3428,9 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
                               const struct dnnmem_config *opt, struct dnnmem_error *err)
 {
     struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa,
+                   .flash = opt && opt->attn == DNNMEM_ATTN_FLASH,
                    .quant = opt ? opt->quant : DNNMEM_QUANT_NONE};
+    h.sdpa |= h.flash;
     const struct dnnmem_lora *lora = opt ? &opt->lora : NULL;
     json_error_t je;
     h.root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);

@@ -55,8 +55,9 @@ void dm_sb_unref(struct dm_sb *b, int32_t buf);
  * thread's handle on its first matmul (kept), a cuDNN workspace around each
  * convolution, oneDNN's buffers around CPU convolutions. `backward`:
  * autograd's own thread and the backward kernels. End frees what begin made. */
+#define DM_WS_MAX 4
 struct dm_ws {
-    int32_t buf[2];
+    int32_t buf[DM_WS_MAX];
 };
 struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward);
 /* Whether a fused Attention node runs FlashAttention (else memory-efficient). */

@@ -149,11 +149,13 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     enum dm_dtype model = k0->dtype;
     /* heads of the queries, and eager's softmax type, from the graph */
     int64_t H = K;
-    bool eager = false, upcast = false;
+    bool eager = false, upcast = false, flash = false;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const struct dm_node *n = &g->nodes[i];
-        if (n->op == DM_OP_Attention && dm_has_in(n, 0))
+        if (n->op == DM_OP_Attention && dm_has_in(n, 0)) {
             H = t[n->in[0]].dims[1];
+            flash = dm_attr_int(n, "flash_attn", 0) != 0;
+        }
         if (n->op == DM_OP_Softmax && dm_has_in(n, 0) && t[n->in[0]].rank == 4) {
             eager = true;
             H = t[n->in[0]].dims[1];
@@ -162,7 +164,9 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
         if (n->op == DM_OP_Softmax || n->op == DM_OP_Attention)
             break;
     }
-    bool repeat = H != K; /* 4.51's sdpa_attention_forward repeats as eager does */
+    /* 4.51's sdpa_attention_forward repeats as eager does; flash_attention_2
+     * reads the grouped cache as it is */
+    bool repeat = H != K && !flash;
     uint64_t kvb = kv_bytes(model, run->kv_dtype), mb = kv_bytes(model, DNNMEM_KV_AUTO);
     enum dm_dtype kvt = kv_type(model, run->kv_dtype);
     enum dnnmem_status st = DNNMEM_OK;

@@ -414,9 +414,13 @@ static enum dm_dtype sdpa_dtype(const struct dm_sb *b, const struct dm_node *n)
  * aten/src/ATen/native/transformers/sdp_utils.cpp): flash attention for
  * fp16/bf16 with a head dim up to 256 (128 before PyTorch 2.2, which moved to
  * FlashAttention-2) on sm80 and later, else the memory-efficient kernel.
- * An explicit attn_mask (ALBERT passes one) rules flash out. */
+ * An explicit attn_mask (ALBERT passes one) rules flash out. A node marked
+ * flash_attn (transformers' flash_attention_2) is the flash-attn package's
+ * kernel, always (the estimate refused what it cannot run). */
 bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n)
 {
+    if (dm_attr_int(n, "flash_attn", 0))
+        return true;
     const struct dm_tinfo *q = &b->t[n->in[0]];
     enum dm_dtype dt = sdpa_dtype(b, n);
     int64_t d = q->rank == 4 ? q->dims[3] : 0;
@@ -484,7 +488,7 @@ static bool cpu_conv_uses_onednn(const struct dm_sb *b, const struct dm_node *n)
  * the handle pool's per-thread keying; runtime-facts.md §5.2). */
 struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward)
 {
-    struct dm_ws ws = {{-1, -1}};
+    struct dm_ws ws = {{-1, -1, -1, -1}};
     int32_t node = (int32_t)(n - b->g->nodes);
     if (b->run->cuda) {
         if (calls_cublas(n->op) && b->run->cublas_workspace && !b->blas_handle[backward]) {
@@ -518,6 +522,23 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
                 dm_mul_ok(rows, d, &acc) && dm_dtype_bytes(DM_FLOAT, acc, &b1))
                 ws.buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, b1, -1, node,
                                         "efficient_dq_accum", 1);
+            /* flash-attn's mha_bwd with grouped keys and values (num_heads_k
+             * < num_heads): dk_expanded and dv_expanded [B, S_k, H, D] of the
+             * compute dtype, summed into dk and dv over each group after the
+             * kernel (csrc/flash_attn/flash_api.cpp) */
+            const struct dm_tinfo *k = dm_has_in(n, 1) ? &b->t[n->in[1]] : NULL;
+            const struct dm_tinfo *v = dm_has_in(n, 2) ? &b->t[n->in[2]] : NULL;
+            if (dm_attr_int(n, "flash_attn", 0) && k && v && k->rank == 4 && v->rank == 4 &&
+                k->dims[1] != q->dims[1])
+                for (int j = 0; j < 2; j++) {
+                    const struct dm_tinfo *x = j ? v : k;
+                    int64_t e;
+                    uint64_t eb;
+                    if (dm_mul_ok(q->dims[0] * q->dims[1], x->dims[2], &e) &&
+                        dm_mul_ok(e, x->dims[3], &e) && dm_dtype_bytes(dt, e, &eb))
+                        ws.buf[2 + j] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, dt, eb, -1, node,
+                                                    j ? "flash_dv_expanded" : "flash_dk_expanded", 1);
+                }
         }
         if (n->op == DM_OP_MS_MatMulNBits && dm_has_in(n, 0)) {
             /* bitsandbytes' MatMul4Bit: F.dequantize_4bit(B).to(A.dtype) in
@@ -551,7 +572,7 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
 
 void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws)
 {
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < DM_WS_MAX; k++) {
         dm_sb_unref(b, ws->buf[k]);
         ws->buf[k] = -1;
     }
@@ -618,7 +639,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
     unsigned flags = dm_ops[n->op].flags;
     dm_sb_step(b, DM_PHASE_FORWARD, i);
     bool on_device = n->n_out > 0 && n->out[0] >= 0 && !t[n->out[0]].is_const;
-    struct dm_ws ws = {{-1, -1}};
+    struct dm_ws ws = {{-1, -1, -1, -1}};
     if (on_device)
         ws = dm_sb_workspace_begin(b, n, false);
     if (on_device)

@@ -1405,6 +1405,113 @@ static void test_sdpa(void **state)
     dnnmem_model_free(m);
 }
 
+/* attn_implementation "flash_attention_2" on tiny-llama-gqa (L 4, H 8, KV 4,
+ * D 32), bf16 training at B 4, S 256 (one [B, S, H, D] bf16 tensor: 4 x 256
+ * x 8 x 32 x 2 = 512 KiB; KV-headed: 256 KiB):
+ *  - the graph: one Attention per layer, on the rotary results and v_proj's
+ *    view as they are: no repeat_kv (Expand), no contiguous copies;
+ *  - at the end of the forward, per layer, sdpa keeps the copies of q and
+ *    the repeated k and v (3 x 512 KiB) where flash keeps the rotated q
+ *    itself (512 KiB; sdpa frees it once LlamaAttention returns): 1 MiB
+ *    less a layer, 4 MiB in all (the rotated k and v_proj's output are
+ *    held by the returned cache either way; both keep the output and the
+ *    log-sum-exp);
+ *  - backward: FlashAttention-2's softmax_d and dq_accum as sdpa's flash
+ *    kernel, plus dk_expanded and dv_expanded [B, S, H, D] bf16 (512 KiB)
+ *    per layer;
+ *  - refused: fp32, a pre-Ampere GPU, a family transformers 4.51 runs
+ *    through its own FlashAttention2 class (GPT-2). */
+static void test_flash(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    cfg.batch_size = 4;
+    cfg.seq_len = 256;
+    cfg.torch_version = 204;
+    cfg.optimizer = DNNMEM_OPT_ADAMW;
+    cfg.timeline = true;
+    uint64_t end_of_forward[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        cfg.attn = k ? DNNMEM_ATTN_FLASH : DNNMEM_ATTN_SDPA;
+        struct dnnmem_result *r = run(m, &cfg);
+        for (size_t i = 0; i < r->n_timeline; i++)
+            if (r->timeline[i].iteration == 1 && strcmp(r->timeline[i].phase, "forward") == 0)
+                end_of_forward[k] = r->timeline[i].allocated;
+        dnnmem_result_free(r);
+    }
+    assert_int_equal(end_of_forward[0] - end_of_forward[1], 4 * (1u << 20));
+
+    FILE *f = fopen("tests/models/hf/tiny-llama-gqa.json", "rb");
+    assert_non_null(f);
+    char json[4096];
+    size_t size = fread(json, 1, sizeof json, f);
+    fclose(f);
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "tiny-llama-gqa.json";
+    struct dnnmem_error err;
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, true, &cfg, &err), DNNMEM_OK);
+    assert_int_equal(count_op(&g, DM_OP_Attention), 4);
+    assert_int_equal(count_op(&g, DM_OP_Expand), 0);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {4, 256};
+    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+    assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+    dm_amp_retype(&g, t, DM_BFLOAT16);
+    struct dm_run run1 = {.train = true, .cuda = true, .inplace = true, .torch_version = 204,
+                          .iterations = 1, .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD,
+                          .loss = DNNMEM_LOSS_CE, .amp = DM_BFLOAT16, .compute_capability = 90};
+    struct dm_schedule s;
+    assert_int_equal(dm_schedule_build(&g, t, &run1, &s, &err), DNNMEM_OK);
+    static const struct {
+        const char *what;
+        uint64_t bytes;
+    } want[] = {{"logsumexp", 4 * 8 * 256 * 4},
+                {"flash_softmax_d", 4 * 8 * 256 * 4},
+                {"flash_dq_accum", 4 * 256 * 8 * 32 * 4},
+                {"flash_dk_expanded", 4 * 256 * 8 * 32 * 2},
+                {"flash_dv_expanded", 4 * 256 * 8 * 32 * 2}};
+    for (size_t w = 0; w < sizeof want / sizeof *want; w++) {
+        int n = 0;
+        for (int32_t b = 0; b < s.n_buf; b++)
+            if (s.buf[b].what && strcmp(s.buf[b].what, want[w].what) == 0) {
+                n++;
+                if (s.buf[b].bytes != want[w].bytes)
+                    fail_msg("%s: %llu bytes, expected %llu", want[w].what,
+                             (unsigned long long)s.buf[b].bytes,
+                             (unsigned long long)want[w].bytes);
+            }
+        if (n != 4)
+            fail_msg("%s: %d buffers, expected one per layer", want[w].what, n);
+    }
+    dm_schedule_free(&s);
+    free(t);
+    dm_arena_free(&a);
+    dm_graph_free(&g);
+
+    struct dnnmem_result *r = NULL;
+    cfg.precision = DNNMEM_PRECISION_FP32;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "fp16/bf16 only"));
+    cfg.precision = DNNMEM_PRECISION_AMP_BF16;
+    cfg.compute_capability = 75;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "compute capability 8.0"));
+    dnnmem_model_free(m);
+    m = load("tests/models/hf/tiny-gpt2.json");
+    cfg.compute_capability = 0;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "model_type 'gpt2' is not modelled"));
+    dnnmem_model_free(m);
+}
+
 /* ---- safetensors headers next to config.json ---------------------------- */
 
 struct st_entry {
@@ -2038,6 +2145,7 @@ int main(void)
         cmocka_unit_test(test_causal_lm_loss_upcasts),
         cmocka_unit_test(test_safetensors_headers),
         cmocka_unit_test(test_sdpa),
+        cmocka_unit_test(test_flash),
         cmocka_unit_test(test_tiny_bert),
         cmocka_unit_test(test_tiny_albert),
         cmocka_unit_test(test_generate),
