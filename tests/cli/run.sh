@@ -259,7 +259,15 @@ expect 0 "attention      eager: scores" -- estimate $H/gpt2.json -s 8
 expect 0 "attention      sdpa: F.scaled_dot_product_attention" -- \
     estimate $H/gpt2.json -s 8 --framework pytorch@2.1
 expect 0 "attention      eager: scores" -- estimate $H/gpt2.json -s 8 --framework pytorch@2.1 --device cpu
-expect 2 "--attn bogus: expected eager, sdpa or auto" -- estimate $H/gpt2.json -s 8 --attn bogus
+expect 2 "--attn bogus: expected eager, sdpa, flash or auto" -- estimate $H/gpt2.json -s 8 --attn bogus
+expect 0 "flash_attention_2: flash-attn's flash_attn_func" -- \
+    estimate $H/tiny-llama-gqa.json -s 64 --attn flash --precision bf16 --mode train
+expect 2 "--attn flash: FlashAttention-2 runs in fp16/bf16 only" -- \
+    estimate $H/tiny-llama-gqa.json -s 64 --attn flash
+expect 2 "--attn flash: FlashAttention-2 needs compute capability 8.0" -- \
+    estimate $H/tiny-llama-gqa.json -s 64 --attn flash --precision bf16 --gpu T4
+expect 4 "--attn flash: flash_attention_2 for model_type 'gpt2' is not modelled" -- \
+    estimate $H/gpt2.json -s 8 --attn flash --precision fp16
 expect 2 "--attn applies to HuggingFace config.json models" -- \
     estimate $M/fixtures/resnet50.onnx --attn sdpa
 expect 4 "--attn sdpa on the CPU is not modelled" -- estimate $H/gpt2.json -s 8 --attn sdpa --device cpu
