@@ -328,8 +328,11 @@ struct dnnmem_config {
     const char *const *checkpoint;
     size_t n_checkpoint;
     /* Framework version, as major * 100 + minor (113 = 1.13, 200 = 2.0);
-     * 0 = default (200). Decides zero_grad(set_to_none) and optimizer
-     * implementations (for-loop in 1.13, foreach on CUDA from 2.0). */
+     * 0 = default (206: 2.6, current when transformers 4.51, whose models
+     * are built, came out). Decides zero_grad(set_to_none) and optimizer
+     * implementations (for-loop in 1.13, foreach on CUDA from 2.0), and
+     * for HuggingFace configs the attention transformers picks (sdpa from
+     * 2.1.1) and sdpa's flash head-size limit (256 from 2.2). */
     int torch_version;
     /* Runtime constants; each "< 0" means "use the documented default". */
     int64_t cuda_context_bytes; /* see dnnmem_cuda_context_default() */

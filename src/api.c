@@ -887,7 +887,9 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
      * 2.1.1: is_torch_sdpa_available; 2.1 here), else eager. On the CPU the
      * sdpa kernels are not modelled, so auto means eager there. */
     bool hf = m->sdpa.n_nodes > 0;
-    int torch = cfg.torch_version ? cfg.torch_version : 200; /* the default framework */
+    /* the default framework: PyTorch 2.6, the release current when
+     * transformers 4.51 (whose models the HF front end builds) came out */
+    int torch = cfg.torch_version ? cfg.torch_version : 206;
     if ((unsigned)cfg.attn > DNNMEM_ATTN_FLASH)
         return dm_fail(err, DNNMEM_E_USAGE, "unknown attention implementation %d", (int)cfg.attn);
     if (cfg.attn != DNNMEM_ATTN_AUTO && !hf)
@@ -1181,11 +1183,12 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     else
         assume(&as, "allocator", "default", "host: bytes as requested");
     /* The CUDA toolkit each framework's wheels are built with, by default:
-     * TensorFlow 2.15's tested build configuration is CUDA 12.2
+     * PyTorch 2.6's default pip wheel is cu124 (pytorch.org, previous
+     * versions: `pip install torch==2.6.0` installs the CUDA 12.4 build); TensorFlow 2.15's tested build configuration is CUDA 12.2
      * (tensorflow.org/install/source#gpu); jax[cuda12] installs CUDA 12.x
      * libraries from pip (12.2 taken); MXNet's last releases (1.9.1) ship
      * wheels up to mxnet-cu112 (CUDA 11.2). */
-    static const int fw_cuda[] = {[DNNMEM_FW_PYTORCH] = 121, [DNNMEM_FW_TENSORFLOW] = 122,
+    static const int fw_cuda[] = {[DNNMEM_FW_PYTORCH] = 124, [DNNMEM_FW_TENSORFLOW] = 122,
                                   [DNNMEM_FW_MXNET] = 112, [DNNMEM_FW_JAX] = 122};
     int cuda_version = cfg.cuda_version ? cfg.cuda_version : fw_cuda[cfg.framework];
     int cc = cfg.compute_capability ? cfg.compute_capability : 80;

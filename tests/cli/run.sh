@@ -255,7 +255,8 @@ expect 3 "model.safetensors: header length 16777215 does not fit the file" -- es
 expect 0 "float32, as from_pretrained without torch_dtype loads a bfloat16 checkpoint (--precision bf16" -- \
     estimate $H/Llama-3.2-1B-Instruct.json -s 8
 # attention implementation: transformers' choice by PyTorch version, or --attn
-expect 0 "attention      eager: scores" -- estimate $H/gpt2.json -s 8
+expect 0 "attention      sdpa: F.scaled_dot_product_attention" -- estimate $H/gpt2.json -s 8
+expect 0 "attention      eager: scores" -- estimate $H/gpt2.json -s 8 --framework pytorch@2.0
 expect 0 "attention      sdpa: F.scaled_dot_product_attention" -- \
     estimate $H/gpt2.json -s 8 --framework pytorch@2.1
 expect 0 "attention      eager: scores" -- estimate $H/gpt2.json -s 8 --framework pytorch@2.1 --device cpu
@@ -298,7 +299,7 @@ expect 2 "--alloc-round: replaces PyTorch's caching allocator; not with --framew
     estimate $R --framework tensorflow --alloc-round 512
 expect 2 "--framework jax: only GPU runtimes are modelled" -- estimate $R --framework jax --device cpu
 expect 0 "framework      tensorflow 2.15 (runtime" -- estimate $R -b 8 --framework tensorflow@2.15
-expect 0 "schedule       PyTorch 2.0 eager's" -- estimate $R -b 8 --framework tensorflow@2.15
+expect 0 "schedule       PyTorch 2.6 eager's" -- estimate $R -b 8 --framework tensorflow@2.15
 expect 0 "tf_ops         Dropout (tf.nn.dropout) keeps x * scale and a float mask" -- \
     estimate $R -b 8 --framework tensorflow
 expect 0 "jax_execution  op by op (not jitted)" -- estimate $R -b 8 --framework jax
