@@ -308,6 +308,8 @@ void dm_graph_init(struct dm_graph *g);
 void dm_graph_free(struct dm_graph *g);
 /* Add a tensor; names must be unique (checked by the loader). -1 on OOM. */
 int32_t dm_graph_add_tensor(struct dm_graph *g, const char *name);
+/* The hash of a string (FNV-1a, then fmix32) for open-addressing tables. */
+uint32_t dm_hash_str(const char *s);
 /* Tensor index by name, or -1. */
 int32_t dm_graph_find(const struct dm_graph *g, const char *name);
 /* Symbol index for `name`, added if new; -1 on OOM. */

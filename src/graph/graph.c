@@ -23,11 +23,19 @@ void dm_graph_free(struct dm_graph *g)
     memset(g, 0, sizeof *g);
 }
 
-static uint32_t hash_str(const char *s)
+uint32_t dm_hash_str(const char *s)
 {
     uint32_t h = 2166136261u; /* FNV-1a */
     for (; *s; s++)
         h = (h ^ (unsigned char)*s) * 16777619u;
+    /* then MurmurHash3's fmix32, so that the low bits (the table index)
+     * depend on every character: FNV-1a's low bits do not see the high bits
+     * of earlier characters, and names differing in one digit cluster */
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
     return h;
 }
 
@@ -36,7 +44,7 @@ int32_t dm_graph_find(const struct dm_graph *g, const char *name)
     if (!g->index_cap)
         return -1;
     uint32_t mask = g->index_cap - 1;
-    for (uint32_t i = hash_str(name) & mask;; i = (i + 1) & mask) {
+    for (uint32_t i = dm_hash_str(name) & mask;; i = (i + 1) & mask) {
         int32_t t = g->index[i];
         if (t < 0)
             return -1;
@@ -64,7 +72,7 @@ static bool index_insert(struct dm_graph *g, int32_t t)
                 return false;
     }
     uint32_t mask = g->index_cap - 1;
-    uint32_t i = hash_str(g->tensors[t].name) & mask;
+    uint32_t i = dm_hash_str(g->tensors[t].name) & mask;
     while (g->index[i] >= 0)
         i = (i + 1) & mask;
     g->index[i] = t;

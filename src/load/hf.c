@@ -92,7 +92,7 @@ struct hf {
     const char *const *lora_targets; /* lora->targets or the architecture's default */
     size_t n_lora_targets;
     size_t *lora_hits;         /* per target: modules adapted (malloc'd) */
-    const char **names;        /* node names, open addressing (malloc'd) */
+    struct name_slot *names;   /* node names, open addressing (malloc'd) */
     uint32_t names_cap, n_names;
 };
 
@@ -204,26 +204,27 @@ static const char *get_str(struct hf *h, const char *key, const char *dflt)
 
 /* ---- building the graph ----------------------------------------------------------- */
 
-static uint32_t hash_str(const char *s)
-{
-    uint32_t x = 2166136261u; /* FNV-1a */
-    for (; *s; s++)
-        x = (x ^ (unsigned char)*s) * 16777619u;
-    return x;
-}
+/* A node name, and for a scope's first node of an op ("scope/Op") the next
+ * suffix to try for that op there ("scope/Op_<next>"): a scope with many
+ * nodes of one op (a mixture-of-experts block) names each in one probe. */
+struct name_slot {
+    const char *name;
+    int next;
+};
 
-/* Whether `name` is a node name already; if not, record it. */
-static bool name_taken(struct hf *h, const char *name, bool *taken)
+/* The slot of `name`: *taken when it is a node name already, else recorded.
+ * NULL when out of memory; valid until the next call. */
+static struct name_slot *name_slot(struct hf *h, const char *name, bool *taken)
 {
     if ((h->n_names + 1) * 2 > h->names_cap) {
         uint32_t cap = h->names_cap ? h->names_cap * 2 : 4096;
-        const char **n = calloc(cap, sizeof *n);
+        struct name_slot *n = calloc(cap, sizeof *n);
         if (!n)
-            return false;
+            return NULL;
         for (uint32_t i = 0; i < h->names_cap; i++)
-            if (h->names[i]) {
-                uint32_t j = hash_str(h->names[i]) & (cap - 1);
-                while (n[j])
+            if (h->names[i].name) {
+                uint32_t j = dm_hash_str(h->names[i].name) & (cap - 1);
+                while (n[j].name)
                     j = (j + 1) & (cap - 1);
                 n[j] = h->names[i];
             }
@@ -231,16 +232,16 @@ static bool name_taken(struct hf *h, const char *name, bool *taken)
         h->names = n;
         h->names_cap = cap;
     }
-    uint32_t j = hash_str(name) & (h->names_cap - 1);
-    for (; h->names[j]; j = (j + 1) & (h->names_cap - 1))
-        if (strcmp(h->names[j], name) == 0) {
+    uint32_t j = dm_hash_str(name) & (h->names_cap - 1);
+    for (; h->names[j].name; j = (j + 1) & (h->names_cap - 1))
+        if (strcmp(h->names[j].name, name) == 0) {
             *taken = true;
-            return true;
+            return &h->names[j];
         }
     *taken = false;
-    h->names[j] = name;
+    h->names[j] = (struct name_slot){name, 1};
     h->n_names++;
-    return true;
+    return &h->names[j];
 }
 
 /* Enter a module: the scope gains "/<name>"; returns what leave() restores. */
@@ -281,17 +282,26 @@ static struct dm_node *node(struct hf *h, enum dm_op op, int n_in, const int32_t
             fail(h, DNNMEM_E_INTERNAL, "a node input is missing");
             return NULL;
         }
-    const char *name = NULL;
-    for (int k = 0;; k++) {
-        name = k ? dm_arena_printf(&g->arena, "%s/%s_%d", h->scope, dm_ops[op].name, k)
-                 : dm_arena_printf(&g->arena, "%s/%s", h->scope, dm_ops[op].name);
-        bool taken;
-        if (!name || !name_taken(h, name, &taken)) {
-            oom(h);
-            return NULL;
+    /* "scope/Op", else the first free "scope/Op_<k>" (ONNX exporters' names) */
+    const char *base = dm_arena_printf(&g->arena, "%s/%s", h->scope, dm_ops[op].name), *name = base;
+    bool taken;
+    struct name_slot *slot = base ? name_slot(h, base, &taken) : NULL;
+    if (!slot) {
+        oom(h);
+        return NULL;
+    }
+    if (taken) {
+        int k = slot->next;
+        for (;; k++) {
+            name = dm_arena_printf(&g->arena, "%s_%d", base, k);
+            if (!name || !name_slot(h, name, &taken)) {
+                oom(h);
+                return NULL;
+            }
+            if (!taken)
+                break;
         }
-        if (!taken)
-            break;
+        name_slot(h, base, &taken)->next = k + 1;
     }
     struct dm_node *n = dm_graph_add_node(g, &h->cap_nodes, op, name, n_in, in, n_out);
     if (!n) {
