@@ -46,11 +46,9 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
         k++;
     enum dnnmem_status s;
     if (size >= 4 && memcmp(data, "PK\003\004", 4) == 0) {
-        /* a zip archive: a .keras model is one, its architecture in config.json */
-        s = dm_fail(err, DNNMEM_E_UNSUPPORTED,
-                    "%s: a zip archive (a .keras model?); dnnmem reads its architecture: "
-                    "extract it with 'unzip -p %s config.json > config.json' and pass that",
-                    name, name);
+        /* a zip's local file header: a Keras 3 .keras archive, whatever its
+         * name; its architecture is config.json */
+        s = dm_load_keras_archive(&m->g, data, size, err);
     } else if (k < size && data[k] == '{' && dm_keras_json(data, size)) {
         s = dm_load_keras(&m->g, data, size, err);
     } else if (k < size && data[k] == '{' && dm_is_mxnet_json(data, size)) {

@@ -367,6 +367,12 @@ bool dm_is_mxnet_json(const uint8_t *data, size_t size);
 bool dm_keras_json(const uint8_t *data, size_t size);
 enum dnnmem_status dm_load_keras(struct dm_graph *g, const uint8_t *data, size_t size,
                                  struct dnnmem_error *err);
+/* A Keras 3 .keras archive (a zip: metadata.json, config.json,
+ * model.weights.h5), read with libzip from memory: config.json (capped) is
+ * built as dm_load_keras does, metadata.json's keras_version names the
+ * producer; the weights are never read. */
+enum dnnmem_status dm_load_keras_archive(struct dm_graph *g, const uint8_t *data, size_t size,
+                                         struct dnnmem_error *err);
 /* The safetensors checkpoint in a HuggingFace model directory, its headers
  * checked against the graph built from config.json (src/load/safetensors.c):
  * every tensor must be a weight of g with the same shape. file is NULL when

@@ -437,7 +437,35 @@ expect 3 "layer 'd' (Dense): config field 'units' is missing" -- estimate "$T/kn
 printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, 4]}}, {"class_name": "Dense", "config": {"name": "d", "units": 4000000000000}}]}}' >"$T/kabsurd.json"
 expect 3 "config field 'units' is 4000000000000, an absurd size" -- estimate "$T/kabsurd.json"
 printf 'PK\003\004rest of a zip' >"$T/model.keras"
-expect 4 "model.keras: a zip archive (a .keras model?)" -- estimate "$T/model.keras"
+expect 3 "model.keras: a zip archive (a .keras model?) that cannot be read" -- estimate "$T/model.keras"
+# a Keras 3 .keras archive (zip: metadata.json, config.json, weights) built
+# from the bare config JSON: the same estimate, found by content whatever its name
+"$PY" - "$K/fashion_mnist_mlp_keras3.json" "$T" <<'EOF'
+import sys, zipfile
+cfg, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(out + "/mlp.keras", "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("metadata.json", '{"keras_version": "3.9.9", "date_saved": "2024-01-01@00:00:00"}')
+    z.write(cfg, "config.json")
+    z.writestr("model.weights.h5", b"\x89HDF\r\n\x1a\n")
+with zipfile.ZipFile(out + "/nocfg.keras", "w") as z:
+    z.writestr("metadata.json", "{}")
+EOF
+cp "$T/mlp.keras" "$T/mlp.bin"
+"$D" estimate "$K/fashion_mnist_mlp_keras3.json" -b 32 --mode train | grep -E '^(peak|breakdown|  )' >"$T/json.txt"
+for f in mlp.keras mlp.bin; do
+    "$D" estimate "$T/$f" -b 32 --mode train | grep -E '^(peak|breakdown|  )' >"$T/zip.txt"
+    if [ -s "$T/json.txt" ] && cmp -s "$T/json.txt" "$T/zip.txt"; then
+        pass=$((pass + 1))
+    else
+        echo "FAIL: $f: estimate differs from the bare config JSON's"
+        diff "$T/json.txt" "$T/zip.txt" | head -10
+        fail=$((fail + 1))
+    fi
+done
+expect 0 "mlp.keras (keras, opset 17, 11 nodes" -- estimate "$T/mlp.keras" -b 32
+expect 3 "nocfg.keras: config.json: no such member" -- estimate "$T/nocfg.keras"
+head -c 200 "$T/mlp.keras" >"$T/trunc.keras"
+expect 3 "trunc.keras: a zip archive (a .keras model?) that cannot be read" -- estimate "$T/trunc.keras"
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

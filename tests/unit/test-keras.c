@@ -9,6 +9,8 @@
  */
 #include "util.h"
 
+#include <zip.h>
+
 static dnnmem_model *load(const char *path)
 {
     dnnmem_model *m;
@@ -574,7 +576,174 @@ static void test_errors(void **state)
                  DNNMEM_E_MODEL, "the input 'zz' (call 0) is no layer output of the model");
     expect_error("{\"class_name\": \"Sequential\", \"config\": {\"layers\": [", DNNMEM_E_PARSE,
                  "not valid JSON");
-    expect_error("PK\003\004 zip bytes", DNNMEM_E_UNSUPPORTED, "a zip archive (a .keras model?)");
+}
+
+/* ---- .keras archives --------------------------------------------------------------
+ * Archives are written here with libzip into memory (its in-memory source,
+ * as libzip's examples/in-memory.c does), so each case states its members. */
+
+struct member {
+    const char *name;
+    const void *data;
+    size_t size;
+};
+
+static uint8_t *make_zip(const struct member *mem, int n, size_t *size)
+{
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_source_t *src = zip_source_buffer_create(NULL, 0, 0, &ze);
+    assert_non_null(src);
+    zip_t *za = zip_open_from_source(src, ZIP_TRUNCATE, &ze);
+    assert_non_null(za);
+    zip_source_keep(src);
+    for (int i = 0; i < n; i++) {
+        zip_source_t *body = zip_source_buffer(za, mem[i].data, mem[i].size, 0);
+        assert_non_null(body);
+        assert_true(zip_file_add(za, mem[i].name, body, ZIP_FL_OVERWRITE) >= 0);
+    }
+    assert_int_equal(zip_close(za), 0);
+    zip_stat_t st;
+    assert_int_equal(zip_source_stat(src, &st), 0);
+    assert_int_equal(zip_source_open(src), 0);
+    uint8_t *buf = malloc(st.size);
+    assert_non_null(buf);
+    assert_int_equal(zip_source_read(src, buf, st.size), (zip_int64_t)st.size);
+    zip_source_close(src);
+    zip_source_free(src);
+    zip_error_fini(&ze);
+    *size = st.size;
+    return buf;
+}
+
+static char *read_text(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    assert_true(n > 0);
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    buf[n] = '\0';
+    *size = (size_t)n;
+    return buf;
+}
+
+static void expect_archive_error(const uint8_t *zip, size_t size, enum dnnmem_status want,
+                                 const char *needle)
+{
+    dnnmem_model *m = NULL;
+    struct dnnmem_error err;
+    enum dnnmem_status s = dnnmem_model_load_buffer(zip, size, "m.keras", &m, &err);
+    if (s != want || !strstr(err.message, needle) || strncmp(err.message, "m.keras: ", 9) != 0 ||
+        strchr(err.message, '\n'))
+        fail_msg("archive: got status %d '%s', want %d with '%s'", (int)s, s ? err.message : "",
+                 (int)want, needle);
+    assert_null(m);
+}
+
+/* The same model from its bare config JSON and from an archive: the same
+ * graph, parameter count and estimate; the archive is found by its magic
+ * whatever its name. */
+static void test_archive(void **state)
+{
+    (void)state;
+    size_t n_cfg;
+    char *cfg = read_text("tests/models/keras/fashion_mnist_mlp_keras3.json", &n_cfg);
+    /* synthetic metadata.json, in saving_lib.py's layout */
+    static const char meta[] = "{\"keras_version\": \"3.9.9\", \"date_saved\": \"2024-01-01@00:00:00\"}";
+    static const char weights[] = "\x89HDF\r\n\x1a\n not read";
+    struct member mem[] = {{"metadata.json", meta, sizeof meta - 1},
+                           {"config.json", cfg, n_cfg},
+                           {"model.weights.h5", weights, sizeof weights - 1}};
+    size_t n_zip;
+    uint8_t *zip = make_zip(mem, 3, &n_zip);
+    dnnmem_model *a, *b = load_json(cfg);
+    struct dnnmem_error err;
+    if (dnnmem_model_load_buffer(zip, n_zip, "fashion.bin", &a, &err) != DNNMEM_OK)
+        fail_msg("archive: %s", err.message);
+    assert_int_equal(count(a).total, 1494154);
+    assert_int_equal(count(a).total, count(b).total);
+    struct dnnmem_model_info info;
+    dnnmem_model_get_info(a, &info);
+    assert_string_equal(info.format, "keras");
+    assert_non_null(strstr(info.producer, "Keras 3.9.9 Sequential"));
+    struct dnnmem_result *ra = estimate(a, DNNMEM_MODE_TRAIN, 32, NULL, 0);
+    struct dnnmem_result *rb = estimate(b, DNNMEM_MODE_TRAIN, 32, NULL, 0);
+    assert_int_equal(ra->peak_allocated, rb->peak_allocated);
+    assert_int_equal(ra->peak_reserved, rb->peak_reserved);
+    assert_int_equal(ra->total_bytes, rb->total_bytes);
+    assert_memory_equal(ra->category_bytes, rb->category_bytes, sizeof ra->category_bytes);
+    dnnmem_result_free(ra);
+    dnnmem_result_free(rb);
+    dnnmem_model_free(a);
+    dnnmem_model_free(b);
+
+    /* without metadata.json: Keras 3 from the layout */
+    size_t n1;
+    uint8_t *z1 = make_zip(mem + 1, 1, &n1);
+    if (dnnmem_model_load_buffer(z1, n1, "m.keras", &a, &err) != DNNMEM_OK)
+        fail_msg("archive: %s", err.message);
+    dnnmem_model_get_info(a, &info);
+    assert_non_null(strstr(info.producer, "Keras 3 Sequential"));
+    dnnmem_model_free(a);
+    free(z1);
+
+    /* no config.json (a zip that is not a Keras archive) */
+    z1 = make_zip(mem, 1, &n1);
+    expect_archive_error(z1, n1, DNNMEM_E_MODEL, "m.keras: config.json: no such member");
+    free(z1);
+    /* truncated: no central directory */
+    expect_archive_error(zip, n_zip / 2, DNNMEM_E_PARSE,
+                         "a zip archive (a .keras model?) that cannot be read");
+    expect_archive_error((const uint8_t *)"PK\003\004 zip bytes", 14, DNNMEM_E_PARSE,
+                         "that cannot be read");
+    /* corrupt: a byte of config.json's compressed data flipped (CRC or
+     * inflate error). Its local header: name length at 26, extra at 28,
+     * compressed size at 18, data after the 30-byte header, name, extra. */
+    uint8_t *bad = malloc(n_zip);
+    assert_non_null(bad);
+    memcpy(bad, zip, n_zip);
+    size_t h = 0;
+    while (h + 30 < n_zip && !(memcmp(bad + h, "PK\003\004", 4) == 0 &&
+                               memcmp(bad + h + 30, "config.json", 11) == 0))
+        h++;
+    assert_true(h + 30 < n_zip);
+    size_t data = h + 30 + (bad[h + 26] | bad[h + 27] << 8) + (bad[h + 28] | bad[h + 29] << 8);
+    uint32_t csize = (uint32_t)bad[h + 18] | (uint32_t)bad[h + 19] << 8 |
+                     (uint32_t)bad[h + 20] << 16 | (uint32_t)bad[h + 21] << 24;
+    assert_true(csize > 16 && data + csize <= n_zip);
+    bad[data + csize / 2] ^= 0x55;
+    expect_archive_error(bad, n_zip, DNNMEM_E_PARSE, "m.keras: config.json: ");
+    free(bad);
+    free(zip);
+
+    /* config.json that is not JSON: the member named */
+    struct member notjson[] = {{"config.json", "{\"class_name\": ", 15}};
+    zip = make_zip(notjson, 1, &n_zip);
+    expect_archive_error(zip, n_zip, DNNMEM_E_PARSE, "m.keras: config.json: not valid JSON");
+    free(zip);
+
+    /* oversized: valid JSON padded past the 64 MiB cap (spaces deflate to
+     * ~64 KB); refused from the stated size, before any allocation */
+    size_t big = (size_t)(64 << 20) + 1;
+    char *pad = malloc(big);
+    assert_non_null(pad);
+    memset(pad, ' ', big);
+    memcpy(pad, cfg, n_cfg);
+    struct member huge[] = {{"config.json", pad, big}};
+    zip = make_zip(huge, 1, &n_zip);
+    free(pad);
+    assert_true(n_zip < big / 100);
+    expect_archive_error(zip, n_zip, DNNMEM_E_PARSE,
+                         "m.keras: config.json: 67108865 bytes uncompressed, over the "
+                         "67108864-byte cap for this member");
+    free(zip);
+    free(cfg);
 }
 
 int main(void)
@@ -588,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_tiny_wrappers),
         cmocka_unit_test(test_train),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_archive),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
