@@ -944,7 +944,7 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         .optimizer = cfg.optimizer,
         .loss = cfg.loss,
         .loss_all_outputs = cfg.loss_all_outputs,
-        .tf_dropout = cfg.framework == DNNMEM_FW_TENSORFLOW,
+        .tf_ops = cfg.framework == DNNMEM_FW_TENSORFLOW,
         .gen_tokens = generate ? cfg.new_tokens : 0,
         .kv_dtype = cfg.kv_dtype,
     };
@@ -984,9 +984,10 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                               "NDArray/autograd code runs");
         if (cfg.framework == DNNMEM_FW_TENSORFLOW)
             assume(&as, "tf_ops", "default",
-                   "Dropout (tf.nn.dropout) keeps x * scale and a float mask of the input dtype "
-                   "for backward, not a bool mask; fused BatchNorm's reserve space and other "
-                   "per-op differences are not modelled");
+                   "eager GradientTape rules: Dropout keeps x * scale and a float mask; Keras "
+                   "2's fused BatchNorm on NHWC data transposes to NCHW (2 input-sized "
+                   "temporaries forward, 3 backward); Keras 2's fused LayerNorm keeps its "
+                   "normalized outputs; no tf.function/Grappler");
         if (cfg.framework == DNNMEM_FW_JAX)
             assume(&as, "jax_execution", "default",
                    "op by op (not jitted): a jitted step's buffer assignment (XLA's heap "

@@ -539,8 +539,9 @@ struct dm_run {
     int cpu_threads;            /* torch.get_num_threads() on the CPU; 0 = several */
     enum dm_dtype amp;          /* autocast's low type (fp16/bf16), or DM_UNDEFINED */
     int compute_capability;     /* the GPU's, major * 10 + minor; 0 = 80 */
-    bool tf_dropout;            /* Dropout as tf.nn.dropout: the tape keeps x * scale and a
-                                   float mask of the input dtype (src/train/train.c) */
+    bool tf_ops;                /* TensorFlow's per-op rules (src/train/train.c): Dropout's
+                                   float mask, fused BatchNorm's NHWC transposes, Keras 2's
+                                   fused LayerNormalization */
     int64_t gen_tokens;         /* generation: decode steps after the prefill; 0 = none */
     enum dnnmem_kv_dtype kv_dtype;
 };

@@ -883,6 +883,14 @@ static int64_t axis_field(struct keras *k, json_t *cfg, int64_t dflt)
     return a;
 }
 
+/* A layer's dtype policy name: the "dtype" string, or a Keras 2 Policy /
+ * Keras 3 DTypePolicy object's config name; NULL when absent. */
+static const char *policy_name(json_t *cfg)
+{
+    json_t *pol = field(cfg, "dtype");
+    return json_string_value(json_is_object(pol) ? field(field(pol, "config"), "name") : pol);
+}
+
 static void batchnorm_layer(struct keras *k, struct layer_io *io)
 {
     const struct kt *x = one_input(k, io);
@@ -906,6 +914,23 @@ static void batchnorm_layer(struct keras *k, struct layer_io *io)
     memcpy(y->perm, cf, sizeof cf);
     y->id = op(k, DM_OP_BatchNormalization, 5, xi, gamma, beta, mean, var);
     attr_f(k, "epsilon", get_num(k, cfg, "epsilon", 1e-3, 0, 1e3));
+    /* Keras 2 runs this layer as TensorFlow's FusedBatchNormV3 on
+     * channels-last data (keras/layers/normalization/batch_normalization.py:
+     * fused when the rank is 4 or 5, the axis 1 or the last, and no renorm,
+     * virtual_batch_size, adjustment or synchronized; data_format NHWC /
+     * NDHWC for the last axis), in training mode unless the layer is frozen
+     * (trainable False runs it in inference mode). --framework tensorflow
+     * adds the kernel's layout transposes (src/train/train.c); Keras 3 does
+     * not fuse (ops.moments + ops.batch_normalization). */
+    const char *dt = policy_name(cfg);
+    bool fused = !k->keras3 && (x->rank == 4 || x->rank == 5) && a == x->rank - 1 &&
+                 !k->frozen && get_bool(k, cfg, "fused", true) &&
+                 !get_bool(k, cfg, "renorm", false) && !field(cfg, "virtual_batch_size") &&
+                 !get_bool(k, cfg, "synchronized", false) &&
+                 strcmp(k->cls ? k->cls : "", "SyncBatchNormalization") != 0 &&
+                 !(dt && !strcmp(dt, "float64"));
+    if (fused)
+        attr_i(k, "tf_fused_nhwc", 1);
     io->n_out = 1;
 }
 
@@ -946,7 +971,19 @@ static void layernorm_layer(struct keras *k, struct layer_io *io)
     perm_identity(r, y->perm);
     y->id = op(k, DM_OP_LayerNormalization, beta >= 0 ? 3 : 2, xi, gamma, beta);
     attr_i(k, "axis", first);
-    attr_f(k, "epsilon", get_num(k, cfg, "epsilon", 1e-3, 0, 1e3));
+    double eps = get_num(k, cfg, "epsilon", 1e-3, 0, 1e3);
+    attr_f(k, "epsilon", eps);
+    /* Keras 2's fused path (keras/layers/normalization/layer_normalization.py,
+     * _fused_can_be_used): trailing axes, epsilon >= 1.001e-5 (fused batch
+     * norm raises a smaller one) and float32 variables (a float32 or mixed_*
+     * policy). It runs tf.compat.v1.nn.fused_batch_norm on the input reshaped
+     * to [1, rows, D, 1] NCHW with scale ones([rows]), then `* gamma` and
+     * `+ beta` as separate ops; --framework tensorflow models what that keeps
+     * (src/train/train.c). Keras 3 has no such path. */
+    const char *dt = policy_name(cfg);
+    bool f32 = !dt || !strcmp(dt, "float32") || !strncmp(dt, "mixed_", 6);
+    if (!k->keras3 && eps >= 1.001e-5 && f32)
+        attr_i(k, "tf_fused_ln", 1);
     io->n_out = 1;
 }
 
@@ -1896,9 +1933,7 @@ static void call_layer(struct keras *k, json_t *layer, struct layer_io *io)
     bool frozen = k->frozen;
     if (!get_bool(k, cfg, "trainable", true))
         k->frozen = true;
-    json_t *pol = field(cfg, "dtype"); /* a Keras 2 Policy or Keras 3 DTypePolicy object */
-    const char *pname = json_string_value(json_is_object(pol) ? field(field(pol, "config"), "name")
-                                                              : pol);
+    const char *pname = policy_name(cfg);
     if (pname && !strncmp(pname, "mixed_", 6) && !k->mixed)
         k->mixed = pname;
     int ns = 0;

@@ -291,7 +291,7 @@ expect 2 "--alloc-round: replaces PyTorch's caching allocator; not with --framew
 expect 2 "--framework jax: only GPU runtimes are modelled" -- estimate $R --framework jax --device cpu
 expect 0 "framework      tensorflow 2.15 (runtime" -- estimate $R -b 8 --framework tensorflow@2.15
 expect 0 "schedule       PyTorch 2.0 eager's" -- estimate $R -b 8 --framework tensorflow@2.15
-expect 0 "tf_ops         Dropout (tf.nn.dropout) keeps x * scale and a float mask" -- \
+expect 0 "tf_ops         eager GradientTape rules: Dropout keeps x * scale and a float mask" -- \
     estimate $R -b 8 --framework tensorflow
 expect 0 "jax_execution  op by op (not jitted)" -- estimate $R -b 8 --framework jax
 expect 0 "entry_lifetimes which entries exist" -- estimate $R -b 8 --framework mxnet
@@ -425,6 +425,9 @@ expect 0 "optimizer state        8.04 MiB" -- estimate $K/resnet50_transfer_kera
 expect 0 "(keras, opset 17," -- estimate $K/lstm_sentiment_keras2.10.json --batch-size 32 --mode train --optimizer adam
 expect 2 "dim 'height' (axis 1 of input 'input_4') is not bound" -- estimate $K/inceptionv3_keras2.1.6.json
 expect 0 "dims.height    299 (--dim)" -- estimate $K/inceptionv3_keras2.1.6.json --dim height=299 --dim width=299
+# Keras 2's fused BatchNorm under TF: the grad kernel's NHWC -> NCHW transposes at the peak
+expect 0 "BatchNormalization.x_backprop_transformed (NCHW)" -- \
+    estimate $K/resnet50_keras2.1.6.json -b 32 --mode train --framework tensorflow --gpu A100-80GB
 expect 2 "--seq-len: " -- estimate $K/lstm_sentiment_keras2.10.json --seq-len 64
 printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, null], "dtype": "int32"}}, {"class_name": "Embedding", "config": {"name": "e", "input_dim": 100, "output_dim": 8}}, {"class_name": "GRU", "config": {"name": "g", "units": 4}}]}}' >"$T/kseq.json"
 expect 0 "dims.seq       64 (--seq-len)" -- estimate "$T/kseq.json" --seq-len 64 -b 2 --mode train

@@ -746,6 +746,167 @@ static void test_archive(void **state)
     free(cfg);
 }
 
+/* ---- TensorFlow's per-op rules (--framework tensorflow; src/train/train.c) ----
+ * Each case compares the same network with the Keras 2 layer TF would run
+ * fused and with it unfused (a config field that turns the fused kernel off),
+ * under the TF profile, at the layer's own steps of the timeline: the bytes
+ * requested and live where the step's allocation is highest (BFC hands out
+ * unsplit chunks, so allocated bytes would add its slack). */
+
+static struct dnnmem_result *estimate_fw(const dnnmem_model *m, enum dnnmem_mode mode,
+                                         enum dnnmem_framework fw, int64_t batch)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = mode;
+    cfg.batch_size = batch;
+    cfg.framework = fw;
+    cfg.timeline = true;
+    struct dnnmem_result *r = NULL;
+    struct dnnmem_error err;
+    if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
+        fail_msg("estimate: %s", err.message);
+    return r;
+}
+
+/* Requested bytes live at the step of `node` in `phase` of the last iteration. */
+static uint64_t at_step(const struct dnnmem_result *r, const char *phase, const char *node)
+{
+    int it = 0;
+    uint64_t v = 0;
+    for (size_t k = 0; k < r->n_timeline; k++) {
+        const struct dnnmem_timeline_point *p = &r->timeline[k];
+        if (!strcmp(p->phase, phase) && !strcmp(p->node, node) && p->iteration >= it) {
+            it = p->iteration;
+            v = 0;
+            for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
+                v += p->category_bytes[c];
+        }
+    }
+    if (!it)
+        fail_msg("no %s step at %s", phase, node);
+    return v;
+}
+
+static int count_attr(const dnnmem_model *m, const char *attr)
+{
+    const struct dm_graph *g = dm_model_graph(m);
+    int c = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        c += dm_attr_int(&g->nodes[i], attr, 0) != 0;
+    return c;
+}
+
+#define TF_CNN(bn)                                                                                 \
+    SEQ(INPUT("[null, 16, 16, 8]") ", {\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c\", "  \
+        "\"filters\": 8, \"kernel_size\": 1}}, {\"class_name\": \"BatchNormalization\", \"config\": " \
+        "{\"name\": \"bn\"" bn "}}, {\"class_name\": \"GlobalAveragePooling2D\", \"config\": "     \
+        "{\"name\": \"g\"}}, {\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", "            \
+        "\"units\": 2}}")
+#define TF_LN(ln)                                                                                  \
+    SEQ(INPUT("[null, 16, 32]") ", {\"class_name\": \"Dense\", \"config\": {\"name\": \"d0\", "       \
+        "\"units\": 32}}, {\"class_name\": \"LayerNormalization\", \"config\": {\"name\": \"ln\""   \
+        ln "}}, {\"class_name\": \"GlobalAveragePooling1D\", \"config\": {\"name\": \"g\"}}, "      \
+        "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 2}}")
+
+static void test_tf_rules(void **state)
+{
+    (void)state;
+    const char *bn = "/bn/BatchNormalization", *ln = "/ln/LayerNormalization";
+    /* BatchNormalization, Keras 2 channels-last: FusedBatchNormV3 on NHWC
+     * data transposes around cuDNN in training. x = [4, 16, 16, 8] float32
+     * = 32,768 B: forward x_transformed and y_transformed (2 x 32,768 =
+     * 65,536 B more at the BN's forward step), backward
+     * y_backprop_transformed, x_transformed, x_backprop_transformed (3 x
+     * 32,768 = 98,304 B more at its backward step); nothing in inference
+     * (the kernel's NHWC path) nor under the PyTorch profile. */
+    dnnmem_model *f = load_json(TF_CNN("")), *u = load_json(TF_CNN(", \"fused\": false"));
+    assert_int_equal(count_attr(f, "tf_fused_nhwc"), 1);
+    assert_int_equal(count_attr(u, "tf_fused_nhwc"), 0);
+    struct dnnmem_result *rf = estimate_fw(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4);
+    struct dnnmem_result *ru = estimate_fw(u, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4);
+    assert_int_equal(at_step(rf, "forward", bn) - at_step(ru, "forward", bn), 2 * 32768);
+    assert_int_equal(at_step(rf, "backward", bn) - at_step(ru, "backward", bn), 3 * 32768);
+    assert_string_equal(rf->peak_node, bn);
+    assert_string_equal(rf->peak_phase, "backward");
+    dnnmem_result_free(rf);
+    dnnmem_result_free(ru);
+    rf = estimate_fw(f, DNNMEM_MODE_INFER, DNNMEM_FW_TENSORFLOW, 4);
+    ru = estimate_fw(u, DNNMEM_MODE_INFER, DNNMEM_FW_TENSORFLOW, 4);
+    assert_int_equal(rf->peak_requested, ru->peak_requested);
+    assert_int_equal(rf->peak_allocated, ru->peak_allocated);
+    dnnmem_result_free(rf);
+    dnnmem_result_free(ru);
+    rf = estimate_fw(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_PYTORCH, 4);
+    ru = estimate_fw(u, DNNMEM_MODE_TRAIN, DNNMEM_FW_PYTORCH, 4);
+    assert_int_equal(rf->peak_allocated, ru->peak_allocated);
+    assert_int_equal(rf->total_bytes, ru->total_bytes);
+    dnnmem_result_free(rf);
+    dnnmem_result_free(ru);
+    dnnmem_model_free(f);
+    dnnmem_model_free(u);
+    /* not fused: channels_first is NCHW already; frozen runs in inference
+     * mode; renorm; Keras 3 (moments + batch_normalization) */
+    static const char *const unfused[] = {
+        ", \"axis\": 1", ", \"trainable\": false", ", \"renorm\": true",
+        ", \"virtual_batch_size\": 2"};
+    for (size_t k = 0; k < sizeof unfused / sizeof unfused[0]; k++) {
+        char json[2048];
+        snprintf(json, sizeof json, TF_CNN("%s"), unfused[k]);
+        f = load_json(json);
+        assert_int_equal(count_attr(f, "tf_fused_nhwc"), 0);
+        dnnmem_model_free(f);
+    }
+    f = load("tests/models/keras/resnet50_keras2.1.6.json");
+    assert_int_equal(count_attr(f, "tf_fused_nhwc"), 53);
+    dnnmem_model_free(f);
+    f = load("tests/models/keras/resnet50_transfer_keras3.json");
+    assert_int_equal(count_attr(f, "tf_fused_nhwc"), 0);
+    dnnmem_model_free(f);
+    f = load("tests/models/keras/resnet50_nested_in_sequential_keras2.7.json"); /* base frozen */
+    assert_int_equal(count_attr(f, "tf_fused_nhwc"), 0);
+    dnnmem_model_free(f);
+
+    /* LayerNormalization, Keras 2's fused path (epsilon >= 1.001e-5): the
+     * output [4, 16, 32] float32 = 8,192 B, 64 rows. Training keeps, beyond
+     * PyTorch's input, mean and rstd: ones([64]) (256 B), the normalized
+     * output and `* gamma`'s (2 x 8,192), so the LN's forward step has
+     * 16,640 B more; at its backward, grad * gamma (8,192) is live with dx
+     * besides those: 24,832 B. Without beta one output-sized tensor fewer.
+     * Inference: one output-sized transient (8,192). epsilon 1e-6 is below
+     * the fused kernel's floor: the unfused layer (PyTorch's rule). */
+    for (int center = 1; center >= 0; center--) {
+        f = load_json(center ? TF_LN("") : TF_LN(", \"center\": false"));
+        u = load_json(center ? TF_LN(", \"epsilon\": 1e-6")
+                             : TF_LN(", \"center\": false, \"epsilon\": 1e-6"));
+        assert_int_equal(count_attr(f, "tf_fused_ln"), 1);
+        assert_int_equal(count_attr(u, "tf_fused_ln"), 0);
+        uint64_t kept = 256 + (center ? 2 : 1) * 8192;
+        rf = estimate_fw(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4);
+        ru = estimate_fw(u, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4);
+        assert_int_equal(at_step(rf, "forward", ln) - at_step(ru, "forward", ln), kept);
+        assert_int_equal(at_step(rf, "backward", ln) - at_step(ru, "backward", ln), kept + 8192);
+        dnnmem_result_free(rf);
+        dnnmem_result_free(ru);
+        rf = estimate_fw(f, DNNMEM_MODE_INFER, DNNMEM_FW_TENSORFLOW, 4);
+        ru = estimate_fw(u, DNNMEM_MODE_INFER, DNNMEM_FW_TENSORFLOW, 4);
+        assert_int_equal(at_step(rf, "forward", ln) - at_step(ru, "forward", ln), 8192);
+        dnnmem_result_free(rf);
+        dnnmem_result_free(ru);
+        rf = estimate_fw(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_PYTORCH, 4);
+        ru = estimate_fw(u, DNNMEM_MODE_TRAIN, DNNMEM_FW_PYTORCH, 4);
+        assert_int_equal(rf->peak_allocated, ru->peak_allocated);
+        dnnmem_result_free(rf);
+        dnnmem_result_free(ru);
+        dnnmem_model_free(f);
+        dnnmem_model_free(u);
+    }
+    /* a float16 layer policy is not fused (float32 variables needed) */
+    f = load_json(TF_LN(", \"dtype\": \"float16\""));
+    assert_int_equal(count_attr(f, "tf_fused_ln"), 0);
+    dnnmem_model_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -758,6 +919,7 @@ int main(void)
         cmocka_unit_test(test_train),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_archive),
+        cmocka_unit_test(test_tf_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
