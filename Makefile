@@ -29,7 +29,7 @@ SANFLAGS   :=
 OPT        := -O2
 endif
 
-PKGS       := libprotobuf-c jansson
+PKGS       := libprotobuf-c jansson libzip
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 

@@ -46,11 +46,9 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
         k++;
     enum dnnmem_status s;
     if (size >= 4 && memcmp(data, "PK\003\004", 4) == 0) {
-        /* a zip archive: a .keras model is one, its architecture in config.json */
-        s = dm_fail(err, DNNMEM_E_UNSUPPORTED,
-                    "%s: a zip archive (a .keras model?); dnnmem reads its architecture: "
-                    "extract it with 'unzip -p %s config.json > config.json' and pass that",
-                    name, name);
+        /* a zip's local file header: a Keras 3 .keras archive, whatever its
+         * name; its architecture is config.json */
+        s = dm_load_keras_archive(&m->g, data, size, err);
     } else if (k < size && data[k] == '{' && dm_keras_json(data, size)) {
         s = dm_load_keras(&m->g, data, size, err);
     } else if (k < size && data[k] == '{' && dm_is_mxnet_json(data, size)) {
@@ -986,7 +984,7 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         .optimizer = cfg.optimizer,
         .loss = cfg.loss,
         .loss_all_outputs = cfg.loss_all_outputs,
-        .tf_dropout = cfg.framework == DNNMEM_FW_TENSORFLOW,
+        .tf_ops = cfg.framework == DNNMEM_FW_TENSORFLOW,
         .gen_tokens = generate ? cfg.new_tokens : 0,
         .kv_dtype = cfg.kv_dtype,
     };
@@ -1026,9 +1024,10 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                               "NDArray/autograd code runs");
         if (cfg.framework == DNNMEM_FW_TENSORFLOW)
             assume(&as, "tf_ops", "default",
-                   "Dropout (tf.nn.dropout) keeps x * scale and a float mask of the input dtype "
-                   "for backward, not a bool mask; fused BatchNorm's reserve space and other "
-                   "per-op differences are not modelled");
+                   "eager GradientTape rules: Dropout keeps x * scale and a float mask; Keras "
+                   "2's fused BatchNorm on NHWC data transposes to NCHW (2 input-sized "
+                   "temporaries forward, 3 backward); Keras 2's fused LayerNorm keeps its "
+                   "normalized outputs; no tf.function/Grappler");
         if (cfg.framework == DNNMEM_FW_JAX)
             assume(&as, "jax_execution", "default",
                    "op by op (not jitted): a jitted step's buffer assignment (XLA's heap "

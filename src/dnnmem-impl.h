@@ -369,6 +369,12 @@ bool dm_is_mxnet_json(const uint8_t *data, size_t size);
 bool dm_keras_json(const uint8_t *data, size_t size);
 enum dnnmem_status dm_load_keras(struct dm_graph *g, const uint8_t *data, size_t size,
                                  struct dnnmem_error *err);
+/* A Keras 3 .keras archive (a zip: metadata.json, config.json,
+ * model.weights.h5), read with libzip from memory: config.json (capped) is
+ * built as dm_load_keras does, metadata.json's keras_version names the
+ * producer; the weights are never read. */
+enum dnnmem_status dm_load_keras_archive(struct dm_graph *g, const uint8_t *data, size_t size,
+                                         struct dnnmem_error *err);
 /* The safetensors checkpoint in a HuggingFace model directory, its headers
  * checked against the graph built from config.json (src/load/safetensors.c):
  * every tensor must be a weight of g with the same shape. file is NULL when
@@ -535,8 +541,9 @@ struct dm_run {
     int cpu_threads;            /* torch.get_num_threads() on the CPU; 0 = several */
     enum dm_dtype amp;          /* autocast's low type (fp16/bf16), or DM_UNDEFINED */
     int compute_capability;     /* the GPU's, major * 10 + minor; 0 = 80 */
-    bool tf_dropout;            /* Dropout as tf.nn.dropout: the tape keeps x * scale and a
-                                   float mask of the input dtype (src/train/train.c) */
+    bool tf_ops;                /* TensorFlow's per-op rules (src/train/train.c): Dropout's
+                                   float mask, fused BatchNorm's NHWC transposes, Keras 2's
+                                   fused LayerNormalization */
     int64_t gen_tokens;         /* generation: decode steps after the prefill; 0 = none */
     enum dnnmem_kv_dtype kv_dtype;
 };

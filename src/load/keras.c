@@ -4,7 +4,8 @@
  * "Functional" (2.4+), "Sequential", models nested as layers) or in the
  * Keras 3 layout (keys module / class_name / config / registered_name /
  * build_config, DTypePolicy dtype objects: the config.json inside a .keras
- * archive), is built layer by layer into the graph IR the ONNX front end
+ * archive, which dm_load_keras_archive reads from the zip itself; see the
+ * archive section at the end), is built layer by layer into the graph IR the ONNX front end
  * fills, so shapes, training, the allocator simulation and the reports apply
  * unchanged. As for every format, what is simulated is the network run by
  * PyTorch eager (the library's framework model), not TensorFlow's runtime.
@@ -56,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zip.h>
 
 #define KERAS_OPSET 17           /* the ONNX op semantics the nodes use */
 #define MAX_DIM (INT64_C(1) << 31)    /* any one dim or size field */
@@ -100,6 +102,7 @@ struct keras {
     uint32_t op_count[DM_OP_COUNT]; /* nodes of each op in the current layer call */
     bool keras3;
     const char *mixed;         /* a mixed-precision dtype policy seen, or NULL */
+    const char *version;       /* a .keras archive's metadata.json keras_version, or NULL */
 };
 
 static enum dnnmem_status fail(struct keras *k, enum dnnmem_status s, const char *fmt, ...)
@@ -880,6 +883,14 @@ static int64_t axis_field(struct keras *k, json_t *cfg, int64_t dflt)
     return a;
 }
 
+/* A layer's dtype policy name: the "dtype" string, or a Keras 2 Policy /
+ * Keras 3 DTypePolicy object's config name; NULL when absent. */
+static const char *policy_name(json_t *cfg)
+{
+    json_t *pol = field(cfg, "dtype");
+    return json_string_value(json_is_object(pol) ? field(field(pol, "config"), "name") : pol);
+}
+
 static void batchnorm_layer(struct keras *k, struct layer_io *io)
 {
     const struct kt *x = one_input(k, io);
@@ -903,6 +914,23 @@ static void batchnorm_layer(struct keras *k, struct layer_io *io)
     memcpy(y->perm, cf, sizeof cf);
     y->id = op(k, DM_OP_BatchNormalization, 5, xi, gamma, beta, mean, var);
     attr_f(k, "epsilon", get_num(k, cfg, "epsilon", 1e-3, 0, 1e3));
+    /* Keras 2 runs this layer as TensorFlow's FusedBatchNormV3 on
+     * channels-last data (keras/layers/normalization/batch_normalization.py:
+     * fused when the rank is 4 or 5, the axis 1 or the last, and no renorm,
+     * virtual_batch_size, adjustment or synchronized; data_format NHWC /
+     * NDHWC for the last axis), in training mode unless the layer is frozen
+     * (trainable False runs it in inference mode). --framework tensorflow
+     * adds the kernel's layout transposes (src/train/train.c); Keras 3 does
+     * not fuse (ops.moments + ops.batch_normalization). */
+    const char *dt = policy_name(cfg);
+    bool fused = !k->keras3 && (x->rank == 4 || x->rank == 5) && a == x->rank - 1 &&
+                 !k->frozen && get_bool(k, cfg, "fused", true) &&
+                 !get_bool(k, cfg, "renorm", false) && !field(cfg, "virtual_batch_size") &&
+                 !get_bool(k, cfg, "synchronized", false) &&
+                 strcmp(k->cls ? k->cls : "", "SyncBatchNormalization") != 0 &&
+                 !(dt && !strcmp(dt, "float64"));
+    if (fused)
+        attr_i(k, "tf_fused_nhwc", 1);
     io->n_out = 1;
 }
 
@@ -943,7 +971,19 @@ static void layernorm_layer(struct keras *k, struct layer_io *io)
     perm_identity(r, y->perm);
     y->id = op(k, DM_OP_LayerNormalization, beta >= 0 ? 3 : 2, xi, gamma, beta);
     attr_i(k, "axis", first);
-    attr_f(k, "epsilon", get_num(k, cfg, "epsilon", 1e-3, 0, 1e3));
+    double eps = get_num(k, cfg, "epsilon", 1e-3, 0, 1e3);
+    attr_f(k, "epsilon", eps);
+    /* Keras 2's fused path (keras/layers/normalization/layer_normalization.py,
+     * _fused_can_be_used): trailing axes, epsilon >= 1.001e-5 (fused batch
+     * norm raises a smaller one) and float32 variables (a float32 or mixed_*
+     * policy). It runs tf.compat.v1.nn.fused_batch_norm on the input reshaped
+     * to [1, rows, D, 1] NCHW with scale ones([rows]), then `* gamma` and
+     * `+ beta` as separate ops; --framework tensorflow models what that keeps
+     * (src/train/train.c). Keras 3 has no such path. */
+    const char *dt = policy_name(cfg);
+    bool f32 = !dt || !strcmp(dt, "float32") || !strncmp(dt, "mixed_", 6);
+    if (!k->keras3 && eps >= 1.001e-5 && f32)
+        attr_i(k, "tf_fused_ln", 1);
     io->n_out = 1;
 }
 
@@ -1893,9 +1933,7 @@ static void call_layer(struct keras *k, json_t *layer, struct layer_io *io)
     bool frozen = k->frozen;
     if (!get_bool(k, cfg, "trainable", true))
         k->frozen = true;
-    json_t *pol = field(cfg, "dtype"); /* a Keras 2 Policy or Keras 3 DTypePolicy object */
-    const char *pname = json_string_value(json_is_object(pol) ? field(field(pol, "config"), "name")
-                                                              : pol);
+    const char *pname = policy_name(cfg);
     if (pname && !strncmp(pname, "mixed_", 6) && !k->mixed)
         k->mixed = pname;
     int ns = 0;
@@ -2515,6 +2553,8 @@ static enum dnnmem_status build(struct keras *k, json_t *root)
     if (!json_is_object(cfg) && !json_is_array(cfg))
         return fail(k, DNNMEM_E_MODEL, "config field 'config' is missing");
     const char *ver = json_string_value(field(root, "keras_version"));
+    if (!ver)
+        ver = k->version;
     k->keras3 = !ver && field(root, "module") != NULL;
     if (ver && ver[0] >= '3')
         k->keras3 = true;
@@ -2550,22 +2590,176 @@ static enum dnnmem_status build(struct keras *k, json_t *root)
     return dm_graph_finish(g, k->err);
 }
 
-enum dnnmem_status dm_load_keras(struct dm_graph *g, const uint8_t *data, size_t size,
-                                 struct dnnmem_error *err)
+/* Build the graph from Keras model JSON; `where` prefixes messages (the file,
+ * or "archive: config.json"), `version` stands in for a missing
+ * keras_version (an archive's metadata.json), or NULL. */
+static enum dnnmem_status load_json(struct dm_graph *g, const uint8_t *data, size_t size,
+                                    const char *where, const char *version,
+                                    struct dnnmem_error *err)
 {
     json_error_t je;
     json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
     if (!root)
-        return dm_fail(err, DNNMEM_E_PARSE, "%s: not valid JSON: %s (line %d, column %d)", g->path,
+        return dm_fail(err, DNNMEM_E_PARSE, "%s: not valid JSON: %s (line %d, column %d)", where,
                        je.text, je.line, je.column);
     struct keras *k = calloc(1, sizeof *k);
     if (!k) {
         json_decref(root);
-        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", where);
     }
-    *k = (struct keras){.g = g, .err = err, .path = g->path, .st = DNNMEM_OK};
+    *k = (struct keras){.g = g, .err = err, .path = where, .st = DNNMEM_OK, .version = version};
     enum dnnmem_status s = build(k, root);
     free(k);
     json_decref(root);
+    return s;
+}
+
+enum dnnmem_status dm_load_keras(struct dm_graph *g, const uint8_t *data, size_t size,
+                                 struct dnnmem_error *err)
+{
+    return load_json(g, data, size, g->path, NULL, err);
+}
+
+/* ---- .keras archives ------------------------------------------------------------
+ *
+ * Keras 3's model.save("m.keras") (keras/src/saving/saving_lib.py) writes a
+ * zip holding metadata.json ({"keras_version": ..., "date_saved": ...}),
+ * config.json (the model's serialized config, the layout load_json reads)
+ * and model.weights.h5. The archive is untrusted input: libzip opens it from
+ * memory with its stricter consistency checks (ZIP_CHECKCONS), each member's
+ * uncompressed size is capped before anything is allocated, reads stop one
+ * byte past the stated size (so a member that inflates to more than it
+ * claims is caught, and libzip checks the CRC at its end), and every failure
+ * names the archive and the member. */
+
+/* config.json's cap: keras.applications' largest configs are a few hundred
+ * KB (InceptionV3's model JSON, tests/models/keras, is 154 KB); 64 MiB is
+ * 400 times that and bounds what a hostile archive can make us allocate. */
+#define ARCHIVE_CONFIG_MAX (UINT64_C(64) << 20)
+/* metadata.json holds two short strings (saving_lib.py); 1 MiB is ample. */
+#define ARCHIVE_METADATA_MAX (UINT64_C(1) << 20)
+
+/* libzip's message for an error code (zip_fclose returns a bare code). */
+static void zip_code_message(int code, char *buf, size_t n)
+{
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, code);
+    snprintf(buf, n, "%s", zip_error_strerror(&ze));
+    zip_error_fini(&ze);
+}
+
+/* Read member `name` of `za` into a malloc'd buffer (*out, *n; NUL-terminated).
+ * An absent member is an error unless `optional` (then *out stays NULL). */
+static enum dnnmem_status read_member(zip_t *za, const char *path, const char *name,
+                                      uint64_t cap, bool optional, uint8_t **out, size_t *n,
+                                      struct dnnmem_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat(za, name, 0, &st) != 0) {
+        if (zip_error_code_zip(zip_get_error(za)) != ZIP_ER_NOENT)
+            return dm_fail(err, DNNMEM_E_PARSE, "%s: %s: %s", path, name, zip_strerror(za));
+        if (optional)
+            return DNNMEM_OK;
+        return dm_fail(err, DNNMEM_E_MODEL,
+                       "%s: %s: no such member; a Keras 3 .keras archive holds metadata.json, "
+                       "config.json and model.weights.h5", path, name);
+    }
+    if (!(st.valid & ZIP_STAT_SIZE))
+        return dm_fail(err, DNNMEM_E_PARSE, "%s: %s: the archive does not state its size", path,
+                       name);
+    if (st.size > cap)
+        return dm_fail(err, DNNMEM_E_PARSE,
+                       "%s: %s: %llu bytes uncompressed, over the %llu-byte cap for this member",
+                       path, name, (unsigned long long)st.size, (unsigned long long)cap);
+    zip_file_t *zf = zip_fopen(za, name, 0);
+    if (!zf)
+        return dm_fail(err, DNNMEM_E_PARSE, "%s: %s: cannot open: %s", path, name,
+                       zip_strerror(za));
+    size_t want = (size_t)st.size; /* <= cap: fits */
+    uint8_t *buf = malloc(want + 1);
+    if (!buf) {
+        zip_fclose(zf);
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: %s: out of memory", path, name);
+    }
+    size_t got = 0;
+    enum dnnmem_status s = DNNMEM_OK;
+    for (;;) { /* up to one byte past the stated size: EOF (and the CRC check) or excess */
+        zip_int64_t r = zip_fread(zf, buf + got, (zip_uint64_t)(want + 1 - got));
+        if (r < 0) {
+            s = dm_fail(err, DNNMEM_E_PARSE, "%s: %s: cannot read: %s", path, name,
+                        zip_file_strerror(zf));
+            break;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+        if (got > want) {
+            s = dm_fail(err, DNNMEM_E_PARSE,
+                        "%s: %s: inflates to more than the %zu bytes the archive states", path,
+                        name, want);
+            break;
+        }
+    }
+    if (s == DNNMEM_OK && got != want)
+        s = dm_fail(err, DNNMEM_E_PARSE, "%s: %s: %zu bytes, not the %zu the archive states "
+                    "(truncated?)", path, name, got, want);
+    int rc = zip_fclose(zf);
+    if (s == DNNMEM_OK && rc != 0) {
+        char msg[128];
+        zip_code_message(rc, msg, sizeof msg);
+        s = dm_fail(err, DNNMEM_E_PARSE, "%s: %s: %s", path, name, msg);
+    }
+    if (s != DNNMEM_OK) {
+        free(buf);
+        return s;
+    }
+    buf[got] = '\0';
+    *out = buf;
+    *n = got;
+    return DNNMEM_OK;
+}
+
+enum dnnmem_status dm_load_keras_archive(struct dm_graph *g, const uint8_t *data, size_t size,
+                                         struct dnnmem_error *err)
+{
+    const char *path = g->path;
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_source_t *src = zip_source_buffer_create(data, size, 0, &ze);
+    if (!src) {
+        zip_error_fini(&ze);
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", path);
+    }
+    zip_t *za = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+    if (!za) {
+        enum dnnmem_status s = dm_fail(err, DNNMEM_E_PARSE,
+                                       "%s: a zip archive (a .keras model?) that cannot be read: "
+                                       "%s", path, zip_error_strerror(&ze));
+        zip_source_free(src);
+        zip_error_fini(&ze);
+        return s;
+    }
+    zip_error_fini(&ze);
+    uint8_t *meta = NULL, *cfg = NULL;
+    size_t n_meta = 0, n_cfg = 0;
+    enum dnnmem_status s =
+        read_member(za, path, "metadata.json", ARCHIVE_METADATA_MAX, true, &meta, &n_meta, err);
+    if (s == DNNMEM_OK)
+        s = read_member(za, path, "config.json", ARCHIVE_CONFIG_MAX, false, &cfg, &n_cfg, err);
+    zip_discard(za); /* frees src */
+    /* keras_version from metadata.json, when it is JSON with that string */
+    json_t *mroot = meta ? json_loadb((const char *)meta, n_meta, 0, NULL) : NULL;
+    const char *ver = json_string_value(json_object_get(mroot, "keras_version"));
+    const char *where = s == DNNMEM_OK ? dm_arena_printf(&g->arena, "%s: config.json", path) : NULL;
+    if (s == DNNMEM_OK && !where)
+        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", path);
+    if (s == DNNMEM_OK)
+        s = load_json(g, cfg, n_cfg, where, ver, err);
+    json_decref(mroot);
+    free(meta);
+    free(cfg);
     return s;
 }

@@ -85,6 +85,10 @@ void dm_train_free(struct dm_sb *b);
 bool dm_train_checkpoint_enter(struct dm_sb *b, int32_t i);
 /* After node i ran forward: keep what its backward needs. */
 void dm_train_save(struct dm_sb *b, int32_t i);
+/* TensorFlow's extra buffers inside node i's forward, after its outputs and
+ * saved extras are made (--framework tensorflow; src/train/train.c's
+ * header); `save`: grad mode is on. Also in inference (b->train NULL). */
+void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save);
 /* Loss, backward, and (at the end of an accumulation cycle) the optimizer. */
 void dm_train_backward(struct dm_sb *b, bool step_optimizer);
 void dm_train_zero_grad(struct dm_sb *b);

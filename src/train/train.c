@@ -23,13 +23,7 @@
  *    shaped like the output.
  *  - DM_T_DROPOUT: on CUDA native_dropout keeps a bool mask (PR #63937); on
  *    the CPU _dropout_impl multiplies by a noise tensor of the input dtype that
- *    MulBackward0 keeps. TensorFlow (--framework tensorflow: tf.keras Dropout
- *    calls tf.nn.dropout, tensorflow/python/ops/nn_ops.py): ret = x * scale,
- *    then ret * cast(random >= rate, x.dtype); the second Mul's gradient
- *    (math_grad.py _MulGrad) reads both operands, so the tape keeps the
- *    scaled input and a float mask, each the input's size and dtype (the
- *    uniform random tensor and the bool comparison are transients, not
- *    scheduled; whether the first Mul keeps x is not modelled).
+ *    MulBackward0 keeps. TensorFlow: see below.
  *  - DM_T_EMBED: EmbeddingBackward0 keeps the indices; the weight grad is dense.
  *    Indexing an activation by a tensor (x[idx], IndexBackward0) likewise keeps
  *    the indices, and its grad is zeros shaped like x with index_put_.
@@ -51,6 +45,68 @@
  * AccumulateGrad steals an incoming grad nobody else holds as the parameter's
  * .grad, and adds later ones in place; saved tensors are released when their
  * node's backward has run.
+ *
+ * TensorFlow (--framework tensorflow, run->tf_ops). The profile keeps eager
+ * GradientTape semantics: the tape holds every input and output of a
+ * recorded op but those its gradient function never reads, listed in
+ * tensorflow/python/eager/pywrap_gradient_exclusions.cc (generated from the
+ * gradient functions). Where that differs from the PyTorch rules above in
+ * bytes, and the model is known to run TF's op (the Keras front end marks
+ * Keras 2 layers), the difference is applied; the rest is recorded here.
+ *  - Relu: _ReluGrad (python/ops/nn_grad.py) is relu_grad(grad,
+ *    op.outputs[0]) and the exclusions drop all of Relu's inputs: the output
+ *    is kept, as ReluBackward0 keeps its result. No difference.
+ *  - Dropout (tf.keras Dropout calls tf.nn.dropout; python/ops/nn_ops.py
+ *    _dropout): ret = x * scale, then ret * cast(random >= rate, x.dtype);
+ *    _MulGrad (math_grad.py) reads both operands and Mul is in no exclusion
+ *    list, so the tape keeps the scaled input and a float mask, each the
+ *    input's size and dtype, where PyTorch's CUDA kernel keeps a bool mask
+ *    (the uniform random tensor and the bool comparison are transients, not
+ *    scheduled; the first Mul's hold on x is not modelled). Later TF
+ *    releases select instead, array_ops.where_v2(keep_mask, ret, 0):
+ *    _SelectGradV2 reads the bool mask, and SelectV2, absent from both
+ *    lists, keeps its inputs and output; which release switched is not
+ *    known here, so the Mul form is modelled for every version.
+ *  - BatchNormalization as FusedBatchNormV3 (Keras 2's fused layer, nodes
+ *    marked tf_fused_nhwc: channels-last, trainable, training mode).
+ *    _BaseFusedBatchNormGrad (nn_grad.py) in training reads x, scale and
+ *    reserve_space_1..3 (outputs 3-5); the exclusions drop input 2 (offset)
+ *    and outputs 0-2, so the tape also holds inputs 3 and 4 (the moving
+ *    statistics as read). reserve_space_1/2 are the batch mean and inverse
+ *    variance, [C] of the parameter type (float32) like PyTorch's
+ *    save_mean/save_invstd; reserve_space_3 is an output of the size
+ *    cudnnGetBatchNormalizationTrainingExReserveSpaceSize asks
+ *    (core/kernels/fused_batch_norm_op.cc, CudnnBatchNormAllocatorInOutput),
+ *    a size cuDNN does not document for plain BN, taken as 0 as for PyTorch's
+ *    cudnn_batch_norm. Kept bytes are PyTorch's but for the [C]-sized moving
+ *    statistics read: not modelled. The GPU kernel's layout does differ:
+ *    fused_batch_norm_op.cc computes in NHWC only when !is_training ||
+ *    (BatchnormSpatialPersistentEnabled() && T == half && V3), the env var
+ *    TF_USE_CUDNN_BATCHNORM_SPATIAL_PERSISTENT being off by default;
+ *    otherwise NHWC data is transposed to NCHW around cuDNN: forward
+ *    allocate_temp x_transformed and y_transformed, backward
+ *    y_backprop_transformed, x_transformed and x_backprop_transformed, each
+ *    x's size and type, besides the outputs (y; x_backprop). Modelled on the
+ *    GPU as workspaces freed when the kernel returns. Under tf.function,
+ *    Grappler's layout optimizer (core/grappler/optimizers/
+ *    generic_layout_optimizer.cc) turns the graph to NCHW on a GPU (to NHWC
+ *    when most convolutions are fp16 on sm70+) and the transposes go; not
+ *    modelled (eager). Keras 3 does not fuse (ops.moments and
+ *    ops.batch_normalization, separate TF ops): PyTorch's rule stands in.
+ *  - LayerNormalization, Keras 2's fused path (nodes marked tf_fused_ln;
+ *    keras/layers/normalization/layer_normalization.py): x reshaped to
+ *    [1, rows, D, 1] NCHW through FusedBatchNormV3 (training mode) with
+ *    scale ones([rows]) and offset zeros([rows]), then `* gamma` and
+ *    `+ beta`. The tape keeps x, the ones (input 1), reserve_space_1/2
+ *    ([rows] float32: PyTorch's mean and rstd), an empty mean/variance;
+ *    Mul keeps the normalized output and AddV2 (no exclusion) `* gamma`'s
+ *    result: two more tensors of the output's size (one without beta) and
+ *    [rows] float32, kept as saved extras. Backward: _MulGrad makes grad *
+ *    gamma (x's grad path, held until FusedBatchNormGradV3 has made dx) and
+ *    grad * normalized (reduced at once to gamma's grad). Without the tape
+ *    (inference) the normalized output and `* gamma`'s result live in turn
+ *    beside the input and the output: one more output-sized transient. In
+ *    NCHW no layout transposes. Keras 3's LayerNormalization: PyTorch's rule.
  */
 #include "schedule/builder.h"
 
@@ -482,6 +538,47 @@ static void keep_new(struct dm_sb *b, int32_t node, enum dm_dtype dtype, int64_t
         tr->saved[node][tr->n_saved[node]++] = buf;
 }
 
+/* TensorFlow's rules (header): which nodes run TF's fused kernels. */
+static bool tf_fused_bn(const struct dm_sb *b, const struct dm_node *n)
+{
+    return b->run->tf_ops && b->run->cuda && n->op == DM_OP_BatchNormalization &&
+           dm_has_in(n, 0) && dm_attr_int(n, "tf_fused_nhwc", 0) != 0;
+}
+
+static bool tf_fused_ln(const struct dm_sb *b, const struct dm_node *n)
+{
+    return b->run->tf_ops && n->op == DM_OP_LayerNormalization && dm_has_out(n, 0) &&
+           dm_attr_int(n, "tf_fused_ln", 0) != 0;
+}
+
+/* `count` buffers of `bytes` each, all live at once, then freed: a kernel's
+ * temporaries (allocate_temp) or an op chain's intermediates. */
+static void transients(struct dm_sb *b, int32_t node, enum dnnmem_category cat,
+                       enum dm_dtype dtype, uint64_t bytes, int count, const char *const *what)
+{
+    int32_t buf[3] = {-1, -1, -1};
+    for (int k = 0; k < count && k < 3; k++)
+        buf[k] = dm_sb_alloc(b, cat, dtype, bytes, -1, node, what[k], 1);
+    for (int k = 0; k < count && k < 3; k++)
+        dm_sb_unref(b, buf[k]);
+}
+
+void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save)
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    const struct dm_tinfo *t = b->t;
+    if (tf_fused_bn(b, n) && b->run->train) {
+        /* NHWC -> NCHW around cuDNN in training (header) */
+        static const char *const what[] = {"x_transformed (NCHW)", "y_transformed (NCHW)"};
+        transients(b, i, DNNMEM_CAT_WORKSPACE, t[n->in[0]].dtype, t[n->in[0]].bytes, 2, what);
+    }
+    if (tf_fused_ln(b, n) && !(save && b->train && b->train->node_rg[i])) {
+        /* no tape: the normalized output, then `* gamma`'s, beside the output */
+        static const char *const what[] = {"normalized (transient)"};
+        transients(b, i, DNNMEM_CAT_ACTIVATION, t[n->out[0]].dtype, t[n->out[0]].bytes, 1, what);
+    }
+}
+
 void dm_train_save(struct dm_sb *b, int32_t i)
 {
     struct dm_train *tr = b->train;
@@ -552,6 +649,12 @@ void dm_train_save(struct dm_sb *b, int32_t i)
         }
         keep_new(b, i, DM_FLOAT, rows, "mean");
         keep_new(b, i, DM_FLOAT, rows, "rstd");
+        if (tf_fused_ln(b, n) && out0 >= 0) { /* Keras 2's fused path (header) */
+            keep_new(b, i, DM_FLOAT, rows, "ones (scale)");
+            keep_new(b, i, t[out0].dtype, t[out0].numel, "normalized");
+            if (dm_has_in(n, 2))
+                keep_new(b, i, t[out0].dtype, t[out0].numel, "normalized * gamma");
+        }
         break;
     }
     case DM_T_POOL_IDX:
@@ -560,7 +663,7 @@ void dm_train_save(struct dm_sb *b, int32_t i)
             keep_new(b, i, DM_INT64, t[out0].numel, "indices");
         break;
     case DM_T_DROPOUT:
-        if (in0 >= 0 && b->run->tf_dropout) {
+        if (in0 >= 0 && b->run->tf_ops) {
             keep_new(b, i, t[in0].dtype, t[in0].numel, "scaled");
             keep_new(b, i, t[in0].dtype, t[in0].numel, "mask");
         } else if (in0 >= 0) {
@@ -699,6 +802,18 @@ static void backward_node(struct dm_sb *b, int32_t i)
     struct dm_ws ws = dm_sb_workspace_begin(b, n, true);
     enum dm_train_rule rule = dm_ops[n->op].train;
     int32_t out0 = dm_has_out(n, 0) ? n->out[0] : -1;
+    /* Keras 2's fused LayerNormalization under TF (header): _MulGrad's
+     * grad * gamma, held until dx is made, and grad * normalized, reduced at
+     * once to gamma's grad */
+    int32_t tf_gx = -1;
+    if (tf_fused_ln(b, n)) {
+        if (dm_has_in(n, 0) && tr->rg[n->in[0]])
+            tf_gx = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[out0].dtype, t[out0].bytes, out0, i,
+                                "grad * gamma", 1);
+        if (dm_has_in(n, 1) && tr->rg[n->in[1]])
+            dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[out0].dtype, t[out0].bytes, out0, i,
+                        "grad * normalized", 0);
+    }
     /* cuBLAS cannot read a matrix with zero strides: a matmul whose output
      * grad is still the expanded scalar of SumBackward (loss = out.sum())
      * clones it contiguous first (prepare_matrix_for_cublas, Blas.cpp) */
@@ -734,6 +849,14 @@ static void backward_node(struct dm_sb *b, int32_t i)
         }
         deliver(b, x, gin);
     }
+    if (tf_fused_bn(b, n)) {
+        /* the grad kernel's NHWC -> NCHW transposes (header) */
+        static const char *const what[] = {"y_backprop_transformed (NCHW)",
+                                           "x_transformed (NCHW)",
+                                           "x_backprop_transformed (NCHW)"};
+        transients(b, i, DNNMEM_CAT_WORKSPACE, t[n->in[0]].dtype, t[n->in[0]].bytes, 3, what);
+    }
+    dm_sb_unref(b, tf_gx);
     dm_sb_unref(b, dense);
     dm_sb_workspace_end(b, &ws);
     for (int s = 0; s < tr->n_saved[i]; s++)

@@ -300,7 +300,7 @@ expect 2 "--alloc-round: replaces PyTorch's caching allocator; not with --framew
 expect 2 "--framework jax: only GPU runtimes are modelled" -- estimate $R --framework jax --device cpu
 expect 0 "framework      tensorflow 2.15 (runtime" -- estimate $R -b 8 --framework tensorflow@2.15
 expect 0 "schedule       PyTorch 2.6 eager's" -- estimate $R -b 8 --framework tensorflow@2.15
-expect 0 "tf_ops         Dropout (tf.nn.dropout) keeps x * scale and a float mask" -- \
+expect 0 "tf_ops         eager GradientTape rules: Dropout keeps x * scale and a float mask" -- \
     estimate $R -b 8 --framework tensorflow
 expect 0 "jax_execution  op by op (not jitted)" -- estimate $R -b 8 --framework jax
 expect 0 "entry_lifetimes which entries exist" -- estimate $R -b 8 --framework mxnet
@@ -434,6 +434,9 @@ expect 0 "optimizer state        8.04 MiB" -- estimate $K/resnet50_transfer_kera
 expect 0 "(keras, opset 17," -- estimate $K/lstm_sentiment_keras2.10.json --batch-size 32 --mode train --optimizer adam
 expect 2 "dim 'height' (axis 1 of input 'input_4') is not bound" -- estimate $K/inceptionv3_keras2.1.6.json
 expect 0 "dims.height    299 (--dim)" -- estimate $K/inceptionv3_keras2.1.6.json --dim height=299 --dim width=299
+# Keras 2's fused BatchNorm under TF: the grad kernel's NHWC -> NCHW transposes at the peak
+expect 0 "BatchNormalization.x_backprop_transformed (NCHW)" -- \
+    estimate $K/resnet50_keras2.1.6.json -b 32 --mode train --framework tensorflow --gpu A100-80GB
 expect 2 "--seq-len: " -- estimate $K/lstm_sentiment_keras2.10.json --seq-len 64
 printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, null], "dtype": "int32"}}, {"class_name": "Embedding", "config": {"name": "e", "input_dim": 100, "output_dim": 8}}, {"class_name": "GRU", "config": {"name": "g", "units": 4}}]}}' >"$T/kseq.json"
 expect 0 "dims.seq       64 (--seq-len)" -- estimate "$T/kseq.json" --seq-len 64 -b 2 --mode train
@@ -446,7 +449,35 @@ expect 3 "layer 'd' (Dense): config field 'units' is missing" -- estimate "$T/kn
 printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, 4]}}, {"class_name": "Dense", "config": {"name": "d", "units": 4000000000000}}]}}' >"$T/kabsurd.json"
 expect 3 "config field 'units' is 4000000000000, an absurd size" -- estimate "$T/kabsurd.json"
 printf 'PK\003\004rest of a zip' >"$T/model.keras"
-expect 4 "model.keras: a zip archive (a .keras model?)" -- estimate "$T/model.keras"
+expect 3 "model.keras: a zip archive (a .keras model?) that cannot be read" -- estimate "$T/model.keras"
+# a Keras 3 .keras archive (zip: metadata.json, config.json, weights) built
+# from the bare config JSON: the same estimate, found by content whatever its name
+"$PY" - "$K/fashion_mnist_mlp_keras3.json" "$T" <<'EOF'
+import sys, zipfile
+cfg, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(out + "/mlp.keras", "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("metadata.json", '{"keras_version": "3.9.9", "date_saved": "2024-01-01@00:00:00"}')
+    z.write(cfg, "config.json")
+    z.writestr("model.weights.h5", b"\x89HDF\r\n\x1a\n")
+with zipfile.ZipFile(out + "/nocfg.keras", "w") as z:
+    z.writestr("metadata.json", "{}")
+EOF
+cp "$T/mlp.keras" "$T/mlp.bin"
+"$D" estimate "$K/fashion_mnist_mlp_keras3.json" -b 32 --mode train | grep -E '^(peak|breakdown|  )' >"$T/json.txt"
+for f in mlp.keras mlp.bin; do
+    "$D" estimate "$T/$f" -b 32 --mode train | grep -E '^(peak|breakdown|  )' >"$T/zip.txt"
+    if [ -s "$T/json.txt" ] && cmp -s "$T/json.txt" "$T/zip.txt"; then
+        pass=$((pass + 1))
+    else
+        echo "FAIL: $f: estimate differs from the bare config JSON's"
+        diff "$T/json.txt" "$T/zip.txt" | head -10
+        fail=$((fail + 1))
+    fi
+done
+expect 0 "mlp.keras (keras, opset 17, 11 nodes" -- estimate "$T/mlp.keras" -b 32
+expect 3 "nocfg.keras: config.json: no such member" -- estimate "$T/nocfg.keras"
+head -c 200 "$T/mlp.keras" >"$T/trunc.keras"
+expect 3 "trunc.keras: a zip archive (a .keras model?) that cannot be read" -- estimate "$T/trunc.keras"
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

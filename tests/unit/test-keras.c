@@ -9,6 +9,8 @@
  */
 #include "util.h"
 
+#include <zip.h>
+
 static dnnmem_model *load(const char *path)
 {
     dnnmem_model *m;
@@ -574,7 +576,335 @@ static void test_errors(void **state)
                  DNNMEM_E_MODEL, "the input 'zz' (call 0) is no layer output of the model");
     expect_error("{\"class_name\": \"Sequential\", \"config\": {\"layers\": [", DNNMEM_E_PARSE,
                  "not valid JSON");
-    expect_error("PK\003\004 zip bytes", DNNMEM_E_UNSUPPORTED, "a zip archive (a .keras model?)");
+}
+
+/* ---- .keras archives --------------------------------------------------------------
+ * Archives are written here with libzip into memory (its in-memory source,
+ * as libzip's examples/in-memory.c does), so each case states its members. */
+
+struct member {
+    const char *name;
+    const void *data;
+    size_t size;
+};
+
+static uint8_t *make_zip(const struct member *mem, int n, size_t *size)
+{
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_source_t *src = zip_source_buffer_create(NULL, 0, 0, &ze);
+    assert_non_null(src);
+    zip_t *za = zip_open_from_source(src, ZIP_TRUNCATE, &ze);
+    assert_non_null(za);
+    zip_source_keep(src);
+    for (int i = 0; i < n; i++) {
+        zip_source_t *body = zip_source_buffer(za, mem[i].data, mem[i].size, 0);
+        assert_non_null(body);
+        assert_true(zip_file_add(za, mem[i].name, body, ZIP_FL_OVERWRITE) >= 0);
+    }
+    assert_int_equal(zip_close(za), 0);
+    zip_stat_t st;
+    assert_int_equal(zip_source_stat(src, &st), 0);
+    assert_int_equal(zip_source_open(src), 0);
+    uint8_t *buf = malloc(st.size);
+    assert_non_null(buf);
+    assert_int_equal(zip_source_read(src, buf, st.size), (zip_int64_t)st.size);
+    zip_source_close(src);
+    zip_source_free(src);
+    zip_error_fini(&ze);
+    *size = st.size;
+    return buf;
+}
+
+static char *read_text(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    assert_true(n > 0);
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    buf[n] = '\0';
+    *size = (size_t)n;
+    return buf;
+}
+
+static void expect_archive_error(const uint8_t *zip, size_t size, enum dnnmem_status want,
+                                 const char *needle)
+{
+    dnnmem_model *m = NULL;
+    struct dnnmem_error err;
+    enum dnnmem_status s = dnnmem_model_load_buffer(zip, size, "m.keras", &m, &err);
+    if (s != want || !strstr(err.message, needle) || strncmp(err.message, "m.keras: ", 9) != 0 ||
+        strchr(err.message, '\n'))
+        fail_msg("archive: got status %d '%s', want %d with '%s'", (int)s, s ? err.message : "",
+                 (int)want, needle);
+    assert_null(m);
+}
+
+/* The same model from its bare config JSON and from an archive: the same
+ * graph, parameter count and estimate; the archive is found by its magic
+ * whatever its name. */
+static void test_archive(void **state)
+{
+    (void)state;
+    size_t n_cfg;
+    char *cfg = read_text("tests/models/keras/fashion_mnist_mlp_keras3.json", &n_cfg);
+    /* synthetic metadata.json, in saving_lib.py's layout */
+    static const char meta[] = "{\"keras_version\": \"3.9.9\", \"date_saved\": \"2024-01-01@00:00:00\"}";
+    static const char weights[] = "\x89HDF\r\n\x1a\n not read";
+    struct member mem[] = {{"metadata.json", meta, sizeof meta - 1},
+                           {"config.json", cfg, n_cfg},
+                           {"model.weights.h5", weights, sizeof weights - 1}};
+    size_t n_zip;
+    uint8_t *zip = make_zip(mem, 3, &n_zip);
+    dnnmem_model *a, *b = load_json(cfg);
+    struct dnnmem_error err;
+    if (dnnmem_model_load_buffer(zip, n_zip, "fashion.bin", &a, &err) != DNNMEM_OK)
+        fail_msg("archive: %s", err.message);
+    assert_int_equal(count(a).total, 1494154);
+    assert_int_equal(count(a).total, count(b).total);
+    struct dnnmem_model_info info;
+    dnnmem_model_get_info(a, &info);
+    assert_string_equal(info.format, "keras");
+    assert_non_null(strstr(info.producer, "Keras 3.9.9 Sequential"));
+    struct dnnmem_result *ra = estimate(a, DNNMEM_MODE_TRAIN, 32, NULL, 0);
+    struct dnnmem_result *rb = estimate(b, DNNMEM_MODE_TRAIN, 32, NULL, 0);
+    assert_int_equal(ra->peak_allocated, rb->peak_allocated);
+    assert_int_equal(ra->peak_reserved, rb->peak_reserved);
+    assert_int_equal(ra->total_bytes, rb->total_bytes);
+    assert_memory_equal(ra->category_bytes, rb->category_bytes, sizeof ra->category_bytes);
+    dnnmem_result_free(ra);
+    dnnmem_result_free(rb);
+    dnnmem_model_free(a);
+    dnnmem_model_free(b);
+
+    /* without metadata.json: Keras 3 from the layout */
+    size_t n1;
+    uint8_t *z1 = make_zip(mem + 1, 1, &n1);
+    if (dnnmem_model_load_buffer(z1, n1, "m.keras", &a, &err) != DNNMEM_OK)
+        fail_msg("archive: %s", err.message);
+    dnnmem_model_get_info(a, &info);
+    assert_non_null(strstr(info.producer, "Keras 3 Sequential"));
+    dnnmem_model_free(a);
+    free(z1);
+
+    /* no config.json (a zip that is not a Keras archive) */
+    z1 = make_zip(mem, 1, &n1);
+    expect_archive_error(z1, n1, DNNMEM_E_MODEL, "m.keras: config.json: no such member");
+    free(z1);
+    /* truncated: no central directory */
+    expect_archive_error(zip, n_zip / 2, DNNMEM_E_PARSE,
+                         "a zip archive (a .keras model?) that cannot be read");
+    expect_archive_error((const uint8_t *)"PK\003\004 zip bytes", 14, DNNMEM_E_PARSE,
+                         "that cannot be read");
+    /* corrupt: a byte of config.json's compressed data flipped (CRC or
+     * inflate error). Its local header: name length at 26, extra at 28,
+     * compressed size at 18, data after the 30-byte header, name, extra. */
+    uint8_t *bad = malloc(n_zip);
+    assert_non_null(bad);
+    memcpy(bad, zip, n_zip);
+    size_t h = 0;
+    while (h + 30 < n_zip && !(memcmp(bad + h, "PK\003\004", 4) == 0 &&
+                               memcmp(bad + h + 30, "config.json", 11) == 0))
+        h++;
+    assert_true(h + 30 < n_zip);
+    size_t data = h + 30 + (bad[h + 26] | bad[h + 27] << 8) + (bad[h + 28] | bad[h + 29] << 8);
+    uint32_t csize = (uint32_t)bad[h + 18] | (uint32_t)bad[h + 19] << 8 |
+                     (uint32_t)bad[h + 20] << 16 | (uint32_t)bad[h + 21] << 24;
+    assert_true(csize > 16 && data + csize <= n_zip);
+    bad[data + csize / 2] ^= 0x55;
+    expect_archive_error(bad, n_zip, DNNMEM_E_PARSE, "m.keras: config.json: ");
+    free(bad);
+    free(zip);
+
+    /* config.json that is not JSON: the member named */
+    struct member notjson[] = {{"config.json", "{\"class_name\": ", 15}};
+    zip = make_zip(notjson, 1, &n_zip);
+    expect_archive_error(zip, n_zip, DNNMEM_E_PARSE, "m.keras: config.json: not valid JSON");
+    free(zip);
+
+    /* oversized: valid JSON padded past the 64 MiB cap (spaces deflate to
+     * ~64 KB); refused from the stated size, before any allocation */
+    size_t big = (size_t)(64 << 20) + 1;
+    char *pad = malloc(big);
+    assert_non_null(pad);
+    memset(pad, ' ', big);
+    memcpy(pad, cfg, n_cfg);
+    struct member huge[] = {{"config.json", pad, big}};
+    zip = make_zip(huge, 1, &n_zip);
+    free(pad);
+    assert_true(n_zip < big / 100);
+    expect_archive_error(zip, n_zip, DNNMEM_E_PARSE,
+                         "m.keras: config.json: 67108865 bytes uncompressed, over the "
+                         "67108864-byte cap for this member");
+    free(zip);
+    free(cfg);
+}
+
+/* ---- TensorFlow's per-op rules (--framework tensorflow; src/train/train.c) ----
+ * Each case compares the same network with the Keras 2 layer TF would run
+ * fused and with it unfused (a config field that turns the fused kernel off),
+ * under the TF profile, at the layer's own steps of the timeline: the bytes
+ * requested and live where the step's allocation is highest (BFC hands out
+ * unsplit chunks, so allocated bytes would add its slack). */
+
+static struct dnnmem_result *estimate_fw(const dnnmem_model *m, enum dnnmem_mode mode,
+                                         enum dnnmem_framework fw, int64_t batch)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = mode;
+    cfg.batch_size = batch;
+    cfg.framework = fw;
+    cfg.timeline = true;
+    struct dnnmem_result *r = NULL;
+    struct dnnmem_error err;
+    if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
+        fail_msg("estimate: %s", err.message);
+    return r;
+}
+
+/* Requested bytes live at the step of `node` in `phase` of the last iteration. */
+static uint64_t at_step(const struct dnnmem_result *r, const char *phase, const char *node)
+{
+    int it = 0;
+    uint64_t v = 0;
+    for (size_t k = 0; k < r->n_timeline; k++) {
+        const struct dnnmem_timeline_point *p = &r->timeline[k];
+        if (!strcmp(p->phase, phase) && !strcmp(p->node, node) && p->iteration >= it) {
+            it = p->iteration;
+            v = 0;
+            for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
+                v += p->category_bytes[c];
+        }
+    }
+    if (!it)
+        fail_msg("no %s step at %s", phase, node);
+    return v;
+}
+
+static int count_attr(const dnnmem_model *m, const char *attr)
+{
+    const struct dm_graph *g = dm_model_graph(m);
+    int c = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        c += dm_attr_int(&g->nodes[i], attr, 0) != 0;
+    return c;
+}
+
+#define TF_CNN(bn)                                                                                 \
+    SEQ(INPUT("[null, 16, 16, 8]") ", {\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c\", "  \
+        "\"filters\": 8, \"kernel_size\": 1}}, {\"class_name\": \"BatchNormalization\", \"config\": " \
+        "{\"name\": \"bn\"" bn "}}, {\"class_name\": \"GlobalAveragePooling2D\", \"config\": "     \
+        "{\"name\": \"g\"}}, {\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", "            \
+        "\"units\": 2}}")
+#define TF_LN(ln)                                                                                  \
+    SEQ(INPUT("[null, 16, 32]") ", {\"class_name\": \"Dense\", \"config\": {\"name\": \"d0\", "       \
+        "\"units\": 32}}, {\"class_name\": \"LayerNormalization\", \"config\": {\"name\": \"ln\""   \
+        ln "}}, {\"class_name\": \"GlobalAveragePooling1D\", \"config\": {\"name\": \"g\"}}, "      \
+        "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 2}}")
+
+static void test_tf_rules(void **state)
+{
+    (void)state;
+    const char *bn = "/bn/BatchNormalization", *ln = "/ln/LayerNormalization";
+    /* BatchNormalization, Keras 2 channels-last: FusedBatchNormV3 on NHWC
+     * data transposes around cuDNN in training. x = [4, 16, 16, 8] float32
+     * = 32,768 B: forward x_transformed and y_transformed (2 x 32,768 =
+     * 65,536 B more at the BN's forward step), backward
+     * y_backprop_transformed, x_transformed, x_backprop_transformed (3 x
+     * 32,768 = 98,304 B more at its backward step); nothing in inference
+     * (the kernel's NHWC path) nor under the PyTorch profile. */
+    dnnmem_model *f = load_json(TF_CNN("")), *u = load_json(TF_CNN(", \"fused\": false"));
+    assert_int_equal(count_attr(f, "tf_fused_nhwc"), 1);
+    assert_int_equal(count_attr(u, "tf_fused_nhwc"), 0);
+    struct dnnmem_result *rf = estimate_fw(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4);
+    struct dnnmem_result *ru = estimate_fw(u, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4);
+    assert_int_equal(at_step(rf, "forward", bn) - at_step(ru, "forward", bn), 2 * 32768);
+    assert_int_equal(at_step(rf, "backward", bn) - at_step(ru, "backward", bn), 3 * 32768);
+    assert_string_equal(rf->peak_node, bn);
+    assert_string_equal(rf->peak_phase, "backward");
+    dnnmem_result_free(rf);
+    dnnmem_result_free(ru);
+    rf = estimate_fw(f, DNNMEM_MODE_INFER, DNNMEM_FW_TENSORFLOW, 4);
+    ru = estimate_fw(u, DNNMEM_MODE_INFER, DNNMEM_FW_TENSORFLOW, 4);
+    assert_int_equal(rf->peak_requested, ru->peak_requested);
+    assert_int_equal(rf->peak_allocated, ru->peak_allocated);
+    dnnmem_result_free(rf);
+    dnnmem_result_free(ru);
+    rf = estimate_fw(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_PYTORCH, 4);
+    ru = estimate_fw(u, DNNMEM_MODE_TRAIN, DNNMEM_FW_PYTORCH, 4);
+    assert_int_equal(rf->peak_allocated, ru->peak_allocated);
+    assert_int_equal(rf->total_bytes, ru->total_bytes);
+    dnnmem_result_free(rf);
+    dnnmem_result_free(ru);
+    dnnmem_model_free(f);
+    dnnmem_model_free(u);
+    /* not fused: channels_first is NCHW already; frozen runs in inference
+     * mode; renorm; Keras 3 (moments + batch_normalization) */
+    static const char *const unfused[] = {
+        ", \"axis\": 1", ", \"trainable\": false", ", \"renorm\": true",
+        ", \"virtual_batch_size\": 2"};
+    for (size_t k = 0; k < sizeof unfused / sizeof unfused[0]; k++) {
+        char json[2048];
+        snprintf(json, sizeof json, TF_CNN("%s"), unfused[k]);
+        f = load_json(json);
+        assert_int_equal(count_attr(f, "tf_fused_nhwc"), 0);
+        dnnmem_model_free(f);
+    }
+    f = load("tests/models/keras/resnet50_keras2.1.6.json");
+    assert_int_equal(count_attr(f, "tf_fused_nhwc"), 53);
+    dnnmem_model_free(f);
+    f = load("tests/models/keras/resnet50_transfer_keras3.json");
+    assert_int_equal(count_attr(f, "tf_fused_nhwc"), 0);
+    dnnmem_model_free(f);
+    f = load("tests/models/keras/resnet50_nested_in_sequential_keras2.7.json"); /* base frozen */
+    assert_int_equal(count_attr(f, "tf_fused_nhwc"), 0);
+    dnnmem_model_free(f);
+
+    /* LayerNormalization, Keras 2's fused path (epsilon >= 1.001e-5): the
+     * output [4, 16, 32] float32 = 8,192 B, 64 rows. Training keeps, beyond
+     * PyTorch's input, mean and rstd: ones([64]) (256 B), the normalized
+     * output and `* gamma`'s (2 x 8,192), so the LN's forward step has
+     * 16,640 B more; at its backward, grad * gamma (8,192) is live with dx
+     * besides those: 24,832 B. Without beta one output-sized tensor fewer.
+     * Inference: one output-sized transient (8,192). epsilon 1e-6 is below
+     * the fused kernel's floor: the unfused layer (PyTorch's rule). */
+    for (int center = 1; center >= 0; center--) {
+        f = load_json(center ? TF_LN("") : TF_LN(", \"center\": false"));
+        u = load_json(center ? TF_LN(", \"epsilon\": 1e-6")
+                             : TF_LN(", \"center\": false, \"epsilon\": 1e-6"));
+        assert_int_equal(count_attr(f, "tf_fused_ln"), 1);
+        assert_int_equal(count_attr(u, "tf_fused_ln"), 0);
+        uint64_t kept = 256 + (center ? 2 : 1) * 8192;
+        rf = estimate_fw(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4);
+        ru = estimate_fw(u, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4);
+        assert_int_equal(at_step(rf, "forward", ln) - at_step(ru, "forward", ln), kept);
+        assert_int_equal(at_step(rf, "backward", ln) - at_step(ru, "backward", ln), kept + 8192);
+        dnnmem_result_free(rf);
+        dnnmem_result_free(ru);
+        rf = estimate_fw(f, DNNMEM_MODE_INFER, DNNMEM_FW_TENSORFLOW, 4);
+        ru = estimate_fw(u, DNNMEM_MODE_INFER, DNNMEM_FW_TENSORFLOW, 4);
+        assert_int_equal(at_step(rf, "forward", ln) - at_step(ru, "forward", ln), 8192);
+        dnnmem_result_free(rf);
+        dnnmem_result_free(ru);
+        rf = estimate_fw(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_PYTORCH, 4);
+        ru = estimate_fw(u, DNNMEM_MODE_TRAIN, DNNMEM_FW_PYTORCH, 4);
+        assert_int_equal(rf->peak_allocated, ru->peak_allocated);
+        dnnmem_result_free(rf);
+        dnnmem_result_free(ru);
+        dnnmem_model_free(f);
+        dnnmem_model_free(u);
+    }
+    /* a float16 layer policy is not fused (float32 variables needed) */
+    f = load_json(TF_LN(", \"dtype\": \"float16\""));
+    assert_int_equal(count_attr(f, "tf_fused_ln"), 0);
+    dnnmem_model_free(f);
 }
 
 int main(void)
@@ -588,6 +918,8 @@ int main(void)
         cmocka_unit_test(test_tiny_wrappers),
         cmocka_unit_test(test_train),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_archive),
+        cmocka_unit_test(test_tf_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
