@@ -410,27 +410,11 @@ static int32_t const_ints(struct hf *h, int n, const int64_t *v)
 
 #define INTS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 
-/* A parameter or buffer of the current module, named as its state_dict:
- * "/model/layers.0/self_attn/q_proj" + "weight" -> model.layers.0.self_attn.q_proj.weight. */
-static int32_t param(struct hf *h, const char *what, enum dm_dtype dtype, int rank,
-                     const int64_t *dims)
+/* A weight tensor of the graph named `name` (a parameter or buffer). */
+static int32_t param_named(struct hf *h, const char *name, enum dm_dtype dtype, int rank,
+                           const int64_t *dims)
 {
     struct dm_graph *g = h->g;
-    if (h->st != DNNMEM_OK)
-        return -1;
-    char *name = dm_arena_printf(&g->arena, "%s.%s", h->scope + (h->scope[0] == '/'), what);
-    if (!name)
-        return oom(h);
-    /* module path to state_dict name: '/' -> '.', a call tag "#N" dropped */
-    char *o = name;
-    for (const char *p = name; *p; p++) {
-        if (*p == '#')
-            while (p[1] >= '0' && p[1] <= '9')
-                p++;
-        else
-            *o++ = *p == '/' ? '.' : *p;
-    }
-    *o = '\0';
     int32_t old = dm_graph_find(g, name);
     if (old >= 0 && h->share && g->tensors[old].role == DM_ROLE_WEIGHT)
         return old;
@@ -450,6 +434,37 @@ static int32_t param(struct hf *h, const char *what, enum dm_dtype dtype, int ra
     tt->rank = rank;
     tt->dims = d;
     return t;
+}
+
+/* The current module's path as its state_dict names it:
+ * "/model/layers.0/self_attn/q_proj" -> "model.layers.0.self_attn.q_proj"
+ * ('/' -> '.', a call tag "#N" dropped). */
+static void module_path(const struct hf *h, char *buf, size_t cap)
+{
+    size_t o = 0;
+    for (const char *p = h->scope + (h->scope[0] == '/'); *p && o + 1 < cap; p++) {
+        if (*p == '#')
+            while (p[1] >= '0' && p[1] <= '9')
+                p++;
+        else
+            buf[o++] = *p == '/' ? '.' : *p;
+    }
+    buf[o] = '\0';
+}
+
+/* A parameter or buffer of the current module, named as its state_dict:
+ * "/model/layers.0/self_attn/q_proj" + "weight" -> model.layers.0.self_attn.q_proj.weight. */
+static int32_t param(struct hf *h, const char *what, enum dm_dtype dtype, int rank,
+                     const int64_t *dims)
+{
+    if (h->st != DNNMEM_OK)
+        return -1;
+    char path[sizeof h->scope];
+    module_path(h, path, sizeof path);
+    char *name = dm_arena_printf(&h->g->arena, "%s%s%s", path, path[0] ? "." : "", what);
+    if (!name)
+        return oom(h);
+    return param_named(h, name, dtype, rank, dims);
 }
 
 static int32_t dropout(struct hf *h, int32_t x, double p);
