@@ -1068,7 +1068,7 @@ static int32_t qlinear(struct hf *h, int32_t x, int64_t in, int64_t out, bool bi
              * all zero (more than one group) makes q_perm and q_invperm, int16
              * [in] each (ext_make_q_matrix) */
             if (dm_mul_ok(n, 2, &dq) && dm_mul_ok(out, INT64_C(2048) * 8 * 4, &v2) &&
-                dm_add_ok(dq, v2 + 256, &v2))
+                dm_add_ok(v2, 256, &v2) && dm_add_ok(dq, v2, &v2))
                 qmax(&q->max_scratch, v2);
             if (groups > 1) {
                 frozen(h, param(h, "q_tensors.q_perm", DM_INT16, 1, &in));
@@ -1259,17 +1259,21 @@ static void quant_finish(struct hf *h)
                        "kept for backward); not measured");
         break;
     }
-    case Q_AWQ:
+    case Q_AWQ: {
+        char grp[48] = "group = in_features"; /* WQLinear_GEMM: -1 means in_features */
+        if (q->group != -1)
+            snprintf(grp, sizeof grp, "group %lld", (long long)q->group);
         snprintf(layout, sizeof layout,
-                 "awq 4-bit gemm, group %lld (AutoAWQ WQLinear_GEMM: qweight int32 [in, out/8], "
-                 "qzeros int32 [in/group, out/8], scales fp16 [in/group, out], bias fp16); %lld "
-                 "linears (%s)",
-                 (long long)q->group, nl, mods);
+                 "awq 4-bit gemm, %s (AutoAWQ WQLinear_GEMM: qweight int32 [in, out/8], qzeros "
+                 "int32 [in/group, out/8], scales fp16 [in/group, out], bias fp16); %lld linears "
+                 "(%s)",
+                 grp, nl, mods);
         snprintf(runtime, sizeof runtime,
                  "AutoAWQ GEMM: fp16 input; from 1024 rows an fp16 dequantized weight and a matmul, "
                  "below that the split-k kernel's [8, rows, out] fp16 partials; no autograd "
                  "through it (no_grad); not measured");
         break;
+    }
     case Q_FP8:
         snprintf(layout, sizeof layout,
                  "fp8 e4m3 weights [out, in], float32 weight_scale_inv per %lldx%lld block "
