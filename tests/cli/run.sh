@@ -242,6 +242,8 @@ expect 2 "a gptq checkpoint in training needs --lora-r" -- estimate $Q -s 16 --m
 expect 2 "no grad passes through the quantized layers' kernels" -- estimate $Q -s 16 --mode train \
     --lora-r 8
 expect 0 "lora           rank 8" -- estimate $Q -s 16 --mode train --lora-r 8 --lora-targets all-linear
+"$D" estimate $Q -s 16 --json >"$T/gptq.json"
+check_schema "$T/gptq.json" "GPTQ checkpoint JSON"
 expect 2 "--quant: the config is quantized already (quant_method 'gptq')" -- estimate $Q -s 16 \
     --quant nf4
 for m in mxfp4 hqq eetq compressed-tensors; do
