@@ -40,7 +40,9 @@
  * Weights are float32 whatever the config's torch_dtype / dtype says: that is
  * the checkpoint's storage type, not the type a job runs in
  * (from_pretrained without torch_dtype loads float32); --precision converts
- * (fp16, bf16, amp-*).
+ * (fp16, bf16, amp-*). A quantized checkpoint (quantization_config, or
+ * --quant) stores its linear layers as its method does (see "quantized linear
+ * layers" below), and its quantizer sets the default for the rest.
  *
  * Parameters and buffers are exactly those of the PyTorch module, named as
  * its state_dict (model.layers.0.self_attn.q_proj.weight); tied embeddings
@@ -557,6 +559,16 @@ static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y)
 
 /* ---- quantized linear layers ---------------------------------------------------------
  *
+ * Sources (repository, file): huggingface/transformers
+ * src/transformers/quantizers/quantizer_{gptq,awq,bnb_4bit,bnb_8bit,finegrained_fp8}.py,
+ * src/transformers/utils/quantization_config.py and src/transformers/integrations/
+ * {bitsandbytes,awq,finegrained_fp8}.py; huggingface/optimum optimum/gptq/quantizer.py
+ * and constants.py; AutoGPTQ/AutoGPTQ auto_gptq/nn_modules/qlinear/qlinear_{cuda_old,
+ * exllama,exllamav2}.py and auto_gptq/modeling/_utils.py (autogptq_post_init);
+ * casper-hansen/AutoAWQ awq/modules/linear/gemm.py; bitsandbytes-foundation/
+ * bitsandbytes bitsandbytes/nn/modules.py, functional.py, autograd/_functions.py and
+ * backends/cuda/ops.py (0.45+, the LLM.int8() rewrite with int8_vectorwise_quant).
+ *
  * A config whose quantization_config names a method is a prequantized
  * checkpoint: transformers' quantizer for that method replaces the model's
  * linear layers before loading (_process_model_before_weight_loading), and
@@ -705,11 +717,14 @@ static void read_gptq(struct hf *h, json_t *qc)
     int64_t version = 1;
     json_t *ec = json_object_get(qc, "exllama_config");
     if (ec && !json_is_null(ec)) {
-        if (!json_is_object(ec))
+        json_t *v = json_object_get(ec, "version");
+        if (!json_is_object(ec) || !json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > 2)
             fail(h, DNNMEM_E_MODEL,
-                 "config field 'quantization_config.exllama_config' must be an object");
+                 "config field 'quantization_config.exllama_config' must be an object whose "
+                 "version is 1 or 2");
         else
-            version = q_int(h, ec, "version", REQUIRED, 1, 2);
+            version = (int64_t)json_integer_value(v);
     }
     q->kernel = q->bits == 4 && use ? (version == 2 ? K_EXLLAMA_V2 : K_EXLLAMA) : K_CUDA_OLD;
     q->max_input = q_int(h, qc, "max_input_length", EXLLAMA_MAX_INPUT, 1, MAX_SIZE);

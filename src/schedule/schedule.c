@@ -498,7 +498,8 @@ static int64_t ql_rows(const struct dm_sb *b, const struct dm_node *n)
     return K > 0 ? b->t[n->in[0]].numel / K : 0;
 }
 
-/* auto-gptq's QuantLinear (qlinear_cuda_old.py, the QuantLinear optimum
+/* auto-gptq's QuantLinear (AutoGPTQ/AutoGPTQ auto_gptq/nn_modules/qlinear/
+ * qlinear_cuda_old.py, the QuantLinear optimum
  * picks without exllama): its CUDA kernel below kernel_switch_threshold = 128
  * rows, when the extension serves the shape (autogptq_cuda_available is
  * false unless in_features and out_features are multiples of 64); else the
@@ -561,7 +562,8 @@ static void quant_workspace(struct dm_sb *b, const struct dm_node *n, int32_t no
     int64_t MK = ql_mul(M, K), MN = ql_mul(M, N), KN = ql_mul(K, N);
     bool bias = dm_has_in(n, 2);
     if (ql_is(n, "bnb4")) {
-        /* bitsandbytes MatMul4Bit (autograd/_functions.py): F.linear(A,
+        /* bitsandbytes MatMul4Bit (bitsandbytes-foundation/bitsandbytes
+         * bitsandbytes/autograd/_functions.py): F.linear(A,
          * dequantize_4bit(B).to(A.dtype).t(), bias), and again in backward
          * for A's grad (the weight is not kept). matmul_4bit takes gemv_4bit
          * instead, with no dequantized copy, for a single row that needs no
@@ -574,7 +576,8 @@ static void quant_workspace(struct dm_sb *b, const struct dm_node *n, int32_t no
     }
     if (ql_is(n, "bnb8")) {
         /* bitsandbytes >= 0.45 MatMul8bitLt with frozen int8 weights
-         * (autograd/_functions.py; backends/cuda/ops.py) */
+         * (bitsandbytes-foundation/bitsandbytes bitsandbytes/autograd/
+         * _functions.py; bitsandbytes/backends/cuda/ops.py) */
         if (backward) {
             /* CB = state.CB.to(A.dtype, copy=True).mul_(SCB.unsqueeze(1) / 127) */
             ws->buf[0] = ql_tmp(b, at, KN, node, "dequantized_weight");
@@ -606,7 +609,8 @@ static void quant_workspace(struct dm_sb *b, const struct dm_node *n, int32_t no
     if (ql_is(n, "gptq")) {
         int64_t kernel = dm_attr_int(n, "kernel", 0), bits = dm_attr_int(n, "bits", 4);
         if (kernel != 0) {
-            /* exllama v1/v2 (qlinear_exllama*.py): x.half() unless float16,
+            /* exllama v1/v2 (AutoGPTQ/AutoGPTQ qlinear_exllama*.py): x.half()
+             * unless float16,
              * the output float16 [M, N] (modelled in A's dtype), bias added in
              * place; dequantization for cuBLAS goes to the persistent temp_dq */
             if (at != DM_FLOAT16)
@@ -649,11 +653,13 @@ static void quant_workspace(struct dm_sb *b, const struct dm_node *n, int32_t no
         return;
     }
     if (ql_is(n, "awq")) {
-        /* AutoAWQ WQLinear_GEMM (awq/modules/linear/gemm.py): x.half();
+        /* AutoAWQ WQLinear_GEMM (casper-hansen/AutoAWQ awq/modules/linear/
+         * gemm.py): x.half();
          * from x.shape[0] * x.shape[1] >= 1024 (FP16_MATMUL_HEURISTIC_CONDITION)
          * dequantize_weights_cuda, float16 [K, N], then torch.matmul; below
          * it gemm_forward_cuda with split_k_iters 8, whose float16 partials
-         * [8, M, N] are summed (gemm_cuda_gen.cu); out + bias; .to(x's dtype) */
+         * [8, M, N] are summed (AutoAWQ_kernels' gemm_cuda_gen.cu,
+         * _out_feats.sum(0)); out + bias; .to(x's dtype) */
         int64_t lead = a->rank >= 2 ? ql_mul(a->dims[0], a->dims[1]) : MK;
         ws->buf[0] = at != DM_FLOAT16 ? ql_tmp(b, DM_FLOAT16, MK, node, "input (float16)") : -1;
         int32_t t = lead >= 1024 ? ql_tmp(b, DM_FLOAT16, KN, node, "dequantized_weight")
@@ -673,7 +679,8 @@ static void quant_workspace(struct dm_sb *b, const struct dm_node *n, int32_t no
         return;
     }
     if (ql_is(n, "fp8")) {
-        /* transformers FP8Linear.forward (integrations/finegrained_fp8.py):
+        /* transformers FP8Linear.forward (huggingface/transformers
+         * src/transformers/integrations/finegrained_fp8.py):
          * act_quant: float8_e4m3fn [M, K] and a float32 scale per group of
          * block_k; the triton matmul's output in the input's dtype; + bias;
          * torch.nan_to_num (the layer's output) */

@@ -1490,6 +1490,9 @@ static void test_quant_errors(void **state)
                  "config field 'quantization_config.bits' is missing");
     expect_error(QLLAMA "{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 0}}",
                  DNNMEM_E_MODEL, "'quantization_config.group_size' must be positive or -1");
+    expect_error(QLLAMA "{\"quant_method\": \"gptq\", \"bits\": 4, \"exllama_config\": "
+                        "{\"version\": 3}}}",
+                 DNNMEM_E_MODEL, "'quantization_config.exllama_config' must be an object whose");
     expect_error(QLLAMA "{\"quant_method\": \"gptq\", \"bits\": 4, \"is_marlin_format\": true}}",
                  DNNMEM_E_UNSUPPORTED, "Marlin-packed gptq checkpoints are not modelled");
     expect_error(QLLAMA "{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 96}}",
