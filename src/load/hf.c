@@ -114,6 +114,8 @@ struct hf {
     const struct dnnmem_lora *lora; /* adapters to add, or NULL */
     enum dnnmem_quant opt_quant; /* --quant */
     struct quant q;            /* how linear layers are stored */
+    bool last_linear;          /* the next linear is the model's last module (a base
+                                  model's pooler): quantizers leave it alone */
     const char *const *lora_targets; /* lora->targets or the architecture's default */
     size_t n_lora_targets;
     size_t *lora_hits;         /* per target: modules adapted (malloc'd) */
@@ -956,11 +958,12 @@ static bool quantized(struct hf *h, int32_t tied, const char *name, bool conv)
     if (conv && (q->method == Q_AWQ || q->method == Q_FP8))
         return false; /* replace_with_awq_linear, replace_with_fp8_linear: nn.Linear only */
     /* get_keys_to_not_convert: the output embeddings (lm_head, GPT-NeoX's
-     * embed_out, the logits of a classifier) */
+     * embed_out), else the module of the model's last parameter (a
+     * classifier, a base model's pooler) */
     const char *last = strrchr(path, '.');
     last = last ? last + 1 : path;
     bool head = (name && strcmp(name, "logits") == 0) || strcmp(last, "lm_head") == 0 ||
-                strcmp(last, "embed_out") == 0;
+                strcmp(last, "embed_out") == 0 || h->last_linear;
     if (q->skip && names_match(q->skip, path))
         return false;
     if (q->skip && q->method != Q_AWQ)
@@ -2887,7 +2890,9 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
         int32_t first = first_token(h, x);
         if (!albert)
             t = enter(h, "dense");
+        h->last_linear = c->head == HEAD_BASE; /* the model's last parameters */
         int32_t p = linear(h, first, E, E, true, -1, NULL);
+        h->last_linear = false;
         if (!albert)
             leave(h, t);
         *pooled = op(h, DM_OP_Tanh, 1, p);
@@ -3798,7 +3803,9 @@ static void build_vit(struct hf *h, const struct vit *c)
         s = enter(h, "pooler");
         int32_t f = first_token(h, x);
         t = enter(h, "dense");
+        h->last_linear = true; /* ViTModel's last parameters */
         f = linear(h, f, E, c->pool_out, true, -1, NULL);
+        h->last_linear = false;
         leave(h, t);
         t = enter(h, "activation");
         pooled = op(h, DM_OP_Tanh, 1, f);
