@@ -89,10 +89,13 @@ static const char usage_text[] =
     "                         default PEFT's for the architecture (q_proj,v_proj; c_attn;\n"
     "                         query,value)\n"
     "\n"
-    "Quantized weights (HuggingFace configs; bitsandbytes, load_in_4bit):\n"
-    "  --quant Q              nf4 (double quantization, as QLoRA), nf4-single, fp4: every\n"
-    "                         linear but lm_head stored 4-bit, dequantized around each\n"
-    "                         matmul; with --mode train it needs --lora-r\n"
+    "Quantized weights (HuggingFace configs): a config's quantization_config (gptq,\n"
+    "awq, bitsandbytes, fp8) is built as its checkpoint stores it; for a config\n"
+    "without one, bitsandbytes quantization on load:\n"
+    "  --quant Q              nf4 (double quantization, as QLoRA), nf4-single, fp4\n"
+    "                         (load_in_4bit), int8 (load_in_8bit, LLM.int8()): every\n"
+    "                         linear but lm_head; the rest in float16 unless --precision;\n"
+    "                         with --mode train it needs --lora-r\n"
     "\n"
     "Generation (--mode generate; greedy, DynamicCache):\n"
     "  --prompt-len N         prompt tokens (the same as --seq-len)\n"
@@ -589,9 +592,11 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
                 cfg.quant = DNNMEM_QUANT_NF4_SINGLE;
             else if (strcmp(optarg, "fp4") == 0)
                 cfg.quant = DNNMEM_QUANT_FP4;
+            else if (strcmp(optarg, "int8") == 0)
+                cfg.quant = DNNMEM_QUANT_INT8;
             else
-                return usage_error("--quant %s: expected none, nf4, nf4-single or fp4 (8-bit "
-                                   "bitsandbytes layers are not modelled)",
+                return usage_error("--quant %s: expected none, nf4, nf4-single, fp4 or int8 "
+                                   "(a config's own quantization_config needs no --quant)",
                                    optarg);
             break;
         case OPT_LORA_R:

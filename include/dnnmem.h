@@ -228,19 +228,27 @@ struct dnnmem_lora {
     size_t n_targets;
 };
 
-/* Weights of a HuggingFace model's linear layers stored quantized, as
- * transformers' BitsAndBytesConfig(load_in_4bit=True) makes them (bitsandbytes
- * Linear4bit; lm_head and embeddings stay unquantized): 4-bit codes packed two
- * per byte, an absmax per block of 64 weights (double quantization: an 8-bit
- * absmax, a float32 one per 256 blocks, an offset), and a transient
- * dequantized copy of the weight in the compute dtype around each matmul,
- * forward and backward (bitsandbytes' MatMul4Bit keeps no weight for
- * backward). */
+/* Weights of a HuggingFace model's linear layers quantized on load, as
+ * transformers' BitsAndBytesConfig makes them for a config that holds none
+ * (a config whose quantization_config names a method is built as that method
+ * stores it; this option is then an error). The base's float parts (embeddings,
+ * norms, lm_head) load in float16 (the quantizer's update_torch_dtype) unless
+ * --precision says otherwise.
+ * load_in_4bit (bitsandbytes Linear4bit; lm_head and embeddings stay
+ * unquantized): the flattened weight as 4-bit codes, two per byte, an absmax
+ * per block of 64 weights (double quantization: an 8-bit absmax, a float32
+ * one per 256 blocks, an offset), and a transient dequantized copy of the
+ * weight in the compute dtype around each matmul, forward and backward
+ * (bitsandbytes' MatMul4Bit keeps no weight for backward).
+ * load_in_8bit (Linear8bitLt, LLM.int8()): int8 weights [out, in] and a
+ * float32 scale per row (SCB); each matmul quantizes its input to int8 with
+ * per-row statistics, multiplies into int32 and dequantizes to float16. */
 enum dnnmem_quant {
     DNNMEM_QUANT_NONE = 0,
     DNNMEM_QUANT_NF4,        /* bnb_4bit_quant_type="nf4", double quantization (QLoRA) */
     DNNMEM_QUANT_NF4_SINGLE, /* nf4 without double quantization: float32 absmax */
-    DNNMEM_QUANT_FP4         /* bnb_4bit_quant_type="fp4", no double quantization */
+    DNNMEM_QUANT_FP4,        /* bnb_4bit_quant_type="fp4", no double quantization */
+    DNNMEM_QUANT_INT8        /* load_in_8bit, llm_int8_threshold 6.0 */
 };
 
 /* The framework whose runtime is simulated: its device allocator, memory

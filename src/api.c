@@ -938,8 +938,32 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     const struct dnnmem_lora *lo = &cfg.lora;
     struct dm_graph lg;
     dm_graph_init(&lg);
-    if ((unsigned)cfg.quant > DNNMEM_QUANT_FP4)
+    if ((unsigned)cfg.quant > DNNMEM_QUANT_INT8)
         return dm_fail(err, DNNMEM_E_USAGE, "unknown weight quantization %d", (int)cfg.quant);
+    /* a quantized checkpoint (quantization_config): transformers' Trainer
+     * refuses to fine-tune it without adapters, and a method whose quantizer
+     * is not trainable at all (trainer.py, validate_quantization_for_training) */
+    if (g->quant_method && cfg.mode == DNNMEM_MODE_TRAIN && !lo->r)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "%s: a %s checkpoint in training needs --lora-r: transformers' Trainer "
+                       "refuses to fine-tune a purely quantized model",
+                       g->path, g->quant_method);
+    if (g->quant_method && cfg.mode == DNNMEM_MODE_TRAIN && !g->quant_trainable)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: transformers' %s quantizer is not trainable (is_trainable: false), "
+                       "with or without adapters",
+                       g->path, g->quant_method);
+    if ((g->quant_method || cfg.quant) && cfg.device == DNNMEM_DEVICE_CPU)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: quantized linear layers on the CPU are not modelled (their kernels "
+                       "are CUDA's)",
+                       g->path);
+    if (g->quant_method && cfg.compute_capability && cfg.compute_capability < g->quant_min_cc)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: %s checkpoints need compute capability %d.%d or later "
+                       "(FineGrainedFP8HfQuantizer.validate_environment); the GPU has %d.%d",
+                       g->path, g->quant_method, g->quant_min_cc / 10, g->quant_min_cc % 10,
+                       cfg.compute_capability / 10, cfg.compute_capability % 10);
     if (cfg.quant && (!hf || !m->json))
         return dm_fail(err, DNNMEM_E_USAGE,
                        "%s: --quant applies to HuggingFace config.json models", g->path);
@@ -1108,18 +1132,32 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                "%s: torch.autocast, fp32 weights, grads and optimizer state; cached parameter "
                "casts; GradScaler state negligible",
                run.amp == DM_FLOAT16 ? "amp-fp16" : "amp-bf16");
-    } else if (cfg.precision != DNNMEM_PRECISION_FP32) {
+    } else if (cfg.precision != DNNMEM_PRECISION_FP32 || (g->quant_method && g->quant_fp16_default)) {
         /* model.half() / .to(bfloat16) converts every floating-point
          * parameter and buffer, so every float32 tensor the model makes from
-         * them, its grads and optimizer state become 2-byte */
-        enum dm_dtype half = cfg.precision == DNNMEM_PRECISION_FP16 ? DM_FLOAT16 : DM_BFLOAT16;
+         * them, its grads and optimizer state become 2-byte. A quantized
+         * model's quantizer makes float16 the default (update_torch_dtype). */
+        bool qdefault = cfg.precision == DNNMEM_PRECISION_FP32;
+        enum dm_dtype half = cfg.precision == DNNMEM_PRECISION_BF16 ? DM_BFLOAT16 : DM_FLOAT16;
         for (int32_t i = 0; i < g->n_tensors; i++)
             if (t[i].rank >= 0 && t[i].dtype == DM_FLOAT && !g->tensors[i].keep_fp32) {
                 t[i].dtype = half;
                 t[i].bytes = (uint64_t)t[i].numel * 2;
             }
-        assume(&as, "precision", "option", "%s (every float32 tensor becomes 2-byte)",
-               cfg.precision == DNNMEM_PRECISION_FP16 ? "fp16" : "bf16");
+        if (qdefault)
+            assume(&as, "precision", "default",
+                   "fp16: from_pretrained of a %s model without torch_dtype loads its other "
+                   "weights in float16 (the quantizer's update_torch_dtype; --precision bf16 for "
+                   "bfloat16)",
+                   g->quant_method);
+        else
+            assume(&as, "precision", "option", "%s (every float32 tensor becomes 2-byte)",
+                   cfg.precision == DNNMEM_PRECISION_FP16 ? "fp16" : "bf16");
+    } else if (g->quant_method) {
+        assume(&as, "precision", "default",
+               "float32 for the weights %s leaves unquantized: its quantizer's default without "
+               "torch_dtype (update_dtype; --precision bf16 loads them as stored)",
+               g->quant_method);
     } else if (g->stored_dtype && strcmp(g->stored_dtype, "float32") != 0) {
         const char *flag = strcmp(g->stored_dtype, "bfloat16") == 0  ? " bf16"
                            : strcmp(g->stored_dtype, "float16") == 0 ? " fp16"
@@ -1152,14 +1190,9 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                "float32 adapters (PEFT >= 0.12)",
                (long long)lo->r, lo->alpha > 0 ? lo->alpha : 8, lo->dropout, targets);
     }
-    if (cfg.quant) {
-        static const char *const q[] = {"", "nf4 with double quantization (QLoRA)",
-                                        "nf4, float32 absmax", "fp4, float32 absmax"};
-        assume(&as, "quant", "option",
-               "bitsandbytes 4-bit %s, blocks of 64, every linear but lm_head; each matmul "
-               "dequantizes its weight into a transient of the compute dtype (forward and "
-               "backward); embeddings and norms as --precision says",
-               q[cfg.quant]);
+    if (g->quant_method) {
+        assume(&as, "quant", cfg.quant ? "option" : "model", "%s", g->quant_layout);
+        assume(&as, "quant_kernels", "default", "%s", g->quant_runtime);
     }
     assume(&as, "inplace", cfg.inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
            run.inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
@@ -1190,7 +1223,11 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     static const int fw_cuda[] = {[DNNMEM_FW_PYTORCH] = 124, [DNNMEM_FW_TENSORFLOW] = 122,
                                   [DNNMEM_FW_MXNET] = 112, [DNNMEM_FW_JAX] = 122};
     int cuda_version = cfg.cuda_version ? cfg.cuda_version : fw_cuda[cfg.framework];
-    int cc = cfg.compute_capability ? cfg.compute_capability : 80;
+    /* compute capability 8.0 unless given, or the least the quantized
+     * checkpoint's kernels run on (fp8: 8.9) */
+    int cc = cfg.compute_capability ? cfg.compute_capability
+             : g->quant_min_cc > 80 ? g->quant_min_cc
+                                    : 80;
     run.compute_capability = cc;
     /* Other frameworks do not set CUDA_MODULE_LOADING=LAZY as PyTorch does
      * (1.13+, PR #86509): kernels load lazily only from CUDA 12.2, where
@@ -1205,8 +1242,11 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     char cb[32];
     if (run.cuda) {
         assume(&as, "cuda", cfg.cuda_version || cfg.compute_capability ? "option" : "default",
-               "%d.%d, compute capability %d.%d",
-               cuda_version / 10, cuda_version % 10, cc / 10, cc % 10);
+               "%d.%d, compute capability %d.%d%s",
+               cuda_version / 10, cuda_version % 10, cc / 10, cc % 10,
+               !cfg.compute_capability && g->quant_min_cc > 80
+                   ? dm_arena_printf(&arena, " (the least %s kernels run on)", g->quant_method)
+                   : "");
         if (other_fw)
             assume(&as, "cuda_context", cfg.cuda_context_bytes >= 0 ? "option" : "default",
                    "%s (%s)", dm_format_bytes(context, cb),

@@ -302,6 +302,14 @@ struct dm_graph {
     bool encoder_decoder;      /* HF: an encoder-decoder (T5): no --mode generate */
     bool eager_only;           /* HF: transformers has no sdpa path for it (T5Attention):
                                   the "sdpa" graph is the eager one */
+    /* HF: linear layers stored quantized (quantization_config or --quant) */
+    const char *quant_method;  /* "gptq", "awq", "bitsandbytes", "fp8", or NULL */
+    const char *quant_layout;  /* assumption text: method, layout, modules */
+    const char *quant_runtime; /* assumption text: the kernels and their transients */
+    bool quant_trainable;      /* with adapters (the quantizer's is_trainable) */
+    bool quant_fp16_default;   /* from_pretrained without torch_dtype loads the float
+                                  parts in float16 (the quantizer's update_torch_dtype) */
+    int quant_min_cc;          /* compute capability its kernels need (major*10+minor), 0 any */
 };
 
 void dm_graph_init(struct dm_graph *g);

@@ -43,7 +43,13 @@ static bool ignored_on_load(const char *name)
 {
     static const char *const suffix[] = {".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias",
                                          /* T5's _keys_to_ignore_on_load_unexpected */
-                                         ".EncDecAttention.relative_attention_bias.weight"};
+                                         ".EncDecAttention.relative_attention_bias.weight",
+                                         /* bitsandbytes: the packed QuantState (its JSON,
+                                          * read on the host by QuantState.from_dict) and
+                                          * Linear8bitLt's weight_format, popped on load
+                                          * (Bnb8BitHfQuantizer.create_quantized_param) */
+                                         ".weight.quant_state.bitsandbytes__nf4",
+                                         ".weight.quant_state.bitsandbytes__fp4", ".weight_format"};
     size_t n = strlen(name);
     for (size_t k = 0; k < sizeof suffix / sizeof suffix[0]; k++) {
         size_t s = strlen(suffix[k]);
@@ -146,6 +152,14 @@ static enum dnnmem_status check_entry(const struct dm_graph *g, const char *file
                        "%s: tensor '%s' is [%s] in the checkpoint, [%s] from config.json", file,
                        name, got, want);
     }
+    /* a float weight the graph builds float32 may be stored in any float
+     * type (the checkpoint's torch_dtype); a quantized layout's tensors
+     * (int32 qweight, float16 scales, int8, uint8 codes, float8) must be
+     * stored as the method stores them */
+    if (w->dtype != DM_FLOAT && dt != w->dtype)
+        return dm_fail(err, DNNMEM_E_MODEL,
+                       "%s: tensor '%s' is %s in the checkpoint, %s from config.json", file, name,
+                       json_string_value(jd), dm_dtype_name(w->dtype));
     ck->n_matched++;
     return DNNMEM_OK;
 }

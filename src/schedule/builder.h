@@ -55,9 +55,9 @@ void dm_sb_unref(struct dm_sb *b, int32_t buf);
  * thread's handle on its first matmul (kept), a cuDNN workspace around each
  * convolution, oneDNN's buffers around CPU convolutions. `backward`:
  * autograd's own thread and the backward kernels. End frees what begin made. */
-#define DM_WS_MAX 4
+#define DM_WS_BUFS 4
 struct dm_ws {
-    int32_t buf[DM_WS_MAX];
+    int32_t buf[DM_WS_BUFS];
 };
 struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward);
 /* Whether a fused Attention node runs FlashAttention (else memory-efficient). */
@@ -65,6 +65,12 @@ bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n);
 /* Its log-sum-exp's rows per batch and head. */
 int64_t dm_sdpa_lse_rows(const struct dm_sb *b, const struct dm_node *n);
 void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
+/* QuantLinear (ops.def): whether the kernel a quantized layer runs gives its
+ * output an autograd history (otherwise only adapters around it get grads),
+ * and the dtype and elements of the dequantized weight that history keeps
+ * for the input's grad (0: none). */
+bool dm_quant_grad(const struct dm_sb *b, const struct dm_node *n);
+int64_t dm_quant_saved_weight(const struct dm_sb *b, const struct dm_node *n, enum dm_dtype *dtype);
 
 /* The buffer input slot k of node n reads: an autocast copy, or its tensor's. */
 int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);

@@ -157,3 +157,24 @@ enum dnnmem_status dm_shape_ms_gqa(struct dm_infer *ctx, const struct dm_node *n
     DM_TRY(dm_set_out(ctx, n, 1, q->dtype, 4, present));
     return dm_set_out(ctx, n, 2, q->dtype, 4, present);
 }
+
+/* QuantLinear (dnnmem's, ops.def): A [..., K], W in any layout, bias [N]
+ * (optional) -> Y [..., N] of A's dtype. */
+enum dnnmem_status dm_shape_quant_linear(struct dm_infer *ctx, const struct dm_node *n)
+{
+    const struct dm_tinfo *a = NULL, *w = NULL;
+    DM_TRY(need(ctx, n, 0, -1, "A", &a));
+    DM_TRY(need(ctx, n, 1, -1, "W", &w));
+    int64_t K = dm_attr_int(n, "K", 0), N = dm_attr_int(n, "N", 0);
+    if (K <= 0 || N <= 0)
+        return dm_shape_error(ctx, n, DNNMEM_E_MODEL, "needs K, N > 0");
+    if (a->rank < 1 || a->dims[a->rank - 1] != K)
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE, "A's last dim is not K (%lld)", (long long)K);
+    const struct dm_tinfo *b = dm_in(ctx, n, 2);
+    if (b && !b->absent && (b->rank != 1 || b->dims[0] != N))
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE, "bias must be [N] (%lld)", (long long)N);
+    int64_t y[DM_MAX_DIMS];
+    for (int k = 0; k < a->rank; k++)
+        y[k] = k == a->rank - 1 ? N : a->dims[k];
+    return dm_set_out(ctx, n, 0, a->dtype, a->rank, y);
+}

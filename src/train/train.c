@@ -433,7 +433,7 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
         for (int k = 0; k < n->n_in; k++)
             if (n->in[k] >= 0 && !is_meta_slot(n, k) && tr->rg[n->in[k]])
                 any = true;
-        if (!any || rule == DM_T_NONE)
+        if (!any || rule == DM_T_NONE || (n->op == DM_OP_QuantLinear && !dm_quant_grad(b, n)))
             continue;
         if (rule == DM_T_UNMODELLED)
             return dm_fail(err, DNNMEM_E_UNSUPPORTED,
@@ -451,8 +451,12 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     if (g->n_outputs < 1 || !tr->rg[g->outputs[0]])
         return dm_fail(err, DNNMEM_E_USAGE,
                        "%s: the first output does not depend on any trainable parameter; "
-                       "nothing to train",
-                       g->path);
+                       "nothing to train%s",
+                       g->path,
+                       g->quant_method ? " (no grad passes through the quantized layers' "
+                                         "kernels: adapt the layers after the last adapted one, "
+                                         "or for gptq set use_exllama false)"
+                                       : "");
     /* The loss target lives from before the first step, like the input batch. */
     int32_t out0 = g->outputs[0];
     const struct dm_tinfo *o = &t[out0];
@@ -612,6 +616,17 @@ void dm_train_save(struct dm_sb *b, int32_t i)
     }
     if (n->op == DM_OP_GatherND && dm_has_in(n, 1))
         keep_input(b, i, 1);
+    /* a quantized layer's autograd Function: MatMul8bitLt keeps A
+     * (ctx.tensors = (CAt, subA, A)); auto-gptq's torch path keeps its
+     * dequantized weight (torch.matmul's MmBackward) */
+    if (n->op == DM_OP_QuantLinear) {
+        enum dm_dtype wdt = DM_UNDEFINED;
+        int64_t w = dm_quant_saved_weight(b, n, &wdt);
+        if (w > 0)
+            keep_new(b, i, wdt, w, "dequantized_weight");
+        if (strcmp(dm_attr_str(n, "method", ""), "bnb8") == 0)
+            keep_input(b, i, 0);
+    }
     switch (dm_ops[n->op].train) {
     case DM_T_OUT: keep_tensor(b, i, out0); break;
     case DM_T_IN: keep_input(b, i, 0); break;

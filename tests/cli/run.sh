@@ -185,8 +185,16 @@ expect 2 "--lora-r applies to HuggingFace config.json models" -- estimate $M/fix
     --mode train --lora-r 4
 expect 0 "quant          bitsandbytes 4-bit nf4 with double quantization" -- estimate $G -s 16 --quant nf4
 expect 0 "quant          bitsandbytes 4-bit fp4" -- estimate $G -s 16 --mode train --quant fp4 --lora-r 8
-expect 2 "--quant int8: expected none, nf4, nf4-single or fp4" -- estimate $G -s 16 --quant int8
+expect 0 "quant          bitsandbytes 8-bit LLM.int8() (Int8Params int8 [out, in], SCB float32 [out])" -- \
+    estimate $G -s 16 --quant int8
+expect 0 "quant_kernels  bitsandbytes 0.45+ MatMul8bitLt" -- estimate $G -s 16 --mode train \
+    --quant int8 --lora-r 8
+expect 0 "precision      fp16: from_pretrained of a bitsandbytes model without torch_dtype" -- \
+    estimate $G -s 16 --quant nf4
+expect 2 "--quant int4: expected none, nf4, nf4-single, fp4 or int8" -- estimate $G -s 16 --quant int4
 expect 2 "--quant in training needs --lora-r" -- estimate $G -s 16 --mode train --quant nf4
+expect 4 "quantized linear layers on the CPU are not modelled" -- estimate $G -s 16 --quant int8 \
+    --device cpu
 expect 0 "optimizer      adafactor" -- estimate $G -s 16 --mode train --optimizer adafactor
 expect 0 "optimizer      adam8bit (bitsandbytes, blockwise)" -- estimate $G -s 16 --mode train \
     --optimizer adam8bit
@@ -219,8 +227,33 @@ expect 0 "at           decode, step 63" -- estimate $M/hf/tiny-deepseek-v3.json 
 d = json.load(open(sys.argv[1]))
 d["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
 json.dump(d, open(sys.argv[2], "w"))' $M/hf/DeepSeek-V3-bf16.json "$T/v3-fp8.json"
-expect 4 "config field 'quantization_config': quantized checkpoints are not modelled" -- \
+expect 0 "quant          fp8 e4m3 weights [out, in], float32 weight_scale_inv per 128x128 block" -- \
     estimate "$T/v3-fp8.json" -s 16
+expect 0 "compute capability 8.9 (the least fp8 kernels run on)" -- estimate "$T/v3-fp8.json" -s 16
+expect 4 "fp8 checkpoints need compute capability 8.9 or later" -- estimate "$T/v3-fp8.json" -s 16 \
+    --gpu A100-80GB
+expect 4 "transformers' fp8 quantizer is not trainable" -- estimate "$T/v3-fp8.json" -s 16 \
+    --mode train --lora-r 8 --gpu H100-80GB
+# quantization_config: gptq (tests/unit/test-hf.c pins its bytes), the rest an error naming it
+Q=$M/hf/gpt2-gptq-4bit.json
+expect 0 "quant          gptq 4-bit, group 128 (auto-gptq QuantLinear" -- estimate $Q -s 16
+expect 0 "quant_kernels  auto-gptq exllama" -- estimate $Q -s 16 --mode generate --new-tokens 4
+expect 2 "a gptq checkpoint in training needs --lora-r" -- estimate $Q -s 16 --mode train
+expect 2 "no grad passes through the quantized layers' kernels" -- estimate $Q -s 16 --mode train \
+    --lora-r 8
+expect 0 "lora           rank 8" -- estimate $Q -s 16 --mode train --lora-r 8 --lora-targets all-linear
+"$D" estimate $Q -s 16 --json >"$T/gptq.json"
+check_schema "$T/gptq.json" "GPTQ checkpoint JSON"
+expect 2 "--quant: the config is quantized already (quant_method 'gptq')" -- estimate $Q -s 16 \
+    --quant nf4
+for m in mxfp4 hqq eetq compressed-tensors; do
+    "$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+d["quantization_config"] = {"quant_method": sys.argv[3]}
+json.dump(d, open(sys.argv[2], "w"))' $M/hf/tiny-llama-gqa.json "$T/q-$m.json" $m
+    expect 4 "quant_method '$m' is not modelled (modelled: gptq, awq, bitsandbytes, fp8)" -- \
+        estimate "$T/q-$m.json" -s 16
+done
 if "$PY" -c 'import json, sys
 d = json.load(open(sys.argv[1]))
 v = d["verdict"]
@@ -249,6 +282,17 @@ check_schema "$T/g2st.json" "HuggingFace directory JSON with a checkpoint"
 "$PY" tests/cli/gpt2_safetensors.py "$T/g2st" 1
 expect 3 "tensor 'wpe.weight' is [1025,768] in the checkpoint, [1024,768] from config.json" -- \
     estimate "$T/g2st" -s 64
+# a GPTQ checkpoint's headers: qweight, qzeros, scales, g_idx as auto-gptq stores them
+mkdir "$T/gq" && cp $H/gpt2-gptq-4bit.json "$T/gq/config.json"
+"$PY" tests/cli/gpt2_gptq_safetensors.py "$T/gq"
+expect 0 "model.safetensors: 292 tensors, 117.68 MiB float16; names and shapes match" -- \
+    estimate "$T/gq" -s 64
+"$PY" tests/cli/gpt2_gptq_safetensors.py "$T/gq" 1
+expect 3 "tensor 'transformer.h.0.attn.c_attn.qzeros' is [12,288] in the checkpoint, [6,288] from" -- \
+    estimate "$T/gq" -s 64
+"$PY" tests/cli/gpt2_gptq_safetensors.py "$T/gq" 2
+expect 3 "tensor 'transformer.h.0.attn.c_attn.qweight' is F16 in the checkpoint, int32 from" -- \
+    estimate "$T/gq" -s 64
 printf '\377\377\377\000\000\000\000\000{}' >"$T/g2st/model.safetensors"
 expect 3 "model.safetensors: header length 16777215 does not fit the file" -- estimate "$T/g2st" -s 64
 # a bf16 checkpoint still loads as float32 by default, and the line says so

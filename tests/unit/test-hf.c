@@ -334,7 +334,7 @@ static void test_errors(void **state)
                  DNNMEM_E_UNSUPPORTED, "config field 'hidden_act' is 'relu'");
     expect_error("{\"model_type\": \"llama\", " LLAMA_SIZES
                  ", \"num_attention_heads\": 4, \"quantization_config\": {\"bits\": 4}}",
-                 DNNMEM_E_UNSUPPORTED, "config field 'quantization_config'");
+                 DNNMEM_E_MODEL, "config field 'quantization_config.quant_method' is missing");
     expect_error("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
                  "\"architectures\": [\"LlamaForSequenceClassification\"]}",
                  DNNMEM_E_UNSUPPORTED, "names LlamaForSequenceClassification");
@@ -431,7 +431,7 @@ static void test_errors(void **state)
                  DNNMEM_E_UNSUPPORTED, "config field 'rope_scaling' has type 'longrope'");
     expect_error("{\"model_type\": \"deepseek_v3\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
                  "\"quantization_config\": {\"quant_method\": \"fp8\"}}",
-                 DNNMEM_E_UNSUPPORTED, "config field 'quantization_config'");
+                 DNNMEM_E_MODEL, "FP8Linear quantizes its input in groups of 128");
     expect_error("{\"model_type\": \"llama\", ", DNNMEM_E_PARSE, "not valid JSON");
     expect_error("{\"model_type\": \"llama\", \"model_type\": \"gpt2\"}", DNNMEM_E_PARSE,
                  "not valid JSON");
@@ -1088,15 +1088,17 @@ static void test_lora(void **state)
     dnnmem_model_free(m);
 }
 
-/* 4-bit weights (bitsandbytes NF4 with double quantization) on
- * tiny-llama-gqa, float32: a linear [out, in] keeps out x ceil(in / 64) x 32
- * packed bytes, one uint8 absmax per block of 64, a float32 absmax per 256
- * blocks, a float32 offset and a 16-entry float32 code. q, o [256, 256]:
- * 32,768 + 1024 + 16 + 4 + 64; k, v [128, 256]: 16,384 + 512 + 8 + 4 + 64;
- * gate, up [688, 256]: 88,064 + 2752 + 44 + 4 + 64; down [256, 688] (11
- * blocks a row): 90,112 + 2816 + 44 + 4 + 64; 376,592 a layer, 1,506,368 for
- * four, and the 256-entry dynamic map once (1024). Unquantized: embeddings
- * and lm_head 1,024,000 each, norms 9 x 1024, inv_freq 64: 3,564,672 in all.
+/* 4-bit weights (bitsandbytes NF4 with double quantization, --quant nf4) on
+ * tiny-llama-gqa: bitsandbytes quantizes the flattened weight (quantize_4bit:
+ * n = out x in, (n + 1) / 2 packed bytes, ceil(n / 64) blocks), one uint8
+ * absmax per block of 64, a float32 absmax per 256 blocks, a float32 offset
+ * and a 16-entry float32 code. q, o [256, 256]: 32,768 + 1024 + 16 + 4 + 64
+ * = 33,876; k, v [128, 256]: 16,384 + 512 + 8 + 4 + 64 = 16,972; gate, up
+ * [688, 256] and down [256, 688] (176,128 weights, 2752 blocks): 88,064 +
+ * 2752 + 44 + 4 + 64 = 90,928; 374,480 a layer, 1,497,920 for four, and the
+ * 256-entry dynamic map once (1024). The rest loads in float16, the bnb
+ * quantizer's default (update_torch_dtype): embeddings and lm_head 512,000
+ * each, norms 9 x 512, inv_freq 32: 2,527,584 in all.
  * The largest transient is gate's dequantized weight, [688, 256] float32. */
 static void test_quant_nf4(void **state)
 {
@@ -1109,7 +1111,7 @@ static void test_quant_nf4(void **state)
     cfg.quant = DNNMEM_QUANT_NF4;
     cfg.n_top_tensors = 100;
     struct dnnmem_result *r = run(m, &cfg);
-    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 3564672);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 2527584);
     dnnmem_result_free(r);
     /* training needs adapters; with them, grads only for the adapters */
     cfg.mode = DNNMEM_MODE_TRAIN;
@@ -1159,6 +1161,390 @@ static void test_quant_nf4(void **state)
     free(t);
     dm_arena_free(&a);
     dm_graph_free(&g);
+}
+
+/* ---- quantized checkpoints (quantization_config) ------------------------------------ */
+
+/* A Llama of V 1000, h 256, I 512, 2 layers, 8 heads / 4 KV heads (D 32),
+ * untied, with the quantization_config that follows the macro. Its
+ * unquantized parts: embeddings and lm_head 256,000 parameters each, five
+ * norms of 256 (two a layer, the final one), inv_freq 16 floats; in float16
+ * (the default of the bnb, gptq and awq quantizers) 2 x 513,280 + 32 =
+ * 1,026,592 bytes, in float32 (fp8's) 4 x 513,280 + 64 = 2,053,184. The
+ * linears [out, in]: q, o [256, 256], k, v [128, 256], gate, up [512, 256],
+ * down [256, 512]. */
+#define QLLAMA                                                                                     \
+    "{\"model_type\": \"llama\", \"vocab_size\": 1000, \"hidden_size\": 256, "                    \
+    "\"intermediate_size\": 512, \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "          \
+    "\"num_key_value_heads\": 4, \"tie_word_embeddings\": false, \"quantization_config\": "
+#define QLLAMA_REST 1026592
+#define QLLAMA_REST32 2053184
+
+/* The weight bytes of an inference estimate of `json` (batch 1, seq 4). */
+static uint64_t weights_json(const char *json, enum dnnmem_quant quant)
+{
+    dnnmem_model *m = load_json(json);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 1;
+    cfg.seq_len = 4;
+    cfg.quant = quant;
+    struct dnnmem_result *r = run(m, &cfg);
+    uint64_t w = r->category_bytes[DNNMEM_CAT_WEIGHT];
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+    return w;
+}
+
+/* The schedule of `json` (batch 2 by `seq`, float32 activations, no
+ * precision conversion): how many buffers say `what`, and the largest. A
+ * training run adds LoRA on every linear. */
+static int quant_buffers(const char *json, int64_t seq, bool train, const char *what,
+                         enum dnnmem_category cat, uint64_t *largest)
+{
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "q.json";
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    static const char *const all[] = {"all-linear"};
+    if (train) {
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.lora.r = 8;
+        cfg.lora.targets = all;
+        cfg.lora.n_targets = 1;
+    }
+    struct dnnmem_error err;
+    if (dm_load_hf(&g, (const uint8_t *)json, strlen(json), false, &cfg, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {2, seq};
+    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+    if (dm_infer_shapes(&ctx) != DNNMEM_OK)
+        fail_msg("shapes: %s", err.message);
+    struct dm_run r = {.train = train, .cuda = true, .inplace = true, .torch_version = 204,
+                       .iterations = 1, .grad_accum = 1, .amp = DM_UNDEFINED,
+                       .compute_capability = 90, .optimizer = DNNMEM_OPT_ADAMW};
+    struct dm_schedule s;
+    if (dm_schedule_build(&g, t, &r, &s, &err) != DNNMEM_OK)
+        fail_msg("schedule: %s", err.message);
+    int n = 0;
+    *largest = 0;
+    for (int32_t b = 0; b < s.n_buf; b++)
+        if (s.buf[b].what && strcmp(s.buf[b].what, what) == 0 && s.buf[b].category == cat) {
+            n++;
+            *largest = s.buf[b].bytes > *largest ? s.buf[b].bytes : *largest;
+        }
+    dm_schedule_free(&s);
+    free(t);
+    dm_arena_free(&a);
+    dm_graph_free(&g);
+    return n;
+}
+
+/* GPT-2 quantized with GPTQ, 4 bits, group 128, desc_act false
+ * (tests/models/hf/gpt2-gptq-4bit.json), loaded as transformers does it
+ * with auto-gptq: every Conv1D under transformer.h becomes a QuantLinear
+ * (qweight int32 [in / 32 * 4, out], qzeros int32 [in / 128, out / 32 * 4],
+ * scales float16 [in / 128, out], g_idx int32 [in], bias float16 [out]);
+ * the rest loads in float16. Per layer:
+ *   c_attn 768 -> 2304: qweight [96, 2304] 884,736 + qzeros [6, 288] 6912 +
+ *     scales [6, 2304] 27,648 + g_idx 3072 + bias 4608 = 926,976
+ *   attn c_proj 768 -> 768: 294,912 + [6, 96] 2304 + 9216 + 3072 + 1536 = 311,040
+ *   c_fc 768 -> 3072: 1,179,648 + [6, 384] 9216 + 36,864 + 3072 + 6144 = 1,234,944
+ *   mlp c_proj 3072 -> 768: [384, 768] 1,179,648 + [24, 96] 9216 + [24, 768]
+ *     36,864 + 12,288 + 1536 = 1,239,552
+ *   ln_1, ln_2 4 x 768 x 2 = 6144; the causal mask bias 1,048,576 (bool) and
+ *   masked_bias 2: 4,767,234 a layer, 57,206,808 for 12.
+ * wte 50257 x 768 x 2 = 77,194,752, wpe 1,572,864, ln_f 3072. exllama (the
+ * GPTQConfig default, version 1) keeps temp_dq of the largest
+ * qweight.numel() * 8 = 2,359,296 halves (c_fc and mlp c_proj), 4,718,592
+ * bytes, and temp_state [1, 1] without act-order: 140,696,090 in all. */
+static void test_quant_gptq(void **state)
+{
+    (void)state;
+    assert_int_equal(weights_of("tests/models/hf/gpt2-gptq-4bit.json"), 140696090);
+    dnnmem_model *m = load("tests/models/hf/gpt2-gptq-4bit.json");
+    const struct dm_graph *g = dm_model_graph(m);
+    int32_t x = dm_graph_find(g, "transformer.h.0.attn.c_attn.qweight");
+    assert_true(x >= 0);
+    assert_int_equal(g->tensors[x].dtype, DM_INT32);
+    assert_int_equal(g->tensors[x].dims[0].value, 96);
+    assert_int_equal(g->tensors[x].dims[1].value, 2304);
+    assert_true(dm_graph_find(g, "transformer.h.11.mlp.c_proj.g_idx") >= 0);
+    assert_true(dm_graph_find(g, "transformer.h.0.attn.c_attn.weight") < 0);
+    assert_string_equal(g->quant_method, "gptq");
+    /* training needs adapters (Trainer: "purely quantized models") */
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.seq_len = 16;
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    struct dnnmem_result *r;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "a gptq checkpoint in training needs --lora-r"));
+    dnnmem_model_free(m);
+
+    /* the tiny Llama (QLLAMA), 4 bits, group 128: per layer q, o 32,768 +
+     * [2, 32] 256 + [2, 256] 1024 + g_idx 1024 = 35,072; k, v 16,384 + 128 +
+     * 512 + 1024 = 18,048; gate, up 65,536 + 512 + 2048 + 1024 = 69,120; down
+     * [64, 256] 65,536 + [4, 32] 512 + [4, 256] 2048 + 2048 = 70,144:
+     * 314,624, 629,248 for two. exllama v1: temp_dq of 32 x 512 x 8 =
+     * 131,072 halves (gate, up, down alike) 262,144 bytes, temp_state 2. */
+    const char *q4 = QLLAMA "{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128}}";
+    assert_int_equal(weights_json(q4, DNNMEM_QUANT_NONE), 629248 + 262144 + 2 + QLLAMA_REST);
+    /* act-order: temp_state [2048 (EXLLAMA_DEFAULT_MAX_INPUT_LENGTH), the
+     * largest in or out features, 512] float16, 2,097,152 bytes */
+    const char *act = QLLAMA "{\"quant_method\": \"gptq\", \"bits\": 4, \"desc_act\": true}}";
+    assert_int_equal(weights_json(act, DNNMEM_QUANT_NONE), 629248 + 262144 + 2097152 + QLLAMA_REST);
+    /* exllama v2: one scratch of the largest in x out x 2 + 128 + out x 2048
+     * x 8 x 4 + 128 bytes, gate's and up's 262,144 + 33,554,432 + 256 =
+     * 33,816,832; two groups or more give q_perm and q_invperm, int16 [in]
+     * each: 6 x 1024 + 2048 a layer */
+    const char *v2 = QLLAMA "{\"quant_method\": \"gptq\", \"bits\": 4, "
+                            "\"exllama_config\": {\"version\": 2}}}";
+    assert_int_equal(weights_json(v2, DNNMEM_QUANT_NONE),
+                     629248 + 33816832 + 2 * 8192 + QLLAMA_REST);
+    /* 8 bits: no exllama (4 bits only), no buffers; qweight [in / 32 * 8,
+     * out], qzeros [groups, out / 32 * 8]: q, o 65,536 + 512 + 1024 + 1024 =
+     * 68,096; k, v 32,768 + 256 + 512 + 1024 = 34,560; gate, up 131,072 + 1024
+     * + 2048 + 1024 = 135,168; down 131,072 + 1024 + 2048 + 2048 = 136,192:
+     * 611,840 a layer */
+    const char *q8 = QLLAMA "{\"quant_method\": \"gptq\", \"bits\": 8}}";
+    assert_int_equal(weights_json(q8, DNNMEM_QUANT_NONE), 2 * 611840 + QLLAMA_REST);
+
+    /* exllama: a float32 run casts each layer's input to float16 */
+    uint64_t big;
+    assert_int_equal(quant_buffers(q4, 16, false, "input (float16)", DNNMEM_CAT_WORKSPACE, &big), 14);
+    assert_int_equal(big, 32 * 512 * 2);
+    /* cuda-old below 128 rows: its CUDA kernel (nothing for a float32
+     * input); from 128 rows the torch dequantization: int32 codes [K, N]
+     * and the float16 weight, which training keeps for the input's grad
+     * (not where the input needs none: layer 0's q, k, v read the frozen
+     * embedding's output) */
+    assert_int_equal(quant_buffers(q8, 16, false, "dequantized_weight", DNNMEM_CAT_WORKSPACE, &big), 0);
+    assert_int_equal(quant_buffers(q8, 64, false, "unpacked codes (int32)", DNNMEM_CAT_WORKSPACE, &big),
+                     14);
+    assert_int_equal(big, 256 * 512 * 4);
+    assert_int_equal(quant_buffers(q8, 64, true, "dequantized_weight", DNNMEM_CAT_SAVED, &big), 11);
+    assert_int_equal(big, 256 * 512 * 2);
+}
+
+/* AWQ, AutoAWQ's gemm layout, 4 bits, group 128: qweight int32 [in, out / 8],
+ * qzeros int32 [in / 128, out / 8], scales float16 [in / 128, out]. q, o
+ * [256, 32] 32,768 + [2, 32] 256 + [2, 256] 1024 = 34,048; k, v 16,384 + 128
+ * + 512 = 17,024; gate, up [256, 64] 65,536 + 512 + 2048 = 68,096; down
+ * [512, 32] 65,536 + [4, 32] 512 + [4, 256] 2048 = 68,096: 306,432 a layer. */
+static void test_quant_awq(void **state)
+{
+    (void)state;
+    const char *awq = QLLAMA "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128, "
+                             "\"version\": \"GEMM\", \"zero_point\": true}}";
+    assert_int_equal(weights_json(awq, DNNMEM_QUANT_NONE), 2 * 306432 + QLLAMA_REST);
+    /* below 1024 rows the split-k kernel's [8, M, N] float16 partials; from
+     * 1024 (x.shape[0] * x.shape[1]) the dequantized float16 weight */
+    uint64_t big;
+    assert_int_equal(quant_buffers(awq, 16, false, "split-k partials", DNNMEM_CAT_WORKSPACE, &big), 14);
+    assert_int_equal(big, 8 * 32 * 512 * 2);
+    assert_int_equal(quant_buffers(awq, 512, false, "dequantized_weight", DNNMEM_CAT_WORKSPACE, &big),
+                     14);
+    assert_int_equal(big, 256 * 512 * 2);
+}
+
+/* bitsandbytes from the config: load_in_8bit (Int8Params int8 [out, in],
+ * SCB float32 [out]): q, o 65,536 + 1024 = 66,560; k, v 32,768 + 512 =
+ * 33,280; gate, up 131,072 + 2048 = 133,120; down 131,072 + 1024 = 132,096:
+ * 598,016 a layer; --quant int8 the same. load_in_4bit nf4 with double
+ * quantization, each layer with its own nested_quant_map (QuantState.from_dict):
+ * q, o 32,768 + 1024 + 16 + 4 + 1024 + 64 = 34,900; k, v 16,384 + 512 + 8 + 4
+ * + 1024 + 64 = 17,996; gate, up, down 65,536 + 2048 + 32 + 4 + 1024 + 64 =
+ * 68,708: 311,916 a layer. fp4 without: float32 absmax, q, o 32,768 + 4096 +
+ * 64 = 36,928; k, v 16,384 + 2048 + 64 = 18,496; the MLP's 65,536 + 8192 + 64
+ * = 73,792: 332,224 a layer. */
+static void test_quant_bnb(void **state)
+{
+    (void)state;
+    const char *b8 = QLLAMA "{\"quant_method\": \"bitsandbytes\", \"load_in_8bit\": true}}";
+    assert_int_equal(weights_json(b8, DNNMEM_QUANT_NONE), 2 * 598016 + QLLAMA_REST);
+    const char *plain = QLLAMA "null}";
+    assert_int_equal(weights_json(plain, DNNMEM_QUANT_INT8), 2 * 598016 + QLLAMA_REST);
+    const char *nf4 = QLLAMA "{\"quant_method\": \"bitsandbytes\", \"_load_in_4bit\": true, "
+                             "\"bnb_4bit_quant_type\": \"nf4\", \"bnb_4bit_use_double_quant\": true, "
+                             "\"bnb_4bit_compute_dtype\": \"bfloat16\"}}";
+    assert_int_equal(weights_json(nf4, DNNMEM_QUANT_NONE), 2 * 311916 + QLLAMA_REST);
+    const char *fp4 = QLLAMA "{\"quant_method\": \"bitsandbytes\", \"load_in_4bit\": true}}";
+    assert_int_equal(weights_json(fp4, DNNMEM_QUANT_NONE), 2 * 332224 + QLLAMA_REST);
+    /* llm_int8_skip_modules replaces the default (the output layer): the MLP
+     * stays float16 (3 x 131,072 x 2 a layer), lm_head goes 8-bit (256,000 +
+     * 4000 instead of 512,000) */
+    const char *skip = QLLAMA "{\"quant_method\": \"bitsandbytes\", \"load_in_8bit\": true, "
+                              "\"llm_int8_skip_modules\": [\"mlp\"]}}";
+    assert_int_equal(weights_json(skip, DNNMEM_QUANT_NONE),
+                     2 * (2 * 66560 + 2 * 33280 + 786432) + QLLAMA_REST - 512000 + 260000);
+    /* LLM.int8() forward: int8 rows, int32 products, the outlier mask
+     * (threshold 6); backward (LoRA) dequantizes each weight into A's dtype
+     * where A needs a grad (not layer 0's q, k, v, which read the frozen
+     * embedding's output) */
+    uint64_t big;
+    assert_int_equal(quant_buffers(b8, 16, false, "int32 product", DNNMEM_CAT_WORKSPACE, &big), 14);
+    assert_int_equal(big, 32 * 512 * 4);
+    assert_int_equal(quant_buffers(b8, 16, false, "outlier mask", DNNMEM_CAT_WORKSPACE, &big), 14);
+    assert_int_equal(big, 32 * 512);
+    assert_int_equal(quant_buffers(b8, 16, true, "dequantized_weight", DNNMEM_CAT_WORKSPACE, &big), 11);
+    assert_int_equal(big, 512 * 256 * 4);
+    const char *t0 = QLLAMA "{\"quant_method\": \"bitsandbytes\", \"load_in_8bit\": true, "
+                            "\"llm_int8_threshold\": 0.0}}";
+    assert_int_equal(quant_buffers(t0, 16, false, "outlier mask", DNNMEM_CAT_WORKSPACE, &big), 0);
+    /* 4-bit with bnb_4bit_compute_dtype bfloat16: dequantized to bfloat16 */
+    assert_int_equal(quant_buffers(nf4, 16, false, "dequantized_weight", DNNMEM_CAT_WORKSPACE, &big),
+                     14);
+    assert_int_equal(big, 512 * 256 * 2);
+    /* LoRA on it: adapters only get grads (AdamW: two float32 states) */
+    dnnmem_model *m = load_json(b8);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.seq_len = 16;
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_ADAMW;
+    cfg.lora.r = 8; /* q_proj [8, 256] + [256, 8], v_proj [8, 256] + [128, 8] */
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 4 * 2 * (4096 + 3072));
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
+/* fp8 (transformers' FineGrainedFP8, weight_block_size 128 x 128): weight
+ * float8_e4m3fn [out, in] and weight_scale_inv float32 [ceil(out / 128),
+ * ceil(in / 128)]; the rest float32 (the fp8 quantizer's default). The tiny
+ * Llama: q, o 65,536 + 2 x 2 x 4 = 65,552; k, v 32,768 + 8 = 32,776; gate, up
+ * 131,072 + 4 x 2 x 4 = 131,104; down 131,072 + 2 x 4 x 4 = 131,104:
+ * 589,968 a layer.
+ * DeepSeek-V3 (tests/models/hf/DeepSeek-V3.json, its published fp8 config;
+ * parameters as in test_weights_match_published_counts): every nn.Linear of
+ * the layers is FP8Linear, the router's weight (an nn.Parameter), the norms,
+ * embeddings and lm_head stay float32. Attention: q_a [1536, 7168]
+ * 11,010,048 + 12 x 56 x 4 = 2688; q_b [24576, 1536] 37,748,736 + 192 x 12 x
+ * 4 = 9216; kv_a [576, 7168] 4,128,768 + 5 x 56 x 4 = 1120; kv_b [32768,
+ * 512] 16,777,216 + 256 x 4 x 4 = 4096; o [7168, 16384] 117,440,512 + 56 x 128
+ * x 4 = 28,672: 187,151,072, and its norms (1536 + 512) x 4 = 8192. Dense
+ * MLP: gate, up [18432, 7168] 132,120,576 + 144 x 56 x 4 = 32,256 each, down
+ * the same: 396,458,496. An expert (or the shared one): gate, up [2048, 7168]
+ * 14,680,064 + 16 x 56 x 4 = 3584, down as much: 44,050,944; a MoE block
+ * 257 experts + router [256, 7168] float32 7,340,032 + e_score_correction_bias
+ * 1024: 11,328,433,664. Layer norms 2 x 7168 x 4 = 57,344. 3 dense layers
+ * 583,675,104, 58 MoE layers 11,515,650,272; embeddings and lm_head 2 x
+ * 129280 x 7168 x 4 = 7,413,432,320, the final norm 28,672, inv_freq 128:
+ * 677,072,202,208 bytes. */
+static void test_quant_fp8(void **state)
+{
+    (void)state;
+    const char *fp8 = QLLAMA "{\"quant_method\": \"fp8\", \"activation_scheme\": \"dynamic\", "
+                             "\"weight_block_size\": [128, 128]}}";
+    assert_int_equal(weights_json(fp8, DNNMEM_QUANT_NONE), 2 * 589968 + QLLAMA_REST32);
+    uint64_t big;
+    assert_int_equal(quant_buffers(fp8, 16, false, "input (float8)", DNNMEM_CAT_WORKSPACE, &big), 14);
+    assert_int_equal(big, 32 * 512);
+    assert_int_equal(quant_buffers(fp8, 16, false, "input scales", DNNMEM_CAT_WORKSPACE, &big), 14);
+    assert_int_equal(big, 32 * 4 * 4);
+    assert_int_equal(weights_of("tests/models/hf/DeepSeek-V3.json"), UINT64_C(677072202208));
+    /* the kernels need compute capability 8.9 (validate_environment), and
+     * the quantizer is not trainable */
+    dnnmem_model *m = load_json(fp8);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.seq_len = 16;
+    cfg.compute_capability = 80;
+    struct dnnmem_result *r;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "need compute capability 8.9 or later"));
+    cfg.compute_capability = 90;
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.lora.r = 8;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "fp8 quantizer is not trainable"));
+    dnnmem_model_free(m);
+}
+
+/* Each unmodelled method or bad field: one line naming it. */
+static void test_quant_errors(void **state)
+{
+    (void)state;
+    static const char *const other[] = {"mxfp4", "hqq", "eetq", "compressed-tensors"};
+    for (size_t k = 0; k < sizeof other / sizeof other[0]; k++) {
+        char json[1024], want[128];
+        snprintf(json, sizeof json, QLLAMA "{\"quant_method\": \"%s\"}}", other[k]);
+        snprintf(want, sizeof want, "quant_method '%s' is not modelled (modelled: gptq, awq, "
+                 "bitsandbytes, fp8)", other[k]);
+        expect_error(json, DNNMEM_E_UNSUPPORTED, want);
+    }
+    expect_error(QLLAMA "[\"gptq\"]}", DNNMEM_E_MODEL,
+                 "config field 'quantization_config' must be an object");
+    expect_error(QLLAMA "{\"quant_method\": \"gptq\", \"bits\": 5}}", DNNMEM_E_MODEL,
+                 "'quantization_config.bits' is 5; gptq has 2, 3, 4 or 8");
+    expect_error(QLLAMA "{\"quant_method\": \"gptq\"}}", DNNMEM_E_MODEL,
+                 "config field 'quantization_config.bits' is missing");
+    expect_error(QLLAMA "{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 0}}",
+                 DNNMEM_E_MODEL, "'quantization_config.group_size' must be positive or -1");
+    expect_error(QLLAMA "{\"quant_method\": \"gptq\", \"bits\": 4, \"exllama_config\": "
+                        "{\"version\": 3}}}",
+                 DNNMEM_E_MODEL, "'quantization_config.exllama_config' must be an object whose");
+    expect_error(QLLAMA "{\"quant_method\": \"gptq\", \"bits\": 4, \"is_marlin_format\": true}}",
+                 DNNMEM_E_UNSUPPORTED, "Marlin-packed gptq checkpoints are not modelled");
+    expect_error(QLLAMA "{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 96}}",
+                 DNNMEM_E_MODEL, "model.layers.0.self_attn.q_proj: auto-gptq's exllama kernel "
+                                 "needs in_features (256) to be a multiple of group_size (96)");
+    expect_error("{\"model_type\": \"llama\", \"vocab_size\": 1000, \"hidden_size\": 256, "
+                 "\"intermediate_size\": 688, \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
+                 "\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}}",
+                 DNNMEM_E_MODEL, "model.layers.0.mlp.gate_proj: gptq packs 32 / bits codes");
+    expect_error("{\"model_type\": \"bert\", \"vocab_size\": 1000, \"hidden_size\": 256, "
+                 "\"intermediate_size\": 512, \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
+                 "\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}}",
+                 DNNMEM_E_UNSUPPORTED, "no linear layer is under a gptq block");
+    expect_error(QLLAMA "{\"quant_method\": \"awq\", \"version\": \"gemv\"}}", DNNMEM_E_UNSUPPORTED,
+                 "'quantization_config.version' is 'gemv'; awq's gemm layout is modelled");
+    expect_error(QLLAMA "{\"quant_method\": \"awq\", \"bits\": 8}}", DNNMEM_E_UNSUPPORTED,
+                 "WQLinear_GEMM has 4 bits only");
+    expect_error(QLLAMA "{\"quant_method\": \"awq\", \"group_size\": 192}}", DNNMEM_E_MODEL,
+                 "WQLinear_GEMM needs out_features (256) to be a multiple of 8 and in_features");
+    expect_error(QLLAMA "{\"quant_method\": \"bitsandbytes\", \"load_in_4bit\": true, "
+                        "\"load_in_8bit\": true}}",
+                 DNNMEM_E_MODEL, "bitsandbytes needs exactly one of load_in_4bit and load_in_8bit");
+    expect_error(QLLAMA "{\"quant_method\": \"bitsandbytes\", \"load_in_4bit\": true, "
+                        "\"bnb_4bit_quant_type\": \"int4\"}}",
+                 DNNMEM_E_MODEL, "'quantization_config.bnb_4bit_quant_type' is 'int4'");
+    expect_error(QLLAMA "{\"quant_method\": \"bitsandbytes\", \"load_in_4bit\": true, "
+                        "\"bnb_4bit_compute_dtype\": \"int8\"}}",
+                 DNNMEM_E_MODEL, "'quantization_config.bnb_4bit_compute_dtype' is 'int8'");
+    expect_error(QLLAMA "{\"quant_method\": \"bitsandbytes\", \"load_in_4bit\": true, "
+                        "\"bnb_4bit_quant_storage\": \"bfloat16\"}}",
+                 DNNMEM_E_UNSUPPORTED, "'quantization_config.bnb_4bit_quant_storage' is 'bfloat16'");
+    expect_error(QLLAMA "{\"quant_method\": \"bitsandbytes\", \"load_in_8bit\": true, "
+                        "\"llm_int8_threshold\": -1}}",
+                 DNNMEM_E_MODEL, "'quantization_config.llm_int8_threshold' must be a number >= 0");
+    expect_error(QLLAMA "{\"quant_method\": \"bitsandbytes\", \"load_in_8bit\": true, "
+                        "\"llm_int8_skip_modules\": \"lm_head\"}}",
+                 DNNMEM_E_MODEL, "'quantization_config.llm_int8_skip_modules' must be a list");
+    expect_error(QLLAMA "{\"quant_method\": \"fp8\", \"weight_block_size\": [128]}}",
+                 DNNMEM_E_MODEL, "'quantization_config.weight_block_size' must be two positive");
+    expect_error(QLLAMA "{\"quant_method\": \"fp8\", \"activation_scheme\": \"static\"}}",
+                 DNNMEM_E_UNSUPPORTED, "'quantization_config.activation_scheme' is 'static'");
+    /* --quant on a quantized config */
+    dnnmem_model *m = load_json(QLLAMA "{\"quant_method\": \"fp8\"}}");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.seq_len = 16;
+    cfg.quant = DNNMEM_QUANT_NF4;
+    struct dnnmem_result *r;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "--quant: the config is quantized already"));
+    dnnmem_model_free(m);
 }
 
 /* ---- generation ------------------------------------------------------------ */
@@ -2151,6 +2537,11 @@ int main(void)
         cmocka_unit_test(test_generate),
         cmocka_unit_test(test_lora),
         cmocka_unit_test(test_quant_nf4),
+        cmocka_unit_test(test_quant_gptq),
+        cmocka_unit_test(test_quant_awq),
+        cmocka_unit_test(test_quant_bnb),
+        cmocka_unit_test(test_quant_fp8),
+        cmocka_unit_test(test_quant_errors),
         cmocka_unit_test(test_optimizer_state),
         cmocka_unit_test(test_amp_checkpoint_steady),
         cmocka_unit_test(test_tiny_roberta_heads),
