@@ -259,7 +259,7 @@ static void assume(struct assumptions *as, const char *key, const char *source, 
 {
     if (as->n >= sizeof as->a / sizeof as->a[0])
         return;
-    char buf[256];
+    char buf[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
@@ -1095,12 +1095,18 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         static const char *const kv[] = {"the model's dtype", "fp32", "fp16", "bf16",
                                          "fp8 (1 byte per element; scales not counted)"};
         assume(&as, "mode", "option",
-               "generate: greedy model.generate() with a DynamicCache (transformers 4.51): "
+               "generate: greedy model.generate() with %s (transformers 4.51): "
                "a prefill of the prompt (seq) keeping %s, then %lld decode steps, each "
-               "concatenating one token onto every layer's keys and values",
+               "concatenating one token onto every layer's keys and values%s",
+               g->legacy_cache ? "GPT-2's legacy tuple cache, no Cache class"
+                               : "a DynamicCache",
                g->logits_to_keep ? "the last position's logits (logits_to_keep=1)"
                                  : "every position's logits",
-               (long long)cfg.new_tokens - 1); /* the prefill makes the first token */
+               (long long)cfg.new_tokens - 1, /* the prefill makes the first token */
+               g->legacy_cache ? " into new tensors, the previous step's tuple referenced "
+                                 "until the next step's inputs replace it (two caches live "
+                                 "at a forward's end)"
+                               : "");
         assume(&as, "kv_dtype", cfg.kv_dtype ? "option" : "default", "%s", kv[cfg.kv_dtype]);
     } else {
         assume(&as, "mode", "default", "infer (torch.no_grad, model.eval)");

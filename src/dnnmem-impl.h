@@ -297,6 +297,14 @@ struct dm_graph {
     const char *stored_dtype;  /* HF configs: torch_dtype as the config states it, or NULL */
     bool logits_to_keep;       /* HF: forward(logits_to_keep=1) computes the last position's
                                   logits only (generate's prefill) */
+    bool legacy_cache;         /* HF: in generate the cache is the forward's own tuple of
+                                  presents (transformers 4.51's GPT-2: no Cache class):
+                                  each layer torch.cats into new keys and values while
+                                  the previous tuple stays referenced (model_kwargs,
+                                  model_inputs) until the next step's inputs replace it */
+    bool mask_inverted;        /* HF: the forward turns a 2-D attention_mask into
+                                  (1 - mask[:, None, None, :].to(dtype)) * finfo.min
+                                  (GPT2Model's eager path), not a causal mask's clone */
     bool loss_upcast;          /* the model's own loss casts its logits to float32
                                   first (transformers' ForCausalLMLoss: logits.float()) */
     bool encoder_decoder;      /* HF: an encoder-decoder (T5): no --mode generate */

@@ -8,7 +8,10 @@ follows transformers' own source op for op, for memory measurement:
   * LlamaForCausalLM as in modeling_llama.py (4.51), which also covers
     model_type "mistral" and "qwen2" (q/k/v biases) and "qwen3" (q_norm/k_norm,
     an RMSNorm over head_dim, applied before the transpose);
-  * GPT2LMHeadModel as in modeling_gpt2.py (4.47, GPT2Attention._attn);
+  * GPT2LMHeadModel as in modeling_gpt2.py (4.47, GPT2Attention._attn; 4.51's
+    eager_attention_forward makes the same tensors), with 4.51's legacy tuple
+    past_key_values, the eager attention_mask and position_ids that generate passes
+    (gpt2_greedy_generate; generate_greedy picks it or greedy_generate by class);
   * the mixture-of-experts decoders on the Llama skeleton: MixtralSparseMoeBlock,
     Qwen2MoeSparseMoeBlock (shared expert and its sigmoid gate) and
     Qwen3MoeSparseMoeBlock as in 4.51 (expert_hitted loop, torch.where,
@@ -721,7 +724,7 @@ class GPT2Attention(nn.Module):
         self.attn_dropout = nn.Dropout(cfg.get("attn_pdrop", 0.1))
         self.resid_dropout = nn.Dropout(cfg.get("resid_pdrop", 0.1))
 
-    def _attn(self, query, key, value):
+    def _attn(self, query, key, value, attention_mask=None):
         attn_weights = torch.matmul(query, key.transpose(-1, -2))
         if self.scale_attn_weights:
             attn_weights = attn_weights / torch.full(
@@ -733,6 +736,8 @@ class GPT2Attention(nn.Module):
         mask_value = torch.finfo(attn_weights.dtype).min
         mask_value = torch.full([], mask_value, dtype=attn_weights.dtype, device=attn_weights.device)
         attn_weights = torch.where(causal_mask, attn_weights.to(attn_weights.dtype), mask_value)
+        if attention_mask is not None:  # generate's mask, made 4-D by GPT2Model (out of place)
+            attn_weights = attn_weights + attention_mask
         attn_weights = nn.functional.softmax(attn_weights, dim=-1)
         attn_weights = attn_weights.type(value.dtype)
         attn_weights = self.attn_dropout(attn_weights)
@@ -749,13 +754,17 @@ class GPT2Attention(nn.Module):
         new_shape = tensor.size()[:-2] + (num_heads * attn_head_size,)
         return tensor.view(new_shape)
 
-    def forward(self, hidden_states, use_cache):
+    def forward(self, hidden_states, use_cache, layer_past=None, attention_mask=None):
         query, key, value = self.c_attn(hidden_states).split(self.split_size, dim=2)
         query = self._split_heads(query, self.num_heads, self.head_dim)
         key = self._split_heads(key, self.num_heads, self.head_dim)
         value = self._split_heads(value, self.num_heads, self.head_dim)
+        if layer_past is not None:  # the legacy tuple cache (4.51): a new tensor per token
+            past_key, past_value = layer_past
+            key = torch.cat((past_key, key), dim=-2)
+            value = torch.cat((past_value, value), dim=-2)
         present = (key, value) if use_cache is True else None
-        attn_output, attn_weights = self._attn(query, key, value)
+        attn_output, attn_weights = self._attn(query, key, value, attention_mask)
         attn_output = self._merge_heads(attn_output, self.num_heads, self.head_dim)
         attn_output = self.c_proj(attn_output)
         attn_output = self.resid_dropout(attn_output)
@@ -793,10 +802,10 @@ class GPT2Block(nn.Module):
         self.ln_2 = nn.LayerNorm(hidden_size, eps=eps)
         self.mlp = GPT2MLP(inner_dim, cfg)
 
-    def forward(self, hidden_states, use_cache):
+    def forward(self, hidden_states, use_cache, layer_past=None, attention_mask=None):
         residual = hidden_states
         hidden_states = self.ln_1(hidden_states)
-        attn_outputs = self.attn(hidden_states, use_cache)
+        attn_outputs = self.attn(hidden_states, use_cache, layer_past, attention_mask)
         attn_output = attn_outputs[0]
         outputs = attn_outputs[1:]
         hidden_states = attn_output + residual
@@ -821,21 +830,35 @@ class GPT2Model(nn.Module):
         self.h = nn.ModuleList(GPT2Block(cfg, i) for i in range(cfg.get("n_layer")))
         self.ln_f = nn.LayerNorm(self.embed_dim, eps=cfg.get("layer_norm_epsilon", 1e-5))
 
-    def forward(self, input_ids, use_cache):
+    def forward(self, input_ids, use_cache, past_key_values=None, attention_mask=None,
+                position_ids=None):
         input_shape = input_ids.size()
         input_ids = input_ids.view(-1, input_shape[-1])
+        batch_size = input_ids.shape[0]
         device = input_ids.device
-        past_length = 0
-        position_ids = torch.arange(past_length, input_shape[-1] + past_length, dtype=torch.long, device=device)
-        position_ids = position_ids.unsqueeze(0)
+        if past_key_values is None:
+            past_length = 0
+            past_key_values = tuple([None] * len(self.h))
+        else:
+            past_length = past_key_values[0][0].size(-2)
+        if position_ids is None:
+            position_ids = torch.arange(past_length, input_shape[-1] + past_length, dtype=torch.long, device=device)
+            position_ids = position_ids.unsqueeze(0)
         inputs_embeds = self.wte(input_ids)
         position_embeds = self.wpe(position_ids)
         hidden_states = inputs_embeds + position_embeds.to(inputs_embeds.device)
+        # the eager path's mask (4.51): [B, 1, 1, L] in the model's dtype, 0 or finfo.min
+        attention_mask = attention_mask.view(batch_size, -1) if attention_mask is not None else None
+        if attention_mask is not None:
+            dtype = self.wte.weight.dtype
+            attention_mask = attention_mask[:, None, None, :]
+            attention_mask = attention_mask.to(dtype=dtype)
+            attention_mask = (1.0 - attention_mask) * torch.finfo(dtype).min
         hidden_states = self.drop(hidden_states)
         output_shape = (-1,) + input_shape[1:] + (hidden_states.size(-1),)
         presents = () if use_cache else None
-        for block in self.h:
-            outputs = block(hidden_states, use_cache)
+        for block, layer_past in zip(self.h, past_key_values):
+            outputs = block(hidden_states, use_cache, layer_past, attention_mask)
             hidden_states = outputs[0]
             if use_cache is True:
                 presents = presents + (outputs[1],)
@@ -853,10 +876,115 @@ class GPT2LMHeadModel(nn.Module):
         if cfg.get("tie_word_embeddings", True):
             self.lm_head.weight = self.transformer.wte.weight
 
-    def forward(self, input_ids):
-        hidden_states, presents = self.transformer(input_ids, self.use_cache)
+    def forward(self, input_ids, past_key_values=None, attention_mask=None, position_ids=None,
+                use_cache=None):
+        # no logits_to_keep in 4.51's GPT2LMHeadModel: every position's logits
+        use_cache = self.use_cache if use_cache is None else use_cache
+        hidden_states, presents = self.transformer(input_ids, use_cache, past_key_values,
+                                                   attention_mask, position_ids)
         lm_logits = self.lm_head(hidden_states)
         return lm_logits, presents
+
+
+def _gpt2_prepare_inputs(input_ids, past_key_values=None, attention_mask=None,
+                         cache_position=None, **kwargs):
+    """GenerationMixin.prepare_inputs_for_generation (4.46-4.51, the generic
+    one GPT-2 uses) for a model without Cache support: no cache_position among
+    the inputs, the legacy tuple passed on as it is."""
+    model_inputs = {}
+    if past_key_values is not None:
+        model_inputs["past_key_values"] = past_key_values
+        # _cache_dependant_input_preparation
+        if cache_position[-1] >= input_ids.shape[1]:  # exception 3 (not taken here)
+            input_ids = input_ids[:, -cache_position.shape[0]:]
+        elif input_ids.shape[1] != cache_position.shape[0]:
+            input_ids = input_ids[:, cache_position]
+    model_inputs["input_ids"] = input_ids.clone(memory_format=torch.contiguous_format)
+    if attention_mask is not None and kwargs.get("position_ids") is None:
+        position_ids = attention_mask.long().cumsum(-1) - 1
+        position_ids.masked_fill_(attention_mask == 0, 1)
+        kwargs["position_ids"] = position_ids
+    for name in ("position_ids", "token_type_ids"):
+        model_input = kwargs.get(name)
+        if model_input is not None:
+            if past_key_values is not None:  # the prefill's are passed whole, uncloned
+                model_input = model_input[:, -model_inputs["input_ids"].shape[1]:]
+                model_input = model_input.clone(memory_format=torch.contiguous_format)
+            model_inputs[name] = model_input
+    if attention_mask is not None:
+        model_inputs["attention_mask"] = attention_mask
+    for key, value in kwargs.items():
+        if key not in model_inputs:
+            model_inputs[key] = value
+    return model_inputs
+
+
+@torch.no_grad()
+def gpt2_greedy_generate(model, input_ids, max_new_tokens, phase=None):
+    """model.generate(input_ids, max_new_tokens=N, do_sample=False) of
+    transformers 4.51 for GPT2LMHeadModel (no pad/eos token): GPT-2 has no
+    Cache class there (_supports_default_dynamic_cache() is False), so
+    _prepare_cache_for_generation prepares nothing and the cache is the legacy
+    tuple of (key, value) per layer that each forward returns. Each decode
+    forward's layers torch.cat the new token onto the cached keys and values
+    into new tensors, while model_kwargs and model_inputs still reference the
+    previous tuple: it is released only when the next step's
+    prepare_inputs_for_generation rebinds model_inputs (model_kwargs let it go
+    in _update_model_kwargs_for_generation), so both caches are alive at the
+    end of every decode forward. The prefill computes every position's logits
+    (no logits_to_keep in 4.51's GPT-2); the eager forward turns generate's
+    attention_mask into a [B, 1, 1, L] (1 - mask) * finfo.min tensor and adds
+    it to every layer's scores. Phases as in greedy_generate."""
+    assert isinstance(model, GPT2LMHeadModel), "GPT2LMHeadModel only"
+    phase = phase or _NoPhase
+    batch, prompt = input_ids.shape
+    # generate(): _prepare_attention_mask_for_generation (no pad token): ones [B, P] int64
+    model_kwargs = {"use_cache": True,
+                    "attention_mask": torch.ones(input_ids.shape[:2], dtype=torch.long,
+                                                 device=input_ids.device)}
+    # _sample
+    unfinished_sequences = torch.ones(batch, dtype=torch.long, device=input_ids.device)
+    # _get_initial_cache_position
+    model_kwargs["cache_position"] = torch.ones_like(input_ids[0, :], dtype=torch.int64).cumsum(0) - 1
+    max_length = prompt + max_new_tokens
+    step = 0
+    model_inputs = None
+    while True:
+        with phase("prefill" if step == 0 else f"s{step}/decode"):
+            # the previous step's dict (the cache before the previous forward) goes here
+            model_inputs = _gpt2_prepare_inputs(input_ids, **model_kwargs)
+            outputs = model(**model_inputs)
+            # _update_model_kwargs_for_generation
+            model_kwargs["past_key_values"] = outputs[1]
+            attention_mask = model_kwargs["attention_mask"]
+            model_kwargs["attention_mask"] = torch.cat(
+                [attention_mask, attention_mask.new_ones((attention_mask.shape[0], 1))], dim=-1)
+            del attention_mask
+            model_kwargs["cache_position"] = model_kwargs["cache_position"][-1:] + 1
+            next_token_logits = outputs[0][:, -1, :].to(copy=True, dtype=torch.float32)
+            next_token_scores = next_token_logits  # an empty LogitsProcessorList
+            next_tokens = torch.argmax(next_token_scores, dim=-1)
+            input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
+            # StoppingCriteriaList([MaxLengthCriteria]): full(False) | full(is_done)
+            is_done = torch.full((batch,), False, dtype=torch.bool, device=input_ids.device)
+            is_done = is_done | torch.full((batch,), input_ids.shape[-1] >= max_length,
+                                           dtype=torch.bool, device=input_ids.device)
+            unfinished_sequences = unfinished_sequences & ~is_done
+            del is_done
+            this_peer_finished = unfinished_sequences.max() == 0
+            del outputs
+        step += 1
+        if this_peer_finished:
+            break
+    return input_ids
+
+
+def generate_greedy(model, input_ids, max_new_tokens, phase=None):
+    """model.generate(..., do_sample=False) as 4.51 runs it for the model's
+    class: GPT-2's legacy tuple cache, or greedy_generate's Cache classes."""
+    if isinstance(model, GPT2LMHeadModel):
+        return gpt2_greedy_generate(model, input_ids, max_new_tokens, phase)
+    return greedy_generate(model, input_ids, max_new_tokens, phase=phase or _NoPhase)
 
 
 # --------------------------------------------------------------------------

@@ -108,6 +108,15 @@ HF_MODELS = {
 # prompt; N = 400 makes the last decode step's peak exceed the prefill's.
 GEN_MODELS = ("tiny-llama-gqa", "tiny-qwen3")
 GEN_BATCH, GEN_PROMPT, GEN_NEW_TOKENS = 2, 64, (16, 48, 400)
+# GPT-2 generation, the same sizes: 4.51 keeps GPT-2 on the legacy tuple cache
+# (hf_torch.gpt2_greedy_generate, picked by hf_torch.generate_greedy).
+GEN_GPT2_MODELS = ("tiny-gpt2",)
+GEN_GPT2_DESC = ("greedy generate() of transformers 4.51, GPT-2's legacy tuple cache (each "
+                 "layer torch.cats onto the previous tuple, which model_inputs holds until the "
+                 "next step's prepare_inputs_for_generation), every position's logits, "
+                 "attention_mask ones [B, seq] made (1 - m) * finfo.min [B, 1, 1, L] by the eager "
+                 "forward; seq is the prompt; new_tokens forwards (the prefill and "
+                 "new_tokens - 1 decode steps)")
 MOE_MODELS = ("tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-deepseek-v2", "tiny-deepseek-v3")
 # LoRA variant (PEFT LoraConfig; default target_modules per model_type).
 LORA_R, LORA_ALPHA, LORA_DROPOUT = 8, 16, 0.05
@@ -212,7 +221,7 @@ def make_configs():
                 if hf.get("target_seq"):
                     c["target_seq"] = hf["target_seq"]
                 cfgs.append(c)
-        if model in GEN_MODELS:
+        if model in GEN_MODELS or model in GEN_GPT2_MODELS:
             for n in GEN_NEW_TOKENS:
                 cfgs.append(dict(model=model, hf_config=hf["config"], batch=GEN_BATCH,
                                  seq=GEN_PROMPT, image=None, mode="generate", optimizer=None,
@@ -534,7 +543,7 @@ def run_config(cfg):
     with profile(activities=acts, profile_memory=True, record_shapes=False,
                  with_stack=False) as prof:
         if cfg["mode"] == "generate":  # generate() runs under torch.no_grad() itself
-            out = hf_torch.greedy_generate(model, sets[0][0], cfg["new_tokens"],
+            out = hf_torch.generate_greedy(model, sets[0][0], cfg["new_tokens"],
                                            phase=lambda ph: rf(PREFIX + ph))
             with rf(PREFIX + "it0/cleanup"):
                 del out
@@ -770,6 +779,8 @@ def run_config(cfg):
         torch_version=torch.__version__, torchvision_version=torchvision.__version__,
         command="/usr/bin/python3 tools/measure_cpu.py",
     )
+    if cfg["mode"] == "generate" and cfg["model"] in GEN_GPT2_MODELS:
+        rec["generation"] = GEN_GPT2_DESC
     timing = dict(cpu_s=round(ru.ru_utime + ru.ru_stime, 2), wall_s=round(time.time() - t_wall0, 2),
                   max_rss_bytes=ru.ru_maxrss * 1024)
     return rec, detail, timing

@@ -20,7 +20,9 @@
  *    of experts" below);
  *  - model_type "gpt2" (and legacy configs without model_type that name
  *    GPT2LMHeadModel or carry n_embd): modeling_gpt2.py as of 4.47
- *    (GPT2Attention._attn, Conv1D, NewGELUActivation);
+ *    (GPT2Attention._attn, Conv1D, NewGELUActivation; 4.51's
+ *    eager_attention_forward makes the same tensors), generating with
+ *    4.51's legacy tuple cache (g->legacy_cache, src/schedule/generate.c);
  * with attn_implementation="eager", called as model(input_ids): no
  * attention_mask, use_cache from the config. The graph has one input,
  * input_ids int64 [batch, seq] (symbolic dims "batch" and "seq", bound by
@@ -2595,6 +2597,7 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
     int32_t pos_ids = unsqueeze(h, pos, INTS(0));
     s = enter(h, "wpe");
     int32_t wpe = param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->positions, E});
+    h->out_name = "position_embeds"; /* [B, S, E] where generate passes position_ids */
     int32_t pe = op(h, DM_OP_Gather, 2, wpe, pos_ids);
     leave(h, s);
     x = op(h, DM_OP_Add, 2, x, pe);
@@ -4145,6 +4148,12 @@ static enum dnnmem_status build(struct hf *h)
      * upcast the logits itself before that) */
     g->loss_upcast = true;
     g->logits_to_keep = !gpt2; /* LlamaForCausalLM.forward(logits_to_keep), 4.45+ */
+    /* GPT2PreTrainedModel in 4.51 sets no _supports_cache_class: generate
+     * prepares no Cache and GPT2Attention concatenates onto the layer_past
+     * tuple (GPT2Model took Cache classes only after 4.51); its eager forward
+     * inverts generate's 2-D attention_mask */
+    g->legacy_cache = gpt2;
+    g->mask_inverted = gpt2;
     if (dec && dc.kind == DK_BIOGPT)
         g->logits_to_keep = false;
     g->tensors[logits].is_output = true;

@@ -35,7 +35,23 @@
  * a long generation cost seconds).
  * The prefill itself keeps the logits of the last prompt position only
  * (generate passes logits_to_keep=1 to models that take it: the Llama
- * family; GPT-2's 4.47 forward computes them all).
+ * family; GPT-2's 4.51 forward has no logits_to_keep and computes them all).
+ *
+ * GPT-2 (GPT2LMHeadModel in 4.51, g->legacy_cache) has no Cache class:
+ * _prepare_cache_for_generation prepares none, and the cache is the tuple
+ * of (key, value) per layer each forward returns. A decode forward's layer
+ * does key = torch.cat((past_key, key), dim=-2) (the same for values) into
+ * new [B, H, L, D] tensors while the previous tuple stays referenced by
+ * model_kwargs (until _update_model_kwargs_for_generation, after the
+ * forward) and by model_inputs (until the next step's
+ * prepare_inputs_for_generation returns and the name is rebound): both
+ * caches, L - 1 and L tokens, are live at the end of every decode forward
+ * and through the sampling after it. The prefill's presents are views of
+ * each layer's fused c_attn output [B, P, 3E], all of which goes at step 2.
+ * Its eager forward makes generate's mask [B, 1, 1, L] in the model's
+ * dtype as (1.0 - mask[:, None, None, :].to(dtype)) * finfo.min (three
+ * tensors, the last held; g->mask_inverted) and adds it to every layer's
+ * scores; the prefill's wpe(position_ids) is [B, P, E].
  */
 #include "schedule/builder.h"
 
@@ -119,15 +135,24 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
                        "%s: --mode generate needs a HuggingFace causal LM that returns its KV "
                        "cache (config use_cache true)",
                        g->path);
+    if (g->legacy_cache && run->kv_dtype != DNNMEM_KV_AUTO)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --kv-dtype needs a Cache class; transformers 4.51's GPT-2 keeps its "
+                       "legacy tuple cache in the model's dtype",
+                       g->path);
     int32_t *kv = malloc(2 * (size_t)layers * sizeof *kv);
     int32_t *cur = malloc(2 * (size_t)layers * sizeof *cur);
     /* the rest of a fused projection the prefill's presents are views of
      * (present.N.qkv.J): held with them, let go when the cache replaces them */
     int32_t *rest = malloc(2 * (size_t)layers * sizeof *rest);
-    if (!kv || !cur || !rest) {
+    /* the legacy tuple cache: the previous forward's inputs' cache, live
+     * until the next step's model_inputs replace them */
+    int32_t *old = malloc(2 * (size_t)layers * sizeof *old);
+    if (!kv || !cur || !rest || !old) {
         free(kv);
         free(cur);
         free(rest);
+        free(old);
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
     }
     for (int32_t l = 0; l < layers; l++)
@@ -135,6 +160,7 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
             char name[64];
             snprintf(name, sizeof name, "present.%d.%s", l, j ? "value" : "key");
             kv[2 * l + j] = dm_graph_find(g, name);
+            old[2 * l + j] = -1;
             cur[2 * l + j] = b->cur[kv[2 * l + j]];
             snprintf(name, sizeof name, "present.%d.qkv.%d", l, j);
             int32_t r = dm_graph_find(g, name);
@@ -187,11 +213,17 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
         prefill_batch(b, "position_embeddings.cos", 3, B);
         prefill_batch(b, "position_embeddings.sin", 3, B);
     }
+    /* GPT-2's wpe(position_ids): [B, P, E] (model(input_ids): arange, [1, P, E]) */
+    prefill_batch(b, "position_embeds", 3, B);
     int32_t prev_next = -1, prev_mask = -1, prev_ids = -1;
     int64_t T = run->gen_tokens;
     /* the 4-D mask of each decode forward: eager only (sdpa drops an
      * all-ones attention_mask), the Llama family's _update_causal_mask */
     bool decode_mask = eager && g->logits_to_keep;
+    /* GPT2Model's eager path: attention_mask[:, None, None, :].to(dtype),
+     * then (1.0 - m) * finfo.min: three [B, 1, 1, L] tensors made, the last
+     * held (sdpa: an all-ones mask is dropped, _ignore_causal_mask_sdpa) */
+    bool inverted_mask = eager && g->mask_inverted;
     for (int64_t s = 1; s <= T && !b->oom && st == DNNMEM_OK; s = s == 1 && T > 9 ? T - 7 : s + 1) {
         int64_t L = P + s; /* after this step's update (step T has no forward) */
         uint64_t next, cache[2], rep[2], scores, scores32, step_logits, ids, mask;
@@ -229,20 +261,43 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
         prev_ids = ib;
         if (s == T) /* the T-th token came from the last forward: no cache for it */
             break;
+        /* the legacy cache: the rebinding of model_inputs (after
+         * prepare_inputs_for_generation) lets go of the tuple the previous
+         * forward was given, the prefill's presents (and the fused c_attn
+         * outputs they are views of) at step 2 */
+        for (int32_t k = 0; k < 2 * layers; k++)
+            if (old[k] >= 0) {
+                dm_sb_unref(b, old[k]);
+                old[k] = -1;
+                if (rest[k] >= 0)
+                    dm_sb_unref(b, rest[k]);
+                rest[k] = -1;
+            }
         /* the forward of one token: the [B, 1, 1, L] mask (a clone of the
          * expanded [1, L] one) held to its end */
         int32_t fm = decode_mask ? dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask, -1, -1,
                                                "causal_mask", 1)
                                  : -1;
+        if (inverted_mask) {
+            int32_t m1 = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask, -1, -1,
+                                     "attention_mask.to", 1);
+            int32_t m2 = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask, -1, -1,
+                                     "attention_mask.rsub", 1);
+            fm = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask, -1, -1, "attention_mask.4d", 1);
+            dm_sb_unref(b, m2);
+            dm_sb_unref(b, m1);
+        }
         for (int32_t l = 0; l < layers && !b->oom; l++) {
             for (int j = 0; j < 2; j++) {
                 int32_t nbuf = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, kvt, cache[j], kv[2 * l + j], -1,
                                            "cache", 1);
-                if (cur[2 * l + j] >= 0)
+                if (g->legacy_cache) /* past_key_values still holds it */
+                    old[2 * l + j] = cur[2 * l + j];
+                else if (cur[2 * l + j] >= 0)
                     dm_sb_unref(b, cur[2 * l + j]);
                 cur[2 * l + j] = nbuf;
             }
-            for (int j = 0; j < 2; j++)
+            for (int j = 0; !g->legacy_cache && j < 2; j++)
                 if (rest[2 * l + j] >= 0) {
                     dm_sb_unref(b, rest[2 * l + j]);
                     rest[2 * l + j] = -1;
@@ -279,5 +334,6 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     free(kv);
     free(cur);
     free(rest);
+    free(old);
     return b->oom ? dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path) : st;
 }

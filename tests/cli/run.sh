@@ -213,6 +213,11 @@ expect 2 "--kv-dtype int4: expected auto, fp32, fp16, bf16 or fp8" -- estimate $
     --mode generate --new-tokens 4 --kv-dtype int4
 expect 4 "--mode generate needs a HuggingFace causal LM" -- estimate $M/hf/bert-base-uncased.json \
     -s 16 --mode generate --new-tokens 4
+# GPT-2: transformers 4.51's legacy tuple cache (no Cache class, so no --kv-dtype)
+expect 0 "with GPT-2's legacy tuple cache, no Cache class" -- estimate $M/hf/tiny-gpt2.json -s 16 \
+    --mode generate --new-tokens 4
+expect 4 "--kv-dtype needs a Cache class; transformers 4.51's GPT-2 keeps its legacy tuple cache" -- \
+    estimate $M/hf/tiny-gpt2.json -s 16 --mode generate --new-tokens 4 --kv-dtype fp16
 expect 4 "--mode generate applies to HuggingFace causal LM configs" -- estimate \
     $M/fixtures/resnet50.onnx --mode generate --new-tokens 4
 # mixture of experts: the routing assumption, its override, the fp8 DeepSeek-V3 config

@@ -1674,6 +1674,145 @@ static void test_generate(void **state)
     dnnmem_model_free(m);
 }
 
+/* The most bytes live during the decode phase of tiny-gpt2's eager schedule
+ * (batch 2, prompt 16, `tokens` new tokens, on the CPU: bytes as requested),
+ * the graph as loaded or with its legacy tuple cache turned off (each
+ * layer's old keys and values freed as the new ones are made, as a
+ * DynamicCache does); also the buffers made for `what`: how many, and the
+ * last one's bytes. */
+static uint64_t gpt2_decode_peak(int64_t tokens, bool legacy, const char *what, int *n,
+                                 uint64_t *last)
+{
+    FILE *f = fopen("tests/models/hf/tiny-gpt2.json", "rb");
+    assert_non_null(f);
+    char json[4096];
+    size_t size = fread(json, 1, sizeof json, f);
+    fclose(f);
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "tiny-gpt2.json";
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    struct dnnmem_error err;
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
+    assert_true(g.legacy_cache && g.mask_inverted);
+    g.legacy_cache = legacy;
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {2, 16};
+    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+    assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+    struct dm_run r = {.inplace = true, .torch_version = 113, .iterations = 1, .grad_accum = 1,
+                       .amp = DM_UNDEFINED, .cpu_threads = 1, .gen_tokens = tokens};
+    struct dm_schedule s;
+    if (dm_schedule_build(&g, t, &r, &s, &err) != DNNMEM_OK)
+        fail_msg("schedule: %s", err.message);
+    uint64_t live = 0, peak = 0;
+    for (size_t e = 0; e < s.n_ev; e++) {
+        uint64_t bytes = s.buf[s.ev[e].buf].bytes;
+        live = s.ev[e].kind == DM_EV_ALLOC ? live + bytes : live - bytes;
+        if (s.steps[s.ev[e].step].phase == DM_PHASE_DECODE && live > peak)
+            peak = live;
+    }
+    *n = 0;
+    for (int32_t k = 0; k < s.n_buf; k++)
+        if (s.buf[k].what && strcmp(s.buf[k].what, what) == 0) {
+            (*n)++;
+            *last = s.buf[k].bytes;
+        }
+    dm_schedule_free(&s);
+    free(t);
+    dm_arena_free(&a);
+    dm_graph_free(&g);
+    return peak;
+}
+
+/* transformers 4.51's GPT-2 has no Cache class: generate's cache is the
+ * tuple of presents, each decode forward's layers torch.cat into new [B, H,
+ * L, D] keys and values while model_kwargs and model_inputs still hold the
+ * previous tuple, which goes only when the next step's inputs are made.
+ * tiny-gpt2: 4 layers, 8 heads of 32, float32, so one cache tensor of L
+ * tokens is 2 x 8 x L x 32 x 4 = 2048 L bytes. 400 new tokens after 16:
+ * the last forward (step 399) grows the cache from 414 to 415; at its last
+ * layer's scores both tuples are live. Hand count of the decode peak's
+ * excess over the per-layer free: with the legacy cache the peak is there,
+ * 8 caches of 415 + 8 of 414 + the scores and the masked scores [2, 8, 1,
+ * 415] (26,560 bytes each); freeing per layer it is the last value's
+ * update, 8 of 415 + the old value of 414, everything else the same:
+ * 7 x 847,872 + 2 x 26,560 = 6,988,224 bytes. The eager forward's mask:
+ * [2, 1, 1, L] float32 made by .to, 1 - m and * finfo.min, one per decode
+ * forward kept (3,320 bytes at L = 415). */
+static void test_generate_gpt2(void **state)
+{
+    (void)state;
+    int n = 0;
+    uint64_t last = 0;
+    uint64_t legacy = gpt2_decode_peak(400, true, "attention_mask.4d", &n, &last);
+    assert_int_equal(n, 8); /* the first decode forward and the last seven */
+    assert_int_equal(last, 2 * 415 * 4);
+    uint64_t dynamic = gpt2_decode_peak(400, false, "attention_mask.to", &n, &last);
+    assert_int_equal(n, 8);
+    assert_int_equal(last, 2 * 415 * 4);
+    assert_int_equal(legacy - dynamic, 7 * 2048 * 414 + 2 * (2 * 8 * 415 * 4));
+
+    /* end to end on the CPU: the peak in the last decode forward, both
+     * tuples live (8 x 2048 x (414 + 415) bytes), and the prefill's
+     * wpe(position_ids) of batch 2 */
+    dnnmem_model *m = load("tests/models/hf/tiny-gpt2.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 113;
+    cfg.cpu_threads = 1;
+    cfg.batch_size = 2;
+    cfg.seq_len = 16;
+    cfg.new_tokens = 400;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_string_equal(r->peak_phase, "decode");
+    assert_int_equal(r->peak_iteration, 399);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_KV_CACHE], 8 * 2048 * (414 + 415));
+    dnnmem_result_free(r);
+    /* --kv-dtype: no Cache class to keep it in */
+    cfg.kv_dtype = DNNMEM_KV_FP16;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    dnnmem_model_free(m);
+    uint64_t pe = 0;
+    n = 0;
+    for (int64_t tokens = 0; tokens <= 4; tokens += 4) {
+        dnnmem_model *mm = load("tests/models/hf/tiny-gpt2.json");
+        const struct dm_graph *g = dm_model_graph(mm);
+        struct dm_arena a;
+        dm_arena_init(&a);
+        struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
+        assert_non_null(t);
+        int64_t syms[2] = {2, 16};
+        struct dm_infer ctx = {.g = g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+        assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+        struct dm_run rr = {.inplace = true, .torch_version = 113, .iterations = 1,
+                            .grad_accum = 1, .amp = DM_UNDEFINED, .gen_tokens = tokens};
+        struct dm_schedule s;
+        assert_int_equal(dm_schedule_build(g, t, &rr, &s, &err), DNNMEM_OK);
+        int32_t x = dm_graph_find(g, "position_embeds");
+        assert_true(x >= 0);
+        for (int32_t k = 0; k < s.n_buf; k++)
+            if (s.buf[k].tensor == x) {
+                n++;
+                pe = s.buf[k].bytes;
+            }
+        /* [1, 16, 256] float32 for model(input_ids), [2, 16, 256] in generate */
+        assert_int_equal(pe, (tokens ? 2 : 1) * 16 * 256 * 4);
+        dm_schedule_free(&s);
+        free(t);
+        dm_arena_free(&a);
+        dnnmem_model_free(mm);
+    }
+    assert_int_equal(n, 2);
+}
+
 /* ---- sdpa ------------------------------------------------------------------ */
 
 /* One training step of the tiny Llama's sdpa graph (batch 2, seq 40, CUDA,
@@ -2535,6 +2674,7 @@ int main(void)
         cmocka_unit_test(test_tiny_bert),
         cmocka_unit_test(test_tiny_albert),
         cmocka_unit_test(test_generate),
+        cmocka_unit_test(test_generate_gpt2),
         cmocka_unit_test(test_lora),
         cmocka_unit_test(test_quant_nf4),
         cmocka_unit_test(test_quant_gptq),
