@@ -914,7 +914,9 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     if (cfg.quant && (!hf || !m->json))
         return dm_fail(err, DNNMEM_E_USAGE,
                        "%s: --quant applies to HuggingFace config.json models", g->path);
-    if (lo->r != 0 || cfg.quant) {
+    /* --mode generate: rebuilt knowing the prompt and new tokens (a
+     * HybridCache's static shapes depend on them, src/load/hf_decoders.inc) */
+    if (lo->r != 0 || cfg.quant || (generate && hf && m->json)) {
         if (lo->r && (!hf || !m->json))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "%s: --lora-r applies to HuggingFace config.json models", g->path);
