@@ -1029,13 +1029,23 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     } else if (generate) {
         static const char *const kv[] = {"the model's dtype", "fp32", "fp16", "bf16",
                                          "fp8 (1 byte per element; scales not counted)"};
-        assume(&as, "mode", "option",
-               "generate: greedy model.generate() with a DynamicCache (transformers 4.51): "
-               "a prefill of the prompt (seq) keeping %s, then %lld decode steps, each "
-               "concatenating one token onto every layer's keys and values",
-               g->logits_to_keep ? "the last position's logits (logits_to_keep=1)"
-                                 : "every position's logits",
-               (long long)cfg.new_tokens - 1); /* the prefill makes the first token */
+        if (g->cache_len) /* Gemma 2/3: src/schedule/generate.c, hybrid_decode */
+            assume(&as, "mode", "option",
+                   "generate: greedy model.generate() with a HybridCache (transformers 4.51, "
+                   "cache_implementation \"hybrid\"): static caches of %lld positions, %lld in "
+                   "sliding layers, made before the prefill (logits_to_keep=1); %lld decode steps "
+                   "write in place",
+                   (long long)g->cache_len,
+                   (long long)(g->cache_window < g->cache_len ? g->cache_window : g->cache_len),
+                   (long long)cfg.new_tokens - 1);
+        else
+            assume(&as, "mode", "option",
+                   "generate: greedy model.generate(), DynamicCache (transformers 4.51; a sliding "
+                   "window only masks): the prompt's prefill (seq) keeps %s; %lld decode steps each "
+                   "append one token to every layer's keys and values",
+                   g->logits_to_keep ? "the last position's logits (logits_to_keep=1)"
+                                     : "every position's logits",
+                   (long long)cfg.new_tokens - 1); /* the prefill makes the first token */
         assume(&as, "kv_dtype", cfg.kv_dtype ? "option" : "default", "%s", kv[cfg.kv_dtype]);
     } else {
         assume(&as, "mode", "default", "infer (torch.no_grad, model.eval)");

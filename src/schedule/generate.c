@@ -36,6 +36,11 @@
  * The prefill itself keeps the logits of the last prompt position only
  * (generate passes logits_to_keep=1 to models that take it: the Llama
  * family; GPT-2's 4.47 forward computes them all).
+ * That is every model whose config names no cache_implementation: Llama,
+ * and Mistral, Qwen2/3 and Mixtral with a sliding_window too (4.51's
+ * _prepare_cache_for_generation makes a DynamicCache; the window only masks
+ * the scores, the cache keeps every position). Gemma 2 and Gemma 3, whose
+ * configs say "hybrid", get a HybridCache instead: hybrid_decode below.
  */
 #include "schedule/builder.h"
 
