@@ -1423,6 +1423,15 @@ static void test_generate_hybrid(void **state)
     assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
     assert_non_null(strstr(err.message, "'cache_implementation' is 'static'"));
     dnnmem_model_free(m);
+    /* the cache's size needs the prompt; one past the size limit */
+    m = load_json("{" GEMMA2_SIZES "}");
+    cfg.seq_len = 0;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "a HybridCache's size needs the prompt length"));
+    cfg.seq_len = (INT64_C(1) << 31) + 1;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_SHAPE);
+    assert_non_null(strstr(err.message, "a prompt of 2147483649 tokens"));
+    dnnmem_model_free(m);
 #undef GEMMA2_SIZES
 }
 
