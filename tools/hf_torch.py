@@ -48,7 +48,11 @@ Only the memory-relevant behaviour is reproduced: initialisation is plain
 normal(0, 0.02) (values do not change the bytes), no padding, no rope
 scaling types.  Generation: greedy_generate() is transformers 4.51's greedy
 GenerationMixin._sample with a DynamicCache for the Llama family (prefill
-with logits_to_keep=1, then one token per forward, the cache passed in).
+with logits_to_keep=1, then one token per forward, the cache passed in);
+hybrid_generate() the same loop for Gemma2ForCausalLM / Gemma3ForCausalLM
+(4.51.3, text only) with the HybridCache their configs ask for
+(cache_implementation "hybrid": static per-layer caches made before the
+prefill, sliding layers' of min(sliding_window, max_cache_len) positions).
 """
 
 import math
