@@ -967,7 +967,9 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     if (cfg.quant && (!hf || !m->json))
         return dm_fail(err, DNNMEM_E_USAGE,
                        "%s: --quant applies to HuggingFace config.json models", g->path);
-    if (lo->r != 0 || cfg.quant || flash) {
+    /* --mode generate: rebuilt knowing the prompt and new tokens (a
+     * HybridCache's static shapes depend on them, src/load/hf_decoders.inc) */
+    if (lo->r != 0 || cfg.quant || flash || (generate && hf && m->json)) {
         if (lo->r && (!hf || !m->json))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "%s: --lora-r applies to HuggingFace config.json models", g->path);
@@ -981,6 +983,10 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
             !(lo->alpha >= 0) || (lo->n_targets && !lo->targets))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "LoRA: rank in 1..1048576, dropout in [0, 1), alpha >= 0");
+        /* a generation's graph depends on the prompt (a HybridCache's
+         * shapes): rebuilt for every estimate, never kept */
+        if (generate)
+            variant = NULL;
         if (variant && variant->n_nodes > 0) {
             g = variant;
         } else {
@@ -1094,19 +1100,29 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     } else if (generate) {
         static const char *const kv[] = {"the model's dtype", "fp32", "fp16", "bf16",
                                          "fp8 (1 byte per element; scales not counted)"};
-        assume(&as, "mode", "option",
-               "generate: greedy model.generate() with %s (transformers 4.51): "
-               "a prefill of the prompt (seq) keeping %s, then %lld decode steps, each "
-               "concatenating one token onto every layer's keys and values%s",
-               g->legacy_cache ? "GPT-2's legacy tuple cache, no Cache class"
-                               : "a DynamicCache",
-               g->logits_to_keep ? "the last position's logits (logits_to_keep=1)"
-                                 : "every position's logits",
-               (long long)cfg.new_tokens - 1, /* the prefill makes the first token */
-               g->legacy_cache ? " into new tensors, the previous step's tuple referenced "
-                                 "until the next step's inputs replace it (two caches live "
-                                 "at a forward's end)"
-                               : "");
+        if (g->cache_len) /* Gemma 2/3: src/schedule/generate.c, hybrid_decode */
+            assume(&as, "mode", "option",
+                   "generate: greedy model.generate() with a HybridCache (transformers 4.51, "
+                   "cache_implementation \"hybrid\"): static caches of %lld positions, %lld in "
+                   "sliding layers, made before the prefill (logits_to_keep=1); %lld decode steps "
+                   "write in place",
+                   (long long)g->cache_len,
+                   (long long)(g->cache_window < g->cache_len ? g->cache_window : g->cache_len),
+                   (long long)cfg.new_tokens - 1);
+        else
+            assume(&as, "mode", "option",
+                   "generate: greedy model.generate() with %s (transformers 4.51): "
+                   "a prefill of the prompt (seq) keeping %s, then %lld decode steps, each "
+                   "concatenating one token onto every layer's keys and values%s",
+                   g->legacy_cache ? "GPT-2's legacy tuple cache, no Cache class"
+                                   : "a DynamicCache (a sliding window only masks)",
+                   g->logits_to_keep ? "the last position's logits (logits_to_keep=1)"
+                                     : "every position's logits",
+                   (long long)cfg.new_tokens - 1, /* the prefill makes the first token */
+                   g->legacy_cache ? " into new tensors, the previous step's tuple referenced "
+                                     "until the next step's inputs replace it (two caches live "
+                                     "at a forward's end)"
+                                   : "");
         assume(&as, "kv_dtype", cfg.kv_dtype ? "option" : "default", "%s", kv[cfg.kv_dtype]);
     } else {
         assume(&as, "mode", "default", "infer (torch.no_grad, model.eval)");

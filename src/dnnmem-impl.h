@@ -308,6 +308,14 @@ struct dm_graph {
     bool loss_upcast;          /* the model's own loss casts its logits to float32
                                   first (transformers' ForCausalLMLoss: logits.float()) */
     bool encoder_decoder;      /* HF: an encoder-decoder (T5): no --mode generate */
+    /* HF --mode generate with transformers' HybridCache (Gemma 2/3, config
+     * cache_implementation "hybrid"): the static cache's positions (prompt +
+     * new tokens - 1; 0: a DynamicCache), the sliding layers' window, and
+     * their pattern (layer i slides when (i + 1) % cache_pattern != 0). The
+     * caches are graph inputs "cache.N.key" / "cache.N.value". */
+    int64_t cache_len, cache_window, cache_pattern;
+    bool attn_softcap, final_softcap; /* Gemma 2's tanh softcapping of the scores (eager)
+                                         and of the logits (set with cache_len) */
     bool eager_only;           /* HF: transformers has no sdpa path for it (T5Attention):
                                   the "sdpa" graph is the eager one */
     /* HF: linear layers stored quantized (quantization_config or --quant) */

@@ -51,7 +51,11 @@ Only the memory-relevant behaviour is reproduced: initialisation is plain
 normal(0, 0.02) (values do not change the bytes), no padding, no rope
 scaling types.  Generation: greedy_generate() is transformers 4.51's greedy
 GenerationMixin._sample with a DynamicCache for the Llama family (prefill
-with logits_to_keep=1, then one token per forward, the cache passed in).
+with logits_to_keep=1, then one token per forward, the cache passed in);
+hybrid_generate() the same loop for Gemma2ForCausalLM / Gemma3ForCausalLM
+(4.51.3, text only) with the HybridCache their configs ask for
+(cache_implementation "hybrid": static per-layer caches made before the
+prefill, sliding layers' of min(sliding_window, max_cache_len) positions).
 """
 
 import math
@@ -981,9 +985,12 @@ def gpt2_greedy_generate(model, input_ids, max_new_tokens, phase=None):
 
 def generate_greedy(model, input_ids, max_new_tokens, phase=None):
     """model.generate(..., do_sample=False) as 4.51 runs it for the model's
-    class: GPT-2's legacy tuple cache, or greedy_generate's Cache classes."""
+    class: GPT-2's legacy tuple cache, Gemma 2/3's HybridCache, or
+    greedy_generate's DynamicCache."""
     if isinstance(model, GPT2LMHeadModel):
         return gpt2_greedy_generate(model, input_ids, max_new_tokens, phase)
+    if isinstance(model, Gemma2ForCausalLM):  # config cache_implementation "hybrid"
+        return hybrid_generate(model, input_ids, max_new_tokens, phase=phase or _NoPhase)
     return greedy_generate(model, input_ids, max_new_tokens, phase=phase or _NoPhase)
 
 
@@ -2475,6 +2482,383 @@ def greedy_generate(model, input_ids, max_new_tokens, phase=_NoPhase):
     return input_ids
 
 
+
+# --------------------------------------------------------------------------
+# Gemma 2 and Gemma 3 (text) with the HybridCache of transformers 4.51:
+# modeling_gemma2.py / modeling_gemma3.py and cache_utils.HybridCache (4.51.3),
+# used by generate() because their configs carry cache_implementation="hybrid".
+# Read in: a copy of 4.51.3's Gemma3ForCausalLM (Unsloth's compiled module,
+# headed "4.51.3"), the 4.51-era HybridCache kept as "OriginalHybridCache" in
+# quic/efficient-transformers, and generation/utils.py of April 2025 main.
+# --------------------------------------------------------------------------
+
+
+class HybridCache:
+    """cache_utils.HybridCache (4.51): per layer a key and a value tensor of
+    fixed shape, zeroed when the cache is made (before the prefill): global
+    layers [B, K, max_cache_len, D], sliding layers [B, K, min(sliding_window,
+    max_cache_len), D]; `is_sliding` a bool tensor with (i + 1) %
+    sliding_window_pattern (2 where the config has none)."""
+
+    def __init__(self, cfg, max_batch_size, max_cache_len, dtype):
+        self.max_cache_len = max_cache_len
+        self.max_batch_size = max_batch_size
+        H = cfg.get("num_attention_heads")
+        self.head_dim = cfg.get("head_dim", cfg.get("hidden_size") // H)
+        self._dtype = dtype
+        self.num_key_value_heads = cfg.get("num_key_value_heads", H)
+        layer_switch = cfg.get("sliding_window_pattern", 2)
+        n = cfg.get("num_hidden_layers")
+        self.is_sliding = torch.tensor([bool((i + 1) % layer_switch) for i in range(n)], dtype=torch.bool)
+        self.key_cache, self.value_cache = [], []
+        global_shape = (max_batch_size, self.num_key_value_heads, max_cache_len, self.head_dim)
+        sliding_shape = (max_batch_size, self.num_key_value_heads,
+                         min(cfg.get("sliding_window"), max_cache_len), self.head_dim)
+        for i in range(n):  # torch._dynamo.mark_static_address: no allocation (and no dynamo in 1.13)
+            shape = global_shape if not self.is_sliding[i] else sliding_shape
+            self.key_cache.append(torch.zeros(shape, dtype=dtype))
+            self.value_cache.append(torch.zeros(shape, dtype=dtype))
+
+    def _sliding_update(self, cache_position, layer_idx, key_states, value_states, k_out, v_out, max_cache_len):
+        if cache_position.shape[0] > max_cache_len:  # a prompt longer than the window
+            k_out = key_states[:, :, -max_cache_len:, :]
+            v_out = value_states[:, :, -max_cache_len:, :]
+            self.key_cache[layer_idx] += k_out
+            self.value_cache[layer_idx] += v_out
+            return key_states, value_states
+        slicing = torch.ones(max_cache_len, dtype=torch.long).cumsum(0)
+        cache_position = cache_position.clamp(0, max_cache_len - 1)
+        to_shift = cache_position >= max_cache_len - 1
+        indices = (slicing + to_shift[-1].int() - 1) % max_cache_len
+        k_out = k_out[:, :, indices]  # a rolled copy of the layer's cache
+        v_out = v_out[:, :, indices]
+        k_out[:, :, cache_position] = key_states
+        v_out[:, :, cache_position] = value_states
+        self.key_cache[layer_idx].zero_()
+        self.value_cache[layer_idx].zero_()
+        self.key_cache[layer_idx] += k_out
+        self.value_cache[layer_idx] += v_out
+        return k_out, v_out
+
+    def _static_update(self, cache_position, layer_idx, key_states, value_states, k_out, v_out, max_cache_len):
+        k_out[:, :, cache_position] = key_states
+        v_out[:, :, cache_position] = value_states
+        self.key_cache[layer_idx] = k_out
+        self.value_cache[layer_idx] = v_out
+        return k_out, v_out
+
+    def update(self, key_states, value_states, layer_idx, cache_kwargs):
+        cache_position = cache_kwargs.get("cache_position")
+        k_out = self.key_cache[layer_idx]
+        v_out = self.value_cache[layer_idx]
+        key_states = key_states.to(k_out.dtype)
+        value_states = value_states.to(v_out.dtype)
+        fn = self._sliding_update if cache_kwargs.get("sliding_window") else self._static_update
+        return fn(cache_position, layer_idx, key_states, value_states, k_out, v_out, k_out.shape[2])
+
+    def get_max_cache_shape(self):
+        return self.max_cache_len
+
+    def get_seq_length(self, layer_idx=0):
+        return (self.key_cache[layer_idx][0, 0].any(dim=-1)).sum()
+
+
+def _cfg_value(cfg, key, default):
+    """A config field that may be null on purpose (softcapping off)."""
+    return cfg.d[key] if key in cfg.d else default
+
+
+def causal_mask_4d(attention_mask, sequence_length, target_length, dtype, cache_position, batch_size):
+    """_prepare_4d_causal_attention_mask_with_cache_position (Llama's, which
+    Gemma 2/3 copy in 4.51): [B, 1, q, target] from a 2-D mask."""
+    if attention_mask is not None and attention_mask.dim() == 4:
+        return attention_mask
+    min_dtype = torch.finfo(dtype).min
+    causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype, dtype=dtype)
+    if sequence_length != 1:
+        causal_mask = torch.triu(causal_mask, diagonal=1)
+    causal_mask *= torch.arange(target_length) > cache_position.reshape(-1, 1)
+    causal_mask = causal_mask[None, None, :, :].expand(batch_size, 1, -1, -1)
+    if attention_mask is not None:
+        causal_mask = causal_mask.clone()
+        mask_length = attention_mask.shape[-1]
+        padding_mask = causal_mask[:, :, :, :mask_length] + attention_mask[:, None, None, :]
+        padding_mask = padding_mask == 0
+        causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(
+            padding_mask, min_dtype)
+    return causal_mask
+
+
+def gemma_eager_attention_forward(module, query, key, value, attention_mask, scaling, softcap=None,
+                                  dropout=0.0):
+    """Gemma 2/3 eager_attention_forward (4.51): repeat_kv, the scores over
+    every key the cache returns, tanh softcapping (Gemma 2), the mask sliced
+    to the keys, softmax in float32."""
+    key_states = repeat_kv(key, module.num_key_value_groups)
+    value_states = repeat_kv(value, module.num_key_value_groups)
+    attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+    if softcap is not None:
+        attn_weights = attn_weights / softcap
+        attn_weights = torch.tanh(attn_weights)
+        attn_weights = attn_weights * softcap
+    if attention_mask is not None:
+        causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
+        attn_weights = attn_weights + causal_mask
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value_states)
+    attn_output = attn_output.transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+class Gemma2Attention(nn.Module):
+    """Gemma2Attention / Gemma3Attention (4.51): query_pre_attn_scalar**-0.5,
+    Gemma 3's q_norm/k_norm after the transpose, the layer's sliding_window
+    (Gemma 2: even layers; Gemma 3: (i + 1) % sliding_window_pattern) passed
+    to the cache update."""
+
+    def __init__(self, cfg, layer_idx):
+        super().__init__()
+        g3 = cfg.model_type == "gemma3_text"
+        E = cfg.get("hidden_size")
+        self.layer_idx = layer_idx
+        self.num_heads = cfg.get("num_attention_heads")
+        self.num_kv_heads = cfg.get("num_key_value_heads", self.num_heads)
+        self.head_dim = cfg.get("head_dim", 256)
+        self.num_key_value_groups = self.num_heads // self.num_kv_heads
+        self.scaling = cfg.get("query_pre_attn_scalar", 256) ** -0.5
+        self.attention_dropout = cfg.get("attention_dropout", 0.0)
+        bias = cfg.get("attention_bias", False)
+        self.q_proj = nn.Linear(E, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(E, self.num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(E, self.num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, E, bias=bias)
+        self.attn_logit_softcapping = _cfg_value(cfg, "attn_logit_softcapping", None if g3 else 50.0)
+        if g3:
+            self.is_sliding = bool((layer_idx + 1) % cfg.get("sliding_window_pattern", 6))
+            eps = cfg.get("rms_norm_eps", 1e-6)
+            self.q_norm = GemmaRMSNorm(self.head_dim, eps=eps)
+            self.k_norm = GemmaRMSNorm(self.head_dim, eps=eps)
+        else:
+            self.is_sliding = not bool(layer_idx % 2)
+        self.g3 = g3
+        self.sliding_window = cfg.get("sliding_window", 4096) if self.is_sliding else None
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, cache, cache_position):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        if self.g3:
+            query_states = self.q_norm(query_states)
+            key_states = self.k_norm(key_states)
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        if cache is not None:
+            cache_kwargs = {"sin": sin, "cos": cos, "cache_position": cache_position,
+                            "sliding_window": self.sliding_window}
+            key_states, value_states = cache.update(key_states, value_states, self.layer_idx, cache_kwargs)
+        attn_output, attn_weights = gemma_eager_attention_forward(
+            self, query_states, key_states, value_states, attention_mask, scaling=self.scaling,
+            softcap=None if self.g3 else self.attn_logit_softcapping,
+            dropout=self.attention_dropout if self.training else 0.0)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = self.o_proj(attn_output)
+        return attn_output, attn_weights
+
+
+class Gemma2DecoderLayer(nn.Module):
+    """Gemma2DecoderLayer / Gemma3DecoderLayer (4.51): a sliding layer turns
+    the 4-D mask into where(tril(ones_like(mask, bool), -window), min, mask)
+    and slices it (a view) from max(0, last_cache_position - max(q, window));
+    four norms."""
+
+    def __init__(self, cfg, layer_idx):
+        super().__init__()
+        E, eps = cfg.get("hidden_size"), cfg.get("rms_norm_eps", 1e-6)
+        self.self_attn = Gemma2Attention(cfg, layer_idx)
+        self.is_sliding = self.self_attn.is_sliding
+        self.sliding_window = cfg.get("sliding_window", 4096)
+        self.mlp = GemmaMLP(cfg)
+        self.input_layernorm = GemmaRMSNorm(E, eps=eps)
+        self.post_attention_layernorm = GemmaRMSNorm(E, eps=eps)
+        self.pre_feedforward_layernorm = GemmaRMSNorm(E, eps=eps)
+        self.post_feedforward_layernorm = GemmaRMSNorm(E, eps=eps)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, cache, cache_position,
+                last_cache_position):
+        if self.is_sliding and attention_mask is not None:
+            effective_seq_len = max(cache_position.shape[0], self.sliding_window)
+            min_dtype = torch.finfo(attention_mask.dtype).min
+            sliding_window_mask = torch.tril(torch.ones_like(attention_mask, dtype=torch.bool),
+                                             diagonal=-self.sliding_window)
+            attention_mask = torch.where(sliding_window_mask, min_dtype, attention_mask)
+            offset = max(0, last_cache_position - effective_seq_len)
+            attention_mask = attention_mask[:, :, :, offset: offset + effective_seq_len]
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, self_attn_weights = self.self_attn(hidden_states, position_embeddings,
+                                                          attention_mask, cache, cache_position)
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.pre_feedforward_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = self.post_feedforward_layernorm(hidden_states)
+        hidden_states = residual + hidden_states
+        return (hidden_states,)
+
+
+class Gemma2Model(nn.Module):
+    """Gemma2Model / Gemma3TextModel.forward (4.51): a HybridCache of the
+    input's length when called without one (use_cache, eval), the 4-D mask
+    over the cache's max length, Gemma 2's embeddings times a 0-d normalizer,
+    Gemma 3's scaled embedding and local/global rotary embeddings."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.g3 = cfg.model_type == "gemma3_text"
+        E = cfg.get("hidden_size")
+        self.embed_tokens = nn.Embedding(cfg.get("vocab_size"), E, cfg.get("pad_token_id", 0))
+        if self.g3:  # Gemma3TextScaledWordEmbedding's non-persistent 0-d buffer
+            self.embed_tokens.register_buffer("embed_scale", torch.tensor(E ** 0.5), persistent=False)
+        self.layers = nn.ModuleList(Gemma2DecoderLayer(cfg, i) for i in range(cfg.get("num_hidden_layers")))
+        self.norm = GemmaRMSNorm(E, eps=cfg.get("rms_norm_eps", 1e-6))
+        D = cfg.get("head_dim", 256)
+        self.rotary_emb = LlamaRotaryEmbedding(cfg, D)
+        if self.g3:
+            self.rotary_emb_local = LlamaRotaryEmbedding(RotaryConfig(cfg.get("rope_local_base_freq", 10000.0)), D)
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None,
+                use_cache=True, cache_position=None, last_cache_position=None):
+        inputs_embeds = self.embed_tokens(input_ids)
+        if self.g3:
+            emb = self.embed_tokens
+            inputs_embeds = inputs_embeds * emb.embed_scale.to(emb.weight.dtype)
+        if use_cache and past_key_values is None and not self.training:
+            batch_size, seq_len, _ = inputs_embeds.shape
+            past_key_values = HybridCache(self.cfg, batch_size, seq_len, inputs_embeds.dtype)
+        if cache_position is None:
+            past_seen = past_key_values.get_seq_length() if past_key_values is not None else 0
+            cache_position = torch.arange(past_seen, past_seen + inputs_embeds.shape[1])
+        if position_ids is None:
+            position_ids = cache_position.unsqueeze(0)
+        if last_cache_position is None:
+            last_cache_position = 0
+            if attention_mask is not None:
+                last_cache_position = (attention_mask.shape[-1] if attention_mask.dim() == 2
+                                       else cache_position[-1].item())
+        # _update_causal_mask: target_length = the cache's max length
+        target = (past_key_values.get_max_cache_shape() if past_key_values is not None
+                  else attention_mask.shape[-1] if attention_mask is not None else inputs_embeds.shape[1])
+        causal_mask = causal_mask_4d(attention_mask, inputs_embeds.shape[1], target, inputs_embeds.dtype,
+                                     cache_position, inputs_embeds.shape[0])
+        hidden_states = inputs_embeds
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        local = self.rotary_emb_local(hidden_states, position_ids) if self.g3 else None
+        if not self.g3:
+            normalizer = torch.tensor(self.cfg.get("hidden_size") ** 0.5, dtype=hidden_states.dtype)
+            hidden_states = hidden_states * normalizer
+        for layer in self.layers:
+            pe = local if self.g3 and layer.is_sliding else position_embeddings
+            hidden_states = layer(hidden_states, pe, causal_mask, past_key_values, cache_position,
+                                  last_cache_position)[0]
+        hidden_states = self.norm(hidden_states)
+        return hidden_states, past_key_values
+
+
+class Gemma2ForCausalLM(nn.Module):
+    """Gemma2ForCausalLM / Gemma3ForCausalLM (4.51): logits_to_keep, Gemma 2's
+    final tanh softcapping; returns (logits, the HybridCache)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.model = Gemma2Model(cfg)
+        self.lm_head = nn.Linear(cfg.get("hidden_size"), cfg.get("vocab_size"), bias=False)
+        if cfg.get("tie_word_embeddings", True):
+            self.lm_head.weight = self.model.embed_tokens.weight
+        self.use_cache = cfg.get("use_cache", True)
+        self.final_logit_softcapping = _cfg_value(
+            cfg, "final_logit_softcapping", None if cfg.model_type == "gemma3_text" else 30.0)
+
+    def forward(self, input_ids, past_key_values=None, attention_mask=None, position_ids=None,
+                cache_position=None, logits_to_keep=0, last_cache_position=None):
+        hidden_states, cache = self.model(input_ids, attention_mask, position_ids, past_key_values,
+                                          self.use_cache, cache_position, last_cache_position)
+        logits = self.lm_head(hidden_states[:, slice(-logits_to_keep, None), :])
+        if self.final_logit_softcapping is not None:
+            logits = logits / self.final_logit_softcapping
+            logits = torch.tanh(logits)
+            logits = logits * self.final_logit_softcapping
+        return logits, cache
+
+
+def _hybrid_model_inputs(model, input_ids, cache, attention_mask, cache_position):
+    """Gemma2ForCausalLM.prepare_inputs_for_generation (4.51.3): the generic
+    preparation (uncached tokens cloned, position_ids from the mask's cumsum,
+    sliced and cloned), last_cache_position = the 2-D mask's length, and the
+    4-D mask [B, 1, q, max_cache_len] made here (dtype of lm_head) because the
+    cache is a HybridCache. Returned as a dict, as _sample holds it until the
+    next step's dict replaces it."""
+    ids = input_ids if input_ids.shape[1] == cache_position.shape[0] else input_ids[:, cache_position]
+    ids = ids.clone(memory_format=torch.contiguous_format)
+    position_ids = attention_mask.long().cumsum(-1) - 1
+    position_ids.masked_fill_(attention_mask == 0, 1)
+    position_ids = position_ids[:, -ids.shape[1]:].clone(memory_format=torch.contiguous_format)
+    last_cache_position = attention_mask.shape[-1]
+    mask4 = causal_mask_4d(attention_mask, ids.shape[1], cache.get_max_cache_shape(),
+                           model.lm_head.weight.dtype, cache_position, ids.shape[0])
+    return dict(input_ids=ids, past_key_values=cache, attention_mask=mask4, position_ids=position_ids,
+                cache_position=cache_position, logits_to_keep=1, last_cache_position=last_cache_position)
+
+
+@torch.no_grad()
+def hybrid_generate(model, input_ids, max_new_tokens, phase=_NoPhase):
+    """model.generate(input_ids, max_new_tokens=N, do_sample=False) of
+    transformers 4.51 for Gemma 2 / Gemma 3 text, whose config has
+    cache_implementation="hybrid": _prepare_cache_for_generation builds the
+    HybridCache with max_cache_len = max_length - 1 = P + N - 1 (generate's
+    "max_cache_length = generation_config.max_length - 1"), batch B, the
+    model's dtype, before _sample; _sample then runs as greedy_generate's loop
+    (the model_inputs dict of each step held until the next one's is made).
+    The cache stays referenced as model._cache (_get_cache) after generate."""
+    batch, prompt = input_ids.shape
+    attention_mask = torch.ones(input_ids.shape[:2], dtype=torch.long, device=input_ids.device)
+    dtype = model.lm_head.weight.dtype
+    cache = HybridCache(model.cfg, batch, prompt + max_new_tokens - 1, dtype)
+    model._cache = cache
+    # _get_initial_cache_position: the past length asked of the cache twice
+    cache_position = torch.ones_like(input_ids[0, :], dtype=torch.int64).cumsum(0) - 1
+    if cache.get_seq_length() is not None:
+        past_length = cache.get_seq_length()
+        cache_position = cache_position[past_length:]
+    unfinished_sequences = torch.ones(batch, dtype=torch.long, device=input_ids.device)
+    max_length = prompt + max_new_tokens
+    step = 0
+    model_inputs = None
+    while True:
+        with phase("prefill" if step == 0 else f"s{step}/decode"):
+            model_inputs = _hybrid_model_inputs(model, input_ids, cache, attention_mask, cache_position)
+            outputs = model(**model_inputs)
+            attention_mask = torch.cat([attention_mask, attention_mask.new_ones((batch, 1))], dim=-1)
+            cache_position = cache_position[-1:] + 1
+            next_token_logits = outputs[0][:, -1, :].to(copy=True, dtype=torch.float32)
+            next_token_scores = next_token_logits
+            next_tokens = torch.argmax(next_token_scores, dim=-1)
+            input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
+            done = torch.full((batch,), input_ids.shape[-1] >= max_length, dtype=torch.bool)
+            unfinished_sequences = unfinished_sequences & ~done
+            this_peer_finished = unfinished_sequences.max() == 0
+            del outputs
+        step += 1
+        if this_peer_finished:
+            break
+    return input_ids
+
+
 def build(config):
     """The causal LM of a config.json dict (or path)."""
     if isinstance(config, str):
@@ -2497,6 +2881,8 @@ def build(config):
         model = GPTNeoXForCausalLM(cfg)
     elif cfg.model_type in ("phi3", "gemma"):
         model = DecoderForCausalLM(cfg)
+    elif cfg.model_type in ("gemma2", "gemma3_text"):
+        model = Gemma2ForCausalLM(cfg)
     elif cfg.model_type == "phi":
         model = PhiForCausalLM(cfg)
     elif cfg.model_type == "falcon":

@@ -117,6 +117,14 @@ GEN_GPT2_DESC = ("greedy generate() of transformers 4.51, GPT-2's legacy tuple c
                  "attention_mask ones [B, seq] made (1 - m) * finfo.min [B, 1, 1, L] by the eager "
                  "forward; seq is the prompt; new_tokens forwards (the prefill and "
                  "new_tokens - 1 decode steps)")
+# Generation with transformers 4.51's HybridCache (Gemma 2, Gemma 3 text: config
+# cache_implementation "hybrid", hf_torch.hybrid_generate): (batch, prompt, new tokens)
+# around the 64-token window: prompts shorter and longer than it, caches of
+# P + N - 1 = 47 (under the window), 79, 111 and 143 positions.
+HYBRID_GEN = {"tiny-gemma2": dict(config="tests/models/hf/tiny-gemma2.json",
+                                  runs=((2, 32, 16), (2, 32, 48), (1, 96, 16), (2, 96, 48))),
+              "tiny-gemma3": dict(config="tests/models/hf/tiny-gemma3.json",
+                                  runs=((2, 32, 48), (1, 96, 16), (2, 96, 48)))}
 MOE_MODELS = ("tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-deepseek-v2", "tiny-deepseek-v3")
 # LoRA variant (PEFT LoraConfig; default target_modules per model_type).
 LORA_R, LORA_ALPHA, LORA_DROPOUT = 8, 16, 0.05
@@ -227,6 +235,11 @@ def make_configs():
                                  seq=GEN_PROMPT, image=None, mode="generate", optimizer=None,
                                  variant="none", new_tokens=n,
                                  id=f"{model}-generate-b{GEN_BATCH}-p{GEN_PROMPT}-n{n}"))
+    for model, hy in HYBRID_GEN.items():
+        for b, p, n in hy["runs"]:
+            cfgs.append(dict(model=model, hf_config=hy["config"], batch=b, seq=p, image=None,
+                             mode="generate", optimizer=None, variant="none", new_tokens=n,
+                             id=f"{model}-generate-b{b}-p{p}-n{n}"))
     return cfgs
 
 
@@ -728,8 +741,12 @@ def run_config(cfg):
                         if cfg["optimizer"] == "adam" else None),
         batch=cfg["batch"], seq=cfg["seq"], image=cfg["image"], variant=variant,
         **({"new_tokens": cfg["new_tokens"],
-            "generation": ("greedy generate() of transformers 4.51, DynamicCache, "
-                           "logits_to_keep=1, attention_mask ones [B, seq]; seq is the "
+            "generation": ("greedy generate() of transformers 4.51, "
+                           + ("HybridCache (cache_implementation \"hybrid\", max_cache_len "
+                              "seq + new_tokens - 1, made before the prefill and kept as "
+                              "model._cache), "
+                              if isinstance(model, hf_torch.Gemma2ForCausalLM) else "DynamicCache, ")
+                           + "logits_to_keep=1, attention_mask ones [B, seq]; seq is the "
                            "prompt; new_tokens forwards (the prefill and new_tokens - 1 "
                            "decode steps)")}
            if cfg["mode"] == "generate" else {}),

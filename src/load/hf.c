@@ -122,6 +122,8 @@ struct hf {
     const char *const *lora_targets; /* lora->targets or the architecture's default */
     size_t n_lora_targets;
     size_t *lora_hits;         /* per target: modules adapted (malloc'd) */
+    int64_t gen_prompt, gen_tokens; /* --mode generate: the prompt (seq, when given) and the
+                                       new tokens; 0 otherwise */
     struct name_slot *names;   /* node names, open addressing (malloc'd) */
     uint32_t names_cap, n_names;
 };
@@ -4158,6 +4160,9 @@ static enum dnnmem_status build(struct hf *h)
         g->logits_to_keep = false;
     g->tensors[logits].is_output = true;
     g->outputs[g->n_outputs++] = logits;
+    /* a HybridCache returns the caches (graph inputs), not the presents */
+    if (g->cache_len)
+        use_cache = false;
     for (int64_t i = 0; use_cache && i < layers; i++)
         for (int j = 0; j < 2; j++) {
             char name[64];
@@ -4220,6 +4225,13 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
                    .opt_quant = opt ? opt->quant : DNNMEM_QUANT_NONE};
     h.sdpa |= h.flash;
     const struct dnnmem_lora *lora = opt ? &opt->lora : NULL;
+    if (opt && opt->mode == DNNMEM_MODE_GENERATE && opt->new_tokens > 0) {
+        h.gen_tokens = opt->new_tokens;
+        h.gen_prompt = opt->seq_len > 0 ? opt->seq_len : 0;
+        for (size_t k = 0; k < opt->n_dims; k++)
+            if (opt->dims[k].name && strcmp(opt->dims[k].name, "seq") == 0)
+                h.gen_prompt = opt->dims[k].value;
+    }
     json_error_t je;
     h.root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
     if (!h.root)

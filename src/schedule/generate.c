@@ -36,6 +36,12 @@
  * The prefill itself keeps the logits of the last prompt position only
  * (generate passes logits_to_keep=1 to models that take it: the Llama
  * family; GPT-2's 4.51 forward has no logits_to_keep and computes them all).
+ * The DynamicCache above is that of every model whose config names no
+ * cache_implementation: Llama,
+ * and Mistral, Qwen2/3 and Mixtral with a sliding_window too (4.51's
+ * _prepare_cache_for_generation makes a DynamicCache; the window only masks
+ * the scores, the cache keeps every position). Gemma 2 and Gemma 3, whose
+ * configs say "hybrid", get a HybridCache instead: hybrid_decode below.
  *
  * GPT-2 (GPT2LMHeadModel in 4.51, g->legacy_cache) has no Cache class:
  * _prepare_cache_for_generation prepares none, and the cache is the tuple
@@ -57,6 +63,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Element bytes of the decode cache. */
 static uint64_t kv_bytes(enum dm_dtype model, enum dnnmem_kv_dtype kv)
@@ -116,8 +123,204 @@ static bool mul5(int64_t a, int64_t b, int64_t c, int64_t d, uint64_t e, uint64_
     return true;
 }
 
+/* The eager scores of one decode token over `keys` cached positions, as
+ * Gemma 2/3's eager_attention_forward (4.51) makes them: matmul, * scaling,
+ * (Gemma 2) / cap, tanh, * cap, + the mask, softmax in float32 (and .to the
+ * model's dtype); the weights are returned, held by the decoder layer
+ * (self_attn_weights) to its end. */
+static int32_t hybrid_scores(struct dm_sb *b, enum dm_dtype model, uint64_t scores,
+                             uint64_t scores32, bool cap, bool upcast)
+{
+    int32_t w = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_scores", 1);
+    int steps = cap ? 4 : 1; /* * scaling, [/ cap, tanh, * cap] */
+    for (int k = 0; k < steps; k++) {
+        int32_t n = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_scores", 1);
+        dm_sb_unref(b, w);
+        w = n;
+    }
+    int32_t m = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_scores_masked", 1);
+    dm_sb_unref(b, w);
+    int32_t p = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, upcast ? DM_FLOAT : model,
+                            upcast ? scores32 : scores, -1, -1, "attn_probs", 1);
+    dm_sb_unref(b, m);
+    if (upcast) {
+        int32_t c = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_probs_cast", 1);
+        dm_sb_unref(b, p);
+        p = c;
+    }
+    return p;
+}
+
+/*
+ * The decode steps with transformers 4.51's HybridCache (Gemma 2, Gemma 3:
+ * their configs carry cache_implementation="hybrid", so
+ * GenerationMixin._prepare_cache_for_generation builds one through _get_cache
+ * before the prefill, batch B, max_cache_len = max_length - 1 = P + T - 1,
+ * the model's dtype; cache_utils.py 4.51). The caches are graph inputs
+ * (src/load/hf_decoders.inc): allocated before the prefill, written in place,
+ * never grown, and still held after generate() (model._cache). Per decode
+ * token:
+ *  - prepare_inputs_for_generation (Gemma2ForCausalLM / Gemma3ForCausalLM,
+ *    4.51.3) makes the 4-D mask [B, 1, 1, M] (the model's dtype), held until
+ *    the next step's inputs replace it;
+ *  - per sliding layer, the decoder layer's where(tril(ones_like(mask)),
+ *    min, mask) [B, 1, 1, M] held to the layer's end, and
+ *    HybridCache._sliding_update's rolled copies k_out[:, :, indices],
+ *    [B, K, W, D] (W = min(window, M)) for keys and values, returned to the
+ *    attention; a global layer's _static_update writes in place and returns
+ *    the whole [B, K, M, D] cache;
+ *  - the attention over every cached position (W or M, zeros included):
+ *    repeat_kv's copies when H != K, the scores [B, H, 1, W or M] through
+ *    eager's chain (hybrid_scores), the weights held to the layer's end;
+ *  - the logits [B, 1, V] (Gemma 2: / cap, tanh, * cap);
+ *  - generate's attention_mask, input_ids and next_token_logits as with a
+ *    DynamicCache (dm_sb_generate).
+ * Not modelled: the [B, 1, hidden] and [B, 1, intermediate] tensors, the
+ * index tensors of the update (a few [W] int64), the bool [B, 1, 1, M]
+ * masks (one byte an element) and the 2-D mask's padding transients.
+ */
+static enum dnnmem_status hybrid_decode(struct dm_sb *b, struct dnnmem_error *err)
+{
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    const struct dm_run *run = b->run;
+    int32_t layers = 0;
+    while (layers < g->n_inputs && layers < INT32_MAX / 2) {
+        char name[64];
+        snprintf(name, sizeof name, "cache.%d.key", layers);
+        if (dm_graph_find(g, name) < 0)
+            break;
+        layers++;
+    }
+    int32_t logits = g->n_outputs ? g->outputs[0] : -1;
+    int32_t k0 = dm_graph_find(g, "cache.0.key");
+    if (layers == 0 || logits < 0 || t[logits].rank != 3 || t[k0].rank != 4)
+        return dm_fail(err, DNNMEM_E_INTERNAL, "%s: the HybridCache's tensors are missing", g->path);
+    int64_t B = t[k0].dims[0], K = t[k0].dims[1], D = t[k0].dims[3], M = g->cache_len;
+    int64_t W = g->cache_window < M ? g->cache_window : M, V = t[logits].dims[2];
+    int64_t P = M - (run->gen_tokens - 1);
+    enum dm_dtype model = t[k0].dtype;
+    uint64_t kvb = kv_bytes(model, run->kv_dtype), mb = kv_bytes(model, DNNMEM_KV_AUTO);
+    enum dm_dtype kvt = kv_type(model, run->kv_dtype);
+    /* the caches: KV-cache bytes, of --kv-dtype's element size */
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        int32_t x = g->inputs[i];
+        int32_t buf = b->cur[x];
+        if (buf < 0 || strncmp(g->tensors[x].name, "cache.", 6) != 0)
+            continue;
+        struct dm_buffer *bf = &b->s->buf[buf];
+        bf->category = DNNMEM_CAT_KV_CACHE;
+        if (t[x].rank == 4 && !mul5(t[x].dims[0], t[x].dims[1], t[x].dims[2], t[x].dims[3], kvb,
+                                    &bf->bytes))
+            return dm_fail(err, DNNMEM_E_SHAPE, "%s: the KV cache of %lld positions overflows",
+                           g->path, (long long)M);
+        if (t[x].rank == 4)
+            bf->dtype = (uint8_t)kvt;
+    }
+    int64_t H = K;
+    bool eager = false, upcast = false;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        if (n->op == DM_OP_Attention && dm_has_in(n, 0))
+            H = t[n->in[0]].dims[1];
+        if (n->op == DM_OP_Softmax && dm_has_in(n, 0) && t[n->in[0]].rank == 4) {
+            eager = true;
+            H = t[n->in[0]].dims[1];
+            upcast = t[n->out[0]].dtype != t[n->in[0]].dtype;
+        }
+        if (n->op == DM_OP_Softmax || n->op == DM_OP_Attention)
+            break;
+    }
+    bool repeat = H != K;
+    uint64_t mask4, roll, rep[2], sc[2], sc32[2], step_logits, next;
+    if (!mul5(B, M, 1, 1, mb, &mask4) || !mul5(B, K, W, D, kvb, &roll) ||
+        !mul5(B, H, W, D, mb, &rep[0]) || !mul5(B, H, M, D, mb, &rep[1]) ||
+        !mul5(B, H, 1, W, mb, &sc[0]) || !mul5(B, H, 1, M, mb, &sc[1]) ||
+        !mul5(B, H, 1, W, 4, &sc32[0]) || !mul5(B, H, 1, M, 4, &sc32[1]) ||
+        !mul5(B, 1, V, 1, mb, &step_logits) || !mul5(B, V, 1, 1, 4, &next))
+        return dm_fail(err, DNNMEM_E_SHAPE, "%s: the KV cache of %lld positions overflows",
+                       g->path, (long long)M);
+    int32_t lb = b->cur[logits];
+    /* generate's position_ids [B, P]: the rotary embeddings' cos and sin
+     * (Gemma 3: global and local) are [B, P, D] */
+    static const char *const rot[] = {"position_embeddings.cos", "position_embeddings.sin",
+                                       "position_embeddings_local.cos",
+                                       "position_embeddings_local.sin"};
+    for (size_t k = 0; k < sizeof rot / sizeof *rot; k++)
+        prefill_batch(b, rot[k], 3, B);
+    int32_t prev_next = -1, prev_mask = -1, prev_ids = -1, prev_m4 = -1;
+    int64_t T = run->gen_tokens;
+    enum dnnmem_status st = DNNMEM_OK;
+    for (int64_t s = 1; s <= T && !b->oom; s = s == 1 && T > 9 ? T - 7 : s + 1) {
+        int64_t L = P + s; /* generate's attention_mask and input_ids after this step */
+        uint64_t ids;
+        if (!mul5(B, L, 1, 1, 8, &ids)) {
+            st = dm_fail(err, DNNMEM_E_SHAPE, "%s: %lld tokens overflow", g->path, (long long)L);
+            break;
+        }
+        b->iteration = (int)(s < INT16_MAX ? s : INT16_MAX);
+        dm_sb_step(b, DM_PHASE_DECODE, -1);
+        int32_t am = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, ids, -1, -1, "attention_mask", 1);
+        if (prev_mask >= 0)
+            dm_sb_unref(b, prev_mask);
+        prev_mask = am;
+        int32_t nb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, next, -1, -1,
+                                 "next_token_logits", 1);
+        if (prev_next >= 0)
+            dm_sb_unref(b, prev_next);
+        prev_next = nb;
+        if (lb >= 0)
+            dm_sb_unref(b, lb);
+        lb = -1;
+        int32_t ib = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, ids, -1, -1, "input_ids", 1);
+        if (prev_ids >= 0)
+            dm_sb_unref(b, prev_ids);
+        prev_ids = ib;
+        if (s == T)
+            break;
+        int32_t m4 = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask4, -1, -1, "causal_mask", 1);
+        if (prev_m4 >= 0)
+            dm_sb_unref(b, prev_m4);
+        prev_m4 = m4;
+        for (int32_t l = 0; l < layers && !b->oom; l++) {
+            bool slide = (l + 1) % g->cache_pattern != 0;
+            int j = slide ? 0 : 1; /* index of the sizes: W or M positions */
+            int32_t wm = slide ? dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask4, -1, -1,
+                                             "sliding_mask", 1)
+                               : -1;
+            int32_t kc[2] = {-1, -1}, r[2] = {-1, -1};
+            for (int q = 0; slide && q < 2; q++)
+                kc[q] = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, kvt, roll, -1, -1, "cache_rolled", 1);
+            for (int q = 0; repeat && q < 2; q++)
+                r[q] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, rep[j], -1, -1, "repeat_kv", 1);
+            int32_t p = eager ? hybrid_scores(b, model, sc[j], sc32[j], g->attn_softcap, upcast)
+                              : -1;
+            for (int q = 0; q < 2; q++) { /* the attention returns: its locals go */
+                if (r[q] >= 0)
+                    dm_sb_unref(b, r[q]);
+                if (kc[q] >= 0)
+                    dm_sb_unref(b, kc[q]);
+            }
+            if (p >= 0) /* the decoder layer returns */
+                dm_sb_unref(b, p);
+            if (wm >= 0)
+                dm_sb_unref(b, wm);
+        }
+        lb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, step_logits, logits, -1, "step", 1);
+        for (int k = 0; g->final_softcap && k < 3; k++) { /* / cap, tanh, * cap */
+            int32_t n = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, step_logits, logits, -1,
+                                    "step", 1);
+            dm_sb_unref(b, lb);
+            lb = n;
+        }
+    }
+    return b->oom ? dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path) : st;
+}
+
 enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
 {
+    if (b->g->cache_len > 0)
+        return hybrid_decode(b, err);
     const struct dm_graph *g = b->g;
     const struct dm_tinfo *t = b->t;
     const struct dm_run *run = b->run;

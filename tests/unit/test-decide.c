@@ -157,6 +157,34 @@ static void test_max_batch_rebuilt_model(void **state)
     dnnmem_result_free(at);
     dnnmem_result_free(next);
     dnnmem_model_free(m);
+
+    /* a generation's graph depends on the prompt (Gemma 2's HybridCache is
+     * sized P + T - 1): a prompt-length search rebuilds it per estimate, so
+     * its results equal fresh estimates at the answer and the next value */
+    if (dnnmem_model_load("tests/models/hf/tiny-gemma2.json", &m, &err) != DNNMEM_OK)
+        fail_msg("%s", err.message);
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.new_tokens = 64;
+    cfg.batch_size = 4;
+    cfg.headroom = 0;
+    cfg.seq_len = 300;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_OK);
+    cfg.capacity_bytes = (int64_t)r->total_bytes;
+    dnnmem_result_free(r);
+    cfg.seq_len = 0;
+    assert_int_equal(dnnmem_max_dim(m, &cfg, "seq", 4096, &found, &at, &next, &err), DNNMEM_OK);
+    assert_true(found >= 300);
+    for (int j = 0; j < 2; j++) {
+        cfg.seq_len = found + j;
+        assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_OK);
+        assert_int_equal((j ? next : at)->total_bytes, r->total_bytes);
+        assert_int_equal(r->verdict == DNNMEM_VERDICT_DOES_NOT_FIT, j == 1);
+        dnnmem_result_free(r);
+    }
+    dnnmem_result_free(at);
+    dnnmem_result_free(next);
+    dnnmem_model_free(m);
 }
 
 /* Advice for a ResNet-50 training step that does not fit 4 GiB: each change

@@ -1674,6 +1674,153 @@ static void test_generate(void **state)
     dnnmem_model_free(m);
 }
 
+/* A report of r written to a temporary file, read back (NUL-terminated,
+ * malloc'd). */
+static char *report_of(const struct dnnmem_result *r, const dnnmem_model *m, bool json)
+{
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(json ? dnnmem_report_json(r, m, f) : dnnmem_report_text(r, m, f), 0);
+    long n = ftell(f);
+    assert_true(n > 0);
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Gemma 2 / Gemma 3 generate with transformers 4.51's HybridCache (their
+ * configs carry cache_implementation "hybrid"): static per-layer caches
+ * made before the prefill, max_cache_len = max_length - 1 = P + T - 1, a
+ * sliding layer's min(sliding_window, P + T - 1). gemma-3-4b-it (the
+ * multimodal wrapper's text_config: 34 layers, 4 KV heads of 256, window
+ * 1024, sliding_window_pattern 6 by default: layers 5, 11, 17, 23, 29 are
+ * global), B = 1, P = 1024, T = 256: M = 1279; bf16 (2 bytes):
+ *   global   [1, 4, 1279, 256] x 2 bytes = 2,619,392 per tensor, 5 layers
+ *   sliding  [1, 4, 1024, 256] x 2 bytes = 2,097,152 per tensor, 29 layers
+ * keys and values: 2 x (5 x 2,619,392 + 29 x 2,097,152) = 147,828,736, plus
+ * HybridCache.is_sliding, a bool tensor of the 34 layers: 147,828,770 bytes
+ * of KV cache, all live at the peak (the prefill's, layer 5's MLP). */
+static void test_generate_hybrid(void **state)
+{
+    (void)state;
+    FILE *f = fopen("tests/models/hf/gemma-3-4b-it.json", "rb");
+    assert_non_null(f);
+    char json[4096];
+    size_t size = fread(json, 1, sizeof json, f);
+    fclose(f);
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "gemma-3-4b-it.json";
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.seq_len = 1024;
+    cfg.new_tokens = 256;
+    struct dnnmem_error err;
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
+    assert_int_equal(g.cache_len, 1279);
+    assert_int_equal(g.cache_window, 1024);
+    assert_int_equal(g.cache_pattern, 6);
+    int global = 0;
+    for (int i = 0; i < 34; i++)
+        for (int j = 0; j < 2; j++) {
+            char name[32];
+            snprintf(name, sizeof name, "cache.%d.%s", i, j ? "value" : "key");
+            int32_t x = dm_graph_find(&g, name);
+            assert_true(x >= 0);
+            const struct dm_tensor *c = &g.tensors[x];
+            assert_int_equal(c->role, DM_ROLE_INPUT);
+            assert_int_equal(c->rank, 4);
+            assert_int_equal(c->dims[1].value, 4);
+            assert_int_equal(c->dims[2].value, (i + 1) % 6 ? 1024 : 1279);
+            assert_int_equal(c->dims[3].value, 256);
+            global += j == 0 && c->dims[2].value == 1279;
+        }
+    assert_int_equal(global, 5);
+    assert_true(dm_graph_find(&g, "cache.34.key") < 0);
+    assert_int_equal(g.n_outputs, 1); /* the logits; the presents are not kept */
+    dm_graph_free(&g);
+
+    dnnmem_model *m = load("tests/models/hf/gemma-3-4b-it.json");
+    cfg.batch_size = 1;
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_KV_CACHE], 147828770u);
+    char *text = report_of(r, m, false);
+    assert_non_null(strstr(text, "with a HybridCache (transformers 4.51"));
+    assert_non_null(strstr(text, "static caches of 1279 positions, 1024 in sliding layers"));
+    assert_non_null(strstr(text, "kv cache             140.98 MiB"));
+    assert_non_null(strstr(text, "[1,4,1279,256]       cache.5.key"));
+    free(text);
+    char *js = report_of(r, m, true);
+    assert_non_null(strstr(js, "\"kv_cache\": 147828770"));
+    free(js);
+    dnnmem_result_free(r);
+    /* --kv-dtype fp8: one byte an element, the bool tensor as it is */
+    cfg.kv_dtype = DNNMEM_KV_FP8;
+    r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_KV_CACHE], 147828736u / 2 + 34);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+
+    /* tiny-gemma2 (2 layers, layer 0 sliding with window 64, 2 KV heads of
+     * 64), B = 2, a prompt of 32 and 200 new tokens, float32: M = 231. The
+     * caches are made before the prefill, so its peak (layer 1's MLP) has
+     * them all: 2 x [2, 2, 231, 64] + 2 x [2, 2, 64, 64] float32 and the 2
+     * bool bytes (layer 0's rolled copies of its cache, 2 x [2, 2, 64, 64],
+     * were let go when its attention returned) */
+    m = load("tests/models/hf/tiny-gemma2.json");
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.batch_size = 2;
+    cfg.seq_len = 32;
+    cfg.new_tokens = 200;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    r = run(m, &cfg);
+    assert_string_equal(r->peak_phase, "forward");
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_KV_CACHE],
+                     2 * (2 * 2 * 231 * 64 * 4) + 2 * (2 * 2 * 64 * 64 * 4) + 2);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+
+    /* cache_implementation "dynamic": the DynamicCache (presents kept);
+     * another static kind is refused in generate mode */
+#define GEMMA2_SIZES                                                                               \
+    "\"model_type\": \"gemma2\", \"vocab_size\": 100, \"hidden_size\": 32, "                       \
+    "\"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "            \
+    "\"num_key_value_heads\": 1, \"head_dim\": 16, \"sliding_window\": 8"
+    m = load_json("{" GEMMA2_SIZES ", \"cache_implementation\": \"dynamic\"}");
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.seq_len = 16;
+    cfg.new_tokens = 4;
+    r = run(m, &cfg);
+    text = report_of(r, m, false);
+    assert_non_null(strstr(text, "a DynamicCache (a sliding window only masks) (transformers 4.51)"));
+    free(text);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+    m = load_json("{" GEMMA2_SIZES ", \"cache_implementation\": \"static\"}");
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "'cache_implementation' is 'static'"));
+    dnnmem_model_free(m);
+    /* the cache's size needs the prompt; one past the size limit */
+    m = load_json("{" GEMMA2_SIZES "}");
+    cfg.seq_len = 0;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "a HybridCache's size needs the prompt length"));
+    cfg.seq_len = (INT64_C(1) << 31) + 1;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_SHAPE);
+    assert_non_null(strstr(err.message, "a prompt of 2147483649 tokens"));
+    dnnmem_model_free(m);
+#undef GEMMA2_SIZES
+}
+
 /* The most bytes live during the decode phase of tiny-gpt2's eager schedule
  * (batch 2, prompt 16, `tokens` new tokens, on the CPU: bytes as requested),
  * the graph as loaded or with its legacy tuple cache turned off (each
@@ -2675,6 +2822,7 @@ int main(void)
         cmocka_unit_test(test_tiny_albert),
         cmocka_unit_test(test_generate),
         cmocka_unit_test(test_generate_gpt2),
+        cmocka_unit_test(test_generate_hybrid),
         cmocka_unit_test(test_lora),
         cmocka_unit_test(test_quant_nf4),
         cmocka_unit_test(test_quant_gptq),
