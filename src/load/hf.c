@@ -2525,11 +2525,15 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
     }
     int32_t o, w = -1;
     if (h->sdpa) {
-        /* GPT2SdpaAttention: the permuted views go to
-         * F.scaled_dot_product_attention as they are (the fused kernels take
-         * strided q, k, v), is_causal without a mask, dropout_p = attn_pdrop
-         * in training; nothing of [S, S] is made */
-        o = fused_attention(h, qkvh, true);
+        /* GPT-2 runs the shared attention interface from 4.48 (4.51's
+         * GPT2Attention.forward: ALL_ATTENTION_FUNCTIONS["sdpa"]), whose
+         * sdpa_attention_forward makes query, key and value .contiguous():
+         * copies of the permuted views, which the kernel's backward keeps;
+         * is_causal without a mask, dropout_p = attn_pdrop in training;
+         * nothing of [S, S] is made */
+        int32_t c3[3];
+        heads_copy(h, qkvh, nh, hd, c3);
+        o = fused_attention(h, c3, true);
     } else {
         /* q, k.transpose(-1, -2) and v are permuted views of the c_attn output */
         int32_t c3[3];

@@ -660,6 +660,23 @@ static void test_tiny_gpt2(void **state)
     assert_int_equal(allocations(m, "/transformer/h.0/attn/Slice_output_0", &bytes), 0);
     assert_int_equal(allocations(m, "transformer.h.0.attn.bias", &bytes), 1);
     assert_int_equal(bytes, 256);
+    /* sdpa (4.51: the shared sdpa_attention_forward): q, k and v made
+     * .contiguous(), copies of the permuted views of c_attn's output, which
+     * the fused kernel takes (and its backward keeps) */
+    const struct dm_graph *sg = dm_model_graph_sdpa(m);
+    int fused = 0;
+    for (int32_t i = 0; i < sg->n_nodes; i++) {
+        const struct dm_node *n = &sg->nodes[i];
+        if (n->op != DM_OP_Attention)
+            continue;
+        fused++;
+        for (int k = 0; k < 3; k++) {
+            const struct dm_node *p = &sg->nodes[sg->tensors[n->in[k]].producer];
+            assert_int_equal(p->op, DM_OP_Reshape);
+            assert_int_equal(sg->nodes[sg->tensors[p->in[0]].producer].op, DM_OP_Transpose);
+        }
+    }
+    assert_int_equal(fused, 2);
     dnnmem_model_free(m);
 }
 
