@@ -8,50 +8,97 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Estimate with `dim` (NULL: the batch) set to v: *fits from the verdict,
- * *over when even the requested bytes alone exceed the capacity. A model
- * rebuilt with LoRA or quantized weights is built once, into *variant. */
-static enum dnnmem_status try_value(const dnnmem_model *m, struct dm_graph *variant,
-                                    const struct dnnmem_config *cfg,
-                                    const char *dim, int64_t v, bool *fits, bool *over,
-                                    struct dnnmem_result **keep, struct dnnmem_error *err)
+/* A search over one dim: the model, the configuration, the graph rebuilt
+ * with LoRA or quantized weights (built once, by the first estimate), and
+ * the results already estimated, by value (each value is estimated once;
+ * the answer's and the next value's results are handed to the caller). */
+#define SEARCH_KEEP 64
+struct search {
+    const dnnmem_model *m;
+    const struct dnnmem_config *cfg;
+    const char *dim;             /* NULL: the batch */
+    struct dm_graph variant;
+    int n;
+    int64_t v[SEARCH_KEEP];
+    struct dnnmem_result *r[SEARCH_KEEP];
+};
+
+/* The result with the dim set to v (borrowed from the search). */
+static enum dnnmem_status estimate_at(struct search *se, int64_t v, struct dnnmem_result **out,
+                                      struct dnnmem_error *err)
 {
+    for (int k = 0; k < se->n; k++)
+        if (se->v[k] == v) {
+            *out = se->r[k];
+            return DNNMEM_OK;
+        }
+    const struct dnnmem_config *cfg = se->cfg;
     struct dnnmem_config c = *cfg;
     struct dnnmem_dim_binding *dims = NULL;
-    if (dim) {
+    if (se->dim) {
         dims = malloc((cfg->n_dims + 1) * sizeof *dims);
         if (!dims)
             return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
         size_t n = 0;
         for (size_t k = 0; k < cfg->n_dims; k++)
-            if (strcmp(cfg->dims[k].name, dim) != 0)
+            if (strcmp(cfg->dims[k].name, se->dim) != 0)
                 dims[n++] = cfg->dims[k];
-        dims[n++] = (struct dnnmem_dim_binding){dim, v};
+        dims[n++] = (struct dnnmem_dim_binding){se->dim, v};
         c.dims = dims;
         c.n_dims = n;
     } else {
         c.batch_size = v;
     }
     struct dnnmem_result *r = NULL;
-    enum dnnmem_status s = dm_estimate_reusing(m, &c, variant, &r, err);
+    enum dnnmem_status s = dm_estimate_reusing(se->m, &c, &se->variant, &r, err);
     free(dims);
     if (s != DNNMEM_OK)
         return s;
-    if (fits)
-        *fits = r->verdict != DNNMEM_VERDICT_DOES_NOT_FIT;
-    if (over)
-        *over = r->peak_requested + r->context_bytes > (uint64_t)cfg->capacity_bytes;
-    if (keep)
-        *keep = r;
-    else
-        dnnmem_result_free(r);
+    if (se->n == SEARCH_KEEP) { /* more values than a bisection of int64 tries */
+        dnnmem_result_free(se->r[0]);
+        memmove(se->v, se->v + 1, (SEARCH_KEEP - 1) * sizeof *se->v);
+        memmove(se->r, se->r + 1, (SEARCH_KEEP - 1) * sizeof *se->r);
+        se->n--;
+    }
+    se->v[se->n] = v;
+    se->r[se->n++] = r;
+    *out = r;
     return DNNMEM_OK;
 }
 
-static enum dnnmem_status max_dim(const dnnmem_model *m, struct dm_graph *variant,
-                                  const struct dnnmem_config *cfg, const char *dim, int64_t limit,
-                                  int64_t *value, struct dnnmem_result **at,
-                                  struct dnnmem_result **next, struct dnnmem_error *err)
+/* Whether the value fits (the verdict), or even its requested bytes alone
+ * exceed the capacity. */
+static enum dnnmem_status try_value(struct search *se, int64_t v, bool *fits, bool *over,
+                                    struct dnnmem_error *err)
+{
+    struct dnnmem_result *r;
+    DM_TRY(estimate_at(se, v, &r, err));
+    if (fits)
+        *fits = r->verdict != DNNMEM_VERDICT_DOES_NOT_FIT;
+    if (over)
+        *over = r->peak_requested + r->context_bytes > (uint64_t)se->cfg->capacity_bytes;
+    return DNNMEM_OK;
+}
+
+/* The result at v, handed over to the caller (estimated if it was not). */
+static enum dnnmem_status take(struct search *se, int64_t v, struct dnnmem_result **out,
+                               struct dnnmem_error *err)
+{
+    struct dnnmem_result *r;
+    DM_TRY(estimate_at(se, v, &r, err));
+    for (int k = 0; k < se->n; k++)
+        if (se->r[k] == r) {
+            se->v[k] = se->v[se->n - 1];
+            se->r[k] = se->r[--se->n];
+            break;
+        }
+    *out = r;
+    return DNNMEM_OK;
+}
+
+static enum dnnmem_status max_dim(struct search *se, int64_t limit, int64_t *value,
+                                  struct dnnmem_result **at, struct dnnmem_result **next,
+                                  struct dnnmem_error *err)
 {
     /* bound: the smallest value whose requested bytes alone do not fit (they
      * grow with the dim, so nothing above fits either), by doubling then
@@ -59,7 +106,7 @@ static enum dnnmem_status max_dim(const dnnmem_model *m, struct dm_graph *varian
     bool over;
     int64_t lo = 0, hi = 1; /* lo: requested fits (0: none checked), hi: first over */
     for (;;) {
-        DM_TRY(try_value(m, variant, cfg, dim, hi, NULL, &over, NULL, err));
+        DM_TRY(try_value(se, hi, NULL, &over, err));
         if (over)
             break;
         lo = hi;
@@ -71,7 +118,7 @@ static enum dnnmem_status max_dim(const dnnmem_model *m, struct dm_graph *varian
     }
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
-        DM_TRY(try_value(m, variant, cfg, dim, mid, NULL, &over, NULL, err));
+        DM_TRY(try_value(se, mid, NULL, &over, err));
         if (over)
             hi = mid;
         else
@@ -80,16 +127,16 @@ static enum dnnmem_status max_dim(const dnnmem_model *m, struct dm_graph *varian
     /* the answer: the largest value below the bound that fits */
     for (int64_t v = hi - 1; v >= 1; v--) {
         bool fits;
-        DM_TRY(try_value(m, variant, cfg, dim, v, &fits, NULL, NULL, err));
+        DM_TRY(try_value(se, v, &fits, NULL, err));
         if (fits) {
             *value = v;
             break;
         }
     }
     if (at && *value)
-        DM_TRY(try_value(m, variant, cfg, dim, *value, NULL, NULL, at, err));
+        DM_TRY(take(se, *value, at, err));
     if (next && *value < limit)
-        DM_TRY(try_value(m, variant, cfg, dim, *value + 1, NULL, NULL, next, err));
+        DM_TRY(take(se, *value + 1, next, err));
     return DNNMEM_OK;
 }
 
@@ -106,10 +153,18 @@ enum dnnmem_status dnnmem_max_dim(const dnnmem_model *m, const struct dnnmem_con
     if (next)
         *next = NULL;
     *value = 0;
-    struct dm_graph variant;
-    dm_graph_init(&variant);
-    enum dnnmem_status s = max_dim(m, &variant, cfg, dim, limit, value, at, next, err);
-    dm_graph_free(&variant);
+    struct search *se = calloc(1, sizeof *se);
+    if (!se)
+        return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+    se->m = m;
+    se->cfg = cfg;
+    se->dim = dim;
+    dm_graph_init(&se->variant);
+    enum dnnmem_status s = max_dim(se, limit, value, at, next, err);
+    for (int k = 0; k < se->n; k++)
+        dnnmem_result_free(se->r[k]);
+    dm_graph_free(&se->variant);
+    free(se);
     return s;
 }
 
