@@ -1004,6 +1004,15 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
             }
         }
     }
+    if (g->n_router > 0 && cfg.mode != DNNMEM_MODE_TRAIN) {
+        enum dnnmem_status ls = dm_fail(
+            err, DNNMEM_E_UNSUPPORTED,
+            "%s: config field 'output_router_logits' is true: the load-balancing loss every "
+            "forward then computes is modelled in training only (--mode train)",
+            g->path);
+        dm_graph_free(&lg);
+        return ls;
+    }
     struct dm_run run = {
         .train = cfg.mode == DNNMEM_MODE_TRAIN,
         .cuda = cfg.device == DNNMEM_DEVICE_CUDA,
@@ -1089,6 +1098,12 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                    ? "cross-entropy of logits.float() against token ids (transformers' ForCausalLMLoss)"
                    : loss_name(cfg.loss),
                cfg.loss_all_outputs && cfg.loss != DNNMEM_LOSS_SUM ? ", every output" : "");
+        if (g->n_router > 0)
+            assume(&as, "aux_loss", "default",
+                   "output_router_logits: + %g x load_balancing_loss_func over the %d sparse "
+                   "layers' router logits, after the cross-entropy (its int64 one-hot expert "
+                   "mask [tokens x layers, top-k, experts] and float copy included)",
+                   g->router_aux_coef, (int)g->n_router);
         assume(&as, "iterations", cfg.iterations ? "option" : "default", "%d", run.iterations);
         if (run.grad_accum > 1)
             assume(&as, "grad_accum", "option", "%d micro-batches per step", run.grad_accum);

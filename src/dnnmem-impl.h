@@ -318,6 +318,13 @@ struct dm_graph {
                                          and of the logits (set with cache_len) */
     bool eager_only;           /* HF: transformers has no sdpa path for it (T5Attention):
                                   the "sdpa" graph is the eager one */
+    /* HF mixture of experts with output_router_logits: each sparse layer's
+     * router logits [tokens, experts] (arena-owned list), which the causal
+     * LM's forward returns and, in training, feeds to load_balancing_loss_func
+     * after the cross-entropy (src/train/train.c, aux_loss) */
+    int32_t n_router, *router;
+    int64_t router_top_k;
+    double router_aux_coef;
     /* HF: linear layers stored quantized (quantization_config or --quant) */
     const char *quant_method;  /* "gptq", "awq", "bitsandbytes", "fp8", or NULL */
     const char *quant_layout;  /* assumption text: method, layout, modules */

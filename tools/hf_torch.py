@@ -336,10 +336,15 @@ class LlamaModel(nn.Module):
         causal_mask = self._causal_mask(inputs_embeds, cache_position, attention_mask, past_seen)
         hidden_states = inputs_embeds
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        # MixtralModel / Qwen2MoeModel / Qwen3MoeModel: all_router_logits
+        all_router_logits = () if self.cfg.get("output_router_logits", False) else None
         for decoder_layer in self.layers:
             layer_outputs = decoder_layer(hidden_states, causal_mask, position_embeddings, cache)
             hidden_states = layer_outputs[0]
+            if all_router_logits is not None and len(layer_outputs) > 1:
+                all_router_logits += (layer_outputs[-1],)
         hidden_states = self.norm(hidden_states)
+        self.router_logits = all_router_logits
         return hidden_states, cache
 
 
@@ -359,9 +364,26 @@ class LlamaForCausalLM(nn.Module):
                                           attention_mask, position_ids, cache_position)
         # logits_to_keep=0: all positions; generate passes 1 (the last position's)
         logits = self.lm_head(hidden_states[:, slice(-logits_to_keep, None), :])
+        router_logits, self.model.router_logits = self.model.router_logits, None
+        if router_logits is not None:  # returned third (MoeCausalLMOutputWithPast.router_logits)
+            return logits, (tuple(cache) if cache is not None else None), router_logits
         if isinstance(cache, DynamicCache):
             return logits, cache
         return logits, (tuple(cache) if cache is not None else None)
+
+
+def load_balancing_loss_func(gate_logits, num_experts, top_k):
+    """transformers 4.51's load_balancing_loss_func (Mixtral, Qwen2-MoE,
+    Qwen3-MoE) without an attention_mask: every local lives until return."""
+    compute_device = gate_logits[0].device
+    concatenated_gate_logits = torch.cat([layer_gate.to(compute_device) for layer_gate in gate_logits], dim=0)
+    routing_weights = torch.nn.functional.softmax(concatenated_gate_logits, dim=-1)
+    _, selected_experts = torch.topk(routing_weights, top_k, dim=-1)
+    expert_mask = torch.nn.functional.one_hot(selected_experts, num_experts)
+    tokens_per_expert = torch.mean(expert_mask.float(), dim=0)
+    router_prob_per_expert = torch.mean(routing_weights, dim=0)
+    overall_loss = torch.sum(tokens_per_expert * router_prob_per_expert.unsqueeze(0))
+    return overall_loss * num_experts
 
 
 
@@ -665,6 +687,7 @@ class MoeDecoderLayer(nn.Module):
                 self.mlp = LlamaMLP(cfg)
         self.input_layernorm = LlamaRMSNorm(hidden, eps=eps)
         self.post_attention_layernorm = LlamaRMSNorm(hidden, eps=eps)
+        self.output_router_logits = cfg.get("output_router_logits", False)
 
     def forward(self, hidden_states, attention_mask, position_embeddings, cache):
         residual = hidden_states
@@ -675,9 +698,13 @@ class MoeDecoderLayer(nn.Module):
         residual = hidden_states
         hidden_states = self.post_attention_layernorm(hidden_states)
         hidden_states = self.block_sparse_moe(hidden_states) if self.mixtral else self.mlp(hidden_states)
+        router_logits = None
         if isinstance(hidden_states, tuple):
             hidden_states, router_logits = hidden_states
         hidden_states = residual + hidden_states
+        # output_router_logits: the layer returns its router logits too
+        if self.output_router_logits and router_logits is not None:
+            return (hidden_states, router_logits)
         return (hidden_states,)
 
 # --------------------------------------------------------------------------

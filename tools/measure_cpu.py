@@ -86,6 +86,14 @@ HF_MODELS = {
     "tiny-mixtral": dict(config="tests/models/hf/tiny-mixtral.json", batches=[2], seq=128),
     "tiny-qwen2-moe": dict(config="tests/models/hf/tiny-qwen2-moe.json", batches=[2], seq=128),
     "tiny-qwen3-moe": dict(config="tests/models/hf/tiny-qwen3-moe.json", batches=[2], seq=128),
+    # output_router_logits: the load-balancing loss added after the cross-entropy (training only)
+    "tiny-mixtral-aux": dict(config="tests/models/hf/tiny-mixtral-aux.json", batches=[2], seq=128),
+    "tiny-qwen3-moe-aux": dict(config="tests/models/hf/tiny-qwen3-moe-aux.json", batches=[2],
+                               seq=128),
+    # 64 experts top-8 over 8 x 256 tokens in 4 layers, a tiny vocab: the aux loss's int64
+    # one-hot [8192, 8, 64] and its float copy (50 MiB) make the loss phase's peak
+    "tiny-qwen3-moe-aux-wide": dict(config="tests/models/hf/tiny-qwen3-moe-aux-wide.json",
+                                    batches=[8], seq=256),
     "tiny-deepseek-v2": dict(config="tests/models/hf/tiny-deepseek-v2.json", batches=[2], seq=128),
     "tiny-deepseek-v3": dict(config="tests/models/hf/tiny-deepseek-v3.json", batches=[2], seq=128),
     # encoder-decoder: input_ids [batch, seq] and decoder_input_ids [batch, target_seq]
@@ -125,7 +133,9 @@ HYBRID_GEN = {"tiny-gemma2": dict(config="tests/models/hf/tiny-gemma2.json",
                                   runs=((2, 32, 16), (2, 32, 48), (1, 96, 16), (2, 96, 48))),
               "tiny-gemma3": dict(config="tests/models/hf/tiny-gemma3.json",
                                   runs=((2, 32, 48), (1, 96, 16), (2, 96, 48)))}
-MOE_MODELS = ("tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-deepseek-v2", "tiny-deepseek-v3")
+MOE_MODELS = ("tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-deepseek-v2", "tiny-deepseek-v3",
+              "tiny-mixtral-aux", "tiny-qwen3-moe-aux", "tiny-qwen3-moe-aux-wide")
+AUX_MODELS = ("tiny-mixtral-aux", "tiny-qwen3-moe-aux", "tiny-qwen3-moe-aux-wide")  # training only
 # LoRA variant (PEFT LoraConfig; default target_modules per model_type).
 LORA_R, LORA_ALPHA, LORA_DROPOUT = 8, 16, 0.05
 LORA_TARGETS = {"llama": ["q_proj", "v_proj"], "gpt2": ["c_attn"], "t5": ["q", "v"],
@@ -212,7 +222,8 @@ def make_configs():
                 # family and the MoE models
                 if (variant.startswith("lora") and model in ("tiny-qwen3",) + MOE_MODELS) or \
                         (variant.endswith("bf16") and
-                         model not in ("tiny-llama-gqa", "tiny-qwen3") + MOE_MODELS):
+                         model not in ("tiny-llama-gqa", "tiny-qwen3") + MOE_MODELS) or \
+                        (model in AUX_MODELS and mode == "inference"):
                     continue
                 tag = "infer" if mode == "inference" else "train-" + ("sgd" if opt == "sgd-momentum" else "adam")
                 image = None
@@ -345,7 +356,13 @@ def compute_loss(cfg, out, y):
     name = cfg["model"]
     if cfg.get("hf_config"):
         logits = out[0].float()  # ForCausalLMLoss; a no-op on a float32 model
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+        if isinstance(out, tuple) and len(out) == 3:  # output_router_logits: + coef * aux
+            hc = hf_config(cfg)
+            experts = hc.get("num_local_experts", hc.get("num_experts"))
+            aux_loss = hf_torch.load_balancing_loss_func(out[2], experts, hc["num_experts_per_tok"])
+            loss += hc.get("router_aux_loss_coef", 0.001) * aux_loss.to(loss.device)
+        return loss
     if name in ("resnet50", "vgg16"):
         return F.cross_entropy(out, y)
     if name == "inception_v3":

@@ -1700,6 +1700,8 @@ struct moe {
     enum topk_method method;
     int64_t groups, topk_group;
     double scale;                   /* routed_scaling_factor */
+    bool aux;                       /* output_router_logits: the load-balancing loss */
+    double aux_coef;                /* router_aux_loss_coef */
 };
 
 struct mla {
@@ -2132,6 +2134,13 @@ static int32_t mla_attention(struct hf *h, const struct llama *c, int layer, int
 static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
 {
     int64_t D = c->head_dim;
+    if (c->moe && c->moe->aux) {
+        h->g->router = dm_arena_array(&h->g->arena, (size_t)c->layers, sizeof *h->g->router);
+        if (!h->g->router)
+            return oom(h);
+        h->g->router_top_k = c->moe->top_k;
+        h->g->router_aux_coef = c->moe->aux_coef;
+    }
     size_t top = enter(h, "model");
     size_t s = enter(h, "embed_tokens");
     int32_t emb_w = param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->vocab, c->hidden});
@@ -2249,6 +2258,8 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
          * likewise the router logits of a MoE block */
         hold(h, attn_w, last_node(h));
         hold(h, router, last_node(h));
+        if (router >= 0 && c->moe->aux && h->st == DNNMEM_OK) /* returned by the model */
+            h->g->router[h->g->n_router++] = router;
         leave(h, ls);
     }
     s = enter(h, "norm");
@@ -2439,10 +2450,16 @@ static void read_moe(struct hf *h, const char *type, struct llama *c, struct moe
         fail(h, DNNMEM_E_MODEL,
              "config field 'num_experts_per_tok' (%lld) exceeds the experts (%lld)",
              (long long)m->top_k, (long long)m->experts);
-    if (get_bool(h, "output_router_logits", false))
+    /* output_router_logits: the causal LM returns every sparse layer's router
+     * logits and adds router_aux_coef x load_balancing_loss_func(...) to the
+     * loss (MixtralForCausalLM / Qwen2MoeForCausalLM / Qwen3MoeForCausalLM
+     * of 4.51; config default coefficient 0.001 for each) */
+    m->aux = get_bool(h, "output_router_logits", false);
+    m->aux_coef = get_num(h, "router_aux_loss_coef", 0.001, 0, 1e6);
+    if (m->aux && m->kind == MOE_DEEPSEEK)
         fail(h, DNNMEM_E_UNSUPPORTED,
-             "config field 'output_router_logits' is true; the auxiliary load-balancing loss is "
-             "not modelled");
+             "config field 'output_router_logits' is true; DeepSeek's causal LM in transformers "
+             "4.51 computes no auxiliary loss from it");
     c->mlp_bias = false;
     c->moe = m;
 }

@@ -91,6 +91,9 @@ void dm_train_free(struct dm_sb *b);
 bool dm_train_checkpoint_enter(struct dm_sb *b, int32_t i);
 /* After node i ran forward: keep what its backward needs. */
 void dm_train_save(struct dm_sb *b, int32_t i);
+/* After node i's outputs are made (not in a recomputation): keep those the
+ * model returns to the loss (a mixture of experts' router logits). */
+void dm_train_returned(struct dm_sb *b, int32_t i);
 /* TensorFlow's extra buffers inside node i's forward, after its outputs and
  * saved extras are made (--framework tensorflow; src/train/train.c's
  * header); `save`: grad mode is on. Also in inference (b->train NULL). */

@@ -930,6 +930,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         b->strided[o] = n->op == DM_OP_Attention && b->run->cuda;
     }
     dm_sb_workspace_end(b, &ws);
+    if (!again)
+        dm_train_returned(b, i);
     if (save)
         dm_train_save(b, i);
     /* after the saved extras: TF allocates every output (reserve spaces

@@ -136,6 +136,7 @@ struct dm_train {
     int32_t *local_uses;
     int32_t *held;       /* buffers the caller holds until the next forward (outputs, loss) */
     int32_t n_held;
+    int32_t *router_buf; /* per g->router entry: the returned router logits' buffer, or -1 */
     bool state_made;     /* the optimizer has created its state */
 };
 
@@ -409,13 +410,20 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     tr->saved = calloc((size_t)nn + 1, sizeof *tr->saved);
     tr->n_saved = calloc((size_t)nn + 1, sizeof *tr->n_saved);
     tr->node_rg = calloc((size_t)nn + 1, sizeof *tr->node_rg);
-    tr->held = malloc(((size_t)g->n_outputs + 3) * sizeof *tr->held);
+    tr->held = malloc(((size_t)g->n_outputs + (size_t)g->n_router + 3) * sizeof *tr->held);
     tr->contrib = calloc((size_t)nt + 1, sizeof *tr->contrib);
     tr->left = calloc((size_t)nt + 1, sizeof *tr->left);
     tr->pending = malloc(((size_t)nt + 1) * sizeof *tr->pending);
     if (!tr->rg || !tr->param || !tr->grad || !tr->param_grad || !tr->saved || !tr->n_saved ||
         !tr->node_rg || !tr->held || !tr->contrib || !tr->left || !tr->pending)
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+    if (g->n_router > 0) {
+        tr->router_buf = malloc((size_t)g->n_router * sizeof *tr->router_buf);
+        if (!tr->router_buf)
+            return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+        for (int32_t k = 0; k < g->n_router; k++)
+            tr->router_buf[k] = -1;
+    }
     mark_bn_stats(g, tr->param); /* running statistics first, as "not a parameter" */
     for (int32_t x = 0; x < nt; x++) {
         tr->grad[x] = tr->param_grad[x] = -1;
@@ -491,6 +499,7 @@ void dm_train_free(struct dm_sb *b)
     free(tr->n_saved);
     free(tr->node_rg);
     free(tr->held);
+    free(tr->router_buf);
     if (tr->seg_kept)
         for (int32_t k = 0; k < b->g->n_nodes; k++)
             free(tr->seg_kept[k]);
@@ -581,6 +590,21 @@ void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save)
         static const char *const what[] = {"normalized (transient)"};
         transients(b, i, DNNMEM_CAT_ACTIVATION, t[n->out[0]].dtype, t[n->out[0]].bytes, 1, what);
     }
+}
+
+void dm_train_returned(struct dm_sb *b, int32_t i)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    if (!tr || !tr->router_buf)
+        return;
+    const struct dm_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_out; k++)
+        for (int32_t r = 0; r < g->n_router; r++)
+            if (n->out[k] == g->router[r] && tr->router_buf[r] < 0 && b->cur[n->out[k]] >= 0) {
+                tr->router_buf[r] = b->cur[n->out[k]];
+                dm_sb_ref(b, tr->router_buf[r], 1);
+            }
 }
 
 void dm_train_save(struct dm_sb *b, int32_t i)
@@ -884,6 +908,119 @@ static void backward_node(struct dm_sb *b, int32_t i)
         }
 }
 
+/* A mixture of experts' auxiliary loss with output_router_logits, as
+ * transformers 4.51's MixtralForCausalLM (and Qwen2-MoE, Qwen3-MoE) adds it
+ * right after the cross-entropy: load_balancing_loss_func on the returned
+ * router logits of the L sparse layers, each [T, E] (N = L x T rows, k
+ * experts a token), whose locals live until it returns:
+ *   concatenated_gate_logits = torch.cat(router_logits)          [N, E]
+ *   routing_weights = softmax(., dim=-1)  (kept by SoftmaxBackward; float32
+ *                                          under autocast, its fp32 list)
+ *   _, selected_experts = topk(routing_weights, k)               [N, k] x 2
+ *   expert_mask = one_hot(selected_experts, E)            int64 [N, k, E]
+ *   tokens_per_expert = mean(expert_mask.float(), 0)   float32 copy, [k, E]
+ *   router_prob_per_expert = mean(routing_weights, 0)            [E]
+ *   sum(tokens_per_expert * router_prob_per_expert.unsqueeze(0)) * E
+ * (the product's backward keeps tokens_per_expert), then loss += coef x it.
+ * Its backward runs before the cross-entropy's (the engine takes the most
+ * recent nodes first): the [k, E] product's grad summed to [1, E], the
+ * mean's [N, E], the softmax's [N, E] (and autocast's cast back), whose
+ * slices are the router logits' grads (one buffer, shared). The returned
+ * router logits are held with the model's other outputs.
+ * What the backward takes: */
+struct aux {
+    int32_t rw, tpe;        /* the routing weights and tokens_per_expert kept, or -1 */
+    enum dm_dtype dt, pt;   /* the router logits' type, the routing weights' */
+    uint64_t b_ne, b_pne, b_ke4, b_e;
+};
+
+static void aux_forward(struct dm_sb *b, struct aux *a)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    a->rw = a->tpe = -1;
+    if (!tr->router_buf || tr->router_buf[0] < 0)
+        return;
+    const struct dm_tinfo *r0 = &b->t[g->router[0]];
+    enum dm_dtype dt = r0->dtype, pt = b->run->amp != DM_UNDEFINED ? DM_FLOAT : dt;
+    int64_t T = r0->rank == 2 ? r0->dims[0] : 0, E = r0->rank == 2 ? r0->dims[1] : 0;
+    int64_t k = g->router_top_k, N, NE, NK, NKE;
+    uint64_t b_ne, b_pne, b_pnk, b_nk8, b_nke8, b_nke4, b_ke4, b_e;
+    if (!dm_mul_ok(T, g->n_router, &N) || !dm_mul_ok(N, E, &NE) || !dm_mul_ok(N, k, &NK) ||
+        !dm_mul_ok(NK, E, &NKE) || !dm_dtype_bytes(dt, NE, &b_ne) ||
+        !dm_dtype_bytes(pt, NE, &b_pne) || !dm_dtype_bytes(pt, NK, &b_pnk) ||
+        !dm_dtype_bytes(DM_INT64, NK, &b_nk8) || !dm_dtype_bytes(DM_INT64, NKE, &b_nke8) ||
+        !dm_dtype_bytes(DM_FLOAT, NKE, &b_nke4) || !dm_dtype_bytes(DM_FLOAT, k * E, &b_ke4) ||
+        !dm_dtype_bytes(pt, E, &b_e))
+        return;
+    *a = (struct aux){-1, -1, dt, pt, b_ne, b_pne, b_ke4, b_e};
+    int32_t cat = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, b_ne, -1, -1, "aux.router_logits_cat", 1);
+    int32_t up = pt != dt ? dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, pt, b_pne, -1, -1, "autocast", 1)
+                          : -1;
+    a->rw = dm_sb_alloc(b, DNNMEM_CAT_SAVED, pt, b_pne, -1, -1, "aux.routing_weights", 1);
+    dm_sb_unref(b, up);
+    int32_t vals = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, pt, b_pnk, -1, -1, "aux.topk", 1);
+    int32_t sel = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_INT64, b_nk8, -1, -1, "aux.topk", 1);
+    int32_t mask = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_INT64, b_nke8, -1, -1,
+                               "aux.expert_mask", 1);
+    int32_t f = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, b_nke4, -1, -1, "aux.expert_mask", 1);
+    a->tpe = dm_sb_alloc(b, DNNMEM_CAT_SAVED, DM_FLOAT, b_ke4, -1, -1, "aux.tokens_per_expert", 1);
+    dm_sb_unref(b, f);
+    int32_t prob = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, pt, b_e, -1, -1, "aux.router_prob", 1);
+    int32_t prod = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, b_ke4, -1, -1, "aux", 1);
+    int32_t sum = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, 4, -1, -1, "aux", 1);
+    dm_sb_unref(b, prod);
+    int32_t loss = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, 4, -1, -1, "aux", 1);
+    dm_sb_unref(b, sum);
+    /* the function returns: its locals go */
+    int32_t locals[] = {cat, vals, sel, mask, prob};
+    for (size_t j = 0; j < sizeof locals / sizeof *locals; j++)
+        dm_sb_unref(b, locals[j]);
+    /* loss += coef * aux_loss (coef * aux a new scalar, the add in place) */
+    int32_t scaled = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, 4, -1, -1, "aux", 1);
+    dm_sb_unref(b, loss);
+    dm_sb_unref(b, scaled);
+    /* the router logits are returned with the logits: held as they are */
+    for (int32_t r = 0; r < g->n_router; r++) {
+        tr->held[tr->n_held++] = tr->router_buf[r];
+        tr->router_buf[r] = -1;
+    }
+}
+
+static void aux_backward(struct dm_sb *b, const struct aux *a)
+{
+    const struct dm_graph *g = b->g;
+    if (a->rw < 0)
+        return;
+    int32_t s1 = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, 4, -1, -1, "aux.grad", 1);
+    int32_t s2 = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, 4, -1, -1, "aux.grad", 1);
+    dm_sb_unref(b, s1);
+    /* MulBackward: grad * tokens_per_expert [k, E], summed to [1, E] */
+    int32_t gk = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, a->b_ke4, -1, -1, "aux.grad", 1);
+    dm_sb_unref(b, s2);
+    dm_sb_unref(b, a->tpe);
+    int32_t ge = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, a->pt, a->b_e, -1, -1, "aux.grad", 1);
+    dm_sb_unref(b, gk);
+    /* MeanBackward: the expanded grad / N, [N, E]; SoftmaxBackward */
+    int32_t gm = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, a->pt, a->b_pne, -1, -1, "aux.grad", 1);
+    dm_sb_unref(b, ge);
+    int32_t gs = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, a->pt, a->b_pne, -1, -1, "aux.grad", 1);
+    dm_sb_unref(b, gm);
+    dm_sb_unref(b, a->rw);
+    if (a->pt != a->dt) { /* autocast's copy back to the router logits' type */
+        int32_t down = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, a->dt, a->b_ne, -1, -1, "aux.grad", 1);
+        dm_sb_unref(b, gs);
+        gs = down;
+    }
+    /* CatBackward: each router logits' grad a slice of it */
+    for (int32_t r = 0; r < g->n_router; r++)
+        if (b->train->rg[g->router[r]]) {
+            dm_sb_ref(b, gs, 1);
+            deliver(b, g->router[r], gs);
+        }
+    dm_sb_unref(b, gs);
+}
+
 /* The loss and its backward, which hands the outputs their grads. The loss
  * reads output 0, or every output that requires grad (loss_all_outputs: the
  * terms are added, e.g. a main and an auxiliary head).
@@ -931,10 +1068,13 @@ static void loss(struct dm_sb *b)
             value = sum;
         }
     }
+    struct aux aux;
+    aux_forward(b, &aux);
     tr->held[tr->n_held++] = value;
     /* backward from the loss: its grad is ones_like(loss) */
     dm_sb_step(b, DM_PHASE_BACKWARD, -1);
     int32_t gl = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, 4, -1, -1, "loss.grad", 1);
+    aux_backward(b, &aux);
     for (int32_t k = n_out - 1; k >= 0; k--) {
         int32_t x = g->outputs[k];
         const struct dm_tinfo *o = &b->t[x];

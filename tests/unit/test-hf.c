@@ -405,9 +405,10 @@ static void test_errors(void **state)
     expect_error("{\"model_type\": \"gpt2\", \"vocab_size\": 100, \"n_embd\": 32, \"n_layer\": 2, "
                  "\"n_head\": 4, \"n_positions\": 16, \"activation_function\": \"relu\"}",
                  DNNMEM_E_UNSUPPORTED, "config field 'activation_function' is 'relu'");
-    expect_error("{\"model_type\": \"mixtral\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+    expect_error("{\"model_type\": \"deepseek_v3\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
                  "\"output_router_logits\": true}",
-                 DNNMEM_E_UNSUPPORTED, "config field 'output_router_logits' is true");
+                 DNNMEM_E_UNSUPPORTED, "DeepSeek's causal LM in transformers 4.51 computes no "
+                 "auxiliary loss");
     expect_error("{\"model_type\": \"mixtral\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
                  "\"num_local_experts\": 2, \"num_experts_per_tok\": 3}",
                  DNNMEM_E_MODEL, "config field 'num_experts_per_tok' (3) exceeds the experts (2)");
@@ -2201,6 +2202,74 @@ static void test_flash(void **state)
     dnnmem_model_free(m);
 }
 
+/* output_router_logits (tiny-qwen3-moe-aux-wide: 4 sparse layers, 64
+ * experts, top-8; B 8, S 256: T = 2048 tokens, N = 4 x 2048 = 8192 rows),
+ * float32: load_balancing_loss_func after the cross-entropy makes the
+ * concatenated router logits [8192, 64] (2 MiB), the routing weights kept
+ * for backward (2 MiB), topk's values [8192, 8] float32 (256 KiB) and
+ * indices int64 (512 KiB), the int64 one-hot mask [8192, 8, 64] (32 MiB)
+ * and its float copy (16 MiB), tokens_per_expert [8, 64] kept; its
+ * backward the mean's and the softmax's [8192, 64] grads. Measured on the
+ * CPU (tests/validation: tiny-qwen3-moe-aux-wide-*), the loss phase's peak. */
+static void test_moe_aux_loss(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-qwen3-moe-aux-wide.json");
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_int_equal(g->n_router, 4);
+    assert_int_equal(g->router_top_k, 8);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {8, 256};
+    struct dnnmem_error err;
+    struct dm_infer ctx = {.g = g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+    assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+    struct dm_run run1 = {.train = true, .inplace = true, .torch_version = 113, .iterations = 1,
+                          .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD, .loss = DNNMEM_LOSS_CE,
+                          .amp = DM_UNDEFINED, .cpu_threads = 1};
+    struct dm_schedule s;
+    assert_int_equal(dm_schedule_build(g, t, &run1, &s, &err), DNNMEM_OK);
+    static const struct {
+        const char *what;
+        int n;
+        uint64_t bytes; /* the last one's */
+    } want[] = {{"aux.router_logits_cat", 1, 8192 * 64 * 4},
+                {"aux.routing_weights", 1, 8192 * 64 * 4},
+                {"aux.topk", 2, 8192 * 8 * 8},
+                {"aux.expert_mask", 2, 8192 * 8 * 64 * 4},
+                {"aux.tokens_per_expert", 1, 8 * 64 * 4},
+                {"aux.router_prob", 1, 64 * 4}};
+    for (size_t w = 0; w < sizeof want / sizeof *want; w++) {
+        int n = 0;
+        uint64_t last = 0, largest = 0;
+        for (int32_t k = 0; k < s.n_buf; k++)
+            if (s.buf[k].what && strcmp(s.buf[k].what, want[w].what) == 0) {
+                n++;
+                last = s.buf[k].bytes;
+                largest = last > largest ? last : largest;
+            }
+        if (n != want[w].n || last != want[w].bytes)
+            fail_msg("%s: %d buffers, the last %llu bytes", want[w].what, n,
+                     (unsigned long long)last);
+        if (strcmp(want[w].what, "aux.expert_mask") == 0) /* the int64 mask first */
+            assert_int_equal(largest, 8192 * 8 * 64 * 8);
+    }
+    dm_schedule_free(&s);
+    free(t);
+    dm_arena_free(&a);
+    /* inference computes the loss too (every forward): not modelled, refused */
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.seq_len = 16;
+    struct dnnmem_result *r = NULL;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "'output_router_logits' is true"));
+    dnnmem_model_free(m);
+}
+
 /* ---- safetensors headers next to config.json ---------------------------- */
 
 struct st_entry {
@@ -2856,6 +2925,7 @@ int main(void)
         cmocka_unit_test(test_t5_checkpoint_names),
         cmocka_unit_test(test_mixtral),
         cmocka_unit_test(test_qwen_moe),
+        cmocka_unit_test(test_moe_aux_loss),
         cmocka_unit_test(test_deepseek),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
