@@ -124,6 +124,7 @@ struct hf {
     size_t *lora_hits;         /* per target: modules adapted (malloc'd) */
     int64_t gen_prompt, gen_tokens; /* --mode generate: the prompt (seq, when given) and the
                                        new tokens; 0 otherwise */
+    bool amp;                  /* --precision amp-*: autocast sets the activations' dtypes */
     struct name_slot *names;   /* node names, open addressing (malloc'd) */
     uint32_t names_cap, n_names;
 };
@@ -538,11 +539,30 @@ static void keep32(struct hf *h, int32_t t)
         h->g->tensors[t].keep_fp32 = true;
 }
 
-/* PEFT's lora.Linear.forward around the base layer's output y:
- * y + lora_B(lora_A(dropout(x.to(float32)))) * scaling, then .to(y's
- * dtype). The casts are no-ops when the run is float32 (.to() of the same
- * dtype returns its input). */
-static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y)
+/* The layer an adapter wraps: PEFT dispatches bitsandbytes' layers to
+ * lora.bnb's Linear8bitLt and Linear4bit, whose forward is not lora.Linear's. */
+enum lora_base { LB_LINEAR, LB_BNB8, LB_BNB4 };
+
+/* Tensor.clone(): a fresh copy whose backward passes the grad on as it is
+ * (CloneBackward0), built as x + 0 (an Add allocates its output and passes
+ * its grad through). */
+static int32_t clone(struct hf *h, int32_t x)
+{
+    return op(h, DM_OP_Add, 2, x, const_f(h, 0.0));
+}
+
+/* PEFT's LoRA forward around the base layer's output y (huggingface/peft
+ * src/peft/tuners/lora/layer.py and bnb.py, v0.14-0.15).
+ * lora.Linear: y + lora_B(lora_A(dropout(x.to(float32)))) * scaling, then
+ * .to(y's dtype).
+ * lora.bnb (bitsandbytes bases): Linear4bit first clones y ("As per Tim
+ * Dettmers, for 4bit, we need to defensively clone here"); then, unless
+ * autocast is on, x.to(float32) and the adapters' output .to(y's dtype)
+ * before y + output, in y's dtype.
+ * The casts are no-ops when the types agree (.to() of the same dtype returns
+ * its input). */
+static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y,
+                    enum lora_base base)
 {
     if (!lora_wanted(h))
         return y;
@@ -551,9 +571,15 @@ static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y)
     int32_t b = param(h, "lora_B.default.weight", DM_FLOAT, 2, (int64_t[]){out, r});
     keep32(h, a);
     keep32(h, b);
-    int32_t xa = op(h, DM_OP_Cast, 1, x);
-    attr_i(h, "to", DM_FLOAT);
-    keep32(h, xa);
+    bool bnb = base != LB_LINEAR;
+    if (base == LB_BNB4)
+        y = clone(h, y);
+    int32_t xa = x;
+    if (!bnb || !h->amp) {
+        xa = op(h, DM_OP_Cast, 1, x);
+        attr_i(h, "to", DM_FLOAT);
+        keep32(h, xa);
+    }
     if (h->lora->dropout > 0) {
         xa = dropout(h, xa, h->lora->dropout);
         keep32(h, xa);
@@ -569,6 +595,11 @@ static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y)
     double alpha = h->lora->alpha > 0 ? h->lora->alpha : 8;
     u = op(h, DM_OP_Mul, 2, u, const_f(h, alpha / (double)r));
     keep32(h, u);
+    if (bnb) {
+        if (!h->amp)
+            u = op(h, DM_OP_CastLike, 2, u, y);
+        return op(h, DM_OP_Add, 2, y, u);
+    }
     u = op(h, DM_OP_Add, 2, y, u);
     keep32(h, u);
     return op(h, DM_OP_CastLike, 2, u, y);
@@ -1336,6 +1367,13 @@ static void quant_finish(struct hf *h)
     g->quant_min_cc = q->method == Q_FP8 ? 89 : 0;
 }
 
+/* The LoRA layer PEFT makes around a quantized linear layer (gptq's and
+ * awq's LoRA layers are taken as lora.Linear). */
+static enum lora_base lora_base(const struct hf *h)
+{
+    return h->q.method == Q_BNB4 ? LB_BNB4 : h->q.method == Q_BNB8 ? LB_BNB8 : LB_LINEAR;
+}
+
 /* nn.Linear(in, out): F.linear(x, W [out, in], b) = matmul(x, W.t()), then the
  * bias added in place (the schedule's linear_bias_target); `tied` >= 0: the
  * weight is that tensor. Inside the module's scope; `name` (or NULL) names
@@ -1344,7 +1382,7 @@ static int32_t linear(struct hf *h, int32_t x, int64_t in, int64_t out, bool bia
                       const char *name)
 {
     if (quantized(h, tied, name, false))
-        return lora(h, x, in, out, qlinear(h, x, in, out, bias, name));
+        return lora(h, x, in, out, qlinear(h, x, in, out, bias, name), lora_base(h));
     int32_t w = tied >= 0 ? tied : param(h, "weight", DM_FLOAT, 2, (int64_t[]){out, in});
     int32_t b = bias ? param(h, "bias", DM_FLOAT, 1, &out) : -1;
     int32_t wt = op(h, DM_OP_Transpose, 1, w);
@@ -1356,7 +1394,7 @@ static int32_t linear(struct hf *h, int32_t x, int64_t in, int64_t out, bool bia
         h->out_name = name;
         y = op(h, DM_OP_Add, 2, b, y);
     }
-    return tied < 0 ? lora(h, x, in, out, y) : y;
+    return tied < 0 ? lora(h, x, in, out, y, LB_LINEAR) : y;
 }
 
 /* transformers' Conv1D(nf, nx) (GPT-2): addmm(b, x, W [nx, nf]). */
@@ -1364,11 +1402,11 @@ static int32_t conv1d(struct hf *h, int32_t x, int64_t nx, int64_t nf)
 {
     /* bitsandbytes and gptq replace Conv1D too, as a linear nx -> nf */
     if (quantized(h, -1, NULL, true))
-        return lora(h, x, nx, nf, qlinear(h, x, nx, nf, true, NULL));
+        return lora(h, x, nx, nf, qlinear(h, x, nx, nf, true, NULL), lora_base(h));
     int32_t w = param(h, "weight", DM_FLOAT, 2, (int64_t[]){nx, nf});
     int32_t b = param(h, "bias", DM_FLOAT, 1, &nf);
     int32_t y = op(h, DM_OP_MatMul, 2, x, w);
-    return lora(h, x, nx, nf, op(h, DM_OP_Add, 2, b, y));
+    return lora(h, x, nx, nf, op(h, DM_OP_Add, 2, b, y), LB_LINEAR);
 }
 
 static int32_t transpose(struct hf *h, int32_t x, int n, const int64_t *perm)
@@ -4226,7 +4264,9 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
 {
     struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa,
                    .flash = opt && opt->attn == DNNMEM_ATTN_FLASH,
-                   .opt_quant = opt ? opt->quant : DNNMEM_QUANT_NONE};
+                   .opt_quant = opt ? opt->quant : DNNMEM_QUANT_NONE,
+                   .amp = opt && (opt->precision == DNNMEM_PRECISION_AMP_FP16 ||
+                                  opt->precision == DNNMEM_PRECISION_AMP_BF16)};
     h.sdpa |= h.flash;
     const struct dnnmem_lora *lora = opt ? &opt->lora : NULL;
     if (opt && opt->mode == DNNMEM_MODE_GENERATE && opt->new_tokens > 0) {

@@ -1180,6 +1180,72 @@ static void test_quant_nf4(void **state)
     dm_graph_free(&g);
 }
 
+/* tiny-llama-gqa built as dm_load_hf builds it for an estimate with `cfg`
+ * (into *g, which the caller frees). */
+static void load_tiny_llama(struct dm_graph *g, const struct dnnmem_config *cfg)
+{
+    FILE *f = fopen("tests/models/hf/tiny-llama-gqa.json", "rb");
+    assert_non_null(f);
+    char json[4096];
+    size_t size = fread(json, 1, sizeof json, f);
+    fclose(f);
+    dm_graph_init(g);
+    g->path = "tiny-llama-gqa.json";
+    struct dnnmem_error err;
+    if (dm_load_hf(g, (const uint8_t *)json, size, false, cfg, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+}
+
+/* The last node whose name starts with `scope`, and how many of op `op`
+ * there are. */
+static const struct dm_node *scope_last(const struct dm_graph *g, const char *scope, enum dm_op op,
+                                        int *n)
+{
+    const struct dm_node *last = NULL;
+    *n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (strncmp(g->nodes[i].name, scope, strlen(scope)) == 0) {
+            last = &g->nodes[i];
+            *n += last->op == op;
+        }
+    return last;
+}
+
+/* PEFT's LoRA layers around layer 0's q_proj: lora.Linear adds in float32
+ * and casts the sum back (the last node a CastLike); lora.bnb's Linear8bitLt
+ * casts the adapters' output to the base's dtype and adds (the last node an
+ * Add), Linear4bit first clones the base output (x + 0: a second Add, on
+ * the QuantLinear's output). */
+static void test_qlora_layer(void **state)
+{
+    (void)state;
+    static const enum dnnmem_quant quants[] = {DNNMEM_QUANT_NONE, DNNMEM_QUANT_INT8,
+                                               DNNMEM_QUANT_NF4};
+    static const enum dm_op last_op[] = {DM_OP_CastLike, DM_OP_Add, DM_OP_Add};
+    static const int adds[] = {1, 1, 2};
+    const char *scope = "/model/layers.0/self_attn/q_proj/";
+    for (size_t k = 0; k < 3; k++) {
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.lora.r = 8;
+        cfg.quant = quants[k];
+        struct dm_graph g;
+        load_tiny_llama(&g, &cfg);
+        int n;
+        const struct dm_node *last = scope_last(&g, scope, DM_OP_Add, &n);
+        assert_non_null(last);
+        assert_int_equal(last->op, last_op[k]);
+        assert_int_equal(n, adds[k]);
+        if (quants[k] == DNNMEM_QUANT_NF4) {
+            int32_t p = g.tensors[last->in[0]].producer; /* the clone */
+            assert_int_equal(g.nodes[p].op, DM_OP_Add);
+            assert_int_equal(g.nodes[g.tensors[g.nodes[p].in[0]].producer].op, DM_OP_QuantLinear);
+        }
+        dm_graph_free(&g);
+    }
+}
+
 /* ---- quantized checkpoints (quantization_config) ------------------------------------ */
 
 /* A Llama of V 1000, h 256, I 512, 2 layers, 8 heads / 4 KV heads (D 32),
@@ -2842,6 +2908,7 @@ int main(void)
         cmocka_unit_test(test_generate_hybrid),
         cmocka_unit_test(test_lora),
         cmocka_unit_test(test_quant_nf4),
+        cmocka_unit_test(test_qlora_layer),
         cmocka_unit_test(test_quant_gptq),
         cmocka_unit_test(test_quant_awq),
         cmocka_unit_test(test_quant_bnb),
