@@ -96,6 +96,11 @@ static const char usage_text[] =
     "                         (load_in_4bit), int8 (load_in_8bit, LLM.int8()): every\n"
     "                         linear but lm_head; the rest in float16 unless --precision;\n"
     "                         with --mode train it needs --lora-r\n"
+    "  --kbit-prep            PEFT's prepare_model_for_kbit_training before the adapters\n"
+    "                         (with --lora-r): non-quantized float16/bfloat16 parameters\n"
+    "                         to float32 (so float32 activations and logits), gradient\n"
+    "                         checkpointing of every layer for bitsandbytes and gptq\n"
+    "  --kbit-prep-no-gc      the same with use_gradient_checkpointing=False\n"
     "\n"
     "Generation (--mode generate; greedy, DynamicCache):\n"
     "  --prompt-len N         prompt tokens (the same as --seq-len)\n"
@@ -338,7 +343,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_NEWTOK, OPT_KVDTYPE, OPT_LORA_R,
            OPT_LORA_ALPHA, OPT_LORA_DROPOUT, OPT_LORA_TARGETS, OPT_TF_GROWTH, OPT_TF_LIMIT,
            OPT_TF_MINSYS, OPT_MX_POOL, OPT_MX_EXEC, OPT_MX_PAGE, OPT_MX_CUTOFF, OPT_MX_RESERVE, OPT_JAX_PREALLOC,
-           OPT_JAX_FRACTION, OPT_INPUT_SHAPE, OPT_QUANT };
+           OPT_JAX_FRACTION, OPT_INPUT_SHAPE, OPT_QUANT, OPT_KBIT, OPT_KBIT_NO_GC };
     static const struct option opts[] = {
         {"gpu", required_argument, NULL, OPT_GPU},
         {"report", required_argument, NULL, OPT_REPORT},
@@ -373,6 +378,8 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"kv-dtype", required_argument, NULL, OPT_KVDTYPE},
         {"lora-r", required_argument, NULL, OPT_LORA_R},
         {"quant", required_argument, NULL, OPT_QUANT},
+        {"kbit-prep", no_argument, NULL, OPT_KBIT},
+        {"kbit-prep-no-gc", no_argument, NULL, OPT_KBIT_NO_GC},
         {"lora-alpha", required_argument, NULL, OPT_LORA_ALPHA},
         {"lora-dropout", required_argument, NULL, OPT_LORA_DROPOUT},
         {"lora-targets", required_argument, NULL, OPT_LORA_TARGETS},
@@ -598,6 +605,10 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
                 return usage_error("--quant %s: expected none, nf4, nf4-single, fp4 or int8 "
                                    "(a config's own quantization_config needs no --quant)",
                                    optarg);
+            break;
+        case OPT_KBIT:
+        case OPT_KBIT_NO_GC:
+            cfg.kbit_prep = c == OPT_KBIT ? DNNMEM_KBIT_PREP : DNNMEM_KBIT_PREP_NO_GC;
             break;
         case OPT_LORA_R:
             if (parse_count(optarg, &v) || v > 1048576)

@@ -251,6 +251,27 @@ enum dnnmem_quant {
     DNNMEM_QUANT_INT8        /* load_in_8bit, llm_int8_threshold 6.0 */
 };
 
+/* PEFT's prepare_model_for_kbit_training(model), which QLoRA scripts call
+ * before get_peft_model (huggingface/peft src/peft/utils/other.py,
+ * v0.14-0.15), on a quantized HuggingFace model (--quant or a config's
+ * quantization_config) with LoRA:
+ *  - every float16/bfloat16 parameter that is not a Params4bit is cast to
+ *    float32 (not for gptq): embeddings, norms, lm_head, biases; buffers
+ *    keep their dtype. The activations made from them follow: the residual
+ *    stream, attention and the logits are float32, and each bitsandbytes
+ *    Linear4bit casts its input to its compute dtype and its output back;
+ *  - with use_gradient_checkpointing (its default) and a bitsandbytes or
+ *    gptq model (PEFT leaves awq out): gradient_checkpointing_enable(), so
+ *    every layer of the model is checkpointed (reentrant, torch's default
+ *    when use_reentrant is not passed), use_cache is off in training, and
+ *    enable_input_require_grads() makes the input embeddings' output a leaf
+ *    that requires grad: backward reaches it and accumulates its .grad. */
+enum dnnmem_kbit_prep {
+    DNNMEM_KBIT_PREP_NONE = 0,
+    DNNMEM_KBIT_PREP,       /* use_gradient_checkpointing=True (the default) */
+    DNNMEM_KBIT_PREP_NO_GC  /* use_gradient_checkpointing=False: the upcast only */
+};
+
 /* The framework whose runtime is simulated: its device allocator, memory
  * limit and fixed overheads. The schedule (which tensors exist, when they are
  * freed, what the backward pass keeps) is PyTorch eager's for every profile
@@ -323,6 +344,7 @@ struct dnnmem_config {
     enum dnnmem_attn attn;
     struct dnnmem_lora lora;    /* HuggingFace configs, mode TRAIN */
     enum dnnmem_quant quant;    /* HuggingFace configs: the base's linear weights */
+    enum dnnmem_kbit_prep kbit_prep; /* quantized HuggingFace configs with LoRA */
     /* Frozen parameters: glob patterns (fnmatch) on initializer names; a
      * frozen parameter gets no gradient and no optimizer state. */
     const char *const *freeze;

@@ -967,6 +967,28 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     if (cfg.quant && (!hf || !m->json))
         return dm_fail(err, DNNMEM_E_USAGE,
                        "%s: --quant applies to HuggingFace config.json models", g->path);
+    /* prepare_model_for_kbit_training: a quantized model readied for adapters */
+    if ((unsigned)cfg.kbit_prep > DNNMEM_KBIT_PREP_NO_GC)
+        return dm_fail(err, DNNMEM_E_USAGE, "unknown kbit_prep %d", (int)cfg.kbit_prep);
+    if (cfg.kbit_prep && !lo->r)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "--kbit-prep needs --lora-r: prepare_model_for_kbit_training readies a "
+                       "quantized model for adapters");
+    if (cfg.kbit_prep && !cfg.quant && !g->quant_method)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "--kbit-prep needs a quantized model: --quant or a config's "
+                       "quantization_config");
+    bool kbit_cast = cfg.kbit_prep && (cfg.quant || strcmp(g->quant_method, "gptq") != 0);
+    if (cfg.kbit_prep == DNNMEM_KBIT_PREP && cfg.n_checkpoint)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "--kbit-prep checkpoints every layer (gradient_checkpointing_enable); "
+                       "drop --checkpoint, or use --kbit-prep-no-gc with it");
+    if (kbit_cast && flash)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --kbit-prep with --attn flash (float32 activations cast to the "
+                       "pre-quantization dtype around the kernel) is not modelled; use --attn "
+                       "sdpa or eager",
+                       g->path);
     /* --mode generate: rebuilt knowing the prompt and new tokens (a
      * HybridCache's static shapes depend on them, src/load/hf_decoders.inc) */
     if (lo->r != 0 || cfg.quant || flash || (generate && hf && m->json)) {
@@ -1214,8 +1236,13 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     run.n_freeze = cfg.n_freeze;
     run.checkpoint = cfg.checkpoint;
     run.n_checkpoint = cfg.n_checkpoint;
-    for (size_t k = 0; run.train && k < cfg.n_checkpoint; k++)
-        assume(&as, "checkpoint", "option", "%s", cfg.checkpoint[k]);
+    if (g->n_kbit_ckpt) { /* --kbit-prep's gradient_checkpointing_enable */
+        run.checkpoint = g->kbit_ckpt;
+        run.n_checkpoint = (size_t)g->n_kbit_ckpt;
+    }
+    for (size_t k = 0; run.train && k < run.n_checkpoint; k++)
+        assume(&as, "checkpoint", "option", "%s%s", run.checkpoint[k],
+               g->n_kbit_ckpt ? " (--kbit-prep: every layer)" : "");
     if (lo->r) {
         char targets[256] = "PEFT's default for the architecture";
         size_t len = 0;
@@ -1231,6 +1258,8 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         assume(&as, "quant", cfg.quant ? "option" : "model", "%s", g->quant_layout);
         assume(&as, "quant_kernels", "default", "%s", g->quant_runtime);
     }
+    if (g->kbit_prep)
+        assume(&as, "kbit_prep", "option", "%s", g->kbit_prep);
     assume(&as, "inplace", cfg.inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
            run.inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
                        : "none (every op allocates its output)");

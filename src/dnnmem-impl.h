@@ -234,6 +234,9 @@ struct dm_tensor {
     bool is_output;        /* a graph output */
     bool frozen;           /* a weight that gets no grad (requires_grad False) */
     bool keep_fp32;        /* stays float32 when the run converts the model to 16 bits */
+    bool grad_leaf;        /* an activation made to require grad (requires_grad_(True),
+                              PEFT's enable_input_require_grads): a leaf whose grad
+                              backward accumulates into its .grad */
     int32_t producer;      /* node index, -1 for inputs, weights */
     int32_t held_until;    /* 0, or 1 + the index of a node until whose end a Python
                             * variable holds the tensor (a local of a module's
@@ -333,6 +336,12 @@ struct dm_graph {
     bool quant_fp16_default;   /* from_pretrained without torch_dtype loads the float
                                   parts in float16 (the quantizer's update_torch_dtype) */
     int quant_min_cc;          /* compute capability its kernels need (major*10+minor), 0 any */
+    /* HF with kbit_prep (prepare_model_for_kbit_training): what it did, for
+     * the assumption line, and the checkpoint specs of every layer that
+     * gradient_checkpointing_enable makes ("/model/layers.*"; T5: two) */
+    const char *kbit_prep;
+    const char *kbit_ckpt[2];
+    int n_kbit_ckpt;
 };
 
 void dm_graph_init(struct dm_graph *g);

@@ -124,6 +124,10 @@ struct hf {
     size_t *lora_hits;         /* per target: modules adapted (malloc'd) */
     int64_t gen_prompt, gen_tokens; /* --mode generate: the prompt (seq, when given) and the
                                        new tokens; 0 otherwise */
+    enum dnnmem_kbit_prep kbit; /* --kbit-prep in training, else NONE */
+    bool amp;                  /* --precision amp-*: autocast sets the activations' dtypes */
+    bool prep32;               /* prepare_model_for_kbit_training's float32 upcast is in
+                                  effect (see "prepare_model_for_kbit_training" below) */
     struct name_slot *names;   /* node names, open addressing (malloc'd) */
     uint32_t names_cap, n_names;
 };
@@ -358,6 +362,10 @@ static struct dm_node *node(struct hf *h, enum dm_op op, int n_in, const int32_t
         }
     }
     h->out_name = NULL;
+    /* after prepare_model_for_kbit_training every activation is float32 but
+     * the few that qlinear() marks otherwise (see below) */
+    for (int k = 0; h->prep32 && k < n_out; k++)
+        g->tensors[n->out[k]].keep_fp32 = true;
     return n;
 }
 
@@ -453,6 +461,22 @@ static int32_t const_ints(struct hf *h, int n, const int64_t *v)
 
 #define INTS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 
+/* Whether weight `name` is a floating-point buffer (register_buffer), not a
+ * parameter: the rotary embedding's inv_freq, GPT-2's masked_bias, Gemma 3's
+ * embed_scale, DeepSeek-V3's e_score_correction_bias. Every other float
+ * weight built here is an nn.Parameter. */
+static bool float_buffer(const char *name)
+{
+    static const char *const buffers[] = {"inv_freq", "masked_bias", "embed_scale",
+                                          "e_score_correction_bias"};
+    const char *last = strrchr(name, '.');
+    last = last ? last + 1 : name;
+    for (size_t k = 0; k < sizeof buffers / sizeof *buffers; k++)
+        if (strcmp(last, buffers[k]) == 0)
+            return true;
+    return false;
+}
+
 /* A weight tensor of the graph named `name` (a parameter or buffer). */
 static int32_t param_named(struct hf *h, const char *name, enum dm_dtype dtype, int rank,
                            const int64_t *dims)
@@ -476,6 +500,7 @@ static int32_t param_named(struct hf *h, const char *name, enum dm_dtype dtype, 
     tt->dtype = dtype;
     tt->rank = rank;
     tt->dims = d;
+    tt->keep_fp32 = h->prep32 && dtype == DM_FLOAT && !float_buffer(name);
     return t;
 }
 
@@ -538,11 +563,37 @@ static void keep32(struct hf *h, int32_t t)
         h->g->tensors[t].keep_fp32 = true;
 }
 
-/* PEFT's lora.Linear.forward around the base layer's output y:
- * y + lora_B(lora_A(dropout(x.to(float32)))) * scaling, then .to(y's
- * dtype). The casts are no-ops when the run is float32 (.to() of the same
- * dtype returns its input). */
-static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y)
+/* A tensor in the run's 16-bit dtype although prep32 made it float32. */
+static void unkeep32(struct hf *h, int32_t t)
+{
+    if (h->st == DNNMEM_OK && t >= 0)
+        h->g->tensors[t].keep_fp32 = false;
+}
+
+/* The layer an adapter wraps: PEFT dispatches bitsandbytes' layers to
+ * lora.bnb's Linear8bitLt and Linear4bit, whose forward is not lora.Linear's. */
+enum lora_base { LB_LINEAR, LB_BNB8, LB_BNB4 };
+
+/* Tensor.clone(): a fresh copy whose backward passes the grad on as it is
+ * (CloneBackward0), built as x + 0 (an Add allocates its output and passes
+ * its grad through). */
+static int32_t clone(struct hf *h, int32_t x)
+{
+    return op(h, DM_OP_Add, 2, x, const_f(h, 0.0));
+}
+
+/* PEFT's LoRA forward around the base layer's output y (huggingface/peft
+ * src/peft/tuners/lora/layer.py and bnb.py, v0.14-0.15).
+ * lora.Linear: y + lora_B(lora_A(dropout(x.to(float32)))) * scaling, then
+ * .to(y's dtype).
+ * lora.bnb (bitsandbytes bases): Linear4bit first clones y ("As per Tim
+ * Dettmers, for 4bit, we need to defensively clone here"); then, unless
+ * autocast is on, x.to(float32) and the adapters' output .to(y's dtype)
+ * before y + output, in y's dtype.
+ * The casts are no-ops when the types agree (.to() of the same dtype returns
+ * its input). */
+static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y,
+                    enum lora_base base)
 {
     if (!lora_wanted(h))
         return y;
@@ -551,9 +602,15 @@ static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y)
     int32_t b = param(h, "lora_B.default.weight", DM_FLOAT, 2, (int64_t[]){out, r});
     keep32(h, a);
     keep32(h, b);
-    int32_t xa = op(h, DM_OP_Cast, 1, x);
-    attr_i(h, "to", DM_FLOAT);
-    keep32(h, xa);
+    bool bnb = base != LB_LINEAR;
+    if (base == LB_BNB4)
+        y = clone(h, y);
+    int32_t xa = x;
+    if (!bnb || !h->amp) {
+        xa = op(h, DM_OP_Cast, 1, x);
+        attr_i(h, "to", DM_FLOAT);
+        keep32(h, xa);
+    }
     if (h->lora->dropout > 0) {
         xa = dropout(h, xa, h->lora->dropout);
         keep32(h, xa);
@@ -569,6 +626,11 @@ static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y)
     double alpha = h->lora->alpha > 0 ? h->lora->alpha : 8;
     u = op(h, DM_OP_Mul, 2, u, const_f(h, alpha / (double)r));
     keep32(h, u);
+    if (bnb) {
+        if (!h->amp)
+            u = op(h, DM_OP_CastLike, 2, u, y);
+        return op(h, DM_OP_Add, 2, y, u);
+    }
     u = op(h, DM_OP_Add, 2, y, u);
     keep32(h, u);
     return op(h, DM_OP_CastLike, 2, u, y);
@@ -1156,14 +1218,21 @@ static int32_t qlinear(struct hf *h, int32_t x, int64_t in, int64_t out, bool bi
     case Q_NONE: return -1;
     }
     q->n_layers++;
-    /* Linear4bit.forward: x.to(compute_dtype), matmul_4bit, .to(input dtype) */
-    bool cast = q->method == Q_BNB4 && q->compute != DM_UNDEFINED;
+    /* Linear4bit.forward: x.to(compute_dtype), matmul_4bit, .to(input dtype).
+     * The run's dtype as compute dtype (--quant) is the input's, no cast,
+     * except after prepare_model_for_kbit_training: the float32 input is cast
+     * to it, the output back to float32 (the Cast is written to float32 and
+     * left unmarked, so the run's conversion makes it 16-bit). */
+    bool low = q->compute == DM_UNDEFINED && h->prep32;
+    bool cast = q->method == Q_BNB4 && (q->compute != DM_UNDEFINED || low);
     int32_t xc = x;
     if (cast) {
         xc = op(h, DM_OP_Cast, 1, x);
-        attr_i(h, "to", q->compute);
+        attr_i(h, "to", low ? DM_FLOAT : q->compute);
         if (q->compute == DM_FLOAT)
             keep32(h, xc);
+        if (low)
+            unkeep32(h, xc);
     }
     if (!cast)
         h->out_name = name;
@@ -1186,6 +1255,8 @@ static int32_t qlinear(struct hf *h, int32_t x, int64_t in, int64_t out, bool bi
         return y;
     if (q->compute == DM_FLOAT)
         keep32(h, y);
+    if (low)
+        unkeep32(h, y);
     h->out_name = name;
     return op(h, DM_OP_CastLike, 2, y, x);
 }
@@ -1336,6 +1407,175 @@ static void quant_finish(struct hf *h)
     g->quant_min_cc = q->method == Q_FP8 ? 89 : 0;
 }
 
+/* ---- prepare_model_for_kbit_training ------------------------------------------------
+ *
+ * PEFT's prepare_model_for_kbit_training(model, use_gradient_checkpointing=True,
+ * gradient_checkpointing_kwargs=None) (huggingface/peft src/peft/utils/other.py,
+ * v0.14-0.15), for the methods built here:
+ *  - requires_grad False on every parameter (get_peft_model freezes them too);
+ *  - unless the model is gptq (or aqlm, eetq, hqq, torchao): every parameter
+ *    whose dtype is float16 or bfloat16 and whose class is not Params4bit is
+ *    cast, param.data = param.data.to(torch.float32). bitsandbytes' Params4bit
+ *    (uint8) and Int8Params (int8) are not float16, AutoAWQ's qweight, qzeros
+ *    and scales are buffers: the embeddings, norms, lm_head and biases go
+ *    float32; buffers (inv_freq) keep their dtype;
+ *  - for a model loaded in 8 or 4 bits (bitsandbytes' is_loaded_in_8bit/4bit)
+ *    or gptq, with use_gradient_checkpointing: as the kwargs name no
+ *    use_reentrant (PEFT passes {}), model.enable_input_require_grads(), a
+ *    forward hook on get_input_embeddings() calling output.requires_grad_(True);
+ *    then model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={}):
+ *    transformers runs each layer of the model's layer list through
+ *    torch.utils.checkpoint.checkpoint with those kwargs, and torch 2.4-2.6 take
+ *    use_reentrant=True when it is not passed (with a warning). awq is in
+ *    neither list: no checkpointing for it.
+ * With checkpointing, transformers 4.51's models turn use_cache off in
+ * training ("`use_cache=True` is incompatible with gradient checkpointing").
+ *
+ * What follows in the forward (4.51 modules): a float32 weight times a 16-bit
+ * input promotes to float32 (LlamaRMSNorm's self.weight * hidden_states.to(
+ * input_dtype)), an embedding of a float32 weight is float32, and so is all
+ * that is computed from them: the residual stream, the masks and rotary cos
+ * and sin made in inputs_embeds' dtype, attention, the logits (a float32
+ * lm_head). bitsandbytes' Linear4bit (0.45: compute_type_is_set once a
+ * compute_dtype is given, which transformers always passes) casts its input
+ * to compute_dtype and its output back to the input's dtype; MatMul8bitLt and
+ * AutoAWQ's kernel cast to float16 inside and return the input's dtype. So
+ * with prep32 every activation is float32 (node() marks them) but Linear4bit's
+ * compute copies (qlinear() unmarks them). */
+
+/* Whether prepare_model_for_kbit_training turns gradient checkpointing on:
+ * bitsandbytes (--quant, or quant_method bitsandbytes) and gptq. Read from
+ * the config before the model is built: use_cache depends on it. */
+static bool kbit_gc(const struct hf *h)
+{
+    if (h->kbit != DNNMEM_KBIT_PREP)
+        return false;
+    if (h->opt_quant != DNNMEM_QUANT_NONE)
+        return true;
+    json_t *qc = json_object_get(h->root, "quantization_config");
+    const char *m = json_string_value(json_object_get(qc, "quant_method"));
+    return m && (strcmp(m, "bitsandbytes") == 0 || strcmp(m, "gptq") == 0);
+}
+
+/* The checkpoint spec of the layer list a node is in: its path up to the
+ * first component "<name>.<digits>" ("/model/layers.0/..." ->
+ * "/model/layers.*"), which is the ModuleList gradient_checkpointing_enable
+ * wraps (layers, h, block, layer); NULL when it has none. */
+static const char *layer_glob(struct hf *h, const char *name)
+{
+    for (const char *p = strchr(name, '/'); p; p = strchr(p, '/')) {
+        p++;
+        size_t id = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_");
+        if (!id || p[id] != '.')
+            continue;
+        size_t nd = strspn(p + id + 1, "0123456789");
+        char end = p[id + 1 + nd];
+        if (!nd || (end != '/' && end != '\0'))
+            continue;
+        int len = (int)(p + id + 1 - name);
+        const char *glob = dm_arena_printf(&h->g->arena, "%.*s*", len, name);
+        if (!glob)
+            oom(h);
+        return glob;
+    }
+    return NULL;
+}
+
+/* After the build, with --kbit-prep: the leaf that enable_input_require_grads
+ * makes, the layers gradient_checkpointing_enable wraps, and what the
+ * assumption line says. */
+static void kbit_finish(struct hf *h)
+{
+    struct dm_graph *g = h->g;
+    struct quant *q = &h->q;
+    if (h->st != DNNMEM_OK)
+        return;
+    bool gc = h->kbit == DNNMEM_KBIT_PREP &&
+              (q->method == Q_BNB4 || q->method == Q_BNB8 || q->method == Q_GPTQ);
+    const char *type = json_string_value(json_object_get(h->root, "model_type"));
+    if (gc && type && strcmp(type, "albert") == 0) {
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "--kbit-prep: transformers' ALBERT does not support gradient checkpointing "
+             "(gradient_checkpointing_enable raises); use --kbit-prep-no-gc");
+        return;
+    }
+    if (gc) {
+        /* get_input_embeddings(): the token embedding, the lookup of the
+         * input ids (each call: T5's encoder and decoder); ViT's
+         * patch_embeddings, whose output is its scope's last node's */
+        int n = 0;
+        int32_t patch = -1;
+        for (int32_t i = 0; i < g->n_nodes; i++) {
+            const struct dm_node *nd = &g->nodes[i];
+            if (nd->op == DM_OP_Gather && nd->n_in == 2 && nd->in[0] >= 0 && nd->in[1] >= 0 &&
+                g->tensors[nd->in[0]].role == DM_ROLE_WEIGHT &&
+                g->tensors[nd->in[1]].role == DM_ROLE_INPUT) {
+                g->tensors[nd->out[0]].grad_leaf = true;
+                n++;
+            }
+            if (strstr(nd->name, "/patch_embeddings/"))
+                patch = nd->out[0];
+        }
+        if (!n && patch >= 0) {
+            g->tensors[patch].grad_leaf = true;
+            n++;
+        }
+        if (!n) {
+            fail(h, DNNMEM_E_INTERNAL, "--kbit-prep: no input embeddings found");
+            return;
+        }
+        for (int32_t i = 0; i < g->n_nodes && h->st == DNNMEM_OK; i++) {
+            const char *glob = layer_glob(h, g->nodes[i].name);
+            bool known = !glob;
+            for (int k = 0; !known && k < g->n_kbit_ckpt; k++)
+                known = strcmp(glob, g->kbit_ckpt[k]) == 0;
+            if (known)
+                continue;
+            if (g->n_kbit_ckpt == 2) {
+                fail(h, DNNMEM_E_UNSUPPORTED,
+                     "--kbit-prep: gradient checkpointing of this model's layers is not "
+                     "modelled (more than two layer lists)");
+                return;
+            }
+            g->kbit_ckpt[g->n_kbit_ckpt++] = glob;
+        }
+        if (!g->n_kbit_ckpt && h->st == DNNMEM_OK) {
+            fail(h, DNNMEM_E_UNSUPPORTED, "--kbit-prep: the model has no layer list to checkpoint");
+            return;
+        }
+    }
+    const char *cast =
+        q->method == Q_GPTQ ? "gptq: no parameter cast"
+        : h->amp ? "float16/bfloat16 parameters to float32 (already so under autocast)"
+                 : "float16/bfloat16 parameters but Params4bit to float32 (embeddings, norms, "
+                   "lm_head, biases), so activations and logits are float32";
+    const char *lin = h->prep32 && q->method == Q_BNB4
+                          ? " (Linear4bit casts its input to the compute dtype and back)"
+                          : "";
+    g->kbit_prep =
+        gc ? dm_arena_printf(&g->arena,
+                             "PEFT prepare_model_for_kbit_training: %s%s; "
+                             "gradient_checkpointing_enable (reentrant) of %s%s%s, use_cache off, "
+                             "the input embeddings' output requires grad "
+                             "(enable_input_require_grads)",
+                             cast, lin, g->kbit_ckpt[0], g->n_kbit_ckpt > 1 ? " and " : "",
+                             g->n_kbit_ckpt > 1 ? g->kbit_ckpt[1] : "")
+        : dm_arena_printf(&g->arena, "PEFT prepare_model_for_kbit_training: %s%s; %s", cast, lin,
+                          h->kbit == DNNMEM_KBIT_PREP_NO_GC
+                              ? "use_gradient_checkpointing=False"
+                              : "no gradient checkpointing (PEFT turns it on for bitsandbytes "
+                                "and gptq only)");
+    if (!g->kbit_prep)
+        oom(h);
+}
+
+/* The LoRA layer PEFT makes around a quantized linear layer (gptq's and
+ * awq's LoRA layers are taken as lora.Linear). */
+static enum lora_base lora_base(const struct hf *h)
+{
+    return h->q.method == Q_BNB4 ? LB_BNB4 : h->q.method == Q_BNB8 ? LB_BNB8 : LB_LINEAR;
+}
+
 /* nn.Linear(in, out): F.linear(x, W [out, in], b) = matmul(x, W.t()), then the
  * bias added in place (the schedule's linear_bias_target); `tied` >= 0: the
  * weight is that tensor. Inside the module's scope; `name` (or NULL) names
@@ -1344,7 +1584,7 @@ static int32_t linear(struct hf *h, int32_t x, int64_t in, int64_t out, bool bia
                       const char *name)
 {
     if (quantized(h, tied, name, false))
-        return lora(h, x, in, out, qlinear(h, x, in, out, bias, name));
+        return lora(h, x, in, out, qlinear(h, x, in, out, bias, name), lora_base(h));
     int32_t w = tied >= 0 ? tied : param(h, "weight", DM_FLOAT, 2, (int64_t[]){out, in});
     int32_t b = bias ? param(h, "bias", DM_FLOAT, 1, &out) : -1;
     int32_t wt = op(h, DM_OP_Transpose, 1, w);
@@ -1356,7 +1596,7 @@ static int32_t linear(struct hf *h, int32_t x, int64_t in, int64_t out, bool bia
         h->out_name = name;
         y = op(h, DM_OP_Add, 2, b, y);
     }
-    return tied < 0 ? lora(h, x, in, out, y) : y;
+    return tied < 0 ? lora(h, x, in, out, y, LB_LINEAR) : y;
 }
 
 /* transformers' Conv1D(nf, nx) (GPT-2): addmm(b, x, W [nx, nf]). */
@@ -1364,11 +1604,11 @@ static int32_t conv1d(struct hf *h, int32_t x, int64_t nx, int64_t nf)
 {
     /* bitsandbytes and gptq replace Conv1D too, as a linear nx -> nf */
     if (quantized(h, -1, NULL, true))
-        return lora(h, x, nx, nf, qlinear(h, x, nx, nf, true, NULL));
+        return lora(h, x, nx, nf, qlinear(h, x, nx, nf, true, NULL), lora_base(h));
     int32_t w = param(h, "weight", DM_FLOAT, 2, (int64_t[]){nx, nf});
     int32_t b = param(h, "bias", DM_FLOAT, 1, &nf);
     int32_t y = op(h, DM_OP_MatMul, 2, x, w);
-    return lora(h, x, nx, nf, op(h, DM_OP_Add, 2, b, y));
+    return lora(h, x, nx, nf, op(h, DM_OP_Add, 2, b, y), LB_LINEAR);
 }
 
 static int32_t transpose(struct hf *h, int32_t x, int n, const int64_t *perm)
@@ -4086,6 +4326,8 @@ static enum dnnmem_status build(struct hf *h)
                     "gemma2, gemma3, phi3); use --attn sdpa or eager",
                     type);
     read_quant(h, h->opt_quant);
+    h->prep32 = h->kbit && !h->amp &&
+                (h->q.method == Q_BNB4 || h->q.method == Q_BNB8 || h->q.method == Q_AWQ);
     if (h->q.method == Q_AWQ && (strcmp(type, "falcon") == 0 || strcmp(type, "gpt_neox") == 0))
         fail(h, DNNMEM_E_UNSUPPORTED,
              "config field 'quantization_config': awq on model_type '%s' adds AutoAWQ's "
@@ -4243,7 +4485,11 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
 {
     struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa,
                    .flash = opt && opt->attn == DNNMEM_ATTN_FLASH,
-                   .opt_quant = opt ? opt->quant : DNNMEM_QUANT_NONE};
+                   .opt_quant = opt ? opt->quant : DNNMEM_QUANT_NONE,
+                   .kbit = opt && opt->mode == DNNMEM_MODE_TRAIN ? opt->kbit_prep
+                                                                 : DNNMEM_KBIT_PREP_NONE,
+                   .amp = opt && (opt->precision == DNNMEM_PRECISION_AMP_FP16 ||
+                                  opt->precision == DNNMEM_PRECISION_AMP_BF16)};
     h.sdpa |= h.flash;
     const struct dnnmem_lora *lora = opt ? &opt->lora : NULL;
     if (opt && opt->mode == DNNMEM_MODE_GENERATE && opt->new_tokens > 0) {
@@ -4270,7 +4516,19 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
         if (!h.lora_hits)
             h.st = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
     }
+    /* gradient checkpointing in training turns use_cache off (LlamaModel.forward
+     * and the others of 4.51): built as a config that says so */
+    if (h.st == DNNMEM_OK && kbit_gc(&h)) {
+        json_t *text = json_object_get(h.root, "text_config");
+        if (json_object_set_new(h.root, "use_cache", json_false()) ||
+            (json_is_object(text) && json_object_set_new(text, "use_cache", json_false())))
+            h.st = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    }
     enum dnnmem_status s = h.st == DNNMEM_OK ? build(&h) : h.st;
+    if (s == DNNMEM_OK && h.kbit) {
+        kbit_finish(&h);
+        s = h.st;
+    }
     for (size_t k = 0; s == DNNMEM_OK && k < h.n_lora_targets; k++)
         if (!h.lora_hits[k])
             s = dm_fail(err, DNNMEM_E_USAGE,

@@ -137,6 +137,9 @@ struct dm_train {
     int32_t *held;       /* buffers the caller holds until the next forward (outputs, loss) */
     int32_t n_held;
     int32_t *router_buf; /* per g->router entry: the returned router logits' buffer, or -1 */
+    /* per tensor: a grad leaf's value and .grad (-1: none), which its
+     * AccumulateGrad node holds as long as the graph lives (held's lifetime) */
+    int32_t *leaf_val, *leaf_grad;
     bool state_made;     /* the optimizer has created its state */
 };
 
@@ -414,8 +417,11 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     tr->contrib = calloc((size_t)nt + 1, sizeof *tr->contrib);
     tr->left = calloc((size_t)nt + 1, sizeof *tr->left);
     tr->pending = malloc(((size_t)nt + 1) * sizeof *tr->pending);
+    tr->leaf_val = malloc(((size_t)nt + 1) * sizeof *tr->leaf_val);
+    tr->leaf_grad = malloc(((size_t)nt + 1) * sizeof *tr->leaf_grad);
     if (!tr->rg || !tr->param || !tr->grad || !tr->param_grad || !tr->saved || !tr->n_saved ||
-        !tr->node_rg || !tr->held || !tr->contrib || !tr->left || !tr->pending)
+        !tr->node_rg || !tr->held || !tr->contrib || !tr->left || !tr->pending || !tr->leaf_val ||
+        !tr->leaf_grad)
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
     if (g->n_router > 0) {
         tr->router_buf = malloc((size_t)g->n_router * sizeof *tr->router_buf);
@@ -426,13 +432,15 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     }
     mark_bn_stats(g, tr->param); /* running statistics first, as "not a parameter" */
     for (int32_t x = 0; x < nt; x++) {
-        tr->grad[x] = tr->param_grad[x] = -1;
+        tr->grad[x] = tr->param_grad[x] = tr->leaf_val[x] = tr->leaf_grad[x] = -1;
         tr->param[x] = g->tensors[x].role == DM_ROLE_WEIGHT && dm_dtype_is_float(t[x].dtype) &&
                        (b->flag[x] & DM_TF_RESIDENT) && !tr->param[x] && !g->tensors[x].frozen;
         for (size_t k = 0; tr->param[x] && k < b->run->n_freeze; k++)
             if (fnmatch(b->run->freeze[k], g->tensors[x].name, 0) == 0)
                 tr->param[x] = false; /* requires_grad_(False) */
-        tr->rg[x] = tr->param[x];
+        /* requires_grad_(True) on an activation (grad_leaf): autograd
+         * records every op reading it, as it does a parameter's */
+        tr->rg[x] = tr->param[x] || (g->tensors[x].grad_leaf && dm_dtype_is_float(t[x].dtype));
     }
     for (int32_t i = 0; i < nn; i++) {
         const struct dm_node *n = &g->nodes[i];
@@ -495,6 +503,8 @@ void dm_train_free(struct dm_sb *b)
     free(tr->contrib);
     free(tr->left);
     free(tr->pending);
+    free(tr->leaf_val);
+    free(tr->leaf_grad);
     free(tr->saved);
     free(tr->n_saved);
     free(tr->node_rg);
@@ -614,6 +624,17 @@ void dm_train_save(struct dm_sb *b, int32_t i)
     const struct dm_tinfo *t = b->t;
     const struct dm_node *n = &g->nodes[i];
     tr->n_saved[i] = 0;
+    /* a grad leaf (enable_input_require_grads' hook on an embedding's
+     * output) lives while its AccumulateGrad node does: until the caller
+     * lets go of the graph */
+    for (int k = 0; k < n->n_out; k++) {
+        int32_t o = n->out[k];
+        if (o >= 0 && tr->rg[o] && g->tensors[o].grad_leaf && tr->leaf_val[o] < 0 &&
+            b->cur[o] >= 0) {
+            dm_sb_ref(b, b->cur[o], 1);
+            tr->leaf_val[o] = b->cur[o];
+        }
+    }
     if (!tr->node_rg[i])
         return;
     int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1, out0 = dm_has_out(n, 0) ? n->out[0] : -1;
@@ -837,6 +858,32 @@ static void backward_node(struct dm_sb *b, int32_t i)
         }
     if (!any)
         return;
+    /* a grad leaf's AccumulateGrad: the summed grad becomes its .grad
+     * (stolen when nothing else holds it, else cloned), which lives with the
+     * leaf; the op that made the leaf recorded nothing. A stolen grad keeps
+     * its category and name: it is often the residual stream's grad, made
+     * long before (AddBackward passes it on as it is) */
+    if (!tr->node_rg[i]) {
+        for (int k = 0; k < n->n_out; k++) {
+            int32_t o = n->out[k], gb = o >= 0 ? tr->grad[o] : -1;
+            if (gb < 0)
+                continue;
+            tr->grad[o] = -1;
+            if (!g->tensors[o].grad_leaf || tr->leaf_grad[o] >= 0) {
+                dm_sb_unref(b, gb);
+                continue;
+            }
+            dm_sb_step(b, DM_PHASE_BACKWARD, i);
+            if (b->refs[gb] == 1 && b->s->buf[gb].bytes == t[o].bytes) {
+                tr->leaf_grad[o] = gb;
+            } else {
+                tr->leaf_grad[o] = dm_sb_alloc(b, DNNMEM_CAT_GRADIENT, t[o].dtype, t[o].bytes, o,
+                                               -1, "grad", 1);
+                dm_sb_unref(b, gb);
+            }
+        }
+        return;
+    }
     dm_sb_step(b, DM_PHASE_BACKWARD, i);
     struct dm_ws ws = dm_sb_workspace_begin(b, n, true);
     enum dm_train_rule rule = dm_ops[n->op].train;
@@ -1341,6 +1388,11 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
     for (int32_t k = 0; k < tr->n_held; k++)
         dm_sb_unref(b, tr->held[k]);
     tr->n_held = 0;
+    for (int32_t x = 0; x < g->n_tensors; x++) {
+        dm_sb_unref(b, tr->leaf_val[x]);
+        dm_sb_unref(b, tr->leaf_grad[x]);
+        tr->leaf_val[x] = tr->leaf_grad[x] = -1;
+    }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         for (int s = 0; s < tr->n_saved[i]; s++)
             dm_sb_unref(b, tr->saved[i][s]);

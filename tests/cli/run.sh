@@ -193,6 +193,24 @@ expect 0 "precision      fp16: from_pretrained of a bitsandbytes model without t
     estimate $G -s 16 --quant nf4
 expect 2 "--quant int4: expected none, nf4, nf4-single, fp4 or int8" -- estimate $G -s 16 --quant int4
 expect 2 "--quant in training needs --lora-r" -- estimate $G -s 16 --mode train --quant nf4
+# PEFT's prepare_model_for_kbit_training
+expect 0 "kbit_prep      PEFT prepare_model_for_kbit_training: float16/bfloat16 parameters but Params4bit to float32" -- \
+    estimate $G -s 16 --mode train --quant nf4 --lora-r 8 --kbit-prep
+expect 0 "checkpoint     /model/layers.* (--kbit-prep: every layer)" -- estimate $G -s 16 --mode train \
+    --quant nf4 --lora-r 8 --kbit-prep
+expect 0 "use_gradient_checkpointing=False" -- estimate $G -s 16 --mode train --quant int8 --lora-r 8 \
+    --kbit-prep-no-gc
+expect 0 "--kbit-prep-no-gc      the same with use_gradient_checkpointing=False" -- estimate --help
+expect 2 "--kbit-prep needs --lora-r" -- estimate $G -s 16 --mode train --quant nf4 --kbit-prep
+expect 2 "--kbit-prep needs --lora-r" -- estimate $G -s 16 --quant nf4 --kbit-prep
+expect 2 "--kbit-prep needs a quantized model: --quant or a config's quantization_config" -- \
+    estimate $G -s 16 --mode train --lora-r 8 --kbit-prep
+expect 2 "drop --checkpoint, or use --kbit-prep-no-gc with it" -- estimate $G -s 16 --mode train \
+    --quant nf4 --lora-r 8 --kbit-prep --checkpoint '/model/layers.*'
+expect 4 "--kbit-prep with --attn flash" -- estimate $G -s 16 --mode train --quant nf4 --lora-r 8 \
+    --kbit-prep --attn flash --precision bf16
+expect 4 "ALBERT does not support gradient checkpointing" -- estimate $M/hf/albert-base-v2.json -s 16 \
+    --mode train --quant nf4 --lora-r 8 --kbit-prep
 expect 4 "quantized linear layers on the CPU are not modelled" -- estimate $G -s 16 --quant int8 \
     --device cpu
 expect 0 "optimizer      adafactor" -- estimate $G -s 16 --mode train --optimizer adafactor
@@ -247,6 +265,8 @@ expect 2 "a gptq checkpoint in training needs --lora-r" -- estimate $Q -s 16 --m
 expect 2 "no grad passes through the quantized layers' kernels" -- estimate $Q -s 16 --mode train \
     --lora-r 8
 expect 0 "lora           rank 8" -- estimate $Q -s 16 --mode train --lora-r 8 --lora-targets all-linear
+expect 0 "gptq: no parameter cast; gradient_checkpointing_enable (reentrant) of /transformer/h.*" -- \
+    estimate $Q -s 16 --mode train --lora-r 8 --kbit-prep
 "$D" estimate $Q -s 16 --json >"$T/gptq.json"
 check_schema "$T/gptq.json" "GPTQ checkpoint JSON"
 expect 2 "--quant: the config is quantized already (quant_method 'gptq')" -- estimate $Q -s 16 \

@@ -1181,6 +1181,72 @@ static void test_quant_nf4(void **state)
     dm_graph_free(&g);
 }
 
+/* tiny-llama-gqa built as dm_load_hf builds it for an estimate with `cfg`
+ * (into *g, which the caller frees). */
+static void load_tiny_llama(struct dm_graph *g, const struct dnnmem_config *cfg)
+{
+    FILE *f = fopen("tests/models/hf/tiny-llama-gqa.json", "rb");
+    assert_non_null(f);
+    char json[4096];
+    size_t size = fread(json, 1, sizeof json, f);
+    fclose(f);
+    dm_graph_init(g);
+    g->path = "tiny-llama-gqa.json";
+    struct dnnmem_error err;
+    if (dm_load_hf(g, (const uint8_t *)json, size, false, cfg, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+}
+
+/* The last node whose name starts with `scope`, and how many of op `op`
+ * there are. */
+static const struct dm_node *scope_last(const struct dm_graph *g, const char *scope, enum dm_op op,
+                                        int *n)
+{
+    const struct dm_node *last = NULL;
+    *n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (strncmp(g->nodes[i].name, scope, strlen(scope)) == 0) {
+            last = &g->nodes[i];
+            *n += last->op == op;
+        }
+    return last;
+}
+
+/* PEFT's LoRA layers around layer 0's q_proj: lora.Linear adds in float32
+ * and casts the sum back (the last node a CastLike); lora.bnb's Linear8bitLt
+ * casts the adapters' output to the base's dtype and adds (the last node an
+ * Add), Linear4bit first clones the base output (x + 0: a second Add, on
+ * the QuantLinear's output). */
+static void test_qlora_layer(void **state)
+{
+    (void)state;
+    static const enum dnnmem_quant quants[] = {DNNMEM_QUANT_NONE, DNNMEM_QUANT_INT8,
+                                               DNNMEM_QUANT_NF4};
+    static const enum dm_op last_op[] = {DM_OP_CastLike, DM_OP_Add, DM_OP_Add};
+    static const int adds[] = {1, 1, 2};
+    const char *scope = "/model/layers.0/self_attn/q_proj/";
+    for (size_t k = 0; k < 3; k++) {
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.lora.r = 8;
+        cfg.quant = quants[k];
+        struct dm_graph g;
+        load_tiny_llama(&g, &cfg);
+        int n;
+        const struct dm_node *last = scope_last(&g, scope, DM_OP_Add, &n);
+        assert_non_null(last);
+        assert_int_equal(last->op, last_op[k]);
+        assert_int_equal(n, adds[k]);
+        if (quants[k] == DNNMEM_QUANT_NF4) {
+            int32_t p = g.tensors[last->in[0]].producer; /* the clone */
+            assert_int_equal(g.nodes[p].op, DM_OP_Add);
+            assert_int_equal(g.nodes[g.tensors[g.nodes[p].in[0]].producer].op, DM_OP_QuantLinear);
+        }
+        dm_graph_free(&g);
+    }
+}
+
 /* ---- quantized checkpoints (quantization_config) ------------------------------------ */
 
 /* A Llama of V 1000, h 256, I 512, 2 layers, 8 heads / 4 KV heads (D 32),
@@ -1261,6 +1327,250 @@ static int quant_buffers(const char *json, int64_t seq, bool train, const char *
     dm_arena_free(&a);
     dm_graph_free(&g);
     return n;
+}
+
+/* Whether graph tensor `name` exists and stays float32 in a 16-bit run. */
+static bool kept32(const struct dm_graph *g, const char *name)
+{
+    int32_t x = dm_graph_find(g, name);
+    if (x < 0)
+        fail_msg("no tensor '%s'", name);
+    return g->tensors[x].keep_fp32;
+}
+
+/* The value of assumption `key` of `r`, or NULL. */
+static const char *assumption(const struct dnnmem_result *r, const char *key)
+{
+    for (size_t k = 0; k < r->n_assumptions; k++)
+        if (strcmp(r->assumptions[k].key, key) == 0)
+            return r->assumptions[k].value;
+    return NULL;
+}
+
+/* prepare_model_for_kbit_training on tiny-llama-gqa, --quant nf4, LoRA rank
+ * 8 (q_proj, v_proj: 28,672 float32 parameters, 114,688 bytes), the
+ * quantizer's float16 default.
+ * Weights: without it 2,527,584 (test_quant_nf4) + 114,688 = 2,642,272.
+ * With it the embeddings and lm_head (256,000 each) and the nine norms (9 x
+ * 256) go float32: 2 x 1,024,000 + 9,216 instead of 2 x 512,000 + 4,608,
+ * +1,028,608: 3,670,880; inv_freq, a buffer, stays float16 (32 bytes).
+ * The graph: every activation float32 but Linear4bit's compute copies (its
+ * Cast to the run's dtype and the QuantLinear's output), the logits
+ * float32, one checkpoint spec "/model/layers.*", no presents (use_cache
+ * off), the embedding's output a grad leaf.
+ * At the first optimizer step (batch 2, seq 16): the logits [2, 16, 1000]
+ * float32 (128,000, activations), the embeddings' output [2, 16, 256]
+ * float32 (32,768) held by its AccumulateGrad node, and its .grad (32,768:
+ * the residual stream's grad, stolen; a temporary beside the loss's 4
+ * bytes). With use_gradient_checkpointing=False: no leaf, and use_cache as
+ * the config says: 8 presents [2, 4, 16, 32] float32 (131,072) beside the
+ * logits. */
+static void test_kbit_prep(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.batch_size = 2;
+    cfg.seq_len = 16;
+    cfg.quant = DNNMEM_QUANT_NF4;
+    cfg.lora.r = 8;
+    cfg.timeline = true;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 2642272);
+    assert_null(assumption(r, "kbit_prep"));
+    dnnmem_result_free(r);
+    static const enum dnnmem_kbit_prep preps[] = {DNNMEM_KBIT_PREP, DNNMEM_KBIT_PREP_NO_GC};
+    for (size_t k = 0; k < 2; k++) {
+        bool gc = preps[k] == DNNMEM_KBIT_PREP;
+        cfg.kbit_prep = preps[k];
+        r = run(m, &cfg);
+        assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 3670880);
+        assert_non_null(strstr(assumption(r, "kbit_prep"), "prepare_model_for_kbit_training"));
+        const char *ck = assumption(r, "checkpoint");
+        if (gc)
+            assert_non_null(ck && strstr(ck, "/model/layers.*"));
+        else
+            assert_null(ck);
+        bool seen = false;
+        for (size_t i = 0; i < r->n_timeline; i++) {
+            const struct dnnmem_timeline_point *p = &r->timeline[i];
+            if (strcmp(p->phase, "optimizer") != 0 || p->iteration != 1)
+                continue;
+            seen = true;
+            uint64_t logits = 2 * 16 * 1000 * 4, emb = 2 * 16 * 256 * 4;
+            assert_int_equal(p->category_bytes[DNNMEM_CAT_ACTIVATION],
+                             gc ? logits : logits + 8 * 2 * 4 * 16 * 32 * 4);
+            assert_int_equal(p->category_bytes[DNNMEM_CAT_SAVED], gc ? emb : 0);
+            assert_int_equal(p->category_bytes[DNNMEM_CAT_TEMPORARY], (gc ? emb : 0) + 4);
+            assert_int_equal(p->category_bytes[DNNMEM_CAT_GRADIENT], 114688);
+        }
+        assert_true(seen);
+        dnnmem_result_free(r);
+    }
+
+    /* the graph's marks */
+    cfg.kbit_prep = DNNMEM_KBIT_PREP;
+    struct dm_graph g;
+    load_tiny_llama(&g, &cfg);
+    static const char *const f32[] = {"model.embed_tokens.weight", "lm_head.weight",
+                                      "model.norm.weight", "model.layers.0.input_layernorm.weight",
+                                      "model.layers.3.post_attention_layernorm.weight", "logits",
+                                      "/model/layers.0/self_attn/q_proj/CastLike_output_0",
+                                      "/model/layers.0/Add_output_0",
+                                      "/model/embed_tokens/Gather_output_0"};
+    for (size_t k = 0; k < sizeof f32 / sizeof *f32; k++)
+        if (!kept32(&g, f32[k]))
+            fail_msg("%s is not float32", f32[k]);
+    assert_false(kept32(&g, "model.rotary_emb.inv_freq"));
+    assert_false(kept32(&g, "/model/layers.0/self_attn/q_proj/Cast_output_0"));
+    int32_t ql = dm_graph_find(&g, "/model/layers.0/self_attn/q_proj/QuantLinear_output_0");
+    assert_int_equal(g.nodes[g.tensors[ql].producer].in[0],
+                     dm_graph_find(&g, "/model/layers.0/self_attn/q_proj/Cast_output_0"));
+    assert_false(kept32(&g, "/model/layers.0/self_attn/q_proj/QuantLinear_output_0"));
+    assert_true(g.tensors[dm_graph_find(&g, "/model/embed_tokens/Gather_output_0")].grad_leaf);
+    assert_int_equal(g.n_kbit_ckpt, 1);
+    assert_string_equal(g.kbit_ckpt[0], "/model/layers.*");
+    assert_int_equal(g.n_outputs, 1); /* use_cache off */
+
+    /* its schedule in float16 (the run's conversion, as the estimate makes
+     * it): every matmul dequantizes into float16 (the compute dtype, not
+     * the float32 input's); 28 linears in forward, again in the layers'
+     * recomputation, and in backward for all 28 (layer 0's input needs a
+     * grad now: 3 more than without the leaf) */
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {2, 16};
+    struct dnnmem_error err;
+    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+    assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+    for (int32_t i = 0; i < g.n_tensors; i++)
+        if (t[i].rank >= 0 && t[i].dtype == DM_FLOAT && !g.tensors[i].keep_fp32) {
+            t[i].dtype = DM_FLOAT16;
+            t[i].bytes = (uint64_t)t[i].numel * 2;
+        }
+    struct dm_run run1 = {.train = true, .cuda = true, .inplace = true, .torch_version = 206,
+                          .iterations = 1, .grad_accum = 1, .amp = DM_UNDEFINED,
+                          .compute_capability = 80, .checkpoint = g.kbit_ckpt,
+                          .n_checkpoint = (size_t)g.n_kbit_ckpt};
+    struct dm_schedule sc;
+    assert_int_equal(dm_schedule_build(&g, t, &run1, &sc, &err), DNNMEM_OK);
+    int n = 0;
+    uint64_t largest = 0;
+    for (int32_t b = 0; b < sc.n_buf; b++)
+        if (sc.buf[b].what && strcmp(sc.buf[b].what, "dequantized_weight") == 0) {
+            n++;
+            largest = sc.buf[b].bytes > largest ? sc.buf[b].bytes : largest;
+        }
+    assert_int_equal(n, 3 * 28);
+    assert_int_equal(largest, 688 * 256 * 2);
+    dm_schedule_free(&sc);
+    free(t);
+    dm_arena_free(&a);
+    dm_graph_free(&g);
+
+    /* without it: no compute cast, 16-bit embeddings */
+    cfg.kbit_prep = DNNMEM_KBIT_PREP_NONE;
+    load_tiny_llama(&g, &cfg);
+    assert_false(kept32(&g, "model.embed_tokens.weight"));
+    ql = dm_graph_find(&g, "/model/layers.0/self_attn/q_proj/QuantLinear_output_0");
+    assert_true(ql >= 0);
+    const struct dm_node *qn = &g.nodes[g.tensors[ql].producer];
+    assert_int_equal(g.nodes[g.tensors[qn->in[0]].producer].op, DM_OP_Mul); /* the norm's */
+    assert_int_equal(g.n_kbit_ckpt, 0);
+    dm_graph_free(&g);
+
+    /* errors: it needs adapters, a quantized model, no --checkpoint of
+     * one's own; flash attention around float32 is not modelled */
+    cfg.kbit_prep = DNNMEM_KBIT_PREP;
+    cfg.lora.r = 0;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "--kbit-prep needs --lora-r"));
+    cfg.lora.r = 8;
+    cfg.quant = DNNMEM_QUANT_NONE;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "--kbit-prep needs a quantized model"));
+    cfg.quant = DNNMEM_QUANT_NF4;
+    const char *spec = "/model/layers.*";
+    cfg.checkpoint = &spec;
+    cfg.n_checkpoint = 1;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "drop --checkpoint"));
+    cfg.kbit_prep = DNNMEM_KBIT_PREP_NO_GC; /* the upcast with one's own checkpointing */
+    r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 3670880);
+    dnnmem_result_free(r);
+    cfg.n_checkpoint = 0;
+    cfg.attn = DNNMEM_ATTN_FLASH;
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "--attn flash"));
+    dnnmem_model_free(m);
+}
+
+/* prepare_model_for_kbit_training by method and architecture: gptq casts
+ * nothing but checkpoints (GPT-2's "/transformer/h.*"); awq casts but is not
+ * in PEFT's checkpointing list; T5 checkpoints both stacks and both of its
+ * embedding lookups require grad; ALBERT has no gradient checkpointing. */
+static void test_kbit_prep_methods(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.lora.r = 8;
+    cfg.kbit_prep = DNNMEM_KBIT_PREP;
+    cfg.batch_size = 2;
+    cfg.seq_len = 16;
+    dnnmem_model *m = load("tests/models/hf/gpt2-gptq-4bit.json");
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_non_null(strstr(assumption(r, "kbit_prep"), "gptq: no parameter cast"));
+    assert_non_null(strstr(assumption(r, "checkpoint"), "/transformer/h.*"));
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+
+    const char *awq = QLLAMA "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128, "
+                             "\"version\": \"GEMM\", \"zero_point\": true}}";
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "awq.json";
+    struct dnnmem_error err;
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)awq, strlen(awq), false, &cfg, &err),
+                     DNNMEM_OK);
+    assert_true(kept32(&g, "model.embed_tokens.weight"));
+    assert_int_equal(g.n_kbit_ckpt, 0);
+    assert_non_null(strstr(g.kbit_prep, "no gradient checkpointing"));
+    assert_true(g.n_outputs > 1); /* use_cache stays on */
+    dm_graph_free(&g);
+
+    FILE *f = fopen("tests/models/hf/tiny-t5.json", "rb");
+    assert_non_null(f);
+    char json[4096];
+    size_t size = fread(json, 1, sizeof json, f);
+    fclose(f);
+    cfg.quant = DNNMEM_QUANT_NF4;
+    dm_graph_init(&g);
+    g.path = "tiny-t5.json";
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
+    assert_int_equal(g.n_kbit_ckpt, 2);
+    assert_string_equal(g.kbit_ckpt[0], "/encoder/block.*");
+    assert_string_equal(g.kbit_ckpt[1], "/decoder/block.*");
+    int leaves = 0;
+    for (int32_t i = 0; i < g.n_tensors; i++)
+        leaves += g.tensors[i].grad_leaf;
+    assert_int_equal(leaves, 2);
+    dm_graph_free(&g);
+
+    m = load("tests/models/hf/albert-base-v2.json");
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "ALBERT does not support gradient checkpointing"));
+    cfg.kbit_prep = DNNMEM_KBIT_PREP_NO_GC;
+    r = run(m, &cfg);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
 }
 
 /* GPT-2 quantized with GPTQ, 4 bits, group 128, desc_act false
@@ -2222,7 +2532,8 @@ static void test_moe_aux_loss(void **state)
     dm_arena_init(&a);
     struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
     assert_non_null(t);
-    int64_t syms[2] = {8, 256};
+    assert_int_equal(g->n_symbols, 3); /* batch, seq, expert_tokens (-1: uniform) */
+    int64_t syms[3] = {8, 256, -1};
     struct dnnmem_error err;
     struct dm_infer ctx = {.g = g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
     assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
@@ -2911,6 +3222,9 @@ int main(void)
         cmocka_unit_test(test_generate_hybrid),
         cmocka_unit_test(test_lora),
         cmocka_unit_test(test_quant_nf4),
+        cmocka_unit_test(test_qlora_layer),
+        cmocka_unit_test(test_kbit_prep),
+        cmocka_unit_test(test_kbit_prep_methods),
         cmocka_unit_test(test_quant_gptq),
         cmocka_unit_test(test_quant_awq),
         cmocka_unit_test(test_quant_bnb),
