@@ -991,7 +991,11 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                        g->path);
     /* --mode generate: rebuilt knowing the prompt and new tokens (a
      * HybridCache's static shapes depend on them, src/load/hf_decoders.inc) */
-    if (lo->r != 0 || cfg.quant || flash || (generate && hf && m->json)) {
+    /* checkpointing an HF model in training: transformers' models turn
+     * use_cache off under gradient checkpointing (LlamaModel.forward and the
+     * others of 4.51), so the graph is rebuilt without the returned cache */
+    bool hf_ckpt = hf && m->json && cfg.mode == DNNMEM_MODE_TRAIN && cfg.n_checkpoint > 0;
+    if (lo->r != 0 || cfg.quant || flash || (generate && hf && m->json) || hf_ckpt) {
         if (lo->r && (!hf || !m->json))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "%s: --lora-r applies to HuggingFace config.json models", g->path);
@@ -1241,8 +1245,11 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         run.n_checkpoint = (size_t)g->n_kbit_ckpt;
     }
     for (size_t k = 0; run.train && k < run.n_checkpoint; k++)
-        assume(&as, "checkpoint", "option", "%s%s", run.checkpoint[k],
-               g->n_kbit_ckpt ? " (--kbit-prep: every layer)" : "");
+        assume(&as, "checkpoint", "option", "%s%s%s", run.checkpoint[k],
+               g->n_kbit_ckpt ? " (--kbit-prep: every layer)" : "",
+               hf && k == 0 ? "; use_cache off, as transformers turns it off under gradient "
+                              "checkpointing in training"
+                            : "");
     if (lo->r) {
         char targets[256] = "PEFT's default for the architecture";
         size_t len = 0;

@@ -4518,7 +4518,8 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
     }
     /* gradient checkpointing in training turns use_cache off (LlamaModel.forward
      * and the others of 4.51): built as a config that says so */
-    if (h.st == DNNMEM_OK && kbit_gc(&h)) {
+    bool ckpt = opt && opt->mode == DNNMEM_MODE_TRAIN && opt->n_checkpoint > 0;
+    if (h.st == DNNMEM_OK && (kbit_gc(&h) || ckpt)) {
         json_t *text = json_object_get(h.root, "text_config");
         if (json_object_set_new(h.root, "use_cache", json_false()) ||
             (json_is_object(text) && json_object_set_new(text, "use_cache", json_false())))

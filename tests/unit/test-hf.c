@@ -2581,6 +2581,39 @@ static void test_moe_aux_loss(void **state)
     dnnmem_model_free(m);
 }
 
+/* Checkpointing an HF model in training is gradient_checkpointing_enable:
+ * transformers' models then turn use_cache off (4.51, "`use_cache=True` is
+ * incompatible with gradient checkpointing"), so the graph is built without
+ * the returned cache: tiny-llama-gqa's 4 layers x (key, value) outputs go,
+ * the logits stay. */
+static void test_checkpoint_drops_cache(void **state)
+{
+    (void)state;
+    FILE *f = fopen("tests/models/hf/tiny-llama-gqa.json", "rb");
+    assert_non_null(f);
+    char json[4096];
+    size_t size = fread(json, 1, sizeof json, f);
+    fclose(f);
+    static const char *const every_layer[] = {"/model/layers.*"};
+    for (int k = 0; k < 3; k++) {
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = k == 2 ? DNNMEM_MODE_INFER : DNNMEM_MODE_TRAIN;
+        if (k > 0) {
+            cfg.checkpoint = every_layer;
+            cfg.n_checkpoint = 1;
+        }
+        struct dm_graph g;
+        dm_graph_init(&g);
+        g.path = "tiny-llama-gqa.json";
+        struct dnnmem_error err;
+        assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
+        /* training without checkpointing and inference keep the cache */
+        assert_int_equal(g.n_outputs, k == 1 ? 1 : 1 + 2 * 4);
+        dm_graph_free(&g);
+    }
+}
+
 /* ---- safetensors headers next to config.json ---------------------------- */
 
 struct st_entry {
@@ -3214,6 +3247,7 @@ int main(void)
         cmocka_unit_test(test_causal_lm_loss_upcasts),
         cmocka_unit_test(test_safetensors_headers),
         cmocka_unit_test(test_sdpa),
+        cmocka_unit_test(test_checkpoint_drops_cache),
         cmocka_unit_test(test_flash),
         cmocka_unit_test(test_tiny_bert),
         cmocka_unit_test(test_tiny_albert),
