@@ -1859,7 +1859,7 @@ static uint64_t gpt2_decode_peak(int64_t tokens, bool legacy, const char *what, 
     dnnmem_config_init(&cfg);
     struct dnnmem_error err;
     assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
-    assert_true(g.legacy_cache && g.mask_inverted);
+    assert_true(g.legacy_cache && g.gen_mask == DM_GEN_MASK_INVERTED);
     g.legacy_cache = legacy;
     struct dm_arena a;
     dm_arena_init(&a);
