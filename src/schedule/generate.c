@@ -82,8 +82,16 @@
  * DynamicCache and builds _update_causal_mask (GPT-J's copy), but
  * OPTForCausalLM.forward has no logits_to_keep in a 4.54-era type stub of
  * modeling_opt (it appears only in later copies), so the lm_head computes
- * every position. GPT-2: GPT2PreTrainedModel sets no _supports_cache_class
- * in 4.51 (the Cache classes and a num_logits_to_keep came after: #41529).
+ * every position (OPT's Cache support followed "Refactor OPT model",
+ * #36101, Feb 2025, whose author announced it next). OPT's 4.51
+ * _supports_cache_class itself was not found in a copy: without it generate
+ * would pass no cache, the forward would return its DynamicCache as tuples
+ * (return_legacy_cache) and two caches would be live per step as with GPT-2;
+ * hence "medium-high". GPT-2:
+ * GPT2PreTrainedModel sets no _supports_cache_class in 4.51: its Cache
+ * classes came with "GPT2Model StaticCache support" (#35761, still in
+ * review on 22 April 2025, its tuple deprecation aimed at 4.52), and no
+ * logits_to_keep was added by then (one was proposed in #41529, Oct 2025).
  * BioGPT: its attention is BART's ("Copied from"), on the past_key_value
  * tuple until "Bart: new cache format" (#35314) and "Refactor Attention
  * Interface for Bart-based Models" (#38108), both reviewed in May 2025,
