@@ -929,11 +929,213 @@ class GPT2LMHeadModel(nn.Module):
         return lm_logits, presents
 
 
+# --------------------------------------------------------------------------
+# BioGPT (modeling_biogpt.py 4.51: BART's attention, "Copied from", on the
+# legacy past_key_value tuple; no Cache class, no logits_to_keep)
+# --------------------------------------------------------------------------
+
+
+class BioGptLearnedPositionalEmbedding(nn.Embedding):
+    """Positions from the 2-D attention_mask's cumsum, offset 2."""
+
+    def __init__(self, num_embeddings, embedding_dim):
+        self.offset = 2
+        super().__init__(num_embeddings + self.offset, embedding_dim)
+
+    def forward(self, attention_mask, past_key_values_length=0):
+        attention_mask = attention_mask.long()
+        positions = (torch.cumsum(attention_mask, dim=1).type_as(attention_mask) * attention_mask).long() - 1
+        positions = positions[:, past_key_values_length:]
+        return super().forward(positions + self.offset)
+
+
+class BioGptScaledWordEmbedding(nn.Embedding):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx, embed_scale=1.0):
+        super().__init__(num_embeddings, embedding_dim, padding_idx)
+        self.embed_scale = embed_scale
+
+    def forward(self, input_ids):
+        return super().forward(input_ids) * self.embed_scale
+
+
+class BioGptAttention(nn.Module):
+    """BioGptAttention (4.51, BartAttention's copy), self-attention of a
+    decoder: q_proj(x) * scaling; keys and values made contiguous by _shape
+    and, with a past tuple, torch.cat onto it; (key, value) returned as the
+    layer's present; bmm scores, + mask, softmax in the input's dtype."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed_dim = cfg.get("hidden_size")
+        self.num_heads = cfg.get("num_attention_heads")
+        self.dropout = cfg.get("attention_probs_dropout_prob", 0.1)
+        self.head_dim = self.embed_dim // self.num_heads
+        self.scaling = self.head_dim ** -0.5
+        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+
+    def _shape(self, tensor, seq_len, bsz):
+        return tensor.view(bsz, seq_len, self.num_heads, self.head_dim).transpose(1, 2).contiguous()
+
+    def forward(self, hidden_states, past_key_value=None, attention_mask=None):
+        bsz, tgt_len, _ = hidden_states.size()
+        query_states = self.q_proj(hidden_states) * self.scaling
+        key_states = self._shape(self.k_proj(hidden_states), -1, bsz)
+        value_states = self._shape(self.v_proj(hidden_states), -1, bsz)
+        if past_key_value is not None:
+            key_states = torch.cat([past_key_value[0], key_states], dim=2)
+            value_states = torch.cat([past_key_value[1], value_states], dim=2)
+        past_key_value = (key_states, value_states)
+        proj_shape = (bsz * self.num_heads, -1, self.head_dim)
+        query_states = self._shape(query_states, tgt_len, bsz).view(*proj_shape)
+        key_states = key_states.reshape(*proj_shape)
+        value_states = value_states.reshape(*proj_shape)
+        src_len = key_states.size(1)
+        attn_weights = torch.bmm(query_states, key_states.transpose(1, 2))
+        if attention_mask is not None:
+            attn_weights = attn_weights.view(bsz, self.num_heads, tgt_len, src_len) + attention_mask
+            attn_weights = attn_weights.view(bsz * self.num_heads, tgt_len, src_len)
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+        attn_weights_reshaped = None  # output_attentions off
+        attn_probs = nn.functional.dropout(attn_weights, p=self.dropout, training=self.training)
+        attn_output = torch.bmm(attn_probs, value_states)
+        attn_output = attn_output.view(bsz, self.num_heads, tgt_len, self.head_dim)
+        attn_output = attn_output.transpose(1, 2)
+        attn_output = attn_output.reshape(bsz, tgt_len, self.embed_dim)
+        attn_output = self.out_proj(attn_output)
+        return attn_output, attn_weights_reshaped, past_key_value
+
+
+class BioGptDecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, eps = cfg.get("hidden_size"), cfg.get("layer_norm_eps", 1e-12)
+        self.self_attn = BioGptAttention(cfg)
+        self.dropout = cfg.get("hidden_dropout_prob", 0.1)
+        assert cfg.get("hidden_act", "gelu") == "gelu"
+        self.activation_dropout = cfg.get("activation_dropout", 0.0)
+        self.self_attn_layer_norm = nn.LayerNorm(E, eps=eps)
+        self.fc1 = nn.Linear(E, cfg.get("intermediate_size"))
+        self.fc2 = nn.Linear(cfg.get("intermediate_size"), E)
+        self.final_layer_norm = nn.LayerNorm(E, eps=eps)
+
+    def forward(self, hidden_states, attention_mask=None, past_key_value=None, use_cache=True):
+        residual = hidden_states
+        hidden_states = self.self_attn_layer_norm(hidden_states)
+        self_attn_past_key_value = past_key_value[:2] if past_key_value is not None else None
+        hidden_states, self_attn_weights, present_key_value = self.self_attn(
+            hidden_states, self_attn_past_key_value, attention_mask)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.final_layer_norm(hidden_states)
+        hidden_states = self.fc1(hidden_states)
+        hidden_states = F.gelu(hidden_states)  # ACT2FN["gelu"]
+        hidden_states = nn.functional.dropout(hidden_states, p=self.activation_dropout, training=self.training)
+        hidden_states = self.fc2(hidden_states)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = residual + hidden_states
+        outputs = (hidden_states,)
+        if use_cache:
+            outputs += (present_key_value,)
+        return outputs
+
+
+def _expand_mask(mask, dtype, tgt_len=None):
+    """AttentionMaskConverter._expand_mask (4.51): [B, L] to [B, 1, q, L],
+    1 where masked -> finfo.min."""
+    bsz, src_len = mask.size()
+    tgt_len = tgt_len if tgt_len is not None else src_len
+    expanded_mask = mask[:, None, None, :].expand(bsz, 1, tgt_len, src_len).to(dtype)
+    inverted_mask = 1.0 - expanded_mask
+    return inverted_mask.masked_fill(inverted_mask.to(torch.bool), torch.finfo(dtype).min)
+
+
+def prepare_4d_causal_attention_mask(attention_mask, input_shape, inputs_embeds, past_key_values_length):
+    """_prepare_4d_causal_attention_mask (4.51) with a 2-D mask:
+    AttentionMaskConverter(is_causal=True).to_4d: a causal [B, 1, q, L] mask
+    (_make_causal_mask: full((q, q), min), masked_fill_ of the lower triangle,
+    zeros for the past, expanded) when q > 1, the expanded inverted 2-D mask,
+    and their masked_fill."""
+    dtype, device = inputs_embeds.dtype, inputs_embeds.device
+    bsz, query_length = input_shape[0], input_shape[-1]
+    key_value_length = query_length + past_key_values_length
+    causal_4d_mask = None
+    if query_length > 1:
+        mask = torch.full((query_length, query_length), torch.finfo(dtype).min, device=device)
+        mask_cond = torch.arange(mask.size(-1), device=device)
+        mask.masked_fill_(mask_cond < (mask_cond + 1).view(mask.size(-1), 1), 0)
+        mask = mask.to(dtype)
+        if past_key_values_length > 0:
+            mask = torch.cat([torch.zeros(query_length, past_key_values_length, dtype=dtype, device=device),
+                              mask], dim=-1)
+        causal_4d_mask = mask[None, None, :, :].expand(bsz, 1, query_length, key_value_length)
+    expanded_attn_mask = _expand_mask(attention_mask, dtype, tgt_len=query_length)
+    if causal_4d_mask is not None:
+        expanded_attn_mask = causal_4d_mask.masked_fill(expanded_attn_mask.bool(), torch.finfo(dtype).min)
+    return expanded_attn_mask
+
+
+class BioGptModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        scale = math.sqrt(E) if cfg.get("scale_embedding", True) else 1.0
+        self.dropout = cfg.get("hidden_dropout_prob", 0.1)
+        self.embed_tokens = BioGptScaledWordEmbedding(cfg.get("vocab_size"), E, cfg.get("pad_token_id", 1),
+                                                      embed_scale=scale)
+        self.embed_positions = BioGptLearnedPositionalEmbedding(cfg.get("max_position_embeddings"), E)
+        self.layers = nn.ModuleList(BioGptDecoderLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
+        self.layer_norm = nn.LayerNorm(E, eps=cfg.get("layer_norm_eps", 1e-12))
+
+    def forward(self, input_ids, use_cache, past_key_values=None, attention_mask=None):
+        input_shape = input_ids.size()
+        past_key_values_length = past_key_values[0][0].shape[2] if past_key_values is not None else 0
+        inputs_embeds = self.embed_tokens(input_ids)
+        if attention_mask is None:
+            attention_mask = torch.ones((inputs_embeds.shape[0], inputs_embeds.shape[1] + past_key_values_length),
+                                        dtype=torch.bool, device=inputs_embeds.device)
+        positions = self.embed_positions(attention_mask, past_key_values_length)
+        attention_mask = prepare_4d_causal_attention_mask(attention_mask, input_shape, inputs_embeds,
+                                                          past_key_values_length)
+        hidden_states = inputs_embeds + positions
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        next_decoder_cache = () if use_cache else None
+        for idx, decoder_layer in enumerate(self.layers):
+            past_key_value = past_key_values[idx] if past_key_values is not None else None
+            layer_outputs = decoder_layer(hidden_states, attention_mask, past_key_value, use_cache)
+            hidden_states = layer_outputs[0]
+            if use_cache:
+                next_decoder_cache += (layer_outputs[1],)
+        hidden_states = self.layer_norm(hidden_states)
+        return hidden_states, next_decoder_cache
+
+
+class BioGptForCausalLM(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.biogpt = BioGptModel(cfg)
+        self.output_projection = nn.Linear(cfg.get("hidden_size"), cfg.get("vocab_size"), bias=False)
+        if cfg.get("tie_word_embeddings", True):
+            self.output_projection.weight = self.biogpt.embed_tokens.weight
+        self.use_cache = cfg.get("use_cache", True)
+
+    def forward(self, input_ids, past_key_values=None, attention_mask=None, use_cache=None):
+        # no position_ids and no logits_to_keep in 4.51's BioGptForCausalLM
+        use_cache = self.use_cache if use_cache is None else use_cache
+        hidden_states, presents = self.biogpt(input_ids, use_cache, past_key_values, attention_mask)
+        prediction_scores = self.output_projection(hidden_states)
+        return prediction_scores, presents
+
+
 def _gpt2_prepare_inputs(input_ids, past_key_values=None, attention_mask=None,
-                         cache_position=None, **kwargs):
+                         cache_position=None, takes_position_ids=True, **kwargs):
     """GenerationMixin.prepare_inputs_for_generation (4.46-4.51, the generic
-    one GPT-2 uses) for a model without Cache support: no cache_position among
-    the inputs, the legacy tuple passed on as it is."""
+    one GPT-2 and BioGPT use) for a model without Cache support: no
+    cache_position among the inputs, the legacy tuple passed on as it is;
+    position_ids made only for a forward that takes them (not BioGPT's)."""
     model_inputs = {}
     if past_key_values is not None:
         model_inputs["past_key_values"] = past_key_values
@@ -943,7 +1145,7 @@ def _gpt2_prepare_inputs(input_ids, past_key_values=None, attention_mask=None,
         elif input_ids.shape[1] != cache_position.shape[0]:
             input_ids = input_ids[:, cache_position]
     model_inputs["input_ids"] = input_ids.clone(memory_format=torch.contiguous_format)
-    if attention_mask is not None and kwargs.get("position_ids") is None:
+    if attention_mask is not None and kwargs.get("position_ids") is None and takes_position_ids:
         position_ids = attention_mask.long().cumsum(-1) - 1
         position_ids.masked_fill_(attention_mask == 0, 1)
         kwargs["position_ids"] = position_ids
@@ -977,8 +1179,13 @@ def gpt2_greedy_generate(model, input_ids, max_new_tokens, phase=None):
     end of every decode forward. The prefill computes every position's logits
     (no logits_to_keep in 4.51's GPT-2); the eager forward turns generate's
     attention_mask into a [B, 1, 1, L] (1 - mask) * finfo.min tensor and adds
-    it to every layer's scores. Phases as in greedy_generate."""
-    assert isinstance(model, GPT2LMHeadModel), "GPT2LMHeadModel only"
+    it to every layer's scores. Phases as in greedy_generate.
+    BioGptForCausalLM runs the same loop in 4.51 (no Cache class either): its
+    forward takes no position_ids (its positions come from the mask's cumsum)
+    and turns the mask into _expand_mask's [B, 1, 1, L]."""
+    assert isinstance(model, (GPT2LMHeadModel, BioGptForCausalLM)), "the legacy tuple cache's models only"
+    import inspect
+    takes_position_ids = "position_ids" in inspect.signature(model.forward).parameters
     phase = phase or _NoPhase
     batch, prompt = input_ids.shape
     # generate(): _prepare_attention_mask_for_generation (no pad token): ones [B, P] int64
@@ -995,7 +1202,8 @@ def gpt2_greedy_generate(model, input_ids, max_new_tokens, phase=None):
     while True:
         with phase("prefill" if step == 0 else f"s{step}/decode"):
             # the previous step's dict (the cache before the previous forward) goes here
-            model_inputs = _gpt2_prepare_inputs(input_ids, **model_kwargs)
+            model_inputs = _gpt2_prepare_inputs(input_ids, takes_position_ids=takes_position_ids,
+                                                **model_kwargs)
             outputs = model(**model_inputs)
             # _update_model_kwargs_for_generation
             model_kwargs["past_key_values"] = outputs[1]
@@ -1028,7 +1236,7 @@ def generate_greedy(model, input_ids, max_new_tokens, phase=None):
     HybridCache (config cache_implementation "hybrid"), or greedy_generate's
     DynamicCache (every other class here; see the table in
     src/schedule/generate.c)."""
-    if isinstance(model, GPT2LMHeadModel):
+    if isinstance(model, (GPT2LMHeadModel, BioGptForCausalLM)):  # no Cache class in 4.51
         return gpt2_greedy_generate(model, input_ids, max_new_tokens, phase)
     if isinstance(model, Gemma2ForCausalLM):  # config cache_implementation "hybrid"
         return hybrid_generate(model, input_ids, max_new_tokens, phase=phase or _NoPhase)
@@ -2580,7 +2788,8 @@ def greedy_generate(model, input_ids, max_new_tokens, phase=_NoPhase):
     in all: the prefill (phase "prefill"), then N - 1 of one token each (phase
     "s<k>/decode"); the cache ends at prompt + N - 1 tokens. phase(name) is a
     context manager per forward."""
-    assert not isinstance(model, (GPT2LMHeadModel, Gemma2ForCausalLM, T5ForConditionalGeneration)), \
+    assert not isinstance(model, (GPT2LMHeadModel, BioGptForCausalLM, Gemma2ForCausalLM,
+                                  T5ForConditionalGeneration)), \
         "generation with a DynamicCache: not this class (see generate_greedy)"
     import inspect
     keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
@@ -3017,6 +3226,8 @@ def build(config):
         model = ViTForImageClassification(cfg) if "ViTForImageClassification" in arch else ViTModel(cfg)
     elif cfg.model_type == "opt":
         model = OPTForCausalLM(cfg)
+    elif cfg.model_type == "biogpt":
+        model = BioGptForCausalLM(cfg)
     elif cfg.model_type == "gpt_neox":
         model = GPTNeoXForCausalLM(cfg)
     elif cfg.model_type in ("phi3", "gemma"):
