@@ -11,7 +11,8 @@ follows transformers' own source op for op, for memory measurement:
   * GPT2LMHeadModel as in modeling_gpt2.py (4.47, GPT2Attention._attn; 4.51's
     eager_attention_forward makes the same tensors), with 4.51's legacy tuple
     past_key_values, the eager attention_mask and position_ids that generate passes
-    (gpt2_greedy_generate; generate_greedy picks it or greedy_generate by class);
+    (gpt2_greedy_generate, BioGPT's too; generate_greedy picks it, hybrid_generate
+    or greedy_generate by class);
   * the mixture-of-experts decoders on the Llama skeleton: MixtralSparseMoeBlock,
     Qwen2MoeSparseMoeBlock (shared expert and its sigmoid gate) and
     Qwen3MoeSparseMoeBlock as in 4.51 (expert_hitted loop, torch.where,
@@ -28,6 +29,8 @@ follows transformers' own source op for op, for memory measurement:
     past_key_values, encoder_last_hidden_state);
   * ViTModel / ViTForImageClassification as in modeling_vit.py (4.53-4.57,
     eager_attention_forward), called as model(pixel_values);
+  * BioGptForCausalLM as 4.51 runs it (BART's attention copied, the
+    past_key_value tuple, _prepare_4d_causal_attention_mask's mask);
   * OPTForCausalLM (the attention-interface version, 4.50-4.56),
     GPTNeoXForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, PhiForCausalLM
     (4.51) and FalconForCausalLM (4.51-4.56, rotary, eager path).
