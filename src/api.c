@@ -1155,7 +1155,7 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                    "generate: greedy model.generate() with %s (transformers 4.51): "
                    "a prefill of the prompt (seq) keeping %s, then %lld decode steps, each "
                    "concatenating one token onto every layer's keys and values%s",
-                   g->legacy_cache ? "GPT-2's legacy tuple cache, no Cache class"
+                   g->legacy_cache ? "the legacy tuple cache, no Cache class (GPT-2, BioGPT)"
                                    : "a DynamicCache (a sliding window only masks)",
                    g->logits_to_keep ? "the last position's logits (logits_to_keep=1)"
                                      : "every position's logits",

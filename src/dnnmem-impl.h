@@ -281,6 +281,18 @@ struct dm_node {
     struct dm_attr *attrs;
 };
 
+/* HF --mode generate: how a forward turns generate()'s 2-D attention_mask
+ * [B, L] into the eager attention's 4-D mask (src/schedule/generate.c). */
+enum dm_gen_mask {
+    DM_GEN_MASK_CAUSAL,   /* _update_causal_mask (transformers 4.51, a Cache class):
+                             full((q, L), min) times the cache-position comparison,
+                             expanded to [B, 1, q, L] and cloned (Llama and its copies,
+                             OPT, GPT-NeoX, Falcon, Phi, Phi-3, Gemma) */
+    DM_GEN_MASK_INVERTED, /* the legacy models' (1 - mask[:, None, None, :].to(dtype))
+                             then * finfo.min (GPT2Model) or masked_fill(finfo.min)
+                             (BioGPT's _expand_mask): [B, 1, q, L] */
+};
+
 struct dm_graph {
     struct dm_arena arena;
     const char *path;     /* for messages */
@@ -301,13 +313,13 @@ struct dm_graph {
     bool logits_to_keep;       /* HF: forward(logits_to_keep=1) computes the last position's
                                   logits only (generate's prefill) */
     bool legacy_cache;         /* HF: in generate the cache is the forward's own tuple of
-                                  presents (transformers 4.51's GPT-2: no Cache class):
+                                  presents (transformers 4.51's GPT-2 and BioGPT: no
+                                  Cache class):
                                   each layer torch.cats into new keys and values while
                                   the previous tuple stays referenced (model_kwargs,
                                   model_inputs) until the next step's inputs replace it */
-    bool mask_inverted;        /* HF: the forward turns a 2-D attention_mask into
-                                  (1 - mask[:, None, None, :].to(dtype)) * finfo.min
-                                  (GPT2Model's eager path), not a causal mask's clone */
+    enum dm_gen_mask gen_mask; /* HF: the 4-D mask each generate() forward makes of the
+                                  2-D attention_mask (eager attention) */
     bool loss_upcast;          /* the model's own loss casts its logits to float32
                                   first (transformers' ForCausalLMLoss: logits.float()) */
     bool encoder_decoder;      /* HF: an encoder-decoder (T5): no --mode generate */

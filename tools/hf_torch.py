@@ -11,7 +11,8 @@ follows transformers' own source op for op, for memory measurement:
   * GPT2LMHeadModel as in modeling_gpt2.py (4.47, GPT2Attention._attn; 4.51's
     eager_attention_forward makes the same tensors), with 4.51's legacy tuple
     past_key_values, the eager attention_mask and position_ids that generate passes
-    (gpt2_greedy_generate; generate_greedy picks it or greedy_generate by class);
+    (gpt2_greedy_generate, BioGPT's too; generate_greedy picks it, hybrid_generate
+    or greedy_generate by class);
   * the mixture-of-experts decoders on the Llama skeleton: MixtralSparseMoeBlock,
     Qwen2MoeSparseMoeBlock (shared expert and its sigmoid gate) and
     Qwen3MoeSparseMoeBlock as in 4.51 (expert_hitted loop, torch.where,
@@ -28,6 +29,8 @@ follows transformers' own source op for op, for memory measurement:
     past_key_values, encoder_last_hidden_state);
   * ViTModel / ViTForImageClassification as in modeling_vit.py (4.53-4.57,
     eager_attention_forward), called as model(pixel_values);
+  * BioGptForCausalLM as 4.51 runs it (BART's attention copied, the
+    past_key_value tuple, _prepare_4d_causal_attention_mask's mask);
   * OPTForCausalLM (the attention-interface version, 4.50-4.56),
     GPTNeoXForCausalLM, Phi3ForCausalLM, GemmaForCausalLM, PhiForCausalLM
     (4.51) and FalconForCausalLM (4.51-4.56, rotary, eager path).
@@ -50,8 +53,12 @@ formula, nn.Dropout / F.dropout where the config has them.
 Only the memory-relevant behaviour is reproduced: initialisation is plain
 normal(0, 0.02) (values do not change the bytes), no padding, no rope
 scaling types.  Generation: greedy_generate() is transformers 4.51's greedy
-GenerationMixin._sample with a DynamicCache for the Llama family (prefill
-with logits_to_keep=1, then one token per forward, the cache passed in);
+GenerationMixin._sample with a DynamicCache for the classes that support the
+Cache classes: the Llama family, OPT, GPT-NeoX, Falcon, Phi, Phi-3, Gemma
+(prefill with logits_to_keep=1 where the forward takes it, not OPT's, then
+one token per forward, the cache passed in; each forward's generation path
+builds _update_causal_mask's [B, 1, q, L] clone from the 2-D attention_mask
+and takes generate's position_ids, dynamic_causal_mask);
 hybrid_generate() the same loop for Gemma2ForCausalLM / Gemma3ForCausalLM
 (4.51.3, text only) with the HybridCache their configs ask for
 (cache_implementation "hybrid": static per-layer caches made before the
@@ -142,6 +149,24 @@ class DynamicCache:
 
     def get_seq_length(self, layer_idx=0):
         return self.key_cache[layer_idx].shape[-2] if len(self.key_cache) > layer_idx else 0
+
+
+def cache_kv(cache, key_states, value_states, layer_idx):
+    """The attention's cache step: DynamicCache.update in generation (the
+    keys and values over every cached position returned), else the presents
+    list of model(input_ids) (what DynamicCache.update keeps of an empty
+    cache: the tensors as given)."""
+    if isinstance(cache, DynamicCache):
+        return cache.update(key_states, value_states, layer_idx)
+    if cache is not None:
+        cache.append((key_states, value_states))
+    return key_states, value_states
+
+
+def number_layers(layers, attr):
+    """Give each layer's attention module its layer_idx (the cache's index)."""
+    for i, layer in enumerate(layers):
+        getattr(layer, attr).layer_idx = i
 
 
 def rotate_half(x):
@@ -272,6 +297,49 @@ class LlamaDecoderLayer(nn.Module):
         return outputs
 
 
+def dynamic_causal_mask(input_tensor, cache_position, attention_mask=None, past_seen_tokens=0,
+                        mistral=False, sliding_window=None):
+    """_update_causal_mask with a DynamicCache, eager (4.51): target_length =
+    attention_mask.shape[-1] when a 2-D attention_mask is passed (generate
+    always passes one), else past_seen_tokens + sequence_length + 1;
+    _prepare_4d_causal_attention_mask_with_cache_position in Llama's form
+    (triu when sequence_length != 1, then *= arange > cache_position; also
+    GPT-J's, OPT's, GPT-NeoX's, Falcon's, Phi's and Gemma's copies) or
+    Mistral's (diagonal_attend_mask, the sliding window or-ed in; Qwen2/3,
+    Mixtral, Phi-3); expanded to [B, 1, q, L] and, with a 2-D mask, cloned and
+    its padding positions (none here) masked in the copy."""
+    dtype, device = input_tensor.dtype, input_tensor.device
+    sequence_length = input_tensor.shape[1]
+    target_length = (attention_mask.shape[-1] if attention_mask is not None
+                     else past_seen_tokens + sequence_length + 1)
+    batch_size = input_tensor.shape[0]
+    min_dtype = torch.finfo(dtype).min
+    causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype,
+                             dtype=dtype, device=device)
+    if not mistral:
+        # LlamaModel._prepare_4d_causal_attention_mask_with_cache_position
+        if sequence_length != 1:
+            causal_mask = torch.triu(causal_mask, diagonal=1)
+        causal_mask *= torch.arange(target_length, device=device) > cache_position.reshape(-1, 1)
+    else:
+        # the Mistral/Qwen2/Qwen3/Phi-3 copy: diagonal_attend_mask
+        diagonal_attend_mask = torch.arange(target_length, device=device) > cache_position.reshape(-1, 1)
+        if sliding_window is not None:
+            sliding_attend_mask = torch.arange(target_length, device=device) <= (
+                cache_position.reshape(-1, 1) - sliding_window)
+            diagonal_attend_mask.bitwise_or_(sliding_attend_mask)
+        causal_mask *= diagonal_attend_mask
+    causal_mask = causal_mask[None, None, :, :].expand(batch_size, 1, -1, -1)
+    if attention_mask is not None:  # the padding positions (none here) masked in a copy
+        causal_mask = causal_mask.clone()
+        mask_length = attention_mask.shape[-1]
+        padding_mask = causal_mask[:, :, :, :mask_length] + attention_mask[:, None, None, :]
+        padding_mask = padding_mask == 0
+        causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(
+            padding_mask, min_dtype)
+    return causal_mask
+
+
 class LlamaModel(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -287,41 +355,15 @@ class LlamaModel(nn.Module):
         self.rotary_emb = LlamaRotaryEmbedding(cfg, head_dim)
 
     def _causal_mask(self, input_tensor, cache_position, attention_mask=None, past_seen_tokens=0):
-        """_update_causal_mask (eager, DynamicCache): target_length =
-        attention_mask.shape[-1] when a 2-D attention_mask is passed (generate
-        always passes one), else past_seen_tokens + sequence_length + 1."""
-        dtype, device = input_tensor.dtype, input_tensor.device
-        sequence_length = input_tensor.shape[1]
-        target_length = (attention_mask.shape[-1] if attention_mask is not None
-                         else past_seen_tokens + sequence_length + 1)
-        batch_size = input_tensor.shape[0]
-        min_dtype = torch.finfo(dtype).min
-        causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype,
-                                 dtype=dtype, device=device)
-        if self.cfg.model_type in ("llama", "deepseek_v2", "deepseek_v3"):
-            # LlamaModel._prepare_4d_causal_attention_mask_with_cache_position
-            if sequence_length != 1:
-                causal_mask = torch.triu(causal_mask, diagonal=1)
-            causal_mask *= torch.arange(target_length, device=device) > cache_position.reshape(-1, 1)
-        else:
-            # the Mistral/Qwen2/Qwen3 copy: diagonal_attend_mask (sliding window off)
-            diagonal_attend_mask = torch.arange(target_length, device=device) > cache_position.reshape(-1, 1)
-            sw = self.cfg.get("sliding_window") if self.cfg.get(
-                "use_sliding_window", self.cfg.model_type == "mistral") else None
-            if sw is not None:
-                sliding_attend_mask = torch.arange(target_length, device=device) <= (
-                    cache_position.reshape(-1, 1) - sw)
-                diagonal_attend_mask.bitwise_or_(sliding_attend_mask)
-            causal_mask *= diagonal_attend_mask
-        causal_mask = causal_mask[None, None, :, :].expand(batch_size, 1, -1, -1)
-        if attention_mask is not None:  # the padding positions (none here) masked in a copy
-            causal_mask = causal_mask.clone()
-            mask_length = attention_mask.shape[-1]
-            padding_mask = causal_mask[:, :, :, :mask_length] + attention_mask[:, None, None, :]
-            padding_mask = padding_mask == 0
-            causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(
-                padding_mask, min_dtype)
-        return causal_mask
+        """_update_causal_mask (eager, DynamicCache): dynamic_causal_mask in
+        Llama's form (llama, deepseek) or Mistral's (the others; the window
+        where use_sliding_window says so)."""
+        t = self.cfg.model_type
+        sw = self.cfg.get("sliding_window") if self.cfg.get(
+            "use_sliding_window", t == "mistral") else None
+        return dynamic_causal_mask(input_tensor, cache_position, attention_mask, past_seen_tokens,
+                                   mistral=t not in ("llama", "deepseek_v2", "deepseek_v3"),
+                                   sliding_window=sw)
 
     def forward(self, input_ids, use_cache, past_key_values=None, attention_mask=None,
                 position_ids=None, cache_position=None):
@@ -917,11 +959,213 @@ class GPT2LMHeadModel(nn.Module):
         return lm_logits, presents
 
 
+# --------------------------------------------------------------------------
+# BioGPT (modeling_biogpt.py 4.51: BART's attention, "Copied from", on the
+# legacy past_key_value tuple; no Cache class, no logits_to_keep)
+# --------------------------------------------------------------------------
+
+
+class BioGptLearnedPositionalEmbedding(nn.Embedding):
+    """Positions from the 2-D attention_mask's cumsum, offset 2."""
+
+    def __init__(self, num_embeddings, embedding_dim):
+        self.offset = 2
+        super().__init__(num_embeddings + self.offset, embedding_dim)
+
+    def forward(self, attention_mask, past_key_values_length=0):
+        attention_mask = attention_mask.long()
+        positions = (torch.cumsum(attention_mask, dim=1).type_as(attention_mask) * attention_mask).long() - 1
+        positions = positions[:, past_key_values_length:]
+        return super().forward(positions + self.offset)
+
+
+class BioGptScaledWordEmbedding(nn.Embedding):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx, embed_scale=1.0):
+        super().__init__(num_embeddings, embedding_dim, padding_idx)
+        self.embed_scale = embed_scale
+
+    def forward(self, input_ids):
+        return super().forward(input_ids) * self.embed_scale
+
+
+class BioGptAttention(nn.Module):
+    """BioGptAttention (4.51, BartAttention's copy), self-attention of a
+    decoder: q_proj(x) * scaling; keys and values made contiguous by _shape
+    and, with a past tuple, torch.cat onto it; (key, value) returned as the
+    layer's present; bmm scores, + mask, softmax in the input's dtype."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed_dim = cfg.get("hidden_size")
+        self.num_heads = cfg.get("num_attention_heads")
+        self.dropout = cfg.get("attention_probs_dropout_prob", 0.1)
+        self.head_dim = self.embed_dim // self.num_heads
+        self.scaling = self.head_dim ** -0.5
+        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+
+    def _shape(self, tensor, seq_len, bsz):
+        return tensor.view(bsz, seq_len, self.num_heads, self.head_dim).transpose(1, 2).contiguous()
+
+    def forward(self, hidden_states, past_key_value=None, attention_mask=None):
+        bsz, tgt_len, _ = hidden_states.size()
+        query_states = self.q_proj(hidden_states) * self.scaling
+        key_states = self._shape(self.k_proj(hidden_states), -1, bsz)
+        value_states = self._shape(self.v_proj(hidden_states), -1, bsz)
+        if past_key_value is not None:
+            key_states = torch.cat([past_key_value[0], key_states], dim=2)
+            value_states = torch.cat([past_key_value[1], value_states], dim=2)
+        past_key_value = (key_states, value_states)
+        proj_shape = (bsz * self.num_heads, -1, self.head_dim)
+        query_states = self._shape(query_states, tgt_len, bsz).view(*proj_shape)
+        key_states = key_states.reshape(*proj_shape)
+        value_states = value_states.reshape(*proj_shape)
+        src_len = key_states.size(1)
+        attn_weights = torch.bmm(query_states, key_states.transpose(1, 2))
+        if attention_mask is not None:
+            attn_weights = attn_weights.view(bsz, self.num_heads, tgt_len, src_len) + attention_mask
+            attn_weights = attn_weights.view(bsz * self.num_heads, tgt_len, src_len)
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+        attn_weights_reshaped = None  # output_attentions off
+        attn_probs = nn.functional.dropout(attn_weights, p=self.dropout, training=self.training)
+        attn_output = torch.bmm(attn_probs, value_states)
+        attn_output = attn_output.view(bsz, self.num_heads, tgt_len, self.head_dim)
+        attn_output = attn_output.transpose(1, 2)
+        attn_output = attn_output.reshape(bsz, tgt_len, self.embed_dim)
+        attn_output = self.out_proj(attn_output)
+        return attn_output, attn_weights_reshaped, past_key_value
+
+
+class BioGptDecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, eps = cfg.get("hidden_size"), cfg.get("layer_norm_eps", 1e-12)
+        self.self_attn = BioGptAttention(cfg)
+        self.dropout = cfg.get("hidden_dropout_prob", 0.1)
+        assert cfg.get("hidden_act", "gelu") == "gelu"
+        self.activation_dropout = cfg.get("activation_dropout", 0.0)
+        self.self_attn_layer_norm = nn.LayerNorm(E, eps=eps)
+        self.fc1 = nn.Linear(E, cfg.get("intermediate_size"))
+        self.fc2 = nn.Linear(cfg.get("intermediate_size"), E)
+        self.final_layer_norm = nn.LayerNorm(E, eps=eps)
+
+    def forward(self, hidden_states, attention_mask=None, past_key_value=None, use_cache=True):
+        residual = hidden_states
+        hidden_states = self.self_attn_layer_norm(hidden_states)
+        self_attn_past_key_value = past_key_value[:2] if past_key_value is not None else None
+        hidden_states, self_attn_weights, present_key_value = self.self_attn(
+            hidden_states, self_attn_past_key_value, attention_mask)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.final_layer_norm(hidden_states)
+        hidden_states = self.fc1(hidden_states)
+        hidden_states = F.gelu(hidden_states)  # ACT2FN["gelu"]
+        hidden_states = nn.functional.dropout(hidden_states, p=self.activation_dropout, training=self.training)
+        hidden_states = self.fc2(hidden_states)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = residual + hidden_states
+        outputs = (hidden_states,)
+        if use_cache:
+            outputs += (present_key_value,)
+        return outputs
+
+
+def _expand_mask(mask, dtype, tgt_len=None):
+    """AttentionMaskConverter._expand_mask (4.51): [B, L] to [B, 1, q, L],
+    1 where masked -> finfo.min."""
+    bsz, src_len = mask.size()
+    tgt_len = tgt_len if tgt_len is not None else src_len
+    expanded_mask = mask[:, None, None, :].expand(bsz, 1, tgt_len, src_len).to(dtype)
+    inverted_mask = 1.0 - expanded_mask
+    return inverted_mask.masked_fill(inverted_mask.to(torch.bool), torch.finfo(dtype).min)
+
+
+def prepare_4d_causal_attention_mask(attention_mask, input_shape, inputs_embeds, past_key_values_length):
+    """_prepare_4d_causal_attention_mask (4.51) with a 2-D mask:
+    AttentionMaskConverter(is_causal=True).to_4d: a causal [B, 1, q, L] mask
+    (_make_causal_mask: full((q, q), min), masked_fill_ of the lower triangle,
+    zeros for the past, expanded) when q > 1, the expanded inverted 2-D mask,
+    and their masked_fill."""
+    dtype, device = inputs_embeds.dtype, inputs_embeds.device
+    bsz, query_length = input_shape[0], input_shape[-1]
+    key_value_length = query_length + past_key_values_length
+    causal_4d_mask = None
+    if query_length > 1:
+        mask = torch.full((query_length, query_length), torch.finfo(dtype).min, device=device)
+        mask_cond = torch.arange(mask.size(-1), device=device)
+        mask.masked_fill_(mask_cond < (mask_cond + 1).view(mask.size(-1), 1), 0)
+        mask = mask.to(dtype)
+        if past_key_values_length > 0:
+            mask = torch.cat([torch.zeros(query_length, past_key_values_length, dtype=dtype, device=device),
+                              mask], dim=-1)
+        causal_4d_mask = mask[None, None, :, :].expand(bsz, 1, query_length, key_value_length)
+    expanded_attn_mask = _expand_mask(attention_mask, dtype, tgt_len=query_length)
+    if causal_4d_mask is not None:
+        expanded_attn_mask = causal_4d_mask.masked_fill(expanded_attn_mask.bool(), torch.finfo(dtype).min)
+    return expanded_attn_mask
+
+
+class BioGptModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.get("hidden_size")
+        scale = math.sqrt(E) if cfg.get("scale_embedding", True) else 1.0
+        self.dropout = cfg.get("hidden_dropout_prob", 0.1)
+        self.embed_tokens = BioGptScaledWordEmbedding(cfg.get("vocab_size"), E, cfg.get("pad_token_id", 1),
+                                                      embed_scale=scale)
+        self.embed_positions = BioGptLearnedPositionalEmbedding(cfg.get("max_position_embeddings"), E)
+        self.layers = nn.ModuleList(BioGptDecoderLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
+        self.layer_norm = nn.LayerNorm(E, eps=cfg.get("layer_norm_eps", 1e-12))
+
+    def forward(self, input_ids, use_cache, past_key_values=None, attention_mask=None):
+        input_shape = input_ids.size()
+        past_key_values_length = past_key_values[0][0].shape[2] if past_key_values is not None else 0
+        inputs_embeds = self.embed_tokens(input_ids)
+        if attention_mask is None:
+            attention_mask = torch.ones((inputs_embeds.shape[0], inputs_embeds.shape[1] + past_key_values_length),
+                                        dtype=torch.bool, device=inputs_embeds.device)
+        positions = self.embed_positions(attention_mask, past_key_values_length)
+        attention_mask = prepare_4d_causal_attention_mask(attention_mask, input_shape, inputs_embeds,
+                                                          past_key_values_length)
+        hidden_states = inputs_embeds + positions
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        next_decoder_cache = () if use_cache else None
+        for idx, decoder_layer in enumerate(self.layers):
+            past_key_value = past_key_values[idx] if past_key_values is not None else None
+            layer_outputs = decoder_layer(hidden_states, attention_mask, past_key_value, use_cache)
+            hidden_states = layer_outputs[0]
+            if use_cache:
+                next_decoder_cache += (layer_outputs[1],)
+        hidden_states = self.layer_norm(hidden_states)
+        return hidden_states, next_decoder_cache
+
+
+class BioGptForCausalLM(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.biogpt = BioGptModel(cfg)
+        self.output_projection = nn.Linear(cfg.get("hidden_size"), cfg.get("vocab_size"), bias=False)
+        if cfg.get("tie_word_embeddings", True):
+            self.output_projection.weight = self.biogpt.embed_tokens.weight
+        self.use_cache = cfg.get("use_cache", True)
+
+    def forward(self, input_ids, past_key_values=None, attention_mask=None, use_cache=None):
+        # no position_ids and no logits_to_keep in 4.51's BioGptForCausalLM
+        use_cache = self.use_cache if use_cache is None else use_cache
+        hidden_states, presents = self.biogpt(input_ids, use_cache, past_key_values, attention_mask)
+        prediction_scores = self.output_projection(hidden_states)
+        return prediction_scores, presents
+
+
 def _gpt2_prepare_inputs(input_ids, past_key_values=None, attention_mask=None,
-                         cache_position=None, **kwargs):
+                         cache_position=None, takes_position_ids=True, **kwargs):
     """GenerationMixin.prepare_inputs_for_generation (4.46-4.51, the generic
-    one GPT-2 uses) for a model without Cache support: no cache_position among
-    the inputs, the legacy tuple passed on as it is."""
+    one GPT-2 and BioGPT use) for a model without Cache support: no
+    cache_position among the inputs, the legacy tuple passed on as it is;
+    position_ids made only for a forward that takes them (not BioGPT's)."""
     model_inputs = {}
     if past_key_values is not None:
         model_inputs["past_key_values"] = past_key_values
@@ -931,7 +1175,7 @@ def _gpt2_prepare_inputs(input_ids, past_key_values=None, attention_mask=None,
         elif input_ids.shape[1] != cache_position.shape[0]:
             input_ids = input_ids[:, cache_position]
     model_inputs["input_ids"] = input_ids.clone(memory_format=torch.contiguous_format)
-    if attention_mask is not None and kwargs.get("position_ids") is None:
+    if attention_mask is not None and kwargs.get("position_ids") is None and takes_position_ids:
         position_ids = attention_mask.long().cumsum(-1) - 1
         position_ids.masked_fill_(attention_mask == 0, 1)
         kwargs["position_ids"] = position_ids
@@ -965,8 +1209,13 @@ def gpt2_greedy_generate(model, input_ids, max_new_tokens, phase=None):
     end of every decode forward. The prefill computes every position's logits
     (no logits_to_keep in 4.51's GPT-2); the eager forward turns generate's
     attention_mask into a [B, 1, 1, L] (1 - mask) * finfo.min tensor and adds
-    it to every layer's scores. Phases as in greedy_generate."""
-    assert isinstance(model, GPT2LMHeadModel), "GPT2LMHeadModel only"
+    it to every layer's scores. Phases as in greedy_generate.
+    BioGptForCausalLM runs the same loop in 4.51 (no Cache class either): its
+    forward takes no position_ids (its positions come from the mask's cumsum)
+    and turns the mask into _expand_mask's [B, 1, 1, L]."""
+    assert isinstance(model, (GPT2LMHeadModel, BioGptForCausalLM)), "the legacy tuple cache's models only"
+    import inspect
+    takes_position_ids = "position_ids" in inspect.signature(model.forward).parameters
     phase = phase or _NoPhase
     batch, prompt = input_ids.shape
     # generate(): _prepare_attention_mask_for_generation (no pad token): ones [B, P] int64
@@ -983,7 +1232,8 @@ def gpt2_greedy_generate(model, input_ids, max_new_tokens, phase=None):
     while True:
         with phase("prefill" if step == 0 else f"s{step}/decode"):
             # the previous step's dict (the cache before the previous forward) goes here
-            model_inputs = _gpt2_prepare_inputs(input_ids, **model_kwargs)
+            model_inputs = _gpt2_prepare_inputs(input_ids, takes_position_ids=takes_position_ids,
+                                                **model_kwargs)
             outputs = model(**model_inputs)
             # _update_model_kwargs_for_generation
             model_kwargs["past_key_values"] = outputs[1]
@@ -1012,9 +1262,11 @@ def gpt2_greedy_generate(model, input_ids, max_new_tokens, phase=None):
 
 def generate_greedy(model, input_ids, max_new_tokens, phase=None):
     """model.generate(..., do_sample=False) as 4.51 runs it for the model's
-    class: GPT-2's legacy tuple cache, Gemma 2/3's HybridCache, or
-    greedy_generate's DynamicCache."""
-    if isinstance(model, GPT2LMHeadModel):
+    class: GPT-2's legacy tuple cache (no Cache class), Gemma 2/3's
+    HybridCache (config cache_implementation "hybrid"), or greedy_generate's
+    DynamicCache (every other class here; see the table in
+    src/schedule/generate.c)."""
+    if isinstance(model, (GPT2LMHeadModel, BioGptForCausalLM)):  # no Cache class in 4.51
         return gpt2_greedy_generate(model, input_ids, max_new_tokens, phase)
     if isinstance(model, Gemma2ForCausalLM):  # config cache_implementation "hybrid"
         return hybrid_generate(model, input_ids, max_new_tokens, phase=phase or _NoPhase)
@@ -1689,8 +1941,7 @@ class OPTAttention(nn.Module):
         value_states = self.v_proj(hidden_states)
         key_states = key_states.view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)
         value_states = value_states.view(bsz, -1, self.num_heads, self.head_dim).transpose(1, 2)
-        if cache is not None:
-            cache.append((key_states, value_states))
+        key_states, value_states = cache_kv(cache, key_states, value_states, self.layer_idx)
         attn_output, attn_weights = attention_core(
             self, query_states, key_states, value_states, attention_mask,
             dropout=0.0 if not self.training else self.dropout, scaling=1.0)
@@ -1757,6 +2008,7 @@ class OPTDecoder(nn.Module):
         self.project_in = nn.Linear(W, E, bias=False) if W != E else None
         self.final_layer_norm = nn.LayerNorm(E) if cfg.get("do_layer_norm_before", True) else None
         self.layers = nn.ModuleList(OPTDecoderLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
+        number_layers(self.layers, "self_attn")
 
     @staticmethod
     def _prepare_4d(attention_mask, sequence_length, target_length, dtype, cache_position, batch_size):
@@ -1775,7 +2027,11 @@ class OPTDecoder(nn.Module):
             padding_mask, min_dtype)
         return causal_mask
 
-    def forward(self, input_ids, use_cache):
+    def forward(self, input_ids, use_cache, past_key_values=None, attention_mask=None,
+                position_ids=None, cache_position=None):
+        if past_key_values is not None:
+            return self._generation_forward(input_ids, past_key_values, attention_mask, position_ids,
+                                            cache_position)
         input_ids = input_ids.view(-1, input_ids.shape[-1])
         inputs_embeds = self.embed_tokens(input_ids)
         cache = [] if use_cache else None
@@ -1787,6 +2043,29 @@ class OPTDecoder(nn.Module):
         position_ids = (position_ids * attention_mask - 1).long()
         position_ids = position_ids[:, 0:]
         pos_embeds = self.embed_positions(attention_mask, 0, position_ids=position_ids)
+        if self.project_in is not None:
+            inputs_embeds = self.project_in(inputs_embeds)
+        hidden_states = inputs_embeds + pos_embeds
+        for decoder_layer in self.layers:
+            hidden_states = decoder_layer(hidden_states, causal_mask, cache)[0]
+        if self.final_layer_norm is not None:
+            hidden_states = self.final_layer_norm(hidden_states)
+        if self.project_out is not None:
+            hidden_states = self.project_out(hidden_states)
+        return hidden_states, cache
+
+    def _generation_forward(self, input_ids, cache, attention_mask, position_ids, cache_position):
+        """OPTDecoder.forward (4.50-4.51) as generate calls it: the DynamicCache
+        and the 2-D attention_mask [B, L] passed, position_ids [B, q] from
+        prepare_inputs_for_generation (OPTForCausalLM.forward takes them), so
+        no mask or positions are made here beyond _update_causal_mask's 4-D
+        mask (GPT-J's copy: eager builds it, [B, 1, q, L]) and the embedding's
+        position_ids + 2."""
+        input_ids = input_ids.view(-1, input_ids.shape[-1])
+        inputs_embeds = self.embed_tokens(input_ids)
+        past_seen = cache.get_seq_length()
+        causal_mask = dynamic_causal_mask(inputs_embeds, cache_position, attention_mask, past_seen)
+        pos_embeds = self.embed_positions(attention_mask, past_seen, position_ids=position_ids)
         if self.project_in is not None:
             inputs_embeds = self.project_in(inputs_embeds)
         hidden_states = inputs_embeds + pos_embeds
@@ -1814,8 +2093,15 @@ class OPTForCausalLM(nn.Module):
         self.lm_head.weight = self.model.decoder.embed_tokens.weight
         self.use_cache = cfg.get("use_cache", True)
 
-    def forward(self, input_ids):
-        hidden_states, cache = self.model.decoder(input_ids, self.use_cache)
+    def forward(self, input_ids, past_key_values=None, attention_mask=None, position_ids=None,
+                cache_position=None):
+        # no logits_to_keep in 4.51's OPTForCausalLM: lm_head(outputs[0]).contiguous(), every
+        # position's logits (generate's prefill too)
+        hidden_states, cache = self.model.decoder(input_ids, self.use_cache, past_key_values,
+                                                  attention_mask, position_ids, cache_position)
+        if isinstance(cache, DynamicCache):
+            logits = self.lm_head(hidden_states).contiguous()
+            return logits, cache
         logits = self.lm_head(hidden_states[:, slice(0, None), :]).contiguous()
         return logits, (tuple(cache) if cache is not None else None)
 
@@ -1873,8 +2159,7 @@ class GPTNeoXAttention(nn.Module):
         query_states, key_states, value_states = qkv.chunk(3, dim=-1)
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb_neox(query_states, key_states, cos, sin)
-        if cache is not None:
-            cache.append((key_states, value_states))
+        key_states, value_states = cache_kv(cache, key_states, value_states, self.layer_idx)
         attn_output, attn_weights = attention_core(
             self, query_states, key_states, value_states, attention_mask, scaling=self.scaling,
             dropout=0.0 if not self.training else self.attention_dropout)
@@ -1932,18 +2217,25 @@ class GPTNeoXModel(nn.Module):
         self.embed_in = nn.Embedding(cfg.get("vocab_size"), E)
         self.emb_dropout = nn.Dropout(cfg.get("hidden_dropout", 0.0))
         self.layers = nn.ModuleList(GPTNeoXLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
+        number_layers(self.layers, "attention")
         self.final_layer_norm = nn.LayerNorm(E, eps=cfg.get("layer_norm_eps", 1e-5))
         head = E // cfg.get("num_attention_heads")
         rot = int(head * cfg.get("rotary_pct", 0.25))
         self.rotary_emb = LlamaRotaryEmbedding(
             RotaryConfig(cfg.get("rotary_emb_base", cfg.get("rope_theta", 10000.0))), rot)
 
-    def forward(self, input_ids, use_cache):
+    def forward(self, input_ids, use_cache, past_key_values=None, attention_mask=None,
+                position_ids=None, cache_position=None):
         inputs_embeds = self.embed_in(input_ids)
-        cache = [] if use_cache else None
-        cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
-        position_ids = cache_position.unsqueeze(0)
-        causal_mask = llama_causal_mask(inputs_embeds, cache_position)
+        if past_key_values is not None:  # generate: the DynamicCache, the 2-D mask, positions
+            cache = past_key_values
+            causal_mask = dynamic_causal_mask(inputs_embeds, cache_position, attention_mask,
+                                              cache.get_seq_length())
+        else:
+            cache = [] if use_cache else None
+            cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
+            position_ids = cache_position.unsqueeze(0)
+            causal_mask = llama_causal_mask(inputs_embeds, cache_position)
         hidden_states = self.emb_dropout(inputs_embeds)
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
         for layer in self.layers:
@@ -1961,9 +2253,14 @@ class GPTNeoXForCausalLM(nn.Module):
             self.embed_out.weight = self.gpt_neox.embed_in.weight
         self.use_cache = cfg.get("use_cache", True)
 
-    def forward(self, input_ids):
-        hidden_states, cache = self.gpt_neox(input_ids, self.use_cache)
-        logits = self.embed_out(hidden_states[:, slice(0, None), :])
+    def forward(self, input_ids, past_key_values=None, attention_mask=None, position_ids=None,
+                cache_position=None, logits_to_keep=0):
+        hidden_states, cache = self.gpt_neox(input_ids, self.use_cache, past_key_values,
+                                             attention_mask, position_ids, cache_position)
+        # logits_to_keep=0: all positions; generate passes 1 (the last position's)
+        logits = self.embed_out(hidden_states[:, slice(-logits_to_keep, None), :])
+        if isinstance(cache, DynamicCache):
+            return logits, cache
         return logits, (tuple(cache) if cache is not None else None)
 
 
@@ -1994,8 +2291,7 @@ class Phi3Attention(nn.Module):
         value_states = value_states.view(hidden_shape).transpose(1, 2)
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb_phi3(query_states, key_states, cos, sin)
-        if cache is not None:
-            cache.append((key_states, value_states))
+        key_states, value_states = cache_kv(cache, key_states, value_states, self.layer_idx)
         attn_output, attn_weights = eager_attention_forward(
             self, query_states, key_states, value_states, attention_mask,
             dropout=0.0 if not self.training else self.attention_dropout, scaling=self.scaling)
@@ -2103,14 +2399,23 @@ class DecoderModel(nn.Module):
             self.layers = nn.ModuleList(Phi3DecoderLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
             self.norm = LlamaRMSNorm(E, eps=cfg.get("rms_norm_eps", 1e-5))
             head_dim = int(E // cfg.get("num_attention_heads") * cfg.get("partial_rotary_factor", 1.0))
+        number_layers(self.layers, "self_attn")
         self.rotary_emb = LlamaRotaryEmbedding(cfg, head_dim)
 
-    def forward(self, input_ids, use_cache):
+    def forward(self, input_ids, use_cache, past_key_values=None, attention_mask=None,
+                position_ids=None, cache_position=None):
         inputs_embeds = self.embed_tokens(input_ids)
-        cache = [] if use_cache else None
-        cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
-        position_ids = cache_position.unsqueeze(0)
-        causal_mask = llama_causal_mask(inputs_embeds, cache_position)
+        if past_key_values is not None:  # generate: Gemma's mask in Llama's form, Phi-3's in Mistral's
+            cache = past_key_values
+            causal_mask = dynamic_causal_mask(inputs_embeds, cache_position, attention_mask,
+                                              cache.get_seq_length(), mistral=not self.gemma,
+                                              sliding_window=None if self.gemma else
+                                              self.cfg.get("sliding_window"))
+        else:
+            cache = [] if use_cache else None
+            cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
+            position_ids = cache_position.unsqueeze(0)
+            causal_mask = llama_causal_mask(inputs_embeds, cache_position)
         hidden_states = inputs_embeds
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
         if self.gemma:
@@ -2133,9 +2438,14 @@ class DecoderForCausalLM(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
         self.use_cache = cfg.get("use_cache", True)
 
-    def forward(self, input_ids):
-        hidden_states, cache = self.model(input_ids, self.use_cache)
-        logits = self.lm_head(hidden_states[:, slice(0, None), :])
+    def forward(self, input_ids, past_key_values=None, attention_mask=None, position_ids=None,
+                cache_position=None, logits_to_keep=0):
+        hidden_states, cache = self.model(input_ids, self.use_cache, past_key_values,
+                                          attention_mask, position_ids, cache_position)
+        # logits_to_keep=0: all positions; generate passes 1 (the last position's)
+        logits = self.lm_head(hidden_states[:, slice(-logits_to_keep, None), :])
+        if isinstance(cache, DynamicCache):
+            return logits, cache
         return logits, (tuple(cache) if cache is not None else None)
 
 
@@ -2170,8 +2480,7 @@ class PhiAttention(nn.Module):
         query_rot, key_rot = apply_rotary_pos_emb(query_rot, key_rot, cos, sin)
         query_states = torch.cat((query_rot, query_pass), dim=-1)
         key_states = torch.cat((key_rot, key_pass), dim=-1)
-        if cache is not None:
-            cache.append((key_states, value_states))
+        key_states, value_states = cache_kv(cache, key_states, value_states, self.layer_idx)
         attn_output, attn_weights = eager_attention_forward(
             self, query_states, key_states, value_states, attention_mask,
             dropout=0.0 if not self.training else self.attention_dropout, scaling=self.scaling)
@@ -2218,17 +2527,24 @@ class PhiModel(nn.Module):
         E = cfg.get("hidden_size")
         self.embed_tokens = nn.Embedding(cfg.get("vocab_size"), E)
         self.layers = nn.ModuleList(PhiDecoderLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
+        number_layers(self.layers, "self_attn")
         self.final_layernorm = nn.LayerNorm(E, eps=cfg.get("layer_norm_eps", 1e-5))
         rot = int(E // cfg.get("num_attention_heads") * cfg.get("partial_rotary_factor", 0.5))
         self.rotary_emb = LlamaRotaryEmbedding(cfg, rot)
         self.embed_dropout = nn.Dropout(cfg.get("embd_pdrop", 0.0))
 
-    def forward(self, input_ids, use_cache):
+    def forward(self, input_ids, use_cache, past_key_values=None, attention_mask=None,
+                position_ids=None, cache_position=None):
         inputs_embeds = self.embed_tokens(input_ids)
-        cache = [] if use_cache else None
-        cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
-        position_ids = cache_position.unsqueeze(0)
-        causal_mask = llama_causal_mask(inputs_embeds, cache_position)
+        if past_key_values is not None:  # generate: the DynamicCache, the 2-D mask, positions
+            cache = past_key_values
+            causal_mask = dynamic_causal_mask(inputs_embeds, cache_position, attention_mask,
+                                              cache.get_seq_length())
+        else:
+            cache = [] if use_cache else None
+            cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
+            position_ids = cache_position.unsqueeze(0)
+            causal_mask = llama_causal_mask(inputs_embeds, cache_position)
         inputs_embeds = self.embed_dropout(inputs_embeds)
         hidden_states = inputs_embeds
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
@@ -2247,9 +2563,13 @@ class PhiForCausalLM(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
         self.use_cache = cfg.get("use_cache", True)
 
-    def forward(self, input_ids):
-        hidden_states, cache = self.model(input_ids, self.use_cache)
-        logits = self.lm_head(hidden_states[:, slice(0, None), :])
+    def forward(self, input_ids, past_key_values=None, attention_mask=None, position_ids=None,
+                cache_position=None, logits_to_keep=0):
+        hidden_states, cache = self.model(input_ids, self.use_cache, past_key_values,
+                                          attention_mask, position_ids, cache_position)
+        logits = self.lm_head(hidden_states[:, slice(-logits_to_keep, None), :])
+        if isinstance(cache, DynamicCache):
+            return logits, cache
         return logits, (tuple(cache) if cache is not None else None)
 
 
@@ -2313,8 +2633,7 @@ class FalconAttention(nn.Module):
         value_layer = value_layer.transpose(1, 2).reshape(batch_size, num_kv_heads, query_length, self.head_dim)
         cos, sin = position_embeddings
         query_layer, key_layer = apply_rotary_pos_emb(query_layer, key_layer, cos, sin)
-        if cache is not None:
-            cache.append((key_layer, value_layer))
+        key_layer, value_layer = cache_kv(cache, key_layer, value_layer, self.layer_idx)
         attention_mask = attention_mask[:, :, :, : key_layer.shape[-2]]
         attention_scores = query_layer @ key_layer.transpose(-1, -2)
         attention_scores /= math.sqrt(self.head_dim)
@@ -2398,10 +2717,15 @@ class FalconModel(nn.Module):
         E = cfg.get("hidden_size")
         self.word_embeddings = nn.Embedding(cfg.get("vocab_size"), E)
         self.h = nn.ModuleList(FalconDecoderLayer(cfg) for _ in range(cfg.get("num_hidden_layers")))
+        number_layers(self.h, "self_attention")
         self.ln_f = nn.LayerNorm(E, eps=cfg.get("layer_norm_epsilon", 1e-5))
         self.rotary_emb = LlamaRotaryEmbedding(cfg, E // cfg.get("num_attention_heads"))
 
-    def forward(self, input_ids, use_cache):
+    def forward(self, input_ids, use_cache, past_key_values=None, attention_mask=None,
+                position_ids=None, cache_position=None):
+        if past_key_values is not None:
+            return self._generation_forward(input_ids, past_key_values, attention_mask, position_ids,
+                                            cache_position)
         inputs_embeds = self.word_embeddings(input_ids)
         cache = [] if use_cache else None
         seq_length = inputs_embeds.shape[1]
@@ -2421,6 +2745,20 @@ class FalconModel(nn.Module):
         hidden_states = self.ln_f(hidden_states)
         return hidden_states, cache
 
+    def _generation_forward(self, input_ids, cache, attention_mask, position_ids, cache_position):
+        """FalconModel.forward (4.51) as generate calls it: the DynamicCache, the
+        2-D attention_mask and position_ids given; _update_causal_mask (Llama's
+        form, no alibi) builds the eager [B, 1, q, L] mask."""
+        inputs_embeds = self.word_embeddings(input_ids)
+        causal_mask = dynamic_causal_mask(inputs_embeds, cache_position, attention_mask,
+                                          cache.get_seq_length())
+        hidden_states = inputs_embeds
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for block in self.h:
+            hidden_states = block(hidden_states, causal_mask, position_embeddings, cache)[0]
+        hidden_states = self.ln_f(hidden_states)
+        return hidden_states, cache
+
 
 class FalconForCausalLM(nn.Module):
     def __init__(self, cfg):
@@ -2431,9 +2769,14 @@ class FalconForCausalLM(nn.Module):
             self.lm_head.weight = self.transformer.word_embeddings.weight
         self.use_cache = cfg.get("use_cache", True)
 
-    def forward(self, input_ids):
-        hidden_states, cache = self.transformer(input_ids, self.use_cache)
-        logits = self.lm_head(hidden_states[:, slice(0, None), :])
+    def forward(self, input_ids, past_key_values=None, attention_mask=None, position_ids=None,
+                cache_position=None, logits_to_keep=0):
+        hidden_states, cache = self.transformer(input_ids, self.use_cache, past_key_values,
+                                                attention_mask, position_ids, cache_position)
+        # FalconForCausalLM (4.46+) takes logits_to_keep (num_logits_to_keep before 4.50)
+        logits = self.lm_head(hidden_states[:, slice(-logits_to_keep, None), :])
+        if isinstance(cache, DynamicCache):
+            return logits, cache
         return logits, (tuple(cache) if cache is not None else None)
 
 
@@ -2463,13 +2806,23 @@ class _NoPhase:
 @torch.no_grad()
 def greedy_generate(model, input_ids, max_new_tokens, phase=_NoPhase):
     """model.generate(input_ids, max_new_tokens=N, do_sample=False) of
-    transformers 4.51 for LlamaForCausalLM and its copies (no pad/eos token,
-    no logits processors): GenerationMixin._sample's loop with what
-    prepare_inputs_for_generation and _update_model_kwargs_for_generation do
-    around each forward. N forwards in all: the prefill (phase "prefill"),
-    then N - 1 of one token each (phase "s<k>/decode"); the cache ends at
-    prompt + N - 1 tokens. phase(name) is a context manager per forward."""
-    assert isinstance(model, LlamaForCausalLM), "generation: the Llama family only"
+    transformers 4.51 for the models whose class supports the Cache classes
+    (_supports_cache_class, so _prepare_cache_for_generation makes a
+    DynamicCache): LlamaForCausalLM and its copies, OPT, GPT-NeoX, Falcon,
+    Phi, Phi-3, Gemma (no pad/eos token, no logits processors):
+    GenerationMixin._sample's loop with what prepare_inputs_for_generation and
+    _update_model_kwargs_for_generation do around each forward.
+    logits_to_keep=1 is passed only to a forward that takes it
+    (_supports_logits_to_keep: the name in inspect.signature(forward); 4.51's
+    OPTForCausalLM has none and computes every position's logits). N forwards
+    in all: the prefill (phase "prefill"), then N - 1 of one token each (phase
+    "s<k>/decode"); the cache ends at prompt + N - 1 tokens. phase(name) is a
+    context manager per forward."""
+    assert not isinstance(model, (GPT2LMHeadModel, BioGptForCausalLM, Gemma2ForCausalLM,
+                                  T5ForConditionalGeneration)), \
+        "generation with a DynamicCache: not this class (see generate_greedy)"
+    import inspect
+    keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
     batch, prompt = input_ids.shape
     # _prepare_attention_mask_for_generation (no pad token): ones [B, P] int64
     attention_mask = torch.ones(input_ids.shape[:2], dtype=torch.long, device=input_ids.device)
@@ -2489,8 +2842,7 @@ def greedy_generate(model, input_ids, max_new_tokens, phase=_NoPhase):
             position_ids.masked_fill_(attention_mask == 0, 1)
             position_ids = position_ids[:, -ids.shape[1]:].clone(memory_format=torch.contiguous_format)
             outputs = model(ids, past_key_values=cache, attention_mask=attention_mask,
-                            position_ids=position_ids, cache_position=cache_position,
-                            logits_to_keep=1)
+                            position_ids=position_ids, cache_position=cache_position, **keep)
             # _update_model_kwargs_for_generation
             attention_mask = torch.cat([attention_mask, attention_mask.new_ones((batch, 1))], dim=-1)
             cache_position = cache_position[-1:] + 1
@@ -2904,6 +3256,8 @@ def build(config):
         model = ViTForImageClassification(cfg) if "ViTForImageClassification" in arch else ViTModel(cfg)
     elif cfg.model_type == "opt":
         model = OPTForCausalLM(cfg)
+    elif cfg.model_type == "biogpt":
+        model = BioGptForCausalLM(cfg)
     elif cfg.model_type == "gpt_neox":
         model = GPTNeoXForCausalLM(cfg)
     elif cfg.model_type in ("phi3", "gemma"):

@@ -32,6 +32,7 @@ allocator's bookkeeping starts empty and nothing leaks between configurations):
 
 import argparse
 import gc
+import inspect
 import json
 import multiprocessing as mp
 import os
@@ -110,21 +111,35 @@ HF_MODELS = {
     "tiny-gemma": dict(config="tests/models/hf/tiny-gemma.json", batches=[2], seq=128),
     "tiny-phi": dict(config="tests/models/hf/tiny-phi.json", batches=[2], seq=128),
     "tiny-falcon": dict(config="tests/models/hf/tiny-falcon.json", batches=[2], seq=128),
+    # generation rows only: OPT with a vocabulary large enough that the prompt's logits
+    # (OPTForCausalLM has no logits_to_keep in 4.51) outweigh the MLP's transients
+    "tiny-opt-vocab": dict(config="tests/models/hf/tiny-opt-vocab.json", batches=[]),
+    # generation rows only: BioGPT as 4.51 runs it (hf_torch's 4.51 BioGPT: BART's attention)
+    "tiny-biogpt": dict(config="tests/models/hf/tiny-biogpt.json", batches=[]),
 }
 # Generation (mode "generate"): model.generate(input_ids, max_new_tokens=N, do_sample=False)
 # of transformers 4.51 with a DynamicCache (hf_torch.greedy_generate), batch 2, a 64-token
-# prompt; N = 400 makes the last decode step's peak exceed the prefill's.
-GEN_MODELS = ("tiny-llama-gqa", "tiny-qwen3")
+# prompt; N = 400 makes the last decode step's peak exceed the prefill's. The decoder
+# families of hf_decoders.inc that 4.51 runs with a DynamicCache too (their classes set
+# _supports_cache_class; OPT's forward has no logits_to_keep): the same sizes.
+GEN_MODELS = ("tiny-llama-gqa", "tiny-qwen3", "tiny-opt", "tiny-neox", "tiny-phi3", "tiny-phi",
+              "tiny-falcon", "tiny-gemma", "tiny-opt-vocab")
 GEN_BATCH, GEN_PROMPT, GEN_NEW_TOKENS = 2, 64, (16, 48, 400)
 # GPT-2 generation, the same sizes: 4.51 keeps GPT-2 on the legacy tuple cache
 # (hf_torch.gpt2_greedy_generate, picked by hf_torch.generate_greedy).
-GEN_GPT2_MODELS = ("tiny-gpt2",)
+GEN_GPT2_MODELS = ("tiny-gpt2", "tiny-biogpt")
 GEN_GPT2_DESC = ("greedy generate() of transformers 4.51, GPT-2's legacy tuple cache (each "
                  "layer torch.cats onto the previous tuple, which model_inputs holds until the "
                  "next step's prepare_inputs_for_generation), every position's logits, "
                  "attention_mask ones [B, seq] made (1 - m) * finfo.min [B, 1, 1, L] by the eager "
                  "forward; seq is the prompt; new_tokens forwards (the prefill and "
                  "new_tokens - 1 decode steps)")
+GEN_BIOGPT_DESC = ("greedy generate() of transformers 4.51, BioGPT's legacy tuple cache (no Cache "
+                   "class: each layer torch.cats onto the previous tuple, which model_inputs holds "
+                   "until the next step's prepare_inputs_for_generation), every position's logits, "
+                   "attention_mask ones [B, seq] made _expand_mask's [B, 1, q, L] by the eager "
+                   "forward (no position_ids: the positions come from the mask's cumsum); seq is "
+                   "the prompt; new_tokens forwards (the prefill and new_tokens - 1 decode steps)")
 # Generation with transformers 4.51's HybridCache (Gemma 2, Gemma 3 text: config
 # cache_implementation "hybrid", hf_torch.hybrid_generate): (batch, prompt, new tokens)
 # around the 64-token window: prompts shorter and longer than it, caches of
@@ -763,7 +778,11 @@ def run_config(cfg):
                               "seq + new_tokens - 1, made before the prefill and kept as "
                               "model._cache), "
                               if isinstance(model, hf_torch.Gemma2ForCausalLM) else "DynamicCache, ")
-                           + "logits_to_keep=1, attention_mask ones [B, seq]; seq is the "
+                           + ("logits_to_keep=1, " if "logits_to_keep" in
+                              inspect.signature(model.forward).parameters
+                              else "every position's logits (the forward takes no "
+                                   "logits_to_keep), ")
+                           + "attention_mask ones [B, seq]; seq is the "
                            "prompt; new_tokens forwards (the prefill and new_tokens - 1 "
                            "decode steps)")}
            if cfg["mode"] == "generate" else {}),
@@ -813,8 +832,10 @@ def run_config(cfg):
         torch_version=torch.__version__, torchvision_version=torchvision.__version__,
         command="/usr/bin/python3 tools/measure_cpu.py",
     )
-    if cfg["mode"] == "generate" and cfg["model"] in GEN_GPT2_MODELS:
+    if cfg["mode"] == "generate" and cfg["model"] == "tiny-gpt2":
         rec["generation"] = GEN_GPT2_DESC
+    elif cfg["mode"] == "generate" and cfg["model"] in GEN_GPT2_MODELS:
+        rec["generation"] = GEN_BIOGPT_DESC
     timing = dict(cpu_s=round(ru.ru_utime + ru.ru_stime, 2), wall_s=round(time.time() - t_wall0, 2),
                   max_rss_bytes=ru.ru_maxrss * 1024)
     return rec, detail, timing

@@ -4418,9 +4418,9 @@ static enum dnnmem_status build(struct hf *h)
      * tuple (GPT2Model took Cache classes only after 4.51); its eager forward
      * inverts generate's 2-D attention_mask */
     g->legacy_cache = gpt2;
-    g->mask_inverted = gpt2;
-    if (dec && dc.kind == DK_BIOGPT)
-        g->logits_to_keep = false;
+    g->gen_mask = gpt2 ? DM_GEN_MASK_INVERTED : DM_GEN_MASK_CAUSAL;
+    if (dec) /* hf_decoders.inc: per family, as 4.51's generate() runs it */
+        dec_generation(g, &dc);
     g->tensors[logits].is_output = true;
     g->outputs[g->n_outputs++] = logits;
     /* a HybridCache returns the caches (graph inputs), not the presents */

@@ -20,8 +20,9 @@
  *    float32 softmax and its cast back;
  *  - the logits of the step, [B, 1, V];
  *  - generate's attention_mask and input_ids, int64 [B, L], each grown by a
- *    torch.cat per token, and (eager, the Llama family) the forward's 4-D
- *    mask [B, 1, 1, L], cloned from the expanded [1, L] one.
+ *    torch.cat per token, and (eager) the forward's 4-D mask [B, 1, 1, L]
+ *    (the table below: a clone of the expanded [1, L] one, or the legacy
+ *    models' inverted mask).
  * The step's other tensors ([B, 1, hidden] and [B, 1, intermediate], and a
  * mixture-of-experts block's few rows per expert) are not modelled: they
  * are smaller than one layer's cache row by the batch. Keys and values may
@@ -34,30 +35,96 @@
  * add and drop cached blocks of smaller sizes (T x layers events would make
  * a long generation cost seconds).
  * The prefill itself keeps the logits of the last prompt position only
- * (generate passes logits_to_keep=1 to models that take it: the Llama
- * family; GPT-2's 4.51 forward has no logits_to_keep and computes them all).
- * The DynamicCache above is that of every model whose config names no
- * cache_implementation: Llama,
- * and Mistral, Qwen2/3 and Mixtral with a sliding_window too (4.51's
- * _prepare_cache_for_generation makes a DynamicCache; the window only masks
- * the scores, the cache keeps every position). Gemma 2 and Gemma 3, whose
- * configs say "hybrid", get a HybridCache instead: hybrid_decode below.
+ * where the forward takes logits_to_keep (generate passes logits_to_keep=1
+ * to a model whose forward has the argument, _supports_logits_to_keep;
+ * g->logits_to_keep): otherwise the lm_head computes every position's, held
+ * until `del outputs` after the first sampling.
+ * Which cache generate() makes is the model class's: one with
+ * _supports_cache_class (and no cache_implementation in its config) gets a
+ * DynamicCache from _prepare_cache_for_generation (the window of
+ * Mistral, Qwen2/3, Mixtral or Phi-3 only masks the scores, the cache keeps
+ * every position); one without gets none, and the cache is the tuple of
+ * presents its forward returns (g->legacy_cache, below); Gemma 2 and Gemma 3,
+ * whose configs say "hybrid", get a HybridCache (hybrid_decode below).
+ * Per family in transformers 4.51.x (the exact release is not in the
+ * searchable index: each row is read off copies dated around it and the
+ * pull requests that changed it; confidence in the last column):
  *
- * GPT-2 (GPT2LMHeadModel in 4.51, g->legacy_cache) has no Cache class:
- * _prepare_cache_for_generation prepares none, and the cache is the tuple
- * of (key, value) per layer each forward returns. A decode forward's layer
- * does key = torch.cat((past_key, key), dim=-2) (the same for values) into
- * new [B, H, L, D] tensors while the previous tuple stays referenced by
- * model_kwargs (until _update_model_kwargs_for_generation, after the
- * forward) and by model_inputs (until the next step's
- * prepare_inputs_for_generation returns and the name is rebound): both
- * caches, L - 1 and L tokens, are live at the end of every decode forward
- * and through the sampling after it. The prefill's presents are views of
- * each layer's fused c_attn output [B, P, 3E], all of which goes at step 2.
- * Its eager forward makes generate's mask [B, 1, 1, L] in the model's
- * dtype as (1.0 - mask[:, None, None, :].to(dtype)) * finfo.min (three
- * tensors, the last held; g->mask_inverted) and adds it to every layer's
- * scores; the prefill's wpe(position_ids) is [B, P, E].
+ *  model_type               cache         logits_to_keep  eager mask    sure
+ *  llama, mistral, qwen2,   DynamicCache  yes             causal clone  high
+ *    qwen3
+ *  mixtral, qwen2_moe,      DynamicCache  yes             causal clone  high
+ *    qwen3_moe
+ *  deepseek_v2, v3          DynamicCache  yes             causal clone  high
+ *  gemma                    DynamicCache  yes             causal clone  high
+ *  gemma2, gemma3_text      HybridCache   yes             static mask   high
+ *  phi, phi3                DynamicCache  yes             causal clone  high
+ *  gpt_neox                 DynamicCache  yes             causal clone  high
+ *  falcon                   DynamicCache  yes             causal clone  high
+ *  opt                      DynamicCache  no              causal clone  medium-high
+ *  gpt2                     legacy tuple  no              inverted      high
+ *  biogpt                   legacy tuple  no              inverted      medium-high
+ *
+ * Sources: the Llama family, Gemma, Phi and Phi-3 have had Cache classes
+ * since they came (the Cache PR, huggingface/transformers #26681, "propagate
+ * changes to phi") and logits_to_keep from "Reducing memory usage: removing
+ * useless logits computation in generate()" (#31292, num_logits_to_keep,
+ * 4.45; renamed logits_to_keep in 4.50: 4.5x copies carry
+ * @deprecate_kwarg("num_logits_to_keep", version="4.50")); their 4.51
+ * modular files (Gemma on Llama, Phi-3 on Mistral, the MoE models and
+ * DeepSeek-V3 on Llama/Mixtral/Qwen2-MoE) inherit both. GPT-NeoX and Falcon
+ * took the Cache classes in "Cache: new Cache format in decoder-only models"
+ * (#31421, Aug 2024: all decoder-only models but XLNet): a 4.46-4.49
+ * modeling_falcon.py sets _supports_cache_class = True and its forward takes
+ * num_logits_to_keep; GPTNeoXForCausalLM.forward takes logits_to_keep in
+ * optimum-habana's 4.4x-4.5x copy and in the 4.53 modular file. OPT: a
+ * rewrite of "transformers 4.51.x's OPTDecoder.forward" takes a
+ * DynamicCache and builds _update_causal_mask (GPT-J's copy), but
+ * OPTForCausalLM.forward has no logits_to_keep in a 4.54-era type stub of
+ * modeling_opt (it appears only in later copies), so the lm_head computes
+ * every position (OPT's Cache support followed "Refactor OPT model",
+ * #36101, Feb 2025, whose author announced it next). OPT's 4.51
+ * _supports_cache_class itself was not found in a copy: without it generate
+ * would pass no cache, the forward would return its DynamicCache as tuples
+ * (return_legacy_cache) and two caches would be live per step as with GPT-2;
+ * hence "medium-high". GPT-2:
+ * GPT2PreTrainedModel sets no _supports_cache_class in 4.51: its Cache
+ * classes came with "GPT2Model StaticCache support" (#35761, still in
+ * review on 22 April 2025, its tuple deprecation aimed at 4.52), and no
+ * logits_to_keep was added by then (one was proposed in #41529, Oct 2025).
+ * BioGPT: its attention is BART's ("Copied from"), on the past_key_value
+ * tuple until "Bart: new cache format" (#35314) and "Refactor Attention
+ * Interface for Bart-based Models" (#38108), both reviewed in May 2025,
+ * after 4.51 (April 2025); BioGptForCausalLM.forward has no logits_to_keep;
+ * its eager 4-D mask is _prepare_4d_causal_attention_mask's, whose
+ * _expand_mask turns the 2-D mask into (1 - m.to(dtype)).masked_fill(...,
+ * finfo.min). "causal clone" (g->gen_mask DM_GEN_MASK_CAUSAL):
+ * _update_causal_mask with generate's 2-D attention_mask, the [q, L]
+ * full(finfo.min) times the cache-position comparison, expanded to
+ * [B, 1, q, L] and cloned: [B, 1, P, P] in the prefill (the graph's [P, P]
+ * made B times as large), [B, 1, 1, L] per decode forward; "inverted"
+ * (DM_GEN_MASK_INVERTED): three [B, 1, 1, L] tensors per decode forward, the
+ * last held. The hf_decoders.inc builders follow this table
+ * (dec_generation); tools/hf_torch.py runs each family's loop so
+ * (greedy_generate, gpt2_greedy_generate, hybrid_generate).
+ *
+ * The legacy tuple cache (GPT2LMHeadModel and BioGptForCausalLM in 4.51,
+ * g->legacy_cache) has no Cache class: _prepare_cache_for_generation
+ * prepares none, and the cache is the tuple of (key, value) per layer each
+ * forward returns. A decode forward's layer does key = torch.cat((past_key,
+ * key), dim=-2) (the same for values) into new [B, H, L, D] tensors while
+ * the previous tuple stays referenced by model_kwargs (until
+ * _update_model_kwargs_for_generation, after the forward) and by
+ * model_inputs (until the next step's prepare_inputs_for_generation returns
+ * and the name is rebound): both caches, L - 1 and L tokens, are live at the
+ * end of every decode forward and through the sampling after it. GPT-2's
+ * prefill presents are views of each layer's fused c_attn output [B, P, 3E]
+ * (present.N.qkv.J holds the rest), all of which goes at step 2; BioGPT's
+ * are the key and value projections' own tensors. GPT-2's eager forward
+ * makes generate's mask [B, 1, 1, L] in the model's dtype as (1.0 -
+ * mask[:, None, None, :].to(dtype)) * finfo.min (three tensors, the last
+ * held; g->gen_mask) and adds it to every layer's scores; the prefill's
+ * wpe(position_ids) is [B, P, E].
  */
 #include "schedule/builder.h"
 
@@ -340,8 +407,8 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
                        g->path);
     if (g->legacy_cache && run->kv_dtype != DNNMEM_KV_AUTO)
         return dm_fail(err, DNNMEM_E_UNSUPPORTED,
-                       "%s: --kv-dtype needs a Cache class; transformers 4.51's GPT-2 keeps its "
-                       "legacy tuple cache in the model's dtype",
+                       "%s: --kv-dtype needs a Cache class; transformers 4.51 keeps this model's "
+                       "legacy tuple cache (GPT-2, BioGPT) in the model's dtype",
                        g->path);
     int32_t *kv = malloc(2 * (size_t)layers * sizeof *kv);
     int32_t *cur = malloc(2 * (size_t)layers * sizeof *cur);
@@ -410,8 +477,11 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
      * (attention_mask.cumsum(-1) - 1, [B, P]) to the prefill: with a 2-D
      * mask, _prepare_4d_causal_attention_mask_with_cache_position clones the
      * expanded [1, 1, P, P] mask to [B, 1, P, P] (eager; sdpa drops an
-     * all-ones mask), and the rotary embedding's cos and sin are [B, P, D] */
-    if (g->logits_to_keep) {
+     * all-ones mask; the builders name the [P, P] tensor's view
+     * "causal_mask"; OPT's forward makes its own 2-D mask, so its graph has
+     * the [B, 1, P, P] clone already), and the rotary embedding's cos and sin
+     * are [B, P, D] */
+    if (g->gen_mask == DM_GEN_MASK_CAUSAL) {
         prefill_batch(b, "causal_mask", 2, B);
         prefill_batch(b, "position_embeddings.cos", 3, B);
         prefill_batch(b, "position_embeddings.sin", 3, B);
@@ -421,12 +491,14 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     int32_t prev_next = -1, prev_mask = -1, prev_ids = -1;
     int64_t T = run->gen_tokens;
     /* the 4-D mask of each decode forward: eager only (sdpa drops an
-     * all-ones attention_mask), the Llama family's _update_causal_mask */
-    bool decode_mask = eager && g->logits_to_keep;
+     * all-ones attention_mask), _update_causal_mask's clone */
+    bool decode_mask = eager && g->gen_mask == DM_GEN_MASK_CAUSAL;
     /* GPT2Model's eager path: attention_mask[:, None, None, :].to(dtype),
      * then (1.0 - m) * finfo.min: three [B, 1, 1, L] tensors made, the last
-     * held (sdpa: an all-ones mask is dropped, _ignore_causal_mask_sdpa) */
-    bool inverted_mask = eager && g->mask_inverted;
+     * held (sdpa: an all-ones mask is dropped, _ignore_causal_mask_sdpa);
+     * BioGPT's _expand_mask: .to(dtype), 1.0 - m, masked_fill (and a bool
+     * [B, 1, 1, L] of one byte an element, not counted) */
+    bool inverted_mask = eager && g->gen_mask == DM_GEN_MASK_INVERTED;
     for (int64_t s = 1; s <= T && !b->oom && st == DNNMEM_OK; s = s == 1 && T > 9 ? T - 7 : s + 1) {
         int64_t L = P + s; /* after this step's update (step T has no forward) */
         uint64_t next, cache[2], rep[2], scores, scores32, step_logits, ids, mask;

@@ -232,9 +232,12 @@ expect 2 "--kv-dtype int4: expected auto, fp32, fp16, bf16 or fp8" -- estimate $
 expect 4 "--mode generate needs a HuggingFace causal LM" -- estimate $M/hf/bert-base-uncased.json \
     -s 16 --mode generate --new-tokens 4
 # GPT-2: transformers 4.51's legacy tuple cache (no Cache class, so no --kv-dtype)
-expect 0 "with GPT-2's legacy tuple cache, no Cache class" -- estimate $M/hf/tiny-gpt2.json -s 16 \
-    --mode generate --new-tokens 4
-expect 4 "--kv-dtype needs a Cache class; transformers 4.51's GPT-2 keeps its legacy tuple cache" -- \
+expect 0 "with the legacy tuple cache, no Cache class (GPT-2, BioGPT)" -- estimate \
+    $M/hf/tiny-gpt2.json -s 16 --mode generate --new-tokens 4
+# BioGPT: the same in 4.51 (BART's attention on the past_key_value tuple), every position's logits
+expect 0 "the legacy tuple cache, no Cache class (GPT-2, BioGPT) (transformers 4.51): a prefill of the prompt (seq) keeping every position's logits" \
+    -- estimate $M/hf/biogpt.json -s 16 --mode generate --new-tokens 4
+expect 4 "--kv-dtype needs a Cache class; transformers 4.51 keeps this model's legacy tuple cache" -- \
     estimate $M/hf/tiny-gpt2.json -s 16 --mode generate --new-tokens 4 --kv-dtype fp16
 expect 4 "--mode generate applies to HuggingFace causal LM configs" -- estimate \
     $M/fixtures/resnet50.onnx --mode generate --new-tokens 4

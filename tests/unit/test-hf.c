@@ -2149,6 +2149,138 @@ static void test_generate_hybrid(void **state)
 #undef GEMMA2_SIZES
 }
 
+/* The prefill's logits buffer (the first buffer of the graph's logits
+ * output) in a generate schedule of `json` on the CPU, batch 1, prompt 16,
+ * 2 new tokens: the graph as loaded (keep < 0) or with logits_to_keep set
+ * to `keep`. */
+static uint64_t prefill_logits(const char *json, int keep)
+{
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "tiny.json";
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    struct dnnmem_error err;
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, strlen(json), false, &cfg, &err),
+                     DNNMEM_OK);
+    if (keep >= 0)
+        g.logits_to_keep = keep != 0;
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {1, 16};
+    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+    assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+    struct dm_run r = {.inplace = true, .torch_version = 113, .iterations = 1, .grad_accum = 1,
+                       .amp = DM_UNDEFINED, .cpu_threads = 1, .gen_tokens = 2};
+    struct dm_schedule s;
+    if (dm_schedule_build(&g, t, &r, &s, &err) != DNNMEM_OK)
+        fail_msg("schedule: %s", err.message);
+    uint64_t bytes = 0;
+    for (int32_t k = 0; k < s.n_buf && !bytes; k++)
+        if (s.buf[k].tensor == g.outputs[0])
+            bytes = s.buf[k].bytes;
+    dm_schedule_free(&s);
+    free(t);
+    dm_arena_free(&a);
+    dm_graph_free(&g);
+    return bytes;
+}
+
+/* Which cache transformers 4.51's generate() uses per decoder family, as
+ * the builders set it (the table in src/schedule/generate.c): a Cache class
+ * (DynamicCache; Gemma 2/3 a HybridCache) or the legacy tuple (GPT-2,
+ * BioGPT), logits_to_keep (not OPT's, GPT-2's or BioGPT's forward), and the
+ * eager mask each forward makes of generate's 2-D attention_mask. Then by
+ * hand:
+ *  - OPT computes every prompt position's logits: a tiny OPT (vocab 4096) at
+ *    batch 1, prompt 16 keeps [1, 16, 4096] float32 = 262,144 bytes after
+ *    the prefill, [1, 1, 4096] = 16,384 where logits_to_keep would apply;
+ *  - BioGPT's legacy tuple: microsoft/biogpt (24 layers, 16 heads of 64,
+ *    float32, so one cache tensor of L tokens is 16 x L x 64 x 4 = 4,096 L
+ *    bytes at batch 1), 400 new tokens after 16 on the CPU: the last decode
+ *    forward (step 399) grows the cache from 414 to 415, and the peak is at
+ *    the sampling after it (step 400: next_token_logits, [1, 42384] float32,
+ *    outweighs a layer's scores), both tuples still live (model_inputs holds
+ *    the old one): 48 tensors of 415 and 48 of 414 tokens,
+ *    48 x 4,096 x 829 = 162,988,032 bytes of KV cache. */
+static void test_generate_families(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path;
+        bool legacy, keep, inverted, hybrid;
+    } fam[] = {
+        {"tests/models/hf/tiny-llama-gqa.json", false, true, false, false},
+        {"tests/models/hf/tiny-opt.json", false, false, false, false},
+        {"tests/models/hf/biogpt.json", true, false, true, false},
+        {"tests/models/hf/tiny-neox.json", false, true, false, false},
+        {"tests/models/hf/tiny-falcon.json", false, true, false, false},
+        {"tests/models/hf/tiny-phi.json", false, true, false, false},
+        {"tests/models/hf/tiny-phi3.json", false, true, false, false},
+        {"tests/models/hf/tiny-gemma.json", false, true, false, false},
+        {"tests/models/hf/tiny-gemma2.json", false, true, false, true},
+        {"tests/models/hf/tiny-gpt2.json", true, false, true, false},
+    };
+    for (size_t i = 0; i < sizeof fam / sizeof *fam; i++) {
+        dnnmem_model *m = load(fam[i].path);
+        const struct dm_graph *g = dm_model_graph(m);
+        if (g->legacy_cache != fam[i].legacy || g->logits_to_keep != fam[i].keep ||
+            (g->gen_mask == DM_GEN_MASK_INVERTED) != fam[i].inverted)
+            fail_msg("%s: legacy %d, logits_to_keep %d, gen_mask %d", fam[i].path,
+                     g->legacy_cache, g->logits_to_keep, (int)g->gen_mask);
+        dnnmem_model_free(m);
+        /* the HybridCache is made for a prompt (cache_len): generate mode */
+        if (fam[i].hybrid) {
+            m = load(fam[i].path);
+            struct dnnmem_config cfg;
+            dnnmem_config_init(&cfg);
+            cfg.mode = DNNMEM_MODE_GENERATE;
+            cfg.seq_len = 16;
+            cfg.new_tokens = 4;
+            struct dnnmem_result *r = run(m, &cfg);
+            char *text = report_of(r, m, false);
+            assert_non_null(strstr(text, "with a HybridCache (transformers 4.51"));
+            free(text);
+            dnnmem_result_free(r);
+            dnnmem_model_free(m);
+        }
+    }
+
+    static const char opt[] =
+        "{\"model_type\": \"opt\", \"vocab_size\": 4096, \"hidden_size\": 32, \"ffn_dim\": 64, "
+        "\"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"max_position_embeddings\": 64}";
+    assert_int_equal(prefill_logits(opt, -1), 1 * 16 * 4096 * 4);
+    assert_int_equal(prefill_logits(opt, 1), 1 * 1 * 4096 * 4);
+
+    dnnmem_model *m = load("tests/models/hf/biogpt.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 113;
+    cfg.cpu_threads = 1;
+    cfg.batch_size = 1;
+    cfg.seq_len = 16;
+    cfg.new_tokens = 400;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_string_equal(r->peak_phase, "decode");
+    assert_int_equal(r->peak_iteration, 400);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_KV_CACHE], 48 * 4096 * (414 + 415));
+    char *text = report_of(r, m, false);
+    assert_non_null(strstr(text, "the legacy tuple cache, no Cache class (GPT-2, BioGPT)"));
+    assert_non_null(strstr(text, "keeping every position's logits"));
+    free(text);
+    dnnmem_result_free(r);
+    /* --kv-dtype: no Cache class to keep it in */
+    cfg.kv_dtype = DNNMEM_KV_FP16;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "legacy tuple cache (GPT-2, BioGPT)"));
+    dnnmem_model_free(m);
+}
+
 /* The most bytes live during the decode phase of tiny-gpt2's eager schedule
  * (batch 2, prompt 16, `tokens` new tokens, on the CPU: bytes as requested),
  * the graph as loaded or with its legacy tuple cache turned off (each
@@ -2170,7 +2302,7 @@ static uint64_t gpt2_decode_peak(int64_t tokens, bool legacy, const char *what, 
     dnnmem_config_init(&cfg);
     struct dnnmem_error err;
     assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
-    assert_true(g.legacy_cache && g.mask_inverted);
+    assert_true(g.legacy_cache && g.gen_mask == DM_GEN_MASK_INVERTED);
     g.legacy_cache = legacy;
     struct dm_arena a;
     dm_arena_init(&a);
@@ -3253,6 +3385,7 @@ int main(void)
         cmocka_unit_test(test_tiny_albert),
         cmocka_unit_test(test_generate),
         cmocka_unit_test(test_generate_gpt2),
+        cmocka_unit_test(test_generate_families),
         cmocka_unit_test(test_generate_hybrid),
         cmocka_unit_test(test_lora),
         cmocka_unit_test(test_quant_nf4),
