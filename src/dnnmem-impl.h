@@ -718,6 +718,37 @@ void dm_pool_opts_init(struct dm_pool_opts *o);
 enum dnnmem_status dm_alloc_pool_new(const struct dm_pool_opts *o, struct dm_allocator *a);
 uint64_t dm_pool_round(const struct dm_pool_opts *o, uint64_t bytes);
 
+/* XLA's heap simulator (src/alloc/heap.c states the rules and their
+ * sources): the values of a compiled module packed into one buffer at
+ * compile time. A value (or a group of values sharing one buffer) lives over
+ * the closed interval [start, end] of logical time (one tick per Alloc, Free
+ * or ShareWith call); own_end is the end of the group's first member (the
+ * spatial order's duration), end for an ungrouped value; id breaks ties
+ * (ascending). `offset` is the result. */
+struct dm_heap_buf {
+    uint64_t size;
+    int64_t start, end, own_end;
+    int32_t id;
+    uint64_t offset;
+};
+enum dm_heap_order {
+    DM_HEAP_SPATIAL,  /* size descending, then duration, then id */
+    DM_HEAP_TEMPORAL  /* duration descending, then size, then id */
+};
+/* GlobalDecreasingSizeBestFitHeap in one order: offsets into b, the heap's
+ * size into *heap_size. DNNMEM_E_USAGE for a zero alignment or an interval
+ * that ends before it starts. */
+enum dnnmem_status dm_heap_fit(struct dm_heap_buf *b, size_t n, uint64_t alignment,
+                               enum dm_heap_order order, uint64_t *heap_size);
+/* ChooseBestHeapAlgorithm over both orders: the smaller heap (spatial on a
+ * tie), its offsets left in b. */
+struct dm_heap_result {
+    uint64_t heap_bytes, spatial_bytes, temporal_bytes;
+    enum dm_heap_order chosen;
+};
+enum dnnmem_status dm_heap_choose_best(struct dm_heap_buf *b, size_t n, uint64_t alignment,
+                                       struct dm_heap_result *r);
+
 /* ---- results (src/report/result.c) -------------------------------------- */
 
 /* Replay a schedule through an allocator and build the public result. The
