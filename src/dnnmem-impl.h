@@ -577,6 +577,10 @@ struct dm_run {
                                    fused LayerNormalization */
     int64_t gen_tokens;         /* generation: decode steps after the prefill; 0 = none */
     enum dnnmem_kv_dtype kv_dtype;
+    bool dataflow;              /* a traced, compiled program (JAX's jit, src/schedule/xla.c):
+                                   a value dies at its last reader, no Python variable
+                                   holds one (module arguments and locals), and in training
+                                   the caller keeps no outputs once the loss is made */
 };
 
 /* Build the schedule of a run: inference under torch.no_grad() with
