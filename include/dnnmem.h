@@ -278,6 +278,15 @@ enum dnnmem_mxnet_executor {
     DNNMEM_MXNET_EXEC_NAIVE
 };
 
+/* How JAX runs the job: the whole step under jax.jit (default), compiled
+ * by XLA, whose buffer assignment fuses, shares and packs the step's values
+ * into one temp buffer at compile time (src/schedule/xla.c); or op by op,
+ * PyTorch eager's schedule through XLA's allocator standing in. */
+enum dnnmem_jax_execution {
+    DNNMEM_JAX_JIT = 0,
+    DNNMEM_JAX_EAGER
+};
+
 /* MXNET_GPU_MEM_POOL_TYPE (storage.cc; env_var.md). */
 enum dnnmem_mxnet_pool {
     DNNMEM_MXNET_POOL_NAIVE = 0, /* default: page multiples, exact-size reuse */
@@ -403,6 +412,12 @@ struct dnnmem_config {
      * (0 = default 0.75; 0.9 before jaxlib 0.4.14, jax commit 2432aa97). */
     bool jax_preallocate;
     double jax_mem_fraction;
+    /* JAX: jit (default) or eager, and whether the jitted train step donates
+     * its parameters and optimizer state (jax.jit donate_argnums, default
+     * true: the updated ones reuse their buffers; false: new buffers each
+     * call, the old freed after it). */
+    enum dnnmem_jax_execution jax_execution;
+    bool jax_donate;
 };
 
 /* The CUDA context: not counted by torch.cuda.max_memory_allocated, but in
