@@ -48,7 +48,7 @@
 
 struct node {
     int64_t start, end, sub_end; /* sub_end: the latest end in the subtree */
-    uint64_t offset, size;
+    uint64_t offset, rend;       /* rend: the chunk's end rounded up to the alignment */
     uint32_t prio;
     int32_t left, right;
 };
@@ -111,31 +111,89 @@ static int32_t insert(struct node *n, int32_t root, int32_t x)
 }
 
 struct chunk {
-    uint64_t offset, size;
+    uint64_t offset, rend;
 };
 
-static int by_offset(const void *a, const void *b)
+/* Chunks by offset: quicksort (median of three), insertion sort below 16. */
+static void sort_chunks(struct chunk *a, size_t n)
 {
-    const struct chunk *x = a, *y = b;
-    return x->offset < y->offset ? -1 : x->offset > y->offset;
+    while (n > 16) {
+        size_t mid = n / 2, last = n - 1;
+        if (a[mid].offset < a[0].offset) { struct chunk x = a[mid]; a[mid] = a[0]; a[0] = x; }
+        if (a[last].offset < a[0].offset) { struct chunk x = a[last]; a[last] = a[0]; a[0] = x; }
+        if (a[last].offset < a[mid].offset) { struct chunk x = a[last]; a[last] = a[mid]; a[mid] = x; }
+        uint64_t pivot = a[mid].offset;
+        size_t i = 0, j = last;
+        for (;;) {
+            while (a[i].offset < pivot)
+                i++;
+            while (a[j].offset > pivot)
+                j--;
+            if (i >= j)
+                break;
+            struct chunk x = a[i];
+            a[i++] = a[j];
+            a[j--] = x;
+        }
+        /* [0, j] <= pivot <= [j + 1, n): the smaller side first, then loop */
+        size_t left = j + 1;
+        if (left < n - left) {
+            sort_chunks(a, left);
+            a += left;
+            n -= left;
+        } else {
+            sort_chunks(a + left, n - left);
+            n = left;
+        }
+    }
+    for (size_t i = 1; i < n; i++) {
+        struct chunk x = a[i];
+        size_t j = i;
+        while (j > 0 && a[j - 1].offset > x.offset) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = x;
+    }
+}
+
+/* The walk over the free gaps between chunks met in offset order. */
+struct sweep {
+    uint64_t off;       /* where the next gap starts */
+    uint64_t need;      /* the value's size */
+    uint64_t best, best_size;
+};
+
+static void sweep_chunk(struct sweep *w, uint64_t offset, uint64_t rend)
+{
+    if (w->off < offset) {
+        uint64_t gap = offset - w->off;
+        if (gap >= w->need && gap < w->best_size) {
+            w->best = w->off;
+            w->best_size = gap;
+        }
+    }
+    if (rend > w->off)
+        w->off = rend;
 }
 
 /* The chunks overlapping [start, end] into out (capacity: every node);
- * `stack` holds as many node indices. Returns how many. */
+ * `stack` holds as many node indices. Returns how many, or stops at more
+ * than `cap`. */
 static size_t overlapping(const struct treap *t, int64_t start, int64_t end, struct chunk *out,
-                          int32_t *stack)
+                          int32_t *stack, size_t cap)
 {
     size_t n_out = 0, sp = 0;
     if (t->root >= 0)
         stack[sp++] = t->root;
-    while (sp > 0) {
+    while (sp > 0 && n_out <= cap) {
         const struct node *x = &t->n[stack[--sp]];
         if (start > x->sub_end)
             continue; /* nothing below ends late enough */
         if (x->left >= 0)
             stack[sp++] = x->left;
         if (x->start <= end && x->end >= start)
-            out[n_out++] = (struct chunk){x->offset, x->size};
+            out[n_out++] = (struct chunk){x->offset, x->rend};
         if (end >= x->start && x->right >= 0) /* right: starts >= x's */
             stack[sp++] = x->right;
     }
@@ -198,8 +256,9 @@ enum dnnmem_status dm_heap_fit(struct dm_heap_buf *b, size_t n, uint64_t alignme
     struct treap t = {.n = malloc((n + 1) * sizeof *t.n), .count = 0, .root = -1};
     struct chunk *ch = malloc((n + 1) * sizeof *ch);
     int32_t *stack = malloc((n + 1) * sizeof *stack);
+    int32_t *by_off = malloc((n + 1) * sizeof *by_off); /* placed chunks by offset */
     enum dnnmem_status s = DNNMEM_OK;
-    if (!ord || !t.n || !ch || !stack) {
+    if (!ord || !t.n || !ch || !stack || !by_off) {
         s = DNNMEM_E_NOMEM;
         goto out;
     }
@@ -213,41 +272,50 @@ enum dnnmem_status dm_heap_fit(struct dm_heap_buf *b, size_t n, uint64_t alignme
             v->offset = 0;
             continue;
         }
-        size_t m = overlapping(&t, v->start, v->end, ch, stack);
-        qsort(ch, m, sizeof *ch, by_offset);
-        uint64_t off = 0, best = UINT64_MAX, best_size = UINT64_MAX;
-        for (size_t c = 0; c < m; c++) {
-            if (off < ch[c].offset) {
-                uint64_t gap = ch[c].offset - off;
-                if (gap >= v->size && gap < best_size) {
-                    best = off;
-                    best_size = gap;
-                }
+        /* the overlapping chunks in offset order: sorted when they are few,
+         * else read off the list of every chunk kept in offset order */
+        size_t cap = (size_t)t.count / 4 > 32 ? (size_t)t.count / 4 : 32;
+        size_t m = overlapping(&t, v->start, v->end, ch, stack, cap);
+        struct sweep w = {0, v->size, UINT64_MAX, UINT64_MAX};
+        if (m > cap) {
+            for (int32_t q = 0; q < t.count; q++) {
+                const struct node *c = &t.n[by_off[q]];
+                if (c->start <= v->end && c->end >= v->start)
+                    sweep_chunk(&w, c->offset, c->rend);
             }
-            uint64_t e, r;
-            if (!dm_uadd_ok(ch[c].offset, ch[c].size, &e) || !round_up(e, alignment, &r)) {
-                s = DNNMEM_E_SHAPE;
-                goto out;
-            }
-            if (r > off)
-                off = r;
+        } else {
+            sort_chunks(ch, m);
+            for (size_t c = 0; c < m; c++)
+                sweep_chunk(&w, ch[c].offset, ch[c].rend);
         }
-        if (heap > off && heap - off >= v->size && heap - off < best_size)
+        uint64_t best = w.best, off = w.off;
+        if (heap > off && heap - off >= v->size && heap - off < w.best_size)
             best = off; /* the room left below the heap's current top */
-        if (best == UINT64_MAX) {
+        uint64_t end, rend;
+        if (best == UINT64_MAX)
             best = off;
-            uint64_t top;
-            if (!dm_uadd_ok(off, v->size, &top)) {
-                s = DNNMEM_E_SHAPE;
-                goto out;
-            }
-            heap = top;
+        if (!dm_uadd_ok(best, v->size, &end) || !round_up(end, alignment, &rend)) {
+            s = DNNMEM_E_SHAPE;
+            goto out;
         }
+        if (end > heap)
+            heap = end;
         v->offset = best;
-        int32_t x = t.count++;
-        t.n[x] = (struct node){v->start, v->end, v->end, best, v->size, mix((uint32_t)v->id * 2654435761U + 1U),
-                               -1, -1};
+        int32_t x = t.count;
+        t.n[x] = (struct node){v->start, v->end, v->end, best, rend,
+                               mix((uint32_t)v->id * 2654435761U + 1U), -1, -1};
         t.root = insert(t.n, t.root, x);
+        int32_t lo = 0, hi = t.count; /* after the chunks at or below its offset */
+        while (lo < hi) {
+            int32_t mid = lo + (hi - lo) / 2;
+            if (t.n[by_off[mid]].offset <= best)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        memmove(&by_off[lo + 1], &by_off[lo], (size_t)(t.count - lo) * sizeof *by_off);
+        by_off[lo] = x;
+        t.count++;
     }
     *heap_size = heap;
 out:
@@ -255,6 +323,7 @@ out:
     free(t.n);
     free(ch);
     free(stack);
+    free(by_off);
     return s;
 }
 
