@@ -255,7 +255,8 @@ enum dnnmem_quant {
  * limit and fixed overheads. The schedule (which tensors exist, when they are
  * freed, what the backward pass keeps) is PyTorch eager's for every profile
  * except MXNet's planned executor (enum dnnmem_mxnet_executor), which
- * re-plans those lifetimes into nnvm's static storages;
+ * re-plans those lifetimes into nnvm's static storages, and JAX's jitted
+ * step (enum dnnmem_jax_execution), which compiles them as XLA does;
  * the result says so in an assumption. None of the non-PyTorch profiles has
  * been validated against measurements yet. */
 enum dnnmem_framework {
@@ -265,7 +266,8 @@ enum dnnmem_framework {
     DNNMEM_FW_MXNET,       /* MXNet's GPU pooled storage manager
                               (src/storage/pooled_storage_manager.h, 1.9.1 and 2.0) */
     DNNMEM_FW_JAX          /* JAX/XLA: the same BFC allocator, preallocated
-                              (jax docs/gpu_memory_allocation.rst) */
+                              (jax docs/gpu_memory_allocation.rst); the step
+                              jitted by default (XLA's buffer assignment) */
 };
 const char *dnnmem_framework_name(enum dnnmem_framework f); /* "pytorch", "tensorflow", ... */
 

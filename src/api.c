@@ -756,9 +756,10 @@ static enum dnnmem_status xla_plan(const struct dm_graph *g, const struct dm_tin
     int32_t fused = xs.fused_forward + xs.fused_backward + xs.fused_update;
     assume(as, "xla_fusion", "default",
            "%d of %d values get no buffer (%d forward, %d gradients, %d in the update): a value "
-           "made by an elementwise op or broadcast whose only reader is elementwise or a "
-           "reduction is fused into it (priority fusion); values with several readers or read "
-           "by the backward, copies, normalisations and softmax are materialised",
+           "made by an elementwise op, a broadcast or BatchNorm's normalisation whose only "
+           "reader is elementwise or a reduction is fused into it (priority fusion), as are the "
+           "update's temporaries; values with several readers or read by the backward, copies, "
+           "softmax and layer norms are materialised",
            fused, xs.values, xs.fused_forward, xs.fused_backward, xs.fused_update);
     char parts[256] = "";
     size_t len = 0;
@@ -779,7 +780,9 @@ static enum dnnmem_status xla_plan(const struct dm_graph *g, const struct dm_tin
            ps && ps->node >= 0 ? dm_arena_printf(as->arena, " '%s'", g->nodes[ps->node].name) : "",
            ps ? "):" : "", parts);
     if (run->train)
-        assume(as, "jax_donation", cfg->jax_donate ? "default" : "option", "%s",
+        assume(as, "jax_donation", cfg->jax_donate ? "default" : "option",
+               "%s; the entry parameters (weights, batch, optimizer state from optax's init: %s) "
+               "are made before the first call",
                cfg->jax_donate
                    ? "parameters and optimizer state donated (donate_argnums, the usual train "
                      "step): the updated ones reuse their buffers"
@@ -787,11 +790,14 @@ static enum dnnmem_status xla_plan(const struct dm_graph *g, const struct dm_tin
                                      "none (--jax-donate false): each call's new parameters and "
                                      "optimizer state are %d new buffers (%s), the old ones freed "
                                      "after it",
-                                     xs.outputs, dm_format_bytes(xs.output_bytes, b1)));
+                                     xs.outputs, dm_format_bytes(xs.output_bytes, b1)),
+               dm_format_bytes(xs.entry_bytes, b2));
     else
         assume(as, "xla_outputs", "default",
-               "%d live-out buffers (%s) per call, outside the temp buffer, held by the caller",
-               xs.outputs, dm_format_bytes(xs.output_bytes, b1));
+               "%d live-out buffers (%s) per call, outside the temp buffer, held by the caller; "
+               "the weights and the batch (%s) are entry parameters",
+               xs.outputs, dm_format_bytes(xs.output_bytes, b1),
+               dm_format_bytes(xs.entry_bytes, b2));
     dm_schedule_free(sched);
     *sched = planned;
     return DNNMEM_OK;

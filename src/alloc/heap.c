@@ -39,7 +39,10 @@
  * The placed chunks are kept in a treap (a search tree on start time with
  * the subtree's latest end, like XLA's BufferIntervalTree, balanced by
  * pseudo-random priorities) so that the overlap query visits only the
- * subtrees that can overlap.
+ * subtrees that can overlap, and in a list by offset: when most placed
+ * chunks overlap the value (a training step's saved values all overlap one
+ * another), the walk reads that list instead of sorting them. Equal offsets
+ * may come in any order: the walk's result does not depend on it.
  */
 #include "dnnmem-impl.h"
 

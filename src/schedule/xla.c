@@ -21,9 +21,10 @@
  *     cuDNN custom calls, which nothing fuses into as producers. The rule
  *     modelled is the conservative corner of this: a value made by an
  *     elementwise op or a broadcast (ops.def rows listed in elementwise()
- *     below, plus Expand) whose one and only reader (through views, which
- *     are free bitcasts or fused reshapes) is an elementwise op or a
- *     reduction, gets no buffer. A value with two or more readers is
+ *     below, plus Expand, Dropout in training and BatchNormalization, whose
+ *     last stage is elementwise: elementwise_fwd(), fusible_producer())
+ *     whose one and only reader (through views, which are free bitcasts or
+ *     fused reshapes) is an elementwise op or a reduction, gets no buffer. A value with two or more readers is
  *     materialised (XLA may duplicate a cheap producer into each: not
  *     modelled), as is any value the backward reads: autodiff's residuals
  *     are ordinary HLO values whose uses in the backward make a second
