@@ -317,6 +317,23 @@ static bool shares_at(const struct plan *p, int32_t s)
            (sp->phase == DM_PHASE_BACKWARD && elementwise(op));
 }
 
+/* Rule 4: whether buffer b's value is returned by each call into a buffer
+ * of its own: inference's outputs; in training, unless donated, the
+ * parameters with a gradient and the optimizer state. */
+static bool returned(const struct plan *p, const bool *param, const struct dm_xla_opts *o,
+                     int32_t b)
+{
+    const struct dm_buffer *bf = &p->in->buf[b];
+    uint8_t k = p->kind[b];
+    if (!o->train)
+        return k == K_OUT;
+    if (o->donate || (k != K_SETUP && k != K_ENTRY))
+        return false;
+    return bf->category == DNNMEM_CAT_OPTIMIZER ||
+           (bf->category == DNNMEM_CAT_WEIGHT && bf->tensor >= 0 && !bf->what &&
+            param[bf->tensor]);
+}
+
 static bool alloc_arrays(struct plan *p, size_t nb, size_t ns, size_t nn, size_t nt)
 {
     p->a_step = malloc((nb + 1) * sizeof *p->a_step);
@@ -636,12 +653,7 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     int32_t n_gen = 0; /* buffers of one generation of outputs */
     for (int32_t b = 0; b < nb; b++) {
         const struct dm_buffer *bf = &in->buf[b];
-        if (o->train && !o->donate &&
-            ((p.kind[b] == K_SETUP && bf->category == DNNMEM_CAT_WEIGHT && bf->tensor >= 0 &&
-              !bf->what && param[bf->tensor]) ||
-             (p.kind[b] == K_ENTRY && bf->category == DNNMEM_CAT_OPTIMIZER)))
-            n_gen++;
-        else if (!o->train && p.kind[b] == K_OUT)
+        if (returned(&p, param, o, b))
             n_gen++;
         if (p.kind[b] == K_SETUP || p.kind[b] == K_ENTRY)
             st->entry_bytes += bf->bytes;
@@ -656,12 +668,7 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
         goto oom;
     n_gen = 0;
     for (int32_t b = 0; b < nb; b++) {
-        const struct dm_buffer *bf = &in->buf[b];
-        bool upd = o->train && !o->donate &&
-                   ((p.kind[b] == K_SETUP && bf->category == DNNMEM_CAT_WEIGHT &&
-                     bf->tensor >= 0 && !bf->what && param[bf->tensor]) ||
-                    (p.kind[b] == K_ENTRY && bf->category == DNNMEM_CAT_OPTIMIZER));
-        if (upd || (!o->train && p.kind[b] == K_OUT)) {
+        if (returned(&p, param, o, b)) {
             gen[n_gen] = b;
             prev[n_gen] = o->train ? b : -1; /* training: the inputs go after the first call */
             n_gen++;
