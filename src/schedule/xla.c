@@ -60,8 +60,12 @@
  *     lower the peak: not modelled.
  *  4. What the allocator sees per call: the entry parameters allocated
  *     before (the weights, the batch, and the optimizer state, made by
- *     optax's init before the loop), the live-out outputs, then the temp
- *     buffer; the temp is freed when the call returns. Training outputs are
+ *     optax's init before the loop), then every other allocation of the
+ *     executable from the device allocator at each execution, in allocation
+ *     order (gpu_executable.cc, GenerateBufferAllocations/
+ *     BufferForAllocation): the live-out outputs, then the temp buffer
+ *     (CombineTempAllocations puts it last); the temp is freed when the
+ *     call returns. Training outputs are
  *     the new parameters and optimizer state: with donate_argnums on them
  *     (the usual train step; docs.jax.dev buffer_donation: "the
  *     corresponding input buffer is donated to hold an output") they alias
