@@ -373,7 +373,8 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     struct plan p = {.g = g, .t = t, .in = in, .train = o->train};
     /* time-ordered arrays of the heap simulation, built below */
     int32_t *fr_start = NULL, *fr_list = NULL, *grp = NULL;
-    int64_t *t0 = NULL, *t1 = NULL, *diff = NULL;
+    int64_t *t0 = NULL, *t1 = NULL;
+    uint64_t *add = NULL, *rem = NULL; /* per tick: bytes defined, bytes freed */
     int32_t *time_step = NULL, *call_step = NULL, *win_first = NULL, *win_last = NULL;
     int32_t *map = NULL, *prev = NULL, *gen = NULL;
     bool *ended = NULL, *param = NULL;
@@ -565,8 +566,9 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     /* the groups into the heap simulator; the no-fragmentation peak */
     hb = malloc(((size_t)n_heap + 1) * sizeof *hb);
     int32_t *slot = malloc(((size_t)nb + 1) * sizeof *slot);
-    diff = calloc((size_t)clock + 2, sizeof *diff);
-    if (!hb || !slot || !diff) {
+    add = calloc((size_t)clock + 2, sizeof *add);
+    rem = calloc((size_t)clock + 2, sizeof *rem);
+    if (!hb || !slot || !add || !rem) {
         free(slot);
         goto oom;
     }
@@ -581,22 +583,32 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
         } else if (t1[b] > hb[slot[grp[b]]].end) {
             hb[slot[grp[b]]].end = t1[b];
         }
-        diff[t0[b]] += (int64_t)in->buf[b].bytes;
-        diff[t1[b] + 1] -= (int64_t)in->buf[b].bytes;
+        bool ok = dm_uadd_ok(add[t0[b]], in->buf[b].bytes, &add[t0[b]]) &&
+                  dm_uadd_ok(rem[t1[b]], in->buf[b].bytes, &rem[t1[b]]);
+        if (!ok) {
+            free(slot);
+            goto overflow;
+        }
     }
     st->heap_values = n_grp;
-    int64_t live = 0, best = 0, best_t = -1;
+    /* live over [start, end]: what is freed at a tick counts until it */
+    uint64_t live = 0, best = 0;
+    int64_t best_t = -1;
     for (int64_t k = 0; k < clock; k++) {
-        live += diff[k];
+        if (!dm_uadd_ok(live, add[k], &live)) {
+            free(slot);
+            goto overflow;
+        }
         if (live > best) {
             best = live;
             best_t = k;
         }
+        live -= rem[k] <= live ? rem[k] : live;
     }
-    st->live_peak = (uint64_t)best;
+    st->live_peak = best;
     if (best_t >= 0) {
         st->peak_step = time_step[best_t];
-        for (int32_t b = 0; b < nb; b++)
+        for (int32_t b = 0; b < nb; b++) /* each part of `best`: no overflow */
             if (grp[b] >= 0 && t0[b] <= best_t && best_t <= t1[b])
                 st->peak_bytes[in->buf[b].category] += in->buf[b].bytes;
     }
@@ -659,8 +671,9 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
         const struct dm_buffer *bf = &in->buf[b];
         if (returned(&p, param, o, b))
             n_gen++;
-        if (p.kind[b] == K_SETUP || p.kind[b] == K_ENTRY)
-            st->entry_bytes += bf->bytes;
+        if ((p.kind[b] == K_SETUP || p.kind[b] == K_ENTRY) &&
+            !dm_uadd_ok(st->entry_bytes, bf->bytes, &st->entry_bytes))
+            goto overflow;
     }
     gen = malloc(((size_t)n_gen + 1) * sizeof *gen);  /* input buffer of each output */
     prev = malloc(((size_t)n_gen + 1) * sizeof *prev); /* the generation before */
@@ -702,7 +715,8 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
         for (int32_t q = 0; q < n_gen; q++) { /* live-out buffers, then the temp */
             int32_t id = n_ob++;
             ob[id] = in->buf[gen[q]];
-            out_bytes += ob[id].bytes;
+            if (!dm_uadd_ok(out_bytes, ob[id].bytes, &out_bytes))
+                goto overflow;
             oe[n_oe++] = (struct oev){cs, seq++, {DM_EV_ALLOC, id, cs}};
             if (prev[q] >= 0) /* the previous generation, once the call returns */
                 oe[n_oe++] = (struct oev){es, INT64_MAX / 2 + seq++, {DM_EV_FREE, prev[q], es}};
@@ -731,6 +745,9 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
         out->ev[k] = oe[k].ev;
     out->n_ev = out->cap_ev = n_oe;
     goto done;
+overflow:
+    s = dm_fail(err, DNNMEM_E_SHAPE, "%s: the step's byte counts overflow", path);
+    goto done;
 oom:
     s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory planning XLA's buffers", path);
 done:
@@ -742,7 +759,8 @@ done:
     free(grp);
     free(t0);
     free(t1);
-    free(diff);
+    free(add);
+    free(rem);
     free(time_step);
     free(call_step);
     free(win_first);
