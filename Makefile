@@ -48,8 +48,9 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/shape/infer.c src/shape/elementwise.c src/shape/tensor.c src/shape/nn.c \
            src/shape/contrib.c \
            src/shape/mxnet.c \
-           src/schedule/schedule.c src/schedule/generate.c src/schedule/mxplan.c src/train/train.c src/train/amp.c \
+           src/schedule/schedule.c src/schedule/generate.c src/schedule/mxplan.c src/schedule/xla.c src/train/train.c src/train/amp.c \
            src/alloc/rounding.c src/alloc/caching.c src/alloc/bfc.c src/alloc/pool.c \
+           src/alloc/heap.c \
            src/report/result.c src/report/text.c src/report/json.c src/report/decide.c \
            src/report/gpus.c src/report/html.c \
            src/api.c

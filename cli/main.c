@@ -173,6 +173,10 @@ static const char usage_text[] =
     "  --mxnet-reserve P      MXNET_GPU_MEM_POOL_RESERVE, % of memory (default 5)\n"
     "  --jax-preallocate true|false  XLA_PYTHON_CLIENT_PREALLOCATE (default true)\n"
     "  --jax-mem-fraction F   XLA_PYTHON_CLIENT_MEM_FRACTION (default 0.75)\n"
+    "  --jax-execution jit|eager  JAX: the step compiled by jax.jit (XLA's buffer assignment:\n"
+    "                         fusion, one temp buffer; default), or op by op\n"
+    "  --jax-donate true|false  the jitted train step donates params and optimizer state\n"
+    "                         (donate_argnums; default true)\n"
     "\n"
     "Output:\n"
     "  --json                 one JSON object with integer bytes (schema dnnmem.estimate/1,\n"
@@ -343,7 +347,8 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_NEWTOK, OPT_KVDTYPE, OPT_LORA_R,
            OPT_LORA_ALPHA, OPT_LORA_DROPOUT, OPT_LORA_TARGETS, OPT_TF_GROWTH, OPT_TF_LIMIT,
            OPT_TF_MINSYS, OPT_MX_POOL, OPT_MX_EXEC, OPT_MX_PAGE, OPT_MX_CUTOFF, OPT_MX_RESERVE, OPT_JAX_PREALLOC,
-           OPT_JAX_FRACTION, OPT_INPUT_SHAPE, OPT_QUANT, OPT_KBIT, OPT_KBIT_NO_GC };
+           OPT_JAX_FRACTION, OPT_JAX_EXEC, OPT_JAX_DONATE, OPT_INPUT_SHAPE, OPT_QUANT, OPT_KBIT,
+           OPT_KBIT_NO_GC };
     static const struct option opts[] = {
         {"gpu", required_argument, NULL, OPT_GPU},
         {"report", required_argument, NULL, OPT_REPORT},
@@ -402,6 +407,8 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"mxnet-reserve", required_argument, NULL, OPT_MX_RESERVE},
         {"jax-preallocate", required_argument, NULL, OPT_JAX_PREALLOC},
         {"jax-mem-fraction", required_argument, NULL, OPT_JAX_FRACTION},
+        {"jax-execution", required_argument, NULL, OPT_JAX_EXEC},
+        {"jax-donate", required_argument, NULL, OPT_JAX_DONATE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -867,6 +874,24 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
             fw_flag[DNNMEM_FW_JAX] = "--jax-mem-fraction";
             break;
         }
+        case OPT_JAX_EXEC:
+            if (strcasecmp(optarg, "jit") == 0)
+                cfg.jax_execution = DNNMEM_JAX_JIT;
+            else if (strcasecmp(optarg, "eager") == 0)
+                cfg.jax_execution = DNNMEM_JAX_EAGER;
+            else
+                return usage_error("--jax-execution %s: expected jit or eager", optarg);
+            fw_flag[DNNMEM_FW_JAX] = "--jax-execution";
+            break;
+        case OPT_JAX_DONATE:
+            if (strcmp(optarg, "true") == 0 || strcmp(optarg, "1") == 0)
+                cfg.jax_donate = true;
+            else if (strcmp(optarg, "false") == 0 || strcmp(optarg, "0") == 0)
+                cfg.jax_donate = false;
+            else
+                return usage_error("--jax-donate %s: expected true or false", optarg);
+            fw_flag[DNNMEM_FW_JAX] = "--jax-donate";
+            break;
         case 'h': fputs(usage_text, stdout); return EXIT_OK;
         case ':': return usage_error("%s: this option needs a value", argv[optind - 1]);
         default: return usage_error("%s: unknown option", argv[optind - 1]);

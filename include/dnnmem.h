@@ -276,7 +276,8 @@ enum dnnmem_kbit_prep {
  * limit and fixed overheads. The schedule (which tensors exist, when they are
  * freed, what the backward pass keeps) is PyTorch eager's for every profile
  * except MXNet's planned executor (enum dnnmem_mxnet_executor), which
- * re-plans those lifetimes into nnvm's static storages;
+ * re-plans those lifetimes into nnvm's static storages, and JAX's jitted
+ * step (enum dnnmem_jax_execution), which compiles them as XLA does;
  * the result says so in an assumption. None of the non-PyTorch profiles has
  * been validated against measurements yet. */
 enum dnnmem_framework {
@@ -286,7 +287,8 @@ enum dnnmem_framework {
     DNNMEM_FW_MXNET,       /* MXNet's GPU pooled storage manager
                               (src/storage/pooled_storage_manager.h, 1.9.1 and 2.0) */
     DNNMEM_FW_JAX          /* JAX/XLA: the same BFC allocator, preallocated
-                              (jax docs/gpu_memory_allocation.rst) */
+                              (jax docs/gpu_memory_allocation.rst); the step
+                              jitted by default (XLA's buffer assignment) */
 };
 const char *dnnmem_framework_name(enum dnnmem_framework f); /* "pytorch", "tensorflow", ... */
 
@@ -297,6 +299,15 @@ const char *dnnmem_framework_name(enum dnnmem_framework f); /* "pytorch", "tenso
 enum dnnmem_mxnet_executor {
     DNNMEM_MXNET_EXEC_PLANNED = 0,
     DNNMEM_MXNET_EXEC_NAIVE
+};
+
+/* How JAX runs the job: the whole step under jax.jit (default), compiled
+ * by XLA, whose buffer assignment fuses, shares and packs the step's values
+ * into one temp buffer at compile time (src/schedule/xla.c); or op by op,
+ * PyTorch eager's schedule through XLA's allocator standing in. */
+enum dnnmem_jax_execution {
+    DNNMEM_JAX_JIT = 0,
+    DNNMEM_JAX_EAGER
 };
 
 /* MXNET_GPU_MEM_POOL_TYPE (storage.cc; env_var.md). */
@@ -425,6 +436,12 @@ struct dnnmem_config {
      * (0 = default 0.75; 0.9 before jaxlib 0.4.14, jax commit 2432aa97). */
     bool jax_preallocate;
     double jax_mem_fraction;
+    /* JAX: jit (default) or eager, and whether the jitted train step donates
+     * its parameters and optimizer state (jax.jit donate_argnums, default
+     * true: the updated ones reuse their buffers; false: new buffers each
+     * call, the old freed after it). */
+    enum dnnmem_jax_execution jax_execution;
+    bool jax_donate;
 };
 
 /* The CUDA context: not counted by torch.cuda.max_memory_allocated, but in

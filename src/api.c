@@ -179,6 +179,7 @@ void dnnmem_config_init(struct dnnmem_config *cfg)
     cfg->mxnet_page_size = -1;
     cfg->mxnet_reserve_percent = -1;
     cfg->jax_preallocate = true;
+    cfg->jax_donate = true;
 }
 
 const char *dnnmem_framework_name(enum dnnmem_framework f)
@@ -740,6 +741,68 @@ static enum dnnmem_status fw_setup(const struct dnnmem_config *cfg, uint64_t con
     return DNNMEM_OK;
 }
 
+/* JAX's jitted step: the dataflow schedule re-planned as XLA compiles it
+ * (src/schedule/xla.c); the assumptions say what came out. */
+static enum dnnmem_status xla_plan(const struct dm_graph *g, const struct dm_tinfo *t,
+                                   const struct dm_run *run, const struct dnnmem_config *cfg,
+                                   struct dm_schedule *sched, struct assumptions *as,
+                                   struct dnnmem_error *err)
+{
+    struct dm_xla_opts xo = {.train = run->train, .donate = cfg->jax_donate, .alignment = 0};
+    struct dm_xla_stats xs;
+    struct dm_schedule planned;
+    DM_TRY(dm_xla_plan(g, t, sched, &xo, &planned, &xs, err));
+    char b1[32], b2[32], b3[32], b4[32];
+    int32_t fused = xs.fused_forward + xs.fused_backward + xs.fused_update;
+    assume(as, "xla_fusion", "default",
+           "%d of %d values get no buffer (%d forward, %d gradients, %d in the update): a value "
+           "made by an elementwise op, a broadcast or BatchNorm's normalisation whose only "
+           "reader is elementwise or a reduction is fused into it (priority fusion), as are the "
+           "update's temporaries; values with several readers or read by the backward, copies, "
+           "softmax and layer norms are materialised",
+           fused, xs.values, xs.fused_forward, xs.fused_backward, xs.fused_update);
+    char parts[256] = "";
+    size_t len = 0;
+    for (int c = 0; c < DNNMEM_CAT_COUNT && len < sizeof parts; c++)
+        if (xs.peak_bytes[c])
+            len += (size_t)snprintf(parts + len, sizeof parts - len, "%s %s %s",
+                                    len ? "," : "", dnnmem_category_name((enum dnnmem_category)c),
+                                    dm_format_bytes(xs.peak_bytes[c], b1));
+    const struct dm_step *ps = xs.peak_step >= 0 ? &sched->steps[xs.peak_step] : NULL;
+    assume(as, "xla_temp", "default",
+           "%s per call: the heap simulator (best fit by decreasing size, the smaller of "
+           "spatial %s and temporal %s; 128 B alignment) over %d buffers, %d values sharing a "
+           "dying operand's; at most %s live at once%s%s%s%s%s",
+           dm_format_bytes(xs.heap.heap_bytes, b2), dm_format_bytes(xs.heap.spatial_bytes, b3),
+           dm_format_bytes(xs.heap.temporal_bytes, b4), xs.heap_values, xs.shared,
+           dm_format_bytes(xs.live_peak, b1), ps ? " (" : "",
+           ps ? dm_phase_name((enum dm_phase)ps->phase) : "",
+           ps && ps->node >= 0 ? dm_arena_printf(as->arena, " '%s'", g->nodes[ps->node].name) : "",
+           ps ? "):" : "", parts);
+    if (run->train)
+        assume(as, "jax_donation", cfg->jax_donate ? "default" : "option",
+               "%s; the entry parameters (weights, batch, optimizer state from optax's init: %s) "
+               "are made before the first call",
+               cfg->jax_donate
+                   ? "parameters and optimizer state donated (donate_argnums, the usual train "
+                     "step): the updated ones reuse their buffers"
+                   : dm_arena_printf(as->arena,
+                                     "none (--jax-donate false): each call's new parameters and "
+                                     "optimizer state are %d new buffers (%s), the old ones freed "
+                                     "after it",
+                                     xs.outputs, dm_format_bytes(xs.output_bytes, b1)),
+               dm_format_bytes(xs.entry_bytes, b2));
+    else
+        assume(as, "xla_outputs", "default",
+               "%d live-out buffers (%s) per call, outside the temp buffer, held by the caller; "
+               "the weights and the batch (%s) are entry parameters",
+               xs.outputs, dm_format_bytes(xs.output_bytes, b1),
+               dm_format_bytes(xs.entry_bytes, b2));
+    dm_schedule_free(sched);
+    *sched = planned;
+    return DNNMEM_OK;
+}
+
 static void set_largest(struct dnnmem_result *r)
 {
     int best = 0;
@@ -866,6 +929,16 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
      * generation loop is not one */
     bool mx_planned = cfg.framework == DNNMEM_FW_MXNET &&
                       cfg.mxnet_executor == DNNMEM_MXNET_EXEC_PLANNED && !generate;
+    /* JAX's jitted step (src/schedule/xla.c); a generation loop is no one
+     * jitted call: it falls back to the op-by-op stand-in, as MXNet's does */
+    if ((unsigned)cfg.jax_execution > DNNMEM_JAX_EAGER)
+        return dm_fail(err, DNNMEM_E_USAGE, "unknown JAX execution %d", (int)cfg.jax_execution);
+    bool jax_jit = cfg.framework == DNNMEM_FW_JAX && cfg.jax_execution == DNNMEM_JAX_JIT &&
+                   !generate;
+    if (jax_jit && cfg.mode == DNNMEM_MODE_TRAIN && cfg.grad_accum > 1)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "--framework jax: gradient accumulation under jit (optax.MultiSteps, or a "
+                       "scan over micro-batches) is not modelled; use --jax-execution eager");
     int64_t fw_version = cfg.framework_version ? version_number(cfg.framework_version) : -1;
     if (cfg.framework_version && fw_version < 0)
         return dm_fail(err, DNNMEM_E_USAGE, "--framework %s@%s: expected a version such as 2.15",
@@ -1042,7 +1115,8 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     struct dm_run run = {
         .train = cfg.mode == DNNMEM_MODE_TRAIN,
         .cuda = cfg.device == DNNMEM_DEVICE_CUDA,
-        .inplace = cfg.inplace == DNNMEM_INPLACE_AUTO,
+        .inplace = cfg.inplace == DNNMEM_INPLACE_AUTO && !jax_jit, /* XLA shares instead */
+        .dataflow = jax_jit,
         .torch_version = torch,
         .iterations = cfg.iterations ? cfg.iterations : 2,
         .grad_accum = cfg.grad_accum ? cfg.grad_accum : 1,
@@ -1076,7 +1150,14 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                "validated against measurements)",
                dnnmem_framework_name(cfg.framework), cfg.framework_version ? " " : "",
                cfg.framework_version ? cfg.framework_version : "");
-        if (!mx_planned)
+        if (jax_jit)
+            assume(&as, "schedule", "default",
+                   "XLA's buffer assignment over the step's dataflow (values die at their last "
+                   "reader); which values exist and which forward values the backward reads are "
+                   "dnnmem's PyTorch-derived rules; the program order (forward, backward, "
+                   "update) stands in for XLA's memory scheduler, which may reorder to lower the "
+                   "peak");
+        else if (!mx_planned)
             assume(&as, "schedule", "default",
                    "PyTorch %d.%d eager's: which tensors exist, when they are freed and which "
                    "forward tensors the backward keeps are PyTorch's, not %s",
@@ -1094,9 +1175,15 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                    "temporaries forward, 3 backward); Keras 2's fused LayerNorm keeps its "
                    "normalized outputs; no tf.function/Grappler");
         if (cfg.framework == DNNMEM_FW_JAX)
-            assume(&as, "jax_execution", "default",
-                   "op by op (not jitted): a jitted step's buffer assignment (XLA's heap "
-                   "simulator, one temp allocation) is not modelled");
+            assume(&as, "jax_execution", cfg.jax_execution && !generate ? "option" : "default",
+                   "%s",
+                   jax_jit ? "jit: the whole step is one jax.jit call compiled by XLA: fusion, "
+                             "operand buffer reuse and one temp buffer per call sized by the "
+                             "heap simulator at compile time (--jax-execution eager: op by op)"
+                   : generate ? "op by op: a generation loop is not one jitted call (not "
+                                "modelled); PyTorch eager's schedule stands in"
+                              : "op by op (not jitted): PyTorch eager's schedule through XLA's "
+                                "allocator");
     } else {
         assume(&as, "framework", cfg.torch_version ? "option" : "default", "pytorch %d.%d (eager)",
                run.torch_version / 100, run.torch_version % 100);
@@ -1267,9 +1354,14 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     }
     if (g->kbit_prep)
         assume(&as, "kbit_prep", "option", "%s", g->kbit_prep);
-    assume(&as, "inplace", cfg.inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
-           run.inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
-                       : "none (every op allocates its output)");
+    if (jax_jit)
+        assume(&as, "inplace", "default",
+               "n/a under jit: XLA's heap simulation lets a value take a dying operand's "
+               "buffer (may_reuse_operand_buffers)");
+    else
+        assume(&as, "inplace", cfg.inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
+               run.inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
+                           : "none (every op allocates its output)");
 
     /* The CPU allocator hands out exactly what is asked (the profiler counts
      * nbytes); the CUDA caching allocator rounds. */
@@ -1403,6 +1495,8 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                "which entries exist and when their last reader runs (what backward reads): "
                "dnnmem's PyTorch-derived rules; --mxnet-executor naive: the eager schedule");
     }
+    if (jax_jit && (s = xla_plan(g, t, &run, &cfg, &sched, &as, err)) != DNNMEM_OK)
+        goto out;
     /* CUDA: the caching allocator with PyTorch's defaults (or a plain
      * rounding when the user overrides the rounding); CPU: exact sizes */
     if (other_fw) {

@@ -598,6 +598,10 @@ struct dm_run {
                                    fused LayerNormalization */
     int64_t gen_tokens;         /* generation: decode steps after the prefill; 0 = none */
     enum dnnmem_kv_dtype kv_dtype;
+    bool dataflow;              /* a traced, compiled program (JAX's jit, src/schedule/xla.c):
+                                   a value dies at its last reader, no Python variable
+                                   holds one (module arguments and locals), and in training
+                                   the caller keeps no outputs once the loss is made */
 };
 
 /* Build the schedule of a run: inference under torch.no_grad() with
@@ -738,6 +742,77 @@ void dm_pool_opts_init(struct dm_pool_opts *o);
 /* DNNMEM_E_USAGE for options MXNet rejects. */
 enum dnnmem_status dm_alloc_pool_new(const struct dm_pool_opts *o, struct dm_allocator *a);
 uint64_t dm_pool_round(const struct dm_pool_opts *o, uint64_t bytes);
+
+/* XLA's heap simulator (src/alloc/heap.c states the rules and their
+ * sources): the values of a compiled module packed into one buffer at
+ * compile time. A value (or a group of values sharing one buffer) lives over
+ * the closed interval [start, end] of logical time (one tick per Alloc, Free
+ * or ShareWith call); own_end is the end of the group's first member (the
+ * spatial order's duration), end for an ungrouped value; id breaks ties
+ * (ascending). `offset` is the result. */
+struct dm_heap_buf {
+    uint64_t size;
+    int64_t start, end, own_end;
+    int32_t id;
+    uint64_t offset;
+};
+enum dm_heap_order {
+    DM_HEAP_SPATIAL,  /* size descending, then duration, then id */
+    DM_HEAP_TEMPORAL  /* duration descending, then size, then id */
+};
+/* GlobalDecreasingSizeBestFitHeap in one order: offsets into b, the heap's
+ * size into *heap_size. DNNMEM_E_USAGE for a zero alignment or an interval
+ * that ends before it starts. */
+enum dnnmem_status dm_heap_fit(struct dm_heap_buf *b, size_t n, uint64_t alignment,
+                               enum dm_heap_order order, uint64_t *heap_size);
+/* ChooseBestHeapAlgorithm over both orders: the smaller heap (spatial on a
+ * tie), its offsets left in b. */
+struct dm_heap_result {
+    uint64_t heap_bytes, spatial_bytes, temporal_bytes;
+    enum dm_heap_order chosen;
+};
+enum dnnmem_status dm_heap_choose_best(struct dm_heap_buf *b, size_t n, uint64_t alignment,
+                                       struct dm_heap_result *r);
+
+/* JAX's jitted step (src/schedule/xla.c states the rules and their
+ * sources): the dataflow schedule `in` (built with run->dataflow) of one
+ * step compiled as XLA does it: elementwise values with one elementwise or
+ * reducing reader fused away, values sharing a dying operand's buffer, the
+ * rest packed by the heap simulator into one temp buffer per call; entry
+ * parameters (weights, inputs, optimizer state) made before the first call;
+ * the step's outputs (training: new parameters and state unless donated;
+ * inference: the graph outputs) live-out buffers of each call. The first
+ * step's window is planned and repeated for every iteration of `in`. `out`
+ * is malloc'd. */
+struct dm_xla_opts {
+    bool train;
+    bool donate;         /* donate_argnums over the parameters and optimizer state */
+    uint64_t alignment;  /* heap chunk alignment; 0 = kXlaAllocatedBufferAlignBytes (128) */
+    int64_t *offsets;    /* optional, one per buffer of `in`: its offset in the temp
+                            buffer, or one of the DM_XLA_* below */
+};
+#define DM_XLA_FUSED (-1)    /* fused into its reader: no buffer */
+#define DM_XLA_NOT_TEMP (-2) /* not a temporary of the step (entry, output, other) */
+#define DM_XLA_EMPTY (-3)    /* a temporary of 0 bytes */
+struct dm_xla_stats {
+    int32_t values;         /* values of the step (temporaries before fusion) */
+    int32_t fused_forward;  /* fused into their only reader in the forward */
+    int32_t fused_backward; /* activations' gradients fused in the backward */
+    int32_t fused_update;   /* the optimizer update's temporaries */
+    int32_t shared;         /* values that took a dying operand's buffer */
+    int32_t heap_values;    /* buffers (groups of sharing values) the heap placed */
+    struct dm_heap_result heap; /* the temp buffer: heap_bytes */
+    uint64_t live_peak;     /* the most bytes live at once in it (no fragmentation) */
+    int32_t peak_step;      /* the input step where they peak, -1: none */
+    uint64_t peak_bytes[DNNMEM_CAT_COUNT]; /* those bytes by the values' categories */
+    uint64_t entry_bytes;   /* entry parameters */
+    int32_t outputs;        /* live-out buffers made per call */
+    uint64_t output_bytes;
+};
+enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *t,
+                               const struct dm_schedule *in, const struct dm_xla_opts *o,
+                               struct dm_schedule *out, struct dm_xla_stats *st,
+                               struct dnnmem_error *err);
 
 /* ---- results (src/report/result.c) -------------------------------------- */
 

@@ -303,7 +303,7 @@ static bool module_holds(struct dm_sb *b)
                              : i;
     for (int32_t x = 0; x < nt; x++)
         until[x] = -1;
-    for (int32_t i = 0; i < nn; i++) {
+    for (int32_t i = 0; i < nn && !b->run->dataflow; i++) { /* traced: no Python holds */
         const struct dm_node *n = &g->nodes[i];
         for (int k = 0; k < n->n_in; k++) {
             int32_t x = n->in[k];
@@ -318,8 +318,9 @@ static bool module_holds(struct dm_sb *b)
     /* a local variable of a module's forward holds its tensor until it returns */
     for (int32_t x = 0; x < nt; x++) {
         int32_t h = g->tensors[x].held_until - 1;
-        if (h >= 0 && h < nn && h > until[x] && g->tensors[x].producer >= 0 &&
-            g->tensors[x].producer < h && !(b->flag[x] & DM_TF_RESIDENT))
+        if (h >= 0 && h < nn && h > until[x] && !b->run->dataflow &&
+            g->tensors[x].producer >= 0 && g->tensors[x].producer < h &&
+            !(b->flag[x] & DM_TF_RESIDENT))
             until[x] = h;
     }
     int32_t count = 0;

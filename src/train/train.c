@@ -1118,6 +1118,13 @@ static void loss(struct dm_sb *b)
     struct aux aux;
     aux_forward(b, &aux);
     tr->held[tr->n_held++] = value;
+    /* a traced step: once the loss is made, nothing outside holds the
+     * outputs (MSE's backward reads them: released after it) */
+    if (b->run->dataflow && b->run->loss != DNNMEM_LOSS_MSE) {
+        for (int32_t k = 0; k < tr->n_held; k++)
+            dm_sb_unref(b, tr->held[k]);
+        tr->n_held = 0;
+    }
     /* backward from the loss: its grad is ones_like(loss) */
     dm_sb_step(b, DM_PHASE_BACKWARD, -1);
     int32_t gl = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, 4, -1, -1, "loss.grad", 1);
@@ -1363,6 +1370,11 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
         tr->pending[x] = -1;
     }
     loss(b);
+    if (b->run->dataflow) { /* a traced step: the outputs MSE's backward read */
+        for (int32_t k = 0; k < tr->n_held; k++)
+            dm_sb_unref(b, tr->held[k]);
+        tr->n_held = 0;
+    }
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         int32_t sg = tr->seg[i];
         if (sg < 0)

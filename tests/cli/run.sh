@@ -374,7 +374,28 @@ expect 0 "framework      tensorflow 2.15 (runtime" -- estimate $R -b 8 --framewo
 expect 0 "schedule       PyTorch 2.6 eager's" -- estimate $R -b 8 --framework tensorflow@2.15
 expect 0 "tf_ops         eager GradientTape rules: Dropout keeps x * scale and a float mask" -- \
     estimate $R -b 8 --framework tensorflow
-expect 0 "jax_execution  op by op (not jitted)" -- estimate $R -b 8 --framework jax
+# JAX: the jitted step by default (XLA's buffer assignment), op by op on request
+expect 0 "jax_execution  jit: the whole step is one jax.jit call" -- estimate $R -b 8 --framework jax
+expect 0 "schedule       XLA's buffer assignment over the step's dataflow" -- \
+    estimate $R -b 8 --framework jax
+expect 0 "xla_temp       " -- estimate $R -b 8 --framework jax
+expect 0 "xla_outputs    1 live-out buffers (31.25 KiB) per call" -- estimate $R -b 8 --framework jax
+expect 0 "jax_donation   parameters and optimizer state donated" -- \
+    estimate $R -b 8 --mode train --framework jax
+expect 0 "jax_donation   none (--jax-donate false): each call's new parameters" -- \
+    estimate $R -b 8 --mode train --framework jax --jax-donate false
+expect 0 "XLA temp buffer" -- estimate $R -b 8 --mode train --framework jax
+expect 0 "jax_execution  op by op (not jitted)" -- \
+    estimate $R -b 8 --framework jax --jax-execution eager
+expect 0 "schedule       PyTorch 2.6 eager's" -- estimate $R -b 8 --framework jax --jax-execution eager
+expect 2 "--jax-execution pjit: expected jit or eager" -- \
+    estimate $R --framework jax --jax-execution pjit
+expect 2 "--jax-donate maybe: expected true or false" -- estimate $R --framework jax --jax-donate maybe
+expect 2 "--jax-execution: applies to --framework jax" -- estimate $R --jax-execution jit
+expect 4 "--framework jax: gradient accumulation under jit" -- \
+    estimate $R -b 8 --mode train --framework jax --grad-accum 2
+expect 0 "grad_accum     2 micro-batches" -- \
+    estimate $R -b 8 --mode train --framework jax --grad-accum 2 --jax-execution eager
 expect 0 "entry_lifetimes which entries exist" -- estimate $R -b 8 --framework mxnet
 expect 0 "process      the whole memory limit + CUDA context: TensorFlow reserves" -- \
     estimate $R -b 8 --framework tensorflow

@@ -1,0 +1,777 @@
+/*
+ * xla.c: JAX's jitted step (--framework jax with --jax-execution jit, the
+ * default). jax.jit traces the whole step (forward, jax.grad's backward, the
+ * optax update) into one XLA module; XLA's GPU compiler fuses it, schedules
+ * it and assigns its buffers at compile time. The pass turns the dataflow
+ * schedule of one step (src/schedule, src/train, built with run->dataflow:
+ * every value dies at its last reader) into what the runtime then asks its
+ * BFC allocator for. Facts and their sources (openxla/xla and jax-ml/jax;
+ * the code here is our own):
+ *
+ *  1. Fusion. The GPU pipeline's priority fusion (xla/service/gpu/
+ *     priority_fusion.cc, on by default: debug_options_flags.cc sets
+ *     xla_gpu_enable_priority_fusion) fuses a producer into all of its
+ *     consumers or into none (CalculateProducerPriority: "Don't fuse if we
+ *     can't fuse in all users"), ranked by a cost model; a fused producer's
+ *     value lives in registers and gets no buffer. Loop-fusible producers
+ *     are elementwise ops with operands, broadcasts, reshapes, transposes,
+ *     slices, concatenations... (gpu_fusible.cc, IsUniversallyLoopFusible),
+ *     and reductions take elementwise producers as input fusions
+ *     (ChooseFusionKind: kInput). Matmuls and convolutions become cuBLAS and
+ *     cuDNN custom calls, which nothing fuses into as producers. The rule
+ *     modelled is the conservative corner of this: a value made by an
+ *     elementwise op or a broadcast (ops.def rows listed in elementwise()
+ *     below, plus Expand, Dropout in training and BatchNormalization, whose
+ *     last stage is elementwise: elementwise_fwd(), fusible_producer())
+ *     whose one and only reader (through views, which are free bitcasts or
+ *     fused reshapes) is an elementwise op or a reduction, gets no buffer. A value with two or more readers is
+ *     materialised (XLA may duplicate a cheap producer into each: not
+ *     modelled), as is any value the backward reads: autodiff's residuals
+ *     are ordinary HLO values whose uses in the backward make a second
+ *     reader. The copies XLA fuses as well (slices, concatenations, pads,
+ *     gathers, transposes) are kept; so are normalisations and softmax,
+ *     which lower to several reductions. In the backward the same rule
+ *     applies to an activation's gradient made by an elementwise op's
+ *     backward (no broadcast) whose only reader is the backward of another
+ *     elementwise op computing a single gradient. A fused value's readers
+ *     run inside its consumer's kernel: the values its producer read are
+ *     released there, not at the producer.
+ *     The optimizer update is elementwise over every parameter
+ *     (optax's transforms are tree_maps of jnp elementwise ops): its
+ *     temporaries are fused; it writes the new parameters and state.
+ *  2. Buffer sharing. The heap simulation lets a value take the buffer of
+ *     an operand that dies at its instruction (heap_simulator.cc,
+ *     may_reuse_operand_buffers, default true) when
+ *     HloDataflowAnalysis::CanShareOperandBufferWithUser allows it: same
+ *     shape and element type, and the user elementwise on that operand (or a
+ *     loop fusion whose uses of it are all elementwise). Modelled for values
+ *     made by elementwise ops (forward, or an elementwise op's backward) and
+ *     a dying temporary of the same dtype and bytes.
+ *  3. The temp buffer. The GPU compiler runs BufferAssigner with a
+ *     SequentialHloOrdering of the module's schedule; every value that is
+ *     neither an entry parameter, nor (maybe) live out, nor a constant is a
+ *     temporary (BufferAllocation::IsPreallocatedTempBuffer), and
+ *     CombineTempAllocations packs all temporaries into one allocation whose
+ *     offsets the heap simulator assigns (src/alloc/heap.c; 128 B alignment,
+ *     gpu_constants.h). The sequence simulated is the step's program order
+ *     (the forward, the backward in reverse, the update), as traced: XLA's
+ *     scheduler (gpu_hlo_schedule.cc: DefaultMemoryScheduler, the least
+ *     memory of a list, a DFS and a post-order schedule) may reorder it to
+ *     lower the peak: not modelled.
+ *  4. What the allocator sees per call: the entry parameters allocated
+ *     before (the weights, the batch, and the optimizer state, made by
+ *     optax's init before the loop), then every other allocation of the
+ *     executable from the device allocator at each execution, in allocation
+ *     order (gpu_executable.cc, GenerateBufferAllocations/
+ *     BufferForAllocation): the live-out outputs, then the temp buffer
+ *     (CombineTempAllocations puts it last); the temp is freed when the
+ *     call returns. Training outputs are
+ *     the new parameters and optimizer state: with donate_argnums on them
+ *     (the usual train step; docs.jax.dev buffer_donation: "the
+ *     corresponding input buffer is donated to hold an output") they alias
+ *     their inputs and need nothing; without, they are new buffers, and the
+ *     old ones go when Python drops them after the call (jax PR #2936: "JAX
+ *     must currently always have two copies of x"). Inference outputs are
+ *     live-out buffers of their own, held by the caller.
+ *  5. Not modelled: HloRematerialization (the GPU compiler runs it with the
+ *     device's memory limit: it only recomputes values when the module would
+ *     not fit, where this estimate says "does not fit"), multi-output and
+ *     sibling fusion, cuBLAS/cuDNN workspaces chosen by autotuning (the
+ *     --conv-workspace and --cublas-workspace figures stand in), the loss
+ *     scalar output. Which values exist and which the backward reads are
+ *     dnnmem's per-op rules (src/train/train.c, PyTorch autograd's; JAX's
+ *     VJP residuals are assumed to match).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnnmem-impl.h"
+
+/* kXlaAllocatedBufferAlignBytes (xla/service/gpu/gpu_constants.h): the
+ * alignment of temp and live-out buffers, 128 B in the XLA TensorFlow 2.16
+ * vendors (third_party/xla); the heap aligns each chunk's start to it. */
+#define XLA_GPU_ALIGN 128
+
+/* Ops that jax.numpy / jax.nn / lax lower to elementwise HLO instructions
+ * (an elementwise op with operands is loop fusible: gpu_fusible.cc,
+ * IsUniversallyLoopFusible). */
+static bool elementwise(enum dm_op op)
+{
+    switch (op) {
+    case DM_OP_Abs: case DM_OP_Acos: case DM_OP_Acosh: case DM_OP_Add: case DM_OP_And:
+    case DM_OP_Asin: case DM_OP_Asinh: case DM_OP_Atan: case DM_OP_Atanh: case DM_OP_BitShift:
+    case DM_OP_Cast: case DM_OP_CastLike: case DM_OP_Ceil: case DM_OP_Celu: case DM_OP_Clip:
+    case DM_OP_Cos: case DM_OP_Cosh: case DM_OP_Div: case DM_OP_Elu: case DM_OP_Equal:
+    case DM_OP_Erf: case DM_OP_Exp: case DM_OP_Floor: case DM_OP_Gelu: case DM_OP_Greater:
+    case DM_OP_GreaterOrEqual: case DM_OP_HardSigmoid: case DM_OP_HardSwish: case DM_OP_IsInf:
+    case DM_OP_IsNaN: case DM_OP_LeakyRelu: case DM_OP_Less: case DM_OP_LessOrEqual:
+    case DM_OP_Log: case DM_OP_Max: case DM_OP_Mean: case DM_OP_Min: case DM_OP_Mod:
+    case DM_OP_Mul: case DM_OP_Neg: case DM_OP_Not: case DM_OP_Or: case DM_OP_PRelu:
+    case DM_OP_Pow: case DM_OP_Reciprocal: case DM_OP_Relu: case DM_OP_Round: case DM_OP_Selu:
+    case DM_OP_Shrink: case DM_OP_Sigmoid: case DM_OP_Sign: case DM_OP_Silu: case DM_OP_Sin:
+    case DM_OP_Sinh: case DM_OP_Softplus: case DM_OP_Softsign: case DM_OP_Sqrt: case DM_OP_Sub:
+    case DM_OP_Sum: case DM_OP_Tan: case DM_OP_Tanh: case DM_OP_ThresholdedRelu:
+    case DM_OP_Where: case DM_OP_Xor: case DM_OP_MS_FastGelu:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Reductions: an input fusion takes elementwise producers (ChooseFusionKind). */
+static bool reduction(enum dm_op op)
+{
+    switch (op) {
+    case DM_OP_ReduceL1: case DM_OP_ReduceL2: case DM_OP_ReduceLogSum:
+    case DM_OP_ReduceLogSumExp: case DM_OP_ReduceMax: case DM_OP_ReduceMean:
+    case DM_OP_ReduceMin: case DM_OP_ReduceProd: case DM_OP_ReduceSum:
+    case DM_OP_ReduceSumSquare: case DM_OP_GlobalAveragePool: case DM_OP_GlobalMaxPool:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Elementwise in the forward, given the run: BatchNormalization at
+ * inference is a per-channel scale and shift by its stored statistics
+ * (XLA's batchnorm_expander, and flax's BatchNorm with
+ * use_running_average, are elementwise ops with broadcasts); Dropout in
+ * training selects by its mask (jax's dropout: lax.select(keep, x / rate,
+ * 0)), the mask being a value of its own. */
+static bool elementwise_fwd(enum dm_op op, bool train)
+{
+    return elementwise(op) || (op == DM_OP_Dropout && train) ||
+           (op == DM_OP_BatchNormalization && !train);
+}
+
+/* Producers whose value a reader's kernel computes: elementwise ones and
+ * broadcasts; BatchNormalization in training too, its last stage being the
+ * elementwise normalisation by statistics that reductions made first (flax's
+ * BatchNorm: _compute_stats, then _normalize). */
+static bool fusible_producer(enum dm_op op, bool train)
+{
+    return elementwise_fwd(op, train) || op == DM_OP_Expand || op == DM_OP_BatchNormalization;
+}
+
+/* Readers that take a fused producer: elementwise ops and reductions (not
+ * BatchNormalization in training, whose statistics and normalisation read
+ * its input twice). */
+static bool fusible_consumer(enum dm_op op, bool train)
+{
+    return elementwise_fwd(op, train) || reduction(op);
+}
+
+enum kind {
+    K_NONE,  /* never allocated */
+    K_SETUP, /* made before the first step: kept as it is */
+    K_ENTRY, /* an entry parameter made in the step (optimizer state): made before it */
+    K_TEMP,  /* a value of the step: into the heap, unless fused */
+    K_OUT,   /* inference: a value the caller keeps (live out) */
+    K_LATER  /* made in a later step: the plan repeats the first */
+};
+
+static bool is_grad(const struct dm_buffer *b)
+{
+    return b->what && strcmp(b->what, "grad") == 0;
+}
+
+struct oev {
+    int32_t step;
+    int64_t seq;
+    struct dm_event ev;
+};
+
+static int cmp_oev(const void *a, const void *b)
+{
+    const struct oev *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int32_t find(int32_t *red, int32_t s)
+{
+    int32_t r = s;
+    while (red[r] != r)
+        r = red[r];
+    while (red[s] != r) {
+        int32_t n = red[s];
+        red[s] = r;
+        s = n;
+    }
+    return r;
+}
+
+/* The working state of one plan (all arrays malloc'd, freed by plan_free). */
+struct plan {
+    const struct dm_graph *g;
+    const struct dm_tinfo *t;
+    const struct dm_schedule *in;
+    bool train;
+    int32_t w0, w1;                 /* the first step's window of input steps */
+    int32_t *a_step, *f_step;       /* per buffer: its alloc and free step, or -1 */
+    uint8_t *kind;                  /* per buffer: enum kind */
+    bool *fused;                    /* per buffer: no buffer (fused into its reader) */
+    int32_t *jfree;                 /* per buffer: the step its last reader runs */
+    int32_t *fwd, *bwd;             /* per node: its forward and backward step, or -1 */
+    int32_t *base, *cnt, *one;      /* per tensor: the tensor a view chain starts at; per
+                                       base: its readers and the single one (or -1) */
+    bool *is_out;                   /* per base: a graph output reads it */
+    int32_t *grads_at;              /* per step: gradients made there */
+    int32_t *red;                   /* per step: where the frees of a fused step go */
+};
+
+static void plan_free(struct plan *p)
+{
+    free(p->a_step);
+    free(p->f_step);
+    free(p->kind);
+    free(p->fused);
+    free(p->jfree);
+    free(p->fwd);
+    free(p->bwd);
+    free(p->base);
+    free(p->cnt);
+    free(p->one);
+    free(p->is_out);
+    free(p->grads_at);
+    free(p->red);
+}
+
+/* Readers of each tensor, counted at the start of its view chain. */
+static void readers(struct plan *p, bool train)
+{
+    const struct dm_graph *g = p->g;
+    for (int32_t x = 0; x < g->n_tensors; x++) {
+        p->base[x] = x;
+        p->cnt[x] = 0;
+        p->one[x] = -1;
+        p->is_out[x] = false;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) { /* nodes are in execution order */
+        const struct dm_node *n = &g->nodes[i];
+        unsigned f = dm_ops[n->op].flags;
+        bool view = (f & DM_F_VIEW) || (!train && (f & DM_F_IDENTITY_INFER));
+        if (view && n->n_in > 0 && n->in[0] >= 0 && n->n_out > 0 && n->out[0] >= 0) {
+            p->base[n->out[0]] = p->base[n->in[0]];
+            continue;
+        }
+        for (int k = 0; k < n->n_in; k++) {
+            int32_t x = n->in[k];
+            if (x < 0 || (k < 32 && ((dm_ops[n->op].meta_inputs >> k) & 1u)))
+                continue;
+            int32_t b = p->base[x];
+            if (p->one[b] != i) /* one reader however many of its slots read it */
+                p->cnt[b]++;
+            p->one[b] = i;
+        }
+    }
+    for (int32_t k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k] >= 0)
+            p->is_out[p->base[g->outputs[k]]] = true;
+    for (int32_t x = 0; x < g->n_tensors; x++)
+        if (p->cnt[x] != 1)
+            p->one[x] = -1;
+}
+
+/* Rule 1, forward: buffer b's value fuses into its only reader. Returns
+ * that reader's step, or -1. */
+static int32_t fuses_forward(const struct plan *p, int32_t b)
+{
+    const struct dm_buffer *bf = &p->in->buf[b];
+    int32_t x = bf->tensor, n = bf->node;
+    if (bf->category != DNNMEM_CAT_ACTIVATION || bf->what || x < 0 || n < 0 ||
+        p->base[x] != x || p->g->tensors[x].producer != n || p->fwd[n] != p->a_step[b] ||
+        !fusible_producer(p->g->nodes[n].op, p->train) || p->is_out[x] || p->one[x] < 0)
+        return -1;
+    int32_t c = p->one[x];
+    if (!fusible_consumer(p->g->nodes[c].op, p->train) || p->fwd[c] < 0 ||
+        p->jfree[b] != p->fwd[c])
+        return -1;
+    return p->fwd[c];
+}
+
+/* Rule 1, backward: an activation's gradient fuses into the backward of the
+ * op that made the activation. Returns that backward's step, or -1. */
+static int32_t fuses_backward(const struct plan *p, int32_t b)
+{
+    const struct dm_buffer *bf = &p->in->buf[b];
+    const struct dm_graph *g = p->g;
+    int32_t x = bf->tensor, i = bf->node;
+    if (bf->category != DNNMEM_CAT_TEMPORARY || !is_grad(bf) || x < 0 || i < 0 || !p->t ||
+        p->bwd[i] != p->a_step[b] || !elementwise(g->nodes[i].op))
+        return -1;
+    const struct dm_node *n = &g->nodes[i];
+    int32_t out0 = n->n_out > 0 ? n->out[0] : -1, pr = g->tensors[x].producer;
+    if (out0 < 0 || p->t[x].numel != p->t[out0].numel || bf->bytes != p->t[x].bytes || pr < 0 ||
+        p->base[x] != x || p->one[x] != i || p->is_out[x] || !elementwise(g->nodes[pr].op) ||
+        p->bwd[pr] < 0 || p->jfree[b] != p->bwd[pr] || p->grads_at[p->bwd[pr]] != 1)
+        return -1;
+    return p->bwd[pr];
+}
+
+/* Rule 2: whether the op run at step s is elementwise on its operands. */
+static bool shares_at(const struct plan *p, int32_t s)
+{
+    const struct dm_step *sp = &p->in->steps[s];
+    if (sp->node < 0 || sp->node >= p->g->n_nodes)
+        return false;
+    enum dm_op op = p->g->nodes[sp->node].op;
+    return (sp->phase == DM_PHASE_FORWARD && elementwise_fwd(op, p->train)) ||
+           (sp->phase == DM_PHASE_BACKWARD && elementwise(op));
+}
+
+/* Rule 4: whether buffer b's value is returned by each call into a buffer
+ * of its own: inference's outputs; in training, unless donated, the
+ * parameters with a gradient and the optimizer state. */
+static bool returned(const struct plan *p, const bool *param, const struct dm_xla_opts *o,
+                     int32_t b)
+{
+    const struct dm_buffer *bf = &p->in->buf[b];
+    uint8_t k = p->kind[b];
+    if (!o->train)
+        return k == K_OUT;
+    if (o->donate || (k != K_SETUP && k != K_ENTRY))
+        return false;
+    return bf->category == DNNMEM_CAT_OPTIMIZER ||
+           (bf->category == DNNMEM_CAT_WEIGHT && bf->tensor >= 0 && !bf->what &&
+            param[bf->tensor]);
+}
+
+static bool alloc_arrays(struct plan *p, size_t nb, size_t ns, size_t nn, size_t nt)
+{
+    p->a_step = malloc((nb + 1) * sizeof *p->a_step);
+    p->f_step = malloc((nb + 1) * sizeof *p->f_step);
+    p->kind = calloc(nb + 1, sizeof *p->kind);
+    p->fused = calloc(nb + 1, sizeof *p->fused);
+    p->jfree = malloc((nb + 1) * sizeof *p->jfree);
+    p->fwd = malloc((nn + 1) * sizeof *p->fwd);
+    p->bwd = malloc((nn + 1) * sizeof *p->bwd);
+    p->base = malloc((nt + 1) * sizeof *p->base);
+    p->cnt = malloc((nt + 1) * sizeof *p->cnt);
+    p->one = malloc((nt + 1) * sizeof *p->one);
+    p->is_out = malloc((nt + 1) * sizeof *p->is_out);
+    p->grads_at = calloc(ns + 1, sizeof *p->grads_at);
+    p->red = malloc((ns + 1) * sizeof *p->red);
+    return p->a_step && p->f_step && p->kind && p->fused && p->jfree && p->fwd && p->bwd &&
+           p->base && p->cnt && p->one && p->is_out && p->grads_at && p->red;
+}
+
+enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *t,
+                               const struct dm_schedule *in, const struct dm_xla_opts *o,
+                               struct dm_schedule *out, struct dm_xla_stats *st,
+                               struct dnnmem_error *err)
+{
+    memset(out, 0, sizeof *out);
+    memset(st, 0, sizeof *st);
+    st->peak_step = -1;
+    const char *path = g && g->path ? g->path : "schedule";
+    if (!g || !in || !o)
+        return dm_fail(err, DNNMEM_E_INTERNAL, "%s: XLA plan without a graph", path);
+    uint64_t align = o->alignment ? o->alignment : XLA_GPU_ALIGN;
+    int32_t nb = in->n_buf, ns = in->n_steps;
+    struct plan p = {.g = g, .t = t, .in = in, .train = o->train};
+    /* time-ordered arrays of the heap simulation, built below */
+    int32_t *fr_start = NULL, *fr_list = NULL, *grp = NULL;
+    int64_t *t0 = NULL, *t1 = NULL;
+    uint64_t *add = NULL, *rem = NULL; /* per tick: bytes defined, bytes freed */
+    int32_t *time_step = NULL, *call_step = NULL, *win_first = NULL, *win_last = NULL;
+    int32_t *map = NULL, *prev = NULL, *gen = NULL;
+    bool *ended = NULL, *param = NULL;
+    struct dm_heap_buf *hb = NULL;
+    struct oev *oe = NULL;
+    struct dm_buffer *ob = NULL;
+    enum dnnmem_status s = DNNMEM_OK;
+    if (!alloc_arrays(&p, (size_t)nb, (size_t)ns, (size_t)g->n_nodes, (size_t)g->n_tensors))
+        goto oom;
+
+    /* the window: the first step's input steps (after the setup) */
+    int32_t w0 = 0, w1;
+    while (w0 < ns && in->steps[w0].phase == DM_PHASE_SETUP)
+        w0++;
+    for (w1 = w0; w1 < ns && in->steps[w1].iteration == in->steps[w0].iteration &&
+                  in->steps[w1].phase != DM_PHASE_SETUP;
+         w1++)
+        ;
+    p.w0 = w0;
+    p.w1 = w1;
+    for (int32_t b = 0; b < nb; b++)
+        p.a_step[b] = p.f_step[b] = -1;
+    for (size_t e = 0; e < in->n_ev; e++) {
+        const struct dm_event *ev = &in->ev[e];
+        if (ev->kind == DM_EV_ALLOC && p.a_step[ev->buf] < 0)
+            p.a_step[ev->buf] = ev->step;
+        else if (ev->kind == DM_EV_FREE && p.f_step[ev->buf] < 0)
+            p.f_step[ev->buf] = ev->step;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        p.fwd[i] = p.bwd[i] = -1;
+    for (int32_t k = w0; k < w1; k++) {
+        int32_t n = in->steps[k].node;
+        if (n < 0 || n >= g->n_nodes)
+            continue;
+        if (in->steps[k].phase == DM_PHASE_FORWARD && p.fwd[n] < 0)
+            p.fwd[n] = k;
+        else if (in->steps[k].phase == DM_PHASE_BACKWARD && p.bwd[n] < 0)
+            p.bwd[n] = k;
+    }
+    readers(&p, o->train);
+    for (int32_t b = 0; b < nb; b++) {
+        const struct dm_buffer *bf = &in->buf[b];
+        int32_t a = p.a_step[b];
+        uint8_t c = bf->category;
+        p.jfree[b] = -1;
+        if (a < 0)
+            p.kind[b] = K_NONE;
+        else if (a < w0)
+            p.kind[b] = K_SETUP;
+        else if (a >= w1)
+            p.kind[b] = K_LATER;
+        else if (c == DNNMEM_CAT_WEIGHT || c == DNNMEM_CAT_INPUT || c == DNNMEM_CAT_OPTIMIZER ||
+                 c == DNNMEM_CAT_KV_CACHE)
+            p.kind[b] = K_ENTRY;
+        else if (!o->train && (p.f_step[b] < a || p.f_step[b] >= w1))
+            p.kind[b] = K_OUT;
+        else
+            p.kind[b] = K_TEMP;
+        if (p.kind[b] == K_TEMP) {
+            /* a value nothing frees in the step (a parameter's gradient)
+             * lives until the update at its end */
+            p.jfree[b] = p.f_step[b] >= a && p.f_step[b] < w1 ? p.f_step[b] : w1 - 1;
+            st->values++;
+            if ((c == DNNMEM_CAT_TEMPORARY || c == DNNMEM_CAT_GRADIENT) && is_grad(bf))
+                p.grads_at[a]++;
+        }
+    }
+
+    /* rule 1: fusion, in allocation order (buffers are numbered in it) */
+    for (int32_t k = 0; k < ns; k++)
+        p.red[k] = k;
+    for (int32_t b = 0; b < nb; b++) {
+        if (p.kind[b] != K_TEMP)
+            continue;
+        const struct dm_buffer *bf = &in->buf[b];
+        if (in->steps[p.a_step[b]].phase == DM_PHASE_OPTIMIZER &&
+            bf->category == DNNMEM_CAT_TEMPORARY) {
+            p.fused[b] = true; /* the update's elementwise temporaries */
+            st->fused_update++;
+            continue;
+        }
+        int32_t to = fuses_forward(&p, b), from = p.a_step[b];
+        bool bw = false;
+        if (to < 0) {
+            to = fuses_backward(&p, b);
+            bw = to >= 0;
+        }
+        if (to < 0)
+            continue;
+        p.fused[b] = true;
+        if (bw)
+            st->fused_backward++;
+        else
+            st->fused_forward++;
+        /* its producer's reads now happen in the reader's kernel */
+        int32_t rf = find(p.red, from), rt = find(p.red, to);
+        if (rf != rt && rf < rt)
+            p.red[rf] = rt;
+    }
+
+    /* free steps after fusion, and the values freed at each step (CSR) */
+    fr_start = calloc((size_t)ns + 2, sizeof *fr_start);
+    fr_list = malloc(((size_t)nb + 1) * sizeof *fr_list);
+    grp = malloc(((size_t)nb + 1) * sizeof *grp);
+    t0 = malloc(((size_t)nb + 1) * sizeof *t0);
+    t1 = malloc(((size_t)nb + 1) * sizeof *t1);
+    ended = calloc((size_t)nb + 1, sizeof *ended);
+    if (!fr_start || !fr_list || !grp || !t0 || !t1 || !ended)
+        goto oom;
+    int32_t n_heap = 0;
+    for (int32_t b = 0; b < nb; b++) {
+        grp[b] = -1;
+        if (p.kind[b] != K_TEMP || p.fused[b] || in->buf[b].bytes == 0)
+            continue;
+        p.jfree[b] = find(p.red, p.jfree[b]);
+        fr_start[p.jfree[b] + 1]++;
+        n_heap++;
+    }
+    for (int32_t k = 0; k < ns; k++)
+        fr_start[k + 1] += fr_start[k];
+    {
+        int32_t *ff = calloc((size_t)ns + 1, sizeof *ff);
+        if (!ff)
+            goto oom;
+        for (int32_t b = 0; b < nb; b++)
+            if (p.kind[b] == K_TEMP && !p.fused[b] && in->buf[b].bytes > 0)
+                fr_list[fr_start[p.jfree[b]] + ff[p.jfree[b]]++] = b;
+        free(ff);
+    }
+
+    /* rule 2 and the heap's clock: the step's own events in their order
+     * (an op's outputs, then its dying operands; a composite step such as
+     * the loss op by op); a value is defined, or shares a dying operand's
+     * buffer (Free, then ShareWith); a value whose last reader moved later
+     * (rule 1) is freed at the end of that reader's step */
+    int64_t clock = 0;
+    time_step = malloc(((size_t)nb * 2 + 2) * sizeof *time_step);
+    if (!time_step)
+        goto oom;
+    size_t ev_at = 0;
+    while (ev_at < in->n_ev && in->ev[ev_at].step < w0)
+        ev_at++;
+    for (int32_t k = w0; k < w1; k++) {
+        bool can_share = shares_at(&p, k);
+        for (; ev_at < in->n_ev && in->ev[ev_at].step == k; ev_at++) {
+            int32_t v = in->ev[ev_at].buf;
+            if (p.kind[v] != K_TEMP || p.fused[v] || in->buf[v].bytes == 0)
+                continue;
+            if (in->ev[ev_at].kind == DM_EV_FREE) {
+                if (p.jfree[v] == k && !ended[v]) {
+                    time_step[clock] = k;
+                    t1[v] = clock++;
+                    ended[v] = true;
+                }
+                continue;
+            }
+            int32_t d = -1;
+            const struct dm_buffer *vb = &in->buf[v];
+            for (int32_t r = fr_start[k]; can_share && d < 0 && r < fr_start[k + 1]; r++) {
+                int32_t c = fr_list[r];
+                const struct dm_buffer *cb = &in->buf[c];
+                if (!ended[c] && p.a_step[c] < k && cb->bytes == vb->bytes &&
+                    cb->dtype == vb->dtype)
+                    d = c;
+            }
+            if (d >= 0) {
+                time_step[clock] = k;
+                t1[d] = clock++;
+                ended[d] = true;
+                grp[v] = grp[d];
+                st->shared++;
+            } else {
+                grp[v] = v;
+            }
+            time_step[clock] = k;
+            t0[v] = clock++;
+        }
+        for (int32_t r = fr_start[k]; r < fr_start[k + 1]; r++) {
+            int32_t c = fr_list[r];
+            if (ended[c])
+                continue;
+            time_step[clock] = k;
+            t1[c] = clock++;
+            ended[c] = true;
+        }
+    }
+
+    /* the groups into the heap simulator; the no-fragmentation peak */
+    hb = malloc(((size_t)n_heap + 1) * sizeof *hb);
+    int32_t *slot = malloc(((size_t)nb + 1) * sizeof *slot);
+    add = calloc((size_t)clock + 2, sizeof *add);
+    rem = calloc((size_t)clock + 2, sizeof *rem);
+    if (!hb || !slot || !add || !rem) {
+        free(slot);
+        goto oom;
+    }
+    int32_t n_grp = 0;
+    for (int32_t b = 0; b < nb; b++) {
+        slot[b] = -1;
+        if (grp[b] < 0)
+            continue;
+        if (grp[b] == b) {
+            slot[b] = n_grp;
+            hb[n_grp++] = (struct dm_heap_buf){in->buf[b].bytes, t0[b], t1[b], t1[b], b, 0};
+        } else if (t1[b] > hb[slot[grp[b]]].end) {
+            hb[slot[grp[b]]].end = t1[b];
+        }
+        bool ok = dm_uadd_ok(add[t0[b]], in->buf[b].bytes, &add[t0[b]]) &&
+                  dm_uadd_ok(rem[t1[b]], in->buf[b].bytes, &rem[t1[b]]);
+        if (!ok) {
+            free(slot);
+            goto overflow;
+        }
+    }
+    st->heap_values = n_grp;
+    /* live over [start, end]: what is freed at a tick counts until it */
+    uint64_t live = 0, best = 0;
+    int64_t best_t = -1;
+    for (int64_t k = 0; k < clock; k++) {
+        if (!dm_uadd_ok(live, add[k], &live)) {
+            free(slot);
+            goto overflow;
+        }
+        if (live > best) {
+            best = live;
+            best_t = k;
+        }
+        live -= rem[k] <= live ? rem[k] : live;
+    }
+    st->live_peak = best;
+    if (best_t >= 0) {
+        st->peak_step = time_step[best_t];
+        for (int32_t b = 0; b < nb; b++) /* each part of `best`: no overflow */
+            if (grp[b] >= 0 && t0[b] <= best_t && best_t <= t1[b])
+                st->peak_bytes[in->buf[b].category] += in->buf[b].bytes;
+    }
+    s = dm_heap_choose_best(hb, (size_t)n_grp, align, &st->heap);
+    for (int32_t b = 0; o->offsets && b < nb; b++)
+        o->offsets[b] = p.fused[b]                        ? DM_XLA_FUSED
+                        : grp[b] >= 0 && s == DNNMEM_OK ? (int64_t)hb[slot[grp[b]]].offset
+                        : p.kind[b] == K_TEMP             ? DM_XLA_EMPTY
+                                                          : DM_XLA_NOT_TEMP;
+    free(slot);
+    if (s != DNNMEM_OK) {
+        s = dm_fail(err, s, "%s: the XLA heap simulation failed (byte counts overflow)", path);
+        goto done;
+    }
+
+    /* the output schedule: the input's steps with a "call" step opening
+     * each iteration's window, its setup events, the entry parameters made
+     * in the step moved before it, and per call the outputs and the temp */
+    int32_t n_it = 0;
+    for (int32_t k = w0; k < ns; k++)
+        if (in->steps[k].phase != DM_PHASE_SETUP && in->steps[k].iteration > n_it)
+            n_it = in->steps[k].iteration;
+    call_step = malloc(((size_t)n_it + 2) * sizeof *call_step);
+    win_first = malloc(((size_t)n_it + 2) * sizeof *win_first);
+    win_last = malloc(((size_t)n_it + 2) * sizeof *win_last);
+    map = malloc(((size_t)ns + 1) * sizeof *map);
+    out->steps = malloc(((size_t)ns + (size_t)n_it + 1) * sizeof *out->steps);
+    param = calloc((size_t)g->n_tensors + 1, sizeof *param);
+    if (!call_step || !win_first || !win_last || !map || !out->steps || !param)
+        goto oom;
+    for (int32_t it = 0; it <= n_it; it++)
+        win_first[it] = win_last[it] = call_step[it] = -1;
+    for (int32_t k = w0; k < ns; k++) {
+        int it = in->steps[k].iteration;
+        if (in->steps[k].phase == DM_PHASE_SETUP || it < 1 || it > n_it)
+            continue;
+        if (win_first[it] < 0)
+            win_first[it] = k;
+        win_last[it] = k;
+    }
+    int32_t n_os = 0;
+    for (int32_t k = 0; k < ns; k++) {
+        int it = in->steps[k].iteration;
+        if (it >= 1 && it <= n_it && win_first[it] == k) {
+            call_step[it] = n_os;
+            out->steps[n_os++] = (struct dm_step){DM_PHASE_FORWARD, (int16_t)it, -1};
+        }
+        map[k] = n_os;
+        out->steps[n_os++] = in->steps[k];
+    }
+    out->n_steps = out->cap_steps = n_os;
+
+    /* parameters with a gradient are updated (and returned) by the step */
+    for (int32_t b = 0; b < nb; b++)
+        if (p.kind[b] == K_TEMP && in->buf[b].category == DNNMEM_CAT_GRADIENT &&
+            in->buf[b].tensor >= 0)
+            param[in->buf[b].tensor] = true;
+    int32_t n_gen = 0; /* buffers of one generation of outputs */
+    for (int32_t b = 0; b < nb; b++) {
+        const struct dm_buffer *bf = &in->buf[b];
+        if (returned(&p, param, o, b))
+            n_gen++;
+        if ((p.kind[b] == K_SETUP || p.kind[b] == K_ENTRY) &&
+            !dm_uadd_ok(st->entry_bytes, bf->bytes, &st->entry_bytes))
+            goto overflow;
+    }
+    gen = malloc(((size_t)n_gen + 1) * sizeof *gen);  /* input buffer of each output */
+    prev = malloc(((size_t)n_gen + 1) * sizeof *prev); /* the generation before */
+    size_t cap_ob = (size_t)nb + (size_t)n_it * ((size_t)n_gen + 1) + 1;
+    ob = malloc(cap_ob * sizeof *ob);
+    size_t cap_oe = in->n_ev + (size_t)nb + (size_t)n_it * (2 * (size_t)n_gen + 2) + 1;
+    oe = malloc(cap_oe * sizeof *oe);
+    if (!gen || !prev || !ob || !oe)
+        goto oom;
+    n_gen = 0;
+    for (int32_t b = 0; b < nb; b++) {
+        if (returned(&p, param, o, b)) {
+            gen[n_gen] = b;
+            prev[n_gen] = o->train ? b : -1; /* training: the inputs go after the first call */
+            n_gen++;
+        }
+    }
+    memcpy(ob, in->buf, (size_t)nb * sizeof *ob);
+    int32_t n_ob = nb;
+    size_t n_oe = 0;
+    int64_t seq = 0;
+    int32_t setup_at = w0 > 0 ? map[w0 - 1] : (n_it >= 1 ? call_step[1] : 0);
+    for (size_t e = 0; e < in->n_ev; e++) {
+        const struct dm_event *ev = &in->ev[e];
+        uint8_t k = p.kind[ev->buf];
+        if (k == K_SETUP) {
+            oe[n_oe++] = (struct oev){map[ev->step], seq++, {ev->kind, ev->buf, map[ev->step]}};
+        } else if (k == K_ENTRY && ev->kind == DM_EV_ALLOC) { /* before the first call */
+            oe[n_oe++] = (struct oev){setup_at, INT64_MAX / 4 + seq++,
+                                      {DM_EV_ALLOC, ev->buf, setup_at}};
+        }
+    }
+    uint64_t heap = st->heap.heap_bytes;
+    for (int32_t it = 1; it <= n_it; it++) {
+        if (call_step[it] < 0 || win_last[it] < 0)
+            continue;
+        int32_t cs = call_step[it], es = map[win_last[it]];
+        uint64_t out_bytes = 0;
+        for (int32_t q = 0; q < n_gen; q++) { /* live-out buffers, then the temp */
+            int32_t id = n_ob++;
+            ob[id] = in->buf[gen[q]];
+            if (!dm_uadd_ok(out_bytes, ob[id].bytes, &out_bytes))
+                goto overflow;
+            oe[n_oe++] = (struct oev){cs, seq++, {DM_EV_ALLOC, id, cs}};
+            if (prev[q] >= 0) /* the previous generation, once the call returns */
+                oe[n_oe++] = (struct oev){es, INT64_MAX / 2 + seq++, {DM_EV_FREE, prev[q], es}};
+            prev[q] = id;
+        }
+        if (it == 1) {
+            st->outputs = n_gen;
+            st->output_bytes = out_bytes;
+        }
+        if (heap > 0) {
+            int32_t id = n_ob++;
+            ob[id] = (struct dm_buffer){heap, -1, -1, DNNMEM_CAT_TEMPORARY, DM_UINT8,
+                                        "XLA temp buffer"};
+            oe[n_oe++] = (struct oev){cs, seq++, {DM_EV_ALLOC, id, cs}};
+            oe[n_oe++] = (struct oev){es, INT64_MAX / 4 + seq++, {DM_EV_FREE, id, es}};
+        }
+    }
+    qsort(oe, n_oe, sizeof *oe, cmp_oev);
+    out->buf = ob;
+    out->n_buf = out->cap_buf = n_ob;
+    ob = NULL;
+    out->ev = malloc((n_oe + 1) * sizeof *out->ev);
+    if (!out->ev)
+        goto oom;
+    for (size_t k = 0; k < n_oe; k++)
+        out->ev[k] = oe[k].ev;
+    out->n_ev = out->cap_ev = n_oe;
+    goto done;
+overflow:
+    s = dm_fail(err, DNNMEM_E_SHAPE, "%s: the step's byte counts overflow", path);
+    goto done;
+oom:
+    s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory planning XLA's buffers", path);
+done:
+    if (s != DNNMEM_OK)
+        dm_schedule_free(out);
+    plan_free(&p);
+    free(fr_start);
+    free(fr_list);
+    free(grp);
+    free(t0);
+    free(t1);
+    free(add);
+    free(rem);
+    free(time_step);
+    free(call_step);
+    free(win_first);
+    free(win_last);
+    free(map);
+    free(prev);
+    free(gen);
+    free(ended);
+    free(param);
+    free(hb);
+    free(oe);
+    free(ob);
+    return s;
+}

@@ -1,0 +1,472 @@
+/*
+ * test-xla.c: JAX's jitted step. XLA's heap simulator (src/alloc/heap.c) on
+ * intervals placed by hand, the fusion and buffer-sharing rules of
+ * src/schedule/xla.c on tiny ONNX graphs (which values get no buffer, which
+ * share one, where each lands in the temp buffer), and whole estimates with
+ * --framework jax worked out from those rules and the BFC allocator's.
+ */
+#include "util.h"
+
+/* ---- the heap simulator --------------------------------------------------- */
+
+static struct dm_heap_buf hv(uint64_t size, int64_t start, int64_t end, int32_t id)
+{
+    return (struct dm_heap_buf){size, start, end, end, id, 0};
+}
+
+/* Best fit, not first fit. Sizes all differ, so the spatial order is the
+ * list's (A 100 [0,10], B 60 [0,1], C 50 [0,10], D 40 [0,1]):
+ *   A -> 0 (heap 100); B overlaps A -> 100 (160); C overlaps A, B -> 160
+ *   (210); D overlaps all three -> 210 (250).
+ *   E 30 [5,10] overlaps A [0,100) and C [160,210) only: the gaps are
+ *   [100,160) (60) and, below the top, [210,250) (40): the smaller wins, 210.
+ *   F 20 [2,3] overlaps A and C (not E, B, D): the same gaps, 210.
+ * Temporal order (duration, then size): A, C, E (5), then B, D, F (1):
+ *   A -> 0 (100); C -> 100 (150); E overlaps A, C -> 150 (180); B [0,1]
+ *   overlaps A, C: 30 left below the top is too small -> 150 (210); D
+ *   overlaps A, C, B -> 210 (250); F overlaps A, C: 150 (100 free up to 250).
+ * Both 250: ChooseBestHeapAlgorithm keeps the spatial one (strictly smaller
+ * wins, spatial comes first). */
+static void test_heap_best_fit(void **state)
+{
+    (void)state;
+    struct dm_heap_buf b[6] = {hv(100, 0, 10, 0), hv(60, 0, 1, 1), hv(50, 0, 10, 2),
+                               hv(40, 0, 1, 3),   hv(30, 5, 10, 4), hv(20, 2, 3, 5)};
+    struct dm_heap_buf c[6];
+    memcpy(c, b, sizeof b);
+    uint64_t heap;
+    assert_int_equal(dm_heap_fit(c, 6, 1, DM_HEAP_SPATIAL, &heap), DNNMEM_OK);
+    assert_int_equal(heap, 250);
+    static const uint64_t spatial[6] = {0, 100, 160, 210, 210, 210};
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(c[k].offset, spatial[k]);
+    memcpy(c, b, sizeof b);
+    assert_int_equal(dm_heap_fit(c, 6, 1, DM_HEAP_TEMPORAL, &heap), DNNMEM_OK);
+    assert_int_equal(heap, 250);
+    static const uint64_t temporal[6] = {0, 150, 100, 210, 150, 150};
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(c[k].offset, temporal[k]);
+    struct dm_heap_result r;
+    assert_int_equal(dm_heap_choose_best(b, 6, 1, &r), DNNMEM_OK);
+    assert_int_equal(r.heap_bytes, 250);
+    assert_int_equal(r.chosen, DM_HEAP_SPATIAL);
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(b[k].offset, spatial[k]);
+}
+
+/* Where the temporal order wins: v0 10 [1,5], v1 40 [2,2], v2 40 [6,7],
+ * v3 20 [5,6].
+ * Spatial (size, then duration): v2, v1, v3, v0. v2 -> 0 (40); v1 overlaps
+ *   nothing placed -> 0; v3 overlaps v2 -> 40 (60); v0 overlaps v1 [0,40)
+ *   and v3 [40,60) -> 60: 70.
+ * Temporal (duration, then size): v0 (4), v2 (1, 40), v3 (1, 20), v1 (0).
+ *   v0 -> 0 (10); v2 overlaps nothing, but 10 below the top is too small ->
+ *   0, the heap grows to 40; v3 overlaps v0 and v2 -> 40 (60); v1 overlaps
+ *   v0 only: 50 free above it up to 60 -> 10: 60. */
+static void test_heap_temporal_wins(void **state)
+{
+    (void)state;
+    struct dm_heap_buf b[4] = {hv(10, 1, 5, 0), hv(40, 2, 2, 1), hv(40, 6, 7, 2), hv(20, 5, 6, 3)};
+    struct dm_heap_result r;
+    assert_int_equal(dm_heap_choose_best(b, 4, 1, &r), DNNMEM_OK);
+    assert_int_equal(r.spatial_bytes, 70);
+    assert_int_equal(r.temporal_bytes, 60);
+    assert_int_equal(r.heap_bytes, 60);
+    assert_int_equal(r.chosen, DM_HEAP_TEMPORAL);
+    static const uint64_t off[4] = {0, 10, 0, 40};
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(b[k].offset, off[k]);
+}
+
+/* Chunk starts are aligned (128 B on the GPU), sizes are not: 100 [0,3] ->
+ * 0; 100 [2,5] overlaps it -> 128 (heap 228); 60 [4,6] overlaps only the
+ * second: the gap [0,128) holds it -> 0. A group of values sharing one
+ * buffer is one interval, placed against everything any member overlaps. */
+static void test_heap_alignment_and_errors(void **state)
+{
+    (void)state;
+    struct dm_heap_buf b[3] = {hv(100, 0, 3, 0), hv(100, 2, 5, 1), hv(60, 4, 6, 2)};
+    struct dm_heap_result r;
+    assert_int_equal(dm_heap_choose_best(b, 3, 128, &r), DNNMEM_OK);
+    assert_int_equal(r.heap_bytes, 228);
+    assert_int_equal(b[0].offset, 0);
+    assert_int_equal(b[1].offset, 128);
+    assert_int_equal(b[2].offset, 0);
+    uint64_t heap;
+    struct dm_heap_buf bad = hv(8, 5, 4, 0);
+    assert_int_equal(dm_heap_fit(&bad, 1, 1, DM_HEAP_SPATIAL, &heap), DNNMEM_E_USAGE);
+    assert_int_equal(dm_heap_fit(b, 3, 0, DM_HEAP_SPATIAL, &heap), DNNMEM_E_USAGE);
+    assert_int_equal(dm_heap_fit(NULL, 0, 128, DM_HEAP_TEMPORAL, &heap), DNNMEM_OK);
+    assert_int_equal(heap, 0);
+    /* values of 0 bytes take no room */
+    struct dm_heap_buf z[2] = {hv(0, 0, 9, 0), hv(16, 0, 9, 1)};
+    assert_int_equal(dm_heap_choose_best(z, 2, 128, &r), DNNMEM_OK);
+    assert_int_equal(r.heap_bytes, 16);
+    assert_int_equal(z[1].offset, 0);
+}
+
+/* ---- the plan on real graphs ------------------------------------------------ */
+
+struct planned {
+    dnnmem_model *m;
+    const struct dm_graph *g;
+    struct dm_tinfo *t;
+    struct dm_arena arena;
+    struct dm_schedule in, out;
+    struct dm_xla_stats st;
+    int64_t *off;
+};
+
+/* Load, infer, build the dataflow schedule (one step; plain SGD, the sum of
+ * the outputs as the loss when training) and plan it. */
+static void plan(struct tb *b, bool train, bool donate, struct planned *p)
+{
+    memset(p, 0, sizeof *p);
+    struct dnnmem_error err;
+    if (tb_load(b, &p->m, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+    tb_free(b);
+    p->g = dm_model_graph(p->m);
+    dm_arena_init(&p->arena);
+    p->t = calloc((size_t)p->g->n_tensors + 1, sizeof *p->t);
+    assert_non_null(p->t);
+    struct dm_infer ctx = {.g = p->g, .arena = &p->arena, .t = p->t, .err = &err};
+    if (dm_infer_shapes(&ctx) != DNNMEM_OK)
+        fail_msg("infer: %s", err.message);
+    struct dm_run run = {.train = train, .cuda = true, .torch_version = 206, .iterations = 1,
+                         .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD, .loss = DNNMEM_LOSS_SUM,
+                         .compute_capability = 80, .dataflow = true};
+    if (dm_schedule_build(p->g, p->t, &run, &p->in, &err) != DNNMEM_OK)
+        fail_msg("schedule: %s", err.message);
+    p->off = calloc((size_t)p->in.n_buf + 1, sizeof *p->off);
+    assert_non_null(p->off);
+    struct dm_xla_opts o = {.train = train, .donate = donate, .offsets = p->off};
+    if (dm_xla_plan(p->g, p->t, &p->in, &o, &p->out, &p->st, &err) != DNNMEM_OK)
+        fail_msg("plan: %s", err.message);
+}
+
+static void planned_free(struct planned *p)
+{
+    dm_schedule_free(&p->in);
+    dm_schedule_free(&p->out);
+    free(p->off);
+    free(p->t);
+    dm_arena_free(&p->arena);
+    dnnmem_model_free(p->m);
+}
+
+/* The temp-buffer offset (or DM_XLA_*) of the buffer holding tensor
+ * `name` (what NULL) or a buffer of it (`what`: "grad"). */
+static int64_t offset_of(const struct planned *p, const char *name, const char *what)
+{
+    int32_t x = dm_graph_find(p->g, name);
+    assert_true(x >= 0);
+    for (int32_t b = 0; b < p->in.n_buf; b++) {
+        const struct dm_buffer *bf = &p->in.buf[b];
+        if (bf->tensor == x && (what ? bf->what && strcmp(bf->what, what) == 0 : !bf->what))
+            return p->off[b];
+    }
+    fail_msg("no buffer for %s %s", name, what ? what : "");
+    return 0;
+}
+
+static uint64_t replay_peak(const struct dm_schedule *s)
+{
+    struct dm_allocator a;
+    assert_int_equal(dm_alloc_rounding_new(1, &a), DNNMEM_OK);
+    struct dm_alloc_stats st;
+    assert_int_equal(dm_replay(s, &a, &st), DNNMEM_OK);
+    a.destroy(a.self);
+    return st.peak_allocated;
+}
+
+/* x[2,256] and W[256,256] (float32; every activation [2,256], 2048 B):
+ *   0 h  = MatMul(x, W)   a cuBLAS call: materialised
+ *   1 e  = Exp(h)         its only reader is Neg: fused, no buffer
+ *   2 n  = Neg(e)         two readers (Add, Mul): materialised
+ *   3 a  = Add(n, h)      its only reader is a reduction: fused into it
+ *   4 m  = Mul(n, n)      n dies here: m takes n's buffer (same shape, type)
+ *   5 q  = MatMul(m, W)   m dies here
+ *   6 r  = ReduceSum(a)   an output: live out, not in the temp buffer
+ *   7 sm = Softmax(q)     an output
+ * a's reads happen in ReduceSum's kernel: h, which Add read last, lives
+ * until node 6. The heap's clock: h 0 (node 0); n 1 (node 2); node 4: n is
+ * freed at 2 and m shares it at 3; node 5: q 4, m freed 5; node 6: h freed
+ * 6; node 7: q freed 7. Intervals, 2048 B each: h [0,6], {n, m} [1,5] (n's
+ * own [1,2]), q [4,7]. Spatial (equal sizes, then the first member's
+ * duration): h (6), q (3), {n, m} (1): h -> 0; q overlaps h -> 2048;
+ * {n, m} overlaps both -> 4096: 6144 B. Temporal: h (6), {n, m} (4), q (3):
+ * 0, 2048, 4096: 6144, the spatial result kept. Had h died at Add, {n, m}
+ * would fit beside q: 4096. */
+static struct tb *tb_fusion_graph(void)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "2,256");
+    tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){256, 256});
+    tb_node(b, "MatMul", "mm", "x,W", "h");
+    tb_node(b, "Exp", "exp", "h", "e");
+    tb_node(b, "Neg", "neg", "e", "n");
+    tb_node(b, "Add", "add", "n,h", "a");
+    tb_node(b, "Mul", "mul", "n,n", "m");
+    tb_node(b, "MatMul", "mm2", "m,W", "q");
+    tb_node(b, "ReduceSum", "rsum", "a", "r");
+    tb_node(b, "Softmax", "softmax", "q", "sm");
+    tb_output(b, "r");
+    tb_output(b, "sm");
+    return b;
+}
+
+static void test_fusion_and_sharing_by_hand(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan(tb_fusion_graph(), false, true, &p);
+    assert_int_equal(offset_of(&p, "e", NULL), DM_XLA_FUSED);
+    assert_int_equal(offset_of(&p, "a", NULL), DM_XLA_FUSED);
+    assert_int_equal(offset_of(&p, "h", NULL), 0);
+    assert_int_equal(offset_of(&p, "q", NULL), 2048);
+    assert_int_equal(offset_of(&p, "n", NULL), 4096);
+    assert_int_equal(offset_of(&p, "m", NULL), 4096); /* n's buffer */
+    assert_int_equal(offset_of(&p, "r", NULL), DM_XLA_NOT_TEMP);
+    assert_int_equal(offset_of(&p, "sm", NULL), DM_XLA_NOT_TEMP);
+    assert_int_equal(p.st.values, 6);
+    assert_int_equal(p.st.fused_forward, 2);
+    assert_int_equal(p.st.shared, 1);
+    assert_int_equal(p.st.heap_values, 3);
+    assert_int_equal(p.st.heap.heap_bytes, 6144);
+    assert_int_equal(p.st.heap.spatial_bytes, 6144);
+    assert_int_equal(p.st.heap.temporal_bytes, 6144);
+    assert_int_equal(p.st.live_peak, 6144);
+    assert_int_equal(p.st.peak_bytes[DNNMEM_CAT_ACTIVATION], 6144);
+    assert_int_equal(p.st.outputs, 2); /* r (4 B) and sm (2048 B) */
+    assert_int_equal(p.st.output_bytes, 2052);
+    /* what the allocator sees: W 262144 and x 2048 before the call, then
+     * r, sm and the temp buffer */
+    assert_int_equal(replay_peak(&p.out), 262144 + 2048 + 4 + 2048 + 6144);
+    planned_free(&p);
+}
+
+/* Training (the outputs' sum as the loss, plain SGD), x[2,256], W[256,256]:
+ *   h = MatMul(x, W) -> t = Tanh(h) -> s = Sigmoid(t) -> y = Relu(s), y out.
+ * Forward: h has one reader (Tanh) but MatMul is no fusible producer; t, s
+ * and y are saved by their own backward (DM_T_OUT): all materialised.
+ * Backward: Relu's backward makes s's grad (elementwise, same shape); its
+ * only reader is Sigmoid's backward, elementwise, making one grad: fused.
+ * Sigmoid's backward makes t's grad, read by Tanh's backward: fused too.
+ * Tanh's backward makes h's grad, read by MatMul's backward (a cuBLAS
+ * call): materialised. W's grad lives until the update. */
+static void test_backward_fusion(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "2,256");
+    tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){256, 256});
+    tb_node(b, "MatMul", "mm", "x,W", "h");
+    tb_node(b, "Tanh", "tanh", "h", "t");
+    tb_node(b, "Sigmoid", "sigmoid", "t", "s");
+    tb_node(b, "Relu", "relu", "s", "y");
+    tb_output(b, "y");
+    struct planned p;
+    plan(b, true, true, &p);
+    assert_true(offset_of(&p, "h", NULL) >= 0);
+    assert_true(offset_of(&p, "t", NULL) >= 0);
+    assert_true(offset_of(&p, "s", NULL) >= 0);
+    assert_true(offset_of(&p, "y", NULL) >= 0);
+    assert_int_equal(offset_of(&p, "s", "grad"), DM_XLA_FUSED);
+    assert_int_equal(offset_of(&p, "t", "grad"), DM_XLA_FUSED);
+    assert_true(offset_of(&p, "h", "grad") >= 0);
+    assert_true(offset_of(&p, "W", "grad") >= 0);
+    assert_int_equal(p.st.fused_forward, 0);
+    assert_int_equal(p.st.fused_backward, 2);
+    planned_free(&p);
+}
+
+/* Training in a ResNet block's shape: Conv -> BatchNormalization -> Relu.
+ * The normalised output's only reader is Relu (it saves its own output): it
+ * is fused into Relu's kernel; the convolution's output (BatchNorm's saved
+ * input) and Relu's (saved) are materialised. At inference BatchNorm is an
+ * elementwise scale and shift, fused the same way. */
+static struct tb *tb_conv_bn_relu(void)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "2,3,8,8");
+    tb_init(b, "w", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){4, 3, 3, 3});
+    for (int k = 0; k < 4; k++) {
+        static const char *const names[] = {"scale", "bias", "mean", "var"};
+        tb_init(b, names[k], ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){4});
+    }
+    tb_node(b, "Conv", "conv", "x,w", "c");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tb_node(b, "BatchNormalization", "bn", "c,scale,bias,mean,var", "n");
+    tb_node(b, "Relu", "relu", "n", "r");
+    tb_node(b, "GlobalAveragePool", "gap", "r", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_batchnorm_relu(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan(tb_conv_bn_relu(), true, true, &p);
+    assert_true(offset_of(&p, "c", NULL) >= 0);
+    assert_int_equal(offset_of(&p, "n", NULL), DM_XLA_FUSED);
+    assert_true(offset_of(&p, "r", NULL) >= 0);
+    assert_int_equal(p.st.fused_forward, 1);
+    planned_free(&p);
+    /* inference: n fused into Relu, and r into the pooling's reduction */
+    plan(tb_conv_bn_relu(), false, true, &p);
+    assert_true(offset_of(&p, "c", NULL) >= 0);
+    assert_int_equal(offset_of(&p, "n", NULL), DM_XLA_FUSED);
+    assert_int_equal(offset_of(&p, "r", NULL), DM_XLA_FUSED);
+    assert_int_equal(offset_of(&p, "y", NULL), DM_XLA_NOT_TEMP);
+    assert_int_equal(p.st.fused_forward, 2);
+    /* c [2,4,8,8]: 2048 B, the only value left */
+    assert_int_equal(p.st.heap.heap_bytes, 2048);
+    planned_free(&p);
+}
+
+/* ---- whole estimates --------------------------------------------------------- */
+
+static struct dnnmem_result *jax_estimate(struct tb *b, enum dnnmem_mode mode, bool donate,
+                                          enum dnnmem_jax_execution ex)
+{
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (tb_load(b, &m, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+    tb_free(b);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.framework = DNNMEM_FW_JAX;
+    cfg.mode = mode;
+    cfg.loss = DNNMEM_LOSS_SUM;
+    cfg.optimizer = DNNMEM_OPT_SGD_MOMENTUM;
+    cfg.jax_donate = donate;
+    cfg.jax_execution = ex;
+    cfg.cuda_context_bytes = 0;
+    struct dnnmem_result *r = NULL;
+    if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
+        fail_msg("estimate: %s", err.message);
+    dnnmem_model_free(m);
+    return r;
+}
+
+static const char *assumption(const struct dnnmem_result *r, const char *key)
+{
+    for (size_t k = 0; k < r->n_assumptions; k++)
+        if (strcmp(r->assumptions[k].key, key) == 0)
+            return r->assumptions[k].value;
+    return "";
+}
+
+/* The graph of test_fusion_and_sharing_by_hand through the public API. XLA's
+ * BFC allocator rounds every request up to 256 B (bfc.c); nothing is freed
+ * before the peak. Before the call: W 262144 and x 2048; the call: r
+ * (4 -> 256), sm 2048, then the 6144 B temp buffer: 272640 B in use. */
+static void test_inference_estimate_by_hand(void **state)
+{
+    (void)state;
+    struct dnnmem_result *r = jax_estimate(tb_fusion_graph(), DNNMEM_MODE_INFER, true,
+                                           DNNMEM_JAX_JIT);
+    assert_int_equal(r->peak_allocated, 262144 + 2048 + 256 + 2048 + 6144);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_TEMPORARY], 6144);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_ACTIVATION], 2052);
+    assert_non_null(strstr(assumption(r, "jax_execution"), "jit: the whole step"));
+    assert_non_null(strstr(assumption(r, "xla_temp"), "6.00 KiB per call"));
+    assert_non_null(strstr(assumption(r, "xla_fusion"), "2 of 6 values"));
+    assert_non_null(strstr(assumption(r, "xla_outputs"), "2 live-out buffers"));
+    dnnmem_result_free(r);
+    /* op by op, as before: every value its own allocation */
+    r = jax_estimate(tb_fusion_graph(), DNNMEM_MODE_INFER, true, DNNMEM_JAX_EAGER);
+    assert_non_null(strstr(assumption(r, "jax_execution"), "op by op"));
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_TEMPORARY], 0);
+    dnnmem_result_free(r);
+}
+
+/* The graph of test_backward_fusion (x[2,256] -> MatMul W[256,256] -> h ->
+ * Tanh -> t -> Sigmoid -> s -> Relu -> y; every activation 2048 B) trained
+ * through the public API: the sum of y as the loss, SGD with momentum,
+ * parameters and state donated. The dataflow schedule of the first step, by
+ * step: 2 h (MatMul); 3 t (Tanh, saved), h dies; 4 s (Sigmoid, saved); 5 y
+ * (Relu, saved); 6 the loss (4 B), which dies there; 7 its grad (4 B);
+ * 8 s.grad (Relu's backward), y and the loss grad die; 9 t.grad, s and
+ * s.grad die; 10 h.grad, t and t.grad die; 11 W.grad (262144 B, kept for
+ * the update), h.grad dies; 12 the update (its momentum, 262144 B, is made
+ * before the first call: an entry parameter).
+ * Rule 1: s.grad and t.grad are fused (each made by an elementwise op's
+ * backward and read only by the next one's): steps 8 and 9 run inside step
+ * 10's kernel, so y, s and the loss grad die at 10. Rule 2: t takes h's
+ * buffer at 3 (Tanh, h dying), h.grad takes t's at 10 (the first dying
+ * candidate of its size and type).
+ * The heap's clock: h 0; h freed 1, t shares 2; s 3; y 4; loss 5, freed 6;
+ * loss grad 7; step 10: t freed 8, h.grad shares 9, then s 10, y 11, the
+ * loss grad 12 freed; W.grad 13, h.grad freed 14; W.grad freed 15 (the
+ * update). Groups: {h, t, h.grad} [0,14] (own duration 1), s [3,10], y
+ * [4,11] (2048 B each), loss [5,6], loss grad [7,12] (4 B), W.grad [13,15].
+ * Spatial: W.grad -> 0; s -> 0 (disjoint in time); y -> 2048; the group
+ * overlaps W.grad -> 262144; the 4-byte values -> 4096: 264192 B. Temporal
+ * gives 264192 too; the spatial result is kept.
+ * The allocator: W 262144, x 2048 and the momentum 262144 before the call,
+ * then the 264192 B temp buffer (a multiple of 256: nothing rounded):
+ * 790528 B in use. */
+static void test_training_estimate_by_hand(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "2,256");
+    tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){256, 256});
+    tb_node(b, "MatMul", "mm", "x,W", "h");
+    tb_node(b, "Tanh", "tanh", "h", "t");
+    tb_node(b, "Sigmoid", "sigmoid", "t", "s");
+    tb_node(b, "Relu", "relu", "s", "y");
+    tb_output(b, "y");
+    struct dnnmem_result *r = jax_estimate(b, DNNMEM_MODE_TRAIN, true, DNNMEM_JAX_JIT);
+    assert_int_equal(r->peak_allocated, 262144 + 2048 + 262144 + 264192);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_TEMPORARY], 264192);
+    assert_non_null(strstr(assumption(r, "xla_temp"), "258.00 KiB per call"));
+    assert_non_null(strstr(assumption(r, "xla_fusion"), "2 gradients"));
+    dnnmem_result_free(r);
+}
+
+/* Training with SGD and momentum, donated or not. The step's outputs are W
+ * (262144 B) and its momentum (262144 B). Donated, they alias their inputs;
+ * not donated, each call allocates both anew and frees the old ones when it
+ * returns: the peak, inside the call, grows by exactly 524288 B (both
+ * multiples of 256, so the BFC rounds nothing), and the breakdown counts the
+ * copies as weights and optimizer state. */
+static void test_training_donation(void **state)
+{
+    (void)state;
+    struct dnnmem_result *d = jax_estimate(tb_fusion_graph(), DNNMEM_MODE_TRAIN, true,
+                                           DNNMEM_JAX_JIT);
+    struct dnnmem_result *n = jax_estimate(tb_fusion_graph(), DNNMEM_MODE_TRAIN, false,
+                                           DNNMEM_JAX_JIT);
+    assert_int_equal(n->peak_allocated, d->peak_allocated + 524288);
+    assert_int_equal(d->category_bytes[DNNMEM_CAT_WEIGHT], 262144);
+    assert_int_equal(d->category_bytes[DNNMEM_CAT_OPTIMIZER], 262144);
+    assert_int_equal(n->category_bytes[DNNMEM_CAT_WEIGHT], 2 * 262144);
+    assert_int_equal(n->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 262144);
+    assert_int_equal(d->category_bytes[DNNMEM_CAT_TEMPORARY],
+                     n->category_bytes[DNNMEM_CAT_TEMPORARY]);
+    assert_non_null(strstr(assumption(d, "jax_donation"), "donated"));
+    assert_non_null(strstr(assumption(n, "jax_donation"), "2 new buffers (512.00 KiB)"));
+    dnnmem_result_free(d);
+    dnnmem_result_free(n);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_heap_best_fit),
+        cmocka_unit_test(test_heap_temporal_wins),
+        cmocka_unit_test(test_heap_alignment_and_errors),
+        cmocka_unit_test(test_fusion_and_sharing_by_hand),
+        cmocka_unit_test(test_backward_fusion),
+        cmocka_unit_test(test_batchnorm_relu),
+        cmocka_unit_test(test_inference_estimate_by_hand),
+        cmocka_unit_test(test_training_estimate_by_hand),
+        cmocka_unit_test(test_training_donation),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
