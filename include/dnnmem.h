@@ -310,6 +310,17 @@ enum dnnmem_jax_execution {
     DNNMEM_JAX_EAGER
 };
 
+/* How TensorFlow runs the job: graph (default), the step compiled by
+ * tf.function as Keras' model.fit/predict do (run_eagerly=False): Grappler's
+ * layout optimizer, the graph executor freeing each tensor after its last
+ * consumer and forwarding a dying input's buffer to an elementwise op's
+ * output, the gradient graph pruned to what the gradient functions read
+ * (src/train/train.c); or eager: op by op under a GradientTape. */
+enum dnnmem_tf_execution {
+    DNNMEM_TF_GRAPH = 0,
+    DNNMEM_TF_EAGER
+};
+
 /* MXNET_GPU_MEM_POOL_TYPE (storage.cc; env_var.md). */
 enum dnnmem_mxnet_pool {
     DNNMEM_MXNET_POOL_NAIVE = 0, /* default: page multiples, exact-size reuse */
@@ -418,6 +429,7 @@ struct dnnmem_config {
     bool tf_allow_growth;
     int64_t tf_memory_limit_bytes;
     int64_t tf_min_system_memory_bytes;
+    enum dnnmem_tf_execution tf_execution; /* default graph (tf.function) */
     /* MXNet (runtime-facts section 3; pooled_storage_manager.h): the pool
      * type (default Naive); page size (< 0 = 4096 B,
      * MXNET_GPU_MEM_POOL_PAGE_SIZE, at least 32); Round's linear cutoff

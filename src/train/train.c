@@ -561,11 +561,49 @@ static void keep_new(struct dm_sb *b, int32_t node, enum dm_dtype dtype, int64_t
         tr->saved[node][tr->n_saved[node]++] = buf;
 }
 
+/* Grappler's layout choice (header, "tf.function"): a GPU graph is turned
+ * NHWC -> NCHW unless at least half of its Conv2D/Conv3D nodes
+ * (kConvGPUExpectedDtypeThreshold 0.5) prefer NHWC: float16 on sm70+,
+ * bfloat16 on sm80+, float32 on sm80+ with TF32 on (TF's default) when no
+ * float32 Conv2DBackprop* node exists. Depthwise convolutions
+ * (DepthwiseConv2dNative) are not Conv2D nodes; a transposed convolution is
+ * a Conv2DBackpropInput. */
+bool dm_tf_layout_nhwc(const struct dm_graph *g, const struct dm_tinfo *t, const struct dm_run *run)
+{
+    int cc = run->compute_capability ? run->compute_capability : 80;
+    int64_t convs = 0, prefer = 0, f32 = 0;
+    bool fp32_backprop = false;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        if ((n->op != DM_OP_Conv && n->op != DM_OP_ConvTranspose) || !dm_has_in(n, 0))
+            continue;
+        enum dm_dtype dt = run->amp != DM_UNDEFINED ? run->amp : t[n->in[0]].dtype;
+        /* in training each convolution's grads are Conv2DBackprop* nodes */
+        if (dt == DM_FLOAT && (run->train || n->op == DM_OP_ConvTranspose))
+            fp32_backprop = true;
+        if (n->op != DM_OP_Conv || dm_attr_int(n, "group", 1) != 1)
+            continue;
+        convs++;
+        f32 += dt == DM_FLOAT;
+        prefer += (dt == DM_FLOAT16 && cc >= 70) || (dt == DM_BFLOAT16 && cc >= 80);
+    }
+    if (!fp32_backprop && cc >= 80) /* TF32 float32 convolutions */
+        prefer += f32;
+    return convs > 0 && 2 * prefer >= convs;
+}
+
 /* TensorFlow's rules (header): which nodes run TF's fused kernels. */
 static bool tf_fused_bn(const struct dm_sb *b, const struct dm_node *n)
 {
     return b->run->tf_ops && b->run->cuda && n->op == DM_OP_BatchNormalization &&
            dm_has_in(n, 0) && dm_attr_int(n, "tf_fused_nhwc", 0) != 0;
+}
+
+/* ... and whether its kernel sees NHWC data: always eagerly; under
+ * tf.function only where the layout optimizer keeps the graph NHWC */
+static bool tf_bn_transposes(const struct dm_sb *b, const struct dm_node *n)
+{
+    return tf_fused_bn(b, n) && (!b->run->tf_graph || b->run->tf_nhwc);
 }
 
 static bool tf_fused_ln(const struct dm_sb *b, const struct dm_node *n)
@@ -590,7 +628,7 @@ void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save)
 {
     const struct dm_node *n = &b->g->nodes[i];
     const struct dm_tinfo *t = b->t;
-    if (tf_fused_bn(b, n) && b->run->train) {
+    if (tf_bn_transposes(b, n) && b->run->train) {
         /* NHWC -> NCHW around cuDNN in training (header) */
         static const char *const what[] = {"x_transformed (NCHW)", "y_transformed (NCHW)"};
         transients(b, i, DNNMEM_CAT_WORKSPACE, t[n->in[0]].dtype, t[n->in[0]].bytes, 2, what);
@@ -712,7 +750,7 @@ void dm_train_save(struct dm_sb *b, int32_t i)
         if (tf_fused_ln(b, n) && out0 >= 0) { /* Keras 2's fused path (header) */
             keep_new(b, i, DM_FLOAT, rows, "ones (scale)");
             keep_new(b, i, t[out0].dtype, t[out0].numel, "normalized");
-            if (dm_has_in(n, 2))
+            if (dm_has_in(n, 2) && !b->run->tf_graph) /* AddV2: pruned in a graph */
                 keep_new(b, i, t[out0].dtype, t[out0].numel, "normalized * gamma");
         }
         break;
@@ -724,7 +762,8 @@ void dm_train_save(struct dm_sb *b, int32_t i)
         break;
     case DM_T_DROPOUT:
         if (in0 >= 0 && b->run->tf_ops) {
-            keep_new(b, i, t[in0].dtype, t[in0].numel, "scaled");
+            if (!b->run->tf_graph) /* a graph prunes the mask's grad, its only reader */
+                keep_new(b, i, t[in0].dtype, t[in0].numel, "scaled");
             keep_new(b, i, t[in0].dtype, t[in0].numel, "mask");
         } else if (in0 >= 0) {
             keep_new(b, i, b->run->cuda ? DM_BOOL : t[in0].dtype, t[in0].numel,
@@ -935,7 +974,7 @@ static void backward_node(struct dm_sb *b, int32_t i)
         }
         deliver(b, x, gin);
     }
-    if (tf_fused_bn(b, n)) {
+    if (tf_bn_transposes(b, n)) {
         /* the grad kernel's NHWC -> NCHW transposes (header) */
         static const char *const what[] = {"y_backprop_transformed (NCHW)",
                                            "x_transformed (NCHW)",
