@@ -753,20 +753,31 @@ static void test_archive(void **state)
  * requested and live where the step's allocation is highest (BFC hands out
  * unsplit chunks, so allocated bytes would add its slack). */
 
-static struct dnnmem_result *estimate_fw(const dnnmem_model *m, enum dnnmem_mode mode,
-                                         enum dnnmem_framework fw, int64_t batch)
+static struct dnnmem_result *estimate_tf(const dnnmem_model *m, enum dnnmem_mode mode,
+                                         enum dnnmem_framework fw, int64_t batch,
+                                         enum dnnmem_tf_execution exec,
+                                         enum dnnmem_precision precision)
 {
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
     cfg.mode = mode;
     cfg.batch_size = batch;
     cfg.framework = fw;
+    cfg.tf_execution = exec;
+    cfg.precision = precision;
     cfg.timeline = true;
     struct dnnmem_result *r = NULL;
     struct dnnmem_error err;
     if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
         fail_msg("estimate: %s", err.message);
     return r;
+}
+
+/* The eager rules (--tf-execution eager) at float32. */
+static struct dnnmem_result *estimate_fw(const dnnmem_model *m, enum dnnmem_mode mode,
+                                         enum dnnmem_framework fw, int64_t batch)
+{
+    return estimate_tf(m, mode, fw, batch, DNNMEM_TF_EAGER, DNNMEM_PRECISION_FP32);
 }
 
 /* Requested bytes live at the step of `node` in `phase` of the last iteration. */
