@@ -87,11 +87,8 @@
  *    allocate_temp x_transformed and y_transformed, backward
  *    y_backprop_transformed, x_transformed and x_backprop_transformed, each
  *    x's size and type, besides the outputs (y; x_backprop). Modelled on the
- *    GPU as workspaces freed when the kernel returns. Under tf.function,
- *    Grappler's layout optimizer (core/grappler/optimizers/
- *    generic_layout_optimizer.cc) turns the graph to NCHW on a GPU (to NHWC
- *    when most convolutions are fp16 on sm70+) and the transposes go; not
- *    modelled (eager). Keras 3 does not fuse (ops.moments and
+ *    GPU as workspaces freed when the kernel returns, eagerly and under
+ *    tf.function where the graph stays NHWC (below). Keras 3 does not fuse (ops.moments and
  *    ops.batch_normalization, separate TF ops): PyTorch's rule stands in.
  *  - LayerNormalization, Keras 2's fused path (nodes marked tf_fused_ln;
  *    keras/layers/normalization/layer_normalization.py): x reshaped to
@@ -107,6 +104,45 @@
  *    (inference) the normalized output and `* gamma`'s result live in turn
  *    beside the input and the output: one more output-sized transient. In
  *    NCHW no layout transposes. Keras 3's LayerNormalization: PyTorch's rule.
+ *
+ * tf.function (--tf-execution graph, run->tf_graph; Keras' model.fit and
+ * predict compile their step so unless run_eagerly). The graph runs through
+ * Grappler and the graph executor; what changes bytes against the tape:
+ *  - Lifetimes: the executor drops a tensor after its last consumer and the
+ *    step returns no activations: run->dataflow, as JAX's jit.
+ *  - Pruning: the gradient graph holds only what the gradient functions
+ *    read, dead grads of inputs nothing differentiates being pruned
+ *    (model_pruner, dependency_optimizer). Dropout's `ret * mask`: _MulGrad
+ *    makes grad * mask (x's path) and grad * ret (the mask's, pruned): the
+ *    mask is kept, `ret` (x * scale) is not. Keras 2's fused LayerNorm's
+ *    `+ beta`: _AddGrad reads shapes only (Shape ops that run when the
+ *    value is made), so `* gamma`'s result is not kept; `* gamma`'s _MulGrad
+ *    still reads the normalized output and gamma.
+ *  - Layout (generic_layout_optimizer.cc, GetSrcAndDstDataFormats and
+ *    Optimize; dm_tf_layout_nhwc): with a GPU the graph is converted NHWC ->
+ *    NCHW, or left NHWC when at least half (kConvGPUExpectedDtypeThreshold)
+ *    of the GPU Conv2D/Conv3D nodes prefer it: DT_HALF with half the GPUs
+ *    sm70+, DT_BFLOAT16 on sm80+, DT_FLOAT on sm80+ with TF32 on (the
+ *    default) and no float32 Conv2DBackprop* node (so not in fp32
+ *    training). FusedBatchNormGradTransposer converts the training grad, so
+ *    an NCHW graph's fused BatchNorm runs NCHW: no kernel transposes. The
+ *    Transpose nodes at the converted region's borders (the input batch,
+ *    before a Flatten) are not modelled.
+ *  - Buffer forwarding (schedule.c, tf_forwards): elementwise kernels call
+ *    OpKernelContext::forward_input_or_allocate_output, which hands the
+ *    output an input buffer whose only reference the kernel holds (same
+ *    type and size); in the graph the executor's is the only one once the
+ *    last consumer runs, where eagerly the Python handle holds another.
+ *    Modelled in the forward pass; the gradient kernels forward too
+ *    (ReluGrad, a BinaryElementWiseOp, takes dy's or y's buffer), not
+ *    modelled: the backward is the eager one, high.
+ *  - The remapper's Conv2D+BiasAdd(+Relu) -> _FusedConv2D: dnnmem's Conv
+ *    already includes the bias, and the Relu's forwarding takes the
+ *    convolution's buffer: nothing more to remove.
+ *  - memory_optimizer at DEFAULT_MEM_OPT: no recomputation (MANUAL or
+ *    RECOMPUTATION_HEURISTICS only); swapping to the host only when its
+ *    static estimate exceeds the device memory (IdentifySwappingCandidates):
+ *    not modelled.
  */
 #include "schedule/builder.h"
 
