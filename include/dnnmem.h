@@ -276,8 +276,10 @@ enum dnnmem_kbit_prep {
  * limit and fixed overheads. The schedule (which tensors exist, when they are
  * freed, what the backward pass keeps) is PyTorch eager's for every profile
  * except MXNet's planned executor (enum dnnmem_mxnet_executor), which
- * re-plans those lifetimes into nnvm's static storages, and JAX's jitted
- * step (enum dnnmem_jax_execution), which compiles them as XLA does;
+ * re-plans those lifetimes into nnvm's static storages, JAX's jitted
+ * step (enum dnnmem_jax_execution), which compiles them as XLA does, and
+ * TensorFlow's tf.function step (enum dnnmem_tf_execution), its dataflow
+ * with buffer forwarding, gradient pruning and Grappler's layout;
  * the result says so in an assumption. None of the non-PyTorch profiles has
  * been validated against measurements yet. */
 enum dnnmem_framework {
