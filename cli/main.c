@@ -164,6 +164,9 @@ static const char usage_text[] =
     "  --tf-memory-limit SIZE TensorFlow's memory limit (default: free memory at start\n"
     "                         minus MinSystemMemory)\n"
     "  --tf-min-system-memory SIZE  (default by compute capability: 500 MiB to 1800 MiB)\n"
+    "  --tf-execution graph|eager  TensorFlow: the step under tf.function as model.fit runs\n"
+    "                         it (Grappler's layout, buffer forwarding, the pruned gradient\n"
+    "                         graph; default), or op by op under a GradientTape\n"
     "  --mxnet-executor planned|naive  MXNet: the symbolic executor's static memory plan\n"
     "                         (Module.bind, nnvm PlanMemory; default), or the eager\n"
     "                         schedule through MXNet's pool (imperative code)\n"
@@ -347,7 +350,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_NEWTOK, OPT_KVDTYPE, OPT_LORA_R,
            OPT_LORA_ALPHA, OPT_LORA_DROPOUT, OPT_LORA_TARGETS, OPT_TF_GROWTH, OPT_TF_LIMIT,
            OPT_TF_MINSYS, OPT_MX_POOL, OPT_MX_EXEC, OPT_MX_PAGE, OPT_MX_CUTOFF, OPT_MX_RESERVE, OPT_JAX_PREALLOC,
-           OPT_JAX_FRACTION, OPT_JAX_EXEC, OPT_JAX_DONATE, OPT_INPUT_SHAPE, OPT_QUANT, OPT_KBIT,
+           OPT_JAX_FRACTION, OPT_JAX_EXEC, OPT_JAX_DONATE, OPT_TF_EXEC, OPT_INPUT_SHAPE, OPT_QUANT, OPT_KBIT,
            OPT_KBIT_NO_GC };
     static const struct option opts[] = {
         {"gpu", required_argument, NULL, OPT_GPU},
@@ -408,6 +411,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"jax-preallocate", required_argument, NULL, OPT_JAX_PREALLOC},
         {"jax-mem-fraction", required_argument, NULL, OPT_JAX_FRACTION},
         {"jax-execution", required_argument, NULL, OPT_JAX_EXEC},
+        {"tf-execution", required_argument, NULL, OPT_TF_EXEC},
         {"jax-donate", required_argument, NULL, OPT_JAX_DONATE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -882,6 +886,15 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
             else
                 return usage_error("--jax-execution %s: expected jit or eager", optarg);
             fw_flag[DNNMEM_FW_JAX] = "--jax-execution";
+            break;
+        case OPT_TF_EXEC:
+            if (strcasecmp(optarg, "graph") == 0)
+                cfg.tf_execution = DNNMEM_TF_GRAPH;
+            else if (strcasecmp(optarg, "eager") == 0)
+                cfg.tf_execution = DNNMEM_TF_EAGER;
+            else
+                return usage_error("--tf-execution %s: expected graph or eager", optarg);
+            fw_flag[DNNMEM_FW_TENSORFLOW] = "--tf-execution";
             break;
         case OPT_JAX_DONATE:
             if (strcmp(optarg, "true") == 0 || strcmp(optarg, "1") == 0)

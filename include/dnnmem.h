@@ -276,8 +276,10 @@ enum dnnmem_kbit_prep {
  * limit and fixed overheads. The schedule (which tensors exist, when they are
  * freed, what the backward pass keeps) is PyTorch eager's for every profile
  * except MXNet's planned executor (enum dnnmem_mxnet_executor), which
- * re-plans those lifetimes into nnvm's static storages, and JAX's jitted
- * step (enum dnnmem_jax_execution), which compiles them as XLA does;
+ * re-plans those lifetimes into nnvm's static storages, JAX's jitted
+ * step (enum dnnmem_jax_execution), which compiles them as XLA does, and
+ * TensorFlow's tf.function step (enum dnnmem_tf_execution), its dataflow
+ * with buffer forwarding, gradient pruning and Grappler's layout;
  * the result says so in an assumption. None of the non-PyTorch profiles has
  * been validated against measurements yet. */
 enum dnnmem_framework {
@@ -308,6 +310,17 @@ enum dnnmem_mxnet_executor {
 enum dnnmem_jax_execution {
     DNNMEM_JAX_JIT = 0,
     DNNMEM_JAX_EAGER
+};
+
+/* How TensorFlow runs the job: graph (default), the step compiled by
+ * tf.function as Keras' model.fit/predict do (run_eagerly=False): Grappler's
+ * layout optimizer, the graph executor freeing each tensor after its last
+ * consumer and forwarding a dying input's buffer to an elementwise op's
+ * output, the gradient graph pruned to what the gradient functions read
+ * (src/train/train.c); or eager: op by op under a GradientTape. */
+enum dnnmem_tf_execution {
+    DNNMEM_TF_GRAPH = 0,
+    DNNMEM_TF_EAGER
 };
 
 /* MXNET_GPU_MEM_POOL_TYPE (storage.cc; env_var.md). */
@@ -418,6 +431,7 @@ struct dnnmem_config {
     bool tf_allow_growth;
     int64_t tf_memory_limit_bytes;
     int64_t tf_min_system_memory_bytes;
+    enum dnnmem_tf_execution tf_execution; /* default graph (tf.function) */
     /* MXNet (runtime-facts section 3; pooled_storage_manager.h): the pool
      * type (default Naive); page size (< 0 = 4096 B,
      * MXNET_GPU_MEM_POOL_PAGE_SIZE, at least 32); Round's linear cutoff

@@ -939,6 +939,12 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         return dm_fail(err, DNNMEM_E_UNSUPPORTED,
                        "--framework jax: gradient accumulation under jit (optax.MultiSteps, or a "
                        "scan over micro-batches) is not modelled; use --jax-execution eager");
+    /* TensorFlow under tf.function, as Keras' model.fit and predict run it;
+     * a generation loop is no one graph: eager stands in */
+    if ((unsigned)cfg.tf_execution > DNNMEM_TF_EAGER)
+        return dm_fail(err, DNNMEM_E_USAGE, "unknown TensorFlow execution %d", (int)cfg.tf_execution);
+    bool tf_graph = cfg.framework == DNNMEM_FW_TENSORFLOW && cfg.tf_execution == DNNMEM_TF_GRAPH &&
+                    !generate;
     int64_t fw_version = cfg.framework_version ? version_number(cfg.framework_version) : -1;
     if (cfg.framework_version && fw_version < 0)
         return dm_fail(err, DNNMEM_E_USAGE, "--framework %s@%s: expected a version such as 2.15",
@@ -1115,8 +1121,9 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     struct dm_run run = {
         .train = cfg.mode == DNNMEM_MODE_TRAIN,
         .cuda = cfg.device == DNNMEM_DEVICE_CUDA,
-        .inplace = cfg.inplace == DNNMEM_INPLACE_AUTO && !jax_jit, /* XLA shares instead */
-        .dataflow = jax_jit,
+        /* XLA shares instead; TF's graph executor forwards buffers (train.c) */
+        .inplace = cfg.inplace == DNNMEM_INPLACE_AUTO && !jax_jit && !tf_graph,
+        .dataflow = jax_jit || tf_graph,
         .torch_version = torch,
         .iterations = cfg.iterations ? cfg.iterations : 2,
         .grad_accum = cfg.grad_accum ? cfg.grad_accum : 1,
@@ -1124,6 +1131,7 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         .loss = cfg.loss,
         .loss_all_outputs = cfg.loss_all_outputs,
         .tf_ops = cfg.framework == DNNMEM_FW_TENSORFLOW,
+        .tf_graph = tf_graph,
         .gen_tokens = generate ? cfg.new_tokens : 0,
         .kv_dtype = cfg.kv_dtype,
     };
@@ -1157,6 +1165,13 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                    "dnnmem's PyTorch-derived rules; the program order (forward, backward, "
                    "update) stands in for XLA's memory scheduler, which may reorder to lower the "
                    "peak");
+        else if (tf_graph)
+            assume(&as, "schedule", "default",
+                   "TensorFlow's graph executor over the step's dataflow (a tensor dies after its "
+                   "last consumer, no Python variable holds one); which tensors exist and which "
+                   "forward tensors the backward reads are PyTorch %d.%d's rules but for "
+                   "tf_ops'; the program order stands in for the executor's",
+                   run.torch_version / 100, run.torch_version % 100);
         else if (!mx_planned)
             assume(&as, "schedule", "default",
                    "PyTorch %d.%d eager's: which tensors exist, when they are freed and which "
@@ -1168,12 +1183,18 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                               "schedule through MXNet's pool)"
                             : "naive: the eager schedule through MXNet's pool, as imperative "
                               "NDArray/autograd code runs");
-        if (cfg.framework == DNNMEM_FW_TENSORFLOW)
-            assume(&as, "tf_ops", "default",
-                   "eager GradientTape rules: Dropout keeps x * scale and a float mask; Keras "
-                   "2's fused BatchNorm on NHWC data transposes to NCHW (2 input-sized "
-                   "temporaries forward, 3 backward); Keras 2's fused LayerNorm keeps its "
-                   "normalized outputs; no tf.function/Grappler");
+        if (cfg.framework == DNNMEM_FW_TENSORFLOW) {
+            assume(&as, "tf_execution", cfg.tf_execution && !generate ? "option" : "default",
+                   "%s",
+                   tf_graph ? "graph: the step under tf.function as Keras' model.fit/predict "
+                              "run it (run_eagerly=False, jit_compile off: Keras 3's "
+                              "jit_compile='auto' XLA not modelled); derived from TF's "
+                              "sources, not validated against measurements "
+                              "(--tf-execution eager: op by op)"
+                   : generate ? "eager: a generation loop is not one tf.function graph (not "
+                                "modelled)"
+                              : "eager: op by op under a GradientTape");
+        }
         if (cfg.framework == DNNMEM_FW_JAX)
             assume(&as, "jax_execution", cfg.jax_execution && !generate ? "option" : "default",
                    "%s",
@@ -1358,6 +1379,10 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         assume(&as, "inplace", "default",
                "n/a under jit: XLA's heap simulation lets a value take a dying operand's "
                "buffer (may_reuse_operand_buffers)");
+    else if (run.tf_graph)
+        assume(&as, "inplace", "default",
+               "n/a under tf.function: the executor forwards a dying input's buffer to an "
+               "elementwise op's output (tf_ops)");
     else
         assume(&as, "inplace", cfg.inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
                run.inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
@@ -1470,6 +1495,26 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                dm_format_bytes((uint64_t)cfg.capacity_bytes, cb), cfg.device_label ? " (" : "",
                cfg.device_label ? cfg.device_label : "", cfg.device_label ? ")" : "",
                100 * (cfg.headroom > 0 ? cfg.headroom : 0.05));
+    if (tf_graph && run.cuda)
+        run.tf_nhwc = dm_tf_layout_nhwc(g, t, &run);
+    if (cfg.framework == DNNMEM_FW_TENSORFLOW)
+        assume(&as, "tf_ops", "default", "%s",
+               tf_graph
+                   ? dm_arena_printf(
+                         &arena,
+                         "graph rules: elementwise kernels write into a dying input's buffer "
+                         "(forward_input_or_allocate_output; forward pass); Dropout keeps a "
+                         "float mask only; fused LayerNorm keeps no normalized * gamma; the "
+                         "layout optimizer runs the GPU graph %s%s; not modelled: its boundary "
+                         "transposes, backward forwarding, memory optimizer swapping",
+                         run.cuda && run.tf_nhwc ? "NHWC" : "NCHW",
+                         run.cuda && run.tf_nhwc
+                             ? " (fp16/bf16 convolutions): fused BatchNorm transposes in training"
+                             : ": fused BatchNorm needs no transposes")
+                   : "eager GradientTape rules: Dropout keeps x * scale and a float mask; "
+                     "Keras 2's fused BatchNorm on NHWC data transposes to NCHW (2 "
+                     "input-sized temporaries forward, 3 backward); Keras 2's fused "
+                     "LayerNorm keeps its normalized outputs; no tf.function/Grappler");
     if ((s = dm_schedule_build(g, t, &run, &sched, err)) != DNNMEM_OK)
         goto out;
     if (mx_planned) {

@@ -596,6 +596,11 @@ struct dm_run {
     bool tf_ops;                /* TensorFlow's per-op rules (src/train/train.c): Dropout's
                                    float mask, fused BatchNorm's NHWC transposes, Keras 2's
                                    fused LayerNormalization */
+    bool tf_graph;              /* tf_ops under tf.function (--tf-execution graph): buffer
+                                   forwarding, the pruned gradient graph, Grappler's layout */
+    bool tf_nhwc;               /* tf_graph: Grappler's layout optimizer keeps the GPU graph
+                                   NHWC (fp16/bf16 convolutions on tensor cores), so Keras 2's
+                                   fused BatchNorm still transposes around cuDNN */
     int64_t gen_tokens;         /* generation: decode steps after the prefill; 0 = none */
     enum dnnmem_kv_dtype kv_dtype;
     bool dataflow;              /* a traced, compiled program (JAX's jit, src/schedule/xla.c):
@@ -603,6 +608,11 @@ struct dm_run {
                                    holds one (module arguments and locals), and in training
                                    the caller keeps no outputs once the loss is made */
 };
+
+/* TensorFlow under tf.function on a GPU (src/train/train.c): whether
+ * Grappler's layout optimizer keeps the graph NHWC rather than turning it
+ * NCHW (generic_layout_optimizer.cc, GetSrcAndDstDataFormats). */
+bool dm_tf_layout_nhwc(const struct dm_graph *g, const struct dm_tinfo *t, const struct dm_run *run);
 
 /* Build the schedule of a run: inference under torch.no_grad() with
  * model.eval(), or training steps. */

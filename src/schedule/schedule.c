@@ -396,6 +396,28 @@ static bool can_run_inplace(enum dm_op op)
            op == DM_OP_IndexAdd; /* Tensor.index_add_ */
 }
 
+/* TensorFlow under tf.function: kernels that write their output into an
+ * input's buffer when the executor holds the only reference to it
+ * (OpKernelContext::forward_input_or_allocate_output): numeric_op.h's
+ * UnaryElementWiseOp ({0}: Relu, Relu6, Elu, Selu, LeakyRelu, Softplus,
+ * Softsign), cwise_ops_common.h's UnaryOp when the type stays ({0}: Sigmoid,
+ * Tanh, Exp, Sqrt, Neg, Abs, Erf, ...) and BinaryOp ({0, 1}: AddV2, Sub,
+ * Mul, RealDiv, Maximum, Minimum, Pow, when an input has the output's shape
+ * and type), bias_op.cc's BiasAdd ({0}). Eager execution forwards too, but
+ * the Python handle of every input holds a reference: not there. */
+static int tf_forwards(enum dm_op op)
+{
+    switch (op) {
+    case DM_OP_Relu: case DM_OP_Clip: case DM_OP_Elu: case DM_OP_Selu: case DM_OP_LeakyRelu:
+    case DM_OP_Softplus: case DM_OP_Softsign: case DM_OP_Sigmoid: case DM_OP_Tanh:
+    case DM_OP_Exp: case DM_OP_Sqrt: case DM_OP_Neg: case DM_OP_Abs: case DM_OP_Erf:
+        return 1;
+    case DM_OP_Add: case DM_OP_Sub: case DM_OP_Mul: case DM_OP_Div: case DM_OP_Pow:
+        return 2;
+    default: return 0;
+    }
+}
+
 static bool calls_cublas(enum dm_op op)
 {
     return op == DM_OP_MatMul || op == DM_OP_Gemm || op == DM_OP_Einsum ||
@@ -904,6 +926,21 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
             in0 = mm;
             base = b->cur[mm];
             inplace = true;
+        }
+        /* TF's graph executor forwards an input only this op still holds
+         * and that no backward reads (the gradient graph's reference) */
+        enum dm_train_rule rule = dm_ops[n->op].train;
+        bool own_keep = save && rule != DM_T_OUT && rule != DM_T_PASS && rule != DM_T_NONE;
+        for (int j = 0; k == 0 && !alias && !inplace && b->run->tf_graph && !own_keep &&
+                        j < tf_forwards(n->op) && j < n->n_in;
+             j++) {
+            int32_t x = n->in[j], xb = x >= 0 ? b->cur[x] : -1;
+            if (xb >= 0 && b->in_buf[j] < 0 && b->refs[xb] == 1 && b->resident[x] < 0 &&
+                t[x].dtype == t[o].dtype && t[x].bytes == t[o].bytes) {
+                in0 = x;
+                base = xb;
+                inplace = true;
+            }
         }
         if (alias || inplace) {
             b->cur[o] = base;

@@ -87,11 +87,8 @@
  *    allocate_temp x_transformed and y_transformed, backward
  *    y_backprop_transformed, x_transformed and x_backprop_transformed, each
  *    x's size and type, besides the outputs (y; x_backprop). Modelled on the
- *    GPU as workspaces freed when the kernel returns. Under tf.function,
- *    Grappler's layout optimizer (core/grappler/optimizers/
- *    generic_layout_optimizer.cc) turns the graph to NCHW on a GPU (to NHWC
- *    when most convolutions are fp16 on sm70+) and the transposes go; not
- *    modelled (eager). Keras 3 does not fuse (ops.moments and
+ *    GPU as workspaces freed when the kernel returns, eagerly and under
+ *    tf.function where the graph stays NHWC (below). Keras 3 does not fuse (ops.moments and
  *    ops.batch_normalization, separate TF ops): PyTorch's rule stands in.
  *  - LayerNormalization, Keras 2's fused path (nodes marked tf_fused_ln;
  *    keras/layers/normalization/layer_normalization.py): x reshaped to
@@ -107,6 +104,45 @@
  *    (inference) the normalized output and `* gamma`'s result live in turn
  *    beside the input and the output: one more output-sized transient. In
  *    NCHW no layout transposes. Keras 3's LayerNormalization: PyTorch's rule.
+ *
+ * tf.function (--tf-execution graph, run->tf_graph; Keras' model.fit and
+ * predict compile their step so unless run_eagerly). The graph runs through
+ * Grappler and the graph executor; what changes bytes against the tape:
+ *  - Lifetimes: the executor drops a tensor after its last consumer and the
+ *    step returns no activations: run->dataflow, as JAX's jit.
+ *  - Pruning: the gradient graph holds only what the gradient functions
+ *    read, dead grads of inputs nothing differentiates being pruned
+ *    (model_pruner, dependency_optimizer). Dropout's `ret * mask`: _MulGrad
+ *    makes grad * mask (x's path) and grad * ret (the mask's, pruned): the
+ *    mask is kept, `ret` (x * scale) is not. Keras 2's fused LayerNorm's
+ *    `+ beta`: _AddGrad reads shapes only (Shape ops that run when the
+ *    value is made), so `* gamma`'s result is not kept; `* gamma`'s _MulGrad
+ *    still reads the normalized output and gamma.
+ *  - Layout (generic_layout_optimizer.cc, GetSrcAndDstDataFormats and
+ *    Optimize; dm_tf_layout_nhwc): with a GPU the graph is converted NHWC ->
+ *    NCHW, or left NHWC when at least half (kConvGPUExpectedDtypeThreshold)
+ *    of the GPU Conv2D/Conv3D nodes prefer it: DT_HALF with half the GPUs
+ *    sm70+, DT_BFLOAT16 on sm80+, DT_FLOAT on sm80+ with TF32 on (the
+ *    default) and no float32 Conv2DBackprop* node (so not in fp32
+ *    training). FusedBatchNormGradTransposer converts the training grad, so
+ *    an NCHW graph's fused BatchNorm runs NCHW: no kernel transposes. The
+ *    Transpose nodes at the converted region's borders (the input batch,
+ *    before a Flatten) are not modelled.
+ *  - Buffer forwarding (schedule.c, tf_forwards): elementwise kernels call
+ *    OpKernelContext::forward_input_or_allocate_output, which hands the
+ *    output an input buffer whose only reference the kernel holds (same
+ *    type and size); in the graph the executor's is the only one once the
+ *    last consumer runs, where eagerly the Python handle holds another.
+ *    Modelled in the forward pass; the gradient kernels forward too
+ *    (ReluGrad, a BinaryElementWiseOp, takes dy's or y's buffer), not
+ *    modelled: the backward is the eager one, high.
+ *  - The remapper's Conv2D+BiasAdd(+Relu) -> _FusedConv2D: dnnmem's Conv
+ *    already includes the bias, and the Relu's forwarding takes the
+ *    convolution's buffer: nothing more to remove.
+ *  - memory_optimizer at DEFAULT_MEM_OPT: no recomputation (MANUAL or
+ *    RECOMPUTATION_HEURISTICS only); swapping to the host only when its
+ *    static estimate exceeds the device memory (IdentifySwappingCandidates):
+ *    not modelled.
  */
 #include "schedule/builder.h"
 
@@ -561,11 +597,49 @@ static void keep_new(struct dm_sb *b, int32_t node, enum dm_dtype dtype, int64_t
         tr->saved[node][tr->n_saved[node]++] = buf;
 }
 
+/* Grappler's layout choice (header, "tf.function"): a GPU graph is turned
+ * NHWC -> NCHW unless at least half of its Conv2D/Conv3D nodes
+ * (kConvGPUExpectedDtypeThreshold 0.5) prefer NHWC: float16 on sm70+,
+ * bfloat16 on sm80+, float32 on sm80+ with TF32 on (TF's default) when no
+ * float32 Conv2DBackprop* node exists. Depthwise convolutions
+ * (DepthwiseConv2dNative) are not Conv2D nodes; a transposed convolution is
+ * a Conv2DBackpropInput. */
+bool dm_tf_layout_nhwc(const struct dm_graph *g, const struct dm_tinfo *t, const struct dm_run *run)
+{
+    int cc = run->compute_capability ? run->compute_capability : 80;
+    int64_t convs = 0, prefer = 0, f32 = 0;
+    bool fp32_backprop = false;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        if ((n->op != DM_OP_Conv && n->op != DM_OP_ConvTranspose) || !dm_has_in(n, 0))
+            continue;
+        enum dm_dtype dt = run->amp != DM_UNDEFINED ? run->amp : t[n->in[0]].dtype;
+        /* in training each convolution's grads are Conv2DBackprop* nodes */
+        if (dt == DM_FLOAT && (run->train || n->op == DM_OP_ConvTranspose))
+            fp32_backprop = true;
+        if (n->op != DM_OP_Conv || dm_attr_int(n, "group", 1) != 1)
+            continue;
+        convs++;
+        f32 += dt == DM_FLOAT;
+        prefer += (dt == DM_FLOAT16 && cc >= 70) || (dt == DM_BFLOAT16 && cc >= 80);
+    }
+    if (!fp32_backprop && cc >= 80) /* TF32 float32 convolutions */
+        prefer += f32;
+    return convs > 0 && 2 * prefer >= convs;
+}
+
 /* TensorFlow's rules (header): which nodes run TF's fused kernels. */
 static bool tf_fused_bn(const struct dm_sb *b, const struct dm_node *n)
 {
     return b->run->tf_ops && b->run->cuda && n->op == DM_OP_BatchNormalization &&
            dm_has_in(n, 0) && dm_attr_int(n, "tf_fused_nhwc", 0) != 0;
+}
+
+/* ... and whether its kernel sees NHWC data: always eagerly; under
+ * tf.function only where the layout optimizer keeps the graph NHWC */
+static bool tf_bn_transposes(const struct dm_sb *b, const struct dm_node *n)
+{
+    return tf_fused_bn(b, n) && (!b->run->tf_graph || b->run->tf_nhwc);
 }
 
 static bool tf_fused_ln(const struct dm_sb *b, const struct dm_node *n)
@@ -590,7 +664,7 @@ void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save)
 {
     const struct dm_node *n = &b->g->nodes[i];
     const struct dm_tinfo *t = b->t;
-    if (tf_fused_bn(b, n) && b->run->train) {
+    if (tf_bn_transposes(b, n) && b->run->train) {
         /* NHWC -> NCHW around cuDNN in training (header) */
         static const char *const what[] = {"x_transformed (NCHW)", "y_transformed (NCHW)"};
         transients(b, i, DNNMEM_CAT_WORKSPACE, t[n->in[0]].dtype, t[n->in[0]].bytes, 2, what);
@@ -712,7 +786,7 @@ void dm_train_save(struct dm_sb *b, int32_t i)
         if (tf_fused_ln(b, n) && out0 >= 0) { /* Keras 2's fused path (header) */
             keep_new(b, i, DM_FLOAT, rows, "ones (scale)");
             keep_new(b, i, t[out0].dtype, t[out0].numel, "normalized");
-            if (dm_has_in(n, 2))
+            if (dm_has_in(n, 2) && !b->run->tf_graph) /* AddV2: pruned in a graph */
                 keep_new(b, i, t[out0].dtype, t[out0].numel, "normalized * gamma");
         }
         break;
@@ -724,7 +798,8 @@ void dm_train_save(struct dm_sb *b, int32_t i)
         break;
     case DM_T_DROPOUT:
         if (in0 >= 0 && b->run->tf_ops) {
-            keep_new(b, i, t[in0].dtype, t[in0].numel, "scaled");
+            if (!b->run->tf_graph) /* a graph prunes the mask's grad, its only reader */
+                keep_new(b, i, t[in0].dtype, t[in0].numel, "scaled");
             keep_new(b, i, t[in0].dtype, t[in0].numel, "mask");
         } else if (in0 >= 0) {
             keep_new(b, i, b->run->cuda ? DM_BOOL : t[in0].dtype, t[in0].numel,
@@ -935,7 +1010,7 @@ static void backward_node(struct dm_sb *b, int32_t i)
         }
         deliver(b, x, gin);
     }
-    if (tf_fused_bn(b, n)) {
+    if (tf_bn_transposes(b, n)) {
         /* the grad kernel's NHWC -> NCHW transposes (header) */
         static const char *const what[] = {"y_backprop_transformed (NCHW)",
                                            "x_transformed (NCHW)",

@@ -190,6 +190,7 @@ static void test_dropout_saved_by_framework(void **state)
     dnnmem_result_free(r);
 
     cfg.framework = DNNMEM_FW_TENSORFLOW;
+    cfg.tf_execution = DNNMEM_TF_EAGER;
     r = estimate_cfg(dropout_mlp(), &cfg);
     m = live_named(r, "drop.mask");
     assert_non_null(m);
@@ -199,6 +200,24 @@ static void test_dropout_saved_by_framework(void **state)
     assert_non_null(m);
     assert_string_equal(m->dtype, "float32");
     assert_int_equal(m->bytes, 64 * 4096 * 4);
+    uint64_t eager = r->peak_requested;
+    dnnmem_result_free(r);
+
+    /* under tf.function (the default) the gradient graph prunes the mask's
+     * grad, x * scale's only reader: the float mask alone. Eager's peak, at
+     * drop's backward: W 256 KiB, x 4 KiB, d, scaled, mask, h.grad (1 MiB
+     * each), loss and its grad (4 B each). The graph's: W, x, h, d and the
+     * mask at drop's forward (the backward has no scaled, and d goes once
+     * the loss is made: the step returns no outputs): 1 MiB + 8 B less. */
+    cfg.tf_execution = DNNMEM_TF_GRAPH;
+    r = estimate_cfg(dropout_mlp(), &cfg);
+    m = live_named(r, "drop.mask");
+    assert_non_null(m);
+    assert_string_equal(m->dtype, "float32");
+    assert_int_equal(m->bytes, 64 * 4096 * 4);
+    assert_null(live_named(r, "drop.scaled"));
+    assert_int_equal(eager - r->peak_requested, 64 * 4096 * 4 + 8);
+    assert_string_equal(r->peak_phase, "forward");
     dnnmem_result_free(r);
 }
 
@@ -598,6 +617,7 @@ static struct dnnmem_config fw_cfg(enum dnnmem_framework fw)
     cfg.batch_size = 1000;
     cfg.inplace = DNNMEM_INPLACE_NONE;
     cfg.framework = fw;
+    cfg.tf_execution = DNNMEM_TF_EAGER; /* the schedule above, without TF's buffer forwarding */
     cfg.cuda_context_bytes = 100 << 20;
     cfg.capacity_bytes = 1 << 30;
     return cfg;

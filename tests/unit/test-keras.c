@@ -753,20 +753,31 @@ static void test_archive(void **state)
  * requested and live where the step's allocation is highest (BFC hands out
  * unsplit chunks, so allocated bytes would add its slack). */
 
-static struct dnnmem_result *estimate_fw(const dnnmem_model *m, enum dnnmem_mode mode,
-                                         enum dnnmem_framework fw, int64_t batch)
+static struct dnnmem_result *estimate_tf(const dnnmem_model *m, enum dnnmem_mode mode,
+                                         enum dnnmem_framework fw, int64_t batch,
+                                         enum dnnmem_tf_execution exec,
+                                         enum dnnmem_precision precision)
 {
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
     cfg.mode = mode;
     cfg.batch_size = batch;
     cfg.framework = fw;
+    cfg.tf_execution = exec;
+    cfg.precision = precision;
     cfg.timeline = true;
     struct dnnmem_result *r = NULL;
     struct dnnmem_error err;
     if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
         fail_msg("estimate: %s", err.message);
     return r;
+}
+
+/* The eager rules (--tf-execution eager) at float32. */
+static struct dnnmem_result *estimate_fw(const dnnmem_model *m, enum dnnmem_mode mode,
+                                         enum dnnmem_framework fw, int64_t batch)
+{
+    return estimate_tf(m, mode, fw, batch, DNNMEM_TF_EAGER, DNNMEM_PRECISION_FP32);
 }
 
 /* Requested bytes live at the step of `node` in `phase` of the last iteration. */
@@ -907,6 +918,83 @@ static void test_tf_rules(void **state)
     dnnmem_model_free(f);
 }
 
+/* ---- TensorFlow under tf.function (--tf-execution graph, the default) ----
+ * The same fixtures against the eager rules above, worked by hand. */
+static void test_tf_graph(void **state)
+{
+    (void)state;
+    const char *bn = "/bn/BatchNormalization", *ln = "/ln/LayerNormalization";
+    const enum dnnmem_tf_execution G = DNNMEM_TF_GRAPH;
+    const enum dnnmem_precision F32 = DNNMEM_PRECISION_FP32, A16 = DNNMEM_PRECISION_AMP_FP16;
+    /* layout: fp32 convolutions with their fp32 Conv2DBackprop* grads make
+     * Grappler run the graph NCHW: the fused BatchNorm does not transpose,
+     * so fused and unfused have the same bytes at its steps. With amp-fp16
+     * (one fp16 Conv2D of one, sm80) the graph stays NHWC: x [4, 16, 16, 8]
+     * is fp16 under autocast, 16,384 B: 2 x 16,384 more forward, 3 x 16,384
+     * backward, as eagerly. */
+    dnnmem_model *f = load_json(TF_CNN("")), *u = load_json(TF_CNN(", \"fused\": false"));
+    struct dnnmem_result *rf = estimate_tf(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4, G, F32);
+    struct dnnmem_result *ru = estimate_tf(u, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4, G, F32);
+    assert_int_equal(at_step(rf, "forward", bn), at_step(ru, "forward", bn));
+    assert_int_equal(at_step(rf, "backward", bn), at_step(ru, "backward", bn));
+    assert_int_equal(rf->peak_requested, ru->peak_requested);
+    dnnmem_result_free(rf);
+    dnnmem_result_free(ru);
+    rf = estimate_tf(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4, G, A16);
+    ru = estimate_tf(u, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4, G, A16);
+    assert_int_equal(at_step(rf, "forward", bn) - at_step(ru, "forward", bn), 2 * 16384);
+    assert_int_equal(at_step(rf, "backward", bn) - at_step(ru, "backward", bn), 3 * 16384);
+    dnnmem_result_free(rf);
+    dnnmem_result_free(ru);
+    dnnmem_model_free(f);
+    dnnmem_model_free(u);
+
+    /* buffer forwarding: Dense(32) (Gemm, bias included: MatMul + BiasAdd,
+     * which forwards) then Activation sigmoid on [4, 32] float32 = 512 B.
+     * Inference: eagerly the sigmoid's output is allocated beside its input
+     * (1,024 B of activations at its step); in the graph it takes the
+     * dying input's buffer (512 B). Training: Sigmoid's grad reads its
+     * output, not its input, so the input still dies there: 512 B less too. */
+    static const char mlp[] = SEQ(INPUT("[null, 16]") ", {\"class_name\": \"Dense\", "
+                                  "\"config\": {\"name\": \"d0\", \"units\": 32}}, "
+                                  "{\"class_name\": \"Activation\", \"config\": {\"name\": "
+                                  "\"a\", \"activation\": \"sigmoid\"}}, {\"class_name\": "
+                                  "\"Dense\", \"config\": {\"name\": \"d\", \"units\": 2}}");
+    f = load_json(mlp);
+    for (int train = 0; train <= 1; train++) {
+        enum dnnmem_mode mode = train ? DNNMEM_MODE_TRAIN : DNNMEM_MODE_INFER;
+        rf = estimate_tf(f, mode, DNNMEM_FW_TENSORFLOW, 4, DNNMEM_TF_EAGER, F32);
+        ru = estimate_tf(f, mode, DNNMEM_FW_TENSORFLOW, 4, G, F32);
+        assert_int_equal(at_step(rf, "forward", "/a/Sigmoid") - at_step(ru, "forward", "/a/Sigmoid"),
+                         512);
+        dnnmem_result_free(rf);
+        dnnmem_result_free(ru);
+    }
+    /* PyTorch's profile is untouched by the option */
+    rf = estimate_tf(f, DNNMEM_MODE_INFER, DNNMEM_FW_PYTORCH, 4, DNNMEM_TF_EAGER, F32);
+    ru = estimate_tf(f, DNNMEM_MODE_INFER, DNNMEM_FW_PYTORCH, 4, G, F32);
+    assert_int_equal(rf->peak_requested, ru->peak_requested);
+    dnnmem_result_free(rf);
+    dnnmem_result_free(ru);
+    dnnmem_model_free(f);
+
+    /* Keras 2's fused LayerNorm: AddV2's grad reads only shapes, so the
+     * graph keeps ones([64]) (256 B) and the normalized output (8,192 B)
+     * but not `* gamma`'s result: fused minus unfused is 8,448 B at the
+     * forward step (eager: 16,640), 16,640 B at the backward (grad * gamma
+     * besides; eager: 24,832). */
+    f = load_json(TF_LN(""));
+    u = load_json(TF_LN(", \"epsilon\": 1e-6"));
+    rf = estimate_tf(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4, G, F32);
+    ru = estimate_tf(u, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4, G, F32);
+    assert_int_equal(at_step(rf, "forward", ln) - at_step(ru, "forward", ln), 256 + 8192);
+    assert_int_equal(at_step(rf, "backward", ln) - at_step(ru, "backward", ln), 256 + 2 * 8192);
+    dnnmem_result_free(rf);
+    dnnmem_result_free(ru);
+    dnnmem_model_free(f);
+    dnnmem_model_free(u);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -920,6 +1008,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_archive),
         cmocka_unit_test(test_tf_rules),
+        cmocka_unit_test(test_tf_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
