@@ -521,6 +521,13 @@ static enum dnnmem_status seq2seq_decode(struct dm_sb *b, struct dnnmem_error *e
         return dm_fail(err, DNNMEM_E_INTERNAL, "%s: the decoder's cache tensors are missing",
                        g->path);
     }
+    /* the prefill's caches (the k and v projections they are views of):
+     * KV-cache bytes from here on */
+    for (int32_t i = 0; i < g->n_outputs; i++) {
+        int32_t buf = b->cur[g->outputs[i]];
+        if (buf >= 0 && strncmp(g->tensors[g->outputs[i]].name, "past_key_values.", 16) == 0)
+            b->s->buf[buf].category = DNNMEM_CAT_KV_CACHE;
+    }
     int64_t B = t[k0].dims[0], H = t[k0].dims[1], D = t[k0].dims[3], P = t[x0].dims[2];
     int64_t V = t[logits].dims[2], T = run->gen_tokens;
     enum dm_dtype model = t[k0].dtype;
