@@ -895,7 +895,8 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         return dm_fail(err, DNNMEM_E_USAGE, "unknown KV cache dtype %d", (int)cfg.kv_dtype);
     if (generate && m->sdpa.n_nodes == 0)
         return dm_fail(err, DNNMEM_E_UNSUPPORTED,
-                       "%s: --mode generate applies to HuggingFace causal LM configs", g->path);
+                       "%s: --mode generate applies to HuggingFace causal LM and T5 configs",
+                       g->path);
     /* encoder-decoder generation (T5): the decoder starts from one token
      * (decoder_start_token_id), its length is not the caller's */
     for (size_t k = 0; generate && g->encoder_decoder && k < cfg.n_dims; k++)
