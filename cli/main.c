@@ -68,7 +68,7 @@ static const char usage_text[] =
     "Run:\n"
     "  --mode infer|train|generate  forward under torch.no_grad(), model.eval() (default),\n"
     "                         training steps: zero_grad, forward, loss, backward, step, or\n"
-    "                         (HuggingFace causal LMs) model.generate() with a KV cache\n"
+    "                         (HuggingFace causal LMs, T5) model.generate() with a KV cache\n"
     "  --framework F[@V]      the runtime: pytorch (default; @1.13 or @2.x, default 2.6,\n"
     "                         decides zero_grad(set_to_none) and the optimizer), or\n"
     "                         tensorflow, mxnet, jax (@VERSION recorded and echoed): their\n"

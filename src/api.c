@@ -895,11 +895,20 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         return dm_fail(err, DNNMEM_E_USAGE, "unknown KV cache dtype %d", (int)cfg.kv_dtype);
     if (generate && m->sdpa.n_nodes == 0)
         return dm_fail(err, DNNMEM_E_UNSUPPORTED,
-                       "%s: --mode generate applies to HuggingFace causal LM configs", g->path);
-    if (generate && g->encoder_decoder)
+                       "%s: --mode generate applies to HuggingFace causal LM and T5 configs",
+                       g->path);
+    /* encoder-decoder generation (T5): the decoder starts from one token
+     * (decoder_start_token_id), its length is not the caller's */
+    for (size_t k = 0; generate && g->encoder_decoder && k < cfg.n_dims; k++)
+        if (cfg.dims && cfg.dims[k].name && strcmp(cfg.dims[k].name, "target_seq") == 0)
+            return dm_fail(err, DNNMEM_E_USAGE,
+                           "%s: --mode generate starts the decoder from decoder_start_token_id "
+                           "(one token) and grows it by --new-tokens; drop --dim target_seq",
+                           g->path);
+    if (generate && g->encoder_decoder && cfg.kv_dtype != DNNMEM_KV_AUTO)
         return dm_fail(err, DNNMEM_E_UNSUPPORTED,
-                       "%s: --mode generate is not modelled for encoder-decoder models (T5); "
-                       "estimate a forward pass with --mode inference --dim target_seq=N",
+                       "%s: --kv-dtype is not modelled for encoder-decoder generation (T5's "
+                       "cross-attention cache is the first forward's own projections)",
                        g->path);
     if (generate && (cfg.new_tokens <= 0 || cfg.new_tokens > (INT64_C(1) << 20)))
         return dm_fail(err, DNNMEM_E_USAGE,
@@ -1249,7 +1258,16 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     } else if (generate) {
         static const char *const kv[] = {"the model's dtype", "fp32", "fp16", "bf16",
                                          "fp8 (1 byte per element; scales not counted)"};
-        if (g->cache_len) /* Gemma 2/3: src/schedule/generate.c, hybrid_decode */
+        if (g->encoder_decoder) /* T5: src/schedule/generate.c, seq2seq_decode */
+            assume(&as, "mode", "option",
+                   "generate: greedy model.generate() of an encoder-decoder (transformers 4.51): "
+                   "the encoder once over the prompt (seq; its output kept) with the first "
+                   "decoder forward (decoder_start_token_id), then %lld decoder forwards of one "
+                   "token each; an EncoderDecoderCache: self-attention keys and values "
+                   "concatenated per token, cross-attention keys and values [batch, heads, seq, "
+                   "d_kv] made at the first forward and kept; every decoder position's logits",
+                   (long long)cfg.new_tokens - 1);
+        else if (g->cache_len) /* Gemma 2/3: src/schedule/generate.c, hybrid_decode */
             assume(&as, "mode", "option",
                    "generate: greedy model.generate() with a HybridCache (transformers 4.51, "
                    "cache_implementation \"hybrid\"): static caches of %lld positions, %lld in "

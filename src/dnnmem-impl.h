@@ -322,7 +322,10 @@ struct dm_graph {
                                   2-D attention_mask (eager attention) */
     bool loss_upcast;          /* the model's own loss casts its logits to float32
                                   first (transformers' ForCausalLMLoss: logits.float()) */
-    bool encoder_decoder;      /* HF: an encoder-decoder (T5): no --mode generate */
+    bool encoder_decoder;      /* HF: an encoder-decoder (T5): in --mode generate the
+                                  graph is the encoder and the first decoder forward
+                                  (decoder_input_ids [batch, 1]), src/schedule/generate.c
+                                  the decode steps (seq2seq_decode) */
     /* HF --mode generate with transformers' HybridCache (Gemma 2/3, config
      * cache_implementation "hybrid"): the static cache's positions (prompt +
      * new tokens - 1; 0: a DynamicCache), the sliding layers' window, and

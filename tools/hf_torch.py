@@ -1268,6 +1268,9 @@ def generate_greedy(model, input_ids, max_new_tokens, phase=None):
     src/schedule/generate.c)."""
     if isinstance(model, (GPT2LMHeadModel, BioGptForCausalLM)):  # no Cache class in 4.51
         return gpt2_greedy_generate(model, input_ids, max_new_tokens, phase)
+    if isinstance(model, T5ForConditionalGeneration):  # the encoder once, then the decoder
+        return t5_greedy_generate(model, input_ids, max_new_tokens, phase,
+                                  getattr(model, "decoder_start_token_id", 0))
     if isinstance(model, Gemma2ForCausalLM):  # config cache_implementation "hybrid"
         return hybrid_generate(model, input_ids, max_new_tokens, phase=phase or _NoPhase)
     return greedy_generate(model, input_ids, max_new_tokens, phase=phase or _NoPhase)
@@ -1381,6 +1384,36 @@ class T5LayerFF(nn.Module):
         return hidden_states + self.dropout(forwarded_states)
 
 
+class T5GenCache:
+    """cache_utils.EncoderDecoderCache(DynamicCache(), DynamicCache()) as
+    4.51's generate() makes it for T5 (_prepare_cache_for_generation: the
+    config is_encoder_decoder, so requires_cross_attention_cache) and
+    T5Attention (4.51) uses it: the self-attention DynamicCache.update
+    torch.cats each new token onto the layer's keys, then values (the old
+    tensors freed as the list slots are rebound); the cross-attention cache
+    is filled at the first decoder forward with the k/v projections of the
+    encoder's output (is_updated[layer] then True) and read back after."""
+
+    def __init__(self):
+        self.self_kv, self.cross, self.is_updated = [], [], {}
+
+    def get_seq_length(self):
+        return self.self_kv[0][0].shape[-2] if self.self_kv else 0
+
+    def update(self, key_states, value_states, layer_idx, is_cross_attention):
+        if is_cross_attention:
+            self.cross.append((key_states, value_states))
+            self.is_updated[layer_idx] = True
+            return key_states, value_states
+        if len(self.self_kv) <= layer_idx:
+            self.self_kv.append([key_states, value_states])
+        else:
+            kv = self.self_kv[layer_idx]
+            kv[0] = torch.cat([kv[0], key_states], dim=-2)
+            kv[1] = torch.cat([kv[1], value_states], dim=-2)
+        return self.self_kv[layer_idx][0], self.self_kv[layer_idx][1]
+
+
 class T5Attention(nn.Module):
     def __init__(self, c, has_relative_attention_bias=False, layer_idx=None):
         super().__init__()
@@ -1446,11 +1479,24 @@ class T5Attention(nn.Module):
         query_states = self.q(hidden_states)
         query_states = query_states.view(batch_size, -1, self.n_heads, self.key_value_proj_dim).transpose(1, 2)
         current_states = key_value_states if is_cross_attention else hidden_states
-        key_states = self.k(current_states)
-        value_states = self.v(current_states)
-        key_states = key_states.view(batch_size, -1, self.n_heads, self.key_value_proj_dim).transpose(1, 2)
-        value_states = value_states.view(batch_size, -1, self.n_heads, self.key_value_proj_dim).transpose(1, 2)
-        if past_key_value is not None:
+        if not isinstance(past_key_value, T5GenCache):
+            key_states = self.k(current_states)
+            value_states = self.v(current_states)
+            key_states = key_states.view(batch_size, -1, self.n_heads, self.key_value_proj_dim).transpose(1, 2)
+            value_states = value_states.view(batch_size, -1, self.n_heads, self.key_value_proj_dim).transpose(1, 2)
+        if isinstance(past_key_value, T5GenCache):
+            if is_cross_attention and past_key_value.is_updated.get(self.layer_idx):
+                key_states, value_states = past_key_value.cross[self.layer_idx]
+            else:
+                key_states = self.k(current_states)
+                value_states = self.v(current_states)
+                key_states = key_states.view(batch_size, -1, self.n_heads,
+                                             self.key_value_proj_dim).transpose(1, 2)
+                value_states = value_states.view(batch_size, -1, self.n_heads,
+                                                 self.key_value_proj_dim).transpose(1, 2)
+                key_states, value_states = past_key_value.update(
+                    key_states, value_states, self.layer_idx, is_cross_attention)
+        elif past_key_value is not None:
             # EncoderDecoderCache: DynamicCache.update of an empty layer keeps and
             # returns the tensors themselves
             (past_key_value[1] if is_cross_attention else past_key_value[0]).append(
@@ -1595,17 +1641,26 @@ class T5Stack(nn.Module):
             padding_mask, min_dtype)
         return causal_mask
 
-    def forward(self, input_ids, encoder_hidden_states=None, use_cache=False):
+    def forward(self, input_ids, encoder_hidden_states=None, use_cache=False, attention_mask=None,
+                encoder_attention_mask=None, past_key_values=None, cache_position=None):
+        """past_key_values: a T5GenCache (generate()'s), or None (a fresh cache
+        when the decoder has use_cache); attention_mask and
+        encoder_attention_mask: generate()'s [B, P] int64 mask, or None (ones)."""
         input_shape = input_ids.size()
         input_ids = input_ids.view(-1, input_shape[-1])
         inputs_embeds = self.embed_tokens(input_ids)
         batch_size, seq_length = input_shape
-        past_key_values = ([], []) if (self.is_decoder and use_cache) else None
-        past_key_values_length = 0
-        cache_position = torch.arange(past_key_values_length, past_key_values_length + seq_length,
-                                      device=inputs_embeds.device)
-        mask_seq_length = past_key_values_length + seq_length
-        attention_mask = torch.ones(batch_size, mask_seq_length, device=inputs_embeds.device)
+        if past_key_values is None:
+            past_key_values = ([], []) if (self.is_decoder and use_cache) else None
+            past_key_values_length = 0
+        else:
+            past_key_values_length = past_key_values.get_seq_length()
+        if cache_position is None:
+            cache_position = torch.arange(past_key_values_length, past_key_values_length + seq_length,
+                                          device=inputs_embeds.device)
+        if attention_mask is None:
+            mask_seq_length = past_key_values_length + seq_length
+            attention_mask = torch.ones(batch_size, mask_seq_length, device=inputs_embeds.device)
         if self.is_decoder:
             causal_mask = self._causal_mask(attention_mask, inputs_embeds, cache_position)
         else:
@@ -1614,8 +1669,9 @@ class T5Stack(nn.Module):
             causal_mask = (1.0 - causal_mask) * torch.finfo(inputs_embeds.dtype).min
         if self.is_decoder and encoder_hidden_states is not None:
             encoder_batch_size, encoder_sequence_length, _ = encoder_hidden_states.size()
-            encoder_attention_mask = torch.ones((encoder_batch_size, encoder_sequence_length),
-                                                device=inputs_embeds.device, dtype=torch.long)
+            if encoder_attention_mask is None:
+                encoder_attention_mask = torch.ones((encoder_batch_size, encoder_sequence_length),
+                                                    device=inputs_embeds.device, dtype=torch.long)
             encoder_extended_attention_mask = invert_attention_mask(encoder_attention_mask,
                                                                     inputs_embeds.dtype)
         else:
@@ -1639,7 +1695,9 @@ class T5Stack(nn.Module):
         hidden_states = self.final_layer_norm(hidden_states)
         hidden_states = self.dropout(hidden_states)
         next_cache = None
-        if use_cache:  # to_legacy_cache(): per layer (self k, self v, cross k, cross v)
+        if isinstance(past_key_values, T5GenCache):  # the Cache object passed in
+            next_cache = past_key_values
+        elif use_cache:  # to_legacy_cache(): per layer (self k, self v, cross k, cross v)
             next_cache = tuple(s + x for s, x in zip(past_key_values[0], past_key_values[1]))
         return hidden_states, next_cache
 
@@ -1655,6 +1713,7 @@ class T5ForConditionalGeneration(nn.Module):
         dec = T5Cfg(cfg, True)
         self.c = enc
         self.model_dim = enc.d_model
+        self.decoder_start_token_id = cfg.get("decoder_start_token_id", 0)
         self.shared = nn.Embedding(enc.vocab_size, enc.d_model)
         self.encoder = T5Stack(enc, self.shared)
         self.decoder = T5Stack(dec, self.shared)
@@ -1673,6 +1732,76 @@ class T5ForConditionalGeneration(nn.Module):
             sequence_output = sequence_output * (self.model_dim ** -0.5)
         lm_logits = self.lm_head(sequence_output)
         return lm_logits, decoder_outputs[1], hidden_states
+
+    def decoder_forward(self, decoder_input_ids, encoder_hidden_states, attention_mask, cache,
+                        cache_position):
+        """T5ForConditionalGeneration.forward(decoder_input_ids, encoder_outputs=...,
+        attention_mask, past_key_values, cache_position) as generate() calls it
+        (4.51): the encoder is skipped, its mask is the decoder's
+        encoder_attention_mask; the lm_head computes every decoder position's
+        logits (no logits_to_keep in 4.51's T5)."""
+        decoder_outputs = self.decoder(decoder_input_ids, encoder_hidden_states=encoder_hidden_states,
+                                       use_cache=True, encoder_attention_mask=attention_mask,
+                                       past_key_values=cache, cache_position=cache_position)
+        sequence_output = decoder_outputs[0]
+        if self.c.tie_word_embeddings:
+            sequence_output = sequence_output * (self.model_dim ** -0.5)
+        lm_logits = self.lm_head(sequence_output)
+        return lm_logits, decoder_outputs[1], encoder_hidden_states
+
+
+@torch.no_grad()
+def t5_greedy_generate(model, input_ids, max_new_tokens, phase=None, decoder_start_token_id=0):
+    """model.generate(input_ids, max_new_tokens=N, do_sample=False) of
+    transformers 4.51 for T5ForConditionalGeneration (generation/utils.py):
+    _prepare_attention_mask_for_generation's [B, P] int64 mask (ones: the
+    values do not change the memory), _prepare_encoder_decoder_kwargs_for_
+    generation runs the encoder once (its last_hidden_state kept in
+    model_kwargs["encoder_outputs"] to the end), _prepare_decoder_input_ids_
+    for_generation makes decoder_input_ids [B, 1] of decoder_start_token_id,
+    _prepare_cache_for_generation an EncoderDecoderCache of two DynamicCaches
+    (T5GenCache); then _sample: N decoder forwards (the first, phase
+    "prefill", fills the cross-attention cache from the encoder output; each
+    later one, "s<k>/decode", feeds one token and torch.cats it onto every
+    layer's self-attention keys and values), each followed by the float32
+    copy of the last position's logits, argmax and the torch.cat growing
+    decoder_input_ids. The encoder runs in phase "encoder". No eos stop: the
+    loop runs N forwards (as generate does when no sequence emits eos)."""
+    phase = phase or _NoPhase
+    batch = input_ids.shape[0]
+    with phase("encoder"):
+        attention_mask = torch.ones(input_ids.shape[:2], dtype=torch.long, device=input_ids.device)
+        encoder_outputs = (model.encoder(input_ids, attention_mask=attention_mask)[0],)
+        decoder_input_ids = torch.ones((batch, 1), dtype=torch.long,
+                                       device=input_ids.device) * decoder_start_token_id
+        cache = T5GenCache()
+        unfinished_sequences = torch.ones(batch, dtype=torch.long, device=input_ids.device)
+        # _get_initial_cache_position of the decoder_input_ids
+        cache_position = torch.ones_like(decoder_input_ids[0, :], dtype=torch.int64).cumsum(0) - 1
+    max_length = 1 + max_new_tokens
+    step = 0
+    while True:
+        with phase("prefill" if step == 0 else f"s{step}/decode"):
+            # prepare_inputs_for_generation: the uncached decoder tokens, cloned
+            ids = decoder_input_ids if decoder_input_ids.shape[1] == cache_position.shape[0] else \
+                decoder_input_ids[:, cache_position]
+            ids = ids.clone(memory_format=torch.contiguous_format)
+            outputs = model.decoder_forward(ids, encoder_outputs[0], attention_mask, cache,
+                                            cache_position)
+            # _update_model_kwargs_for_generation
+            cache_position = cache_position[-1:] + 1
+            next_token_logits = outputs[0][:, -1, :].to(copy=True, dtype=torch.float32)
+            next_token_scores = next_token_logits  # an empty LogitsProcessorList
+            next_tokens = torch.argmax(next_token_scores, dim=-1)
+            decoder_input_ids = torch.cat([decoder_input_ids, next_tokens[:, None]], dim=-1)
+            done = torch.full((batch,), decoder_input_ids.shape[-1] >= max_length, dtype=torch.bool)
+            unfinished_sequences = unfinished_sequences & ~done
+            this_peer_finished = unfinished_sequences.max() == 0
+            del outputs
+        step += 1
+        if this_peer_finished:
+            break
+    return decoder_input_ids
 
 
 def t5_shift_right(labels, config):

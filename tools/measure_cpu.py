@@ -140,6 +140,17 @@ GEN_BIOGPT_DESC = ("greedy generate() of transformers 4.51, BioGPT's legacy tupl
                    "attention_mask ones [B, seq] made _expand_mask's [B, 1, q, L] by the eager "
                    "forward (no position_ids: the positions come from the mask's cumsum); seq is "
                    "the prompt; new_tokens forwards (the prefill and new_tokens - 1 decode steps)")
+# T5 generation (encoder-decoder, hf_torch.t5_greedy_generate): the same batch and prompt
+# (the encoder's input), 16, 48 and 400 new tokens (decoder forwards; at 400 the decode
+# steps' peak exceeds the encoder's).
+GEN_T5_MODELS, GEN_T5_NEW_TOKENS = ("tiny-t5", "tiny-t5-gated"), (16, 48, 400)
+GEN_T5_DESC = ("greedy generate() of transformers 4.51 for T5ForConditionalGeneration: "
+               "attention_mask ones [B, seq] int64, the encoder run once (its output kept), "
+               "decoder_input_ids [B, 1] of decoder_start_token_id, an EncoderDecoderCache of two "
+               "DynamicCaches (the self-attention keys and values torch.cat'ed per token, the "
+               "cross-attention ones made at the first decoder forward and reused), every decoder "
+               "position's logits (no logits_to_keep); seq is the prompt; new_tokens decoder "
+               "forwards (the prefill and new_tokens - 1 decode steps), no eos stop")
 # Generation with transformers 4.51's HybridCache (Gemma 2, Gemma 3 text: config
 # cache_implementation "hybrid", hf_torch.hybrid_generate): (batch, prompt, new tokens)
 # around the 64-token window: prompts shorter and longer than it, caches of
@@ -257,6 +268,12 @@ def make_configs():
                 cfgs.append(c)
         if model in GEN_MODELS or model in GEN_GPT2_MODELS:
             for n in GEN_NEW_TOKENS:
+                cfgs.append(dict(model=model, hf_config=hf["config"], batch=GEN_BATCH,
+                                 seq=GEN_PROMPT, image=None, mode="generate", optimizer=None,
+                                 variant="none", new_tokens=n,
+                                 id=f"{model}-generate-b{GEN_BATCH}-p{GEN_PROMPT}-n{n}"))
+        if model in GEN_T5_MODELS:
+            for n in GEN_T5_NEW_TOKENS:
                 cfgs.append(dict(model=model, hf_config=hf["config"], batch=GEN_BATCH,
                                  seq=GEN_PROMPT, image=None, mode="generate", optimizer=None,
                                  variant="none", new_tokens=n,
@@ -836,6 +853,8 @@ def run_config(cfg):
         rec["generation"] = GEN_GPT2_DESC
     elif cfg["mode"] == "generate" and cfg["model"] in GEN_GPT2_MODELS:
         rec["generation"] = GEN_BIOGPT_DESC
+    elif cfg["mode"] == "generate" and cfg["model"] in GEN_T5_MODELS:
+        rec["generation"] = GEN_T5_DESC
     timing = dict(cpu_s=round(ru.ru_utime + ru.ru_stime, 2), wall_s=round(time.time() - t_wall0, 2),
                   max_rss_bytes=ru.ru_maxrss * 1024)
     return rec, detail, timing

@@ -3853,8 +3853,20 @@ static void build_t5(struct hf *h, const struct t5 *c)
     struct dm_graph *g = h->g;
     int32_t ids = declare_input(h, "input_ids", DM_INT64, 2, (const char *[]){"batch", "seq"},
                                 NULL);
+    /* --mode generate: the prefill is the encoder and the first decoder
+     * forward, on generate's decoder_input_ids [batch, 1] of
+     * decoder_start_token_id (_prepare_decoder_input_ids_for_generation,
+     * transformers 4.51); src/schedule/generate.c runs the rest */
+    bool gen = h->gen_tokens > 0;
+    if (gen && !c->use_cache) {
+        fail(h, DNNMEM_E_UNSUPPORTED,
+             "--mode generate needs the decoder's cache (config use_cache true); generation "
+             "recomputing every position is not modelled");
+        return;
+    }
     int32_t dec_ids = declare_input(h, "decoder_input_ids", DM_INT64, 2,
-                                    (const char *[]){"batch", "target_seq"}, NULL);
+                                    (const char *[]){"batch", gen ? NULL : "target_seq"},
+                                    (const int64_t[]){0, 1});
     int32_t cap = 2 + (c->use_cache ? 4 * (int32_t)c->dec_layers : 0);
     g->outputs = dm_arena_array(&g->arena, (size_t)cap, sizeof *g->outputs);
     if (!g->outputs) {

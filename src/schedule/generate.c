@@ -384,10 +384,241 @@ static enum dnnmem_status hybrid_decode(struct dm_sb *b, struct dnnmem_error *er
     return b->oom ? dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path) : st;
 }
 
+/* The eager attention of one decoder token over `keys` positions, as
+ * T5Attention (transformers 4.51) makes it: the scores [B, H, 1, keys] (the
+ * position bias is added in place), softmax(scores.float()).type_as(scores)
+ * (a float32 copy, its softmax and the cast back when the model's dtype is
+ * not float32); returns the weights. `bias` (or -1): the position bias made
+ * by the stack's first layer after the scores (held by the caller to the
+ * stack's end): `pre` bytes (compute_bias's [1, keys, H] embedding, or the
+ * zeros [1, H, 1, keys] of the cross-attention), then `bytes` of [B, H, 1,
+ * keys] for position_bias + mask. */
+static int32_t t5_attention(struct dm_sb *b, enum dm_dtype model, uint64_t scores,
+                            uint64_t scores32, uint64_t pre, uint64_t bias_bytes, int32_t *bias,
+                            int32_t *sc, uint64_t copy)
+{
+    /* torch.matmul(q, k.transpose(3, 2)) reshapes its operands to [B * H,
+     * ., .]: a copy where the keys are a strided view (the cross-attention's
+     * [B, P, H, D] projection seen as [B, H, P, D]; the self-attention's
+     * concatenated cache is contiguous), freed when the matmul returns */
+    int32_t kc = copy ? dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, copy, -1, -1,
+                                    "matmul_copy", 1)
+                      : -1;
+    *sc = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_scores", 1);
+    if (kc >= 0)
+        dm_sb_unref(b, kc);
+    if (bias) {
+        int32_t v = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, pre, -1, -1, "position_bias", 1);
+        *bias = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, bias_bytes, -1, -1,
+                            "position_bias_masked", 1);
+        dm_sb_unref(b, v);
+    }
+    int32_t w;
+    if (model == DM_FLOAT) {
+        w = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_probs", 1);
+    } else {
+        int32_t f = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, scores32, -1, -1,
+                                "attn_scores.float", 1);
+        int32_t p = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, scores32, -1, -1,
+                                "attn_probs", 1);
+        dm_sb_unref(b, f);
+        w = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_probs_cast", 1);
+        dm_sb_unref(b, p);
+    }
+    /* torch.matmul(attn_weights, value_states): the values' copy likewise */
+    if (copy) {
+        int32_t vc = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, copy, -1, -1, "matmul_copy", 1);
+        dm_sb_unref(b, vc);
+    }
+    return w;
+}
+
+/*
+ * The decode steps of greedy generate() for T5ForConditionalGeneration
+ * (MT5 alike), transformers 4.51. Before the prefill, generate makes the
+ * encoder's attention_mask [B, P] int64
+ * (_prepare_attention_mask_for_generation), runs the encoder once
+ * (_prepare_encoder_decoder_kwargs_for_generation: last_hidden_state [B, P,
+ * d_model] kept in model_kwargs["encoder_outputs"] to the end), makes
+ * decoder_input_ids [B, 1] of decoder_start_token_id
+ * (_prepare_decoder_input_ids_for_generation) and an
+ * EncoderDecoderCache(DynamicCache(), DynamicCache())
+ * (_prepare_cache_for_generation: T5 sets _supports_cache_class and the
+ * config is_encoder_decoder). The graph (src/load/hf.c, build_t5) is the
+ * encoder and the first decoder forward, decoder length 1; it returns the
+ * self-attention keys and values [B, H, 1, D] and the cross-attention ones
+ * [B, H, P, D] (views of the k and v projections, DynamicCache.update of an
+ * empty layer keeps the tensors themselves) and the encoder's output. Then,
+ * per decoder forward s (1 <= s < T), with L = s + 1 decoder positions:
+ *  - the sampling of the previous forward, as with a DynamicCache: the
+ *    float32 [B, V] copy of its last logits, `del outputs`, the argmax and
+ *    decoder_input_ids grown to [B, L] int64 by torch.cat (the encoder's
+ *    attention_mask is not grown: _update_model_kwargs_for_generation grows
+ *    a decoder_attention_mask only, and there is none);
+ *  - T5Stack.forward: attention_mask = torch.ones(B, L) (float32), the
+ *    causal mask of _update_causal_mask (eager: T5 has no sdpa in 4.51)
+ *    cloned to [B, 1, 1, L] (its padding sum and masked_fill [B, 1, 1, L]
+ *    transients), invert_attention_mask of the encoder's mask ([B, 1, 1, P]:
+ *    .to(dtype), 1.0 - m, * finfo.min), all held to the stack's end;
+ *  - per layer, T5Attention's self-attention: DynamicCache.update,
+ *    key_cache[l] = torch.cat([old, new], dim=-2), a fresh [B, H, L, D] (the
+ *    old freed), then the values; the scores [B, H, 1, L] and weights held
+ *    to the attention's return; layer 0 makes the position bias:
+ *    compute_bias's embedding [1, L, H] (relative positions of
+ *    cache_position against arange(L)) plus the causal mask, [B, H, 1, L],
+ *    passed to the other layers to the stack's end;
+ *  - per layer, the cross-attention: is_updated, so the keys and values are
+ *    the cache's, strided views of the first forward's projections, which
+ *    torch.matmul's reshape to [B * H, ., .] copies (PyTorch 1.13-2.x
+ *    at::matmul: expand + reshape, then bmm): a [B, H, P, D] transient in
+ *    each of the two matmuls; the scores and weights [B, H, 1, P];
+ *    layer 0 makes its position bias: zeros [1, H, 1, P] (no relative
+ *    attention bias) plus the inverted encoder mask, [B, H, 1, P];
+ *  - the logits [B, 1, V] (the lm_head on every decoder position: T5's
+ *    forward has no logits_to_keep in 4.51), held until the sampling.
+ * The cross-attention caches and the encoder's output stay allocated to the
+ * end. Not modelled: the [B, 1, d_model] and [B, 1, d_ff] tensors (the
+ * projections, norms, feed-forward), the bool masks and the int64 position
+ * tensors (a few [L]), generate's [B, P] int64 mask (the graph's encoder
+ * makes its own ones [B, P] instead), the [B, 1] decoder_input_ids and its
+ * per-step clone. Steps simulated as for a DynamicCache: the first, then the
+ * last eight.
+ */
+static enum dnnmem_status seq2seq_decode(struct dm_sb *b, struct dnnmem_error *err)
+{
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    const struct dm_run *run = b->run;
+    int32_t layers = 0;
+    while (layers < g->n_outputs && layers < INT32_MAX / 4) {
+        char name[80];
+        snprintf(name, sizeof name, "past_key_values.%d.self.key", layers);
+        if (dm_graph_find(g, name) < 0)
+            break;
+        layers++;
+    }
+    int32_t logits = g->n_outputs ? g->outputs[0] : -1;
+    if (layers == 0 || logits < 0 || t[logits].rank != 3)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --mode generate needs the decoder's cache (config use_cache true)",
+                       g->path);
+    int32_t *cur = malloc(2 * (size_t)layers * sizeof *cur);
+    if (!cur)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    int32_t k0 = -1, x0 = -1;
+    for (int32_t l = 0; l < layers; l++)
+        for (int j = 0; j < 2; j++) {
+            char name[80];
+            snprintf(name, sizeof name, "past_key_values.%d.self.%s", l, j ? "value" : "key");
+            int32_t x = dm_graph_find(g, name);
+            cur[2 * l + j] = x >= 0 ? b->cur[x] : -1;
+            if (l == 0 && j == 0)
+                k0 = x;
+        }
+    x0 = dm_graph_find(g, "past_key_values.0.cross.key");
+    if (k0 < 0 || x0 < 0 || t[k0].rank != 4 || t[x0].rank != 4) {
+        free(cur);
+        return dm_fail(err, DNNMEM_E_INTERNAL, "%s: the decoder's cache tensors are missing",
+                       g->path);
+    }
+    /* the prefill's caches (the k and v projections they are views of):
+     * KV-cache bytes from here on */
+    for (int32_t i = 0; i < g->n_outputs; i++) {
+        int32_t buf = b->cur[g->outputs[i]];
+        if (buf >= 0 && strncmp(g->tensors[g->outputs[i]].name, "past_key_values.", 16) == 0)
+            b->s->buf[buf].category = DNNMEM_CAT_KV_CACHE;
+    }
+    int64_t B = t[k0].dims[0], H = t[k0].dims[1], D = t[k0].dims[3], P = t[x0].dims[2];
+    int64_t V = t[logits].dims[2], T = run->gen_tokens;
+    enum dm_dtype model = t[k0].dtype;
+    uint64_t mb = kv_bytes(model, DNNMEM_KV_AUTO);
+    uint64_t xsc = 0, xsc32 = 0, xpre = 0, emask = 0, xcopy = 0;
+    enum dnnmem_status st = DNNMEM_OK;
+    if (!mul5(B, H, P, D, mb, &xcopy) || !mul5(B, H, 1, P, mb, &xsc) || !mul5(B, H, 1, P, 4, &xsc32) ||
+        !mul5(1, H, 1, P, mb, &xpre) || !mul5(B, 1, 1, P, mb, &emask))
+        st = dm_fail(err, DNNMEM_E_SHAPE, "%s: the prompt of %lld tokens overflows", g->path,
+                     (long long)P);
+    int32_t lb = b->cur[logits];
+    int32_t prev_next = -1, prev_ids = -1;
+    for (int64_t s = 1; s <= T && !b->oom && st == DNNMEM_OK; s = s == 1 && T > 9 ? T - 7 : s + 1) {
+        int64_t L = 1 + s; /* decoder positions after this step's update */
+        uint64_t next, cache, sc, sc32, pre, ids, ones, mask, step_logits;
+        if (!mul5(B, V, 1, 1, 4, &next) || !mul5(B, H, L, D, mb, &cache) ||
+            !mul5(B, H, 1, L, mb, &sc) || !mul5(B, H, 1, L, 4, &sc32) ||
+            !mul5(1, L, H, 1, mb, &pre) || !mul5(B, L, 1, 1, 8, &ids) ||
+            !mul5(B, L, 1, 1, 4, &ones) || !mul5(B, L, 1, 1, mb, &mask) ||
+            !mul5(B, 1, V, 1, mb, &step_logits)) {
+            st = dm_fail(err, DNNMEM_E_SHAPE, "%s: the decoder's cache of %lld tokens overflows",
+                         g->path, (long long)L);
+            break;
+        }
+        b->iteration = (int)(s < INT16_MAX ? s : INT16_MAX);
+        dm_sb_step(b, DM_PHASE_DECODE, -1);
+        /* the sampling of the previous forward's logits */
+        int32_t nb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, next, -1, -1,
+                                 "next_token_logits", 1);
+        if (prev_next >= 0)
+            dm_sb_unref(b, prev_next);
+        prev_next = nb;
+        if (lb >= 0)
+            dm_sb_unref(b, lb);
+        lb = -1;
+        int32_t ib = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, ids, -1, -1, "decoder_input_ids", 1);
+        if (prev_ids >= 0)
+            dm_sb_unref(b, prev_ids);
+        prev_ids = ib;
+        if (s == T) /* the T-th token came from the last forward */
+            break;
+        /* T5Stack.forward's masks, held to its end */
+        int32_t am = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, ones, -1, -1,
+                                 "decoder_attention_mask", 1);
+        int32_t cm = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask, -1, -1, "causal_mask", 1);
+        int32_t p1 = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask, -1, -1, "padding_mask", 1);
+        dm_sb_unref(b, p1);
+        int32_t p3 = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask, -1, -1, "masked_fill", 1);
+        dm_sb_unref(b, p3);
+        int32_t e1 = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, emask, -1, -1,
+                                 "encoder_attention_mask.to", 1);
+        int32_t e2 = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, emask, -1, -1,
+                                 "encoder_attention_mask.rsub", 1);
+        int32_t em = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, emask, -1, -1,
+                                 "encoder_extended_attention_mask", 1);
+        dm_sb_unref(b, e2);
+        dm_sb_unref(b, e1);
+        int32_t pb = -1, xpb = -1;
+        for (int32_t l = 0; l < layers && !b->oom; l++) {
+            for (int j = 0; j < 2; j++) { /* DynamicCache.update: keys, then values */
+                int32_t nbuf = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, model, cache, -1, -1,
+                                           "cache", 1);
+                if (cur[2 * l + j] >= 0)
+                    dm_sb_unref(b, cur[2 * l + j]);
+                cur[2 * l + j] = nbuf;
+            }
+            int32_t scb, w;
+            w = t5_attention(b, model, sc, sc32, pre, sc, l == 0 ? &pb : NULL, &scb, 0);
+            dm_sb_unref(b, w);
+            dm_sb_unref(b, scb);
+            w = t5_attention(b, model, xsc, xsc32, xpre, xsc, l == 0 ? &xpb : NULL, &scb, xcopy);
+            dm_sb_unref(b, w);
+            dm_sb_unref(b, scb);
+        }
+        /* T5Stack.forward returns: its locals go */
+        int32_t held[] = {am, cm, em, pb, xpb};
+        for (size_t k = 0; k < sizeof held / sizeof *held; k++)
+            if (held[k] >= 0)
+                dm_sb_unref(b, held[k]);
+        lb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, step_logits, logits, -1, "step", 1);
+    }
+    free(cur);
+    return b->oom ? dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path) : st;
+}
+
 enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
 {
     if (b->g->cache_len > 0)
         return hybrid_decode(b, err);
+    if (b->g->encoder_decoder)
+        return seq2seq_decode(b, err);
     const struct dm_graph *g = b->g;
     const struct dm_tinfo *t = b->t;
     const struct dm_run *run = b->run;

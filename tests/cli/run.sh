@@ -239,7 +239,14 @@ expect 0 "the legacy tuple cache, no Cache class (GPT-2, BioGPT) (transformers 4
     -- estimate $M/hf/biogpt.json -s 16 --mode generate --new-tokens 4
 expect 4 "--kv-dtype needs a Cache class; transformers 4.51 keeps this model's legacy tuple cache" -- \
     estimate $M/hf/tiny-gpt2.json -s 16 --mode generate --new-tokens 4 --kv-dtype fp16
-expect 4 "--mode generate applies to HuggingFace causal LM configs" -- estimate \
+# T5: the encoder once, the decoder from one token (no --dim target_seq, no --kv-dtype)
+expect 0 "generate: greedy model.generate() of an encoder-decoder (transformers 4.51)" -- \
+    estimate $M/hf/tiny-t5.json -b 2 -s 16 --mode generate --new-tokens 4
+expect 2 "drop --dim target_seq" -- estimate $M/hf/tiny-t5.json -s 16 --mode generate \
+    --new-tokens 4 --dim target_seq=4
+expect 4 "--kv-dtype is not modelled for encoder-decoder generation" -- estimate \
+    $M/hf/tiny-t5.json -s 16 --mode generate --new-tokens 4 --kv-dtype fp16
+expect 4 "--mode generate applies to HuggingFace causal LM and T5 configs" -- estimate \
     $M/fixtures/resnet50.onnx --mode generate --new-tokens 4
 # mixture of experts: the routing assumption, its override, the fp8 DeepSeek-V3 config
 expect 0 "moe_routing    uniform: each routed expert gets ceil(batch x seq x top_k / experts)" -- \

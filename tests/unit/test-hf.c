@@ -3061,10 +3061,18 @@ static void test_tiny_t5(void **state)
     cfg.torch_version = 202;
     r = run(m, &cfg); /* auto: eager */
     dnnmem_result_free(r);
+    /* generation: the decoder starts from one token, not --dim target_seq */
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.new_tokens = 4;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "drop --dim target_seq"));
+    cfg.dims = NULL;
+    cfg.n_dims = 0;
+    cfg.kv_dtype = DNNMEM_KV_FP16;
     assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
-    assert_non_null(strstr(err.message, "encoder-decoder"));
+    cfg.kv_dtype = DNNMEM_KV_AUTO;
+    r = run(m, &cfg);
+    dnnmem_result_free(r);
     dnnmem_model_free(m);
 
     m = load("tests/models/hf/tiny-t5-gated.json");
@@ -3091,6 +3099,111 @@ static void test_tiny_t5(void **state)
     cfg.seq_len = 4;
     r = run(m, &cfg);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 31456);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
+/* The schedule of greedy generate() for tiny-t5 (batch 2, prompt 16, `tokens`
+ * new tokens, CPU): the number of its buffers of `category` named `what`
+ * (NULL: any name but "cache"), the bytes of the last in *last. */
+static int t5_gen_buffers(int64_t tokens, enum dnnmem_category category, const char *what,
+                          uint64_t *last)
+{
+    FILE *f = fopen("tests/models/hf/tiny-t5.json", "rb");
+    assert_non_null(f);
+    char json[4096];
+    size_t size = fread(json, 1, sizeof json, f);
+    fclose(f);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.new_tokens = tokens;
+    cfg.seq_len = 16;
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "tiny-t5.json";
+    struct dnnmem_error err;
+    if (dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+    /* the decoder's input is generate's [batch, 1]: no target_seq symbol */
+    assert_int_equal(g.n_symbols, 2);
+    assert_true(g.encoder_decoder);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {2, 16};
+    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+    if (dm_infer_shapes(&ctx) != DNNMEM_OK)
+        fail_msg("shapes: %s", err.message);
+    struct dm_run run = {.torch_version = 113, .inplace = true, .iterations = 1, .grad_accum = 1,
+                         .amp = DM_UNDEFINED, .gen_tokens = tokens};
+    struct dm_schedule s;
+    if (dm_schedule_build(&g, t, &run, &s, &err) != DNNMEM_OK)
+        fail_msg("schedule: %s", err.message);
+    int n = 0;
+    for (int32_t b = 0; b < s.n_buf; b++) {
+        const char *w = s.buf[b].what ? s.buf[b].what : "";
+        if (s.buf[b].category == category &&
+            (what ? strcmp(w, what) == 0 : strcmp(w, "cache") != 0)) {
+            n++;
+            *last = s.buf[b].bytes;
+        }
+    }
+    dm_schedule_free(&s);
+    free(t);
+    dm_arena_free(&a);
+    dm_graph_free(&g);
+    return n;
+}
+
+/* T5 generation (src/schedule/generate.c, seq2seq_decode), tiny-t5: B 2,
+ * H 8, d_kv 32, 3 decoder layers, float32, prompt P = 16. The prefill (the
+ * encoder and the first decoder forward) leaves per layer the
+ * self-attention key and value [2, 8, 1, 32] (2,048 bytes each) and the
+ * cross-attention ones [2, 8, 16, 32] (32,768 bytes each): 12 KV-cache
+ * buffers. Each decode forward s concatenates one token onto the 6
+ * self-attention tensors: [2, 8, 1 + s, 32], 2,048 (1 + s) bytes; the cross
+ * ones are never remade. 4 new tokens: forwards s = 1..3, 18 concatenated
+ * tensors, the last 8,192 bytes; 100: the first and the last seven
+ * simulated (s = 1, 93..99), 48 tensors, the last 2,048 x 100 = 204,800
+ * bytes. torch.matmul copies the cross-attention's strided keys and
+ * values: 2 per layer per forward, 32,768 bytes each (18 for 4 tokens). */
+static void test_t5_generate(void **state)
+{
+    (void)state;
+    uint64_t last = 0;
+    assert_int_equal(t5_gen_buffers(4, DNNMEM_CAT_KV_CACHE, "cache", &last), 18);
+    assert_int_equal(last, 2 * 8 * 4 * 32 * 4);
+    assert_int_equal(t5_gen_buffers(100, DNNMEM_CAT_KV_CACHE, "cache", &last), 48);
+    assert_int_equal(last, 2 * 8 * 100 * 32 * 4);
+    /* the prefill's caches: 6 self-attention, 6 cross-attention */
+    int n = t5_gen_buffers(4, DNNMEM_CAT_KV_CACHE, NULL, &last);
+    assert_int_equal(n, 12);
+    assert_int_equal(last, 2 * 8 * 16 * 32 * 4); /* layer 2's cross-attention value */
+    assert_int_equal(t5_gen_buffers(4, DNNMEM_CAT_ACTIVATION, "matmul_copy", &last), 18);
+    assert_int_equal(last, 2 * 8 * 16 * 32 * 4);
+    /* one step: the logits' float32 copy [2, 1000] per sampling (4) */
+    assert_int_equal(t5_gen_buffers(4, DNNMEM_CAT_ACTIVATION, "next_token_logits", &last), 4);
+    assert_int_equal(last, 2 * 1000 * 4);
+
+    /* end to end: a long generation peaks in the decode steps, with the
+     * cross-attention caches (6 x 32,768) and the self-attention ones at
+     * 400 positions (6 x 819,200 = 4,915,200, one of them being remade at
+     * most) live */
+    dnnmem_model *m = load("tests/models/hf/tiny-t5.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.batch_size = 2;
+    cfg.seq_len = 16;
+    cfg.new_tokens = 400;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_string_equal(r->peak_phase, "decode");
+    uint64_t kv = r->category_bytes[DNNMEM_CAT_KV_CACHE];
+    assert_true(kv >= 6 * 32768 + 6 * (uint64_t)819200 - 819200);
+    assert_true(kv <= 6 * 32768 + 7 * (uint64_t)819200);
     dnnmem_result_free(r);
     dnnmem_model_free(m);
 }
@@ -3402,6 +3515,7 @@ int main(void)
         cmocka_unit_test(test_tiny_roberta_heads),
         cmocka_unit_test(test_t5_vit_published_counts),
         cmocka_unit_test(test_tiny_t5),
+        cmocka_unit_test(test_t5_generate),
         cmocka_unit_test(test_tiny_vit),
         cmocka_unit_test(test_t5_checkpoint_names),
         cmocka_unit_test(test_mixtral),
