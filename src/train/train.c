@@ -133,9 +133,14 @@
  *    output an input buffer whose only reference the kernel holds (same
  *    type and size); in the graph the executor's is the only one once the
  *    last consumer runs, where eagerly the Python handle holds another.
- *    Modelled in the forward pass; the gradient kernels forward too
- *    (ReluGrad, a BinaryElementWiseOp, takes dy's or y's buffer), not
- *    modelled: the backward is the eager one, high.
+ *    Modelled in the forward pass, and in the backward for the activation
+ *    grads (tf_grad_forwards: ReluGrad and the other BinaryElementWiseOp
+ *    grads, SigmoidGrad/TanhGrad/SqrtGrad as SimpleBinaryOp, Exp's and Neg's
+ *    plain Mul/Neg): dx is written into dy's buffer when only the grad
+ *    kernel holds it. Not modelled in backward: the binary ops' own grads
+ *    (Add/Sub/Mul/Div: several readers of dy, reductions when broadcast),
+ *    Clip's (select-based), and forwarding into y's buffer instead of dy's
+ *    (same bytes: nothing allocated either way).
  *  - The remapper's Conv2D+BiasAdd(+Relu) -> _FusedConv2D: dnnmem's Conv
  *    already includes the bias, and the Relu's forwarding takes the
  *    convolution's buffer: nothing more to remove.
@@ -917,6 +922,36 @@ static bool same_shape(const struct dm_tinfo *a, const struct dm_tinfo *c)
     return true;
 }
 
+/* TensorFlow under tf.function: gradient kernels that write the input's grad
+ * into the incoming grad's buffer when the executor holds its only reference
+ * (OpKernelContext::forward_input_or_allocate_output, as tf_forwards in
+ * src/schedule/schedule.c does for the forward pass):
+ *  - numeric_op.h's BinaryElementWiseOp, forward_input_or_allocate_output
+ *    ({0, 1}, ...): ReluGrad, EluGrad, SeluGrad, LeakyReluGrad (relu_op.h),
+ *    SoftplusGrad, SoftsignGrad (softplus_op.h, softsign_op.h), each called
+ *    with the incoming grad as input 0 (nn_grad.py);
+ *  - cwise_ops_common.h's SimpleBinaryOp, forward_input_or_allocate_output
+ *    ({0, 1}, ...) when input and output types agree: SigmoidGrad, TanhGrad,
+ *    SqrtGrad (cwise_op_sigmoid.cc etc., functors in cwise_ops_gradients.h),
+ *    called (y, grad) by math_grad.py;
+ *  - _ExpGrad's grad * y (a Mul, cwise_ops_common.h's BinaryOp, which
+ *    forwards either input of the output's shape and type) and _NegGrad's
+ *    -grad (a Neg, UnaryOp: forwards its input).
+ * Clip is left out: clip_by_value's gradient is select-based, with its own
+ * temporaries. The kernels may take y's buffer instead of the grad's (input
+ * 0 or 1): either way nothing new is allocated, and dnnmem frees both at the
+ * end of the node. */
+static bool tf_grad_forwards(enum dm_op op)
+{
+    switch (op) {
+    case DM_OP_Relu: case DM_OP_Elu: case DM_OP_Selu: case DM_OP_LeakyRelu:
+    case DM_OP_Softplus: case DM_OP_Softsign: case DM_OP_Sigmoid: case DM_OP_Tanh:
+    case DM_OP_Sqrt: case DM_OP_Exp: case DM_OP_Neg:
+        return true;
+    default: return false;
+    }
+}
+
 static void backward_node(struct dm_sb *b, int32_t i)
 {
     struct dm_train *tr = b->train;
@@ -994,7 +1029,14 @@ static void backward_node(struct dm_sb *b, int32_t i)
                        !(n->op == DM_OP_Sub && k == 1) &&
                        (n->op == DM_OP_Concat || same_shape(&t[x], &t[out0]))));
         enum dm_dtype cast = b->run->amp ? dm_amp_cast(g, t, n, k, b->run->amp) : DM_UNDEFINED;
-        if (alias && cast == DM_UNDEFINED) {
+        /* tf.function: the grad kernel takes the incoming grad's buffer when
+         * only we hold it (no other reader of the output's grad), it is not a
+         * parameter's, and it has x's type and size (tf_grad_forwards) */
+        bool forward = !alias && cast == DM_UNDEFINED && b->run->tf_graph && gout >= 0 &&
+                       n->n_in == 1 && tf_grad_forwards(n->op) && !tr->param[x] &&
+                       b->refs[gout] == 1 && b->s->buf[gout].dtype == (uint8_t)t[x].dtype &&
+                       b->s->buf[gout].bytes == t[x].bytes;
+        if ((alias || forward) && cast == DM_UNDEFINED) {
             dm_sb_ref(b, gout, 1);
             gin = gout;
         } else {

@@ -978,6 +978,56 @@ static void test_tf_graph(void **state)
     dnnmem_result_free(ru);
     dnnmem_model_free(f);
 
+    /* forwarding in backward: at the activation's backward step (Sigmoid's,
+     * ReLU's; [4, 32] float32 = 512 B), eagerly dx is allocated beside dy
+     * (SigmoidGrad and ReluGrad forward too, but the tape holds dy) and the
+     * kept y: the step peaks with SAVED 512 (y) and TEMPORARY 1,028 (dy, dx
+     * and the loss grad's 4 B scalar), ACTIVATION 32 (the [4, 2] logits the
+     * eager step returns). Under tf.function the grad kernel writes dx into
+     * dy's buffer, whose only holder it is: nothing is allocated, and a step
+     * that only frees shows where it ends: y freed, dx in dy's 512 B, the
+     * loss grad and the logits gone (dataflow). Graph minus eager: 32 + 4
+     * (lifetimes, as before this rule) + 512 (dx) + 512 (y freed by the
+     * step's end rather than beside dx) = 1,060 B. */
+    static const char *const act[] = {"sigmoid", "/a/Sigmoid", "relu", "/a/Relu"};
+    for (int k = 0; k < 2; k++) {
+        char json[2048];
+        snprintf(json, sizeof json,
+                 SEQ(INPUT("[null, 16]") ", {\"class_name\": \"Dense\", \"config\": {\"name\": "
+                     "\"d0\", \"units\": 32}}, {\"class_name\": \"Activation\", \"config\": "
+                     "{\"name\": \"a\", \"activation\": \"%s\"}}, {\"class_name\": \"Dense\", "
+                     "\"config\": {\"name\": \"d\", \"units\": 2}}"),
+                 act[2 * k]);
+        f = load_json(json);
+        rf = estimate_tf(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4, DNNMEM_TF_EAGER, F32);
+        ru = estimate_tf(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4, G, F32);
+        const char *node = act[2 * k + 1];
+        assert_int_equal(at_step(rf, "backward", node) - at_step(ru, "backward", node), 1060);
+        const struct dnnmem_timeline_point *pe = NULL, *pg = NULL;
+        for (size_t q = 0; q < rf->n_timeline; q++)
+            if (!strcmp(rf->timeline[q].phase, "backward") && !strcmp(rf->timeline[q].node, node))
+                pe = &rf->timeline[q];
+        for (size_t q = 0; q < ru->n_timeline; q++)
+            if (!strcmp(ru->timeline[q].phase, "backward") && !strcmp(ru->timeline[q].node, node))
+                pg = &ru->timeline[q];
+        assert_non_null(pe);
+        assert_non_null(pg);
+        assert_int_equal(pe->category_bytes[DNNMEM_CAT_SAVED], 512);
+        assert_int_equal(pe->category_bytes[DNNMEM_CAT_TEMPORARY], 1028);
+        assert_int_equal(pg->category_bytes[DNNMEM_CAT_SAVED], 0);
+        assert_int_equal(pg->category_bytes[DNNMEM_CAT_TEMPORARY], 512);
+        dnnmem_result_free(rf);
+        dnnmem_result_free(ru);
+        /* PyTorch's profile: the option changes nothing, in training too */
+        rf = estimate_tf(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_PYTORCH, 4, DNNMEM_TF_EAGER, F32);
+        ru = estimate_tf(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_PYTORCH, 4, G, F32);
+        assert_int_equal(rf->peak_requested, ru->peak_requested);
+        assert_int_equal(at_step(rf, "backward", node), at_step(ru, "backward", node));
+        dnnmem_result_free(rf);
+        dnnmem_result_free(ru);
+        dnnmem_model_free(f);
+    }
+
     /* Keras 2's fused LayerNorm: AddV2's grad reads only shapes, so the
      * graph keeps ones([64]) (256 B) and the normalized output (8,192 B)
      * but not `* gamma`'s result: fused minus unfused is 8,448 B at the
