@@ -1521,10 +1521,11 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                    ? dm_arena_printf(
                          &arena,
                          "graph rules: elementwise kernels write into a dying input's buffer "
-                         "(forward_input_or_allocate_output; forward pass); Dropout keeps a "
+                         "(forward_input_or_allocate_output), activation grads into a dying "
+                         "incoming grad's; Dropout keeps a "
                          "float mask only; fused LayerNorm keeps no normalized * gamma; the "
                          "layout optimizer runs the GPU graph %s%s; not modelled: its boundary "
-                         "transposes, backward forwarding, memory optimizer swapping",
+                         "transposes, memory optimizer swapping",
                          run.cuda && run.tf_nhwc ? "NHWC" : "NCHW",
                          run.cuda && run.tf_nhwc
                              ? " (fp16/bf16 convolutions): fused BatchNorm transposes in training"
