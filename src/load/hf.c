@@ -3360,6 +3360,17 @@ static int32_t build_distilbert(struct hf *h, const struct bert *c, int32_t ids)
  * `cls` ("Bert", "DistilBert"): <cls>Model, <cls>ForMaskedLM or
  * <cls>ForSequenceClassification (num_labels from id2label, as
  * PretrainedConfig reads it, else 2); none named: the bare model. */
+
+/* A classification head's labels: PretrainedConfig's num_labels is
+ * len(id2label) when the config has one, else its num_labels (default 2). */
+static int64_t num_labels(struct hf *h)
+{
+    json_t *labels = json_object_get(h->root, "id2label");
+    return json_is_object(labels) && json_object_size(labels) > 0
+               ? (int64_t)json_object_size(labels)
+               : get_int(h, "num_labels", 2, MAX_SIZE);
+}
+
 static void read_head(struct hf *h, struct bert *c, const char *cls, bool seqcls)
 {
     json_t *arch = json_object_get(h->root, "architectures");
@@ -3380,10 +3391,7 @@ static void read_head(struct hf *h, struct bert *c, const char *cls, bool seqcls
         }
         if (seqcls && strncmp(s, cls, n) == 0 && strcmp(s + n, "ForSequenceClassification") == 0) {
             c->head = HEAD_SEQCLS;
-            json_t *labels = json_object_get(h->root, "id2label");
-            c->labels = json_is_object(labels) && json_object_size(labels) > 0
-                            ? (int64_t)json_object_size(labels)
-                            : get_int(h, "num_labels", 2, MAX_SIZE);
+            c->labels = num_labels(h);
             return;
         }
     }
@@ -4180,11 +4188,8 @@ static void read_vit(struct hf *h, struct vit *c)
         if (strcmp(s, "ViTModel") == 0)
             return;
         if (strcmp(s, "ViTForImageClassification") == 0) {
-            json_t *labels = json_object_get(h->root, "id2label");
             c->classify = true;
-            c->labels = json_is_object(labels) && json_object_size(labels) > 0
-                            ? (int64_t)json_object_size(labels)
-                            : get_int(h, "num_labels", 2, MAX_SIZE);
+            c->labels = num_labels(h);
             return;
         }
     }

@@ -190,16 +190,40 @@ static bool mul5(int64_t a, int64_t b, int64_t c, int64_t d, uint64_t e, uint64_
     return true;
 }
 
-/* The eager scores of one decode token over `keys` cached positions, as
- * Gemma 2/3's eager_attention_forward (4.51) makes them: matmul, * scaling,
- * (Gemma 2) / cap, tanh, * cap, + the mask, softmax in float32 (and .to the
- * model's dtype); the weights are returned, held by the decoder layer
- * (self_attn_weights) to its end. */
-static int32_t hybrid_scores(struct dm_sb *b, enum dm_dtype model, uint64_t scores,
-                             uint64_t scores32, bool cap, bool upcast)
+/* The attention the prefill graph runs, from its first attention node: the
+ * query heads (*H unchanged when there is none), eager (a 4-D Softmax;
+ * *upcast when it changes the type, the float32 softmax of a 16-bit model)
+ * or a fused kernel (*flash: flash_attention_2's). */
+static void attention_kind(const struct dm_graph *g, const struct dm_tinfo *t, int64_t *H,
+                           bool *eager, bool *upcast, bool *flash)
+{
+    *eager = *upcast = *flash = false;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        if (n->op == DM_OP_Attention && dm_has_in(n, 0)) {
+            *H = t[n->in[0]].dims[1];
+            *flash = dm_attr_int(n, "flash_attn", 0) != 0;
+        }
+        if (n->op == DM_OP_Softmax && dm_has_in(n, 0) && t[n->in[0]].rank == 4) {
+            *eager = true;
+            *H = t[n->in[0]].dims[1];
+            *upcast = t[n->out[0]].dtype != t[n->in[0]].dtype;
+        }
+        if (n->op == DM_OP_Softmax || n->op == DM_OP_Attention)
+            break;
+    }
+}
+
+/* The eager scores of one decode token over the cached positions, as
+ * eager_attention_forward (4.51) makes them: the matmul, `steps`
+ * elementwise results of the scores' size (Gemma 2/3: * scaling, and Gemma
+ * 2's / cap, tanh, * cap), + the mask, the softmax (in float32 when
+ * `upcast`, then .to the model's dtype); returns the weights, which the
+ * caller holds (Gemma's decoder layer to its end, as self_attn_weights). */
+static int32_t eager_scores(struct dm_sb *b, enum dm_dtype model, uint64_t scores,
+                            uint64_t scores32, int steps, bool upcast)
 {
     int32_t w = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_scores", 1);
-    int steps = cap ? 4 : 1; /* * scaling, [/ cap, tanh, * cap] */
     for (int k = 0; k < steps; k++) {
         int32_t n = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_scores", 1);
         dm_sb_unref(b, w);
@@ -238,7 +262,7 @@ static int32_t hybrid_scores(struct dm_sb *b, enum dm_dtype model, uint64_t scor
  *    the whole [B, K, M, D] cache;
  *  - the attention over every cached position (W or M, zeros included):
  *    repeat_kv's copies when H != K, the scores [B, H, 1, W or M] through
- *    eager's chain (hybrid_scores), the weights held to the layer's end;
+ *    eager's chain (eager_scores), the weights held to the layer's end;
  *  - the logits [B, 1, V] (Gemma 2: / cap, tanh, * cap);
  *  - generate's attention_mask, input_ids and next_token_logits as with a
  *    DynamicCache (dm_sb_generate).
@@ -285,19 +309,8 @@ static enum dnnmem_status hybrid_decode(struct dm_sb *b, struct dnnmem_error *er
             bf->dtype = (uint8_t)kvt;
     }
     int64_t H = K;
-    bool eager = false, upcast = false;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const struct dm_node *n = &g->nodes[i];
-        if (n->op == DM_OP_Attention && dm_has_in(n, 0))
-            H = t[n->in[0]].dims[1];
-        if (n->op == DM_OP_Softmax && dm_has_in(n, 0) && t[n->in[0]].rank == 4) {
-            eager = true;
-            H = t[n->in[0]].dims[1];
-            upcast = t[n->out[0]].dtype != t[n->in[0]].dtype;
-        }
-        if (n->op == DM_OP_Softmax || n->op == DM_OP_Attention)
-            break;
-    }
+    bool eager, upcast, flash;
+    attention_kind(g, t, &H, &eager, &upcast, &flash);
     bool repeat = H != K;
     uint64_t mask4, roll, rep[2], sc[2], sc32[2], step_logits, next;
     if (!mul5(B, M, 1, 1, mb, &mask4) || !mul5(B, K, W, D, kvb, &roll) ||
@@ -360,7 +373,8 @@ static enum dnnmem_status hybrid_decode(struct dm_sb *b, struct dnnmem_error *er
                 kc[q] = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, kvt, roll, -1, -1, "cache_rolled", 1);
             for (int q = 0; repeat && q < 2; q++)
                 r[q] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, rep[j], -1, -1, "repeat_kv", 1);
-            int32_t p = eager ? hybrid_scores(b, model, sc[j], sc32[j], g->attn_softcap, upcast)
+            int32_t p = eager ? eager_scores(b, model, sc[j], sc32[j], g->attn_softcap ? 4 : 1,
+                                             upcast)
                               : -1;
             for (int q = 0; q < 2; q++) { /* the attention returns: its locals go */
                 if (r[q] >= 0)
@@ -676,21 +690,8 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     enum dm_dtype model = k0->dtype;
     /* heads of the queries, and eager's softmax type, from the graph */
     int64_t H = K;
-    bool eager = false, upcast = false, flash = false;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const struct dm_node *n = &g->nodes[i];
-        if (n->op == DM_OP_Attention && dm_has_in(n, 0)) {
-            H = t[n->in[0]].dims[1];
-            flash = dm_attr_int(n, "flash_attn", 0) != 0;
-        }
-        if (n->op == DM_OP_Softmax && dm_has_in(n, 0) && t[n->in[0]].rank == 4) {
-            eager = true;
-            H = t[n->in[0]].dims[1];
-            upcast = t[n->out[0]].dtype != t[n->in[0]].dtype;
-        }
-        if (n->op == DM_OP_Softmax || n->op == DM_OP_Attention)
-            break;
-    }
+    bool eager, upcast, flash;
+    attention_kind(g, t, &H, &eager, &upcast, &flash);
     /* 4.51's sdpa_attention_forward repeats as eager does; flash_attention_2
      * reads the grouped cache as it is */
     bool repeat = H != K && !flash;
@@ -812,23 +813,8 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
             for (int j = 0; repeat && j < 2; j++)
                 r[j] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, rep[j], kv[2 * l + j], -1,
                                    "repeat_kv", 1);
-            if (eager) { /* scores, + mask, softmax (float32), .to(dtype) */
-                int32_t w = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1,
-                                        "attn_scores", 1);
-                int32_t m = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1,
-                                        "attn_scores_masked", 1);
-                dm_sb_unref(b, w);
-                int32_t p = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, upcast ? DM_FLOAT : model,
-                                        upcast ? scores32 : scores, -1, -1, "attn_probs", 1);
-                dm_sb_unref(b, m);
-                if (upcast) {
-                    int32_t c = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1,
-                                            "attn_probs_cast", 1);
-                    dm_sb_unref(b, p);
-                    p = c;
-                }
-                dm_sb_unref(b, p);
-            }
+            if (eager) /* scores, + mask, softmax (float32), .to(dtype) */
+                dm_sb_unref(b, eager_scores(b, model, scores, scores32, 0, upcast));
             for (int j = 0; j < 2; j++)
                 if (r[j] >= 0)
                     dm_sb_unref(b, r[j]);

@@ -21,24 +21,6 @@ static struct dm_allocator mk(uint64_t limit, bool growth)
     return a;
 }
 
-static uint64_t get(struct dm_allocator *a, uint64_t bytes, uint64_t *granted)
-{
-    uint64_t h, g;
-    assert_int_equal(a->alloc(a->self, bytes, &h, &g), DNNMEM_OK);
-    if (granted)
-        *granted = g;
-    return h;
-}
-
-static void put(struct dm_allocator *a, uint64_t h) { a->free(a->self, h); }
-
-static struct dm_alloc_stats stats(const struct dm_allocator *a)
-{
-    struct dm_alloc_stats s;
-    a->stats(a->self, &s);
-    return s;
-}
-
 static struct dm_bfc_chunk ch[64];
 
 static size_t snap(const struct dm_allocator *a)

@@ -261,4 +261,24 @@ static inline enum dnnmem_status tb_load(struct tb *b, dnnmem_model **m, struct 
             fail_msg("message '%s' lacks '%s'", (err).message, (needle));                          \
     } while (0)
 
+/* Allocator simulators (tests of src/alloc): a request that must succeed,
+ * its handle (and the bytes granted); a free; the statistics. */
+static inline uint64_t get(struct dm_allocator *a, uint64_t bytes, uint64_t *granted)
+{
+    uint64_t h, g;
+    assert_int_equal(a->alloc(a->self, bytes, &h, &g), DNNMEM_OK);
+    if (granted)
+        *granted = g;
+    return h;
+}
+
+static inline void put(struct dm_allocator *a, uint64_t h) { a->free(a->self, h); }
+
+static inline struct dm_alloc_stats stats(const struct dm_allocator *a)
+{
+    struct dm_alloc_stats s;
+    a->stats(a->self, &s);
+    return s;
+}
+
 #endif
