@@ -40,6 +40,18 @@ enum dnnmem_status dm_fail(struct dnnmem_error *err, enum dnnmem_status s, const
             return dm_try_s_;                                                                      \
     } while (0)
 
+/* MurmurHash3's 32-bit finalizer (fmix32): every input bit reaches every
+ * output bit. Hash-table indices and treap priorities. */
+static inline uint32_t dm_mix32(uint32_t h)
+{
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
 /* ---- checked arithmetic (all byte and element counts) ------------------- */
 
 static inline bool dm_mul_ok(int64_t a, int64_t b, int64_t *out)

@@ -257,16 +257,7 @@ static enum dnnmem_status need_slots(struct caching *c, size_t k)
 
 /* A fixed pseudo-random treap priority for slot i (a 32-bit finalizer mix),
  * independent of the blocks' order. */
-static uint32_t slot_prio(int32_t i)
-{
-    uint32_t h = (uint32_t)i;
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    return h;
-}
+static uint32_t slot_prio(int32_t i) { return dm_mix32((uint32_t)i); }
 
 static int32_t new_blk(struct caching *c, uint64_t addr, uint64_t size, bool small, int32_t es,
                        bool mapped)

@@ -62,16 +62,6 @@ struct treap {
     int32_t root;
 };
 
-static uint32_t mix(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
-
 static void pull(struct node *n, int32_t i)
 {
     int64_t e = n[i].end;
@@ -306,7 +296,7 @@ enum dnnmem_status dm_heap_fit(struct dm_heap_buf *b, size_t n, uint64_t alignme
         v->offset = best;
         int32_t x = t.count;
         t.n[x] = (struct node){v->start, v->end, v->end, best, rend,
-                               mix((uint32_t)v->id * 2654435761U + 1U), -1, -1};
+                               dm_mix32((uint32_t)v->id * 2654435761U + 1U), -1, -1};
         t.root = insert(t.n, t.root, x);
         int32_t lo = 0, hi = t.count; /* after the chunks at or below its offset */
         while (lo < hi) {

@@ -28,15 +28,10 @@ uint32_t dm_hash_str(const char *s)
     uint32_t h = 2166136261u; /* FNV-1a */
     for (; *s; s++)
         h = (h ^ (unsigned char)*s) * 16777619u;
-    /* then MurmurHash3's fmix32, so that the low bits (the table index)
-     * depend on every character: FNV-1a's low bits do not see the high bits
-     * of earlier characters, and names differing in one digit cluster */
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    return h;
+    /* then fmix32, so that the low bits (the table index) depend on every
+     * character: FNV-1a's low bits do not see the high bits of earlier
+     * characters, and names differing in one digit cluster */
+    return dm_mix32(h);
 }
 
 int32_t dm_graph_find(const struct dm_graph *g, const char *name)
