@@ -125,6 +125,10 @@ static const char usage_text[] =
     "                         sdpa (F.scaled_dot_product_attention, fused on CUDA), flash\n"
     "                         (flash_attention_2, the flash-attn package; 16-bit, sm80+), or\n"
     "                         auto (default: what transformers picks, sdpa from PyTorch 2.1)\n"
+    "  --transformers X.Y     HuggingFace configs: the transformers release (default 4.51);\n"
+    "                         from 4.54 sdpa takes grouped keys/values (enable_gqa) on\n"
+    "                         PyTorch 2.5+, and the math kernel where no fused one can\n"
+    "                         (float32, before sm80)\n"
     "  --checkpoint SPEC      activation checkpointing (torch.utils.checkpoint), repeatable:\n"
     "                         a glob on node-name prefixes, one segment per matching\n"
     "                         prefix ('/layers.*': per layer; '/layer*': per ResNet stage;\n"
@@ -347,7 +351,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM, OPT_CUDA,
            OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT, OPT_THREADS,
            OPT_CALIB, OPT_GPU, OPT_MEMORY, OPT_HEADROOM, OPT_CSV, OPT_LIMIT, OPT_DIMNAME,
-           OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_NEWTOK, OPT_KVDTYPE, OPT_LORA_R,
+           OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_TRANSFORMERS, OPT_NEWTOK, OPT_KVDTYPE, OPT_LORA_R,
            OPT_LORA_ALPHA, OPT_LORA_DROPOUT, OPT_LORA_TARGETS, OPT_TF_GROWTH, OPT_TF_LIMIT,
            OPT_TF_MINSYS, OPT_MX_POOL, OPT_MX_EXEC, OPT_MX_PAGE, OPT_MX_CUTOFF, OPT_MX_RESERVE, OPT_JAX_PREALLOC,
            OPT_JAX_FRACTION, OPT_JAX_EXEC, OPT_JAX_DONATE, OPT_TF_EXEC, OPT_INPUT_SHAPE, OPT_QUANT, OPT_KBIT,
@@ -381,6 +385,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"cuda", required_argument, NULL, OPT_CUDA},
         {"precision", required_argument, NULL, OPT_PRECISION},
         {"attn", required_argument, NULL, OPT_ATTN},
+        {"transformers", required_argument, NULL, OPT_TRANSFORMERS},
         {"prompt-len", required_argument, NULL, 's'},
         {"new-tokens", required_argument, NULL, OPT_NEWTOK},
         {"kv-dtype", required_argument, NULL, OPT_KVDTYPE},
@@ -727,6 +732,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
                 return usage_error("--cuda-context %s: expected a size such as 300MiB", optarg);
             break;
         case OPT_PRECISION:
+            cfg.precision_set = true;
             if (strcmp(optarg, "fp32") == 0)
                 cfg.precision = DNNMEM_PRECISION_FP32;
             else if (strcmp(optarg, "fp16") == 0)
@@ -753,6 +759,16 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
             else
                 return usage_error("--attn %s: expected eager, sdpa, flash or auto", optarg);
             break;
+        case OPT_TRANSFORMERS: {
+            int major, minor;
+            char tail;
+            if (sscanf(optarg, "%d.%d%c", &major, &minor, &tail) != 2 || major < 4 || major > 9 ||
+                minor < 0 || minor > 99)
+                return usage_error("--transformers %s: expected a release such as 4.51 or 5.17",
+                                   optarg);
+            cfg.transformers_version = major * 100 + minor;
+            break;
+        }
         case OPT_CALIB: {
             int rc = read_calibration(optarg, &cfg);
             if (rc)

@@ -388,6 +388,15 @@ struct dnnmem_config {
      * for HuggingFace configs the attention transformers picks (sdpa from
      * 2.1.1) and sdpa's flash head-size limit (256 from 2.2). */
     int torch_version;
+    /* HuggingFace configs: the transformers release whose modelling code runs,
+     * major * 100 + minor (451 = 4.51, 517 = 5.17); 0 = default 451. From
+     * 4.54 (PR #39412, use_gqa_in_sdpa) sdpa gets grouped keys and values
+     * with enable_gqa=True on PyTorch 2.5+ instead of repeat_kv copies. */
+    int transformers_version;
+    /* precision was stated (--precision): float32 then stays float32 where
+     * transformers 5 would load a 16-bit config's dtype (dtype="auto" is its
+     * default, PR #34919) */
+    bool precision_set;
     /* Runtime constants; each "< 0" means "use the documented default". */
     int64_t cuda_context_bytes; /* see dnnmem_cuda_context_default() */
     int64_t alloc_round_bytes;  /* see DNNMEM_ALLOC_ROUND_DEFAULT */

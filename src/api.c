@@ -973,9 +973,25 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
      * 2.1.1: is_torch_sdpa_available; 2.1 here), else eager. On the CPU the
      * sdpa kernels are not modelled, so auto means eager there. */
     bool hf = m->sdpa.n_nodes > 0;
-    /* the default framework: PyTorch 2.6, the release current when
-     * transformers 4.51 (whose models the HF front end builds) came out */
-    int torch = cfg.torch_version ? cfg.torch_version : 206;
+    int torch = cfg.torch_version ? cfg.torch_version : DM_TORCH_DEFAULT;
+    if (cfg.transformers_version != 0 &&
+        (cfg.transformers_version < 400 || cfg.transformers_version > 999))
+        return dm_fail(err, DNNMEM_E_USAGE, "transformers version %d: expected major*100+minor",
+                       cfg.transformers_version);
+    if (cfg.transformers_version && !hf)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "%s: --transformers applies to HuggingFace config.json models", g->path);
+    int transformers = cfg.transformers_version ? cfg.transformers_version
+                                                : DM_TRANSFORMERS_DEFAULT;
+    /* transformers 5 loads a model in its config's dtype unless told
+     * otherwise (dtype="auto" by default, PR #34919; measured: Qwen3-0.6B's
+     * bfloat16 config built by from_config in 5.17 runs in bf16) */
+    const char *sd = g->stored_dtype;
+    bool v5_dtype = hf && transformers >= 500 && cfg.precision == DNNMEM_PRECISION_FP32 &&
+                    !cfg.precision_set && !g->quant_method && sd &&
+                    (strcmp(sd, "bfloat16") == 0 || strcmp(sd, "float16") == 0);
+    if (v5_dtype)
+        cfg.precision = sd[1] == 'f' ? DNNMEM_PRECISION_BF16 : DNNMEM_PRECISION_FP16;
     if ((unsigned)cfg.attn > DNNMEM_ATTN_FLASH)
         return dm_fail(err, DNNMEM_E_USAGE, "unknown attention implementation %d", (int)cfg.attn);
     if (cfg.attn != DNNMEM_ATTN_AUTO && !hf)
@@ -1083,7 +1099,10 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
      * use_cache off under gradient checkpointing (LlamaModel.forward and the
      * others of 4.51), so the graph is rebuilt without the returned cache */
     bool hf_ckpt = hf && m->json && cfg.mode == DNNMEM_MODE_TRAIN && cfg.n_checkpoint > 0;
-    if (lo->r != 0 || cfg.quant || flash || (generate && hf && m->json) || hf_ckpt) {
+    /* sdpa with enable_gqa (transformers 4.54+ on PyTorch 2.5+): rebuilt
+     * without repeat_kv, knowing the kernel (gqa_attention in hf.c) */
+    bool gqa = sdpa && !flash && m->json && transformers >= 454 && torch >= 205;
+    if (lo->r != 0 || cfg.quant || flash || (generate && hf && m->json) || hf_ckpt || gqa) {
         if (lo->r && (!hf || !m->json))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "%s: --lora-r applies to HuggingFace config.json models", g->path);
@@ -1220,14 +1239,35 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     }
     assume(&as, "device", cfg.device == DNNMEM_DEVICE_CUDA ? "default" : "option", "%s",
            run.cuda ? "cuda" : "cpu");
+    /* F.scaled_dot_product_attention's kernel (sdp_utils.cpp): cuDNN first
+     * for fp16/bf16 on sm90/sm100 once the bundled cuDNN passes 9.15
+     * (check_prefer_cudnn_attention; PyTorch 2.11, measured choice in
+     * tools/gpu/results/sdpa-choice.txt), else flash from sm80, else the
+     * memory-efficient kernel; grouped heads (enable_gqa) exclude the latter */
+    int cc80 = cfg.compute_capability ? cfg.compute_capability : 80;
+    bool fused16 = (cfg.precision != DNNMEM_PRECISION_FP32 || g->quant_method) && cc80 >= 80;
+    const char *sdpa_text = dm_arena_printf(
+        &arena, "sdpa: F.scaled_dot_product_attention: %s%s",
+        !fused16 ? "the memory-efficient kernel (float32 or before sm80)"
+        : torch >= 211 && (cc80 == 90 || cc80 == 100)
+            ? "cuDNN attention for fp16/bf16 (PyTorch 2.11+ on sm90/sm100; its buffers taken "
+              "as FlashAttention-2's)"
+            : "FlashAttention-2 for fp16/bf16 from sm80",
+        gqa ? "; grouped keys and values passed with enable_gqa (transformers 4.54+), which "
+              "only flash/cuDNN take: float32 or pre-sm80 runs the math kernel, scores "
+              "materialised"
+            : "; grouped keys and values repeated (repeat_kv)");
+    if (hf)
+        assume(&as, "transformers", cfg.transformers_version ? "option" : "default",
+               "%d.%d (its modelling code, as the HuggingFace front end builds it)",
+               transformers / 100, transformers % 100);
     if (hf)
         assume(&as, "attention", cfg.attn ? "option" : "default", "%s",
                flash ? "flash_attention_2: flash-attn's flash_attn_func on [B, S, H, D] "
                        "views (no copies; GQA keys and values not repeated), keeping q, k, v, "
                        "the output and the fp32 log-sum-exp; backward's fp32 dq accumulator "
                        "and, with GQA, H-headed dk/dv buffers"
-               : sdpa ? "sdpa: F.scaled_dot_product_attention, FlashAttention for fp16/bf16 "
-                      "from sm80, else the memory-efficient kernel"
+               : sdpa ? sdpa_text
                     : g->eager_only ? "eager: scores, softmax and dropout materialised (the "
                                       "model has no sdpa path in transformers)"
                     : "eager: scores, softmax and dropout materialised");
@@ -1333,7 +1373,13 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                 t[i].dtype = half;
                 t[i].bytes = (uint64_t)t[i].numel * 2;
             }
-        if (qdefault)
+        if (v5_dtype)
+            assume(&as, "precision", "default",
+                   "%s: transformers %d.%d loads the config's dtype %s (dtype=\"auto\" by "
+                   "default from 5.0; --precision fp32 for float32)",
+                   cfg.precision == DNNMEM_PRECISION_FP16 ? "fp16" : "bf16", transformers / 100,
+                   transformers % 100, g->stored_dtype);
+        else if (qdefault)
             assume(&as, "precision", "default",
                    "fp16: from_pretrained of a %s model without torch_dtype loads its other "
                    "weights in float16 (the quantizer's update_torch_dtype; --precision bf16 for "

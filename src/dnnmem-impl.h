@@ -20,6 +20,11 @@
 #include <stdint.h>
 
 #define DM_MAX_DIMS DNNMEM_MAX_DIMS
+/* The defaults of dnnmem_config.torch_version and .transformers_version:
+ * PyTorch 2.6, the release current when transformers 4.51 came out, whose
+ * models the HuggingFace front end builds. */
+#define DM_TORCH_DEFAULT 206
+#define DM_TRANSFORMERS_DEFAULT 451
 
 #if defined(__GNUC__)
 #define DM_PRINTF(a, b) __attribute__((format(printf, a, b)))

@@ -112,6 +112,11 @@ struct hf {
     const char *out_name;      /* a name for the next node's output 0 */
     bool sdpa;                 /* attn_implementation "sdpa", else "eager" */
     bool flash;                /* "flash_attention_2" (sdpa is set too: no scores) */
+    bool gqa_sdpa;             /* sdpa takes grouped keys and values (enable_gqa) where
+                                  no mask is passed: transformers >= 4.54, PyTorch >= 2.5 */
+    bool half;                 /* the attention computes in fp16/bf16 (--precision or
+                                  autocast), else float32 */
+    int cc;                    /* the GPU's compute capability (default 80) */
     bool share;                /* param() returns an existing parameter of that name
                                   (ALBERT's layers shared across calls) */
     const struct dnnmem_lora *lora; /* adapters to add, or NULL */
@@ -1668,6 +1673,70 @@ static int32_t flash_attention(struct hf *h, int32_t q, int32_t k, int32_t v, do
     return o;
 }
 
+static int32_t repeat_kv(struct hf *h, int32_t x, int64_t n_rep, int64_t heads, int64_t d);
+
+/* sdpa_attention_forward from transformers 4.54 (PR #39412, use_gqa_in_sdpa)
+ * on PyTorch 2.5+ when no mask is passed: keys and values keep their KV heads
+ * and F.scaled_dot_product_attention gets enable_gqa=True. The flash and
+ * cuDNN kernels take grouped heads; the memory-efficient one does not
+ * (sdp_utils.cpp), so where no fused kernel can run (float32, before sm80,
+ * head dim above 256) PyTorch takes the math kernel
+ * (_scaled_dot_product_attention_math): 16-bit inputs upcast to float32,
+ * q * sqrt(scale), k and v repeat_interleave'd, k^T * sqrt(scale), the
+ * [B, H, S, S] scores, softmax, dropout, times v, cast back. MmBackward keeps
+ * the scaled q and k and the repeated v; softmax its output. Measured
+ * (tools/gpu/results, transformers 5.17, PyTorch 2.11, H200): TinyLlama's
+ * float32 sdpa step peaks at its eager step's bytes; Qwen3-0.6B's bf16 sdpa
+ * step without the repeat_kv copies within 0.1%. q: the caller's [B, H, S, D]
+ * (its contiguous copy on the fused path: a q-sized tensor per layer stays in
+ * the 5.17 measurement). Returns -1 where repeat_kv still runs. */
+static int32_t gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int64_t H, int64_t KV,
+                             int64_t D, double scale, double drop)
+{
+    if (!h->gqa_sdpa || H == KV)
+        return -1;
+    bool half = h->half || h->g->quant_fp16_default;
+    if (half && h->cc >= 80 && D <= 256) {
+        int32_t qc = reshape(h, q, INTS(0, H, -1, D));
+        int32_t o = fused_attention(h, (int32_t[]){qc, k, v}, true);
+        attr_f(h, "scale", scale);
+        return o;
+    }
+    if (half) {
+        q = op(h, DM_OP_Cast, 1, q);
+        attr_i(h, "to", DM_FLOAT);
+        keep32(h, q);
+    }
+    int32_t qin = q, r = const_f(h, sqrt(scale));
+    q = op(h, DM_OP_Mul, 2, q, r);
+    keep32(h, q);
+    int32_t kv[2] = {k, v};
+    for (int j = 0; j < 2; j++) {
+        if (half) {
+            kv[j] = op(h, DM_OP_Cast, 1, kv[j]);
+            attr_i(h, "to", DM_FLOAT);
+            keep32(h, kv[j]);
+        }
+        kv[j] = repeat_kv(h, kv[j], H / KV, H, D);
+        keep32(h, kv[j]);
+    }
+    int32_t kt = transpose(h, kv[0], INTS(0, 1, 3, 2));
+    kt = op(h, DM_OP_Mul, 2, kt, r);
+    keep32(h, kt);
+    int32_t s = op(h, DM_OP_MatMul, 2, q, kt);
+    keep32(h, s);
+    int32_t p = op(h, DM_OP_Softmax, 1, s);
+    attr_i(h, "axis", -1);
+    keep32(h, p);
+    p = dropout(h, p, drop);
+    keep32(h, p);
+    int32_t o = op(h, DM_OP_MatMul, 2, p, kv[1]);
+    keep32(h, o);
+    if (half)
+        o = op(h, DM_OP_CastLike, 2, o, qin);
+    return o;
+}
+
 static void heads_copy(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3])
 {
     for (int j = 0; j < 3; j++)
@@ -1823,8 +1892,12 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
     k = rope(h, k, cos, sin, D, NULL);
     h->out_name = kname;
     k = transpose(h, k, INTS(0, 2, 1, 3));
-    int32_t kr = h->flash ? k : repeat_kv(h, k, H / KV, H, D);
-    int32_t vr = h->flash ? v : repeat_kv(h, v, H / KV, H, D);
+    int32_t o, p = -1;
+    int32_t kr = k, vr = v;
+    if ((o = gqa_attention(h, q, k, v, H, KV, D, 1.0 / sqrt((double)D), c->attn_drop)) >= 0)
+        goto out;
+    kr = h->flash ? k : repeat_kv(h, k, H / KV, H, D);
+    vr = h->flash ? v : repeat_kv(h, v, H / KV, H, D);
     /* torch.matmul folds a 4-D operand to [B * H, ., .] with reshape, which
      * copies a non-contiguous one, and BmmBackward keeps the copy: always q
      * (the rope result in [B, S, H, D] order), and without GQA k and v (the
@@ -1835,7 +1908,6 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
         kr = reshape(h, k, INTS(0, H, -1, D));
         vr = reshape(h, v, INTS(0, H, -1, D));
     }
-    int32_t o, p = -1;
     if (h->flash) {
         o = flash_attention(h, q, kr, vr, 1.0 / sqrt((double)D));
     } else if (h->sdpa) {
@@ -1867,6 +1939,7 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
         p = dropout(h, p, c->attn_drop);
         o = op(h, DM_OP_MatMul, 2, p, vr);
     }
+out:
     o = transpose(h, o, INTS(0, 2, 1, 3)); /* .transpose(1, 2).contiguous() */
     o = reshape(h, o, INTS(0, 0, -1));      /* eager: copies the transposed tensor */
     /* the attention function's locals key_states, value_states (the
@@ -4508,6 +4581,12 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
                    .amp = opt && (opt->precision == DNNMEM_PRECISION_AMP_FP16 ||
                                   opt->precision == DNNMEM_PRECISION_AMP_BF16)};
     h.sdpa |= h.flash;
+    int tv = opt && opt->transformers_version ? opt->transformers_version : DM_TRANSFORMERS_DEFAULT;
+    int torch = opt && opt->torch_version ? opt->torch_version : DM_TORCH_DEFAULT;
+    h.gqa_sdpa = h.sdpa && !h.flash && tv >= 454 && torch >= 205;
+    h.half = h.amp || (opt && (opt->precision == DNNMEM_PRECISION_FP16 ||
+                               opt->precision == DNNMEM_PRECISION_BF16));
+    h.cc = opt && opt->compute_capability ? opt->compute_capability : 80;
     const struct dnnmem_lora *lora = opt ? &opt->lora : NULL;
     if (opt && opt->mode == DNNMEM_MODE_GENERATE && opt->new_tokens > 0) {
         h.gen_tokens = opt->new_tokens;

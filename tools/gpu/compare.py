@@ -39,12 +39,27 @@ def model_path(rec, tmp):
     return dst
 
 
-def flags(rec, model):
+def transformers_release(results):
+    """The transformers release versions.txt beside a results file records, or None."""
+    try:
+        words = open(os.path.join(os.path.dirname(results), "versions.txt")).read().split()
+        return ".".join(words[words.index("transformers") + 1].split(".")[:2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def flags(rec, model, transformers=None):
     torch_mm = ".".join(rec["torch"].split("+")[0].split(".")[:2])
     a = [model, "-b", str(rec["batch"]), "-s", str(rec["seq"]), "--mode", rec["mode"],
-         "--precision", rec.get("precision", "fp32"), "--attn", rec.get("attn", "sdpa"),
+         "--attn", rec.get("attn", "sdpa"),
          "--framework", "pytorch@" + torch_mm, "--cuda", str(rec["cuda"]),
          "--compute-capability", rec["capability"], "--cuda-context", "%dB" % rec["context_bytes"]]
+    # measure.py casts for fp16/bf16 and autocasts for amp-*, and for fp32 leaves
+    # the model as built: float32 before transformers 5, the config's dtype after
+    if rec.get("precision", "fp32") != "fp32":
+        a += ["--precision", rec["precision"]]
+    if transformers and rec.get("source") == "hf":
+        a += ["--transformers", transformers]
     if rec["mode"] == "train":
         a += ["--optimizer", rec.get("optimizer", "sgd"), "--loss", rec.get("loss", "ce")]
     return a
@@ -79,7 +94,7 @@ def main():
                 if rec.get("status") != "ok":
                     print("%-58s %s" % (rec.get("id"), rec.get("status")))
                     continue
-                args = flags(rec, model_path(rec, tmp))
+                args = flags(rec, model_path(rec, tmp), transformers_release(fn))
                 if a.print_commands:
                     print("  %s estimate %s" % (a.dnnmem, " ".join(args)))
                 try:
