@@ -124,6 +124,9 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node
 	$(B)/tests/validate tests/validation/pytorch-cpu-1.13.jsonl tests/validation/expected-misses.txt
 	@echo "== published GPU measurements (BERT, DistilBERT; eager vs sdpa)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-gpu.sh
+	@echo "== GPU measurements (H200, PyTorch 2.11, transformers 5.17: tools/gpu/results)"
+	python3 tools/gpu/compare.py --dnnmem $(B)/dnnmem --check \
+	    tools/gpu/results/open-encoders.jsonl tools/gpu/results/open-decoders.jsonl
 	@echo "== published whole-process measurements (BERT-large, HF Trainer)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-trainer.sh
 	@echo "== published TensorFlow measurements (printed, not failed: low confidence, inferred context)"

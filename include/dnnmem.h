@@ -474,12 +474,20 @@ struct dnnmem_config {
  *  - PyTorch 1.13 with lazy loading (it sets CUDA_MODULE_LOADING=LAZY):
  *    287,047,680 B, context plus one small tensor by cudaMemGetInfo
  *    (PyTorch PR #86509);
- *  - PyTorch 2.x with lazy loading: 426 MiB, a bare context with PyTorch 2.10
- *    and CUDA 13.0 on an RTX 6000 Ada (unslothai/unsloth-zoo PR #1053).
- * Contexts vary with driver and GPU by tens of MiB: measure yours once and
- * pass --cuda-context. */
+ *  - PyTorch 2.x with lazy loading: the context at start plus the kernels and
+ *    library handles a job loads as it first runs them. At start: 648,871,936
+ *    B on compute capability 9.0 (measured: H200, PyTorch 2.11 + CUDA 13.0,
+ *    driver 580, tools/gpu/results), else 426 MiB (RTX 6000 Ada, PyTorch 2.10
+ *    + CUDA 13.0, unslothai/unsloth-zoo PR #1053). Loaded later: 132 MiB
+ *    (DNNMEM_LAZY_KERNELS_DEFAULT: device use after a first training step
+ *    less the context at start and the allocator's reserved memory, measured
+ *    there on ALBERT and on Llama-3.2-1B, each the first job of its
+ *    process; a job with sdpa loads ~16 MiB more).
+ * Contexts vary with driver and GPU by tens of MiB: measure yours once (after
+ * a step) and pass --cuda-context. */
 #define DNNMEM_CUDA_CONTEXT_DEFAULT INT64_C(287047680)
-int64_t dnnmem_cuda_context_default(int torch_version, int cuda_version);
+#define DNNMEM_LAZY_KERNELS_DEFAULT (INT64_C(132) << 20)
+int64_t dnnmem_cuda_context_default(int torch_version, int cuda_version, int compute_capability);
 /* cuBLAS workspace per (handle, stream), allocated through the caching
  * allocator at the first matmul and kept (aten/src/ATen/cuda/
  * CublasHandlePool.cpp): 4 MiB in 1.13 (PR #74159); from 2.0

@@ -193,13 +193,16 @@ const char *dnnmem_framework_name(enum dnnmem_framework f)
     return "?";
 }
 
-int64_t dnnmem_cuda_context_default(int torch_version, int cuda_version)
+int64_t dnnmem_cuda_context_default(int torch_version, int cuda_version, int compute_capability)
 {
     if (cuda_version && cuda_version < 117)
         return INT64_C(1343) << 20;   /* eager module loading (HF docs, V100, CUDA 11.2) */
     if (torch_version && torch_version < 200)
         return DNNMEM_CUDA_CONTEXT_DEFAULT; /* PR #86509, 1.13, lazy */
-    return INT64_C(426) << 20;       /* unsloth-zoo PR #1053, 2.10 + CUDA 13.0, lazy */
+    /* at start (H200 measured; else unsloth-zoo PR #1053), then the kernels
+     * a step loads (measured on the H200) */
+    return (compute_capability == 90 ? INT64_C(648871936) : INT64_C(426) << 20) +
+           DNNMEM_LAZY_KERNELS_DEFAULT;
 }
 
 int64_t dnnmem_cublas_workspace_default(int torch_version, int compute_capability)
@@ -1491,8 +1494,9 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     bool fw_lazy = cuda_version >= 122;
     uint64_t context = cfg.cuda_context_bytes >= 0 ? (uint64_t)cfg.cuda_context_bytes
                      : !run.cuda ? 0
-                     : other_fw ? (uint64_t)dnnmem_cuda_context_default(200, fw_lazy ? 121 : 112)
-                                : (uint64_t)dnnmem_cuda_context_default(run.torch_version, cuda_version);
+                     : other_fw ? (uint64_t)(dnnmem_cuda_context_default(200, fw_lazy ? 121 : 112, cc) -
+                                             (fw_lazy ? DNNMEM_LAZY_KERNELS_DEFAULT : 0))
+                                : (uint64_t)dnnmem_cuda_context_default(run.torch_version, cuda_version, cc);
     char cb[32];
     if (run.cuda) {
         assume(&as, "cuda", cfg.cuda_version || cfg.compute_capability ? "option" : "default",
@@ -1517,7 +1521,11 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                    cfg.cuda_context_bytes >= 0 ? "--cuda-context"
                    : cuda_version < 117        ? "eager module loading, V100 + CUDA 11.2, HF docs"
                    : run.torch_version < 200   ? "PyTorch 1.13, lazy loading, PR #86509"
-                                               : "PyTorch 2.x, lazy loading, unsloth-zoo PR #1053");
+                   : cc == 90 ? "PyTorch 2.x on sm90: 618.8 MiB at start + 132 MiB of kernels "
+                                "loaded by the first step, measured on an H200 (PyTorch 2.11, "
+                                "CUDA 13.0)"
+                              : "PyTorch 2.x: 426 MiB at start (unsloth-zoo PR #1053) + 132 MiB "
+                                "of kernels loaded by the first step (measured on an H200)");
         /* Other frameworks: cuBLAS allocates its own workspace outside the
          * framework's allocator (only PyTorch routes it through its
          * allocator, CublasHandlePool.cpp), so none is scheduled. */

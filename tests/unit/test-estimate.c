@@ -83,8 +83,8 @@ static void test_mlp_by_hand(void **state)
     assert_string_equal(r->peak_node, "relu");
     assert_int_equal(r->peak_reserved, (2 << 20) + (20 << 20));
     assert_int_equal(r->slack_bytes, (22 << 20) - 2048 - 8519680);
-    assert_int_equal(r->context_bytes, dnnmem_cuda_context_default(0, 0));
-    assert_int_equal(r->total_bytes, (22 << 20) + dnnmem_cuda_context_default(0, 0));
+    assert_int_equal(r->context_bytes, dnnmem_cuda_context_default(0, 0, 80));
+    assert_int_equal(r->total_bytes, (22 << 20) + dnnmem_cuda_context_default(0, 0, 80));
     assert_int_equal(r->n_live_total, 5);
     dnnmem_result_free(r);
 }

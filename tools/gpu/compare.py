@@ -1,27 +1,54 @@
 #!/usr/bin/env python3
 """Compare results of the shared gpu/measure.py with dnnmem's estimates of the same rows.
 
-    python3 tools/gpu/compare.py RESULTS.jsonl [RESULTS2.jsonl ...] [--dnnmem build/dnnmem] [--print-commands]
+    python3 tools/gpu/compare.py RESULTS.jsonl [RESULTS2.jsonl ...] [--dnnmem build/dnnmem]
+                                 [--print-commands] [--check]
 
 Run from the repository root after `make`. Each row whose status is "ok" is estimated with the
 dnnmem flags that reproduce it (printed with --print-commands):
-  the HF config tests/models/hf/ or tools/gpu/hf-config/<basename of the row's model>, with "architectures" set to
-  <Family>ForMaskedLM where measure.py builds AutoModelForMaskedLM (bert, roberta, distilbert,
-  albert), -b batch -s seq --mode, --optimizer, --loss, --precision, --attn as the row's;
-  --framework pytorch@<torch major.minor> --cuda <cuda> --compute-capability <capability>
-  --cuda-context <context_bytes>B from the versions measure.py recorded.
+  the HF config tests/models/hf/ or tools/gpu/hf-config/<basename of the row's model>, with
+  "architectures" set to <Family>ForMaskedLM where measure.py builds AutoModelForMaskedLM (bert,
+  roberta, distilbert, albert), -b batch -s seq --mode, --optimizer, --loss, --attn as the row's,
+  --precision unless fp32 (measure.py leaves the model as transformers built it then: from
+  transformers 5 in the config's dtype), --transformers from versions.txt beside the results,
+  --framework pytorch@<torch major.minor> --cuda <cuda> --compute-capability <capability>, and
+  --cuda-context: the context measure.py measured at start plus the 132 MiB of kernels a first
+  step loads (DNNMEM_LAZY_KERNELS_DEFAULT, itself measured on these rows).
 Columns: measured vs estimated peak allocated (max_memory_allocated vs peak_allocated_bytes),
 peak reserved (max_memory_reserved vs peak_reserved_bytes), and whole process (device_used_end
-vs total_bytes). Rows of more than 3 iterations are also estimated with --iterations ITERS
-(reserved after as many steps as were run). Rows with optimizer "none": measure.py never zeroes
-the grads, so iterations after the first hold every parameter's grad; the first iteration alone
-(max_allocated_first_iter) is printed beside it.
+vs total_bytes). Rows with optimizer "none" are compared on their first iteration
+(max_allocated_first_iter and max_reserved_first_iter against dnnmem --iterations 1): measure.py
+never zeroes the grads then, so later iterations hold every parameter's grad, which dnnmem's
+zero_grad(set_to_none=True) does not. Rows of more than 3 iterations are estimated with
+--iterations ITERS (reserved after as many steps as were run).
+--check: exit 1 when a row's allocated peak is off by more than 5% or its whole process by more
+than 8%, unless EXPECTED lists the row with the reason.
 """
 import argparse, json, os, subprocess, sys, tempfile
 
 MASKED = {"bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM",
           "distilbert": "DistilBertForMaskedLM", "albert": "AlbertForMaskedLM"}
 HF = (os.path.join("tests", "models", "hf"), os.path.join("tools", "gpu", "hf-config"))
+LAZY_KERNELS = 132 << 20  # DNNMEM_LAZY_KERNELS_DEFAULT in include/dnnmem.h
+# Rows off by more than the bars, with what is known of why.
+DISTIL = ("one [30522, 768] fp16 tensor (44.7 MiB) more than dnnmem keeps at the end of the "
+          "backward, where these small rows peak (the embedding's grad and the tied "
+          "projector's); not traced")
+EXPECTED = {
+    "distilbert-base-mlm-train-b1-s128-fp16-eager-noopt-sum": DISTIL,
+    "distilbert-base-mlm-train-b1-s128-fp16-sdpa-noopt-sum": DISTIL,
+    "distilbert-base-mlm-train-b1-s256-fp16-eager-noopt-sum": DISTIL,
+    "distilbert-base-mlm-train-b1-s256-fp16-sdpa-noopt-sum": DISTIL,
+    "distilbert-base-mlm-train-b2-s128-fp16-eager-noopt-sum": DISTIL,
+    "distilbert-base-mlm-train-b2-s128-fp16-sdpa-noopt-sum": DISTIL,
+    "distilbert-base-mlm-train-b2-s256-fp16-sdpa-noopt-sum": DISTIL,
+    "distilbert-base-mlm-train-b4-s128-fp16-eager-noopt-sum": DISTIL,
+    "distilbert-base-mlm-train-b4-s128-fp16-sdpa-noopt-sum": DISTIL,
+    "qwen3-0.6b-train-b4-s1024-fp32-sdpa":
+        "the same run as qwen3-0.6b-train-b4-s1024-bf16-sdpa (transformers 5 builds the bf16 "
+        "config in bf16 either way), which measured 2378 MiB more reserved: reserved memory "
+        "here depends on what ran before in the process; dnnmem is within 0.6% of the first",
+}
 
 
 def model_path(rec, tmp):
@@ -53,7 +80,8 @@ def flags(rec, model, transformers=None):
     a = [model, "-b", str(rec["batch"]), "-s", str(rec["seq"]), "--mode", rec["mode"],
          "--attn", rec.get("attn", "sdpa"),
          "--framework", "pytorch@" + torch_mm, "--cuda", str(rec["cuda"]),
-         "--compute-capability", rec["capability"], "--cuda-context", "%dB" % rec["context_bytes"]]
+         "--compute-capability", rec["capability"],
+         "--cuda-context", "%dB" % (rec["context_bytes"] + LAZY_KERNELS)]
     # measure.py casts for fp16/bf16 and autocasts for amp-*, and for fp32 leaves
     # the model as built: float32 before transformers 5, the config's dtype after
     if rec.get("precision", "fp32") != "fp32":
@@ -81,10 +109,12 @@ def main():
     ap.add_argument("results", nargs="+")
     ap.add_argument("--dnnmem", default="build/dnnmem")
     ap.add_argument("--print-commands", action="store_true")
+    ap.add_argument("--check", action="store_true")
     a = ap.parse_args()
     mib = 1 << 20
-    print("%-58s %21s %21s %21s" % ("id (MiB: measured estimated error)", "allocated", "reserved",
+    print("%-60s %21s %21s %21s" % ("id (MiB: measured estimated error)", "allocated", "reserved",
                                      "whole process"))
+    bad, n, errs = 0, 0, []
     with tempfile.TemporaryDirectory() as tmp:
         for fn in a.results:
             for line in open(fn):
@@ -92,32 +122,46 @@ def main():
                     continue
                 rec = json.loads(line)
                 if rec.get("status") != "ok":
-                    print("%-58s %s" % (rec.get("id"), rec.get("status")))
+                    print("%-60s %s" % (rec.get("id"), rec.get("status")))
                     continue
                 args = flags(rec, model_path(rec, tmp), transformers_release(fn))
+                first = rec["mode"] == "train" and rec.get("optimizer") == "none"
+                if first:
+                    args += ["--iterations", "1"]
+                elif rec.get("iters", 3) > 3:
+                    args += ["--iterations", str(rec["iters"])]
                 if a.print_commands:
                     print("  %s estimate %s" % (a.dnnmem, " ".join(args)))
                 try:
                     e = estimate(a.dnnmem, args)
                 except Exception as ex:
-                    print("%-58s dnnmem failed: %s" % (rec["id"], ex))
+                    print("%-60s dnnmem failed: %s" % (rec["id"], ex))
+                    bad += 1
                     continue
-                m_al, m_re, m_dev = rec["max_allocated"], rec["max_reserved"], rec["device_used_end"]
+                m_al = rec["max_allocated_first_iter"] if first else rec["max_allocated"]
+                m_re = rec["max_reserved_first_iter"] if first else rec["max_reserved"]
+                m_dev = rec["device_used_end"]
                 e_al, e_re, e_tot = e["peak_allocated_bytes"], e["peak_reserved_bytes"], e["total_bytes"]
-                print("%-58s %6.0f %6.0f %s %6.0f %6.0f %s %6.0f %6.0f %s" % (
-                    rec["id"], m_al / mib, e_al / mib, pct(e_al, m_al), m_re / mib, e_re / mib,
-                    pct(e_re, m_re), m_dev / mib, e_tot / mib, pct(e_tot, m_dev)))
-                if rec.get("optimizer") == "none" and rec["mode"] == "train":
-                    f = rec["max_allocated_first_iter"]
-                    print("%-58s %6.0f %6.0f %s" % ("  first iteration alone (no stale grads)",
-                                                    f / mib, e_al / mib, pct(e_al, f)))
-                if rec.get("iters", 3) > 3:
-                    e2 = estimate(a.dnnmem, args + ["--iterations", str(rec["iters"])])
-                    print("%-58s %6.0f %6.0f %s %6.0f %6.0f %s   (first step: allocated %.0f, reserved %.0f)" % (
-                        "  dnnmem --iterations %d" % rec["iters"], m_al / mib,
-                        e2["peak_allocated_bytes"] / mib, pct(e2["peak_allocated_bytes"], m_al),
-                        m_re / mib, e2["peak_reserved_bytes"] / mib, pct(e2["peak_reserved_bytes"], m_re),
-                        rec["max_allocated_first_iter"] / mib, rec["max_reserved_first_iter"] / mib))
+                # the whole process is read after the last iteration: with stale grads
+                # (optimizer none) it holds what those iterations reserved, which dnnmem
+                # does not model, so there only the context is compared (its estimate
+                # plus the reserved memory measured)
+                e_dev = e_tot if not first else e_tot - e_re + rec["max_reserved"]
+                off = abs(e_al - m_al) > 0.05 * m_al or abs(e_dev - m_dev) > 0.08 * m_dev
+                why = EXPECTED.get(rec["id"])
+                note = ("  expected miss: " + why) if off and why else "  MISS" if off else ""
+                bad += off and not why
+                n += 1
+                errs.append(abs(e_al - m_al) / m_al * 100)
+                print("%-60s %6.0f %6.0f %s %6.0f %6.0f %s %6.0f %6.0f %s%s" % (
+                    rec["id"] + (" (1st)" if first else ""), m_al / mib, e_al / mib, pct(e_al, m_al),
+                    m_re / mib, e_re / mib, pct(e_re, m_re), m_dev / mib, e_dev / mib,
+                    pct(e_dev, m_dev), note))
+    errs.sort()
+    if n:
+        print("%d GPU rows: allocated median |error| %.2f%%, worst %.1f%%; %d beyond the bars "
+              "unexplained" % (n, errs[n // 2], errs[-1], bad))
+    return 1 if a.check and bad else 0
 
 
 if __name__ == "__main__":
