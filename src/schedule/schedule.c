@@ -768,10 +768,12 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
             /* flash-attn's mha_bwd with grouped keys and values (num_heads_k
              * < num_heads): dk_expanded and dv_expanded [B, S_k, H, D] of the
              * compute dtype, summed into dk and dv over each group after the
-             * kernel (csrc/flash_attn/flash_api.cpp) */
+             * kernel (csrc/flash_attn/flash_api.cpp; PyTorch's copy of it in
+             * aten/src/ATen/native/transformers/cuda/flash_attn serves sdpa's
+             * enable_gqa; cuDNN's backward is taken to do the same) */
             const struct dm_tinfo *k = dm_has_in(n, 1) ? &b->t[n->in[1]] : NULL;
             const struct dm_tinfo *v = dm_has_in(n, 2) ? &b->t[n->in[2]] : NULL;
-            if (dm_attr_int(n, "flash_attn", 0) && k && v && k->rank == 4 && v->rank == 4 &&
+            if (flash && k && v && k->rank == 4 && v->rank == 4 &&
                 k->dims[1] != q->dims[1])
                 for (int j = 0; j < 2; j++) {
                     const struct dm_tinfo *x = j ? v : k;

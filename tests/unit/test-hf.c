@@ -2537,6 +2537,72 @@ static void test_sdpa(void **state)
     dnnmem_model_free(m);
 }
 
+/* transformers 4.54+ (use_gqa_in_sdpa) on PyTorch 2.5+ with sdpa, on
+ * tiny-llama-gqa (L 4, H 8, KV 4, D 32) at B 4, S 256:
+ *  - bf16: one Attention per layer on the KV-headed k and v (no Expand); at
+ *    the end of the forward the repeated k and v copies of 4.51 (2 x 512 KiB
+ *    a layer) are gone: 4 MiB less; backward adds dk/dv_expanded;
+ *  - float32: the math kernel, scores materialised: no Attention node, the
+ *    repeat_interleave'd k and v (Expand) and one softmax a layer, as eager;
+ *  - PyTorch 2.4 keeps repeat_kv (enable_gqa came with 2.5). */
+static void test_gqa_sdpa(void **state)
+{
+    (void)state;
+    FILE *f = fopen("tests/models/hf/tiny-llama-gqa.json", "rb");
+    assert_non_null(f);
+    char json[4096];
+    size_t size = fread(json, 1, sizeof json, f);
+    fclose(f);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.batch_size = 4;
+    cfg.seq_len = 256;
+    cfg.attn = DNNMEM_ATTN_SDPA;
+    cfg.optimizer = DNNMEM_OPT_ADAMW;
+    cfg.torch_version = 211;
+    static const struct {
+        int transformers, torch;
+        enum dnnmem_precision p;
+        int attention, expand, softmax;
+    } want[] = {{451, 211, DNNMEM_PRECISION_BF16, 4, 8, 0},
+                {517, 211, DNNMEM_PRECISION_BF16, 4, 0, 0},
+                {517, 204, DNNMEM_PRECISION_BF16, 4, 8, 0},
+                {517, 211, DNNMEM_PRECISION_FP32, 0, 8, 4}};
+    for (size_t w = 0; w < sizeof want / sizeof *want; w++) {
+        cfg.transformers_version = want[w].transformers;
+        cfg.torch_version = want[w].torch;
+        cfg.precision = want[w].p;
+        struct dm_graph g;
+        dm_graph_init(&g);
+        g.path = "tiny-llama-gqa.json";
+        struct dnnmem_error err;
+        assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, true, &cfg, &err), DNNMEM_OK);
+        if (count_op(&g, DM_OP_Attention) != want[w].attention ||
+            count_op(&g, DM_OP_Expand) != want[w].expand ||
+            count_op(&g, DM_OP_Softmax) != want[w].softmax)
+            fail_msg("row %zu: %d Attention, %d Expand, %d Softmax", w,
+                     count_op(&g, DM_OP_Attention), count_op(&g, DM_OP_Expand),
+                     count_op(&g, DM_OP_Softmax));
+        dm_graph_free(&g);
+    }
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    cfg.torch_version = 211;
+    cfg.timeline = true;
+    uint64_t end_of_forward[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        cfg.transformers_version = k ? 517 : 451;
+        struct dnnmem_result *r = run(m, &cfg);
+        for (size_t i = 0; i < r->n_timeline; i++)
+            if (r->timeline[i].iteration == 1 && strcmp(r->timeline[i].phase, "forward") == 0)
+                end_of_forward[k] = r->timeline[i].allocated;
+        dnnmem_result_free(r);
+    }
+    assert_int_equal(end_of_forward[0] - end_of_forward[1], 4 * (1u << 20));
+    dnnmem_model_free(m);
+}
+
 /* attn_implementation "flash_attention_2" on tiny-llama-gqa (L 4, H 8, KV 4,
  * D 32), bf16 training at B 4, S 256 (one [B, S, H, D] bf16 tensor: 4 x 256
  * x 8 x 32 x 2 = 512 KiB; KV-headed: 256 KiB):
@@ -3494,6 +3560,7 @@ int main(void)
         cmocka_unit_test(test_sdpa),
         cmocka_unit_test(test_checkpoint_drops_cache),
         cmocka_unit_test(test_flash),
+        cmocka_unit_test(test_gqa_sdpa),
         cmocka_unit_test(test_tiny_bert),
         cmocka_unit_test(test_tiny_albert),
         cmocka_unit_test(test_generate),
