@@ -166,6 +166,7 @@ struct dm_train {
      * it), those still to come in this one, and their sum so far while .grad
      * already exists (the AccumulateGrad node's input buffer), or -1 */
     int32_t *contrib, *left, *pending;
+    bool *pending_view;  /* per parameter: the held grad is a view (shares its base's storage) */
     int32_t (*saved)[MAX_SAVED]; /* per node: buffers its backward holds */
     uint8_t *n_saved;    /* per node */
     bool *node_rg;       /* per node: records an autograd node */
@@ -458,10 +459,12 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     tr->contrib = calloc((size_t)nt + 1, sizeof *tr->contrib);
     tr->left = calloc((size_t)nt + 1, sizeof *tr->left);
     tr->pending = malloc(((size_t)nt + 1) * sizeof *tr->pending);
+    tr->pending_view = calloc((size_t)nt + 1, sizeof *tr->pending_view);
     tr->leaf_val = malloc(((size_t)nt + 1) * sizeof *tr->leaf_val);
     tr->leaf_grad = malloc(((size_t)nt + 1) * sizeof *tr->leaf_grad);
     if (!tr->rg || !tr->param || !tr->grad || !tr->param_grad || !tr->saved || !tr->n_saved ||
-        !tr->node_rg || !tr->held || !tr->contrib || !tr->left || !tr->pending || !tr->leaf_val ||
+        !tr->node_rg || !tr->held || !tr->contrib || !tr->left || !tr->pending ||
+        !tr->pending_view || !tr->leaf_val ||
         !tr->leaf_grad)
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
     if (g->n_router > 0) {
@@ -544,6 +547,7 @@ void dm_train_free(struct dm_sb *b)
     free(tr->contrib);
     free(tr->left);
     free(tr->pending);
+    free(tr->pending_view);
     free(tr->leaf_val);
     free(tr->leaf_grad);
     free(tr->saved);
@@ -859,39 +863,69 @@ void dm_train_save(struct dm_sb *b, int32_t i)
 
 /* ---- backward ------------------------------------------------------------------ */
 
-/* Hand grad buffer `gbuf` (one holder: ours) to tensor x. */
-static void deliver(struct dm_sb *b, int32_t x, int32_t gbuf)
+/* AccumulateGrad of parameter x given its summed grad g (our holder, plus
+ * `extra` references the view op that delivered it still holds; PyTorch's
+ * view is a tensor of its own): added into .grad in place when .grad exists
+ * (kept by zero_grad in 1.13, by accumulation, or with no zero_grad), else
+ * stolen as .grad when nothing else holds it and it has the parameter's
+ * layout, else cloned (accumulate_grad.h). */
+static void accumulate_grad(struct dm_sb *b, int32_t x, int32_t g, int extra)
+{
+    struct dm_train *tr = b->train;
+    if (tr->param_grad[x] >= 0) {
+        dm_sb_unref(b, g);
+    } else if (b->refs[g] == 1 + extra && b->s->buf[g].bytes == b->t[x].bytes) {
+        b->s->buf[g].category = DNNMEM_CAT_GRADIENT;
+        b->s->buf[g].tensor = x;
+        b->s->buf[g].what = "grad";
+        tr->param_grad[x] = g;
+    } else {
+        tr->param_grad[x] = dm_sb_alloc(b, DNNMEM_CAT_GRADIENT, b->t[x].dtype, b->t[x].bytes, x,
+                                        -1, "grad", 1);
+        dm_sb_unref(b, g);
+    }
+}
+
+/* Hand grad buffer `gbuf` (one holder: ours) to tensor x; `view`: it came
+ * through a view op's backward (TBackward's .t() of a Linear weight's grad,
+ * a reshape), which shares its storage with the grad it was made from. */
+static void deliver(struct dm_sb *b, int32_t x, int32_t gbuf, bool view)
 {
     struct dm_train *tr = b->train;
     if (gbuf < 0)
         return;
     if (tr->param[x]) {
+        /* the engine gathers a parameter's grads of one backward in its
+         * AccumulateGrad node's input buffer, the first held until the last
+         * arrives: each later one is added into the held grad in place when
+         * only the buffer holds it, whole and with a storage of its own, else
+         * old + new is made out of place (input_buffer.cpp, accumulate and
+         * can_accumulate_inplace): a tied embedding's first grad, the output
+         * layer's weight grad, is a view, so three [vocab, hidden] tensors
+         * are live at the sum (measured: PyTorch 1.13 on the CPU, and
+         * DistilBERT on the H200, tools/gpu/results) */
         tr->left[x]--;
-        if (tr->param_grad[x] >= 0 && (tr->pending[x] >= 0 || tr->left[x] > 0)) {
-            /* .grad exists (kept by zero_grad in 1.13, by accumulation, or
-             * with no zero_grad): the engine sums a parameter's grads of this
-             * backward in its AccumulateGrad node's input buffer, the first
-             * one held until the last arrives, and only then adds the sum into
-             * .grad (torch/csrc/autograd/input_buffer.cpp) */
-            if (tr->pending[x] < 0)
-                tr->pending[x] = gbuf;
-            else
-                dm_sb_unref(b, gbuf);
-            if (tr->left[x] <= 0) {
-                dm_sb_unref(b, tr->pending[x]);
-                tr->pending[x] = -1;
-            }
-        } else if (tr->param_grad[x] >= 0) { /* .grad += new, in place */
+        int32_t p = tr->pending[x];
+        if (p < 0 && tr->left[x] <= 0) {
+            accumulate_grad(b, x, gbuf, view ? 1 : 0);
+            return;
+        }
+        if (p < 0) {
+            tr->pending[x] = gbuf;
+            tr->pending_view[x] = view;
+        } else if (tr->pending_view[x] || b->refs[p] > 1 || b->s->buf[p].bytes < b->t[x].bytes) {
+            tr->pending[x] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, b->t[x].bytes, x,
+                                         -1, "grad", 1);
+            tr->pending_view[x] = false;
+            dm_sb_unref(b, p);
             dm_sb_unref(b, gbuf);
-        } else if (b->refs[gbuf] == 1 && b->s->buf[gbuf].bytes == b->t[x].bytes) {
-            b->s->buf[gbuf].category = DNNMEM_CAT_GRADIENT; /* stolen as .grad */
-            b->s->buf[gbuf].tensor = x;
-            b->s->buf[gbuf].what = "grad";
-            tr->param_grad[x] = gbuf;
-        } else { /* cloned into .grad */
-            tr->param_grad[x] = dm_sb_alloc(b, DNNMEM_CAT_GRADIENT, b->t[x].dtype, b->t[x].bytes,
-                                            x, -1, "grad", 1);
+        } else {
             dm_sb_unref(b, gbuf);
+        }
+        if (tr->left[x] <= 0) {
+            p = tr->pending[x];
+            tr->pending[x] = -1;
+            accumulate_grad(b, x, p, 0);
         }
         return;
     }
@@ -1050,7 +1084,7 @@ static void backward_node(struct dm_sb *b, int32_t i)
                               t[x].dtype, t[x].bytes, x, i, "grad", 1);
             dm_sb_unref(b, gcast);
         }
-        deliver(b, x, gin);
+        deliver(b, x, gin, alias && rule == DM_T_VIEW);
     }
     if (tf_bn_transposes(b, n)) {
         /* the grad kernel's NHWC -> NCHW transposes (header) */
@@ -1180,7 +1214,7 @@ static void aux_backward(struct dm_sb *b, const struct aux *a)
     for (int32_t r = 0; r < g->n_router; r++)
         if (b->train->rg[g->router[r]]) {
             dm_sb_ref(b, gs, 1);
-            deliver(b, g->router[r], gs);
+            deliver(b, g->router[r], gs, false);
         }
     dm_sb_unref(b, gs);
 }
@@ -1267,15 +1301,16 @@ static void loss(struct dm_sb *b)
                 dm_sb_unref(b, gx);
                 gx = down;
             }
-            deliver(b, x, gx);
+            deliver(b, x, gx, false);
             break;
         }
         case DNNMEM_LOSS_MSE:
-            deliver(b, x, dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, x, -1, "grad", 1));
+            deliver(b, x, dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, x, -1, "grad", 1),
+                    false);
             break;
         case DNNMEM_LOSS_SUM: /* SumBackward0 expands the scalar grad: a view */
             dm_sb_ref(b, gl, 1);
-            deliver(b, x, gl);
+            deliver(b, x, gl, false);
             break;
         }
     }
@@ -1504,9 +1539,10 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
             dm_sb_unref(b, tr->grad[x]);
             tr->grad[x] = -1;
         }
-        if (tr->pending[x] >= 0) { /* a grad that never came: the buffer is added now */
-            dm_sb_unref(b, tr->pending[x]);
+        if (tr->pending[x] >= 0) { /* a grad that never came: the sum so far goes on */
+            int32_t p = tr->pending[x];
             tr->pending[x] = -1;
+            accumulate_grad(b, x, p, 0);
         }
     }
     if (step_optimizer)

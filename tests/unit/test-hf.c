@@ -2537,6 +2537,69 @@ static void test_sdpa(void **state)
     dnnmem_model_free(m);
 }
 
+/* A tied embedding's two grads in one backward (tiny-gpt2: wte [1000, 256]
+ * fp32 = 1,024,000 B, also lm_head's weight): lm_head's arrives first, a
+ * view (TBackward's .t() of the matmul's grad), which the AccumulateGrad
+ * node's input buffer cannot add into in place, so the embedding's grad is
+ * summed out of place: three wte-sized buffers live at once (the CPU
+ * measurement with PyTorch 1.13 gives 3.25 x [V, D] at that peak, the
+ * logits' 0.25 included; DistilBERT on the H200 44.7 MiB more than two). An
+ * untied weight never has more than two (its grad and the one being made). */
+static void test_tied_grad_sum(void **state)
+{
+    (void)state;
+    FILE *f = fopen("tests/models/hf/tiny-gpt2.json", "rb");
+    assert_non_null(f);
+    char json[4096];
+    size_t size = fread(json, 1, sizeof json, f);
+    fclose(f);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "tiny-gpt2.json";
+    struct dnnmem_error err;
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {2, 64};
+    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+    assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+    struct dm_run run1 = {.train = true, .cuda = true, .inplace = true, .torch_version = 206,
+                          .iterations = 1, .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD,
+                          .loss = DNNMEM_LOSS_CE, .compute_capability = 80};
+    struct dm_schedule s;
+    assert_int_equal(dm_schedule_build(&g, t, &run1, &s, &err), DNNMEM_OK);
+    int32_t wte = -1;
+    for (int32_t i = 0; i < g.n_tensors; i++)
+        if (strcmp(g.tensors[i].name, "transformer.wte.weight") == 0)
+            wte = i;
+    assert_true(wte >= 0);
+    int live = 0, most = 0;
+    for (size_t e = 0; e < s.n_ev; e++) {
+        const struct dm_buffer *bf = &s.buf[s.ev[e].buf];
+        /* lm_head's transposed weight's grad is the first (its view hands it on) */
+        if (bf->bytes != 1000 * 256 * 4 || !bf->what || strcmp(bf->what, "grad") != 0)
+            continue;
+        live += s.ev[e].kind == DM_EV_ALLOC ? 1 : -1;
+        most = live > most ? live : most;
+    }
+    assert_int_equal(most, 3);
+    assert_int_equal(live, 1); /* .grad */
+    int32_t gb = -1;
+    for (int32_t k = 0; k < s.n_buf; k++)
+        if (s.buf[k].category == DNNMEM_CAT_GRADIENT && s.buf[k].tensor == wte)
+            gb = k;
+    assert_true(gb >= 0);
+    dm_schedule_free(&s);
+    free(t);
+    dm_arena_free(&a);
+    dm_graph_free(&g);
+}
+
 /* transformers 4.54+ (use_gqa_in_sdpa) on PyTorch 2.5+ with sdpa, on
  * tiny-llama-gqa (L 4, H 8, KV 4, D 32) at B 4, S 256:
  *  - bf16: one Attention per layer on the KV-headed k and v (no Expand); at
@@ -3561,6 +3624,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_drops_cache),
         cmocka_unit_test(test_flash),
         cmocka_unit_test(test_gqa_sdpa),
+        cmocka_unit_test(test_tied_grad_sum),
         cmocka_unit_test(test_tiny_bert),
         cmocka_unit_test(test_tiny_albert),
         cmocka_unit_test(test_generate),

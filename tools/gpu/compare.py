@@ -31,19 +31,7 @@ MASKED = {"bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM",
 HF = (os.path.join("tests", "models", "hf"), os.path.join("tools", "gpu", "hf-config"))
 LAZY_KERNELS = 132 << 20  # DNNMEM_LAZY_KERNELS_DEFAULT in include/dnnmem.h
 # Rows off by more than the bars, with what is known of why.
-DISTIL = ("one [30522, 768] fp16 tensor (44.7 MiB) more than dnnmem keeps at the end of the "
-          "backward, where these small rows peak (the embedding's grad and the tied "
-          "projector's); not traced")
 EXPECTED = {
-    "distilbert-base-mlm-train-b1-s128-fp16-eager-noopt-sum": DISTIL,
-    "distilbert-base-mlm-train-b1-s128-fp16-sdpa-noopt-sum": DISTIL,
-    "distilbert-base-mlm-train-b1-s256-fp16-eager-noopt-sum": DISTIL,
-    "distilbert-base-mlm-train-b1-s256-fp16-sdpa-noopt-sum": DISTIL,
-    "distilbert-base-mlm-train-b2-s128-fp16-eager-noopt-sum": DISTIL,
-    "distilbert-base-mlm-train-b2-s128-fp16-sdpa-noopt-sum": DISTIL,
-    "distilbert-base-mlm-train-b2-s256-fp16-sdpa-noopt-sum": DISTIL,
-    "distilbert-base-mlm-train-b4-s128-fp16-eager-noopt-sum": DISTIL,
-    "distilbert-base-mlm-train-b4-s128-fp16-sdpa-noopt-sum": DISTIL,
     "qwen3-0.6b-train-b4-s1024-fp32-sdpa":
         "the same run as qwen3-0.6b-train-b4-s1024-bf16-sdpa (transformers 5 builds the bf16 "
         "config in bf16 either way), which measured 2378 MiB more reserved: reserved memory "
