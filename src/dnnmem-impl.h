@@ -358,6 +358,12 @@ struct dm_graph {
      * LM's forward returns and, in training, feeds to load_balancing_loss_func
      * after the cross-entropy (src/train/train.c, aux_loss) */
     int32_t n_router, *router;
+    /* Module scopes from the node names (dm_graph_finish): node i runs in
+     * the modules scope_first/scope_last[scope_start[i] .. scope_start[i+1]),
+     * outermost first, each the first and last node of that module's
+     * consecutive run ("/layer1", "/layer1/layer1.0", ...; arena-owned) */
+    int32_t *scope_start, *scope_first, *scope_last;
+    int32_t n_scoped;          /* n_nodes when they were found */
     int64_t router_top_k;
     double router_aux_coef;
     /* HF: linear layers stored quantized (quantization_config or --quant) */
@@ -409,6 +415,9 @@ enum dnnmem_status dm_graph_attr_floats(struct dm_graph *g, const char *name, in
 /* Sort nodes topologically (stable), set producers, check names.
  * Errors name the file and node: cycles, dangling inputs, two producers. */
 enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err);
+/* (Re)computes the graph's module scopes (called by dm_graph_finish and
+ * after any change to the node list). */
+enum dnnmem_status dm_graph_find_scopes(struct dm_graph *g, struct dnnmem_error *err);
 
 const struct dm_attr *dm_node_attr(const struct dm_node *n, const char *name);
 /* Lift exporters' decompositions (LayerNorm, GELU) back to the single ops the

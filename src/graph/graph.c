@@ -160,6 +160,65 @@ static int32_t heap_pop(int32_t *h, int32_t *n)
     return top;
 }
 
+/* The module scopes of node names, as torch.onnx writes them
+ * ("/layer1/layer1.0/conv1/Conv": every '/' after the first character ends
+ * one, up to MAX_SCOPES deep) and the HF front end copies: a module's nodes
+ * are consecutive, so each scope's run is where the prefix repeats. */
+#define MAX_SCOPES 16
+
+static int scopes(const char *name, int len[MAX_SCOPES])
+{
+    int n = 0;
+    for (int k = 1; name[k] && n < MAX_SCOPES; k++)
+        if (name[k] == '/')
+            len[n++] = k;
+    return n;
+}
+
+static bool same_scope(const char *a, const char *b, int len)
+{
+    return strncmp(a, b, (size_t)len) == 0 && b[len] == '/';
+}
+
+enum dnnmem_status dm_graph_find_scopes(struct dm_graph *g, struct dnnmem_error *err)
+{
+    int32_t nn = g->n_nodes;
+    int(*len)[MAX_SCOPES] = malloc(((size_t)nn + 1) * sizeof *len);
+    int32_t *start = dm_arena_array(&g->arena, (size_t)nn + 1, sizeof *start);
+    if (!len || !start) {
+        free(len);
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    }
+    start[0] = 0;
+    for (int32_t i = 0; i < nn; i++)
+        start[i + 1] = start[i] + scopes(g->nodes[i].name, len[i]);
+    int32_t *first = dm_arena_array(&g->arena, (size_t)start[nn] + 1, sizeof *first);
+    int32_t *last = dm_arena_array(&g->arena, (size_t)start[nn] + 1, sizeof *last);
+    if (!first || !last) {
+        free(len);
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    }
+    for (int32_t i = 0; i < nn; i++)
+        for (int32_t d = 0; d < start[i + 1] - start[i]; d++)
+            first[start[i] + d] = i > 0 && d < start[i] - start[i - 1] && len[i - 1][d] == len[i][d] &&
+                                          same_scope(g->nodes[i].name, g->nodes[i - 1].name, len[i][d])
+                                      ? first[start[i - 1] + d]
+                                      : i;
+    for (int32_t i = nn - 1; i >= 0; i--)
+        for (int32_t d = 0; d < start[i + 1] - start[i]; d++)
+            last[start[i] + d] = i + 1 < nn && d < start[i + 2] - start[i + 1] &&
+                                         len[i + 1][d] == len[i][d] &&
+                                         same_scope(g->nodes[i].name, g->nodes[i + 1].name, len[i][d])
+                                     ? last[start[i + 1] + d]
+                                     : i;
+    free(len);
+    g->scope_start = start;
+    g->scope_first = first;
+    g->scope_last = last;
+    g->n_scoped = nn;
+    return DNNMEM_OK;
+}
+
 /* Kahn's algorithm, taking ready nodes in file order so an already sorted
  * graph keeps its order. */
 enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err)
@@ -297,6 +356,7 @@ enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err)
                         g->tensors[g->nodes[i].out[k]].producer = i;
         }
     }
+    s = dm_graph_find_scopes(g, err);
 out:
     free(pending);
     free(order);

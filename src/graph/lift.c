@@ -250,6 +250,7 @@ enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err)
         w++;
     }
     g->n_nodes = w;
+    s = dm_graph_find_scopes(g, err);
 out:
     free(l.readers);
     free(l.producer);

@@ -25,6 +25,7 @@
 #include "schedule/builder.h"
 
 #include <stdio.h>
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -254,53 +255,19 @@ static void analyse(struct dm_sb *b)
  * are consecutive, so a tensor read inside a module it was made outside of
  * is held until that module's last node. A tensor with held_until is
  * held until that node (a module's local variable, until it returns). */
-#define MAX_SCOPES 16
-
-/* Lengths of the module prefixes of a node name: "/layer1", "/layer1/layer1.0",
- * ... (every '/' after the first character ends one). */
-static int scopes(const char *name, int len[MAX_SCOPES])
-{
-    int n = 0;
-    for (int k = 1; name[k] && n < MAX_SCOPES; k++)
-        if (name[k] == '/')
-            len[n++] = k;
-    return n;
-}
-
-static bool same_scope(const char *a, const char *b, int len)
-{
-    return strncmp(a, b, (size_t)len) == 0 && b[len] == '/';
-}
-
 static bool module_holds(struct dm_sb *b)
 {
     const struct dm_graph *g = b->g;
     int32_t nn = g->n_nodes, nt = g->n_tensors;
     int32_t *until = malloc(((size_t)nt + 1) * sizeof *until);
-    int32_t(*first)[MAX_SCOPES] = malloc(((size_t)nn + 1) * sizeof *first);
-    int32_t(*last)[MAX_SCOPES] = malloc(((size_t)nn + 1) * sizeof *last);
-    int(*len)[MAX_SCOPES] = malloc(((size_t)nn + 1) * sizeof *len);
-    int *depth = malloc(((size_t)nn + 1) * sizeof *depth);
     int32_t *fill = calloc((size_t)nn + 1, sizeof *fill);
     b->held_start = calloc((size_t)nn + 2, sizeof *b->held_start);
-    bool ok = until && first && last && len && depth && fill && b->held_start;
+    /* the scopes are found whenever the node list changes (graph.c) */
+    const int32_t *start = g->scope_start, *first = g->scope_first, *last = g->scope_last;
+    assert(nn == 0 || (start && g->n_scoped == nn));
+    bool ok = until && fill && b->held_start && (nn == 0 || (start && g->n_scoped == nn));
     if (!ok)
         goto out;
-    /* each node's enclosing modules, and where each starts and ends */
-    for (int32_t i = 0; i < nn; i++) {
-        depth[i] = scopes(g->nodes[i].name, len[i]);
-        for (int d = 0; d < depth[i]; d++)
-            first[i][d] = i > 0 && d < depth[i - 1] && len[i - 1][d] == len[i][d] &&
-                                  same_scope(g->nodes[i].name, g->nodes[i - 1].name, len[i][d])
-                              ? first[i - 1][d]
-                              : i;
-    }
-    for (int32_t i = nn - 1; i >= 0; i--)
-        for (int d = 0; d < depth[i]; d++)
-            last[i][d] = i + 1 < nn && d < depth[i + 1] && len[i + 1][d] == len[i][d] &&
-                                 same_scope(g->nodes[i].name, g->nodes[i + 1].name, len[i][d])
-                             ? last[i + 1][d]
-                             : i;
     for (int32_t x = 0; x < nt; x++)
         until[x] = -1;
     for (int32_t i = 0; i < nn && !b->run->dataflow; i++) { /* traced: no Python holds */
@@ -310,9 +277,9 @@ static bool module_holds(struct dm_sb *b)
             if (x < 0 || is_meta_slot(n, k) || b->flag[x] & DM_TF_RESIDENT)
                 continue;
             int32_t p = g->tensors[x].producer;
-            for (int d = 0; d < depth[i]; d++)
-                if (p >= 0 && p < first[i][d] && last[i][d] > i && last[i][d] > until[x])
-                    until[x] = last[i][d];
+            for (int32_t d = start[i]; d < start[i + 1]; d++)
+                if (p >= 0 && p < first[d] && last[d] > i && last[d] > until[x])
+                    until[x] = last[d];
         }
     }
     /* a local variable of a module's forward holds its tensor until it returns */
@@ -339,10 +306,6 @@ static bool module_holds(struct dm_sb *b)
             b->held_list[b->held_start[until[x]] + fill[until[x]]++] = x;
 out:
     free(until);
-    free(first);
-    free(last);
-    free(len);
-    free(depth);
     free(fill);
     return ok;
 }
