@@ -1262,8 +1262,12 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
             : "; grouped keys and values repeated (repeat_kv)");
     if (hf)
         assume(&as, "transformers", cfg.transformers_version ? "option" : "default",
-               "%d.%d (its modelling code, as the HuggingFace front end builds it)",
-               transformers / 100, transformers % 100);
+               "%d.%d (its modelling code, as the HuggingFace front end builds it)%s",
+               transformers / 100, transformers % 100,
+               generate && transformers > DM_TRANSFORMERS_DEFAULT
+                   ? "; generation follows 4.51's loop and caches (later releases moved GPT-2 "
+                     "to a DynamicCache, 4.52, PR #35761: not modelled)"
+                   : "");
     if (hf)
         assume(&as, "attention", cfg.attn ? "option" : "default", "%s",
                flash ? "flash_attention_2: flash-attn's flash_attn_func on [B, S, H, D] "
@@ -1396,7 +1400,7 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                "float32 for the weights %s leaves unquantized: its quantizer's default without "
                "torch_dtype (update_dtype; --precision bf16 loads them as stored)",
                g->quant_method);
-    } else if (g->stored_dtype && strcmp(g->stored_dtype, "float32") != 0) {
+    } else if (g->stored_dtype && strcmp(g->stored_dtype, "float32") != 0 && !cfg.precision_set) {
         const char *flag = strcmp(g->stored_dtype, "bfloat16") == 0  ? " bf16"
                            : strcmp(g->stored_dtype, "float16") == 0 ? " fp16"
                                                                      : " P";
@@ -1405,7 +1409,8 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                "(--precision%s loads it as stored, torch_dtype=\"auto\")",
                g->stored_dtype, flag);
     } else {
-        assume(&as, "precision", "default", "as the model: %s", weight_dtype(g, t));
+        assume(&as, "precision", cfg.precision_set ? "option" : "default", "as the model: %s",
+               weight_dtype(g, t));
     }
     run.cpu_threads = cfg.cpu_threads;
     if (!run.cuda)

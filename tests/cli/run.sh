@@ -348,6 +348,19 @@ expect 2 "--attn flash: FlashAttention-2 needs compute capability 8.0" -- \
     estimate $H/tiny-llama-gqa.json -s 64 --attn flash --precision bf16 --gpu T4
 expect 4 "--attn flash: flash_attention_2 for model_type 'gpt2' is not modelled" -- \
     estimate $H/gpt2.json -s 8 --attn flash --precision fp16
+# the transformers release: 4.51 by default; 5.x loads a bf16 config in bf16 and
+# passes grouped keys/values to sdpa (enable_gqa): the math kernel in float32
+expect 0 "transformers   4.51 (its modelling code" -- estimate $H/Qwen3-0.6B.json -s 64
+expect 0 "precision      bf16: transformers 5.17 loads the config's dtype bfloat16" -- \
+    estimate $H/Qwen3-0.6B.json -s 64 --transformers 5.17
+expect 0 "precision      as the model: float32" -- \
+    estimate $H/Qwen3-0.6B.json -s 64 --transformers 5.17 --precision fp32
+expect 0 "cuDNN attention for fp16/bf16 (PyTorch 2.11+ on sm90/sm100" -- \
+    estimate $H/Qwen3-0.6B.json -s 64 --transformers 5.17 --framework pytorch@2.11 --gpu H100-80GB
+expect 2 "--transformers 4: expected a release such as 4.51 or 5.17" -- \
+    estimate $H/Qwen3-0.6B.json --transformers 4
+expect 2 "--transformers applies to HuggingFace config.json models" -- \
+    estimate $R --transformers 5.17
 expect 2 "--attn applies to HuggingFace config.json models" -- \
     estimate $M/fixtures/resnet50.onnx --attn sdpa
 expect 4 "--attn sdpa on the CPU is not modelled" -- estimate $H/gpt2.json -s 8 --attn sdpa --device cpu
