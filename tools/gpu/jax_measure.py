@@ -85,7 +85,6 @@ against the torch networks it exports, numerically, with NumpyOps.
 """
 
 import argparse
-import gc
 import glob
 import io
 import json
