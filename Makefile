@@ -127,6 +127,9 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node
 	@echo "== GPU measurements (H200, PyTorch 2.11, transformers 5.17: tools/gpu/results)"
 	python3 tools/gpu/compare.py --dnnmem $(B)/dnnmem --check \
 	    tools/gpu/results/open-encoders.jsonl tools/gpu/results/open-decoders.jsonl
+	@echo "== the GPU kit's rows (tools/gpu/hf-more.jsonl): fields, and dnnmem's command for each"
+	python3 tools/gpu/measure_hf.py --dry-run tools/gpu/hf-more.jsonl
+	python3 tools/gpu/compare.py --dnnmem $(B)/dnnmem --commands-only tools/gpu/hf-more.jsonl
 	@echo "== published whole-process measurements (BERT-large, HF Trainer)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-trainer.sh
 	@echo "== published TensorFlow measurements (printed, not failed: low confidence, inferred context)"
