@@ -130,6 +130,7 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node
 	@echo "== the GPU kit's rows (tools/gpu/hf-more.jsonl): fields, and dnnmem's command for each"
 	python3 tools/gpu/measure_hf.py --dry-run tools/gpu/hf-more.jsonl
 	python3 tools/gpu/compare.py --dnnmem $(B)/dnnmem --commands-only tools/gpu/hf-more.jsonl
+	python3 tools/gpu/jax_measure.py --dry-run tools/gpu/jax-configs.jsonl
 	@echo "== published whole-process measurements (BERT-large, HF Trainer)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-trainer.sh
 	@echo "== published TensorFlow measurements (printed, not failed: low confidence, inferred context)"
