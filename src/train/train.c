@@ -6,7 +6,8 @@
  * tools/autograd/derivatives.yaml and the generated Functions.h of 1.13,
  * checked with saved_tensors_hooks; summarised in runtime-facts.md §6):
  *  - DM_T_OUT: relu/sigmoid/tanh/softmax/log_softmax/exp/sqrt save their
- *    result (ReluBackward0 threshold_backward(grad, result)).
+ *    result (ReluBackward0 threshold_backward(grad, result)); softmax and
+ *    log_softmax up to 1.10 their input too (see keep rules).
  *  - DM_T_IN: erf, log, leaky_relu, clamp, avg_pool, 1.13 mean (MeanBackward1
  *    keeps self), pow by a scalar (PowBackward0 keeps self and the exponent)
  *    save their input.
@@ -756,7 +757,15 @@ void dm_train_save(struct dm_sb *b, int32_t i)
             keep_input(b, i, 0);
     }
     switch (dm_ops[n->op].train) {
-    case DM_T_OUT: keep_tensor(b, i, out0); break;
+    case DM_T_OUT:
+        keep_tensor(b, i, out0);
+        /* up to PyTorch 1.10, _softmax_backward_data took the input tensor
+         * (for its dtype), so SoftmaxBackward and LogSoftmaxBackward kept
+         * self as well as the result; 1.11 passes input_dtype (PR #66018;
+         * issue #49600) */
+        if ((n->op == DM_OP_Softmax || n->op == DM_OP_LogSoftmax) && b->run->torch_version < 111)
+            keep_input(b, i, 0);
+        break;
     case DM_T_IN: keep_input(b, i, 0); break;
     case DM_T_OPERANDS:
         /* each input that needs a grad keeps the other data operands */
@@ -1231,14 +1240,14 @@ static void loss(struct dm_sb *b)
     struct dm_train *tr = b->train;
     const struct dm_graph *g = b->g;
     int32_t n_out = b->run->loss_all_outputs || b->run->loss == DNNMEM_LOSS_SUM ? g->n_outputs : 1;
-    int32_t logp[64], extra[64];
+    int32_t logp[64], extra[64], self32[64];
     int32_t value = -1;
     enum dm_dtype dt = b->t[g->outputs[0]].dtype;
     dm_sb_step(b, DM_PHASE_LOSS, -1);
     for (int32_t k = 0; k < n_out && k < 64; k++) {
         int32_t x = g->outputs[k];
         const struct dm_tinfo *o = &b->t[x];
-        logp[k] = extra[k] = -1;
+        logp[k] = extra[k] = self32[k] = -1;
         if (!tr->rg[x])
             continue;
         if (b->run->loss == DNNMEM_LOSS_CE) {
@@ -1253,7 +1262,12 @@ static void loss(struct dm_sb *b)
                              : -1;
             logp[k] = dm_sb_alloc(b, DNNMEM_CAT_SAVED, up >= 0 ? DM_FLOAT : o->dtype,
                                   up >= 0 ? b32 : o->bytes, -1, -1, "loss.log_softmax", 1);
-            dm_sb_unref(b, up);
+            if (up >= 0 && b->run->torch_version < 111) { /* LogSoftmaxBackward's self */
+                self32[k] = up;
+                b->s->buf[up].category = DNNMEM_CAT_SAVED;
+            } else {
+                dm_sb_unref(b, up);
+            }
             extra[k] = dm_sb_alloc(b, DNNMEM_CAT_SAVED, o->dtype, 4, -1, -1, "loss.total_weight", 1);
         }
         int32_t part = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, 4, -1, -1, "loss", 1);
@@ -1295,6 +1309,7 @@ static void loss(struct dm_sb *b)
                                      x, -1, "grad", 1);
             dm_sb_unref(b, gnll);
             dm_sb_unref(b, logp[k]);
+            dm_sb_unref(b, self32[k]);
             if (lp->bytes != o->bytes) { /* back to the logits' type */
                 int32_t down = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, x, -1,
                                            "grad", 1);

@@ -2600,6 +2600,35 @@ static void test_tied_grad_sum(void **state)
     dm_graph_free(&g);
 }
 
+/* PyTorch 1.10's SoftmaxBackward kept the softmax's input as well as its
+ * result (_softmax_backward_data took the input until 1.11, PR #66018): on
+ * tiny-gpt2 (4 layers, 8 heads) in float32 training at B 2, S 64 with eager
+ * attention, each layer's pre-softmax scores [2, 8, 64, 64] (256 KiB) stay
+ * to the backward: 1 MiB more at the end of the forward than with 1.11. */
+static void test_softmax_keeps_input_before_1_11(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-gpt2.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.batch_size = 2;
+    cfg.seq_len = 64;
+    cfg.attn = DNNMEM_ATTN_EAGER;
+    cfg.timeline = true;
+    uint64_t end_of_forward[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        cfg.torch_version = k ? 111 : 110;
+        struct dnnmem_result *r = run(m, &cfg);
+        for (size_t i = 0; i < r->n_timeline; i++)
+            if (r->timeline[i].iteration == 1 && strcmp(r->timeline[i].phase, "forward") == 0)
+                end_of_forward[k] = r->timeline[i].allocated;
+        dnnmem_result_free(r);
+    }
+    assert_int_equal(end_of_forward[0] - end_of_forward[1], 4 * 2 * 8 * 64 * 64 * 4);
+    dnnmem_model_free(m);
+}
+
 /* transformers 4.54+ (use_gqa_in_sdpa) on PyTorch 2.5+ with sdpa, on
  * tiny-llama-gqa (L 4, H 8, KV 4, D 32) at B 4, S 256:
  *  - bf16: one Attention per layer on the KV-headed k and v (no Expand); at
@@ -3625,6 +3654,7 @@ int main(void)
         cmocka_unit_test(test_flash),
         cmocka_unit_test(test_gqa_sdpa),
         cmocka_unit_test(test_tied_grad_sum),
+        cmocka_unit_test(test_softmax_keeps_input_before_1_11),
         cmocka_unit_test(test_tiny_bert),
         cmocka_unit_test(test_tiny_albert),
         cmocka_unit_test(test_generate),
