@@ -632,6 +632,13 @@ struct dnnmem_result {
     bool reserved_is_limit;
     bool limit_unknown;
     uint64_t limit_bytes;
+    /* JAX's jitted step (--framework jax, --jax-execution jit), per call as
+     * XLA's compiled.memory_analysis() names them: the temp buffer the heap
+     * simulator packs the intermediates into (temp_size_in_bytes), the
+     * live-out buffers each call allocates (output_size_in_bytes, less what
+     * donation aliases), and the entry parameters made before the first call
+     * (argument_size_in_bytes: weights, batch, optimizer state); 0 otherwise. */
+    uint64_t xla_temp_bytes, xla_output_bytes, xla_argument_bytes;
 };
 
 /* Estimate peak memory of `m` under `cfg`. On success *out is owned by the

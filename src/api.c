@@ -749,12 +749,13 @@ static enum dnnmem_status fw_setup(const struct dnnmem_config *cfg, uint64_t con
 static enum dnnmem_status xla_plan(const struct dm_graph *g, const struct dm_tinfo *t,
                                    const struct dm_run *run, const struct dnnmem_config *cfg,
                                    struct dm_schedule *sched, struct assumptions *as,
-                                   struct dnnmem_error *err)
+                                   struct dm_xla_stats *out, struct dnnmem_error *err)
 {
     struct dm_xla_opts xo = {.train = run->train, .donate = cfg->jax_donate, .alignment = 0};
     struct dm_xla_stats xs;
     struct dm_schedule planned;
     DM_TRY(dm_xla_plan(g, t, sched, &xo, &planned, &xs, err));
+    *out = xs;
     char b1[32], b2[32], b3[32], b4[32];
     int32_t fused = xs.fused_forward + xs.fused_backward + xs.fused_update;
     assume(as, "xla_fusion", "default",
@@ -1618,12 +1619,18 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                "which entries exist and when their last reader runs (what backward reads): "
                "dnnmem's PyTorch-derived rules; --mxnet-executor naive: the eager schedule");
     }
-    if (jax_jit && (s = xla_plan(g, t, &run, &cfg, &sched, &as, err)) != DNNMEM_OK)
+    struct dm_xla_stats xla = {0};
+    if (jax_jit && (s = xla_plan(g, t, &run, &cfg, &sched, &as, &xla, err)) != DNNMEM_OK)
         goto out;
     /* CUDA: the caching allocator with PyTorch's defaults (or a plain
      * rounding when the user overrides the rounding); CPU: exact sizes */
     if (other_fw) {
         s = fw_result(g, t, &sched, &fws, &cfg, context, &as, out, err);
+        if (s == DNNMEM_OK && jax_jit) {
+            (*out)->xla_temp_bytes = xla.heap.heap_bytes;
+            (*out)->xla_output_bytes = xla.output_bytes;
+            (*out)->xla_argument_bytes = xla.entry_bytes;
+        }
         goto done;
     }
     if (run.cuda && cfg.alloc_round_bytes < 0) {

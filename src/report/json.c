@@ -67,11 +67,19 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
             [DNNMEM_FW_MXNET] = "pooled-storage", [DNNMEM_FW_JAX] = "bfc"};
         json_object_set_new(
             root, "framework",
-            json_pack("{s:s, s:s, s:s, s:b, s:b, s:o}", "name", dnnmem_framework_name(r->framework),
-                      "version", r->framework_version ? r->framework_version : "", "allocator",
+            json_pack("{s:s, s:s, s:s, s:b, s:b, s:o, s:o}", "name",
+                      dnnmem_framework_name(r->framework), "version",
+                      r->framework_version ? r->framework_version : "", "allocator",
                       alloc_name[r->framework], "reserved_is_limit", r->reserved_is_limit,
                       "limit_unknown", r->limit_unknown, "limit_bytes",
-                      r->limit_bytes ? json_integer((json_int_t)r->limit_bytes) : json_null()));
+                      r->limit_bytes ? json_integer((json_int_t)r->limit_bytes) : json_null(),
+                      "xla",
+                      r->xla_temp_bytes || r->xla_argument_bytes
+                          ? json_pack("{s:I, s:I, s:I}", "temp_bytes",
+                                      (json_int_t)r->xla_temp_bytes, "output_bytes",
+                                      (json_int_t)r->xla_output_bytes, "argument_bytes",
+                                      (json_int_t)r->xla_argument_bytes)
+                          : json_null()));
         json_object_set_new(root, "needed_bytes", json_integer((json_int_t)r->needed_bytes));
     }
     if (root)

@@ -371,6 +371,9 @@ static void test_inference_estimate_by_hand(void **state)
                                            DNNMEM_JAX_JIT);
     assert_int_equal(r->peak_allocated, 262144 + 2048 + 256 + 2048 + 6144);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_TEMPORARY], 6144);
+    assert_int_equal(r->xla_temp_bytes, 6144);
+    assert_int_equal(r->xla_argument_bytes, 262144 + 2048);
+    assert_int_equal(r->xla_output_bytes, 4 + 2048);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_ACTIVATION], 2052);
     assert_non_null(strstr(assumption(r, "jax_execution"), "jit: the whole step"));
     assert_non_null(strstr(assumption(r, "xla_temp"), "6.00 KiB per call"));
@@ -380,6 +383,7 @@ static void test_inference_estimate_by_hand(void **state)
     /* op by op, as before: every value its own allocation */
     r = jax_estimate(tb_fusion_graph(), DNNMEM_MODE_INFER, true, DNNMEM_JAX_EAGER);
     assert_non_null(strstr(assumption(r, "jax_execution"), "op by op"));
+    assert_int_equal(r->xla_temp_bytes, 0);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_TEMPORARY], 0);
     dnnmem_result_free(r);
 }
@@ -424,6 +428,8 @@ static void test_training_estimate_by_hand(void **state)
     struct dnnmem_result *r = jax_estimate(b, DNNMEM_MODE_TRAIN, true, DNNMEM_JAX_JIT);
     assert_int_equal(r->peak_allocated, 262144 + 2048 + 262144 + 264192);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_TEMPORARY], 264192);
+    assert_int_equal(r->xla_temp_bytes, 264192);
+    assert_int_equal(r->xla_argument_bytes, 262144 + 2048 + 262144);
     assert_non_null(strstr(assumption(r, "xla_temp"), "258.00 KiB per call"));
     assert_non_null(strstr(assumption(r, "xla_fusion"), "2 gradients"));
     dnnmem_result_free(r);

@@ -125,6 +125,10 @@ def estimates(d):
         m = re.search(r"the weights and the batch \(" + SIZE + r"\)", out)
         if m:
             e["args"] = parse_size(m.group(1) + " " + m.group(2))
+    # exact bytes where dnnmem's JSON has them (framework.xla)
+    xla = (d.get("framework") or {}).get("xla")
+    if xla:
+        e["temp"], e["outs"], e["args"] = xla["temp_bytes"], xla["output_bytes"], xla["argument_bytes"]
     return e
 
 
