@@ -103,11 +103,21 @@ static const char usage_text[] =
     "                         checkpointing of every layer for bitsandbytes and gptq\n"
     "  --kbit-prep-no-gc      the same with use_gradient_checkpointing=False\n"
     "\n"
-    "Generation (--mode generate; greedy, DynamicCache):\n"
+    "Generation (--mode generate; greedy unless told otherwise, DynamicCache):\n"
     "  --prompt-len N         prompt tokens (the same as --seq-len)\n"
     "  --new-tokens N         tokens generated after the prompt (required)\n"
     "  --kv-dtype T           the cache's storage during decoding: auto (the model's\n"
     "                         dtype, default), fp32, fp16, bf16 or fp8\n"
+    "  --num-beams N          beam search (num_beams N > 1, do_sample False): the batch\n"
+    "                         runs as batch x N rows, the cache reordered every step\n"
+    "                         (DynamicCache and legacy-tuple decoders; default 1)\n"
+    "  --do-sample            sampling: the logits warpers, softmax, multinomial\n"
+    "  --top-k K              with --do-sample: TopKLogitsWarper's k (default 50, as\n"
+    "                         GenerationConfig; 0: none)\n"
+    "  --top-p P              with --do-sample: TopPLogitsWarper's p in (0, 1] (default\n"
+    "                         1: none)\n"
+    "  --temperature T        with --do-sample: TemperatureLogitsWarper's T > 0 (default\n"
+    "                         1: none)\n"
     "\n"
     "Training (--mode train):\n"
     "  --optimizer NAME       sgd-momentum (default), sgd, adam, adamw, rmsprop, adagrad,\n"
@@ -356,7 +366,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_LORA_ALPHA, OPT_LORA_DROPOUT, OPT_LORA_TARGETS, OPT_TF_GROWTH, OPT_TF_LIMIT,
            OPT_TF_MINSYS, OPT_MX_POOL, OPT_MX_EXEC, OPT_MX_PAGE, OPT_MX_CUTOFF, OPT_MX_RESERVE, OPT_JAX_PREALLOC,
            OPT_JAX_FRACTION, OPT_JAX_EXEC, OPT_JAX_DONATE, OPT_TF_EXEC, OPT_INPUT_SHAPE, OPT_QUANT, OPT_KBIT,
-           OPT_KBIT_NO_GC };
+           OPT_KBIT_NO_GC, OPT_BEAMS, OPT_SAMPLE, OPT_TOPK, OPT_TOPP, OPT_TEMP };
     static const struct option opts[] = {
         {"gpu", required_argument, NULL, OPT_GPU},
         {"report", required_argument, NULL, OPT_REPORT},
@@ -390,6 +400,11 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"prompt-len", required_argument, NULL, 's'},
         {"new-tokens", required_argument, NULL, OPT_NEWTOK},
         {"kv-dtype", required_argument, NULL, OPT_KVDTYPE},
+        {"num-beams", required_argument, NULL, OPT_BEAMS},
+        {"do-sample", no_argument, NULL, OPT_SAMPLE},
+        {"top-k", required_argument, NULL, OPT_TOPK},
+        {"top-p", required_argument, NULL, OPT_TOPP},
+        {"temperature", required_argument, NULL, OPT_TEMP},
         {"lora-r", required_argument, NULL, OPT_LORA_R},
         {"quant", required_argument, NULL, OPT_QUANT},
         {"kbit-prep", no_argument, NULL, OPT_KBIT},
@@ -451,6 +466,37 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
                 return usage_error("--new-tokens %s: expected 1..1048576", optarg);
             cfg.new_tokens = v;
             break;
+        case OPT_BEAMS:
+            if (parse_count(optarg, &v) || v > 4096)
+                return usage_error("--num-beams %s: expected 1..4096", optarg);
+            cfg.num_beams = (int)v;
+            break;
+        case OPT_SAMPLE:
+            cfg.do_sample = true;
+            break;
+        case OPT_TOPK:
+            /* 0 turns the warper off, as top_k=0 does in transformers */
+            if (strcmp(optarg, "0") == 0)
+                v = -1;
+            else if (parse_count(optarg, &v) || v > (INT64_C(1) << 40))
+                return usage_error("--top-k %s: expected a count (0: no top-k warper)", optarg);
+            cfg.top_k = v;
+            break;
+        case OPT_TOPP:
+        case OPT_TEMP: {
+            char *end;
+            double d = strtod(optarg, &end);
+            bool top_p = c == OPT_TOPP;
+            if (end == optarg || *end || !(top_p ? d > 0 && d <= 1 : d > 0 && d < 1e30))
+                return usage_error(top_p ? "--top-p %s: expected a probability in (0, 1]"
+                                         : "--temperature %s: expected a positive number",
+                                   optarg);
+            if (top_p)
+                cfg.top_p = d;
+            else
+                cfg.temperature = d;
+            break;
+        }
         case OPT_KVDTYPE:
             if (strcmp(optarg, "auto") == 0)
                 cfg.kv_dtype = DNNMEM_KV_AUTO;

@@ -128,10 +128,11 @@ const char *dnnmem_model_symbol(const dnnmem_model *m, size_t i);
 enum dnnmem_mode {
     DNNMEM_MODE_INFER = 0, /* forward only, torch.no_grad(), model.eval() */
     DNNMEM_MODE_TRAIN,     /* zero_grad, forward, loss, backward, optimizer.step(), repeated */
-    DNNMEM_MODE_GENERATE   /* HuggingFace causal LMs: model.generate(), greedy, with a
-                              DynamicCache: a prefill of seq_len prompt tokens, then
-                              new_tokens - 1 decode steps (the prefill makes the first
-                              token), each growing every layer's cache */
+    DNNMEM_MODE_GENERATE   /* HuggingFace causal LMs: model.generate() (greedy unless
+                              num_beams or do_sample say otherwise) with a DynamicCache:
+                              a prefill of seq_len prompt tokens, then new_tokens - 1
+                              decode steps (the prefill makes the first token), each
+                              growing every layer's cache */
 };
 
 /* Storage type of the KV cache during decoding (mode GENERATE). */
@@ -345,6 +346,20 @@ struct dnnmem_config {
      * and the cache's storage type. */
     int64_t new_tokens;
     enum dnnmem_kv_dtype kv_dtype;
+    /* How generate() picks tokens (transformers 4.51's GenerationMixin):
+     * num_beams > 1 is beam search (_beam_search, do_sample false): every
+     * prompt runs as num_beams rows (batch_size * num_beams), and the cache
+     * is reordered after each step; 0 or 1 = one beam. do_sample samples
+     * (_sample with the logits warpers, then softmax and multinomial):
+     * top_k (0 = the GenerationConfig default 50, < 0 = none, as top_k=0),
+     * top_p (0 = the default 1.0: none; else in (0, 1]), temperature (0 =
+     * the default 1.0: none; else > 0). Beam sampling (both) is not
+     * modelled. */
+    int num_beams;
+    bool do_sample;
+    int64_t top_k;
+    double top_p;
+    double temperature;
     /* Shapes of named graph inputs. An input that declares no shape (every
      * MXNet symbol input) takes the one given; with batch_size set, its
      * first dim is replaced by batch_size (so --batch-size and max-batch

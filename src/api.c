@@ -384,14 +384,26 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
                            b->name, g->path, g->n_symbols ? list : "none");
         }
     }
+    /* beam search runs every prompt as num_beams rows (generate's
+     * _expand_inputs_for_generation): the model's batch dims are the
+     * caller's times num_beams */
+    int64_t beams = cfg->mode == DNNMEM_MODE_GENERATE && cfg->num_beams > 1 ? cfg->num_beams : 1;
     for (int32_t i = 0; i < g->n_symbols; i++) {
         const char *name = g->symbols[i];
         const char *key = dm_arena_printf(as->arena, "dims.%s", name);
+        bool beamed = beams > 1 && is_batch_name(name);
         vals[i] = -1; /* unbound */
         for (size_t k = 0; k < cfg->n_dims; k++)
             if (strcmp(cfg->dims[k].name, name) == 0) {
                 vals[i] = cfg->dims[k].value;
-                assume(as, key, "option", "%lld (--dim)", (long long)vals[i]);
+                if (beamed && !dm_mul_ok(vals[i], beams, &vals[i]))
+                    return dm_fail(err, DNNMEM_E_USAGE, "--dim %s x --num-beams %lld overflows",
+                                   name, (long long)beams);
+                if (beamed)
+                    assume(as, key, "option", "%lld (--dim %lld x --num-beams %lld)",
+                           (long long)vals[i], (long long)(vals[i] / beams), (long long)beams);
+                else
+                    assume(as, key, "option", "%lld (--dim)", (long long)vals[i]);
             }
         if (given[i] >= 0) {
             if (vals[i] >= 0 && vals[i] != given[i])
@@ -410,8 +422,17 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
             continue;
         if (is_batch_name(name)) {
             batch_used = true;
-            vals[i] = cfg->batch_size > 0 ? cfg->batch_size : 1;
-            if (cfg->batch_size > 0)
+            int64_t batch = cfg->batch_size > 0 ? cfg->batch_size : 1;
+            if (!dm_mul_ok(batch, beams, &vals[i]))
+                return dm_fail(err, DNNMEM_E_USAGE, "--batch-size %lld x --num-beams %lld overflows",
+                               (long long)batch, (long long)beams);
+            if (beams > 1)
+                assume(as, key, cfg->batch_size > 0 ? "option" : "default",
+                       "%lld (batch %lld%s x --num-beams %lld: generate repeat_interleaves the "
+                       "prompt and its mask)",
+                       (long long)vals[i], (long long)batch,
+                       cfg->batch_size > 0 ? " (--batch-size)" : " (default)", (long long)beams);
+            else if (cfg->batch_size > 0)
                 assume(as, key, "option", "%lld (--batch-size)", (long long)vals[i]);
             else
                 assume(as, key, "default", "1 (batch size; set with --batch-size)");
@@ -919,6 +940,26 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                        "--mode generate needs --new-tokens N, 1 <= N <= 1048576");
     if (!generate && (cfg.new_tokens || cfg.kv_dtype))
         return dm_fail(err, DNNMEM_E_USAGE, "--new-tokens and --kv-dtype apply to --mode generate");
+    /* how generate() picks tokens: beam search, or sampling with warpers */
+    if (!generate && (cfg.num_beams > 1 || cfg.do_sample))
+        return dm_fail(err, DNNMEM_E_USAGE, "--num-beams and --do-sample apply to --mode generate");
+    if (cfg.num_beams < 0 || cfg.num_beams > 4096)
+        return dm_fail(err, DNNMEM_E_USAGE, "--num-beams %d: expected 1..4096", cfg.num_beams);
+    if (!cfg.do_sample && (cfg.top_k || cfg.top_p != 0 || cfg.temperature != 0))
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "--top-k, --top-p and --temperature apply to --do-sample (greedy and beam "
+                       "search ignore the logits warpers)");
+    if (cfg.do_sample && cfg.num_beams > 1)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "--do-sample with --num-beams %d (beam sampling, _beam_search with "
+                       "do_sample) is not modelled; use one of them",
+                       cfg.num_beams);
+    if (!(cfg.top_p == 0 || (cfg.top_p > 0 && cfg.top_p <= 1)))
+        return dm_fail(err, DNNMEM_E_USAGE, "--top-p %g: expected a probability in (0, 1]",
+                       cfg.top_p);
+    if (!(cfg.temperature == 0 || (cfg.temperature > 0 && cfg.temperature < 1e30)))
+        return dm_fail(err, DNNMEM_E_USAGE, "--temperature %g: expected a positive number",
+                       cfg.temperature);
     if (cfg.device != DNNMEM_DEVICE_CUDA && cfg.device != DNNMEM_DEVICE_CPU)
         return dm_fail(err, DNNMEM_E_USAGE, "unknown device %d", (int)cfg.device);
     if (cfg.batch_size < 0 || cfg.seq_len < 0)
@@ -1150,6 +1191,21 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         dm_graph_free(&lg);
         return ls;
     }
+    /* beam search: modelled for the decoders whose cache is a DynamicCache
+     * or the legacy tuple (src/schedule/generate.c) */
+    if (generate && cfg.num_beams > 1 && (g->encoder_decoder || g->cache_len > 0)) {
+        enum dnnmem_status bs = dm_fail(
+            err, DNNMEM_E_UNSUPPORTED,
+            "%s: --num-beams with %s is not modelled (beam search is, for the decoders on a "
+            "DynamicCache or the legacy tuple cache); use greedy or --do-sample",
+            g->path,
+            g->encoder_decoder ? "an encoder-decoder (T5's EncoderDecoderCache reordered, its "
+                                 "encoder output expanded)"
+                               : "a HybridCache (Gemma 2/3: static caches of batch x num_beams "
+                                 "rows, reordered)");
+        dm_graph_free(&lg);
+        return bs;
+    }
     struct dm_run run = {
         .train = cfg.mode == DNNMEM_MODE_TRAIN,
         .cuda = cfg.device == DNNMEM_DEVICE_CUDA,
@@ -1166,6 +1222,12 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         .tf_graph = tf_graph,
         .gen_tokens = generate ? cfg.new_tokens : 0,
         .kv_dtype = cfg.kv_dtype,
+        .gen_beams = generate && cfg.num_beams > 1 ? cfg.num_beams : 1,
+        .gen_sample = generate && cfg.do_sample,
+        /* GenerationConfig's defaults: top_k 50, top_p 1.0, temperature 1.0 */
+        .gen_top_k = cfg.top_k == 0 ? 50 : cfg.top_k < 0 ? 0 : cfg.top_k,
+        .gen_top_p = cfg.top_p > 0 && cfg.top_p < 1,
+        .gen_temperature = cfg.temperature > 0 && cfg.temperature != 1,
     };
 
     struct dm_arena arena;
@@ -1306,30 +1368,31 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     } else if (generate) {
         static const char *const kv[] = {"the model's dtype", "fp32", "fp16", "bf16",
                                          "fp8 (1 byte per element; scales not counted)"};
+        const char *how = run.gen_beams > 1 ? "beam-search" : run.gen_sample ? "sampling" : "greedy";
         if (g->encoder_decoder) /* T5: src/schedule/generate.c, seq2seq_decode */
             assume(&as, "mode", "option",
-                   "generate: greedy model.generate() of an encoder-decoder (transformers 4.51): "
+                   "generate: %s model.generate() of an encoder-decoder (transformers 4.51): "
                    "the encoder once over the prompt (seq; its output kept) with the first "
                    "decoder forward (decoder_start_token_id), then %lld decoder forwards of one "
                    "token each; an EncoderDecoderCache: self-attention keys and values "
                    "concatenated per token, cross-attention keys and values [batch, heads, seq, "
                    "d_kv] made at the first forward and kept; every decoder position's logits",
-                   (long long)cfg.new_tokens - 1);
+                   how, (long long)cfg.new_tokens - 1);
         else if (g->cache_len) /* Gemma 2/3: src/schedule/generate.c, hybrid_decode */
             assume(&as, "mode", "option",
-                   "generate: greedy model.generate() with a HybridCache (transformers 4.51, "
+                   "generate: %s model.generate() with a HybridCache (transformers 4.51, "
                    "cache_implementation \"hybrid\"): static caches of %lld positions, %lld in "
                    "sliding layers, made before the prefill (logits_to_keep=1); %lld decode steps "
                    "write in place",
-                   (long long)g->cache_len,
+                   how, (long long)g->cache_len,
                    (long long)(g->cache_window < g->cache_len ? g->cache_window : g->cache_len),
                    (long long)cfg.new_tokens - 1);
         else
             assume(&as, "mode", "option",
-                   "generate: greedy model.generate() with %s (transformers 4.51): "
+                   "generate: %s model.generate() with %s (transformers 4.51): "
                    "a prefill of the prompt (seq) keeping %s, then %lld decode steps, each "
                    "concatenating one token onto every layer's keys and values%s",
-                   g->legacy_cache ? "the legacy tuple cache, no Cache class (GPT-2, BioGPT)"
+                   how, g->legacy_cache ? "the legacy tuple cache, no Cache class (GPT-2, BioGPT)"
                                    : "a DynamicCache (a sliding window only masks)",
                    g->logits_to_keep ? "the last position's logits (logits_to_keep=1)"
                                      : "every position's logits",
@@ -1339,6 +1402,51 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                                      "at a forward's end)"
                                    : "");
         assume(&as, "kv_dtype", cfg.kv_dtype ? "option" : "default", "%s", kv[cfg.kv_dtype]);
+        if (run.gen_beams > 1) { /* src/schedule/generate.c, beam search */
+            assume(&as, "num_beams", "option",
+                   "%lld: _beam_search (transformers 4.51.3, vectorized): running_sequences and "
+                   "sequences [batch, num_beams, prompt + new_tokens] int64, beam indices [batch, "
+                   "num_beams, new_tokens] int32; per step the float32 logits [batch x num_beams, "
+                   "vocab], log_softmax, + beam scores, the gathers of the top 2 x num_beams; "
+                   "after every forward the cache reordered by index_select, %s",
+                   (long long)run.gen_beams,
+                   g->legacy_cache ? "the legacy tuple rebuilt whole while the old one (and the "
+                                     "previous step's inputs') are still referenced"
+                                   : "per layer keys then values, each replacing its old tensor");
+            assume(&as, "eos_token", "default",
+                   "none: every beam runs all %lld forwards, 2 x num_beams candidates kept per "
+                   "step (max(2, 1 + eos tokens) x num_beams)",
+                   (long long)cfg.new_tokens);
+        }
+        if (run.gen_sample) { /* src/schedule/generate.c, sample_chain */
+            assume(&as, "do_sample", "option",
+                   "_sample with the logits warpers (temperature, top-k, top-p in that order), "
+                   "then softmax and multinomial: the warped scores and probabilities [batch, "
+                   "vocab] float32 held to the next step");
+            if (run.gen_temperature)
+                assume(&as, "temperature", "option",
+                       "%g (TemperatureLogitsWarper: scores / temperature, a float32 [batch, "
+                       "vocab])",
+                       cfg.temperature);
+            else
+                assume(&as, "temperature", cfg.temperature != 0 ? "option" : "default",
+                       "1.0: no TemperatureLogitsWarper");
+            if (run.gen_top_k > 0)
+                assume(&as, "top_k", cfg.top_k ? "option" : "default",
+                       "%lld%s (TopKLogitsWarper: torch.topk, a bool [batch, vocab] mask, "
+                       "masked_fill's float32 [batch, vocab])",
+                       (long long)run.gen_top_k, cfg.top_k ? "" : ", GenerationConfig's default");
+            else
+                assume(&as, "top_k", "option", "0: no TopKLogitsWarper");
+            if (run.gen_top_p)
+                assume(&as, "top_p", "option",
+                       "%g (TopPLogitsWarper: sort's float32 values and int64 indices [batch, "
+                       "vocab], softmax, cumsum, two bool masks, masked_fill)",
+                       cfg.top_p);
+            else
+                assume(&as, "top_p", cfg.top_p != 0 ? "option" : "default",
+                       "1.0: no TopPLogitsWarper");
+        }
     } else {
         assume(&as, "mode", "default", "infer (torch.no_grad, model.eval)");
     }

@@ -632,6 +632,12 @@ struct dm_run {
                                    fused BatchNorm still transposes around cuDNN */
     int64_t gen_tokens;         /* generation: decode steps after the prefill; 0 = none */
     enum dnnmem_kv_dtype kv_dtype;
+    int64_t gen_beams;          /* generation: beam search's num_beams (> 1), else 1; the
+                                   graph's batch is then the caller's times it */
+    bool gen_sample;            /* generation: do_sample (the logits warpers below) */
+    int64_t gen_top_k;          /* TopKLogitsWarper's k, 0 = none */
+    bool gen_top_p;             /* a TopPLogitsWarper (top_p < 1) */
+    bool gen_temperature;       /* a TemperatureLogitsWarper (temperature != 1) */
     bool dataflow;              /* a traced, compiled program (JAX's jit, src/schedule/xla.c):
                                    a value dies at its last reader, no Python variable
                                    holds one (module arguments and locals), and in training

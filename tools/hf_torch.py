@@ -63,6 +63,12 @@ hybrid_generate() the same loop for Gemma2ForCausalLM / Gemma3ForCausalLM
 (4.51.3, text only) with the HybridCache their configs ask for
 (cache_implementation "hybrid": static per-layer caches made before the
 prefill, sliding layers' of min(sliding_window, max_cache_len) positions).
+These loops (and gpt2_greedy_generate) take
+sampling=sampling_processors(top_k, top_p, temperature): _sample with
+do_sample=True (4.51's logits warpers, softmax, multinomial).
+beam_generate() is 4.51.3's vectorized _beam_search for the DynamicCache and
+legacy tuple classes (the cache reordered after every step); generate()
+picks among them.
 """
 
 import math
@@ -149,6 +155,16 @@ class DynamicCache:
 
     def get_seq_length(self, layer_idx=0):
         return self.key_cache[layer_idx].shape[-2] if len(self.key_cache) > layer_idx else 0
+
+    def reorder_cache(self, beam_idx):
+        """Cache.reorder_cache (4.51, beam search): per layer the keys, then
+        the values, index_select'ed along the batch into new tensors that
+        replace the list entries (the old ones freed as they are replaced)."""
+        for layer_idx in range(len(self.key_cache)):
+            device = self.key_cache[layer_idx].device
+            self.key_cache[layer_idx] = self.key_cache[layer_idx].index_select(0, beam_idx.to(device))
+            device = self.value_cache[layer_idx].device
+            self.value_cache[layer_idx] = self.value_cache[layer_idx].index_select(0, beam_idx.to(device))
 
 
 def cache_kv(cache, key_states, value_states, layer_idx):
@@ -1194,8 +1210,74 @@ def _gpt2_prepare_inputs(input_ids, past_key_values=None, attention_mask=None,
     return model_inputs
 
 
+# --------------------------------------------------------------------------
+# Sampling (do_sample=True): transformers 4.51's logits warpers
+# (generation/logits_process.py) in the order GenerationMixin._get_logits_processor
+# appends them when generation_config.do_sample: TemperatureLogitsWarper (when
+# temperature != 1.0), TopKLogitsWarper (top_k not None and != 0; the
+# GenerationConfig default is 50), TopPLogitsWarper (top_p < 1.0); then _sample's
+# softmax and torch.multinomial(probs, num_samples=1). min_tokens_to_keep is 1
+# (num_beams 1). No other processor: no eos, no repetition penalty.
+# --------------------------------------------------------------------------
+
+
+def _temperature_warp(scores, temperature):
+    """TemperatureLogitsWarper.__call__: scores / temperature (a new tensor)."""
+    scores_processed = scores / temperature
+    return scores_processed
+
+
+def _top_k_warp(scores, top_k, filter_value=-float("inf")):
+    """TopKLogitsWarper.__call__ (4.51): the k-th largest per row from
+    torch.topk (values and indices [B, k]), a bool [B, V] of what is below it,
+    and masked_fill's new [B, V]."""
+    top_k = min(top_k, scores.size(-1))  # Safety check
+    indices_to_remove = scores < torch.topk(scores, top_k)[0][..., -1, None]
+    scores_processed = scores.masked_fill(indices_to_remove, filter_value)
+    return scores_processed
+
+
+def _top_p_warp(scores, top_p, min_tokens_to_keep=1, filter_value=-float("inf")):
+    """TopPLogitsWarper.__call__ (4.51): an ascending sort (values [B, V] and
+    int64 indices [B, V]), softmax then cumsum of the sorted values, the bool
+    mask of the tail, scattered back to the vocabulary order (a new bool
+    [B, V]), masked_fill's new [B, V]."""
+    sorted_logits, sorted_indices = torch.sort(scores, descending=False)
+    cumulative_probs = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    # Remove tokens with cumulative top_p above the threshold (token with 0 are kept)
+    sorted_indices_to_remove = cumulative_probs <= (1 - top_p)
+    # Keep at least min_tokens_to_keep
+    sorted_indices_to_remove[..., -min_tokens_to_keep:] = 0
+    # scatter sorted tensors to original indexing
+    indices_to_remove = sorted_indices_to_remove.scatter(1, sorted_indices, sorted_indices_to_remove)
+    scores_processed = scores.masked_fill(indices_to_remove, filter_value)
+    return scores_processed
+
+
+def sampling_processors(top_k=50, top_p=1.0, temperature=1.0):
+    """The warpers _get_logits_processor (4.51) builds for do_sample=True,
+    num_beams 1, in its order (GenerationConfig defaults: top_k 50, top_p 1.0,
+    temperature 1.0)."""
+    procs = []
+    if temperature is not None and temperature != 1.0:
+        procs.append(lambda scores: _temperature_warp(scores, temperature))
+    if top_k is not None and top_k != 0:
+        procs.append(lambda scores: _top_k_warp(scores, top_k))
+    if top_p is not None and top_p < 1.0:
+        procs.append(lambda scores: _top_p_warp(scores, top_p))
+    return procs
+
+
+def _process_logits(input_ids, scores, processors):
+    """LogitsProcessorList.__call__: each processor's result replaces the
+    scores (the previous one freed, but not the caller's first tensor)."""
+    for processor in processors:
+        scores = processor(scores)
+    return scores
+
+
 @torch.no_grad()
-def gpt2_greedy_generate(model, input_ids, max_new_tokens, phase=None):
+def gpt2_greedy_generate(model, input_ids, max_new_tokens, phase=None, sampling=None):
     """model.generate(input_ids, max_new_tokens=N, do_sample=False) of
     transformers 4.51 for GPT2LMHeadModel (no pad/eos token): GPT-2 has no
     Cache class there (_supports_default_dynamic_cache() is False), so
@@ -1243,8 +1325,13 @@ def gpt2_greedy_generate(model, input_ids, max_new_tokens, phase=None):
             del attention_mask
             model_kwargs["cache_position"] = model_kwargs["cache_position"][-1:] + 1
             next_token_logits = outputs[0][:, -1, :].to(copy=True, dtype=torch.float32)
-            next_token_scores = next_token_logits  # an empty LogitsProcessorList
-            next_tokens = torch.argmax(next_token_scores, dim=-1)
+            if sampling is None:
+                next_token_scores = next_token_logits  # an empty LogitsProcessorList
+                next_tokens = torch.argmax(next_token_scores, dim=-1)
+            else:  # do_sample: the warpers, then softmax and multinomial
+                next_token_scores = _process_logits(input_ids, next_token_logits, sampling)
+                probs = F.softmax(next_token_scores, dim=-1)
+                next_tokens = torch.multinomial(probs, num_samples=1).squeeze(1)
             input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
             # StoppingCriteriaList([MaxLengthCriteria]): full(False) | full(is_done)
             is_done = torch.full((batch,), False, dtype=torch.bool, device=input_ids.device)
@@ -1274,6 +1361,286 @@ def generate_greedy(model, input_ids, max_new_tokens, phase=None):
     if isinstance(model, Gemma2ForCausalLM):  # config cache_implementation "hybrid"
         return hybrid_generate(model, input_ids, max_new_tokens, phase=phase or _NoPhase)
     return greedy_generate(model, input_ids, max_new_tokens, phase=phase or _NoPhase)
+
+
+def generate(model, input_ids, max_new_tokens, phase=None, num_beams=1, sampling=None):
+    """model.generate(input_ids, max_new_tokens=N, ...) as 4.51 runs it:
+    beam search (num_beams > 1, do_sample=False: beam_generate), sampling
+    (sampling = sampling_processors(...)'s warpers: _sample with
+    do_sample=True in the class's loop) or greedy (generate_greedy)."""
+    if num_beams > 1:
+        assert sampling is None, "beam sampling (do_sample with num_beams > 1) is not modelled"
+        return beam_generate(model, input_ids, max_new_tokens, num_beams, phase=phase or _NoPhase)
+    if sampling is None:
+        return generate_greedy(model, input_ids, max_new_tokens, phase)
+    if isinstance(model, (GPT2LMHeadModel, BioGptForCausalLM)):
+        return gpt2_greedy_generate(model, input_ids, max_new_tokens, phase, sampling=sampling)
+    if isinstance(model, Gemma2ForCausalLM):
+        return hybrid_generate(model, input_ids, max_new_tokens, phase=phase or _NoPhase,
+                               sampling=sampling)
+    assert not isinstance(model, T5ForConditionalGeneration), "T5 sampling: not re-implemented"
+    return greedy_generate(model, input_ids, max_new_tokens, phase=phase or _NoPhase,
+                           sampling=sampling)
+
+
+# --------------------------------------------------------------------------
+# Beam search: GenerationMixin._beam_search of transformers 4.51.3 (the
+# vectorized beam search of PR #35802, 4.50; generation/utils.py), do_sample
+# False, as generate() runs it for a config without eos or pad token
+# (early_stopping False, length_penalty 1.0, num_return_sequences 1). Read in a
+# copy of v4.51.3's _beam_search (an Intel latency hook "Copied from
+# .../v4.51.3/src/transformers/generation/utils.py#L3751") and, for the static
+# helpers (_flatten_beam_dim, _unflatten_beam_dim, _gather_beams,
+# _get_top_k_continuations, _get_running_beams_for_next_iteration,
+# _update_finished_beams), a later copy of the same methods whose tensor ops are
+# the same. The cache is reordered after every step by
+# _temporary_reorder_cache: DynamicCache.reorder_cache (per layer keys, then
+# values, index_select'ed into new tensors that replace the old), or for the
+# legacy tuple (GPT-2, BioGPT) the model's _reorder_cache, a whole new tuple
+# built while the old one is still referenced.
+# --------------------------------------------------------------------------
+
+
+def _flatten_beam_dim(tensor):
+    """[batch_size, num_beams, ...] -> [batch_size * num_beams, ...]"""
+    shape = list(tensor.shape)
+    return torch.reshape(tensor, [shape[0] * shape[1]] + shape[2:])
+
+
+def _unflatten_beam_dim(tensor, batch_size, num_beams):
+    """[batch_size * num_beams, ...] -> [batch_size, num_beams, ...]"""
+    shape = list(tensor.shape)
+    return torch.reshape(tensor, [batch_size, num_beams] + shape[1:])
+
+
+def _gather_beams(tensor, beam_indices):
+    """torch.take_along_dim of the beams' rows (dim 1): a new tensor."""
+    while len(beam_indices.shape) < len(tensor.shape):
+        beam_indices = beam_indices.unsqueeze(-1)
+    gathered_tensor = torch.take_along_dim(input=tensor, indices=beam_indices, dim=1)
+    return gathered_tensor
+
+
+def _beam_search_has_unfinished_sequences(running_beam_scores, beam_scores, is_sent_finished,
+                                          next_token_hits_stopping_criteria, cur_len, max_length,
+                                          decoder_prompt_len, early_stopping, length_penalty):
+    if early_stopping == "never" and length_penalty > 0.0:
+        best_hypothetical_length = max_length - decoder_prompt_len
+    else:
+        best_hypothetical_length = cur_len - decoder_prompt_len
+    best_possible_running_score = running_beam_scores[:, :1] / (best_hypothetical_length ** length_penalty)
+    worst_finished_score = torch.where(is_sent_finished, torch.min(beam_scores, dim=1, keepdim=True)[0],
+                                       -1.0e9)
+    improvement_possible = torch.any(best_possible_running_score > worst_finished_score)
+    exists_open_beam = ~(torch.all(is_sent_finished) & (early_stopping is True))
+    valid_continuations = ~torch.all(next_token_hits_stopping_criteria)
+    return improvement_possible & exists_open_beam & valid_continuations
+
+
+def _get_top_k_continuations(accumulated_log_probs, running_sequences, running_beam_indices, cur_len,
+                             decoder_prompt_len, beams_to_keep, num_beams, vocab_size, batch_size):
+    topk_log_probs, topk_indices = torch.topk(accumulated_log_probs, k=beams_to_keep)
+    # Gather K top beams, recover the beam index by floor division and token id by modulo division
+    topk_current_beam_indices = topk_indices // vocab_size
+    topk_running_beam_indices = _gather_beams(running_beam_indices, topk_current_beam_indices)
+    topk_running_sequences = _gather_beams(running_sequences, topk_current_beam_indices)
+    topk_ids = topk_indices % vocab_size
+    # Update sequences for the top-K beams
+    topk_running_sequences[:, :, cur_len] = topk_ids
+    # we want to store the beam indices with batch information -> real beam index = beam index % num beams
+    batch_offset = torch.arange(batch_size, device=topk_ids.device).view(-1, 1) * num_beams
+    batch_modified_indices = topk_current_beam_indices + batch_offset
+    topk_running_beam_indices[:, :, cur_len - decoder_prompt_len] = batch_modified_indices
+    return topk_log_probs, topk_running_sequences, topk_running_beam_indices
+
+
+def _get_running_beams_for_next_iteration(topk_log_probs, topk_running_sequences,
+                                          topk_running_beam_indices,
+                                          next_token_hits_stopping_criteria, num_beams):
+    topk_running_log_probs = topk_log_probs + next_token_hits_stopping_criteria.to(torch.float32) * -1.0e9
+    next_topk_indices = torch.topk(topk_running_log_probs, k=num_beams)[1]
+    running_sequences = _gather_beams(topk_running_sequences, next_topk_indices)
+    running_beam_scores = _gather_beams(topk_running_log_probs, next_topk_indices)
+    running_beam_indices = _gather_beams(topk_running_beam_indices, next_topk_indices)
+    return running_sequences, running_beam_scores, running_beam_indices
+
+
+def _update_finished_beams(sequences, topk_running_sequences, beam_scores, topk_log_probs, beam_indices,
+                           topk_running_beam_indices, is_sent_finished, next_token_hits_stopping_criteria,
+                           top_num_beam_mask, num_beams, cur_len, decoder_prompt_len, length_penalty,
+                           early_stopping):
+    did_top_num_beams_just_finished = next_token_hits_stopping_criteria & top_num_beam_mask[None, :]
+    topk_log_probs = topk_log_probs / ((cur_len + 1 - decoder_prompt_len) ** length_penalty)
+    beams_in_batch_are_full = torch.all(is_sent_finished, axis=-1, keepdims=True) & (early_stopping is True)
+    topk_log_probs += beams_in_batch_are_full.to(torch.float32) * -1.0e9
+    topk_log_probs += (~did_top_num_beams_just_finished) * -1.0e9
+    merged_sequences = torch.cat((sequences, topk_running_sequences), dim=1)
+    merged_scores = torch.cat((beam_scores, topk_log_probs), dim=1)
+    merged_beam_indices = torch.cat((beam_indices, topk_running_beam_indices), dim=1)
+    merged_is_sent_finished = torch.cat((is_sent_finished, did_top_num_beams_just_finished), dim=1)
+    topk_merged_indices = torch.topk(merged_scores, k=num_beams)[1]
+    sequences = _gather_beams(merged_sequences, topk_merged_indices)
+    beam_scores = _gather_beams(merged_scores, topk_merged_indices)
+    beam_indices = _gather_beams(merged_beam_indices, topk_merged_indices)
+    is_sent_finished = _gather_beams(merged_is_sent_finished, topk_merged_indices)
+    return sequences, beam_scores, beam_indices, is_sent_finished
+
+
+def _reorder_legacy(past_key_values, beam_idx):
+    """GPT2LMHeadModel._reorder_cache / BioGptForCausalLM._reorder_cache
+    (4.51): a new tuple of every layer's index_select'ed keys and values."""
+    return tuple(
+        tuple(past_state.index_select(0, beam_idx.to(past_state.device)) for past_state in layer_past)
+        for layer_past in past_key_values
+    )
+
+
+@torch.no_grad()
+def beam_generate(model, input_ids, max_new_tokens, num_beams, phase=None):
+    """model.generate(input_ids, max_new_tokens=N, num_beams=K, do_sample=False)
+    of transformers 4.51.3 for the DynamicCache classes (greedy_generate's) and
+    the legacy tuple ones (GPT-2, BioGPT): generate() makes attention_mask
+    ones [B, P], _expand_inputs_for_generation repeat_interleaves input_ids
+    and then the mask to [B*K, P] (the caller's prompt stays held), then
+    _beam_search: its static-shaped running_sequences / sequences [B, K,
+    P + N] int64 and running_beam_indices / beam_indices [B, K, N] int32, and
+    per step the forward of the B*K running sequences, logits[:, -1, :] copied
+    to float32 [B*K, V], log_softmax, + the running beam scores ([B, K*V]),
+    top-2K, the gathers of the candidates' sequences, the running and finished
+    beams chosen, and the cache reordered by the chosen beams' indices (after
+    the last forward too). No eos: every beam runs N forwards."""
+    assert not isinstance(model, (Gemma2ForCausalLM, T5ForConditionalGeneration)), \
+        "beam search: DynamicCache and legacy tuple classes only"
+    import inspect
+    phase = phase or _NoPhase
+    legacy = isinstance(model, (GPT2LMHeadModel, BioGptForCausalLM))
+    params = inspect.signature(model.forward).parameters
+    keep = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+    batch, prompt = input_ids.shape
+    vocab = None  # config.get_text_config().vocab_size: the logits' last dim here
+    # generate(): _prepare_attention_mask_for_generation (no pad token): ones [B, P] int64
+    attention_mask = torch.ones(input_ids.shape[:2], dtype=torch.long, device=input_ids.device)
+    cache = None if legacy else DynamicCache()  # _prepare_cache_for_generation
+    # _expand_inputs_for_generation(expand_size=num_beams): input_ids, then model_kwargs' tensors
+    input_ids = input_ids.repeat_interleave(num_beams, dim=0)
+    attention_mask = attention_mask.repeat_interleave(num_beams, dim=0)
+    # _beam_search: 1. init values (no eos token: beams_to_keep = max(2, 1 + 0) * num_beams)
+    early_stopping, length_penalty = False, 1.0
+    max_length = prompt + max_new_tokens
+    cur_len = prompt
+    decoder_prompt_len = cur_len
+    beams_to_keep = max(2, 1 + 0) * num_beams
+    top_num_beam_mask = torch.cat(
+        (torch.ones((num_beams), dtype=torch.bool), torch.zeros((beams_to_keep - num_beams), dtype=torch.bool)),
+        dim=0,
+    ).to(input_ids.device)
+    # _get_initial_cache_position
+    cache_position = torch.ones_like(input_ids[0, :], dtype=torch.int64).cumsum(0) - 1
+    if cache is not None:
+        cache_position = cache_position[cache.get_seq_length():]
+    # 3. running tensors and static-shaped placeholders (output_fill_value -1: no pad, no eos)
+    running_sequences = torch.full((batch, num_beams, max_length), fill_value=-1, dtype=torch.int64,
+                                   device=input_ids.device)
+    running_sequences[:, :, :cur_len] = _unflatten_beam_dim(input_ids, batch, num_beams)
+    sequences = running_sequences.detach().clone()
+    running_beam_scores = torch.zeros((batch, num_beams), dtype=torch.float, device=input_ids.device)
+    running_beam_scores[:, 1:] = -1e9
+    beam_scores = torch.full((batch, num_beams), fill_value=-1e9, dtype=torch.float, device=input_ids.device)
+    is_sent_finished = torch.zeros((batch, num_beams), dtype=torch.bool, device=input_ids.device)
+    next_token_hits_stopping_criteria = torch.zeros((batch, num_beams), dtype=torch.bool,
+                                                    device=input_ids.device)
+    running_beam_indices = torch.full((batch, num_beams, max_length - cur_len), fill_value=-1,
+                                      dtype=torch.int32, device=input_ids.device)
+    beam_indices = running_beam_indices.detach().clone()
+    model_kwargs = {"use_cache": True, "attention_mask": attention_mask, "cache_position": cache_position}
+    del attention_mask, cache_position
+    if cache is not None:
+        model_kwargs["past_key_values"] = cache
+    takes_position_ids = "position_ids" in params
+    step = 0
+    model_inputs = None
+    this_peer_finished = False
+    while not this_peer_finished:
+        with phase("prefill" if step == 0 else f"s{step}/decode"):
+            # a. Forward current tokens, obtain the logits
+            flat_running_sequences = _flatten_beam_dim(running_sequences[:, :, :cur_len])
+            if legacy:
+                model_inputs = _gpt2_prepare_inputs(flat_running_sequences,
+                                                    takes_position_ids=takes_position_ids, **model_kwargs)
+                model_outputs = model(**model_inputs)
+            else:  # greedy_generate's prepare_inputs_for_generation
+                cp = model_kwargs["cache_position"]
+                am = model_kwargs["attention_mask"]
+                ids = flat_running_sequences if flat_running_sequences.shape[1] == cp.shape[0] else \
+                    flat_running_sequences[:, cp]
+                ids = ids.clone(memory_format=torch.contiguous_format)
+                position_ids = am.long().cumsum(-1) - 1
+                position_ids.masked_fill_(am == 0, 1)
+                position_ids = position_ids[:, -ids.shape[1]:].clone(memory_format=torch.contiguous_format)
+                model_inputs = dict(input_ids=ids, past_key_values=cache, attention_mask=am,
+                                    position_ids=position_ids, cache_position=cp, **keep)
+                del ids, position_ids, cp, am
+                model_outputs = model(**model_inputs)
+            # _update_model_kwargs_for_generation (a Cache class: the same DynamicCache)
+            if legacy:
+                model_kwargs["past_key_values"] = model_outputs[1]
+            am = model_kwargs["attention_mask"]
+            model_kwargs["attention_mask"] = torch.cat([am, am.new_ones((am.shape[0], 1))], dim=-1)
+            del am
+            model_kwargs["cache_position"] = model_kwargs["cache_position"][-1:] + 1
+            # Copy is needed to avoid keeping a hanging ref
+            logits = model_outputs[0][:, -1, :].to(copy=True, dtype=torch.float32)
+            if vocab is None:
+                vocab = logits.shape[-1]
+            # b. log probs (an empty LogitsProcessorList returns them as they are)
+            log_probs = F.log_softmax(logits, dim=-1)
+            del model_outputs
+            log_probs = _unflatten_beam_dim(log_probs, batch, num_beams)
+            log_probs = log_probs + running_beam_scores[:, :, None]
+            log_probs = torch.reshape(log_probs, (batch, num_beams * vocab))
+            # c. top-K continuations
+            topk_log_probs, topk_running_sequences, topk_running_beam_indices = _get_top_k_continuations(
+                log_probs, running_sequences, running_beam_indices, cur_len, decoder_prompt_len,
+                beams_to_keep, num_beams, vocab, batch)
+            # d. StoppingCriteriaList([MaxLengthCriteria]) of the candidates
+            flat = _flatten_beam_dim(topk_running_sequences[:, :, :cur_len + 1])
+            is_done = torch.full((flat.shape[0],), False, device=flat.device, dtype=torch.bool)
+            is_done = is_done | torch.full((flat.shape[0],), flat.shape[-1] >= max_length,
+                                           device=flat.device, dtype=torch.bool)
+            del flat
+            next_token_hits_stopping_criteria = _unflatten_beam_dim(is_done, batch, beams_to_keep)
+            del is_done
+            # e. the running beams of the next step
+            running_sequences, running_beam_scores, running_beam_indices = _get_running_beams_for_next_iteration(
+                topk_log_probs, topk_running_sequences, topk_running_beam_indices,
+                next_token_hits_stopping_criteria, num_beams)
+            # f. the finished beams
+            sequences, beam_scores, beam_indices, is_sent_finished = _update_finished_beams(
+                sequences, topk_running_sequences, beam_scores, topk_log_probs, beam_indices,
+                topk_running_beam_indices, is_sent_finished, next_token_hits_stopping_criteria,
+                top_num_beam_mask, num_beams, cur_len, decoder_prompt_len, length_penalty, early_stopping)
+            # g. pluck the cache from the beam indices used in the next iteration
+            if model_kwargs.get("past_key_values", None) is not None:
+                beam_idx = _flatten_beam_dim(running_beam_indices[..., cur_len - decoder_prompt_len])
+                if legacy:
+                    model_kwargs["past_key_values"] = _reorder_legacy(model_kwargs["past_key_values"],
+                                                                      beam_idx)
+                else:
+                    model_kwargs["past_key_values"].reorder_cache(beam_idx)
+                del beam_idx
+            cur_len = cur_len + 1
+            this_peer_finished = not _beam_search_has_unfinished_sequences(
+                running_beam_scores, beam_scores, is_sent_finished, next_token_hits_stopping_criteria,
+                cur_len, max_length, decoder_prompt_len, early_stopping, length_penalty)
+        step += 1
+    # 5. prepare outputs (num_return_sequences 1): views of the finished beams
+    sequences = _flatten_beam_dim(sequences[:, :1, :])
+    beam_scores = _flatten_beam_dim(beam_scores[:, :1])
+    beam_indices = _flatten_beam_dim(beam_indices[:, :1, :])
+    max_generated_length = ((beam_indices + 1).bool()).sum(dim=1).max()
+    output_length = decoder_prompt_len + max_generated_length
+    sequences = sequences[:, :output_length]
+    return sequences
 
 
 # --------------------------------------------------------------------------
@@ -2933,7 +3300,7 @@ class _NoPhase:
 
 
 @torch.no_grad()
-def greedy_generate(model, input_ids, max_new_tokens, phase=_NoPhase):
+def greedy_generate(model, input_ids, max_new_tokens, phase=_NoPhase, sampling=None):
     """model.generate(input_ids, max_new_tokens=N, do_sample=False) of
     transformers 4.51 for the models whose class supports the Cache classes
     (_supports_cache_class, so _prepare_cache_for_generation makes a
@@ -2946,7 +3313,9 @@ def greedy_generate(model, input_ids, max_new_tokens, phase=_NoPhase):
     OPTForCausalLM has none and computes every position's logits). N forwards
     in all: the prefill (phase "prefill"), then N - 1 of one token each (phase
     "s<k>/decode"); the cache ends at prompt + N - 1 tokens. phase(name) is a
-    context manager per forward."""
+    context manager per forward. sampling: None (do_sample=False), or the
+    warpers of sampling_processors (do_sample=True: next_token_scores and
+    probs held to the next step, like any loop local)."""
     assert not isinstance(model, (GPT2LMHeadModel, BioGptForCausalLM, Gemma2ForCausalLM,
                                   T5ForConditionalGeneration)), \
         "generation with a DynamicCache: not this class (see generate_greedy)"
@@ -2976,8 +3345,13 @@ def greedy_generate(model, input_ids, max_new_tokens, phase=_NoPhase):
             attention_mask = torch.cat([attention_mask, attention_mask.new_ones((batch, 1))], dim=-1)
             cache_position = cache_position[-1:] + 1
             next_token_logits = outputs[0][:, -1, :].to(copy=True, dtype=torch.float32)
-            next_token_scores = next_token_logits  # an empty LogitsProcessorList
-            next_tokens = torch.argmax(next_token_scores, dim=-1)
+            if sampling is None:
+                next_token_scores = next_token_logits  # an empty LogitsProcessorList
+                next_tokens = torch.argmax(next_token_scores, dim=-1)
+            else:  # do_sample: the warpers, then softmax and multinomial
+                next_token_scores = _process_logits(input_ids, next_token_logits, sampling)
+                probs = F.softmax(next_token_scores, dim=-1)
+                next_tokens = torch.multinomial(probs, num_samples=1).squeeze(1)
             input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
             # MaxLengthCriteria: full((B,), is_done, bool)
             done = torch.full((batch,), input_ids.shape[-1] >= max_length, dtype=torch.bool)
@@ -3324,7 +3698,7 @@ def _hybrid_model_inputs(model, input_ids, cache, attention_mask, cache_position
 
 
 @torch.no_grad()
-def hybrid_generate(model, input_ids, max_new_tokens, phase=_NoPhase):
+def hybrid_generate(model, input_ids, max_new_tokens, phase=_NoPhase, sampling=None):
     """model.generate(input_ids, max_new_tokens=N, do_sample=False) of
     transformers 4.51 for Gemma 2 / Gemma 3 text, whose config has
     cache_implementation="hybrid": _prepare_cache_for_generation builds the
@@ -3354,8 +3728,13 @@ def hybrid_generate(model, input_ids, max_new_tokens, phase=_NoPhase):
             attention_mask = torch.cat([attention_mask, attention_mask.new_ones((batch, 1))], dim=-1)
             cache_position = cache_position[-1:] + 1
             next_token_logits = outputs[0][:, -1, :].to(copy=True, dtype=torch.float32)
-            next_token_scores = next_token_logits
-            next_tokens = torch.argmax(next_token_scores, dim=-1)
+            if sampling is None:
+                next_token_scores = next_token_logits
+                next_tokens = torch.argmax(next_token_scores, dim=-1)
+            else:  # do_sample: the warpers, then softmax and multinomial
+                next_token_scores = _process_logits(input_ids, next_token_logits, sampling)
+                probs = F.softmax(next_token_scores, dim=-1)
+                next_tokens = torch.multinomial(probs, num_samples=1).squeeze(1)
             input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
             done = torch.full((batch,), input_ids.shape[-1] >= max_length, dtype=torch.bool)
             unfinished_sequences = unfinished_sequences & ~done

@@ -159,6 +159,20 @@ HYBRID_GEN = {"tiny-gemma2": dict(config="tests/models/hf/tiny-gemma2.json",
                                   runs=((2, 32, 16), (2, 32, 48), (1, 96, 16), (2, 96, 48))),
               "tiny-gemma3": dict(config="tests/models/hf/tiny-gemma3.json",
                                   runs=((2, 32, 48), (1, 96, 16), (2, 96, 48)))}
+# Beam search (num_beams > 1, do_sample False: hf_torch.beam_generate, transformers 4.51.3's
+# vectorized _beam_search) and sampling (do_sample True with TopK / TopP warpers:
+# hf_torch's greedy loops with hf_torch.sampling_processors) on the families that show the
+# mechanisms: a DynamicCache with GQA (Llama), the legacy tuple cache (GPT-2: three caches at
+# the reorder), and OPT's every-position prefill logits at vocabulary 8192 (the [B*K, P, V]
+# logits live through the first log_softmax). Batch 2, prompt 64, 16 and 48 new tokens.
+BEAM_MODELS, BEAM_SIZES = ("tiny-llama-gqa", "tiny-gpt2", "tiny-opt-vocab"), (2, 4)
+SAMPLE_MODELS = ("tiny-llama-gqa", "tiny-gpt2", "tiny-opt-vocab")
+# (top_k, top_p, temperature): 4.51's warpers in _get_logits_processor's order
+SAMPLE_RUNS = ((50, 0.9, 1.0), (50, 1.0, 0.7))
+# and 400 new tokens, where the decode steps' peak exceeds the prefill's: the reorder and the
+# scorer (Llama, OPT at vocabulary 8192) and the warpers held through the forwards
+BEAM_LONG, SAMPLE_LONG = (("tiny-llama-gqa", 4), ("tiny-opt-vocab", 4)), \
+    ("tiny-llama-gqa", "tiny-opt-vocab")
 MOE_MODELS = ("tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-deepseek-v2", "tiny-deepseek-v3",
               "tiny-mixtral-aux", "tiny-qwen3-moe-aux", "tiny-qwen3-moe-aux-wide")
 AUX_MODELS = ("tiny-mixtral-aux", "tiny-qwen3-moe-aux", "tiny-qwen3-moe-aux-wide")  # training only
@@ -278,6 +292,26 @@ def make_configs():
                                  seq=GEN_PROMPT, image=None, mode="generate", optimizer=None,
                                  variant="none", new_tokens=n,
                                  id=f"{model}-generate-b{GEN_BATCH}-p{GEN_PROMPT}-n{n}"))
+        for n in GEN_NEW_TOKENS:
+            if model in BEAM_MODELS:
+                for k in BEAM_SIZES:
+                    if n == GEN_NEW_TOKENS[2] and (model, k) not in BEAM_LONG:
+                        continue
+                    cfgs.append(dict(model=model, hf_config=hf["config"], batch=GEN_BATCH,
+                                     seq=GEN_PROMPT, image=None, mode="generate", optimizer=None,
+                                     variant="none", new_tokens=n, num_beams=k,
+                                     id=f"{model}-generate-b{GEN_BATCH}-p{GEN_PROMPT}-n{n}-beams{k}"))
+            if model in SAMPLE_MODELS:
+                for top_k, top_p, temp in SAMPLE_RUNS:
+                    if n == GEN_NEW_TOKENS[2] and (model not in SAMPLE_LONG or temp != 1.0):
+                        continue
+                    tag = f"k{top_k}" + (f"-p{top_p:g}" if top_p < 1.0 else "") + \
+                          (f"-t{temp:g}" if temp != 1.0 else "")
+                    cfgs.append(dict(model=model, hf_config=hf["config"], batch=GEN_BATCH,
+                                     seq=GEN_PROMPT, image=None, mode="generate", optimizer=None,
+                                     variant="none", new_tokens=n, do_sample=True, top_k=top_k,
+                                     top_p=top_p, temperature=temp,
+                                     id=f"{model}-generate-b{GEN_BATCH}-p{GEN_PROMPT}-n{n}-sample-{tag}"))
     for model, hy in HYBRID_GEN.items():
         for b, p, n in hy["runs"]:
             cfgs.append(dict(model=model, hf_config=hy["config"], batch=b, seq=p, image=None,
@@ -605,8 +639,11 @@ def run_config(cfg):
     with profile(activities=acts, profile_memory=True, record_shapes=False,
                  with_stack=False) as prof:
         if cfg["mode"] == "generate":  # generate() runs under torch.no_grad() itself
-            out = hf_torch.generate_greedy(model, sets[0][0], cfg["new_tokens"],
-                                           phase=lambda ph: rf(PREFIX + ph))
+            sampling = (hf_torch.sampling_processors(cfg["top_k"], cfg["top_p"], cfg["temperature"])
+                        if cfg.get("do_sample") else None)
+            out = hf_torch.generate(model, sets[0][0], cfg["new_tokens"],
+                                    phase=lambda ph: rf(PREFIX + ph),
+                                    num_beams=cfg.get("num_beams", 1), sampling=sampling)
             with rf(PREFIX + "it0/cleanup"):
                 del out
         elif not train:
@@ -855,6 +892,29 @@ def run_config(cfg):
         rec["generation"] = GEN_BIOGPT_DESC
     elif cfg["mode"] == "generate" and cfg["model"] in GEN_T5_MODELS:
         rec["generation"] = GEN_T5_DESC
+    if cfg.get("num_beams", 1) > 1:
+        rec["num_beams"] = cfg["num_beams"]
+        rec["generation"] = (
+            "beam search generate() of transformers 4.51.3 (num_beams %d, do_sample False, "
+            "_beam_search vectorized: running_sequences/sequences [B, num_beams, seq + "
+            "new_tokens] int64, running_beam_indices/beam_indices [B, num_beams, new_tokens] "
+            "int32; per step logits[:, -1] float32 [B*num_beams, V], log_softmax, + beam "
+            "scores, topk of 2*num_beams over [B, num_beams*V], gathers; the cache reordered by "
+            "index_select after every forward: %s), input_ids and attention_mask "
+            "repeat_interleave'd to B*num_beams; no eos; seq is the prompt; new_tokens forwards"
+            % (cfg["num_beams"], "the legacy tuple rebuilt whole (_reorder_cache)"
+               if cfg["model"] in GEN_GPT2_MODELS else "DynamicCache.reorder_cache, per layer "
+               "keys then values"))
+    if cfg.get("do_sample"):
+        rec.update(do_sample=True, top_k=cfg["top_k"], top_p=cfg["top_p"],
+                   temperature=cfg["temperature"])
+        rec["generation"] = (
+            "sampling generate() of transformers 4.51 (do_sample True: _sample with the "
+            "logits warpers of _get_logits_processor: temperature %g, top_k %d, top_p %g; "
+            "softmax, multinomial(num_samples=1)) on %s; no eos; seq is the prompt; new_tokens "
+            "forwards" % (cfg["temperature"], cfg["top_k"], cfg["top_p"],
+                          "the legacy tuple cache" if cfg["model"] in GEN_GPT2_MODELS
+                          else "a DynamicCache"))
     timing = dict(cpu_s=round(ru.ru_utime + ru.ru_stime, 2), wall_s=round(time.time() - t_wall0, 2),
                   max_rss_bytes=ru.ru_maxrss * 1024)
     return rec, detail, timing

@@ -19,6 +19,10 @@ enum {
     DM_TF_RESIDENT = 32,    /* allocated once before the first op, never freed */
 };
 
+/* What generate() makes before the prefill for beam search (generate.c). */
+enum { DM_GEN_PROMPT, DM_GEN_MASK, DM_GEN_IDS, DM_GEN_POS, DM_GEN_RSEQ, DM_GEN_SEQ, DM_GEN_RIDX,
+       DM_GEN_IDX, DM_GEN_PRE };
+
 struct dm_sb {
     struct dm_schedule *s;
     const struct dm_graph *g;
@@ -38,6 +42,8 @@ struct dm_sb {
     int32_t *resident;    /* per tensor: its resident buffer, or -1 */
     struct dm_train *train; /* training state (src/train), NULL in inference */
     int iteration;
+    int32_t gen_pre[DM_GEN_PRE]; /* generation: buffers generate() makes before the prefill
+                                    (beam search's, dm_sb_generate_setup), or -1 */
     bool blas_handle[2];  /* cuBLAS workspace made: [0] caller thread, [1] autograd thread */
     bool oom;
 };
@@ -82,6 +88,9 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
 /* Generation (src/schedule/generate.c): the decode steps after a prefill
  * forward whose outputs (logits, present keys and values) are still held. */
 enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err);
+/* Before the prefill: what generate() makes first (beam search's expanded
+ * prompt and mask, its static-shaped sequences and beam indices). */
+void dm_sb_generate_setup(struct dm_sb *b);
 
 /* Training (src/train/train.c). */
 enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err);

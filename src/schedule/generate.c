@@ -3,7 +3,8 @@
  * (the forward pass of the prompt, which schedule.c has just run with the
  * present keys and values held as outputs).
  *
- * What transformers 4.51 (GenerationMixin._sample, greedy, DynamicCache) asks
+ * What transformers 4.51 (GenerationMixin._sample, greedy, DynamicCache; beam
+ * search and sampling below the table) asks
  * the allocator for at each new token, with L the cache length after it
  * (T new tokens take T forwards: the prefill makes the first, decode step s
  * (1 <= s < T) the (s+1)-th with the cache at P + s; after the last forward
@@ -64,6 +65,29 @@
  *  opt                      DynamicCache  no              causal clone  medium-high
  *  gpt2                     legacy tuple  no              inverted      high
  *  biogpt                   legacy tuple  no              inverted      medium-high
+ *  t5, mt5                  EncoderDecoderCache  no       (its own)     high
+ *
+ * How tokens are picked (generate's generation_mode; the same per cache):
+ *
+ *  cache               greedy  sampling (do_sample)  beam search (num_beams > 1)
+ *  DynamicCache        yes     yes (measured)        reorder_cache: per layer keys,
+ *                                                    then values (measured)
+ *  legacy tuple        yes     yes (measured)        _reorder_cache: the whole tuple
+ *                                                    rebuilt (measured, GPT-2)
+ *  HybridCache         yes     yes (not measured)    refused (not modelled)
+ *  EncoderDecoderCache yes     yes (not measured)    refused (not modelled)
+ *
+ * Sampling (sample_tokens, pick_tokens) and beam search (dm_sb_generate,
+ * dm_sb_generate_setup) are described where they are modelled. Measured
+ * against tools/hf_torch.py's re-implementations (greedy_generate /
+ * gpt2_greedy_generate with sampling_processors; beam_generate) on PyTorch
+ * 1.13's CPU (tests/validation, *-beams* and *-sample-* rows: Llama with
+ * GQA, GPT-2 and OPT at vocabulary 8192, batch 2, prompt 64; 16, 48 and
+ * 400 new tokens; 2 and 4 beams; top-k 50 with top-p 0.9 or temperature
+ * 0.7): all 28 peaks within 0.10% (16 and 48 tokens within 0.02%, 400
+ * tokens -0.05% to -0.10%); the decode phases' own peaks within 0.2%
+ * (short: the per-token [B x beams, 1, hidden] tensors, unmodelled here as
+ * in greedy).
  *
  * Sources: the Llama family, Gemma, Phi and Phi-3 have had Cache classes
  * since they came (the Cache PR, huggingface/transformers #26681, "propagate
@@ -243,6 +267,133 @@ static int32_t eager_scores(struct dm_sb *b, enum dm_dtype model, uint64_t score
 }
 
 /*
+ * Sampling (do_sample=True, num_beams 1): what _sample (transformers 4.51,
+ * generation/utils.py) does with the float32 [B, V] next_token_logits
+ * before `del outputs`: next_token_scores = logits_processor(input_ids,
+ * next_token_logits), the LogitsProcessorList that _get_logits_processor
+ * fills, when generation_config.do_sample, with TemperatureLogitsWarper
+ * (temperature != 1), TopKLogitsWarper (top_k not None and != 0; the
+ * GenerationConfig default is 50) and TopPLogitsWarper (top_p < 1), in that
+ * order (each result replaces the previous one; the caller's logits stay);
+ * then probs = softmax(next_token_scores) and torch.multinomial(probs, 1).
+ * The warpers (generation/logits_process.py, 4.51):
+ *  - temperature: scores / temperature, a float32 [B, V];
+ *  - top-k: torch.topk(scores, k) (values [B, k] float32 and indices int64,
+ *    the indices dropped at once), scores < the k-th value (a bool [B, V]),
+ *    scores.masked_fill(...) (a float32 [B, V]);
+ *  - top-p: torch.sort(scores) (values float32 and indices int64 [B, V];
+ *    PyTorch 1.13's CPU sort fills the indices from an arange of V int64,
+ *    _fill_indices in SortingKernel.cpp), .softmax(-1) then .cumsum(-1) (the
+ *    softmax dropped after), cumulative <= 1 - p (a bool [B, V]),
+ *    .scatter(1, sorted_indices, ...) (a bool [B, V]), masked_fill (float32
+ *    [B, V]); its locals go when it returns.
+ * next_token_scores and probs are loop locals: held until the next step
+ * rebinds them, so the previous step's pair is live through the next
+ * forward and this step's warpers (*scores, *probs: held across calls; the
+ * caller starts them at -1). multinomial with one sample (PyTorch 1.13,
+ * Distributions.cpp): q = empty_like(probs).exponential_(), probs / q into
+ * it, argmax: a float32 [B, V] transient (its few scalar checks and the [B,
+ * 1] int64 result are not counted). Measured: tests/validation rows
+ * *-sample-* (tools/hf_torch.py, _top_k_warp, _top_p_warp).
+ */
+static void sample_tokens(struct dm_sb *b, int64_t B, int64_t V, int32_t logits, int32_t *scores,
+                          int32_t *probs)
+{
+    const struct dm_run *run = b->run;
+    int64_t k = run->gen_top_k < V ? run->gen_top_k : V;
+    uint64_t f32, i64, bits, arange, tv, ti;
+    if (!mul5(B, V, 1, 1, 4, &f32) || !mul5(B, V, 1, 1, 8, &i64) || !mul5(B, V, 1, 1, 1, &bits) ||
+        !mul5(V, 1, 1, 1, 8, &arange) || !mul5(B, k, 1, 1, 4, &tv) || !mul5(B, k, 1, 1, 8, &ti))
+        return; /* the caller's [B, V] logits were counted already: no larger product here */
+    int32_t cur = logits;
+    if (run->gen_temperature) {
+        int32_t t = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, f32, -1, -1,
+                                "temperature_scores", 1);
+        cur = t;
+    }
+    if (k > 0) {
+        int32_t vals = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, tv, -1, -1, "topk_values", 1);
+        int32_t idx = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, ti, -1, -1, "topk_indices", 1);
+        dm_sb_unref(b, idx);
+        int32_t below = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_BOOL, bits, -1, -1,
+                                    "top_k_remove", 1);
+        dm_sb_unref(b, vals);
+        int32_t kept = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, f32, -1, -1, "top_k_scores", 1);
+        dm_sb_unref(b, below);
+        if (cur != logits)
+            dm_sb_unref(b, cur);
+        cur = kept;
+    }
+    if (run->gen_top_p) {
+        int32_t sv = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, f32, -1, -1, "sorted_logits", 1);
+        int32_t si = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, i64, -1, -1, "sorted_indices", 1);
+        dm_sb_unref(b, dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, arange, -1, -1,
+                                   "sort_arange", 1));
+        int32_t sm = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, f32, -1, -1, "sorted_softmax", 1);
+        int32_t cs = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, f32, -1, -1,
+                                 "cumulative_probs", 1);
+        dm_sb_unref(b, sm);
+        int32_t le = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_BOOL, bits, -1, -1,
+                                 "sorted_indices_to_remove", 1);
+        int32_t sc = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_BOOL, bits, -1, -1,
+                                 "indices_to_remove", 1);
+        int32_t kept = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, f32, -1, -1, "top_p_scores", 1);
+        int32_t gone[] = {cs, si, sv, le, sc};
+        for (size_t j = 0; j < sizeof gone / sizeof *gone; j++)
+            dm_sb_unref(b, gone[j]);
+        if (cur != logits)
+            dm_sb_unref(b, cur);
+        cur = kept;
+    }
+    if (cur == logits) /* no warper: next_token_scores is next_token_logits */
+        dm_sb_ref(b, cur, 1);
+    if (*scores >= 0)
+        dm_sb_unref(b, *scores);
+    *scores = cur;
+    int32_t p = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, f32, -1, -1, "probs", 1);
+    if (*probs >= 0)
+        dm_sb_unref(b, *probs);
+    *probs = p;
+    dm_sb_unref(b, dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, f32, -1, -1,
+                               "multinomial_q", 1));
+}
+
+/* What _sample (4.51) holds from one step to the next: next_token_logits,
+ * the grown input_ids (decoder_input_ids), and when sampling the warped
+ * scores and probabilities; -1 before the first step. */
+struct picker {
+    int32_t next, ids, scores, probs;
+};
+
+/* _sample's token choice after a forward whose logits (*lb, or -1) are
+ * still referenced by `outputs`: next_token_logits [B, V] float32 (the
+ * previous one let go when the name is rebound), then greedy: the logits let
+ * go and input_ids grown (`ids` bytes, the previous let go); sampling: the
+ * warpers and draw (sample_tokens), input_ids grown, then `del outputs`. */
+static void pick_tokens(struct dm_sb *b, struct picker *pk, int64_t B, int64_t V, uint64_t next,
+                        uint64_t ids, const char *ids_name, int32_t *lb)
+{
+    int32_t nb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, next, -1, -1,
+                             "next_token_logits", 1);
+    if (pk->next >= 0)
+        dm_sb_unref(b, pk->next);
+    pk->next = nb;
+    if (b->run->gen_sample)
+        sample_tokens(b, B, V, nb, &pk->scores, &pk->probs);
+    if (!b->run->gen_sample && *lb >= 0) {
+        dm_sb_unref(b, *lb);
+        *lb = -1;
+    }
+    int32_t ib = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, ids, -1, -1, ids_name, 1);
+    if (pk->ids >= 0)
+        dm_sb_unref(b, pk->ids);
+    pk->ids = ib;
+    if (*lb >= 0)
+        dm_sb_unref(b, *lb);
+    *lb = -1;
+}
+
+/*
  * The decode steps with transformers 4.51's HybridCache (Gemma 2, Gemma 3:
  * their configs carry cache_implementation="hybrid", so
  * GenerationMixin._prepare_cache_for_generation builds one through _get_cache
@@ -328,7 +479,8 @@ static enum dnnmem_status hybrid_decode(struct dm_sb *b, struct dnnmem_error *er
                                        "position_embeddings_local.sin"};
     for (size_t k = 0; k < sizeof rot / sizeof *rot; k++)
         prefill_batch(b, rot[k], 3, B);
-    int32_t prev_next = -1, prev_mask = -1, prev_ids = -1, prev_m4 = -1;
+    int32_t prev_mask = -1, prev_m4 = -1;
+    struct picker pk = {-1, -1, -1, -1};
     int64_t T = run->gen_tokens;
     enum dnnmem_status st = DNNMEM_OK;
     for (int64_t s = 1; s <= T && !b->oom; s = s == 1 && T > 9 ? T - 7 : s + 1) {
@@ -344,18 +496,7 @@ static enum dnnmem_status hybrid_decode(struct dm_sb *b, struct dnnmem_error *er
         if (prev_mask >= 0)
             dm_sb_unref(b, prev_mask);
         prev_mask = am;
-        int32_t nb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, next, -1, -1,
-                                 "next_token_logits", 1);
-        if (prev_next >= 0)
-            dm_sb_unref(b, prev_next);
-        prev_next = nb;
-        if (lb >= 0)
-            dm_sb_unref(b, lb);
-        lb = -1;
-        int32_t ib = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, ids, -1, -1, "input_ids", 1);
-        if (prev_ids >= 0)
-            dm_sb_unref(b, prev_ids);
-        prev_ids = ib;
+        pick_tokens(b, &pk, B, V, next, ids, "input_ids", &lb);
         if (s == T)
             break;
         int32_t m4 = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask4, -1, -1, "causal_mask", 1);
@@ -553,7 +694,7 @@ static enum dnnmem_status seq2seq_decode(struct dm_sb *b, struct dnnmem_error *e
         st = dm_fail(err, DNNMEM_E_SHAPE, "%s: the prompt of %lld tokens overflows", g->path,
                      (long long)P);
     int32_t lb = b->cur[logits];
-    int32_t prev_next = -1, prev_ids = -1;
+    struct picker pk = {-1, -1, -1, -1};
     for (int64_t s = 1; s <= T && !b->oom && st == DNNMEM_OK; s = s == 1 && T > 9 ? T - 7 : s + 1) {
         int64_t L = 1 + s; /* decoder positions after this step's update */
         uint64_t next, cache, sc, sc32, pre, ids, ones, mask, step_logits;
@@ -569,18 +710,7 @@ static enum dnnmem_status seq2seq_decode(struct dm_sb *b, struct dnnmem_error *e
         b->iteration = (int)(s < INT16_MAX ? s : INT16_MAX);
         dm_sb_step(b, DM_PHASE_DECODE, -1);
         /* the sampling of the previous forward's logits */
-        int32_t nb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, next, -1, -1,
-                                 "next_token_logits", 1);
-        if (prev_next >= 0)
-            dm_sb_unref(b, prev_next);
-        prev_next = nb;
-        if (lb >= 0)
-            dm_sb_unref(b, lb);
-        lb = -1;
-        int32_t ib = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, ids, -1, -1, "decoder_input_ids", 1);
-        if (prev_ids >= 0)
-            dm_sb_unref(b, prev_ids);
-        prev_ids = ib;
+        pick_tokens(b, &pk, B, V, next, ids, "decoder_input_ids", &lb);
         if (s == T) /* the T-th token came from the last forward */
             break;
         /* T5Stack.forward's masks, held to its end */
@@ -627,6 +757,90 @@ static enum dnnmem_status seq2seq_decode(struct dm_sb *b, struct dnnmem_error *e
     return b->oom ? dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path) : st;
 }
 
+/*
+ * Beam search, before the prefill (transformers 4.51.3, generate() then
+ * _beam_search; the graph's batch is the caller's B times num_beams K,
+ * src/api.c): the caller's prompt [B, P] int64 stays held (counted as an
+ * input, as the measurement's bytes before), generate's attention_mask
+ * ones [B, P] and _expand_inputs_for_generation's repeat_interleave of
+ * input_ids (the graph's input, [B*K, P], kept as _beam_search's argument)
+ * and then of the mask, [B*K, P] int64 (replaced by the first step's
+ * torch.cat); _beam_search's running_sequences full((B, K, P + T), -1) int64
+ * and its clone `sequences`, running_beam_indices full((B, K, T), -1) int32
+ * and its clone `beam_indices` (the small [B, K] scores and flags are not
+ * counted); the prefill's model_inputs: the prompt rows' clone and
+ * position_ids (attention_mask.cumsum(-1) - 1), [B*K, P] int64 each, held
+ * until the second forward's inputs replace them.
+ */
+void dm_sb_generate_setup(struct dm_sb *b)
+{
+    const struct dm_graph *g = b->g;
+    const struct dm_run *run = b->run;
+    int32_t x = dm_graph_find(g, "input_ids");
+    if (x < 0 || b->t[x].rank != 2 || run->gen_beams <= 1 || g->encoder_decoder || g->cache_len)
+        return;
+    int64_t Bn = b->t[x].dims[0], P = b->t[x].dims[1], K = run->gen_beams, T = run->gen_tokens;
+    int64_t B = Bn / K, M;
+    uint64_t prompt, rows, seq, idx;
+    if (!dm_add_ok(P, T, &M) || !mul5(B, P, 1, 1, 8, &prompt) || !mul5(Bn, P, 1, 1, 8, &rows) ||
+        !mul5(B, K, M, 1, 8, &seq) || !mul5(B, K, T, 1, 4, &idx))
+        return; /* dm_sb_generate reports the overflow */
+    int32_t *pre = b->gen_pre;
+    pre[DM_GEN_PROMPT] = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, prompt, -1, -1, "prompt", 1);
+    dm_sb_unref(b, dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, prompt, -1, -1, "attention_mask", 1));
+    pre[DM_GEN_MASK] = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, rows, -1, -1, "attention_mask", 1);
+    pre[DM_GEN_RSEQ] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, seq, -1, -1,
+                                   "running_sequences", 1);
+    pre[DM_GEN_SEQ] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, seq, -1, -1, "sequences", 1);
+    pre[DM_GEN_RIDX] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, idx, -1, -1,
+                                   "running_beam_indices", 1);
+    pre[DM_GEN_IDX] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, idx, -1, -1,
+                                  "beam_indices", 1);
+    pre[DM_GEN_IDS] = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, rows, -1, -1, "model_inputs", 1);
+    pre[DM_GEN_POS] = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, rows, -1, -1, "position_ids", 1);
+}
+
+/*
+ * Beam search (num_beams K > 1, do_sample False): GenerationMixin._beam_search
+ * of transformers 4.51.3, the vectorized one of "[generate] vectorized beam
+ * search" (#35802, 4.50), read in a copy of v4.51.3's generation/utils.py
+ * (an Intel latency hook's "Copied from .../v4.51.3/src/transformers/
+ * generation/utils.py#L3751"), its static helpers in a later copy with the
+ * same tensor ops. generate() repeat_interleaves input_ids and
+ * attention_mask to B*K rows (_expand_inputs_for_generation), so every
+ * forward runs at B*K (the graph's batch, src/api.c; what comes before the
+ * prefill: dm_sb_generate_setup). After forward s (the last too), with V
+ * the vocabulary, M = P + T:
+ *  - logits = outputs.logits[:, -1, :].to(copy=True, dtype=float32), [B*K,
+ *    V] (the previous step's dropped as the name is rebound), log_softmax
+ *    (the previous step's summed scores dropped), `del model_outputs` (the
+ *    step's logits; the prompt's [B*K, P, V] where the forward has no
+ *    logits_to_keep), + running_beam_scores[:, :, None] (the log_softmax
+ *    dropped), viewed as [B, K*V] and held to the next step;
+ *  - _get_top_k_continuations: topk of 2K (no eos: beams_to_keep =
+ *    max(2, 1 + n_eos) * K), the candidates' running_beam_indices [B, 2K,
+ *    T] int32 and running_sequences [B, 2K, M] int64 gathered
+ *    (take_along_dim), held as loop locals to the next step;
+ *  - _get_running_beams_for_next_iteration: K of them gathered, [B, K, M]
+ *    and [B, K, T]; the old running_sequences stays alive through
+ *    flat_running_sequences (a view) until the next step makes its own;
+ *  - _update_finished_beams: torch.cat of the finished and the candidates
+ *    ([B, 3K, M] int64, [B, 3K, T] int32), the best K gathered, the merged
+ *    dropped at the return and the old finished ones at the unpacking;
+ *  - _temporary_reorder_cache(past_key_values, running_beam_indices[...,
+ *    s - 1] flattened): a DynamicCache's reorder_cache index_selects each
+ *    layer's keys, then values, along the batch into new tensors that replace
+ *    the list entries (one layer's tensor of transient); a legacy tuple
+ *    (GPT-2's and BioGPT's _reorder_cache) is rebuilt whole while
+ *    model_kwargs still holds the forward's tuple and model_inputs the
+ *    previous reordered one: three caches (L - 2, L - 1 and L - 1
+ *    positions) are live at its end, the peak of GPT-2's decode steps.
+ * The [B, K] and [B, 2K] scores, indices and flags (a few hundred bytes),
+ * the decode forwards' [B*K, 1] inputs and position_ids' [B*K, L] cumsum
+ * transients are not counted. There is no growing input_ids: the
+ * static-shaped sequences hold the tokens. The steps are simulated as for
+ * greedy (the first, then the last eight).
+ */
 enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
 {
     if (b->g->cache_len > 0)
@@ -663,11 +877,15 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     /* the legacy tuple cache: the previous forward's inputs' cache, live
      * until the next step's model_inputs replace them */
     int32_t *old = malloc(2 * (size_t)layers * sizeof *old);
-    if (!kv || !cur || !rest || !old) {
+    /* beam search with the legacy tuple: the reordered tuple, made whole
+     * before the one it replaces goes */
+    int32_t *fresh = malloc(2 * (size_t)layers * sizeof *fresh);
+    if (!kv || !cur || !rest || !old || !fresh) {
         free(kv);
         free(cur);
         free(rest);
         free(old);
+        free(fresh);
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
     }
     for (int32_t l = 0; l < layers; l++)
@@ -698,6 +916,23 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     uint64_t kvb = kv_bytes(model, run->kv_dtype), mb = kv_bytes(model, DNNMEM_KV_AUTO);
     enum dm_dtype kvt = kv_type(model, run->kv_dtype);
     enum dnnmem_status st = DNNMEM_OK;
+    /* beam search: the graph's batch B is the caller's (Bt) times num_beams
+     * (Kb); _beam_search's static-shaped tensors are [Bt, k x Kb, P + T]
+     * int64 (sequences) and [Bt, k x Kb, T] int32 (beam indices) for k = 1
+     * (running, finished), 2 (the top-2K candidates), 3 (merged) */
+    int64_t Kb = run->gen_beams > 1 ? run->gen_beams : 1, Bt = B / Kb, Mx = 0;
+    bool beams = Kb > 1;
+    uint64_t vocab32 = 0, seqb[4] = {0}, idxb[4] = {0};
+    for (int k = 1; beams && k <= 3 && st == DNNMEM_OK; k++)
+        if (!dm_add_ok(P, run->gen_tokens, &Mx) || !mul5(B, V, 1, 1, 4, &vocab32) ||
+            !mul5(Bt, k * Kb, Mx, 1, 8, &seqb[k]) ||
+            !mul5(Bt, k * Kb, run->gen_tokens, 1, 4, &idxb[k]))
+            st = dm_fail(err, DNNMEM_E_SHAPE, "%s: beam search's sequences overflow", g->path);
+    const int32_t *pre = b->gen_pre;
+    int32_t rs = pre[DM_GEN_RSEQ], sq = pre[DM_GEN_SEQ], rbi = pre[DM_GEN_RIDX],
+            bi = pre[DM_GEN_IDX], flat = -1;
+    int32_t prev_logits = -1, prev_lp = -1, prev_trs = -1, prev_trbi = -1;
+    struct picker pk = {-1, -1, -1, -1};
 
     /* the prefill's logits: the last position's only where generate passes
      * logits_to_keep=1 (the lm_head then reads hidden[:, -1:]) */
@@ -720,7 +955,7 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     }
     /* GPT-2's wpe(position_ids): [B, P, E] (model(input_ids): arange, [1, P, E]) */
     prefill_batch(b, "position_embeds", 3, B);
-    int32_t prev_next = -1, prev_mask = -1, prev_ids = -1;
+    int32_t prev_mask = pre[DM_GEN_MASK];
     int64_t T = run->gen_tokens;
     /* the 4-D mask of each decode forward: eager only (sdpa drops an
      * all-ones attention_mask), _update_causal_mask's clone */
@@ -733,8 +968,9 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     bool inverted_mask = eager && g->gen_mask == DM_GEN_MASK_INVERTED;
     for (int64_t s = 1; s <= T && !b->oom && st == DNNMEM_OK; s = s == 1 && T > 9 ? T - 7 : s + 1) {
         int64_t L = P + s; /* after this step's update (step T has no forward) */
-        uint64_t next, cache[2], rep[2], scores, scores32, step_logits, ids, mask;
+        uint64_t next, cache[2], rep[2], scores, scores32, step_logits, ids, mask, held[2];
         if (!mul5(B, L, 1, 1, 8, &ids) || !mul5(B, L, 1, 1, mb, &mask) ||
+            !mul5(B, K, L - 1, Dkv[0], kvb, &held[0]) || !mul5(B, K, L - 1, Dkv[1], kvb, &held[1]) ||
             !mul5(B, V, 1, 1, 4, &next) || !mul5(B, K, L, Dkv[0], kvb, &cache[0]) ||
             !mul5(B, K, L, Dkv[1], kvb, &cache[1]) || !mul5(B, H, L, Dkv[0], mb, &rep[0]) ||
             !mul5(B, H, L, Dkv[1], mb, &rep[1]) || !mul5(B, H, 1, L, mb, &scores) ||
@@ -754,20 +990,111 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
         if (prev_mask >= 0)
             dm_sb_unref(b, prev_mask);
         prev_mask = am;
-        int32_t nb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, next, -1, -1,
-                                 "next_token_logits", 1);
-        if (prev_next >= 0)
-            dm_sb_unref(b, prev_next);
-        prev_next = nb;
-        if (lb >= 0)
-            dm_sb_unref(b, lb);
-        lb = -1;
-        int32_t ib = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, ids, -1, -1, "input_ids", 1);
-        if (prev_ids >= 0)
-            dm_sb_unref(b, prev_ids);
-        prev_ids = ib;
+        if (beams) {
+            /* _beam_search (4.51.3) after forward s: logits[:, -1, :] to
+             * float32 (the previous step's let go), log_softmax (the
+             * previous step's summed scores let go), `del model_outputs`,
+             * + running_beam_scores, held to the next step */
+            int32_t lg = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, vocab32, -1, -1,
+                                     "beam_logits", 1);
+            if (prev_logits >= 0)
+                dm_sb_unref(b, prev_logits);
+            prev_logits = lg;
+            int32_t ls = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, vocab32, -1, -1,
+                                     "log_softmax", 1);
+            if (prev_lp >= 0)
+                dm_sb_unref(b, prev_lp);
+            if (lb >= 0)
+                dm_sb_unref(b, lb);
+            lb = -1;
+            prev_lp = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, vocab32, -1, -1,
+                                  "beam_log_probs", 1);
+            dm_sb_unref(b, ls);
+            /* _get_top_k_continuations: the top-2K candidates' beam indices
+             * and sequences gathered (take_along_dim), replacing the
+             * previous step's (loop locals) */
+            int32_t trbi = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, idxb[2], -1, -1,
+                                       "topk_running_beam_indices", 1);
+            int32_t trs = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, seqb[2], -1, -1,
+                                      "topk_running_sequences", 1);
+            if (prev_trs >= 0)
+                dm_sb_unref(b, prev_trs);
+            if (prev_trbi >= 0)
+                dm_sb_unref(b, prev_trbi);
+            prev_trs = trs;
+            prev_trbi = trbi;
+            /* _get_running_beams_for_next_iteration: K of them gathered; the
+             * old running_sequences stays viewed by flat_running_sequences
+             * until the next step's */
+            int32_t nrs = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, seqb[1], -1, -1,
+                                      "running_sequences", 1);
+            int32_t nrbi = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, idxb[1], -1, -1,
+                                       "running_beam_indices", 1);
+            if (rbi >= 0)
+                dm_sb_unref(b, rbi);
+            if (flat >= 0)
+                dm_sb_unref(b, flat);
+            flat = rs;
+            rs = nrs;
+            rbi = nrbi;
+            /* _update_finished_beams: torch.cat of the finished and the
+             * candidates, the best K gathered */
+            int32_t ms = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, seqb[3], -1, -1,
+                                     "merged_sequences", 1);
+            int32_t mbi = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, idxb[3], -1, -1,
+                                      "merged_beam_indices", 1);
+            int32_t nsq = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, seqb[1], -1, -1,
+                                      "sequences", 1);
+            int32_t nbi = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, idxb[1], -1, -1,
+                                      "beam_indices", 1);
+            dm_sb_unref(b, ms);
+            dm_sb_unref(b, mbi);
+            if (sq >= 0)
+                dm_sb_unref(b, sq);
+            if (bi >= 0)
+                dm_sb_unref(b, bi);
+            sq = nsq;
+            bi = nbi;
+            /* the cache plucked by the chosen beams (after the last forward
+             * too): index_select of each layer's keys and values along the
+             * batch. A DynamicCache replaces each tensor as its copy is made;
+             * the legacy tuple (_reorder_cache) is rebuilt whole while
+             * model_kwargs still holds the forward's tuple and model_inputs
+             * the previous reordered one (old) */
+            for (int32_t k = 0; k < 2 * layers && !b->oom; k++) {
+                fresh[k] = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, kvt, held[k & 1], kv[k], -1,
+                                       "cache_reordered", 1);
+                if (g->legacy_cache)
+                    continue;
+                if (cur[k] >= 0)
+                    dm_sb_unref(b, cur[k]);
+                if (rest[k] >= 0)
+                    dm_sb_unref(b, rest[k]);
+                rest[k] = -1;
+                cur[k] = fresh[k];
+            }
+            for (int32_t k = 0; g->legacy_cache && k < 2 * layers && !b->oom; k++) {
+                if (cur[k] >= 0)
+                    dm_sb_unref(b, cur[k]);
+                if (rest[k] >= 0)
+                    dm_sb_unref(b, rest[k]);
+                rest[k] = -1;
+                cur[k] = fresh[k];
+            }
+        } else {
+            pick_tokens(b, &pk, B, V, next, ids, "input_ids", &lb);
+        }
         if (s == T) /* the T-th token came from the last forward: no cache for it */
             break;
+        /* beam search: the next forward's flat_running_sequences views the
+         * running sequences chosen, letting the previous ones go, and its
+         * model_inputs replace the prefill's */
+        if (flat >= 0)
+            dm_sb_unref(b, flat);
+        flat = -1;
+        for (int k = DM_GEN_IDS; s == 1 && k <= DM_GEN_POS; k++)
+            if (pre[k] >= 0)
+                dm_sb_unref(b, pre[k]);
         /* the legacy cache: the rebinding of model_inputs (after
          * prepare_inputs_for_generation) lets go of the tuple the previous
          * forward was given, the prefill's presents (and the fused c_attn
@@ -827,5 +1154,6 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     free(cur);
     free(rest);
     free(old);
+    free(fresh);
     return b->oom ? dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path) : st;
 }

@@ -1009,8 +1009,12 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
         goto out;
     }
     b.iteration = 1;
+    for (int k = 0; k < DM_GEN_PRE; k++)
+        b.gen_pre[k] = -1;
     setup(&b);
     if (!run->train) {
+        if (run->gen_tokens > 0 && run->gen_beams > 1)
+            dm_sb_generate_setup(&b);
         dm_sb_forward(&b);
         if (run->gen_tokens > 0 && !b.oom)
             st = dm_sb_generate(&b, err);

@@ -248,6 +248,54 @@ expect 4 "--kv-dtype is not modelled for encoder-decoder generation" -- estimate
     $M/hf/tiny-t5.json -s 16 --mode generate --new-tokens 4 --kv-dtype fp16
 expect 4 "--mode generate applies to HuggingFace causal LM and T5 configs" -- estimate \
     $M/fixtures/resnet50.onnx --mode generate --new-tokens 4
+# beam search (4.51.3's _beam_search) and sampling (the logits warpers): the assumptions,
+# the defaults that change the estimate, one-line errors naming the flag
+expect 0 "dims.batch     8 (batch 2 (--batch-size) x --num-beams 4" -- estimate $G -b 2 -s 16 \
+    --mode generate --new-tokens 4 --num-beams 4
+expect 0 "num_beams      4: _beam_search" -- estimate $G -b 2 -s 16 --mode generate --new-tokens 4 \
+    --num-beams 4
+expect 0 "eos_token      none: every beam runs all 4 forwards" -- estimate $G -s 16 \
+    --mode generate --new-tokens 4 --num-beams 2
+expect 0 "the legacy tuple rebuilt whole" -- estimate $M/hf/tiny-gpt2.json -s 16 --mode generate \
+    --new-tokens 4 --num-beams 2
+expect 0 "generate: beam-search model.generate()" -- estimate $G -s 16 --mode generate \
+    --new-tokens 4 --num-beams 2
+expect 0 "top_k          50, GenerationConfig's default" -- estimate $G -s 16 --mode generate \
+    --new-tokens 4 --do-sample
+expect 0 "top_p          1.0: no TopPLogitsWarper  [default]" -- estimate $G -s 16 --mode generate \
+    --new-tokens 4 --do-sample
+expect 0 "temperature    1.0: no TemperatureLogitsWarper  [default]" -- estimate $G -s 16 \
+    --mode generate --new-tokens 4 --do-sample
+expect 0 "top_p          0.9 (TopPLogitsWarper" -- estimate $G -s 16 --mode generate --new-tokens 4 \
+    --do-sample --top-k 50 --top-p 0.9 --temperature 0.7
+expect 0 "top_k          0: no TopKLogitsWarper" -- estimate $G -s 16 --mode generate \
+    --new-tokens 4 --do-sample --top-k 0
+expect 0 "generate: sampling model.generate()" -- estimate $G -s 16 --mode generate \
+    --new-tokens 4 --do-sample
+expect 2 "--num-beams 0: expected 1..4096" -- estimate $G -s 16 --mode generate --new-tokens 4 \
+    --num-beams 0
+expect 2 "--num-beams x: expected 1..4096" -- estimate $G -s 16 --mode generate --new-tokens 4 \
+    --num-beams x
+expect 2 "--top-k -3: expected a count (0: no top-k warper)" -- estimate $G -s 16 \
+    --mode generate --new-tokens 4 --do-sample --top-k -3
+expect 2 "--top-p 1.5: expected a probability in (0, 1]" -- estimate $G -s 16 --mode generate \
+    --new-tokens 4 --do-sample --top-p 1.5
+expect 2 "--top-p 0: expected a probability in (0, 1]" -- estimate $G -s 16 --mode generate \
+    --new-tokens 4 --do-sample --top-p 0
+expect 2 "--temperature -1: expected a positive number" -- estimate $G -s 16 --mode generate \
+    --new-tokens 4 --do-sample --temperature -1
+expect 2 "--temperature hot: expected a positive number" -- estimate $G -s 16 --mode generate \
+    --new-tokens 4 --do-sample --temperature hot
+expect 2 "--top-k, --top-p and --temperature apply to --do-sample" -- estimate $G -s 16 \
+    --mode generate --new-tokens 4 --top-p 0.9
+expect 2 "--num-beams and --do-sample apply to --mode generate" -- estimate $G -s 16 --num-beams 4
+expect 2 "--num-beams and --do-sample apply to --mode generate" -- estimate $G -s 16 --do-sample
+expect 4 "--do-sample with --num-beams 2 (beam sampling" -- estimate $G -s 16 --mode generate \
+    --new-tokens 4 --num-beams 2 --do-sample
+expect 4 "--num-beams with a HybridCache (Gemma 2/3" -- estimate $M/hf/tiny-gemma2.json -s 16 \
+    --mode generate --new-tokens 4 --num-beams 2
+expect 4 "--num-beams with an encoder-decoder" -- estimate $M/hf/tiny-t5.json -s 16 \
+    --mode generate --new-tokens 4 --num-beams 2
 # mixture of experts: the routing assumption, its override, the fp8 DeepSeek-V3 config
 expect 0 "moe_routing    uniform: each routed expert gets ceil(batch x seq x top_k / experts)" -- \
     estimate $M/hf/tiny-mixtral.json -b 2 -s 16

@@ -1927,6 +1927,235 @@ static int gen_buffers(int64_t tokens, enum dnnmem_kv_dtype kv, enum dnnmem_cate
     return gen_buffers_of(tokens, kv, cat, what, NULL, false, last);
 }
 
+/* The buffers named `what` in the schedule of `run` (its generation fields)
+ * over the graph of `path` (eager) bound to batch x prompt: how many, and the
+ * last one's bytes. */
+static int run_buffers(const char *path, int64_t batch, int64_t prompt, const struct dm_run *gen,
+                       const char *what, uint64_t *last)
+{
+    dnnmem_model *m = load(path);
+    const struct dm_graph *g = dm_model_graph(m);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {batch, prompt};
+    struct dnnmem_error err;
+    struct dm_infer ctx = {.g = g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
+    if (dm_infer_shapes(&ctx) != DNNMEM_OK)
+        fail_msg("shapes: %s", err.message);
+    struct dm_run run = *gen;
+    run.iterations = 1;
+    run.grad_accum = 1;
+    run.amp = DM_UNDEFINED;
+    run.torch_version = 113;
+    struct dm_schedule s;
+    if (dm_schedule_build(g, t, &run, &s, &err) != DNNMEM_OK)
+        fail_msg("schedule: %s", err.message);
+    int n = 0;
+    for (int32_t b = 0; b < s.n_buf; b++)
+        if (s.buf[b].what && strcmp(s.buf[b].what, what) == 0) {
+            n++;
+            *last = s.buf[b].bytes;
+        }
+    dm_schedule_free(&s);
+    free(t);
+    dm_arena_free(&a);
+    dnnmem_model_free(m);
+    return n;
+}
+
+/* Beam search (transformers 4.51.3's _beam_search), tiny-llama-gqa (4
+ * layers, 4 KV heads of 32, vocab 1000, float32), batch 2 x num_beams 2 =
+ * 4 rows, prompt 16, 4 new tokens (every step simulated):
+ *  - after each of the 4 forwards (the last too) DynamicCache.reorder_cache
+ *    index_selects every layer's keys and values: 4 x 4 x 2 = 32 copies,
+ *    [4, 4, 15 + s, 32] float32 after forward s: 2048 x 19 = 38,912 bytes
+ *    after the 4th (the cache then holds 16 + 3 positions);
+ *  - the float32 logits [4, 1000] = 16,000 bytes each step, and as many
+ *    of log_softmax and of the summed beam_log_probs;
+ *  - running_sequences [2, 2, 16 + 4] int64 = 640 bytes (made before the
+ *    prefill, then one per step), the top-4 candidates' [2, 4, 20] = 1280,
+ *    the merged [2, 6, 20] = 1920; beam indices [2, 2, 4] int32 = 64;
+ *  - before the prefill the caller's prompt [2, 16] int64 = 256 bytes and
+ *    the prefill's inputs' clone of the 4 rows [4, 16] = 512.
+ * GPT-2 (tiny-gpt2, the legacy tuple: 4 layers, 8 heads of 32): the tuple
+ * rebuilt whole, [4, 8, 15 + s, 32] float32 = 4096 x 19 = 77,824 bytes
+ * after the 4th forward, 32 in all. */
+static void test_generate_beams(void **state)
+{
+    (void)state;
+    struct dm_run gen = {.gen_tokens = 4, .gen_beams = 2};
+    const char *llama = "tests/models/hf/tiny-llama-gqa.json";
+    uint64_t last = 0;
+    assert_int_equal(run_buffers(llama, 4, 16, &gen, "cache_reordered", &last), 32);
+    assert_int_equal(last, 38912);
+    assert_int_equal(run_buffers(llama, 4, 16, &gen, "beam_logits", &last), 4);
+    assert_int_equal(last, 16000);
+    assert_int_equal(run_buffers(llama, 4, 16, &gen, "log_softmax", &last), 4);
+    assert_int_equal(last, 16000);
+    assert_int_equal(run_buffers(llama, 4, 16, &gen, "beam_log_probs", &last), 4);
+    assert_int_equal(last, 16000);
+    assert_int_equal(run_buffers(llama, 4, 16, &gen, "running_sequences", &last), 5);
+    assert_int_equal(last, 640);
+    assert_int_equal(run_buffers(llama, 4, 16, &gen, "topk_running_sequences", &last), 4);
+    assert_int_equal(last, 1280);
+    assert_int_equal(run_buffers(llama, 4, 16, &gen, "merged_sequences", &last), 4);
+    assert_int_equal(last, 1920);
+    assert_int_equal(run_buffers(llama, 4, 16, &gen, "beam_indices", &last), 5);
+    assert_int_equal(last, 64);
+    assert_int_equal(run_buffers(llama, 4, 16, &gen, "prompt", &last), 1);
+    assert_int_equal(last, 256);
+    assert_int_equal(run_buffers(llama, 4, 16, &gen, "model_inputs", &last), 1);
+    assert_int_equal(last, 512);
+    /* no growing input_ids and no greedy next_token_logits */
+    assert_int_equal(run_buffers(llama, 4, 16, &gen, "input_ids", &last), 0);
+    assert_int_equal(run_buffers(llama, 4, 16, &gen, "next_token_logits", &last), 0);
+    assert_int_equal(run_buffers("tests/models/hf/tiny-gpt2.json", 4, 16, &gen, "cache_reordered",
+                                 &last),
+                     32);
+    assert_int_equal(last, 77824);
+
+    /* the reorder's transient, end to end: with the cache the largest thing,
+     * the peak of a long generation is one layer's key copy above the
+     * cache of 4 x 4 x (16 + 399) x 32 x 4 bytes per tensor; GPT-2's whole
+     * tuple is copied while the forward's and the previous inputs' live */
+    dnnmem_model *m = load(llama);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 113;
+    cfg.batch_size = 2;
+    cfg.seq_len = 16;
+    cfg.new_tokens = 400;
+    cfg.num_beams = 2;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_string_equal(r->peak_phase, "decode");
+    uint64_t beam_peak = r->peak_allocated;
+    dnnmem_result_free(r);
+    cfg.num_beams = 0;
+    cfg.batch_size = 4; /* greedy over the same 4 rows: no reorder, no scorer */
+    r = run(m, &cfg);
+    assert_true(beam_peak > r->peak_allocated);
+    dnnmem_result_free(r);
+    /* beam sampling, and warpers without sampling, are refused */
+    struct dnnmem_error err;
+    cfg.batch_size = 2;
+    cfg.num_beams = 2;
+    cfg.do_sample = true;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "beam sampling"));
+    cfg.do_sample = false;
+    cfg.top_k = 10;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "--do-sample"));
+    cfg.top_k = 0;
+    cfg.mode = DNNMEM_MODE_INFER;
+    cfg.new_tokens = 0;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "--num-beams"));
+    dnnmem_model_free(m);
+    /* HybridCache and encoder-decoder caches: not modelled with beams */
+    const char *other[] = {"tests/models/hf/tiny-gemma2.json", "tests/models/hf/tiny-t5.json"};
+    for (size_t k = 0; k < 2; k++) {
+        m = load(other[k]);
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_GENERATE;
+        cfg.device = DNNMEM_DEVICE_CPU;
+        cfg.batch_size = 2;
+        cfg.seq_len = 16;
+        cfg.new_tokens = 4;
+        cfg.num_beams = 2;
+        assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+        assert_non_null(strstr(err.message, "--num-beams"));
+        dnnmem_model_free(m);
+    }
+}
+
+/* Sampling (_sample with do_sample, 4.51's warpers), tiny-llama-gqa batch
+ * 2, prompt 16, 4 new tokens, vocab 1000: per step
+ *  - temperature: scores / T, [2, 1000] float32 = 8000 bytes;
+ *  - top-k 50: topk's values [2, 50] float32 = 400 bytes and indices int64
+ *    = 800, the bool [2, 1000] = 2000 of what falls below, masked_fill's
+ *    8000; a k above the vocabulary is clamped (torch.topk of 1000: 8000
+ *    bytes of values);
+ *  - top-p: sort's values (8000) and int64 indices [2, 1000] = 16,000,
+ *    the CPU sort's arange of the 1000 positions, int64 = 8000, softmax and
+ *    cumsum 8000 each, two bool masks 2000 each, masked_fill 8000;
+ *  - softmax's probs 8000 (held to the next step with the scores) and
+ *    multinomial's exponential draw [2, 1000] float32 = 8000.
+ * No warper asked (top_k 0, no top_p or temperature): next_token_scores is
+ * next_token_logits itself. */
+static void test_generate_sampling(void **state)
+{
+    (void)state;
+    const char *llama = "tests/models/hf/tiny-llama-gqa.json";
+    struct dm_run gen = {.gen_tokens = 4, .gen_sample = true, .gen_top_k = 50, .gen_top_p = true,
+                         .gen_temperature = true};
+    uint64_t last = 0;
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "temperature_scores", &last), 4);
+    assert_int_equal(last, 8000);
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "topk_values", &last), 4);
+    assert_int_equal(last, 400);
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "topk_indices", &last), 4);
+    assert_int_equal(last, 800);
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "top_k_remove", &last), 4);
+    assert_int_equal(last, 2000);
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "top_k_scores", &last), 4);
+    assert_int_equal(last, 8000);
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "sorted_indices", &last), 4);
+    assert_int_equal(last, 16000);
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "sort_arange", &last), 4);
+    assert_int_equal(last, 8000);
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "cumulative_probs", &last), 4);
+    assert_int_equal(last, 8000);
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "indices_to_remove", &last), 4);
+    assert_int_equal(last, 2000);
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "probs", &last), 4);
+    assert_int_equal(last, 8000);
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "multinomial_q", &last), 4);
+    assert_int_equal(last, 8000);
+    gen.gen_top_k = 5000;
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "topk_values", &last), 4);
+    assert_int_equal(last, 8000);
+    gen = (struct dm_run){.gen_tokens = 4, .gen_sample = true};
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "top_k_scores", &last), 0);
+    assert_int_equal(run_buffers(llama, 2, 16, &gen, "probs", &last), 4);
+
+    /* one step's warpers, end to end: with the prompt's [2, 64, 8192] logits
+     * of OPT (no logits_to_keep) live through the first sampling, top-p's
+     * transients set the peak: sampling with top-p costs at least its sort's
+     * int64 indices [2, 8192] (131,072 bytes) over greedy */
+    dnnmem_model *m = load("tests/models/hf/tiny-opt-vocab.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 113;
+    cfg.cpu_threads = 1;
+    cfg.batch_size = 2;
+    cfg.seq_len = 64;
+    cfg.new_tokens = 16;
+    struct dnnmem_result *r = run(m, &cfg);
+    uint64_t greedy = r->peak_allocated;
+    dnnmem_result_free(r);
+    cfg.do_sample = true;
+    cfg.top_p = 0.9;
+    r = run(m, &cfg);
+    assert_true(r->peak_allocated >= greedy + 131072);
+    dnnmem_result_free(r);
+    struct dnnmem_error err;
+    cfg.top_p = 1.5;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "--top-p"));
+    cfg.top_p = 0;
+    cfg.temperature = -1;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_non_null(strstr(err.message, "--temperature"));
+    dnnmem_model_free(m);
+}
+
 /* T new tokens take T forwards: the prefill and T - 1 decode steps, each
  * concatenating onto every layer's keys and values: a new [B, K, L, D] =
  * [2, 4, L, 32] tensor each, float32: 1024 L bytes, 19,456 at the last of 4
@@ -3658,6 +3887,8 @@ int main(void)
         cmocka_unit_test(test_tiny_bert),
         cmocka_unit_test(test_tiny_albert),
         cmocka_unit_test(test_generate),
+        cmocka_unit_test(test_generate_beams),
+        cmocka_unit_test(test_generate_sampling),
         cmocka_unit_test(test_generate_gpt2),
         cmocka_unit_test(test_generate_families),
         cmocka_unit_test(test_generate_hybrid),

@@ -8,7 +8,8 @@
  * counted). Each configuration is estimated with --device cpu
  * --framework pytorch@1.13 on the same graph (tests/models/fixtures) and the
  * peaks compared (HF rows: the config.json of their `fixture` field; mode
- * "generate" rows: --mode generate, the prompt as seq, new_tokens). Prints a
+ * "generate" rows: --mode generate, the prompt as seq, new_tokens, and
+ * num_beams or do_sample with top_k, top_p, temperature). Prints a
  * table and the median |error|. Exits 1 when a case
  * misses by more than 5% without being listed in EXPECTED_MISSES (each line
  * "id  # mechanism"), when a listed case is now within 5%, or when the median
@@ -144,6 +145,16 @@ int main(int argc, char **argv)
                                                    : DNNMEM_MODE_TRAIN;
         /* generate rows: greedy generate() of new_tokens tokens after a prompt of seq */
         cfg.new_tokens = json_integer_value(json_object_get(row, "new_tokens"));
+        /* beam search and sampling rows: num_beams; do_sample with its warpers
+         * (top_k 0 in a row means none, as in transformers) */
+        cfg.num_beams = (int)json_integer_value(json_object_get(row, "num_beams"));
+        cfg.do_sample = json_is_true(json_object_get(row, "do_sample"));
+        if (cfg.do_sample) {
+            json_int_t k = json_integer_value(json_object_get(row, "top_k"));
+            cfg.top_k = k ? k : -1;
+            cfg.top_p = json_number_value(json_object_get(row, "top_p"));
+            cfg.temperature = json_number_value(json_object_get(row, "temperature"));
+        }
         cfg.optimizer = opt && strcmp(opt, "adam") == 0 ? DNNMEM_OPT_ADAM : DNNMEM_OPT_SGD_MOMENTUM;
         cfg.loss = strcmp(model, "bert_encoder") == 0 ? DNNMEM_LOSS_SUM : DNNMEM_LOSS_CE;
         /* aux-loss: F.cross_entropy(main) + 0.4 * F.cross_entropy(aux) */
