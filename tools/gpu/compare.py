@@ -125,6 +125,12 @@ def flags(rec, model, transformers=None):
         a = [model, "-b", str(rec["batch"]), "--mode", "generate",
              "--prompt-len", str(rec.get("prompt_len") or rec["seq"]),
              "--new-tokens", str(rec["new_tokens"])]
+        if int(rec.get("num_beams", 1)) > 1:
+            a += ["--num-beams", str(rec["num_beams"])]
+        if rec.get("do_sample"):
+            a += ["--do-sample", "--top-k", str(rec.get("top_k", 50))]
+            if rec.get("top_p") is not None:
+                a += ["--top-p", str(rec["top_p"])]
     else:
         a = [model, "-b", str(rec["batch"]), "-s", str(rec["seq"]), "--mode", rec["mode"]]
     a += ["--attn", rec.get("attn", "sdpa"),

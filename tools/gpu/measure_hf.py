@@ -123,7 +123,7 @@ DEVICE = "cuda"  # the offline test harness sets "cpu"
 FIELDS = {"id", "source", "model", "mode", "batch", "seq", "prompt_len", "new_tokens",
           "precision", "attn", "head", "optimizer", "loss", "iters", "grad_accum", "grad_ckpt",
           "reentrant", "lora", "zero_grad", "sdpa_backend", "attention_mask", "cudnn_benchmark",
-          "note"}
+          "num_beams", "do_sample", "top_k", "top_p", "note"}
 HEADS = {"causal-lm": "AutoModelForCausalLM", "masked-lm": "AutoModelForMaskedLM",
          "seq-cls": "AutoModelForSequenceClassification"}
 MASKED_FAMILIES = ("bert", "roberta", "distilbert", "albert")
@@ -587,8 +587,13 @@ def run_one(cfg, path, rec):
             eos = getattr(conf, "eos_token_id", None)
             pad = (eos[0] if isinstance(eos, (list, tuple)) else eos) or 0
         n_new = int(cfg["new_tokens"])
+        # beam search (num_beams > 1) or sampling (do_sample, top_k, top_p); min_new_tokens
+        # keeps every beam running every step, as dnnmem assumes (no early stop on EOS)
         gen_kw = dict(attention_mask=torch.ones_like(x), max_new_tokens=n_new, min_new_tokens=n_new,
-                      do_sample=False, num_beams=1, use_cache=True, pad_token_id=pad)
+                      do_sample=bool(cfg.get("do_sample", False)),
+                      num_beams=int(cfg.get("num_beams", 1)), use_cache=True, pad_token_id=pad)
+        if cfg.get("do_sample"):
+            gen_kw.update(top_k=int(cfg.get("top_k", 50)), top_p=float(cfg.get("top_p", 1.0)))
     ph.start()
     try:
         for it in range(iters):
