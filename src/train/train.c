@@ -425,13 +425,20 @@ static void checkpoint_backward(struct dm_sb *b, int32_t sg)
                 dm_sb_unref(b, b->amp_cache[x]);
                 b->amp_cache[x] = -1;
             }
-        int32_t held_buf[64];
-        for (int32_t q = 0; q < n_held; q++)
+        /* CheckpointFunction.backward(ctx, *args): the incoming grads of
+         * those outputs stay referenced by `args` until it returns */
+        int32_t held_buf[64], held_grad[64];
+        for (int32_t q = 0; q < n_held; q++) {
             held_buf[q] = b->cur[held[q]];
+            held_grad[q] = tr->grad[held[q]];
+            dm_sb_ref(b, held_grad[q], 1);
+        }
         for (int32_t j = last; j >= first; j--)
             backward_node(b, j);
-        for (int32_t q = 0; q < n_held; q++)
+        for (int32_t q = 0; q < n_held; q++) {
             dm_sb_unref(b, held_buf[q]);
+            dm_sb_unref(b, held_grad[q]);
+        }
     }
     for (int32_t q = 0; q < tr->n_seg_kept[sg]; q++)
         dm_sb_unref(b, tr->seg_kept[sg][q]);
