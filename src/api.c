@@ -1328,8 +1328,8 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                "%d.%d (its modelling code, as the HuggingFace front end builds it)%s",
                transformers / 100, transformers % 100,
                generate && transformers > DM_TRANSFORMERS_DEFAULT
-                   ? "; generation follows 4.51's loop and caches (later releases moved GPT-2 "
-                     "to a DynamicCache, 4.52, PR #35761: not modelled)"
+                   ? "; generation follows 4.51's loop and caches, but GPT-2's DynamicCache from "
+                     "4.52 (PR #35761) and its last-position logits from 5.0"
                    : "");
     if (hf)
         assume(&as, "attention", cfg.attn ? "option" : "default", "%s",

@@ -117,6 +117,8 @@ struct hf {
     bool half;                 /* the attention computes in fp16/bf16 (--precision or
                                   autocast), else float32 */
     int cc;                    /* the GPU's compute capability (default 80) */
+    bool gpt2_cache;           /* GPT-2 takes Cache classes: transformers >= 4.52 */
+    bool gpt2_v5;              /* GPT-2 keeps only the last logits: transformers >= 5 */
     bool share;                /* param() returns an existing parameter of that name
                                   (ALBERT's layers shared across calls) */
     const struct dnnmem_lora *lora; /* adapters to add, or NULL */
@@ -4502,13 +4504,18 @@ static enum dnnmem_status build(struct hf *h)
      * (ForCausalLMLoss, transformers >= 4.46; LlamaForCausalLM's forward
      * upcast the logits itself before that) */
     g->loss_upcast = true;
-    g->logits_to_keep = !gpt2; /* LlamaForCausalLM.forward(logits_to_keep), 4.45+ */
+    /* LlamaForCausalLM.forward(logits_to_keep), 4.45+; GPT2LMHeadModel's
+     * in transformers 5 (measured, 5.17 on the H200: its prefill peak is the
+     * last position's logits, not every position's) */
+    g->logits_to_keep = !gpt2 || h->gpt2_v5;
     /* GPT2PreTrainedModel in 4.51 sets no _supports_cache_class: generate
      * prepares no Cache and GPT2Attention concatenates onto the layer_past
-     * tuple (GPT2Model took Cache classes only after 4.51); its eager forward
-     * inverts generate's 2-D attention_mask */
-    g->legacy_cache = gpt2;
-    g->gen_mask = gpt2 ? DM_GEN_MASK_INVERTED : DM_GEN_MASK_CAUSAL;
+     * tuple; its eager forward inverts generate's 2-D attention_mask. From
+     * 4.52 (PR #35761) GPT2Model takes a DynamicCache and builds its mask as
+     * Llama does (measured with 5.17 on the H200: +8.0% as a legacy tuple,
+     * +1.7% so) */
+    g->legacy_cache = gpt2 && !h->gpt2_cache;
+    g->gen_mask = gpt2 && !h->gpt2_cache ? DM_GEN_MASK_INVERTED : DM_GEN_MASK_CAUSAL;
     if (dec) /* hf_decoders.inc: per family, as 4.51's generate() runs it */
         dec_generation(g, &dc);
     g->tensors[logits].is_output = true;
@@ -4587,6 +4594,8 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
     h.half = h.amp || (opt && (opt->precision == DNNMEM_PRECISION_FP16 ||
                                opt->precision == DNNMEM_PRECISION_BF16));
     h.cc = opt && opt->compute_capability ? opt->compute_capability : 80;
+    h.gpt2_cache = tv >= 452;
+    h.gpt2_v5 = tv >= 500;
     const struct dnnmem_lora *lora = opt ? &opt->lora : NULL;
     if (opt && opt->mode == DNNMEM_MODE_GENERATE && opt->new_tokens > 0) {
         h.gen_tokens = opt->new_tokens;
