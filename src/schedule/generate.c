@@ -157,6 +157,13 @@
 #include <string.h>
 
 /* Element bytes of the decode cache. */
+/* A variable rebound to a new buffer: the old one is let go. */
+static void rebind(struct dm_sb *b, int32_t *var, int32_t buf)
+{
+    dm_sb_unref(b, *var);
+    *var = buf;
+}
+
 static uint64_t kv_bytes(enum dm_dtype model, enum dnnmem_kv_dtype kv)
 {
     switch (kv) {
@@ -250,8 +257,7 @@ static int32_t eager_scores(struct dm_sb *b, enum dm_dtype model, uint64_t score
     int32_t w = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_scores", 1);
     for (int k = 0; k < steps; k++) {
         int32_t n = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_scores", 1);
-        dm_sb_unref(b, w);
-        w = n;
+        rebind(b, &w, n);
     }
     int32_t m = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_scores_masked", 1);
     dm_sb_unref(b, w);
@@ -260,8 +266,7 @@ static int32_t eager_scores(struct dm_sb *b, enum dm_dtype model, uint64_t score
     dm_sb_unref(b, m);
     if (upcast) {
         int32_t c = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_probs_cast", 1);
-        dm_sb_unref(b, p);
-        p = c;
+        rebind(b, &p, c);
     }
     return p;
 }
@@ -493,16 +498,12 @@ static enum dnnmem_status hybrid_decode(struct dm_sb *b, struct dnnmem_error *er
         b->iteration = (int)(s < INT16_MAX ? s : INT16_MAX);
         dm_sb_step(b, DM_PHASE_DECODE, -1);
         int32_t am = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, ids, -1, -1, "attention_mask", 1);
-        if (prev_mask >= 0)
-            dm_sb_unref(b, prev_mask);
-        prev_mask = am;
+        rebind(b, &prev_mask, am);
         pick_tokens(b, &pk, B, V, next, ids, "input_ids", &lb);
         if (s == T)
             break;
         int32_t m4 = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask4, -1, -1, "causal_mask", 1);
-        if (prev_m4 >= 0)
-            dm_sb_unref(b, prev_m4);
-        prev_m4 = m4;
+        rebind(b, &prev_m4, m4);
         for (int32_t l = 0; l < layers && !b->oom; l++) {
             bool slide = (l + 1) % g->cache_pattern != 0;
             int j = slide ? 0 : 1; /* index of the sizes: W or M positions */
@@ -518,22 +519,18 @@ static enum dnnmem_status hybrid_decode(struct dm_sb *b, struct dnnmem_error *er
                                              upcast)
                               : -1;
             for (int q = 0; q < 2; q++) { /* the attention returns: its locals go */
-                if (r[q] >= 0)
-                    dm_sb_unref(b, r[q]);
-                if (kc[q] >= 0)
-                    dm_sb_unref(b, kc[q]);
+                dm_sb_unref(b, r[q]);
+                dm_sb_unref(b, kc[q]);
             }
             if (p >= 0) /* the decoder layer returns */
                 dm_sb_unref(b, p);
-            if (wm >= 0)
-                dm_sb_unref(b, wm);
+            dm_sb_unref(b, wm);
         }
         lb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, step_logits, logits, -1, "step", 1);
         for (int k = 0; g->final_softcap && k < 3; k++) { /* / cap, tanh, * cap */
             int32_t n = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, step_logits, logits, -1,
                                     "step", 1);
-            dm_sb_unref(b, lb);
-            lb = n;
+            rebind(b, &lb, n);
         }
     }
     return b->oom ? dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path) : st;
@@ -560,8 +557,7 @@ static int32_t t5_attention(struct dm_sb *b, enum dm_dtype model, uint64_t score
                                     "matmul_copy", 1)
                       : -1;
     *sc = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, scores, -1, -1, "attn_scores", 1);
-    if (kc >= 0)
-        dm_sb_unref(b, kc);
+    dm_sb_unref(b, kc);
     if (bias) {
         int32_t v = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, pre, -1, -1, "position_bias", 1);
         *bias = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, bias_bytes, -1, -1,
@@ -749,8 +745,7 @@ static enum dnnmem_status seq2seq_decode(struct dm_sb *b, struct dnnmem_error *e
         /* T5Stack.forward returns: its locals go */
         int32_t held[] = {am, cm, em, pb, xpb};
         for (size_t k = 0; k < sizeof held / sizeof *held; k++)
-            if (held[k] >= 0)
-                dm_sb_unref(b, held[k]);
+            dm_sb_unref(b, held[k]);
         lb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, step_logits, logits, -1, "step", 1);
     }
     free(cur);
@@ -987,9 +982,7 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
          * which are then dropped, and input_ids grown to [B, L] (the
          * caller's prompt stays held) */
         int32_t am = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, ids, -1, -1, "attention_mask", 1);
-        if (prev_mask >= 0)
-            dm_sb_unref(b, prev_mask);
-        prev_mask = am;
+        rebind(b, &prev_mask, am);
         if (beams) {
             /* _beam_search (4.51.3) after forward s: logits[:, -1, :] to
              * float32 (the previous step's let go), log_softmax (the
@@ -997,15 +990,11 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
              * + running_beam_scores, held to the next step */
             int32_t lg = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, vocab32, -1, -1,
                                      "beam_logits", 1);
-            if (prev_logits >= 0)
-                dm_sb_unref(b, prev_logits);
-            prev_logits = lg;
+            rebind(b, &prev_logits, lg);
             int32_t ls = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, vocab32, -1, -1,
                                      "log_softmax", 1);
-            if (prev_lp >= 0)
-                dm_sb_unref(b, prev_lp);
-            if (lb >= 0)
-                dm_sb_unref(b, lb);
+            dm_sb_unref(b, prev_lp);
+            dm_sb_unref(b, lb);
             lb = -1;
             prev_lp = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, vocab32, -1, -1,
                                   "beam_log_probs", 1);
@@ -1017,12 +1006,8 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
                                        "topk_running_beam_indices", 1);
             int32_t trs = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, seqb[2], -1, -1,
                                       "topk_running_sequences", 1);
-            if (prev_trs >= 0)
-                dm_sb_unref(b, prev_trs);
-            if (prev_trbi >= 0)
-                dm_sb_unref(b, prev_trbi);
-            prev_trs = trs;
-            prev_trbi = trbi;
+            rebind(b, &prev_trs, trs);
+            rebind(b, &prev_trbi, trbi);
             /* _get_running_beams_for_next_iteration: K of them gathered; the
              * old running_sequences stays viewed by flat_running_sequences
              * until the next step's */
@@ -1030,13 +1015,9 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
                                       "running_sequences", 1);
             int32_t nrbi = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, idxb[1], -1, -1,
                                        "running_beam_indices", 1);
-            if (rbi >= 0)
-                dm_sb_unref(b, rbi);
-            if (flat >= 0)
-                dm_sb_unref(b, flat);
-            flat = rs;
+            rebind(b, &rbi, nrbi);
+            rebind(b, &flat, rs);
             rs = nrs;
-            rbi = nrbi;
             /* _update_finished_beams: torch.cat of the finished and the
              * candidates, the best K gathered */
             int32_t ms = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, seqb[3], -1, -1,
@@ -1049,12 +1030,8 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
                                       "beam_indices", 1);
             dm_sb_unref(b, ms);
             dm_sb_unref(b, mbi);
-            if (sq >= 0)
-                dm_sb_unref(b, sq);
-            if (bi >= 0)
-                dm_sb_unref(b, bi);
-            sq = nsq;
-            bi = nbi;
+            rebind(b, &sq, nsq);
+            rebind(b, &bi, nbi);
             /* the cache plucked by the chosen beams (after the last forward
              * too): index_select of each layer's keys and values along the
              * batch. A DynamicCache replaces each tensor as its copy is made;
@@ -1066,18 +1043,14 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
                                        "cache_reordered", 1);
                 if (g->legacy_cache)
                     continue;
-                if (cur[k] >= 0)
-                    dm_sb_unref(b, cur[k]);
-                if (rest[k] >= 0)
-                    dm_sb_unref(b, rest[k]);
+                dm_sb_unref(b, cur[k]);
+                dm_sb_unref(b, rest[k]);
                 rest[k] = -1;
                 cur[k] = fresh[k];
             }
             for (int32_t k = 0; g->legacy_cache && k < 2 * layers && !b->oom; k++) {
-                if (cur[k] >= 0)
-                    dm_sb_unref(b, cur[k]);
-                if (rest[k] >= 0)
-                    dm_sb_unref(b, rest[k]);
+                dm_sb_unref(b, cur[k]);
+                dm_sb_unref(b, rest[k]);
                 rest[k] = -1;
                 cur[k] = fresh[k];
             }
@@ -1089,12 +1062,10 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
         /* beam search: the next forward's flat_running_sequences views the
          * running sequences chosen, letting the previous ones go, and its
          * model_inputs replace the prefill's */
-        if (flat >= 0)
-            dm_sb_unref(b, flat);
+        dm_sb_unref(b, flat);
         flat = -1;
         for (int k = DM_GEN_IDS; s == 1 && k <= DM_GEN_POS; k++)
-            if (pre[k] >= 0)
-                dm_sb_unref(b, pre[k]);
+            dm_sb_unref(b, pre[k]);
         /* the legacy cache: the rebinding of model_inputs (after
          * prepare_inputs_for_generation) lets go of the tuple the previous
          * forward was given, the prefill's presents (and the fused c_attn
@@ -1103,8 +1074,7 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
             if (old[k] >= 0) {
                 dm_sb_unref(b, old[k]);
                 old[k] = -1;
-                if (rest[k] >= 0)
-                    dm_sb_unref(b, rest[k]);
+                dm_sb_unref(b, rest[k]);
                 rest[k] = -1;
             }
         /* the forward of one token: the [B, 1, 1, L] mask (a clone of the
@@ -1143,12 +1113,10 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
             if (eager) /* scores, + mask, softmax (float32), .to(dtype) */
                 dm_sb_unref(b, eager_scores(b, model, scores, scores32, 0, upcast));
             for (int j = 0; j < 2; j++)
-                if (r[j] >= 0)
-                    dm_sb_unref(b, r[j]);
+                dm_sb_unref(b, r[j]);
         }
         lb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, step_logits, logits, -1, "step", 1);
-        if (fm >= 0)
-            dm_sb_unref(b, fm);
+        dm_sb_unref(b, fm);
     }
     free(kv);
     free(cur);
