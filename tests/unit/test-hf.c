@@ -29,6 +29,41 @@ static dnnmem_model *load_json(const char *json)
     return m;
 }
 
+/* Shapes of graph g bound to batch and seq (every check passes); the array
+ * is calloc'd, the caller frees it. */
+static struct dm_tinfo *infer_shapes(const struct dm_graph *g, struct dm_arena *a, int64_t batch,
+                                     int64_t seq)
+{
+    struct dm_tinfo *t = calloc((size_t)g->n_tensors + 1, sizeof *t);
+    assert_non_null(t);
+    int64_t syms[2] = {batch, seq};
+    struct dnnmem_error err;
+    struct dm_infer ctx = {.g = g, .arena = a, .t = t, .sym_values = syms, .err = &err};
+    if (dm_infer_shapes(&ctx) != DNNMEM_OK)
+        fail_msg("shapes: %s", err.message);
+    return t;
+}
+
+/* dm_load_hf of tests/models/hf/NAME (a config under 4 KiB), which must load. */
+static void load_hf_graph(struct dm_graph *g, const char *name, bool sdpa,
+                          const struct dnnmem_config *cfg)
+{
+    char path[256], json[4096];
+    snprintf(path, sizeof path, "tests/models/hf/%s", name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t size = fread(json, 1, sizeof json, f);
+    fclose(f);
+    dm_graph_init(g);
+    g->path = name;
+    struct dnnmem_error err;
+    if (dm_load_hf(g, (const uint8_t *)json, size, sdpa, cfg, &err) != DNNMEM_OK)
+        fail_msg("load %s: %s", name, err.message);
+}
+
+/* tiny-llama-gqa built as dm_load_hf builds it for an estimate with `cfg`
+ * (into *g, which the caller frees). */
+
 static struct dnnmem_result *run(const dnnmem_model *m, struct dnnmem_config *cfg)
 {
     struct dnnmem_result *r = NULL;
@@ -1157,11 +1192,7 @@ static void test_quant_nf4(void **state)
     assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
     struct dm_arena a;
     dm_arena_init(&a);
-    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
-    assert_non_null(t);
-    int64_t syms[2] = {2, 16};
-    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
-    assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+    struct dm_tinfo *t = infer_shapes(&g, &a, 2, 16);
     struct dm_run run1 = {.cuda = true, .inplace = true, .torch_version = 204, .iterations = 1,
                           .grad_accum = 1, .amp = DM_UNDEFINED, .compute_capability = 80};
     struct dm_schedule s;
@@ -1179,22 +1210,6 @@ static void test_quant_nf4(void **state)
     free(t);
     dm_arena_free(&a);
     dm_graph_free(&g);
-}
-
-/* tiny-llama-gqa built as dm_load_hf builds it for an estimate with `cfg`
- * (into *g, which the caller frees). */
-static void load_tiny_llama(struct dm_graph *g, const struct dnnmem_config *cfg)
-{
-    FILE *f = fopen("tests/models/hf/tiny-llama-gqa.json", "rb");
-    assert_non_null(f);
-    char json[4096];
-    size_t size = fread(json, 1, sizeof json, f);
-    fclose(f);
-    dm_graph_init(g);
-    g->path = "tiny-llama-gqa.json";
-    struct dnnmem_error err;
-    if (dm_load_hf(g, (const uint8_t *)json, size, false, cfg, &err) != DNNMEM_OK)
-        fail_msg("load: %s", err.message);
 }
 
 /* The last node whose name starts with `scope`, and how many of op `op`
@@ -1232,7 +1247,7 @@ static void test_qlora_layer(void **state)
         cfg.lora.r = 8;
         cfg.quant = quants[k];
         struct dm_graph g;
-        load_tiny_llama(&g, &cfg);
+        load_hf_graph(&g, "tiny-llama-gqa.json", false, &cfg);
         int n;
         const struct dm_node *last = scope_last(&g, scope, DM_OP_Add, &n);
         assert_non_null(last);
@@ -1413,7 +1428,7 @@ static void test_kbit_prep(void **state)
     /* the graph's marks */
     cfg.kbit_prep = DNNMEM_KBIT_PREP;
     struct dm_graph g;
-    load_tiny_llama(&g, &cfg);
+    load_hf_graph(&g, "tiny-llama-gqa.json", false, &cfg);
     static const char *const f32[] = {"model.embed_tokens.weight", "lm_head.weight",
                                       "model.norm.weight", "model.layers.0.input_layernorm.weight",
                                       "model.layers.3.post_attention_layernorm.weight", "logits",
@@ -1474,7 +1489,7 @@ static void test_kbit_prep(void **state)
 
     /* without it: no compute cast, 16-bit embeddings */
     cfg.kbit_prep = DNNMEM_KBIT_PREP_NONE;
-    load_tiny_llama(&g, &cfg);
+    load_hf_graph(&g, "tiny-llama-gqa.json", false, &cfg);
     assert_false(kept32(&g, "model.embed_tokens.weight"));
     ql = dm_graph_find(&g, "/model/layers.0/self_attn/q_proj/QuantLinear_output_0");
     assert_true(ql >= 0);
@@ -1546,15 +1561,8 @@ static void test_kbit_prep_methods(void **state)
     assert_true(g.n_outputs > 1); /* use_cache stays on */
     dm_graph_free(&g);
 
-    FILE *f = fopen("tests/models/hf/tiny-t5.json", "rb");
-    assert_non_null(f);
-    char json[4096];
-    size_t size = fread(json, 1, sizeof json, f);
-    fclose(f);
     cfg.quant = DNNMEM_QUANT_NF4;
-    dm_graph_init(&g);
-    g.path = "tiny-t5.json";
-    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
+    load_hf_graph(&g, "tiny-t5.json", false, &cfg);
     assert_int_equal(g.n_kbit_ckpt, 2);
     assert_string_equal(g.kbit_ckpt[0], "/encoder/block.*");
     assert_string_equal(g.kbit_ckpt[1], "/decoder/block.*");
@@ -2396,11 +2404,7 @@ static uint64_t prefill_logits(const char *json, int keep)
         g.logits_to_keep = keep != 0;
     struct dm_arena a;
     dm_arena_init(&a);
-    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
-    assert_non_null(t);
-    int64_t syms[2] = {1, 16};
-    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
-    assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+    struct dm_tinfo *t = infer_shapes(&g, &a, 1, 16);
     struct dm_run r = {.inplace = true, .torch_version = 113, .iterations = 1, .grad_accum = 1,
                        .amp = DM_UNDEFINED, .cpu_threads = 1, .gen_tokens = 2};
     struct dm_schedule s;
@@ -2535,11 +2539,7 @@ static uint64_t gpt2_decode_peak(int64_t tokens, bool legacy, const char *what, 
     g.legacy_cache = legacy;
     struct dm_arena a;
     dm_arena_init(&a);
-    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
-    assert_non_null(t);
-    int64_t syms[2] = {2, 16};
-    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
-    assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+    struct dm_tinfo *t = infer_shapes(&g, &a, 2, 16);
     struct dm_run r = {.inplace = true, .torch_version = 113, .iterations = 1, .grad_accum = 1,
                        .amp = DM_UNDEFINED, .cpu_threads = 1, .gen_tokens = tokens};
     struct dm_schedule s;
@@ -2623,11 +2623,7 @@ static void test_generate_gpt2(void **state)
         const struct dm_graph *g = dm_model_graph(mm);
         struct dm_arena a;
         dm_arena_init(&a);
-        struct dm_tinfo *t = calloc((size_t)g->n_tensors, sizeof *t);
-        assert_non_null(t);
-        int64_t syms[2] = {2, 16};
-        struct dm_infer ctx = {.g = g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
-        assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+        struct dm_tinfo *t = infer_shapes(g, &a, 2, 16);
         struct dm_run rr = {.inplace = true, .torch_version = 113, .iterations = 1,
                             .grad_accum = 1, .amp = DM_UNDEFINED, .gen_tokens = tokens};
         struct dm_schedule s;
@@ -2777,26 +2773,15 @@ static void test_sdpa(void **state)
 static void test_tied_grad_sum(void **state)
 {
     (void)state;
-    FILE *f = fopen("tests/models/hf/tiny-gpt2.json", "rb");
-    assert_non_null(f);
-    char json[4096];
-    size_t size = fread(json, 1, sizeof json, f);
-    fclose(f);
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     struct dm_graph g;
-    dm_graph_init(&g);
-    g.path = "tiny-gpt2.json";
     struct dnnmem_error err;
-    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
+    load_hf_graph(&g, "tiny-gpt2.json", false, &cfg);
     struct dm_arena a;
     dm_arena_init(&a);
-    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
-    assert_non_null(t);
-    int64_t syms[2] = {2, 64};
-    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
-    assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+    struct dm_tinfo *t = infer_shapes(&g, &a, 2, 64);
     struct dm_run run1 = {.train = true, .cuda = true, .inplace = true, .torch_version = 206,
                           .iterations = 1, .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD,
                           .loss = DNNMEM_LOSS_CE, .compute_capability = 80};
@@ -2869,11 +2854,6 @@ static void test_softmax_keeps_input_before_1_11(void **state)
 static void test_gqa_sdpa(void **state)
 {
     (void)state;
-    FILE *f = fopen("tests/models/hf/tiny-llama-gqa.json", "rb");
-    assert_non_null(f);
-    char json[4096];
-    size_t size = fread(json, 1, sizeof json, f);
-    fclose(f);
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
@@ -2895,10 +2875,7 @@ static void test_gqa_sdpa(void **state)
         cfg.torch_version = want[w].torch;
         cfg.precision = want[w].p;
         struct dm_graph g;
-        dm_graph_init(&g);
-        g.path = "tiny-llama-gqa.json";
-        struct dnnmem_error err;
-        assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, true, &cfg, &err), DNNMEM_OK);
+        load_hf_graph(&g, "tiny-llama-gqa.json", true, &cfg);
         if (count_op(&g, DM_OP_Attention) != want[w].attention ||
             count_op(&g, DM_OP_Expand) != want[w].expand ||
             count_op(&g, DM_OP_Softmax) != want[w].softmax)
@@ -2964,25 +2941,14 @@ static void test_flash(void **state)
     }
     assert_int_equal(end_of_forward[0] - end_of_forward[1], 4 * (1u << 20));
 
-    FILE *f = fopen("tests/models/hf/tiny-llama-gqa.json", "rb");
-    assert_non_null(f);
-    char json[4096];
-    size_t size = fread(json, 1, sizeof json, f);
-    fclose(f);
     struct dm_graph g;
-    dm_graph_init(&g);
-    g.path = "tiny-llama-gqa.json";
     struct dnnmem_error err;
-    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, true, &cfg, &err), DNNMEM_OK);
+    load_hf_graph(&g, "tiny-llama-gqa.json", true, &cfg);
     assert_int_equal(count_op(&g, DM_OP_Attention), 4);
     assert_int_equal(count_op(&g, DM_OP_Expand), 0);
     struct dm_arena a;
     dm_arena_init(&a);
-    struct dm_tinfo *t = calloc((size_t)g.n_tensors, sizeof *t);
-    assert_non_null(t);
-    int64_t syms[2] = {4, 256};
-    struct dm_infer ctx = {.g = &g, .arena = &a, .t = t, .sym_values = syms, .err = &err};
-    assert_int_equal(dm_infer_shapes(&ctx), DNNMEM_OK);
+    struct dm_tinfo *t = infer_shapes(&g, &a, 4, 256);
     dm_amp_retype(&g, t, DM_BFLOAT16);
     struct dm_run run1 = {.train = true, .cuda = true, .inplace = true, .torch_version = 204,
                           .iterations = 1, .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD,
@@ -3108,11 +3074,6 @@ static void test_moe_aux_loss(void **state)
 static void test_checkpoint_drops_cache(void **state)
 {
     (void)state;
-    FILE *f = fopen("tests/models/hf/tiny-llama-gqa.json", "rb");
-    assert_non_null(f);
-    char json[4096];
-    size_t size = fread(json, 1, sizeof json, f);
-    fclose(f);
     static const char *const every_layer[] = {"/model/layers.*"};
     for (int k = 0; k < 3; k++) {
         struct dnnmem_config cfg;
@@ -3123,10 +3084,7 @@ static void test_checkpoint_drops_cache(void **state)
             cfg.n_checkpoint = 1;
         }
         struct dm_graph g;
-        dm_graph_init(&g);
-        g.path = "tiny-llama-gqa.json";
-        struct dnnmem_error err;
-        assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
+        load_hf_graph(&g, "tiny-llama-gqa.json", false, &cfg);
         /* training without checkpointing and inference keep the cache */
         assert_int_equal(g.n_outputs, k == 1 ? 1 : 1 + 2 * 4);
         dm_graph_free(&g);
