@@ -1310,7 +1310,7 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
      * (check_prefer_cudnn_attention; PyTorch 2.11, measured choice in
      * tools/gpu/results/sdpa-choice.txt), else flash from sm80, else the
      * memory-efficient kernel; grouped heads (enable_gqa) exclude the latter */
-    int cc80 = cfg.compute_capability ? cfg.compute_capability : 80;
+    int cc80 = cfg.compute_capability ? cfg.compute_capability : DM_CC_DEFAULT;
     bool fused16 = (cfg.precision != DNNMEM_PRECISION_FP32 || g->quant_method) && cc80 >= 80;
     const char *sdpa_text = dm_arena_printf(
         &arena, "sdpa: F.scaled_dot_product_attention: %s%s",
@@ -1597,8 +1597,8 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     /* compute capability 8.0 unless given, or the least the quantized
      * checkpoint's kernels run on (fp8: 8.9) */
     int cc = cfg.compute_capability ? cfg.compute_capability
-             : g->quant_min_cc > 80 ? g->quant_min_cc
-                                    : 80;
+             : g->quant_min_cc > DM_CC_DEFAULT ? g->quant_min_cc
+                                    : DM_CC_DEFAULT;
     run.compute_capability = cc;
     /* Other frameworks do not set CUDA_MODULE_LOADING=LAZY as PyTorch does
      * (1.13+, PR #86509): kernels load lazily only from CUDA 12.2, where

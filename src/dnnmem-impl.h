@@ -25,6 +25,8 @@
  * models the HuggingFace front end builds. */
 #define DM_TORCH_DEFAULT 206
 #define DM_TRANSFORMERS_DEFAULT 451
+/* The compute capability estimates take when none is given (an A100). */
+#define DM_CC_DEFAULT 80
 
 #if defined(__GNUC__)
 #define DM_PRINTF(a, b) __attribute__((format(printf, a, b)))

@@ -4593,7 +4593,7 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
     h.gqa_sdpa = h.sdpa && !h.flash && tv >= 454 && torch >= 205;
     h.half = h.amp || (opt && (opt->precision == DNNMEM_PRECISION_FP16 ||
                                opt->precision == DNNMEM_PRECISION_BF16));
-    h.cc = opt && opt->compute_capability ? opt->compute_capability : 80;
+    h.cc = opt && opt->compute_capability ? opt->compute_capability : DM_CC_DEFAULT;
     h.gpt2_cache = tv >= 452;
     h.gpt2_v5 = tv >= 500;
     const struct dnnmem_lora *lora = opt ? &opt->lora : NULL;

@@ -411,7 +411,7 @@ bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n)
     const struct dm_tinfo *q = &b->t[n->in[0]];
     enum dm_dtype dt = sdpa_dtype(b, n);
     int64_t d = q->rank == 4 ? q->dims[3] : 0;
-    int cc = b->run->compute_capability ? b->run->compute_capability : 80;
+    int cc = b->run->compute_capability ? b->run->compute_capability : DM_CC_DEFAULT;
     /* the flash kernel takes no attn_mask (sdp_utils' check_for_attn_mask),
      * and one head size for query, key and value (check_head_dim_size_flash;
      * DeepSeek's MLA has values narrower than its queries) */

@@ -623,7 +623,7 @@ static void keep_new(struct dm_sb *b, int32_t node, enum dm_dtype dtype, int64_t
  * a Conv2DBackpropInput. */
 bool dm_tf_layout_nhwc(const struct dm_graph *g, const struct dm_tinfo *t, const struct dm_run *run)
 {
-    int cc = run->compute_capability ? run->compute_capability : 80;
+    int cc = run->compute_capability ? run->compute_capability : DM_CC_DEFAULT;
     int64_t convs = 0, prefer = 0, f32 = 0;
     bool fp32_backprop = false;
     for (int32_t i = 0; i < g->n_nodes; i++) {
