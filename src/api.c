@@ -1616,7 +1616,7 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         assume(&as, "cuda", cfg.cuda_version || cfg.compute_capability ? "option" : "default",
                "%d.%d, compute capability %d.%d%s",
                cuda_version / 10, cuda_version % 10, cc / 10, cc % 10,
-               !cfg.compute_capability && g->quant_min_cc > 80
+               !cfg.compute_capability && g->quant_min_cc > DM_CC_DEFAULT
                    ? dm_arena_printf(&arena, " (the least %s kernels run on)", g->quant_method)
                    : "");
         if (other_fw)
