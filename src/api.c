@@ -1147,7 +1147,12 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     /* sdpa with enable_gqa (transformers 4.54+ on PyTorch 2.5+): rebuilt
      * without repeat_kv, knowing the kernel (gqa_attention in hf.c) */
     bool gqa = sdpa && !flash && m->json && transformers >= 454 && torch >= 205;
-    if (lo->r != 0 || cfg.quant || flash || (generate && hf && m->json) || hf_ckpt || gqa) {
+    /* transformers 4.52 and later: GPT-2's Cache classes, 5.0's cache copies
+     * and last-position logits (dm_load_hf); the graphs loaded with the
+     * model are 4.51's */
+    bool later = hf && m->json && transformers >= 452;
+    if (lo->r != 0 || cfg.quant || flash || (generate && hf && m->json) || hf_ckpt || gqa ||
+        later) {
         if (lo->r && (!hf || !m->json))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "%s: --lora-r applies to HuggingFace config.json models", g->path);

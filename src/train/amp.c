@@ -12,7 +12,11 @@
  *    promote);
  *  - a cast of a parameter (an fp32 leaf that requires grad) is cached until
  *    autocast exits, one copy per parameter; other casts are fresh tensors;
- *  - parameters, their .grad and the optimizer state stay fp32.
+ *  - parameters, their .grad and the optimizer state stay fp32;
+ *  - an explicit x.to(dtype) is not autocast's business: it makes that dtype
+ *    (Qwen3's q_norm under bf16 autocast: .to(float32) of the bf16 q_proj
+ *    output, then .to(input_dtype) back to bf16 before the fp32 weight's
+ *    multiply, which so keeps a bf16 operand).
  * F.linear's bias is cast with the weight: an Add of a weight onto a matmul
  * result is the bias of a linear layer (as in schedule.c).
  */
@@ -77,7 +81,12 @@ void dm_amp_retype(const struct dm_graph *g, struct dm_tinfo *t, enum dm_dtype l
 {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const struct dm_node *n = &g->nodes[i];
-        enum dm_dtype rt = run_type(g, t, n, low);
+        /* an explicit .to(dtype) is kept: Cast makes its "to" type, CastLike
+         * input 1's (already retyped: nodes run in order) */
+        if (n->op == DM_OP_Cast)
+            continue;
+        enum dm_dtype rt = n->op == DM_OP_CastLike && dm_has_in(n, 1) ? t[n->in[1]].dtype
+                                                                        : run_type(g, t, n, low);
         if (rt == DM_UNDEFINED)
             rt = dm_has_in(n, 0) && is_float(t[n->in[0]].dtype) ? t[n->in[0]].dtype : DM_UNDEFINED;
         if (rt == DM_UNDEFINED)

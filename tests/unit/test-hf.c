@@ -61,9 +61,6 @@ static void load_hf_graph(struct dm_graph *g, const char *name, bool sdpa,
         fail_msg("load %s: %s", name, err.message);
 }
 
-/* tiny-llama-gqa built as dm_load_hf builds it for an estimate with `cfg`
- * (into *g, which the caller frees). */
-
 static struct dnnmem_result *run(const dnnmem_model *m, struct dnnmem_config *cfg)
 {
     struct dnnmem_result *r = NULL;
@@ -2901,6 +2898,119 @@ static void test_gqa_sdpa(void **state)
     dnnmem_model_free(m);
 }
 
+/* The KV cache from transformers 5: DynamicLayer.update concatenates onto an
+ * empty tensor, so the cache keeps contiguous copies of k and v and the
+ * attention reads them (cache_update in hf.c). tiny-gpt2 (L 4, E 256) in
+ * inference at B 2, S 64, fp32 ([B, S, E] = 128 KiB):
+ *  - 4.51: the presents are views of c_attn's output, which stays whole for
+ *    the caller (the k and v parts plus q's, present.N.qkv.0: 3 x 128 KiB a
+ *    layer);
+ *  - 5.17: the two copies (2 x 128 KiB a layer), one Concat each, and no
+ *    qkv.0 part;
+ * so the end of the forward holds 4 x 128 KiB = 512 KiB less. */
+static void test_cache_copy(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.seq_len = 64;
+    cfg.attn = DNNMEM_ATTN_EAGER;
+    cfg.timeline = true;
+    int concat[2], identity[2];
+    for (int k = 0; k < 2; k++) {
+        cfg.transformers_version = k ? 517 : 451;
+        struct dm_graph g;
+        load_hf_graph(&g, "tiny-gpt2.json", false, &cfg);
+        concat[k] = count_op(&g, DM_OP_Concat);
+        identity[k] = count_op(&g, DM_OP_Identity);
+        assert_true(dm_graph_find(&g, "present.0.key") >= 0);
+        assert_int_equal(dm_graph_find(&g, "present.0.qkv.0") >= 0, k == 0);
+        dm_graph_free(&g);
+    }
+    assert_int_equal(concat[1] - concat[0], 8);
+    assert_int_equal(identity[0] - identity[1], 4);
+
+    dnnmem_model *m = load("tests/models/hf/tiny-gpt2.json");
+    uint64_t end[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        cfg.transformers_version = k ? 517 : 451;
+        struct dnnmem_result *r = run(m, &cfg);
+        end[k] = r->timeline[r->n_timeline - 1].allocated;
+        dnnmem_result_free(r);
+    }
+    assert_int_equal(end[0] - end[1], 4 * 128 * 1024);
+    dnnmem_model_free(m);
+}
+
+/* attn_weights = softmax(attn_weights, dtype=float32).to(query.dtype) is one
+ * statement: the variable still holds the 16-bit scores while the float32
+ * copy, the probabilities and the cast back are made (measured: Llama-3.2-1B
+ * bf16 eager inference at B 4, S 2048 on the H200 was 1 GiB, one score
+ * tensor, over the estimate without it). In tiny-llama-gqa's graph the
+ * scores (the Cast's input) are held to the end of the CastLike. */
+static void test_scores_held_through_cast(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    struct dm_graph g;
+    load_hf_graph(&g, "tiny-llama-gqa.json", false, &cfg);
+    int seen = 0;
+    for (int32_t i = 0; i < g.n_nodes; i++) {
+        const struct dm_node *n = &g.nodes[i];
+        if (n->op != DM_OP_Softmax)
+            continue;
+        const struct dm_node *cast = &g.nodes[g.tensors[n->in[0]].producer];
+        const struct dm_node *back = &g.nodes[i + 1];
+        assert_int_equal(cast->op, DM_OP_Cast);
+        assert_int_equal(back->op, DM_OP_CastLike);
+        assert_int_equal(g.tensors[cast->in[0]].held_until, i + 2);
+        seen++;
+    }
+    assert_int_equal(seen, 4);
+    dm_graph_free(&g);
+}
+
+/* Under autocast an explicit .to(dtype) makes that dtype: Qwen3's q_norm
+ * takes the bf16 q_proj output, computes in float32 (.to(float32)) and casts
+ * back (.to(input_dtype)) before the float32 weight's multiply, which then
+ * keeps a bf16 operand (measured: Qwen3-0.6B amp-bf16 training on the H200
+ * was 3.0% under the estimate that followed autocast's rules for both). */
+static void test_amp_explicit_casts(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.precision = DNNMEM_PRECISION_AMP_BF16;
+    struct dm_graph g;
+    load_hf_graph(&g, "tiny-qwen3.json", false, &cfg);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = infer_shapes(&g, &a, 2, 16);
+    dm_amp_retype(&g, t, DM_BFLOAT16);
+    static const struct {
+        const char *name;
+        enum dm_dtype dtype;
+    } want[] = {{"/model/layers.0/self_attn/q_proj/MatMul_output_0", DM_BFLOAT16},
+                {"/model/layers.0/self_attn/q_norm/Cast_output_0", DM_FLOAT},
+                {"/model/layers.0/self_attn/q_norm/Mul_output_0", DM_FLOAT},
+                {"/model/layers.0/self_attn/q_norm/CastLike_output_0", DM_BFLOAT16},
+                {"/model/layers.0/self_attn/q_norm/Mul_1_output_0", DM_FLOAT}};
+    for (size_t w = 0; w < sizeof want / sizeof *want; w++) {
+        int32_t x = dm_graph_find(&g, want[w].name);
+        if (x < 0)
+            fail_msg("no tensor %s", want[w].name);
+        if (t[x].dtype != want[w].dtype)
+            fail_msg("%s: dtype %d, want %d", want[w].name, (int)t[x].dtype, (int)want[w].dtype);
+    }
+    free(t);
+    dm_arena_free(&a);
+    dm_graph_free(&g);
+}
+
 /* attn_implementation "flash_attention_2" on tiny-llama-gqa (L 4, H 8, KV 4,
  * D 32), bf16 training at B 4, S 256 (one [B, S, H, D] bf16 tensor: 4 x 256
  * x 8 x 32 x 2 = 512 KiB; KV-headed: 256 KiB):
@@ -3840,6 +3950,9 @@ int main(void)
         cmocka_unit_test(test_checkpoint_drops_cache),
         cmocka_unit_test(test_flash),
         cmocka_unit_test(test_gqa_sdpa),
+        cmocka_unit_test(test_cache_copy),
+        cmocka_unit_test(test_scores_held_through_cast),
+        cmocka_unit_test(test_amp_explicit_casts),
         cmocka_unit_test(test_tied_grad_sum),
         cmocka_unit_test(test_softmax_keeps_input_before_1_11),
         cmocka_unit_test(test_tiny_bert),

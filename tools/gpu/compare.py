@@ -22,7 +22,9 @@ never zeroes the grads then, so later iterations hold every parameter's grad, wh
 zero_grad(set_to_none=True) does not. Rows of more than 3 iterations are estimated with
 --iterations ITERS (reserved after as many steps as were run).
 --check: exit 1 when a row's allocated peak is off by more than 5% or its whole process by more
-than 8%, unless EXPECTED lists the row with the reason.
+than 8%, unless EXPECTED lists the row with the reason. A measure_hf.py row that started with
+more than INHERITED_MAX of earlier rows' segments still reserved is judged on allocated memory
+only (see inherited()).
 
 Rows of tools/gpu/measure_hf.py (they carry "script") may have more fields, each reproduced:
   model_class / head      "architectures" set to the class built (head seq-cls:
@@ -70,7 +72,27 @@ EXPECTED = {
         "the same run as qwen3-0.6b-train-b4-s1024-bf16-sdpa (transformers 5 builds the bf16 "
         "config in bf16 either way), which measured 2378 MiB more reserved: reserved memory "
         "here depends on what ran before in the process; dnnmem is within 0.6% of the first",
+    "llama3.2-1b-infer-b4-s2048-bf16-eager":
+        "reserved 2 GiB (one [4, 32, 2048, 2048] float32 segment) over dnnmem's replay while "
+        "allocated is within 0.3%: not traced yet (trace-configs.jsonl has the row)",
+    "qwen3-0.6b-train-b4-s1024-bf16-sdpa-math-adamw":
+        "sdpa forced to the math kernel (sdpa_kernel(SDPBackend.MATH)): the scores are made; "
+        "dnnmem has no flag to force a backend and models the one PyTorch picks (cuDNN here, "
+        "within 0.1% of the unforced row)",
 }
+# Reserved memory a measure_hf.py row found already held when it started (device_used_start
+# less the context and the parameters): a row run first in its process shows 2-223 MiB (the
+# kernels loaded lazily by the first step, 132 MiB, and the cuBLAS/cuDNN handles). More means
+# segments of earlier rows that empty_cache() could not release (a block still in use in
+# them), which this row's allocations may then reuse: its reserved and whole-process figures
+# are the process history's, and only allocated memory is judged.
+INHERITED_MAX = 512 << 20
+
+
+def inherited(rec):
+    if rec.get("device_used_start") is None or not rec.get("param_bytes_by_dtype"):
+        return 0
+    return rec["device_used_start"] - rec["context_bytes"] - sum(rec["param_bytes_by_dtype"].values())
 
 
 def head_class(conf, head):
@@ -286,8 +308,10 @@ def main():
                 # does not model, so there only the context is compared (its estimate
                 # plus the reserved memory measured)
                 e_dev = e_tot if not first else e_tot - e_re + rec["max_reserved"]
+                held = inherited(rec)
                 off = abs(e_al - m_al) > 0.05 * m_al or \
-                    (abs(e_dev - m_dev) > 0.08 * m_dev and not rec.get("sdpa_backend"))
+                    (abs(e_dev - m_dev) > 0.08 * m_dev and not rec.get("sdpa_backend") and
+                     held <= INHERITED_MAX)
                 why = EXPECTED.get(rec["id"])
                 note = ("  expected miss: " + why) if off and why else "  MISS" if off else ""
                 bad += off and not why
@@ -299,6 +323,9 @@ def main():
                     pct(e_dev, m_dev), note))
                 if new:
                     print(extra_line(rec, e))
+                if held > INHERITED_MAX:
+                    print("    reserved and whole process not judged: %.0f MiB held from earlier "
+                          "rows when it started" % (held / mib))
     errs.sort()
     if n:
         print("%d GPU rows: allocated median |error| %.2f%%, worst %.1f%%; %d beyond the bars "

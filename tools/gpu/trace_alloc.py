@@ -6,7 +6,7 @@ finding which allocation makes a measured figure differ from dnnmem's.
 
 Run on the GPU machine (PyTorch 2.1 or later, transformers). Each line of the
 configuration file has the fields of the shared gpu/measure.py for "source":
-"hf" (model: a config.json path relative to the file's folder, mode "train",
+"hf" (model: a config.json path relative to the file's folder, mode "train" or "infer",
 batch, seq, precision fp32|fp16|bf16|amp-fp16|amp-bf16, attn eager|sdpa,
 optimizer none|sgd|adam|adamw, loss ce|sum, iters, default 2) and an "id".
 The model is built as measure.py builds it (AutoModelForMaskedLM for bert,
@@ -154,8 +154,16 @@ def run_one(cfg, out_dir, meta0):
         torch.cuda.reset_peak_memory_stats()
 
     mark("setup")
+    if cfg.get("mode") == "infer":  # model(x) under no_grad, eval, as measure_hf.py's infer
+        m.eval()
+        for it in range(cfg.get("iters", 1)):
+            with torch.no_grad(), torch.autocast("cuda", dtype=amp, enabled=amp is not None):
+                out = m(x)
+            mark("it%d/forward" % (it + 1))
+            del out
+            mark("it%d/cleanup" % (it + 1))
     m.train()
-    for it in range(cfg.get("iters", 2)):
+    for it in range(cfg.get("iters", 2) if cfg.get("mode", "train") == "train" else 0):
         p = "it%d/" % (it + 1)
         if opt is not None:
             opt.zero_grad(set_to_none=True)
