@@ -2895,7 +2895,12 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
         qkvh[j] = cache_update(h, transpose(h, r, INTS(0, 2, 1, 3)), pn);
     }
     int32_t o, w = -1;
-    if (h->sdpa) {
+    if (h->flash) {
+        /* flash_attention_2 through the same interface: flash_attention_forward
+         * on the permuted views (no copies), flash_attn_func's default scale
+         * (GPT2Attention passes none) */
+        o = flash_attention(h, qkvh[0], qkvh[1], qkvh[2], 1.0 / sqrt((double)hd));
+    } else if (h->sdpa) {
         /* GPT-2 runs the shared attention interface from 4.48 (4.51's
          * GPT2Attention.forward: ALL_ATTENTION_FUNCTIONS["sdpa"]), whose
          * sdpa_attention_forward makes query, key and value .contiguous():
@@ -4440,13 +4445,13 @@ static enum dnnmem_status build(struct hf *h)
         check_architectures(h);
     /* flash_attention_2 as transformers 4.51 runs it through the shared
      * attention interface (flash_attention_forward): the families whose
-     * attention was moved onto it. Others keep their own FlashAttention2
-     * classes (Qwen2-MoE, GPT-2, OPT, Falcon, GPT-NeoX, Phi, DistilBERT:
+     * attention was moved onto it (GPT-2 with 4.48). Others keep their own
+     * FlashAttention2 classes (Qwen2-MoE, OPT, Falcon, GPT-NeoX, Phi, DistilBERT:
      * repeat_kv and copies of their own), or have none (BERT, RoBERTa,
      * ALBERT, T5); DeepSeek's MLA pads its values to the query head size. */
     static const char *const flash_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral",
                                               "qwen3_moe", "gemma", "gemma2", "gemma3",
-                                              "gemma3_text", "phi3"};
+                                              "gemma3_text", "phi3", "gpt2"};
     bool flash_ok = false;
     for (size_t k = 0; k < sizeof flash_types / sizeof *flash_types; k++)
         flash_ok |= strcmp(type, flash_types[k]) == 0;

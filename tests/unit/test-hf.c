@@ -3026,7 +3026,8 @@ static void test_amp_explicit_casts(void **state)
  *    kernel, plus dk_expanded and dv_expanded [B, S, H, D] bf16 (512 KiB)
  *    per layer;
  *  - refused: fp32, a pre-Ampere GPU, a family transformers 4.51 runs
- *    through its own FlashAttention2 class (GPT-2). */
+ *    through its own FlashAttention2 class (OPT);
+ *  - GPT-2's flash against its sdpa (below). */
 static void test_flash(void **state)
 {
     (void)state;
@@ -3100,10 +3101,31 @@ static void test_flash(void **state)
     assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
     assert_non_null(strstr(err.message, "compute capability 8.0"));
     dnnmem_model_free(m);
-    m = load("tests/models/hf/tiny-gpt2.json");
+    m = load("tests/models/hf/tiny-opt.json");
     cfg.compute_capability = 0;
     assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
-    assert_non_null(strstr(err.message, "model_type 'gpt2' is not modelled"));
+    assert_non_null(strstr(err.message, "model_type 'opt' is not modelled"));
+    dnnmem_model_free(m);
+
+    /* GPT-2 (4.48+: the shared interface) on tiny-gpt2 (L 4, E 256), bf16
+     * training at B 2, S 64 ([B, S, E] bf16 = 64 KiB): flash takes the
+     * permuted views of c_attn's parts where sdpa_attention_forward's
+     * .contiguous() copies all three, and each kernel keeps what it is
+     * given, so the forward ends 4 x 3 x 64 KiB lighter */
+    m = load("tests/models/hf/tiny-gpt2.json");
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    cfg.batch_size = 2;
+    cfg.seq_len = 64;
+    uint64_t fwd[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        cfg.attn = k ? DNNMEM_ATTN_FLASH : DNNMEM_ATTN_SDPA;
+        r = run(m, &cfg);
+        for (size_t i = 0; i < r->n_timeline; i++)
+            if (r->timeline[i].iteration == 1 && strcmp(r->timeline[i].phase, "forward") == 0)
+                fwd[k] = r->timeline[i].allocated;
+        dnnmem_result_free(r);
+    }
+    assert_int_equal(fwd[0] - fwd[1], 4 * 3 * 64 * 1024);
     dnnmem_model_free(m);
 }
 
