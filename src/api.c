@@ -1151,8 +1151,11 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
      * and last-position logits (dm_load_hf); the graphs loaded with the
      * model are 4.51's */
     bool later = hf && m->json && transformers >= 452;
+    /* fp16 on CUDA: softmax(dtype=float32) without its float32 copy (softmax_f32) */
+    bool half_to_float = hf && m->json && cfg.precision == DNNMEM_PRECISION_FP16 &&
+                         cfg.device == DNNMEM_DEVICE_CUDA;
     if (lo->r != 0 || cfg.quant || flash || (generate && hf && m->json) || hf_ckpt || gqa ||
-        later) {
+        later || half_to_float) {
         if (lo->r && (!hf || !m->json))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "%s: --lora-r applies to HuggingFace config.json models", g->path);

@@ -2973,6 +2973,48 @@ static void test_scores_held_through_cast(void **state)
     dm_graph_free(&g);
 }
 
+/* softmax(dtype=float32) of fp16 scores on CUDA is _softmax(half_to_float):
+ * no float32 copy of the scores (softmax_f32 in hf.c). tiny-llama-gqa (H 8)
+ * in inference at B 1, S 512: x = [1, 8, 512, 512] 16-bit = 4 MiB. At a
+ * layer's softmax bf16 holds the scores (x), their float32 copy (2x) and the
+ * probabilities (2x): 5x; fp16 holds x + 2x, then the cast back (x): 4x.
+ * So the fp16 peak is 4 MiB lower, at the CastLike; on the CPU the copy is
+ * made in fp16 too. */
+static void test_softmax_half_to_float(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 1;
+    cfg.seq_len = 512;
+    cfg.attn = DNNMEM_ATTN_EAGER;
+    uint64_t peak[2];
+    for (int k = 0; k < 2; k++) {
+        cfg.precision = k ? DNNMEM_PRECISION_FP16 : DNNMEM_PRECISION_BF16;
+        struct dnnmem_result *r = run(m, &cfg);
+        peak[k] = r->peak_allocated;
+        if (k)
+            assert_string_equal(r->peak_op, "CastLike");
+        dnnmem_result_free(r);
+    }
+    assert_int_equal(peak[0] - peak[1], 4 << 20);
+    dnnmem_model_free(m);
+    struct dm_graph g;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        cfg.precision = DNNMEM_PRECISION_FP16;
+        cfg.device = cpu ? DNNMEM_DEVICE_CPU : DNNMEM_DEVICE_CUDA;
+        load_hf_graph(&g, "tiny-llama-gqa.json", false, &cfg);
+        int casts = 0;
+        for (int32_t i = 0; i < g.n_nodes; i++)
+            if (g.nodes[i].op == DM_OP_Softmax &&
+                g.nodes[g.tensors[g.nodes[i].in[0]].producer].op == DM_OP_Cast)
+                casts++;
+        assert_int_equal(casts, cpu ? 4 : 0);
+        dm_graph_free(&g);
+    }
+}
+
 /* Under autocast an explicit .to(dtype) makes that dtype: Qwen3's q_norm
  * takes the bf16 q_proj output, computes in float32 (.to(float32)) and casts
  * back (.to(input_dtype)) before the float32 weight's multiply, which then
@@ -3975,6 +4017,7 @@ int main(void)
         cmocka_unit_test(test_cache_copy),
         cmocka_unit_test(test_scores_held_through_cast),
         cmocka_unit_test(test_amp_explicit_casts),
+        cmocka_unit_test(test_softmax_half_to_float),
         cmocka_unit_test(test_tied_grad_sum),
         cmocka_unit_test(test_softmax_keeps_input_before_1_11),
         cmocka_unit_test(test_tiny_bert),
