@@ -111,6 +111,13 @@ HF_MODELS = {
     "tiny-gemma": dict(config="tests/models/hf/tiny-gemma.json", batches=[2], seq=128),
     "tiny-phi": dict(config="tests/models/hf/tiny-phi.json", batches=[2], seq=128),
     "tiny-falcon": dict(config="tests/models/hf/tiny-falcon.json", batches=[2], seq=128),
+    # bf16 training only, at a length where the attention's probabilities weigh: their
+    # eager softmax in float32 (OPT, GPT-NeoX, Phi-3, Gemma) or in bf16 (Falcon)
+    "tiny-opt-s512": dict(config="tests/models/hf/tiny-opt.json", batches=[2], seq=512),
+    "tiny-neox-s512": dict(config="tests/models/hf/tiny-neox.json", batches=[2], seq=512),
+    "tiny-phi3-s512": dict(config="tests/models/hf/tiny-phi3.json", batches=[2], seq=512),
+    "tiny-gemma-s512": dict(config="tests/models/hf/tiny-gemma.json", batches=[2], seq=512),
+    "tiny-falcon-s512": dict(config="tests/models/hf/tiny-falcon.json", batches=[2], seq=512),
     # generation rows only: OPT with a vocabulary large enough that the prompt's logits
     # (OPTForCausalLM has no logits_to_keep in 4.51) outweigh the MLP's transients
     "tiny-opt-vocab": dict(config="tests/models/hf/tiny-opt-vocab.json", batches=[]),
@@ -175,6 +182,9 @@ BEAM_LONG, SAMPLE_LONG = (("tiny-llama-gqa", 4), ("tiny-opt-vocab", 4)), \
     ("tiny-llama-gqa", "tiny-opt-vocab")
 MOE_MODELS = ("tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-deepseek-v2", "tiny-deepseek-v3",
               "tiny-mixtral-aux", "tiny-qwen3-moe-aux", "tiny-qwen3-moe-aux-wide")
+BF16_ONLY = ("tiny-gpt2", "tiny-opt", "tiny-neox", "tiny-phi3", "tiny-gemma", "tiny-phi", "tiny-falcon")
+LONG_BF16 = ("tiny-opt-s512", "tiny-neox-s512", "tiny-phi3-s512", "tiny-gemma-s512", "tiny-falcon-s512")
+BF16_ONLY += LONG_BF16
 AUX_MODELS = ("tiny-mixtral-aux", "tiny-qwen3-moe-aux", "tiny-qwen3-moe-aux-wide")  # training only
 # LoRA variant (PEFT LoraConfig; default target_modules per model_type).
 LORA_R, LORA_ALPHA, LORA_DROPOUT = 8, 16, 0.05
@@ -259,11 +269,14 @@ def make_configs():
                                        ("train", "adam", "none"), ("train", "adam", "lora"),
                                        ("train", "adam", "bf16"), ("train", "adam", "lora-bf16")):
                 # LoRA: every family but Qwen3 (Llama's) and the MoE models; bf16: the Llama
-                # family and the MoE models
+                # family and the MoE models, and without LoRA the decoders whose eager softmax
+                # runs in float32 or the run's dtype (BF16_ONLY)
                 if (variant.startswith("lora") and model in ("tiny-qwen3",) + MOE_MODELS) or \
                         (variant.endswith("bf16") and
-                         model not in ("tiny-llama-gqa", "tiny-qwen3") + MOE_MODELS) or \
-                        (model in AUX_MODELS and mode == "inference"):
+                         model not in ("tiny-llama-gqa", "tiny-qwen3") + MOE_MODELS and
+                         not (variant == "bf16" and model in BF16_ONLY)) or \
+                        (model in AUX_MODELS and mode == "inference") or \
+                        (model in LONG_BF16 and variant != "bf16"):
                     continue
                 tag = "infer" if mode == "inference" else "train-" + ("sgd" if opt == "sgd-momentum" else "adam")
                 image = None
