@@ -1220,6 +1220,7 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         /* XLA shares instead; TF's graph executor forwards buffers (train.c) */
         .inplace = cfg.inplace == DNNMEM_INPLACE_AUTO && !jax_jit && !tf_graph,
         .dataflow = jax_jit || tf_graph,
+        .xla = jax_jit,
         .torch_version = torch,
         .iterations = cfg.iterations ? cfg.iterations : 2,
         .grad_accum = cfg.grad_accum ? cfg.grad_accum : 1,
@@ -1264,9 +1265,10 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
             assume(&as, "schedule", "default",
                    "XLA's buffer assignment over the step's dataflow (values die at their last "
                    "reader); which values exist and which forward values the backward reads are "
-                   "dnnmem's PyTorch-derived rules; the program order (forward, backward, "
-                   "update) stands in for XLA's memory scheduler, which may reorder to lower the "
-                   "peak");
+                   "dnnmem's PyTorch-derived rules with XLA's where they differ (max pool, "
+                   "softmax, GELU); the program order (forward, backward) stands in for XLA's "
+                   "memory scheduler, but each parameter's update runs as soon as its gradient "
+                   "is whole, as XLA schedules it");
         else if (tf_graph)
             assume(&as, "schedule", "default",
                    "TensorFlow's graph executor over the step's dataflow (a tensor dies after its "
@@ -1651,12 +1653,36 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         /* Other frameworks: cuBLAS allocates its own workspace outside the
          * framework's allocator (only PyTorch routes it through its
          * allocator, CublasHandlePool.cpp), so none is scheduled. */
-        run.cublas_workspace = cfg.cublas_workspace_bytes >= 0 ? (uint64_t)cfg.cublas_workspace_bytes
+        run.cublas_workspace = cfg.cublas_workspace_bytes >= 0 && !run.xla
+                                   ? (uint64_t)cfg.cublas_workspace_bytes
                                : other_fw ? 0
                                           : (uint64_t)dnnmem_cublas_workspace_default(run.torch_version, cc);
+        /* XLA passes each cuBLAS call a workspace of its own, an extra s8
+         * output of the custom call (gemm_rewriter.cc, GemmWorkspaceRewriteVisitor:
+         * "Pass a user-managed workspace to legacy cuBLAS operations"; the
+         * cuBLASLt calls get the same), sized by GemmConfig::kHopperWorkspace
+         * (32 MiB, sm90+) or kDefaultWorkspace (4 MiB) (xla/service/gpu/
+         * matmul_utils.h): a value of the temp buffer live during the call
+         * (every cuBLAS call of the 16 measured steps, tools/gpu/results/
+         * jax-hlo.tar.gz, carries s8[33554432]) */
+        if (run.xla)
+            run.xla_gemm_workspace = cfg.cublas_workspace_bytes >= 0
+                                         ? (uint64_t)cfg.cublas_workspace_bytes
+                                     : cc >= 90 ? DM_XLA_GEMM_WORKSPACE_HOPPER
+                                                : DM_XLA_GEMM_WORKSPACE_DEFAULT;
         assume(&as, "cublas_workspace", cfg.cublas_workspace_bytes >= 0 ? "option" : "default",
                "%s",
-               other_fw && cfg.cublas_workspace_bytes < 0
+               run.xla ? dm_arena_printf(&arena,
+                                         "%s per cuBLAS call inside XLA's temp buffer, live "
+                                         "during the call (%s; matmul_utils.h, "
+                                         "gemm_rewriter.cc); every MatMul/Gemm taken to be a "
+                                         "cuBLAS call (autotuning may pick a Triton kernel, "
+                                         "which has none)",
+                                         dm_format_bytes(run.xla_gemm_workspace, cb),
+                                         cfg.cublas_workspace_bytes >= 0 ? "--cublas-workspace"
+                                         : cc >= 90 ? "GemmConfig::kHopperWorkspace, sm90+"
+                                                    : "GemmConfig::kDefaultWorkspace, before sm90")
+               : other_fw && cfg.cublas_workspace_bytes < 0
                    ? "0 through the allocator (cuBLAS's own workspace is outside it; only "
                      "PyTorch routes it through its allocator)"
                    : dm_arena_printf(&arena, "%s per handle, kept from the first matmul "

@@ -640,6 +640,11 @@ struct dm_run {
     int64_t gen_top_k;          /* TopKLogitsWarper's k, 0 = none */
     bool gen_top_p;             /* a TopPLogitsWarper (top_p < 1) */
     bool gen_temperature;       /* a TemperatureLogitsWarper (temperature != 1) */
+    bool xla;                   /* JAX's jit (dataflow too): XLA's lowering of the step's ops
+                                   (src/train/train.c: the VJP residuals XLA keeps; the
+                                   schedule's cuBLAS workspace per call) */
+    uint64_t xla_gemm_workspace; /* xla: the scratch output of each cuBLAS call, inside the
+                                    temp buffer (GemmConfig::kHopperWorkspace...); 0 = none */
     bool dataflow;              /* a traced, compiled program (JAX's jit, src/schedule/xla.c):
                                    a value dies at its last reader, no Python variable
                                    holds one (module arguments and locals), and in training
@@ -838,15 +843,22 @@ struct dm_xla_opts {
     int64_t *offsets;    /* optional, one per buffer of `in`: its offset in the temp
                             buffer, or one of the DM_XLA_* below */
 };
+/* GemmConfig::kHopperWorkspace and kDefaultWorkspace (xla/service/gpu/
+ * matmul_utils.h): the workspace XLA gives each cuBLAS call, on sm90+ and
+ * before; --cublas-workspace overrides it under jit. */
+#define DM_XLA_GEMM_WORKSPACE_HOPPER (32ull << 20)
+#define DM_XLA_GEMM_WORKSPACE_DEFAULT (4ull << 20)
 #define DM_XLA_FUSED (-1)    /* fused into its reader: no buffer */
 #define DM_XLA_NOT_TEMP (-2) /* not a temporary of the step (entry, output, other) */
 #define DM_XLA_EMPTY (-3)    /* a temporary of 0 bytes */
+#define DM_XLA_IN_OUTPUT (-4) /* held by a live-out allocation before its value is made */
 struct dm_xla_stats {
     int32_t values;         /* values of the step (temporaries before fusion) */
     int32_t fused_forward;  /* fused into their only reader in the forward */
     int32_t fused_backward; /* activations' gradients fused in the backward */
     int32_t fused_update;   /* the optimizer update's temporaries */
     int32_t shared;         /* values that took a dying operand's buffer */
+    int32_t in_outputs;     /* groups held by live-out allocations (rule 6) */
     int32_t heap_values;    /* buffers (groups of sharing values) the heap placed */
     struct dm_heap_result heap; /* the temp buffer: heap_bytes */
     uint64_t live_peak;     /* the most bytes live at once in it (no fragmentation) */

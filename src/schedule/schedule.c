@@ -761,6 +761,13 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
                 ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[n->in[0]].dtype, bytes, -1,
                                         node, "dequantized_weight", 1);
         }
+        /* XLA: each cuBLAS call's own workspace (run->xla_gemm_workspace),
+         * a temp-buffer value live while the call runs; in a backward step
+         * the input's and the weight's grads are two calls, one at a time */
+        if (calls_cublas(n->op) && b->run->xla_gemm_workspace && ws.buf[DM_WS_BUFS - 1] < 0)
+            ws.buf[DM_WS_BUFS - 1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8,
+                                                 b->run->xla_gemm_workspace, -1, node,
+                                                 "cublas_workspace (XLA, this call)", 1);
         if (is_conv(n->op) && b->run->conv_workspace)
             ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace,
                                     -1, node, "cudnn_workspace", 1);

@@ -54,10 +54,19 @@
  *     CombineTempAllocations packs all temporaries into one allocation whose
  *     offsets the heap simulator assigns (src/alloc/heap.c; 128 B alignment,
  *     gpu_constants.h). The sequence simulated is the step's program order
- *     (the forward, the backward in reverse, the update), as traced: XLA's
- *     scheduler (gpu_hlo_schedule.cc: DefaultMemoryScheduler, the least
- *     memory of a list, a DFS and a post-order schedule) may reorder it to
- *     lower the peak: not modelled.
+ *     (the forward, the backward in reverse), as traced, but for one
+ *     reordering of XLA's scheduler (gpu_hlo_schedule.cc:
+ *     DefaultMemoryScheduler, the least memory of a list, a DFS and a
+ *     post-order schedule): each parameter's update (optax's update is a
+ *     loop fusion per parameter, reading its gradient, the parameter and its
+ *     state) runs as soon as its gradient is whole, at the last backward
+ *     step reading the parameter, and frees the gradient there; the program
+ *     order would hold every gradient until the end (measured: in the 16
+ *     jitted steps of tools/gpu/results/jax-hlo.tar.gz every update fusion
+ *     follows its gradient's matmul or reduction; the MLP's temp is one
+ *     4096x4096 gradient, 64 MiB, not all four, 160 MiB). Its other
+ *     reorderings are not modelled (the MLP's weight-gradient matmuls run
+ *     after the whole input-gradient chain).
  *  4. What the allocator sees per call: the entry parameters allocated
  *     before (the weights, the batch, and the optimizer state, made by
  *     optax's init before the loop), then every other allocation of the
@@ -73,14 +82,31 @@
  *     old ones go when Python drops them after the call (jax PR #2936: "JAX
  *     must currently always have two copies of x"). Inference outputs are
  *     live-out buffers of their own, held by the caller.
- *  5. Not modelled: HloRematerialization (the GPU compiler runs it with the
+ *  5. Workspaces: each cuBLAS call carries a workspace (an s8 output of the
+ *     custom call, GemmConfig::kHopperWorkspace 32 MiB on sm90+,
+ *     kDefaultWorkspace 4 MiB before: matmul_utils.h, gemm_rewriter.cc),
+ *     scheduled as a value of the call's step (src/schedule/schedule.c,
+ *     run->xla_gemm_workspace; --cublas-workspace overrides it), so a temp
+ *     value like any other. Every MatMul/Gemm is taken to be a cuBLAS call:
+ *     autotuning may choose a Triton kernel, which has none (the CNN's two
+ *     linear layers at batch 64). cuDNN's workspaces: --conv-workspace.
+ *     Not modelled: HloRematerialization (the GPU compiler runs it with the
  *     device's memory limit: it only recomputes values when the module would
  *     not fit, where this estimate says "does not fit"), multi-output and
- *     sibling fusion, cuBLAS/cuDNN workspaces chosen by autotuning (the
- *     --conv-workspace and --cublas-workspace figures stand in), the loss
- *     scalar output. Which values exist and which the backward reads are
- *     dnnmem's per-op rules (src/train/train.c, PyTorch autograd's; JAX's
- *     VJP residuals are assumed to match).
+ *     sibling fusion, split-K matmul outputs ([2, M, N] partial products),
+ *     NHWC layout copies around cuDNN convolutions, the loss scalar output.
+ *     Which values exist and which the backward reads are dnnmem's per-op
+ *     rules (src/train/train.c, PyTorch autograd's) with XLA's where they
+ *     differ (run->xla, measured in the HLO dumps): max pooling keeps no
+ *     indices and its backward recomputes them, softmax's backward reads its
+ *     input too, exact GELU keeps its second factor (train.c's header).
+ *  6. Live-out allocations hold temporaries until their values are made
+ *     (host_in_outputs below: BufferAssigner tries every buffer in the
+ *     allocations that exist before delaying it to the heap simulator):
+ *     inference's outputs, and without donation the new parameters and
+ *     optimizer state, each made by its parameter's update (rule 3).
+ *     Measured: tfm-infer's cuBLAS workspaces and attention scores sit in
+ *     the 64 MiB logits output; mlp-adam-nodonate's temp is 6 MiB.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -219,6 +245,7 @@ struct plan {
     bool *is_out;                   /* per base: a graph output reads it */
     int32_t *grads_at;              /* per step: gradients made there */
     int32_t *red;                   /* per step: where the frees of a fused step go */
+    int32_t *done;                  /* per tensor: the backward step its grad is whole at */
 };
 
 static void plan_free(struct plan *p)
@@ -236,6 +263,7 @@ static void plan_free(struct plan *p)
     free(p->is_out);
     free(p->grads_at);
     free(p->red);
+    free(p->done);
 }
 
 /* Readers of each tensor, counted at the start of its view chain. */
@@ -338,6 +366,125 @@ static bool returned(const struct plan *p, const bool *param, const struct dm_xl
             param[bf->tensor]);
 }
 
+/* A live-out allocation during the plan: its size, the tick its value is
+ * made at, and the groups of temporaries it holds before (a list through
+ * next[]). */
+struct host {
+    uint64_t size;
+    int64_t start;
+    int32_t head;
+};
+struct cand {
+    uint64_t size;
+    int64_t start;
+    int32_t id;
+};
+
+static int cmp_cand_desc(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    if (x->size != y->size)
+        return x->size > y->size ? -1 : 1;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int cmp_cand_asc(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    if (x->size != y->size)
+        return x->size < y->size ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Rule 6: before the heap simulator packs what is left, BufferAssigner
+ * tries every temporary (largest first) in the allocations that already
+ * exist, the smallest that fits first (buffer_assignment.cc,
+ * AssignSingleHloBuffer: TryAssignToExistingAllocation before
+ * DelayTemporaryBufferAssignment; "Reuses the smallest fitting allocation to
+ * preserve larger allocations for future large buffers"): the live-out
+ * allocations, each value at offset 0 if its live range interferes with
+ * none already there (MaybeAssignBuffer, LiveRangeInterferes), the output's
+ * own range running from the instruction that makes it to the end. So a
+ * live-out buffer holds temporaries until its value is made: inference's
+ * outputs (the logits before the last matmul), and without donation the new
+ * parameters and optimizer state, made by each parameter's update (rule 3).
+ * Donated ones alias their parameters, read up to the update that
+ * overwrites them: no room (measured: jax-hlo.tar.gz, mlp-adam-nodonate's
+ * temp is 6 MiB, mlp-adam's 112 MiB). A group of values sharing a buffer
+ * (rule 2) is placed whole. Sets hosted[] for the groups placed. */
+static enum dnnmem_status host_in_outputs(const struct plan *p, const bool *param,
+                                          const struct dm_xla_opts *o, const int32_t *grp,
+                                          const int64_t *t0, const int64_t *t1,
+                                          const int64_t *tick0, const int64_t *tick1,
+                                          int64_t clock, bool *hosted, struct dm_xla_stats *st)
+{
+    const struct dm_schedule *in = p->in;
+    int32_t nb = in->n_buf, n_h = 0, n_c = 0;
+    for (int32_t b = 0; b < nb; b++)
+        if (returned(p, param, o, b) && (o->train || (p->a_step[b] >= p->w0 &&
+                                                      p->a_step[b] < p->w1)))
+            n_h++;
+    if (n_h == 0)
+        return DNNMEM_OK;
+    struct cand *hc = malloc((size_t)n_h * sizeof *hc), *cc = malloc(((size_t)nb + 1) * sizeof *cc);
+    struct host *h = malloc((size_t)n_h * sizeof *h);
+    int64_t *gend = malloc(((size_t)nb + 1) * sizeof *gend);
+    int32_t *next = malloc(((size_t)nb + 1) * sizeof *next);
+    if (!hc || !cc || !h || !gend || !next) {
+        free(hc), free(cc), free(h), free(gend), free(next);
+        return DNNMEM_E_NOMEM;
+    }
+    n_h = 0;
+    for (int32_t b = 0; b < nb; b++) {
+        if (!returned(p, param, o, b))
+            continue;
+        int64_t start;
+        if (!o->train) {
+            if (p->a_step[b] < p->w0 || p->a_step[b] >= p->w1)
+                continue;
+            start = tick0[p->a_step[b]];
+        } else {
+            int32_t x = in->buf[b].tensor, d = x >= 0 ? p->done[x] : -1;
+            start = d >= 0 ? tick1[d] : clock;
+        }
+        hc[n_h] = (struct cand){in->buf[b].bytes, start, n_h};
+        h[n_h++] = (struct host){in->buf[b].bytes, start, -1};
+    }
+    qsort(hc, (size_t)n_h, sizeof *hc, cmp_cand_asc);
+    for (int32_t b = 0; b < nb; b++)
+        gend[b] = -1;
+    for (int32_t b = 0; b < nb; b++)
+        if (grp[b] >= 0 && t1[b] > gend[grp[b]])
+            gend[grp[b]] = t1[b];
+    for (int32_t b = 0; b < nb; b++)
+        if (grp[b] == b)
+            cc[n_c++] = (struct cand){in->buf[b].bytes, t0[b], b};
+    qsort(cc, (size_t)n_c, sizeof *cc, cmp_cand_desc);
+    for (int32_t c = 0; c < n_c; c++) {
+        int32_t r = cc[c].id;
+        int64_t s = t0[r], e = gend[r];
+        for (int32_t k = 0; k < n_h; k++) {
+            struct host *a = &h[hc[k].id];
+            if (a->size < cc[c].size || e >= a->start)
+                continue;
+            bool clash = false;
+            for (int32_t q = a->head; q >= 0 && !clash; q = next[q])
+                clash = !(s > gend[q] || t0[q] > e);
+            if (clash)
+                continue;
+            next[r] = a->head;
+            a->head = r;
+            hosted[r] = true;
+            st->in_outputs++;
+            break;
+        }
+    }
+    free(hc), free(cc), free(h), free(gend), free(next);
+    return DNNMEM_OK;
+}
+
 static bool alloc_arrays(struct plan *p, size_t nb, size_t ns, size_t nn, size_t nt)
 {
     p->a_step = malloc((nb + 1) * sizeof *p->a_step);
@@ -353,8 +500,9 @@ static bool alloc_arrays(struct plan *p, size_t nb, size_t ns, size_t nn, size_t
     p->is_out = malloc((nt + 1) * sizeof *p->is_out);
     p->grads_at = calloc(ns + 1, sizeof *p->grads_at);
     p->red = malloc((ns + 1) * sizeof *p->red);
+    p->done = malloc((nt + 1) * sizeof *p->done);
     return p->a_step && p->f_step && p->kind && p->fused && p->jfree && p->fwd && p->bwd &&
-           p->base && p->cnt && p->one && p->is_out && p->grads_at && p->red;
+           p->base && p->cnt && p->one && p->is_out && p->grads_at && p->red && p->done;
 }
 
 enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *t,
@@ -377,7 +525,8 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     uint64_t *add = NULL, *rem = NULL; /* per tick: bytes defined, bytes freed */
     int32_t *time_step = NULL, *call_step = NULL, *win_first = NULL, *win_last = NULL;
     int32_t *map = NULL, *prev = NULL, *gen = NULL;
-    bool *ended = NULL, *param = NULL;
+    bool *ended = NULL, *param = NULL, *hosted = NULL;
+    int64_t *tick0 = NULL, *tick1 = NULL;
     struct dm_heap_buf *hb = NULL;
     struct oev *oe = NULL;
     struct dm_buffer *ob = NULL;
@@ -416,6 +565,16 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
             p.bwd[n] = k;
     }
     readers(&p, o->train);
+    /* the step at which each parameter's gradient is whole: the last
+     * backward step of a node reading it (rule 3) */
+    for (int32_t x = 0; x < g->n_tensors; x++)
+        p.done[x] = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) {
+            int32_t x = g->nodes[i].in[k];
+            if (x >= 0 && p.bwd[i] > p.done[x])
+                p.done[x] = p.bwd[i];
+        }
     for (int32_t b = 0; b < nb; b++) {
         const struct dm_buffer *bf = &in->buf[b];
         int32_t a = p.a_step[b];
@@ -435,9 +594,13 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
         else
             p.kind[b] = K_TEMP;
         if (p.kind[b] == K_TEMP) {
-            /* a value nothing frees in the step (a parameter's gradient)
-             * lives until the update at its end */
+            /* a value nothing frees in the step is a parameter's
+             * gradient: its update runs once it is whole (rule 3), or, with
+             * no backward step reading the parameter, at the step's end */
             p.jfree[b] = p.f_step[b] >= a && p.f_step[b] < w1 ? p.f_step[b] : w1 - 1;
+            if (c == DNNMEM_CAT_GRADIENT && !(p.f_step[b] >= a && p.f_step[b] < w1) &&
+                bf->tensor >= 0 && p.done[bf->tensor] >= 0)
+                p.jfree[b] = p.done[bf->tensor] > a ? p.done[bf->tensor] : a;
             st->values++;
             if ((c == DNNMEM_CAT_TEMPORARY || c == DNNMEM_CAT_GRADIENT) && is_grad(bf))
                 p.grads_at[a]++;
@@ -518,8 +681,15 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     size_t ev_at = 0;
     while (ev_at < in->n_ev && in->ev[ev_at].step < w0)
         ev_at++;
+    tick0 = malloc(((size_t)ns + 1) * sizeof *tick0);
+    tick1 = malloc(((size_t)ns + 1) * sizeof *tick1);
+    if (!tick0 || !tick1)
+        goto oom;
+    for (int32_t k = 0; k < ns; k++)
+        tick0[k] = tick1[k] = 0;
     for (int32_t k = w0; k < w1; k++) {
         bool can_share = shares_at(&p, k);
+        tick0[k] = clock;
         for (; ev_at < in->n_ev && in->ev[ev_at].step == k; ev_at++) {
             int32_t v = in->ev[ev_at].buf;
             if (p.kind[v] != K_TEMP || p.fused[v] || in->buf[v].bytes == 0)
@@ -561,7 +731,26 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
             t1[c] = clock++;
             ended[c] = true;
         }
+        tick1[k] = clock;
     }
+
+    /* parameters with a gradient are updated (and returned) by the step */
+    param = calloc((size_t)g->n_tensors + 1, sizeof *param);
+    if (!param)
+        goto oom;
+    for (int32_t b = 0; b < nb; b++)
+        if (p.kind[b] == K_TEMP && in->buf[b].category == DNNMEM_CAT_GRADIENT &&
+            in->buf[b].tensor >= 0)
+            param[in->buf[b].tensor] = true;
+
+    /* rule 6: temporaries into the live-out allocations before their
+     * values are made */
+    hosted = calloc((size_t)nb + 1, sizeof *hosted);
+    if (!hosted)
+        goto oom;
+    s = host_in_outputs(&p, param, o, grp, t0, t1, tick0, tick1, clock, hosted, st);
+    if (s != DNNMEM_OK)
+        goto oom;
 
     /* the groups into the heap simulator; the no-fragmentation peak */
     hb = malloc(((size_t)n_heap + 1) * sizeof *hb);
@@ -575,7 +764,7 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     int32_t n_grp = 0;
     for (int32_t b = 0; b < nb; b++) {
         slot[b] = -1;
-        if (grp[b] < 0)
+        if (grp[b] < 0 || hosted[grp[b]])
             continue;
         if (grp[b] == b) {
             slot[b] = n_grp;
@@ -609,12 +798,13 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     if (best_t >= 0) {
         st->peak_step = time_step[best_t];
         for (int32_t b = 0; b < nb; b++) /* each part of `best`: no overflow */
-            if (grp[b] >= 0 && t0[b] <= best_t && best_t <= t1[b])
+            if (grp[b] >= 0 && !hosted[grp[b]] && t0[b] <= best_t && best_t <= t1[b])
                 st->peak_bytes[in->buf[b].category] += in->buf[b].bytes;
     }
     s = dm_heap_choose_best(hb, (size_t)n_grp, align, &st->heap);
     for (int32_t b = 0; o->offsets && b < nb; b++)
         o->offsets[b] = p.fused[b]                        ? DM_XLA_FUSED
+                        : grp[b] >= 0 && hosted[grp[b]] ? DM_XLA_IN_OUTPUT
                         : grp[b] >= 0 && s == DNNMEM_OK ? (int64_t)hb[slot[grp[b]]].offset
                         : p.kind[b] == K_TEMP             ? DM_XLA_EMPTY
                                                           : DM_XLA_NOT_TEMP;
@@ -636,8 +826,7 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     win_last = malloc(((size_t)n_it + 2) * sizeof *win_last);
     map = malloc(((size_t)ns + 1) * sizeof *map);
     out->steps = malloc(((size_t)ns + (size_t)n_it + 1) * sizeof *out->steps);
-    param = calloc((size_t)g->n_tensors + 1, sizeof *param);
-    if (!call_step || !win_first || !win_last || !map || !out->steps || !param)
+    if (!call_step || !win_first || !win_last || !map || !out->steps)
         goto oom;
     for (int32_t it = 0; it <= n_it; it++)
         win_first[it] = win_last[it] = call_step[it] = -1;
@@ -661,11 +850,6 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     }
     out->n_steps = out->cap_steps = n_os;
 
-    /* parameters with a gradient are updated (and returned) by the step */
-    for (int32_t b = 0; b < nb; b++)
-        if (p.kind[b] == K_TEMP && in->buf[b].category == DNNMEM_CAT_GRADIENT &&
-            in->buf[b].tensor >= 0)
-            param[in->buf[b].tensor] = true;
     int32_t n_gen = 0; /* buffers of one generation of outputs */
     for (int32_t b = 0; b < nb; b++) {
         const struct dm_buffer *bf = &in->buf[b];
@@ -770,6 +954,9 @@ done:
     free(gen);
     free(ended);
     free(param);
+    free(hosted);
+    free(tick0);
+    free(tick1);
     free(hb);
     free(oe);
     free(ob);

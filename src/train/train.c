@@ -149,6 +149,36 @@
  *    RECOMPUTATION_HEURISTICS only); swapping to the host only when its
  *    static estimate exceeds the device memory (IdentifySwappingCandidates):
  *    not modelled.
+ *
+ * JAX's jit (run->xla, with run->dataflow; src/schedule/xla.c plans the
+ * buffers). What XLA keeps for the backward where it differs from
+ * autograd's, read in the optimized HLO of the measured steps
+ * (tools/gpu/results/jax-hlo.tar.gz, jax 0.11.2 on an H200):
+ *  - MaxPool: jax's reduce_window max differentiates to a select-and-scatter
+ *    of the grads onto the pooled input (jax/_src/lax/windowed_reductions.py),
+ *    which XLA's GPU compiler expands (xla/service/select_and_scatter_expander.cc)
+ *    into a variadic reduce-window over the input and one s32 iota per
+ *    dimension, finding each window's selected element, then a scatter-add
+ *    of the grads into a broadcast of 0. No indices are kept: the backward
+ *    recomputes the pooled values (output-sized, dead at once) and the rank
+ *    int32 coordinates (output-sized each), live into the scatter. The
+ *    scatter's operand is written in place, so it is materialised: the
+ *    input's grad takes its buffer. After a ReLU (jnp.maximum(x, 0), its
+ *    broadcast zero fused into the pool's reduce-window) the two zeros are
+ *    one multi-output loop fusion the scheduler runs in the forward: both
+ *    input-sized buffers live from the pool's forward to its backward (the
+ *    CNN's loop_broadcast_fusion{0,1}: 2 x 64 MiB for conv1 at batch 64).
+ *    Elsewhere the same expansion is assumed, the scatter operand made in
+ *    the backward (the grad's own buffer: nothing more).
+ *  - Softmax: jax.nn.softmax's backward needs its output; XLA fuses the
+ *    output's computation (exp(x - max) / sum) into the backward's fusion
+ *    again, reading the input, while the output stays materialised for the
+ *    attention's second matmul: the input (the scaled scores) is kept too
+ *    (the transformer: 2 x 16 MiB per layer at batch 8, seq 256).
+ *  - Gelu (exact): jax.nn.gelu(approximate=False) is
+ *    x * (erf(x / sqrt 2) + 1) / 2, differentiated as written: the product's
+ *    VJP keeps its second factor, an input-sized value XLA makes as a
+ *    second output of the forward's fusion, besides the input.
  */
 #include "schedule/builder.h"
 
@@ -578,6 +608,10 @@ void dm_train_free(struct dm_sb *b)
 
 /* ---- forward: what each node keeps for its backward -------------------------- */
 
+/* XLA's max pool (header, "JAX's jit"): the scatter operand kept from the
+ * forward, whose buffer the input's grad takes. */
+#define XLA_SCATTER_OPERAND "zeros (the pool backward's scatter operand)"
+
 static void keep(struct dm_sb *b, int32_t node, int32_t buf)
 {
     struct dm_train *tr = b->train;
@@ -766,6 +800,10 @@ void dm_train_save(struct dm_sb *b, int32_t i)
     switch (dm_ops[n->op].train) {
     case DM_T_OUT:
         keep_tensor(b, i, out0);
+        /* XLA: softmax's backward recomputes its output from the input
+         * (header, "JAX's jit") */
+        if (b->run->xla && n->op == DM_OP_Softmax)
+            keep_input(b, i, 0);
         /* up to PyTorch 1.10, _softmax_backward_data took the input tensor
          * (for its dtype), so SoftmaxBackward and LogSoftmaxBackward kept
          * self as well as the result; 1.11 passes input_dtype (PR #66018;
@@ -773,7 +811,15 @@ void dm_train_save(struct dm_sb *b, int32_t i)
         if ((n->op == DM_OP_Softmax || n->op == DM_OP_LogSoftmax) && b->run->torch_version < 111)
             keep_input(b, i, 0);
         break;
-    case DM_T_IN: keep_input(b, i, 0); break;
+    case DM_T_IN:
+        keep_input(b, i, 0);
+        /* XLA: jax.nn.gelu(approximate=False) is x * (erf(x / sqrt 2) + 1)
+         * / 2 differentiated as written: the product's VJP keeps its
+         * second factor too (header, "JAX's jit") */
+        if (b->run->xla && n->op == DM_OP_Gelu && in0 >= 0 &&
+            strcmp(dm_attr_str(n, "approximate", "none"), "tanh") != 0)
+            keep_new(b, i, t[in0].dtype, t[in0].numel, "(erf(x / sqrt 2) + 1) / 2");
+        break;
     case DM_T_OPERANDS:
         /* each input that needs a grad keeps the other data operands */
         for (int j = 0; j < n->n_in && j < 2; j++) {
@@ -818,8 +864,17 @@ void dm_train_save(struct dm_sb *b, int32_t i)
     }
     case DM_T_POOL_IDX:
         keep_input(b, i, 0);
-        if (out0 >= 0)
+        if (b->run->xla && n->op == DM_OP_MaxPool) {
+            /* XLA (header, "JAX's jit"): no indices; after a ReLU two
+             * input-sized zeros made in the forward */
+            int32_t pr = in0 >= 0 ? g->tensors[in0].producer : -1;
+            if (pr >= 0 && g->nodes[pr].op == DM_OP_Relu) {
+                keep_new(b, i, t[in0].dtype, t[in0].numel, "zeros (relu's max operand)");
+                keep_new(b, i, t[in0].dtype, t[in0].numel, XLA_SCATTER_OPERAND);
+            }
+        } else if (out0 >= 0) {
             keep_new(b, i, DM_INT64, t[out0].numel, "indices");
+        }
         break;
     case DM_T_DROPOUT:
         if (in0 >= 0 && b->run->tf_ops) {
@@ -1060,6 +1115,31 @@ static void backward_node(struct dm_sb *b, int32_t i)
             dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[out0].dtype, t[out0].bytes, out0, i,
                         "grad * normalized", 0);
     }
+    /* XLA's max pool backward (header, "JAX's jit"): select-and-scatter
+     * expanded into a reduce-window that recomputes the pooled values with
+     * one int32 coordinate of the selected element per input dimension, then
+     * a scatter of the grads into the zeros made in the forward, in place:
+     * those zeros become the input's grad */
+    int32_t xla_idx[5] = {-1, -1, -1, -1, -1};
+    if (b->run->xla && n->op == DM_OP_MaxPool && out0 >= 0 && dm_has_in(n, 0)) {
+        uint64_t ib;
+        int32_t pooled = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, t[out0].dtype, t[out0].bytes, out0,
+                                     i, "pooled (recomputed)", 1);
+        int rank = t[n->in[0]].rank < 5 ? t[n->in[0]].rank : 4;
+        for (int k = 0; k < rank; k++)
+            if (dm_dtype_bytes(DM_INT32, t[out0].numel, &ib))
+                xla_idx[k] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_INT32, ib, out0, i,
+                                         "selected coordinate (int32)", 1);
+        dm_sb_unref(b, pooled);
+        for (int s = 0; s < tr->n_saved[i]; s++) {
+            int32_t sb = tr->saved[i][s];
+            const char *w = sb >= 0 ? b->s->buf[sb].what : NULL;
+            if (w && strcmp(w, XLA_SCATTER_OPERAND) == 0) {
+                dm_sb_unref(b, sb);
+                tr->saved[i][s] = -1;
+            }
+        }
+    }
     /* cuBLAS cannot read a matrix with zero strides: a matmul whose output
      * grad is still the expanded scalar of SumBackward (loss = out.sum())
      * clones it contiguous first (prepare_matrix_for_cublas, Blas.cpp) */
@@ -1102,6 +1182,9 @@ static void backward_node(struct dm_sb *b, int32_t i)
         }
         deliver(b, x, gin, alias && rule == DM_T_VIEW);
     }
+    for (int k = 0; k < 5; k++)
+        if (xla_idx[k] >= 0)
+            dm_sb_unref(b, xla_idx[k]);
     if (tf_bn_transposes(b, n)) {
         /* the grad kernel's NHWC -> NCHW transposes (header) */
         static const char *const what[] = {"y_backprop_transformed (NCHW)",

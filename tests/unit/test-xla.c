@@ -119,7 +119,7 @@ struct planned {
 
 /* Load, infer, build the dataflow schedule (one step; plain SGD, the sum of
  * the outputs as the loss when training) and plan it. */
-static void plan(struct tb *b, bool train, bool donate, struct planned *p)
+static void plan_run(struct tb *b, bool train, bool donate, bool xla, struct planned *p)
 {
     memset(p, 0, sizeof *p);
     struct dnnmem_error err;
@@ -135,7 +135,7 @@ static void plan(struct tb *b, bool train, bool donate, struct planned *p)
         fail_msg("infer: %s", err.message);
     struct dm_run run = {.train = train, .cuda = true, .torch_version = 206, .iterations = 1,
                          .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD, .loss = DNNMEM_LOSS_SUM,
-                         .compute_capability = 80, .dataflow = true};
+                         .compute_capability = 80, .dataflow = true, .xla = xla};
     if (dm_schedule_build(p->g, p->t, &run, &p->in, &err) != DNNMEM_OK)
         fail_msg("schedule: %s", err.message);
     p->off = calloc((size_t)p->in.n_buf + 1, sizeof *p->off);
@@ -143,6 +143,11 @@ static void plan(struct tb *b, bool train, bool donate, struct planned *p)
     struct dm_xla_opts o = {.train = train, .donate = donate, .offsets = p->off};
     if (dm_xla_plan(p->g, p->t, &p->in, &o, &p->out, &p->st, &err) != DNNMEM_OK)
         fail_msg("plan: %s", err.message);
+}
+
+static void plan(struct tb *b, bool train, bool donate, struct planned *p)
+{
+    plan_run(b, train, donate, false, p);
 }
 
 static void planned_free(struct planned *p)
@@ -193,11 +198,16 @@ static uint64_t replay_peak(const struct dm_schedule *s)
  * until node 6. The heap's clock: h 0 (node 0); n 1 (node 2); node 4: n is
  * freed at 2 and m shares it at 3; node 5: q 4, m freed 5; node 6: h freed
  * 6; node 7: q freed 7. Intervals, 2048 B each: h [0,6], {n, m} [1,5] (n's
- * own [1,2]), q [4,7]. Spatial (equal sizes, then the first member's
- * duration): h (6), q (3), {n, m} (1): h -> 0; q overlaps h -> 2048;
- * {n, m} overlaps both -> 4096: 6144 B. Temporal: h (6), {n, m} (4), q (3):
- * 0, 2048, 4096: 6144, the spatial result kept. Had h died at Add, {n, m}
- * would fit beside q: 4096. */
+ * own [1,2]), q [4,7].
+ * Rule 6 first: the live-out allocations are r (4 B, made at tick 6, node
+ * 6's first event) and sm (2048 B, made at node 7, tick 7). The groups by
+ * decreasing size (all 2048 B), then start: h [0,6] ends before sm is made
+ * and r is too small: h goes into sm's allocation. {n, m} [1,5] overlaps h
+ * there; q [4,7] ends at sm's own tick: both stay for the heap.
+ * The heap: q and {n, m} overlap. Spatial (size, then the first member's
+ * duration): q (3) -> 0, {n, m} (1) -> 2048: 4096 B. Temporal (the group's
+ * whole duration): {n, m} (4) -> 0, q -> 2048: 4096, the spatial result
+ * kept. Without rule 6, h would take a third slot: 6144. */
 static struct tb *tb_fusion_graph(void)
 {
     struct tb *b = tb_new(13);
@@ -223,26 +233,27 @@ static void test_fusion_and_sharing_by_hand(void **state)
     plan(tb_fusion_graph(), false, true, &p);
     assert_int_equal(offset_of(&p, "e", NULL), DM_XLA_FUSED);
     assert_int_equal(offset_of(&p, "a", NULL), DM_XLA_FUSED);
-    assert_int_equal(offset_of(&p, "h", NULL), 0);
-    assert_int_equal(offset_of(&p, "q", NULL), 2048);
-    assert_int_equal(offset_of(&p, "n", NULL), 4096);
-    assert_int_equal(offset_of(&p, "m", NULL), 4096); /* n's buffer */
+    assert_int_equal(offset_of(&p, "h", NULL), DM_XLA_IN_OUTPUT);
+    assert_int_equal(offset_of(&p, "q", NULL), 0);
+    assert_int_equal(offset_of(&p, "n", NULL), 2048);
+    assert_int_equal(offset_of(&p, "m", NULL), 2048); /* n's buffer */
     assert_int_equal(offset_of(&p, "r", NULL), DM_XLA_NOT_TEMP);
     assert_int_equal(offset_of(&p, "sm", NULL), DM_XLA_NOT_TEMP);
     assert_int_equal(p.st.values, 6);
     assert_int_equal(p.st.fused_forward, 2);
     assert_int_equal(p.st.shared, 1);
-    assert_int_equal(p.st.heap_values, 3);
-    assert_int_equal(p.st.heap.heap_bytes, 6144);
-    assert_int_equal(p.st.heap.spatial_bytes, 6144);
-    assert_int_equal(p.st.heap.temporal_bytes, 6144);
-    assert_int_equal(p.st.live_peak, 6144);
-    assert_int_equal(p.st.peak_bytes[DNNMEM_CAT_ACTIVATION], 6144);
+    assert_int_equal(p.st.in_outputs, 1);
+    assert_int_equal(p.st.heap_values, 2);
+    assert_int_equal(p.st.heap.heap_bytes, 4096);
+    assert_int_equal(p.st.heap.spatial_bytes, 4096);
+    assert_int_equal(p.st.heap.temporal_bytes, 4096);
+    assert_int_equal(p.st.live_peak, 4096);
+    assert_int_equal(p.st.peak_bytes[DNNMEM_CAT_ACTIVATION], 4096);
     assert_int_equal(p.st.outputs, 2); /* r (4 B) and sm (2048 B) */
     assert_int_equal(p.st.output_bytes, 2052);
     /* what the allocator sees: W 262144 and x 2048 before the call, then
      * r, sm and the temp buffer */
-    assert_int_equal(replay_peak(&p.out), 262144 + 2048 + 4 + 2048 + 6144);
+    assert_int_equal(replay_peak(&p.out), 262144 + 2048 + 4 + 2048 + 4096);
     planned_free(&p);
 }
 
@@ -326,10 +337,183 @@ static void test_batchnorm_relu(void **state)
     planned_free(&p);
 }
 
+
+/* ---- rules 3 and 6 and the XLA residuals on small graphs ------------------------ */
+
+/* Rule 3, x[2,256] -> MatMul W1[256,256] -> h -> Tanh -> t -> MatMul W2 -> y,
+ * y out, trained (the sum of y, SGD, donated). The backward runs mm2's
+ * (W2.grad 262144 B, t.grad), Tanh's, then mm1's (W1.grad). Each gradient
+ * is whole at its MatMul's backward step and its update runs there, so
+ * W2.grad is gone before W1.grad is made: the heap puts both at one offset,
+ * where the program order (every update at the end) needed two. */
+static void test_update_after_gradient(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "2,256");
+    tb_init(b, "W1", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){256, 256});
+    tb_init(b, "W2", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){256, 256});
+    tb_node(b, "MatMul", "mm1", "x,W1", "h");
+    tb_node(b, "Tanh", "tanh", "h", "t");
+    tb_node(b, "MatMul", "mm2", "t,W2", "y");
+    tb_output(b, "y");
+    struct planned p;
+    plan(b, true, true, &p);
+    int64_t g1 = offset_of(&p, "W1", "grad"), g2 = offset_of(&p, "W2", "grad");
+    assert_true(g1 >= 0);
+    assert_int_equal(g1, g2);
+    /* the most at once, in mm2's backward: W2.grad 262144, t (saved for
+     * W2's grad and Tanh's), y's grad made contiguous for cuBLAS 2048, t.grad
+     * 2048 and the loss's 4-byte grad: 268292 B, packed without a gap */
+    assert_int_equal(p.st.live_peak, 262144 + 3 * 2048 + 4);
+    assert_int_equal(p.st.heap.heap_bytes, 262144 + 3 * 2048 + 4);
+    planned_free(&p);
+}
+
+
+/* The buffers of the plan's input schedule named `what`: how many, and the
+ * bytes of the last. */
+static int count_what(const struct planned *p, const char *what, uint64_t *bytes)
+{
+    int n = 0;
+    for (int32_t b = 0; b < p->in.n_buf; b++)
+        if (p->in.buf[b].what && strcmp(p->in.buf[b].what, what) == 0) {
+            n++;
+            *bytes = p->in.buf[b].bytes;
+        }
+    return n;
+}
+
+static int32_t node_named(const struct planned *p, const char *name)
+{
+    for (int32_t i = 0; i < p->g->n_nodes; i++)
+        if (p->g->nodes[i].name && strcmp(p->g->nodes[i].name, name) == 0)
+            return i;
+    fail_msg("no node %s", name);
+    return -1;
+}
+
+/* The step where buffer `buf` of the input schedule is freed, or -1. */
+static int32_t free_step(const struct planned *p, int32_t buf)
+{
+    for (size_t e = 0; e < p->in.n_ev; e++)
+        if (p->in.ev[e].kind == DM_EV_FREE && p->in.ev[e].buf == buf)
+            return p->in.ev[e].step;
+    return -1;
+}
+
+static int32_t value_buf(const struct planned *p, const char *name)
+{
+    int32_t x = dm_graph_find(p->g, name);
+    for (int32_t b = 0; b < p->in.n_buf; b++)
+        if (p->in.buf[b].tensor == x && !p->in.buf[b].what)
+            return b;
+    fail_msg("no buffer for %s", name);
+    return -1;
+}
+
+/* XLA's max pool after a ReLU, trained: a = x * w [1,2,4,4] (128 B), r =
+ * Relu(a), y = MaxPool(r) 2x2 stride 2 [1,2,2,2] (8 elements, 32 B). No
+ * int64 indices are kept (PyTorch keeps 64 B of them); the forward keeps
+ * two zero buffers of r's size (relu's max operand and the scatter
+ * operand); the backward recomputes the pooled values (32 B) with one int32
+ * coordinate per input dimension (4 x 32 B), and r's grad takes the
+ * scatter operand's place: it is freed at the pool's backward step, where
+ * r's grad is made. */
+static struct tb *tb_relu_pool(void)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "1,2,4,4");
+    tb_init(b, "w", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){1, 2, 4, 4});
+    tb_node(b, "Mul", "mul", "x,w", "a");
+    tb_node(b, "Relu", "relu", "a", "r");
+    tb_node(b, "MaxPool", "pool", "r", "y");
+    tb_attr_ints(b, "kernel_shape", 2, (int64_t[]){2, 2});
+    tb_attr_ints(b, "strides", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_xla_max_pool(void **state)
+{
+    (void)state;
+    struct planned p;
+    uint64_t bytes = 0;
+    plan_run(tb_relu_pool(), true, true, false, &p);
+    assert_int_equal(count_what(&p, "indices", &bytes), 1);
+    assert_int_equal(bytes, 64);
+    planned_free(&p);
+    plan_run(tb_relu_pool(), true, true, true, &p);
+    assert_int_equal(count_what(&p, "indices", &bytes), 0);
+    assert_int_equal(count_what(&p, "zeros (relu's max operand)", &bytes), 1);
+    assert_int_equal(bytes, 128);
+    assert_int_equal(count_what(&p, "zeros (the pool backward's scatter operand)", &bytes), 1);
+    assert_int_equal(bytes, 128);
+    assert_int_equal(count_what(&p, "pooled (recomputed)", &bytes), 1);
+    assert_int_equal(bytes, 32);
+    assert_int_equal(count_what(&p, "selected coordinate (int32)", &bytes), 4);
+    assert_int_equal(bytes, 32);
+    int32_t op = -1, gr = -1;
+    for (int32_t b = 0; b < p.in.n_buf; b++) {
+        const char *w = p.in.buf[b].what;
+        if (w && strcmp(w, "zeros (the pool backward's scatter operand)") == 0)
+            op = b;
+        if (w && strcmp(w, "grad") == 0 && p.in.buf[b].tensor == dm_graph_find(p.g, "r"))
+            gr = b;
+    }
+    assert_true(op >= 0 && gr >= 0);
+    int32_t k = free_step(&p, op);
+    assert_int_equal(p.in.steps[k].phase, DM_PHASE_BACKWARD);
+    assert_int_equal(p.in.steps[k].node, node_named(&p, "pool"));
+    for (size_t e = 0; e < p.in.n_ev; e++)
+        if (p.in.ev[e].kind == DM_EV_ALLOC && p.in.ev[e].buf == gr)
+            assert_int_equal(p.in.ev[e].step, k);
+    planned_free(&p);
+}
+
+/* Softmax and exact GELU under XLA, s = MatMul(x[2,8], W[8,8]) (64 B):
+ * Softmax's backward reads its input as well as its output (XLA recomputes
+ * the output in the backward's fusion), so s lives until that backward,
+ * where PyTorch's rules free it in the forward; GELU keeps its second
+ * factor (erf(x / sqrt 2) + 1) / 2, s-sized, beside its input. */
+static struct tb *tb_act(const char *op, int64_t opset)
+{
+    struct tb *b = tb_new(opset);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "2,8");
+    tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){8, 8});
+    tb_node(b, "MatMul", "mm", "x,W", "s");
+    tb_node(b, op, "act", "s", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_xla_softmax_gelu(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan_run(tb_act("Softmax", 13), true, true, false, &p);
+    int32_t k = free_step(&p, value_buf(&p, "s"));
+    assert_int_equal(p.in.steps[k].phase, DM_PHASE_FORWARD);
+    planned_free(&p);
+    plan_run(tb_act("Softmax", 13), true, true, true, &p);
+    k = free_step(&p, value_buf(&p, "s"));
+    assert_int_equal(p.in.steps[k].phase, DM_PHASE_BACKWARD);
+    assert_int_equal(p.in.steps[k].node, node_named(&p, "act"));
+    planned_free(&p);
+    uint64_t bytes = 0;
+    plan_run(tb_act("Gelu", 20), true, true, false, &p);
+    assert_int_equal(count_what(&p, "(erf(x / sqrt 2) + 1) / 2", &bytes), 0);
+    planned_free(&p);
+    plan_run(tb_act("Gelu", 20), true, true, true, &p);
+    assert_int_equal(count_what(&p, "(erf(x / sqrt 2) + 1) / 2", &bytes), 1);
+    assert_int_equal(bytes, 64);
+    planned_free(&p);
+}
+
 /* ---- whole estimates --------------------------------------------------------- */
 
-static struct dnnmem_result *jax_estimate(struct tb *b, enum dnnmem_mode mode, bool donate,
-                                          enum dnnmem_jax_execution ex)
+static struct dnnmem_result *jax_estimate_ws(struct tb *b, enum dnnmem_mode mode, bool donate,
+                                             enum dnnmem_jax_execution ex, int64_t ws, int cc)
 {
     dnnmem_model *m;
     struct dnnmem_error err;
@@ -345,11 +529,20 @@ static struct dnnmem_result *jax_estimate(struct tb *b, enum dnnmem_mode mode, b
     cfg.jax_donate = donate;
     cfg.jax_execution = ex;
     cfg.cuda_context_bytes = 0;
+    cfg.cublas_workspace_bytes = ws;
+    cfg.compute_capability = cc;
     struct dnnmem_result *r = NULL;
     if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
         fail_msg("estimate: %s", err.message);
     dnnmem_model_free(m);
     return r;
+}
+
+/* Without cuBLAS workspaces (--cublas-workspace 0): the rules below them. */
+static struct dnnmem_result *jax_estimate(struct tb *b, enum dnnmem_mode mode, bool donate,
+                                          enum dnnmem_jax_execution ex)
+{
+    return jax_estimate_ws(b, mode, donate, ex, 0, 0);
 }
 
 static const char *assumption(const struct dnnmem_result *r, const char *key)
@@ -360,23 +553,24 @@ static const char *assumption(const struct dnnmem_result *r, const char *key)
     return "";
 }
 
-/* The graph of test_fusion_and_sharing_by_hand through the public API. XLA's
- * BFC allocator rounds every request up to 256 B (bfc.c); nothing is freed
- * before the peak. Before the call: W 262144 and x 2048; the call: r
- * (4 -> 256), sm 2048, then the 6144 B temp buffer: 272640 B in use. */
+/* The graph of test_fusion_and_sharing_by_hand through the public API
+ * (--cublas-workspace 0). XLA's BFC allocator rounds every request up to
+ * 256 B (bfc.c); nothing is freed before the peak. Before the call: W 262144
+ * and x 2048; the call: r (4 -> 256), sm 2048, then the 4096 B temp buffer:
+ * 270592 B in use. */
 static void test_inference_estimate_by_hand(void **state)
 {
     (void)state;
     struct dnnmem_result *r = jax_estimate(tb_fusion_graph(), DNNMEM_MODE_INFER, true,
                                            DNNMEM_JAX_JIT);
-    assert_int_equal(r->peak_allocated, 262144 + 2048 + 256 + 2048 + 6144);
-    assert_int_equal(r->category_bytes[DNNMEM_CAT_TEMPORARY], 6144);
-    assert_int_equal(r->xla_temp_bytes, 6144);
+    assert_int_equal(r->peak_allocated, 262144 + 2048 + 256 + 2048 + 4096);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_TEMPORARY], 4096);
+    assert_int_equal(r->xla_temp_bytes, 4096);
     assert_int_equal(r->xla_argument_bytes, 262144 + 2048);
     assert_int_equal(r->xla_output_bytes, 4 + 2048);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_ACTIVATION], 2052);
     assert_non_null(strstr(assumption(r, "jax_execution"), "jit: the whole step"));
-    assert_non_null(strstr(assumption(r, "xla_temp"), "6.00 KiB per call"));
+    assert_non_null(strstr(assumption(r, "xla_temp"), "4.00 KiB per call"));
     assert_non_null(strstr(assumption(r, "xla_fusion"), "2 of 6 values"));
     assert_non_null(strstr(assumption(r, "xla_outputs"), "2 live-out buffers"));
     dnnmem_result_free(r);
@@ -395,9 +589,10 @@ static void test_inference_estimate_by_hand(void **state)
  * step: 2 h (MatMul); 3 t (Tanh, saved), h dies; 4 s (Sigmoid, saved); 5 y
  * (Relu, saved); 6 the loss (4 B), which dies there; 7 its grad (4 B);
  * 8 s.grad (Relu's backward), y and the loss grad die; 9 t.grad, s and
- * s.grad die; 10 h.grad, t and t.grad die; 11 W.grad (262144 B, kept for
- * the update), h.grad dies; 12 the update (its momentum, 262144 B, is made
- * before the first call: an entry parameter).
+ * s.grad die; 10 h.grad, t and t.grad die; 11 W.grad (262144 B), h.grad
+ * dies; 12 the update (its momentum, 262144 B, is made before the first
+ * call: an entry parameter). Rule 3: W's gradient is whole at step 11 (the
+ * only backward step reading W), so its update runs there and frees it.
  * Rule 1: s.grad and t.grad are fused (each made by an elementwise op's
  * backward and read only by the next one's): steps 8 and 9 run inside step
  * 10's kernel, so y, s and the loss grad die at 10. Rule 2: t takes h's
@@ -405,8 +600,8 @@ static void test_inference_estimate_by_hand(void **state)
  * candidate of its size and type).
  * The heap's clock: h 0; h freed 1, t shares 2; s 3; y 4; loss 5, freed 6;
  * loss grad 7; step 10: t freed 8, h.grad shares 9, then s 10, y 11, the
- * loss grad 12 freed; W.grad 13, h.grad freed 14; W.grad freed 15 (the
- * update). Groups: {h, t, h.grad} [0,14] (own duration 1), s [3,10], y
+ * loss grad 12 freed; W.grad 13, h.grad freed 14; W.grad freed 15 (its
+ * update, at the end of step 11). Groups: {h, t, h.grad} [0,14] (own duration 1), s [3,10], y
  * [4,11] (2048 B each), loss [5,6], loss grad [7,12] (4 B), W.grad [13,15].
  * Spatial: W.grad -> 0; s -> 0 (disjoint in time); y -> 2048; the group
  * overlaps W.grad -> 262144; the 4-byte values -> 4096: 264192 B. Temporal
@@ -414,9 +609,8 @@ static void test_inference_estimate_by_hand(void **state)
  * The allocator: W 262144, x 2048 and the momentum 262144 before the call,
  * then the 264192 B temp buffer (a multiple of 256: nothing rounded):
  * 790528 B in use. */
-static void test_training_estimate_by_hand(void **state)
+static struct tb *tb_tanh_chain(void)
 {
-    (void)state;
     struct tb *b = tb_new(13);
     tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "2,256");
     tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){256, 256});
@@ -425,7 +619,14 @@ static void test_training_estimate_by_hand(void **state)
     tb_node(b, "Sigmoid", "sigmoid", "t", "s");
     tb_node(b, "Relu", "relu", "s", "y");
     tb_output(b, "y");
-    struct dnnmem_result *r = jax_estimate(b, DNNMEM_MODE_TRAIN, true, DNNMEM_JAX_JIT);
+    return b;
+}
+
+static void test_training_estimate_by_hand(void **state)
+{
+    (void)state;
+    struct dnnmem_result *r = jax_estimate(tb_tanh_chain(), DNNMEM_MODE_TRAIN, true,
+                                           DNNMEM_JAX_JIT);
     assert_int_equal(r->peak_allocated, 262144 + 2048 + 262144 + 264192);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_TEMPORARY], 264192);
     assert_int_equal(r->xla_temp_bytes, 264192);
@@ -435,30 +636,68 @@ static void test_training_estimate_by_hand(void **state)
     dnnmem_result_free(r);
 }
 
-/* Training with SGD and momentum, donated or not. The step's outputs are W
- * (262144 B) and its momentum (262144 B). Donated, they alias their inputs;
- * not donated, each call allocates both anew and frees the old ones when it
- * returns: the peak, inside the call, grows by exactly 524288 B (both
- * multiples of 256, so the BFC rounds nothing), and the breakdown counts the
- * copies as weights and optimizer state. */
+/* Training with SGD and momentum, donated or not, on the graph of
+ * test_training_estimate_by_hand (its clock and groups). The step's outputs
+ * are W' and its momentum (262144 B each). Donated, they alias their
+ * inputs: the temp buffer is 264192 B, the peak 790528 B. Not donated, each
+ * call allocates both anew (the breakdown counts the copies as weights and
+ * optimizer state) and frees the old ones when it returns; both are made by
+ * W's update at the end of step 11 (rule 3), tick 16, and until then hold
+ * temporaries (rule 6). By decreasing size, then start: W.grad [13,15] ->
+ * the first (W', equal sizes in order); the group {h, t, h.grad} [0,14]
+ * overlaps it -> the second; s [3,10] -> the first (before W.grad); y [4,11]
+ * overlaps s in the first and the group in the second: heap; so do the loss
+ * [5,6] (s; the group) and the loss grad [7,12]. The heap: y -> 0; the loss
+ * overlaps y -> 2048; the loss grad overlaps y only -> 2048: 2052 B, which
+ * the BFC rounds to 2304. In use at the peak: W 262144, x 2048, the
+ * momentum 262144, W' and the momentum' 524288, the temp 2304: 1052928 B. */
 static void test_training_donation(void **state)
 {
     (void)state;
-    struct dnnmem_result *d = jax_estimate(tb_fusion_graph(), DNNMEM_MODE_TRAIN, true,
+    struct dnnmem_result *d = jax_estimate(tb_tanh_chain(), DNNMEM_MODE_TRAIN, true,
                                            DNNMEM_JAX_JIT);
-    struct dnnmem_result *n = jax_estimate(tb_fusion_graph(), DNNMEM_MODE_TRAIN, false,
+    struct dnnmem_result *n = jax_estimate(tb_tanh_chain(), DNNMEM_MODE_TRAIN, false,
                                            DNNMEM_JAX_JIT);
-    assert_int_equal(n->peak_allocated, d->peak_allocated + 524288);
+    assert_int_equal(d->xla_temp_bytes, 264192);
+    assert_int_equal(d->peak_allocated, 790528);
+    assert_int_equal(n->xla_temp_bytes, 2052);
+    assert_int_equal(n->peak_allocated, 262144 + 2048 + 262144 + 524288 + 2304);
     assert_int_equal(d->category_bytes[DNNMEM_CAT_WEIGHT], 262144);
     assert_int_equal(d->category_bytes[DNNMEM_CAT_OPTIMIZER], 262144);
     assert_int_equal(n->category_bytes[DNNMEM_CAT_WEIGHT], 2 * 262144);
     assert_int_equal(n->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 262144);
-    assert_int_equal(d->category_bytes[DNNMEM_CAT_TEMPORARY],
-                     n->category_bytes[DNNMEM_CAT_TEMPORARY]);
     assert_non_null(strstr(assumption(d, "jax_donation"), "donated"));
     assert_non_null(strstr(assumption(n, "jax_donation"), "2 new buffers (512.00 KiB)"));
     dnnmem_result_free(d);
     dnnmem_result_free(n);
+}
+
+/* Each cuBLAS call's workspace (GemmConfig::kDefaultWorkspace 4 MiB before
+ * sm90, kHopperWorkspace 32 MiB from sm90; --cublas-workspace overrides),
+ * on the inference graph of test_fusion_and_sharing_by_hand: MatMul mm's
+ * workspace is live while h is made, mm2's while q is made and m dies. h
+ * still goes into sm's allocation (rule 6; the workspaces are larger than
+ * both outputs). The heap: the two workspaces are disjoint in time -> 0;
+ * q overlaps mm2's -> W; {n, m} overlaps it and q -> W + 2048: W + 4096. */
+static void test_cublas_workspace(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t option;
+        int cc;
+        uint64_t ws;
+        const char *text;
+    } cases[] = {{-1, 80, 4u << 20, "4.00 MiB per cuBLAS call"},
+                 {-1, 90, 32u << 20, "32.00 MiB per cuBLAS call"},
+                 {1 << 20, 90, 1u << 20, "1.00 MiB per cuBLAS call"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct dnnmem_result *r = jax_estimate_ws(tb_fusion_graph(), DNNMEM_MODE_INFER, true,
+                                                  DNNMEM_JAX_JIT, cases[c].option, cases[c].cc);
+        assert_int_equal(r->xla_temp_bytes, cases[c].ws + 4096);
+        assert_int_equal(r->peak_allocated, 262144 + 2048 + 256 + 2048 + cases[c].ws + 4096);
+        assert_non_null(strstr(assumption(r, "cublas_workspace"), cases[c].text));
+        dnnmem_result_free(r);
+    }
 }
 
 int main(void)
@@ -470,6 +709,10 @@ int main(void)
         cmocka_unit_test(test_fusion_and_sharing_by_hand),
         cmocka_unit_test(test_backward_fusion),
         cmocka_unit_test(test_batchnorm_relu),
+        cmocka_unit_test(test_update_after_gradient),
+        cmocka_unit_test(test_xla_max_pool),
+        cmocka_unit_test(test_xla_softmax_gelu),
+        cmocka_unit_test(test_cublas_workspace),
         cmocka_unit_test(test_inference_estimate_by_hand),
         cmocka_unit_test(test_training_estimate_by_hand),
         cmocka_unit_test(test_training_donation),

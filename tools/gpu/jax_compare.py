@@ -38,19 +38,48 @@ XLA_PYTHON_CLIENT_PREALLOCATE=false) and prints, measured against estimated:
           dnnmem's new buffers per call (0 when donated; the loss scalar is
           not modelled).
 
+Under a row whose peak is off, a line gives the bytes in use before the
+first call (the measurement's after_setup bytes_in_use; dnnmem's allocated
+bytes before its first call, from --timeline) and what the call adds to
+them, which separates the step from the BFC chunks the entry arrays landed
+in.
+
 --check exits 1 when a compared row is off by more than the bars (relative
 to the measurement): peak in use 10% (--tol-peak), temp 20% (--tol-temp),
 arguments 2% (--tol-args: these are deterministic; a miss means the two
-definitions of a model differ). They are first bars for an unvalidated
-model, not yet wired into `make check`: there are no results yet.
+definitions of a model differ), unless EXPECTED lists the row with the
+mechanism of its miss. `make check` runs it on tools/gpu/results/jax.jsonl.
 """
 
 import argparse
+import csv
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
+
+# Rows still off the bars, with the mechanism (traced in the HLO dumps,
+# tools/gpu/results/jax-hlo.tar.gz). Each other row must stay within them.
+EXPECTED = {
+    "mlp-adam":
+        "peak +13%: the entry arrays' BFC chunks, not the step: the measurement compiled "
+        "(autotuning) before making its arrays, which landed in the 512 MiB of regions the "
+        "autotuner left (496.3 MiB in use after setup); dnnmem replays them into a fresh "
+        "pool (575.3 MiB); the call adds 112.0 MiB in both",
+    "mlp-adam-optax":
+        "the same step as mlp-adam (optax's adam compiles to the same buffers): peak +13% "
+        "from the entry arrays' BFC chunks; the call adds 112.0 MiB in both",
+    "mlp-adam-nodonate":
+        "temp 32 vs 6 MiB: XLA's scheduler runs the weight-gradient matmuls after the "
+        "input-gradient chain (the HLO's order), so every cuBLAS workspace finds a live-out "
+        "allocation not yet written; in dnnmem's program order (each layer's weight grad, "
+        "then its input grad) fc1's backward workspace (32 MiB) comes after the 64 MiB "
+        "outputs are made; peak +13%: the call adds 485.0 MiB measured (479.0 of new "
+        "parameters and state, 6.0 of temp) and 606.6 in dnnmem's BFC replay (479.0 + 32.0 "
+        "+ 95.6 of chunks the new arrays do not fill, not traced further: src/alloc/bfc.c)",
+}
 
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 SIZE = r"([0-9]+(?:\.[0-9]+)?) (B|KiB|MiB|GiB|TiB)"
@@ -100,6 +129,25 @@ def command(row, probe, a):
     return cmd + ["--json"]
 
 
+def before_call(timeline):
+    """dnnmem's allocated bytes before the first call, from its --timeline CSV."""
+    try:
+        with open(timeline) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    if not lines:
+        return None
+    head = next(csv.reader(lines[:1]))
+    ph, al = head.index("phase"), head.index("allocated")
+    before = 0
+    for cols in csv.reader(lines[1:]):
+        if cols[ph] != "setup":
+            return before
+        before = int(cols[al])
+    return before
+
+
 def estimates(d):
     """The figures to compare from dnnmem's JSON."""
     e = {"peak": d.get("peak_allocated_bytes"), "pool": d.get("peak_reserved_bytes"),
@@ -140,9 +188,11 @@ def measured(row):
          "scratch": (row.get("hlo") or {}).get("scratch_max")}
     if ma.get("output_size_in_bytes") is not None:
         m["outs"] = ma["output_size_in_bytes"] - (ma.get("alias_size_in_bytes") or 0)
+    m["setup"] = ((row.get("stats") or {}).get("after_setup") or {}).get("bytes_in_use")
     rr = row.get("rerun") or {}
     if m["masked"] and rr.get("status") == "ok" and not rr.get("peak_masked_by_compile"):
         m["peak"], m["pool"], m["masked"] = rr.get("peak_bytes_in_use"), rr.get("peak_pool_bytes"), False
+        m["setup"] = ((rr.get("stats") or {}).get("after_setup") or {}).get("bytes_in_use")
     return m
 
 
@@ -186,7 +236,7 @@ def main():
     fmt = "%-16s %-34s %9s %9s %7s %7s %9s %9s %7s %9s %9s %9s %9s %9s %9s  %s"
     print("(MiB; d = (estimate - measured) / measured)")
     print(fmt % hdr)
-    failed, compared, other = [], 0, []
+    failed, expected, compared, other = [], [], 0, []
     for r in rows:
         if r.get("status") != "ok":
             other.append(f"{r.get('id')}: {r.get('status')} {str(r.get('error', ''))[:160]}")
@@ -199,7 +249,10 @@ def main():
         cmd = command(r, probe, a)
         if a.print_commands:
             print("  $ " + " ".join(cmd))
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            tl = os.path.join(tmp, "timeline.csv")
+            p = subprocess.run(cmd + ["--timeline", tl], capture_output=True, text=True)
+            pre = before_call(tl)
         try:
             d = json.loads(p.stdout)
         except Exception:  # noqa: BLE001
@@ -217,14 +270,25 @@ def main():
                 bad.append(f"temp {fpct(dt)}")
             if da is not None and abs(da) > a.tol_args:
                 bad.append(f"args {fpct(da)}")
-            verdict = "ok" if not bad else "OFF: " + ", ".join(bad)
+            why = EXPECTED.get(r.get("id"))
+            verdict = "ok" if not bad else ("expected miss: " if why else "OFF: ") + ", ".join(bad)
+            if why and not bad:
+                verdict = "ok (listed in EXPECTED: remove it)"
             compared += 1
-        if bad:
+        if bad and not EXPECTED.get(r.get("id")):
             failed.append(r.get("id"))
+        elif bad:
+            expected.append(r.get("id"))
         print(fmt % (str(r.get("id"))[:16], cfg[:34], mib(m["temp"]), mib(e["temp"]), fpct(dt),
                      mib(m["scratch"]), mib(m["peak"]), mib(e["peak"]), fpct(dp), mib(m["pool"]),
                      mib(e["pool"]), mib(m["args"]), mib(e["args"]), mib(m["outs"]), mib(e["outs"]),
                      verdict))
+        if bad and any(x.startswith("peak") for x in bad) and m["setup"] is not None and \
+                pre is not None and m["peak"] is not None and e["peak"] is not None:
+            print(f"  in use before the first call: measured {mib(m['setup'])}, dnnmem {mib(pre)} MiB; "
+                  f"the call adds {mib(m['peak'] - m['setup'])} against {mib(e['peak'] - pre)}")
+        if bad and EXPECTED.get(r.get("id")):
+            print("  expected: " + EXPECTED[r.get("id")])
         # one generation of weights at the peak unless undonated training
         # holds two (then the breakdown is not the parameter bytes)
         one_gen = r["mode"] != "train" or r.get("donate", True)
@@ -233,8 +297,9 @@ def main():
             print(f"  ! parameter bytes differ: JAX {r['param_bytes']}, dnnmem {e['weights']}")
     for o in other:
         print("  not compared: " + o)
-    print(f"{compared} rows compared, {len(failed)} off the bars (peak {a.tol_peak}%, temp "
-          f"{a.tol_temp}%, args {a.tol_args}%)" + (f": {', '.join(failed)}" if failed else ""))
+    print(f"{compared} rows compared, {len(failed)} off the bars unexplained (peak {a.tol_peak}%, "
+          f"temp {a.tol_temp}%, args {a.tol_args}%)" + (f": {', '.join(failed)}" if failed else "")
+          + (f"; {len(expected)} expected misses: {', '.join(expected)}" if expected else ""))
     if a.check and (failed or compared == 0):
         return 1
     return 0
