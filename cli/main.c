@@ -139,7 +139,7 @@ static const char usage_text[] =
     "  --transformers X.Y     HuggingFace configs: the transformers release (default 4.51);\n"
     "                         from 4.54 sdpa takes grouped keys/values (enable_gqa) on\n"
     "                         PyTorch 2.5+, and the math kernel where no fused one can\n"
-    "                         (float32, before sm80)\n"
+    "                         (float32, before sm80); from 5.0 the cache copies k and v\n"
     "  --checkpoint SPEC      activation checkpointing (torch.utils.checkpoint), repeatable:\n"
     "                         a glob on node-name prefixes, one segment per matching\n"
     "                         prefix ('/layers.*': per layer; '/layer*': per ResNet stage;\n"

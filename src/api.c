@@ -1338,8 +1338,11 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                "%d.%d (its modelling code, as the HuggingFace front end builds it)%s",
                transformers / 100, transformers % 100,
                generate && transformers > DM_TRANSFORMERS_DEFAULT
-                   ? "; generation follows 4.51's loop and caches, but GPT-2's DynamicCache from "
-                     "4.52 (PR #35761) and its last-position logits from 5.0"
+                   ? "; generation follows 4.51's loop, with GPT-2's DynamicCache from 4.52 "
+                     "(PR #35761), and from 5.0 GPT-2's last-position logits and the cache "
+                     "layers' copies of k and v"
+                   : transformers >= 500 && hf
+                   ? "; from 5.0 the cache layers keep copies of k and v"
                    : "");
     if (hf)
         assume(&as, "attention", cfg.attn ? "option" : "default", "%s",
