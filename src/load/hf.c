@@ -4453,13 +4453,16 @@ static enum dnnmem_status build(struct hf *h)
         check_architectures(h);
     /* flash_attention_2 as transformers 4.51 runs it through the shared
      * attention interface (flash_attention_forward): the families whose
-     * attention was moved onto it (GPT-2 with 4.48). Others keep their own
-     * FlashAttention2 classes (Qwen2-MoE, OPT, Falcon, GPT-NeoX, Phi, DistilBERT:
+     * attention was moved onto it (GPT-2 with 4.48; OPT, GPT-NeoX and Phi,
+     * whose eager path is the interface's eager_attention_forward in 4.51,
+     * hf_decoders.inc). Others keep their own FlashAttention2 classes
+     * (Qwen2-MoE, Falcon, DistilBERT, BioGPT's BART attention:
      * repeat_kv and copies of their own), or have none (BERT, RoBERTa,
      * ALBERT, T5); DeepSeek's MLA pads its values to the query head size. */
     static const char *const flash_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral",
                                               "qwen3_moe", "gemma", "gemma2", "gemma3",
-                                              "gemma3_text", "phi3", "gpt2"};
+                                              "gemma3_text", "phi3", "gpt2", "opt",
+                                              "gpt_neox", "phi"};
     bool flash_ok = false;
     for (size_t k = 0; k < sizeof flash_types / sizeof *flash_types; k++)
         flash_ok |= strcmp(type, flash_types[k]) == 0;
