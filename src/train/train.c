@@ -1057,6 +1057,27 @@ static bool tf_grad_forwards(enum dm_op op)
     }
 }
 
+/* The temporaries a backward kernel of node i makes after its result (an
+ * input's grad, or under autocast that grad in the compute type) and frees
+ * before it returns:
+ *  - `dense`: the contiguous clone of an expanded output grad that each mm
+ *    of a matmul's backward makes (backward_node);
+ *  - SoftmaxBackward on CUDA: softmax_backward_cuda_out computes
+ *    `Tensor tmp = grad * output;` into the structured kernel's grad_input
+ *    (aten/src/ATen/native/cuda/SoftMax.cu), a temporary of the output
+ *    grad's size (H200 allocator traces, PyTorch 2.11: grad_input, then an
+ *    equal block made and freed, for ALBERT's fp16 and Llama's fp32 softmax);
+ *    LogSoftmaxBackward has none, nor the CPU kernel. */
+static void kernel_temporaries(struct dm_sb *b, int32_t i, int32_t out0, bool dense)
+{
+    if (dense)
+        dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[out0].dtype, b->t[out0].bytes, out0, i,
+                    "grad (contiguous)", 0);
+    if (out0 >= 0 && b->g->nodes[i].op == DM_OP_Softmax && b->run->cuda)
+        dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[out0].dtype, b->t[out0].bytes, out0, i,
+                    "grad * output", 0);
+}
+
 static void backward_node(struct dm_sb *b, int32_t i)
 {
     struct dm_train *tr = b->train;
@@ -1142,12 +1163,16 @@ static void backward_node(struct dm_sb *b, int32_t i)
     }
     /* cuBLAS cannot read a matrix with zero strides: a matmul whose output
      * grad is still the expanded scalar of SumBackward (loss = out.sum())
-     * clones it contiguous first (prepare_matrix_for_cublas, Blas.cpp) */
-    int32_t dense = -1;
-    if (gout >= 0 && out0 >= 0 && b->run->cuda && (n->op == DM_OP_MatMul || n->op == DM_OP_Gemm) &&
-        b->s->buf[gout].bytes < t[out0].bytes)
-        dense = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[out0].dtype, t[out0].bytes, out0, i,
-                            "grad (contiguous)", 1);
+     * clones it contiguous (prepare_matrix_for_cublas, Blas.cpp) inside each
+     * mm it feeds: one mm per input grad, each allocating its result, then
+     * the clone, which it frees when it returns. The clones do not overlap,
+     * but each input's grad is made between them (an H200 allocator trace of
+     * ALBERT's and DistilBERT's decoder under loss = logits.sum(), PyTorch
+     * 2.11: grad_input, clone, free; grad_weight, clone, free). Gemm's
+     * bias grad (input 2) is a sum, which reads any strides */
+    bool dense = gout >= 0 && out0 >= 0 && b->run->cuda &&
+                 (n->op == DM_OP_MatMul || n->op == DM_OP_Gemm) &&
+                 b->s->buf[gout].bytes < t[out0].bytes;
     for (int k = 0; k < n->n_in; k++) {
         int32_t x = n->in[k];
         if (x < 0 || is_meta_slot(n, k) || !tr->rg[x])
@@ -1176,8 +1201,14 @@ static void backward_node(struct dm_sb *b, int32_t i)
             int32_t gcast = -1;
             if (cast != DM_UNDEFINED && dm_dtype_bytes(cast, t[x].numel, &cbytes))
                 gcast = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, cast, cbytes, x, i, "grad", 1);
+            /* the kernel's result: the grad, or under autocast its copy in
+             * the compute type (ToCopyBackward casts it after the kernel) */
+            if (gcast >= 0)
+                kernel_temporaries(b, i, out0, dense && k < 2);
             gin = dm_sb_alloc(b, tr->param[x] ? DNNMEM_CAT_GRADIENT : DNNMEM_CAT_TEMPORARY,
                               t[x].dtype, t[x].bytes, x, i, "grad", 1);
+            if (gcast < 0)
+                kernel_temporaries(b, i, out0, dense && k < 2);
             dm_sb_unref(b, gcast);
         }
         deliver(b, x, gin, alias && rule == DM_T_VIEW);
@@ -1193,7 +1224,6 @@ static void backward_node(struct dm_sb *b, int32_t i)
         transients(b, i, DNNMEM_CAT_WORKSPACE, t[n->in[0]].dtype, t[n->in[0]].bytes, 3, what);
     }
     dm_sb_unref(b, tf_gx);
-    dm_sb_unref(b, dense);
     dm_sb_workspace_end(b, &ws);
     for (int s = 0; s < tr->n_saved[i]; s++)
         dm_sb_unref(b, tr->saved[i][s]);
@@ -1591,7 +1621,13 @@ static void optimizer_step(struct dm_sb *b)
         }
         dm_sb_unref(b, sq);
     }
-    for (int32_t k = 0; k < n_batch; k++)
+    /* the foreach temporaries are one Python list (torch._foreach_sqrt's
+     * result, a local of _multi_tensor_adam), freed when the function
+     * returns: CPython's list_dealloc drops its items last to first, so the
+     * last parameter's goes first and the first parameter's last (an H200
+     * allocator trace of Llama-3.2-1B under AdamW, PyTorch 2.11: the frees
+     * run down the layers and end with embed_tokens') */
+    for (int32_t k = n_batch - 1; k >= 0; k--)
         dm_sb_unref(b, batch[k]);
     free(batch);
 }

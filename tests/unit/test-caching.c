@@ -858,6 +858,57 @@ static uint64_t next_rand(void)
     return rng;
 }
 
+
+/* The decoder's backward under loss = logits.sum(), as PyTorch 2.11 ran it
+ * on an H200 (DistilBERT b8 x s256 fp16, allocator trace of a fresh
+ * process): the output grad is an expanded scalar, so each of the two mms
+ * clones it contiguous (125,018,112 B, [2048, 30522] fp16) after making its
+ * result, and frees the clone when it returns.
+ *   grad_input 3 MiB: a 20 MiB segment (1-10 MiB rule), 17 MiB left free;
+ *   clone 1: no free block holds it: a new segment of 125,018,112 rounded
+ *     up to 2 MiB = 125,829,120 (120 MiB); the 811,008 B left are under
+ *     1 MiB, so the block is not split (large-pool split rule) and is
+ *     handed out whole; freed at once;
+ *   grad_weight 46,881,792 B (fp16 [30522, 768]): best fit is the clone's
+ *     free 120 MiB block (the 17 MiB one is too small); the remainder
+ *     78,947,328 B > 1 MiB, so it is split and the grad takes the front;
+ *   clone 2: the 78.9 MB remainder cannot hold 125 MB: a second 120 MiB
+ *     segment.
+ * Reserved: 20 + 120 + 120 = 260 MiB, as traced (two 120 MiB segments in the
+ * backward). Holding one clone across both mms (dnnmem before) would have
+ * put the weight grad in a segment of its own (46,881,792 -> 46 MiB): 186. */
+static void test_two_clones_around_weight_grad(void **state)
+{
+    (void)state;
+    const uint64_t clone = 125018112, gw = 46881792, gi = 3 * MiB;
+    struct dm_allocator a = mk_default();
+    uint64_t hi = get(&a, gi, NULL);
+    uint64_t g1;
+    uint64_t h1 = get(&a, clone, &g1);
+    assert_int_equal(g1, 120 * MiB); /* unsplit: the whole segment */
+    put(&a, h1);
+    uint64_t hw = get(&a, gw, NULL);
+    assert_int_equal(stats(&a).reserved, 140 * MiB); /* no new segment for the grad */
+    uint64_t h2 = get(&a, clone, NULL);
+    assert_int_equal(stats(&a).reserved, 260 * MiB);
+    assert_int_equal(stats(&a).segments, 3);
+    put(&a, h2);
+    put(&a, hw);
+    put(&a, hi);
+    a.destroy(a.self);
+
+    /* one clone held across both mms */
+    a = mk_default();
+    hi = get(&a, gi, NULL);
+    h1 = get(&a, clone, NULL);
+    hw = get(&a, gw, NULL);
+    put(&a, h1);
+    assert_int_equal(stats(&a).reserved, (20 + 120 + 46) * MiB);
+    put(&a, hw);
+    put(&a, hi);
+    a.destroy(a.self);
+}
+
 /* Check the counters against a snapshot: reserved = mapped bytes, allocated =
  * live bytes, inactive_split = free bytes of split cudaMalloc'd segments,
  * segments = cudaMalloc'd segments. */
@@ -977,6 +1028,7 @@ int main(void)
         cmocka_unit_test(test_gc_threshold),
         cmocka_unit_test(test_gc_equal_ages),
         cmocka_unit_test(test_inactive_split),
+        cmocka_unit_test(test_two_clones_around_weight_grad),
         cmocka_unit_test(test_random_invariants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,6 +22,64 @@ static struct dnnmem_result *estimate_cfg(struct tb *b, struct dnnmem_config *cf
     return r;
 }
 
+/* The schedule dnnmem builds for graph `b` (every symbol bound to `batch`),
+ * for inspecting the order of its events; `*g` and `*t` are for the caller
+ * to release with schedule_done. */
+struct sched {
+    dnnmem_model *m;
+    struct dm_arena arena;
+    struct dm_tinfo *t;
+    struct dm_schedule s;
+};
+
+static void schedule_of(struct tb *b, int64_t batch, const struct dm_run *run, struct sched *out)
+{
+    struct dnnmem_error err;
+    if (tb_load(b, &out->m, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+    tb_free(b);
+    const struct dm_graph *g = dm_model_graph(out->m);
+    dm_arena_init(&out->arena);
+    out->t = calloc((size_t)g->n_tensors + 1, sizeof *out->t);
+    int64_t *syms = calloc((size_t)g->n_symbols + 1, sizeof *syms);
+    assert_non_null(out->t);
+    assert_non_null(syms);
+    for (int32_t k = 0; k < g->n_symbols; k++)
+        syms[k] = batch;
+    struct dm_infer ctx = {.g = g, .arena = &out->arena, .t = out->t, .sym_values = syms,
+                           .err = &err};
+    if (dm_infer_shapes(&ctx) != DNNMEM_OK)
+        fail_msg("shapes: %s", err.message);
+    free(syms);
+    if (dm_schedule_build(g, out->t, run, &out->s, &err) != DNNMEM_OK)
+        fail_msg("schedule: %s", err.message);
+}
+
+static void schedule_done(struct sched *x)
+{
+    dm_schedule_free(&x->s);
+    free(x->t);
+    dm_arena_free(&x->arena);
+    dnnmem_model_free(x->m);
+}
+
+/* The events of buffers named `what` (or graph tensors when NULL) and of
+ * `bytes`, in order, as a string: 'A' per allocation, 'F' per free. */
+static void events_of(const struct sched *x, const char *const *whats, size_t n_whats,
+                      char *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t e = 0; e < x->s.n_ev && n + 2 < cap; e++) {
+        const struct dm_buffer *bf = &x->s.buf[x->s.ev[e].buf];
+        for (size_t k = 0; k < n_whats; k++)
+            if (bf->what && strcmp(bf->what, whats[k]) == 0) {
+                out[n++] = x->s.ev[e].kind == DM_EV_ALLOC ? (char)('A' + k) : (char)('a' + k);
+                break;
+            }
+    }
+    out[n] = 0;
+}
+
 /* The estimate fails with `want` and a message containing `needle`. */
 static void expect_estimate_error(struct tb *b, const struct dnnmem_config *cfg,
                                   enum dnnmem_status want, const char *needle)
@@ -330,6 +388,141 @@ static void test_sum_grad_dense_for_cublas(void **state)
         assert_int_equal(dense, cuda ? (uint64_t)64 * 65536 * 4 : 0);
         dnnmem_result_free(r);
     }
+}
+
+/* h = x W1, y = h W2 trained on CUDA with loss = y.sum() (no optimizer, one
+ * step): y's grad is SumBackward's expanded scalar, so each mm of y's
+ * MatMulBackward clones it contiguous after making its own result and frees
+ * it when it returns (H200 allocator traces of ALBERT and DistilBERT,
+ * PyTorch 2.11): h's grad, clone, free; W2's grad, clone, free. With
+ * B = 64, W2 [16, 196608] fp32 (12 MiB) and y [64, 196608] (48 MiB), by the
+ * caching allocator's rules:
+ *   forward: a 2 MiB small segment (x, W1, h, the loss); W2's 12 MiB
+ *     segment (>= 10 MiB: rounded to 2 MiB); the main thread's cuBLAS
+ *     workspace (8 MiB + 128 KiB at compute capability 8.0) in a 20 MiB
+ *     segment, 11.875 MiB left free; y, a 48 MiB segment;
+ *   backward: the autograd thread's workspace takes the front of that
+ *     11.875 MiB block (3.75 MiB left); clone 1, a new 48 MiB segment, is
+ *     freed; W2's grad (12 MiB) fits no other free block, so best fit takes
+ *     the clone's 48 MiB block and splits it (36 MiB > 1 MiB left); clone 2
+ *     finds no 48 MiB block: a third 48 MiB segment.
+ * Reserved: 2 + 12 + 20 + 48 + 48 + 48 = 178 MiB. One clone held across both
+ * mms would leave W2's grad a 12 MiB segment of its own: 142 MiB. */
+static void test_sum_grad_clone_per_mm(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "batch,16");
+    tb_init(b, "W1", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 16});
+    tb_init(b, "W2", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 196608});
+    tb_node(b, "MatMul", "mm1", "x,W1", "h");
+    tb_node(b, "MatMul", "mm2", "h,W2", "y");
+    tb_output(b, "y");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_NONE;
+    cfg.loss = DNNMEM_LOSS_SUM;
+    cfg.iterations = 1;
+    cfg.batch_size = 64;
+    struct dnnmem_result *r = estimate_cfg(b, &cfg);
+    assert_int_equal(r->peak_reserved, (uint64_t)178 << 20);
+    dnnmem_result_free(r);
+
+    /* the order itself: grad, clone made and freed, grad, clone made and freed */
+    b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "batch,16");
+    tb_init(b, "W1", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 16});
+    tb_init(b, "W2", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 196608});
+    tb_node(b, "MatMul", "mm1", "x,W1", "h");
+    tb_node(b, "MatMul", "mm2", "h,W2", "y");
+    tb_output(b, "y");
+    struct dm_run run = {.train = true, .cuda = true, .inplace = true, .torch_version = 206,
+                         .iterations = 1, .grad_accum = 1, .optimizer = DNNMEM_OPT_NONE,
+                         .loss = DNNMEM_LOSS_SUM, .compute_capability = 80};
+    struct sched x;
+    schedule_of(b, 64, &run, &x);
+    static const char *const whats[] = {"grad", "grad (contiguous)"};
+    char ev[64];
+    events_of(&x, whats, 2, ev, sizeof ev);
+    /* y's backward: h.grad, clone made and freed, W2.grad, clone made and
+     * freed; then mm1's W1.grad (h's grad is dense: no clone), after which
+     * h's grad goes (the parameters' stay) */
+    assert_string_equal(ev, "ABbABbAa");
+    schedule_done(&x);
+}
+
+/* softmax_backward_cuda_out computes grad * output into a temporary before
+ * its kernel (aten/src/ATen/native/cuda/SoftMax.cu): p = softmax(x W) with
+ * loss = p.sum(), B 64, p [64, 65536] fp32 (16 MiB). On CUDA the softmax's
+ * backward holds its output (kept), its result and the temporary: three
+ * 16 MiB buffers, the temporary live at the peak; the CPU kernel has none. */
+static void test_softmax_backward_temporary(void **state)
+{
+    (void)state;
+    for (int cuda = 0; cuda < 2; cuda++) {
+        struct tb *b = tb_new(13);
+        tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "batch,16");
+        tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 65536});
+        tb_node(b, "MatMul", "mm", "x,W", "z");
+        tb_node(b, "Softmax", "sm", "z", "p");
+        tb_attr_int(b, "axis", -1);
+        tb_output(b, "p");
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.optimizer = DNNMEM_OPT_NONE;
+        cfg.loss = DNNMEM_LOSS_SUM;
+        cfg.iterations = 1;
+        cfg.batch_size = 64;
+        cfg.n_top_tensors = 100;
+        cfg.device = cuda ? DNNMEM_DEVICE_CUDA : DNNMEM_DEVICE_CPU;
+        struct dnnmem_result *r = estimate_cfg(b, &cfg);
+        uint64_t tmp = 0;
+        for (size_t i = 0; i < r->n_live; i++)
+            if (strcmp(r->live[i].name, "p.grad * output") == 0)
+                tmp = r->live[i].bytes;
+        assert_int_equal(tmp, cuda ? (uint64_t)64 * 65536 * 4 : 0);
+        assert_string_equal(r->peak_phase, "backward");
+        dnnmem_result_free(r);
+    }
+}
+
+/* Adam's foreach step on CUDA: torch._foreach_sqrt(exp_avg_sqs) returns one
+ * list, a local of _multi_tensor_adam, which CPython's list_dealloc empties
+ * from the last item to the first when the function returns: the last
+ * parameter's temporary is freed first (H200 allocator trace of
+ * Llama-3.2-1B, PyTorch 2.11: the frees run down the layers and end with
+ * embed_tokens'). Here W1 [16, 16] then W2 [16, 4096]: made W1, W2; freed
+ * W2, W1. */
+static void test_foreach_temporaries_freed_last_first(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "batch,16");
+    tb_init(b, "W1", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 16});
+    tb_init(b, "W2", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 4096});
+    tb_node(b, "MatMul", "mm1", "x,W1", "h");
+    tb_node(b, "MatMul", "mm2", "h,W2", "y");
+    tb_output(b, "y");
+    struct dm_run run = {.train = true, .cuda = true, .inplace = true, .torch_version = 206,
+                         .iterations = 1, .grad_accum = 1, .optimizer = DNNMEM_OPT_ADAM,
+                         .loss = DNNMEM_LOSS_SUM, .compute_capability = 80};
+    struct sched x;
+    schedule_of(b, 4, &run, &x);
+    uint64_t order[4];
+    int n = 0;
+    for (size_t e = 0; e < x.s.n_ev && n < 4; e++) {
+        const struct dm_buffer *bf = &x.s.buf[x.s.ev[e].buf];
+        if (bf->what && strcmp(bf->what, "sqrt") == 0)
+            order[n++] = (x.s.ev[e].kind == DM_EV_ALLOC ? 0 : 1u << 31) | bf->bytes;
+    }
+    assert_int_equal(n, 4);
+    assert_int_equal(order[0], 16 * 16 * 4);
+    assert_int_equal(order[1], 16 * 4096 * 4);
+    assert_int_equal(order[2], (1u << 31) | (16 * 4096 * 4));
+    assert_int_equal(order[3], (1u << 31) | (16 * 16 * 4));
+    schedule_done(&x);
 }
 
 /* A weight read twice, y = (x W) W, trained with two micro-batches on the
@@ -800,6 +993,9 @@ int main(void)
         cmocka_unit_test(test_checkpoint_holds_incoming_grad),
         cmocka_unit_test(test_loss_dtype),
         cmocka_unit_test(test_sum_grad_dense_for_cublas),
+        cmocka_unit_test(test_sum_grad_clone_per_mm),
+        cmocka_unit_test(test_softmax_backward_temporary),
+        cmocka_unit_test(test_foreach_temporaries_freed_last_first),
         cmocka_unit_test(test_tied_weight_input_buffer),
         cmocka_unit_test(test_framework_runtimes),
         cmocka_unit_test(test_dropout_saved_by_framework),

@@ -114,8 +114,9 @@ class Reader:
                 self.dropped += 1
                 continue
             addr = int(e.get("addr", 0) or 0)
-            if self.base is None or (addr and addr < self.base):
-                self.base = addr if self.base is None else min(self.base, addr)
+            # events without an address (snapshot markers) do not move the base
+            if addr and (self.base is None or addr < self.base):
+                self.base = addr
             self.events.append([ACTIONS.get(e.get("action"), 5), int(e.get("size", 0) or 0), addr,
                                 int(e.get("stream", 0) or 0), self.frame(e.get("frames")), phase])
         return len(new)
