@@ -70,6 +70,19 @@ static struct dnnmem_result *run(const dnnmem_model *m, struct dnnmem_config *cf
     return r;
 }
 
+/* The allocated bytes at the end of the first iteration's forward (timeline). */
+static uint64_t forward_end(const dnnmem_model *m, struct dnnmem_config *cfg)
+{
+    cfg->timeline = true;
+    struct dnnmem_result *r = run(m, cfg);
+    uint64_t end = 0;
+    for (size_t i = 0; i < r->n_timeline; i++)
+        if (r->timeline[i].iteration == 1 && strcmp(r->timeline[i].phase, "forward") == 0)
+            end = r->timeline[i].allocated;
+    dnnmem_result_free(r);
+    return end;
+}
+
 static uint64_t weights_of(const char *path)
 {
     dnnmem_model *m = load(path);
@@ -2827,14 +2840,10 @@ static void test_softmax_keeps_input_before_1_11(void **state)
     cfg.seq_len = 64;
     cfg.attn = DNNMEM_ATTN_EAGER;
     cfg.timeline = true;
-    uint64_t end_of_forward[2] = {0, 0};
+    uint64_t end_of_forward[2];
     for (int k = 0; k < 2; k++) {
         cfg.torch_version = k ? 111 : 110;
-        struct dnnmem_result *r = run(m, &cfg);
-        for (size_t i = 0; i < r->n_timeline; i++)
-            if (r->timeline[i].iteration == 1 && strcmp(r->timeline[i].phase, "forward") == 0)
-                end_of_forward[k] = r->timeline[i].allocated;
-        dnnmem_result_free(r);
+        end_of_forward[k] = forward_end(m, &cfg);
     }
     assert_int_equal(end_of_forward[0] - end_of_forward[1], 4 * 2 * 8 * 64 * 64 * 4);
     dnnmem_model_free(m);
@@ -2885,14 +2894,10 @@ static void test_gqa_sdpa(void **state)
     cfg.precision = DNNMEM_PRECISION_BF16;
     cfg.torch_version = 211;
     cfg.timeline = true;
-    uint64_t end_of_forward[2] = {0, 0};
+    uint64_t end_of_forward[2];
     for (int k = 0; k < 2; k++) {
         cfg.transformers_version = k ? 517 : 451;
-        struct dnnmem_result *r = run(m, &cfg);
-        for (size_t i = 0; i < r->n_timeline; i++)
-            if (r->timeline[i].iteration == 1 && strcmp(r->timeline[i].phase, "forward") == 0)
-                end_of_forward[k] = r->timeline[i].allocated;
-        dnnmem_result_free(r);
+        end_of_forward[k] = forward_end(m, &cfg);
     }
     assert_int_equal(end_of_forward[0] - end_of_forward[1], 4 * (1u << 20));
     dnnmem_model_free(m);
@@ -3083,14 +3088,10 @@ static void test_flash(void **state)
     cfg.torch_version = 204;
     cfg.optimizer = DNNMEM_OPT_ADAMW;
     cfg.timeline = true;
-    uint64_t end_of_forward[2] = {0, 0};
+    uint64_t end_of_forward[2];
     for (int k = 0; k < 2; k++) {
         cfg.attn = k ? DNNMEM_ATTN_FLASH : DNNMEM_ATTN_SDPA;
-        struct dnnmem_result *r = run(m, &cfg);
-        for (size_t i = 0; i < r->n_timeline; i++)
-            if (r->timeline[i].iteration == 1 && strcmp(r->timeline[i].phase, "forward") == 0)
-                end_of_forward[k] = r->timeline[i].allocated;
-        dnnmem_result_free(r);
+        end_of_forward[k] = forward_end(m, &cfg);
     }
     assert_int_equal(end_of_forward[0] - end_of_forward[1], 4 * (1u << 20));
 
@@ -3158,14 +3159,10 @@ static void test_flash(void **state)
     cfg.precision = DNNMEM_PRECISION_BF16;
     cfg.batch_size = 2;
     cfg.seq_len = 64;
-    uint64_t fwd[2] = {0, 0};
+    uint64_t fwd[2];
     for (int k = 0; k < 2; k++) {
         cfg.attn = k ? DNNMEM_ATTN_FLASH : DNNMEM_ATTN_SDPA;
-        r = run(m, &cfg);
-        for (size_t i = 0; i < r->n_timeline; i++)
-            if (r->timeline[i].iteration == 1 && strcmp(r->timeline[i].phase, "forward") == 0)
-                fwd[k] = r->timeline[i].allocated;
-        dnnmem_result_free(r);
+        fwd[k] = forward_end(m, &cfg);
     }
     assert_int_equal(fwd[0] - fwd[1], 4 * 3 * 64 * 1024);
     dnnmem_model_free(m);
