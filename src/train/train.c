@@ -1067,15 +1067,32 @@ static bool tf_grad_forwards(enum dm_op op)
  *    (aten/src/ATen/native/cuda/SoftMax.cu), a temporary of the output
  *    grad's size (H200 allocator traces, PyTorch 2.11: grad_input, then an
  *    equal block made and freed, for ALBERT's fp16 and Llama's fp32 softmax);
- *    LogSoftmaxBackward has none, nor the CPU kernel. */
-static void kernel_temporaries(struct dm_sb *b, int32_t i, int32_t out0, bool dense)
+ *    LogSoftmaxBackward has none, nor the CPU kernel;
+ *  - the CPU BatchNorm backward's input grad (k 0):
+ *    batch_norm_backward_cpu_template (aten/src/ATen/native/Normalization.cpp)
+ *    makes grad_input with empty_like(input), then the weight and bias
+ *    grads, and on its contiguous path makes grad_input again (the
+ *    contiguous format) and lets the first go: two input-sized blocks at
+ *    once (PyTorch 1.13's allocation events: every NativeBatchNormBackward0
+ *    of ResNet-50 allocates two and frees one before it returns; the peak
+ *    of a checkpointed stage's backward). Modelled as a temporary after the
+ *    result: the same two blocks at the same moment. The contiguous path
+ *    needs a dense output grad (gout): an expanded one (a sum loss's) takes
+ *    the other path, one block. */
+static void kernel_temporaries(struct dm_sb *b, int32_t i, int32_t out0, int32_t gout, int k,
+                               bool dense)
 {
+    const struct dm_run *run = b->run;
     if (dense)
         dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[out0].dtype, b->t[out0].bytes, out0, i,
                     "grad (contiguous)", 0);
-    if (out0 >= 0 && b->g->nodes[i].op == DM_OP_Softmax && b->run->cuda)
+    if (out0 >= 0 && b->g->nodes[i].op == DM_OP_Softmax && run->cuda)
         dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[out0].dtype, b->t[out0].bytes, out0, i,
                     "grad * output", 0);
+    if (out0 >= 0 && k == 0 && b->g->nodes[i].op == DM_OP_BatchNormalization && !run->cuda &&
+        !run->tf_ops && !run->xla && gout >= 0 && b->s->buf[gout].bytes >= b->t[out0].bytes)
+        dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[out0].dtype, b->t[out0].bytes, out0, i,
+                    "grad_input (first empty_like)", 0);
 }
 
 static void backward_node(struct dm_sb *b, int32_t i)
@@ -1204,11 +1221,11 @@ static void backward_node(struct dm_sb *b, int32_t i)
             /* the kernel's result: the grad, or under autocast its copy in
              * the compute type (ToCopyBackward casts it after the kernel) */
             if (gcast >= 0)
-                kernel_temporaries(b, i, out0, dense && k < 2);
+                kernel_temporaries(b, i, out0, gout, k, dense && k < 2);
             gin = dm_sb_alloc(b, tr->param[x] ? DNNMEM_CAT_GRADIENT : DNNMEM_CAT_TEMPORARY,
                               t[x].dtype, t[x].bytes, x, i, "grad", 1);
             if (gcast < 0)
-                kernel_temporaries(b, i, out0, dense && k < 2);
+                kernel_temporaries(b, i, out0, gout, k, dense && k < 2);
             dm_sb_unref(b, gcast);
         }
         deliver(b, x, gin, alias && rule == DM_T_VIEW);

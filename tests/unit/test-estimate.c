@@ -488,6 +488,48 @@ static void test_softmax_backward_temporary(void **state)
     }
 }
 
+/* The CPU BatchNorm backward makes grad_input twice and lets the first go
+ * (batch_norm_backward_cpu_template's contiguous path). y = relu(bn(x W)),
+ * loss y.sum(), B 64, z = x W [64, 65536] fp32 (16 MiB): ReluBackward's
+ * result is a dense grad, so on the CPU the BN backward holds, besides its
+ * kept input z and that grad, its result and the first grad_input: the
+ * temporary is live at the peak; on CUDA there is none. With the loss on
+ * the BatchNorm itself, its output grad is sum's expanded scalar and the
+ * kernel takes the strided path: one block. */
+static void test_cpu_batchnorm_backward_twice(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 3; v++) { /* CPU, CUDA, CPU without the ReLU */
+        struct tb *b = tb_new(13);
+        tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "batch,16");
+        tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 65536});
+        static const char *const stats[] = {"scale", "bias", "mean", "var"};
+        for (int k = 0; k < 4; k++)
+            tb_init(b, stats[k], ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, (int64_t[]){65536});
+        tb_node(b, "MatMul", "mm", "x,W", "z");
+        tb_node(b, "BatchNormalization", "bn", "z,scale,bias,mean,var", v == 2 ? "y" : "n");
+        if (v != 2)
+            tb_node(b, "Relu", "relu", "n", "y");
+        tb_output(b, "y");
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.optimizer = DNNMEM_OPT_NONE;
+        cfg.loss = DNNMEM_LOSS_SUM;
+        cfg.iterations = 1;
+        cfg.batch_size = 64;
+        cfg.n_top_tensors = 100;
+        cfg.device = v == 1 ? DNNMEM_DEVICE_CUDA : DNNMEM_DEVICE_CPU;
+        struct dnnmem_result *r = estimate_cfg(b, &cfg);
+        uint64_t tmp = 0;
+        for (size_t i = 0; i < r->n_live; i++)
+            if (strstr(r->live[i].name, "grad_input (first empty_like)"))
+                tmp = r->live[i].bytes;
+        assert_int_equal(tmp, v == 0 ? (uint64_t)64 * 65536 * 4 : 0);
+        dnnmem_result_free(r);
+    }
+}
+
 /* Adam's foreach step on CUDA: torch._foreach_sqrt(exp_avg_sqs) returns one
  * list, a local of _multi_tensor_adam, which CPython's list_dealloc empties
  * from the last item to the first when the function returns: the last
@@ -995,6 +1037,7 @@ int main(void)
         cmocka_unit_test(test_sum_grad_dense_for_cublas),
         cmocka_unit_test(test_sum_grad_clone_per_mm),
         cmocka_unit_test(test_softmax_backward_temporary),
+        cmocka_unit_test(test_cpu_batchnorm_backward_twice),
         cmocka_unit_test(test_foreach_temporaries_freed_last_first),
         cmocka_unit_test(test_tied_weight_input_buffer),
         cmocka_unit_test(test_framework_runtimes),
