@@ -1957,8 +1957,13 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
     int32_t kr = k, vr = v;
     if ((o = gqa_attention(h, q, k, v, H, KV, D, 1.0 / sqrt((double)D), c->attn_drop)) >= 0)
         goto out;
-    kr = h->flash ? k : repeat_kv(h, k, H / KV, H, D);
-    vr = h->flash ? v : repeat_kv(h, v, H / KV, H, D);
+    /* flash_attention_forward takes grouped heads; 4.51's own
+     * Qwen2MoeFlashAttention2 (modeling_qwen2_moe.py, copied from the old
+     * Qwen2FlashAttention2) still runs repeat_kv first, then transposes the
+     * repeated tensors into flash_attn_func as views */
+    bool grouped = h->flash && strcmp(c->type, "qwen2_moe") != 0;
+    kr = grouped ? k : repeat_kv(h, k, H / KV, H, D);
+    vr = grouped ? v : repeat_kv(h, v, H / KV, H, D);
     /* torch.matmul folds a 4-D operand to [B * H, ., .] with reshape, which
      * copies a non-contiguous one, and BmmBackward keeps the copy: always q
      * (the rope result in [B, S, H, D] order), and without GQA k and v (the
@@ -3381,7 +3386,14 @@ static int32_t distil_attention(struct hf *h, const struct bert *c, int32_t x, i
     static const char *const proj[3] = {"q_lin", "k_lin", "v_lin"};
     encoder_heads(h, x, E, H, proj, qkv);
     int32_t o;
-    if (h->sdpa) {
+    if (h->flash) {
+        /* DistilBertFlashAttention2: q_lin, k_lin, v_lin viewed [B, S, H, D]
+         * (no copies) into flash_attn_func, not causal; DistilBertModel passes
+         * no mask without padding (an all-ones attention_mask becomes None) */
+        o = fused_attention(h, qkv, false);
+        attr_f(h, "scale", 1.0 / sqrt((double)D));
+        attr_i(h, "flash_attn", 1);
+    } else if (h->sdpa) {
         o = fused_attention(h, qkv, false);
     } else {
         /* q / sqrt(D) keeps q's memory order (still permuted) */
@@ -4455,14 +4467,15 @@ static enum dnnmem_status build(struct hf *h)
      * attention interface (flash_attention_forward): the families whose
      * attention was moved onto it (GPT-2 with 4.48; OPT, GPT-NeoX and Phi,
      * whose eager path is the interface's eager_attention_forward in 4.51,
-     * hf_decoders.inc). Others keep their own FlashAttention2 classes
-     * (Qwen2-MoE, Falcon, DistilBERT, BioGPT's BART attention:
-     * repeat_kv and copies of their own), or have none (BERT, RoBERTa,
-     * ALBERT, T5); DeepSeek's MLA pads its values to the query head size. */
+     * hf_decoders.inc), and DistilBERT's own DistilBertFlashAttention2 on
+     * views (distil_attention), and Qwen2-MoE's own class (repeat_kv first,
+     * llama_attention). Falcon's and BioGPT's (BART's) classes are not
+     * modelled; BERT, RoBERTa, ALBERT and T5 have none; DeepSeek's MLA pads
+     * its values to the query head size. */
     static const char *const flash_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral",
                                               "qwen3_moe", "gemma", "gemma2", "gemma3",
                                               "gemma3_text", "phi3", "gpt2", "opt",
-                                              "gpt_neox", "phi"};
+                                              "gpt_neox", "phi", "distilbert", "qwen2_moe"};
     bool flash_ok = false;
     for (size_t k = 0; k < sizeof flash_types / sizeof *flash_types; k++)
         flash_ok |= strcmp(type, flash_types[k]) == 0;

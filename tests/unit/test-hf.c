@@ -3166,6 +3166,26 @@ static void test_flash(void **state)
     }
     assert_int_equal(fwd[0] - fwd[1], 4 * 3 * 64 * 1024);
     dnnmem_model_free(m);
+
+    /* Qwen2-MoE's own Qwen2MoeFlashAttention2 (4.51) repeats grouped keys
+     * and values first: tiny-qwen2-moe made grouped (KV 4 of H 8) gets
+     * repeat_kv's Expand for k and v in each of its layers under flash too */
+    char json[4096];
+    FILE *f = fopen("tests/models/hf/tiny-qwen2-moe.json", "rb");
+    assert_non_null(f);
+    size_t size = fread(json, 1, sizeof json - 1, f);
+    fclose(f);
+    json[size] = 0;
+    char *kv = strstr(json, "\"num_key_value_heads\": 8");
+    assert_non_null(kv);
+    kv[strlen("\"num_key_value_heads\": ")] = '4';
+    struct dm_graph q;
+    dm_graph_init(&q);
+    q.path = "tiny-qwen2-moe.json (KV 4)";
+    cfg.attn = DNNMEM_ATTN_FLASH;
+    assert_int_equal(dm_load_hf(&q, (const uint8_t *)json, size, true, &cfg, &err), DNNMEM_OK);
+    assert_int_equal(count_op(&q, DM_OP_Expand), 2 * 2);
+    dm_graph_free(&q);
 }
 
 /* output_router_logits (tiny-qwen3-moe-aux-wide: 4 sparse layers, 64
