@@ -4468,14 +4468,17 @@ static enum dnnmem_status build(struct hf *h)
      * attention was moved onto it (GPT-2 with 4.48; OPT, GPT-NeoX and Phi,
      * whose eager path is the interface's eager_attention_forward in 4.51,
      * hf_decoders.inc), and DistilBERT's own DistilBertFlashAttention2 on
-     * views (distil_attention), and Qwen2-MoE's own class (repeat_kv first,
-     * llama_attention). Falcon's and BioGPT's (BART's) classes are not
-     * modelled; BERT, RoBERTa, ALBERT and T5 have none; DeepSeek's MLA pads
-     * its values to the query head size. */
+     * views (distil_attention), Qwen2-MoE's own class (repeat_kv first,
+     * llama_attention) and Falcon's FalconFlashAttention2 (the rotated q, k
+     * and the fused output's v view, transposed back into flash_attn_func
+     * without repeating: dec_core's flash path). BioGPT's is not modelled;
+     * BERT, RoBERTa, ALBERT and T5 have none; DeepSeek's MLA pads its values
+     * to the query head size. */
     static const char *const flash_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral",
                                               "qwen3_moe", "gemma", "gemma2", "gemma3",
                                               "gemma3_text", "phi3", "gpt2", "opt",
-                                              "gpt_neox", "phi", "distilbert", "qwen2_moe"};
+                                              "gpt_neox", "phi", "distilbert", "qwen2_moe",
+                                              "falcon"};
     bool flash_ok = false;
     for (size_t k = 0; k < sizeof flash_types / sizeof *flash_types; k++)
         flash_ok |= strcmp(type, flash_types[k]) == 0;

@@ -394,8 +394,8 @@ expect 2 "--attn flash: FlashAttention-2 runs in fp16/bf16 only" -- \
     estimate $H/tiny-llama-gqa.json -s 64 --attn flash
 expect 2 "--attn flash: FlashAttention-2 needs compute capability 8.0" -- \
     estimate $H/tiny-llama-gqa.json -s 64 --attn flash --precision bf16 --gpu T4
-expect 4 "--attn flash: flash_attention_2 for model_type 'falcon' is not modelled" -- \
-    estimate $H/falcon-7b.json -s 8 --attn flash --precision fp16
+expect 4 "--attn flash: flash_attention_2 for model_type 'biogpt' is not modelled" -- \
+    estimate $H/biogpt.json -s 8 --attn flash --precision fp16
 expect 0 "flash_attention_2: flash-attn's flash_attn_func" -- \
     estimate $H/opt-125m.json -s 8 --attn flash --precision fp16
 expect 0 "flash_attention_2: flash-attn's flash_attn_func" -- \
