@@ -119,6 +119,7 @@ struct hf {
     bool half_to_float;        /* fp16 on CUDA: softmax(x, dtype=float32) reads the
                                   fp16 scores directly (see softmax_f32) */
     int cc;                    /* the GPU's compute capability (default 80) */
+    int transformers;          /* the release, major * 100 + minor (--transformers) */
     bool gpt2_cache;           /* GPT-2 takes Cache classes: transformers >= 4.52 */
     bool gpt2_v5;              /* GPT-2 keeps only the last logits: transformers >= 5 */
     bool cache_copy;           /* the cache copies the states it is given (DynamicLayer,
@@ -4471,22 +4472,29 @@ static enum dnnmem_status build(struct hf *h)
      * views (distil_attention), Qwen2-MoE's own class (repeat_kv first,
      * llama_attention) and Falcon's FalconFlashAttention2 (the rotated q, k
      * and the fused output's v view, transposed back into flash_attn_func
-     * without repeating: dec_core's flash path). BioGPT's is not modelled;
-     * BERT, RoBERTa, ALBERT and T5 have none; DeepSeek's MLA pads its values
-     * to the query head size. */
+     * without repeating: dec_core's flash path). BioGPT has none in 4.51
+     * (BioGptPreTrainedModel sets no _supports_flash_attn_2) and from 4.52,
+     * on BART's modular code, runs the interface; BERT, RoBERTa, ALBERT and
+     * T5 have none; DeepSeek's MLA pads its values to the query head size. */
     static const char *const flash_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral",
                                               "qwen3_moe", "gemma", "gemma2", "gemma3",
                                               "gemma3_text", "phi3", "gpt2", "opt",
                                               "gpt_neox", "phi", "distilbert", "qwen2_moe",
-                                              "falcon"};
+                                              "falcon", "biogpt"};
     bool flash_ok = false;
     for (size_t k = 0; k < sizeof flash_types / sizeof *flash_types; k++)
         flash_ok |= strcmp(type, flash_types[k]) == 0;
+    if (h->flash && strcmp(type, "biogpt") == 0 && h->transformers < 452)
+        return fail(h, DNNMEM_E_UNSUPPORTED,
+                    "--attn flash: transformers %d.%d's BioGPT has no flash_attention_2 (from "
+                    "4.52 it has: --transformers 4.52); use --attn sdpa or eager",
+                    h->transformers / 100, h->transformers % 100);
     if (h->flash && !flash_ok)
         return fail(h, DNNMEM_E_UNSUPPORTED,
                     "--attn flash: flash_attention_2 for model_type '%s' is not modelled "
-                    "(modelled: llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, gemma, "
-                    "gemma2, gemma3, phi3); use --attn sdpa or eager",
+                    "(modelled: llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, "
+                    "gemma, gemma2, gemma3, phi3, phi, gpt2, opt, gpt_neox, falcon, distilbert, "
+                    "biogpt); use --attn sdpa or eager",
                     type);
     read_quant(h, h->opt_quant);
     h->prep32 = h->kbit && !h->amp &&
@@ -4667,6 +4675,7 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
     h.cc = opt && opt->compute_capability ? opt->compute_capability : DM_CC_DEFAULT;
     h.half_to_float = opt && opt->precision == DNNMEM_PRECISION_FP16 &&
                       opt->device == DNNMEM_DEVICE_CUDA;
+    h.transformers = tv;
     h.gpt2_cache = tv >= 452;
     h.gpt2_v5 = tv >= 500;
     h.cache_copy = tv >= 500;

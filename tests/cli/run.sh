@@ -394,8 +394,12 @@ expect 2 "--attn flash: FlashAttention-2 runs in fp16/bf16 only" -- \
     estimate $H/tiny-llama-gqa.json -s 64 --attn flash
 expect 2 "--attn flash: FlashAttention-2 needs compute capability 8.0" -- \
     estimate $H/tiny-llama-gqa.json -s 64 --attn flash --precision bf16 --gpu T4
-expect 4 "--attn flash: flash_attention_2 for model_type 'biogpt' is not modelled" -- \
+expect 4 "--attn flash: transformers 4.51's BioGPT has no flash_attention_2" -- \
     estimate $H/biogpt.json -s 8 --attn flash --precision fp16
+expect 0 "flash_attention_2: flash-attn's flash_attn_func" -- \
+    estimate $H/biogpt.json -s 8 --attn flash --precision fp16 --transformers 4.52
+expect 4 "flash_attention_2 for model_type 'bert' is not modelled" -- \
+    estimate $H/bert-base-uncased.json -s 8 --attn flash --precision fp16
 expect 0 "flash_attention_2: flash-attn's flash_attn_func" -- \
     estimate $H/opt-125m.json -s 8 --attn flash --precision fp16
 expect 0 "flash_attention_2: flash-attn's flash_attn_func" -- \

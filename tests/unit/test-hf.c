@@ -3073,7 +3073,7 @@ static void test_amp_explicit_casts(void **state)
  *    kernel, plus dk_expanded and dv_expanded [B, S, H, D] bf16 (512 KiB)
  *    per layer;
  *  - refused: fp32, a pre-Ampere GPU, a family transformers 4.51 runs
- *    through its own FlashAttention2 class (BioGPT);
+ *    BioGPT before transformers 4.52, which has none;
  *  - GPT-2's flash against its sdpa (below). */
 static void test_flash(void **state)
 {
@@ -3147,7 +3147,7 @@ static void test_flash(void **state)
     m = load("tests/models/hf/tiny-biogpt.json");
     cfg.compute_capability = 0;
     assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
-    assert_non_null(strstr(err.message, "model_type 'biogpt' is not modelled"));
+    assert_non_null(strstr(err.message, "BioGPT has no flash_attention_2"));
     dnnmem_model_free(m);
 
     /* GPT-2 (4.48+: the shared interface) on tiny-gpt2 (L 4, E 256), bf16
