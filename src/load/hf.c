@@ -1851,23 +1851,6 @@ static int32_t last_node(struct hf *h)
     return h->g->n_nodes - 1;
 }
 
-/* The KV cache's tensors (use_cache: the presents, named present.N.key and
- * present.N.value). Through transformers 4.51, DynamicCache.update's first
- * call appends the key and value states themselves, so the presents are
- * those tensors (views, often, of a projection's output, which they keep
- * alive), named as they are made: cache_at_make(name). From 5.0, each
- * DynamicLayer starts as an empty tensor and update() concatenates onto it
- * (transformers cache_utils.py, DynamicLayer.lazy_initialization and
- * update): the first update is a contiguous copy, which update returns and
- * the attention reads (key_states and value_states are rebound to it), and
- * the states are let go: cache_update(x, name). Measured with 5.17 on the
- * H200: GPT-2, whose presents had kept each layer's whole fused c_attn
- * output, was 3.9% over in training and 9.7% in inference without it. */
-static const char *cache_at_make(const struct hf *h, const char *name)
-{
-    return h->cache_copy ? NULL : name;
-}
-
 /* attn_weights = softmax(s, dim=-1, dtype=float32).to(query.dtype), one
  * statement. ATen's softmax with a dtype (aten/src/ATen/native/SoftMax.cpp)
  * runs an fp16 CUDA input through _softmax(half_to_float=True): float32 out,
@@ -1892,6 +1875,23 @@ static int32_t softmax_f32(struct hf *h, int32_t s, int32_t like)
     p = op(h, DM_OP_CastLike, 2, p, like);
     hold(h, s, last_node(h));
     return p;
+}
+
+/* The KV cache's tensors (use_cache: the presents, named present.N.key and
+ * present.N.value). Through transformers 4.51, DynamicCache.update's first
+ * call appends the key and value states themselves, so the presents are
+ * those tensors (views, often, of a projection's output, which they keep
+ * alive), named as they are made: cache_at_make(name). From 5.0, each
+ * DynamicLayer starts as an empty tensor and update() concatenates onto it
+ * (transformers cache_utils.py, DynamicLayer.lazy_initialization and
+ * update): the first update is a contiguous copy, which update returns and
+ * the attention reads (key_states and value_states are rebound to it), and
+ * the states are let go: cache_update(x, name). Measured with 5.17 on the
+ * H200: GPT-2, whose presents had kept each layer's whole fused c_attn
+ * output, was 3.9% over in training and 9.7% in inference without it. */
+static const char *cache_at_make(const struct hf *h, const char *name)
+{
+    return h->cache_copy ? NULL : name;
 }
 
 static int32_t cache_update(struct hf *h, int32_t x, const char *name)
