@@ -468,6 +468,11 @@ struct dnnmem_config {
     int64_t mxnet_page_size;
     int mxnet_round_cutoff;
     int mxnet_reserve_percent;
+    /* MXNET_EXEC_INPLACE_GRAD_SUM_CAP (0 = 8): a tensor read by fewer ops
+     * than this has its gradients summed by one ElementWiseSum of them all;
+     * from this many, by a chain of _grad_add that DetectInplaceAddTo turns
+     * into kAddTo writes (src/train/train.c, "MXNet") */
+    int mxnet_grad_sum_cap;
     /* JAX (runtime-facts section 4): XLA_PYTHON_CLIENT_PREALLOCATE (default
      * true: the BFC pool takes the whole limit at the first op; false: it
      * grows from 2 MiB) and XLA_PYTHON_CLIENT_MEM_FRACTION of total memory

@@ -1003,6 +1003,9 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     if (cfg.framework_version && fw_version < 0)
         return dm_fail(err, DNNMEM_E_USAGE, "--framework %s@%s: expected a version such as 2.15",
                        dnnmem_framework_name(cfg.framework), cfg.framework_version);
+    if (cfg.mxnet_grad_sum_cap < 0 || cfg.mxnet_grad_sum_cap > 1000000)
+        return dm_fail(err, DNNMEM_E_USAGE, "--mxnet-grad-sum-cap %d: expected 1..1000000",
+                       cfg.mxnet_grad_sum_cap);
     if (other_fw && cfg.device != DNNMEM_DEVICE_CUDA)
         return dm_fail(err, DNNMEM_E_USAGE,
                        "--framework %s: only GPU runtimes are modelled; drop --device cpu",
@@ -1229,6 +1232,12 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         .loss_all_outputs = cfg.loss_all_outputs,
         .tf_ops = cfg.framework == DNNMEM_FW_TENSORFLOW,
         .tf_graph = tf_graph,
+        .mx_ops = cfg.framework == DNNMEM_FW_MXNET,
+        .mx_version = cfg.framework == DNNMEM_FW_MXNET && fw_version >= 0 ? (int)(fw_version / 100)
+                                                                         : 109,
+        /* MXNET_EXEC_INPLACE_GRAD_SUM_CAP's default (graph_executor.cc,
+         * AggregateGradient) */
+        .mx_grad_sum_cap = cfg.mxnet_grad_sum_cap > 0 ? cfg.mxnet_grad_sum_cap : 8,
         .gen_tokens = generate ? cfg.new_tokens : 0,
         .kv_dtype = cfg.kv_dtype,
         .gen_beams = generate && cfg.num_beams > 1 ? cfg.num_beams : 1,
@@ -1276,6 +1285,11 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                    "forward tensors the backward reads are PyTorch %d.%d's rules but for "
                    "tf_ops'; the program order stands in for the executor's",
                    run.torch_version / 100, run.torch_version % 100);
+        else if (!mx_planned && run.mx_ops && run.train)
+            assume(&as, "schedule", "default",
+                   "PyTorch %d.%d eager's: which tensors exist and when they are freed are "
+                   "PyTorch's, what the backward reads MXNet's (mx_ops); not %s",
+                   run.torch_version / 100, run.torch_version % 100, planner[cfg.framework]);
         else if (!mx_planned)
             assume(&as, "schedule", "default",
                    "PyTorch %d.%d eager's: which tensors exist, when they are freed and which "
@@ -1287,6 +1301,20 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                               "schedule through MXNet's pool)"
                             : "naive: the eager schedule through MXNet's pool, as imperative "
                               "NDArray/autograd code runs");
+        if (cfg.framework == DNNMEM_FW_MXNET && run.train)
+            assume(&as, "mx_ops", cfg.mxnet_grad_sum_cap ? "option" : "default",
+                   "MXNet %d.%d's backward (FGradient, DeclareBackwardDependency; cuDNN build): "
+                   "what each op's gradient reads (Activation sigmoid/tanh/softrelu keep input and "
+                   "output, Pooling input and output, Dropout a mask of %s, elementwise mul/div "
+                   "both operands); SoftmaxOutput and the regression outputs are the loss (their "
+                   "backward reads output and label; no head gradient); a tensor's gradients "
+                   "summed by one ElementWiseSum below %d contributions, by kAddTo writes from %d "
+                   "(MXNET_EXEC_INPLACE_GRAD_SUM_CAP); not modelled: MXNET_BACKWARD_DO_MIRROR "
+                   "(off by default); derived from MXNet's sources, not validated against "
+                   "measurements",
+                   run.mx_version / 100, run.mx_version % 100,
+                   run.mx_version >= 200 ? "1 bit per element" : "the input's size and type",
+                   run.mx_grad_sum_cap, run.mx_grad_sum_cap);
         if (cfg.framework == DNNMEM_FW_TENSORFLOW) {
             assume(&as, "tf_execution", cfg.tf_execution && !generate ? "option" : "default",
                    "%s",
@@ -1761,8 +1789,10 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                    "op; optimizer state made at the first update and kept; fused optimizer "
                    "updates, no temporaries");
         assume(&as, "entry_lifetimes", "default",
-               "which entries exist and when their last reader runs (what backward reads): "
-               "dnnmem's PyTorch-derived rules; --mxnet-executor naive: the eager schedule");
+               "which entries exist and when their last reader runs: the op order of the "
+               "eager schedule, with what each op's backward reads from MXNet %d.%d's "
+               "FGradient registrations (mx_ops); --mxnet-executor naive: the eager schedule",
+               run.mx_version / 100, run.mx_version % 100);
     }
     struct dm_xla_stats xla = {0};
     if (jax_jit && (s = xla_plan(g, t, &run, &cfg, &sched, &as, &xla, err)) != DNNMEM_OK)

@@ -645,11 +645,21 @@ struct dm_run {
                                    schedule's cuBLAS workspace per call) */
     uint64_t xla_gemm_workspace; /* xla: the scratch output of each cuBLAS call, inside the
                                     temp buffer (GemmConfig::kHopperWorkspace...); 0 = none */
+    bool mx_ops;                /* MXNet's per-op backward rules (src/train/train.c, "MXNet"):
+                                   what each op's FGradient reads, SoftmaxOutput-style loss
+                                   heads, gradient aggregation (ElementWiseSum, kAddTo) */
+    int mx_version;             /* mx_ops: MXNet major * 100 + minor (default 109, 1.9) */
+    int mx_grad_sum_cap;        /* mx_ops: MXNET_EXEC_INPLACE_GRAD_SUM_CAP (8): from this many
+                                   contributions a tensor's grads are summed in place (kAddTo) */
     bool dataflow;              /* a traced, compiled program (JAX's jit, src/schedule/xla.c):
                                    a value dies at its last reader, no Python variable
                                    holds one (module arguments and locals), and in training
                                    the caller keeps no outputs once the loss is made */
 };
+
+/* MXNet (src/train/train.c, mx_rules): the MXNet operator(s) whose backward
+ * rule applies to IR op `op` under --framework mxnet, or NULL (PyTorch's). */
+const char *dm_mx_rule_name(enum dm_op op);
 
 /* TensorFlow under tf.function on a GPU (src/train/train.c): whether
  * Grappler's layout optimizer keeps the graph NHWC rather than turning it

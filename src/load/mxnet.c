@@ -847,6 +847,9 @@ static int32_t softmax_output(struct mx *m, const int32_t *in, int n_in, bool mu
                                                    .axis = multi ? 1 : -1});
     int32_t y = op1(m, DM_OP_Softmax, true, 1, in[0]);
     set_i(m, "axis", multi ? 1 : -1);
+    /* the loss itself under MXNet's training rules (src/train/train.c,
+     * "MXNet"): its backward reads the output and the label */
+    set_i(m, "mx_loss", 1);
     return y;
 }
 
@@ -989,6 +992,7 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
         if (n_in >= 2)
             param_derive(m, in[1], &(struct dm_derive){.from = x, .rule = DM_DERIVE_SAME});
         y = op1(m, op[1] == 'o' ? DM_OP_Sigmoid : DM_OP_Identity, true, 1, x);
+        set_i(m, "mx_loss", 1); /* as SoftmaxOutput's */
     } else if (!strcmp(op, "CTCLoss") || !strcmp(op, "ctc_loss") || !strcmp(op, "_contrib_CTCLoss") ||
                !strcmp(op, "_contrib_ctc_loss")) {
         /* the loss per sequence [N] of activations [T, N, alphabet]: built as

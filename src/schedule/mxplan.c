@@ -45,8 +45,9 @@
  *     request and kept.
  * What is taken from the eager schedule: which entries exist, their sizes,
  * and when their last reader runs, including which forward tensors the
- * backward reads (dnnmem's per-op rules, src/train/train.c, which are
- * PyTorch's autograd; MXNet's FGradient inputs are assumed to match).
+ * backward reads (src/train/train.c's "MXNet" section under run->mx_ops:
+ * each op's FGradient inputs, SoftmaxOutput as the loss, gradient sums by
+ * ElementWiseSum or kAddTo; the eager op order stands in for nnvm's).
  */
 #include <stdlib.h>
 #include <string.h>

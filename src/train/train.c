@@ -214,7 +214,20 @@ struct dm_train {
      * AccumulateGrad node holds as long as the graph lives (held's lifetime) */
     int32_t *leaf_val, *leaf_grad;
     bool state_made;     /* the optimizer has created its state */
+    /* MXNet (run->mx_ops; the "MXNet" section below): per node, a loss head
+     * whose backward runs without a head gradient; per tensor, the first
+     * of the gradient contributions an ElementWiseSum still waits for, held
+     * in a list (mx_hold, linked by mx_next) */
+    bool *mx_head;
+    int32_t *mx_first, *mx_hold, *mx_next, n_mx_hold;
 };
+
+/* MXNet's rules (the "MXNet" section, before the backward) */
+static bool mx_loss_head(const struct dm_sb *b, int32_t x);
+static bool mx_save(struct dm_sb *b, int32_t i);
+static void mx_deliver(struct dm_sb *b, int32_t x, int32_t gbuf);
+static bool mx_addto(const struct dm_sb *b, int32_t x);
+static void mx_release(struct dm_sb *b, int32_t x);
 
 bool dm_train_requires_grad(const struct dm_sb *b, int32_t x)
 {
@@ -539,8 +552,9 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
                            n->name, dm_ops[n->op].name);
         tr->node_rg[i] = true;
         for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && !is_meta_slot(n, k) && tr->param[n->in[k]])
-                tr->contrib[n->in[k]]++;
+            if (n->in[k] >= 0 && !is_meta_slot(n, k) &&
+                (tr->param[n->in[k]] || (b->run->mx_ops && tr->rg[n->in[k]])))
+                tr->contrib[n->in[k]]++; /* MXNet: every tensor's contributions (mx_deliver) */
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0 && dm_dtype_is_float(t[n->out[k]].dtype) && !t[n->out[k]].absent)
                 tr->rg[n->out[k]] = true;
@@ -559,7 +573,22 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     int32_t out0 = g->outputs[0];
     const struct dm_tinfo *o = &t[out0];
     tr->target = -1;
-    if (b->run->loss == DNNMEM_LOSS_CE) {
+    if (b->run->mx_ops) {
+        tr->mx_head = calloc((size_t)nn + 1, sizeof *tr->mx_head);
+        tr->mx_first = malloc(((size_t)nt + 1) * sizeof *tr->mx_first);
+        size_t slots = 1;
+        for (int32_t i = 0; i < nn; i++)
+            slots += (size_t)g->nodes[i].n_in;
+        tr->mx_hold = malloc(slots * sizeof *tr->mx_hold);
+        tr->mx_next = malloc(slots * sizeof *tr->mx_next);
+        if (!tr->mx_head || !tr->mx_first || !tr->mx_hold || !tr->mx_next)
+            return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+        for (int32_t x = 0; x < nt; x++)
+            tr->mx_first[x] = -1;
+    }
+    if (mx_loss_head(b, out0)) {
+        /* the label is the symbol's own input (softmax_label) */
+    } else if (b->run->loss == DNNMEM_LOSS_CE) {
         int64_t rows = o->rank >= 1 ? o->numel / (o->dims[o->rank - 1] ? o->dims[o->rank - 1] : 1) : 1;
         tr->target = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, (uint64_t)rows * 8, -1, -1,
                                  "target", 1);
@@ -593,6 +622,10 @@ void dm_train_free(struct dm_sb *b)
     free(tr->node_rg);
     free(tr->held);
     free(tr->router_buf);
+    free(tr->mx_head);
+    free(tr->mx_first);
+    free(tr->mx_hold);
+    free(tr->mx_next);
     if (tr->seg_kept)
         for (int32_t k = 0; k < b->g->n_nodes; k++)
             free(tr->seg_kept[k]);
@@ -761,6 +794,8 @@ void dm_train_save(struct dm_sb *b, int32_t i)
         }
     }
     if (!tr->node_rg[i])
+        return;
+    if (b->run->mx_ops && mx_save(b, i))
         return;
     int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1, out0 = dm_has_out(n, 0) ? n->out[0] : -1;
     /* mean over given dims (mean.dim): before 2.0, MeanBackward1 keeps self
@@ -932,6 +967,306 @@ void dm_train_save(struct dm_sb *b, int32_t i)
     }
 }
 
+/* ---- MXNet (--framework mxnet: run->mx_ops) --------------------------------------
+ *
+ * What MXNet 1.x's backward reads, per operator, replacing the PyTorch rules
+ * above for the ops the MXNet front end builds (src/load/mxnet.c maps each
+ * MXNet operator onto these IR ops; an ONNX model run under --framework
+ * mxnet gets the same rules for the same ops). Facts from apache/mxnet (the
+ * code here is our own); the GPU build is assumed (MXNET_USE_CUDNN=1, as the
+ * mxnet-cu* wheels):
+ *  - Which forward entries a backward node reads is its FGradient: the
+ *    entries passed to MakeGradNode (a legacy OperatorProperty's
+ *    DeclareBackwardDependency); the graph executor keeps exactly those
+ *    (nnvm's Gradient pass, src/nnvm/gradient.cc; PlanMemory's ref counts),
+ *    and the imperative runtime saves the same ones
+ *    (Imperative::GetBackwardDependency, src/imperative/imperative.cc).
+ *    ElemwiseGradUseNone/UseIn/UseOut/UseInOut (src/operator/elemwise_op_common.h)
+ *    keep nothing, the inputs, the outputs, both.
+ *  - Convolution, Deconvolution (src/operator/nn/convolution.cc,
+ *    deconvolution.cc: ConvolutionGrad, DeconvolutionGrad): data, weight
+ *    (and bias). FullyConnected (fully_connected.cc, FullyConnectedGrad):
+ *    data and weight, whichever needs a gradient.
+ *  - BatchNorm (batch_norm.cc, BatchNormGrad): data, gamma, beta, the
+ *    moving statistics, and its outputs 1 and 2, the batch mean and var:
+ *    [C] each, float32 for float16/32 data (BatchNormType). LayerNorm
+ *    (layer_norm.cc, LayerNormGrad): data, gamma and its outputs mean and
+ *    std, [rows] each in the data's type.
+ *  - Activation (activation.cc, ActivationGrad): the output; with cuDNN the
+ *    input too for every act_type but relu ("for ReLU, no need to pass input
+ *    data. This enables inplace optimization"), and softsign always.
+ *  - LeakyReLU (leaky_relu-inl.h, the backward kernel): leaky, elu and selu
+ *    read the output (xelu_grad(output)), prelu the data and gamma, gelu the
+ *    data and the output. rrelu's random mask output is not modelled (the
+ *    front end builds rrelu as leaky).
+ *  - Pooling (pooling.cc, PoolingGrad; cuDNN's pooling backward takes x, y
+ *    and dy): data and output, for max, avg and global pooling alike; no
+ *    index tensor.
+ *  - Dropout (dropout.cc, DropoutGrad): the mask output only. Its type and
+ *    shape are the data's in 1.x (FInferType pushes dtype for both outputs);
+ *    2.0 packs it to (n + 7) / 8 uint8 ("Use 1-bit in mask").
+ *  - SoftmaxOutput (softmax_output-inl.h, DeclareBackwardDependency:
+ *    {in_data[kLabel], out_data[kOut]}) and the regression outputs
+ *    (regression_output-inl.h: label and output): the op is the loss. Its
+ *    backward computes (out - label) * grad_scale without reading a head
+ *    gradient, and no loss value is made: dnnmem's --loss does not apply to
+ *    such a head (nodes marked mx_loss by the front end). The label is the
+ *    symbol's input (softmax_label), bound like the data.
+ *  - softmax, log_softmax (softmax.cc, log_softmax.cc: SoftmaxFGradient):
+ *    the output. Elementwise: exp, sqrt read the output; log, abs, clip,
+ *    _power_scalar, _rdiv_scalar the input; elemwise_mul/div,
+ *    broadcast_mul/div, broadcast_maximum/minimum both inputs whichever
+ *    needs a gradient (ElemwiseGradUseIn), their scalar forms by a constant
+ *    nothing (_backward_mul_scalar: ElemwiseGradUseNone); add, sub, their
+ *    broadcast and scalar forms, negative, add_n nothing.
+ *  - sum, mean: nothing (ElemwiseGradUseNone); max, min: input and output.
+ *  - Concat, Flatten, Reshape, transpose, expand_dims, squeeze, SliceChannel,
+ *    Cast, BlockGrad, identity: nothing.
+ *  - Embedding (indexing_op.cc: MakeNonlossGradNode(_backward_Embedding,
+ *    ..., {n->inputs[0]})): the indices.
+ *  - RNN (rnn.cc, RNNGrad: data, parameters, states, outputs and cuDNN's
+ *    reserve space): PyTorch's cuDNN rule above (input, output, reserve).
+ * Gradient aggregation: a tensor read by several ops gets one gradient
+ * contribution from each; nnvm's Gradient pass sums them with the
+ * executor's AggregateGradient (src/executor/graph_executor.cc): fewer than
+ * MXNET_EXEC_INPLACE_GRAD_SUM_CAP (default 8, run->mx_grad_sum_cap) make one
+ * ElementWiseSum node reading them all, which runs after the last is made
+ * (every contribution is live until then) and writes its sum in place of
+ * the first (elemwise_sum.cc: FInplaceOption {0, 0}); from the cap on, a
+ * chain of _grad_add nodes, each in place, which DetectInplaceAddTo
+ * (src/executor/inplace_addto_detect_pass.cc, run after PlanMemory) turns
+ * into kAddTo requests: each later contribution's producer adds straight
+ * into the running sum's storage (the plus node skipped, no buffer of its
+ * own) when the contribution has no other reader and the sum's storage is
+ * in place. PyTorch adds each later grad in place at once (one transient):
+ * the two agree for two contributions. Parameters keep PyTorch's path (a
+ * weight read by several ops; the executor's grad array is bound once).
+ * Not modelled: MXNET_BACKWARD_DO_MIRROR (graph_executor.cc, need_mirror:
+ * off by default; when on, every op but Dropout, Convolution,
+ * FullyConnected, Concat and SoftmaxOutput is recomputed in the backward
+ * from its inputs), transpose's and the other copies MXNet makes where
+ * PyTorch makes views (forward), and which op the executor runs when (the
+ * eager order stands in for nnvm's topological order). */
+
+enum {
+    MXK_IN0 = 1u,   /* input 0 */
+    MXK_IN1 = 2u,   /* input 1 */
+    MXK_INS = 4u,   /* every data input but constants (ElemwiseGradUseIn) */
+    MXK_OUT0 = 8u,  /* output 0 (ElemwiseGradUseOut) */
+    MXK_BN = 16u,   /* BatchNorm's mean and var outputs, [C] float32 */
+    MXK_LN = 32u,   /* LayerNorm's mean and std outputs, [rows] of the data's type */
+    MXK_MASK = 64u, /* Dropout's mask output */
+};
+
+/* The one table: IR op -> the MXNet operator(s) it stands for -> what that
+ * operator's backward reads (header). An op not listed keeps PyTorch's rule. */
+static const struct mx_rule {
+    enum dm_op op;
+    unsigned keep;
+    const char *mx; /* the MXNet operator(s) */
+} mx_rules[] = {
+    {DM_OP_Conv, MXK_IN0 | MXK_IN1, "Convolution"},
+    {DM_OP_ConvTranspose, MXK_IN0 | MXK_IN1, "Deconvolution"},
+    {DM_OP_Gemm, MXK_IN0 | MXK_IN1, "FullyConnected"},
+    {DM_OP_MatMul, MXK_INS, "FullyConnected (flatten=False), dot, batch_dot"},
+    {DM_OP_BatchNormalization, MXK_IN0 | MXK_BN, "BatchNorm"},
+    {DM_OP_LayerNormalization, MXK_IN0 | MXK_LN, "LayerNorm"},
+    {DM_OP_Relu, MXK_OUT0, "Activation relu, relu"},
+    {DM_OP_Sigmoid, MXK_OUT0 | MXK_IN0, "Activation sigmoid (cuDNN)"},
+    {DM_OP_Tanh, MXK_OUT0 | MXK_IN0, "Activation tanh (cuDNN)"},
+    {DM_OP_Softplus, MXK_OUT0 | MXK_IN0, "Activation softrelu (cuDNN)"},
+    {DM_OP_Softsign, MXK_OUT0 | MXK_IN0, "Activation softsign"},
+    {DM_OP_LeakyRelu, MXK_OUT0, "LeakyReLU leaky"},
+    {DM_OP_Elu, MXK_OUT0, "LeakyReLU elu"},
+    {DM_OP_Selu, MXK_OUT0, "LeakyReLU selu"},
+    {DM_OP_PRelu, MXK_IN0, "LeakyReLU prelu"},
+    {DM_OP_Gelu, MXK_IN0 | MXK_OUT0, "LeakyReLU gelu"},
+    {DM_OP_MaxPool, MXK_IN0 | MXK_OUT0, "Pooling max"},
+    {DM_OP_AveragePool, MXK_IN0 | MXK_OUT0, "Pooling avg"},
+    {DM_OP_GlobalMaxPool, MXK_IN0 | MXK_OUT0, "Pooling max, global_pool"},
+    {DM_OP_GlobalAveragePool, MXK_IN0 | MXK_OUT0, "Pooling avg, global_pool"},
+    {DM_OP_Dropout, MXK_MASK, "Dropout"},
+    {DM_OP_Softmax, MXK_OUT0, "softmax, SoftmaxActivation"},
+    {DM_OP_LogSoftmax, MXK_OUT0, "log_softmax"},
+    {DM_OP_Exp, MXK_OUT0, "exp"},
+    {DM_OP_Sqrt, MXK_OUT0, "sqrt"},
+    {DM_OP_Log, MXK_IN0, "log"},
+    {DM_OP_Abs, MXK_IN0, "abs"},
+    {DM_OP_Clip, MXK_IN0, "clip"},
+    {DM_OP_Pow, MXK_IN0, "_power_scalar"},
+    {DM_OP_Mul, MXK_INS, "elemwise_mul, broadcast_mul, _mul_scalar"},
+    {DM_OP_Div, MXK_INS, "elemwise_div, broadcast_div, _div_scalar, _rdiv_scalar"},
+    {DM_OP_Max, MXK_INS, "broadcast_maximum, _maximum_scalar"},
+    {DM_OP_Min, MXK_INS, "broadcast_minimum, _minimum_scalar"},
+    {DM_OP_Add, 0, "elemwise_add, broadcast_add, _plus_scalar"},
+    {DM_OP_Sub, 0, "elemwise_sub, broadcast_sub, _minus_scalar, _rminus_scalar"},
+    {DM_OP_Sum, 0, "add_n, ElementWiseSum"},
+    {DM_OP_Neg, 0, "negative"},
+    {DM_OP_ReduceSum, 0, "sum"},
+    {DM_OP_ReduceMean, 0, "mean"},
+    {DM_OP_ReduceMax, MXK_IN0 | MXK_OUT0, "max"},
+    {DM_OP_ReduceMin, MXK_IN0 | MXK_OUT0, "min"},
+    {DM_OP_Concat, 0, "Concat"},
+    {DM_OP_Flatten, 0, "Flatten"},
+    {DM_OP_Reshape, 0, "Reshape"},
+    {DM_OP_MxReshape, 0, "Reshape (special values)"},
+    {DM_OP_Transpose, 0, "transpose"},
+    {DM_OP_Unsqueeze, 0, "expand_dims"},
+    {DM_OP_Squeeze, 0, "squeeze"},
+    {DM_OP_Split, 0, "SliceChannel"},
+    {DM_OP_Cast, 0, "Cast"},
+    {DM_OP_Identity, 0, "BlockGrad, _copy, identity"},
+    {DM_OP_Gather, MXK_IN1, "Embedding"},
+};
+
+const char *dm_mx_rule_name(enum dm_op op)
+{
+    for (size_t r = 0; r < sizeof mx_rules / sizeof *mx_rules; r++)
+        if (mx_rules[r].op == op)
+            return mx_rules[r].mx;
+    return NULL;
+}
+
+/* Whether tensor x is the output of an MXNet loss operator (SoftmaxOutput,
+ * the regression outputs) that acts as the loss under mx_ops. */
+static bool mx_loss_head(const struct dm_sb *b, int32_t x)
+{
+    if (!b->run->mx_ops || x < 0)
+        return false;
+    int32_t p = b->g->tensors[x].producer;
+    return p >= 0 && dm_attr_int(&b->g->nodes[p], "mx_loss", 0) != 0;
+}
+
+static bool mx_const(const struct dm_sb *b, int32_t x)
+{
+    return x >= 0 && (b->g->tensors[x].role == DM_ROLE_CONSTANT || b->t[x].is_const);
+}
+
+/* What node i keeps for its backward under MXNet's rules; false: no row
+ * (PyTorch's rule stands). */
+static bool mx_save(struct dm_sb *b, int32_t i)
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    const struct dm_tinfo *t = b->t;
+    int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1, out0 = dm_has_out(n, 0) ? n->out[0] : -1;
+    if (out0 >= 0 && mx_loss_head(b, out0)) { /* {label, output}: the label is an input */
+        keep_tensor(b, i, out0);
+        return true;
+    }
+    const struct mx_rule *r = NULL;
+    for (size_t k = 0; k < sizeof mx_rules / sizeof *mx_rules && !r; k++)
+        if (mx_rules[k].op == n->op)
+            r = &mx_rules[k];
+    if (!r)
+        return false;
+    unsigned keep = r->keep;
+    if (keep & MXK_INS) {
+        /* a scalar form (x op constant) reads nothing, but _rdiv_scalar
+         * (constant / x) and _maximum/_minimum_scalar read x */
+        bool c0 = mx_const(b, in0), c1 = dm_has_in(n, 1) && mx_const(b, n->in[1]);
+        bool scalar_none = (n->op == DM_OP_Mul && (c0 || c1)) || (n->op == DM_OP_Div && c1);
+        for (int k = 0; k < n->n_in && k < 2 && !scalar_none; k++)
+            if (dm_has_in(n, k) && !mx_const(b, n->in[k]) && !is_meta_slot(n, k))
+                keep_input(b, i, k);
+    }
+    if ((keep & MXK_IN0) && in0 >= 0)
+        keep_input(b, i, 0);
+    if ((keep & MXK_IN1) && dm_has_in(n, 1))
+        keep_input(b, i, 1);
+    if ((keep & MXK_OUT0) && out0 >= 0)
+        keep_tensor(b, i, out0);
+    if ((keep & MXK_BN) && in0 >= 0) {
+        int64_t c = t[in0].rank >= 2 ? t[in0].dims[1] : 1;
+        keep_new(b, i, DM_FLOAT, c, "mean (output 1)");
+        keep_new(b, i, DM_FLOAT, c, "var (output 2)");
+    }
+    if ((keep & MXK_LN) && in0 >= 0) {
+        int64_t axis = dm_attr_int(n, "axis", -1), rows = 1;
+        int rank = t[in0].rank;
+        if (axis < 0)
+            axis += rank;
+        for (int d = 0; d < axis && d < rank; d++)
+            rows *= t[in0].dims[d];
+        keep_new(b, i, t[in0].dtype, rows, "mean (output 1)");
+        keep_new(b, i, t[in0].dtype, rows, "std (output 2)");
+    }
+    if ((keep & MXK_MASK) && in0 >= 0) {
+        if (b->run->mx_version >= 200)
+            keep_new(b, i, DM_UINT8, (t[in0].numel + 7) / 8, "mask (1 bit per element)");
+        else
+            keep_new(b, i, t[in0].dtype, t[in0].numel, "mask");
+    }
+    return true;
+}
+
+/* A contribution held for the ElementWiseSum of x. */
+static void mx_hold(struct dm_sb *b, int32_t x, int32_t gbuf)
+{
+    struct dm_train *tr = b->train;
+    int32_t h = tr->n_mx_hold++;
+    tr->mx_hold[h] = gbuf;
+    tr->mx_next[h] = tr->mx_first[x];
+    tr->mx_first[x] = h;
+}
+
+/* Let go of the contributions held for x (the sum has run). */
+static void mx_release(struct dm_sb *b, int32_t x)
+{
+    struct dm_train *tr = b->train;
+    for (int32_t h = tr->mx_first[x]; h >= 0; h = tr->mx_next[h])
+        dm_sb_unref(b, tr->mx_hold[h]);
+    tr->mx_first[x] = -1;
+}
+
+/* Whether the next contribution to x is written by its producer into the
+ * running sum with kAddTo (header): x takes at least the cap's contributions,
+ * one has come, and its buffer is the sum's own (not shared, not an
+ * expansion). */
+static bool mx_addto(const struct dm_sb *b, int32_t x)
+{
+    const struct dm_train *tr = b->train;
+    if (!b->run->mx_ops || tr->param[x] || tr->contrib[x] < b->run->mx_grad_sum_cap)
+        return false;
+    int32_t g0 = tr->grad[x];
+    return g0 >= 0 && b->refs[g0] == 1 && b->s->buf[g0].bytes >= b->t[x].bytes;
+}
+
+/* One gradient contribution reaching tensor x (not a parameter), summed as
+ * AggregateGradient does (header). gbuf < 0: written with kAddTo. */
+static void mx_deliver(struct dm_sb *b, int32_t x, int32_t gbuf)
+{
+    struct dm_train *tr = b->train;
+    tr->left[x]--;
+    int32_t old = tr->grad[x];
+    if (gbuf < 0) {
+        /* kAddTo into old */
+    } else if (old < 0) {
+        tr->grad[x] = gbuf;
+    } else if (tr->contrib[x] >= b->run->mx_grad_sum_cap) {
+        /* _grad_add chain without kAddTo (the sum is not in place): a new
+         * sum of the two, then in place */
+        if (b->refs[old] > 1 || b->s->buf[old].bytes < b->t[x].bytes) {
+            tr->grad[x] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, b->t[x].bytes, x,
+                                      -1, "grad (sum)", 1);
+            dm_sb_unref(b, old);
+        }
+        dm_sb_unref(b, gbuf);
+    } else {
+        mx_hold(b, x, gbuf); /* ElementWiseSum waits for them all */
+    }
+    if (tr->left[x] > 0 || tr->mx_first[x] < 0)
+        return;
+    /* ElementWiseSum: in place of the first when it dies there, else a new
+     * entry */
+    old = tr->grad[x];
+    if (b->refs[old] > 1 || b->s->buf[old].bytes < b->t[x].bytes) {
+        tr->grad[x] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, b->t[x].bytes, x, -1,
+                                  "grad (sum)", 1);
+        dm_sb_unref(b, old);
+    }
+    mx_release(b, x);
+}
+
 /* ---- backward ------------------------------------------------------------------ */
 
 /* AccumulateGrad of parameter x given its summed grad g (our holder, plus
@@ -963,6 +1298,10 @@ static void accumulate_grad(struct dm_sb *b, int32_t x, int32_t g, int extra)
 static void deliver(struct dm_sb *b, int32_t x, int32_t gbuf, bool view)
 {
     struct dm_train *tr = b->train;
+    if (b->run->mx_ops && !tr->param[x]) {
+        mx_deliver(b, x, gbuf);
+        return;
+    }
     if (gbuf < 0)
         return;
     if (tr->param[x]) {
@@ -1086,11 +1425,12 @@ static void kernel_temporaries(struct dm_sb *b, int32_t i, int32_t out0, int32_t
     if (dense)
         dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[out0].dtype, b->t[out0].bytes, out0, i,
                     "grad (contiguous)", 0);
-    if (out0 >= 0 && b->g->nodes[i].op == DM_OP_Softmax && run->cuda)
+    if (out0 >= 0 && b->g->nodes[i].op == DM_OP_Softmax && run->cuda && !run->mx_ops)
         dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[out0].dtype, b->t[out0].bytes, out0, i,
                     "grad * output", 0);
     if (out0 >= 0 && k == 0 && b->g->nodes[i].op == DM_OP_BatchNormalization && !run->cuda &&
-        !run->tf_ops && !run->xla && gout >= 0 && b->s->buf[gout].bytes >= b->t[out0].bytes)
+        !run->tf_ops && !run->xla && !run->mx_ops && gout >= 0 &&
+        b->s->buf[gout].bytes >= b->t[out0].bytes)
         dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[out0].dtype, b->t[out0].bytes, out0, i,
                     "grad_input (first empty_like)", 0);
 }
@@ -1109,8 +1449,11 @@ static void backward_node(struct dm_sb *b, int32_t i)
             if (k == 0)
                 gout = tr->grad[n->out[0]];
         }
-    if (!any)
+    bool mx_head = tr->mx_head && tr->mx_head[i];
+    if (!any && !mx_head)
         return;
+    if (mx_head)
+        tr->mx_head[i] = false;
     /* a grad leaf's AccumulateGrad: the summed grad becomes its .grad
      * (stolen when nothing else holds it, else cloned), which lives with the
      * leaf; the op that made the leaf recorded nothing. A stolen grad keeps
@@ -1211,6 +1554,8 @@ static void backward_node(struct dm_sb *b, int32_t i)
         if ((alias || forward) && cast == DM_UNDEFINED) {
             dm_sb_ref(b, gout, 1);
             gin = gout;
+        } else if (cast == DM_UNDEFINED && mx_addto(b, x)) {
+            gin = -1; /* written into the sum's buffer (kAddTo): nothing allocated */
         } else {
             /* an autocast copy's grad, in its type, then ToCopyBackward's cast
              * back to the input's type */
@@ -1387,6 +1732,10 @@ static void loss(struct dm_sb *b)
         logp[k] = extra[k] = self32[k] = -1;
         if (!tr->rg[x])
             continue;
+        if (mx_loss_head(b, x)) { /* MXNet: the op is the loss (mx_save) */
+            tr->mx_head[g->tensors[x].producer] = true;
+            continue;
+        }
         if (b->run->loss == DNNMEM_LOSS_CE) {
             /* cross_entropy is on autocast's fp32 list, and transformers'
              * causal-LM loss calls logits.float() whatever the precision: an
@@ -1419,7 +1768,8 @@ static void loss(struct dm_sb *b)
     }
     struct aux aux;
     aux_forward(b, &aux);
-    tr->held[tr->n_held++] = value;
+    if (value >= 0)
+        tr->held[tr->n_held++] = value;
     /* a traced step: once the loss is made, nothing outside holds the
      * outputs (MSE's backward reads them: released after it) */
     if (b->run->dataflow && b->run->loss != DNNMEM_LOSS_MSE) {
@@ -1429,12 +1779,14 @@ static void loss(struct dm_sb *b)
     }
     /* backward from the loss: its grad is ones_like(loss) */
     dm_sb_step(b, DM_PHASE_BACKWARD, -1);
-    int32_t gl = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, 4, -1, -1, "loss.grad", 1);
+    /* MXNet's loss heads make no loss value and read no head gradient */
+    int32_t gl = value >= 0 ? dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, 4, -1, -1, "loss.grad", 1)
+                            : -1;
     aux_backward(b, &aux);
     for (int32_t k = n_out - 1; k >= 0; k--) {
         int32_t x = g->outputs[k];
         const struct dm_tinfo *o = &b->t[x];
-        if (k >= 64 || !tr->rg[x])
+        if (k >= 64 || !tr->rg[x] || mx_loss_head(b, x))
             continue;
         switch (b->run->loss) {
         case DNNMEM_LOSS_CE: {
@@ -1697,6 +2049,8 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
             dm_sb_unref(b, tr->grad[x]);
             tr->grad[x] = -1;
         }
+        if (tr->mx_first)
+            mx_release(b, x);
         if (tr->pending[x] >= 0) { /* a grad that never came: the sum so far goes on */
             int32_t p = tr->pending[x];
             tr->pending[x] = -1;
