@@ -119,6 +119,8 @@ struct hf {
     bool half_to_float;        /* fp16 on CUDA: softmax(x, dtype=float32) reads the
                                   fp16 scores directly (see softmax_f32) */
     int cc;                    /* the GPU's compute capability (default 80) */
+    bool sdpa_as_is;           /* sdpa_attention_forward passes q, k, v to the kernel as
+                                  they are, no .contiguous(): transformers >= 4.56 */
     bool gpt2_cache;           /* GPT-2 takes Cache classes: transformers >= 4.52 */
     bool gpt2_v5;              /* GPT-2 keeps only the last logits: transformers >= 5 */
     bool cache_copy;           /* the cache copies the states it is given (DynamicLayer,
@@ -2882,14 +2884,27 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
     size_t s = enter(h, "c_attn");
     int32_t qkv = conv1d(h, x, E, 3 * E);
     leave(h, s);
-    /* .split(E, dim=2): three views in PyTorch; Split copies here (the
-     * c_attn output is freed right after, so only transiently more) */
+    /* the fused kernel reads q as it is, a permuted view of the c_attn
+     * output, and keeps it for backward, so the whole [B, S, 3E] buffer
+     * lives to the backward: flash_attention_forward (no copies), and sdpa
+     * from 4.56, whose sdpa_attention_forward no longer makes q, k and v
+     * .contiguous() (PR #40315, "Remove unnecessary contiguous calls for
+     * modern torch"). Measured: GPT-2 bf16 b4 s1024 sdpa training with
+     * transformers 5.17 on the H200 (tools/gpu/results/traces-fresh.tar.gz):
+     * each layer's 18 MiB c_attn output (Conv1D, pytorch_utils.py) is live
+     * when the forward ends, and no q copy is made */
+    bool views = h->flash || (h->sdpa && h->sdpa_as_is);
+    /* .split(E, dim=2): three views in PyTorch; where nothing keeps them,
+     * Split copies here (the c_attn output is freed right after, so only
+     * transiently more) */
     int32_t sp = const_ints(h, INTS(E, E, E));
     struct dm_node *n = node(h, DM_OP_Split, 2, (int32_t[]){qkv, sp}, 3);
     if (!n)
         return -1;
     int32_t part[3] = {n->out[0], n->out[1], n->out[2]};
     attr_i(h, "axis", 2);
+    if (views)
+        attr_i(h, "view", 1);
     int32_t qkvh[3];
     for (int j = 0; j < 3; j++) { /* _split_heads: view, permute(0, 2, 1, 3) */
         int32_t r = reshape(h, part[j], INTS(0, 0, nh, hd));
@@ -2911,12 +2926,16 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
     } else if (h->sdpa) {
         /* GPT-2 runs the shared attention interface from 4.48 (4.51's
          * GPT2Attention.forward: ALL_ATTENTION_FUNCTIONS["sdpa"]), whose
-         * sdpa_attention_forward makes query, key and value .contiguous():
-         * copies of the permuted views, which the kernel's backward keeps;
+         * sdpa_attention_forward makes query, key and value .contiguous()
+         * up to 4.55 (from 4.56 it passes the views, above): copies of the
+         * permuted views, which the kernel's backward keeps;
          * is_causal without a mask, dropout_p = attn_pdrop in training;
          * nothing of [S, S] is made */
         int32_t c3[3];
-        heads_copy(h, qkvh, nh, hd, c3);
+        if (views)
+            memcpy(c3, qkvh, sizeof c3); /* 4.56+: the views as they are */
+        else
+            heads_copy(h, qkvh, nh, hd, c3);
         o = fused_attention(h, c3, true);
     } else {
         /* q, k.transpose(-1, -2) and v are permuted views of the c_attn output */
@@ -4651,6 +4670,7 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
     h.cc = opt && opt->compute_capability ? opt->compute_capability : DM_CC_DEFAULT;
     h.half_to_float = opt && opt->precision == DNNMEM_PRECISION_FP16 &&
                       opt->device == DNNMEM_DEVICE_CUDA;
+    h.sdpa_as_is = tv >= 456;
     h.gpt2_cache = tv >= 452;
     h.gpt2_v5 = tv >= 500;
     h.cache_copy = tv >= 500;

@@ -2943,6 +2943,60 @@ static void test_cache_copy(void **state)
     dnnmem_model_free(m);
 }
 
+/* sdpa_attention_forward from transformers 4.56 (PR #40315) passes q, k and
+ * v to F.scaled_dot_product_attention as they are, where up to 4.55 it made
+ * them .contiguous(); GPT-2's q is then a permuted view of c_attn's whole
+ * [B, S, 3E] output, which the kernel keeps for backward. tiny-gpt2 (L 4,
+ * E 256, use_cache) training, bf16 sdpa, B 2, S 64: [B, S, E] = 64 KiB. At
+ * the end of the first forward:
+ *  - 4.55: the caller holds c_attn's output through the presents (views)
+ *    and the kernel keeps the three contiguous copies: 6 x 64 KiB a layer;
+ *  - 4.56: the kernel keeps views of c_attn's output: 3 x 64 KiB less a
+ *    layer (768 KiB);
+ *  - 5.17: the cache's copies of k and v (2 x 64 KiB a layer) beside c_attn's
+ *    output, which the kernel keeps through q: 1 x 64 KiB a layer under
+ *    4.55 (256 KiB). Before this was modelled, 5.17 kept a copy of q and let
+ *    c_attn's output go: 3 x 64 KiB under 4.55, the 133 MiB the first
+ *    forward of GPT-2 bf16 b4 s1024 was short of the H200 trace. */
+static void test_gpt2_sdpa_views(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.batch_size = 2;
+    cfg.seq_len = 64;
+    cfg.attn = DNNMEM_ATTN_SDPA;
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    cfg.optimizer = DNNMEM_OPT_ADAMW;
+    cfg.torch_version = 211;
+    cfg.compute_capability = 90;
+    cfg.timeline = true;
+    static const int tv[3] = {455, 456, 517};
+    uint64_t end[3] = {0, 0, 0};
+    dnnmem_model *m = load("tests/models/hf/tiny-gpt2.json");
+    for (int k = 0; k < 3; k++) {
+        cfg.transformers_version = tv[k];
+        struct dnnmem_result *r = run(m, &cfg);
+        for (size_t i = 0; i < r->n_timeline; i++)
+            if (r->timeline[i].iteration == 1 && strcmp(r->timeline[i].phase, "forward") == 0)
+                end[k] = r->timeline[i].allocated;
+        dnnmem_result_free(r);
+        /* the fused kernel's q: a transposed view of a view Split from 4.56 */
+        struct dm_graph g;
+        load_hf_graph(&g, "tiny-gpt2.json", true, &cfg);
+        int views = 0;
+        for (int32_t i = 0; i < g.n_nodes; i++)
+            if (g.nodes[i].op == DM_OP_Split && dm_attr_int(&g.nodes[i], "view", 0))
+                views++;
+        assert_int_equal(views, k ? 4 : 0);
+        dm_graph_free(&g);
+    }
+    assert_int_equal(end[0] - end[1], 4 * 3 * 64 * 1024);
+    assert_int_equal(end[0] - end[2], 4 * 1 * 64 * 1024);
+    dnnmem_model_free(m);
+}
+
 /* attn_weights = softmax(attn_weights, dtype=float32).to(query.dtype) is one
  * statement: the variable still holds the 16-bit scores while the float32
  * copy, the probabilities and the cast back are made (measured: Llama-3.2-1B
@@ -4015,6 +4069,7 @@ int main(void)
         cmocka_unit_test(test_flash),
         cmocka_unit_test(test_gqa_sdpa),
         cmocka_unit_test(test_cache_copy),
+        cmocka_unit_test(test_gpt2_sdpa_views),
         cmocka_unit_test(test_scores_held_through_cast),
         cmocka_unit_test(test_amp_explicit_casts),
         cmocka_unit_test(test_softmax_half_to_float),
