@@ -2997,6 +2997,72 @@ static void test_gpt2_sdpa_views(void **state)
     dnnmem_model_free(m);
 }
 
+/* Python lifetimes in the Llama family's layer, as the H200 trace of
+ * Llama-3.2-1B bf16 (tools/gpu/results/traces.tar.gz) shows them:
+ * rotate_half's halves are views (Narrow: no buffer; only -x2, half of x,
+ * and the cat allocate); LlamaRMSNorm's `variance` and float32
+ * `hidden_states` live until forward returns (after `weight * ...`);
+ * query_states and key_states (the projections) until apply_rotary_pos_emb
+ * returns, after k's rotation. tiny-llama-gqa (H 8, KV 4, D 32, E 256)
+ * inference in float32 at B 2, S 8: -x2 of q is [2, 8, 8, 16] floats, 8192
+ * B; the normalised rows [2, 8, 256] floats, 16384 B. */
+static void test_llama_lifetimes(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    const struct dm_graph *g = dm_model_graph(m);
+    uint64_t bytes = 0;
+    assert_int_equal(allocations(m, "/model/layers.0/self_attn/Narrow_output_0", &bytes), 0);
+    assert_int_equal(allocations(m, "/model/layers.0/self_attn/Narrow_1_output_0", &bytes), 0);
+    assert_int_equal(allocations(m, "/model/layers.0/self_attn/Neg_output_0", &bytes), 1);
+    assert_int_equal(bytes, 8192);
+    assert_int_equal(count_op(g, DM_OP_Narrow), 4 * 4); /* q's and k's halves, 4 layers */
+    assert_int_equal(allocations(m, "/model/layers.0/input_layernorm/Mul_output_0", &bytes), 1);
+    assert_int_equal(bytes, 16384);
+    int32_t out = -1, rows = dm_graph_find(g, "/model/layers.0/input_layernorm/Mul_output_0"),
+            var = dm_graph_find(g, "/model/layers.0/input_layernorm/ReduceMean_output_0"),
+            q = dm_graph_find(g, "/model/layers.0/self_attn/q_proj/MatMul_output_0"),
+            k_rot = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        if (strcmp(g->nodes[i].name, "/model/layers.0/input_layernorm/Mul_1") == 0)
+            out = i;
+        if (strcmp(g->nodes[i].name, "/model/layers.0/self_attn/Add_1") == 0) /* k's rope */
+            k_rot = i;
+    }
+    assert_true(out >= 0 && rows >= 0 && var >= 0 && q >= 0 && k_rot >= 0);
+    assert_int_equal(g->tensors[rows].held_until, out + 1);
+    assert_int_equal(g->tensors[var].held_until, out + 1);
+    /* q_proj's output through its [B, S, H, D] view: held past k's rotation */
+    int32_t qv = -1;
+    for (int32_t i = 0; i < g->n_nodes && qv < 0; i++)
+        if (g->nodes[i].op == DM_OP_Reshape && g->nodes[i].in[0] == q)
+            qv = g->nodes[i].out[0];
+    assert_true(qv >= 0);
+    assert_true(g->tensors[qv].held_until > k_rot);
+    dnnmem_model_free(m);
+    /* bf16 sdpa with enable_gqa (4.54+): the kernel's q is .contiguous()'s
+     * copy (a Reshape of the transposed rotary result) up to 4.55 and the
+     * transposed view itself from 4.56 (PR #40315) */
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    cfg.torch_version = 211;
+    for (int k = 0; k < 2; k++) {
+        cfg.transformers_version = k ? 456 : 455;
+        struct dm_graph sg;
+        load_hf_graph(&sg, "tiny-llama-gqa.json", true, &cfg);
+        int seen = 0;
+        for (int32_t i = 0; i < sg.n_nodes; i++)
+            if (sg.nodes[i].op == DM_OP_Attention) {
+                int32_t p = sg.tensors[sg.nodes[i].in[0]].producer;
+                assert_int_equal(sg.nodes[p].op, k ? DM_OP_Transpose : DM_OP_Reshape);
+                seen++;
+            }
+        assert_int_equal(seen, 4);
+        dm_graph_free(&sg);
+    }
+}
+
 /* attn_weights = softmax(attn_weights, dtype=float32).to(query.dtype) is one
  * statement: the variable still holds the 16-bit scores while the float32
  * copy, the probabilities and the cast back are made (measured: Llama-3.2-1B
@@ -4070,6 +4136,7 @@ int main(void)
         cmocka_unit_test(test_gqa_sdpa),
         cmocka_unit_test(test_cache_copy),
         cmocka_unit_test(test_gpt2_sdpa_views),
+        cmocka_unit_test(test_llama_lifetimes),
         cmocka_unit_test(test_scores_held_through_cast),
         cmocka_unit_test(test_amp_explicit_casts),
         cmocka_unit_test(test_softmax_half_to_float),
