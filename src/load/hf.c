@@ -120,6 +120,8 @@ struct hf {
                                   fp16 scores directly (see softmax_f32) */
     int cc;                    /* the GPU's compute capability (default 80) */
     int transformers;          /* the release, major * 100 + minor (--transformers) */
+    bool sdpa_as_is;           /* sdpa_attention_forward passes q, k, v to the kernel as
+                                  they are, no .contiguous(): transformers >= 4.56 */
     bool gpt2_cache;           /* GPT-2 takes Cache classes: transformers >= 4.52 */
     bool gpt2_v5;              /* GPT-2 keeps only the last logits: transformers >= 5 */
     bool cache_copy;           /* the cache copies the states it is given (DynamicLayer,
@@ -1704,7 +1706,9 @@ static int32_t gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int6
         return -1;
     bool half = h->half || h->g->quant_fp16_default;
     if (half && h->cc >= 80 && D <= 256) {
-        int32_t qc = reshape(h, q, INTS(0, H, -1, D));
+        /* up to 4.55 .contiguous() copies q (the rotary result in
+         * [B, S, H, D] order); from 4.56 the kernel takes it as it is */
+        int32_t qc = h->sdpa_as_is ? q : reshape(h, q, INTS(0, H, -1, D));
         int32_t o = fused_attention(h, (int32_t[]){qc, k, v}, true);
         attr_f(h, "scale", scale);
         return o;
@@ -1761,6 +1765,19 @@ struct llama {
     const struct mla *mla; /* DeepSeek's latent attention or NULL */
 };
 
+/* A Python variable (a local of the module forward that ends at node
+ * `until`) keeps `x` alive until then. */
+static void hold(struct hf *h, int32_t x, int32_t until)
+{
+    if (h->st == DNNMEM_OK && x >= 0 && until >= 0 && h->g->tensors[x].held_until < until + 1)
+        h->g->tensors[x].held_until = until + 1;
+}
+
+static int32_t last_node(struct hf *h)
+{
+    return h->g->n_nodes - 1;
+}
+
 /* LlamaRMSNorm (also Mistral's, Qwen2's, Qwen3's): in float32,
  *   variance = x.pow(2).mean(-1, keepdim=True)
  *   x = x * torch.rsqrt(variance + eps)
@@ -1794,19 +1811,30 @@ static int32_t rms_norm(struct hf *h, int32_t x, int64_t dim, double eps)
     keep32(h, r);
     int32_t y = op(h, DM_OP_Mul, 2, x32, r);
     keep32(h, y);
+    int32_t y32 = y;
     y = op(h, DM_OP_CastLike, 2, y, x);
-    return op(h, DM_OP_Mul, 2, w, y);
+    y = op(h, DM_OP_Mul, 2, w, y);
+    /* forward's locals `variance` and `hidden_states` (the float32
+     * normalised rows, rebound only by the return's .to()) live until it
+     * returns (measured: the H200 trace of Llama-3.2-1B bf16 frees the
+     * 16 MiB float32 rows and the variance after `weight * ...`) */
+    hold(h, m, last_node(h));
+    hold(h, y32, last_node(h));
+    return y;
 }
 
-/* rotate_half(x) = cat((-x2, x1), -1) of the halves of the last dim. The
- * halves are views in PyTorch; Slice makes copies here (a transient
- * over-count of one [B, H, S, D] while rotate_half runs). */
+static int32_t narrow(struct hf *h, int32_t x, int64_t axis, int64_t start, int64_t length);
+
+/* rotate_half(x) = cat((-x2, x1), -1) of the halves of the last dim,
+ * x[..., : d // 2] and x[..., d // 2 :]: basic slicing, views in PyTorch
+ * (Narrow), so only -x2 (half of x) and the cat allocate (measured: the
+ * H200 trace of Llama-3.2-1B bf16, tools/gpu/results/traces.tar.gz: q's
+ * rotate_half allocates 4 MiB at the Neg and 8 MiB at the cat, nothing
+ * for the halves). SliceBackward0 makes a grad shaped like x for each. */
 static int32_t rotate_half(struct hf *h, int32_t x, int64_t d)
 {
-    int32_t s0 = const_ints(h, INTS(0)), e0 = const_ints(h, INTS(d / 2)), ax0 = const_ints(h, INTS(-1));
-    int32_t x1 = op(h, DM_OP_Slice, 4, x, s0, e0, ax0);
-    int32_t s1 = const_ints(h, INTS(d / 2)), e1 = const_ints(h, INTS(d)), ax1 = const_ints(h, INTS(-1));
-    int32_t x2 = op(h, DM_OP_Slice, 4, x, s1, e1, ax1);
+    int32_t x1 = narrow(h, x, -1, 0, d / 2);
+    int32_t x2 = narrow(h, x, -1, d / 2, d - d / 2);
     int32_t n = op(h, DM_OP_Neg, 1, x2);
     int32_t c = op(h, DM_OP_Concat, 2, n, x1);
     attr_i(h, "axis", -1);
@@ -1836,19 +1864,6 @@ static int32_t repeat_kv(struct hf *h, int32_t x, int64_t n_rep, int64_t heads, 
     int32_t s = const_ints(h, INTS(1, 1, n_rep, 1, 1));
     int32_t e = op(h, DM_OP_Expand, 2, u, s);
     return reshape(h, e, INTS(0, heads, -1, d));
-}
-
-/* A Python variable (a local of the module forward that ends at node
- * `until`) keeps `x` alive until then. */
-static void hold(struct hf *h, int32_t x, int32_t until)
-{
-    if (h->st == DNNMEM_OK && x >= 0 && until >= 0 && h->g->tensors[x].held_until < until + 1)
-        h->g->tensors[x].held_until = until + 1;
-}
-
-static int32_t last_node(struct hf *h)
-{
-    return h->g->n_nodes - 1;
 }
 
 /* attn_weights = softmax(s, dim=-1, dtype=float32).to(query.dtype), one
@@ -1946,14 +1961,29 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
     int32_t q = head_proj(h, c, x, "q_proj", "q_norm", H, NULL, true);
     int32_t k = head_proj(h, c, x, "k_proj", "k_norm", KV, NULL, true);
     int32_t v = head_proj(h, c, x, "v_proj", NULL, KV, cache_at_make(h, vname), false);
+    int32_t q_states = q, k_states = k;
     q = rope(h, q, cos, sin, D, NULL);
     int32_t q_embed = q;
     q = transpose(h, q, INTS(0, 2, 1, 3));
     k = rope(h, k, cos, sin, D, NULL);
     h->out_name = cache_at_make(h, kname);
     k = transpose(h, k, INTS(0, 2, 1, 3));
+    /* query_states, key_states = apply_rotary_pos_emb(...): the projections
+     * are let go when it returns, after both rotations (measured: the H200
+     * trace of Llama-3.2-1B frees q_proj's and k_proj's outputs together,
+     * after k's rotation) */
+    hold(h, q_states, last_node(h));
+    hold(h, k_states, last_node(h));
+    int32_t k_embed = k, v_states = v;
     k = cache_update(h, k, kname);
     v = cache_update(h, v, vname);
+    /* key_states, value_states = past_key_values.update(...) (5.x: copies):
+     * the rotated k and v_proj's output go when update returns, after both
+     * copies (the same trace) */
+    if (h->cache_copy && c->use_cache) {
+        hold(h, k_embed, last_node(h));
+        hold(h, v_states, last_node(h));
+    }
     int32_t o, p = -1;
     int32_t kr = k, vr = v;
     if ((o = gqa_attention(h, q, k, v, H, KV, D, 1.0 / sqrt((double)D), c->attn_drop)) >= 0)
@@ -1969,9 +1999,11 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
      * copies a non-contiguous one, and BmmBackward keeps the copy: always q
      * (the rope result in [B, S, H, D] order), and without GQA k and v (the
      * repeated tensors of repeat_kv are contiguous) */
-    if (!h->flash)
+    /* 4.56+ sdpa: no .contiguous(), the kernel takes the views */
+    bool as_is = h->flash || (h->sdpa && h->sdpa_as_is);
+    if (!as_is)
         q = reshape(h, q, INTS(0, H, -1, D));
-    if (H == KV && !h->flash) {
+    if (H == KV && !as_is) {
         kr = reshape(h, k, INTS(0, H, -1, D));
         vr = reshape(h, v, INTS(0, H, -1, D));
     }
@@ -2888,14 +2920,27 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
     size_t s = enter(h, "c_attn");
     int32_t qkv = conv1d(h, x, E, 3 * E);
     leave(h, s);
-    /* .split(E, dim=2): three views in PyTorch; Split copies here (the
-     * c_attn output is freed right after, so only transiently more) */
+    /* the fused kernel reads q as it is, a permuted view of the c_attn
+     * output, and keeps it for backward, so the whole [B, S, 3E] buffer
+     * lives to the backward: flash_attention_forward (no copies), and sdpa
+     * from 4.56, whose sdpa_attention_forward no longer makes q, k and v
+     * .contiguous() (PR #40315, "Remove unnecessary contiguous calls for
+     * modern torch"). Measured: GPT-2 bf16 b4 s1024 sdpa training with
+     * transformers 5.17 on the H200 (tools/gpu/results/traces-fresh.tar.gz):
+     * each layer's 18 MiB c_attn output (Conv1D, pytorch_utils.py) is live
+     * when the forward ends, and no q copy is made */
+    bool views = h->flash || (h->sdpa && h->sdpa_as_is);
+    /* .split(E, dim=2): three views in PyTorch; where nothing keeps them,
+     * Split copies here (the c_attn output is freed right after, so only
+     * transiently more) */
     int32_t sp = const_ints(h, INTS(E, E, E));
     struct dm_node *n = node(h, DM_OP_Split, 2, (int32_t[]){qkv, sp}, 3);
     if (!n)
         return -1;
     int32_t part[3] = {n->out[0], n->out[1], n->out[2]};
     attr_i(h, "axis", 2);
+    if (views)
+        attr_i(h, "view", 1);
     int32_t qkvh[3];
     for (int j = 0; j < 3; j++) { /* _split_heads: view, permute(0, 2, 1, 3) */
         int32_t r = reshape(h, part[j], INTS(0, 0, nh, hd));
@@ -2917,12 +2962,16 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
     } else if (h->sdpa) {
         /* GPT-2 runs the shared attention interface from 4.48 (4.51's
          * GPT2Attention.forward: ALL_ATTENTION_FUNCTIONS["sdpa"]), whose
-         * sdpa_attention_forward makes query, key and value .contiguous():
-         * copies of the permuted views, which the kernel's backward keeps;
+         * sdpa_attention_forward makes query, key and value .contiguous()
+         * up to 4.55 (from 4.56 it passes the views, above): copies of the
+         * permuted views, which the kernel's backward keeps;
          * is_causal without a mask, dropout_p = attn_pdrop in training;
          * nothing of [S, S] is made */
         int32_t c3[3];
-        heads_copy(h, qkvh, nh, hd, c3);
+        if (views)
+            memcpy(c3, qkvh, sizeof c3); /* 4.56+: the views as they are */
+        else
+            heads_copy(h, qkvh, nh, hd, c3);
         o = fused_attention(h, c3, true);
     } else {
         /* q, k.transpose(-1, -2) and v are permuted views of the c_attn output */
@@ -4676,6 +4725,7 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
     h.half_to_float = opt && opt->precision == DNNMEM_PRECISION_FP16 &&
                       opt->device == DNNMEM_DEVICE_CUDA;
     h.transformers = tv;
+    h.sdpa_as_is = tv >= 456;
     h.gpt2_cache = tv >= 452;
     h.gpt2_v5 = tv >= 500;
     h.cache_copy = tv >= 500;

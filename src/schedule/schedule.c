@@ -340,8 +340,8 @@ static void setup(struct dm_sb *b)
 
 /* Ops that torchvision and common models run in place (ReLU(inplace=True),
  * ReLU6/Hardtanh, Hardswish, LeakyReLU). */
-/* Whether Narrow's view of x skips elements: a narrowed dim with a larger
- * dim after it (torch.split along the last axis). */
+/* Whether Narrow's view of x (or a view Split's part) skips elements: a
+ * narrowed dim with a larger dim after it (torch.split along the last axis). */
 static bool narrow_strides(const struct dm_node *n, const struct dm_tinfo *x)
 {
     int64_t axis = dm_attr_int(n, "axis", 0);
@@ -883,6 +883,10 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         bool alias = k == 0 && base >= 0 &&
                      ((flags & DM_F_VIEW) || same_cast ||
                       (!train && (flags & DM_F_IDENTITY_INFER)));
+        /* torch.split's parts, where the front end marks them as the views
+         * they are in PyTorch ("view"): every output shares input 0 */
+        if (n->op == DM_OP_Split && base >= 0 && dm_attr_int(n, "view", 0))
+            alias = true;
         if (alias && (n->op == DM_OP_Reshape || n->op == DM_OP_Flatten) && b->strided[in0])
             alias = false; /* torch.reshape copies a non-contiguous tensor */
         /* in place: nothing but this op holds the input */
@@ -919,7 +923,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
             dm_sb_ref(b, base, holders);
             b->strided[o] = b->strided[in0] ||
                             (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0])) ||
-                            (n->op == DM_OP_Narrow && narrow_strides(n, &t[in0]));
+                            ((n->op == DM_OP_Narrow || n->op == DM_OP_Split) &&
+                             narrow_strides(n, &t[in0]));
             if (n->op == DM_OP_Transpose && is_fused_attention_output(b, n))
                 b->strided[o] = false;
             continue;

@@ -2948,6 +2948,126 @@ static void test_cache_copy(void **state)
     dnnmem_model_free(m);
 }
 
+/* sdpa_attention_forward from transformers 4.56 (PR #40315) passes q, k and
+ * v to F.scaled_dot_product_attention as they are, where up to 4.55 it made
+ * them .contiguous(); GPT-2's q is then a permuted view of c_attn's whole
+ * [B, S, 3E] output, which the kernel keeps for backward. tiny-gpt2 (L 4,
+ * E 256, use_cache) training, bf16 sdpa, B 2, S 64: [B, S, E] = 64 KiB. At
+ * the end of the first forward:
+ *  - 4.55: the caller holds c_attn's output through the presents (views)
+ *    and the kernel keeps the three contiguous copies: 6 x 64 KiB a layer;
+ *  - 4.56: the kernel keeps views of c_attn's output: 3 x 64 KiB less a
+ *    layer (768 KiB);
+ *  - 5.17: the cache's copies of k and v (2 x 64 KiB a layer) beside c_attn's
+ *    output, which the kernel keeps through q: 1 x 64 KiB a layer under
+ *    4.55 (256 KiB). Before this was modelled, 5.17 kept a copy of q and let
+ *    c_attn's output go: 3 x 64 KiB under 4.55, the 133 MiB the first
+ *    forward of GPT-2 bf16 b4 s1024 was short of the H200 trace. */
+static void test_gpt2_sdpa_views(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.batch_size = 2;
+    cfg.seq_len = 64;
+    cfg.attn = DNNMEM_ATTN_SDPA;
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    cfg.optimizer = DNNMEM_OPT_ADAMW;
+    cfg.torch_version = 211;
+    cfg.compute_capability = 90;
+    cfg.timeline = true;
+    static const int tv[3] = {455, 456, 517};
+    uint64_t end[3] = {0, 0, 0};
+    dnnmem_model *m = load("tests/models/hf/tiny-gpt2.json");
+    for (int k = 0; k < 3; k++) {
+        cfg.transformers_version = tv[k];
+        struct dnnmem_result *r = run(m, &cfg);
+        for (size_t i = 0; i < r->n_timeline; i++)
+            if (r->timeline[i].iteration == 1 && strcmp(r->timeline[i].phase, "forward") == 0)
+                end[k] = r->timeline[i].allocated;
+        dnnmem_result_free(r);
+        /* the fused kernel's q: a transposed view of a view Split from 4.56 */
+        struct dm_graph g;
+        load_hf_graph(&g, "tiny-gpt2.json", true, &cfg);
+        int views = 0;
+        for (int32_t i = 0; i < g.n_nodes; i++)
+            if (g.nodes[i].op == DM_OP_Split && dm_attr_int(&g.nodes[i], "view", 0))
+                views++;
+        assert_int_equal(views, k ? 4 : 0);
+        dm_graph_free(&g);
+    }
+    assert_int_equal(end[0] - end[1], 4 * 3 * 64 * 1024);
+    assert_int_equal(end[0] - end[2], 4 * 1 * 64 * 1024);
+    dnnmem_model_free(m);
+}
+
+/* Python lifetimes in the Llama family's layer, as the H200 trace of
+ * Llama-3.2-1B bf16 (tools/gpu/results/traces.tar.gz) shows them:
+ * rotate_half's halves are views (Narrow: no buffer; only -x2, half of x,
+ * and the cat allocate); LlamaRMSNorm's `variance` and float32
+ * `hidden_states` live until forward returns (after `weight * ...`);
+ * query_states and key_states (the projections) until apply_rotary_pos_emb
+ * returns, after k's rotation. tiny-llama-gqa (H 8, KV 4, D 32, E 256)
+ * inference in float32 at B 2, S 8: -x2 of q is [2, 8, 8, 16] floats, 8192
+ * B; the normalised rows [2, 8, 256] floats, 16384 B. */
+static void test_llama_lifetimes(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    const struct dm_graph *g = dm_model_graph(m);
+    uint64_t bytes = 0;
+    assert_int_equal(allocations(m, "/model/layers.0/self_attn/Narrow_output_0", &bytes), 0);
+    assert_int_equal(allocations(m, "/model/layers.0/self_attn/Narrow_1_output_0", &bytes), 0);
+    assert_int_equal(allocations(m, "/model/layers.0/self_attn/Neg_output_0", &bytes), 1);
+    assert_int_equal(bytes, 8192);
+    assert_int_equal(count_op(g, DM_OP_Narrow), 4 * 4); /* q's and k's halves, 4 layers */
+    assert_int_equal(allocations(m, "/model/layers.0/input_layernorm/Mul_output_0", &bytes), 1);
+    assert_int_equal(bytes, 16384);
+    int32_t out = -1, rows = dm_graph_find(g, "/model/layers.0/input_layernorm/Mul_output_0"),
+            var = dm_graph_find(g, "/model/layers.0/input_layernorm/ReduceMean_output_0"),
+            q = dm_graph_find(g, "/model/layers.0/self_attn/q_proj/MatMul_output_0"),
+            k_rot = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        if (strcmp(g->nodes[i].name, "/model/layers.0/input_layernorm/Mul_1") == 0)
+            out = i;
+        if (strcmp(g->nodes[i].name, "/model/layers.0/self_attn/Add_1") == 0) /* k's rope */
+            k_rot = i;
+    }
+    assert_true(out >= 0 && rows >= 0 && var >= 0 && q >= 0 && k_rot >= 0);
+    assert_int_equal(g->tensors[rows].held_until, out + 1);
+    assert_int_equal(g->tensors[var].held_until, out + 1);
+    /* q_proj's output through its [B, S, H, D] view: held past k's rotation */
+    int32_t qv = -1;
+    for (int32_t i = 0; i < g->n_nodes && qv < 0; i++)
+        if (g->nodes[i].op == DM_OP_Reshape && g->nodes[i].in[0] == q)
+            qv = g->nodes[i].out[0];
+    assert_true(qv >= 0);
+    assert_true(g->tensors[qv].held_until > k_rot);
+    dnnmem_model_free(m);
+    /* bf16 sdpa with enable_gqa (4.54+): the kernel's q is .contiguous()'s
+     * copy (a Reshape of the transposed rotary result) up to 4.55 and the
+     * transposed view itself from 4.56 (PR #40315) */
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    cfg.torch_version = 211;
+    for (int k = 0; k < 2; k++) {
+        cfg.transformers_version = k ? 456 : 455;
+        struct dm_graph sg;
+        load_hf_graph(&sg, "tiny-llama-gqa.json", true, &cfg);
+        int seen = 0;
+        for (int32_t i = 0; i < sg.n_nodes; i++)
+            if (sg.nodes[i].op == DM_OP_Attention) {
+                int32_t p = sg.tensors[sg.nodes[i].in[0]].producer;
+                assert_int_equal(sg.nodes[p].op, k ? DM_OP_Transpose : DM_OP_Reshape);
+                seen++;
+            }
+        assert_int_equal(seen, 4);
+        dm_graph_free(&sg);
+    }
+}
+
 /* attn_weights = softmax(attn_weights, dtype=float32).to(query.dtype) is one
  * statement: the variable still holds the 16-bit scores while the float32
  * copy, the probabilities and the cast back are made (measured: Llama-3.2-1B
@@ -4032,6 +4152,8 @@ int main(void)
         cmocka_unit_test(test_flash),
         cmocka_unit_test(test_gqa_sdpa),
         cmocka_unit_test(test_cache_copy),
+        cmocka_unit_test(test_gpt2_sdpa_views),
+        cmocka_unit_test(test_llama_lifetimes),
         cmocka_unit_test(test_scores_held_through_cast),
         cmocka_unit_test(test_amp_explicit_casts),
         cmocka_unit_test(test_softmax_half_to_float),
