@@ -1290,6 +1290,12 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                    "PyTorch %d.%d eager's: which tensors exist and when they are freed are "
                    "PyTorch's, what the backward reads MXNet's (mx_ops); not %s",
                    run.torch_version / 100, run.torch_version % 100, planner[cfg.framework]);
+        else if (cfg.framework == DNNMEM_FW_TENSORFLOW)
+            assume(&as, "schedule", "default",
+                   "PyTorch %d.%d eager's: which tensors exist and when they are freed are "
+                   "PyTorch's; which forward tensors the backward keeps are the "
+                   "GradientTape's (tf_ops)",
+                   run.torch_version / 100, run.torch_version % 100);
         else if (!mx_planned)
             assume(&as, "schedule", "default",
                    "PyTorch %d.%d eager's: which tensors exist, when they are freed and which "
@@ -1754,8 +1760,8 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                    ? dm_arena_printf(
                          &arena,
                          "graph rules: elementwise kernels write into a dying input's buffer "
-                         "(forward_input_or_allocate_output), activation grads into a dying "
-                         "incoming grad's; Dropout keeps a "
+                         "(forward_input_or_allocate_output), activation, Sub, Mul, Div and Clip "
+                         "grads into a dying incoming grad's or kept operand's; Dropout keeps a "
                          "float mask only; fused LayerNorm keeps no normalized * gamma; the "
                          "layout optimizer runs the GPU graph %s%s; not modelled: its boundary "
                          "transposes, memory optimizer swapping",
@@ -1763,7 +1769,10 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                          run.cuda && run.tf_nhwc
                              ? " (fp16/bf16 convolutions): fused BatchNorm transposes in training"
                              : ": fused BatchNorm needs no transposes")
-                   : "eager GradientTape rules: Dropout keeps x * scale and a float mask; "
+                   : "eager GradientTape rules: each op keeps the inputs and outputs its "
+                     "TF gradient reads (src/train/tf_tape.def: AddV2 and ConcatV2 keep "
+                     "their inputs, MaxPool its output, Dropout x, x * scale and a float "
+                     "mask; PyTorch's rule for ops without a row); "
                      "Keras 2's fused BatchNorm on NHWC data transposes to NCHW (2 "
                      "input-sized temporaries forward, 3 backward); Keras 2's fused "
                      "LayerNorm keeps its normalized outputs; no tf.function/Grappler");

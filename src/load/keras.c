@@ -862,8 +862,12 @@ static void dense_layer(struct keras *k, struct layer_io *io)
         y->id = op(k, DM_OP_Gemm, b >= 0 ? 3 : 2, xi, w, b);
     } else { /* matmul, then the bias added in place */
         y->id = op(k, DM_OP_MatMul, 2, xi, w);
-        if (b >= 0)
+        if (b >= 0) {
+            /* TF runs Dense's bias as tf.nn.bias_add (keras/layers/core/
+             * dense.py), whose gradient reads nothing (src/train/tf_tape.def) */
             y->id = op(k, DM_OP_Add, 2, b, y->id);
+            attr_i(k, "tf_bias_add", 1);
+        }
     }
     io->n_out = 1;
     activation(k, activation_name(k, cfg, "activation", "linear"), y);

@@ -107,6 +107,8 @@ void dm_train_returned(struct dm_sb *b, int32_t i);
  * saved extras are made (--framework tensorflow; src/train/train.c's
  * header); `save`: grad mode is on. Also in inference (b->train NULL). */
 void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save);
+/* TensorFlow: a Clip to [0, 6], which Keras runs as tf.nn.relu6 (train.c) */
+bool dm_tf_relu6(const struct dm_sb *b, const struct dm_node *n);
 /* Loss, backward, and (at the end of an accumulation cycle) the optimizer. */
 void dm_train_backward(struct dm_sb *b, bool step_optimizer);
 void dm_train_zero_grad(struct dm_sb *b);

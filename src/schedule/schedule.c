@@ -906,7 +906,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         /* TF's graph executor forwards an input only this op still holds
          * and that no backward reads (the gradient graph's reference) */
         enum dm_train_rule rule = dm_ops[n->op].train;
-        bool own_keep = save && rule != DM_T_OUT && rule != DM_T_PASS && rule != DM_T_NONE;
+        bool own_keep = save && rule != DM_T_OUT && rule != DM_T_PASS && rule != DM_T_NONE &&
+                        !dm_tf_relu6(b, n); /* Relu6 keeps its output (train.c) */
         for (int j = 0; k == 0 && !alias && !inplace && b->run->tf_graph && !own_keep &&
                         j < tf_forwards(n->op) && j < n->n_in;
              j++) {

@@ -47,13 +47,13 @@
  * .grad, and adds later ones in place; saved tensors are released when their
  * node's backward has run.
  *
- * TensorFlow (--framework tensorflow, run->tf_ops). The profile keeps eager
- * GradientTape semantics: the tape holds every input and output of a
+ * TensorFlow (--framework tensorflow, run->tf_ops). Eagerly
+ * (--tf-execution eager) the GradientTape holds every input and output of a
  * recorded op but those its gradient function never reads, listed in
  * tensorflow/python/eager/pywrap_gradient_exclusions.cc (generated from the
- * gradient functions). Where that differs from the PyTorch rules above in
- * bytes, and the model is known to run TF's op (the Keras front end marks
- * Keras 2 layers), the difference is applied; the rest is recorded here.
+ * gradient functions): one table, src/train/tf_tape.def (its header has the
+ * entries and the TF op each Keras 2 layer runs), applied by tf_tape_save;
+ * an op with no row keeps PyTorch's rule. The facts behind its special rows: 
  *  - Relu: _ReluGrad (python/ops/nn_grad.py) is relu_grad(grad,
  *    op.outputs[0]) and the exclusions drop all of Relu's inputs: the output
  *    is kept, as ReluBackward0 keeps its result. No difference.
@@ -135,13 +135,13 @@
  *    type and size); in the graph the executor's is the only one once the
  *    last consumer runs, where eagerly the Python handle holds another.
  *    Modelled in the forward pass, and in the backward for the activation
- *    grads (tf_grad_forwards: ReluGrad and the other BinaryElementWiseOp
- *    grads, SigmoidGrad/TanhGrad/SqrtGrad as SimpleBinaryOp, Exp's and Neg's
- *    plain Mul/Neg): dx is written into dy's buffer when only the grad
- *    kernel holds it. Not modelled in backward: the binary ops' own grads
- *    (Add/Sub/Mul/Div: several readers of dy, reductions when broadcast),
- *    Clip's (select-based), and forwarding into y's buffer instead of dy's
- *    (same bytes: nothing allocated either way).
+ *    grads and the binary ops' (tf_grad_target: ReluGrad and the other
+ *    BinaryElementWiseOp grads, SigmoidGrad/TanhGrad/SqrtGrad as
+ *    SimpleBinaryOp, Exp's and Neg's plain Mul/Neg, Sub's Neg, Mul's and
+ *    RealDiv's BinaryOps, clip_by_value's SelectV2): dx is written into dy's
+ *    buffer, or a kept operand's, when only the grad kernel holds it. For
+ *    the activations forwarding into y's buffer instead of dy's is the same
+ *    bytes: nothing allocated either way.
  *  - The remapper's Conv2D+BiasAdd(+Relu) -> _FusedConv2D: dnnmem's Conv
  *    already includes the bias, and the Relu's forwarding takes the
  *    convolution's buffer: nothing more to remove.
@@ -186,7 +186,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SAVED 8
+#define MAX_SAVED 16 /* a tape entry holds every input of a ConcatV2 or AddN */
 
 struct dm_train {
     bool *rg;            /* per tensor: requires grad */
@@ -732,6 +732,76 @@ static bool tf_fused_ln(const struct dm_sb *b, const struct dm_node *n)
            dm_attr_int(n, "tf_fused_ln", 0) != 0;
 }
 
+/* ---- TensorFlow's eager GradientTape (tf_tape.def) ---------------------------- */
+
+/* Which nodes of an op a tf_tape.def row is for. */
+enum tf_when {
+    TF_W_ANY,       /* every node */
+    TF_W_RELU6,     /* Clip to [0, 6]: tf.nn.relu6 (Keras' ReLU(6.), relu6) */
+    TF_W_BIAS_ADD,  /* an Add the Keras front end marks tf_bias_add: Dense's bias_add */
+    TF_W_GELU_TANH, /* Gelu with approximate "tanh" */
+    TF_W_FUSED_BN,  /* Keras 2's fused BatchNormalization (tf_fused_bn) */
+    TF_W_FUSED_LN,  /* Keras 2's fused LayerNormalization (tf_fused_ln) */
+};
+
+#define TF_IO(k) (1u << (k))
+#define TF_ALL 0xffffffffu
+#define TF_NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+struct tf_tape_row {
+    enum dm_op op;
+    enum tf_when when;
+    const char *tf_ops;
+    uint32_t in, out; /* inputs and outputs the tape holds (bit k: slot k) */
+    int chain;        /* intermediates held, output-sized; -m: inputs - m */
+    const char *const *what; /* their names, NULL-terminated (the last repeats) */
+};
+
+static const struct tf_tape_row tf_tape[] = {
+#define DM_TF_TAPE(op, when, tf_ops, in, out, chain, what)                                         \
+    {DM_OP_##op, when, tf_ops, in, out, chain, what},
+#include "train/tf_tape.def"
+#undef DM_TF_TAPE
+};
+
+/* A constant scalar input's value, or `dflt` (NaN: unknown). */
+static double const_scalar(const struct dm_sb *b, const struct dm_node *n, int k, double dflt)
+{
+    if (!dm_has_in(n, k))
+        return dflt;
+    const struct dm_value *v = b->t[n->in[k]].value;
+    if (!v || v->n != 1)
+        return dflt;
+    return v->is_float ? v->f[0] : (double)v->i[0];
+}
+
+bool dm_tf_relu6(const struct dm_sb *b, const struct dm_node *n)
+{
+    return n->op == DM_OP_Clip && const_scalar(b, n, 1, -1) == 0 && const_scalar(b, n, 2, -1) == 6;
+}
+
+static bool tf_when_holds(const struct dm_sb *b, const struct dm_node *n, enum tf_when w)
+{
+    switch (w) {
+    case TF_W_ANY: return true;
+    case TF_W_RELU6: return dm_tf_relu6(b, n);
+    case TF_W_BIAS_ADD: return dm_attr_int(n, "tf_bias_add", 0) != 0;
+    case TF_W_GELU_TANH: return strcmp(dm_attr_str(n, "approximate", "none"), "tanh") == 0;
+    case TF_W_FUSED_BN: return tf_fused_bn(b, n);
+    case TF_W_FUSED_LN: return tf_fused_ln(b, n);
+    }
+    return false;
+}
+
+/* The tape's row for node n, or NULL (PyTorch's rule stands in). */
+static const struct tf_tape_row *tf_tape_row(const struct dm_sb *b, const struct dm_node *n)
+{
+    for (size_t r = 0; r < sizeof tf_tape / sizeof *tf_tape; r++)
+        if (tf_tape[r].op == n->op && tf_when_holds(b, n, tf_tape[r].when))
+            return &tf_tape[r];
+    return NULL;
+}
+
 /* `count` buffers of `bytes` each, all live at once, then freed: a kernel's
  * temporaries (allocate_temp) or an op chain's intermediates. */
 static void transients(struct dm_sb *b, int32_t node, enum dnnmem_category cat,
@@ -775,6 +845,71 @@ void dm_train_returned(struct dm_sb *b, int32_t i)
             }
 }
 
+/* Rows LayerNormalization normalizes: the input's dims before `axis`. */
+static int64_t ln_rows(const struct dm_sb *b, const struct dm_node *n)
+{
+    int64_t axis = dm_attr_int(n, "axis", -1), rows = 1;
+    if (dm_has_in(n, 0)) {
+        const struct dm_tinfo *x = &b->t[n->in[0]];
+        if (axis < 0)
+            axis += x->rank;
+        for (int d = 0; d < axis && d < x->rank; d++)
+            rows *= x->dims[d];
+    }
+    return rows;
+}
+
+/* What the eager GradientTape holds of node i (tf_tape.def): the inputs
+ * and outputs its row names, the intermediates of its op chain, and for
+ * Keras 2's fused layers the kernel's reserve spaces. False: no row. */
+static bool tf_tape_save(struct dm_sb *b, int32_t i)
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    const struct dm_tinfo *t = b->t;
+    const struct tf_tape_row *r = tf_tape_row(b, n);
+    if (!r)
+        return false;
+    for (int k = 0; k < n->n_in && k < 32; k++)
+        if (((r->in >> k) & 1u) && dm_has_in(n, k) && !is_meta_slot(n, k))
+            keep_input(b, i, k);
+    for (int k = 0; k < n->n_out && k < 32; k++)
+        if (((r->out >> k) & 1u) && dm_has_out(n, k) && !t[n->out[k]].absent)
+            keep_tensor(b, i, n->out[k]);
+    int32_t out0 = dm_has_out(n, 0) ? n->out[0] : -1;
+    int chain = r->chain;
+    if (chain < 0) { /* a merge layer's partial results */
+        int data = 0;
+        for (int k = 0; k < n->n_in; k++)
+            data += dm_has_in(n, k) && !is_meta_slot(n, k);
+        chain = data + chain > 0 ? data + chain : 0;
+    }
+    for (int c = 0, w = 0; c < chain && out0 >= 0 && r->what; c++) {
+        keep_new(b, i, t[out0].dtype, t[out0].numel, r->what[w]);
+        w += r->what[w + 1] != NULL;
+    }
+    if (r->when == TF_W_FUSED_BN && dm_has_in(n, 0)) {
+        /* reserve_space_1/2: the batch mean and inverse variance, [C] float32
+         * (reserve_space_3, cuDNN's, taken as 0: header) */
+        const struct dm_tinfo *x = &t[n->in[0]];
+        int64_t c = x->rank >= 2 ? x->dims[1] : 1;
+        keep_new(b, i, DM_FLOAT, c, "reserve_space_1 (batch mean)");
+        keep_new(b, i, DM_FLOAT, c, "reserve_space_2 (batch inverse variance)");
+    }
+    if (r->when == TF_W_FUSED_LN && out0 >= 0) {
+        /* FusedBatchNormV3 on [1, rows, D, 1] with scale ones([rows]) (input
+         * 1, kept), reserve_space_1/2 [rows] float32; `* gamma` keeps the
+         * normalized output, `+ beta` (AddV2) `* gamma`'s result (header) */
+        int64_t rows = ln_rows(b, n);
+        keep_new(b, i, DM_FLOAT, rows, "mean");
+        keep_new(b, i, DM_FLOAT, rows, "rstd");
+        keep_new(b, i, DM_FLOAT, rows, "ones (scale)");
+        keep_new(b, i, t[out0].dtype, t[out0].numel, "normalized");
+        if (dm_has_in(n, 2))
+            keep_new(b, i, t[out0].dtype, t[out0].numel, "normalized * gamma");
+    }
+    return true;
+}
+
 void dm_train_save(struct dm_sb *b, int32_t i)
 {
     struct dm_train *tr = b->train;
@@ -795,7 +930,10 @@ void dm_train_save(struct dm_sb *b, int32_t i)
     }
     if (!tr->node_rg[i])
         return;
+    /* MXNet's and TensorFlow's eager tape's own tables (mx_rules, tf_tape.def) */
     if (b->run->mx_ops && mx_save(b, i))
+        return;
+    if (b->run->tf_ops && !b->run->tf_graph && tf_tape_save(b, i))
         return;
     int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1, out0 = dm_has_out(n, 0) ? n->out[0] : -1;
     /* mean over given dims (mean.dim): before 2.0, MeanBackward1 keeps self
@@ -847,7 +985,16 @@ void dm_train_save(struct dm_sb *b, int32_t i)
             keep_input(b, i, 0);
         break;
     case DM_T_IN:
+        /* tf.function: Keras' relu6 is Relu6, whose grad reads its output;
+         * tf.clip_by_value's two grads read x and minimum(x, hi) (header,
+         * tf_grad_target) */
+        if (b->run->tf_graph && dm_tf_relu6(b, n)) {
+            keep_tensor(b, i, out0);
+            break;
+        }
         keep_input(b, i, 0);
+        if (b->run->tf_graph && n->op == DM_OP_Clip && out0 >= 0)
+            keep_new(b, i, t[out0].dtype, t[out0].numel, "minimum(x, hi) (clip_by_value)");
         /* XLA: jax.nn.gelu(approximate=False) is x * (erf(x / sqrt 2) + 1)
          * / 2 differentiated as written: the product's VJP keeps its
          * second factor too (header, "JAX's jit") */
@@ -879,21 +1026,14 @@ void dm_train_save(struct dm_sb *b, int32_t i)
     }
     case DM_T_LN: {
         keep_input(b, i, 0);
-        int64_t axis = dm_attr_int(n, "axis", -1), rows = 1;
-        if (in0 >= 0) {
-            int r = t[in0].rank;
-            if (axis < 0)
-                axis += r;
-            for (int d = 0; d < axis && d < r; d++)
-                rows *= t[in0].dims[d];
-        }
+        int64_t rows = ln_rows(b, n);
         keep_new(b, i, DM_FLOAT, rows, "mean");
         keep_new(b, i, DM_FLOAT, rows, "rstd");
-        if (tf_fused_ln(b, n) && out0 >= 0) { /* Keras 2's fused path (header) */
+        /* Keras 2's fused path under tf.function (header; the tape's is
+         * tf_tape_save's): `+ beta`'s AddV2 grad is pruned to shapes */
+        if (tf_fused_ln(b, n) && out0 >= 0) {
             keep_new(b, i, DM_FLOAT, rows, "ones (scale)");
             keep_new(b, i, t[out0].dtype, t[out0].numel, "normalized");
-            if (dm_has_in(n, 2) && !b->run->tf_graph) /* AddV2: pruned in a graph */
-                keep_new(b, i, t[out0].dtype, t[out0].numel, "normalized * gamma");
         }
         break;
     }
@@ -913,8 +1053,8 @@ void dm_train_save(struct dm_sb *b, int32_t i)
         break;
     case DM_T_DROPOUT:
         if (in0 >= 0 && b->run->tf_ops) {
-            if (!b->run->tf_graph) /* a graph prunes the mask's grad, its only reader */
-                keep_new(b, i, t[in0].dtype, t[in0].numel, "scaled");
+            /* tf.function (the tape's is tf_tape_save's): the graph prunes the
+             * mask's grad, the only reader of x * scale */
             keep_new(b, i, t[in0].dtype, t[in0].numel, "mask");
         } else if (in0 >= 0) {
             keep_new(b, i, b->run->cuda ? DM_BOOL : t[in0].dtype, t[in0].numel,
@@ -1367,33 +1507,127 @@ static bool same_shape(const struct dm_tinfo *a, const struct dm_tinfo *c)
 }
 
 /* TensorFlow under tf.function: gradient kernels that write the input's grad
- * into the incoming grad's buffer when the executor holds its only reference
+ * into a buffer they read when the executor holds its only reference
  * (OpKernelContext::forward_input_or_allocate_output, as tf_forwards in
  * src/schedule/schedule.c does for the forward pass):
  *  - numeric_op.h's BinaryElementWiseOp, forward_input_or_allocate_output
- *    ({0, 1}, ...): ReluGrad, EluGrad, SeluGrad, LeakyReluGrad (relu_op.h),
- *    SoftplusGrad, SoftsignGrad (softplus_op.h, softsign_op.h), each called
- *    with the incoming grad as input 0 (nn_grad.py);
+ *    ({0, 1}, ...): ReluGrad, Relu6Grad, EluGrad, SeluGrad, LeakyReluGrad
+ *    (relu_op.h), SoftplusGrad, SoftsignGrad (softplus_op.h, softsign_op.h),
+ *    each called with the incoming grad as input 0 (nn_grad.py);
  *  - cwise_ops_common.h's SimpleBinaryOp, forward_input_or_allocate_output
  *    ({0, 1}, ...) when input and output types agree: SigmoidGrad, TanhGrad,
  *    SqrtGrad (cwise_op_sigmoid.cc etc., functors in cwise_ops_gradients.h),
  *    called (y, grad) by math_grad.py;
  *  - _ExpGrad's grad * y (a Mul, cwise_ops_common.h's BinaryOp, which
- *    forwards either input of the output's shape and type) and _NegGrad's
- *    -grad (a Neg, UnaryOp: forwards its input).
- * Clip is left out: clip_by_value's gradient is select-based, with its own
- * temporaries. The kernels may take y's buffer instead of the grad's (input
- * 0 or 1): either way nothing new is allocated, and dnnmem frees both at the
- * end of the node. */
-static bool tf_grad_forwards(enum dm_op op)
+ *    forwards either input when both have the output's shape: ({0, 1}, ...))
+ *    and _NegGrad's -grad (a Neg, UnaryOp: ({0}, ...)).
+ * The binary ops' gradients (math_grad.py), with x, y the forward inputs:
+ *  - _AddGrad: (grad, grad) when the shapes agree, else reduce_sum(grad, rx)
+ *    reshaped; a reduction over no axis returns its input's buffer
+ *    (reduction_ops_common.h, "Special case. Reduces nothing": CopyFrom):
+ *    the grad itself either way, as the PASS rule already aliases it.
+ *  - _SubGrad: (grad, -grad): y's grad is a Neg (UnaryOp) of the grad, which
+ *    takes its buffer when nothing else holds it (x needs no grad).
+ *  - _MulGrad: (mul(grad, y), mul(grad, x)): BinaryOps; x's reads grad and
+ *    y, y's reads grad and x. A kernel takes the grad's buffer when no later
+ *    grad of the node reads it, or the operand it reads when the backward
+ *    kept it for this node alone (refcount one) and no later grad reads it.
+ *  - _RealDivGrad: (realdiv(grad, y), grad * realdiv(realdiv(-x, y), y)):
+ *    x's reads grad and y; y's chain reads x, y and grad, each step a
+ *    BinaryOp or UnaryOp that forwards its dying input, so y's grad ends in
+ *    one buffer: the grad's, x's or y's when one is free, else a new one.
+ *  - Clip: tf.nn.relu6 (Keras' ReLU(6.), relu6) has Relu6Grad above.
+ *    tf.clip_by_value (minimum then maximum, clip_ops.py) differentiates by
+ *    _MaximumMinimumGrad: zeros(shape(grad)), a bool mask (greater_equal /
+ *    less_equal of the forward values), where_v2(mask, grad, zeros), whose
+ *    SelectV2Op calls forward_input_or_allocate_output({"t", "e"}, ...)
+ *    (select_op.cc): the grad's buffer when free, else the zeros'; the bound's
+ *    grad (a scalar's reduce) is pruned. Maximum's grad and Minimum's run in
+ *    turn: one zeros and one mask live at a time (tf_clip_transients).
+ * Under autocast the grad is made in another type: no forwarding. */
+static bool tf_grad_forwards(const struct dm_sb *b, const struct dm_node *n)
 {
-    switch (op) {
+    switch (n->op) {
     case DM_OP_Relu: case DM_OP_Elu: case DM_OP_Selu: case DM_OP_LeakyRelu:
     case DM_OP_Softplus: case DM_OP_Softsign: case DM_OP_Sigmoid: case DM_OP_Tanh:
-    case DM_OP_Sqrt: case DM_OP_Exp: case DM_OP_Neg:
+    case DM_OP_Sqrt: case DM_OP_Exp: case DM_OP_Neg: case DM_OP_Clip:
         return true;
+    default:
+        (void)b;
+        return false;
+    }
+}
+
+/* Whether the grad of node n's input k reads operand j (the binary ops
+ * above; the grad itself is read by every one). */
+static bool tf_grad_reads(const struct dm_node *n, int k, int j)
+{
+    switch (n->op) {
+    case DM_OP_Mul: return j == 1 - k;
+    case DM_OP_Div: return j == 1 || k == 1;
     default: return false;
     }
+}
+
+/* The buffer node i's grad kernel for input k writes into under tf.function
+ * (above), or -1: a new one. `gout`: the output's grad. */
+static int32_t tf_grad_target(struct dm_sb *b, int32_t i, int k, int32_t gout)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_node *n = &b->g->nodes[i];
+    const struct dm_tinfo *t = b->t;
+    int32_t x = n->in[k];
+    if (!b->run->tf_graph || gout < 0 || tr->param[x])
+        return -1;
+    int data = 0;
+    for (int j = 0; j < n->n_in; j++)
+        data += dm_has_in(n, j) && !is_meta_slot(n, j);
+    bool binary = n->op == DM_OP_Sub || n->op == DM_OP_Mul || n->op == DM_OP_Div;
+    if (!(data == 1 && tf_grad_forwards(b, n)) && !(binary && data == 2 && k < 2) )
+        return -1;
+    if (n->op == DM_OP_Sub && k == 0)
+        return -1; /* the grad itself (the PASS alias), or its reduction */
+    /* later grads of this node: they read the grad, and maybe operand j */
+    bool later_grad = false, later_reads[2] = {false, false};
+    for (int j = k + 1; j < n->n_in && j < 2; j++)
+        if (dm_has_in(n, j) && !is_meta_slot(n, j) && tr->rg[n->in[j]]) {
+            later_grad = true;
+            for (int o = 0; o < 2; o++)
+                later_reads[o] |= tf_grad_reads(n, j, o);
+        }
+    int32_t cand[3] = {later_grad ? -1 : gout, -1, -1};
+    for (int o = 0; o < 2 && binary; o++) {
+        int32_t ob = dm_has_in(n, o) ? b->cur[n->in[o]] : -1;
+        if (ob < 0 || b->resident[n->in[o]] >= 0 || !tf_grad_reads(n, k, o) || later_reads[o])
+            continue;
+        for (int s = 0; s < tr->n_saved[i]; s++)
+            if (tr->saved[i][s] == ob)
+                cand[1 + o] = ob; /* a forward operand the backward kept for this node */
+    }
+    for (int c = 0; c < 3; c++) {
+        int32_t cb = cand[c];
+        if (cb >= 0 && b->refs[cb] == 1 && b->s->buf[cb].dtype == (uint8_t)t[x].dtype &&
+            b->s->buf[cb].bytes == t[x].bytes)
+            return cb;
+    }
+    return -1;
+}
+
+/* tf.clip_by_value's grad under tf.function (above): the bool mask, and the
+ * zeros when the select took the grad's buffer, live while it runs. */
+static void tf_clip_transients(struct dm_sb *b, int32_t i, int32_t x, bool forwarded)
+{
+    const struct dm_tinfo *t = b->t;
+    uint64_t mb;
+    int32_t zeros = forwarded ? dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                                            "zeros (clip_by_value grad)", 1)
+                              : -1;
+    int32_t mask = dm_dtype_bytes(DM_BOOL, t[x].numel, &mb)
+                       ? dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_BOOL, mb, x, i,
+                                     "mask (clip_by_value grad)", 1)
+                       : -1;
+    dm_sb_unref(b, zeros);
+    dm_sb_unref(b, mask);
 }
 
 /* The temporaries a backward kernel of node i makes after its result (an
@@ -1544,14 +1778,23 @@ static void backward_node(struct dm_sb *b, int32_t i)
                        !(n->op == DM_OP_Sub && k == 1) &&
                        (n->op == DM_OP_Concat || same_shape(&t[x], &t[out0]))));
         enum dm_dtype cast = b->run->amp ? dm_amp_cast(g, t, n, k, b->run->amp) : DM_UNDEFINED;
-        /* tf.function: the grad kernel takes the incoming grad's buffer when
-         * only we hold it (no other reader of the output's grad), it is not a
-         * parameter's, and it has x's type and size (tf_grad_forwards) */
-        bool forward = !alias && cast == DM_UNDEFINED && b->run->tf_graph && gout >= 0 &&
-                       n->n_in == 1 && tf_grad_forwards(n->op) && !tr->param[x] &&
-                       b->refs[gout] == 1 && b->s->buf[gout].dtype == (uint8_t)t[x].dtype &&
-                       b->s->buf[gout].bytes == t[x].bytes;
-        if ((alias || forward) && cast == DM_UNDEFINED) {
+        /* tf.function: the grad kernel writes into the incoming grad's
+         * buffer or a kept operand's when only it still holds that buffer,
+         * x is not a parameter, and the types and sizes agree
+         * (tf_grad_target) */
+        int32_t target = !alias && cast == DM_UNDEFINED ? tf_grad_target(b, i, k, gout) : -1;
+        bool clip = b->run->tf_graph && n->op == DM_OP_Clip && !dm_tf_relu6(b, n);
+        if (clip && cast == DM_UNDEFINED)
+            tf_clip_transients(b, i, x, target >= 0);
+        if (target >= 0) {
+            dm_sb_ref(b, target, 1);
+            gin = target;
+            if (target != gout) { /* a kept operand's buffer becomes the grad */
+                b->s->buf[target].category = DNNMEM_CAT_TEMPORARY;
+                b->s->buf[target].tensor = x;
+                b->s->buf[target].what = "grad";
+            }
+        } else if (alias && cast == DM_UNDEFINED) {
             dm_sb_ref(b, gout, 1);
             gin = gout;
         } else if (cast == DM_UNDEFINED && mx_addto(b, x)) {

@@ -460,7 +460,7 @@ expect 0 "schedule       PyTorch 2.6 eager's" -- \
     estimate $R -b 8 --framework tensorflow@2.15 --tf-execution eager
 expect 0 "tf_execution   eager: op by op under a GradientTape" -- \
     estimate $R -b 8 --framework tensorflow --tf-execution eager
-expect 0 "tf_ops         eager GradientTape rules: Dropout keeps x * scale and a float mask" -- \
+expect 0 "tf_ops         eager GradientTape rules: each op keeps the inputs and outputs its TF gradient reads" -- \
     estimate $R -b 8 --framework tensorflow --tf-execution eager
 expect 2 "--tf-execution xla: expected graph or eager" -- \
     estimate $R --framework tensorflow --tf-execution xla

@@ -261,12 +261,19 @@ static void test_dropout_saved_by_framework(void **state)
     uint64_t eager = r->peak_requested;
     dnnmem_result_free(r);
 
+    /* the tape also holds h, the first Mul's (x * scale) input
+     * (tf_tape.def: Mul is in no exclusion list) */
+    m = live_named(r, "h");
+    assert_non_null(m);
+    assert_int_equal(m->category, DNNMEM_CAT_SAVED);
+
     /* under tf.function (the default) the gradient graph prunes the mask's
      * grad, x * scale's only reader: the float mask alone. Eager's peak, at
-     * drop's backward: W 256 KiB, x 4 KiB, d, scaled, mask, h.grad (1 MiB
-     * each), loss and its grad (4 B each). The graph's: W, x, h, d and the
-     * mask at drop's forward (the backward has no scaled, and d goes once
-     * the loss is made: the step returns no outputs): 1 MiB + 8 B less. */
+     * drop's backward: W 256 KiB, x 4 KiB, h (the tape's), d, scaled, mask,
+     * h.grad (1 MiB each), loss and its grad (4 B each). The graph's: W, x,
+     * h, d and the mask at drop's forward (the backward has no scaled, and d
+     * goes once the loss is made: the step returns no outputs): 2 MiB + 8 B
+     * less. */
     cfg.tf_execution = DNNMEM_TF_GRAPH;
     r = estimate_cfg(dropout_mlp(), &cfg);
     m = live_named(r, "drop.mask");
@@ -274,9 +281,318 @@ static void test_dropout_saved_by_framework(void **state)
     assert_string_equal(m->dtype, "float32");
     assert_int_equal(m->bytes, 64 * 4096 * 4);
     assert_null(live_named(r, "drop.scaled"));
-    assert_int_equal(eager - r->peak_requested, 64 * 4096 * 4 + 8);
+    assert_int_equal(eager - r->peak_requested, 2 * 64 * 4096 * 4 + 8);
     assert_string_equal(r->peak_phase, "forward");
     dnnmem_result_free(r);
+}
+
+/* ---- TensorFlow's eager GradientTape (src/train/tf_tape.def) ---------------
+ * x [4, 256] float32 (an input), W1..W3 [256, 256] weights: h1..h3 = x @ Wk,
+ * [4, 256] float32, 4,096 B each. Each case puts one op on them; loss = the
+ * output's sum (which saves nothing), plain SGD. Measured: the SAVED bytes at
+ * the loss step of step 2, every forward op done and nothing released yet:
+ * what the tape holds (x and the W's are an input and weights, never SAVED). */
+
+static void tb_scalar_f32(struct tb *b, const char *name, float v)
+{
+    Onnx__TensorProto *t = tb_init(b, name, F32, 0, NULL);
+    t->n_float_data = 1;
+    t->float_data = tb_calloc(b, 1, sizeof *t->float_data);
+    t->float_data[0] = v;
+}
+
+static void tb_attr_str(struct tb *b, const char *key, const char *v)
+{
+    Onnx__AttributeProto *a = tb_calloc(b, 1, sizeof *a);
+    onnx__attribute_proto__init(a);
+    a->name = tb_str(b, key);
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    a->has_s = 1;
+    a->s.len = strlen(v);
+    a->s.data = (uint8_t *)tb_str(b, v);
+    TB_PUSH(b, &b->last->attribute, &b->last->n_attribute, a);
+}
+
+/* x, and h1..h<n> = x @ W<k> */
+static struct tb *tape_mlp(int n)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,256");
+    for (int k = 1; k <= n; k++) {
+        char w[8], mm[8], h[8], ins[16];
+        snprintf(w, sizeof w, "W%d", k);
+        snprintf(mm, sizeof mm, "mm%d", k);
+        snprintf(h, sizeof h, "h%d", k);
+        snprintf(ins, sizeof ins, "x,%s", w);
+        tb_init(b, w, F32, 2, (int64_t[]){256, 256});
+        tb_node(b, "MatMul", mm, ins, h);
+    }
+    return b;
+}
+
+/* x [4, 4, 8, 8], h1 = conv1x1(x, W1): [4, 4, 8, 8] float32, 4,096 B */
+static struct tb *tape_cnn(void)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,4,8,8");
+    tb_init(b, "W1", F32, 4, (int64_t[]){4, 4, 1, 1});
+    tb_node(b, "Conv", "conv", "x,W1", "h1");
+    return b;
+}
+
+static struct dnnmem_result *tf_train(struct tb *b, enum dnnmem_framework fw,
+                                      enum dnnmem_tf_execution exec)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_SGD;
+    cfg.loss = DNNMEM_LOSS_SUM;
+    cfg.batch_size = 4;
+    cfg.cuda_context_bytes = 0;
+    cfg.framework = fw;
+    cfg.tf_execution = exec;
+    cfg.timeline = true;
+    return estimate_cfg(b, &cfg);
+}
+
+/* The last timeline point of `phase` (at `node`, or any when NULL). */
+static const struct dnnmem_timeline_point *last_point(const struct dnnmem_result *r,
+                                                      const char *phase, const char *node)
+{
+    const struct dnnmem_timeline_point *p = NULL;
+    for (size_t k = 0; k < r->n_timeline; k++)
+        if (!strcmp(r->timeline[k].phase, phase) && (!node || !strcmp(r->timeline[k].node, node)))
+            p = &r->timeline[k];
+    if (!p)
+        fail_msg("no %s step%s%s", phase, node ? " at " : "", node ? node : "");
+    return p;
+}
+
+static uint64_t saved_bytes(struct tb *b, enum dnnmem_framework fw, enum dnnmem_tf_execution exec)
+{
+    struct dnnmem_result *r = tf_train(b, fw, exec);
+    uint64_t v = last_point(r, "loss", NULL)->category_bytes[DNNMEM_CAT_SAVED];
+    dnnmem_result_free(r);
+    return v;
+}
+
+static uint64_t tape_saved(struct tb *b)
+{
+    return saved_bytes(b, DNNMEM_FW_TENSORFLOW, DNNMEM_TF_EAGER);
+}
+
+static void test_tf_tape_rules(void **state)
+{
+    (void)state;
+    const uint64_t H = 4096; /* one [4, 256] float32 */
+    struct tb *b;
+    /* Relu, Softmax: the output (Relu, Softmax: all inputs unused) */
+    b = tape_mlp(1);
+    tb_node(b, "Relu", "op", "h1", "y");
+    tb_output(b, "y");
+    assert_int_equal(tape_saved(b), H);
+    b = tape_mlp(1);
+    tb_node(b, "Softmax", "op", "h1", "y");
+    tb_output(b, "y");
+    assert_int_equal(tape_saved(b), H);
+    /* AddV2, Sub, Mul, RealDiv, ConcatV2, Maximum: both inputs (in no input
+     * exclusion list; _AddGrad reads their shapes). PyTorch's add and cat
+     * keep nothing, its mul both operands. */
+    static const char *const binary[] = {"Add", "Sub", "Mul", "Div", "Concat", "Max"};
+    for (size_t k = 0; k < sizeof binary / sizeof *binary; k++) {
+        b = tape_mlp(2);
+        tb_node(b, binary[k], "op", "h1,h2", "y");
+        if (!strcmp(binary[k], "Concat"))
+            tb_attr_int(b, "axis", 1);
+        tb_output(b, "y");
+        assert_int_equal(tape_saved(b), 2 * H);
+    }
+    b = tape_mlp(2);
+    tb_node(b, "Add", "op", "h1,h2", "y");
+    tb_output(b, "y");
+    assert_int_equal(saved_bytes(b, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER), 0);
+    b = tape_mlp(2);
+    tb_node(b, "Concat", "op", "h1,h2", "y");
+    tb_attr_int(b, "axis", 1);
+    tb_output(b, "y");
+    assert_int_equal(saved_bytes(b, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER), 0);
+    /* tf.function prunes _AddGrad to shapes: nothing kept (PyTorch's rule) */
+    b = tape_mlp(2);
+    tb_node(b, "Add", "op", "h1,h2", "y");
+    tb_output(b, "y");
+    assert_int_equal(saved_bytes(b, DNNMEM_FW_TENSORFLOW, DNNMEM_TF_GRAPH), 0);
+    /* BiasAdd (an Add the Keras front end marks: Dense's bias): nothing;
+     * the same Add as AddV2 holds h1 (the bias is a weight) */
+    for (int bias_add = 0; bias_add <= 1; bias_add++) {
+        b = tape_mlp(1);
+        tb_init(b, "bias", F32, 1, (int64_t[]){256});
+        tb_node(b, "Add", "op", "bias,h1", "y");
+        if (bias_add)
+            tb_attr_int(b, "tf_bias_add", 1);
+        tb_output(b, "y");
+        assert_int_equal(tape_saved(b), bias_add ? 0 : H);
+    }
+    /* Keras' merge layers fold pairwise: Add of 3 (AddV2 twice) holds the 3
+     * inputs and the partial sum; Average of 2 (AddV2, RealDiv) the 2 inputs
+     * and their sum */
+    b = tape_mlp(3);
+    tb_node(b, "Sum", "op", "h1,h2,h3", "y");
+    tb_output(b, "y");
+    assert_int_equal(tape_saved(b), 4 * H);
+    b = tape_mlp(2);
+    tb_node(b, "Mean", "op", "h1,h2", "y");
+    tb_output(b, "y");
+    assert_int_equal(tape_saved(b), 3 * H);
+    /* Neg, Transpose: nothing. Reshape: its input (the output's buffer too) */
+    b = tape_mlp(1);
+    tb_node(b, "Neg", "op", "h1", "y");
+    tb_output(b, "y");
+    assert_int_equal(tape_saved(b), 0);
+    b = tape_mlp(1);
+    tb_node(b, "Transpose", "op", "h1", "y");
+    tb_output(b, "y");
+    assert_int_equal(tape_saved(b), 0);
+    b = tape_mlp(1);
+    tb_init_i64(b, "shape", 3, (int64_t[]){4, 16, 16});
+    tb_node(b, "Reshape", "op", "h1,shape", "y");
+    tb_output(b, "y");
+    assert_int_equal(tape_saved(b), H);
+    /* tf.nn.gelu's chain: the input and 4 intermediates (exact), 6 (tanh) */
+    for (int tanh = 0; tanh <= 1; tanh++) {
+        b = tape_mlp(1);
+        tb_node(b, "Gelu", "op", "h1", "y");
+        if (tanh)
+            tb_attr_str(b, "approximate", "tanh");
+        tb_output(b, "y");
+        assert_int_equal(tape_saved(b), (tanh ? 7 : 5) * H);
+    }
+    /* tf.nn.dropout: x (the first Mul's), x * scale and the float mask */
+    b = tape_mlp(1);
+    tb_scalar_f32(b, "ratio", 0.5f);
+    tb_node(b, "Dropout", "op", "h1,ratio", "y");
+    tb_output(b, "y");
+    assert_int_equal(tape_saved(b), 3 * H);
+    /* Clip to [0, 6] is Relu6: its output; to [-1, 1] clip_by_value:
+     * minimum(x, 1) holds x and 1, maximum(., -1) that result */
+    for (int relu6 = 0; relu6 <= 1; relu6++) {
+        b = tape_mlp(1);
+        tb_scalar_f32(b, "lo", relu6 ? 0.0f : -1.0f);
+        tb_scalar_f32(b, "hi", relu6 ? 6.0f : 1.0f);
+        tb_node(b, "Clip", "op", "h1,lo,hi", "y");
+        tb_output(b, "y");
+        assert_int_equal(tape_saved(b), (relu6 ? 1 : 2) * H);
+    }
+    /* 4-D, h1 [4, 4, 8, 8] (4,096 B). MaxPool 2x2: input and output
+     * ([4, 4, 4, 4], 1,024 B); PyTorch keeps int64 indices (2,048 B) instead
+     * of the output. GlobalAveragePool (Mean): input and output (64 B).
+     * Pad (ZeroPadding2D): its input; PyTorch's nothing. */
+    b = tape_cnn();
+    tb_node(b, "MaxPool", "op", "h1", "y");
+    tb_attr_ints(b, "kernel_shape", 2, (int64_t[]){2, 2});
+    tb_attr_ints(b, "strides", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    assert_int_equal(tape_saved(b), H + 1024);
+    b = tape_cnn();
+    tb_node(b, "MaxPool", "op", "h1", "y");
+    tb_attr_ints(b, "kernel_shape", 2, (int64_t[]){2, 2});
+    tb_attr_ints(b, "strides", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    assert_int_equal(saved_bytes(b, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER), H + 2048);
+    b = tape_cnn();
+    tb_node(b, "GlobalAveragePool", "op", "h1", "y");
+    tb_output(b, "y");
+    assert_int_equal(tape_saved(b), H + 64);
+    b = tape_cnn();
+    tb_init_i64(b, "pads", 8, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1});
+    tb_node(b, "Pad", "op", "h1,pads", "y");
+    tb_output(b, "y");
+    assert_int_equal(tape_saved(b), H);
+    b = tape_cnn();
+    tb_init_i64(b, "pads", 8, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1});
+    tb_node(b, "Pad", "op", "h1,pads", "y");
+    tb_output(b, "y");
+    assert_int_equal(saved_bytes(b, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER), 0);
+}
+
+/* ---- TensorFlow under tf.function: buffer forwarding in the backward -------
+ * (src/train/train.c, tf_grad_target). The graphs above with the op's output
+ * through a Relu (whose dx, made from the loss's expanded scalar grad, is a
+ * full [4, 256] buffer nothing else holds: the op's dy). Measured: the bytes
+ * requested and live at the op's backward step of step 2 (where the step's
+ * allocations peak; a step that allocates nothing shows where it ends), W's
+ * 262,144 B each and x's 4,096 B included; the op's grads are [4, 256]
+ * float32 (4,096 B) and the graph keeps what PyTorch's rule keeps (Mul, Div:
+ * both operands) but for Clip (below). */
+
+static uint64_t point_bytes(const struct dnnmem_timeline_point *p)
+{
+    uint64_t v = 0;
+    for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
+        v += p->category_bytes[c];
+    return v;
+}
+
+/* At `node`'s backward step; `*before`, when given: at the Relu's (the step
+ * before), which a step with no allocation and no free repeats. */
+static uint64_t graph_backward_bytes(struct tb *b, const char *node, uint64_t *before)
+{
+    struct dnnmem_result *r = tf_train(b, DNNMEM_FW_TENSORFLOW, DNNMEM_TF_GRAPH);
+    uint64_t v = point_bytes(last_point(r, "backward", node));
+    if (before)
+        *before = point_bytes(last_point(r, "backward", "relu"));
+    dnnmem_result_free(r);
+    return v;
+}
+
+static struct tb *through_relu(struct tb *b, const char *op, const char *ins)
+{
+    tb_node(b, op, "op", ins, "y");
+    tb_node(b, "Relu", "relu", "y", "z");
+    tb_output(b, "z");
+    return b;
+}
+
+static void test_tf_graph_grad_forwarding(void **state)
+{
+    (void)state;
+    const uint64_t H = 4096, W = 262144, X = 4096;
+    struct tb *b;
+    /* Mul(h1, h2): x's grad mul(dy, h2) takes h2's buffer (kept for this
+     * node alone, read by no later grad), y's grad mul(dy, h1) takes dy's
+     * (its last reader): nothing allocated, and the step ends with W1, W2,
+     * x and the two grads (h1 freed). Without forwarding it would peak at
+     * h1, h2, dy and two new grads: 5 x 4,096. */
+    b = through_relu(tape_mlp(2), "Mul", "h1,h2");
+    assert_int_equal(graph_backward_bytes(b, "op", NULL), 2 * W + X + 2 * H);
+    /* Div(h1, h2): x's grad realdiv(dy, h2) can take neither dy nor h2 (y's
+     * grad reads both next): one new buffer; y's takes dy's. */
+    b = through_relu(tape_mlp(2), "Div", "h1,h2");
+    assert_int_equal(graph_backward_bytes(b, "op", NULL), 2 * W + X + 4 * H);
+    /* Sub(h1, h2): x's grad is dy itself, so y's -dy (a Neg) cannot take
+     * it: one new buffer beside dy (Sub keeps nothing). Sub(x, h2), x
+     * needing no grad: -dy takes dy's buffer, and the step neither allocates
+     * nor frees: it repeats the Relu's peak (z kept, its dx, the loss's 4 B
+     * grad). */
+    b = through_relu(tape_mlp(2), "Sub", "h1,h2");
+    assert_int_equal(graph_backward_bytes(b, "op", NULL), 2 * W + X + 2 * H);
+    uint64_t relu_step = 0;
+    b = through_relu(tape_mlp(2), "Sub", "x,h2");
+    assert_int_equal(graph_backward_bytes(b, "op", &relu_step), 2 * W + X + 2 * H + 4);
+    assert_int_equal(relu_step, 2 * W + X + 2 * H + 4);
+    /* Clip to [0, 6] (Relu6): the graph keeps its output, Relu6Grad writes
+     * dx into dy: nothing allocated, the step ends with W1, x, dx. Clip to [-1, 1] (clip_by_value): the graph
+     * keeps x and minimum(x, 1); the select takes dy's buffer, beside the
+     * zeros (4,096 B) and the bool mask (1,024 B) of the grad. */
+    for (int relu6 = 0; relu6 <= 1; relu6++) {
+        b = tape_mlp(1);
+        tb_scalar_f32(b, "lo", relu6 ? 0.0f : -1.0f);
+        tb_scalar_f32(b, "hi", relu6 ? 6.0f : 1.0f);
+        through_relu(b, "Clip", "h1,lo,hi");
+        assert_int_equal(graph_backward_bytes(b, "op", NULL),
+                         relu6 ? W + X + H : W + X + 4 * H + 1024);
+    }
 }
 
 /* A chain a -> b -> c -> d of 1 MiB tensors frees each input after use:
@@ -1042,6 +1358,8 @@ int main(void)
         cmocka_unit_test(test_tied_weight_input_buffer),
         cmocka_unit_test(test_framework_runtimes),
         cmocka_unit_test(test_dropout_saved_by_framework),
+        cmocka_unit_test(test_tf_tape_rules),
+        cmocka_unit_test(test_tf_graph_grad_forwarding),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);
 }

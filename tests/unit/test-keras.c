@@ -912,6 +912,12 @@ static void test_tf_rules(void **state)
         dnnmem_model_free(f);
         dnnmem_model_free(u);
     }
+    /* Dense on a rank-3 input adds its bias with tf.nn.bias_add, whose
+     * gradient reads nothing (src/train/tf_tape.def): d0's Add is marked,
+     * d's (a Gemm, rank 2) needs no mark */
+    f = load_json(TF_LN(""));
+    assert_int_equal(count_attr(f, "tf_bias_add"), 1);
+    dnnmem_model_free(f);
     /* a float16 layer policy is not fused (float32 variables needed) */
     f = load_json(TF_LN(", \"dtype\": \"float16\""));
     assert_int_equal(count_attr(f, "tf_fused_ln"), 0);
