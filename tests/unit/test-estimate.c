@@ -258,14 +258,13 @@ static void test_dropout_saved_by_framework(void **state)
     assert_non_null(m);
     assert_string_equal(m->dtype, "float32");
     assert_int_equal(m->bytes, 64 * 4096 * 4);
-    uint64_t eager = r->peak_requested;
-    dnnmem_result_free(r);
-
     /* the tape also holds h, the first Mul's (x * scale) input
      * (tf_tape.def: Mul is in no exclusion list) */
     m = live_named(r, "h");
     assert_non_null(m);
     assert_int_equal(m->category, DNNMEM_CAT_SAVED);
+    uint64_t eager = r->peak_requested;
+    dnnmem_result_free(r);
 
     /* under tf.function (the default) the gradient graph prunes the mask's
      * grad, x * scale's only reader: the float mask alone. Eager's peak, at
