@@ -2033,16 +2033,17 @@ static void loss(struct dm_sb *b)
             continue;
         switch (b->run->loss) {
         case DNNMEM_LOSS_CE: {
-            const struct dm_buffer *lp = &b->s->buf[logp[k]];
-            int32_t gnll = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, (enum dm_dtype)lp->dtype, lp->bytes,
-                                       -1, -1, "loss.nll_grad", 1);
+            /* copied: dm_sb_alloc may move the buffer array */
+            const enum dm_dtype lp_dtype = (enum dm_dtype)b->s->buf[logp[k]].dtype;
+            const uint64_t lp_bytes = b->s->buf[logp[k]].bytes;
+            int32_t gnll = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, lp_dtype, lp_bytes, -1, -1,
+                                       "loss.nll_grad", 1);
             dm_sb_unref(b, extra[k]);
-            int32_t gx = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, (enum dm_dtype)lp->dtype, lp->bytes,
-                                     x, -1, "grad", 1);
+            int32_t gx = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, lp_dtype, lp_bytes, x, -1, "grad", 1);
             dm_sb_unref(b, gnll);
             dm_sb_unref(b, logp[k]);
             dm_sb_unref(b, self32[k]);
-            if (lp->bytes != o->bytes) { /* back to the logits' type */
+            if (lp_bytes != o->bytes) { /* back to the logits' type */
                 int32_t down = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, o->dtype, o->bytes, x, -1,
                                            "grad", 1);
                 dm_sb_unref(b, gx);
