@@ -1221,7 +1221,12 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         .train = cfg.mode == DNNMEM_MODE_TRAIN,
         .cuda = cfg.device == DNNMEM_DEVICE_CUDA,
         /* XLA shares instead; TF's graph executor forwards buffers (train.c) */
-        .inplace = cfg.inplace == DNNMEM_INPLACE_AUTO && !jax_jit && !tf_graph,
+        /* TensorFlow eager: ExecuteNodeArgs::Init (core/common_runtime/eager/
+         * execute_node.cc) protects every input whose handle is held by more
+         * than the op, which a Keras layer's argument always is, so no kernel
+         * forwards its input in place */
+        .inplace = cfg.inplace == DNNMEM_INPLACE_AUTO && !jax_jit &&
+                   cfg.framework != DNNMEM_FW_TENSORFLOW,
         .dataflow = jax_jit || tf_graph,
         .xla = jax_jit,
         .torch_version = torch,
@@ -1611,6 +1616,10 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         assume(&as, "inplace", "default",
                "n/a under tf.function: the executor forwards a dying input's buffer to an "
                "elementwise op's output (tf_ops)");
+    else if (cfg.framework == DNNMEM_FW_TENSORFLOW && cfg.inplace == DNNMEM_INPLACE_AUTO)
+        assume(&as, "inplace", "default",
+               "none in eager TensorFlow: an input still held by the caller (a Keras layer's "
+               "argument) is protected from forwarding (ExecuteNodeArgs)");
     else
         assume(&as, "inplace", cfg.inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
                run.inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"

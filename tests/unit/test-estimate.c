@@ -837,6 +837,39 @@ static void test_cpu_batchnorm_backward_twice(void **state)
     }
 }
 
+/* y = relu(x W) in inference, B 64, z = x W [64, 65536] fp32 (16 MiB):
+ * PyTorch's default runs the ReLU in place (as torchvision's inplace=True),
+ * so --inplace none costs one more 16 MiB buffer at the ReLU; eager
+ * TensorFlow never forwards a Keras layer's input (ExecuteNodeArgs protects
+ * an input the caller holds), so its default equals --inplace none. */
+static void test_tf_eager_not_inplace(void **state)
+{
+    (void)state;
+    uint64_t peak[2][2];
+    for (int tf = 0; tf < 2; tf++)
+        for (int none = 0; none < 2; none++) {
+            struct tb *b = tb_new(13);
+            tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "batch,16");
+            tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 65536});
+            tb_node(b, "MatMul", "mm", "x,W", "z");
+            tb_node(b, "Relu", "relu", "z", "y");
+            tb_output(b, "y");
+            struct dnnmem_config cfg;
+            dnnmem_config_init(&cfg);
+            cfg.batch_size = 64;
+            cfg.inplace = none ? DNNMEM_INPLACE_NONE : DNNMEM_INPLACE_AUTO;
+            if (tf) {
+                cfg.framework = DNNMEM_FW_TENSORFLOW;
+                cfg.tf_execution = DNNMEM_TF_EAGER;
+            }
+            struct dnnmem_result *r = estimate_cfg(b, &cfg);
+            peak[tf][none] = r->peak_requested;
+            dnnmem_result_free(r);
+        }
+    assert_int_equal(peak[0][1] - peak[0][0], (uint64_t)64 * 65536 * 4);
+    assert_int_equal(peak[1][1], peak[1][0]);
+}
+
 /* Adam's foreach step on CUDA: torch._foreach_sqrt(exp_avg_sqs) returns one
  * list, a local of _multi_tensor_adam, which CPython's list_dealloc empties
  * from the last item to the first when the function returns: the last
@@ -1345,6 +1378,7 @@ int main(void)
         cmocka_unit_test(test_sum_grad_clone_per_mm),
         cmocka_unit_test(test_softmax_backward_temporary),
         cmocka_unit_test(test_cpu_batchnorm_backward_twice),
+        cmocka_unit_test(test_tf_eager_not_inplace),
         cmocka_unit_test(test_foreach_temporaries_freed_last_first),
         cmocka_unit_test(test_tied_weight_input_buffer),
         cmocka_unit_test(test_framework_runtimes),
