@@ -193,6 +193,9 @@ static const char usage_text[] =
     "  --mxnet-reserve P      MXNET_GPU_MEM_POOL_RESERVE, % of memory (default 5)\n"
     "  --mxnet-grad-sum-cap N MXNET_EXEC_INPLACE_GRAD_SUM_CAP: from N gradient contributions\n"
     "                         to one tensor, kAddTo sums in place (default 8)\n"
+    "  --mxnet-mirror         MXNET_BACKWARD_DO_MIRROR=1: the symbolic executor recomputes\n"
+    "                         in the backward the outputs of every op but Convolution,\n"
+    "                         FullyConnected, Concat, SoftmaxOutput and Dropout (default off)\n"
     "  --jax-preallocate true|false  XLA_PYTHON_CLIENT_PREALLOCATE (default true)\n"
     "  --jax-mem-fraction F   XLA_PYTHON_CLIENT_MEM_FRACTION (default 0.75)\n"
     "  --jax-execution jit|eager  JAX: the step compiled by jax.jit (XLA's buffer assignment:\n"
@@ -368,7 +371,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_CALIB, OPT_GPU, OPT_MEMORY, OPT_HEADROOM, OPT_CSV, OPT_LIMIT, OPT_DIMNAME,
            OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_TRANSFORMERS, OPT_NEWTOK, OPT_KVDTYPE, OPT_LORA_R,
            OPT_LORA_ALPHA, OPT_LORA_DROPOUT, OPT_LORA_TARGETS, OPT_TF_GROWTH, OPT_TF_LIMIT,
-           OPT_TF_MINSYS, OPT_MX_POOL, OPT_MX_EXEC, OPT_MX_PAGE, OPT_MX_CUTOFF, OPT_MX_RESERVE, OPT_MX_SUMCAP, OPT_JAX_PREALLOC,
+           OPT_TF_MINSYS, OPT_MX_POOL, OPT_MX_EXEC, OPT_MX_PAGE, OPT_MX_CUTOFF, OPT_MX_RESERVE, OPT_MX_SUMCAP, OPT_MX_MIRROR, OPT_JAX_PREALLOC,
            OPT_JAX_FRACTION, OPT_JAX_EXEC, OPT_JAX_DONATE, OPT_TF_EXEC, OPT_INPUT_SHAPE, OPT_QUANT, OPT_KBIT,
            OPT_KBIT_NO_GC, OPT_BEAMS, OPT_SAMPLE, OPT_TOPK, OPT_TOPP, OPT_TEMP };
     static const struct option opts[] = {
@@ -434,6 +437,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"mxnet-round-cutoff", required_argument, NULL, OPT_MX_CUTOFF},
         {"mxnet-reserve", required_argument, NULL, OPT_MX_RESERVE},
         {"mxnet-grad-sum-cap", required_argument, NULL, OPT_MX_SUMCAP},
+        {"mxnet-mirror", no_argument, NULL, OPT_MX_MIRROR},
         {"jax-preallocate", required_argument, NULL, OPT_JAX_PREALLOC},
         {"jax-mem-fraction", required_argument, NULL, OPT_JAX_FRACTION},
         {"jax-execution", required_argument, NULL, OPT_JAX_EXEC},
@@ -937,6 +941,10 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
             fw_flag[DNNMEM_FW_MXNET] = "--mxnet-grad-sum-cap";
             break;
         }
+        case OPT_MX_MIRROR:
+            cfg.mxnet_mirror = true;
+            fw_flag[DNNMEM_FW_MXNET] = "--mxnet-mirror";
+            break;
         case OPT_JAX_PREALLOC:
             if (strcmp(optarg, "true") == 0 || strcmp(optarg, "1") == 0)
                 cfg.jax_preallocate = true;

@@ -473,6 +473,15 @@ struct dnnmem_config {
      * from this many, by a chain of _grad_add that DetectInplaceAddTo turns
      * into kAddTo writes (src/train/train.c, "MXNet") */
     int mxnet_grad_sum_cap;
+    /* MXNET_BACKWARD_DO_MIRROR=1 (default false, as MXNet): backward
+     * mirroring. Every op but Convolution, FullyConnected, Concat,
+     * SoftmaxOutput and Dropout (and BatchNorm before MXNet 1.6) is copied
+     * into the backward graph and recomputed there from its inputs; its
+     * gradient reads the copy's entries, so its own forward outputs are no
+     * longer kept for it. The ops never mirrored still read the forward's
+     * entries. An op carrying __force_mirroring__ is mirrored even without
+     * this (src/train/train.c, "MXNet": mirroring). Training only. */
+    bool mxnet_mirror;
     /* JAX (runtime-facts section 4): XLA_PYTHON_CLIENT_PREALLOCATE (default
      * true: the BFC pool takes the whole limit at the first op; false: it
      * grows from 2 MiB) and XLA_PYTHON_CLIENT_MEM_FRACTION of total memory

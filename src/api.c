@@ -1243,6 +1243,8 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
         /* MXNET_EXEC_INPLACE_GRAD_SUM_CAP's default (graph_executor.cc,
          * AggregateGradient) */
         .mx_grad_sum_cap = cfg.mxnet_grad_sum_cap > 0 ? cfg.mxnet_grad_sum_cap : 8,
+        /* MXNET_BACKWARD_DO_MIRROR's default: 0 (graph_executor.cc, need_mirror) */
+        .mx_mirror = cfg.framework == DNNMEM_FW_MXNET && cfg.mxnet_mirror,
         .gen_tokens = generate ? cfg.new_tokens : 0,
         .kv_dtype = cfg.kv_dtype,
         .gen_beams = generate && cfg.num_beams > 1 ? cfg.num_beams : 1,
@@ -1320,12 +1322,25 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                    "both operands); SoftmaxOutput and the regression outputs are the loss (their "
                    "backward reads output and label; no head gradient); a tensor's gradients "
                    "summed by one ElementWiseSum below %d contributions, by kAddTo writes from %d "
-                   "(MXNET_EXEC_INPLACE_GRAD_SUM_CAP); not modelled: MXNET_BACKWARD_DO_MIRROR "
-                   "(off by default); derived from MXNet's sources, not validated against "
-                   "measurements",
+                   "(MXNET_EXEC_INPLACE_GRAD_SUM_CAP); derived from MXNet's sources, not "
+                   "validated against measurements",
                    run.mx_version / 100, run.mx_version % 100,
                    run.mx_version >= 200 ? "1 bit per element" : "the input's size and type",
                    run.mx_grad_sum_cap, run.mx_grad_sum_cap);
+        if (cfg.framework == DNNMEM_FW_MXNET && run.train)
+            assume(&as, "mx_mirror", cfg.mxnet_mirror ? "option" : "default", "%s",
+                   cfg.mxnet_mirror
+                       ? "MXNET_BACKWARD_DO_MIRROR=1: every op but Convolution, FullyConnected, "
+                         "Concat, SoftmaxOutput, Dropout (and BatchNorm before MXNet 1.6) is "
+                         "recomputed in the backward from its inputs (nnvm's Gradient pass, "
+                         "baseline mirroring): its gradient reads the copy, so its forward "
+                         "outputs stay only where a never-mirrored op's gradient reads them, "
+                         "and the inputs the copy reads from never-mirrored ops are kept; the "
+                         "symbolic executor's rule, also applied to --mxnet-executor naive "
+                         "(imperative autograd passes no mirror function); derived from "
+                         "MXNet's sources, not validated against measurements"
+                       : "MXNET_BACKWARD_DO_MIRROR=0 (MXNet's default): nothing recomputed but "
+                         "ops marked __force_mirroring__");
         if (cfg.framework == DNNMEM_FW_TENSORFLOW) {
             assume(&as, "tf_execution", cfg.tf_execution && !generate ? "option" : "default",
                    "%s",

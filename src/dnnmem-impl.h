@@ -400,6 +400,16 @@ int32_t dm_graph_symbol(struct dm_graph *g, const char *name);
  * caller to fill. The node array grows in the arena (*cap: its capacity).
  * NULL when out of memory; the pointer is valid until the next node. */
 #define DM_NODE_MAX_ATTRS 8
+
+/* The MXNet front end's "mx_mirror" attribute on every node: what
+ * need_mirror (graph_executor.cc) says of the MXNet operator it came from
+ * (src/train/train.c, "MXNet": mirroring) */
+enum {
+    DM_MX_MIRROR_NEVER = 0,     /* Dropout; Convolution, FullyConnected, Concat, SoftmaxOutput */
+    DM_MX_MIRROR_YES = 1,       /* under MXNET_BACKWARD_DO_MIRROR */
+    DM_MX_MIRROR_FORCED = 2,    /* __force_mirroring__: even without it */
+    DM_MX_MIRROR_OLD_NEVER = 3, /* BatchNorm, CuDNNBatchNorm: never before MXNet 1.6 */
+};
 struct dm_node *dm_graph_add_node(struct dm_graph *g, int32_t *cap, enum dm_op op,
                                   const char *name, int n_in, const int32_t *in, int n_out);
 /* An attribute appended to the last node: DNNMEM_E_INTERNAL when it has
@@ -651,6 +661,8 @@ struct dm_run {
     int mx_version;             /* mx_ops: MXNet major * 100 + minor (default 109, 1.9) */
     int mx_grad_sum_cap;        /* mx_ops: MXNET_EXEC_INPLACE_GRAD_SUM_CAP (8): from this many
                                    contributions a tensor's grads are summed in place (kAddTo) */
+    bool mx_mirror;             /* mx_ops: MXNET_BACKWARD_DO_MIRROR=1 (src/train/train.c,
+                                   "MXNet": mirroring) */
     bool dataflow;              /* a traced, compiled program (JAX's jit, src/schedule/xla.c):
                                    a value dies at its last reader, no Python variable
                                    holds one (module arguments and locals), and in training

@@ -891,6 +891,37 @@ static enum slot slot_of(const char *op, int k)
     return S_DATA;
 }
 
+/* Backward mirroring (src/train/train.c, "MXNet": mirroring): the verdict of
+ * graph_executor.cc's need_mirror for this MXNet node, by its registered
+ * operator name (aliases share it: "Softmax" is SoftmaxOutput, "concat"
+ * Concat), on every IR node it became: Dropout never; __force_mirroring__
+ * (parsed as a dmlc bool) always; else, under MXNET_BACKWARD_DO_MIRROR,
+ * every op but Convolution, FullyConnected, Concat and SoftmaxOutput (and
+ * BatchNorm, CuDNNBatchNorm in the older list). Convolution_v1 and
+ * BatchNorm_v1 are other operators: mirrored. */
+static void tag_mirror(struct mx *m, int32_t first)
+{
+    const char *op = m->cur_op;
+    bool force = battr(m, "__force_mirroring__", false);
+    int64_t v = DM_MX_MIRROR_YES;
+    if (!strcmp(op, "Dropout"))
+        v = DM_MX_MIRROR_NEVER;
+    else if (force)
+        v = DM_MX_MIRROR_FORCED;
+    else if (!strcmp(op, "Convolution") || !strcmp(op, "FullyConnected") ||
+             !strcmp(op, "Concat") || !strcmp(op, "concat") || !strcmp(op, "SoftmaxOutput") ||
+             !strcmp(op, "Softmax"))
+        v = DM_MX_MIRROR_NEVER;
+    else if (!strcmp(op, "BatchNorm") || !strcmp(op, "CuDNNBatchNorm"))
+        v = DM_MX_MIRROR_OLD_NEVER;
+    for (int32_t k = first; m->st == DNNMEM_OK && k < m->g->n_nodes; k++) {
+        struct dm_node *n = &m->g->nodes[k];
+        if (n->n_attr < DM_NODE_MAX_ATTRS) /* else the IR op decides (train.c) */
+            n->attrs[n->n_attr++] = (struct dm_attr){.name = "mx_mirror", .kind = DM_ATTR_INT,
+                                                     .i = v};
+    }
+}
+
 static void build_op(struct mx *m, const int32_t *in, int n_in)
 {
     const char *op = m->cur_op;
@@ -1516,8 +1547,11 @@ static enum dnnmem_status build(struct mx *m, json_t *root)
             m->next_out = dm_arena_printf(&g->arena, "%s_output", m->cur_name);
             if (!m->next_out)
                 oom(m);
-            else
+            else {
+                int32_t first = g->n_nodes;
                 build_op(m, in, (int)n_in);
+                tag_mirror(m, first);
+            }
             m->next_out = NULL;
         }
         free(in);

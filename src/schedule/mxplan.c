@@ -47,7 +47,10 @@
  * and when their last reader runs, including which forward tensors the
  * backward reads (src/train/train.c's "MXNet" section under run->mx_ops:
  * each op's FGradient inputs, SoftmaxOutput as the loss, gradient sums by
- * ElementWiseSum or kAddTo; the eager op order stands in for nnvm's).
+ * ElementWiseSum or kAddTo; the eager op order stands in for nnvm's). With
+ * backward mirroring (MXNET_BACKWARD_DO_MIRROR, train.c) the copies run as
+ * forward steps inside the backward, and are planned as the nodes they are
+ * (in place by rule 3 like their forward op).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -220,6 +220,14 @@ struct dm_train {
      * in a list (mx_hold, linked by mx_next) */
     bool *mx_head;
     int32_t *mx_first, *mx_hold, *mx_next, n_mx_hold;
+    /* MXNet's backward mirroring (the "MXNet" section: mirroring), NULL when
+     * nothing is mirrored: per node, mirrored with a copy in the backward
+     * graph, and whether that copy has run in this backward; per tensor, the
+     * reads of a copy's output by the copies still to run; set while a copy
+     * runs */
+    bool *mx_mir, *mx_done;
+    int32_t *mx_uses;
+    bool mx_copying;
 };
 
 /* MXNet's rules (the "MXNet" section, before the backward) */
@@ -228,6 +236,10 @@ static bool mx_save(struct dm_sb *b, int32_t i);
 static void mx_deliver(struct dm_sb *b, int32_t x, int32_t gbuf);
 static bool mx_addto(const struct dm_sb *b, int32_t x);
 static void mx_release(struct dm_sb *b, int32_t x);
+static enum dnnmem_status mx_mirror_plan(struct dm_sb *b, struct dnnmem_error *err);
+static void mx_mirror_keep(struct dm_sb *b, int32_t i);
+static void mx_mirror_copy(struct dm_sb *b, int32_t i);
+static void mx_mirror_end(struct dm_sb *b);
 
 bool dm_train_requires_grad(const struct dm_sb *b, int32_t x)
 {
@@ -585,6 +597,7 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
             return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
         for (int32_t x = 0; x < nt; x++)
             tr->mx_first[x] = -1;
+        DM_TRY(mx_mirror_plan(b, err));
     }
     if (mx_loss_head(b, out0)) {
         /* the label is the symbol's own input (softmax_label) */
@@ -626,6 +639,9 @@ void dm_train_free(struct dm_sb *b)
     free(tr->mx_first);
     free(tr->mx_hold);
     free(tr->mx_next);
+    free(tr->mx_mir);
+    free(tr->mx_done);
+    free(tr->mx_uses);
     if (tr->seg_kept)
         for (int32_t k = 0; k < b->g->n_nodes; k++)
             free(tr->seg_kept[k]);
@@ -928,6 +944,10 @@ void dm_train_save(struct dm_sb *b, int32_t i)
             tr->leaf_val[o] = b->cur[o];
         }
     }
+    if (tr->mx_mir && tr->mx_mir[i] && !tr->mx_copying) {
+        mx_mirror_keep(b, i); /* MXNet mirroring: what its copy reads, not what its grad reads */
+        return;
+    }
     if (!tr->node_rg[i])
         return;
     /* MXNet's and TensorFlow's eager tape's own tables (mx_rules, tf_tape.def) */
@@ -1181,10 +1201,9 @@ void dm_train_save(struct dm_sb *b, int32_t i)
  * in place. PyTorch adds each later grad in place at once (one transient):
  * the two agree for two contributions. Parameters keep PyTorch's path (a
  * weight read by several ops; the executor's grad array is bound once).
- * Not modelled: MXNET_BACKWARD_DO_MIRROR (graph_executor.cc, need_mirror:
- * off by default; when on, every op but Dropout, Convolution,
- * FullyConnected, Concat and SoftmaxOutput is recomputed in the backward
- * from its inputs), transpose's and the other copies MXNet makes where
+ * MXNET_BACKWARD_DO_MIRROR (run->mx_mirror) and __force_mirroring__: the
+ * section "MXNet: backward mirroring" below. Not modelled: MXNet 2.0's
+ * cost-based mirroring (MXNET_MEMORY_OPT), transpose's and the other copies MXNet makes where
  * PyTorch makes views (forward), and which op the executor runs when (the
  * eager order stands in for nnvm's topological order). */
 
@@ -1405,6 +1424,220 @@ static void mx_deliver(struct dm_sb *b, int32_t x, int32_t gbuf)
         dm_sb_unref(b, old);
     }
     mx_release(b, x);
+}
+
+/* ---- MXNet: backward mirroring (MXNET_BACKWARD_DO_MIRROR) ----------------------
+ *
+ * Facts from apache/mxnet 1.x (the code here is our own):
+ *  - Which nodes: GraphExecutor::InitFullGraph (src/executor/graph_executor.cc)
+ *    hands nnvm's Gradient pass a need_mirror function: no variable; never
+ *    Dropout; any node whose attribute __force_mirroring__ is true (even with
+ *    mirroring off); else, only when MXNET_BACKWARD_DO_MIRROR (default 0) is
+ *    set, every op but Convolution, FullyConnected, Concat and SoftmaxOutput.
+ *    Older 1.x releases (the file with ../engine/profiler.h) also spare
+ *    BatchNorm and CuDNNBatchNorm; the 1.6+ file (MXNET_ELIMINATE_COMMON_EXPR,
+ *    ObjectPtr) does not. Which release between 1.1 and 1.5 dropped them was
+ *    not found: they are spared here before 1.6 (mx_version < 106). The MXNet
+ *    front end tags each IR node with its operator's verdict (src/load/mxnet.c,
+ *    "mx_mirror"); an untagged node (an ONNX graph) goes by its IR op.
+ *  - How (the baseline algorithm: MXGradient, src/nnvm/gradient.cc of 1.x, as
+ *    nnvm/src/pass/gradient.cc before it): in topological order each mirrored
+ *    node gets a copy ("_mirror") whose inputs are mirror_map of its inputs:
+ *    a mirrored producer's copy, else the forward's own entry. Each node's
+ *    FGradient is then called with mirror_map of the node: a mirrored node's
+ *    gradient reads the copy's outputs and inputs, a node never mirrored
+ *    reads its own forward entries, even those a mirrored node made (a
+ *    Convolution after a mirrored relu keeps the relu's forward output).
+ *    MakeGradNode (src/operator/operator_common.h, MakeNode) gives every
+ *    gradient node a control dependency on that forward node, so the copy of
+ *    every mirrored node whose gradient runs is in the graph, as is every
+ *    copy another live copy reads. Imperative autograd and CachedOp pass no
+ *    mirror function (Imperative::Backward: MXGradient(..., nullptr, ...)):
+ *    only the symbolic executor mirrors; --mxnet-executor naive gets the same
+ *    graph in the eager order.
+ *  - So: a mirrored node keeps nothing for its gradient in the forward, but
+ *    the entries its copy reads that no copy makes (weights, data, the
+ *    outputs of nodes never mirrored) are kept from the forward until the
+ *    copy runs; its own outputs die after their forward readers unless a
+ *    node never mirrored keeps them. In the backward the copy runs as the
+ *    forward op does (dm_sb_forward_node: in place, views, workspaces)
+ *    right before the first reader, the copies it reads first; its outputs
+ *    live while a copy still to run reads them or its gradient keeps them
+ *    (mx_save on the copy's entries). nnvm's own topological order is not
+ *    modelled (the eager reverse order stands in, as for the rest). */
+
+/* need_mirror (above) for node i, before liveness */
+static bool mx_need_mirror(const struct dm_sb *b, int32_t i)
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    int32_t out0 = dm_has_out(n, 0) ? n->out[0] : -1;
+    if (out0 < 0 || b->t[out0].is_const || b->train->seg[i] >= 0)
+        return false; /* host-side values; inside an activation checkpoint */
+    int64_t v = dm_attr_int(n, "mx_mirror", -1);
+    if (v < 0) { /* untagged: by IR op */
+        if (n->op == DM_OP_Dropout || n->op == DM_OP_Conv || n->op == DM_OP_Gemm ||
+            n->op == DM_OP_Concat || (n->op == DM_OP_Softmax && dm_attr_int(n, "mx_loss", 0)))
+            v = DM_MX_MIRROR_NEVER;
+        else if (n->op == DM_OP_BatchNormalization)
+            v = DM_MX_MIRROR_OLD_NEVER;
+        else
+            v = DM_MX_MIRROR_YES;
+    }
+    switch (v) {
+    case DM_MX_MIRROR_FORCED: return true;
+    case DM_MX_MIRROR_YES: return b->run->mx_mirror;
+    case DM_MX_MIRROR_OLD_NEVER: return b->run->mx_mirror && b->run->mx_version >= 106;
+    default: return false;
+    }
+}
+
+static bool mx_data_slot(const struct dm_node *n, int k)
+{
+    return n->in[k] >= 0 && !is_meta_slot(n, k);
+}
+
+/* Which mirrored nodes have a copy in the backward graph: those whose
+ * gradient runs, and those a live copy reads (last node first). */
+static enum dnnmem_status mx_mirror_plan(struct dm_sb *b, struct dnnmem_error *err)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    int32_t nn = g->n_nodes;
+    bool *read = calloc((size_t)nn + 1, sizeof *read);
+    if (!read)
+        return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+    for (int32_t i = nn - 1; i >= 0; i--) {
+        const struct dm_node *n = &g->nodes[i];
+        int data = 0;
+        for (int k = 0; k < n->n_in; k++)
+            data += mx_data_slot(n, k);
+        /* its kept inputs share the node's saved slots */
+        if (!(tr->node_rg[i] || read[i]) || data > MAX_SAVED || !mx_need_mirror(b, i))
+            continue;
+        if (!tr->mx_mir) {
+            tr->mx_mir = calloc((size_t)nn + 1, sizeof *tr->mx_mir);
+            tr->mx_done = calloc((size_t)nn + 1, sizeof *tr->mx_done);
+            tr->mx_uses = calloc((size_t)g->n_tensors + 1, sizeof *tr->mx_uses);
+            if (!tr->mx_mir || !tr->mx_done || !tr->mx_uses) {
+                free(read);
+                return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+            }
+        }
+        tr->mx_mir[i] = true;
+        for (int k = 0; k < n->n_in; k++)
+            if (mx_data_slot(n, k) && g->tensors[n->in[k]].producer >= 0)
+                read[g->tensors[n->in[k]].producer] = true;
+    }
+    free(read);
+    if (tr->mx_mir)
+        mx_mirror_end(b); /* the first backward's counts */
+    return DNNMEM_OK;
+}
+
+/* Whether input slot k of node n reads a copy's output (mirror_map). */
+static bool mx_reads_copy(const struct dm_sb *b, const struct dm_node *n, int k)
+{
+    int32_t p = b->g->tensors[n->in[k]].producer;
+    return p >= 0 && b->train->mx_mir[p];
+}
+
+/* Forward, mirrored node i: keep, slot by slot, the entries its copy will
+ * read from the forward (-1 where there is no buffer). */
+static void mx_mirror_keep(struct dm_sb *b, int32_t i)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_node *n = &b->g->nodes[i];
+    tr->n_saved[i] = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        if (!mx_data_slot(n, k) || mx_reads_copy(b, n, k))
+            continue;
+        int32_t buf = dm_sb_input(b, n, k);
+        if (buf >= 0) {
+            dm_sb_ref(b, buf, 1);
+            if (b->s->buf[buf].category == DNNMEM_CAT_ACTIVATION)
+                b->s->buf[buf].category = DNNMEM_CAT_SAVED;
+        }
+        tr->saved[i][tr->n_saved[i]++] = buf;
+    }
+}
+
+/* Backward: run node i's copy (and first the copies it reads), unless it
+ * has run or node i's gradient does not run (no output has a grad). */
+static void mx_copy_run(struct dm_sb *b, int32_t i)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_node *n = &b->g->nodes[i];
+    if (tr->mx_done[i])
+        return;
+    tr->mx_done[i] = true;
+    for (int k = 0; k < n->n_in; k++)
+        if (mx_data_slot(n, k) && mx_reads_copy(b, n, k))
+            mx_copy_run(b, b->g->tensors[n->in[k]].producer);
+    /* its inputs: a copy's output (one of the reads its holders count), or
+     * the forward's entry kept for it, one more holder that the op's
+     * release takes back */
+    int32_t kept[MAX_SAVED];
+    int n_kept = tr->n_saved[i];
+    memcpy(kept, tr->saved[i], (size_t)n_kept * sizeof *kept);
+    for (int k = 0, s = 0; k < n->n_in; k++) {
+        if (!mx_data_slot(n, k))
+            continue;
+        int32_t x = n->in[k];
+        if (mx_reads_copy(b, n, k)) {
+            tr->mx_uses[x]--;
+        } else if (s < n_kept) {
+            b->cur[x] = kept[s++];
+            dm_sb_ref(b, b->cur[x], 1);
+        }
+    }
+    tr->n_saved[i] = 0;
+    tr->mx_copying = true; /* dm_train_save: what the gradient reads, from the copy */
+    dm_sb_forward_node(b, i, tr->mx_uses, tr->node_rg[i], true);
+    tr->mx_copying = false;
+    for (int q = 0; q < n_kept; q++)
+        dm_sb_unref(b, kept[q]);
+    for (int k = 0; k < n->n_out; k++) {
+        int32_t o = n->out[k], ob = o >= 0 ? b->cur[o] : -1;
+        if (ob >= 0 && b->s->buf[ob].node == i && !b->s->buf[ob].what)
+            b->s->buf[ob].what = "recomputed (mirror)";
+    }
+}
+
+static void mx_mirror_copy(struct dm_sb *b, int32_t i)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_node *n = &b->g->nodes[i];
+    bool any = tr->mx_head && tr->mx_head[i];
+    for (int k = 0; k < n->n_out; k++)
+        any |= n->out[k] >= 0 && tr->grad[n->out[k]] >= 0;
+    if (any && tr->node_rg[i])
+        mx_copy_run(b, i);
+}
+
+/* After the backward: let go of copies' outputs no copy read (their
+ * readers' gradients never ran), and reset for the next step. */
+static void mx_mirror_end(struct dm_sb *b)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        for (int k = 0; tr->mx_done[i] && k < n->n_out; k++) {
+            int32_t o = n->out[k];
+            for (; o >= 0 && tr->mx_uses[o] > 0; tr->mx_uses[o]--)
+                dm_sb_unref(b, b->cur[o]);
+        }
+        tr->mx_done[i] = false;
+    }
+    /* the reads each copy's outputs will get in the next backward */
+    for (int32_t x = 0; x < g->n_tensors; x++)
+        tr->mx_uses[x] = 0;
+    for (int32_t q = 0; q < g->n_nodes; q++) {
+        const struct dm_node *n = &g->nodes[q];
+        for (int k = 0; tr->mx_mir[q] && k < n->n_in; k++)
+            if (mx_data_slot(n, k) && mx_reads_copy(b, n, k))
+                tr->mx_uses[n->in[k]]++;
+    }
 }
 
 /* ---- backward ------------------------------------------------------------------ */
@@ -2283,11 +2516,15 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
     }
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         int32_t sg = tr->seg[i];
+        if (sg < 0 && tr->mx_mir && tr->mx_mir[i])
+            mx_mirror_copy(b, i); /* MXNet: its copy runs before its gradient */
         if (sg < 0)
             backward_node(b, i);
         else if (i == tr->seg_last[sg])
             checkpoint_backward(b, sg);
     }
+    if (tr->mx_mir)
+        mx_mirror_end(b);
     for (int32_t x = 0; x < g->n_tensors; x++) {
         if (tr->grad[x] >= 0) {
             dm_sb_unref(b, tr->grad[x]);

@@ -510,6 +510,12 @@ expect 0 "zero_grad      none: the executor's gradients are bound once" -- \
 expect 0 "PlanMemory over one forward:" -- estimate $R -b 8 --framework mxnet --mxnet-executor planned
 expect 0 "mxnet_executor naive: the eager schedule through MXNet's pool" -- \
     estimate $R -b 8 --mode train --framework mxnet --mxnet-executor naive
+# backward mirroring (MXNET_BACKWARD_DO_MIRROR): off by default, printed
+expect 0 "mx_mirror      MXNET_BACKWARD_DO_MIRROR=0 (MXNet's default)" -- \
+    estimate $R -b 8 --mode train --framework mxnet
+expect 0 "mx_mirror      MXNET_BACKWARD_DO_MIRROR=1: every op but Convolution" -- \
+    estimate $R -b 8 --mode train --framework mxnet --mxnet-mirror --mxnet-executor naive
+expect 2 "--mxnet-mirror: applies to --framework mxnet" -- estimate $R --mxnet-mirror
 expect 0 "0.9 x" -- estimate $R -b 8 --framework jax@0.4.13 --gpu T4
 expect 1 "does not fit" -- estimate $R -b 8 --mode train --framework tensorflow --memory 1GiB
 # TensorFlow without allow_growth on an A100-80GB (compute capability 8.0):

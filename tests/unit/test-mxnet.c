@@ -208,7 +208,32 @@ static struct dnnmem_result *estimate(const dnnmem_model *m, const char *spec,
     return r;
 }
 
-/* Every file estimates end to end, inference and training; the weights at
+/* Training under --framework mxnet with backward mirroring (MXNET_BACKWARD_DO_MIRROR)
+ * on one executor: it estimates */
+static void estimate_mirrored(const dnnmem_model *m, const char *spec,
+                              enum dnnmem_mxnet_executor ex)
+{
+    struct shapes s;
+    parse_shapes(spec, &s);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.batch_size = 2;
+    cfg.framework = DNNMEM_FW_MXNET;
+    cfg.mxnet_executor = ex;
+    cfg.mxnet_mirror = true;
+    cfg.input_shapes = s.in;
+    cfg.n_input_shapes = s.n;
+    struct dnnmem_result *r = NULL;
+    struct dnnmem_error err;
+    if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
+        fail_msg("estimate (mxnet, mirrored): %s", err.message);
+    assert_true(r->peak_allocated > 0);
+    dnnmem_result_free(r);
+}
+
+/* Every file estimates end to end, inference and training (and under MXNet's
+ * rules with mirroring, both executors); the weights at
  * an inference peak are every parameter and buffer, 4 bytes each. */
 static void test_end_to_end(void **state)
 {
@@ -231,6 +256,8 @@ static void test_end_to_end(void **state)
         r = estimate(m, spec, DNNMEM_MODE_TRAIN, 2);
         assert_true(r->category_bytes[DNNMEM_CAT_GRADIENT] + r->category_bytes[DNNMEM_CAT_SAVED] > 0);
         dnnmem_result_free(r);
+        estimate_mirrored(m, spec, DNNMEM_MXNET_EXEC_PLANNED);
+        estimate_mirrored(m, spec, DNNMEM_MXNET_EXEC_NAIVE);
         dnnmem_model_free(m);
     }
 }
