@@ -678,6 +678,13 @@ const char *dm_mx_rule_name(enum dm_op op);
  * NCHW (generic_layout_optimizer.cc, GetSrcAndDstDataFormats). */
 bool dm_tf_layout_nhwc(const struct dm_graph *g, const struct dm_tinfo *t, const struct dm_run *run);
 
+/* PyTorch 2.x on CUDA (src/train/train.c): the staging buffer and semaphore
+ * bytes (0, 0 when none) gpu_reduce_kernel allocates to sum an [m, n] tensor
+ * over its rows (dense, or `expanded` with zero strides) on a GPU of compute
+ * capability cc (major * 10 + minor). */
+void dm_cuda_sum_rows_buffers(int64_t m, int64_t n, bool expanded, int cc, uint64_t *buf,
+                              uint64_t *sem);
+
 /* Build the schedule of a run: inference under torch.no_grad() with
  * model.eval(), or training steps. */
 enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_tinfo *t,

@@ -198,6 +198,7 @@ struct dm_train {
      * already exists (the AccumulateGrad node's input buffer), or -1 */
     int32_t *contrib, *left, *pending;
     bool *pending_view;  /* per parameter: the held grad is a view (shares its base's storage) */
+    int32_t *addmm_bias; /* per node: 1 + the bias whose grad a fused linear's MatMul makes (0: none) */
     int32_t (*saved)[MAX_SAVED]; /* per node: buffers its backward holds */
     uint8_t *n_saved;    /* per node */
     bool *node_rg;       /* per node: records an autograd node */
@@ -523,11 +524,12 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     tr->left = calloc((size_t)nt + 1, sizeof *tr->left);
     tr->pending = malloc(((size_t)nt + 1) * sizeof *tr->pending);
     tr->pending_view = calloc((size_t)nt + 1, sizeof *tr->pending_view);
+    tr->addmm_bias = calloc((size_t)nn + 1, sizeof *tr->addmm_bias);
     tr->leaf_val = malloc(((size_t)nt + 1) * sizeof *tr->leaf_val);
     tr->leaf_grad = malloc(((size_t)nt + 1) * sizeof *tr->leaf_grad);
     if (!tr->rg || !tr->param || !tr->grad || !tr->param_grad || !tr->saved || !tr->n_saved ||
         !tr->node_rg || !tr->held || !tr->contrib || !tr->left || !tr->pending ||
-        !tr->pending_view || !tr->leaf_val ||
+        !tr->pending_view || !tr->addmm_bias || !tr->leaf_val ||
         !tr->leaf_grad)
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
     if (g->n_router > 0) {
@@ -628,6 +630,7 @@ void dm_train_free(struct dm_sb *b)
     free(tr->left);
     free(tr->pending);
     free(tr->pending_view);
+    free(tr->addmm_bias);
     free(tr->leaf_val);
     free(tr->leaf_grad);
     free(tr->saved);
@@ -1902,6 +1905,143 @@ static void kernel_temporaries(struct dm_sb *b, int32_t i, int32_t out0, int32_t
                     "grad_input (first empty_like)", 0);
 }
 
+/* F.linear with a bias is one addmm when its input is 2-D, or 3-D and
+ * contiguous (at::linear, aten/src/ATen/native/Linear.cpp: _flatten_nd_linear;
+ * PyTorch 1.13's nn.Linear on a [2, 5, 4] input has grad_fn ViewBackward0 of
+ * AddmmBackward0), and transformers' Conv1D calls addmm itself; the graph
+ * holds either as a MatMul and an Add of the bias. AddmmBackward0 makes the
+ * input's and the weight's grads (mat1, mat2), then the engine's
+ * validate_outputs sums the [M, N] grad to the bias's [N] (at::sum_to: a
+ * keepdim sum, squeezed: a view): the bias grad comes last, not first as an
+ * AddBackward0 would make it (an H200 allocator trace of ALBERT, PyTorch
+ * 2.11: grad_input, grad_weight, then the bias grad and its sum's buffers).
+ * Returns the MatMul node when Add node n is such a bias and *kb its slot,
+ * else -1. */
+static int32_t addmm_bias_of(const struct dm_sb *b, const struct dm_node *n, int *kb)
+{
+    const struct dm_graph *g = b->g;
+    if (n->op != DM_OP_Add || n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0)
+        return -1;
+    for (int k = 0; k < 2; k++) {
+        int32_t w = n->in[k], y = n->in[1 - k];
+        int32_t p = g->tensors[y].producer;
+        if (g->tensors[w].role != DM_ROLE_WEIGHT || b->t[w].rank != 1 || p < 0)
+            continue;
+        const struct dm_node *mm = &g->nodes[p];
+        if (mm->op != DM_OP_MatMul || mm->n_in != 2 || mm->in[0] < 0 || mm->in[1] < 0)
+            continue;
+        int32_t x = mm->in[0], wt = mm->in[1], q = g->tensors[wt].producer;
+        bool conv1d = g->tensors[wt].role == DM_ROLE_WEIGHT; /* addmm(b, x.view(), W) */
+        bool linear = q >= 0 && g->nodes[q].op == DM_OP_Transpose && g->nodes[q].in[0] >= 0 &&
+                      g->tensors[g->nodes[q].in[0]].role == DM_ROLE_WEIGHT;
+        int r = b->t[x].rank;
+        if (conv1d || (linear && (r == 2 || (r == 3 && !b->strided[x])))) {
+            *kb = k;
+            return p;
+        }
+    }
+    return -1;
+}
+
+/* The SMs and the threads an SM holds (cudaDeviceProp multiProcessorCount,
+ * maxThreadsPerMultiProcessor) of the usual GPU of a compute capability:
+ * V100, T4, A100, RTX 3090, RTX 4090, H100/H200 SXM. */
+static void reduce_device(int cc, int *sms, int *threads)
+{
+    *threads = cc == 75 ? 1024 : (cc == 86 || cc == 89) ? 1536 : 2048;
+    *sms = cc == 70 ? 80 : cc == 75 ? 40 : cc == 80 ? 108 : cc == 86 ? 82 : cc == 89 ? 128 : 132;
+}
+
+static int64_t last_pow2(int64_t n)
+{
+    int64_t p = 1;
+    while (2 * p <= n)
+        p *= 2;
+    return p;
+}
+
+/* A CUDA sum of an [m, n] tensor over its rows into n outputs (the bias
+ * grad): the global-memory staging buffer and semaphores gpu_reduce_kernel
+ * takes from the caching allocator when setReduceConfig splits the rows
+ * across thread blocks (aten/src/ATen/native/cuda/Reduce.cuh, PyTorch 2.x):
+ * outputs vectorized by up to 4 on a dense input (none on an expanded one,
+ * whose strides are 0), blocks of at most 512 / vec threads, 32 wide; the
+ * rows split across the block's warps when each thread would sum at least
+ * min(16 x height, 256) of them, then across min(ceil(target / grid),
+ * ceil(per thread / 16)) blocks (at least ceil(per thread / 256)) when a
+ * thread still has 256 or more and the grid is no larger than target = SMs x
+ * (threads per SM / block threads). Buffer: 4-byte (float) accumulators x
+ * n x blocks per output x width x vec; semaphores: 4 bytes per grid column.
+ * Traced on the H200 (132 SMs): [2048, 768] fp16 -> 12582912 and 24 bytes,
+ * [2048, 3072] -> 50331648 and 96, [2048, 128] -> 2097152 and 4; an
+ * expanded [2048, 30000] none. */
+void dm_cuda_sum_rows_buffers(int64_t m, int64_t n, bool expanded, int cc, uint64_t *buf,
+                              uint64_t *sem)
+{
+    *buf = *sem = 0;
+    if (m <= 0 || n <= 0)
+        return;
+    int sms, per_sm;
+    reduce_device(cc, &sms, &per_sm);
+    int64_t vec = 1;
+    if (!expanded)
+        for (vec = 4; n % vec != 0; vec /= 2)
+            ;
+    int64_t maxt = 512 / vec, dim0 = n / vec;
+    int64_t d0 = dim0 < maxt ? last_pow2(dim0) : maxt, d1 = m < maxt ? last_pow2(m) : maxt;
+    int64_t width = d0 < 32 ? d0 : 32;
+    int64_t height = d1 < maxt / width ? d1 : maxt / width;
+    width = d0 < maxt / height ? d0 : maxt / height;
+    int64_t threshold = height * 16 < 256 ? height * 16 : 256;
+    if (m < threshold) /* each warp its own outputs: no split of the rows */
+        return;
+    int64_t per_thread = (m + height - 1) / height;
+    int64_t grid = (dim0 + width - 1) / width;
+    int64_t target = (int64_t)sms * (per_sm / (width * height));
+    if (per_thread < 256 || grid > target)
+        return;
+    int64_t c1 = (target + grid - 1) / grid, c2 = (per_thread + 15) / 16,
+            c3 = (per_thread + 255) / 256;
+    int64_t ctas = c1 < c2 ? c1 : c2;
+    if (ctas < c3)
+        ctas = c3;
+    if (ctas <= 1)
+        return;
+    *buf = (uint64_t)(4 * n * ctas * width * vec);
+    *sem = (uint64_t)(4 * grid);
+}
+
+/* AddmmBackward0's bias grad (addmm_bias_of), after its mat1 and mat2
+ * grads: the sum (on CUDA with its staging buffers, made and freed
+ * around the kernel), delivered as the view sum_to returns, which the
+ * AccumulateGrad input buffer cannot take in place (a differentiable
+ * view's base holds the storage too): old + new out of place, as the
+ * trace shows for ALBERT's shared biases, and as TBackward's weights */
+static void addmm_bias_grad(struct dm_sb *b, int32_t i, int32_t out0, int32_t gout, int32_t x)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_tinfo *t = b->t;
+    int32_t gb = dm_sb_alloc(b, tr->param[x] ? DNNMEM_CAT_GRADIENT : DNNMEM_CAT_TEMPORARY,
+                             t[x].dtype, t[x].bytes, x, i, "grad", 1);
+    if (b->run->cuda && b->run->torch_version >= 200 && t[x].numel > 0) {
+        uint64_t buf, sem;
+        int cc = b->run->compute_capability ? b->run->compute_capability : DM_CC_DEFAULT;
+        dm_cuda_sum_rows_buffers(t[out0].numel / t[x].numel, t[x].numel,
+                                 b->s->buf[gout].bytes < t[out0].bytes, cc, &buf, &sem);
+        if (buf > 0) {
+            int32_t a = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, buf, x, i,
+                                    "sum: global reduce buffer", 1);
+            int32_t c = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_INT32, sem, x, i,
+                                    "sum: semaphores", 1);
+            dm_sb_unref(b, c);
+            dm_sb_unref(b, a);
+        }
+    }
+    dm_sb_ref(b, gb, 1); /* the view's base: held while the grad is delivered */
+    deliver(b, x, gb, true);
+    dm_sb_unref(b, gb);
+}
+
 static void backward_node(struct dm_sb *b, int32_t i)
 {
     struct dm_train *tr = b->train;
@@ -2000,10 +2140,27 @@ static void backward_node(struct dm_sb *b, int32_t i)
     bool dense = gout >= 0 && out0 >= 0 && b->run->cuda &&
                  (n->op == DM_OP_MatMul || n->op == DM_OP_Gemm) &&
                  b->s->buf[gout].bytes < t[out0].bytes;
-    for (int k = 0; k < n->n_in; k++) {
+    int addmm_k = -1;
+    int32_t addmm = !b->run->mx_ops && !b->run->tf_ops && !b->run->xla
+                        ? addmm_bias_of(b, n, &addmm_k)
+                        : -1;
+    /* the generated backward computes the grads in the order of the
+     * argument names of derivatives.yaml's entry, sorted (load_derivatives.py,
+     * set_up_derivatives): mm's and bmm's "mat2" before "self", addmm's
+     * "mat1", "mat2" (traced, ALBERT on the H200: attention's probs @ v
+     * makes v's grad, then the probs'; a linear's addmm its input's, then its
+     * weight's) */
+    bool mat2_first = n->op == DM_OP_MatMul && n->n_in == 2 && !tr->addmm_bias[i] &&
+                      !b->run->mx_ops && !b->run->tf_ops && !b->run->xla;
+    for (int kk = 0; kk < n->n_in; kk++) {
+        int k = mat2_first ? 1 - kk : kk;
         int32_t x = n->in[k];
         if (x < 0 || is_meta_slot(n, k) || !tr->rg[x])
             continue;
+        if (k == addmm_k && addmm >= 0 && tr->node_rg[addmm]) {
+            tr->addmm_bias[addmm] = x + 1; /* made by the MatMul's backward, last */
+            continue;
+        }
         int32_t gin = -1;
         bool alias = gout >= 0 && out0 >= 0 &&
                      (rule == DM_T_VIEW ||
@@ -2043,13 +2200,33 @@ static void backward_node(struct dm_sb *b, int32_t i)
              * the compute type (ToCopyBackward casts it after the kernel) */
             if (gcast >= 0)
                 kernel_temporaries(b, i, out0, gout, k, dense && k < 2);
+            /* PowBackward0 of a scalar exponent (pow_backward,
+             * FunctionsManual.cpp): grad * (exp * self.pow(exp - 1)), whose
+             * two temporaries (self.pow(exp - 1), then exp times it) live
+             * to the end of the statement: made before the grad, freed
+             * after it, the product first (traced: ALBERT's gelu_new on the
+             * H200, PyTorch 2.11) */
+            int32_t pw[2] = {-1, -1};
+            if (n->op == DM_OP_Pow && k == 0 && !b->run->mx_ops && !b->run->tf_ops &&
+                !b->run->xla && dm_has_in(n, 1) && !tr->rg[n->in[1]])
+                for (int j = 0; j < 2; j++)
+                    pw[j] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                                        j ? "exp * self.pow(exp - 1)" : "self.pow(exp - 1)", 1);
             gin = dm_sb_alloc(b, tr->param[x] ? DNNMEM_CAT_GRADIENT : DNNMEM_CAT_TEMPORARY,
                               t[x].dtype, t[x].bytes, x, i, "grad", 1);
+            dm_sb_unref(b, pw[1]);
+            dm_sb_unref(b, pw[0]);
             if (gcast < 0)
                 kernel_temporaries(b, i, out0, gout, k, dense && k < 2);
             dm_sb_unref(b, gcast);
         }
         deliver(b, x, gin, alias && rule == DM_T_VIEW);
+    }
+    if (tr->addmm_bias[i] > 0) {
+        int32_t x = tr->addmm_bias[i] - 1;
+        tr->addmm_bias[i] = 0;
+        if (gout >= 0 && out0 >= 0)
+            addmm_bias_grad(b, i, out0, gout, x);
     }
     for (int k = 0; k < 5; k++)
         if (xla_idx[k] >= 0)

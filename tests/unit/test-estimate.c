@@ -706,7 +706,9 @@ static void test_sum_grad_dense_for_cublas(void **state)
  * step): y's grad is SumBackward's expanded scalar, so each mm of y's
  * MatMulBackward clones it contiguous after making its own result and frees
  * it when it returns (H200 allocator traces of ALBERT and DistilBERT,
- * PyTorch 2.11): h's grad, clone, free; W2's grad, clone, free. With
+ * PyTorch 2.11, there through addmm: grad_input, clone, free; grad_weight,
+ * clone, free). A bias-free mm makes mat2's grad first (derivatives.yaml's
+ * names sorted): W2's grad, clone, free; h's grad, clone, free. With
  * B = 64, W2 [16, 196608] fp32 (12 MiB) and y [64, 196608] (48 MiB), by the
  * caching allocator's rules:
  *   forward: a 2 MiB small segment (x, W1, h, the loss); W2's 12 MiB
@@ -714,12 +716,12 @@ static void test_sum_grad_dense_for_cublas(void **state)
  *     workspace (8 MiB + 128 KiB at compute capability 8.0) in a 20 MiB
  *     segment, 11.875 MiB left free; y, a 48 MiB segment;
  *   backward: the autograd thread's workspace takes the front of that
- *     11.875 MiB block (3.75 MiB left); clone 1, a new 48 MiB segment, is
- *     freed; W2's grad (12 MiB) fits no other free block, so best fit takes
- *     the clone's 48 MiB block and splits it (36 MiB > 1 MiB left); clone 2
- *     finds no 48 MiB block: a third 48 MiB segment.
- * Reserved: 2 + 12 + 20 + 48 + 48 + 48 = 178 MiB. One clone held across both
- * mms would leave W2's grad a 12 MiB segment of its own: 142 MiB. */
+ *     11.875 MiB block (3.75 MiB left); W2's grad (12 MiB) fits no free
+ *     block: a 12 MiB segment; clone 1, a new 48 MiB segment, is freed; h's
+ *     grad is small (the small pool); clone 2 takes clone 1's block.
+ * Reserved: 2 + 12 + 20 + 48 + 12 + 48 = 142 MiB. (Made in the other order,
+ * as an addmm does, W2's grad would split clone 1's freed block and clone 2
+ * need a third 48 MiB segment: 178 MiB.) */
 static void test_sum_grad_clone_per_mm(void **state)
 {
     (void)state;
@@ -738,7 +740,7 @@ static void test_sum_grad_clone_per_mm(void **state)
     cfg.iterations = 1;
     cfg.batch_size = 64;
     struct dnnmem_result *r = estimate_cfg(b, &cfg);
-    assert_int_equal(r->peak_reserved, (uint64_t)178 << 20);
+    assert_int_equal(r->peak_reserved, (uint64_t)142 << 20);
     dnnmem_result_free(r);
 
     /* the order itself: grad, clone made and freed, grad, clone made and freed */
@@ -757,10 +759,95 @@ static void test_sum_grad_clone_per_mm(void **state)
     static const char *const whats[] = {"grad", "grad (contiguous)"};
     char ev[64];
     events_of(&x, whats, 2, ev, sizeof ev);
-    /* y's backward: h.grad, clone made and freed, W2.grad, clone made and
+    /* y's backward: W2.grad, clone made and freed, h.grad, clone made and
      * freed; then mm1's W1.grad (h's grad is dense: no clone), after which
      * h's grad goes (the parameters' stay) */
     assert_string_equal(ev, "ABbABbAa");
+    schedule_done(&x);
+}
+
+/* setReduceConfig's split of a sum over rows across blocks (Reduce.cuh),
+ * worked by hand for [2048, 768] fp16 on an H200 (cc 9.0: 132 SMs, 2048
+ * threads each): outputs vectorized by 4 (768 % 4 == 0), so 128 threads a
+ * block: 32 wide, 4 high; 2048 rows >= min(4 x 16, 256): split across the 4
+ * warps, 512 a thread; grid 768 / 4 / 32 = 6 columns, target 132 x 2048 /
+ * 128 = 2112 blocks; blocks per output max(min(ceil(2112 / 6) = 352,
+ * 512 / 16 = 32), 512 / 256 = 2) = 32: buffer 4 x 768 x 32 x 32 x 4 =
+ * 12582912 B, semaphores 4 x 6 = 24 B, as the ALBERT trace shows; 3072
+ * outputs: 24 columns, 50331648 and 96 B; 128: one column, 2097152 and 4 B.
+ * An expanded [2048, 30000] (loss = logits.sum()): no vectorization, 512
+ * threads (32 x 16), 938 columns > 132 x 4: no split, nothing allocated. */
+static void test_cuda_sum_rows_buffers(void **state)
+{
+    (void)state;
+    uint64_t buf, sem;
+    dm_cuda_sum_rows_buffers(2048, 768, false, 90, &buf, &sem);
+    assert_int_equal(buf, 12582912);
+    assert_int_equal(sem, 24);
+    dm_cuda_sum_rows_buffers(2048, 3072, false, 90, &buf, &sem);
+    assert_int_equal(buf, 50331648);
+    assert_int_equal(sem, 96);
+    dm_cuda_sum_rows_buffers(2048, 128, false, 90, &buf, &sem);
+    assert_int_equal(buf, 2097152);
+    assert_int_equal(sem, 4);
+    dm_cuda_sum_rows_buffers(2048, 30000, true, 90, &buf, &sem);
+    assert_int_equal(buf, 0);
+    assert_int_equal(sem, 0);
+    /* few rows a thread (64 rows: 16 a warp < 256): no split */
+    dm_cuda_sum_rows_buffers(64, 768, false, 90, &buf, &sem);
+    assert_int_equal(buf, 0);
+}
+
+/* nn.Linear with a bias on 2-D input is one addmm: AddmmBackward0 makes
+ * mat1's grad, then mat2's (the weight's, through TBackward), and the
+ * engine sums the grad to the bias last (validate_outputs' sum_to), with
+ * the sum's staging buffer and semaphores made and freed around it; a
+ * bias-free matmul's mm makes mat2's grad before self's (derivatives.yaml
+ * names sorted). relu(relu(x W1^T + b) W2): h = relu(.) [2048, 768] fp32.
+ * Backward: r2's grad (dense), mm2 (no bias): W2's grad, then h's; r1's
+ * grad; then addmm1: x has none, W1^T's (named W1: its .grad), then b's,
+ * buffer, semaphores. */
+static void test_addmm_bias_grad_order(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,768");
+    tb_init(b, "W1", F32, 2, (int64_t[]){768, 768});
+    tb_init(b, "b1", F32, 1, (int64_t[]){768});
+    tb_init(b, "W2", F32, 2, (int64_t[]){768, 4});
+    tb_node(b, "Transpose", "t1", "W1", "W1t");
+    tb_attr_ints(b, "perm", 2, (int64_t[]){1, 0});
+    tb_node(b, "MatMul", "mm1", "x,W1t", "z1");
+    tb_node(b, "Add", "add1", "z1,b1", "a1");
+    tb_node(b, "Relu", "r1", "a1", "h");
+    tb_node(b, "MatMul", "mm2", "h,W2", "z2");
+    tb_node(b, "Relu", "r2", "z2", "y");
+    tb_output(b, "y");
+    struct dm_run run = {.train = true, .cuda = true, .inplace = true, .torch_version = 211,
+                         .iterations = 1, .grad_accum = 1, .optimizer = DNNMEM_OPT_NONE,
+                         .loss = DNNMEM_LOSS_SUM, .compute_capability = 90};
+    struct sched x;
+    schedule_of(b, 2048, &run, &x);
+    const struct dm_graph *g = dm_model_graph(x.m);
+    char seq[256];
+    size_t n = 0;
+    for (size_t e = 0; e < x.s.n_ev && n + 12 < sizeof seq; e++) {
+        const struct dm_buffer *bf = &x.s.buf[x.s.ev[e].buf];
+        if (x.s.ev[e].kind != DM_EV_ALLOC || !bf->what)
+            continue;
+        const char *w = bf->what;
+        const char *tn = bf->tensor >= 0 ? g->tensors[bf->tensor].name : "?";
+        if (strcmp(w, "grad") == 0)
+            n += (size_t)snprintf(seq + n, sizeof seq - n, "%s ", tn);
+        else if (strcmp(w, "sum: global reduce buffer") == 0)
+            n += (size_t)snprintf(seq + n, sizeof seq - n, "buf%llu ",
+                                  (unsigned long long)bf->bytes);
+        else if (strcmp(w, "sum: semaphores") == 0)
+            n += (size_t)snprintf(seq + n, sizeof seq - n, "sem%llu ",
+                                  (unsigned long long)bf->bytes);
+    }
+    seq[n] = 0;
+    assert_string_equal(seq, "z2 W2 h a1 W1 b1 buf12582912 sem24 ");
     schedule_done(&x);
 }
 
@@ -1381,6 +1468,8 @@ int main(void)
         cmocka_unit_test(test_tf_eager_not_inplace),
         cmocka_unit_test(test_foreach_temporaries_freed_last_first),
         cmocka_unit_test(test_tied_weight_input_buffer),
+        cmocka_unit_test(test_cuda_sum_rows_buffers),
+        cmocka_unit_test(test_addmm_bias_grad_order),
         cmocka_unit_test(test_framework_runtimes),
         cmocka_unit_test(test_dropout_saved_by_framework),
         cmocka_unit_test(test_tf_tape_rules),
