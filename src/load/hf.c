@@ -4191,13 +4191,21 @@ static int32_t vit_attention(struct hf *h, const struct vit *c, int32_t x)
         qkv[j] = transpose(h, y, INTS(0, 2, 1, 3));
     }
     /* eager: torch.matmul copies the transposed operands; sdpa:
-     * sdpa_attention_forward makes them .contiguous() (the same copies) */
-    heads_copy(h, qkv, H, D, c3);
+     * sdpa_attention_forward makes them .contiguous() (the same copies) up to
+     * 4.55 and passes them as they are from 4.56; flash_attention_forward
+     * transposes the views back to [B, N, H, D] (no copies) */
     int32_t o;
-    if (h->sdpa) {
+    if (h->flash || (h->sdpa && h->sdpa_as_is)) {
+        o = fused_attention(h, qkv, false);
+        attr_f(h, "scale", 1.0 / sqrt((double)D));
+        if (h->flash)
+            attr_i(h, "flash_attn", 1);
+    } else if (h->sdpa) {
+        heads_copy(h, qkv, H, D, c3);
         o = fused_attention(h, c3, false);
         attr_f(h, "scale", 1.0 / sqrt((double)D));
     } else {
+        heads_copy(h, qkv, H, D, c3);
         int32_t kt = transpose(h, c3[1], INTS(0, 1, 3, 2));
         int32_t w = op(h, DM_OP_MatMul, 2, c3[0], kt);
         w = op(h, DM_OP_Mul, 2, w, const_f(h, 1.0 / sqrt((double)D)));
@@ -4523,13 +4531,14 @@ static enum dnnmem_status build(struct hf *h)
      * and the fused output's v view, transposed back into flash_attn_func
      * without repeating: dec_core's flash path). BioGPT has none in 4.51
      * (BioGptPreTrainedModel sets no _supports_flash_attn_2) and from 4.52,
-     * on BART's modular code, runs the interface; BERT, RoBERTa, ALBERT and
-     * T5 have none; DeepSeek's MLA pads its values to the query head size. */
+     * on BART's modular code, runs the interface; ViT (as 4.53-4.57 build
+     * it, vit_attention) runs it too; 4.51's BERT, RoBERTa, ALBERT and T5
+     * have none; DeepSeek's MLA pads its values to the query head size. */
     static const char *const flash_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral",
                                               "qwen3_moe", "gemma", "gemma2", "gemma3",
                                               "gemma3_text", "phi3", "gpt2", "opt",
                                               "gpt_neox", "phi", "distilbert", "qwen2_moe",
-                                              "falcon", "biogpt"};
+                                              "falcon", "biogpt", "vit"};
     bool flash_ok = false;
     for (size_t k = 0; k < sizeof flash_types / sizeof *flash_types; k++)
         flash_ok |= strcmp(type, flash_types[k]) == 0;
@@ -4543,7 +4552,8 @@ static enum dnnmem_status build(struct hf *h)
                     "--attn flash: flash_attention_2 for model_type '%s' is not modelled "
                     "(modelled: llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, "
                     "gemma, gemma2, gemma3, phi3, phi, gpt2, opt, gpt_neox, falcon, distilbert, "
-                    "biogpt); use --attn sdpa or eager",
+                    "biogpt, vit; transformers 4.51's bert, roberta, albert and t5 have none); "
+                    "use --attn sdpa or eager",
                     type);
     read_quant(h, h->opt_quant);
     h->prep32 = h->kbit && !h->amp &&

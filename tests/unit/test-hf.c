@@ -3306,6 +3306,32 @@ static void test_flash(void **state)
     assert_int_equal(dm_load_hf(&q, (const uint8_t *)json, size, true, &cfg, &err), DNNMEM_OK);
     assert_int_equal(count_op(&q, DM_OP_Expand), 2 * 2);
     dm_graph_free(&q);
+
+    /* ViT (the 4.53-4.57 interface): flash_attention_forward and, from 4.56,
+     * sdpa take the permuted views of query, key and value; sdpa before 4.56
+     * takes .contiguous() copies (Reshape here) */
+    static const struct {
+        enum dnnmem_attn attn;
+        int transformers;
+        enum dm_op producer;
+    } vit[] = {{DNNMEM_ATTN_FLASH, 451, DM_OP_Transpose},
+               {DNNMEM_ATTN_SDPA, 456, DM_OP_Transpose},
+               {DNNMEM_ATTN_SDPA, 455, DM_OP_Reshape}};
+    for (size_t w = 0; w < sizeof vit / sizeof *vit; w++) {
+        cfg.attn = vit[w].attn;
+        cfg.transformers_version = vit[w].transformers;
+        load_hf_graph(&q, "tiny-vit.json", true, &cfg);
+        int n = 0;
+        for (int32_t i = 0; i < q.n_nodes; i++)
+            if (q.nodes[i].op == DM_OP_Attention) {
+                for (int k = 0; k < 3; k++)
+                    assert_int_equal(q.nodes[q.tensors[q.nodes[i].in[k]].producer].op,
+                                     vit[w].producer);
+                n++;
+            }
+        assert_true(n > 0);
+        dm_graph_free(&q);
+    }
 }
 
 /* output_router_logits (tiny-qwen3-moe-aux-wide: 4 sparse layers, 64
