@@ -3178,10 +3178,27 @@ static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qk
     int64_t H = c->heads, D = c->hidden / c->heads;
     int32_t o;
     if (h->sdpa) {
-        bool masked = c->kind == K_ALBERT;
+        bool masked = c->kind == K_ALBERT && mask >= 0;
         o = masked ? op(h, DM_OP_Attention, 4, qkv[0], qkv[1], qkv[2], mask)
                    : op(h, DM_OP_Attention, 3, qkv[0], qkv[1], qkv[2]);
         attr_i(h, "is_causal", 0);
+    } else if (c->kind == K_ALBERT && h->transformers >= 454) {
+        /* transformers 4.54+ (PR #38301): AlbertAttention calls the shared
+         * eager_attention_forward: torch.matmul(query, key.transpose(2, 3))
+         * copies q and k^T (non-contiguous views) into its bmm operands at
+         * that call, attn_weights * scaling, the mask only if one was
+         * given, softmax, dropout, and torch.matmul(attn_weights, value)
+         * copies v only there (traced: the v copy follows the softmax) */
+        int32_t q = reshape(h, qkv[0], INTS(0, H, -1, D));
+        int32_t k = reshape(h, qkv[1], INTS(0, H, -1, D));
+        int32_t w = op(h, DM_OP_MatMul, 2, q, transpose(h, k, INTS(0, 1, 3, 2)));
+        w = op(h, DM_OP_Mul, 2, w, const_f(h, 1.0 / sqrt((double)D))); /* * scaling */
+        if (mask >= 0)
+            w = op(h, DM_OP_Add, 2, w, mask);
+        w = op(h, DM_OP_Softmax, 1, w);
+        attr_i(h, "axis", -1);
+        w = dropout(h, w, c->attn_drop);
+        o = op(h, DM_OP_MatMul, 2, w, reshape(h, qkv[2], INTS(0, H, -1, D)));
     } else {
         int32_t c3[3];
         heads_copy(h, qkv, H, D, c3);
@@ -3216,11 +3233,21 @@ static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int
     o = linear(h, o, E, E, true, -1, NULL);
     leave(h, t);
     o = dropout(h, o, c->hidden_drop);
+    int32_t dense = o;
     o = albert ? op(h, DM_OP_Add, 2, x, o) : op(h, DM_OP_Add, 2, o, x);
     t = enter(h, "LayerNorm");
     o = layer_norm(h, o, E, c->eps);
     leave(h, t);
     leave(h, s);
+    if (albert && !h->sdpa && h->transformers >= 454) {
+        /* 4.54+'s AlbertAttention.forward: query_layer, key_layer and
+         * value_layer (views of the projections) are locals until it
+         * returns, and attn_output (the dense output) is rebound only by
+         * the LayerNorm's statement (traced: all four freed after it) */
+        for (int j = 0; j < 3; j++)
+            hold(h, qkv[j], last_node(h));
+        hold(h, dense, last_node(h));
+    }
     return o;
 }
 
@@ -3242,11 +3269,15 @@ static int32_t encoder_ffn(struct hf *h, const struct bert *c, int32_t a)
     leave(h, t);
     if (!albert)
         y = dropout(h, y, c->hidden_drop);
+    int32_t ffn_out = y;
     y = op(h, DM_OP_Add, 2, y, a);
     t = enter(h, albert ? "full_layer_layer_norm" : "LayerNorm");
     y = layer_norm(h, y, E, c->eps);
     leave(h, t);
     leave(h, s);
+    /* 4.54+'s AlbertLayer.forward: ffn_output is a local until it returns */
+    if (albert && !h->sdpa && h->transformers >= 454)
+        hold(h, ffn_out, last_node(h));
     return y;
 }
 
@@ -3326,7 +3357,11 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
     /* the extended mask (1 - ones(B, S)[:, None, None, :]) * finfo.min,
      * [B, 1, 1, S] in the model's dtype; BERT's and RoBERTa's sdpa need none */
     int32_t mask = -1;
-    if (!h->sdpa || albert) {
+    /* 4.54+ (PR #38301): AlbertModel's _update_full_mask leaves a mask
+     * that was not given None (traced, eager: no mask and no mask add).
+     * sdpa keeps the 4.51 mask here: without it the measured sdpa rows
+     * are mixed (b8 x 512 reserved -0.4% -> +8.4%), not traced yet */
+    if ((!h->sdpa && !(albert && h->transformers >= 454)) || (h->sdpa && albert)) {
         int32_t one = const_ints(h, INTS(1, 1));
         int32_t b1 = op(h, DM_OP_Slice, 4, shape, const_ints(h, INTS(0)), const_ints(h, INTS(1)),
                         const_ints(h, INTS(0)));

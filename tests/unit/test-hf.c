@@ -990,6 +990,69 @@ static void test_tiny_albert(void **state)
     dnnmem_model_free(m);
 }
 
+/* ALBERT eager from transformers 4.54 (PR #38301; traced on an H200 with
+ * 5.17, albert-base-v2 fp16 b4 x 512): AlbertModel passes no mask when none
+ * was given, eager_attention_forward scales by * scaling (no Div, no mask
+ * Add), copies q and k^T at the first matmul and v only at the second
+ * (after the softmax), and AlbertAttention.forward's query_layer, key_layer,
+ * value_layer and the dense output live until its LayerNorm has run; 4.51
+ * builds a Div and a mask Add per layer. */
+static int32_t node_named(const struct dm_graph *g, const char *name)
+{
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (strcmp(g->nodes[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static void test_albert_eager_v454(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.batch_size = 4;
+    cfg.seq_len = 512;
+    cfg.attn = DNNMEM_ATTN_EAGER;
+#define AT "/albert/encoder/albert_layer_groups.0#0/albert_layers.0/attention/"
+    for (int k = 0; k < 2; k++) {
+        cfg.transformers_version = k ? 517 : 451;
+        struct dm_graph g;
+        load_hf_graph(&g, "albert-base-v2.json", false, &cfg);
+        int32_t div = node_named(&g, AT "Div"), mul = node_named(&g, AT "Mul"),
+                sm = node_named(&g, AT "Softmax"),
+                ln = node_named(&g, AT "LayerNorm/LayerNormalization"),
+                q = dm_graph_find(&g, AT "query/MatMul_output_0"),
+                v = dm_graph_find(&g, AT "value/MatMul_output_0"),
+                d = dm_graph_find(&g, AT "dense/MatMul_output_0");
+        assert_true(sm >= 0 && ln >= 0 && q >= 0 && v >= 0 && d >= 0);
+        /* v's copy: the third of the heads' Reshape copies (q, k, v) */
+        int32_t vcopy = node_named(&g, AT "Reshape_5");
+        assert_true(vcopy >= 0 && g.nodes[vcopy].op == DM_OP_Reshape);
+        if (k) {
+            assert_true(div < 0 && mul >= 0);
+            assert_int_equal(count_op(&g, DM_OP_ConstantOfShape), 0); /* no mask */
+            assert_true(vcopy > sm);
+            /* the heads' views (the copies' inputs) and the dense output
+             * (the residual Add's second input) */
+            int32_t qview = g.nodes[node_named(&g, AT "Reshape_3")].in[0];
+            int32_t vview = g.nodes[vcopy].in[0];
+            int32_t add = node_named(&g, AT "Add");
+            assert_true(add > sm && add < ln && g.nodes[add].in[1] != d);
+            assert_int_equal(g.tensors[qview].held_until, ln + 1);
+            assert_int_equal(g.tensors[vview].held_until, ln + 1);
+            assert_int_equal(g.tensors[g.nodes[add].in[1]].held_until, ln + 1);
+        } else {
+            assert_true(div >= 0 && mul < 0);
+            assert_true(node_named(&g, AT "Add") >= 0 && node_named(&g, AT "Add") < sm);
+            assert_true(vcopy < sm);
+            assert_true(g.tensors[g.nodes[node_named(&g, AT "Reshape_3")].in[0]].held_until <= ln);
+        }
+        dm_graph_free(&g);
+    }
+#undef AT
+}
+
 /* RoBERTa's heads: sequence classification (RobertaClassificationHead, no
  * pooler) gives [B, num_labels] logits, num_labels from id2label; a head
  * dnnmem does not build is an error naming it. */
@@ -4187,6 +4250,7 @@ int main(void)
         cmocka_unit_test(test_softmax_keeps_input_before_1_11),
         cmocka_unit_test(test_tiny_bert),
         cmocka_unit_test(test_tiny_albert),
+        cmocka_unit_test(test_albert_eager_v454),
         cmocka_unit_test(test_generate),
         cmocka_unit_test(test_generate_beams),
         cmocka_unit_test(test_generate_sampling),
