@@ -220,6 +220,20 @@ static struct tb *dropout_mlp(void)
     return b;
 }
 
+/* y = (x W1) W2 with x [batch, 16], W1 [16, 16], W2 [16, n], all float32:
+ * h = x W1 and y the graph's output. */
+static struct tb *two_matmuls(int64_t n)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "batch,16");
+    tb_init(b, "W1", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 16});
+    tb_init(b, "W2", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, n});
+    tb_node(b, "MatMul", "mm1", "x,W1", "h");
+    tb_node(b, "MatMul", "mm2", "h,W2", "y");
+    tb_output(b, "y");
+    return b;
+}
+
 static const struct dnnmem_tensor_info *live_named(const struct dnnmem_result *r, const char *name)
 {
     for (size_t k = 0; k < r->n_live; k++)
@@ -725,13 +739,7 @@ static void test_sum_grad_dense_for_cublas(void **state)
 static void test_sum_grad_clone_per_mm(void **state)
 {
     (void)state;
-    struct tb *b = tb_new(13);
-    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "batch,16");
-    tb_init(b, "W1", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 16});
-    tb_init(b, "W2", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 196608});
-    tb_node(b, "MatMul", "mm1", "x,W1", "h");
-    tb_node(b, "MatMul", "mm2", "h,W2", "y");
-    tb_output(b, "y");
+    struct tb *b = two_matmuls(196608);
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
@@ -744,13 +752,7 @@ static void test_sum_grad_clone_per_mm(void **state)
     dnnmem_result_free(r);
 
     /* the order itself: grad, clone made and freed, grad, clone made and freed */
-    b = tb_new(13);
-    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "batch,16");
-    tb_init(b, "W1", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 16});
-    tb_init(b, "W2", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 196608});
-    tb_node(b, "MatMul", "mm1", "x,W1", "h");
-    tb_node(b, "MatMul", "mm2", "h,W2", "y");
-    tb_output(b, "y");
+    b = two_matmuls(196608);
     struct dm_run run = {.train = true, .cuda = true, .inplace = true, .torch_version = 206,
                          .iterations = 1, .grad_accum = 1, .optimizer = DNNMEM_OPT_NONE,
                          .loss = DNNMEM_LOSS_SUM, .compute_capability = 80};
@@ -967,13 +969,7 @@ static void test_tf_eager_not_inplace(void **state)
 static void test_foreach_temporaries_freed_last_first(void **state)
 {
     (void)state;
-    struct tb *b = tb_new(13);
-    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "batch,16");
-    tb_init(b, "W1", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 16});
-    tb_init(b, "W2", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){16, 4096});
-    tb_node(b, "MatMul", "mm1", "x,W1", "h");
-    tb_node(b, "MatMul", "mm2", "h,W2", "y");
-    tb_output(b, "y");
+    struct tb *b = two_matmuls(4096);
     struct dm_run run = {.train = true, .cuda = true, .inplace = true, .torch_version = 206,
                          .iterations = 1, .grad_accum = 1, .optimizer = DNNMEM_OPT_ADAM,
                          .loss = DNNMEM_LOSS_SUM, .compute_capability = 80};
