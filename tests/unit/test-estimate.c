@@ -220,6 +220,19 @@ static struct tb *dropout_mlp(void)
     return b;
 }
 
+/* One training step without an optimizer, loss = output.sum(), at `batch`. */
+static struct dnnmem_config sum_step(int64_t batch)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_NONE;
+    cfg.loss = DNNMEM_LOSS_SUM;
+    cfg.iterations = 1;
+    cfg.batch_size = batch;
+    return cfg;
+}
+
 /* y = (x W1) W2 with x [batch, 16], W1 [16, 16], W2 [16, n], all float32:
  * h = x W1 and y the graph's output. */
 static struct tb *two_matmuls(int64_t n)
@@ -740,13 +753,7 @@ static void test_sum_grad_clone_per_mm(void **state)
 {
     (void)state;
     struct tb *b = two_matmuls(196608);
-    struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
-    cfg.mode = DNNMEM_MODE_TRAIN;
-    cfg.optimizer = DNNMEM_OPT_NONE;
-    cfg.loss = DNNMEM_LOSS_SUM;
-    cfg.iterations = 1;
-    cfg.batch_size = 64;
+    struct dnnmem_config cfg = sum_step(64);
     struct dnnmem_result *r = estimate_cfg(b, &cfg);
     assert_int_equal(r->peak_reserved, (uint64_t)142 << 20);
     dnnmem_result_free(r);
@@ -869,13 +876,7 @@ static void test_softmax_backward_temporary(void **state)
         tb_node(b, "Softmax", "sm", "z", "p");
         tb_attr_int(b, "axis", -1);
         tb_output(b, "p");
-        struct dnnmem_config cfg;
-        dnnmem_config_init(&cfg);
-        cfg.mode = DNNMEM_MODE_TRAIN;
-        cfg.optimizer = DNNMEM_OPT_NONE;
-        cfg.loss = DNNMEM_LOSS_SUM;
-        cfg.iterations = 1;
-        cfg.batch_size = 64;
+        struct dnnmem_config cfg = sum_step(64);
         cfg.n_top_tensors = 100;
         cfg.device = cuda ? DNNMEM_DEVICE_CUDA : DNNMEM_DEVICE_CPU;
         struct dnnmem_result *r = estimate_cfg(b, &cfg);
@@ -909,13 +910,7 @@ static void test_cpu_batchnorm_backward_twice(void **state)
         if (v != 2)
             tb_node(b, "Relu", "relu", "n", "y");
         tb_output(b, "y");
-        struct dnnmem_config cfg;
-        dnnmem_config_init(&cfg);
-        cfg.mode = DNNMEM_MODE_TRAIN;
-        cfg.optimizer = DNNMEM_OPT_NONE;
-        cfg.loss = DNNMEM_LOSS_SUM;
-        cfg.iterations = 1;
-        cfg.batch_size = 64;
+        struct dnnmem_config cfg = sum_step(64);
         cfg.n_top_tensors = 100;
         cfg.device = v == 1 ? DNNMEM_DEVICE_CUDA : DNNMEM_DEVICE_CPU;
         struct dnnmem_result *r = estimate_cfg(b, &cfg);
