@@ -136,6 +136,11 @@ static const char usage_text[] =
     "                         sdpa (F.scaled_dot_product_attention, fused on CUDA), flash\n"
     "                         (flash_attention_2, the flash-attn package; 16-bit, sm80+), or\n"
     "                         auto (default: what transformers picks, sdpa from PyTorch 2.1)\n"
+    "  --sdpa-backend K       HuggingFace configs under sdpa attention: the kernel forced\n"
+    "                         around the step (sdpa_kernel(SDPBackend.K)): flash, efficient,\n"
+    "                         cudnn (buffers as flash's), math (scores and softmax in\n"
+    "                         float32), or auto (default: PyTorch's choice); a kernel\n"
+    "                         PyTorch refuses for the model is an error\n"
     "  --transformers X.Y     HuggingFace configs: the transformers release (default 4.51);\n"
     "                         from 4.54 sdpa takes grouped keys/values (enable_gqa) on\n"
     "                         PyTorch 2.5+, and the math kernel where no fused one can\n"
@@ -369,7 +374,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
            OPT_DEVICE, OPT_INPLACE, OPT_OPTIMIZER, OPT_LOSS, OPT_ITERS, OPT_ACCUM, OPT_CUDA,
            OPT_CC, OPT_CUBLAS, OPT_CONVWS, OPT_PRECISION, OPT_FREEZE, OPT_CKPT, OPT_THREADS,
            OPT_CALIB, OPT_GPU, OPT_MEMORY, OPT_HEADROOM, OPT_CSV, OPT_LIMIT, OPT_DIMNAME,
-           OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_TRANSFORMERS, OPT_NEWTOK, OPT_KVDTYPE, OPT_LORA_R,
+           OPT_REPORT, OPT_TIMELINE, OPT_ATTN, OPT_SDPA_BACKEND, OPT_TRANSFORMERS, OPT_NEWTOK, OPT_KVDTYPE, OPT_LORA_R,
            OPT_LORA_ALPHA, OPT_LORA_DROPOUT, OPT_LORA_TARGETS, OPT_TF_GROWTH, OPT_TF_LIMIT,
            OPT_TF_MINSYS, OPT_MX_POOL, OPT_MX_EXEC, OPT_MX_PAGE, OPT_MX_CUTOFF, OPT_MX_RESERVE, OPT_MX_SUMCAP, OPT_MX_MIRROR, OPT_JAX_PREALLOC,
            OPT_JAX_FRACTION, OPT_JAX_EXEC, OPT_JAX_DONATE, OPT_TF_EXEC, OPT_INPUT_SHAPE, OPT_QUANT, OPT_KBIT,
@@ -403,6 +408,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         {"cuda", required_argument, NULL, OPT_CUDA},
         {"precision", required_argument, NULL, OPT_PRECISION},
         {"attn", required_argument, NULL, OPT_ATTN},
+        {"sdpa-backend", required_argument, NULL, OPT_SDPA_BACKEND},
         {"transformers", required_argument, NULL, OPT_TRANSFORMERS},
         {"prompt-len", required_argument, NULL, 's'},
         {"new-tokens", required_argument, NULL, OPT_NEWTOK},
@@ -814,6 +820,21 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
                 cfg.attn = DNNMEM_ATTN_AUTO;
             else
                 return usage_error("--attn %s: expected eager, sdpa, flash or auto", optarg);
+            break;
+        case OPT_SDPA_BACKEND:
+            if (strcmp(optarg, "auto") == 0)
+                cfg.sdpa_backend = DNNMEM_SDPA_AUTO;
+            else if (strcmp(optarg, "flash") == 0)
+                cfg.sdpa_backend = DNNMEM_SDPA_FLASH;
+            else if (strcmp(optarg, "efficient") == 0)
+                cfg.sdpa_backend = DNNMEM_SDPA_EFFICIENT;
+            else if (strcmp(optarg, "cudnn") == 0)
+                cfg.sdpa_backend = DNNMEM_SDPA_CUDNN;
+            else if (strcmp(optarg, "math") == 0)
+                cfg.sdpa_backend = DNNMEM_SDPA_MATH;
+            else
+                return usage_error("--sdpa-backend %s: expected auto, flash, efficient, cudnn or math",
+                                   optarg);
             break;
         case OPT_TRANSFORMERS: {
             int major, minor;

@@ -210,6 +210,21 @@ enum dnnmem_attn {
                              not repeated for GQA */
 };
 
+/* F.scaled_dot_product_attention's kernel under --attn sdpa (HuggingFace
+ * configs): PyTorch's own choice, or one forced for the whole step as
+ * torch.nn.attention.sdpa_kernel(SDPBackend.X) does. A forced fused kernel
+ * that PyTorch refuses for the configuration (sdp_utils.cpp) is an
+ * DNNMEM_E_UNSUPPORTED error, as PyTorch's "No available kernel". */
+enum dnnmem_sdpa_backend {
+    DNNMEM_SDPA_AUTO = 0,   /* select_sdp_backend's priority order (the default) */
+    DNNMEM_SDPA_FLASH,      /* FLASH_ATTENTION: fp16/bf16, sm80+, head dim <= 256, no mask */
+    DNNMEM_SDPA_EFFICIENT,  /* EFFICIENT_ATTENTION: no grouped heads (enable_gqa) */
+    DNNMEM_SDPA_CUDNN,      /* CUDNN_ATTENTION: fp16/bf16, sm80+, head dim <= 128 and a
+                               multiple of 8 (buffers taken as flash's) */
+    DNNMEM_SDPA_MATH        /* MATH: _scaled_dot_product_attention_math, scores and
+                               softmax materialised in float32 */
+};
+
 /* LoRA fine-tuning of a HuggingFace config.json model, as PEFT's LoraConfig
  * and get_peft_model make it: every parameter of the model frozen, and each
  * targeted Linear (or GPT-2 Conv1D) y = base(x) gains
@@ -381,6 +396,9 @@ struct dnnmem_config {
     /* HuggingFace config.json models: the attention implementation. An
      * ONNX graph's attention is whatever ops it holds (only AUTO is valid). */
     enum dnnmem_attn attn;
+    /* HuggingFace configs under sdpa attention: the kernel forced for the
+     * step (AUTO: PyTorch's choice; any other value needs sdpa attention). */
+    enum dnnmem_sdpa_backend sdpa_backend;
     struct dnnmem_lora lora;    /* HuggingFace configs, mode TRAIN */
     enum dnnmem_quant quant;    /* HuggingFace configs: the base's linear weights */
     enum dnnmem_kbit_prep kbit_prep; /* quantized HuggingFace configs with LoRA */

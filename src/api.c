@@ -1083,6 +1083,21 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     bool sdpa = hf && !g->eager_only && (cfg.attn == DNNMEM_ATTN_SDPA || flash ||
                        (cfg.attn == DNNMEM_ATTN_AUTO && torch >= 201 &&
                         cfg.device == DNNMEM_DEVICE_CUDA));
+    /* --sdpa-backend: sdpa_kernel(SDPBackend.X) around the step; whether
+     * PyTorch takes the forced kernel for each call is checked as the graph
+     * is rebuilt (dm_load_hf) */
+    if ((unsigned)cfg.sdpa_backend > DNNMEM_SDPA_MATH)
+        return dm_fail(err, DNNMEM_E_USAGE, "unknown sdpa backend %d", (int)cfg.sdpa_backend);
+    if (cfg.sdpa_backend && !hf)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "%s: --sdpa-backend applies to HuggingFace config.json models under sdpa "
+                       "attention",
+                       g->path);
+    if (cfg.sdpa_backend && (!sdpa || flash))
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "%s: --sdpa-backend needs sdpa attention (--attn sdpa, or auto on CUDA "
+                       "with PyTorch 2.1+); this estimate's attention is %s",
+                       g->path, flash ? "flash_attention_2" : "eager");
     if (sdpa)
         g = &m->sdpa;
     /* LoRA, quantized weights, flash attention: the model rebuilt with them,
@@ -1157,8 +1172,11 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     /* fp16 on CUDA: softmax(dtype=float32) without its float32 copy (softmax_f32) */
     bool half_to_float = hf && m->json && cfg.precision == DNNMEM_PRECISION_FP16 &&
                          cfg.device == DNNMEM_DEVICE_CUDA;
+    /* a forced sdpa kernel: the Attention nodes marked with it, or the math
+     * kernel's decomposition (dm_load_hf) */
+    bool forced = sdpa && m->json && cfg.sdpa_backend != DNNMEM_SDPA_AUTO;
     if (lo->r != 0 || cfg.quant || flash || (generate && hf && m->json) || hf_ckpt || gqa ||
-        later || half_to_float) {
+        later || half_to_float || forced) {
         if (lo->r && (!hf || !m->json))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "%s: --lora-r applies to HuggingFace config.json models", g->path);
@@ -1376,9 +1394,19 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
      * memory-efficient kernel; grouped heads (enable_gqa) exclude the latter */
     int cc80 = cfg.compute_capability ? cfg.compute_capability : DM_CC_DEFAULT;
     bool fused16 = (cfg.precision != DNNMEM_PRECISION_FP32 || g->quant_method) && cc80 >= 80;
+    static const char *const forced_text[] = {
+        "",
+        "FlashAttention-2, forced (sdpa_kernel(SDPBackend.FLASH_ATTENTION))",
+        "the memory-efficient kernel, forced (sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION))",
+        "cuDNN attention, forced (sdpa_kernel(SDPBackend.CUDNN_ATTENTION); its buffers taken "
+        "as FlashAttention-2's)",
+        "the math kernel, forced (sdpa_kernel(SDPBackend.MATH)): "
+        "_scaled_dot_product_attention_math's float32 q and k scaled by sqrt(scale), scores, "
+        "softmax, dropout, times v, materialised"};
     const char *sdpa_text = dm_arena_printf(
         &arena, "sdpa: F.scaled_dot_product_attention: %s%s",
-        !fused16 ? "the memory-efficient kernel (float32 or before sm80)"
+        cfg.sdpa_backend ? forced_text[cfg.sdpa_backend]
+        : !fused16 ? "the memory-efficient kernel (float32 or before sm80)"
         : torch >= 211 && (cc80 == 90 || cc80 == 100)
             ? "cuDNN attention for fp16/bf16 (PyTorch 2.11+ on sm90/sm100; its buffers taken "
               "as FlashAttention-2's)"

@@ -120,6 +120,10 @@ struct hf {
                                   fp16 scores directly (see softmax_f32) */
     int cc;                    /* the GPU's compute capability (default 80) */
     int transformers;          /* the release, major * 100 + minor (--transformers) */
+    enum dnnmem_sdpa_backend backend; /* --sdpa-backend: the kernel forced, or AUTO */
+    bool train;                /* --mode train (inputs require grad) */
+    bool bf16;                 /* the attention computes in bf16 */
+    int torch;                 /* the PyTorch release, major * 100 + minor */
     bool sdpa_as_is;           /* sdpa_attention_forward passes q, k, v to the kernel as
                                   they are, no .contiguous(): transformers >= 4.56 */
     bool gpt2_cache;           /* GPT-2 takes Cache classes: transformers >= 4.52 */
@@ -1684,35 +1688,98 @@ static int32_t flash_attention(struct hf *h, int32_t q, int32_t k, int32_t v, do
 
 static int32_t repeat_kv(struct hf *h, int32_t x, int64_t n_rep, int64_t heads, int64_t d);
 
-/* sdpa_attention_forward from transformers 4.54 (PR #39412, use_gqa_in_sdpa)
- * on PyTorch 2.5+ when no mask is passed: keys and values keep their KV heads
- * and F.scaled_dot_product_attention gets enable_gqa=True. The flash and
- * cuDNN kernels take grouped heads; the memory-efficient one does not
- * (sdp_utils.cpp), so where no fused kernel can run (float32, before sm80,
- * head dim above 256) PyTorch takes the math kernel
- * (_scaled_dot_product_attention_math): 16-bit inputs upcast to float32,
- * q * sqrt(scale), k and v repeat_interleave'd, k^T * sqrt(scale), the
- * [B, H, S, S] scores, softmax, dropout, times v, cast back. MmBackward keeps
- * the scaled q and k and the repeated v; softmax its output. Measured
- * (tools/gpu/results, transformers 5.17, PyTorch 2.11, H200): TinyLlama's
- * float32 sdpa step peaks at its eager step's bytes; Qwen3-0.6B's bf16 sdpa
- * step without the repeat_kv copies within 0.1%. q: the caller's [B, H, S, D]
- * (its contiguous copy on the fused path: a q-sized tensor per layer stays in
- * the 5.17 measurement). Returns -1 where repeat_kv still runs. */
-static int32_t gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int64_t H, int64_t KV,
-                             int64_t D, double scale, double drop)
+static const char *const backend_name[] = {"auto", "flash", "efficient", "cudnn", "math"};
+
+/* Whether PyTorch takes the kernel --sdpa-backend forces for one
+ * F.scaled_dot_product_attention call (q [B, H, S, D], k [B, KV, S, D], v's
+ * head dim Dv; `masked`: an attn_mask is passed; KV < H: grouped heads under
+ * enable_gqa). select_sdp_backend (aten/src/ATen/native/transformers/cuda/
+ * sdp_utils.cpp) tries only the enabled kernel and otherwise fails with "No
+ * available kernel"; this fails the estimate the same way. Conditions, from
+ * sdp_utils.cpp's can_use_*_attention: flash: no attn_mask
+ * (check_for_attn_mask), fp16/bf16 (check_dtypes_low_precision), sm80 to
+ * sm121 (check_flash_attention_hardware_support), one head dim for q, k, v
+ * up to 256 (check_head_dim_size_flash; 128 before PyTorch 2.2), and in
+ * training on sm86-sm89/sm120 no head dim in (192, 224], nor in (224, 256]
+ * with dropout. cuDNN: fp16/bf16, sm80 to sm121 (check_cudnn_hardware_support),
+ * head dims up to 128 and multiples of 8 (check_cudnn_tensor_shapes: 256 only
+ * with cuDNN above 9.22 on sm90/sm100; the H200's PyTorch 2.11 bundles 9.19).
+ * memory-efficient: sm50 and later (check_mem_efficient_hardware_support),
+ * bf16 from sm80, and no grouped heads: measured on the H200 with PyTorch
+ * 2.11, Qwen3-0.6B bf16 forced to it fails with "No available kernel"
+ * (tools/gpu/results/hf-more.jsonl; later sources pass supports_gqa to
+ * check_batch_size_and_num_heads_dense). Masks and dropout are taken by
+ * cuDNN and the memory-efficient kernel. */
+static bool sdpa_forced_ok(struct hf *h, int64_t H, int64_t KV, int64_t D, int64_t Dv, bool masked,
+                           double drop)
 {
-    if (!h->gqa_sdpa || H == KV)
-        return -1;
+    enum dnnmem_sdpa_backend b = h->backend;
+    if (b == DNNMEM_SDPA_AUTO || b == DNNMEM_SDPA_MATH)
+        return true;
     bool half = h->half || h->g->quant_fp16_default;
-    if (half && h->cc >= 80 && D <= 256) {
-        /* up to 4.55 .contiguous() copies q (the rotary result in
-         * [B, S, H, D] order); from 4.56 the kernel takes it as it is */
-        int32_t qc = h->sdpa_as_is ? q : reshape(h, q, INTS(0, H, -1, D));
-        int32_t o = fused_attention(h, (int32_t[]){qc, k, v}, true);
-        attr_f(h, "scale", scale);
-        return o;
+    int cc = h->cc;
+    const char *why = NULL;
+    char buf[96];
+    if (b == DNNMEM_SDPA_FLASH) {
+        int64_t lim = h->torch >= 202 ? 256 : 128;
+        if (masked)
+            why = "the model passes an attn_mask (check_for_attn_mask)";
+        else if (!half)
+            why = "float32 q, k, v: it takes fp16/bf16 (check_dtypes_low_precision)";
+        else if (cc < 80 || cc > 121)
+            why = "it needs compute capability 8.0 to 12.1 "
+                  "(check_flash_attention_hardware_support)";
+        else if (D != Dv || D > lim) {
+            snprintf(buf, sizeof buf, "head dim %lld/%lld: one for q, k, v, at most %lld "
+                     "(check_head_dim_size_flash)", (long long)D, (long long)Dv, (long long)lim);
+            why = buf;
+        } else if (h->train && ((cc >= 86 && cc <= 89) || cc == 120 || cc == 121) &&
+                   ((D > 192 && D <= 224) || (D > 224 && drop > 0)))
+            why = "training with this head dim on sm86-sm89/sm120 "
+                  "(check_requires_grad_and_head_dim_gt192_constraints_on_sm86_89_or_120)";
+    } else if (b == DNNMEM_SDPA_CUDNN) {
+        if (!half)
+            why = "float32 q, k, v: it takes fp16/bf16 (check_dtypes_low_precision)";
+        else if (cc < 80 || cc > 121)
+            why = "it needs compute capability 8.0 to 12.1 (check_cudnn_hardware_support)";
+        else if (D > 128 || Dv > 128 || D % 8 || Dv % 8) {
+            snprintf(buf, sizeof buf, "head dim %lld/%lld: at most 128 and a multiple of 8 "
+                     "(check_cudnn_tensor_shapes)", (long long)D, (long long)Dv);
+            why = buf;
+        }
+    } else if (b == DNNMEM_SDPA_EFFICIENT) {
+        if (KV != H)
+            why = "grouped keys and values under enable_gqa (transformers 4.54+): it "
+                  "takes one head count for q, k, v";
+        else if (cc < 50)
+            why = "it needs compute capability 5.0 or later "
+                  "(check_mem_efficient_hardware_support)";
+        else if (h->bf16 && cc < 80)
+            why = "bf16 q, k, v before sm80: it takes fp16 and float32 there";
     }
+    if (!why)
+        return true;
+    fail(h, DNNMEM_E_UNSUPPORTED,
+         "--sdpa-backend %s: PyTorch has no such kernel for this model's attention (%s): "
+         "\"No available kernel\"; use --sdpa-backend auto or math",
+         backend_name[b], why);
+    return false;
+}
+
+/* PyTorch's math kernel (_scaled_dot_product_attention_math in
+ * aten/src/ATen/native/transformers/attention.cpp), run for sdpa when forced
+ * (--sdpa-backend math) or where no fused kernel takes grouped heads
+ * (gqa_attention): fp16/bf16 q, k and v upcast to float32 ("Keep query, key,
+ * value in high precision for accuracy", unless
+ * allowFP16BF16ReductionMathSDP, off by default), q * sqrt(scale), k and v
+ * repeat_interleave'd to H heads under enable_gqa (KV < H), k^T * sqrt(scale),
+ * the [B, H, S, S] scores, the attn_mask added, softmax, dropout, times v,
+ * cast back to the input dtype. MmBackward keeps the scaled q and k and the
+ * repeated v; softmax its output. k, v: [B, KV, S, D]. */
+static int32_t math_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int32_t mask,
+                              int64_t H, int64_t KV, int64_t D, double scale, double drop)
+{
+    bool half = h->half || h->g->quant_fp16_default;
     if (half) {
         q = op(h, DM_OP_Cast, 1, q);
         attr_i(h, "to", DM_FLOAT);
@@ -1728,14 +1795,20 @@ static int32_t gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int6
             attr_i(h, "to", DM_FLOAT);
             keep32(h, kv[j]);
         }
-        kv[j] = repeat_kv(h, kv[j], H / KV, H, D);
-        keep32(h, kv[j]);
+        if (KV != H) {
+            kv[j] = repeat_kv(h, kv[j], H / KV, H, D);
+            keep32(h, kv[j]);
+        }
     }
     int32_t kt = transpose(h, kv[0], INTS(0, 1, 3, 2));
     kt = op(h, DM_OP_Mul, 2, kt, r);
     keep32(h, kt);
     int32_t s = op(h, DM_OP_MatMul, 2, q, kt);
     keep32(h, s);
+    if (mask >= 0) { /* attn.add_(attn_mask): taken out of place here */
+        s = op(h, DM_OP_Add, 2, s, mask);
+        keep32(h, s);
+    }
     int32_t p = op(h, DM_OP_Softmax, 1, s);
     attr_i(h, "axis", -1);
     keep32(h, p);
@@ -1746,6 +1819,59 @@ static int32_t gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int6
     if (half)
         o = op(h, DM_OP_CastLike, 2, o, qin);
     return o;
+}
+
+/* One F.scaled_dot_product_attention call on q [B, H, S, D] and k, v
+ * [B, KV, S, D] (KV < H: enable_gqa): the fused Attention node (with the
+ * attn_mask as a fourth input when mask >= 0, the forced kernel marked for
+ * the schedule), or under --sdpa-backend math the math kernel's ops. scale
+ * 0: the default 1/sqrt(D), not recorded on the node. Dv: v's head dim. */
+static int32_t sdpa_attention(struct hf *h, const int32_t qkv[3], int32_t mask, bool causal,
+                              int64_t H, int64_t KV, int64_t D, int64_t Dv, double scale,
+                              double drop)
+{
+    if (h->backend == DNNMEM_SDPA_MATH)
+        return math_attention(h, qkv[0], qkv[1], qkv[2], mask, H, KV, D,
+                              scale > 0 ? scale : 1.0 / sqrt((double)D), drop);
+    if (!sdpa_forced_ok(h, H, KV, D, Dv, mask >= 0, drop))
+        return -1;
+    int32_t o = mask >= 0 ? op(h, DM_OP_Attention, 4, qkv[0], qkv[1], qkv[2], mask)
+                          : op(h, DM_OP_Attention, 3, qkv[0], qkv[1], qkv[2]);
+    attr_i(h, "is_causal", causal);
+    if (scale > 0)
+        attr_f(h, "scale", scale);
+    if (h->backend != DNNMEM_SDPA_AUTO)
+        attr_i(h, "sdpa_backend", h->backend);
+    return o;
+}
+
+/* sdpa_attention_forward from transformers 4.54 (PR #39412, use_gqa_in_sdpa)
+ * on PyTorch 2.5+ when no mask is passed: keys and values keep their KV heads
+ * and F.scaled_dot_product_attention gets enable_gqa=True. The flash and
+ * cuDNN kernels take grouped heads; the memory-efficient one does not
+ * (sdp_utils.cpp), so where no fused kernel can run (float32, before sm80,
+ * head dim above 256) PyTorch takes the math kernel (math_attention), as it
+ * does when forced to. Measured (tools/gpu/results, transformers 5.17,
+ * PyTorch 2.11, H200): TinyLlama's float32 sdpa step peaks at its eager
+ * step's bytes; Qwen3-0.6B's bf16 sdpa step without the repeat_kv copies
+ * within 0.1%. q: the caller's [B, H, S, D] (its contiguous copy on the fused
+ * path: a q-sized tensor per layer stays in the 5.17 measurement). Returns -1
+ * where repeat_kv still runs. */
+static int32_t gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int64_t H, int64_t KV,
+                             int64_t D, double scale, double drop)
+{
+    if (!h->gqa_sdpa || H == KV)
+        return -1;
+    bool half = h->half || h->g->quant_fp16_default;
+    bool fused = h->backend == DNNMEM_SDPA_AUTO ? half && h->cc >= 80 && D <= 256
+                                                 : h->backend != DNNMEM_SDPA_MATH;
+    if (fused) {
+        /* up to 4.55 .contiguous() copies q (the rotary result in
+         * [B, S, H, D] order); from 4.56 the kernel takes it as it is */
+        int32_t qc = h->sdpa_as_is ? q : reshape(h, q, INTS(0, H, -1, D));
+        return sdpa_attention(h, (int32_t[]){qc, k, v}, -1, true, H, KV, D, D, scale, drop);
+    }
+    return math_attention(h, q, k, v, -1, H, KV, D, scale, drop);
 }
 
 static void heads_copy(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3])
@@ -2016,8 +2142,8 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
          * no mask, no scores, no probabilities; its output is the [B, S, H, D]
          * buffer the kernel wrote, so .transpose(1, 2).contiguous() copies
          * nothing */
-        o = fused_attention(h, (int32_t[]){q, kr, vr}, true);
-        attr_f(h, "scale", 1.0 / sqrt((double)D));
+        o = sdpa_attention(h, (int32_t[]){q, kr, vr}, -1, true, H, H, D, D,
+                           1.0 / sqrt((double)D), c->attn_drop);
     } else {
         int32_t kt = transpose(h, kr, INTS(0, 1, 3, 2));
         int32_t s = op(h, DM_OP_MatMul, 2, q, kt);
@@ -2502,8 +2628,8 @@ static int32_t mla_attention(struct hf *h, const struct llama *c, int layer, int
     double scale = 1.0 / sqrt((double)Dq);
     if (h->sdpa) {
         int32_t vc = reshape(h, v, INTS(0, H, -1, a->v));
-        o = fused_attention(h, (int32_t[]){q, k, vc}, true);
-        attr_f(h, "scale", scale);
+        o = sdpa_attention(h, (int32_t[]){q, k, vc}, -1, true, H, H, Dq, a->v, scale,
+                           c->attn_drop);
     } else {
         int32_t kt = transpose(h, k, INTS(0, 1, 3, 2));
         int32_t sc = op(h, DM_OP_MatMul, 2, q, kt);
@@ -2972,7 +3098,7 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
             memcpy(c3, qkvh, sizeof c3); /* 4.56+: the views as they are */
         else
             heads_copy(h, qkvh, nh, hd, c3);
-        o = fused_attention(h, c3, true);
+        o = sdpa_attention(h, c3, -1, true, nh, nh, hd, hd, 0, c->attn_drop);
     } else {
         /* q, k.transpose(-1, -2) and v are permuted views of the c_attn output */
         int32_t c3[3];
@@ -3179,9 +3305,7 @@ static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qk
     int32_t o;
     if (h->sdpa) {
         bool masked = c->kind == K_ALBERT && mask >= 0;
-        o = masked ? op(h, DM_OP_Attention, 4, qkv[0], qkv[1], qkv[2], mask)
-                   : op(h, DM_OP_Attention, 3, qkv[0], qkv[1], qkv[2]);
-        attr_i(h, "is_causal", 0);
+        o = sdpa_attention(h, qkv, masked ? mask : -1, false, H, H, D, D, 0, c->attn_drop);
     } else if (c->kind == K_ALBERT && h->transformers >= 454) {
         /* transformers 4.54+ (PR #38301): AlbertAttention calls the shared
          * eager_attention_forward: torch.matmul(query, key.transpose(2, 3))
@@ -3479,7 +3603,7 @@ static int32_t distil_attention(struct hf *h, const struct bert *c, int32_t x, i
         attr_f(h, "scale", 1.0 / sqrt((double)D));
         attr_i(h, "flash_attn", 1);
     } else if (h->sdpa) {
-        o = fused_attention(h, qkv, false);
+        o = sdpa_attention(h, qkv, -1, false, H, H, D, D, 0, c->attn_drop);
     } else {
         /* q / sqrt(D) keeps q's memory order (still permuted) */
         int32_t c3[3], scaled[3] = {op(h, DM_OP_Div, 2, qkv[0], const_f(h, sqrt((double)D))),
@@ -4230,15 +4354,15 @@ static int32_t vit_attention(struct hf *h, const struct vit *c, int32_t x)
      * 4.55 and passes them as they are from 4.56; flash_attention_forward
      * transposes the views back to [B, N, H, D] (no copies) */
     int32_t o;
-    if (h->flash || (h->sdpa && h->sdpa_as_is)) {
+    if (h->flash) {
         o = fused_attention(h, qkv, false);
         attr_f(h, "scale", 1.0 / sqrt((double)D));
-        if (h->flash)
-            attr_i(h, "flash_attn", 1);
+        attr_i(h, "flash_attn", 1);
+    } else if (h->sdpa && h->sdpa_as_is) {
+        o = sdpa_attention(h, qkv, -1, false, H, H, D, D, 1.0 / sqrt((double)D), c->attn_drop);
     } else if (h->sdpa) {
         heads_copy(h, qkv, H, D, c3);
-        o = fused_attention(h, c3, false);
-        attr_f(h, "scale", 1.0 / sqrt((double)D));
+        o = sdpa_attention(h, c3, -1, false, H, H, D, D, 1.0 / sqrt((double)D), c->attn_drop);
     } else {
         heads_copy(h, qkv, H, D, c3);
         int32_t kt = transpose(h, c3[1], INTS(0, 1, 3, 2));
@@ -4771,6 +4895,11 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
                       opt->device == DNNMEM_DEVICE_CUDA;
     h.transformers = tv;
     h.sdpa_as_is = tv >= 456;
+    h.backend = opt && h.sdpa && !h.flash ? opt->sdpa_backend : DNNMEM_SDPA_AUTO;
+    h.train = opt && opt->mode == DNNMEM_MODE_TRAIN;
+    h.torch = torch;
+    h.bf16 = opt && (opt->precision == DNNMEM_PRECISION_BF16 ||
+                     opt->precision == DNNMEM_PRECISION_AMP_BF16);
     h.gpt2_cache = tv >= 452;
     h.gpt2_v5 = tv >= 500;
     h.cache_copy = tv >= 500;

@@ -408,6 +408,13 @@ bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n)
 {
     if (dm_attr_int(n, "flash_attn", 0))
         return true;
+    /* --sdpa-backend: the kernel forced (hf.c checked PyTorch takes it);
+     * cuDNN's buffers are taken as flash's */
+    int64_t forced = dm_attr_int(n, "sdpa_backend", DNNMEM_SDPA_AUTO);
+    if (forced == DNNMEM_SDPA_FLASH || forced == DNNMEM_SDPA_CUDNN)
+        return true;
+    if (forced == DNNMEM_SDPA_EFFICIENT)
+        return false;
     const struct dm_tinfo *q = &b->t[n->in[0]];
     enum dm_dtype dt = sdpa_dtype(b, n);
     int64_t d = q->rank == 4 ? q->dims[3] : 0;

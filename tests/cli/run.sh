@@ -388,6 +388,14 @@ expect 0 "attention      sdpa: F.scaled_dot_product_attention" -- \
     estimate $H/gpt2.json -s 8 --framework pytorch@2.1
 expect 0 "attention      eager: scores" -- estimate $H/gpt2.json -s 8 --framework pytorch@2.1 --device cpu
 expect 2 "--attn bogus: expected eager, sdpa, flash or auto" -- estimate $H/gpt2.json -s 8 --attn bogus
+# --sdpa-backend: sdpa_kernel(SDPBackend.X) around the step
+expect 2 "--sdpa-backend bogus: expected auto, flash, efficient, cudnn or math" -- \
+    estimate $H/gpt2.json -s 8 --sdpa-backend bogus
+expect 2 "--sdpa-backend applies to HuggingFace config.json models" -- \
+    estimate $M/fixtures/resnet50.onnx -b 2 --sdpa-backend math
+expect 4 "--sdpa-backend efficient: PyTorch has no such kernel" -- \
+    estimate $H/tiny-llama-gqa.json -s 64 --precision bf16 --transformers 4.56 --sdpa-backend efficient
+expect 0 "the math kernel, forced" -- estimate $H/gpt2.json -s 8 --sdpa-backend math
 expect 0 "flash_attention_2: flash-attn's flash_attn_func" -- \
     estimate $H/tiny-llama-gqa.json -s 64 --attn flash --precision bf16 --mode train
 expect 2 "--attn flash: FlashAttention-2 runs in fp16/bf16 only" -- \

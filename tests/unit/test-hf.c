@@ -7,6 +7,7 @@
  * with the published figure (model cards, safetensors metadata totals).
  */
 #include "util.h"
+#include "../../src/schedule/builder.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -4223,6 +4224,124 @@ static void test_deepseek(void **state)
     dnnmem_model_free(m);
 }
 
+/* ---- --sdpa-backend ------------------------------------------------------------- */
+
+/* tiny-llama-gqa (4 layers, 8 heads, 4 KV heads, head dim 32) in bf16 under
+ * transformers 4.56 (enable_gqa): PyTorch's choice is one fused Attention
+ * node a layer; forced to the math kernel, none, and the scores' softmax of
+ * _scaled_dot_product_attention_math once a layer. GPT-2 (12 layers, no
+ * grouped heads) likewise: 12 Softmax nodes, no Attention. */
+static void test_sdpa_backend_math_graph(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        enum dnnmem_sdpa_backend b;
+        int attention, softmax;
+    } cases[] = {{"tiny-llama-gqa.json", DNNMEM_SDPA_AUTO, 4, 0},
+                 {"tiny-llama-gqa.json", DNNMEM_SDPA_MATH, 0, 4},
+                 {"gpt2.json", DNNMEM_SDPA_AUTO, 12, 0},
+                 {"gpt2.json", DNNMEM_SDPA_MATH, 0, 12}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.precision = DNNMEM_PRECISION_BF16;
+        cfg.transformers_version = 456;
+        cfg.sdpa_backend = cases[k].b;
+        struct dm_graph g;
+        load_hf_graph(&g, cases[k].name, true, &cfg);
+        assert_int_equal(count_op(&g, DM_OP_Attention), cases[k].attention);
+        assert_int_equal(count_op(&g, DM_OP_Softmax), cases[k].softmax);
+        dm_graph_free(&g);
+    }
+}
+
+/* Forced kernels PyTorch refuses: the memory-efficient one with grouped keys
+ * and values under enable_gqa (transformers 4.54+; measured "No available
+ * kernel" on the H200), flash and cuDNN with float32; with repeat_kv
+ * (transformers 4.51) the memory-efficient kernel runs. --sdpa-backend under
+ * eager attention is a usage error. */
+static void test_sdpa_backend_refused(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    static const struct {
+        enum dnnmem_sdpa_backend b;
+        enum dnnmem_precision p;
+        int tv;
+        enum dnnmem_attn attn;
+        enum dnnmem_status st;
+        const char *msg;
+    } cases[] = {
+        {DNNMEM_SDPA_EFFICIENT, DNNMEM_PRECISION_BF16, 456, DNNMEM_ATTN_SDPA, DNNMEM_E_UNSUPPORTED,
+         "--sdpa-backend efficient: PyTorch has no such kernel"},
+        {DNNMEM_SDPA_EFFICIENT, DNNMEM_PRECISION_BF16, 451, DNNMEM_ATTN_SDPA, DNNMEM_OK, NULL},
+        {DNNMEM_SDPA_FLASH, DNNMEM_PRECISION_FP32, 451, DNNMEM_ATTN_SDPA, DNNMEM_E_UNSUPPORTED,
+         "--sdpa-backend flash: PyTorch has no such kernel"},
+        {DNNMEM_SDPA_CUDNN, DNNMEM_PRECISION_FP32, 456, DNNMEM_ATTN_SDPA, DNNMEM_E_UNSUPPORTED,
+         "--sdpa-backend cudnn: PyTorch has no such kernel"},
+        {DNNMEM_SDPA_FLASH, DNNMEM_PRECISION_BF16, 456, DNNMEM_ATTN_SDPA, DNNMEM_OK, NULL},
+        {DNNMEM_SDPA_MATH, DNNMEM_PRECISION_BF16, 451, DNNMEM_ATTN_EAGER, DNNMEM_E_USAGE,
+         "--sdpa-backend needs sdpa attention"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.batch_size = 1;
+        cfg.seq_len = 32;
+        cfg.precision = cases[k].p;
+        cfg.transformers_version = cases[k].tv;
+        cfg.attn = cases[k].attn;
+        cfg.sdpa_backend = cases[k].b;
+        struct dnnmem_result *r = NULL;
+        struct dnnmem_error err;
+        assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), cases[k].st);
+        if (cases[k].msg)
+            assert_non_null(strstr(err.message, cases[k].msg));
+        dnnmem_result_free(r);
+    }
+    dnnmem_model_free(m);
+}
+
+/* The log-sum-exp the forced kernel's backward keeps: tiny-llama-gqa under
+ * transformers 4.51 (repeat_kv: q [1, 8, 40, 32]) in bf16. Flash keeps 40
+ * rows per head, the memory-efficient kernel 40 rounded up to kAlignLSE = 32,
+ * 64: 1 x 8 x 40 x 4 = 1280 bytes against 1 x 8 x 64 x 4 = 2048, 768 bytes
+ * more per layer. cuDNN is taken as flash. */
+static void test_sdpa_backend_lse(void **state)
+{
+    (void)state;
+    static const enum dnnmem_sdpa_backend bs[] = {DNNMEM_SDPA_FLASH, DNNMEM_SDPA_EFFICIENT,
+                                                  DNNMEM_SDPA_CUDNN};
+    static const int64_t bytes[] = {1280, 2048, 1280};
+    for (size_t k = 0; k < 3; k++) {
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.precision = DNNMEM_PRECISION_BF16;
+        cfg.sdpa_backend = bs[k];
+        struct dm_graph g;
+        load_hf_graph(&g, "tiny-llama-gqa.json", true, &cfg);
+        const struct dm_node *att = NULL;
+        for (int32_t i = 0; i < g.n_nodes && !att; i++)
+            if (g.nodes[i].op == DM_OP_Attention)
+                att = &g.nodes[i];
+        assert_non_null(att);
+        struct dm_tinfo t[1] = {{.dtype = DM_BFLOAT16, .rank = 4, .dims = {1, 8, 40, 32}}};
+        struct dm_node n = *att;
+        int32_t in[3] = {0, -1, -1};
+        n.in = in;
+        n.n_in = 1;
+        struct dm_run run = {.cuda = true, .torch_version = 206, .compute_capability = 90};
+        struct dm_sb b = {.t = t, .run = &run};
+        assert_int_equal(1 * 8 * dm_sdpa_lse_rows(&b, &n) * 4, bytes[k]);
+        dm_graph_free(&g);
+    }
+    assert_int_equal(2048 - 1280, 768);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -4279,6 +4398,9 @@ int main(void)
         cmocka_unit_test(test_qwen_moe),
         cmocka_unit_test(test_moe_aux_loss),
         cmocka_unit_test(test_deepseek),
+        cmocka_unit_test(test_sdpa_backend_math_graph),
+        cmocka_unit_test(test_sdpa_backend_refused),
+        cmocka_unit_test(test_sdpa_backend_lse),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
 }
