@@ -1162,12 +1162,12 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
      * use_cache off under gradient checkpointing (LlamaModel.forward and the
      * others of 4.51), so the graph is rebuilt without the returned cache */
     bool hf_ckpt = hf && m->json && cfg.mode == DNNMEM_MODE_TRAIN && cfg.n_checkpoint > 0;
-    /* sdpa with enable_gqa (transformers 4.54+ on PyTorch 2.5+): rebuilt
-     * without repeat_kv, knowing the kernel (gqa_attention in hf.c) */
+    /* sdpa with enable_gqa (transformers 4.54+ on PyTorch 2.5+: gqa_attention
+     * in hf.c), stated in the attention assumption */
     bool gqa = sdpa && !flash && m->json && transformers >= 454 && torch >= 205;
-    /* transformers 4.52 and later: GPT-2's Cache classes, 5.0's cache copies
-     * and last-position logits (dm_load_hf); the graphs loaded with the
-     * model are 4.51's */
+    /* transformers 4.52 and later (GPT-2's Cache classes, 4.54's enable_gqa,
+     * 4.56's sdpa views, 5.0's cache copies and last-position logits:
+     * dm_load_hf): the graphs loaded with the model are 4.51's */
     bool later = hf && m->json && transformers >= 452;
     /* fp16 on CUDA: softmax(dtype=float32) without its float32 copy (softmax_f32) */
     bool half_to_float = hf && m->json && cfg.precision == DNNMEM_PRECISION_FP16 &&
@@ -1175,8 +1175,8 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
     /* a forced sdpa kernel: the Attention nodes marked with it, or the math
      * kernel's decomposition (dm_load_hf) */
     bool forced = sdpa && m->json && cfg.sdpa_backend != DNNMEM_SDPA_AUTO;
-    if (lo->r != 0 || cfg.quant || flash || (generate && hf && m->json) || hf_ckpt || gqa ||
-        later || half_to_float || forced) {
+    if (lo->r != 0 || cfg.quant || flash || (generate && hf && m->json) || hf_ckpt || later ||
+        half_to_float || forced) {
         if (lo->r && (!hf || !m->json))
             return dm_fail(err, DNNMEM_E_USAGE,
                            "%s: --lora-r applies to HuggingFace config.json models", g->path);
@@ -1423,8 +1423,7 @@ enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnme
                    ? "; generation follows 4.51's loop, with GPT-2's DynamicCache from 4.52 "
                      "(PR #35761), and from 5.0 GPT-2's last-position logits and the cache "
                      "layers' copies of k and v"
-                   : transformers >= 500 && hf
-                   ? "; from 5.0 the cache layers keep copies of k and v"
+                   : transformers >= 500 ? "; from 5.0 the cache layers keep copies of k and v"
                    : "");
     if (hf)
         assume(&as, "attention", cfg.attn ? "option" : "default", "%s",

@@ -124,6 +124,8 @@ struct hf {
     bool train;                /* --mode train (inputs require grad) */
     bool bf16;                 /* the attention computes in bf16 */
     int torch;                 /* the PyTorch release, major * 100 + minor */
+    bool albert_interface;     /* ALBERT's attention runs the shared eager_attention_forward:
+                                  transformers >= 4.54 (PR #38301) */
     bool sdpa_as_is;           /* sdpa_attention_forward passes q, k, v to the kernel as
                                   they are, no .contiguous(): transformers >= 4.56 */
     bool gpt2_cache;           /* GPT-2 takes Cache classes: transformers >= 4.52 */
@@ -1676,11 +1678,13 @@ static int32_t fused_attention(struct hf *h, const int32_t qkv[3], bool causal)
  * (it copies only a tensor whose last dim is strided); keys and values keep
  * their KV heads (FlashAttention-2 takes grouped heads); no mask (the
  * models' _update_causal_mask returns None for flash_attention_2 unless
- * the attention_mask has padding). The node is marked for the schedule:
+ * the attention_mask has padding); `causal` for the decoders, not for
+ * DistilBERT's and ViT's encoders. The node is marked for the schedule:
  * always the flash kernel, and with KV < H backward's H-headed dk and dv. */
-static int32_t flash_attention(struct hf *h, int32_t q, int32_t k, int32_t v, double scale)
+static int32_t flash_attention(struct hf *h, int32_t q, int32_t k, int32_t v, double scale,
+                               bool causal)
 {
-    int32_t o = fused_attention(h, (int32_t[]){q, k, v}, true);
+    int32_t o = fused_attention(h, (int32_t[]){q, k, v}, causal);
     attr_f(h, "scale", scale);
     attr_i(h, "flash_attn", 1);
     return o;
@@ -2134,7 +2138,7 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
         vr = reshape(h, v, INTS(0, H, -1, D));
     }
     if (h->flash) {
-        o = flash_attention(h, q, kr, vr, 1.0 / sqrt((double)D));
+        o = flash_attention(h, q, kr, vr, 1.0 / sqrt((double)D), true);
     } else if (h->sdpa) {
         /* sdpa_attention_forward: query, key and value .contiguous() (the
          * same copies), then one F.scaled_dot_product_attention(is_causal,
@@ -3084,7 +3088,7 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
         /* flash_attention_2 through the same interface: flash_attention_forward
          * on the permuted views (no copies), flash_attn_func's default scale
          * (GPT2Attention passes none) */
-        o = flash_attention(h, qkvh[0], qkvh[1], qkvh[2], 1.0 / sqrt((double)hd));
+        o = flash_attention(h, qkvh[0], qkvh[1], qkvh[2], 1.0 / sqrt((double)hd), true);
     } else if (h->sdpa) {
         /* GPT-2 runs the shared attention interface from 4.48 (4.51's
          * GPT2Attention.forward: ALL_ATTENTION_FUNCTIONS["sdpa"]), whose
@@ -3306,7 +3310,7 @@ static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qk
     if (h->sdpa) {
         bool masked = c->kind == K_ALBERT && mask >= 0;
         o = sdpa_attention(h, qkv, masked ? mask : -1, false, H, H, D, D, 0, c->attn_drop);
-    } else if (c->kind == K_ALBERT && h->transformers >= 454) {
+    } else if (c->kind == K_ALBERT && h->albert_interface) {
         /* transformers 4.54+ (PR #38301): AlbertAttention calls the shared
          * eager_attention_forward: torch.matmul(query, key.transpose(2, 3))
          * copies q and k^T (non-contiguous views) into its bmm operands at
@@ -3363,7 +3367,7 @@ static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int
     o = layer_norm(h, o, E, c->eps);
     leave(h, t);
     leave(h, s);
-    if (albert && !h->sdpa && h->transformers >= 454) {
+    if (albert && !h->sdpa && h->albert_interface) {
         /* 4.54+'s AlbertAttention.forward: query_layer, key_layer and
          * value_layer (views of the projections) are locals until it
          * returns, and attn_output (the dense output) is rebound only by
@@ -3400,7 +3404,7 @@ static int32_t encoder_ffn(struct hf *h, const struct bert *c, int32_t a)
     leave(h, t);
     leave(h, s);
     /* 4.54+'s AlbertLayer.forward: ffn_output is a local until it returns */
-    if (albert && !h->sdpa && h->transformers >= 454)
+    if (albert && !h->sdpa && h->albert_interface)
         hold(h, ffn_out, last_node(h));
     return y;
 }
@@ -3485,7 +3489,7 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
      * that was not given None (traced, eager: no mask and no mask add).
      * sdpa keeps the 4.51 mask here: without it the measured sdpa rows
      * are mixed (b8 x 512 reserved -0.4% -> +8.4%), not traced yet */
-    if ((!h->sdpa && !(albert && h->transformers >= 454)) || (h->sdpa && albert)) {
+    if ((!h->sdpa && !(albert && h->albert_interface)) || (h->sdpa && albert)) {
         int32_t one = const_ints(h, INTS(1, 1));
         int32_t b1 = op(h, DM_OP_Slice, 4, shape, const_ints(h, INTS(0)), const_ints(h, INTS(1)),
                         const_ints(h, INTS(0)));
@@ -3599,9 +3603,7 @@ static int32_t distil_attention(struct hf *h, const struct bert *c, int32_t x, i
         /* DistilBertFlashAttention2: q_lin, k_lin, v_lin viewed [B, S, H, D]
          * (no copies) into flash_attn_func, not causal; DistilBertModel passes
          * no mask without padding (an all-ones attention_mask becomes None) */
-        o = fused_attention(h, qkv, false);
-        attr_f(h, "scale", 1.0 / sqrt((double)D));
-        attr_i(h, "flash_attn", 1);
+        o = flash_attention(h, qkv[0], qkv[1], qkv[2], 1.0 / sqrt((double)D), false);
     } else if (h->sdpa) {
         o = sdpa_attention(h, qkv, -1, false, H, H, D, D, 0, c->attn_drop);
     } else {
@@ -4355,9 +4357,7 @@ static int32_t vit_attention(struct hf *h, const struct vit *c, int32_t x)
      * transposes the views back to [B, N, H, D] (no copies) */
     int32_t o;
     if (h->flash) {
-        o = fused_attention(h, qkv, false);
-        attr_f(h, "scale", 1.0 / sqrt((double)D));
-        attr_i(h, "flash_attn", 1);
+        o = flash_attention(h, qkv[0], qkv[1], qkv[2], 1.0 / sqrt((double)D), false);
     } else if (h->sdpa && h->sdpa_as_is) {
         o = sdpa_attention(h, qkv, -1, false, H, H, D, D, 1.0 / sqrt((double)D), c->attn_drop);
     } else if (h->sdpa) {
@@ -4894,6 +4894,7 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
     h.half_to_float = opt && opt->precision == DNNMEM_PRECISION_FP16 &&
                       opt->device == DNNMEM_DEVICE_CUDA;
     h.transformers = tv;
+    h.albert_interface = tv >= 454;
     h.sdpa_as_is = tv >= 456;
     h.backend = opt && h.sdpa && !h.flash ? opt->sdpa_backend : DNNMEM_SDPA_AUTO;
     h.train = opt && opt->mode == DNNMEM_MODE_TRAIN;

@@ -1343,12 +1343,7 @@ static bool mx_save(struct dm_sb *b, int32_t i)
         keep_new(b, i, DM_FLOAT, c, "var (output 2)");
     }
     if ((keep & MXK_LN) && in0 >= 0) {
-        int64_t axis = dm_attr_int(n, "axis", -1), rows = 1;
-        int rank = t[in0].rank;
-        if (axis < 0)
-            axis += rank;
-        for (int d = 0; d < axis && d < rank; d++)
-            rows *= t[in0].dims[d];
+        int64_t rows = ln_rows(b, n);
         keep_new(b, i, t[in0].dtype, rows, "mean (output 1)");
         keep_new(b, i, t[in0].dtype, rows, "std (output 2)");
     }
