@@ -61,7 +61,7 @@ CLI_OBJ := $(B)/cli/main.o
 UNIT_SRC := $(wildcard tests/unit/test-*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
-all: $(B)/libdnnmem.a $(B)/libdnnmem.so $(B)/dnnmem $(B)/dnnmem.pc
+all: $(B)/libdnnmem.a $(B)/libdnnmem.so $(B)/dnnmem
 
 $(B)/gen/onnx.pb-c.c $(B)/gen/onnx.pb-c.h &: $(ONNX_PROTO)
 	@mkdir -p $(B)/gen
@@ -91,10 +91,6 @@ $(B)/libdnnmem.so: $(LIB_OBJ)
 
 $(B)/dnnmem: $(CLI_OBJ) $(B)/libdnnmem.a
 	$(CC) $(SANFLAGS) -o $@ $(CLI_OBJ) $(B)/libdnnmem.a $(LDLIBS)
-
-$(B)/dnnmem.pc: dnnmem.pc.in
-	@mkdir -p $(B)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 
 # ---- tests -------------------------------------------------------------------
 
@@ -148,6 +144,8 @@ ifneq ($(SAN),1)
 endif
 
 # ---- install -----------------------------------------------------------------
+# dnnmem.pc is written at install time, with this install's PREFIX (not the
+# one an earlier `make` saw).
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
@@ -158,7 +156,8 @@ install: all
 	ln -sf libdnnmem.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libdnnmem.so
 	install -m 644 include/dnnmem.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(B)/dnnmem $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(B)/dnnmem.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' dnnmem.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dnnmem.pc
 
 # ---- benchmark ------------------------------------------------------------------
 
