@@ -4,7 +4,7 @@
 #   make check           unit tests, ONNX conformance, CLI and fixture tests
 #   make install PREFIX=/usr/local
 #   make SAN=1 check     the same under AddressSanitizer + UBSan (build-san/)
-#   make fuzz            libFuzzer target for the ONNX loader (clang)
+#   make fuzz            libFuzzer targets, one per parser (clang)
 #   make bench           speed benchmark (bench/)
 #   make B=dir ...       build in another directory
 #
@@ -170,22 +170,43 @@ bench: $(B)/bench/bench
 	$(B)/bench/bench $(B)/bench
 
 # ---- fuzzing (clang, libFuzzer) ---------------------------------------------------
+# One target per parser (fuzz/fuzz-NAME.c, seeds in fuzz/corpus/NAME/), each
+# also running the estimate; the library is built once with the fuzzer's
+# instrumentation. fuzz-run runs each target for FUZZ_TIME seconds.
 
-FUZZ_TIME ?= 60
-build-fuzz/fuzz-onnx: fuzz/fuzz-onnx.c $(LIB_SRC) $(B)/gen/onnx.pb-c.c
-	@mkdir -p build-fuzz
-	clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fsanitize=fuzzer,address,undefined \
-	    -fno-sanitize-recover=all \
-	    -Iinclude -Isrc -I$(B)/gen $(PKG_CFLAGS) -o $@ fuzz/fuzz-onnx.c $(LIB_SRC) \
-	    $(B)/gen/onnx.pb-c.c $(LDLIBS)
+FUZZ_TIME    ?= 20
+FUZZ_TARGETS := onnx hf keras keras-zip mxnet safetensors
+FUZZ_FLAGS   := -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+FUZZ_OBJ     := $(LIB_SRC:%.c=build-fuzz/%.o) build-fuzz/gen/onnx.pb-c.o
 
-fuzz: build-fuzz/fuzz-onnx
+build-fuzz/%.o: %.c include/dnnmem.h src/dnnmem-impl.h $(B)/gen/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@clang -std=c11 -D_POSIX_C_SOURCE=200809L $(FUZZ_FLAGS) -MMD -MP -Iinclude -Isrc -I$(B)/gen \
+	    $(PKG_CFLAGS) -c $< -o $@
 
-fuzz-run: build-fuzz/fuzz-onnx
-	@rm -rf build-fuzz/new && mkdir -p build-fuzz/new
-	build-fuzz/fuzz-onnx -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
-	    -artifact_prefix=build-fuzz/ \
-	    build-fuzz/new fuzz/corpus
+-include $(FUZZ_OBJ:%.o=%.d)
+.SECONDARY: $(FUZZ_OBJ)
+
+build-fuzz/gen/onnx.pb-c.o: $(B)/gen/onnx.pb-c.c
+	@mkdir -p $(dir $@)
+	@clang -std=c11 $(FUZZ_FLAGS) $(PKG_CFLAGS) -w -c $< -o $@
+
+build-fuzz/fuzz-%: fuzz/fuzz-%.c fuzz/fuzz.h $(FUZZ_OBJ)
+	@echo "  CCLD    $@"
+	@clang -std=c11 -D_POSIX_C_SOURCE=200809L $(FUZZ_FLAGS) -fsanitize=fuzzer -Iinclude -Isrc \
+	    -I$(B)/gen $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
+
+fuzz: $(FUZZ_TARGETS:%=build-fuzz/fuzz-%)
+
+fuzz-run: fuzz
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	    rm -rf build-fuzz/new-$$t && mkdir -p build-fuzz/new-$$t; \
+	    build-fuzz/fuzz-$$t -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
+	        -artifact_prefix=build-fuzz/$$t- build-fuzz/new-$$t fuzz/corpus/$$t \
+	        >build-fuzz/$$t.log 2>&1 || { tail -40 build-fuzz/$$t.log; echo "fuzz-$$t: FAILED"; exit 1; }; \
+	    echo "fuzz-$$t: $$(grep -o 'Done [0-9]* runs in [0-9]* second(s)' build-fuzz/$$t.log)"; \
+	done
 
 clean:
 	rm -rf build build-san build-fuzz
