@@ -607,9 +607,9 @@ expect 3 "node 'pre_fc1' (Gemm)" -- estimate $X/mobilefacenet-symbol.json --inpu
 # the fuzz corpus's symbols: Conv/BN/LeakyReLU/Pooling full/Reshape -3 -2/
 # SliceChannel/FullyConnected/SoftmaxOutput; 0.8 Embedding + 2-layer
 # bidirectional GRU + _mul_scalar + softmax
-expect 0 "saved for backward" -- estimate fuzz/corpus/mxnet-tiny-conv-symbol.json \
+expect 0 "saved for backward" -- estimate fuzz/corpus/mxnet/mxnet-tiny-conv-symbol.json \
     --input-shape data=2,2,8,8 --mode train
-expect 0 "rnn/MxRNN" -- estimate fuzz/corpus/mxnet-legacy-rnn-symbol.json --input-shape data=7,2 \
+expect 0 "rnn/MxRNN" -- estimate fuzz/corpus/mxnet/mxnet-legacy-rnn-symbol.json --input-shape data=7,2 \
     --mode train --top 20
 # --input-shape on ONNX: binds the symbolic dims; rank and fixed dims must agree
 expect 0 "dims.batch     4 (--input-shape input)" -- \
