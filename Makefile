@@ -5,7 +5,7 @@
 #   make install PREFIX=/usr/local
 #   make SAN=1 check     the same under AddressSanitizer + UBSan (build-san/)
 #   make fuzz            libFuzzer target for the ONNX loader (clang)
-#   make bench           speed benchmark (bench/)
+#   make bench           speed benchmark (bench/; BENCH_BASE=dnnmem: against a baseline)
 #   make B=dir ...       build in another directory
 #
 # Variables: CC, CFLAGS, PREFIX, DESTDIR, ONNX_PROTO (the schema, by default
@@ -172,8 +172,9 @@ $(B)/bench/bench: bench/bench.c $(B)/libdnnmem.a
 	@echo "  CCLD    $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libdnnmem.a $(LDLIBS)
 
-bench: $(B)/bench/bench
+bench: $(B)/bench/bench $(B)/dnnmem
 	$(B)/bench/bench $(B)/bench
+	sh bench/cli.sh $(BENCH_BASE) $(B)/dnnmem
 
 # ---- fuzzing (clang, libFuzzer) ---------------------------------------------------
 
