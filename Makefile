@@ -5,7 +5,7 @@
 #   make install PREFIX=/usr/local
 #   make SAN=1 check     the same under AddressSanitizer + UBSan (build-san/)
 #   make fuzz            libFuzzer targets, one per parser (clang)
-#   make bench           speed benchmark (bench/)
+#   make bench           speed benchmark (bench/; BENCH_BASE=dnnmem: against a baseline)
 #   make B=dir ...       build in another directory
 #
 # Variables: CC, CFLAGS, PREFIX, DESTDIR, ONNX_PROTO (the schema, by default
@@ -40,10 +40,14 @@ ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC $(WARN) $(SANFLAGS) $(CFL
               -Iinclude -Isrc -I$(B)/gen $(PKG_CFLAGS)
 LDLIBS := $(PKG_LIBS) -lm
 
+# The Keras front end (src/load/keras/keras.h).
+KERAS_SRC := src/load/keras/build.c src/load/keras/layers.c src/load/keras/spatial.c \
+             src/load/keras/sequence.c src/load/keras/model.c src/load/keras/functional.c \
+             src/load/keras/archive.c
 # The pipeline, in order: util, graph, load, shape, schedule, alloc, report, api.
 LIB_SRC := src/util/arena.c src/util/error.c \
            src/graph/dtype.c src/graph/ops.c src/graph/graph.c src/graph/lift.c \
-           src/load/onnx.c src/load/hf.c src/load/keras.c src/load/safetensors.c \
+           src/load/onnx.c src/load/hf.c $(KERAS_SRC) src/load/safetensors.c \
            src/load/mxnet.c \
            src/shape/infer.c src/shape/elementwise.c src/shape/tensor.c src/shape/nn.c \
            src/shape/contrib.c \
@@ -78,6 +82,7 @@ $(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/grap
 	@$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(B)/src/load/hf.o: src/load/hf_decoders.inc
+$(KERAS_SRC:%.c=$(B)/%.o): src/load/keras/keras.h
 
 $(B)/libdnnmem.a: $(LIB_OBJ)
 	@echo "  AR      $@"
@@ -166,8 +171,9 @@ $(B)/bench/bench: bench/bench.c $(B)/libdnnmem.a
 	@echo "  CCLD    $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libdnnmem.a $(LDLIBS)
 
-bench: $(B)/bench/bench
+bench: $(B)/bench/bench $(B)/dnnmem
 	$(B)/bench/bench $(B)/bench
+	sh bench/cli.sh $(BENCH_BASE) $(B)/dnnmem
 
 # ---- fuzzing (clang, libFuzzer) ---------------------------------------------------
 # One target per parser (fuzz/fuzz-NAME.c, seeds in fuzz/corpus/NAME/), each

@@ -1,7 +1,9 @@
 /*
  * bench.c: in-process speed of load + shape inference + estimate.
  *
- *   make bench      (runs build/bench/bench from the repository root)
+ *   make bench      (runs build/bench/bench from the repository root, then
+ *                   bench/cli.sh: the CLI's whole-process wall times of the
+ *                   targets of issue 12, see its header)
  *
  * Prints, per model, the median and the 90th percentile over many runs. The
  * 100+ MB case is resnet50 with every initializer embedded as raw_data

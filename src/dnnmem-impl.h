@@ -454,7 +454,7 @@ enum dnnmem_status dm_load_mxnet(struct dm_graph *g, const uint8_t *data, size_t
 /* Whether a JSON text looks like an MXNet symbol (a cheap check of its
  * first bytes for the keys "nodes" and "heads"/"arg_nodes"). */
 bool dm_is_mxnet_json(const uint8_t *data, size_t size);
-/* Keras model JSON (src/load/keras.c): model.to_json() of Keras 2 (Model,
+/* Keras model JSON (src/load/keras/): model.to_json() of Keras 2 (Model,
  * Functional, Sequential, nested models) and the Keras 3 layout (config.json
  * of a .keras archive), built layer by layer into the IR. dm_keras_json says
  * whether a JSON text is one (a top-level class_name and config naming a

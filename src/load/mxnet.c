@@ -855,22 +855,58 @@ static int32_t softmax_output(struct mx *m, const int32_t *in, int n_in, bool mu
 
 /* ---- one MXNet node --------------------------------------------------------- */
 
-static bool is(const char *op, const char *const *names)
+/* MXNet's element-wise operators by name (legacy, NNVM and NumPy spellings):
+ * the IR op, and its operands: two inputs, one input, or the input and the
+ * attribute 'scalar' (x op c, or reversed c op x). */
+enum ew_kind { EW_BINARY, EW_UNARY, EW_SCALAR, EW_RSCALAR };
+static const struct elementwise {
+    const char *name;
+    enum dm_op op;
+    enum ew_kind kind;
+} ELEMENTWISE[] = {
+    {"elemwise_add", DM_OP_Add, EW_BINARY},      {"_Plus", DM_OP_Add, EW_BINARY},
+    {"_plus", DM_OP_Add, EW_BINARY},             {"_add", DM_OP_Add, EW_BINARY},
+    {"broadcast_add", DM_OP_Add, EW_BINARY},     {"broadcast_plus", DM_OP_Add, EW_BINARY},
+    {"_npi_add", DM_OP_Add, EW_BINARY},          {"elemwise_sub", DM_OP_Sub, EW_BINARY},
+    {"_Minus", DM_OP_Sub, EW_BINARY},            {"_minus", DM_OP_Sub, EW_BINARY},
+    {"_sub", DM_OP_Sub, EW_BINARY},              {"broadcast_sub", DM_OP_Sub, EW_BINARY},
+    {"broadcast_minus", DM_OP_Sub, EW_BINARY},   {"elemwise_mul", DM_OP_Mul, EW_BINARY},
+    {"_Mul", DM_OP_Mul, EW_BINARY},              {"_mul", DM_OP_Mul, EW_BINARY},
+    {"broadcast_mul", DM_OP_Mul, EW_BINARY},     {"elemwise_div", DM_OP_Div, EW_BINARY},
+    {"_Div", DM_OP_Div, EW_BINARY},              {"_div", DM_OP_Div, EW_BINARY},
+    {"broadcast_div", DM_OP_Div, EW_BINARY},     {"_Maximum", DM_OP_Max, EW_BINARY},
+    {"_maximum", DM_OP_Max, EW_BINARY},          {"broadcast_maximum", DM_OP_Max, EW_BINARY},
+    {"_Minimum", DM_OP_Min, EW_BINARY},          {"_minimum", DM_OP_Min, EW_BINARY},
+    {"broadcast_minimum", DM_OP_Min, EW_BINARY},
+    {"_plus_scalar", DM_OP_Add, EW_SCALAR},      {"_PlusScalar", DM_OP_Add, EW_SCALAR},
+    {"_minus_scalar", DM_OP_Sub, EW_SCALAR},     {"_MinusScalar", DM_OP_Sub, EW_SCALAR},
+    {"_rminus_scalar", DM_OP_Sub, EW_RSCALAR},   {"_RMinusScalar", DM_OP_Sub, EW_RSCALAR},
+    {"_mul_scalar", DM_OP_Mul, EW_SCALAR},       {"_MulScalar", DM_OP_Mul, EW_SCALAR},
+    {"_div_scalar", DM_OP_Div, EW_SCALAR},       {"_DivScalar", DM_OP_Div, EW_SCALAR},
+    {"_rdiv_scalar", DM_OP_Div, EW_RSCALAR},     {"_RDivScalar", DM_OP_Div, EW_RSCALAR},
+    {"_power_scalar", DM_OP_Pow, EW_SCALAR},     {"_PowerScalar", DM_OP_Pow, EW_SCALAR},
+    {"_maximum_scalar", DM_OP_Max, EW_SCALAR},   {"_MaximumScalar", DM_OP_Max, EW_SCALAR},
+    {"_minimum_scalar", DM_OP_Min, EW_SCALAR},   {"_MinimumScalar", DM_OP_Min, EW_SCALAR},
+    {"relu", DM_OP_Relu, EW_UNARY},              {"sigmoid", DM_OP_Sigmoid, EW_UNARY},
+    {"tanh", DM_OP_Tanh, EW_UNARY},              {"exp", DM_OP_Exp, EW_UNARY},
+    {"log", DM_OP_Log, EW_UNARY},                {"sqrt", DM_OP_Sqrt, EW_UNARY},
+    {"abs", DM_OP_Abs, EW_UNARY},                {"negative", DM_OP_Neg, EW_UNARY},
+    {"softsign", DM_OP_Softsign, EW_UNARY},
+};
+
+static const struct elementwise *elementwise(const char *op)
 {
-    for (; *names; names++)
-        if (!strcmp(op, *names))
-            return true;
-    return false;
+    for (size_t k = 0; k < sizeof ELEMENTWISE / sizeof ELEMENTWISE[0]; k++)
+        if (!strcmp(op, ELEMENTWISE[k].name))
+            return &ELEMENTWISE[k];
+    return NULL;
 }
 
-static const char *const ADD[] = {"elemwise_add", "_Plus", "_plus", "_add", "broadcast_add",
-                                  "broadcast_plus", "_npi_add", NULL};
-static const char *const SUB[] = {"elemwise_sub", "_Minus", "_minus", "_sub", "broadcast_sub",
-                                  "broadcast_minus", NULL};
-static const char *const MUL[] = {"elemwise_mul", "_Mul", "_mul", "broadcast_mul", NULL};
-static const char *const DIV[] = {"elemwise_div", "_Div", "_div", "broadcast_div", NULL};
-static const char *const MAXI[] = {"_Maximum", "_maximum", "broadcast_maximum", NULL};
-static const char *const MINI[] = {"_Minimum", "_minimum", "broadcast_minimum", NULL};
+static void wrong_arity(struct mx *m, int n_in)
+{
+    fail(m, DNNMEM_E_MODEL, "node '%s' (%s): %d inputs is the wrong count", m->cur_name,
+         m->cur_op, n_in);
+}
 
 /* The slot kind of input k of an op (for classifying variables). */
 static enum slot slot_of(const char *op, int k)
@@ -922,34 +958,210 @@ static void tag_mirror(struct mx *m, int32_t first)
     }
 }
 
+static int32_t dropout(struct mx *m, int32_t x)
+{
+    double p = fattr(m, "p", 0.5);
+    static const char *const modes[] = {"training", "always", NULL};
+    cattr(m, "mode", "training", modes);
+    int64_t axes[DM_MAX_DIMS];
+    if (tattr(m, "axes", axes, DM_MAX_DIMS) > 0)
+        fail(m, DNNMEM_E_UNSUPPORTED,
+             "node '%s' (Dropout): variational dropout (axes) is not supported", m->cur_name);
+    if (m->st == DNNMEM_OK && (p < 0 || p >= 1))
+        bad_attr(m, "p", sattr(m, "p"), "a number in [0, 1)");
+    const char *name = m->next_out;
+    m->next_out = NULL;
+    int32_t r = const_f(m, p);
+    m->next_out = name;
+    return op1(m, DM_OP_Dropout, true, 2, x, r);
+}
+
+static int32_t concat(struct mx *m, const int32_t *in, int n_in)
+{
+    int64_t dim = iattr(m, "dim", 1, -DM_MAX_DIMS, DM_MAX_DIMS - 1);
+    int64_t na = iattr(m, "num_args", n_in, 1, 1 << 20);
+    if (m->st == DNNMEM_OK && na != n_in)
+        return fail(m, DNNMEM_E_MODEL, "node '%s' (Concat): num_args is %lld but it has %d inputs",
+                    m->cur_name, (long long)na, n_in), -1;
+    struct dm_node *n = emit(m, DM_OP_Concat, n_in, in, 1, true);
+    set_i(m, "axis", dim);
+    return n ? n->out[0] : -1;
+}
+
+/* The loss per sequence [N] of activations [T, N, alphabet]: built as
+ * log_softmax then a sum over T and the alphabet (the forward's
+ * log-probabilities are the large intermediate); the label and the optional
+ * lengths are inputs the sum does not read. */
+static int32_t ctc_loss(struct mx *m, int32_t x)
+{
+    static const char *const blanks[] = {"first", "last", NULL};
+    battr(m, "use_data_lengths", false);
+    battr(m, "use_label_lengths", false);
+    cattr(m, "blank_label", "first", blanks);
+    const char *name = m->next_out;
+    m->next_out = NULL;
+    int32_t lp = op1(m, DM_OP_LogSoftmax, false, 1, x);
+    set_i(m, "axis", -1);
+    int32_t ax = const_ints(m, 2, (int64_t[]){0, 2});
+    m->next_out = name;
+    int32_t y = op1(m, DM_OP_ReduceSum, true, 2, lp, ax);
+    set_i(m, "keepdims", 0);
+    return y;
+}
+
+/* SliceChannel / split: num_outputs outputs, set here (not one y). */
+static void slice_channel(struct mx *m, int32_t x)
+{
+    const char *op = m->cur_op;
+    int64_t no = iattr(m, "num_outputs", -1, 1, MAX_OUTPUTS);
+    int64_t axis = iattr(m, "axis", 1, -DM_MAX_DIMS, DM_MAX_DIMS - 1);
+    bool squeeze = battr(m, "squeeze_axis", false);
+    if (m->st != DNNMEM_OK)
+        return;
+    if (no < 0) {
+        fail(m, DNNMEM_E_MODEL, "node '%s' (%s): attribute 'num_outputs' is missing", m->cur_name,
+             op);
+        return;
+    }
+    m->out[m->cur_id] = dm_arena_array(&m->g->arena, (size_t)no, sizeof(int32_t));
+    if (!m->out[m->cur_id]) {
+        oom(m);
+        return;
+    }
+    m->n_out[m->cur_id] = (int)no;
+    /* outputs "<name>_output<k>": Split's own, or (squeeze_axis) the
+     * Squeeze views of them */
+    const char *base = m->next_out;
+    m->next_out = NULL;
+    const char **names = dm_arena_array(&m->g->arena, (size_t)no, sizeof *names);
+    for (int64_t k = 0; names && k < no; k++)
+        if (!(names[k] = dm_arena_printf(&m->g->arena, "%s%lld", base, (long long)k)))
+            names = NULL;
+    if (!names) {
+        oom(m);
+        return;
+    }
+    m->out_names = squeeze ? NULL : names;
+    struct dm_node *n = emit(m, DM_OP_Split, 1, &x, (int)no, !squeeze);
+    if (!n)
+        return;
+    set_i(m, "axis", axis);
+    int32_t *outs = n->out;
+    for (int64_t k = 0; k < no && m->st == DNNMEM_OK; k++) {
+        if (!squeeze) {
+            m->out[m->cur_id][k] = outs[k];
+            continue;
+        }
+        int32_t ax = const_ints(m, 1, (int64_t[]){axis});
+        m->aux_out = names[k];
+        m->out[m->cur_id][k] = op1(m, DM_OP_Squeeze, false, 2, outs[k], ax);
+    }
+}
+
+static int32_t embedding(struct mx *m, const int32_t *in, int n_in)
+{
+    int64_t id = iattr(m, "input_dim", -1, 1, MAX_DIM), od = iattr(m, "output_dim", -1, 1, MAX_DIM);
+    const char *dt = sattr(m, "dtype");
+    if (m->st != DNNMEM_OK)
+        return -1;
+    if (id < 0 || od < 0)
+        return fail(m, DNNMEM_E_MODEL, "node '%s' (Embedding): attributes 'input_dim' and "
+                    "'output_dim' are required", m->cur_name), -1;
+    if (n_in != 2)
+        return wrong_arity(m, n_in), -1;
+    if (dt && mx_dtype_name(dt) != DM_UNDEFINED && unshaped(m, in[1]))
+        m->g->tensors[in[1]].dtype = mx_dtype_name(dt);
+    param_shape(m, in[1], 2, (int64_t[]){id, od});
+    return op1(m, DM_OP_Gather, true, 2, in[1], in[0]);
+}
+
+static int32_t transpose(struct mx *m, int32_t x)
+{
+    int64_t axes[DM_MAX_DIMS];
+    int n = tattr(m, "axes", axes, DM_MAX_DIMS);
+    int32_t y = op1(m, DM_OP_Transpose, true, 1, x);
+    if (n > 0)
+        set_ints(m, "perm", n, axes);
+    return y;
+}
+
+static int32_t expand_dims(struct mx *m, int32_t x)
+{
+    int64_t axis = iattr(m, "axis", INT64_MIN, -DM_MAX_DIMS, DM_MAX_DIMS);
+    if (m->st != DNNMEM_OK)
+        return -1;
+    if (axis == INT64_MIN)
+        return fail(m, DNNMEM_E_MODEL, "node '%s' (expand_dims): attribute 'axis' is missing",
+                    m->cur_name), -1;
+    const char *name = m->next_out;
+    m->next_out = NULL;
+    int32_t a = const_ints(m, 1, &axis);
+    m->next_out = name;
+    return op1(m, DM_OP_Unsqueeze, true, 2, x, a);
+}
+
+static int32_t squeeze(struct mx *m, int32_t x)
+{
+    int64_t axes[DM_MAX_DIMS];
+    const char *v = sattr(m, "axis");
+    int n = v && !strcmp(v, "None") ? 0 : tattr(m, "axis", axes, DM_MAX_DIMS);
+    if (m->st != DNNMEM_OK)
+        return -1;
+    if (n <= 0)
+        return op1(m, DM_OP_Squeeze, true, 1, x);
+    const char *name = m->next_out;
+    m->next_out = NULL;
+    int32_t a = const_ints(m, n, axes);
+    m->next_out = name;
+    return op1(m, DM_OP_Squeeze, true, 2, x, a);
+}
+
+static int32_t clip(struct mx *m, int32_t x)
+{
+    if (!sattr(m, "a_min") || !sattr(m, "a_max"))
+        return fail(m, DNNMEM_E_MODEL, "node '%s' (clip): attributes 'a_min' and 'a_max' are "
+                    "required", m->cur_name), -1;
+    double lo = fattr(m, "a_min", 0), hi = fattr(m, "a_max", 0);
+    const char *name = m->next_out;
+    m->next_out = NULL;
+    int32_t a = const_f(m, lo), b = const_f(m, hi);
+    m->next_out = name;
+    return op1(m, DM_OP_Clip, true, 3, x, a, b);
+}
+
+static int32_t cast(struct mx *m, int32_t x)
+{
+    const char *dt = sattr(m, "dtype");
+    if (m->st != DNNMEM_OK)
+        return -1;
+    enum dm_dtype t = dt ? mx_dtype_name(dt) : DM_UNDEFINED;
+    if (t == DM_UNDEFINED) {
+        if (dt)
+            bad_attr(m, "dtype", dt, "a dtype name (float32, float16, int32, ...)");
+        else
+            fail(m, DNNMEM_E_MODEL, "node '%s' (Cast): attribute 'dtype' is missing", m->cur_name);
+        return -1;
+    }
+    int32_t y = op1(m, DM_OP_Cast, true, 1, x);
+    set_i(m, "to", t);
+    return y;
+}
+
 static void build_op(struct mx *m, const int32_t *in, int n_in)
 {
     const char *op = m->cur_op;
     int32_t x = n_in > 0 ? in[0] : -1, y = -1;
-    if (is(op, ADD) || is(op, SUB) || is(op, MUL) || is(op, DIV) || is(op, MAXI) || is(op, MINI)) {
-        enum dm_op o = is(op, ADD) ? DM_OP_Add : is(op, SUB) ? DM_OP_Sub : is(op, MUL) ? DM_OP_Mul
-                     : is(op, DIV) ? DM_OP_Div : is(op, MAXI) ? DM_OP_Max : DM_OP_Min;
-        if (n_in != 2)
-            goto arity;
-        y = op1(m, o, true, 2, in[0], in[1]);
-    } else if (!strcmp(op, "_plus_scalar") || !strcmp(op, "_PlusScalar")) {
-        y = scalar_op(m, DM_OP_Add, x, false);
-    } else if (!strcmp(op, "_minus_scalar") || !strcmp(op, "_MinusScalar")) {
-        y = scalar_op(m, DM_OP_Sub, x, false);
-    } else if (!strcmp(op, "_rminus_scalar") || !strcmp(op, "_RMinusScalar")) {
-        y = scalar_op(m, DM_OP_Sub, x, true);
-    } else if (!strcmp(op, "_mul_scalar") || !strcmp(op, "_MulScalar")) {
-        y = scalar_op(m, DM_OP_Mul, x, false);
-    } else if (!strcmp(op, "_div_scalar") || !strcmp(op, "_DivScalar")) {
-        y = scalar_op(m, DM_OP_Div, x, false);
-    } else if (!strcmp(op, "_rdiv_scalar") || !strcmp(op, "_RDivScalar")) {
-        y = scalar_op(m, DM_OP_Div, x, true);
-    } else if (!strcmp(op, "_power_scalar") || !strcmp(op, "_PowerScalar")) {
-        y = scalar_op(m, DM_OP_Pow, x, false);
-    } else if (!strcmp(op, "_maximum_scalar") || !strcmp(op, "_MaximumScalar")) {
-        y = scalar_op(m, DM_OP_Max, x, false);
-    } else if (!strcmp(op, "_minimum_scalar") || !strcmp(op, "_MinimumScalar")) {
-        y = scalar_op(m, DM_OP_Min, x, false);
+    const struct elementwise *ew = elementwise(op);
+    if (ew && ew->kind == EW_BINARY) {
+        if (n_in != 2) {
+            wrong_arity(m, n_in);
+            return;
+        }
+        y = op1(m, ew->op, true, 2, in[0], in[1]);
+    } else if (ew && ew->kind == EW_UNARY) {
+        y = op1(m, ew->op, true, 1, x);
+    } else if (ew) {
+        y = scalar_op(m, ew->op, x, ew->kind == EW_RSCALAR);
     } else if (!strcmp(op, "Convolution") || !strcmp(op, "Convolution_v1")) {
         y = convolution(m, in, n_in, false);
     } else if (!strcmp(op, "Deconvolution")) {
@@ -960,15 +1172,6 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
         y = batch_norm(m, in, n_in);
     } else if (!strcmp(op, "Activation")) {
         y = activation(m, x);
-    } else if (!strcmp(op, "relu") || !strcmp(op, "sigmoid") || !strcmp(op, "tanh") ||
-               !strcmp(op, "exp") || !strcmp(op, "log") || !strcmp(op, "sqrt") ||
-               !strcmp(op, "abs") || !strcmp(op, "negative") || !strcmp(op, "softsign")) {
-        enum dm_op o = !strcmp(op, "relu") ? DM_OP_Relu : !strcmp(op, "sigmoid") ? DM_OP_Sigmoid
-                     : !strcmp(op, "tanh") ? DM_OP_Tanh : !strcmp(op, "exp") ? DM_OP_Exp
-                     : !strcmp(op, "log") ? DM_OP_Log : !strcmp(op, "sqrt") ? DM_OP_Sqrt
-                     : !strcmp(op, "abs") ? DM_OP_Abs : !strcmp(op, "negative") ? DM_OP_Neg
-                                          : DM_OP_Softsign;
-        y = op1(m, o, true, 1, x);
     } else if (!strcmp(op, "LeakyReLU")) {
         y = leaky_relu(m, in, n_in);
     } else if (!strcmp(op, "Pooling") || !strcmp(op, "Pooling_v1")) {
@@ -977,31 +1180,9 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
         y = op1(m, DM_OP_Flatten, true, 1, x);
         set_i(m, "axis", 1);
     } else if (!strcmp(op, "Dropout")) {
-        double p = fattr(m, "p", 0.5);
-        static const char *const modes[] = {"training", "always", NULL};
-        cattr(m, "mode", "training", modes);
-        int64_t axes[DM_MAX_DIMS];
-        if (tattr(m, "axes", axes, DM_MAX_DIMS) > 0)
-            fail(m, DNNMEM_E_UNSUPPORTED, "node '%s' (Dropout): variational dropout (axes) is not supported",
-                 m->cur_name);
-        if (m->st == DNNMEM_OK && (p < 0 || p >= 1))
-            bad_attr(m, "p", sattr(m, "p"), "a number in [0, 1)");
-        const char *name = m->next_out;
-        m->next_out = NULL;
-        int32_t r = const_f(m, p);
-        m->next_out = name;
-        y = op1(m, DM_OP_Dropout, true, 2, x, r);
+        y = dropout(m, x);
     } else if (!strcmp(op, "Concat") || !strcmp(op, "concat")) {
-        int64_t dim = iattr(m, "dim", 1, -DM_MAX_DIMS, DM_MAX_DIMS - 1);
-        int64_t na = iattr(m, "num_args", n_in, 1, 1 << 20);
-        if (m->st == DNNMEM_OK && na != n_in) {
-            fail(m, DNNMEM_E_MODEL, "node '%s' (Concat): num_args is %lld but it has %d inputs",
-                 m->cur_name, (long long)na, n_in);
-            return;
-        }
-        struct dm_node *n = emit(m, DM_OP_Concat, n_in, in, 1, true);
-        set_i(m, "axis", dim);
-        y = n ? n->out[0] : -1;
+        y = concat(m, in, n_in);
     } else if (!strcmp(op, "add_n") || !strcmp(op, "ElementWiseSum") || !strcmp(op, "_sum")) {
         struct dm_node *n = emit(m, DM_OP_Sum, n_in, in, 1, true);
         y = n ? n->out[0] : -1;
@@ -1026,22 +1207,7 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
         set_i(m, "mx_loss", 1); /* as SoftmaxOutput's */
     } else if (!strcmp(op, "CTCLoss") || !strcmp(op, "ctc_loss") || !strcmp(op, "_contrib_CTCLoss") ||
                !strcmp(op, "_contrib_ctc_loss")) {
-        /* the loss per sequence [N] of activations [T, N, alphabet]: built as
-         * log_softmax then a sum over T and the alphabet (the forward's
-         * log-probabilities are the large intermediate); the label and the
-         * optional lengths are inputs the sum does not read */
-        static const char *const blanks[] = {"first", "last", NULL};
-        battr(m, "use_data_lengths", false);
-        battr(m, "use_label_lengths", false);
-        cattr(m, "blank_label", "first", blanks);
-        const char *name = m->next_out;
-        m->next_out = NULL;
-        int32_t lp = op1(m, DM_OP_LogSoftmax, false, 1, x);
-        set_i(m, "axis", -1);
-        int32_t ax = const_ints(m, 2, (int64_t[]){0, 2});
-        m->next_out = name;
-        y = op1(m, DM_OP_ReduceSum, true, 2, lp, ax);
-        set_i(m, "keepdims", 0);
+        y = ctc_loss(m, x);
     } else if (!strcmp(op, "WarpCTC")) {
         /* forward: the softmax of the activations [T * N, alphabet] (plugin/
          * warpctc); the CTC gradient is its backward. The label the plugin
@@ -1053,99 +1219,16 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
     } else if (!strcmp(op, "Reshape") || !strcmp(op, "reshape")) {
         y = reshape(m, x);
     } else if (!strcmp(op, "SliceChannel") || !strcmp(op, "split")) {
-        int64_t no = iattr(m, "num_outputs", -1, 1, MAX_OUTPUTS);
-        int64_t axis = iattr(m, "axis", 1, -DM_MAX_DIMS, DM_MAX_DIMS - 1);
-        bool squeeze = battr(m, "squeeze_axis", false);
-        if (m->st != DNNMEM_OK)
-            return;
-        if (no < 0) {
-            fail(m, DNNMEM_E_MODEL, "node '%s' (%s): attribute 'num_outputs' is missing", m->cur_name, op);
-            return;
-        }
-        m->out[m->cur_id] = dm_arena_array(&m->g->arena, (size_t)no, sizeof(int32_t));
-        if (!m->out[m->cur_id]) {
-            oom(m);
-            return;
-        }
-        m->n_out[m->cur_id] = (int)no;
-        /* outputs "<name>_output<k>": Split's own, or (squeeze_axis) the
-         * Squeeze views of them */
-        const char *base = m->next_out;
-        m->next_out = NULL;
-        const char **names = dm_arena_array(&m->g->arena, (size_t)no, sizeof *names);
-        for (int64_t k = 0; names && k < no; k++)
-            if (!(names[k] = dm_arena_printf(&m->g->arena, "%s%lld", base, (long long)k)))
-                names = NULL;
-        if (!names) {
-            oom(m);
-            return;
-        }
-        m->out_names = squeeze ? NULL : names;
-        struct dm_node *n = emit(m, DM_OP_Split, 1, &x, (int)no, !squeeze);
-        if (!n)
-            return;
-        set_i(m, "axis", axis);
-        int32_t *outs = n->out;
-        for (int64_t k = 0; k < no && m->st == DNNMEM_OK; k++) {
-            if (!squeeze) {
-                m->out[m->cur_id][k] = outs[k];
-                continue;
-            }
-            int32_t ax = const_ints(m, 1, (int64_t[]){axis});
-            m->aux_out = names[k];
-            m->out[m->cur_id][k] = op1(m, DM_OP_Squeeze, false, 2, outs[k], ax);
-        }
+        slice_channel(m, x);
         return;
     } else if (!strcmp(op, "Embedding")) {
-        int64_t id = iattr(m, "input_dim", -1, 1, MAX_DIM), od = iattr(m, "output_dim", -1, 1, MAX_DIM);
-        const char *dt = sattr(m, "dtype");
-        if (m->st != DNNMEM_OK)
-            return;
-        if (id < 0 || od < 0) {
-            fail(m, DNNMEM_E_MODEL, "node '%s' (Embedding): attributes 'input_dim' and 'output_dim' are required",
-                 m->cur_name);
-            return;
-        }
-        if (n_in != 2)
-            goto arity;
-        if (dt && mx_dtype_name(dt) != DM_UNDEFINED && unshaped(m, in[1]))
-            m->g->tensors[in[1]].dtype = mx_dtype_name(dt);
-        param_shape(m, in[1], 2, (int64_t[]){id, od});
-        y = op1(m, DM_OP_Gather, true, 2, in[1], x);
+        y = embedding(m, in, n_in);
     } else if (!strcmp(op, "transpose")) {
-        int64_t axes[DM_MAX_DIMS];
-        int n = tattr(m, "axes", axes, DM_MAX_DIMS);
-        y = op1(m, DM_OP_Transpose, true, 1, x);
-        if (n > 0)
-            set_ints(m, "perm", n, axes);
+        y = transpose(m, x);
     } else if (!strcmp(op, "expand_dims")) {
-        int64_t axis = iattr(m, "axis", INT64_MIN, -DM_MAX_DIMS, DM_MAX_DIMS);
-        if (m->st != DNNMEM_OK)
-            return;
-        if (axis == INT64_MIN) {
-            fail(m, DNNMEM_E_MODEL, "node '%s' (expand_dims): attribute 'axis' is missing", m->cur_name);
-            return;
-        }
-        const char *name = m->next_out;
-        m->next_out = NULL;
-        int32_t a = const_ints(m, 1, &axis);
-        m->next_out = name;
-        y = op1(m, DM_OP_Unsqueeze, true, 2, x, a);
+        y = expand_dims(m, x);
     } else if (!strcmp(op, "squeeze")) {
-        int64_t axes[DM_MAX_DIMS];
-        const char *v = sattr(m, "axis");
-        int n = v && !strcmp(v, "None") ? 0 : tattr(m, "axis", axes, DM_MAX_DIMS);
-        if (m->st != DNNMEM_OK)
-            return;
-        if (n > 0) {
-            const char *name = m->next_out;
-            m->next_out = NULL;
-            int32_t a = const_ints(m, n, axes);
-            m->next_out = name;
-            y = op1(m, DM_OP_Squeeze, true, 2, x, a);
-        } else {
-            y = op1(m, DM_OP_Squeeze, true, 1, x);
-        }
+        y = squeeze(m, x);
     } else if (!strcmp(op, "sum") || !strcmp(op, "sum_axis")) {
         y = reduce(m, DM_OP_ReduceSum, x);
     } else if (!strcmp(op, "mean")) {
@@ -1155,31 +1238,9 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
     } else if (!strcmp(op, "min") || !strcmp(op, "min_axis")) {
         y = reduce(m, DM_OP_ReduceMin, x);
     } else if (!strcmp(op, "clip")) {
-        if (!sattr(m, "a_min") || !sattr(m, "a_max")) {
-            fail(m, DNNMEM_E_MODEL, "node '%s' (clip): attributes 'a_min' and 'a_max' are required",
-                 m->cur_name);
-            return;
-        }
-        double lo = fattr(m, "a_min", 0), hi = fattr(m, "a_max", 0);
-        const char *name = m->next_out;
-        m->next_out = NULL;
-        int32_t a = const_f(m, lo), b = const_f(m, hi);
-        m->next_out = name;
-        y = op1(m, DM_OP_Clip, true, 3, x, a, b);
+        y = clip(m, x);
     } else if (!strcmp(op, "Cast") || !strcmp(op, "cast")) {
-        const char *dt = sattr(m, "dtype");
-        if (m->st != DNNMEM_OK)
-            return;
-        enum dm_dtype t = dt ? mx_dtype_name(dt) : DM_UNDEFINED;
-        if (t == DM_UNDEFINED) {
-            if (dt)
-                bad_attr(m, "dtype", dt, "a dtype name (float32, float16, int32, ...)");
-            else
-                fail(m, DNNMEM_E_MODEL, "node '%s' (Cast): attribute 'dtype' is missing", m->cur_name);
-            return;
-        }
-        y = op1(m, DM_OP_Cast, true, 1, x);
-        set_i(m, "to", t);
+        y = cast(m, x);
     } else if (!strcmp(op, "BlockGrad") || !strcmp(op, "stop_gradient") || !strcmp(op, "_copy") ||
                !strcmp(op, "identity")) {
         y = op1(m, DM_OP_Identity, true, 1, x);
@@ -1203,9 +1264,6 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
     }
     m->out[m->cur_id][0] = y;
     m->n_out[m->cur_id] = 1;
-    return;
-arity:
-    fail(m, DNNMEM_E_MODEL, "node '%s' (%s): %d inputs is the wrong count", m->cur_name, op, n_in);
 }
 
 static int32_t rnn(struct mx *m, const int32_t *in, int n_in)
@@ -1422,25 +1480,10 @@ static void variable(struct mx *m)
     m->n_out[m->cur_id] = 1;
 }
 
-static enum dnnmem_status build(struct mx *m, json_t *root)
+/* The layout, from the first node's keys, and the producer string. */
+static enum dnnmem_status identify(struct mx *m, json_t *root)
 {
     struct dm_graph *g = m->g;
-    if (!json_is_object(root))
-        return fail(m, DNNMEM_E_PARSE, "an MXNet symbol must be a JSON object");
-    m->nodes = json_object_get(root, "nodes");
-    json_t *heads = json_object_get(root, "heads");
-    if (!json_is_array(m->nodes) || !json_is_array(heads))
-        return fail(m, DNNMEM_E_PARSE, "an MXNet symbol needs the arrays 'nodes' and 'heads'");
-    m->n = json_array_size(m->nodes);
-    if (m->n == 0 || m->n > (1u << 24))
-        return fail(m, DNNMEM_E_MODEL, "the symbol has %zu nodes", m->n);
-    m->out = calloc(m->n, sizeof *m->out);
-    m->n_out = calloc(m->n, sizeof *m->n_out);
-    m->var_kind = calloc(m->n, 1);
-    if (!m->out || !m->n_out || !m->var_kind)
-        return oom(m), m->st;
-
-    /* the layout, from the first node's keys */
     m->layout = 11;
     for (size_t i = 0; i < m->n; i++) {
         json_t *node = json_array_get(m->nodes, i);
@@ -1466,8 +1509,12 @@ static enum dnnmem_status build(struct mx *m, json_t *root)
                                                                                   : "0.11 or later");
     if (!g->producer)
         return oom(m), m->st;
+    return DNNMEM_OK;
+}
 
-    /* pass 1: check every node; classify variables by their first reader */
+/* Pass 1: check every node; classify variables by their first reader. */
+static enum dnnmem_status check_nodes(struct mx *m, json_t *heads)
+{
     for (size_t i = 0; i < m->n; i++) {
         json_t *node = json_array_get(m->nodes, i);
         json_t *op = json_object_get(node, "op"), *name = json_object_get(node, "name");
@@ -1509,55 +1556,65 @@ static enum dnnmem_status build(struct mx *m, json_t *root)
     }
     if (json_array_size(heads) == 0)
         return fail(m, DNNMEM_E_MODEL, "the symbol has no heads (outputs)");
+    return DNNMEM_OK;
+}
 
-    /* pass 2: build */
-    for (size_t i = 0; i < m->n && m->st == DNNMEM_OK; i++) {
-        json_t *node = json_array_get(m->nodes, i);
-        json_t *inputs = json_object_get(node, "inputs");
-        m->cur = node;
-        m->cur_id = i;
-        m->cur_name = json_string_value(json_object_get(node, "name"));
-        m->cur_op = json_string_value(json_object_get(node, "op"));
-        m->aux_count = 0;
-        if (!strcmp(m->cur_op, "null")) {
-            variable(m);
-            continue;
-        }
-        size_t n_in = json_array_size(inputs);
-        int32_t *in = calloc(n_in + 1, sizeof *in);
-        if (!in)
-            return oom(m), m->st;
-        for (size_t k = 0; k < n_in && m->st == DNNMEM_OK; k++) {
-            size_t src;
-            int idx;
-            char what[160];
-            snprintf(what, sizeof what, "node '%s' input %zu", m->cur_name, k);
-            if (entry(m, json_array_get(inputs, k), i, what, &src, &idx))
-                in[k] = output_of(m, src, idx, what);
-        }
-        if (m->st == DNNMEM_OK && n_in == 0)
-            fail(m, DNNMEM_E_MODEL, "node '%s' (%s) has no inputs", m->cur_name, m->cur_op);
-        /* Gluon can give two nodes one name (a block's activation reused):
-         * the later one's IR names take its index, "relu0_fwd#12" */
-        if (m->st == DNNMEM_OK && dm_graph_find(g, dm_arena_printf(&g->arena, "%s_output", m->cur_name)) >= 0)
-            m->cur_name = dm_arena_printf(&g->arena, "%s#%zu", m->cur_name, i);
-        if (m->st == DNNMEM_OK && !m->cur_name)
-            oom(m);
-        if (m->st == DNNMEM_OK) {
-            m->next_out = dm_arena_printf(&g->arena, "%s_output", m->cur_name);
-            if (!m->next_out)
-                oom(m);
-            else {
-                int32_t first = g->n_nodes;
-                build_op(m, in, (int)n_in);
-                tag_mirror(m, first);
-            }
-            m->next_out = NULL;
-        }
-        free(in);
+/* Pass 2: build node i (a variable, or an operator on its inputs). */
+static void build_node(struct mx *m, size_t i)
+{
+    struct dm_graph *g = m->g;
+    json_t *node = json_array_get(m->nodes, i);
+    json_t *inputs = json_object_get(node, "inputs");
+    m->cur = node;
+    m->cur_id = i;
+    m->cur_name = json_string_value(json_object_get(node, "name"));
+    m->cur_op = json_string_value(json_object_get(node, "op"));
+    m->aux_count = 0;
+    if (!strcmp(m->cur_op, "null")) {
+        variable(m);
+        return;
     }
-    if (m->st != DNNMEM_OK)
-        return m->st;
+    size_t n_in = json_array_size(inputs);
+    int32_t *in = calloc(n_in + 1, sizeof *in);
+    if (!in) {
+        oom(m);
+        return;
+    }
+    for (size_t k = 0; k < n_in && m->st == DNNMEM_OK; k++) {
+        size_t src;
+        int idx;
+        char what[160];
+        snprintf(what, sizeof what, "node '%s' input %zu", m->cur_name, k);
+        if (entry(m, json_array_get(inputs, k), i, what, &src, &idx))
+            in[k] = output_of(m, src, idx, what);
+    }
+    if (m->st == DNNMEM_OK && n_in == 0)
+        fail(m, DNNMEM_E_MODEL, "node '%s' (%s) has no inputs", m->cur_name, m->cur_op);
+    /* Gluon can give two nodes one name (a block's activation reused):
+     * the later one's IR names take its index, "relu0_fwd#12" */
+    if (m->st == DNNMEM_OK &&
+        dm_graph_find(g, dm_arena_printf(&g->arena, "%s_output", m->cur_name)) >= 0)
+        m->cur_name = dm_arena_printf(&g->arena, "%s#%zu", m->cur_name, i);
+    if (m->st == DNNMEM_OK && !m->cur_name)
+        oom(m);
+    if (m->st == DNNMEM_OK) {
+        m->next_out = dm_arena_printf(&g->arena, "%s_output", m->cur_name);
+        if (!m->next_out)
+            oom(m);
+        else {
+            int32_t first = g->n_nodes;
+            build_op(m, in, (int)n_in);
+            tag_mirror(m, first);
+        }
+        m->next_out = NULL;
+    }
+    free(in);
+}
+
+/* The graph's outputs (the heads); every weight has a shape or a way to one. */
+static enum dnnmem_status set_outputs(struct mx *m, json_t *heads)
+{
+    struct dm_graph *g = m->g;
     g->outputs = dm_arena_array(&g->arena, json_array_size(heads) + 1, sizeof *g->outputs);
     if (!g->outputs)
         return oom(m), m->st;
@@ -1573,11 +1630,37 @@ static enum dnnmem_status build(struct mx *m, json_t *root)
             g->outputs[g->n_outputs++] = t;
         }
     }
-    /* every weight has a shape or a way to one */
     for (int32_t t = 0; t < g->n_tensors; t++)
         if (g->tensors[t].role == DM_ROLE_WEIGHT && g->tensors[t].rank < 0 && !g->tensors[t].derive)
             return fail(m, DNNMEM_E_UNSUPPORTED,
                         "parameter '%s': no operator reading it says its shape", g->tensors[t].name);
+    return DNNMEM_OK;
+}
+
+static enum dnnmem_status build(struct mx *m, json_t *root)
+{
+    struct dm_graph *g = m->g;
+    if (!json_is_object(root))
+        return fail(m, DNNMEM_E_PARSE, "an MXNet symbol must be a JSON object");
+    m->nodes = json_object_get(root, "nodes");
+    json_t *heads = json_object_get(root, "heads");
+    if (!json_is_array(m->nodes) || !json_is_array(heads))
+        return fail(m, DNNMEM_E_PARSE, "an MXNet symbol needs the arrays 'nodes' and 'heads'");
+    m->n = json_array_size(m->nodes);
+    if (m->n == 0 || m->n > (1u << 24))
+        return fail(m, DNNMEM_E_MODEL, "the symbol has %zu nodes", m->n);
+    m->out = calloc(m->n, sizeof *m->out);
+    m->n_out = calloc(m->n, sizeof *m->n_out);
+    m->var_kind = calloc(m->n, 1);
+    if (!m->out || !m->n_out || !m->var_kind)
+        return oom(m), m->st;
+
+    if (identify(m, root) != DNNMEM_OK || check_nodes(m, heads) != DNNMEM_OK)
+        return m->st;
+    for (size_t i = 0; i < m->n && m->st == DNNMEM_OK; i++)
+        build_node(m, i);
+    if (m->st != DNNMEM_OK || set_outputs(m, heads) != DNNMEM_OK)
+        return m->st;
     return dm_graph_finish(g, m->err);
 }
 

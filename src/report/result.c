@@ -73,64 +73,72 @@ static int by_kind_then_size(const void *a, const void *b)
     return x->buf - y->buf;
 }
 
-enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tinfo *t,
-                                   const struct dm_schedule *s, struct dm_allocator *a,
-                                   const struct dnnmem_config *cfg, uint64_t context_bytes,
-                                   const struct dnnmem_assumption *assumptions, size_t n_assumptions,
-                                   struct dnnmem_result **out, struct dnnmem_error *err)
+/* What dm_result_build works on: its inputs, its scratch arrays (per buffer:
+ * the allocator's handle and grant, alive at the peak), the result in the
+ * making (its arena owns everything reachable from r), the peak found. */
+struct build {
+    const struct dm_graph *g;
+    const struct dm_tinfo *t;
+    const struct dm_schedule *s;
+    struct result_box *box;
+    struct dnnmem_result *r;
+    uint64_t *handle, *granted;
+    bool *alive;
+    struct live_entry *live;
+    struct dnnmem_timeline_point *tl; /* NULL without cfg->timeline */
+    bool *by_alloc;                   /* per step: its point was set by an allocation */
+    size_t peak_ev;                   /* the event after which allocated memory peaks */
+    bool any;                         /* any allocation at all */
+};
+
+/* The timeline: one point per step (its level filled in by the replay). */
+static bool timeline_init(struct build *b)
 {
-    (void)t;
-    int32_t nb = s->n_buf;
-    uint64_t *handle = calloc((size_t)nb + 1, sizeof *handle);
-    uint64_t *granted = calloc((size_t)nb + 1, sizeof *granted);
-    bool *alive = calloc((size_t)nb + 1, sizeof *alive);
-    struct live_entry *live = malloc(((size_t)nb + 1) * sizeof *live);
-    struct result_box *box = calloc(1, sizeof *box);
-    enum dnnmem_status st = DNNMEM_OK;
-    if (!handle || !granted || !alive || !live || !box)
-        goto oom;
-    dm_arena_init(&box->arena);
-    struct dnnmem_result *r = &box->r;
-
-    /* the timeline: per step, the state where its allocated bytes peaked */
-    struct dnnmem_timeline_point *tl = NULL;
-    bool *by_alloc = NULL; /* the step's point was set by an allocation */
-    uint64_t cat_now[DNNMEM_CAT_COUNT] = {0};
-    if (cfg->timeline) {
-        tl = dm_arena_array(&box->arena, (size_t)s->n_steps + 1, sizeof *tl);
-        by_alloc = dm_arena_array(&box->arena, (size_t)s->n_steps + 1, sizeof *by_alloc);
-        if (!tl || !by_alloc)
-            goto oom;
-        for (int32_t k = 0; k < s->n_steps; k++) {
-            const struct dm_step *sp = &s->steps[k];
-            tl[k].phase = dm_phase_name((enum dm_phase)sp->phase);
-            tl[k].iteration = sp->iteration;
-            /* copied: the graph may be the estimate's own (LoRA) */
-            tl[k].node = sp->node >= 0 ? dm_arena_strdup(&box->arena, g->nodes[sp->node].name) : "";
-            if (!tl[k].node)
-                goto oom;
-            tl[k].op = sp->node >= 0 ? dm_ops[g->nodes[sp->node].op].name : "";
-        }
-        r->timeline = tl;
-        r->n_timeline = (size_t)s->n_steps;
+    const struct dm_schedule *s = b->s;
+    struct dnnmem_timeline_point *tl = dm_arena_array(&b->box->arena, (size_t)s->n_steps + 1,
+                                                      sizeof *tl);
+    b->by_alloc = dm_arena_array(&b->box->arena, (size_t)s->n_steps + 1, sizeof *b->by_alloc);
+    if (!tl || !b->by_alloc)
+        return false;
+    for (int32_t k = 0; k < s->n_steps; k++) {
+        const struct dm_step *sp = &s->steps[k];
+        tl[k].phase = dm_phase_name((enum dm_phase)sp->phase);
+        tl[k].iteration = sp->iteration;
+        /* copied: the graph may be the estimate's own (LoRA) */
+        tl[k].node = sp->node >= 0 ? dm_arena_strdup(&b->box->arena, b->g->nodes[sp->node].name)
+                                   : "";
+        if (!tl[k].node)
+            return false;
+        tl[k].op = sp->node >= 0 ? dm_ops[b->g->nodes[sp->node].op].name : "";
     }
+    b->tl = tl;
+    b->r->timeline = tl;
+    b->r->n_timeline = (size_t)s->n_steps;
+    return true;
+}
 
-    /* pass 1: replay; find the event after which allocated memory peaks */
-    size_t peak_ev = 0;
+/* Pass 1: replay; find the event after which allocated memory peaks, and
+ * the timeline's levels, per step the state where its allocated bytes
+ * peaked. */
+static enum dnnmem_status replay_to_peak(struct build *b, struct dm_allocator *a,
+                                         struct dnnmem_error *err)
+{
+    const struct dm_schedule *s = b->s;
+    struct dnnmem_result *r = b->r;
+    struct dnnmem_timeline_point *tl = b->tl;
+    uint64_t cat_now[DNNMEM_CAT_COUNT] = {0};
     uint64_t peak = 0, requested = 0;
-    bool any = false;
     for (size_t e = 0; e < s->n_ev; e++) {
         const struct dm_event *ev = &s->ev[e];
         if (ev->kind == DM_EV_ALLOC) {
-            enum dnnmem_status as = a->alloc(a->self, s->buf[ev->buf].bytes, &handle[ev->buf],
-                                             &granted[ev->buf]);
+            enum dnnmem_status as = a->alloc(a->self, s->buf[ev->buf].bytes, &b->handle[ev->buf],
+                                             &b->granted[ev->buf]);
             if (as != DNNMEM_OK) {
                 char nb_[512];
-                st = dm_fail(err, as, as == DNNMEM_E_DEVICE_OOM
-                                          ? "%s: allocating '%s' does not fit the device"
-                                          : "%s: allocating '%s' overflows the byte count",
-                             g->path, dm_buffer_name(g, &s->buf[ev->buf], nb_, sizeof nb_));
-                goto fail;
+                return dm_fail(err, as, as == DNNMEM_E_DEVICE_OOM
+                                            ? "%s: allocating '%s' does not fit the device"
+                                            : "%s: allocating '%s' overflows the byte count",
+                               b->g->path, dm_buffer_name(b->g, &s->buf[ev->buf], nb_, sizeof nb_));
             }
             requested += s->buf[ev->buf].bytes;
             if (requested > r->peak_requested)
@@ -140,26 +148,26 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
             if (tl) {
                 cat_now[s->buf[ev->buf].category] += s->buf[ev->buf].bytes;
                 struct dnnmem_timeline_point *p = &tl[ev->step];
-                if (!by_alloc[ev->step] || cur.allocated >= p->allocated) {
-                    by_alloc[ev->step] = true;
+                if (!b->by_alloc[ev->step] || cur.allocated >= p->allocated) {
+                    b->by_alloc[ev->step] = true;
                     p->allocated = cur.allocated;
                     p->reserved = cur.reserved;
                     memcpy(p->category_bytes, cat_now, sizeof cat_now);
                 }
             }
-            if (!any || cur.allocated > peak) {
+            if (!b->any || cur.allocated > peak) {
                 peak = cur.allocated;
-                peak_ev = e;
-                any = true;
+                b->peak_ev = e;
+                b->any = true;
                 r->fragmentation_bytes = cur.inactive_split;
             }
         } else {
-            a->free(a->self, handle[ev->buf]);
+            a->free(a->self, b->handle[ev->buf]);
             requested -= s->buf[ev->buf].bytes;
             if (tl) { /* a step that only frees shows where it ends */
                 cat_now[s->buf[ev->buf].category] -= s->buf[ev->buf].bytes;
                 struct dnnmem_timeline_point *p = &tl[ev->step];
-                if (!by_alloc[ev->step]) {
+                if (!b->by_alloc[ev->step]) {
                     struct dm_alloc_stats cur;
                     a->stats(a->self, &cur);
                     p->allocated = cur.allocated;
@@ -171,72 +179,74 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
     }
     /* steps without events keep the level of the step before */
     for (size_t k = 1; tl && k < r->n_timeline; k++)
-        if (!tl[k].allocated && !tl[k].reserved && !by_alloc[k]) {
+        if (!tl[k].allocated && !tl[k].reserved && !b->by_alloc[k]) {
             tl[k].allocated = tl[k - 1].allocated;
             tl[k].reserved = tl[k - 1].reserved;
             memcpy(tl[k].category_bytes, tl[k - 1].category_bytes, sizeof cat_now);
         }
-    struct dm_alloc_stats fin;
-    a->stats(a->self, &fin);
-    r->peak_allocated = fin.peak_allocated;
-    r->peak_reserved = fin.peak_reserved > fin.peak_allocated ? fin.peak_reserved : fin.peak_allocated;
-    r->slack_bytes = r->peak_reserved - r->peak_allocated;
-    r->segments = fin.segments;
-    r->context_bytes = context_bytes;
-    r->total_bytes = r->peak_reserved + context_bytes;
-    r->n_steps = (size_t)g->n_nodes;
-    r->framework = cfg->framework;
-    r->framework_version = dm_arena_strdup(&box->arena,
-                                           cfg->framework_version ? cfg->framework_version : "");
-    if (!r->framework_version)
-        goto oom;
+    return DNNMEM_OK;
+}
 
-    /* pass 2: the live set right after the peak event */
-    for (size_t e = 0; any && e <= peak_ev; e++)
-        alive[s->ev[e].buf] = s->ev[e].kind == DM_EV_ALLOC;
+/* Pass 2: the live set right after the peak event (b->live, returns its
+ * count), the breakdown by category and where the peak happens. */
+static size_t live_at_peak(struct build *b)
+{
+    const struct dm_graph *g = b->g;
+    const struct dm_schedule *s = b->s;
+    struct dnnmem_result *r = b->r;
+    for (size_t e = 0; b->any && e <= b->peak_ev; e++)
+        b->alive[s->ev[e].buf] = s->ev[e].kind == DM_EV_ALLOC;
     size_t n_live = 0;
     uint64_t sum_granted = 0, at_peak = 0;
-    for (int32_t k = 0; k < nb; k++) {
-        if (!alive[k])
+    for (int32_t k = 0; k < s->n_buf; k++) {
+        if (!b->alive[k])
             continue;
-        live[n_live++] = (struct live_entry){k, s->buf[k].category, granted[k]};
+        b->live[n_live++] = (struct live_entry){k, s->buf[k].category, b->granted[k]};
         r->category_count[s->buf[k].category]++;
         r->category_bytes[s->buf[k].category] += s->buf[k].bytes;
         at_peak += s->buf[k].bytes;
-        sum_granted += granted[k];
+        sum_granted += b->granted[k];
     }
     r->rounding_bytes = sum_granted - at_peak;
-    const struct dm_step *step = any ? &s->steps[s->ev[peak_ev].step] : NULL;
+    const struct dm_step *step = b->any ? &s->steps[s->ev[b->peak_ev].step] : NULL;
     r->peak_phase = dm_phase_name(step ? (enum dm_phase)step->phase : DM_PHASE_SETUP);
     r->peak_iteration = step ? step->iteration : 1;
     if (step && step->node >= 0) {
         const struct dm_node *n = &g->nodes[step->node];
         r->peak_step = (size_t)step->node + 1;
-        r->peak_node = dm_arena_strdup(&box->arena, n->name);
+        r->peak_node = dm_arena_strdup(&b->box->arena, n->name);
         r->peak_op = dm_ops[n->op].name;
     } else {
         r->peak_node = "";
         r->peak_op = "";
     }
+    return n_live;
+}
 
-    /* the largest n_top_tensors of each kind, grouped by kind */
+/* The largest n_top live buffers of each kind, grouped by kind, described. */
+static bool top_tensors(struct build *b, size_t n_live, size_t n_top)
+{
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    struct dnnmem_result *r = b->r;
+    struct live_entry *live = b->live;
     qsort(live, n_live, sizeof *live, by_kind_then_size);
     size_t top = 0;
     for (size_t k = 0, in_kind = 0; k < n_live; k++) {
         in_kind = k > 0 && live[k].category == live[k - 1].category ? in_kind + 1 : 0;
-        if (in_kind < cfg->n_top_tensors)
+        if (in_kind < n_top)
             live[top++] = live[k];
     }
     r->n_live_total = n_live;
     r->n_live = top;
-    r->live = dm_arena_array(&box->arena, top + 1, sizeof *r->live);
+    r->live = dm_arena_array(&b->box->arena, top + 1, sizeof *r->live);
     if (!r->live || !r->peak_node)
-        goto oom;
+        return false;
     for (size_t k = 0; k < top; k++) {
-        const struct dm_buffer *bf = &s->buf[live[k].buf];
+        const struct dm_buffer *bf = &b->s->buf[live[k].buf];
         struct dnnmem_tensor_info *ti = &r->live[k];
         char nbuf[512];
-        ti->name = dm_arena_strdup(&box->arena, dm_buffer_name(g, bf, nbuf, sizeof nbuf));
+        ti->name = dm_arena_strdup(&b->box->arena, dm_buffer_name(g, bf, nbuf, sizeof nbuf));
         ti->category = (enum dnnmem_category)bf->category;
         ti->dtype = dm_dtype_name((enum dm_dtype)bf->dtype);
         ti->bytes = bf->bytes;
@@ -253,38 +263,89 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
                      : bf->tensor >= 0 && g->tensors[bf->tensor].role == DM_ROLE_ACTIVATION
                          ? g->tensors[bf->tensor].producer
                          : -1;
-        ti->producer_node = node >= 0 ? dm_arena_strdup(&box->arena, g->nodes[node].name) : "";
+        ti->producer_node = node >= 0 ? dm_arena_strdup(&b->box->arena, g->nodes[node].name) : "";
         ti->producer_op = node >= 0 ? dm_ops[g->nodes[node].op].name : "";
         if (!ti->name || !ti->producer_node)
-            goto oom;
+            return false;
     }
+    return true;
+}
+
+static bool copy_assumptions(struct build *b, const struct dnnmem_assumption *assumptions,
+                             size_t n_assumptions)
+{
+    struct dnnmem_result *r = b->r;
+    struct dm_arena *ar = &b->box->arena;
     r->n_assumptions = n_assumptions;
-    r->assumptions = dm_arena_array(&box->arena, n_assumptions + 1, sizeof *r->assumptions);
+    r->assumptions = dm_arena_array(ar, n_assumptions + 1, sizeof *r->assumptions);
     if (!r->assumptions)
-        goto oom;
+        return false;
     for (size_t k = 0; k < n_assumptions; k++) {
-        r->assumptions[k].key = dm_arena_strdup(&box->arena, assumptions[k].key);
-        r->assumptions[k].value = dm_arena_strdup(&box->arena, assumptions[k].value);
-        r->assumptions[k].source = dm_arena_strdup(&box->arena, assumptions[k].source);
+        r->assumptions[k].key = dm_arena_strdup(ar, assumptions[k].key);
+        r->assumptions[k].value = dm_arena_strdup(ar, assumptions[k].value);
+        r->assumptions[k].source = dm_arena_strdup(ar, assumptions[k].source);
         if (!r->assumptions[k].key || !r->assumptions[k].value || !r->assumptions[k].source)
-            goto oom;
+            return false;
     }
-    free(handle);
-    free(granted);
-    free(alive);
-    free(live);
+    return true;
+}
+
+enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tinfo *t,
+                                   const struct dm_schedule *s, struct dm_allocator *a,
+                                   const struct dnnmem_config *cfg, uint64_t context_bytes,
+                                   const struct dnnmem_assumption *assumptions, size_t n_assumptions,
+                                   struct dnnmem_result **out, struct dnnmem_error *err)
+{
+    size_t nb = (size_t)s->n_buf;
+    struct build b = {.g = g, .t = t, .s = s};
+    b.handle = calloc(nb + 1, sizeof *b.handle);
+    b.granted = calloc(nb + 1, sizeof *b.granted);
+    b.alive = calloc(nb + 1, sizeof *b.alive);
+    b.live = malloc((nb + 1) * sizeof *b.live);
+    b.box = calloc(1, sizeof *b.box);
+    enum dnnmem_status st = DNNMEM_OK;
+    if (!b.handle || !b.granted || !b.alive || !b.live || !b.box)
+        goto oom;
+    dm_arena_init(&b.box->arena);
+    struct dnnmem_result *r = b.r = &b.box->r;
+    if (cfg->timeline && !timeline_init(&b))
+        goto oom;
+    if ((st = replay_to_peak(&b, a, err)) != DNNMEM_OK)
+        goto fail;
+    struct dm_alloc_stats fin;
+    a->stats(a->self, &fin);
+    r->peak_allocated = fin.peak_allocated;
+    r->peak_reserved = fin.peak_reserved > fin.peak_allocated ? fin.peak_reserved : fin.peak_allocated;
+    r->slack_bytes = r->peak_reserved - r->peak_allocated;
+    r->segments = fin.segments;
+    r->context_bytes = context_bytes;
+    r->total_bytes = r->peak_reserved + context_bytes;
+    r->n_steps = (size_t)g->n_nodes;
+    r->framework = cfg->framework;
+    r->framework_version = dm_arena_strdup(&b.box->arena,
+                                           cfg->framework_version ? cfg->framework_version : "");
+    if (!r->framework_version)
+        goto oom;
+    size_t n_live = live_at_peak(&b);
+    if (!top_tensors(&b, n_live, cfg->n_top_tensors) ||
+        !copy_assumptions(&b, assumptions, n_assumptions))
+        goto oom;
+    free(b.handle);
+    free(b.granted);
+    free(b.alive);
+    free(b.live);
     *out = r;
     return DNNMEM_OK;
 oom:
     st = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory building the result", g->path);
 fail:
-    free(handle);
-    free(granted);
-    free(alive);
-    free(live);
-    if (box) {
-        dm_arena_free(&box->arena);
-        free(box);
+    free(b.handle);
+    free(b.granted);
+    free(b.alive);
+    free(b.live);
+    if (b.box) {
+        dm_arena_free(&b.box->arena);
+        free(b.box);
     }
     return st;
 }

@@ -1,5 +1,5 @@
 /*
- * test-keras.c: the Keras model JSON front end (src/load/keras.c).
+ * test-keras.c: the Keras model JSON front end (src/load/keras/).
  *
  * Parameter counts are pinned on the real files of tests/models/keras (see
  * its SOURCES.md), worked out by hand below; the keras.applications ones

@@ -1,0 +1,76 @@
+#!/bin/sh
+# cli.sh: the speed targets of issue 12, as whole-process wall times of the CLI
+# (what a user waits for: start, load, estimate, report, exit).
+#
+#   sh bench/cli.sh NEW_DNNMEM                 one binary
+#   sh bench/cli.sh BASE_DNNMEM NEW_DNNMEM     two, in the same run: before and after
+#   make bench                                 this (with build/dnnmem), after bench/bench
+#   make bench BENCH_BASE=/path/to/dnnmem      the same against a baseline binary
+#
+# Each case runs RUNS times per binary (default 5; the two binaries take turns,
+# so a busy machine slows both alike) and prints the median, the fastest run,
+# the target, and with two binaries new/base (below 1: faster) and whether
+# their outputs are byte-identical. ONLY=bc runs some cases (by letter). It prints and never fails: timings depend
+# on the machine and its load.
+set -u
+RUNS=${RUNS:-5}
+case $# in
+1) BASE= NEW=$1 ;;
+2) BASE=$1 NEW=$2 ;;
+*) echo "usage: sh bench/cli.sh [BASE_DNNMEM] NEW_DNNMEM" >&2; exit 2 ;;
+esac
+abs() { case $1 in /*) echo "$1" ;; *) echo "$(pwd)/$1" ;; esac; }
+NEW=$(abs "$NEW")
+[ -n "$BASE" ] && BASE=$(abs "$BASE")
+cd "$(dirname "$0")/.." || exit 2
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+# The cases: name, target (ms), arguments.
+CASES='a|DeepSeek-V3 bf16 train estimate, s 64|1000|estimate tests/models/hf/DeepSeek-V3-bf16.json --mode train --precision bf16 -s 64
+b|Llama-3.1-70B train estimate, s 512|25|estimate tests/models/hf/Llama-3.1-70B-Instruct.json --mode train -s 512
+c|Llama-3.1-70B max-batch, LoRA r16 + nf4, H100-80GB|200|max-batch tests/models/hf/Llama-3.1-70B-Instruct.json --mode train -s 512 --lora-r 16 --quant nf4 --gpu H100-80GB'
+
+# One run: wall microseconds appended to $T/$1.us, output kept in $T/$1.out.
+run() {
+    tag=$1 bin=$2
+    shift 2
+    t0=$(date +%s%N)
+    "$bin" "$@" >"$T/$tag.out" 2>&1
+    t1=$(date +%s%N)
+    echo $(((t1 - t0) / 1000)) >>"$T/$tag.us"
+}
+# median and fastest of a file of microseconds, in ms
+stats() { sort -n "$1" | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+                                               printf "%.1f %.1f", m / 1000, v[1] / 1000}'; }
+
+echo "dnnmem CLI wall time, median of $RUNS runs (ms; fastest in brackets)"
+[ -n "$BASE" ] && echo "  base: $BASE" && echo "  new:  $NEW"
+[ -r /proc/loadavg ] && echo "  load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc 2>/dev/null || echo ?) CPUs)"
+echo "$CASES" | while IFS='|' read -r id name target args; do
+    case ${ONLY:-abc} in *"$id"*) ;; *) continue ;; esac
+    : >"$T/new.us"
+    : >"$T/base.us"
+    i=0
+    while [ $i -lt "$RUNS" ]; do
+        # shellcheck disable=SC2086 # args are words
+        [ -n "$BASE" ] && run base "$BASE" $args
+        # shellcheck disable=SC2086
+        run new "$NEW" $args
+        i=$((i + 1))
+    done
+    set -- $(stats "$T/new.us")
+    nm=$1 nf=$2
+    if [ -n "$BASE" ]; then
+        set -- $(stats "$T/base.us")
+        bm=$1 bf=$2
+        same=$(cmp -s "$T/base.out" "$T/new.out" && echo identical || echo DIFFERENT)
+        ratio=$(awk -v n="$nm" -v b="$bm" 'BEGIN {printf "%.3f", (b > 0 ? n / b : 0)}')
+        printf '(%s) %s\n    base %s [%s]  new %s [%s]  new/base %s  target %s: %s  output %s\n' \
+            "$id" "$name" "$bm" "$bf" "$nm" "$nf" "$ratio" "$target" \
+            "$(awk -v n="$nm" -v t="$target" 'BEGIN {print n <= t ? "met" : "not met"}')" "$same"
+    else
+        printf '(%s) %s\n    %s [%s]  target %s: %s\n' "$id" "$name" "$nm" "$nf" "$target" \
+            "$(awk -v n="$nm" -v t="$target" 'BEGIN {print n <= t ? "met" : "not met"}')"
+    fi
+done
