@@ -58,6 +58,7 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/report/result.c src/report/text.c src/report/json.c src/report/decide.c \
            src/report/gpus.c src/report/html.c \
            src/api.c
+LIB_SRC += src/options.c
 GEN_SRC := $(B)/gen/onnx.pb-c.c
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(B)/gen/onnx.pb-c.o
 CLI_OBJ := $(B)/cli/main.o
@@ -83,6 +84,8 @@ $(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/grap
 
 $(B)/src/load/hf.o: src/load/hf_decoders.inc
 $(KERAS_SRC:%.c=$(B)/%.o): src/load/keras/keras.h
+$(B)/src/options.o: src/options.def
+$(B)/cli/main.o: cli/cli_options.def
 
 $(B)/libdnnmem.a: $(LIB_OBJ)
 	@echo "  AR      $@"

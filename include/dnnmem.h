@@ -29,7 +29,8 @@
  * array reachable from it and is freed by dnnmem_result_free(), independently
  * of the model. Strings returned by dnnmem_model_* functions are borrowed until
  * the model is freed. Both free functions accept NULL. Input strings and arrays
- * passed in a dnnmem_config are only read during the call.
+ * passed in a dnnmem_config are only read during the call (a dnnmem_options
+ * store owns those that dnnmem_config_set sets: "Options by name").
  *
  * Errors: every fallible function returns an enum dnnmem_status and, when the
  * caller passes a struct dnnmem_error, fills it with the status and a one-line
@@ -547,6 +548,102 @@ int64_t dnnmem_cublas_workspace_default(int torch_version, int compute_capabilit
 
 /* Fill `cfg` with defaults. */
 void dnnmem_config_init(struct dnnmem_config *cfg);
+
+/* ----------------------------------------------------------------------------
+ * Options by name: the command line's flags onto a dnnmem_config
+ *
+ * Every option of the CLI that configures an estimate is a row of one table
+ * (src/options.def): its name, value, help, and how the value is parsed.
+ * dnnmem_config_set applies one of them to a config with exactly the CLI's
+ * parsing and messages, so a binding and the CLI cannot disagree:
+ *
+ *   struct dnnmem_config cfg;
+ *   dnnmem_config_init(&cfg);
+ *   dnnmem_options *o = dnnmem_options_new();
+ *   if (!o || dnnmem_config_set(&cfg, o, "batch-size", "32", &err) != DNNMEM_OK ||
+ *       dnnmem_config_set(&cfg, o, "mode", "train", &err) != DNNMEM_OK ||
+ *       dnnmem_config_check(&cfg, o, &err) != DNNMEM_OK) ...
+ *   ... dnnmem_estimate(m, &cfg, &r, &err) ...
+ *   dnnmem_options_free(o);   (after the last use of cfg)
+ *
+ * Ownership: a dnnmem_options owns a copy of every value given to it and
+ * every string and array the config points to after dnnmem_config_set
+ * (dims, input_shapes, freeze, checkpoint, lora.targets, device_label,
+ * framework_version), so the caller's strings need not outlive the call, and
+ * the config (or copies of it) is valid until dnnmem_options_free. Repeatable
+ * options (dim, input-shape, freeze, checkpoint) add to the store's arrays,
+ * which then replace what the config pointed to. One store serves one
+ * config; neither is shared between threads.
+ */
+
+/* The help sections, in print order. */
+enum dnnmem_option_group {
+    DNNMEM_GROUP_DEVICE = 0, /* "Device and decision:" */
+    DNNMEM_GROUP_RUN,
+    DNNMEM_GROUP_LORA,
+    DNNMEM_GROUP_QUANT,
+    DNNMEM_GROUP_GENERATE,
+    DNNMEM_GROUP_TRAIN,
+    DNNMEM_GROUP_DIMS,
+    DNNMEM_GROUP_RUNTIME,
+    DNNMEM_GROUP_FRAMEWORK,
+    DNNMEM_GROUP_OUTPUT,
+    DNNMEM_GROUP_COUNT
+};
+/* A section's heading (one or more lines, each ending in '\n') and the note
+ * printed after its options ("" when none). Static storage. */
+const char *dnnmem_option_group_heading(enum dnnmem_option_group g);
+const char *dnnmem_option_group_note(enum dnnmem_option_group g);
+
+/* The commands an option has an effect in (the CLI's parser accepts every
+ * option for every command). */
+enum {
+    DNNMEM_CMD_ESTIMATE = 1,
+    DNNMEM_CMD_MAX_BATCH = 2,
+    DNNMEM_CMD_MAX_SEQ_LEN = 4,
+    DNNMEM_CMD_COMPARE = 8,
+    DNNMEM_CMD_ALL = 15
+};
+
+/* One option (static storage). */
+struct dnnmem_option {
+    const char *name;   /* the long name, without "--": "batch-size" */
+    char short_name;    /* 'b' for -b, or 0 */
+    const char *alias;  /* another name it answers to ("batch_size"), or NULL */
+    const char *arg;    /* the value's placeholder in help ("N", "SIZE", "cuda|cpu");
+                           NULL: a flag, which takes no value */
+    enum dnnmem_option_group group;
+    unsigned commands;  /* DNNMEM_CMD_* bits */
+    const char *help;   /* lines separated by '\n', no trailing newline */
+};
+/* The options dnnmem_config_set knows, in help order. */
+size_t dnnmem_option_count(void);
+const struct dnnmem_option *dnnmem_option_at(size_t i);
+/* By name or alias (without "--"); NULL when unknown. */
+const struct dnnmem_option *dnnmem_option_find(const char *name);
+
+typedef struct dnnmem_options dnnmem_options;
+/* A new, empty store; NULL when out of memory. */
+dnnmem_options *dnnmem_options_new(void);
+void dnnmem_options_free(dnnmem_options *o); /* accepts NULL */
+
+/* Apply option `name` (long name or alias, without "--") with `value` (NULL
+ * for a flag) to `cfg`, as the CLI's --name value does. A bad name or value
+ * is DNNMEM_E_USAGE with a one-line message naming the flag, as the CLI
+ * prints it ("--mode fly: expected infer, train or generate"); host memory
+ * DNNMEM_E_NOMEM. On an error `cfg` may be partly changed. */
+enum dnnmem_status dnnmem_config_set(struct dnnmem_config *cfg, dnnmem_options *o, const char *name,
+                                     const char *value, struct dnnmem_error *err);
+/* The checks across options, once all are set: an option of one framework's
+ * runtime (--tf-*, --mxnet-*, --jax-*) needs that --framework. */
+enum dnnmem_status dnnmem_config_check(const struct dnnmem_config *cfg, const dnnmem_options *o,
+                                       struct dnnmem_error *err);
+/* The value last given for option `name` ("" for a flag), or NULL when it
+ * was not given. Owned by the store. */
+const char *dnnmem_options_value(const dnnmem_options *o, const char *name);
+/* batch-size and seq-len take a list (8,16,32): the config gets the first
+ * value; this gives them all (*n of them; *n 0 and NULL when not given). */
+const int64_t *dnnmem_options_list(const dnnmem_options *o, const char *name, size_t *n);
 
 /* ----------------------------------------------------------------------------
  * Results
