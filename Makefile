@@ -142,6 +142,8 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-trainer.sh
 	@echo "== published TensorFlow measurements (printed, not failed: low confidence, inferred context)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-tf.sh
+	@echo "== docs/options.md against --help"
+	sh tools/options-doc.sh $(B)/dnnmem --check
 	@echo "== CLI tests"
 	DNNMEM=$(B)/dnnmem sh tests/cli/run.sh
 	@echo "== HTML report in headless Chromium"

@@ -48,9 +48,11 @@ static const char usage_head[] =
     "       dnnmem gpus                                 the GPU catalogue\n"
     "       dnnmem --help | --version\n"
     "\n"
-    "Estimate the peak GPU memory of running MODEL (an ONNX file) with PyTorch\n"
-    "eager on a CUDA device, before it runs. Weights are never read: an ONNX\n"
-    "file whose weights live in external data works without them.\n";
+    "Estimate the peak GPU memory of running MODEL before it runs: with PyTorch\n"
+    "eager on a CUDA device unless --framework and --device say otherwise. MODEL\n"
+    "is an ONNX file, a HuggingFace config.json or model directory, a Keras model\n"
+    "JSON or .keras archive, or an MXNet *-symbol.json. Weights are never read:\n"
+    "an ONNX file whose weights live in external data works without them.\n";
 
 static const char usage_tail[] =
     "\n"
