@@ -84,6 +84,7 @@ class SE(nn.Module):
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.fc1, self.act, self.fc2 = nn.Conv2d(c, s, 1), d.act(), nn.Conv2d(s, c, 1)
         self.gate = nn.Sigmoid() if d.r.random() < 0.5 else nn.Hardsigmoid()
+        d.log.append("se-" + type(self.gate).__name__.lower())
 
     def forward(self, x):
         return x * self.gate(self.fc2(self.act(self.fc1(self.pool(x)))))
@@ -135,6 +136,7 @@ class Attention(nn.Module):
         self.ln = nn.LayerNorm(c)
         self.qkv, self.proj = nn.Linear(c, 3 * c), nn.Linear(c, c)
         self.drop = nn.Dropout(d.r.choice((0.0, 0.1)))
+        d.log.append(f"attn-heads{self.heads}-dropout{self.drop.p}")
 
     def forward(self, x):
         b, c, h, w = x.shape
