@@ -17,13 +17,16 @@ brings it within 3%; inplace-clone when the model runs hardtanh_, hardswish_,
 hardsigmoid_ or silu_ in place and `--inplace none` (which keeps those activations'
 inputs, as 2.x's clone does) brings it within 3% (both: the two together); otherwise
 the mechanism measured on its family (silu-decomposed, densenet-python-local,
-dw-conv-bwd-workspace), thnn-columns for a batch-1 under-estimate with a slow_conv2d block
+channels-last-conv-bwd), groupnorm-decomposed for an over-estimate of a model with
+GroupNorm, channels-last-conv-bwd for a training under-estimate whose largest block at the
+peak is convolution_backward's, thnn-columns for a batch-1 under-estimate with a slow_conv2d block
 live at the peak, onednn-input-reorder for another inference under-estimate, or
 `unexplained`.  Those not tested by a what-if say how they were assigned.
 """
 
 import argparse
 import os
+import re
 import sys
 
 import onnx
@@ -109,7 +112,12 @@ def classify(r, dnnmem, out):
     elif fam == "densenet" and r["mode"] == "inference":
         names = ["densenet-python-local"]
     elif fam == "convnext" and r["mode"] == "train":
-        names = ["dw-conv-bwd-workspace"]
+        names = ["channels-last-conv-bwd"]
+    elif e0 > 0 and re.search(r"[\[,]gn[,\]]", arch):
+        return e0, ["groupnorm-decomposed"], "a GroupNorm in the model"
+    elif e0 < 0 and r["mode"] == "train" and r["live_at_peak_top"] and \
+            r["live_at_peak_top"][0]["op"].endswith("aten::convolution_backward"):
+        return e0, ["channels-last-conv-bwd"], "the largest block at the peak"
     elif e0 < 0 and r["batch"] == 1 and any("_slow_conv2d" in t["op"] for t in r["live_at_peak_top"]):
         return e0, ["thnn-columns"], "a slow_conv2d block live at the peak"
     elif e0 < 0 and r["mode"] == "inference":

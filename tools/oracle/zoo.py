@@ -506,8 +506,8 @@ def cmd_compare(a):
                 print(f"      dnnmem {t['bytes'] / 2**20:8.2f} MiB {t['category']} {t['name']}")
         done.append(dict(r, error=e))
     if done:
-        figures(done, "source")
-        figures(done, "family")
+        for key in ("source", "mode", "family"):
+            figures(done, key)
     for m in sorted(set(misses) - {r["id"] for r in rows}):
         print(f"{m}: listed in {a.misses} but not a row")
         bad += 1
