@@ -126,6 +126,9 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node
 	$(B)/tests/conformance $(B)/onnx-node-tests tests/conformance/expected-failures.txt
 	@echo "== validation against PyTorch 1.13 (CPU)"
 	$(B)/tests/validate tests/validation/pytorch-cpu-1.13.jsonl tests/validation/expected-misses.txt
+	@echo "== the PyTorch 2.x CPU zoo (docs/validation-zoo.md; rows whose graph is absent are skipped)"
+	python3 tools/oracle/zoo.py compare --dnnmem $(B)/dnnmem --brief --skip-missing \
+	    --misses tests/validation/zoo-expected-misses.txt
 	@echo "== published GPU measurements (BERT, DistilBERT; eager vs sdpa)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-gpu.sh
 	@echo "== GPU measurements (H200, PyTorch 2.11, transformers 5.17: tools/gpu/results)"

@@ -1,0 +1,544 @@
+#!/usr/bin/env python3
+"""PyTorch 2.x CPU ground truth for models never used in developing dnnmem.
+
+    python3 -m venv /tmp/zoo-venv
+    /tmp/zoo-venv/bin/pip install torch==2.14.1 torchvision==0.29.1 onnx
+    nice -n 19 /tmp/zoo-venv/bin/python tools/oracle/zoo.py measure [--jobs N] [--only SUBSTR ...]
+    python3 tools/oracle/zoo.py compare [--dnnmem build/dnnmem] [--misses FILE] [-v]
+
+`measure` runs every configuration of configs() (torchvision classifiers; seeded random
+architectures from tools/oracle/randnet.py) in its own process (a fresh interpreter, so the
+allocator and the profiler start empty), bounded by --timeout, and appends one JSON row
+per configuration to tests/validation/pytorch-cpu-2.x-zoo.jsonl; configurations already in
+that file are skipped (resumable), and failures go to build/zoo/failed.jsonl (skipped too,
+unless --retry-failed).  Each model is exported first, in its own process, to a graph-only
+ONNX file build/zoo/onnx/<model>-i<image>.onnx (TorchScript exporter, dynamo=False,
+training=TrainingMode.TRAINING, do_constant_folding=False, opset 14, batch dim dynamic;
+initializer bytes stripped as tools/export_fixtures.py does): Dropout and training
+BatchNorm survive, and the file is small and kept out of git.  `export` re-exports.
+
+What a row's peak_bytes is (the same method as tools/measure_cpu.py, for torch 2.x):
+  * bytes_before: the distinct CPU storages of every live torch.Tensor (gc scan) just
+    before profiling: parameters, buffers, input, target (bytes_before_unaccounted
+    says whether anything else was live);
+  * the run, inside torch.profiler.profile(activities=[CPU], profile_memory=True): every
+    event of prof.profiler.kineto_results.events() with nbytes() != 0 is one call of
+    c10's CPU allocator (reportMemoryUsage: + requested bytes at allocation, - at free),
+    taken in start_ns() order (stable); peak_bytes = bytes_before + the maximum of the
+    running sum.  Exactness checks per row: end_check_ok (a gc scan after the run equals
+    bytes_before + the sum of all events, to the byte) and tree_matches_events (the
+    event tree's Allocation nodes, ordered by time, give the same size sequence);
+  * training: 2 iterations of opt.zero_grad() (2.x default set_to_none=True) -> out =
+    model(x) -> loss = F.cross_entropy(out, y) -> loss.backward() -> opt.step() -> del
+    out, loss; model.train().  SGD lr 0.01 momentum 0.9; Adam lr 1e-3; foreach left at
+    None, which resolves to the single-tensor loops for CPU parameters (recorded);
+  * inference: model.eval(), torch.no_grad(), out = model(x), del out;
+  * torch.set_num_threads(1) (dnnmem --cpu-threads 1); the model after
+    torch.manual_seed(0), inputs after manual_seed(1), the run after manual_seed(2).
+The rows also carry the largest blocks live at the peak, by operator (live_at_peak_top).
+
+`compare` needs no torch: it runs build/dnnmem estimate on each row's graph (re-exported
+by `measure`/`export` if absent, which needs torch) with --device cpu --framework
+pytorch@2.14 --cpu-threads 1 and the row's batch, mode and optimizer, and prints the
+per-family and per-source figures (median |error|, share within 3%, under-estimates
+beyond 3%, worst cases).  With --misses it exits 1 when a row misses by more than 3%
+without being listed there, or a listed row no longer misses.
+"""
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+OUT = os.path.join(ROOT, "tests", "validation", "pytorch-cpu-2.x-zoo.jsonl")
+WORK = os.path.join(ROOT, "build", "zoo")
+PREFIX = "dnnmem/"
+ITERS = 2
+SGD_LR, SGD_MOMENTUM, ADAM_LR = 0.01, 0.9, 1e-3
+BAR = 3.0
+TOP = 8
+
+# torchvision classifiers: name -> (constructor keyword arguments, image size).  Image sizes
+# below the usual 224 only for fully convolutional models ending in adaptive pooling (the
+# graph is the same, the activations smaller); googlenet and inception_v3 without their
+# auxiliary heads (their train-mode BatchNorm after a 1x1 pooling fails at batch 1).
+TORCHVISION = {
+    "resnet18": ({}, 224),
+    "resnet50": ({}, 224),
+    "resnext50_32x4d": ({}, 160),
+    "wide_resnet50_2": ({}, 128),
+    "mobilenet_v2": ({}, 224),
+    "mobilenet_v3_small": ({}, 224),
+    "mobilenet_v3_large": ({}, 224),
+    "densenet121": ({}, 224),
+    "efficientnet_b0": ({}, 224),
+    "shufflenet_v2_x1_0": ({}, 224),
+    "squeezenet1_1": ({}, 224),
+    "mnasnet1_0": ({}, 224),
+    "regnet_y_400mf": ({}, 224),
+    "regnet_x_800mf": ({}, 224),
+    "convnext_tiny": ({}, 160),
+    "vit_b_16": ({}, 224),
+    "swin_t": ({}, 224),
+    "googlenet": ({"aux_logits": False, "init_weights": False}, 224),
+    "inception_v3": ({"aux_logits": False, "init_weights": False}, 299),
+    "alexnet": ({}, 224),
+    "vgg11": ({}, 224),
+    "vgg11_bn": ({}, 224),  # at 160 its AdaptiveAvgPool2d((7, 7)) of 5x5 does not export
+}
+RANDOM_SEEDS = range(0, 40)
+RUNS = (("inference", None), ("train", "sgd-momentum"), ("train", "adam"))
+
+
+def family(model):
+    if model.startswith("rand"):
+        return "random"
+    for f in ("resnext", "wide_resnet", "resnet", "mobilenet_v2", "mobilenet_v3", "densenet",
+              "efficientnet", "shufflenet", "squeezenet", "mnasnet", "regnet", "convnext", "vit",
+              "swin", "googlenet", "inception", "alexnet", "vgg"):
+        if model.startswith(f):
+            return f
+    return model
+
+
+def configs():
+    out = []
+    models = [(m, "torchvision", img) for m, (_, img) in TORCHVISION.items()]
+    models += [(f"rand{s}", "random", 32) for s in RANDOM_SEEDS]
+    for model, source, image in models:
+        for mode, opt in RUNS:
+            for b in (1, 2):
+                tag = "infer" if mode == "inference" else "train-" + ("sgd" if opt == "sgd-momentum" else "adam")
+                out.append(dict(id=f"{model}-{tag}-b{b}-i{image}", model=model, source=source,
+                                family=family(model), mode=mode, optimizer=opt, batch=b, image=image,
+                                graph=f"build/zoo/onnx/{model}-i{image}.onnx"))
+    return out
+
+
+# --------------------------------------------------------------------------
+# In the child (torch imported there only)
+# --------------------------------------------------------------------------
+
+
+def build_model(name):
+    import torch
+    torch.manual_seed(0)
+    if name.startswith("rand"):
+        import randnet
+        m, desc = randnet.build(int(name[4:]))
+        return m, desc, randnet.CLASSES
+    import torchvision
+    kw, _ = TORCHVISION[name]
+    return getattr(torchvision.models, name)(weights=None, **kw), None, 1000
+
+
+def export_graph(name, image, path):
+    import io
+    import warnings
+
+    import onnx
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from export_fixtures import strip_initializers
+    model, _, _ = build_model(name)
+    model.train()
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.randn(2, 3, image, image),), buf, dynamo=False,
+                          export_params=True, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, opset_version=14,
+                          input_names=["input"], output_names=["output"],
+                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    m = onnx.load_from_string(buf.getvalue())
+    strip_initializers(m, os.path.basename(path)[:-5] + ".weights")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "wb") as f:
+        f.write(m.SerializeToString())
+    os.replace(path + ".tmp", path)
+
+
+class Range:
+    """A profiler range without record_function's own tensor (as tools/measure_cpu.py's rf)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        import torch
+        self.h = torch.ops.profiler._record_function_enter_new(PREFIX + self.name, None)
+
+    def __exit__(self, *exc):
+        import torch
+        torch.ops.profiler._record_function_exit._RecordFunction(self.h)
+
+
+def live_storages():
+    import gc
+
+    import torch
+    gc.collect()
+    seen = {}
+    for o in gc.get_objects():
+        try:
+            if isinstance(o, torch.Tensor) and o.device.type == "cpu" and not o.is_sparse:
+                st = o.untyped_storage()
+                if st.nbytes():
+                    seen[st.data_ptr()] = st.nbytes()
+        except Exception:  # noqa: BLE001 - odd tensor subclasses
+            pass
+    return seen
+
+
+def unique_bytes(ts):
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for t in ts if t is not None}.values())
+
+
+def tree_allocations(kr):
+    """Allocation nodes of the event tree in time order: (t, id, size, ptr, phase, op)."""
+    allocs, stack = [], list(kr.experimental_event_tree())
+    while stack:
+        n = stack.pop()
+        stack.extend(n.children)
+        if "Allocation" not in str(n.tag):
+            continue
+        ef = n.extra_fields
+        size = int(ef.alloc_size)
+        if size == 0 or not str(ef.device).startswith("cpu"):
+            continue
+        names, phase, p = [], None, n.parent
+        while p is not None:
+            if p.name.startswith(PREFIX):
+                phase = p.name[len(PREFIX):]
+                break
+            names.append(p.name)
+            p = p.parent
+        names.reverse()
+        outer = names[0] if names else "(python)"
+        inner = [x for x in names if not x.startswith(("aten::empty", "aten::zeros", "aten::resize_"))]
+        op = outer if not inner or inner[-1] == outer else f"{outer} > {inner[-1]}"
+        allocs.append((int(n.start_time_ns), int(n.id), size, int(ef.ptr), phase, op))
+    allocs.sort()
+    return allocs
+
+
+def measure(cfg):
+    import platform
+
+    import torch
+    import torch.nn.functional as F
+    import torchvision
+    from torch.profiler import ProfilerActivity, profile
+    torch.set_num_threads(1)
+    train = cfg["mode"] == "train"
+    model, desc, classes = build_model(cfg["model"])
+    model.train(train)
+    torch.manual_seed(1)
+    x = torch.randn(cfg["batch"], 3, cfg["image"], cfg["image"])
+    y = torch.randint(0, classes, (cfg["batch"],), dtype=torch.long) if train else None
+    opt = None
+    if cfg["optimizer"] == "sgd-momentum":
+        opt = torch.optim.SGD(model.parameters(), lr=SGD_LR, momentum=SGD_MOMENTUM)
+    elif cfg["optimizer"] == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR)
+    param_bytes = unique_bytes(model.parameters())
+    buffer_bytes = unique_bytes(model.buffers())
+    input_bytes, target_bytes = unique_bytes([x]), unique_bytes([y])
+    before = sum(live_storages().values())
+    torch.manual_seed(2)
+    t0 = time.time()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        if not train:
+            with torch.no_grad():
+                with Range("it0/forward"):
+                    out = model(x)
+                with Range("it0/cleanup"):
+                    del out
+        else:
+            for it in range(ITERS):
+                with Range(f"it{it}/zero_grad"):
+                    opt.zero_grad()
+                with Range(f"it{it}/forward"):
+                    out = model(x)
+                with Range(f"it{it}/loss"):
+                    loss = F.cross_entropy(out, y)
+                with Range(f"it{it}/backward"):
+                    loss.backward()
+                with Range(f"it{it}/optimizer"):
+                    opt.step()
+                with Range(f"it{it}/cleanup"):
+                    del out, loss
+    run_s = time.time() - t0
+    kr = prof.profiler.kineto_results
+    evs = sorted((int(e.start_ns()), i, int(e.nbytes())) for i, e in enumerate(kr.events())
+                 if e.nbytes() != 0 and str(e.device_type()).endswith("CPU"))
+    run, peak, peak_i = 0, 0, -1
+    for i, (_, _, nb) in enumerate(evs):
+        run += nb
+        if run > peak:
+            peak, peak_i = run, i
+    allocs = tree_allocations(kr)
+    tree_ok = [a[2] for a in allocs] == [nb for _, _, nb in evs]
+    after = sum(live_storages().values())
+    top, peak_phase, by_phase = [], None, {}
+    if tree_ok:
+        live, level = {}, 0
+        for i, a in enumerate(allocs):
+            level += a[2]
+            ph = (a[4] or "(outside)").split("/")[-1]
+            by_phase[ph] = max(by_phase.get(ph, 0), before + level)
+            if a[2] > 0:
+                live[a[3]] = a
+            else:
+                live.pop(a[3], None)
+            if i == peak_i:
+                peak_phase = a[4]
+                top = [dict(bytes=b[2], phase=b[4], op=b[5])
+                       for b in sorted(live.values(), key=lambda b: -b[2])[:TOP]]
+    accounted = param_bytes + buffer_bytes + input_bytes + target_bytes
+    row = dict(cfg, torch=torch.__version__, torchvision=torchvision.__version__,
+               python=platform.python_version(), num_threads=torch.get_num_threads(),
+               architecture=desc,
+               loss=f"F.cross_entropy(out[B,{classes}], y[B] int64), mean" if train else None,
+               optimizer_args=(dict(lr=SGD_LR, momentum=SGD_MOMENTUM, foreach=None)
+                               if cfg["optimizer"] == "sgd-momentum" else
+                               dict(lr=ADAM_LR, foreach=None) if cfg["optimizer"] == "adam" else None),
+               zero_grad_set_to_none=True if train else None, iterations=ITERS if train else 1,
+               bytes_before=before, peak_bytes=before + peak, peak_phase=peak_phase,
+               end_bytes=before + run, memory_events=len(evs),
+               param_bytes=param_bytes, buffer_bytes=buffer_bytes, input_bytes=input_bytes,
+               target_bytes=target_bytes, bytes_before_unaccounted=before - accounted,
+               end_check_ok=after == before + run, tree_matches_events=tree_ok,
+               peak_by_phase_kind=by_phase, live_at_peak_top=top, run_s=round(run_s, 2))
+    return row
+
+
+# --------------------------------------------------------------------------
+# The driver
+# --------------------------------------------------------------------------
+
+
+def read_rows(path):
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            rows = [json.loads(ln) for ln in f if ln.strip()]
+    return rows
+
+
+def _forked(conn, args):
+    try:
+        sys.path.insert(0, HERE)
+        if args[0] == "export":
+            export_graph(args[1], int(args[2]), args[3])
+            conn.send(("", None))
+        else:
+            conn.send((json.dumps(measure(json.loads(args[1]))), None))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        conn.send((None, f"{type(e).__name__}: {str(e).strip().splitlines()[-1:] or ''}"))
+
+
+def run_child(args, timeout):
+    """One configuration (or export) in a forked child of this process, which has torch
+    imported already (imported once: the child starts with the allocator and the profiler
+    untouched, since the parent never runs an op); killed after `timeout` seconds."""
+    import multiprocessing as mp
+    t0 = time.time()
+    rx, tx = mp.Pipe(duplex=False)
+    p = mp.get_context("fork").Process(target=_forked, args=(tx, args))
+    p.start()
+    tx.close()
+    line, err = None, f"timeout after {timeout} s"
+    if rx.poll(timeout):
+        try:
+            line, err = rx.recv()
+        except EOFError:  # the child died without a word
+            err = None
+    p.join(5)
+    if p.exitcode is None:
+        p.kill()
+        p.join()
+    if line is None and err is None:
+        err = f"exit {p.exitcode}"
+    return line, err, time.time() - t0
+
+
+def ensure_graph(cfg, timeout, force=False):
+    path = os.path.join(ROOT, cfg["graph"])
+    if os.path.exists(path) and not force:
+        return None
+    _, err, _ = run_child(["export", cfg["model"], str(cfg["image"]), path], timeout)
+    return err
+
+
+def cmd_measure(a):
+    done = {r["id"] for r in read_rows(a.out)}
+    failed_path = os.path.join(WORK, "failed.jsonl")
+    failed = set() if a.retry_failed else {r["id"] for r in read_rows(failed_path)}
+    todo = [c for c in configs() if c["id"] not in done and c["id"] not in failed
+            and (not a.only or any(s in c["id"] for s in a.only))]
+    import torch  # imported once here; each configuration runs in a forked child
+    import torchvision  # noqa: F401
+    torch.set_num_threads(1)
+    sys.path.insert(0, HERE)
+    print(f"{len(todo)} configurations to measure ({len(done)} done, {len(failed)} failed before)")
+    os.makedirs(WORK, exist_ok=True)
+
+    lock = threading.Lock()
+
+    def one(c):
+        err = ensure_graph(c, a.timeout)
+        line, dt = None, 0
+        if err:
+            err = "export: " + err
+        else:
+            line, err, dt = run_child(["measure", json.dumps(c)], a.timeout)
+        with lock:  # each row as soon as it is measured (an interrupted run loses nothing)
+            if err:
+                print(f"FAIL {c['id']}: {err}", flush=True)
+                with open(failed_path, "a") as f:
+                    f.write(json.dumps(dict(id=c["id"], error=err)) + "\n")
+                return
+            with open(a.out, "a") as f:
+                f.write(line + "\n")
+            print(f"{c['id']}: {json.loads(line)['peak_bytes'] / 2**20:.1f} MiB ({dt:.0f} s)",
+                  flush=True)
+
+    # one model's configurations in one worker, in order: its graph is exported once
+    by_model = {}
+    for c in todo:
+        by_model.setdefault(c["model"], []).append(c)
+    with cf.ThreadPoolExecutor(a.jobs) as ex:
+        for fut in [ex.submit(lambda cs: [one(c) for c in cs], cs) for cs in by_model.values()]:
+            fut.result()
+
+
+def cmd_export(a):
+    import torch  # noqa: F401
+    seen = set()
+    for c in configs():
+        if (c["model"], c["image"]) in seen or (a.only and not any(s in c["id"] for s in a.only)):
+            continue
+        seen.add((c["model"], c["image"]))
+        err = ensure_graph(c, a.timeout, force=True)
+        print(c["graph"], err or "ok", flush=True)
+
+
+def estimate(dnnmem, row, extra=()):
+    cmd = [dnnmem, "estimate", os.path.join(ROOT, row["graph"]), "--device", "cpu",
+           "--framework", "pytorch@2.14", "--cpu-threads", "1", "--batch-size", str(row["batch"]),
+           "--json"]
+    cmd += ["--mode", "infer"] if row["mode"] == "inference" else \
+        ["--mode", "train", "--optimizer", row["optimizer"]]
+    p = subprocess.run(cmd + list(extra), capture_output=True, text=True)
+    if p.returncode not in (0, 1):
+        return None, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
+    return json.loads(p.stdout), None
+
+
+def figures(rows, key):
+    groups = {}
+    for r in rows:
+        groups.setdefault(r[key], []).append(r)
+    print(f"\n{key:<14} {'n':>4} {'median|e|':>10} {'within3%':>9} {'under>3%':>9} {'over>3%':>8}  worst")
+    for k in sorted(groups) + ["(all)"]:
+        g = rows if k == "(all)" else groups[k]
+        es = [r["error"] for r in g]
+        worst = max(g, key=lambda r: abs(r["error"]))
+        print(f"{k:<14} {len(g):>4} {statistics.median(abs(e) for e in es):>9.2f}% "
+              f"{100 * sum(abs(e) <= BAR for e in es) / len(es):>8.0f}% "
+              f"{sum(e < -BAR for e in es):>9} {sum(e > BAR for e in es):>8}  "
+              f"{worst['id']} {worst['error']:+.1f}%")
+
+
+def cmd_compare(a):
+    rows = read_rows(a.ref)
+    misses = {}
+    if a.misses and os.path.exists(a.misses):
+        with open(a.misses) as f:
+            for ln in f:
+                ln = ln.split("#", 1)
+                if ln[0].strip():
+                    misses[ln[0].strip()] = ln[1].strip() if len(ln) > 1 else ""
+    bad, done, absent = 0, [], 0
+    say = (lambda *x: None) if a.brief else print
+    say(f"{'configuration':<40} {'measured':>11} {'estimated':>11} {'error':>8}")
+    for r in rows:
+        if not os.path.exists(os.path.join(ROOT, r["graph"])):
+            if a.skip_missing:
+                absent += 1
+                continue
+            err = ensure_graph(r, a.timeout) if a.export else "graph missing (run `zoo.py export`)"
+            if err:
+                print(f"{r['id']:<40} {err}")
+                bad += 1
+                continue
+        est, err = estimate(a.dnnmem, r)
+        if err:
+            print(f"{r['id']:<40} error: {err}")
+            bad += 1
+            continue
+        e = 100.0 * (est["peak_allocated_bytes"] - r["peak_bytes"]) / r["peak_bytes"]
+        mark = ""
+        if abs(e) > BAR and r["id"] not in misses:
+            mark, bad = "  MISS", bad + (1 if a.misses else 0)
+        elif abs(e) > BAR:
+            mark = "  (expected miss)"
+        elif r["id"] in misses:
+            mark, bad = "  UNEXPECTED PASS", bad + 1
+        (print if mark.strip() not in ("", "(expected miss)") else say)(
+            f"{r['id']:<40} {r['peak_bytes'] / 2**20:>7.2f} MiB "
+            f"{est['peak_allocated_bytes'] / 2**20:>7.2f} MiB {e:>+7.2f}%{mark}")
+        if a.verbose and abs(e) > BAR:
+            print(f"    measured peak in {r['peak_phase']}; dnnmem's in {est['peak']['phase']} "
+                  f"it{est['peak']['iteration']} at {est['peak']['node']}")
+            for t in r["live_at_peak_top"][:5]:
+                print(f"      torch  {t['bytes'] / 2**20:8.2f} MiB {t['phase']} {t['op']}")
+            for t in sorted(est["live_at_peak"], key=lambda t: -t["bytes"])[:5]:
+                print(f"      dnnmem {t['bytes'] / 2**20:8.2f} MiB {t['category']} {t['name']}")
+        done.append(dict(r, error=e))
+    if done:
+        for key in ("source", "mode", "family"):
+            figures(done, key)
+    for m in sorted(set(misses) - {r["id"] for r in rows}):
+        print(f"{m}: listed in {a.misses} but not a row")
+        bad += 1
+    print(f"\nPyTorch 2.x CPU zoo: {len(done)} rows compared"
+          + (f", {absent} skipped (graphs absent: tools/oracle/zoo.py export makes them)" if absent else "")
+          + f", {bad} problems")
+    return 1 if bad else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("measure", "export", "compare"):
+        s = sub.add_parser(name)
+        s.add_argument("--only", nargs="*", help="configuration ids containing one of these")
+        s.add_argument("--timeout", type=int, default=600, help="seconds per child process")
+    m = sub.choices["measure"]
+    m.add_argument("--out", default=OUT)
+    m.add_argument("--jobs", type=int, default=1)
+    m.add_argument("--retry-failed", action="store_true")
+    c = sub.choices["compare"]
+    c.add_argument("--ref", default=OUT)
+    c.add_argument("--dnnmem", default=os.path.join(ROOT, "build", "dnnmem"))
+    c.add_argument("--misses", help="expected misses: 'id  # mechanism' lines")
+    c.add_argument("--export", action="store_true", help="export missing graphs (needs torch)")
+    c.add_argument("--skip-missing", action="store_true", help="skip rows whose graph is absent")
+    c.add_argument("--brief", action="store_true", help="print only problems and the figures")
+    c.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args()
+    return {"measure": cmd_measure, "export": cmd_export, "compare": cmd_compare}[a.cmd](a) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
