@@ -12,7 +12,7 @@ allocator and the profiler start empty), bounded by --timeout, and appends one J
 per configuration to tests/validation/pytorch-cpu-2.x-zoo.jsonl; configurations already in
 that file are skipped (resumable), and failures go to build/zoo/failed.jsonl (skipped too,
 unless --retry-failed).  Each model is exported first, in its own process, to a graph-only
-ONNX file build/zoo/onnx/<model>-i<image>.onnx (TorchScript exporter, dynamo=False,
+ONNX file tests/models/zoo/<model>-i<image>.onnx (TorchScript exporter, dynamo=False,
 training=TrainingMode.TRAINING, do_constant_folding=False, opset 14, batch dim dynamic;
 initializer bytes stripped as tools/export_fixtures.py does): Dropout and training
 BatchNorm survive, and the file is small and kept out of git.  `export` re-exports.
@@ -118,7 +118,7 @@ def configs():
                 tag = "infer" if mode == "inference" else "train-" + ("sgd" if opt == "sgd-momentum" else "adam")
                 out.append(dict(id=f"{model}-{tag}-b{b}-i{image}", model=model, source=source,
                                 family=family(model), mode=mode, optimizer=opt, batch=b, image=image,
-                                graph=f"build/zoo/onnx/{model}-i{image}.onnx"))
+                                graph=f"tests/models/zoo/{model}-i{image}.onnx"))
     return out
 
 
