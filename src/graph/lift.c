@@ -7,12 +7,21 @@
  * each (native_layer_norm, gelu), whose autograd node keeps the input and
  * small statistics, where the decomposed graph would keep three full-size
  * intermediates. Memory follows what runs, so the decompositions are lifted
- * back into single LayerNormalization and Gelu nodes. A pattern matches only
+ * back into single LayerNormalization and Gelu nodes. The same holds for
+ * F.silu, which exporters write as x * Sigmoid(x) (PyTorch runs one kernel,
+ * whose SiluBackward0 keeps x; torchvision's EfficientNet and RegNet use it),
+ * and hardswish, written as x * HardSigmoid(x, 1/6, 1/2) below opset 14.
+ * Dropout with a constant ratio of 0 is lifted away: ATen's dropout returns
+ * its input when p == 0 (aten/src/ATen/native/Dropout.cpp, _dropout_impl and
+ * the fused kernel's p > 0 condition), with no mask and nothing saved, in
+ * training as in inference (torchvision's ViT and Swin default to 0.0).
+ * A pattern matches only
  * when every intermediate has a single reader and is no graph output, so the
  * rewrite never changes what the graph computes.
  */
 #include "dnnmem-impl.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -211,6 +220,61 @@ static bool lift_padded_pool(struct lift *l, struct dm_node *pool)
     return true;
 }
 
+/* o = x * f(x) with f's output read only here: the single kernel g(x) */
+static bool lift_gated(struct lift *l, struct dm_node *o)
+{
+    if (o->op != DM_OP_Mul || o->n_in != 2)
+        return false;
+    for (int side = 0; side < 2; side++) {
+        int32_t x = o->in[side], gx = o->in[1 - side];
+        const struct dm_node *f = prod(l, gx, DM_OP_Sigmoid);
+        enum dm_op op = DM_OP_Silu;
+        if (!f) {
+            /* hardswish = x * relu6(x + 3) / 6 = x * HardSigmoid(x, 1/6, 1/2) */
+            f = prod(l, gx, DM_OP_HardSigmoid);
+            op = DM_OP_HardSwish;
+            if (f && (fabs(dm_attr_float(f, "alpha", 0.2) - 1.0 / 6) > 1e-6 ||
+                      fabs(dm_attr_float(f, "beta", 0.5) - 0.5) > 1e-6))
+                f = NULL;
+        }
+        if (!f || f->n_in != 1 || f->in[0] != x || !private_(l, gx, 1))
+            continue;
+        o->op = op;
+        o->in[0] = x;
+        o->n_in = 1;
+        o->n_attr = 0;
+        kill(l, f);
+        return true;
+    }
+    return false;
+}
+
+/* Dropout(x, ratio 0) = x: a view of its input, no mask */
+static bool lift_dropout0(struct lift *l, struct dm_node *d)
+{
+    if (d->op != DM_OP_Dropout || d->n_in < 1 || d->n_out < 1)
+        return false;
+    double ratio = dm_attr_float(d, "ratio", 0.5); /* an attribute before opset 12 */
+    if (d->n_in >= 2 && d->in[1] >= 0) {
+        const struct dm_value *v = const_value(l, d->in[1]);
+        if (!v || v->n != 1)
+            return false;
+        ratio = v->is_float ? v->f[0] : (double)v->i[0];
+    }
+    if (ratio != 0)
+        return false;
+    if (d->n_out >= 2 && d->out[1] >= 0 &&
+        (l->readers[d->out[1]] || l->g->tensors[d->out[1]].is_output))
+        return false; /* the mask is used: leave it to the model */
+    if (d->n_out >= 2 && d->out[1] >= 0)
+        l->g->tensors[d->out[1]].producer = -1;
+    d->op = DM_OP_Identity;
+    d->n_in = 1;
+    d->n_out = 1;
+    d->n_attr = 0;
+    return true;
+}
+
 enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err)
 {
     struct lift l = {g, calloc((size_t)g->n_tensors + 1, sizeof(int32_t)),
@@ -230,7 +294,8 @@ enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err)
     int32_t lifted = 0;
     for (int32_t i = 0; i < g->n_nodes; i++)
         lifted += lift_layernorm(&l, &g->nodes[i]) || lift_gelu(&l, &g->nodes[i]) ||
-                  lift_padded_pool(&l, &g->nodes[i]);
+                  lift_padded_pool(&l, &g->nodes[i]) || lift_gated(&l, &g->nodes[i]) ||
+                  lift_dropout0(&l, &g->nodes[i]);
     if (!lifted)
         goto out;
     /* drop the swallowed nodes; tensors they made keep no producer and are

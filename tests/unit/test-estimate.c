@@ -409,6 +409,56 @@ static uint64_t tape_saved(struct tb *b)
     return saved_bytes(b, DNNMEM_FW_TENSORFLOW, DNNMEM_TF_EAGER);
 }
 
+static void tb_attr_float(struct tb *b, const char *key, float v)
+{
+    Onnx__AttributeProto *a = tb_calloc(b, 1, sizeof *a);
+    onnx__attribute_proto__init(a);
+    a->name = tb_str(b, key);
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    a->has_f = 1;
+    a->f = v;
+    TB_PUSH(b, &b->last->attribute, &b->last->n_attribute, a);
+}
+
+/* Exporters' decompositions of one PyTorch kernel, lifted back (lift.c), as
+ * the zoo's misses showed them (docs/validation-zoo.md): what PyTorch eager
+ * saves for backward after h1 = x W1, h1 [4, 256] float32 = H. */
+static void test_lifted_kernels(void **state)
+{
+    (void)state;
+    const uint64_t H = 4096;
+    struct tb *b;
+    /* x * Sigmoid(x) is F.silu: SiluBackward0 keeps x (H); left as exported,
+     * Sigmoid keeps its output and Mul both operands (2 H; EfficientNet
+     * +11..+21%) */
+    b = tape_mlp(1);
+    tb_node(b, "Sigmoid", "sig", "h1", "s");
+    tb_node(b, "Mul", "op", "h1,s", "y");
+    tb_output(b, "y");
+    assert_int_equal(saved_bytes(b, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER), H);
+    /* x * HardSigmoid(x, 1/6, 1/2) is hardswish (keeps x); with ONNX's
+     * default alpha 0.2 it is not, and stays two ops */
+    for (int hs = 0; hs <= 1; hs++) {
+        b = tape_mlp(1);
+        tb_node(b, "HardSigmoid", "hsig", "h1", "s");
+        if (hs)
+            tb_attr_float(b, "alpha", 1.0f / 6);
+        tb_node(b, "Mul", "op", "h1,s", "y");
+        tb_output(b, "y");
+        assert_int_equal(saved_bytes(b, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER), hs ? H : 2 * H);
+    }
+    /* Dropout(p = 0) in training returns its input: no mask; p = 0.5 keeps
+     * its bool mask, [4, 256] = 1,024 B (swin_t +7..+20% before) */
+    for (int p = 0; p <= 1; p++) {
+        b = tape_mlp(1);
+        tb_scalar_f32(b, "ratio", p ? 0.5f : 0.0f);
+        tb_node(b, "Dropout", "op", "h1,ratio", "y");
+        tb_output(b, "y");
+        assert_int_equal(saved_bytes(b, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER), p ? 1024 : 0);
+    }
+}
+
 static void test_tf_tape_rules(void **state)
 {
     (void)state;
@@ -1464,6 +1514,7 @@ int main(void)
         cmocka_unit_test(test_framework_runtimes),
         cmocka_unit_test(test_dropout_saved_by_framework),
         cmocka_unit_test(test_tf_tape_rules),
+        cmocka_unit_test(test_lifted_kernels),
         cmocka_unit_test(test_tf_graph_grad_forwarding),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);

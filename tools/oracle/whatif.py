@@ -16,7 +16,7 @@ classify: every row missing by more than 3%, with the mechanisms that explain it
 brings it within 3%; inplace-clone when the model runs hardtanh_, hardswish_,
 hardsigmoid_ or silu_ in place and `--inplace none` (which keeps those activations'
 inputs, as 2.x's clone does) brings it within 3% (both: the two together); otherwise
-the mechanism measured on its family (silu-decomposed, densenet-python-local,
+the mechanism measured on its family (densenet-python-local,
 channels-last-conv-bwd), groupnorm-decomposed for an over-estimate of a model with
 GroupNorm, channels-last-conv-bwd for a training under-estimate whose largest block at the
 peak is convolution_backward's, thnn-columns for a batch-1 under-estimate with a slow_conv2d block
@@ -107,9 +107,7 @@ def classify(r, dnnmem, out):
         if abs(e1) <= zoo.BAR:
             return e0, names, f"{e1:+.2f}% without them"
     fam = r["family"]
-    if fam == "efficientnet" or (e0 > 0 and "silu" in arch):
-        names = ["silu-decomposed"]
-    elif fam == "densenet" and r["mode"] == "inference":
+    if fam == "densenet" and r["mode"] == "inference":
         names = ["densenet-python-local"]
     elif fam == "convnext" and r["mode"] == "train":
         names = ["channels-last-conv-bwd"]
