@@ -118,6 +118,8 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node
 	$(B)/tests/conformance $(B)/onnx-node-tests tests/conformance/expected-failures.txt
 	@echo "== validation against PyTorch 1.13 (CPU)"
 	$(B)/tests/validate tests/validation/pytorch-cpu-1.13.jsonl tests/validation/expected-misses.txt
+	@echo "== real transformers on the CPU (torch 2.13; transformers 4.51, 4.56, 5.24: tools/hf_oracle)"
+	python3 tools/hf_oracle/compare.py tests/validation/hf-real-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== published GPU measurements (BERT, DistilBERT; eager vs sdpa)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-gpu.sh
 	@echo "== GPU measurements (H200, PyTorch 2.11, transformers 5.17: tools/gpu/results)"

@@ -13,7 +13,7 @@ Standard library only (no torch): each row with status "ok" is estimated with
 and peak_allocated_bytes is compared with the measured peak_bytes.  Prints one line per
 row, then per model_type and release: count, median |error|, worst, and how many are
 under-estimated by more than 3%.  A row that dnnmem refuses (exit code not 0) is counted
-as refused with its message.
+as refused with its message (an sdpa row also with the error of its --attn eager estimate).
 --check: exit 1 when a row misses by more than 5%, or is refused, without a line of
 EXPECTED (default tests/validation/hf-real-expected-misses.txt) matching its id (fnmatch
 patterns, each "PATTERN  # mechanism"), or when a pattern matches only rows now within 5%.
@@ -74,7 +74,7 @@ def main():
     ap.add_argument("--commands", action="store_true", help="print dnnmem's command per row")
     ap.add_argument("-v", action="store_true", help="every row, not only the misses")
     a = ap.parse_args()
-    rows = []
+    a.dnnmem = os.path.abspath(a.dnnmem)
     with open(a.reference) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     expected = read_expected(a.expected)
@@ -94,6 +94,10 @@ def main():
         if est is None:
             g["refused"] += 1
             miss, line = True, f"{r['id']:64s} {r['peak_bytes'] / 2**20:9.2f} MiB  refused: {why}"
+            if r["attn"] == "sdpa":  # what the eager estimate would say of the sdpa run
+                alt, _ = estimate(a.dnnmem, dict(r, attn="eager"))
+                if alt is not None:
+                    line += f" (--attn eager: {100.0 * (alt - r['peak_bytes']) / r['peak_bytes']:+.1f}%)"
         else:
             e = 100.0 * (est - r["peak_bytes"]) / r["peak_bytes"]
             g["errs"].append(e)
