@@ -8,7 +8,8 @@ Standard library only (no torch): each row with status "ok" is estimated with
 
     dnnmem estimate CONFIG --device cpu --framework pytorch@<torch X.Y> --cpu-threads 1
         --transformers <release> --attn <attn> --precision <precision> --mode <mode>
-        [--optimizer <optimizer>] -b <batch> -s <seq> [--new-tokens N] --json
+        [--optimizer <optimizer>] -b <batch> -s <seq> [--new-tokens N]
+        [--lora-r R --lora-alpha A --lora-dropout P --lora-targets <PEFT's, as recorded>] --json
 
 and peak_allocated_bytes is compared with the measured peak_bytes.  Prints one line per
 row, then per model_type and release: count, median |error|, worst, and how many are
@@ -42,6 +43,10 @@ def command(dnnmem, r):
         cmd += ["--optimizer", r["optimizer"]]
     if r["mode"] == "generate":
         cmd += ["--new-tokens", str(r["new_tokens"])]
+    if r.get("lora"):
+        cmd += ["--lora-r", str(r["lora"]["r"]), "--lora-alpha", str(r["lora"]["alpha"]),
+                "--lora-dropout", str(r["lora"]["dropout"]),
+                "--lora-targets", ",".join(r["lora_targets"])]
     return cmd + ["--json"]
 
 

@@ -38,6 +38,8 @@ What is measured (the definitions of tools/measure_cpu.py, tests/validation/READ
   * inference: model.eval(), torch.no_grad(), out = model(input_ids), del out;
   * generate: model.generate(input_ids, max_new_tokens=N, do_sample=False) with eos and pad
     tokens unset (every row runs N forwards), under its own no_grad, model.eval();
+  * lora rows: peft.get_peft_model(model, LoraConfig(r, lora_alpha, lora_dropout,
+    task_type="CAUSAL_LM")) with PEFT's default target modules (recorded with peft's version);
   * torch.set_num_threads(1) (dnnmem --cpu-threads 1).
 """
 
@@ -127,6 +129,11 @@ def build(row):
                                                   torch.float32})
     if row["precision"] == "bf16":
         model = model.to(torch.bfloat16)
+    if row.get("lora"):  # PEFT's defaults for the model_type's target modules
+        import peft
+        lc = row["lora"]
+        model = peft.get_peft_model(model, peft.LoraConfig(
+            r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"], task_type="CAUSAL_LM"))
     return model, conf
 
 
@@ -250,6 +257,10 @@ def run(row):
         tree_matches_events=tree_ok, end_check_ok=after >= before,
         torch=torch.__version__, transformers_version=transformers.__version__,
         num_threads=torch.get_num_threads())
+    if row.get("lora"):
+        import peft
+        rec["peft_version"] = peft.__version__
+        rec["lora_targets"] = sorted(model.peft_config["default"].target_modules)
     detail = dict(id=row["id"], top_live_at_peak=top, live_at_peak_count=len(at_peak))
     if row.get("dump"):  # every block live at the peak, with its full operator path
         with open(os.path.join(row["dump"], row["id"].replace("/", "_") + ".tsv"), "w") as f:

@@ -37,6 +37,12 @@ RUNS = [("train", "adam", "fp32", "eager"), ("infer", None, "fp32", "eager"),
 GEN = ("tiny-llama-gqa", "tiny-qwen3", "tiny-gpt2", "tiny-opt", "small-Llama-3.2-1B-Instruct",
        "small-Qwen2.5-7B-Instruct")
 GEN_PROMPT, GEN_NEW = 64, (16, 48)
+# LoRA (PEFT get_peft_model, LoraConfig with PEFT's default target modules per model_type),
+# Adam training in fp32, after the rows above
+LORA_MODELS = ("tiny-llama-gqa", "tiny-qwen3", "tiny-gpt2", "tiny-opt", "tiny-neox", "tiny-phi3",
+               "tiny-gemma", "tiny-phi", "tiny-falcon", "small-Llama-3.2-1B-Instruct",
+               "small-Qwen2.5-7B-Instruct", "small-Mistral-7B-Instruct-v0.3")
+LORA = dict(r=8, alpha=16, dropout=0.05)
 
 
 def release(version):
@@ -75,6 +81,11 @@ def make_rows(rel):
                 rows.append(dict(base, id=f"tf{rel}/{model}-generate-b{BATCH}-p{GEN_PROMPT}-n{n}"
                                           "-fp32-eager", mode="generate", optimizer=None,
                                  seq=GEN_PROMPT, new_tokens=n, precision="fp32", attn="eager"))
+    for base in bases:
+        if base["model"] in LORA_MODELS:
+            rows.append(dict(base, id=f"tf{rel}/{base['model']}-train-adam-b{BATCH}-s{SEQ}-fp32-eager"
+                                      "-lora", mode="train", optimizer="adam", seq=SEQ,
+                             precision="fp32", attn="eager", lora=LORA))
     return rows
 
 
