@@ -129,6 +129,8 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node
 	@echo "== the PyTorch 2.x CPU zoo (docs/validation-zoo.md; rows whose graph is absent are skipped)"
 	python3 tools/oracle/zoo.py compare --dnnmem $(B)/dnnmem --brief --skip-missing \
 	    --misses tests/validation/zoo-expected-misses.txt
+	@echo "== real transformers on the CPU (torch 2.13; transformers 4.51, 4.56, 5.24: tools/hf_oracle)"
+	python3 tools/hf_oracle/compare.py tests/validation/hf-real-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== published GPU measurements (BERT, DistilBERT; eager vs sdpa)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-gpu.sh
 	@echo "== GPU measurements (H200, PyTorch 2.11, transformers 5.17: tools/gpu/results)"
