@@ -38,7 +38,7 @@ WARN   := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wwrit
 CFLAGS ?= $(OPT) -g
 ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC $(WARN) $(SANFLAGS) $(CFLAGS) \
               -Iinclude -Isrc -I$(B)/gen $(PKG_CFLAGS)
-LDLIBS := $(PKG_LIBS) -lm
+LDLIBS := $(PKG_LIBS) -lm -pthread
 
 # The pipeline, in order: util, graph, load, shape, schedule, alloc, report, api.
 LIB_SRC := src/util/arena.c src/util/error.c \
@@ -54,6 +54,9 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/report/result.c src/report/text.c src/report/json.c src/report/decide.c \
            src/report/gpus.c src/report/html.c \
            src/api.c
+# dnnmem_estimate's stages (src/estimate/estimate.h), in order
+LIB_SRC += src/estimate/check.c src/estimate/variant.c src/estimate/defaults.c \
+           src/estimate/shapes.c src/estimate/schedule.c src/estimate/replay.c
 GEN_SRC := $(B)/gen/onnx.pb-c.c
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(B)/gen/onnx.pb-c.o
 CLI_OBJ := $(B)/cli/main.o
@@ -78,6 +81,7 @@ $(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/grap
 	@$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(B)/src/load/hf.o: src/load/hf_decoders.inc
+$(B)/src/api.o $(patsubst %.c,$(B)/%.o,$(filter src/estimate/%,$(LIB_SRC))): src/estimate/estimate.h
 
 $(B)/libdnnmem.a: $(LIB_OBJ)
 	@echo "  AR      $@"
