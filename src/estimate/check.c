@@ -55,8 +55,9 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
     o->tf_graph = c->framework == DNNMEM_FW_TENSORFLOW && c->tf_execution == DNNMEM_TF_GRAPH &&
                   !o->generate;
     o->fw_version = c->framework_version ? dm_version_number(c->framework_version) : -1;
-    o->torch = c->torch_version ? c->torch_version : DM_TORCH_DEFAULT;
-    o->transformers = c->transformers_version ? c->transformers_version : DM_TRANSFORMERS_DEFAULT;
+    dm_est_defaults(c, g, &o->d);
+    o->torch = (int)o->d.value[DM_D_TORCH];
+    o->transformers = (int)o->d.value[DM_D_TRANSFORMERS];
     /* transformers 5 loads a model in its config's dtype unless told
      * otherwise (dtype="auto" by default, PR #34919; measured: Qwen3-0.6B's
      * bfloat16 config built by from_config in 5.17 runs in bf16) */

@@ -49,6 +49,31 @@ static const char *loss_name(enum dnnmem_loss l)
     return "?";
 }
 
+void dm_est_defaults(const struct dnnmem_config *c, const struct dm_graph *g, struct dm_defaults *d)
+{
+#define DM_X(name, key, is_set, option, dflt)                                                      \
+    d->set[DM_D_##name] = (is_set);                                                                \
+    d->value[DM_D_##name] = d->set[DM_D_##name] ? (int64_t)(option) : (int64_t)(dflt);
+    DM_DEFAULTS(DM_X)
+#undef DM_X
+}
+
+/* the key of each row, for the assumptions (defaults.c's own) */
+static const char *const default_key[DM_D_COUNT] = {
+#define DM_X(name, key, set, option, dflt) [DM_D_##name] = key,
+    DM_DEFAULTS(DM_X)
+#undef DM_X
+};
+
+const char *dm_default_source(const struct dm_defaults *d, enum dm_default k)
+{
+    return d->set[k] ? "option" : "default";
+}
+
+#define KEY(name) default_key[DM_D_##name]
+#define SOURCE(name) dm_default_source(&o->d, DM_D_##name)
+#define VALUE(name) o->d.value[DM_D_##name]
+
 /* The runtime: which framework runs the step, and how. */
 static void framework_assumptions(struct dm_est *e)
 {
@@ -103,7 +128,7 @@ static void framework_assumptions(struct dm_est *e)
                                : "naive: the eager schedule through MXNet's pool, as imperative "
                                  "NDArray/autograd code runs");
         if (c->framework == DNNMEM_FW_MXNET && run->train)
-            dm_assume(as, "mx_ops", c->mxnet_grad_sum_cap ? "option" : "default",
+            dm_assume(as, KEY(MX_GRAD_SUM_CAP), SOURCE(MX_GRAD_SUM_CAP),
                       "MXNet %d.%d's backward (FGradient, DeclareBackwardDependency; cuDNN build): "
                       "what each op's gradient reads (Activation sigmoid/tanh/softrelu keep input and "
                       "output, Pooling input and output, Dropout a mask of %s, elementwise mul/div "
@@ -152,7 +177,7 @@ static void framework_assumptions(struct dm_est *e)
                                  : "op by op (not jitted): PyTorch eager's schedule through XLA's "
                                    "allocator");
     } else {
-        dm_assume(as, "framework", c->torch_version ? "option" : "default", "pytorch %d.%d (eager)",
+        dm_assume(as, KEY(TORCH), SOURCE(TORCH), "pytorch %d.%d (eager)",
                   run->torch_version / 100, run->torch_version % 100);
     }
 }
@@ -196,7 +221,7 @@ static void attention_assumptions(struct dm_est *e)
               "materialised"
             : "; grouped keys and values repeated (repeat_kv)");
     if (o->hf)
-        dm_assume(as, "transformers", c->transformers_version ? "option" : "default",
+        dm_assume(as, KEY(TRANSFORMERS), SOURCE(TRANSFORMERS),
                   "%d.%d (its modelling code, as the HuggingFace front end builds it)%s",
                   o->transformers / 100, o->transformers % 100,
                   o->generate && o->transformers > DM_TRANSFORMERS_DEFAULT
@@ -241,7 +266,7 @@ static void mode_assumptions(struct dm_est *e)
                       "layers' router logits, after the cross-entropy (its int64 one-hot expert "
                       "mask [tokens x layers, top-k, experts] and float copy included)",
                       g->router_aux_coef, (int)g->n_router);
-        dm_assume(as, "iterations", c->iterations ? "option" : "default", "%d", run->iterations);
+        dm_assume(as, KEY(ITERATIONS), SOURCE(ITERATIONS), "%d", run->iterations);
         if (run->grad_accum > 1)
             dm_assume(as, "grad_accum", "option", "%d micro-batches per step", run->grad_accum);
         dm_assume(as, "zero_grad", "default", "%s",
@@ -316,10 +341,10 @@ static void mode_assumptions(struct dm_est *e)
                 dm_assume(as, "temperature", c->temperature != 0 ? "option" : "default",
                           "1.0: no TemperatureLogitsWarper");
             if (run->gen_top_k > 0)
-                dm_assume(as, "top_k", c->top_k ? "option" : "default",
+                dm_assume(as, KEY(TOP_K), SOURCE(TOP_K),
                           "%lld%s (TopKLogitsWarper: torch.topk, a bool [batch, vocab] mask, "
                           "masked_fill's float32 [batch, vocab])",
-                          (long long)run->gen_top_k, c->top_k ? "" : ", GenerationConfig's default");
+                          (long long)run->gen_top_k, o->d.set[DM_D_TOP_K] ? "" : ", GenerationConfig's default");
             else
                 dm_assume(as, "top_k", "option", "0: no TopKLogitsWarper");
             if (run->gen_top_p)
@@ -353,8 +378,8 @@ void dm_est_run(struct dm_est *e)
         .dataflow = o->jax_jit || o->tf_graph,
         .xla = o->jax_jit,
         .torch_version = o->torch,
-        .iterations = c->iterations ? c->iterations : 2,
-        .grad_accum = c->grad_accum ? c->grad_accum : 1,
+        .iterations = (int)VALUE(ITERATIONS),
+        .grad_accum = (int)VALUE(GRAD_ACCUM),
         .optimizer = c->optimizer,
         .loss = c->loss,
         .loss_all_outputs = c->loss_all_outputs,
@@ -363,17 +388,15 @@ void dm_est_run(struct dm_est *e)
         .mx_ops = c->framework == DNNMEM_FW_MXNET,
         .mx_version = c->framework == DNNMEM_FW_MXNET && o->fw_version >= 0 ? (int)(o->fw_version / 100)
                                                                          : 109,
-        /* MXNET_EXEC_INPLACE_GRAD_SUM_CAP's default (graph_executor.cc,
-         * AggregateGradient) */
-        .mx_grad_sum_cap = c->mxnet_grad_sum_cap > 0 ? c->mxnet_grad_sum_cap : 8,
+        .mx_grad_sum_cap = (int)VALUE(MX_GRAD_SUM_CAP),
         /* MXNET_BACKWARD_DO_MIRROR's default: 0 (graph_executor.cc, need_mirror) */
         .mx_mirror = c->framework == DNNMEM_FW_MXNET && c->mxnet_mirror,
         .gen_tokens = o->generate ? c->new_tokens : 0,
         .kv_dtype = c->kv_dtype,
         .gen_beams = o->generate && c->num_beams > 1 ? c->num_beams : 1,
         .gen_sample = o->generate && c->do_sample,
-        /* GenerationConfig's defaults: top_k 50, top_p 1.0, temperature 1.0 */
-        .gen_top_k = c->top_k == 0 ? 50 : c->top_k < 0 ? 0 : c->top_k,
+        /* GenerationConfig's defaults: top_p 1.0, temperature 1.0 */
+        .gen_top_k = VALUE(TOP_K),
         .gen_top_p = c->top_p > 0 && c->top_p < 1,
         .gen_temperature = c->temperature > 0 && c->temperature != 1,
     };
@@ -453,35 +476,20 @@ static void cuda_defaults(struct dm_est *e)
     struct dm_assumptions *as = &e->as;
     /* The CPU allocator hands out exactly what is asked (the profiler counts
      * nbytes); the CUDA caching allocator rounds. */
-    uint64_t round = c->alloc_round_bytes >= 0 ? (uint64_t)c->alloc_round_bytes
-                   : run->cuda ? (uint64_t)DNNMEM_ALLOC_ROUND_DEFAULT
-                              : 1;
+    uint64_t round = (uint64_t)VALUE(ALLOC_ROUND);
     e->round = round;
     if (o->other_fw)
         ; /* fw_setup states it */
-    else if (run->cuda || c->alloc_round_bytes >= 0)
-        dm_assume(as, "allocator", c->alloc_round_bytes >= 0 ? "option" : "default", "%s",
-                  c->alloc_round_bytes >= 0
+    else if (run->cuda || o->d.set[DM_D_ALLOC_ROUND])
+        dm_assume(as, KEY(ALLOC_ROUND), SOURCE(ALLOC_ROUND), "%s",
+                  o->d.set[DM_D_ALLOC_ROUND]
                       ? dm_arena_printf(as->arena, "requests rounded up to %llu B, no caching",
                                         (unsigned long long)round)
                       : "PyTorch CUDA caching allocator (512 B blocks; 2 MiB, 20 MiB and "
                         "2 MiB-rounded segments; best fit; split and merge rules)");
     else
         dm_assume(as, "allocator", "default", "host: bytes as requested");
-    /* The CUDA toolkit each framework's wheels are built with, by default:
-     * PyTorch 2.6's default pip wheel is cu124 (pytorch.org, previous
-     * versions: `pip install torch==2.6.0` installs the CUDA 12.4 build); TensorFlow 2.15's tested build configuration is CUDA 12.2
-     * (tensorflow.org/install/source#gpu); jax[cuda12] installs CUDA 12.x
-     * libraries from pip (12.2 taken); MXNet's last releases (1.9.1) ship
-     * wheels up to mxnet-cu112 (CUDA 11.2). */
-    static const int fw_cuda[] = {[DNNMEM_FW_PYTORCH] = 124, [DNNMEM_FW_TENSORFLOW] = 122,
-                                  [DNNMEM_FW_MXNET] = 112, [DNNMEM_FW_JAX] = 122};
-    int cuda_version = c->cuda_version ? c->cuda_version : fw_cuda[c->framework];
-    /* compute capability 8.0 unless given, or the least the quantized
-     * checkpoint's kernels run on (fp8: 8.9) */
-    int cc = c->compute_capability ? c->compute_capability
-             : g->quant_min_cc > DM_CC_DEFAULT ? g->quant_min_cc
-                                    : DM_CC_DEFAULT;
+    int cuda_version = (int)VALUE(CUDA), cc = (int)VALUE(CC);
     run->compute_capability = cc;
     e->cc = cc;
     /* Other frameworks do not set CUDA_MODULE_LOADING=LAZY as PyTorch does
@@ -498,7 +506,7 @@ static void cuda_defaults(struct dm_est *e)
     e->context = context;
     char cb[32];
     if (run->cuda) {
-        dm_assume(as, "cuda", c->cuda_version || c->compute_capability ? "option" : "default",
+        dm_assume(as, KEY(CUDA), o->d.set[DM_D_CUDA] || o->d.set[DM_D_CC] ? "option" : "default",
                   "%d.%d, compute capability %d.%d%s",
                   cuda_version / 10, cuda_version % 10, cc / 10, cc % 10,
                   !c->compute_capability && g->quant_min_cc > DM_CC_DEFAULT
@@ -563,12 +571,12 @@ static void cuda_defaults(struct dm_est *e)
                       : dm_arena_printf(as->arena, "%s per handle, kept from the first matmul "
                                                 "(CublasHandlePool.cpp)",
                                         dm_format_bytes(run->cublas_workspace, cb)));
-        run->conv_workspace = c->conv_workspace_bytes >= 0 ? (uint64_t)c->conv_workspace_bytes : 0;
+        run->conv_workspace = (uint64_t)VALUE(CONV_WORKSPACE);
         /* the caps: TF_CUDNN_WORKSPACE_LIMIT_IN_MB default 4 GiB (conv_ops*.cc),
          * scratch allocated non-retryable; MXNet's Convolution workspace
          * parameter 1024 MB (convolution-inl.h) */
-        dm_assume(as, "conv_workspace", c->conv_workspace_bytes >= 0 ? "option" : "default", "%s%s",
-                  c->conv_workspace_bytes >= 0
+        dm_assume(as, KEY(CONV_WORKSPACE), SOURCE(CONV_WORKSPACE), "%s%s",
+                  o->d.set[DM_D_CONV_WORKSPACE]
                       ? dm_arena_printf(as->arena, "%s per convolution (--conv-workspace)",
                                         dm_format_bytes(run->conv_workspace, cb))
                       : "0 (cuDNN's heuristic choice is unknown without the GPU; "

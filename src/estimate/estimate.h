@@ -5,8 +5,9 @@
  *               table of the checks they must pass
  *   variant.c   the graph the options need (attention, LoRA, quantization,
  *               release), built on first use and kept in the model handle
- *   defaults.c  the defaults: the run (struct dm_run), the runtime's
- *               figures (context, workspaces) and the assumptions they print
+ *   defaults.c  the defaults (one table, DM_DEFAULTS: key, how derived,
+ *               source), the run (struct dm_run), the runtime's figures
+ *               (context, workspaces) and the assumptions they print
  *   shapes.c    symbolic dims bound, shapes inferred, the precision applied
  *   schedule.c  the framework's schedule (eager, MXNet's plan, XLA's)
  *   replay.c    the schedule through the framework's allocator: the result
@@ -29,6 +30,54 @@ struct dm_assumptions {
 void dm_assume(struct dm_assumptions *as, const char *key, const char *source, const char *fmt, ...)
     DM_PRINTF(4, 5);
 
+/* defaults.c: the defaults, one row each: the name, the key of the
+ * assumption whose source ("option" or "default") it decides, whether the
+ * caller's option sets it, the value then, and the default otherwise (c:
+ * the options, g: the loaded graph). */
+#define DM_DEFAULTS(X)                                                                             \
+    X(TORCH, "framework", c->torch_version != 0, c->torch_version, DM_TORCH_DEFAULT)               \
+    X(TRANSFORMERS, "transformers", c->transformers_version != 0, c->transformers_version,         \
+      DM_TRANSFORMERS_DEFAULT)                                                                     \
+    X(ITERATIONS, "iterations", c->iterations != 0, c->iterations, 2)                              \
+    X(GRAD_ACCUM, "grad_accum", c->grad_accum != 0, c->grad_accum, 1)                              \
+    /* MXNET_EXEC_INPLACE_GRAD_SUM_CAP's default (graph_executor.cc, AggregateGradient) */         \
+    X(MX_GRAD_SUM_CAP, "mx_ops", c->mxnet_grad_sum_cap != 0, c->mxnet_grad_sum_cap, 8)             \
+    /* GenerationConfig's top_k (a negative --top-k: none) */                                      \
+    X(TOP_K, "top_k", c->top_k != 0, c->top_k < 0 ? 0 : c->top_k, 50)                              \
+    /* the CUDA toolkit each framework's wheels are built with: PyTorch 2.6's                      \
+     * default pip wheel is cu124 (pytorch.org, previous versions: `pip install                    \
+     * torch==2.6.0` installs the CUDA 12.4 build); TensorFlow 2.15's tested build                 \
+     * configuration is CUDA 12.2 (tensorflow.org/install/source#gpu); jax[cuda12]                 \
+     * installs CUDA 12.x libraries from pip (12.2 taken); MXNet's last releases                   \
+     * (1.9.1) ship wheels up to mxnet-cu112 (CUDA 11.2) */                                        \
+    X(CUDA, "cuda", c->cuda_version != 0, c->cuda_version,                                         \
+      c->framework == DNNMEM_FW_PYTORCH ? 124 : c->framework == DNNMEM_FW_MXNET ? 112 : 122)       \
+    /* compute capability 8.0, or the least the quantized checkpoint's kernels                     \
+     * run on (fp8: 8.9) */                                                                        \
+    X(CC, "cuda", c->compute_capability != 0, c->compute_capability,                               \
+      g->quant_min_cc > DM_CC_DEFAULT ? g->quant_min_cc : DM_CC_DEFAULT)                           \
+    /* the CUDA caching allocator's 512 B blocks; the CPU's exact sizes */                         \
+    X(ALLOC_ROUND, "allocator", c->alloc_round_bytes >= 0, c->alloc_round_bytes,                   \
+      c->device == DNNMEM_DEVICE_CUDA ? DNNMEM_ALLOC_ROUND_DEFAULT : 1)                            \
+    X(CONV_WORKSPACE, "conv_workspace", c->conv_workspace_bytes >= 0, c->conv_workspace_bytes, 0)
+
+enum dm_default {
+#define DM_X(name, key, set, option, dflt) DM_D_##name,
+    DM_DEFAULTS(DM_X)
+#undef DM_X
+    DM_D_COUNT
+};
+
+struct dm_defaults {
+    int64_t value[DM_D_COUNT];
+    bool set[DM_D_COUNT]; /* by the caller's option */
+};
+
+/* The table's values for options c on the loaded graph g. */
+void dm_est_defaults(const struct dnnmem_config *c, const struct dm_graph *g, struct dm_defaults *d);
+/* "option" or "default", as the assumption of a row prints it. */
+const char *dm_default_source(const struct dm_defaults *d, enum dm_default k);
+
 /* check.c: what the options mean, once they are known to be in range. */
 struct dm_est_opts {
     struct dnnmem_config cfg; /* the caller's, with the precision transformers 5 picks */
@@ -43,6 +92,7 @@ struct dm_est_opts {
     bool rebuild;             /* the HF graph built for these options, not the loaded one */
     int64_t fw_version;       /* --framework X@V as a number, -1 = none */
     int torch, transformers;  /* versions, defaults applied */
+    struct dm_defaults d;     /* the defaults table's values */
 };
 
 /* The check stages: the options alone (DM_CHECK_OPTIONS, with `g` the
