@@ -38,7 +38,7 @@ WARN   := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wwrit
 CFLAGS ?= $(OPT) -g
 ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC $(WARN) $(SANFLAGS) $(CFLAGS) \
               -Iinclude -Isrc -I$(B)/gen $(PKG_CFLAGS)
-LDLIBS := $(PKG_LIBS) -lm
+LDLIBS := $(PKG_LIBS) -lm -pthread
 
 # The Keras front end (src/load/keras/keras.h).
 KERAS_SRC := src/load/keras/build.c src/load/keras/layers.c src/load/keras/spatial.c \
@@ -59,6 +59,9 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/report/gpus.c src/report/html.c \
            src/api.c
 LIB_SRC += src/options.c
+# dnnmem_estimate's stages (src/estimate/estimate.h), in order
+LIB_SRC += src/estimate/check.c src/estimate/variant.c src/estimate/defaults.c \
+           src/estimate/shapes.c src/estimate/schedule.c src/estimate/replay.c
 GEN_SRC := $(B)/gen/onnx.pb-c.c
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(B)/gen/onnx.pb-c.o
 CLI_OBJ := $(B)/cli/main.o
@@ -86,6 +89,7 @@ $(B)/src/load/hf.o: src/load/hf_decoders.inc
 $(KERAS_SRC:%.c=$(B)/%.o): src/load/keras/keras.h
 $(B)/src/options.o: src/options.def
 $(B)/cli/main.o: cli/cli_options.def
+$(B)/src/api.o $(patsubst %.c,$(B)/%.o,$(filter src/estimate/%,$(LIB_SRC))): src/estimate/estimate.h
 
 $(B)/libdnnmem.a: $(LIB_OBJ)
 	@echo "  AR      $@"

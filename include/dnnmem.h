@@ -37,6 +37,15 @@
  * message naming the file, node, tensor or option at fault. The library never
  * prints, never exits, and has no global mutable state: distinct models and
  * results may be used from distinct threads freely.
+ *
+ * Threads and one model: a model is read-only to every function taking a
+ * const dnnmem_model *, which may run concurrently on it from any number of
+ * threads (dnnmem_estimate, dnnmem_advise, dnnmem_max_dim, the reports).
+ * The one thing they add to it is the graph variants of a HuggingFace
+ * config (LoRA, quantization, an attention implementation, a transformers
+ * release): each is built when an estimate first needs it and kept until
+ * dnnmem_model_free, under a mutex of the model's own. dnnmem_model_free
+ * must not race with any other call on the model.
  */
 #ifndef DNNMEM_H
 #define DNNMEM_H
@@ -786,7 +795,8 @@ struct dnnmem_result {
 };
 
 /* Estimate peak memory of `m` under `cfg`. On success *out is owned by the
- * caller (dnnmem_result_free). The model is not modified. */
+ * caller (dnnmem_result_free). The model is not modified but for the graph
+ * variant `cfg` needs, built once and kept (thread-safe; see the top). */
 enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg,
                                    struct dnnmem_result **out, struct dnnmem_error *err);
 

@@ -918,17 +918,9 @@ enum dnnmem_status dm_replay(const struct dm_schedule *s, struct dm_allocator *a
                              struct dm_alloc_stats *st);
 
 /* The graph behind a public model handle; for HuggingFace configs, the one
- * with sdpa attention (an empty graph for ONNX models). */
+ * with sdpa attention (built on first use; NULL for other models). */
 const struct dm_graph *dm_model_graph(const dnnmem_model *m);
 const struct dm_graph *dm_model_graph_sdpa(const dnnmem_model *m);
-/* dnnmem_estimate, keeping the graph it rebuilds with LoRA adapters or
- * quantized weights in *variant (caller-owned, dm_graph_init'ed, freed with
- * dm_graph_free): the first call fills it, later calls with the same
- * configuration but for its dims reuse it (the searches of decide.c).
- * `variant` NULL: rebuilt and freed within the call. */
-enum dnnmem_status dm_estimate_reusing(const dnnmem_model *m, const struct dnnmem_config *cfg,
-                                       struct dm_graph *variant, struct dnnmem_result **out,
-                                       struct dnnmem_error *err);
 
 /* Format bytes with IEC units ("97.49 MiB"); returns buf. */
 const char *dm_format_bytes(uint64_t bytes, char buf[32]);

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A search over one dim: the model, the configuration, the graph rebuilt
- * with LoRA or quantized weights (built once, by the first estimate), and
+/* A search over one dim: the model (which keeps the graph built for the
+ * options, so every value's estimate shares it), the configuration, and
  * the results already estimated, by value (each value is estimated once;
  * the answer's and the next value's results are handed to the caller). */
 #define SEARCH_KEEP 64
@@ -17,7 +17,6 @@ struct search {
     const dnnmem_model *m;
     const struct dnnmem_config *cfg;
     const char *dim;             /* NULL: the batch */
-    struct dm_graph variant;
     int n;
     int64_t v[SEARCH_KEEP];
     struct dnnmem_result *r[SEARCH_KEEP];
@@ -50,7 +49,7 @@ static enum dnnmem_status estimate_at(struct search *se, int64_t v, struct dnnme
         c.batch_size = v;
     }
     struct dnnmem_result *r = NULL;
-    enum dnnmem_status s = dm_estimate_reusing(se->m, &c, &se->variant, &r, err);
+    enum dnnmem_status s = dnnmem_estimate(se->m, &c, &r, err);
     free(dims);
     if (s != DNNMEM_OK)
         return s;
@@ -159,11 +158,9 @@ enum dnnmem_status dnnmem_max_dim(const dnnmem_model *m, const struct dnnmem_con
     se->m = m;
     se->cfg = cfg;
     se->dim = dim;
-    dm_graph_init(&se->variant);
     enum dnnmem_status s = max_dim(se, limit, value, at, next, err);
     for (int k = 0; k < se->n; k++)
         dnnmem_result_free(se->r[k]);
-    dm_graph_free(&se->variant);
     free(se);
     return s;
 }

@@ -1,0 +1,610 @@
+/*
+ * defaults.c: what an estimate takes when the options leave it open (the
+ * run's settings, the CUDA toolkit, the context and workspaces, the
+ * allocator), each with the assumption that states it and its source:
+ * "option" when the caller chose it, "default" when dnnmem did.
+ */
+#include "estimate.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void dm_assume(struct dm_assumptions *as, const char *key, const char *source, const char *fmt, ...)
+{
+    if (as->n >= sizeof as->a / sizeof as->a[0])
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    const char *v = dm_arena_strdup(as->arena, buf);
+    as->a[as->n++] = (struct dnnmem_assumption){key, v ? v : "", source};
+}
+
+static const char *optimizer_name(enum dnnmem_optimizer o)
+{
+    switch (o) {
+    case DNNMEM_OPT_SGD_MOMENTUM: return "sgd-momentum";
+    case DNNMEM_OPT_SGD: return "sgd";
+    case DNNMEM_OPT_ADAM: return "adam";
+    case DNNMEM_OPT_ADAMW: return "adamw";
+    case DNNMEM_OPT_RMSPROP: return "rmsprop";
+    case DNNMEM_OPT_ADAGRAD: return "adagrad";
+    case DNNMEM_OPT_NONE: return "none";
+    case DNNMEM_OPT_ADAMW_HF: return "adamw-hf (transformers' AdamW, one parameter at a time)";
+    case DNNMEM_OPT_ADAFACTOR: return "adafactor (transformers' Adafactor, beta1 None)";
+    case DNNMEM_OPT_ADAM8BIT: return "adam8bit (bitsandbytes, blockwise)";
+    }
+    return "?";
+}
+
+static const char *loss_name(enum dnnmem_loss l)
+{
+    switch (l) {
+    case DNNMEM_LOSS_CE: return "cross-entropy against class ids";
+    case DNNMEM_LOSS_MSE: return "mse against a target like the output";
+    case DNNMEM_LOSS_SUM: return "sum of every output's .sum()";
+    }
+    return "?";
+}
+
+void dm_est_defaults(const struct dnnmem_config *c, const struct dm_graph *g, struct dm_defaults *d)
+{
+#define DM_X(name, key, is_set, option, dflt)                                                      \
+    d->set[DM_D_##name] = (is_set);                                                                \
+    d->value[DM_D_##name] = d->set[DM_D_##name] ? (int64_t)(option) : (int64_t)(dflt);
+    DM_DEFAULTS(DM_X)
+#undef DM_X
+}
+
+/* the key of each row, for the assumptions (defaults.c's own) */
+static const char *const default_key[DM_D_COUNT] = {
+#define DM_X(name, key, set, option, dflt) [DM_D_##name] = key,
+    DM_DEFAULTS(DM_X)
+#undef DM_X
+};
+
+const char *dm_default_source(const struct dm_defaults *d, enum dm_default k)
+{
+    return d->set[k] ? "option" : "default";
+}
+
+#define KEY(name) default_key[DM_D_##name]
+#define SOURCE(name) dm_default_source(&o->d, DM_D_##name)
+#define VALUE(name) o->d.value[DM_D_##name]
+
+/* The runtime: which framework runs the step, and how. */
+static void framework_assumptions(struct dm_est *e)
+{
+    const struct dm_est_opts *o = e->o;
+    const struct dnnmem_config *c = &o->cfg;
+    struct dm_run *run = &e->run;
+    struct dm_assumptions *as = &e->as;
+    if (o->other_fw) {
+        static const char *const planner[] = {
+            [DNNMEM_FW_TENSORFLOW] = "TensorFlow's executor (graph or eager) and Grappler",
+            [DNNMEM_FW_MXNET] = "MXNet's static memory planner (in-place reuse, NNVM_EXEC_MATCH_RANGE)",
+            [DNNMEM_FW_JAX] = "XLA's buffer assignment (heap simulator, rematerialisation)"};
+        dm_assume(as, "framework", "option", "%s%s%s (runtime: allocator, limit, overheads; not "
+                  "validated against measurements)",
+                  dnnmem_framework_name(c->framework), c->framework_version ? " " : "",
+                  c->framework_version ? c->framework_version : "");
+        if (o->jax_jit)
+            dm_assume(as, "schedule", "default",
+                      "XLA's buffer assignment over the step's dataflow (values die at their last "
+                      "reader); which values exist and which forward values the backward reads are "
+                      "dnnmem's PyTorch-derived rules with XLA's where they differ (max pool, "
+                      "softmax, GELU); the program order (forward, backward) stands in for XLA's "
+                      "memory scheduler, but each parameter's update runs as soon as its gradient "
+                      "is whole, as XLA schedules it");
+        else if (o->tf_graph)
+            dm_assume(as, "schedule", "default",
+                      "TensorFlow's graph executor over the step's dataflow (a tensor dies after its "
+                      "last consumer, no Python variable holds one); which tensors exist and which "
+                      "forward tensors the backward reads are PyTorch %d.%d's rules but for "
+                      "tf_ops'; the program order stands in for the executor's",
+                      run->torch_version / 100, run->torch_version % 100);
+        else if (!o->mx_planned && run->mx_ops && run->train)
+            dm_assume(as, "schedule", "default",
+                      "PyTorch %d.%d eager's: which tensors exist and when they are freed are "
+                      "PyTorch's, what the backward reads MXNet's (mx_ops); not %s",
+                      run->torch_version / 100, run->torch_version % 100, planner[c->framework]);
+        else if (c->framework == DNNMEM_FW_TENSORFLOW)
+            dm_assume(as, "schedule", "default",
+                      "PyTorch %d.%d eager's: which tensors exist and when they are freed are "
+                      "PyTorch's; which forward tensors the backward keeps are the "
+                      "GradientTape's (tf_ops)",
+                      run->torch_version / 100, run->torch_version % 100);
+        else if (!o->mx_planned)
+            dm_assume(as, "schedule", "default",
+                      "PyTorch %d.%d eager's: which tensors exist, when they are freed and which "
+                      "forward tensors the backward keeps are PyTorch's, not %s",
+                      run->torch_version / 100, run->torch_version % 100, planner[c->framework]);
+        if (c->framework == DNNMEM_FW_MXNET && !o->mx_planned)
+            dm_assume(as, "mxnet_executor", o->generate ? "default" : "option", "%s",
+                      o->generate ? "none: a generation loop is not an executor graph (the eager "
+                                 "schedule through MXNet's pool)"
+                               : "naive: the eager schedule through MXNet's pool, as imperative "
+                                 "NDArray/autograd code runs");
+        if (c->framework == DNNMEM_FW_MXNET && run->train)
+            dm_assume(as, KEY(MX_GRAD_SUM_CAP), SOURCE(MX_GRAD_SUM_CAP),
+                      "MXNet %d.%d's backward (FGradient, DeclareBackwardDependency; cuDNN build): "
+                      "what each op's gradient reads (Activation sigmoid/tanh/softrelu keep input and "
+                      "output, Pooling input and output, Dropout a mask of %s, elementwise mul/div "
+                      "both operands); SoftmaxOutput and the regression outputs are the loss (their "
+                      "backward reads output and label; no head gradient); a tensor's gradients "
+                      "summed by one ElementWiseSum below %d contributions, by kAddTo writes from %d "
+                      "(MXNET_EXEC_INPLACE_GRAD_SUM_CAP); derived from MXNet's sources, not "
+                      "validated against measurements",
+                      run->mx_version / 100, run->mx_version % 100,
+                      run->mx_version >= 200 ? "1 bit per element" : "the input's size and type",
+                      run->mx_grad_sum_cap, run->mx_grad_sum_cap);
+        if (c->framework == DNNMEM_FW_MXNET && run->train)
+            dm_assume(as, "mx_mirror", c->mxnet_mirror ? "option" : "default", "%s",
+                      c->mxnet_mirror
+                          ? "MXNET_BACKWARD_DO_MIRROR=1: every op but Convolution, FullyConnected, "
+                            "Concat, SoftmaxOutput, Dropout (and BatchNorm before MXNet 1.6) is "
+                            "recomputed in the backward from its inputs (nnvm's Gradient pass, "
+                            "baseline mirroring): its gradient reads the copy, so its forward "
+                            "outputs stay only where a never-mirrored op's gradient reads them, "
+                            "and the inputs the copy reads from never-mirrored ops are kept; the "
+                            "symbolic executor's rule, also applied to --mxnet-executor naive "
+                            "(imperative autograd passes no mirror function); derived from "
+                            "MXNet's sources, not validated against measurements"
+                          : "MXNET_BACKWARD_DO_MIRROR=0 (MXNet's default): nothing recomputed but "
+                            "ops marked __force_mirroring__");
+        if (c->framework == DNNMEM_FW_TENSORFLOW) {
+            dm_assume(as, "tf_execution", c->tf_execution && !o->generate ? "option" : "default",
+                      "%s",
+                      o->tf_graph ? "graph: the step under tf.function as Keras' model.fit/predict "
+                                 "run it (run_eagerly=False, jit_compile off: Keras 3's "
+                                 "jit_compile='auto' XLA not modelled); derived from TF's "
+                                 "sources, not validated against measurements "
+                                 "(--tf-execution eager: op by op)"
+                      : o->generate ? "eager: a generation loop is not one tf.function graph (not "
+                                   "modelled)"
+                                 : "eager: op by op under a GradientTape");
+        }
+        if (c->framework == DNNMEM_FW_JAX)
+            dm_assume(as, "jax_execution", c->jax_execution && !o->generate ? "option" : "default",
+                      "%s",
+                      o->jax_jit ? "jit: the whole step is one jax.jit call compiled by XLA: fusion, "
+                                "operand buffer reuse and one temp buffer per call sized by the "
+                                "heap simulator at compile time (--jax-execution eager: op by op)"
+                      : o->generate ? "op by op: a generation loop is not one jitted call (not "
+                                   "modelled); PyTorch eager's schedule stands in"
+                                 : "op by op (not jitted): PyTorch eager's schedule through XLA's "
+                                   "allocator");
+    } else {
+        dm_assume(as, KEY(TORCH), SOURCE(TORCH), "pytorch %d.%d (eager)",
+                  run->torch_version / 100, run->torch_version % 100);
+    }
+}
+
+/* The device and, for HuggingFace models, transformers and the attention. */
+static void attention_assumptions(struct dm_est *e)
+{
+    const struct dm_est_opts *o = e->o;
+    const struct dnnmem_config *c = &o->cfg;
+    const struct dm_graph *g = e->g;
+    struct dm_run *run = &e->run;
+    struct dm_assumptions *as = &e->as;
+    dm_assume(as, "device", c->device == DNNMEM_DEVICE_CUDA ? "default" : "option", "%s",
+              run->cuda ? "cuda" : "cpu");
+    /* F.scaled_dot_product_attention's kernel (sdp_utils.cpp): cuDNN first
+     * for fp16/bf16 on sm90/sm100 once the bundled cuDNN passes 9.15
+     * (check_prefer_cudnn_attention; PyTorch 2.11, measured choice in
+     * tools/gpu/results/sdpa-choice.txt), else flash from sm80, else the
+     * memory-efficient kernel; grouped heads (enable_gqa) exclude the latter */
+    int cc80 = c->compute_capability ? c->compute_capability : DM_CC_DEFAULT;
+    bool fused16 = (c->precision != DNNMEM_PRECISION_FP32 || g->quant_method) && cc80 >= 80;
+    static const char *const forced_text[] = {
+        "",
+        "FlashAttention-2, forced (sdpa_kernel(SDPBackend.FLASH_ATTENTION))",
+        "the memory-efficient kernel, forced (sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION))",
+        "cuDNN attention, forced (sdpa_kernel(SDPBackend.CUDNN_ATTENTION); its buffers taken "
+        "as FlashAttention-2's)",
+        "the math kernel, forced (sdpa_kernel(SDPBackend.MATH)): "
+        "_scaled_dot_product_attention_math's float32 q and k scaled by sqrt(scale), scores, "
+        "softmax, dropout, times v, materialised"};
+    const char *sdpa_text = dm_arena_printf(
+        as->arena, "sdpa: F.scaled_dot_product_attention: %s%s",
+        c->sdpa_backend ? forced_text[c->sdpa_backend]
+        : !fused16 ? "the memory-efficient kernel (float32 or before sm80)"
+        : o->torch >= 211 && (cc80 == 90 || cc80 == 100)
+            ? "cuDNN attention for fp16/bf16 (PyTorch 2.11+ on sm90/sm100; its buffers taken "
+              "as FlashAttention-2's)"
+            : "FlashAttention-2 for fp16/bf16 from sm80",
+        o->gqa ? "; grouped keys and values passed with enable_gqa (transformers 4.54+), which "
+              "only flash/cuDNN take: float32 or pre-sm80 runs the math kernel, scores "
+              "materialised"
+            : "; grouped keys and values repeated (repeat_kv)");
+    if (o->hf)
+        dm_assume(as, KEY(TRANSFORMERS), SOURCE(TRANSFORMERS),
+                  "%d.%d (its modelling code, as the HuggingFace front end builds it)%s",
+                  o->transformers / 100, o->transformers % 100,
+                  o->generate && o->transformers > DM_TRANSFORMERS_DEFAULT
+                      ? "; generation follows 4.51's loop, with GPT-2's DynamicCache from 4.52 "
+                        "(PR #35761), and from 5.0 GPT-2's last-position logits and the cache "
+                        "layers' copies of k and v"
+                      : o->transformers >= 500 ? "; from 5.0 the cache layers keep copies of k and v"
+                      : "");
+    if (o->hf)
+        dm_assume(as, "attention", c->attn ? "option" : "default", "%s",
+                  o->flash ? "flash_attention_2: flash-attn's flash_attn_func on [B, S, H, D] "
+                          "views (no copies; GQA keys and values not repeated), keeping q, k, v, "
+                          "the output and the fp32 log-sum-exp; backward's fp32 dq accumulator "
+                          "and, with GQA, H-headed dk/dv buffers"
+                  : o->sdpa ? sdpa_text
+                       : g->eager_only ? "eager: scores, softmax and dropout materialised (the "
+                                         "model has no sdpa path in transformers)"
+                       : "eager: scores, softmax and dropout materialised");
+}
+
+/* What the job does: a training step, a generation, an inference. */
+static void mode_assumptions(struct dm_est *e)
+{
+    const struct dm_est_opts *o = e->o;
+    const struct dnnmem_config *c = &o->cfg;
+    const struct dm_graph *g = e->g;
+    struct dm_run *run = &e->run;
+    struct dm_assumptions *as = &e->as;
+    if (run->train) {
+        dm_assume(as, "mode", "option", "train: zero_grad, forward, loss, backward, step");
+        dm_assume(as, "optimizer", c->optimizer == DNNMEM_OPT_SGD_MOMENTUM ? "default" : "option",
+                  "%s", optimizer_name(c->optimizer));
+        dm_assume(as, "loss", c->loss == DNNMEM_LOSS_CE && !c->loss_all_outputs ? "default" : "option",
+                  "%s%s",
+                  c->loss == DNNMEM_LOSS_CE && g->loss_upcast
+                      ? "cross-entropy of logits.float() against token ids (transformers' ForCausalLMLoss)"
+                      : loss_name(c->loss),
+                  c->loss_all_outputs && c->loss != DNNMEM_LOSS_SUM ? ", every output" : "");
+        if (g->n_router > 0)
+            dm_assume(as, "aux_loss", "default",
+                      "output_router_logits: + %g x load_balancing_loss_func over the %d sparse "
+                      "layers' router logits, after the cross-entropy (its int64 one-hot expert "
+                      "mask [tokens x layers, top-k, experts] and float copy included)",
+                      g->router_aux_coef, (int)g->n_router);
+        dm_assume(as, KEY(ITERATIONS), SOURCE(ITERATIONS), "%d", run->iterations);
+        if (run->grad_accum > 1)
+            dm_assume(as, "grad_accum", "option", "%d micro-batches per step", run->grad_accum);
+        dm_assume(as, "zero_grad", "default", "%s",
+                  o->mx_planned ? "none: the executor's gradients are bound once and overwritten "
+                               "(grad_req write)"
+                  : run->torch_version >= 200 ? "set_to_none=True (frees grads)"
+                                             : "set_to_none=False (keeps grads)");
+    } else if (o->generate) {
+        static const char *const kv[] = {"the model's dtype", "fp32", "fp16", "bf16",
+                                         "fp8 (1 byte per element; scales not counted)"};
+        const char *how = run->gen_beams > 1 ? "beam-search" : run->gen_sample ? "sampling" : "greedy";
+        if (g->encoder_decoder) /* T5: src/schedule/generate.c, seq2seq_decode */
+            dm_assume(as, "mode", "option",
+                      "generate: %s model.generate() of an encoder-decoder (transformers 4.51): "
+                      "the encoder once over the prompt (seq; its output kept) with the first "
+                      "decoder forward (decoder_start_token_id), then %lld decoder forwards of one "
+                      "token each; an EncoderDecoderCache: self-attention keys and values "
+                      "concatenated per token, cross-attention keys and values [batch, heads, seq, "
+                      "d_kv] made at the first forward and kept; every decoder position's logits",
+                      how, (long long)c->new_tokens - 1);
+        else if (g->cache_len) /* Gemma 2/3: src/schedule/generate.c, hybrid_decode */
+            dm_assume(as, "mode", "option",
+                      "generate: %s model.generate() with a HybridCache (transformers 4.51, "
+                      "cache_implementation \"hybrid\"): static caches of %lld positions, %lld in "
+                      "sliding layers, made before the prefill (logits_to_keep=1); %lld decode steps "
+                      "write in place",
+                      how, (long long)g->cache_len,
+                      (long long)(g->cache_window < g->cache_len ? g->cache_window : g->cache_len),
+                      (long long)c->new_tokens - 1);
+        else
+            dm_assume(as, "mode", "option",
+                      "generate: %s model.generate() with %s (transformers 4.51): "
+                      "a prefill of the prompt (seq) keeping %s, then %lld decode steps, each "
+                      "concatenating one token onto every layer's keys and values%s",
+                      how, g->legacy_cache ? "the legacy tuple cache, no Cache class (GPT-2, BioGPT)"
+                                      : "a DynamicCache (a sliding window only masks)",
+                      g->logits_to_keep ? "the last position's logits (logits_to_keep=1)"
+                                        : "every position's logits",
+                      (long long)c->new_tokens - 1, /* the prefill makes the first token */
+                      g->legacy_cache ? " into new tensors, the previous step's tuple referenced "
+                                        "until the next step's inputs replace it (two caches live "
+                                        "at a forward's end)"
+                                      : "");
+        dm_assume(as, "kv_dtype", c->kv_dtype ? "option" : "default", "%s", kv[c->kv_dtype]);
+        if (run->gen_beams > 1) { /* src/schedule/generate.c, beam search */
+            dm_assume(as, "num_beams", "option",
+                      "%lld: _beam_search (transformers 4.51.3, vectorized): running_sequences and "
+                      "sequences [batch, num_beams, prompt + new_tokens] int64, beam indices [batch, "
+                      "num_beams, new_tokens] int32; per step the float32 logits [batch x num_beams, "
+                      "vocab], log_softmax, + beam scores, the gathers of the top 2 x num_beams; "
+                      "after every forward the cache reordered by index_select, %s",
+                      (long long)run->gen_beams,
+                      g->legacy_cache ? "the legacy tuple rebuilt whole while the old one (and the "
+                                        "previous step's inputs') are still referenced"
+                                      : "per layer keys then values, each replacing its old tensor");
+            dm_assume(as, "eos_token", "default",
+                      "none: every beam runs all %lld forwards, 2 x num_beams candidates kept per "
+                      "step (max(2, 1 + eos tokens) x num_beams)",
+                      (long long)c->new_tokens);
+        }
+        if (run->gen_sample) { /* src/schedule/generate.c, sample_chain */
+            dm_assume(as, "do_sample", "option",
+                      "_sample with the logits warpers (temperature, top-k, top-p in that order), "
+                      "then softmax and multinomial: the warped scores and probabilities [batch, "
+                      "vocab] float32 held to the next step");
+            if (run->gen_temperature)
+                dm_assume(as, "temperature", "option",
+                          "%g (TemperatureLogitsWarper: scores / temperature, a float32 [batch, "
+                          "vocab])",
+                          c->temperature);
+            else
+                dm_assume(as, "temperature", c->temperature != 0 ? "option" : "default",
+                          "1.0: no TemperatureLogitsWarper");
+            if (run->gen_top_k > 0)
+                dm_assume(as, KEY(TOP_K), SOURCE(TOP_K),
+                          "%lld%s (TopKLogitsWarper: torch.topk, a bool [batch, vocab] mask, "
+                          "masked_fill's float32 [batch, vocab])",
+                          (long long)run->gen_top_k, o->d.set[DM_D_TOP_K] ? "" : ", GenerationConfig's default");
+            else
+                dm_assume(as, "top_k", "option", "0: no TopKLogitsWarper");
+            if (run->gen_top_p)
+                dm_assume(as, "top_p", "option",
+                          "%g (TopPLogitsWarper: sort's float32 values and int64 indices [batch, "
+                          "vocab], softmax, cumsum, two bool masks, masked_fill)",
+                          c->top_p);
+            else
+                dm_assume(as, "top_p", c->top_p != 0 ? "option" : "default",
+                          "1.0: no TopPLogitsWarper");
+        }
+    } else {
+        dm_assume(as, "mode", "default", "infer (torch.no_grad, model.eval)");
+    }
+}
+
+void dm_est_run(struct dm_est *e)
+{
+    const struct dm_est_opts *o = e->o;
+    const struct dnnmem_config *c = &o->cfg;
+    e->run = (struct dm_run){
+        .train = c->mode == DNNMEM_MODE_TRAIN,
+        .cuda = c->device == DNNMEM_DEVICE_CUDA,
+        /* XLA shares instead; TF's graph executor forwards buffers (train.c) */
+        /* TensorFlow eager: ExecuteNodeArgs::Init (core/common_runtime/eager/
+         * execute_node.cc) protects every input whose handle is held by more
+         * than the op, which a Keras layer's argument always is, so no kernel
+         * forwards its input in place */
+        .inplace = c->inplace == DNNMEM_INPLACE_AUTO && !o->jax_jit &&
+                   c->framework != DNNMEM_FW_TENSORFLOW,
+        .dataflow = o->jax_jit || o->tf_graph,
+        .xla = o->jax_jit,
+        .torch_version = o->torch,
+        .iterations = (int)VALUE(ITERATIONS),
+        .grad_accum = (int)VALUE(GRAD_ACCUM),
+        .optimizer = c->optimizer,
+        .loss = c->loss,
+        .loss_all_outputs = c->loss_all_outputs,
+        .tf_ops = c->framework == DNNMEM_FW_TENSORFLOW,
+        .tf_graph = o->tf_graph,
+        .mx_ops = c->framework == DNNMEM_FW_MXNET,
+        .mx_version = c->framework == DNNMEM_FW_MXNET && o->fw_version >= 0 ? (int)(o->fw_version / 100)
+                                                                         : 109,
+        .mx_grad_sum_cap = (int)VALUE(MX_GRAD_SUM_CAP),
+        /* MXNET_BACKWARD_DO_MIRROR's default: 0 (graph_executor.cc, need_mirror) */
+        .mx_mirror = c->framework == DNNMEM_FW_MXNET && c->mxnet_mirror,
+        .gen_tokens = o->generate ? c->new_tokens : 0,
+        .kv_dtype = c->kv_dtype,
+        .gen_beams = o->generate && c->num_beams > 1 ? c->num_beams : 1,
+        .gen_sample = o->generate && c->do_sample,
+        /* GenerationConfig's defaults: top_p 1.0, temperature 1.0 */
+        .gen_top_k = VALUE(TOP_K),
+        .gen_top_p = c->top_p > 0 && c->top_p < 1,
+        .gen_temperature = c->temperature > 0 && c->temperature != 1,
+    };
+    framework_assumptions(e);
+    attention_assumptions(e);
+    mode_assumptions(e);
+}
+
+/* The job's settings: threads, checkpoints, adapters, quantization, in place. */
+static void job_assumptions(struct dm_est *e)
+{
+    const struct dm_est_opts *o = e->o;
+    const struct dnnmem_config *c = &o->cfg;
+    const struct dm_graph *g = e->g;
+    struct dm_run *run = &e->run;
+    struct dm_assumptions *as = &e->as;
+    run->cpu_threads = c->cpu_threads;
+    if (!run->cuda)
+        dm_assume(as, "cpu_threads", c->cpu_threads ? "option" : "default", "%s",
+                  c->cpu_threads == 1 ? "1" : "several");
+    run->freeze = c->freeze;
+    run->n_freeze = c->n_freeze;
+    run->checkpoint = c->checkpoint;
+    run->n_checkpoint = c->n_checkpoint;
+    if (g->n_kbit_ckpt) { /* --kbit-prep's gradient_checkpointing_enable */
+        run->checkpoint = g->kbit_ckpt;
+        run->n_checkpoint = (size_t)g->n_kbit_ckpt;
+    }
+    for (size_t k = 0; run->train && k < run->n_checkpoint; k++)
+        dm_assume(as, "checkpoint", "option", "%s%s%s", run->checkpoint[k],
+                  g->n_kbit_ckpt ? " (--kbit-prep: every layer)" : "",
+                  o->hf && k == 0 ? "; use_cache off, as transformers turns it off under gradient "
+                                 "checkpointing in training"
+                               : "");
+    if (c->lora.r) {
+        char targets[256] = "PEFT's default for the architecture";
+        size_t len = 0;
+        for (size_t k = 0; k < c->lora.n_targets && len < sizeof targets; k++)
+            len += (size_t)snprintf(targets + len, sizeof targets - len, "%s%s", k ? "," : "",
+                                    c->lora.targets[k]);
+        dm_assume(as, "lora", "option",
+                  "rank %lld, alpha %g, dropout %g, targets %s; every other parameter frozen; "
+                  "float32 adapters (PEFT >= 0.12)",
+                  (long long)c->lora.r, c->lora.alpha > 0 ? c->lora.alpha : 8, c->lora.dropout, targets);
+    }
+    if (g->quant_method) {
+        dm_assume(as, "quant", c->quant ? "option" : "model", "%s", g->quant_layout);
+        dm_assume(as, "quant_kernels", "default", "%s", g->quant_runtime);
+    }
+    if (g->kbit_prep)
+        dm_assume(as, "kbit_prep", "option", "%s", g->kbit_prep);
+    if (o->jax_jit)
+        dm_assume(as, "inplace", "default",
+                  "n/a under jit: XLA's heap simulation lets a value take a dying operand's "
+                  "buffer (may_reuse_operand_buffers)");
+    else if (run->tf_graph)
+        dm_assume(as, "inplace", "default",
+                  "n/a under tf.function: the executor forwards a dying input's buffer to an "
+                  "elementwise op's output (tf_ops)");
+    else if (c->framework == DNNMEM_FW_TENSORFLOW && c->inplace == DNNMEM_INPLACE_AUTO)
+        dm_assume(as, "inplace", "default",
+                  "none in eager TensorFlow: an input still held by the caller (a Keras layer's "
+                  "argument) is protected from forwarding (ExecuteNodeArgs)");
+    else
+        dm_assume(as, "inplace", c->inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
+                  run->inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
+                              : "none (every op allocates its output)");
+}
+
+/* The allocator, the CUDA toolkit, the context and the workspaces. */
+static void cuda_defaults(struct dm_est *e)
+{
+    const struct dm_est_opts *o = e->o;
+    const struct dnnmem_config *c = &o->cfg;
+    const struct dm_graph *g = e->g;
+    struct dm_run *run = &e->run;
+    struct dm_assumptions *as = &e->as;
+    /* The CPU allocator hands out exactly what is asked (the profiler counts
+     * nbytes); the CUDA caching allocator rounds. */
+    uint64_t round = (uint64_t)VALUE(ALLOC_ROUND);
+    e->round = round;
+    if (o->other_fw)
+        ; /* fw_setup states it */
+    else if (run->cuda || o->d.set[DM_D_ALLOC_ROUND])
+        dm_assume(as, KEY(ALLOC_ROUND), SOURCE(ALLOC_ROUND), "%s",
+                  o->d.set[DM_D_ALLOC_ROUND]
+                      ? dm_arena_printf(as->arena, "requests rounded up to %llu B, no caching",
+                                        (unsigned long long)round)
+                      : "PyTorch CUDA caching allocator (512 B blocks; 2 MiB, 20 MiB and "
+                        "2 MiB-rounded segments; best fit; split and merge rules)");
+    else
+        dm_assume(as, "allocator", "default", "host: bytes as requested");
+    int cuda_version = (int)VALUE(CUDA), cc = (int)VALUE(CC);
+    run->compute_capability = cc;
+    e->cc = cc;
+    /* Other frameworks do not set CUDA_MODULE_LOADING=LAZY as PyTorch does
+     * (1.13+, PR #86509): kernels load lazily only from CUDA 12.2, where
+     * lazy loading is the default on Linux (NVIDIA CUDA programming guide,
+     * "Lazy Loading"); before, eagerly. No context was measured for them:
+     * the PyTorch figures stand in (runtime-facts 5.1). */
+    bool fw_lazy = cuda_version >= 122;
+    uint64_t context = c->cuda_context_bytes >= 0 ? (uint64_t)c->cuda_context_bytes
+                     : !run->cuda ? 0
+                     : o->other_fw ? (uint64_t)(dnnmem_cuda_context_default(200, fw_lazy ? 121 : 112, cc) -
+                                             (fw_lazy ? DNNMEM_LAZY_KERNELS_DEFAULT : 0))
+                                : (uint64_t)dnnmem_cuda_context_default(run->torch_version, cuda_version, cc);
+    e->context = context;
+    char cb[32];
+    if (run->cuda) {
+        dm_assume(as, KEY(CUDA), o->d.set[DM_D_CUDA] || o->d.set[DM_D_CC] ? "option" : "default",
+                  "%d.%d, compute capability %d.%d%s",
+                  cuda_version / 10, cuda_version % 10, cc / 10, cc % 10,
+                  !c->compute_capability && g->quant_min_cc > DM_CC_DEFAULT
+                      ? dm_arena_printf(as->arena, " (the least %s kernels run on)", g->quant_method)
+                      : "");
+        if (o->other_fw)
+            dm_assume(as, "cuda_context", c->cuda_context_bytes >= 0 ? "option" : "default",
+                      "%s (%s)", dm_format_bytes(context, cb),
+                      c->cuda_context_bytes >= 0
+                          ? "--cuda-context"
+                          : fw_lazy ? "lazy loading, the CUDA 12.2+ default; PyTorch 2.x's figure, "
+                                      "unsloth-zoo PR #1053: not measured for this framework"
+                                    : "eager module loading before CUDA 12.2 without "
+                                      "CUDA_MODULE_LOADING=LAZY; V100 + CUDA 11.2, HF docs: not "
+                                      "measured for this framework");
+        else
+            dm_assume(as, "cuda_context", c->cuda_context_bytes >= 0 ? "option" : "default", "%s (%s)",
+                      dm_format_bytes(context, cb),
+                      c->cuda_context_bytes >= 0 ? "--cuda-context"
+                      : cuda_version < 117        ? "eager module loading, V100 + CUDA 11.2, HF docs"
+                      : run->torch_version < 200   ? "PyTorch 1.13, lazy loading, PR #86509"
+                      : cc == 90 ? "PyTorch 2.x on sm90: 618.8 MiB at start + 132 MiB of kernels "
+                                   "loaded by the first step, measured on an H200 (PyTorch 2.11, "
+                                   "CUDA 13.0)"
+                                 : "PyTorch 2.x: 426 MiB at start (unsloth-zoo PR #1053) + 132 MiB "
+                                   "of kernels loaded by the first step (measured on an H200)");
+        /* Other frameworks: cuBLAS allocates its own workspace outside the
+         * framework's allocator (only PyTorch routes it through its
+         * allocator, CublasHandlePool.cpp), so none is scheduled. */
+        run->cublas_workspace = c->cublas_workspace_bytes >= 0 && !run->xla
+                                   ? (uint64_t)c->cublas_workspace_bytes
+                               : o->other_fw ? 0
+                                          : (uint64_t)dnnmem_cublas_workspace_default(run->torch_version, cc);
+        /* XLA passes each cuBLAS call a workspace of its own, an extra s8
+         * output of the custom call (gemm_rewriter.cc, GemmWorkspaceRewriteVisitor:
+         * "Pass a user-managed workspace to legacy cuBLAS operations"; the
+         * cuBLASLt calls get the same), sized by GemmConfig::kHopperWorkspace
+         * (32 MiB, sm90+) or kDefaultWorkspace (4 MiB) (xla/service/gpu/
+         * matmul_utils.h): a value of the temp buffer live during the call
+         * (every cuBLAS call of the 16 measured steps, tools/gpu/results/
+         * jax-hlo.tar.gz, carries s8[33554432]) */
+        if (run->xla)
+            run->xla_gemm_workspace = c->cublas_workspace_bytes >= 0
+                                         ? (uint64_t)c->cublas_workspace_bytes
+                                     : cc >= 90 ? DM_XLA_GEMM_WORKSPACE_HOPPER
+                                                : DM_XLA_GEMM_WORKSPACE_DEFAULT;
+        dm_assume(as, "cublas_workspace", c->cublas_workspace_bytes >= 0 ? "option" : "default",
+                  "%s",
+                  run->xla ? dm_arena_printf(as->arena,
+                                            "%s per cuBLAS call inside XLA's temp buffer, live "
+                                            "during the call (%s; matmul_utils.h, "
+                                            "gemm_rewriter.cc); every MatMul/Gemm taken to be a "
+                                            "cuBLAS call (autotuning may pick a Triton kernel, "
+                                            "which has none)",
+                                            dm_format_bytes(run->xla_gemm_workspace, cb),
+                                            c->cublas_workspace_bytes >= 0 ? "--cublas-workspace"
+                                            : cc >= 90 ? "GemmConfig::kHopperWorkspace, sm90+"
+                                                       : "GemmConfig::kDefaultWorkspace, before sm90")
+                  : o->other_fw && c->cublas_workspace_bytes < 0
+                      ? "0 through the allocator (cuBLAS's own workspace is outside it; only "
+                        "PyTorch routes it through its allocator)"
+                      : dm_arena_printf(as->arena, "%s per handle, kept from the first matmul "
+                                                "(CublasHandlePool.cpp)",
+                                        dm_format_bytes(run->cublas_workspace, cb)));
+        run->conv_workspace = (uint64_t)VALUE(CONV_WORKSPACE);
+        /* the caps: TF_CUDNN_WORKSPACE_LIMIT_IN_MB default 4 GiB (conv_ops*.cc),
+         * scratch allocated non-retryable; MXNet's Convolution workspace
+         * parameter 1024 MB (convolution-inl.h) */
+        dm_assume(as, KEY(CONV_WORKSPACE), SOURCE(CONV_WORKSPACE), "%s%s",
+                  o->d.set[DM_D_CONV_WORKSPACE]
+                      ? dm_arena_printf(as->arena, "%s per convolution (--conv-workspace)",
+                                        dm_format_bytes(run->conv_workspace, cb))
+                      : "0 (cuDNN's heuristic choice is unknown without the GPU; "
+                        "--conv-workspace adds one)",
+                  c->framework == DNNMEM_FW_TENSORFLOW
+                      ? "; TensorFlow caps it at 4 GiB (TF_CUDNN_WORKSPACE_LIMIT_IN_MB) and "
+                        "falls back to algorithms needing less when it does not fit"
+                  : c->framework == DNNMEM_FW_MXNET
+                      ? "; MXNet's Convolution workspace parameter allows up to 1024 MB"
+                      : "");
+    }
+}
+
+enum dnnmem_status dm_est_runtime(struct dm_est *e, struct dnnmem_error *err)
+{
+    const struct dnnmem_config *c = &e->o->cfg;
+    struct dm_assumptions *as = &e->as;
+    job_assumptions(e);
+    cuda_defaults(e);
+    char cb[32];
+    if (e->o->other_fw)
+        DM_TRY(dm_est_fw_setup(e, err));
+
+    if (c->capacity_bytes > 0)
+        dm_assume(as, "capacity", "option", "%s bytes = %s%s%s%s, headroom %g%%",
+                  dm_arena_printf(as->arena, "%lld", (long long)c->capacity_bytes),
+                  dm_format_bytes((uint64_t)c->capacity_bytes, cb), c->device_label ? " (" : "",
+                  c->device_label ? c->device_label : "", c->device_label ? ")" : "",
+                  100 * (c->headroom > 0 ? c->headroom : 0.05));
+    return DNNMEM_OK;
+}

@@ -1,0 +1,352 @@
+/*
+ * shapes.c: the symbolic dims bound (--dim, --batch-size, --seq-len,
+ * --input-shape, each stated as an assumption), every tensor's shape
+ * inferred, and the precision applied to the tensors' dtypes.
+ */
+#include "estimate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+
+static bool name_is(const char *name, const char *const *list)
+{
+    for (; *list; list++)
+        if (strcasecmp(name, *list) == 0)
+            return true;
+    return false;
+}
+
+static bool contains_ci(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++)
+        if (strncasecmp(hay, needle, n) == 0)
+            return true;
+    return false;
+}
+
+/* Names exporters give the batch axis: torch.onnx dynamic_axes names chosen by
+ * users ("batch", "batch_size"), tf2onnx's "N", "unk__" only by position (not
+ * matched), HF optimum's "batch_size". */
+static bool is_batch_name(const char *s)
+{
+    static const char *const names[] = {"n", "b", "bs", "nbatch", NULL};
+    return contains_ci(s, "batch") || name_is(s, names);
+}
+
+/* Sequence axes: "seq", "seq_len", "sequence", "sequence_length" (optimum);
+ * not the KV-cache axes "past_seq_len", "total_seq_len", "max_seq_len",
+ * which hold other lengths and must be bound by name. */
+static bool is_seq_name(const char *s)
+{
+    return contains_ci(s, "seq") && !contains_ci(s, "past") && !contains_ci(s, "total") &&
+           !contains_ci(s, "max") && !contains_ci(s, "cache");
+}
+static void dims_str(char *buf, size_t cap, int rank, const int64_t *dims)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < rank && len < cap; k++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", k ? "," : "", (long long)dims[k]);
+}
+
+/* --input-shape: a shape for an input that declares none (shapes[id]), or
+ * values for the symbolic dims of one that does (given[sym]). */
+static enum dnnmem_status bind_input_shapes(const struct dm_graph *g, const struct dnnmem_config *cfg,
+                                            struct dm_shape *shapes, int64_t *given,
+                                            const char **given_by, struct dnnmem_error *err)
+{
+    for (int32_t i = 0; i < g->n_symbols; i++)
+        given[i] = -1;
+    for (size_t k = 0; k < cfg->n_input_shapes; k++) {
+        const struct dnnmem_input_shape *in = &cfg->input_shapes[k];
+        const char *name = in->name ? in->name : "?";
+        if (!in->name || !in->dims || in->rank < 1 || in->rank > DM_MAX_DIMS)
+            return dm_fail(err, DNNMEM_E_USAGE, "--input-shape %s: give 1 to %d dims", name,
+                           DM_MAX_DIMS);
+        for (size_t d = 0; d < in->rank; d++)
+            if (in->dims[d] < 1)
+                return dm_fail(err, DNNMEM_E_USAGE,
+                               "--input-shape %s: dim %zu is %lld; every dim must be >= 1", name, d,
+                               (long long)in->dims[d]);
+        int32_t id = -1;
+        for (int32_t i = 0; i < g->n_inputs; i++)
+            if (strcmp(g->tensors[g->inputs[i]].name, in->name) == 0)
+                id = g->inputs[i];
+        if (id < 0) {
+            char list[256] = "";
+            for (int32_t i = 0; i < g->n_inputs; i++) {
+                size_t len = strlen(list);
+                snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "",
+                         g->tensors[g->inputs[i]].name);
+            }
+            return dm_fail(err, DNNMEM_E_USAGE, "--input-shape %s: %s has no input of that name (its inputs: %s)",
+                           name, g->path, g->n_inputs ? list : "none");
+        }
+        for (size_t j = 0; j < k; j++)
+            if (cfg->input_shapes[j].name && strcmp(cfg->input_shapes[j].name, in->name) == 0)
+                return dm_fail(err, DNNMEM_E_USAGE, "--input-shape %s: given twice", name);
+        const struct dm_tensor *tt = &g->tensors[id];
+        if (tt->rank < 0) {
+            shapes[id].rank = (int)in->rank;
+            for (size_t d = 0; d < in->rank; d++)
+                shapes[id].dims[d] = in->dims[d];
+            continue;
+        }
+        char decl[160] = "";
+        for (int d = 0; d < tt->rank; d++) {
+            size_t len = strlen(decl);
+            if (tt->dims[d].sym >= 0)
+                snprintf(decl + len, sizeof decl - len, "%s%s", d ? "," : "", g->symbols[tt->dims[d].sym]);
+            else
+                snprintf(decl + len, sizeof decl - len, "%s%lld", d ? "," : "", (long long)tt->dims[d].value);
+        }
+        if ((size_t)tt->rank != in->rank)
+            return dm_fail(err, DNNMEM_E_USAGE,
+                           "--input-shape %s: %zu dims given, but %s declares the input with %d: [%s]",
+                           name, in->rank, g->path, tt->rank, decl);
+        for (int d = 0; d < tt->rank; d++) {
+            int32_t sym = tt->dims[d].sym;
+            if (sym < 0 && tt->dims[d].value >= 0 && tt->dims[d].value != in->dims[d])
+                return dm_fail(err, DNNMEM_E_USAGE,
+                               "--input-shape %s: dim %d is %lld, but %s fixes it at %lld ([%s])", name,
+                               d, (long long)in->dims[d], g->path, (long long)tt->dims[d].value, decl);
+            if (sym < 0)
+                continue;
+            if (given[sym] >= 0 && given[sym] != in->dims[d])
+                return dm_fail(err, DNNMEM_E_USAGE,
+                               "--input-shape %s: dim '%s' is %lld here but %lld in --input-shape %s",
+                               name, g->symbols[sym], (long long)in->dims[d], (long long)given[sym],
+                               given_by[sym]);
+            given[sym] = in->dims[d];
+            given_by[sym] = in->name;
+        }
+    }
+    return DNNMEM_OK;
+}
+
+static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnmem_config *cfg,
+                                    int64_t *vals, struct dm_shape *shapes,
+                                    struct dm_assumptions *as, struct dnnmem_error *err)
+{
+    bool batch_used = false, seq_used = false;
+    int64_t *given = dm_arena_array(as->arena, (size_t)g->n_symbols + 1, sizeof *given);
+    const char **given_by = dm_arena_array(as->arena, (size_t)g->n_symbols + 1, sizeof *given_by);
+    if (!given || !given_by)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    DM_TRY(bind_input_shapes(g, cfg, shapes, given, given_by, err));
+    for (size_t k = 0; k < cfg->n_dims; k++) {
+        const struct dnnmem_dim_binding *b = &cfg->dims[k];
+        if (!b->name || b->value < 0)
+            return dm_fail(err, DNNMEM_E_USAGE, "--dim %s=%lld: the value must be a non-negative integer",
+                           b->name ? b->name : "?", (long long)b->value);
+        bool found = false;
+        for (int32_t i = 0; i < g->n_symbols; i++)
+            if (strcmp(g->symbols[i], b->name) == 0)
+                found = true;
+        if (!found) {
+            char list[256] = "";
+            for (int32_t i = 0; i < g->n_symbols; i++) {
+                size_t len = strlen(list);
+                snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", g->symbols[i]);
+            }
+            return dm_fail(err, DNNMEM_E_USAGE, "--dim %s: %s has no dim of that name (it has: %s)",
+                           b->name, g->path, g->n_symbols ? list : "none");
+        }
+    }
+    /* beam search runs every prompt as num_beams rows (generate's
+     * _expand_inputs_for_generation): the model's batch dims are the
+     * caller's times num_beams */
+    int64_t beams = cfg->mode == DNNMEM_MODE_GENERATE && cfg->num_beams > 1 ? cfg->num_beams : 1;
+    for (int32_t i = 0; i < g->n_symbols; i++) {
+        const char *name = g->symbols[i];
+        const char *key = dm_arena_printf(as->arena, "dims.%s", name);
+        bool beamed = beams > 1 && is_batch_name(name);
+        vals[i] = -1; /* unbound */
+        for (size_t k = 0; k < cfg->n_dims; k++)
+            if (strcmp(cfg->dims[k].name, name) == 0) {
+                vals[i] = cfg->dims[k].value;
+                if (beamed && !dm_mul_ok(vals[i], beams, &vals[i]))
+                    return dm_fail(err, DNNMEM_E_USAGE, "--dim %s x --num-beams %lld overflows",
+                                   name, (long long)beams);
+                if (beamed)
+                    dm_assume(as, key, "option", "%lld (--dim %lld x --num-beams %lld)",
+                              (long long)vals[i], (long long)(vals[i] / beams), (long long)beams);
+                else
+                    dm_assume(as, key, "option", "%lld (--dim)", (long long)vals[i]);
+            }
+        if (given[i] >= 0) {
+            if (vals[i] >= 0 && vals[i] != given[i])
+                return dm_fail(err, DNNMEM_E_USAGE,
+                               "--dim %s=%lld disagrees with --input-shape %s, which makes it %lld",
+                               name, (long long)vals[i], given_by[i], (long long)given[i]);
+            if (vals[i] < 0)
+                dm_assume(as, key, "option", "%lld (--input-shape %s)", (long long)given[i], given_by[i]);
+            vals[i] = given[i];
+            if (cfg->batch_size > 0 && is_batch_name(name))
+                return dm_fail(err, DNNMEM_E_USAGE,
+                               "--batch-size: the batch dim '%s' is set by --input-shape %s already",
+                               name, given_by[i]);
+        }
+        if (vals[i] >= 0)
+            continue;
+        if (is_batch_name(name)) {
+            batch_used = true;
+            int64_t batch = cfg->batch_size > 0 ? cfg->batch_size : 1;
+            if (!dm_mul_ok(batch, beams, &vals[i]))
+                return dm_fail(err, DNNMEM_E_USAGE, "--batch-size %lld x --num-beams %lld overflows",
+                               (long long)batch, (long long)beams);
+            if (beams > 1)
+                dm_assume(as, key, cfg->batch_size > 0 ? "option" : "default",
+                          "%lld (batch %lld%s x --num-beams %lld: generate repeat_interleaves the "
+                          "prompt and its mask)",
+                          (long long)vals[i], (long long)batch,
+                          cfg->batch_size > 0 ? " (--batch-size)" : " (default)", (long long)beams);
+            else if (cfg->batch_size > 0)
+                dm_assume(as, key, "option", "%lld (--batch-size)", (long long)vals[i]);
+            else
+                dm_assume(as, key, "default", "1 (batch size; set with --batch-size)");
+        } else if (is_seq_name(name) && cfg->seq_len > 0) {
+            seq_used = true;
+            vals[i] = cfg->seq_len;
+            dm_assume(as, key, "option", "%lld (--seq-len)", (long long)vals[i]);
+        } else if (strcmp(name, "expert_tokens") == 0) {
+            /* a mixture-of-experts model's tokens per expert depend on the
+             * data (src/load/hf.c, dm_shape_expert_tokens); left unbound */
+            dm_assume(as, "moe_routing", "default",
+                      "uniform: each routed expert gets ceil(batch x seq x top_k / experts) tokens "
+                      "in every MoE layer (--dim expert_tokens=N sets N, at most batch x seq)");
+        }
+    }
+    /* an input shaped by --input-shape alone takes --batch-size as its first dim */
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        int32_t id = g->inputs[i];
+        struct dm_shape *sh = &shapes[id];
+        if (sh->rank < 1)
+            continue;
+        if (cfg->batch_size > 0) {
+            sh->dims[0] = cfg->batch_size;
+            batch_used = true;
+        }
+        char buf[160];
+        dims_str(buf, sizeof buf, sh->rank, sh->dims);
+        dm_assume(as, dm_arena_printf(as->arena, "input.%s", g->tensors[id].name), "option",
+                  "[%s] (--input-shape%s)", buf, cfg->batch_size > 0 ? ", first dim --batch-size" : "");
+    }
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        const struct dm_tensor *tt = &g->tensors[g->inputs[i]];
+        if (cfg->batch_size > 0 && !batch_used && tt->rank < 0 && !tt->derive)
+            return dm_fail(err, DNNMEM_E_UNBOUND,
+                           "%s: input '%s' declares no shape; give it one with --input-shape %s=D1,D2,... "
+                           "(--batch-size then replaces its first dim)",
+                           g->path, tt->name, tt->name);
+    }
+    if (cfg->batch_size > 0 && !batch_used)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "--batch-size: %s has no symbolic batch dim to bind (its input dims are "
+                       "fixed or named otherwise; see --dim)",
+                       g->path);
+    if (cfg->seq_len > 0 && !seq_used)
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "--seq-len: %s has no symbolic sequence dim to bind (see --dim)", g->path);
+    return DNNMEM_OK;
+}
+
+/* The dtype most weight bytes have, for the assumptions line. */
+static const char *weight_dtype(const struct dm_graph *g, const struct dm_tinfo *t)
+{
+    uint64_t by[DM_DTYPE_COUNT] = {0};
+    for (int32_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].role == DM_ROLE_WEIGHT && t[i].rank >= 0)
+            by[t[i].dtype] += t[i].bytes;
+    int best = 0;
+    for (int d = 1; d < DM_DTYPE_COUNT; d++)
+        if (by[d] > by[best])
+            best = d;
+    return best ? dm_dtype_name((enum dm_dtype)best) : "none";
+}
+
+/* --precision (or the model's default): autocast, or 2-byte floats. */
+static void apply_precision(struct dm_est *e)
+{
+    const struct dm_est_opts *o = e->o;
+    const struct dnnmem_config *c = &o->cfg;
+    const struct dm_graph *g = e->g;
+    struct dm_tinfo *t = e->t;
+    struct dm_run *run = &e->run;
+    struct dm_assumptions *as = &e->as;
+    if (c->precision == DNNMEM_PRECISION_AMP_FP16 || c->precision == DNNMEM_PRECISION_AMP_BF16) {
+        run->amp = c->precision == DNNMEM_PRECISION_AMP_FP16 ? DM_FLOAT16 : DM_BFLOAT16;
+        dm_amp_retype(g, t, run->amp);
+        dm_assume(as, "precision", "option",
+                  "%s: torch.autocast, fp32 weights, grads and optimizer state; cached parameter "
+                  "casts; GradScaler state negligible",
+                  run->amp == DM_FLOAT16 ? "amp-fp16" : "amp-bf16");
+    } else if (c->precision != DNNMEM_PRECISION_FP32 || (g->quant_method && g->quant_fp16_default)) {
+        /* model.half() / .to(bfloat16) converts every floating-point
+         * parameter and buffer, so every float32 tensor the model makes from
+         * them, its grads and optimizer state become 2-byte. A quantized
+         * model's quantizer makes float16 the default (update_torch_dtype). */
+        bool qdefault = c->precision == DNNMEM_PRECISION_FP32;
+        enum dm_dtype half = c->precision == DNNMEM_PRECISION_BF16 ? DM_BFLOAT16 : DM_FLOAT16;
+        for (int32_t i = 0; i < g->n_tensors; i++)
+            if (t[i].rank >= 0 && t[i].dtype == DM_FLOAT && !g->tensors[i].keep_fp32) {
+                t[i].dtype = half;
+                t[i].bytes = (uint64_t)t[i].numel * 2;
+            }
+        if (o->v5_dtype)
+            dm_assume(as, "precision", "default",
+                      "%s: transformers %d.%d loads the config's dtype %s (dtype=\"auto\" by "
+                      "default from 5.0; --precision fp32 for float32)",
+                      c->precision == DNNMEM_PRECISION_FP16 ? "fp16" : "bf16", o->transformers / 100,
+                      o->transformers % 100, g->stored_dtype);
+        else if (qdefault)
+            dm_assume(as, "precision", "default",
+                      "fp16: from_pretrained of a %s model without torch_dtype loads its other "
+                      "weights in float16 (the quantizer's update_torch_dtype; --precision bf16 for "
+                      "bfloat16)",
+                      g->quant_method);
+        else
+            dm_assume(as, "precision", "option", "%s (every float32 tensor becomes 2-byte)",
+                      c->precision == DNNMEM_PRECISION_FP16 ? "fp16" : "bf16");
+    } else if (g->quant_method) {
+        dm_assume(as, "precision", "default",
+                  "float32 for the weights %s leaves unquantized: its quantizer's default without "
+                  "torch_dtype (update_dtype; --precision bf16 loads them as stored)",
+                  g->quant_method);
+    } else if (g->stored_dtype && strcmp(g->stored_dtype, "float32") != 0 && !c->precision_set) {
+        const char *flag = strcmp(g->stored_dtype, "bfloat16") == 0  ? " bf16"
+                           : strcmp(g->stored_dtype, "float16") == 0 ? " fp16"
+                                                                     : " P";
+        dm_assume(as, "precision", "default",
+                  "float32, as from_pretrained without torch_dtype loads a %s checkpoint "
+                  "(--precision%s loads it as stored, torch_dtype=\"auto\")",
+                  g->stored_dtype, flag);
+    } else {
+        dm_assume(as, "precision", c->precision_set ? "option" : "default", "as the model: %s",
+                  weight_dtype(g, t));
+    }
+}
+
+enum dnnmem_status dm_est_shapes(struct dm_est *e, struct dnnmem_error *err)
+{
+    const struct dm_graph *g = e->g;
+    struct dm_arena *arena = &e->arena;
+    e->syms = dm_arena_array(arena, (size_t)g->n_symbols + 1, sizeof *e->syms);
+    e->t = malloc(((size_t)g->n_tensors + 1) * sizeof *e->t);
+    struct dm_shape *shapes = dm_arena_array(arena, (size_t)g->n_tensors + 1, sizeof *shapes);
+    if (!e->syms || !e->t || !shapes)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    for (int32_t i = 0; i < g->n_tensors; i++)
+        shapes[i].rank = -1;
+    DM_TRY(bind_dims(g, &e->o->cfg, e->syms, shapes, &e->as, err));
+    struct dm_infer ctx = {.g = g, .arena = arena, .t = e->t, .sym_values = e->syms,
+                           .input_shapes = shapes, .err = err};
+    DM_TRY(dm_infer_shapes(&ctx));
+    DM_TRY(dm_est_check(DM_CHECK_SHAPES, g, e->o, err));
+    apply_precision(e);
+    return DNNMEM_OK;
+}
