@@ -152,18 +152,31 @@ static struct name_slot *name_slot(struct hf *h, const char *name, bool *taken)
 }
 size_t hf_enter(struct hf *h, const char *fmt, ...)
 {
-    size_t len = h->scope_len;
+    size_t len = h->scope_len, cap = sizeof h->scope, n;
     va_list ap;
     va_start(ap, fmt);
-    int k = snprintf(h->scope + len, sizeof h->scope - len, "/");
-    int m = vsnprintf(h->scope + len + 1, sizeof h->scope - len - 1, fmt, ap);
+    /* a plain name (or "%s" of one) is copied, the rest printed */
+    const char *plain = strcmp(fmt, "%s") == 0 ? va_arg(ap, const char *)
+                        : strchr(fmt, '%')     ? NULL
+                                               : fmt;
+    if (plain) {
+        n = strlen(plain);
+        if (len + 1 + n < cap) {
+            h->scope[len] = '/';
+            memcpy(h->scope + len + 1, plain, n + 1);
+        }
+    } else {
+        int k = snprintf(h->scope + len, cap - len, "/");
+        int m = vsnprintf(h->scope + len + 1, cap - len - 1, fmt, ap);
+        n = k < 0 || m < 0 ? cap : (size_t)m;
+    }
     va_end(ap);
-    if (k < 0 || m < 0 || len + 1 + (size_t)m >= sizeof h->scope) {
+    if (len + 1 + n >= cap) {
         hf_fail(h, DNNMEM_E_INTERNAL, "module path too long");
         h->scope[len] = '\0';
         return len;
     }
-    h->scope_len = len + 1 + (size_t)m;
+    h->scope_len = len + 1 + n;
     return len;
 }
 
@@ -171,6 +184,28 @@ void hf_leave(struct hf *h, size_t len)
 {
     h->scope_len = len;
     h->scope[len] = '\0';
+}
+
+/* a (na bytes), sep, b (nb bytes) and k in decimal when k >= 0, in the
+ * arena: the node and tensor names as "%s%s%s%d" prints them, without the
+ * format's parsing (naming is much of a large model's build time). NULL
+ * when out of memory. */
+static char *name_cat(struct dm_arena *ar, const char *a, size_t na, const char *sep,
+                      const char *b, size_t nb, int k)
+{
+    char digits[12];
+    size_t nk = 0, ns = strlen(sep);
+    for (unsigned u = (unsigned)k; k >= 0 && (nk == 0 || u); u /= 10)
+        digits[sizeof digits - ++nk] = (char)('0' + u % 10);
+    char *d = dm_arena_alloc(ar, na + ns + nb + nk + 1);
+    if (d) {
+        memcpy(d, a, na);
+        memcpy(d + na, sep, ns);
+        memcpy(d + na + ns, b, nb);
+        memcpy(d + na + ns + nb, digits + sizeof digits - nk, nk);
+        d[na + ns + nb + nk] = '\0';
+    }
+    return d;
 }
 
 /* A node of op `op` in the current scope, named "<scope>/<Op>" (then "_1",
@@ -187,7 +222,9 @@ struct dm_node *hf_node(struct hf *h, enum dm_op op, int n_in, const int32_t *in
             return NULL;
         }
     /* "scope/Op", else the first free "scope/Op_<k>" (ONNX exporters' names) */
-    const char *base = dm_arena_printf(&g->arena, "%s/%s", h->scope, dm_ops[op].name), *name = base;
+    size_t n_op = strlen(dm_ops[op].name), n_base = h->scope_len + 1 + n_op, n_name = n_base;
+    const char *base = name_cat(&g->arena, h->scope, h->scope_len, "/", dm_ops[op].name, n_op, -1),
+               *name = base;
     bool taken;
     struct name_slot *slot = base ? name_slot(h, base, &taken) : NULL;
     if (!slot) {
@@ -197,7 +234,7 @@ struct dm_node *hf_node(struct hf *h, enum dm_op op, int n_in, const int32_t *in
     if (taken) {
         int k = slot->next;
         for (;; k++) {
-            name = dm_arena_printf(&g->arena, "%s_%d", base, k);
+            name = name_cat(&g->arena, base, n_base, "_", "", 0, k);
             if (!name || !name_slot(h, name, &taken)) {
                 hf_oom(h);
                 return NULL;
@@ -205,6 +242,7 @@ struct dm_node *hf_node(struct hf *h, enum dm_op op, int n_in, const int32_t *in
             if (!taken)
                 break;
         }
+        n_name = strlen(name);
         name_slot(h, base, &taken)->next = k + 1;
     }
     struct dm_node *n = dm_graph_add_node(g, &h->cap_nodes, op, name, n_in, in, n_out);
@@ -215,7 +253,7 @@ struct dm_node *hf_node(struct hf *h, enum dm_op op, int n_in, const int32_t *in
     for (int k = 0; k < n_out; k++) {
         const char *tname = k == 0 && h->out_name
                                 ? h->out_name
-                                : dm_arena_printf(&g->arena, "%s_output_%d", name, k);
+                                : name_cat(&g->arena, name, n_name, "_output_", "", 0, k);
         if (!tname) {
             hf_oom(h);
             return NULL;
@@ -395,7 +433,7 @@ int32_t hf_param(struct hf *h, const char *what, enum dm_dtype dtype, int rank,
         return -1;
     char path[sizeof h->scope];
     hf_module_path(h, path, sizeof path);
-    char *name = dm_arena_printf(&h->g->arena, "%s%s%s", path, path[0] ? "." : "", what);
+    char *name = name_cat(&h->g->arena, path, strlen(path), path[0] ? "." : "", what, strlen(what), -1);
     if (!name)
         return hf_oom(h);
     return hf_param_named(h, name, dtype, rank, dims);

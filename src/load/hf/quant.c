@@ -430,6 +430,165 @@ static void qmax(int64_t *m, int64_t v)
         *m = v;
 }
 
+/* A quantized linear layer: in -> out (n = in * out weights), with a bias
+ * or not, the module at `path`. */
+struct qlayer {
+    int64_t in, out, n;
+    bool bias;
+    const char *path;
+};
+
+/* The stored tensors of layer *l, by method: *w the QuantLinear's weight,
+ * *b its bias or -1. false after an error of the layer's shape. */
+static bool bnb4_tensors(struct hf *h, const struct qlayer *l, int32_t *w, int32_t *b)
+{
+    struct quant *q = &h->q;
+    /* Params4bit / functional.quantize_4bit: the flattened weight,
+     * (n + 1) / 2 bytes [*, 1]; an absmax per block of 64 weights,
+     * float32, or with double quantization uint8 with a float32 absmax
+     * per 256 blocks (nested_absmax) and an offset; the 16-entry code
+     * (quant_map). A prequantized checkpoint loads each layer's QuantState
+     * with its own nested_quant_map (QuantState.from_dict); quantizing on
+     * load shares one dynamic map per device (name2qmap). */
+    int64_t packed = l->n / 2 + l->n % 2, blocks = l->n / BNB4_BLOCK + (l->n % BNB4_BLOCK > 0);
+    int64_t code = 16, map = 256, one = 1;
+    *b = l->bias ? hf_param(h, "bias", DM_FLOAT, 1, &l->out) : -1;
+    *w = hf_param(h, "weight", DM_UINT8, 2, (int64_t[]){packed, 1});
+    frozen32(h, hf_param(h, "weight.absmax", q->double_quant ? DM_UINT8 : DM_FLOAT, 1, &blocks));
+    if (q->double_quant) {
+        int64_t nested = blocks / BNB_NESTED_BLOCK + (blocks % BNB_NESTED_BLOCK > 0);
+        frozen32(h, hf_param(h, "weight.nested_absmax", DM_FLOAT, 1, &nested));
+        frozen32(h, hf_param(h, "weight.offset", DM_FLOAT, 0, &one));
+        if (q->from_config)
+            frozen32(h, hf_param(h, "weight.nested_quant_map", DM_FLOAT, 1, &map));
+        else if (!q->shared_map) {
+            q->shared_map = true;
+            frozen32(h, hf_param(h, "weight.nested_quant_map", DM_FLOAT, 1, &map));
+        }
+    }
+    frozen32(h, hf_param(h, "weight.quant_map", DM_FLOAT, 1, &code));
+    return true;
+}
+
+static bool bnb8_tensors(struct hf *h, const struct qlayer *l, int32_t *w, int32_t *b)
+{
+    /* Linear8bitLt: Int8Params int8 [out, in] and its SCB, float32 [out]
+     * (the state_dict's "<module>.SCB"; "weight_format" stays on the host) */
+    *w = hf_param(h, "weight", DM_INT8, 2, (int64_t[]){l->out, l->in});
+    frozen32(h, hf_param(h, "SCB", DM_FLOAT, 1, &l->out));
+    *b = l->bias ? hf_param(h, "bias", DM_FLOAT, 1, &l->out) : -1;
+    return true;
+}
+
+static bool gptq_tensors(struct hf *h, const struct qlayer *l, int32_t *w, int32_t *b)
+{
+    struct quant *q = &h->q;
+    /* auto-gptq QuantLinear (qlinear_cuda_old.py, qlinear_exllama.py):
+     * qweight int32 [in // 32 * bits, out], qzeros int32 [ceil(in / group),
+     * out // 32 * bits], scales float16 [ceil(in / group), out], g_idx
+     * int32 [in], bias float16 [out] */
+    if (l->in % 32 || l->out % 32) {
+        hf_fail(h, DNNMEM_E_MODEL,
+                "%s: gptq packs 32 / bits codes per int32 and needs in_features (%lld) and "
+                "out_features (%lld) to be multiples of 32",
+                l->path, (long long)l->in, (long long)l->out);
+        return false;
+    }
+    int64_t g = q->group == -1 ? l->in : q->group, groups = l->in / g + (l->in % g > 0);
+    if (q->kernel != K_CUDA_OLD && l->in % g) {
+        hf_fail(h, DNNMEM_E_MODEL,
+                "%s: auto-gptq's exllama kernel needs in_features (%lld) to be a multiple of "
+                "group_size (%lld)",
+                l->path, (long long)l->in, (long long)g);
+        return false;
+    }
+    int64_t rows = l->in / 32 * q->bits, cols = l->out / 32 * q->bits;
+    *w = hf_param(h, "qweight", DM_INT32, 2, (int64_t[]){rows, l->out});
+    frozen(h, hf_param(h, "qzeros", DM_INT32, 2, (int64_t[]){groups, cols}));
+    frozen(h, hf_param(h, "scales", DM_FLOAT16, 2, (int64_t[]){groups, l->out}));
+    frozen(h, hf_param(h, "g_idx", DM_INT32, 1, &l->in));
+    if (l->bias) {
+        *b = hf_param(h, "bias", DM_FLOAT16, 1, &l->out);
+        frozen(h, *b);
+    }
+    int64_t dq, v2;
+    if (q->kernel == K_EXLLAMA && dm_mul_ok(rows * 8, l->out, &dq)) {
+        /* autogptq_post_init: temp_dq holds the largest qweight.numel() * 8 */
+        qmax(&q->max_dq, dq);
+        qmax(&q->max_dim, l->in > l->out ? l->in : l->out);
+    }
+    if (q->kernel == K_EXLLAMA_V2) {
+        /* qlinear_exllamav2.py scratch_space_fixed: temp_dq_size (in * out
+         * * 2 + 128) + temp_fwd_size (out * 2048 * 8 * 4 + 128); a g_idx not
+         * all zero (more than one group) makes q_perm and q_invperm, int16
+         * [in] each (ext_make_q_matrix) */
+        if (dm_mul_ok(l->n, 2, &dq) && dm_mul_ok(l->out, INT64_C(2048) * 8 * 4, &v2) &&
+            dm_add_ok(v2, 256, &v2) && dm_add_ok(dq, v2, &v2))
+            qmax(&q->max_scratch, v2);
+        if (groups > 1) {
+            frozen(h, hf_param(h, "q_tensors.q_perm", DM_INT16, 1, &l->in));
+            frozen(h, hf_param(h, "q_tensors.q_invperm", DM_INT16, 1, &l->in));
+        }
+    }
+    return true;
+}
+
+static bool awq_tensors(struct hf *h, const struct qlayer *l, int32_t *w, int32_t *b)
+{
+    struct quant *q = &h->q;
+    /* AutoAWQ WQLinear_GEMM (awq/modules/linear/gemm.py): qweight int32
+     * [in, out / 8], qzeros int32 [in / group, out / 8], scales float16
+     * [in / group, out], bias float16 [out]; it asserts in % group == 0
+     * and out % 8 == 0 */
+    int64_t g = q->group == -1 ? l->in : q->group;
+    if (l->out % 8 || l->in % g) {
+        hf_fail(h, DNNMEM_E_MODEL,
+                "%s: AutoAWQ's WQLinear_GEMM needs out_features (%lld) to be a multiple of 8 and "
+                "in_features (%lld) of group_size (%lld)",
+                l->path, (long long)l->out, (long long)l->in, (long long)g);
+        return false;
+    }
+    *w = hf_param(h, "qweight", DM_INT32, 2, (int64_t[]){l->in, l->out / 8});
+    frozen(h, hf_param(h, "qzeros", DM_INT32, 2, (int64_t[]){l->in / g, l->out / 8}));
+    frozen(h, hf_param(h, "scales", DM_FLOAT16, 2, (int64_t[]){l->in / g, l->out}));
+    if (l->bias) {
+        *b = hf_param(h, "bias", DM_FLOAT16, 1, &l->out);
+        frozen(h, *b);
+    }
+    return true;
+}
+
+static bool fp8_tensors(struct hf *h, const struct qlayer *l, int32_t *w, int32_t *b)
+{
+    struct quant *q = &h->q;
+    /* transformers FP8Linear: weight float8_e4m3fn [out, in],
+     * weight_scale_inv float32 [ceil(out / block_n), ceil(in / block_k)];
+     * act_quant asserts in % block_k == 0 */
+    if (l->in % q->block_k) {
+        hf_fail(h, DNNMEM_E_MODEL,
+                "%s: FP8Linear quantizes its input in groups of %lld (weight_block_size[1]); "
+                "in_features is %lld",
+                l->path, (long long)q->block_k, (long long)l->in);
+        return false;
+    }
+    *w = hf_param(h, "weight", DM_FLOAT8E4M3FN, 2, (int64_t[]){l->out, l->in});
+    frozen(h, *w);
+    int64_t so = l->out / q->block_n + (l->out % q->block_n > 0), si = l->in / q->block_k;
+    frozen32(h, hf_param(h, "weight_scale_inv", DM_FLOAT, 2, (int64_t[]){so, si}));
+    *b = l->bias ? hf_param(h, "bias", DM_FLOAT, 1, &l->out) : -1;
+    return true;
+}
+
+/* Per method: the QuantLinear's "method" attribute and the stored tensors. */
+static const struct {
+    const char *name;
+    bool (*tensors)(struct hf *h, const struct qlayer *l, int32_t *w, int32_t *b);
+} qmethods[] = {
+    [Q_BNB4] = {"bnb4", bnb4_tensors}, [Q_BNB8] = {"bnb8", bnb8_tensors},
+    [Q_GPTQ] = {"gptq", gptq_tensors}, [Q_AWQ] = {"awq", awq_tensors},
+    [Q_FP8] = {"fp8", fp8_tensors},
+};
+
 /* The current module's linear layer (in -> out, with a bias when `bias`)
  * stored as the method stores it, and the QuantLinear node that runs it;
  * `name` (or NULL) names the result. */
@@ -445,139 +604,10 @@ int32_t hf_qlinear(struct hf *h, int32_t x, int64_t in, int64_t out, bool bias, 
         return -1;
     }
     int32_t w = -1, b = -1;
-    const char *method = "";
-    switch (q->method) {
-    case Q_BNB4: {
-        /* Params4bit / functional.quantize_4bit: the flattened weight,
-         * (n + 1) / 2 bytes [*, 1]; an absmax per block of 64 weights,
-         * float32, or with double quantization uint8 with a float32 absmax
-         * per 256 blocks (nested_absmax) and an offset; the 16-entry code
-         * (quant_map). A prequantized checkpoint loads each layer's QuantState
-         * with its own nested_quant_map (QuantState.from_dict); quantizing on
-         * load shares one dynamic map per device (name2qmap). */
-        int64_t packed = n / 2 + n % 2, blocks = n / BNB4_BLOCK + (n % BNB4_BLOCK > 0);
-        int64_t code = 16, map = 256, one = 1;
-        b = bias ? hf_param(h, "bias", DM_FLOAT, 1, &out) : -1;
-        w = hf_param(h, "weight", DM_UINT8, 2, (int64_t[]){packed, 1});
-        frozen32(h, hf_param(h, "weight.absmax", q->double_quant ? DM_UINT8 : DM_FLOAT, 1, &blocks));
-        if (q->double_quant) {
-            int64_t nested = blocks / BNB_NESTED_BLOCK + (blocks % BNB_NESTED_BLOCK > 0);
-            frozen32(h, hf_param(h, "weight.nested_absmax", DM_FLOAT, 1, &nested));
-            frozen32(h, hf_param(h, "weight.offset", DM_FLOAT, 0, &one));
-            if (q->from_config)
-                frozen32(h, hf_param(h, "weight.nested_quant_map", DM_FLOAT, 1, &map));
-            else if (!q->shared_map) {
-                q->shared_map = true;
-                frozen32(h, hf_param(h, "weight.nested_quant_map", DM_FLOAT, 1, &map));
-            }
-        }
-        frozen32(h, hf_param(h, "weight.quant_map", DM_FLOAT, 1, &code));
-        method = "bnb4";
-        break;
-    }
-    case Q_BNB8:
-        /* Linear8bitLt: Int8Params int8 [out, in] and its SCB, float32 [out]
-         * (the state_dict's "<module>.SCB"; "weight_format" stays on the host) */
-        w = hf_param(h, "weight", DM_INT8, 2, (int64_t[]){out, in});
-        frozen32(h, hf_param(h, "SCB", DM_FLOAT, 1, &out));
-        b = bias ? hf_param(h, "bias", DM_FLOAT, 1, &out) : -1;
-        method = "bnb8";
-        break;
-    case Q_GPTQ: {
-        /* auto-gptq QuantLinear (qlinear_cuda_old.py, qlinear_exllama.py):
-         * qweight int32 [in // 32 * bits, out], qzeros int32 [ceil(in / group),
-         * out // 32 * bits], scales float16 [ceil(in / group), out], g_idx
-         * int32 [in], bias float16 [out] */
-        if (in % 32 || out % 32) {
-            hf_fail(h, DNNMEM_E_MODEL,
-                    "%s: gptq packs 32 / bits codes per int32 and needs in_features (%lld) and "
-                    "out_features (%lld) to be multiples of 32",
-                    path, (long long)in, (long long)out);
-            return -1;
-        }
-        int64_t g = q->group == -1 ? in : q->group, groups = in / g + (in % g > 0);
-        if (q->kernel != K_CUDA_OLD && in % g) {
-            hf_fail(h, DNNMEM_E_MODEL,
-                    "%s: auto-gptq's exllama kernel needs in_features (%lld) to be a multiple of "
-                    "group_size (%lld)",
-                    path, (long long)in, (long long)g);
-            return -1;
-        }
-        int64_t rows = in / 32 * q->bits, cols = out / 32 * q->bits;
-        w = hf_param(h, "qweight", DM_INT32, 2, (int64_t[]){rows, out});
-        frozen(h, hf_param(h, "qzeros", DM_INT32, 2, (int64_t[]){groups, cols}));
-        frozen(h, hf_param(h, "scales", DM_FLOAT16, 2, (int64_t[]){groups, out}));
-        frozen(h, hf_param(h, "g_idx", DM_INT32, 1, &in));
-        if (bias) {
-            b = hf_param(h, "bias", DM_FLOAT16, 1, &out);
-            frozen(h, b);
-        }
-        int64_t dq, v2;
-        if (q->kernel == K_EXLLAMA && dm_mul_ok(rows * 8, out, &dq)) {
-            /* autogptq_post_init: temp_dq holds the largest qweight.numel() * 8 */
-            qmax(&q->max_dq, dq);
-            qmax(&q->max_dim, in > out ? in : out);
-        }
-        if (q->kernel == K_EXLLAMA_V2) {
-            /* qlinear_exllamav2.py scratch_space_fixed: temp_dq_size (in * out
-             * * 2 + 128) + temp_fwd_size (out * 2048 * 8 * 4 + 128); a g_idx not
-             * all zero (more than one group) makes q_perm and q_invperm, int16
-             * [in] each (ext_make_q_matrix) */
-            if (dm_mul_ok(n, 2, &dq) && dm_mul_ok(out, INT64_C(2048) * 8 * 4, &v2) &&
-                dm_add_ok(v2, 256, &v2) && dm_add_ok(dq, v2, &v2))
-                qmax(&q->max_scratch, v2);
-            if (groups > 1) {
-                frozen(h, hf_param(h, "q_tensors.q_perm", DM_INT16, 1, &in));
-                frozen(h, hf_param(h, "q_tensors.q_invperm", DM_INT16, 1, &in));
-            }
-        }
-        method = "gptq";
-        break;
-    }
-    case Q_AWQ: {
-        /* AutoAWQ WQLinear_GEMM (awq/modules/linear/gemm.py): qweight int32
-         * [in, out / 8], qzeros int32 [in / group, out / 8], scales float16
-         * [in / group, out], bias float16 [out]; it asserts in % group == 0
-         * and out % 8 == 0 */
-        int64_t g = q->group == -1 ? in : q->group;
-        if (out % 8 || in % g) {
-            hf_fail(h, DNNMEM_E_MODEL,
-                    "%s: AutoAWQ's WQLinear_GEMM needs out_features (%lld) to be a multiple of 8 and "
-                    "in_features (%lld) of group_size (%lld)",
-                    path, (long long)out, (long long)in, (long long)g);
-            return -1;
-        }
-        w = hf_param(h, "qweight", DM_INT32, 2, (int64_t[]){in, out / 8});
-        frozen(h, hf_param(h, "qzeros", DM_INT32, 2, (int64_t[]){in / g, out / 8}));
-        frozen(h, hf_param(h, "scales", DM_FLOAT16, 2, (int64_t[]){in / g, out}));
-        if (bias) {
-            b = hf_param(h, "bias", DM_FLOAT16, 1, &out);
-            frozen(h, b);
-        }
-        method = "awq";
-        break;
-    }
-    case Q_FP8: {
-        /* transformers FP8Linear: weight float8_e4m3fn [out, in],
-         * weight_scale_inv float32 [ceil(out / block_n), ceil(in / block_k)];
-         * act_quant asserts in % block_k == 0 */
-        if (in % q->block_k) {
-            hf_fail(h, DNNMEM_E_MODEL,
-                    "%s: FP8Linear quantizes its input in groups of %lld (weight_block_size[1]); "
-                    "in_features is %lld",
-                    path, (long long)q->block_k, (long long)in);
-            return -1;
-        }
-        w = hf_param(h, "weight", DM_FLOAT8E4M3FN, 2, (int64_t[]){out, in});
-        frozen(h, w);
-        int64_t so = out / q->block_n + (out % q->block_n > 0), si = in / q->block_k;
-        frozen32(h, hf_param(h, "weight_scale_inv", DM_FLOAT, 2, (int64_t[]){so, si}));
-        b = bias ? hf_param(h, "bias", DM_FLOAT, 1, &out) : -1;
-        method = "fp8";
-        break;
-    }
-    case Q_NONE: return -1;
-    }
+    if (q->method == Q_NONE ||
+        !qmethods[q->method].tensors(h, &(struct qlayer){in, out, n, bias, path}, &w, &b))
+        return -1;
+    const char *method = qmethods[q->method].name;
     q->n_layers++;
     /* Linear4bit.forward: x.to(compute_dtype), matmul_4bit, .to(input dtype).
      * The run's dtype as compute dtype (--quant) is the input's, no cast,
