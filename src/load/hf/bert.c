@@ -193,7 +193,8 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
     size_t s = hf_enter(h, "embeddings");
     int32_t word = hf_param(h, "word_embeddings.weight", DM_FLOAT, 2, (int64_t[]){c->vocab, EMB});
     int32_t posw = hf_param(h, "position_embeddings.weight", DM_FLOAT, 2, (int64_t[]){P, EMB});
-    int32_t typw = hf_param(h, "token_type_embeddings.weight", DM_FLOAT, 2, (int64_t[]){c->types, EMB});
+    int32_t typw = hf_param(h, "token_type_embeddings.weight", DM_FLOAT, 2,
+                            (int64_t[]){c->types, EMB});
     /* non-persistent buffers, on the device: position_ids, token_type_ids */
     int32_t pos_buf = hf_param(h, "position_ids", DM_INT64, 2, (int64_t[]){1, P});
     int32_t typ_buf = hf_param(h, "token_type_ids", DM_INT64, 2, (int64_t[]){1, P});
@@ -227,8 +228,8 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
      * are mixed (b8 x 512 reserved -0.4% -> +8.4%), not traced yet */
     if ((!h->sdpa && !(albert && h->albert_interface)) || (h->sdpa && albert)) {
         int32_t one = hf_const_ints(h, INTS(1, 1));
-        int32_t b1 = hf_op(h, DM_OP_Slice, 4, shape, hf_const_ints(h, INTS(0)), hf_const_ints(h, INTS(1)),
-                           hf_const_ints(h, INTS(0)));
+        int32_t b1 = hf_op(h, DM_OP_Slice, 4, shape, hf_const_ints(h, INTS(0)),
+                           hf_const_ints(h, INTS(1)), hf_const_ints(h, INTS(0)));
         int32_t ms = hf_op(h, DM_OP_Concat, 3, b1, one, seq);
         hf_attr_i(h, "axis", 0);
         mask = hf_op(h, DM_OP_ConstantOfShape, 1, ms);
@@ -499,10 +500,12 @@ static void read_distilbert(struct hf *h, struct bert *c)
     c->heads = hf_get_int(h, "n_heads", 12, MAX_SIZE);
     c->positions = hf_get_int(h, "max_position_embeddings", 512, MAX_SIZE);
     if (h->st == DNNMEM_OK && c->hidden % c->heads)
-        hf_fail(h, DNNMEM_E_MODEL, "config field 'dim' (%lld) is not a multiple of 'n_heads' (%lld)",
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'dim' (%lld) is not a multiple of 'n_heads' (%lld)",
                 (long long)c->hidden, (long long)c->heads);
     if (h->st == DNNMEM_OK && hf_get_bool(h, "sinusoidal_pos_embds", false))
-        hf_fail(h, DNNMEM_E_UNSUPPORTED, "config field 'sinusoidal_pos_embds' is true; not modelled");
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config field 'sinusoidal_pos_embds' is true; not modelled");
     c->act = hf_get_str(h, "activation", "gelu");
     if (h->st == DNNMEM_OK && strcmp(c->act, "gelu") != 0)
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
@@ -549,7 +552,8 @@ static void read_bert(struct hf *h, enum bert_kind kind, struct bert *c)
                 (long long)c->pad, (long long)c->positions);
     c->act = hf_get_str(h, "hidden_act", albert ? "gelu_new" : "gelu");
     if (h->st == DNNMEM_OK && strcmp(c->act, "gelu") != 0 && strcmp(c->act, "gelu_new") != 0)
-        hf_fail(h, DNNMEM_E_UNSUPPORTED, "config field 'hidden_act' is '%s'; only gelu and gelu_new "
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config field 'hidden_act' is '%s'; only gelu and gelu_new "
                 "are modelled", c->act);
     const char *pet = hf_get_str(h, "position_embedding_type", "absolute");
     if (h->st == DNNMEM_OK && strcmp(pet, "absolute") != 0)
@@ -560,9 +564,11 @@ static void read_bert(struct hf *h, enum bert_kind kind, struct bert *c)
     c->hidden_drop = hf_get_num(h, "hidden_dropout_prob", albert ? 0 : 0.1, 0, 1);
     /* classifier_dropout (BERT, RoBERTa; null: hidden_dropout_prob) or
      * ALBERT's classifier_dropout_prob */
-    json_t *cd = json_object_get(h->root, albert ? "classifier_dropout_prob" : "classifier_dropout");
+    json_t *cd = json_object_get(h->root,
+                                 albert ? "classifier_dropout_prob" : "classifier_dropout");
     c->cls_drop = cd && !json_is_null(cd)
-                      ? hf_get_num(h, albert ? "classifier_dropout_prob" : "classifier_dropout", 0, 0, 1)
+                      ? hf_get_num(h, albert ? "classifier_dropout_prob" : "classifier_dropout",
+                                   0, 0, 1)
                       : albert ? 0.1 : c->hidden_drop;
     static const char *const cls[] = {"Bert", "Roberta", "Albert"};
     if (h->st == DNNMEM_OK)

@@ -56,11 +56,13 @@ int64_t hf_get_int(struct hf *h, const char *key, int64_t dflt, int64_t max)
         return 1;
     }
     if (i < 1) {
-        hf_fail(h, DNNMEM_E_MODEL, "config field '%s' must be positive, not %lld", key, (long long)i);
+        hf_fail(h, DNNMEM_E_MODEL, "config field '%s' must be positive, not %lld", key,
+                (long long)i);
         return 1;
     }
     if (i > max) {
-        hf_fail(h, DNNMEM_E_UNSUPPORTED, "config field '%s' is %lld; at most %lld is supported", key,
+        hf_fail(h, DNNMEM_E_UNSUPPORTED, "config field '%s' is %lld; at most %lld is supported",
+                key,
                 (long long)i, (long long)max);
         return 1;
     }
@@ -79,7 +81,8 @@ double hf_get_num(struct hf *h, const char *key, double dflt, double lo, double 
     }
     double d = json_number_value(v);
     if (!(d >= lo && d <= hi)) {
-        hf_fail(h, DNNMEM_E_MODEL, "config field '%s' is %g; it must be in [%g, %g]", key, d, lo, hi);
+        hf_fail(h, DNNMEM_E_MODEL, "config field '%s' is %g; it must be in [%g, %g]", key, d, lo,
+                hi);
         return dflt;
     }
     return d;
@@ -433,7 +436,8 @@ int32_t hf_param(struct hf *h, const char *what, enum dm_dtype dtype, int rank,
         return -1;
     char path[sizeof h->scope];
     hf_module_path(h, path, sizeof path);
-    char *name = name_cat(&h->g->arena, path, strlen(path), path[0] ? "." : "", what, strlen(what), -1);
+    char *name =
+        name_cat(&h->g->arena, path, strlen(path), path[0] ? "." : "", what, strlen(what), -1);
     if (!name)
         return hf_oom(h);
     return hf_param_named(h, name, dtype, rank, dims);

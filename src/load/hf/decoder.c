@@ -168,8 +168,10 @@ int32_t hf_rope_cat(struct hf *h, int32_t x, int32_t cos, int32_t sin, int64_t r
     int32_t xr = x, xp = -1;
     if (rot < d) {
         int32_t ax = hf_const_ints(h, INTS(-1));
-        xr = hf_op(h, DM_OP_Slice, 4, x, hf_const_ints(h, INTS(0)), hf_const_ints(h, INTS(rot)), ax);
-        xp = hf_op(h, DM_OP_Slice, 4, x, hf_const_ints(h, INTS(rot)), hf_const_ints(h, INTS(d)), ax);
+        xr = hf_op(h, DM_OP_Slice, 4, x, hf_const_ints(h, INTS(0)), hf_const_ints(h, INTS(rot)),
+                   ax);
+        xp = hf_op(h, DM_OP_Slice, 4, x, hf_const_ints(h, INTS(rot)), hf_const_ints(h, INTS(d)),
+                   ax);
     }
     int32_t e = hf_rope(h, xr, cos, sin, rot, NULL);
     h->out_name = name;
@@ -359,12 +361,14 @@ double hf_dec_rope_scaling(struct hf *h, bool linear_ok)
     if (linear_ok && strcmp(ty, "linear") == 0) {
         json_t *f = json_object_get(rs, "factor");
         if (!json_is_number(f) || json_number_value(f) <= 0) {
-            hf_fail(h, DNNMEM_E_MODEL, "config field 'rope_scaling.factor' must be a positive number");
+            hf_fail(h, DNNMEM_E_MODEL,
+                    "config field 'rope_scaling.factor' must be a positive number");
             return 1.0;
         }
         return json_number_value(f);
     }
-    hf_fail(h, DNNMEM_E_UNSUPPORTED, "config field 'rope_scaling' has type '%s'; not modelled for %s",
+    hf_fail(h, DNNMEM_E_UNSUPPORTED,
+            "config field 'rope_scaling' has type '%s'; not modelled for %s",
             ty, json_string_value(json_object_get(h->root, "model_type")));
     return 1.0;
 }

@@ -6,7 +6,8 @@
 
 /* DeepseekV3TopkRouter (and V2's softmax / greedy routing) on x2 [N, hidden]:
  * the routing weights, float32 [N, k], and *sel, the experts. */
-static int32_t deepseek_router(struct hf *h, const struct moe *m, int64_t E, int32_t x2, int32_t *sel)
+static int32_t deepseek_router(struct hf *h, const struct moe *m, int64_t E, int32_t x2,
+                               int32_t *sel)
 {
     size_t s = hf_enter(h, "gate");
     int32_t w = hf_param(h, "weight", DM_FLOAT, 2, (int64_t[]){m->experts, E});
@@ -25,7 +26,8 @@ static int32_t deepseek_router(struct hf *h, const struct moe *m, int64_t E, int
     hf_keep32(h, w32);
     int32_t logits = hf_op(h, DM_OP_MatMul, 2, x32, hf_transpose(h, w32, INTS(1, 0)));
     hf_keep32(h, logits);
-    int32_t scores = m->sigmoid ? hf_op(h, DM_OP_Sigmoid, 1, logits) : hf_op(h, DM_OP_Softmax, 1, logits);
+    int32_t scores = m->sigmoid ? hf_op(h, DM_OP_Sigmoid, 1,
+                                        logits) : hf_op(h, DM_OP_Softmax, 1, logits);
     if (!m->sigmoid)
         hf_attr_i(h, "axis", -1);
     hf_keep32(h, scores);
@@ -163,7 +165,8 @@ int32_t hf_mla_attention(struct hf *h, const struct llama *c, int layer, int32_t
     s = hf_enter(h, "kv_a_proj_with_mqa");
     int32_t ckv = hf_linear(h, x, E, a->kv_lora + a->rope, a->bias, -1, NULL);
     hf_leave(h, s);
-    int32_t k_lat = hf_narrow(h, ckv, 2, 0, a->kv_lora), k_rot = hf_narrow(h, ckv, 2, a->kv_lora, a->rope);
+    int32_t k_lat = hf_narrow(h, ckv, 2, 0,
+                              a->kv_lora), k_rot = hf_narrow(h, ckv, 2, a->kv_lora, a->rope);
     s = hf_enter(h, "kv_a_layernorm");
     k_lat = hf_rms_norm(h, k_lat, a->kv_lora, 1e-6);
     hf_leave(h, s);

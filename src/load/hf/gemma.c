@@ -80,7 +80,8 @@ static int32_t gemma_attention(struct hf *h, const struct dec *c, int layer, int
         k = gc->key;
         v = gc->value;
         if (gc->copy) { /* k_out[:, :, indices], indices made from arange(len) */
-            int32_t idx = hf_op(h, DM_OP_Range, 3, hf_const_i(h, 0), hf_const_i(h, gc->len), hf_const_i(h, 1));
+            int32_t idx = hf_op(h, DM_OP_Range, 3, hf_const_i(h, 0), hf_const_i(h, gc->len),
+                                hf_const_i(h, 1));
             k = hf_op(h, DM_OP_Gather, 2, k, idx);
             hf_attr_i(h, "axis", 2);
             v = hf_op(h, DM_OP_Gather, 2, v, idx);
@@ -90,7 +91,8 @@ static int32_t gemma_attention(struct hf *h, const struct dec *c, int layer, int
     int64_t keys = gc ? (gc->prompt ? h->gen_prompt : gc->len) : 0;
     if (!gc)
         hf_dec_cache_update(h, c, layer, &k, &v);
-    int32_t o = hf_dec_core(h, c, q, k, v, gc ? hf_narrow(h, mask, 3, 0, keys) : mask, c->scaling, pw);
+    int32_t o = hf_dec_core(h, c, q, k, v, gc ? hf_narrow(h, mask, 3, 0, keys) : mask, c->scaling,
+                            pw);
     o = hf_lin(h, "o_proj", o, H * D, E, c->bias);
     hf_hold_qkv(h, q, k, v);
     return o;
@@ -120,7 +122,8 @@ static int32_t gemma_static_mask(struct hf *h, int32_t ids, int32_t seq, int32_t
     int32_t bsz = hf_op(h, DM_OP_Shape, 1, ids);
     hf_attr_i(h, "start", 0);
     hf_attr_i(h, "end", 1);
-    int32_t shape4 = hf_op(h, DM_OP_Concat, 4, bsz, hf_const_ints(h, INTS(1)), seq, hf_const_ints(h, INTS(M)));
+    int32_t shape4 = hf_op(h, DM_OP_Concat, 4, bsz, hf_const_ints(h, INTS(1)), seq,
+                           hf_const_ints(h, INTS(M)));
     hf_attr_i(h, "axis", 0);
     int32_t full4 = hf_unsqueeze(h, full, INTS(0, 1));
     h->out_name = "causal_mask_4d";
@@ -260,7 +263,8 @@ static int32_t build_gemma(struct hf *h, const struct dec *c, int32_t ids)
             int32_t tr = hf_op(h, DM_OP_Trilu, 2, b, hf_const_i(h, -c->window));
             hf_attr_i(h, "upper", 0);
             m = hf_op(h, DM_OP_Where, 3, tr, hf_const_f(h, -FLT_MAX), mask);
-            sm = m = hf_op(h, DM_OP_Slice, 4, m, hf_const_ints(h, INTS(0)), seq, hf_const_ints(h, INTS(3)));
+            sm = m = hf_op(h, DM_OP_Slice, 4, m, hf_const_ints(h, INTS(0)), seq,
+                           hf_const_ints(h, INTS(3)));
         }
         int32_t y = gemma_norm(h, "input_layernorm", x, E, c->eps);
         s = hf_enter(h, "self_attn");
@@ -319,13 +323,16 @@ static void read_gemma(struct hf *h, const char *type, struct dec *c)
                 "config field 'num_key_value_heads' (%lld) does not divide 'num_attention_heads' (%lld)",
                 (long long)c->kv_heads, (long long)c->heads);
     if (h->st == DNNMEM_OK && c->head_dim % 2)
-        hf_fail(h, DNNMEM_E_MODEL, "config field 'head_dim' (%lld) must be even", (long long)c->head_dim);
+        hf_fail(h, DNNMEM_E_MODEL, "config field 'head_dim' (%lld) must be even",
+                (long long)c->head_dim);
     c->rot = c->head_dim;
     /* GemmaMLP: ACT2FN[hidden_activation], else hidden_act */
     const char *key = hf_field(h, "hidden_activation") ? "hidden_activation" : "hidden_act";
     c->act = hf_get_str(h, key, "gelu_pytorch_tanh");
-    if (h->st == DNNMEM_OK && strcmp(c->act, "gelu") != 0 && strcmp(c->act, "gelu_pytorch_tanh") != 0)
-        hf_fail(h, DNNMEM_E_UNSUPPORTED, "config field '%s' is '%s'; modelled: gelu_pytorch_tanh, gelu",
+    if (h->st == DNNMEM_OK && strcmp(c->act,
+                                     "gelu") != 0 && strcmp(c->act, "gelu_pytorch_tanh") != 0)
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config field '%s' is '%s'; modelled: gelu_pytorch_tanh, gelu",
                 key, c->act);
     c->eps = hf_get_num(h, "rms_norm_eps", 1e-6, 0, 1);
     c->attn_drop = hf_get_num(h, "attention_dropout", 0.0, 0, 1);
@@ -362,7 +369,8 @@ enum dnnmem_status hf_gemma(struct hf *h, const char *type)
     bool wrapper = h->arch->flags & HF_TEXT_CONFIG;
     json_t *text = wrapper ? json_object_get(h->root, "text_config") : NULL;
     if (wrapper && !json_is_object(text))
-        return hf_fail(h, DNNMEM_E_MODEL, "config field 'text_config' is missing (model_type gemma3)");
+        return hf_fail(h, DNNMEM_E_MODEL,
+                       "config field 'text_config' is missing (model_type gemma3)");
     struct dec c = {.type = text ? "gemma3_text" : type, .rope_factor = 1.0};
     json_t *outer = h->root;
     if (text)

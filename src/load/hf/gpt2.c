@@ -238,7 +238,8 @@ static void read_gpt2(struct hf *h, struct gpt2 *c)
     c->heads = hf_get_int(h, "n_head", REQUIRED, MAX_SIZE);
     c->positions = hf_get_int(h, "n_positions", REQUIRED, 1 << 20);
     if (h->st == DNNMEM_OK && c->embd % c->heads)
-        hf_fail(h, DNNMEM_E_MODEL, "config field 'n_embd' (%lld) is not a multiple of 'n_head' (%lld)",
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'n_embd' (%lld) is not a multiple of 'n_head' (%lld)",
                 (long long)c->embd, (long long)c->heads);
     c->inner = hf_get_int(h, "n_inner", h->st == DNNMEM_OK ? 4 * c->embd : 1, MAX_SIZE);
     c->act = hf_get_str(h, "activation_function", "gelu_new");

@@ -374,7 +374,8 @@ static enum dnnmem_status build(struct hf *h)
     h->arch = arch_of(type);
     char known[512];
     if (!h->arch)
-        return hf_fail(h, DNNMEM_E_UNSUPPORTED, "model_type '%s' is not supported (known: %s)", type,
+        return hf_fail(h, DNNMEM_E_UNSUPPORTED, "model_type '%s' is not supported (known: %s)",
+                       type,
                        known_types(known, sizeof known));
     return h->arch->build(h, type);
 }

@@ -132,7 +132,8 @@ void hf_kbit_finish(struct hf *h)
             g->kbit_ckpt[g->n_kbit_ckpt++] = glob;
         }
         if (!g->n_kbit_ckpt && h->st == DNNMEM_OK) {
-            hf_fail(h, DNNMEM_E_UNSUPPORTED, "--kbit-prep: the model has no layer list to checkpoint");
+            hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                    "--kbit-prep: the model has no layer list to checkpoint");
             return;
         }
     }

@@ -314,13 +314,15 @@ void hf_read_llama(struct hf *h, const char *type, struct llama *c)
                 "config field 'hidden_size' (%lld) is not a multiple of 'num_attention_heads' "
                 "(%lld), and 'head_dim' is missing",
                 (long long)c->hidden, (long long)c->heads);
-    c->head_dim = hf_get_int(h, "head_dim", h->st == DNNMEM_OK ? c->hidden / c->heads : 1, MAX_SIZE);
+    c->head_dim = hf_get_int(h, "head_dim", h->st == DNNMEM_OK ? c->hidden / c->heads : 1,
+                             MAX_SIZE);
     if (h->st == DNNMEM_OK && c->heads % c->kv_heads)
         hf_fail(h, DNNMEM_E_MODEL,
                 "config field 'num_key_value_heads' (%lld) does not divide 'num_attention_heads' (%lld)",
                 (long long)c->kv_heads, (long long)c->heads);
     if (h->st == DNNMEM_OK && c->head_dim % 2)
-        hf_fail(h, DNNMEM_E_MODEL, "config field 'head_dim' (%lld) must be even for the rotary embedding",
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'head_dim' (%lld) must be even for the rotary embedding",
                 (long long)c->head_dim);
     const char *act = hf_get_str(h, "hidden_act", "silu");
     if (h->st == DNNMEM_OK && strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)

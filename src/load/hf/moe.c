@@ -234,16 +234,19 @@ static void read_moe(struct hf *h, const char *type, struct llama *c, struct moe
         m->experts = hf_get_int(h, "num_experts", qwen2 ? 60 : 128, 1 << 16);
         m->top_k = hf_get_int(h, "num_experts_per_tok", qwen2 ? 4 : 8, 1 << 16);
         m->inter = hf_get_int(h, "moe_intermediate_size", qwen2 ? 1408 : 768, MAX_SIZE);
-        m->shared_inter = qwen2 ? hf_get_int(h, "shared_expert_intermediate_size", 5632, MAX_SIZE) : 0;
+        m->shared_inter = qwen2 ? hf_get_int(h, "shared_expert_intermediate_size", 5632,
+                                             MAX_SIZE) : 0;
         m->shared_gate = qwen2;
         m->norm_topk = hf_get_bool(h, "norm_topk_prob", false);
         m->sparse_step = hf_get_int(h, "decoder_sparse_step", 1, MAX_LAYERS);
         json_t *only = hf_field(h, "mlp_only_layers");
         if (only && !json_is_array(only))
-            hf_fail(h, DNNMEM_E_MODEL, "config field 'mlp_only_layers' must be a list of layer indices");
+            hf_fail(h, DNNMEM_E_MODEL,
+                    "config field 'mlp_only_layers' must be a list of layer indices");
         m->mlp_only = only;
         /* Qwen2MoeAttention: q, k, v biases (4.51); Qwen3-MoE as Qwen3 */
-        c->qkv_bias = qwen2 ? hf_get_bool(h, "qkv_bias", true) : hf_get_bool(h, "attention_bias", false);
+        c->qkv_bias = qwen2 ? hf_get_bool(h, "qkv_bias",
+                                          true) : hf_get_bool(h, "attention_bias", false);
         c->o_bias = qwen3 && hf_get_bool(h, "attention_bias", false);
         c->qk_norm = qwen3;
     } else {

@@ -33,7 +33,8 @@ static int32_t neox_attention(struct hf *h, const struct dec *c, int layer, int3
     int64_t E = c->hidden, H = c->heads, D = c->head_dim;
     int32_t qkv = hf_lin(h, "query_key_value", x, E, 3 * E, c->bias);
     qkv = hf_reshape(h, qkv, INTS(0, 0, H, 3 * D));
-    struct dm_node *n = hf_node(h, DM_OP_Split, 2, (int32_t[]){qkv, hf_const_ints(h, INTS(D, D, D))}, 3);
+    struct dm_node *n = hf_node(h, DM_OP_Split, 2,
+                                (int32_t[]){qkv, hf_const_ints(h, INTS(D, D, D))}, 3);
     if (!n)
         return -1;
     hf_attr_i(h, "axis", 3);
@@ -44,7 +45,8 @@ static int32_t neox_attention(struct hf *h, const struct dec *c, int layer, int3
     h->out_name = hf_cache_at_make(h, hf_present_name(h, c, layer, "value"));
     int32_t v = hf_transpose(h, parts[2], INTS(0, 2, 1, 3));
     q = hf_rope_cat(h, q, cos, sin, c->rot, D, NULL);
-    k = hf_rope_cat(h, k, cos, sin, c->rot, D, hf_cache_at_make(h, hf_present_name(h, c, layer, "key")));
+    k = hf_rope_cat(h, k, cos, sin, c->rot, D,
+                    hf_cache_at_make(h, hf_present_name(h, c, layer, "key")));
     hf_dec_cache_update(h, c, layer, &k, &v);
     int32_t o = hf_dec_core(h, c, q, k, v, mask, c->scaling, pw);
     fused_parts_out(h, c, layer, parts);
@@ -68,7 +70,8 @@ static int32_t phi_attention(struct hf *h, const struct dec *c, int layer, int32
     h->out_name = hf_cache_at_make(h, hf_present_name(h, c, layer, "value"));
     v = hf_transpose(h, v, INTS(0, 2, 1, 3));
     q = hf_rope_cat(h, q, cos, sin, c->rot, D, NULL);
-    k = hf_rope_cat(h, k, cos, sin, c->rot, D, hf_cache_at_make(h, hf_present_name(h, c, layer, "key")));
+    k = hf_rope_cat(h, k, cos, sin, c->rot, D,
+                    hf_cache_at_make(h, hf_present_name(h, c, layer, "key")));
     hf_dec_cache_update(h, c, layer, &k, &v);
     int32_t o = hf_dec_core(h, c, q, k, v, mask, c->scaling, pw);
     o = hf_lin(h, "dense", o, H * D, E, true);
@@ -84,7 +87,8 @@ static int32_t phi3_attention(struct hf *h, const struct dec *c, int layer, int3
     int64_t E = c->hidden, H = c->heads, KV = c->kv_heads, D = c->head_dim;
     int32_t qkv = hf_lin(h, "qkv_proj", x, E, (H + 2 * KV) * D, c->bias);
     struct dm_node *n =
-        hf_node(h, DM_OP_Split, 2, (int32_t[]){qkv, hf_const_ints(h, INTS(H * D, KV * D, KV * D))}, 3);
+        hf_node(h, DM_OP_Split, 2, (int32_t[]){qkv, hf_const_ints(h, INTS(H * D, KV * D, KV * D))},
+                3);
     if (!n)
         return -1;
     hf_attr_i(h, "axis", 2);
@@ -96,7 +100,8 @@ static int32_t phi3_attention(struct hf *h, const struct dec *c, int layer, int3
     h->out_name = hf_cache_at_make(h, hf_present_name(h, c, layer, "value"));
     v = hf_transpose(h, v, INTS(0, 2, 1, 3));
     q = hf_rope_cat(h, q, cos, sin, c->rot, D, NULL);
-    k = hf_rope_cat(h, k, cos, sin, c->rot, D, hf_cache_at_make(h, hf_present_name(h, c, layer, "key")));
+    k = hf_rope_cat(h, k, cos, sin, c->rot, D,
+                    hf_cache_at_make(h, hf_present_name(h, c, layer, "key")));
     hf_dec_cache_update(h, c, layer, &k, &v);
     int32_t o = hf_dec_core(h, c, q, k, v, mask, c->scaling, pw);
     fused_parts_out(h, c, layer, parts);
@@ -195,7 +200,8 @@ static int32_t build_rotary_lm(struct hf *h, const struct dec *c, int32_t ids)
     int32_t mask = h->sdpa ? -1 : hf_dec_causal_mask(h, seq, "causal_mask");
     int32_t cos, sin;
     /* Falcon rotates q, k in [B, S, H, D] order, the others through cat */
-    hf_dec_rotary(h, "rotary_emb", c->rot, c->theta, c->rope_factor, pos_ids, k == DK_FALCON ? 2 : 1,
+    hf_dec_rotary(h, "rotary_emb", c->rot, c->theta, c->rope_factor, pos_ids,
+                  k == DK_FALCON ? 2 : 1,
                   "position_embeddings", &cos, &sin);
     int32_t *held = calloc((size_t)c->layers * 3, sizeof *held);
     if (!held)
@@ -284,7 +290,8 @@ static int32_t build_rotary_lm(struct hf *h, const struct dec *c, int32_t ids)
             s = hf_enter(h, "mlp");
             int32_t gu = hf_lin(h, "gate_up_proj", y, E, 2 * c->inter, false);
             struct dm_node *n = hf_node(h, DM_OP_Split, 2,
-                                        (int32_t[]){gu, hf_const_ints(h, INTS(c->inter, c->inter))}, 2);
+                                        (int32_t[]){gu, hf_const_ints(h, INTS(c->inter,
+                                                                              c->inter))}, 2);
             if (!n)
                 break;
             hf_attr_i(h, "axis", -1);
@@ -307,7 +314,8 @@ static int32_t build_rotary_lm(struct hf *h, const struct dec *c, int32_t ids)
         x = hf_rms_norm(h, x, E, c->eps);
         hf_leave(h, s);
     } else {
-        x = hf_ln(h, k == DK_NEOX ? "final_layer_norm" : k == DK_FALCON ? "ln_f" : "final_layernorm",
+        x = hf_ln(h,
+                  k == DK_NEOX ? "final_layer_norm" : k == DK_FALCON ? "ln_f" : "final_layernorm",
                   x, E, c->eps);
     }
     hf_hold(h, emb, hf_last_node(h));
@@ -332,7 +340,8 @@ static void read_neox(struct hf *h, struct dec *c)
     c->head_dim = h->st == DNNMEM_OK ? c->hidden / c->heads : 2;
     double pct = hf_get_num(h, "rotary_pct", 0.25, 0, 1);
     c->rot = (int64_t)((double)c->head_dim * pct);
-    c->theta = hf_get_num(h, "rotary_emb_base", hf_get_num(h, "rope_theta", 10000.0, 1e-30, 1e30), 1e-30,
+    c->theta = hf_get_num(h, "rotary_emb_base", hf_get_num(h, "rope_theta", 10000.0, 1e-30, 1e30),
+                          1e-30,
                           1e30);
     c->rope_factor = hf_dec_rope_scaling(h, false);
     c->act = hf_get_str(h, "hidden_act", "gelu");
@@ -361,7 +370,8 @@ static void read_falcon(struct hf *h, struct dec *c)
     c->multi_query = hf_get_bool(h, "multi_query", true);
     hf_dec_heads(h, c, "num_attention_heads", c->new_arch ? "num_kv_heads" : NULL);
     c->kv_heads = c->new_arch ? c->kv_heads : c->multi_query ? 1 : c->heads;
-    c->head_dim = hf_get_int(h, "head_dim", h->st == DNNMEM_OK ? c->hidden / c->heads : 2, MAX_SIZE);
+    c->head_dim = hf_get_int(h, "head_dim", h->st == DNNMEM_OK ? c->hidden / c->heads : 2,
+                             MAX_SIZE);
     c->inter = hf_get_int(h, "ffn_hidden_size", 4 * c->hidden, MAX_SIZE);
     c->rot = c->head_dim;
     c->theta = hf_get_num(h, "rope_theta", 10000.0, 1e-30, 1e30);
@@ -377,11 +387,14 @@ static void read_falcon(struct hf *h, struct dec *c)
     c->tie = hf_get_bool(h, "tie_word_embeddings", true);
     c->use_cache = hf_get_bool(h, "use_cache", true);
     if (hf_get_bool(h, "alibi", false))
-        hf_fail(h, DNNMEM_E_UNSUPPORTED, "config field 'alibi' is true; only rotary Falcon is modelled");
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config field 'alibi' is true; only rotary Falcon is modelled");
     if (h->st == DNNMEM_OK && c->head_dim % 2)
-        hf_fail(h, DNNMEM_E_MODEL, "config field 'head_dim' (%lld) must be even", (long long)c->head_dim);
+        hf_fail(h, DNNMEM_E_MODEL, "config field 'head_dim' (%lld) must be even",
+                (long long)c->head_dim);
     if (h->st == DNNMEM_OK && !c->new_arch && c->head_dim * c->heads != c->hidden)
-        hf_fail(h, DNNMEM_E_MODEL, "config field 'head_dim' must be hidden_size / num_attention_heads");
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'head_dim' must be hidden_size / num_attention_heads");
 }
 
 static void read_phi(struct hf *h, bool phi3, struct dec *c)
@@ -399,7 +412,8 @@ static void read_phi(struct hf *h, bool phi3, struct dec *c)
     c->rope_factor = hf_dec_rope_scaling(h, false);
     c->act = hf_get_str(h, "hidden_act", phi3 ? "silu" : "gelu_new");
     if (phi3 && h->st == DNNMEM_OK && strcmp(c->act, "silu") != 0)
-        hf_fail(h, DNNMEM_E_UNSUPPORTED, "config field 'hidden_act' is '%s'; only silu is modelled for phi3",
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config field 'hidden_act' is '%s'; only silu is modelled for phi3",
                 c->act);
     if (!phi3)
         hf_dec_check_act(h, "hidden_act", c->act, true);
@@ -414,7 +428,8 @@ static void read_phi(struct hf *h, bool phi3, struct dec *c)
     if (!phi3 && hf_get_bool(h, "qk_layernorm", false))
         hf_fail(h, DNNMEM_E_UNSUPPORTED, "config field 'qk_layernorm' is true; not modelled");
     if (h->st == DNNMEM_OK && (c->rot < 2 || c->rot % 2))
-        hf_fail(h, DNNMEM_E_MODEL, "config field 'partial_rotary_factor' gives %lld rotary dims; not even",
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'partial_rotary_factor' gives %lld rotary dims; not even",
                 (long long)c->rot);
 }
 

@@ -150,14 +150,17 @@ static void read_opt(struct hf *h, bool opt, struct dec *c)
     c->tie = hf_get_bool(h, "tie_word_embeddings", true);
     c->use_cache = hf_get_bool(h, "use_cache", true);
     if (h->st == DNNMEM_OK && hf_get_num(h, "activation_dropout", 0.0, 0, 1) > 0)
-        hf_fail(h, DNNMEM_E_UNSUPPORTED, "config field 'activation_dropout' is non-zero; not modelled");
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config field 'activation_dropout' is non-zero; not modelled");
     if (opt && !hf_get_bool(h, "layer_norm_elementwise_affine", true))
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
                 "config field 'layer_norm_elementwise_affine' is false; not modelled");
     if (opt && hf_get_bool(h, "_remove_final_layer_norm", false))
-        hf_fail(h, DNNMEM_E_UNSUPPORTED, "config field '_remove_final_layer_norm' is true; not modelled");
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config field '_remove_final_layer_norm' is true; not modelled");
     if (h->st == DNNMEM_OK && c->word_dim != c->hidden && !c->tie)
-        hf_fail(h, DNNMEM_E_UNSUPPORTED, "config field 'tie_word_embeddings' is false; not modelled");
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config field 'tie_word_embeddings' is false; not modelled");
 }
 
 enum dnnmem_status hf_opt(struct hf *h, const char *type)

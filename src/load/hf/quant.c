@@ -61,14 +61,16 @@ static bool q_bool(struct hf *h, json_t *qc, const char *key, bool dflt)
     if (h->st != DNNMEM_OK || !v || json_is_null(v))
         return dflt;
     if (!json_is_boolean(v)) {
-        hf_fail(h, DNNMEM_E_MODEL, "config field 'quantization_config.%s' must be true or false", key);
+        hf_fail(h, DNNMEM_E_MODEL, "config field 'quantization_config.%s' must be true or false",
+                key);
         return dflt;
     }
     return json_is_true(v);
 }
 
 /* An integer in [lo, hi]; `dflt` when absent or null (REQUIRED: an error). */
-static int64_t q_int(struct hf *h, json_t *qc, const char *key, int64_t dflt, int64_t lo, int64_t hi)
+static int64_t q_int(struct hf *h, json_t *qc, const char *key, int64_t dflt, int64_t lo,
+                     int64_t hi)
 {
     json_t *v = json_object_get(qc, key);
     if (h->st != DNNMEM_OK)
@@ -81,7 +83,8 @@ static int64_t q_int(struct hf *h, json_t *qc, const char *key, int64_t dflt, in
         return dflt;
     }
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
-        hf_fail(h, DNNMEM_E_MODEL, "config field 'quantization_config.%s' must be an integer in [%lld, %lld]",
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'quantization_config.%s' must be an integer in [%lld, %lld]",
                 key, (long long)lo, (long long)hi);
         return dflt == REQUIRED ? lo : dflt;
     }
@@ -99,7 +102,8 @@ static json_t *q_names(struct hf *h, json_t *qc, const char *key)
     bool ok = json_is_array(v);
     json_array_foreach(v, i, e) ok = ok && json_is_string(e);
     if (!ok) {
-        hf_fail(h, DNNMEM_E_MODEL, "config field 'quantization_config.%s' must be a list of module names",
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'quantization_config.%s' must be a list of module names",
                 key);
         return NULL;
     }
@@ -133,7 +137,8 @@ static void read_gptq(struct hf *h, json_t *qc)
      * 128 by default, -1 for one group per column */
     q->bits = (int)q_int(h, qc, "bits", REQUIRED, 2, 8);
     if (h->st == DNNMEM_OK && q->bits != 2 && q->bits != 3 && q->bits != 4 && q->bits != 8)
-        hf_fail(h, DNNMEM_E_MODEL, "config field 'quantization_config.bits' is %d; gptq has 2, 3, 4 or 8",
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'quantization_config.bits' is %d; gptq has 2, 3, 4 or 8",
                 q->bits);
     q->group = q_int(h, qc, "group_size", 128, -1, MAX_SIZE);
     if (h->st == DNNMEM_OK && q->group == 0)
@@ -327,7 +332,8 @@ void hf_read_quant(struct hf *h, enum dnnmem_quant opt)
         return;
     }
     if (opt != DNNMEM_QUANT_NONE) {
-        hf_fail(h, DNNMEM_E_USAGE, "--quant: the config is quantized already (quant_method '%s')", m);
+        hf_fail(h, DNNMEM_E_USAGE, "--quant: the config is quantized already (quant_method '%s')",
+                m);
         return;
     }
     q->from_config = true;
@@ -627,7 +633,8 @@ int32_t hf_qlinear(struct hf *h, int32_t x, int64_t in, int64_t out, bool bias, 
     }
     if (!cast)
         h->out_name = name;
-    int32_t y = b >= 0 ? hf_op(h, DM_OP_QuantLinear, 3, xc, w, b) : hf_op(h, DM_OP_QuantLinear, 2, xc, w);
+    int32_t y = b >= 0 ? hf_op(h, DM_OP_QuantLinear, 3, xc, w,
+                               b) : hf_op(h, DM_OP_QuantLinear, 2, xc, w);
     hf_attr_s(h, "method", method);
     hf_attr_i(h, "K", in);
     hf_attr_i(h, "N", out);
@@ -690,7 +697,8 @@ void hf_quant_finish(struct hf *h)
         }
         frozen(h, hf_param_named(h, "device_to_buffers.temp_state", DM_FLOAT16, 2,
                                  (int64_t[]){rows, dim}));
-        frozen(h, hf_param_named(h, "device_to_buffers.temp_dq", DM_FLOAT16, 2, (int64_t[]){1, dq}));
+        frozen(h,
+               hf_param_named(h, "device_to_buffers.temp_dq", DM_FLOAT16, 2, (int64_t[]){1, dq}));
     }
     if (q->method == Q_GPTQ && q->kernel == K_EXLLAMA_V2) {
         /* ExLlamaV2DeviceTensors: one float16 scratch of scratch_bytes // 2 */

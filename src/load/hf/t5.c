@@ -134,7 +134,8 @@ static int32_t t5_attention(struct hf *h, const struct t5 *c, bool dec, int32_t 
             pb = t5_compute_bias(h, c, !dec, rq, rk);
         } else { /* torch.zeros((1, H, q, k)) */
             int32_t s4 = hf_op(h, DM_OP_Shape, 1, sc);
-            int32_t tail = hf_op(h, DM_OP_Slice, 4, s4, hf_const_ints(h, INTS(1)), hf_const_ints(h, INTS(4)),
+            int32_t tail = hf_op(h, DM_OP_Slice, 4, s4, hf_const_ints(h, INTS(1)),
+                                 hf_const_ints(h, INTS(4)),
                                  hf_const_ints(h, INTS(0)));
             int32_t shp = hf_op(h, DM_OP_Concat, 2, hf_const_ints(h, INTS(1)), tail);
             hf_attr_i(h, "axis", 0);
@@ -232,7 +233,8 @@ static int32_t t5_stack(struct hf *h, const struct t5 *c, int32_t ids, int32_t e
         int32_t full = hf_op(h, DM_OP_ConstantOfShape, 1, tt);
         int32_t tri = hf_op(h, DM_OP_Trilu, 2, full, hf_const_i(h, 1));
         hf_attr_i(h, "upper", 1);
-        int32_t b1 = hf_op(h, DM_OP_Slice, 4, hf_op(h, DM_OP_Shape, 1, ids), hf_const_ints(h, INTS(0)),
+        int32_t b1 = hf_op(h, DM_OP_Slice, 4, hf_op(h, DM_OP_Shape, 1, ids),
+                           hf_const_ints(h, INTS(0)),
                            hf_const_ints(h, INTS(1)), hf_const_ints(h, INTS(0)));
         int32_t shp = hf_op(h, DM_OP_Concat, 4, b1, hf_const_ints(h, INTS(1)), len, len);
         hf_attr_i(h, "axis", 0);
