@@ -47,7 +47,7 @@ KERAS_SRC := src/load/keras/build.c src/load/keras/layers.c src/load/keras/spati
 # The pipeline, in order: util, graph, load, shape, schedule, alloc, report, api.
 LIB_SRC := src/util/arena.c src/util/error.c \
            src/graph/dtype.c src/graph/ops.c src/graph/graph.c src/graph/lift.c \
-           src/load/onnx.c src/load/hf.c $(KERAS_SRC) src/load/safetensors.c \
+           src/load/onnx.c $(KERAS_SRC) src/load/safetensors.c \
            src/load/mxnet.c \
            src/shape/infer.c src/shape/elementwise.c src/shape/tensor.c src/shape/nn.c \
            src/shape/contrib.c \
@@ -62,6 +62,13 @@ LIB_SRC += src/options.c
 # dnnmem_estimate's stages (src/estimate/estimate.h), in order
 LIB_SRC += src/estimate/check.c src/estimate/variant.c src/estimate/defaults.c \
            src/estimate/shapes.c src/estimate/schedule.c src/estimate/replay.c
+# the HuggingFace front end (src/load/hf/hf.h: its internal header)
+HF_SRC  := src/load/hf/builder.c src/load/hf/attention.c src/load/hf/linear.c src/load/hf/quant.c \
+           src/load/hf/kbit.c src/load/hf/llama.c src/load/hf/moe.c src/load/hf/deepseek.c \
+           src/load/hf/gpt2.c src/load/hf/bert.c src/load/hf/t5.c src/load/hf/vit.c \
+           src/load/hf/decoder.c src/load/hf/opt.c src/load/hf/neox.c src/load/hf/gemma.c \
+           src/load/hf/hf.c
+LIB_SRC += $(HF_SRC)
 GEN_SRC := $(B)/gen/onnx.pb-c.c
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(B)/gen/onnx.pb-c.o
 CLI_OBJ := $(B)/cli/main.o
@@ -85,11 +92,11 @@ $(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/grap
 	@echo "  CC      $<"
 	@$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-$(B)/src/load/hf.o: src/load/hf_decoders.inc
 $(KERAS_SRC:%.c=$(B)/%.o): src/load/keras/keras.h
 $(B)/src/options.o: src/options.def
 $(B)/cli/main.o: cli/cli_options.def
 $(B)/src/api.o $(patsubst %.c,$(B)/%.o,$(filter src/estimate/%,$(LIB_SRC))): src/estimate/estimate.h
+$(HF_SRC:%.c=$(B)/%.o): src/load/hf/hf.h
 
 $(B)/libdnnmem.a: $(LIB_OBJ)
 	@echo "  AR      $@"

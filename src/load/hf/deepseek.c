@@ -1,0 +1,231 @@
+/*
+ * deepseek.c (src/load/hf/): DeepSeek-V2/V3's routed MoE block and multi-head latent
+ * attention (see moe.c's top).
+ */
+#include "hf.h"
+
+/* DeepseekV3TopkRouter (and V2's softmax / greedy routing) on x2 [N, hidden]:
+ * the routing weights, float32 [N, k], and *sel, the experts. */
+static int32_t deepseek_router(struct hf *h, const struct moe *m, int64_t E, int32_t x2,
+                               int32_t *sel)
+{
+    size_t s = hf_enter(h, "gate");
+    int32_t w = hf_param(h, "weight", DM_FLOAT, 2, (int64_t[]){m->experts, E});
+    int32_t bias = -1;
+    if (m->method == TOPK_NOAUX_TC) { /* a registered buffer */
+        bias = hf_param(h, "e_score_correction_bias", DM_FLOAT, 1, (int64_t[]){m->experts});
+        if (bias >= 0)
+            h->g->tensors[bias].frozen = true;
+    }
+    /* F.linear(hidden_states.type(float32), weight.type(float32)) */
+    int32_t x32 = hf_op(h, DM_OP_Cast, 1, x2);
+    hf_attr_i(h, "to", DM_FLOAT);
+    hf_keep32(h, x32);
+    int32_t w32 = hf_op(h, DM_OP_Cast, 1, w);
+    hf_attr_i(h, "to", DM_FLOAT);
+    hf_keep32(h, w32);
+    int32_t logits = hf_op(h, DM_OP_MatMul, 2, x32, hf_transpose(h, w32, INTS(1, 0)));
+    hf_keep32(h, logits);
+    int32_t scores = m->sigmoid ? hf_op(h, DM_OP_Sigmoid, 1,
+                                        logits) : hf_op(h, DM_OP_Softmax, 1, logits);
+    if (!m->sigmoid)
+        hf_attr_i(h, "axis", -1);
+    hf_keep32(h, scores);
+    int64_t G = m->groups, per = m->experts / m->groups;
+    int32_t rw = -1;
+    if (m->method == TOPK_GREEDY) {
+        *sel = hf_topk(h, scores, m->top_k, &rw);
+        hf_keep32(h, rw);
+    } else {
+        /* noaux_tc: get_topk_indices runs under torch.no_grad() */
+        int32_t sc = m->method == TOPK_NOAUX_TC ? hf_op(h, DM_OP_Detach, 1, scores) : scores;
+        if (m->method == TOPK_NOAUX_TC) {
+            sc = hf_op(h, DM_OP_Add, 2, sc, hf_unsqueeze(h, bias, INTS(0)));
+            hf_keep32(h, sc);
+        }
+        int32_t gs = hf_reshape(h, sc, INTS(-1, G, per)), top2 = -1;
+        if (m->method == TOPK_NOAUX_TC) { /* .topk(2, dim=-1)[0].sum(dim=-1) */
+            hf_topk(h, gs, 2, &top2);
+            hf_keep32(h, top2);
+            gs = hf_sum_last(h, top2, false);
+        } else { /* .max(dim=-1).values */
+            gs = hf_op(h, DM_OP_ReduceMax, 2, gs, hf_const_ints(h, INTS(-1)));
+            hf_attr_i(h, "keepdims", 0);
+        }
+        hf_keep32(h, gs);
+        hf_topk(h, gs, m->topk_group, NULL); /* group_idx */
+        /* hf_zeros_like(group_scores).scatter_(1, group_idx, 1): the scatter is
+         * in place, with a scalar, so the zeros are the only tensor */
+        int32_t gm = hf_zeros_like(h, gs, true);
+        gm = hf_unsqueeze(h, gm, INTS(-1));
+        gm = hf_op(h, DM_OP_Expand, 2, gm, hf_const_ints(h, INTS(1, 1, per)));
+        hf_keep32(h, gm);
+        gm = hf_reshape(h, gm, INTS(-1, m->experts));
+        int32_t b = hf_op(h, DM_OP_Cast, 1, gm); /* ~score_mask.bool() */
+        hf_attr_i(h, "to", DM_BOOL);
+        b = hf_op(h, DM_OP_Not, 1, b);
+        int32_t masked = hf_op(h, DM_OP_Where, 3, b, hf_const_f(h, 0.0), sc); /* masked_fill */
+        hf_keep32(h, masked);
+        int32_t v;
+        *sel = hf_topk(h, masked, m->top_k, &v);
+        hf_keep32(h, v);
+        if (m->method == TOPK_NOAUX_TC) { /* topk_weights = scores.gather(1, topk_indices) */
+            rw = hf_op(h, DM_OP_GatherElements, 2, scores, *sel);
+            hf_attr_i(h, "axis", 1);
+        } else {
+            rw = v;
+        }
+        hf_keep32(h, rw);
+    }
+    if (m->norm_topk && (m->method == TOPK_NOAUX_TC || m->top_k > 1)) {
+        int32_t den = hf_op(h, DM_OP_Add, 2, hf_sum_last(h, rw, true), hf_const_f(h, 1e-20));
+        hf_keep32(h, den);
+        rw = hf_op(h, DM_OP_Div, 2, rw, den);
+        hf_keep32(h, rw);
+    }
+    rw = hf_op(h, DM_OP_Mul, 2, rw, hf_const_f(h, m->scale));
+    hf_keep32(h, rw);
+    hf_leave(h, s);
+    return rw;
+}
+
+/* DeepseekV3MoE.forward on x [B, S, hidden]: the router, the routed experts
+ * (moe(), into a float32 zeros_like, cast back), then + shared_experts(x). */
+int32_t hf_deepseek_moe(struct hf *h, const struct llama *c, const struct moe *m, int32_t x)
+{
+    int64_t E = c->hidden;
+    int32_t sel = -1;
+    int32_t x2r = hf_reshape(h, x, INTS(-1, E)); /* the router's view(-1, hidden) */
+    int32_t rw = deepseek_router(h, m, E, x2r, &sel);
+    int32_t x2 = hf_reshape(h, x, INTS(-1, E));
+    int32_t final = hf_zeros_like(h, x2, true);
+    int32_t locals[LOOP_LOCALS] = {-1, -1, -1, -1, -1, -1};
+    final = hf_expert_loop(h, m, E, x2, rw, sel, final, locals);
+    final = hf_op(h, DM_OP_CastLike, 2, final, x2); /* .type(hidden_states.dtype) */
+    for (int j = 0; j < LOOP_LOCALS; j++) /* moe()'s locals until it returns */
+        hf_hold(h, locals[j], hf_last_node(h));
+    final = hf_op(h, DM_OP_Reshape, 2, final, hf_op(h, DM_OP_Shape, 1, x));
+    if (m->shared_inter) {
+        static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
+        size_t s = hf_enter(h, "shared_experts");
+        int32_t sh = hf_swiglu(h, x, E, m->shared_inter, proj);
+        hf_leave(h, s);
+        final = hf_op(h, DM_OP_Add, 2, final, sh);
+    }
+    hf_hold(h, rw, hf_last_node(h));
+    hf_hold(h, sel, hf_last_node(h));
+    return final;
+}
+
+/* DeepseekV3Attention.forward (multi-head latent attention). q from q_proj,
+ * or q_a_proj, q_a_layernorm, q_b_proj; the compressed kv_a_proj_with_mqa
+ * split into kv_lora_rank (normalised, decompressed by kv_b_proj into each
+ * head's qk_nope keys and v_head_dim values) and one shared qk_rope key; the
+ * rotary embedding on the rope parts; query and key concatenated
+ * [B, H, S, qk_nope + qk_rope]. The cache holds these decompressed keys and
+ * the values [B, H, S, v_head_dim] (past_key_value.update(key_states,
+ * value_states)), not the latent vector; the values are a view of
+ * kv_b_proj's whole output, which the cache thus keeps. torch.split's parts
+ * are views (Narrow); the rope parts are built on [B, S, H, D] as the Llama
+ * family's are, after the copy apply_rotary_pos_emb_interleave makes
+ * (rope_interleave, DeepseekV3Config's default; V2's complex rotation
+ * copies likewise). */
+int32_t hf_mla_attention(struct hf *h, const struct llama *c, int layer, int32_t x, int32_t cos,
+                         int32_t sin, int32_t mask, int32_t *attn_weights)
+{
+    const struct mla *a = c->mla;
+    struct dm_graph *g = h->g;
+    int64_t H = c->heads, E = c->hidden, Dq = a->nope + a->rope;
+    const char *kname = NULL, *vname = NULL;
+    if (c->use_cache) {
+        kname = dm_arena_printf(&g->arena, "present.%d.key", layer);
+        vname = dm_arena_printf(&g->arena, "present.%d.value", layer);
+        if (!kname || !vname)
+            return hf_oom(h);
+    }
+    int32_t q;
+    size_t s;
+    if (!a->q_lora) {
+        s = hf_enter(h, "q_proj");
+        q = hf_linear(h, x, E, H * Dq, false, -1, NULL);
+        hf_leave(h, s);
+    } else {
+        s = hf_enter(h, "q_a_proj");
+        q = hf_linear(h, x, E, a->q_lora, a->bias, -1, NULL);
+        hf_leave(h, s);
+        s = hf_enter(h, "q_a_layernorm");
+        q = hf_rms_norm(h, q, a->q_lora, 1e-6);
+        hf_leave(h, s);
+        s = hf_enter(h, "q_b_proj");
+        q = hf_linear(h, q, a->q_lora, H * Dq, false, -1, NULL);
+        hf_leave(h, s);
+    }
+    q = hf_reshape(h, q, INTS(0, 0, H, Dq));
+    int32_t q_pass = hf_narrow(h, q, 3, 0, a->nope), q_rot = hf_narrow(h, q, 3, a->nope, a->rope);
+    s = hf_enter(h, "kv_a_proj_with_mqa");
+    int32_t ckv = hf_linear(h, x, E, a->kv_lora + a->rope, a->bias, -1, NULL);
+    hf_leave(h, s);
+    int32_t k_lat = hf_narrow(h, ckv, 2, 0,
+                              a->kv_lora), k_rot = hf_narrow(h, ckv, 2, a->kv_lora, a->rope);
+    s = hf_enter(h, "kv_a_layernorm");
+    k_lat = hf_rms_norm(h, k_lat, a->kv_lora, 1e-6);
+    hf_leave(h, s);
+    s = hf_enter(h, "kv_b_proj");
+    int32_t kv = hf_linear(h, k_lat, a->kv_lora, H * (a->nope + a->v), false, -1, NULL);
+    hf_leave(h, s);
+    kv = hf_reshape(h, kv, INTS(0, 0, H, a->nope + a->v));
+    int32_t k_pass = hf_narrow(h, kv, 3, 0, a->nope), v = hf_narrow(h, kv, 3, a->nope, a->v);
+    h->out_name = hf_cache_at_make(h, vname);
+    v = hf_transpose(h, v, INTS(0, 2, 1, 3));
+    /* the interleave's .reshape copies the strided rope parts (k_rot's
+     * view(B, 1, S, rope) is the same copy here) */
+    q_rot = hf_reshape(h, q_rot, INTS(0, 0, H, a->rope));
+    k_rot = hf_reshape(h, k_rot, INTS(0, 0, 1, a->rope));
+    q_rot = hf_rope(h, q_rot, cos, sin, a->rope, NULL);
+    k_rot = hf_rope(h, k_rot, cos, sin, a->rope, NULL);
+    int32_t k_rot_emb = k_rot;
+    k_rot = hf_op(h, DM_OP_Expand, 2, k_rot, hf_const_ints(h, INTS(1, 1, H, 1))); /* .expand(.., H, ..) */
+    int32_t qs = hf_op(h, DM_OP_Concat, 2, q_pass, q_rot);
+    hf_attr_i(h, "axis", -1);
+    int32_t q_states = q;
+    q = hf_transpose(h, qs, INTS(0, 2, 1, 3));
+    int32_t k = hf_op(h, DM_OP_Concat, 2, k_pass, k_rot);
+    hf_attr_i(h, "axis", -1);
+    h->out_name = hf_cache_at_make(h, kname);
+    k = hf_transpose(h, k, INTS(0, 2, 1, 3));
+    k = hf_cache_update(h, k, kname);
+    v = hf_cache_update(h, v, vname);
+    /* query_states and key_states are torch.cat results, contiguous
+     * [B, H, S, D] in PyTorch: the matmul folds them without a copy; the
+     * values are a strided view of kv_b_proj's output, copied by matmul's
+     * hf_reshape (eager, a temporary of the second matmul) or .contiguous()
+     * (sdpa) */
+    int32_t o, p = -1;
+    double scale = 1.0 / sqrt((double)Dq);
+    if (h->sdpa) {
+        int32_t vc = hf_reshape(h, v, INTS(0, H, -1, a->v));
+        o = hf_sdpa_attention(h, (int32_t[]){q, k, vc}, -1, true, H, H, Dq, a->v, scale,
+                              c->attn_drop);
+    } else {
+        int32_t kt = hf_transpose(h, k, INTS(0, 1, 3, 2));
+        int32_t sc = hf_op(h, DM_OP_MatMul, 2, q, kt);
+        sc = hf_op(h, DM_OP_Mul, 2, sc, hf_const_f(h, scale));
+        sc = hf_op(h, DM_OP_Add, 2, sc, mask);
+        p = hf_softmax_f32(h, sc, q);
+        p = hf_dropout(h, p, c->attn_drop);
+        o = hf_op(h, DM_OP_MatMul, 2, p, hf_reshape(h, v, INTS(0, H, -1, a->v)));
+    }
+    o = hf_transpose(h, o, INTS(0, 2, 1, 3));
+    o = hf_reshape(h, o, INTS(0, 0, -1));
+    s = hf_enter(h, "o_proj");
+    o = hf_linear(h, o, H * a->v, E, a->bias, -1, NULL);
+    hf_leave(h, s);
+    /* the forward's locals live until it returns: q_states, compressed_kv,
+     * k_pass and value_states (kv_b_proj's output), the rotated q_rot and
+     * k_rot, query_states, key_states */
+    int32_t locals[] = {q_states, ckv, k_pass, v, q_rot, k_rot_emb, qs, k};
+    for (size_t j = 0; j < sizeof locals / sizeof locals[0]; j++)
+        hf_hold(h, locals[j], hf_last_node(h));
+    *attn_weights = p;
+    return o;
+}

@@ -1,0 +1,364 @@
+/*
+ * llama.c (src/load/hf/): the Llama family (Llama, Mistral, Qwen2, Qwen3), whose decoder
+ * the MoE families (moe.c, deepseek.c) share.
+ */
+#include "hf.h"
+
+/* One of q, k, v: proj(x).view(B, S, -1, D) [-> norm] .transpose(1, 2). With
+ * `bshd`, the transpose is left to the caller (see llama_attention). */
+static int32_t head_proj(struct hf *h, const struct llama *c, int32_t x, const char *proj,
+                         const char *norm, int64_t heads, const char *name, bool bshd)
+{
+    size_t s = hf_enter(h, "%s", proj);
+    int32_t y = hf_linear(h, x, c->hidden, heads * c->head_dim, c->qkv_bias, -1, NULL);
+    hf_leave(h, s);
+    y = hf_reshape(h, y, INTS(0, 0, -1, c->head_dim));
+    if (c->qk_norm && norm) {
+        s = hf_enter(h, "%s", norm);
+        y = hf_rms_norm(h, y, c->head_dim, c->eps);
+        hf_leave(h, s);
+    }
+    if (bshd)
+        return y;
+    h->out_name = name;
+    return hf_transpose(h, y, INTS(0, 2, 1, 3));
+}
+
+/* LlamaAttention.forward with eager_attention_forward. */
+static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, int32_t x,
+                               int32_t cos, int32_t sin, int32_t mask, int32_t *attn_weights)
+{
+    struct dm_graph *g = h->g;
+    int64_t D = c->head_dim, H = c->heads, KV = c->kv_heads;
+    const char *kname = NULL, *vname = NULL;
+    if (c->use_cache) { /* past_key_value.update(k, v) keeps them in the returned cache */
+        kname = dm_arena_printf(&g->arena, "present.%d.key", layer);
+        vname = dm_arena_printf(&g->arena, "present.%d.value", layer);
+        if (!kname || !vname)
+            return hf_oom(h);
+    }
+    /* q and k are transposed views when apply_rotary_pos_emb runs, and
+     * elementwise ops give their results the input's memory order
+     * (TensorIterator), so q_embed and k_embed are [B, S, H, D] in memory,
+     * seen as [B, H, S, D]: the rotary embedding is built on the
+     * [B, S, H, D] tensors (cos, sin unsqueezed at 2) and transposed after,
+     * the same bytes, and the transposed views stay non-contiguous */
+    int32_t q = head_proj(h, c, x, "q_proj", "q_norm", H, NULL, true);
+    int32_t k = head_proj(h, c, x, "k_proj", "k_norm", KV, NULL, true);
+    int32_t v = head_proj(h, c, x, "v_proj", NULL, KV, hf_cache_at_make(h, vname), false);
+    int32_t q_states = q, k_states = k;
+    q = hf_rope(h, q, cos, sin, D, NULL);
+    int32_t q_embed = q;
+    q = hf_transpose(h, q, INTS(0, 2, 1, 3));
+    k = hf_rope(h, k, cos, sin, D, NULL);
+    h->out_name = hf_cache_at_make(h, kname);
+    k = hf_transpose(h, k, INTS(0, 2, 1, 3));
+    /* query_states, key_states = apply_rotary_pos_emb(...): the projections
+     * are let go when it returns, after both rotations (measured: the H200
+     * trace of Llama-3.2-1B frees q_proj's and k_proj's outputs together,
+     * after k's rotation) */
+    hf_hold(h, q_states, hf_last_node(h));
+    hf_hold(h, k_states, hf_last_node(h));
+    int32_t k_embed = k, v_states = v;
+    k = hf_cache_update(h, k, kname);
+    v = hf_cache_update(h, v, vname);
+    /* key_states, value_states = past_key_values.update(...) (5.x: copies):
+     * the rotated k and v_proj's output go when update returns, after both
+     * copies (the same trace) */
+    if (h->cache_copy && c->use_cache) {
+        hf_hold(h, k_embed, hf_last_node(h));
+        hf_hold(h, v_states, hf_last_node(h));
+    }
+    int32_t o, p = -1;
+    int32_t kr = k, vr = v;
+    if ((o = hf_gqa_attention(h, q, k, v, H, KV, D, 1.0 / sqrt((double)D), c->attn_drop)) >= 0)
+        goto out;
+    /* flash_attention_forward takes grouped heads; 4.51's own
+     * Qwen2MoeFlashAttention2 (modeling_qwen2_moe.py, copied from the old
+     * Qwen2FlashAttention2) still runs repeat_kv first, then transposes the
+     * repeated tensors into flash_attn_func as views */
+    bool grouped = h->flash && strcmp(c->type, "qwen2_moe") != 0;
+    kr = grouped ? k : hf_repeat_kv(h, k, H / KV, H, D);
+    vr = grouped ? v : hf_repeat_kv(h, v, H / KV, H, D);
+    /* torch.matmul folds a 4-D operand to [B * H, ., .] with reshape, which
+     * copies a non-contiguous one, and BmmBackward keeps the copy: always q
+     * (the rope result in [B, S, H, D] order), and without GQA k and v (the
+     * repeated tensors of repeat_kv are contiguous) */
+    /* 4.56+ sdpa: no .contiguous(), the kernel takes the views */
+    bool as_is = h->flash || (h->sdpa && h->sdpa_as_is);
+    if (!as_is)
+        q = hf_reshape(h, q, INTS(0, H, -1, D));
+    if (H == KV && !as_is) {
+        kr = hf_reshape(h, k, INTS(0, H, -1, D));
+        vr = hf_reshape(h, v, INTS(0, H, -1, D));
+    }
+    if (h->flash) {
+        o = hf_flash_attention(h, q, kr, vr, 1.0 / sqrt((double)D), true);
+    } else if (h->sdpa) {
+        /* sdpa_attention_forward: query, key and value .contiguous() (the
+         * same copies), then one F.scaled_dot_product_attention(is_causal,
+         * dropout_p = attention_dropout in training, scale = head_dim**-0.5):
+         * no mask, no scores, no probabilities; its output is the [B, S, H, D]
+         * buffer the kernel wrote, so .transpose(1, 2).contiguous() copies
+         * nothing */
+        o = hf_sdpa_attention(h, (int32_t[]){q, kr, vr}, -1, true, H, H, D, D,
+                              1.0 / sqrt((double)D), c->attn_drop);
+    } else {
+        int32_t kt = hf_transpose(h, kr, INTS(0, 1, 3, 2));
+        int32_t s = hf_op(h, DM_OP_MatMul, 2, q, kt);
+        int32_t scale = hf_const_f(h, 1.0 / sqrt((double)D)); /* self.scaling = head_dim**-0.5 */
+        s = hf_op(h, DM_OP_Mul, 2, s, scale);
+        s = hf_op(h, DM_OP_Add, 2, s, mask);
+        p = hf_softmax_f32(h, s, q);
+        p = hf_dropout(h, p, c->attn_drop);
+        o = hf_op(h, DM_OP_MatMul, 2, p, vr);
+    }
+out:
+    o = hf_transpose(h, o, INTS(0, 2, 1, 3)); /* .transpose(1, 2).contiguous() */
+    o = hf_reshape(h, o, INTS(0, 0, -1));      /* eager: copies the transposed tensor */
+    /* the attention function's locals key_states, value_states (the
+     * repeat_kv results) live until it returns */
+    hf_hold(h, kr, hf_last_node(h));
+    hf_hold(h, vr, hf_last_node(h));
+    size_t sc = hf_enter(h, "o_proj");
+    o = hf_linear(h, o, H * D, c->hidden, c->o_bias, -1, NULL);
+    hf_leave(h, sc);
+    /* and LlamaAttention.forward's query_states (the rotated q, which the
+     * matmul copies) until it returns */
+    hf_hold(h, q_embed, hf_last_node(h));
+    *attn_weights = p;
+    return o;
+}
+
+static int32_t llama_mlp(struct hf *h, const struct llama *c, int32_t x)
+{
+    size_t s = hf_enter(h, "gate_proj");
+    int32_t gate = hf_linear(h, x, c->hidden, c->inter, c->mlp_bias, -1, NULL);
+    hf_leave(h, s);
+    /* ACT2FN["silu"] = nn.SiLU: one op keeping its input (SiluBackward0) */
+    s = hf_enter(h, "act_fn");
+    int32_t act = hf_op(h, DM_OP_Silu, 1, gate);
+    hf_leave(h, s);
+    s = hf_enter(h, "up_proj");
+    int32_t up = hf_linear(h, x, c->hidden, c->inter, c->mlp_bias, -1, NULL);
+    hf_leave(h, s);
+    int32_t m = hf_op(h, DM_OP_Mul, 2, act, up);
+    s = hf_enter(h, "down_proj");
+    m = hf_linear(h, m, c->inter, c->hidden, c->mlp_bias, -1, NULL);
+    hf_leave(h, s);
+    return m;
+}
+
+/* LlamaForCausalLM (and Mistral, Qwen2, Qwen3). */
+static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
+{
+    int64_t D = c->head_dim;
+    if (c->moe && c->moe->aux) {
+        h->g->router = dm_arena_array(&h->g->arena, (size_t)c->layers, sizeof *h->g->router);
+        if (!h->g->router)
+            return hf_oom(h);
+        h->g->router_top_k = c->moe->top_k;
+        h->g->router_aux_coef = c->moe->aux_coef;
+    }
+    size_t top = hf_enter(h, "model");
+    size_t s = hf_enter(h, "embed_tokens");
+    int32_t emb_w = hf_param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->vocab, c->hidden});
+    int32_t x = hf_op(h, DM_OP_Gather, 2, emb_w, ids);
+    int32_t emb = x;
+    hf_leave(h, s);
+
+    /* cache_position = arange(S); position_ids = cache_position.unsqueeze(0) */
+    int32_t seq = hf_op(h, DM_OP_Shape, 1, ids);
+    hf_attr_i(h, "start", 1);
+    hf_attr_i(h, "end", 2);
+    int32_t zero = hf_const_i(h, 0), one = hf_const_i(h, 1);
+    int32_t pos = hf_op(h, DM_OP_Range, 3, zero, seq, one);
+    int32_t pos_ids = hf_unsqueeze(h, pos, INTS(0));
+
+    /* with sdpa and no attention_mask, _update_causal_mask returns None
+     * (_ignore_causal_mask_sdpa): the kernel applies is_causal itself */
+    int32_t mask = -1;
+    if (!h->sdpa) {
+        /* the 4-D causal mask: full((S, S), finfo.min).triu(1)[None, None]
+         * expanded to [B, 1, S, S] (a view): one [S, S] tensor of the model's
+         * dtype, made once per forward (the in-place multiply by the cache-position
+         * comparison makes no tensor that outlives it) */
+        int32_t ss = hf_op(h, DM_OP_Concat, 2, seq, seq);
+        hf_attr_i(h, "axis", 0);
+        int32_t full = hf_op(h, DM_OP_ConstantOfShape, 1, ss);
+        struct dm_tensor *fill = dm_arena_alloc(&h->g->arena, sizeof *fill);
+        struct dm_dim *fd = dm_arena_alloc(&h->g->arena, sizeof *fd);
+        struct dm_value *fv = dm_arena_alloc(&h->g->arena, sizeof *fv);
+        double *ff = dm_arena_alloc(&h->g->arena, sizeof *ff);
+        if (!fill || !fd || !fv || !ff)
+            return hf_oom(h);
+        *ff = -FLT_MAX;
+        *fv = (struct dm_value){.n = 1, .is_float = true, .f = ff};
+        *fd = (struct dm_dim){1, -1};
+        *fill = (struct dm_tensor){.name = "value", .dtype = DM_FLOAT, .rank = 1, .dims = fd,
+                                   .role = DM_ROLE_CONSTANT, .producer = -1, .value = fv};
+        struct dm_attr *fa = hf_attr(h, "value", DM_ATTR_TENSOR);
+        if (fa)
+            fa->t = fill;
+        int32_t k1 = hf_const_i(h, 1);
+        int32_t tri = hf_op(h, DM_OP_Trilu, 2, full, k1);
+        hf_attr_i(h, "upper", 1);
+        int32_t axm = hf_const_ints(h, INTS(0, 1));
+        h->out_name = "causal_mask";
+        mask = hf_op(h, DM_OP_Unsqueeze, 2, tri, axm);
+    }
+
+    /* LlamaRotaryEmbedding: inv_freq is a non-persistent buffer on the
+     * device, counted as a weight. The schedule treats whatever is computed
+     * from a weight as a parameter view (no memory) and training would give
+     * it a gradient, so the buffer is a weight no node reads, and the
+     * computation reads the same values through a Constant (host-side, as
+     * every input of this chain is known from the dims). forward runs under
+     * no_grad: cos and sin are allocated once per forward, [1, S, D] each. */
+    s = hf_enter(h, "rotary_emb");
+    int64_t half = D / 2;
+    hf_param(h, "inv_freq", DM_FLOAT, 1, &half);
+    double *inv = malloc((size_t)half * sizeof *inv);
+    if (!inv)
+        return hf_oom(h);
+    for (int64_t i = 0; i < half; i++)
+        inv[i] = 1.0 / pow(c->theta, (double)(2 * i) / (double)D);
+    int32_t invf = hf_constant(h);
+    hf_attr_floats(h, "value_floats", (int)half, inv);
+    free(inv);
+    int32_t inv3 = hf_unsqueeze(h, invf, INTS(0, 2));           /* [1, D/2, 1] */
+    int32_t pos3 = hf_unsqueeze(h, pos_ids, INTS(1));           /* [1, 1, S] */
+    int32_t posf = hf_op(h, DM_OP_Cast, 1, pos3);
+    hf_attr_i(h, "to", DM_FLOAT);
+    int32_t freqs = hf_op(h, DM_OP_MatMul, 2, inv3, posf);    /* [1, D/2, S] */
+    freqs = hf_transpose(h, freqs, INTS(0, 2, 1));
+    int32_t embf = hf_op(h, DM_OP_Concat, 2, freqs, freqs);
+    hf_attr_i(h, "axis", -1);
+    int32_t scaling = hf_const_f(h, 1.0);                     /* attention_scaling */
+    int32_t cos = hf_op(h, DM_OP_Cos, 1, embf);
+    cos = hf_op(h, DM_OP_Mul, 2, cos, scaling);
+    int32_t sin = hf_op(h, DM_OP_Sin, 1, embf);
+    sin = hf_op(h, DM_OP_Mul, 2, sin, scaling);
+    hf_leave(h, s);
+    /* cos.unsqueeze(1) in every layer is a view of the same tensor: made
+     * once here; [1, S, 1, D] as the rotary embedding is built on
+     * [B, S, H, D] (llama_attention) */
+    int32_t ax1 = hf_const_ints(h, INTS(2));
+    h->out_name = "position_embeddings.cos";
+    cos = hf_op(h, DM_OP_Unsqueeze, 2, cos, ax1);
+    h->out_name = "position_embeddings.sin";
+    sin = hf_op(h, DM_OP_Unsqueeze, 2, sin, ax1);
+
+    for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
+        size_t ls = hf_enter(h, "layers.%d", i);
+        int32_t residual = x;
+        s = hf_enter(h, "input_layernorm");
+        int32_t y = hf_rms_norm(h, x, c->hidden, c->eps);
+        hf_leave(h, s);
+        s = hf_enter(h, "self_attn");
+        int32_t attn_w = -1, router = -1;
+        y = c->mla ? hf_mla_attention(h, c, i, y, cos, sin, mask, &attn_w)
+                   : llama_attention(h, c, i, y, cos, sin, mask, &attn_w);
+        hf_leave(h, s);
+        x = hf_op(h, DM_OP_Add, 2, residual, y);
+        residual = x;
+        s = hf_enter(h, "post_attention_layernorm");
+        y = hf_rms_norm(h, x, c->hidden, c->eps);
+        hf_leave(h, s);
+        bool sparse = c->moe && hf_moe_layer(c->moe, i);
+        s = hf_enter(h, "%s", sparse && c->moe->kind == MOE_MIXTRAL ? "block_sparse_moe" : "mlp");
+        y = !sparse                         ? llama_mlp(h, c, y)
+            : c->moe->kind == MOE_DEEPSEEK ? hf_deepseek_moe(h, c, c->moe, y)
+                                           : hf_sparse_moe(h, c, c->moe, y, &router);
+        hf_leave(h, s);
+        x = hf_op(h, DM_OP_Add, 2, residual, y);
+        /* the decoder layer's self_attn_weights: the attention probabilities
+         * live until the layer returns, whatever output_attentions says;
+         * likewise the router logits of a MoE block */
+        hf_hold(h, attn_w, hf_last_node(h));
+        hf_hold(h, router, hf_last_node(h));
+        if (router >= 0 && c->moe->aux && h->st == DNNMEM_OK) /* returned by the model */
+            h->g->router[h->g->n_router++] = router;
+        hf_leave(h, ls);
+    }
+    s = hf_enter(h, "norm");
+    x = hf_rms_norm(h, x, c->hidden, c->eps);
+    hf_leave(h, s);
+    /* LlamaModel.forward's locals live until it returns: inputs_embeds,
+     * cache_position, the causal mask and position_embeddings */
+    hf_hold(h, emb, hf_last_node(h));
+    hf_hold(h, pos, hf_last_node(h));
+    hf_hold(h, mask, hf_last_node(h));
+    hf_hold(h, cos, hf_last_node(h));
+    hf_hold(h, sin, hf_last_node(h));
+    hf_leave(h, top);
+    s = hf_enter(h, "lm_head");
+    x = hf_linear(h, x, c->hidden, c->vocab, false, c->tie ? emb_w : -1, "logits");
+    hf_leave(h, s);
+    return x;
+}
+
+void hf_read_llama(struct hf *h, const char *type, struct llama *c)
+{
+    bool llama = strcmp(type, "llama") == 0, qwen2 = strcmp(type, "qwen2") == 0,
+         qwen3 = strcmp(type, "qwen3") == 0;
+    c->type = type;
+    c->vocab = hf_get_int(h, "vocab_size", REQUIRED, MAX_SIZE);
+    c->hidden = hf_get_int(h, "hidden_size", REQUIRED, MAX_SIZE);
+    c->inter = hf_get_int(h, "intermediate_size", REQUIRED, MAX_SIZE);
+    c->layers = hf_get_int(h, "num_hidden_layers", REQUIRED, MAX_LAYERS);
+    c->heads = hf_get_int(h, "num_attention_heads", REQUIRED, MAX_SIZE);
+    c->kv_heads = hf_get_int(h, "num_key_value_heads", c->heads, MAX_SIZE);
+    if (h->st == DNNMEM_OK && !hf_field(h, "head_dim") && c->hidden % c->heads)
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'hidden_size' (%lld) is not a multiple of 'num_attention_heads' "
+                "(%lld), and 'head_dim' is missing",
+                (long long)c->hidden, (long long)c->heads);
+    c->head_dim = hf_get_int(h, "head_dim", h->st == DNNMEM_OK ? c->hidden / c->heads : 1,
+                             MAX_SIZE);
+    if (h->st == DNNMEM_OK && c->heads % c->kv_heads)
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'num_key_value_heads' (%lld) does not divide 'num_attention_heads' (%lld)",
+                (long long)c->kv_heads, (long long)c->heads);
+    if (h->st == DNNMEM_OK && c->head_dim % 2)
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'head_dim' (%lld) must be even for the rotary embedding",
+                (long long)c->head_dim);
+    const char *act = hf_get_str(h, "hidden_act", "silu");
+    if (h->st == DNNMEM_OK && strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config field 'hidden_act' is '%s'; only 'silu' is modelled for %s", act, type);
+    c->eps = hf_get_num(h, "rms_norm_eps", 1e-6, 0, 1);
+    c->attn_drop = hf_get_num(h, "attention_dropout", 0.0, 0, 1);
+    c->theta = hf_get_num(h, "rope_theta", 10000.0, 1e-30, 1e30);
+    c->tie = hf_get_bool(h, "tie_word_embeddings", false);
+    c->use_cache = hf_get_bool(h, "use_cache", true);
+    /* projections' biases: Llama and Qwen3 follow attention_bias (q, k, v, o)
+     * and Llama mlp_bias; Qwen2 has q, k, v biases; Mistral none */
+    bool attn_bias = (llama || qwen3) && hf_get_bool(h, "attention_bias", false);
+    c->qkv_bias = attn_bias || qwen2;
+    c->o_bias = attn_bias;
+    c->mlp_bias = llama && hf_get_bool(h, "mlp_bias", false);
+    c->qk_norm = qwen3;
+}
+
+/* LlamaForCausalLM, and the MoE families' (moe.c), from the config *c. */
+enum dnnmem_status hf_llama_lm(struct hf *h, const char *type, const struct llama *c)
+{
+    if (!hf_begin(h, type))
+        return h->st;
+    int32_t ids = hf_causal_ids(h, c->layers, c->use_cache, false);
+    if (ids < 0)
+        return h->st;
+    int32_t logits = build_llama(h, c, ids);
+    return hf_causal_outputs(h, logits, c->layers, c->use_cache, false);
+}
+
+enum dnnmem_status hf_llama(struct hf *h, const char *type)
+{
+    struct llama c = {0};
+    if (!hf_check(h, type))
+        return h->st;
+    hf_read_llama(h, type, &c);
+    return hf_llama_lm(h, type, &c);
+}

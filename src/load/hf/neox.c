@@ -1,0 +1,446 @@
+/*
+ * neox.c (src/load/hf/): GPT-NeoX, Falcon, Phi, Phi-3.
+ */
+#include "hf.h"
+
+/* The cache's value is a view of the fused q/k/v projection, so the whole
+ * output lives as long as the cache: with use_cache, the q and k parts
+ * (copies here) are returned too, as views named present.N.qkv.0 and
+ * present.N.qkv.1, held by the caller as the presents are (in training,
+ * until `del out` after the backward). */
+static void fused_parts_out(struct hf *h, const struct dec *c, int layer, const int32_t parts[3])
+{
+    if (h->cache_copy) /* the cache holds copies (cache_update) */
+        return;
+    for (int j = 0; c->use_cache && j < 2 && h->st == DNNMEM_OK; j++) {
+        h->out_name = dm_arena_printf(&h->g->arena, "present.%d.qkv.%d", layer, j);
+        if (!h->out_name) {
+            hf_oom(h);
+            return;
+        }
+        hf_op(h, DM_OP_Identity, 1, parts[j]);
+    }
+}
+
+/* GPTNeoXAttention.forward (4.51): query_key_value(x).view(B, S, H, 3D)
+ * .transpose(1, 2).chunk(3, -1): three views of the fused output, which
+ * stays alive while any of them does (the value until the attention's
+ * matmul copies it; with use_cache, in the cache to the end). Split copies
+ * here, and the parts are held as long. */
+static int32_t neox_attention(struct hf *h, const struct dec *c, int layer, int32_t x, int32_t cos,
+                              int32_t sin, int32_t mask, int32_t *pw, int32_t parts[3])
+{
+    int64_t E = c->hidden, H = c->heads, D = c->head_dim;
+    int32_t qkv = hf_lin(h, "query_key_value", x, E, 3 * E, c->bias);
+    qkv = hf_reshape(h, qkv, INTS(0, 0, H, 3 * D));
+    struct dm_node *n = hf_node(h, DM_OP_Split, 2,
+                                (int32_t[]){qkv, hf_const_ints(h, INTS(D, D, D))}, 3);
+    if (!n)
+        return -1;
+    hf_attr_i(h, "axis", 3);
+    for (int j = 0; j < 3; j++)
+        parts[j] = h->g->nodes[h->g->n_nodes - 1].out[j];
+    int32_t q = hf_transpose(h, parts[0], INTS(0, 2, 1, 3));
+    int32_t k = hf_transpose(h, parts[1], INTS(0, 2, 1, 3));
+    h->out_name = hf_cache_at_make(h, hf_present_name(h, c, layer, "value"));
+    int32_t v = hf_transpose(h, parts[2], INTS(0, 2, 1, 3));
+    q = hf_rope_cat(h, q, cos, sin, c->rot, D, NULL);
+    k = hf_rope_cat(h, k, cos, sin, c->rot, D,
+                    hf_cache_at_make(h, hf_present_name(h, c, layer, "key")));
+    hf_dec_cache_update(h, c, layer, &k, &v);
+    int32_t o = hf_dec_core(h, c, q, k, v, mask, c->scaling, pw);
+    fused_parts_out(h, c, layer, parts);
+    o = hf_lin(h, "dense", o, E, E, c->bias);
+    hf_hold_all(h, parts, 3, hf_last_node(h)); /* forward's local qkv, until it returns */
+    hf_hold_qkv(h, q, k, v);
+    return o;
+}
+
+/* PhiAttention (4.51): q, k, v projections viewed and transposed, partial
+ * rotary through cat, dense. */
+static int32_t phi_attention(struct hf *h, const struct dec *c, int layer, int32_t x, int32_t cos,
+                             int32_t sin, int32_t mask, int32_t *pw)
+{
+    int64_t E = c->hidden, H = c->heads, KV = c->kv_heads, D = c->head_dim;
+    int32_t q = hf_lin(h, "q_proj", x, E, H * D, true);
+    q = hf_transpose(h, hf_reshape(h, q, INTS(0, 0, -1, D)), INTS(0, 2, 1, 3));
+    int32_t k = hf_lin(h, "k_proj", x, E, KV * D, true);
+    k = hf_transpose(h, hf_reshape(h, k, INTS(0, 0, -1, D)), INTS(0, 2, 1, 3));
+    int32_t v = hf_reshape(h, hf_lin(h, "v_proj", x, E, KV * D, true), INTS(0, 0, -1, D));
+    h->out_name = hf_cache_at_make(h, hf_present_name(h, c, layer, "value"));
+    v = hf_transpose(h, v, INTS(0, 2, 1, 3));
+    q = hf_rope_cat(h, q, cos, sin, c->rot, D, NULL);
+    k = hf_rope_cat(h, k, cos, sin, c->rot, D,
+                    hf_cache_at_make(h, hf_present_name(h, c, layer, "key")));
+    hf_dec_cache_update(h, c, layer, &k, &v);
+    int32_t o = hf_dec_core(h, c, q, k, v, mask, c->scaling, pw);
+    o = hf_lin(h, "dense", o, H * D, E, true);
+    hf_hold_qkv(h, q, k, v);
+    return o;
+}
+
+/* Phi3Attention (4.51): qkv_proj(x) sliced [..., :H*D], then K*D, then K*D:
+ * views of the fused output (held as for NeoX); rotary through cat. */
+static int32_t phi3_attention(struct hf *h, const struct dec *c, int layer, int32_t x, int32_t cos,
+                              int32_t sin, int32_t mask, int32_t *pw, int32_t parts[3])
+{
+    int64_t E = c->hidden, H = c->heads, KV = c->kv_heads, D = c->head_dim;
+    int32_t qkv = hf_lin(h, "qkv_proj", x, E, (H + 2 * KV) * D, c->bias);
+    struct dm_node *n =
+        hf_node(h, DM_OP_Split, 2, (int32_t[]){qkv, hf_const_ints(h, INTS(H * D, KV * D, KV * D))},
+                3);
+    if (!n)
+        return -1;
+    hf_attr_i(h, "axis", 2);
+    for (int j = 0; j < 3; j++)
+        parts[j] = h->g->nodes[h->g->n_nodes - 1].out[j];
+    int32_t q = hf_transpose(h, hf_reshape(h, parts[0], INTS(0, 0, -1, D)), INTS(0, 2, 1, 3));
+    int32_t k = hf_transpose(h, hf_reshape(h, parts[1], INTS(0, 0, -1, D)), INTS(0, 2, 1, 3));
+    int32_t v = hf_reshape(h, parts[2], INTS(0, 0, -1, D));
+    h->out_name = hf_cache_at_make(h, hf_present_name(h, c, layer, "value"));
+    v = hf_transpose(h, v, INTS(0, 2, 1, 3));
+    q = hf_rope_cat(h, q, cos, sin, c->rot, D, NULL);
+    k = hf_rope_cat(h, k, cos, sin, c->rot, D,
+                    hf_cache_at_make(h, hf_present_name(h, c, layer, "key")));
+    hf_dec_cache_update(h, c, layer, &k, &v);
+    int32_t o = hf_dec_core(h, c, q, k, v, mask, c->scaling, pw);
+    fused_parts_out(h, c, layer, parts);
+    o = hf_lin(h, "o_proj", o, H * D, E, false);
+    hf_hold_all(h, parts, 3, hf_last_node(h)); /* forward's local qkv, until it returns */
+    hf_hold_qkv(h, q, k, v);
+    return o;
+}
+
+/* FalconAttention (4.51-4.56): query_key_value, then _split_heads: per-head
+ * q/k/v views of the fused output (which the cached value keeps alive, as
+ * for NeoX), or multi-query (q a view, k and v indexed copies), or the
+ * grouped new architecture (flatten copies of q and of k, v broadcast to
+ * every head); .transpose(1, 2).reshape(B, H, S, D) is a view (the same
+ * shape), so the rotary embedding runs on [B, S, H, D]-ordered tensors (see
+ * llama_attention) and torch.matmul copies q, k and v. Scores / sqrt(D) in
+ * place, softmax(scores + mask), no dropout, times v. */
+static int32_t falcon_attention(struct hf *h, const struct dec *c, int layer, int32_t x,
+                                int32_t cos, int32_t sin, int32_t mask, int32_t *pw,
+                                int32_t parts[3])
+{
+    int64_t E = c->hidden, H = c->heads, KV = c->kv_heads, D = c->head_dim;
+    int64_t out = c->new_arch ? (H + 2 * KV) * D : c->multi_query ? E + 2 * D : 3 * E;
+    bool per_head = !c->new_arch && !c->multi_query;
+    int32_t qkv = hf_lin(h, "query_key_value", x, E, out, c->bias);
+    int64_t g = c->new_arch ? KV : 1, per = per_head ? 1 : H / g;
+    int32_t r = per_head ? hf_reshape(h, qkv, INTS(0, 0, H, 3 * D))
+                         : hf_reshape(h, qkv, INTS(0, 0, g, per + 2, D));
+    int32_t sp = per_head ? hf_const_ints(h, INTS(D, D, D)) : hf_const_ints(h, INTS(per, 1, 1));
+    struct dm_node *n = hf_node(h, DM_OP_Split, 2, (int32_t[]){r, sp}, 3);
+    if (!n)
+        return -1;
+    hf_attr_i(h, "axis", 3);
+    for (int j = 0; j < 3; j++)
+        parts[j] = h->g->nodes[h->g->n_nodes - 1].out[j];
+    int64_t kvh = c->multi_query && !c->new_arch ? 1 : H;
+    int32_t q = parts[0], k = parts[1], v = parts[2];
+    if (!per_head) {
+        q = hf_reshape(h, q, INTS(0, 0, H, D));
+        if (c->new_arch) { /* broadcast_to(query.shape).flatten(2, 3): copies */
+            int32_t sh = hf_op(h, DM_OP_Shape, 1, parts[0]);
+            k = hf_op(h, DM_OP_Expand, 2, k, sh);
+            v = hf_op(h, DM_OP_Expand, 2, v, sh);
+        }
+        k = hf_reshape(h, k, INTS(0, 0, kvh, D));
+        v = hf_reshape(h, v, INTS(0, 0, kvh, D));
+    }
+    h->out_name = hf_cache_at_make(h, hf_present_name(h, c, layer, "value"));
+    v = hf_transpose(h, v, INTS(0, 2, 1, 3));
+    q = hf_transpose(h, hf_rope(h, q, cos, sin, D, NULL), INTS(0, 2, 1, 3));
+    k = hf_rope(h, k, cos, sin, D, NULL);
+    h->out_name = hf_cache_at_make(h, hf_present_name(h, c, layer, "key"));
+    k = hf_transpose(h, k, INTS(0, 2, 1, 3));
+    struct dec cc = *c;
+    cc.kv_heads = kvh;
+    cc.attn_drop = 0; /* no dropout on the rotary path's probabilities */
+    hf_dec_cache_update(h, c, layer, &k, &v);
+    int32_t o = hf_dec_core(h, &cc, q, k, v, mask, 1.0 / sqrt((double)D), pw);
+    if (per_head) /* views of the fused output, as GPT-NeoX's */
+        fused_parts_out(h, c, layer, parts);
+    o = hf_lin(h, "dense", o, E, E, c->bias);
+    /* forward's locals live until it returns: fused_qkv, the query, key and
+     * value layers, and attention_scores (the probabilities): 4.51's
+     * FalconAttention returns (attn_output, layer_past), the scores only
+     * with output_attentions, so the decoder layer does not keep them */
+    hf_hold(h, qkv, hf_last_node(h));
+    hf_hold(h, *pw, hf_last_node(h));
+    *pw = -1;
+    if (per_head)
+        hf_hold_all(h, parts, 3, hf_last_node(h));
+    else /* copied out of the fused output: nothing else keeps the parts */
+        parts[0] = parts[1] = parts[2] = -1;
+    hf_hold_qkv(h, q, k, v);
+    return o;
+}
+
+/* The rotary-embedding models with LayerNorm or RMSNorm: GPTNeoXForCausalLM,
+ * FalconForCausalLM, PhiForCausalLM, Phi3ForCausalLM. */
+static int32_t build_rotary_lm(struct hf *h, const struct dec *c, int32_t ids)
+{
+    enum dec_kind k = c->kind;
+    int64_t E = c->hidden;
+    const char *top_name = k == DK_NEOX ? "gpt_neox" : k == DK_FALCON ? "transformer" : "model";
+    size_t top = hf_enter(h, "%s", top_name);
+    size_t s = hf_enter(h, "%s", k == DK_NEOX ? "embed_in" : k == DK_FALCON ? "word_embeddings"
+                                                                        : "embed_tokens");
+    int32_t emb_w = hf_param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->vocab, E});
+    int32_t x = hf_op(h, DM_OP_Gather, 2, emb_w, ids);
+    int32_t emb = x;
+    hf_leave(h, s);
+    s = hf_enter(h, "%s", k == DK_NEOX ? "emb_dropout" : "embed_dropout");
+    x = hf_dropout(h, x, c->emb_drop);
+    hf_leave(h, s);
+    int32_t seq, pos, pos_ids;
+    hf_dec_positions(h, ids, &seq, &pos, &pos_ids);
+    int32_t mask = h->sdpa ? -1 : hf_dec_causal_mask(h, seq, "causal_mask");
+    int32_t cos, sin;
+    /* Falcon rotates q, k in [B, S, H, D] order, the others through cat */
+    hf_dec_rotary(h, "rotary_emb", c->rot, c->theta, c->rope_factor, pos_ids,
+                  k == DK_FALCON ? 2 : 1,
+                  "position_embeddings", &cos, &sin);
+    int32_t *held = calloc((size_t)c->layers * 3, sizeof *held);
+    if (!held)
+        return hf_oom(h);
+    for (int64_t i = 0; i < c->layers * 3; i++)
+        held[i] = -1;
+    for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
+        size_t ls = hf_enter(h, "%s.%d", k == DK_FALCON ? "h" : "layers", i);
+        int32_t residual = x, w = -1, a, y, m;
+        int32_t *parts = &held[3 * i];
+        if (k == DK_NEOX) {
+            y = hf_ln(h, "input_layernorm", x, E, c->eps);
+            s = hf_enter(h, "attention");
+            a = neox_attention(h, c, i, y, cos, sin, mask, &w, parts);
+            hf_leave(h, s);
+            a = hf_dropout(h, a, c->drop); /* post_attention_dropout */
+            if (!c->parallel)
+                a = hf_op(h, DM_OP_Add, 2, a, x);
+            m = hf_ln(h, "post_attention_layernorm", c->parallel ? x : a, E, c->eps);
+            s = hf_enter(h, "mlp");
+            m = hf_lin(h, "dense_h_to_4h", m, E, c->inter, true);
+            m = hf_dec_act(h, c->act, m);
+            m = hf_lin(h, "dense_4h_to_h", m, c->inter, E, true);
+            hf_leave(h, s);
+            m = hf_dropout(h, m, c->drop); /* post_mlp_dropout */
+            if (c->parallel) {
+                x = hf_op(h, DM_OP_Add, 2, m, a); /* mlp_output + attn_output + hidden_states */
+                x = hf_op(h, DM_OP_Add, 2, x, residual);
+            } else {
+                x = hf_op(h, DM_OP_Add, 2, m, a);
+            }
+        } else if (k == DK_FALCON) {
+            int32_t ma = -1;
+            if (c->new_arch && c->two_ln) {
+                y = hf_ln(h, "ln_attn", x, E, c->eps);
+                ma = hf_ln(h, "ln_mlp", x, E, c->eps);
+            } else {
+                y = hf_ln(h, "input_layernorm", x, E, c->eps);
+            }
+            s = hf_enter(h, "self_attention");
+            a = falcon_attention(h, c, i, y, cos, sin, mask, &w, parts);
+            hf_leave(h, s);
+            if (!c->new_arch && !c->parallel) {
+                residual = hf_op(h, DM_OP_Add, 2, x, hf_dropout(h, a, c->attn_drop));
+                ma = hf_ln(h, "post_attention_layernorm", residual, E, c->eps);
+            } else if (ma < 0) {
+                ma = y;
+            }
+            s = hf_enter(h, "mlp");
+            m = hf_lin(h, "dense_h_to_4h", ma, E, c->inter, c->bias);
+            m = hf_dec_act(h, c->act, m);
+            m = hf_lin(h, "dense_4h_to_h", m, c->inter, E, c->bias);
+            hf_leave(h, s);
+            if (c->new_arch || c->parallel) /* mlp_output += attention_output: in place */
+                m = hf_op(h, DM_OP_Add, 2, m, a);
+            m = hf_dropout(h, m, c->drop);
+            x = hf_op(h, DM_OP_Add, 2, m, residual); /* dropout_add */
+            hf_hold(h, y, hf_last_node(h));
+        } else if (k == DK_PHI) {
+            y = hf_ln(h, "input_layernorm", x, E, c->eps);
+            s = hf_enter(h, "self_attn");
+            a = phi_attention(h, c, i, y, cos, sin, mask, &w);
+            hf_leave(h, s);
+            a = hf_dropout(h, a, c->drop); /* resid_dropout */
+            s = hf_enter(h, "mlp");
+            m = hf_lin(h, "fc1", y, E, c->inter, true);
+            m = hf_dec_act(h, c->act, m);
+            m = hf_lin(h, "fc2", m, c->inter, E, true);
+            hf_leave(h, s);
+            m = hf_dropout(h, m, c->drop);
+            x = hf_op(h, DM_OP_Add, 2, a, m); /* attn_outputs + feed_forward + residual */
+            x = hf_op(h, DM_OP_Add, 2, x, residual);
+        } else { /* Phi-3 */
+            s = hf_enter(h, "input_layernorm");
+            y = hf_rms_norm(h, x, E, c->eps);
+            hf_leave(h, s);
+            s = hf_enter(h, "self_attn");
+            a = phi3_attention(h, c, i, y, cos, sin, mask, &w, parts);
+            hf_leave(h, s);
+            a = hf_dropout(h, a, c->drop); /* resid_attn_dropout */
+            x = hf_op(h, DM_OP_Add, 2, residual, a);
+            residual = x;
+            s = hf_enter(h, "post_attention_layernorm");
+            y = hf_rms_norm(h, x, E, c->eps);
+            hf_leave(h, s);
+            s = hf_enter(h, "mlp");
+            int32_t gu = hf_lin(h, "gate_up_proj", y, E, 2 * c->inter, false);
+            struct dm_node *n = hf_node(h, DM_OP_Split, 2,
+                                        (int32_t[]){gu, hf_const_ints(h, INTS(c->inter,
+                                                                              c->inter))}, 2);
+            if (!n)
+                break;
+            hf_attr_i(h, "axis", -1);
+            int32_t gate = h->g->nodes[h->g->n_nodes - 1].out[0];
+            int32_t up = h->g->nodes[h->g->n_nodes - 1].out[1];
+            size_t t = hf_enter(h, "activation_fn");
+            gate = hf_op(h, DM_OP_Silu, 1, gate);
+            hf_leave(h, t);
+            m = hf_op(h, DM_OP_Mul, 2, up, gate);
+            m = hf_lin(h, "down_proj", m, c->inter, E, false);
+            hf_leave(h, s);
+            m = hf_dropout(h, m, c->drop); /* resid_mlp_dropout */
+            x = hf_op(h, DM_OP_Add, 2, residual, m);
+        }
+        hf_hold(h, w, hf_last_node(h));
+        hf_leave(h, ls);
+    }
+    if (k == DK_PHI3) {
+        s = hf_enter(h, "norm");
+        x = hf_rms_norm(h, x, E, c->eps);
+        hf_leave(h, s);
+    } else {
+        x = hf_ln(h,
+                  k == DK_NEOX ? "final_layer_norm" : k == DK_FALCON ? "ln_f" : "final_layernorm",
+                  x, E, c->eps);
+    }
+    hf_hold(h, emb, hf_last_node(h));
+    hf_hold(h, pos, hf_last_node(h));
+    hf_hold(h, mask, hf_last_node(h));
+    hf_hold(h, cos, hf_last_node(h));
+    hf_hold(h, sin, hf_last_node(h));
+    hf_leave(h, top);
+    x = hf_dec_head(h, c, k == DK_NEOX ? "embed_out" : "lm_head", x, E, emb_w);
+    free(held);
+    return x;
+}
+
+static void read_neox(struct hf *h, struct dec *c)
+{
+    c->kind = DK_NEOX;
+    c->vocab = hf_get_int(h, "vocab_size", REQUIRED, MAX_SIZE);
+    c->hidden = hf_get_int(h, "hidden_size", REQUIRED, MAX_SIZE);
+    c->inter = hf_get_int(h, "intermediate_size", REQUIRED, MAX_SIZE);
+    c->layers = hf_get_int(h, "num_hidden_layers", REQUIRED, MAX_LAYERS);
+    hf_dec_heads(h, c, "num_attention_heads", NULL);
+    c->head_dim = h->st == DNNMEM_OK ? c->hidden / c->heads : 2;
+    double pct = hf_get_num(h, "rotary_pct", 0.25, 0, 1);
+    c->rot = (int64_t)((double)c->head_dim * pct);
+    c->theta = hf_get_num(h, "rotary_emb_base", hf_get_num(h, "rope_theta", 10000.0, 1e-30, 1e30),
+                          1e-30,
+                          1e30);
+    c->rope_factor = hf_dec_rope_scaling(h, false);
+    c->act = hf_get_str(h, "hidden_act", "gelu");
+    hf_dec_check_act(h, "hidden_act", c->act, false);
+    c->eps = hf_get_num(h, "layer_norm_eps", 1e-5, 0, 1);
+    c->attn_drop = hf_get_num(h, "attention_dropout", 0.0, 0, 1);
+    c->drop = hf_get_num(h, "hidden_dropout", 0.0, 0, 1);
+    c->emb_drop = c->drop;
+    c->bias = hf_get_bool(h, "attention_bias", true);
+    c->parallel = hf_get_bool(h, "use_parallel_residual", true);
+    c->tie = hf_get_bool(h, "tie_word_embeddings", false);
+    c->use_cache = hf_get_bool(h, "use_cache", true);
+    c->scaling = 1.0 / sqrt((double)c->head_dim);
+    if (h->st == DNNMEM_OK && (c->rot < 2 || c->rot % 2))
+        hf_fail(h, DNNMEM_E_MODEL, "config field 'rotary_pct' gives %lld rotary dims; not even",
+                (long long)c->rot);
+}
+
+static void read_falcon(struct hf *h, struct dec *c)
+{
+    c->kind = DK_FALCON;
+    c->vocab = hf_get_int(h, "vocab_size", REQUIRED, MAX_SIZE);
+    c->hidden = hf_get_int(h, "hidden_size", REQUIRED, MAX_SIZE);
+    c->layers = hf_get_int(h, "num_hidden_layers", REQUIRED, MAX_LAYERS);
+    c->new_arch = hf_get_bool(h, "new_decoder_architecture", false);
+    c->multi_query = hf_get_bool(h, "multi_query", true);
+    hf_dec_heads(h, c, "num_attention_heads", c->new_arch ? "num_kv_heads" : NULL);
+    c->kv_heads = c->new_arch ? c->kv_heads : c->multi_query ? 1 : c->heads;
+    c->head_dim = hf_get_int(h, "head_dim", h->st == DNNMEM_OK ? c->hidden / c->heads : 2,
+                             MAX_SIZE);
+    c->inter = hf_get_int(h, "ffn_hidden_size", 4 * c->hidden, MAX_SIZE);
+    c->rot = c->head_dim;
+    c->theta = hf_get_num(h, "rope_theta", 10000.0, 1e-30, 1e30);
+    c->rope_factor = hf_dec_rope_scaling(h, false);
+    c->act = hf_get_str(h, "activation", "gelu");
+    hf_dec_check_act(h, "activation", c->act, false);
+    c->eps = hf_get_num(h, "layer_norm_epsilon", 1e-5, 0, 1);
+    c->attn_drop = hf_get_num(h, "attention_dropout", 0.0, 0, 1);
+    c->drop = hf_get_num(h, "hidden_dropout", 0.0, 0, 1);
+    c->bias = hf_get_bool(h, "bias", false);
+    c->parallel = hf_get_bool(h, "parallel_attn", true);
+    c->two_ln = hf_get_int(h, "num_ln_in_parallel_attn", 2, 2) == 2;
+    c->tie = hf_get_bool(h, "tie_word_embeddings", true);
+    c->use_cache = hf_get_bool(h, "use_cache", true);
+    if (hf_get_bool(h, "alibi", false))
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config field 'alibi' is true; only rotary Falcon is modelled");
+    if (h->st == DNNMEM_OK && c->head_dim % 2)
+        hf_fail(h, DNNMEM_E_MODEL, "config field 'head_dim' (%lld) must be even",
+                (long long)c->head_dim);
+    if (h->st == DNNMEM_OK && !c->new_arch && c->head_dim * c->heads != c->hidden)
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'head_dim' must be hidden_size / num_attention_heads");
+}
+
+static void read_phi(struct hf *h, bool phi3, struct dec *c)
+{
+    c->kind = phi3 ? DK_PHI3 : DK_PHI;
+    c->vocab = hf_get_int(h, "vocab_size", REQUIRED, MAX_SIZE);
+    c->hidden = hf_get_int(h, "hidden_size", REQUIRED, MAX_SIZE);
+    c->inter = hf_get_int(h, "intermediate_size", REQUIRED, MAX_SIZE);
+    c->layers = hf_get_int(h, "num_hidden_layers", REQUIRED, MAX_LAYERS);
+    hf_dec_heads(h, c, "num_attention_heads", "num_key_value_heads");
+    c->head_dim = h->st == DNNMEM_OK ? c->hidden / c->heads : 2;
+    double pf = hf_get_num(h, "partial_rotary_factor", phi3 ? 1.0 : 0.5, 0, 1);
+    c->rot = (int64_t)((double)c->head_dim * pf);
+    c->theta = hf_get_num(h, "rope_theta", 10000.0, 1e-30, 1e30);
+    c->rope_factor = hf_dec_rope_scaling(h, false);
+    c->act = hf_get_str(h, "hidden_act", phi3 ? "silu" : "gelu_new");
+    if (phi3 && h->st == DNNMEM_OK && strcmp(c->act, "silu") != 0)
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config field 'hidden_act' is '%s'; only silu is modelled for phi3",
+                c->act);
+    if (!phi3)
+        hf_dec_check_act(h, "hidden_act", c->act, true);
+    c->eps = hf_get_num(h, phi3 ? "rms_norm_eps" : "layer_norm_eps", 1e-5, 0, 1);
+    c->attn_drop = hf_get_num(h, "attention_dropout", 0.0, 0, 1);
+    c->drop = hf_get_num(h, "resid_pdrop", phi3 ? 0.0 : 0.0, 0, 1);
+    c->emb_drop = phi3 ? 0 : hf_get_num(h, "embd_pdrop", 0.0, 0, 1);
+    c->tie = hf_get_bool(h, "tie_word_embeddings", false);
+    c->head_bias = !phi3;
+    c->use_cache = hf_get_bool(h, "use_cache", true);
+    c->scaling = 1.0 / sqrt((double)c->head_dim);
+    if (!phi3 && hf_get_bool(h, "qk_layernorm", false))
+        hf_fail(h, DNNMEM_E_UNSUPPORTED, "config field 'qk_layernorm' is true; not modelled");
+    if (h->st == DNNMEM_OK && (c->rot < 2 || c->rot % 2))
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'partial_rotary_factor' gives %lld rotary dims; not even",
+                (long long)c->rot);
+}
+
+enum dnnmem_status hf_neox(struct hf *h, const char *type)
+{
+    struct dec c = {.type = type, .rope_factor = 1.0};
+    if (strcmp(type, "gpt_neox") == 0)
+        read_neox(h, &c);
+    else if (strcmp(type, "falcon") == 0)
+        read_falcon(h, &c);
+    else
+        read_phi(h, strcmp(type, "phi3") == 0, &c);
+    return hf_dec_lm(h, type, &c, build_rotary_lm);
+}
