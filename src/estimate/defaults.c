@@ -226,9 +226,9 @@ static void attention_assumptions(struct dm_est *e)
                   o->transformers / 100, o->transformers % 100,
                   o->generate && o->transformers > DM_TRANSFORMERS_DEFAULT
                       ? "; generation follows 4.51's loop, with GPT-2's DynamicCache from 4.52 "
-                        "(PR #35761), and from 5.0 GPT-2's last-position logits and the cache "
-                        "layers' copies of k and v"
-                      : o->transformers >= 500 ? "; from 5.0 the cache layers keep copies of k and v"
+                        "(PR #35761), the cache layers' copies of k and v from 4.56, and "
+                        "GPT-2's last-position logits from 5.0"
+                      : o->transformers >= 456 ? "; from 4.56 the cache layers keep copies of k and v"
                       : "");
     if (o->hf)
         dm_assume(as, "attention", c->attn ? "option" : "default", "%s",

@@ -409,7 +409,7 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
                      opt->precision == DNNMEM_PRECISION_AMP_BF16);
     h.gpt2_cache = tv >= 452;
     h.gpt2_v5 = tv >= 500;
-    h.cache_copy = tv >= 500;
+    h.cache_copy = tv >= 456;
     const struct dnnmem_lora *lora = opt ? &opt->lora : NULL;
     if (opt && opt->mode == DNNMEM_MODE_GENERATE && opt->new_tokens > 0) {
         h.gen_tokens = opt->new_tokens;

@@ -99,7 +99,7 @@ struct hf {
     bool gpt2_cache;           /* GPT-2 takes Cache classes: transformers >= 4.52 */
     bool gpt2_v5;              /* GPT-2 keeps only the last logits: transformers >= 5 */
     bool cache_copy;           /* the cache copies the states it is given (DynamicLayer,
-                                  transformers >= 5): see cache_update */
+                                  transformers >= 4.56): see hf_cache_update */
     bool share;                /* hf_param() returns an existing parameter of that name
                                   (ALBERT's layers shared across calls) */
     const struct dnnmem_lora *lora; /* adapters to add, or NULL */
