@@ -25,6 +25,12 @@
  * models the HuggingFace front end builds. */
 #define DM_TORCH_DEFAULT 206
 #define DM_TRANSFORMERS_DEFAULT 451
+/* The transformers releases the HuggingFace front end models: 4.51 to 5.24,
+ * the memory behaviour changing at 4.52, 4.54, 4.56 and 5.0 (each read in
+ * that release's sources), measured at 4.51.3, 4.56.2 and 5.24.0
+ * (tests/validation/hf-real-cpu.jsonl). Others are refused (check.c). */
+#define DM_TRANSFORMERS_OLDEST 451
+#define DM_TRANSFORMERS_NEWEST 524
 /* The compute capability estimates take when none is given (an A100). */
 #define DM_CC_DEFAULT 80
 

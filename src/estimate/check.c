@@ -153,6 +153,9 @@ static bool has_target_seq(const struct dnnmem_config *c)
     X(TRANSFORMERS, c->transformers_version != 0)                                                  \
     X(TRANSFORMERS_BAD, c->transformers_version != 0 &&                                            \
                             (c->transformers_version < 400 || c->transformers_version > 999))      \
+    X(TRANSFORMERS_UNMODELLED, c->transformers_version != 0 &&                                     \
+                                   (c->transformers_version < DM_TRANSFORMERS_OLDEST ||            \
+                                    c->transformers_version > DM_TRANSFORMERS_NEWEST))             \
     X(ATTN, c->attn != DNNMEM_ATTN_AUTO)                                                           \
     X(ATTN_SDPA, c->attn == DNNMEM_ATTN_SDPA)                                                      \
     X(FP32, c->precision == DNNMEM_PRECISION_FP32)                                                 \
@@ -195,7 +198,7 @@ enum fact {
 enum arg {
     A_NONE, A_PATH, A_MODE, A_KV_DTYPE, A_BEAMS, A_TOP_P, A_TEMPERATURE, A_DEVICE, A_FRAMEWORK,
     A_MX_EXEC, A_JAX_EXEC, A_TF_EXEC, A_FW_NAME, A_FW_VERSION, A_GRAD_SUM_CAP, A_TORCH,
-    A_TRANSFORMERS, A_ATTN, A_CC_MAJOR, A_CC_MINOR, A_SDPA_BACKEND, A_QUANT, A_QUANT_METHOD,
+    A_TRANSFORMERS, A_TF_MAJOR, A_TF_MINOR, A_ATTN, A_CC_MAJOR, A_CC_MINOR, A_SDPA_BACKEND, A_QUANT, A_QUANT_METHOD,
     A_QUANT_CC_MAJOR, A_QUANT_CC_MINOR, A_KBIT,
 };
 
@@ -275,6 +278,10 @@ static const struct check checks[] = {
      {A_TRANSFORMERS}},
     {O, {F_TRANSFORMERS, NOT(F_HF)}, USAGE,
      "%s: --transformers applies to HuggingFace config.json models", {A_PATH}},
+    {O, {F_TRANSFORMERS_UNMODELLED}, UNSUP,
+     "--transformers %s.%s is not modelled: dnnmem builds transformers 4.51 to 5.24 (its memory "
+     "behaviour read at 4.52, 4.54, 4.56 and 5.0; measured at 4.51.3, 4.56.2, 5.24.0)",
+     {A_TF_MAJOR, A_TF_MINOR}},
     {O, {F_ATTN_BAD}, USAGE, "unknown attention implementation %s", {A_ATTN}},
     {O, {F_ATTN, NOT(F_HF)}, USAGE,
      "%s: --attn applies to HuggingFace config.json models; an ONNX graph's attention is the "
@@ -406,6 +413,8 @@ static const char *arg_text(enum arg a, const struct dm_graph *g, const struct d
     case A_GRAD_SUM_CAP: n = c->mxnet_grad_sum_cap; break;
     case A_TORCH: n = c->torch_version; break;
     case A_TRANSFORMERS: n = c->transformers_version; break;
+    case A_TF_MAJOR: n = c->transformers_version / 100; break;
+    case A_TF_MINOR: n = c->transformers_version % 100; break;
     case A_ATTN: n = (int)c->attn; break;
     case A_CC_MAJOR: n = c->compute_capability / 10; break;
     case A_CC_MINOR: n = c->compute_capability % 10; break;

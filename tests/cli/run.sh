@@ -48,6 +48,11 @@ expect 2 "--dim nope: " -- estimate $M/fixtures/resnet50.onnx --dim nope=3
 expect 2 "dim 'seq'" -- estimate $M/fixtures/bert_encoder.onnx --batch-size 2
 expect 2 "--batch-size: " -- estimate $M/onnx/mnist-8_cntk.onnx --batch-size 4
 expect 3 "/nonexistent.onnx: cannot open" -- estimate /nonexistent.onnx
+# a transformers release outside the modelled ones is refused, naming them
+expect 4 "--transformers 4.40 is not modelled: dnnmem builds transformers 4.51 to 5.24" -- \
+    estimate $M/hf/gpt2.json --transformers 4.40
+expect 4 "--transformers 5.30 is not modelled" -- estimate $M/hf/gpt2.json --transformers 5.30
+expect 0 "transformers   5.24" -- estimate $M/hf/gpt2.json --transformers 5.24 -s 8
 
 # corrupt files
 head -c 3000 $M/fixtures/resnet50.onnx >"$T/truncated.onnx"
