@@ -117,6 +117,8 @@ $(B)/onnx-node-tests/MANIFEST.tsv: tools/gen_onnx_node_tests.py
 	$(PYTHON) tools/gen_onnx_node_tests.py $(B)/onnx-node-tests
 
 check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node-tests/MANIFEST.tsv
+	@echo "== no two files of src/ call each other in a loop (but tools/callgraph-exceptions.txt)"
+	@python3 tools/callgraph.py -x tools/callgraph-exceptions.txt $(B) $(LIB_SRC:%.c=$(B)/%.o)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 	@echo "== ONNX backend node tests (shape conformance)"
 	$(B)/tests/conformance $(B)/onnx-node-tests tests/conformance/expected-failures.txt
