@@ -49,6 +49,7 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/shape/contrib.c \
            src/shape/mxnet.c \
            src/schedule/schedule.c src/schedule/generate.c src/schedule/mxplan.c src/schedule/xla.c src/train/train.c src/train/amp.c \
+           src/schedule/builder.c src/schedule/workspace.c src/schedule/forward.c \
            src/alloc/rounding.c src/alloc/caching.c src/alloc/bfc.c src/alloc/pool.c \
            src/alloc/heap.c \
            src/report/result.c src/report/text.c src/report/json.c src/report/decide.c \

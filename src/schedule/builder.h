@@ -1,8 +1,9 @@
 /*
- * builder.h: the schedule builder shared by the forward pass (schedule.c) and
- * the training step (src/train/train.c). Buffers are reference-counted: a
- * buffer is freed when its last holder lets go, as a tensor's storage is freed
- * when its last Python or autograd reference dies.
+ * builder.h: the schedule builder (builder.c, workspace.c), the bottom layer
+ * under the forward pass (forward.c), generation (generate.c) and the
+ * training step (src/train), which schedule.c runs. Buffers are
+ * reference-counted: a buffer is freed when its last holder lets go, as a
+ * tensor's storage is freed when its last Python or autograd reference dies.
  */
 #ifndef DNNMEM_SCHEDULE_BUILDER_H
 #define DNNMEM_SCHEDULE_BUILDER_H
@@ -22,6 +23,16 @@ enum {
 /* What generate() makes before the prefill for beam search (generate.c). */
 enum { DM_GEN_PROMPT, DM_GEN_MASK, DM_GEN_IDS, DM_GEN_POS, DM_GEN_RSEQ, DM_GEN_SEQ, DM_GEN_RIDX,
        DM_GEN_IDX, DM_GEN_PRE };
+
+/* Holders of a resident buffer: never reached by the references ops take and
+ * release. */
+#define DM_SB_PINNED (INT32_MAX / 2)
+
+/* Whether input slot k of node n is metadata (ops.def's meta_inputs). */
+static inline bool dm_meta_slot(const struct dm_node *n, int k)
+{
+    return k < 32 && ((dm_ops[n->op].meta_inputs >> k) & 1u);
+}
 
 struct dm_sb {
     struct dm_schedule *s;
@@ -48,6 +59,8 @@ struct dm_sb {
     bool oom;
 };
 
+/* ---- builder.c ---- */
+
 /* Open a new step; events until the next call belong to it. */
 void dm_sb_step(struct dm_sb *b, enum dm_phase phase, int32_t node);
 /* Allocate a buffer held by `holders` (0: freed right away); -1 on OOM. */
@@ -56,6 +69,11 @@ int32_t dm_sb_alloc(struct dm_sb *b, enum dnnmem_category cat, enum dm_dtype dty
                     int32_t holders);
 void dm_sb_ref(struct dm_sb *b, int32_t buf, int32_t n);
 void dm_sb_unref(struct dm_sb *b, int32_t buf);
+
+/* The buffer input slot k of node n reads: an autocast copy, or its tensor's. */
+int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);
+
+/* ---- workspace.c ---- */
 
 /* Workspaces of the library an op calls: the cuBLAS workspace of the calling
  * thread's handle on its first matmul (kept), a cuDNN workspace around each
@@ -66,11 +84,11 @@ struct dm_ws {
     int32_t buf[DM_WS_BUFS];
 };
 struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward);
+void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
 /* Whether a fused Attention node runs FlashAttention (else memory-efficient). */
 bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n);
 /* Its log-sum-exp's rows per batch and head. */
 int64_t dm_sdpa_lse_rows(const struct dm_sb *b, const struct dm_node *n);
-void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
 /* QuantLinear (ops.def): whether the kernel a quantized layer runs gives its
  * output an autograd history (otherwise only adapters around it get grads),
  * and the dtype and elements of the dequantized weight that history keeps
@@ -78,10 +96,7 @@ void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
 bool dm_quant_grad(const struct dm_sb *b, const struct dm_node *n);
 int64_t dm_quant_saved_weight(const struct dm_sb *b, const struct dm_node *n, enum dm_dtype *dtype);
 
-/* The buffer input slot k of node n reads: an autocast copy, or its tensor's. */
-int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);
-
-/* One forward pass (both modes), and one node of it. */
+/* One forward pass (both modes), and one node of it (forward.c). */
 void dm_sb_forward(struct dm_sb *b);
 void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool save, bool again);
 

@@ -247,11 +247,6 @@ bool dm_train_requires_grad(const struct dm_sb *b, int32_t x)
     return b->train && x >= 0 && b->train->rg[x];
 }
 
-static bool is_meta_slot(const struct dm_node *n, int k)
-{
-    return k < 32 && ((dm_ops[n->op].meta_inputs >> k) & 1u);
-}
-
 /* BatchNormalization inputs 3 and 4 are running statistics: buffers, not
  * parameters. Marks them in `stat` (per tensor). */
 static void mark_bn_stats(const struct dm_graph *g, bool *stat)
@@ -407,7 +402,7 @@ bool dm_train_checkpoint_enter(struct dm_sb *b, int32_t i)
         const struct dm_node *nd = &g->nodes[j];
         for (int k = 0; k < nd->n_in; k++) {
             int32_t x = nd->in[k];
-            if (x < 0 || is_meta_slot(nd, k) || b->resident[x] >= 0 || b->cur[x] < 0)
+            if (x < 0 || dm_meta_slot(nd, k) || b->resident[x] >= 0 || b->cur[x] < 0)
                 continue;
             int32_t p = g->tensors[x].producer;
             if (p >= first && p <= last)
@@ -450,7 +445,7 @@ static void checkpoint_backward(struct dm_sb *b, int32_t sg)
             const struct dm_node *nd = &g->nodes[j];
             for (int k = 0; k < nd->n_in; k++) {
                 int32_t x = nd->in[k];
-                if (x < 0 || is_meta_slot(nd, k))
+                if (x < 0 || dm_meta_slot(nd, k))
                     continue;
                 int32_t p = g->tensors[x].producer;
                 if (p >= first && p <= last)
@@ -556,7 +551,7 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
         enum dm_train_rule rule = dm_ops[n->op].train;
         bool any = false;
         for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && !is_meta_slot(n, k) && tr->rg[n->in[k]])
+            if (n->in[k] >= 0 && !dm_meta_slot(n, k) && tr->rg[n->in[k]])
                 any = true;
         if (!any || rule == DM_T_NONE || (n->op == DM_OP_QuantLinear && !dm_quant_grad(b, n)))
             continue;
@@ -566,7 +561,7 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
                            n->name, dm_ops[n->op].name);
         tr->node_rg[i] = true;
         for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && !is_meta_slot(n, k) &&
+            if (n->in[k] >= 0 && !dm_meta_slot(n, k) &&
                 (tr->param[n->in[k]] || (b->run->mx_ops && tr->rg[n->in[k]])))
                 tr->contrib[n->in[k]]++; /* MXNet: every tensor's contributions (mx_deliver) */
         for (int k = 0; k < n->n_out; k++)
@@ -889,7 +884,7 @@ static bool tf_tape_save(struct dm_sb *b, int32_t i)
     if (!r)
         return false;
     for (int k = 0; k < n->n_in && k < 32; k++)
-        if (((r->in >> k) & 1u) && dm_has_in(n, k) && !is_meta_slot(n, k))
+        if (((r->in >> k) & 1u) && dm_has_in(n, k) && !dm_meta_slot(n, k))
             keep_input(b, i, k);
     for (int k = 0; k < n->n_out && k < 32; k++)
         if (((r->out >> k) & 1u) && dm_has_out(n, k) && !t[n->out[k]].absent)
@@ -899,7 +894,7 @@ static bool tf_tape_save(struct dm_sb *b, int32_t i)
     if (chain < 0) { /* a merge layer's partial results */
         int data = 0;
         for (int k = 0; k < n->n_in; k++)
-            data += dm_has_in(n, k) && !is_meta_slot(n, k);
+            data += dm_has_in(n, k) && !dm_meta_slot(n, k);
         chain = data + chain > 0 ? data + chain : 0;
     }
     for (int c = 0, w = 0; c < chain && out0 >= 0 && r->what; c++) {
@@ -1328,7 +1323,7 @@ static bool mx_save(struct dm_sb *b, int32_t i)
         bool c0 = mx_const(b, in0), c1 = dm_has_in(n, 1) && mx_const(b, n->in[1]);
         bool scalar_none = (n->op == DM_OP_Mul && (c0 || c1)) || (n->op == DM_OP_Div && c1);
         for (int k = 0; k < n->n_in && k < 2 && !scalar_none; k++)
-            if (dm_has_in(n, k) && !mx_const(b, n->in[k]) && !is_meta_slot(n, k))
+            if (dm_has_in(n, k) && !mx_const(b, n->in[k]) && !dm_meta_slot(n, k))
                 keep_input(b, i, k);
     }
     if ((keep & MXK_IN0) && in0 >= 0)
@@ -1491,7 +1486,7 @@ static bool mx_need_mirror(const struct dm_sb *b, int32_t i)
 
 static bool mx_data_slot(const struct dm_node *n, int k)
 {
-    return n->in[k] >= 0 && !is_meta_slot(n, k);
+    return n->in[k] >= 0 && !dm_meta_slot(n, k);
 }
 
 /* Which mirrored nodes have a copy in the backward graph: those whose
@@ -1812,7 +1807,7 @@ static int32_t tf_grad_target(struct dm_sb *b, int32_t i, int k, int32_t gout)
         return -1;
     int data = 0;
     for (int j = 0; j < n->n_in; j++)
-        data += dm_has_in(n, j) && !is_meta_slot(n, j);
+        data += dm_has_in(n, j) && !dm_meta_slot(n, j);
     bool binary = n->op == DM_OP_Sub || n->op == DM_OP_Mul || n->op == DM_OP_Div;
     if (!(data == 1 && tf_grad_forwards(b, n)) && !(binary && data == 2 && k < 2) )
         return -1;
@@ -1821,7 +1816,7 @@ static int32_t tf_grad_target(struct dm_sb *b, int32_t i, int k, int32_t gout)
     /* later grads of this node: they read the grad, and maybe operand j */
     bool later_grad = false, later_reads[2] = {false, false};
     for (int j = k + 1; j < n->n_in && j < 2; j++)
-        if (dm_has_in(n, j) && !is_meta_slot(n, j) && tr->rg[n->in[j]]) {
+        if (dm_has_in(n, j) && !dm_meta_slot(n, j) && tr->rg[n->in[j]]) {
             later_grad = true;
             for (int o = 0; o < 2; o++)
                 later_reads[o] |= tf_grad_reads(n, j, o);
@@ -2150,7 +2145,7 @@ static void backward_node(struct dm_sb *b, int32_t i)
     for (int kk = 0; kk < n->n_in; kk++) {
         int k = mat2_first ? 1 - kk : kk;
         int32_t x = n->in[k];
-        if (x < 0 || is_meta_slot(n, k) || !tr->rg[x])
+        if (x < 0 || dm_meta_slot(n, k) || !tr->rg[x])
             continue;
         if (k == addmm_k && addmm >= 0 && tr->node_rg[addmm]) {
             tr->addmm_bias[addmm] = x + 1; /* made by the MatMul's backward, last */
