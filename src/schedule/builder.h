@@ -107,27 +107,31 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err);
  * prompt and mask, its static-shaped sequences and beam indices). */
 void dm_sb_generate_setup(struct dm_sb *b);
 
-/* Training (src/train/train.c). */
+/* ---- the training step (src/train; its layers: train.c's header) ---- */
+
+/* train.c: the state, and the loss, backward and (at the end of an
+ * accumulation cycle) the optimizer of one micro-batch. */
 enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err);
 void dm_train_free(struct dm_sb *b);
-/* Before node i runs forward: whether grad mode is on for it (off inside an
- * activation-checkpointed segment, whose inputs are kept instead). */
+void dm_train_backward(struct dm_sb *b, bool step_optimizer);
+/* optimizer.c */
+void dm_train_zero_grad(struct dm_sb *b);
+/* checkpoint.c: before node i runs forward, whether grad mode is on for it
+ * (off inside an activation-checkpointed segment, whose inputs are kept
+ * instead). */
 bool dm_train_checkpoint_enter(struct dm_sb *b, int32_t i);
-/* After node i ran forward: keep what its backward needs. */
+/* save.c: after node i ran forward, keep what its backward needs. */
 void dm_train_save(struct dm_sb *b, int32_t i);
-/* After node i's outputs are made (not in a recomputation): keep those the
- * model returns to the loss (a mixture of experts' router logits). */
+/* keep.c: after node i's outputs are made (not in a recomputation), keep
+ * those the model returns to the loss (a mixture of experts' router logits);
+ * whether tensor x requires grad (training only). */
 void dm_train_returned(struct dm_sb *b, int32_t i);
-/* TensorFlow's extra buffers inside node i's forward, after its outputs and
- * saved extras are made (--framework tensorflow; src/train/train.c's
+bool dm_train_requires_grad(const struct dm_sb *b, int32_t x);
+/* tf.c: TensorFlow's extra buffers inside node i's forward, after its
+ * outputs and saved extras are made (--framework tensorflow; tf.c's
  * header); `save`: grad mode is on. Also in inference (b->train NULL). */
 void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save);
-/* TensorFlow: a Clip to [0, 6], which Keras runs as tf.nn.relu6 (train.c) */
+/* tf.c: a Clip to [0, 6], which Keras runs as tf.nn.relu6 */
 bool dm_tf_relu6(const struct dm_sb *b, const struct dm_node *n);
-/* Loss, backward, and (at the end of an accumulation cycle) the optimizer. */
-void dm_train_backward(struct dm_sb *b, bool step_optimizer);
-void dm_train_zero_grad(struct dm_sb *b);
-/* Whether tensor x requires grad (training only). */
-bool dm_train_requires_grad(const struct dm_sb *b, int32_t x);
 
 #endif

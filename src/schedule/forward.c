@@ -6,7 +6,7 @@
  *    are the graph inputs, which the caller holds;
  *  - each op allocates its outputs when it runs; a tensor is freed when its
  *    last holder lets go: its last reader, the caller (graph outputs), or the
- *    backward of an op that saved it (src/train/train.c);
+ *    backward of an op that saved it (src/train/save.c);
  *  - views (ops flagged DM_F_VIEW, and Dropout in eval mode) allocate nothing
  *    and hold their base; Reshape/Flatten of a transposed (non-contiguous)
  *    tensor copies, as torch.reshape does;
@@ -204,7 +204,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
          * and that no backward reads (the gradient graph's reference) */
         enum dm_train_rule rule = dm_ops[n->op].train;
         bool own_keep = save && rule != DM_T_OUT && rule != DM_T_PASS && rule != DM_T_NONE &&
-                        !dm_tf_relu6(b, n); /* Relu6 keeps its output (train.c) */
+                        !dm_tf_relu6(b, n); /* Relu6 keeps its output (tf.c) */
         for (int j = 0; k == 0 && !alias && !inplace && b->run->tf_graph && !own_keep &&
                         j < tf_forwards(n->op) && j < n->n_in;
              j++) {

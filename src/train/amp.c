@@ -18,7 +18,7 @@
  *    output, then .to(input_dtype) back to bf16 before the fp32 weight's
  *    multiply, which so keeps a bf16 operand).
  * F.linear's bias is cast with the weight: an Add of a weight onto a matmul
- * result is the bias of a linear layer (as in schedule.c).
+ * result is the bias of a linear layer (as in src/schedule/forward.c).
  */
 #include "schedule/builder.h"
 
