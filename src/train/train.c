@@ -4,10 +4,12 @@
  * -> step; its state (struct dm_train, train.h), and the recomputations in
  * the backward (activation checkpointing, MXNet's mirroring).
  *
- * The layers (no file calls one above it): keep.c, the saved tensors'
- * store; tf.c, mxnet.c, checkpoint.c, the frameworks' rules and the
- * segments; save.c, what a forward node keeps; then the forward pass
- * (src/schedule/forward.c); backward.c, loss.c, optimizer.c; this file.
+ * The layers, each on the schedule builder (src/schedule/builder.h) and
+ * calling none above it (tools/callgraph.py): keep.c, the saved tensors'
+ * store, and amp.c, autocast; tf.c, mxnet.c, checkpoint.c, the frameworks'
+ * rules and the segments; save.c, what a forward node keeps; then the
+ * forward pass (src/schedule/forward.c); backward.c; loss.c; optimizer.c;
+ * this file; src/schedule/schedule.c runs it.
  */
 #include "train/train.h"
 

@@ -10,6 +10,8 @@
 
 #define MAX_SAVED 16 /* a tape entry holds every input of a ConcatV2 or AddN */
 
+/* b->train: made by dm_train_init, which owns its arrays (malloc'd), freed
+ * by dm_train_free (train.c). */
 struct dm_train {
     bool *rg;            /* per tensor: requires grad */
     bool *param;         /* per tensor: a trainable parameter */
