@@ -53,6 +53,9 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/shape/contrib.c \
            src/shape/mxnet.c \
            src/schedule/schedule.c src/schedule/generate.c src/schedule/mxplan.c src/schedule/xla.c src/train/train.c src/train/amp.c \
+           src/schedule/builder.c src/schedule/workspace.c src/schedule/forward.c \
+           src/train/keep.c src/train/tf.c src/train/mxnet.c src/train/checkpoint.c \
+           src/train/save.c src/train/backward.c src/train/loss.c src/train/optimizer.c \
            src/alloc/rounding.c src/alloc/caching.c src/alloc/bfc.c src/alloc/pool.c \
            src/alloc/heap.c \
            src/report/result.c src/report/text.c src/report/json.c src/report/decide.c \
@@ -87,7 +90,7 @@ $(B)/gen/onnx.pb-c.o: $(B)/gen/onnx.pb-c.c
 	@echo "  CC      $<"
 	@$(CC) -std=c11 -fPIC $(SANFLAGS) $(CFLAGS) $(PKG_CFLAGS) -w -c $< -o $@
 
-$(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/graph/ops.def src/train/tf_tape.def src/report/gpus.def $(B)/gen/onnx.pb-c.h
+$(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/train/train.h src/graph/ops.def src/train/tf_tape.def src/report/gpus.def $(B)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -132,6 +135,8 @@ $(B)/onnx-node-tests/MANIFEST.tsv: tools/gen_onnx_node_tests.py
 	$(PYTHON) tools/gen_onnx_node_tests.py $(B)/onnx-node-tests
 
 check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node-tests/MANIFEST.tsv
+	@echo "== no two files of src/ call each other in a loop (but tools/callgraph-exceptions.txt)"
+	@python3 tools/callgraph.py -x tools/callgraph-exceptions.txt $(B) $(LIB_SRC:%.c=$(B)/%.o)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 	@echo "== ONNX backend node tests (shape conformance)"
 	$(B)/tests/conformance $(B)/onnx-node-tests tests/conformance/expected-failures.txt

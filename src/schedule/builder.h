@@ -1,8 +1,9 @@
 /*
- * builder.h: the schedule builder shared by the forward pass (schedule.c) and
- * the training step (src/train/train.c). Buffers are reference-counted: a
- * buffer is freed when its last holder lets go, as a tensor's storage is freed
- * when its last Python or autograd reference dies.
+ * builder.h: the schedule builder (builder.c, workspace.c), the bottom layer
+ * under the forward pass (forward.c), generation (generate.c) and the
+ * training step (src/train), which schedule.c runs. Buffers are
+ * reference-counted: a buffer is freed when its last holder lets go, as a
+ * tensor's storage is freed when its last Python or autograd reference dies.
  */
 #ifndef DNNMEM_SCHEDULE_BUILDER_H
 #define DNNMEM_SCHEDULE_BUILDER_H
@@ -22,6 +23,16 @@ enum {
 /* What generate() makes before the prefill for beam search (generate.c). */
 enum { DM_GEN_PROMPT, DM_GEN_MASK, DM_GEN_IDS, DM_GEN_POS, DM_GEN_RSEQ, DM_GEN_SEQ, DM_GEN_RIDX,
        DM_GEN_IDX, DM_GEN_PRE };
+
+/* Holders of a resident buffer: never reached by the references ops take and
+ * release. */
+#define DM_SB_PINNED (INT32_MAX / 2)
+
+/* Whether input slot k of node n is metadata (ops.def's meta_inputs). */
+static inline bool dm_meta_slot(const struct dm_node *n, int k)
+{
+    return k < 32 && ((dm_ops[n->op].meta_inputs >> k) & 1u);
+}
 
 struct dm_sb {
     struct dm_schedule *s;
@@ -48,6 +59,8 @@ struct dm_sb {
     bool oom;
 };
 
+/* ---- builder.c ---- */
+
 /* Open a new step; events until the next call belong to it. */
 void dm_sb_step(struct dm_sb *b, enum dm_phase phase, int32_t node);
 /* Allocate a buffer held by `holders` (0: freed right away); -1 on OOM. */
@@ -56,6 +69,11 @@ int32_t dm_sb_alloc(struct dm_sb *b, enum dnnmem_category cat, enum dm_dtype dty
                     int32_t holders);
 void dm_sb_ref(struct dm_sb *b, int32_t buf, int32_t n);
 void dm_sb_unref(struct dm_sb *b, int32_t buf);
+
+/* The buffer input slot k of node n reads: an autocast copy, or its tensor's. */
+int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);
+
+/* ---- workspace.c ---- */
 
 /* Workspaces of the library an op calls: the cuBLAS workspace of the calling
  * thread's handle on its first matmul (kept), a cuDNN workspace around each
@@ -66,11 +84,11 @@ struct dm_ws {
     int32_t buf[DM_WS_BUFS];
 };
 struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward);
+void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
 /* Whether a fused Attention node runs FlashAttention (else memory-efficient). */
 bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n);
 /* Its log-sum-exp's rows per batch and head. */
 int64_t dm_sdpa_lse_rows(const struct dm_sb *b, const struct dm_node *n);
-void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
 /* QuantLinear (ops.def): whether the kernel a quantized layer runs gives its
  * output an autograd history (otherwise only adapters around it get grads),
  * and the dtype and elements of the dequantized weight that history keeps
@@ -78,10 +96,7 @@ void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
 bool dm_quant_grad(const struct dm_sb *b, const struct dm_node *n);
 int64_t dm_quant_saved_weight(const struct dm_sb *b, const struct dm_node *n, enum dm_dtype *dtype);
 
-/* The buffer input slot k of node n reads: an autocast copy, or its tensor's. */
-int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);
-
-/* One forward pass (both modes), and one node of it. */
+/* One forward pass (both modes), and one node of it (forward.c). */
 void dm_sb_forward(struct dm_sb *b);
 void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool save, bool again);
 
@@ -92,27 +107,31 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err);
  * prompt and mask, its static-shaped sequences and beam indices). */
 void dm_sb_generate_setup(struct dm_sb *b);
 
-/* Training (src/train/train.c). */
+/* ---- the training step (src/train; its layers: train.c's header) ---- */
+
+/* train.c: the state, and the loss, backward and (at the end of an
+ * accumulation cycle) the optimizer of one micro-batch. */
 enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err);
 void dm_train_free(struct dm_sb *b);
-/* Before node i runs forward: whether grad mode is on for it (off inside an
- * activation-checkpointed segment, whose inputs are kept instead). */
+void dm_train_backward(struct dm_sb *b, bool step_optimizer);
+/* optimizer.c */
+void dm_train_zero_grad(struct dm_sb *b);
+/* checkpoint.c: before node i runs forward, whether grad mode is on for it
+ * (off inside an activation-checkpointed segment, whose inputs are kept
+ * instead). */
 bool dm_train_checkpoint_enter(struct dm_sb *b, int32_t i);
-/* After node i ran forward: keep what its backward needs. */
+/* save.c: after node i ran forward, keep what its backward needs. */
 void dm_train_save(struct dm_sb *b, int32_t i);
-/* After node i's outputs are made (not in a recomputation): keep those the
- * model returns to the loss (a mixture of experts' router logits). */
+/* keep.c: after node i's outputs are made (not in a recomputation), keep
+ * those the model returns to the loss (a mixture of experts' router logits);
+ * whether tensor x requires grad (training only). */
 void dm_train_returned(struct dm_sb *b, int32_t i);
-/* TensorFlow's extra buffers inside node i's forward, after its outputs and
- * saved extras are made (--framework tensorflow; src/train/train.c's
+bool dm_train_requires_grad(const struct dm_sb *b, int32_t x);
+/* tf.c: TensorFlow's extra buffers inside node i's forward, after its
+ * outputs and saved extras are made (--framework tensorflow; tf.c's
  * header); `save`: grad mode is on. Also in inference (b->train NULL). */
 void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save);
-/* TensorFlow: a Clip to [0, 6], which Keras runs as tf.nn.relu6 (train.c) */
+/* tf.c: a Clip to [0, 6], which Keras runs as tf.nn.relu6 */
 bool dm_tf_relu6(const struct dm_sb *b, const struct dm_node *n);
-/* Loss, backward, and (at the end of an accumulation cycle) the optimizer. */
-void dm_train_backward(struct dm_sb *b, bool step_optimizer);
-void dm_train_zero_grad(struct dm_sb *b);
-/* Whether tensor x requires grad (training only). */
-bool dm_train_requires_grad(const struct dm_sb *b, int32_t x);
 
 #endif

@@ -156,7 +156,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Element bytes of the decode cache. */
 /* A variable rebound to a new buffer: the old one is let go. */
 static void rebind(struct dm_sb *b, int32_t *var, int32_t buf)
 {
@@ -164,6 +163,7 @@ static void rebind(struct dm_sb *b, int32_t *var, int32_t buf)
     *var = buf;
 }
 
+/* Element bytes of the decode cache. */
 static uint64_t kv_bytes(enum dm_dtype model, enum dnnmem_kv_dtype kv)
 {
     switch (kv) {
@@ -795,6 +795,182 @@ void dm_sb_generate_setup(struct dm_sb *b)
     pre[DM_GEN_POS] = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, rows, -1, -1, "position_ids", 1);
 }
 
+/* A causal LM's decode state (dm_sb_generate). Per layer l and j (0: key,
+ * 1: value), at 2l + j: the present tensor (kv); the buffer holding its
+ * cache now (cur); the rest of a fused projection the prefill's presents
+ * are views of (present.N.qkv.J: held with them, let go when the cache
+ * replaces them); the legacy tuple cache's previous forward's inputs'
+ * cache, live until the next step's model_inputs replace them (old); beam
+ * search with the legacy tuple: the reordered tuple, made whole before the
+ * one it replaces goes (fresh). */
+struct causal {
+    int32_t layers, logits;
+    int32_t *kv, *cur, *rest, *old, *fresh;
+    enum dm_dtype model, kvt;
+    bool eager, upcast, repeat, decode_mask, inverted_mask; /* dm_sb_generate */
+};
+
+static void causal_free(struct causal *c)
+{
+    free(c->kv);
+    free(c->cur);
+    free(c->rest);
+    free(c->old);
+    free(c->fresh);
+}
+
+/* One decode step's bytes, with the cache L long after it. */
+struct step_bytes {
+    uint64_t next, cache[2], rep[2], scores, scores32, step_logits, ids, mask, held[2];
+};
+
+static bool step_sizes(struct step_bytes *z, int64_t B, int64_t K, int64_t H, int64_t L,
+                       const int64_t Dkv[2], int64_t V, uint64_t kvb, uint64_t mb)
+{
+    return mul5(B, L, 1, 1, 8, &z->ids) && mul5(B, L, 1, 1, mb, &z->mask) &&
+           mul5(B, K, L - 1, Dkv[0], kvb, &z->held[0]) &&
+           mul5(B, K, L - 1, Dkv[1], kvb, &z->held[1]) && mul5(B, V, 1, 1, 4, &z->next) &&
+           mul5(B, K, L, Dkv[0], kvb, &z->cache[0]) && mul5(B, K, L, Dkv[1], kvb, &z->cache[1]) &&
+           mul5(B, H, L, Dkv[0], mb, &z->rep[0]) && mul5(B, H, L, Dkv[1], mb, &z->rep[1]) &&
+           mul5(B, H, 1, L, mb, &z->scores) && mul5(B, H, 1, L, 4, &z->scores32) &&
+           mul5(B, 1, V, 1, mb, &z->step_logits);
+}
+
+/* Beam search's tensors across the steps (below): the byte sizes of the
+ * float32 [B*K, V] scores, of the sequences and beam indices for k = 1
+ * (running, finished), 2 (the top-2K candidates), 3 (merged); the running
+ * and finished sequences and beam indices, the viewed previous running
+ * sequences, the step's logits and summed log-probs, the top-2K
+ * candidates'. */
+struct beams {
+    uint64_t vocab32, seqb[4], idxb[4];
+    int32_t rs, sq, rbi, bi, flat, logits, lp, trs, trbi;
+};
+
+/* _beam_search (4.51.3) after forward s (below); *lb: the forward's logits. */
+static void beam_step(struct dm_sb *b, struct beams *bm, struct causal *c,
+                      const struct step_bytes *z, int32_t *lb)
+{
+    /* logits[:, -1, :] to float32 (the previous step's let go), log_softmax
+     * (the previous step's summed scores let go), `del model_outputs`, +
+     * running_beam_scores, held to the next step */
+    int32_t lg = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, bm->vocab32, -1, -1,
+                             "beam_logits", 1);
+    rebind(b, &bm->logits, lg);
+    int32_t ls = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, bm->vocab32, -1, -1,
+                             "log_softmax", 1);
+    dm_sb_unref(b, bm->lp);
+    dm_sb_unref(b, *lb);
+    *lb = -1;
+    bm->lp = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, bm->vocab32, -1, -1,
+                         "beam_log_probs", 1);
+    dm_sb_unref(b, ls);
+    /* _get_top_k_continuations: the top-2K candidates' beam indices and
+     * sequences gathered (take_along_dim), replacing the previous step's
+     * (loop locals) */
+    int32_t trbi = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, bm->idxb[2], -1, -1,
+                               "topk_running_beam_indices", 1);
+    int32_t trs = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, bm->seqb[2], -1, -1,
+                              "topk_running_sequences", 1);
+    rebind(b, &bm->trs, trs);
+    rebind(b, &bm->trbi, trbi);
+    /* _get_running_beams_for_next_iteration: K of them gathered; the old
+     * running_sequences stays viewed by flat_running_sequences until the
+     * next step's */
+    int32_t nrs = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, bm->seqb[1], -1, -1,
+                              "running_sequences", 1);
+    int32_t nrbi = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, bm->idxb[1], -1, -1,
+                               "running_beam_indices", 1);
+    rebind(b, &bm->rbi, nrbi);
+    rebind(b, &bm->flat, bm->rs);
+    bm->rs = nrs;
+    /* _update_finished_beams: torch.cat of the finished and the candidates,
+     * the best K gathered */
+    int32_t ms = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, bm->seqb[3], -1, -1,
+                             "merged_sequences", 1);
+    int32_t mbi = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, bm->idxb[3], -1, -1,
+                              "merged_beam_indices", 1);
+    int32_t nsq = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, bm->seqb[1], -1, -1,
+                              "sequences", 1);
+    int32_t nbi = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, bm->idxb[1], -1, -1,
+                              "beam_indices", 1);
+    dm_sb_unref(b, ms);
+    dm_sb_unref(b, mbi);
+    rebind(b, &bm->sq, nsq);
+    rebind(b, &bm->bi, nbi);
+    /* the cache plucked by the chosen beams (after the last forward too):
+     * index_select of each layer's keys and values along the batch. A
+     * DynamicCache replaces each tensor as its copy is made; the legacy
+     * tuple (_reorder_cache) is rebuilt whole while model_kwargs still holds
+     * the forward's tuple and model_inputs the previous reordered one (old) */
+    bool legacy = b->g->legacy_cache;
+    for (int32_t k = 0; k < 2 * c->layers && !b->oom; k++) {
+        c->fresh[k] = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, c->kvt, z->held[k & 1], c->kv[k], -1,
+                                  "cache_reordered", 1);
+        if (legacy)
+            continue;
+        dm_sb_unref(b, c->cur[k]);
+        dm_sb_unref(b, c->rest[k]);
+        c->rest[k] = -1;
+        c->cur[k] = c->fresh[k];
+    }
+    for (int32_t k = 0; legacy && k < 2 * c->layers && !b->oom; k++) {
+        dm_sb_unref(b, c->cur[k]);
+        dm_sb_unref(b, c->rest[k]);
+        c->rest[k] = -1;
+        c->cur[k] = c->fresh[k];
+    }
+}
+
+/* The forward of one token: the [B, 1, 1, L] mask (a clone of the expanded
+ * [1, L] one) held to its end, each layer's cache grown, its attention's
+ * transients; returns the step's logits. */
+static int32_t decode_forward(struct dm_sb *b, struct causal *c, const struct step_bytes *z)
+{
+    const enum dm_dtype model = c->model;
+    int32_t fm = c->decode_mask ? dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, z->mask, -1, -1,
+                                              "causal_mask", 1)
+                                : -1;
+    if (c->inverted_mask) {
+        int32_t m1 = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, z->mask, -1, -1,
+                                 "attention_mask.to", 1);
+        int32_t m2 = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, z->mask, -1, -1,
+                                 "attention_mask.rsub", 1);
+        fm = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, z->mask, -1, -1, "attention_mask.4d", 1);
+        dm_sb_unref(b, m2);
+        dm_sb_unref(b, m1);
+    }
+    bool legacy = b->g->legacy_cache;
+    for (int32_t l = 0; l < c->layers && !b->oom; l++) {
+        for (int j = 0; j < 2; j++) {
+            int32_t nbuf = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, c->kvt, z->cache[j],
+                                       c->kv[2 * l + j], -1, "cache", 1);
+            if (legacy) /* past_key_values still holds it */
+                c->old[2 * l + j] = c->cur[2 * l + j];
+            else if (c->cur[2 * l + j] >= 0)
+                dm_sb_unref(b, c->cur[2 * l + j]);
+            c->cur[2 * l + j] = nbuf;
+        }
+        for (int j = 0; !legacy && j < 2; j++)
+            if (c->rest[2 * l + j] >= 0) {
+                dm_sb_unref(b, c->rest[2 * l + j]);
+                c->rest[2 * l + j] = -1;
+            }
+        int32_t r[2] = {-1, -1};
+        for (int j = 0; c->repeat && j < 2; j++)
+            r[j] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, z->rep[j], c->kv[2 * l + j], -1,
+                               "repeat_kv", 1);
+        if (c->eager) /* scores, + mask, softmax (float32), .to(dtype) */
+            dm_sb_unref(b, eager_scores(b, model, z->scores, z->scores32, 0, c->upcast));
+        for (int j = 0; j < 2; j++)
+            dm_sb_unref(b, r[j]);
+    }
+    int32_t lb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, z->step_logits, c->logits, -1,
+                             "step", 1);
+    dm_sb_unref(b, fm);
+    return lb;
+}
+
 /*
  * Beam search (num_beams K > 1, do_sample False): GenerationMixin._beam_search
  * of transformers 4.51.3, the vectorized one of "[generate] vectorized beam
@@ -845,15 +1021,15 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     const struct dm_graph *g = b->g;
     const struct dm_tinfo *t = b->t;
     const struct dm_run *run = b->run;
-    int32_t layers = 0;
-    while (layers < g->n_outputs && layers < INT32_MAX / 2) {
+    struct causal c = {0};
+    while (c.layers < g->n_outputs && c.layers < INT32_MAX / 2) {
         char name[64];
-        snprintf(name, sizeof name, "present.%d.key", layers);
+        snprintf(name, sizeof name, "present.%d.key", c.layers);
         if (dm_graph_find(g, name) < 0)
             break;
-        layers++;
+        c.layers++;
     }
-    int32_t logits = g->n_outputs ? g->outputs[0] : -1;
+    int32_t layers = c.layers, logits = g->n_outputs ? g->outputs[0] : -1;
     if (layers == 0 || logits < 0 || t[logits].rank != 3)
         return dm_fail(err, DNNMEM_E_UNSUPPORTED,
                        "%s: --mode generate needs a HuggingFace causal LM that returns its KV "
@@ -864,69 +1040,61 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
                        "%s: --kv-dtype needs a Cache class; transformers 4.51 keeps this model's "
                        "legacy tuple cache (GPT-2, BioGPT) in the model's dtype",
                        g->path);
-    int32_t *kv = malloc(2 * (size_t)layers * sizeof *kv);
-    int32_t *cur = malloc(2 * (size_t)layers * sizeof *cur);
-    /* the rest of a fused projection the prefill's presents are views of
-     * (present.N.qkv.J): held with them, let go when the cache replaces them */
-    int32_t *rest = malloc(2 * (size_t)layers * sizeof *rest);
-    /* the legacy tuple cache: the previous forward's inputs' cache, live
-     * until the next step's model_inputs replace them */
-    int32_t *old = malloc(2 * (size_t)layers * sizeof *old);
-    /* beam search with the legacy tuple: the reordered tuple, made whole
-     * before the one it replaces goes */
-    int32_t *fresh = malloc(2 * (size_t)layers * sizeof *fresh);
-    if (!kv || !cur || !rest || !old || !fresh) {
-        free(kv);
-        free(cur);
-        free(rest);
-        free(old);
-        free(fresh);
+    c.logits = logits;
+    c.kv = malloc(2 * (size_t)layers * sizeof *c.kv);
+    c.cur = malloc(2 * (size_t)layers * sizeof *c.cur);
+    c.rest = malloc(2 * (size_t)layers * sizeof *c.rest);
+    c.old = malloc(2 * (size_t)layers * sizeof *c.old);
+    c.fresh = malloc(2 * (size_t)layers * sizeof *c.fresh);
+    if (!c.kv || !c.cur || !c.rest || !c.old || !c.fresh) {
+        causal_free(&c);
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
     }
     for (int32_t l = 0; l < layers; l++)
         for (int j = 0; j < 2; j++) {
             char name[64];
             snprintf(name, sizeof name, "present.%d.%s", l, j ? "value" : "key");
-            kv[2 * l + j] = dm_graph_find(g, name);
-            old[2 * l + j] = -1;
-            cur[2 * l + j] = b->cur[kv[2 * l + j]];
+            c.kv[2 * l + j] = dm_graph_find(g, name);
+            c.old[2 * l + j] = -1;
+            c.cur[2 * l + j] = b->cur[c.kv[2 * l + j]];
             snprintf(name, sizeof name, "present.%d.qkv.%d", l, j);
             int32_t r = dm_graph_find(g, name);
-            rest[2 * l + j] = r >= 0 ? b->cur[r] : -1;
+            c.rest[2 * l + j] = r >= 0 ? b->cur[r] : -1;
         }
-    const struct dm_tinfo *k0 = &t[kv[0]];
+    const struct dm_tinfo *k0 = &t[c.kv[0]];
     int64_t B = k0->dims[0], K = k0->dims[1], P = k0->dims[2];
     /* keys and values may differ in head size (DeepSeek's MLA caches keys of
      * qk_nope + qk_rope and values of v_head_dim) */
-    int64_t Dkv[2] = {k0->dims[3], t[kv[1]].rank == 4 ? t[kv[1]].dims[3] : k0->dims[3]};
+    int64_t Dkv[2] = {k0->dims[3], t[c.kv[1]].rank == 4 ? t[c.kv[1]].dims[3] : k0->dims[3]};
     int64_t V = t[logits].dims[2];
-    enum dm_dtype model = k0->dtype;
+    c.model = k0->dtype;
     /* heads of the queries, and eager's softmax type, from the graph */
     int64_t H = K;
-    bool eager, upcast, flash;
-    attention_kind(g, t, &H, &eager, &upcast, &flash);
+    bool flash;
+    attention_kind(g, t, &H, &c.eager, &c.upcast, &flash);
     /* 4.51's sdpa_attention_forward repeats as eager does; flash_attention_2
      * reads the grouped cache as it is */
-    bool repeat = H != K && !flash;
-    uint64_t kvb = kv_bytes(model, run->kv_dtype), mb = kv_bytes(model, DNNMEM_KV_AUTO);
-    enum dm_dtype kvt = kv_type(model, run->kv_dtype);
+    c.repeat = H != K && !flash;
+    uint64_t kvb = kv_bytes(c.model, run->kv_dtype), mb = kv_bytes(c.model, DNNMEM_KV_AUTO);
+    c.kvt = kv_type(c.model, run->kv_dtype);
     enum dnnmem_status st = DNNMEM_OK;
     /* beam search: the graph's batch B is the caller's (Bt) times num_beams
      * (Kb); _beam_search's static-shaped tensors are [Bt, k x Kb, P + T]
-     * int64 (sequences) and [Bt, k x Kb, T] int32 (beam indices) for k = 1
-     * (running, finished), 2 (the top-2K candidates), 3 (merged) */
+     * int64 (sequences) and [Bt, k x Kb, T] int32 (beam indices) */
     int64_t Kb = run->gen_beams > 1 ? run->gen_beams : 1, Bt = B / Kb, Mx = 0;
     bool beams = Kb > 1;
-    uint64_t vocab32 = 0, seqb[4] = {0}, idxb[4] = {0};
+    struct beams bm = {0};
     for (int k = 1; beams && k <= 3 && st == DNNMEM_OK; k++)
-        if (!dm_add_ok(P, run->gen_tokens, &Mx) || !mul5(B, V, 1, 1, 4, &vocab32) ||
-            !mul5(Bt, k * Kb, Mx, 1, 8, &seqb[k]) ||
-            !mul5(Bt, k * Kb, run->gen_tokens, 1, 4, &idxb[k]))
+        if (!dm_add_ok(P, run->gen_tokens, &Mx) || !mul5(B, V, 1, 1, 4, &bm.vocab32) ||
+            !mul5(Bt, k * Kb, Mx, 1, 8, &bm.seqb[k]) ||
+            !mul5(Bt, k * Kb, run->gen_tokens, 1, 4, &bm.idxb[k]))
             st = dm_fail(err, DNNMEM_E_SHAPE, "%s: beam search's sequences overflow", g->path);
     const int32_t *pre = b->gen_pre;
-    int32_t rs = pre[DM_GEN_RSEQ], sq = pre[DM_GEN_SEQ], rbi = pre[DM_GEN_RIDX],
-            bi = pre[DM_GEN_IDX], flat = -1;
-    int32_t prev_logits = -1, prev_lp = -1, prev_trs = -1, prev_trbi = -1;
+    bm.rs = pre[DM_GEN_RSEQ];
+    bm.sq = pre[DM_GEN_SEQ];
+    bm.rbi = pre[DM_GEN_RIDX];
+    bm.bi = pre[DM_GEN_IDX];
+    bm.flat = bm.logits = bm.lp = bm.trs = bm.trbi = -1;
     struct picker pk = {-1, -1, -1, -1};
 
     /* the prefill's logits: the last position's only where generate passes
@@ -954,22 +1122,17 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     int64_t T = run->gen_tokens;
     /* the 4-D mask of each decode forward: eager only (sdpa drops an
      * all-ones attention_mask), _update_causal_mask's clone */
-    bool decode_mask = eager && g->gen_mask == DM_GEN_MASK_CAUSAL;
+    c.decode_mask = c.eager && g->gen_mask == DM_GEN_MASK_CAUSAL;
     /* GPT2Model's eager path: attention_mask[:, None, None, :].to(dtype),
      * then (1.0 - m) * finfo.min: three [B, 1, 1, L] tensors made, the last
      * held (sdpa: an all-ones mask is dropped, _ignore_causal_mask_sdpa);
      * BioGPT's _expand_mask: .to(dtype), 1.0 - m, masked_fill (and a bool
      * [B, 1, 1, L] of one byte an element, not counted) */
-    bool inverted_mask = eager && g->gen_mask == DM_GEN_MASK_INVERTED;
+    c.inverted_mask = c.eager && g->gen_mask == DM_GEN_MASK_INVERTED;
     for (int64_t s = 1; s <= T && !b->oom && st == DNNMEM_OK; s = s == 1 && T > 9 ? T - 7 : s + 1) {
         int64_t L = P + s; /* after this step's update (step T has no forward) */
-        uint64_t next, cache[2], rep[2], scores, scores32, step_logits, ids, mask, held[2];
-        if (!mul5(B, L, 1, 1, 8, &ids) || !mul5(B, L, 1, 1, mb, &mask) ||
-            !mul5(B, K, L - 1, Dkv[0], kvb, &held[0]) || !mul5(B, K, L - 1, Dkv[1], kvb, &held[1]) ||
-            !mul5(B, V, 1, 1, 4, &next) || !mul5(B, K, L, Dkv[0], kvb, &cache[0]) ||
-            !mul5(B, K, L, Dkv[1], kvb, &cache[1]) || !mul5(B, H, L, Dkv[0], mb, &rep[0]) ||
-            !mul5(B, H, L, Dkv[1], mb, &rep[1]) || !mul5(B, H, 1, L, mb, &scores) ||
-            !mul5(B, H, 1, L, 4, &scores32) || !mul5(B, 1, V, 1, mb, &step_logits)) {
+        struct step_bytes z;
+        if (!step_sizes(&z, B, K, H, L, Dkv, V, kvb, mb)) {
             st = dm_fail(err, DNNMEM_E_SHAPE, "%s: the KV cache of %lld tokens overflows",
                          g->path, (long long)L);
             break;
@@ -981,89 +1144,19 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
          * before the prefill is not counted), the sampling from its logits,
          * which are then dropped, and input_ids grown to [B, L] (the
          * caller's prompt stays held) */
-        int32_t am = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, ids, -1, -1, "attention_mask", 1);
+        int32_t am = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, z.ids, -1, -1, "attention_mask", 1);
         rebind(b, &prev_mask, am);
-        if (beams) {
-            /* _beam_search (4.51.3) after forward s: logits[:, -1, :] to
-             * float32 (the previous step's let go), log_softmax (the
-             * previous step's summed scores let go), `del model_outputs`,
-             * + running_beam_scores, held to the next step */
-            int32_t lg = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, vocab32, -1, -1,
-                                     "beam_logits", 1);
-            rebind(b, &prev_logits, lg);
-            int32_t ls = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, vocab32, -1, -1,
-                                     "log_softmax", 1);
-            dm_sb_unref(b, prev_lp);
-            dm_sb_unref(b, lb);
-            lb = -1;
-            prev_lp = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_FLOAT, vocab32, -1, -1,
-                                  "beam_log_probs", 1);
-            dm_sb_unref(b, ls);
-            /* _get_top_k_continuations: the top-2K candidates' beam indices
-             * and sequences gathered (take_along_dim), replacing the
-             * previous step's (loop locals) */
-            int32_t trbi = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, idxb[2], -1, -1,
-                                       "topk_running_beam_indices", 1);
-            int32_t trs = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, seqb[2], -1, -1,
-                                      "topk_running_sequences", 1);
-            rebind(b, &prev_trs, trs);
-            rebind(b, &prev_trbi, trbi);
-            /* _get_running_beams_for_next_iteration: K of them gathered; the
-             * old running_sequences stays viewed by flat_running_sequences
-             * until the next step's */
-            int32_t nrs = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, seqb[1], -1, -1,
-                                      "running_sequences", 1);
-            int32_t nrbi = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, idxb[1], -1, -1,
-                                       "running_beam_indices", 1);
-            rebind(b, &rbi, nrbi);
-            rebind(b, &flat, rs);
-            rs = nrs;
-            /* _update_finished_beams: torch.cat of the finished and the
-             * candidates, the best K gathered */
-            int32_t ms = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, seqb[3], -1, -1,
-                                     "merged_sequences", 1);
-            int32_t mbi = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, idxb[3], -1, -1,
-                                      "merged_beam_indices", 1);
-            int32_t nsq = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT64, seqb[1], -1, -1,
-                                      "sequences", 1);
-            int32_t nbi = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, idxb[1], -1, -1,
-                                      "beam_indices", 1);
-            dm_sb_unref(b, ms);
-            dm_sb_unref(b, mbi);
-            rebind(b, &sq, nsq);
-            rebind(b, &bi, nbi);
-            /* the cache plucked by the chosen beams (after the last forward
-             * too): index_select of each layer's keys and values along the
-             * batch. A DynamicCache replaces each tensor as its copy is made;
-             * the legacy tuple (_reorder_cache) is rebuilt whole while
-             * model_kwargs still holds the forward's tuple and model_inputs
-             * the previous reordered one (old) */
-            for (int32_t k = 0; k < 2 * layers && !b->oom; k++) {
-                fresh[k] = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, kvt, held[k & 1], kv[k], -1,
-                                       "cache_reordered", 1);
-                if (g->legacy_cache)
-                    continue;
-                dm_sb_unref(b, cur[k]);
-                dm_sb_unref(b, rest[k]);
-                rest[k] = -1;
-                cur[k] = fresh[k];
-            }
-            for (int32_t k = 0; g->legacy_cache && k < 2 * layers && !b->oom; k++) {
-                dm_sb_unref(b, cur[k]);
-                dm_sb_unref(b, rest[k]);
-                rest[k] = -1;
-                cur[k] = fresh[k];
-            }
-        } else {
-            pick_tokens(b, &pk, B, V, next, ids, "input_ids", &lb);
-        }
+        if (beams)
+            beam_step(b, &bm, &c, &z, &lb);
+        else
+            pick_tokens(b, &pk, B, V, z.next, z.ids, "input_ids", &lb);
         if (s == T) /* the T-th token came from the last forward: no cache for it */
             break;
         /* beam search: the next forward's flat_running_sequences views the
          * running sequences chosen, letting the previous ones go, and its
          * model_inputs replace the prefill's */
-        dm_sb_unref(b, flat);
-        flat = -1;
+        dm_sb_unref(b, bm.flat);
+        bm.flat = -1;
         for (int k = DM_GEN_IDS; s == 1 && k <= DM_GEN_POS; k++)
             dm_sb_unref(b, pre[k]);
         /* the legacy cache: the rebinding of model_inputs (after
@@ -1071,57 +1164,14 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
          * forward was given, the prefill's presents (and the fused c_attn
          * outputs they are views of) at step 2 */
         for (int32_t k = 0; k < 2 * layers; k++)
-            if (old[k] >= 0) {
-                dm_sb_unref(b, old[k]);
-                old[k] = -1;
-                dm_sb_unref(b, rest[k]);
-                rest[k] = -1;
+            if (c.old[k] >= 0) {
+                dm_sb_unref(b, c.old[k]);
+                c.old[k] = -1;
+                dm_sb_unref(b, c.rest[k]);
+                c.rest[k] = -1;
             }
-        /* the forward of one token: the [B, 1, 1, L] mask (a clone of the
-         * expanded [1, L] one) held to its end */
-        int32_t fm = decode_mask ? dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask, -1, -1,
-                                               "causal_mask", 1)
-                                 : -1;
-        if (inverted_mask) {
-            int32_t m1 = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask, -1, -1,
-                                     "attention_mask.to", 1);
-            int32_t m2 = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask, -1, -1,
-                                     "attention_mask.rsub", 1);
-            fm = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask, -1, -1, "attention_mask.4d", 1);
-            dm_sb_unref(b, m2);
-            dm_sb_unref(b, m1);
-        }
-        for (int32_t l = 0; l < layers && !b->oom; l++) {
-            for (int j = 0; j < 2; j++) {
-                int32_t nbuf = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, kvt, cache[j], kv[2 * l + j], -1,
-                                           "cache", 1);
-                if (g->legacy_cache) /* past_key_values still holds it */
-                    old[2 * l + j] = cur[2 * l + j];
-                else if (cur[2 * l + j] >= 0)
-                    dm_sb_unref(b, cur[2 * l + j]);
-                cur[2 * l + j] = nbuf;
-            }
-            for (int j = 0; !g->legacy_cache && j < 2; j++)
-                if (rest[2 * l + j] >= 0) {
-                    dm_sb_unref(b, rest[2 * l + j]);
-                    rest[2 * l + j] = -1;
-                }
-            int32_t r[2] = {-1, -1};
-            for (int j = 0; repeat && j < 2; j++)
-                r[j] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, rep[j], kv[2 * l + j], -1,
-                                   "repeat_kv", 1);
-            if (eager) /* scores, + mask, softmax (float32), .to(dtype) */
-                dm_sb_unref(b, eager_scores(b, model, scores, scores32, 0, upcast));
-            for (int j = 0; j < 2; j++)
-                dm_sb_unref(b, r[j]);
-        }
-        lb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, step_logits, logits, -1, "step", 1);
-        dm_sb_unref(b, fm);
+        lb = decode_forward(b, &c, &z);
     }
-    free(kv);
-    free(cur);
-    free(rest);
-    free(old);
-    free(fresh);
+    causal_free(&c);
     return b->oom ? dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path) : st;
 }

@@ -99,7 +99,7 @@
  *     rules (src/train/train.c, PyTorch autograd's) with XLA's where they
  *     differ (run->xla, measured in the HLO dumps): max pooling keeps no
  *     indices and its backward recomputes them, softmax's backward reads its
- *     input too, exact GELU keeps its second factor (train.c's header).
+ *     input too, exact GELU keeps its second factor (src/train/save.c's header).
  *  6. Live-out allocations hold temporaries until their values are made
  *     (host_in_outputs below: BufferAssigner tries every buffer in the
  *     allocations that exist before delaying it to the heap simulator):

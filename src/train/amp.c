@@ -18,9 +18,9 @@
  *    output, then .to(input_dtype) back to bf16 before the fp32 weight's
  *    multiply, which so keeps a bf16 operand).
  * F.linear's bias is cast with the weight: an Add of a weight onto a matmul
- * result is the bias of a linear layer (as in schedule.c).
+ * result is the bias of a linear layer (as in src/schedule/forward.c).
  */
-#include "dnnmem-impl.h"
+#include "schedule/builder.h"
 
 static bool is_float(enum dm_dtype d)
 {
@@ -33,11 +33,6 @@ static bool promotes(const struct dm_graph *g, const struct dm_tinfo *t, int32_t
 {
     return x >= 0 && is_float(t[x].dtype) &&
            !(t[x].is_const && t[x].numel <= 1 && g->tensors[x].role != DM_ROLE_WEIGHT);
-}
-
-static bool is_meta_slot(const struct dm_node *n, int k)
-{
-    return k < 32 && ((dm_ops[n->op].meta_inputs >> k) & 1u);
 }
 
 /* Add(bias weight, MatMul result): the bias add of F.linear. */
@@ -71,7 +66,7 @@ static enum dm_dtype run_type(const struct dm_graph *g, const struct dm_tinfo *t
         return DM_UNDEFINED;
     enum dm_dtype wide = DM_UNDEFINED;
     for (int k = 0; k < n->n_in; k++)
-        if (!is_meta_slot(n, k) && promotes(g, t, n->in[k]) &&
+        if (!dm_meta_slot(n, k) && promotes(g, t, n->in[k]) &&
             (wide == DM_UNDEFINED || t[n->in[k]].dtype == DM_FLOAT))
             wide = t[n->in[k]].dtype;
     return wide;
@@ -107,7 +102,7 @@ enum dm_dtype dm_amp_cast(const struct dm_graph *g, const struct dm_tinfo *t,
                           const struct dm_node *n, int k, enum dm_dtype low)
 {
     int32_t x = dm_has_in(n, k) ? n->in[k] : -1;
-    if (x < 0 || is_meta_slot(n, k) || !promotes(g, t, x))
+    if (x < 0 || dm_meta_slot(n, k) || !promotes(g, t, x))
         return DM_UNDEFINED;
     unsigned f = dm_ops[n->op].flags;
     enum dm_dtype want = DM_UNDEFINED;

@@ -1,0 +1,291 @@
+/*
+ * forward.c: the allocations and frees of PyTorch eager's forward pass, in order.
+ *
+ * Forward pass (both modes):
+ *  - weights (parameters and buffers) are resident before the first op; so
+ *    are the graph inputs, which the caller holds;
+ *  - each op allocates its outputs when it runs; a tensor is freed when its
+ *    last holder lets go: its last reader, the caller (graph outputs), or the
+ *    backward of an op that saved it (src/train/save.c);
+ *  - views (ops flagged DM_F_VIEW, and Dropout in eval mode) allocate nothing
+ *    and hold their base; Reshape/Flatten of a transposed (non-contiguous)
+ *    tensor copies, as torch.reshape does;
+ *  - with in-place activations on, a ReLU-like op whose input nothing else
+ *    holds writes into its input (torchvision's inplace=True);
+ *  - values computed only from constants and bound dims (shape chains,
+ *    scalars) are host-side Python values in eager PyTorch and take no device
+ *    memory, except tensors of more than one element that feed a device op:
+ *    those derived from Constant nodes alone are weights (the ConstantOfShape
+ *    weights of ONNX's "light" zoo models), those derived from dims are
+ *    allocated when produced (torch.arange(seq));
+ *  - tensors computed from initializers alone (an exporter's Slice/Concat
+ *    repacking of LSTM weights, Transpose of a Linear weight) are views or
+ *    re-arrangements that PyTorch never materialises: they take no memory.
+ */
+#include "schedule/builder.h"
+
+/* A permutation that moves only size-1 dims keeps memory order. */
+static bool transpose_keeps_order(const struct dm_node *n, const struct dm_tinfo *in)
+{
+    int64_t cnt;
+    const int64_t *perm = dm_attr_ints(n, "perm", &cnt);
+    int last = -1;
+    for (int k = 0; k < in->rank; k++) {
+        int src = cnt == in->rank ? (int)perm[k] : in->rank - 1 - k;
+        if (src < 0 || src >= in->rank || in->dims[src] == 1)
+            continue;
+        if (src < last)
+            return false;
+        last = src;
+    }
+    return true;
+}
+
+/* Whether Narrow's view of x (or a view Split's part) skips elements: a
+ * narrowed dim with a larger dim after it (torch.split along the last axis). */
+static bool narrow_strides(const struct dm_node *n, const struct dm_tinfo *x)
+{
+    int64_t axis = dm_attr_int(n, "axis", 0);
+    if (axis < 0)
+        axis += x->rank;
+    for (int d = (int)axis + 1; d < x->rank; d++)
+        if (x->dims[d] != 1)
+            return true;
+    return false;
+}
+
+
+/* Ops that torchvision and common models run in place (ReLU(inplace=True),
+ * ReLU6/Hardtanh, Hardswish, LeakyReLU). */
+static bool can_run_inplace(enum dm_op op)
+{
+    return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu || op == DM_OP_HardSwish ||
+           op == DM_OP_IndexAdd; /* Tensor.index_add_ */
+}
+
+/* TensorFlow under tf.function: kernels that write their output into an
+ * input's buffer when the executor holds the only reference to it
+ * (OpKernelContext::forward_input_or_allocate_output): numeric_op.h's
+ * UnaryElementWiseOp ({0}: Relu, Relu6, Elu, Selu, LeakyRelu, Softplus,
+ * Softsign), cwise_ops_common.h's UnaryOp when the type stays ({0}: Sigmoid,
+ * Tanh, Exp, Sqrt, Neg, Abs, Erf, ...) and BinaryOp ({0, 1}: AddV2, Sub,
+ * Mul, RealDiv, Maximum, Minimum, Pow, when an input has the output's shape
+ * and type), bias_op.cc's BiasAdd ({0}). Eager execution forwards too, but
+ * the Python handle of every input holds a reference: not there. */
+static int tf_forwards(enum dm_op op)
+{
+    switch (op) {
+    case DM_OP_Relu: case DM_OP_Clip: case DM_OP_Elu: case DM_OP_Selu: case DM_OP_LeakyRelu:
+    case DM_OP_Softplus: case DM_OP_Softsign: case DM_OP_Sigmoid: case DM_OP_Tanh:
+    case DM_OP_Exp: case DM_OP_Sqrt: case DM_OP_Neg: case DM_OP_Abs: case DM_OP_Erf:
+        return 1;
+    case DM_OP_Add: case DM_OP_Sub: case DM_OP_Mul: case DM_OP_Div: case DM_OP_Pow:
+        return 2;
+    default: return 0;
+    }
+}
+
+/* Transpose(0, 2, 1, 3) of a fused attention's output: the [B,S,H,D] buffer
+ * the kernel wrote, contiguous again (transformers' .transpose(1, 2).contiguous()
+ * copies nothing). */
+static bool is_fused_attention_output(const struct dm_sb *b, const struct dm_node *n)
+{
+    int32_t x = n->in[0], p = x >= 0 ? b->g->tensors[x].producer : -1;
+    int64_t cnt;
+    const int64_t *perm = dm_attr_ints(n, "perm", &cnt);
+    return p >= 0 && b->g->nodes[p].op == DM_OP_Attention && b->run->cuda && cnt == 4 &&
+           perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3;
+}
+
+_Static_assert(DM_WS_BUFS == 4, "the forward's workspace initializer lists four slots");
+
+/* The MatMul output an Add of a bias weight would update in place, or -1. */
+static int32_t linear_bias_target(const struct dm_sb *b, const struct dm_node *n)
+{
+    if (n->op != DM_OP_Add || n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0)
+        return -1;
+    for (int k = 0; k < 2; k++) {
+        int32_t w = n->in[1 - k], x = n->in[k];
+        int32_t p = b->g->tensors[x].producer;
+        if (b->resident[w] >= 0 && b->g->tensors[w].role == DM_ROLE_WEIGHT && p >= 0 &&
+            b->g->nodes[p].op == DM_OP_MatMul)
+            return x;
+    }
+    return -1;
+}
+
+/* Autocast casts of node n's inputs, made before it runs: a parameter's cast
+ * is cached for the whole forward pass, others belong to the op. */
+static void amp_casts(struct dm_sb *b, const struct dm_node *n)
+{
+    for (int k = 0; k < n->n_in; k++) {
+        b->in_buf[k] = -1;
+        enum dm_dtype to = b->run->amp ? dm_amp_cast(b->g, b->t, n, k, b->run->amp) : DM_UNDEFINED;
+        int32_t src = to != DM_UNDEFINED ? b->cur[n->in[k]] : -1;
+        if (src < 0)
+            continue;
+        uint64_t bytes;
+        dm_dtype_bytes(to, b->t[n->in[k]].numel, &bytes);
+        int32_t w = b->s->buf[src].tensor;
+        int32_t node = (int32_t)(n - b->g->nodes);
+        if (w >= 0 && b->resident[w] == src && b->g->tensors[w].role == DM_ROLE_WEIGHT) {
+            if (b->amp_cache[w] < 0)
+                b->amp_cache[w] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, to, bytes, w, node,
+                                              "autocast", 1);
+            dm_sb_ref(b, b->amp_cache[w], 1);
+            b->in_buf[k] = b->amp_cache[w];
+        } else {
+            b->in_buf[k] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, to, bytes, n->in[k], node,
+                                       "autocast", 1);
+        }
+    }
+}
+
+/* Run node i forward. `uses` counts the later reads of each tensor that will
+ * release it; `save`: record what backward needs (grad mode on); `again`: a
+ * recomputation, whose graph outputs the caller does not hold. */
+void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool save, bool again)
+{
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    const struct dm_node *n = &g->nodes[i];
+    bool train = b->run->train;
+    unsigned flags = dm_ops[n->op].flags;
+    dm_sb_step(b, DM_PHASE_FORWARD, i);
+    bool on_device = n->n_out > 0 && n->out[0] >= 0 && !t[n->out[0]].is_const;
+    struct dm_ws ws = {{-1, -1, -1, -1}};
+    if (on_device)
+        ws = dm_sb_workspace_begin(b, n, false);
+    if (on_device)
+        amp_casts(b, n);
+    else
+        for (int k = 0; k < n->n_in; k++)
+            b->in_buf[k] = -1;
+    for (int k = 0; k < n->n_out; k++) {
+        int32_t o = n->out[k];
+        if (o < 0 || t[o].absent || b->resident[o] >= 0)
+            continue;
+        b->cur[o] = -1;
+        b->strided[o] = false;
+        if (k > 0 && (flags & DM_F_TRAIN_AUX))
+            continue; /* eval: not produced; training: running statistics updated in
+                         place, masks and statistics kept by src/train as saved extras */
+        /* holders: later readers, the caller (graph outputs), the op itself */
+        int32_t holders = uses[o] + (g->tensors[o].is_output && !again ? 1 : 0) + 1;
+        int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1;
+        int32_t base = in0 >= 0 ? b->cur[in0] : -1;
+        /* Tensor.to() of the tensor's own dtype returns the tensor itself */
+        bool same_cast = (n->op == DM_OP_Cast || n->op == DM_OP_CastLike) && in0 >= 0 &&
+                         t[o].dtype == t[in0].dtype;
+        bool alias = k == 0 && base >= 0 &&
+                     ((flags & DM_F_VIEW) || same_cast ||
+                      (!train && (flags & DM_F_IDENTITY_INFER)));
+        /* torch.split's parts, where the front end marks them as the views
+         * they are in PyTorch ("view"): every output shares input 0 */
+        if (n->op == DM_OP_Split && base >= 0 && dm_attr_int(n, "view", 0))
+            alias = true;
+        if (alias && (n->op == DM_OP_Reshape || n->op == DM_OP_Flatten) && b->strided[in0])
+            alias = false; /* torch.reshape copies a non-contiguous tensor */
+        /* in place: nothing but this op holds the input */
+        bool inplace = k == 0 && base >= 0 && b->run->inplace && can_run_inplace(n->op) &&
+                       dm_attr_int(n, "inplace", 1) != 0 && /* nn.ReLU() of HF models: 0 */
+                       b->refs[base] == 1 && b->resident[in0] < 0 && t[o].bytes == t[in0].bytes;
+        /* F.linear on a 3-D input is matmul(x, W.t()) then output.add_(bias) in
+         * place (aten/src/ATen/native/Linear.cpp): an Add of a weight onto a
+         * fresh MatMul result nobody else holds writes into it */
+        int32_t mm = linear_bias_target(b, n);
+        if (k == 0 && mm >= 0 && b->cur[mm] >= 0 && b->refs[b->cur[mm]] == 1 &&
+            t[o].bytes == t[mm].bytes) {
+            in0 = mm;
+            base = b->cur[mm];
+            inplace = true;
+        }
+        /* TF's graph executor forwards an input only this op still holds
+         * and that no backward reads (the gradient graph's reference) */
+        enum dm_train_rule rule = dm_ops[n->op].train;
+        bool own_keep = save && rule != DM_T_OUT && rule != DM_T_PASS && rule != DM_T_NONE &&
+                        !dm_tf_relu6(b, n); /* Relu6 keeps its output (tf.c) */
+        for (int j = 0; k == 0 && !alias && !inplace && b->run->tf_graph && !own_keep &&
+                        j < tf_forwards(n->op) && j < n->n_in;
+             j++) {
+            int32_t x = n->in[j], xb = x >= 0 ? b->cur[x] : -1;
+            if (xb >= 0 && b->in_buf[j] < 0 && b->refs[xb] == 1 && b->resident[x] < 0 &&
+                t[x].dtype == t[o].dtype && t[x].bytes == t[o].bytes) {
+                in0 = x;
+                base = xb;
+                inplace = true;
+            }
+        }
+        if (alias || inplace) {
+            b->cur[o] = base;
+            dm_sb_ref(b, base, holders);
+            b->strided[o] = b->strided[in0] ||
+                            (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0])) ||
+                            ((n->op == DM_OP_Narrow || n->op == DM_OP_Split) &&
+                             narrow_strides(n, &t[in0]));
+            if (n->op == DM_OP_Transpose && is_fused_attention_output(b, n))
+                b->strided[o] = false;
+            continue;
+        }
+        /* constant-valued results: one computed from weights alone is an
+         * exporter's repacking PyTorch never makes, but an embedding lookup
+         * of a weight by indices made at run time from the bound dims
+         * allocates (GPT-2's wpe(arange(S))) */
+        bool run_time_lookup = n->op == DM_OP_Gather && (b->flag[o] & DM_TF_DEP);
+        bool materialize = !t[o].is_const ||
+                           (((b->flag[o] & DM_TF_DEVICE_USE) || g->tensors[o].is_output) &&
+                            t[o].numel > 1 &&
+                            (!(b->flag[o] & DM_TF_FROM_WEIGHT) || run_time_lookup));
+        if (materialize)
+            b->cur[o] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, t[o].dtype, t[o].bytes, o, i, NULL,
+                                    holders);
+        /* the fused kernels write [B,S,H,D] and return its [B,H,S,D] view */
+        b->strided[o] = n->op == DM_OP_Attention && b->run->cuda;
+    }
+    dm_sb_workspace_end(b, &ws);
+    if (!again)
+        dm_train_returned(b, i);
+    if (save)
+        dm_train_save(b, i);
+    /* after the saved extras: TF allocates every output (reserve spaces
+     * included) before a kernel's temporaries */
+    if (on_device && b->run->tf_ops)
+        dm_train_tf_forward(b, i, save);
+    /* the op is done: it lets go of its inputs and outputs, and modules that
+     * end here of their arguments */
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] >= 0 && !dm_meta_slot(n, k))
+            dm_sb_unref(b, b->cur[n->in[k]]);
+        dm_sb_unref(b, b->in_buf[k]);
+        b->in_buf[k] = -1;
+    }
+    for (int32_t h = b->held_start[i]; !again && h < b->held_start[i + 1]; h++)
+        dm_sb_unref(b, b->cur[b->held_list[h]]);
+    for (int k = 0; k < n->n_out; k++) {
+        int32_t o = n->out[k];
+        if (o >= 0 && b->resident[o] < 0 && !t[o].absent)
+            dm_sb_unref(b, b->cur[o]);
+    }
+}
+
+void dm_sb_forward(struct dm_sb *b)
+{
+    const struct dm_graph *g = b->g;
+    for (int32_t i = 0; i < g->n_tensors; i++) {
+        b->cur[i] = b->resident[i];
+        b->strided[i] = false;
+        b->amp_cache[i] = -1;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        bool save = b->run->train;
+        if (b->train)
+            save = dm_train_checkpoint_enter(b, i); /* false inside a checkpointed segment */
+        dm_sb_forward_node(b, i, b->uses, save, false);
+    }
+    /* leaving autocast clears its cache of parameter casts */
+    for (int32_t i = 0; i < g->n_tensors; i++)
+        if (b->amp_cache[i] >= 0) {
+            dm_sb_unref(b, b->amp_cache[i]);
+            b->amp_cache[i] = -1;
+        }
+}

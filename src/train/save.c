@@ -1,0 +1,302 @@
+/*
+ * save.c: what each forward node keeps for its backward (dm_train_save),
+ * by the rules of ops.def; TensorFlow's eager tape (tf.c) and MXNet
+ * (mxnet.c) have their own tables.
+ *
+ * Facts behind the backward rules of ops.def (sources: PyTorch's
+ * tools/autograd/derivatives.yaml and the generated Functions.h of 1.13,
+ * checked with saved_tensors_hooks; summarised in runtime-facts.md §6):
+ *  - DM_T_OUT: relu/sigmoid/tanh/softmax/log_softmax/exp/sqrt save their
+ *    result (ReluBackward0 threshold_backward(grad, result)); softmax and
+ *    log_softmax up to 1.10 their input too (see keep rules).
+ *  - DM_T_IN: erf, log, leaky_relu, clamp, avg_pool, 1.13 mean (MeanBackward1
+ *    keeps self), pow by a scalar (PowBackward0 keeps self and the exponent)
+ *    save their input.
+ *  - DM_T_OPERANDS: mul/div/mm/addmm save, for each input that needs a grad,
+ *    the operands that grad is computed from (MmBackward0: self for mat2's
+ *    grad, mat2 for self's); the generated code skips the others.
+ *  - DM_T_CONV: ConvolutionBackward0 saves input and weight, in 1.13 even when
+ *    the input needs no grad.
+ *  - DM_T_BN: NativeBatchNormBackward0 saves input, weight, running stats and
+ *    save_mean, save_invstd: one fp32 value per channel each.
+ *  - DM_T_LN: NativeLayerNormBackward0 saves input, mean, rstd: one fp32 per
+ *    normalized row each.
+ *  - DM_T_POOL_IDX: max_pool2d_with_indices saves input and int64 indices
+ *    shaped like the output.
+ *  - DM_T_DROPOUT: on CUDA native_dropout keeps a bool mask (PR #63937); on
+ *    the CPU _dropout_impl multiplies by a noise tensor of the input dtype that
+ *    MulBackward0 keeps. TensorFlow: tf.c.
+ *  - DM_T_EMBED: EmbeddingBackward0 keeps the indices; the weight grad is dense.
+ *    Indexing an activation by a tensor (x[idx], IndexBackward0) likewise keeps
+ *    the indices, and its grad is zeros shaped like x with index_put_.
+ *  - TopK: TopkBackward0 keeps the indices and scatters the grad into zeros
+ *    shaped like the input (value_selecting_reduction_backward).
+ *  - IndexAdd (index_add_, in place): derivatives.yaml's index_add entry
+ *    (source: grad.index_select(dim, index).expand_as(source), and
+ *    source.dim()) makes IndexAddBackward0 keep index and source (1.13's
+ *    _saved_index, _saved_source); self's grad is grad itself (DM_T_PASS).
+ *  - GatherND (x[i, j]): IndexBackward0 (derivatives.yaml's index entry,
+ *    index_put_ into zeros of self's size) keeps the indices (DM_T_COPY).
+ *  - Detach: a view that records no autograd node (tensor.detach(), the
+ *    input of a torch.no_grad() block).
+ *  - DM_T_VIEW, DM_T_PASS: views, add, sub, cat save nothing and pass the
+ *    incoming grad (or views of it) on; a broadcast input gets a reduced copy.
+ *  - every other rule allocates each input grad, shaped like the input.
+ *
+ * JAX's jit (run->xla, with run->dataflow; src/schedule/xla.c plans the
+ * buffers). What XLA keeps for the backward where it differs from
+ * autograd's, read in the optimized HLO of the measured steps
+ * (tools/gpu/results/jax-hlo.tar.gz, jax 0.11.2 on an H200):
+ *  - MaxPool: jax's reduce_window max differentiates to a select-and-scatter
+ *    of the grads onto the pooled input (jax/_src/lax/windowed_reductions.py),
+ *    which XLA's GPU compiler expands (xla/service/select_and_scatter_expander.cc)
+ *    into a variadic reduce-window over the input and one s32 iota per
+ *    dimension, finding each window's selected element, then a scatter-add
+ *    of the grads into a broadcast of 0. No indices are kept: the backward
+ *    recomputes the pooled values (output-sized, dead at once) and the rank
+ *    int32 coordinates (output-sized each), live into the scatter. The
+ *    scatter's operand is written in place, so it is materialised: the
+ *    input's grad takes its buffer. After a ReLU (jnp.maximum(x, 0), its
+ *    broadcast zero fused into the pool's reduce-window) the two zeros are
+ *    one multi-output loop fusion the scheduler runs in the forward: both
+ *    input-sized buffers live from the pool's forward to its backward (the
+ *    CNN's loop_broadcast_fusion{0,1}: 2 x 64 MiB for conv1 at batch 64).
+ *    Elsewhere the same expansion is assumed, the scatter operand made in
+ *    the backward (the grad's own buffer: nothing more).
+ *  - Softmax: jax.nn.softmax's backward needs its output; XLA fuses the
+ *    output's computation (exp(x - max) / sum) into the backward's fusion
+ *    again, reading the input, while the output stays materialised for the
+ *    attention's second matmul: the input (the scaled scores) is kept too
+ *    (the transformer: 2 x 16 MiB per layer at batch 8, seq 256).
+ *  - Gelu (exact): jax.nn.gelu(approximate=False) is
+ *    x * (erf(x / sqrt 2) + 1) / 2, differentiated as written: the product's
+ *    VJP keeps its second factor, an input-sized value XLA makes as a
+ *    second output of the forward's fusion, besides the input.
+ */
+#include "train/train.h"
+
+#include <string.h>
+
+/* DM_T_RNN: an LSTM, GRU or RNN layer. */
+static void keep_rnn(struct dm_sb *b, int32_t i)
+{
+    const struct dm_tinfo *t = b->t;
+    const struct dm_node *n = &b->g->nodes[i];
+    int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1, out0 = dm_has_out(n, 0) ? n->out[0] : -1;
+    /* The input projection's addmm keeps the input. Then, per time step
+     * and direction (aten/src/ATen/native/RNN.cpp, LSTMCell on the CPU in
+     * 1.13, measured in tests/validation): the gates [B,4H], whose
+     * in-place sigmoid/tanh results their backward keeps, and cy, hy and
+     * tanh(cy) [B,H]: 7H values per batch row. cuDNN (CUDA) instead keeps
+     * the output and a reserve holding the gates: approximated as 4H per
+     * step; GRU (3 gates) and RNN (1) follow the same count. */
+    dm_keep_input(b, i, 0);
+    if (in0 < 0 || t[in0].rank != 3)
+        return;
+    int64_t hidden = dm_attr_int(n, "hidden_size", 0);
+    int64_t dirs = strcmp(dm_attr_str(n, "direction", "forward"), "bidirectional") == 0 ? 2 : 1;
+    int64_t gates = n->op == DM_OP_MxRNN ? dm_attr_int(n, "gates", 1)
+                    : n->op == DM_OP_LSTM ? 4 : n->op == DM_OP_GRU ? 3 : 1;
+    int64_t rows = t[in0].dims[0] * t[in0].dims[1]; /* seq x batch (either layout) */
+    int64_t per_row = b->run->cuda ? gates * hidden : (gates + 3) * hidden;
+    if (b->run->cuda)
+        dm_keep_tensor(b, i, out0);
+    dm_keep_new(b, i, t[in0].dtype, rows * dirs * per_row, b->run->cuda ? "reserve" : "cell_states");
+}
+
+/* Op-specific saves besides the rule's (ops.def); true: the rule's are not
+ * made. */
+static bool keep_op_specific(struct dm_sb *b, int32_t i)
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    /* mean over given dims (mean.dim): before 2.0, MeanBackward1 keeps self
+     * (its formula reads self.numel(); 1.13's grad_fn has _saved_self),
+     * 2.0 keeps only sym_numel. mean() of everything (MeanBackward0) keeps
+     * sizes only. */
+    int64_t n_axes = -1;
+    if (n->op == DM_OP_ReduceMean && b->run->torch_version < 200 &&
+        (dm_has_in(n, 1) || dm_attr_ints(n, "axes", &n_axes))) {
+        dm_keep_input(b, i, 0);
+        return true;
+    }
+    /* TopkBackward0 keeps the int64 indices (value_selecting_reduction_backward
+     * scatters the grad into zeros shaped like the input) */
+    if (n->op == DM_OP_TopK && dm_has_out(n, 1))
+        dm_keep_tensor(b, i, n->out[1]);
+    /* IndexAddBackward0 keeps index and source (its formula reads
+     * source.dim() and expand_as(source)); IndexBackward0 (x[i, j], GatherND)
+     * keeps the indices */
+    if (n->op == DM_OP_IndexAdd && dm_has_in(n, 2)) {
+        dm_keep_input(b, i, 1);
+        dm_keep_input(b, i, 2);
+    }
+    if (n->op == DM_OP_GatherND && dm_has_in(n, 1))
+        dm_keep_input(b, i, 1);
+    /* a quantized layer's autograd Function: MatMul8bitLt keeps A
+     * (ctx.tensors = (CAt, subA, A)); auto-gptq's torch path keeps its
+     * dequantized weight (torch.matmul's MmBackward) */
+    if (n->op == DM_OP_QuantLinear) {
+        enum dm_dtype wdt = DM_UNDEFINED;
+        int64_t w = dm_quant_saved_weight(b, n, &wdt);
+        if (w > 0)
+            dm_keep_new(b, i, wdt, w, "dequantized_weight");
+        if (strcmp(dm_attr_str(n, "method", ""), "bnb8") == 0)
+            dm_keep_input(b, i, 0);
+    }
+    return false;
+}
+
+/* What the rule of node i's op keeps (ops.def; header). */
+static void keep_by_rule(struct dm_sb *b, int32_t i)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    const struct dm_node *n = &g->nodes[i];
+    int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1, out0 = dm_has_out(n, 0) ? n->out[0] : -1;
+    switch (dm_ops[n->op].train) {
+    case DM_T_OUT:
+        dm_keep_tensor(b, i, out0);
+        /* XLA: softmax's backward recomputes its output from the input
+         * (header, "JAX's jit") */
+        if (b->run->xla && n->op == DM_OP_Softmax)
+            dm_keep_input(b, i, 0);
+        /* up to PyTorch 1.10, _softmax_backward_data took the input tensor
+         * (for its dtype), so SoftmaxBackward and LogSoftmaxBackward kept
+         * self as well as the result; 1.11 passes input_dtype (PR #66018;
+         * issue #49600) */
+        if ((n->op == DM_OP_Softmax || n->op == DM_OP_LogSoftmax) && b->run->torch_version < 111)
+            dm_keep_input(b, i, 0);
+        break;
+    case DM_T_IN:
+        /* tf.function: Keras' relu6 is Relu6, whose grad reads its output;
+         * tf.clip_by_value's two grads read x and minimum(x, hi) (tf.c's
+         * header, dm_tf_grad_target) */
+        if (b->run->tf_graph && dm_tf_relu6(b, n)) {
+            dm_keep_tensor(b, i, out0);
+            break;
+        }
+        dm_keep_input(b, i, 0);
+        if (b->run->tf_graph && n->op == DM_OP_Clip && out0 >= 0)
+            dm_keep_new(b, i, t[out0].dtype, t[out0].numel, "minimum(x, hi) (clip_by_value)");
+        /* XLA: jax.nn.gelu(approximate=False) is x * (erf(x / sqrt 2) + 1)
+         * / 2 differentiated as written: the product's VJP keeps its
+         * second factor too (header, "JAX's jit") */
+        if (b->run->xla && n->op == DM_OP_Gelu && in0 >= 0 &&
+            strcmp(dm_attr_str(n, "approximate", "none"), "tanh") != 0)
+            dm_keep_new(b, i, t[in0].dtype, t[in0].numel, "(erf(x / sqrt 2) + 1) / 2");
+        break;
+    case DM_T_OPERANDS:
+        /* each input that needs a grad keeps the other data operands */
+        for (int j = 0; j < n->n_in && j < 2; j++) {
+            bool needed = false;
+            for (int k = 0; k < n->n_in && k < 2; k++)
+                if (k != j && n->in[k] >= 0 && tr->rg[n->in[k]])
+                    needed = true;
+            if (needed)
+                dm_keep_input(b, i, j);
+        }
+        break;
+    case DM_T_CONV:
+        dm_keep_input(b, i, 0);
+        dm_keep_input(b, i, 1);
+        break;
+    case DM_T_BN: {
+        dm_keep_input(b, i, 0);
+        int64_t c = in0 >= 0 && t[in0].rank >= 2 ? t[in0].dims[1] : 1;
+        dm_keep_new(b, i, DM_FLOAT, c, "save_mean");
+        dm_keep_new(b, i, DM_FLOAT, c, "save_invstd");
+        break;
+    }
+    case DM_T_LN: {
+        dm_keep_input(b, i, 0);
+        int64_t rows = dm_ln_rows(b, n);
+        dm_keep_new(b, i, DM_FLOAT, rows, "mean");
+        dm_keep_new(b, i, DM_FLOAT, rows, "rstd");
+        /* Keras 2's fused path under tf.function (tf.c's header; the tape's
+         * is dm_tf_tape_save's): `+ beta`'s AddV2 grad is pruned to shapes */
+        if (dm_tf_fused_ln(b, n) && out0 >= 0) {
+            dm_keep_new(b, i, DM_FLOAT, rows, "ones (scale)");
+            dm_keep_new(b, i, t[out0].dtype, t[out0].numel, "normalized");
+        }
+        break;
+    }
+    case DM_T_POOL_IDX:
+        dm_keep_input(b, i, 0);
+        if (b->run->xla && n->op == DM_OP_MaxPool) {
+            /* XLA (header, "JAX's jit"): no indices; after a ReLU two
+             * input-sized zeros made in the forward */
+            int32_t pr = in0 >= 0 ? g->tensors[in0].producer : -1;
+            if (pr >= 0 && g->nodes[pr].op == DM_OP_Relu) {
+                dm_keep_new(b, i, t[in0].dtype, t[in0].numel, "zeros (relu's max operand)");
+                dm_keep_new(b, i, t[in0].dtype, t[in0].numel, XLA_SCATTER_OPERAND);
+            }
+        } else if (out0 >= 0) {
+            dm_keep_new(b, i, DM_INT64, t[out0].numel, "indices");
+        }
+        break;
+    case DM_T_DROPOUT:
+        if (in0 >= 0 && b->run->tf_ops) {
+            /* tf.function (the tape's is dm_tf_tape_save's): the graph prunes the
+             * mask's grad, the only reader of x * scale */
+            dm_keep_new(b, i, t[in0].dtype, t[in0].numel, "mask");
+        } else if (in0 >= 0) {
+            dm_keep_new(b, i, b->run->cuda ? DM_BOOL : t[in0].dtype, t[in0].numel,
+                     b->run->cuda ? "mask" : "noise");
+        }
+        break;
+    case DM_T_EMBED: dm_keep_input(b, i, 1); break;
+    case DM_T_RNN: keep_rnn(b, i); break;
+    case DM_T_SDPA: {
+        /* ScaledDotProduct{Flash,Efficient}AttentionBackward0 keep query, key,
+         * value, the output and the fp32 log-sum-exp of each query row
+         * (dm_sdpa_lse_rows); the philox seed and offset are host scalars.
+         * Neither keeps the scores or a dropout mask (dropout is regenerated). */
+        if (in0 < 0 || t[in0].rank != 4)
+            break;
+        for (int k = 0; k < 4; k++) /* and attn_mask, when given (the kernel's bias) */
+            if (dm_has_in(n, k))
+                dm_keep_input(b, i, k);
+        dm_keep_tensor(b, i, out0);
+        dm_keep_new(b, i, DM_FLOAT, t[in0].dims[0] * t[in0].dims[1] * dm_sdpa_lse_rows(b, n),
+                 "logsumexp");
+        break;
+    }
+    case DM_T_NONE:
+    case DM_T_VIEW:
+    case DM_T_PASS:
+    case DM_T_COPY:
+    case DM_T_UNMODELLED: break;
+    }}
+
+void dm_train_save(struct dm_sb *b, int32_t i)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    const struct dm_node *n = &g->nodes[i];
+    tr->n_saved[i] = 0;
+    /* a grad leaf (enable_input_require_grads' hook on an embedding's
+     * output) lives while its AccumulateGrad node does: until the caller
+     * lets go of the graph */
+    for (int k = 0; k < n->n_out; k++) {
+        int32_t o = n->out[k];
+        if (o >= 0 && tr->rg[o] && g->tensors[o].grad_leaf && tr->leaf_val[o] < 0 &&
+            b->cur[o] >= 0) {
+            dm_sb_ref(b, b->cur[o], 1);
+            tr->leaf_val[o] = b->cur[o];
+        }
+    }
+    if (tr->mx_mir && tr->mx_mir[i] && !tr->mx_copying) {
+        dm_mx_mirror_keep(b, i); /* MXNet mirroring: what its copy reads, not what its grad reads */
+        return;
+    }
+    if (!tr->node_rg[i])
+        return;
+    /* MXNet's and TensorFlow's eager tape's own tables (mx_rules, tf_tape.def) */
+    if (b->run->mx_ops && dm_mx_save(b, i))
+        return;
+    if (b->run->tf_ops && !b->run->tf_graph && dm_tf_tape_save(b, i))
+        return;
+    if (!keep_op_specific(b, i))
+        keep_by_rule(b, i);
+}
