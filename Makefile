@@ -42,7 +42,7 @@ LDLIBS := $(PKG_LIBS) -lm -pthread
 
 # The Keras front end (src/load/keras/keras.h).
 KERAS_SRC := src/load/keras/build.c src/load/keras/layers.c src/load/keras/spatial.c \
-             src/load/keras/sequence.c src/load/keras/model.c src/load/keras/functional.c \
+             src/load/keras/sequence.c src/load/keras/model.c \
              src/load/keras/archive.c
 # The pipeline, in order: util, graph, load, shape, schedule, alloc, report, api.
 LIB_SRC := src/util/arena.c src/util/error.c \
@@ -63,11 +63,11 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/api.c
 LIB_SRC += src/options.c
 # dnnmem_estimate's stages (src/estimate/estimate.h), in order
-LIB_SRC += src/estimate/check.c src/estimate/variant.c src/estimate/defaults.c \
+LIB_SRC += src/estimate/assume.c src/estimate/check.c src/estimate/variant.c src/estimate/defaults.c \
            src/estimate/shapes.c src/estimate/schedule.c src/estimate/replay.c
 # the HuggingFace front end (src/load/hf/hf.h: its internal header)
-HF_SRC  := src/load/hf/builder.c src/load/hf/attention.c src/load/hf/linear.c src/load/hf/quant.c \
-           src/load/hf/kbit.c src/load/hf/llama.c src/load/hf/moe.c src/load/hf/deepseek.c \
+HF_SRC  := src/load/hf/builder.c src/load/hf/frame.c src/load/hf/attention.c src/load/hf/linear.c src/load/hf/quant.c \
+           src/load/hf/kbit.c src/load/hf/llama.c src/load/hf/moe.c src/load/hf/moe_config.c src/load/hf/deepseek.c \
            src/load/hf/gpt2.c src/load/hf/bert.c src/load/hf/t5.c src/load/hf/vit.c \
            src/load/hf/decoder.c src/load/hf/opt.c src/load/hf/neox.c src/load/hf/gemma.c \
            src/load/hf/hf.c

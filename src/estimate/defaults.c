@@ -9,19 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-void dm_assume(struct dm_assumptions *as, const char *key, const char *source, const char *fmt, ...)
-{
-    if (as->n >= sizeof as->a / sizeof as->a[0])
-        return;
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    const char *v = dm_arena_strdup(as->arena, buf);
-    as->a[as->n++] = (struct dnnmem_assumption){key, v ? v : "", source};
-}
-
 static const char *optimizer_name(enum dnnmem_optimizer o)
 {
     switch (o) {

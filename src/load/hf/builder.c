@@ -651,3 +651,16 @@ void hf_add_output(struct hf *h, int32_t t, int32_t cap)
     h->g->tensors[t].is_output = true;
     h->g->outputs[h->g->n_outputs++] = t;
 }
+
+void hf_keep32(struct hf *h, int32_t t)
+{
+    if (h->st == DNNMEM_OK && t >= 0)
+        h->g->tensors[t].keep_fp32 = true;
+}
+
+/* A tensor in the run's 16-bit dtype although prep32 made it float32. */
+void hf_unkeep32(struct hf *h, int32_t t)
+{
+    if (h->st == DNNMEM_OK && t >= 0)
+        h->g->tensors[t].keep_fp32 = false;
+}

@@ -24,19 +24,6 @@ static bool lora_wanted(struct hf *h)
     return false;
 }
 
-void hf_keep32(struct hf *h, int32_t t)
-{
-    if (h->st == DNNMEM_OK && t >= 0)
-        h->g->tensors[t].keep_fp32 = true;
-}
-
-/* A tensor in the run's 16-bit dtype although prep32 made it float32. */
-void hf_unkeep32(struct hf *h, int32_t t)
-{
-    if (h->st == DNNMEM_OK && t >= 0)
-        h->g->tensors[t].keep_fp32 = false;
-}
-
 /* The layer an adapter wraps: PEFT dispatches bitsandbytes' layers to
  * lora.bnb's Linear8bitLt and Linear4bit, whose forward is not lora.Linear's. */
 enum lora_base { LB_LINEAR, LB_BNB8, LB_BNB4 };

@@ -85,6 +85,8 @@ struct kt {
 /* The state of one load (model.c's load_json callocs and frees it). Every node,
  * tensor and name made lives in g's arena; nothing here owns memory. The first
  * error is kept in st and err, and the builders do nothing once it is set. */
+struct layer_io;
+
 struct keras {
     struct dm_graph *g;
     struct dnnmem_error *err;
@@ -105,6 +107,11 @@ struct keras {
     bool keras3;
     const char *mixed;         /* a mixed-precision dtype policy seen, or NULL */
     const char *version;       /* a .keras archive's metadata.json keras_version, or NULL */
+    /* Builds one layer call (model.c's dispatch, set when the build starts):
+     * the functional walk (functional.c) and the wrappers of sequence.c call
+     * back through it, so the dispatch stands on them and no file below it
+     * calls up (tools/callgraph.py). */
+    void (*call_layer)(struct keras *k, json_t *layer, struct layer_io *io);
 };
 
 /* One layer call: its config, its inputs (borrowed) and its outputs. */
@@ -198,7 +205,6 @@ void dm_kr_bidirectional_layer(struct keras *k, struct layer_io *io);
 void dm_kr_mha_layer(struct keras *k, struct layer_io *io);
 
 /* model.c */
-void dm_kr_call_layer(struct keras *k, json_t *layer, struct layer_io *io);
 const char *dm_kr_layer_name(json_t *layer);
 struct saved dm_kr_enter_layer(struct keras *k, json_t *layer, int call);
 void dm_kr_leave_layer(struct keras *k, struct saved s);

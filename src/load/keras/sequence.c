@@ -24,7 +24,7 @@ void dm_kr_time_distributed_layer(struct keras *k, struct layer_io *io)
     }
     if (!strcmp(cls, "Dense")) {
         struct layer_io lio = {.in = x, .n_in = 1};
-        dm_kr_call_layer(k, inner, &lio);
+        k->call_layer(k, inner, &lio);
         memcpy(io->out, lio.out, sizeof lio.out);
         io->n_out = lio.n_out;
         return;
@@ -45,7 +45,7 @@ void dm_kr_time_distributed_layer(struct keras *k, struct layer_io *io)
     in.id = dm_kr_op(k, DM_OP_Reshape, 2, dm_kr_keras_order(k, x),
                      dm_kr_const_ints(k, in.rank, shape));
     struct layer_io lio = {.in = &in, .n_in = 1};
-    dm_kr_call_layer(k, inner, &lio);
+    k->call_layer(k, inner, &lio);
     if (k->st != DNNMEM_OK)
         return;
     if (lio.n_out != 1) {
