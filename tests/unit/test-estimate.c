@@ -459,6 +459,45 @@ static void test_lifted_kernels(void **state)
     }
 }
 
+/* In-place hardtanh_ (ReLU6) and hardswish_ in training: autograd clones
+ * the input their backward reads (original_self); relu_ reads its result
+ * and clones nothing. h1 [4, 256] float32 = H: at the loss, everything
+ * allocated is that of relu_ plus one H for the clone, or exactly relu_'s
+ * under --inplace none (the op's own output then, and its input kept). */
+static void test_inplace_clone(void **state)
+{
+    (void)state;
+    const uint64_t H = 4096;
+    uint64_t at_loss[4];
+    static const char *const ops[4] = {"Relu", "Clip", "HardSwish", "Clip"};
+    for (int k = 0; k < 4; k++) {
+        struct tb *b = tape_mlp(1);
+        if (k == 1 || k == 3) {
+            tb_scalar_f32(b, "lo", 0.0f);
+            tb_scalar_f32(b, "hi", 6.0f);
+            tb_node(b, ops[k], "op", "h1,lo,hi", "y");
+        } else
+            tb_node(b, ops[k], "op", "h1", "y");
+        tb_output(b, "y");
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.optimizer = DNNMEM_OPT_SGD;
+        cfg.loss = DNNMEM_LOSS_SUM;
+        cfg.batch_size = 4;
+        cfg.cuda_context_bytes = 0;
+        cfg.timeline = true;
+        if (k == 3)
+            cfg.inplace = DNNMEM_INPLACE_NONE;
+        struct dnnmem_result *r = estimate_cfg(b, &cfg);
+        at_loss[k] = last_point(r, "loss", NULL)->allocated;
+        dnnmem_result_free(r);
+    }
+    assert_int_equal(at_loss[1], at_loss[0] + H);
+    assert_int_equal(at_loss[2], at_loss[0] + H);
+    assert_int_equal(at_loss[3], at_loss[0] + H);
+}
+
 static void test_tf_tape_rules(void **state)
 {
     (void)state;
@@ -1515,6 +1554,7 @@ int main(void)
         cmocka_unit_test(test_dropout_saved_by_framework),
         cmocka_unit_test(test_tf_tape_rules),
         cmocka_unit_test(test_lifted_kernels),
+        cmocka_unit_test(test_inplace_clone),
         cmocka_unit_test(test_tf_graph_grad_forwarding),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);
