@@ -49,7 +49,7 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/graph/dtype.c src/graph/ops.c src/graph/graph.c src/graph/lift.c \
            src/load/onnx.c $(KERAS_SRC) src/load/safetensors.c \
            src/load/mxnet.c \
-           src/shape/infer.c src/shape/elementwise.c src/shape/tensor.c src/shape/nn.c \
+           src/shape/context.c src/shape/rules.c src/shape/infer.c src/shape/elementwise.c src/shape/tensor.c src/shape/nn.c \
            src/shape/contrib.c \
            src/shape/mxnet.c \
            src/schedule/schedule.c src/schedule/generate.c src/schedule/mxplan.c src/schedule/xla.c src/train/train.c src/train/amp.c \

@@ -190,13 +190,16 @@ typedef enum dnnmem_status (*dm_shape_fn)(struct dm_infer *ctx, const struct dm_
 struct dm_op_info {
     const char *name;      /* ONNX op_type */
     const char *domain;    /* "" (ai.onnx) or "com.microsoft" */
-    dm_shape_fn shape;     /* output dtypes, shapes and (when cheap) values */
     unsigned flags;        /* DM_F_* */
     uint32_t meta_inputs;  /* bit i: input i is metadata (shape, axes, pads, scales...),
                               a host-side list in PyTorch eager, never a device tensor */
     enum dm_train_rule train;
 };
 extern const struct dm_op_info dm_ops[DM_OP_COUNT];
+/* Each op's shape function (ops.def's second column; src/shape/rules.c):
+ * output dtypes, shapes and (when cheap) values. Kept apart from dm_ops so
+ * that the graph stage does not reach up into the shape functions. */
+extern const dm_shape_fn dm_shape_fns[DM_OP_COUNT];
 /* Look up an op by domain ("" or "ai.onnx" for the default one) and op_type;
  * DM_OP_COUNT if unknown. */
 enum dm_op dm_op_lookup(const char *domain, const char *name);

@@ -477,3 +477,41 @@ enum dnnmem_status dm_graph_attr_floats(struct dm_graph *g, const char *name, in
     a->n = n;
     return DNNMEM_OK;
 }
+
+/* A node's inputs, outputs and attributes, as the stages after the graph
+ * read them (shape functions, lifting, the schedule). */
+bool dm_has_in(const struct dm_node *n, int i) { return i >= 0 && i < n->n_in && n->in[i] >= 0; }
+
+bool dm_has_out(const struct dm_node *n, int i)
+{
+    return i >= 0 && i < n->n_out && n->out[i] >= 0;
+}
+
+int64_t dm_attr_int(const struct dm_node *n, const char *name, int64_t dflt)
+{
+    const struct dm_attr *a = dm_node_attr(n, name);
+    return a && a->kind == DM_ATTR_INT ? a->i : a && a->kind == DM_ATTR_FLOAT ? (int64_t)a->f : dflt;
+}
+
+double dm_attr_float(const struct dm_node *n, const char *name, double dflt)
+{
+    const struct dm_attr *a = dm_node_attr(n, name);
+    return a && a->kind == DM_ATTR_FLOAT ? a->f : a && a->kind == DM_ATTR_INT ? (double)a->i : dflt;
+}
+
+const char *dm_attr_str(const struct dm_node *n, const char *name, const char *dflt)
+{
+    const struct dm_attr *a = dm_node_attr(n, name);
+    return a && a->kind == DM_ATTR_STRING ? a->s : dflt;
+}
+
+const int64_t *dm_attr_ints(const struct dm_node *n, const char *name, int64_t *count)
+{
+    const struct dm_attr *a = dm_node_attr(n, name);
+    if (!a || a->kind != DM_ATTR_INTS) {
+        *count = -1;
+        return NULL;
+    }
+    *count = a->n;
+    return a->ints;
+}

@@ -1,13 +1,14 @@
-/* ops.c: the op table, generated from ops.def, and lookup by ONNX op_type. */
+/* ops.c: the op table, generated from ops.def (but the shape functions:
+ * src/shape/rules.c), and lookup by ONNX op_type. */
 #include "dnnmem-impl.h"
 
 #include <string.h>
 
 const struct dm_op_info dm_ops[DM_OP_COUNT] = {
 #define DM_OP(name_, shape_fn, flags_, meta_, train_)                                             \
-    [DM_OP_##name_] = {#name_, "", shape_fn, (flags_), (meta_), train_},
+    [DM_OP_##name_] = {#name_, "", (flags_), (meta_), train_},
 #define DM_OP_MS(name_, shape_fn, flags_, meta_, train_)                                          \
-    [DM_OP_MS_##name_] = {#name_, "com.microsoft", shape_fn, (flags_), (meta_), train_},
+    [DM_OP_MS_##name_] = {#name_, "com.microsoft", (flags_), (meta_), train_},
 #include "graph/ops.def"
 #undef DM_OP
 #undef DM_OP_MS
