@@ -245,7 +245,7 @@ static void call_layer(struct keras *k, json_t *layer, struct layer_io *io)
             dm_kr_same_out(io, x, x->id);
     } else
         dm_kr_fail(k, DNNMEM_E_UNSUPPORTED,
-                   "class '%s' is not supported (see README: Keras layers)", cls);
+                   "class '%s' is not supported (see docs/modelling.md: Keras models)", cls);
     k->frozen = frozen;
     if (k->st == DNNMEM_OK && io->n_out < 1)
         dm_kr_fail(k, DNNMEM_E_INTERNAL, "the layer made no output");
