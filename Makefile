@@ -64,7 +64,7 @@ LIB_SRC := src/util/arena.c src/util/error.c \
 LIB_SRC += src/options.c
 # dnnmem_estimate's stages (src/estimate/estimate.h), in order
 LIB_SRC += src/estimate/assume.c src/estimate/check.c src/estimate/variant.c src/estimate/defaults.c \
-           src/estimate/shapes.c src/estimate/schedule.c src/estimate/replay.c
+           src/estimate/shapes.c src/estimate/schedule.c src/estimate/replay.c src/estimate/warn.c
 # the HuggingFace front end (src/load/hf/hf.h: its internal header)
 HF_SRC  := src/load/hf/builder.c src/load/hf/frame.c src/load/hf/attention.c src/load/hf/linear.c src/load/hf/quant.c \
            src/load/hf/kbit.c src/load/hf/llama.c src/load/hf/moe.c src/load/hf/moe_config.c src/load/hf/deepseek.c \

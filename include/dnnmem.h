@@ -766,6 +766,11 @@ struct dnnmem_result {
     /* Assumptions, in print order. */
     struct dnnmem_assumption *assumptions;
     size_t n_assumptions;
+    /* Warnings: one-line texts about the input that make the number less
+     * trustworthy than it looks (e.g. a training estimate of an ONNX file
+     * exported in eval mode), each saying what to do; owned by the result. */
+    const char **warnings;
+    size_t n_warnings;
 
     /* The framework runtime simulated, and its version as given ("" when
      * unstated). needed_bytes = peak_allocated + context_bytes: the memory

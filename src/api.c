@@ -201,6 +201,10 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         s = dm_est_schedule(&e, err);
     if (s == DNNMEM_OK)
         s = dm_est_replay(&e, out, err);
+    if (s == DNNMEM_OK && (s = dm_est_warnings(&e, *out, err)) != DNNMEM_OK) {
+        dnnmem_result_free(*out);
+        *out = NULL;
+    }
     dm_schedule_free(&e.sched);
     free(e.t);
     dm_arena_free(&e.arena);

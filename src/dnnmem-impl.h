@@ -921,6 +921,9 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
                                    const struct dnnmem_assumption *assumptions, size_t n_assumptions,
                                    struct dnnmem_result **out, struct dnnmem_error *err);
 
+/* Add a warning (copied) to a result (src/report/result.c). */
+enum dnnmem_status dm_result_warn(struct dnnmem_result *r, const char *text);
+
 /* Replay a schedule's events through an allocator only (no result);
  * DNNMEM_E_DEVICE_OOM when a request cannot be served. */
 enum dnnmem_status dm_replay(const struct dm_schedule *s, struct dm_allocator *a,

@@ -168,4 +168,9 @@ enum dnnmem_status dm_est_fw_setup(struct dm_est *e, struct dnnmem_error *err);
 enum dnnmem_status dm_est_replay(struct dm_est *e, struct dnnmem_result **out,
                                  struct dnnmem_error *err);
 
+/* warn.c: what about the input makes the result less trustworthy than it
+ * looks (one table of rules), added to the result. */
+enum dnnmem_status dm_est_warnings(const struct dm_est *e, struct dnnmem_result *r,
+                                   struct dnnmem_error *err);
+
 #endif /* DNNMEM_ESTIMATE_H */

@@ -53,6 +53,12 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
         (json_int_t)r->context_bytes, "breakdown", breakdown, "peak", "phase",
         r->peak_phase, "iteration", (json_int_t)r->peak_iteration, "node", r->peak_node, "op",
         r->peak_op, "live_at_peak", live, "live_at_peak_total", (json_int_t)r->n_live_total);
+    if (root) {
+        json_t *warnings = json_array();
+        for (size_t k = 0; k < r->n_warnings; k++)
+            json_array_append_new(warnings, json_string(r->warnings[k]));
+        json_object_set_new(root, "warnings", warnings);
+    }
     if (root && info.checkpoint)
         json_object_set_new(json_object_get(root, "model"), "checkpoint",
                             json_pack("{s:s, s:I, s:I, s:I, s:s}", "file", info.checkpoint,

@@ -14,6 +14,21 @@ struct result_box {
     struct dm_arena arena;
 };
 
+enum dnnmem_status dm_result_warn(struct dnnmem_result *r, const char *text)
+{
+    enum { MAX_WARNINGS = 8 };
+    struct result_box *b = (struct result_box *)r;
+    if (!r->warnings && !(r->warnings = dm_arena_array(&b->arena, MAX_WARNINGS, sizeof *r->warnings)))
+        return DNNMEM_E_NOMEM;
+    if (r->n_warnings >= MAX_WARNINGS)
+        return DNNMEM_OK;
+    const char *t = dm_arena_strdup(&b->arena, text);
+    if (!t)
+        return DNNMEM_E_NOMEM;
+    r->warnings[r->n_warnings++] = t;
+    return DNNMEM_OK;
+}
+
 void dnnmem_result_free(struct dnnmem_result *r)
 {
     if (!r)

@@ -34,6 +34,8 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
     for (size_t k = 0; k < r->n_assumptions; k++)
         fprintf(f, "  %-14s %s%s\n", r->assumptions[k].key, r->assumptions[k].value,
                 strcmp(r->assumptions[k].source, "default") == 0 ? "  [default]" : "");
+    for (size_t k = 0; k < r->n_warnings; k++)
+        fprintf(f, "warning      %s\n", r->warnings[k]);
     char b4[32];
     if (r->framework != DNNMEM_FW_PYTORCH) {
         static const char *const how[] = {

@@ -48,6 +48,15 @@ expect 2 "--dim nope: " -- estimate $M/fixtures/resnet50.onnx --dim nope=3
 expect 2 "dim 'seq'" -- estimate $M/fixtures/bert_encoder.onnx --batch-size 2
 expect 2 "--batch-size: " -- estimate $M/onnx/mnist-8_cntk.onnx --batch-size 4
 expect 3 "/nonexistent.onnx: cannot open" -- estimate /nonexistent.onnx
+# an ONNX file exported in eval mode (BatchNorm folded into onnx::Conv_* weights, no
+# Dropout) gets a warning for a training estimate, in the text and in JSON's warnings[];
+# not for inference, nor for a training-mode export
+expect 0 "warning      $M/onnx/tiny_cnn_eval_export.onnx looks exported in eval mode (no BatchNormalization, 4 folded" -- \
+    estimate $M/onnx/tiny_cnn_eval_export.onnx --mode train -b 2
+expect 0 '"tests/models/onnx/tiny_cnn_eval_export.onnx looks exported in eval mode' -- \
+    estimate $M/onnx/tiny_cnn_eval_export.onnx --mode train -b 2 --json
+expect 0 '"warnings": []' -- estimate $M/onnx/tiny_cnn_eval_export.onnx -b 2 --json
+expect 0 '"warnings": []' -- estimate tests/models/zoo/resnet18-i224.onnx --mode train -b 2 --json
 # a transformers release outside the modelled ones is refused, naming them
 expect 4 "--transformers 4.40 is not modelled: dnnmem builds transformers 4.51 to 5.24" -- \
     estimate $M/hf/gpt2.json --transformers 4.40
