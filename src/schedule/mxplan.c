@@ -219,15 +219,32 @@ static bool has_tensor(const int32_t *list, int n, int32_t x)
     return false;
 }
 
-enum dnnmem_status dm_mxnet_plan(const struct dm_graph *g, const struct dm_schedule *in,
-                                 uint64_t match_range, struct dm_schedule *out,
-                                 struct dm_mxplan_stats *stats, struct dnnmem_error *err)
+/* The planner's state, shared by its steps. */
+struct mxp {
+    const struct dm_graph *g;
+    const struct dm_schedule *in;
+    struct dm_mxplan_stats *stats;
+    int32_t wf, we;            /* the window: [wf, we) */
+    int32_t *buf_st;           /* planned buffer -> storage */
+    int32_t *buf_step;         /* alloc step */
+    uint8_t *keep;             /* 1: kept as is (events), 2: kept, never freed */
+    int32_t *move_to;          /* step of a moved alloc, or -1 */
+    struct storage *st;
+    struct out_ev *oe;
+    struct dm_buffer *ob;
+    int32_t *scratch;
+    int32_t *free_ids;
+    int32_t *htab;             /* external arrays by identity */
+    size_t hcap;
+    size_t n_oe;
+    int32_t n_ob;
+    int32_t temp_space;        /* rule 7: one buffer, grown */
+    struct plan p;
+};
+
+/* the window: the first forward (and its backward) */
+static void find_window(const struct dm_schedule *in, int32_t *wf_out, int32_t *we_out)
 {
-    memset(out, 0, sizeof *out);
-    memset(stats, 0, sizeof *stats);
-    if (match_range == 0)
-        match_range = 16;
-    /* the window: the first forward (and its backward) */
     int32_t wf = -1, we = in->n_steps;
     bool seen_bw = false;
     for (int32_t i = 0; i < in->n_steps; i++) {
@@ -254,44 +271,72 @@ enum dnnmem_status dm_mxnet_plan(const struct dm_graph *g, const struct dm_sched
         if (ph == DM_PHASE_BACKWARD)
             seen_bw = true;
     }
+    *wf_out = wf;
+    *we_out = we;
+}
+
+/* the working arrays, initialised; false when out of memory */
+static bool mxp_alloc(struct mxp *m)
+{
+    const struct dm_schedule *in = m->in;
     size_t nb = (size_t)in->n_buf;
-    int32_t *buf_st = malloc((nb + 1) * sizeof *buf_st);   /* planned buffer -> storage */
-    int32_t *buf_step = malloc((nb + 1) * sizeof *buf_step); /* alloc step */
-    uint8_t *keep = calloc(nb + 1, 1);     /* 1: kept as is (events), 2: kept, never freed */
-    int32_t *move_to = malloc((nb + 1) * sizeof *move_to); /* step of a moved alloc, or -1 */
-    struct storage *st = malloc((nb + 2) * sizeof *st);
-    struct out_ev *oe = malloc((in->n_ev + nb + 2) * sizeof *oe);
-    struct dm_buffer *ob = malloc((nb + nb + 2) * sizeof *ob);
-    int32_t *scratch = malloc((in->n_ev + 1) * sizeof *scratch);
-    int32_t *free_ids = malloc((nb + 2) * sizeof *free_ids);
-    size_t hcap = 16;
-    while (hcap < 2 * nb + 2 && hcap < SIZE_MAX / 4)
-        hcap *= 2;
-    int32_t *htab = malloc(hcap * sizeof *htab); /* external arrays by identity */
-    size_t n_oe = 0;
-    enum dnnmem_status s = DNNMEM_OK;
-    if (!buf_st || !buf_step || !keep || !move_to || !st || !oe || !ob || !scratch || !htab || !free_ids) {
-        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g ? g->path : "schedule");
-        goto done;
-    }
+    m->buf_st = malloc((nb + 1) * sizeof *m->buf_st);
+    m->buf_step = malloc((nb + 1) * sizeof *m->buf_step);
+    m->keep = calloc(nb + 1, 1);
+    m->move_to = malloc((nb + 1) * sizeof *m->move_to);
+    m->st = malloc((nb + 2) * sizeof *m->st);
+    m->oe = malloc((in->n_ev + nb + 2) * sizeof *m->oe);
+    m->ob = malloc((nb + nb + 2) * sizeof *m->ob);
+    m->scratch = malloc((in->n_ev + 1) * sizeof *m->scratch);
+    m->free_ids = malloc((nb + 2) * sizeof *m->free_ids);
+    m->hcap = 16;
+    while (m->hcap < 2 * nb + 2 && m->hcap < SIZE_MAX / 4)
+        m->hcap *= 2;
+    m->htab = malloc(m->hcap * sizeof *m->htab);
+    m->n_oe = 0;
+    if (!m->buf_st || !m->buf_step || !m->keep || !m->move_to || !m->st || !m->oe || !m->ob ||
+        !m->scratch || !m->htab || !m->free_ids)
+        return false;
     for (size_t k = 0; k < nb; k++) {
-        buf_st[k] = -1;
-        buf_step[k] = -1;
-        move_to[k] = -1;
+        m->buf_st[k] = -1;
+        m->buf_step[k] = -1;
+        m->move_to[k] = -1;
     }
     for (size_t e = 0; e < in->n_ev; e++)
         if (in->ev[e].kind == DM_EV_ALLOC)
-            buf_step[in->ev[e].buf] = in->ev[e].step;
-    for (size_t k = 0; k < hcap; k++)
-        htab[k] = -1;
-    memcpy(ob, in->buf, nb * sizeof *ob);
-    int32_t n_ob = (int32_t)nb;
+            m->buf_step[in->ev[e].buf] = in->ev[e].step;
+    for (size_t k = 0; k < m->hcap; k++)
+        m->htab[k] = -1;
+    memcpy(m->ob, in->buf, nb * sizeof *m->ob);
+    m->n_ob = (int32_t)nb;
+    return true;
+}
+
+static void mxp_free(struct mxp *m)
+{
+    free(m->buf_st);
+    free(m->buf_step);
+    free(m->keep);
+    free(m->move_to);
+    free(m->st);
+    free(m->oe);
+    free(m->ob);
+    free(m->scratch);
+    free(m->htab);
+    free(m->free_ids);
+}
+
+/* rule 5, 6: external arrays, one per (category, tensor, what, node) */
+static void mark_externals(struct mxp *m)
+{
+    const struct dm_schedule *in = m->in;
+    size_t nb = (size_t)in->n_buf, hcap = m->hcap;
+    int32_t wf = m->wf, *htab = m->htab;
     int32_t setup_step = wf > 0 ? wf - 1 : 0;
-    /* rule 5, 6: external arrays, one per (category, tensor, what, node) */
     for (size_t k = 0; wf >= 0 && k < nb; k++) {
         const struct dm_buffer *b = &in->buf[k];
-        if (buf_step[k] < wf) {
-            keep[k] = 1; /* made before the first op: as the eager schedule has it */
+        if (m->buf_step[k] < wf) {
+            m->keep[k] = 1; /* made before the first op: as the eager schedule has it */
             continue;
         }
         if (!persistent(b->category))
@@ -303,14 +348,133 @@ enum dnnmem_status dm_mxnet_plan(const struct dm_graph *g, const struct dm_sched
         if (dup)
             continue;
         htab[h] = (int32_t)k;
-        keep[k] = 2;
+        m->keep[k] = 2;
         if (b->category == DNNMEM_CAT_INPUT || b->category == DNNMEM_CAT_GRADIENT)
-            move_to[k] = setup_step; /* simple_bind: before the first op */
+            m->move_to[k] = setup_step; /* simple_bind: before the first op */
     }
-    /* the plan over the window (rules 1-3, 7) */
-    struct plan p = {.st = st, .n_st = 0, .seq = 0, .range = match_range, .free_ids = free_ids,
-                     .n_free = 0};
-    int32_t temp_space = -1; /* rule 7: one buffer, grown */
+}
+
+/* one allocation of events [e, e1) written in place over an input the step
+ * frees, if its op allows */
+static void plan_inplace_one(struct mxp *m, size_t e, size_t e1, const struct dm_node *nd,
+                             bool bw, const struct dm_event *ev, const struct dm_buffer *b)
+{
+    const struct dm_schedule *in = m->in;
+    int32_t *buf_st = m->buf_st;
+    struct storage *st = m->st;
+    const int32_t *outs = bw ? nd->in : nd->out, *ins = bw ? nd->out : nd->in;
+    int n_outs = bw ? nd->n_in : nd->n_out, n_ins = bw ? nd->n_out : nd->n_in;
+    if (bw && nd->op != DM_OP_Relu && nd->op != DM_OP_Sigmoid && nd->op != DM_OP_Tanh &&
+        nd->op != DM_OP_Softsign && nd->op != DM_OP_Softplus)
+        return; /* backward in place: _backward_Activation only */
+    if (!has_tensor(outs, n_outs, b->tensor))
+        return;
+    for (size_t y = e; y < e1; y++) {
+        const struct dm_event *fv = &in->ev[y];
+        const struct dm_buffer *f = &in->buf[fv->buf];
+        int32_t sid = buf_st[fv->buf];
+        if (fv->kind != DM_EV_FREE || sid < 0 || st[sid].live != 1 ||
+            !has_tensor(ins, n_ins, f->tensor) || plan_key(f) != plan_key(b) ||
+            elem_size(f) != elem_size(b))
+            continue;
+        /* the storage must not already have been handed to another
+         * output of this node */
+        bool taken = false;
+        for (size_t z = e; z < e1 && !taken; z++)
+            taken = in->ev[z].kind == DM_EV_ALLOC && buf_st[in->ev[z].buf] == sid;
+        if (taken)
+            continue;
+        buf_st[ev->buf] = sid;
+        st[sid].live++;
+        grow_bytes(&st[sid], in, ev->buf);
+        m->stats->inplace++;
+        break;
+    }
+}
+
+/* a step's events [e, e1): in place first (rule 3), the temp space (rule 7) */
+static void plan_inplace(struct mxp *m, size_t e, size_t e1, int32_t step)
+{
+    const struct dm_schedule *in = m->in;
+    const struct dm_graph *g = m->g;
+    int32_t node = in->steps[step].node;
+    const struct dm_node *nd = g && node >= 0 && node < g->n_nodes ? &g->nodes[node] : NULL;
+    bool bw = in->steps[step].phase == DM_PHASE_BACKWARD;
+    for (size_t x = e; x < e1; x++) {
+        const struct dm_event *ev = &in->ev[x];
+        const struct dm_buffer *b = &in->buf[ev->buf];
+        if (ev->kind != DM_EV_ALLOC || persistent(b->category) || m->keep[ev->buf])
+            continue;
+        if (b->category == DNNMEM_CAT_WORKSPACE) {
+            if (m->temp_space < 0) {
+                int32_t ts = m->temp_space = m->n_ob++;
+                m->ob[ts] = *b;
+                m->ob[ts].what = "temp space";
+                m->ob[ts].tensor = -1;
+                m->oe[m->n_oe++] = (struct out_ev){step, (int64_t)x, {DM_EV_ALLOC, ts, step}};
+            } else if (b->bytes > m->ob[m->temp_space].bytes) {
+                m->ob[m->temp_space].bytes = b->bytes; /* grown: the largest request */
+            }
+            continue;
+        }
+        m->stats->entries++;
+        if (!nd || !inplace_op(nd->op))
+            continue;
+        plan_inplace_one(m, e, e1, nd, bw, ev, b);
+    }
+}
+
+/* then the other outputs, largest first (rule 2; a stable order among
+ * equal keys) */
+static void plan_rest(struct mxp *m, size_t e, size_t e1, int32_t step)
+{
+    const struct dm_schedule *in = m->in;
+    int32_t *scratch = m->scratch;
+    int n_rest = 0;
+    for (size_t x = e; x < e1; x++) {
+        const struct dm_event *ev = &in->ev[x];
+        const struct dm_buffer *b = &in->buf[ev->buf];
+        if (ev->kind == DM_EV_ALLOC && !persistent(b->category) && !m->keep[ev->buf] &&
+            b->category != DNNMEM_CAT_WORKSPACE && m->buf_st[ev->buf] < 0)
+            scratch[n_rest++] = ev->buf;
+    }
+    for (int i = 1; i < n_rest; i++) { /* insertion sort, descending, stable */
+        int32_t v = scratch[i];
+        int j = i;
+        while (j > 0 && plan_key(&in->buf[scratch[j - 1]]) < plan_key(&in->buf[v])) {
+            scratch[j] = scratch[j - 1];
+            j--;
+        }
+        scratch[j] = v;
+    }
+    for (int i = 0; i < n_rest; i++) {
+        int32_t bi = scratch[i];
+        int32_t sid = request(&m->p, plan_key(&in->buf[bi]), bi, step);
+        m->buf_st[bi] = sid;
+        m->st[sid].live++;
+        grow_bytes(&m->st[sid], in, bi);
+    }
+}
+
+/* then releases (rule 2) */
+static void plan_release(struct mxp *m, size_t e, size_t e1)
+{
+    for (size_t x = e; x < e1; x++) {
+        const struct dm_event *ev = &m->in->ev[x];
+        int32_t sid = m->buf_st[ev->buf];
+        if (ev->kind != DM_EV_FREE || sid < 0)
+            continue;
+        if (--m->st[sid].live == 0)
+            release_storage(&m->p, sid);
+    }
+}
+
+/* the plan over the window (rules 1-3, 7), step by step */
+static void plan_window(struct mxp *m)
+{
+    const struct dm_schedule *in = m->in;
+    int32_t wf = m->wf, we = m->we;
+    m->temp_space = -1;
     size_t e0 = 0;
     while (wf >= 0 && e0 < in->n_ev && in->ev[e0].step < wf)
         e0++;
@@ -319,146 +483,88 @@ enum dnnmem_status dm_mxnet_plan(const struct dm_graph *g, const struct dm_sched
         size_t e1 = e;
         while (e1 < in->n_ev && in->ev[e1].step == step)
             e1++;
-        int32_t node = in->steps[step].node;
-        const struct dm_node *nd = g && node >= 0 && node < g->n_nodes ? &g->nodes[node] : NULL;
-        bool bw = in->steps[step].phase == DM_PHASE_BACKWARD;
-        /* in place first (rule 3) */
-        for (size_t x = e; x < e1; x++) {
-            const struct dm_event *ev = &in->ev[x];
-            const struct dm_buffer *b = &in->buf[ev->buf];
-            if (ev->kind != DM_EV_ALLOC || persistent(b->category) || keep[ev->buf])
-                continue;
-            if (b->category == DNNMEM_CAT_WORKSPACE) {
-                if (temp_space < 0) {
-                    temp_space = n_ob++;
-                    ob[temp_space] = *b;
-                    ob[temp_space].what = "temp space";
-                    ob[temp_space].tensor = -1;
-                    oe[n_oe++] = (struct out_ev){step, (int64_t)x, {DM_EV_ALLOC, temp_space, step}};
-                } else if (b->bytes > ob[temp_space].bytes) {
-                    ob[temp_space].bytes = b->bytes; /* grown: the largest request */
-                }
-                continue;
-            }
-            stats->entries++;
-            if (!nd || !inplace_op(nd->op))
-                continue;
-            const int32_t *outs = bw ? nd->in : nd->out, *ins = bw ? nd->out : nd->in;
-            int n_outs = bw ? nd->n_in : nd->n_out, n_ins = bw ? nd->n_out : nd->n_in;
-            if (bw && nd->op != DM_OP_Relu && nd->op != DM_OP_Sigmoid && nd->op != DM_OP_Tanh &&
-                nd->op != DM_OP_Softsign && nd->op != DM_OP_Softplus)
-                continue; /* backward in place: _backward_Activation only */
-            if (!has_tensor(outs, n_outs, b->tensor))
-                continue;
-            for (size_t y = e; y < e1; y++) {
-                const struct dm_event *fv = &in->ev[y];
-                const struct dm_buffer *f = &in->buf[fv->buf];
-                int32_t sid = buf_st[fv->buf];
-                if (fv->kind != DM_EV_FREE || sid < 0 || st[sid].live != 1 ||
-                    !has_tensor(ins, n_ins, f->tensor) || plan_key(f) != plan_key(b) ||
-                    elem_size(f) != elem_size(b))
-                    continue;
-                /* the storage must not already have been handed to another
-                 * output of this node */
-                bool taken = false;
-                for (size_t z = e; z < e1 && !taken; z++)
-                    taken = in->ev[z].kind == DM_EV_ALLOC && buf_st[in->ev[z].buf] == sid;
-                if (taken)
-                    continue;
-                buf_st[ev->buf] = sid;
-                st[sid].live++;
-                grow_bytes(&st[sid], in, ev->buf);
-                stats->inplace++;
-                break;
-            }
-        }
-        /* then the other outputs, largest first (rule 2; a stable order
-         * among equal keys) */
-        int n_rest = 0;
-        for (size_t x = e; x < e1; x++) {
-            const struct dm_event *ev = &in->ev[x];
-            const struct dm_buffer *b = &in->buf[ev->buf];
-            if (ev->kind == DM_EV_ALLOC && !persistent(b->category) && !keep[ev->buf] &&
-                b->category != DNNMEM_CAT_WORKSPACE && buf_st[ev->buf] < 0)
-                scratch[n_rest++] = ev->buf;
-        }
-        for (int i = 1; i < n_rest; i++) { /* insertion sort, descending, stable */
-            int32_t v = scratch[i];
-            int j = i;
-            while (j > 0 && plan_key(&in->buf[scratch[j - 1]]) < plan_key(&in->buf[v])) {
-                scratch[j] = scratch[j - 1];
-                j--;
-            }
-            scratch[j] = v;
-        }
-        for (int i = 0; i < n_rest; i++) {
-            int32_t bi = scratch[i];
-            int32_t sid = request(&p, plan_key(&in->buf[bi]), bi, step);
-            buf_st[bi] = sid;
-            st[sid].live++;
-            grow_bytes(&st[sid], in, bi);
-        }
-        /* then releases (rule 2) */
-        for (size_t x = e; x < e1; x++) {
-            const struct dm_event *ev = &in->ev[x];
-            int32_t sid = buf_st[ev->buf];
-            if (ev->kind != DM_EV_FREE || sid < 0)
-                continue;
-            if (--st[sid].live == 0)
-                release_storage(&p, sid);
-        }
+        plan_inplace(m, e, e1, step);
+        plan_rest(m, e, e1, step);
+        plan_release(m, e, e1);
         e = e1;
     }
-    /* the output events: kept buffers as they were (rule 5, 6: never freed),
-     * each storage once at its first request (rule 4) */
+}
+
+/* the output events: kept buffers as they were (rule 5, 6: never freed),
+ * each storage once at its first request (rule 4) */
+static void emit_events(struct mxp *m)
+{
+    const struct dm_schedule *in = m->in;
+    const struct storage *st = m->st;
     for (size_t e = 0; e < in->n_ev; e++) {
         const struct dm_event *ev = &in->ev[e];
-        uint8_t k = wf < 0 ? 1 : keep[ev->buf];
+        uint8_t k = m->wf < 0 ? 1 : m->keep[ev->buf];
         if (k == 1 || (k == 2 && ev->kind == DM_EV_ALLOC)) {
-            int32_t at = ev->kind == DM_EV_ALLOC && move_to[ev->buf] >= 0 ? move_to[ev->buf]
-                                                                          : ev->step;
-            oe[n_oe++] = (struct out_ev){at, at == ev->step ? (int64_t)e : INT64_MAX / 2 + (int64_t)e,
-                                         {ev->kind, ev->buf, at}};
+            int32_t at = ev->kind == DM_EV_ALLOC && m->move_to[ev->buf] >= 0 ? m->move_to[ev->buf]
+                                                                             : ev->step;
+            m->oe[m->n_oe++] = (struct out_ev){
+                at, at == ev->step ? (int64_t)e : INT64_MAX / 2 + (int64_t)e,
+                {ev->kind, ev->buf, at}};
         }
     }
-    for (int32_t sid = 0; sid < p.n_st; sid++) {
-        int32_t id = n_ob++;
-        ob[id] = in->buf[st[sid].largest];
+    for (int32_t sid = 0; sid < m->p.n_st; sid++) {
+        int32_t id = m->n_ob++;
+        m->ob[id] = in->buf[st[sid].largest];
         uint64_t b = st[sid].bytes;
-        ob[id].bytes = b > UINT64_MAX - 3 ? b : (b + 3) / 4 * 4;
-        stats->storage_bytes += ob[id].bytes;
+        m->ob[id].bytes = b > UINT64_MAX - 3 ? b : (b + 3) / 4 * 4;
+        m->stats->storage_bytes += m->ob[id].bytes;
         /* after the step's kept events, before nothing else: the step's
          * requests come first in its order */
-        oe[n_oe++] = (struct out_ev){st[sid].first_step, -1 - (int64_t)(p.n_st - sid),
-                                     {DM_EV_ALLOC, id, st[sid].first_step}};
+        m->oe[m->n_oe++] = (struct out_ev){st[sid].first_step, -1 - (int64_t)(m->p.n_st - sid),
+                                           {DM_EV_ALLOC, id, st[sid].first_step}};
     }
-    stats->storages = p.n_st;
-    qsort(oe, n_oe, sizeof *oe, cmp_out_ev);
-    out->buf = ob;
-    out->n_buf = out->cap_buf = n_ob;
-    ob = NULL;
-    out->ev = malloc((n_oe + 1) * sizeof *out->ev);
+    m->stats->storages = m->p.n_st;
+    qsort(m->oe, m->n_oe, sizeof *m->oe, cmp_out_ev);
+}
+
+/* the planned schedule: the buffers handed over, the events and steps copied */
+static enum dnnmem_status build_output(struct mxp *m, struct dm_schedule *out,
+                                       struct dnnmem_error *err)
+{
+    const struct dm_schedule *in = m->in;
+    out->buf = m->ob;
+    out->n_buf = out->cap_buf = m->n_ob;
+    m->ob = NULL;
+    out->ev = malloc((m->n_oe + 1) * sizeof *out->ev);
     out->steps = malloc(((size_t)in->n_steps + 1) * sizeof *out->steps);
     if (!out->ev || !out->steps) {
         dm_schedule_free(out);
-        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g ? g->path : "schedule");
-        goto done;
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", m->g ? m->g->path : "schedule");
     }
-    for (size_t k = 0; k < n_oe; k++)
-        out->ev[k] = oe[k].ev;
-    out->n_ev = out->cap_ev = n_oe;
+    for (size_t k = 0; k < m->n_oe; k++)
+        out->ev[k] = m->oe[k].ev;
+    out->n_ev = out->cap_ev = m->n_oe;
     memcpy(out->steps, in->steps, (size_t)in->n_steps * sizeof *out->steps);
     out->n_steps = out->cap_steps = in->n_steps;
-done:
-    free(buf_st);
-    free(buf_step);
-    free(keep);
-    free(move_to);
-    free(st);
-    free(oe);
-    free(ob);
-    free(scratch);
-    free(htab);
-    free(free_ids);
+    return DNNMEM_OK;
+}
+
+enum dnnmem_status dm_mxnet_plan(const struct dm_graph *g, const struct dm_schedule *in,
+                                 uint64_t match_range, struct dm_schedule *out,
+                                 struct dm_mxplan_stats *stats, struct dnnmem_error *err)
+{
+    memset(out, 0, sizeof *out);
+    memset(stats, 0, sizeof *stats);
+    if (match_range == 0)
+        match_range = 16;
+    struct mxp m = {.g = g, .in = in, .stats = stats};
+    find_window(in, &m.wf, &m.we);
+    enum dnnmem_status s = DNNMEM_OK;
+    if (!mxp_alloc(&m)) {
+        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g ? g->path : "schedule");
+    } else {
+        mark_externals(&m);
+        m.p = (struct plan){.st = m.st, .n_st = 0, .seq = 0, .range = match_range,
+                            .free_ids = m.free_ids, .n_free = 0};
+        plan_window(&m);
+        emit_events(&m);
+        s = build_output(&m, out, err);
+    }
+    mxp_free(&m);
     return s;
 }
