@@ -505,36 +505,71 @@ static bool alloc_arrays(struct plan *p, size_t nb, size_t ns, size_t nn, size_t
            p->base && p->cnt && p->one && p->is_out && p->grads_at && p->red && p->done;
 }
 
-enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *t,
-                               const struct dm_schedule *in, const struct dm_xla_opts *o,
-                               struct dm_schedule *out, struct dm_xla_stats *st,
-                               struct dnnmem_error *err)
-{
-    memset(out, 0, sizeof *out);
-    memset(st, 0, sizeof *st);
-    st->peak_step = -1;
-    const char *path = g && g->path ? g->path : "schedule";
-    if (!g || !in || !o)
-        return dm_fail(err, DNNMEM_E_INTERNAL, "%s: XLA plan without a graph", path);
-    uint64_t align = o->alignment ? o->alignment : XLA_GPU_ALIGN;
-    int32_t nb = in->n_buf, ns = in->n_steps;
-    struct plan p = {.g = g, .t = t, .in = in, .train = o->train};
-    /* time-ordered arrays of the heap simulation, built below */
-    int32_t *fr_start = NULL, *fr_list = NULL, *grp = NULL;
-    int64_t *t0 = NULL, *t1 = NULL;
-    uint64_t *add = NULL, *rem = NULL; /* per tick: bytes defined, bytes freed */
-    int32_t *time_step = NULL, *call_step = NULL, *win_first = NULL, *win_last = NULL;
-    int32_t *map = NULL, *prev = NULL, *gen = NULL;
-    bool *ended = NULL, *param = NULL, *hosted = NULL;
-    int64_t *tick0 = NULL, *tick1 = NULL;
-    struct dm_heap_buf *hb = NULL;
-    struct oev *oe = NULL;
-    struct dm_buffer *ob = NULL;
-    enum dnnmem_status s = DNNMEM_OK;
-    if (!alloc_arrays(&p, (size_t)nb, (size_t)ns, (size_t)g->n_nodes, (size_t)g->n_tensors))
-        goto oom;
+/* The state of one dm_xla_plan call past the plan: the heap simulation's
+ * time-ordered arrays and the output schedule's per-iteration arrays (all
+ * malloc'd, freed by xla_free). */
+struct xla {
+    struct plan p;
+    const struct dm_xla_opts *o;
+    struct dm_schedule *out;
+    struct dm_xla_stats *st;
+    struct dnnmem_error *err;
+    const char *path;
+    int32_t *fr_start, *fr_list, *grp; /* per step: the values freed there (CSR); groups */
+    int64_t *t0, *t1;                  /* per buffer: its ticks defined and freed */
+    int32_t *time_step;                /* per tick: its step */
+    int64_t *tick0, *tick1;            /* per step: its first tick and the one past it */
+    bool *ended, *param, *hosted;
+    int32_t n_heap;
+    int64_t clock;
+    int32_t n_it;
+    int32_t *call_step, *win_first, *win_last, *map, *prev, *gen;
+    int32_t n_gen;
+    struct oev *oe;
+    struct dm_buffer *ob;
+};
 
-    /* the window: the first step's input steps (after the setup) */
+static void xla_free(struct xla *x)
+{
+    plan_free(&x->p);
+    free(x->fr_start);
+    free(x->fr_list);
+    free(x->grp);
+    free(x->t0);
+    free(x->t1);
+    free(x->time_step);
+    free(x->call_step);
+    free(x->win_first);
+    free(x->win_last);
+    free(x->map);
+    free(x->prev);
+    free(x->gen);
+    free(x->ended);
+    free(x->param);
+    free(x->hosted);
+    free(x->tick0);
+    free(x->tick1);
+    free(x->oe);
+    free(x->ob);
+}
+
+static enum dnnmem_status xla_oom(const struct xla *x)
+{
+    return dm_fail(x->err, DNNMEM_E_NOMEM, "%s: out of memory planning XLA's buffers", x->path);
+}
+
+static enum dnnmem_status xla_overflow(const struct xla *x)
+{
+    return dm_fail(x->err, DNNMEM_E_SHAPE, "%s: the step's byte counts overflow", x->path);
+}
+
+/* The window: the first step's input steps (after the setup); each buffer's
+ * alloc and free step, each node's forward and backward step in it. */
+static void find_window(struct plan *p)
+{
+    const struct dm_graph *g = p->g;
+    const struct dm_schedule *in = p->in;
+    int32_t nb = in->n_buf, ns = in->n_steps;
     int32_t w0 = 0, w1;
     while (w0 < ns && in->steps[w0].phase == DM_PHASE_SETUP)
         w0++;
@@ -542,160 +577,193 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
                   in->steps[w1].phase != DM_PHASE_SETUP;
          w1++)
         ;
-    p.w0 = w0;
-    p.w1 = w1;
+    p->w0 = w0;
+    p->w1 = w1;
     for (int32_t b = 0; b < nb; b++)
-        p.a_step[b] = p.f_step[b] = -1;
+        p->a_step[b] = p->f_step[b] = -1;
     for (size_t e = 0; e < in->n_ev; e++) {
         const struct dm_event *ev = &in->ev[e];
-        if (ev->kind == DM_EV_ALLOC && p.a_step[ev->buf] < 0)
-            p.a_step[ev->buf] = ev->step;
-        else if (ev->kind == DM_EV_FREE && p.f_step[ev->buf] < 0)
-            p.f_step[ev->buf] = ev->step;
+        if (ev->kind == DM_EV_ALLOC && p->a_step[ev->buf] < 0)
+            p->a_step[ev->buf] = ev->step;
+        else if (ev->kind == DM_EV_FREE && p->f_step[ev->buf] < 0)
+            p->f_step[ev->buf] = ev->step;
     }
     for (int32_t i = 0; i < g->n_nodes; i++)
-        p.fwd[i] = p.bwd[i] = -1;
+        p->fwd[i] = p->bwd[i] = -1;
     for (int32_t k = w0; k < w1; k++) {
         int32_t n = in->steps[k].node;
         if (n < 0 || n >= g->n_nodes)
             continue;
-        if (in->steps[k].phase == DM_PHASE_FORWARD && p.fwd[n] < 0)
-            p.fwd[n] = k;
-        else if (in->steps[k].phase == DM_PHASE_BACKWARD && p.bwd[n] < 0)
-            p.bwd[n] = k;
+        if (in->steps[k].phase == DM_PHASE_FORWARD && p->fwd[n] < 0)
+            p->fwd[n] = k;
+        else if (in->steps[k].phase == DM_PHASE_BACKWARD && p->bwd[n] < 0)
+            p->bwd[n] = k;
     }
-    readers(&p, o->train);
-    /* the step at which each parameter's gradient is whole: the last
-     * backward step of a node reading it (rule 3) */
+}
+
+/* The step at which each parameter's gradient is whole: the last backward
+ * step of a node reading it (rule 3). */
+static void grads_whole(struct plan *p)
+{
+    const struct dm_graph *g = p->g;
     for (int32_t x = 0; x < g->n_tensors; x++)
-        p.done[x] = -1;
+        p->done[x] = -1;
     for (int32_t i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_in; k++) {
             int32_t x = g->nodes[i].in[k];
-            if (x >= 0 && p.bwd[i] > p.done[x])
-                p.done[x] = p.bwd[i];
+            if (x >= 0 && p->bwd[i] > p->done[x])
+                p->done[x] = p->bwd[i];
         }
+}
+
+/* Each buffer's kind, and for the step's temporaries the step they die at. */
+static void classify(struct plan *p, const struct dm_xla_opts *o, struct dm_xla_stats *st)
+{
+    const struct dm_schedule *in = p->in;
+    int32_t nb = in->n_buf, w0 = p->w0, w1 = p->w1;
     for (int32_t b = 0; b < nb; b++) {
         const struct dm_buffer *bf = &in->buf[b];
-        int32_t a = p.a_step[b];
+        int32_t a = p->a_step[b];
         uint8_t c = bf->category;
-        p.jfree[b] = -1;
+        p->jfree[b] = -1;
         if (a < 0)
-            p.kind[b] = K_NONE;
+            p->kind[b] = K_NONE;
         else if (a < w0)
-            p.kind[b] = K_SETUP;
+            p->kind[b] = K_SETUP;
         else if (a >= w1)
-            p.kind[b] = K_LATER;
+            p->kind[b] = K_LATER;
         else if (c == DNNMEM_CAT_WEIGHT || c == DNNMEM_CAT_INPUT || c == DNNMEM_CAT_OPTIMIZER ||
                  c == DNNMEM_CAT_KV_CACHE)
-            p.kind[b] = K_ENTRY;
-        else if (!o->train && (p.f_step[b] < a || p.f_step[b] >= w1))
-            p.kind[b] = K_OUT;
+            p->kind[b] = K_ENTRY;
+        else if (!o->train && (p->f_step[b] < a || p->f_step[b] >= w1))
+            p->kind[b] = K_OUT;
         else
-            p.kind[b] = K_TEMP;
-        if (p.kind[b] == K_TEMP) {
+            p->kind[b] = K_TEMP;
+        if (p->kind[b] == K_TEMP) {
             /* a value nothing frees in the step is a parameter's
              * gradient: its update runs once it is whole (rule 3), or, with
              * no backward step reading the parameter, at the step's end */
-            p.jfree[b] = p.f_step[b] >= a && p.f_step[b] < w1 ? p.f_step[b] : w1 - 1;
-            if (c == DNNMEM_CAT_GRADIENT && !(p.f_step[b] >= a && p.f_step[b] < w1) &&
-                bf->tensor >= 0 && p.done[bf->tensor] >= 0)
-                p.jfree[b] = p.done[bf->tensor] > a ? p.done[bf->tensor] : a;
+            p->jfree[b] = p->f_step[b] >= a && p->f_step[b] < w1 ? p->f_step[b] : w1 - 1;
+            if (c == DNNMEM_CAT_GRADIENT && !(p->f_step[b] >= a && p->f_step[b] < w1) &&
+                bf->tensor >= 0 && p->done[bf->tensor] >= 0)
+                p->jfree[b] = p->done[bf->tensor] > a ? p->done[bf->tensor] : a;
             st->values++;
             if ((c == DNNMEM_CAT_TEMPORARY || c == DNNMEM_CAT_GRADIENT) && is_grad(bf))
-                p.grads_at[a]++;
+                p->grads_at[a]++;
         }
     }
+}
 
-    /* rule 1: fusion, in allocation order (buffers are numbered in it) */
+/* Rule 1: fusion, in allocation order (buffers are numbered in it). */
+static void fuse(struct plan *p, struct dm_xla_stats *st)
+{
+    const struct dm_schedule *in = p->in;
+    int32_t nb = in->n_buf, ns = in->n_steps;
     for (int32_t k = 0; k < ns; k++)
-        p.red[k] = k;
+        p->red[k] = k;
     for (int32_t b = 0; b < nb; b++) {
-        if (p.kind[b] != K_TEMP)
+        if (p->kind[b] != K_TEMP)
             continue;
         const struct dm_buffer *bf = &in->buf[b];
-        if (in->steps[p.a_step[b]].phase == DM_PHASE_OPTIMIZER &&
+        if (in->steps[p->a_step[b]].phase == DM_PHASE_OPTIMIZER &&
             bf->category == DNNMEM_CAT_TEMPORARY) {
-            p.fused[b] = true; /* the update's elementwise temporaries */
+            p->fused[b] = true; /* the update's elementwise temporaries */
             st->fused_update++;
             continue;
         }
-        int32_t to = fuses_forward(&p, b), from = p.a_step[b];
+        int32_t to = fuses_forward(p, b), from = p->a_step[b];
         bool bw = false;
         if (to < 0) {
-            to = fuses_backward(&p, b);
+            to = fuses_backward(p, b);
             bw = to >= 0;
         }
         if (to < 0)
             continue;
-        p.fused[b] = true;
+        p->fused[b] = true;
         if (bw)
             st->fused_backward++;
         else
             st->fused_forward++;
         /* its producer's reads now happen in the reader's kernel */
-        int32_t rf = find(p.red, from), rt = find(p.red, to);
+        int32_t rf = find(p->red, from), rt = find(p->red, to);
         if (rf != rt && rf < rt)
-            p.red[rf] = rt;
+            p->red[rf] = rt;
     }
+}
 
-    /* free steps after fusion, and the values freed at each step (CSR) */
-    fr_start = calloc((size_t)ns + 2, sizeof *fr_start);
-    fr_list = malloc(((size_t)nb + 1) * sizeof *fr_list);
-    grp = malloc(((size_t)nb + 1) * sizeof *grp);
-    t0 = malloc(((size_t)nb + 1) * sizeof *t0);
-    t1 = malloc(((size_t)nb + 1) * sizeof *t1);
-    ended = calloc((size_t)nb + 1, sizeof *ended);
-    if (!fr_start || !fr_list || !grp || !t0 || !t1 || !ended)
-        goto oom;
+/* Free steps after fusion, and the values freed at each step (CSR). */
+static enum dnnmem_status free_lists(struct xla *x)
+{
+    struct plan *p = &x->p;
+    const struct dm_schedule *in = p->in;
+    int32_t nb = in->n_buf, ns = in->n_steps;
+    x->fr_start = calloc((size_t)ns + 2, sizeof *x->fr_start);
+    x->fr_list = malloc(((size_t)nb + 1) * sizeof *x->fr_list);
+    x->grp = malloc(((size_t)nb + 1) * sizeof *x->grp);
+    x->t0 = malloc(((size_t)nb + 1) * sizeof *x->t0);
+    x->t1 = malloc(((size_t)nb + 1) * sizeof *x->t1);
+    x->ended = calloc((size_t)nb + 1, sizeof *x->ended);
+    if (!x->fr_start || !x->fr_list || !x->grp || !x->t0 || !x->t1 || !x->ended)
+        return xla_oom(x);
+    int32_t *fr_start = x->fr_start;
     int32_t n_heap = 0;
     for (int32_t b = 0; b < nb; b++) {
-        grp[b] = -1;
-        if (p.kind[b] != K_TEMP || p.fused[b] || in->buf[b].bytes == 0)
+        x->grp[b] = -1;
+        if (p->kind[b] != K_TEMP || p->fused[b] || in->buf[b].bytes == 0)
             continue;
-        p.jfree[b] = find(p.red, p.jfree[b]);
-        fr_start[p.jfree[b] + 1]++;
+        p->jfree[b] = find(p->red, p->jfree[b]);
+        fr_start[p->jfree[b] + 1]++;
         n_heap++;
     }
+    x->n_heap = n_heap;
     for (int32_t k = 0; k < ns; k++)
         fr_start[k + 1] += fr_start[k];
-    {
-        int32_t *ff = calloc((size_t)ns + 1, sizeof *ff);
-        if (!ff)
-            goto oom;
-        for (int32_t b = 0; b < nb; b++)
-            if (p.kind[b] == K_TEMP && !p.fused[b] && in->buf[b].bytes > 0)
-                fr_list[fr_start[p.jfree[b]] + ff[p.jfree[b]]++] = b;
-        free(ff);
-    }
+    int32_t *ff = calloc((size_t)ns + 1, sizeof *ff);
+    if (!ff)
+        return xla_oom(x);
+    for (int32_t b = 0; b < nb; b++)
+        if (p->kind[b] == K_TEMP && !p->fused[b] && in->buf[b].bytes > 0)
+            x->fr_list[fr_start[p->jfree[b]] + ff[p->jfree[b]]++] = b;
+    free(ff);
+    return DNNMEM_OK;
+}
 
-    /* rule 2 and the heap's clock: the step's own events in their order
-     * (an op's outputs, then its dying operands; a composite step such as
-     * the loss op by op); a value is defined, or shares a dying operand's
-     * buffer (Free, then ShareWith); a value whose last reader moved later
-     * (rule 1) is freed at the end of that reader's step */
+/* Rule 2 and the heap's clock: the step's own events in their order
+ * (an op's outputs, then its dying operands; a composite step such as
+ * the loss op by op); a value is defined, or shares a dying operand's
+ * buffer (Free, then ShareWith); a value whose last reader moved later
+ * (rule 1) is freed at the end of that reader's step. */
+static enum dnnmem_status run_clock(struct xla *x)
+{
+    const struct plan *p = &x->p;
+    const struct dm_schedule *in = p->in;
+    int32_t nb = in->n_buf, ns = in->n_steps, w0 = p->w0, w1 = p->w1;
     int64_t clock = 0;
-    time_step = malloc(((size_t)nb * 2 + 2) * sizeof *time_step);
-    if (!time_step)
-        goto oom;
+    x->time_step = malloc(((size_t)nb * 2 + 2) * sizeof *x->time_step);
+    if (!x->time_step)
+        return xla_oom(x);
     size_t ev_at = 0;
     while (ev_at < in->n_ev && in->ev[ev_at].step < w0)
         ev_at++;
-    tick0 = malloc(((size_t)ns + 1) * sizeof *tick0);
-    tick1 = malloc(((size_t)ns + 1) * sizeof *tick1);
-    if (!tick0 || !tick1)
-        goto oom;
+    x->tick0 = malloc(((size_t)ns + 1) * sizeof *x->tick0);
+    x->tick1 = malloc(((size_t)ns + 1) * sizeof *x->tick1);
+    if (!x->tick0 || !x->tick1)
+        return xla_oom(x);
+    int32_t *time_step = x->time_step, *fr_start = x->fr_start, *fr_list = x->fr_list;
+    int32_t *grp = x->grp;
+    int64_t *t0 = x->t0, *t1 = x->t1, *tick0 = x->tick0, *tick1 = x->tick1;
+    bool *ended = x->ended;
     for (int32_t k = 0; k < ns; k++)
         tick0[k] = tick1[k] = 0;
     for (int32_t k = w0; k < w1; k++) {
-        bool can_share = shares_at(&p, k);
+        bool can_share = shares_at(p, k);
         tick0[k] = clock;
         for (; ev_at < in->n_ev && in->ev[ev_at].step == k; ev_at++) {
             int32_t v = in->ev[ev_at].buf;
-            if (p.kind[v] != K_TEMP || p.fused[v] || in->buf[v].bytes == 0)
+            if (p->kind[v] != K_TEMP || p->fused[v] || in->buf[v].bytes == 0)
                 continue;
             if (in->ev[ev_at].kind == DM_EV_FREE) {
-                if (p.jfree[v] == k && !ended[v]) {
+                if (p->jfree[v] == k && !ended[v]) {
                     time_step[clock] = k;
                     t1[v] = clock++;
                     ended[v] = true;
@@ -707,7 +775,7 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
             for (int32_t r = fr_start[k]; can_share && d < 0 && r < fr_start[k + 1]; r++) {
                 int32_t c = fr_list[r];
                 const struct dm_buffer *cb = &in->buf[c];
-                if (!ended[c] && p.a_step[c] < k && cb->bytes == vb->bytes &&
+                if (!ended[c] && p->a_step[c] < k && cb->bytes == vb->bytes &&
                     cb->dtype == vb->dtype)
                     d = c;
             }
@@ -716,7 +784,7 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
                 t1[d] = clock++;
                 ended[d] = true;
                 grp[v] = grp[d];
-                st->shared++;
+                x->st->shared++;
             } else {
                 grp[v] = v;
             }
@@ -733,33 +801,56 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
         }
         tick1[k] = clock;
     }
+    x->clock = clock;
+    return DNNMEM_OK;
+}
 
-    /* parameters with a gradient are updated (and returned) by the step */
-    param = calloc((size_t)g->n_tensors + 1, sizeof *param);
-    if (!param)
-        goto oom;
+/* Parameters with a gradient are updated (and returned) by the step; rule 6:
+ * temporaries into the live-out allocations before their values are made. */
+static enum dnnmem_status host(struct xla *x)
+{
+    const struct plan *p = &x->p;
+    const struct dm_schedule *in = p->in;
+    int32_t nb = in->n_buf;
+    x->param = calloc((size_t)p->g->n_tensors + 1, sizeof *x->param);
+    if (!x->param)
+        return xla_oom(x);
     for (int32_t b = 0; b < nb; b++)
-        if (p.kind[b] == K_TEMP && in->buf[b].category == DNNMEM_CAT_GRADIENT &&
+        if (p->kind[b] == K_TEMP && in->buf[b].category == DNNMEM_CAT_GRADIENT &&
             in->buf[b].tensor >= 0)
-            param[in->buf[b].tensor] = true;
+            x->param[in->buf[b].tensor] = true;
 
-    /* rule 6: temporaries into the live-out allocations before their
-     * values are made */
-    hosted = calloc((size_t)nb + 1, sizeof *hosted);
-    if (!hosted)
-        goto oom;
-    s = host_in_outputs(&p, param, o, grp, t0, t1, tick0, tick1, clock, hosted, st);
+    x->hosted = calloc((size_t)nb + 1, sizeof *x->hosted);
+    if (!x->hosted)
+        return xla_oom(x);
+    enum dnnmem_status s = host_in_outputs(p, x->param, x->o, x->grp, x->t0, x->t1, x->tick0,
+                                           x->tick1, x->clock, x->hosted, x->st);
     if (s != DNNMEM_OK)
-        goto oom;
+        return xla_oom(x);
+    return DNNMEM_OK;
+}
 
-    /* the groups into the heap simulator; the no-fragmentation peak */
-    hb = malloc(((size_t)n_heap + 1) * sizeof *hb);
+/* The groups into the heap simulator; the no-fragmentation peak; each
+ * buffer's offset in the temp. */
+static enum dnnmem_status simulate_heap(struct xla *x, uint64_t align)
+{
+    const struct plan *p = &x->p;
+    const struct dm_schedule *in = p->in;
+    const struct dm_xla_opts *o = x->o;
+    struct dm_xla_stats *st = x->st;
+    int32_t nb = in->n_buf;
+    const int32_t *grp = x->grp;
+    const int64_t *t0 = x->t0, *t1 = x->t1;
+    const bool *hosted = x->hosted;
+    int64_t clock = x->clock;
+    enum dnnmem_status s;
+    struct dm_heap_buf *hb = malloc(((size_t)x->n_heap + 1) * sizeof *hb);
     int32_t *slot = malloc(((size_t)nb + 1) * sizeof *slot);
-    add = calloc((size_t)clock + 2, sizeof *add);
-    rem = calloc((size_t)clock + 2, sizeof *rem);
+    uint64_t *add = calloc((size_t)clock + 2, sizeof *add); /* per tick: bytes defined */
+    uint64_t *rem = calloc((size_t)clock + 2, sizeof *rem); /* per tick: bytes freed */
     if (!hb || !slot || !add || !rem) {
-        free(slot);
-        goto oom;
+        s = xla_oom(x);
+        goto done;
     }
     int32_t n_grp = 0;
     for (int32_t b = 0; b < nb; b++) {
@@ -775,8 +866,8 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
         bool ok = dm_uadd_ok(add[t0[b]], in->buf[b].bytes, &add[t0[b]]) &&
                   dm_uadd_ok(rem[t1[b]], in->buf[b].bytes, &rem[t1[b]]);
         if (!ok) {
-            free(slot);
-            goto overflow;
+            s = xla_overflow(x);
+            goto done;
         }
     }
     st->heap_values = n_grp;
@@ -785,8 +876,8 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     int64_t best_t = -1;
     for (int64_t k = 0; k < clock; k++) {
         if (!dm_uadd_ok(live, add[k], &live)) {
-            free(slot);
-            goto overflow;
+            s = xla_overflow(x);
+            goto done;
         }
         if (live > best) {
             best = live;
@@ -796,38 +887,49 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     }
     st->live_peak = best;
     if (best_t >= 0) {
-        st->peak_step = time_step[best_t];
+        st->peak_step = x->time_step[best_t];
         for (int32_t b = 0; b < nb; b++) /* each part of `best`: no overflow */
             if (grp[b] >= 0 && !hosted[grp[b]] && t0[b] <= best_t && best_t <= t1[b])
                 st->peak_bytes[in->buf[b].category] += in->buf[b].bytes;
     }
     s = dm_heap_choose_best(hb, (size_t)n_grp, align, &st->heap);
     for (int32_t b = 0; o->offsets && b < nb; b++)
-        o->offsets[b] = p.fused[b]                        ? DM_XLA_FUSED
+        o->offsets[b] = p->fused[b]                       ? DM_XLA_FUSED
                         : grp[b] >= 0 && hosted[grp[b]] ? DM_XLA_IN_OUTPUT
                         : grp[b] >= 0 && s == DNNMEM_OK ? (int64_t)hb[slot[grp[b]]].offset
-                        : p.kind[b] == K_TEMP             ? DM_XLA_EMPTY
+                        : p->kind[b] == K_TEMP            ? DM_XLA_EMPTY
                                                           : DM_XLA_NOT_TEMP;
+    if (s != DNNMEM_OK)
+        s = dm_fail(x->err, s, "%s: the XLA heap simulation failed (byte counts overflow)",
+                    x->path);
+done:
     free(slot);
-    if (s != DNNMEM_OK) {
-        s = dm_fail(err, s, "%s: the XLA heap simulation failed (byte counts overflow)", path);
-        goto done;
-    }
+    free(hb);
+    free(add);
+    free(rem);
+    return s;
+}
 
-    /* the output schedule: the input's steps with a "call" step opening
-     * each iteration's window, its setup events, the entry parameters made
-     * in the step moved before it, and per call the outputs and the temp */
+/* The output schedule's steps: the input's steps with a "call" step opening
+ * each iteration's window. */
+static enum dnnmem_status out_steps(struct xla *x)
+{
+    const struct dm_schedule *in = x->p.in;
+    struct dm_schedule *out = x->out;
+    int32_t ns = in->n_steps, w0 = x->p.w0;
     int32_t n_it = 0;
     for (int32_t k = w0; k < ns; k++)
         if (in->steps[k].phase != DM_PHASE_SETUP && in->steps[k].iteration > n_it)
             n_it = in->steps[k].iteration;
-    call_step = malloc(((size_t)n_it + 2) * sizeof *call_step);
-    win_first = malloc(((size_t)n_it + 2) * sizeof *win_first);
-    win_last = malloc(((size_t)n_it + 2) * sizeof *win_last);
-    map = malloc(((size_t)ns + 1) * sizeof *map);
+    x->n_it = n_it;
+    x->call_step = malloc(((size_t)n_it + 2) * sizeof *x->call_step);
+    x->win_first = malloc(((size_t)n_it + 2) * sizeof *x->win_first);
+    x->win_last = malloc(((size_t)n_it + 2) * sizeof *x->win_last);
+    x->map = malloc(((size_t)ns + 1) * sizeof *x->map);
     out->steps = malloc(((size_t)ns + (size_t)n_it + 1) * sizeof *out->steps);
-    if (!call_step || !win_first || !win_last || !map || !out->steps)
-        goto oom;
+    if (!x->call_step || !x->win_first || !x->win_last || !x->map || !out->steps)
+        return xla_oom(x);
+    int32_t *call_step = x->call_step, *win_first = x->win_first, *win_last = x->win_last;
     for (int32_t it = 0; it <= n_it; it++)
         win_first[it] = win_last[it] = call_step[it] = -1;
     for (int32_t k = w0; k < ns; k++) {
@@ -845,36 +947,65 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
             call_step[it] = n_os;
             out->steps[n_os++] = (struct dm_step){DM_PHASE_FORWARD, (int16_t)it, -1};
         }
-        map[k] = n_os;
+        x->map[k] = n_os;
         out->steps[n_os++] = in->steps[k];
     }
     out->n_steps = out->cap_steps = n_os;
+    return DNNMEM_OK;
+}
 
+/* The buffers of one generation of outputs, the entry bytes, and room for
+ * the output's buffers and events. */
+static enum dnnmem_status out_alloc(struct xla *x)
+{
+    const struct plan *p = &x->p;
+    const struct dm_schedule *in = p->in;
+    const struct dm_xla_opts *o = x->o;
+    struct dm_xla_stats *st = x->st;
+    int32_t nb = in->n_buf, n_it = x->n_it;
     int32_t n_gen = 0; /* buffers of one generation of outputs */
     for (int32_t b = 0; b < nb; b++) {
         const struct dm_buffer *bf = &in->buf[b];
-        if (returned(&p, param, o, b))
+        if (returned(p, x->param, o, b))
             n_gen++;
-        if ((p.kind[b] == K_SETUP || p.kind[b] == K_ENTRY) &&
+        if ((p->kind[b] == K_SETUP || p->kind[b] == K_ENTRY) &&
             !dm_uadd_ok(st->entry_bytes, bf->bytes, &st->entry_bytes))
-            goto overflow;
+            return xla_overflow(x);
     }
-    gen = malloc(((size_t)n_gen + 1) * sizeof *gen);  /* input buffer of each output */
-    prev = malloc(((size_t)n_gen + 1) * sizeof *prev); /* the generation before */
+    x->gen = malloc(((size_t)n_gen + 1) * sizeof *x->gen);   /* input buffer of each output */
+    x->prev = malloc(((size_t)n_gen + 1) * sizeof *x->prev); /* the generation before */
     size_t cap_ob = (size_t)nb + (size_t)n_it * ((size_t)n_gen + 1) + 1;
-    ob = malloc(cap_ob * sizeof *ob);
+    x->ob = malloc(cap_ob * sizeof *x->ob);
     size_t cap_oe = in->n_ev + (size_t)nb + (size_t)n_it * (2 * (size_t)n_gen + 2) + 1;
-    oe = malloc(cap_oe * sizeof *oe);
-    if (!gen || !prev || !ob || !oe)
-        goto oom;
+    x->oe = malloc(cap_oe * sizeof *x->oe);
+    if (!x->gen || !x->prev || !x->ob || !x->oe)
+        return xla_oom(x);
     n_gen = 0;
     for (int32_t b = 0; b < nb; b++) {
-        if (returned(&p, param, o, b)) {
-            gen[n_gen] = b;
-            prev[n_gen] = o->train ? b : -1; /* training: the inputs go after the first call */
+        if (returned(p, x->param, o, b)) {
+            x->gen[n_gen] = b;
+            x->prev[n_gen] = o->train ? b : -1; /* training: the inputs go after the first call */
             n_gen++;
         }
     }
+    x->n_gen = n_gen;
+    return DNNMEM_OK;
+}
+
+/* The output's buffers and events: its setup events, the entry parameters
+ * made in the step moved before it, and per call the outputs and the temp. */
+static enum dnnmem_status out_events(struct xla *x)
+{
+    const struct plan *p = &x->p;
+    const struct dm_schedule *in = p->in;
+    struct dm_schedule *out = x->out;
+    struct dm_xla_stats *st = x->st;
+    int32_t nb = in->n_buf, n_it = x->n_it, n_gen = x->n_gen, w0 = p->w0;
+    const int32_t *call_step = x->call_step, *win_last = x->win_last, *map = x->map;
+    const int32_t *gen = x->gen;
+    int32_t *prev = x->prev;
+    struct dm_buffer *ob = x->ob;
+    struct oev *oe = x->oe;
     memcpy(ob, in->buf, (size_t)nb * sizeof *ob);
     int32_t n_ob = nb;
     size_t n_oe = 0;
@@ -882,7 +1013,7 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     int32_t setup_at = w0 > 0 ? map[w0 - 1] : (n_it >= 1 ? call_step[1] : 0);
     for (size_t e = 0; e < in->n_ev; e++) {
         const struct dm_event *ev = &in->ev[e];
-        uint8_t k = p.kind[ev->buf];
+        uint8_t k = p->kind[ev->buf];
         if (k == K_SETUP) {
             oe[n_oe++] = (struct oev){map[ev->step], seq++, {ev->kind, ev->buf, map[ev->step]}};
         } else if (k == K_ENTRY && ev->kind == DM_EV_ALLOC) { /* before the first call */
@@ -900,7 +1031,7 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
             int32_t id = n_ob++;
             ob[id] = in->buf[gen[q]];
             if (!dm_uadd_ok(out_bytes, ob[id].bytes, &out_bytes))
-                goto overflow;
+                return xla_overflow(x);
             oe[n_oe++] = (struct oev){cs, seq++, {DM_EV_ALLOC, id, cs}};
             if (prev[q] >= 0) /* the previous generation, once the call returns */
                 oe[n_oe++] = (struct oev){es, INT64_MAX / 2 + seq++, {DM_EV_FREE, prev[q], es}};
@@ -921,44 +1052,49 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     qsort(oe, n_oe, sizeof *oe, cmp_oev);
     out->buf = ob;
     out->n_buf = out->cap_buf = n_ob;
-    ob = NULL;
+    x->ob = NULL;
     out->ev = malloc((n_oe + 1) * sizeof *out->ev);
     if (!out->ev)
-        goto oom;
+        return xla_oom(x);
     for (size_t k = 0; k < n_oe; k++)
         out->ev[k] = oe[k].ev;
     out->n_ev = out->cap_ev = n_oe;
-    goto done;
-overflow:
-    s = dm_fail(err, DNNMEM_E_SHAPE, "%s: the step's byte counts overflow", path);
-    goto done;
-oom:
-    s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory planning XLA's buffers", path);
+    return DNNMEM_OK;
+}
+
+enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *t,
+                               const struct dm_schedule *in, const struct dm_xla_opts *o,
+                               struct dm_schedule *out, struct dm_xla_stats *st,
+                               struct dnnmem_error *err)
+{
+    memset(out, 0, sizeof *out);
+    memset(st, 0, sizeof *st);
+    st->peak_step = -1;
+    const char *path = g && g->path ? g->path : "schedule";
+    if (!g || !in || !o)
+        return dm_fail(err, DNNMEM_E_INTERNAL, "%s: XLA plan without a graph", path);
+    uint64_t align = o->alignment ? o->alignment : XLA_GPU_ALIGN;
+    struct xla x = {.p = {.g = g, .t = t, .in = in, .train = o->train},
+                    .o = o, .out = out, .st = st, .err = err, .path = path};
+    enum dnnmem_status s = DNNMEM_OK;
+    if (!alloc_arrays(&x.p, (size_t)in->n_buf, (size_t)in->n_steps, (size_t)g->n_nodes,
+                      (size_t)g->n_tensors)) {
+        s = xla_oom(&x);
+        goto done;
+    }
+    find_window(&x.p);
+    readers(&x.p, o->train);
+    grads_whole(&x.p);
+    classify(&x.p, o, st);
+    fuse(&x.p, st);
+    if ((s = free_lists(&x)) != DNNMEM_OK || (s = run_clock(&x)) != DNNMEM_OK ||
+        (s = host(&x)) != DNNMEM_OK || (s = simulate_heap(&x, align)) != DNNMEM_OK ||
+        (s = out_steps(&x)) != DNNMEM_OK || (s = out_alloc(&x)) != DNNMEM_OK)
+        goto done;
+    s = out_events(&x);
 done:
     if (s != DNNMEM_OK)
         dm_schedule_free(out);
-    plan_free(&p);
-    free(fr_start);
-    free(fr_list);
-    free(grp);
-    free(t0);
-    free(t1);
-    free(add);
-    free(rem);
-    free(time_step);
-    free(call_step);
-    free(win_first);
-    free(win_last);
-    free(map);
-    free(prev);
-    free(gen);
-    free(ended);
-    free(param);
-    free(hosted);
-    free(tick0);
-    free(tick1);
-    free(hb);
-    free(oe);
-    free(ob);
+    xla_free(&x);
     return s;
 }
