@@ -367,19 +367,27 @@ static struct tb *tape_cnn(void)
     return b;
 }
 
+/* One training step of SGD on a sum loss at batch 4, no context, with the
+ * timeline: the rule tests' setting. */
+static void step_cfg(struct dnnmem_config *cfg, enum dnnmem_framework fw,
+                     enum dnnmem_tf_execution exec)
+{
+    dnnmem_config_init(cfg);
+    cfg->mode = DNNMEM_MODE_TRAIN;
+    cfg->optimizer = DNNMEM_OPT_SGD;
+    cfg->loss = DNNMEM_LOSS_SUM;
+    cfg->batch_size = 4;
+    cfg->cuda_context_bytes = 0;
+    cfg->framework = fw;
+    cfg->tf_execution = exec;
+    cfg->timeline = true;
+}
+
 static struct dnnmem_result *tf_train(struct tb *b, enum dnnmem_framework fw,
                                       enum dnnmem_tf_execution exec)
 {
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
-    cfg.mode = DNNMEM_MODE_TRAIN;
-    cfg.optimizer = DNNMEM_OPT_SGD;
-    cfg.loss = DNNMEM_LOSS_SUM;
-    cfg.batch_size = 4;
-    cfg.cuda_context_bytes = 0;
-    cfg.framework = fw;
-    cfg.tf_execution = exec;
-    cfg.timeline = true;
+    step_cfg(&cfg, fw, exec);
     return estimate_cfg(b, &cfg);
 }
 
@@ -407,18 +415,6 @@ static uint64_t saved_bytes(struct tb *b, enum dnnmem_framework fw, enum dnnmem_
 static uint64_t tape_saved(struct tb *b)
 {
     return saved_bytes(b, DNNMEM_FW_TENSORFLOW, DNNMEM_TF_EAGER);
-}
-
-static void tb_attr_float(struct tb *b, const char *key, float v)
-{
-    Onnx__AttributeProto *a = tb_calloc(b, 1, sizeof *a);
-    onnx__attribute_proto__init(a);
-    a->name = tb_str(b, key);
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
-    a->has_f = 1;
-    a->f = v;
-    TB_PUSH(b, &b->last->attribute, &b->last->n_attribute, a);
 }
 
 /* Exporters' decompositions of one PyTorch kernel, lifted back (lift.c), as
@@ -480,13 +476,7 @@ static void test_inplace_clone(void **state)
             tb_node(b, ops[k], "op", "h1", "y");
         tb_output(b, "y");
         struct dnnmem_config cfg;
-        dnnmem_config_init(&cfg);
-        cfg.mode = DNNMEM_MODE_TRAIN;
-        cfg.optimizer = DNNMEM_OPT_SGD;
-        cfg.loss = DNNMEM_LOSS_SUM;
-        cfg.batch_size = 4;
-        cfg.cuda_context_bytes = 0;
-        cfg.timeline = true;
+        step_cfg(&cfg, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER);
         if (k == 3)
             cfg.inplace = DNNMEM_INPLACE_NONE;
         struct dnnmem_result *r = estimate_cfg(b, &cfg);

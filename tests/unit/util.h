@@ -222,6 +222,18 @@ static inline void tb_attr_int(struct tb *b, const char *key, int64_t v)
     TB_PUSH(b, &b->last->attribute, &b->last->n_attribute, a);
 }
 
+static inline void tb_attr_float(struct tb *b, const char *key, float v)
+{
+    Onnx__AttributeProto *a = tb_calloc(b, 1, sizeof *a);
+    onnx__attribute_proto__init(a);
+    a->name = tb_str(b, key);
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    a->has_f = 1;
+    a->f = v;
+    TB_PUSH(b, &b->last->attribute, &b->last->n_attribute, a);
+}
+
 /* Serialize; the caller frees the returned buffer. */
 static inline uint8_t *tb_pack(struct tb *b, size_t *len)
 {
