@@ -308,6 +308,201 @@ static void quant_workspace(struct dm_sb *b, const struct dm_node *n, int32_t no
     }
 }
 
+/* ---- oneDNN's convolutions on the CPU, PyTorch 2.x ------------------------------ */
+
+/* 2.x's _mkldnn_convolution (aten/src/ATen/native/mkldnn/Conv.cpp) hands a
+ * plain NCHW input to ideep's convolution_forward, which reorders source and
+ * weights into the layouts oneDNN picks for format_tag::any and computes into
+ * an ideep-owned destination of that layout; mkldnn_to_dense then allocates
+ * the ATen output and reorders into it. All of ideep's buffers, the primitive's
+ * scratchpad included (ideep runs oneDNN in user-scratchpad mode), come from
+ * c10's CPU allocator. The layouts are oneDNN's x64 JIT kernels' on AVX-512,
+ * where a channel block is one register of 16 floats (nChw16c). Measured
+ * with torch 2.14.1 on one thread, op by op (the profiler's allocation
+ * events): tests/unit/test-estimate.c test_onednn_conv_2x. */
+#define ONEDNN_BLOCK 16
+
+/* The kernels that serve a float32 convolution, by the shape of its groups. */
+enum onednn_kernel {
+    ONEDNN_DEPTHWISE, /* one in and one out channel per group: Goihw16g weights */
+    ONEDNN_FIRST,     /* ungrouped, fewer in channels than a block: the "first
+                         convolution" kernel reads NCHW as it is, weights blocked on
+                         the out channels only */
+    ONEDNN_BLOCKED,   /* ungrouped: nChw16c source and destination, OIhw16i16o weights */
+    ONEDNN_GROUPED,   /* grouped, out channels per group a multiple of 8: a copy of the
+                         source, weights and destination of their own sizes */
+    ONEDNN_GEMM,      /* other grouped ones: gemm_convolution on the NCHW source, an
+                         im2col scratchpad, the destination plain */
+};
+
+struct onednn_conv {
+    enum onednn_kernel kernel;
+    int64_t n, c, hw, oc, ohw, k, g; /* k: kernel elements (kh * kw) */
+    bool bias, strided_1x1, small_kernel; /* small: kh, kw <= 3 */
+};
+
+static bool onednn_conv_of(const struct dm_sb *b, const struct dm_node *n, struct onednn_conv *c)
+{
+    if (!dm_has_out(n, 0))
+        return false;
+    const struct dm_tinfo *x = &b->t[n->in[0]], *w = &b->t[n->in[1]], *y = &b->t[n->out[0]];
+    if (x->rank != 4 || y->rank != 4)
+        return false;
+    int64_t cnt;
+    const int64_t *st = dm_attr_ints(n, "strides", &cnt);
+    bool strided = false;
+    for (int64_t k = 0; st && k < cnt; k++)
+        strided |= st[k] != 1;
+    *c = (struct onednn_conv){.n = x->dims[0], .c = x->dims[1], .hw = x->dims[2] * x->dims[3],
+                              .oc = y->dims[1], .ohw = y->dims[2] * y->dims[3],
+                              .k = w->dims[2] * w->dims[3], .g = dm_attr_int(n, "group", 1),
+                              .bias = dm_has_in(n, 2)};
+    c->strided_1x1 = strided && c->k == 1;
+    c->small_kernel = w->dims[2] <= 3 && w->dims[3] <= 3;
+    if (c->g < 1 || c->c % c->g || c->oc % c->g)
+        return false;
+    int64_t icg = c->c / c->g, ocg = c->oc / c->g;
+    c->kernel = c->g == 1 ? (c->c < ONEDNN_BLOCK ? ONEDNN_FIRST : ONEDNN_BLOCKED)
+                : icg == 1 && ocg == 1 ? ONEDNN_DEPTHWISE
+                : ocg % 8 == 0         ? ONEDNN_GROUPED
+                                       : ONEDNN_GEMM;
+    return true;
+}
+
+static int64_t pad_block(int64_t c) { return round_up(c, ONEDNN_BLOCK); }
+
+/* Product of three counts, -1 when it overflows. */
+static int64_t mul3(int64_t a, int64_t c, int64_t d) { return ql_mul(ql_mul(a, c), d); }
+
+/* One entry of a oneDNN scratchpad, in bytes: what the kernel books plus the
+ * 128 B alignment the registry adds to each (memory_tracking.hpp,
+ * registry_t::book, default_alignment; measured: the padded bias of a
+ * 24-channel output is 32 * 4 + 128 = 256 B). */
+static int64_t scratch_entry(int64_t floats) { return floats > 0 ? ql_mul(floats, 4) + 128 : 0; }
+
+/* The forward scratchpad: the bias padded to whole blocks (when the out
+ * channels are not), the 1x1 strided kernel's copy of the strided source
+ * ("rtus", one image per thread: one thread assumed), gemm_convolution's
+ * im2col columns (one image, one group). */
+static int64_t onednn_scratch(const struct onednn_conv *c)
+{
+    int64_t bytes = 0;
+    if (c->kernel == ONEDNN_GEMM)
+        return scratch_entry(mul3(c->c / c->g, c->k, c->ohw));
+    if (c->kernel == ONEDNN_GROUPED)
+        return 0;
+    if (c->bias && c->oc % ONEDNN_BLOCK)
+        bytes = scratch_entry(pad_block(c->oc));
+    if (c->strided_1x1 && c->kernel != ONEDNN_DEPTHWISE)
+        bytes += scratch_entry(ql_mul(pad_block(c->c), c->ohw));
+    return bytes;
+}
+
+/* Elements of the source, weight and destination oneDNN computes with
+ * (0: it uses the plain tensor itself). */
+static void onednn_sizes(const struct onednn_conv *c, int64_t *src, int64_t *wei, int64_t *dst)
+{
+    int64_t icg = c->c / c->g;
+    switch (c->kernel) {
+    case ONEDNN_DEPTHWISE:
+        *src = mul3(c->n, pad_block(c->c), c->hw);
+        *wei = ql_mul(pad_block(c->g), c->k);
+        *dst = mul3(c->n, pad_block(c->oc), c->ohw);
+        return;
+    case ONEDNN_FIRST:
+    case ONEDNN_BLOCKED:
+        *src = c->kernel == ONEDNN_FIRST ? 0 : mul3(c->n, pad_block(c->c), c->hw);
+        *wei = mul3(pad_block(c->oc), c->kernel == ONEDNN_FIRST ? c->c : pad_block(c->c), c->k);
+        *dst = mul3(c->n, pad_block(c->oc), c->ohw);
+        return;
+    case ONEDNN_GROUPED:
+        *src = mul3(c->n, c->c, c->hw);
+        *wei = mul3(c->oc, icg, c->k);
+        *dst = mul3(c->n, c->oc, c->ohw);
+        return;
+    case ONEDNN_GEMM:
+        *src = 0;
+        *wei = 0;
+        *dst = mul3(c->n, c->oc, c->ohw);
+        return;
+    }
+}
+
+/* 2.x forward on an NCHW input, in the measured order: scratchpad, source,
+ * weight, destination; weight, source and scratchpad freed; then the caller
+ * allocates the ATen output and ws's destination is freed after it
+ * (depthwise 3x3 stride 2 on [2,96,112,112]: +9633792 source, +3456 weight,
+ * +2408448 destination, -3456, -9633792, +2408448 output, -2408448). */
+static void onednn_forward_nchw(struct dm_sb *b, const struct onednn_conv *c, int32_t node,
+                                struct dm_ws *ws)
+{
+    int64_t src, wei, dst, scratch = onednn_scratch(c);
+    onednn_sizes(c, &src, &wei, &dst);
+    int32_t sp = scratch ? ql_tmp(b, DM_UINT8, scratch, node, "onednn_scratchpad") : -1;
+    int32_t xs = src ? ql_tmp(b, DM_FLOAT, src, node, "onednn_input") : -1;
+    int32_t ws_w = wei ? ql_tmp(b, DM_FLOAT, wei, node, "onednn_weight") : -1;
+    ws->buf[0] = ql_tmp(b, DM_FLOAT, dst, node, "onednn_output");
+    dm_sb_unref(b, ws_w);
+    dm_sb_unref(b, xs);
+    dm_sb_unref(b, sp);
+}
+
+/* 2.x with a channels-last input (mkldnn_conv_use_channels_last): the input
+ * and the weight are made .contiguous(channels_last) (the weight is copied
+ * unless it has one in channel per group or a 1x1 kernel), oneDNN writes the
+ * ATen output directly and reorders the weight for the call. Backward
+ * writes grad_input directly too; the backward-weights kernel computes into
+ * a diff_weights buffer and reorders it into the weight's grad. Measured:
+ * that buffer is Goihw16g (pad16(g) * kh * kw floats) for a depthwise conv
+ * with a kernel up to 3x3, and whole 16x16 blocks per group otherwise,
+ * g * pad16(oc/g) * pad16(ic/g) * kh * kw floats: 256 times the weight of a
+ * larger depthwise kernel (19267584 B for ConvNeXt-T's 7x7 depthwise conv on
+ * [1,384,10,10], whose LayerNorm2d leaves channels-last strides; 614400 B
+ * for a 5x5 one with 24 channels). */
+static void onednn_channels_last(struct dm_sb *b, const struct onednn_conv *c, int32_t node,
+                                 bool backward, struct dm_ws *ws)
+{
+    int64_t icg = c->c / c->g, ocg = c->oc / c->g;
+    int64_t wei = mul3(c->oc, icg, c->k), dw_wei = ql_mul(pad_block(c->g), c->k);
+    bool dw = c->kernel == ONEDNN_DEPTHWISE;
+    if (icg > 1 && c->k > 1)
+        ws->buf[0] = ql_tmp(b, DM_FLOAT, wei, node, "weight (channels last)");
+    if (backward) {
+        int64_t blocks = mul3(c->g, ql_mul(pad_block(ocg), pad_block(icg)), c->k);
+        ws->buf[1] = ql_tmp(b, DM_FLOAT, dw && c->small_kernel ? dw_wei : blocks, node,
+                            "onednn_diff_weights");
+        return;
+    }
+    ws->buf[1] = ql_tmp(b, DM_FLOAT, dw ? dw_wei : wei, node, "onednn_weight");
+}
+
+/* oneDNN's buffers around a CPU convolution (forward or backward). */
+static void onednn_workspace(struct dm_sb *b, const struct dm_node *n, int32_t node, bool backward,
+                             struct dm_ws *ws)
+{
+    const struct dm_tinfo *x = &b->t[n->in[0]], *w = &b->t[n->in[1]];
+    const struct dm_tinfo *y = dm_has_out(n, 0) ? &b->t[n->out[0]] : x;
+    struct onednn_conv c;
+    if (b->run->torch_version >= 200 && onednn_conv_of(b, n, &c)) {
+        if (b->chlast[n->in[0]]) {
+            onednn_channels_last(b, &c, node, backward, ws);
+            return;
+        }
+        if (!backward) {
+            onednn_forward_nchw(b, &c, node, ws);
+            return;
+        }
+    }
+    /* 1.13 (and 2.x's NCHW backward): forward computes into a buffer of its
+     * own and reorders the weight, then copies into the ATen output; backward
+     * takes weight- and input-sized scratch (tests/validation/README.md,
+     * measured on 1.13) */
+    ws->buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, backward ? w->bytes : y->bytes,
+                             -1, node, backward ? "onednn_weight_scratch" : "onednn_output", 1);
+    ws->buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, backward ? x->bytes : w->bytes,
+                             -1, node, backward ? "onednn_input_scratch" : "onednn_weight", 1);
+}
+
 /* Autograd runs backward on a device thread of its own, which takes a second
  * cuBLAS handle from the pool, so training keeps two workspaces (inferred from
  * the handle pool's per-thread keying; runtime-facts.md §5.2). */
@@ -393,17 +588,7 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
             ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace,
                                     -1, node, "cudnn_workspace", 1);
     } else if (cpu_conv_uses_onednn(b, n)) {
-        /* oneDNN (ideep, through the c10 allocator): forward computes into a
-         * buffer of its own and reorders the weight, then copies into the ATen
-         * output; backward takes weight- and input-sized scratch
-         * (tests/validation/README.md, measured on 1.13) */
-        const struct dm_tinfo *x = &b->t[n->in[0]], *w = &b->t[n->in[1]];
-        const struct dm_tinfo *y = dm_has_out(n, 0) ? &b->t[n->out[0]] : x;
-        ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, backward ? w->bytes : y->bytes,
-                                -1, node, backward ? "onednn_weight_scratch" : "onednn_output", 1);
-        ws.buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, backward ? x->bytes : w->bytes,
-                                -1, node, backward ? "onednn_input_scratch" : "onednn_weight",
-                                1);
+        onednn_workspace(b, n, node, backward, &ws);
     }
     return ws;
 }

@@ -488,6 +488,114 @@ static void test_inplace_clone(void **state)
     assert_int_equal(at_loss[3], at_loss[0] + H);
 }
 
+/* A float32 Conv named "conv" on input x of `xdims` (through a Transpose
+ * (0, 3, 1, 2) of it when `nhwc`: channels-last strides, no copy), weight
+ * [oc, ic/g, k, k], pads k/2, `stride`, `g` groups, with a bias or not. */
+static struct tb *conv_graph(const char *xdims, bool nhwc, int64_t oc, int64_t icg, int64_t k,
+                             int64_t stride, int64_t g, bool bias)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, xdims);
+    tb_init(b, "W", F32, 4, (int64_t[]){oc, icg, k, k});
+    if (bias)
+        tb_init(b, "B", F32, 1, (int64_t[]){oc});
+    if (nhwc) {
+        tb_node(b, "Transpose", "perm", "x", "xc");
+        tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+        tb_node(b, "Relu", "act", "xc", "xr"); /* keeps the strides */
+    }
+    tb_node(b, "Conv", "conv", nhwc ? (bias ? "xr,W,B" : "xr,W") : (bias ? "x,W,B" : "x,W"), "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){k / 2, k / 2, k / 2, k / 2});
+    tb_attr_ints(b, "strides", 2, (int64_t[]){stride, stride});
+    tb_attr_int(b, "group", g);
+    tb_output(b, "y");
+    return b;
+}
+
+static struct dnnmem_result *cpu_conv(struct tb *b, int torch, bool train)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    if (train) {
+        step_cfg(&cfg, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER);
+        cfg.iterations = 1;
+    }
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = torch;
+    cfg.cpu_threads = 1;
+    cfg.batch_size = 0;
+    cfg.timeline = true;
+    return estimate_cfg(b, &cfg);
+}
+
+/* oneDNN's buffers around a CPU convolution, PyTorch 2.x (workspace.c),
+ * against the profiler's allocation events of torch 2.14.1 (one thread,
+ * AVX-512), op by op. */
+static void test_onednn_conv_2x(void **state)
+{
+    (void)state;
+    struct dnnmem_result *r;
+    /* depthwise 3x3 stride 2 on [2,96,112,112] (x 9633792 B, W 3456 B): the
+     * input reordered (9633792), the weight (3456), the blocked output
+     * (2408448); then the ATen output. Peak: x + W + the three. 1.13: its
+     * buffer and the weight's, then the output: x + W + 2 y + W */
+    r = cpu_conv(conv_graph("2,96,112,112", false, 96, 1, 3, 2, 96, false), 214, false);
+    assert_int_equal(r->peak_allocated, 9633792 + 3456 + 9633792 + 3456 + 2408448);
+    dnnmem_result_free(r);
+    r = cpu_conv(conv_graph("2,96,112,112", false, 96, 1, 3, 2, 96, false), 113, false);
+    assert_int_equal(r->peak_allocated, 9633792 + 3456 + 2408448 + 3456 + 2408448);
+    dnnmem_result_free(r);
+    /* dense 3x3, 20 -> 40 channels with a bias on [2,20,16,16]: x 40960,
+     * W 28800, B 160; measured +320 (scratchpad: the bias padded to 48
+     * floats + 128), +65536 (input, 32 channels), +55296 (weight 48x32x9),
+     * +98304 (output, 48 channels), -55296, -65536, -320, +81920 (output),
+     * -98304 */
+    r = cpu_conv(conv_graph("2,20,16,16", false, 40, 20, 3, 1, 1, true), 214, false);
+    assert_int_equal(r->peak_allocated, 40960 + 28800 + 160 + 320 + 65536 + 55296 + 98304);
+    dnnmem_result_free(r);
+    /* fewer than 16 in channels (12 -> 16, no bias): the input is read as it
+     * is, the weight blocked on the out channels only: +W, +y', -W, +y, -y'
+     * (x 24576, W 6912, y 32768) */
+    r = cpu_conv(conv_graph("2,12,16,16", false, 16, 12, 3, 1, 1, false), 214, false);
+    assert_int_equal(r->peak_allocated, 24576 + 6912 + 32768 + 32768);
+    dnnmem_result_free(r);
+    /* 2 groups of 10 -> 20 channels (out channels per group not a multiple
+     * of 8: gemm_convolution) on [2,20,16,16]: +92288 (im2col: 10 x 9 x 256
+     * floats + 128), +y', -92288, +y, -y' (x 40960, W 14400, y 81920) */
+    r = cpu_conv(conv_graph("2,20,16,16", false, 40, 10, 3, 1, 2, false), 214, false);
+    assert_int_equal(r->peak_allocated, 40960 + 14400 + 92288 + 81920);
+    dnnmem_result_free(r);
+}
+
+/* The workspace at the backward step of "conv" (its last timeline point). */
+static uint64_t conv_bwd_workspace(struct tb *b, int torch)
+{
+    struct dnnmem_result *r = cpu_conv(b, torch, true);
+    uint64_t v = last_point(r, "backward", "conv")->category_bytes[DNNMEM_CAT_WORKSPACE];
+    dnnmem_result_free(r);
+    return v;
+}
+
+/* A depthwise conv whose input has channels-last strides (layout.c) goes
+ * back through oneDNN's backward-weights kernel with whole 16x16 blocks per
+ * group: 384 x 256 x 49 floats = 19267584 B for the 7x7 conv of ConvNeXt-T
+ * on [1,384,10,10] (measured: 2.14.1, one thread, the block ConvNeXt's
+ * LayerNorm2d feeds); Goihw16g, 384 x 9 floats = 13824 B, for a 3x3 one. The
+ * same conv on an NCHW input, or under 1.13: the weight- and input-sized
+ * scratch (75264 + 153600). */
+static void test_channels_last_conv_bwd(void **state)
+{
+    (void)state;
+    assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 7, 1, 384, true), 214),
+                     19267584);
+    assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 3, 1, 384, true), 214),
+                     13824);
+    assert_int_equal(conv_bwd_workspace(conv_graph("1,384,10,10", false, 384, 1, 7, 1, 384, true), 214),
+                     75264 + 153600);
+    assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 7, 1, 384, true), 113),
+                     75264 + 153600);
+}
+
 static void test_tf_tape_rules(void **state)
 {
     (void)state;
@@ -1545,6 +1653,8 @@ int main(void)
         cmocka_unit_test(test_tf_tape_rules),
         cmocka_unit_test(test_lifted_kernels),
         cmocka_unit_test(test_inplace_clone),
+        cmocka_unit_test(test_onednn_conv_2x),
+        cmocka_unit_test(test_channels_last_conv_bwd),
         cmocka_unit_test(test_tf_graph_grad_forwarding),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);

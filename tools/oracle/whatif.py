@@ -16,12 +16,14 @@ classify: every row missing by more than 3%, with the mechanisms that explain it
 brings it within 3%; inplace-clone when the model runs hardtanh_, hardswish_,
 hardsigmoid_ or silu_ in place and `--inplace none` (which keeps those activations'
 inputs, as 2.x's clone does) brings it within 3% (both: the two together); otherwise
-the mechanism measured on its family (densenet-python-local,
-channels-last-conv-bwd), groupnorm-decomposed for an over-estimate of a model with
-GroupNorm, channels-last-conv-bwd for a training under-estimate whose largest block at the
-peak is convolution_backward's, thnn-columns for a batch-1 under-estimate with a slow_conv2d block
-live at the peak, onednn-input-reorder for another inference under-estimate, or
-`unexplained`.  Those not tested by a what-if say how they were assigned.
+the mechanism measured on its family (densenet-python-local), groupnorm-decomposed for
+an over-estimate of a model with GroupNorm, channels-last-groupnorm for a training
+under-estimate whose largest block at the peak is convolution_backward's (the
+channels-last depthwise backward, modelled, behind a GroupNorm the exporter decomposed,
+which loses the strides), thnn-columns for a batch-1 under-estimate with a slow_conv2d
+block live at the peak, or `unexplained`.  (onednn-input-reorder and
+channels-last-conv-bwd are modelled: src/schedule/workspace.c, layout.c.)
+Those not tested by a what-if say how they were assigned.
 """
 
 import argparse
@@ -109,17 +111,13 @@ def classify(r, dnnmem, out):
     fam = r["family"]
     if fam == "densenet" and r["mode"] == "inference":
         names = ["densenet-python-local"]
-    elif fam == "convnext" and r["mode"] == "train":
-        names = ["channels-last-conv-bwd"]
     elif e0 > 0 and re.search(r"[\[,]gn[,\]]", arch):
         return e0, ["groupnorm-decomposed"], "a GroupNorm in the model"
     elif e0 < 0 and r["mode"] == "train" and r["live_at_peak_top"] and \
             r["live_at_peak_top"][0]["op"].endswith("aten::convolution_backward"):
-        return e0, ["channels-last-conv-bwd"], "the largest block at the peak"
+        return e0, ["channels-last-groupnorm"], "the largest block at the peak"
     elif e0 < 0 and r["batch"] == 1 and any("_slow_conv2d" in t["op"] for t in r["live_at_peak_top"]):
         return e0, ["thnn-columns"], "a slow_conv2d block live at the peak"
-    elif e0 < 0 and r["mode"] == "inference":
-        names = ["onednn-input-reorder"]
     else:
         names = ["unexplained"]
     return e0, names, "by family" if names != ["unexplained"] else ""
