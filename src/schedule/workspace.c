@@ -471,6 +471,11 @@ static void onednn_channels_last(struct dm_sb *b, const struct onednn_conv *c, i
         int64_t blocks = mul3(c->g, ql_mul(pad_block(ocg), pad_block(icg)), c->k);
         ws->buf[1] = ql_tmp(b, DM_FLOAT, dw && c->small_kernel ? dw_wei : blocks, node,
                             "onednn_diff_weights");
+        /* and a second weight-sized tensor beside the weight's grad while
+         * both live (measured: +w +w -w after the bias grad, depthwise and
+         * dense alike; for a dense one the grad comes out channels-last and
+         * .to() copies it into the parameter's layout) */
+        ws->buf[2] = ql_tmp(b, DM_FLOAT, wei, node, "grad_weight (channels last)");
         return;
     }
     ws->buf[1] = ql_tmp(b, DM_FLOAT, dw ? dw_wei : wei, node, "onednn_weight");
@@ -501,6 +506,29 @@ static void onednn_workspace(struct dm_sb *b, const struct dm_node *n, int32_t n
                              -1, node, backward ? "onednn_weight_scratch" : "onednn_output", 1);
     ws->buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, backward ? x->bytes : w->bytes,
                              -1, node, backward ? "onednn_input_scratch" : "onednn_weight", 1);
+}
+
+/* Norms that make their input contiguous first, the copy living while the
+ * op runs: at::instance_norm runs batch_norm on input.contiguous().view(1,
+ * N * C, ...) (aten/src/ATen/native/Normalization.cpp), which copies a
+ * channels-last input (layout.c); native_layer_norm and its backward read
+ * input.expect_contiguous() (aten/src/ATen/native/layer_norm.cpp), which
+ * copies a non-contiguous view (LayerNorm2d's permute of an NCHW tensor).
+ * Measured on 2.14.1: instance_norm > aten::clone and native_layer_norm >
+ * aten::contiguous > aten::clone, input-sized, freed when the op returns.
+ * On every device; the backward's copy of a strided grad_output is not
+ * modelled (the grad's strides are not tracked). */
+static void contiguous_copy(struct dm_sb *b, const struct dm_node *n, int32_t node, bool backward,
+                            struct dm_ws *ws)
+{
+    if (!dm_has_in(n, 0))
+        return;
+    int32_t x = n->in[0];
+    bool copy = (n->op == DM_OP_InstanceNormalization && !backward && b->chlast[x]) ||
+                (n->op == DM_OP_LayerNormalization && b->strided[x]);
+    if (copy)
+        ws->buf[DM_WS_BUFS - 2] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[x].dtype, b->t[x].bytes,
+                                              -1, node, "input.contiguous()", 1);
 }
 
 /* Autograd runs backward on a device thread of its own, which takes a second
@@ -590,6 +618,7 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
     } else if (cpu_conv_uses_onednn(b, n)) {
         onednn_workspace(b, n, node, backward, &ws);
     }
+    contiguous_copy(b, n, node, backward, &ws);
     return ws;
 }
 

@@ -580,16 +580,17 @@ static uint64_t conv_bwd_workspace(struct tb *b, int torch)
  * back through oneDNN's backward-weights kernel with whole 16x16 blocks per
  * group: 384 x 256 x 49 floats = 19267584 B for the 7x7 conv of ConvNeXt-T
  * on [1,384,10,10] (measured: 2.14.1, one thread, the block ConvNeXt's
- * LayerNorm2d feeds); Goihw16g, 384 x 9 floats = 13824 B, for a 3x3 one. The
- * same conv on an NCHW input, or under 1.13: the weight- and input-sized
- * scratch (75264 + 153600). */
+ * LayerNorm2d feeds); Goihw16g, 384 x 9 floats = 13824 B, for a 3x3 one;
+ * beside it a second weight-sized tensor (75264 B, 13824 B: +w +w -w next
+ * to the weight's grad). The same conv on an NCHW input, or under 1.13: the
+ * weight- and input-sized scratch (75264 + 153600). */
 static void test_channels_last_conv_bwd(void **state)
 {
     (void)state;
     assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 7, 1, 384, true), 214),
-                     19267584);
+                     19267584 + 75264);
     assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 3, 1, 384, true), 214),
-                     13824);
+                     13824 + 13824);
     assert_int_equal(conv_bwd_workspace(conv_graph("1,384,10,10", false, 384, 1, 7, 1, 384, true), 214),
                      75264 + 153600);
     assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 7, 1, 384, true), 113),
