@@ -198,6 +198,15 @@ enum dnnmem_inplace {
     DNNMEM_INPLACE_NONE      /* every op allocates its output */
 };
 
+/* The CPU's vector ISA, which sets the layouts oneDNN's x64 kernels pick
+ * (--device cpu, PyTorch 2.x): channels blocked by 16 floats on AVX-512, by
+ * 8 on AVX2. */
+enum dnnmem_cpu_isa {
+    DNNMEM_CPU_ISA_DEFAULT = 0, /* AVX-512, the zoo's machine */
+    DNNMEM_CPU_ISA_AVX512,
+    DNNMEM_CPU_ISA_AVX2
+};
+
 struct dnnmem_dim_binding {
     const char *name; /* a symbolic dim of the model's inputs */
     int64_t value;    /* >= 0 (an empty KV cache has past length 0) */
@@ -448,6 +457,9 @@ struct dnnmem_config {
     /* CPU threads PyTorch uses (torch.get_num_threads()); 0 = several (the
      * default). With one, small-batch 1x1 convolutions use THNN, not oneDNN. */
     int cpu_threads;
+    /* The CPU's vector ISA for oneDNN's convolution buffers (PyTorch 2.x);
+     * default AVX-512. */
+    enum dnnmem_cpu_isa cpu_isa;
     /* The CUDA toolkit PyTorch was built with, major * 10 + minor (117 =
      * 11.7); 0 = default 121 (12.1). Before 11.7 modules load eagerly. */
     int cuda_version;

@@ -641,6 +641,7 @@ struct dm_run {
     uint64_t cublas_workspace;  /* per handle; 0 = none (CPU) */
     uint64_t conv_workspace;    /* per convolution call */
     int cpu_threads;            /* torch.get_num_threads() on the CPU; 0 = several */
+    enum dnnmem_cpu_isa cpu_isa; /* oneDNN's kernels' ISA on the CPU */
     enum dm_dtype amp;          /* autocast's low type (fp16/bf16), or DM_UNDEFINED */
     int compute_capability;     /* the GPU's, major * 10 + minor; 0 = 80 */
     bool tf_ops;                /* TensorFlow's per-op rules (src/train/train.c): Dropout's

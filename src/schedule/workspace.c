@@ -317,10 +317,14 @@ static void quant_workspace(struct dm_sb *b, const struct dm_node *n, int32_t no
  * the ATen output and reorders into it. All of ideep's buffers, the primitive's
  * scratchpad included (ideep runs oneDNN in user-scratchpad mode), come from
  * c10's CPU allocator. The layouts are oneDNN's x64 JIT kernels' on AVX-512,
- * where a channel block is one register of 16 floats (nChw16c). Measured
- * with torch 2.14.1 on one thread, op by op (the profiler's allocation
- * events): tests/unit/test-estimate.c test_onednn_conv_2x. */
-#define ONEDNN_BLOCK 16
+ * where a channel block is one register of 16 floats (nChw16c), on AVX2 8
+ * (--cpu-isa). Measured with torch 2.14.1 on one thread, op by op (the
+ * profiler's allocation events; AVX2 under ONEDNN_MAX_CPU_ISA=AVX2):
+ * tests/unit/test-estimate.c test_onednn_conv_2x. */
+static int64_t onednn_block(const struct dm_sb *b)
+{
+    return b->run->cpu_isa == DNNMEM_CPU_ISA_AVX2 ? 8 : 16;
+}
 
 /* The kernels that serve a float32 convolution, by the shape of its groups. */
 enum onednn_kernel {
@@ -329,8 +333,9 @@ enum onednn_kernel {
                          convolution" kernel reads NCHW as it is, weights blocked on
                          the out channels only */
     ONEDNN_BLOCKED,   /* ungrouped: nChw16c source and destination, OIhw16i16o weights */
-    ONEDNN_GROUPED,   /* grouped, out channels per group a multiple of 8: a copy of the
-                         source, weights and destination of their own sizes */
+    ONEDNN_GROUPED,   /* grouped, out channels per group a multiple of 8 (AVX2: in
+                         channels too): a copy of the source, weights and destination
+                         of their own sizes */
     ONEDNN_GEMM,      /* other grouped ones: gemm_convolution on the NCHW source, an
                          im2col scratchpad, the destination plain */
 };
@@ -338,6 +343,7 @@ enum onednn_kernel {
 struct onednn_conv {
     enum onednn_kernel kernel;
     int64_t n, c, hw, oc, ohw, k, g; /* k: kernel elements (kh * kw) */
+    int64_t block;                   /* onednn_block */
     bool bias, strided_1x1, small_kernel; /* small: kh, kw <= 3 */
 };
 
@@ -356,20 +362,21 @@ static bool onednn_conv_of(const struct dm_sb *b, const struct dm_node *n, struc
     *c = (struct onednn_conv){.n = x->dims[0], .c = x->dims[1], .hw = x->dims[2] * x->dims[3],
                               .oc = y->dims[1], .ohw = y->dims[2] * y->dims[3],
                               .k = w->dims[2] * w->dims[3], .g = dm_attr_int(n, "group", 1),
-                              .bias = dm_has_in(n, 2)};
+                              .bias = dm_has_in(n, 2), .block = onednn_block(b)};
     c->strided_1x1 = strided && c->k == 1;
     c->small_kernel = w->dims[2] <= 3 && w->dims[3] <= 3;
     if (c->g < 1 || c->c % c->g || c->oc % c->g)
         return false;
     int64_t icg = c->c / c->g, ocg = c->oc / c->g;
-    c->kernel = c->g == 1 ? (c->c < ONEDNN_BLOCK ? ONEDNN_FIRST : ONEDNN_BLOCKED)
+    bool grouped_jit = ocg % 8 == 0 && (c->block == 16 || icg % 8 == 0);
+    c->kernel = c->g == 1 ? (c->c < c->block ? ONEDNN_FIRST : ONEDNN_BLOCKED)
                 : icg == 1 && ocg == 1 ? ONEDNN_DEPTHWISE
-                : ocg % 8 == 0         ? ONEDNN_GROUPED
+                : grouped_jit          ? ONEDNN_GROUPED
                                        : ONEDNN_GEMM;
     return true;
 }
 
-static int64_t pad_block(int64_t c) { return round_up(c, ONEDNN_BLOCK); }
+static int64_t pad_block(const struct onednn_conv *c, int64_t n) { return round_up(n, c->block); }
 
 /* Product of three counts, -1 when it overflows. */
 static int64_t mul3(int64_t a, int64_t c, int64_t d) { return ql_mul(ql_mul(a, c), d); }
@@ -391,10 +398,10 @@ static int64_t onednn_scratch(const struct onednn_conv *c)
         return scratch_entry(mul3(c->c / c->g, c->k, c->ohw));
     if (c->kernel == ONEDNN_GROUPED)
         return 0;
-    if (c->bias && c->oc % ONEDNN_BLOCK)
-        bytes = scratch_entry(pad_block(c->oc));
+    if (c->bias && c->oc % c->block)
+        bytes = scratch_entry(pad_block(c, c->oc));
     if (c->strided_1x1 && c->kernel != ONEDNN_DEPTHWISE)
-        bytes += scratch_entry(ql_mul(pad_block(c->c), c->ohw));
+        bytes += scratch_entry(ql_mul(pad_block(c, c->c), c->ohw));
     return bytes;
 }
 
@@ -405,15 +412,15 @@ static void onednn_sizes(const struct onednn_conv *c, int64_t *src, int64_t *wei
     int64_t icg = c->c / c->g;
     switch (c->kernel) {
     case ONEDNN_DEPTHWISE:
-        *src = mul3(c->n, pad_block(c->c), c->hw);
-        *wei = ql_mul(pad_block(c->g), c->k);
-        *dst = mul3(c->n, pad_block(c->oc), c->ohw);
+        *src = mul3(c->n, pad_block(c, c->c), c->hw);
+        *wei = ql_mul(pad_block(c, c->g), c->k);
+        *dst = mul3(c->n, pad_block(c, c->oc), c->ohw);
         return;
     case ONEDNN_FIRST:
     case ONEDNN_BLOCKED:
-        *src = c->kernel == ONEDNN_FIRST ? 0 : mul3(c->n, pad_block(c->c), c->hw);
-        *wei = mul3(pad_block(c->oc), c->kernel == ONEDNN_FIRST ? c->c : pad_block(c->c), c->k);
-        *dst = mul3(c->n, pad_block(c->oc), c->ohw);
+        *src = c->kernel == ONEDNN_FIRST ? 0 : mul3(c->n, pad_block(c, c->c), c->hw);
+        *wei = mul3(pad_block(c, c->oc), c->kernel == ONEDNN_FIRST ? c->c : pad_block(c, c->c), c->k);
+        *dst = mul3(c->n, pad_block(c, c->oc), c->ohw);
         return;
     case ONEDNN_GROUPED:
         *src = mul3(c->n, c->c, c->hw);
@@ -463,12 +470,12 @@ static void onednn_channels_last(struct dm_sb *b, const struct onednn_conv *c, i
                                  bool backward, struct dm_ws *ws)
 {
     int64_t icg = c->c / c->g, ocg = c->oc / c->g;
-    int64_t wei = mul3(c->oc, icg, c->k), dw_wei = ql_mul(pad_block(c->g), c->k);
+    int64_t wei = mul3(c->oc, icg, c->k), dw_wei = ql_mul(pad_block(c, c->g), c->k);
     bool dw = c->kernel == ONEDNN_DEPTHWISE;
     if (icg > 1 && c->k > 1)
         ws->buf[0] = ql_tmp(b, DM_FLOAT, wei, node, "weight (channels last)");
     if (backward) {
-        int64_t blocks = mul3(c->g, ql_mul(pad_block(ocg), pad_block(icg)), c->k);
+        int64_t blocks = mul3(c->g, ql_mul(pad_block(c, ocg), pad_block(c, icg)), c->k);
         ws->buf[1] = ql_tmp(b, DM_FLOAT, dw && c->small_kernel ? dw_wei : blocks, node,
                             "onednn_diff_weights");
         /* and a second weight-sized tensor beside the weight's grad while

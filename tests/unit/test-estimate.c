@@ -512,7 +512,7 @@ static struct tb *conv_graph(const char *xdims, bool nhwc, int64_t oc, int64_t i
     return b;
 }
 
-static struct dnnmem_result *cpu_conv(struct tb *b, int torch, bool train)
+static struct dnnmem_result *cpu_conv_isa(struct tb *b, int torch, bool train, enum dnnmem_cpu_isa isa)
 {
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
@@ -523,9 +523,15 @@ static struct dnnmem_result *cpu_conv(struct tb *b, int torch, bool train)
     cfg.device = DNNMEM_DEVICE_CPU;
     cfg.torch_version = torch;
     cfg.cpu_threads = 1;
+    cfg.cpu_isa = isa;
     cfg.batch_size = 0;
     cfg.timeline = true;
     return estimate_cfg(b, &cfg);
+}
+
+static struct dnnmem_result *cpu_conv(struct tb *b, int torch, bool train)
+{
+    return cpu_conv_isa(b, torch, train, DNNMEM_CPU_ISA_DEFAULT);
 }
 
 /* oneDNN's buffers around a CPU convolution, PyTorch 2.x (workspace.c),
@@ -553,6 +559,19 @@ static void test_onednn_conv_2x(void **state)
     r = cpu_conv(conv_graph("2,20,16,16", false, 40, 20, 3, 1, 1, true), 214, false);
     assert_int_equal(r->peak_allocated, 40960 + 28800 + 160 + 320 + 65536 + 55296 + 98304);
     dnnmem_result_free(r);
+    /* 20 -> 36 channels with a bias: AVX-512 +320 (48 floats + 128),
+     * +65536 (32 channels), +55296 (48 x 32 x 9), +98304 (48 channels); AVX2
+     * (ONEDNN_MAX_CPU_ISA=AVX2) blocks of 8: +288 (40 floats + 128), +49152
+     * (24 channels), +34560 (40 x 24 x 9), +81920 (40 channels). x 40960,
+     * W 25920, B 144 */
+    r = cpu_conv_isa(conv_graph("2,20,16,16", false, 36, 20, 3, 1, 1, true), 214, false,
+                     DNNMEM_CPU_ISA_AVX512);
+    assert_int_equal(r->peak_allocated, 40960 + 25920 + 144 + 320 + 65536 + 55296 + 98304);
+    dnnmem_result_free(r);
+    r = cpu_conv_isa(conv_graph("2,20,16,16", false, 36, 20, 3, 1, 1, true), 214, false,
+                     DNNMEM_CPU_ISA_AVX2);
+    assert_int_equal(r->peak_allocated, 40960 + 25920 + 144 + 288 + 49152 + 34560 + 81920);
+    dnnmem_result_free(r);
     /* fewer than 16 in channels (12 -> 16, no bias): the input is read as it
      * is, the weight blocked on the out channels only: +W, +y', -W, +y, -y'
      * (x 24576, W 6912, y 32768) */
@@ -567,13 +586,19 @@ static void test_onednn_conv_2x(void **state)
     dnnmem_result_free(r);
 }
 
-/* The workspace at the backward step of "conv" (its last timeline point). */
-static uint64_t conv_bwd_workspace(struct tb *b, int torch)
+/* The workspace at the last step of `node` in `phase`, on the CPU. */
+static uint64_t step_workspace(struct tb *b, int torch, bool train, const char *phase,
+                               const char *node)
 {
-    struct dnnmem_result *r = cpu_conv(b, torch, true);
-    uint64_t v = last_point(r, "backward", "conv")->category_bytes[DNNMEM_CAT_WORKSPACE];
+    struct dnnmem_result *r = cpu_conv(b, torch, train);
+    uint64_t v = last_point(r, phase, node)->category_bytes[DNNMEM_CAT_WORKSPACE];
     dnnmem_result_free(r);
     return v;
+}
+
+static uint64_t conv_bwd_workspace(struct tb *b, int torch)
+{
+    return step_workspace(b, torch, true, "backward", "conv");
 }
 
 /* A depthwise conv whose input has channels-last strides (layout.c) goes
@@ -595,6 +620,42 @@ static void test_channels_last_conv_bwd(void **state)
                      75264 + 153600);
     assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 7, 1, 384, true), 113),
                      75264 + 153600);
+}
+
+/* LayerNorm on a [2,32,32,48] permute(0, 2, 3, 1) view: native_layer_norm's
+ * expect_contiguous() copies an NCHW tensor's view (measured, 2.14.1: +393216
+ * clone, +393216 output, -393216) and not a channels-last tensor's, which is
+ * dense in that order (layout.c: the Transpose (0, 3, 1, 2) of an NHWC input,
+ * through a Relu). InstanceNorm copies a channels-last input (instance_norm's
+ * input.contiguous()), not an NCHW one. */
+static void test_contiguous_copies(void **state)
+{
+    (void)state;
+    for (int cl = 0; cl <= 1; cl++)
+        for (int ln = 0; ln <= 1; ln++) {
+            struct tb *b = tb_new(17);
+            tb_input(b, "x", F32, cl ? "2,32,32,48" : "2,48,32,32");
+            tb_init(b, "S", F32, 1, (int64_t[]){48});
+            tb_init(b, "B", F32, 1, (int64_t[]){48});
+            const char *h = "x";
+            if (cl) {
+                tb_node(b, "Transpose", "perm", "x", "xc");
+                tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+                tb_node(b, "Relu", "act", "xc", "h");
+                h = "h";
+            }
+            if (ln) {
+                tb_node(b, "Transpose", "nhwc", h, "t");
+                tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 3, 1});
+                tb_node(b, "LayerNormalization", "norm", "t,S,B", "y");
+                tb_attr_int(b, "axis", -1);
+            } else {
+                tb_node(b, "InstanceNormalization", "norm", cl ? "h,S,B" : "x,S,B", "y");
+            }
+            tb_output(b, "y");
+            uint64_t copy = step_workspace(b, 214, false, "forward", "norm");
+            assert_int_equal(copy, (ln ? !cl : cl) ? 393216 : 0);
+        }
 }
 
 static void test_tf_tape_rules(void **state)
@@ -1656,6 +1717,7 @@ int main(void)
         cmocka_unit_test(test_inplace_clone),
         cmocka_unit_test(test_onednn_conv_2x),
         cmocka_unit_test(test_channels_last_conv_bwd),
+        cmocka_unit_test(test_contiguous_copies),
         cmocka_unit_test(test_tf_graph_grad_forwarding),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);
