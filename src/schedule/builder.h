@@ -92,6 +92,11 @@ struct dm_ws {
 };
 struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward);
 void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
+/* In a backward step, around the grad of input k (`after`: once it is made):
+ * the library's buffers for that grad alone (oneDNN's backward-data and
+ * backward-weights passes on the CPU). */
+void dm_sb_workspace_grad(struct dm_sb *b, const struct dm_node *n, int k, struct dm_ws *ws,
+                          bool after);
 /* Whether a fused Attention node runs FlashAttention (else memory-efficient). */
 bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n);
 /* Its log-sum-exp's rows per batch and head. */

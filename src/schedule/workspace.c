@@ -454,6 +454,57 @@ static void onednn_forward_nchw(struct dm_sb *b, const struct onednn_conv *c, in
     dm_sb_unref(b, sp);
 }
 
+/* 2.x backward on an NCHW input, pass by pass (mkldnn_convolution_backward,
+ * Conv.cpp: ideep's backward_data for grad_input, then backward_weights).
+ * Measured (dense 3x3, 40 -> 48 channels on [2,40,16,16]): +gy' +w' +gx'
+ * -w' -gy' +gx -gx' (grad_output and the weight reordered, a blocked
+ * grad_input reordered into the ATen one), then +gy' +x' +dw' +db' -x' -gy'
+ * +gb +gw -dw' -db' (grad_output and the source reordered again, blocked
+ * weight and bias grads). The first-convolution kernel's backward-data is
+ * blocked too (16 in channels); its backward-weights reads the source as it
+ * is. gemm_convolution and depthwise kernels over 3x3 (whose
+ * backward-weights takes a scratchpad instead) keep the 1.13 rule. */
+static bool onednn_bwd_phased(const struct dm_sb *b, const struct dm_node *n, struct onednn_conv *c)
+{
+    return b->run->torch_version >= 200 && !b->run->cuda && cpu_conv_uses_onednn(b, n) &&
+           onednn_conv_of(b, n, c) && !b->chlast[n->in[0]] && c->kernel != ONEDNN_GEMM &&
+           !(c->kernel == ONEDNN_DEPTHWISE && !c->small_kernel);
+}
+
+void dm_sb_workspace_grad(struct dm_sb *b, const struct dm_node *n, int k, struct dm_ws *ws,
+                          bool after)
+{
+    struct onednn_conv c;
+    if (k > 1 || !onednn_bwd_phased(b, n, &c))
+        return;
+    int32_t node = (int32_t)(n - b->g->nodes);
+    int64_t src, wei, dst;
+    onednn_sizes(&c, &src, &wei, &dst);
+    if (after) { /* the blocked grad_input, once copied out */
+        if (k == 0) {
+            dm_sb_unref(b, ws->buf[0]);
+            ws->buf[0] = -1;
+        }
+        return;
+    }
+    int32_t gy = ql_tmp(b, DM_FLOAT, dst, node, "onednn_grad_output");
+    if (k == 0) {
+        int64_t w_bd = c.kernel == ONEDNN_FIRST ? mul3(pad_block(&c, c.oc), pad_block(&c, c.c), c.k) : wei;
+        int64_t gx = c.kernel == ONEDNN_GROUPED ? src : mul3(c.n, pad_block(&c, c.c), c.hw);
+        int32_t wr = ql_tmp(b, DM_FLOAT, w_bd, node, "onednn_weight");
+        ws->buf[0] = ql_tmp(b, DM_FLOAT, gx, node, "onednn_grad_input");
+        dm_sb_unref(b, wr);
+    } else {
+        int32_t xr = src ? ql_tmp(b, DM_FLOAT, src, node, "onednn_input") : -1;
+        ws->buf[1] = ql_tmp(b, DM_FLOAT, wei, node, "onednn_diff_weights");
+        if (c.bias)
+            ws->buf[2] = ql_tmp(b, DM_FLOAT, c.kernel == ONEDNN_GROUPED ? c.oc : pad_block(&c, c.oc),
+                                node, "onednn_diff_bias");
+        dm_sb_unref(b, xr);
+    }
+    dm_sb_unref(b, gy);
+}
+
 /* 2.x with a channels-last input (mkldnn_conv_use_channels_last): the input
  * and the weight are made .contiguous(channels_last) (the weight is copied
  * unless it has one in channel per group or a 1x1 kernel), oneDNN writes the
@@ -504,6 +555,8 @@ static void onednn_workspace(struct dm_sb *b, const struct dm_node *n, int32_t n
             onednn_forward_nchw(b, &c, node, ws);
             return;
         }
+        if (onednn_bwd_phased(b, n, &c))
+            return; /* dm_sb_workspace_grad */
     }
     /* 1.13 (and 2.x's NCHW backward): forward computes into a buffer of its
      * own and reorders the weight, then copies into the ATen output; backward

@@ -462,6 +462,7 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
             tr->addmm_bias[addmm] = x + 1; /* made by the MatMul's backward, last */
             continue;
         }
+        dm_sb_workspace_grad(b, n, k, &ws, false);
         int32_t gin = -1;
         bool alias = gout >= 0 && out0 >= 0 &&
                      (rule == DM_T_VIEW ||
@@ -494,6 +495,7 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
             gin = new_grad(b, i, k, cast, out0, gout, dense);
         }
         dm_deliver(b, x, gin, alias && rule == DM_T_VIEW);
+        dm_sb_workspace_grad(b, n, k, &ws, true);
     }
     if (tr->addmm_bias[i] > 0) {
         int32_t x = tr->addmm_bias[i] - 1;

@@ -622,6 +622,33 @@ static void test_channels_last_conv_bwd(void **state)
                      75264 + 153600);
 }
 
+/* 2.x's NCHW backward, pass by pass (workspace.c dm_sb_workspace_grad): a
+ * dense 3x3 conv, 40 -> 48 channels with a bias, on h [2,40,16,16] (made by
+ * a first conv, so its grad is needed). Measured (torch 2.14.1): +gy' +w'
+ * +gx' -w' -gy' +gx -gx', then +gy' +x' +dw' +db' -x' -gy' +gb +gw -dw' -db'
+ * with gy' 98304 (48 channels), x' 98304 (40 padded to 48), dw' 48 x 48 x 9
+ * floats = 82944, db' 192: at the step's peak, in the second pass, the
+ * workspaces are gy' + x' + dw' + db'. 1.13: the weight- and input-sized
+ * scratch, 69120 + 81920, held over the whole step. */
+static void test_onednn_conv_bwd_2x(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        struct tb *b = tb_new(13);
+        tb_input(b, "x", F32, "2,8,16,16");
+        tb_init(b, "W1", F32, 4, (int64_t[]){40, 8, 3, 3});
+        tb_init(b, "W", F32, 4, (int64_t[]){48, 40, 3, 3});
+        tb_init(b, "B", F32, 1, (int64_t[]){48});
+        tb_node(b, "Conv", "pre", "x,W1", "h");
+        tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+        tb_node(b, "Conv", "conv", "h,W,B", "y");
+        tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+        tb_output(b, "y");
+        assert_int_equal(step_workspace(b, v ? 113 : 214, true, "backward", "conv"),
+                         v ? 69120 + 81920 : 98304 + 98304 + 82944 + 192);
+    }
+}
+
 /* LayerNorm on a [2,32,32,48] permute(0, 2, 3, 1) view: native_layer_norm's
  * expect_contiguous() copies an NCHW tensor's view (measured, 2.14.1: +393216
  * clone, +393216 output, -393216) and not a channels-last tensor's, which is
@@ -1718,6 +1745,7 @@ int main(void)
         cmocka_unit_test(test_onednn_conv_2x),
         cmocka_unit_test(test_channels_last_conv_bwd),
         cmocka_unit_test(test_contiguous_copies),
+        cmocka_unit_test(test_onednn_conv_bwd_2x),
         cmocka_unit_test(test_tf_graph_grad_forwarding),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);
