@@ -66,17 +66,23 @@ int64_t dm_sdpa_lse_rows(const struct dm_sb *b, const struct dm_node *n)
     return dm_sdpa_flash(b, n) ? s : round_up(s, 32);
 }
 
-/* PyTorch 1.13's ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp):
- * float32 CPU convolutions go to oneDNN unless single-threaded THNN is faster:
- * a 1x1, unstrided, undilated kernel with batch < 16 on one thread, or a tiny
- * ungrouped one. */
-static bool cpu_conv_uses_onednn(const struct dm_sb *b, const struct dm_node *n)
+/* PyTorch's CPU backend for a 4-D Conv (_select_conv_backend and
+ * ConvParams::use_mkldnn, aten/src/ATen/native/Convolution.cpp; the same rule
+ * in 1.13 and 2.x): float32 goes to oneDNN unless single-threaded THNN is
+ * faster: a 1x1, unstrided, undilated kernel with batch < 16 on one thread,
+ * or a tiny ungrouped one (batch 1, not both kernel sides > 3, at most 20480
+ * input elements). The rest, and float64, go to Slow2d (THNN's im2col and
+ * gemm), or SlowDilated2d when dilated. Checked against 2.14.1's
+ * torch._C._select_conv_backend on 2880 shapes at 1 and 2 threads. */
+enum cpu_conv { CPU_CONV_OTHER, CPU_CONV_ONEDNN, CPU_CONV_SLOW2D };
+
+static enum cpu_conv cpu_conv_backend(const struct dm_sb *b, const struct dm_node *n)
 {
     if (!dm_has_in(n, 0) || !dm_has_in(n, 1) || n->op != DM_OP_Conv)
-        return false;
+        return CPU_CONV_OTHER;
     const struct dm_tinfo *in = &b->t[n->in[0]], *w = &b->t[n->in[1]];
-    if (in->dtype != DM_FLOAT || in->rank != 4 || w->rank != 4)
-        return false;
+    if ((in->dtype != DM_FLOAT && in->dtype != DM_DOUBLE) || in->rank != 4 || w->rank != 4)
+        return CPU_CONV_OTHER;
     int64_t cnt;
     const int64_t *st = dm_attr_ints(n, "strides", &cnt);
     bool strided = false, dilated = false;
@@ -90,7 +96,58 @@ static bool cpu_conv_uses_onednn(const struct dm_sb *b, const struct dm_node *n)
     bool first = strided || dilated || batch >= 16 || kw != 1 || kh != 1 || several_threads;
     bool second = dm_attr_int(n, "group", 1) > 1 || (kw > 3 && kh > 3) || batch > 1 ||
                   in->numel > 20480;
-    return first && second;
+    if (in->dtype == DM_FLOAT && first && second)
+        return CPU_CONV_ONEDNN;
+    return dilated ? CPU_CONV_OTHER : CPU_CONV_SLOW2D;
+}
+
+static bool cpu_conv_uses_onednn(const struct dm_sb *b, const struct dm_node *n)
+{
+    return cpu_conv_backend(b, n) == CPU_CONV_ONEDNN;
+}
+
+/* The im2col columns of an ungrouped Slow2d conv (compute_columns2d,
+ * aten/src/ATen/native/ConvolutionMM2d.cpp, 1.11 and later): at::empty({N,
+ * C*kh*kw, OH*OW}) of the input's dtype ({N, OH*OW, kh*kw*C} channels last:
+ * the same bytes), the whole batch at once; none for a 1x1 kernel with stride
+ * 1 and no padding, whose columns are a view of the input. The forward makes
+ * them before its output and frees them once it is computed; the backward
+ * makes them again for the weight's grad, after the input's, the bias's and
+ * the weight's grads, and frees them before it returns (measured, 2.14.1 at 1
+ * thread: [1,20,32,32] with a 3x3 kernel, 737280 B both times). grad_input's
+ * per-thread fgrad_input is a std::make_unique array, outside c10's
+ * allocator. 0 when the conv is not such a conv, or under another framework. */
+static uint64_t thnn_columns(const struct dm_sb *b, const struct dm_node *n)
+{
+    if (b->run->cuda || b->run->tf_ops || b->run->mx_ops || b->run->xla ||
+        cpu_conv_backend(b, n) != CPU_CONV_SLOW2D || dm_attr_int(n, "group", 1) != 1 ||
+        !dm_has_out(n, 0))
+        return 0;
+    const struct dm_tinfo *x = &b->t[n->in[0]], *w = &b->t[n->in[1]], *y = &b->t[n->out[0]];
+    if (y->rank != 4)
+        return 0;
+    int64_t cnt;
+    const int64_t *st = dm_attr_ints(n, "strides", &cnt);
+    bool strided = false;
+    for (int64_t k = 0; st && k < cnt; k++)
+        strided |= st[k] != 1;
+    /* a 1x1 unstrided kernel is unpadded exactly when the output keeps the
+     * input's height and width */
+    if (w->dims[2] == 1 && w->dims[3] == 1 && !strided && y->dims[2] == x->dims[2] &&
+        y->dims[3] == x->dims[3])
+        return 0;
+    int64_t e;
+    uint64_t bytes;
+    if (!dm_mul_ok(x->dims[0], x->dims[1], &e) || !dm_mul_ok(e, w->dims[2], &e) ||
+        !dm_mul_ok(e, w->dims[3], &e) || !dm_mul_ok(e, y->dims[2], &e) ||
+        !dm_mul_ok(e, y->dims[3], &e) || !dm_dtype_bytes(x->dtype, e, &bytes))
+        return 0;
+    return bytes;
+}
+
+uint64_t dm_sb_grad_scratch(const struct dm_sb *b, const struct dm_node *n)
+{
+    return thnn_columns(b, n);
 }
 
 /* ---- QuantLinear: the kernels of quantized checkpoints ---------------------------- */
@@ -392,6 +449,9 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
         if (is_conv(n->op) && b->run->conv_workspace)
             ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace,
                                     -1, node, "cudnn_workspace", 1);
+    } else if (!backward && thnn_columns(b, n)) {
+        ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[n->in[0]].dtype, thnn_columns(b, n),
+                                -1, node, "thnn_columns", 1);
     } else if (cpu_conv_uses_onednn(b, n)) {
         /* oneDNN (ideep, through the c10 allocator): forward computes into a
          * buffer of its own and reorders the weight, then copies into the ATen
