@@ -73,8 +73,20 @@ int64_t dm_sdpa_lse_rows(const struct dm_sb *b, const struct dm_node *n)
  * or a tiny ungrouped one (batch 1, not both kernel sides > 3, at most 20480
  * input elements). The rest, and float64, go to Slow2d (THNN's im2col and
  * gemm), or SlowDilated2d when dilated. Checked against 2.14.1's
- * torch._C._select_conv_backend on 2880 shapes at 1 and 2 threads. */
+ * torch._C._select_conv_backend on 2880 float32 shapes at 1 and 2 threads. */
 enum cpu_conv { CPU_CONV_OTHER, CPU_CONV_ONEDNN, CPU_CONV_SLOW2D };
+
+/* Whether ints attribute `name` (strides, dilations: 1 when absent) has a
+ * value other than 1. */
+static bool attr_not_ones(const struct dm_node *n, const char *name)
+{
+    int64_t cnt;
+    const int64_t *v = dm_attr_ints(n, name, &cnt);
+    for (int64_t k = 0; v && k < cnt; k++)
+        if (v[k] != 1)
+            return true;
+    return false;
+}
 
 static enum cpu_conv cpu_conv_backend(const struct dm_sb *b, const struct dm_node *n)
 {
@@ -83,14 +95,7 @@ static enum cpu_conv cpu_conv_backend(const struct dm_sb *b, const struct dm_nod
     const struct dm_tinfo *in = &b->t[n->in[0]], *w = &b->t[n->in[1]];
     if ((in->dtype != DM_FLOAT && in->dtype != DM_DOUBLE) || in->rank != 4 || w->rank != 4)
         return CPU_CONV_OTHER;
-    int64_t cnt;
-    const int64_t *st = dm_attr_ints(n, "strides", &cnt);
-    bool strided = false, dilated = false;
-    for (int64_t k = 0; st && k < cnt; k++)
-        strided |= st[k] != 1;
-    const int64_t *dl = dm_attr_ints(n, "dilations", &cnt);
-    for (int64_t k = 0; dl && k < cnt; k++)
-        dilated |= dl[k] != 1;
+    bool strided = attr_not_ones(n, "strides"), dilated = attr_not_ones(n, "dilations");
     int64_t kh = w->dims[2], kw = w->dims[3], batch = in->dims[0];
     bool several_threads = b->run->cpu_threads != 1;
     bool first = strided || dilated || batch >= 16 || kw != 1 || kh != 1 || several_threads;
@@ -116,24 +121,23 @@ static bool cpu_conv_uses_onednn(const struct dm_sb *b, const struct dm_node *n)
  * the weight's grads, and frees them before it returns (measured, 2.14.1 at 1
  * thread: [1,20,32,32] with a 3x3 kernel, 737280 B both times). grad_input's
  * per-thread fgrad_input is a std::make_unique array, outside c10's
- * allocator. 0 when the conv is not such a conv, or under another framework. */
+ * allocator. Before 1.11 (pytorch/pytorch#65219, #68896) the forward
+ * returned its columns (finput) and autograd kept them for the backward: not
+ * modelled. 0 when the conv is not such a conv, or under another framework. */
 static uint64_t thnn_columns(const struct dm_sb *b, const struct dm_node *n)
 {
     if (b->run->cuda || b->run->tf_ops || b->run->mx_ops || b->run->xla ||
+        b->run->torch_version < 111 ||
         cpu_conv_backend(b, n) != CPU_CONV_SLOW2D || dm_attr_int(n, "group", 1) != 1 ||
         !dm_has_out(n, 0))
         return 0;
     const struct dm_tinfo *x = &b->t[n->in[0]], *w = &b->t[n->in[1]], *y = &b->t[n->out[0]];
     if (y->rank != 4)
         return 0;
-    int64_t cnt;
-    const int64_t *st = dm_attr_ints(n, "strides", &cnt);
-    bool strided = false;
-    for (int64_t k = 0; st && k < cnt; k++)
-        strided |= st[k] != 1;
     /* a 1x1 unstrided kernel is unpadded exactly when the output keeps the
      * input's height and width */
-    if (w->dims[2] == 1 && w->dims[3] == 1 && !strided && y->dims[2] == x->dims[2] &&
+    if (w->dims[2] == 1 && w->dims[3] == 1 && !attr_not_ones(n, "strides") &&
+        y->dims[2] == x->dims[2] &&
         y->dims[3] == x->dims[3])
         return 0;
     int64_t e;
@@ -374,6 +378,7 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
     for (int k = 0; k < DM_WS_BUFS; k++)
         ws.buf[k] = -1;
     int32_t node = (int32_t)(n - b->g->nodes);
+    uint64_t columns;
     if (b->run->cuda) {
         if (calls_cublas(n->op) && b->run->cublas_workspace && !b->blas_handle[backward]) {
             b->blas_handle[backward] = true;
@@ -449,9 +454,9 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
         if (is_conv(n->op) && b->run->conv_workspace)
             ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace,
                                     -1, node, "cudnn_workspace", 1);
-    } else if (!backward && thnn_columns(b, n)) {
-        ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[n->in[0]].dtype, thnn_columns(b, n),
-                                -1, node, "thnn_columns", 1);
+    } else if (!backward && (columns = thnn_columns(b, n)) > 0) {
+        ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[n->in[0]].dtype, columns, -1, node,
+                                "thnn_columns", 1);
     } else if (cpu_conv_uses_onednn(b, n)) {
         /* oneDNN (ideep, through the c10 allocator): forward computes into a
          * buffer of its own and reorders the weight, then copies into the ATen
