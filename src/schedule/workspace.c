@@ -66,7 +66,7 @@ int64_t dm_sdpa_lse_rows(const struct dm_sb *b, const struct dm_node *n)
     return dm_sdpa_flash(b, n) ? s : round_up(s, 32);
 }
 
-/* PyTorch's CPU backend for a 4-D Conv (_select_conv_backend and
+/* PyTorch's CPU backend for a 1-D or 2-D Conv (_select_conv_backend and
  * ConvParams::use_mkldnn, aten/src/ATen/native/Convolution.cpp; the same rule
  * in 1.13 and 2.x): float32 goes to oneDNN unless single-threaded THNN is
  * faster: a 1x1, unstrided, undilated kernel with batch < 16 on one thread,
@@ -93,10 +93,12 @@ static enum cpu_conv cpu_conv_backend(const struct dm_sb *b, const struct dm_nod
     if (!dm_has_in(n, 0) || !dm_has_in(n, 1) || n->op != DM_OP_Conv)
         return CPU_CONV_OTHER;
     const struct dm_tinfo *in = &b->t[n->in[0]], *w = &b->t[n->in[1]];
-    if ((in->dtype != DM_FLOAT && in->dtype != DM_DOUBLE) || in->rank != 4 || w->rank != 4)
+    if ((in->dtype != DM_FLOAT && in->dtype != DM_DOUBLE) || (in->rank != 3 && in->rank != 4) ||
+        w->rank != in->rank)
         return CPU_CONV_OTHER;
     bool strided = attr_not_ones(n, "strides"), dilated = attr_not_ones(n, "dilations");
-    int64_t kh = w->dims[2], kw = w->dims[3], batch = in->dims[0];
+    /* a 1-D conv runs as the 2-D one of its [N, C, 1, L] view (view4d) */
+    int64_t kh = in->rank == 4 ? w->dims[2] : 1, kw = w->dims[w->rank - 1], batch = in->dims[0];
     bool several_threads = b->run->cpu_threads != 1;
     bool first = strided || dilated || batch >= 16 || kw != 1 || kh != 1 || several_threads;
     bool second = dm_attr_int(n, "group", 1) > 1 || (kw > 3 && kh > 3) || batch > 1 ||
@@ -132,19 +134,23 @@ static uint64_t thnn_columns(const struct dm_sb *b, const struct dm_node *n)
         !dm_has_out(n, 0))
         return 0;
     const struct dm_tinfo *x = &b->t[n->in[0]], *w = &b->t[n->in[1]], *y = &b->t[n->out[0]];
-    if (y->rank != 4)
+    if (y->rank != x->rank)
         return 0;
-    /* a 1x1 unstrided kernel is unpadded exactly when the output keeps the
-     * input's height and width */
-    if (w->dims[2] == 1 && w->dims[3] == 1 && !attr_not_ones(n, "strides") &&
-        y->dims[2] == x->dims[2] &&
-        y->dims[3] == x->dims[3])
+    /* the kernel's and the output's spatial elements (1-D: the [N, C, 1, L]
+     * view's); a 1x1 unstrided kernel is unpadded exactly when the output
+     * keeps the input's spatial size */
+    int64_t k = 1, o = 1, e;
+    bool same = true;
+    for (int d = 2; d < x->rank; d++) {
+        if (!dm_mul_ok(k, w->dims[d], &k) || !dm_mul_ok(o, y->dims[d], &o))
+            return 0;
+        same &= y->dims[d] == x->dims[d];
+    }
+    if (k == 1 && same && !attr_not_ones(n, "strides"))
         return 0;
-    int64_t e;
     uint64_t bytes;
-    if (!dm_mul_ok(x->dims[0], x->dims[1], &e) || !dm_mul_ok(e, w->dims[2], &e) ||
-        !dm_mul_ok(e, w->dims[3], &e) || !dm_mul_ok(e, y->dims[2], &e) ||
-        !dm_mul_ok(e, y->dims[3], &e) || !dm_dtype_bytes(x->dtype, e, &bytes))
+    if (!dm_mul_ok(x->dims[0], x->dims[1], &e) || !dm_mul_ok(e, k, &e) || !dm_mul_ok(e, o, &e) ||
+        !dm_dtype_bytes(x->dtype, e, &bytes))
         return 0;
     return bytes;
 }

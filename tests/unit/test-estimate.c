@@ -1476,7 +1476,10 @@ static void test_framework_runtimes(void **state)
  * A 1x1 kernel's columns are a view of x: 81920 + 1920 + 96 + 98304. In
  * training the weight's grad makes them again, after the grads: 737280 B of
  * workspace at the conv's backward, none at the step after. At batch 2 the
- * conv is oneDNN's: no columns (2 * 737280 B). */
+ * conv is oneDNN's: no columns (2 * 737280 B). A 1-D conv runs as its
+ * [N, C, 1, L] view: [1,16,64] with W [24,16,3], padding 1, makes columns
+ * [1, 48, 64] (12288 B): 4096 + 4608 + 96 + 12288 + 6144 = 27232 B, the
+ * profiler's peak too. */
 static struct tb *thnn_conv(int64_t k)
 {
     struct tb *b = tb_new(13);
@@ -1504,6 +1507,16 @@ static void test_thnn_columns(void **state)
     dnnmem_result_free(r);
     r = estimate_cfg(thnn_conv(1), &cfg);
     assert_int_equal(r->peak_allocated, 81920 + 1920 + 96 + 98304);
+    dnnmem_result_free(r);
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,16,64");
+    tb_init(b, "W", F32, 3, (int64_t[]){24, 16, 3});
+    tb_init(b, "B", F32, 1, (int64_t[]){24});
+    tb_node(b, "Conv", "conv", "x,W,B", "y");
+    tb_attr_ints(b, "pads", 2, (int64_t[]){1, 1});
+    tb_output(b, "y");
+    r = estimate_cfg(b, &cfg);
+    assert_int_equal(r->peak_allocated, 27232);
     dnnmem_result_free(r);
     cfg.batch_size = 2;
     r = estimate_cfg(thnn_conv(3), &cfg);
