@@ -68,10 +68,10 @@ int64_t dm_sdpa_lse_rows(const struct dm_sb *b, const struct dm_node *n)
 
 /* PyTorch's CPU backend for a 1-D or 2-D Conv (_select_conv_backend and
  * ConvParams::use_mkldnn, aten/src/ATen/native/Convolution.cpp; the same rule
- * in 1.13 and 2.x): float32 goes to oneDNN unless single-threaded THNN is
- * faster: a 1x1, unstrided, undilated kernel with batch < 16 on one thread,
- * or a tiny ungrouped one (batch 1, not both kernel sides > 3, at most 20480
- * input elements). The rest, and float64, go to Slow2d (THNN's im2col and
+ * in 1.13 and 2.x): float32 goes to oneDNN unless THNN is faster: a 1x1,
+ * unstrided, undilated kernel with batch < 16 on one thread, or at any thread
+ * count a tiny ungrouped one (batch 1, not both kernel sides > 3, at most
+ * 20480 input elements). The rest, and float64, go to Slow2d (THNN's im2col and
  * gemm), or SlowDilated2d when dilated. Checked against 2.14.1's
  * torch._C._select_conv_backend on 2880 float32 shapes at 1 and 2 threads. */
 enum cpu_conv { CPU_CONV_OTHER, CPU_CONV_ONEDNN, CPU_CONV_SLOW2D };

@@ -455,10 +455,12 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
                       !b->run->mx_ops && !b->run->tf_ops && !b->run->xla;
     /* a kernel's scratch made after all its grads (workspace.c: THNN's
      * columns, for the weight's grad, input 1): the grads wait for it */
-    uint64_t late = dm_has_in(n, 1) && tr->rg[n->in[1]] && n->n_in <= 4 ? dm_sb_grad_scratch(b, n)
-                                                                        : 0;
-    int32_t held_x[4], held_g[4];
-    bool held_view[4];
+    enum { HELD = 4 }; /* a Conv's x, W, B */
+    uint64_t late = dm_has_in(n, 1) && tr->rg[n->in[1]] && n->n_in <= HELD
+                        ? dm_sb_grad_scratch(b, n)
+                        : 0;
+    int32_t held_x[HELD], held_g[HELD];
+    bool held_view[HELD];
     int n_held = 0;
     for (int kk = 0; kk < n->n_in; kk++) {
         int k = mat2_first ? 1 - kk : kk;
