@@ -18,9 +18,10 @@ hardsigmoid_ or silu_ in place and `--inplace none` (which keeps those activatio
 inputs, as 2.x's clone does) brings it within 3% (both: the two together); otherwise
 the mechanism measured on its family (densenet-python-local,
 channels-last-conv-bwd), groupnorm-decomposed for an over-estimate of a model with
-GroupNorm, channels-last-conv-bwd for a training under-estimate whose largest block at the
-peak is convolution_backward's, thnn-columns for a batch-1 under-estimate with a slow_conv2d block
-live at the peak, onednn-input-reorder for another inference under-estimate, or
+GroupNorm (drawn, or Reshape -> InstanceNormalization in the graph), channels-last-conv-bwd for a training under-estimate whose largest block at the
+peak is convolution_backward's, conv-weight-channels-last for an under-estimate that the conv weight clones live at
+the peak bring within 3%, layernorm-input-copy for one that the layer_norm input clones
+live at the peak bring within 3%, onednn-input-reorder for another inference under-estimate, or
 `unexplained`.  Those not tested by a what-if say how they were assigned.
 """
 
@@ -80,6 +81,21 @@ CLONING = ("relu6_", "hardswish_", "hardsigmoid_", "silu_")  # randnet's tokens
 CLONING_FAMILIES = ("mobilenet_v2", "mobilenet_v3")  # ReLU6 / Hardswish / Hardsigmoid in place
 
 
+# the weight copied channels-last (weight.contiguous(backend_memory_format)) by _convolution
+# or convolution_backward, as the profiler's tree names the block
+WEIGHT_COPY = ("aten::conv2d > aten::clone", "ConvolutionBackward0 > aten::clone")
+
+# LayerNorm's input.contiguous() of a permuted input (LayerNorm2d's permute(0, 2, 3, 1))
+LN_COPY = "aten::layer_norm > aten::clone"
+
+
+def has_group_norm(path):
+    """nn.GroupNorm as the TorchScript exporter writes it: Reshape -> InstanceNormalization."""
+    g = onnx.load(path, load_external_data=False).graph
+    reshaped = {o for n in g.node if n.op_type == "Reshape" for o in n.output}
+    return any(n.op_type == "InstanceNormalization" and n.input[0] in reshaped for n in g.node)
+
+
 def err(r, est):
     return 100.0 * (est["peak_allocated_bytes"] - r["peak_bytes"]) / r["peak_bytes"]
 
@@ -107,17 +123,23 @@ def classify(r, dnnmem, out):
         if abs(e1) <= zoo.BAR:
             return e0, names, f"{e1:+.2f}% without them"
     fam = r["family"]
+    clone = sum(t["bytes"] for t in r["live_at_peak_top"] if t["op"].endswith(WEIGHT_COPY))
+    ln_copy = sum(t["bytes"] for t in r["live_at_peak_top"] if t["op"] == LN_COPY)
     if fam == "densenet" and r["mode"] == "inference":
         names = ["densenet-python-local"]
     elif fam == "convnext" and r["mode"] == "train":
         names = ["channels-last-conv-bwd"]
-    elif e0 > 0 and re.search(r"[\[,]gn[,\]]", arch):
+    elif e0 > 0 and (re.search(r"[\[,]gn[,\]]", arch) or has_group_norm(src)):
         return e0, ["groupnorm-decomposed"], "a GroupNorm in the model"
     elif e0 < 0 and r["mode"] == "train" and r["live_at_peak_top"] and \
             r["live_at_peak_top"][0]["op"].endswith("aten::convolution_backward"):
         return e0, ["channels-last-conv-bwd"], "the largest block at the peak"
-    elif e0 < 0 and r["batch"] == 1 and any("_slow_conv2d" in t["op"] for t in r["live_at_peak_top"]):
-        return e0, ["thnn-columns"], "a slow_conv2d block live at the peak"
+    elif e0 < 0 and abs(e0 + 100.0 * clone / r["peak_bytes"]) <= zoo.BAR:
+        return e0, ["conv-weight-channels-last"], \
+            f"{e0 + 100.0 * clone / r['peak_bytes']:+.2f}% with the weight clones live at the peak"
+    elif e0 < 0 and abs(e0 + 100.0 * ln_copy / r["peak_bytes"]) <= zoo.BAR:
+        return e0, ["layernorm-input-copy"], \
+            f"{e0 + 100.0 * ln_copy / r['peak_bytes']:+.2f}% with the input copies live at the peak"
     elif e0 < 0 and r["mode"] == "inference":
         names = ["onednn-input-reorder"]
     else:
