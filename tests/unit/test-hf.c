@@ -4338,6 +4338,30 @@ static void test_sdpa_backend_lse(void **state)
     assert_int_equal(2048 - 1280, 768);
 }
 
+/* Issue 16: the KV cache is its own category from the moment the prefill
+ * makes it. tiny-llama-gqa.json (4 layers, 4 key-value heads of 32) at
+ * batch 2 and a 512-token prompt peaks in the prefill, at the last layer's
+ * MLP, with every layer's cache made: per layer the key (the rotary
+ * output, [2, 4, 512, 32]) and the value (v_proj's [2, 512, 128] it is a
+ * view of), float32: 4 * 2 * 2 * 512 * 128 * 4 = 4194304 bytes. */
+static void test_kv_cache_at_prefill(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.batch_size = 2;
+    cfg.seq_len = 512;
+    cfg.new_tokens = 1;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_string_equal(r->peak_phase, "forward");
+    assert_string_equal(r->peak_node, "/model/layers.3/mlp/Mul");
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_KV_CACHE], 4194304);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -4397,6 +4421,7 @@ int main(void)
         cmocka_unit_test(test_sdpa_backend_math_graph),
         cmocka_unit_test(test_sdpa_backend_refused),
         cmocka_unit_test(test_sdpa_backend_lse),
+        cmocka_unit_test(test_kv_cache_at_prefill),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
 }
