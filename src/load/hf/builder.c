@@ -250,7 +250,9 @@ struct dm_node *hf_node(struct hf *h, enum dm_op op, int n_in, const int32_t *in
     }
     struct dm_node *n = dm_graph_add_node(g, &h->cap_nodes, op, name, n_in, in, n_out);
     if (!n) {
-        hf_oom(h);
+        char msg[128];
+        enum dnnmem_status s = dm_graph_add_fail(g, msg, sizeof msg);
+        hf_fail(h, s, "%s", msg);
         return NULL;
     }
     for (int k = 0; k < n_out; k++) {
