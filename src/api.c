@@ -47,13 +47,20 @@ static enum dnnmem_status load_budget(const struct dnnmem_load_options *lo, int6
 
 /* Whether a file of `size` bytes, JSON or not, is within its kind's cap
  * (DM_MAX_JSON_BYTES, DM_MAX_ONNX_BYTES): decided on the first bytes. */
+/* Whether the file is JSON: its first byte after whitespace (as much as a
+ * JSON model file may have) is '{'. */
+static bool is_json(const uint8_t *data, size_t size)
+{
+    size_t k = 0;
+    while (k < size && k < DM_MAX_JSON_BYTES && isspace(data[k]))
+        k++;
+    return k < size && data[k] == '{';
+}
+
 static enum dnnmem_status within_size(const uint8_t *data, size_t size, const char *name,
                                       struct dnnmem_error *err)
 {
-    size_t k = 0;
-    while (k < size && k < 64 && isspace(data[k]))
-        k++;
-    bool json = k < size && data[k] == '{';
+    bool json = is_json(data, size);
     size_t cap = json ? DM_MAX_JSON_BYTES : DM_MAX_ONNX_BYTES;
     if (size > cap && !(size >= 4 && memcmp(data, "PK\003\004", 4) == 0))
         return dm_fail(err, DNNMEM_E_LIMIT,
@@ -78,19 +85,17 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
         dnnmem_model_free(m);
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", name);
     }
-    size_t k = 0;
-    while (k < size && k < 64 && isspace(data[k]))
-        k++;
+    bool json = is_json(data, size);
     enum dnnmem_status s;
     if (size >= 4 && memcmp(data, "PK\003\004", 4) == 0) {
         /* a zip's local file header: a Keras 3 .keras archive, whatever its
          * name; its architecture is config.json */
         s = dm_load_keras_archive(&m->g, data, size, err);
-    } else if (k < size && data[k] == '{' && dm_keras_json(data, size)) {
+    } else if (json && dm_keras_json(data, size)) {
         s = dm_load_keras(&m->g, data, size, err);
-    } else if (k < size && data[k] == '{' && dm_is_mxnet_json(data, size)) {
+    } else if (json && dm_is_mxnet_json(data, size)) {
         s = dm_load_mxnet(&m->g, data, size, err);
-    } else if (k < size && data[k] == '{') {
+    } else if (json) {
         /* the config's bytes kept to build the graphs estimates ask for */
         s = dm_load_hf(&m->g, data, size, false, NULL, err);
         if (s == DNNMEM_OK)

@@ -461,6 +461,9 @@ enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err);
  * 400 times that; ONNX: a protobuf message is at most 2 GiB (protobuf's
  * limit, so larger ONNX models keep their weights in external data). */
 #define DM_MAX_JSON_BYTES ((size_t)64 << 20)
+/* The largest tensor taken as real: 1 PiB, beyond any device (an H200 has
+ * 141 GB) by ~7000x; a bigger one is an absurd size, refused. */
+#define DM_MAX_TENSOR_BYTES (UINT64_C(1) << 50)
 #define DM_MAX_ONNX_BYTES ((size_t)2 << 30)
 enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t size,
                                 struct dnnmem_error *err);

@@ -458,7 +458,7 @@ static enum dnnmem_status convert_tensor(struct conv *c, const Onnx__TensorProto
                            c->path, what);
     }
     uint64_t bytes;
-    if (!dm_dtype_bytes(t->dtype, numel, &bytes) || bytes > (UINT64_C(1) << 50))
+    if (!dm_dtype_bytes(t->dtype, numel, &bytes) || bytes > DM_MAX_TENSOR_BYTES)
         return dm_fail(c->err, DNNMEM_E_SHAPE, "%s: %s: %lld elements is an absurd size", c->path,
                        what, (long long)numel);
 

@@ -398,6 +398,19 @@ int32_t hf_param_named(struct hf *h, const char *name, enum dm_dtype dtype, int 
         hf_fail(h, DNNMEM_E_INTERNAL, "two weights are named '%s'", name);
         return -1;
     }
+    int64_t numel = 1;
+    uint64_t bytes;
+    for (int k = 0; k < rank; k++)
+        if (!dm_mul_ok(numel, dims[k], &numel)) {
+            hf_fail(h, DNNMEM_E_SHAPE, "the element count of '%s' overflows", name);
+            return -1;
+        }
+    if (!dm_dtype_bytes(dtype, numel, &bytes) || bytes > DM_MAX_TENSOR_BYTES) {
+        /* refused now, not after the whole graph is built */
+        hf_fail(h, DNNMEM_E_SHAPE, "'%s' would take an absurd %lld elements", name,
+                (long long)numel);
+        return -1;
+    }
     int32_t t = dm_graph_add_tensor(g, name);
     struct dm_dim *d = dm_arena_array(&g->arena, (size_t)rank + 1, sizeof *d);
     if (t < 0 || !d)
