@@ -17,7 +17,15 @@
 #include <string.h>
 #include <strings.h>
 
-enum { EXIT_OK = 0, EXIT_DOES_NOT_FIT = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_UNSUPPORTED = 4, EXIT_INTERNAL = 5 };
+enum {
+    EXIT_OK = 0,
+    EXIT_DOES_NOT_FIT = 1,
+    EXIT_USAGE = 2,
+    EXIT_MODEL = 3,
+    EXIT_UNSUPPORTED = 4,
+    EXIT_INTERNAL = 5,
+    EXIT_LIMIT = 6
+};
 
 static int exit_code(enum dnnmem_status s)
 {
@@ -31,6 +39,7 @@ static int exit_code(enum dnnmem_status s)
     case DNNMEM_E_SHAPE: return EXIT_MODEL;
     case DNNMEM_E_UNSUPPORTED: return EXIT_UNSUPPORTED;
     case DNNMEM_E_DEVICE_OOM: return EXIT_DOES_NOT_FIT;
+    case DNNMEM_E_LIMIT: return EXIT_LIMIT;
     case DNNMEM_E_NOMEM:
     case DNNMEM_E_INTERNAL: return EXIT_INTERNAL;
     }
@@ -59,7 +68,8 @@ static const char usage_tail[] =
     "Exit codes: 0 ok (fits or tight), 1 does not fit (max-*: not even 1 fits), 2 usage\n"
     "error (bad flag, unbound dim), 3 model error\n"
     "(unreadable, corrupt or invalid file, inconsistent shapes), 4 unsupported op\n"
-    "or feature, 5 internal error.\n"
+    "or feature, 5 internal error, 6 the file is beyond a resource budget (--max-nodes,\n"
+    "or its size).\n"
     "\n"
     "Examples:\n"
     "  dnnmem estimate resnet50.onnx --batch-size 64\n"
@@ -101,6 +111,7 @@ struct cli {
     const char *search_dim;        /* max-*: --dim-name */
     const char *report, *timeline; /* --report page.html, --timeline steps.csv */
     int64_t limit;                 /* max-*: --limit */
+    struct dnnmem_load_options load; /* --max-nodes */
     const char *model;
 };
 
@@ -116,6 +127,17 @@ static int act_limit(struct cli *cl, const char *v)
     if (errno || end == v || *end || n <= 0)
         return usage_error("--limit %s: expected a positive integer", v);
     cl->limit = n;
+    return -1;
+}
+
+static int act_max_nodes(struct cli *cl, const char *v)
+{
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n <= 0)
+        return usage_error("--max-nodes %s: expected a positive integer", v);
+    cl->load.max_nodes = n;
     return -1;
 }
 
@@ -283,6 +305,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
     struct getopt_table t;
     memset(cl, 0, sizeof *cl);
     dnnmem_config_init(&cl->cfg);
+    dnnmem_load_options_init(&cl->load);
     cl->store = dnnmem_options_new();
     if (!cl->store || build_getopt(&t)) {
         fprintf(stderr, "dnnmem: out of memory\n");
@@ -447,7 +470,7 @@ static int cmd_estimate(int argc, char **argv)
     if (rc < 0) {
         struct dnnmem_error err;
         dnnmem_model *m = NULL;
-        enum dnnmem_status s = dnnmem_model_load(cl.model, &m, &err);
+        enum dnnmem_status s = dnnmem_model_load_opts(cl.model, &cl.load, &m, &err);
         rc = s != DNNMEM_OK ? fail(s, &err) : estimate(&cl, m);
         dnnmem_model_free(m);
     }
@@ -513,7 +536,7 @@ static int cmd_max(int argc, char **argv, bool seq)
     if (rc < 0) {
         struct dnnmem_error err;
         dnnmem_model *m = NULL;
-        enum dnnmem_status s = dnnmem_model_load(cl.model, &m, &err);
+        enum dnnmem_status s = dnnmem_model_load_opts(cl.model, &cl.load, &m, &err);
         rc = s != DNNMEM_OK ? fail(s, &err) : max_dim(&cl, m, argv[0], seq);
         dnnmem_model_free(m);
     }
@@ -532,7 +555,7 @@ static int compare_side(char **args, int n, const char *model, struct dnnmem_res
     if (rc < 0) {
         struct dnnmem_error err;
         dnnmem_model *m = NULL;
-        enum dnnmem_status s = dnnmem_model_load(cl.model, &m, &err);
+        enum dnnmem_status s = dnnmem_model_load_opts(cl.model, &cl.load, &m, &err);
         if (s == DNNMEM_OK)
             s = dnnmem_estimate(m, &cl.cfg, out, &err);
         dnnmem_model_free(m);

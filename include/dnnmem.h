@@ -74,6 +74,8 @@ enum dnnmem_status {
     DNNMEM_E_UNSUPPORTED = 50, /* an op, dtype or feature the library does not model */
     DNNMEM_E_NOMEM = 60,       /* the host ran out of memory */
     DNNMEM_E_DEVICE_OOM = 61,  /* the job does not fit the device capacity given */
+    DNNMEM_E_LIMIT = 62,       /* the file is beyond a resource budget (dnnmem_load_options):
+                                  the graph it implies, or its size */
     DNNMEM_E_INTERNAL = 70     /* a broken internal invariant (a bug) */
 };
 
@@ -103,6 +105,23 @@ enum dnnmem_status dnnmem_model_load(const char *path, dnnmem_model **out,
  * the call. */
 enum dnnmem_status dnnmem_model_load_buffer(const void *data, size_t size, const char *name,
                                             dnnmem_model **out, struct dnnmem_error *err);
+
+/* What a load may cost: a model file is untrusted input, so the graph it
+ * implies is bounded before it is built (each variant an estimate builds
+ * later too), and so are the bytes read. Beyond a budget a load fails with
+ * DNNMEM_E_LIMIT, naming the fields and the budget. */
+#define DNNMEM_DEFAULT_MAX_NODES 1000000 /* ~4.6x DeepSeek-V3's 218,550 nodes per graph */
+struct dnnmem_load_options {
+    int64_t max_nodes; /* nodes one graph of the model may have; 0: DNNMEM_DEFAULT_MAX_NODES */
+};
+void dnnmem_load_options_init(struct dnnmem_load_options *lo);
+
+/* dnnmem_model_load / _load_buffer with a budget (`lo` NULL: the defaults). */
+enum dnnmem_status dnnmem_model_load_opts(const char *path, const struct dnnmem_load_options *lo,
+                                          dnnmem_model **out, struct dnnmem_error *err);
+enum dnnmem_status dnnmem_model_load_buffer_opts(const void *data, size_t size, const char *name,
+                                                 const struct dnnmem_load_options *lo,
+                                                 dnnmem_model **out, struct dnnmem_error *err);
 
 void dnnmem_model_free(dnnmem_model *m);
 

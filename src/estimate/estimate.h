@@ -112,9 +112,11 @@ int64_t dm_version_number(const char *v);
  * each built when an estimate first needs it and kept until the model is
  * freed; safe for concurrent estimates (one mutex per model). */
 struct dm_variants;
-/* Keeps a copy of the config's bytes; `path` (borrowed) names the graphs. */
+/* Keeps a copy of the config's bytes; `path` (borrowed) names the graphs,
+ * each built within `max_nodes` (0: no budget). */
 enum dnnmem_status dm_variants_new(const uint8_t *json, size_t size, const char *path,
-                                   struct dm_variants **out, struct dnnmem_error *err);
+                                   int64_t max_nodes, struct dm_variants **out,
+                                   struct dnnmem_error *err);
 void dm_variants_free(struct dm_variants *v);
 /* The graph for the options: `base` (the loaded graph), one kept in `v`
  * (borrowed until dm_variants_free), or, for a generation (its graph

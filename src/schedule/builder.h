@@ -97,6 +97,10 @@ void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
  * backward-weights passes on the CPU). */
 void dm_sb_workspace_grad(struct dm_sb *b, const struct dm_node *n, int k, struct dm_ws *ws,
                           bool after);
+/* The bytes of the scratch a backward kernel makes once its grads are made
+ * and frees before it returns, before the engine passes them on (THNN's
+ * columns for a conv's weight grad); 0 when none. */
+uint64_t dm_sb_grad_scratch(const struct dm_sb *b, const struct dm_node *n);
 /* Whether a fused Attention node runs FlashAttention (else memory-efficient). */
 bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n);
 /* Its log-sum-exp's rows per batch and head. */

@@ -15,7 +15,10 @@
  *     kernels that allocate with input.suggest_memory_format()
  *     (aten/src/ATen/native/batch_norm.cpp, Pool.h), and 2.x's oneDNN
  *     convolution returns channels-last when its input is
- *     (mkldnn_conv_use_channels_last, aten/src/ATen/native/mkldnn/Conv.cpp).
+ *     (mkldnn_conv_use_channels_last, aten/src/ATen/native/mkldnn/Conv.cpp);
+ *     torch.cat is channels-last when all its inputs are
+ *     (cat_compute_output_memory_format, aten/src/ATen/native/TensorShape.cpp;
+ *     checked on 2.14.1: mixed inputs give a contiguous result).
  *
  * Every other op makes a contiguous output (a reshape of a channels-last
  * tensor copies it), but for the exporter's GroupNorm: torch.onnx writes
@@ -41,8 +44,8 @@ static bool keeps_format(enum dm_op op)
         DM_OP_Tanh, DM_OP_ThresholdedRelu, DM_OP_Identity, DM_OP_Dropout,
         /* binary elementwise (TensorIterator) */
         DM_OP_Add, DM_OP_Sub, DM_OP_Mul, DM_OP_Div, DM_OP_PRelu, DM_OP_Where,
-        /* channels-last CPU kernels */
-        DM_OP_BatchNormalization, DM_OP_MaxPool, DM_OP_AveragePool, DM_OP_Conv,
+        /* channels-last CPU kernels; cat when all its inputs are */
+        DM_OP_BatchNormalization, DM_OP_MaxPool, DM_OP_AveragePool, DM_OP_Conv, DM_OP_Concat,
     };
     for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++)
         if (keep[k] == op)
@@ -99,6 +102,12 @@ static bool output_channels_last(const struct dm_graph *g, const struct dm_tinfo
         return false;
     if (n->op == DM_OP_Conv)
         return cl[n->in[0]];
+    if (n->op == DM_OP_Concat) { /* cat_compute_output_memory_format: the inputs' common one */
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && !cl[n->in[k]])
+                return false;
+        return true;
+    }
     for (int k = 0; k < n->n_in; k++) /* the first operand of the output's shape decides */
         if (n->in[k] >= 0 && !dm_meta_slot(n, k) && same_dims(&t[n->in[k]], &t[o]))
             return cl[n->in[k]];

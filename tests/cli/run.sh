@@ -48,6 +48,12 @@ expect 2 "--dim nope: " -- estimate $M/fixtures/resnet50.onnx --dim nope=3
 expect 2 "dim 'seq'" -- estimate $M/fixtures/bert_encoder.onnx --batch-size 2
 expect 2 "--batch-size: " -- estimate $M/onnx/mnist-8_cntk.onnx --batch-size 4
 expect 3 "/nonexistent.onnx: cannot open" -- estimate /nonexistent.onnx
+# resource budgets (docs/untrusted-input.md): exit 6, the budget named
+expect 6 "resnet50.onnx: the graph has 175 nodes, beyond the budget of 100 (--max-nodes)" -- \
+    estimate $M/fixtures/resnet50.onnx -b 1 --max-nodes 100
+expect 6 "the graph grows beyond the budget of 300 nodes (--max-nodes)" -- \
+    estimate $M/hf/tiny-llama-gqa.json -b 1 -s 8 --max-nodes 300
+expect 2 "--max-nodes 0: expected a positive integer" -- estimate $M/fixtures/resnet50.onnx --max-nodes 0
 # an ONNX file exported in eval mode (BatchNorm folded into onnx::Conv_* weights, no
 # Dropout) gets a warning for a training estimate, in the text and in JSON's warnings[];
 # not for inference, nor for a training-mode export

@@ -16,14 +16,16 @@ classify: every row missing by more than 3%, with the mechanisms that explain it
 brings it within 3%; inplace-clone when the model runs hardtanh_, hardswish_,
 hardsigmoid_ or silu_ in place and `--inplace none` (which keeps those activations'
 inputs, as 2.x's clone does) brings it within 3% (both: the two together); inplace-auto
-when, for another row, `--inplace none` brings it within 3% (the graph does not say
-whether an activation module ran in place; dnnmem's default runs ReLU-like ops in place
-as torchvision does, randnet draws inplace=False half the time; random models
-only); otherwise the mechanism measured on its family (densenet-python-local), groupnorm-decomposed for
-an over-estimate of a model with GroupNorm, thnn-columns for a batch-1 under-estimate
-with a slow_conv2d block live at the peak, or `unexplained`.  (onednn-input-reorder and
-channels-last-conv-bwd are modelled: src/schedule/workspace.c, layout.c.)
-Those not tested by a what-if say how they were assigned.
+when, for another random row, `--inplace none` brings it within 3% (the graph does not
+say whether an activation module ran in place; dnnmem's default runs ReLU-like ops in
+place as torchvision does, randnet draws inplace=False half the time); otherwise the
+mechanism measured on its family (densenet-python-local), groupnorm-decomposed for an
+over-estimate of a model with GroupNorm (drawn, or Reshape -> InstanceNormalization in
+the graph), conv-weight-channels-last for an under-estimate that the conv weight clones
+live at the peak bring within 3%, layernorm-input-copy for one that the layer_norm input
+clones live at the peak bring within 3%, or `unexplained`.  (onednn-input-reorder,
+channels-last-conv-bwd and thnn-columns are modelled: src/schedule/workspace.c,
+layout.c.)  Those not tested by a what-if say how they were assigned.
 """
 
 import argparse
@@ -82,6 +84,21 @@ CLONING = ("relu6_", "hardswish_", "hardsigmoid_", "silu_")  # randnet's tokens
 CLONING_FAMILIES = ("mobilenet_v2", "mobilenet_v3")  # ReLU6 / Hardswish / Hardsigmoid in place
 
 
+# the weight copied channels-last (weight.contiguous(backend_memory_format)) by _convolution
+# or convolution_backward, as the profiler's tree names the block
+WEIGHT_COPY = ("aten::conv2d > aten::clone", "ConvolutionBackward0 > aten::clone")
+
+# LayerNorm's input.contiguous() of a permuted input (LayerNorm2d's permute(0, 2, 3, 1))
+LN_COPY = "aten::layer_norm > aten::clone"
+
+
+def has_group_norm(path):
+    """nn.GroupNorm as the TorchScript exporter writes it: Reshape -> InstanceNormalization."""
+    g = onnx.load(path, load_external_data=False).graph
+    reshaped = {o for n in g.node if n.op_type == "Reshape" for o in n.output}
+    return any(n.op_type == "InstanceNormalization" and n.input[0] in reshaped for n in g.node)
+
+
 def err(r, est):
     return 100.0 * (est["peak_allocated_bytes"] - r["peak_bytes"]) / r["peak_bytes"]
 
@@ -111,12 +128,18 @@ def classify(r, dnnmem, out):
         if abs(e1) <= zoo.BAR:
             return e0, names, f"{e1:+.2f}% without them"
     fam = r["family"]
+    clone = sum(t["bytes"] for t in r["live_at_peak_top"] if t["op"].endswith(WEIGHT_COPY))
+    ln_copy = sum(t["bytes"] for t in r["live_at_peak_top"] if t["op"] == LN_COPY)
     if fam == "densenet" and r["mode"] == "inference":
         names = ["densenet-python-local"]
-    elif e0 > 0 and re.search(r"[\[,]gn[,\]]", arch):
+    elif e0 > 0 and (re.search(r"[\[,]gn[,\]]", arch) or has_group_norm(src)):
         return e0, ["groupnorm-decomposed"], "a GroupNorm in the model"
-    elif e0 < 0 and r["batch"] == 1 and any("_slow_conv2d" in t["op"] for t in r["live_at_peak_top"]):
-        return e0, ["thnn-columns"], "a slow_conv2d block live at the peak"
+    elif e0 < 0 and abs(e0 + 100.0 * clone / r["peak_bytes"]) <= zoo.BAR:
+        return e0, ["conv-weight-channels-last"], \
+            f"{e0 + 100.0 * clone / r['peak_bytes']:+.2f}% with the weight clones live at the peak"
+    elif e0 < 0 and abs(e0 + 100.0 * ln_copy / r["peak_bytes"]) <= zoo.BAR:
+        return e0, ["layernorm-input-copy"], \
+            f"{e0 + 100.0 * ln_copy / r['peak_bytes']:+.2f}% with the input copies live at the peak"
     else:
         names = ["unexplained"]
     return e0, names, "by family" if names != ["unexplained"] else ""
