@@ -484,6 +484,15 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
      * weight's) */
     bool mat2_first = n->op == DM_OP_MatMul && n->n_in == 2 && !tr->addmm_bias[i] &&
                       !b->run->mx_ops && !b->run->tf_ops && !b->run->xla;
+    /* a kernel's scratch made after all its grads (workspace.c: THNN's
+     * columns, for the weight's grad, input 1): the grads wait for it */
+    enum { HELD = 4 }; /* a Conv's x, W, B */
+    uint64_t late = dm_has_in(n, 1) && tr->rg[n->in[1]] && n->n_in <= HELD
+                        ? dm_sb_grad_scratch(b, n)
+                        : 0;
+    int32_t held_x[HELD], held_g[HELD];
+    bool held_view[HELD];
+    int n_held = 0;
     for (int kk = 0; kk < n->n_in; kk++) {
         int k = mat2_first ? 1 - kk : kk;
         int32_t x = n->in[k];
@@ -524,8 +533,19 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
         } else {
             gin = new_grad(b, i, k, cast, out0, gout, dense);
         }
-        dm_deliver(b, x, gin, alias && rule == DM_T_VIEW);
+        if (late) {
+            held_x[n_held] = x;
+            held_g[n_held] = gin;
+            held_view[n_held++] = alias && rule == DM_T_VIEW;
+        } else {
+            dm_deliver(b, x, gin, alias && rule == DM_T_VIEW);
+        }
     }
+    if (late)
+        dm_sb_unref(b, dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, t[n->in[0]].dtype, late, -1, i,
+                                   "thnn_columns (grad_weight)", 1));
+    for (int h = 0; h < n_held; h++)
+        dm_deliver(b, held_x[h], held_g[h], held_view[h]);
     if (tr->addmm_bias[i] > 0) {
         int32_t x = tr->addmm_bias[i] - 1;
         tr->addmm_bias[i] = 0;

@@ -1569,6 +1569,79 @@ static void test_framework_runtimes(void **state)
     expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "only GPU runtimes");
 }
 
+/* THNN's im2col columns (workspace.c, thnn_columns): at one thread a 3x3
+ * conv, padding 1, of x [1,20,32,32] (81920 B) with W [24,20,3,3] (17280 B)
+ * and a bias (96 B) goes to Slow2d (batch 1, ungrouped, 20480 input
+ * elements: not more), which makes the columns [1, 20*3*3, 32*32] float32 =
+ * 737280 B before its output y [1,24,32,32] (98304 B): inference peaks at
+ * 81920 + 17280 + 96 + 737280 + 98304 = 934880 B, the profiler's peak for
+ * this conv (PyTorch 2.14.1, 1 thread: +737280 +98304 -737280 on 99296 B).
+ * A 1x1 kernel's columns are a view of x: 81920 + 1920 + 96 + 98304. In
+ * training the weight's grad makes them again, after the grads: 737280 B of
+ * workspace at the conv's backward, none at the step after. At batch 2 the
+ * conv is oneDNN's: no columns (2 * 737280 B). A 1-D conv runs as its
+ * [N, C, 1, L] view: [1,16,64] with W [24,16,3], padding 1, makes columns
+ * [1, 48, 64] (12288 B): 4096 + 4608 + 96 + 12288 + 6144 = 27232 B, the
+ * profiler's peak too. */
+static struct tb *thnn_conv(int64_t k)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,20,32,32");
+    tb_init(b, "W", F32, 4, (int64_t[]){24, 20, k, k});
+    tb_init(b, "B", F32, 1, (int64_t[]){24});
+    tb_node(b, "Conv", "conv", "x,W,B", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){k / 2, k / 2, k / 2, k / 2});
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_thnn_columns(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 214;
+    cfg.cpu_threads = 1;
+    cfg.batch_size = 1;
+    struct dnnmem_result *r = estimate_cfg(thnn_conv(3), &cfg);
+    assert_int_equal(r->peak_allocated, 934880);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WORKSPACE], 737280);
+    dnnmem_result_free(r);
+    r = estimate_cfg(thnn_conv(1), &cfg);
+    assert_int_equal(r->peak_allocated, 81920 + 1920 + 96 + 98304);
+    dnnmem_result_free(r);
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,16,64");
+    tb_init(b, "W", F32, 3, (int64_t[]){24, 16, 3});
+    tb_init(b, "B", F32, 1, (int64_t[]){24});
+    tb_node(b, "Conv", "conv", "x,W,B", "y");
+    tb_attr_ints(b, "pads", 2, (int64_t[]){1, 1});
+    tb_output(b, "y");
+    r = estimate_cfg(b, &cfg);
+    assert_int_equal(r->peak_allocated, 27232);
+    dnnmem_result_free(r);
+    cfg.batch_size = 2;
+    r = estimate_cfg(thnn_conv(3), &cfg);
+    assert_true(r->category_bytes[DNNMEM_CAT_WORKSPACE] < 2 * 737280);
+    dnnmem_result_free(r);
+    cfg.batch_size = 1;
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_SGD;
+    cfg.loss = DNNMEM_LOSS_SUM;
+    cfg.iterations = 1;
+    cfg.timeline = true;
+    r = estimate_cfg(thnn_conv(3), &cfg);
+    size_t at = r->n_timeline;
+    for (size_t k = 0; k < r->n_timeline; k++)
+        if (!strcmp(r->timeline[k].phase, "backward") && !strcmp(r->timeline[k].node, "conv"))
+            at = k;
+    assert_true(at + 1 < r->n_timeline);
+    assert_int_equal(r->timeline[at].category_bytes[DNNMEM_CAT_WORKSPACE], 737280);
+    assert_int_equal(r->timeline[at + 1].category_bytes[DNNMEM_CAT_WORKSPACE], 0);
+    dnnmem_result_free(r);
+}
+
 /* Reentrant checkpointing holds the segment outputs' incoming grads (`args`
  * of CheckpointFunction.backward) until the segment's backward is done
  * (measured: checkpointed ResNet-50 on the CPU, -3.1% -> -1.6%).
@@ -1650,6 +1723,7 @@ int main(void)
         cmocka_unit_test(test_inplace_clone),
         cmocka_unit_test(test_lifted_groupnorm),
         cmocka_unit_test(test_slice_view),
+        cmocka_unit_test(test_thnn_columns),
         cmocka_unit_test(test_tf_graph_grad_forwarding),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);

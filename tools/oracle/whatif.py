@@ -19,17 +19,19 @@ default runs them in place, as torchvision's inplace=True) brings it within 3% (
 the two together); otherwise the mechanism measured on its family
 (densenet-python-local, channels-last-conv-bwd), channels-last-conv-bwd for a training
 under-estimate whose largest block at the peak is convolution_backward's,
-thnn-columns for a batch-1 under-estimate with a slow_conv2d block live at the peak,
-channels-last-conv-bwd for another training under-estimate of a model
-with a channels-last producer (randnet's LayerNorm2d, `ln`, and attention blocks permute
-NCHW tensors; tools/oracle/attribute.py shows convolution_backward's contiguous copies of
-channels-last inputs and weight-sized blocks there), onednn-input-reorder for
-another inference under-estimate and for an inference over-estimate whose peak dnnmem
-puts inside a Conv (2.14 frees the reordered weight and input before the ATen output;
-dnnmem holds the weight), or `unexplained`.  Those not tested by a what-if say
-how they were assigned.  GroupNorm (groupnorm-decomposed), in-place hardtanh_/
-hardswish_ clones and ShuffleNetV2's chunk views are modelled (src/graph/lift.c,
-src/train/save.c, src/schedule/forward.c) and no longer classes.
+conv-weight-channels-last for an under-estimate that the conv weight clones live at
+the peak bring within 3%, layernorm-input-copy for one that the layer_norm input clones
+live at the peak bring within 3%, channels-last-conv-bwd for another training
+under-estimate of a model with a channels-last producer (randnet's LayerNorm2d, `ln`,
+and attention blocks permute NCHW tensors; tools/oracle/attribute.py shows
+convolution_backward's contiguous copies of channels-last inputs and weight-sized
+blocks there), onednn-input-reorder for another inference under-estimate and for an
+inference over-estimate whose peak dnnmem puts inside a Conv (2.14 frees the reordered
+weight and input before the ATen output; dnnmem holds the weight), or `unexplained`.
+Those not tested by a what-if say how they were assigned.  GroupNorm
+(groupnorm-decomposed), THNN's columns, in-place hardtanh_/hardswish_ clones and
+ShuffleNetV2's chunk views are modelled (src/graph/lift.c, src/schedule/,
+src/train/save.c) and no longer classes.
 """
 
 import argparse
@@ -92,6 +94,14 @@ OUT_OF_PLACE = re.compile(r"[\[,](relu|relu6|leaky_relu|hardswish)[,\]]")
 CHANNELS_LAST = re.compile(r"[\[,]ln[,\]]|attention")
 
 
+# the weight copied channels-last (weight.contiguous(backend_memory_format)) by _convolution
+# or convolution_backward, as the profiler's tree names the block
+WEIGHT_COPY = ("aten::conv2d > aten::clone", "ConvolutionBackward0 > aten::clone")
+
+# LayerNorm's input.contiguous() of a permuted input (LayerNorm2d's permute(0, 2, 3, 1))
+LN_COPY = "aten::layer_norm > aten::clone"
+
+
 def err(r, est):
     return 100.0 * (est["peak_allocated_bytes"] - r["peak_bytes"]) / r["peak_bytes"]
 
@@ -119,6 +129,8 @@ def classify(r, dnnmem, out):
         if abs(e1) <= zoo.BAR:
             return e0, names, f"{e1:+.2f}% without them"
     fam = r["family"]
+    clone = sum(t["bytes"] for t in r["live_at_peak_top"] if t["op"].endswith(WEIGHT_COPY))
+    ln_copy = sum(t["bytes"] for t in r["live_at_peak_top"] if t["op"] == LN_COPY)
     if fam == "densenet" and r["mode"] == "inference":
         names = ["densenet-python-local"]
     elif fam == "convnext" and r["mode"] == "train":
@@ -126,8 +138,12 @@ def classify(r, dnnmem, out):
     elif e0 < 0 and r["mode"] == "train" and r["live_at_peak_top"] and \
             r["live_at_peak_top"][0]["op"].endswith("aten::convolution_backward"):
         return e0, ["channels-last-conv-bwd"], "the largest block at the peak"
-    elif e0 < 0 and r["batch"] == 1 and any("_slow_conv2d" in t["op"] for t in r["live_at_peak_top"]):
-        return e0, ["thnn-columns"], "a slow_conv2d block live at the peak"
+    elif e0 < 0 and abs(e0 + 100.0 * clone / r["peak_bytes"]) <= zoo.BAR:
+        return e0, ["conv-weight-channels-last"], \
+            f"{e0 + 100.0 * clone / r['peak_bytes']:+.2f}% with the weight clones live at the peak"
+    elif e0 < 0 and abs(e0 + 100.0 * ln_copy / r["peak_bytes"]) <= zoo.BAR:
+        return e0, ["layernorm-input-copy"], \
+            f"{e0 + 100.0 * ln_copy / r['peak_bytes']:+.2f}% with the input copies live at the peak"
     elif e0 < 0 and r["mode"] == "train" and CHANNELS_LAST.search(arch):
         return e0, ["channels-last-conv-bwd"], "a channels-last producer in the model"
     elif e0 < 0 and r["mode"] == "inference":

@@ -93,7 +93,7 @@ TORCHVISION = {
     "vgg11": ({}, 224),
     "vgg11_bn": ({}, 224),  # at 160 its AdaptiveAvgPool2d((7, 7)) of 5x5 does not export
 }
-RANDOM_SEEDS = range(0, 40)
+RANDOM_SEEDS = range(0, 60)
 RUNS = (("inference", None), ("train", "sgd-momentum"), ("train", "adam"))
 
 
