@@ -250,7 +250,8 @@ static int32_t unsqueezed_weight(const struct lift *l, int32_t u, const struct d
  * it. PyTorch runs one native_group_norm (aten/src/ATen/native/group_norm.cpp:
  * Y, mean and rstd [N, G]), whose backward keeps x, the weight, mean and rstd;
  * left as exported, the InstanceNormalization's output and the Mul's operands
- * would be kept too. */
+ * would be kept too. nn.GroupNorm(affine=False) has no Mul and Add and is left
+ * as exported (an over-estimate of one activation per GroupNorm in training). */
 static bool lift_groupnorm(struct lift *l, struct dm_node *z)
 {
     if (z->op != DM_OP_Add || z->n_in != 2)
