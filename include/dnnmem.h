@@ -467,8 +467,9 @@ struct dnnmem_config {
     /* CPU threads PyTorch uses (torch.get_num_threads()); 0 = several (the
      * default). With one, small-batch 1x1 convolutions use THNN, not oneDNN. */
     int cpu_threads;
-    /* The CUDA toolkit PyTorch was built with, major * 10 + minor (117 =
-     * 11.7); 0 = default 121 (12.1). Before 11.7 modules load eagerly. */
+    /* The CUDA toolkit the framework was built with, major * 10 + minor
+     * (117 = 11.7); 0 = the default: 124 (12.4) for PyTorch, 122 for
+     * TensorFlow and JAX, 112 for MXNet. Before 11.7 modules load eagerly. */
     int cuda_version;
     /* The GPU's compute capability, major * 10 + minor (80 = A100, 90 =
      * H100); 0 = default 80. Hopper and later get larger cuBLAS workspaces. */

@@ -1563,7 +1563,41 @@ static void test_framework_runtimes(void **state)
     expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "jax@0.4.x");
     cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
     cfg.capacity_bytes = 200 << 20; /* 100 MiB free < 2 GiB: MinSystemMemory 225 MiB */
-    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "leaves nothing to TensorFlow");
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
+                          "--framework tensorflow: the device (200.00 MiB) leaves nothing to "
+                          "TensorFlow after the CUDA context (100.00 MiB) and MinSystemMemory "
+                          "(225.00 MiB)");
+    cfg.tf_min_system_memory_bytes = 99 << 20; /* 100 MiB free, 99 MiB left to the system */
+    struct dnnmem_result *fits = estimate_cfg(view_graph(true), &cfg);
+    assert_int_equal(fits->limit_bytes, 1 << 20);
+    dnnmem_result_free(fits);
+    cfg.tf_min_system_memory_bytes = 100 << 20; /* nothing left */
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "MinSystemMemory (100.00 MiB)");
+    /* the runtimes' settings through the library (the CLI refuses them
+     * earlier, with its own messages) */
+    cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
+    cfg.tf_memory_limit_bytes = 0;
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "--tf-memory-limit: must be positive");
+    cfg = fw_cfg(DNNMEM_FW_JAX);
+    cfg.jax_mem_fraction = 1.5;
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
+                          "--jax-mem-fraction 1.5: expected a fraction in (0, 1]");
+    cfg = fw_cfg(DNNMEM_FW_MXNET);
+    cfg.mxnet_page_size = 48; /* not a power of two: Naive takes it, Round does not */
+    fits = estimate_cfg(view_graph(true), &cfg);
+    dnnmem_result_free(fits);
+    cfg.mxnet_pool = DNNMEM_MXNET_POOL_ROUND;
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
+                          "--mxnet-page-size 48: expected at least 32 (a power of two with Round)");
+    cfg = fw_cfg(DNNMEM_FW_MXNET);
+    cfg.mxnet_reserve_percent = 101;
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
+                          "--mxnet-reserve 101: expected a percentage 0..100");
+    cfg = fw_cfg(DNNMEM_FW_MXNET);
+    cfg.capacity_bytes = 100 << 20; /* the context's size: nothing left */
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
+                          "--framework mxnet: the device (100.00 MiB) leaves nothing after the "
+                          "CUDA context (100.00 MiB)");
     cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
     cfg.device = DNNMEM_DEVICE_CPU;
     expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "only GPU runtimes");
