@@ -110,6 +110,7 @@ struct cli {
     const char *memory;            /* --memory, echoed */
     const char *search_dim;        /* max-*: --dim-name */
     const char *report, *timeline; /* --report page.html, --timeline steps.csv */
+    const char *events;            /* --events events.csv */
     int64_t limit;                 /* max-*: --limit */
     struct dnnmem_load_options load; /* --max-nodes */
     const char *model;
@@ -172,6 +173,13 @@ static int act_timeline(struct cli *cl, const char *v)
 {
     cl->timeline = v;
     cl->cfg.timeline = true;
+    return -1;
+}
+
+static int act_events(struct cli *cl, const char *v)
+{
+    cl->events = v;
+    cl->cfg.events = true;
     return -1;
 }
 
@@ -398,20 +406,22 @@ static int sweep(const struct cli *cl, const dnnmem_model *m)
     return rc ? rc : any_bad ? EXIT_DOES_NOT_FIT : EXIT_OK;
 }
 
-/* --report and --timeline: 0, or an exit code. */
+/* --report, --timeline and --events: 0, or an exit code. */
 static int write_files(const struct cli *cl, const struct dnnmem_result *r, const dnnmem_model *m)
 {
-    const char *files[2] = {cl->report, cl->timeline};
-    for (int k = 0; k < 2; k++) {
+    const char *files[3] = {cl->report, cl->timeline, cl->events};
+    static const char *const flag[3] = {"--report", "--timeline", "--events"};
+    for (int k = 0; k < 3; k++) {
         if (!files[k])
             continue;
         FILE *out = fopen(files[k], "w");
-        int bad = !out || (k == 0 ? dnnmem_report_html(r, m, out) : dnnmem_report_timeline_csv(r, out));
+        int bad = !out || (k == 0   ? dnnmem_report_html(r, m, out)
+                           : k == 1 ? dnnmem_report_timeline_csv(r, out)
+                                    : dnnmem_report_events_csv(r, out));
         if (out && fclose(out) != 0)
             bad = 1;
         if (bad) {
-            fprintf(stderr, "dnnmem: %s %s: cannot write the file\n", k ? "--timeline" : "--report",
-                    files[k]);
+            fprintf(stderr, "dnnmem: %s %s: cannot write the file\n", flag[k], files[k]);
             return EXIT_INTERNAL;
         }
     }

@@ -479,8 +479,9 @@ struct dnnmem_config {
     /* The CPU's vector ISA for oneDNN's convolution buffers (PyTorch 2.x);
      * default AVX-512. */
     enum dnnmem_cpu_isa cpu_isa;
-    /* The CUDA toolkit PyTorch was built with, major * 10 + minor (117 =
-     * 11.7); 0 = default 121 (12.1). Before 11.7 modules load eagerly. */
+    /* The CUDA toolkit the framework was built with, major * 10 + minor
+     * (117 = 11.7); 0 = the default: 124 (12.4) for PyTorch, 122 for
+     * TensorFlow and JAX, 112 for MXNet. Before 11.7 modules load eagerly. */
     int cuda_version;
     /* The GPU's compute capability, major * 10 + minor (80 = A100, 90 =
      * H100); 0 = default 80. Hopper and later get larger cuBLAS workspaces. */
@@ -494,6 +495,7 @@ struct dnnmem_config {
     double headroom;
     const char *device_label;   /* how the user named the device ("--gpu A100-40GB"), echoed */
     bool timeline;              /* record dnnmem_result.timeline */
+    bool events;                /* record dnnmem_result.events (and the timeline) */
     /* The framework runtime (default PyTorch) and its version as the user
      * wrote it ("2.15", "0.4.13"; NULL = unstated), echoed with the result.
      * The version decides: TensorFlow 1.x's older MinSystemMemory rule, and
@@ -741,6 +743,18 @@ struct dnnmem_timeline_point {
     uint64_t reserved;
 };
 
+/* One call into the simulated allocator, in execution order: at the
+ * timeline's step `step` (its phase, iteration, node and op), `bytes`
+ * requested (alloc) or given back (free) for the buffer `buffer`
+ * ("conv1.weight.grad", "/layer1/Relu_output_0", "bn1.save_mean", ...). */
+struct dnnmem_event {
+    bool alloc;
+    uint64_t bytes;
+    size_t step;
+    const char *buffer;
+    enum dnnmem_category category;
+};
+
 struct dnnmem_result {
     /* Totals. total_bytes = peak_reserved + context_bytes: what the process
      * takes on the device, as nvidia-smi shows it. */
@@ -793,6 +807,9 @@ struct dnnmem_result {
     /* Memory over the run, one point per step (when cfg->timeline). */
     struct dnnmem_timeline_point *timeline;
     size_t n_timeline;
+    /* Every allocation and free, in order (when cfg->events). */
+    struct dnnmem_event *events;
+    size_t n_events;
 
     /* Assumptions, in print order. */
     struct dnnmem_assumption *assumptions;
@@ -896,6 +913,10 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
  * kind over the run against the capacity, the peak marked, and the tensors
  * live at the peak. */
 int dnnmem_report_timeline_csv(const struct dnnmem_result *r, FILE *f);
+/* The events (cfg.events) as CSV, one row per allocation or free: its
+ * step's phase, iteration, node and op, the buffer, its kind and bytes, and
+ * the bytes allocated after it (requested, no rounding). */
+int dnnmem_report_events_csv(const struct dnnmem_result *r, FILE *f);
 /* Two estimates side by side: each component, and how it changed from A to B. */
 int dnnmem_report_compare(const struct dnnmem_result *a, const char *label_a,
                           const struct dnnmem_result *b, const char *label_b, FILE *f);

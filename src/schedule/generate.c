@@ -1035,11 +1035,8 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
                        "%s: --mode generate needs a HuggingFace causal LM that returns its KV "
                        "cache (config use_cache true)",
                        g->path);
-    if (g->legacy_cache && run->kv_dtype != DNNMEM_KV_AUTO)
-        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
-                       "%s: --kv-dtype needs a Cache class; transformers 4.51 keeps this model's "
-                       "legacy tuple cache (GPT-2, BioGPT) in the model's dtype",
-                       g->path);
+    /* a legacy tuple cache with --kv-dtype: refused by the check table
+     * (src/estimate/check.c, DM_CHECK_SCHEDULE) */
     c.logits = logits;
     c.kv = malloc(2 * (size_t)layers * sizeof *c.kv);
     c.cur = malloc(2 * (size_t)layers * sizeof *c.cur);

@@ -21,13 +21,13 @@
  *     checked on 2.14.1: mixed inputs give a contiguous result).
  *
  * Every other op makes a contiguous output (a reshape of a channels-last
- * tensor copies it), but for the exporter's GroupNorm: torch.onnx writes
- * nn.GroupNorm as Reshape [N, G, -1] -> InstanceNormalization -> Reshape
- * back -> Mul -> Add, where PyTorch runs one native_group_norm, whose CPU
- * kernel has a channels-last path and allocates its output in the input's
- * suggested memory format (aten/src/ATen/native/group_norm.cpp,
- * GroupNormKernel.cpp): the Reshape back takes the format of the tensor the
- * first Reshape read. The format does not change between iterations, so it is
+ * tensor copies it), but for GroupNorm: PyTorch runs one native_group_norm,
+ * whose CPU kernel has a channels-last path and allocates its output in the
+ * input's suggested memory format (aten/src/ATen/native/group_norm.cpp,
+ * GroupNormKernel.cpp). lift.c makes it one GroupNormalization; where it is
+ * left as torch.onnx writes it (Reshape [N, G, -1] -> InstanceNormalization
+ * -> Reshape back, without affine), the Reshape back takes the format of the
+ * tensor the first Reshape read. The format does not change between iterations, so it is
  * computed once, in node order. Stands on the builder only.
  */
 #include "schedule/builder.h"
@@ -45,7 +45,8 @@ static bool keeps_format(enum dm_op op)
         /* binary elementwise (TensorIterator) */
         DM_OP_Add, DM_OP_Sub, DM_OP_Mul, DM_OP_Div, DM_OP_PRelu, DM_OP_Where,
         /* channels-last CPU kernels; cat when all its inputs are */
-        DM_OP_BatchNormalization, DM_OP_MaxPool, DM_OP_AveragePool, DM_OP_Conv, DM_OP_Concat,
+        DM_OP_BatchNormalization, DM_OP_GroupNormalization, DM_OP_MaxPool, DM_OP_AveragePool,
+        DM_OP_Conv, DM_OP_Concat,
     };
     for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++)
         if (keep[k] == op)

@@ -137,6 +137,12 @@ expect 0 "optimizer state" -- compare $R -b 64 --mode train --with "--optimizer 
 expect 0 "inception_v3.onnx" -- compare $R $M/fixtures/inception_v3.onnx -b 8 --mode train
 expect 2 "compare: give two models" -- compare $R -b 8
 "$D" estimate $R -b 2 --timeline "$T/tl.csv" >/dev/null && grep -q "^step,iteration,phase" "$T/tl.csv" && pass=$((pass + 1)) || { echo "FAIL: --timeline"; fail=$((fail + 1)); }
+# --events: on the CPU (bytes as requested) the running total's maximum is the peak
+ev_peak=$("$D" estimate $R -b 2 --device cpu --mode train --events "$T/ev.csv" --json |
+    sed -n 's/^ *"peak_allocated_bytes": \([0-9]*\),*$/\1/p')
+ev_max=$(awk -F, 'NR > 1 && $NF + 0 > m { m = $NF + 0 } END { printf "%d", m }' "$T/ev.csv")
+[ -n "$ev_peak" ] && [ "$ev_peak" = "$ev_max" ] && head -1 "$T/ev.csv" | grep -q "^event,step,iteration,phase,node,op,kind,bytes" &&
+    pass=$((pass + 1)) || { echo "FAIL: --events ($ev_max, peak $ev_peak)"; fail=$((fail + 1)); }
 expect 2 "--with: this option needs a value" -- compare $R --with
 
 # calibration file

@@ -13,19 +13,18 @@ A row whose error falls within 3% once they are bypassed has that mechanism.
 
 classify: every row missing by more than 3%, with the mechanisms that explain it
 (docs/validation-zoo.md describes each): dropout-p0 when bypassing the p=0 Dropouts
-brings it within 3%; inplace-clone when the model runs hardtanh_, hardswish_,
-hardsigmoid_ or silu_ in place and `--inplace none` (which keeps those activations'
-inputs, as 2.x's clone does) brings it within 3% (both: the two together); inplace-auto
-when, for another random row, `--inplace none` brings it within 3% (the graph does not
-say whether an activation module ran in place; dnnmem's default runs ReLU-like ops in
-place as torchvision does, randnet draws inplace=False half the time); otherwise the
-mechanism measured on its family (densenet-python-local), groupnorm-decomposed for an
-over-estimate of a model with GroupNorm (drawn, or Reshape -> InstanceNormalization in
-the graph), conv-weight-channels-last for an under-estimate that the conv weight clones
-live at the peak bring within 3%, layernorm-input-copy for one that the layer_norm input
-clones live at the peak bring within 3%, or `unexplained`.  (onednn-input-reorder,
-channels-last-conv-bwd and thnn-columns are modelled: src/schedule/workspace.c,
-layout.c.)  Those not tested by a what-if say how they were assigned.
+brings it within 3%; inplace-assumed when the model runs ReLU, ReLU6, LeakyReLU or
+Hardswish out of place (randnet's tokens without "_") and `--inplace none` (dnnmem's
+default runs them in place, as torchvision's inplace=True) brings it within 3% (both:
+the two together); otherwise the mechanism measured on its family
+(densenet-python-local), conv-weight-channels-last for an under-estimate that the conv
+weight clones live at the peak bring within 3%, layernorm-input-copy for one that the
+layer_norm input clones live at the peak bring within 3%, or `unexplained`.  Those not
+tested by a what-if say how they were assigned.  GroupNorm (groupnorm-decomposed),
+THNN's columns, in-place hardtanh_/hardswish_ clones, ShuffleNetV2's chunk views, the
+oneDNN convolutions' buffers (onednn-input-reorder) and channels-last convolutions
+(channels-last-conv-bwd; src/schedule/layout.c) are modelled (src/graph/lift.c,
+src/schedule/, src/train/save.c) and no longer classes.
 """
 
 import argparse
@@ -80,8 +79,9 @@ def bypass_p0_dropouts(src, dst):
     return dropped
 
 
-CLONING = ("relu6_", "hardswish_", "hardsigmoid_", "silu_")  # randnet's tokens
-CLONING_FAMILIES = ("mobilenet_v2", "mobilenet_v3")  # ReLU6 / Hardswish / Hardsigmoid in place
+# randnet's activations dnnmem runs in place (src/schedule/forward.c can_run_inplace)
+# drawn out of place ("relu" for nn.ReLU(), "relu_" for inplace=True)
+OUT_OF_PLACE = re.compile(r"[\[,](relu|relu6|leaky_relu|hardswish)[,\]]")
 
 
 # the weight copied channels-last (weight.contiguous(backend_memory_format)) by _convolution
@@ -92,19 +92,13 @@ WEIGHT_COPY = ("aten::conv2d > aten::clone", "ConvolutionBackward0 > aten::clone
 LN_COPY = "aten::layer_norm > aten::clone"
 
 
-def has_group_norm(path):
-    """nn.GroupNorm as the TorchScript exporter writes it: Reshape -> InstanceNormalization."""
-    g = onnx.load(path, load_external_data=False).graph
-    reshaped = {o for n in g.node if n.op_type == "Reshape" for o in n.output}
-    return any(n.op_type == "InstanceNormalization" and n.input[0] in reshaped for n in g.node)
-
-
 def err(r, est):
     return 100.0 * (est["peak_allocated_bytes"] - r["peak_bytes"]) / r["peak_bytes"]
 
 
 def classify(r, dnnmem, out):
-    e0 = err(r, zoo.estimate(dnnmem, r)[0])
+    est = zoo.estimate(dnnmem, r)[0]
+    e0 = err(r, est)
     if abs(e0) <= zoo.BAR:
         return None
     src = os.path.join(zoo.ROOT, r["graph"])
@@ -112,17 +106,14 @@ def classify(r, dnnmem, out):
     n_p0 = bypass_p0_dropouts(src, dst)
     alt = dict(r, graph=os.path.relpath(dst, zoo.ROOT))
     arch = r.get("architecture") or ""
-    cloning = r["mode"] == "train" and (r["family"] in CLONING_FAMILIES or
-                                        any(t in arch for t in CLONING))
+    assumed = bool(OUT_OF_PLACE.search(arch))
     tries = []
     if n_p0:
         tries.append((["dropout-p0"], alt, []))
-    if cloning:
-        tries.append((["inplace-clone"], r, ["--inplace", "none"]))
-    if n_p0 and cloning:
-        tries.append((["dropout-p0", "inplace-clone"], alt, ["--inplace", "none"]))
-    if not cloning and r["source"] == "random":
-        tries.append((["inplace-auto"], r, ["--inplace", "none"]))
+    if assumed:
+        tries.append((["inplace-assumed"], r, ["--inplace", "none"]))
+    if n_p0 and assumed:
+        tries.append((["dropout-p0", "inplace-assumed"], alt, ["--inplace", "none"]))
     for names, row, extra in tries:
         e1 = err(r, zoo.estimate(dnnmem, row, extra)[0])
         if abs(e1) <= zoo.BAR:
@@ -132,8 +123,6 @@ def classify(r, dnnmem, out):
     ln_copy = sum(t["bytes"] for t in r["live_at_peak_top"] if t["op"] == LN_COPY)
     if fam == "densenet" and r["mode"] == "inference":
         names = ["densenet-python-local"]
-    elif e0 > 0 and (re.search(r"[\[,]gn[,\]]", arch) or has_group_norm(src)):
-        return e0, ["groupnorm-decomposed"], "a GroupNorm in the model"
     elif e0 < 0 and abs(e0 + 100.0 * clone / r["peak_bytes"]) <= zoo.BAR:
         return e0, ["conv-weight-channels-last"], \
             f"{e0 + 100.0 * clone / r['peak_bytes']:+.2f}% with the weight clones live at the peak"
