@@ -65,6 +65,8 @@ LIB_SRC += src/options.c
 # dnnmem_estimate's stages (src/estimate/estimate.h), in order
 LIB_SRC += src/estimate/assume.c src/estimate/check.c src/estimate/variant.c src/estimate/defaults.c \
            src/estimate/shapes.c src/estimate/schedule.c src/estimate/replay.c src/estimate/warn.c
+# captured steps (docs/capture-format.md): the loader and their estimate
+LIB_SRC += src/load/capture.c src/estimate/captured.c
 # the HuggingFace front end (src/load/hf/hf.h: its internal header)
 HF_SRC  := src/load/hf/builder.c src/load/hf/frame.c src/load/hf/attention.c src/load/hf/linear.c src/load/hf/quant.c \
            src/load/hf/kbit.c src/load/hf/llama.c src/load/hf/moe.c src/load/hf/moe_config.c src/load/hf/deepseek.c \
@@ -207,7 +209,7 @@ bench: $(B)/bench/bench $(B)/dnnmem
 # instrumentation. fuzz-run runs each target for FUZZ_TIME seconds.
 
 FUZZ_TIME    ?= 20
-FUZZ_TARGETS := onnx hf keras keras-zip mxnet safetensors
+FUZZ_TARGETS := onnx hf keras keras-zip mxnet safetensors capture
 FUZZ_FLAGS   := -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 FUZZ_OBJ     := $(LIB_SRC:%.c=build-fuzz/%.o) build-fuzz/gen/onnx.pb-c.o
 

@@ -391,6 +391,11 @@ struct dm_graph {
     const char *kbit_prep;
     const char *kbit_ckpt[2];
     int n_kbit_ckpt;
+    /* A captured step (src/load/capture.c; arena-owned): its schedule as
+     * observed, which the estimate replays as it stands, and each node's
+     * aten op ("aten.convolution.default"); NULL for every other format */
+    struct dm_capture *capture;
+    const char **op_names;
 };
 
 void dm_graph_init(struct dm_graph *g);
@@ -463,6 +468,11 @@ enum dnnmem_status dm_load_mxnet(struct dm_graph *g, const uint8_t *data, size_t
 /* Whether a JSON text looks like an MXNet symbol (a cheap check of its
  * first bytes for the keys "nodes" and "heads"/"arg_nodes"). */
 bool dm_is_mxnet_json(const uint8_t *data, size_t size);
+/* A captured step (src/load/capture.c, docs/capture-format.md), and whether
+ * a JSON text is one (its "format" near the start). */
+enum dnnmem_status dm_load_capture(struct dm_graph *g, const uint8_t *data, size_t size,
+                                   struct dnnmem_error *err);
+bool dm_is_capture_json(const uint8_t *data, size_t size);
 /* Keras model JSON (src/load/keras/): model.to_json() of Keras 2 (Model,
  * Functional, Sequential, nested models) and the Keras 3 layout (config.json
  * of a .keras archive), built layer by layer into the IR. dm_keras_json says
@@ -620,6 +630,29 @@ struct dm_schedule {     /* arrays malloc'd */
     int32_t n_steps, cap_steps;
 };
 void dm_schedule_free(struct dm_schedule *s);
+
+/* A captured step (docs/capture-format.md): one buffer per storage (its
+ * tensor the storage's graph tensor), the events in the order they were
+ * observed, one step per entry of the file (its node, when an op, the
+ * graph's). Arena-owned by the graph. */
+struct dm_capture {
+    struct dm_buffer *buf;
+    bool *host;           /* per buffer: a host tensor while the model ran on meta */
+    int32_t n_buf;
+    struct dm_event *ev;
+    size_t n_ev;
+    struct dm_step *steps;
+    int32_t n_steps;
+    bool train;
+    int iterations;
+    int64_t batch;        /* the batch captured, 0 = unstated */
+    const char *optimizer, *model; /* as the capture names them, or NULL */
+};
+/* The op name a result prints for node i: a capture's aten op, else the op table's. */
+static inline const char *dm_node_op_name(const struct dm_graph *g, int32_t i)
+{
+    return g->op_names ? g->op_names[i] : dm_ops[g->nodes[i].op].name;
+}
 /* "conv1.weight", "conv1.weight.grad", "/layer1/Relu_output_0", "bn1.save_mean". */
 const char *dm_buffer_name(const struct dm_graph *g, const struct dm_buffer *b, char *buf,
                            size_t cap);
