@@ -215,3 +215,15 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     dm_graph_free(&own);
     return s;
 }
+
+struct dnnmem_config *dnnmem_config_new(void)
+{
+    struct dnnmem_config *cfg = malloc(sizeof *cfg);
+    if (cfg)
+        dnnmem_config_init(cfg);
+    return cfg;
+}
+
+void dnnmem_config_free(struct dnnmem_config *cfg) { free(cfg); }
+
+void dnnmem_config_set_timeline(struct dnnmem_config *cfg, bool on) { cfg->timeline = on; }

@@ -647,6 +647,7 @@ struct dm_capture {
     int iterations;
     int64_t batch;        /* the batch captured, 0 = unstated */
     const char *optimizer, *model; /* as the capture names them, or NULL */
+    const char *torch;    /* the torch release that ran it ("2.13.0+cpu"), or NULL */
 };
 /* The op name a result prints for node i: a capture's aten op, else the op table's. */
 static inline const char *dm_node_op_name(const struct dm_graph *g, int32_t i)

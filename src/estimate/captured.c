@@ -166,8 +166,7 @@ enum dnnmem_status dm_est_captured(const struct dm_graph *g, const struct dnnmem
     const struct dm_capture *cap = g->capture;
     *out = NULL;
     DM_TRY(check_fixed(g, cap, cfg, err));
-    const char *torch = g->producer && strstr(g->producer, "torch ") ? strstr(g->producer, "torch ") + 6
-                                                                     : NULL;
+    const char *torch = cap->torch;
     struct dnnmem_config c = *cfg;
     c.mode = cap->train ? DNNMEM_MODE_TRAIN : DNNMEM_MODE_INFER;
     if (!c.torch_version)

@@ -141,6 +141,8 @@ static enum dnnmem_status header(struct cap *k, const json_t *root)
     struct dm_arena *a = &k->g->arena;
     if ((s = get_str(root, "producer")) && !(k->g->producer = dm_arena_strdup(a, s)))
         return nomem(k);
+    if ((s = get_str(root, "torch")) && !(k->c->torch = dm_arena_strdup(a, s)))
+        return nomem(k);
     if ((s = get_str(root, "optimizer")) && !(k->c->optimizer = dm_arena_strdup(a, s)))
         return nomem(k);
     if ((s = get_str(root, "model")) && !(k->c->model = dm_arena_strdup(a, s)))
