@@ -31,6 +31,10 @@ from torch.utils._pytree import tree_flatten
 FORMAT_VERSION = 1
 
 
+class CaptureError(RuntimeError):
+    """The model cannot be captured: the op and module that failed, and what to do."""
+
+
 def _dtype_name(dt):
     return str(dt).replace("torch.", "")
 
@@ -55,7 +59,15 @@ class _Recorder(TorchDispatchMode):
         flat_in, _ = tree_flatten((args, kwargs))
         ins = [cap.storage_of(t) for t in flat_in if isinstance(t, torch.Tensor)]
         step = cap.open_step(str(func))
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - re-raised with the op and the module
+            where = step.get("module") or "the top level"
+            raise CaptureError(
+                f"dnnmem.torch.capture: {func} in {where} ({cap.phase}) cannot run on the meta "
+                f"device: {str(e).splitlines()[0] if str(e) else type(e).__name__}; the step must "
+                f"not read tensor values (.item(), .tolist(), data-dependent shapes) nor call "
+                f"custom device kernels: capture the model without them") from e
         flat_out, _ = tree_flatten(out)
         outs = []
         for t in flat_out:
