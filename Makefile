@@ -174,22 +174,15 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node
 ifneq ($(SAN),1)
 	@echo "== install (pkg-config, shared and static)"
 	B=$(B) sh tests/install.sh
+	@echo "== the Python package (python/tests; PYTEST_PYTHON=$(PYTEST_PYTHON); not under SAN=1: ctypes loads the library into an uninstrumented Python)"
+	sh tests/python.sh $(B) $(PYTEST_PYTHON)
 endif
-	@$(MAKE) --no-print-directory check-python
 
-# The Python package's tests (python/tests; docs/python.md) against this build's library:
-# with PYTEST_PYTHON a Python that has pytest (and torch >= 2.1 for the capture tests, which
-# skip without it); skipped when it has no pytest. pytest's exit code 5 (no tests ran) passes.
+# The Python package's tests alone (tests/python.sh: skipped when PYTEST_PYTHON has no
+# pytest; the capture tests need torch >= 2.1 there).
 PYTEST_PYTHON ?= python3
 check-python: $(B)/libdnnmem.so $(B)/dnnmem
-	@if ! $(PYTEST_PYTHON) -c 'import pytest' 2>/dev/null; then \
-	    echo "== python/tests: skipped ($(PYTEST_PYTHON) has no pytest; PYTEST_PYTHON=venv/bin/python)"; \
-	else \
-	    echo "== python/tests ($(PYTEST_PYTHON))"; \
-	    DNNMEM_LIBRARY=$(abspath $(B))/libdnnmem.so DNNMEM_CLI=$(abspath $(B))/dnnmem PYTHONPATH=python \
-	        $(PYTEST_PYTHON) -m pytest -q -p no:cacheprovider python/tests; rc=$$?; \
-	    [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; \
-	fi
+	sh tests/python.sh $(B) $(PYTEST_PYTHON)
 
 # ---- install -----------------------------------------------------------------
 # dnnmem.pc is written at install time, with this install's PREFIX (not the
