@@ -642,6 +642,8 @@ struct dm_capture {
     struct dm_event *ev;
     size_t n_ev;
     struct dm_step *steps;
+    int32_t *accum_old;   /* per step: the buffer autograd's engine would add into in place
+                             (a step marked "accumulate": its first input), or -1 */
     int32_t n_steps;
     bool train;
     int iterations;

@@ -80,10 +80,11 @@ class _Recorder(TorchDispatchMode):
                 for t in (v if isinstance(v, (list, tuple)) else [v]):
                     if isinstance(t, torch.Tensor):
                         writes.append(cap.storage_of(t))
-        step["in"] = sorted({s for s in ins if s is not None})
-        step["out"] = sorted({s for s in outs if s is not None})
+        step["in"] = list(dict.fromkeys(s for s in ins if s is not None))  # argument order
+        step["out"] = list(dict.fromkeys(s for s in outs if s is not None))
         if writes:
-            step["write"] = sorted({s for s in writes if s is not None})
+            step["write"] = list(dict.fromkeys(s for s in writes if s is not None))
+        cap.mark_accumulation(func, step)
         return out
 
 
@@ -98,6 +99,8 @@ class Capture:
         self.modules = []       # the module stack (forward pre/post hooks)
         self.pending_frees = []
         self.names = set()
+        self.node_ids = {}      # (iteration, id(autograd node)) -> its number
+        self.made_by = {}       # storage id -> the node number of the backward step that made it
         self.header = {"format": "dnnmem-capture", "version": FORMAT_VERSION,
                        "producer": f"dnnmem.torch {__import__('dnnmem').__version__}",
                        "torch": torch.__version__, "model": model_name, "mode": mode, "iterations": iterations}
@@ -144,6 +147,8 @@ class Capture:
         self.live[key] = sid
         weakref.finalize(st, self._died, key, sid)
         step.setdefault("alloc", []).append(sid)
+        if "_node" in step:
+            self.made_by[sid] = step["_node"]
         return sid
 
     def _died(self, key, sid):
@@ -187,8 +192,30 @@ class Capture:
             node = torch._C._current_autograd_node()
             if node is not None:
                 step["module"] = node.name()
+                # the node instance (its Python wrapper is cached on the C++ node, which
+                # the graph task keeps alive during the backward): which node made what
+                step["_node"] = self.node_ids.setdefault((self.iteration, id(node)), len(self.node_ids))
         self.steps.append(step)
         return step
+
+    def mark_accumulation(self, func, step):
+        """Mark the autograd engine's own gradient sums: InputBuffer::accumulate
+        (torch/csrc/autograd/input_buffer.cpp) runs `old + var` after a node returns, where
+        `old` is the gradient an earlier node put in the next node's buffer and `var` the one
+        this node just made. Outside a capture it steals `old` and adds in place
+        (can_accumulate_inplace) when nothing else holds it; under a dispatch mode
+        isTensorSubclassLike is true for every tensor (ATen/TensorSubclassLikeUtils.h), so
+        the capture sees a new buffer. The replay (src/estimate/captured.c) applies the
+        real rule to steps marked "accumulate"."""
+        if func is not torch.ops.aten.add.Tensor or self.phase != "backward" or len(step["in"]) != 2:
+            return
+        node = step.get("_node")
+        made = self.made_by
+        old = step["in"][0]
+        # `old` is a gradient an earlier node made (a passthrough node such as AddBackward0
+        # hands on `var` unchanged, so only `old`'s maker is checked)
+        if node is not None and made.get(old) not in (None, node):
+            step["accumulate"] = True
 
     def saved(self, t):
         key, _ = self._key(t)
@@ -209,7 +236,8 @@ class Capture:
     @property
     def data(self):
         self.flush_frees()
-        return dict(self.header, storages=self.storages, steps=self.steps)
+        steps = [{k: v for k, v in s.items() if not k.startswith("_")} for s in self.steps]
+        return dict(self.header, storages=self.storages, steps=steps)
 
     def to_json(self):
         return json.dumps(self.data, separators=(",", ":"))

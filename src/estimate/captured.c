@@ -84,6 +84,46 @@ static enum dnnmem_status grow(struct dm_schedule *s, struct dnnmem_error *err, 
     return DNNMEM_OK;
 }
 
+/* autograd's gradient sums in place. InputBuffer::accumulate (torch/csrc/
+ * autograd/input_buffer.cpp, 2.x) adds a node's gradient `var` into the one
+ * an earlier node left in the next node's buffer, `old`: in place
+ * (old.add_(var)) when can_accumulate_inplace(old) holds: dense, and the
+ * buffer holds the last reference to it and its storage; else old + var.
+ * Under the capture's dispatch mode isTensorSubclassLike is true for every
+ * tensor (ATen/TensorSubclassLikeUtils.h: dispatch_mode_enabled), so the
+ * capture saw old + var: a new buffer, and `old` dying right after. Where
+ * that is what it saw (the step marked "accumulate" by dnnmem.torch, one
+ * buffer made, `old` freed by the same step, the same bytes), the real
+ * engine reuses `old`: the new buffer is `old` (alias), and neither the
+ * allocation nor the free happens. */
+static void accumulate_in_place(const struct dm_capture *cap, int32_t *alias, bool *skip)
+{
+    for (size_t i = 0; i < cap->n_ev;) {
+        int32_t s = cap->ev[i].step;
+        size_t j = i, n_alloc = 0, alloc_at = 0, free_at = 0;
+        bool freed = false;
+        int32_t old = cap->accum_old[s];
+        for (; j < cap->n_ev && cap->ev[j].step == s; j++) {
+            if (cap->ev[j].kind == DM_EV_ALLOC) {
+                n_alloc++;
+                alloc_at = j;
+            } else if (cap->ev[j].buf == old) {
+                freed = true;
+                free_at = j;
+            }
+        }
+        if (old >= 0 && n_alloc == 1 && freed &&
+            cap->buf[cap->ev[alloc_at].buf].bytes == cap->buf[old].bytes) {
+            int32_t root = old;
+            while (alias[root] >= 0)
+                root = alias[root];
+            alias[cap->ev[alloc_at].buf] = root;
+            skip[alloc_at] = skip[free_at] = true;
+        }
+        i = j;
+    }
+}
+
 /* The capture's events as a schedule, with the runtime's buffers added. */
 static enum dnnmem_status build_schedule(const struct dm_graph *g, const struct dm_run *run,
                                          struct dm_schedule *s, struct dnnmem_error *err)
@@ -103,17 +143,27 @@ static enum dnnmem_status build_schedule(const struct dm_graph *g, const struct 
     s->n_steps = cap->n_steps;
     memcpy(s->buf, cap->buf, (size_t)cap->n_buf * sizeof *s->buf);
     s->n_buf = cap->n_buf;
+    int32_t *alias = malloc((size_t)(cap->n_buf ? cap->n_buf : 1) * sizeof *alias);
+    bool *skip = calloc(cap->n_ev ? cap->n_ev : 1, sizeof *skip);
+    if (!alias || !skip) {
+        free(alias);
+        free(skip);
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    }
+    for (int32_t i = 0; i < cap->n_buf; i++)
+        alias[i] = -1;
+    accumulate_in_place(cap, alias, skip);
     bool handle[2] = {false, false}; /* [0] the caller's thread, [1] autograd's */
     int32_t last_step = -1;
-    for (size_t i = 0; i < cap->n_ev; i++) {
+    enum dnnmem_status st = DNNMEM_OK;
+    for (size_t i = 0; i < cap->n_ev && st == DNNMEM_OK; i++) {
         const struct dm_event *ev = &cap->ev[i];
         const struct dm_step *sp = &cap->steps[ev->step];
         if (run->cuda && ev->step != last_step && sp->node >= 0 && run->cublas_workspace &&
             calls_cublas(g->op_names[sp->node])) {
             bool bw = sp->phase == DM_PHASE_BACKWARD;
-            if (!handle[bw]) {
+            if (!handle[bw] && (st = grow(s, err, g->path)) == DNNMEM_OK) {
                 handle[bw] = true;
-                DM_TRY(grow(s, err, g->path));
                 s->buf[s->n_buf] = (struct dm_buffer){
                     .bytes = run->cublas_workspace, .tensor = -1, .node = sp->node,
                     .category = DNNMEM_CAT_WORKSPACE, .dtype = DM_UINT8,
@@ -123,11 +173,19 @@ static enum dnnmem_status build_schedule(const struct dm_graph *g, const struct 
             }
         }
         last_step = ev->step;
-        if (run->cuda && cap->host[ev->buf])
+        if (skip[i] || (run->cuda && cap->host[ev->buf]))
             continue;
-        s->ev[s->n_ev++] = *ev;
+        struct dm_event out = *ev;
+        if (alias[ev->buf] >= 0) { /* the buffer summed into: its category the later one's */
+            out.buf = alias[ev->buf];
+            if (s->buf[ev->buf].category == DNNMEM_CAT_GRADIENT)
+                s->buf[out.buf].category = DNNMEM_CAT_GRADIENT;
+        }
+        s->ev[s->n_ev++] = out;
     }
-    return DNNMEM_OK;
+    free(alias);
+    free(skip);
+    return st;
 }
 
 /* "2.13.0" (or "2.13.0+cpu") as 213; 0 when not a version. */

@@ -341,6 +341,21 @@ static enum dnnmem_status one_step(struct cap *k, const json_t *o, int32_t s, in
             return nomem(k);
         sp->node = (*node)++;
     }
+    k->c->accum_old[s] = -1;
+    const json_t *acc = json_object_get(o, "accumulate");
+    if (acc && !json_is_boolean(acc))
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"accumulate\" must be true or false",
+                       k->path, (int)s);
+    if (json_is_true(acc)) {
+        const json_t *in = json_object_get(o, "in");
+        int64_t first;
+        if (!op || !json_is_array(in) || json_array_size(in) < 1)
+            return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: an \"accumulate\" step is an op "
+                           "with its inputs", k->path, (int)s);
+        snprintf(what, sizeof what, "step %d: \"in\"", (int)s);
+        DM_TRY(get_int(k, json_array_get(in, 0), what, 0, k->g->n_tensors - 1, &first));
+        k->c->accum_old[s] = (int32_t)first;
+    }
     DM_TRY(each_id(k, o, "in", s, on_read));
     DM_TRY(each_id(k, o, "alloc", s, on_alloc));
     DM_TRY(each_id(k, o, "out", s, on_read));
@@ -364,8 +379,9 @@ static enum dnnmem_status body(struct cap *k, const json_t *root)
     c->buf = dm_arena_array(a, ns ? ns : 1, sizeof *c->buf);
     c->host = dm_arena_array(a, ns ? ns : 1, sizeof *c->host);
     c->steps = dm_arena_array(a, nt, sizeof *c->steps);
+    c->accum_old = dm_arena_array(a, nt, sizeof *c->accum_old);
     k->state = calloc(ns ? ns : 1, 1);
-    if (!c->buf || !c->host || !c->steps || !k->state)
+    if (!c->buf || !c->host || !c->steps || !c->accum_old || !k->state)
         return nomem(k);
     c->n_buf = (int32_t)ns;
     c->n_steps = (int32_t)nt;
