@@ -725,6 +725,15 @@ expect 0 '"peak_allocated_bytes": 15428,' -- estimate $C --device cpu -b 4 --jso
 expect 2 "tiny-train.dnnmem: --optimizer: the capture ran its own optimizer" -- estimate $C --optimizer adam
 expect 2 "tiny-train.dnnmem: --precision: the capture ran in its own dtypes" -- estimate $C --precision amp-bf16
 expect 2 "tiny-train.dnnmem: --framework: a capture is a PyTorch eager step" -- estimate $C --framework jax
+# autograd's gradient sum in place (src/estimate/captured.c, accumulate_in_place): the add
+# marked "accumulate" reuses grad_a: 1024 + 4096 + 4096 = 9216 B at the peak; unmarked, the
+# capture's own new buffer: + 4096 = 13312 B
+A=$M/capture/accumulate.dnnmem
+expect 0 '"peak_allocated_bytes": 9216,' -- estimate $A --device cpu --json
+sed 's/, "accumulate": true//' $A >"$T/noacc.dnnmem"
+expect 0 '"peak_allocated_bytes": 13312,' -- estimate "$T/noacc.dnnmem" --device cpu --json
+sed 's/"accumulate": true/"accumulate": 1/' $A >"$T/acc1.dnnmem"
+expect 3 'acc1.dnnmem: step 3: "accumulate" must be true or false' -- estimate "$T/acc1.dnnmem"
 # bad captures: each one line, each its exit code
 head -c 700 $C >"$T/trunc.dnnmem"
 expect 3 "trunc.dnnmem: not a complete capture (JSON: " -- estimate "$T/trunc.dnnmem"

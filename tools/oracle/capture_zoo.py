@@ -24,11 +24,11 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 ROWS = os.path.join(ROOT, "tests", "validation", "pytorch-cpu-2.x-zoo.jsonl")
 
 
-def run(row):
+def run_capture(row):
+    """The row's step captured on the meta device (a dnnmem.torch Capture)."""
     import torch
     import torch.nn.functional as F
 
-    import dnnmem
     import dnnmem.torch as dt
     sys.path.insert(0, HERE)
     import zoo
@@ -48,8 +48,12 @@ def run(row):
         kw["optimizer"] = ((lambda p: torch.optim.SGD(p, lr=zoo.SGD_LR, momentum=zoo.SGD_MOMENTUM))
                            if row["optimizer"] == "sgd-momentum" else
                            (lambda p: torch.optim.Adam(p, lr=zoo.ADAM_LR)))
+    return dt.capture(model, x, steps=zoo.ITERS, **kw)
+
+
+def run(row):
     t0 = time.time()
-    cap = dt.capture(model, x, steps=zoo.ITERS, **kw)
+    cap = run_capture(row)
     cap_s = time.time() - t0
     r = cap.estimate(device="cpu", cpu_threads=1)
     err = 100.0 * (r.peak - row["peak_bytes"]) / row["peak_bytes"]
@@ -58,11 +62,40 @@ def run(row):
                 capture_s=round(cap_s, 2), storages=len(cap.storages), ops=len(cap.steps) - 1)
 
 
+def table(path):
+    """docs/python.md's table from --out's rows: per model, the error of each configuration,
+    and the figures over all rows."""
+    import statistics
+    rows = [json.loads(line) for line in open(path)]
+    cols = ["infer-b1", "infer-b2", "train-sgd-b1", "train-sgd-b2", "train-adam-b1", "train-adam-b2"]
+    by = {}
+    for r in rows:
+        model, rest = r["id"].split("-", 1)
+        by.setdefault(model, {})["-".join(rest.split("-")[:-1])] = r
+    print("| model | " + " | ".join(cols) + " |")
+    print("|---|" + "---|" * len(cols))
+    for model, rs in by.items():
+        cells = []
+        for c in cols:
+            r = rs.get(c)
+            cells.append("" if r is None else ("failed" if "error" in r else f"{r['error_pct']:+.2f}%"))
+        print(f"| {model} | " + " | ".join(cells) + " |")
+    errs = [r["error_pct"] for r in rows if "error_pct" in r]
+    if errs:
+        within = sum(abs(e) <= 1 for e in errs)
+        print(f"\n{len(errs)} rows: median |error| {statistics.median(abs(e) for e in errs):.2f}%, "
+              f"{within} within 1%, {sum(abs(e) <= 3 for e in errs)} within 3%, worst "
+              f"{min(errs):+.2f}% / {max(errs):+.2f}%; {sum('error' in r for r in rows)} failed")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--out")
+    ap.add_argument("--table", help="print the table of a finished --out file and exit")
     a = ap.parse_args()
+    if a.table:
+        return table(a.table)
     import torch
     import torchvision
     rows = [json.loads(line) for line in open(ROWS)]
