@@ -631,11 +631,28 @@ struct dm_schedule {     /* arrays malloc'd */
 };
 void dm_schedule_free(struct dm_schedule *s);
 
+/* PyTorch's ConvParams::use_mkldnn for a float32 4-D CPU convolution
+ * (aten/src/ATen/native/Convolution.cpp; src/schedule/workspace.c): oneDNN, whose
+ * forward takes an output- and a weight-sized buffer and whose backward a
+ * weight- and an input-sized one around the op, unless single-threaded THNN
+ * is faster. Also for captured steps (src/estimate/captured.c). */
+bool dm_cpu_conv_onednn(int64_t batch, int64_t kh, int64_t kw, bool strided, bool dilated,
+                        int64_t groups, int64_t in_numel, int cpu_threads);
 /* A captured step (docs/capture-format.md): one buffer per storage (its
  * tensor the storage's graph tensor), the events in the order they were
  * observed, one step per entry of the file (its node, when an op, the
  * graph's). Arena-owned by the graph. */
+/* A captured convolution's facts that the device's kernel choice reads
+ * (a step's "conv"): its float32 4-D input, weight and output sizes. */
+struct dm_capture_conv {
+    bool backward;        /* aten.convolution_backward */
+    bool usable;          /* float32, 4-D, not transposed: the rules apply */
+    bool strided, dilated;
+    int64_t batch, kh, kw, groups, in_numel;
+    uint64_t in_bytes, w_bytes, out_bytes;
+};
 struct dm_capture {
+    const struct dm_capture_conv **conv; /* per step, or NULL */
     struct dm_buffer *buf;
     bool *host;           /* per buffer: a host tensor while the model ran on meta */
     int32_t n_buf;

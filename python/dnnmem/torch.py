@@ -44,6 +44,24 @@ def _short(func):
     return name.split(".")[1] if name.startswith("aten.") else name
 
 
+_CONV_OPS = (torch.ops.aten.convolution.default, torch.ops.aten.convolution_backward.default)
+
+
+def _conv_facts(func, args, kwargs, out):
+    """What the device's convolution kernel choice reads (the replay's oneDNN rule,
+    src/estimate/captured.c): the sizes of input, weight and output, stride, dilation,
+    groups, transposed, dtype."""
+    named = {a.name: (args[i] if i < len(args) else kwargs.get(a.name))
+             for i, a in enumerate(func._schema.arguments)}
+    x, w = named["input"], named["weight"]
+    facts = {"input": list(x.shape), "weight": list(w.shape), "stride": list(named["stride"]),
+             "dilation": list(named["dilation"]), "groups": int(named["groups"]),
+             "transposed": bool(named["transposed"]), "dtype": _dtype_name(x.dtype)}
+    if isinstance(out, torch.Tensor):
+        facts["output"] = list(out.shape)
+    return facts
+
+
 class _Recorder(TorchDispatchMode):
     """Records storages and steps; see the module's docstring."""
 
@@ -85,6 +103,8 @@ class _Recorder(TorchDispatchMode):
         if writes:
             step["write"] = list(dict.fromkeys(s for s in writes if s is not None))
         cap.mark_accumulation(func, step)
+        if func in _CONV_OPS:
+            step["conv"] = _conv_facts(func, args, kwargs, out)
         return out
 
 

@@ -71,17 +71,65 @@ static enum dnnmem_status check_fixed(const struct dm_graph *g, const struct dm_
     return DNNMEM_OK;
 }
 
-static enum dnnmem_status grow(struct dm_schedule *s, struct dnnmem_error *err, const char *path)
+/* Appending to the schedule being built (arrays grown by doubling). */
+struct out {
+    struct dm_schedule *s;
+    const char *path;
+    struct dnnmem_error *err;
+};
+
+static enum dnnmem_status push_ev(struct out *o, enum dm_ev_kind kind, int32_t buf, int32_t step)
 {
-    if (s->n_buf < s->cap_buf)
-        return DNNMEM_OK;
-    int32_t ncap = s->cap_buf ? 2 * s->cap_buf : 64;
-    struct dm_buffer *b = realloc(s->buf, (size_t)ncap * sizeof *b);
-    if (!b)
-        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", path);
-    s->buf = b;
-    s->cap_buf = ncap;
+    struct dm_schedule *s = o->s;
+    if (s->n_ev == s->cap_ev) {
+        size_t ncap = s->cap_ev ? 2 * s->cap_ev : 256;
+        struct dm_event *ev = realloc(s->ev, ncap * sizeof *ev);
+        if (!ev)
+            return dm_fail(o->err, DNNMEM_E_NOMEM, "%s: out of memory", o->path);
+        s->ev = ev;
+        s->cap_ev = ncap;
+    }
+    s->ev[s->n_ev++] = (struct dm_event){.kind = (uint8_t)kind, .buf = buf, .step = step};
     return DNNMEM_OK;
+}
+
+/* A runtime buffer (a workspace) allocated at `step`; its id in *id. */
+static enum dnnmem_status runtime_buf(struct out *o, uint64_t bytes, int32_t node, const char *what,
+                                      int32_t step, int32_t *id)
+{
+    struct dm_schedule *s = o->s;
+    if (s->n_buf == s->cap_buf) {
+        int32_t ncap = s->cap_buf ? 2 * s->cap_buf : 64;
+        struct dm_buffer *b = realloc(s->buf, (size_t)ncap * sizeof *b);
+        if (!b)
+            return dm_fail(o->err, DNNMEM_E_NOMEM, "%s: out of memory", o->path);
+        s->buf = b;
+        s->cap_buf = ncap;
+    }
+    *id = s->n_buf;
+    s->buf[s->n_buf++] = (struct dm_buffer){.bytes = bytes, .tensor = -1, .node = node,
+                                            .category = DNNMEM_CAT_WORKSPACE, .dtype = DM_UINT8,
+                                            .what = what};
+    return push_ev(o, DM_EV_ALLOC, *id, step);
+}
+
+/* oneDNN's buffers around a CPU convolution, as the eager schedule makes
+ * them (src/schedule/workspace.c, dm_cpu_conv_onednn): forward an output-
+ * and a weight-sized one, backward a weight- and an input-sized one, made
+ * before the op's outputs and freed once they are made. The meta device
+ * runs no oneDNN, so a capture cannot see them. */
+static enum dnnmem_status onednn_buffers(struct out *o, const struct dm_run *run,
+                                         const struct dm_capture_conv *c, int32_t node,
+                                         int32_t step, int32_t ws[2])
+{
+    if (run->cuda || !c || !c->usable ||
+        !dm_cpu_conv_onednn(c->batch, c->kh, c->kw, c->strided, c->dilated, c->groups, c->in_numel,
+                            run->cpu_threads))
+        return DNNMEM_OK;
+    DM_TRY(runtime_buf(o, c->backward ? c->w_bytes : c->out_bytes, node,
+                       c->backward ? "onednn_weight_scratch" : "onednn_output", step, &ws[0]));
+    return runtime_buf(o, c->backward ? c->in_bytes : c->w_bytes, node,
+                       c->backward ? "onednn_input_scratch" : "onednn_weight", step, &ws[1]);
 }
 
 /* autograd's gradient sums in place. InputBuffer::accumulate (torch/csrc/
@@ -124,64 +172,79 @@ static void accumulate_in_place(const struct dm_capture *cap, int32_t *alias, bo
     }
 }
 
+/* Step s's events (cap->ev[i..j)) into the schedule: first the runtime's
+ * buffers of the op (a handle's first cuBLAS workspace, kept; oneDNN's),
+ * then its allocations, oneDNN's frees, its frees. */
+static enum dnnmem_status one_step(struct out *o, const struct dm_graph *g, const struct dm_run *run,
+                                   size_t i, size_t j, const int32_t *alias, const bool *skip,
+                                   bool handle[2])
+{
+    const struct dm_capture *cap = g->capture;
+    int32_t step = cap->ev[i].step;
+    const struct dm_step *sp = &cap->steps[step];
+    bool bw = sp->phase == DM_PHASE_BACKWARD;
+    if (run->cuda && sp->node >= 0 && run->cublas_workspace && !handle[bw] &&
+        calls_cublas(g->op_names[sp->node])) {
+        int32_t id;
+        handle[bw] = true;
+        DM_TRY(runtime_buf(o, run->cublas_workspace, sp->node,
+                           bw ? "cublas_workspace (autograd thread)" : "cublas_workspace", step, &id));
+    }
+    int32_t ws[2] = {-1, -1};
+    DM_TRY(onednn_buffers(o, run, cap->conv[step], sp->node, step, ws));
+    for (size_t k = i; k <= j; k++) {
+        if (k == j || cap->ev[k].kind == DM_EV_FREE) /* the op's own outputs are made */
+            for (int w = 0; w < 2; w++)
+                if (ws[w] >= 0) {
+                    DM_TRY(push_ev(o, DM_EV_FREE, ws[w], step));
+                    ws[w] = -1;
+                }
+        if (k == j)
+            break;
+        const struct dm_event *ev = &cap->ev[k];
+        if (skip[k] || (run->cuda && cap->host[ev->buf]))
+            continue;
+        int32_t buf = ev->buf;
+        if (alias[buf] >= 0) { /* the buffer summed into: its category the later one's */
+            if (o->s->buf[buf].category == DNNMEM_CAT_GRADIENT)
+                o->s->buf[alias[buf]].category = DNNMEM_CAT_GRADIENT;
+            buf = alias[buf];
+        }
+        DM_TRY(push_ev(o, (enum dm_ev_kind)ev->kind, buf, step));
+    }
+    return DNNMEM_OK;
+}
+
 /* The capture's events as a schedule, with the runtime's buffers added. */
 static enum dnnmem_status build_schedule(const struct dm_graph *g, const struct dm_run *run,
                                          struct dm_schedule *s, struct dnnmem_error *err)
 {
     const struct dm_capture *cap = g->capture;
     memset(s, 0, sizeof *s);
-    size_t n_ev = cap->n_ev + 2;
-    s->ev = malloc(n_ev * sizeof *s->ev);
+    struct out o = {.s = s, .path = g->path, .err = err};
     s->steps = malloc((size_t)(cap->n_steps ? cap->n_steps : 1) * sizeof *s->steps);
-    s->buf = malloc((size_t)(cap->n_buf + 2) * sizeof *s->buf);
-    if (!s->ev || !s->steps || !s->buf)
-        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
-    s->cap_ev = n_ev;
-    s->cap_buf = cap->n_buf + 2;
-    s->cap_steps = cap->n_steps;
-    memcpy(s->steps, cap->steps, (size_t)cap->n_steps * sizeof *s->steps);
-    s->n_steps = cap->n_steps;
-    memcpy(s->buf, cap->buf, (size_t)cap->n_buf * sizeof *s->buf);
-    s->n_buf = cap->n_buf;
+    s->buf = malloc((size_t)(cap->n_buf ? cap->n_buf : 1) * sizeof *s->buf);
     int32_t *alias = malloc((size_t)(cap->n_buf ? cap->n_buf : 1) * sizeof *alias);
     bool *skip = calloc(cap->n_ev ? cap->n_ev : 1, sizeof *skip);
-    if (!alias || !skip) {
-        free(alias);
-        free(skip);
-        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
-    }
-    for (int32_t i = 0; i < cap->n_buf; i++)
-        alias[i] = -1;
-    accumulate_in_place(cap, alias, skip);
-    bool handle[2] = {false, false}; /* [0] the caller's thread, [1] autograd's */
-    int32_t last_step = -1;
     enum dnnmem_status st = DNNMEM_OK;
-    for (size_t i = 0; i < cap->n_ev && st == DNNMEM_OK; i++) {
-        const struct dm_event *ev = &cap->ev[i];
-        const struct dm_step *sp = &cap->steps[ev->step];
-        if (run->cuda && ev->step != last_step && sp->node >= 0 && run->cublas_workspace &&
-            calls_cublas(g->op_names[sp->node])) {
-            bool bw = sp->phase == DM_PHASE_BACKWARD;
-            if (!handle[bw] && (st = grow(s, err, g->path)) == DNNMEM_OK) {
-                handle[bw] = true;
-                s->buf[s->n_buf] = (struct dm_buffer){
-                    .bytes = run->cublas_workspace, .tensor = -1, .node = sp->node,
-                    .category = DNNMEM_CAT_WORKSPACE, .dtype = DM_UINT8,
-                    .what = bw ? "cublas_workspace (autograd thread)" : "cublas_workspace"};
-                s->ev[s->n_ev++] = (struct dm_event){.kind = DM_EV_ALLOC, .buf = s->n_buf++,
-                                                     .step = ev->step};
-            }
-        }
-        last_step = ev->step;
-        if (skip[i] || (run->cuda && cap->host[ev->buf]))
-            continue;
-        struct dm_event out = *ev;
-        if (alias[ev->buf] >= 0) { /* the buffer summed into: its category the later one's */
-            out.buf = alias[ev->buf];
-            if (s->buf[ev->buf].category == DNNMEM_CAT_GRADIENT)
-                s->buf[out.buf].category = DNNMEM_CAT_GRADIENT;
-        }
-        s->ev[s->n_ev++] = out;
+    if (!s->steps || !s->buf || !alias || !skip)
+        st = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    if (st == DNNMEM_OK) {
+        s->cap_steps = s->n_steps = cap->n_steps;
+        memcpy(s->steps, cap->steps, (size_t)cap->n_steps * sizeof *s->steps);
+        s->cap_buf = s->n_buf = cap->n_buf;
+        memcpy(s->buf, cap->buf, (size_t)cap->n_buf * sizeof *s->buf);
+        for (int32_t i = 0; i < cap->n_buf; i++)
+            alias[i] = -1;
+        accumulate_in_place(cap, alias, skip);
+    }
+    bool handle[2] = {false, false}; /* [0] the caller's thread, [1] autograd's */
+    for (size_t i = 0; st == DNNMEM_OK && i < cap->n_ev;) {
+        size_t j = i;
+        while (j < cap->n_ev && cap->ev[j].step == cap->ev[i].step)
+            j++;
+        st = one_step(&o, g, run, i, j, alias, skip, handle);
+        i = j;
     }
     free(alias);
     free(skip);

@@ -304,6 +304,83 @@ static enum dnnmem_status on_save(struct cap *k, int32_t id, int32_t step)
     return DNNMEM_OK;
 }
 
+/* The numel of a 4-D size list (or `rank` 0: absent), checked. */
+static enum dnnmem_status conv_dims(struct cap *k, const json_t *o, const char *key, int32_t s,
+                                    int64_t *dims, int64_t *numel)
+{
+    const json_t *a = json_object_get(o, key);
+    *numel = 0;
+    if (!a)
+        return DNNMEM_OK;
+    if (!json_is_array(a) || json_array_size(a) > DM_MAX_DIMS)
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"conv\": \"%s\" must be a list of "
+                       "dims", k->path, (int)s, key);
+    int64_t n = 1;
+    char what[64];
+    snprintf(what, sizeof what, "step %d: \"conv\": \"%s\"", (int)s, key);
+    for (size_t d = 0; d < json_array_size(a); d++) {
+        int64_t v;
+        DM_TRY(get_int(k, json_array_get(a, d), what, 0, CAPTURE_MAX_BYTES, &v));
+        if (d < 4)
+            dims[d] = v;
+        if (!dm_mul_ok(n, v, &n) || n > CAPTURE_MAX_BYTES)
+            return dm_fail(k->err, DNNMEM_E_SHAPE, "%s: %s has too many elements", k->path, what);
+    }
+    *numel = json_array_size(a) == 4 ? n : -1;
+    return DNNMEM_OK;
+}
+
+/* A convolution step's "conv": what the CPU's kernel choice reads
+ * (src/estimate/captured.c, onednn_buffers). */
+static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, const char *op)
+{
+    const json_t *cv = json_object_get(o, "conv");
+    if (!cv)
+        return DNNMEM_OK;
+    if (!json_is_object(cv))
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"conv\" must be an object", k->path, (int)s);
+    struct dm_capture_conv *c = dm_arena_alloc(&k->g->arena, sizeof *c);
+    if (!c)
+        return nomem(k);
+    int64_t in[4] = {0}, w[4] = {0}, out[4] = {0}, n_in, n_w, n_out;
+    DM_TRY(conv_dims(k, cv, "input", s, in, &n_in));
+    DM_TRY(conv_dims(k, cv, "weight", s, w, &n_w));
+    DM_TRY(conv_dims(k, cv, "output", s, out, &n_out));
+    const char *dt = get_str(cv, "dtype");
+    c->backward = op && strncmp(op, "aten.convolution_backward", 25) == 0;
+    c->usable = n_in > 0 && n_w > 0 && n_out >= 0 && dt && strcmp(dt, "float32") == 0 &&
+                !json_is_true(json_object_get(cv, "transposed"));
+    const char *lists[] = {"stride", "dilation"};
+    for (int l = 0; l < 2; l++) {
+        const json_t *a = json_object_get(cv, lists[l]);
+        for (size_t d = 0; json_is_array(a) && d < json_array_size(a); d++) {
+            int64_t v;
+            char what[64];
+            snprintf(what, sizeof what, "step %d: \"conv\": \"%s\"", (int)s, lists[l]);
+            DM_TRY(get_int(k, json_array_get(a, d), what, 0, CAPTURE_MAX_BYTES, &v));
+            if (v != 1)
+                *(l ? &c->dilated : &c->strided) = true;
+        }
+    }
+    int64_t groups = 1;
+    if (json_object_get(cv, "groups")) {
+        char what[64];
+        snprintf(what, sizeof what, "step %d: \"conv\": \"groups\"", (int)s);
+        DM_TRY(get_int(k, json_object_get(cv, "groups"), what, 1, CAPTURE_MAX_BYTES, &groups));
+    }
+    c->groups = groups;
+    c->batch = in[0];
+    c->kh = w[2];
+    c->kw = w[3];
+    c->in_numel = n_in;
+    /* float32: 4 bytes an element; each count is at most 2^50 */
+    c->in_bytes = (uint64_t)(n_in > 0 ? n_in : 0) * 4;
+    c->w_bytes = (uint64_t)(n_w > 0 ? n_w : 0) * 4;
+    c->out_bytes = (uint64_t)(n_out > 0 ? n_out : 0) * 4;
+    k->c->conv[s] = c;
+    return DNNMEM_OK;
+}
+
 static enum dnnmem_status one_step(struct cap *k, const json_t *o, int32_t s, int32_t *node)
 {
     if (!json_is_object(o))
@@ -356,6 +433,7 @@ static enum dnnmem_status one_step(struct cap *k, const json_t *o, int32_t s, in
         DM_TRY(get_int(k, json_array_get(in, 0), what, 0, k->g->n_tensors - 1, &first));
         k->c->accum_old[s] = (int32_t)first;
     }
+    DM_TRY(conv_facts(k, o, s, op));
     DM_TRY(each_id(k, o, "in", s, on_read));
     DM_TRY(each_id(k, o, "alloc", s, on_alloc));
     DM_TRY(each_id(k, o, "out", s, on_read));
@@ -380,8 +458,9 @@ static enum dnnmem_status body(struct cap *k, const json_t *root)
     c->host = dm_arena_array(a, ns ? ns : 1, sizeof *c->host);
     c->steps = dm_arena_array(a, nt, sizeof *c->steps);
     c->accum_old = dm_arena_array(a, nt, sizeof *c->accum_old);
+    c->conv = dm_arena_array(a, nt, sizeof *c->conv);
     k->state = calloc(ns ? ns : 1, 1);
-    if (!c->buf || !c->host || !c->steps || !c->accum_old || !k->state)
+    if (!c->buf || !c->host || !c->steps || !c->accum_old || !c->conv || !k->state)
         return nomem(k);
     c->n_buf = (int32_t)ns;
     c->n_steps = (int32_t)nt;

@@ -85,11 +85,16 @@ static bool cpu_conv_uses_onednn(const struct dm_sb *b, const struct dm_node *n)
     const int64_t *dl = dm_attr_ints(n, "dilations", &cnt);
     for (int64_t k = 0; dl && k < cnt; k++)
         dilated |= dl[k] != 1;
-    int64_t kh = w->dims[2], kw = w->dims[3], batch = in->dims[0];
-    bool several_threads = b->run->cpu_threads != 1;
+    return dm_cpu_conv_onednn(in->dims[0], w->dims[2], w->dims[3], strided, dilated,
+                              dm_attr_int(n, "group", 1), in->numel, b->run->cpu_threads);
+}
+
+bool dm_cpu_conv_onednn(int64_t batch, int64_t kh, int64_t kw, bool strided, bool dilated,
+                        int64_t groups, int64_t in_numel, int cpu_threads)
+{
+    bool several_threads = cpu_threads != 1;
     bool first = strided || dilated || batch >= 16 || kw != 1 || kh != 1 || several_threads;
-    bool second = dm_attr_int(n, "group", 1) > 1 || (kw > 3 && kh > 3) || batch > 1 ||
-                  in->numel > 20480;
+    bool second = groups > 1 || (kw > 3 && kh > 3) || batch > 1 || in_numel > 20480;
     return first && second;
 }
 

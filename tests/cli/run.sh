@@ -734,6 +734,17 @@ sed 's/, "accumulate": true//' $A >"$T/noacc.dnnmem"
 expect 0 '"peak_allocated_bytes": 13312,' -- estimate "$T/noacc.dnnmem" --device cpu --json
 sed 's/"accumulate": true/"accumulate": 1/' $A >"$T/acc1.dnnmem"
 expect 3 'acc1.dnnmem: step 3: "accumulate" must be true or false' -- estimate "$T/acc1.dnnmem"
+# oneDNN's buffers around a CPU convolution (captured.c, onednn_buffers; the eager schedule's
+# rule, dm_cpu_conv_onednn): batch 2 takes oneDNN, whose forward holds an output-sized
+# (4096 B) and a weight-sized (864 B) buffer while the output is made: 864 + 1536 + 4096 +
+# 864 + 4096 = 11456 B; float16 (not oneDNN's float32 path) or CUDA: 864 + 1536 + 4096 = 6496
+V=$M/capture/conv-infer.dnnmem
+expect 0 '"peak_allocated_bytes": 11456,' -- estimate $V --device cpu --json
+sed 's/"dtype": "float32"}/"dtype": "float16"}/' $V >"$T/conv16.dnnmem"
+expect 0 '"peak_allocated_bytes": 6496,' -- estimate "$T/conv16.dnnmem" --device cpu --json
+expect 0 '"peak_allocated_bytes": 6656,' -- estimate $V --json
+sed 's/"groups": 1/"groups": 0/' $V >"$T/conv0.dnnmem"
+expect 3 'conv0.dnnmem: step 1: "conv": "groups": 0 is out of range' -- estimate "$T/conv0.dnnmem"
 # bad captures: each one line, each its exit code
 head -c 700 $C >"$T/trunc.dnnmem"
 expect 3 "trunc.dnnmem: not a complete capture (JSON: " -- estimate "$T/trunc.dnnmem"
