@@ -14,13 +14,15 @@ here; dnnmem.torch captures a PyTorch model's step (it imports torch).
 import ctypes
 import json
 import os
+from dataclasses import dataclass
+from typing import Dict, Optional
 
 from . import _lib
 from ._lib import lib
 from .result import Advice, Result, Tensor, TimelinePoint
 
-__all__ = ["DnnmemError", "Model", "Result", "Tensor", "TimelinePoint", "Advice",
-           "estimate", "max_batch", "advise", "load"]
+__all__ = ["DnnmemError", "Model", "Result", "Tensor", "TimelinePoint", "Advice", "Gpu",
+           "Comparison", "estimate", "max_batch", "max_seq_len", "advise", "compare", "gpus", "load"]
 __version__ = "0.1.0"
 
 # the CLI's exit code of each status family (cli/main.c, exit_code; README "Exit codes")
@@ -169,6 +171,87 @@ def advise(model, **options):
     m = _model(model)
     with _Config(options) as c:
         return _advise(m, c)
+
+
+@dataclass
+class Gpu:
+    """A GPU of the catalogue (struct dnnmem_gpu; src/report/gpus.def sources each figure)."""
+    name: str
+    device_name: str
+    total_bytes: int
+    compute_capability: int
+    reserved_bytes: int
+    source: str
+
+
+def gpus():
+    """The built-in GPU catalogue, as `dnnmem gpus` lists it (names for gpu=)."""
+    out = []
+    for i in range(lib.dnnmem_gpu_count()):
+        g = lib.dnnmem_gpu_at(i).contents
+        out.append(Gpu(g.name.decode(), (g.device_name or b"").decode(), int(g.total_bytes),
+                       int(g.compute_capability), int(g.reserved_bytes), (g.source or b"").decode()))
+    return out
+
+
+@dataclass
+class Comparison:
+    """Two estimates side by side (dnnmem compare): `change` is B - A by kind."""
+    a: Result
+    b: Result
+    change: Dict[str, int]
+    text: str
+
+
+def compare(model, a=None, b=None, model_b=None, label_a="A", label_b="B"):
+    """Estimate `model` under options `a` and `model_b` (default: the same model) under
+    options `b` (dicts by the CLI's names), as `dnnmem compare` prints them."""
+    ma = _model(model)
+    mb = _model(model_b) if model_b is not None else ma
+    handles = []
+    try:
+        for m, opts in ((ma, a or {}), (mb, b or {})):
+            with _Config(opts, timeline=True) as c:
+                err = _lib.Error()
+                rh = ctypes.c_void_p()
+                _check(lib.dnnmem_estimate(m._h, c.cfg, ctypes.byref(rh), ctypes.byref(err)), err)
+                handles.append(rh)
+        text = _lib.to_string(lib.dnnmem_report_compare, handles[0], label_a.encode(), handles[1],
+                              label_b.encode())
+        ra = _result(handles[0], ma._h)
+        handles[0] = None
+        rb = _result(handles[1], mb._h)
+        handles[1] = None
+    finally:
+        for h in handles:
+            if h:
+                lib.dnnmem_result_free(h)
+    change = {k: rb.breakdown.get(k, 0) - v for k, v in ra.breakdown.items()}
+    change["total"] = rb.peak - ra.peak
+    return Comparison(ra, rb, change, text)
+
+
+def _seq_dim(m: Model) -> Optional[str]:
+    """The model's sequence dim, as the CLI's max-seq-len picks it."""
+    i = 0
+    while True:
+        name = lib.dnnmem_model_symbol(m._h, i)
+        if name is None:
+            return None
+        name = name.decode()
+        if "seq" in name and "past" not in name and "total" not in name:
+            return name
+        i += 1
+
+
+def max_seq_len(model, limit=1 << 20, dim=None, **options):
+    """The largest sequence length that fits the capacity given (gpu= or memory=): the
+    model's sequence dim (or `dim`), by the library's exact search."""
+    m = _model(model)
+    dim = dim or _seq_dim(m)
+    if dim is None:
+        raise DnnmemError(10, f"{m.path} has no sequence dim; name one with dim=")
+    return max_batch(m, limit=limit, dim=dim, **options)
 
 
 def max_batch(model, limit=65536, dim=None, **options):

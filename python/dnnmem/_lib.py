@@ -1,7 +1,7 @@
 """ctypes over libdnnmem (include/dnnmem.h). The library is the one bundled into the package
 at install time, or the one $DNNMEM_LIBRARY names (a build tree's build/libdnnmem.so).
 
-Only three layouts are mirrored: struct dnnmem_error, struct dnnmem_advice and the handles
+Only these layouts are mirrored: struct dnnmem_error, dnnmem_advice, dnnmem_gpu and the handles
 (opaque pointers). A config is made by the library (dnnmem_config_new) and set by option name
 (dnnmem_config_set, the CLI's table and messages); a result is read through its JSON report
 (schema dnnmem.estimate/1) and its timeline CSV, so no field offset of the large structs is
@@ -21,6 +21,12 @@ class Error(ctypes.Structure):
 class Advice(ctypes.Structure):
     _fields_ = [("change", ctypes.c_char_p), ("total_bytes", ctypes.c_uint64),
                 ("verdict", ctypes.c_int)]
+
+
+class Gpu(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("device_name", ctypes.c_char_p),
+                ("total_bytes", ctypes.c_int64), ("compute_capability", ctypes.c_int),
+                ("reserved_bytes", ctypes.c_int64), ("source", ctypes.c_char_p)]
 
 
 P = ctypes.c_void_p
@@ -53,6 +59,10 @@ _SIGNATURES = {
     "dnnmem_report_html": (ctypes.c_int, [P, P, P]),
     "dnnmem_report_timeline_csv": (ctypes.c_int, [P, P]),
     "dnnmem_verdict_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "dnnmem_model_symbol": (ctypes.c_char_p, [P, ctypes.c_size_t]),
+    "dnnmem_gpu_count": (ctypes.c_size_t, []),
+    "dnnmem_gpu_at": (ctypes.POINTER(Gpu), [ctypes.c_size_t]),
+    "dnnmem_report_compare": (ctypes.c_int, [P, ctypes.c_char_p, P, ctypes.c_char_p, P]),
 }
 
 

@@ -100,3 +100,27 @@ def test_missing_file():
     with pytest.raises(dnnmem.DnnmemError) as e:
         dnnmem.estimate(os.path.join("/nonexistent", "m.onnx"))
     assert e.value.status == 20 and e.value.exit_code == 3
+
+
+def test_max_seq_len_matches_cli():
+    gpt2 = os.path.join(os.path.dirname(RESNET50), "..", "hf", "gpt2.json")
+    n = dnnmem.max_seq_len(gpt2, gpu="T4", mode="train", batch_size=4)
+    out = subprocess.run([CLI, "max-seq-len", gpt2, "--gpu", "T4", "--mode", "train", "-b", "4", "--json"],
+                         capture_output=True, text=True, check=True)
+    assert n == json.loads(out.stdout)["value"] and n > 0
+    with pytest.raises(dnnmem.DnnmemError, match="no sequence dim"):
+        dnnmem.max_seq_len(RESNET50, gpu="T4")
+
+
+def test_gpus_catalogue():
+    g = {x.name: x for x in dnnmem.gpus()}
+    out = subprocess.run([CLI, "gpus"], capture_output=True, text=True, check=True).stdout
+    assert all(name in out for name in g)
+    assert g["A100-80GB"].compute_capability == 80 and g["A100-80GB"].total_bytes > 80 * 10**9
+
+
+def test_compare_capture_cpu_vs_cuda():
+    c = dnnmem.compare(TINY, a={"device": "cpu"}, b={"gpu": "A100-80GB"})
+    assert c.a.peak == 15428 and c.b.peak_allocated == 17055744
+    assert c.change["workspaces"] == 2 * 8519680 and c.change["total"] == c.b.peak - 15428
+    assert "A  " in c.text and "B  " in c.text

@@ -137,3 +137,22 @@ def test_real_weights_are_copied_to_meta():
     cap = dt.capture(m, torch.randn(2, 64))
     assert all(p.device.type == "cpu" for p in m.parameters())
     assert cap.estimate(device="cpu").peak == capture(mlp, 2, None).estimate(device="cpu").peak
+
+
+def test_python_m_dnnmem_capture(tmp_path):
+    import subprocess
+    import sys
+    (tmp_path / "mymodels.py").write_text(
+        "import torch\n"
+        "def mlp():\n"
+        "    torch.manual_seed(0)\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(inplace=True),\n"
+        "        torch.nn.Linear(128, 96), torch.nn.GELU(), torch.nn.Dropout(0.1), torch.nn.Linear(96, 10))\n")
+    out = tmp_path / "step.dnnmem"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-m", "dnnmem", "capture", "mymodels:mlp", "--input", "8,64",
+                        "--mode", "train", "--optimizer", "sgd-momentum", "-o", str(out)],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    # the same step as test_capture_equals_cpu_measurement[8-sgd], measured on the CPU
+    assert dnnmem.estimate(str(out), device="cpu").peak == measure(mlp, 8, sgd)
