@@ -93,13 +93,15 @@ def main():
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--out")
     ap.add_argument("--table", help="print the table of a finished --out file and exit")
+    ap.add_argument("--random", action="store_true",
+                    help="also the random architectures (tools/oracle/randnet.py)")
     a = ap.parse_args()
     if a.table:
         return table(a.table)
     import torch
     import torchvision
     rows = [json.loads(line) for line in open(ROWS)]
-    rows = [r for r in rows if r["source"] == "torchvision" and r["torch"] == torch.__version__
+    rows = [r for r in rows if (a.random or r["source"] == "torchvision") and r["torch"] == torch.__version__
             and r["torchvision"] == torchvision.__version__
             and (not a.only or any(s in r["id"] for s in a.only))]
     out = open(a.out, "w") if a.out else None
