@@ -75,8 +75,8 @@ class _Recorder(TorchDispatchMode):
             return func(*args, **kwargs)
         cap = self.cap
         flat_in, _ = tree_flatten((args, kwargs))
-        ins = [cap.storage_of(t) for t in flat_in if isinstance(t, torch.Tensor)]
         step = cap.open_step(str(func))
+        ins = [cap.storage_of(t, step) for t in flat_in if isinstance(t, torch.Tensor)]
         try:
             out = func(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - re-raised with the op and the module
@@ -138,14 +138,20 @@ class Capture:
             return None, None
         return st._cdata, st
 
-    def storage_of(self, t):
-        """The id of t's storage; one made before the capture began is added to setup."""
+    def storage_of(self, t, step=None):
+        """The id of t's storage. One not seen before was made where no op shows it: by
+        torch.tensor() from Python data (the factory runs below the dispatch mode; the op
+        reading it, lift_fresh, is the first to show it), so it is allocated at this step;
+        without a step (writes, saves), at setup."""
         key, st = self._key(t)
         if key is None:
             return None
         sid = self.live.get(key)
         if sid is None:
-            sid = self.register(t, st, key, "buffer", f"external#{len(self.storages)}", self.steps[0])
+            kind = {"forward": "activation", "loss": "activation", "setup": "buffer"}.get(
+                self.phase, "temporary")
+            sid = self.register(t, st, key, kind, f"external#{len(self.storages)}",
+                                step if step is not None else self.steps[0])
         return sid
 
     def unique(self, name):

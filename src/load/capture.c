@@ -434,8 +434,10 @@ static enum dnnmem_status one_step(struct cap *k, const json_t *o, int32_t s, in
         k->c->accum_old[s] = (int32_t)first;
     }
     DM_TRY(conv_facts(k, o, s, op));
-    DM_TRY(each_id(k, o, "in", s, on_read));
+    /* alloc first: a storage made just before the op (torch.tensor's, below
+     * the dispatch) is allocated at the step that first reads it */
     DM_TRY(each_id(k, o, "alloc", s, on_alloc));
+    DM_TRY(each_id(k, o, "in", s, on_read));
     DM_TRY(each_id(k, o, "out", s, on_read));
     DM_TRY(each_id(k, o, "write", s, on_write));
     DM_TRY(each_id(k, o, "save", s, on_save));
