@@ -93,7 +93,9 @@ struct dnnmem_error {
 typedef struct dnnmem_model dnnmem_model;
 
 /* Load a model file. The format is recognised from the contents: ONNX,
- * a HuggingFace config.json (or a model directory), an MXNet symbol JSON
+ * a step captured by dnnmem.torch (docs/capture-format.md: its storages and
+ * events replayed as observed; options that would change the step are
+ * refused), a HuggingFace config.json (or a model directory), an MXNet symbol JSON
  * (*-symbol.json: "nodes", "arg_nodes" and "heads"; its inputs declare no
  * shape, so estimates need dnnmem_config.input_shapes).
  * Weight bytes are never read: only dims and dtypes. External-data weight files
@@ -127,7 +129,7 @@ void dnnmem_model_free(dnnmem_model *m);
 
 struct dnnmem_model_info {
     const char *path;         /* as given to load */
-    const char *format;       /* "onnx", "huggingface", "mxnet" */
+    const char *format;       /* "onnx", "huggingface", "mxnet", "dnnmem-capture" */
     const char *producer;     /* e.g. "pytorch 1.13.0", or "" */
     int64_t opset;            /* default-domain opset */
     size_t n_nodes;           /* operator nodes */
@@ -590,6 +592,13 @@ int64_t dnnmem_cublas_workspace_default(int torch_version, int compute_capabilit
 
 /* Fill `cfg` with defaults. */
 void dnnmem_config_init(struct dnnmem_config *cfg);
+/* For bindings that do not compile against this header (Python's ctypes,
+ * python/dnnmem): a config on the heap, dnnmem_config_init'ed (NULL when out
+ * of memory), freed with dnnmem_config_free (accepts NULL); and the one field
+ * no option sets, whether the result records a timeline (cfg->timeline). */
+struct dnnmem_config *dnnmem_config_new(void);
+void dnnmem_config_free(struct dnnmem_config *cfg);
+void dnnmem_config_set_timeline(struct dnnmem_config *cfg, bool on);
 
 /* ----------------------------------------------------------------------------
  * Options by name: the command line's flags onto a dnnmem_config

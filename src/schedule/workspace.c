@@ -99,11 +99,9 @@ static enum cpu_conv cpu_conv_backend(const struct dm_sb *b, const struct dm_nod
     bool strided = attr_not_ones(n, "strides"), dilated = attr_not_ones(n, "dilations");
     /* a 1-D conv runs as the 2-D one of its [N, C, 1, L] view (view4d) */
     int64_t kh = in->rank == 4 ? w->dims[2] : 1, kw = w->dims[w->rank - 1], batch = in->dims[0];
-    bool several_threads = b->run->cpu_threads != 1;
-    bool first = strided || dilated || batch >= 16 || kw != 1 || kh != 1 || several_threads;
-    bool second = dm_attr_int(n, "group", 1) > 1 || (kw > 3 && kh > 3) || batch > 1 ||
-                  in->numel > 20480;
-    if (in->dtype == DM_FLOAT && first && second)
+    if (in->dtype == DM_FLOAT && dm_cpu_conv_onednn(batch, kh, kw, strided, dilated,
+                                                    dm_attr_int(n, "group", 1), in->numel,
+                                                    b->run->cpu_threads))
         return CPU_CONV_ONEDNN;
     return dilated ? CPU_CONV_OTHER : CPU_CONV_SLOW2D;
 }
@@ -175,6 +173,17 @@ static void thnn_weight_copy(struct dm_sb *b, const struct dm_node *n, int32_t n
 uint64_t dm_sb_grad_scratch(const struct dm_sb *b, const struct dm_node *n)
 {
     return thnn_columns(b, n);
+}
+
+/* use_mkldnn's test for a float32 conv (shared with captured steps,
+ * src/estimate/captured.c) */
+bool dm_cpu_conv_onednn(int64_t batch, int64_t kh, int64_t kw, bool strided, bool dilated,
+                        int64_t groups, int64_t in_numel, int cpu_threads)
+{
+    bool several_threads = cpu_threads != 1;
+    bool first = strided || dilated || batch >= 16 || kw != 1 || kh != 1 || several_threads;
+    bool second = groups > 1 || (kw > 3 && kh > 3) || batch > 1 || in_numel > 20480;
+    return first && second;
 }
 
 /* ---- QuantLinear: the kernels of quantized checkpoints ---------------------------- */
