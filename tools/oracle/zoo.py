@@ -7,7 +7,7 @@
     python3 tools/oracle/zoo.py compare [--dnnmem build/dnnmem] [--misses FILE] [-v]
 
 `measure` runs every configuration of configs() (torchvision classifiers; seeded random
-architectures from tools/oracle/randnet.py) in its own process (a fresh interpreter, so the
+architectures from tools/oracle/randnet.py; timm models, which need `pip install timm`) in its own process (a fresh interpreter, so the
 allocator and the profiler start empty), bounded by --timeout, and appends one JSON row
 per configuration to tests/validation/pytorch-cpu-2.x-zoo.jsonl; configurations already in
 that file are skipped (resumable), and failures go to build/zoo/failed.jsonl (skipped too,
@@ -49,6 +49,7 @@ import argparse
 import concurrent.futures as cf
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -93,6 +94,20 @@ TORCHVISION = {
     "vgg11": ({}, 224),
     "vgg11_bn": ({}, 224),  # at 160 its AdaptiveAvgPool2d((7, 7)) of 5x5 does not export
 }
+# timm models (timm 1.0.31, pretrained=False, the default 1000 classes), at 96 px: ones whose
+# training-mode TorchScript export works at that size (the transformers take img_size=96),
+# across its families; never used in developing dnnmem.
+TIMM = {name: ({"img_size": 96} if name.split("_")[0] in ("vit", "deit", "mixer", "resmlp",
+                                                           "gmlp", "xcit", "cait", "pit") else {},
+               96)
+        for name in (
+            "resnet26d", "resnest14d", "regnetx_002", "regnety_002", "mobilenetv3_small_050",
+            "mobilenetv4_conv_small", "convnext_atto", "ghostnet_100", "mixnet_s", "rexnet_100",
+            "dla34", "hrnet_w18_small", "cspresnet50", "repvgg_a0", "lcnet_050", "tinynet_e",
+            "efficientvit_b0", "fastvit_t8", "mobilevit_xxs", "edgenext_xx_small",
+            "poolformer_s12", "vit_tiny_patch16_224", "deit_tiny_patch16_224", "mixer_s16_224",
+            "resmlp_12_224", "gmlp_ti16_224", "xcit_nano_12_p16_224", "cait_xxs24_224",
+            "pit_ti_224", "mobileone_s0", "ghostnetv2_100", "inception_next_atto", "hgnetv2_b0")}
 RANDOM_SEEDS = range(0, 60)
 RUNS = (("inference", None), ("train", "sgd-momentum"), ("train", "adam"))
 
@@ -100,6 +115,8 @@ RUNS = (("inference", None), ("train", "sgd-momentum"), ("train", "adam"))
 def family(model):
     if model.startswith("rand"):
         return "random"
+    if model in TIMM:
+        return "timm-" + re.match(r"[a-z]+", model).group()
     for f in ("resnext", "wide_resnet", "resnet", "mobilenet_v2", "mobilenet_v3", "densenet",
               "efficientnet", "shufflenet", "squeezenet", "mnasnet", "regnet", "convnext", "vit",
               "swin", "googlenet", "inception", "alexnet", "vgg"):
@@ -112,6 +129,7 @@ def configs():
     out = []
     models = [(m, "torchvision", img) for m, (_, img) in TORCHVISION.items()]
     models += [(f"rand{s}", "random", 32) for s in RANDOM_SEEDS]
+    models += [(m, "timm", img) for m, (_, img) in TIMM.items()]
     for model, source, image in models:
         for mode, opt in RUNS:
             for b in (1, 2):
@@ -134,6 +152,10 @@ def build_model(name):
         import randnet
         m, desc = randnet.build(int(name[4:]))
         return m, desc, randnet.CLASSES
+    if name in TIMM:
+        import timm
+        kw, _ = TIMM[name]
+        return timm.create_model(name, pretrained=False, **kw), None, 1000
     import torchvision
     kw, _ = TORCHVISION[name]
     return getattr(torchvision.models, name)(weights=None, **kw), None, 1000
@@ -321,6 +343,9 @@ def measure(cfg):
                 top = [dict(bytes=b[2], phase=b[4], op=b[5])
                        for b in sorted(live.values(), key=lambda b: -b[2])[:TOP]]
     accounted = param_bytes + buffer_bytes + input_bytes + target_bytes
+    if cfg["source"] == "timm":
+        import timm
+        cfg = dict(cfg, timm=timm.__version__)
     row = dict(cfg, torch=torch.__version__, torchvision=torchvision.__version__,
                python=platform.python_version(), num_threads=torch.get_num_threads(),
                architecture=desc,
@@ -404,6 +429,8 @@ def cmd_measure(a):
             and (not a.only or any(s in c["id"] for s in a.only))]
     import torch  # imported once here; each configuration runs in a forked child
     import torchvision  # noqa: F401
+    if any(c["source"] == "timm" for c in todo):
+        import timm  # noqa: F401
     torch.set_num_threads(1)
     sys.path.insert(0, HERE)
     print(f"{len(todo)} configurations to measure ({len(done)} done, {len(failed)} failed before)")
