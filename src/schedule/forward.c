@@ -113,7 +113,10 @@ static bool slice_view(const struct dm_sb *b, const struct dm_node *n, bool *str
 }
 
 /* Ops that torchvision and common models run in place (ReLU(inplace=True),
- * ReLU6/Hardtanh, Hardswish, LeakyReLU). */
+ * ReLU6/Hardtanh, Hardswish, LeakyReLU). SiLU(inplace=True) (torchvision's
+ * Conv2dNormActivation, timm's BatchNormAct2d) too, but only without grad:
+ * in training silu_ clones its input for its backward (the clone save.c
+ * keeps), which costs what the out-of-place op does. */
 static bool can_run_inplace(enum dm_op op)
 {
     return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu || op == DM_OP_HardSwish ||
@@ -246,7 +249,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         if (alias && (n->op == DM_OP_Reshape || n->op == DM_OP_Flatten) && b->strided[in0])
             alias = false; /* torch.reshape copies a non-contiguous tensor */
         /* in place: nothing but this op holds the input */
-        bool inplace = k == 0 && base >= 0 && b->run->inplace && can_run_inplace(n->op) &&
+        bool inplace = k == 0 && base >= 0 && b->run->inplace &&
+                       (can_run_inplace(n->op) || (n->op == DM_OP_Silu && !train)) &&
                        dm_attr_int(n, "inplace", 1) != 0 && /* nn.ReLU() of HF models: 0 */
                        b->refs[base] == 1 && b->resident[in0] < 0 && t[o].bytes == t[in0].bytes;
         /* F.linear on a 3-D input is matmul(x, W.t()) then output.add_(bias) in
