@@ -131,10 +131,16 @@ $(B)/tests/validate: tests/validation/validate.c $(B)/libdnnmem.a
 	@echo "  CCLD    $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libdnnmem.a $(LDLIBS)
 
+$(B)/tests/rlimit: tests/resource/rlimit.c
+	@mkdir -p $(dir $@)
+	@echo "  CCLD    $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $<
+
 $(B)/onnx-node-tests/MANIFEST.tsv: tools/gen_onnx_node_tests.py
 	$(PYTHON) tools/gen_onnx_node_tests.py $(B)/onnx-node-tests
 
-check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node-tests/MANIFEST.tsv
+check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rlimit \
+       $(B)/onnx-node-tests/MANIFEST.tsv
 	@echo "== no two files of src/ call each other in a loop (but tools/callgraph-exceptions.txt)"
 	@python3 tools/callgraph.py -x tools/callgraph-exceptions.txt $(B) $(LIB_SRC:%.c=$(B)/%.o)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
@@ -170,6 +176,8 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/onnx-node
 	@echo "== HTML report in headless Chromium"
 	DNNMEM=$(B)/dnnmem OUT=$(B)/report-test sh tests/report/run.sh
 ifneq ($(SAN),1)
+	@echo "== adversarial files under 2 s of CPU and 500 MB (not under SAN: its shadow memory)"
+	B=$(B) sh tests/resource/run.sh
 	@echo "== install (pkg-config, shared and static)"
 	B=$(B) sh tests/install.sh
 endif
@@ -207,7 +215,7 @@ bench: $(B)/bench/bench $(B)/dnnmem
 # instrumentation. fuzz-run runs each target for FUZZ_TIME seconds.
 
 FUZZ_TIME    ?= 20
-FUZZ_TARGETS := onnx hf keras keras-zip mxnet safetensors
+FUZZ_TARGETS := onnx hf keras keras-zip mxnet safetensors options
 FUZZ_FLAGS   := -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 FUZZ_OBJ     := $(LIB_SRC:%.c=build-fuzz/%.o) build-fuzz/gen/onnx.pb-c.o
 

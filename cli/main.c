@@ -17,7 +17,15 @@
 #include <string.h>
 #include <strings.h>
 
-enum { EXIT_OK = 0, EXIT_DOES_NOT_FIT = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_UNSUPPORTED = 4, EXIT_INTERNAL = 5 };
+enum {
+    EXIT_OK = 0,
+    EXIT_DOES_NOT_FIT = 1,
+    EXIT_USAGE = 2,
+    EXIT_MODEL = 3,
+    EXIT_UNSUPPORTED = 4,
+    EXIT_INTERNAL = 5,
+    EXIT_LIMIT = 6
+};
 
 static int exit_code(enum dnnmem_status s)
 {
@@ -31,6 +39,7 @@ static int exit_code(enum dnnmem_status s)
     case DNNMEM_E_SHAPE: return EXIT_MODEL;
     case DNNMEM_E_UNSUPPORTED: return EXIT_UNSUPPORTED;
     case DNNMEM_E_DEVICE_OOM: return EXIT_DOES_NOT_FIT;
+    case DNNMEM_E_LIMIT: return EXIT_LIMIT;
     case DNNMEM_E_NOMEM:
     case DNNMEM_E_INTERNAL: return EXIT_INTERNAL;
     }
@@ -59,7 +68,8 @@ static const char usage_tail[] =
     "Exit codes: 0 ok (fits or tight), 1 does not fit (max-*: not even 1 fits), 2 usage\n"
     "error (bad flag, unbound dim), 3 model error\n"
     "(unreadable, corrupt or invalid file, inconsistent shapes), 4 unsupported op\n"
-    "or feature, 5 internal error.\n"
+    "or feature, 5 internal error, 6 the file is beyond a resource budget (--max-nodes,\n"
+    "or its size).\n"
     "\n"
     "Examples:\n"
     "  dnnmem estimate resnet50.onnx --batch-size 64\n"
@@ -100,7 +110,9 @@ struct cli {
     const char *memory;            /* --memory, echoed */
     const char *search_dim;        /* max-*: --dim-name */
     const char *report, *timeline; /* --report page.html, --timeline steps.csv */
+    const char *events;            /* --events events.csv */
     int64_t limit;                 /* max-*: --limit */
+    struct dnnmem_load_options load; /* --max-nodes */
     const char *model;
 };
 
@@ -116,6 +128,17 @@ static int act_limit(struct cli *cl, const char *v)
     if (errno || end == v || *end || n <= 0)
         return usage_error("--limit %s: expected a positive integer", v);
     cl->limit = n;
+    return -1;
+}
+
+static int act_max_nodes(struct cli *cl, const char *v)
+{
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n <= 0)
+        return usage_error("--max-nodes %s: expected a positive integer", v);
+    cl->load.max_nodes = n;
     return -1;
 }
 
@@ -150,6 +173,13 @@ static int act_timeline(struct cli *cl, const char *v)
 {
     cl->timeline = v;
     cl->cfg.timeline = true;
+    return -1;
+}
+
+static int act_events(struct cli *cl, const char *v)
+{
+    cl->events = v;
+    cl->cfg.events = true;
     return -1;
 }
 
@@ -283,6 +313,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
     struct getopt_table t;
     memset(cl, 0, sizeof *cl);
     dnnmem_config_init(&cl->cfg);
+    dnnmem_load_options_init(&cl->load);
     cl->store = dnnmem_options_new();
     if (!cl->store || build_getopt(&t)) {
         fprintf(stderr, "dnnmem: out of memory\n");
@@ -375,20 +406,22 @@ static int sweep(const struct cli *cl, const dnnmem_model *m)
     return rc ? rc : any_bad ? EXIT_DOES_NOT_FIT : EXIT_OK;
 }
 
-/* --report and --timeline: 0, or an exit code. */
+/* --report, --timeline and --events: 0, or an exit code. */
 static int write_files(const struct cli *cl, const struct dnnmem_result *r, const dnnmem_model *m)
 {
-    const char *files[2] = {cl->report, cl->timeline};
-    for (int k = 0; k < 2; k++) {
+    const char *files[3] = {cl->report, cl->timeline, cl->events};
+    static const char *const flag[3] = {"--report", "--timeline", "--events"};
+    for (int k = 0; k < 3; k++) {
         if (!files[k])
             continue;
         FILE *out = fopen(files[k], "w");
-        int bad = !out || (k == 0 ? dnnmem_report_html(r, m, out) : dnnmem_report_timeline_csv(r, out));
+        int bad = !out || (k == 0   ? dnnmem_report_html(r, m, out)
+                           : k == 1 ? dnnmem_report_timeline_csv(r, out)
+                                    : dnnmem_report_events_csv(r, out));
         if (out && fclose(out) != 0)
             bad = 1;
         if (bad) {
-            fprintf(stderr, "dnnmem: %s %s: cannot write the file\n", k ? "--timeline" : "--report",
-                    files[k]);
+            fprintf(stderr, "dnnmem: %s %s: cannot write the file\n", flag[k], files[k]);
             return EXIT_INTERNAL;
         }
     }
@@ -447,7 +480,7 @@ static int cmd_estimate(int argc, char **argv)
     if (rc < 0) {
         struct dnnmem_error err;
         dnnmem_model *m = NULL;
-        enum dnnmem_status s = dnnmem_model_load(cl.model, &m, &err);
+        enum dnnmem_status s = dnnmem_model_load_opts(cl.model, &cl.load, &m, &err);
         rc = s != DNNMEM_OK ? fail(s, &err) : estimate(&cl, m);
         dnnmem_model_free(m);
     }
@@ -513,7 +546,7 @@ static int cmd_max(int argc, char **argv, bool seq)
     if (rc < 0) {
         struct dnnmem_error err;
         dnnmem_model *m = NULL;
-        enum dnnmem_status s = dnnmem_model_load(cl.model, &m, &err);
+        enum dnnmem_status s = dnnmem_model_load_opts(cl.model, &cl.load, &m, &err);
         rc = s != DNNMEM_OK ? fail(s, &err) : max_dim(&cl, m, argv[0], seq);
         dnnmem_model_free(m);
     }
@@ -532,7 +565,7 @@ static int compare_side(char **args, int n, const char *model, struct dnnmem_res
     if (rc < 0) {
         struct dnnmem_error err;
         dnnmem_model *m = NULL;
-        enum dnnmem_status s = dnnmem_model_load(cl.model, &m, &err);
+        enum dnnmem_status s = dnnmem_model_load_opts(cl.model, &cl.load, &m, &err);
         if (s == DNNMEM_OK)
             s = dnnmem_estimate(m, &cl.cfg, out, &err);
         dnnmem_model_free(m);

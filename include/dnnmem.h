@@ -75,6 +75,8 @@ enum dnnmem_status {
     DNNMEM_E_UNSUPPORTED = 50, /* an op, dtype or feature the library does not model */
     DNNMEM_E_NOMEM = 60,       /* the host ran out of memory */
     DNNMEM_E_DEVICE_OOM = 61,  /* the job does not fit the device capacity given */
+    DNNMEM_E_LIMIT = 62,       /* the file is beyond a resource budget (dnnmem_load_options):
+                                  the graph it implies, or its size */
     DNNMEM_E_INTERNAL = 70     /* a broken internal invariant (a bug) */
 };
 
@@ -104,6 +106,23 @@ enum dnnmem_status dnnmem_model_load(const char *path, dnnmem_model **out,
  * the call. */
 enum dnnmem_status dnnmem_model_load_buffer(const void *data, size_t size, const char *name,
                                             dnnmem_model **out, struct dnnmem_error *err);
+
+/* What a load may cost: a model file is untrusted input, so the graph it
+ * implies is bounded before it is built (each variant an estimate builds
+ * later too), and so are the bytes read. Beyond a budget a load fails with
+ * DNNMEM_E_LIMIT, naming the fields and the budget. */
+#define DNNMEM_DEFAULT_MAX_NODES 1000000 /* ~4.6x DeepSeek-V3's 218,550 nodes per graph */
+struct dnnmem_load_options {
+    int64_t max_nodes; /* nodes one graph of the model may have; 0: DNNMEM_DEFAULT_MAX_NODES */
+};
+void dnnmem_load_options_init(struct dnnmem_load_options *lo);
+
+/* dnnmem_model_load / _load_buffer with a budget (`lo` NULL: the defaults). */
+enum dnnmem_status dnnmem_model_load_opts(const char *path, const struct dnnmem_load_options *lo,
+                                          dnnmem_model **out, struct dnnmem_error *err);
+enum dnnmem_status dnnmem_model_load_buffer_opts(const void *data, size_t size, const char *name,
+                                                 const struct dnnmem_load_options *lo,
+                                                 dnnmem_model **out, struct dnnmem_error *err);
 
 void dnnmem_model_free(dnnmem_model *m);
 
@@ -449,8 +468,9 @@ struct dnnmem_config {
     /* CPU threads PyTorch uses (torch.get_num_threads()); 0 = several (the
      * default). With one, small-batch 1x1 convolutions use THNN, not oneDNN. */
     int cpu_threads;
-    /* The CUDA toolkit PyTorch was built with, major * 10 + minor (117 =
-     * 11.7); 0 = default 121 (12.1). Before 11.7 modules load eagerly. */
+    /* The CUDA toolkit the framework was built with, major * 10 + minor
+     * (117 = 11.7); 0 = the default: 124 (12.4) for PyTorch, 122 for
+     * TensorFlow and JAX, 112 for MXNet. Before 11.7 modules load eagerly. */
     int cuda_version;
     /* The GPU's compute capability, major * 10 + minor (80 = A100, 90 =
      * H100); 0 = default 80. Hopper and later get larger cuBLAS workspaces. */
@@ -464,6 +484,7 @@ struct dnnmem_config {
     double headroom;
     const char *device_label;   /* how the user named the device ("--gpu A100-40GB"), echoed */
     bool timeline;              /* record dnnmem_result.timeline */
+    bool events;                /* record dnnmem_result.events (and the timeline) */
     /* The framework runtime (default PyTorch) and its version as the user
      * wrote it ("2.15", "0.4.13"; NULL = unstated), echoed with the result.
      * The version decides: TensorFlow 1.x's older MinSystemMemory rule, and
@@ -711,6 +732,18 @@ struct dnnmem_timeline_point {
     uint64_t reserved;
 };
 
+/* One call into the simulated allocator, in execution order: at the
+ * timeline's step `step` (its phase, iteration, node and op), `bytes`
+ * requested (alloc) or given back (free) for the buffer `buffer`
+ * ("conv1.weight.grad", "/layer1/Relu_output_0", "bn1.save_mean", ...). */
+struct dnnmem_event {
+    bool alloc;
+    uint64_t bytes;
+    size_t step;
+    const char *buffer;
+    enum dnnmem_category category;
+};
+
 struct dnnmem_result {
     /* Totals. total_bytes = peak_reserved + context_bytes: what the process
      * takes on the device, as nvidia-smi shows it. */
@@ -763,6 +796,9 @@ struct dnnmem_result {
     /* Memory over the run, one point per step (when cfg->timeline). */
     struct dnnmem_timeline_point *timeline;
     size_t n_timeline;
+    /* Every allocation and free, in order (when cfg->events). */
+    struct dnnmem_event *events;
+    size_t n_events;
 
     /* Assumptions, in print order. */
     struct dnnmem_assumption *assumptions;
@@ -866,6 +902,10 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
  * kind over the run against the capacity, the peak marked, and the tensors
  * live at the peak. */
 int dnnmem_report_timeline_csv(const struct dnnmem_result *r, FILE *f);
+/* The events (cfg.events) as CSV, one row per allocation or free: its
+ * step's phase, iteration, node and op, the buffer, its kind and bytes, and
+ * the bytes allocated after it (requested, no rounding). */
+int dnnmem_report_events_csv(const struct dnnmem_result *r, FILE *f);
 /* Two estimates side by side: each component, and how it changed from A to B. */
 int dnnmem_report_compare(const struct dnnmem_result *a, const char *label_a,
                           const struct dnnmem_result *b, const char *label_b, FILE *f);

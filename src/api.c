@@ -31,38 +31,80 @@ const struct dm_graph *dm_model_graph_sdpa(const dnnmem_model *m)
     return dm_variants_loaded(m->variants, true, NULL);
 }
 
+void dnnmem_load_options_init(struct dnnmem_load_options *lo)
+{
+    memset(lo, 0, sizeof *lo);
+    lo->max_nodes = DNNMEM_DEFAULT_MAX_NODES;
+}
+
+/* The budget of `lo` (NULL or 0: the default). */
+static enum dnnmem_status load_budget(const struct dnnmem_load_options *lo, int64_t *max_nodes,
+                                      struct dnnmem_error *err)
+{
+    *max_nodes = lo && lo->max_nodes ? lo->max_nodes : DNNMEM_DEFAULT_MAX_NODES;
+    if (*max_nodes < 1)
+        return dm_fail(err, DNNMEM_E_USAGE, "--max-nodes: must be at least 1, not %lld",
+                       (long long)*max_nodes);
+    return DNNMEM_OK;
+}
+
+/* Whether a file of `size` bytes, JSON or not, is within its kind's cap
+ * (DM_MAX_JSON_BYTES, DM_MAX_ONNX_BYTES): decided on the first bytes. */
+/* Whether the file is JSON: its first byte after whitespace (as much as a
+ * JSON model file may have) is '{'. */
+static bool is_json(const uint8_t *data, size_t size)
+{
+    size_t k = 0;
+    while (k < size && k < DM_MAX_JSON_BYTES && isspace(data[k]))
+        k++;
+    return k < size && data[k] == '{';
+}
+
+static enum dnnmem_status within_size(const uint8_t *data, size_t size, const char *name,
+                                      struct dnnmem_error *err)
+{
+    bool json = is_json(data, size);
+    size_t cap = json ? DM_MAX_JSON_BYTES : DM_MAX_ONNX_BYTES;
+    if (size > cap && !(size >= 4 && memcmp(data, "PK\003\004", 4) == 0))
+        return dm_fail(err, DNNMEM_E_LIMIT,
+                       "%s: %zu bytes, beyond the %zu MiB a%s model file may have", name, size,
+                       cap >> 20, json ? " JSON" : "n ONNX");
+    return DNNMEM_OK;
+}
+
 static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const char *name,
-                                     dnnmem_model **out, struct dnnmem_error *err)
+                                     int64_t max_nodes, dnnmem_model **out,
+                                     struct dnnmem_error *err)
 {
     *out = NULL;
+    DM_TRY(within_size(data, size, name, err));
     dnnmem_model *m = calloc(1, sizeof *m);
     if (!m)
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", name);
     dm_graph_init(&m->g);
+    m->g.max_nodes = max_nodes;
     m->g.path = dm_arena_strdup(&m->g.arena, name);
     if (!m->g.path) {
         dnnmem_model_free(m);
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", name);
     }
-    size_t k = 0;
-    while (k < size && k < 64 && isspace(data[k]))
-        k++;
+    bool json = is_json(data, size);
     enum dnnmem_status s;
     if (size >= 4 && memcmp(data, "PK\003\004", 4) == 0) {
         /* a zip's local file header: a Keras 3 .keras archive, whatever its
          * name; its architecture is config.json */
         s = dm_load_keras_archive(&m->g, data, size, err);
-    } else if (k < size && data[k] == '{' && dm_keras_json(data, size)) {
+    } else if (json && dm_keras_json(data, size)) {
         s = dm_load_keras(&m->g, data, size, err);
-    } else if (k < size && data[k] == '{' && dm_is_mxnet_json(data, size)) {
+    } else if (json && dm_is_mxnet_json(data, size)) {
         s = dm_load_mxnet(&m->g, data, size, err);
-    } else if (k < size && data[k] == '{') {
+    } else if (json) {
         /* the outline: what the model line reports and the checkpoint is
          * checked against; the config's bytes kept to build the graphs
          * estimates ask for */
         s = dm_load_hf_outline(&m->g, data, size, err);
         if (s == DNNMEM_OK)
-            s = dm_variants_new(data, size, m->g.path, &m->variants, err);
+            s = dm_variants_new(data, size, m->g.path, max_nodes, &m->variants, err);
     } else
         s = dm_load_onnx(&m->g, data, size, err);
     if (s == DNNMEM_OK)
@@ -75,19 +117,36 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
     return DNNMEM_OK;
 }
 
-enum dnnmem_status dnnmem_model_load_buffer(const void *data, size_t size, const char *name,
-                                            dnnmem_model **out, struct dnnmem_error *err)
+enum dnnmem_status dnnmem_model_load_buffer_opts(const void *data, size_t size, const char *name,
+                                                 const struct dnnmem_load_options *lo,
+                                                 dnnmem_model **out, struct dnnmem_error *err)
 {
     if (!out || (!data && size))
         return dm_fail(err, DNNMEM_E_USAGE, "dnnmem_model_load_buffer: NULL argument");
-    return load_bytes(data, size, name ? name : "<buffer>", out, err);
+    int64_t max_nodes;
+    DM_TRY(load_budget(lo, &max_nodes, err));
+    return load_bytes(data, size, name ? name : "<buffer>", max_nodes, out, err);
+}
+
+enum dnnmem_status dnnmem_model_load_buffer(const void *data, size_t size, const char *name,
+                                            dnnmem_model **out, struct dnnmem_error *err)
+{
+    return dnnmem_model_load_buffer_opts(data, size, name, NULL, out, err);
 }
 
 enum dnnmem_status dnnmem_model_load(const char *path, dnnmem_model **out, struct dnnmem_error *err)
 {
+    return dnnmem_model_load_opts(path, NULL, out, err);
+}
+
+enum dnnmem_status dnnmem_model_load_opts(const char *path, const struct dnnmem_load_options *lo,
+                                          dnnmem_model **out, struct dnnmem_error *err)
+{
     if (!path || !out)
         return dm_fail(err, DNNMEM_E_USAGE, "dnnmem_model_load: NULL argument");
     *out = NULL;
+    int64_t max_nodes;
+    DM_TRY(load_budget(lo, &max_nodes, err));
     int fd = open(path, O_RDONLY);
     if (fd < 0)
         return dm_fail(err, DNNMEM_E_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -98,7 +157,7 @@ enum dnnmem_status dnnmem_model_load(const char *path, dnnmem_model **out, struc
         if (!cfg)
             return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", path);
         sprintf(cfg, "%s/config.json", path);
-        enum dnnmem_status s = dnnmem_model_load(cfg, out, err);
+        enum dnnmem_status s = dnnmem_model_load_opts(cfg, lo, out, err);
         free(cfg);
         if (s == DNNMEM_OK && (s = dm_check_safetensors(&(*out)->g, path, &(*out)->ck, err)) !=
                                   DNNMEM_OK) {
@@ -122,7 +181,7 @@ enum dnnmem_status dnnmem_model_load(const char *path, dnnmem_model **out, struc
     close(fd);
     if (map == MAP_FAILED)
         return dm_fail(err, DNNMEM_E_IO, "%s: cannot map: %s", path, strerror(errno));
-    enum dnnmem_status s = load_bytes(map, size, path, out, err);
+    enum dnnmem_status s = load_bytes(map, size, path, max_nodes, out, err);
     munmap(map, size);
     return s;
 }

@@ -344,6 +344,7 @@ struct dm_graph {
     struct dm_node *node_heap; /* the array dm_graph_add_node grows (realloc: large ones
                                   move without a copy), malloc'd; nodes points into it
                                   unless sorting moved them into the arena */
+    int64_t max_nodes;         /* the load's budget (dnnmem_load_options); 0: none */
     int32_t n_symbols;
     const char **symbols;
     int32_t n_inputs, n_outputs;
@@ -457,12 +458,18 @@ enum {
     DM_MX_MIRROR_FORCED = 2,    /* __force_mirroring__: even without it */
     DM_MX_MIRROR_OLD_NEVER = 3, /* BatchNorm, CuDNNBatchNorm: never before MXNet 1.6 */
 };
+/* A node appended (NULL when out of memory, or when the graph already has
+ * g->max_nodes nodes: dm_graph_budget_fail tells which and says so). */
 struct dm_node *dm_graph_add_node(struct dm_graph *g, int32_t *cap, enum dm_op op,
                                   const char *name, int n_in, const int32_t *in, int n_out);
 /* An attribute appended to node n, growing its array in the arena:
  * DNNMEM_E_INTERNAL when it has DM_NODE_MAX_ATTRS already, DNNMEM_E_NOMEM
  * when out of memory. */
 enum dnnmem_status dm_node_attr_add(struct dm_graph *g, struct dm_node *n, struct dm_attr **out);
+/* The error of a failed dm_graph_add_node: DNNMEM_E_LIMIT naming the budget
+ * when the graph is at g->max_nodes, else DNNMEM_E_NOMEM; the message has
+ * no path (the front end prefixes its own). */
+enum dnnmem_status dm_graph_add_fail(const struct dm_graph *g, char *msg, size_t cap);
 /* An attribute appended to the last node: DNNMEM_E_INTERNAL when it has
  * DM_NODE_MAX_ATTRS already, DNNMEM_E_NOMEM when a copy fails. Names are
  * borrowed (static strings); value arrays are copied into the arena. */
@@ -489,6 +496,17 @@ enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err);
 
 /* ---- front ends (src/load) ------------------------------------------------ */
 
+/* The largest model description read, per kind (api.c refuses bigger
+ * files before reading them; keras/archive.c a bigger config.json member):
+ * JSON (HF config, Keras, MXNet symbol): real ones are at most a few hundred
+ * KB (InceptionV3's Keras JSON, tests/models/keras, 154 KB), so 64 MiB is
+ * 400 times that; ONNX: a protobuf message is at most 2 GiB (protobuf's
+ * limit, so larger ONNX models keep their weights in external data). */
+#define DM_MAX_JSON_BYTES ((size_t)64 << 20)
+/* The largest tensor taken as real: 1 PiB, beyond any device (an H200 has
+ * 141 GB) by ~7000x; a bigger one is an absurd size, refused. */
+#define DM_MAX_TENSOR_BYTES (UINT64_C(1) << 50)
+#define DM_MAX_ONNX_BYTES ((size_t)2 << 30)
 enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t size,
                                 struct dnnmem_error *err);
 /* HuggingFace transformers config.json (src/load/hf.c): the causal LM built op

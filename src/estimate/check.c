@@ -3,6 +3,9 @@
  * then one table of checks: each row names the facts (about the options,
  * the mode, the framework, the model) under which the options are breached
  * and the error the breach gets. Rows run in order; the first breach wins.
+ * Each row belongs to the stage that can tell (enum dm_check_phase): the
+ * options, the graph built for them, the dims bound (what shapes.c found
+ * first, struct dm_bind), the shapes, another framework's runtime.
  */
 #include "estimate.h"
 
@@ -55,7 +58,7 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
     o->tf_graph = c->framework == DNNMEM_FW_TENSORFLOW && c->tf_execution == DNNMEM_TF_GRAPH &&
                   !o->generate;
     o->fw_version = c->framework_version ? dm_version_number(c->framework_version) : -1;
-    dm_est_defaults(c, g, &o->d);
+    dm_est_defaults(o, g, &o->d);
     o->torch = (int)o->d.value[DM_D_TORCH];
     o->transformers = (int)o->d.value[DM_D_TRANSFORMERS];
     /* transformers 5 loads a model in its config's dtype unless told
@@ -104,7 +107,31 @@ static bool has_target_seq(const struct dnnmem_config *c)
     return false;
 }
 
-/* name, value (c: the options, o: their meaning, g: the graph) */
+/* The graph returns its KV cache: HuggingFace's present.N.key outputs. */
+static bool returns_cache(const struct dm_graph *g)
+{
+    for (int32_t k = 0; k < g->n_outputs; k++)
+        if (strcmp(g->tensors[g->outputs[k]].name, "present.0.key") == 0)
+            return true;
+    return false;
+}
+
+/* The free memory at start: the capacity less the CUDA context. */
+static uint64_t free_at_start(const struct dnnmem_config *c, const struct dm_est_opts *o)
+{
+    uint64_t cap = (uint64_t)c->capacity_bytes, context = (uint64_t)dm_default_int(&o->d, CUDA_CONTEXT);
+    return cap > context ? cap - context : 0;
+}
+
+static bool mx_page_bad(const struct dnnmem_config *c)
+{
+    uint64_t page = (uint64_t)c->mxnet_page_size; /* the pool's own default, 4096, passes */
+    return c->mxnet_page_size >= 0 &&
+           (page < 32 || (c->mxnet_pool == DNNMEM_MXNET_POOL_ROUND && (page & (page - 1))));
+}
+
+/* name, value (c: the options, o: their meaning, g: the graph, bd: what
+ * binding the dims found, NULL before) */
 #define FACTS(X)                                                                                   \
     X(GENERATE, o->generate)                                                                       \
     X(TRAIN, c->mode == DNNMEM_MODE_TRAIN)                                                         \
@@ -124,6 +151,8 @@ static bool has_target_seq(const struct dnnmem_config *c)
                         c->compute_capability < g->quant_min_cc)                                   \
     X(ROUTER, g->n_router > 0)                                                                     \
     X(HYBRID_CACHE, g->cache_len > 0)                                                              \
+    X(LEGACY_CACHE, g->legacy_cache)                                                               \
+    X(RETURNS_CACHE, returns_cache(g))                                                             \
     X(TARGET_SEQ, has_target_seq(c))                                                               \
     X(NEW_TOKENS, c->new_tokens != 0)                                                              \
     X(NEW_TOKENS_BAD, c->new_tokens <= 0 || c->new_tokens > (INT64_C(1) << 20))                    \
@@ -184,7 +213,39 @@ static bool has_target_seq(const struct dnnmem_config *c)
     X(ATTN_BAD, (unsigned)c->attn > DNNMEM_ATTN_FLASH)                                             \
     X(SDPA_BACKEND_BAD, (unsigned)c->sdpa_backend > DNNMEM_SDPA_MATH)                              \
     X(QUANT_BAD, (unsigned)c->quant > DNNMEM_QUANT_INT8)                                           \
-    X(KBIT_BAD, (unsigned)c->kbit_prep > DNNMEM_KBIT_PREP_NO_GC)
+    X(KBIT_BAD, (unsigned)c->kbit_prep > DNNMEM_KBIT_PREP_NO_GC)                                   \
+    /* the runtimes: their limits and allocator options, defaults applied */                       \
+    X(TF, c->framework == DNNMEM_FW_TENSORFLOW)                                                    \
+    X(JAX, c->framework == DNNMEM_FW_JAX)                                                          \
+    X(MXNET, c->framework == DNNMEM_FW_MXNET)                                                      \
+    X(CAPACITY, c->capacity_bytes > 0)                                                             \
+    X(TF_LIMIT_ZERO, c->tf_memory_limit_bytes == 0)                                                \
+    X(TF_LIMIT, c->tf_memory_limit_bytes > 0)                                                      \
+    X(TF_NO_ROOM, free_at_start(c, o) <= (uint64_t)dm_default_int(&o->d, TF_MIN_SYSTEM_MEMORY))    \
+    X(JAX_FRACTION_BAD, !(dm_default_real(&o->d, JAX_MEM_FRACTION) > 0 &&                          \
+                          dm_default_real(&o->d, JAX_MEM_FRACTION) <= 1))                          \
+    X(MX_PAGE_BAD, mx_page_bad(c))                                                                 \
+    X(MX_CUTOFF_BAD, c->mxnet_round_cutoff && (c->mxnet_round_cutoff < 20 ||                       \
+                                               c->mxnet_round_cutoff > 34))                        \
+    X(MX_RESERVE_BAD, c->mxnet_reserve_percent > 100)                                              \
+    X(NO_ROOM, free_at_start(c, o) == 0)                                                          \
+    /* the dims bound (shapes.c): the first breach */                                              \
+    X(SHAPE_RANK, bd && bd->breach == DM_BIND_SHAPE_RANK)                                          \
+    X(SHAPE_DIM, bd && bd->breach == DM_BIND_SHAPE_DIM)                                            \
+    X(SHAPE_NO_INPUT, bd && bd->breach == DM_BIND_SHAPE_NO_INPUT)                                  \
+    X(SHAPE_TWICE, bd && bd->breach == DM_BIND_SHAPE_TWICE)                                        \
+    X(SHAPE_RANKS, bd && bd->breach == DM_BIND_SHAPE_RANKS)                                        \
+    X(SHAPE_FIXED, bd && bd->breach == DM_BIND_SHAPE_FIXED)                                        \
+    X(SHAPE_SYMBOL, bd && bd->breach == DM_BIND_SHAPE_SYMBOL)                                      \
+    X(DIM_VALUE, bd && bd->breach == DM_BIND_DIM_VALUE)                                            \
+    X(DIM_UNKNOWN, bd && bd->breach == DM_BIND_DIM_UNKNOWN)                                        \
+    X(DIM_BEAMS, bd && bd->breach == DM_BIND_DIM_BEAMS)                                            \
+    X(DIM_SHAPE, bd && bd->breach == DM_BIND_DIM_SHAPE)                                            \
+    X(BATCH_SHAPE, bd && bd->breach == DM_BIND_BATCH_SHAPE)                                        \
+    X(BATCH_BEAMS, bd && bd->breach == DM_BIND_BATCH_BEAMS)                                        \
+    X(NO_SHAPE, bd && bd->breach == DM_BIND_NO_SHAPE)                                              \
+    X(NO_BATCH, bd && bd->breach == DM_BIND_NO_BATCH)                                              \
+    X(NO_SEQ, bd && bd->breach == DM_BIND_NO_SEQ)
 
 enum fact {
     F_NONE,
@@ -199,7 +260,11 @@ enum arg {
     A_NONE, A_PATH, A_MODE, A_KV_DTYPE, A_BEAMS, A_TOP_P, A_TEMPERATURE, A_DEVICE, A_FRAMEWORK,
     A_MX_EXEC, A_JAX_EXEC, A_TF_EXEC, A_FW_NAME, A_FW_VERSION, A_GRAD_SUM_CAP, A_TORCH,
     A_TRANSFORMERS, A_TF_MAJOR, A_TF_MINOR, A_ATTN, A_CC_MAJOR, A_CC_MINOR, A_SDPA_BACKEND, A_QUANT, A_QUANT_METHOD,
-    A_QUANT_CC_MAJOR, A_QUANT_CC_MINOR, A_KBIT,
+    A_QUANT_CC_MAJOR, A_QUANT_CC_MINOR, A_KBIT, A_CAPACITY, A_CONTEXT, A_TF_MIN_SYSTEM,
+    A_JAX_FRACTION, A_MX_PAGE, A_MX_CUTOFF, A_MX_RESERVE, A_BATCH, A_MAX_DIMS,
+    /* what binding the dims found (struct dm_bind) */
+    A_B_NAME, A_B_BY, A_B_DIM, A_B_VALUE, A_B_OTHER, A_B_INDEX, A_B_RANK, A_B_DECL_RANK, A_B_LIST,
+    A_B_DECL,
 };
 
 #define NOT(f) (-(f))
@@ -215,6 +280,8 @@ struct check {
 };
 
 #define O DM_CHECK_OPTIONS
+#define R DM_CHECK_RUNTIME
+#define B DM_CHECK_BIND
 #define USAGE DNNMEM_E_USAGE
 #define UNSUP DNNMEM_E_UNSUPPORTED
 
@@ -380,20 +447,74 @@ static const struct check checks[] = {
      "%s: --num-beams with a HybridCache (Gemma 2/3: static caches of batch x num_beams rows, "
      "reordered) is not modelled (beam search is, for the decoders on a DynamicCache or the "
      "legacy tuple cache); use greedy or --do-sample", {A_PATH}},
+    /* the dims bound: --input-shape, --dim, --batch-size, --seq-len */
+    {B, {F_SHAPE_RANK}, USAGE, "--input-shape %s: give 1 to %s dims", {A_B_NAME, A_MAX_DIMS}},
+    {B, {F_SHAPE_DIM}, USAGE, "--input-shape %s: dim %s is %s; every dim must be >= 1",
+     {A_B_NAME, A_B_INDEX, A_B_VALUE}},
+    {B, {F_SHAPE_NO_INPUT}, USAGE, "--input-shape %s: %s has no input of that name (its inputs: %s)",
+     {A_B_NAME, A_PATH, A_B_LIST}},
+    {B, {F_SHAPE_TWICE}, USAGE, "--input-shape %s: given twice", {A_B_NAME}},
+    {B, {F_SHAPE_RANKS}, USAGE, "--input-shape %s: %s dims given, but %s declares the input with %s: [%s]",
+     {A_B_NAME, A_B_RANK, A_PATH, A_B_DECL_RANK, A_B_DECL}},
+    {B, {F_SHAPE_FIXED}, USAGE, "--input-shape %s: dim %s is %s, but %s fixes it at %s ([%s])",
+     {A_B_NAME, A_B_INDEX, A_B_VALUE, A_PATH, A_B_OTHER, A_B_DECL}},
+    {B, {F_SHAPE_SYMBOL}, USAGE, "--input-shape %s: dim '%s' is %s here but %s in --input-shape %s",
+     {A_B_NAME, A_B_DIM, A_B_VALUE, A_B_OTHER, A_B_BY}},
+    {B, {F_DIM_VALUE}, USAGE, "--dim %s=%s: the value must be a non-negative integer",
+     {A_B_NAME, A_B_VALUE}},
+    {B, {F_DIM_UNKNOWN}, USAGE, "--dim %s: %s has no dim of that name (it has: %s)",
+     {A_B_NAME, A_PATH, A_B_LIST}},
+    {B, {F_DIM_BEAMS}, USAGE, "--dim %s x --num-beams %s overflows", {A_B_NAME, A_BEAMS}},
+    {B, {F_DIM_SHAPE}, USAGE, "--dim %s=%s disagrees with --input-shape %s, which makes it %s",
+     {A_B_NAME, A_B_VALUE, A_B_BY, A_B_OTHER}},
+    {B, {F_BATCH_SHAPE}, USAGE, "--batch-size: the batch dim '%s' is set by --input-shape %s already",
+     {A_B_NAME, A_B_BY}},
+    {B, {F_BATCH_BEAMS}, USAGE, "--batch-size %s x --num-beams %s overflows", {A_BATCH, A_BEAMS}},
+    {B, {F_NO_SHAPE}, DNNMEM_E_UNBOUND,
+     "%s: input '%s' declares no shape; give it one with --input-shape %s=D1,D2,... (--batch-size "
+     "then replaces its first dim)", {A_PATH, A_B_NAME, A_B_NAME}},
+    {B, {F_NO_BATCH}, USAGE,
+     "--batch-size: %s has no symbolic batch dim to bind (its input dims are fixed or named "
+     "otherwise; see --dim)", {A_PATH}},
+    {B, {F_NO_SEQ}, USAGE, "--seq-len: %s has no symbolic sequence dim to bind (see --dim)",
+     {A_PATH}},
     /* the shapes inferred */
     {DM_CHECK_SHAPES, {F_AMP, NOT(F_CUDA)}, UNSUP,
      "--precision amp-*: autocast on the CPU (bf16, other op lists) is not modelled", {A_NONE}},
+    /* the schedule about to be built: a generation's cache (when the graph
+     * returns one; src/schedule/generate.c says so when it does not) */
+    {DM_CHECK_SCHEDULE, {F_GENERATE, F_LEGACY_CACHE, F_RETURNS_CACHE, F_KV_DTYPE}, UNSUP,
+     "%s: --kv-dtype needs a Cache class; transformers 4.51 keeps this model's legacy tuple cache "
+     "(GPT-2, BioGPT) in the model's dtype", {A_PATH}},
+    /* the runtime of another framework: its memory limit and allocator */
+    {R, {F_TF, F_TF_LIMIT_ZERO}, USAGE, "--tf-memory-limit: must be positive", {A_NONE}},
+    {R, {F_TF, NOT(F_TF_LIMIT), F_CAPACITY, F_TF_NO_ROOM}, USAGE,
+     "--framework tensorflow: the device (%s) leaves nothing to TensorFlow after the CUDA context "
+     "(%s) and MinSystemMemory (%s)", {A_CAPACITY, A_CONTEXT, A_TF_MIN_SYSTEM}},
+    {R, {F_JAX, F_JAX_FRACTION_BAD}, USAGE, "--jax-mem-fraction %s: expected a fraction in (0, 1]",
+     {A_JAX_FRACTION}},
+    {R, {F_MXNET, F_MX_PAGE_BAD}, USAGE,
+     "--mxnet-page-size %s: expected at least 32 (a power of two with Round)", {A_MX_PAGE}},
+    {R, {F_MXNET, F_MX_CUTOFF_BAD}, USAGE, "--mxnet-round-cutoff %s: expected 20..34",
+     {A_MX_CUTOFF}},
+    {R, {F_MXNET, F_MX_RESERVE_BAD}, USAGE, "--mxnet-reserve %s: expected a percentage 0..100",
+     {A_MX_RESERVE}},
+    {R, {F_MXNET, F_CAPACITY, F_NO_ROOM}, USAGE,
+     "--framework mxnet: the device (%s) leaves nothing after the CUDA context (%s)",
+     {A_CAPACITY, A_CONTEXT}},
 };
 
 #undef O
+#undef R
+#undef B
 #undef USAGE
 #undef UNSUP
 
 static const char *arg_text(enum arg a, const struct dm_graph *g, const struct dm_est_opts *o,
-                            char buf[64])
+                            const struct dm_bind *bd, char buf[64])
 {
     const struct dnnmem_config *c = &o->cfg;
-    int n;
+    long long n;
     switch (a) {
     case A_NONE: return "";
     case A_PATH: return g->path;
@@ -402,6 +523,26 @@ static const char *arg_text(enum arg a, const struct dm_graph *g, const struct d
     case A_QUANT_METHOD: return g->quant_method;
     case A_TOP_P: snprintf(buf, 64, "%g", c->top_p); return buf;
     case A_TEMPERATURE: snprintf(buf, 64, "%g", c->temperature); return buf;
+    case A_JAX_FRACTION: snprintf(buf, 64, "%g", dm_default_real(&o->d, JAX_MEM_FRACTION)); return buf;
+    case A_MX_PAGE: snprintf(buf, 64, "%llu", (unsigned long long)c->mxnet_page_size); return buf;
+    case A_CAPACITY: return dm_format_bytes((uint64_t)c->capacity_bytes, buf);
+    case A_CONTEXT: return dm_format_bytes((uint64_t)dm_default_int(&o->d, CUDA_CONTEXT), buf);
+    case A_TF_MIN_SYSTEM:
+        return dm_format_bytes((uint64_t)dm_default_int(&o->d, TF_MIN_SYSTEM_MEMORY), buf);
+    case A_B_NAME: return bd->name;
+    case A_B_BY: return bd->by;
+    case A_B_DIM: return bd->dim;
+    case A_B_LIST: return bd->list;
+    case A_B_DECL: return bd->decl;
+    case A_B_VALUE: n = bd->value; break;
+    case A_B_OTHER: n = bd->other; break;
+    case A_B_INDEX: n = bd->index; break;
+    case A_B_RANK: n = bd->rank; break;
+    case A_B_DECL_RANK: n = bd->decl_rank; break;
+    case A_BATCH: n = dm_default_int(&o->d, BATCH); break;
+    case A_MAX_DIMS: n = DM_MAX_DIMS; break;
+    case A_MX_CUTOFF: n = c->mxnet_round_cutoff; break;
+    case A_MX_RESERVE: n = c->mxnet_reserve_percent; break;
     case A_MODE: n = (int)c->mode; break;
     case A_KV_DTYPE: n = (int)c->kv_dtype; break;
     case A_BEAMS: n = c->num_beams; break;
@@ -425,18 +566,19 @@ static const char *arg_text(enum arg a, const struct dm_graph *g, const struct d
     case A_KBIT: n = (int)c->kbit_prep; break;
     default: return "?";
     }
-    snprintf(buf, 64, "%d", n);
+    snprintf(buf, 64, "%lld", n);
     return buf;
 }
 
 static enum dnnmem_status breach(const struct check *k, const struct dm_graph *g,
-                                 const struct dm_est_opts *o, struct dnnmem_error *err)
+                                 const struct dm_est_opts *o, const struct dm_bind *bd,
+                                 struct dnnmem_error *err)
 {
     char msg[1024], arg[64];
     size_t len = 0, next = 0;
     for (const char *p = k->text; *p && len + 1 < sizeof msg; p++) {
         if (p[0] == '%' && p[1] == 's' && next < MAX_ARGS) {
-            const char *s = arg_text(k->args[next++], g, o, arg);
+            const char *s = arg_text(k->args[next++], g, o, bd, arg);
             len += (size_t)snprintf(msg + len, sizeof msg - len, "%s", s);
             len = len < sizeof msg ? len : sizeof msg - 1;
             p++;
@@ -448,8 +590,9 @@ static enum dnnmem_status breach(const struct check *k, const struct dm_graph *g
     return dm_fail(err, k->status, "%s", msg);
 }
 
-enum dnnmem_status dm_est_check(enum dm_check_phase phase, const struct dm_graph *g,
-                                const struct dm_est_opts *o, struct dnnmem_error *err)
+static enum dnnmem_status check_phase(enum dm_check_phase phase, const struct dm_graph *g,
+                                      const struct dm_est_opts *o, const struct dm_bind *bd,
+                                      struct dnnmem_error *err)
 {
     const struct dnnmem_config *c = &o->cfg;
     bool fact[F_COUNT] = {
@@ -463,7 +606,22 @@ enum dnnmem_status dm_est_check(enum dm_check_phase phase, const struct dm_graph
         for (int w = 0; hit && w < MAX_WHEN && k->when[w]; w++)
             hit = k->when[w] > 0 ? fact[k->when[w]] : !fact[-k->when[w]];
         if (hit)
-            return breach(k, g, o, err);
+            return breach(k, g, o, bd, err);
     }
     return DNNMEM_OK;
+}
+
+enum dnnmem_status dm_est_check(enum dm_check_phase phase, const struct dm_graph *g,
+                                const struct dm_est_opts *o, struct dnnmem_error *err)
+{
+    return check_phase(phase, g, o, NULL, err);
+}
+
+enum dnnmem_status dm_est_check_bind(const struct dm_graph *g, const struct dm_est_opts *o,
+                                     const struct dm_bind *b, struct dnnmem_error *err)
+{
+    enum dnnmem_status s = check_phase(DM_CHECK_BIND, g, o, b, err);
+    if (s == DNNMEM_OK && b->breach) /* every breach has its row */
+        return dm_fail(err, DNNMEM_E_USAGE, "%s: the dims cannot be bound", g->path);
+    return s;
 }

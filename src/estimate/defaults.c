@@ -36,30 +36,10 @@ static const char *loss_name(enum dnnmem_loss l)
     return "?";
 }
 
-void dm_est_defaults(const struct dnnmem_config *c, const struct dm_graph *g, struct dm_defaults *d)
-{
-#define DM_X(name, key, is_set, option, dflt)                                                      \
-    d->set[DM_D_##name] = (is_set);                                                                \
-    d->value[DM_D_##name] = d->set[DM_D_##name] ? (int64_t)(option) : (int64_t)(dflt);
-    DM_DEFAULTS(DM_X)
-#undef DM_X
-}
-
-/* the key of each row, for the assumptions (defaults.c's own) */
-static const char *const default_key[DM_D_COUNT] = {
-#define DM_X(name, key, set, option, dflt) [DM_D_##name] = key,
-    DM_DEFAULTS(DM_X)
-#undef DM_X
-};
-
-const char *dm_default_source(const struct dm_defaults *d, enum dm_default k)
-{
-    return d->set[k] ? "option" : "default";
-}
-
-#define KEY(name) default_key[DM_D_##name]
+#define KEY(name) dm_default_key(DM_D_##name)
 #define SOURCE(name) dm_default_source(&o->d, DM_D_##name)
-#define VALUE(name) o->d.value[DM_D_##name]
+#define VALUE(name) dm_default_int(&o->d, name)
+#define REAL(name) dm_default_real(&o->d, name)
 
 /* The runtime: which framework runs the step, and how. */
 static void framework_assumptions(struct dm_est *e)
@@ -184,7 +164,7 @@ static void attention_assumptions(struct dm_est *e)
      * (check_prefer_cudnn_attention; PyTorch 2.11, measured choice in
      * tools/gpu/results/sdpa-choice.txt), else flash from sm80, else the
      * memory-efficient kernel; grouped heads (enable_gqa) exclude the latter */
-    int cc80 = c->compute_capability ? c->compute_capability : DM_CC_DEFAULT;
+    int cc80 = (int)VALUE(CC);
     bool fused16 = (c->precision != DNNMEM_PRECISION_FP32 || g->quant_method) && cc80 >= 80;
     static const char *const forced_text[] = {
         "",
@@ -325,7 +305,7 @@ static void mode_assumptions(struct dm_est *e)
                           "vocab])",
                           c->temperature);
             else
-                dm_assume(as, "temperature", c->temperature != 0 ? "option" : "default",
+                dm_assume(as, KEY(TEMPERATURE), SOURCE(TEMPERATURE),
                           "1.0: no TemperatureLogitsWarper");
             if (run->gen_top_k > 0)
                 dm_assume(as, KEY(TOP_K), SOURCE(TOP_K),
@@ -340,7 +320,7 @@ static void mode_assumptions(struct dm_est *e)
                           "vocab], softmax, cumsum, two bool masks, masked_fill)",
                           c->top_p);
             else
-                dm_assume(as, "top_p", c->top_p != 0 ? "option" : "default",
+                dm_assume(as, KEY(TOP_P), SOURCE(TOP_P),
                           "1.0: no TopPLogitsWarper");
         }
     } else {
@@ -373,8 +353,7 @@ void dm_est_run(struct dm_est *e)
         .tf_ops = c->framework == DNNMEM_FW_TENSORFLOW,
         .tf_graph = o->tf_graph,
         .mx_ops = c->framework == DNNMEM_FW_MXNET,
-        .mx_version = c->framework == DNNMEM_FW_MXNET && o->fw_version >= 0 ? (int)(o->fw_version / 100)
-                                                                         : 109,
+        .mx_version = (int)VALUE(MX_VERSION),
         .mx_grad_sum_cap = (int)VALUE(MX_GRAD_SUM_CAP),
         /* MXNET_BACKWARD_DO_MIRROR's default: 0 (graph_executor.cc, need_mirror) */
         .mx_mirror = c->framework == DNNMEM_FW_MXNET && c->mxnet_mirror,
@@ -382,10 +361,9 @@ void dm_est_run(struct dm_est *e)
         .kv_dtype = c->kv_dtype,
         .gen_beams = o->generate && c->num_beams > 1 ? c->num_beams : 1,
         .gen_sample = o->generate && c->do_sample,
-        /* GenerationConfig's defaults: top_p 1.0, temperature 1.0 */
         .gen_top_k = VALUE(TOP_K),
-        .gen_top_p = c->top_p > 0 && c->top_p < 1,
-        .gen_temperature = c->temperature > 0 && c->temperature != 1,
+        .gen_top_p = REAL(TOP_P) < 1,
+        .gen_temperature = REAL(TEMPERATURE) != 1,
     };
     framework_assumptions(e);
     attention_assumptions(e);
@@ -427,7 +405,7 @@ static void job_assumptions(struct dm_est *e)
         dm_assume(as, "lora", "option",
                   "rank %lld, alpha %g, dropout %g, targets %s; every other parameter frozen; "
                   "float32 adapters (PEFT >= 0.12)",
-                  (long long)c->lora.r, c->lora.alpha > 0 ? c->lora.alpha : 8, c->lora.dropout, targets);
+                  (long long)c->lora.r, REAL(LORA_ALPHA), c->lora.dropout, targets);
     }
     if (g->quant_method) {
         dm_assume(as, "quant", c->quant ? "option" : "model", "%s", g->quant_layout);
@@ -478,18 +456,8 @@ static void cuda_defaults(struct dm_est *e)
         dm_assume(as, "allocator", "default", "host: bytes as requested");
     int cuda_version = (int)VALUE(CUDA), cc = (int)VALUE(CC);
     run->compute_capability = cc;
-    e->cc = cc;
-    /* Other frameworks do not set CUDA_MODULE_LOADING=LAZY as PyTorch does
-     * (1.13+, PR #86509): kernels load lazily only from CUDA 12.2, where
-     * lazy loading is the default on Linux (NVIDIA CUDA programming guide,
-     * "Lazy Loading"); before, eagerly. No context was measured for them:
-     * the PyTorch figures stand in (runtime-facts 5.1). */
-    bool fw_lazy = cuda_version >= 122;
-    uint64_t context = c->cuda_context_bytes >= 0 ? (uint64_t)c->cuda_context_bytes
-                     : !run->cuda ? 0
-                     : o->other_fw ? (uint64_t)(dnnmem_cuda_context_default(200, fw_lazy ? 121 : 112, cc) -
-                                             (fw_lazy ? DNNMEM_LAZY_KERNELS_DEFAULT : 0))
-                                : (uint64_t)dnnmem_cuda_context_default(run->torch_version, cuda_version, cc);
+    bool fw_lazy = cuda_version >= 122; /* the CUDA_CONTEXT row's lazy loading */
+    uint64_t context = (uint64_t)VALUE(CUDA_CONTEXT);
     e->context = context;
     char cb[32];
     if (run->cuda) {
@@ -500,9 +468,9 @@ static void cuda_defaults(struct dm_est *e)
                       ? dm_arena_printf(as->arena, " (the least %s kernels run on)", g->quant_method)
                       : "");
         if (o->other_fw)
-            dm_assume(as, "cuda_context", c->cuda_context_bytes >= 0 ? "option" : "default",
-                      "%s (%s)", dm_format_bytes(context, cb),
-                      c->cuda_context_bytes >= 0
+            dm_assume(as, KEY(CUDA_CONTEXT), SOURCE(CUDA_CONTEXT), "%s (%s)",
+                      dm_format_bytes(context, cb),
+                      o->d.set[DM_D_CUDA_CONTEXT]
                           ? "--cuda-context"
                           : fw_lazy ? "lazy loading, the CUDA 12.2+ default; PyTorch 2.x's figure, "
                                       "unsloth-zoo PR #1053: not measured for this framework"
@@ -510,9 +478,9 @@ static void cuda_defaults(struct dm_est *e)
                                       "CUDA_MODULE_LOADING=LAZY; V100 + CUDA 11.2, HF docs: not "
                                       "measured for this framework");
         else
-            dm_assume(as, "cuda_context", c->cuda_context_bytes >= 0 ? "option" : "default", "%s (%s)",
+            dm_assume(as, KEY(CUDA_CONTEXT), SOURCE(CUDA_CONTEXT), "%s (%s)",
                       dm_format_bytes(context, cb),
-                      c->cuda_context_bytes >= 0 ? "--cuda-context"
+                      o->d.set[DM_D_CUDA_CONTEXT] ? "--cuda-context"
                       : cuda_version < 117        ? "eager module loading, V100 + CUDA 11.2, HF docs"
                       : run->torch_version < 200   ? "PyTorch 1.13, lazy loading, PR #86509"
                       : cc == 90 ? "PyTorch 2.x on sm90: 618.8 MiB at start + 132 MiB of kernels "
@@ -520,28 +488,10 @@ static void cuda_defaults(struct dm_est *e)
                                    "CUDA 13.0)"
                                  : "PyTorch 2.x: 426 MiB at start (unsloth-zoo PR #1053) + 132 MiB "
                                    "of kernels loaded by the first step (measured on an H200)");
-        /* Other frameworks: cuBLAS allocates its own workspace outside the
-         * framework's allocator (only PyTorch routes it through its
-         * allocator, CublasHandlePool.cpp), so none is scheduled. */
-        run->cublas_workspace = c->cublas_workspace_bytes >= 0 && !run->xla
-                                   ? (uint64_t)c->cublas_workspace_bytes
-                               : o->other_fw ? 0
-                                          : (uint64_t)dnnmem_cublas_workspace_default(run->torch_version, cc);
-        /* XLA passes each cuBLAS call a workspace of its own, an extra s8
-         * output of the custom call (gemm_rewriter.cc, GemmWorkspaceRewriteVisitor:
-         * "Pass a user-managed workspace to legacy cuBLAS operations"; the
-         * cuBLASLt calls get the same), sized by GemmConfig::kHopperWorkspace
-         * (32 MiB, sm90+) or kDefaultWorkspace (4 MiB) (xla/service/gpu/
-         * matmul_utils.h): a value of the temp buffer live during the call
-         * (every cuBLAS call of the 16 measured steps, tools/gpu/results/
-         * jax-hlo.tar.gz, carries s8[33554432]) */
+        run->cublas_workspace = run->xla ? 0 : (uint64_t)VALUE(CUBLAS_WORKSPACE);
         if (run->xla)
-            run->xla_gemm_workspace = c->cublas_workspace_bytes >= 0
-                                         ? (uint64_t)c->cublas_workspace_bytes
-                                     : cc >= 90 ? DM_XLA_GEMM_WORKSPACE_HOPPER
-                                                : DM_XLA_GEMM_WORKSPACE_DEFAULT;
-        dm_assume(as, "cublas_workspace", c->cublas_workspace_bytes >= 0 ? "option" : "default",
-                  "%s",
+            run->xla_gemm_workspace = (uint64_t)VALUE(XLA_GEMM_WORKSPACE);
+        dm_assume(as, KEY(CUBLAS_WORKSPACE), SOURCE(CUBLAS_WORKSPACE), "%s",
                   run->xla ? dm_arena_printf(as->arena,
                                             "%s per cuBLAS call inside XLA's temp buffer, live "
                                             "during the call (%s; matmul_utils.h, "
@@ -549,10 +499,10 @@ static void cuda_defaults(struct dm_est *e)
                                             "cuBLAS call (autotuning may pick a Triton kernel, "
                                             "which has none)",
                                             dm_format_bytes(run->xla_gemm_workspace, cb),
-                                            c->cublas_workspace_bytes >= 0 ? "--cublas-workspace"
+                                            o->d.set[DM_D_XLA_GEMM_WORKSPACE] ? "--cublas-workspace"
                                             : cc >= 90 ? "GemmConfig::kHopperWorkspace, sm90+"
                                                        : "GemmConfig::kDefaultWorkspace, before sm90")
-                  : o->other_fw && c->cublas_workspace_bytes < 0
+                  : o->other_fw && !o->d.set[DM_D_CUBLAS_WORKSPACE]
                       ? "0 through the allocator (cuBLAS's own workspace is outside it; only "
                         "PyTorch routes it through its allocator)"
                       : dm_arena_printf(as->arena, "%s per handle, kept from the first matmul "
@@ -592,6 +542,6 @@ enum dnnmem_status dm_est_runtime(struct dm_est *e, struct dnnmem_error *err)
                   dm_arena_printf(as->arena, "%lld", (long long)c->capacity_bytes),
                   dm_format_bytes((uint64_t)c->capacity_bytes, cb), c->device_label ? " (" : "",
                   c->device_label ? c->device_label : "", c->device_label ? ")" : "",
-                  100 * (c->headroom > 0 ? c->headroom : 0.05));
+                  100 * dm_default_real(&e->o->d, HEADROOM));
     return DNNMEM_OK;
 }

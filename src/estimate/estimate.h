@@ -2,11 +2,13 @@
  * estimate.h: dnnmem_estimate as stages (src/api.c wires them), in order:
  *
  *   check.c     the options: what they mean (struct dm_est_opts) and the
- *               table of the checks they must pass
+ *               table of the checks they must pass (each row run by the
+ *               stage that can tell, enum dm_check_phase)
  *   variant.c   the graph the options need (attention, LoRA, quantization,
  *               release), built on first use and kept in the model handle
  *   defaults.c  the defaults (one table, DM_DEFAULTS: key, how derived,
- *               source), the run (struct dm_run), the runtime's figures
+ *               source; its values worked out in assume.c, below the
+ *               stages), the run (struct dm_run), the runtime's figures
  *               (context, workspaces) and the assumptions they print
  *   shapes.c    symbolic dims bound, shapes inferred, the precision applied
  *   schedule.c  the framework's schedule (eager, MXNet's plan, XLA's)
@@ -30,53 +32,112 @@ struct dm_assumptions {
 void dm_assume(struct dm_assumptions *as, const char *key, const char *source, const char *fmt, ...)
     DM_PRINTF(4, 5);
 
-/* defaults.c: the defaults, one row each: the name, the key of the
+/* The defaults, one row each (their values: assume.c; the assumptions
+ * that print them: defaults.c): the name, the value's type (INT
+ * or REAL: read with dm_default_int or dm_default_real), the key of the
  * assumption whose source ("option" or "default") it decides, whether the
- * caller's option sets it, the value then, and the default otherwise (c:
- * the options, g: the loaded graph). */
+ * caller's option sets it, the value then, and how the default is derived
+ * otherwise (c: the options, o: their meaning, g: the loaded graph, d: the
+ * rows above). Every row's option is in src/options.def. */
 #define DM_DEFAULTS(X)                                                                             \
-    X(TORCH, "framework", c->torch_version != 0, c->torch_version, DM_TORCH_DEFAULT)               \
-    X(TRANSFORMERS, "transformers", c->transformers_version != 0, c->transformers_version,         \
+    X(TORCH, INT, "framework", c->torch_version != 0, c->torch_version, DM_TORCH_DEFAULT)          \
+    X(TRANSFORMERS, INT, "transformers", c->transformers_version != 0, c->transformers_version,    \
       DM_TRANSFORMERS_DEFAULT)                                                                     \
-    X(ITERATIONS, "iterations", c->iterations != 0, c->iterations, 2)                              \
-    X(GRAD_ACCUM, "grad_accum", c->grad_accum != 0, c->grad_accum, 1)                              \
+    X(ITERATIONS, INT, "iterations", c->iterations != 0, c->iterations, 2)                         \
+    X(GRAD_ACCUM, INT, "grad_accum", c->grad_accum != 0, c->grad_accum, 1)                         \
+    /* one prompt, one sample: a batch of 1 (--batch-size) */                                      \
+    X(BATCH, INT, "dims.*", c->batch_size > 0, c->batch_size, 1)                                   \
     /* MXNET_EXEC_INPLACE_GRAD_SUM_CAP's default (graph_executor.cc, AggregateGradient) */         \
-    X(MX_GRAD_SUM_CAP, "mx_ops", c->mxnet_grad_sum_cap != 0, c->mxnet_grad_sum_cap, 8)             \
-    /* GenerationConfig's top_k (a negative --top-k: none) */                                      \
-    X(TOP_K, "top_k", c->top_k != 0, c->top_k < 0 ? 0 : c->top_k, 50)                              \
+    X(MX_GRAD_SUM_CAP, INT, "mx_ops", c->mxnet_grad_sum_cap != 0, c->mxnet_grad_sum_cap, 8)        \
+    /* MXNet's rules are read at 1.9 (1.9.1, its last release) unless                              \
+     * --framework mxnet@V names another (major * 100 + minor) */                                  \
+    X(MX_VERSION, INT, "mx_ops", c->framework == DNNMEM_FW_MXNET && o->fw_version >= 0,            \
+      o->fw_version / 100, 109)                                                                    \
+    /* GenerationConfig's top_k (a negative --top-k: none), top_p and                              \
+     * temperature (1.0: no warper; generation/configuration_utils.py) */                          \
+    X(TOP_K, INT, "top_k", c->top_k != 0, c->top_k < 0 ? 0 : c->top_k, 50)                         \
+    X(TOP_P, REAL, "top_p", c->top_p != 0, c->top_p, 1.0)                                          \
+    X(TEMPERATURE, REAL, "temperature", c->temperature != 0, c->temperature, 1.0)                  \
+    /* PEFT's LoraConfig lora_alpha (tuners/lora/config.py): scales, costs no memory */            \
+    X(LORA_ALPHA, REAL, "lora", c->lora.alpha > 0, c->lora.alpha, 8)                               \
     /* the CUDA toolkit each framework's wheels are built with: PyTorch 2.6's                      \
      * default pip wheel is cu124 (pytorch.org, previous versions: `pip install                    \
      * torch==2.6.0` installs the CUDA 12.4 build); TensorFlow 2.15's tested build                 \
      * configuration is CUDA 12.2 (tensorflow.org/install/source#gpu); jax[cuda12]                 \
      * installs CUDA 12.x libraries from pip (12.2 taken); MXNet's last releases                   \
      * (1.9.1) ship wheels up to mxnet-cu112 (CUDA 11.2) */                                        \
-    X(CUDA, "cuda", c->cuda_version != 0, c->cuda_version,                                         \
+    X(CUDA, INT, "cuda", c->cuda_version != 0, c->cuda_version,                                    \
       c->framework == DNNMEM_FW_PYTORCH ? 124 : c->framework == DNNMEM_FW_MXNET ? 112 : 122)       \
     /* compute capability 8.0, or the least the quantized checkpoint's kernels                     \
      * run on (fp8: 8.9) */                                                                        \
-    X(CC, "cuda", c->compute_capability != 0, c->compute_capability,                               \
+    X(CC, INT, "cuda", c->compute_capability != 0, c->compute_capability,                          \
       g->quant_min_cc > DM_CC_DEFAULT ? g->quant_min_cc : DM_CC_DEFAULT)                           \
     /* the CUDA caching allocator's 512 B blocks; the CPU's exact sizes */                         \
-    X(ALLOC_ROUND, "allocator", c->alloc_round_bytes >= 0, c->alloc_round_bytes,                   \
+    X(ALLOC_ROUND, INT, "allocator", c->alloc_round_bytes >= 0, c->alloc_round_bytes,              \
       c->device == DNNMEM_DEVICE_CUDA ? DNNMEM_ALLOC_ROUND_DEFAULT : 1)                            \
-    X(CONV_WORKSPACE, "conv_workspace", c->conv_workspace_bytes >= 0, c->conv_workspace_bytes, 0)
+    X(CONV_WORKSPACE, INT, "conv_workspace", c->conv_workspace_bytes >= 0,                         \
+      c->conv_workspace_bytes, 0)                                                                  \
+    /* the CUDA context: by PyTorch, CUDA version and compute capability                           \
+     * (dnnmem_cuda_context_default, its sources in assume.c); other                               \
+     * frameworks do not set CUDA_MODULE_LOADING=LAZY as PyTorch does (1.13+,                      \
+     * PR #86509): kernels load lazily only from CUDA 12.2, where lazy loading                     \
+     * is the default on Linux (NVIDIA CUDA programming guide, "Lazy                               \
+     * Loading"), else eagerly; no context was measured for them, PyTorch's                        \
+     * figures stand in (runtime-facts 5.1); none on the CPU */                                    \
+    X(CUDA_CONTEXT, INT, "cuda_context", c->cuda_context_bytes >= 0, c->cuda_context_bytes,        \
+      dm_context_default(c, d))                                                                    \
+    /* cuBLAS's workspace per handle, through PyTorch's allocator                                  \
+     * (CublasHandlePool.cpp; dnnmem_cublas_workspace_default, its sources in                      \
+     * assume.c); other frameworks' cuBLAS allocates its own outside their                         \
+     * allocators (only PyTorch routes it through its allocator): none scheduled */                \
+    X(CUBLAS_WORKSPACE, INT, "cublas_workspace", c->cublas_workspace_bytes >= 0,                   \
+      c->cublas_workspace_bytes,                                                                   \
+      o->other_fw ? 0 : dnnmem_cublas_workspace_default((int)d->value[DM_D_TORCH],                 \
+                                                        (int)d->value[DM_D_CC]))                   \
+    /* XLA passes each cuBLAS call a workspace of its own, an extra s8 output of                   \
+     * the custom call (gemm_rewriter.cc, GemmWorkspaceRewriteVisitor), sized by                   \
+     * GemmConfig::kHopperWorkspace (32 MiB, sm90+) or kDefaultWorkspace (4 MiB)                   \
+     * (xla/service/gpu/matmul_utils.h): a value of the temp buffer live during the                \
+     * call (every cuBLAS call of the 16 measured steps, tools/gpu/results/                        \
+     * jax-hlo.tar.gz, carries s8[33554432]) */                                                    \
+    X(XLA_GEMM_WORKSPACE, INT, "cublas_workspace", c->cublas_workspace_bytes >= 0,                 \
+      c->cublas_workspace_bytes,                                                                   \
+      d->value[DM_D_CC] >= 90 ? DM_XLA_GEMM_WORKSPACE_HOPPER : DM_XLA_GEMM_WORKSPACE_DEFAULT)      \
+    /* TensorFlow's MinSystemMemory (gpu_device.cc): what it leaves to the                         \
+     * system out of the free memory at device creation (dm_tf_min_system_memory) */               \
+    X(TF_MIN_SYSTEM_MEMORY, INT, "memory_limit", c->tf_min_system_memory_bytes >= 0,               \
+      c->tf_min_system_memory_bytes, dm_tf_min_system_memory(c, o, d))                             \
+    /* XLA_PYTHON_CLIENT_MEM_FRACTION: 0.75 since jaxlib 0.4.14, 0.9 before                        \
+     * (JAX's changelog, jaxlib 0.4.14; GPU memory allocation docs) */                             \
+    X(JAX_MEM_FRACTION, REAL, "memory_limit", c->jax_mem_fraction != 0, c->jax_mem_fraction,       \
+      o->fw_version >= 0 && o->fw_version < 414 ? 0.9 : 0.75)                                      \
+    /* below this share of the capacity left the verdict is "tight": dnnmem's                      \
+     * own margin (include/dnnmem.h, --headroom), not a framework's */                             \
+    X(HEADROOM, REAL, "capacity", c->headroom > 0, c->headroom, 0.05)
 
 enum dm_default {
-#define DM_X(name, key, set, option, dflt) DM_D_##name,
+#define DM_X(name, type, key, set, option, dflt) DM_D_##name,
     DM_DEFAULTS(DM_X)
 #undef DM_X
     DM_D_COUNT
 };
 
 struct dm_defaults {
-    int64_t value[DM_D_COUNT];
-    bool set[DM_D_COUNT]; /* by the caller's option */
+    int64_t value[DM_D_COUNT]; /* the INT rows' values */
+    double real[DM_D_COUNT];   /* the REAL rows' values */
+    bool set[DM_D_COUNT];      /* by the caller's option */
 };
 
-/* The table's values for options c on the loaded graph g. */
-void dm_est_defaults(const struct dnnmem_config *c, const struct dm_graph *g, struct dm_defaults *d);
+struct dm_est_opts;
+/* The table's values for the options o (their meaning filled in up to
+ * fw_version) on the loaded graph g. */
+void dm_est_defaults(const struct dm_est_opts *o, const struct dm_graph *g, struct dm_defaults *d);
 /* "option" or "default", as the assumption of a row prints it. */
 const char *dm_default_source(const struct dm_defaults *d, enum dm_default k);
+/* The key of a row's assumption. */
+const char *dm_default_key(enum dm_default k);
+#define dm_default_int(d, name) ((d)->value[DM_D_##name])
+#define dm_default_real(d, name) ((d)->real[DM_D_##name])
 
 /* check.c: what the options mean, once they are known to be in range. */
 struct dm_est_opts {
@@ -95,9 +156,52 @@ struct dm_est_opts {
     struct dm_defaults d;     /* the defaults table's values */
 };
 
-/* The check stages: the options alone (DM_CHECK_OPTIONS, with `g` the
- * loaded graph), the graph built for them (DM_CHECK_GRAPH), the shapes. */
-enum dm_check_phase { DM_CHECK_OPTIONS, DM_CHECK_GRAPH, DM_CHECK_SHAPES };
+/* The check stages, in the order they run: the options alone
+ * (DM_CHECK_OPTIONS, with `g` the loaded graph), the graph built for them
+ * (DM_CHECK_GRAPH), the dims bound (DM_CHECK_BIND, dm_est_check_bind), the
+ * shapes inferred, the runtime of another framework (DM_CHECK_RUNTIME: its
+ * limit and allocator, before replay.c sets them up), the schedule about to
+ * be built (DM_CHECK_SCHEDULE). */
+enum dm_check_phase {
+    DM_CHECK_OPTIONS, DM_CHECK_GRAPH, DM_CHECK_BIND, DM_CHECK_SHAPES, DM_CHECK_RUNTIME,
+    DM_CHECK_SCHEDULE
+};
+
+/* What binding the dims (shapes.c) found wrong first, for the check
+ * table's DM_CHECK_BIND rows, which say what error it is. */
+enum dm_bind_breach {
+    DM_BIND_OK,
+    DM_BIND_SHAPE_RANK,     /* an --input-shape of no dims, or too many */
+    DM_BIND_SHAPE_DIM,      /* an --input-shape dim below 1 */
+    DM_BIND_SHAPE_NO_INPUT, /* an --input-shape naming no input */
+    DM_BIND_SHAPE_TWICE,    /* an input given two --input-shape */
+    DM_BIND_SHAPE_RANKS,    /* an --input-shape of another rank than the input's */
+    DM_BIND_SHAPE_FIXED,    /* an --input-shape dim unlike the input's fixed one */
+    DM_BIND_SHAPE_SYMBOL,   /* a dim two --input-shape make different */
+    DM_BIND_DIM_VALUE,      /* a --dim of a negative value */
+    DM_BIND_DIM_UNKNOWN,    /* a --dim naming no dim of the graph */
+    DM_BIND_DIM_BEAMS,      /* a --dim x --num-beams overflowing */
+    DM_BIND_DIM_SHAPE,      /* a --dim unlike the --input-shape that sets it */
+    DM_BIND_BATCH_SHAPE,    /* --batch-size for a batch dim an --input-shape sets */
+    DM_BIND_BATCH_BEAMS,    /* --batch-size x --num-beams overflowing */
+    DM_BIND_NO_SHAPE,       /* an input of no shape, with --batch-size and nothing to bind */
+    DM_BIND_NO_BATCH,       /* --batch-size and no batch dim */
+    DM_BIND_NO_SEQ,         /* --seq-len and no sequence dim */
+};
+
+struct dm_bind {
+    enum dm_bind_breach breach;
+    const char *name;  /* the --input-shape or --dim (or the input, the dim) at fault */
+    const char *by;    /* the --input-shape that set the dim before */
+    const char *dim;   /* the dim's name */
+    int64_t value;     /* the value given */
+    int64_t other;     /* the value it disagrees with */
+    int64_t index;     /* the dim's position in the shape */
+    int64_t rank;      /* the ranks: given, declared */
+    int64_t decl_rank;
+    char list[256];    /* the graph's inputs or dims, ", "-separated */
+    char decl[160];    /* the input's declared dims */
+};
 
 /* Fills *o from cfg and runs the DM_CHECK_OPTIONS rows. */
 enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struct dnnmem_config *cfg,
@@ -105,6 +209,9 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
 /* The check table's rows of one phase, first breach first. */
 enum dnnmem_status dm_est_check(enum dm_check_phase phase, const struct dm_graph *g,
                                 const struct dm_est_opts *o, struct dnnmem_error *err);
+/* The DM_CHECK_BIND rows for what binding the dims found, b. */
+enum dnnmem_status dm_est_check_bind(const struct dm_graph *g, const struct dm_est_opts *o,
+                                     const struct dm_bind *b, struct dnnmem_error *err);
 /* "2.15" or "0.4.13" as major * 10000 + minor * 100 + patch; -1 when not. */
 int64_t dm_version_number(const char *v);
 
@@ -112,9 +219,11 @@ int64_t dm_version_number(const char *v);
  * each built when an estimate first needs it and kept until the model is
  * freed; safe for concurrent estimates (one mutex per model). */
 struct dm_variants;
-/* Keeps a copy of the config's bytes; `path` (borrowed) names the graphs. */
+/* Keeps a copy of the config's bytes; `path` (borrowed) names the graphs,
+ * each built within `max_nodes` (0: no budget). */
 enum dnnmem_status dm_variants_new(const uint8_t *json, size_t size, const char *path,
-                                   struct dm_variants **out, struct dnnmem_error *err);
+                                   int64_t max_nodes, struct dm_variants **out,
+                                   struct dnnmem_error *err);
 void dm_variants_free(struct dm_variants *v);
 /* The graph for the options: `base` (the loaded graph), one kept in `v`
  * (borrowed until dm_variants_free), or, for a generation (its graph
@@ -148,7 +257,6 @@ struct dm_est {
     struct dm_tinfo *t;           /* shapes.c: every tensor's shape and dtype (malloc'd) */
     uint64_t context;             /* defaults.c: the CUDA context */
     uint64_t round;               /* defaults.c: the rounding allocator's (--alloc-round) */
-    int cc;                       /* defaults.c: the compute capability */
     struct dm_fwsim fws;          /* replay.c: other frameworks' runtimes */
     struct dm_schedule sched;     /* schedule.c */
     struct dm_xla_stats xla;      /* schedule.c: the jitted step's figures */

@@ -13,11 +13,9 @@
  * PyTorch then frees cached segments and retries before raising
  * OutOfMemoryError, and the job fits if no request fails. */
 static enum dnnmem_status decide(struct dnnmem_result *r, const struct dm_schedule *sched,
-                                 const struct dm_run *run, uint64_t context,
-                                 const struct dnnmem_config *cfg, struct dnnmem_error *err)
+                                 const struct dm_run *run, uint64_t context, uint64_t cap,
+                                 double headroom, struct dnnmem_error *err)
 {
-    uint64_t cap = (uint64_t)cfg->capacity_bytes;
-    double headroom = cfg->headroom > 0 ? cfg->headroom : 0.05;
     uint64_t total = r->total_bytes;
     r->capacity_bytes = cap;
     if (total > cap && run->cuda && cap > context) {
@@ -55,32 +53,6 @@ static enum dnnmem_status decide(struct dnnmem_result *r, const struct dm_schedu
 
 /* ---- other frameworks' runtimes ------------------------------------------------ */
 
-#define MiB_ ((uint64_t)1 << 20)
-#define GiB_ ((uint64_t)1 << 30)
-
-/* "2.15" or "0.4.13" as major * 10000 + minor * 100 + patch; -1 when the
- * string is not dotted decimal numbers (each < 100 after the major). */
-
-/* TensorFlow's MinSystemMemory (gpu_device.cc; runtime-facts 2.4): what it
- * leaves to the system out of the free memory at device creation. */
-static uint64_t tf_min_system_memory(uint64_t free_bytes, int cc, int64_t version)
-{
-    if (free_bytes < 2 * GiB_)
-        return 225 * MiB_;
-    if (version >= 0 && version < 20000) { /* TF 1.x: max(300 MiB, 5% of free) */
-        uint64_t pct = free_bytes / 20;
-        return pct > 300 * MiB_ ? pct : 300 * MiB_;
-    }
-    if (cc < 70)
-        return 500 * MiB_;
-    if (cc < 80)
-        return 1050 * MiB_;
-    if (cc < 90)
-        return 1536 * MiB_;
-    return 1800 * MiB_; /* newest TF (TF_GPU_USE_PJRT era); 1536 MiB in earlier 2.x */
-}
-
-
 static enum dnnmem_status fw_new(const struct dm_fwsim *f, bool limited, struct dm_allocator *a)
 {
     if (f->fw == DNNMEM_FW_MXNET) {
@@ -94,13 +66,14 @@ static enum dnnmem_status fw_new(const struct dm_fwsim *f, bool limited, struct 
     return dm_alloc_bfc_new(&o, a);
 }
 
-/* Resolve the framework's allocator options and limit; assumptions say
- * what was chosen and why. */
-static enum dnnmem_status fw_setup(const struct dnnmem_config *cfg, uint64_t context, int cc,
-                                   int64_t version, struct dm_fwsim *f, struct dm_assumptions *as,
-                                   struct dnnmem_error *err)
+/* Resolve the framework's allocator options and limit (the check table's
+ * DM_CHECK_RUNTIME rows have passed); assumptions say what was chosen and
+ * why. */
+static enum dnnmem_status fw_setup(const struct dm_est_opts *o, uint64_t context, struct dm_fwsim *f,
+                                   struct dm_assumptions *as, struct dnnmem_error *err)
 {
-    char b1[32], b2[32], b3[32];
+    const struct dnnmem_config *cfg = &o->cfg;
+    char b1[32], b2[32];
     uint64_t cap = (uint64_t)cfg->capacity_bytes;
     f->fw = cfg->framework;
     dm_bfc_opts_init(&f->bfc);
@@ -108,29 +81,18 @@ static enum dnnmem_status fw_setup(const struct dnnmem_config *cfg, uint64_t con
     if (cfg->framework == DNNMEM_FW_TENSORFLOW) {
         f->bfc.allow_growth = cfg->tf_allow_growth;
         f->reserves_limit = !cfg->tf_allow_growth;
-        if (cfg->tf_memory_limit_bytes == 0)
-            return dm_fail(err, DNNMEM_E_USAGE, "--tf-memory-limit: must be positive");
         if (cfg->tf_memory_limit_bytes > 0) {
             f->limit = (uint64_t)cfg->tf_memory_limit_bytes;
             dm_assume(as, "memory_limit", "option", "%s (--tf-memory-limit)",
                       dm_format_bytes(f->limit, b1));
         } else if (cap) {
-            uint64_t free_bytes = cap > context ? cap - context : 0;
-            uint64_t minsys = cfg->tf_min_system_memory_bytes >= 0
-                                  ? (uint64_t)cfg->tf_min_system_memory_bytes
-                                  : tf_min_system_memory(free_bytes, cc, version);
-            if (free_bytes <= minsys)
-                return dm_fail(err, DNNMEM_E_USAGE,
-                               "--framework tensorflow: the device (%s) leaves nothing to TensorFlow "
-                               "after the CUDA context (%s) and MinSystemMemory (%s)",
-                               dm_format_bytes(cap, b1), dm_format_bytes(context, b2),
-                               dm_format_bytes(minsys, b3));
-            f->limit = free_bytes - minsys;
-            dm_assume(as, "memory_limit", cfg->tf_min_system_memory_bytes >= 0 ? "option" : "default",
+            uint64_t minsys = (uint64_t)dm_default_int(&o->d, TF_MIN_SYSTEM_MEMORY);
+            f->limit = cap - context - minsys; /* > 0: DM_CHECK_RUNTIME */
+            dm_assume(as, "memory_limit", dm_default_source(&o->d, DM_D_TF_MIN_SYSTEM_MEMORY),
                       "%s = free memory at start (capacity - context) - MinSystemMemory %s "
                       "(gpu_device.cc%s)",
                       dm_format_bytes(f->limit, b1), dm_format_bytes(minsys, b2),
-                      cfg->tf_min_system_memory_bytes >= 0 ? ", --tf-min-system-memory" : "");
+                      o->d.set[DM_D_TF_MIN_SYSTEM_MEMORY] ? ", --tf-min-system-memory" : "");
         } else {
             dm_assume(as, "memory_limit", "default",
                       "unknown: free memory at start - MinSystemMemory (gpu_device.cc); "
@@ -143,21 +105,18 @@ static enum dnnmem_status fw_setup(const struct dnnmem_config *cfg, uint64_t con
                                        : "no allow_growth (default): one region of the whole memory "
                                          "limit at start");
     } else if (cfg->framework == DNNMEM_FW_JAX) {
-        double frac = cfg->jax_mem_fraction;
-        bool old = version >= 0 && version < 414; /* jaxlib 0.4.14: 0.9 -> 0.75 */
-        if (frac == 0)
-            frac = old ? 0.9 : 0.75;
-        if (!(frac > 0 && frac <= 1))
-            return dm_fail(err, DNNMEM_E_USAGE, "--jax-mem-fraction %g: expected a fraction in (0, 1]",
-                           frac);
+        double frac = dm_default_real(&o->d, JAX_MEM_FRACTION);
         f->bfc.allow_growth = !cfg->jax_preallocate;
         f->reserves_limit = cfg->jax_preallocate;
         if (cap) {
             f->limit = (uint64_t)((double)cap * frac);
-            dm_assume(as, "memory_limit", cfg->jax_mem_fraction ? "option" : "default",
+            /* the row's default is 0.9 (before jaxlib 0.4.14) or 0.75 */
+            dm_assume(as, "memory_limit", dm_default_source(&o->d, DM_D_JAX_MEM_FRACTION),
                       "%s = %g x %s, XLA_PYTHON_CLIENT_MEM_FRACTION%s", dm_format_bytes(f->limit, b1),
                       frac, dm_format_bytes(cap, b2),
-                      cfg->jax_mem_fraction ? "" : old ? " (0.9 before jaxlib 0.4.14)" : " (0.75 since jaxlib 0.4.14)");
+                      o->d.set[DM_D_JAX_MEM_FRACTION] ? ""
+                      : frac == 0.9                   ? " (0.9 before jaxlib 0.4.14)"
+                                                      : " (0.75 since jaxlib 0.4.14)");
         } else {
             dm_assume(as, "memory_limit", "default",
                       "unknown: %g x the device's total memory (XLA_PYTHON_CLIENT_MEM_FRACTION); "
@@ -169,6 +128,7 @@ static enum dnnmem_status fw_setup(const struct dnnmem_config *cfg, uint64_t con
                                          "(XLA_PYTHON_CLIENT_PREALLOCATE=true)"
                                        : "not preallocated: regions from 2 MiB, doubling");
     } else {
+        /* MXNET_GPU_MEM_POOL_*: the pool's own defaults (pool.c) unless set */
         f->pool.strategy = cfg->mxnet_pool == DNNMEM_MXNET_POOL_ROUND ? DM_POOL_ROUND : DM_POOL_NAIVE;
         if (cfg->mxnet_page_size >= 0)
             f->pool.page_size = (uint64_t)cfg->mxnet_page_size;
@@ -176,23 +136,8 @@ static enum dnnmem_status fw_setup(const struct dnnmem_config *cfg, uint64_t con
             f->pool.round_linear_cutoff = cfg->mxnet_round_cutoff;
         if (cfg->mxnet_reserve_percent >= 0)
             f->pool.reserve_percent = cfg->mxnet_reserve_percent;
-        if (f->pool.page_size < 32 ||
-            (f->pool.strategy == DM_POOL_ROUND && (f->pool.page_size & (f->pool.page_size - 1))))
-            return dm_fail(err, DNNMEM_E_USAGE,
-                           "--mxnet-page-size %llu: expected at least 32 (a power of two with Round)",
-                           (unsigned long long)f->pool.page_size);
-        if (f->pool.round_linear_cutoff < 20 || f->pool.round_linear_cutoff > 34)
-            return dm_fail(err, DNNMEM_E_USAGE, "--mxnet-round-cutoff %d: expected 20..34",
-                           f->pool.round_linear_cutoff);
-        if (f->pool.reserve_percent > 100)
-            return dm_fail(err, DNNMEM_E_USAGE, "--mxnet-reserve %d: expected a percentage 0..100",
-                           f->pool.reserve_percent);
         if (cap) {
-            f->limit = cap > context ? cap - context : 0;
-            if (!f->limit)
-                return dm_fail(err, DNNMEM_E_USAGE,
-                               "--framework mxnet: the device (%s) leaves nothing after the CUDA "
-                               "context (%s)", dm_format_bytes(cap, b1), dm_format_bytes(context, b2));
+            f->limit = cap - context; /* > 0: DM_CHECK_RUNTIME */
             f->pool.capacity = f->limit;
             f->pool.total = cap;
         }
@@ -217,7 +162,8 @@ static enum dnnmem_status fw_setup(const struct dnnmem_config *cfg, uint64_t con
 
 enum dnnmem_status dm_est_fw_setup(struct dm_est *e, struct dnnmem_error *err)
 {
-    return fw_setup(&e->o->cfg, e->context, e->cc, e->o->fw_version, &e->fws, &e->as, err);
+    DM_TRY(dm_est_check(DM_CHECK_RUNTIME, e->g, e->o, err));
+    return fw_setup(e->o, e->context, &e->fws, &e->as, err);
 }
 
 
@@ -233,12 +179,16 @@ static void set_largest(struct dnnmem_result *r)
 /* Replay through the framework's allocator at its limit; when the job does
  * not fit there, again without a limit for the breakdown (verdict: does not
  * fit). */
-static enum dnnmem_status fw_result(const struct dm_graph *g, const struct dm_tinfo *t,
-                                    const struct dm_schedule *sched, const struct dm_fwsim *f,
-                                    const struct dnnmem_config *cfg, uint64_t context,
-                                    const struct dm_assumptions *as, struct dnnmem_result **out,
+static enum dnnmem_status fw_result(const struct dm_est *e, struct dnnmem_result **out,
                                     struct dnnmem_error *err)
 {
+    const struct dm_graph *g = e->g;
+    const struct dm_tinfo *t = e->t;
+    const struct dm_schedule *sched = &e->sched;
+    const struct dm_fwsim *f = &e->fws;
+    const struct dnnmem_config *cfg = &e->o->cfg;
+    const struct dm_assumptions *as = &e->as;
+    uint64_t context = e->context;
     bool limited = f->limit > 0, oom = false;
     struct dm_allocator a;
     struct dnnmem_error scratch;
@@ -275,7 +225,7 @@ static enum dnnmem_status fw_result(const struct dm_graph *g, const struct dm_ti
         r->total_bytes = r->peak_reserved + context;
     }
     if (cfg->capacity_bytes > 0) {
-        double headroom = cfg->headroom > 0 ? cfg->headroom : 0.05;
+        double headroom = dm_default_real(&e->o->d, HEADROOM);
         r->capacity_bytes = (uint64_t)cfg->capacity_bytes;
         /* the room left inside the allocator's limit at the peak */
         r->margin_bytes = (int64_t)f->limit - (int64_t)r->peak_allocated;
@@ -300,7 +250,7 @@ enum dnnmem_status dm_est_replay(struct dm_est *e, struct dnnmem_result **out,
     enum dnnmem_status s;
     *out = NULL;
     if (o->other_fw) {
-        s = fw_result(g, e->t, &e->sched, &e->fws, c, e->context, &e->as, out, err);
+        s = fw_result(e, out, err);
         if (s == DNNMEM_OK && o->jax_jit) {
             (*out)->xla_temp_bytes = e->xla.heap.heap_bytes;
             (*out)->xla_output_bytes = e->xla.output_bytes;
@@ -322,7 +272,8 @@ enum dnnmem_status dm_est_replay(struct dm_est *e, struct dnnmem_result **out,
         s = dm_result_build(g, e->t, &e->sched, &alloc, c, e->context, e->as.a, e->as.n, out, err);
         alloc.destroy(alloc.self);
         if (s == DNNMEM_OK && c->capacity_bytes > 0)
-            s = decide(*out, &e->sched, run, e->context, c, err);
+            s = decide(*out, &e->sched, run, e->context, (uint64_t)c->capacity_bytes,
+                       dm_default_real(&o->d, HEADROOM), err);
         if (s == DNNMEM_OK)
             (*out)->needed_bytes = (*out)->peak_allocated + e->context;
     }

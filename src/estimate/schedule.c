@@ -100,6 +100,7 @@ enum dnnmem_status dm_est_schedule(struct dm_est *e, struct dnnmem_error *err)
                         "Keras 2's fused BatchNorm on NHWC data transposes to NCHW (2 "
                         "input-sized temporaries forward, 3 backward); Keras 2's fused "
                         "LayerNorm keeps its normalized outputs; no tf.function/Grappler");
+    DM_TRY(dm_est_check(DM_CHECK_SCHEDULE, g, o, err));
     DM_TRY(dm_schedule_build(g, t, run, &e->sched, err));
     if (o->mx_planned) {
         struct dm_schedule planned;

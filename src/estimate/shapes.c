@@ -1,7 +1,9 @@
 /*
  * shapes.c: the symbolic dims bound (--dim, --batch-size, --seq-len,
- * --input-shape, each stated as an assumption), every tensor's shape
- * inferred, and the precision applied to the tensors' dtypes.
+ * --input-shape, each stated as an assumption; the first thing wrong with
+ * them is recorded in struct dm_bind, and the check table's DM_CHECK_BIND
+ * rows say what error it is), every tensor's shape inferred, and the
+ * precision applied to the tensors' dtypes.
  */
 #include "estimate.h"
 
@@ -53,42 +55,55 @@ static void dims_str(char *buf, size_t cap, int rank, const int64_t *dims)
         len += (size_t)snprintf(buf + len, cap - len, "%s%lld", k ? "," : "", (long long)dims[k]);
 }
 
+/* The first breach binding the dims found: recorded in *b for the check
+ * table's DM_CHECK_BIND rows (the error is theirs); binding stops. */
+static enum dnnmem_status breach(struct dm_bind *b, enum dm_bind_breach k)
+{
+    b->breach = k;
+    return DNNMEM_E_USAGE;
+}
+
+/* Adds the i-th name to a ", "-separated list. */
+static void list_add(char *list, size_t cap, int32_t i, const char *name)
+{
+    size_t len = strlen(list);
+    snprintf(list + len, cap - len, "%s%s", i ? ", " : "", name);
+}
+
 /* --input-shape: a shape for an input that declares none (shapes[id]), or
  * values for the symbolic dims of one that does (given[sym]). */
 static enum dnnmem_status bind_input_shapes(const struct dm_graph *g, const struct dnnmem_config *cfg,
                                             struct dm_shape *shapes, int64_t *given,
-                                            const char **given_by, struct dnnmem_error *err)
+                                            const char **given_by, struct dm_bind *b)
 {
     for (int32_t i = 0; i < g->n_symbols; i++)
         given[i] = -1;
     for (size_t k = 0; k < cfg->n_input_shapes; k++) {
         const struct dnnmem_input_shape *in = &cfg->input_shapes[k];
-        const char *name = in->name ? in->name : "?";
+        b->name = in->name ? in->name : "?";
+        b->rank = (int64_t)in->rank;
         if (!in->name || !in->dims || in->rank < 1 || in->rank > DM_MAX_DIMS)
-            return dm_fail(err, DNNMEM_E_USAGE, "--input-shape %s: give 1 to %d dims", name,
-                           DM_MAX_DIMS);
+            return breach(b, DM_BIND_SHAPE_RANK);
         for (size_t d = 0; d < in->rank; d++)
-            if (in->dims[d] < 1)
-                return dm_fail(err, DNNMEM_E_USAGE,
-                               "--input-shape %s: dim %zu is %lld; every dim must be >= 1", name, d,
-                               (long long)in->dims[d]);
+            if (in->dims[d] < 1) {
+                b->index = (int64_t)d;
+                b->value = in->dims[d];
+                return breach(b, DM_BIND_SHAPE_DIM);
+            }
         int32_t id = -1;
         for (int32_t i = 0; i < g->n_inputs; i++)
             if (strcmp(g->tensors[g->inputs[i]].name, in->name) == 0)
                 id = g->inputs[i];
         if (id < 0) {
-            char list[256] = "";
-            for (int32_t i = 0; i < g->n_inputs; i++) {
-                size_t len = strlen(list);
-                snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "",
-                         g->tensors[g->inputs[i]].name);
-            }
-            return dm_fail(err, DNNMEM_E_USAGE, "--input-shape %s: %s has no input of that name (its inputs: %s)",
-                           name, g->path, g->n_inputs ? list : "none");
+            for (int32_t i = 0; i < g->n_inputs; i++)
+                list_add(b->list, sizeof b->list, i, g->tensors[g->inputs[i]].name);
+            if (!g->n_inputs)
+                snprintf(b->list, sizeof b->list, "none");
+            return breach(b, DM_BIND_SHAPE_NO_INPUT);
         }
         for (size_t j = 0; j < k; j++)
             if (cfg->input_shapes[j].name && strcmp(cfg->input_shapes[j].name, in->name) == 0)
-                return dm_fail(err, DNNMEM_E_USAGE, "--input-shape %s: given twice", name);
+                return breach(b, DM_BIND_SHAPE_TWICE);
         const struct dm_tensor *tt = &g->tensors[id];
         if (tt->rank < 0) {
             shapes[id].rank = (int)in->rank;
@@ -96,31 +111,34 @@ static enum dnnmem_status bind_input_shapes(const struct dm_graph *g, const stru
                 shapes[id].dims[d] = in->dims[d];
             continue;
         }
-        char decl[160] = "";
+        char *decl = b->decl;
+        decl[0] = '\0';
         for (int d = 0; d < tt->rank; d++) {
             size_t len = strlen(decl);
             if (tt->dims[d].sym >= 0)
-                snprintf(decl + len, sizeof decl - len, "%s%s", d ? "," : "", g->symbols[tt->dims[d].sym]);
+                snprintf(decl + len, sizeof b->decl - len, "%s%s", d ? "," : "", g->symbols[tt->dims[d].sym]);
             else
-                snprintf(decl + len, sizeof decl - len, "%s%lld", d ? "," : "", (long long)tt->dims[d].value);
+                snprintf(decl + len, sizeof b->decl - len, "%s%lld", d ? "," : "", (long long)tt->dims[d].value);
         }
+        b->decl_rank = tt->rank;
         if ((size_t)tt->rank != in->rank)
-            return dm_fail(err, DNNMEM_E_USAGE,
-                           "--input-shape %s: %zu dims given, but %s declares the input with %d: [%s]",
-                           name, in->rank, g->path, tt->rank, decl);
+            return breach(b, DM_BIND_SHAPE_RANKS);
         for (int d = 0; d < tt->rank; d++) {
             int32_t sym = tt->dims[d].sym;
-            if (sym < 0 && tt->dims[d].value >= 0 && tt->dims[d].value != in->dims[d])
-                return dm_fail(err, DNNMEM_E_USAGE,
-                               "--input-shape %s: dim %d is %lld, but %s fixes it at %lld ([%s])", name,
-                               d, (long long)in->dims[d], g->path, (long long)tt->dims[d].value, decl);
+            b->index = d;
+            b->value = in->dims[d];
+            if (sym < 0 && tt->dims[d].value >= 0 && tt->dims[d].value != in->dims[d]) {
+                b->other = tt->dims[d].value;
+                return breach(b, DM_BIND_SHAPE_FIXED);
+            }
             if (sym < 0)
                 continue;
-            if (given[sym] >= 0 && given[sym] != in->dims[d])
-                return dm_fail(err, DNNMEM_E_USAGE,
-                               "--input-shape %s: dim '%s' is %lld here but %lld in --input-shape %s",
-                               name, g->symbols[sym], (long long)in->dims[d], (long long)given[sym],
-                               given_by[sym]);
+            if (given[sym] >= 0 && given[sym] != in->dims[d]) {
+                b->dim = g->symbols[sym];
+                b->other = given[sym];
+                b->by = given_by[sym];
+                return breach(b, DM_BIND_SHAPE_SYMBOL);
+            }
             given[sym] = in->dims[d];
             given_by[sym] = in->name;
         }
@@ -128,35 +146,43 @@ static enum dnnmem_status bind_input_shapes(const struct dm_graph *g, const stru
     return DNNMEM_OK;
 }
 
+/* --dim: each names a dim of the graph, with a non-negative value. */
+static enum dnnmem_status check_dim_names(const struct dm_graph *g, const struct dnnmem_config *cfg,
+                                          struct dm_bind *b)
+{
+    for (size_t k = 0; k < cfg->n_dims; k++) {
+        const struct dnnmem_dim_binding *d = &cfg->dims[k];
+        b->name = d->name ? d->name : "?";
+        b->value = d->value;
+        if (!d->name || d->value < 0)
+            return breach(b, DM_BIND_DIM_VALUE);
+        bool found = false;
+        for (int32_t i = 0; i < g->n_symbols; i++)
+            if (strcmp(g->symbols[i], d->name) == 0)
+                found = true;
+        if (!found) {
+            for (int32_t i = 0; i < g->n_symbols; i++)
+                list_add(b->list, sizeof b->list, i, g->symbols[i]);
+            if (!g->n_symbols)
+                snprintf(b->list, sizeof b->list, "none");
+            return breach(b, DM_BIND_DIM_UNKNOWN);
+        }
+    }
+    return DNNMEM_OK;
+}
+
 static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnmem_config *cfg,
-                                    int64_t *vals, struct dm_shape *shapes,
-                                    struct dm_assumptions *as, struct dnnmem_error *err)
+                                    int64_t default_batch, int64_t *vals, struct dm_shape *shapes,
+                                    struct dm_assumptions *as, struct dm_bind *b,
+                                    struct dnnmem_error *err)
 {
     bool batch_used = false, seq_used = false;
     int64_t *given = dm_arena_array(as->arena, (size_t)g->n_symbols + 1, sizeof *given);
     const char **given_by = dm_arena_array(as->arena, (size_t)g->n_symbols + 1, sizeof *given_by);
     if (!given || !given_by)
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
-    DM_TRY(bind_input_shapes(g, cfg, shapes, given, given_by, err));
-    for (size_t k = 0; k < cfg->n_dims; k++) {
-        const struct dnnmem_dim_binding *b = &cfg->dims[k];
-        if (!b->name || b->value < 0)
-            return dm_fail(err, DNNMEM_E_USAGE, "--dim %s=%lld: the value must be a non-negative integer",
-                           b->name ? b->name : "?", (long long)b->value);
-        bool found = false;
-        for (int32_t i = 0; i < g->n_symbols; i++)
-            if (strcmp(g->symbols[i], b->name) == 0)
-                found = true;
-        if (!found) {
-            char list[256] = "";
-            for (int32_t i = 0; i < g->n_symbols; i++) {
-                size_t len = strlen(list);
-                snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", g->symbols[i]);
-            }
-            return dm_fail(err, DNNMEM_E_USAGE, "--dim %s: %s has no dim of that name (it has: %s)",
-                           b->name, g->path, g->n_symbols ? list : "none");
-        }
-    }
+    DM_TRY(bind_input_shapes(g, cfg, shapes, given, given_by, b));
+    DM_TRY(check_dim_names(g, cfg, b));
     /* beam search runs every prompt as num_beams rows (generate's
      * _expand_inputs_for_generation): the model's batch dims are the
      * caller's times num_beams */
@@ -165,13 +191,13 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
         const char *name = g->symbols[i];
         const char *key = dm_arena_printf(as->arena, "dims.%s", name);
         bool beamed = beams > 1 && is_batch_name(name);
+        b->name = name;
         vals[i] = -1; /* unbound */
         for (size_t k = 0; k < cfg->n_dims; k++)
             if (strcmp(cfg->dims[k].name, name) == 0) {
                 vals[i] = cfg->dims[k].value;
                 if (beamed && !dm_mul_ok(vals[i], beams, &vals[i]))
-                    return dm_fail(err, DNNMEM_E_USAGE, "--dim %s x --num-beams %lld overflows",
-                                   name, (long long)beams);
+                    return breach(b, DM_BIND_DIM_BEAMS);
                 if (beamed)
                     dm_assume(as, key, "option", "%lld (--dim %lld x --num-beams %lld)",
                               (long long)vals[i], (long long)(vals[i] / beams), (long long)beams);
@@ -179,36 +205,34 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
                     dm_assume(as, key, "option", "%lld (--dim)", (long long)vals[i]);
             }
         if (given[i] >= 0) {
+            b->value = vals[i];
+            b->other = given[i];
+            b->by = given_by[i];
             if (vals[i] >= 0 && vals[i] != given[i])
-                return dm_fail(err, DNNMEM_E_USAGE,
-                               "--dim %s=%lld disagrees with --input-shape %s, which makes it %lld",
-                               name, (long long)vals[i], given_by[i], (long long)given[i]);
+                return breach(b, DM_BIND_DIM_SHAPE);
             if (vals[i] < 0)
                 dm_assume(as, key, "option", "%lld (--input-shape %s)", (long long)given[i], given_by[i]);
             vals[i] = given[i];
             if (cfg->batch_size > 0 && is_batch_name(name))
-                return dm_fail(err, DNNMEM_E_USAGE,
-                               "--batch-size: the batch dim '%s' is set by --input-shape %s already",
-                               name, given_by[i]);
+                return breach(b, DM_BIND_BATCH_SHAPE);
         }
         if (vals[i] >= 0)
             continue;
         if (is_batch_name(name)) {
             batch_used = true;
-            int64_t batch = cfg->batch_size > 0 ? cfg->batch_size : 1;
-            if (!dm_mul_ok(batch, beams, &vals[i]))
-                return dm_fail(err, DNNMEM_E_USAGE, "--batch-size %lld x --num-beams %lld overflows",
-                               (long long)batch, (long long)beams);
+            if (!dm_mul_ok(default_batch, beams, &vals[i]))
+                return breach(b, DM_BIND_BATCH_BEAMS);
             if (beams > 1)
                 dm_assume(as, key, cfg->batch_size > 0 ? "option" : "default",
                           "%lld (batch %lld%s x --num-beams %lld: generate repeat_interleaves the "
                           "prompt and its mask)",
-                          (long long)vals[i], (long long)batch,
+                          (long long)vals[i], (long long)default_batch,
                           cfg->batch_size > 0 ? " (--batch-size)" : " (default)", (long long)beams);
             else if (cfg->batch_size > 0)
                 dm_assume(as, key, "option", "%lld (--batch-size)", (long long)vals[i]);
             else
-                dm_assume(as, key, "default", "1 (batch size; set with --batch-size)");
+                dm_assume(as, key, "default", "%lld (batch size; set with --batch-size)",
+                          (long long)vals[i]);
         } else if (is_seq_name(name) && cfg->seq_len > 0) {
             seq_used = true;
             vals[i] = cfg->seq_len;
@@ -238,20 +262,14 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
     }
     for (int32_t i = 0; i < g->n_inputs; i++) {
         const struct dm_tensor *tt = &g->tensors[g->inputs[i]];
+        b->name = tt->name;
         if (cfg->batch_size > 0 && !batch_used && tt->rank < 0 && !tt->derive)
-            return dm_fail(err, DNNMEM_E_UNBOUND,
-                           "%s: input '%s' declares no shape; give it one with --input-shape %s=D1,D2,... "
-                           "(--batch-size then replaces its first dim)",
-                           g->path, tt->name, tt->name);
+            return breach(b, DM_BIND_NO_SHAPE);
     }
     if (cfg->batch_size > 0 && !batch_used)
-        return dm_fail(err, DNNMEM_E_USAGE,
-                       "--batch-size: %s has no symbolic batch dim to bind (its input dims are "
-                       "fixed or named otherwise; see --dim)",
-                       g->path);
+        return breach(b, DM_BIND_NO_BATCH);
     if (cfg->seq_len > 0 && !seq_used)
-        return dm_fail(err, DNNMEM_E_USAGE,
-                       "--seq-len: %s has no symbolic sequence dim to bind (see --dim)", g->path);
+        return breach(b, DM_BIND_NO_SEQ);
     return DNNMEM_OK;
 }
 
@@ -342,7 +360,13 @@ enum dnnmem_status dm_est_shapes(struct dm_est *e, struct dnnmem_error *err)
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
     for (int32_t i = 0; i < g->n_tensors; i++)
         shapes[i].rank = -1;
-    DM_TRY(bind_dims(g, &e->o->cfg, e->syms, shapes, &e->as, err));
+    struct dm_bind b = {.breach = DM_BIND_OK};
+    enum dnnmem_status s = bind_dims(g, &e->o->cfg, dm_default_int(&e->o->d, BATCH), e->syms,
+                                     shapes, &e->as, &b, err);
+    if (b.breach)
+        return dm_est_check_bind(g, e->o, &b, err);
+    if (s != DNNMEM_OK)
+        return s;
     struct dm_infer ctx = {.g = g, .arena = arena, .t = e->t, .sym_values = e->syms,
                            .input_shapes = shapes, .err = err};
     DM_TRY(dm_infer_shapes(&ctx));

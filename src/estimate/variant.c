@@ -42,11 +42,13 @@ struct dm_variants {
     uint8_t *json; /* the config's bytes */
     size_t size;
     const char *path;
+    int64_t max_nodes; /* the load's budget, for every graph built */
     struct entry *list;
 };
 
 enum dnnmem_status dm_variants_new(const uint8_t *json, size_t size, const char *path,
-                                   struct dm_variants **out, struct dnnmem_error *err)
+                                   int64_t max_nodes, struct dm_variants **out,
+                                   struct dnnmem_error *err)
 {
     struct dm_variants *v = calloc(1, sizeof *v);
     if (v && !(v->json = malloc(size ? size : 1))) {
@@ -63,6 +65,7 @@ enum dnnmem_status dm_variants_new(const uint8_t *json, size_t size, const char 
     memcpy(v->json, json, size);
     v->size = size;
     v->path = path;
+    v->max_nodes = max_nodes;
     *out = v;
     return DNNMEM_OK;
 }
@@ -141,6 +144,7 @@ static enum dnnmem_status build(const struct dm_variants *v, bool sdpa,
 {
     dm_graph_init(g);
     g->path = v->path;
+    g->max_nodes = v->max_nodes;
     enum dnnmem_status s = dm_load_hf(g, v->json, v->size, sdpa, opts, err);
     if (s == DNNMEM_OK && !sdpa && !opts)
         s = dm_graph_lift(g, err);

@@ -1,6 +1,7 @@
 /* graph.c: the graph IR: tensors by name, symbols, topological order. */
 #include "dnnmem-impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -446,7 +447,7 @@ out:
 struct dm_node *dm_graph_add_node(struct dm_graph *g, int32_t *cap, enum dm_op op,
                                   const char *name, int n_in, const int32_t *in, int n_out)
 {
-    if (!name)
+    if (!name || (g->max_nodes > 0 && g->n_nodes >= g->max_nodes))
         return NULL;
     if (g->n_nodes == *cap) {
         if (*cap > INT32_MAX / 4)
@@ -497,6 +498,17 @@ enum dnnmem_status dm_node_attr_add(struct dm_graph *g, struct dm_node *n, struc
     }
     *out = &n->attrs[n->n_attr++];
     return DNNMEM_OK;
+}
+
+enum dnnmem_status dm_graph_add_fail(const struct dm_graph *g, char *msg, size_t cap)
+{
+    if (g->max_nodes > 0 && g->n_nodes >= g->max_nodes) {
+        snprintf(msg, cap, "the graph grows beyond the budget of %lld nodes (--max-nodes)",
+                 (long long)g->max_nodes);
+        return DNNMEM_E_LIMIT;
+    }
+    snprintf(msg, cap, "out of memory");
+    return DNNMEM_E_NOMEM;
 }
 
 enum dnnmem_status dm_graph_attr(struct dm_graph *g, const char *name, enum dm_attr_kind kind,

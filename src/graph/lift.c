@@ -15,6 +15,8 @@
  * its input when p == 0 (aten/src/ATen/native/Dropout.cpp, _dropout_impl and
  * the fused kernel's p > 0 condition), with no mask and nothing saved, in
  * training as in inference (torchvision's ViT and Swin default to 0.0).
+ * nn.GroupNorm, written as Reshape, InstanceNormalization, Reshape, Mul and
+ * Add, is lifted back into one GroupNormalization (native_group_norm).
  * A pattern matches only
  * when every intermediate has a single reader and is no graph output, so the
  * rewrite never changes what the graph computes.
@@ -221,6 +223,89 @@ static bool lift_padded_pool(struct lift *l, struct dm_node *pool)
     return true;
 }
 
+/* Whether constant x holds n values, each v. */
+static bool const_all(const struct lift *l, int32_t x, int64_t n, double v)
+{
+    const struct dm_value *c = const_value(l, x);
+    if (!c || c->n != n)
+        return false;
+    for (int64_t k = 0; k < n; k++)
+        if ((c->is_float ? c->f[k] : (double)c->i[k]) != v)
+            return false;
+    return true;
+}
+
+/* Unsqueeze(w, axes) of a weight or constant, read only here: w, else -1 */
+static int32_t unsqueezed_weight(const struct lift *l, int32_t u, const struct dm_node **node)
+{
+    const struct dm_node *n = prod(l, u, DM_OP_Unsqueeze);
+    if (!n || !private_(l, u, 1) || n->n_in < 1 || !is_const(l, n->in[0]))
+        return -1;
+    *node = n;
+    return n->in[0];
+}
+
+/* z = Reshape(InstanceNormalization(Reshape(x, [0, G, -1]), ones[G], zeros[G]),
+ * Shape(x)) * Unsqueeze(weight) + Unsqueeze(bias): nn.GroupNorm as torch.onnx
+ * (the TorchScript exporter, opset < 18: symbolic_opset9's group_norm) writes
+ * it. PyTorch runs one native_group_norm (aten/src/ATen/native/group_norm.cpp:
+ * Y, mean and rstd [N, G]), whose backward keeps x, the weight, mean and rstd;
+ * left as exported, the InstanceNormalization's output and the Mul's operands
+ * would be kept too. nn.GroupNorm(affine=False) has no Mul and Add and is left
+ * as exported (an over-estimate of one activation per GroupNorm in training). */
+static bool lift_groupnorm(struct lift *l, struct dm_node *z)
+{
+    if (z->op != DM_OP_Add || z->n_in != 2)
+        return false;
+    for (int side = 0; side < 2; side++) {
+        const struct dm_node *mul = prod(l, z->in[side], DM_OP_Mul), *ub = NULL;
+        int32_t bias = unsqueezed_weight(l, z->in[1 - side], &ub);
+        if (!mul || !private_(l, z->in[side], 1) || bias < 0 || mul->n_in != 2)
+            continue;
+        for (int ms = 0; ms < 2; ms++) {
+            const struct dm_node *uw = NULL;
+            int32_t r1 = mul->in[ms], weight = unsqueezed_weight(l, mul->in[1 - ms], &uw);
+            const struct dm_node *back = prod(l, r1, DM_OP_Reshape);
+            if (weight < 0 || !back || !private_(l, r1, 1) || back->n_in != 2)
+                continue;
+            const struct dm_node *in = prod(l, back->in[0], DM_OP_InstanceNormalization);
+            if (!in || !private_(l, back->in[0], 1) || in->n_in != 3)
+                continue;
+            const struct dm_node *to = prod(l, in->in[0], DM_OP_Reshape);
+            if (!to || !private_(l, in->in[0], 1) || to->n_in != 2)
+                continue;
+            int32_t x = to->in[0];
+            const struct dm_node *shape = prod(l, back->in[1], DM_OP_Shape);
+            const struct dm_value *tv = const_value(l, to->in[1]);
+            if (!shape || !private_(l, back->in[1], 1) || shape->in[0] != x || !tv ||
+                tv->is_float || tv->n != 3 || tv->i[0] != 0 || tv->i[1] <= 0 || tv->i[2] != -1)
+                continue;
+            int64_t groups = tv->i[1];
+            if (!const_all(l, in->in[1], groups, 1.0) || !const_all(l, in->in[2], groups, 0.0))
+                continue;
+            /* rewrite z in place: GroupNormalization(x, weight, bias) */
+            struct dm_graph *g = l->g;
+            int32_t *ins = dm_arena_array(&g->arena, 3, sizeof *ins);
+            struct dm_attr *attr = dm_arena_array(&g->arena, 2, sizeof *attr);
+            if (!ins || !attr)
+                return false;
+            ins[0] = x, ins[1] = weight, ins[2] = bias;
+            attr[0] = (struct dm_attr){.name = "num_groups", .kind = DM_ATTR_INT, .i = groups};
+            attr[1] = (struct dm_attr){.name = "epsilon", .kind = DM_ATTR_FLOAT,
+                                       .f = dm_attr_float(in, "epsilon", 1e-5)};
+            z->op = DM_OP_GroupNormalization;
+            z->in = ins;
+            z->n_in = 3;
+            z->attrs = attr;
+            z->n_attr = z->cap_attr = 2;
+            kill(l, mul), kill(l, uw), kill(l, ub), kill(l, back), kill(l, in), kill(l, to);
+            kill(l, shape);
+            return true;
+        }
+    }
+    return false;
+}
+
 /* o = x * f(x) with f's output read only here: the single kernel g(x) */
 static bool lift_gated(struct lift *l, struct dm_node *o)
 {
@@ -296,7 +381,7 @@ enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err)
     for (int32_t i = 0; i < g->n_nodes; i++)
         lifted += lift_layernorm(&l, &g->nodes[i]) || lift_gelu(&l, &g->nodes[i]) ||
                   lift_padded_pool(&l, &g->nodes[i]) || lift_gated(&l, &g->nodes[i]) ||
-                  lift_dropout0(&l, &g->nodes[i]);
+                  lift_dropout0(&l, &g->nodes[i]) || lift_groupnorm(&l, &g->nodes[i]);
     if (!lifted)
         goto out;
     /* drop the swallowed nodes; tensors they made keep no producer and are

@@ -306,7 +306,9 @@ static struct dm_node *emit(struct mx *m, enum dm_op op, int n_in, const int32_t
         m->aux_count++;
     struct dm_node *n = dm_graph_add_node(g, &m->cap_nodes, op, name, n_in, in, n_out);
     if (!n) {
-        oom(m);
+        char msg[128];
+        enum dnnmem_status s = dm_graph_add_fail(g, msg, sizeof msg);
+        fail(m, s, "%s", msg);
         return NULL;
     }
     for (int k = 0; k < n_out; k++) {

@@ -214,6 +214,27 @@ static bool strip_fail(struct stripper *s, const uint8_t *at, const char *what)
     return false;
 }
 
+/* Whether a field of this type may come with this wire type: the scalar's
+ * own, or length-delimited for a packed repeated one (protobuf's encoding
+ * rules). Anything else protobuf-c refuses too, but only after scanning the
+ * whole message; refusing it here costs no memory. */
+static bool wire_type_fits(const ProtobufCFieldDescriptor *fd, unsigned wire_type)
+{
+    bool packable = fd->label == PROTOBUF_C_LABEL_REPEATED;
+    switch (fd->type) {
+    case PROTOBUF_C_TYPE_STRING:
+    case PROTOBUF_C_TYPE_BYTES:
+    case PROTOBUF_C_TYPE_MESSAGE: return wire_type == 2;
+    case PROTOBUF_C_TYPE_FLOAT:
+    case PROTOBUF_C_TYPE_FIXED32:
+    case PROTOBUF_C_TYPE_SFIXED32: return wire_type == 5 || (packable && wire_type == 2);
+    case PROTOBUF_C_TYPE_DOUBLE:
+    case PROTOBUF_C_TYPE_FIXED64:
+    case PROTOBUF_C_TYPE_SFIXED64: return wire_type == 1 || (packable && wire_type == 2);
+    default: return wire_type == 0 || (packable && wire_type == 2); /* varints */
+    }
+}
+
 static bool strip_message(struct stripper *s, const ProtobufCMessageDescriptor *desc,
                           const uint8_t *p, const uint8_t *end, int depth)
 {
@@ -241,11 +262,16 @@ static bool strip_message(struct stripper *s, const ProtobufCMessageDescriptor *
         if (!next_field(&w, &f))
             return strip_fail(s, w.p, "truncated or corrupt field");
         const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(desc, f.number);
-        if (fd && drop_data && is_tensor_data_field(fd) && f.number < 16) {
+        if (!fd)
+            continue; /* a field onnx.proto does not define: never read, so not kept
+                         (protobuf-c would keep a copy of each) */
+        if (!wire_type_fits(fd, f.wire_type))
+            return strip_fail(s, f.start, "a field's encoding does not match its type");
+        if (drop_data && is_tensor_data_field(fd) && f.number < 16) {
             dropped[f.number] += dropped_count(fd, &f);
             continue;
         }
-        if (fd && fd->type == PROTOBUF_C_TYPE_MESSAGE && f.wire_type == 2) {
+        if (fd->type == PROTOBUF_C_TYPE_MESSAGE) {
             /* re-encode the submessage: tag, 5 reserved length bytes, body,
              * then move the body back over the unused length bytes */
             ob_put(&s->out, f.start, (size_t)(f.payload - f.start));
@@ -287,13 +313,29 @@ static bool strip_message(struct stripper *s, const ProtobufCMessageDescriptor *
 
 /* ---- a counting allocator for protobuf-c -------------------------------- */
 
+/* What protobuf-c may allocate to unpack a graph: real graphs take at most
+ * ~10x their (weight-stripped) bytes (measured over tests/models and
+ * ../shared/models: 1.1x to 9.7x, the most for the smallest files), while a
+ * message with a field repeated beyond any real model's takes ~18x or more
+ * (issue 17: a 20 MB file, 373 MB). So 16x the bytes plus 16 MiB, and never
+ * more than 1 GiB. */
+#define PARSE_RATIO 16
+#define PARSE_SLACK ((size_t)16 << 20)
+#define PARSE_CEILING ((size_t)1 << 30)
+
 struct counting {
     size_t bytes;
+    size_t limit; /* refuse an allocation that would take `bytes` beyond it */
+    bool over;    /* one was refused */
 };
 
 static void *count_alloc(void *ud, size_t size)
 {
     struct counting *c = ud;
+    if (size > c->limit - c->bytes) {
+        c->over = true;
+        return NULL;
+    }
     size_t *p = malloc(size + sizeof(max_align_t));
     if (!p)
         return NULL;
@@ -416,7 +458,7 @@ static enum dnnmem_status convert_tensor(struct conv *c, const Onnx__TensorProto
                            c->path, what);
     }
     uint64_t bytes;
-    if (!dm_dtype_bytes(t->dtype, numel, &bytes) || bytes > (UINT64_C(1) << 50))
+    if (!dm_dtype_bytes(t->dtype, numel, &bytes) || bytes > DM_MAX_TENSOR_BYTES)
         return dm_fail(c->err, DNNMEM_E_SHAPE, "%s: %s: %lld elements is an absurd size", c->path,
                        what, (long long)numel);
 
@@ -724,11 +766,15 @@ static enum dnnmem_status convert_graph(struct conv *c, const Onnx__ModelProto *
         g->inputs[g->n_inputs++] = t;
     }
 
+    if (g->max_nodes > 0 && gp->n_node > (uint64_t)g->max_nodes)
+        return dm_fail(c->err, DNNMEM_E_LIMIT,
+                       "%s: the graph has %zu nodes, beyond the budget of %lld (--max-nodes)",
+                       c->path, gp->n_node, (long long)g->max_nodes);
+    if (gp->n_node > INT32_MAX / 2)
+        return dm_fail(c->err, DNNMEM_E_UNSUPPORTED, "%s: too many nodes", c->path);
     g->nodes = dm_arena_array(&g->arena, gp->n_node + 1, sizeof *g->nodes);
     if (!g->nodes)
         return dm_fail(c->err, DNNMEM_E_NOMEM, "%s: out of memory", c->path);
-    if (gp->n_node > INT32_MAX / 2)
-        return dm_fail(c->err, DNNMEM_E_UNSUPPORTED, "%s: too many nodes", c->path);
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *np = gp->node[i];
         struct dm_node *n = &g->nodes[g->n_nodes];
@@ -806,7 +852,9 @@ enum dnnmem_status dm_load_onnx_stats(struct dm_graph *g, const uint8_t *data, s
             return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory reading the model", g->path);
         return s.status;
     }
-    struct counting cnt = {0};
+    struct counting cnt = {0, PARSE_CEILING, false};
+    if (s.out.n < (PARSE_CEILING - PARSE_SLACK) / PARSE_RATIO)
+        cnt.limit = s.out.n * PARSE_RATIO + PARSE_SLACK;
     ProtobufCAllocator alloc = {count_alloc, count_free, &cnt};
     Onnx__ModelProto *mp = onnx__model_proto__unpack(&alloc, s.out.n, s.out.p);
     if (st) {
@@ -815,6 +863,11 @@ enum dnnmem_status dm_load_onnx_stats(struct dm_graph *g, const uint8_t *data, s
         st->parser_alloc_bytes = cnt.bytes;
     }
     free(s.out.p);
+    if (!mp && cnt.over)
+        return dm_fail(err, DNNMEM_E_LIMIT,
+                       "%s: unpacking its %zu bytes of graph would take more than %zu MiB "
+                       "(%dx plus %zu MiB): a field is repeated beyond any real model's",
+                       g->path, s.out.n, cnt.limit >> 20, PARSE_RATIO, PARSE_SLACK >> 20);
     if (!mp)
         return dm_fail(err, DNNMEM_E_PARSE,
                        "%s: not a valid ONNX model: a field has the wrong type or a required field is missing",

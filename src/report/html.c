@@ -1,5 +1,5 @@
 /*
- * html.c: the memory timeline as CSV, and as one self-contained HTML page:
+ * html.c: the memory timeline and the allocation events as CSV, and as one self-contained HTML page:
  * an SVG chart of memory by kind over the run (stacked, the CUDA context at
  * the bottom, the allocator's reserved-but-free memory on top), the device
  * capacity, the peak marked, a tooltip per step (what is live there, by
@@ -11,6 +11,14 @@
 
 #define MAX_COLUMNS 2000 /* steps drawn; longer runs keep each bucket's highest step */
 
+static void csv_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) /* CSV quoting */
+        fputs(*s == '"' ? "\"\"" : (char[2]){*s, 0}, f);
+    fputc('"', f);
+}
+
 int dnnmem_report_timeline_csv(const struct dnnmem_result *r, FILE *f)
 {
     fprintf(f, "step,iteration,phase,node,op");
@@ -19,14 +27,31 @@ int dnnmem_report_timeline_csv(const struct dnnmem_result *r, FILE *f)
     fprintf(f, ",allocated,reserved,cuda_context\n");
     for (size_t k = 0; k < r->n_timeline; k++) {
         const struct dnnmem_timeline_point *p = &r->timeline[k];
-        fprintf(f, "%zu,%d,%s,\"", k, p->iteration, p->phase);
-        for (const char *c = p->node; *c; c++) /* CSV quoting */
-            fputs(*c == '"' ? "\"\"" : (char[2]){*c, 0}, f);
-        fprintf(f, "\",%s", p->op);
+        fprintf(f, "%zu,%d,%s,", k, p->iteration, p->phase);
+        csv_string(f, p->node);
+        fprintf(f, ",%s", p->op);
         for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
             fprintf(f, ",%llu", (unsigned long long)p->category_bytes[c]);
         fprintf(f, ",%llu,%llu,%llu\n", (unsigned long long)p->allocated,
                 (unsigned long long)p->reserved, (unsigned long long)r->context_bytes);
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+int dnnmem_report_events_csv(const struct dnnmem_result *r, FILE *f)
+{
+    fprintf(f, "event,step,iteration,phase,node,op,kind,bytes,category,buffer,requested\n");
+    uint64_t level = 0;
+    for (size_t k = 0; k < r->n_events; k++) {
+        const struct dnnmem_event *e = &r->events[k];
+        const struct dnnmem_timeline_point *p = &r->timeline[e->step];
+        level = e->alloc ? level + e->bytes : level - e->bytes;
+        fprintf(f, "%zu,%zu,%d,%s,", k, e->step, p->iteration, p->phase);
+        csv_string(f, p->node);
+        fprintf(f, ",%s,%s,%llu,%s,", p->op, e->alloc ? "alloc" : "free",
+                (unsigned long long)e->bytes, dnnmem_category_name(e->category));
+        csv_string(f, e->buffer);
+        fprintf(f, ",%llu\n", (unsigned long long)level);
     }
     return ferror(f) ? -1 : 0;
 }

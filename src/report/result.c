@@ -132,6 +132,31 @@ static bool timeline_init(struct build *b)
     return true;
 }
 
+/* The schedule's events, each buffer named once (cfg->events). */
+static bool events_init(struct build *b)
+{
+    const struct dm_schedule *s = b->s;
+    struct dm_arena *ar = &b->box->arena;
+    const char **names = dm_arena_array(ar, (size_t)s->n_buf + 1, sizeof *names);
+    struct dnnmem_event *ev = dm_arena_array(ar, s->n_ev + 1, sizeof *ev);
+    if (!names || !ev)
+        return false;
+    for (int32_t k = 0; k < s->n_buf; k++) {
+        char nbuf[512];
+        if (!(names[k] = dm_arena_strdup(ar, dm_buffer_name(b->g, &s->buf[k], nbuf, sizeof nbuf))))
+            return false;
+    }
+    for (size_t e = 0; e < s->n_ev; e++) {
+        const struct dm_buffer *bf = &s->buf[s->ev[e].buf];
+        ev[e] = (struct dnnmem_event){.alloc = s->ev[e].kind == DM_EV_ALLOC, .bytes = bf->bytes,
+                                      .step = (size_t)s->ev[e].step, .buffer = names[s->ev[e].buf],
+                                      .category = (enum dnnmem_category)bf->category};
+    }
+    b->r->events = ev;
+    b->r->n_events = s->n_ev;
+    return true;
+}
+
 /* Pass 1: replay; find the event after which allocated memory peaks, and
  * the timeline's levels, per step the state where its allocated bytes
  * peaked. */
@@ -323,7 +348,9 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
         goto oom;
     dm_arena_init(&b.box->arena);
     struct dnnmem_result *r = b.r = &b.box->r;
-    if (cfg->timeline && !timeline_init(&b))
+    if ((cfg->timeline || cfg->events) && !timeline_init(&b))
+        goto oom;
+    if (cfg->events && !events_init(&b))
         goto oom;
     if ((st = replay_to_peak(&b, a, err)) != DNNMEM_OK)
         goto fail;

@@ -85,6 +85,10 @@ struct dm_ws {
 };
 struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward);
 void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
+/* The bytes of the scratch a backward kernel makes once its grads are made
+ * and frees before it returns, before the engine passes them on (THNN's
+ * columns for a conv's weight grad); 0 when none. */
+uint64_t dm_sb_grad_scratch(const struct dm_sb *b, const struct dm_node *n);
 /* Whether a fused Attention node runs FlashAttention (else memory-efficient). */
 bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n);
 /* Its log-sum-exp's rows per batch and head. */

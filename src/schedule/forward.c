@@ -54,6 +54,51 @@ static bool narrow_strides(const struct dm_node *n, const struct dm_tinfo *x)
     return false;
 }
 
+/* A Slice PyTorch ran as a view, *strided when it is not contiguous. Basic
+ * indexing, narrow and chunk (x[:, a:b], x[::k]) are aten::slice, which
+ * returns an as_strided view of its input for any positive step
+ * (aten/src/ATen/native/TensorShape.cpp, slice); the TorchScript exporter
+ * writes them as Slice. A negative step is its torch.flip, a copy. A view
+ * saved for backward keeps its whole base alive (torchvision's ShuffleNetV2
+ * channel split: x.chunk(2, dim=1), the second half read by a convolution,
+ * training -3.6..-4.1% with Slice copied). TensorFlow's and MXNet's slices
+ * copy, and XLA's are fusions: those keep the copy. */
+static bool slice_view(const struct dm_sb *b, const struct dm_node *n, bool *strided)
+{
+    const struct dm_tinfo *t = b->t;
+    if (b->run->tf_ops || b->run->mx_ops || b->run->xla || n->n_in < 3 || b->g->opset < 10 ||
+        !dm_has_in(n, 0) || !dm_has_out(n, 0))
+        return false;
+    const struct dm_tinfo *x = &t[n->in[0]], *y = &t[n->out[0]];
+    const struct dm_value *axes = dm_has_in(n, 3) ? t[n->in[3]].value : NULL;
+    const struct dm_value *steps = dm_has_in(n, 4) ? t[n->in[4]].value : NULL;
+    if (x->rank < 0 || x->rank != y->rank || (dm_has_in(n, 3) && (!axes || axes->is_float)) ||
+        (dm_has_in(n, 4) && (!steps || steps->is_float)))
+        return false;
+    int64_t step[DM_MAX_DIMS];
+    for (int d = 0; d < x->rank; d++)
+        step[d] = 1;
+    for (int64_t k = 0; steps && k < steps->n; k++) {
+        int64_t a = axes ? axes->i[k] : k;
+        if (a < 0)
+            a += x->rank;
+        if (a < 0 || a >= x->rank || steps->i[k] <= 0)
+            return false;
+        step[a] = steps->i[k];
+    }
+    /* contiguous: past the size-1 dims, the outermost dim steps by 1 and every
+     * inner one is whole */
+    bool outer = true;
+    *strided = false;
+    for (int d = 0; d < x->rank; d++) {
+        if (y->dims[d] <= 1)
+            continue;
+        if (step[d] != 1 || (!outer && y->dims[d] != x->dims[d]))
+            *strided = true;
+        outer = false;
+    }
+    return true;
+}
 
 /* Ops that torchvision and common models run in place (ReLU(inplace=True),
  * ReLU6/Hardtanh, Hardswish, LeakyReLU). */
@@ -177,9 +222,11 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         /* Tensor.to() of the tensor's own dtype returns the tensor itself */
         bool same_cast = (n->op == DM_OP_Cast || n->op == DM_OP_CastLike) && in0 >= 0 &&
                          t[o].dtype == t[in0].dtype;
+        bool slice_strided = false;
         bool alias = k == 0 && base >= 0 &&
                      ((flags & DM_F_VIEW) || same_cast ||
-                      (!train && (flags & DM_F_IDENTITY_INFER)));
+                      (!train && (flags & DM_F_IDENTITY_INFER)) ||
+                      (n->op == DM_OP_Slice && slice_view(b, n, &slice_strided)));
         /* torch.split's parts, where the front end marks them as the views
          * they are in PyTorch ("view"): every output shares input 0 */
         if (n->op == DM_OP_Split && base >= 0 && dm_attr_int(n, "view", 0))
@@ -222,7 +269,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
             b->strided[o] = b->strided[in0] ||
                             (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0])) ||
                             ((n->op == DM_OP_Narrow || n->op == DM_OP_Split) &&
-                             narrow_strides(n, &t[in0]));
+                             narrow_strides(n, &t[in0])) ||
+                            slice_strided;
             if (n->op == DM_OP_Transpose && is_fused_attention_output(b, n))
                 b->strided[o] = false;
             continue;

@@ -673,7 +673,7 @@ static enum dnnmem_status seq2seq_decode(struct dm_sb *b, struct dnnmem_error *e
                        g->path);
     }
     /* the prefill's caches (the k and v projections they are views of):
-     * KV-cache bytes from here on */
+     * KV-cache bytes from the moment they are made */
     for (int32_t i = 0; i < g->n_outputs; i++) {
         int32_t buf = b->cur[g->outputs[i]];
         if (buf >= 0 && strncmp(g->tensors[g->outputs[i]].name, "past_key_values.", 16) == 0)
@@ -1035,11 +1035,8 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
                        "%s: --mode generate needs a HuggingFace causal LM that returns its KV "
                        "cache (config use_cache true)",
                        g->path);
-    if (g->legacy_cache && run->kv_dtype != DNNMEM_KV_AUTO)
-        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
-                       "%s: --kv-dtype needs a Cache class; transformers 4.51 keeps this model's "
-                       "legacy tuple cache (GPT-2, BioGPT) in the model's dtype",
-                       g->path);
+    /* a legacy tuple cache with --kv-dtype: refused by the check table
+     * (src/estimate/check.c, DM_CHECK_SCHEDULE) */
     c.logits = logits;
     c.kv = malloc(2 * (size_t)layers * sizeof *c.kv);
     c.cur = malloc(2 * (size_t)layers * sizeof *c.cur);
@@ -1060,6 +1057,11 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
             snprintf(name, sizeof name, "present.%d.qkv.%d", l, j);
             int32_t r = dm_graph_find(g, name);
             c.rest[2 * l + j] = r >= 0 ? b->cur[r] : -1;
+            /* what the cache holds is KV-cache bytes from the moment it is
+             * made, the prefill's peak included (the whole buffer a present
+             * is a view of: the view keeps it) */
+            if (c.cur[2 * l + j] >= 0)
+                b->s->buf[c.cur[2 * l + j]].category = DNNMEM_CAT_KV_CACHE;
         }
     const struct dm_tinfo *k0 = &t[c.kv[0]];
     int64_t B = k0->dims[0], K = k0->dims[1], P = k0->dims[2];

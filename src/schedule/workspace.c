@@ -66,31 +66,98 @@ int64_t dm_sdpa_lse_rows(const struct dm_sb *b, const struct dm_node *n)
     return dm_sdpa_flash(b, n) ? s : round_up(s, 32);
 }
 
-/* PyTorch 1.13's ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp):
- * float32 CPU convolutions go to oneDNN unless single-threaded THNN is faster:
- * a 1x1, unstrided, undilated kernel with batch < 16 on one thread, or a tiny
- * ungrouped one. */
-static bool cpu_conv_uses_onednn(const struct dm_sb *b, const struct dm_node *n)
+/* PyTorch's CPU backend for a 1-D or 2-D Conv (_select_conv_backend and
+ * ConvParams::use_mkldnn, aten/src/ATen/native/Convolution.cpp; the same rule
+ * in 1.13 and 2.x): float32 goes to oneDNN unless THNN is faster: a 1x1,
+ * unstrided, undilated kernel with batch < 16 on one thread, or at any thread
+ * count a tiny ungrouped one (batch 1, not both kernel sides > 3, at most
+ * 20480 input elements). The rest, and float64, go to Slow2d (THNN's im2col and
+ * gemm), or SlowDilated2d when dilated. Checked against 2.14.1's
+ * torch._C._select_conv_backend on 2880 float32 shapes at 1 and 2 threads. */
+enum cpu_conv { CPU_CONV_OTHER, CPU_CONV_ONEDNN, CPU_CONV_SLOW2D };
+
+/* Whether ints attribute `name` (strides, dilations: 1 when absent) has a
+ * value other than 1. */
+static bool attr_not_ones(const struct dm_node *n, const char *name)
+{
+    int64_t cnt;
+    const int64_t *v = dm_attr_ints(n, name, &cnt);
+    for (int64_t k = 0; v && k < cnt; k++)
+        if (v[k] != 1)
+            return true;
+    return false;
+}
+
+static enum cpu_conv cpu_conv_backend(const struct dm_sb *b, const struct dm_node *n)
 {
     if (!dm_has_in(n, 0) || !dm_has_in(n, 1) || n->op != DM_OP_Conv)
-        return false;
+        return CPU_CONV_OTHER;
     const struct dm_tinfo *in = &b->t[n->in[0]], *w = &b->t[n->in[1]];
-    if (in->dtype != DM_FLOAT || in->rank != 4 || w->rank != 4)
-        return false;
-    int64_t cnt;
-    const int64_t *st = dm_attr_ints(n, "strides", &cnt);
-    bool strided = false, dilated = false;
-    for (int64_t k = 0; st && k < cnt; k++)
-        strided |= st[k] != 1;
-    const int64_t *dl = dm_attr_ints(n, "dilations", &cnt);
-    for (int64_t k = 0; dl && k < cnt; k++)
-        dilated |= dl[k] != 1;
-    int64_t kh = w->dims[2], kw = w->dims[3], batch = in->dims[0];
+    if ((in->dtype != DM_FLOAT && in->dtype != DM_DOUBLE) || (in->rank != 3 && in->rank != 4) ||
+        w->rank != in->rank)
+        return CPU_CONV_OTHER;
+    bool strided = attr_not_ones(n, "strides"), dilated = attr_not_ones(n, "dilations");
+    /* a 1-D conv runs as the 2-D one of its [N, C, 1, L] view (view4d) */
+    int64_t kh = in->rank == 4 ? w->dims[2] : 1, kw = w->dims[w->rank - 1], batch = in->dims[0];
     bool several_threads = b->run->cpu_threads != 1;
     bool first = strided || dilated || batch >= 16 || kw != 1 || kh != 1 || several_threads;
     bool second = dm_attr_int(n, "group", 1) > 1 || (kw > 3 && kh > 3) || batch > 1 ||
                   in->numel > 20480;
-    return first && second;
+    if (in->dtype == DM_FLOAT && first && second)
+        return CPU_CONV_ONEDNN;
+    return dilated ? CPU_CONV_OTHER : CPU_CONV_SLOW2D;
+}
+
+static bool cpu_conv_uses_onednn(const struct dm_sb *b, const struct dm_node *n)
+{
+    return cpu_conv_backend(b, n) == CPU_CONV_ONEDNN;
+}
+
+/* The im2col columns of an ungrouped Slow2d conv (compute_columns2d,
+ * aten/src/ATen/native/ConvolutionMM2d.cpp, 1.11 and later): at::empty({N,
+ * C*kh*kw, OH*OW}) of the input's dtype ({N, OH*OW, kh*kw*C} channels last:
+ * the same bytes), the whole batch at once; none for a 1x1 kernel with stride
+ * 1 and no padding, whose columns are a view of the input. The forward makes
+ * them before its output and frees them once it is computed; the backward
+ * makes them again for the weight's grad, after the input's, the bias's and
+ * the weight's grads, and frees them before it returns (measured, 2.14.1 at 1
+ * thread: [1,20,32,32] with a 3x3 kernel, 737280 B both times). grad_input's
+ * per-thread fgrad_input is a std::make_unique array, outside c10's
+ * allocator. Before 1.11 (pytorch/pytorch#65219, #68896) the forward
+ * returned its columns (finput) and autograd kept them for the backward: not
+ * modelled. 0 when the conv is not such a conv, or under another framework. */
+static uint64_t thnn_columns(const struct dm_sb *b, const struct dm_node *n)
+{
+    if (b->run->cuda || b->run->tf_ops || b->run->mx_ops || b->run->xla ||
+        b->run->torch_version < 111 ||
+        cpu_conv_backend(b, n) != CPU_CONV_SLOW2D || dm_attr_int(n, "group", 1) != 1 ||
+        !dm_has_out(n, 0))
+        return 0;
+    const struct dm_tinfo *x = &b->t[n->in[0]], *w = &b->t[n->in[1]], *y = &b->t[n->out[0]];
+    if (y->rank != x->rank)
+        return 0;
+    /* the kernel's and the output's spatial elements (1-D: the [N, C, 1, L]
+     * view's); a 1x1 unstrided kernel is unpadded exactly when the output
+     * keeps the input's spatial size */
+    int64_t k = 1, o = 1, e;
+    bool same = true;
+    for (int d = 2; d < x->rank; d++) {
+        if (!dm_mul_ok(k, w->dims[d], &k) || !dm_mul_ok(o, y->dims[d], &o))
+            return 0;
+        same &= y->dims[d] == x->dims[d];
+    }
+    if (k == 1 && same && !attr_not_ones(n, "strides"))
+        return 0;
+    uint64_t bytes;
+    if (!dm_mul_ok(x->dims[0], x->dims[1], &e) || !dm_mul_ok(e, k, &e) || !dm_mul_ok(e, o, &e) ||
+        !dm_dtype_bytes(x->dtype, e, &bytes))
+        return 0;
+    return bytes;
+}
+
+uint64_t dm_sb_grad_scratch(const struct dm_sb *b, const struct dm_node *n)
+{
+    return thnn_columns(b, n);
 }
 
 /* ---- QuantLinear: the kernels of quantized checkpoints ---------------------------- */
@@ -317,6 +384,7 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
     for (int k = 0; k < DM_WS_BUFS; k++)
         ws.buf[k] = -1;
     int32_t node = (int32_t)(n - b->g->nodes);
+    uint64_t columns;
     if (b->run->cuda) {
         if (calls_cublas(n->op) && b->run->cublas_workspace && !b->blas_handle[backward]) {
             b->blas_handle[backward] = true;
@@ -392,6 +460,9 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
         if (is_conv(n->op) && b->run->conv_workspace)
             ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace,
                                     -1, node, "cudnn_workspace", 1);
+    } else if (!backward && (columns = thnn_columns(b, n)) > 0) {
+        ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[n->in[0]].dtype, columns, -1, node,
+                                "thnn_columns", 1);
     } else if (cpu_conv_uses_onednn(b, n)) {
         /* oneDNN (ideep, through the c10 allocator): forward computes into a
          * buffer of its own and reorders the weight, then copies into the ATen

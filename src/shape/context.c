@@ -50,7 +50,7 @@ enum dnnmem_status dm_set_out(struct dm_infer *ctx, const struct dm_node *n, int
     }
     uint64_t bytes;
     /* 2^50 B = 1 PiB: no device holds a tensor that size; it is a bad model or binding */
-    if (!dm_dtype_bytes(dtype, numel, &bytes) || bytes > (UINT64_C(1) << 50))
+    if (!dm_dtype_bytes(dtype, numel, &bytes) || bytes > DM_MAX_TENSOR_BYTES)
         return dm_shape_error(ctx, n, DNNMEM_E_SHAPE, "output %d would take an absurd %lld elements",
                               i, (long long)numel);
     t->dtype = dtype;

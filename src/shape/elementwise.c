@@ -553,6 +553,17 @@ static enum dnnmem_status unary_checks(struct dm_infer *ctx, const struct dm_nod
             return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
                                   "needs input rank >= 2 and scale, B of shape [C]");
         return DNNMEM_OK;
+    case DM_OP_GroupNormalization: { /* scale, bias: [C]; num_groups divides C */
+        DM_TRY(req_in(ctx, n, 1, &a));
+        DM_TRY(req_in(ctx, n, 2, &b));
+        int64_t groups = dm_attr_int(n, "num_groups", 0);
+        if (x->rank < 2 || a->rank != 1 || b->rank != 1 || a->dims[0] != x->dims[1] ||
+            b->dims[0] != x->dims[1] || groups <= 0 || x->dims[1] % groups != 0)
+            return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
+                                  "needs input rank >= 2, scale and bias of shape [C] and "
+                                  "num_groups dividing C");
+        return DNNMEM_OK;
+    }
     case DM_OP_Softmax:
     case DM_OP_LogSoftmax:
     case DM_OP_Hardmax:

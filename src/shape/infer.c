@@ -48,7 +48,7 @@ static enum dnnmem_status init_shape(struct dm_infer *ctx, int32_t id, int rank,
     t->dtype = tt->dtype;
     t->rank = rank;
     t->numel = numel;
-    if (!dm_dtype_bytes(t->dtype, numel, &t->bytes) || t->bytes > (UINT64_C(1) << 50))
+    if (!dm_dtype_bytes(t->dtype, numel, &t->bytes) || t->bytes > DM_MAX_TENSOR_BYTES)
         return dm_fail(ctx->err, DNNMEM_E_SHAPE, "%s: '%s' would take an absurd %lld elements",
                        path, tt->name, (long long)numel);
     t->value = tt->value;

@@ -134,6 +134,34 @@ static bool same_shape(const struct dm_tinfo *a, const struct dm_tinfo *c)
  *    result: the same two blocks at the same moment. The contiguous path
  *    needs a dense output grad (gout): an expanded one (a sum loss's) takes
  *    the other path, one block. */
+/* Whether input k is the last of node i whose grad is made. */
+static bool last_grad(const struct dm_sb *b, int32_t i, int k)
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    for (int j = k + 1; j < n->n_in; j++)
+        if (n->in[j] >= 0 && !dm_meta_slot(n, j) && b->train->rg[n->in[j]])
+            return false;
+    return true;
+}
+
+/* native_group_norm_backward on the CPU, after dX, dgamma and dbeta: ds and
+ * db, [N, C] float each (at::empty in GroupNormBackwardKernelImplInternal,
+ * aten/src/ATen/native/cpu/group_norm_kernel.cpp), freed when it returns
+ * (measured on 2.14: [2, 8, 8, 8], 2 groups: dX 4096 B, dgamma and dbeta
+ * 32 B, then 64 B and 64 B). */
+static void groupnorm_sums(struct dm_sb *b, int32_t i, int32_t out0)
+{
+    const struct dm_tinfo *y = &b->t[out0];
+    if (y->rank < 2)
+        return;
+    uint64_t bytes;
+    if (!dm_dtype_bytes(DM_FLOAT, y->dims[0] * y->dims[1], &bytes))
+        return;
+    int32_t ds = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, bytes, out0, i, "ds", 1);
+    dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, bytes, out0, i, "db", 0);
+    dm_sb_unref(b, ds);
+}
+
 static void kernel_temporaries(struct dm_sb *b, int32_t i, int32_t out0, int32_t gout, int k,
                                bool dense)
 {
@@ -149,6 +177,9 @@ static void kernel_temporaries(struct dm_sb *b, int32_t i, int32_t out0, int32_t
         b->s->buf[gout].bytes >= b->t[out0].bytes)
         dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[out0].dtype, b->t[out0].bytes, out0, i,
                     "grad_input (first empty_like)", 0);
+    if (out0 >= 0 && b->g->nodes[i].op == DM_OP_GroupNormalization && !run->cuda &&
+        !run->tf_ops && !run->xla && !run->mx_ops && last_grad(b, i, k))
+        groupnorm_sums(b, i, out0);
 }
 
 /* F.linear with a bias is one addmm when its input is 2-D, or 3-D and
@@ -453,6 +484,15 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
      * weight's) */
     bool mat2_first = n->op == DM_OP_MatMul && n->n_in == 2 && !tr->addmm_bias[i] &&
                       !b->run->mx_ops && !b->run->tf_ops && !b->run->xla;
+    /* a kernel's scratch made after all its grads (workspace.c: THNN's
+     * columns, for the weight's grad, input 1): the grads wait for it */
+    enum { HELD = 4 }; /* a Conv's x, W, B */
+    uint64_t late = dm_has_in(n, 1) && tr->rg[n->in[1]] && n->n_in <= HELD
+                        ? dm_sb_grad_scratch(b, n)
+                        : 0;
+    int32_t held_x[HELD], held_g[HELD];
+    bool held_view[HELD];
+    int n_held = 0;
     for (int kk = 0; kk < n->n_in; kk++) {
         int k = mat2_first ? 1 - kk : kk;
         int32_t x = n->in[k];
@@ -493,8 +533,19 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
         } else {
             gin = new_grad(b, i, k, cast, out0, gout, dense);
         }
-        dm_deliver(b, x, gin, alias && rule == DM_T_VIEW);
+        if (late) {
+            held_x[n_held] = x;
+            held_g[n_held] = gin;
+            held_view[n_held++] = alias && rule == DM_T_VIEW;
+        } else {
+            dm_deliver(b, x, gin, alias && rule == DM_T_VIEW);
+        }
     }
+    if (late)
+        dm_sb_unref(b, dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, t[n->in[0]].dtype, late, -1, i,
+                                   "thnn_columns (grad_weight)", 1));
+    for (int h = 0; h < n_held; h++)
+        dm_deliver(b, held_x[h], held_g[h], held_view[h]);
     if (tr->addmm_bias[i] > 0) {
         int32_t x = tr->addmm_bias[i] - 1;
         tr->addmm_bias[i] = 0;

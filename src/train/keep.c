@@ -47,10 +47,16 @@ void dm_keep_new(struct dm_sb *b, int32_t node, enum dm_dtype dtype, int64_t num
         tr->saved[node][tr->n_saved[node]++] = buf;
 }
 
-/* Rows LayerNormalization normalizes: the input's dims before `axis`. */
+/* Rows LayerNormalization normalizes: the input's dims before `axis`;
+ * GroupNormalization's: N * num_groups (native_group_norm's mean and rstd
+ * are [N, G], aten/src/ATen/native/group_norm.cpp). */
 int64_t dm_ln_rows(const struct dm_sb *b, const struct dm_node *n)
 {
     int64_t axis = dm_attr_int(n, "axis", -1), rows = 1;
+    if (n->op == DM_OP_GroupNormalization)
+        return dm_has_in(n, 0) && b->t[n->in[0]].rank >= 1
+                   ? b->t[n->in[0]].dims[0] * dm_attr_int(n, "num_groups", 1)
+                   : 1;
     if (dm_has_in(n, 0)) {
         const struct dm_tinfo *x = &b->t[n->in[0]];
         if (axis < 0)

@@ -17,6 +17,7 @@ const char *dnnmem_status_name(enum dnnmem_status s)
     case DNNMEM_E_UNSUPPORTED: return "unsupported";
     case DNNMEM_E_NOMEM: return "out of memory";
     case DNNMEM_E_DEVICE_OOM: return "does not fit the device";
+    case DNNMEM_E_LIMIT: return "beyond a resource budget";
     case DNNMEM_E_INTERNAL: return "internal error";
     }
     return "unknown status";

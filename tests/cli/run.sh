@@ -48,6 +48,12 @@ expect 2 "--dim nope: " -- estimate $M/fixtures/resnet50.onnx --dim nope=3
 expect 2 "dim 'seq'" -- estimate $M/fixtures/bert_encoder.onnx --batch-size 2
 expect 2 "--batch-size: " -- estimate $M/onnx/mnist-8_cntk.onnx --batch-size 4
 expect 3 "/nonexistent.onnx: cannot open" -- estimate /nonexistent.onnx
+# resource budgets (docs/untrusted-input.md): exit 6, the budget named
+expect 6 "resnet50.onnx: the graph has 175 nodes, beyond the budget of 100 (--max-nodes)" -- \
+    estimate $M/fixtures/resnet50.onnx -b 1 --max-nodes 100
+expect 6 "the graph grows beyond the budget of 300 nodes (--max-nodes)" -- \
+    estimate $M/hf/tiny-llama-gqa.json -b 1 -s 8 --max-nodes 300
+expect 2 "--max-nodes 0: expected a positive integer" -- estimate $M/fixtures/resnet50.onnx --max-nodes 0
 # an ONNX file exported in eval mode (BatchNorm folded into onnx::Conv_* weights, no
 # Dropout) gets a warning for a training estimate, in the text and in JSON's warnings[];
 # not for inference, nor for a training-mode export
@@ -131,6 +137,12 @@ expect 0 "optimizer state" -- compare $R -b 64 --mode train --with "--optimizer 
 expect 0 "inception_v3.onnx" -- compare $R $M/fixtures/inception_v3.onnx -b 8 --mode train
 expect 2 "compare: give two models" -- compare $R -b 8
 "$D" estimate $R -b 2 --timeline "$T/tl.csv" >/dev/null && grep -q "^step,iteration,phase" "$T/tl.csv" && pass=$((pass + 1)) || { echo "FAIL: --timeline"; fail=$((fail + 1)); }
+# --events: on the CPU (bytes as requested) the running total's maximum is the peak
+ev_peak=$("$D" estimate $R -b 2 --device cpu --mode train --events "$T/ev.csv" --json |
+    sed -n 's/^ *"peak_allocated_bytes": \([0-9]*\),*$/\1/p')
+ev_max=$(awk -F, 'NR > 1 && $NF + 0 > m { m = $NF + 0 } END { printf "%d", m }' "$T/ev.csv")
+[ -n "$ev_peak" ] && [ "$ev_peak" = "$ev_max" ] && head -1 "$T/ev.csv" | grep -q "^event,step,iteration,phase,node,op,kind,bytes" &&
+    pass=$((pass + 1)) || { echo "FAIL: --events ($ev_max, peak $ev_peak)"; fail=$((fail + 1)); }
 expect 2 "--with: this option needs a value" -- compare $R --with
 
 # calibration file

@@ -488,6 +488,109 @@ static void test_inplace_clone(void **state)
     assert_int_equal(at_loss[3], at_loss[0] + H);
 }
 
+/* A float initializer of n copies of v (the exporter's Constant ones/zeros). */
+static void tb_fill_f32(struct tb *b, const char *name, int64_t n, float v)
+{
+    Onnx__TensorProto *t = tb_init(b, name, F32, 1, &n);
+    t->n_float_data = (size_t)n;
+    t->float_data = tb_calloc(b, (size_t)n + 1, sizeof *t->float_data);
+    for (int64_t k = 0; k < n; k++)
+        t->float_data[k] = v;
+}
+
+/* nn.GroupNorm(2, 8) on h1 = conv1x1(x) [2, 8, 8, 8] float32 (4,096 B), as
+ * the TorchScript exporter writes it (opset 14): Reshape(h1, [0, 2, -1]),
+ * InstanceNormalization(ones[2], zeros[2]), Reshape(Shape(h1)), Mul by
+ * Unsqueeze(weight, [1, 2]), Add of Unsqueeze(bias, [1, 2]); lifted to one
+ * GroupNormalization unless `affine_bias` is a weight it cannot unsqueeze. */
+static struct tb *exported_groupnorm(void)
+{
+    struct tb *b = tb_new(14);
+    tb_input(b, "x", F32, "batch,8,8,8");
+    tb_init(b, "W1", F32, 4, (int64_t[]){8, 8, 1, 1});
+    tb_node(b, "Conv", "conv", "x,W1", "h1");
+    tb_init_i64(b, "to_groups", 3, (int64_t[]){0, 2, -1});
+    tb_node(b, "Reshape", "gn/Reshape", "h1,to_groups", "r");
+    tb_fill_f32(b, "ones", 2, 1.0f);
+    tb_fill_f32(b, "zeros", 2, 0.0f);
+    tb_node(b, "InstanceNormalization", "gn/InstanceNormalization", "r,ones,zeros", "in");
+    tb_attr_float(b, "epsilon", 1e-5f);
+    tb_node(b, "Shape", "gn/Shape", "h1", "shape");
+    tb_node(b, "Reshape", "gn/Reshape_1", "in,shape", "r1");
+    tb_init_i64(b, "axes", 2, (int64_t[]){1, 2});
+    tb_init(b, "gn.weight", F32, 1, (int64_t[]){8});
+    tb_init(b, "gn.bias", F32, 1, (int64_t[]){8});
+    tb_node(b, "Unsqueeze", "gn/Unsqueeze", "gn.weight,axes", "wu");
+    tb_node(b, "Mul", "gn/Mul", "r1,wu", "m");
+    tb_node(b, "Unsqueeze", "gn/Unsqueeze_1", "gn.bias,axes", "bu");
+    tb_node(b, "Add", "gn/Add", "m,bu", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+/* The exported GroupNorm pattern is one native_group_norm (lift.c), checked
+ * against PyTorch 2.14.1's allocation events for this module (CPU, one
+ * thread): forward Y 4,096 B, mean and rstd [N, G] 16 B each; backward dX
+ * 4,096 B, dgamma and dbeta 32 B, then ds and db [N, C] 64 B each, freed
+ * when native_group_norm_backward returns. Saved at the loss: h1 and mean
+ * and rstd (4,096 + 2 x 16); as exported, InstanceNormalization keeps h1
+ * and the Mul its normalized operand (2 x 4,096). */
+static void test_lifted_groupnorm(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    step_cfg(&cfg, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER);
+    cfg.batch_size = 2;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.cpu_threads = 1;
+    cfg.events = true;
+    struct dnnmem_result *r = estimate_cfg(exported_groupnorm(), &cfg);
+    assert_int_equal(last_point(r, "loss", NULL)->category_bytes[DNNMEM_CAT_SAVED], 4096 + 2 * 16);
+    /* the backward of gn/Add (the lifted node): dX, dgamma, dbeta, ds, db */
+    static const uint64_t want[] = {4096, 32, 32, 64, 64};
+    size_t got = 0;
+    for (size_t k = 0; k < r->n_events; k++) {
+        const struct dnnmem_event *e = &r->events[k];
+        const struct dnnmem_timeline_point *p = &r->timeline[e->step];
+        if (e->alloc && p->iteration == 1 && !strcmp(p->phase, "backward") &&
+            !strcmp(p->node, "gn/Add")) {
+            assert_true(got < 5);
+            assert_int_equal(e->bytes, want[got]);
+            got++;
+        }
+    }
+    assert_int_equal(got, 5);
+    dnnmem_result_free(r);
+    /* a bias that is no weight: left as exported */
+    struct tb *b = exported_groupnorm();
+    b->g.initializer[b->g.n_initializer - 1]->name = tb_str(b, "gn.bias.unused");
+    tb_input(b, "gn.bias", F32, "8");
+    assert_int_equal(saved_bytes(b, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER), 2 * 4 * 8 * 8 * 8 * 4);
+}
+
+/* h1 = x W1 [4, 256] float32 (4,096 B), s = h1[:, 128:] by Slice, read by
+ * a MatMul that keeps it for W2's grad. PyTorch's slice is a view: the saved
+ * s keeps all of h1 (4,096 B); a step of -1 (the exporter's torch.flip)
+ * copies, and the copy [4, 128] is kept (2,048 B). ShuffleNetV2's channel
+ * split, measured on 2.14 (the zoo): training at batch 2 -4.06% with every
+ * Slice a copy, 0.00% with the views. */
+static void test_slice_view(void **state)
+{
+    (void)state;
+    for (int flip = 0; flip <= 1; flip++) {
+        struct tb *b = tape_mlp(1);
+        tb_init_i64(b, "starts", 1, (int64_t[]){flip ? 255 : 128});
+        tb_init_i64(b, "ends", 1, (int64_t[]){flip ? 127 : 256});
+        tb_init_i64(b, "axes", 1, (int64_t[]){1});
+        tb_init_i64(b, "steps", 1, (int64_t[]){flip ? -1 : 1});
+        tb_node(b, "Slice", "slice", "h1,starts,ends,axes,steps", "s");
+        tb_init(b, "W2", F32, 2, (int64_t[]){128, 256});
+        tb_node(b, "MatMul", "mm2", "s,W2", "y");
+        tb_output(b, "y");
+        assert_int_equal(saved_bytes(b, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER), flip ? 2048 : 4096);
+    }
+}
+
 static void test_tf_tape_rules(void **state)
 {
     (void)state;
@@ -1460,10 +1563,117 @@ static void test_framework_runtimes(void **state)
     expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "jax@0.4.x");
     cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
     cfg.capacity_bytes = 200 << 20; /* 100 MiB free < 2 GiB: MinSystemMemory 225 MiB */
-    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "leaves nothing to TensorFlow");
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
+                          "--framework tensorflow: the device (200.00 MiB) leaves nothing to "
+                          "TensorFlow after the CUDA context (100.00 MiB) and MinSystemMemory "
+                          "(225.00 MiB)");
+    cfg.tf_min_system_memory_bytes = 99 << 20; /* 100 MiB free, 99 MiB left to the system */
+    struct dnnmem_result *fits = estimate_cfg(view_graph(true), &cfg);
+    assert_int_equal(fits->limit_bytes, 1 << 20);
+    dnnmem_result_free(fits);
+    cfg.tf_min_system_memory_bytes = 100 << 20; /* nothing left */
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "MinSystemMemory (100.00 MiB)");
+    /* the runtimes' settings through the library (the CLI refuses them
+     * earlier, with its own messages) */
+    cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
+    cfg.tf_memory_limit_bytes = 0;
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "--tf-memory-limit: must be positive");
+    cfg = fw_cfg(DNNMEM_FW_JAX);
+    cfg.jax_mem_fraction = 1.5;
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
+                          "--jax-mem-fraction 1.5: expected a fraction in (0, 1]");
+    cfg = fw_cfg(DNNMEM_FW_MXNET);
+    cfg.mxnet_page_size = 48; /* not a power of two: Naive takes it, Round does not */
+    fits = estimate_cfg(view_graph(true), &cfg);
+    dnnmem_result_free(fits);
+    cfg.mxnet_pool = DNNMEM_MXNET_POOL_ROUND;
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
+                          "--mxnet-page-size 48: expected at least 32 (a power of two with Round)");
+    cfg = fw_cfg(DNNMEM_FW_MXNET);
+    cfg.mxnet_reserve_percent = 101;
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
+                          "--mxnet-reserve 101: expected a percentage 0..100");
+    cfg = fw_cfg(DNNMEM_FW_MXNET);
+    cfg.capacity_bytes = 100 << 20; /* the context's size: nothing left */
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
+                          "--framework mxnet: the device (100.00 MiB) leaves nothing after the "
+                          "CUDA context (100.00 MiB)");
     cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
     cfg.device = DNNMEM_DEVICE_CPU;
     expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "only GPU runtimes");
+}
+
+/* THNN's im2col columns (workspace.c, thnn_columns): at one thread a 3x3
+ * conv, padding 1, of x [1,20,32,32] (81920 B) with W [24,20,3,3] (17280 B)
+ * and a bias (96 B) goes to Slow2d (batch 1, ungrouped, 20480 input
+ * elements: not more), which makes the columns [1, 20*3*3, 32*32] float32 =
+ * 737280 B before its output y [1,24,32,32] (98304 B): inference peaks at
+ * 81920 + 17280 + 96 + 737280 + 98304 = 934880 B, the profiler's peak for
+ * this conv (PyTorch 2.14.1, 1 thread: +737280 +98304 -737280 on 99296 B).
+ * A 1x1 kernel's columns are a view of x: 81920 + 1920 + 96 + 98304. In
+ * training the weight's grad makes them again, after the grads: 737280 B of
+ * workspace at the conv's backward, none at the step after. At batch 2 the
+ * conv is oneDNN's: no columns (2 * 737280 B). A 1-D conv runs as its
+ * [N, C, 1, L] view: [1,16,64] with W [24,16,3], padding 1, makes columns
+ * [1, 48, 64] (12288 B): 4096 + 4608 + 96 + 12288 + 6144 = 27232 B, the
+ * profiler's peak too. */
+static struct tb *thnn_conv(int64_t k)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,20,32,32");
+    tb_init(b, "W", F32, 4, (int64_t[]){24, 20, k, k});
+    tb_init(b, "B", F32, 1, (int64_t[]){24});
+    tb_node(b, "Conv", "conv", "x,W,B", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){k / 2, k / 2, k / 2, k / 2});
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_thnn_columns(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 214;
+    cfg.cpu_threads = 1;
+    cfg.batch_size = 1;
+    struct dnnmem_result *r = estimate_cfg(thnn_conv(3), &cfg);
+    assert_int_equal(r->peak_allocated, 934880);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WORKSPACE], 737280);
+    dnnmem_result_free(r);
+    r = estimate_cfg(thnn_conv(1), &cfg);
+    assert_int_equal(r->peak_allocated, 81920 + 1920 + 96 + 98304);
+    dnnmem_result_free(r);
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,16,64");
+    tb_init(b, "W", F32, 3, (int64_t[]){24, 16, 3});
+    tb_init(b, "B", F32, 1, (int64_t[]){24});
+    tb_node(b, "Conv", "conv", "x,W,B", "y");
+    tb_attr_ints(b, "pads", 2, (int64_t[]){1, 1});
+    tb_output(b, "y");
+    r = estimate_cfg(b, &cfg);
+    assert_int_equal(r->peak_allocated, 27232);
+    dnnmem_result_free(r);
+    cfg.batch_size = 2;
+    r = estimate_cfg(thnn_conv(3), &cfg);
+    assert_true(r->category_bytes[DNNMEM_CAT_WORKSPACE] < 2 * 737280);
+    dnnmem_result_free(r);
+    cfg.batch_size = 1;
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_SGD;
+    cfg.loss = DNNMEM_LOSS_SUM;
+    cfg.iterations = 1;
+    cfg.timeline = true;
+    r = estimate_cfg(thnn_conv(3), &cfg);
+    size_t at = r->n_timeline;
+    for (size_t k = 0; k < r->n_timeline; k++)
+        if (!strcmp(r->timeline[k].phase, "backward") && !strcmp(r->timeline[k].node, "conv"))
+            at = k;
+    assert_true(at + 1 < r->n_timeline);
+    assert_int_equal(r->timeline[at].category_bytes[DNNMEM_CAT_WORKSPACE], 737280);
+    assert_int_equal(r->timeline[at + 1].category_bytes[DNNMEM_CAT_WORKSPACE], 0);
+    dnnmem_result_free(r);
 }
 
 /* Reentrant checkpointing holds the segment outputs' incoming grads (`args`
@@ -1545,6 +1755,9 @@ int main(void)
         cmocka_unit_test(test_tf_tape_rules),
         cmocka_unit_test(test_lifted_kernels),
         cmocka_unit_test(test_inplace_clone),
+        cmocka_unit_test(test_lifted_groupnorm),
+        cmocka_unit_test(test_slice_view),
+        cmocka_unit_test(test_thnn_columns),
         cmocka_unit_test(test_tf_graph_grad_forwarding),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);

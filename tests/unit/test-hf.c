@@ -4338,6 +4338,93 @@ static void test_sdpa_backend_lse(void **state)
     assert_int_equal(2048 - 1280, 768);
 }
 
+/* Issue 16: the KV cache is its own category from the moment the prefill
+ * makes it. tiny-llama-gqa.json (4 layers, 4 key-value heads of 32) at
+ * batch 2 and a 512-token prompt peaks in the prefill, at the last layer's
+ * MLP, with every layer's cache made: per layer the key (the rotary
+ * output, [2, 4, 512, 32]) and the value (v_proj's [2, 512, 128] it is a
+ * view of), float32: 4 * 2 * 2 * 512 * 128 * 4 = 4194304 bytes. */
+static void test_kv_cache_at_prefill(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.batch_size = 2;
+    cfg.seq_len = 512;
+    cfg.new_tokens = 1;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_string_equal(r->peak_phase, "forward");
+    assert_string_equal(r->peak_node, "/model/layers.3/mlp/Mul");
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_KV_CACHE], 4194304);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
+/* Issue 17: the graph a config implies is bounded before it is built. The
+ * fields of tiny-deepseek-v3.json (3 layers, the first dense, 16 routed
+ * experts) with 65,536 experts imply at least 3 * 54 + 2 * 65536 * 11 =
+ * 1,441,954 nodes (llama.c's MIN_NODES_*): refused at once. The exact
+ * budget holds for the loaded graph (tiny-llama-gqa.json: 399 nodes) and
+ * for the variants an estimate builds later (LoRA adds nodes). */
+static void test_node_budget(void **state)
+{
+    (void)state;
+    FILE *f = fopen("tests/models/hf/tiny-deepseek-v3.json", "rb");
+    assert_non_null(f);
+    char json[8192];
+    size_t n = fread(json, 1, sizeof json - 1, f);
+    fclose(f);
+    json[n] = '\0';
+    char *e = strstr(json, "\"n_routed_experts\": 16");
+    assert_non_null(e);
+    char big[8300];
+    snprintf(big, sizeof big, "%.*s\"n_routed_experts\": 65536%s", (int)(e - json), json,
+             e + strlen("\"n_routed_experts\": 16"));
+    dnnmem_model *m = NULL;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_model_load_buffer(big, strlen(big), "ds.json", &m, &err),
+                     DNNMEM_E_LIMIT);
+    assert_null(m);
+    assert_string_equal(err.message,
+                        "ds.json: the config implies at least 1441954 graph nodes (3 layers, 2 of "
+                        "them MoE with 65536 experts each), beyond the budget of 1000000 "
+                        "(--max-nodes)");
+
+    struct dnnmem_load_options lo;
+    dnnmem_load_options_init(&lo);
+    assert_int_equal(lo.max_nodes, DNNMEM_DEFAULT_MAX_NODES);
+    lo.max_nodes = 398;
+    assert_int_equal(dnnmem_model_load_opts("tests/models/hf/tiny-llama-gqa.json", &lo, &m, &err),
+                     DNNMEM_E_LIMIT);
+    assert_string_equal(err.message, "tests/models/hf/tiny-llama-gqa.json: the graph grows "
+                                     "beyond the budget of 398 nodes (--max-nodes)");
+    lo.max_nodes = 399;
+    assert_int_equal(dnnmem_model_load_opts("tests/models/hf/tiny-llama-gqa.json", &lo, &m, &err),
+                     DNNMEM_OK);
+    struct dnnmem_model_info info;
+    dnnmem_model_get_info(m, &info);
+    assert_int_equal(info.n_nodes, 399);
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    struct dnnmem_dim_binding dims[] = {{"batch", 1}, {"seq", 8}};
+    cfg.dims = dims;
+    cfg.n_dims = 2;
+    cfg.attn = DNNMEM_ATTN_EAGER;
+    struct dnnmem_result *r = NULL;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_OK);
+    dnnmem_result_free(r);
+    cfg.lora.r = 8;
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_LIMIT);
+    assert_non_null(strstr(err.message, "beyond the budget of 399 nodes (--max-nodes)"));
+    dnnmem_model_free(m);
+    lo.max_nodes = -1;
+    assert_int_equal(dnnmem_model_load_opts("tests/models/hf/tiny-llama-gqa.json", &lo, &m, &err),
+                     DNNMEM_E_USAGE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -4397,6 +4484,8 @@ int main(void)
         cmocka_unit_test(test_sdpa_backend_math_graph),
         cmocka_unit_test(test_sdpa_backend_refused),
         cmocka_unit_test(test_sdpa_backend_lse),
+        cmocka_unit_test(test_kv_cache_at_prefill),
+        cmocka_unit_test(test_node_budget),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
 }

@@ -340,6 +340,98 @@ static void test_file_errors(void **state)
     dnnmem_result_free(NULL);
 }
 
+/* tb_small_mlp's message with `n` copies of the `k` bytes `rec` appended
+ * at the top level (a field of ModelProto); malloc'd. */
+static uint8_t *with_fields(const uint8_t *rec, size_t k, size_t n, size_t *len)
+{
+    struct tb *b = tb_small_mlp();
+    size_t base;
+    uint8_t *p = tb_pack(b, &base);
+    uint8_t *q = malloc(base + k * n);
+    assert_non_null(q);
+    memcpy(q, p, base);
+    for (size_t i = 0; i < n; i++)
+        memcpy(q + base + i * k, rec, k);
+    *len = base + k * n;
+    free(p);
+    tb_free(b);
+    return q;
+}
+
+/* Issue 17: what protobuf-c allocates is bounded. A field onnx.proto does
+ * not define (number 1000, a varint: tag 1000 << 3 = 0xc0 0x3e) is dropped
+ * before unpacking, however often it repeats; a defined field with the
+ * wrong wire type (4, domain, a string, as a varint: 0x20 0x01) is refused
+ * where it stands; and a million empty metadata_props (field 14: 0x72 0x00,
+ * a StringStringEntryProto each: more than 16 bytes of parser memory per 2
+ * bytes of file) is refused once the parser would pass 16x the bytes plus
+ * 16 MiB. */
+static void test_parser_bounded(void **state)
+{
+    (void)state;
+    struct dnnmem_error err;
+    struct dm_load_stats st, st0;
+    size_t len;
+    uint8_t *p = with_fields((const uint8_t[]){0xc0, 0x3e, 0x01}, 3, 0, &len);
+    struct dm_graph g;
+    dm_graph_init(&g);
+    assert_int_equal(dm_load_onnx_stats(&g, p, len, &st0, &err), DNNMEM_OK);
+    dm_graph_free(&g);
+    free(p);
+    p = with_fields((const uint8_t[]){0xc0, 0x3e, 0x01}, 3, 1000000, &len);
+    dm_graph_init(&g);
+    assert_int_equal(dm_load_onnx_stats(&g, p, len, &st, &err), DNNMEM_OK);
+    assert_int_equal(st.parser_alloc_bytes, st0.parser_alloc_bytes);
+    dm_graph_free(&g);
+    free(p);
+
+    p = with_fields((const uint8_t[]){0x20, 0x01}, 2, 1, &len);
+    dm_graph_init(&g);
+    g.path = "w.onnx";
+    assert_int_equal(dm_load_onnx(&g, p, len, &err), DNNMEM_E_PARSE);
+    char want[128];
+    snprintf(want, sizeof want,
+             "w.onnx: not a valid ONNX model: a field's encoding does not match its type at "
+             "byte %zu", len - 2);
+    assert_string_equal(err.message, want);
+    dm_graph_free(&g);
+    free(p);
+
+    p = with_fields((const uint8_t[]){0x72, 0x00}, 2, 1000000, &len);
+    dm_graph_init(&g);
+    g.path = "m.onnx";
+    assert_int_equal(dm_load_onnx_stats(&g, p, len, &st, &err), DNNMEM_E_LIMIT);
+    size_t limit = len * 16 + ((size_t)16 << 20);
+    assert_true(st.parser_alloc_bytes <= limit);
+    snprintf(want, sizeof want,
+             "m.onnx: unpacking its %zu bytes of graph would take more than %zu MiB", len,
+             limit >> 20);
+    assert_memory_equal(err.message, want, strlen(want));
+    dm_graph_free(&g);
+    free(p);
+}
+
+/* The node budget of an ONNX file is its node count, checked before any
+ * node is converted. */
+static void test_onnx_node_budget(void **state)
+{
+    (void)state;
+    struct tb *b = tb_small_mlp();
+    size_t len;
+    uint8_t *p = tb_pack(b, &len);
+    struct dnnmem_load_options lo = {.max_nodes = 1};
+    dnnmem_model *m = NULL;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_model_load_buffer_opts(p, len, "mlp.onnx", &lo, &m, &err),
+                     DNNMEM_E_LIMIT);
+    assert_non_null(strstr(err.message, "nodes, beyond the budget of 1 (--max-nodes)"));
+    lo.max_nodes = 0; /* the default */
+    assert_int_equal(dnnmem_model_load_buffer_opts(p, len, "mlp.onnx", &lo, &m, &err), DNNMEM_OK);
+    dnnmem_model_free(m);
+    free(p);
+    tb_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -365,6 +457,8 @@ int main(void)
         cmocka_unit_test(test_output_not_produced),
         cmocka_unit_test(test_unsorted_graph_is_sorted),
         cmocka_unit_test(test_weights_not_copied),
+        cmocka_unit_test(test_parser_bounded),
+        cmocka_unit_test(test_onnx_node_budget),
         cmocka_unit_test(test_small_values_kept),
         cmocka_unit_test(test_file_errors),
     };

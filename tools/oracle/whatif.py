@@ -13,15 +13,25 @@ A row whose error falls within 3% once they are bypassed has that mechanism.
 
 classify: every row missing by more than 3%, with the mechanisms that explain it
 (docs/validation-zoo.md describes each): dropout-p0 when bypassing the p=0 Dropouts
-brings it within 3%; inplace-clone when the model runs hardtanh_, hardswish_,
-hardsigmoid_ or silu_ in place and `--inplace none` (which keeps those activations'
-inputs, as 2.x's clone does) brings it within 3% (both: the two together); otherwise
-the mechanism measured on its family (densenet-python-local,
-channels-last-conv-bwd), groupnorm-decomposed for an over-estimate of a model with
-GroupNorm, channels-last-conv-bwd for a training under-estimate whose largest block at the
-peak is convolution_backward's, thnn-columns for a batch-1 under-estimate with a slow_conv2d block
-live at the peak, onednn-input-reorder for another inference under-estimate, or
-`unexplained`.  Those not tested by a what-if say how they were assigned.
+brings it within 3%; inplace-assumed when the model runs ReLU, ReLU6, LeakyReLU or
+Hardswish out of place (randnet's tokens without "_") and `--inplace none` (dnnmem's
+default runs them in place, as torchvision's inplace=True) brings it within 3% (both:
+the two together); otherwise the mechanism measured on its family
+(densenet-python-local, channels-last-conv-bwd), channels-last-conv-bwd for a training
+under-estimate whose largest block at the peak is convolution_backward's,
+conv-weight-channels-last for an under-estimate that the conv weight clones live at
+the peak bring within 3%, layernorm-input-copy for one that the layer_norm input clones
+live at the peak bring within 3%, channels-last-conv-bwd for another training
+under-estimate of a model with a channels-last producer (randnet's LayerNorm2d, `ln`,
+and attention blocks permute NCHW tensors; tools/oracle/attribute.py shows
+convolution_backward's contiguous copies of channels-last inputs and weight-sized
+blocks there), onednn-input-reorder for another inference under-estimate and for an
+inference over-estimate whose peak dnnmem puts inside a Conv (2.14 frees the reordered
+weight and input before the ATen output; dnnmem holds the weight), or `unexplained`.
+Those not tested by a what-if say how they were assigned.  GroupNorm
+(groupnorm-decomposed), THNN's columns, in-place hardtanh_/hardswish_ clones and
+ShuffleNetV2's chunk views are modelled (src/graph/lift.c, src/schedule/,
+src/train/save.c) and no longer classes.
 """
 
 import argparse
@@ -76,8 +86,20 @@ def bypass_p0_dropouts(src, dst):
     return dropped
 
 
-CLONING = ("relu6_", "hardswish_", "hardsigmoid_", "silu_")  # randnet's tokens
-CLONING_FAMILIES = ("mobilenet_v2", "mobilenet_v3")  # ReLU6 / Hardswish / Hardsigmoid in place
+# randnet's activations dnnmem runs in place (src/schedule/forward.c can_run_inplace)
+# drawn out of place ("relu" for nn.ReLU(), "relu_" for inplace=True)
+OUT_OF_PLACE = re.compile(r"[\[,](relu|relu6|leaky_relu|hardswish)[,\]]")
+# randnet's channels-last producers: LayerNorm2d (permute, LayerNorm, permute) and
+# attention blocks
+CHANNELS_LAST = re.compile(r"[\[,]ln[,\]]|attention")
+
+
+# the weight copied channels-last (weight.contiguous(backend_memory_format)) by _convolution
+# or convolution_backward, as the profiler's tree names the block
+WEIGHT_COPY = ("aten::conv2d > aten::clone", "ConvolutionBackward0 > aten::clone")
+
+# LayerNorm's input.contiguous() of a permuted input (LayerNorm2d's permute(0, 2, 3, 1))
+LN_COPY = "aten::layer_norm > aten::clone"
 
 
 def err(r, est):
@@ -85,7 +107,8 @@ def err(r, est):
 
 
 def classify(r, dnnmem, out):
-    e0 = err(r, zoo.estimate(dnnmem, r)[0])
+    est = zoo.estimate(dnnmem, r)[0]
+    e0 = err(r, est)
     if abs(e0) <= zoo.BAR:
         return None
     src = os.path.join(zoo.ROOT, r["graph"])
@@ -93,33 +116,40 @@ def classify(r, dnnmem, out):
     n_p0 = bypass_p0_dropouts(src, dst)
     alt = dict(r, graph=os.path.relpath(dst, zoo.ROOT))
     arch = r.get("architecture") or ""
-    cloning = r["mode"] == "train" and (r["family"] in CLONING_FAMILIES or
-                                        any(t in arch for t in CLONING))
+    assumed = bool(OUT_OF_PLACE.search(arch))
     tries = []
     if n_p0:
         tries.append((["dropout-p0"], alt, []))
-    if cloning:
-        tries.append((["inplace-clone"], r, ["--inplace", "none"]))
-    if n_p0 and cloning:
-        tries.append((["dropout-p0", "inplace-clone"], alt, ["--inplace", "none"]))
+    if assumed:
+        tries.append((["inplace-assumed"], r, ["--inplace", "none"]))
+    if n_p0 and assumed:
+        tries.append((["dropout-p0", "inplace-assumed"], alt, ["--inplace", "none"]))
     for names, row, extra in tries:
         e1 = err(r, zoo.estimate(dnnmem, row, extra)[0])
         if abs(e1) <= zoo.BAR:
             return e0, names, f"{e1:+.2f}% without them"
     fam = r["family"]
+    clone = sum(t["bytes"] for t in r["live_at_peak_top"] if t["op"].endswith(WEIGHT_COPY))
+    ln_copy = sum(t["bytes"] for t in r["live_at_peak_top"] if t["op"] == LN_COPY)
     if fam == "densenet" and r["mode"] == "inference":
         names = ["densenet-python-local"]
     elif fam == "convnext" and r["mode"] == "train":
         names = ["channels-last-conv-bwd"]
-    elif e0 > 0 and re.search(r"[\[,]gn[,\]]", arch):
-        return e0, ["groupnorm-decomposed"], "a GroupNorm in the model"
     elif e0 < 0 and r["mode"] == "train" and r["live_at_peak_top"] and \
             r["live_at_peak_top"][0]["op"].endswith("aten::convolution_backward"):
         return e0, ["channels-last-conv-bwd"], "the largest block at the peak"
-    elif e0 < 0 and r["batch"] == 1 and any("_slow_conv2d" in t["op"] for t in r["live_at_peak_top"]):
-        return e0, ["thnn-columns"], "a slow_conv2d block live at the peak"
+    elif e0 < 0 and abs(e0 + 100.0 * clone / r["peak_bytes"]) <= zoo.BAR:
+        return e0, ["conv-weight-channels-last"], \
+            f"{e0 + 100.0 * clone / r['peak_bytes']:+.2f}% with the weight clones live at the peak"
+    elif e0 < 0 and abs(e0 + 100.0 * ln_copy / r["peak_bytes"]) <= zoo.BAR:
+        return e0, ["layernorm-input-copy"], \
+            f"{e0 + 100.0 * ln_copy / r['peak_bytes']:+.2f}% with the input copies live at the peak"
+    elif e0 < 0 and r["mode"] == "train" and CHANNELS_LAST.search(arch):
+        return e0, ["channels-last-conv-bwd"], "a channels-last producer in the model"
     elif e0 < 0 and r["mode"] == "inference":
         names = ["onednn-input-reorder"]
+    elif e0 > 0 and r["mode"] == "inference" and est["peak"]["op"] == "Conv":
+        return e0, ["onednn-input-reorder"], "dnnmem's peak inside a Conv: the oneDNN buffers' order"
     else:
         names = ["unexplained"]
     return e0, names, "by family" if names != ["unexplained"] else ""

@@ -93,7 +93,7 @@ TORCHVISION = {
     "vgg11": ({}, 224),
     "vgg11_bn": ({}, 224),  # at 160 its AdaptiveAvgPool2d((7, 7)) of 5x5 does not export
 }
-RANDOM_SEEDS = range(0, 40)
+RANDOM_SEEDS = range(0, 60)
 RUNS = (("inference", None), ("train", "sgd-momentum"), ("train", "adam"))
 
 
@@ -230,12 +230,13 @@ def tree_allocations(kr):
     return allocs
 
 
-def measure(cfg):
-    import platform
-
+def profiled_run(cfg):
+    """The configuration's run under the profiler: a dict with the kineto results (kr),
+    the sorted allocator events (evs: start_ns, index, signed bytes), the bytes live before
+    and after (gc scans), the parameter, buffer, input and target bytes, the model's
+    description and class count, and the run's seconds."""
     import torch
     import torch.nn.functional as F
-    import torchvision
     from torch.profiler import ProfilerActivity, profile
     torch.set_num_threads(1)
     train = cfg["mode"] == "train"
@@ -280,6 +281,23 @@ def measure(cfg):
     kr = prof.profiler.kineto_results
     evs = sorted((int(e.start_ns()), i, int(e.nbytes())) for i, e in enumerate(kr.events())
                  if e.nbytes() != 0 and str(e.device_type()).endswith("CPU"))
+    after = sum(live_storages().values())
+    return dict(kr=kr, evs=evs, before=before, after=after, param_bytes=param_bytes,
+                buffer_bytes=buffer_bytes, input_bytes=input_bytes, target_bytes=target_bytes,
+                desc=desc, classes=classes, run_s=run_s)
+
+
+def measure(cfg):
+    import platform
+
+    import torch
+    import torchvision
+    train = cfg["mode"] == "train"
+    p = profiled_run(cfg)
+    kr, evs, before, after, run_s = p["kr"], p["evs"], p["before"], p["after"], p["run_s"]
+    param_bytes, buffer_bytes = p["param_bytes"], p["buffer_bytes"]
+    input_bytes, target_bytes = p["input_bytes"], p["target_bytes"]
+    desc, classes = p["desc"], p["classes"]
     run, peak, peak_i = 0, 0, -1
     for i, (_, _, nb) in enumerate(evs):
         run += nb
@@ -287,7 +305,6 @@ def measure(cfg):
             peak, peak_i = run, i
     allocs = tree_allocations(kr)
     tree_ok = [a[2] for a in allocs] == [nb for _, _, nb in evs]
-    after = sum(live_storages().values())
     top, peak_phase, by_phase = [], None, {}
     if tree_ok:
         live, level = {}, 0

@@ -290,7 +290,9 @@ struct dm_node *hf_node(struct hf *h, enum dm_op op, int n_in, const int32_t *in
     const char *name = h->outline ? "" : node_name(h, op, &n_name, &fnv);
     struct dm_node *n = name ? dm_graph_add_node(g, &h->cap_nodes, op, name, n_in, in, n_out) : NULL;
     if (!n) {
-        hf_oom(h);
+        char msg[128];
+        enum dnnmem_status s = dm_graph_add_fail(g, msg, sizeof msg);
+        hf_fail(h, s, "%s", msg);
         return NULL;
     }
     for (int k = 0; k < n_out; k++) {
@@ -438,6 +440,19 @@ int32_t hf_param_named(struct hf *h, const char *name, enum dm_dtype dtype, int 
         return old;
     if (old >= 0) {
         hf_fail(h, DNNMEM_E_INTERNAL, "two weights are named '%s'", name);
+        return -1;
+    }
+    int64_t numel = 1;
+    uint64_t bytes;
+    for (int k = 0; k < rank; k++)
+        if (!dm_mul_ok(numel, dims[k], &numel)) {
+            hf_fail(h, DNNMEM_E_SHAPE, "the element count of '%s' overflows", name);
+            return -1;
+        }
+    if (!dm_dtype_bytes(dtype, numel, &bytes) || bytes > DM_MAX_TENSOR_BYTES) {
+        /* refused now, not after the whole graph is built */
+        hf_fail(h, DNNMEM_E_SHAPE, "'%s' would take an absurd %lld elements", name,
+                (long long)numel);
         return -1;
     }
     const char *copy = dm_arena_strdup(&g->arena, name);

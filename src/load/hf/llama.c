@@ -343,9 +343,36 @@ void hf_read_llama(struct hf *h, const char *type, struct llama *c)
 }
 
 /* LlamaForCausalLM, and the MoE families' (moe.c), from the config *c. */
+/* Nodes the graph will have at least, from the config alone: with its
+ * fields each under their cap, only experts times layers can take a graph
+ * beyond any budget (issue 17: DeepSeek with 65,536 experts, ~128 GB).
+ * The fewest any builder makes (measured on tests/models/hf, one layer more
+ * or 256 experts more): 54 per layer (BERT), 11 per routed expert
+ * (DeepSeek-V3). dm_graph_add_node still enforces the exact budget. */
+#define MIN_NODES_PER_LAYER 54
+#define MIN_NODES_PER_EXPERT 11
+
+static bool within_budget(struct hf *h, const struct llama *c)
+{
+    int64_t budget = h->g->max_nodes, moe_layers = 0;
+    for (int64_t i = 0; c->moe && i < c->layers; i++)
+        moe_layers += hf_moe_layer(c->moe, i);
+    /* layers <= 4096 and experts <= 65536: no overflow */
+    int64_t least = c->layers * MIN_NODES_PER_LAYER +
+                    moe_layers * (c->moe ? c->moe->experts : 0) * MIN_NODES_PER_EXPERT;
+    if (budget <= 0 || least <= budget)
+        return true;
+    hf_fail(h, DNNMEM_E_LIMIT,
+            "the config implies at least %lld graph nodes (%lld layers, %lld of them MoE with "
+            "%lld experts each), beyond the budget of %lld (--max-nodes)",
+            (long long)least, (long long)c->layers, (long long)moe_layers,
+            (long long)(c->moe ? c->moe->experts : 0), (long long)budget);
+    return false;
+}
+
 enum dnnmem_status hf_llama_lm(struct hf *h, const char *type, const struct llama *c)
 {
-    if (!hf_begin(h, type))
+    if (h->st != DNNMEM_OK || !within_budget(h, c) || !hf_begin(h, type))
         return h->st;
     int32_t ids = hf_causal_ids(h, c->layers, c->use_cache, false);
     if (ids < 0)

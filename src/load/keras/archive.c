@@ -18,10 +18,9 @@
 #include <string.h>
 #include <zip.h>
 
-/* config.json's cap: keras.applications' largest configs are a few hundred
- * KB (InceptionV3's model JSON, tests/models/keras, is 154 KB); 64 MiB is
- * 400 times that and bounds what a hostile archive can make us allocate. */
-#define ARCHIVE_CONFIG_MAX (UINT64_C(64) << 20)
+/* config.json's cap: a model JSON's (DM_MAX_JSON_BYTES); it bounds what a
+ * hostile archive can make us allocate. */
+#define ARCHIVE_CONFIG_MAX ((uint64_t)DM_MAX_JSON_BYTES)
 
 /* metadata.json holds two short strings (saving_lib.py); 1 MiB is ample. */
 #define ARCHIVE_METADATA_MAX (UINT64_C(1) << 20)

@@ -184,7 +184,9 @@ struct dm_node *dm_kr_node(struct keras *k, enum dm_op o, int n_in, const int32_
                          : dm_arena_printf(&g->arena, "%s/%s", k->scope, dm_ops[o].name);
     struct dm_node *n = dm_graph_add_node(g, &k->cap_nodes, o, name, n_in, in, n_out);
     if (!n) {
-        dm_kr_oom(k);
+        char msg[128];
+        enum dnnmem_status s = dm_graph_add_fail(g, msg, sizeof msg);
+        dm_kr_fail(k, s, "%s", msg);
         return NULL;
     }
     for (int i = 0; i < n_out; i++) {

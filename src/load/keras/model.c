@@ -418,6 +418,12 @@ static void build_model(struct keras *k, json_t *model, const struct kt *in, int
     bool frozen = k->frozen;
     size_t saved = k->prefix_len;
     json_t *layers = json_is_array(cfg) ? cfg : dm_kr_field(cfg, "layers");
+    if (json_array_size(layers) > (size_t)(MAX_LAYERS - k->n_layers)) { /* before building any */
+        dm_kr_fail(k, DNNMEM_E_UNSUPPORTED, "%zu layers, more than %d in all",
+                   json_array_size(layers), MAX_LAYERS);
+        k->depth--;
+        return;
+    }
     if (in) { /* a nested model: its layers are scoped and named under it */
         const char *name = dm_kr_layer_name(model);
         set_prefix(k, name ? name : "model", &saved);
