@@ -53,7 +53,7 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/shape/contrib.c \
            src/shape/mxnet.c \
            src/schedule/schedule.c src/schedule/generate.c src/schedule/mxplan.c src/schedule/xla.c src/train/train.c src/train/amp.c \
-           src/schedule/builder.c src/schedule/workspace.c src/schedule/forward.c \
+           src/schedule/builder.c src/schedule/workspace.c src/schedule/layout.c src/schedule/forward.c \
            src/train/keep.c src/train/tf.c src/train/mxnet.c src/train/checkpoint.c \
            src/train/save.c src/train/backward.c src/train/loss.c src/train/optimizer.c \
            src/alloc/rounding.c src/alloc/caching.c src/alloc/bfc.c src/alloc/pool.c \
@@ -65,6 +65,8 @@ LIB_SRC += src/options.c
 # dnnmem_estimate's stages (src/estimate/estimate.h), in order
 LIB_SRC += src/estimate/assume.c src/estimate/check.c src/estimate/variant.c src/estimate/defaults.c \
            src/estimate/shapes.c src/estimate/schedule.c src/estimate/replay.c src/estimate/warn.c
+# captured steps (docs/capture-format.md): the loader and their estimate
+LIB_SRC += src/load/capture.c src/estimate/captured.c
 # the HuggingFace front end (src/load/hf/hf.h: its internal header)
 HF_SRC  := src/load/hf/builder.c src/load/hf/frame.c src/load/hf/attention.c src/load/hf/linear.c src/load/hf/quant.c \
            src/load/hf/kbit.c src/load/hf/llama.c src/load/hf/moe.c src/load/hf/moe_config.c src/load/hf/deepseek.c \
@@ -180,7 +182,15 @@ ifneq ($(SAN),1)
 	B=$(B) sh tests/resource/run.sh
 	@echo "== install (pkg-config, shared and static)"
 	B=$(B) sh tests/install.sh
+	@echo "== the Python package (python/tests; PYTEST_PYTHON=$(PYTEST_PYTHON); not under SAN=1: ctypes loads the library into an uninstrumented Python)"
+	sh tests/python.sh $(B) $(PYTEST_PYTHON)
 endif
+
+# The Python package's tests alone (tests/python.sh: skipped when PYTEST_PYTHON has no
+# pytest; the capture tests need torch >= 2.1 there).
+PYTEST_PYTHON ?= python3
+check-python: $(B)/libdnnmem.so $(B)/dnnmem
+	sh tests/python.sh $(B) $(PYTEST_PYTHON)
 
 # ---- install -----------------------------------------------------------------
 # dnnmem.pc is written at install time, with this install's PREFIX (not the
@@ -215,7 +225,7 @@ bench: $(B)/bench/bench $(B)/dnnmem
 # instrumentation. fuzz-run runs each target for FUZZ_TIME seconds.
 
 FUZZ_TIME    ?= 20
-FUZZ_TARGETS := onnx hf keras keras-zip mxnet safetensors options
+FUZZ_TARGETS := onnx hf keras keras-zip mxnet safetensors options capture
 FUZZ_FLAGS   := -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 FUZZ_OBJ     := $(LIB_SRC:%.c=build-fuzz/%.o) build-fuzz/gen/onnx.pb-c.o
 
@@ -251,4 +261,4 @@ fuzz-run: fuzz
 clean:
 	rm -rf build build-san build-fuzz
 
-.PHONY: all check install clean fuzz fuzz-run bench
+.PHONY: all check check-python install clean fuzz fuzz-run bench

@@ -94,7 +94,9 @@ struct dnnmem_error {
 typedef struct dnnmem_model dnnmem_model;
 
 /* Load a model file. The format is recognised from the contents: ONNX,
- * a HuggingFace config.json (or a model directory), an MXNet symbol JSON
+ * a step captured by dnnmem.torch (docs/capture-format.md: its storages and
+ * events replayed as observed; options that would change the step are
+ * refused), a HuggingFace config.json (or a model directory), an MXNet symbol JSON
  * (*-symbol.json: "nodes", "arg_nodes" and "heads"; its inputs declare no
  * shape, so estimates need dnnmem_config.input_shapes).
  * Weight bytes are never read: only dims and dtypes. External-data weight files
@@ -128,7 +130,7 @@ void dnnmem_model_free(dnnmem_model *m);
 
 struct dnnmem_model_info {
     const char *path;         /* as given to load */
-    const char *format;       /* "onnx", "huggingface", "mxnet" */
+    const char *format;       /* "onnx", "huggingface", "mxnet", "dnnmem-capture" */
     const char *producer;     /* e.g. "pytorch 1.13.0", or "" */
     int64_t opset;            /* default-domain opset */
     size_t n_nodes;           /* operator nodes */
@@ -216,6 +218,15 @@ enum dnnmem_precision {
 enum dnnmem_inplace {
     DNNMEM_INPLACE_AUTO = 0, /* ReLU in place wherever PyTorch allows it (torchvision's inplace=True) */
     DNNMEM_INPLACE_NONE      /* every op allocates its output */
+};
+
+/* The CPU's vector ISA, which sets the layouts oneDNN's x64 kernels pick
+ * (--device cpu, PyTorch 2.x): channels blocked by 16 floats on AVX-512, by
+ * 8 on AVX2. */
+enum dnnmem_cpu_isa {
+    DNNMEM_CPU_ISA_DEFAULT = 0, /* AVX-512, the zoo's machine */
+    DNNMEM_CPU_ISA_AVX512,
+    DNNMEM_CPU_ISA_AVX2
 };
 
 struct dnnmem_dim_binding {
@@ -468,6 +479,9 @@ struct dnnmem_config {
     /* CPU threads PyTorch uses (torch.get_num_threads()); 0 = several (the
      * default). With one, small-batch 1x1 convolutions use THNN, not oneDNN. */
     int cpu_threads;
+    /* The CPU's vector ISA for oneDNN's convolution buffers (PyTorch 2.x);
+     * default AVX-512. */
+    enum dnnmem_cpu_isa cpu_isa;
     /* The CUDA toolkit the framework was built with, major * 10 + minor
      * (117 = 11.7); 0 = the default: 124 (12.4) for PyTorch, 122 for
      * TensorFlow and JAX, 112 for MXNet. Before 11.7 modules load eagerly. */
@@ -579,6 +593,13 @@ int64_t dnnmem_cublas_workspace_default(int torch_version, int compute_capabilit
 
 /* Fill `cfg` with defaults. */
 void dnnmem_config_init(struct dnnmem_config *cfg);
+/* For bindings that do not compile against this header (Python's ctypes,
+ * python/dnnmem): a config on the heap, dnnmem_config_init'ed (NULL when out
+ * of memory), freed with dnnmem_config_free (accepts NULL); and the one field
+ * no option sets, whether the result records a timeline (cfg->timeline). */
+struct dnnmem_config *dnnmem_config_new(void);
+void dnnmem_config_free(struct dnnmem_config *cfg);
+void dnnmem_config_set_timeline(struct dnnmem_config *cfg, bool on);
 
 /* ----------------------------------------------------------------------------
  * Options by name: the command line's flags onto a dnnmem_config

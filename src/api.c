@@ -94,6 +94,8 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
         /* a zip's local file header: a Keras 3 .keras archive, whatever its
          * name; its architecture is config.json */
         s = dm_load_keras_archive(&m->g, data, size, err);
+    } else if (json && dm_is_capture_json(data, size)) {
+        s = dm_load_capture(&m->g, data, size, err); /* a step captured by dnnmem.torch */
     } else if (json && dm_keras_json(data, size)) {
         s = dm_load_keras(&m->g, data, size, err);
     } else if (json && dm_is_mxnet_json(data, size)) {
@@ -107,7 +109,7 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
             s = dm_variants_new(data, size, m->g.path, max_nodes, &m->variants, err);
     } else
         s = dm_load_onnx(&m->g, data, size, err);
-    if (s == DNNMEM_OK)
+    if (s == DNNMEM_OK && !m->g.capture) /* a capture holds aten ops, not an exporter's */
         s = dm_graph_lift(&m->g, err);
     if (s != DNNMEM_OK) {
         dnnmem_model_free(m);
@@ -245,6 +247,8 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     if (!m || !cfg || !out)
         return dm_fail(err, DNNMEM_E_USAGE, "dnnmem_estimate: NULL argument");
     *out = NULL;
+    if (m->g.capture) /* a captured step: replayed as observed (src/estimate/captured.c) */
+        return dm_est_captured(&m->g, cfg, out, err);
     struct dm_est_opts o;
     DM_TRY(dm_est_options(&m->g, m->variants != NULL, cfg, &o, err));
     struct dm_graph own;
@@ -275,3 +279,15 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     dm_graph_free(&own);
     return s;
 }
+
+struct dnnmem_config *dnnmem_config_new(void)
+{
+    struct dnnmem_config *cfg = malloc(sizeof *cfg);
+    if (cfg)
+        dnnmem_config_init(cfg);
+    return cfg;
+}
+
+void dnnmem_config_free(struct dnnmem_config *cfg) { free(cfg); }
+
+void dnnmem_config_set_timeline(struct dnnmem_config *cfg, bool on) { cfg->timeline = on; }

@@ -403,6 +403,11 @@ struct dm_graph {
     const char *kbit_prep;
     const char *kbit_ckpt[2];
     int n_kbit_ckpt;
+    /* A captured step (src/load/capture.c; arena-owned): its schedule as
+     * observed, which the estimate replays as it stands, and each node's
+     * aten op ("aten.convolution.default"); NULL for every other format */
+    struct dm_capture *capture;
+    const char **op_names;
 };
 
 void dm_graph_init(struct dm_graph *g);
@@ -531,6 +536,11 @@ enum dnnmem_status dm_load_mxnet(struct dm_graph *g, const uint8_t *data, size_t
 /* Whether a JSON text looks like an MXNet symbol (a cheap check of its
  * first bytes for the keys "nodes" and "heads"/"arg_nodes"). */
 bool dm_is_mxnet_json(const uint8_t *data, size_t size);
+/* A captured step (src/load/capture.c, docs/capture-format.md), and whether
+ * a JSON text is one (its "format" near the start). */
+enum dnnmem_status dm_load_capture(struct dm_graph *g, const uint8_t *data, size_t size,
+                                   struct dnnmem_error *err);
+bool dm_is_capture_json(const uint8_t *data, size_t size);
 /* Keras model JSON (src/load/keras/): model.to_json() of Keras 2 (Model,
  * Functional, Sequential, nested models) and the Keras 3 layout (config.json
  * of a .keras archive), built layer by layer into the IR. dm_keras_json says
@@ -688,6 +698,49 @@ struct dm_schedule {     /* arrays malloc'd */
     int32_t n_steps, cap_steps;
 };
 void dm_schedule_free(struct dm_schedule *s);
+
+/* PyTorch's ConvParams::use_mkldnn for a float32 4-D CPU convolution
+ * (aten/src/ATen/native/Convolution.cpp; src/schedule/workspace.c): oneDNN, whose
+ * forward takes an output- and a weight-sized buffer and whose backward a
+ * weight- and an input-sized one around the op, unless single-threaded THNN
+ * is faster. Also for captured steps (src/estimate/captured.c). */
+bool dm_cpu_conv_onednn(int64_t batch, int64_t kh, int64_t kw, bool strided, bool dilated,
+                        int64_t groups, int64_t in_numel, int cpu_threads);
+/* A captured step (docs/capture-format.md): one buffer per storage (its
+ * tensor the storage's graph tensor), the events in the order they were
+ * observed, one step per entry of the file (its node, when an op, the
+ * graph's). Arena-owned by the graph. */
+/* A captured convolution's facts that the device's kernel choice reads
+ * (a step's "conv"): its float32 4-D input, weight and output sizes. */
+struct dm_capture_conv {
+    bool backward;        /* aten.convolution_backward */
+    bool usable;          /* float32, 4-D, not transposed: the rules apply */
+    bool strided, dilated;
+    int64_t batch, kh, kw, groups, in_numel;
+    uint64_t in_bytes, w_bytes, out_bytes;
+};
+struct dm_capture {
+    const struct dm_capture_conv **conv; /* per step, or NULL */
+    struct dm_buffer *buf;
+    bool *host;           /* per buffer: a host tensor while the model ran on meta */
+    int32_t n_buf;
+    struct dm_event *ev;
+    size_t n_ev;
+    struct dm_step *steps;
+    int32_t *accum_old;   /* per step: the buffer autograd's engine would add into in place
+                             (a step marked "accumulate": its first input), or -1 */
+    int32_t n_steps;
+    bool train;
+    int iterations;
+    int64_t batch;        /* the batch captured, 0 = unstated */
+    const char *optimizer, *model; /* as the capture names them, or NULL */
+    const char *torch;    /* the torch release that ran it ("2.13.0+cpu"), or NULL */
+};
+/* The op name a result prints for node i: a capture's aten op, else the op table's. */
+static inline const char *dm_node_op_name(const struct dm_graph *g, int32_t i)
+{
+    return g->op_names ? g->op_names[i] : dm_ops[g->nodes[i].op].name;
+}
 /* "conv1.weight", "conv1.weight.grad", "/layer1/Relu_output_0", "bn1.save_mean". */
 const char *dm_buffer_name(const struct dm_graph *g, const struct dm_buffer *b, char *buf,
                            size_t cap);
@@ -709,6 +762,7 @@ struct dm_run {
     uint64_t cublas_workspace;  /* per handle; 0 = none (CPU) */
     uint64_t conv_workspace;    /* per convolution call */
     int cpu_threads;            /* torch.get_num_threads() on the CPU; 0 = several */
+    enum dnnmem_cpu_isa cpu_isa; /* oneDNN's kernels' ISA on the CPU */
     enum dm_dtype amp;          /* autocast's low type (fp16/bf16), or DM_UNDEFINED */
     int compute_capability;     /* the GPU's, major * 10 + minor; 0 = 80 */
     bool tf_ops;                /* TensorFlow's per-op rules (src/train/train.c): Dropout's

@@ -137,6 +137,16 @@ ENUM_SETTER(set_kv_dtype, kv_dtype, enum dnnmem_kv_dtype, false,
             "auto", "fp32", "fp16", "bf16", "fp8")
 ENUM_SETTER(set_device, device, enum dnnmem_device, false, "--device %s: expected cuda or cpu",
             "cuda", "cpu")
+/* --cpu-isa: after the enum's DEFAULT */
+static enum dnnmem_status set_cpu_isa(const struct ctx *x)
+{
+    static const char *const names[] = {"avx512", "avx2", NULL};
+    int k = pick(names, x->v, false);
+    if (k < 0)
+        return BAD("--cpu-isa %s: expected avx512 or avx2", x->v);
+    x->cfg->cpu_isa = (enum dnnmem_cpu_isa)(DNNMEM_CPU_ISA_AVX512 + k);
+    return DNNMEM_OK;
+}
 ENUM_SETTER(set_inplace, inplace, enum dnnmem_inplace, false, "--inplace %s: expected auto or none",
             "auto", "none")
 ENUM_SETTER(set_optimizer, optimizer, enum dnnmem_optimizer, false,

@@ -171,6 +171,7 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(TRAIN_ENUMS_BAD, (unsigned)c->optimizer > DNNMEM_OPT_ADAM8BIT ||                             \
                            (unsigned)c->loss > DNNMEM_LOSS_SUM ||                                  \
                            (unsigned)c->inplace > DNNMEM_INPLACE_NONE ||                           \
+                           (unsigned)c->cpu_isa > DNNMEM_CPU_ISA_AVX2 ||                           \
                            (unsigned)c->precision > DNNMEM_PRECISION_AMP_BF16 ||                   \
                            (c->n_freeze && !c->freeze) || (c->n_checkpoint && !c->checkpoint))     \
     X(GRAD_ACCUM, c->grad_accum > 1)                                                               \

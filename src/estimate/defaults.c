@@ -370,6 +370,15 @@ void dm_est_run(struct dm_est *e)
     mode_assumptions(e);
 }
 
+/* Whether the graph has a convolution (oneDNN's buffers depend on the ISA). */
+static bool has_conv(const struct dm_graph *g)
+{
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == DM_OP_Conv)
+            return true;
+    return false;
+}
+
 /* The job's settings: threads, checkpoints, adapters, quantization, in place. */
 static void job_assumptions(struct dm_est *e)
 {
@@ -379,9 +388,16 @@ static void job_assumptions(struct dm_est *e)
     struct dm_run *run = &e->run;
     struct dm_assumptions *as = &e->as;
     run->cpu_threads = c->cpu_threads;
+    run->cpu_isa = c->cpu_isa;
     if (!run->cuda)
         dm_assume(as, "cpu_threads", c->cpu_threads ? "option" : "default", "%s",
                   c->cpu_threads == 1 ? "1" : "several");
+    if (!run->cuda && c->framework == DNNMEM_FW_PYTORCH && run->torch_version >= 200 &&
+        has_conv(g))
+        dm_assume(as, "cpu_isa", c->cpu_isa != DNNMEM_CPU_ISA_DEFAULT ? "option" : "default", "%s",
+                  c->cpu_isa == DNNMEM_CPU_ISA_AVX2
+                      ? "avx2 (oneDNN's convolutions pad channels to blocks of 8)"
+                      : "avx512 (oneDNN's convolutions pad channels to blocks of 16)");
     run->freeze = c->freeze;
     run->n_freeze = c->n_freeze;
     run->checkpoint = c->checkpoint;

@@ -283,4 +283,10 @@ enum dnnmem_status dm_est_replay(struct dm_est *e, struct dnnmem_result **out,
 enum dnnmem_status dm_est_warnings(const struct dm_est *e, struct dnnmem_result *r,
                                    struct dnnmem_error *err);
 
+/* captured.c: the estimate of a captured step (src/load/capture.c): the
+ * options checked against what the capture fixed, its schedule replayed
+ * through the allocator with the runtime's defaults. */
+enum dnnmem_status dm_est_captured(const struct dm_graph *g, const struct dnnmem_config *cfg,
+                                   struct dnnmem_result **out, struct dnnmem_error *err);
+
 #endif /* DNNMEM_ESTIMATE_H */

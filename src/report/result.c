@@ -106,6 +106,17 @@ struct build {
     bool any;                         /* any allocation at all */
 };
 
+/* Node i's op as the result prints it: the op table's name (static), or a
+ * capture's aten op, copied, as the result owns its strings. */
+static const char *op_name(struct build *b, int32_t i)
+{
+    const char *op = dm_node_op_name(b->g, i);
+    if (!b->g->op_names)
+        return op;
+    const char *copy = dm_arena_strdup(&b->box->arena, op);
+    return copy ? copy : "";
+}
+
 /* The timeline: one point per step (its level filled in by the replay). */
 static bool timeline_init(struct build *b)
 {
@@ -124,7 +135,7 @@ static bool timeline_init(struct build *b)
                                    : "";
         if (!tl[k].node)
             return false;
-        tl[k].op = sp->node >= 0 ? dm_ops[b->g->nodes[sp->node].op].name : "";
+        tl[k].op = sp->node >= 0 ? op_name(b, sp->node) : "";
     }
     b->tl = tl;
     b->r->timeline = tl;
@@ -255,7 +266,7 @@ static size_t live_at_peak(struct build *b)
         const struct dm_node *n = &g->nodes[step->node];
         r->peak_step = (size_t)step->node + 1;
         r->peak_node = dm_arena_strdup(&b->box->arena, n->name);
-        r->peak_op = dm_ops[n->op].name;
+        r->peak_op = op_name(b, step->node);
     } else {
         r->peak_node = "";
         r->peak_op = "";
@@ -304,7 +315,7 @@ static bool top_tensors(struct build *b, size_t n_live, size_t n_top)
                          ? g->tensors[bf->tensor].producer
                          : -1;
         ti->producer_node = node >= 0 ? dm_arena_strdup(&b->box->arena, g->nodes[node].name) : "";
-        ti->producer_op = node >= 0 ? dm_ops[g->nodes[node].op].name : "";
+        ti->producer_op = node >= 0 ? op_name(b, node) : "";
         if (!ti->name || !ti->producer_node)
             return false;
     }

@@ -42,6 +42,7 @@ struct dm_sb {
     int32_t *refs;        /* per buffer: holders */
     int32_t *cur;         /* per tensor: buffer holding its storage now, or -1 */
     bool *strided;        /* per tensor: a non-contiguous view */
+    bool *chlast;         /* per tensor: channels-last strides (layout.c) */
     uint8_t *flag;        /* per tensor: DM_TF_* */
     int32_t *uses;        /* per tensor: data reads by nodes in one forward pass, and the
                              holds of the modules it is an argument of */
@@ -73,6 +74,12 @@ void dm_sb_unref(struct dm_sb *b, int32_t buf);
 /* The buffer input slot k of node n reads: an autocast copy, or its tensor's. */
 int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);
 
+/* ---- layout.c ---- */
+
+/* Per tensor of g, whether PyTorch gives it channels-last strides (cl: one
+ * entry per tensor, written in node order). */
+void dm_sb_layout(const struct dm_graph *g, const struct dm_tinfo *t, bool *cl);
+
 /* ---- workspace.c ---- */
 
 /* Workspaces of the library an op calls: the cuBLAS workspace of the calling
@@ -85,6 +92,11 @@ struct dm_ws {
 };
 struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward);
 void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
+/* In a backward step, around the grad of input k (`after`: once it is made):
+ * the library's buffers for that grad alone (oneDNN's backward-data and
+ * backward-weights passes on the CPU). */
+void dm_sb_workspace_grad(struct dm_sb *b, const struct dm_node *n, int k, struct dm_ws *ws,
+                          bool after);
 /* The bytes of the scratch a backward kernel makes once its grads are made
  * and frees before it returns, before the engine passes them on (THNN's
  * columns for a conv's weight grad); 0 when none. */

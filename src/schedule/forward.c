@@ -41,6 +41,18 @@ static bool transpose_keeps_order(const struct dm_node *n, const struct dm_tinfo
     return true;
 }
 
+/* Whether Transpose's view of in0 is non-contiguous. A channels-last tensor
+ * (layout.c) is dense in N, H, W, C order, so its permute(0, 2, 3, 1) is
+ * contiguous (ConvNeXt's LayerNorm2d reads it so, with no copy). */
+static bool transpose_strided(const struct dm_sb *b, const struct dm_node *n, int32_t in0)
+{
+    int64_t cnt;
+    const int64_t *p = dm_attr_ints(n, "perm", &cnt);
+    if (b->chlast[in0])
+        return !(p && cnt == 4 && p[0] == 0 && p[1] == 2 && p[2] == 3 && p[3] == 1);
+    return b->strided[in0] || !transpose_keeps_order(n, &b->t[in0]);
+}
+
 /* Whether Narrow's view of x (or a view Split's part) skips elements: a
  * narrowed dim with a larger dim after it (torch.split along the last axis). */
 static bool narrow_strides(const struct dm_node *n, const struct dm_tinfo *x)
@@ -266,8 +278,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         if (alias || inplace) {
             b->cur[o] = base;
             dm_sb_ref(b, base, holders);
-            b->strided[o] = b->strided[in0] ||
-                            (n->op == DM_OP_Transpose && !transpose_keeps_order(n, &t[in0])) ||
+            b->strided[o] = (n->op == DM_OP_Transpose ? transpose_strided(b, n, in0)
+                                                      : b->strided[in0]) ||
                             ((n->op == DM_OP_Narrow || n->op == DM_OP_Split) &&
                              narrow_strides(n, &t[in0])) ||
                             slice_strided;

@@ -225,6 +225,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
     struct dm_sb b = {.s = s, .g = g, .t = t, .run = run};
     b.cur = malloc(((size_t)nt + 1) * sizeof *b.cur);
     b.strided = calloc((size_t)nt + 1, sizeof *b.strided);
+    b.chlast = calloc((size_t)nt + 1, sizeof *b.chlast);
     b.flag = calloc((size_t)nt + 1, sizeof *b.flag);
     b.uses = calloc((size_t)nt + 1, sizeof *b.uses);
     b.resident = malloc(((size_t)nt + 1) * sizeof *b.resident);
@@ -235,11 +236,12 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
             max_in = g->nodes[i].n_in;
     b.in_buf = malloc((size_t)max_in * sizeof *b.in_buf);
     enum dnnmem_status st = DNNMEM_OK;
-    if (!b.cur || !b.strided || !b.flag || !b.uses || !b.resident || !b.amp_cache || !b.in_buf) {
+    if (!b.cur || !b.strided || !b.chlast || !b.flag || !b.uses || !b.resident || !b.amp_cache || !b.in_buf) {
         b.oom = true;
         goto out;
     }
     analyse(&b);
+    dm_sb_layout(g, t, b.chlast);
     if (!module_holds(&b)) {
         b.oom = true;
         goto out;
@@ -272,6 +274,7 @@ out:
     free(b.refs);
     free(b.cur);
     free(b.strided);
+    free(b.chlast);
     free(b.flag);
     free(b.uses);
     free(b.resident);

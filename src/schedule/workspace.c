@@ -99,11 +99,9 @@ static enum cpu_conv cpu_conv_backend(const struct dm_sb *b, const struct dm_nod
     bool strided = attr_not_ones(n, "strides"), dilated = attr_not_ones(n, "dilations");
     /* a 1-D conv runs as the 2-D one of its [N, C, 1, L] view (view4d) */
     int64_t kh = in->rank == 4 ? w->dims[2] : 1, kw = w->dims[w->rank - 1], batch = in->dims[0];
-    bool several_threads = b->run->cpu_threads != 1;
-    bool first = strided || dilated || batch >= 16 || kw != 1 || kh != 1 || several_threads;
-    bool second = dm_attr_int(n, "group", 1) > 1 || (kw > 3 && kh > 3) || batch > 1 ||
-                  in->numel > 20480;
-    if (in->dtype == DM_FLOAT && first && second)
+    if (in->dtype == DM_FLOAT && dm_cpu_conv_onednn(batch, kh, kw, strided, dilated,
+                                                    dm_attr_int(n, "group", 1), in->numel,
+                                                    b->run->cpu_threads))
         return CPU_CONV_ONEDNN;
     return dilated ? CPU_CONV_OTHER : CPU_CONV_SLOW2D;
 }
@@ -155,9 +153,37 @@ static uint64_t thnn_columns(const struct dm_sb *b, const struct dm_node *n)
     return bytes;
 }
 
+/* A Slow2d conv with a channels-last input (layout.c) runs channels-last
+ * (thnn_conv_use_channels_last in 2.x): _convolution, and convolution_backward
+ * again, make weight.contiguous(channels_last), a weight-sized copy unless the
+ * weight has one in channel per group or a 1x1 kernel, made before the
+ * columns and live until the call returns (measured, 2.14.1: a 3x3 [24,20]
+ * conv on a channels-last [1,20,32,32] input, +17280 B). */
+static void thnn_weight_copy(struct dm_sb *b, const struct dm_node *n, int32_t node, struct dm_ws *ws)
+{
+    if (b->run->torch_version < 200 || b->run->tf_ops || b->run->mx_ops || b->run->xla ||
+        cpu_conv_backend(b, n) != CPU_CONV_SLOW2D || !b->chlast[n->in[0]])
+        return;
+    const struct dm_tinfo *w = &b->t[n->in[1]];
+    if (w->rank == 4 && w->dims[1] > 1 && w->dims[2] * w->dims[3] > 1)
+        ws->buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, w->dtype, w->bytes, -1, node,
+                                 "weight (channels last)", 1);
+}
+
 uint64_t dm_sb_grad_scratch(const struct dm_sb *b, const struct dm_node *n)
 {
     return thnn_columns(b, n);
+}
+
+/* use_mkldnn's test for a float32 conv (shared with captured steps,
+ * src/estimate/captured.c) */
+bool dm_cpu_conv_onednn(int64_t batch, int64_t kh, int64_t kw, bool strided, bool dilated,
+                        int64_t groups, int64_t in_numel, int cpu_threads)
+{
+    bool several_threads = cpu_threads != 1;
+    bool first = strided || dilated || batch >= 16 || kw != 1 || kh != 1 || several_threads;
+    bool second = groups > 1 || (kw > 3 && kh > 3) || batch > 1 || in_numel > 20480;
+    return first && second;
 }
 
 /* ---- QuantLinear: the kernels of quantized checkpoints ---------------------------- */
@@ -375,6 +401,289 @@ static void quant_workspace(struct dm_sb *b, const struct dm_node *n, int32_t no
     }
 }
 
+/* ---- oneDNN's convolutions on the CPU, PyTorch 2.x ------------------------------ */
+
+/* 2.x's _mkldnn_convolution (aten/src/ATen/native/mkldnn/Conv.cpp) hands a
+ * plain NCHW input to ideep's convolution_forward, which reorders source and
+ * weights into the layouts oneDNN picks for format_tag::any and computes into
+ * an ideep-owned destination of that layout; mkldnn_to_dense then allocates
+ * the ATen output and reorders into it. All of ideep's buffers, the primitive's
+ * scratchpad included (ideep runs oneDNN in user-scratchpad mode), come from
+ * c10's CPU allocator. The layouts are oneDNN's x64 JIT kernels' on AVX-512,
+ * where a channel block is one register of 16 floats (nChw16c), on AVX2 8
+ * (--cpu-isa). Measured with torch 2.14.1 on one thread, op by op (the
+ * profiler's allocation events; AVX2 under ONEDNN_MAX_CPU_ISA=AVX2):
+ * tests/unit/test-estimate.c test_onednn_conv_2x. */
+static int64_t onednn_block(const struct dm_sb *b)
+{
+    return b->run->cpu_isa == DNNMEM_CPU_ISA_AVX2 ? 8 : 16;
+}
+
+/* The kernels that serve a float32 convolution, by the shape of its groups. */
+enum onednn_kernel {
+    ONEDNN_DEPTHWISE, /* one in and one out channel per group: Goihw16g weights */
+    ONEDNN_FIRST,     /* ungrouped, fewer in channels than a block: the "first
+                         convolution" kernel reads NCHW as it is, weights blocked on
+                         the out channels only */
+    ONEDNN_BLOCKED,   /* ungrouped: nChw16c source and destination, OIhw16i16o weights */
+    ONEDNN_GROUPED,   /* grouped, out channels per group a multiple of 8 (AVX2: in
+                         channels too): a copy of the source, weights and destination
+                         of their own sizes */
+    ONEDNN_GEMM,      /* other grouped ones: gemm_convolution on the NCHW source, an
+                         im2col scratchpad, the destination plain */
+};
+
+struct onednn_conv {
+    enum onednn_kernel kernel;
+    int64_t n, c, hw, oc, ohw, k, g; /* k: kernel elements (kh * kw) */
+    int64_t block;                   /* onednn_block */
+    bool bias, strided_1x1, small_kernel; /* small: kh, kw <= 3 */
+};
+
+static bool onednn_conv_of(const struct dm_sb *b, const struct dm_node *n, struct onednn_conv *c)
+{
+    if (!dm_has_out(n, 0))
+        return false;
+    const struct dm_tinfo *x = &b->t[n->in[0]], *w = &b->t[n->in[1]], *y = &b->t[n->out[0]];
+    if (x->rank != 4 || y->rank != 4)
+        return false;
+    int64_t cnt;
+    const int64_t *st = dm_attr_ints(n, "strides", &cnt);
+    bool strided = false;
+    for (int64_t k = 0; st && k < cnt; k++)
+        strided |= st[k] != 1;
+    *c = (struct onednn_conv){.n = x->dims[0], .c = x->dims[1], .hw = x->dims[2] * x->dims[3],
+                              .oc = y->dims[1], .ohw = y->dims[2] * y->dims[3],
+                              .k = w->dims[2] * w->dims[3], .g = dm_attr_int(n, "group", 1),
+                              .bias = dm_has_in(n, 2), .block = onednn_block(b)};
+    c->strided_1x1 = strided && c->k == 1;
+    c->small_kernel = w->dims[2] <= 3 && w->dims[3] <= 3;
+    if (c->g < 1 || c->c % c->g || c->oc % c->g)
+        return false;
+    int64_t icg = c->c / c->g, ocg = c->oc / c->g;
+    bool grouped_jit = ocg % 8 == 0 && (c->block == 16 || icg % 8 == 0);
+    c->kernel = c->g == 1 ? (c->c < c->block ? ONEDNN_FIRST : ONEDNN_BLOCKED)
+                : icg == 1 && ocg == 1 ? ONEDNN_DEPTHWISE
+                : grouped_jit          ? ONEDNN_GROUPED
+                                       : ONEDNN_GEMM;
+    return true;
+}
+
+static int64_t pad_block(const struct onednn_conv *c, int64_t n) { return round_up(n, c->block); }
+
+/* Product of three counts, -1 when it overflows. */
+static int64_t mul3(int64_t a, int64_t c, int64_t d) { return ql_mul(ql_mul(a, c), d); }
+
+/* One entry of a oneDNN scratchpad, in bytes: what the kernel books plus the
+ * 128 B alignment the registry adds to each (memory_tracking.hpp,
+ * registry_t::book, default_alignment; measured: the padded bias of a
+ * 24-channel output is 32 * 4 + 128 = 256 B). */
+static int64_t scratch_entry(int64_t floats) { return floats > 0 ? ql_mul(floats, 4) + 128 : 0; }
+
+/* The forward scratchpad: the bias padded to whole blocks (when the out
+ * channels are not), the 1x1 strided kernel's copy of the strided source
+ * ("rtus", one image per thread: one thread assumed), gemm_convolution's
+ * im2col columns (one image, one group). */
+static int64_t onednn_scratch(const struct onednn_conv *c)
+{
+    int64_t bytes = 0;
+    if (c->kernel == ONEDNN_GEMM)
+        return scratch_entry(mul3(c->c / c->g, c->k, c->ohw));
+    if (c->kernel == ONEDNN_GROUPED)
+        return 0;
+    if (c->bias && c->oc % c->block)
+        bytes = scratch_entry(pad_block(c, c->oc));
+    if (c->strided_1x1 && c->kernel != ONEDNN_DEPTHWISE)
+        bytes += scratch_entry(ql_mul(pad_block(c, c->c), c->ohw));
+    return bytes;
+}
+
+/* Elements of the source, weight and destination oneDNN computes with
+ * (0: it uses the plain tensor itself). */
+static void onednn_sizes(const struct onednn_conv *c, int64_t *src, int64_t *wei, int64_t *dst)
+{
+    int64_t icg = c->c / c->g;
+    switch (c->kernel) {
+    case ONEDNN_DEPTHWISE:
+        *src = mul3(c->n, pad_block(c, c->c), c->hw);
+        *wei = ql_mul(pad_block(c, c->g), c->k);
+        *dst = mul3(c->n, pad_block(c, c->oc), c->ohw);
+        return;
+    case ONEDNN_FIRST:
+    case ONEDNN_BLOCKED:
+        *src = c->kernel == ONEDNN_FIRST ? 0 : mul3(c->n, pad_block(c, c->c), c->hw);
+        *wei = mul3(pad_block(c, c->oc), c->kernel == ONEDNN_FIRST ? c->c : pad_block(c, c->c), c->k);
+        *dst = mul3(c->n, pad_block(c, c->oc), c->ohw);
+        return;
+    case ONEDNN_GROUPED:
+        *src = mul3(c->n, c->c, c->hw);
+        *wei = mul3(c->oc, icg, c->k);
+        *dst = mul3(c->n, c->oc, c->ohw);
+        return;
+    case ONEDNN_GEMM:
+        *src = 0;
+        *wei = 0;
+        *dst = mul3(c->n, c->oc, c->ohw);
+        return;
+    }
+}
+
+/* 2.x forward on an NCHW input, in the measured order: scratchpad, source,
+ * weight, destination; weight, source and scratchpad freed; then the caller
+ * allocates the ATen output and ws's destination is freed after it
+ * (depthwise 3x3 stride 2 on [2,96,112,112]: +9633792 source, +3456 weight,
+ * +2408448 destination, -3456, -9633792, +2408448 output, -2408448). */
+static void onednn_forward_nchw(struct dm_sb *b, const struct onednn_conv *c, int32_t node,
+                                struct dm_ws *ws)
+{
+    int64_t src, wei, dst, scratch = onednn_scratch(c);
+    onednn_sizes(c, &src, &wei, &dst);
+    int32_t sp = scratch ? ql_tmp(b, DM_UINT8, scratch, node, "onednn_scratchpad") : -1;
+    int32_t xs = src ? ql_tmp(b, DM_FLOAT, src, node, "onednn_input") : -1;
+    int32_t ws_w = wei ? ql_tmp(b, DM_FLOAT, wei, node, "onednn_weight") : -1;
+    ws->buf[0] = ql_tmp(b, DM_FLOAT, dst, node, "onednn_output");
+    dm_sb_unref(b, ws_w);
+    dm_sb_unref(b, xs);
+    dm_sb_unref(b, sp);
+}
+
+/* 2.x backward on an NCHW input, pass by pass (mkldnn_convolution_backward,
+ * Conv.cpp: ideep's backward_data for grad_input, then backward_weights).
+ * Measured (dense 3x3, 40 -> 48 channels on [2,40,16,16]): +gy' +w' +gx'
+ * -w' -gy' +gx -gx' (grad_output and the weight reordered, a blocked
+ * grad_input reordered into the ATen one), then +gy' +x' +dw' +db' -x' -gy'
+ * +gb +gw -dw' -db' (grad_output and the source reordered again, blocked
+ * weight and bias grads). The first-convolution kernel's backward-data is
+ * blocked too (16 in channels); its backward-weights reads the source as it
+ * is. gemm_convolution and depthwise kernels over 3x3 (whose
+ * backward-weights takes a scratchpad instead) keep the 1.13 rule. */
+static bool onednn_bwd_phased(const struct dm_sb *b, const struct dm_node *n, struct onednn_conv *c)
+{
+    return b->run->torch_version >= 200 && !b->run->cuda && cpu_conv_uses_onednn(b, n) &&
+           onednn_conv_of(b, n, c) && !b->chlast[n->in[0]] && c->kernel != ONEDNN_GEMM &&
+           !(c->kernel == ONEDNN_DEPTHWISE && !c->small_kernel);
+}
+
+void dm_sb_workspace_grad(struct dm_sb *b, const struct dm_node *n, int k, struct dm_ws *ws,
+                          bool after)
+{
+    struct onednn_conv c;
+    if (k > 1 || !onednn_bwd_phased(b, n, &c))
+        return;
+    int32_t node = (int32_t)(n - b->g->nodes);
+    int64_t src, wei, dst;
+    onednn_sizes(&c, &src, &wei, &dst);
+    if (after) { /* the blocked grad_input, once copied out */
+        if (k == 0) {
+            dm_sb_unref(b, ws->buf[0]);
+            ws->buf[0] = -1;
+        }
+        return;
+    }
+    int32_t gy = ql_tmp(b, DM_FLOAT, dst, node, "onednn_grad_output");
+    if (k == 0) {
+        int64_t w_bd = c.kernel == ONEDNN_FIRST ? mul3(pad_block(&c, c.oc), pad_block(&c, c.c), c.k) : wei;
+        int64_t gx = c.kernel == ONEDNN_GROUPED ? src : mul3(c.n, pad_block(&c, c.c), c.hw);
+        int32_t wr = ql_tmp(b, DM_FLOAT, w_bd, node, "onednn_weight");
+        ws->buf[0] = ql_tmp(b, DM_FLOAT, gx, node, "onednn_grad_input");
+        dm_sb_unref(b, wr);
+    } else {
+        int32_t xr = src ? ql_tmp(b, DM_FLOAT, src, node, "onednn_input") : -1;
+        ws->buf[1] = ql_tmp(b, DM_FLOAT, wei, node, "onednn_diff_weights");
+        if (c.bias)
+            ws->buf[2] = ql_tmp(b, DM_FLOAT, c.kernel == ONEDNN_GROUPED ? c.oc : pad_block(&c, c.oc),
+                                node, "onednn_diff_bias");
+        dm_sb_unref(b, xr);
+    }
+    dm_sb_unref(b, gy);
+}
+
+/* 2.x with a channels-last input (mkldnn_conv_use_channels_last): the input
+ * and the weight are made .contiguous(channels_last) (the weight is copied
+ * unless it has one in channel per group or a 1x1 kernel), oneDNN writes the
+ * ATen output directly and reorders the weight for the call. Backward
+ * writes grad_input directly too; the backward-weights kernel computes into
+ * a diff_weights buffer and reorders it into the weight's grad. Measured:
+ * that buffer is Goihw16g (pad16(g) * kh * kw floats) for a depthwise conv
+ * with a kernel up to 3x3, and whole 16x16 blocks per group otherwise,
+ * g * pad16(oc/g) * pad16(ic/g) * kh * kw floats: 256 times the weight of a
+ * larger depthwise kernel (19267584 B for ConvNeXt-T's 7x7 depthwise conv on
+ * [1,384,10,10], whose LayerNorm2d leaves channels-last strides; 614400 B
+ * for a 5x5 one with 24 channels). */
+static void onednn_channels_last(struct dm_sb *b, const struct onednn_conv *c, int32_t node,
+                                 bool backward, struct dm_ws *ws)
+{
+    int64_t icg = c->c / c->g, ocg = c->oc / c->g;
+    int64_t wei = mul3(c->oc, icg, c->k), dw_wei = ql_mul(pad_block(c, c->g), c->k);
+    bool dw = c->kernel == ONEDNN_DEPTHWISE;
+    if (icg > 1 && c->k > 1)
+        ws->buf[0] = ql_tmp(b, DM_FLOAT, wei, node, "weight (channels last)");
+    if (backward) {
+        int64_t blocks = mul3(c->g, ql_mul(pad_block(c, ocg), pad_block(c, icg)), c->k);
+        ws->buf[1] = ql_tmp(b, DM_FLOAT, dw && c->small_kernel ? dw_wei : blocks, node,
+                            "onednn_diff_weights");
+        /* and a second weight-sized tensor beside the weight's grad while
+         * both live (measured: +w +w -w after the bias grad, depthwise and
+         * dense alike; for a dense one the grad comes out channels-last and
+         * .to() copies it into the parameter's layout) */
+        ws->buf[2] = ql_tmp(b, DM_FLOAT, wei, node, "grad_weight (channels last)");
+        return;
+    }
+    ws->buf[1] = ql_tmp(b, DM_FLOAT, dw ? dw_wei : wei, node, "onednn_weight");
+}
+
+/* oneDNN's buffers around a CPU convolution (forward or backward). */
+static void onednn_workspace(struct dm_sb *b, const struct dm_node *n, int32_t node, bool backward,
+                             struct dm_ws *ws)
+{
+    const struct dm_tinfo *x = &b->t[n->in[0]], *w = &b->t[n->in[1]];
+    const struct dm_tinfo *y = dm_has_out(n, 0) ? &b->t[n->out[0]] : x;
+    struct onednn_conv c;
+    if (b->run->torch_version >= 200 && onednn_conv_of(b, n, &c)) {
+        if (b->chlast[n->in[0]]) {
+            onednn_channels_last(b, &c, node, backward, ws);
+            return;
+        }
+        if (!backward) {
+            onednn_forward_nchw(b, &c, node, ws);
+            return;
+        }
+        if (onednn_bwd_phased(b, n, &c))
+            return; /* dm_sb_workspace_grad */
+    }
+    /* 1.13 (and 2.x's NCHW backward): forward computes into a buffer of its
+     * own and reorders the weight, then copies into the ATen output; backward
+     * takes weight- and input-sized scratch (tests/validation/README.md,
+     * measured on 1.13) */
+    ws->buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, backward ? w->bytes : y->bytes,
+                             -1, node, backward ? "onednn_weight_scratch" : "onednn_output", 1);
+    ws->buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, backward ? x->bytes : w->bytes,
+                             -1, node, backward ? "onednn_input_scratch" : "onednn_weight", 1);
+}
+
+/* Norms that make their input contiguous first, the copy living while the
+ * op runs: at::instance_norm runs batch_norm on input.contiguous().view(1,
+ * N * C, ...) (aten/src/ATen/native/Normalization.cpp), which copies a
+ * channels-last input (layout.c); native_layer_norm and its backward read
+ * input.expect_contiguous() (aten/src/ATen/native/layer_norm.cpp), which
+ * copies a non-contiguous view (LayerNorm2d's permute of an NCHW tensor).
+ * Measured on 2.14.1: instance_norm > aten::clone and native_layer_norm >
+ * aten::contiguous > aten::clone, input-sized, freed when the op returns.
+ * On every device; the backward's copy of a strided grad_output is not
+ * modelled (the grad's strides are not tracked). */
+static void contiguous_copy(struct dm_sb *b, const struct dm_node *n, int32_t node, bool backward,
+                            struct dm_ws *ws)
+{
+    if (!dm_has_in(n, 0))
+        return;
+    int32_t x = n->in[0];
+    bool copy = (n->op == DM_OP_InstanceNormalization && !backward && b->chlast[x]) ||
+                (n->op == DM_OP_LayerNormalization && b->strided[x]);
+    if (copy)
+        ws->buf[DM_WS_BUFS - 2] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[x].dtype, b->t[x].bytes,
+                                              -1, node, "input.contiguous()", 1);
+}
+
 /* Autograd runs backward on a device thread of its own, which takes a second
  * cuBLAS handle from the pool, so training keeps two workspaces (inferred from
  * the handle pool's per-thread keying; runtime-facts.md §5.2). */
@@ -460,22 +769,15 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
         if (is_conv(n->op) && b->run->conv_workspace)
             ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace,
                                     -1, node, "cudnn_workspace", 1);
-    } else if (!backward && (columns = thnn_columns(b, n)) > 0) {
-        ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[n->in[0]].dtype, columns, -1, node,
-                                "thnn_columns", 1);
+    } else if (cpu_conv_backend(b, n) == CPU_CONV_SLOW2D) {
+        thnn_weight_copy(b, n, node, &ws);
+        if (!backward && (columns = thnn_columns(b, n)) > 0)
+            ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[n->in[0]].dtype, columns, -1,
+                                    node, "thnn_columns", 1);
     } else if (cpu_conv_uses_onednn(b, n)) {
-        /* oneDNN (ideep, through the c10 allocator): forward computes into a
-         * buffer of its own and reorders the weight, then copies into the ATen
-         * output; backward takes weight- and input-sized scratch
-         * (tests/validation/README.md, measured on 1.13) */
-        const struct dm_tinfo *x = &b->t[n->in[0]], *w = &b->t[n->in[1]];
-        const struct dm_tinfo *y = dm_has_out(n, 0) ? &b->t[n->out[0]] : x;
-        ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, backward ? w->bytes : y->bytes,
-                                -1, node, backward ? "onednn_weight_scratch" : "onednn_output", 1);
-        ws.buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, backward ? x->bytes : w->bytes,
-                                -1, node, backward ? "onednn_input_scratch" : "onednn_weight",
-                                1);
+        onednn_workspace(b, n, node, backward, &ws);
     }
+    contiguous_copy(b, n, node, backward, &ws);
     return ws;
 }
 

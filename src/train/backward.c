@@ -502,6 +502,7 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
             tr->addmm_bias[addmm] = x + 1; /* made by the MatMul's backward, last */
             continue;
         }
+        dm_sb_workspace_grad(b, n, k, &ws, false);
         int32_t gin = -1;
         bool alias = gout >= 0 && out0 >= 0 &&
                      (rule == DM_T_VIEW ||
@@ -540,6 +541,7 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
         } else {
             dm_deliver(b, x, gin, alias && rule == DM_T_VIEW);
         }
+        dm_sb_workspace_grad(b, n, k, &ws, true);
     }
     if (late)
         dm_sb_unref(b, dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, t[n->in[0]].dtype, late, -1, i,

@@ -195,6 +195,17 @@ check_schema "$T/t.json" "training JSON with a verdict"
 "$D" estimate $M/hf/tiny-llama-gqa.json -b 2 --prompt-len 16 --mode generate --new-tokens 400 \
     --json >"$T/g.json"
 check_schema "$T/g.json" "generation JSON (kv_cache, decode phase)"
+"$D" estimate $M/capture/tiny-train.dnnmem --gpu A100-80GB --json >"$T/c.json"
+check_schema "$T/c.json" "a captured step's JSON (docs/capture-format.md)"
+# the capture file itself against its schema (docs/schema/capture.schema.json)
+if "$PY" -c 'import json, sys, jsonschema
+jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' \
+    $M/capture/tiny-train.dnnmem docs/schema/capture.schema.json; then
+    pass=$((pass + 1))
+else
+    echo "FAIL: tests/models/capture/tiny-train.dnnmem does not match docs/schema/capture.schema.json"
+    fail=$((fail + 1))
+fi
 
 # LoRA, 4-bit weights, optimizers of transformers and bitsandbytes
 G=$M/hf/tiny-llama-gqa.json
@@ -709,6 +720,65 @@ expect 0 "mlp.keras (keras, opset 17, 11 nodes" -- estimate "$T/mlp.keras" -b 32
 expect 3 "nocfg.keras: config.json: no such member" -- estimate "$T/nocfg.keras"
 head -c 200 "$T/mlp.keras" >"$T/trunc.keras"
 expect 3 "trunc.keras: a zip archive (a .keras model?) that cannot be read" -- estimate "$T/trunc.keras"
+
+# a captured step (docs/capture-format.md): tests/models/capture/tiny-train.dnnmem, worked by
+# hand. CPU (exact sizes): the peak is at the optimizer's clone, with everything live but the
+# first backward mm's output (freed): 4096 + 1024 + 64 + 2048 + 4 + 4096 + 4096 = 15428 B.
+# CUDA: the same blocks rounded to 512 B (64 -> 512, 4 -> 512: 16384 B) plus two cuBLAS
+# workspaces of 8,519,680 B (torch 2.13, sm80: the forward mm's handle, and the backward
+# mm's on autograd's thread) = 17,055,744 B allocated.
+C=$M/capture/tiny-train.dnnmem
+expect 0 '"peak_allocated_bytes": 15428,' -- estimate $C --device cpu --json
+expect 0 '"peak_allocated_bytes": 17055744,' -- estimate $C --json
+expect 0 "at           optimizer, step 1, node 6 of 7: 'clone#6' (aten.clone.default)" -- estimate $C --device cpu
+expect 0 'fits' -- estimate $C --gpu A100-80GB
+expect 2 "tiny-train.dnnmem: --batch-size: the capture's sizes are those of the batch it ran" -- estimate $C -b 8
+expect 0 '"peak_allocated_bytes": 15428,' -- estimate $C --device cpu -b 4 --json
+expect 2 "tiny-train.dnnmem: --optimizer: the capture ran its own optimizer" -- estimate $C --optimizer adam
+expect 2 "tiny-train.dnnmem: --precision: the capture ran in its own dtypes" -- estimate $C --precision amp-bf16
+expect 2 "tiny-train.dnnmem: --framework: a capture is a PyTorch eager step" -- estimate $C --framework jax
+# autograd's gradient sum in place (src/estimate/captured.c, accumulate_in_place): the add
+# marked "accumulate" reuses grad_a: 1024 + 4096 + 4096 = 9216 B at the peak; unmarked, the
+# capture's own new buffer: + 4096 = 13312 B
+A=$M/capture/accumulate.dnnmem
+expect 0 '"peak_allocated_bytes": 9216,' -- estimate $A --device cpu --json
+sed 's/, "accumulate": true//' $A >"$T/noacc.dnnmem"
+expect 0 '"peak_allocated_bytes": 13312,' -- estimate "$T/noacc.dnnmem" --device cpu --json
+sed 's/"accumulate": true/"accumulate": 1/' $A >"$T/acc1.dnnmem"
+expect 3 'acc1.dnnmem: step 3: "accumulate" must be true or false' -- estimate "$T/acc1.dnnmem"
+# oneDNN's buffers around a CPU convolution (captured.c, onednn_buffers; the eager schedule's
+# rule, dm_cpu_conv_onednn): batch 2 takes oneDNN, whose forward holds an output-sized
+# (4096 B) and a weight-sized (864 B) buffer while the output is made: 864 + 1536 + 4096 +
+# 864 + 4096 = 11456 B; float16 (not oneDNN's float32 path) or CUDA: 864 + 1536 + 4096 = 6496
+V=$M/capture/conv-infer.dnnmem
+expect 0 '"peak_allocated_bytes": 11456,' -- estimate $V --device cpu --json
+sed 's/"dtype": "float32"}/"dtype": "float16"}/' $V >"$T/conv16.dnnmem"
+expect 0 '"peak_allocated_bytes": 6496,' -- estimate "$T/conv16.dnnmem" --device cpu --json
+expect 0 '"peak_allocated_bytes": 6656,' -- estimate $V --json
+sed 's/"groups": 1/"groups": 0/' $V >"$T/conv0.dnnmem"
+expect 3 'conv0.dnnmem: step 1: "conv": "groups": 0 is out of range' -- estimate "$T/conv0.dnnmem"
+# bad captures: each one line, each its exit code
+head -c 700 $C >"$T/trunc.dnnmem"
+expect 3 "trunc.dnnmem: not a complete capture (JSON: " -- estimate "$T/trunc.dnnmem"
+sed 's/"version": 1/"version": 2/' $C >"$T/v2.dnnmem"
+expect 4 "v2.dnnmem: capture format version 2; this dnnmem reads version 1" -- estimate "$T/v2.dnnmem"
+sed 's/"bytes": 4096/"bytes": -4096/' $C >"$T/neg.dnnmem"
+expect 3 "neg.dnnmem: storage 0: \"bytes\": -4096 is out of range" -- estimate "$T/neg.dnnmem"
+sed 's/"bytes": 1024/"bytes": 9223372036854775807/' $C >"$T/huge.dnnmem"
+expect 3 "huge.dnnmem: storage 1: \"bytes\": 9223372036854775807 is out of range" -- estimate "$T/huge.dnnmem"
+sed 's/"shape": \[16, 64\]/"shape": [4194304, 4194304, 4194304]/' $C >"$T/dims.dnnmem"
+expect 3 "dims.dnnmem: storage 0: shape has too many elements" -- estimate "$T/dims.dnnmem"
+sed 's/"alloc": \[5\]/"alloc": [3]/' $C >"$T/twice.dnnmem"
+expect 3 "twice.dnnmem: step 4 allocates storage 'fc:mm#1.out0' a second time" -- estimate "$T/twice.dnnmem"
+sed 's/"free": \[5\]/"free": [7]/' $C >"$T/early.dnnmem"
+expect 3 "early.dnnmem: step 5 frees storage 'fc.weight.momentum_buffer', which was never allocated" -- \
+    estimate "$T/early.dnnmem"
+sed 's/"in": \[5, 1\]/"in": [5, 1, 8]/' $C >"$T/range.dnnmem"
+expect 3 "range.dnnmem: step 5: \"in\": 8 is out of range [0, 7]" -- estimate "$T/range.dnnmem"
+sed 's/"dtype": "int64"/"dtype": "int128"/' $C >"$T/dtype.dnnmem"
+expect 4 "dtype.dnnmem: storage 'target': dtype 'int128' is not modelled" -- estimate "$T/dtype.dnnmem"
+sed 's/"mode": "train"/"mode": "infer"/' $C >"$T/infer.dnnmem"
+expect 2 "infer.dnnmem: --mode train: the capture is of inference" -- estimate "$T/infer.dnnmem" --mode train
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

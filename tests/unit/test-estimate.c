@@ -591,6 +591,230 @@ static void test_slice_view(void **state)
     }
 }
 
+/* A float32 Conv named "conv" on input x of `xdims` (through a Transpose
+ * (0, 3, 1, 2) of it when `nhwc`: channels-last strides, no copy), weight
+ * [oc, ic/g, k, k], pads k/2, `stride`, `g` groups, with a bias or not. */
+static struct tb *conv_graph(const char *xdims, bool nhwc, int64_t oc, int64_t icg, int64_t k,
+                             int64_t stride, int64_t g, bool bias)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, xdims);
+    tb_init(b, "W", F32, 4, (int64_t[]){oc, icg, k, k});
+    if (bias)
+        tb_init(b, "B", F32, 1, (int64_t[]){oc});
+    if (nhwc) {
+        tb_node(b, "Transpose", "perm", "x", "xc");
+        tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+        tb_node(b, "Relu", "act", "xc", "xr"); /* keeps the strides */
+    }
+    tb_node(b, "Conv", "conv", nhwc ? (bias ? "xr,W,B" : "xr,W") : (bias ? "x,W,B" : "x,W"), "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){k / 2, k / 2, k / 2, k / 2});
+    tb_attr_ints(b, "strides", 2, (int64_t[]){stride, stride});
+    tb_attr_int(b, "group", g);
+    tb_output(b, "y");
+    return b;
+}
+
+static struct dnnmem_result *cpu_conv_isa(struct tb *b, int torch, bool train, enum dnnmem_cpu_isa isa)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    if (train) {
+        step_cfg(&cfg, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER);
+        cfg.iterations = 1;
+    }
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = torch;
+    cfg.cpu_threads = 1;
+    cfg.cpu_isa = isa;
+    cfg.batch_size = 0;
+    cfg.timeline = true;
+    return estimate_cfg(b, &cfg);
+}
+
+static struct dnnmem_result *cpu_conv(struct tb *b, int torch, bool train)
+{
+    return cpu_conv_isa(b, torch, train, DNNMEM_CPU_ISA_DEFAULT);
+}
+
+/* oneDNN's buffers around a CPU convolution, PyTorch 2.x (workspace.c),
+ * against the profiler's allocation events of torch 2.14.1 (one thread,
+ * AVX-512), op by op. */
+static void test_onednn_conv_2x(void **state)
+{
+    (void)state;
+    struct dnnmem_result *r;
+    /* depthwise 3x3 stride 2 on [2,96,112,112] (x 9633792 B, W 3456 B): the
+     * input reordered (9633792), the weight (3456), the blocked output
+     * (2408448); then the ATen output. Peak: x + W + the three. 1.13: its
+     * buffer and the weight's, then the output: x + W + 2 y + W */
+    r = cpu_conv(conv_graph("2,96,112,112", false, 96, 1, 3, 2, 96, false), 214, false);
+    assert_int_equal(r->peak_allocated, 9633792 + 3456 + 9633792 + 3456 + 2408448);
+    dnnmem_result_free(r);
+    r = cpu_conv(conv_graph("2,96,112,112", false, 96, 1, 3, 2, 96, false), 113, false);
+    assert_int_equal(r->peak_allocated, 9633792 + 3456 + 2408448 + 3456 + 2408448);
+    dnnmem_result_free(r);
+    /* dense 3x3, 20 -> 40 channels with a bias on [2,20,16,16]: x 40960,
+     * W 28800, B 160; measured +320 (scratchpad: the bias padded to 48
+     * floats + 128), +65536 (input, 32 channels), +55296 (weight 48x32x9),
+     * +98304 (output, 48 channels), -55296, -65536, -320, +81920 (output),
+     * -98304 */
+    r = cpu_conv(conv_graph("2,20,16,16", false, 40, 20, 3, 1, 1, true), 214, false);
+    assert_int_equal(r->peak_allocated, 40960 + 28800 + 160 + 320 + 65536 + 55296 + 98304);
+    dnnmem_result_free(r);
+    /* 20 -> 36 channels with a bias: AVX-512 +320 (48 floats + 128),
+     * +65536 (32 channels), +55296 (48 x 32 x 9), +98304 (48 channels); AVX2
+     * (ONEDNN_MAX_CPU_ISA=AVX2) blocks of 8: +288 (40 floats + 128), +49152
+     * (24 channels), +34560 (40 x 24 x 9), +81920 (40 channels). x 40960,
+     * W 25920, B 144 */
+    r = cpu_conv_isa(conv_graph("2,20,16,16", false, 36, 20, 3, 1, 1, true), 214, false,
+                     DNNMEM_CPU_ISA_AVX512);
+    assert_int_equal(r->peak_allocated, 40960 + 25920 + 144 + 320 + 65536 + 55296 + 98304);
+    dnnmem_result_free(r);
+    r = cpu_conv_isa(conv_graph("2,20,16,16", false, 36, 20, 3, 1, 1, true), 214, false,
+                     DNNMEM_CPU_ISA_AVX2);
+    assert_int_equal(r->peak_allocated, 40960 + 25920 + 144 + 288 + 49152 + 34560 + 81920);
+    dnnmem_result_free(r);
+    /* fewer than 16 in channels (12 -> 16, no bias): the input is read as it
+     * is, the weight blocked on the out channels only: +W, +y', -W, +y, -y'
+     * (x 24576, W 6912, y 32768) */
+    r = cpu_conv(conv_graph("2,12,16,16", false, 16, 12, 3, 1, 1, false), 214, false);
+    assert_int_equal(r->peak_allocated, 24576 + 6912 + 32768 + 32768);
+    dnnmem_result_free(r);
+    /* 2 groups of 10 -> 20 channels (out channels per group not a multiple
+     * of 8: gemm_convolution) on [2,20,16,16]: +92288 (im2col: 10 x 9 x 256
+     * floats + 128), +y', -92288, +y, -y' (x 40960, W 14400, y 81920) */
+    r = cpu_conv(conv_graph("2,20,16,16", false, 40, 10, 3, 1, 2, false), 214, false);
+    assert_int_equal(r->peak_allocated, 40960 + 14400 + 92288 + 81920);
+    dnnmem_result_free(r);
+}
+
+/* The workspace at the last step of `node` in `phase`, on the CPU. */
+static uint64_t step_workspace(struct tb *b, int torch, bool train, const char *phase,
+                               const char *node)
+{
+    struct dnnmem_result *r = cpu_conv(b, torch, train);
+    uint64_t v = last_point(r, phase, node)->category_bytes[DNNMEM_CAT_WORKSPACE];
+    dnnmem_result_free(r);
+    return v;
+}
+
+static uint64_t conv_bwd_workspace(struct tb *b, int torch)
+{
+    return step_workspace(b, torch, true, "backward", "conv");
+}
+
+/* A depthwise conv whose input has channels-last strides (layout.c) goes
+ * back through oneDNN's backward-weights kernel with whole 16x16 blocks per
+ * group: 384 x 256 x 49 floats = 19267584 B for the 7x7 conv of ConvNeXt-T
+ * on [1,384,10,10] (measured: 2.14.1, one thread, the block ConvNeXt's
+ * LayerNorm2d feeds); Goihw16g, 384 x 9 floats = 13824 B, for a 3x3 one;
+ * beside it a second weight-sized tensor (75264 B, 13824 B: +w +w -w next
+ * to the weight's grad). The same conv on an NCHW input, or under 1.13: the
+ * weight- and input-sized scratch (75264 + 153600). */
+static void test_channels_last_conv_bwd(void **state)
+{
+    (void)state;
+    assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 7, 1, 384, true), 214),
+                     19267584 + 75264);
+    assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 3, 1, 384, true), 214),
+                     13824 + 13824);
+    assert_int_equal(conv_bwd_workspace(conv_graph("1,384,10,10", false, 384, 1, 7, 1, 384, true), 214),
+                     75264 + 153600);
+    assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 7, 1, 384, true), 113),
+                     75264 + 153600);
+}
+
+/* torch.cat is channels-last when all its inputs are (layout.c; checked on
+ * 2.14.1, mixed inputs give a contiguous result): InstanceNorm copies the
+ * [2,48,32,32] cat of two channels-last halves (393216 B), not the cat of a
+ * channels-last half and an NCHW one. */
+static void test_cat_channels_last(void **state)
+{
+    (void)state;
+    for (int both = 0; both <= 1; both++) {
+        struct tb *b = tb_new(17);
+        tb_input(b, "a", F32, "2,32,32,24");
+        tb_input(b, "c", F32, both ? "2,32,32,24" : "2,24,32,32");
+        tb_init(b, "S", F32, 1, (int64_t[]){48});
+        tb_init(b, "B", F32, 1, (int64_t[]){48});
+        tb_node(b, "Transpose", "pa", "a", "ta");
+        tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+        if (both) {
+            tb_node(b, "Transpose", "pc", "c", "tc");
+            tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+        }
+        tb_node(b, "Concat", "cat", both ? "ta,tc" : "ta,c", "h");
+        tb_attr_int(b, "axis", 1);
+        tb_node(b, "InstanceNormalization", "norm", "h,S,B", "y");
+        tb_output(b, "y");
+        assert_int_equal(step_workspace(b, 214, false, "forward", "norm"), both ? 393216 : 0);
+    }
+}
+
+/* 2.x's NCHW backward, pass by pass (workspace.c dm_sb_workspace_grad): a
+ * dense 3x3 conv, 40 -> 48 channels with a bias, on h [2,40,16,16] (made by
+ * a first conv, so its grad is needed). Measured (torch 2.14.1): +gy' +w'
+ * +gx' -w' -gy' +gx -gx', then +gy' +x' +dw' +db' -x' -gy' +gb +gw -dw' -db'
+ * with gy' 98304 (48 channels), x' 98304 (40 padded to 48), dw' 48 x 48 x 9
+ * floats = 82944, db' 192: at the step's peak, in the second pass, the
+ * workspaces are gy' + x' + dw' + db'. 1.13: the weight- and input-sized
+ * scratch, 69120 + 81920, held over the whole step. */
+static void test_onednn_conv_bwd_2x(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        struct tb *b = tb_new(13);
+        tb_input(b, "x", F32, "2,8,16,16");
+        tb_init(b, "W1", F32, 4, (int64_t[]){40, 8, 3, 3});
+        tb_init(b, "W", F32, 4, (int64_t[]){48, 40, 3, 3});
+        tb_init(b, "B", F32, 1, (int64_t[]){48});
+        tb_node(b, "Conv", "pre", "x,W1", "h");
+        tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+        tb_node(b, "Conv", "conv", "h,W,B", "y");
+        tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+        tb_output(b, "y");
+        assert_int_equal(step_workspace(b, v ? 113 : 214, true, "backward", "conv"),
+                         v ? 69120 + 81920 : 98304 + 98304 + 82944 + 192);
+    }
+}
+
+/* LayerNorm on a [2,32,32,48] permute(0, 2, 3, 1) view: native_layer_norm's
+ * expect_contiguous() copies an NCHW tensor's view (measured, 2.14.1: +393216
+ * clone, +393216 output, -393216) and not a channels-last tensor's, which is
+ * dense in that order (layout.c: the Transpose (0, 3, 1, 2) of an NHWC input,
+ * through a Relu). InstanceNorm copies a channels-last input (instance_norm's
+ * input.contiguous()), not an NCHW one. */
+static void test_contiguous_copies(void **state)
+{
+    (void)state;
+    for (int cl = 0; cl <= 1; cl++)
+        for (int ln = 0; ln <= 1; ln++) {
+            struct tb *b = tb_new(17);
+            tb_input(b, "x", F32, cl ? "2,32,32,48" : "2,48,32,32");
+            tb_init(b, "S", F32, 1, (int64_t[]){48});
+            tb_init(b, "B", F32, 1, (int64_t[]){48});
+            const char *h = "x";
+            if (cl) {
+                tb_node(b, "Transpose", "perm", "x", "xc");
+                tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+                tb_node(b, "Relu", "act", "xc", "h");
+                h = "h";
+            }
+            if (ln) {
+                tb_node(b, "Transpose", "nhwc", h, "t");
+                tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 3, 1});
+                tb_node(b, "LayerNormalization", "norm", "t,S,B", "y");
+                tb_attr_int(b, "axis", -1);
+            } else {
+                tb_node(b, "InstanceNormalization", "norm", cl ? "h,S,B" : "x,S,B", "y");
+            }
+            tb_output(b, "y");
+            uint64_t copy = step_workspace(b, 214, false, "forward", "norm");
+            assert_int_equal(copy, (ln ? !cl : cl) ? 393216 : 0);
+        }
+}
+
 static void test_tf_tape_rules(void **state)
 {
     (void)state;
@@ -1758,6 +1982,11 @@ int main(void)
         cmocka_unit_test(test_lifted_groupnorm),
         cmocka_unit_test(test_slice_view),
         cmocka_unit_test(test_thnn_columns),
+        cmocka_unit_test(test_onednn_conv_2x),
+        cmocka_unit_test(test_channels_last_conv_bwd),
+        cmocka_unit_test(test_contiguous_copies),
+        cmocka_unit_test(test_onednn_conv_bwd_2x),
+        cmocka_unit_test(test_cat_channels_last),
         cmocka_unit_test(test_tf_graph_grad_forwarding),
     };
     return cmocka_run_group_tests_name("estimate", tests, NULL, NULL);

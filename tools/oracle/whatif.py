@@ -17,21 +17,14 @@ brings it within 3%; inplace-assumed when the model runs ReLU, ReLU6, LeakyReLU 
 Hardswish out of place (randnet's tokens without "_") and `--inplace none` (dnnmem's
 default runs them in place, as torchvision's inplace=True) brings it within 3% (both:
 the two together); otherwise the mechanism measured on its family
-(densenet-python-local, channels-last-conv-bwd), channels-last-conv-bwd for a training
-under-estimate whose largest block at the peak is convolution_backward's,
-conv-weight-channels-last for an under-estimate that the conv weight clones live at
-the peak bring within 3%, layernorm-input-copy for one that the layer_norm input clones
-live at the peak bring within 3%, channels-last-conv-bwd for another training
-under-estimate of a model with a channels-last producer (randnet's LayerNorm2d, `ln`,
-and attention blocks permute NCHW tensors; tools/oracle/attribute.py shows
-convolution_backward's contiguous copies of channels-last inputs and weight-sized
-blocks there), onednn-input-reorder for another inference under-estimate and for an
-inference over-estimate whose peak dnnmem puts inside a Conv (2.14 frees the reordered
-weight and input before the ATen output; dnnmem holds the weight), or `unexplained`.
-Those not tested by a what-if say how they were assigned.  GroupNorm
-(groupnorm-decomposed), THNN's columns, in-place hardtanh_/hardswish_ clones and
-ShuffleNetV2's chunk views are modelled (src/graph/lift.c, src/schedule/,
-src/train/save.c) and no longer classes.
+(densenet-python-local), conv-weight-channels-last for an under-estimate that the conv
+weight clones live at the peak bring within 3%, layernorm-input-copy for one that the
+layer_norm input clones live at the peak bring within 3%, or `unexplained`.  Those not
+tested by a what-if say how they were assigned.  GroupNorm (groupnorm-decomposed),
+THNN's columns, in-place hardtanh_/hardswish_ clones, ShuffleNetV2's chunk views, the
+oneDNN convolutions' buffers (onednn-input-reorder) and channels-last convolutions
+(channels-last-conv-bwd; src/schedule/layout.c) are modelled (src/graph/lift.c,
+src/schedule/, src/train/save.c) and no longer classes.
 """
 
 import argparse
@@ -89,9 +82,6 @@ def bypass_p0_dropouts(src, dst):
 # randnet's activations dnnmem runs in place (src/schedule/forward.c can_run_inplace)
 # drawn out of place ("relu" for nn.ReLU(), "relu_" for inplace=True)
 OUT_OF_PLACE = re.compile(r"[\[,](relu|relu6|leaky_relu|hardswish)[,\]]")
-# randnet's channels-last producers: LayerNorm2d (permute, LayerNorm, permute) and
-# attention blocks
-CHANNELS_LAST = re.compile(r"[\[,]ln[,\]]|attention")
 
 
 # the weight copied channels-last (weight.contiguous(backend_memory_format)) by _convolution
@@ -133,23 +123,12 @@ def classify(r, dnnmem, out):
     ln_copy = sum(t["bytes"] for t in r["live_at_peak_top"] if t["op"] == LN_COPY)
     if fam == "densenet" and r["mode"] == "inference":
         names = ["densenet-python-local"]
-    elif fam == "convnext" and r["mode"] == "train":
-        names = ["channels-last-conv-bwd"]
-    elif e0 < 0 and r["mode"] == "train" and r["live_at_peak_top"] and \
-            r["live_at_peak_top"][0]["op"].endswith("aten::convolution_backward"):
-        return e0, ["channels-last-conv-bwd"], "the largest block at the peak"
     elif e0 < 0 and abs(e0 + 100.0 * clone / r["peak_bytes"]) <= zoo.BAR:
         return e0, ["conv-weight-channels-last"], \
             f"{e0 + 100.0 * clone / r['peak_bytes']:+.2f}% with the weight clones live at the peak"
     elif e0 < 0 and abs(e0 + 100.0 * ln_copy / r["peak_bytes"]) <= zoo.BAR:
         return e0, ["layernorm-input-copy"], \
             f"{e0 + 100.0 * ln_copy / r['peak_bytes']:+.2f}% with the input copies live at the peak"
-    elif e0 < 0 and r["mode"] == "train" and CHANNELS_LAST.search(arch):
-        return e0, ["channels-last-conv-bwd"], "a channels-last producer in the model"
-    elif e0 < 0 and r["mode"] == "inference":
-        names = ["onednn-input-reorder"]
-    elif e0 > 0 and r["mode"] == "inference" and est["peak"]["op"] == "Conv":
-        return e0, ["onednn-input-reorder"], "dnnmem's peak inside a Conv: the oneDNN buffers' order"
     else:
         names = ["unexplained"]
     return e0, names, "by family" if names != ["unexplained"] else ""

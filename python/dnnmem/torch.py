@@ -1,0 +1,392 @@
+"""Capture a PyTorch model's step on the meta device: every aten op of the forward, the
+loss, the backward and the optimizer step, each tensor's storage, what autograd saves and
+when each storage dies, with no weights, no compute and no GPU; written as a capture file
+(docs/capture-format.md) that dnnmem estimates like any model file:
+
+    import torch, torchvision, dnnmem.torch
+    with torch.device("meta"):
+        model = torchvision.models.resnet18()
+    x = torch.empty(2, 3, 224, 224, device="meta")
+    y = torch.empty(2, dtype=torch.long, device="meta")
+    cap = dnnmem.torch.capture(model, x, target=y, loss=torch.nn.functional.cross_entropy,
+                               optimizer=lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9))
+    cap.save("step.dnnmem")        # dnnmem estimate step.dnnmem --gpu A100-80GB
+    dnnmem.estimate(cap.path_or_bytes(), device="cpu")
+
+How (torch.utils._python_dispatch.TorchDispatchMode): each op's outputs whose storage
+(untyped_storage, identified by its StorageImpl) is new were allocated by it; a weakref
+finalizer on the storage's Python object (which PyTorch keeps while the StorageImpl lives)
+reports its death, attributed to the op it followed; torch.autograd.graph.saved_tensors_hooks
+reports what autograd saves; mutable arguments in an op's schema are its in-place writes.
+"""
+import contextlib
+import copy
+import json
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+FORMAT_VERSION = 1
+
+
+class CaptureError(RuntimeError):
+    """The model cannot be captured: the op and module that failed, and what to do."""
+
+
+def _dtype_name(dt):
+    return str(dt).replace("torch.", "")
+
+
+def _short(func):
+    name = str(func)  # "aten.convolution.default"
+    return name.split(".")[1] if name.startswith("aten.") else name
+
+
+_CONV_OPS = (torch.ops.aten.convolution.default, torch.ops.aten.convolution_backward.default)
+
+
+def _conv_facts(func, args, kwargs, out):
+    """What the device's convolution kernel choice reads (the replay's oneDNN rule,
+    src/estimate/captured.c): the sizes of input, weight and output, stride, dilation,
+    groups, transposed, dtype."""
+    named = {a.name: (args[i] if i < len(args) else kwargs.get(a.name))
+             for i, a in enumerate(func._schema.arguments)}
+    x, w = named["input"], named["weight"]
+    facts = {"input": list(x.shape), "weight": list(w.shape), "stride": list(named["stride"]),
+             "dilation": list(named["dilation"]), "groups": int(named["groups"]),
+             "transposed": bool(named["transposed"]), "dtype": _dtype_name(x.dtype)}
+    if isinstance(out, torch.Tensor):
+        facts["output"] = list(out.shape)
+    return facts
+
+
+class _Recorder(TorchDispatchMode):
+    """Records storages and steps; see the module's docstring."""
+
+    def __init__(self, cap):
+        super().__init__()
+        self.cap = cap
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.namespace == "profiler":  # record_function's ranges: no memory
+            return func(*args, **kwargs)
+        cap = self.cap
+        flat_in, _ = tree_flatten((args, kwargs))
+        step = cap.open_step(str(func))
+        ins = [cap.storage_of(t, step) for t in flat_in if isinstance(t, torch.Tensor)]
+        try:
+            out = func(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - re-raised with the op and the module
+            where = step.get("module") or "the top level"
+            raise CaptureError(
+                f"dnnmem.torch.capture: {func} in {where} ({cap.phase}) cannot run on the meta "
+                f"device: {str(e).splitlines()[0] if str(e) else type(e).__name__}; the step must "
+                f"not read tensor values (.item(), .tolist(), data-dependent shapes) nor call "
+                f"custom device kernels: capture the model without them") from e
+        flat_out, _ = tree_flatten(out)
+        outs = []
+        for t in flat_out:
+            if isinstance(t, torch.Tensor):
+                outs.append(cap.output(t, step))
+        writes = []
+        for i, a in enumerate(func._schema.arguments):
+            if a.alias_info is not None and a.alias_info.is_write:
+                v = args[i] if i < len(args) else kwargs.get(a.name)
+                for t in (v if isinstance(v, (list, tuple)) else [v]):
+                    if isinstance(t, torch.Tensor):
+                        writes.append(cap.storage_of(t))
+        step["in"] = list(dict.fromkeys(s for s in ins if s is not None))  # argument order
+        step["out"] = list(dict.fromkeys(s for s in outs if s is not None))
+        if writes:
+            step["write"] = list(dict.fromkeys(s for s in writes if s is not None))
+        cap.mark_accumulation(func, step)
+        if func in _CONV_OPS:
+            step["conv"] = _conv_facts(func, args, kwargs, out)
+        return out
+
+
+class Capture:
+    """A captured step: .data is the capture file's object (docs/capture-format.md)."""
+
+    def __init__(self, model_name, mode, iterations, batch, optimizer):
+        self.storages = []      # the file's storages, by id
+        self.steps = []
+        self.live = {}          # StorageImpl address -> id, while it lives
+        self.phase, self.iteration = "setup", 1
+        self.modules = []       # the module stack (forward pre/post hooks)
+        self.pending_frees = []
+        self.names = set()
+        self.node_ids = {}      # (iteration, id(autograd node)) -> its number
+        self.made_by = {}       # storage id -> the node number of the backward step that made it
+        self.header = {"format": "dnnmem-capture", "version": FORMAT_VERSION,
+                       "producer": f"dnnmem.torch {__import__('dnnmem').__version__}",
+                       "torch": torch.__version__, "model": model_name, "mode": mode, "iterations": iterations}
+        if batch:
+            self.header["batch"] = batch
+        if optimizer:
+            self.header["optimizer"] = optimizer
+        self.steps.append({"phase": "setup", "iteration": 1, "alloc": []})
+
+    # ---- storages ----
+    def _key(self, t):
+        try:
+            st = t.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # sparse and other storage-less tensors
+            return None, None
+        return st._cdata, st
+
+    def storage_of(self, t, step=None):
+        """The id of t's storage. One not seen before was made where no op shows it: by
+        torch.tensor() from Python data (the factory runs below the dispatch mode; the op
+        reading it, lift_fresh, is the first to show it), so it is allocated at this step;
+        without a step (writes, saves), at setup."""
+        key, st = self._key(t)
+        if key is None:
+            return None
+        sid = self.live.get(key)
+        if sid is None:
+            kind = {"forward": "activation", "loss": "activation", "setup": "buffer"}.get(
+                self.phase, "temporary")
+            sid = self.register(t, st, key, kind, f"external#{len(self.storages)}",
+                                step if step is not None else self.steps[0])
+        return sid
+
+    def unique(self, name):
+        """name, or name@2, name@3 ... (the file's names are unique: a later iteration's
+        .grad is another storage of the same name)"""
+        base, k = name, 1
+        while name in self.names:
+            k += 1
+            name = f"{base}@{k}"
+        self.names.add(name)
+        return name
+
+    def register(self, t, st, key, kind, name, step):
+        sid = len(self.storages)
+        name = self.unique(name)
+        self.storages.append({"name": name, "kind": kind, "bytes": int(st.nbytes()),
+                              "dtype": _dtype_name(t.dtype), "shape": list(t.shape),
+                              "device": "model" if t.device.type == "meta" else "host"})
+        self.live[key] = sid
+        weakref.finalize(st, self._died, key, sid)
+        step.setdefault("alloc", []).append(sid)
+        if "_node" in step:
+            self.made_by[sid] = step["_node"]
+        return sid
+
+    def _died(self, key, sid):
+        if self.live.get(key) == sid:
+            del self.live[key]
+        self.pending_frees.append(sid)
+
+    def output(self, t, step):
+        key, st = self._key(t)
+        if key is None:
+            return None
+        sid = self.live.get(key)
+        if sid is not None and self.storages[sid]["bytes"] != st.nbytes():
+            # resized in place (an out= op): the old bytes freed, new ones allocated
+            self.pending_frees.append(sid)
+            self.flush_frees(step)
+            del self.live[key]
+            sid = None
+        if sid is None:
+            kind = {"forward": "activation", "loss": "activation"}.get(self.phase, "temporary")
+            name = f"{step['module'] + '/' if step.get('module') else ''}{_short(step['op'])}" \
+                   f"#{len(self.steps) - 1}.out{len(step.get('alloc', []))}"
+            sid = self.register(t, st, key, kind, name, step)
+        return sid
+
+    # ---- steps ----
+    def flush_frees(self, step=None):
+        """Frees seen since the last op belong after it (its "free" list)."""
+        if not self.pending_frees:
+            return
+        step = step or self.steps[-1]
+        step.setdefault("free", []).extend(self.pending_frees)
+        self.pending_frees = []
+
+    def open_step(self, op):
+        self.flush_frees()
+        step = {"phase": self.phase, "iteration": self.iteration, "op": op}
+        if self.phase in ("forward", "loss") and self.modules:
+            step["module"] = self.modules[-1]
+        elif self.phase == "backward":
+            node = torch._C._current_autograd_node()
+            if node is not None:
+                step["module"] = node.name()
+                # the node instance (its Python wrapper is cached on the C++ node, which
+                # the graph task keeps alive during the backward): which node made what
+                step["_node"] = self.node_ids.setdefault((self.iteration, id(node)), len(self.node_ids))
+        self.steps.append(step)
+        return step
+
+    def mark_accumulation(self, func, step):
+        """Mark the autograd engine's own gradient sums: InputBuffer::accumulate
+        (torch/csrc/autograd/input_buffer.cpp) runs `old + var` after a node returns, where
+        `old` is the gradient an earlier node put in the next node's buffer and `var` the one
+        this node just made. Outside a capture it steals `old` and adds in place
+        (can_accumulate_inplace) when nothing else holds it; under a dispatch mode
+        isTensorSubclassLike is true for every tensor (ATen/TensorSubclassLikeUtils.h), so
+        the capture sees a new buffer. The replay (src/estimate/captured.c) applies the
+        real rule to steps marked "accumulate"."""
+        if func is not torch.ops.aten.add.Tensor or self.phase != "backward" or len(step["in"]) != 2:
+            return
+        node = step.get("_node")
+        made = self.made_by
+        old = step["in"][0]
+        # `old` is a gradient an earlier node made (a passthrough node such as AddBackward0
+        # hands on `var` unchanged, so only `old`'s maker is checked)
+        if node is not None and made.get(old) not in (None, node):
+            step["accumulate"] = True
+
+    def saved(self, t):
+        key, _ = self._key(t)
+        sid = self.live.get(key) if key is not None else None
+        if sid is not None:
+            self.steps[-1].setdefault("save", []).append(sid)
+        return t
+
+    def set_kind(self, t, kind, name=None):
+        key, _ = self._key(t)
+        sid = self.live.get(key) if key is not None else None
+        if sid is not None and self.storages[sid]["kind"] in ("activation", "temporary"):
+            self.storages[sid]["kind"] = kind
+            if name:
+                self.names.discard(self.storages[sid]["name"])
+                self.storages[sid]["name"] = self.unique(name)
+
+    @property
+    def data(self):
+        self.flush_frees()
+        steps = [{k: v for k, v in s.items() if not k.startswith("_")} for s in self.steps]
+        return dict(self.header, storages=self.storages, steps=steps)
+
+    def to_json(self):
+        return json.dumps(self.data, separators=(",", ":"))
+
+    def save(self, path):
+        with open(path, "w") as f:
+            f.write(self.to_json())
+        self.path = path
+        return path
+
+    def estimate(self, **options):
+        """dnnmem.estimate of this capture (options by the CLI's names: device="cpu", gpu=...)."""
+        import dnnmem
+        return dnnmem.estimate(dnnmem.load(self.to_json().encode(), self.header["model"] + ".dnnmem"),
+                               **options)
+
+
+def _to_meta(model, inputs):
+    if any(p.device.type != "meta" for p in model.parameters()):
+        model = copy.deepcopy(model).to("meta")
+    metas = [x.to("meta") if isinstance(x, torch.Tensor) and x.device.type != "meta" else x
+             for x in inputs]
+    return model, metas
+
+
+@contextlib.contextmanager
+def _module_names(model, cap):
+    names = {m: n for n, m in model.named_modules()}
+
+    def pre(m, _args):
+        cap.modules.append(names.get(m, type(m).__name__))
+
+    def post(m, _args, _out):
+        if cap.modules:
+            cap.modules.pop()
+
+    hooks = [m.register_forward_pre_hook(pre) for m in names]
+    hooks += [m.register_forward_hook(post) for m in names]
+    try:
+        yield
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps=2, path=None):
+    """Run `steps` training steps (or, without loss, one inference forward under no_grad)
+    of `model` on the meta device and record them.
+
+    model: an nn.Module, ideally built under `with torch.device("meta")` (one with real
+    weights is deep-copied to meta). example_inputs: a tensor or a tuple of them, passed to
+    model(*inputs). loss: loss(output, target) or loss(output) -> a scalar tensor; with it
+    each step is zero_grad, forward, loss, backward, optimizer.step (as a training loop
+    writes it: the output and the loss are held until the step ends). optimizer: a
+    function of the parameters returning a torch.optim.Optimizer (or None: no step).
+    Returns a Capture; with `path`, also written there."""
+    inputs = list(example_inputs) if isinstance(example_inputs, (tuple, list)) else [example_inputs]
+    model, inputs = _to_meta(model, inputs)
+    if isinstance(target, torch.Tensor) and target.device.type != "meta":
+        target = target.to("meta")
+    train = loss is not None
+    model.train(train)
+    opt = optimizer(model.parameters()) if (train and optimizer) else None
+    batch = next((int(x.shape[0]) for x in inputs if isinstance(x, torch.Tensor) and x.dim()), 0)
+    cap = Capture(type(model).__name__, "train" if train else "infer", steps if train else 1, batch,
+                  _optimizer_text(opt))
+    setup = cap.steps[0]
+    for n, p in model.named_parameters():
+        cap.register(p, p.untyped_storage(), p.untyped_storage()._cdata, "weight", n, setup)
+    for n, b in model.named_buffers():
+        if b.untyped_storage()._cdata not in cap.live:
+            cap.register(b, b.untyped_storage(), b.untyped_storage()._cdata, "buffer", n, setup)
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor):
+            cap.register(x, x.untyped_storage(), x.untyped_storage()._cdata, "input", f"input.{i}", setup)
+    if isinstance(target, torch.Tensor):
+        cap.register(target, target.untyped_storage(), target.untyped_storage()._cdata, "target",
+                     "target", setup)
+    params = dict(model.named_parameters())
+    with _module_names(model, cap), _Recorder(cap), \
+            torch.autograd.graph.saved_tensors_hooks(cap.saved, lambda t: t):
+        if not train:
+            cap.phase = "forward"
+            with torch.no_grad():
+                out = model(*inputs)
+            del out
+        for it in range(1, steps + 1 if train else 1):
+            cap.iteration = it
+            if opt:
+                cap.phase = "zero_grad"
+                opt.zero_grad()
+            cap.phase = "forward"
+            out = model(*inputs)
+            cap.phase = "loss"
+            lv = loss(out, target) if target is not None else loss(out)
+            cap.phase = "backward"
+            lv.backward()
+            for n, p in params.items():
+                if p.grad is not None:
+                    cap.set_kind(p.grad, "gradient", n + ".grad")
+            if opt:
+                cap.phase = "optimizer"
+                opt.step()
+                for p, state in opt.state.items():
+                    for k, v in state.items():
+                        if isinstance(v, torch.Tensor):
+                            cap.set_kind(v, "optimizer", f"{_name_of(params, p)}.{k}")
+            del out, lv
+        cap.flush_frees()
+    if path:
+        cap.save(path)
+    return cap
+
+
+def _name_of(params, p):
+    return next((n for n, q in params.items() if q is p), "param")
+
+
+def _optimizer_text(opt):
+    """"SGD(lr=0.01, momentum=0.9)": the optimizer and its main hyperparameters."""
+    if opt is None:
+        return None
+    keys = ("lr", "momentum", "betas", "eps", "weight_decay", "foreach", "fused")
+    args = ", ".join(f"{k}={opt.defaults[k]}" for k in keys
+                     if k in opt.defaults and opt.defaults[k] not in (None, 0, False))
+    return f"{type(opt).__name__}({args})"

@@ -1,0 +1,158 @@
+"""dnnmem.torch.capture against the real thing: the same step run on the CPU, its peak taken
+from the profiler's allocation events as tools/oracle/zoo.py measures (live storages before,
+plus the running sum of every CPU allocation event), must equal the capture's estimate with
+--device cpu to the byte for models whose CPU kernels allocate nothing inside an op."""
+import gc
+import json
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import dnnmem  # noqa: E402
+import dnnmem.torch as dt  # noqa: E402
+from conftest import ROOT  # noqa: E402
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(inplace=True),
+                               torch.nn.Linear(128, 96), torch.nn.GELU(), torch.nn.Dropout(0.1),
+                               torch.nn.Linear(96, 10))
+
+
+def sgd(p):
+    return torch.optim.SGD(p, lr=0.01, momentum=0.9)
+
+
+def adam(p):
+    return torch.optim.Adam(p, lr=1e-3)
+
+
+def storage_bytes(ts):
+    """The distinct storages of the tensors live before the step (zoo.py's bytes_before:
+    parameters, buffers, input, target)."""
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in ts}.values())
+
+
+def measure(build, batch, optimizer, steps=2):
+    """The peak of the step on the CPU, as zoo.py measures it (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.set_num_threads(1)
+    model = build()
+    model.train(optimizer is not None)
+    x = torch.randn(batch, 64)
+    y = torch.randint(0, 10, (batch,))
+    if optimizer is None:
+        y = x[:0]  # no target in inference: an empty view adds no bytes
+    opt = optimizer(model.parameters()) if optimizer else None
+    gc.collect()
+    before = storage_bytes([*model.parameters(), *model.buffers(), x, y])
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        if opt is None:
+            with torch.no_grad():
+                out = model(x)
+            del out
+        for _ in range(steps if opt else 0):
+            opt.zero_grad()
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+            loss.backward()
+            opt.step()
+            del out, loss
+    evs = sorted((int(e.start_ns()), i, int(e.nbytes())) for i, e in
+                 enumerate(prof.profiler.kineto_results.events()) if e.nbytes() != 0)
+    run = peak = 0
+    for _, _, nb in evs:
+        run += nb
+        peak = max(peak, run)
+    return before + peak
+
+
+def capture(build, batch, optimizer, steps=2):
+    with torch.device("meta"):
+        model = build()
+    x = torch.empty(batch, 64, device="meta")
+    if optimizer is None:
+        return dt.capture(model, x)
+    y = torch.empty(batch, dtype=torch.long, device="meta")
+    return dt.capture(model, x, target=y, loss=F.cross_entropy, optimizer=optimizer, steps=steps)
+
+
+@pytest.mark.parametrize("optimizer", [None, sgd, adam], ids=["infer", "sgd", "adam"])
+@pytest.mark.parametrize("batch", [1, 8])
+def test_capture_equals_cpu_measurement(batch, optimizer):
+    cap = capture(mlp, batch, optimizer)
+    est = cap.estimate(device="cpu").peak
+    # Known miss (docs/python.md): Adam's `step_t += 1` on its CPU step counter wraps the
+    # Python 1 in an 8-byte double tensor and casts it to a 4-byte float32 copy inside
+    # aten.add_ (wrapped_scalar_tensor, TensorIterator's cast), below the dispatch a capture
+    # sees: 12 bytes at the peak of the optimizer step.
+    missed = 12 if optimizer is adam else 0
+    assert est == measure(mlp, batch, optimizer) - missed
+
+
+def test_capture_file_roundtrip(tmp_path):
+    cap = capture(mlp, 4, sgd)
+    path = cap.save(str(tmp_path / "step.dnnmem"))
+    data = json.load(open(path))
+    assert data["format"] == "dnnmem-capture" and data["version"] == 1 and data["mode"] == "train"
+    assert data["batch"] == 4 and data["iterations"] == 2
+    kinds = {s["name"]: s["kind"] for s in data["storages"]}
+    assert kinds["0.weight"] == "weight" and kinds["input.0"] == "input" and kinds["target"] == "target"
+    assert kinds["0.weight.grad"] == "gradient" and kinds["0.weight.grad@2"] == "gradient"
+    assert kinds["0.weight.momentum_buffer"] == "optimizer"
+    assert data["steps"][0]["phase"] == "setup"
+    phases = [s["phase"] for s in data["steps"]]
+    assert phases.index("forward") < phases.index("loss") < phases.index("backward") < phases.index("optimizer")
+    # relu_ writes its input in place and autograd saves its output
+    relu = next(s for s in data["steps"] if s.get("op") == "aten.relu_.default")
+    assert relu["write"] == relu["in"] and relu["save"] == relu["in"] and "alloc" not in relu
+    # a file estimate equals the in-memory one
+    assert dnnmem.estimate(path, device="cpu").peak == cap.estimate(device="cpu").peak
+    schema = os.path.join(ROOT, "docs", "schema", "capture.schema.json")
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(data, json.load(open(schema)))
+
+
+def test_capture_refuses_item_naming_the_op():
+    class Bad(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.fc(x) * self.fc(x).sum().item()
+
+    with torch.device("meta"):
+        m = Bad()
+    with pytest.raises(dt.CaptureError, match=r"aten._local_scalar_dense.default in the top level \(forward\)"):
+        dt.capture(m, torch.empty(2, 4, device="meta"))
+
+
+def test_real_weights_are_copied_to_meta():
+    m = mlp()  # on the CPU
+    cap = dt.capture(m, torch.randn(2, 64))
+    assert all(p.device.type == "cpu" for p in m.parameters())
+    assert cap.estimate(device="cpu").peak == capture(mlp, 2, None).estimate(device="cpu").peak
+
+
+def test_python_m_dnnmem_capture(tmp_path):
+    import subprocess
+    import sys
+    (tmp_path / "mymodels.py").write_text(
+        "import torch\n"
+        "def mlp():\n"
+        "    torch.manual_seed(0)\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(inplace=True),\n"
+        "        torch.nn.Linear(128, 96), torch.nn.GELU(), torch.nn.Dropout(0.1), torch.nn.Linear(96, 10))\n")
+    out = tmp_path / "step.dnnmem"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-m", "dnnmem", "capture", "mymodels:mlp", "--input", "8,64",
+                        "--mode", "train", "--optimizer", "sgd-momentum", "-o", str(out)],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    # the same step as test_capture_equals_cpu_measurement[8-sgd], measured on the CPU
+    assert dnnmem.estimate(str(out), device="cpu").peak == measure(mlp, 8, sgd)

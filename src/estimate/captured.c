@@ -1,0 +1,333 @@
+/*
+ * captured.c: the estimate of a captured step (src/load/capture.c,
+ * docs/capture-format.md). The capture recorded which storages the step
+ * made and when each died, on the meta device, so the graph-level stages
+ * (shapes, the eager schedule, the training rules) are not run: the
+ * observed events are the schedule. What the meta device cannot show is
+ * added here by the runtime's rules, as the eager schedule adds it:
+ *
+ *  - on CUDA, the cuBLAS workspace of each handle, allocated through the
+ *    caching allocator at its first matmul and kept (CublasHandlePool.cpp;
+ *    dnnmem_cublas_workspace_default): one for the caller's thread, one for
+ *    the autograd engine's device thread, whose backward matmuls run on a
+ *    handle of their own (as src/schedule/workspace.c);
+ *  - on CUDA, host tensors of the step (a CPU optimizer step counter while
+ *    the model ran on meta) take no device memory and are left out;
+ *  - the CUDA context, the allocator and the verdict, as for any model.
+ *
+ * What the capture fixed (batch, mode, optimizer, precision, adapters) it
+ * fixed: an option that would change the step is refused, naming it.
+ */
+#include "estimate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* aten ops that run a cuBLAS GEMM or GEMV (aten/src/ATen/native/cuda/Blas.cpp) */
+static bool calls_cublas(const char *op)
+{
+    static const char *const ops[] = {"aten.mm.", "aten.addmm.", "aten.bmm.", "aten.baddbmm.",
+                                      "aten.addbmm.", "aten.mv.", "aten.addmv.", "aten.dot.",
+                                      "aten._addmm_activation.", "aten._scaled_mm."};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strncmp(op, ops[i], strlen(ops[i])) == 0)
+            return true;
+    return false;
+}
+
+/* The options a capture fixed: each breached one is refused, naming it. */
+static enum dnnmem_status check_fixed(const struct dm_graph *g, const struct dm_capture *cap,
+                                      const struct dnnmem_config *c, struct dnnmem_error *err)
+{
+    static const char redo[] = "capture again with it (dnnmem.torch.capture)";
+    const struct {
+        bool breached;
+        const char *flag, *why;
+    } rows[] = {
+        {c->mode == DNNMEM_MODE_GENERATE, "--mode generate", "a capture holds one training or inference step"},
+        {c->mode == DNNMEM_MODE_TRAIN && !cap->train, "--mode train",
+         "the capture is of inference (capture with loss= and optimizer=)"},
+        {c->batch_size > 0 && c->batch_size != cap->batch, "--batch-size",
+         "the capture's sizes are those of the batch it ran (format 1 records no size as a "
+         "function of the dims)"},
+        {c->seq_len > 0 || c->n_dims > 0 || c->n_input_shapes > 0, "--seq-len, --dim, --input-shape",
+         "the capture's sizes are those it ran (format 1 records no size as a function of the dims)"},
+        {c->precision != DNNMEM_PRECISION_FP32, "--precision", "the capture ran in its own dtypes"},
+        {c->optimizer != DNNMEM_OPT_SGD_MOMENTUM, "--optimizer", "the capture ran its own optimizer"},
+        {c->loss != DNNMEM_LOSS_CE || c->loss_all_outputs, "--loss", "the capture ran its own loss"},
+        {c->iterations != 0 || c->grad_accum != 0, "--iterations, --grad-accum",
+         "the capture ran its own steps"},
+        {c->lora.r != 0 || c->quant != DNNMEM_QUANT_NONE || c->kbit_prep != DNNMEM_KBIT_PREP_NONE,
+         "--lora, --quant, --kbit-prep", "the capture ran the model as it was"},
+        {c->n_freeze > 0 || c->n_checkpoint > 0, "--freeze, --checkpoint", "the capture ran the model as it was"},
+        {c->attn != DNNMEM_ATTN_AUTO || c->sdpa_backend != DNNMEM_SDPA_AUTO, "--attn, --sdpa-backend",
+         "the capture ran its own attention"},
+        {c->inplace != DNNMEM_INPLACE_AUTO, "--inplace", "the capture ran its own in-place ops"},
+        {c->framework != DNNMEM_FW_PYTORCH, "--framework", "a capture is a PyTorch eager step"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].breached)
+            return dm_fail(err, DNNMEM_E_USAGE, "%s: %s: %s; %s", g->path, rows[i].flag, rows[i].why, redo);
+    return DNNMEM_OK;
+}
+
+/* Appending to the schedule being built (arrays grown by doubling). */
+struct out {
+    struct dm_schedule *s;
+    const char *path;
+    struct dnnmem_error *err;
+};
+
+static enum dnnmem_status push_ev(struct out *o, enum dm_ev_kind kind, int32_t buf, int32_t step)
+{
+    struct dm_schedule *s = o->s;
+    if (s->n_ev == s->cap_ev) {
+        size_t ncap = s->cap_ev ? 2 * s->cap_ev : 256;
+        struct dm_event *ev = realloc(s->ev, ncap * sizeof *ev);
+        if (!ev)
+            return dm_fail(o->err, DNNMEM_E_NOMEM, "%s: out of memory", o->path);
+        s->ev = ev;
+        s->cap_ev = ncap;
+    }
+    s->ev[s->n_ev++] = (struct dm_event){.kind = (uint8_t)kind, .buf = buf, .step = step};
+    return DNNMEM_OK;
+}
+
+/* A runtime buffer (a workspace) allocated at `step`; its id in *id. */
+static enum dnnmem_status runtime_buf(struct out *o, uint64_t bytes, int32_t node, const char *what,
+                                      int32_t step, int32_t *id)
+{
+    struct dm_schedule *s = o->s;
+    if (s->n_buf == s->cap_buf) {
+        int32_t ncap = s->cap_buf ? 2 * s->cap_buf : 64;
+        struct dm_buffer *b = realloc(s->buf, (size_t)ncap * sizeof *b);
+        if (!b)
+            return dm_fail(o->err, DNNMEM_E_NOMEM, "%s: out of memory", o->path);
+        s->buf = b;
+        s->cap_buf = ncap;
+    }
+    *id = s->n_buf;
+    s->buf[s->n_buf++] = (struct dm_buffer){.bytes = bytes, .tensor = -1, .node = node,
+                                            .category = DNNMEM_CAT_WORKSPACE, .dtype = DM_UINT8,
+                                            .what = what};
+    return push_ev(o, DM_EV_ALLOC, *id, step);
+}
+
+/* oneDNN's buffers around a CPU convolution, as the eager schedule makes
+ * them (src/schedule/workspace.c, dm_cpu_conv_onednn): forward an output-
+ * and a weight-sized one, backward a weight- and an input-sized one, made
+ * before the op's outputs and freed once they are made. The meta device
+ * runs no oneDNN, so a capture cannot see them. */
+static enum dnnmem_status onednn_buffers(struct out *o, const struct dm_run *run,
+                                         const struct dm_capture_conv *c, int32_t node,
+                                         int32_t step, int32_t ws[2])
+{
+    if (run->cuda || !c || !c->usable ||
+        !dm_cpu_conv_onednn(c->batch, c->kh, c->kw, c->strided, c->dilated, c->groups, c->in_numel,
+                            run->cpu_threads))
+        return DNNMEM_OK;
+    DM_TRY(runtime_buf(o, c->backward ? c->w_bytes : c->out_bytes, node,
+                       c->backward ? "onednn_weight_scratch" : "onednn_output", step, &ws[0]));
+    return runtime_buf(o, c->backward ? c->in_bytes : c->w_bytes, node,
+                       c->backward ? "onednn_input_scratch" : "onednn_weight", step, &ws[1]);
+}
+
+/* autograd's gradient sums in place. InputBuffer::accumulate (torch/csrc/
+ * autograd/input_buffer.cpp, 2.x) adds a node's gradient `var` into the one
+ * an earlier node left in the next node's buffer, `old`: in place
+ * (old.add_(var)) when can_accumulate_inplace(old) holds: dense, and the
+ * buffer holds the last reference to it and its storage; else old + var.
+ * Under the capture's dispatch mode isTensorSubclassLike is true for every
+ * tensor (ATen/TensorSubclassLikeUtils.h: dispatch_mode_enabled), so the
+ * capture saw old + var: a new buffer, and `old` dying right after. Where
+ * that is what it saw (the step marked "accumulate" by dnnmem.torch, one
+ * buffer made, `old` freed by the same step, the same bytes), the real
+ * engine reuses `old`: the new buffer is `old` (alias), and neither the
+ * allocation nor the free happens. */
+static void accumulate_in_place(const struct dm_capture *cap, int32_t *alias, bool *skip)
+{
+    for (size_t i = 0; i < cap->n_ev;) {
+        int32_t s = cap->ev[i].step;
+        size_t j = i, n_alloc = 0, alloc_at = 0, free_at = 0;
+        bool freed = false;
+        int32_t old = cap->accum_old[s];
+        for (; j < cap->n_ev && cap->ev[j].step == s; j++) {
+            if (cap->ev[j].kind == DM_EV_ALLOC) {
+                n_alloc++;
+                alloc_at = j;
+            } else if (cap->ev[j].buf == old) {
+                freed = true;
+                free_at = j;
+            }
+        }
+        if (old >= 0 && n_alloc == 1 && freed &&
+            cap->buf[cap->ev[alloc_at].buf].bytes == cap->buf[old].bytes) {
+            int32_t root = old;
+            while (alias[root] >= 0)
+                root = alias[root];
+            alias[cap->ev[alloc_at].buf] = root;
+            skip[alloc_at] = skip[free_at] = true;
+        }
+        i = j;
+    }
+}
+
+/* Step s's events (cap->ev[i..j)) into the schedule: first the runtime's
+ * buffers of the op (a handle's first cuBLAS workspace, kept; oneDNN's),
+ * then its allocations, oneDNN's frees, its frees. */
+static enum dnnmem_status one_step(struct out *o, const struct dm_graph *g, const struct dm_run *run,
+                                   size_t i, size_t j, const int32_t *alias, const bool *skip,
+                                   bool handle[2])
+{
+    const struct dm_capture *cap = g->capture;
+    int32_t step = cap->ev[i].step;
+    const struct dm_step *sp = &cap->steps[step];
+    bool bw = sp->phase == DM_PHASE_BACKWARD;
+    if (run->cuda && sp->node >= 0 && run->cublas_workspace && !handle[bw] &&
+        calls_cublas(g->op_names[sp->node])) {
+        int32_t id;
+        handle[bw] = true;
+        DM_TRY(runtime_buf(o, run->cublas_workspace, sp->node,
+                           bw ? "cublas_workspace (autograd thread)" : "cublas_workspace", step, &id));
+    }
+    int32_t ws[2] = {-1, -1};
+    DM_TRY(onednn_buffers(o, run, cap->conv[step], sp->node, step, ws));
+    for (size_t k = i; k <= j; k++) {
+        if (k == j || cap->ev[k].kind == DM_EV_FREE) /* the op's own outputs are made */
+            for (int w = 0; w < 2; w++)
+                if (ws[w] >= 0) {
+                    DM_TRY(push_ev(o, DM_EV_FREE, ws[w], step));
+                    ws[w] = -1;
+                }
+        if (k == j)
+            break;
+        const struct dm_event *ev = &cap->ev[k];
+        if (skip[k] || (run->cuda && cap->host[ev->buf]))
+            continue;
+        int32_t buf = ev->buf;
+        if (alias[buf] >= 0) { /* the buffer summed into: its category the later one's */
+            if (o->s->buf[buf].category == DNNMEM_CAT_GRADIENT)
+                o->s->buf[alias[buf]].category = DNNMEM_CAT_GRADIENT;
+            buf = alias[buf];
+        }
+        DM_TRY(push_ev(o, (enum dm_ev_kind)ev->kind, buf, step));
+    }
+    return DNNMEM_OK;
+}
+
+/* The capture's events as a schedule, with the runtime's buffers added. */
+static enum dnnmem_status build_schedule(const struct dm_graph *g, const struct dm_run *run,
+                                         struct dm_schedule *s, struct dnnmem_error *err)
+{
+    const struct dm_capture *cap = g->capture;
+    memset(s, 0, sizeof *s);
+    struct out o = {.s = s, .path = g->path, .err = err};
+    s->steps = malloc((size_t)(cap->n_steps ? cap->n_steps : 1) * sizeof *s->steps);
+    s->buf = malloc((size_t)(cap->n_buf ? cap->n_buf : 1) * sizeof *s->buf);
+    int32_t *alias = malloc((size_t)(cap->n_buf ? cap->n_buf : 1) * sizeof *alias);
+    bool *skip = calloc(cap->n_ev ? cap->n_ev : 1, sizeof *skip);
+    enum dnnmem_status st = DNNMEM_OK;
+    if (!s->steps || !s->buf || !alias || !skip)
+        st = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    if (st == DNNMEM_OK) {
+        s->cap_steps = s->n_steps = cap->n_steps;
+        memcpy(s->steps, cap->steps, (size_t)cap->n_steps * sizeof *s->steps);
+        s->cap_buf = s->n_buf = cap->n_buf;
+        memcpy(s->buf, cap->buf, (size_t)cap->n_buf * sizeof *s->buf);
+        for (int32_t i = 0; i < cap->n_buf; i++)
+            alias[i] = -1;
+        accumulate_in_place(cap, alias, skip);
+    }
+    bool handle[2] = {false, false}; /* [0] the caller's thread, [1] autograd's */
+    for (size_t i = 0; st == DNNMEM_OK && i < cap->n_ev;) {
+        size_t j = i;
+        while (j < cap->n_ev && cap->ev[j].step == cap->ev[i].step)
+            j++;
+        st = one_step(&o, g, run, i, j, alias, skip, handle);
+        i = j;
+    }
+    free(alias);
+    free(skip);
+    return st;
+}
+
+/* "2.13.0" (or "2.13.0+cpu") as 213; 0 when not a version. */
+static int torch_number(const char *v)
+{
+    int64_t n = v ? dm_version_number(v) : -1;
+    return n < 0 ? 0 : (int)(n / 10000 * 100 + n / 100 % 100);
+}
+
+static void capture_assumptions(struct dm_est *e, const struct dm_capture *cap, const char *torch)
+{
+    struct dm_assumptions *as = &e->as;
+    const struct dm_run *run = &e->run;
+    dm_assume(as, "framework", "model", "pytorch eager%s%s, as captured", torch ? " " : "",
+              torch ? torch : "");
+    dm_assume(as, "device", e->o->cfg.device == DNNMEM_DEVICE_CUDA ? "default" : "option", "%s",
+              run->cuda ? "cuda" : "cpu");
+    dm_assume(as, "capture", "model",
+              "%s%s%d storages, %d ops on the meta device; which exist and when each dies as "
+              "observed, not modelled; what kernels allocate inside an op is not seen "
+              "(docs/capture-format.md)",
+              cap->model ? cap->model : "", cap->model ? ": " : "", (int)cap->n_buf,
+              (int)e->g->n_nodes);
+    dm_assume(as, "mode", "model", "%s", cap->train ? "train, as captured" : "inference, as captured");
+    if (cap->batch)
+        dm_assume(as, "dims.batch", "model", "%lld", (long long)cap->batch);
+    if (cap->train) {
+        dm_assume(as, "optimizer", "model", "%s", cap->optimizer ? cap->optimizer : "as captured");
+        dm_assume(as, "iterations", "model", "%d", cap->iterations);
+    }
+}
+
+enum dnnmem_status dm_est_captured(const struct dm_graph *g, const struct dnnmem_config *cfg,
+                                   struct dnnmem_result **out, struct dnnmem_error *err)
+{
+    const struct dm_capture *cap = g->capture;
+    *out = NULL;
+    DM_TRY(check_fixed(g, cap, cfg, err));
+    const char *torch = cap->torch;
+    struct dnnmem_config c = *cfg;
+    c.mode = cap->train ? DNNMEM_MODE_TRAIN : DNNMEM_MODE_INFER;
+    if (!c.torch_version)
+        c.torch_version = torch_number(torch);
+    struct dm_est_opts o;
+    DM_TRY(dm_est_options(g, false, &c, &o, err));
+    struct dm_est e = {.o = &o, .g = g};
+    dm_arena_init(&e.arena);
+    e.as.arena = &e.arena;
+    e.run = (struct dm_run){.train = cap->train, .cuda = c.device == DNNMEM_DEVICE_CUDA,
+                            .torch_version = o.torch, .iterations = cap->iterations,
+                            .grad_accum = 1};
+    capture_assumptions(&e, cap, torch);
+    enum dnnmem_status s = DNNMEM_OK;
+    e.t = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *e.t);
+    if (!e.t)
+        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    for (int32_t i = 0; s == DNNMEM_OK && i < g->n_tensors; i++) {
+        const struct dm_tensor *tt = &g->tensors[i];
+        struct dm_tinfo *ti = &e.t[i];
+        ti->dtype = tt->dtype;
+        ti->rank = tt->rank;
+        ti->numel = 1;
+        for (int d = 0; d < tt->rank; d++)
+            ti->numel *= (ti->dims[d] = tt->dims[d].value); /* checked at load */
+        ti->bytes = cap->buf[i].bytes;
+    }
+    if (s == DNNMEM_OK)
+        s = dm_est_runtime(&e, err);
+    for (size_t i = 0; s == DNNMEM_OK && i < e.as.n; i++) /* what the runtime's table says of */
+        if (strcmp(e.as.a[i].key, "inplace") == 0) {        /* in-place ops, a capture observed */
+            e.as.a[i].value = "as captured (the ops the step ran in place)";
+            e.as.a[i].source = "model";
+        }
+    if (s == DNNMEM_OK)
+        s = build_schedule(g, &e.run, &e.sched, err);
+    if (s == DNNMEM_OK)
+        s = dm_est_replay(&e, out, err);
+    dm_schedule_free(&e.sched);
+    free(e.t);
+    dm_arena_free(&e.arena);
+    return s;
+}

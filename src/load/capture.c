@@ -1,0 +1,519 @@
+/*
+ * capture.c: a captured training or inference step (docs/capture-format.md),
+ * as dnnmem.torch.capture writes it: the storages the step made, and its
+ * steps (one per aten op, in execution order) with the storages each
+ * allocated, wrote in place, saved for backward and freed after it.
+ *
+ * Read with jansson into a graph whose tensors are the storages and whose
+ * nodes are the ops, and a schedule (struct dm_capture) that the estimate
+ * replays through the allocator as it stands (src/estimate/captured.c):
+ * which storages exist and when they die were observed, not modelled.
+ *
+ * Every bad input is one error: not JSON or truncated (DNNMEM_E_PARSE), a
+ * format version this reader does not know or a dtype it does not model
+ * (DNNMEM_E_UNSUPPORTED), a size that is negative, absurd or overflows
+ * (DNNMEM_E_SHAPE), events that contradict each other: a storage allocated
+ * twice, freed before it exists, read when dead (DNNMEM_E_MODEL).
+ */
+#include "dnnmem-impl.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CAPTURE_VERSION 1
+/* The largest storage and the largest dim a capture may state: 2^50 B (a
+ * PiB); anything beyond is an edited or broken file, not a model. */
+#define CAPTURE_MAX_BYTES (INT64_C(1) << 50)
+#define CAPTURE_MAX_ITER 1000000
+
+/* Storage kinds as the file names them, and the category each is counted in. */
+static const struct {
+    const char *name;
+    enum dm_role role;
+    enum dnnmem_category cat;
+} kinds[] = {
+    {"weight", DM_ROLE_WEIGHT, DNNMEM_CAT_WEIGHT},       /* parameters */
+    {"buffer", DM_ROLE_WEIGHT, DNNMEM_CAT_WEIGHT},       /* running statistics */
+    {"input", DM_ROLE_INPUT, DNNMEM_CAT_INPUT},          /* example inputs */
+    {"target", DM_ROLE_INPUT, DNNMEM_CAT_INPUT},         /* the loss's target */
+    {"activation", DM_ROLE_ACTIVATION, DNNMEM_CAT_ACTIVATION},
+    {"gradient", DM_ROLE_ACTIVATION, DNNMEM_CAT_GRADIENT}, /* a parameter's .grad */
+    {"optimizer", DM_ROLE_ACTIVATION, DNNMEM_CAT_OPTIMIZER}, /* optimizer.state */
+    {"temporary", DM_ROLE_ACTIVATION, DNNMEM_CAT_TEMPORARY}, /* backward and step temporaries */
+};
+
+/* torch dtype names (str(torch.float32) without "torch.") onto dnnmem's. */
+static const struct {
+    const char *name;
+    enum dm_dtype dtype;
+} dtypes[] = {
+    {"float32", DM_FLOAT},         {"float64", DM_DOUBLE},       {"float16", DM_FLOAT16},
+    {"bfloat16", DM_BFLOAT16},     {"int8", DM_INT8},            {"uint8", DM_UINT8},
+    {"int16", DM_INT16},           {"uint16", DM_UINT16},        {"int32", DM_INT32},
+    {"uint32", DM_UINT32},         {"int64", DM_INT64},          {"uint64", DM_UINT64},
+    {"bool", DM_BOOL},             {"complex64", DM_COMPLEX64},  {"complex128", DM_COMPLEX128},
+    {"float8_e4m3fn", DM_FLOAT8E4M3FN}, {"float8_e4m3fnuz", DM_FLOAT8E4M3FNUZ},
+    {"float8_e5m2", DM_FLOAT8E5M2},     {"float8_e5m2fnuz", DM_FLOAT8E5M2FNUZ},
+};
+
+static const struct {
+    const char *name;
+    enum dm_phase phase;
+} phases[] = {
+    {"setup", DM_PHASE_SETUP},       {"forward", DM_PHASE_FORWARD},
+    {"loss", DM_PHASE_LOSS},         {"backward", DM_PHASE_BACKWARD},
+    {"optimizer", DM_PHASE_OPTIMIZER}, {"zero_grad", DM_PHASE_ZERO_GRAD},
+};
+
+/* The loader's state: per storage, whether it was allocated and is live. */
+struct cap {
+    struct dm_graph *g;
+    struct dm_capture *c;
+    struct dnnmem_error *err;
+    const char *path;
+    uint8_t *state; /* per storage: 0 never allocated, 1 live, 2 freed */
+    size_t cap_ev;
+};
+
+bool dm_is_capture_json(const uint8_t *data, size_t size)
+{
+    /* dnnmem.torch writes "format" first; a short window keeps the sniffing cheap */
+    static const char tag[] = "\"dnnmem-capture\"";
+    size_t n = size < 256 ? size : 256;
+    for (size_t i = 0; i + sizeof tag - 1 <= n; i++)
+        if (memcmp(data + i, tag, sizeof tag - 1) == 0)
+            return true;
+    return false;
+}
+
+static enum dnnmem_status nomem(struct cap *k)
+{
+    return dm_fail(k->err, DNNMEM_E_NOMEM, "%s: out of memory reading the capture", k->path);
+}
+
+/* An integer field in [lo, hi]; `what` names it in the message. */
+static enum dnnmem_status get_int(struct cap *k, const json_t *v, const char *what, int64_t lo,
+                                  int64_t hi, int64_t *out)
+{
+    if (!json_is_integer(v))
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: %s: expected an integer", k->path, what);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return dm_fail(k->err, DNNMEM_E_SHAPE, "%s: %s: %lld is out of range [%lld, %lld]", k->path,
+                       what, (long long)x, (long long)lo, (long long)hi);
+    *out = (int64_t)x;
+    return DNNMEM_OK;
+}
+
+static const char *get_str(const json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : NULL;
+}
+
+static enum dnnmem_status header(struct cap *k, const json_t *root)
+{
+    if (!json_is_object(root))
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: a capture is a JSON object", k->path);
+    const char *fmt = get_str(root, "format");
+    if (!fmt || strcmp(fmt, "dnnmem-capture") != 0)
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: \"format\" is not \"dnnmem-capture\"", k->path);
+    int64_t v;
+    DM_TRY(get_int(k, json_object_get(root, "version"), "\"version\"", 0, INT32_MAX, &v));
+    if (v != CAPTURE_VERSION)
+        return dm_fail(k->err, DNNMEM_E_UNSUPPORTED,
+                       "%s: capture format version %lld; this dnnmem reads version %d (capture "
+                       "again with the dnnmem package of this release)",
+                       k->path, (long long)v, CAPTURE_VERSION);
+    const char *mode = get_str(root, "mode");
+    if (!mode || (strcmp(mode, "train") != 0 && strcmp(mode, "infer") != 0))
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: \"mode\" must be \"train\" or \"infer\"", k->path);
+    k->c->train = strcmp(mode, "train") == 0;
+    int64_t it = 1, batch = 0;
+    if (json_object_get(root, "iterations"))
+        DM_TRY(get_int(k, json_object_get(root, "iterations"), "\"iterations\"", 1, CAPTURE_MAX_ITER, &it));
+    if (json_object_get(root, "batch"))
+        DM_TRY(get_int(k, json_object_get(root, "batch"), "\"batch\"", 1, CAPTURE_MAX_BYTES, &batch));
+    k->c->iterations = (int)it;
+    k->c->batch = batch;
+    const char *s;
+    struct dm_arena *a = &k->g->arena;
+    if ((s = get_str(root, "producer")) && !(k->g->producer = dm_arena_strdup(a, s)))
+        return nomem(k);
+    if ((s = get_str(root, "torch")) && !(k->c->torch = dm_arena_strdup(a, s)))
+        return nomem(k);
+    if ((s = get_str(root, "optimizer")) && !(k->c->optimizer = dm_arena_strdup(a, s)))
+        return nomem(k);
+    if ((s = get_str(root, "model")) && !(k->c->model = dm_arena_strdup(a, s)))
+        return nomem(k);
+    return DNNMEM_OK;
+}
+
+static enum dnnmem_status shape(struct cap *k, const json_t *arr, int32_t id, struct dm_tensor *t)
+{
+    if (!arr) {
+        t->rank = -1;
+        return DNNMEM_OK;
+    }
+    size_t n = json_array_size(arr);
+    if (!json_is_array(arr) || n > DM_MAX_DIMS)
+        return dm_fail(k->err, DNNMEM_E_SHAPE, "storage %d of %s: \"shape\" must be an array of at "
+                       "most %d dims", (int)id, k->path, DM_MAX_DIMS);
+    t->rank = (int)n;
+    t->dims = dm_arena_array(&k->g->arena, n ? n : 1, sizeof *t->dims);
+    if (!t->dims)
+        return nomem(k);
+    int64_t numel = 1;
+    for (size_t d = 0; d < n; d++) {
+        char what[64];
+        snprintf(what, sizeof what, "storage %d: dim %zu", (int)id, d);
+        DM_TRY(get_int(k, json_array_get(arr, d), what, 0, CAPTURE_MAX_BYTES, &t->dims[d].value));
+        t->dims[d].sym = -1;
+        if (!dm_mul_ok(numel, t->dims[d].value, &numel) || numel > CAPTURE_MAX_BYTES)
+            return dm_fail(k->err, DNNMEM_E_SHAPE, "%s: storage %d: shape has too many elements",
+                           k->path, (int)id);
+    }
+    return DNNMEM_OK;
+}
+
+static enum dnnmem_status storage(struct cap *k, const json_t *o, int32_t id)
+{
+    if (!json_is_object(o))
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: storage %d is not an object", k->path, (int)id);
+    const char *name = get_str(o, "name"), *kind = get_str(o, "kind"), *dt = get_str(o, "dtype");
+    if (!name || !*name || !kind || !dt)
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: storage %d: needs \"name\", \"kind\" and \"dtype\"",
+                       k->path, (int)id);
+    size_t ki = 0;
+    while (ki < sizeof kinds / sizeof kinds[0] && strcmp(kinds[ki].name, kind) != 0)
+        ki++;
+    if (ki == sizeof kinds / sizeof kinds[0])
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: storage '%s': unknown kind '%s'", k->path, name, kind);
+    size_t di = 0;
+    while (di < sizeof dtypes / sizeof dtypes[0] && strcmp(dtypes[di].name, dt) != 0)
+        di++;
+    if (di == sizeof dtypes / sizeof dtypes[0])
+        return dm_fail(k->err, DNNMEM_E_UNSUPPORTED, "%s: storage '%s': dtype '%s' is not modelled",
+                       k->path, name, dt);
+    if (dm_graph_find(k->g, name) >= 0)
+        return dm_fail(k->err, DNNMEM_E_MODEL, "%s: storage name '%s' appears twice", k->path, name);
+    int64_t bytes;
+    char what[64];
+    snprintf(what, sizeof what, "storage %d: \"bytes\"", (int)id);
+    DM_TRY(get_int(k, json_object_get(o, "bytes"), what, 0, CAPTURE_MAX_BYTES, &bytes));
+    const char *dev = get_str(o, "device");
+    if (dev && strcmp(dev, "model") != 0 && strcmp(dev, "host") != 0)
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: storage '%s': \"device\" must be \"model\" or "
+                       "\"host\"", k->path, name);
+    int32_t ti = dm_graph_add_tensor(k->g, name);
+    if (ti < 0)
+        return nomem(k);
+    if (ti != id)
+        return dm_fail(k->err, DNNMEM_E_INTERNAL, "%s: storage %d became tensor %d", k->path, (int)id,
+                       (int)ti);
+    struct dm_tensor *t = &k->g->tensors[ti];
+    t->dtype = dtypes[di].dtype;
+    t->role = kinds[ki].role;
+    t->producer = -1;
+    DM_TRY(shape(k, json_object_get(o, "shape"), id, t));
+    k->c->buf[id] = (struct dm_buffer){.bytes = (uint64_t)bytes, .tensor = ti, .node = -1,
+                                       .category = (uint8_t)kinds[ki].cat,
+                                       .dtype = (uint8_t)t->dtype};
+    k->c->host[id] = dev && strcmp(dev, "host") == 0;
+    return DNNMEM_OK;
+}
+
+static enum dnnmem_status add_event(struct cap *k, enum dm_ev_kind kind, int32_t buf, int32_t step)
+{
+    struct dm_capture *c = k->c;
+    if (c->n_ev == k->cap_ev) {
+        size_t ncap = k->cap_ev ? 2 * k->cap_ev : 256;
+        struct dm_event *ev = realloc(c->ev, ncap * sizeof *ev);
+        if (!ev)
+            return nomem(k);
+        c->ev = ev;
+        k->cap_ev = ncap;
+    }
+    c->ev[c->n_ev++] = (struct dm_event){.kind = (uint8_t)kind, .buf = buf, .step = step};
+    return DNNMEM_OK;
+}
+
+/* The storage ids of list `key` of step s; each must exist and, unless
+ * `alloc`, be live. */
+typedef enum dnnmem_status (*id_fn)(struct cap *k, int32_t id, int32_t step);
+
+static enum dnnmem_status each_id(struct cap *k, const json_t *step, const char *key, int32_t s,
+                                  id_fn fn)
+{
+    const json_t *arr = json_object_get(step, key);
+    if (!arr)
+        return DNNMEM_OK;
+    if (!json_is_array(arr))
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"%s\" must be an array", k->path, (int)s, key);
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        int64_t id;
+        char what[64];
+        snprintf(what, sizeof what, "step %d: \"%s\"", (int)s, key);
+        DM_TRY(get_int(k, json_array_get(arr, i), what, 0, k->g->n_tensors - 1, &id));
+        DM_TRY(fn(k, (int32_t)id, s));
+    }
+    return DNNMEM_OK;
+}
+
+static enum dnnmem_status live_check(struct cap *k, int32_t id, int32_t step, const char *use)
+{
+    if (k->state[id] == 1)
+        return DNNMEM_OK;
+    return dm_fail(k->err, DNNMEM_E_MODEL, "%s: step %d %s storage '%s', which %s", k->path, (int)step,
+                   use, k->g->tensors[id].name, k->state[id] ? "was freed" : "was never allocated");
+}
+
+static enum dnnmem_status on_alloc(struct cap *k, int32_t id, int32_t step)
+{
+    if (k->state[id])
+        return dm_fail(k->err, DNNMEM_E_MODEL, "%s: step %d allocates storage '%s' a second time",
+                       k->path, (int)step, k->g->tensors[id].name);
+    k->state[id] = 1;
+    const struct dm_step *sp = &k->c->steps[step];
+    k->c->buf[id].node = sp->node;
+    if (sp->node >= 0 && k->g->tensors[id].role == DM_ROLE_ACTIVATION)
+        k->g->tensors[id].producer = sp->node;
+    return add_event(k, DM_EV_ALLOC, id, step);
+}
+static enum dnnmem_status on_free(struct cap *k, int32_t id, int32_t step)
+{
+    DM_TRY(live_check(k, id, step, "frees"));
+    k->state[id] = 2;
+    return add_event(k, DM_EV_FREE, id, step);
+}
+static enum dnnmem_status on_read(struct cap *k, int32_t id, int32_t step)
+{
+    return live_check(k, id, step, "reads");
+}
+static enum dnnmem_status on_write(struct cap *k, int32_t id, int32_t step)
+{
+    return live_check(k, id, step, "writes");
+}
+/* autograd saved it: an activation kept for backward is counted as saved */
+static enum dnnmem_status on_save(struct cap *k, int32_t id, int32_t step)
+{
+    DM_TRY(live_check(k, id, step, "saves"));
+    if (k->c->buf[id].category == DNNMEM_CAT_ACTIVATION)
+        k->c->buf[id].category = DNNMEM_CAT_SAVED;
+    return DNNMEM_OK;
+}
+
+/* The numel of a 4-D size list (or `rank` 0: absent), checked. */
+static enum dnnmem_status conv_dims(struct cap *k, const json_t *o, const char *key, int32_t s,
+                                    int64_t *dims, int64_t *numel)
+{
+    const json_t *a = json_object_get(o, key);
+    *numel = 0;
+    if (!a)
+        return DNNMEM_OK;
+    if (!json_is_array(a) || json_array_size(a) > DM_MAX_DIMS)
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"conv\": \"%s\" must be a list of "
+                       "dims", k->path, (int)s, key);
+    int64_t n = 1;
+    char what[64];
+    snprintf(what, sizeof what, "step %d: \"conv\": \"%s\"", (int)s, key);
+    for (size_t d = 0; d < json_array_size(a); d++) {
+        int64_t v;
+        DM_TRY(get_int(k, json_array_get(a, d), what, 0, CAPTURE_MAX_BYTES, &v));
+        if (d < 4)
+            dims[d] = v;
+        if (!dm_mul_ok(n, v, &n) || n > CAPTURE_MAX_BYTES)
+            return dm_fail(k->err, DNNMEM_E_SHAPE, "%s: %s has too many elements", k->path, what);
+    }
+    *numel = json_array_size(a) == 4 ? n : -1;
+    return DNNMEM_OK;
+}
+
+/* A convolution step's "conv": what the CPU's kernel choice reads
+ * (src/estimate/captured.c, onednn_buffers). */
+static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, const char *op)
+{
+    const json_t *cv = json_object_get(o, "conv");
+    if (!cv)
+        return DNNMEM_OK;
+    if (!json_is_object(cv))
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"conv\" must be an object", k->path, (int)s);
+    struct dm_capture_conv *c = dm_arena_alloc(&k->g->arena, sizeof *c);
+    if (!c)
+        return nomem(k);
+    int64_t in[4] = {0}, w[4] = {0}, out[4] = {0}, n_in, n_w, n_out;
+    DM_TRY(conv_dims(k, cv, "input", s, in, &n_in));
+    DM_TRY(conv_dims(k, cv, "weight", s, w, &n_w));
+    DM_TRY(conv_dims(k, cv, "output", s, out, &n_out));
+    const char *dt = get_str(cv, "dtype");
+    c->backward = op && strncmp(op, "aten.convolution_backward", 25) == 0;
+    c->usable = n_in > 0 && n_w > 0 && n_out >= 0 && dt && strcmp(dt, "float32") == 0 &&
+                !json_is_true(json_object_get(cv, "transposed"));
+    const char *lists[] = {"stride", "dilation"};
+    for (int l = 0; l < 2; l++) {
+        const json_t *a = json_object_get(cv, lists[l]);
+        for (size_t d = 0; json_is_array(a) && d < json_array_size(a); d++) {
+            int64_t v;
+            char what[64];
+            snprintf(what, sizeof what, "step %d: \"conv\": \"%s\"", (int)s, lists[l]);
+            DM_TRY(get_int(k, json_array_get(a, d), what, 0, CAPTURE_MAX_BYTES, &v));
+            if (v != 1)
+                *(l ? &c->dilated : &c->strided) = true;
+        }
+    }
+    int64_t groups = 1;
+    if (json_object_get(cv, "groups")) {
+        char what[64];
+        snprintf(what, sizeof what, "step %d: \"conv\": \"groups\"", (int)s);
+        DM_TRY(get_int(k, json_object_get(cv, "groups"), what, 1, CAPTURE_MAX_BYTES, &groups));
+    }
+    c->groups = groups;
+    c->batch = in[0];
+    c->kh = w[2];
+    c->kw = w[3];
+    c->in_numel = n_in;
+    /* float32: 4 bytes an element; each count is at most 2^50 */
+    c->in_bytes = (uint64_t)(n_in > 0 ? n_in : 0) * 4;
+    c->w_bytes = (uint64_t)(n_w > 0 ? n_w : 0) * 4;
+    c->out_bytes = (uint64_t)(n_out > 0 ? n_out : 0) * 4;
+    k->c->conv[s] = c;
+    return DNNMEM_OK;
+}
+
+static enum dnnmem_status one_step(struct cap *k, const json_t *o, int32_t s, int32_t *node)
+{
+    if (!json_is_object(o))
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d is not an object", k->path, (int)s);
+    const char *ph = get_str(o, "phase");
+    size_t pi = 0;
+    while (ph && pi < sizeof phases / sizeof phases[0] && strcmp(phases[pi].name, ph) != 0)
+        pi++;
+    if (!ph || pi == sizeof phases / sizeof phases[0])
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"phase\" must be setup, forward, loss, "
+                       "backward, optimizer or zero_grad", k->path, (int)s);
+    int64_t it = 1;
+    char what[64];
+    snprintf(what, sizeof what, "step %d: \"iteration\"", (int)s);
+    if (json_object_get(o, "iteration"))
+        DM_TRY(get_int(k, json_object_get(o, "iteration"), what, 1, k->c->iterations, &it));
+    const char *op = get_str(o, "op"), *mod = get_str(o, "module");
+    struct dm_step *sp = &k->c->steps[s];
+    *sp = (struct dm_step){.phase = (uint8_t)phases[pi].phase, .iteration = (int16_t)it, .node = -1};
+    if (it > INT16_MAX)
+        return dm_fail(k->err, DNNMEM_E_SHAPE, "%s: step %d: iteration %lld is too large", k->path,
+                       (int)s, (long long)it);
+    if (op) {
+        struct dm_node *n = &k->g->nodes[*node];
+        n->op = DM_OP_Identity; /* never inferred: the capture holds the sizes */
+        n->domain = "";
+        /* "layer1.0.conv1/convolution#57": the module, the op without its
+         * namespace and overload, the step */
+        const char *base = strncmp(op, "aten.", 5) == 0 ? op + 5 : op;
+        int len = (int)(strchr(base, '.') ? (size_t)(strchr(base, '.') - base) : strlen(base));
+        n->name = dm_arena_printf(&k->g->arena, "%s%s%.*s#%d", mod && *mod ? mod : "",
+                                  mod && *mod ? "/" : "", len, base, (int)s);
+        k->g->op_names[*node] = dm_arena_strdup(&k->g->arena, op);
+        if (!n->name || !k->g->op_names[*node])
+            return nomem(k);
+        sp->node = (*node)++;
+    }
+    k->c->accum_old[s] = -1;
+    const json_t *acc = json_object_get(o, "accumulate");
+    if (acc && !json_is_boolean(acc))
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"accumulate\" must be true or false",
+                       k->path, (int)s);
+    if (json_is_true(acc)) {
+        const json_t *in = json_object_get(o, "in");
+        int64_t first;
+        if (!op || !json_is_array(in) || json_array_size(in) < 1)
+            return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: an \"accumulate\" step is an op "
+                           "with its inputs", k->path, (int)s);
+        snprintf(what, sizeof what, "step %d: \"in\"", (int)s);
+        DM_TRY(get_int(k, json_array_get(in, 0), what, 0, k->g->n_tensors - 1, &first));
+        k->c->accum_old[s] = (int32_t)first;
+    }
+    DM_TRY(conv_facts(k, o, s, op));
+    /* alloc first: a storage made just before the op (torch.tensor's, below
+     * the dispatch) is allocated at the step that first reads it */
+    DM_TRY(each_id(k, o, "alloc", s, on_alloc));
+    DM_TRY(each_id(k, o, "in", s, on_read));
+    DM_TRY(each_id(k, o, "out", s, on_read));
+    DM_TRY(each_id(k, o, "write", s, on_write));
+    DM_TRY(each_id(k, o, "save", s, on_save));
+    return each_id(k, o, "free", s, on_free);
+}
+
+static enum dnnmem_status body(struct cap *k, const json_t *root)
+{
+    DM_TRY(header(k, root));
+    const json_t *st = json_object_get(root, "storages"), *steps = json_object_get(root, "steps");
+    if (!json_is_array(st) || !json_is_array(steps) || json_array_size(steps) == 0)
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: a capture needs \"storages\" and \"steps\" arrays",
+                       k->path);
+    size_t ns = json_array_size(st), nt = json_array_size(steps);
+    if (ns > INT32_MAX / 2 || nt > INT32_MAX / 2)
+        return dm_fail(k->err, DNNMEM_E_SHAPE, "%s: too many storages or steps", k->path);
+    struct dm_capture *c = k->c;
+    struct dm_arena *a = &k->g->arena;
+    c->buf = dm_arena_array(a, ns ? ns : 1, sizeof *c->buf);
+    c->host = dm_arena_array(a, ns ? ns : 1, sizeof *c->host);
+    c->steps = dm_arena_array(a, nt, sizeof *c->steps);
+    c->accum_old = dm_arena_array(a, nt, sizeof *c->accum_old);
+    c->conv = dm_arena_array(a, nt, sizeof *c->conv);
+    k->state = calloc(ns ? ns : 1, 1);
+    if (!c->buf || !c->host || !c->steps || !c->accum_old || !c->conv || !k->state)
+        return nomem(k);
+    c->n_buf = (int32_t)ns;
+    c->n_steps = (int32_t)nt;
+    for (size_t i = 0; i < ns; i++)
+        DM_TRY(storage(k, json_array_get(st, i), (int32_t)i));
+    int32_t n_ops = 0;
+    for (size_t i = 0; i < nt; i++)
+        n_ops += get_str(json_array_get(steps, i), "op") != NULL;
+    k->g->nodes = dm_arena_array(a, n_ops ? (size_t)n_ops : 1, sizeof *k->g->nodes);
+    k->g->op_names = dm_arena_array(a, n_ops ? (size_t)n_ops : 1, sizeof *k->g->op_names);
+    if (!k->g->nodes || !k->g->op_names)
+        return nomem(k);
+    int32_t node = 0;
+    for (size_t i = 0; i < nt; i++)
+        DM_TRY(one_step(k, json_array_get(steps, i), (int32_t)i, &node));
+    k->g->n_nodes = node;
+    for (int32_t i = 0; i < c->n_buf; i++)
+        if (!k->state[i])
+            return dm_fail(k->err, DNNMEM_E_MODEL, "%s: storage '%s' is never allocated", k->path,
+                           k->g->tensors[i].name);
+    return DNNMEM_OK;
+}
+
+enum dnnmem_status dm_load_capture(struct dm_graph *g, const uint8_t *data, size_t size,
+                                   struct dnnmem_error *err)
+{
+    struct cap k = {.g = g, .err = err, .path = g->path};
+    json_error_t je;
+    json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return dm_fail(err, DNNMEM_E_PARSE, "%s: not a complete capture (JSON: %s, line %d, column %d)",
+                       g->path, je.text, je.line, je.column);
+    g->format = "dnnmem-capture";
+    k.c = dm_arena_alloc(&g->arena, sizeof *k.c);
+    enum dnnmem_status s = k.c ? DNNMEM_OK : nomem(&k);
+    if (s == DNNMEM_OK) {
+        g->capture = k.c;
+        s = body(&k, root);
+    }
+    /* the events move into the graph's arena, which owns all of the capture */
+    struct dm_event *ev = k.c ? k.c->ev : NULL;
+    if (s == DNNMEM_OK) {
+        k.c->ev = dm_arena_array(&g->arena, k.c->n_ev ? k.c->n_ev : 1, sizeof *ev);
+        if (!k.c->ev)
+            s = nomem(&k);
+        else if (k.c->n_ev)
+            memcpy(k.c->ev, ev, k.c->n_ev * sizeof *ev);
+    } else if (k.c)
+        k.c->ev = NULL;
+    free(ev);
+    free(k.state);
+    json_decref(root);
+    return s;
+}

@@ -1,0 +1,125 @@
+/*
+ * layout.c: which 4-D tensors have channels-last strides in PyTorch eager.
+ * The exporter writes a permute as a Transpose and drops the strides; the
+ * kernels that choose their algorithm by memory format (oneDNN's
+ * convolutions, workspace.c) need them back. A tensor is channels-last when
+ *
+ *   - it is permute(0, 3, 1, 2) of a contiguous [N, H, W, C] tensor (a view,
+ *     no copy: ConvNeXt's and randnet's LayerNorm2d, permute -> LayerNorm ->
+ *     permute);
+ *   - an op that keeps its input's memory format made it from a channels-last
+ *     input: TensorIterator's elementwise kernels lay the output out as the
+ *     first operand with non-broadcast strides (TensorIteratorBase::
+ *     reorder_dimensions, aten/src/ATen/TensorIterator.cpp: a stride of 0 is
+ *     ambiguous and skipped), BatchNorm and pooling have channels-last CPU
+ *     kernels that allocate with input.suggest_memory_format()
+ *     (aten/src/ATen/native/batch_norm.cpp, Pool.h), and 2.x's oneDNN
+ *     convolution returns channels-last when its input is
+ *     (mkldnn_conv_use_channels_last, aten/src/ATen/native/mkldnn/Conv.cpp);
+ *     torch.cat is channels-last when all its inputs are
+ *     (cat_compute_output_memory_format, aten/src/ATen/native/TensorShape.cpp;
+ *     checked on 2.14.1: mixed inputs give a contiguous result).
+ *
+ * Every other op makes a contiguous output (a reshape of a channels-last
+ * tensor copies it), but for GroupNorm: PyTorch runs one native_group_norm,
+ * whose CPU kernel has a channels-last path and allocates its output in the
+ * input's suggested memory format (aten/src/ATen/native/group_norm.cpp,
+ * GroupNormKernel.cpp). lift.c makes it one GroupNormalization; where it is
+ * left as torch.onnx writes it (Reshape [N, G, -1] -> InstanceNormalization
+ * -> Reshape back, without affine), the Reshape back takes the format of the
+ * tensor the first Reshape read. The format does not change between iterations, so it is
+ * computed once, in node order. Stands on the builder only.
+ */
+#include "schedule/builder.h"
+
+/* Ops whose output takes the memory format of their first full-shape input. */
+static bool keeps_format(enum dm_op op)
+{
+    static const enum dm_op keep[] = {
+        /* unary elementwise (TensorIterator) */
+        DM_OP_Abs, DM_OP_Ceil, DM_OP_Celu, DM_OP_Clip, DM_OP_Cast, DM_OP_Elu, DM_OP_Erf,
+        DM_OP_Exp, DM_OP_Floor, DM_OP_Gelu, DM_OP_HardSigmoid, DM_OP_HardSwish, DM_OP_LeakyRelu,
+        DM_OP_Log, DM_OP_Neg, DM_OP_Reciprocal, DM_OP_Relu, DM_OP_Round, DM_OP_Selu,
+        DM_OP_Sigmoid, DM_OP_Sign, DM_OP_Silu, DM_OP_Softplus, DM_OP_Softsign, DM_OP_Sqrt,
+        DM_OP_Tanh, DM_OP_ThresholdedRelu, DM_OP_Identity, DM_OP_Dropout,
+        /* binary elementwise (TensorIterator) */
+        DM_OP_Add, DM_OP_Sub, DM_OP_Mul, DM_OP_Div, DM_OP_PRelu, DM_OP_Where,
+        /* channels-last CPU kernels; cat when all its inputs are */
+        DM_OP_BatchNormalization, DM_OP_GroupNormalization, DM_OP_MaxPool, DM_OP_AveragePool,
+        DM_OP_Conv, DM_OP_Concat,
+    };
+    for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++)
+        if (keep[k] == op)
+            return true;
+    return false;
+}
+
+static bool same_dims(const struct dm_tinfo *a, const struct dm_tinfo *b)
+{
+    if (a->rank != b->rank)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+/* Transpose by (0, 3, 1, 2): NHWC data seen as NCHW. */
+static bool to_nchw_view(const struct dm_node *n)
+{
+    int64_t cnt;
+    const int64_t *p = dm_attr_ints(n, "perm", &cnt);
+    return p && cnt == 4 && p[0] == 0 && p[1] == 3 && p[2] == 1 && p[3] == 2;
+}
+
+/* The exporter's GroupNorm: n is the Reshape back of Reshape(x) ->
+ * InstanceNormalization -> n, x of n's output's dims; x, or -1. */
+static int32_t group_norm_source(const struct dm_graph *g, const struct dm_tinfo *t,
+                                 const struct dm_node *n)
+{
+    int32_t in = n->in[0], p = g->tensors[in].producer;
+    if (n->op != DM_OP_Reshape || p < 0 || g->nodes[p].op != DM_OP_InstanceNormalization ||
+        !dm_has_in(&g->nodes[p], 0))
+        return -1;
+    int32_t q = g->tensors[g->nodes[p].in[0]].producer;
+    if (q < 0 || g->nodes[q].op != DM_OP_Reshape || !dm_has_in(&g->nodes[q], 0))
+        return -1;
+    int32_t x = g->nodes[q].in[0];
+    return same_dims(&t[x], &t[n->out[0]]) ? x : -1;
+}
+
+static bool output_channels_last(const struct dm_graph *g, const struct dm_tinfo *t,
+                                 const bool *cl, const struct dm_node *n)
+{
+    int32_t o = n->out[0];
+    if (t[o].rank != 4 || !dm_has_in(n, 0))
+        return false;
+    if (n->op == DM_OP_Transpose)
+        return to_nchw_view(n) && !cl[n->in[0]];
+    int32_t gn = group_norm_source(g, t, n);
+    if (gn >= 0)
+        return cl[gn];
+    if (!keeps_format(n->op))
+        return false;
+    if (n->op == DM_OP_Conv)
+        return cl[n->in[0]];
+    if (n->op == DM_OP_Concat) { /* cat_compute_output_memory_format: the inputs' common one */
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && !cl[n->in[k]])
+                return false;
+        return true;
+    }
+    for (int k = 0; k < n->n_in; k++) /* the first operand of the output's shape decides */
+        if (n->in[k] >= 0 && !dm_meta_slot(n, k) && same_dims(&t[n->in[k]], &t[o]))
+            return cl[n->in[k]];
+    return false;
+}
+
+void dm_sb_layout(const struct dm_graph *g, const struct dm_tinfo *t, bool *cl)
+{
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        if (n->n_out > 0 && n->out[0] >= 0)
+            cl[n->out[0]] = output_channels_last(g, t, cl, n);
+    }
+}
