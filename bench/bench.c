@@ -165,8 +165,9 @@ static void bench_train(const char *label, const char *path, int64_t batch, int6
     free(t);
 }
 
-/* A 70B-parameter, 80-layer HuggingFace config: load (the graph is built from
- * config.json), a bf16 AdamW training estimate, and the largest-batch search
+/* A 70B-parameter, 80-layer HuggingFace config: load (an outline of the graph
+ * from config.json), a bf16 AdamW training estimate (the first one builds its
+ * graph, src/estimate/variant.c), and the largest-batch search
  * for a hypothetical 2 TiB device (so the search has room to bisect). */
 static void bench_hf(const char *path, int runs)
 {

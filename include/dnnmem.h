@@ -41,10 +41,11 @@
  * Threads and one model: a model is read-only to every function taking a
  * const dnnmem_model *, which may run concurrently on it from any number of
  * threads (dnnmem_estimate, dnnmem_advise, dnnmem_max_dim, the reports).
- * The one thing they add to it is the graph variants of a HuggingFace
- * config (LoRA, quantization, an attention implementation, a transformers
- * release): each is built when an estimate first needs it and kept until
- * dnnmem_model_free, under a mutex of the model's own. dnnmem_model_free
+ * The one thing they add to it is the graphs of a HuggingFace config
+ * (eager or sdpa attention, LoRA, quantization, a transformers release):
+ * loading builds only an outline (counts and weights), and each graph is
+ * built when an estimate first needs it and kept until dnnmem_model_free,
+ * under a mutex of the model's own. dnnmem_model_free
  * must not race with any other call on the model.
  */
 #ifndef DNNMEM_H

@@ -17,15 +17,18 @@
 #include <unistd.h>
 
 struct dnnmem_model {
-    struct dm_graph g;       /* HuggingFace configs: with eager attention, no options */
+    struct dm_graph g;       /* HuggingFace configs: the outline (dm_load_hf_outline) */
     struct dm_checkpoint ck; /* a model directory's safetensors headers */
-    struct dm_variants *variants; /* HuggingFace configs: the other graphs (NULL otherwise) */
+    struct dm_variants *variants; /* HuggingFace configs: the graphs (NULL otherwise) */
 };
 
-const struct dm_graph *dm_model_graph(const dnnmem_model *m) { return &m->g; }
+const struct dm_graph *dm_model_graph(const dnnmem_model *m)
+{
+    return m->variants ? dm_variants_loaded(m->variants, false, NULL) : &m->g;
+}
 const struct dm_graph *dm_model_graph_sdpa(const dnnmem_model *m)
 {
-    return dm_variants_sdpa(m->variants, NULL);
+    return dm_variants_loaded(m->variants, true, NULL);
 }
 
 void dnnmem_load_options_init(struct dnnmem_load_options *lo)
@@ -98,8 +101,10 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
     } else if (json && dm_is_mxnet_json(data, size)) {
         s = dm_load_mxnet(&m->g, data, size, err);
     } else if (json) {
-        /* the config's bytes kept to build the graphs estimates ask for */
-        s = dm_load_hf(&m->g, data, size, false, NULL, err);
+        /* the outline: what the model line reports and the checkpoint is
+         * checked against; the config's bytes kept to build the graphs
+         * estimates ask for */
+        s = dm_load_hf_outline(&m->g, data, size, err);
         if (s == DNNMEM_OK)
             s = dm_variants_new(data, size, m->g.path, max_nodes, &m->variants, err);
     } else

@@ -305,7 +305,7 @@ struct dm_node {
     int n_in, n_out;
     int32_t *in;          /* tensor indices; -1 for an omitted optional input */
     int32_t *out;         /* tensor indices; -1 for an omitted optional output */
-    int n_attr;
+    int n_attr, cap_attr; /* attrs holds cap_attr (dm_graph_attr grows it) */
     struct dm_attr *attrs;
 };
 
@@ -321,6 +321,13 @@ enum dm_gen_mask {
                              (BioGPT's _expand_mask): [B, 1, q, L] */
 };
 
+/* A slot of the tensor index: the tensor (-1: empty) and its name's hash,
+ * compared before the names are. */
+struct dm_index_slot {
+    int32_t t;
+    uint32_t hash;
+};
+
 struct dm_graph {
     struct dm_arena arena;
     const char *path;     /* for messages */
@@ -329,10 +336,14 @@ struct dm_graph {
     int64_t opset;
     int32_t n_tensors, cap_tensors;
     struct dm_tensor *tensors; /* malloc'd, grows */
-    int32_t *index;            /* open-addressing hash: name -> tensor, malloc'd */
+    struct dm_index_slot *index; /* open-addressing hash: name -> tensor, malloc'd */
     uint32_t index_cap;
+    int32_t n_indexed;         /* the tensors in it (all but dm_graph_add_unnamed's) */
     int32_t n_nodes;
     struct dm_node *nodes;     /* in execution (topological) order */
+    struct dm_node *node_heap; /* the array dm_graph_add_node grows (realloc: large ones
+                                  move without a copy), malloc'd; nodes points into it
+                                  unless sorting moved them into the arena */
     int64_t max_nodes;         /* the load's budget (dnnmem_load_options); 0: none */
     int32_t n_symbols;
     const char **symbols;
@@ -403,16 +414,43 @@ void dm_graph_init(struct dm_graph *g);
 void dm_graph_free(struct dm_graph *g);
 /* Add a tensor; names must be unique (checked by the loader). -1 on OOM. */
 int32_t dm_graph_add_tensor(struct dm_graph *g, const char *name);
-/* The hash of a string (FNV-1a, then fmix32) for open-addressing tables. */
+/* The hash of a string for open-addressing tables: FNV-1a over its bytes,
+ * then fmix32. FNV-1a runs byte by byte, so a builder that appends to a
+ * prefix continues the prefix's state: dm_hash_str(s) is
+ * dm_hash_end(dm_hash_bytes(DM_HASH_INIT, s, strlen(s))). */
+#define DM_HASH_INIT 2166136261u
+static inline uint32_t dm_hash_bytes(uint32_t h, const char *s, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        h = (h ^ (unsigned char)s[k]) * 16777619u;
+    return h;
+}
+/* fmix32, so that the low bits (the table index) depend on every
+ * character: FNV-1a's low bits do not see the high bits of earlier
+ * characters, and names differing in one digit cluster */
+static inline uint32_t dm_hash_end(uint32_t h) { return dm_mix32(h); }
 uint32_t dm_hash_str(const char *s);
-/* Tensor index by name, or -1. */
+/* Tensor index by name, or -1; dm_graph_find_h with the name's
+ * dm_hash_str. */
 int32_t dm_graph_find(const struct dm_graph *g, const char *name);
+int32_t dm_graph_find_h(const struct dm_graph *g, const char *name, uint32_t hash);
+/* A tensor named `name`, a string in g's arena (not copied) whose dm_hash_str
+ * is `hash`, added as dm_graph_add_tensor does: -1 when out of memory, -2
+ * when a tensor has that name already. A builder that makes its names in
+ * the arena and hashes them as it makes them does no second pass over
+ * them. */
+int32_t dm_graph_add_named(struct dm_graph *g, const char *name, uint32_t hash);
+/* A tensor without a name (""), outside the index: an outline's (a graph
+ * built for its counts and flags only, dm_load_hf_outline). -1 when out of
+ * memory. */
+int32_t dm_graph_add_unnamed(struct dm_graph *g);
 /* Symbol index for `name`, added if new; -1 on OOM. */
 int32_t dm_graph_symbol(struct dm_graph *g, const char *name);
 /* Building a graph op by op (the front ends other than ONNX). A node is
  * appended with its name (the caller's, arena-owned), its inputs copied and
- * room for DM_NODE_MAX_ATTRS attributes; its n_out outputs are -1 for the
- * caller to fill. The node array grows in the arena (*cap: its capacity).
+ * no attributes (dm_graph_attr adds up to DM_NODE_MAX_ATTRS, the array
+ * growing by doubling: most nodes have none); its n_out outputs are -1 for the
+ * caller to fill. The node array grows in g->node_heap (*cap: its capacity).
  * NULL when out of memory; the pointer is valid until the next node. */
 #define DM_NODE_MAX_ATTRS 8
 
@@ -429,6 +467,10 @@ enum {
  * g->max_nodes nodes: dm_graph_budget_fail tells which and says so). */
 struct dm_node *dm_graph_add_node(struct dm_graph *g, int32_t *cap, enum dm_op op,
                                   const char *name, int n_in, const int32_t *in, int n_out);
+/* An attribute appended to node n, growing its array in the arena:
+ * DNNMEM_E_INTERNAL when it has DM_NODE_MAX_ATTRS already, DNNMEM_E_NOMEM
+ * when out of memory. */
+enum dnnmem_status dm_node_attr_add(struct dm_graph *g, struct dm_node *n, struct dm_attr **out);
 /* The error of a failed dm_graph_add_node: DNNMEM_E_LIMIT naming the budget
  * when the graph is at g->max_nodes, else DNNMEM_E_NOMEM; the message has
  * no path (the front end prefixes its own). */
@@ -479,6 +521,14 @@ enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t 
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
                               const struct dnnmem_config *opt,
                               struct dnnmem_error *err);
+/* The outline of dm_load_hf's eager graph without options: the same nodes,
+ * tensors, inputs, outputs, weights (named), symbols and flags, but nodes
+ * and the activations the graph does not name ("present.0.key") have no
+ * names: what loading a model reports and checks (dnnmem_model_get_info,
+ * the safetensors headers), for a fraction of the build (naming is most of
+ * it). Estimates build the graphs they run (src/estimate/variant.c). */
+enum dnnmem_status dm_load_hf_outline(struct dm_graph *g, const uint8_t *data, size_t size,
+                                      struct dnnmem_error *err);
 /* An MXNet symbol JSON (src/load/mxnet.c), every layout from 0.8 to 1.x and
  * Gluon exports. */
 enum dnnmem_status dm_load_mxnet(struct dm_graph *g, const uint8_t *data, size_t size,
@@ -1001,8 +1051,10 @@ enum dnnmem_status dm_result_warn(struct dnnmem_result *r, const char *text);
 enum dnnmem_status dm_replay(const struct dm_schedule *s, struct dm_allocator *a,
                              struct dm_alloc_stats *st);
 
-/* The graph behind a public model handle; for HuggingFace configs, the one
- * with sdpa attention (built on first use; NULL for other models). */
+/* The graph behind a public model handle (for HuggingFace configs, the one
+ * with eager attention and no options, built on first use), and the one with
+ * sdpa attention (HuggingFace configs only, built on first use; NULL for
+ * other models). */
 const struct dm_graph *dm_model_graph(const dnnmem_model *m);
 const struct dm_graph *dm_model_graph_sdpa(const dnnmem_model *m);
 

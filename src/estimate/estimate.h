@@ -215,7 +215,7 @@ enum dnnmem_status dm_est_check_bind(const struct dm_graph *g, const struct dm_e
 /* "2.15" or "0.4.13" as major * 10000 + minor * 100 + patch; -1 when not. */
 int64_t dm_version_number(const char *v);
 
-/* variant.c: a model's HuggingFace graphs beyond the loaded (eager) one,
+/* variant.c: a model's HuggingFace graphs (the model keeps an outline),
  * each built when an estimate first needs it and kept until the model is
  * freed; safe for concurrent estimates (one mutex per model). */
 struct dm_variants;
@@ -232,8 +232,10 @@ void dm_variants_free(struct dm_variants *v);
 enum dnnmem_status dm_est_variant(struct dm_variants *v, const struct dm_graph *base,
                                   const struct dm_est_opts *o, const struct dm_graph **g,
                                   struct dm_graph *own, struct dnnmem_error *err);
-/* The graph with sdpa attention and no options (tests); NULL if none. */
-const struct dm_graph *dm_variants_sdpa(struct dm_variants *v, struct dnnmem_error *err);
+/* The graph with eager or sdpa attention and no options (as loaded); NULL
+ * if none. */
+const struct dm_graph *dm_variants_loaded(struct dm_variants *v, bool sdpa,
+                                          struct dnnmem_error *err);
 
 /* The framework runtime of a non-PyTorch framework (replay.c). */
 struct dm_fwsim {

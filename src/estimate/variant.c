@@ -1,11 +1,13 @@
 /*
  * variant.c: the HuggingFace graph an estimate's options need. The model
- * handle keeps the graph loaded with it (eager attention, no options); the
- * others (sdpa, LoRA, quantized weights, a transformers release, ...) are
- * built by dm_load_hf when an estimate first asks for them and kept, keyed
- * by what dm_load_hf reads of the options. A generation's graph depends on
- * the prompt and is built per estimate. One mutex per model guards the
- * list, so concurrent estimates on one model build each variant once.
+ * handle keeps only the outline loading built (dm_load_hf_outline: counts,
+ * flags, weights; no names); every graph an estimate runs (eager or sdpa
+ * attention as loaded, LoRA, quantized weights, a transformers release,
+ * ...) is built by dm_load_hf when an estimate first asks for it and kept,
+ * keyed by what dm_load_hf reads of the options. A generation's graph
+ * depends on the prompt and is built per estimate. One mutex per model
+ * guards the list, so concurrent estimates on one model build each variant
+ * once.
  */
 #include "estimate.h"
 
@@ -133,7 +135,9 @@ static bool same_key(const struct key *a, const struct key *b)
     return true;
 }
 
-/* opts NULL: as loaded, without options */
+/* opts NULL: as loaded, without options; the eager one lifted as
+ * dnnmem_model_load lifts every graph it loads (it was the model's own
+ * graph before the outline) */
 static enum dnnmem_status build(const struct dm_variants *v, bool sdpa,
                                 const struct dnnmem_config *opts, struct dm_graph *g,
                                 struct dnnmem_error *err)
@@ -142,6 +146,8 @@ static enum dnnmem_status build(const struct dm_variants *v, bool sdpa,
     g->path = v->path;
     g->max_nodes = v->max_nodes;
     enum dnnmem_status s = dm_load_hf(g, v->json, v->size, sdpa, opts, err);
+    if (s == DNNMEM_OK && !sdpa && !opts)
+        s = dm_graph_lift(g, err);
     if (s != DNNMEM_OK)
         dm_graph_free(g);
     return s;
@@ -195,7 +201,7 @@ enum dnnmem_status dm_est_variant(struct dm_variants *v, const struct dm_graph *
                                   struct dm_graph *own, struct dnnmem_error *err)
 {
     *g = base;
-    if (!v || (!o->rebuild && !o->sdpa))
+    if (!v)
         return DNNMEM_OK;
     if (o->rebuild && o->generate) {
         DM_TRY(build(v, o->sdpa, &o->cfg, own, err));
@@ -206,9 +212,10 @@ enum dnnmem_status dm_est_variant(struct dm_variants *v, const struct dm_graph *
     return kept_locked(v, &k, o, g, err);
 }
 
-const struct dm_graph *dm_variants_sdpa(struct dm_variants *v, struct dnnmem_error *err)
+const struct dm_graph *dm_variants_loaded(struct dm_variants *v, bool sdpa,
+                                          struct dnnmem_error *err)
 {
-    struct key k = {.opts = false, .sdpa = true};
+    struct key k = {.opts = false, .sdpa = sdpa};
     const struct dm_graph *g = NULL;
     if (v && kept_locked(v, &k, NULL, &g, err) != DNNMEM_OK)
         g = NULL;

@@ -19,6 +19,7 @@ void dm_graph_free(struct dm_graph *g)
     if (!g)
         return;
     free(g->tensors);
+    free(g->node_heap);
     free(g->index);
     dm_arena_free(&g->arena);
     memset(g, 0, sizeof *g);
@@ -26,57 +27,88 @@ void dm_graph_free(struct dm_graph *g)
 
 uint32_t dm_hash_str(const char *s)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    /* then fmix32, so that the low bits (the table index) depend on every
-     * character: FNV-1a's low bits do not see the high bits of earlier
-     * characters, and names differing in one digit cluster */
-    return dm_mix32(h);
+    return dm_hash_end(dm_hash_bytes(DM_HASH_INIT, s, strlen(s)));
 }
 
-int32_t dm_graph_find(const struct dm_graph *g, const char *name)
+int32_t dm_graph_find_h(const struct dm_graph *g, const char *name, uint32_t hash)
 {
     if (!g->index_cap)
         return -1;
     uint32_t mask = g->index_cap - 1;
-    for (uint32_t i = dm_hash_str(name) & mask;; i = (i + 1) & mask) {
-        int32_t t = g->index[i];
-        if (t < 0)
+    for (uint32_t i = hash & mask;; i = (i + 1) & mask) {
+        const struct dm_index_slot *e = &g->index[i];
+        if (e->t < 0)
             return -1;
-        if (strcmp(g->tensors[t].name, name) == 0)
-            return t;
+        if (e->hash == hash && strcmp(g->tensors[e->t].name, name) == 0)
+            return e->t;
     }
 }
 
-static bool index_insert(struct dm_graph *g, int32_t t)
+int32_t dm_graph_find(const struct dm_graph *g, const char *name)
 {
-    if ((uint64_t)(g->n_tensors + 1) * 2 > g->index_cap) {
-        uint32_t cap = g->index_cap ? g->index_cap * 2 : 64;
-        if (cap > (1u << 30))
-            return false;
-        int32_t *idx = malloc(cap * sizeof *idx);
-        if (!idx)
-            return false;
-        for (uint32_t i = 0; i < cap; i++)
-            idx[i] = -1;
-        free(g->index);
-        g->index = idx;
-        g->index_cap = cap;
-        for (int32_t k = 0; k < g->n_tensors; k++)
-            if (k != t && !index_insert(g, k))
-                return false;
+    return dm_graph_find_h(g, name, dm_hash_str(name));
+}
+
+/* The index grown to hold one more tensor; false when out of memory. The
+ * indexed tensors go back in by id, the order they first went in, so that
+ * of two tensors of one name dm_graph_find still finds the first. */
+static bool index_grow(struct dm_graph *g)
+{
+    if ((uint64_t)(g->n_indexed + 1) * 2 <= g->index_cap)
+        return true;
+    uint32_t cap = g->index_cap ? g->index_cap * 2 : 64;
+    if (cap > (1u << 30))
+        return false;
+    struct dm_index_slot *idx = malloc(cap * sizeof *idx);
+    uint32_t *hash = malloc(((size_t)g->n_tensors + 1) * sizeof *hash);
+    bool *in = calloc((size_t)g->n_tensors + 1, sizeof *in);
+    if (!idx || !hash || !in) {
+        free(idx);
+        free(hash);
+        free(in);
+        return false;
     }
-    uint32_t mask = g->index_cap - 1;
-    uint32_t i = dm_hash_str(g->tensors[t].name) & mask;
-    while (g->index[i] >= 0)
-        i = (i + 1) & mask;
-    g->index[i] = t;
+    for (uint32_t k = 0; k < g->index_cap; k++)
+        if (g->index[k].t >= 0) {
+            hash[g->index[k].t] = g->index[k].hash;
+            in[g->index[k].t] = true;
+        }
+    for (uint32_t i = 0; i < cap; i++)
+        idx[i].t = -1;
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        uint32_t i = hash[t] & (cap - 1);
+        while (in[t] && idx[i].t >= 0)
+            i = (i + 1) & (cap - 1);
+        if (in[t])
+            idx[i] = (struct dm_index_slot){t, hash[t]};
+    }
+    free(hash);
+    free(in);
+    free(g->index);
+    g->index = idx;
+    g->index_cap = cap;
     return true;
 }
 
-int32_t dm_graph_add_tensor(struct dm_graph *g, const char *name)
+/* Tensor t (its name set) into the index; -2 when `unique` and a tensor
+ * has its name already (not inserted). */
+static int index_insert(struct dm_graph *g, int32_t t, uint32_t hash, bool unique)
 {
+    uint32_t mask = g->index_cap - 1, i = hash & mask;
+    for (; g->index[i].t >= 0; i = (i + 1) & mask)
+        if (unique && g->index[i].hash == hash &&
+            strcmp(g->tensors[g->index[i].t].name, g->tensors[t].name) == 0)
+            return -2;
+    g->index[i] = (struct dm_index_slot){t, hash};
+    g->n_indexed++;
+    return 0;
+}
+
+/* A new tensor named `name` (not indexed); -1 when out of memory. */
+static int32_t new_tensor(struct dm_graph *g, const char *name)
+{
+    if (!name)
+        return -1;
     if (g->n_tensors == g->cap_tensors) {
         if (g->cap_tensors > INT32_MAX / 4)
             return -1;
@@ -90,17 +122,40 @@ int32_t dm_graph_add_tensor(struct dm_graph *g, const char *name)
     int32_t id = g->n_tensors;
     struct dm_tensor *t = &g->tensors[id];
     memset(t, 0, sizeof *t);
-    t->name = dm_arena_strdup(&g->arena, name);
-    if (!t->name)
-        return -1;
+    t->name = name;
     t->rank = -1;
     t->producer = -1;
     t->role = DM_ROLE_ACTIVATION;
-    g->n_tensors++;
-    if (!index_insert(g, id)) {
-        g->n_tensors--;
+    return id;
+}
+
+static int32_t add_tensor(struct dm_graph *g, const char *name, uint32_t hash, bool unique)
+{
+    int32_t id = index_grow(g) ? new_tensor(g, name) : -1;
+    if (id < 0)
         return -1;
-    }
+    if (index_insert(g, id, hash, unique) < 0)
+        return -2;
+    g->n_tensors++;
+    return id;
+}
+
+int32_t dm_graph_add_tensor(struct dm_graph *g, const char *name)
+{
+    const char *copy = dm_arena_strdup(&g->arena, name);
+    return add_tensor(g, copy, copy ? dm_hash_str(copy) : 0, false);
+}
+
+int32_t dm_graph_add_named(struct dm_graph *g, const char *name, uint32_t hash)
+{
+    return add_tensor(g, name, hash, true);
+}
+
+int32_t dm_graph_add_unnamed(struct dm_graph *g)
+{
+    int32_t id = new_tensor(g, "");
+    if (id >= 0)
+        g->n_tensors++;
     return id;
 }
 
@@ -167,52 +222,67 @@ static int32_t heap_pop(int32_t *h, int32_t *n)
  * are consecutive, so each scope's run is where the prefix repeats. */
 #define MAX_SCOPES 16
 
-static int scopes(const char *name, int len[MAX_SCOPES])
+/* Name b's scope ends (its '/' after the first character, at most
+ * MAX_SCOPES) appended to *pos (*n of *cap used, grown by doubling), in one
+ * pass that also measures b's common prefix with the name before it, a.
+ * The prefix's length; -1 when out of memory. */
+static int32_t scan_name(const char *a, const char *b, int32_t **pos, size_t *n, size_t *cap)
 {
-    int n = 0;
-    for (int k = 1; name[k] && n < MAX_SCOPES; k++)
-        if (name[k] == '/')
-            len[n++] = k;
-    return n;
+    if (*cap - *n < MAX_SCOPES) {
+        size_t c = *cap ? 2 * *cap : 1024;
+        int32_t *p = realloc(*pos, c * sizeof *p);
+        if (!p)
+            return -1;
+        *pos = p;
+        *cap = c;
+    }
+    int32_t k = 0, d = 0;
+    for (; a[k] && a[k] == b[k]; k++)
+        if (k > 0 && b[k] == '/' && d < MAX_SCOPES)
+            (*pos)[*n + (size_t)d++] = k;
+    int32_t cp = k;
+    for (; b[k]; k++)
+        if (k > 0 && b[k] == '/' && d < MAX_SCOPES)
+            (*pos)[*n + (size_t)d++] = k;
+    *n += (size_t)d;
+    return cp;
 }
 
-static bool same_scope(const char *a, const char *b, int len)
-{
-    return strncmp(a, b, (size_t)len) == 0 && b[len] == '/';
-}
-
+/* Scope d of node i (ending at pos[start[i] + d]) is that of the node
+ * beside it when it ends inside their common prefix (cp): the earlier
+ * scope ends match then, and the other name has the same '/' there. */
 enum dnnmem_status dm_graph_find_scopes(struct dm_graph *g, struct dnnmem_error *err)
 {
     int32_t nn = g->n_nodes;
-    int(*len)[MAX_SCOPES] = malloc(((size_t)nn + 1) * sizeof *len);
+    int32_t *cp = malloc(((size_t)nn + 1) * sizeof *cp); /* [i]: of names i - 1 and i */
     int32_t *start = dm_arena_array(&g->arena, (size_t)nn + 1, sizeof *start);
-    if (!len || !start) {
-        free(len);
-        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    int32_t *pos = NULL;
+    size_t n_pos = 0, cap = 0;
+    bool ok = cp && start;
+    if (ok)
+        start[0] = 0;
+    for (int32_t i = 0; ok && i < nn; i++) {
+        cp[i] = scan_name(i > 0 ? g->nodes[i - 1].name : "", g->nodes[i].name, &pos, &n_pos, &cap);
+        start[i + 1] = (int32_t)n_pos;
+        ok = cp[i] >= 0;
     }
-    start[0] = 0;
-    for (int32_t i = 0; i < nn; i++)
-        start[i + 1] = start[i] + scopes(g->nodes[i].name, len[i]);
-    int32_t *first = dm_arena_array(&g->arena, (size_t)start[nn] + 1, sizeof *first);
-    int32_t *last = dm_arena_array(&g->arena, (size_t)start[nn] + 1, sizeof *last);
+    int32_t *first = ok ? dm_arena_array(&g->arena, n_pos + 1, sizeof *first) : NULL;
+    int32_t *last = ok ? dm_arena_array(&g->arena, n_pos + 1, sizeof *last) : NULL;
     if (!first || !last) {
-        free(len);
+        free(cp);
+        free(pos);
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
     }
+    cp[0] = 0;
+    cp[nn] = 0;
     for (int32_t i = 0; i < nn; i++)
-        for (int32_t d = 0; d < start[i + 1] - start[i]; d++)
-            first[start[i] + d] = i > 0 && d < start[i] - start[i - 1] && len[i - 1][d] == len[i][d] &&
-                                          same_scope(g->nodes[i].name, g->nodes[i - 1].name, len[i][d])
-                                      ? first[start[i - 1] + d]
-                                      : i;
+        for (int32_t d = start[i]; d < start[i + 1]; d++)
+            first[d] = pos[d] < cp[i] ? first[start[i - 1] + d - start[i]] : i;
     for (int32_t i = nn - 1; i >= 0; i--)
-        for (int32_t d = 0; d < start[i + 1] - start[i]; d++)
-            last[start[i] + d] = i + 1 < nn && d < start[i + 2] - start[i + 1] &&
-                                         len[i + 1][d] == len[i][d] &&
-                                         same_scope(g->nodes[i].name, g->nodes[i + 1].name, len[i][d])
-                                     ? last[start[i + 1] + d]
-                                     : i;
-    free(len);
+        for (int32_t d = start[i]; d < start[i + 1]; d++)
+            last[d] = pos[d] < cp[i + 1] ? last[start[i + 1] + d - start[i]] : i;
+    free(cp);
+    free(pos);
     g->scope_start = start;
     g->scope_first = first;
     g->scope_last = last;
@@ -253,8 +323,10 @@ enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err)
             tt->producer = i;
         }
     }
-    /* dangling inputs; count users per tensor */
+    /* dangling inputs; count users per tensor; whether each node comes after
+     * the producers of its inputs */
     size_t n_edges = 0;
+    bool sorted = true;
     for (int32_t i = 0; i < nn; i++) {
         const struct dm_node *n = &g->nodes[i];
         for (int k = 0; k < n->n_in; k++) {
@@ -272,9 +344,12 @@ enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err)
                 pending[i]++;
                 users_start[t]++;
                 n_edges++;
+                sorted = sorted && tt->producer < i;
             }
         }
     }
+    if (sorted) /* in order already, as the front ends that build op by op make it */
+        goto scopes;
     users = malloc((n_edges + 1) * sizeof *users);
     if (!users) {
         s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory sorting the graph", g->path);
@@ -338,7 +413,6 @@ enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err)
         goto out;
     }
     {
-        bool sorted = true;
         for (int32_t i = 0; i < nn; i++)
             if (order[i] != i)
                 sorted = false;
@@ -357,6 +431,7 @@ enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err)
                         g->tensors[g->nodes[i].out[k]].producer = i;
         }
     }
+scopes:
     s = dm_graph_find_scopes(g, err);
 out:
     free(pending);
@@ -378,12 +453,13 @@ struct dm_node *dm_graph_add_node(struct dm_graph *g, int32_t *cap, enum dm_op o
         if (*cap > INT32_MAX / 4)
             return NULL;
         int32_t c = *cap ? *cap * 2 : 1024;
-        struct dm_node *nodes = dm_arena_array(&g->arena, (size_t)c, sizeof *nodes);
+        bool moved = g->nodes != g->node_heap; /* the nodes are elsewhere (sorted) */
+        struct dm_node *nodes = realloc(g->node_heap, (size_t)c * sizeof *nodes);
         if (!nodes)
             return NULL;
-        if (g->n_nodes)
+        if (moved && g->n_nodes)
             memcpy(nodes, g->nodes, (size_t)g->n_nodes * sizeof *nodes);
-        g->nodes = nodes;
+        g->nodes = g->node_heap = nodes;
         *cap = c;
     }
     struct dm_node *n = &g->nodes[g->n_nodes];
@@ -395,8 +471,7 @@ struct dm_node *dm_graph_add_node(struct dm_graph *g, int32_t *cap, enum dm_op o
     n->n_out = n_out;
     n->in = dm_arena_array(&g->arena, (size_t)n_in + 1, sizeof *n->in);
     n->out = dm_arena_array(&g->arena, (size_t)n_out + 1, sizeof *n->out);
-    n->attrs = dm_arena_array(&g->arena, DM_NODE_MAX_ATTRS, sizeof *n->attrs);
-    if (!n->in || !n->out || !n->attrs)
+    if (!n->in || !n->out)
         return NULL;
     if (n_in)
         memcpy(n->in, in, (size_t)n_in * sizeof *in);
@@ -404,6 +479,25 @@ struct dm_node *dm_graph_add_node(struct dm_graph *g, int32_t *cap, enum dm_op o
         n->out[k] = -1;
     g->n_nodes++;
     return n;
+}
+
+enum dnnmem_status dm_node_attr_add(struct dm_graph *g, struct dm_node *n, struct dm_attr **out)
+{
+    if (n->n_attr >= DM_NODE_MAX_ATTRS)
+        return DNNMEM_E_INTERNAL;
+    if (n->n_attr >= n->cap_attr) {
+        int cap = n->cap_attr ? 2 * n->cap_attr : 2;
+        cap = cap < DM_NODE_MAX_ATTRS ? cap : DM_NODE_MAX_ATTRS;
+        struct dm_attr *a = dm_arena_array(&g->arena, (size_t)cap, sizeof *a);
+        if (!a)
+            return DNNMEM_E_NOMEM;
+        if (n->n_attr)
+            memcpy(a, n->attrs, (size_t)n->n_attr * sizeof *a);
+        n->attrs = a;
+        n->cap_attr = cap;
+    }
+    *out = &n->attrs[n->n_attr++];
+    return DNNMEM_OK;
 }
 
 enum dnnmem_status dm_graph_add_fail(const struct dm_graph *g, char *msg, size_t cap)
@@ -420,10 +514,7 @@ enum dnnmem_status dm_graph_add_fail(const struct dm_graph *g, char *msg, size_t
 enum dnnmem_status dm_graph_attr(struct dm_graph *g, const char *name, enum dm_attr_kind kind,
                                  struct dm_attr **out)
 {
-    struct dm_node *n = &g->nodes[g->n_nodes - 1];
-    if (n->n_attr >= DM_NODE_MAX_ATTRS)
-        return DNNMEM_E_INTERNAL;
-    *out = &n->attrs[n->n_attr++];
+    DM_TRY(dm_node_attr_add(g, &g->nodes[g->n_nodes - 1], out));
     (*out)->name = name;
     (*out)->kind = kind;
     return DNNMEM_OK;

@@ -116,7 +116,7 @@ static bool lift_layernorm(struct lift *l, struct dm_node *z)
             z->in = in;
             z->n_in = 3;
             z->attrs = attr;
-            z->n_attr = 1;
+            z->n_attr = z->cap_attr = 1;
             kill(l, mul), kill(l, div), kill(l, sq), kill(l, add), kill(l, var);
             kill(l, pow), kill(l, sub), kill(l, mean);
             return true;
@@ -215,6 +215,7 @@ static bool lift_padded_pool(struct lift *l, struct dm_node *pool)
             attrs[na++] = pool->attrs[k];
     attrs[na++] = (struct dm_attr){.name = "pads", .kind = DM_ATTR_INTS, .n = 4, .ints = pads};
     attrs[na++] = (struct dm_attr){.name = "count_include_pad", .kind = DM_ATTR_INT, .i = 1};
+    pool->cap_attr = pool->n_attr + 2;
     pool->attrs = attrs;
     pool->n_attr = na;
     pool->in[0] = pad->in[0];
@@ -296,7 +297,7 @@ static bool lift_groupnorm(struct lift *l, struct dm_node *z)
             z->in = ins;
             z->n_in = 3;
             z->attrs = attr;
-            z->n_attr = 2;
+            z->n_attr = z->cap_attr = 2;
             kill(l, mul), kill(l, uw), kill(l, ub), kill(l, back), kill(l, in), kill(l, to);
             kill(l, shape);
             return true;

@@ -954,9 +954,14 @@ static void tag_mirror(struct mx *m, int32_t first)
         v = DM_MX_MIRROR_OLD_NEVER;
     for (int32_t k = first; m->st == DNNMEM_OK && k < m->g->n_nodes; k++) {
         struct dm_node *n = &m->g->nodes[k];
-        if (n->n_attr < DM_NODE_MAX_ATTRS) /* else the IR op decides (train.c) */
-            n->attrs[n->n_attr++] = (struct dm_attr){.name = "mx_mirror", .kind = DM_ATTR_INT,
-                                                     .i = v};
+        struct dm_attr *a;
+        if (n->n_attr >= DM_NODE_MAX_ATTRS) /* the IR op decides (train.c) */
+            continue;
+        if (dm_node_attr_add(m->g, n, &a) != DNNMEM_OK) {
+            fail(m, DNNMEM_E_NOMEM, "out of memory");
+            return;
+        }
+        *a = (struct dm_attr){.name = "mx_mirror", .kind = DM_ATTR_INT, .i = v};
     }
 }
 

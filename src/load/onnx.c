@@ -801,7 +801,7 @@ static enum dnnmem_status convert_graph(struct conv *c, const Onnx__ModelProto *
         n->n_out = (int)np->n_output;
         n->in = dm_arena_array(&g->arena, np->n_input + 1, sizeof *n->in);
         n->out = dm_arena_array(&g->arena, np->n_output + 1, sizeof *n->out);
-        n->n_attr = (int)np->n_attribute;
+        n->n_attr = n->cap_attr = (int)np->n_attribute;
         n->attrs = dm_arena_array(&g->arena, np->n_attribute + 1, sizeof *n->attrs);
         if (!n->in || !n->out || !n->attrs)
             return dm_fail(c->err, DNNMEM_E_NOMEM, "%s: out of memory", c->path);

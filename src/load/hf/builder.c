@@ -114,45 +114,67 @@ const char *hf_get_str(struct hf *h, const char *key, const char *dflt)
 
 /* ---- building the graph ----------------------------------------------------------- */
 
-/* A node name, and for a scope's first node of an hf_op ("scope/Op") the next
- * suffix to try for that op there ("scope/Op_<next>"): a scope with many
- * nodes of one hf_op (a mixture-of-experts block) names each in one probe. */
-struct name_slot {
-    const char *name;
-    int next;
+/* Node names. Every node of the front end is named "<scope>/<Op>", the
+ * second and later of an op in one module path "<scope>/<Op>_1", "_2", ...
+ * (as torch.onnx names them). No op's name ends in "_<digits>" nor holds a
+ * '/', so names are unique when each path counts the nodes of each op name
+ * (two ops may share a name: Attention and com.microsoft's): a path's
+ * counts are found once per hf_enter, not once per node. */
+struct op_count {
+    const char *op;        /* dm_ops[].name */
+    int n;                 /* its nodes in the path so far */
+    struct op_count *next;
 };
 
-/* The slot of `name`: *taken when it is a node name already, else recorded.
- * NULL when out of memory; valid until the next call. */
-static struct name_slot *name_slot(struct hf *h, const char *name, bool *taken)
+struct scope_names {
+    const char *path;      /* the module path (names_arena) */
+    uint32_t hash;         /* dm_hash_str(path) */
+    struct op_count *ops;
+};
+
+/* The counts of the current module path, made when new; NULL when out of
+ * memory. */
+static struct scope_names *scope_names(struct hf *h)
 {
-    if ((h->n_names + 1) * 2 > h->names_cap) {
-        uint32_t cap = h->names_cap ? h->names_cap * 2 : 4096;
-        struct name_slot *n = calloc(cap, sizeof *n);
+    if (h->scope_at[h->scope_len])
+        return h->scope_at[h->scope_len];
+    if ((h->n_scopes + 1) * 2 > h->scopes_cap) {
+        uint32_t cap = h->scopes_cap ? h->scopes_cap * 2 : 1024;
+        struct scope_names **n = calloc(cap, sizeof *n);
         if (!n)
             return NULL;
-        for (uint32_t i = 0; i < h->names_cap; i++)
-            if (h->names[i].name) {
-                uint32_t j = dm_hash_str(h->names[i].name) & (cap - 1);
-                while (n[j].name)
+        for (uint32_t i = 0; i < h->scopes_cap; i++)
+            if (h->scopes[i]) {
+                uint32_t j = h->scopes[i]->hash & (cap - 1);
+                while (n[j])
                     j = (j + 1) & (cap - 1);
-                n[j] = h->names[i];
+                n[j] = h->scopes[i];
             }
-        free(h->names);
-        h->names = n;
-        h->names_cap = cap;
+        free(h->scopes);
+        h->scopes = n;
+        h->scopes_cap = cap;
     }
-    uint32_t j = dm_hash_str(name) & (h->names_cap - 1);
-    for (; h->names[j].name; j = (j + 1) & (h->names_cap - 1))
-        if (strcmp(h->names[j].name, name) == 0) {
-            *taken = true;
-            return &h->names[j];
-        }
-    *taken = false;
-    h->names[j] = (struct name_slot){name, 1};
-    h->n_names++;
-    return &h->names[j];
+    uint32_t hash = dm_hash_end(h->scope_fnv[h->scope_len]), j = hash & (h->scopes_cap - 1);
+    for (; h->scopes[j]; j = (j + 1) & (h->scopes_cap - 1))
+        if (h->scopes[j]->hash == hash && strcmp(h->scopes[j]->path, h->scope) == 0)
+            return h->scope_at[h->scope_len] = h->scopes[j];
+    struct scope_names *s = dm_arena_alloc(&h->names_arena, sizeof *s);
+    const char *path = dm_arena_strndup(&h->names_arena, h->scope, h->scope_len);
+    if (!s || !path)
+        return NULL;
+    *s = (struct scope_names){path, hash, NULL};
+    h->scopes[j] = s;
+    h->n_scopes++;
+    return h->scope_at[h->scope_len] = s;
 }
+
+/* scope_fnv[] brought up to scope_len from scope_fnv[from] */
+static void scope_hash(struct hf *h, size_t from)
+{
+    for (size_t i = from; i < h->scope_len; i++)
+        h->scope_fnv[i + 1] = dm_hash_bytes(h->scope_fnv[i], h->scope + i, 1);
+}
+
 size_t hf_enter(struct hf *h, const char *fmt, ...)
 {
     size_t len = h->scope_len, cap = sizeof h->scope, n;
@@ -180,6 +202,8 @@ size_t hf_enter(struct hf *h, const char *fmt, ...)
         return len;
     }
     h->scope_len = len + 1 + n;
+    scope_hash(h, len);
+    h->scope_at[h->scope_len] = NULL;
     return len;
 }
 
@@ -191,10 +215,11 @@ void hf_leave(struct hf *h, size_t len)
 
 /* a (na bytes), sep, b (nb bytes) and k in decimal when k >= 0, in the
  * arena: the node and tensor names as "%s%s%s%d" prints them, without the
- * format's parsing (naming is much of a large model's build time). NULL
- * when out of memory. */
+ * format's parsing (naming is much of a large model's build time). *fnv
+ * (when not NULL): the FNV-1a state of a on entry, of the name on return.
+ * NULL when out of memory. */
 static char *name_cat(struct dm_arena *ar, const char *a, size_t na, const char *sep,
-                      const char *b, size_t nb, int k)
+                      const char *b, size_t nb, int k, uint32_t *fnv)
 {
     char digits[12];
     size_t nk = 0, ns = strlen(sep);
@@ -207,8 +232,44 @@ static char *name_cat(struct dm_arena *ar, const char *a, size_t na, const char 
         memcpy(d + na + ns, b, nb);
         memcpy(d + na + ns + nb, digits + sizeof digits - nk, nk);
         d[na + ns + nb + nk] = '\0';
+        if (fnv)
+            *fnv = dm_hash_bytes(*fnv, d + na, ns + nb + nk);
     }
     return d;
+}
+
+/* The name of a new node of op `op` in the current scope: "<scope>/<Op>",
+ * else "<scope>/<Op>_<k>" for the op's k-th node there; its length in *len
+ * and the FNV-1a state of its bytes in *fnv. NULL when out of memory. */
+static const char *node_name(struct hf *h, enum dm_op op, size_t *len, uint32_t *fnv)
+{
+    struct scope_names *s = scope_names(h);
+    if (!s)
+        return NULL;
+    const char *op_name = dm_ops[op].name;
+    struct op_count *c = s->ops;
+    while (c && strcmp(c->op, op_name) != 0)
+        c = c->next;
+    if (!c) {
+        if (!(c = dm_arena_alloc(&h->names_arena, sizeof *c)))
+            return NULL;
+        *c = (struct op_count){op_name, 0, s->ops};
+        s->ops = c;
+    }
+    int k = c->n++;
+    char tail[64]; /* "/<Op>" or "/<Op>_" */
+    size_t n_op = strlen(op_name), n_tail = 1 + n_op + (k > 0);
+    if (n_tail > sizeof tail)
+        return NULL;
+    tail[0] = '/';
+    memcpy(tail + 1, op_name, n_op);
+    if (k > 0)
+        tail[n_tail - 1] = '_';
+    *fnv = h->scope_fnv[h->scope_len];
+    const char *name = name_cat(&h->g->arena, h->scope, h->scope_len, "", tail, n_tail,
+                                k > 0 ? k : -1, fnv);
+    *len = name ? h->scope_len + strlen(name + h->scope_len) : 0;
+    return name;
 }
 
 /* A node of op `op` in the current scope, named "<scope>/<Op>" (then "_1",
@@ -224,31 +285,10 @@ struct dm_node *hf_node(struct hf *h, enum dm_op op, int n_in, const int32_t *in
             hf_fail(h, DNNMEM_E_INTERNAL, "a node input is missing");
             return NULL;
         }
-    /* "scope/Op", else the first free "scope/Op_<k>" (ONNX exporters' names) */
-    size_t n_op = strlen(dm_ops[op].name), n_base = h->scope_len + 1 + n_op, n_name = n_base;
-    const char *base = name_cat(&g->arena, h->scope, h->scope_len, "/", dm_ops[op].name, n_op, -1),
-               *name = base;
-    bool taken;
-    struct name_slot *slot = base ? name_slot(h, base, &taken) : NULL;
-    if (!slot) {
-        hf_oom(h);
-        return NULL;
-    }
-    if (taken) {
-        int k = slot->next;
-        for (;; k++) {
-            name = name_cat(&g->arena, base, n_base, "_", "", 0, k);
-            if (!name || !name_slot(h, name, &taken)) {
-                hf_oom(h);
-                return NULL;
-            }
-            if (!taken)
-                break;
-        }
-        n_name = strlen(name);
-        name_slot(h, base, &taken)->next = k + 1;
-    }
-    struct dm_node *n = dm_graph_add_node(g, &h->cap_nodes, op, name, n_in, in, n_out);
+    size_t n_name = 0;
+    uint32_t fnv = 0;
+    const char *name = h->outline ? "" : node_name(h, op, &n_name, &fnv);
+    struct dm_node *n = name ? dm_graph_add_node(g, &h->cap_nodes, op, name, n_in, in, n_out) : NULL;
     if (!n) {
         char msg[128];
         enum dnnmem_status s = dm_graph_add_fail(g, msg, sizeof msg);
@@ -256,18 +296,21 @@ struct dm_node *hf_node(struct hf *h, enum dm_op op, int n_in, const int32_t *in
         return NULL;
     }
     for (int k = 0; k < n_out; k++) {
-        const char *tname = k == 0 && h->out_name
-                                ? h->out_name
-                                : name_cat(&g->arena, name, n_name, "_output_", "", 0, k);
-        if (!tname) {
-            hf_oom(h);
-            return NULL;
-        }
-        if (dm_graph_find(g, tname) >= 0) {
+        uint32_t hash = fnv;
+        bool named = k == 0 && h->out_name;
+        const char *tname = named         ? dm_arena_strdup(&g->arena, h->out_name)
+                            : h->outline ? ""
+                                         : name_cat(&g->arena, name, n_name, "_output_", "", 0, k,
+                                                    &hash);
+        hash = !tname ? 0 : named ? dm_hash_str(tname) : dm_hash_end(hash);
+        int32_t t = !tname                     ? -1
+                    : !named && h->outline ? dm_graph_add_unnamed(g)
+                                               : dm_graph_add_named(g, tname, hash);
+        if (t == -2) {
             hf_fail(h, DNNMEM_E_INTERNAL, "two tensors are named '%s'", tname);
             return NULL;
         }
-        if ((n->out[k] = dm_graph_add_tensor(g, tname)) < 0) {
+        if ((n->out[k] = t) < 0) {
             hf_oom(h);
             return NULL;
         }
@@ -391,7 +434,8 @@ int32_t hf_param_named(struct hf *h, const char *name, enum dm_dtype dtype, int 
                        const int64_t *dims)
 {
     struct dm_graph *g = h->g;
-    int32_t old = dm_graph_find(g, name);
+    uint32_t hash = dm_hash_str(name);
+    int32_t old = dm_graph_find_h(g, name, hash);
     if (old >= 0 && h->share && g->tensors[old].role == DM_ROLE_WEIGHT)
         return old;
     if (old >= 0) {
@@ -411,7 +455,8 @@ int32_t hf_param_named(struct hf *h, const char *name, enum dm_dtype dtype, int 
                 (long long)numel);
         return -1;
     }
-    int32_t t = dm_graph_add_tensor(g, name);
+    const char *copy = dm_arena_strdup(&g->arena, name);
+    int32_t t = copy ? dm_graph_add_named(g, copy, hash) : -1;
     struct dm_dim *d = dm_arena_array(&g->arena, (size_t)rank + 1, sizeof *d);
     if (t < 0 || !d)
         return hf_oom(h);
@@ -451,8 +496,8 @@ int32_t hf_param(struct hf *h, const char *what, enum dm_dtype dtype, int rank,
         return -1;
     char path[sizeof h->scope];
     hf_module_path(h, path, sizeof path);
-    char *name =
-        name_cat(&h->g->arena, path, strlen(path), path[0] ? "." : "", what, strlen(what), -1);
+    char *name = name_cat(&h->g->arena, path, strlen(path), path[0] ? "." : "", what,
+                          strlen(what), -1, NULL);
     if (!name)
         return hf_oom(h);
     return hf_param_named(h, name, dtype, rank, dims);

@@ -181,10 +181,12 @@ static enum dnnmem_status build(struct hf *h)
     return h->arch->build(h, type);
 }
 
-enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
-                              const struct dnnmem_config *opt, struct dnnmem_error *err)
+static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
+                               const struct dnnmem_config *opt, bool outline,
+                               struct dnnmem_error *err)
 {
     struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa,
+                   .scope_fnv = {DM_HASH_INIT}, .outline = outline,
                    .flash = opt && opt->attn == DNNMEM_ATTN_FLASH,
                    .opt_quant = opt ? opt->quant : DNNMEM_QUANT_NONE,
                    .kbit = opt && opt->mode == DNNMEM_MODE_TRAIN ? opt->kbit_prep
@@ -262,7 +264,20 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
         if (g->tensors[i].role == DM_ROLE_WEIGHT)
             g->tensors[i].frozen = !strstr(g->tensors[i].name, ".lora_");
     json_decref(h.root);
-    free(h.names);
+    free(h.scopes);
+    dm_arena_free(&h.names_arena);
     free(h.lora_hits);
     return s;
+}
+
+enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
+                              const struct dnnmem_config *opt, struct dnnmem_error *err)
+{
+    return load(g, data, size, sdpa, opt, false, err);
+}
+
+enum dnnmem_status dm_load_hf_outline(struct dm_graph *g, const uint8_t *data, size_t size,
+                                      struct dnnmem_error *err)
+{
+    return load(g, data, size, false, NULL, true, err);
 }

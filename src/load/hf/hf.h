@@ -77,6 +77,9 @@ struct hf {
     int32_t cap_nodes;
     char scope[256];           /* the module path, "/model/layers.0/self_attn" */
     size_t scope_len;
+    uint32_t scope_fnv[256];   /* [i]: dm_hash_bytes of scope's first i bytes (i <=
+                                  scope_len): node and tensor names hash on from their
+                                  scope's state */
     const char *out_name;      /* a name for the next node's output 0 */
     bool sdpa;                 /* attn_implementation "sdpa", else "eager" */
     bool flash;                /* "flash_attention_2" (sdpa is set too: no scores) */
@@ -116,8 +119,15 @@ struct hf {
     bool amp;                  /* --precision amp-*: autocast sets the activations' dtypes */
     bool prep32;               /* prepare_model_for_kbit_training's float32 upcast is in
                                   effect (see "prepare_model_for_kbit_training" below) */
-    struct name_slot *names;   /* node names, open addressing (malloc'd) */
-    uint32_t names_cap, n_names;
+    bool outline;              /* dm_load_hf_outline: nodes and the activations no
+                                  out_name names are left unnamed */
+    /* node names: the ops named so far in each module path, so that the
+     * k-th node of an op there is "<scope>/<Op>_<k>" (builder.c) */
+    struct scope_names **scopes; /* by path, open addressing (malloc'd) */
+    uint32_t scopes_cap, n_scopes;
+    struct scope_names *scope_at[256]; /* [scope_len]: the current path's, NULL until
+                                          looked up (hf_enter clears its own) */
+    struct dm_arena names_arena;       /* the paths and counts (freed after the build) */
 };
 
 #define INTS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
