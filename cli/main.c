@@ -120,26 +120,24 @@ struct cli {
 
 static int print_help(void);
 
-static int act_limit(struct cli *cl, const char *v)
+/* The positive integer of --flag v into *out: -1 (taken), or the usage
+ * error's exit code. */
+static int positive(const char *flag, const char *v, int64_t *out)
 {
     char *end;
     errno = 0;
     long long n = strtoll(v, &end, 10);
     if (errno || end == v || *end || n <= 0)
-        return usage_error("--limit %s: expected a positive integer", v);
-    cl->limit = n;
+        return usage_error("--%s %s: expected a positive integer", flag, v);
+    *out = n;
     return -1;
 }
 
+static int act_limit(struct cli *cl, const char *v) { return positive("limit", v, &cl->limit); }
+
 static int act_max_nodes(struct cli *cl, const char *v)
 {
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (errno || end == v || *end || n <= 0)
-        return usage_error("--max-nodes %s: expected a positive integer", v);
-    cl->load.max_nodes = n;
-    return -1;
+    return positive("max-nodes", v, &cl->load.max_nodes);
 }
 
 static int act_dim_name(struct cli *cl, const char *v)
