@@ -1,0 +1,128 @@
+/*
+ * test-cpu.c: PyTorch's CPU kernels' own buffers (src/schedule/workspace.c,
+ * forward.c), each against the profiler's allocation events of torch 2.14.1
+ * on one thread (AVX-512 unless said), worked into whole-run peaks by hand.
+ * The CPU allocator does not round: every size is the tensor's bytes.
+ */
+#include "util.h"
+
+enum { F32 = 1 };
+
+static struct dnnmem_result *estimate_cfg(struct tb *b, struct dnnmem_config *cfg)
+{
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (tb_load(b, &m, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+    struct dnnmem_result *r = NULL;
+    if (dnnmem_estimate(m, cfg, &r, &err) != DNNMEM_OK)
+        fail_msg("estimate: %s", err.message);
+    dnnmem_model_free(m);
+    tb_free(b);
+    return r;
+}
+
+/* The inference peak on the CPU under PyTorch `torch` (113, 214, ...). */
+static uint64_t cpu_peak(struct tb *b, int torch, enum dnnmem_cpu_isa isa, int threads)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = torch;
+    cfg.cpu_threads = threads;
+    cfg.cpu_isa = isa;
+    cfg.batch_size = 0;
+    struct dnnmem_result *r = estimate_cfg(b, &cfg);
+    uint64_t v = r->peak_allocated;
+    dnnmem_result_free(r);
+    return v;
+}
+
+/* MaxPool kernel 3, stride 2, pad 1 on x of `xdims` (rank 3: 1-D pooling). */
+static struct tb *maxpool_graph(const char *xdims, int rank)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, xdims);
+    tb_node(b, "MaxPool", "pool", "x", "y");
+    int64_t k[2] = {3, 3}, s[2] = {2, 2}, p[4] = {1, 1, 1, 1};
+    tb_attr_ints(b, "kernel_shape", rank - 2, k);
+    tb_attr_ints(b, "strides", rank - 2, s);
+    tb_attr_ints(b, "pads", 2 * (rank - 2), p);
+    tb_output(b, "y");
+    return b;
+}
+
+/* Without grad max_pool2d still runs max_pool2d_with_indices (Pooling.cpp),
+ * 1.13 and 2.x alike: on [2,8,16,16] (16384 B) the profiler shows
+ * max_pool2d_with_indices allocating 12288 B, the [2,8,8,8] output (4096)
+ * and its int64 indices (8192), freed when it returns. max_pool1d on the CPU
+ * without grad computes no indices (MaxPooling.cpp's max_pool1d_impl):
+ * [2,8,16] (1024 B) -> [2,8,8] (512 B) alone. */
+static void test_maxpool_indices_no_grad(void **state)
+{
+    (void)state;
+    assert_int_equal(cpu_peak(maxpool_graph("2,8,16,16", 4), 214, DNNMEM_CPU_ISA_DEFAULT, 1),
+                     16384 + 4096 + 8192);
+    assert_int_equal(cpu_peak(maxpool_graph("2,8,16,16", 4), 113, DNNMEM_CPU_ISA_DEFAULT, 1),
+                     16384 + 4096 + 8192);
+    assert_int_equal(cpu_peak(maxpool_graph("2,8,16", 3), 214, DNNMEM_CPU_ISA_DEFAULT, 1),
+                     1024 + 512);
+}
+
+/* A float32 Conv (no bias) on the channels-last view of x [N, H, W, C]
+ * (Transpose (0, 3, 1, 2), then a Relu that keeps the strides), weight
+ * [oc, ic/g, k, k], pads k/2, stride 1, `g` groups. */
+static struct tb *nhwc_conv_graph(const char *xdims, int64_t oc, int64_t icg, int64_t k, int64_t g)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, xdims);
+    tb_init(b, "W", F32, 4, (int64_t[]){oc, icg, k, k});
+    tb_node(b, "Transpose", "perm", "x", "xc");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    tb_node(b, "Relu", "act", "xc", "xr");
+    tb_node(b, "Conv", "conv", "xr,W", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){k / 2, k / 2, k / 2, k / 2});
+    tb_attr_ints(b, "strides", 2, (int64_t[]){1, 1});
+    tb_attr_int(b, "group", g);
+    tb_output(b, "y");
+    return b;
+}
+
+/* oneDNN's brgemm forward on a channels-last input (workspace.c,
+ * onednn_brgemm_forward). Each peak: x, the Relu's output, W, the weight's
+ * channels-last clone (W again, 1x1 kernels excepted), then measured under
+ * mkldnn_convolution: the ATen output, the scratchpad, the blocked weight.
+ *  - [1,8,8,24], 24 -> 24, 5x5: 6144 x 3 (x, relu, y), 57600 x 2, 8216,
+ *    76800 (24 out channels padded to 32: 32 x 24 x 25 floats); the same
+ *    conv under 1.13 takes the output- and weight-sized buffers instead
+ *    (6144 + 57600, tests/validation/README.md).
+ *  - AVX2, [2,8,8,24], 24 -> 40, 3x3: x and relu 12288 each, W 34560 x 2,
+ *    y 20480, 8216, 41472 (40 -> 48, blocks of 24).
+ *  - two threads, [2,8,8,24], 24 -> 40, 1x1: no clone, 12336 (4096 + 4120
+ *    per thread), 6144 (40 -> 64, blocks of 32); W 3840, y 20480.
+ *  - 4 groups of 16 -> 16 (at most a vector per group), 3x3 on [2,8,8,64]:
+ *    the weight reordered as it is (36864) and no scratchpad; x and relu
+ *    32768 each, W 36864 x 2, y 32768. */
+static void test_onednn_brgemm_channels_last(void **state)
+{
+    (void)state;
+    assert_int_equal(cpu_peak(nhwc_conv_graph("1,8,8,24", 24, 24, 5, 1), 214, DNNMEM_CPU_ISA_DEFAULT, 1),
+                     6144 * 3 + 57600 * 2 + 8216 + 76800);
+    assert_int_equal(cpu_peak(nhwc_conv_graph("1,8,8,24", 24, 24, 5, 1), 113, DNNMEM_CPU_ISA_DEFAULT, 1),
+                     6144 * 3 + 57600 * 2 + 6144);
+    assert_int_equal(cpu_peak(nhwc_conv_graph("2,8,8,24", 40, 24, 3, 1), 214, DNNMEM_CPU_ISA_AVX2, 1),
+                     12288 * 2 + 34560 * 2 + 20480 + 8216 + 41472);
+    assert_int_equal(cpu_peak(nhwc_conv_graph("2,8,8,24", 40, 24, 1, 1), 214, DNNMEM_CPU_ISA_DEFAULT, 2),
+                     12288 * 2 + 3840 + 20480 + 12336 + 6144);
+    assert_int_equal(cpu_peak(nhwc_conv_graph("2,8,8,64", 64, 16, 3, 4), 214, DNNMEM_CPU_ISA_DEFAULT, 1),
+                     32768 * 2 + 36864 * 2 + 32768 + 36864);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_maxpool_indices_no_grad),
+        cmocka_unit_test(test_onednn_brgemm_channels_last),
+    };
+    return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
+}
