@@ -118,11 +118,74 @@ static void test_onednn_brgemm_channels_last(void **state)
                      32768 * 2 + 36864 * 2 + 32768 + 36864);
 }
 
+/* The allocations and frees, in order, of the buffers whose names start
+ * with one of `names` in a training step on the CPU (PyTorch 2.14, one
+ * thread, SGD, loss = sum), as "+bytes name" / "-bytes name" lines. */
+static void train_events(struct tb *b, const char *const *names, size_t n_names, char *out,
+                         size_t cap)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_SGD;
+    cfg.loss = DNNMEM_LOSS_SUM;
+    cfg.iterations = 1;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 214;
+    cfg.cpu_threads = 1;
+    cfg.batch_size = 0;
+    cfg.events = true;
+    struct dnnmem_result *r = estimate_cfg(b, &cfg);
+    size_t n = 0;
+    out[0] = 0;
+    for (size_t e = 0; e < r->n_events; e++)
+        for (size_t k = 0; k < n_names; k++)
+            if (r->events[e].buffer && strstr(r->events[e].buffer, names[k]) && n + 80 < cap) {
+                n += (size_t)snprintf(out + n, cap - n, "%c%llu %s\n", r->events[e].alloc ? '+' : '-',
+                                      (unsigned long long)r->events[e].bytes, names[k]);
+                break;
+            }
+    dnnmem_result_free(r);
+}
+
+/* The brgemm backward of a channels-last conv runs its two passes one
+ * after the other (workspace.c, onednn_brgemm_bwd): measured, 2.14.1, one
+ * thread, a 3x3 conv 8 -> 12 channels at stride 2 on [2,8,16,16] whose
+ * input needs a grad: backward data +6912 (the weight, 12 x 16 x 9 floats),
+ * +36888 (its scratchpad), both freed; then backward weights +4608
+ * (diff_weights, 16 x 8 x 9 floats: 8 in channels, under a block, unpadded) and the weight-sized channels-last
+ * grad (3456). The input is x [2,16,16,8] permuted, times a [1,8,1,1]
+ * weight (a channels-last tensor that needs a grad). */
+static void test_onednn_brgemm_backward(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,16,16,8");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 8, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){12, 8, 3, 3});
+    tb_node(b, "Transpose", "perm", "x", "xc");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    tb_node(b, "Mul", "scale", "xc,S", "xs");
+    tb_node(b, "Conv", "conv", "xs,W", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tb_attr_ints(b, "strides", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    static const char *const names[] = {"(backward data)", "onednn_diff_weights",
+                                        "grad_weight (channels last)"};
+    char got[1024];
+    train_events(b, names, 3, got, sizeof got);
+    assert_string_equal(got, "+6912 (backward data)\n+36888 (backward data)\n"
+                             "-36888 (backward data)\n-6912 (backward data)\n"
+                             "+4608 onednn_diff_weights\n+3456 grad_weight (channels last)\n"
+                             "-4608 onednn_diff_weights\n-3456 grad_weight (channels last)\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_maxpool_indices_no_grad),
         cmocka_unit_test(test_onednn_brgemm_channels_last),
+        cmocka_unit_test(test_onednn_brgemm_backward),
     };
     return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
 }
