@@ -208,6 +208,37 @@ static void test_onednn_strided_backward_data(void **state)
                              "+155648 (to NCHW)\n-155648 (to NCHW)\n-155648 (nhwc)\n");
 }
 
+/* The engine adds a node's grads into the next nodes' buffers after the
+ * node has made them all (engine.cpp, evaluate_function), so a conv's
+ * grad_input summed into its input's grad lives through the weight's grad
+ * (backward.c; measured, 2.14.1: randnet's 56 -> 16 3x3 conv whose input
+ * is a cat, grad_input 28672 B freed after diff_weights 36864 B). Here xs
+ * feeds two convs: the second's grad of xs (28672 B, [2,56,8,8]) is the
+ * buffer, the first's is added into it, and freed, once its diff_weights
+ * exists (delivered at once, it would be freed before). */
+static void test_conv_grads_returned_together(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,56,8,8");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 56, 1, 1});
+    tb_init(b, "W1", F32, 4, (int64_t[]){16, 56, 3, 3});
+    tb_init(b, "W2", F32, 4, (int64_t[]){16, 56, 3, 3});
+    tb_node(b, "Mul", "scale", "x,S", "xs");
+    tb_node(b, "Conv", "conv1", "xs,W1", "y1");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tb_node(b, "Conv", "conv2", "xs,W2", "y2");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tb_output(b, "y1");
+    tb_output(b, "y2");
+    static const char *const names[] = {"xs.grad", "onednn_diff_weights"};
+    char got[1024];
+    train_events(b, names, 2, got, sizeof got);
+    assert_string_equal(got, "+28672 xs.grad\n+36864 onednn_diff_weights\n-36864 onednn_diff_weights\n"
+                             "+28672 xs.grad\n+36864 onednn_diff_weights\n-28672 xs.grad\n"
+                             "-36864 onednn_diff_weights\n-28672 xs.grad\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_onednn_brgemm_channels_last),
         cmocka_unit_test(test_onednn_brgemm_backward),
         cmocka_unit_test(test_onednn_strided_backward_data),
+        cmocka_unit_test(test_conv_grads_returned_together),
     };
     return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
 }
