@@ -201,6 +201,29 @@ static void amp_casts(struct dm_sb *b, const struct dm_node *n)
     }
 }
 
+/* Max pooling without grad computes its int64 indices anyway: max_pool2d and
+ * max_pool3d return std::get<0>(at::max_pool2d_with_indices(...)) off mobile
+ * builds, whatever the grad mode (aten/src/ATen/native/Pooling.cpp, 1.13 and
+ * 2.x alike), and max_pool1d does so when the input needs a grad or is not on
+ * the CPU (MaxPooling.cpp), else its max_pool1d_impl allocates the output
+ * alone.  The indices are output-shaped, allocated after the output and freed
+ * when the op returns (2.14.1's profiler: max_pool2d_with_indices 12,288 B
+ * for a [2, 8, 8, 8] float output, 4,096 B of it the output).  With grad the
+ * indices are MaxPool2DWithIndicesBackward0's, kept by src/train/save.c. */
+static int32_t maxpool_indices(struct dm_sb *b, const struct dm_node *n, int32_t i, bool save)
+{
+    const struct dm_run *r = b->run;
+    int32_t x = dm_has_in(n, 0) ? n->in[0] : -1, y = n->n_out > 0 ? n->out[0] : -1;
+    if (n->op != DM_OP_MaxPool || save || x < 0 || y < 0 || b->cur[y] < 0 || r->tf_ops ||
+        r->mx_ops || r->xla || r->dataflow || (n->n_out > 1 && n->out[1] >= 0) ||
+        (b->t[x].rank == 3 && !r->cuda))
+        return -1;
+    uint64_t bytes;
+    if (!dm_dtype_bytes(DM_INT64, b->t[y].numel, &bytes))
+        return -1;
+    return dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_INT64, bytes, -1, i, "max_pool indices", 1);
+}
+
 /* Run node i forward. `uses` counts the later reads of each tensor that will
  * release it; `save`: record what backward needs (grad mode on); `again`: a
  * recomputation, whose graph outputs the caller does not hold. */
@@ -306,6 +329,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         /* the fused kernels write [B,S,H,D] and return its [B,H,S,D] view */
         b->strided[o] = n->op == DM_OP_Attention && b->run->cuda;
     }
+    if (on_device)
+        dm_sb_unref(b, maxpool_indices(b, n, i, save));
     dm_sb_workspace_end(b, &ws);
     if (!again)
         dm_train_returned(b, i);

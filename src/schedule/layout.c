@@ -101,7 +101,11 @@ static bool output_channels_last(const struct dm_graph *g, const struct dm_tinfo
         return cl[gn];
     if (!keeps_format(n->op))
         return false;
-    if (n->op == DM_OP_Conv)
+    /* a strided conv's or a pooling's output has other spatial dims than its
+     * input, but their kernels allocate it in the input's memory format
+     * (measured on 2.14.1: max_pool2d of a LayerNorm2d's channels-last output
+     * feeds a conv that clones its weight to channels-last) */
+    if (n->op == DM_OP_Conv || n->op == DM_OP_MaxPool || n->op == DM_OP_AveragePool)
         return cl[n->in[0]];
     if (n->op == DM_OP_Concat) { /* cat_compute_output_memory_format: the inputs' common one */
         for (int k = 0; k < n->n_in; k++)

@@ -437,7 +437,7 @@ struct onednn_conv {
     enum onednn_kernel kernel;
     int64_t n, c, hw, oc, ohw, k, g; /* k: kernel elements (kh * kw) */
     int64_t block;                   /* onednn_block */
-    bool bias, strided_1x1, small_kernel; /* small: kh, kw <= 3 */
+    bool bias, strided, strided_1x1, small_kernel; /* small: kh, kw <= 3 */
 };
 
 static bool onednn_conv_of(const struct dm_sb *b, const struct dm_node *n, struct onednn_conv *c)
@@ -456,6 +456,7 @@ static bool onednn_conv_of(const struct dm_sb *b, const struct dm_node *n, struc
                               .oc = y->dims[1], .ohw = y->dims[2] * y->dims[3],
                               .k = w->dims[2] * w->dims[3], .g = dm_attr_int(n, "group", 1),
                               .bias = dm_has_in(n, 2), .block = onednn_block(b)};
+    c->strided = strided;
     c->strided_1x1 = strided && c->k == 1;
     c->small_kernel = w->dims[2] <= 3 && w->dims[3] <= 3;
     if (c->g < 1 || c->c % c->g || c->oc % c->g)
@@ -564,13 +565,181 @@ static bool onednn_bwd_phased(const struct dm_sb *b, const struct dm_node *n, st
            !(c->kernel == ONEDNN_DEPTHWISE && !c->small_kernel);
 }
 
+
+/* Whether a channels-last conv runs the brgemm kernels (onednn_brgemm_forward). */
+static bool onednn_brgemm(const struct onednn_conv *c)
+{
+    return c->kernel != ONEDNN_DEPTHWISE && (c->g == 1 || c->oc / c->g > c->block);
+}
+
+/* Padded to the brgemm kernel's blocks of min(max, pad_simd(n)) channels. */
+static int64_t brgemm_pad(const struct onednn_conv *c, int64_t n)
+{
+    int64_t max_block = c->block * (c->block == 16 ? 2 : 3);
+    int64_t blk = round_up(n, c->block) < max_block ? round_up(n, c->block) : max_block;
+    return round_up(n, blk);
+}
+
+static int64_t cpu_threads(const struct dm_sb *b)
+{
+    return b->run->cpu_threads > 0 ? b->run->cpu_threads : 1;
+}
+
+/* The brgemm backward-data pass of a channels-last conv, after grad_input
+ * is allocated: the weight reordered with its in channels (the pass's
+ * outputs) padded as the forward pads the out channels, and a scratchpad
+ * that does not depend on the shape but on the stride: 4224 + 4120 B per
+ * thread at stride 1, 12288 + 24600 B per thread when strided; both freed
+ * before the backward-weights pass (measured, 2.14.1: 8 -> 12 channels 3x3
+ * on [2,8,16,16]: +6912 (12 x 16 x 9 floats), +8344, or +36888 at stride 2;
+ * 12464 and 61488 on two threads; 24 -> 24, 24 -> 40, 72 -> 72 channels,
+ * 8x8 to 32x32 images, batch 2 and 4 alike). */
+static void onednn_brgemm_backward_data(struct dm_sb *b, const struct onednn_conv *c, int32_t node)
+{
+    int64_t t = cpu_threads(b);
+    int64_t scratch = c->strided ? ql_mul(t, 24600) + 12288 : ql_mul(t, 4120) + 4224;
+    int32_t wr = ql_tmp(b, DM_FLOAT, mul3(c->oc, brgemm_pad(c, c->c / c->g) * c->g, c->k), node,
+                        "onednn_weight (backward data)");
+    dm_sb_unref(b, ql_tmp(b, DM_UINT8, scratch, node, "onednn_scratchpad (backward data)"));
+    dm_sb_unref(b, wr);
+}
+
+/* The forward of a channels-last input (nhwc source and destination) runs
+ * oneDNN's brgemm convolution when the conv is ungrouped or has more out
+ * channels per group than a vector holds: its weights are blocked on the out
+ * channels, each group's padded to whole blocks of min(max, pad_simd(ocg))
+ * (AVX-512: 16 or 32, AVX2: 8, 16 or 24), the in channels left as they are,
+ * and it books a scratchpad of 4096 + 4120 B per thread whatever the shape.
+ * Measured with torch 2.14.1 (the profiler's allocation events under
+ * mkldnn_convolution, a [N, H, W, C].permute(0, 3, 1, 2) input): AVX-512 oc
+ * 8 -> 16, 24 -> 32, 40 and 48 -> 64, 72 and 80 -> 96, 136 -> 160, 200 ->
+ * 224, 2 groups of 24 -> 2 x 32; AVX2 (ONEDNN_MAX_CPU_ISA=AVX2) 12 -> 16,
+ * 16, 24, 40 -> 48, 72, 136 -> 144; in channels 3 to 512, kernels 1x1 to
+ * 7x7, batch 1 to 16, 4x4 to 32x32 images alike; the scratchpad
+ * 8216 B on one thread, 12336 on two, 20576 on four. Grouped convs with at
+ * most a vector of out channels per group (4 groups of 16) take the weight
+ * unpadded and no scratchpad. */
+static void onednn_brgemm_forward(struct dm_sb *b, const struct onednn_conv *c, int32_t node,
+                                  struct dm_ws *ws)
+{
+    int64_t icg = c->c / c->g, ocg = c->oc / c->g;
+    ws->buf[2] = ql_tmp(b, DM_UINT8, ql_mul(cpu_threads(b), 4120) + 4096, node, "onednn_scratchpad");
+    ws->buf[1] = ql_tmp(b, DM_FLOAT, mul3(ql_mul(c->g, brgemm_pad(c, ocg)), icg, c->k), node,
+                        "onednn_weight");
+}
+
+/* 2.x with a channels-last input (mkldnn_conv_use_channels_last): the input
+ * and the weight are made .contiguous(channels_last) (the weight is copied
+ * unless it has one in channel per group or a 1x1 kernel), oneDNN writes the
+ * ATen output directly and reorders the weight for the call (the brgemm
+ * kernel's blocks: onednn_brgemm_forward). Backward
+ * writes grad_input directly too; the backward-weights kernel computes into
+ * a diff_weights buffer and reorders it into the weight's grad. Measured:
+ * that buffer is Goihw16g (pad16(g) * kh * kw floats) for a depthwise conv
+ * with a kernel up to 3x3, and whole 16x16 blocks per group otherwise,
+ * g * pad16(oc/g) * pad16(ic/g) * kh * kw floats: 256 times the weight of a
+ * larger depthwise kernel (19267584 B for ConvNeXt-T's 7x7 depthwise conv on
+ * [1,384,10,10], whose LayerNorm2d leaves channels-last strides; 614400 B
+ * for a 5x5 one with 24 channels). */
+/* The backward-weights pass's buffers of a channels-last conv (below). */
+static void onednn_cl_weight_grad(struct dm_sb *b, const struct onednn_conv *c, int32_t node,
+                                  struct dm_ws *ws)
+{
+    int64_t icg = c->c / c->g, ocg = c->oc / c->g;
+    int64_t wei = mul3(c->oc, icg, c->k), dw_wei = ql_mul(pad_block(c, c->g), c->k);
+    /* an ungrouped conv's in channels are left as they are below a block
+     * (measured: 8 -> 12 channels 3x3, 16 x 8 x 9 floats) */
+    int64_t icp = c->g == 1 && icg < c->block ? icg : pad_block(c, icg);
+    int64_t blocks = mul3(c->g, ql_mul(pad_block(c, ocg), icp), c->k);
+    ws->buf[1] = ql_tmp(b, DM_FLOAT,
+                        c->kernel == ONEDNN_DEPTHWISE && c->small_kernel ? dw_wei : blocks, node,
+                        "onednn_diff_weights");
+    /* and a second weight-sized tensor beside the weight's grad while
+     * both live (measured: +w +w -w after the bias grad, depthwise and
+     * dense alike; for a dense one the grad comes out channels-last and
+     * .to() copies it into the parameter's layout) */
+    ws->buf[2] = ql_tmp(b, DM_FLOAT, wei, node, "grad_weight (channels last)");
+}
+
+static void onednn_channels_last(struct dm_sb *b, const struct onednn_conv *c, int32_t node,
+                                 bool backward, struct dm_ws *ws)
+{
+    int64_t icg = c->c / c->g;
+    int64_t wei = mul3(c->oc, icg, c->k), dw_wei = ql_mul(pad_block(c, c->g), c->k);
+    bool dw = c->kernel == ONEDNN_DEPTHWISE;
+    if (icg > 1 && c->k > 1)
+        ws->buf[0] = ql_tmp(b, DM_FLOAT, wei, node, "weight (channels last)");
+    if (backward) {
+        /* the brgemm kernels' passes, one at a time: dm_sb_workspace_grad */
+        if (!onednn_brgemm(c))
+            onednn_cl_weight_grad(b, c, node, ws);
+        return;
+    }
+    if (onednn_brgemm(c))
+        onednn_brgemm_forward(b, c, node, ws);
+    else
+        ws->buf[1] = ql_tmp(b, DM_FLOAT, dw ? dw_wei : wei, node, "onednn_weight");
+}
+
+/* A channels-last conv's backward by the brgemm kernels: the backward-data
+ * pass's buffers once grad_input is allocated, then the backward-weights
+ * pass's before the weight's grad. */
+static bool onednn_brgemm_bwd(struct dm_sb *b, const struct dm_node *n, int k, struct dm_ws *ws,
+                              bool after)
+{
+    struct onednn_conv c;
+    if (b->run->torch_version < 200 || b->run->cuda || !cpu_conv_uses_onednn(b, n) ||
+        !onednn_conv_of(b, n, &c) || !b->chlast[n->in[0]] || !onednn_brgemm(&c))
+        return false;
+    int32_t node = (int32_t)(n - b->g->nodes);
+    if (k == 0 && after)
+        onednn_brgemm_backward_data(b, &c, node);
+    if (k == 1 && !after)
+        onednn_cl_weight_grad(b, &c, node, ws);
+    return true;
+}
+
+/* The backward-data pass of a strided, ungrouped conv on an NCHW input
+ * runs the brgemm kernel on nhwc copies: grad_output (unpadded), the weight
+ * (its in channels padded as onednn_brgemm_forward pads out channels) and
+ * an nhwc grad_input, with the strided scratchpad of
+ * onednn_brgemm_backward_data; after the ATen grad_input, an input-sized
+ * temporary of the copy back to NCHW, freed with the nhwc one. Measured,
+ * 2.14.1, one thread, [2,76,16,16] -> 12 channels at stride 2, 1x1 and 3x3
+ * alike: +6144 +4608 (12 x 96 floats) +155648 +36888 -36888 -4608 -6144,
+ * +155648 (grad_input) +155648, -155648 -155648; [2,64,16,16]: +6144 +3072
+ * +131072 +36888. */
+static void onednn_strided_backward_data(struct dm_sb *b, const struct onednn_conv *c, int32_t node,
+                                         struct dm_ws *ws, bool after)
+{
+    int64_t x = mul3(c->n, c->c, c->hw);
+    if (after) {
+        dm_sb_unref(b, ql_tmp(b, DM_FLOAT, x, node, "grad_input (to NCHW)"));
+        dm_sb_unref(b, ws->buf[0]);
+        ws->buf[0] = -1;
+        return;
+    }
+    int32_t gy = ql_tmp(b, DM_FLOAT, mul3(c->n, c->oc, c->ohw), node, "onednn_grad_output (nhwc)");
+    int32_t wr = ql_tmp(b, DM_FLOAT, mul3(c->oc, brgemm_pad(c, c->c), c->k), node,
+                        "onednn_weight (backward data)");
+    ws->buf[0] = ql_tmp(b, DM_FLOAT, x, node, "onednn_grad_input (nhwc)");
+    dm_sb_unref(b, ql_tmp(b, DM_UINT8, ql_mul(cpu_threads(b), 24600) + 12288, node,
+                          "onednn_scratchpad (backward data)"));
+    dm_sb_unref(b, wr);
+    dm_sb_unref(b, gy);
+}
+
 void dm_sb_workspace_grad(struct dm_sb *b, const struct dm_node *n, int k, struct dm_ws *ws,
                           bool after)
 {
     struct onednn_conv c;
-    if (k > 1 || !onednn_bwd_phased(b, n, &c))
+    if (k > 1 || onednn_brgemm_bwd(b, n, k, ws, after) || !onednn_bwd_phased(b, n, &c))
         return;
     int32_t node = (int32_t)(n - b->g->nodes);
+    if (k == 0 && c.strided && c.kernel == ONEDNN_BLOCKED) {
+        onednn_strided_backward_data(b, &c, node, ws, after);
+        return;
+    }
     int64_t src, wei, dst;
     onednn_sizes(&c, &src, &wei, &dst);
     if (after) { /* the blocked grad_input, once copied out */
@@ -596,40 +765,6 @@ void dm_sb_workspace_grad(struct dm_sb *b, const struct dm_node *n, int k, struc
         dm_sb_unref(b, xr);
     }
     dm_sb_unref(b, gy);
-}
-
-/* 2.x with a channels-last input (mkldnn_conv_use_channels_last): the input
- * and the weight are made .contiguous(channels_last) (the weight is copied
- * unless it has one in channel per group or a 1x1 kernel), oneDNN writes the
- * ATen output directly and reorders the weight for the call. Backward
- * writes grad_input directly too; the backward-weights kernel computes into
- * a diff_weights buffer and reorders it into the weight's grad. Measured:
- * that buffer is Goihw16g (pad16(g) * kh * kw floats) for a depthwise conv
- * with a kernel up to 3x3, and whole 16x16 blocks per group otherwise,
- * g * pad16(oc/g) * pad16(ic/g) * kh * kw floats: 256 times the weight of a
- * larger depthwise kernel (19267584 B for ConvNeXt-T's 7x7 depthwise conv on
- * [1,384,10,10], whose LayerNorm2d leaves channels-last strides; 614400 B
- * for a 5x5 one with 24 channels). */
-static void onednn_channels_last(struct dm_sb *b, const struct onednn_conv *c, int32_t node,
-                                 bool backward, struct dm_ws *ws)
-{
-    int64_t icg = c->c / c->g, ocg = c->oc / c->g;
-    int64_t wei = mul3(c->oc, icg, c->k), dw_wei = ql_mul(pad_block(c, c->g), c->k);
-    bool dw = c->kernel == ONEDNN_DEPTHWISE;
-    if (icg > 1 && c->k > 1)
-        ws->buf[0] = ql_tmp(b, DM_FLOAT, wei, node, "weight (channels last)");
-    if (backward) {
-        int64_t blocks = mul3(c->g, ql_mul(pad_block(c, ocg), pad_block(c, icg)), c->k);
-        ws->buf[1] = ql_tmp(b, DM_FLOAT, dw && c->small_kernel ? dw_wei : blocks, node,
-                            "onednn_diff_weights");
-        /* and a second weight-sized tensor beside the weight's grad while
-         * both live (measured: +w +w -w after the bias grad, depthwise and
-         * dense alike; for a dense one the grad comes out channels-last and
-         * .to() copies it into the parameter's layout) */
-        ws->buf[2] = ql_tmp(b, DM_FLOAT, wei, node, "grad_weight (channels last)");
-        return;
-    }
-    ws->buf[1] = ql_tmp(b, DM_FLOAT, dw ? dw_wei : wei, node, "onednn_weight");
 }
 
 /* oneDNN's buffers around a CPU convolution (forward or backward). */

@@ -490,6 +490,7 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
     uint64_t late = dm_has_in(n, 1) && tr->rg[n->in[1]] && n->n_in <= HELD
                         ? dm_sb_grad_scratch(b, n)
                         : 0;
+    bool hold_all = n->op == DM_OP_Conv && !b->run->tf_ops && !b->run->mx_ops && !b->run->xla;
     int32_t held_x[HELD], held_g[HELD];
     bool held_view[HELD];
     int n_held = 0;
@@ -534,7 +535,14 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
         } else {
             gin = new_grad(b, i, k, cast, out0, gout, dense);
         }
-        if (late) {
+        /* PyTorch's engine adds a node's grads into the next nodes' input
+         * buffers after its function has returned them all
+         * (torch/csrc/autograd/engine.cpp, evaluate_function: call_function,
+         * then input_buffer.add per output): a conv's grad_input lives
+         * through its weight's grad (measured, 2.14.1: a grad_input summed
+         * into a cat's buffer is freed after diff_weights). Applied to Conv,
+         * where it was measured; other ops still deliver each grad at once */
+        if (late || (hold_all && n->n_in <= HELD)) {
             held_x[n_held] = x;
             held_g[n_held] = gin;
             held_view[n_held++] = alias && rule == DM_T_VIEW;

@@ -1,0 +1,252 @@
+/*
+ * test-cpu.c: PyTorch's CPU kernels' own buffers (src/schedule/workspace.c,
+ * forward.c), each against the profiler's allocation events of torch 2.14.1
+ * on one thread (AVX-512 unless said), worked into whole-run peaks by hand.
+ * The CPU allocator does not round: every size is the tensor's bytes.
+ */
+#include "util.h"
+
+enum { F32 = 1 };
+
+static struct dnnmem_result *estimate_cfg(struct tb *b, struct dnnmem_config *cfg)
+{
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (tb_load(b, &m, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+    struct dnnmem_result *r = NULL;
+    if (dnnmem_estimate(m, cfg, &r, &err) != DNNMEM_OK)
+        fail_msg("estimate: %s", err.message);
+    dnnmem_model_free(m);
+    tb_free(b);
+    return r;
+}
+
+/* The inference peak on the CPU under PyTorch `torch` (113, 214, ...). */
+static uint64_t cpu_peak(struct tb *b, int torch, enum dnnmem_cpu_isa isa, int threads)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = torch;
+    cfg.cpu_threads = threads;
+    cfg.cpu_isa = isa;
+    cfg.batch_size = 0;
+    struct dnnmem_result *r = estimate_cfg(b, &cfg);
+    uint64_t v = r->peak_allocated;
+    dnnmem_result_free(r);
+    return v;
+}
+
+/* MaxPool kernel 3, stride 2, pad 1 on x of `xdims` (rank 3: 1-D pooling). */
+static struct tb *maxpool_graph(const char *xdims, int rank)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, xdims);
+    tb_node(b, "MaxPool", "pool", "x", "y");
+    int64_t k[2] = {3, 3}, s[2] = {2, 2}, p[4] = {1, 1, 1, 1};
+    tb_attr_ints(b, "kernel_shape", rank - 2, k);
+    tb_attr_ints(b, "strides", rank - 2, s);
+    tb_attr_ints(b, "pads", 2 * (rank - 2), p);
+    tb_output(b, "y");
+    return b;
+}
+
+/* Without grad max_pool2d still runs max_pool2d_with_indices (Pooling.cpp),
+ * 1.13 and 2.x alike: on [2,8,16,16] (16384 B) the profiler shows
+ * max_pool2d_with_indices allocating 12288 B, the [2,8,8,8] output (4096)
+ * and its int64 indices (8192), freed when it returns. max_pool1d on the CPU
+ * without grad computes no indices (MaxPooling.cpp's max_pool1d_impl):
+ * [2,8,16] (1024 B) -> [2,8,8] (512 B) alone. */
+static void test_maxpool_indices_no_grad(void **state)
+{
+    (void)state;
+    assert_int_equal(cpu_peak(maxpool_graph("2,8,16,16", 4), 214, DNNMEM_CPU_ISA_DEFAULT, 1),
+                     16384 + 4096 + 8192);
+    assert_int_equal(cpu_peak(maxpool_graph("2,8,16,16", 4), 113, DNNMEM_CPU_ISA_DEFAULT, 1),
+                     16384 + 4096 + 8192);
+    assert_int_equal(cpu_peak(maxpool_graph("2,8,16", 3), 214, DNNMEM_CPU_ISA_DEFAULT, 1),
+                     1024 + 512);
+}
+
+/* A float32 Conv (no bias) on the channels-last view of x [N, H, W, C]
+ * (Transpose (0, 3, 1, 2), then a Relu that keeps the strides), weight
+ * [oc, ic/g, k, k], pads k/2, stride 1, `g` groups. */
+static struct tb *nhwc_conv_graph(const char *xdims, int64_t oc, int64_t icg, int64_t k, int64_t g)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, xdims);
+    tb_init(b, "W", F32, 4, (int64_t[]){oc, icg, k, k});
+    tb_node(b, "Transpose", "perm", "x", "xc");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    tb_node(b, "Relu", "act", "xc", "xr");
+    tb_node(b, "Conv", "conv", "xr,W", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){k / 2, k / 2, k / 2, k / 2});
+    tb_attr_ints(b, "strides", 2, (int64_t[]){1, 1});
+    tb_attr_int(b, "group", g);
+    tb_output(b, "y");
+    return b;
+}
+
+/* oneDNN's brgemm forward on a channels-last input (workspace.c,
+ * onednn_brgemm_forward). Each peak: x, the Relu's output, W, the weight's
+ * channels-last clone (W again, 1x1 kernels excepted), then measured under
+ * mkldnn_convolution: the ATen output, the scratchpad, the blocked weight.
+ *  - [1,8,8,24], 24 -> 24, 5x5: 6144 x 3 (x, relu, y), 57600 x 2, 8216,
+ *    76800 (24 out channels padded to 32: 32 x 24 x 25 floats); the same
+ *    conv under 1.13 takes the output- and weight-sized buffers instead
+ *    (6144 + 57600, tests/validation/README.md).
+ *  - AVX2, [2,8,8,24], 24 -> 40, 3x3: x and relu 12288 each, W 34560 x 2,
+ *    y 20480, 8216, 41472 (40 -> 48, blocks of 24).
+ *  - two threads, [2,8,8,24], 24 -> 40, 1x1: no clone, 12336 (4096 + 4120
+ *    per thread), 6144 (40 -> 64, blocks of 32); W 3840, y 20480.
+ *  - 4 groups of 16 -> 16 (at most a vector per group), 3x3 on [2,8,8,64]:
+ *    the weight reordered as it is (36864) and no scratchpad; x and relu
+ *    32768 each, W 36864 x 2, y 32768. */
+static void test_onednn_brgemm_channels_last(void **state)
+{
+    (void)state;
+    assert_int_equal(cpu_peak(nhwc_conv_graph("1,8,8,24", 24, 24, 5, 1), 214, DNNMEM_CPU_ISA_DEFAULT, 1),
+                     6144 * 3 + 57600 * 2 + 8216 + 76800);
+    assert_int_equal(cpu_peak(nhwc_conv_graph("1,8,8,24", 24, 24, 5, 1), 113, DNNMEM_CPU_ISA_DEFAULT, 1),
+                     6144 * 3 + 57600 * 2 + 6144);
+    assert_int_equal(cpu_peak(nhwc_conv_graph("2,8,8,24", 40, 24, 3, 1), 214, DNNMEM_CPU_ISA_AVX2, 1),
+                     12288 * 2 + 34560 * 2 + 20480 + 8216 + 41472);
+    assert_int_equal(cpu_peak(nhwc_conv_graph("2,8,8,24", 40, 24, 1, 1), 214, DNNMEM_CPU_ISA_DEFAULT, 2),
+                     12288 * 2 + 3840 + 20480 + 12336 + 6144);
+    assert_int_equal(cpu_peak(nhwc_conv_graph("2,8,8,64", 64, 16, 3, 4), 214, DNNMEM_CPU_ISA_DEFAULT, 1),
+                     32768 * 2 + 36864 * 2 + 32768 + 36864);
+}
+
+/* The allocations and frees, in order, of the buffers whose names start
+ * with one of `names` in a training step on the CPU (PyTorch 2.14, one
+ * thread, SGD, loss = sum), as "+bytes name" / "-bytes name" lines. */
+static void train_events(struct tb *b, const char *const *names, size_t n_names, char *out,
+                         size_t cap)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_SGD;
+    cfg.loss = DNNMEM_LOSS_SUM;
+    cfg.iterations = 1;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 214;
+    cfg.cpu_threads = 1;
+    cfg.batch_size = 0;
+    cfg.events = true;
+    struct dnnmem_result *r = estimate_cfg(b, &cfg);
+    size_t n = 0;
+    out[0] = 0;
+    for (size_t e = 0; e < r->n_events; e++)
+        for (size_t k = 0; k < n_names; k++)
+            if (r->events[e].buffer && strstr(r->events[e].buffer, names[k]) && n + 80 < cap) {
+                n += (size_t)snprintf(out + n, cap - n, "%c%llu %s\n", r->events[e].alloc ? '+' : '-',
+                                      (unsigned long long)r->events[e].bytes, names[k]);
+                break;
+            }
+    dnnmem_result_free(r);
+}
+
+/* The brgemm backward of a channels-last conv runs its two passes one
+ * after the other (workspace.c, onednn_brgemm_bwd): measured, 2.14.1, one
+ * thread, a 3x3 conv 8 -> 12 channels at stride 2 on [2,8,16,16] whose
+ * input needs a grad: backward data +6912 (the weight, 12 x 16 x 9 floats),
+ * +36888 (its scratchpad), both freed; then backward weights +4608
+ * (diff_weights, 16 x 8 x 9 floats: 8 in channels, under a block, unpadded) and the weight-sized channels-last
+ * grad (3456). The input is x [2,16,16,8] permuted, times a [1,8,1,1]
+ * weight (a channels-last tensor that needs a grad). */
+static void test_onednn_brgemm_backward(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,16,16,8");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 8, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){12, 8, 3, 3});
+    tb_node(b, "Transpose", "perm", "x", "xc");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    tb_node(b, "Mul", "scale", "xc,S", "xs");
+    tb_node(b, "Conv", "conv", "xs,W", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tb_attr_ints(b, "strides", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    static const char *const names[] = {"(backward data)", "onednn_diff_weights",
+                                        "grad_weight (channels last)"};
+    char got[1024];
+    train_events(b, names, 3, got, sizeof got);
+    assert_string_equal(got, "+6912 (backward data)\n+36888 (backward data)\n"
+                             "-36888 (backward data)\n-6912 (backward data)\n"
+                             "+4608 onednn_diff_weights\n+3456 grad_weight (channels last)\n"
+                             "-4608 onednn_diff_weights\n-3456 grad_weight (channels last)\n");
+}
+
+/* A strided conv on an NCHW input runs its backward-data pass by the
+ * brgemm kernel on nhwc copies (workspace.c, onednn_strided_backward_data):
+ * measured, 2.14.1, one thread, 1x1 at stride 2, 76 -> 12 channels on
+ * [2,76,16,16] (x 155648 B, y 6144 B): +6144 (grad_output, nhwc) +4608
+ * (the weight, 12 x 96 floats) +155648 (grad_input, nhwc) +36888
+ * (scratchpad), -36888 -4608 -6144, then after the ATen grad_input +155648
+ * (the copy back to NCHW) and both freed. The input is x times a
+ * [1,76,1,1] weight, so that it needs a grad. */
+static void test_onednn_strided_backward_data(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,76,16,16");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 76, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){12, 76, 1, 1});
+    tb_node(b, "Mul", "scale", "x,S", "xs");
+    tb_node(b, "Conv", "conv", "xs,W", "y");
+    tb_attr_ints(b, "strides", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    static const char *const names[] = {"(nhwc)", "(backward data)", "(to NCHW)"};
+    char got[1024];
+    train_events(b, names, 3, got, sizeof got);
+    assert_string_equal(got, "+6144 (nhwc)\n+4608 (backward data)\n+155648 (nhwc)\n"
+                             "+36888 (backward data)\n-36888 (backward data)\n"
+                             "-4608 (backward data)\n-6144 (nhwc)\n"
+                             "+155648 (to NCHW)\n-155648 (to NCHW)\n-155648 (nhwc)\n");
+}
+
+/* The engine adds a node's grads into the next nodes' buffers after the
+ * node has made them all (engine.cpp, evaluate_function), so a conv's
+ * grad_input summed into its input's grad lives through the weight's grad
+ * (backward.c; measured, 2.14.1: randnet's 56 -> 16 3x3 conv whose input
+ * is a cat, grad_input 28672 B freed after diff_weights 36864 B). Here xs
+ * feeds two convs: the second's grad of xs (28672 B, [2,56,8,8]) is the
+ * buffer, the first's is added into it, and freed, once its diff_weights
+ * exists (delivered at once, it would be freed before). */
+static void test_conv_grads_returned_together(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,56,8,8");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 56, 1, 1});
+    tb_init(b, "W1", F32, 4, (int64_t[]){16, 56, 3, 3});
+    tb_init(b, "W2", F32, 4, (int64_t[]){16, 56, 3, 3});
+    tb_node(b, "Mul", "scale", "x,S", "xs");
+    tb_node(b, "Conv", "conv1", "xs,W1", "y1");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tb_node(b, "Conv", "conv2", "xs,W2", "y2");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tb_output(b, "y1");
+    tb_output(b, "y2");
+    static const char *const names[] = {"xs.grad", "onednn_diff_weights"};
+    char got[1024];
+    train_events(b, names, 2, got, sizeof got);
+    assert_string_equal(got, "+28672 xs.grad\n+36864 onednn_diff_weights\n-36864 onednn_diff_weights\n"
+                             "+28672 xs.grad\n+36864 onednn_diff_weights\n-28672 xs.grad\n"
+                             "-36864 onednn_diff_weights\n-28672 xs.grad\n");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_maxpool_indices_no_grad),
+        cmocka_unit_test(test_onednn_brgemm_channels_last),
+        cmocka_unit_test(test_onednn_brgemm_backward),
+        cmocka_unit_test(test_onednn_strided_backward_data),
+        cmocka_unit_test(test_conv_grads_returned_together),
+    };
+    return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
+}
