@@ -294,11 +294,19 @@ static struct pool *pool_of(struct caching *c, int32_t i)
  * else by addr alone. Keys are distinct: the blocks of one tree never
  * overlap. A block's key must not change while it is in a tree. */
 
+/* Without branches: the descents below compare keys at random, so a
+ * mispredicted branch per level would cost more than the compare. */
 static bool key_less(const struct blk *x, uint64_t size, uint64_t addr, bool by_size)
 {
-    if (by_size && x->size != size)
-        return x->size < size;
-    return x->addr < addr;
+    bool size_lt = x->size < size, size_eq = x->size == size;
+    return (by_size & size_lt) | ((!by_size | size_eq) & (x->addr < addr));
+}
+
+/* The child of node i on the left (or the right) side. */
+static int32_t t_child(const struct caching *c, int32_t i, bool left)
+{
+    int32_t l = c->b[i].tl, r = c->b[i].tr;
+    return left ? l : r;
 }
 
 /* Make child the node in parent's place (parent's parent, or the root). */
@@ -344,7 +352,7 @@ static void t_insert(struct caching *c, int32_t *root, int32_t i, bool by_size)
     while (cur >= 0) {
         par = cur;
         left = key_less(n, c->b[cur].size, c->b[cur].addr, by_size);
-        cur = left ? c->b[cur].tl : c->b[cur].tr;
+        cur = t_child(c, cur, left);
     }
     n->tl = n->tr = -1;
     n->tp = par;
@@ -377,12 +385,9 @@ static int32_t t_lower_bound(const struct caching *c, int32_t root, uint64_t siz
 {
     int32_t res = -1, cur = root;
     while (cur >= 0) {
-        if (key_less(&c->b[cur], size, addr, by_size)) {
-            cur = c->b[cur].tr;
-        } else {
-            res = cur;
-            cur = c->b[cur].tl;
-        }
+        bool right = key_less(&c->b[cur], size, addr, by_size);
+        res = right ? res : cur;
+        cur = t_child(c, cur, !right);
     }
     return res;
 }
