@@ -83,17 +83,18 @@
  * CCA's release_block asserts on expandable blocks there.
  *
  * Data: blocks live in one array and name each other by index; a handle is
- * the block index + 1 (0 = no block). Each pool keeps its free blocks in a
- * treap ordered by (size, address) and its unmapped blocks in a treap
+ * the block index + 1 (0 = no block). Each pool keeps its free blocks in
+ * treaps ordered by (size, address), one per range of sizes (struct pool:
+ * the small pool one per 512-byte size), and its unmapped blocks in a treap
  * ordered by address. A block is in at most one tree; the trees' nodes (a
  * copy of the key, the links) live in an array of their own, reused first,
  * so the free blocks a pool holds at a time (at most ~1,400 in the small
  * pool of a DeepSeek-V3 training estimate) stay in cache while the blocks
  * handed out spread over a large array; a node's heap priority is a hash
- * of its slot. Best
- * fit (lower bound), insert and remove are O(log n) expected; the sweeps
- * walk a tree in order from node to successor, and a node's successor is
- * taken before the node is removed, so removal does not disturb the walk.
+ * of its slot. Best fit (lower bound), insert and remove are O(log n)
+ * expected; the sweeps walk the pool in order from block to successor, and
+ * a block's successor is taken before the block is removed, so removal
+ * does not disturb the walk.
  */
 #include "dnnmem-impl.h"
 
@@ -146,8 +147,20 @@ struct tnode {
     int32_t blk;          /* the block; the next free node when unused */
 };
 
+/* A pool's free mapped blocks, in (size, addr) order, as treaps of
+ * consecutive size ranges: the small pool's free blocks are below
+ * kSmallBuffer and mostly of distinct sizes (the rests of 2 MiB segments),
+ * so one bucket per 512-byte size, found from a bitmap of the non-empty
+ * ones, holds one or two blocks and an insert or a best fit walks no
+ * tree; the large pool has one bucket. The last bucket takes every larger
+ * size (a small pool's merged blocks of expandable segments). */
+#define N_BUCKETS ((int32_t)(K_SMALL_BUFFER / K_MIN_BLOCK) + 1)
+#define N_BUCKET_WORDS ((N_BUCKETS + 63) / 64)
+
 struct pool {
-    int32_t v;            /* treap root of the free mapped blocks, by (size, addr); -1 empty */
+    int32_t v[N_BUCKETS]; /* treap roots by bucket; -1 empty */
+    uint64_t full[N_BUCKET_WORDS]; /* bit k: bucket k is not empty */
+    int32_t n_buckets;    /* N_BUCKETS (small pool) or 1 */
     int32_t um;           /* treap root of unmapped blocks of expandable segments, by addr */
     int64_t searches;     /* get_free_blocks_call_count */
     bool small;
@@ -459,24 +472,90 @@ static int32_t t_next(const struct caching *c, int32_t i)
 
 /* ---- pools ------------------------------------------------------------------------ */
 
+/* The bucket of p that holds blocks of this size: non-decreasing in size. */
+static int32_t bucket_of(const struct pool *p, uint64_t size)
+{
+    uint64_t k = size / K_MIN_BLOCK;
+    return p->n_buckets == 1 ? 0 : k < N_BUCKETS - 1 ? (int32_t)k : N_BUCKETS - 1;
+}
+
+/* The first non-empty bucket of p at or after k, or -1. */
+static int32_t bucket_from(const struct pool *p, int32_t k)
+{
+    if (k >= p->n_buckets)
+        return -1;
+    int32_t w = k / 64;
+    uint64_t bits = p->full[w] & (~(uint64_t)0 << (k % 64));
+    while (!bits) {
+        if (++w == N_BUCKET_WORDS)
+            return -1;
+        bits = p->full[w];
+    }
+    return w * 64 + __builtin_ctzll(bits);
+}
+
+/* The last non-empty bucket of p, or -1. */
+static int32_t bucket_last(const struct pool *p)
+{
+    for (int32_t w = (p->n_buckets - 1) / 64; w >= 0; w--)
+        if (p->full[w])
+            return w * 64 + 63 - __builtin_clzll(p->full[w]);
+    return -1;
+}
+
+static bool pool_empty(const struct pool *p) { return bucket_last(p) < 0; }
+
 /* The first free block of p that is >= (size, addr), or -1. */
 static int32_t lower_bound(const struct caching *c, const struct pool *p, uint64_t size,
                            uint64_t addr)
 {
-    return t_lower_bound(c, p->v, size, addr, true);
+    int32_t k = bucket_of(p, size);
+    int32_t i = t_lower_bound(c, p->v[k], size, addr, true);
+    if (i < 0 && (k = bucket_from(p, k + 1)) >= 0)
+        i = t_first(c, p->v[k]);
+    return i;
+}
+
+/* The free blocks of p in order: the first (or the last), and the one
+ * after block i. */
+static int32_t pool_first(const struct caching *c, const struct pool *p)
+{
+    int32_t k = bucket_from(p, 0);
+    return k < 0 ? -1 : t_first(c, p->v[k]);
+}
+
+static int32_t pool_last(const struct caching *c, const struct pool *p)
+{
+    int32_t k = bucket_last(p);
+    return k < 0 ? -1 : t_last(c, p->v[k]);
+}
+
+static int32_t pool_next(const struct caching *c, const struct pool *p, int32_t i)
+{
+    int32_t nx = t_next(c, i);
+    if (nx >= 0)
+        return nx;
+    int32_t k = bucket_from(p, bucket_of(p, c->tn[c->b[i].tn].size) + 1);
+    return k < 0 ? -1 : t_first(c, p->v[k]);
 }
 
 /* CCA BlockPool::insert_into_blocks: cache the block and start its age. */
 static void pool_insert(struct caching *c, int32_t i)
 {
     struct pool *p = pool_of(c, i);
-    t_insert(c, &p->v, i, true);
+    int32_t k = bucket_of(p, c->b[i].size);
+    t_insert(c, &p->v[k], i, true);
+    p->full[k / 64] |= (uint64_t)1 << (k % 64);
     c->b[i].gc_base = p->searches;
 }
 
 static void pool_remove(struct caching *c, int32_t i)
 {
-    t_remove(c, &pool_of(c, i)->v, i);
+    struct pool *p = pool_of(c, i);
+    int32_t k = bucket_of(p, c->tn[c->b[i].tn].size);
+    t_remove(c, &p->v[k], i);
+    if (p->v[k] < 0)
+        p->full[k / 64] &= ~((uint64_t)1 << (k % 64));
 }
 
 static void um_insert(struct caching *c, int32_t i)
@@ -552,7 +631,7 @@ static void garbage_collect(struct caching *c)
     uint64_t target = c->st.reserved - limit, reclaimed = 0, total_age = 0;
     size_t count = 0;
     struct pool *p = &c->pools[1];
-    for (int32_t i = t_first(c, p->v); i >= 0; i = t_next(c, i))
+    for (int32_t i = pool_first(c, p); i >= 0; i = pool_next(c, p, i))
         if (gc_candidate(c, i)) {
             total_age += age(c, i);
             count++;
@@ -561,8 +640,8 @@ static void garbage_collect(struct caching *c)
     while (reclaimed < target && freed && count > 0) {
         double avg = (double)total_age / (double)count;
         freed = false;
-        for (int32_t i = t_first(c, p->v), nx; i >= 0; i = nx) {
-            nx = t_next(c, i);
+        for (int32_t i = pool_first(c, p), nx; i >= 0; i = nx) {
+            nx = pool_next(c, p, i);
             if (gc_candidate(c, i) && (double)age(c, i) >= avg) {
                 freed = true;
                 reclaimed += c->b[i].size;
@@ -589,8 +668,8 @@ static bool release_oversize(struct caching *c, struct pool *p, uint64_t size)
         return true;
     }
     uint64_t total = 0;
-    while (p->v >= 0 && total < key) {
-        int32_t i = t_last(c, p->v); /* the largest */
+    while (!pool_empty(p) && total < key) {
+        int32_t i = pool_last(c, p); /* the largest */
         if (c->b[i].size < ms || is_split(c, i))
             break;
         total += c->b[i].size;
@@ -649,8 +728,8 @@ static enum dnnmem_status unmap_block(struct caching *c, int32_t i)
 static enum dnnmem_status release_pool(struct caching *c, struct pool *p)
 {
     size_t n_exp = 0;
-    for (int32_t i = t_first(c, p->v), nx; i >= 0; i = nx) {
-        nx = t_next(c, i);
+    for (int32_t i = pool_first(c, p), nx; i >= 0; i = nx) {
+        nx = pool_next(c, p, i);
         if (c->b[i].es >= 0)
             c->tmp[n_exp++] = i;
         else if (!is_split(c, i))
@@ -808,7 +887,7 @@ static int32_t get_free_block(struct caching *c, struct pool *p, uint64_t size)
     int32_t i = lower_bound(c, p, size, 0);
     if (i < 0)
         return -1;
-    for (int32_t nx; c->b[i].es >= 0 && (nx = t_next(c, i)) >= 0 &&
+    for (int32_t nx; c->b[i].es >= 0 && (nx = pool_next(c, p, i)) >= 0 &&
                      expandable_size(c, nx) < expandable_size(c, i);)
         i = nx;
     uint64_t bs = c->b[i].size, ms = c->o.max_split_size;
@@ -817,7 +896,7 @@ static int32_t get_free_block(struct caching *c, struct pool *p, uint64_t size)
     if (size >= ms && (size > UINT64_MAX - c->o.max_non_split_rounding ||
                        bs >= size + c->o.max_non_split_rounding))
         return -1;
-    t_remove(c, &p->v, i);
+    pool_remove(c, i);
     return i;
 }
 
@@ -994,8 +1073,13 @@ enum dnnmem_status dm_alloc_caching_new(const struct dm_caching_opts *o, struct 
     c->free_slot = -1;
     c->free_tn = -1;
     c->pools[0].small = true;
-    for (int k = 0; k < 2; k++)
-        c->pools[k].v = c->pools[k].um = -1;
+    for (int k = 0; k < 2; k++) {
+        struct pool *p = &c->pools[k];
+        p->um = -1;
+        p->n_buckets = k == 0 ? N_BUCKETS : 1;
+        for (int32_t j = 0; j < N_BUCKETS; j++)
+            p->v[j] = -1;
+    }
     c->next_addr = FIRST_ADDR;
     if (need_slots(c, 1) != DNNMEM_OK) {
         c_destroy(c);
