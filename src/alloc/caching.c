@@ -83,13 +83,18 @@
  * CCA's release_block asserts on expandable blocks there.
  *
  * Data: blocks live in one array and name each other by index; a handle is
- * the block index + 1 (0 = no block). Each pool keeps its free blocks in a
- * treap ordered by (size, address) and its unmapped blocks in a treap
- * ordered by address; the trees' links live in the blocks (a block is in at
- * most one tree), and a block's heap priority is a hash of its index. Best
- * fit (lower bound), insert and remove are O(log n) expected; the sweeps
- * walk a tree in order from node to successor, and a node's successor is
- * taken before the node is removed, so removal does not disturb the walk.
+ * the block index + 1 (0 = no block). Each pool keeps its free blocks in
+ * treaps ordered by (size, address), one per range of sizes (struct pool:
+ * the small pool one per 512-byte size), and its unmapped blocks in a treap
+ * ordered by address. A block is in at most one tree; the trees' nodes (a
+ * copy of the key, the links) live in an array of their own, reused first,
+ * so the free blocks a pool holds at a time (at most ~1,400 in the small
+ * pool of a DeepSeek-V3 training estimate) stay in cache while the blocks
+ * handed out spread over a large array; a node's heap priority is a hash
+ * of its slot. Best fit (lower bound), insert and remove are O(log n)
+ * expected; the sweeps walk the pool in order from block to successor, and
+ * a block's successor is taken before the block is removed, so removal
+ * does not disturb the walk.
  */
 #include "dnnmem-impl.h"
 
@@ -126,16 +131,36 @@ struct blk {
     int64_t gc_base;      /* pool search count when the block was cached */
     int32_t prev, next;   /* neighbours in the segment, -1 at its ends; free list link */
     int32_t es;           /* expandable segment index, -1 for a cudaMalloc'd segment */
-    int32_t tl, tr, tp;   /* treap links (left, right, parent), -1 for none */
-    uint32_t prio;        /* treap heap priority: a parent's is >= its children's */
+    int32_t tn;           /* its node in a treap, -1 in none */
     uint8_t live;         /* slot in use */
     uint8_t allocated;
     uint8_t mapped;       /* always 1 outside expandable segments */
     uint8_t small;        /* pool */
 };
 
+/* A treap node: a copy of its block's key, the links, the block. The nodes
+ * are slots of their own array, reused first, so the few blocks a tree
+ * holds at a time sit in a few cache lines, not spread over all blocks. */
+struct tnode {
+    uint64_t size, addr;
+    int32_t l, r, p;      /* left, right, parent; -1 for none */
+    int32_t blk;          /* the block; the next free node when unused */
+};
+
+/* A pool's free mapped blocks, in (size, addr) order, as treaps of
+ * consecutive size ranges: the small pool's free blocks are below
+ * kSmallBuffer and mostly of distinct sizes (the rests of 2 MiB segments),
+ * so one bucket per 512-byte size, found from a bitmap of the non-empty
+ * ones, holds one or two blocks and an insert or a best fit walks no
+ * tree; the large pool has one bucket. The last bucket takes every larger
+ * size (a small pool's merged blocks of expandable segments). */
+#define N_BUCKETS ((int32_t)(K_SMALL_BUFFER / K_MIN_BLOCK) + 1)
+#define N_BUCKET_WORDS ((N_BUCKETS + 63) / 64)
+
 struct pool {
-    int32_t v;            /* treap root of the free mapped blocks, by (size, addr); -1 empty */
+    int32_t v[N_BUCKETS]; /* treap roots by bucket; -1 empty */
+    uint64_t full[N_BUCKET_WORDS]; /* bit k: bucket k is not empty */
+    int32_t n_buckets;    /* N_BUCKETS (small pool) or 1 */
     int32_t um;           /* treap root of unmapped blocks of expandable segments, by addr */
     int64_t searches;     /* get_free_blocks_call_count */
     bool small;
@@ -149,7 +174,10 @@ struct caching {
     struct dm_caching_opts o;
     bool gc_on;
     struct blk *b;
-    size_t cap;           /* capacity of b and of tmp */
+    struct tnode *tn;     /* treap nodes: at most one per block */
+    int32_t free_tn;      /* head of the list of unused nodes */
+    size_t used_tn;       /* nodes ever used */
+    size_t cap;           /* capacity of b, of tn and of tmp */
     size_t used;          /* slots ever used */
     int32_t free_slot;    /* head of the list of dead slots */
     size_t n_dead;
@@ -247,6 +275,10 @@ static enum dnnmem_status need_slots(struct caching *c, size_t k)
     if (!nb)
         return DNNMEM_E_NOMEM;
     c->b = nb;
+    struct tnode *nn = realloc(c->tn, want * sizeof *nn);
+    if (!nn)
+        return DNNMEM_E_NOMEM;
+    c->tn = nn;
     int32_t *nt = realloc(c->tmp, want * sizeof *nt);
     if (!nt)
         return DNNMEM_E_NOMEM;
@@ -255,9 +287,9 @@ static enum dnnmem_status need_slots(struct caching *c, size_t k)
     return DNNMEM_OK;
 }
 
-/* A fixed pseudo-random treap priority for slot i (a 32-bit finalizer mix),
- * independent of the blocks' order. */
-static uint32_t slot_prio(int32_t i) { return dm_mix32((uint32_t)i); }
+/* A fixed pseudo-random treap priority for node slot i (a 32-bit finalizer
+ * mix), independent of the blocks' order: a parent's is >= its children's. */
+static uint32_t prio(int32_t i) { return dm_mix32((uint32_t)i); }
 
 static int32_t new_blk(struct caching *c, uint64_t addr, uint64_t size, bool small, int32_t es,
                        bool mapped)
@@ -271,8 +303,7 @@ static int32_t new_blk(struct caching *c, uint64_t addr, uint64_t size, bool sma
         i = (int32_t)c->used++;
     }
     c->b[i] = (struct blk){.addr = addr, .size = size, .prev = -1, .next = -1, .es = es,
-                           .tl = -1, .tr = -1, .tp = -1, .prio = slot_prio(i),
-                           .live = 1, .mapped = mapped, .small = small};
+                           .tn = -1, .live = 1, .mapped = mapped, .small = small};
     return i;
 }
 
@@ -290,152 +321,241 @@ static struct pool *pool_of(struct caching *c, int32_t i)
 }
 
 /* ---- treaps over block indices -------------------------------------------------- *
- * A tree is named by its root (-1: empty). by_size: ordered by (size, addr),
- * else by addr alone. Keys are distinct: the blocks of one tree never
- * overlap. A block's key must not change while it is in a tree. */
+ * A tree is named by its root node (-1: empty). by_size: ordered by (size,
+ * addr), else by addr alone. Keys are distinct: the blocks of one tree never
+ * overlap. A block's key must not change while it is in a tree. The
+ * functions take and return block indices; inside, they walk nodes. */
 
-static bool key_less(const struct blk *x, uint64_t size, uint64_t addr, bool by_size)
+/* Without branches: the descents below compare keys at random, so a
+ * mispredicted branch per level would cost more than the compare. */
+static bool key_less(const struct tnode *x, uint64_t size, uint64_t addr, bool by_size)
 {
-    if (by_size && x->size != size)
-        return x->size < size;
-    return x->addr < addr;
+    bool size_lt = x->size < size, size_eq = x->size == size;
+    return (by_size & size_lt) | ((!by_size | size_eq) & (x->addr < addr));
 }
 
-/* Make child the node in parent's place (parent's parent, or the root). */
+/* The child of node i on the left (or the right) side. */
+static int32_t t_child(const struct caching *c, int32_t i, bool left)
+{
+    int32_t l = c->tn[i].l, r = c->tn[i].r;
+    return left ? l : r;
+}
+
+static int32_t blk_of(const struct caching *c, int32_t n) { return n < 0 ? -1 : c->tn[n].blk; }
+
+/* Make node child the one in node parent's place (its parent's child, or the root). */
 static void t_replace(struct caching *c, int32_t *root, int32_t parent, int32_t child)
 {
-    int32_t g = c->b[parent].tp;
+    int32_t g = c->tn[parent].p;
     if (child >= 0)
-        c->b[child].tp = g;
+        c->tn[child].p = g;
     if (g < 0)
         *root = child;
-    else if (c->b[g].tl == parent)
-        c->b[g].tl = child;
+    else if (c->tn[g].l == parent)
+        c->tn[g].l = child;
     else
-        c->b[g].tr = child;
+        c->tn[g].r = child;
 }
 
 /* Rotate node i above its parent; the in-order sequence is unchanged. */
 static void t_rotate_up(struct caching *c, int32_t *root, int32_t i)
 {
-    int32_t p = c->b[i].tp;
+    struct tnode *t = c->tn;
+    int32_t p = t[i].p;
     t_replace(c, root, p, i);
-    if (c->b[p].tl == i) {
-        int32_t m = c->b[i].tr;
-        c->b[p].tl = m;
+    if (t[p].l == i) {
+        int32_t m = t[i].r;
+        t[p].l = m;
         if (m >= 0)
-            c->b[m].tp = p;
-        c->b[i].tr = p;
+            t[m].p = p;
+        t[i].r = p;
     } else {
-        int32_t m = c->b[i].tl;
-        c->b[p].tr = m;
+        int32_t m = t[i].l;
+        t[p].r = m;
         if (m >= 0)
-            c->b[m].tp = p;
-        c->b[i].tl = p;
+            t[m].p = p;
+        t[i].l = p;
     }
-    c->b[p].tp = i;
+    t[p].p = i;
 }
 
+/* Block i into the tree, on a node taken from the free list (need_slots
+ * made room: a node per block). */
 static void t_insert(struct caching *c, int32_t *root, int32_t i, bool by_size)
 {
-    struct blk *n = &c->b[i];
+    int32_t k = c->free_tn >= 0 ? c->free_tn : (int32_t)c->used_tn++;
+    if (k == c->free_tn)
+        c->free_tn = c->tn[k].blk;
+    struct tnode *n = &c->tn[k];
+    *n = (struct tnode){.size = c->b[i].size, .addr = c->b[i].addr, .l = -1, .r = -1, .blk = i};
+    c->b[i].tn = k;
     int32_t par = -1, cur = *root;
     bool left = false;
     while (cur >= 0) {
         par = cur;
-        left = key_less(n, c->b[cur].size, c->b[cur].addr, by_size);
-        cur = left ? c->b[cur].tl : c->b[cur].tr;
+        left = key_less(n, c->tn[cur].size, c->tn[cur].addr, by_size);
+        cur = t_child(c, cur, left);
     }
-    n->tl = n->tr = -1;
-    n->tp = par;
+    n->p = par;
     if (par < 0)
-        *root = i;
+        *root = k;
     else if (left)
-        c->b[par].tl = i;
+        c->tn[par].l = k;
     else
-        c->b[par].tr = i;
-    while (c->b[i].tp >= 0 && c->b[c->b[i].tp].prio < c->b[i].prio)
-        t_rotate_up(c, root, i);
+        c->tn[par].r = k;
+    uint32_t pk = prio(k);
+    while (c->tn[k].p >= 0 && prio(c->tn[k].p) < pk)
+        t_rotate_up(c, root, k);
 }
 
 static void t_remove(struct caching *c, int32_t *root, int32_t i)
 {
-    for (;;) { /* rotate i down until it has at most one child */
-        int32_t l = c->b[i].tl, r = c->b[i].tr;
+    int32_t k = c->b[i].tn;
+    for (;;) { /* rotate k down until it has at most one child */
+        int32_t l = c->tn[k].l, r = c->tn[k].r;
         if (l < 0 || r < 0) {
-            t_replace(c, root, i, l >= 0 ? l : r);
+            t_replace(c, root, k, l >= 0 ? l : r);
             break;
         }
-        t_rotate_up(c, root, c->b[l].prio > c->b[r].prio ? l : r);
+        t_rotate_up(c, root, prio(l) > prio(r) ? l : r);
     }
-    c->b[i].tl = c->b[i].tr = c->b[i].tp = -1;
+    c->b[i].tn = -1;
+    c->tn[k].blk = c->free_tn;
+    c->free_tn = k;
 }
 
-/* The first node >= (size, addr), or -1. */
+/* The block of the first node >= (size, addr), or -1. */
 static int32_t t_lower_bound(const struct caching *c, int32_t root, uint64_t size, uint64_t addr,
                              bool by_size)
 {
     int32_t res = -1, cur = root;
     while (cur >= 0) {
-        if (key_less(&c->b[cur], size, addr, by_size)) {
-            cur = c->b[cur].tr;
-        } else {
-            res = cur;
-            cur = c->b[cur].tl;
-        }
+        bool right = key_less(&c->tn[cur], size, addr, by_size);
+        res = right ? res : cur;
+        cur = t_child(c, cur, !right);
     }
-    return res;
+    return blk_of(c, res);
 }
 
-static int32_t t_first(const struct caching *c, int32_t i)
+static int32_t n_first(const struct caching *c, int32_t k)
 {
-    if (i >= 0)
-        while (c->b[i].tl >= 0)
-            i = c->b[i].tl;
-    return i;
+    if (k >= 0)
+        while (c->tn[k].l >= 0)
+            k = c->tn[k].l;
+    return k;
 }
 
-static int32_t t_last(const struct caching *c, int32_t i)
+/* The block of the tree's first (or last) node, or -1. */
+static int32_t t_first(const struct caching *c, int32_t root) { return blk_of(c, n_first(c, root)); }
+
+static int32_t t_last(const struct caching *c, int32_t k)
 {
-    if (i >= 0)
-        while (c->b[i].tr >= 0)
-            i = c->b[i].tr;
-    return i;
+    if (k >= 0)
+        while (c->tn[k].r >= 0)
+            k = c->tn[k].r;
+    return blk_of(c, k);
 }
 
-/* The in-order successor of node i, or -1. */
+/* The block after block i in its tree's order, or -1. */
 static int32_t t_next(const struct caching *c, int32_t i)
 {
-    if (c->b[i].tr >= 0)
-        return t_first(c, c->b[i].tr);
-    int32_t p = c->b[i].tp;
-    while (p >= 0 && c->b[p].tr == i) {
-        i = p;
-        p = c->b[p].tp;
+    int32_t k = c->b[i].tn;
+    if (c->tn[k].r >= 0)
+        return blk_of(c, n_first(c, c->tn[k].r));
+    int32_t p = c->tn[k].p;
+    while (p >= 0 && c->tn[p].r == k) {
+        k = p;
+        p = c->tn[p].p;
     }
-    return p;
+    return blk_of(c, p);
 }
 
 /* ---- pools ------------------------------------------------------------------------ */
+
+/* The bucket of p that holds blocks of this size: non-decreasing in size. */
+static int32_t bucket_of(const struct pool *p, uint64_t size)
+{
+    uint64_t k = size / K_MIN_BLOCK;
+    return p->n_buckets == 1 ? 0 : k < N_BUCKETS - 1 ? (int32_t)k : N_BUCKETS - 1;
+}
+
+/* The first non-empty bucket of p at or after k, or -1. */
+static int32_t bucket_from(const struct pool *p, int32_t k)
+{
+    if (k >= p->n_buckets)
+        return -1;
+    int32_t w = k / 64;
+    uint64_t bits = p->full[w] & (~(uint64_t)0 << (k % 64));
+    while (!bits) {
+        if (++w == N_BUCKET_WORDS)
+            return -1;
+        bits = p->full[w];
+    }
+    return w * 64 + __builtin_ctzll(bits);
+}
+
+/* The last non-empty bucket of p, or -1. */
+static int32_t bucket_last(const struct pool *p)
+{
+    for (int32_t w = (p->n_buckets - 1) / 64; w >= 0; w--)
+        if (p->full[w])
+            return w * 64 + 63 - __builtin_clzll(p->full[w]);
+    return -1;
+}
+
+static bool pool_empty(const struct pool *p) { return bucket_last(p) < 0; }
 
 /* The first free block of p that is >= (size, addr), or -1. */
 static int32_t lower_bound(const struct caching *c, const struct pool *p, uint64_t size,
                            uint64_t addr)
 {
-    return t_lower_bound(c, p->v, size, addr, true);
+    int32_t k = bucket_of(p, size);
+    int32_t i = t_lower_bound(c, p->v[k], size, addr, true);
+    if (i < 0 && (k = bucket_from(p, k + 1)) >= 0)
+        i = t_first(c, p->v[k]);
+    return i;
+}
+
+/* The free blocks of p in order: the first (or the last), and the one
+ * after block i. */
+static int32_t pool_first(const struct caching *c, const struct pool *p)
+{
+    int32_t k = bucket_from(p, 0);
+    return k < 0 ? -1 : t_first(c, p->v[k]);
+}
+
+static int32_t pool_last(const struct caching *c, const struct pool *p)
+{
+    int32_t k = bucket_last(p);
+    return k < 0 ? -1 : t_last(c, p->v[k]);
+}
+
+static int32_t pool_next(const struct caching *c, const struct pool *p, int32_t i)
+{
+    int32_t nx = t_next(c, i);
+    if (nx >= 0)
+        return nx;
+    int32_t k = bucket_from(p, bucket_of(p, c->tn[c->b[i].tn].size) + 1);
+    return k < 0 ? -1 : t_first(c, p->v[k]);
 }
 
 /* CCA BlockPool::insert_into_blocks: cache the block and start its age. */
 static void pool_insert(struct caching *c, int32_t i)
 {
     struct pool *p = pool_of(c, i);
-    t_insert(c, &p->v, i, true);
+    int32_t k = bucket_of(p, c->b[i].size);
+    t_insert(c, &p->v[k], i, true);
+    p->full[k / 64] |= (uint64_t)1 << (k % 64);
     c->b[i].gc_base = p->searches;
 }
 
 static void pool_remove(struct caching *c, int32_t i)
 {
-    t_remove(c, &pool_of(c, i)->v, i);
+    struct pool *p = pool_of(c, i);
+    int32_t k = bucket_of(p, c->tn[c->b[i].tn].size);
+    t_remove(c, &p->v[k], i);
+    if (p->v[k] < 0)
+        p->full[k / 64] &= ~((uint64_t)1 << (k % 64));
 }
 
 static void um_insert(struct caching *c, int32_t i)
@@ -511,7 +631,7 @@ static void garbage_collect(struct caching *c)
     uint64_t target = c->st.reserved - limit, reclaimed = 0, total_age = 0;
     size_t count = 0;
     struct pool *p = &c->pools[1];
-    for (int32_t i = t_first(c, p->v); i >= 0; i = t_next(c, i))
+    for (int32_t i = pool_first(c, p); i >= 0; i = pool_next(c, p, i))
         if (gc_candidate(c, i)) {
             total_age += age(c, i);
             count++;
@@ -520,8 +640,8 @@ static void garbage_collect(struct caching *c)
     while (reclaimed < target && freed && count > 0) {
         double avg = (double)total_age / (double)count;
         freed = false;
-        for (int32_t i = t_first(c, p->v), nx; i >= 0; i = nx) {
-            nx = t_next(c, i);
+        for (int32_t i = pool_first(c, p), nx; i >= 0; i = nx) {
+            nx = pool_next(c, p, i);
             if (gc_candidate(c, i) && (double)age(c, i) >= avg) {
                 freed = true;
                 reclaimed += c->b[i].size;
@@ -548,8 +668,8 @@ static bool release_oversize(struct caching *c, struct pool *p, uint64_t size)
         return true;
     }
     uint64_t total = 0;
-    while (p->v >= 0 && total < key) {
-        int32_t i = t_last(c, p->v); /* the largest */
+    while (!pool_empty(p) && total < key) {
+        int32_t i = pool_last(c, p); /* the largest */
         if (c->b[i].size < ms || is_split(c, i))
             break;
         total += c->b[i].size;
@@ -608,8 +728,8 @@ static enum dnnmem_status unmap_block(struct caching *c, int32_t i)
 static enum dnnmem_status release_pool(struct caching *c, struct pool *p)
 {
     size_t n_exp = 0;
-    for (int32_t i = t_first(c, p->v), nx; i >= 0; i = nx) {
-        nx = t_next(c, i);
+    for (int32_t i = pool_first(c, p), nx; i >= 0; i = nx) {
+        nx = pool_next(c, p, i);
         if (c->b[i].es >= 0)
             c->tmp[n_exp++] = i;
         else if (!is_split(c, i))
@@ -767,7 +887,7 @@ static int32_t get_free_block(struct caching *c, struct pool *p, uint64_t size)
     int32_t i = lower_bound(c, p, size, 0);
     if (i < 0)
         return -1;
-    for (int32_t nx; c->b[i].es >= 0 && (nx = t_next(c, i)) >= 0 &&
+    for (int32_t nx; c->b[i].es >= 0 && (nx = pool_next(c, p, i)) >= 0 &&
                      expandable_size(c, nx) < expandable_size(c, i);)
         i = nx;
     uint64_t bs = c->b[i].size, ms = c->o.max_split_size;
@@ -776,7 +896,7 @@ static int32_t get_free_block(struct caching *c, struct pool *p, uint64_t size)
     if (size >= ms && (size > UINT64_MAX - c->o.max_non_split_rounding ||
                        bs >= size + c->o.max_non_split_rounding))
         return -1;
-    t_remove(c, &p->v, i);
+    pool_remove(c, i);
     return i;
 }
 
@@ -931,6 +1051,7 @@ static void c_destroy(void *self)
     if (!c)
         return;
     free(c->b);
+    free(c->tn);
     free(c->tmp);
     free(c->xs);
     free(c);
@@ -950,9 +1071,15 @@ enum dnnmem_status dm_alloc_caching_new(const struct dm_caching_opts *o, struct 
     c->o = *o;
     c->gc_on = o->capacity_is_fraction && o->capacity && o->gc_threshold > 0.0;
     c->free_slot = -1;
+    c->free_tn = -1;
     c->pools[0].small = true;
-    for (int k = 0; k < 2; k++)
-        c->pools[k].v = c->pools[k].um = -1;
+    for (int k = 0; k < 2; k++) {
+        struct pool *p = &c->pools[k];
+        p->um = -1;
+        p->n_buckets = k == 0 ? N_BUCKETS : 1;
+        for (int32_t j = 0; j < N_BUCKETS; j++)
+            p->v[j] = -1;
+    }
     c->next_addr = FIRST_ADDR;
     if (need_slots(c, 1) != DNNMEM_OK) {
         c_destroy(c);

@@ -168,6 +168,58 @@ static void test_best_fit(void **state)
     a.destroy(a.self);
 }
 
+/* Best fit in the small pool, whose free blocks of each 512-byte size are
+ * kept apart: one 2 MiB segment (rule 3) cut, in address order, into A 4
+ * KiB, 512 B, C 8 KiB, 512 B, E 1 KiB, 512 B and the free rest T (rule 5:
+ * the small pool splits any rest >= 512 B). A, C and E freed (each between
+ * live blocks: no merge), requests take the smallest free block that fits,
+ * whichever size lies between: 2 KiB -> A (4 KiB; rest 2 KiB at A + 2 KiB),
+ * 5 KiB -> C (rest 3 KiB at C + 5 KiB), 1 KiB -> E whole, 1.5 KiB -> A's
+ * rest (rest 512 B at A + 3.5 KiB). */
+static void test_best_fit_small_pool(void **state)
+{
+    (void)state;
+    struct dm_allocator a = mk_default();
+    uint64_t g;
+    uint64_t ha = get(&a, 4 * KiB, NULL);
+    get(&a, 512, NULL);
+    uint64_t hc = get(&a, 8 * KiB, NULL);
+    get(&a, 512, NULL);
+    uint64_t he = get(&a, 1 * KiB, NULL);
+    get(&a, 512, NULL);
+    put(&a, ha);
+    put(&a, hc);
+    put(&a, he);
+    get(&a, 2 * KiB, &g);
+    assert_int_equal(g, 2 * KiB);
+    get(&a, 5 * KiB, &g);
+    assert_int_equal(g, 5 * KiB);
+    get(&a, 1 * KiB, &g);
+    assert_int_equal(g, 1 * KiB);
+    get(&a, 1536, &g);
+    assert_int_equal(g, 1536);
+    struct dm_alloc_stats s = stats(&a);
+    assert_int_equal(s.reserved, 2 * MiB);
+    assert_int_equal(s.segments, 1);
+    size_t n = take_snapshot(&a);
+    uint64_t base = snap[0].addr, free_at[3], free_size[3];
+    size_t n_free = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!snap[i].allocated) {
+            assert_true(n_free < 3);
+            free_at[n_free] = snap[i].addr - base;
+            free_size[n_free++] = snap[i].size;
+        }
+    assert_int_equal(n_free, 3);
+    assert_int_equal(free_at[0], 3584); /* A + 3.5 KiB: 512 B */
+    assert_int_equal(free_size[0], 512);
+    assert_int_equal(free_at[1], 4608 + 5 * KiB); /* C + 5 KiB: 3 KiB */
+    assert_int_equal(free_size[1], 3 * KiB);
+    assert_int_equal(free_at[2], 14848); /* T: the segment past the third 512 B */
+    assert_int_equal(free_size[2], 2 * MiB - 14848);
+    a.destroy(a.self);
+}
+
 /* Best fit among many cached blocks (the pools' ordered trees): N sizes of
  * (k + 5) x 2 MiB, two segments of each, created and freed in scrambled
  * orders. Each is a multiple of 2 MiB >= 10 MiB: its own segment, exact. */
@@ -1013,6 +1065,7 @@ int main(void)
         cmocka_unit_test(test_zero_bytes),
         cmocka_unit_test(test_best_fit),
         cmocka_unit_test(test_best_fit_many),
+        cmocka_unit_test(test_best_fit_small_pool),
         cmocka_unit_test(test_reuse_without_new_reserve),
         cmocka_unit_test(test_merge_on_free),
         cmocka_unit_test(test_no_merge_across_segments),
