@@ -8,20 +8,6 @@
 
 enum { F32 = 1 };
 
-static struct dnnmem_result *estimate_cfg(struct tb *b, struct dnnmem_config *cfg)
-{
-    dnnmem_model *m;
-    struct dnnmem_error err;
-    if (tb_load(b, &m, &err) != DNNMEM_OK)
-        fail_msg("load: %s", err.message);
-    struct dnnmem_result *r = NULL;
-    if (dnnmem_estimate(m, cfg, &r, &err) != DNNMEM_OK)
-        fail_msg("estimate: %s", err.message);
-    dnnmem_model_free(m);
-    tb_free(b);
-    return r;
-}
-
 /* The inference peak on the CPU under PyTorch `torch` (113, 214, ...). */
 static uint64_t cpu_peak(struct tb *b, int torch, enum dnnmem_cpu_isa isa, int threads)
 {

@@ -8,20 +8,6 @@
 
 enum { F32 = 1, I64 = 7 };
 
-static struct dnnmem_result *estimate_cfg(struct tb *b, struct dnnmem_config *cfg)
-{
-    dnnmem_model *m;
-    struct dnnmem_error err;
-    if (tb_load(b, &m, &err) != DNNMEM_OK)
-        fail_msg("load: %s", err.message);
-    struct dnnmem_result *r = NULL;
-    if (dnnmem_estimate(m, cfg, &r, &err) != DNNMEM_OK)
-        fail_msg("estimate: %s", err.message);
-    dnnmem_model_free(m);
-    tb_free(b);
-    return r;
-}
-
 /* The schedule dnnmem builds for graph `b` (every symbol bound to `batch`),
  * for inspecting the order of its events; `*g` and `*t` are for the caller
  * to release with schedule_done. */

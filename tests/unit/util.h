@@ -266,6 +266,21 @@ static inline enum dnnmem_status tb_load(struct tb *b, dnnmem_model **m, struct 
     return s;
 }
 
+/* The estimate of b's model under cfg (which must succeed); b is freed. */
+static inline struct dnnmem_result *estimate_cfg(struct tb *b, struct dnnmem_config *cfg)
+{
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (tb_load(b, &m, &err) != DNNMEM_OK)
+        fail_msg("load: %s", err.message);
+    struct dnnmem_result *r = NULL;
+    if (dnnmem_estimate(m, cfg, &r, &err) != DNNMEM_OK)
+        fail_msg("estimate: %s", err.message);
+    dnnmem_model_free(m);
+    tb_free(b);
+    return r;
+}
+
 /* The error message must contain `needle`. */
 #define assert_msg_has(err, needle)                                                                \
     do {                                                                                           \
