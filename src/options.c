@@ -305,6 +305,8 @@ static enum dnnmem_status set_top_k(const struct ctx *x)
     return DNNMEM_OK;
 }
 
+/* A share: "5%", "0.05", or a bare number of at least 1, which is a
+ * percentage ("10" is 10%: a fraction is below 1). */
 static enum dnnmem_status set_headroom(const struct ctx *x)
 {
     char *end;
@@ -313,6 +315,8 @@ static enum dnnmem_status set_headroom(const struct ctx *x)
         h /= 100;
     else if (end == x->v || *end)
         h = -1;
+    else if (h >= 1)
+        h /= 100;
     if (!(h >= 0 && h < 1))
         return BAD("--headroom %s: expected a fraction or a percentage, e.g. 5%%", x->v);
     x->cfg->headroom = h;

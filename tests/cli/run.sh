@@ -121,6 +121,7 @@ expect 1 "--precision amp-bf16" -- estimate $R -b 64 --mode train --optimizer ad
 expect 2 "--gpu GTX-480: unknown GPU" -- estimate $R --gpu GTX-480
 expect 2 "--memory lots" -- estimate $R --memory lots
 expect 2 "--headroom 150%" -- estimate $R --memory 8GB --headroom 150%
+expect 2 "--headroom 150: expected a fraction or a percentage" -- estimate $R --memory 8GB --headroom 150
 expect 0 "verdict      tight" -- estimate $R -b 32 --mode train --gpu A100-40GB --headroom 95%
 expect 2 "give the device" -- max-batch $R --mode train
 expect 0 "largest batch size that fits A100-40GB: 476" -- max-batch $R --mode train --optimizer adam --gpu A100-40GB

@@ -68,6 +68,10 @@ static void test_kinds(void **state)
     assert_true(f->cfg.top_p == 0.9);
     ok(f, "headroom", "10%");
     assert_true(f->cfg.headroom == 0.1);
+    ok(f, "headroom", "10"); /* a bare number of at least 1: a percentage */
+    assert_true(f->cfg.headroom == 0.1);
+    ok(f, "headroom", "0.25");
+    assert_true(f->cfg.headroom == 0.25);
     ok(f, "memory", "24GiB");
     assert_int_equal(f->cfg.capacity_bytes, INT64_C(24) << 30);
     assert_string_equal(f->cfg.device_label, "--memory 24GiB");
