@@ -48,8 +48,6 @@ static enum dnnmem_status load_budget(const struct dnnmem_load_options *lo, int6
     return DNNMEM_OK;
 }
 
-/* Whether a file of `size` bytes, JSON or not, is within its kind's cap
- * (DM_MAX_JSON_BYTES, DM_MAX_ONNX_BYTES): decided on the first bytes. */
 /* Whether the file is JSON: its first byte after whitespace (as much as a
  * JSON model file may have) is '{'. */
 static bool is_json(const uint8_t *data, size_t size)
@@ -60,12 +58,13 @@ static bool is_json(const uint8_t *data, size_t size)
     return k < size && data[k] == '{';
 }
 
-static enum dnnmem_status within_size(const uint8_t *data, size_t size, const char *name,
+/* Whether a file of `size` bytes is within its kind's cap (DM_MAX_JSON_BYTES,
+ * DM_MAX_ONNX_BYTES; a zip's members are capped where they are read). */
+static enum dnnmem_status within_size(size_t size, bool json, bool zip, const char *name,
                                       struct dnnmem_error *err)
 {
-    bool json = is_json(data, size);
     size_t cap = json ? DM_MAX_JSON_BYTES : DM_MAX_ONNX_BYTES;
-    if (size > cap && !(size >= 4 && memcmp(data, "PK\003\004", 4) == 0))
+    if (size > cap && !zip)
         return dm_fail(err, DNNMEM_E_LIMIT,
                        "%s: %zu bytes, beyond the %zu MiB a%s model file may have", name, size,
                        cap >> 20, json ? " JSON" : "n ONNX");
@@ -77,7 +76,8 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
                                      struct dnnmem_error *err)
 {
     *out = NULL;
-    DM_TRY(within_size(data, size, name, err));
+    bool json = is_json(data, size), zip = size >= 4 && memcmp(data, "PK\003\004", 4) == 0;
+    DM_TRY(within_size(size, json, zip, name, err));
     dnnmem_model *m = calloc(1, sizeof *m);
     if (!m)
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", name);
@@ -88,9 +88,8 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
         dnnmem_model_free(m);
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", name);
     }
-    bool json = is_json(data, size);
     enum dnnmem_status s;
-    if (size >= 4 && memcmp(data, "PK\003\004", 4) == 0) {
+    if (zip) {
         /* a zip's local file header: a Keras 3 .keras archive, whatever its
          * name; its architecture is config.json */
         s = dm_load_keras_archive(&m->g, data, size, err);

@@ -315,15 +315,10 @@ static void tb_scalar_f32(struct tb *b, const char *name, float v)
 
 static void tb_attr_str(struct tb *b, const char *key, const char *v)
 {
-    Onnx__AttributeProto *a = tb_calloc(b, 1, sizeof *a);
-    onnx__attribute_proto__init(a);
-    a->name = tb_str(b, key);
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    Onnx__AttributeProto *a = tb_attr_new(b, key, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
     a->has_s = 1;
     a->s.len = strlen(v);
     a->s.data = (uint8_t *)tb_str(b, v);
-    TB_PUSH(b, &b->last->attribute, &b->last->n_attribute, a);
 }
 
 /* x, and h1..h<n> = x @ W<k> */

@@ -197,41 +197,39 @@ static inline Onnx__NodeProto *tb_node(struct tb *b, const char *op, const char 
     return n;
 }
 
-static inline void tb_attr_ints(struct tb *b, const char *key, size_t n, const int64_t *v)
+/* A new attribute `key` of `type` on the last node; the caller sets its value. */
+static inline Onnx__AttributeProto *tb_attr_new(struct tb *b, const char *key,
+                                                Onnx__AttributeProto__AttributeType type)
 {
     Onnx__AttributeProto *a = tb_calloc(b, 1, sizeof *a);
     onnx__attribute_proto__init(a);
     a->name = tb_str(b, key);
     a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    a->type = type;
+    TB_PUSH(b, &b->last->attribute, &b->last->n_attribute, a);
+    return a;
+}
+
+static inline void tb_attr_ints(struct tb *b, const char *key, size_t n, const int64_t *v)
+{
+    Onnx__AttributeProto *a = tb_attr_new(b, key, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
     a->n_ints = n;
     a->ints = tb_calloc(b, n + 1, sizeof *a->ints);
     memcpy(a->ints, v, n * sizeof *v);
-    TB_PUSH(b, &b->last->attribute, &b->last->n_attribute, a);
 }
 
 static inline void tb_attr_int(struct tb *b, const char *key, int64_t v)
 {
-    Onnx__AttributeProto *a = tb_calloc(b, 1, sizeof *a);
-    onnx__attribute_proto__init(a);
-    a->name = tb_str(b, key);
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    Onnx__AttributeProto *a = tb_attr_new(b, key, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
     a->has_i = 1;
     a->i = v;
-    TB_PUSH(b, &b->last->attribute, &b->last->n_attribute, a);
 }
 
 static inline void tb_attr_float(struct tb *b, const char *key, float v)
 {
-    Onnx__AttributeProto *a = tb_calloc(b, 1, sizeof *a);
-    onnx__attribute_proto__init(a);
-    a->name = tb_str(b, key);
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    Onnx__AttributeProto *a = tb_attr_new(b, key, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
     a->has_f = 1;
     a->f = v;
-    TB_PUSH(b, &b->last->attribute, &b->last->n_attribute, a);
 }
 
 /* Serialize; the caller frees the returned buffer. */
