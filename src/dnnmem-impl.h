@@ -21,16 +21,21 @@
 
 #define DM_MAX_DIMS DNNMEM_MAX_DIMS
 /* The defaults of dnnmem_config.torch_version and .transformers_version:
- * PyTorch 2.6, the release current when transformers 4.51 came out, whose
- * models the HuggingFace front end builds. */
+ * PyTorch 2.6, the release current when transformers 4.51 came out, and the
+ * newest transformers release modelled (issue 14: the default is the newest
+ * modelled release, printed with the result). */
 #define DM_TORCH_DEFAULT 206
-#define DM_TRANSFORMERS_DEFAULT 451
+#define DM_TRANSFORMERS_DEFAULT DM_TRANSFORMERS_NEWEST
 /* The transformers releases the HuggingFace front end models: 4.51 to 5.24,
  * the memory behaviour changing at 4.52, 4.54, 4.56 and 5.0 (each read in
  * that release's sources), measured at 4.51.3, 4.56.2 and 5.24.0
  * (tests/validation/hf-real-cpu.jsonl). Others are refused (check.c). */
 #define DM_TRANSFORMERS_OLDEST 451
 #define DM_TRANSFORMERS_NEWEST 524
+/* The release of the graph dm_load_hf builds without options (the graph a
+ * model loads with); an estimate for any other release builds its own
+ * (check.c, o->rebuild). */
+#define DM_TRANSFORMERS_BASE 451
 /* The compute capability estimates take when none is given (an A100). */
 #define DM_CC_DEFAULT 80
 
@@ -367,6 +372,17 @@ struct dm_graph {
                                   2-D attention_mask (eager attention) */
     bool loss_upcast;          /* the model's own loss casts its logits to float32
                                   first (transformers' ForCausalLMLoss: logits.float()) */
+    int32_t loss_terms;        /* HF heads whose own loss is the mean of cross-entropies
+                                  of the first loss_terms outputs (ForQuestionAnswering:
+                                  (start_loss + end_loss) / 2); 0: --loss's */
+    const char *head;          /* HF encoders: the head built ("BertForQuestionAnswering"),
+                                  or NULL */
+    bool seqcls_no_pad;        /* HF decoder SequenceClassification without pad_token_id:
+                                  transformers refuses batches above 1 (check.c) */
+    bool loss_mse;             /* HF: the head's own loss is MSELoss (num_labels 1,
+                                  regression), which --loss's default ce becomes */
+    const char *type_from;     /* HF: how a config without model_type was resolved ("gpt2
+                                  from architectures GPT2LMHeadModel"), or NULL */
     bool encoder_decoder;      /* HF: an encoder-decoder (T5): in --mode generate the
                                   graph is the encoder and the first decoder forward
                                   (decoder_input_ids [batch, 1]), src/schedule/generate.c

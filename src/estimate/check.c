@@ -61,15 +61,16 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
     dm_est_defaults(o, g, &o->d);
     o->torch = (int)o->d.value[DM_D_TORCH];
     o->transformers = (int)o->d.value[DM_D_TRANSFORMERS];
-    /* transformers 5 loads a model in its config's dtype unless told
-     * otherwise (dtype="auto" by default, PR #34919; measured: Qwen3-0.6B's
-     * bfloat16 config built by from_config in 5.17 runs in bf16) */
-    const char *sd = g->stored_dtype;
-    o->v5_dtype = hf && o->transformers >= 500 && c->precision == DNNMEM_PRECISION_FP32 &&
-                  !c->precision_set && !g->quant_method && sd &&
-                  (strcmp(sd, "bfloat16") == 0 || strcmp(sd, "float16") == 0);
-    if (o->v5_dtype)
-        c->precision = sd[1] == 'f' ? DNNMEM_PRECISION_BF16 : DNNMEM_PRECISION_FP16;
+    /* the defaults table's precision and optimizer (a HuggingFace config's
+     * torch_dtype, the Trainer's AdamW: estimate.h) */
+    o->cfg_dtype = !o->d.set[DM_D_PRECISION] &&
+                   o->d.value[DM_D_PRECISION] != DNNMEM_PRECISION_FP32;
+    c->precision = (enum dnnmem_precision)o->d.value[DM_D_PRECISION];
+    c->optimizer = (enum dnnmem_optimizer)o->d.value[DM_D_OPTIMIZER];
+    /* a regression head's own loss (num_labels 1: ForSequenceClassificationLoss's
+     * MSELoss) in place of --loss's default */
+    if (hf && g->loss_mse && c->loss == DNNMEM_LOSS_CE && !c->loss_all_outputs)
+        c->loss = DNNMEM_LOSS_MSE;
     /* HuggingFace models: transformers picks sdpa when PyTorch has it (from
      * 2.1.1: is_torch_sdpa_available; 2.1 here), else eager. On the CPU the
      * sdpa kernels are not modelled, so auto means eager there.
@@ -81,7 +82,8 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
     /* sdpa with enable_gqa (transformers 4.54+ on PyTorch 2.5+: gqa_attention
      * in hf.c), stated in the attention assumption */
     o->gqa = o->sdpa && !o->flash && o->transformers >= 454 && o->torch >= 205;
-    /* The graph loaded with the model is 4.51's, without options; it is
+    /* The graph loaded with the model is 4.51's (DM_TRANSFORMERS_BASE),
+     * without options; it is
      * built for these when they change it: LoRA, quantized weights, flash
      * attention, a generation (a HybridCache's static shapes depend on the
      * prompt), checkpointing in training (use_cache off, as transformers
@@ -91,7 +93,7 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
      * kernel (the Attention nodes marked with it) */
     o->rebuild = c->lora.r != 0 || c->quant || o->flash ||
                  (hf && (o->generate || (c->mode == DNNMEM_MODE_TRAIN && c->n_checkpoint > 0) ||
-                         o->transformers >= 452 ||
+                         o->transformers != DM_TRANSFORMERS_BASE ||
                          (c->precision == DNNMEM_PRECISION_FP16 && c->device == DNNMEM_DEVICE_CUDA) ||
                          (o->sdpa && c->sdpa_backend != DNNMEM_SDPA_AUTO)));
     return dm_est_check(DM_CHECK_OPTIONS, g, o, err);
@@ -150,6 +152,7 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(QUANT_CC_LOW, g->quant_method && c->compute_capability &&                                   \
                         c->compute_capability < g->quant_min_cc)                                   \
     X(ROUTER, g->n_router > 0)                                                                     \
+    X(SEQCLS_NO_PAD_BATCH, g->seqcls_no_pad && dm_default_int(&o->d, BATCH) > 1)                   \
     X(HYBRID_CACHE, g->cache_len > 0)                                                              \
     X(LEGACY_CACHE, g->legacy_cache)                                                               \
     X(RETURNS_CACHE, returns_cache(g))                                                             \
@@ -168,7 +171,7 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(STEPS_BAD, c->iterations < 0 || c->iterations > 1000 || c->grad_accum < 0 ||                 \
                      c->grad_accum > 1000)                                                         \
     X(INPUT_SHAPES_NULL, c->n_input_shapes && !c->input_shapes)                                    \
-    X(TRAIN_ENUMS_BAD, (unsigned)c->optimizer > DNNMEM_OPT_ADAM8BIT ||                             \
+    X(TRAIN_ENUMS_BAD, (unsigned)c->optimizer > DNNMEM_OPT_ADAMW_FUSED ||                           \
                            (unsigned)c->loss > DNNMEM_LOSS_SUM ||                                  \
                            (unsigned)c->inplace > DNNMEM_INPLACE_NONE ||                           \
                            (unsigned)c->cpu_isa > DNNMEM_CPU_ISA_AVX2 ||                           \
@@ -344,6 +347,12 @@ static const struct check checks[] = {
     {O, {F_TORCH_BAD}, USAGE, "torch version %s: expected major*100+minor", {A_TORCH}},
     {O, {F_TRANSFORMERS_BAD}, USAGE, "transformers version %s: expected major*100+minor",
      {A_TRANSFORMERS}},
+    /* GenericForSequenceClassification raises "Cannot handle batch sizes > 1
+     * if no padding token is defined." */
+    {O, {F_SEQCLS_NO_PAD_BATCH}, UNSUP,
+     "%s: --batch-size %s: a ForSequenceClassification head without pad_token_id takes a batch of "
+     "1 (transformers: \"Cannot handle batch sizes > 1 if no padding token is defined\")",
+     {A_PATH, A_BATCH}},
     {O, {F_TRANSFORMERS, NOT(F_HF)}, USAGE,
      "%s: --transformers applies to HuggingFace config.json models", {A_PATH}},
     {O, {F_TRANSFORMERS_UNMODELLED}, UNSUP,

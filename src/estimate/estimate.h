@@ -43,6 +43,24 @@ void dm_assume(struct dm_assumptions *as, const char *key, const char *source, c
     X(TORCH, INT, "framework", c->torch_version != 0, c->torch_version, DM_TORCH_DEFAULT)          \
     X(TRANSFORMERS, INT, "transformers", c->transformers_version != 0, c->transformers_version,    \
       DM_TRANSFORMERS_DEFAULT)                                                                     \
+    /* a HuggingFace config runs in its torch_dtype (dtype from transformers                    \
+     * 5): what from_pretrained(torch_dtype="auto") loads, and transformers 5                      \
+     * by default (dtype="auto", PR #34919; measured: Qwen3-0.6B's bfloat16                        \
+     * config built by from_config in 5.17 runs in bf16); 4.x without                              \
+     * torch_dtype loads float32 (--precision fp32). A quantized checkpoint's                      \
+     * quantizer sets its own (shapes.c); other models run as stored */                            \
+    X(PRECISION, INT, "precision", c->precision_set || c->precision != DNNMEM_PRECISION_FP32,     \
+      c->precision, dm_precision_default(o, g))                                                    \
+    /* training a HuggingFace config: the Trainer's optimizer, TrainingArguments'                  \
+     * optim default "adamw_torch" (torch.optim.AdamW), "adamw_torch_fused" on                      \
+     * PyTorch 2.8+ from transformers 4.54 (PR #37358; training_args.py, 4.56                       \
+     * and 5.24: is_torch_greater_or_equal_than_2_8); other models: SGD with                       \
+     * momentum (dnnmem's own) */                                                                  \
+    X(OPTIMIZER, INT, "optimizer", c->optimizer_set || c->optimizer != DNNMEM_OPT_SGD_MOMENTUM,   \
+      c->optimizer,                                                                                \
+      !o->hf ? DNNMEM_OPT_SGD_MOMENTUM                                                             \
+      : d->value[DM_D_TORCH] >= 208 && d->value[DM_D_TRANSFORMERS] >= 454 ? DNNMEM_OPT_ADAMW_FUSED \
+                                                                          : DNNMEM_OPT_ADAMW)      \
     X(ITERATIONS, INT, "iterations", c->iterations != 0, c->iterations, 2)                         \
     X(GRAD_ACCUM, INT, "grad_accum", c->grad_accum != 0, c->grad_accum, 1)                         \
     /* one prompt, one sample: a batch of 1 (--batch-size) */                                      \
@@ -148,7 +166,7 @@ struct dm_est_opts {
     bool mx_planned;          /* MXNet's symbolic executor plans the step */
     bool jax_jit;             /* JAX's jitted step (src/schedule/xla.c) */
     bool tf_graph;            /* TensorFlow under tf.function */
-    bool v5_dtype;            /* transformers 5 loads the config's 2-byte dtype */
+    bool cfg_dtype;           /* the precision is a HuggingFace config's 2-byte dtype */
     bool flash, sdpa, gqa;    /* the HF attention: flash_attention_2, sdpa, enable_gqa */
     bool rebuild;             /* the HF graph built for these options, not the loaded one */
     int64_t fw_version;       /* --framework X@V as a number, -1 = none */

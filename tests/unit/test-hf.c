@@ -12,6 +12,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The options these tests are written against: transformers 4.51, float32
+ * and SGD with momentum stated, as if given on the command line (not the
+ * defaults a config would take: the newest release, its torch_dtype, the
+ * Trainer's AdamW); a test that sets one states it again. test_defaults
+ * checks the defaults themselves. */
+static void hf_config_init(struct dnnmem_config *cfg)
+{
+    dnnmem_config_init(cfg);
+    cfg->transformers_version = 451;
+    cfg->precision_set = true;
+    cfg->optimizer_set = true;
+}
+
 static dnnmem_model *load(const char *path)
 {
     dnnmem_model *m;
@@ -88,7 +101,7 @@ static uint64_t weights_of(const char *path)
 {
     dnnmem_model *m = load(path);
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 1;
     cfg.seq_len = 4;
     struct dnnmem_result *r = run(m, &cfg);
@@ -306,6 +319,98 @@ static void test_model_info(void **state)
     assert_true(dm_graph_find(g, "transformer.h.5.attn.c_attn.weight") >= 0);
     assert_true(dm_graph_find(g, "transformer.h.5.attn.bias") >= 0);
     assert_true(dm_graph_find(g, "lm_head.weight") < 0);
+    assert_string_equal(g->type_from, "gpt2, from architectures GPT2LMHeadModel (the config has "
+                                      "no model_type)");
+    dnnmem_model_free(m);
+    /* an older config without model_type: resolved from its architectures
+     * (the first class a model type's prefix and a head suffix name), the
+     * resolution printed */
+    m = load_json("{\"architectures\": [\"XLNetLMHeadModel\", \"BertForMaskedLM\"], "
+                  "\"vocab_size\": 100, \"hidden_size\": 32, \"intermediate_size\": 64, "
+                  "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                  "\"max_position_embeddings\": 16}");
+    g = dm_model_graph(m);
+    assert_string_equal(g->type_from, "bert, from architectures BertForMaskedLM (the config has no "
+                                      "model_type)");
+    assert_true(dm_graph_find(g, "cls.predictions.bias") >= 0);
+    struct dnnmem_config cfg;
+    hf_config_init(&cfg);
+    cfg.seq_len = 8;
+    struct dnnmem_result *r = run(m, &cfg);
+    bool printed = false;
+    for (size_t k = 0; k < r->n_assumptions; k++)
+        printed |= strcmp(r->assumptions[k].key, "model_type") == 0 &&
+                   strstr(r->assumptions[k].value, "from architectures BertForMaskedLM");
+    assert_true(printed);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
+/* The value an estimate's assumption `key` prints (NULL: none). */
+static const char *assumed(const struct dnnmem_result *r, const char *key, const char **source)
+{
+    for (size_t k = 0; k < r->n_assumptions; k++)
+        if (strcmp(r->assumptions[k].key, key) == 0) {
+            if (source)
+                *source = r->assumptions[k].source;
+            return r->assumptions[k].value;
+        }
+    return NULL;
+}
+
+/* What a config.json takes when the options leave it open (issue 14 item
+ * 4): the newest release modelled, printed; the config's torch_dtype
+ * (Qwen3-0.6B's bfloat16: 2-byte weights, the float32 of 4.x named as the
+ * alternative); in training the Trainer's AdamW (two moments per
+ * parameter), fused from PyTorch 2.8 with transformers 4.54+. Stated
+ * options win. */
+static void test_defaults(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/Qwen3-0.6B.json");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.seq_len = 4;
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    struct dnnmem_result *r = run(m, &cfg);
+    const char *src = NULL;
+    assert_non_null(strstr(assumed(r, "transformers", &src), "5.24 ("));
+    assert_string_equal(src, "default");
+    assert_non_null(strstr(assumed(r, "transformers", NULL), "the newest release modelled"));
+    assert_non_null(strstr(assumed(r, "precision", &src), "bf16: the config's torch_dtype bfloat16"));
+    assert_non_null(strstr(assumed(r, "precision", NULL), "transformers 4.x without torch_dtype "
+                                                          "loads float32"));
+    assert_string_equal(src, "default");
+    assert_non_null(strstr(assumed(r, "optimizer", &src), "adamw: the Trainer's default"));
+    assert_string_equal(src, "default");
+    /* 596,049,920 parameters and the rotary inv_freq (64), all in bf16 */
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], (596049920u + 64) * 2);
+    dnnmem_result_free(r);
+    /* stated: float32, SGD with momentum, 4.51 */
+    cfg.precision_set = cfg.optimizer_set = true;
+    cfg.transformers_version = 451;
+    r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 596049920u * 4 + 64 * 4);
+    assert_string_equal(assumed(r, "optimizer", &src), "sgd-momentum");
+    assert_string_equal(src, "option");
+    assert_string_equal(assumed(r, "precision", &src), "as the model: float32");
+    assert_string_equal(src, "option");
+    dnnmem_result_free(r);
+    /* PyTorch 2.8: adamw_torch_fused from transformers 4.54, adamw_torch before */
+    static const struct {
+        int tv;
+        const char *want;
+    } fused[] = {{524, "adamw-fused"}, {454, "adamw-fused"}, {453, "adamw:"}};
+    for (size_t k = 0; k < sizeof fused / sizeof *fused; k++) {
+        dnnmem_config_init(&cfg);
+        cfg.seq_len = 4;
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.torch_version = 208;
+        cfg.transformers_version = fused[k].tv;
+        r = run(m, &cfg);
+        assert_non_null(strstr(assumed(r, "optimizer", NULL), fused[k].want));
+        dnnmem_result_free(r);
+    }
     dnnmem_model_free(m);
 }
 
@@ -382,10 +487,14 @@ static void test_errors(void **state)
                  ", \"num_attention_heads\": 4, \"quantization_config\": {\"bits\": 4}}",
                  DNNMEM_E_MODEL, "config field 'quantization_config.quant_method' is missing");
     expect_error("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
-                 "\"architectures\": [\"LlamaForSequenceClassification\"]}",
-                 DNNMEM_E_UNSUPPORTED, "names LlamaForSequenceClassification");
+                 "\"architectures\": [\"LlamaForMaskedLM\"]}",
+                 DNNMEM_E_UNSUPPORTED,
+                 "names LlamaForMaskedLM; the heads built are LlamaForCausalLM, "
+                 "LlamaForTokenClassification, LlamaForQuestionAnswering and "
+                 "LlamaForSequenceClassification");
     expect_error("{\"model_type\": \"umt5\", \"vocab_size\": 32128}", DNNMEM_E_UNSUPPORTED,
-                 "model_type 'umt5' is not supported (known: llama, mistral, qwen2, qwen3, mixtral, "
+                 "model_type 'umt5' is not supported (known: llama, mistral, qwen2, qwen3, granite, "
+                 "olmo2, starcoder2, mixtral, "
                  "qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt2, bert, roberta, albert, "
                  "distilbert, t5, mt5, vit, opt, biogpt, gpt_neox, falcon, phi, phi3, gemma, gemma2, "
                  "gemma3_text, gemma3 (its text_config))");
@@ -432,7 +541,10 @@ static void test_errors(void **state)
     assert_non_null(strstr(err.message, "model_type 'mixformer-sequential' (phi's early "
                                         "remote-code format) is not supported"));
     expect_error("{\"vocab_size\": 30522, \"hidden_size\": 768}", DNNMEM_E_MODEL,
-                 "config field 'model_type' is missing");
+                 "config field 'model_type' is missing and 'architectures' names no class of a "
+                 "supported model type (supported: llama, ");
+    expect_error("{\"vocab_size\": 30522, \"architectures\": [\"XLNetLMHeadModel\"]}",
+                 DNNMEM_E_MODEL, "config field 'model_type' is missing and 'architectures'");
     expect_error("{\"model_type\": 7}", DNNMEM_E_MODEL, "config field 'model_type' must be a string");
     /* a Keras model's JSON goes to the Keras front end; other JSON is no HF config */
     expect_error("{\"class_name\": \"Sequential\", \"config\": {}}", DNNMEM_E_MODEL,
@@ -544,7 +656,7 @@ static int allocations(const dnnmem_model *m, const char *name, uint64_t *bytes)
 static void check_train(const dnnmem_model *m, uint64_t params)
 {
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.optimizer = DNNMEM_OPT_ADAM;
     cfg.batch_size = 2;
@@ -592,7 +704,7 @@ static void test_tiny_llama(void **state)
     dm_arena_free(&a);
 
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 2;
     cfg.seq_len = 8;
     struct dnnmem_result *r = run(m, &cfg);
@@ -617,7 +729,7 @@ static void test_tiny_llama(void **state)
     check_train(m, 94528);
 
     /* bf16 (model.to(torch.bfloat16)): every float weight halves, buffers too */
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 2;
     cfg.seq_len = 8;
     cfg.precision = DNNMEM_PRECISION_BF16;
@@ -626,7 +738,7 @@ static void test_tiny_llama(void **state)
     dnnmem_result_free(r);
 
     /* checkpointing every decoder layer: two segments, a lower peak */
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.batch_size = 2;
     cfg.seq_len = 64;
@@ -652,7 +764,7 @@ static void test_tiny_qwen(void **state)
                                 ", \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
                                 "\"head_dim\": 32, \"tie_word_embeddings\": true}");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.seq_len = 8;
     struct dnnmem_result *r = run(m, &cfg);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 102848 + 16 * 4);
@@ -692,7 +804,7 @@ static void test_tiny_gpt2(void **state)
     free(t);
     dm_arena_free(&a);
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 2;
     cfg.seq_len = 8;
     struct dnnmem_result *r = run(m, &cfg);
@@ -790,7 +902,7 @@ static void test_tiny_decoders(void **state)
         free(t);
         dm_arena_free(&a);
         struct dnnmem_config cfg;
-        dnnmem_config_init(&cfg);
+        hf_config_init(&cfg);
         cfg.batch_size = 2;
         cfg.seq_len = 8;
         struct dnnmem_result *r = run(m, &cfg);
@@ -888,7 +1000,7 @@ static void test_causal_lm_loss_upcasts(void **state)
                                 "\"hidden_size\": 16, \"intermediate_size\": 16, "
                                 "\"num_hidden_layers\": 1, \"num_attention_heads\": 2}");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.optimizer = DNNMEM_OPT_SGD;
     cfg.precision = DNNMEM_PRECISION_BF16;
@@ -920,7 +1032,7 @@ static void test_tiny_bert(void **state)
     "\"max_position_embeddings\": 16"
     dnnmem_model *m = load_json("{" BERT_SIZES "}");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 2;
     cfg.seq_len = 8;
     struct dnnmem_result *r = run(m, &cfg);
@@ -963,7 +1075,7 @@ static void test_tiny_albert(void **state)
         "\"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 4, "
         "\"num_hidden_groups\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 16}");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 2;
     cfg.seq_len = 8;
     struct dnnmem_result *r = run(m, &cfg);
@@ -1006,11 +1118,136 @@ static int32_t node_named(const struct dm_graph *g, const char *name)
     return -1;
 }
 
+/* The last node whose name starts with `prefix`, or -1. */
+static int32_t last_node_under(const struct dm_graph *g, const char *prefix)
+{
+    int32_t last = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (strncmp(g->nodes[i].name, prefix, strlen(prefix)) == 0)
+            last = i;
+    return last;
+}
+
+/* Granite, OLMo 2, StarCoder2 (llama.c). Parameters (V 1000, h 256, L 4,
+ * H 8 of D 32; + the rotary inv_freq, 16 float32):
+ *  - tiny-granite (K 2, i 704, tied): layer q, o 65,536 each, k, v 16,384
+ *    each, MLP 3 * 256 * 704 = 540,672, two norms 512: 705,024; 4 layers
+ *    2,820,096 + embed 256,000 + norm 256 = 3,076,352;
+ *  - tiny-olmo2 (K 8, i 688, untied): layer 4 * 65,536 + q_norm, k_norm
+ *    (256 each, the whole projections) + MLP 528,384 + the two post-norms
+ *    512 = 791,552; 4 layers 3,166,208 + embed and lm_head 512,000 + norm
+ *    256 = 3,678,464;
+ *  - tiny-starcoder2 (K 2, i 1024, biases, LayerNorms, tied): attention
+ *    164,480 (with biases 256, 64, 64, 256), MLP c_fc 263,168 + c_proj
+ *    262,400, two LayerNorms 1,024: 691,072; 4 layers 2,764,288 + embed
+ *    256,000 + final LayerNorm 512 = 3,020,800.
+ * Granite's logits are the division by logits_scaling, its embeddings the
+ * product by embedding_multiplier; OLMo 2's norm ends with the weight's
+ * product cast to the input's dtype from 4.52 (Olmo2RMSNorm), with
+ * LlamaRMSNorm's product in 4.51: measured with real transformers, the
+ * 4.51 bf16 training row was +4.6% with 4.56's norm. */
+static void test_later_families(void **state)
+{
+    (void)state;
+    assert_int_equal(weights_of("tests/models/hf/tiny-granite.json"), 4 * (3076352u + 16));
+    assert_int_equal(weights_of("tests/models/hf/tiny-olmo2.json"), 4 * (3678464u + 16));
+    assert_int_equal(weights_of("tests/models/hf/tiny-starcoder2.json"), 4 * (3020800u + 16));
+    struct dnnmem_config cfg;
+    hf_config_init(&cfg);
+    struct dm_graph g;
+    load_hf_graph(&g, "tiny-granite.json", false, &cfg);
+    int32_t logits = dm_graph_find(&g, "logits");
+    assert_true(logits >= 0 && g.nodes[g.tensors[logits].producer].op == DM_OP_Div);
+    int32_t emb = dm_graph_find(&g, "/model/embed_tokens/Gather_output_0");
+    assert_true(emb >= 0);
+    bool scaled = false;
+    for (int32_t i = 0; i < g.n_nodes; i++)
+        scaled |= g.nodes[i].op == DM_OP_Mul && g.nodes[i].in[0] == emb;
+    assert_true(scaled);
+    dm_graph_free(&g);
+    static const struct {
+        int tv;
+        enum dm_op last;
+    } olmo[] = {{451, DM_OP_Mul}, {452, DM_OP_CastLike}, {524, DM_OP_CastLike}};
+    for (size_t k = 0; k < sizeof olmo / sizeof *olmo; k++) {
+        cfg.transformers_version = olmo[k].tv;
+        load_hf_graph(&g, "tiny-olmo2.json", false, &cfg);
+        int32_t n = last_node_under(&g, "/model/layers.0/post_feedforward_layernorm/");
+        assert_true(n >= 0);
+        assert_int_equal(g.nodes[n].op, olmo[k].last);
+        assert_true(dm_graph_find(&g, "model.layers.0.input_layernorm.weight") < 0);
+        assert_true(dm_graph_find(&g, "model.layers.0.self_attn.q_norm.weight") >= 0);
+        dm_graph_free(&g);
+    }
+    /* Llama's token-classification and question-answering heads: the
+     * logits (or start and end), no presents among the outputs, the cache
+     * held to the end of the forward; token classification's loss upcasts */
+    static const struct {
+        const char *arch;
+        int32_t outputs, terms;
+        bool upcast;
+    } heads[] = {{"LlamaForTokenClassification", 1, 0, true},
+                 {"LlamaForQuestionAnswering", 2, 2, false}};
+    for (size_t k = 0; k < sizeof heads / sizeof *heads; k++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"architectures\": [\"%s\"], \"num_labels\": 3}",
+                 heads[k].arch);
+        dnnmem_model *m = load_json(json);
+        const struct dm_graph *hg = dm_model_graph(m);
+        assert_int_equal(hg->n_outputs, heads[k].outputs);
+        assert_int_equal(hg->loss_terms, heads[k].terms);
+        assert_int_equal(hg->loss_upcast, heads[k].upcast);
+        assert_string_equal(hg->head, heads[k].arch);
+        int32_t pk = dm_graph_find(hg, "present.1.key");
+        assert_true(pk >= 0 && !hg->tensors[pk].is_output);
+        assert_int_equal(hg->tensors[pk].held_until, hg->n_nodes);
+        dnnmem_model_free(m);
+    }
+    /* sequence classification: the last non-pad token's logits [B, labels],
+     * returned with the cache; without pad_token_id only a batch of 1
+     * (seqcls_no_pad, refused above by check.c); num_labels 1 regresses */
+    static const struct {
+        const char *extra;
+        bool no_pad, mse;
+    } sc[] = {{", \"pad_token_id\": 0, \"num_labels\": 3", false, false},
+              {", \"num_labels\": 3", true, false},
+              {", \"pad_token_id\": 5, \"num_labels\": 1", false, true}};
+    for (size_t k = 0; k < sizeof sc / sizeof *sc; k++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"architectures\": [\"LlamaForSequenceClassification\"]%s}",
+                 sc[k].extra);
+        dnnmem_model *m = load_json(json);
+        const struct dm_graph *hg = dm_model_graph(m);
+        assert_int_equal(hg->n_outputs, 1 + 2 * 2);
+        assert_int_equal(hg->seqcls_no_pad, sc[k].no_pad);
+        assert_int_equal(hg->loss_mse, sc[k].mse);
+        assert_false(hg->loss_upcast);
+        struct dm_arena a;
+        dm_arena_init(&a);
+        struct dm_tinfo *t = calloc((size_t)hg->n_tensors, sizeof *t);
+        assert_non_null(t);
+        assert_dims(shape_of(m, t, &a, "logits"), 2, (int64_t[]){2, sc[k].mse ? 1 : 3});
+        free(t);
+        dm_arena_free(&a);
+        dnnmem_model_free(m);
+    }
+    cfg.transformers_version = 451;
+    load_hf_graph(&g, "tiny-starcoder2.json", false, &cfg);
+    assert_true(dm_graph_find(&g, "model.layers.0.mlp.c_fc.bias") >= 0);
+    assert_true(dm_graph_find(&g, "model.layers.0.input_layernorm.bias") >= 0);
+    assert_true(dm_graph_find(&g, "lm_head.weight") < 0);
+    dm_graph_free(&g);
+}
+
 static void test_albert_eager_v454(void **state)
 {
     (void)state;
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.batch_size = 4;
     cfg.seq_len = 512;
@@ -1055,8 +1292,9 @@ static void test_albert_eager_v454(void **state)
 }
 
 /* RoBERTa's heads: sequence classification (RobertaClassificationHead, no
- * pooler) gives [B, num_labels] logits, num_labels from id2label; a head
- * dnnmem does not build is an error naming it. */
+ * pooler) gives [B, num_labels] logits, num_labels from id2label; question
+ * answering, token classification and multiple choice as transformers
+ * builds them; a head dnnmem does not build is an error naming them all. */
 static void test_tiny_roberta_heads(void **state)
 {
     (void)state;
@@ -1078,11 +1316,54 @@ static void test_tiny_roberta_heads(void **state)
     assert_true(dm_graph_find(g, "classifier.out_proj.weight") >= 0);
     assert_true(dm_graph_find(g, "roberta.pooler.dense.weight") < 0);
     dnnmem_model_free(m);
-    expect_error("{" ROBERTA_SIZES ", \"architectures\": [\"RobertaForQuestionAnswering\"]}",
-                      DNNMEM_E_UNSUPPORTED,
-                      "config field 'architectures' names RobertaForQuestionAnswering; the heads "
-                      "built are RobertaModel, RobertaForMaskedLM and "
-                      "RobertaForSequenceClassification (name one of them in 'architectures')");
+    /* question answering: qa_outputs [B, S, 2] split into start and end
+     * logits [B, S], both outputs, the loss their mean (loss_terms);
+     * token classification [B, S, labels]; multiple choice on input_ids
+     * [B, choices, S] (the third symbol, 5 here), logits [B, choices], the
+     * pooler kept */
+    static const struct {
+        const char *arch;
+        const char *out;
+        int rank;
+        int64_t dims[3];
+        bool pooler;
+        int32_t terms;
+    } heads[] = {
+        {"RobertaForQuestionAnswering", "start_logits", 2, {2, 8}, false, 2},
+        {"RobertaForQuestionAnswering", "end_logits", 2, {2, 8}, false, 2},
+        {"RobertaForTokenClassification", "logits", 3, {2, 8, 3}, false, 0},
+        {"RobertaForMultipleChoice", "logits", 2, {2, 5}, true, 0},
+    };
+    for (size_t k = 0; k < sizeof heads / sizeof *heads; k++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{" ROBERTA_SIZES ", \"architectures\": [\"%s\"], \"num_labels\": %d}",
+                 heads[k].arch, heads[k].terms ? 2 : 3);
+        m = load_json(json);
+        g = dm_model_graph(m);
+        dm_arena_init(&a);
+        t = calloc((size_t)g->n_tensors, sizeof *t);
+        assert_non_null(t);
+        assert_dims(shape_of(m, t, &a, heads[k].out), heads[k].rank, heads[k].dims);
+        free(t);
+        dm_arena_free(&a);
+        assert_int_equal(g->loss_terms, heads[k].terms);
+        assert_string_equal(g->head, heads[k].arch);
+        assert_int_equal(dm_graph_find(g, "roberta.pooler.dense.weight") >= 0, heads[k].pooler);
+        assert_int_equal(g->n_outputs, heads[k].terms ? 2 : 1);
+        dnnmem_model_free(m);
+    }
+    expect_error("{" ROBERTA_SIZES ", \"architectures\": [\"RobertaForCausalLM\"]}",
+                 DNNMEM_E_UNSUPPORTED,
+                 "config field 'architectures' names RobertaForCausalLM; the heads built are "
+                 "RobertaModel, RobertaForMaskedLM, RobertaForSequenceClassification, "
+                 "RobertaForQuestionAnswering, RobertaForTokenClassification and "
+                 "RobertaForMultipleChoice (name one of them in 'architectures')");
+    expect_error("{" ROBERTA_SIZES ", \"architectures\": [\"RobertaForQuestionAnswering\"], "
+                 "\"num_labels\": 3}",
+                 DNNMEM_E_MODEL,
+                 "RobertaForQuestionAnswering: num_labels is 3; its logits split into start and "
+                 "end (2)");
     expect_error("{" ROBERTA_SIZES ", \"pad_token_id\": 18}", DNNMEM_E_MODEL,
                       "config field 'pad_token_id' (18) leaves no position below "
                       "'max_position_embeddings' (18)");
@@ -1122,7 +1403,7 @@ static void test_optimizer_state(void **state)
                  cases[k].vocab);
         dnnmem_model *m = load_json(json);
         struct dnnmem_config cfg;
-        dnnmem_config_init(&cfg);
+        hf_config_init(&cfg);
         cfg.mode = DNNMEM_MODE_TRAIN;
         cfg.optimizer = cases[k].opt;
         cfg.loss = DNNMEM_LOSS_SUM;
@@ -1146,7 +1427,7 @@ static void test_amp_checkpoint_steady(void **state)
     (void)state;
     dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.optimizer = DNNMEM_OPT_ADAMW;
     cfg.precision = DNNMEM_PRECISION_AMP_FP16;
@@ -1180,7 +1461,7 @@ static void test_lora(void **state)
     (void)state;
     dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.batch_size = 2;
     cfg.seq_len = 16;
@@ -1232,7 +1513,7 @@ static void test_quant_nf4(void **state)
     (void)state;
     dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 2;
     cfg.seq_len = 16;
     cfg.quant = DNNMEM_QUANT_NF4;
@@ -1261,7 +1542,7 @@ static void test_quant_nf4(void **state)
     struct dm_graph g;
     dm_graph_init(&g);
     g.path = "tiny-llama-gqa.json";
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.quant = DNNMEM_QUANT_NF4;
     assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
     struct dm_arena a;
@@ -1316,7 +1597,7 @@ static void test_qlora_layer(void **state)
     const char *scope = "/model/layers.0/self_attn/q_proj/";
     for (size_t k = 0; k < 3; k++) {
         struct dnnmem_config cfg;
-        dnnmem_config_init(&cfg);
+        hf_config_init(&cfg);
         cfg.mode = DNNMEM_MODE_TRAIN;
         cfg.lora.r = 8;
         cfg.quant = quants[k];
@@ -1358,7 +1639,7 @@ static uint64_t weights_json(const char *json, enum dnnmem_quant quant)
 {
     dnnmem_model *m = load_json(json);
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 1;
     cfg.seq_len = 4;
     cfg.quant = quant;
@@ -1379,7 +1660,7 @@ static int quant_buffers(const char *json, int64_t seq, bool train, const char *
     dm_graph_init(&g);
     g.path = "q.json";
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     static const char *const all[] = {"all-linear"};
     if (train) {
         cfg.mode = DNNMEM_MODE_TRAIN;
@@ -1459,7 +1740,7 @@ static void test_kbit_prep(void **state)
     (void)state;
     dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.batch_size = 2;
     cfg.seq_len = 16;
@@ -1608,7 +1889,7 @@ static void test_kbit_prep_methods(void **state)
 {
     (void)state;
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.lora.r = 8;
     cfg.kbit_prep = DNNMEM_KBIT_PREP;
@@ -1689,7 +1970,7 @@ static void test_quant_gptq(void **state)
     assert_string_equal(g->quant_method, "gptq");
     /* training needs adapters (Trainer: "purely quantized models") */
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.seq_len = 16;
     cfg.mode = DNNMEM_MODE_TRAIN;
     struct dnnmem_result *r;
@@ -1815,7 +2096,7 @@ static void test_quant_bnb(void **state)
     /* LoRA on it: adapters only get grads (AdamW: two float32 states) */
     dnnmem_model *m = load_json(b8);
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 2;
     cfg.seq_len = 16;
     cfg.mode = DNNMEM_MODE_TRAIN;
@@ -1865,7 +2146,7 @@ static void test_quant_fp8(void **state)
      * the quantizer is not trainable */
     dnnmem_model *m = load_json(fp8);
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.seq_len = 16;
     cfg.compute_capability = 80;
     struct dnnmem_result *r;
@@ -1947,7 +2228,7 @@ static void test_quant_errors(void **state)
     /* --quant on a quantized config */
     dnnmem_model *m = load_json(QLLAMA "{\"quant_method\": \"fp8\"}}");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.seq_len = 16;
     cfg.quant = DNNMEM_QUANT_NF4;
     struct dnnmem_result *r;
@@ -2104,7 +2385,7 @@ static void test_generate_beams(void **state)
      * tuple is copied while the forward's and the previous inputs' live */
     dnnmem_model *m = load(llama);
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.device = DNNMEM_DEVICE_CPU;
     cfg.torch_version = 113;
@@ -2142,7 +2423,7 @@ static void test_generate_beams(void **state)
     const char *other[] = {"tests/models/hf/tiny-gemma2.json", "tests/models/hf/tiny-t5.json"};
     for (size_t k = 0; k < 2; k++) {
         m = load(other[k]);
-        dnnmem_config_init(&cfg);
+        hf_config_init(&cfg);
         cfg.mode = DNNMEM_MODE_GENERATE;
         cfg.device = DNNMEM_DEVICE_CPU;
         cfg.batch_size = 2;
@@ -2211,7 +2492,7 @@ static void test_generate_sampling(void **state)
      * int64 indices [2, 8192] (131,072 bytes) over greedy */
     dnnmem_model *m = load("tests/models/hf/tiny-opt-vocab.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.device = DNNMEM_DEVICE_CPU;
     cfg.torch_version = 113;
@@ -2296,7 +2577,7 @@ static void test_generate(void **state)
      * the whole cache live: 8 tensors of 2 x 4 x (16 + 399) x 32 x 4 bytes */
     dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.attn = DNNMEM_ATTN_SDPA;
     cfg.torch_version = 204;
@@ -2355,7 +2636,7 @@ static void test_generate_hybrid(void **state)
     dm_graph_init(&g);
     g.path = "gemma-3-4b-it.json";
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.seq_len = 1024;
     cfg.new_tokens = 256;
@@ -2414,7 +2695,7 @@ static void test_generate_hybrid(void **state)
      * bool bytes (layer 0's rolled copies of its cache, 2 x [2, 2, 64, 64],
      * were let go when its attention returned) */
     m = load("tests/models/hf/tiny-gemma2.json");
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.batch_size = 2;
     cfg.seq_len = 32;
@@ -2434,7 +2715,7 @@ static void test_generate_hybrid(void **state)
     "\"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "            \
     "\"num_key_value_heads\": 1, \"head_dim\": 16, \"sliding_window\": 8"
     m = load_json("{" GEMMA2_SIZES ", \"cache_implementation\": \"dynamic\"}");
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.seq_len = 16;
     cfg.new_tokens = 4;
@@ -2470,7 +2751,7 @@ static uint64_t prefill_logits(const char *json, int keep)
     dm_graph_init(&g);
     g.path = "tiny.json";
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     struct dnnmem_error err;
     assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, strlen(json), false, &cfg, &err),
                      DNNMEM_OK);
@@ -2542,7 +2823,7 @@ static void test_generate_families(void **state)
         if (fam[i].hybrid) {
             m = load(fam[i].path);
             struct dnnmem_config cfg;
-            dnnmem_config_init(&cfg);
+            hf_config_init(&cfg);
             cfg.mode = DNNMEM_MODE_GENERATE;
             cfg.seq_len = 16;
             cfg.new_tokens = 4;
@@ -2563,7 +2844,7 @@ static void test_generate_families(void **state)
 
     dnnmem_model *m = load("tests/models/hf/biogpt.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.device = DNNMEM_DEVICE_CPU;
     cfg.torch_version = 113;
@@ -2606,7 +2887,7 @@ static uint64_t gpt2_decode_peak(int64_t tokens, bool legacy, const char *what, 
     dm_graph_init(&g);
     g.path = "tiny-gpt2.json";
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     struct dnnmem_error err;
     assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
     assert_true(g.legacy_cache && g.gen_mask == DM_GEN_MASK_INVERTED);
@@ -2672,7 +2953,7 @@ static void test_generate_gpt2(void **state)
      * wpe(position_ids) of batch 2 */
     dnnmem_model *m = load("tests/models/hf/tiny-gpt2.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.device = DNNMEM_DEVICE_CPU;
     cfg.torch_version = 113;
@@ -2813,7 +3094,7 @@ static void test_sdpa(void **state)
     /* auto: sdpa from PyTorch 2.1 on CUDA, eager before and on the CPU; an
      * eager-only estimate is larger at a long sequence */
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.batch_size = 2;
     cfg.seq_len = 512;
@@ -2848,7 +3129,7 @@ static void test_tied_grad_sum(void **state)
 {
     (void)state;
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     struct dm_graph g;
     struct dnnmem_error err;
@@ -2898,7 +3179,7 @@ static void test_softmax_keeps_input_before_1_11(void **state)
     (void)state;
     dnnmem_model *m = load("tests/models/hf/tiny-gpt2.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.batch_size = 2;
     cfg.seq_len = 64;
@@ -2925,7 +3206,7 @@ static void test_gqa_sdpa(void **state)
 {
     (void)state;
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.batch_size = 4;
     cfg.seq_len = 256;
@@ -2983,7 +3264,7 @@ static void test_cache_copy(void **state)
 {
     (void)state;
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 2;
     cfg.seq_len = 64;
     cfg.attn = DNNMEM_ATTN_EAGER;
@@ -3032,7 +3313,7 @@ static void test_gpt2_sdpa_views(void **state)
 {
     (void)state;
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.batch_size = 2;
     cfg.seq_len = 64;
@@ -3109,7 +3390,7 @@ static void test_llama_lifetimes(void **state)
      * copy (a Reshape of the transposed rotary result) up to 4.55 and the
      * transposed view itself from 4.56 (PR #40315) */
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.precision = DNNMEM_PRECISION_BF16;
     cfg.torch_version = 211;
     for (int k = 0; k < 2; k++) {
@@ -3138,7 +3419,7 @@ static void test_scores_held_through_cast(void **state)
 {
     (void)state;
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.precision = DNNMEM_PRECISION_BF16;
     struct dm_graph g;
     load_hf_graph(&g, "tiny-llama-gqa.json", false, &cfg);
@@ -3170,7 +3451,7 @@ static void test_softmax_half_to_float(void **state)
     (void)state;
     dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 1;
     cfg.seq_len = 512;
     cfg.attn = DNNMEM_ATTN_EAGER;
@@ -3209,7 +3490,7 @@ static void test_amp_explicit_casts(void **state)
 {
     (void)state;
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.precision = DNNMEM_PRECISION_AMP_BF16;
     struct dm_graph g;
@@ -3260,7 +3541,7 @@ static void test_flash(void **state)
     (void)state;
     dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.precision = DNNMEM_PRECISION_BF16;
     cfg.batch_size = 4;
@@ -3454,7 +3735,7 @@ static void test_moe_aux_loss(void **state)
     dm_arena_free(&a);
     /* inference computes the loss too (every forward): not modelled, refused */
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 2;
     cfg.seq_len = 16;
     struct dnnmem_result *r = NULL;
@@ -3474,7 +3755,7 @@ static void test_checkpoint_drops_cache(void **state)
     static const char *const every_layer[] = {"/model/layers.*"};
     for (int k = 0; k < 3; k++) {
         struct dnnmem_config cfg;
-        dnnmem_config_init(&cfg);
+        hf_config_init(&cfg);
         cfg.mode = k == 2 ? DNNMEM_MODE_INFER : DNNMEM_MODE_TRAIN;
         if (k > 0) {
             cfg.checkpoint = every_layer;
@@ -3706,7 +3987,7 @@ static void test_t5_vit_published_counts(void **state)
     assert_int_equal(weights_of("tests/models/hf/t5-base.json"), 4 * UINT64_C(222903552));
     dnnmem_model *m = load("tests/models/hf/vit-base-patch16-224.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 1;
     struct dnnmem_result *r = run(m, &cfg);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * UINT64_C(86567656));
@@ -3779,7 +4060,7 @@ static void test_tiny_t5(void **state)
 
     /* --seq-len binds both lengths unless --dim target_seq says otherwise */
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 2;
     cfg.seq_len = 16;
     struct dnnmem_result *r = run(m, &cfg);
@@ -3836,7 +4117,7 @@ static void test_tiny_t5(void **state)
     assert_true(dm_graph_find(g, "lm_head.weight") >= 0);
     assert_true(dm_graph_find(g, "decoder.block.0.layer.2.DenseReluDense.wi_1.weight") >= 0);
     assert_true(dm_graph_find(g, "decoder.block.1.layer.0.SelfAttention.q.weight") < 0);
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 1;
     cfg.seq_len = 4;
     r = run(m, &cfg);
@@ -3857,7 +4138,7 @@ static int t5_gen_buffers(int64_t tokens, enum dnnmem_category category, const c
     size_t size = fread(json, 1, sizeof json, f);
     fclose(f);
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.new_tokens = tokens;
     cfg.seq_len = 16;
@@ -3935,7 +4216,7 @@ static void test_t5_generate(void **state)
      * most) live */
     dnnmem_model *m = load("tests/models/hf/tiny-t5.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.device = DNNMEM_DEVICE_CPU;
     cfg.batch_size = 2;
@@ -4006,7 +4287,7 @@ static void test_tiny_vit(void **state)
     free(t);
     dm_arena_free(&a);
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 2;
     struct dnnmem_result *r = run(m, &cfg);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * 1831498);
@@ -4083,7 +4364,7 @@ static void test_mixtral(void **state)
     assert_true(dm_graph_find(g, "model.layers.1.block_sparse_moe.gate.weight") >= 0);
 
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 2;
     cfg.seq_len = 8;
     struct dnnmem_result *r = run(m, &cfg);
@@ -4184,7 +4465,7 @@ static void test_deepseek(void **state)
     free(t);
     dm_arena_free(&a);
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.batch_size = 2;
     cfg.seq_len = 8;
     struct dnnmem_result *r = run(m, &cfg);
@@ -4199,7 +4480,7 @@ static void test_deepseek(void **state)
      * tokens: 39 decode steps): its new keys (L = 8 + 39) made while its old
      * keys and values (L = 46) are still held, layers 0 and 1 updated:
      * 2 * 5120 * 47 + 5120 * 46 + 3072 * 47 */
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.batch_size = 2;
     cfg.seq_len = 8;
@@ -4240,7 +4521,7 @@ static void test_sdpa_backend_math_graph(void **state)
                  {"gpt2.json", DNNMEM_SDPA_MATH, 0, 12}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         struct dnnmem_config cfg;
-        dnnmem_config_init(&cfg);
+        hf_config_init(&cfg);
         cfg.mode = DNNMEM_MODE_TRAIN;
         cfg.precision = DNNMEM_PRECISION_BF16;
         cfg.transformers_version = 456;
@@ -4283,7 +4564,7 @@ static void test_sdpa_backend_refused(void **state)
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         struct dnnmem_config cfg;
-        dnnmem_config_init(&cfg);
+        hf_config_init(&cfg);
         cfg.mode = DNNMEM_MODE_TRAIN;
         cfg.batch_size = 1;
         cfg.seq_len = 32;
@@ -4314,7 +4595,7 @@ static void test_sdpa_backend_lse(void **state)
     static const int64_t bytes[] = {1280, 2048, 1280};
     for (size_t k = 0; k < 3; k++) {
         struct dnnmem_config cfg;
-        dnnmem_config_init(&cfg);
+        hf_config_init(&cfg);
         cfg.mode = DNNMEM_MODE_TRAIN;
         cfg.precision = DNNMEM_PRECISION_BF16;
         cfg.sdpa_backend = bs[k];
@@ -4349,7 +4630,7 @@ static void test_kv_cache_at_prefill(void **state)
     (void)state;
     dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_GENERATE;
     cfg.batch_size = 2;
     cfg.seq_len = 512;
@@ -4407,7 +4688,7 @@ static void test_node_budget(void **state)
     dnnmem_model_get_info(m, &info);
     assert_int_equal(info.n_nodes, 399);
     struct dnnmem_config cfg;
-    dnnmem_config_init(&cfg);
+    hf_config_init(&cfg);
     struct dnnmem_dim_binding dims[] = {{"batch", 1}, {"seq", 8}};
     cfg.dims = dims;
     cfg.n_dims = 2;
@@ -4430,12 +4711,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_weights_match_published_counts),
         cmocka_unit_test(test_model_info),
+        cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_directory),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_tiny_llama),
         cmocka_unit_test(test_tiny_qwen),
         cmocka_unit_test(test_tiny_gpt2),
         cmocka_unit_test(test_tiny_decoders),
+        cmocka_unit_test(test_later_families),
         cmocka_unit_test(test_causal_lm_loss_upcasts),
         cmocka_unit_test(test_safetensors_headers),
         cmocka_unit_test(test_sdpa),

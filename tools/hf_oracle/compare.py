@@ -8,7 +8,7 @@ Standard library only (no torch): each row with status "ok" is estimated with
 
     dnnmem estimate CONFIG --device cpu --framework pytorch@<torch X.Y> --cpu-threads 1
         --transformers <release> --attn <attn> --precision <precision> --mode <mode>
-        [--optimizer <optimizer>] -b <batch> -s <seq> [--new-tokens N]
+        [--optimizer <optimizer>] -b <batch> -s <seq> [--new-tokens N] [--dim choices=C]
         [--lora-r R --lora-alpha A --lora-dropout P --lora-targets <PEFT's, as recorded>] --json
 
 and peak_allocated_bytes is compared with the measured peak_bytes.  Prints one line per
@@ -43,6 +43,8 @@ def command(dnnmem, r):
         cmd += ["--optimizer", r["optimizer"]]
     if r["mode"] == "generate":
         cmd += ["--new-tokens", str(r["new_tokens"])]
+    if r.get("choices"):  # a multiple-choice head's input_ids [batch, choices, seq]
+        cmd += ["--dim", f"choices={r['choices']}"]
     if r.get("lora"):
         cmd += ["--lora-r", str(r["lora"]["r"]), "--lora-alpha", str(r["lora"]["alpha"]),
                 "--lora-dropout", str(r["lora"]["dropout"]),

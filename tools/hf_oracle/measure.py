@@ -40,7 +40,16 @@ What is measured (the definitions of tools/measure_cpu.py, tests/validation/READ
     tokens unset (every row runs N forwards), under its own no_grad, model.eval();
   * lora rows: peft.get_peft_model(model, LoraConfig(r, lora_alpha, lora_dropout,
     task_type="CAUSAL_LM")) with PEFT's default target modules (recorded with peft's version);
-  * torch.set_num_threads(1) (dnnmem --cpu-threads 1).
+  * torch.set_num_threads(1) (dnnmem --cpu-threads 1);
+  * --archs: the later families' rows (rows.make_arch_rows: granite, olmo2, starcoder2),
+    measured as the causal LMs above;
+  * --heads: the encoder heads' rows (rows.make_head_rows): AutoModel<head>.from_config
+    (the head the config's architectures names), input_ids [batch, seq] ([batch, choices,
+    seq] for ForMultipleChoice); training calls model(input_ids, <labels>) and backpropagates
+    the model's own loss (out.loss: question answering's (start + end) / 2 against
+    start_positions and end_positions [batch], token classification's labels [batch, seq],
+    sequence classification's and multiple choice's labels [batch]), the labels made with
+    the inputs (uniform, after manual_seed(1)).
 """
 
 import argparse
@@ -121,10 +130,15 @@ def config(row):
     return conf
 
 
+def auto_class(row):
+    return getattr(transformers, "AutoModel" + row["head"]) if row.get("head") \
+        else transformers.AutoModelForCausalLM
+
+
 def build(row):
     conf = config(row)
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(
+    model = auto_class(row).from_config(
         conf, attn_implementation=row["attn"], **{rowdefs.dtype_kw(transformers.__version__):
                                                   torch.float32})
     if row["precision"] == "bf16":
@@ -160,19 +174,34 @@ def run(row):
     model.train(train)
     torch.manual_seed(1)
     v, b, s = conf.vocab_size, row["batch"], row["seq"]
-    x = torch.randint(0, v, (b, s), dtype=torch.long)
-    y = torch.randint(0, v, (b, s), dtype=torch.long) if train else None
+    head = row.get("head")
+    x = torch.randint(0, v, (b, row["choices"], s) if row.get("choices") else (b, s),
+                      dtype=torch.long)
+    y = torch.randint(0, v, (b, s), dtype=torch.long) if train and not head else None
+    labels = {}
+    if train and head == "ForQuestionAnswering":
+        labels = dict(start_positions=torch.randint(0, s, (b,), dtype=torch.long),
+                      end_positions=torch.randint(0, s, (b,), dtype=torch.long))
+    elif train and head == "ForTokenClassification":
+        labels = dict(labels=torch.randint(0, conf.num_labels, (b, s), dtype=torch.long))
+    elif train and head == "ForSequenceClassification":
+        labels = dict(labels=torch.randint(0, conf.num_labels, (b,), dtype=torch.long))
+    elif train and head == "ForMultipleChoice":
+        labels = dict(labels=torch.randint(0, row["choices"], (b,), dtype=torch.long))
     opt = None
     if row.get("optimizer") == "sgd-momentum":
         opt = torch.optim.SGD(model.parameters(), lr=SGD_LR, momentum=SGD_MOMENTUM)
     elif row.get("optimizer") == "adam":
         opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR)
+    elif row.get("optimizer") in ("adamw", "adamw-fused"):  # the Trainer's adamw_torch(_fused)
+        opt = torch.optim.AdamW(model.parameters(), lr=ADAM_LR,
+                                fused=row["optimizer"] == "adamw-fused")
     if row["mode"] == "generate":
         gc_ = model.generation_config
         gc_.eos_token_id = gc_.pad_token_id = gc_.bos_token_id = None
     param_bytes = storages(model.parameters())
     buffer_bytes = storages(model.buffers())
-    accounted = param_bytes + buffer_bytes + storages([x, y])
+    accounted = param_bytes + buffer_bytes + storages([x, y] + list(labels.values()))
     before = live_bytes()
     torch.manual_seed(2)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -194,11 +223,14 @@ def run(row):
                 with rf(p + "zero_grad"):
                     opt.zero_grad()
                 with rf(p + "forward"):
-                    out = model(x)
+                    out = model(x, **labels)
                 with rf(p + "loss"):
-                    logits = out.logits.float()
-                    loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
-                    del logits
+                    if head:  # the head's own loss, computed in its forward
+                        loss = out.loss
+                    else:
+                        logits = out.logits.float()
+                        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+                        del logits
                 with rf(p + "backward"):
                     loss.backward()
                 with rf(p + "optimizer"):
@@ -289,11 +321,16 @@ def main():
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--deadline", type=float, default=3000)
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--heads", action="store_true",
+                    help="the encoder heads' rows (rows.make_head_rows), not the causal LMs'")
+    ap.add_argument("--archs", action="store_true",
+                    help="the later families' rows (rows.make_arch_rows)")
     ap.add_argument("--dump", help="write each row's blocks live at the peak as DIR/<id>.tsv "
                     "(index, bytes, operator path; debugging, not committed)")
     a = ap.parse_args()
     rel = rowdefs.release(transformers.__version__)
-    todo = rowdefs.make_rows(rel)
+    todo = rowdefs.make_head_rows(rel) if a.heads else rowdefs.make_arch_rows(rel) if a.archs \
+        else rowdefs.make_rows(rel)
     if a.only:
         todo = [r for r in todo if any(s in r["id"] for s in a.only)]
     done = set()
@@ -307,7 +344,7 @@ def main():
         print("\n".join(r["id"] for r in todo))
         return
     for row in todo:  # import each modeling module once, before the children fork
-        transformers.AutoModelForCausalLM._model_mapping[type(config(row))]
+        auto_class(row)._model_mapping[type(config(row))]
     ctx = mp.get_context("fork")
     t0 = time.time()
     for row in todo:

@@ -45,6 +45,29 @@ LORA_MODELS = ("tiny-llama-gqa", "tiny-qwen3", "tiny-gpt2", "tiny-opt", "tiny-ne
 LORA = dict(r=8, alpha=16, dropout=0.05)
 
 
+# The encoder heads (measure.py --heads, tests/validation/hf-real-heads-cpu.jsonl): small
+# versions of these real configs, one per head, the head named in 'architectures' (the
+# class prefix is the config's); measured eager (dnnmem refuses sdpa on the CPU)
+HEAD_REAL = ("bert-base-uncased", "roberta-base", "albert-base-v2", "distilbert-base-uncased")
+HEAD_CLASS = {"bert": "Bert", "roberta": "Roberta", "albert": "Albert", "distilbert": "DistilBert"}
+HEADS = ("ForQuestionAnswering", "ForTokenClassification", "ForMultipleChoice",
+         "ForSequenceClassification")
+HEAD_LABELS = 5  # token and sequence classification (question answering: 2)
+HEAD_CHOICES = 4  # multiple choice: input_ids [batch, 4, seq] (--dim choices=4)
+HEAD_RUNS = [("train", "adam", "fp32"), ("infer", None, "fp32"), ("train", "adam", "bf16")]
+# decoders with a token-classification and a question-answering head: tiny configs of
+# tests/models/hf/ with the head in 'architectures'
+HEAD_TINY = ("tiny-llama-gqa", "tiny-qwen3")
+HEAD_CLASS.update(llama="Llama", qwen3="Qwen3")
+DECODER_HEADS = ("ForTokenClassification", "ForQuestionAnswering", "ForSequenceClassification")
+
+
+# The families added after the first oracle (measure.py --archs,
+# tests/validation/hf-real-archs-cpu.jsonl): their tiny configs, the RUNS above and greedy
+# generation (PEFT has no default LoRA targets for them)
+ARCH_TINY = ("tiny-granite", "tiny-olmo2", "tiny-starcoder2")
+
+
 def release(version):
     """'4.51.3' -> '4.51' (dnnmem's --transformers X.Y)."""
     return ".".join(version.split(".")[:2])
@@ -89,6 +112,104 @@ def make_rows(rel):
     return rows
 
 
+def make_arch_rows(rel):
+    rows = []
+    for mode, opt, prec, attn in RUNS:
+        tag = mode if opt is None else "train-" + ("sgd" if opt.startswith("sgd") else "adam")
+        for model in ARCH_TINY:
+            config = f"tests/models/hf/{model}.json"
+            with open(os.path.join(ROOT, config)) as f:
+                mt = json.load(f)["model_type"]
+            rows.append(dict(release=rel, model=model, model_type=mt, config=config, batch=BATCH,
+                             id=f"tf{rel}/{model}-{tag}-b{BATCH}-s{SEQ}-{prec}-{attn}",
+                             mode=mode, optimizer=opt, seq=SEQ, precision=prec, attn=attn))
+    for model in ARCH_TINY:
+        config = f"tests/models/hf/{model}.json"
+        with open(os.path.join(ROOT, config)) as f:
+            mt = json.load(f)["model_type"]
+        n = GEN_NEW[0]
+        rows.append(dict(release=rel, model=model, model_type=mt, config=config, batch=BATCH,
+                         id=f"tf{rel}/{model}-generate-b{BATCH}-p{GEN_PROMPT}-n{n}-fp32-eager",
+                         mode="generate", optimizer=None, seq=GEN_PROMPT, new_tokens=n,
+                         precision="fp32", attn="eager"))
+    return rows
+
+
+TRAINER_OPT_MODELS = (("tiny-llama-gqa", "tests/models/hf/tiny-llama-gqa.json", None),
+                      ("small-bert-base-uncased-TokenClassification",
+                       f"{SMALL_DIR}/small-bert-base-uncased-TokenClassification.json",
+                       "ForTokenClassification"))
+
+
+def head_models():
+    out = []
+    for m in HEAD_REAL:
+        for head in HEADS:
+            out.append((f"small-{m}-{head[3:]}", f"{SMALL_DIR}/small-{m}-{head[3:]}.json", head))
+    for m in HEAD_TINY:
+        for head in DECODER_HEADS:
+            out.append((f"{m}-{head[3:]}", f"{SMALL_DIR}/{m}-{head[3:]}.json", head))
+    return out
+
+
+def with_head(d, head):
+    """A decoder's tiny config with `head` in its architectures."""
+    d = dict(d)
+    d["architectures"] = [HEAD_CLASS[d["model_type"]] + head]
+    if head in ("ForTokenClassification", "ForSequenceClassification"):
+        d["num_labels"] = HEAD_LABELS
+    if head == "ForSequenceClassification":  # batches above 1 need it (last non-pad token)
+        d["pad_token_id"] = 0
+    return d
+
+
+def make_head_rows(rel):
+    rows = []
+    for mode, opt, prec in HEAD_RUNS:
+        tag = mode if opt is None else "train-" + opt
+        for model, config, head in head_models():
+            with open(os.path.join(ROOT, config)) as f:
+                mt = json.load(f)["model_type"]
+            r = dict(release=rel, model=model, model_type=mt, config=config, batch=BATCH,
+                     head=head, id=f"tf{rel}/{model}-{tag}-b{BATCH}-s{SEQ}-{prec}-eager",
+                     mode=mode, optimizer=opt, seq=SEQ, precision=prec, attn="eager")
+            if head == "ForMultipleChoice":
+                r["choices"] = HEAD_CHOICES
+            rows.append(r)
+    # the Trainer's optimizers: torch.optim.AdamW (adamw_torch) and AdamW(fused=True)
+    # (adamw_torch_fused, its default from 4.54 on PyTorch 2.8+)
+    for model, config, head in TRAINER_OPT_MODELS:
+        with open(os.path.join(ROOT, config)) as f:
+            mt = json.load(f)["model_type"]
+        for opt in ("adamw", "adamw-fused"):
+            r = dict(release=rel, model=model, model_type=mt, config=config, batch=BATCH,
+                     id=f"tf{rel}/{model}-train-{opt}-b{BATCH}-s{SEQ}-fp32-eager", mode="train",
+                     optimizer=opt, seq=SEQ, precision="fp32", attn="eager")
+            if head:
+                r["head"] = head
+            rows.append(r)
+    return rows
+
+
+def shrink_encoder(d, head):
+    """An encoder config shrunk as shrink() does (2 layers, 4 heads of 64, vocabulary 4096),
+    with `head` in its architectures."""
+    d = dict(d)
+    for k in ("id2label", "label2id", "_name_or_path"):
+        d.pop(k, None)
+    if d["model_type"] == "distilbert":
+        d.update(dim=256, n_heads=4, hidden_dim=1024, n_layers=2)
+    else:
+        d.update(hidden_size=256, num_attention_heads=4, intermediate_size=1024,
+                 num_hidden_layers=2)
+    d["vocab_size"] = 4096
+    d["torch_dtype"] = "float32"
+    d["architectures"] = [HEAD_CLASS[d["model_type"]] + head]
+    if head in ("ForTokenClassification", "ForSequenceClassification"):
+        d["num_labels"] = HEAD_LABELS
+    return d
+
+
 def shrink(d):
     d = dict(d)
     hid_keys = [k for k in ("hidden_size", "n_embd", "d_model") if k in d]
@@ -129,6 +250,20 @@ def write_small():
         with open(os.path.join(ROOT, SMALL_DIR, f"small-{m}.json"), "w") as f:
             json.dump(d, f, indent=1, sort_keys=True)
             f.write("\n")
+    for m in HEAD_REAL:
+        with open(os.path.join(ROOT, "tests/models/hf", m + ".json")) as f:
+            real = json.load(f)
+        for head in HEADS:
+            with open(os.path.join(ROOT, SMALL_DIR, f"small-{m}-{head[3:]}.json"), "w") as f:
+                json.dump(shrink_encoder(real, head), f, indent=1, sort_keys=True)
+                f.write("\n")
+    for m in HEAD_TINY:
+        with open(os.path.join(ROOT, "tests/models/hf", m + ".json")) as f:
+            tiny = json.load(f)
+        for head in DECODER_HEADS:
+            with open(os.path.join(ROOT, SMALL_DIR, f"{m}-{head[3:]}.json"), "w") as f:
+                json.dump(with_head(tiny, head), f, indent=1, sort_keys=True)
+                f.write("\n")
 
 
 if __name__ == "__main__":
