@@ -161,10 +161,12 @@ struct dm_est_opts {
  * (DM_CHECK_GRAPH), the dims bound (DM_CHECK_BIND, dm_est_check_bind), the
  * shapes inferred, the runtime of another framework (DM_CHECK_RUNTIME: its
  * limit and allocator, before replay.c sets them up), the schedule about to
- * be built (DM_CHECK_SCHEDULE). */
+ * be built (DM_CHECK_SCHEDULE), what its builder refused (DM_CHECK_BUILT,
+ * dm_est_check_built). DM_CHECK_GRAPH's first rows are what the graph's
+ * builder refused (g->refusal). */
 enum dm_check_phase {
     DM_CHECK_OPTIONS, DM_CHECK_GRAPH, DM_CHECK_BIND, DM_CHECK_SHAPES, DM_CHECK_RUNTIME,
-    DM_CHECK_SCHEDULE
+    DM_CHECK_SCHEDULE, DM_CHECK_BUILT
 };
 
 /* What binding the dims (shapes.c) found wrong first, for the check
@@ -209,6 +211,9 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
 /* The check table's rows of one phase, first breach first. */
 enum dnnmem_status dm_est_check(enum dm_check_phase phase, const struct dm_graph *g,
                                 const struct dm_est_opts *o, struct dnnmem_error *err);
+/* The DM_CHECK_BUILT rows for what the schedule's builder refused, rf. */
+enum dnnmem_status dm_est_check_built(const struct dm_graph *g, const struct dm_est_opts *o,
+                                      const struct dm_refusal *rf, struct dnnmem_error *err);
 /* The DM_CHECK_BIND rows for what binding the dims found, b. */
 enum dnnmem_status dm_est_check_bind(const struct dm_graph *g, const struct dm_est_opts *o,
                                      const struct dm_bind *b, struct dnnmem_error *err);

@@ -126,10 +126,9 @@ enum dnnmem_status dm_checkpoint_segments(struct dm_sb *b, struct dnnmem_error *
                 prev_len = len;
             }
         }
-        if (tr->n_seg == before)
-            return dm_fail(err, DNNMEM_E_USAGE,
-                           "--checkpoint %s: no node of %s matches (node names look like '%s')",
-                           spec, g->path, nn ? g->nodes[nn / 2].name : "");
+        if (tr->n_seg == before) /* the check table's row says so */
+            return dm_refuse(b->s, DM_REFUSE_CKPT_UNMATCHED, spec, nn ? g->nodes[nn / 2].name : "",
+                             err);
     }
     return DNNMEM_OK;
 }

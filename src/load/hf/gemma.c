@@ -164,15 +164,11 @@ static int32_t build_gemma(struct hf *h, const struct dec *c, int32_t ids)
     int64_t P = h->gen_prompt, M = 0, Ws = 0;
     int32_t *caches = NULL;
     if (!g1 && c->hybrid && h->gen_tokens > 0 && P <= 0) {
-        hf_fail(h, DNNMEM_E_USAGE,
-                "--mode generate: a HybridCache's size needs the prompt length (--seq-len N or "
-                "--dim seq=N)");
+        hf_refuse(h, DM_REFUSE_HYBRID_PROMPT, NULL, NULL);
         return -1;
     }
     if (!g1 && c->hybrid && h->gen_tokens > 0 && h->flash) {
-        hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "--mode generate with --attn flash: flash_attention_2 over a HybridCache is not "
-                "modelled; use --attn sdpa or eager");
+        hf_refuse(h, DM_REFUSE_HYBRID_FLASH, NULL, NULL);
         return -1;
     }
     if (!g1 && c->hybrid && h->gen_tokens > 0) {

@@ -256,9 +256,7 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
     }
     for (size_t k = 0; s == DNNMEM_OK && k < h.n_lora_targets; k++)
         if (!h.lora_hits[k])
-            s = dm_fail(err, DNNMEM_E_USAGE,
-                        "%s: --lora-targets %s: no linear module of the model is named so",
-                        g->path, h.lora_targets[k]);
+            s = hf_refuse(&h, DM_REFUSE_LORA_TARGET, h.lora_targets[k], NULL);
     /* get_peft_model freezes the model: only the adapters train */
     for (int32_t i = 0; s == DNNMEM_OK && h.lora && i < g->n_tensors; i++)
         if (g->tensors[i].role == DM_ROLE_WEIGHT)
@@ -267,7 +265,9 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
     free(h.scopes);
     dm_arena_free(&h.names_arena);
     free(h.lora_hits);
-    return s;
+    /* a refusal: the graph as far as it was built, with its refusal, for the
+     * estimate's check table (DM_CHECK_GRAPH) to turn into the error */
+    return h.refused ? DNNMEM_OK : s;
 }
 
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
