@@ -560,9 +560,21 @@ enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t 
 /* HuggingFace transformers config.json (src/load/hf.c): the causal LM built op
  * by op as transformers' PyTorch implementation runs it, with eager attention
  * or (sdpa) one fused Attention node per layer. */
-/* opt: LoRA adapters and quantized weights to build in (NULL: none). */
+/* What the HuggingFace builder reads of an estimate's run besides its
+ * options: the releases and the GPU, each resolved by its row of the
+ * defaults table (src/estimate/estimate.h, DM_DEFAULTS: TORCH, TRANSFORMERS,
+ * CC), never by the builder. */
+struct dm_hf_env {
+    int torch;        /* major * 100 + minor */
+    int transformers; /* major * 100 + minor */
+    int cc;           /* compute capability, major * 10 + minor */
+};
+/* opt: the options that change the graph (LoRA adapters, quantized
+ * weights, attention, precision, mode, ...) and env the run they are for;
+ * both NULL: the graph as loaded, without options (transformers 4.51's,
+ * the release every family is written against). */
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
-                              const struct dnnmem_config *opt,
+                              const struct dnnmem_config *opt, const struct dm_hf_env *env,
                               struct dnnmem_error *err);
 /* The outline of dm_load_hf's eager graph without options: the same nodes,
  * tensors, inputs, outputs, weights (named), symbols and flags, but nodes

@@ -40,7 +40,13 @@ void dm_assume(struct dm_assumptions *as, const char *key, const char *source, c
  * otherwise (c: the options, o: their meaning, g: the loaded graph, d: the
  * rows above). Every row's option is in src/options.def. */
 #define DM_DEFAULTS(X)                                                                             \
+    /* PyTorch 2.6 (DM_TORCH_DEFAULT), the release current when transformers                      \
+     * 4.51 came out (April 2025); read by the schedule's rules and, through                       \
+     * variant.c (struct dm_hf_env), by the HuggingFace builder */                                 \
     X(TORCH, INT, "framework", c->torch_version != 0, c->torch_version, DM_TORCH_DEFAULT)          \
+    /* transformers 4.51 (DM_TRANSFORMERS_DEFAULT), the release whose modelling                    \
+     * code every family of src/load/hf/ is written against (the graph as                          \
+     * loaded is its); the HuggingFace builder reads it through variant.c */                       \
     X(TRANSFORMERS, INT, "transformers", c->transformers_version != 0, c->transformers_version,    \
       DM_TRANSFORMERS_DEFAULT)                                                                     \
     X(ITERATIONS, INT, "iterations", c->iterations != 0, c->iterations, 2)                         \
@@ -68,8 +74,12 @@ void dm_assume(struct dm_assumptions *as, const char *key, const char *source, c
      * (1.9.1) ship wheels up to mxnet-cu112 (CUDA 11.2) */                                        \
     X(CUDA, INT, "cuda", c->cuda_version != 0, c->cuda_version,                                    \
       c->framework == DNNMEM_FW_PYTORCH ? 124 : c->framework == DNNMEM_FW_MXNET ? 112 : 122)       \
-    /* compute capability 8.0, or the least the quantized checkpoint's kernels                     \
-     * run on (fp8: 8.9) */                                                                        \
+    /* compute capability 8.0 (DM_CC_DEFAULT, an A100), or the least the                          \
+     * quantized checkpoint's kernels run on (fp8: 8.9,                                            \
+     * FineGrainedFP8HfQuantizer.validate_environment); the run's                                  \
+     * (dm_run.compute_capability), the HuggingFace builder's (struct                              \
+     * dm_hf_env: forced sdpa kernels, fused attention) and the key of the                         \
+     * graph variant built for it (variant.c) */                                                   \
     X(CC, INT, "cuda", c->compute_capability != 0, c->compute_capability,                          \
       g->quant_min_cc > DM_CC_DEFAULT ? g->quant_min_cc : DM_CC_DEFAULT)                           \
     /* the CUDA caching allocator's 512 B blocks; the CPU's exact sizes */                         \
