@@ -403,8 +403,8 @@ static const struct check checks[] = {
      "%s: --attn flash: FlashAttention-2 needs compute capability 8.0 or later (this GPU: %s.%s)",
      {A_PATH, A_CC_MAJOR, A_CC_MINOR}},
     /* --sdpa-backend: sdpa_kernel(SDPBackend.X) around the step; whether
-     * PyTorch takes the forced kernel for each call is checked as the graph
-     * is built (dm_load_hf) */
+     * PyTorch takes the forced kernel for each call is found as the graph
+     * is built (dm_load_hf; the F_R_SDPA_KERNEL row) */
     {O, {F_SDPA_BACKEND_BAD}, USAGE, "unknown sdpa backend %s", {A_SDPA_BACKEND}},
     {O, {F_SDPA_BACKEND, NOT(F_HF)}, USAGE,
      "%s: --sdpa-backend applies to HuggingFace config.json models under sdpa attention",
@@ -548,7 +548,8 @@ static const struct check checks[] = {
     {DM_CHECK_SHAPES, {F_AMP, NOT(F_CUDA)}, UNSUP,
      "--precision amp-*: autocast on the CPU (bf16, other op lists) is not modelled", {A_NONE}},
     /* the schedule about to be built: a generation's cache (when the graph
-     * returns one; src/schedule/generate.c says so when it does not) */
+     * returns one; src/schedule/generate.c refuses when it does not, the
+     * F_R_GEN_NO_CACHE row) */
     {DM_CHECK_SCHEDULE, {F_GENERATE, F_LEGACY_CACHE, F_RETURNS_CACHE, F_KV_DTYPE}, UNSUP,
      "%s: --kv-dtype needs a Cache class; transformers 4.51 keeps this model's legacy tuple cache "
      "(GPT-2, BioGPT) in the model's dtype", {A_PATH}},
