@@ -349,11 +349,19 @@ enum dm_refusal_kind {
     DM_REFUSE_SDPA_KERNEL,    /* --sdpa-backend (name) without a kernel for it (why) */
     DM_REFUSE_HYBRID_PROMPT,  /* a HybridCache's generation without the prompt length */
     DM_REFUSE_HYBRID_FLASH,   /* --attn flash over a HybridCache's generation */
+    DM_REFUSE_HYBRID_LONG,    /* a HybridCache's prompt (value) beyond the limit */
+    DM_REFUSE_GEN_CACHE_IMPL, /* --mode generate with a cache_implementation (name) not
+                                 modelled */
+    DM_REFUSE_GEN_NO_USE_CACHE, /* --mode generate on a T5 config with use_cache false */
     DM_REFUSE_KBIT_NO_GC,     /* --kbit-prep's checkpointing on a model without it */
     DM_REFUSE_KBIT_LISTS,     /* --kbit-prep over more than two layer lists */
     DM_REFUSE_KBIT_NO_LIST,   /* --kbit-prep on a model without a layer list */
     DM_REFUSE_LORA_TARGET,    /* a --lora-targets module (name) matching no linear layer */
     /* the schedule's builder (src/train/, src/schedule/) */
+    DM_REFUSE_CKPT_LONG,      /* a --checkpoint spec (name) of too long a pattern */
+    DM_REFUSE_CKPT_EVERY,     /* a --checkpoint spec (name) whose ':K' is no positive count */
+    DM_REFUSE_CKPT_OVERLAP,   /* a --checkpoint spec (name) overlapping another's segment at
+                                 a node (why) */
     DM_REFUSE_CKPT_UNMATCHED, /* a --checkpoint spec (name) making no segment (why: a node
                                  name to show) */
     DM_REFUSE_NOTHING_TO_TRAIN, /* no trainable parameter reaches the first output */
@@ -366,6 +374,7 @@ struct dm_refusal {
     enum dm_refusal_kind kind;
     const char *name; /* the graph's: arena-owned; the schedule's: the options' or the graph's */
     const char *why;
+    int64_t value, limit;
 };
 
 struct dm_graph {

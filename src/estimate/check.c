@@ -260,10 +260,16 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(R_SDPA_KERNEL, rf && rf->kind == DM_REFUSE_SDPA_KERNEL)                                      \
     X(R_HYBRID_PROMPT, rf && rf->kind == DM_REFUSE_HYBRID_PROMPT)                                  \
     X(R_HYBRID_FLASH, rf && rf->kind == DM_REFUSE_HYBRID_FLASH)                                    \
+    X(R_HYBRID_LONG, rf && rf->kind == DM_REFUSE_HYBRID_LONG)                                      \
+    X(R_GEN_CACHE_IMPL, rf && rf->kind == DM_REFUSE_GEN_CACHE_IMPL)                                \
+    X(R_GEN_NO_USE_CACHE, rf && rf->kind == DM_REFUSE_GEN_NO_USE_CACHE)                            \
     X(R_KBIT_NO_GC, rf && rf->kind == DM_REFUSE_KBIT_NO_GC)                                        \
     X(R_KBIT_LISTS, rf && rf->kind == DM_REFUSE_KBIT_LISTS)                                        \
     X(R_KBIT_NO_LIST, rf && rf->kind == DM_REFUSE_KBIT_NO_LIST)                                    \
     X(R_LORA_TARGET, rf && rf->kind == DM_REFUSE_LORA_TARGET)                                      \
+    X(R_CKPT_LONG, rf && rf->kind == DM_REFUSE_CKPT_LONG)                                          \
+    X(R_CKPT_EVERY, rf && rf->kind == DM_REFUSE_CKPT_EVERY)                                        \
+    X(R_CKPT_OVERLAP, rf && rf->kind == DM_REFUSE_CKPT_OVERLAP)                                    \
     X(R_CKPT_UNMATCHED, rf && rf->kind == DM_REFUSE_CKPT_UNMATCHED)                                \
     X(R_NOTHING_TO_TRAIN, rf && rf->kind == DM_REFUSE_NOTHING_TO_TRAIN)                            \
     X(R_GEN_NO_CACHE, rf && rf->kind == DM_REFUSE_GEN_NO_CACHE)                                    \
@@ -288,7 +294,7 @@ enum arg {
     A_B_NAME, A_B_BY, A_B_DIM, A_B_VALUE, A_B_OTHER, A_B_INDEX, A_B_RANK, A_B_DECL_RANK, A_B_LIST,
     A_B_DECL,
     /* what a builder refused (struct dm_refusal), the transformers release built */
-    A_R_NAME, A_R_WHY, A_TFV_MAJOR, A_TFV_MINOR,
+    A_R_NAME, A_R_WHY, A_R_VALUE, A_R_LIMIT, A_TFV_MAJOR, A_TFV_MINOR,
 };
 
 #define NOT(f) (-(f))
@@ -488,6 +494,16 @@ static const struct check checks[] = {
     {G, {F_R_HYBRID_FLASH}, UNSUP,
      "%s: --mode generate with --attn flash: flash_attention_2 over a HybridCache is not "
      "modelled; use --attn sdpa or eager", {A_PATH}},
+    {G, {F_R_HYBRID_LONG}, DNNMEM_E_SHAPE, "%s: --mode generate: a prompt of %s tokens; at most %s",
+     {A_PATH, A_R_VALUE, A_R_LIMIT}},
+    /* generate()'s caches: Gemma 2/3's config names its class (gemma.c), T5
+     * decodes step by step from its decoder's (t5.c) */
+    {G, {F_R_GEN_CACHE_IMPL}, UNSUP,
+     "%s: config field 'cache_implementation' is '%s'; --mode generate models 'hybrid' and "
+     "'dynamic'", {A_PATH, A_R_NAME}},
+    {G, {F_R_GEN_NO_USE_CACHE}, UNSUP,
+     "%s: --mode generate needs the decoder's cache (config use_cache true); generation "
+     "recomputing every position is not modelled", {A_PATH}},
     /* prepare_model_for_kbit_training's gradient_checkpointing_enable (kbit.c) */
     {G, {F_R_KBIT_NO_GC}, UNSUP,
      "%s: --kbit-prep: transformers' ALBERT does not support gradient checkpointing "
@@ -555,6 +571,12 @@ static const struct check checks[] = {
      "(GPT-2, BioGPT) in the model's dtype", {A_PATH}},
     /* the schedule as built: what its builder refused (src/train/,
      * src/schedule/; it failed there) */
+    /* torch.utils.checkpoint segments from the --checkpoint specs
+     * (src/train/checkpoint.c) */
+    {S, {F_R_CKPT_LONG}, USAGE, "--checkpoint %s: pattern too long", {A_R_NAME}},
+    {S, {F_R_CKPT_EVERY}, USAGE, "--checkpoint %s: ':K' must be a positive count", {A_R_NAME}},
+    {S, {F_R_CKPT_OVERLAP}, USAGE, "--checkpoint %s overlaps another segment at node '%s'",
+     {A_R_NAME, A_R_WHY}},
     {S, {F_R_CKPT_UNMATCHED}, USAGE,
      "--checkpoint %s: no node of %s matches (node names look like '%s')",
      {A_R_NAME, A_PATH, A_R_WHY}},
@@ -622,6 +644,8 @@ static const char *arg_text(enum arg a, const struct dm_graph *g, const struct d
     case A_B_DECL: return bd->decl;
     case A_R_NAME: return rf->name;
     case A_R_WHY: return rf->why;
+    case A_R_VALUE: n = rf->value; break;
+    case A_R_LIMIT: n = rf->limit; break;
     case A_TFV_MAJOR: n = o->transformers / 100; break;
     case A_TFV_MINOR: n = o->transformers % 100; break;
     case A_B_VALUE: n = bd->value; break;
