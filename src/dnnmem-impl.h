@@ -570,13 +570,14 @@ enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t 
  * by op as transformers' PyTorch implementation runs it, with eager attention
  * or (sdpa) one fused Attention node per layer. */
 /* What the HuggingFace builder reads of an estimate's run besides its
- * options: the releases and the GPU, each resolved by its row of the
- * defaults table (src/estimate/estimate.h, DM_DEFAULTS: TORCH, TRANSFORMERS,
- * CC), never by the builder. */
+ * options: the releases, the GPU and LoRA's alpha, each resolved by its row
+ * of the defaults table (src/estimate/estimate.h, DM_DEFAULTS: TORCH,
+ * TRANSFORMERS, CC, LORA_ALPHA), never by the builder. */
 struct dm_hf_env {
-    int torch;        /* major * 100 + minor */
-    int transformers; /* major * 100 + minor */
-    int cc;           /* compute capability, major * 10 + minor */
+    int torch;         /* major * 100 + minor */
+    int transformers;  /* major * 100 + minor */
+    int cc;            /* compute capability, major * 10 + minor */
+    double lora_alpha; /* the adapters' lora_alpha (the LORA_ALPHA row) */
 };
 /* opt: the options that change the graph (LoRA adapters, quantized
  * weights, attention, precision, mode, ...) and env the run they are for;

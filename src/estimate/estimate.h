@@ -64,7 +64,8 @@ void dm_assume(struct dm_assumptions *as, const char *key, const char *source, c
     X(TOP_K, INT, "top_k", c->top_k != 0, c->top_k < 0 ? 0 : c->top_k, 50)                         \
     X(TOP_P, REAL, "top_p", c->top_p != 0, c->top_p, 1.0)                                          \
     X(TEMPERATURE, REAL, "temperature", c->temperature != 0, c->temperature, 1.0)                  \
-    /* PEFT's LoraConfig lora_alpha (tuners/lora/config.py): scales, costs no memory */            \
+    /* PEFT's LoraConfig lora_alpha (tuners/lora/config.py): scales, costs no                      \
+     * memory; the HuggingFace builder's (struct dm_hf_env, via variant.c) */                      \
     X(LORA_ALPHA, REAL, "lora", c->lora.alpha > 0, c->lora.alpha, 8)                               \
     /* the CUDA toolkit each framework's wheels are built with: PyTorch 2.6's                      \
      * default pip wheel is cu124 (pytorch.org, previous versions: `pip install                    \

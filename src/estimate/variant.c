@@ -112,7 +112,7 @@ static struct key key_of(const struct dm_est_opts *o)
     k.cc = (int)dm_default_int(&o->d, CC);
     if (c->lora.r > 0) {
         k.lora_r = c->lora.r;
-        k.lora_alpha = c->lora.alpha;
+        k.lora_alpha = dm_default_real(&o->d, LORA_ALPHA);
         k.lora_dropout = c->lora.dropout;
         k.n_targets = c->lora.n_targets;
         k.targets = c->lora.targets;
@@ -145,7 +145,8 @@ static enum dnnmem_status build(const struct dm_variants *v, bool sdpa,
     dm_graph_init(g);
     g->path = v->path;
     g->max_nodes = v->max_nodes;
-    struct dm_hf_env env = {.torch = k->torch, .transformers = k->transformers, .cc = k->cc};
+    struct dm_hf_env env = {.torch = k->torch, .transformers = k->transformers, .cc = k->cc,
+                            .lora_alpha = k->lora_alpha};
     enum dnnmem_status s = dm_load_hf(g, v->json, v->size, sdpa, opts, opts ? &env : NULL, err);
     if (s == DNNMEM_OK && !sdpa && !opts)
         s = dm_graph_lift(g, err);

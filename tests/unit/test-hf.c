@@ -48,7 +48,8 @@ static struct dm_tinfo *infer_shapes(const struct dm_graph *g, struct dm_arena *
 /* The run dm_load_hf builds for under cfg (NULL: none, the graph as
  * loaded), as the defaults table resolves it for these configs (none is an
  * fp8 checkpoint, whose compute capability would be 8.9): the options'
- * releases and GPU, else PyTorch 2.6, transformers 4.51, sm80. */
+ * releases, GPU and lora_alpha, else PyTorch 2.6, transformers 4.51, sm80,
+ * PEFT's 8. */
 static const struct dm_hf_env *env_of(const struct dnnmem_config *cfg, struct dm_hf_env *env)
 {
     if (!cfg)
@@ -56,6 +57,7 @@ static const struct dm_hf_env *env_of(const struct dnnmem_config *cfg, struct dm
     env->torch = cfg->torch_version ? cfg->torch_version : 206;
     env->transformers = cfg->transformers_version ? cfg->transformers_version : 451;
     env->cc = cfg->compute_capability ? cfg->compute_capability : 80;
+    env->lora_alpha = cfg->lora.alpha > 0 ? cfg->lora.alpha : 8;
     return env;
 }
 

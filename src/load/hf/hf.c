@@ -186,7 +186,7 @@ static enum dnnmem_status build(struct hf *h)
  * transformers 4.51's, the release the families are written against (the
  * TRANSFORMERS row's default); without options nothing reads the PyTorch
  * release or the GPU (they matter to forced sdpa kernels, grouped heads
- * from 4.54 and half precision only). */
+ * from 4.54 and half precision only), and there are no adapters. */
 static const struct dm_hf_env as_loaded = {
     .torch = DM_TORCH_DEFAULT, .transformers = DM_TRANSFORMERS_DEFAULT, .cc = DM_CC_DEFAULT};
 
@@ -213,6 +213,7 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
     h.half = h.amp || (opt && (opt->precision == DNNMEM_PRECISION_FP16 ||
                                opt->precision == DNNMEM_PRECISION_BF16));
     h.cc = env->cc;
+    h.lora_alpha = env->lora_alpha;
     h.half_to_float = opt && opt->precision == DNNMEM_PRECISION_FP16 &&
                       opt->device == DNNMEM_DEVICE_CUDA;
     h.transformers = tv;

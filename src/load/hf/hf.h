@@ -108,6 +108,7 @@ struct hf {
     bool share;                /* hf_param() returns an existing parameter of that name
                                   (ALBERT's layers shared across calls) */
     const struct dnnmem_lora *lora; /* adapters to add, or NULL */
+    double lora_alpha;         /* their lora_alpha (struct dm_hf_env) */
     enum dnnmem_quant opt_quant; /* --quant */
     struct quant q;            /* how linear layers are stored */
     bool last_linear;          /* the next linear is the model's last module (a base
