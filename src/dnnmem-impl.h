@@ -368,6 +368,7 @@ enum dm_refusal_kind {
     DM_REFUSE_GEN_NO_CACHE,   /* --mode generate on a decoder that returns no cache */
     DM_REFUSE_GEN_NO_DECODER_CACHE, /* --mode generate on an encoder-decoder without
                                        its decoder's cache */
+    DM_REFUSE_COUNT
 };
 
 struct dm_refusal {

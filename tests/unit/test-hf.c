@@ -7,6 +7,7 @@
  * with the published figure (model cards, safetensors metadata totals).
  */
 #include "util.h"
+#include "estimate/estimate.h"
 #include "../../src/schedule/builder.h"
 
 #include <sys/stat.h>
@@ -4493,6 +4494,34 @@ static void test_refusal_rows(void **state)
     dnnmem_model_free(m);
 }
 
+/* Every refusal has its row in the check table: for the graph's
+ * (DM_CHECK_GRAPH) or the schedule's (DM_CHECK_BUILT), whichever phase it
+ * belongs to gives an error of its own; the other, and a row missing, give
+ * "has no check row" (DNNMEM_E_INTERNAL). */
+static void test_refusal_kinds_have_rows(void **state)
+{
+    (void)state;
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "m.json";
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    struct dm_est_opts o;
+    struct dnnmem_error err;
+    assert_int_equal(dm_est_options(&g, true, &cfg, &o, &err), DNNMEM_OK);
+    for (int k = DM_REFUSE_NONE + 1; k < DM_REFUSE_COUNT; k++) {
+        struct dm_refusal rf = {.kind = (enum dm_refusal_kind)k, .name = "x", .why = "y"};
+        g.refusal = rf;
+        enum dnnmem_status graph = dm_est_check(DM_CHECK_GRAPH, &g, &o, &err);
+        g.refusal = (struct dm_refusal){0};
+        enum dnnmem_status built = dm_est_check_built(&g, &o, &rf, &err);
+        if ((graph == DNNMEM_E_INTERNAL) == (built == DNNMEM_E_INTERNAL))
+            fail_msg("refusal %d: graph phase %d, built phase %d", k, (int)graph, (int)built);
+        assert_int_not_equal(graph == DNNMEM_E_INTERNAL ? built : graph, DNNMEM_OK);
+    }
+    dm_graph_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -4555,6 +4584,7 @@ int main(void)
         cmocka_unit_test(test_kv_cache_at_prefill),
         cmocka_unit_test(test_node_budget),
         cmocka_unit_test(test_refusal_rows),
+        cmocka_unit_test(test_refusal_kinds_have_rows),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
 }
