@@ -107,7 +107,9 @@ static struct key key_of(const struct dm_est_opts *o)
     k.kbit = k.train ? c->kbit_prep : DNNMEM_KBIT_PREP_NONE;
     k.precision = c->precision;
     k.backend = o->sdpa && !o->flash ? c->sdpa_backend : DNNMEM_SDPA_AUTO;
-    k.transformers = o->transformers; /* the defaults table's rows: */
+    /* the releases, the GPU and alpha: the defaults table's rows, which the
+     * builder is given (struct dm_hf_env, build) */
+    k.transformers = o->transformers;
     k.torch = o->torch;
     k.cc = (int)dm_default_int(&o->d, CC);
     if (c->lora.r > 0) {
