@@ -7,6 +7,7 @@
  * with the published figure (model cards, safetensors metadata totals).
  */
 #include "util.h"
+#include "estimate/estimate.h"
 #include "../../src/schedule/builder.h"
 
 #include <sys/stat.h>
@@ -58,6 +59,24 @@ static struct dm_tinfo *infer_shapes(const struct dm_graph *g, struct dm_arena *
     return t;
 }
 
+/* The run dm_load_hf builds for under cfg (NULL: none, the graph as
+ * loaded), as the defaults table resolves it for these configs (none is an
+ * fp8 checkpoint, whose compute capability would be 8.9): the options'
+ * releases, GPU and lora_alpha, else PyTorch 2.6, transformers 4.51, sm80,
+ * PEFT's 8. */
+static const struct dm_hf_env *env_of(const struct dnnmem_config *cfg, struct dm_hf_env *env)
+{
+    if (!cfg)
+        return NULL;
+    env->torch = cfg->torch_version ? cfg->torch_version : 206;
+    env->transformers = cfg->transformers_version ? cfg->transformers_version : 451;
+    env->cc = cfg->compute_capability ? cfg->compute_capability : 80;
+    env->lora_alpha = cfg->lora.alpha > 0 ? cfg->lora.alpha : 8;
+    return env;
+}
+
+#define ENV(cfg) env_of(cfg, &(struct dm_hf_env){0})
+
 /* dm_load_hf of tests/models/hf/NAME (a config under 4 KiB), which must load. */
 static void load_hf_graph(struct dm_graph *g, const char *name, bool sdpa,
                           const struct dnnmem_config *cfg)
@@ -71,7 +90,7 @@ static void load_hf_graph(struct dm_graph *g, const char *name, bool sdpa,
     dm_graph_init(g);
     g->path = name;
     struct dnnmem_error err;
-    if (dm_load_hf(g, (const uint8_t *)json, size, sdpa, cfg, &err) != DNNMEM_OK)
+    if (dm_load_hf(g, (const uint8_t *)json, size, sdpa, cfg, ENV(cfg), &err) != DNNMEM_OK)
         fail_msg("load %s: %s", name, err.message);
 }
 
@@ -1544,7 +1563,8 @@ static void test_quant_nf4(void **state)
     g.path = "tiny-llama-gqa.json";
     hf_config_init(&cfg);
     cfg.quant = DNNMEM_QUANT_NF4;
-    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg,
+                                ENV(&cfg), &err), DNNMEM_OK);
     struct dm_arena a;
     dm_arena_init(&a);
     struct dm_tinfo *t = infer_shapes(&g, &a, 2, 16);
@@ -1669,7 +1689,8 @@ static int quant_buffers(const char *json, int64_t seq, bool train, const char *
         cfg.lora.n_targets = 1;
     }
     struct dnnmem_error err;
-    if (dm_load_hf(&g, (const uint8_t *)json, strlen(json), false, &cfg, &err) != DNNMEM_OK)
+    if (dm_load_hf(&g, (const uint8_t *)json, strlen(json), false, &cfg,
+                   ENV(&cfg), &err) != DNNMEM_OK)
         fail_msg("load: %s", err.message);
     struct dm_arena a;
     dm_arena_init(&a);
@@ -1908,7 +1929,8 @@ static void test_kbit_prep_methods(void **state)
     dm_graph_init(&g);
     g.path = "awq.json";
     struct dnnmem_error err;
-    assert_int_equal(dm_load_hf(&g, (const uint8_t *)awq, strlen(awq), false, &cfg, &err),
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)awq, strlen(awq), false, &cfg,
+                                ENV(&cfg), &err),
                      DNNMEM_OK);
     assert_true(kept32(&g, "model.embed_tokens.weight"));
     assert_int_equal(g.n_kbit_ckpt, 0);
@@ -2641,7 +2663,8 @@ static void test_generate_hybrid(void **state)
     cfg.seq_len = 1024;
     cfg.new_tokens = 256;
     struct dnnmem_error err;
-    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg,
+                                ENV(&cfg), &err), DNNMEM_OK);
     assert_int_equal(g.cache_len, 1279);
     assert_int_equal(g.cache_window, 1024);
     assert_int_equal(g.cache_pattern, 6);
@@ -2753,7 +2776,8 @@ static uint64_t prefill_logits(const char *json, int keep)
     struct dnnmem_config cfg;
     hf_config_init(&cfg);
     struct dnnmem_error err;
-    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, strlen(json), false, &cfg, &err),
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, strlen(json), false, &cfg,
+                                ENV(&cfg), &err),
                      DNNMEM_OK);
     if (keep >= 0)
         g.logits_to_keep = keep != 0;
@@ -2889,7 +2913,8 @@ static uint64_t gpt2_decode_peak(int64_t tokens, bool legacy, const char *what, 
     struct dnnmem_config cfg;
     hf_config_init(&cfg);
     struct dnnmem_error err;
-    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err), DNNMEM_OK);
+    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg,
+                                ENV(&cfg), &err), DNNMEM_OK);
     assert_true(g.legacy_cache && g.gen_mask == DM_GEN_MASK_INVERTED);
     g.legacy_cache = legacy;
     struct dm_arena a;
@@ -3644,7 +3669,8 @@ static void test_flash(void **state)
     dm_graph_init(&q);
     q.path = "tiny-qwen2-moe.json (KV 4)";
     cfg.attn = DNNMEM_ATTN_FLASH;
-    assert_int_equal(dm_load_hf(&q, (const uint8_t *)json, size, true, &cfg, &err), DNNMEM_OK);
+    assert_int_equal(dm_load_hf(&q, (const uint8_t *)json, size, true, &cfg,
+                                ENV(&cfg), &err), DNNMEM_OK);
     assert_int_equal(count_op(&q, DM_OP_Expand), 2 * 2);
     dm_graph_free(&q);
 
@@ -4146,7 +4172,7 @@ static int t5_gen_buffers(int64_t tokens, enum dnnmem_category category, const c
     dm_graph_init(&g);
     g.path = "tiny-t5.json";
     struct dnnmem_error err;
-    if (dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, &err) != DNNMEM_OK)
+    if (dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, ENV(&cfg), &err) != DNNMEM_OK)
         fail_msg("load: %s", err.message);
     /* the decoder's input is generate's [batch, 1]: no target_seq symbol */
     assert_int_equal(g.n_symbols, 2);
@@ -4706,6 +4732,77 @@ static void test_node_budget(void **state)
                      DNNMEM_E_USAGE);
 }
 
+/* What a builder refuses is recorded where it is found and the check
+ * table's row gives the error (src/estimate/check.c, struct dm_refusal):
+ * the HuggingFace builder keeps the graph built so far with the refusal
+ * (dm_load_hf succeeds), the estimate fails with the row's status and text,
+ * and again, the same, from the kept graph; the schedule's builder refuses
+ * as it fails (nothing to train). */
+static void test_refusal_rows(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"q_proj", "qkv"};
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.seq_len = 16;
+    cfg.lora = (struct dnnmem_lora){.r = 8, .targets = bad, .n_targets = 2};
+    struct dm_graph g;
+    load_hf_graph(&g, "tiny-llama-gqa.json", true, &cfg);
+    assert_int_equal(g.refusal.kind, DM_REFUSE_LORA_TARGET);
+    assert_string_equal(g.refusal.name, "qkv");
+    dm_graph_free(&g);
+    dnnmem_model *m = load("tests/models/hf/tiny-llama-gqa.json");
+    struct dnnmem_result *r = NULL;
+    struct dnnmem_error err;
+    for (int k = 0; k < 2; k++) {
+        memset(&err, 0, sizeof err);
+        assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+        assert_string_equal(err.message, "tests/models/hf/tiny-llama-gqa.json: --lora-targets "
+                                         "qkv: no linear module of the model is named so");
+        assert_null(r);
+    }
+    cfg.lora.n_targets = 1; /* the options' other graph builds and runs */
+    r = run(m, &cfg);
+    dnnmem_result_free(r);
+    static const char *const everything[] = {"*"};
+    cfg.lora = (struct dnnmem_lora){0};
+    cfg.freeze = everything;
+    cfg.n_freeze = 1;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_USAGE);
+    assert_string_equal(err.message, "tests/models/hf/tiny-llama-gqa.json: the first output does "
+                                     "not depend on any trainable parameter; nothing to train");
+    dnnmem_model_free(m);
+}
+
+/* Every refusal has its row in the check table: for the graph's
+ * (DM_CHECK_GRAPH) or the schedule's (DM_CHECK_BUILT), whichever phase it
+ * belongs to gives an error of its own; the other, and a row missing, give
+ * "has no check row" (DNNMEM_E_INTERNAL). */
+static void test_refusal_kinds_have_rows(void **state)
+{
+    (void)state;
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "m.json";
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    struct dm_est_opts o;
+    struct dnnmem_error err;
+    assert_int_equal(dm_est_options(&g, true, &cfg, &o, &err), DNNMEM_OK);
+    for (int k = DM_REFUSE_NONE + 1; k < DM_REFUSE_COUNT; k++) {
+        struct dm_refusal rf = {.kind = (enum dm_refusal_kind)k, .name = "x", .why = "y"};
+        g.refusal = rf;
+        enum dnnmem_status graph = dm_est_check(DM_CHECK_GRAPH, &g, &o, &err);
+        g.refusal = (struct dm_refusal){0};
+        enum dnnmem_status built = dm_est_check_built(&g, &o, &rf, &err);
+        if ((graph == DNNMEM_E_INTERNAL) == (built == DNNMEM_E_INTERNAL))
+            fail_msg("refusal %d: graph phase %d, built phase %d", k, (int)graph, (int)built);
+        assert_int_not_equal(graph == DNNMEM_E_INTERNAL ? built : graph, DNNMEM_OK);
+    }
+    dm_graph_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -4769,6 +4866,8 @@ int main(void)
         cmocka_unit_test(test_sdpa_backend_lse),
         cmocka_unit_test(test_kv_cache_at_prefill),
         cmocka_unit_test(test_node_budget),
+        cmocka_unit_test(test_refusal_rows),
+        cmocka_unit_test(test_refusal_kinds_have_rows),
     };
     return cmocka_run_group_tests_name("hf", tests, NULL, NULL);
 }

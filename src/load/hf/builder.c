@@ -18,6 +18,22 @@ enum dnnmem_status hf_fail(struct hf *h, enum dnnmem_status s, const char *fmt, 
     return h->st;
 }
 
+enum dnnmem_status hf_refuse(struct hf *h, enum dm_refusal_kind kind, const char *name,
+                             const char *why)
+{
+    struct dm_graph *g = h->g;
+    if (h->st != DNNMEM_OK)
+        return h->st;
+    const char *n = name ? dm_arena_strdup(&g->arena, name) : NULL;
+    const char *w = why ? dm_arena_strdup(&g->arena, why) : NULL;
+    if ((name && !n) || (why && !w))
+        return hf_fail(h, DNNMEM_E_NOMEM, "out of memory");
+    g->refusal = (struct dm_refusal){.kind = kind, .name = n, .why = w};
+    h->refused = true;
+    h->st = DNNMEM_E_INTERNAL; /* stops the build; not an error (see load, hf.c) */
+    return h->st;
+}
+
 int32_t hf_oom(struct hf *h)
 {
     hf_fail(h, DNNMEM_E_NOMEM, "out of memory");

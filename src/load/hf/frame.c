@@ -60,20 +60,11 @@ bool hf_check(struct hf *h, const char *type)
      * it, vit_attention) runs it too; 4.51's BERT, RoBERTa, ALBERT and T5
      * have none; DeepSeek's MLA pads its values to the query head size. */
     if (h->flash && h->arch->flash > 1 && h->transformers < h->arch->flash) {
-        hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "--attn flash: transformers %d.%d's BioGPT has no flash_attention_2 (from "
-                "4.52 it has: --transformers 4.52); use --attn sdpa or eager",
-                h->transformers / 100, h->transformers % 100);
+        hf_refuse(h, DM_REFUSE_FLASH_RELEASE, NULL, NULL); /* the release: the check row's */
         return false;
     }
     if (h->flash && !h->arch->flash) {
-        hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "--attn flash: flash_attention_2 for model_type '%s' is not modelled "
-                "(modelled: llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, "
-                "gemma, gemma2, gemma3, phi3, phi, gpt2, opt, gpt_neox, falcon, distilbert, "
-                "biogpt, vit; transformers 4.51's bert, roberta, albert and t5 have none); "
-                "use --attn sdpa or eager",
-                type);
+        hf_refuse(h, DM_REFUSE_FLASH_MODEL, type, NULL);
         return false;
     }
     hf_read_quant(h, h->opt_quant);

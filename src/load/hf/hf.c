@@ -235,10 +235,25 @@ static enum dnnmem_status build(struct hf *h)
     return h->arch->build(h, type);
 }
 
+/* The graph as loaded, without options (the outline, and the graph of an
+ * estimate whose options change nothing of it, src/estimate/variant.c):
+ * transformers 4.51's, the release the families are written against
+ * (DM_TRANSFORMERS_BASE: any other release's estimate rebuilds, check.c);
+ * without options nothing reads the PyTorch release or the GPU (they
+ * matter to forced sdpa kernels, grouped heads from 4.54 and half precision
+ * only), and there are no adapters. */
+static const struct dm_hf_env as_loaded = {
+    .torch = DM_TORCH_DEFAULT, .transformers = DM_TRANSFORMERS_BASE, .cc = DM_CC_DEFAULT};
+
 static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
-                               const struct dnnmem_config *opt, bool outline,
-                               struct dnnmem_error *err)
+                               const struct dnnmem_config *opt, const struct dm_hf_env *env,
+                               bool outline, struct dnnmem_error *err)
 {
+    if (!opt != !env)
+        return dm_fail(err, DNNMEM_E_INTERNAL, "%s: options without their run, or a run without "
+                       "options", g->path);
+    if (!env)
+        env = &as_loaded;
     struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa,
                    .scope_fnv = {DM_HASH_INIT}, .outline = outline,
                    .flash = opt && opt->attn == DNNMEM_ATTN_FLASH,
@@ -248,14 +263,12 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
                    .amp = opt && (opt->precision == DNNMEM_PRECISION_AMP_FP16 ||
                                   opt->precision == DNNMEM_PRECISION_AMP_BF16)};
     h.sdpa |= h.flash;
-    int tv = !opt                       ? DM_TRANSFORMERS_BASE
-             : opt->transformers_version ? opt->transformers_version
-                                         : DM_TRANSFORMERS_DEFAULT;
-    int torch = opt && opt->torch_version ? opt->torch_version : DM_TORCH_DEFAULT;
+    int tv = env->transformers, torch = env->torch;
     h.gqa_sdpa = h.sdpa && !h.flash && tv >= 454 && torch >= 205;
     h.half = h.amp || (opt && (opt->precision == DNNMEM_PRECISION_FP16 ||
                                opt->precision == DNNMEM_PRECISION_BF16));
-    h.cc = opt && opt->compute_capability ? opt->compute_capability : DM_CC_DEFAULT;
+    h.cc = env->cc;
+    h.lora_alpha = env->lora_alpha;
     h.half_to_float = opt && opt->precision == DNNMEM_PRECISION_FP16 &&
                       opt->device == DNNMEM_DEVICE_CUDA;
     h.transformers = tv;
@@ -317,9 +330,7 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
     }
     for (size_t k = 0; s == DNNMEM_OK && k < h.n_lora_targets; k++)
         if (!h.lora_hits[k])
-            s = dm_fail(err, DNNMEM_E_USAGE,
-                        "%s: --lora-targets %s: no linear module of the model is named so",
-                        g->path, h.lora_targets[k]);
+            s = hf_refuse(&h, DM_REFUSE_LORA_TARGET, h.lora_targets[k], NULL);
     /* get_peft_model freezes the model: only the adapters train */
     for (int32_t i = 0; s == DNNMEM_OK && h.lora && i < g->n_tensors; i++)
         if (g->tensors[i].role == DM_ROLE_WEIGHT)
@@ -328,17 +339,20 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
     free(h.scopes);
     dm_arena_free(&h.names_arena);
     free(h.lora_hits);
-    return s;
+    /* a refusal: the graph as far as it was built, with its refusal, for the
+     * estimate's check table (DM_CHECK_GRAPH) to turn into the error */
+    return h.refused ? DNNMEM_OK : s;
 }
 
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
-                              const struct dnnmem_config *opt, struct dnnmem_error *err)
+                              const struct dnnmem_config *opt, const struct dm_hf_env *env,
+                              struct dnnmem_error *err)
 {
-    return load(g, data, size, sdpa, opt, false, err);
+    return load(g, data, size, sdpa, opt, env, false, err);
 }
 
 enum dnnmem_status dm_load_hf_outline(struct dm_graph *g, const uint8_t *data, size_t size,
                                       struct dnnmem_error *err)
 {
-    return load(g, data, size, false, NULL, true, err);
+    return load(g, data, size, false, NULL, NULL, true, err);
 }

@@ -77,6 +77,8 @@ struct hf {
     json_t *root;
     const struct hf_arch *arch; /* the model_type's row (NULL before it is known) */
     enum dnnmem_status st;     /* the first error; later calls do nothing */
+    bool refused;              /* st is hf_refuse's: the graph stands as built so far,
+                                  its refusal recorded (g->refusal) */
     int32_t cap_nodes;
     char scope[256];           /* the module path, "/model/layers.0/self_attn" */
     size_t scope_len;
@@ -109,6 +111,7 @@ struct hf {
     bool share;                /* hf_param() returns an existing parameter of that name
                                   (ALBERT's layers shared across calls) */
     const struct dnnmem_lora *lora; /* adapters to add, or NULL */
+    double lora_alpha;         /* their lora_alpha (struct dm_hf_env) */
     enum dnnmem_quant opt_quant; /* --quant */
     struct quant q;            /* how linear layers are stored */
     bool last_linear;          /* the next linear is the model's last module (a base
@@ -236,6 +239,11 @@ enum dnnmem_status hf_gemma(struct hf *h, const char *type);      /* gemma.c */
 enum dnnmem_status hf_fail(struct hf *h, enum dnnmem_status s, const char *fmt, ...)
     DM_PRINTF(3, 4);
 int32_t hf_oom(struct hf *h);
+/* What the options ask that the model cannot give (struct dm_refusal):
+ * recorded on the graph (name, why copied) and the build stopped as
+ * hf_fail stops it; the estimate's check table gives the error. */
+enum dnnmem_status hf_refuse(struct hf *h, enum dm_refusal_kind kind, const char *name,
+                             const char *why);
 json_t *hf_field(struct hf *h, const char *key);
 int64_t hf_get_int(struct hf *h, const char *key, int64_t dflt, int64_t max);
 double hf_get_num(struct hf *h, const char *key, double dflt, double lo, double hi);

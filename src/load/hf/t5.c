@@ -343,9 +343,7 @@ static void build_t5(struct hf *h, const struct t5 *c)
      * transformers 4.51); src/schedule/generate.c runs the rest */
     bool gen = h->gen_tokens > 0;
     if (gen && !c->use_cache) {
-        hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "--mode generate needs the decoder's cache (config use_cache true); generation "
-                "recomputing every position is not modelled");
+        hf_refuse(h, DM_REFUSE_GEN_NO_USE_CACHE, NULL, NULL);
         return;
     }
     int32_t dec_ids = hf_declare_input(h, "decoder_input_ids", DM_INT64, 2,
