@@ -362,6 +362,8 @@ enum dm_refusal_kind {
     DM_REFUSE_KBIT_LISTS,     /* --kbit-prep over more than two layer lists */
     DM_REFUSE_KBIT_NO_LIST,   /* --kbit-prep on a model without a layer list */
     DM_REFUSE_LORA_TARGET,    /* a --lora-targets module (name) matching no linear layer */
+    DM_REFUSE_LORA_NO_DEFAULT, /* --lora-r without --lora-targets on a model_type (name) PEFT
+                                  has no default target_modules for */
     /* the schedule's builder (src/train/, src/schedule/) */
     DM_REFUSE_CKPT_LONG,      /* a --checkpoint spec (name) of too long a pattern */
     DM_REFUSE_CKPT_EVERY,     /* a --checkpoint spec (name) whose ':K' is no positive count */

@@ -270,6 +270,7 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(R_KBIT_LISTS, rf && rf->kind == DM_REFUSE_KBIT_LISTS)                                        \
     X(R_KBIT_NO_LIST, rf && rf->kind == DM_REFUSE_KBIT_NO_LIST)                                    \
     X(R_LORA_TARGET, rf && rf->kind == DM_REFUSE_LORA_TARGET)                                      \
+    X(R_LORA_NO_DEFAULT, rf && rf->kind == DM_REFUSE_LORA_NO_DEFAULT)                              \
     X(R_CKPT_LONG, rf && rf->kind == DM_REFUSE_CKPT_LONG)                                          \
     X(R_CKPT_EVERY, rf && rf->kind == DM_REFUSE_CKPT_EVERY)                                        \
     X(R_CKPT_OVERLAP, rf && rf->kind == DM_REFUSE_CKPT_OVERLAP)                                    \
@@ -525,6 +526,11 @@ static const struct check checks[] = {
     /* PEFT's get_peft_model raises when a target_modules name matches no module */
     {G, {F_R_LORA_TARGET}, USAGE,
      "%s: --lora-targets %s: no linear module of the model is named so", {A_PATH, A_R_NAME}},
+    /* get_peft_model raises "Please specify `target_modules`" for a model type
+     * missing from PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING */
+    {G, {F_R_LORA_NO_DEFAULT}, USAGE,
+     "%s: --lora-r: PEFT has no default target_modules for model_type '%s'; name them with "
+     "--lora-targets (e.g. q_proj,v_proj)", {A_PATH, A_R_NAME}},
     {DM_CHECK_GRAPH, {F_ROUTER, NOT(F_TRAIN)}, UNSUP,
      "%s: config field 'output_router_logits' is true: the load-balancing loss every forward "
      "then computes is modelled in training only (--mode train)", {A_PATH}},

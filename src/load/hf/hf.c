@@ -305,10 +305,7 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
             h.n_lora_targets = a ? a->n_lora : sizeof qv / sizeof *qv;
             /* get_peft_model raises "Please specify `target_modules`" */
             if (!h.n_lora_targets)
-                h.st = dm_fail(err, DNNMEM_E_USAGE,
-                               "%s: --lora-r: PEFT has no default target_modules for model_type "
-                               "'%s'; name them with --lora-targets (e.g. q_proj,v_proj)",
-                               g->path, a ? a->type : "?");
+                hf_refuse(&h, DM_REFUSE_LORA_NO_DEFAULT, a ? a->type : "?", NULL);
         }
         h.lora_hits = h.st == DNNMEM_OK ? calloc(h.n_lora_targets, sizeof *h.lora_hits) : NULL;
         if (h.st == DNNMEM_OK && !h.lora_hits)
