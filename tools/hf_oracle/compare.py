@@ -8,7 +8,8 @@ Standard library only (no torch): each row with status "ok" is estimated with
 
     dnnmem estimate CONFIG --device cpu --framework pytorch@<torch X.Y> --cpu-threads 1
         --transformers <release> --attn <attn> --precision <precision> --mode <mode>
-        [--optimizer <optimizer>] -b <batch> -s <seq> [--new-tokens N]
+        [--optimizer <optimizer>] -b <batch> [-s <seq>] [--dim target_seq=T] [--new-tokens N]
+        [--do-sample --top-k K --top-p P --temperature T] [--num-beams N]
         [--lora-r R --lora-alpha A --lora-dropout P --lora-targets <PEFT's, as recorded>] --json
 
 and peak_allocated_bytes is compared with the measured peak_bytes.  Prints one line per
@@ -38,11 +39,21 @@ def command(dnnmem, r):
     cmd = [dnnmem, "estimate", r["config"], "--device", "cpu", "--framework",
            f"pytorch@{torch_xy}", "--cpu-threads", "1", "--transformers", r["release"],
            "--attn", r["attn"], "--precision", r["precision"], "--mode", r["mode"],
-           "-b", str(r["batch"]), "-s", str(r["seq"])]
+           "-b", str(r["batch"])]
+    if "seq" in r:  # an image model has no sequence dim
+        cmd += ["-s", str(r["seq"])]
+    if "target_seq" in r and r["mode"] != "generate":
+        cmd += ["--dim", f"target_seq={r['target_seq']}"]
     if r.get("optimizer"):
         cmd += ["--optimizer", r["optimizer"]]
     if r["mode"] == "generate":
         cmd += ["--new-tokens", str(r["new_tokens"])]
+    if r.get("sample"):  # every warper explicit, as measured
+        sm = r["sample"]
+        cmd += ["--do-sample", "--top-k", str(sm["top_k"]), "--top-p", str(sm["top_p"]),
+                "--temperature", str(sm["temperature"])]
+    if r.get("num_beams"):
+        cmd += ["--num-beams", str(r["num_beams"])]
     if r.get("lora"):
         cmd += ["--lora-r", str(r["lora"]["r"]), "--lora-alpha", str(r["lora"]["alpha"]),
                 "--lora-dropout", str(r["lora"]["dropout"]),

@@ -121,19 +121,36 @@ def config(row):
     return conf
 
 
+def model_class(row, conf):
+    """The class dnnmem builds for the config: a causal LM's AutoModelForCausalLM, else the
+    head its `architectures` names (BertModel, RobertaForMaskedLM, ...)."""
+    if rowdefs.kind(row["model_type"]) == "causal":
+        return transformers.AutoModelForCausalLM
+    return getattr(transformers, conf.architectures[0])
+
+
 def build(row):
     conf = config(row)
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(
-        conf, attn_implementation=row["attn"], **{rowdefs.dtype_kw(transformers.__version__):
-                                                  torch.float32})
+    cls = model_class(row, conf)
+    kw = {rowdefs.dtype_kw(transformers.__version__): torch.float32}
+    if cls is transformers.AutoModelForCausalLM:
+        model = cls.from_config(conf, attn_implementation=row["attn"], **kw)
+    else:
+        model = cls._from_config(conf, attn_implementation=row["attn"], **kw)
     if row["precision"] == "bf16":
         model = model.to(torch.bfloat16)
     if row.get("lora"):  # PEFT's defaults for the model_type's target modules
         import peft
         lc = row["lora"]
-        model = peft.get_peft_model(model, peft.LoraConfig(
-            r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"], task_type="CAUSAL_LM"))
+        task = dict(causal="CAUSAL_LM", seq2seq="SEQ_2_SEQ_LM").get(
+            rowdefs.kind(row["model_type"]))
+        kw = dict(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"], task_type=task)
+        try:
+            model = peft.get_peft_model(model, peft.LoraConfig(**kw))
+        except ValueError:  # PEFT has no default target modules for this model_type
+            model = peft.get_peft_model(model, peft.LoraConfig(
+                target_modules=rowdefs.LORA_EXPLICIT[row["model_type"]], **kw))
     return model, conf
 
 
@@ -152,6 +169,51 @@ def op_label(node):
                              if len(names) > 3 else names)
 
 
+def inputs(row, conf, model, train):
+    """(the model's first input, the loss's targets or None, the other keyword inputs).
+    Targets are class ids for dnnmem's --loss ce of the first output: token ids [B, S]
+    for a causal or masked LM, [B, T] labels for T5 (decoder_input_ids =
+    model._shift_right(labels), as T5ForConditionalGeneration makes them), [B, hidden]
+    ids for a base model's last_hidden_state, [B] labels for a classifier."""
+    b, k = row["batch"], rowdefs.kind(row["model_type"])
+    if k == "image":
+        n = conf.image_size
+        x = torch.randn(b, conf.num_channels, n, n)
+        y = torch.randint(0, conf.num_labels, (b,), dtype=torch.long) if train else None
+        return x, y, {}
+    s, v = row["seq"], conf.vocab_size
+    x = torch.randint(0, v, (b, s), dtype=torch.long)
+    if k == "seq2seq":
+        if row["mode"] == "generate":
+            return x, None, {}
+        t = row["target_seq"]
+        labels = torch.randint(0, v, (b, t), dtype=torch.long)
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        dec = base._shift_right(labels)
+        return x, (labels if train else None), dict(decoder_input_ids=dec)
+    if not train:
+        return x, None, {}
+    arch = conf.architectures[0] if k == "encoder" else ""
+    if arch.endswith("ForSequenceClassification"):
+        y = torch.randint(0, conf.num_labels, (b,), dtype=torch.long)
+    elif arch.endswith("Model"):
+        y = torch.randint(0, getattr(conf, "hidden_size", getattr(conf, "dim", 0)), (b, s),
+                          dtype=torch.long)
+    else:
+        y = torch.randint(0, v, (b, s), dtype=torch.long)
+    return x, y, {}
+
+
+def gen_kwargs(row):
+    """model.generate's keywords: greedy, sampling (the row's warpers, explicit) or beams."""
+    kw = dict(max_new_tokens=row["new_tokens"], min_new_tokens=None, do_sample=False)
+    if row.get("sample"):
+        kw.update(row["sample"])
+    if row.get("num_beams"):
+        kw.update(num_beams=row["num_beams"], early_stopping=False, length_penalty=1.0)
+    return kw
+
+
 def run(row):
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
@@ -159,9 +221,7 @@ def run(row):
     train = row["mode"] == "train"
     model.train(train)
     torch.manual_seed(1)
-    v, b, s = conf.vocab_size, row["batch"], row["seq"]
-    x = torch.randint(0, v, (b, s), dtype=torch.long)
-    y = torch.randint(0, v, (b, s), dtype=torch.long) if train else None
+    x, y, extra = inputs(row, conf, model, train)
     opt = None
     if row.get("optimizer") == "sgd-momentum":
         opt = torch.optim.SGD(model.parameters(), lr=SGD_LR, momentum=SGD_MOMENTUM)
@@ -172,20 +232,20 @@ def run(row):
         gc_.eos_token_id = gc_.pad_token_id = gc_.bos_token_id = None
     param_bytes = storages(model.parameters())
     buffer_bytes = storages(model.buffers())
-    accounted = param_bytes + buffer_bytes + storages([x, y])
+    accounted = param_bytes + buffer_bytes + storages([x, y] + list(extra.values()))
+    causal = rowdefs.kind(row["model_type"]) == "causal"
     before = live_bytes()
     torch.manual_seed(2)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         if row["mode"] == "generate":
             with rf(PREFIX + "generate"):
-                out = model.generate(x, max_new_tokens=row["new_tokens"], do_sample=False,
-                                     min_new_tokens=None)
+                out = model.generate(x, **gen_kwargs(row))
             with rf(PREFIX + "cleanup"):
                 del out
         elif not train:
             with torch.no_grad():
                 with rf(PREFIX + "it0/forward"):
-                    out = model(x)
+                    out = model(x, **extra)
                 with rf(PREFIX + "it0/cleanup"):
                     del out
         else:
@@ -194,10 +254,12 @@ def run(row):
                 with rf(p + "zero_grad"):
                     opt.zero_grad()
                 with rf(p + "forward"):
-                    out = model(x)
+                    out = model(x, **extra)
                 with rf(p + "loss"):
-                    logits = out.logits.float()
-                    loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+                    # a causal LM's own loss upcasts (ForCausalLMLoss); the others'
+                    # CrossEntropyLoss takes the logits as they are
+                    logits = out[0].float() if causal else out[0]
+                    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.view(-1))
                     del logits
                 with rf(p + "backward"):
                     loss.backward()
@@ -307,7 +369,13 @@ def main():
         print("\n".join(r["id"] for r in todo))
         return
     for row in todo:  # import each modeling module once, before the children fork
-        transformers.AutoModelForCausalLM._model_mapping[type(config(row))]
+        try:
+            conf = config(row)
+            cls = model_class(row, conf)
+            if cls is transformers.AutoModelForCausalLM:
+                cls._model_mapping[type(conf)]
+        except Exception:  # noqa: BLE001 - a type this release lacks: the row records it
+            pass
     ctx = mp.get_context("fork")
     t0 = time.time()
     for row in todo:
