@@ -39,7 +39,8 @@ static void encoder_heads(struct hf *h, int32_t x, int64_t E, int64_t H,
  * 1).flatten(2)). sdpa: the fused kernel; BERT passes no mask (None from
  * _prepare_4d_attention_mask_for_sdpa when the mask is all ones), ALBERT
  * passes its extended mask, which rules out the flash kernel. */
-static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qkv[3], int32_t mask)
+static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qkv[3], int32_t mask,
+                            int32_t *probs)
 {
     int64_t H = c->heads, D = c->hidden / c->heads;
     int32_t o;
@@ -74,6 +75,7 @@ static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qk
         hf_attr_i(h, "axis", -1);
         w = hf_dropout(h, w, c->attn_drop);
         o = hf_op(h, DM_OP_MatMul, 2, w, c3[2]);
+        *probs = w;
     }
     o = hf_transpose(h, o, INTS(0, 2, 1, 3));
     return hf_reshape(h, o, INTS(0, 0, -1));
@@ -82,7 +84,8 @@ static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qk
 /* BertAttention (self: BertSelfAttention or BertSdpaSelfAttention, then
  * output: BertSelfOutput), RoBERTa's copy of it, or AlbertAttention (query,
  * key, value, dense and LayerNorm in one module). */
-static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int32_t mask)
+static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int32_t mask,
+                              int32_t *probs)
 {
     int64_t E = c->hidden;
     int32_t qkv[3];
@@ -90,7 +93,7 @@ static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int
     bool albert = c->kind == K_ALBERT;
     size_t s = albert ? h->scope_len : hf_enter(h, "self");
     encoder_heads(h, x, E, c->heads, proj, qkv);
-    int32_t o = encoder_core(h, c, qkv, mask);
+    int32_t o = encoder_core(h, c, qkv, mask, probs);
     hf_leave(h, s);
     s = albert ? h->scope_len : hf_enter(h, "output");
     size_t t = hf_enter(h, "dense");
@@ -244,21 +247,41 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
     /* ALBERT: layer i runs group i / (layers / groups), whose inner layers
      * share their weights across every call: scopes carry the call ("#i"),
      * parameter names do not */
+    /* transformers 4.54-4.57: BertSelfAttention (RoBERTa's copy too) returns
+     * (context_layer, attention_probs) whatever output_attentions says (4.53
+     * returned the probabilities only with it; read in both releases'
+     * modeling_bert.py), BertLayer returns them with its output, and
+     * BertEncoder's loop variable layer_outputs keeps layer i's until layer
+     * i + 1 returns: two [B, H, S, S] probabilities are live in layer i + 1
+     * (measured: small bert-base 4.56.2 fp32 inference on the CPU, -5.2%
+     * without them). 5.x's BertLayer unpacks them into `_`, a local until it
+     * returns: layer i's only, in layer i (5.24.0: -3.6% bf16 inference
+     * without). The sdpa path returns None. */
+    bool keep_probs = !albert && !h->sdpa && h->transformers >= 454;
+    bool next_layer = h->transformers < 500;
+    int32_t prev = -1;
     for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
         size_t ls = albert ? hf_enter(h, "albert_layer_groups.%lld#%d",
                                       (long long)(i * c->groups / c->layers), i)
                            : hf_enter(h, "layer.%d", i);
         h->share = albert;
+        int32_t probs = -1;
         for (int64_t j = 0; j < (albert ? c->inner : 1) && h->st == DNNMEM_OK; j++) {
             size_t il = albert ? hf_enter(h, "albert_layers.%lld", (long long)j) : h->scope_len;
             s = hf_enter(h, "attention");
-            int32_t a = bert_attention(h, c, x, mask);
+            int32_t a = bert_attention(h, c, x, mask, &probs);
             hf_leave(h, s);
             x = encoder_ffn(h, c, a);
             hf_leave(h, il);
         }
         h->share = false;
         hf_leave(h, ls);
+        if (keep_probs) {
+            if (next_layer)
+                hf_hold(h, prev, hf_last_node(h));
+            hf_hold(h, probs, hf_last_node(h));
+            prev = probs;
+        }
     }
     hf_leave(h, enc);
     hf_hold(h, emb, hf_last_node(h));
