@@ -31,7 +31,7 @@ import subprocess
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-BAR_CASE, BAR_UNDER = 5.0, 3.0
+BAR_CASE, BAR_UNDER = 2.0, 3.0
 
 
 def command(dnnmem, r):
