@@ -14,10 +14,18 @@ its own forked child, killed after --timeout seconds (the row is then recorded w
 "status": "timeout"), and no new configuration starts after --deadline seconds.
 
 What is measured (the definitions of tools/measure_cpu.py, tests/validation/README.md):
-  * the model: AutoModelForCausalLM.from_config(config, attn_implementation=ATTN) after
-    torch.manual_seed(0) (random weights, nothing downloaded), built in float32 and, for
-    bf16 rows, converted by model.to(torch.bfloat16) (dnnmem's --precision bf16);
-    input_ids and targets int64 [batch, seq] uniform in [0, vocab) after manual_seed(1);
+  * the model: the class dnnmem builds for the config, AutoModelForCausalLM.from_config
+    for a causal LM, else the class its `architectures` names (BertModel,
+    RobertaForMaskedLM, AlbertForSequenceClassification, DistilBertForMaskedLM,
+    T5ForConditionalGeneration, ViTForImageClassification; _from_config), with
+    attn_implementation=ATTN after torch.manual_seed(0) (random weights, nothing
+    downloaded), built in float32 and, for bf16 rows, converted by
+    model.to(torch.bfloat16) (dnnmem's --precision bf16);
+  * inputs after manual_seed(1) (rows.kind): input_ids int64 [batch, seq] uniform in
+    [0, vocab); T5 also decoder_input_ids = model._shift_right(labels [batch,
+    target_seq]); ViT pixel_values float32 [batch, channels, image, image] (the model
+    casts them to its dtype).  Targets: class ids for dnnmem's --loss ce of the first
+    output (inputs());
   * bytes_before: the distinct storages of every live torch.Tensor (gc scan) just before
     profiling: parameters, buffers, inputs, targets (bytes_before_unaccounted must be 0);
   * the curve: inside torch.profiler.profile(activities=[CPU], profile_memory=True), every
@@ -31,15 +39,20 @@ What is measured (the definitions of tools/measure_cpu.py, tests/validation/READ
     operator that made it: "top_live_at_peak" in the detail file;
   * training (2 iterations): opt.zero_grad() (set_to_none=True, torch 2.x's default) ->
     out = model(input_ids) (use_cache as the config says: the output holds the cache) ->
-    loss = F.cross_entropy(out.logits.float().view(B*S, V), target.view(B*S)) (dnnmem's
-    --loss ce on an HF causal LM: ForCausalLMLoss's logits.float(), no shift) ->
+    loss = F.cross_entropy(out[0].float() flattened to [-1, last], targets) (dnnmem's
+    --loss ce on an HF causal LM: ForCausalLMLoss's logits.float(), no shift; the other
+    models' first output as it is, as their own CrossEntropyLoss takes it) ->
     loss.backward() -> opt.step() -> del out, loss.  model.train().  SGD lr 0.01 momentum
     0.9, Adam lr 1e-3 (foreach None: the single-tensor path on CPU tensors);
   * inference: model.eval(), torch.no_grad(), out = model(input_ids), del out;
   * generate: model.generate(input_ids, max_new_tokens=N, do_sample=False) with eos and pad
     tokens unset (every row runs N forwards), under its own no_grad, model.eval();
+    sampling rows pass do_sample=True and every warper (top_k, top_p, temperature), beam
+    rows num_beams (early_stopping False, length_penalty 1);
   * lora rows: peft.get_peft_model(model, LoraConfig(r, lora_alpha, lora_dropout,
-    task_type="CAUSAL_LM")) with PEFT's default target modules (recorded with peft's version);
+    task_type="CAUSAL_LM", "SEQ_2_SEQ_LM" for T5, none for the encoders)) with PEFT's
+    default target modules, or rows.LORA_EXPLICIT's where PEFT has none (recorded with
+    peft's version);
   * torch.set_num_threads(1) (dnnmem --cpu-threads 1).
 """
 
