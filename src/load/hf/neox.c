@@ -169,7 +169,14 @@ static int32_t falcon_attention(struct hf *h, const struct dec *c, int layer, in
      * with output_attentions, so the decoder layer does not keep them */
     hf_hold(h, qkv, hf_last_node(h));
     hf_hold(h, *pw, hf_last_node(h));
-    *pw = -1;
+    /* from 4.54 the rotary branch returns (attn_output, attention_scores)
+     * whatever output_attentions says (modeling_falcon.py 4.54.1, 4.55.4,
+     * 4.56.2; 4.53.3 returned them only with it), FalconDecoderLayer returns
+     * them and FalconModel's loop variable `outputs` keeps layer i's until
+     * layer i + 1 returns (build_neox): measured 4.56.2 / 5.24.0 tiny-falcon
+     * inference -7.7% / -8.2% while they went with the attention */
+    if (h->transformers < 454)
+        *pw = -1;
     if (per_head)
         hf_hold_all(h, parts, 3, hf_last_node(h));
     else /* copied out of the fused output: nothing else keeps the parts */
@@ -208,6 +215,7 @@ static int32_t build_rotary_lm(struct hf *h, const struct dec *c, int32_t ids)
         return hf_oom(h);
     for (int64_t i = 0; i < c->layers * 3; i++)
         held[i] = -1;
+    int32_t prev_w = -1; /* Falcon 4.54+: the previous layer's returned scores */
     for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
         size_t ls = hf_enter(h, "%s.%d", k == DK_FALCON ? "h" : "layers", i);
         int32_t residual = x, w = -1, a, y, m;
@@ -307,6 +315,10 @@ static int32_t build_rotary_lm(struct hf *h, const struct dec *c, int32_t ids)
             x = hf_op(h, DM_OP_Add, 2, residual, m);
         }
         hf_hold(h, w, hf_last_node(h));
+        if (k == DK_FALCON && h->transformers >= 454) {
+            hf_hold(h, prev_w, hf_last_node(h));
+            prev_w = w;
+        }
         hf_leave(h, ls);
     }
     if (k == DK_PHI3) {
