@@ -3007,9 +3007,12 @@ static void test_cache_copy(void **state)
     }
     for (int k = 1; k < 4; k++) {
         int copies = tv[k] >= 456;
-        assert_int_equal(concat[k] - concat[0], copies ? 8 : 0);
+        /* and 5.x's causal mask, made from Concat(seq, seq) (hf_dec_causal_mask) */
+        assert_int_equal(concat[k] - concat[0], (copies ? 8 : 0) + (tv[k] >= 500));
         assert_int_equal(identity[0] - identity[k], copies ? 4 : 0);
-        assert_int_equal(end[0] - end[k], copies ? 4 * 128 * 1024 : 0);
+        /* 5.x: no bias buffers (4 x [1, 1, 512, 512] bool, 4 scalars: 512-byte blocks) */
+        assert_int_equal(end[0] - end[k], (copies ? 4 * 128 * 1024 : 0) +
+                                              (tv[k] >= 500 ? 4 * (512 * 512 + 512) : 0));
     }
     dnnmem_model_free(m);
 }
@@ -3058,7 +3061,9 @@ static void test_gpt2_sdpa_views(void **state)
         dm_graph_free(&g);
     }
     assert_int_equal(end[0] - end[1], 4 * 1 * 64 * 1024);
-    assert_int_equal(end[1], end[2]);
+    /* 5.17 registers no bias buffers: 4 x bool [1, 1, 512, 512] and 4
+     * scalar masked_bias, each its own 512-byte block */
+    assert_int_equal(end[1] - end[2], 4 * (512 * 512 + 512));
     dnnmem_model_free(m);
 }
 
@@ -4000,7 +4005,10 @@ static void test_t5_checkpoint_names(void **state)
  *  - Gemma 2/3's 4.x models make no cache in training (+2.2% to +3.1%);
  *  - 5.x's AlbertLayer keeps its probabilities through the FFN (-3.5%);
  *  - FalconAttention returns its scores from 4.54 and FalconModel's
- *    `outputs` keeps layer i's through layer i + 1 (-7.7%).
+ *    `outputs` keeps layer i's through layer i + 1 (-7.7%);
+ *  - GPT2Block keeps its attention weights from 4.52 (-4.9% in 4.56), and
+ *    5.x's GPT-2 has no mask buffers and adds the model's causal mask
+ *    (+4.0% in 5.24 bf16).
  * Within 2% of the measured peaks; the BERT deltas are worked by hand: at
  * layer 1's GELU, 4.56 holds both layers' [2, 4, 128, 128] float32
  * probabilities (1 MiB), 5.17 layer 1's (512 KiB), 4.51 neither. */
@@ -4020,6 +4028,8 @@ static void test_real_transformers_rows(void **state)
         {"tests/validation/hf-small/small-bert-base-uncased.json", 456, DNNMEM_PRECISION_FP32, 0,
          15248384},
         {"tests/models/hf/tiny-falcon.json", 456, DNNMEM_PRECISION_FP32, 0, 13587520},
+        {"tests/models/hf/tiny-gpt2.json", 456, DNNMEM_PRECISION_FP32, 0, 24151068},
+        {"tests/models/hf/tiny-gpt2.json", 517, DNNMEM_PRECISION_BF16, 0, 11552778},
     };
     for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
         dnnmem_model *m = load(rows[k].path);
@@ -4078,6 +4088,18 @@ static void test_real_transformers_rows(void **state)
         dnnmem_result_free(r);
     }
     assert_int_equal(peak[2] - peak[1], 4 * 128 * 128 * 4 * 2);
+    dnnmem_model_free(m);
+    /* GPT-2 in 5.x registers no causal-mask buffers: tiny-gpt2's 4 layers
+     * of bool [1, 1, 512, 512] and float32 [] are gone */
+    m = load("tests/models/hf/tiny-gpt2.json");
+    uint64_t w[2];
+    for (int k = 0; k < 2; k++) {
+        cfg.transformers_version = tv[k + 1];
+        struct dnnmem_result *r = run(m, &cfg);
+        w[k] = r->category_bytes[DNNMEM_CAT_WEIGHT];
+        dnnmem_result_free(r);
+    }
+    assert_int_equal(w[0] - w[1], 4 * (512 * 512 + 4));
     dnnmem_model_free(m);
     /* Gemma 2 in 4.x trains without a cache (no past_key_values when
      * model.training), 5.x with a DynamicCache of copies: at the end of
