@@ -181,6 +181,19 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
     return o;
 }
 
+/* 5.x's create_causal_mask for the eager attention without an
+ * attention_mask: [S, S] of finfo.min above the diagonal, seen as [1, 1, S,
+ * S], named "causal_mask" as hf_dec_causal_mask's (--mode generate finds it)
+ * and built here alike, the fill an expanded scalar. */
+static int32_t gpt2_causal_mask(struct hf *h, int32_t ss)
+{
+    int32_t full = hf_op(h, DM_OP_Expand, 2, hf_const_f(h, -FLT_MAX), ss);
+    int32_t tri = hf_op(h, DM_OP_Trilu, 2, full, hf_const_i(h, 1));
+    hf_attr_i(h, "upper", 1);
+    h->out_name = "causal_mask";
+    return hf_op(h, DM_OP_Unsqueeze, 2, tri, hf_const_ints(h, INTS(0, 1)));
+}
+
 /* GPT2LMHeadModel. */
 static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
 {
@@ -211,8 +224,7 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
     hf_attr_i(h, "axis", 0);
     /* 5.x: GPT2Model's create_causal_mask, for the eager attention (the
      * fused kernels take is_causal), held by the forward */
-    int32_t mask = h->gpt2_v5 && !h->sdpa && !h->flash ? hf_dec_causal_mask(h, seq, "causal_mask")
-                                                       : -1;
+    int32_t mask = h->gpt2_v5 && !h->sdpa && !h->flash ? gpt2_causal_mask(h, ss) : -1;
 
     for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
         size_t ls = hf_enter(h, "h.%d", i);
