@@ -4009,7 +4009,8 @@ static void test_t5_checkpoint_names(void **state)
  *    5.x's GPT-2 has no mask buffers and adds the model's causal mask
  *    (+4.0% in 5.24 bf16);
  *  - 4.52-4.57's OPTAttention drops its weights before it returns (+5.4%);
- *  - PhiAttention's partial-rotary locals live until it returns (-3.6%).
+ *  - PhiAttention's partial-rotary locals live until it returns (-3.6%);
+ *  - T5's cache copies k and v from 4.56 (+1.9%, LoRA +3.4%).
  * Within 2% of the measured peaks; the BERT deltas are worked by hand: at
  * layer 1's GELU, 4.56 holds both layers' [2, 4, 128, 128] float32
  * probabilities (1 MiB), 5.17 layer 1's (512 KiB), 4.51 neither. */
@@ -4103,6 +4104,28 @@ static void test_real_transformers_rows(void **state)
         dnnmem_result_free(r);
     }
     assert_int_equal(w[0] - w[1], 4 * (512 * 512 + 4));
+    dnnmem_model_free(m);
+    /* T5 from 4.56: the cache's copies of k and v are what the matmuls read,
+     * so tiny-t5's training peak (B 2, S 128, T 64) loses every decoder
+     * layer's copies of the views: 3 x (2 x [2, 8, 64, 32] + 2 x [2, 8, 128,
+     * 32]) float32, the 2.25 MiB 4.56.2 measured under 4.51.3 */
+    m = load("tests/models/hf/tiny-t5.json");
+    struct dnnmem_dim_binding td = {"target_seq", 64};
+    cfg.dims = &td;
+    cfg.n_dims = 1;
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_ADAM;
+    for (int k = 0; k < 2; k++) {
+        cfg.transformers_version = tv[k];
+        struct dnnmem_result *r = run(m, &cfg);
+        peak[k] = r->peak_allocated;
+        dnnmem_result_free(r);
+    }
+    assert_int_equal(peak[0] - peak[1], 3 * (2 * 2 * 8 * 64 * 32 + 2 * 2 * 8 * 128 * 32) * 4);
+    cfg.dims = NULL;
+    cfg.n_dims = 0;
+    cfg.mode = DNNMEM_MODE_INFER;
+    cfg.optimizer = DNNMEM_OPT_SGD_MOMENTUM;
     dnnmem_model_free(m);
     /* Gemma 2 in 4.x trains without a cache (no past_key_values when
      * model.training), 5.x with a DynamicCache of copies: at the end of
