@@ -8,9 +8,18 @@ A small config is a real one of tests/models/hf/ with the same model_type and ev
 architectural switch kept (rope scaling, tied embeddings, biases, GQA/MQA, softcapping,
 parallel residuals, partial rotary, ...), shrunk: 2 layers, 4 heads of the original head size (hidden 4 x head size, or 256
 where the config sets head_dim; grouped keys/values kept grouped, one kv head where there
-was one), the MLP's ratio to the
-hidden size kept, a vocabulary of 4096, torch_dtype float32, a pad token id only where it is
-inside that vocabulary.  Standard library only (no torch): compare.py imports it too.
+was one; T5's d_kv is its head size), the MLP's (and each expert's and the shared expert's)
+ratio to the hidden size kept, every expert kept, DeepSeek's first layer dense and the second
+sparse, a vocabulary of 4096, torch_dtype float32, a pad token id only where it is inside
+that vocabulary; the head `architectures` names is kept (BertModel,
+AlbertForSequenceClassification, ...).  Standard library only (no torch): compare.py
+imports it too.
+
+Rows: make_rows() has the first 471 (the causal LMs: RUNS, GEN, LORA_MODELS) unchanged,
+then cover_rows(): every other model type of dnnmem's registry (COVER_TINY, COVER_REAL)
+in COVER_RUNS, LoRA (COVER_LORA), and generation: greedy for the new decoders and T5,
+sampling (SAMPLE, every warper explicit) and 4 beams for the decoders dnnmem models them
+for.  Append-only: a new kind of row goes after these, so ids already measured stay.
 """
 
 import json
