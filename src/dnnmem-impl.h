@@ -442,6 +442,8 @@ struct dm_graph {
     int64_t cache_len, cache_window, cache_pattern;
     bool attn_softcap, final_softcap; /* Gemma 2's tanh softcapping of the scores (eager)
                                          and of the logits (set with cache_len) */
+    bool train_graph;          /* HF: training builds another graph (Gemma 2/3 in 4.x make
+                                * no cache when model.training): rebuilt with the options */
     bool eager_only;           /* HF: transformers has no sdpa path for it (T5Attention):
                                   the "sdpa" graph is the eager one */
     /* HF mixture of experts with output_router_logits: each sparse layer's

@@ -339,6 +339,15 @@ static void read_gemma(struct hf *h, const char *type, struct dec *c)
     c->bias = hf_get_bool(h, "attention_bias", false);
     c->tie = hf_get_bool(h, "tie_word_embeddings", true);
     c->use_cache = hf_get_bool(h, "use_cache", true);
+    /* Gemma2Model / Gemma3TextModel of 4.x make their cache only "if
+     * use_cache and past_key_values is None and not self.training"
+     * (modeling_gemma2.py and modeling_gemma3.py, 4.51.3 and 4.56.2): a
+     * training forward returns none; 5.x makes a DynamicCache whenever
+     * use_cache (measured on the CPU: gemma-2-9b small +2.2% / +2.6% Adam /
+     * SGD, tiny Gemma 3 LoRA +3.1% while every layer's k and v were held) */
+    if ((g2 || g3) && h->train && h->transformers < 500)
+        c->use_cache = false;
+    h->g->train_graph = g2 || g3;
     double qs = g2 || g3 ? hf_get_num(h, "query_pre_attn_scalar", 256, 1e-30, 1e30)
                          : (double)c->head_dim;
     c->scaling = 1.0 / sqrt(qs);

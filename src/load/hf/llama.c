@@ -184,6 +184,15 @@ out:
     /* and LlamaAttention.forward's query_states (the rotated q, which the
      * matmul copies) until it returns */
     hf_hold(h, q_embed, hf_last_node(h));
+    /* 4.x's Qwen2MoeAttention (the class before the attention interface,
+     * modeling_qwen2_moe.py 4.51.3 and 4.56.2) sets attn_weights = None
+     * unless output_attentions before it returns: the probabilities go with
+     * it, not with the decoder layer (measured: tiny-qwen2-moe fp32
+     * inference +4.0% while they were kept through the MoE block) */
+    if (strcmp(c->type, "qwen2_moe") == 0 && h->transformers < 500) {
+        hf_hold(h, p, hf_last_node(h));
+        p = -1;
+    }
     *attn_weights = p;
     return o;
 }
