@@ -470,6 +470,10 @@ struct dm_graph {
     /* HF with kbit_prep (prepare_model_for_kbit_training): what it did, for
      * the assumption line, and the checkpoint specs of every layer that
      * gradient_checkpointing_enable makes ("/model/layers.*"; T5: two) */
+    /* --lora-r without --lora-targets: PEFT's default target_modules for the
+     * model type (static strings), which the lora assumption names */
+    const char *const *lora_default;
+    size_t n_lora_default;
     const char *kbit_prep;
     const char *kbit_ckpt[2];
     int n_kbit_ckpt;

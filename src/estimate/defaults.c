@@ -440,11 +440,15 @@ static void job_assumptions(struct dm_est *e)
                                  "checkpointing in training"
                                : "");
     if (c->lora.r) {
-        char targets[256] = "PEFT's default for the architecture";
-        size_t len = 0;
-        for (size_t k = 0; k < c->lora.n_targets && len < sizeof targets; k++)
+        char targets[256] = "";
+        const char *const *t = c->lora.n_targets ? c->lora.targets : g->lora_default;
+        size_t n = c->lora.n_targets ? c->lora.n_targets : g->n_lora_default, len = 0;
+        for (size_t k = 0; k < n && len < sizeof targets; k++)
             len += (size_t)snprintf(targets + len, sizeof targets - len, "%s%s", k ? "," : "",
-                                    c->lora.targets[k]);
+                                    t[k]);
+        if (!c->lora.n_targets && len < sizeof targets)
+            snprintf(targets + len, sizeof targets - len, "%s(PEFT's default for the model type)",
+                     n ? " " : "");
         dm_assume(as, "lora", "option",
                   "rank %lld, alpha %g, dropout %g, targets %s; every other parameter frozen; "
                   "float32 adapters (PEFT >= 0.12)",

@@ -99,6 +99,11 @@ expect 0 "LlamaForSequenceClassification's CrossEntropyLoss" -- \
 # no PEFT default targets for the later families
 expect 2 "PEFT has no default target_modules for model_type 'starcoder2'" -- \
     estimate $M/hf/tiny-starcoder2.json -s 8 --mode train --lora-r 8
+expect 2 "PEFT has no default target_modules for model_type 'qwen3_moe'" -- \
+    estimate $M/hf/tiny-qwen3-moe.json -s 8 --mode train --lora-r 8
+# PEFT's default for phi is q_proj, v_proj, fc1, fc2 (peft/utils/constants.py)
+expect 0 "targets q_proj,v_proj,fc1,fc2 (PEFT's default for the model type)" -- \
+    estimate $M/hf/tiny-phi.json -s 8 --mode train --lora-r 8
 
 # corrupt files
 head -c 3000 $M/fixtures/resnet50.onnx >"$T/truncated.onnx"
@@ -243,7 +248,7 @@ fi
 G=$M/hf/tiny-llama-gqa.json
 expect 0 "lora           rank 8, alpha 16, dropout 0.05, targets q_proj,k_proj" -- estimate $G -s 16 \
     --mode train --lora-r 8 --lora-alpha 16 --lora-dropout 0.05 --lora-targets q_proj,k_proj
-expect 0 "targets PEFT's default for the architecture" -- estimate $G -s 16 --mode train --lora-r 4
+expect 0 "targets q_proj,v_proj (PEFT's default for the model type)" -- estimate $G -s 16 --mode train --lora-r 4
 expect 2 "--lora-r 0: expected a rank in 1..1048576" -- estimate $G -s 16 --mode train --lora-r 0
 expect 2 "--lora-dropout 1.5: expected a probability in [0, 1)" -- estimate $G -s 16 --mode train \
     --lora-r 4 --lora-dropout 1.5
@@ -279,7 +284,7 @@ expect 2 "drop --checkpoint, or use --kbit-prep-no-gc with it" -- estimate $G -s
 expect 4 "--kbit-prep with --attn flash" -- estimate $G -s 16 --mode train --quant nf4 --lora-r 8 \
     --kbit-prep --attn flash --precision bf16
 expect 4 "ALBERT does not support gradient checkpointing" -- estimate $M/hf/albert-base-v2.json -s 16 \
-    --mode train --quant nf4 --lora-r 8 --kbit-prep
+    --mode train --quant nf4 --lora-r 8 --lora-targets query,value --kbit-prep
 expect 4 "quantized linear layers on the CPU are not modelled" -- estimate $G -s 16 --quant int8 \
     --device cpu
 expect 0 "optimizer      adafactor" -- estimate $G -s 16 --mode train --optimizer adafactor

@@ -1949,6 +1949,10 @@ static void test_kbit_prep_methods(void **state)
     assert_int_equal(leaves, 2);
     dm_graph_free(&g);
 
+    /* PEFT has no default target_modules for ALBERT: named */
+    static const char *const albert_qv[] = {"query", "value"};
+    cfg.lora.targets = albert_qv;
+    cfg.lora.n_targets = 2;
     m = load("tests/models/hf/albert-base-v2.json");
     assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
     assert_non_null(strstr(err.message, "ALBERT does not support gradient checkpointing"));

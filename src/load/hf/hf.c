@@ -63,11 +63,13 @@
  */
 #include "hf.h"
 
-/* PEFT's default target_modules (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING). */
+/* PEFT's default target_modules (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING,
+ * peft/utils/constants.py, read in PEFT 0.21.2). A model type PEFT has none for
+ * has none here: --lora-r then needs --lora-targets, as get_peft_model raises. */
 static const char *const qv[] = {"q_proj", "v_proj"}, *const c_attn[] = {"c_attn"},
-                         *const query[] = {"query", "value"}, *const qv_lin[] = {"q_lin", "v_lin"},
+                         *const query[] = {"query", "value"},
                          *const t5_qv[] = {"q", "v"}, *const fused[] = {"query_key_value"},
-                         *const qkv_proj[] = {"qkv_proj"};
+                         *const phi_t[] = {"q_proj", "v_proj", "fc1", "fc2"};
 #define TARGETS(a) a, sizeof a / sizeof *a
 
 /* The model types, each with its family's builder (in the order the errors
@@ -78,34 +80,33 @@ static const struct hf_arch archs[] = {
     {"mistral", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Mistral"},
     {"qwen2", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Qwen2"},
     {"qwen3", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Qwen3"},
-    /* PEFT has no default target_modules for these: --lora-targets */
     {"granite", hf_llama, 1, 0, NULL, 0, "Granite"},
     {"olmo2", hf_llama, 1, 0, NULL, 0, "Olmo2"},
     {"starcoder2", hf_llama, 1, 0, NULL, 0, "Starcoder2"},
     {"mixtral", hf_moe, 1, 0, TARGETS(qv), "Mixtral"},
-    {"qwen2_moe", hf_moe, 1, 0, TARGETS(qv), "Qwen2Moe"},
-    {"qwen3_moe", hf_moe, 1, 0, TARGETS(qv), "Qwen3Moe"},
-    {"deepseek_v2", hf_moe, 0, 0, TARGETS(qv), "DeepseekV2"},
-    {"deepseek_v3", hf_moe, 0, 0, TARGETS(qv), "DeepseekV3"},
+    {"qwen2_moe", hf_moe, 1, 0, NULL, 0, "Qwen2Moe"},
+    {"qwen3_moe", hf_moe, 1, 0, NULL, 0, "Qwen3Moe"},
+    {"deepseek_v2", hf_moe, 0, 0, NULL, 0, "DeepseekV2"},
+    {"deepseek_v3", hf_moe, 0, 0, NULL, 0, "DeepseekV3"},
     {"gpt2", hf_gpt2, 1, 0, TARGETS(c_attn), "GPT2"},
     {"bert", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), "Bert"},
     {"roberta", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), "Roberta"},
-    {"albert", hf_bert, 0, HF_ANY_ARCH | HF_NO_GC, TARGETS(query), "Albert"},
-    {"distilbert", hf_distilbert, 1, HF_ANY_ARCH, TARGETS(qv_lin), "DistilBert"},
+    {"albert", hf_bert, 0, HF_ANY_ARCH | HF_NO_GC, NULL, 0, "Albert"},
+    {"distilbert", hf_distilbert, 1, HF_ANY_ARCH, NULL, 0, "DistilBert"},
     {"t5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "T5"},
     {"mt5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "MT5"},
-    {"vit", hf_vit, 1, HF_ANY_ARCH, TARGETS(query), "ViT"},
+    {"vit", hf_vit, 1, HF_ANY_ARCH, NULL, 0, "ViT"},
     {"opt", hf_opt, 1, 0, TARGETS(qv), "OPT"},
-    {"biogpt", hf_opt, 452, 0, TARGETS(qv), "BioGpt"},
+    {"biogpt", hf_opt, 452, 0, NULL, 0, "BioGpt"},
     {"gpt_neox", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), "GPTNeoX"},
     {"falcon", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), "Falcon"},
-    {"phi", hf_neox, 1, 0, TARGETS(qv), "Phi"},
-    {"phi3", hf_neox, 1, 0, TARGETS(qkv_proj), "Phi3"},
+    {"phi", hf_neox, 1, 0, TARGETS(phi_t), "Phi"},
+    {"phi3", hf_neox, 1, 0, NULL, 0, "Phi3"},
     {"gemma", hf_gemma, 1, 0, TARGETS(qv), "Gemma"},
     {"gemma2", hf_gemma, 1, 0, TARGETS(qv), "Gemma2"},
     {"gemma3_text", hf_gemma, 1, 0, TARGETS(qv), NULL},
     /* the multimodal Gemma 3 wrapper: its text_config's causal LM */
-    {"gemma3", hf_gemma, 1, HF_ANY_ARCH | HF_TEXT_CONFIG, TARGETS(qv), "Gemma3"},
+    {"gemma3", hf_gemma, 1, HF_ANY_ARCH | HF_TEXT_CONFIG, NULL, 0, "Gemma3"},
 };
 
 static const struct hf_arch *arch_of(const char *type)
@@ -306,6 +307,8 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
             /* get_peft_model raises "Please specify `target_modules`" */
             if (!h.n_lora_targets)
                 hf_refuse(&h, DM_REFUSE_LORA_NO_DEFAULT, a ? a->type : "?", NULL);
+            g->lora_default = h.lora_targets;
+            g->n_lora_default = h.n_lora_targets;
         }
         h.lora_hits = h.st == DNNMEM_OK ? calloc(h.n_lora_targets, sizeof *h.lora_hits) : NULL;
         if (h.st == DNNMEM_OK && !h.lora_hits)
