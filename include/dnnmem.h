@@ -490,6 +490,9 @@ struct dnnmem_config {
      * H100); 0 = default 80. Hopper and later get larger cuBLAS workspaces. */
     int compute_capability;
     size_t n_top_tensors;       /* live tensors listed at the peak, per kind (default 3) */
+    /* The bytes live at the peak by module scope (dnnmem_result.modules),
+     * at this depth of the node names' scopes; 0 = none (the default). */
+    int module_depth;
     /* The device: bytes available to the process (a GPU's total as CUDA
      * reports it, less what the driver keeps; see dnnmem_gpu_find), 0 = no
      * verdict. A job fits when the process total stays within it; "tight"
@@ -587,6 +590,11 @@ int64_t dnnmem_cuda_context_default(int torch_version, int cuda_version, int com
  * 2 x 4 MiB + 8 x 16 KiB = 8,519,680 B, and 32 MiB on compute capability 9.x
  * (PR #91564) and 10.x-12.x (PR #175344). */
 int64_t dnnmem_cublas_workspace_default(int torch_version, int compute_capability);
+/* --by-module's depth when none is given: two levels of the node names'
+ * scopes, a block of a model (/model/layers.3 in a HuggingFace decoder,
+ * /layer1/layer1.0 in a torchvision ResNet, /encoder/layer.5 in BERT): a
+ * choice of dnnmem's, not a fact; --by-module-depth N overrides it. */
+#define DNNMEM_MODULE_DEPTH_DEFAULT 2
 /* PyTorch's CUDA caching allocator rounds every request up to a multiple of
  * kMinBlockSize = 512 B (c10/cuda/CUDACachingAllocator.cpp, all versions). */
 #define DNNMEM_ALLOC_ROUND_DEFAULT INT64_C(512)
@@ -765,6 +773,24 @@ struct dnnmem_event {
     enum dnnmem_category category;
 };
 
+/* What one module scope holds at the allocated peak (dnnmem_config.
+ * module_depth > 0). A buffer belongs to the scope of its node's name at
+ * that depth: its '/'-separated components but the last (the op), at most
+ * module_depth of them ("/model/layers.3/self_attn/q_proj/MatMul" at depth 2:
+ * "/model/layers.3"; a name without '/', as MXNet's, is its own scope). A
+ * weight, its gradient and optimizer state belong to the scope of the first
+ * node that reads the weight; an activation to its producer's; a buffer made
+ * by a node (a backward temporary, a saved extra) to that node's. Buffers of
+ * no node (the graph's inputs, the loss, workspaces) are "(no module)"; ops
+ * outside every scope "(top level)". Summed over the modules, each category
+ * is the result's category_bytes. */
+struct dnnmem_module_info {
+    const char *name;      /* "/model/layers.3", "(top level)", "(no module)" */
+    uint64_t category_bytes[DNNMEM_CAT_COUNT]; /* requested bytes live at the peak */
+    uint64_t live_bytes;   /* their sum */
+    size_t n_live;         /* buffers live at the peak */
+};
+
 struct dnnmem_result {
     /* Totals. total_bytes = peak_reserved + context_bytes: what the process
      * takes on the device, as nvidia-smi shows it. */
@@ -855,6 +881,12 @@ struct dnnmem_result {
      * donation aliases), and the entry parameters made before the first call
      * (argument_size_in_bytes: weights, batch, optimizer state); 0 otherwise. */
     uint64_t xla_temp_bytes, xla_output_bytes, xla_argument_bytes;
+    /* The bytes at the peak by module scope (struct dnnmem_module_info), in
+     * the order the graph first runs them, "(no module)" last; none (NULL,
+     * 0) unless cfg->module_depth > 0, which module_depth echoes. */
+    struct dnnmem_module_info *modules;
+    size_t n_modules;
+    int module_depth;
 };
 
 /* Estimate peak memory of `m` under `cfg`. On success *out is owned by the
