@@ -97,6 +97,12 @@ $(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/trai
 	@echo "  CC      $<"
 	@$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+# the report's script, as a C string (src/report/html.c includes it)
+$(B)/gen/report_js.h: src/report/report.js
+	@mkdir -p $(B)/gen
+	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
+$(B)/src/report/html.o build-fuzz/src/report/html.o: $(B)/gen/report_js.h
+
 $(KERAS_SRC:%.c=$(B)/%.o): src/load/keras/keras.h
 $(B)/src/options.o: src/options.def
 $(B)/cli/main.o: cli/cli_options.def

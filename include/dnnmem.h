@@ -963,6 +963,19 @@ int dnnmem_report_events_csv(const struct dnnmem_result *r, FILE *f);
 int dnnmem_report_compare(const struct dnnmem_result *a, const char *label_a,
                           const struct dnnmem_result *b, const char *label_b, FILE *f);
 int dnnmem_report_html(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f);
+/* What a page shows beyond the result: the command line that made it, and
+ * the changes that would make the job fit (dnnmem_advise's list, as the CLI
+ * prints it under "what would change it"); NULL and 0 when not known. Only
+ * read during the call. */
+struct dnnmem_page_info {
+    const char *command_line;
+    const struct dnnmem_advice *advice;
+    size_t n_advice;
+};
+/* dnnmem_report_html with these (pi NULL: none); the bytes by module at the
+ * peak are shown when the result has them (cfg.module_depth). */
+int dnnmem_report_html_page(const struct dnnmem_result *r, const dnnmem_model *m,
+                            const struct dnnmem_page_info *pi, FILE *f);
 
 #ifdef __cplusplus
 }
