@@ -69,6 +69,11 @@
   }
   function draw() {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
+    if (!NP) { // a result without a timeline (dnnmem_config.timeline unset)
+      svg.appendChild(el('text', {x: X0, y: Y0 + 20, 'font-size': 13}, 'no timeline in this result'));
+      document.body.dataset.series = 0;
+      return;
+    }
     var a = view[0], b = view[1];
     cols = columns(a, b);
     var nc = cols.length, cw = W / nc;

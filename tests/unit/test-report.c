@@ -169,11 +169,62 @@ static void test_scopes_of_names(void **state)
     }
 }
 
+/* The page (dnnmem_report_html_page): the command line escaped, the advice
+ * given as a table, the module table when the result has one, and a result
+ * without a timeline still a page (no points). */
+static void test_html_page(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.batch_size = 2;
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.module_depth = 1;
+    cfg.timeline = true;
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    struct tb *b = scoped_mlp();
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    tb_free(b);
+    struct dnnmem_result *r = NULL;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_OK);
+    struct dnnmem_advice adv = {"--batch-size 1", 12345, DNNMEM_VERDICT_FITS};
+    struct dnnmem_page_info pi = {"dnnmem estimate 'a<b>.onnx'", &adv, 1};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    assert_int_equal(dnnmem_report_html_page(r, m, &pi, f), 0);
+    fclose(f);
+    assert_non_null(strstr(text, "<code id=\"command\">dnnmem estimate 'a&lt;b&gt;.onnx'</code>"));
+    assert_non_null(strstr(text, "<code>--batch-size 1</code></td><td class=\"n\" data-bytes=\"12345\">"));
+    assert_non_null(strstr(text, "<table id=\"modules\">"));
+    assert_non_null(strstr(text, "<tr><td>/fc1</td>"));
+    assert_null(strstr(text, "data-series=\"kv cache\"><i")); /* no cache, no legend entry */
+    assert_non_null(strstr(text, "data-series=\"weights\"><i"));
+    free(text);
+    dnnmem_result_free(r);
+    cfg.timeline = false;
+    cfg.module_depth = 0;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_OK);
+    f = open_memstream(&text, &len);
+    assert_non_null(f);
+    assert_int_equal(dnnmem_report_html(r, m, f), 0);
+    fclose(f);
+    assert_non_null(strstr(text, "\"points\":[]}"));
+    assert_null(strstr(text, "id=\"modules\""));
+    assert_non_null(strstr(text, "<p id=\"advice\">No device was given"));
+    free(text);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_modules_by_hand),
         cmocka_unit_test(test_scopes_of_names),
+        cmocka_unit_test(test_html_page),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
