@@ -951,9 +951,12 @@ enum dnnmem_status dnnmem_max_dim(const dnnmem_model *m, const struct dnnmem_con
 int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f);
 int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f);
 /* The timeline (the result needs one: cfg.timeline) as CSV, one row per
- * step, or as one self-contained HTML page (no network) charting memory by
- * kind over the run against the capacity, the peak marked, and the tensors
- * live at the peak. */
+ * step, or as one self-contained HTML page (no network): memory by kind over
+ * the run against the capacity (round IEC ticks, zoom and pan, phase and
+ * iteration boundaries, the peak marked where it is, however short), the
+ * breakdown at the peak, the bytes by module there (cfg.module_depth), the
+ * advice and command line (dnnmem_report_html_page), the tensors live at the
+ * peak and the assumptions. */
 int dnnmem_report_timeline_csv(const struct dnnmem_result *r, FILE *f);
 /* The events (cfg.events) as CSV, one row per allocation or free: its
  * step's phase, iteration, node and op, the buffer, its kind and bytes, and
