@@ -130,10 +130,11 @@ static uint64_t value(const struct dnnmem_result *r, const struct dnnmem_timelin
     return 0;
 }
 
-/* Steps embedded in the page: every step up to this many, else each
- * bucket's step of the most allocated memory (so the peak is always one),
- * which zooming can show one per pixel. */
-#define MAX_POINTS 16384
+/* Steps embedded in the page: every step up to this many (a 70B-parameter
+ * decoder's training step has ~28,000; a page of 65,536 is ~8 MB), else
+ * each bucket's step of the most allocated memory (so the peak is always
+ * one): zooming then shows the buckets, not every step. */
+#define MAX_POINTS 65536
 /* Phase and iteration boundaries drawn, at most */
 #define MAX_BOUNDARIES 4096
 
@@ -386,33 +387,82 @@ static void live_and_assumptions(FILE *f, const struct dnnmem_result *r)
     fprintf(f, "</table>\n");
 }
 
-/* Where the phase or the iteration changes, as [point, kind, label]: kind 1
- * a new iteration, 0 a new phase. */
-static void boundaries(FILE *f, const struct dnnmem_result *r, const size_t *pt, size_t np)
+/* Where the phase or the iteration changes, as [step, kind, label]: kind 1
+ * a new iteration, 0 a new phase (at most MAX_BOUNDARIES). */
+static void boundaries(FILE *f, const struct dnnmem_result *r)
 {
     fprintf(f, "\"bounds\":[");
     size_t n = 0;
-    for (size_t c = 1; c < np && n < MAX_BOUNDARIES; c++) {
-        /* a change anywhere in the steps up to this point */
-        for (size_t k = pt[c - 1] + 1; k <= pt[c]; k++) {
-            const struct dnnmem_timeline_point *a = &r->timeline[k - 1], *b = &r->timeline[k];
-            bool it = a->iteration != b->iteration, ph = strcmp(a->phase, b->phase) != 0;
-            if (!it && !ph)
-                continue;
-            fprintf(f, "%s[%zu,%d,", n++ ? "," : "", c, it);
-            if (it)
-                fprintf(f, "\"step %d\"]", b->iteration);
-            else
-                fprintf(f, "\"%s\"]", b->phase);
-            break;
-        }
+    for (size_t k = 1; k < r->n_timeline && n < MAX_BOUNDARIES; k++) {
+        const struct dnnmem_timeline_point *a = &r->timeline[k - 1], *b = &r->timeline[k];
+        bool it = a->iteration != b->iteration, ph = strcmp(a->phase, b->phase) != 0;
+        if (!it && !ph)
+            continue;
+        fprintf(f, "%s[%zu,%d,", n++ ? "," : "", k, it);
+        if (it)
+            fprintf(f, "\"step %d\"]", b->iteration);
+        else
+            fprintf(f, "\"%s\"]", b->phase);
     }
     fprintf(f, "],");
 }
 
-/* The data the script draws: per embedded point its step, phase,
- * iteration, node, op and bytes by series (drawing order). */
-static void chart_data(FILE *f, const struct dnnmem_result *r, const size_t *pt, size_t np)
+/* The strings of the points (nodes, ops, phases), each once: an
+ * open-addressing table of indices into `s`. */
+struct strings {
+    const char **s;
+    size_t n, mask;
+    size_t *slot; /* index + 1; 0: empty */
+};
+
+static size_t string_index(struct strings *st, const char *x)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const char *c = x; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    size_t i = (size_t)h & st->mask;
+    for (; st->slot[i]; i = (i + 1) & st->mask)
+        if (strcmp(st->s[st->slot[i] - 1], x) == 0)
+            return st->slot[i] - 1;
+    st->s[st->n] = x;
+    st->slot[i] = ++st->n;
+    return st->n - 1;
+}
+
+/* The points: [step, phase, iteration, node, op, bytes by series (drawing
+ * order)...], strings as indices into "strings". False when out of memory. */
+static bool points_json(FILE *f, const struct dnnmem_result *r, const size_t *pt, size_t np)
+{
+    size_t cap = 4;
+    while (cap < 6 * np + 8)
+        cap *= 2;
+    struct strings st = {malloc((3 * np + 1) * sizeof *st.s), 0, cap - 1, calloc(cap, sizeof(size_t))};
+    bool ok = st.s && st.slot;
+    if (ok) {
+        fprintf(f, "\"points\":[");
+        for (size_t c = 0; c < np; c++) {
+            const struct dnnmem_timeline_point *p = &r->timeline[pt[c]];
+            fprintf(f, "%s[%zu,%zu,%d,%zu,%zu", c ? ",\n" : "", pt[c], string_index(&st, p->phase),
+                    p->iteration, string_index(&st, p->node), string_index(&st, p->op));
+            for (int i = 0; i < N_SERIES; i++)
+                fprintf(f, ",%llu", (unsigned long long)value(r, p, order[i]));
+            fprintf(f, "]");
+        }
+        fprintf(f, "],\"strings\":[");
+        for (size_t k = 0; k < st.n; k++) {
+            fprintf(f, "%s", k ? "," : "");
+            js_string(f, st.s[k]);
+        }
+        fprintf(f, "]");
+    }
+    free(st.s);
+    free(st.slot);
+    return ok;
+}
+
+/* The data the script draws (the series, the peak, the capacity, the
+ * boundaries and the points). False when out of memory. */
+static bool chart_data(FILE *f, const struct dnnmem_result *r, const size_t *pt, size_t np)
 {
     fprintf(f, "<script id=\"data\" type=\"application/json\">{\"series\":[");
     for (int i = 0; i < N_SERIES; i++)
@@ -428,19 +478,10 @@ static void chart_data(FILE *f, const struct dnnmem_result *r, const size_t *pt,
     fprintf(f, "],\"steps\":%zu,\"peak\":%zu,\"capacity\":%llu,\"total\":%llu,\"top\":%llu,",
             r->n_timeline, peak, (unsigned long long)r->capacity_bytes,
             (unsigned long long)r->total_bytes, (unsigned long long)top);
-    boundaries(f, r, pt, np);
-    fprintf(f, "\"points\":[");
-    for (size_t c = 0; c < np; c++) {
-        const struct dnnmem_timeline_point *p = &r->timeline[pt[c]];
-        fprintf(f, "%s[%zu,\"%s\",%d,", c ? ",\n" : "", pt[c], p->phase, p->iteration);
-        js_string(f, p->node);
-        fprintf(f, ",");
-        js_string(f, p->op);
-        for (int i = 0; i < N_SERIES; i++)
-            fprintf(f, ",%llu", (unsigned long long)value(r, p, order[i]));
-        fprintf(f, "]");
-    }
-    fprintf(f, "]}</script>\n");
+    boundaries(f, r);
+    bool ok = points_json(f, r, pt, np);
+    fprintf(f, "}</script>\n");
+    return ok;
 }
 
 /* The chart's script (src/report/report.js, made a C string by the Makefile). */
@@ -464,8 +505,10 @@ int dnnmem_report_html_page(const struct dnnmem_result *r, const dnnmem_model *m
     modules_table(f, r);
     advice_list(f, r, pi);
     live_and_assumptions(f, r);
-    chart_data(f, r, pt, np);
+    bool ok = chart_data(f, r, pt, np);
     free(pt);
+    if (!ok)
+        return -1;
     fprintf(f, "<script>\n%s</script>\n</body></html>\n", report_js);
     return ferror(f) ? -1 : 0;
 }

@@ -13,6 +13,7 @@
   var NS = 'http://www.w3.org/2000/svg';
   var X0 = 80, Y0 = 20, W = 960, H = 380;
   var P = d.points, NP = P.length, NSER = d.series.length, FIRST = 5; // bytes from index 5
+  var S = d.strings; // a point's phase, node and op are indices into S
   var U = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
   function fmt(b) {
     var i = 0;
@@ -67,6 +68,11 @@
     while (lo < hi) { var mid = (lo + hi + 1) >> 1; if (P[mid][0] <= step) lo = mid; else hi = mid - 1; }
     return lo;
   }
+  function posOfStep(step) { // where a step starts, in points (fractional between two points)
+    var p = pointOfStep(step);
+    if (P[p][0] >= step || p + 1 >= NP) return p;
+    return p + (step - P[p][0]) / (P[p + 1][0] - P[p][0]);
+  }
   function draw() {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     if (!NP) { // a result without a timeline (dnnmem_config.timeline unset)
@@ -114,11 +120,11 @@
     }
     for (var pass = 1; pass >= 0; pass--)
       for (var i = 0; i < d.bounds.length; i++) {
-        var bp = d.bounds[i][0], it = d.bounds[i][1];
-        if (it !== pass || bp <= a || bp >= b) continue;
+        var bp = posOfStep(d.bounds[i][0]), it = d.bounds[i][1];
+        if (it !== pass || bp < a || bp >= b) continue;
         var x = X0 + W * (bp - a) / (b - a);
         svg.appendChild(el('line', {'class': 'boundary', 'data-kind': it ? 'iteration' : 'phase',
-                                    'data-step': P[bp][0], x1: x, y1: Y0, x2: x, y2: Y0 + H,
+                                    'data-step': d.bounds[i][0], x1: x, y1: Y0, x2: x, y2: Y0 + H,
                                     stroke: it ? '#444' : '#bbb', 'stroke-width': it ? 1.5 : 0.6,
                                     'stroke-dasharray': it ? '' : '3 3'}));
         nb++;
@@ -188,8 +194,8 @@
     }
     var c = pointAt(e.clientX);
     if (c < 0) { tip.style.display = 'none'; return; }
-    var p = P[cols[c][2]], t = 'step ' + p[0] + ', ' + p[1] + ' (iteration ' + p[2] + ')' +
-        (p[3] ? '\n' + p[3] + ' (' + p[4] + ')' : '') + '\n';
+    var p = P[cols[c][2]], t = 'step ' + p[0] + ', ' + S[p[1]] + ' (iteration ' + p[2] + ')' +
+        (S[p[3]] ? '\n' + S[p[3]] + ' (' + S[p[4]] + ')' : '') + '\n';
     for (var k = NSER - 1; k >= 0; k--)
       if (p[FIRST + k]) t += '\n' + d.series[k].name + ': ' + fmt(p[FIRST + k]);
     tip.textContent = t + '\n\ntotal: ' + fmt(stackTop(p));
