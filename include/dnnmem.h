@@ -779,7 +779,9 @@ struct dnnmem_event {
  * module_depth of them ("/model/layers.3/self_attn/q_proj/MatMul" at depth 2:
  * "/model/layers.3"; a name without '/', as MXNet's, is its own scope). A
  * weight, its gradient and optimizer state belong to the scope of the first
- * node that reads the weight; an activation to its producer's; a buffer made
+ * node that reads the weight (one that no node reads, as a captured step's
+ * parameters, to the scope its dotted name names: "fc.weight" in "fc", when
+ * a node has that scope); an activation to its producer's; a buffer made
  * by a node (a backward temporary, a saved extra) to that node's. Buffers of
  * no node (the graph's inputs, the loss, workspaces) are "(no module)"; ops
  * outside every scope "(top level)". Summed over the modules, each category

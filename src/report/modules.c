@@ -47,8 +47,8 @@ static uint64_t hash(const char *p, size_t n)
     return h;
 }
 
-/* The index of scope (p, n), added when new. */
-static int32_t scope_index(struct scopes *sc, const char *p, size_t n)
+/* The index of scope (p, n), added when new (add), else -1 when new. */
+static int32_t scope_index(struct scopes *sc, const char *p, size_t n, bool add)
 {
     size_t i = (size_t)hash(p, n) & sc->mask;
     for (;; i = (i + 1) & sc->mask) {
@@ -58,14 +58,19 @@ static int32_t scope_index(struct scopes *sc, const char *p, size_t n)
         if (sc->len[m] == n && memcmp(sc->key[m], p, n) == 0)
             return m;
     }
+    if (!add)
+        return -1;
     sc->slot[i] = sc->n;
     sc->key[sc->n] = p;
     sc->len[sc->n] = n;
     return sc->n++;
 }
 
-/* The module of each node (node_mod) and of each weight (weight_mod, the
- * module of its first reader; -1 for a weight no node reads). */
+/* The module of each node (node_mod) and of each weight (weight_mod): the
+ * module of its first reader; for a weight no node reads (a captured step's
+ * parameters, docs/capture-format.md, whose nodes are "<module>/<op>#<k>"),
+ * the scope its dotted name names ("fc.weight": "fc") when a node has it;
+ * else -1. */
 static bool assign(const struct dm_graph *g, int depth, struct scopes *sc, int32_t *node_mod,
                    int32_t *weight_mod)
 {
@@ -83,12 +88,18 @@ static bool assign(const struct dm_graph *g, int depth, struct scopes *sc, int32
         weight_mod[t] = -1;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const char *name = g->nodes[i].name;
-        node_mod[i] = scope_index(sc, name, scope_len(name, depth));
+        node_mod[i] = scope_index(sc, name, scope_len(name, depth), true);
         for (int k = 0; k < g->nodes[i].n_in; k++) {
             int32_t x = g->nodes[i].in[k];
             if (x >= 0 && g->tensors[x].role == DM_ROLE_WEIGHT && weight_mod[x] < 0)
                 weight_mod[x] = node_mod[i];
         }
+    }
+    for (int32_t t = 0; t < g->n_tensors; t++) {
+        const char *dot = strrchr(g->tensors[t].name, '.');
+        if (g->tensors[t].role == DM_ROLE_WEIGHT && weight_mod[t] < 0 && dot)
+            weight_mod[t] = scope_index(sc, g->tensors[t].name,
+                                        (size_t)(dot - g->tensors[t].name), false);
     }
     return true;
 }

@@ -211,7 +211,7 @@ static void test_html_page(void **state)
     assert_non_null(f);
     assert_int_equal(dnnmem_report_html(r, m, f), 0);
     fclose(f);
-    assert_non_null(strstr(text, "\"points\":[]}"));
+    assert_non_null(strstr(text, "\"points\":[],\"strings\":[]}"));
     assert_null(strstr(text, "id=\"modules\""));
     assert_non_null(strstr(text, "<p id=\"advice\">No device was given"));
     free(text);
