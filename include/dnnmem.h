@@ -780,8 +780,9 @@ struct dnnmem_event {
  * "/model/layers.3"; a name without '/', as MXNet's, is its own scope). A
  * weight, its gradient and optimizer state belong to the scope of the first
  * node that reads the weight (one that no node reads, as a captured step's
- * parameters, to the scope its dotted name names: "fc.weight" in "fc", when
- * a node has that scope); an activation to its producer's; a buffer made
+ * parameters or GPT-2's attn.bias, to the scope its dotted name names when a
+ * node has it: "fc.weight" in "fc", "transformer.h.0.attn.bias" in
+ * "/transformer/h.0" at depth 2); an activation to its producer's; a buffer made
  * by a node (a backward temporary, a saved extra) to that node's. Buffers of
  * no node (the graph's inputs, the loss, workspaces) are "(no module)"; ops
  * outside every scope "(top level)". Summed over the modules, each category

@@ -66,11 +66,39 @@ static int32_t scope_index(struct scopes *sc, const char *p, size_t n, bool add)
     return sc->n++;
 }
 
+/* The scope of a dotted parameter name as the HuggingFace front end names
+ * its nodes' scopes ("transformer.h.0.attn.bias" at depth 2:
+ * "/transformer/h.0"): split at '.', a numeric part joined to the one before
+ * (a ModuleList's child), the last part (the parameter) dropped. Its length
+ * in buf, 0 when none or too long. */
+static size_t dotted_scope(const char *name, int depth, char *buf, size_t cap)
+{
+    const char *last = strrchr(name, '.');
+    size_t len = 0;
+    int seen = 0;
+    for (const char *p = name; last && p < last && seen <= depth;) {
+        const char *q = strchr(p, '.');
+        size_t n = (size_t)(q - p);
+        bool numeric = n > 0 && strspn(p, "0123456789") == n;
+        if (!numeric && ++seen > depth)
+            break;
+        if (len + n + 2 > cap)
+            return 0;
+        buf[len] = numeric && len ? '.' : '/';
+        len++;
+        memcpy(buf + len, p, n);
+        len += n;
+        p = q + 1;
+    }
+    return len;
+}
+
 /* The module of each node (node_mod) and of each weight (weight_mod): the
  * module of its first reader; for a weight no node reads (a captured step's
- * parameters, docs/capture-format.md, whose nodes are "<module>/<op>#<k>"),
- * the scope its dotted name names ("fc.weight": "fc") when a node has it;
- * else -1. */
+ * parameters, docs/capture-format.md, whose nodes are "<module>/<op>#<k>";
+ * a buffer the graph never reads, as GPT-2's attn.bias), the scope its
+ * dotted name names ("fc.weight": "fc"; "transformer.h.0.attn.bias":
+ * "/transformer/h.0") when a node has it; else -1. */
 static bool assign(const struct dm_graph *g, int depth, struct scopes *sc, int32_t *node_mod,
                    int32_t *weight_mod)
 {
@@ -96,10 +124,14 @@ static bool assign(const struct dm_graph *g, int depth, struct scopes *sc, int32
         }
     }
     for (int32_t t = 0; t < g->n_tensors; t++) {
-        const char *dot = strrchr(g->tensors[t].name, '.');
-        if (g->tensors[t].role == DM_ROLE_WEIGHT && weight_mod[t] < 0 && dot)
-            weight_mod[t] = scope_index(sc, g->tensors[t].name,
-                                        (size_t)(dot - g->tensors[t].name), false);
+        const char *name = g->tensors[t].name, *dot = strrchr(name, '.');
+        if (g->tensors[t].role != DM_ROLE_WEIGHT || weight_mod[t] >= 0 || !dot)
+            continue;
+        weight_mod[t] = scope_index(sc, name, (size_t)(dot - name), false);
+        char buf[512];
+        size_t n = weight_mod[t] < 0 ? dotted_scope(name, depth, buf, sizeof buf) : 0;
+        if (n)
+            weight_mod[t] = scope_index(sc, buf, n, false);
     }
     return true;
 }
