@@ -146,9 +146,13 @@
     for (c = 0; c < nc; c++) {
       if (d.peak < P[cols[c][0]][0] || d.peak > P[cols[c][1] - 1][0]) continue;
       var px = X0 + (c + 0.5) * cw, p = P[cols[c][2]], top = stackTop(p);
+      // the marker stops above the stack, so it does not hide a one-pixel spike
       svg.appendChild(el('line', {id: 'peak', 'data-step': p[0], 'data-width': cw.toFixed(3),
-                                  'data-top-bytes': top, x1: px, y1: Y0, x2: px, y2: Y0 + H,
-                                  stroke: '#000', 'stroke-dasharray': '2 3'}));
+                                  'data-top-bytes': top, x1: px, y1: Y0, x2: px,
+                                  y2: Math.max(Y0, y(top) - 5), stroke: '#000',
+                                  'stroke-dasharray': '2 3'}));
+      svg.appendChild(el('rect', {x: X0 + c * cw, y: Y0 + H + 1, width: Math.max(cw, 1), height: 4,
+                                  fill: '#000', 'class': 'peakcol'}));
       svg.appendChild(el('circle', {cx: px, cy: y(top), r: 3, fill: '#000'}));
       svg.appendChild(el('text', {x: px + (px > X0 + W - 160 ? -6 : 6), y: Math.max(Y0 + 12, y(top) - 6),
                                   'font-size': 11, 'text-anchor': px > X0 + W - 160 ? 'end' : 'start'},
