@@ -1138,6 +1138,12 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
                                    const struct dnnmem_assumption *assumptions, size_t n_assumptions,
                                    struct dnnmem_result **out, struct dnnmem_error *err);
 
+/* The result's bytes at the peak by module scope at `depth` (r->modules;
+ * src/report/modules.c), from the buffers alive at the peak, in the
+ * result's arena; false when out of memory. */
+bool dm_result_modules(const struct dm_graph *g, const struct dm_schedule *s, const bool *alive,
+                       int depth, struct dm_arena *ar, struct dnnmem_result *r);
+
 /* Add a warning (copied) to a result (src/report/result.c). */
 enum dnnmem_status dm_result_warn(struct dnnmem_result *r, const char *text);
 

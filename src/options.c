@@ -195,6 +195,7 @@ COUNT_SETTER(set_grad_accum, grad_accum, int, 1, 1000, "--grad-accum %s: expecte
 COUNT_SETTER(set_lora_r, lora.r, int64_t, 1, 1048576, "--lora-r %s: expected a rank in 1..1048576")
 COUNT_SETTER(set_cpu_threads, cpu_threads, int, 1, 4096, "--cpu-threads %s: expected a positive integer")
 COUNT_SETTER(set_top, n_top_tensors, size_t, 1, 100000, "--top %s: expected a positive integer")
+COUNT_SETTER(set_by_module_depth, module_depth, int, 1, 64, "--by-module-depth %s: expected 1..64")
 COUNT_SETTER(set_mxnet_round_cutoff, mxnet_round_cutoff, int, 20, 34,
              "--mxnet-round-cutoff %s: expected 20..34 (log2 bytes)")
 COUNT_SETTER(set_mxnet_grad_sum_cap, mxnet_grad_sum_cap, int, 1, 1000000,
@@ -255,6 +256,9 @@ FLAG_SETTER(set_kbit_prep, kbit_prep, DNNMEM_KBIT_PREP)
 FLAG_SETTER(set_kbit_prep_no_gc, kbit_prep, DNNMEM_KBIT_PREP_NO_GC)
 FLAG_SETTER(set_tf_allow_growth, tf_allow_growth, true)
 FLAG_SETTER(set_mxnet_mirror, mxnet_mirror, true)
+/* --by-module: the default depth, unless --by-module-depth gave one */
+FLAG_SETTER(set_by_module, module_depth,
+            x->cfg->module_depth ? x->cfg->module_depth : DNNMEM_MODULE_DEPTH_DEFAULT)
 
 /* ---- setters with their own rules ------------------------------------------------ */
 

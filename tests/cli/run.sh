@@ -234,6 +234,49 @@ check_schema "$T/t.json" "training JSON with a verdict"
 check_schema "$T/g.json" "generation JSON (kv_cache, decode phase)"
 "$D" estimate $M/capture/tiny-train.dnnmem --gpu A100-80GB --json >"$T/c.json"
 check_schema "$T/c.json" "a captured step's JSON (docs/capture-format.md)"
+# --by-module (src/report/modules.c): the table in the text, JSON's by_module against the
+# schema, each category summed over the modules the breakdown's; a sweep's text has no room
+"$D" estimate $M/hf/tiny-llama-gqa.json -b 2 --prompt-len 16 --mode generate --new-tokens 40 \
+    --by-module --json >"$T/gm.json"
+check_schema "$T/gm.json" "generation JSON with by_module"
+"$D" estimate $M/fixtures/resnet50.onnx -b 4 --mode train --optimizer adam --by-module-depth 3 \
+    --json >"$T/tm.json"
+check_schema "$T/tm.json" "training JSON with by_module"
+for j in gm tm; do
+    if "$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1])); mods = d["by_module"]["modules"]
+for k in mods[0]["breakdown"]:
+    assert sum(m["breakdown"][k] for m in mods) == d["breakdown"][k], k
+for m in mods:
+    assert sum(m["breakdown"].values()) == m["live_bytes"], m["name"]
+assert sys.argv[2] != "gm" or any(m["name"] == "/model/layers.0" and m["breakdown"]["kv_cache"] > 0 for m in mods)
+assert sys.argv[2] != "tm" or (d["by_module"]["depth"] == 3 and mods[3]["name"] == "/layer1/layer1.0/conv1")' \
+        "$T/$j.json" "$j"; then
+        pass=$((pass + 1))
+    else
+        echo "FAIL: $j.json: by_module does not add up to the breakdown"
+        fail=$((fail + 1))
+    fi
+done
+expect 0 "by module at the peak (depth 2; requested bytes)" -- estimate $M/fixtures/resnet50.onnx \
+    -b 4 --mode train --by-module
+expect 0 "  /layer1/layer1.0  " -- estimate $M/fixtures/resnet50.onnx -b 4 --mode train --by-module
+# a captured step's parameters (read by no node) in the scope their names name
+expect 0 "  fc              4.00 KiB    4.00 KiB" -- estimate $M/capture/tiny-train.dnnmem --by-module
+# GPT-2's attn.bias and masked_bias buffers, which no node reads, in their layer's attn
+expect 0 "  /transformer/h.0/attn    1.25 MiB  192.00 KiB" -- estimate $M/hf/tiny-gpt2.json -b 2 -s 32 \
+    --by-module-depth 3
+expect 2 "--by-module-depth 0: expected 1..64" -- estimate $M/fixtures/resnet50.onnx --by-module-depth 0
+expect 2 "--by-module: one estimate at a time, not a sweep or --csv" -- \
+    estimate $M/fixtures/resnet50.onnx -b 4,8 --by-module
+# --report computes the table for its page; the text does not show it unless asked
+"$D" estimate $M/fixtures/resnet50.onnx -b 4 --report "$T/r.html" >"$T/r.txt"
+if ! grep -q "by module" "$T/r.txt" && grep -q 'id="modules"' "$T/r.html"; then
+    pass=$((pass + 1))
+else
+    echo "FAIL: --report: the module table belongs in the page only"
+    fail=$((fail + 1))
+fi
 # the capture file itself against its schema (docs/schema/capture.schema.json)
 if "$PY" -c 'import json, sys, jsonschema
 jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' \
