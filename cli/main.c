@@ -426,25 +426,6 @@ static int write_files(const struct cli *cl, const struct dnnmem_result *r, cons
     return 0;
 }
 
-/* What would make a job that does not fit fit: 0, or an exit code. */
-static int print_advice(const struct cli *cl, const dnnmem_model *m)
-{
-    struct dnnmem_error err;
-    struct dnnmem_advice *adv = NULL;
-    size_t n = 0;
-    enum dnnmem_status s = dnnmem_advise(m, &cl->cfg, &adv, &n, &err);
-    if (s != DNNMEM_OK)
-        return fail(s, &err);
-    printf("what would change it\n");
-    for (size_t k = 0; k < n; k++) {
-        char b1[32];
-        printf("  %-44s %10s MiB  %s\n", adv[k].change, mib(adv[k].total_bytes, b1),
-               dnnmem_verdict_name(adv[k].verdict));
-    }
-    dnnmem_advice_free(adv, n);
-    return 0;
-}
-
 /* One estimate of the model, or a sweep. */
 static int estimate(const struct cli *cl, const dnnmem_model *m)
 {
@@ -455,6 +436,13 @@ static int estimate(const struct cli *cl, const dnnmem_model *m)
     enum dnnmem_status s = dnnmem_estimate(m, &cl->cfg, &r, &err);
     if (s != DNNMEM_OK)
         return fail(s, &err);
+    /* a job that does not fit: the changes that would make it fit, printed
+     * with it (before the tensors; JSON's advice[]) */
+    if (r->verdict == DNNMEM_VERDICT_DOES_NOT_FIT &&
+        (s = dnnmem_result_advise(r, m, &cl->cfg, &err)) != DNNMEM_OK) {
+        dnnmem_result_free(r);
+        return fail(s, &err);
+    }
     if (cl->gpu && !cl->json)
         printf("device       %s\n", cl->gpu);
     int rc = write_files(cl, r, m);
@@ -465,8 +453,6 @@ static int estimate(const struct cli *cl, const dnnmem_model *m)
     int wr = cl->json ? dnnmem_report_json(r, m, stdout) : dnnmem_report_text(r, m, stdout);
     bool does_not_fit = r->verdict == DNNMEM_VERDICT_DOES_NOT_FIT;
     dnnmem_result_free(r);
-    if (does_not_fit && !cl->json && (rc = print_advice(cl, m)) != 0)
-        return rc;
     rc = write_done(wr);
     return rc ? rc : does_not_fit ? EXIT_DOES_NOT_FIT : EXIT_OK;
 }

@@ -765,6 +765,8 @@ struct dnnmem_event {
     enum dnnmem_category category;
 };
 
+struct dnnmem_advice;
+
 struct dnnmem_result {
     /* Totals. total_bytes = peak_reserved + context_bytes: what the process
      * takes on the device, as nvidia-smi shows it. */
@@ -855,6 +857,10 @@ struct dnnmem_result {
      * donation aliases), and the entry parameters made before the first call
      * (argument_size_in_bytes: weights, batch, optimizer state); 0 otherwise. */
     uint64_t xla_temp_bytes, xla_output_bytes, xla_argument_bytes;
+    /* Advice (dnnmem_result_advise): changes that would make the job fit,
+     * ranked; NULL and 0 until asked for, and when the job fits. */
+    const struct dnnmem_advice *advice;
+    size_t n_advice;
 };
 
 /* Estimate peak memory of `m` under `cfg`. On success *out is owned by the
@@ -883,25 +889,50 @@ size_t dnnmem_gpu_count(void);
 const struct dnnmem_gpu *dnnmem_gpu_at(size_t i);
 /* By name, case-insensitively; NULL when unknown. */
 const struct dnnmem_gpu *dnnmem_gpu_find(const char *name);
+/* The job on this GPU, as --gpu sets it: cfg's capacity (its total less
+ * what the driver keeps), its compute capability unless cfg has one (it
+ * decides kernels, workspaces, the CUDA context and whether bf16 runs) and
+ * the device label (its name). */
+void dnnmem_config_use_gpu(struct dnnmem_config *cfg, const struct dnnmem_gpu *gpu);
 
 /* One change that would make a job fit, with its estimate. */
 struct dnnmem_advice {
-    const char *change;        /* "batch size 48", "--precision amp-fp16", ... */
+    const char *change;        /* the options to add, as the CLI takes them:
+                                  "--checkpoint '/model/layers.*'", "--batch-size 3" */
     uint64_t total_bytes;
     enum dnnmem_verdict verdict;
+    int64_t margin_bytes;      /* capacity - total_bytes */
+    int cost_rank;             /* what it costs the user: 1 (numerics only) .. 10 (a
+                                  shorter context); a combination, its costliest part's
+                                  (docs/advice.md) */
+    const char *cost;          /* that cost in words: "speed: the 32 blocks' forwards
+                                  run again in the backward" */
 };
 
 /* Changes that would make a job that does not fit under `cfg` (capacity
- * set) fit: a smaller batch (the largest that fits), activation
- * checkpointing of every top-level module, mixed precision, a lighter
- * optimizer. *out is an array of *n entries owned by the caller (free with
- * dnnmem_advice_free). */
+ * set) fit, each estimated in full, ranked: those that fit first, then by
+ * cost_rank, fewer changes, lower total (docs/advice.md). The candidates:
+ * the AMP dtype the GPU runs (bf16 from compute capability 8.0, else fp16;
+ * 16-bit weights without training), the largest smaller batch that fits,
+ * activation checkpointing of the model's repeated blocks (found from its
+ * module scopes; every top-level module when none repeat), 8-bit Adam,
+ * Adafactor, SGD, and for HuggingFace causal LMs LoRA and a quantized base
+ * (int8, nf4 with LoRA when training), the largest shorter sequence; when
+ * no single one fits, combinations, cheapest first. A change that does not
+ * lower the estimate is left out. *out is an array of *n entries owned by
+ * the caller (free with dnnmem_advice_free). */
 enum dnnmem_status dnnmem_advise(const dnnmem_model *m, const struct dnnmem_config *cfg,
                                  struct dnnmem_advice **out, size_t *n, struct dnnmem_error *err);
+/* The same advice stored in the result `r` of dnnmem_estimate(m, cfg)
+ * (r->advice, owned by r), which the text, JSON and HTML reports then
+ * print; none when r fits. */
+enum dnnmem_status dnnmem_result_advise(struct dnnmem_result *r, const dnnmem_model *m,
+                                        const struct dnnmem_config *cfg, struct dnnmem_error *err);
 void dnnmem_advice_free(struct dnnmem_advice *a, size_t n);
 
 /* The largest value of a dim (the batch, or a named symbolic dim) for which
- * the job fits cfg->capacity_bytes, searched with the full simulation: 0 when
+ * the job fits cfg->capacity_bytes leaving the headroom free (the verdict
+ * "fits", not "tight": cfg->headroom, default 5%), searched with the full simulation: 0 when
  * even 1 does not fit. Exact, though the caching allocator makes the peak
  * non-monotone near its pool and segment thresholds (a larger batch can fit
  * where a smaller one did not): bisection on peak_requested, which only grows

@@ -33,6 +33,9 @@
 #define DM_TRANSFORMERS_NEWEST 524
 /* The compute capability estimates take when none is given (an A100). */
 #define DM_CC_DEFAULT 80
+/* The verdict's default headroom: below 5% of the capacity left a job is
+ * "tight" (dnnmem's own margin, include/dnnmem.h; --headroom overrides it) */
+#define DM_HEADROOM_DEFAULT 0.05
 
 #if defined(__GNUC__)
 #define DM_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -1062,6 +1065,23 @@ enum dnnmem_status dm_replay(const struct dm_schedule *s, struct dm_allocator *a
  * other models). */
 const struct dm_graph *dm_model_graph(const dnnmem_model *m);
 const struct dm_graph *dm_model_graph_sdpa(const dnnmem_model *m);
+
+/* A model's repeated blocks at one scope depth (src/report/blocks.c): the
+ * --checkpoint globs of its numbered module families whose members repeat
+ * one structure ("/model/layers.*"), how many members and nodes they hold. */
+enum { DM_BLOCK_SPEC_LEN = 160, DM_BLOCK_MAX_SPECS = 4 };
+struct dm_block_scope {
+    int depth;
+    int n_specs;
+    char spec[DM_BLOCK_MAX_SPECS][DM_BLOCK_SPEC_LEN];
+    int32_t blocks;
+    int64_t nodes;
+};
+/* Up to max depths' families, those covering the most nodes first; their count. */
+size_t dm_repeated_blocks(const struct dm_graph *g, struct dm_block_scope *out, size_t max);
+
+/* The arena that owns what a result points to (src/report/result.c). */
+struct dm_arena *dm_result_arena(struct dnnmem_result *r);
 
 /* Format bytes with IEC units ("97.49 MiB"); returns buf. */
 const char *dm_format_bytes(uint64_t bytes, char buf[32]);

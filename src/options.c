@@ -360,9 +360,7 @@ static enum dnnmem_status set_gpu(const struct ctx *x)
     const struct dnnmem_gpu *gpu = dnnmem_gpu_find(x->v);
     if (!gpu)
         return BAD("--gpu %s: unknown GPU (dnnmem gpus lists them)", x->v);
-    x->cfg->capacity_bytes = gpu->total_bytes - gpu->reserved_bytes;
-    if (!x->cfg->compute_capability && gpu->compute_capability)
-        x->cfg->compute_capability = gpu->compute_capability;
+    dnnmem_config_use_gpu(x->cfg, gpu);
     x->cfg->device_label = dm_arena_printf(&x->o->arena, "--gpu %s, as CUDA reports it", gpu->name);
     return x->cfg->device_label ? DNNMEM_OK : dm_fail(x->err, DNNMEM_E_NOMEM, "out of memory");
 }

@@ -23,3 +23,13 @@ const struct dnnmem_gpu *dnnmem_gpu_find(const char *name)
             return &gpus[i];
     return NULL;
 }
+
+void dnnmem_config_use_gpu(struct dnnmem_config *cfg, const struct dnnmem_gpu *gpu)
+{
+    if (!cfg || !gpu)
+        return;
+    cfg->capacity_bytes = gpu->total_bytes - gpu->reserved_bytes;
+    if (!cfg->compute_capability && gpu->compute_capability)
+        cfg->compute_capability = gpu->compute_capability;
+    cfg->device_label = gpu->name;
+}

@@ -14,6 +14,11 @@ struct result_box {
     struct dm_arena arena;
 };
 
+struct dm_arena *dm_result_arena(struct dnnmem_result *r)
+{
+    return &((struct result_box *)r)->arena; /* r is the first member */
+}
+
 enum dnnmem_status dm_result_warn(struct dnnmem_result *r, const char *text)
 {
     enum { MAX_WARNINGS = 8 };

@@ -16,6 +16,22 @@ static void dims_str(const struct dnnmem_tensor_info *ti, char *buf, size_t cap)
         snprintf(buf + len, cap - len, "]");
 }
 
+/* The advice (dnnmem_result_advise), ranked, each with what it costs. */
+static void print_advice(const struct dnnmem_result *r, FILE *f)
+{
+    if (!r->n_advice)
+        return;
+    fprintf(f, "what would change it (those that fit first, then the cheapest; docs/advice.md)\n");
+    for (size_t k = 0; k < r->n_advice; k++) {
+        const struct dnnmem_advice *a = &r->advice[k];
+        if (strlen(a->change) > 46)
+            fprintf(f, "  %s\n", a->change);
+        bool long_change = strlen(a->change) > 46; /* on a line of its own */
+        fprintf(f, "  %-46s %10.1f MiB  %s\n      %s\n", long_change ? "" : a->change,
+                (double)a->total_bytes / 1048576.0, dnnmem_verdict_name(a->verdict), a->cost);
+    }
+}
+
 int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f)
 {
     struct dnnmem_model_info info;
@@ -99,6 +115,7 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
                        "within the device (peaks above are of that run)\n",
                     (unsigned long long)r->alloc_retries, r->alloc_retries == 1 ? "" : "s");
     }
+    print_advice(r, f);
     if (r->n_live)
         fprintf(f, "live at the peak, by kind (the largest of each; %zu tensors in all)\n",
                 r->n_live_total);
