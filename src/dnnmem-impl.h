@@ -1080,6 +1080,11 @@ struct dm_block_scope {
 /* Up to max depths' families, those covering the most nodes first; their count. */
 size_t dm_repeated_blocks(const struct dm_graph *g, struct dm_block_scope *out, size_t max);
 
+/* Catalogue names close to an unknown --gpu name, ", "-separated into buf
+ * (n bytes): those that hold it, dashes and case aside, else those within
+ * two edits; their count (src/report/gpus.c). */
+size_t dm_gpu_suggest(const char *name, char *buf, size_t n);
+
 /* The arena that owns what a result points to (src/report/result.c). */
 struct dm_arena *dm_result_arena(struct dnnmem_result *r);
 
