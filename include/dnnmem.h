@@ -495,7 +495,7 @@ struct dnnmem_config {
      * verdict. A job fits when the process total stays within it; "tight"
      * when less than `headroom` (a fraction, default 0.05) of it is left. */
     int64_t capacity_bytes;
-    double headroom;
+    double headroom;            /* 0 = DNNMEM_HEADROOM_DEFAULT */
     const char *device_label;   /* how the user named the device ("--gpu A100-40GB"), echoed */
     bool timeline;              /* record dnnmem_result.timeline */
     bool events;                /* record dnnmem_result.events (and the timeline) */
@@ -587,6 +587,10 @@ int64_t dnnmem_cuda_context_default(int torch_version, int cuda_version, int com
  * 2 x 4 MiB + 8 x 16 KiB = 8,519,680 B, and 32 MiB on compute capability 9.x
  * (PR #91564) and 10.x-12.x (PR #175344). */
 int64_t dnnmem_cublas_workspace_default(int torch_version, int compute_capability);
+/* The verdict's default headroom: with less than 5% of the capacity left a
+ * job is "tight" (dnnmem's own margin against what no estimate sees:
+ * other processes, the driver's growth, fragmentation; --headroom). */
+#define DNNMEM_HEADROOM_DEFAULT 0.05
 /* PyTorch's CUDA caching allocator rounds every request up to a multiple of
  * kMinBlockSize = 512 B (c10/cuda/CUDACachingAllocator.cpp, all versions). */
 #define DNNMEM_ALLOC_ROUND_DEFAULT INT64_C(512)
@@ -806,7 +810,8 @@ struct dnnmem_result {
     size_t peak_step;         /* 1-based index of the node in execution order; 0 = not at a node */
     size_t n_steps;           /* nodes in the graph */
     const char *peak_node;    /* "" when the peak is not at a node */
-    const char *peak_op;
+    const char *peak_op;      /* the node's op; at a peak in the loss, outside the nodes,
+                                 the loss ("cross_entropy backward (NllLossBackward0, ...)") */
 
     /* Tensors live at the peak, grouped by kind (category order), largest
      * first within a kind, at most n_top_tensors of each; how many of each

@@ -33,9 +33,7 @@
 #define DM_TRANSFORMERS_NEWEST 524
 /* The compute capability estimates take when none is given (an A100). */
 #define DM_CC_DEFAULT 80
-/* The verdict's default headroom: below 5% of the capacity left a job is
- * "tight" (dnnmem's own margin, include/dnnmem.h; --headroom overrides it) */
-#define DM_HEADROOM_DEFAULT 0.05
+#define DM_HEADROOM_DEFAULT DNNMEM_HEADROOM_DEFAULT
 
 #if defined(__GNUC__)
 #define DM_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -687,8 +685,13 @@ struct dm_buffer {
     uint8_t dtype;       /* enum dm_dtype */
     const char *what;    /* static: NULL for a graph tensor, else "grad", "mask", "exp_avg", ... */
 };
+/* What a step outside the graph's ops runs, when it is the loss (the
+ * result names it at a peak there): its forward, or its backward, which
+ * hands the outputs their grads (src/train/loss.c). */
+enum dm_step_loss { DM_STEP_NOT_LOSS, DM_STEP_LOSS, DM_STEP_LOSS_BACKWARD };
 struct dm_step {
     uint8_t phase;       /* enum dm_phase */
+    uint8_t loss;        /* enum dm_step_loss */
     int16_t iteration;   /* 1-based */
     int32_t node;        /* -1 outside ops */
 };

@@ -83,6 +83,9 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
     if (r->peak_step)
         fprintf(f, "at           %s, step %d, node %zu of %zu: '%s' (%s)\n", r->peak_phase,
                 r->peak_iteration, r->peak_step, r->n_steps, r->peak_node, r->peak_op);
+    else if (r->peak_op[0]) /* the loss, outside the graph's nodes */
+        fprintf(f, "at           %s, step %d, the loss: %s\n", r->peak_phase, r->peak_iteration,
+                r->peak_op);
     else
         fprintf(f, "at           %s, step %d\n", r->peak_phase, r->peak_iteration);
     fprintf(f, "breakdown at the peak\n");
@@ -161,9 +164,22 @@ int dnnmem_report_compare(const struct dnnmem_result *a, const char *label_a,
     compare_row(f, "rounding", a->rounding_bytes, b->rounding_bytes);
     compare_row(f, "allocator slack", a->slack_bytes, b->slack_bytes);
     compare_row(f, "cuda context", a->context_bytes, b->context_bytes);
+    const char *where_a = a->peak_node[0] ? a->peak_node : a->peak_op; /* a node, or the loss */
+    const char *where_b = b->peak_node[0] ? b->peak_node : b->peak_op;
     fprintf(f, "  peak at              A: %s, step %d%s%s\n", a->peak_phase, a->peak_iteration,
-            a->peak_node[0] ? ", " : "", a->peak_node);
+            where_a[0] ? ", " : "", where_a);
     fprintf(f, "                       B: %s, step %d%s%s\n", b->peak_phase, b->peak_iteration,
-            b->peak_node[0] ? ", " : "", b->peak_node);
+            where_b[0] ? ", " : "", where_b);
+    const struct dnnmem_result *side[2] = {a, b};
+    for (int k = 0; k < 2; k++) { /* with a device (--gpu, --memory): each verdict */
+        const struct dnnmem_result *x = side[k];
+        if (x->verdict == DNNMEM_VERDICT_NONE)
+            continue;
+        char b1[32], b2[32];
+        uint64_t gap = x->margin_bytes < 0 ? (uint64_t)-x->margin_bytes : (uint64_t)x->margin_bytes;
+        fprintf(f, "  %-20s %s: %s in %s: %s %s\n", k == 0 || a->verdict == DNNMEM_VERDICT_NONE ? "verdict" : "",
+                k ? "B" : "A", dnnmem_verdict_name(x->verdict), dm_format_bytes(x->capacity_bytes, b1),
+                x->margin_bytes < 0 ? "short by" : "margin", dm_format_bytes(gap, b2));
+    }
     return ferror(f) ? -1 : 0;
 }
