@@ -1088,6 +1088,13 @@ size_t dm_repeated_blocks(const struct dm_graph *g, struct dm_block_scope *out, 
  * two edits; their count (src/report/gpus.c). */
 size_t dm_gpu_suggest(const char *name, char *buf, size_t n);
 
+/* dnnmem_max_dim, or with tight_ok the largest value that fits at all
+ * (the verdict "tight" accepted: no headroom kept; src/report/decide.c). */
+enum dnnmem_status dm_max_dim(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                              const char *dim, int64_t limit, bool tight_ok, int64_t *value,
+                              struct dnnmem_result **at, struct dnnmem_result **next,
+                              struct dnnmem_error *err);
+
 /* The arena that owns what a result points to (src/report/result.c). */
 struct dm_arena *dm_result_arena(struct dnnmem_result *r);
 

@@ -197,7 +197,10 @@ static enum dnnmem_status search_entry(const struct job *j, struct entry *e, boo
     bool seq = e->parts[e->n_parts - 1] == K_SEQ;
     int64_t limit = seq ? c.seq_len - 1 : c.batch_size - 1, v = 0;
     struct dnnmem_result *at = NULL;
-    enum dnnmem_status s = dnnmem_max_dim(j->m, &c, seq ? j->seq_dim : NULL, limit, &v, &at, NULL, err);
+    const char *dim = seq ? j->seq_dim : NULL;
+    enum dnnmem_status s = dm_max_dim(j->m, &c, dim, limit, false, &v, &at, NULL, err);
+    if (s == DNNMEM_OK && v == 0) /* none leaves the headroom free: the largest that fits (tight) */
+        s = dm_max_dim(j->m, &c, dim, limit, true, &v, &at, NULL, err);
     *ok = s == DNNMEM_OK && v > 0 && at;
     if (s == DNNMEM_E_UNSUPPORTED || s == DNNMEM_E_USAGE)
         s = DNNMEM_OK;

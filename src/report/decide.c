@@ -17,6 +17,7 @@ struct search {
     const dnnmem_model *m;
     const struct dnnmem_config *cfg;
     const char *dim;             /* NULL: the batch */
+    bool tight_ok;               /* "tight" is an answer too: no headroom kept */
     int n;
     int64_t v[SEARCH_KEEP];
     struct dnnmem_result *r[SEARCH_KEEP];
@@ -74,9 +75,10 @@ static enum dnnmem_status try_value(struct search *se, int64_t v, bool *fits, bo
     struct dnnmem_result *r;
     DM_TRY(estimate_at(se, v, &r, err));
     if (fits)
-        *fits = r->verdict == DNNMEM_VERDICT_FITS;
+        *fits = se->tight_ok ? r->verdict != DNNMEM_VERDICT_DOES_NOT_FIT
+                             : r->verdict == DNNMEM_VERDICT_FITS;
     if (over) {
-        double h = se->cfg->headroom > 0 ? se->cfg->headroom : DM_HEADROOM_DEFAULT;
+        double h = se->tight_ok ? 0 : se->cfg->headroom > 0 ? se->cfg->headroom : DM_HEADROOM_DEFAULT;
         double usable = (double)se->cfg->capacity_bytes * (1.0 - h);
         *over = (double)r->peak_requested + (double)r->context_bytes > usable;
     }
@@ -148,6 +150,14 @@ enum dnnmem_status dnnmem_max_dim(const dnnmem_model *m, const struct dnnmem_con
                                   struct dnnmem_result **at, struct dnnmem_result **next,
                                   struct dnnmem_error *err)
 {
+    return dm_max_dim(m, cfg, dim, limit, false, value, at, next, err);
+}
+
+enum dnnmem_status dm_max_dim(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                              const char *dim, int64_t limit, bool tight_ok, int64_t *value,
+                              struct dnnmem_result **at, struct dnnmem_result **next,
+                              struct dnnmem_error *err)
+{
     if (!m || !cfg || !value || cfg->capacity_bytes <= 0 || limit < 1)
         return dm_fail(err, DNNMEM_E_USAGE,
                        "max search: a device capacity (--gpu or --memory) and a limit >= 1 are needed");
@@ -162,6 +172,7 @@ enum dnnmem_status dnnmem_max_dim(const dnnmem_model *m, const struct dnnmem_con
     se->m = m;
     se->cfg = cfg;
     se->dim = dim;
+    se->tight_ok = tight_ok;
     enum dnnmem_status s = max_dim(se, limit, value, at, next, err);
     for (int k = 0; k < se->n; k++)
         dnnmem_result_free(se->r[k]);

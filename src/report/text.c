@@ -19,8 +19,13 @@ static void dims_str(const struct dnnmem_tensor_info *ti, char *buf, size_t cap)
 /* The advice (dnnmem_result_advise), ranked, each with what it costs. */
 static void print_advice(const struct dnnmem_result *r, FILE *f)
 {
-    if (!r->n_advice)
+    if (!r->advice)
         return;
+    if (!r->n_advice) { /* asked for, but no candidate lowers the estimate */
+        fprintf(f, "what would change it: none of the changes tried lowers the estimate "
+                   "(docs/advice.md)\n");
+        return;
+    }
     fprintf(f, "what would change it (those that fit first, then the cheapest; docs/advice.md)\n");
     for (size_t k = 0; k < r->n_advice; k++) {
         const struct dnnmem_advice *a = &r->advice[k];
