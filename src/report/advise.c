@@ -285,12 +285,13 @@ static int cost_part(const struct job *j, const struct entry *e, enum kind k, ch
         if (c->mode == DNNMEM_MODE_TRAIN) {
             int64_t acc = (c->batch_size + e->batch - 1) / e->batch;
             return snprintf(buf, n,
-                            "throughput: %lld per step; --grad-accum %lld keeps an effective "
-                            "batch of %lld",
-                            (long long)e->batch, (long long)acc, (long long)(acc * e->batch));
+                            "throughput: %lld sample%s per step; --grad-accum %lld keeps an "
+                            "effective batch of %lld",
+                            (long long)e->batch, e->batch == 1 ? "" : "s", (long long)acc,
+                            (long long)(acc * e->batch));
         }
-        return snprintf(buf, n, "throughput: %lld per pass instead of %lld", (long long)e->batch,
-                        (long long)c->batch_size);
+        return snprintf(buf, n, "throughput: %lld sample%s per pass instead of %lld",
+                        (long long)e->batch, e->batch == 1 ? "" : "s", (long long)c->batch_size);
     case K_CKPT:
         /* torch.utils.checkpoint reruns each segment's forward in the backward */
         return snprintf(buf, n, "speed: the %d blocks' forwards run again in the backward",
