@@ -1085,7 +1085,7 @@ size_t dm_repeated_blocks(const struct dm_graph *g, struct dm_block_scope *out, 
 
 /* Catalogue names close to an unknown --gpu name, ", "-separated into buf
  * (n bytes): those that hold it, dashes and case aside, else those within
- * two edits; their count (src/report/gpus.c). */
+ * two edits (one for a name under 6 characters); their count (src/report/gpus.c). */
 size_t dm_gpu_suggest(const char *name, char *buf, size_t n);
 
 /* dnnmem_max_dim, or with tight_ok the largest value that fits at all

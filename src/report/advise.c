@@ -283,12 +283,14 @@ static int cost_part(const struct job *j, const struct entry *e, enum kind k, ch
         return snprintf(buf, n, "numerics: %s weights and activations", bf16 ? "bfloat16" : "float16");
     case K_BATCH:
         if (c->mode == DNNMEM_MODE_TRAIN) {
-            int64_t acc = (c->batch_size + e->batch - 1) / e->batch;
+            int64_t acc = c->batch_size / e->batch + (c->batch_size % e->batch != 0), eff;
+            if (!dm_mul_ok(acc, e->batch, &eff))
+                eff = INT64_MAX;
             return snprintf(buf, n,
                             "throughput: %lld sample%s per step; --grad-accum %lld keeps an "
                             "effective batch of %lld",
                             (long long)e->batch, e->batch == 1 ? "" : "s", (long long)acc,
-                            (long long)(acc * e->batch));
+                            (long long)eff);
         }
         return snprintf(buf, n, "throughput: %lld sample%s per pass instead of %lld",
                         (long long)e->batch, e->batch == 1 ? "" : "s", (long long)c->batch_size);

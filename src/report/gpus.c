@@ -72,20 +72,23 @@ static size_t distance(const char *a, const char *b)
 
 size_t dm_gpu_suggest(const char *name, char *buf, size_t n)
 {
-    enum { MAX_SUGGESTIONS = 6, MAX_DISTANCE = 2 };
+    enum { MAX_SUGGESTIONS = 6 };
     char want[64], have[64];
     squeeze(name ? name : "", want, sizeof want);
+    /* two edits in a long name ("h1oo80gb"), one in a short one ("a1o" but
+     * not "z80" for "a10") */
+    size_t max_distance = strlen(want) >= 6 ? 2 : 1;
     bool mig = name && strchr(name, ':');
     size_t found = 0, o = 0;
     buf[0] = '\0';
     /* the names that hold what was typed (dashes and case aside), else those
-     * within two edits of it; MIG slices only when a slice was asked for */
+     * within a few edits of it; MIG slices only when a slice was asked for */
     for (int pass = 0; pass < 2 && !found && want[0]; pass++)
         for (size_t i = 0; i < dnnmem_gpu_count() && found < MAX_SUGGESTIONS; i++) {
             if (!mig && strchr(gpus[i].name, ':'))
                 continue;
             squeeze(gpus[i].name, have, sizeof have);
-            if (pass == 0 ? !strstr(have, want) : distance(want, have) > MAX_DISTANCE)
+            if (pass == 0 ? !strstr(have, want) : distance(want, have) > max_distance)
                 continue;
             int w = snprintf(buf + o, n - o, "%s%s", found ? ", " : "", gpus[i].name);
             if (w < 0 || (size_t)w >= n - o)
