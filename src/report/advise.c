@@ -67,7 +67,7 @@ struct job {
     struct dm_block_scope blocks;   /* the best repeated blocks, n_specs 0: none */
     const char *ckpt[DM_BLOCK_MAX_SPECS];
     const char *seq_dim;            /* the model's sequence dim, or NULL */
-    uint64_t base_total;
+    int64_t base_margin;            /* the job's margin: what a change must raise */
 };
 
 /* One change or combination, estimated. */
@@ -133,6 +133,8 @@ static bool applies(const struct job *j, enum kind k)
     bool adam = c->optimizer == DNNMEM_OPT_ADAM || c->optimizer == DNNMEM_OPT_ADAMW ||
                 c->optimizer == DNNMEM_OPT_ADAMW_HF;
     bool hf_base = j->hf_lm && cuda && c->quant == DNNMEM_QUANT_NONE;
+    /* bitsandbytes, transformers' Adafactor and PEFT are PyTorch's */
+    bool torch = c->framework == DNNMEM_FW_PYTORCH;
     switch (k) {
     case K_AMP: return train && cuda && fp32;
     case K_HALF: return !train && cuda && fp32;
@@ -140,16 +142,16 @@ static bool applies(const struct job *j, enum kind k)
     case K_CKPT: return train && c->n_checkpoint == 0 && j->blocks.n_specs > 0;
     case K_CKPT_TOP: return train && c->n_checkpoint == 0 && j->blocks.n_specs == 0;
     /* bitsandbytes' optimizers run on CUDA only */
-    case K_ADAM8BIT: return train && cuda && adam;
+    case K_ADAM8BIT: return train && cuda && torch && adam;
     case K_ADAFACTOR:
-        return train && (adam || c->optimizer == DNNMEM_OPT_ADAM8BIT ||
+        return train && torch && (adam || c->optimizer == DNNMEM_OPT_ADAM8BIT ||
                          c->optimizer == DNNMEM_OPT_RMSPROP || c->optimizer == DNNMEM_OPT_ADAGRAD ||
                          c->optimizer == DNNMEM_OPT_SGD_MOMENTUM);
     case K_SGD_MOM: return train && adam;
     case K_SGD: return train && c->optimizer == DNNMEM_OPT_SGD_MOMENTUM;
-    case K_LORA: return train && hf_base && c->lora.r == 0;
-    case K_INT8: return !train && hf_base;
-    case K_NF4: return hf_base;
+    case K_LORA: return train && torch && hf_base && c->lora.r == 0;
+    case K_INT8: return !train && torch && hf_base;
+    case K_NF4: return torch && hf_base;
     case K_SEQ: return j->seq_dim && c->seq_len > 1;
     case K_COUNT: break;
     }
@@ -177,7 +179,7 @@ static enum dnnmem_status estimate_entry(const struct job *j, struct entry *e, b
     struct dnnmem_result *r = NULL;
     enum dnnmem_status s = dnnmem_estimate(j->m, &c, &r, err);
     *ok = s == DNNMEM_OK;
-    if (s == DNNMEM_E_UNSUPPORTED || s == DNNMEM_E_USAGE)
+    if (s == DNNMEM_E_UNSUPPORTED || s == DNNMEM_E_USAGE || s == DNNMEM_E_UNBOUND)
         return DNNMEM_OK;
     if (s == DNNMEM_OK)
         record(e, r);
@@ -198,11 +200,13 @@ static enum dnnmem_status search_entry(const struct job *j, struct entry *e, boo
     int64_t limit = seq ? c.seq_len - 1 : c.batch_size - 1, v = 0;
     struct dnnmem_result *at = NULL;
     const char *dim = seq ? j->seq_dim : NULL;
+    if (seq && c.mode == DNNMEM_MODE_GENERATE) /* the prompt is seq_len, not the dim */
+        c.seq_len = 0;
     enum dnnmem_status s = dm_max_dim(j->m, &c, dim, limit, false, &v, &at, NULL, err);
     if (s == DNNMEM_OK && v == 0) /* none leaves the headroom free: the largest that fits (tight) */
         s = dm_max_dim(j->m, &c, dim, limit, true, &v, &at, NULL, err);
     *ok = s == DNNMEM_OK && v > 0 && at;
-    if (s == DNNMEM_E_UNSUPPORTED || s == DNNMEM_E_USAGE)
+    if (s == DNNMEM_E_UNSUPPORTED || s == DNNMEM_E_USAGE || s == DNNMEM_E_UNBOUND)
         s = DNNMEM_OK;
     if (*ok) {
         *(seq ? &e->seq : &e->batch) = v;
@@ -222,8 +226,10 @@ static enum dnnmem_status add(const struct job *j, struct advice_set *set, const
     enum kind last = x.parts[x.n_parts - 1];
     DM_TRY(last == K_BATCH || last == K_SEQ ? search_entry(j, &x, &ok, err)
                                             : estimate_entry(j, &x, &ok, err));
-    /* a change that does not lower the peak is no advice */
-    if (ok && x.total < j->base_total)
+    /* a change that leaves no more room is no advice (the margin: capacity
+     * less the total, or TensorFlow's and JAX's limit less what the job
+     * allocates, when their allocator reserves the whole limit) */
+    if (ok && x.margin > j->base_margin)
         set->e[set->n++] = x;
     return DNNMEM_OK;
 }
@@ -346,7 +352,7 @@ static int by_rank(const void *pa, const void *pb)
         return a->cost_rank < b->cost_rank ? -1 : 1;
     if (a->n_parts != b->n_parts)
         return a->n_parts < b->n_parts ? -1 : 1;
-    return a->total < b->total ? -1 : a->total > b->total;
+    return a->margin > b->margin ? -1 : a->margin < b->margin;
 }
 
 /* e with part k in its group's place (replacing that group's part), or added. */
@@ -422,13 +428,13 @@ static enum dnnmem_status combine(const struct job *j, struct advice_set *set,
             singles[n_singles++] = set->e[k];
     }
     qsort(singles, (size_t)n_singles, sizeof *singles, by_rank);
-    struct entry chain = {.n_parts = 0, .total = j->base_total};
+    struct entry chain = {.n_parts = 0, .margin = j->base_margin};
     for (int s = 0; s < n_singles && !(chain.n_parts && fits(&chain)); s++) {
         struct entry x = chain;
         put_part(&x, singles[s].parts[0]);
         bool ok;
         DM_TRY(estimate_entry(j, &x, &ok, err));
-        if (ok && x.total < chain.total)
+        if (ok && x.margin > chain.margin)
             chain = x;
     }
     if (!chain.n_parts)
@@ -490,7 +496,7 @@ static enum dnnmem_status find_job(struct job *j, struct dnnmem_error *err)
         return DNNMEM_OK;
     struct dm_block_scope found[3];
     size_t n = dm_repeated_blocks(g, found, 3);
-    uint64_t best = UINT64_MAX;
+    int64_t best = INT64_MIN;
     struct dm_block_scope keep = {0};
     for (size_t k = 0; k < n; k++) {
         j->blocks = found[k];
@@ -499,8 +505,8 @@ static enum dnnmem_status find_job(struct job *j, struct dnnmem_error *err)
         struct entry e = {.parts = {K_CKPT}, .n_parts = 1};
         bool ok;
         DM_TRY(estimate_entry(j, &e, &ok, err));
-        if (ok && e.total < best) {
-            best = e.total;
+        if (ok && e.margin > best) {
+            best = e.margin;
             keep = found[k];
         }
     }
@@ -510,7 +516,7 @@ static enum dnnmem_status find_job(struct job *j, struct dnnmem_error *err)
     return DNNMEM_OK;
 }
 
-/* The ranked entries for a job whose estimate is base_total. */
+/* The ranked entries for the job. */
 static enum dnnmem_status advise_set(struct job *j, struct advice_set *set, struct dnnmem_error *err)
 {
     DM_TRY(find_job(j, err));
@@ -574,7 +580,7 @@ enum dnnmem_status dnnmem_advise(const dnnmem_model *m, const struct dnnmem_conf
     DM_TRY(check_args(m, cfg, err));
     struct dnnmem_result *r = NULL;
     DM_TRY(dnnmem_estimate(m, cfg, &r, err));
-    struct job j = {.m = m, .cfg = cfg, .base_total = r->total_bytes};
+    struct job j = {.m = m, .cfg = cfg, .base_margin = r->margin_bytes};
     dnnmem_result_free(r);
     struct advice_set *set = malloc(sizeof *set);
     if (!set)
@@ -604,7 +610,7 @@ enum dnnmem_status dnnmem_result_advise(struct dnnmem_result *r, const dnnmem_mo
     r->n_advice = 0;
     if (r->verdict != DNNMEM_VERDICT_DOES_NOT_FIT)
         return DNNMEM_OK;
-    struct job j = {.m = m, .cfg = cfg, .base_total = r->total_bytes};
+    struct job j = {.m = m, .cfg = cfg, .base_margin = r->margin_bytes};
     struct advice_set *set = malloc(sizeof *set);
     if (!set)
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");

@@ -27,11 +27,14 @@ enum { MAX_DEPTH = 8, MAX_SHAPES = 32, MIN_NODES_PER_BLOCK = 4 };
 /* One numbered family at one depth. */
 struct family {
     char shape[DM_BLOCK_SPEC_LEN];
-    int32_t runs;     /* consecutive runs of nodes in one member */
+    int32_t runs;     /* members seen */
     int64_t nodes;
-    uint32_t *sigs;   /* each run's structure, malloc'd */
+    uint32_t *sigs;   /* each member's structure, malloc'd */
     int32_t cap;
     bool repeats;
+    const char *member; /* the open member's scope (a node name's first member_len bytes) */
+    size_t member_len;
+    uint32_t sig;       /* its structure so far */
 };
 
 /* The length of the first d components of name, when it has more; else 0. */
@@ -117,36 +120,43 @@ static bool end_run(struct family *x, uint32_t sig)
     return true;
 }
 
-/* The families at depth d (*n of them); false: out of memory. */
+/* The families at depth d (*n of them); false: out of memory. A member
+ * stays open while nodes outside it (host-side constants, unscoped nodes)
+ * come between its own, and ends when another member of its family starts. */
 static bool families_at(const struct dm_graph *g, int d, struct family *f, int *n)
 {
     *n = 0;
-    struct family *cur = NULL;
-    const char *cur_name = NULL;
-    size_t cur_len = 0;
-    uint32_t sig = 2166136261u;
-    for (int32_t i = 0; i <= g->n_nodes; i++) {
-        const struct dm_node *nd = i < g->n_nodes ? &g->nodes[i] : NULL;
-        size_t len = nd ? scope_len(nd->name, d) : 0;
-        bool same = cur && len == cur_len && strncmp(nd->name, cur_name, len) == 0;
-        if (cur && !same) {
-            if (!end_run(cur, sig))
-                return false;
-            cur = NULL;
-        }
+    struct family *prev = NULL; /* the previous node's family, and its scope */
+    const char *prev_name = NULL;
+    size_t prev_len = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *nd = &g->nodes[i];
+        size_t len = scope_len(nd->name, d);
         if (!len || !numbered(nd->name, len))
             continue;
-        if (!cur) {
+        struct family *x = prev;
+        if (!prev || len != prev_len || strncmp(nd->name, prev_name, len) != 0) {
             char shape[DM_BLOCK_SPEC_LEN];
-            if (!collapse(nd->name, len, shape, sizeof shape) || !(cur = family_of(f, n, shape)))
+            if (!collapse(nd->name, len, shape, sizeof shape) || !(x = family_of(f, n, shape)))
                 continue;
-            cur_name = nd->name;
-            cur_len = len;
-            sig = 2166136261u;
         }
-        sig = node_sig(sig, nd, len);
-        cur->nodes++;
+        prev = x;
+        prev_name = nd->name;
+        prev_len = len;
+        bool same = x->member && len == x->member_len && strncmp(nd->name, x->member, len) == 0;
+        if (!same) {
+            if (x->member && !end_run(x, x->sig))
+                return false;
+            x->member = nd->name;
+            x->member_len = len;
+            x->sig = 2166136261u;
+        }
+        x->sig = node_sig(x->sig, nd, len);
+        x->nodes++;
     }
+    for (int k = 0; k < *n; k++)
+        if (f[k].member && !end_run(&f[k], f[k].sig))
+            return false;
     return true;
 }
 

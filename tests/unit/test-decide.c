@@ -419,6 +419,19 @@ static void test_repeated_blocks(void **state)
     assert_string_equal(bs[1].spec[0], "/layer*/layer*.*");
     assert_int_equal(bs[1].blocks, 16);
     dnnmem_model_free(m);
+    /* a BERT encoder's 12 layers, each one member though constants made
+     * outside its scope come between its nodes */
+    m = load("tests/models/fixtures/bert_encoder.onnx");
+    n = dm_repeated_blocks(dm_model_graph(m), bs, 3);
+    assert_true(n >= 1);
+    bool found = false;
+    for (size_t k = 0; k < n; k++)
+        if (bs[k].n_specs == 1 && strcmp(bs[k].spec[0], "/layers.*") == 0) {
+            assert_int_equal(bs[k].blocks, 12);
+            found = true;
+        }
+    assert_true(found);
+    dnnmem_model_free(m);
     m = load("tests/models/hf/Llama-3.1-8B-Instruct.json");
     n = dm_repeated_blocks(dm_model_graph(m), bs, 3);
     assert_int_equal(n, 1);
