@@ -922,7 +922,8 @@ struct dnnmem_advice {
  * activation checkpointing of the model's repeated blocks (found from its
  * module scopes; every top-level module when none repeat), 8-bit Adam,
  * Adafactor, SGD, and for HuggingFace causal LMs LoRA and a quantized base
- * (int8, nf4 with LoRA when training), the largest shorter sequence; when
+ * (int8, nf4 with LoRA when training), an 8-bit KV cache when generating,
+ * the largest shorter sequence; when
  * no single one fits, combinations, cheapest first. A change that does not
  * lower the estimate is left out. *out is an array of *n entries owned by
  * the caller (free with dnnmem_advice_free). */

@@ -26,6 +26,7 @@ enum kind {
     K_SGD_MOM,    /* --optimizer sgd-momentum */
     K_SGD,        /* --optimizer sgd */
     K_LORA,       /* --lora-r 16 */
+    K_KV_FP8,     /* --kv-dtype fp8 (generation) */
     K_INT8,       /* --quant int8 (no training) */
     K_NF4,        /* --quant nf4, with --lora-r 16 when training */
     K_SEQ,        /* --seq-len N, the largest that fits */
@@ -33,13 +34,13 @@ enum kind {
 };
 
 /* What a change touches: a combination holds at most one change of each. */
-enum group { G_PRECISION, G_BATCH, G_CKPT, G_OPTIMIZER, G_BASE, G_SEQ };
+enum group { G_PRECISION, G_BATCH, G_CKPT, G_OPTIMIZER, G_BASE, G_CACHE, G_SEQ };
 
 /* The ranking (docs/advice.md): cost classes, cheapest first. 1: numerics
  * only, usually faster; 2: throughput, the same update with --grad-accum;
  * 3: speed, results unchanged; 4-6: the optimizer's behaviour; 7-9: the
- * model trained or served (adapters, a quantized base); 10: the task (a
- * shorter context). */
+ * model trained or served (adapters, an 8-bit cache, a quantized base); 10:
+ * the task (a shorter context). */
 static const struct {
     int cost_rank;
     enum group group;
@@ -47,7 +48,7 @@ static const struct {
     [K_AMP] = {1, G_PRECISION},     [K_HALF] = {1, G_PRECISION},  [K_BATCH] = {2, G_BATCH},
     [K_CKPT] = {3, G_CKPT},         [K_CKPT_TOP] = {3, G_CKPT},   [K_ADAM8BIT] = {4, G_OPTIMIZER},
     [K_ADAFACTOR] = {5, G_OPTIMIZER}, [K_SGD_MOM] = {6, G_OPTIMIZER}, [K_SGD] = {6, G_OPTIMIZER},
-    [K_LORA] = {7, G_BASE},         [K_INT8] = {8, G_BASE},       [K_NF4] = {9, G_BASE},
+    [K_LORA] = {7, G_BASE},         [K_KV_FP8] = {7, G_CACHE},    [K_INT8] = {8, G_BASE},       [K_NF4] = {9, G_BASE},
     [K_SEQ] = {10, G_SEQ},
 };
 
@@ -113,6 +114,7 @@ static void apply(const struct job *j, const struct entry *e, struct dnnmem_conf
         case K_SGD_MOM: c->optimizer = DNNMEM_OPT_SGD_MOMENTUM; break;
         case K_SGD: c->optimizer = DNNMEM_OPT_SGD; break;
         case K_LORA: c->lora.r = ADVICE_LORA_R; break;
+        case K_KV_FP8: c->kv_dtype = DNNMEM_KV_FP8; break;
         case K_INT8: c->quant = DNNMEM_QUANT_INT8; break;
         case K_NF4:
             c->quant = DNNMEM_QUANT_NF4;
@@ -150,6 +152,8 @@ static bool applies(const struct job *j, enum kind k)
     case K_SGD_MOM: return train && adam;
     case K_SGD: return train && c->optimizer == DNNMEM_OPT_SGD_MOMENTUM;
     case K_LORA: return train && torch && hf_base && c->lora.r == 0;
+    case K_KV_FP8:
+        return c->mode == DNNMEM_MODE_GENERATE && torch && cuda && c->kv_dtype == DNNMEM_KV_AUTO;
     case K_INT8: return !train && torch && hf_base;
     case K_NF4: return torch && hf_base;
     case K_SEQ: return j->seq_dim && c->seq_len > 1;
@@ -260,6 +264,7 @@ static void change_text(const struct job *j, const struct entry *e, char *buf, s
         case K_SGD_MOM: w = snprintf(buf + o, n - o, "%s--optimizer sgd-momentum", sp); break;
         case K_SGD: w = snprintf(buf + o, n - o, "%s--optimizer sgd", sp); break;
         case K_LORA: w = snprintf(buf + o, n - o, "%s--lora-r %d", sp, ADVICE_LORA_R); break;
+        case K_KV_FP8: w = snprintf(buf + o, n - o, "%s--kv-dtype fp8", sp); break;
         case K_INT8: w = snprintf(buf + o, n - o, "%s--quant int8", sp); break;
         case K_NF4:
             w = j->cfg->mode == DNNMEM_MODE_TRAIN && j->cfg->lora.r == 0
@@ -314,6 +319,8 @@ static int cost_part(const struct job *j, const struct entry *e, enum kind k, ch
     case K_SGD: return snprintf(buf, n, "optimizer: SGD without momentum");
     case K_LORA:
         return snprintf(buf, n, "model: rank-%d LoRA adapters trained, the base frozen", ADVICE_LORA_R);
+    case K_KV_FP8:
+        return snprintf(buf, n, "model: the KV cache stored in 8-bit floats (a quantized cache)");
     case K_INT8: return snprintf(buf, n, "model: an 8-bit base (LLM.int8()), slower matmuls");
     case K_NF4:
         return snprintf(buf, n, "model: a 4-bit NF4 base%s, dequantized at each matmul",

@@ -381,6 +381,25 @@ static void test_advice_llm(void **state)
     for (size_t k = 1; k < n; k++)
         assert_int_equal(adv[k].verdict, DNNMEM_VERDICT_DOES_NOT_FIT);
     dnnmem_advice_free(adv, n);
+
+    /* generation at batch 64, 256 + 512 tokens on an L4: an 8-bit cache fits */
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    cfg.precision_set = true;
+    cfg.transformers_version = 451;
+    cfg.batch_size = 64;
+    cfg.seq_len = 256;
+    cfg.new_tokens = 512;
+    dnnmem_config_use_gpu(&cfg, dnnmem_gpu_find("L4"));
+    assert_int_equal(dnnmem_advise(m, &cfg, &adv, &n, &err), DNNMEM_OK);
+    const struct dnnmem_advice *kv = find_advice(adv, n, "--kv-dtype fp8");
+    assert_non_null(kv);
+    assert_int_equal(kv->verdict, DNNMEM_VERDICT_FITS);
+    assert_int_equal(kv->cost_rank, 7);
+    assert_int_equal(kv->total_bytes, total_with(m, &cfg, "kv-dtype", "fp8"));
+    assert_null(find_advice(adv, n, "--lora-r 16")); /* no training, no adapters */
+    dnnmem_advice_free(adv, n);
     dnnmem_model_free(m);
 
     m = load("tests/models/hf/Mixtral-8x7B-v0.1.json");
