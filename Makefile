@@ -155,6 +155,10 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	    --misses tests/validation/zoo-expected-misses.txt
 	@echo "== real transformers on the CPU (torch 2.13; transformers 4.51, 4.56, 5.24: tools/hf_oracle)"
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-cpu.jsonl --dnnmem $(B)/dnnmem --check
+	@echo "== real transformers on the CPU: the encoder heads (QA, token classification, multiple choice, sequence classification; 4.51, 4.56, 5.24)"
+	python3 tools/hf_oracle/compare.py tests/validation/hf-real-heads-cpu.jsonl --dnnmem $(B)/dnnmem --check
+	@echo "== real transformers on the CPU: granite, olmo2, starcoder2 (4.51, 4.56, 5.24)"
+	python3 tools/hf_oracle/compare.py tests/validation/hf-real-archs-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== published GPU measurements (BERT, DistilBERT; eager vs sdpa)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-gpu.sh
 	@echo "== GPU measurements (H200, PyTorch 2.11, transformers 5.17: tools/gpu/results)"

@@ -194,9 +194,12 @@ enum dnnmem_optimizer {
     DNNMEM_OPT_ADAFACTOR,        /* transformers.optimization.Adafactor, no first moment:
                                     factored second moments (a row and a column vector) for
                                     matrices, a full one for vectors */
-    DNNMEM_OPT_ADAM8BIT          /* bitsandbytes Adam8bit: blockwise 8-bit moments (2048 per
+    DNNMEM_OPT_ADAM8BIT,         /* bitsandbytes Adam8bit: blockwise 8-bit moments (2048 per
                                     block, an fp32 absmax each) for tensors of >= 4096
                                     elements, fp32 moments below */
+    DNNMEM_OPT_ADAMW_FUSED       /* torch.optim.AdamW(fused=True) (Trainer's
+                                    "adamw_torch_fused"): one kernel, no temporaries, `step`
+                                    a 0-dim tensor on the device */
 };
 
 enum dnnmem_loss {
@@ -427,7 +430,9 @@ struct dnnmem_config {
     const struct dnnmem_input_shape *input_shapes;
     size_t n_input_shapes;
     /* Training (mode TRAIN). */
-    enum dnnmem_optimizer optimizer; /* default SGD with momentum */
+    /* default SGD with momentum; for HuggingFace configs the Trainer's AdamW
+     * (adamw, or adamw-fused from PyTorch 2.8) unless optimizer_set */
+    enum dnnmem_optimizer optimizer;
     enum dnnmem_loss loss;           /* default cross-entropy */
     bool loss_all_outputs;           /* the loss adds a term per output (ce, mse; sum always) */
     int iterations;                  /* training steps simulated; 0 = default 2 */
@@ -463,14 +468,17 @@ struct dnnmem_config {
      * 2.1.1) and sdpa's flash head-size limit (256 from 2.2). */
     int torch_version;
     /* HuggingFace configs: the transformers release whose modelling code runs,
-     * major * 100 + minor (451 = 4.51, 517 = 5.17); 0 = default 451. From
+     * major * 100 + minor (451 = 4.51, 517 = 5.17); 0 = default 524. From
      * 4.54 (PR #39412, use_gqa_in_sdpa) sdpa gets grouped keys and values
      * with enable_gqa=True on PyTorch 2.5+ instead of repeat_kv copies. */
     int transformers_version;
-    /* precision was stated (--precision): float32 then stays float32 where
-     * transformers 5 would load a 16-bit config's dtype (dtype="auto" is its
-     * default, PR #34919) */
+    /* precision was stated (--precision): float32 then stays float32 where a
+     * HuggingFace config's 16-bit torch_dtype is otherwise the default (what
+     * torch_dtype="auto" and transformers 5 load, PR #34919) */
     bool precision_set;
+    /* optimizer was stated (--optimizer): sgd-momentum then stays
+     * sgd-momentum where a HuggingFace config's training defaults to AdamW */
+    bool optimizer_set;
     /* Runtime constants; each "< 0" means "use the documented default". */
     int64_t cuda_context_bytes; /* see dnnmem_cuda_context_default() */
     int64_t alloc_round_bytes;  /* see DNNMEM_ALLOC_ROUND_DEFAULT */

@@ -163,11 +163,6 @@ static enum dnnmem_status set_cpu_isa(const struct ctx *x)
 }
 ENUM_SETTER(set_inplace, inplace, enum dnnmem_inplace, false, "--inplace %s: expected auto or none",
             "auto", "none")
-ENUM_SETTER(set_optimizer, optimizer, enum dnnmem_optimizer, false,
-            "--optimizer %s: expected sgd-momentum, sgd, adam, adamw, "
-            "rmsprop, adagrad, adamw-hf, adafactor, adam8bit or none",
-            "sgd-momentum", "sgd", "adam", "adamw", "rmsprop", "adagrad", "none", "adamw-hf",
-            "adafactor", "adam8bit")
 ENUM_SETTER(set_sdpa_backend, sdpa_backend, enum dnnmem_sdpa_backend, false,
             "--sdpa-backend %s: expected auto, flash, efficient, cudnn or math",
             "auto", "flash", "efficient", "cudnn", "math")
@@ -276,6 +271,22 @@ FLAG_SETTER(set_tf_allow_growth, tf_allow_growth, true)
 FLAG_SETTER(set_mxnet_mirror, mxnet_mirror, true)
 
 /* ---- setters with their own rules ------------------------------------------------ */
+
+/* --optimizer: stated, so a HuggingFace config's AdamW default does not apply */
+static enum dnnmem_status set_optimizer(const struct ctx *x)
+{
+    static const char *const names[] = {"sgd-momentum", "sgd", "adam", "adamw", "rmsprop",
+                                        "adagrad", "none", "adamw-hf", "adafactor", "adam8bit",
+                                        "adamw-fused", NULL};
+    int k = pick(names, x->v, false);
+    if (k < 0)
+        return BAD("--optimizer %s: expected sgd-momentum, sgd, adam, adamw, adamw-fused, "
+                   "rmsprop, adagrad, adamw-hf, adafactor, adam8bit or none",
+                   x->v);
+    x->cfg->optimizer = (enum dnnmem_optimizer)k;
+    x->cfg->optimizer_set = true;
+    return DNNMEM_OK;
+}
 
 static enum dnnmem_status set_precision(const struct ctx *x)
 {

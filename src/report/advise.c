@@ -96,8 +96,14 @@ static void apply(const struct job *j, const struct entry *e, struct dnnmem_conf
     bool bf16 = (j->cc ? j->cc : DM_CC_DEFAULT) >= 80;
     for (int k = 0; k < e->n_parts; k++)
         switch (e->parts[k]) {
-        case K_AMP: c->precision = bf16 ? DNNMEM_PRECISION_AMP_BF16 : DNNMEM_PRECISION_AMP_FP16; break;
-        case K_HALF: c->precision = bf16 ? DNNMEM_PRECISION_BF16 : DNNMEM_PRECISION_FP16; break;
+        case K_AMP:
+            c->precision = bf16 ? DNNMEM_PRECISION_AMP_BF16 : DNNMEM_PRECISION_AMP_FP16;
+            c->precision_set = true; /* as --precision would */
+            break;
+        case K_HALF:
+            c->precision = bf16 ? DNNMEM_PRECISION_BF16 : DNNMEM_PRECISION_FP16;
+            c->precision_set = true;
+            break;
         case K_BATCH: c->batch_size = e->batch; break;
         case K_CKPT:
             c->checkpoint = j->ckpt;
@@ -109,10 +115,11 @@ static void apply(const struct job *j, const struct entry *e, struct dnnmem_conf
             c->n_checkpoint = 1;
             break;
         }
-        case K_ADAM8BIT: c->optimizer = DNNMEM_OPT_ADAM8BIT; break;
-        case K_ADAFACTOR: c->optimizer = DNNMEM_OPT_ADAFACTOR; break;
-        case K_SGD_MOM: c->optimizer = DNNMEM_OPT_SGD_MOMENTUM; break;
-        case K_SGD: c->optimizer = DNNMEM_OPT_SGD; break;
+        /* as --optimizer would: not a HuggingFace config's AdamW default */
+        case K_ADAM8BIT: c->optimizer = DNNMEM_OPT_ADAM8BIT, c->optimizer_set = true; break;
+        case K_ADAFACTOR: c->optimizer = DNNMEM_OPT_ADAFACTOR, c->optimizer_set = true; break;
+        case K_SGD_MOM: c->optimizer = DNNMEM_OPT_SGD_MOMENTUM, c->optimizer_set = true; break;
+        case K_SGD: c->optimizer = DNNMEM_OPT_SGD, c->optimizer_set = true; break;
         case K_LORA: c->lora.r = ADVICE_LORA_R; break;
         case K_KV_FP8: c->kv_dtype = DNNMEM_KV_FP8; break;
         case K_INT8: c->quant = DNNMEM_QUANT_INT8; break;

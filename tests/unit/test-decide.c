@@ -263,6 +263,7 @@ static void test_advice(void **state)
     dnnmem_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.optimizer = DNNMEM_OPT_ADAM;
+    cfg.optimizer_set = true;
     cfg.batch_size = 64;
     cfg.capacity_bytes = INT64_C(4) << 30;
     struct dnnmem_advice *adv;
@@ -345,6 +346,7 @@ static void test_advice_llm(void **state)
     dnnmem_config_init(&cfg);
     cfg.mode = DNNMEM_MODE_TRAIN;
     cfg.optimizer = DNNMEM_OPT_ADAMW;
+    cfg.optimizer_set = true;
     cfg.precision = DNNMEM_PRECISION_BF16;
     cfg.precision_set = true;
     cfg.transformers_version = 451;
