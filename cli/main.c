@@ -60,8 +60,9 @@ static const char usage_head[] =
     "Estimate the peak GPU memory of running MODEL before it runs: with PyTorch\n"
     "eager on a CUDA device unless --framework and --device say otherwise. MODEL\n"
     "is an ONNX file, a HuggingFace config.json or model directory, a Keras model\n"
-    "JSON or .keras archive, or an MXNet *-symbol.json. Weights are never read:\n"
-    "an ONNX file whose weights live in external data works without them.\n";
+    "JSON or .keras archive, an MXNet *-symbol.json, or a PyTorch step captured\n"
+    "by the Python package (dnnmem.torch.capture, a .dnnmem file). Weights are\n"
+    "never read: an ONNX file whose weights live in external data works without them.\n";
 
 static const char usage_tail[] =
     "\n"
@@ -399,13 +400,19 @@ static int sweep(const struct cli *cl, const dnnmem_model *m)
     if (cl->cfg.module_depth && !cl->page_modules && !cl->json)
         return usage_error("--by-module: one estimate at a time, not a sweep or --csv "
                            "(--json gives each value its table)");
+    /* a model without a sequence given (a CNN) gets no seq column in text,
+     * an empty seq_len in CSV */
+    bool has_seq = cl->n_seqs || cl->cfg.seq_len > 0;
     if (cl->csv)
         printf("batch_size,seq_len,total_bytes,peak_allocated_bytes,peak_reserved_bytes,verdict\n");
     else if (cl->json)
         printf("[");
-    else
+    else if (has_seq)
         printf("%10s %8s %14s %14s %14s  %s\n", "batch", "seq", "total MiB", "allocated MiB",
                "reserved MiB", "verdict");
+    else
+        printf("%10s %14s %14s %14s  %s\n", "batch", "total MiB", "allocated MiB", "reserved MiB",
+               "verdict");
     for (size_t i = 0; i < nb; i++)
         for (size_t j = 0; j < ns; j++) {
             struct dnnmem_config cfg = cl->cfg;
@@ -423,17 +430,22 @@ static int sweep(const struct cli *cl, const dnnmem_model *m)
             }
             any_bad |= r->verdict == DNNMEM_VERDICT_DOES_NOT_FIT;
             char a[32], b[32], c[32];
+            char seq[24] = "";
+            if (has_seq)
+                snprintf(seq, sizeof seq, "%lld", (long long)cfg.seq_len);
             if (cl->csv) {
-                printf("%lld,%lld,%llu,%llu,%llu,%s\n", (long long)cfg.batch_size,
-                       (long long)cfg.seq_len, (unsigned long long)r->total_bytes,
+                printf("%lld,%s,%llu,%llu,%llu,%s\n", (long long)cfg.batch_size, seq,
+                       (unsigned long long)r->total_bytes,
                        (unsigned long long)r->peak_allocated, (unsigned long long)r->peak_reserved,
                        r->verdict ? dnnmem_verdict_name(r->verdict) : "");
             } else if (cl->json) {
                 printf("%s\n", i + j ? "," : "");
                 dnnmem_report_json(r, m, stdout);
             } else {
-                printf("%10lld %8lld %14s %14s %14s  %s\n", (long long)cfg.batch_size,
-                       (long long)cfg.seq_len, mib(r->total_bytes, a), mib(r->peak_allocated, b),
+                printf("%10lld ", (long long)cfg.batch_size);
+                if (has_seq)
+                    printf("%8s ", seq);
+                printf("%14s %14s %14s  %s\n", mib(r->total_bytes, a), mib(r->peak_allocated, b),
                        mib(r->peak_reserved, c), r->verdict ? dnnmem_verdict_name(r->verdict) : "");
             }
             dnnmem_result_free(r);
@@ -445,11 +457,10 @@ static int sweep(const struct cli *cl, const dnnmem_model *m)
 }
 
 /* --report, --timeline and --events: 0, or an exit code. The page shows
- * the advice given. */
-static int write_files(const struct cli *cl, const struct dnnmem_result *r, const dnnmem_model *m,
-                       const struct dnnmem_advice *adv, size_t n_adv)
+ * the result's advice (dnnmem_result_advise). */
+static int write_files(const struct cli *cl, const struct dnnmem_result *r, const dnnmem_model *m)
 {
-    struct dnnmem_page_info pi = {cl->command, adv, n_adv};
+    struct dnnmem_page_info pi = {cl->command};
     const char *files[3] = {cl->report, cl->timeline, cl->events};
     static const char *const flag[3] = {"--report", "--timeline", "--events"};
     for (int k = 0; k < 3; k++) {
@@ -469,17 +480,6 @@ static int write_files(const struct cli *cl, const struct dnnmem_result *r, cons
     return 0;
 }
 
-/* What would make a job that does not fit fit. */
-static void print_advice(const struct dnnmem_advice *adv, size_t n)
-{
-    printf("what would change it\n");
-    for (size_t k = 0; k < n; k++) {
-        char b1[32];
-        printf("  %-44s %10s MiB  %s\n", adv[k].change, mib(adv[k].total_bytes, b1),
-               dnnmem_verdict_name(adv[k].verdict));
-    }
-}
-
 /* One estimate of the model, or a sweep. */
 static int estimate(const struct cli *cl, const dnnmem_model *m)
 {
@@ -491,25 +491,21 @@ static int estimate(const struct cli *cl, const dnnmem_model *m)
     if (s != DNNMEM_OK)
         return fail(s, &err);
     bool does_not_fit = r->verdict == DNNMEM_VERDICT_DOES_NOT_FIT;
-    struct dnnmem_advice *adv = NULL;
-    size_t n_adv = 0;
-    if (does_not_fit && (!cl->json || cl->report) &&
-        (s = dnnmem_advise(m, &cl->cfg, &adv, &n_adv, &err)) != DNNMEM_OK) {
+    /* a job that does not fit: the changes that would make it fit, printed
+     * with it (before the tensors; JSON's advice[]; the page's) */
+    if (does_not_fit && (s = dnnmem_result_advise(r, m, &cl->cfg, &err)) != DNNMEM_OK) {
         dnnmem_result_free(r);
         return fail(s, &err);
     }
     if (cl->gpu && !cl->json)
         printf("device       %s\n", cl->gpu);
-    int rc = write_files(cl, r, m, adv, n_adv);
+    int rc = write_files(cl, r, m);
     if (cl->page_modules) { /* computed for the page, not asked for here */
         r->modules = NULL;
         r->n_modules = 0;
     }
     int wr = rc ? 0 : cl->json ? dnnmem_report_json(r, m, stdout) : dnnmem_report_text(r, m, stdout);
     dnnmem_result_free(r);
-    if (!rc && does_not_fit && !cl->json)
-        print_advice(adv, n_adv);
-    dnnmem_advice_free(adv, n_adv);
     if (rc)
         return rc;
     rc = write_done(wr);
@@ -562,24 +558,32 @@ static int max_dim(const struct cli *cl, const dnnmem_model *m, const char *cmd,
     if (s != DNNMEM_OK)
         return fail(s, &err);
     const char *what = dim ? dim : "batch size";
-    char b1[32], b2[32];
+    double headroom = cl->cfg.headroom > 0 ? cl->cfg.headroom : DNNMEM_HEADROOM_DEFAULT;
     if (cl->json) {
         printf("{\"schema\": \"dnnmem.max/1\", \"dim\": \"%s\", \"value\": %lld, \"limit\": %lld, "
-               "\"capacity_bytes\": %lld, \"total_bytes_at_value\": %llu, \"total_bytes_at_next\": %llu}\n",
-               what, (long long)value, (long long)limit, (long long)cl->cfg.capacity_bytes,
+               "\"capacity_bytes\": %lld, \"headroom\": %g, \"total_bytes_at_value\": %llu, "
+               "\"margin_bytes_at_value\": %lld, \"total_bytes_at_next\": %llu}\n",
+               what, (long long)value, (long long)limit, (long long)cl->cfg.capacity_bytes, headroom,
                at ? (unsigned long long)at->total_bytes : 0ULL,
+               at ? (long long)at->margin_bytes : 0LL,
                next ? (unsigned long long)next->total_bytes : 0ULL);
     } else {
-        printf("largest %s that fits %s%s: %lld%s\n", what, cl->gpu ? cl->gpu : cl->memory,
-               cl->gpu ? "" : "", (long long)value, value == limit ? " (the search limit)" : "");
-        if (at)
-            printf("  at %lld: %s MiB (allocated %s MiB), %s\n", (long long)value,
-                   mib(at->total_bytes, b1), mib(at->peak_allocated, b2),
-                   dnnmem_verdict_name(at->verdict));
-        if (next)
-            printf("  at %lld: %s MiB (allocated %s MiB), %s\n", (long long)value + 1,
-                   mib(next->total_bytes, b1), mib(next->peak_allocated, b2),
-                   dnnmem_verdict_name(next->verdict));
+        printf("largest %s that fits %s with %g%% left free: %lld%s\n", what,
+               cl->gpu ? cl->gpu : cl->memory, 100.0 * headroom, (long long)value,
+               value == limit ? " (the search limit)" : "");
+        const struct dnnmem_result *rs[2] = {at, next};
+        for (int k = 0; k < 2; k++) {
+            const struct dnnmem_result *x = rs[k];
+            if (!x)
+                continue;
+            char b1[32], b2[32], b3[32], b4[32];
+            uint64_t gap = x->margin_bytes < 0 ? (uint64_t)-x->margin_bytes : (uint64_t)x->margin_bytes;
+            printf("  at %lld: %s MiB (allocated %s MiB), %s: %s %s MiB (%.1f%% of %s MiB)\n",
+                   (long long)value + k, mib(x->total_bytes, b1), mib(x->peak_allocated, b2),
+                   dnnmem_verdict_name(x->verdict), x->margin_bytes < 0 ? "short by" : "margin",
+                   mib(gap, b3), 100.0 * (double)x->margin_bytes / (double)x->capacity_bytes,
+                   mib(x->capacity_bytes, b4));
+        }
     }
     dnnmem_result_free(at);
     dnnmem_result_free(next);

@@ -506,7 +506,7 @@ struct dnnmem_config {
      * verdict. A job fits when the process total stays within it; "tight"
      * when less than `headroom` (a fraction, default 0.05) of it is left. */
     int64_t capacity_bytes;
-    double headroom;
+    double headroom;            /* 0 = DNNMEM_HEADROOM_DEFAULT */
     const char *device_label;   /* how the user named the device ("--gpu A100-40GB"), echoed */
     bool timeline;              /* record dnnmem_result.timeline */
     bool events;                /* record dnnmem_result.events (and the timeline) */
@@ -603,6 +603,10 @@ int64_t dnnmem_cublas_workspace_default(int torch_version, int compute_capabilit
  * /layer1/layer1.0 in a torchvision ResNet, /encoder/layer.5 in BERT): a
  * choice of dnnmem's, not a fact; --by-module-depth N overrides it. */
 #define DNNMEM_MODULE_DEPTH_DEFAULT 2
+/* The verdict's default headroom: with less than 5% of the capacity left a
+ * job is "tight" (dnnmem's own margin against what no estimate sees:
+ * other processes, the driver's growth, fragmentation; --headroom). */
+#define DNNMEM_HEADROOM_DEFAULT 0.05
 /* PyTorch's CUDA caching allocator rounds every request up to a multiple of
  * kMinBlockSize = 512 B (c10/cuda/CUDACachingAllocator.cpp, all versions). */
 #define DNNMEM_ALLOC_ROUND_DEFAULT INT64_C(512)
@@ -802,6 +806,8 @@ struct dnnmem_module_info {
     size_t n_live;         /* buffers live at the peak */
 };
 
+struct dnnmem_advice;
+
 struct dnnmem_result {
     /* Totals. total_bytes = peak_reserved + context_bytes: what the process
      * takes on the device, as nvidia-smi shows it. */
@@ -841,7 +847,8 @@ struct dnnmem_result {
     size_t peak_step;         /* 1-based index of the node in execution order; 0 = not at a node */
     size_t n_steps;           /* nodes in the graph */
     const char *peak_node;    /* "" when the peak is not at a node */
-    const char *peak_op;
+    const char *peak_op;      /* the node's op; at a peak in the loss, outside the nodes,
+                                 the loss ("cross_entropy backward (NllLossBackward0, ...)") */
 
     /* Tensors live at the peak, grouped by kind (category order), largest
      * first within a kind, at most n_top_tensors of each; how many of each
@@ -898,6 +905,10 @@ struct dnnmem_result {
     struct dnnmem_module_info *modules;
     size_t n_modules;
     int module_depth;
+    /* Advice (dnnmem_result_advise): changes that would make the job fit,
+     * ranked; NULL and 0 until asked for, and when the job fits. */
+    const struct dnnmem_advice *advice;
+    size_t n_advice;
 };
 
 /* Estimate peak memory of `m` under `cfg`. On success *out is owned by the
@@ -926,25 +937,51 @@ size_t dnnmem_gpu_count(void);
 const struct dnnmem_gpu *dnnmem_gpu_at(size_t i);
 /* By name, case-insensitively; NULL when unknown. */
 const struct dnnmem_gpu *dnnmem_gpu_find(const char *name);
+/* The job on this GPU, as --gpu sets it: cfg's capacity (its total less
+ * what the driver keeps), its compute capability unless cfg has one (it
+ * decides kernels, workspaces, the CUDA context and whether bf16 runs) and
+ * the device label (its name). */
+void dnnmem_config_use_gpu(struct dnnmem_config *cfg, const struct dnnmem_gpu *gpu);
 
 /* One change that would make a job fit, with its estimate. */
 struct dnnmem_advice {
-    const char *change;        /* "batch size 48", "--precision amp-fp16", ... */
+    const char *change;        /* the options to add, as the CLI takes them:
+                                  "--checkpoint '/model/layers.*'", "--batch-size 3" */
     uint64_t total_bytes;
     enum dnnmem_verdict verdict;
+    int64_t margin_bytes;      /* capacity - total_bytes */
+    int cost_rank;             /* what it costs the user: 1 (numerics only) .. 10 (a
+                                  shorter context); a combination, its costliest part's
+                                  (docs/advice.md) */
+    const char *cost;          /* that cost in words: "speed: the 32 blocks' forwards
+                                  run again in the backward" */
 };
 
 /* Changes that would make a job that does not fit under `cfg` (capacity
- * set) fit: a smaller batch (the largest that fits), activation
- * checkpointing of every top-level module, mixed precision, a lighter
- * optimizer. *out is an array of *n entries owned by the caller (free with
- * dnnmem_advice_free). */
+ * set) fit, each estimated in full, ranked: those that fit first, then by
+ * cost_rank, fewer changes, lower total (docs/advice.md). The candidates:
+ * the AMP dtype the GPU runs (bf16 from compute capability 8.0, else fp16;
+ * 16-bit weights without training), the largest smaller batch that fits,
+ * activation checkpointing of the model's repeated blocks (found from its
+ * module scopes; every top-level module when none repeat), 8-bit Adam,
+ * Adafactor, SGD, and for HuggingFace causal LMs LoRA and a quantized base
+ * (int8, nf4 with LoRA when training), an 8-bit KV cache when generating,
+ * the largest shorter sequence; when
+ * no single one fits, combinations, cheapest first. A change that does not
+ * lower the estimate is left out. *out is an array of *n entries owned by
+ * the caller (free with dnnmem_advice_free). */
 enum dnnmem_status dnnmem_advise(const dnnmem_model *m, const struct dnnmem_config *cfg,
                                  struct dnnmem_advice **out, size_t *n, struct dnnmem_error *err);
+/* The same advice stored in the result `r` of dnnmem_estimate(m, cfg)
+ * (r->advice, owned by r), which the text, JSON and HTML reports then
+ * print; none when r fits. */
+enum dnnmem_status dnnmem_result_advise(struct dnnmem_result *r, const dnnmem_model *m,
+                                        const struct dnnmem_config *cfg, struct dnnmem_error *err);
 void dnnmem_advice_free(struct dnnmem_advice *a, size_t n);
 
 /* The largest value of a dim (the batch, or a named symbolic dim) for which
- * the job fits cfg->capacity_bytes, searched with the full simulation: 0 when
+ * the job fits cfg->capacity_bytes leaving the headroom free (the verdict
+ * "fits", not "tight": cfg->headroom, default 5%), searched with the full simulation: 0 when
  * even 1 does not fit. Exact, though the caching allocator makes the peak
  * non-monotone near its pool and segment thresholds (a larger batch can fit
  * where a smaller one did not): bisection on peak_requested, which only grows
@@ -977,17 +1014,14 @@ int dnnmem_report_events_csv(const struct dnnmem_result *r, FILE *f);
 int dnnmem_report_compare(const struct dnnmem_result *a, const char *label_a,
                           const struct dnnmem_result *b, const char *label_b, FILE *f);
 int dnnmem_report_html(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f);
-/* What a page shows beyond the result: the command line that made it, and
- * the changes that would make the job fit (dnnmem_advise's list, as the CLI
- * prints it under "what would change it"); NULL and 0 when not known. Only
- * read during the call. */
+/* What a page shows beyond the result: the command line that made it (NULL
+ * when not known). Only read during the call. */
 struct dnnmem_page_info {
     const char *command_line;
-    const struct dnnmem_advice *advice;
-    size_t n_advice;
 };
 /* dnnmem_report_html with these (pi NULL: none); the bytes by module at the
- * peak are shown when the result has them (cfg.module_depth). */
+ * peak are shown when the result has them (cfg.module_depth), and the advice
+ * when it has been asked for (dnnmem_result_advise). */
 int dnnmem_report_html_page(const struct dnnmem_result *r, const dnnmem_model *m,
                             const struct dnnmem_page_info *pi, FILE *f);
 

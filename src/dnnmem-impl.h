@@ -38,6 +38,7 @@
 #define DM_TRANSFORMERS_BASE 451
 /* The compute capability estimates take when none is given (an A100). */
 #define DM_CC_DEFAULT 80
+#define DM_HEADROOM_DEFAULT DNNMEM_HEADROOM_DEFAULT
 
 #if defined(__GNUC__)
 #define DM_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -769,8 +770,13 @@ struct dm_buffer {
     uint8_t dtype;       /* enum dm_dtype */
     const char *what;    /* static: NULL for a graph tensor, else "grad", "mask", "exp_avg", ... */
 };
+/* What a step outside the graph's ops runs, when it is the loss (the
+ * result names it at a peak there): its forward, or its backward, which
+ * hands the outputs their grads (src/train/loss.c). */
+enum dm_step_loss { DM_STEP_NOT_LOSS, DM_STEP_LOSS, DM_STEP_LOSS_BACKWARD };
 struct dm_step {
     uint8_t phase;       /* enum dm_phase */
+    uint8_t loss;        /* enum dm_step_loss */
     int16_t iteration;   /* 1-based */
     int32_t node;        /* -1 outside ops */
 };
@@ -1158,6 +1164,35 @@ enum dnnmem_status dm_replay(const struct dm_schedule *s, struct dm_allocator *a
  * other models). */
 const struct dm_graph *dm_model_graph(const dnnmem_model *m);
 const struct dm_graph *dm_model_graph_sdpa(const dnnmem_model *m);
+
+/* A model's repeated blocks at one scope depth (src/report/blocks.c): the
+ * --checkpoint globs of its numbered module families whose members repeat
+ * one structure ("/model/layers.*"), how many members and nodes they hold. */
+enum { DM_BLOCK_SPEC_LEN = 160, DM_BLOCK_MAX_SPECS = 4 };
+struct dm_block_scope {
+    int depth;
+    int n_specs;
+    char spec[DM_BLOCK_MAX_SPECS][DM_BLOCK_SPEC_LEN];
+    int32_t blocks;
+    int64_t nodes;
+};
+/* Up to max depths' families, those covering the most nodes first; their count. */
+size_t dm_repeated_blocks(const struct dm_graph *g, struct dm_block_scope *out, size_t max);
+
+/* Catalogue names close to an unknown --gpu name, ", "-separated into buf
+ * (n bytes): those that hold it, dashes and case aside, else those within
+ * two edits (one for a name under 6 characters); their count (src/report/gpus.c). */
+size_t dm_gpu_suggest(const char *name, char *buf, size_t n);
+
+/* dnnmem_max_dim, or with tight_ok the largest value that fits at all
+ * (the verdict "tight" accepted: no headroom kept; src/report/decide.c). */
+enum dnnmem_status dm_max_dim(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                              const char *dim, int64_t limit, bool tight_ok, int64_t *value,
+                              struct dnnmem_result **at, struct dnnmem_result **next,
+                              struct dnnmem_error *err);
+
+/* The arena that owns what a result points to (src/report/result.c). */
+struct dm_arena *dm_result_arena(struct dnnmem_result *r);
 
 /* Format bytes with IEC units ("97.49 MiB"); returns buf. */
 const char *dm_format_bytes(uint64_t bytes, char buf[32]);

@@ -62,21 +62,35 @@ static int parse_count(const char *s, int64_t *out)
     return 0;
 }
 
-/* "512", "300MiB", "1.5GiB", "500MB": bytes. */
+/* "512", "300MiB", "1.5GiB", "500MB", "16G": bytes. A bare K, M, G or T is
+ * binary (GiB), as GNU coreutils' sizes (numfmt --from=iec, ls -h, free -g)
+ * and GPU memory, whose sizes are powers of two, are; SI needs "GB". */
+static const struct size_unit {
+    const char *suffix;
+    double mult;
+} size_units[] = {{"", 1},           {"B", 1},          {"KiB", 1024.0},  {"MiB", 1048576.0},
+                  {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"kB", 1e3}, {"KB", 1e3},
+                  {"MB", 1e6},       {"GB", 1e9},       {"TB", 1e12},     {"K", 1024.0},
+                  {"M", 1048576.0},  {"G", 1073741824.0}, {"T", 1099511627776.0}};
+
+/* The unit a size ends in ("" when bare). */
+static const char *size_suffix(const char *s)
+{
+    char *end;
+    (void)strtod(s, &end);
+    return end;
+}
+
 static int parse_size(const char *s, int64_t *out)
 {
-    static const struct {
-        const char *suffix;
-        double mult;
-    } units[] = {{"", 1},         {"B", 1},          {"KiB", 1024.0},      {"MiB", 1048576.0},
-                 {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"kB", 1e3}, {"KB", 1e3},
-                 {"MB", 1e6},     {"GB", 1e9},        {"TB", 1e12}};
+    const struct size_unit *units = size_units;
+    size_t n_units = sizeof size_units / sizeof size_units[0];
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || v < 0)
         return -1;
-    for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
+    for (size_t k = 0; k < n_units; k++)
         if (strcmp(end, units[k].suffix) == 0) {
             double b = v * units[k].mult;
             if (b > 9.0e18)
@@ -373,11 +387,13 @@ static enum dnnmem_status set_compute_capability(const struct ctx *x)
 static enum dnnmem_status set_gpu(const struct ctx *x)
 {
     const struct dnnmem_gpu *gpu = dnnmem_gpu_find(x->v);
-    if (!gpu)
+    if (!gpu) {
+        char near[256];
+        if (dm_gpu_suggest(x->v, near, sizeof near))
+            return BAD("--gpu %s: unknown GPU; did you mean %s? (dnnmem gpus lists them)", x->v, near);
         return BAD("--gpu %s: unknown GPU (dnnmem gpus lists them)", x->v);
-    x->cfg->capacity_bytes = gpu->total_bytes - gpu->reserved_bytes;
-    if (!x->cfg->compute_capability && gpu->compute_capability)
-        x->cfg->compute_capability = gpu->compute_capability;
+    }
+    dnnmem_config_use_gpu(x->cfg, gpu);
     x->cfg->device_label = dm_arena_printf(&x->o->arena, "--gpu %s, as CUDA reports it", gpu->name);
     return x->cfg->device_label ? DNNMEM_OK : dm_fail(x->err, DNNMEM_E_NOMEM, "out of memory");
 }
@@ -386,9 +402,15 @@ static enum dnnmem_status set_memory(const struct ctx *x)
 {
     int64_t b;
     if (parse_size(x->v, &b) || b == 0)
-        return BAD("--memory %s: expected a size such as 24GiB or 80GB", x->v);
+        return BAD("--memory %s: expected a size such as 24GiB, 80GB or 16G", x->v);
     x->cfg->capacity_bytes = b;
-    x->cfg->device_label = dm_arena_printf(&x->o->arena, "--memory %s", x->v);
+    const char *u = size_suffix(x->v);
+    static const char binary[] = "KMGT";
+    const char *letter = u[0] && !u[1] ? strchr(binary, u[0]) : NULL; /* echoed with its meaning */
+    x->cfg->device_label =
+        letter ? dm_arena_printf(&x->o->arena, "--memory %s: %c read as %ciB, 2^%d bytes", x->v,
+                                 *letter, *letter, 10 * (int)(letter - binary + 1))
+               : dm_arena_printf(&x->o->arena, "--memory %s", x->v);
     return x->cfg->device_label ? DNNMEM_OK : dm_fail(x->err, DNNMEM_E_NOMEM, "out of memory");
 }
 

@@ -161,7 +161,8 @@ def _advise(m, c):
     _check(lib.dnnmem_advise(m._h, c.cfg, ctypes.byref(arr), ctypes.byref(n), ctypes.byref(err)), err)
     try:
         return [Advice(arr[i].change.decode(), int(arr[i].total_bytes),
-                       lib.dnnmem_verdict_name(arr[i].verdict).decode()) for i in range(n.value)]
+                       lib.dnnmem_verdict_name(arr[i].verdict).decode(), int(arr[i].margin_bytes),
+                       int(arr[i].cost_rank), arr[i].cost.decode()) for i in range(n.value)]
     finally:
         lib.dnnmem_advice_free(arr, n)
 

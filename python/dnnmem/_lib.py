@@ -20,7 +20,8 @@ class Error(ctypes.Structure):
 
 class Advice(ctypes.Structure):
     _fields_ = [("change", ctypes.c_char_p), ("total_bytes", ctypes.c_uint64),
-                ("verdict", ctypes.c_int)]
+                ("verdict", ctypes.c_int), ("margin_bytes", ctypes.c_int64),
+                ("cost_rank", ctypes.c_int), ("cost", ctypes.c_char_p)]
 
 
 class Gpu(ctypes.Structure):

@@ -56,10 +56,14 @@ class Module:
 
 @dataclass
 class Advice:
-    """A change that would make the job fit (struct dnnmem_advice)."""
+    """A change that would make the job fit (struct dnnmem_advice): the options to add, its
+    estimate, and what it costs (cost_rank 1 cheapest .. 10; docs/advice.md)."""
     change: str
     total_bytes: int
     verdict: str
+    margin_bytes: int = 0
+    cost_rank: int = 0
+    cost: str = ""
 
 
 @dataclass

@@ -71,6 +71,10 @@ def test_advice_when_it_does_not_fit():
     assert r.verdict == "does not fit" and r.margin < 0
     assert r.advice and all(a.total_bytes < r.peak for a in r.advice)
     assert any("batch" in a.change for a in r.advice)
+    # a T4 runs no bfloat16: float16 autocast, with what each change costs
+    assert any(a.change == "--precision amp-fp16" for a in r.advice)
+    assert not any("bf16" in a.change for a in r.advice)
+    assert all(a.cost and 1 <= a.cost_rank <= 10 for a in r.advice)
 
 
 def test_flags_and_repeats():

@@ -144,7 +144,7 @@ void dm_assume(struct dm_assumptions *as, const char *key, const char *source, c
       o->fw_version >= 0 && o->fw_version < 414 ? 0.9 : 0.75)                                      \
     /* below this share of the capacity left the verdict is "tight": dnnmem's                      \
      * own margin (include/dnnmem.h, --headroom), not a framework's */                             \
-    X(HEADROOM, REAL, "capacity", c->headroom > 0, c->headroom, 0.05)
+    X(HEADROOM, REAL, "capacity", c->headroom > 0, c->headroom, DM_HEADROOM_DEFAULT)
 
 enum dm_default {
 #define DM_X(name, type, key, set, option, dflt) DM_D_##name,

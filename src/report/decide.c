@@ -1,7 +1,7 @@
 /*
- * decide.c: decisions on top of estimates: the largest batch (or any dim)
- * that fits, and the changes that would make a job fit. Every answer comes
- * from full estimates (shapes, schedule, allocator), never extrapolation.
+ * decide.c: the largest batch (or any dim) that fits, leaving the headroom
+ * free, from full estimates (shapes, schedule, allocator), never
+ * extrapolation. The changes that would make a job fit: advise.c.
  */
 #include "dnnmem-impl.h"
 
@@ -17,6 +17,7 @@ struct search {
     const dnnmem_model *m;
     const struct dnnmem_config *cfg;
     const char *dim;             /* NULL: the batch */
+    bool tight_ok;               /* "tight" is an answer too: no headroom kept */
     int n;
     int64_t v[SEARCH_KEEP];
     struct dnnmem_result *r[SEARCH_KEEP];
@@ -65,17 +66,22 @@ static enum dnnmem_status estimate_at(struct search *se, int64_t v, struct dnnme
     return DNNMEM_OK;
 }
 
-/* Whether the value fits (the verdict), or even its requested bytes alone
- * exceed the capacity. */
+/* Whether the value fits leaving the headroom free (the verdict "fits",
+ * not "tight"), or even its requested bytes alone leave less than the
+ * headroom free (then so do all larger values: they only grow). */
 static enum dnnmem_status try_value(struct search *se, int64_t v, bool *fits, bool *over,
                                     struct dnnmem_error *err)
 {
     struct dnnmem_result *r;
     DM_TRY(estimate_at(se, v, &r, err));
     if (fits)
-        *fits = r->verdict != DNNMEM_VERDICT_DOES_NOT_FIT;
-    if (over)
-        *over = r->peak_requested + r->context_bytes > (uint64_t)se->cfg->capacity_bytes;
+        *fits = se->tight_ok ? r->verdict != DNNMEM_VERDICT_DOES_NOT_FIT
+                             : r->verdict == DNNMEM_VERDICT_FITS;
+    if (over) {
+        double h = se->tight_ok ? 0 : se->cfg->headroom > 0 ? se->cfg->headroom : DM_HEADROOM_DEFAULT;
+        double usable = (double)se->cfg->capacity_bytes * (1.0 - h);
+        *over = (double)r->peak_requested + (double)r->context_bytes > usable;
+    }
     return DNNMEM_OK;
 }
 
@@ -144,6 +150,14 @@ enum dnnmem_status dnnmem_max_dim(const dnnmem_model *m, const struct dnnmem_con
                                   struct dnnmem_result **at, struct dnnmem_result **next,
                                   struct dnnmem_error *err)
 {
+    return dm_max_dim(m, cfg, dim, limit, false, value, at, next, err);
+}
+
+enum dnnmem_status dm_max_dim(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                              const char *dim, int64_t limit, bool tight_ok, int64_t *value,
+                              struct dnnmem_result **at, struct dnnmem_result **next,
+                              struct dnnmem_error *err)
+{
     if (!m || !cfg || !value || cfg->capacity_bytes <= 0 || limit < 1)
         return dm_fail(err, DNNMEM_E_USAGE,
                        "max search: a device capacity (--gpu or --memory) and a limit >= 1 are needed");
@@ -158,109 +172,10 @@ enum dnnmem_status dnnmem_max_dim(const dnnmem_model *m, const struct dnnmem_con
     se->m = m;
     se->cfg = cfg;
     se->dim = dim;
+    se->tight_ok = tight_ok;
     enum dnnmem_status s = max_dim(se, limit, value, at, next, err);
     for (int k = 0; k < se->n; k++)
         dnnmem_result_free(se->r[k]);
     free(se);
-    return s;
-}
-
-void dnnmem_advice_free(struct dnnmem_advice *a, size_t n)
-{
-    if (!a)
-        return;
-    for (size_t k = 0; k < n; k++)
-        free((char *)a[k].change);
-    free(a);
-}
-
-static enum dnnmem_status add_advice(struct dnnmem_advice **out, size_t *n, const char *change,
-                                     const struct dnnmem_result *r, struct dnnmem_error *err)
-{
-    struct dnnmem_advice *a = realloc(*out, (*n + 1) * sizeof *a);
-    char *c = malloc(strlen(change) + 1);
-    if (!a || !c) {
-        free(c);
-        if (a)
-            *out = a;
-        return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
-    }
-    strcpy(c, change);
-    *out = a;
-    a[(*n)++] = (struct dnnmem_advice){c, r->total_bytes, r->verdict};
-    return DNNMEM_OK;
-}
-
-/* One variant of the configuration, estimated and recorded. */
-static enum dnnmem_status try_change(const dnnmem_model *m, const struct dnnmem_config *c,
-                                     const char *change, struct dnnmem_advice **out, size_t *n,
-                                     struct dnnmem_error *err)
-{
-    struct dnnmem_result *r = NULL;
-    enum dnnmem_status s = dnnmem_estimate(m, c, &r, err);
-    if (s == DNNMEM_E_UNSUPPORTED || s == DNNMEM_E_USAGE)
-        return DNNMEM_OK; /* this change does not apply to the model */
-    if (s == DNNMEM_OK)
-        s = add_advice(out, n, change, r, err);
-    dnnmem_result_free(r);
-    return s;
-}
-
-enum dnnmem_status dnnmem_advise(const dnnmem_model *m, const struct dnnmem_config *cfg,
-                                 struct dnnmem_advice **out, size_t *n, struct dnnmem_error *err)
-{
-    if (!m || !cfg || !out || !n || cfg->capacity_bytes <= 0)
-        return dm_fail(err, DNNMEM_E_USAGE, "advice needs a device capacity (--gpu or --memory)");
-    *out = NULL;
-    *n = 0;
-    enum dnnmem_status s = DNNMEM_OK;
-    char buf[256];
-    /* a smaller batch: the largest that fits */
-    int64_t batch = cfg->batch_size > 0 ? cfg->batch_size : 1;
-    if (batch > 1) {
-        int64_t best = 0;
-        struct dnnmem_result *at = NULL;
-        s = dnnmem_max_dim(m, cfg, NULL, batch - 1, &best, &at, NULL, err);
-        if (s == DNNMEM_OK && best > 0) {
-            snprintf(buf, sizeof buf, "--batch-size %lld", (long long)best);
-            s = add_advice(out, n, buf, at, err);
-        }
-        dnnmem_result_free(at);
-        if (s == DNNMEM_E_USAGE) /* no batch dim to vary */
-            s = DNNMEM_OK;
-    }
-    struct dnnmem_config c = *cfg;
-    /* activation checkpointing of every top-level module */
-    static const char *const every_module[] = {"/*"};
-    if (s == DNNMEM_OK && cfg->mode == DNNMEM_MODE_TRAIN && cfg->n_checkpoint == 0) {
-        c = *cfg;
-        c.checkpoint = every_module;
-        c.n_checkpoint = 1;
-        s = try_change(m, &c, "--checkpoint '/*' (every top-level module)", out, n, err);
-    }
-    /* mixed precision */
-    if (s == DNNMEM_OK && cfg->device == DNNMEM_DEVICE_CUDA &&
-        cfg->precision == DNNMEM_PRECISION_FP32) {
-        c = *cfg;
-        c.precision = DNNMEM_PRECISION_AMP_BF16;
-        s = try_change(m, &c, "--precision amp-bf16", out, n, err);
-    }
-    /* a lighter optimizer: one state buffer instead of two, or none */
-    if (s == DNNMEM_OK && cfg->mode == DNNMEM_MODE_TRAIN &&
-        (cfg->optimizer == DNNMEM_OPT_ADAM || cfg->optimizer == DNNMEM_OPT_ADAMW ||
-         cfg->optimizer == DNNMEM_OPT_SGD_MOMENTUM)) {
-        c = *cfg;
-        c.optimizer = cfg->optimizer == DNNMEM_OPT_SGD_MOMENTUM ? DNNMEM_OPT_SGD
-                                                                : DNNMEM_OPT_SGD_MOMENTUM;
-        c.optimizer_set = true; /* not a HuggingFace config's AdamW default */
-        s = try_change(m, &c,
-                       c.optimizer == DNNMEM_OPT_SGD ? "--optimizer sgd" : "--optimizer sgd-momentum",
-                       out, n, err);
-    }
-    if (s != DNNMEM_OK) {
-        dnnmem_advice_free(*out, *n);
-        *out = NULL;
-        *n = 0;
-    }
     return s;
 }

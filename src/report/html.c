@@ -335,18 +335,21 @@ static void modules_table(FILE *f, const struct dnnmem_result *r)
 
 /* The changes that would make the job fit (the list the CLI prints under
  * "what would change it"). */
-static void advice_list(FILE *f, const struct dnnmem_result *r, const struct dnnmem_page_info *pi)
+static void advice_list(FILE *f, const struct dnnmem_result *r)
 {
     fprintf(f, "<h2>What would change it</h2>\n");
-    if (pi && pi->n_advice) {
+    if (r->n_advice) {
         fprintf(f, "<table id=\"advice\">\n<tr><th>change</th><th class=\"n\">total</th>"
-                   "<th>verdict</th></tr>\n");
-        for (size_t k = 0; k < pi->n_advice; k++) {
+                   "<th>verdict</th><th>what it costs</th></tr>\n");
+        for (size_t k = 0; k < r->n_advice; k++) {
+            const struct dnnmem_advice *a = &r->advice[k];
             fprintf(f, "<tr><td><code>");
-            html_escape(f, pi->advice[k].change);
+            html_escape(f, a->change);
             fprintf(f, "</code></td>");
-            bytes_cell(f, pi->advice[k].total_bytes);
-            fprintf(f, "<td>%s</td></tr>\n", dnnmem_verdict_name(pi->advice[k].verdict));
+            bytes_cell(f, a->total_bytes);
+            fprintf(f, "<td>%s</td><td>", dnnmem_verdict_name(a->verdict));
+            html_escape(f, a->cost ? a->cost : "");
+            fprintf(f, "</td></tr>\n");
         }
         fprintf(f, "</table>\n");
     } else {
@@ -503,7 +506,7 @@ int dnnmem_report_html_page(const struct dnnmem_result *r, const dnnmem_model *m
     chart(f, r);
     breakdown_table(f, r);
     modules_table(f, r);
-    advice_list(f, r, pi);
+    advice_list(f, r);
     live_and_assumptions(f, r);
     bool ok = chart_data(f, r, pt, np);
     free(pt);

@@ -105,6 +105,19 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
                           : json_null()));
         json_object_set_new(root, "needed_bytes", json_integer((json_int_t)r->needed_bytes));
     }
+    if (root) {
+        json_t *advice = json_array();
+        for (size_t k = 0; k < r->n_advice; k++) {
+            const struct dnnmem_advice *a = &r->advice[k];
+            json_array_append_new(
+                advice, json_pack("{s:s, s:I, s:s, s:I, s:i, s:s}", "change", a->change,
+                                  "total_bytes", (json_int_t)a->total_bytes, "verdict",
+                                  dnnmem_verdict_name(a->verdict), "margin_bytes",
+                                  (json_int_t)a->margin_bytes, "cost_rank", a->cost_rank, "cost",
+                                  a->cost));
+        }
+        json_object_set_new(root, "advice", advice);
+    }
     if (root)
         json_object_set_new(root, "live_at_peak_count", counts);
     else

@@ -14,6 +14,11 @@ struct result_box {
     struct dm_arena arena;
 };
 
+struct dm_arena *dm_result_arena(struct dnnmem_result *r)
+{
+    return &((struct result_box *)r)->arena; /* r is the first member */
+}
+
 enum dnnmem_status dm_result_warn(struct dnnmem_result *r, const char *text)
 {
     enum { MAX_WARNINGS = 8 };
@@ -104,7 +109,22 @@ struct build {
     bool *by_alloc;                   /* per step: its point was set by an allocation */
     size_t peak_ev;                   /* the event after which allocated memory peaks */
     bool any;                         /* any allocation at all */
+    enum dnnmem_loss loss;            /* the loss, named at a peak in its steps */
 };
+
+/* The loss's step as a peak names it: the functional torch calls
+ * (src/train/loss.c) and, for its backward, the autograd nodes that run. */
+static const char *loss_op(enum dnnmem_loss loss, bool backward)
+{
+    switch (loss) {
+    case DNNMEM_LOSS_CE:
+        return backward ? "cross_entropy backward (NllLossBackward0, LogSoftmaxBackward0)"
+                        : "cross_entropy (log_softmax, nll_loss)";
+    case DNNMEM_LOSS_MSE: return backward ? "mse_loss backward (MseLossBackward0)" : "mse_loss";
+    case DNNMEM_LOSS_SUM: return backward ? "sum backward (SumBackward0)" : "sum";
+    }
+    return "";
+}
 
 /* Node i's op as the result prints it: the op table's name (static), or a
  * capture's aten op, copied, as the result owns its strings. */
@@ -269,7 +289,7 @@ static size_t live_at_peak(struct build *b)
         r->peak_op = op_name(b, step->node);
     } else {
         r->peak_node = "";
-        r->peak_op = "";
+        r->peak_op = step && step->loss ? loss_op(b->loss, step->loss == DM_STEP_LOSS_BACKWARD) : "";
     }
     return n_live;
 }
@@ -348,7 +368,7 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
                                    struct dnnmem_result **out, struct dnnmem_error *err)
 {
     size_t nb = (size_t)s->n_buf;
-    struct build b = {.g = g, .t = t, .s = s};
+    struct build b = {.g = g, .t = t, .s = s, .loss = cfg->loss};
     b.handle = calloc(nb + 1, sizeof *b.handle);
     b.granted = calloc(nb + 1, sizeof *b.granted);
     b.alive = calloc(nb + 1, sizeof *b.alive);

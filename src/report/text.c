@@ -57,6 +57,27 @@ static void modules_table(const struct dnnmem_result *r, FILE *f)
     }
 }
 
+/* The advice (dnnmem_result_advise), ranked, each with what it costs. */
+static void print_advice(const struct dnnmem_result *r, FILE *f)
+{
+    if (!r->advice)
+        return;
+    if (!r->n_advice) { /* asked for, but no candidate lowers the estimate */
+        fprintf(f, "what would change it: none of the changes tried lowers the estimate "
+                   "(docs/advice.md)\n");
+        return;
+    }
+    fprintf(f, "what would change it (those that fit first, then the cheapest; docs/advice.md)\n");
+    for (size_t k = 0; k < r->n_advice; k++) {
+        const struct dnnmem_advice *a = &r->advice[k];
+        if (strlen(a->change) > 46)
+            fprintf(f, "  %s\n", a->change);
+        bool long_change = strlen(a->change) > 46; /* on a line of its own */
+        fprintf(f, "  %-46s %10.1f MiB  %s\n      %s\n", long_change ? "" : a->change,
+                (double)a->total_bytes / 1048576.0, dnnmem_verdict_name(a->verdict), a->cost);
+    }
+}
+
 int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f)
 {
     struct dnnmem_model_info info;
@@ -108,6 +129,9 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
     if (r->peak_step)
         fprintf(f, "at           %s, step %d, node %zu of %zu: '%s' (%s)\n", r->peak_phase,
                 r->peak_iteration, r->peak_step, r->n_steps, r->peak_node, r->peak_op);
+    else if (r->peak_op[0]) /* the loss, outside the graph's nodes */
+        fprintf(f, "at           %s, step %d, the loss: %s\n", r->peak_phase, r->peak_iteration,
+                r->peak_op);
     else
         fprintf(f, "at           %s, step %d\n", r->peak_phase, r->peak_iteration);
     fprintf(f, "breakdown at the peak\n");
@@ -140,6 +164,7 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
                        "within the device (peaks above are of that run)\n",
                     (unsigned long long)r->alloc_retries, r->alloc_retries == 1 ? "" : "s");
     }
+    print_advice(r, f);
     if (r->n_live)
         fprintf(f, "live at the peak, by kind (the largest of each; %zu tensors in all)\n",
                 r->n_live_total);
@@ -187,9 +212,22 @@ int dnnmem_report_compare(const struct dnnmem_result *a, const char *label_a,
     compare_row(f, "rounding", a->rounding_bytes, b->rounding_bytes);
     compare_row(f, "allocator slack", a->slack_bytes, b->slack_bytes);
     compare_row(f, "cuda context", a->context_bytes, b->context_bytes);
+    const char *where_a = a->peak_node[0] ? a->peak_node : a->peak_op; /* a node, or the loss */
+    const char *where_b = b->peak_node[0] ? b->peak_node : b->peak_op;
     fprintf(f, "  peak at              A: %s, step %d%s%s\n", a->peak_phase, a->peak_iteration,
-            a->peak_node[0] ? ", " : "", a->peak_node);
+            where_a[0] ? ", " : "", where_a);
     fprintf(f, "                       B: %s, step %d%s%s\n", b->peak_phase, b->peak_iteration,
-            b->peak_node[0] ? ", " : "", b->peak_node);
+            where_b[0] ? ", " : "", where_b);
+    const struct dnnmem_result *side[2] = {a, b};
+    for (int k = 0; k < 2; k++) { /* with a device (--gpu, --memory): each verdict */
+        const struct dnnmem_result *x = side[k];
+        if (x->verdict == DNNMEM_VERDICT_NONE)
+            continue;
+        char b1[32], b2[32];
+        uint64_t gap = x->margin_bytes < 0 ? (uint64_t)-x->margin_bytes : (uint64_t)x->margin_bytes;
+        fprintf(f, "  %-20s %s: %s in %s: %s %s\n", k == 0 || a->verdict == DNNMEM_VERDICT_NONE ? "verdict" : "",
+                k ? "B" : "A", dnnmem_verdict_name(x->verdict), dm_format_bytes(x->capacity_bytes, b1),
+                x->margin_bytes < 0 ? "short by" : "margin", dm_format_bytes(gap, b2));
+    }
     return ferror(f) ? -1 : 0;
 }

@@ -29,7 +29,8 @@ void dm_sb_step(struct dm_sb *b, enum dm_phase phase, int32_t node)
         return;
     }
     s->cap_steps = (int32_t)cap;
-    s->steps[s->n_steps++] = (struct dm_step){(uint8_t)phase, (int16_t)b->iteration, node};
+    s->steps[s->n_steps++] =
+        (struct dm_step){.phase = (uint8_t)phase, .iteration = (int16_t)b->iteration, .node = node};
 }
 
 static void event(struct dm_sb *b, enum dm_ev_kind kind, int32_t buf)

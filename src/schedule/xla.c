@@ -945,7 +945,7 @@ static enum dnnmem_status out_steps(struct xla *x)
         int it = in->steps[k].iteration;
         if (it >= 1 && it <= n_it && win_first[it] == k) {
             call_step[it] = n_os;
-            out->steps[n_os++] = (struct dm_step){DM_PHASE_FORWARD, (int16_t)it, -1};
+            out->steps[n_os++] = (struct dm_step){.phase = DM_PHASE_FORWARD, .iteration = (int16_t)it, .node = -1};
         }
         x->map[k] = n_os;
         out->steps[n_os++] = in->steps[k];

@@ -139,6 +139,8 @@ void dm_train_loss(struct dm_sb *b)
     int32_t value = -1;
     enum dm_dtype dt = b->t[g->outputs[0]].dtype;
     dm_sb_step(b, DM_PHASE_LOSS, -1);
+    if (b->s->n_steps)
+        b->s->steps[b->s->n_steps - 1].loss = DM_STEP_LOSS;
     for (int32_t k = 0; k < n_out && k < 64; k++) {
         int32_t x = g->outputs[k];
         const struct dm_tinfo *o = &b->t[x];
@@ -197,6 +199,8 @@ void dm_train_loss(struct dm_sb *b)
     }
     /* backward from the loss: its grad is ones_like(loss) */
     dm_sb_step(b, DM_PHASE_BACKWARD, -1);
+    if (b->s->n_steps)
+        b->s->steps[b->s->n_steps - 1].loss = DM_STEP_LOSS_BACKWARD;
     /* MXNet's loss heads make no loss value and read no head gradient */
     int32_t gl = value >= 0 ? dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, 4, -1, -1, "loss.grad", 1)
                             : -1;

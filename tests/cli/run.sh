@@ -160,7 +160,11 @@ expect 2 "--headroom 150%" -- estimate $R --memory 8GB --headroom 150%
 expect 2 "--headroom 150: expected a fraction or a percentage" -- estimate $R --memory 8GB --headroom 150
 expect 0 "verdict      tight" -- estimate $R -b 32 --mode train --gpu A100-40GB --headroom 95%
 expect 2 "give the device" -- max-batch $R --mode train
-expect 0 "largest batch size that fits A100-40GB: 476" -- max-batch $R --mode train --optimizer adam --gpu A100-40GB
+expect 0 "largest batch size that fits A100-40GB with 5% left free: 423" -- max-batch $R --mode train --optimizer adam --gpu A100-40GB
+expect 0 "at 423: 38174.0 MiB (allocated 35310.6 MiB), fits: margin 2339.8 MiB (5.8% of 40513.8 MiB)" -- \
+    max-batch $R --mode train --optimizer adam --gpu A100-40GB
+expect 0 "largest batch size that fits A100-40GB with 10% left free: " -- max-batch $R --mode train \
+    --optimizer adam --gpu A100-40GB --headroom 10
 expect 0 "largest seq that fits" -- max-seq-len $M/fixtures/bert_encoder.onnx -b 8 --mode train --gpu L4 --limit 4096
 expect 1 "largest batch size that fits" -- max-batch $M/fixtures/vgg16.onnx --mode train --memory 1GiB
 expect 0 "reserved MiB" -- estimate $M/fixtures/bert_encoder.onnx -b 8,16 -s 128,256 --mode train
@@ -169,6 +173,56 @@ expect 1 "does not fit" -- estimate $R -b 8,256 --mode train --gpu T4
 expect 2 "--batch-size 8,x" -- estimate $R -b 8,x
 
 expect 0 "24.00 GiB (--memory 24GiB)" -- estimate $R --memory 24GiB
+expect 0 "17179869184 bytes = 16.00 GiB (--memory 16G: G read as GiB, 2^30 bytes)" -- estimate $R --memory 16G
+expect 2 "--gpu A100: unknown GPU; did you mean A100-40GB, A100-40GB-PCIe, A100-80GB, A100-80GB-PCIe?" -- \
+    estimate $R --gpu A100
+expect 2 "did you mean RTX-4090?" -- estimate $R --gpu rtx4090
+expect 0 "a .dnnmem file" -- --help
+# a CNN sweep has no seq column; compare with a device prints each verdict
+"$D" estimate $R -b 8,16 --gpu T4 >"$T/sweep" 2>&1
+if head -1 "$T/sweep" | grep -q seq || ! grep -q "^         8 " "$T/sweep"; then
+    echo "FAIL: a CNN sweep prints a seq column:"; sed 's/^/    /' "$T/sweep"; fail=$((fail + 1))
+else pass=$((pass + 1)); fi
+expect 0 "8,,819986432," -- estimate $R -b 8,16 --csv
+expect 0 "verdict              A: tight in 14.75 GiB: margin 437.81 MiB" -- compare $R -b 160 --mode train \
+    --optimizer adam --gpu T4 --with "--precision amp-fp16"
+expect 0 "                       B: fits in 14.75 GiB: margin 6.49 GiB" -- compare $R -b 160 --mode train \
+    --optimizer adam --gpu T4 --with "--precision amp-fp16"
+
+# advice (issue 16): the change that fits, ranked, printed before the tensors and in JSON
+L8=$M/hf/Llama-3.1-8B-Instruct.json
+L8J="--mode train -b 4 -s 4096 --lora-r 16 --precision bf16 --optimizer adamw --transformers 4.51"
+expect 1 "  --checkpoint '/model/layers.*'                    51166.0 MiB  fits" -- estimate $L8 $L8J --gpu A100-80GB
+expect 1 "speed: the 32 blocks' forwards run again in the backward" -- estimate $L8 $L8J --gpu A100-80GB
+expect 0 "at           backward, step 2, the loss: cross_entropy backward (NllLossBackward0, LogSoftmaxBackward0)" -- \
+    estimate $L8 $L8J --gpu A100-80GB --checkpoint '/model/layers.*'
+"$D" estimate $L8 $L8J --gpu A100-80GB >"$T/adv" 2>&1
+a=$(grep -n "^what would change it" "$T/adv" | cut -d: -f1)
+l=$(grep -n "^live at the peak" "$T/adv" | cut -d: -f1)
+if [ -z "$a" ] || [ -z "$l" ] || [ "$a" -gt "$l" ]; then
+    echo "FAIL: the advice is not printed before the tensors"; fail=$((fail + 1))
+else pass=$((pass + 1)); fi
+expect 1 "  --quant nf4                                       24460.8 MiB  fits" -- \
+    estimate $M/hf/Mixtral-8x7B-v0.1.json --precision bf16 --transformers 4.51 -b 1 -s 512 --gpu H100-80GB
+expect 1 "  --checkpoint '/model/layers.*' --lora-r 16 --quant nf4 --batch-size 7" -- estimate $L8 --mode train \
+    -b 8 -s 2048 --precision bf16 --optimizer adamw --transformers 4.51 --gpu A100-40GB
+# a T4 (sm75) is offered float16 autocast, never bfloat16
+"$D" estimate $R -b 256 --mode train --optimizer adam --gpu T4 >"$T/t4" 2>&1
+if grep -q "amp-bf16" "$T/t4" || ! grep -q "^  --precision amp-fp16 " "$T/t4"; then
+    echo "FAIL: T4 advice:"; sed 's/^/    /' "$T/t4"; fail=$((fail + 1))
+else pass=$((pass + 1)); fi
+"$D" estimate $L8 $L8J --gpu A100-80GB --json >"$T/adv.json"
+if "$PY" - "$T/adv.json" <<'EOF2'
+import json, sys
+d = json.load(open(sys.argv[1]))
+a = d["advice"]
+assert a and a[0]["verdict"] == "fits", a
+ck = [x for x in a if x["change"] == "--checkpoint '/model/layers.*'"]
+assert ck and ck[0]["verdict"] == "fits" and ck[0]["cost_rank"] == 3, ck
+assert all(x["margin_bytes"] == d["verdict"]["capacity_bytes"] - x["total_bytes"] for x in a)
+assert d["peak"]["op"].startswith("cross_entropy backward"), d["peak"]
+EOF2
+then pass=$((pass + 1)); else echo "FAIL: advice in --json"; fail=$((fail + 1)); fi
 expect 0 "22.35 GiB (--memory 24GB)" -- estimate $R --memory 24GB
 expect 0 "optimizer state" -- compare $R -b 64 --mode train --with "--optimizer adam"
 expect 0 "inception_v3.onnx" -- compare $R $M/fixtures/inception_v3.onnx -b 8 --mode train
@@ -229,6 +283,9 @@ jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))'
 check_schema "$T/v.json" "inference JSON"
 "$D" estimate $M/fixtures/resnet50.onnx -b 4 --mode train --optimizer adam --memory 1GiB --json >"$T/t.json"
 check_schema "$T/t.json" "training JSON with a verdict"
+"$D" estimate $M/hf/Llama-3.1-8B-Instruct.json --mode train -b 4 -s 4096 --lora-r 16 --precision bf16 \
+    --optimizer adamw --transformers 4.51 --gpu A100-80GB --json >"$T/adv.json"
+check_schema "$T/adv.json" "JSON with advice[]"
 "$D" estimate $M/hf/tiny-llama-gqa.json -b 2 --prompt-len 16 --mode generate --new-tokens 400 \
     --json >"$T/g.json"
 check_schema "$T/g.json" "generation JSON (kv_cache, decode phase)"

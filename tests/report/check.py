@@ -166,11 +166,10 @@ def main():
         check(table[-1][0] == "total" and table[-1][-1] == sum(m["live_bytes"] for m in mods),
               "module total row")
 
-    # the advice: what the CLI printed under "what would change it"
-    printed = re.findall(r"^  (--.*?)\s{2,}[\d.]+ MiB", text.split("what would change it\n")[1], re.M) \
-        if "what would change it\n" in text else []
+    # the advice: the JSON's advice[] (what the CLI prints under "what would change it")
+    printed = [a["change"] for a in res.get("advice", [])]
     adv = [c["text"] for c in Dom(section(html, "advice")).find("code")]
-    check(adv == printed, f"advice {adv} is the CLI's {printed}")
+    check(adv == printed, f"advice {adv} is the JSON's {printed}")
     if not printed:
         check("nothing to change" in section(html, "advice") or "No " in section(html, "advice"),
               "no advice: a sentence saying why")

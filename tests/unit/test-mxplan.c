@@ -18,7 +18,7 @@ static void step(struct hs *h, enum dm_phase ph, int it, int32_t node)
     struct dm_schedule *s = &h->s;
     s->steps = realloc(s->steps, (size_t)(s->n_steps + 1) * sizeof *s->steps);
     assert_non_null(s->steps);
-    s->steps[s->n_steps++] = (struct dm_step){(uint8_t)ph, (int16_t)it, node};
+    s->steps[s->n_steps++] = (struct dm_step){.phase = (uint8_t)ph, .iteration = (int16_t)it, .node = node};
     s->cap_steps = s->n_steps;
 }
 

@@ -75,6 +75,15 @@ static void test_kinds(void **state)
     ok(f, "memory", "24GiB");
     assert_int_equal(f->cfg.capacity_bytes, INT64_C(24) << 30);
     assert_string_equal(f->cfg.device_label, "--memory 24GiB");
+    ok(f, "memory", "16G"); /* a bare letter is binary, and said so */
+    assert_int_equal(f->cfg.capacity_bytes, INT64_C(16) << 30);
+    assert_string_equal(f->cfg.device_label, "--memory 16G: G read as GiB, 2^30 bytes");
+    ok(f, "memory", "512M");
+    assert_int_equal(f->cfg.capacity_bytes, INT64_C(512) << 20);
+    assert_string_equal(f->cfg.device_label, "--memory 512M: M read as MiB, 2^20 bytes");
+    ok(f, "memory", "80GB"); /* SI stays SI */
+    assert_int_equal(f->cfg.capacity_bytes, INT64_C(80000000000));
+    assert_string_equal(f->cfg.device_label, "--memory 80GB");
     ok(f, "cuda-context", "1.5KiB");
     assert_int_equal(f->cfg.cuda_context_bytes, 1536);
     ok(f, "cuda", "11.8");
@@ -161,7 +170,7 @@ static void test_errors(void **state)
     bad(f, "mode", "fly", "--mode fly: expected infer, train or generate");
     bad(f, "iterations", "1001", "--iterations 1001: expected 1..1000");
     bad(f, "top-p", "1.5", "--top-p 1.5: expected a probability in (0, 1]");
-    bad(f, "memory", "0", "--memory 0: expected a size such as 24GiB or 80GB");
+    bad(f, "memory", "0", "--memory 0: expected a size such as 24GiB, 80GB or 16G");
     bad(f, "cuda", "12", "--cuda 12: expected MAJOR.MINOR, e.g. 12.1");
     bad(f, "batch-size", "8,x", "--batch-size 8,x: expected positive integers, e.g. 8 or 8,16,32");
     bad(f, "prompt-len", "0", "--seq-len 0: expected positive integers, e.g. 8 or 8,16,32");
@@ -170,6 +179,9 @@ static void test_errors(void **state)
                                        "data=1,3,224,224");
     bad(f, "lora-targets", ",", "--lora-targets ,: expected module names, e.g. q_proj,v_proj");
     bad(f, "gpu", "Z80", "--gpu Z80: unknown GPU (dnnmem gpus lists them)");
+    bad(f, "gpu", "A100",
+        "--gpu A100: unknown GPU; did you mean A100-40GB, A100-40GB-PCIe, A100-80GB, A100-80GB-PCIe? "
+        "(dnnmem gpus lists them)");
     bad(f, "framework", "jax@x", "--framework jax@x: expected jax@VERSION with a version such as "
                                  "0.4.30");
     bad(f, "calibration", "/nonexistent.json",

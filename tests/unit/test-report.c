@@ -188,8 +188,11 @@ static void test_html_page(void **state)
     tb_free(b);
     struct dnnmem_result *r = NULL;
     assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_OK);
-    struct dnnmem_advice adv = {"--batch-size 1", 12345, DNNMEM_VERDICT_FITS};
-    struct dnnmem_page_info pi = {"dnnmem estimate 'a<b>.onnx'", &adv, 1};
+    struct dnnmem_advice adv = {"--batch-size 1", 12345, DNNMEM_VERDICT_FITS, 0, 10,
+                                "a <smaller> batch"};
+    r->advice = &adv; /* as dnnmem_result_advise leaves it */
+    r->n_advice = 1;
+    struct dnnmem_page_info pi = {"dnnmem estimate 'a<b>.onnx'"};
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -198,6 +201,7 @@ static void test_html_page(void **state)
     fclose(f);
     assert_non_null(strstr(text, "<code id=\"command\">dnnmem estimate 'a&lt;b&gt;.onnx'</code>"));
     assert_non_null(strstr(text, "<code>--batch-size 1</code></td><td class=\"n\" data-bytes=\"12345\">"));
+    assert_non_null(strstr(text, "<td>a &lt;smaller&gt; batch</td>"));
     assert_non_null(strstr(text, "<table id=\"modules\">"));
     assert_non_null(strstr(text, "<tr><td>/fc1</td>"));
     assert_null(strstr(text, "data-series=\"kv cache\"><i")); /* no cache, no legend entry */
