@@ -226,6 +226,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
     b.cur = malloc(((size_t)nt + 1) * sizeof *b.cur);
     b.strided = calloc((size_t)nt + 1, sizeof *b.strided);
     b.chlast = calloc((size_t)nt + 1, sizeof *b.chlast);
+    b.stride = calloc(((size_t)nt + 1) * DM_MAX_DIMS, sizeof *b.stride);
     b.flag = calloc((size_t)nt + 1, sizeof *b.flag);
     b.uses = calloc((size_t)nt + 1, sizeof *b.uses);
     b.resident = malloc(((size_t)nt + 1) * sizeof *b.resident);
@@ -236,7 +237,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
             max_in = g->nodes[i].n_in;
     b.in_buf = malloc((size_t)max_in * sizeof *b.in_buf);
     enum dnnmem_status st = DNNMEM_OK;
-    if (!b.cur || !b.strided || !b.chlast || !b.flag || !b.uses || !b.resident || !b.amp_cache || !b.in_buf) {
+    if (!b.cur || !b.strided || !b.chlast || !b.stride || !b.flag || !b.uses || !b.resident || !b.amp_cache || !b.in_buf) {
         b.oom = true;
         goto out;
     }
@@ -275,6 +276,7 @@ out:
     free(b.cur);
     free(b.strided);
     free(b.chlast);
+    free(b.stride);
     free(b.flag);
     free(b.uses);
     free(b.resident);

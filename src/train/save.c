@@ -8,7 +8,8 @@
  * checked with saved_tensors_hooks; summarised in runtime-facts.md §6):
  *  - DM_T_OUT: relu/sigmoid/tanh/softmax/log_softmax/exp/sqrt save their
  *    result (ReluBackward0 threshold_backward(grad, result)); softmax and
- *    log_softmax up to 1.10 their input too (see keep rules).
+ *    log_softmax up to 1.10 their input too (see keep rules); elu and selu
+ *    only in place (out of place their input: saves_self_out_of_place).
  *  - DM_T_IN: erf, log, leaky_relu, clamp, avg_pool, 1.13 mean (MeanBackward1
  *    keeps self), pow by a scalar (PowBackward0 keeps self and the exponent)
  *    save their input. Run in place (hardtanh_ for ReLU6, hardswish_:
@@ -164,6 +165,23 @@ static bool clones_self(const struct dm_sb *b, const struct dm_node *n, int32_t 
            b->cur[out0] == b->cur[in0];
 }
 
+/* PyTorch's elu (and selu, which F.selu runs as elu with SELU's constants)
+ * out of place keeps its input, in place its result: derivatives.yaml's elu
+ * entry is elu_backward(grad, ..., is_result false, self), elu_'s
+ * is_result true, result (celu likewise, DM_T_IN). Measured, 2.14.1, one
+ * thread: F.elu's and F.selu's EluBackward0 has _saved_self, elu_'s
+ * EluBackward1 _saved_result; in (elu(x * S) * S2).sum().backward() on
+ * [2,8,8,8] the product x * S (4096 B) lives until EluBackward0 has run.
+ * TensorFlow's EluGrad and SeluGrad read the output (tf.c); XLA keeps the
+ * rule's output. */
+static bool saves_self_out_of_place(const struct dm_sb *b, const struct dm_node *n, int32_t in0,
+                                    int32_t out0)
+{
+    return (n->op == DM_OP_Elu || n->op == DM_OP_Selu) && in0 >= 0 && out0 >= 0 &&
+           !b->run->tf_ops && !b->run->xla && !b->run->mx_ops &&
+           (b->cur[out0] < 0 || b->cur[out0] != b->cur[in0]);
+}
+
 static void keep_by_rule(struct dm_sb *b, int32_t i)
 {
     struct dm_train *tr = b->train;
@@ -173,6 +191,10 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
     int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1, out0 = dm_has_out(n, 0) ? n->out[0] : -1;
     switch (dm_ops[n->op].train) {
     case DM_T_OUT:
+        if (saves_self_out_of_place(b, n, in0, out0)) {
+            dm_keep_input(b, i, 0);
+            break;
+        }
         dm_keep_tensor(b, i, out0);
         /* XLA: softmax's backward recomputes its output from the input
          * (header, "JAX's jit") */

@@ -81,7 +81,7 @@ def bypass_p0_dropouts(src, dst):
 
 # randnet's activations dnnmem runs in place (src/schedule/forward.c can_run_inplace)
 # drawn out of place ("relu" for nn.ReLU(), "relu_" for inplace=True)
-OUT_OF_PLACE = re.compile(r"[\[,](relu|relu6|leaky_relu|hardswish)[,\]]")
+OUT_OF_PLACE = re.compile(r"[\[,](relu|relu6|leaky_relu|hardswish|elu)[,\]]")
 
 
 # the weight copied channels-last (weight.contiguous(backend_memory_format)) by _convolution
