@@ -18,6 +18,7 @@ enum {
     DM_TF_META_USE = 8,     /* read as metadata */
     DM_TF_FROM_WEIGHT = 16, /* derived from initializers through data */
     DM_TF_RESIDENT = 32,    /* allocated once before the first op, never freed */
+    DM_TF_DEVICE_FEED = 64, /* read by a device op through views (Reshape, Transpose, ...) */
 };
 
 /* What generate() makes before the prefill for beam search (generate.c). */

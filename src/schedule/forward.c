@@ -115,10 +115,15 @@ static bool slice_view(const struct dm_sb *b, const struct dm_node *n, bool *str
 }
 
 /* Ops that torchvision and common models run in place (ReLU(inplace=True),
- * ReLU6/Hardtanh, Hardswish, LeakyReLU). SiLU(inplace=True) (torchvision's
- * Conv2dNormActivation, timm's BatchNormAct2d) too, but only without grad:
- * in training silu_ clones its input for its backward (the clone save.c
- * keeps), which costs what the out-of-place op does. ELU, SELU and CELU
+ * ReLU6/Hardtanh, Hardswish, Hardsigmoid, LeakyReLU). hardtanh_,
+ * hardswish_ and hardsigmoid_ clone their input for their backward (the
+ * clone save.c keeps), which costs what the out-of-place op does, but on a
+ * view their backward is autograd's CopySlices (save.c, on_view: rand33's
+ * hardsigmoid_ after an InstanceNorm2d, -7..-8% run out of place).
+ * SiLU(inplace=True) (torchvision's Conv2dNormActivation, timm's
+ * BatchNormAct2d) only without grad: transformers' SiLU, which the HF front
+ * end builds, is out of place, and in training silu_'s clone costs what
+ * that does (dm_sb_forward_node). ELU, SELU and CELU
  * (inplace=True: elu_, celu_, whose backward keeps the result, nothing
  * cloned; save.c) in PyTorch only: MXNet's LeakyReLU act_type elu is
  * mxnet.c's. */
@@ -127,6 +132,7 @@ static bool can_run_inplace(const struct dm_sb *b, enum dm_op op)
     if ((op == DM_OP_Elu || op == DM_OP_Selu || op == DM_OP_Celu) && !b->run->mx_ops)
         return true;
     return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu || op == DM_OP_HardSwish ||
+           op == DM_OP_HardSigmoid || op == DM_OP_Silu ||
            op == DM_OP_IndexAdd; /* Tensor.index_add_ */
 }
 
@@ -245,7 +251,7 @@ static bool view_of_strides(struct dm_sb *b, const struct dm_node *n, int32_t in
     }
     if (view && reshape && torch_views(b)) {
         if (n->op == DM_OP_Squeeze || n->op == DM_OP_Unsqueeze)
-            return dm_sb_view_strides(b, in0, o); /* always a view */
+            dm_sb_view_strides(b, in0, o); /* always a view */
         return true; /* dm_sb_view_strides set them */
     }
     if (rx == ry)
@@ -315,6 +321,31 @@ static void matmul_copies(struct dm_sb *b, const struct dm_node *n, int32_t i, b
             continue;
         b->in_buf[k] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, b->t[x].dtype, b->t[x].bytes, x, i,
                                    "matmul's contiguous copy", 1);
+    }
+}
+
+/* A value computed from weights alone that a device op reads (directly or
+ * through views): PyTorch computes it in every forward, as the module's
+ * forward does it (timm's ScaledStdConv2d, NF-ResNet: F.batch_norm of the
+ * weight viewed as [1, out, fan_in], reshaped back, then conv2d: measured,
+ * 2.14.1, a 9,437,184 B native_batch_norm output for a 512 x 512 x 3 x 3
+ * weight, live through the convolution; nf_resnet26 inference -9..-11%
+ * without it). Computing ops only: the exporter's own repacking of
+ * weights (an LSTM's gates: Slice, Concat, Split, Gather; views) is no
+ * tensor in PyTorch. torch.onnx graphs (torch_views). The exporter's
+ * auxiliary values (a training-mode BatchNormalization's mean and variance
+ * inputs, which native_batch_norm computes inside) feed no device op. */
+static bool weight_computed(const struct dm_sb *b, const struct dm_node *n, int32_t o)
+{
+    if (!torch_views(b) || !(b->flag[o] & DM_TF_FROM_WEIGHT) || (b->flag[o] & DM_TF_DEP) ||
+        !(b->flag[o] & (DM_TF_DEVICE_USE | DM_TF_DEVICE_FEED)) || b->t[o].numel <= 1 ||
+        (dm_ops[n->op].flags & DM_F_VIEW))
+        return false;
+    switch (n->op) {
+    case DM_OP_Slice: case DM_OP_Split: case DM_OP_Concat: case DM_OP_Gather: case DM_OP_Cast:
+    case DM_OP_Expand: case DM_OP_Tile: case DM_OP_Constant: case DM_OP_ConstantOfShape:
+        return false;
+    default: return true;
     }
 }
 
@@ -398,7 +429,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
             alias = false;
         /* in place: nothing but this op holds the input */
         bool inplace = k == 0 && base >= 0 && b->run->inplace &&
-                       (can_run_inplace(b, n->op) || (n->op == DM_OP_Silu && !train)) &&
+                       can_run_inplace(b, n->op) && (n->op != DM_OP_Silu || !train) &&
                        dm_attr_int(n, "inplace", 1) != 0 && /* nn.ReLU() of HF models: 0 */
                        b->refs[base] == 1 && b->resident[in0] < 0 && t[o].bytes == t[in0].bytes;
         /* F.linear on a 3-D input is matmul(x, W.t()) then output.add_(bias) in
@@ -446,7 +477,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
          * of a weight by indices made at run time from the bound dims
          * allocates (GPT-2's wpe(arange(S))) */
         bool run_time_lookup = n->op == DM_OP_Gather && (b->flag[o] & DM_TF_DEP);
-        bool materialize = !t[o].is_const ||
+        bool materialize = !t[o].is_const || weight_computed(b, n, o) ||
                            (((b->flag[o] & DM_TF_DEVICE_USE) || g->tensors[o].is_output) &&
                             t[o].numel > 1 &&
                             (!(b->flag[o] & DM_TF_FROM_WEIGHT) || run_time_lookup));

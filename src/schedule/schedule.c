@@ -109,6 +109,15 @@ static void analyse(struct dm_sb *b)
                 b->flag[x] |= DM_TF_DEVICE_USE;
         }
     }
+    /* a constant value a device op reads through views: what the view
+     * chain starts from (forward.c, weight_computed) */
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        const struct dm_node *n = &g->nodes[i];
+        int32_t o = n->n_out > 0 ? n->out[0] : -1;
+        if (o >= 0 && t[o].is_const && (dm_ops[n->op].flags & DM_F_VIEW) && dm_has_in(n, 0) &&
+            (b->flag[o] & (DM_TF_DEVICE_USE | DM_TF_DEVICE_FEED)))
+            b->flag[n->in[0]] |= DM_TF_DEVICE_FEED;
+    }
     for (int32_t i = 0; i < g->n_tensors; i++) {
         const struct dm_tensor *tt = &g->tensors[i];
         uint8_t f = b->flag[i];

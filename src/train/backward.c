@@ -532,6 +532,15 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
             gin = gout;
         } else if (cast == DM_UNDEFINED && dm_mx_addto(b, x)) {
             gin = -1; /* written into the sum's buffer (kAddTo): nothing allocated */
+        } else if (k == 0 && tr->copy_slices[i] && cast == DM_UNDEFINED) {
+            /* CopySlices (save.c, on_view): the base's grad (gin, handed
+             * on), the clone of its slice, the op's grad of the clone */
+            int32_t cl = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                                     "CopySlices: grad_slice.clone()", 1);
+            gin = new_grad(b, i, k, cast, out0, gout, dense);
+            dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                        "CopySlices: the op's grad", 0);
+            dm_sb_unref(b, cl);
         } else {
             gin = new_grad(b, i, k, cast, out0, gout, dense);
         }
