@@ -406,6 +406,24 @@ static void test_weight_computed(void **state)
     assert_int_equal(cpu_peak(b, 214, DNNMEM_CPU_ISA_DEFAULT, 1), 256 + 2048 + 128 + 2560);
 }
 
+/* A 1x1 convolution with fewer in channels than a block is no "first
+ * convolution" (workspace.c, onednn_conv_of): measured, 2.14.1, 12 -> 5
+ * channels at stride 2 on [2,12,32,32] (98304 B), no bias: +16512 (the
+ * strided 1x1 kernel's copy of the source, padded to 16 channels), +131072
+ * (the source reordered, padded), +1024 (the weight, 16 x 16), +32768 (the
+ * destination, 16 channels): 181376 B beside x and W (240). */
+static void test_onednn_1x1_small_input(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,12,32,32");
+    tb_init(b, "W", F32, 4, (int64_t[]){5, 12, 1, 1});
+    tb_node(b, "Conv", "/conv/Conv", "x,W", "y");
+    tb_attr_ints(b, "strides", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    assert_int_equal(cpu_peak(b, 214, DNNMEM_CPU_ISA_DEFAULT, 1), 98304 + 240 + 181376);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -419,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_reshape_views_matmul_copies),
         cmocka_unit_test(test_copy_slices),
         cmocka_unit_test(test_weight_computed),
+        cmocka_unit_test(test_onednn_1x1_small_input),
     };
     return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
 }

@@ -17,7 +17,8 @@ brings it within 3%; inplace-assumed when the model runs ReLU, ReLU6, LeakyReLU 
 Hardswish out of place (randnet's tokens without "_") and `--inplace none` (dnnmem's
 default runs them in place, as torchvision's inplace=True) brings it within 3% (both:
 the two together); otherwise the mechanism measured on its family
-(densenet-python-local), conv-weight-channels-last for an under-estimate that the conv
+(densenet-python-local; python-local for StarNet, VoVNet, HGNet and FastViT inference;
+weight-std-backward for NF-ResNet training over; nhwc-view-conv for PVT-v2), conv-weight-channels-last for an under-estimate that the conv
 weight clones live at the peak bring within 3%, layernorm-input-copy for one that the
 layer_norm input clones live at the peak bring within 3%, or `unexplained`.  Those not
 tested by a what-if say how they were assigned.  GroupNorm (groupnorm-decomposed),
@@ -93,10 +94,11 @@ LN_COPY = "aten::layer_norm > aten::clone"
 
 
 # families whose inference misses are Python locals that outlive dataflow (attributed on
-# starnet_s050 and ese_vovnet19b_dw: StarNet's `x` reassigned only after act(x1) * x2,
-# VoVNet's OSA list of every layer output until the block returns; HGNet's HG block keeps
-# the same kind of list)
-PYTHON_LOCAL = ("timm-starnet", "timm-ese", "timm-hgnet")
+# starnet_s050, ese_vovnet19b_dw and fastvit_t8: StarNet's `x` reassigned only after
+# act(x1) * x2, VoVNet's OSA list of every layer output until the block returns,
+# MobileOneBlock's `scale_out` kept after `out = scale_out + identity_out`; HGNet's HG
+# block keeps a list like VoVNet's)
+PYTHON_LOCAL = ("timm-starnet", "timm-ese", "timm-hgnet", "timm-fastvit")
 
 
 def err(r, est):
