@@ -81,6 +81,8 @@ int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);
 /* Per tensor of g, whether PyTorch gives it channels-last strides (cl: one
  * entry per tensor, written in node order). */
 void dm_sb_layout(const struct dm_graph *g, const struct dm_tinfo *t, bool *cl);
+/* a * b, saturating at INT64_MAX. */
+int64_t dm_sat_mul(int64_t a, int64_t b);
 /* Tensor x's strides (DM_MAX_DIMS elements). */
 int64_t *dm_sb_stride(const struct dm_sb *b, int32_t x);
 /* x as an op allocates it: contiguous, or channels-last where chlast says. */

@@ -256,7 +256,7 @@ static bool view_of_strides(struct dm_sb *b, const struct dm_node *n, int32_t in
     }
     if (rx == ry)
         for (int d = 0; d < ry; d++)
-            ys[d] = xs[d] * (n->op == DM_OP_Slice && step[d] > 0 ? step[d] : 1);
+            ys[d] = dm_sat_mul(xs[d], n->op == DM_OP_Slice && step[d] > 0 ? step[d] : 1);
     return false;
 }
 
@@ -276,10 +276,10 @@ static bool matmul_operand_shape(const struct dm_sb *b, const struct dm_node *n,
         return false;
     int64_t rows = r >= 2 ? x->dims[r - 2] : 1, batch = 1;
     for (int d = 0; d + 2 < r; d++)
-        batch *= x->dims[d];
+        batch = dm_sat_mul(batch, x->dims[d]);
     if (k == 0 && a->rank >= 3 && c->rank <= 2) {
         bool fold = b->run->torch_version < 200 || (save && dm_train_requires_grad(b, n->in[0]));
-        int64_t flat[2] = {batch * rows, x->dims[r - 1]};
+        int64_t flat[2] = {dm_sat_mul(batch, rows), x->dims[r - 1]};
         if (fold || dm_sb_viewable(b, n->in[0], 2, flat)) {
             *rank = 2;
             memcpy(dims, flat, sizeof flat);

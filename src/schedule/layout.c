@@ -136,6 +136,14 @@ void dm_sb_layout(const struct dm_graph *g, const struct dm_tinfo *t, bool *cl)
  * contiguous, or channels-last (N, H, W, C order) where dm_sb_layout says
  * so; a view's come from its base's (forward.c). */
 
+/* a * b, INT64_MAX when it overflows (strides scaled by a slice's untrusted
+ * steps: such a tensor is then no view of anything) */
+int64_t dm_sat_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    return dm_mul_ok(a, b, &r) ? r : INT64_MAX;
+}
+
 int64_t *dm_sb_stride(const struct dm_sb *b, int32_t x)
 {
     return &b->stride[(size_t)x * DM_MAX_DIMS];
@@ -190,11 +198,11 @@ static bool compute_view(const struct dm_tinfo *tx, const int64_t *os, int ry, c
     int view_d = ry - 1;
     int64_t base = os[tx->rank - 1], tn = 1, vn = 1;
     for (int d = tx->rank - 1; d >= 0; d--) {
-        tn *= tx->dims[d];
-        if (d == 0 || (tx->dims[d - 1] != 1 && os[d - 1] != tn * base)) {
+        tn = dm_sat_mul(tn, tx->dims[d]);
+        if (d == 0 || (tx->dims[d - 1] != 1 && os[d - 1] != dm_sat_mul(tn, base))) {
             while (view_d >= 0 && (vn < tn || yd[view_d] == 1)) {
-                ns[view_d] = vn * base;
-                vn *= yd[view_d];
+                ns[view_d] = dm_sat_mul(vn, base);
+                vn = dm_sat_mul(vn, yd[view_d]);
                 view_d--;
             }
             if (vn != tn)
@@ -213,7 +221,7 @@ bool dm_sb_viewable(const struct dm_sb *b, int32_t x, int rank, const int64_t *d
     const struct dm_tinfo *tx = &b->t[x];
     int64_t ns[DM_MAX_DIMS], numel = 1;
     for (int d = 0; d < rank; d++)
-        numel *= dims[d];
+        numel = dm_sat_mul(numel, dims[d]);
     if (tx->rank < 0 || rank < 0 || rank > DM_MAX_DIMS || tx->numel != numel)
         return false;
     return tx->rank == 0 || tx->numel == 0 || compute_view(tx, dm_sb_stride(b, x), rank, dims, ns);
