@@ -119,7 +119,7 @@ TIMM.update({name: ({"img_size": 96} if name in TIMM_IMG_SIZE else {}, 96) for n
     "selecsls42b", "convnextv2_atto", "mobilevitv2_050", "repvit_m0_9", "starnet_s050",
     "mambaout_femto", "regnetz_b16", "dla46_c", "xception41", "fasternet_t0", "hgnet_tiny",
     "levit_128s", "convit_tiny", "deit3_small_patch16_224", "efficientvit_m0", "pvt_v2_b0")})
-RANDOM_SEEDS = range(0, 80)
+RANDOM_SEEDS = range(0, 90)
 RUNS = (("inference", None), ("train", "sgd-momentum"), ("train", "adam"))
 
 
