@@ -248,40 +248,65 @@ static int32_t scan_name(const char *a, const char *b, int32_t **pos, size_t *n,
     return cp;
 }
 
+/* A node whose name has no '/' at all ("Constant_215", "Shape_3593",
+ * "Range_3599") is one the TorchScript exporter added itself (Unsqueeze's
+ * axes at opset 13 and later, the index arithmetic of index_put's ScatterND)
+ * and named without the scope it was added in. It is skipped: it does not
+ * end the runs around it (randnet's attention block, where those constants
+ * cut the run of its Sequential, which freed the Sequential's argument too
+ * early: rand77 inference, -6.1%; rand56 inference, -8.8%). A top-level op
+ * of the model's own forward is named "/Flatten" and still ends them. */
+static bool scope_transparent(const struct dm_node *n)
+{
+    return n->name && !strchr(n->name, '/');
+}
+
 /* Scope d of node i (ending at pos[start[i] + d]) is that of the node
- * beside it when it ends inside their common prefix (cp): the earlier
- * scope ends match then, and the other name has the same '/' there. */
+ * beside it (skipping transparent ones) when it ends inside their common
+ * prefix (cp): the earlier scope ends match then, and the other name has the
+ * same '/' there. nb[i]: the index of that node before i (-1: none). */
 enum dnnmem_status dm_graph_find_scopes(struct dm_graph *g, struct dnnmem_error *err)
 {
     int32_t nn = g->n_nodes;
-    int32_t *cp = malloc(((size_t)nn + 1) * sizeof *cp); /* [i]: of names i - 1 and i */
+    int32_t *cp = malloc(((size_t)nn + 1) * sizeof *cp); /* [i]: of names nb[i] and i */
+    int32_t *nb = malloc(((size_t)nn + 1) * sizeof *nb);
     int32_t *start = dm_arena_array(&g->arena, (size_t)nn + 1, sizeof *start);
     int32_t *pos = NULL;
     size_t n_pos = 0, cap = 0;
-    bool ok = cp && start;
+    bool ok = cp && nb && start;
     if (ok)
         start[0] = 0;
+    int32_t before = -1;
     for (int32_t i = 0; ok && i < nn; i++) {
-        cp[i] = scan_name(i > 0 ? g->nodes[i - 1].name : "", g->nodes[i].name, &pos, &n_pos, &cap);
+        bool skip = scope_transparent(&g->nodes[i]);
+        nb[i] = before;
+        cp[i] = skip ? 0 : scan_name(before >= 0 ? g->nodes[before].name : "", g->nodes[i].name,
+                                     &pos, &n_pos, &cap);
         start[i + 1] = (int32_t)n_pos;
         ok = cp[i] >= 0;
+        if (!skip)
+            before = i;
     }
     int32_t *first = ok ? dm_arena_array(&g->arena, n_pos + 1, sizeof *first) : NULL;
     int32_t *last = ok ? dm_arena_array(&g->arena, n_pos + 1, sizeof *last) : NULL;
     if (!first || !last) {
         free(cp);
+        free(nb);
         free(pos);
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
     }
-    cp[0] = 0;
-    cp[nn] = 0;
     for (int32_t i = 0; i < nn; i++)
         for (int32_t d = start[i]; d < start[i + 1]; d++)
-            first[d] = pos[d] < cp[i] ? first[start[i - 1] + d - start[i]] : i;
-    for (int32_t i = nn - 1; i >= 0; i--)
+            first[d] = nb[i] >= 0 && pos[d] < cp[i] ? first[start[nb[i]] + d - start[i]] : i;
+    int32_t after = -1; /* the next node that is not transparent */
+    for (int32_t i = nn - 1; i >= 0; i--) {
         for (int32_t d = start[i]; d < start[i + 1]; d++)
-            last[d] = pos[d] < cp[i + 1] ? last[start[i + 1] + d - start[i]] : i;
+            last[d] = after >= 0 && pos[d] < cp[after] ? last[start[after] + d - start[i]] : i;
+        if (!scope_transparent(&g->nodes[i]))
+            after = i;
+    }
     free(cp);
+    free(nb);
     free(pos);
     g->scope_start = start;
     g->scope_first = first;

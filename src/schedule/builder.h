@@ -18,6 +18,7 @@ enum {
     DM_TF_META_USE = 8,     /* read as metadata */
     DM_TF_FROM_WEIGHT = 16, /* derived from initializers through data */
     DM_TF_RESIDENT = 32,    /* allocated once before the first op, never freed */
+    DM_TF_DEVICE_FEED = 64, /* read by a device op through views (Reshape, Transpose, ...) */
 };
 
 /* What generate() makes before the prefill for beam search (generate.c). */
@@ -43,6 +44,7 @@ struct dm_sb {
     int32_t *cur;         /* per tensor: buffer holding its storage now, or -1 */
     bool *strided;        /* per tensor: a non-contiguous view */
     bool *chlast;         /* per tensor: channels-last strides (layout.c) */
+    int64_t *stride;      /* per tensor: DM_MAX_DIMS element strides (layout.c) */
     uint8_t *flag;        /* per tensor: DM_TF_* */
     int32_t *uses;        /* per tensor: data reads by nodes in one forward pass, and the
                              holds of the modules it is an argument of */
@@ -79,6 +81,17 @@ int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);
 /* Per tensor of g, whether PyTorch gives it channels-last strides (cl: one
  * entry per tensor, written in node order). */
 void dm_sb_layout(const struct dm_graph *g, const struct dm_tinfo *t, bool *cl);
+/* a * b, saturating at INT64_MAX. */
+int64_t dm_sat_mul(int64_t a, int64_t b);
+/* Tensor x's strides (DM_MAX_DIMS elements). */
+int64_t *dm_sb_stride(const struct dm_sb *b, int32_t x);
+/* x as an op allocates it: contiguous, or channels-last where chlast says. */
+void dm_sb_dense_strides(struct dm_sb *b, int32_t x);
+bool dm_sb_contiguous(const struct dm_sb *b, int32_t x);
+/* y's strides as a view of x (torch.reshape); false: no view, reshape copies. */
+bool dm_sb_view_strides(struct dm_sb *b, int32_t x, int32_t y);
+/* Whether x reshaped to `dims` is a view (no copy). */
+bool dm_sb_viewable(const struct dm_sb *b, int32_t x, int rank, const int64_t *dims);
 
 /* ---- workspace.c ---- */
 

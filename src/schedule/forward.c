@@ -24,6 +24,8 @@
  */
 #include "schedule/builder.h"
 
+#include <string.h>
+
 /* A permutation that moves only size-1 dims keeps memory order. */
 static bool transpose_keeps_order(const struct dm_node *n, const struct dm_tinfo *in)
 {
@@ -75,7 +77,8 @@ static bool narrow_strides(const struct dm_node *n, const struct dm_tinfo *x)
  * channel split: x.chunk(2, dim=1), the second half read by a convolution,
  * training -3.6..-4.1% with Slice copied). TensorFlow's and MXNet's slices
  * copy, and XLA's are fusions: those keep the copy. */
-static bool slice_view(const struct dm_sb *b, const struct dm_node *n, bool *strided)
+static bool slice_view(const struct dm_sb *b, const struct dm_node *n, bool *strided,
+                       int64_t step[DM_MAX_DIMS])
 {
     const struct dm_tinfo *t = b->t;
     if (b->run->tf_ops || b->run->mx_ops || b->run->xla || n->n_in < 3 || b->g->opset < 10 ||
@@ -87,7 +90,6 @@ static bool slice_view(const struct dm_sb *b, const struct dm_node *n, bool *str
     if (x->rank < 0 || x->rank != y->rank || (dm_has_in(n, 3) && (!axes || axes->is_float)) ||
         (dm_has_in(n, 4) && (!steps || steps->is_float)))
         return false;
-    int64_t step[DM_MAX_DIMS];
     for (int d = 0; d < x->rank; d++)
         step[d] = 1;
     for (int64_t k = 0; steps && k < steps->n; k++) {
@@ -113,13 +115,24 @@ static bool slice_view(const struct dm_sb *b, const struct dm_node *n, bool *str
 }
 
 /* Ops that torchvision and common models run in place (ReLU(inplace=True),
- * ReLU6/Hardtanh, Hardswish, LeakyReLU). SiLU(inplace=True) (torchvision's
- * Conv2dNormActivation, timm's BatchNormAct2d) too, but only without grad:
- * in training silu_ clones its input for its backward (the clone save.c
- * keeps), which costs what the out-of-place op does. */
-static bool can_run_inplace(enum dm_op op)
+ * ReLU6/Hardtanh, Hardswish, Hardsigmoid, LeakyReLU). hardtanh_,
+ * hardswish_ and hardsigmoid_ clone their input for their backward (the
+ * clone save.c keeps), which costs what the out-of-place op does, but on a
+ * view their backward is autograd's CopySlices (save.c, on_view: rand33's
+ * hardsigmoid_ after an InstanceNorm2d, -7..-8% run out of place).
+ * SiLU(inplace=True) (torchvision's Conv2dNormActivation, timm's
+ * BatchNormAct2d) only without grad: transformers' SiLU, which the HF front
+ * end builds, is out of place, and in training silu_'s clone costs what
+ * that does (dm_sb_forward_node). ELU, SELU and CELU
+ * (inplace=True: elu_, celu_, whose backward keeps the result, nothing
+ * cloned; save.c) in PyTorch only: MXNet's LeakyReLU act_type elu is
+ * mxnet.c's. */
+static bool can_run_inplace(const struct dm_sb *b, enum dm_op op)
 {
+    if ((op == DM_OP_Elu || op == DM_OP_Selu || op == DM_OP_Celu) && !b->run->mx_ops)
+        return true;
     return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu || op == DM_OP_HardSwish ||
+           op == DM_OP_HardSigmoid || op == DM_OP_Silu ||
            op == DM_OP_IndexAdd; /* Tensor.index_add_ */
 }
 
@@ -201,6 +214,141 @@ static void amp_casts(struct dm_sb *b, const struct dm_node *n)
     }
 }
 
+/* PyTorch's views: their strides decide which reshapes copy, in graphs
+ * torch.onnx exported, whose Transpose, Reshape and Slice nodes are the
+ * permutes, views and slices the model ran. TensorFlow's and MXNet's
+ * reshapes and XLA's fusions keep the plain rule (a non-contiguous tensor is
+ * copied), and so do the HF front end's graphs (src/load/hf), which stand
+ * for transformers' code with nodes of their own, not a trace of its
+ * strides (DeepSeek-V2's query is a Concat and a Transpose there, a
+ * contiguous new_empty in the model), validated with that rule. */
+static bool torch_views(const struct dm_sb *b)
+{
+    return !b->run->tf_ops && !b->run->mx_ops && !b->run->xla && b->g->format &&
+           strcmp(b->g->format, "onnx") == 0;
+}
+
+/* Output o of node n as a view of (or in place on) in0: o's strides from
+ * in0's (a permute's permuted, a slice's multiplied by its steps, a
+ * reshape's from dm_sb_view_strides, already set); true when they decide
+ * whether o is contiguous (PyTorch's permutes and reshapes). */
+static bool view_of_strides(struct dm_sb *b, const struct dm_node *n, int32_t in0, int32_t o,
+                            bool view, const int64_t step[DM_MAX_DIMS])
+{
+    const int64_t *xs = dm_sb_stride(b, in0);
+    int64_t *ys = dm_sb_stride(b, o);
+    int rx = b->t[in0].rank, ry = b->t[o].rank;
+    bool reshape = n->op == DM_OP_Reshape || n->op == DM_OP_Flatten || n->op == DM_OP_Squeeze ||
+                   n->op == DM_OP_Unsqueeze;
+    if (view && n->op == DM_OP_Transpose && rx == ry) {
+        int64_t cnt;
+        const int64_t *p = dm_attr_ints(n, "perm", &cnt);
+        for (int d = 0; d < ry; d++) {
+            int64_t src = cnt == ry ? p[d] : ry - 1 - d;
+            ys[d] = src >= 0 && src < rx ? xs[src] : 1;
+        }
+        return torch_views(b);
+    }
+    if (view && reshape && torch_views(b)) {
+        if (n->op == DM_OP_Squeeze || n->op == DM_OP_Unsqueeze)
+            dm_sb_view_strides(b, in0, o); /* always a view */
+        return true; /* dm_sb_view_strides set them */
+    }
+    if (rx == ry)
+        for (int d = 0; d < ry; d++)
+            ys[d] = dm_sat_mul(xs[d], n->op == DM_OP_Slice && step[d] > 0 ? step[d] : 1);
+    return false;
+}
+
+/* The shape torch.matmul reshapes operand k of n to before its kernel, in
+ * *rank and dims: the batched path's [batch, rows, cols], or the fold's
+ * [rows, cols] of the larger operand when the other is a matrix or a vector
+ * (aten/src/ATen/native/LinearAlgebra.cpp, _matmul_impl). 2.x folds when
+ * that larger operand needs a grad or folds without a copy (should_fold),
+ * else it takes the batched path; 1.13 always folds. False: no reshape
+ * (mm, mv), or batch dims broadcast (an expand, not modelled). */
+static bool matmul_operand_shape(const struct dm_sb *b, const struct dm_node *n, int k, bool save,
+                                 int *rank, int64_t dims[3])
+{
+    const struct dm_tinfo *a = &b->t[n->in[0]], *c = &b->t[n->in[1]], *x = k ? c : a;
+    int r = x->rank;
+    if (a->rank <= 2 && c->rank <= 2)
+        return false;
+    int64_t rows = r >= 2 ? x->dims[r - 2] : 1, batch = 1;
+    for (int d = 0; d + 2 < r; d++)
+        batch = dm_sat_mul(batch, x->dims[d]);
+    if (k == 0 && a->rank >= 3 && c->rank <= 2) {
+        bool fold = b->run->torch_version < 200 || (save && dm_train_requires_grad(b, n->in[0]));
+        int64_t flat[2] = {dm_sat_mul(batch, rows), x->dims[r - 1]};
+        if (fold || dm_sb_viewable(b, n->in[0], 2, flat)) {
+            *rank = 2;
+            memcpy(dims, flat, sizeof flat);
+            return true;
+        }
+    }
+    if (a->rank < 3 || c->rank < 3 || a->rank != c->rank)
+        return false; /* a vector or a transposed fold; broadcast batch dims */
+    for (int d = 0; d + 2 < r; d++)
+        if (a->dims[d] != c->dims[d])
+            return false;
+    *rank = 3;
+    dims[0] = batch;
+    dims[1] = rows;
+    dims[2] = x->dims[r - 1];
+    return true;
+}
+
+/* torch.matmul's reshape of an operand whose strides allow no view of that
+ * shape is a contiguous copy, made before the kernel's output; bmm and mm
+ * keep it for the other operand's grad (the copy is what MmBackward0 and
+ * BmmBackward0 save, not the view), and without grad it is freed when
+ * matmul returns. Measured on 2.14.1: randnet's attention q @ k^T, q and k
+ * transposed views of a chunk of the qkv Linear's output, makes two
+ * 24,576 B clones, then the 131,072 B scores, and frees the clones (no
+ * grad); in training they live until BmmBackward0 has run. The copy takes
+ * the operand's slot in in_buf, so save.c keeps it. */
+static void matmul_copies(struct dm_sb *b, const struct dm_node *n, int32_t i, bool save)
+{
+    if (n->op != DM_OP_MatMul || n->n_in != 2 || !dm_has_in(n, 0) || !dm_has_in(n, 1) ||
+        !torch_views(b) || b->run->dataflow)
+        return;
+    for (int k = 0; k < 2; k++) {
+        int32_t x = n->in[k];
+        int rank;
+        int64_t dims[3];
+        if (b->in_buf[k] >= 0 || b->cur[x] < 0 || b->resident[x] >= 0 ||
+            !matmul_operand_shape(b, n, k, save, &rank, dims) || dm_sb_viewable(b, x, rank, dims))
+            continue;
+        b->in_buf[k] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, b->t[x].dtype, b->t[x].bytes, x, i,
+                                   "matmul's contiguous copy", 1);
+    }
+}
+
+/* A value computed from weights alone that a device op reads (directly or
+ * through views): PyTorch computes it in every forward, as the module's
+ * forward does it (timm's ScaledStdConv2d, NF-ResNet: F.batch_norm of the
+ * weight viewed as [1, out, fan_in], reshaped back, then conv2d: measured,
+ * 2.14.1, a 9,437,184 B native_batch_norm output for a 512 x 512 x 3 x 3
+ * weight, live through the convolution; nf_resnet26 inference -9..-11%
+ * without it). Computing ops only: the exporter's own repacking of
+ * weights (an LSTM's gates: Slice, Concat, Split, Gather; views) is no
+ * tensor in PyTorch. torch.onnx graphs (torch_views). The exporter's
+ * auxiliary values (a training-mode BatchNormalization's mean and variance
+ * inputs, which native_batch_norm computes inside) feed no device op. */
+static bool weight_computed(const struct dm_sb *b, const struct dm_node *n, int32_t o)
+{
+    if (!torch_views(b) || !(b->flag[o] & DM_TF_FROM_WEIGHT) || (b->flag[o] & DM_TF_DEP) ||
+        !(b->flag[o] & (DM_TF_DEVICE_USE | DM_TF_DEVICE_FEED)) || b->t[o].numel <= 1 ||
+        (dm_ops[n->op].flags & DM_F_VIEW))
+        return false;
+    switch (n->op) {
+    case DM_OP_Slice: case DM_OP_Split: case DM_OP_Concat: case DM_OP_Gather: case DM_OP_Cast:
+    case DM_OP_Expand: case DM_OP_Tile: case DM_OP_Constant: case DM_OP_ConstantOfShape:
+        return false;
+    default: return true;
+    }
+}
+
 /* Max pooling without grad computes its int64 indices anyway: max_pool2d and
  * max_pool3d return std::get<0>(at::max_pool2d_with_indices(...)) off mobile
  * builds, whatever the grad mode (aten/src/ATen/native/Pooling.cpp, 1.13 and
@@ -239,8 +387,10 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
     struct dm_ws ws = {{-1, -1, -1, -1}};
     if (on_device)
         ws = dm_sb_workspace_begin(b, n, false);
-    if (on_device)
+    if (on_device) {
         amp_casts(b, n);
+        matmul_copies(b, n, i, save);
+    }
     else
         for (int k = 0; k < n->n_in; k++)
             b->in_buf[k] = -1;
@@ -261,19 +411,25 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         bool same_cast = (n->op == DM_OP_Cast || n->op == DM_OP_CastLike) && in0 >= 0 &&
                          t[o].dtype == t[in0].dtype;
         bool slice_strided = false;
+        int64_t step[DM_MAX_DIMS] = {0};
+        dm_sb_dense_strides(b, o);
         bool alias = k == 0 && base >= 0 &&
                      ((flags & DM_F_VIEW) || same_cast ||
                       (!train && (flags & DM_F_IDENTITY_INFER)) ||
-                      (n->op == DM_OP_Slice && slice_view(b, n, &slice_strided)));
+                      (n->op == DM_OP_Slice && slice_view(b, n, &slice_strided, step)));
         /* torch.split's parts, where the front end marks them as the views
          * they are in PyTorch ("view"): every output shares input 0 */
         if (n->op == DM_OP_Split && base >= 0 && dm_attr_int(n, "view", 0))
             alias = true;
-        if (alias && (n->op == DM_OP_Reshape || n->op == DM_OP_Flatten) && b->strided[in0])
-            alias = false; /* torch.reshape copies a non-contiguous tensor */
+        /* torch.reshape copies a tensor whose strides allow no view of the
+         * new shape (layout.c, dm_sb_view_strides; other frameworks: any
+         * non-contiguous one) */
+        if (alias && (n->op == DM_OP_Reshape || n->op == DM_OP_Flatten) &&
+            (torch_views(b) ? !dm_sb_view_strides(b, in0, o) : b->strided[in0]))
+            alias = false;
         /* in place: nothing but this op holds the input */
         bool inplace = k == 0 && base >= 0 && b->run->inplace &&
-                       (can_run_inplace(n->op) || (n->op == DM_OP_Silu && !train)) &&
+                       can_run_inplace(b, n->op) && (n->op != DM_OP_Silu || !train) &&
                        dm_attr_int(n, "inplace", 1) != 0 && /* nn.ReLU() of HF models: 0 */
                        b->refs[base] == 1 && b->resident[in0] < 0 && t[o].bytes == t[in0].bytes;
         /* F.linear on a 3-D input is matmul(x, W.t()) then output.add_(bias) in
@@ -310,6 +466,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
                             ((n->op == DM_OP_Narrow || n->op == DM_OP_Split) &&
                              narrow_strides(n, &t[in0])) ||
                             slice_strided;
+            if (view_of_strides(b, n, in0, o, alias && !inplace, step))
+                b->strided[o] = !dm_sb_contiguous(b, o);
             if (n->op == DM_OP_Transpose && is_fused_attention_output(b, n))
                 b->strided[o] = false;
             continue;
@@ -319,7 +477,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
          * of a weight by indices made at run time from the bound dims
          * allocates (GPT-2's wpe(arange(S))) */
         bool run_time_lookup = n->op == DM_OP_Gather && (b->flag[o] & DM_TF_DEP);
-        bool materialize = !t[o].is_const ||
+        bool materialize = !t[o].is_const || weight_computed(b, n, o) ||
                            (((b->flag[o] & DM_TF_DEVICE_USE) || g->tensors[o].is_output) &&
                             t[o].numel > 1 &&
                             (!(b->flag[o] & DM_TF_FROM_WEIGHT) || run_time_lookup));
@@ -363,6 +521,7 @@ void dm_sb_forward(struct dm_sb *b)
     for (int32_t i = 0; i < g->n_tensors; i++) {
         b->cur[i] = b->resident[i];
         b->strided[i] = false;
+        dm_sb_dense_strides(b, i);
         b->amp_cache[i] = -1;
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {

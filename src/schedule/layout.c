@@ -32,6 +32,8 @@
  */
 #include "schedule/builder.h"
 
+#include <string.h>
+
 /* Ops whose output takes the memory format of their first full-shape input. */
 static bool keeps_format(enum dm_op op)
 {
@@ -126,4 +128,117 @@ void dm_sb_layout(const struct dm_graph *g, const struct dm_tinfo *t, bool *cl)
         if (n->n_out > 0 && n->out[0] >= 0)
             cl[n->out[0]] = output_channels_last(g, t, cl, n);
     }
+}
+
+/* ---- strides ------------------------------------------------------------------ */
+/* Element strides per tensor (b->stride, DM_MAX_DIMS each), for deciding
+ * which reshapes PyTorch runs as views. A tensor an op allocates is dense:
+ * contiguous, or channels-last (N, H, W, C order) where dm_sb_layout says
+ * so; a view's come from its base's (forward.c). */
+
+/* a * b, INT64_MAX when it overflows (strides scaled by a slice's untrusted
+ * steps: such a tensor is then no view of anything) */
+int64_t dm_sat_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    return dm_mul_ok(a, b, &r) ? r : INT64_MAX;
+}
+
+int64_t *dm_sb_stride(const struct dm_sb *b, int32_t x)
+{
+    return &b->stride[(size_t)x * DM_MAX_DIMS];
+}
+
+void dm_sb_dense_strides(struct dm_sb *b, int32_t x)
+{
+    const struct dm_tinfo *t = &b->t[x];
+    int64_t *st = dm_sb_stride(b, x), s = 1;
+    if (t->rank == 4 && b->chlast[x]) {
+        st[1] = 1;
+        st[3] = t->dims[1];
+        st[2] = t->dims[1] * t->dims[3];
+        st[0] = st[2] * t->dims[2];
+        return;
+    }
+    for (int d = t->rank - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= t->dims[d] > 0 ? t->dims[d] : 1;
+    }
+}
+
+/* Contiguous in PyTorch's sense (is_contiguous): size-1 dims aside, each
+ * dim's stride is the product of the sizes after it. */
+bool dm_sb_contiguous(const struct dm_sb *b, int32_t x)
+{
+    const struct dm_tinfo *t = &b->t[x];
+    const int64_t *st = dm_sb_stride(b, x);
+    int64_t s = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        if (t->dims[d] == 1)
+            continue;
+        if (st[d] != s)
+            return false;
+        s *= t->dims[d];
+    }
+    return true;
+}
+
+/* The strides of y as a view of x with y's dims, as torch.reshape / view
+ * computes them (at::detail::computeStride, aten/src/ATen/TensorUtils.cpp):
+ * each run of x's dims that is contiguous within itself may be split or
+ * merged; false when y's dims cut across such runs (reshape then copies:
+ * torch.reshape of a transposed matrix), and y's strides are left. A
+ * channels-last [N, C, H, W] flattened to [N, C, H * W] is a view; a chunk
+ * of a Linear's output along its last dim reshaped to [B, S, heads, d] is a
+ * view (measured on 2.14.1: randnet's q, k and v take no memory of their
+ * own, their qkv output stays alive). */
+static bool compute_view(const struct dm_tinfo *tx, const int64_t *os, int ry, const int64_t *yd,
+                         int64_t *ns)
+{
+    int view_d = ry - 1;
+    int64_t base = os[tx->rank - 1], tn = 1, vn = 1;
+    for (int d = tx->rank - 1; d >= 0; d--) {
+        tn = dm_sat_mul(tn, tx->dims[d]);
+        if (d == 0 || (tx->dims[d - 1] != 1 && os[d - 1] != dm_sat_mul(tn, base))) {
+            while (view_d >= 0 && (vn < tn || yd[view_d] == 1)) {
+                ns[view_d] = dm_sat_mul(vn, base);
+                vn = dm_sat_mul(vn, yd[view_d]);
+                view_d--;
+            }
+            if (vn != tn)
+                return false;
+            if (d > 0) {
+                base = os[d - 1];
+                tn = vn = 1;
+            }
+        }
+    }
+    return view_d == -1;
+}
+
+bool dm_sb_viewable(const struct dm_sb *b, int32_t x, int rank, const int64_t *dims)
+{
+    const struct dm_tinfo *tx = &b->t[x];
+    int64_t ns[DM_MAX_DIMS], numel = 1;
+    for (int d = 0; d < rank; d++)
+        numel = dm_sat_mul(numel, dims[d]);
+    if (tx->rank < 0 || rank < 0 || rank > DM_MAX_DIMS || tx->numel != numel)
+        return false;
+    return tx->rank == 0 || tx->numel == 0 || compute_view(tx, dm_sb_stride(b, x), rank, dims, ns);
+}
+
+bool dm_sb_view_strides(struct dm_sb *b, int32_t x, int32_t y)
+{
+    const struct dm_tinfo *tx = &b->t[x], *ty = &b->t[y];
+    int64_t ns[DM_MAX_DIMS];
+    if (tx->rank < 0 || ty->rank < 0 || tx->numel != ty->numel)
+        return false;
+    if (tx->rank == 0 || tx->numel == 0) {
+        dm_sb_dense_strides(b, y);
+        return true;
+    }
+    if (!compute_view(tx, dm_sb_stride(b, x), ty->rank, ty->dims, ns))
+        return false;
+    memcpy(dm_sb_stride(b, y), ns, (size_t)ty->rank * sizeof *ns);
+    return true;
 }

@@ -109,6 +109,15 @@ static void analyse(struct dm_sb *b)
                 b->flag[x] |= DM_TF_DEVICE_USE;
         }
     }
+    /* a constant value a device op reads through views: what the view
+     * chain starts from (forward.c, weight_computed) */
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        const struct dm_node *n = &g->nodes[i];
+        int32_t o = n->n_out > 0 ? n->out[0] : -1;
+        if (o >= 0 && t[o].is_const && (dm_ops[n->op].flags & DM_F_VIEW) && dm_has_in(n, 0) &&
+            (b->flag[o] & (DM_TF_DEVICE_USE | DM_TF_DEVICE_FEED)))
+            b->flag[n->in[0]] |= DM_TF_DEVICE_FEED;
+    }
     for (int32_t i = 0; i < g->n_tensors; i++) {
         const struct dm_tensor *tt = &g->tensors[i];
         uint8_t f = b->flag[i];
@@ -226,6 +235,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
     b.cur = malloc(((size_t)nt + 1) * sizeof *b.cur);
     b.strided = calloc((size_t)nt + 1, sizeof *b.strided);
     b.chlast = calloc((size_t)nt + 1, sizeof *b.chlast);
+    b.stride = calloc(((size_t)nt + 1) * DM_MAX_DIMS, sizeof *b.stride);
     b.flag = calloc((size_t)nt + 1, sizeof *b.flag);
     b.uses = calloc((size_t)nt + 1, sizeof *b.uses);
     b.resident = malloc(((size_t)nt + 1) * sizeof *b.resident);
@@ -236,7 +246,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
             max_in = g->nodes[i].n_in;
     b.in_buf = malloc((size_t)max_in * sizeof *b.in_buf);
     enum dnnmem_status st = DNNMEM_OK;
-    if (!b.cur || !b.strided || !b.chlast || !b.flag || !b.uses || !b.resident || !b.amp_cache || !b.in_buf) {
+    if (!b.cur || !b.strided || !b.chlast || !b.stride || !b.flag || !b.uses || !b.resident || !b.amp_cache || !b.in_buf) {
         b.oom = true;
         goto out;
     }
@@ -275,6 +285,7 @@ out:
     free(b.cur);
     free(b.strided);
     free(b.chlast);
+    free(b.stride);
     free(b.flag);
     free(b.uses);
     free(b.resident);

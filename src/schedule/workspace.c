@@ -422,9 +422,9 @@ static int64_t onednn_block(const struct dm_sb *b)
 /* The kernels that serve a float32 convolution, by the shape of its groups. */
 enum onednn_kernel {
     ONEDNN_DEPTHWISE, /* one in and one out channel per group: Goihw16g weights */
-    ONEDNN_FIRST,     /* ungrouped, fewer in channels than a block: the "first
-                         convolution" kernel reads NCHW as it is, weights blocked on
-                         the out channels only */
+    ONEDNN_FIRST,     /* ungrouped, not 1x1, fewer in channels than a block: the
+                         "first convolution" kernel reads NCHW as it is, weights
+                         blocked on the out channels only */
     ONEDNN_BLOCKED,   /* ungrouped: nChw16c source and destination, OIhw16i16o weights */
     ONEDNN_GROUPED,   /* grouped, out channels per group a multiple of 8 (AVX2: in
                          channels too): a copy of the source, weights and destination
@@ -463,7 +463,12 @@ static bool onednn_conv_of(const struct dm_sb *b, const struct dm_node *n, struc
         return false;
     int64_t icg = c->c / c->g, ocg = c->oc / c->g;
     bool grouped_jit = ocg % 8 == 0 && (c->block == 16 || icg % 8 == 0);
-    c->kernel = c->g == 1 ? (c->c < c->block ? ONEDNN_FIRST : ONEDNN_BLOCKED)
+    /* a 1x1 kernel is served by the 1x1 implementation, which has no
+     * "first convolution" variant: blocked, the source reordered with its
+     * channels padded (measured, 2.14.1: 12 -> 5 channels, 1x1 at stride 2 on
+     * [2,12,32,32]: +16512 scratchpad, +131072 source, +1024 weight (16 x 16),
+     * +32768 destination; the 3x3 one reads the source as it is) */
+    c->kernel = c->g == 1 ? (c->c < c->block && c->k > 1 ? ONEDNN_FIRST : ONEDNN_BLOCKED)
                 : icg == 1 && ocg == 1 ? ONEDNN_DEPTHWISE
                 : grouped_jit          ? ONEDNN_GROUPED
                                        : ONEDNN_GEMM;

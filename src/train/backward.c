@@ -418,6 +418,20 @@ static int32_t new_grad(struct dm_sb *b, int32_t i, int k, enum dm_dtype cast, i
     return gin;
 }
 
+/* MulBackward0's grad of a broadcast operand (x * s, s [N, C, 1, 1] or a
+ * [C] scale) is grad * x at the output's size; the engine then sums it to
+ * s's shape (validate_outputs, at::sum_to) after the node has made all its
+ * grads, and frees the full product (measured, 2.14.1: (elu(x * S) *
+ * S2).sum().backward() on [2,8,8,8]: +4096 grad of the Elu's output,
+ * +4096 the product for S2, +32 its sum, -4096). PyTorch only. */
+static bool broadcast_product(const struct dm_sb *b, const struct dm_node *n, int32_t x,
+                              int32_t out0, enum dm_dtype cast)
+{
+    const struct dm_run *r = b->run;
+    return n->op == DM_OP_Mul && out0 >= 0 && cast == DM_UNDEFINED && !r->tf_ops && !r->mx_ops &&
+           !r->xla && b->t[x].numel > 0 && b->t[x].numel < b->t[out0].numel;
+}
+
 void dm_backward_node(struct dm_sb *b, int32_t i)
 {
     struct dm_train *tr = b->train;
@@ -491,7 +505,8 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
                         ? dm_sb_grad_scratch(b, n)
                         : 0;
     bool hold_all = n->op == DM_OP_Conv && !b->run->tf_ops && !b->run->mx_ops && !b->run->xla;
-    int32_t held_x[HELD], held_g[HELD];
+    int32_t held_x[HELD], held_g[HELD], bc[HELD];
+    int n_bc = 0;
     bool held_view[HELD];
     int n_held = 0;
     for (int kk = 0; kk < n->n_in; kk++) {
@@ -532,6 +547,19 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
             gin = gout;
         } else if (cast == DM_UNDEFINED && dm_mx_addto(b, x)) {
             gin = -1; /* written into the sum's buffer (kAddTo): nothing allocated */
+        } else if (broadcast_product(b, n, x, out0, cast) && n_bc < HELD) {
+            bc[n_bc++] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[out0].dtype, t[out0].bytes, x, i,
+                                     "grad (before sum_to)", 1);
+            gin = new_grad(b, i, k, cast, out0, gout, dense);
+        } else if (k == 0 && tr->copy_slices[i] && cast == DM_UNDEFINED) {
+            /* CopySlices (save.c, on_view): the base's grad (gin, handed
+             * on), the clone of its slice, the op's grad of the clone */
+            int32_t cl = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                                     "CopySlices: grad_slice.clone()", 1);
+            gin = new_grad(b, i, k, cast, out0, gout, dense);
+            dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                        "CopySlices: the op's grad", 0);
+            dm_sb_unref(b, cl);
         } else {
             gin = new_grad(b, i, k, cast, out0, gout, dense);
         }
@@ -551,6 +579,8 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
         }
         dm_sb_workspace_grad(b, n, k, &ws, true);
     }
+    for (int h = 0; h < n_bc; h++)
+        dm_sb_unref(b, bc[h]);
     if (late)
         dm_sb_unref(b, dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, t[n->in[0]].dtype, late, -1, i,
                                    "thnn_columns (grad_weight)", 1));

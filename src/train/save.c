@@ -8,12 +8,14 @@
  * checked with saved_tensors_hooks; summarised in runtime-facts.md §6):
  *  - DM_T_OUT: relu/sigmoid/tanh/softmax/log_softmax/exp/sqrt save their
  *    result (ReluBackward0 threshold_backward(grad, result)); softmax and
- *    log_softmax up to 1.10 their input too (see keep rules).
+ *    log_softmax up to 1.10 their input too (see keep rules); elu and selu
+ *    only in place (out of place their input: saves_self_out_of_place).
  *  - DM_T_IN: erf, log, leaky_relu, clamp, avg_pool, 1.13 mean (MeanBackward1
  *    keeps self), pow by a scalar (PowBackward0 keeps self and the exponent)
- *    save their input. Run in place (hardtanh_ for ReLU6, hardswish_:
- *    torchvision's inplace=True), an op whose derivative formula reads self
- *    (hardtanh_backward(grad, self, ...), hardswish_backward(grad, self)) has
+ *    save their input. Run in place (hardtanh_ for ReLU6, hardswish_,
+ *    hardsigmoid_: torchvision's inplace=True), an op whose derivative
+ *    formula reads self (hardtanh_backward(grad, self, ...),
+ *    hardswish_backward(grad, self), hardsigmoid_backward(grad, self)) has
  *    autograd's generated code clone self before the kernel overwrites it
  *    and save the clone (original_self); relu_, leaky_relu_ and elu_ have
  *    formulas on result and clone nothing. Measured on PyTorch 2.14 and 1.13
@@ -159,9 +161,27 @@ static bool keep_op_specific(struct dm_sb *b, int32_t i)
  * derivative reads the input: autograd keeps a clone (the header) */
 static bool clones_self(const struct dm_sb *b, const struct dm_node *n, int32_t in0, int32_t out0)
 {
-    return (n->op == DM_OP_Clip || n->op == DM_OP_HardSwish) && in0 >= 0 && out0 >= 0 &&
+    return (n->op == DM_OP_Clip || n->op == DM_OP_HardSwish || n->op == DM_OP_HardSigmoid) &&
+           in0 >= 0 && out0 >= 0 &&
            !b->run->tf_ops && !b->run->xla && !b->run->mx_ops && b->cur[out0] >= 0 &&
            b->cur[out0] == b->cur[in0];
+}
+
+/* PyTorch's elu (and selu, which F.selu runs as elu with SELU's constants)
+ * out of place keeps its input, in place its result: derivatives.yaml's elu
+ * entry is elu_backward(grad, ..., is_result false, self), elu_'s
+ * is_result true, result (celu likewise, DM_T_IN). Measured, 2.14.1, one
+ * thread: F.elu's and F.selu's EluBackward0 has _saved_self, elu_'s
+ * EluBackward1 _saved_result; in (elu(x * S) * S2).sum().backward() on
+ * [2,8,8,8] the product x * S (4096 B) lives until EluBackward0 has run.
+ * TensorFlow's EluGrad and SeluGrad read the output (tf.c); XLA keeps the
+ * rule's output. */
+static bool saves_self_out_of_place(const struct dm_sb *b, const struct dm_node *n, int32_t in0,
+                                    int32_t out0)
+{
+    return (n->op == DM_OP_Elu || n->op == DM_OP_Selu) && in0 >= 0 && out0 >= 0 &&
+           !b->run->tf_ops && !b->run->xla && !b->run->mx_ops &&
+           (b->cur[out0] < 0 || b->cur[out0] != b->cur[in0]);
 }
 
 static void keep_by_rule(struct dm_sb *b, int32_t i)
@@ -173,6 +193,10 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
     int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1, out0 = dm_has_out(n, 0) ? n->out[0] : -1;
     switch (dm_ops[n->op].train) {
     case DM_T_OUT:
+        if (saves_self_out_of_place(b, n, in0, out0)) {
+            dm_keep_input(b, i, 0);
+            break;
+        }
         dm_keep_tensor(b, i, out0);
         /* XLA: softmax's backward recomputes its output from the input
          * (header, "JAX's jit") */
@@ -290,6 +314,43 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
     case DM_T_UNMODELLED: break;
     }}
 
+/* An op PyTorch ran in place on a view of a tensor that needs a grad:
+ * autograd rebases the view's history onto a CopySlices node of its base
+ * (torch/csrc/autograd/variable.cpp, rebase_history; functions/tensor.cpp,
+ * CopySlices::apply), whose backward makes the base's grad
+ * (new_empty_strided, the grad copied in), clones the view's slice of it
+ * and runs the op's backward on the clone: two view-sized buffers beside
+ * the grad, freed before it returns (backward.c). The views modelled are
+ * those of the same size as their base: a permute or reshape, and
+ * instance_norm's output, batch_norm's [1, N*C, ...] output viewed back as
+ * [N, C, ...] (aten/src/ATen/native/Normalization.cpp). Measured, 2.14.1,
+ * relu_ on [2,8,8,8] (4096 B) after F.instance_norm or a permute:
+ * CopySlices allocates 4096 (new_empty_strided), 4096 (clone), 4096
+ * (threshold_backward), then frees the last two (rand33's hardsigmoid_
+ * after an InstanceNorm2d). */
+static bool on_view(const struct dm_sb *b, int32_t i, int32_t in0, int32_t out0)
+{
+    const struct dm_graph *g = b->g;
+    enum dm_op op = g->nodes[i].op; /* the activations forward.c runs in place */
+    bool act = op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu ||
+               op == DM_OP_HardSwish || op == DM_OP_HardSigmoid || op == DM_OP_Silu ||
+               op == DM_OP_Elu || op == DM_OP_Selu || op == DM_OP_Celu;
+    if (!act || in0 < 0 || out0 < 0 || b->run->tf_ops || b->run->mx_ops || b->run->xla ||
+        b->cur[out0] < 0 || b->cur[out0] != b->cur[in0] || b->t[out0].numel != b->t[in0].numel)
+        return false;
+    int32_t p = g->tensors[in0].producer;
+    if (p < 0 || p == i || !dm_has_in(&g->nodes[p], 0))
+        return false;
+    const struct dm_node *v = &g->nodes[p];
+    int32_t base = v->in[0];
+    if (v->op == DM_OP_InstanceNormalization)
+        return true;
+    bool view_op = v->op == DM_OP_Transpose || v->op == DM_OP_Reshape ||
+                   v->op == DM_OP_Flatten || v->op == DM_OP_Squeeze || v->op == DM_OP_Unsqueeze;
+    return view_op && b->cur[base] == b->cur[in0] && b->train->rg[base] &&
+           b->t[base].numel == b->t[in0].numel;
+}
+
 void dm_train_save(struct dm_sb *b, int32_t i)
 {
     struct dm_train *tr = b->train;
@@ -313,6 +374,8 @@ void dm_train_save(struct dm_sb *b, int32_t i)
     }
     if (!tr->node_rg[i])
         return;
+    tr->copy_slices[i] = n->n_in > 0 && n->n_out > 0 &&
+                         on_view(b, i, n->in[0], n->out[0]);
     /* MXNet's and TensorFlow's eager tape's own tables (mx_rules, tf_tape.def) */
     if (b->run->mx_ops && dm_mx_save(b, i))
         return;

@@ -47,6 +47,7 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     tr->saved = calloc((size_t)nn + 1, sizeof *tr->saved);
     tr->n_saved = calloc((size_t)nn + 1, sizeof *tr->n_saved);
     tr->node_rg = calloc((size_t)nn + 1, sizeof *tr->node_rg);
+    tr->copy_slices = calloc((size_t)nn + 1, sizeof *tr->copy_slices);
     tr->held = malloc(((size_t)g->n_outputs + (size_t)g->n_router + 3) * sizeof *tr->held);
     tr->contrib = calloc((size_t)nt + 1, sizeof *tr->contrib);
     tr->left = calloc((size_t)nt + 1, sizeof *tr->left);
@@ -56,7 +57,7 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     tr->leaf_val = malloc(((size_t)nt + 1) * sizeof *tr->leaf_val);
     tr->leaf_grad = malloc(((size_t)nt + 1) * sizeof *tr->leaf_grad);
     if (!tr->rg || !tr->param || !tr->grad || !tr->param_grad || !tr->saved || !tr->n_saved ||
-        !tr->node_rg || !tr->held || !tr->contrib || !tr->left || !tr->pending ||
+        !tr->node_rg || !tr->copy_slices || !tr->held || !tr->contrib || !tr->left || !tr->pending ||
         !tr->pending_view || !tr->addmm_bias || !tr->leaf_val ||
         !tr->leaf_grad)
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
@@ -158,6 +159,7 @@ void dm_train_free(struct dm_sb *b)
     free(tr->saved);
     free(tr->n_saved);
     free(tr->node_rg);
+    free(tr->copy_slices);
     free(tr->held);
     free(tr->router_buf);
     free(tr->mx_head);

@@ -26,6 +26,7 @@ struct dm_train {
     int32_t (*saved)[MAX_SAVED]; /* per node: buffers its backward holds */
     uint8_t *n_saved;    /* per node */
     bool *node_rg;       /* per node: records an autograd node */
+    bool *copy_slices;   /* per node: ran in place on a view (autograd's CopySlices, save.c) */
     int32_t target;      /* the loss target */
     /* activation checkpointing: segment of each node (-1: none), each
      * segment's first and last node, the inputs each keeps (malloc'd) */

@@ -225,6 +225,229 @@ static void test_conv_grads_returned_together(void **state)
                              "-36864 onednn_diff_weights\n-28672 xs.grad\n");
 }
 
+/* The allocations and frees, in order, of the buffers named exactly one of
+ * `names` in a training step on the CPU (PyTorch 2.14, one thread, SGD,
+ * loss = sum), as "+bytes name" / "-bytes name" lines; `inplace` as
+ * --inplace. */
+static void train_events_exact(struct tb *b, const char *const *names, size_t n_names,
+                               enum dnnmem_inplace inplace, char *out, size_t cap)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_SGD;
+    cfg.loss = DNNMEM_LOSS_SUM;
+    cfg.iterations = 1;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 214;
+    cfg.cpu_threads = 1;
+    cfg.batch_size = 0;
+    cfg.inplace = inplace;
+    cfg.events = true;
+    struct dnnmem_result *r = estimate_cfg(b, &cfg);
+    size_t n = 0;
+    out[0] = 0;
+    for (size_t e = 0; e < r->n_events; e++)
+        for (size_t k = 0; k < n_names; k++)
+            if (r->events[e].buffer && strcmp(r->events[e].buffer, names[k]) == 0 && n + 80 < cap) {
+                n += (size_t)snprintf(out + n, cap - n, "%c%llu %s\n", r->events[e].alloc ? '+' : '-',
+                                      (unsigned long long)r->events[e].bytes, names[k]);
+                break;
+            }
+    dnnmem_result_free(r);
+}
+
+/* (elu(x * S) * S2).sum().backward() on x [2,8,8,8] (4096 B): F.elu keeps
+ * its input (EluBackward0's _saved_self; derivatives.yaml's elu entry reads
+ * self), so x * S lives until the Elu's backward has run (measured, 2.14.1:
+ * +4096 mul, +4096 elu, ... elu_backward, then the product freed); elu_ in
+ * place keeps its result, the product's own buffer (EluBackward1's
+ * _saved_result), which --inplace auto runs. Both freed by the second
+ * Mul's backward or the Elu's. */
+static void test_elu_saves_input(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"hx", "ex"};
+    char got[512];
+    for (int k = 0; k < 2; k++) {
+        struct tb *b = tb_new(13);
+        tb_input(b, "x", F32, "2,8,8,8");
+        tb_init(b, "S", F32, 4, (int64_t[]){1, 8, 1, 1});
+        tb_init(b, "S2", F32, 4, (int64_t[]){1, 8, 1, 1});
+        tb_node(b, "Mul", "/scale/Mul", "x,S", "hx");
+        tb_node(b, "Elu", "/act/Elu", "hx", "ex");
+        tb_node(b, "Mul", "/scale2/Mul", "ex,S2", "y");
+        tb_output(b, "y");
+        train_events_exact(b, names, 2, k ? DNNMEM_INPLACE_AUTO : DNNMEM_INPLACE_NONE, got,
+                           sizeof got);
+        assert_string_equal(got, k ? "+4096 hx\n-4096 hx\n"
+                                   : "+4096 hx\n+4096 ex\n-4096 ex\n-4096 hx\n");
+    }
+}
+
+/* A module keeps its argument until it returns (schedule.c, module_holds),
+ * and the exporter's own nodes, named without a scope ("Constant_7": the
+ * axes of an Unsqueeze at opset 13), do not end the module's run of nodes
+ * (graph.c, scope_transparent): h, /blk's argument, is live at /blk/b, with
+ * x, y1 and y2 (4096 B each, no grad); with the run cut at Constant_7 it
+ * was freed after /blk/a (12288). */
+static void test_scope_unscoped_constant(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "1,1024");
+    tb_node(b, "Sigmoid", "/pre/Sigmoid", "x", "h");
+    tb_node(b, "Sigmoid", "/blk/a/Sigmoid", "h", "y1");
+    tb_node(b, "Constant", "Constant_7", "", "axes");
+    Onnx__AttributeProto *a = tb_attr_new(b, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    a->t = tb_calloc(b, 1, sizeof *a->t);
+    onnx__tensor_proto__init(a->t);
+    a->t->has_data_type = 1;
+    a->t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    a->t->n_dims = 1;
+    a->t->dims = tb_calloc(b, 2, sizeof *a->t->dims);
+    a->t->dims[0] = 1;
+    a->t->n_int64_data = 1;
+    a->t->int64_data = tb_calloc(b, 2, sizeof *a->t->int64_data);
+    tb_node(b, "Sigmoid", "/blk/b/Sigmoid", "y1", "y2");
+    tb_node(b, "Unsqueeze", "/blk/c/Unsqueeze", "y2,axes", "y3");
+    tb_output(b, "y3");
+    assert_int_equal(cpu_peak(b, 214, DNNMEM_CPU_ISA_DEFAULT, 1), 4 * 4096);
+}
+
+/* A self-attention's q, k and v: the qkv Linear's [2,16,72] output chunked
+ * along its last dim (Slice views), each reshaped to [2,16,2,12] (a view:
+ * the last dim split, torch's computeStride), transposed; q @ k^T and
+ * scores @ v. Measured, 2.14.1, no grad: +9216 (qkv), +3072 +3072
+ * (matmul's contiguous copies of q and k: their [4,16,12] and [4,12,16]
+ * reshapes are no views), +4096 (the scores), both copies freed; +3072 (v's
+ * copy), +3072 (the output), its copy freed: 19456 B at most, with x
+ * (3072) and W (6912). When reshape copied every non-contiguous tensor,
+ * q, k and v were three copies and qkv was freed after them. */
+static void test_reshape_views_matmul_copies(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,16,24");
+    tb_init(b, "W", F32, 2, (int64_t[]){24, 72});
+    tb_node(b, "MatMul", "/qkv/MatMul", "x,W", "qkv");
+    tb_init_i64(b, "shape", 4, (int64_t[]){2, 16, 2, 12});
+    tb_init_i64(b, "axes", 1, (int64_t[]){2});
+    static const char *const part[3] = {"q", "k", "v"};
+    static const int64_t perm[3][4] = {{0, 2, 1, 3}, {0, 2, 3, 1}, {0, 2, 1, 3}};
+    char ins[64], mid[16], out[16], nm[32];
+    for (int p = 0; p < 3; p++) {
+        snprintf(nm, sizeof nm, "start%d", p);
+        tb_init_i64(b, nm, 1, (int64_t[]){24 * p});
+        snprintf(nm, sizeof nm, "end%d", p);
+        tb_init_i64(b, nm, 1, (int64_t[]){24 * (p + 1)});
+        snprintf(ins, sizeof ins, "qkv,start%d,end%d,axes", p, p);
+        snprintf(nm, sizeof nm, "/Slice_%d", p);
+        tb_node(b, "Slice", nm, ins, part[p]);
+        snprintf(ins, sizeof ins, "%s,shape", part[p]);
+        snprintf(mid, sizeof mid, "%s4", part[p]);
+        snprintf(nm, sizeof nm, "/Reshape_%d", p);
+        tb_node(b, "Reshape", nm, ins, mid);
+        snprintf(out, sizeof out, "%sT", part[p]);
+        snprintf(nm, sizeof nm, "/Transpose_%d", p);
+        tb_node(b, "Transpose", nm, mid, out);
+        tb_attr_ints(b, "perm", 4, perm[p]);
+    }
+    tb_node(b, "MatMul", "/MatMul", "qT,kT", "s");
+    tb_node(b, "MatMul", "/MatMul_1", "s,vT", "o");
+    tb_output(b, "o");
+    assert_int_equal(cpu_peak(b, 214, DNNMEM_CPU_ISA_DEFAULT, 1), 3072 + 6912 + 19456);
+}
+
+/* relu_ on F.instance_norm's output, a view of batch_norm's [1, N*C, H, W]
+ * output: its backward is autograd's CopySlices (save.c, on_view):
+ * measured, 2.14.1, on [2,8,8,8] (4096 B): new_empty_strided (the grad
+ * handed on, here vn.grad), clone, threshold_backward, the last two freed
+ * before it returns (dnnmem makes the clone first; the same three at the
+ * peak). The product x * S needs a grad, so the view's base does. */
+static void test_copy_slices(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,8,8,8");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 8, 1, 1});
+    tb_init(b, "S2", F32, 4, (int64_t[]){1, 8, 1, 1});
+    tb_init(b, "g", F32, 1, (int64_t[]){8});
+    tb_init(b, "bb", F32, 1, (int64_t[]){8});
+    tb_node(b, "Mul", "/scale/Mul", "x,S", "hx");
+    tb_node(b, "InstanceNormalization", "/norm/InstanceNormalization", "hx,g,bb", "vn");
+    tb_node(b, "Relu", "/act/Relu", "vn", "r");
+    tb_node(b, "Mul", "/scale2/Mul", "r,S2", "y");
+    tb_output(b, "y");
+    static const char *const names[] = {"CopySlices: grad_slice.clone()", "vn.grad",
+                                        "CopySlices: the op's grad"};
+    char got[512];
+    train_events(b, names, 3, got, sizeof got);
+    assert_string_equal(got, "+4096 CopySlices: grad_slice.clone()\n+4096 vn.grad\n"
+                             "+4096 CopySlices: the op's grad\n-4096 CopySlices: the op's grad\n"
+                             "-4096 CopySlices: grad_slice.clone()\n-4096 vn.grad\n");
+}
+
+/* A value computed from weights alone that an op on the input reads is a
+ * tensor PyTorch makes in every forward (forward.c, weight_computed):
+ * x @ (W * G), x [4,16], W [16,32], G [1,32], no grad, measured on 2.14.1:
+ * +2048 (the product), +512 (the output), -2048: 2560 B beside x (256),
+ * W (2048) and G (128). */
+static void test_weight_computed(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "4,16");
+    tb_init(b, "W", F32, 2, (int64_t[]){16, 32});
+    tb_init(b, "G", F32, 2, (int64_t[]){1, 32});
+    tb_node(b, "Mul", "/gain/Mul", "W,G", "wg");
+    tb_node(b, "MatMul", "/fc/MatMul", "x,wg", "y");
+    tb_output(b, "y");
+    assert_int_equal(cpu_peak(b, 214, DNNMEM_CPU_ISA_DEFAULT, 1), 256 + 2048 + 128 + 2560);
+}
+
+/* A 1x1 convolution with fewer in channels than a block is no "first
+ * convolution" (workspace.c, onednn_conv_of): measured, 2.14.1, 12 -> 5
+ * channels at stride 2 on [2,12,32,32] (98304 B), no bias: +16512 (the
+ * strided 1x1 kernel's copy of the source, padded to 16 channels), +131072
+ * (the source reordered, padded), +1024 (the weight, 16 x 16), +32768 (the
+ * destination, 16 channels): 181376 B beside x and W (240). */
+static void test_onednn_1x1_small_input(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,12,32,32");
+    tb_init(b, "W", F32, 4, (int64_t[]){5, 12, 1, 1});
+    tb_node(b, "Conv", "/conv/Conv", "x,W", "y");
+    tb_attr_ints(b, "strides", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    assert_int_equal(cpu_peak(b, 214, DNNMEM_CPU_ISA_DEFAULT, 1), 98304 + 240 + 181376);
+}
+
+/* MulBackward0's grad of a broadcast operand is a full-size product the
+ * engine sums to the operand's shape after the node returns its grads
+ * (backward.c, broadcast_product): (elu(x * S) * S2).sum().backward() on
+ * [2,8,8,8], measured on 2.14.1: +4096 (the Elu output's grad), +4096
+ * (grad * elu for S2), +32 (its sum, S2's grad), -4096; the same for S. */
+static void test_broadcast_mul_grad(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,8,8,8");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 8, 1, 1});
+    tb_init(b, "S2", F32, 4, (int64_t[]){1, 8, 1, 1});
+    tb_node(b, "Mul", "/scale/Mul", "x,S", "hx");
+    tb_node(b, "Elu", "/act/Elu", "hx", "ex");
+    tb_node(b, "Mul", "/scale2/Mul", "ex,S2", "y");
+    tb_output(b, "y");
+    static const char *const names[] = {"ex.grad", "(before sum_to)", "S2.grad", "S.grad"};
+    char got[512];
+    train_events(b, names, 4, got, sizeof got);
+    assert_string_equal(got, "+4096 ex.grad\n+4096 (before sum_to)\n+32 S2.grad\n"
+                             "-4096 (before sum_to)\n-4096 ex.grad\n+4096 (before sum_to)\n"
+                             "+32 S.grad\n-4096 (before sum_to)\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -233,6 +456,13 @@ int main(void)
         cmocka_unit_test(test_onednn_brgemm_backward),
         cmocka_unit_test(test_onednn_strided_backward_data),
         cmocka_unit_test(test_conv_grads_returned_together),
+        cmocka_unit_test(test_elu_saves_input),
+        cmocka_unit_test(test_scope_unscoped_constant),
+        cmocka_unit_test(test_reshape_views_matmul_copies),
+        cmocka_unit_test(test_copy_slices),
+        cmocka_unit_test(test_weight_computed),
+        cmocka_unit_test(test_onednn_1x1_small_input),
+        cmocka_unit_test(test_broadcast_mul_grad),
     };
     return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
 }

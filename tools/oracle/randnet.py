@@ -211,7 +211,9 @@ class RandNet(nn.Module):
         c = r.choice((8, 16, 24))
         self.stem = d.cna(3, c, 3, r.choice((1, 2)))
         size = IMAGE // self.stem[0].stride[0]
-        blocks, desc = [], [f"stem{c}"]
+        # the stem's norm and activation too (rows measured before 2026-12-02 lack them:
+        # rand30's out-of-place stem ELU was invisible to whatif.py's in-place test)
+        blocks, desc = [], [f"stem{c}[{','.join(d.log)}]"]
         for _ in range(r.randint(3, 6)):
             kind = r.choice(BLOCKS if size <= 16 else BLOCKS[:-1])  # attention on <= 16x16
             stride = 2 if size > 4 and r.random() < 0.4 else 1
