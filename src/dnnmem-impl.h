@@ -757,6 +757,8 @@ struct dm_run {
     bool inplace;            /* activations in place where PyTorch allows */
     int torch_version;       /* 113, 200, ... */
     int iterations, grad_accum;
+    bool keep_outputs;       /* the previous step's outputs live through the next forward
+                                (dnnmem_config.keep_outputs) */
     enum dnnmem_optimizer optimizer;
     enum dnnmem_loss loss;
     bool loss_all_outputs;

@@ -175,6 +175,7 @@ static bool mx_page_bad(const struct dnnmem_config *c)
                            (unsigned)c->precision > DNNMEM_PRECISION_AMP_BF16 ||                   \
                            (c->n_freeze && !c->freeze) || (c->n_checkpoint && !c->checkpoint))     \
     X(GRAD_ACCUM, c->grad_accum > 1)                                                               \
+    X(KEEP_OUTPUTS, c->keep_outputs)                                                               \
     X(FW_VERSION_BAD, c->framework_version && o->fw_version < 0)                                   \
     X(GRAD_SUM_CAP_BAD, c->mxnet_grad_sum_cap < 0 || c->mxnet_grad_sum_cap > 1000000)              \
     X(ALLOC_ROUND, c->alloc_round_bytes >= 0)                                                      \
@@ -324,6 +325,12 @@ static const struct check checks[] = {
     {O, {F_SIZES_BAD}, USAGE, "batch size and sequence length must be positive", {A_NONE}},
     {O, {F_CAPACITY_BAD}, USAGE, "capacity must be positive and headroom in [0, 1)", {A_NONE}},
     {O, {F_STEPS_BAD}, USAGE, "iterations and grad_accum must be in 1..1000", {A_NONE}},
+    {O, {F_GENERATE, F_KEEP_OUTPUTS}, USAGE,
+     "--keep-outputs applies to --mode train and infer (generate() lets each step's outputs go "
+     "itself)", {A_NONE}},
+    {O, {F_OTHER_FW, F_KEEP_OUTPUTS}, UNSUP,
+     "--keep-outputs models a PyTorch loop's Python variable; not with --framework %s",
+     {A_FW_NAME}},
     {O, {F_INPUT_SHAPES_NULL}, USAGE, "input_shapes is NULL", {A_NONE}},
     {O, {F_TRAIN_ENUMS_BAD}, USAGE, "unknown optimizer, loss or in-place setting", {A_NONE}},
     {O, {F_FRAMEWORK_BAD}, USAGE, "unknown framework %s", {A_FRAMEWORK}},

@@ -43,6 +43,8 @@ def command(dnnmem, r):
         cmd += ["--optimizer", r["optimizer"]]
     if r["mode"] == "generate":
         cmd += ["--new-tokens", str(r["new_tokens"])]
+    if r.get("keep_outputs"):
+        cmd += ["--keep-outputs"]
     if r.get("lora"):
         cmd += ["--lora-r", str(r["lora"]["r"]), "--lora-alpha", str(r["lora"]["alpha"]),
                 "--lora-dropout", str(r["lora"]["dropout"]),

@@ -40,6 +40,9 @@ What is measured (the definitions of tools/measure_cpu.py, tests/validation/READ
     tokens unset (every row runs N forwards), under its own no_grad, model.eval();
   * lora rows: peft.get_peft_model(model, LoraConfig(r, lora_alpha, lora_dropout,
     task_type="CAUSAL_LM")) with PEFT's default target modules (recorded with peft's version);
+  * keep_outputs rows (dnnmem --keep-outputs): no `del out, loss` between the iterations, so
+    the previous step's outputs live until `out = model(x)` rebinds the name (inference: a
+    second forward while the first's outputs are held);
   * torch.set_num_threads(1) (dnnmem --cpu-threads 1).
 """
 
@@ -186,6 +189,9 @@ def run(row):
             with torch.no_grad():
                 with rf(PREFIX + "it0/forward"):
                     out = model(x)
+                if row.get("keep_outputs"):  # the name holds the first outputs meanwhile
+                    with rf(PREFIX + "it1/forward"):
+                        out = model(x)
                 with rf(PREFIX + "it0/cleanup"):
                     del out
         else:
@@ -203,6 +209,8 @@ def run(row):
                     loss.backward()
                 with rf(p + "optimizer"):
                     opt.step()
+                if row.get("keep_outputs") and it + 1 < ITERS:
+                    continue  # `out` and `loss` rebound by the next step's forward and loss
                 with rf(p + "cleanup"):
                     del out, loss
     kr = prof.profiler.kineto_results

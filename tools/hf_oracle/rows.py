@@ -43,6 +43,13 @@ LORA_MODELS = ("tiny-llama-gqa", "tiny-qwen3", "tiny-gpt2", "tiny-opt", "tiny-ne
                "tiny-gemma", "tiny-phi", "tiny-falcon", "small-Llama-3.2-1B-Instruct",
                "small-Qwen2.5-7B-Instruct", "small-Mistral-7B-Instruct-v0.3")
 LORA = dict(r=8, alpha=16, dropout=0.05)
+# batch 1 (eager's matmul takes [1, H, S, D] views as they are) and the loop that keeps the
+# previous step's outputs (`outputs = model(x)` rebinding only after the next forward
+# returns: dnnmem --keep-outputs), fp32 eager, after the rows above
+EXTRA_MODELS = ("tiny-llama-gqa", "tiny-gpt2", "tiny-opt", "tiny-neox", "tiny-phi",
+                "small-Llama-3.2-1B-Instruct", "small-pythia-160m", "small-opt-125m")
+EXTRA_RUNS = [("train", "adam", 1, False), ("infer", None, 1, False),
+              ("train", "adam", BATCH, True), ("infer", None, BATCH, True)]
 
 
 def release(version):
@@ -86,6 +93,14 @@ def make_rows(rel):
             rows.append(dict(base, id=f"tf{rel}/{base['model']}-train-adam-b{BATCH}-s{SEQ}-fp32-eager"
                                       "-lora", mode="train", optimizer="adam", seq=SEQ,
                              precision="fp32", attn="eager", lora=LORA))
+    for mode, opt, b, keep in EXTRA_RUNS:
+        tag = mode if opt is None else "train-adam"
+        for base in bases:
+            if base["model"] in EXTRA_MODELS:
+                rows.append(dict(base, batch=b, id=f"tf{rel}/{base['model']}-{tag}-b{b}-s{SEQ}"
+                                 f"-fp32-eager{'-keep' if keep else ''}", mode=mode,
+                                 optimizer=opt, seq=SEQ, precision="fp32", attn="eager",
+                                 **({"keep_outputs": True} if keep else {})))
     return rows
 
 

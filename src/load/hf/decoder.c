@@ -204,9 +204,10 @@ int32_t hf_dec_core(struct hf *h, const struct dec *c, int32_t q, int32_t k, int
     }
     int32_t kr = hf_repeat_kv(h, k, H / KV, H, D);
     int32_t vr = hf_repeat_kv(h, v, H / KV, H, D);
-    q = hf_reshape(h, q, INTS(0, H, -1, D));
+    /* sdpa: .contiguous(); eager: torch.matmul's fold (hf_matmul_fold) */
+    q = h->sdpa ? hf_reshape(h, q, INTS(0, H, -1, D)) : hf_matmul_fold(h, q, H, D);
     if (H == KV) /* each matmul's own copy of a strided operand (v's: below) */
-        kr = hf_reshape(h, k, INTS(0, H, -1, D));
+        kr = h->sdpa ? hf_reshape(h, k, INTS(0, H, -1, D)) : hf_matmul_fold(h, k, H, D);
     if (H == KV && h->sdpa)
         vr = hf_reshape(h, v, INTS(0, H, -1, D));
     if (h->sdpa && mask >= 0) { /* an explicit mask: not is_causal, no flash kernel */
@@ -241,7 +242,7 @@ int32_t hf_dec_core(struct hf *h, const struct dec *c, int32_t q, int32_t k, int
             hf_hold(h, scores, hf_last_node(h));
         p = hf_dropout(h, p, c->attn_drop);
         if (H == KV)
-            vr = hf_reshape(h, v, INTS(0, H, -1, D));
+            vr = hf_matmul_fold(h, v, H, D);
         o = hf_op(h, DM_OP_MatMul, 2, p, vr);
     }
     o = hf_transpose(h, o, INTS(0, 2, 1, 3));

@@ -273,6 +273,8 @@ int32_t hf_sdpa_attention(struct hf *h, const int32_t qkv[3], int32_t mask, bool
 int32_t hf_gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int64_t H, int64_t KV,
                          int64_t D, double scale, double drop);
 void hf_heads_copy(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3]);
+int32_t hf_matmul_fold(struct hf *h, int32_t x, int64_t heads, int64_t d);
+void hf_heads_fold(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3]);
 int32_t hf_repeat_kv(struct hf *h, int32_t x, int64_t n_rep, int64_t heads, int64_t d);
 int32_t hf_softmax_f32(struct hf *h, int32_t s, int32_t like);
 
