@@ -75,9 +75,14 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
      * sdpa kernels are not modelled, so auto means eager there.
      * flash_attention_2: the flash-attn package's kernels (fp16/bf16, sm80+) */
     o->flash = c->attn == DNNMEM_ATTN_FLASH;
+    /* a release before the model's sdpa path (GPTNeoXSdpaAttention came with
+     * 4.42, OPTSdpaAttention with 4.46): _supports_sdpa is false, so auto is
+     * eager (and --attn sdpa an error below) */
+    bool no_sdpa_yet = hf && g->sdpa_since && o->transformers < g->sdpa_since;
     o->sdpa = hf && !g->eager_only &&
               (c->attn == DNNMEM_ATTN_SDPA || o->flash ||
-               (c->attn == DNNMEM_ATTN_AUTO && o->torch >= 201 && c->device == DNNMEM_DEVICE_CUDA));
+               (c->attn == DNNMEM_ATTN_AUTO && !no_sdpa_yet && o->torch >= 201 &&
+                c->device == DNNMEM_DEVICE_CUDA));
     /* sdpa with enable_gqa (transformers 4.54+ on PyTorch 2.5+: gqa_attention
      * in hf.c), stated in the attention assumption */
     o->gqa = o->sdpa && !o->flash && o->transformers >= 454 && o->torch >= 205;
@@ -85,13 +90,14 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
      * built for these when they change it: LoRA, quantized weights, flash
      * attention, a generation (a HybridCache's static shapes depend on the
      * prompt), checkpointing in training (use_cache off, as transformers
-     * turns it off), transformers 4.52 and later (GPT-2's Cache classes,
+     * turns it off), transformers before 4.51 (GPT-NeoX's and OPT's own
+     * attention classes) and 4.52 and later (GPT-2's Cache classes,
      * 4.54's enable_gqa, 4.56's sdpa views, 5.0's cache copies), fp16 on
      * CUDA (softmax(dtype=float32) without its float32 copy), a forced sdpa
      * kernel (the Attention nodes marked with it) */
     o->rebuild = c->lora.r != 0 || c->quant || o->flash ||
                  (hf && (o->generate || (c->mode == DNNMEM_MODE_TRAIN && c->n_checkpoint > 0) ||
-                         o->transformers >= 452 ||
+                         o->transformers >= 452 || o->transformers < 451 ||
                          (c->precision == DNNMEM_PRECISION_FP16 && c->device == DNNMEM_DEVICE_CUDA) ||
                          (o->sdpa && c->sdpa_backend != DNNMEM_SDPA_AUTO)));
     return dm_est_check(DM_CHECK_OPTIONS, g, o, err);
@@ -145,6 +151,7 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(SDPA, o->sdpa)                                                                               \
     X(REBUILD, o->rebuild)                                                                         \
     X(EAGER_ONLY, g->eager_only)                                                                   \
+    X(NO_SDPA_YET, g->sdpa_since && o->transformers < g->sdpa_since)                               \
     X(QUANTIZED, g->quant_method != NULL)                                                          \
     X(QUANT_TRAINABLE, g->quant_trainable)                                                         \
     X(QUANT_CC_LOW, g->quant_method && c->compute_capability &&                                   \
@@ -354,8 +361,9 @@ static const struct check checks[] = {
     {O, {F_TRANSFORMERS, NOT(F_HF)}, USAGE,
      "%s: --transformers applies to HuggingFace config.json models", {A_PATH}},
     {O, {F_TRANSFORMERS_UNMODELLED}, UNSUP,
-     "--transformers %s.%s is not modelled: dnnmem builds transformers 4.51 to 5.24 (its memory "
-     "behaviour read at 4.52, 4.54, 4.56 and 5.0; measured at 4.51.3, 4.56.2, 5.24.0)",
+     "--transformers %s.%s is not modelled: dnnmem builds transformers 4.40 to 5.24 (4.40 to "
+     "4.50 for gpt_neox and opt only; its memory behaviour read at 4.42, 4.45, 4.46, 4.49, "
+     "4.52, 4.54, 4.56 and 5.0; measured at 4.42.4, 4.46.3, 4.51.3, 4.56.2, 5.24.0)",
      {A_TF_MAJOR, A_TF_MINOR}},
     {O, {F_ATTN_BAD}, USAGE, "unknown attention implementation %s", {A_ATTN}},
     {O, {F_ATTN, NOT(F_HF)}, USAGE,
@@ -365,6 +373,12 @@ static const struct check checks[] = {
      {A_PATH}},
     {O, {F_ATTN_SDPA, F_TORCH_PRE_2}, USAGE,
      "%s: --attn sdpa needs PyTorch 2.0 or later (F.scaled_dot_product_attention)", {A_PATH}},
+    {O, {F_ATTN_SDPA, F_NO_SDPA_YET}, UNSUP,
+     "%s: --attn sdpa: transformers %s.%s has no sdpa attention for this model (GPT-NeoX has "
+     "one from 4.42, OPT from 4.46); use --attn eager or auto", {A_PATH, A_TF_MAJOR, A_TF_MINOR}},
+    {O, {F_FLASH, F_NO_SDPA_YET}, UNSUP,
+     "%s: --attn flash: transformers %s.%s's flash_attention_2 for this model (its own class "
+     "before 4.49) is not modelled; use --attn eager", {A_PATH, A_TF_MAJOR, A_TF_MINOR}},
     {O, {F_ATTN_SDPA, F_EAGER_ONLY}, UNSUP,
      "%s: --attn sdpa: transformers has no sdpa attention for this model (T5Attention is eager "
      "only); use --attn eager or auto", {A_PATH}},

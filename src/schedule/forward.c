@@ -166,10 +166,11 @@ static bool is_fused_attention_output(const struct dm_sb *b, const struct dm_nod
            cnt == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3;
 }
 
-/* Whether x is contiguous in its own [B,H,S,D] order because a cat made it
- * (torch.cat writes a new contiguous tensor: the partial-rotary models' q
- * and k), seen through same-layout copies (.to(): empty_like keeps the
- * order) and views that keep contiguity. Elementwise results are not
+/* Whether x is contiguous in its own [B,H,S,D] order because a cat or a
+ * .contiguous() made it (torch.cat writes a new contiguous tensor: the
+ * partial-rotary models' q and k; OPT's _shape before 4.49 copies), seen
+ * through same-layout copies (.to(): empty_like keeps the order) and views
+ * that keep contiguity. Elementwise results are not
  * followed: TensorIterator gives them their first input's order, which
  * the schedule does not track, and the rotary q of a projection's view
  * keeps the view's [B,S,H,D] order. */
@@ -182,8 +183,12 @@ static bool made_contiguous(const struct dm_sb *b, int32_t x)
             return false;
         if (n->op == DM_OP_Concat)
             return true;
+        /* a Reshape that copied (.contiguous(), reshape of a strided x) */
+        if (n->op == DM_OP_Reshape && dm_has_in(n, 0) && b->cur[x] >= 0 &&
+            b->cur[x] != b->cur[n->in[0]])
+            return true;
         bool view = n->op == DM_OP_Reshape || n->op == DM_OP_Identity;
-        if ((n->op != DM_OP_Cast && !view) || !dm_has_in(n, 0))
+        if ((n->op != DM_OP_Cast && n->op != DM_OP_CastLike && !view) || !dm_has_in(n, 0))
             return false;
         x = n->in[0];
     }

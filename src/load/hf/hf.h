@@ -65,6 +65,8 @@ struct hf_arch {
     unsigned flags;    /* HF_* */
     const char *const *lora; /* PEFT's default target_modules */
     size_t n_lora;
+    int oldest;        /* the oldest transformers release modelled for it; 0: 4.51
+                          (DM_TRANSFORMERS_WIDE) */
 };
 
 struct hf {
@@ -258,6 +260,7 @@ int32_t hf_rope(struct hf *h, int32_t x, int32_t cos, int32_t sin, int64_t d,
 const char *hf_cache_at_make(const struct hf *h, const char *name);
 int32_t hf_cache_update(struct hf *h, int32_t x, const char *name);
 int32_t hf_narrow(struct hf *h, int32_t x, int64_t axis, int64_t start, int64_t length);
+int32_t hf_rotate_half(struct hf *h, int32_t x, int64_t d);
 int32_t hf_layer_norm(struct hf *h, int32_t x, int64_t dim, double eps);
 int32_t hf_declare_input(struct hf *h, const char *name, enum dm_dtype dtype, int rank,
                          const char *const *syms, const int64_t *fixed);
