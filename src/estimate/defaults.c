@@ -197,6 +197,16 @@ static void attention_assumptions(struct dm_est *e)
                         "GPT-2's last-position logits from 5.0"
                       : o->transformers >= 456 ? "; from 4.56 the cache layers keep copies of k and v"
                       : "");
+    /* before the model's sdpa path (GPT-NeoX 4.42, OPT 4.46): auto is eager */
+    bool no_sdpa_yet = g->sdpa_since && o->transformers < g->sdpa_since;
+    const char *no_sdpa_text =
+        no_sdpa_yet ? dm_arena_printf(as->arena,
+                                      "eager: scores, softmax and dropout materialised "
+                                      "(transformers %d.%d has no sdpa path for the model; it "
+                                      "has one from %d.%d)",
+                                      o->transformers / 100, o->transformers % 100,
+                                      g->sdpa_since / 100, g->sdpa_since % 100)
+                    : NULL;
     if (o->hf)
         dm_assume(as, "attention", c->attn ? "option" : "default", "%s",
                   o->flash ? "flash_attention_2: flash-attn's flash_attn_func on [B, S, H, D] "
@@ -206,6 +216,7 @@ static void attention_assumptions(struct dm_est *e)
                   : o->sdpa ? sdpa_text
                        : g->eager_only ? "eager: scores, softmax and dropout materialised (the "
                                          "model has no sdpa path in transformers)"
+                       : no_sdpa_yet ? no_sdpa_text
                        : "eager: scores, softmax and dropout materialised");
 }
 

@@ -16,7 +16,9 @@ its own forked child, killed after --timeout seconds (the row is then recorded w
 What is measured (the definitions of tools/measure_cpu.py, tests/validation/README.md):
   * the model: AutoModelForCausalLM.from_config(config, attn_implementation=ATTN) after
     torch.manual_seed(0) (random weights, nothing downloaded), built in float32 and, for
-    bf16 rows, converted by model.to(torch.bfloat16) (dnnmem's --precision bf16);
+    bf16 rows, converted by model.to(torch.bfloat16) (dnnmem's --precision bf16), or, for
+    rows with "load": "torch_dtype" (releases before 4.51), built with torch_dtype=bfloat16
+    as from_pretrained(torch_dtype=...) loads (float32 buffers made with .float() stay so);
     input_ids and targets int64 [batch, seq] uniform in [0, vocab) after manual_seed(1);
   * bytes_before: the distinct storages of every live torch.Tensor (gc scan) just before
     profiling: parameters, buffers, inputs, targets (bytes_before_unaccounted must be 0);
@@ -127,10 +129,11 @@ def config(row):
 def build(row):
     conf = config(row)
     torch.manual_seed(0)
+    made = torch.bfloat16 if row.get("load") == "torch_dtype" else torch.float32
     model = transformers.AutoModelForCausalLM.from_config(
         conf, attn_implementation=row["attn"], **{rowdefs.dtype_kw(transformers.__version__):
-                                                  torch.float32})
-    if row["precision"] == "bf16":
+                                                  made})
+    if row["precision"] == "bf16" and made != torch.bfloat16:
         model = model.to(torch.bfloat16)
     if row.get("lora"):  # PEFT's defaults for the model_type's target modules
         import peft

@@ -69,18 +69,34 @@ def models():
     return out
 
 
+# releases before 4.51: the model types dnnmem builds there (hf.c's table: gpt_neox and opt
+# from 4.40), and their bf16 rows built as from_pretrained(torch_dtype=bfloat16) loads (the
+# default dtype set while the modules are made: float32 buffers made with .float(), 4.40-4.44
+# GPT-NeoX's rotary caches, stay float32), which dnnmem's --precision bf16 models
+LEGACY_TYPES = ("gpt_neox", "opt")
+
+
+def legacy(rel):
+    major, minor = (int(x) for x in rel.split(".")[:2])
+    return (major, minor) < (4, 51)
+
+
 def make_rows(rel):
     rows, bases = [], []
     for model, config in models():
         with open(os.path.join(ROOT, config)) as f:
             mt = json.load(f)["model_type"]
+        if legacy(rel) and mt not in LEGACY_TYPES:
+            continue
         bases.append(dict(release=rel, model=model, model_type=mt, config=config, batch=BATCH))
     for mode, opt, prec, attn in RUNS:
         tag = mode if opt is None else "train-" + ("sgd" if opt.startswith("sgd") else "adam")
         for base in bases:
             model = base["model"]
             rows.append(dict(base, id=f"tf{rel}/{model}-{tag}-b{BATCH}-s{SEQ}-{prec}-{attn}",
-                             mode=mode, optimizer=opt, seq=SEQ, precision=prec, attn=attn))
+                             mode=mode, optimizer=opt, seq=SEQ, precision=prec, attn=attn,
+                             **({"load": "torch_dtype"} if legacy(rel) and prec != "fp32"
+                                else {})))
     for base in bases:
         model = base["model"]
         if model in GEN:

@@ -425,13 +425,16 @@ static void dec_check_sizes(struct hf *h, const struct dec *c)
  *    lm_head(outputs[0]) computes every position's logits;
  *  - GPT-NeoX, Falcon, Phi, Phi-3, Gemma 1-3: a Cache class and
  *    logits_to_keep (as set by the caller). */
-static void dec_generation(struct dm_graph *g, const struct dec *c)
+static void dec_generation(struct dm_graph *g, const struct dec *c, int transformers)
 {
-    bool biogpt = c->kind == DK_BIOGPT;
-    if (biogpt || c->kind == DK_OPT)
+    /* OPT before 4.49 (modeling_opt.py 4.46.3): no Cache class, the
+     * past_key_value tuples, and _prepare_4d_causal_attention_mask's
+     * inverted 2-D mask, as BioGPT's */
+    bool tuples = c->kind == DK_BIOGPT || (c->kind == DK_OPT && transformers < 449);
+    if (c->kind == DK_BIOGPT || c->kind == DK_OPT)
         g->logits_to_keep = false;
-    g->legacy_cache = biogpt;
-    g->gen_mask = biogpt ? DM_GEN_MASK_INVERTED : DM_GEN_MASK_CAUSAL;
+    g->legacy_cache = tuples;
+    g->gen_mask = tuples ? DM_GEN_MASK_INVERTED : DM_GEN_MASK_CAUSAL;
 }
 
 /* A decoder family's causal LM from its config *c (read by the family's
@@ -446,6 +449,6 @@ enum dnnmem_status hf_dec_lm(struct hf *h, const char *type, const struct dec *c
     if (ids < 0)
         return h->st;
     int32_t logits = build(h, c, ids);
-    dec_generation(h->g, c);
+    dec_generation(h->g, c, h->transformers);
     return hf_causal_outputs(h, logits, c->layers, c->use_cache, true);
 }

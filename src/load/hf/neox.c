@@ -128,8 +128,8 @@ static int32_t rope_cat32(struct hf *h, int32_t x, int32_t cos, int32_t sin, int
  * none in 4.40-4.44 without an attention_mask); softmax in the scores'
  * dtype (float32 when the rotary caches made q float32), .to(v.dtype),
  * dropout, torch.matmul with v (its fold copies a strided v, hf_matmul_fold).
- * *pw: the probabilities, _attn's returned attn_weights, a local of forward
- * until it returns. */
+ * The last scores live until _attn returns; *pw: the probabilities, _attn's
+ * returned attn_weights, a local of forward until it returns. */
 static int32_t neox_attn_legacy(struct hf *h, const struct dec *c, int32_t q, int32_t k,
                                 int32_t v, int32_t bias, int32_t seq, int32_t mask, bool fp32,
                                 int32_t *pw)
@@ -163,7 +163,12 @@ static int32_t neox_attn_legacy(struct hf *h, const struct dec *c, int32_t q, in
     p = hf_op(h, DM_OP_CastLike, 2, p, v);
     p = hf_dropout(h, p, c->attn_drop);
     *pw = p;
-    return hf_op(h, DM_OP_MatMul, 2, p, hf_matmul_fold(h, v, H, D));
+    int32_t o = hf_op(h, DM_OP_MatMul, 2, p, hf_matmul_fold(h, v, H, D));
+    /* attn_scores, a local of _attn rebound last by where (or + mask), lives
+     * until _attn returns (measured: 4.42.4's where output is live at the
+     * final matmul, tiny-neox inference) */
+    hf_hold(h, s, hf_last_node(h));
+    return o;
 }
 
 /* GPTNeoXAttention.forward / GPTNeoXSdpaAttention.forward of 4.40-4.48
@@ -546,6 +551,13 @@ static void read_neox(struct hf *h, struct dec *c)
     if (h->st == DNNMEM_OK && (c->rot < 2 || c->rot % 2))
         hf_fail(h, DNNMEM_E_MODEL, "config field 'rotary_pct' gives %lld rotary dims; not even",
                 (long long)c->rot);
+    /* generate() before 4.49: 4.40-4.44's tuple cache and 4.45-4.48's
+     * DynamicCache with GPT-NeoX's own masks, not measured */
+    if (h->st == DNNMEM_OK && h->gen_tokens > 0 && h->transformers < 449)
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "--mode generate with transformers %d.%d's GPT-NeoX is not modelled (from "
+                "4.49)",
+                h->transformers / 100, h->transformers % 100);
     /* GPTNeoXSdpaAttention came with 4.42 (before: eager, _supports_sdpa false) */
     h->g->sdpa_since = 442;
     if (h->st == DNNMEM_OK && h->sdpa && h->transformers < 442)
