@@ -104,8 +104,8 @@ def make_rows(rel):
                 rows.append(dict(base, id=f"tf{rel}/{model}-generate-b{BATCH}-p{GEN_PROMPT}-n{n}"
                                           "-fp32-eager", mode="generate", optimizer=None,
                                  seq=GEN_PROMPT, new_tokens=n, precision="fp32", attn="eager"))
-    for base in bases:
-        if base["model"] in LORA_MODELS:
+    for base in bases:  # peft 0.21 does not import with the releases before 4.51
+        if base["model"] in LORA_MODELS and not legacy(rel):
             rows.append(dict(base, id=f"tf{rel}/{base['model']}-train-adam-b{BATCH}-s{SEQ}-fp32-eager"
                                       "-lora", mode="train", optimizer="adam", seq=SEQ,
                              precision="fp32", attn="eager", lora=LORA))
