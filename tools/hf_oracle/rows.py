@@ -70,10 +70,12 @@ def models():
 
 
 # releases before 4.51: the model types dnnmem builds there (hf.c's table: gpt_neox and opt
-# from 4.40), and their bf16 rows built as from_pretrained(torch_dtype=bfloat16) loads (the
+# from 4.40; llama, mistral, gemma and gpt2 from 4.48, the attention interface), and their
+# bf16 rows built as from_pretrained(torch_dtype=bfloat16) loads (the
 # default dtype set while the modules are made: float32 buffers made with .float(), 4.40-4.44
 # GPT-NeoX's rotary caches, stay float32), which dnnmem's --precision bf16 models
-LEGACY_TYPES = ("gpt_neox", "opt")
+LEGACY_TYPES = {(4, 40): ("gpt_neox", "opt"),
+                (4, 48): ("gpt_neox", "opt", "llama", "mistral", "gemma", "gpt2")}
 
 
 def legacy(rel):
@@ -81,12 +83,17 @@ def legacy(rel):
     return (major, minor) < (4, 51)
 
 
+def legacy_types(rel):
+    v = tuple(int(x) for x in rel.split(".")[:2])
+    return LEGACY_TYPES[max((k for k in LEGACY_TYPES if k <= v), default=(4, 40))]
+
+
 def make_rows(rel):
     rows, bases = [], []
     for model, config in models():
         with open(os.path.join(ROOT, config)) as f:
             mt = json.load(f)["model_type"]
-        if legacy(rel) and mt not in LEGACY_TYPES:
+        if legacy(rel) and mt not in legacy_types(rel):
             continue
         bases.append(dict(release=rel, model=model, model_type=mt, config=config, batch=BATCH))
     for mode, opt, prec, attn in RUNS:

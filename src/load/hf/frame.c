@@ -55,7 +55,8 @@ bool hf_check(struct hf *h, const char *type)
     }
     /* GPTNeoXFlashAttention2 and OptFlashAttention2, their own classes before
      * the attention interface (4.49), are not modelled */
-    if (h->flash && h->transformers < 449) {
+    bool own_flash = strcmp(type, "gpt_neox") == 0 || strcmp(type, "opt") == 0;
+    if (h->flash && own_flash && h->transformers < 449) {
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
                 "--attn flash: transformers %d.%d's flash_attention_2 for model_type '%s' (its "
                 "own %s class before 4.49) is not modelled; use --attn sdpa or eager",
