@@ -29,9 +29,9 @@
  * the memory behaviour changing at 4.52, 4.54, 4.56 and 5.0 (each read in
  * that release's sources), measured at 4.51.3, 4.56.2 and 5.24.0
  * (tests/validation/hf-real-cpu.jsonl); 4.40 to 4.50 for gpt_neox and opt
- * only (changes at 4.42, 4.45, 4.46 and 4.49, measured at 4.42.4 and
- * 4.46.3), every other model type from DM_TRANSFORMERS_WIDE (hf.c's
- * table). Others are refused (check.c, and hf_check per model type). */
+ * (changes at 4.42, 4.45, 4.46 and 4.49, measured at 4.42.4 and 4.46.3),
+ * 4.48 to 4.50 for llama, mistral, gemma and gpt2 (measured at 4.48.3),
+ * every other model type from DM_TRANSFORMERS_WIDE (hf.c's table). Others are refused (check.c, and hf_check per model type). */
 #define DM_TRANSFORMERS_OLDEST 440
 #define DM_TRANSFORMERS_WIDE 451
 #define DM_TRANSFORMERS_NEWEST 524

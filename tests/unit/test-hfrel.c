@@ -77,7 +77,8 @@ static void train_cfg(struct dnnmem_config *cfg, int64_t b, int64_t s)
     cfg->optimizer = DNNMEM_OPT_SGD;
 }
 
-/* --transformers accepts 4.40 to 5.24, and below 4.51 only gpt_neox and opt;
+/* --transformers accepts 4.40 to 5.24, below 4.51 only gpt_neox and opt, and
+ * from 4.48 also llama, mistral, gemma and gpt2;
  * their sdpa paths start at 4.42 (GPT-NeoX) and 4.46 (OPT): --attn sdpa
  * before is refused, auto is eager (transformers' _supports_sdpa is false);
  * their own flash_attention_2 classes before 4.49 are refused. */
@@ -89,12 +90,12 @@ static void test_release_range(void **state)
     cfg.transformers_version = 439;
     expect_refusal("tests/models/hf/tiny-neox.json", &cfg, DNNMEM_E_UNSUPPORTED,
                    "builds transformers 4.40 to 5.24");
-    cfg.transformers_version = 442;
+    cfg.transformers_version = 447;
     expect_refusal("tests/models/hf/tiny-llama-gqa.json", &cfg, DNNMEM_E_UNSUPPORTED,
-                   "'llama' is not modelled: dnnmem builds it from transformers 4.51");
+                   "'llama' is not modelled: dnnmem builds it from transformers 4.48");
     cfg.transformers_version = 450;
-    expect_refusal("tests/models/hf/tiny-gpt2.json", &cfg, DNNMEM_E_UNSUPPORTED,
-                   "from transformers 4.51");
+    expect_refusal("tests/models/hf/tiny-qwen3.json", &cfg, DNNMEM_E_UNSUPPORTED,
+                   "'qwen3' is not modelled: dnnmem builds it from transformers 4.51");
     cfg.attn = DNNMEM_ATTN_SDPA;
     cfg.transformers_version = 441;
     expect_refusal("tests/models/hf/tiny-neox.json", &cfg, DNNMEM_E_UNSUPPORTED,

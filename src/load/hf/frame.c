@@ -48,8 +48,8 @@ bool hf_check(struct hf *h, const char *type)
     if (h->transformers < oldest) {
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
                 "--transformers %d.%d for model_type '%s' is not modelled: dnnmem builds it from "
-                "transformers %d.%d (gpt_neox and opt from 4.40, the other model types from "
-                "4.51)",
+                "transformers %d.%d (gpt_neox and opt from 4.40; llama, mistral, gemma and gpt2 "
+                "from 4.48; the other model types from 4.51)",
                 h->transformers / 100, h->transformers % 100, type, oldest / 100, oldest % 100);
         return false;
     }
