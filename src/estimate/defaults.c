@@ -238,6 +238,8 @@ static bool returns_cache_out(const struct dm_graph *g)
 static void loop_assumption(struct dm_est *e)
 {
     const struct dnnmem_config *c = &e->o->cfg;
+    if (e->o->other_fw) /* a PyTorch loop's Python variable (check.c refuses the option) */
+        return;
     bool cache = returns_cache_out(e->g);
     if (c->keep_outputs)
         dm_assume(&e->as, "loop", "option",
