@@ -59,7 +59,7 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/alloc/rounding.c src/alloc/caching.c src/alloc/bfc.c src/alloc/pool.c \
            src/alloc/heap.c \
            src/report/result.c src/report/text.c src/report/json.c src/report/decide.c \
-           src/report/gpus.c src/report/html.c \
+           src/report/gpus.c src/report/html.c src/report/modules.c \
            src/api.c
 LIB_SRC += src/options.c
 # dnnmem_estimate's stages (src/estimate/estimate.h), in order
@@ -96,6 +96,12 @@ $(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/trai
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# the report's script, as a C string (src/report/html.c includes it)
+$(B)/gen/report_js.h: src/report/report.js
+	@mkdir -p $(B)/gen
+	sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
+$(B)/src/report/html.o build-fuzz/src/report/html.o: $(B)/gen/report_js.h
 
 $(KERAS_SRC:%.c=$(B)/%.o): src/load/keras/keras.h
 $(B)/src/options.o: src/options.def
@@ -155,6 +161,10 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	    --misses tests/validation/zoo-expected-misses.txt
 	@echo "== real transformers on the CPU (torch 2.13; transformers 4.51, 4.56, 5.24: tools/hf_oracle)"
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-cpu.jsonl --dnnmem $(B)/dnnmem --check
+	@echo "== real transformers on the CPU: the encoder heads (QA, token classification, multiple choice, sequence classification; 4.51, 4.56, 5.24)"
+	python3 tools/hf_oracle/compare.py tests/validation/hf-real-heads-cpu.jsonl --dnnmem $(B)/dnnmem --check
+	@echo "== real transformers on the CPU: granite, olmo2, starcoder2 (4.51, 4.56, 5.24)"
+	python3 tools/hf_oracle/compare.py tests/validation/hf-real-archs-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== published GPU measurements (BERT, DistilBERT; eager vs sdpa)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-gpu.sh
 	@echo "== published SDPA tables (Pythia-410m with transformers 4.42, OPT-350m with 4.46; --keep-outputs)"

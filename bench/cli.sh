@@ -12,6 +12,13 @@
 # the target, and with two binaries new/base (below 1: faster) and whether
 # their outputs are byte-identical. ONLY=bc runs some cases (by letter). It prints and never fails: timings depend
 # on the machine and its load.
+#
+# The time is the process's alone: perf stat's "seconds time elapsed" (from
+# its fork of the binary to the binary's exit; nothing of this script, which
+# with date(1) around the call added about 1.5 ms) and, as "cpu", its
+# task-clock (user + system time, which a loaded machine inflates less).
+# Without a usable perf (not installed, or perf_event_paranoid above 2) the
+# wall time falls back to date(1) around the call, and cpu is not shown.
 set -u
 RUNS=${RUNS:-5}
 case $# in
@@ -31,10 +38,21 @@ CASES='a|DeepSeek-V3 bf16 train estimate, s 64|1000|estimate tests/models/hf/Dee
 b|Llama-3.1-70B train estimate, s 512|25|estimate tests/models/hf/Llama-3.1-70B-Instruct.json --mode train -s 512
 c|Llama-3.1-70B max-batch, LoRA r16 + nf4, H100-80GB|200|max-batch tests/models/hf/Llama-3.1-70B-Instruct.json --mode train -s 512 --lora-r 16 --quant nf4 --gpu H100-80GB'
 
-# One run: wall microseconds appended to $T/$1.us, output kept in $T/$1.out.
+PERF=
+LC_ALL=C perf stat -e task-clock -o "$T/probe" true >/dev/null 2>&1 && PERF=1
+# One run: wall microseconds appended to $T/$1.us (and CPU microseconds to
+# $T/$1.cpu with perf), output kept in $T/$1.out.
 run() {
     tag=$1 bin=$2
     shift 2
+    if [ -n "$PERF" ]; then
+        LC_ALL=C perf stat -e task-clock -o "$T/perf" "$bin" "$@" >"$T/$tag.out" 2>&1
+        awk '/ task-clock/ {gsub(",", "", $1); cpu = $1 * 1000}
+             /seconds time elapsed/ {wall = $1 * 1000000}
+             END {printf "%d\n", wall >> "'"$T/$tag.us"'"; printf "%d\n", cpu >> "'"$T/$tag.cpu"'"}' \
+            "$T/perf"
+        return
+    fi
     t0=$(date +%s%N)
     "$bin" "$@" >"$T/$tag.out" 2>&1
     t1=$(date +%s%N)
@@ -44,13 +62,17 @@ run() {
 stats() { sort -n "$1" | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
                                                printf "%.1f %.1f", m / 1000, v[1] / 1000}'; }
 
-echo "dnnmem CLI wall time, median of $RUNS runs (ms; fastest in brackets)"
+echo "dnnmem CLI wall time, median of $RUNS runs (ms; fastest in brackets)$([ -n "$PERF" ] &&
+    echo ", the process alone (perf stat); cpu: its task-clock" ||
+    echo ", with date(1) around each call (no perf)")"
 [ -n "$BASE" ] && echo "  base: $BASE" && echo "  new:  $NEW"
 [ -r /proc/loadavg ] && echo "  load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc 2>/dev/null || echo ?) CPUs)"
 echo "$CASES" | while IFS='|' read -r id name target args; do
     case ${ONLY:-abc} in *"$id"*) ;; *) continue ;; esac
     : >"$T/new.us"
     : >"$T/base.us"
+    : >"$T/new.cpu"
+    : >"$T/base.cpu"
     i=0
     while [ $i -lt "$RUNS" ]; do
         # shellcheck disable=SC2086 # args are words
@@ -69,8 +91,14 @@ echo "$CASES" | while IFS='|' read -r id name target args; do
         printf '(%s) %s\n    base %s [%s]  new %s [%s]  new/base %s  target %s: %s  output %s\n' \
             "$id" "$name" "$bm" "$bf" "$nm" "$nf" "$ratio" "$target" \
             "$(awk -v n="$nm" -v t="$target" 'BEGIN {print n <= t ? "met" : "not met"}')" "$same"
+        if [ -n "$PERF" ]; then
+            set -- $(stats "$T/base.cpu") $(stats "$T/new.cpu")
+            printf '    cpu: base %s [%s]  new %s [%s]  new/base %s\n' "$1" "$2" "$3" "$4" \
+                "$(awk -v n="$3" -v b="$1" 'BEGIN {printf "%.3f", (b > 0 ? n / b : 0)}')"
+        fi
     else
         printf '(%s) %s\n    %s [%s]  target %s: %s\n' "$id" "$name" "$nm" "$nf" "$target" \
             "$(awk -v n="$nm" -v t="$target" 'BEGIN {print n <= t ? "met" : "not met"}')"
+        [ -n "$PERF" ] && printf '    cpu: %s [%s]\n' $(stats "$T/new.cpu")
     fi
 done

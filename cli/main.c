@@ -111,6 +111,8 @@ struct cli {
     const char *search_dim;        /* max-*: --dim-name */
     const char *report, *timeline; /* --report page.html, --timeline steps.csv */
     const char *events;            /* --events events.csv */
+    const char *command;           /* the command line, for --report's page */
+    bool page_modules;             /* the module table is for --report's page only */
     int64_t limit;                 /* max-*: --limit */
     struct dnnmem_load_options load; /* --max-nodes */
     const char *model;
@@ -336,7 +338,42 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
     const char *gpu = dnnmem_options_value(cl->store, "gpu");
     cl->gpu = gpu ? dnnmem_gpu_find(gpu)->name : NULL;
     cl->memory = dnnmem_options_value(cl->store, "memory");
+    if (cl->report && !cl->cfg.module_depth) { /* the page shows the bytes by module */
+        cl->cfg.module_depth = DNNMEM_MODULE_DEPTH_DEFAULT;
+        cl->page_modules = true;
+    }
     return -1;
+}
+
+/* The command line as a shell would take it back ("dnnmem estimate m.onnx
+ * --checkpoint '/model/layers.*'"), malloc'd; NULL when out of memory. */
+static char *command_line(int argc, char **argv)
+{
+    size_t len = sizeof "dnnmem";
+    for (int k = 0; k < argc; k++)
+        len += 4 * strlen(argv[k]) + 3;
+    char *out = malloc(len), *p = out;
+    if (!out)
+        return NULL;
+    p += sprintf(p, "dnnmem");
+    for (int k = 0; k < argc; k++) {
+        const char *a = argv[k];
+        bool plain = *a != 0;
+        for (const char *c = a; *c; c++)
+            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,@%+-", *c))
+                plain = false;
+        *p++ = ' ';
+        if (plain) {
+            p += sprintf(p, "%s", a);
+            continue;
+        }
+        *p++ = '\'';
+        for (const char *c = a; *c; c++)
+            p += *c == '\'' ? sprintf(p, "'\\''") : sprintf(p, "%c", *c);
+        *p++ = '\'';
+    }
+    *p = 0;
+    return out;
 }
 
 static int write_done(int wr)
@@ -359,6 +396,9 @@ static int sweep(const struct cli *cl, const dnnmem_model *m)
 {
     size_t nb = cl->n_batches ? cl->n_batches : 1, ns = cl->n_seqs ? cl->n_seqs : 1;
     bool any_bad = false;
+    if (cl->cfg.module_depth && !cl->page_modules && !cl->json)
+        return usage_error("--by-module: one estimate at a time, not a sweep or --csv "
+                           "(--json gives each value its table)");
     if (cl->csv)
         printf("batch_size,seq_len,total_bytes,peak_allocated_bytes,peak_reserved_bytes,verdict\n");
     else if (cl->json)
@@ -404,16 +444,19 @@ static int sweep(const struct cli *cl, const dnnmem_model *m)
     return rc ? rc : any_bad ? EXIT_DOES_NOT_FIT : EXIT_OK;
 }
 
-/* --report, --timeline and --events: 0, or an exit code. */
-static int write_files(const struct cli *cl, const struct dnnmem_result *r, const dnnmem_model *m)
+/* --report, --timeline and --events: 0, or an exit code. The page shows
+ * the advice given. */
+static int write_files(const struct cli *cl, const struct dnnmem_result *r, const dnnmem_model *m,
+                       const struct dnnmem_advice *adv, size_t n_adv)
 {
+    struct dnnmem_page_info pi = {cl->command, adv, n_adv};
     const char *files[3] = {cl->report, cl->timeline, cl->events};
     static const char *const flag[3] = {"--report", "--timeline", "--events"};
     for (int k = 0; k < 3; k++) {
         if (!files[k])
             continue;
         FILE *out = fopen(files[k], "w");
-        int bad = !out || (k == 0   ? dnnmem_report_html(r, m, out)
+        int bad = !out || (k == 0   ? dnnmem_report_html_page(r, m, &pi, out)
                            : k == 1 ? dnnmem_report_timeline_csv(r, out)
                                     : dnnmem_report_events_csv(r, out));
         if (out && fclose(out) != 0)
@@ -426,23 +469,15 @@ static int write_files(const struct cli *cl, const struct dnnmem_result *r, cons
     return 0;
 }
 
-/* What would make a job that does not fit fit: 0, or an exit code. */
-static int print_advice(const struct cli *cl, const dnnmem_model *m)
+/* What would make a job that does not fit fit. */
+static void print_advice(const struct dnnmem_advice *adv, size_t n)
 {
-    struct dnnmem_error err;
-    struct dnnmem_advice *adv = NULL;
-    size_t n = 0;
-    enum dnnmem_status s = dnnmem_advise(m, &cl->cfg, &adv, &n, &err);
-    if (s != DNNMEM_OK)
-        return fail(s, &err);
     printf("what would change it\n");
     for (size_t k = 0; k < n; k++) {
         char b1[32];
         printf("  %-44s %10s MiB  %s\n", adv[k].change, mib(adv[k].total_bytes, b1),
                dnnmem_verdict_name(adv[k].verdict));
     }
-    dnnmem_advice_free(adv, n);
-    return 0;
 }
 
 /* One estimate of the model, or a sweep. */
@@ -455,17 +490,27 @@ static int estimate(const struct cli *cl, const dnnmem_model *m)
     enum dnnmem_status s = dnnmem_estimate(m, &cl->cfg, &r, &err);
     if (s != DNNMEM_OK)
         return fail(s, &err);
+    bool does_not_fit = r->verdict == DNNMEM_VERDICT_DOES_NOT_FIT;
+    struct dnnmem_advice *adv = NULL;
+    size_t n_adv = 0;
+    if (does_not_fit && (!cl->json || cl->report) &&
+        (s = dnnmem_advise(m, &cl->cfg, &adv, &n_adv, &err)) != DNNMEM_OK) {
+        dnnmem_result_free(r);
+        return fail(s, &err);
+    }
     if (cl->gpu && !cl->json)
         printf("device       %s\n", cl->gpu);
-    int rc = write_files(cl, r, m);
-    if (rc) {
-        dnnmem_result_free(r);
-        return rc;
+    int rc = write_files(cl, r, m, adv, n_adv);
+    if (cl->page_modules) { /* computed for the page, not asked for here */
+        r->modules = NULL;
+        r->n_modules = 0;
     }
-    int wr = cl->json ? dnnmem_report_json(r, m, stdout) : dnnmem_report_text(r, m, stdout);
-    bool does_not_fit = r->verdict == DNNMEM_VERDICT_DOES_NOT_FIT;
+    int wr = rc ? 0 : cl->json ? dnnmem_report_json(r, m, stdout) : dnnmem_report_text(r, m, stdout);
     dnnmem_result_free(r);
-    if (does_not_fit && !cl->json && (rc = print_advice(cl, m)) != 0)
+    if (!rc && does_not_fit && !cl->json)
+        print_advice(adv, n_adv);
+    dnnmem_advice_free(adv, n_adv);
+    if (rc)
         return rc;
     rc = write_done(wr);
     return rc ? rc : does_not_fit ? EXIT_DOES_NOT_FIT : EXIT_OK;
@@ -474,7 +519,13 @@ static int estimate(const struct cli *cl, const dnnmem_model *m)
 static int cmd_estimate(int argc, char **argv)
 {
     struct cli cl;
+    char *command = command_line(argc, argv); /* before getopt reorders argv */
+    if (!command) {
+        fprintf(stderr, "dnnmem: out of memory\n");
+        return EXIT_INTERNAL;
+    }
     int rc = parse_cli(argc, argv, &cl);
+    cl.command = command;
     if (rc < 0) {
         struct dnnmem_error err;
         dnnmem_model *m = NULL;
@@ -483,6 +534,7 @@ static int cmd_estimate(int argc, char **argv)
         dnnmem_model_free(m);
     }
     dnnmem_options_free(cl.store);
+    free(command);
     return rc;
 }
 

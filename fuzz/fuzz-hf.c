@@ -3,9 +3,9 @@
 #include "fuzz.h"
 
 DM_FUZZ_TARGET("config.json", {
-    if (dm_load_hf(&g, data, size, false, NULL, &err) == DNNMEM_OK) {
+    if (dm_load_hf(&g, data, size, false, NULL, NULL, &err) == DNNMEM_OK) {
         dm_graph_free(&g);
         dm_graph_init(&g);
-        (void)dm_load_hf(&g, data, size, true, NULL, &err);
+        (void)dm_load_hf(&g, data, size, true, NULL, NULL, &err);
     }
 })

@@ -194,9 +194,12 @@ enum dnnmem_optimizer {
     DNNMEM_OPT_ADAFACTOR,        /* transformers.optimization.Adafactor, no first moment:
                                     factored second moments (a row and a column vector) for
                                     matrices, a full one for vectors */
-    DNNMEM_OPT_ADAM8BIT          /* bitsandbytes Adam8bit: blockwise 8-bit moments (2048 per
+    DNNMEM_OPT_ADAM8BIT,         /* bitsandbytes Adam8bit: blockwise 8-bit moments (2048 per
                                     block, an fp32 absmax each) for tensors of >= 4096
                                     elements, fp32 moments below */
+    DNNMEM_OPT_ADAMW_FUSED       /* torch.optim.AdamW(fused=True) (Trainer's
+                                    "adamw_torch_fused"): one kernel, no temporaries, `step`
+                                    a 0-dim tensor on the device */
 };
 
 enum dnnmem_loss {
@@ -427,7 +430,9 @@ struct dnnmem_config {
     const struct dnnmem_input_shape *input_shapes;
     size_t n_input_shapes;
     /* Training (mode TRAIN). */
-    enum dnnmem_optimizer optimizer; /* default SGD with momentum */
+    /* default SGD with momentum; for HuggingFace configs the Trainer's AdamW
+     * (adamw, or adamw-fused from PyTorch 2.8) unless optimizer_set */
+    enum dnnmem_optimizer optimizer;
     enum dnnmem_loss loss;           /* default cross-entropy */
     bool loss_all_outputs;           /* the loss adds a term per output (ce, mse; sum always) */
     int iterations;                  /* training steps simulated; 0 = default 2 */
@@ -470,14 +475,17 @@ struct dnnmem_config {
      * 2.1.1) and sdpa's flash head-size limit (256 from 2.2). */
     int torch_version;
     /* HuggingFace configs: the transformers release whose modelling code runs,
-     * major * 100 + minor (451 = 4.51, 517 = 5.17); 0 = default 451. From
+     * major * 100 + minor (451 = 4.51, 517 = 5.17); 0 = default 524. From
      * 4.54 (PR #39412, use_gqa_in_sdpa) sdpa gets grouped keys and values
      * with enable_gqa=True on PyTorch 2.5+ instead of repeat_kv copies. */
     int transformers_version;
-    /* precision was stated (--precision): float32 then stays float32 where
-     * transformers 5 would load a 16-bit config's dtype (dtype="auto" is its
-     * default, PR #34919) */
+    /* precision was stated (--precision): float32 then stays float32 where a
+     * HuggingFace config's 16-bit torch_dtype is otherwise the default (what
+     * torch_dtype="auto" and transformers 5 load, PR #34919) */
     bool precision_set;
+    /* optimizer was stated (--optimizer): sgd-momentum then stays
+     * sgd-momentum where a HuggingFace config's training defaults to AdamW */
+    bool optimizer_set;
     /* Runtime constants; each "< 0" means "use the documented default". */
     int64_t cuda_context_bytes; /* see dnnmem_cuda_context_default() */
     int64_t alloc_round_bytes;  /* see DNNMEM_ALLOC_ROUND_DEFAULT */
@@ -497,6 +505,9 @@ struct dnnmem_config {
      * H100); 0 = default 80. Hopper and later get larger cuBLAS workspaces. */
     int compute_capability;
     size_t n_top_tensors;       /* live tensors listed at the peak, per kind (default 3) */
+    /* The bytes live at the peak by module scope (dnnmem_result.modules),
+     * at this depth of the node names' scopes; 0 = none (the default). */
+    int module_depth;
     /* The device: bytes available to the process (a GPU's total as CUDA
      * reports it, less what the driver keeps; see dnnmem_gpu_find), 0 = no
      * verdict. A job fits when the process total stays within it; "tight"
@@ -594,6 +605,11 @@ int64_t dnnmem_cuda_context_default(int torch_version, int cuda_version, int com
  * 2 x 4 MiB + 8 x 16 KiB = 8,519,680 B, and 32 MiB on compute capability 9.x
  * (PR #91564) and 10.x-12.x (PR #175344). */
 int64_t dnnmem_cublas_workspace_default(int torch_version, int compute_capability);
+/* --by-module's depth when none is given: two levels of the node names'
+ * scopes, a block of a model (/model/layers.3 in a HuggingFace decoder,
+ * /layer1/layer1.0 in a torchvision ResNet, /encoder/layer.5 in BERT): a
+ * choice of dnnmem's, not a fact; --by-module-depth N overrides it. */
+#define DNNMEM_MODULE_DEPTH_DEFAULT 2
 /* PyTorch's CUDA caching allocator rounds every request up to a multiple of
  * kMinBlockSize = 512 B (c10/cuda/CUDACachingAllocator.cpp, all versions). */
 #define DNNMEM_ALLOC_ROUND_DEFAULT INT64_C(512)
@@ -772,6 +788,27 @@ struct dnnmem_event {
     enum dnnmem_category category;
 };
 
+/* What one module scope holds at the allocated peak (dnnmem_config.
+ * module_depth > 0). A buffer belongs to the scope of its node's name at
+ * that depth: its '/'-separated components but the last (the op), at most
+ * module_depth of them ("/model/layers.3/self_attn/q_proj/MatMul" at depth 2:
+ * "/model/layers.3"; a name without '/', as MXNet's, is its own scope). A
+ * weight, its gradient and optimizer state belong to the scope of the first
+ * node that reads the weight (one that no node reads, as a captured step's
+ * parameters or GPT-2's attn.bias, to the scope its dotted name names when a
+ * node has it: "fc.weight" in "fc", "transformer.h.0.attn.bias" in
+ * "/transformer/h.0" at depth 2); an activation to its producer's; a buffer made
+ * by a node (a backward temporary, a saved extra) to that node's. Buffers of
+ * no node (the graph's inputs, the loss, workspaces) are "(no module)"; ops
+ * outside every scope "(top level)". Summed over the modules, each category
+ * is the result's category_bytes. */
+struct dnnmem_module_info {
+    const char *name;      /* "/model/layers.3", "(top level)", "(no module)" */
+    uint64_t category_bytes[DNNMEM_CAT_COUNT]; /* requested bytes live at the peak */
+    uint64_t live_bytes;   /* their sum */
+    size_t n_live;         /* buffers live at the peak */
+};
+
 struct dnnmem_result {
     /* Totals. total_bytes = peak_reserved + context_bytes: what the process
      * takes on the device, as nvidia-smi shows it. */
@@ -862,6 +899,12 @@ struct dnnmem_result {
      * donation aliases), and the entry parameters made before the first call
      * (argument_size_in_bytes: weights, batch, optimizer state); 0 otherwise. */
     uint64_t xla_temp_bytes, xla_output_bytes, xla_argument_bytes;
+    /* The bytes at the peak by module scope (struct dnnmem_module_info), in
+     * the order the graph first runs them, "(no module)" last; none (NULL,
+     * 0) unless cfg->module_depth > 0, which module_depth echoes. */
+    struct dnnmem_module_info *modules;
+    size_t n_modules;
+    int module_depth;
 };
 
 /* Estimate peak memory of `m` under `cfg`. On success *out is owned by the
@@ -926,9 +969,12 @@ enum dnnmem_status dnnmem_max_dim(const dnnmem_model *m, const struct dnnmem_con
 int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f);
 int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f);
 /* The timeline (the result needs one: cfg.timeline) as CSV, one row per
- * step, or as one self-contained HTML page (no network) charting memory by
- * kind over the run against the capacity, the peak marked, and the tensors
- * live at the peak. */
+ * step, or as one self-contained HTML page (no network): memory by kind over
+ * the run against the capacity (round IEC ticks, zoom and pan, phase and
+ * iteration boundaries, the peak marked where it is, however short), the
+ * breakdown at the peak, the bytes by module there (cfg.module_depth), the
+ * advice and command line (dnnmem_report_html_page), the tensors live at the
+ * peak and the assumptions. */
 int dnnmem_report_timeline_csv(const struct dnnmem_result *r, FILE *f);
 /* The events (cfg.events) as CSV, one row per allocation or free: its
  * step's phase, iteration, node and op, the buffer, its kind and bytes, and
@@ -938,6 +984,19 @@ int dnnmem_report_events_csv(const struct dnnmem_result *r, FILE *f);
 int dnnmem_report_compare(const struct dnnmem_result *a, const char *label_a,
                           const struct dnnmem_result *b, const char *label_b, FILE *f);
 int dnnmem_report_html(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f);
+/* What a page shows beyond the result: the command line that made it, and
+ * the changes that would make the job fit (dnnmem_advise's list, as the CLI
+ * prints it under "what would change it"); NULL and 0 when not known. Only
+ * read during the call. */
+struct dnnmem_page_info {
+    const char *command_line;
+    const struct dnnmem_advice *advice;
+    size_t n_advice;
+};
+/* dnnmem_report_html with these (pi NULL: none); the bytes by module at the
+ * peak are shown when the result has them (cfg.module_depth). */
+int dnnmem_report_html_page(const struct dnnmem_result *r, const dnnmem_model *m,
+                            const struct dnnmem_page_info *pi, FILE *f);
 
 #ifdef __cplusplus
 }

@@ -21,10 +21,11 @@
 
 #define DM_MAX_DIMS DNNMEM_MAX_DIMS
 /* The defaults of dnnmem_config.torch_version and .transformers_version:
- * PyTorch 2.6, the release current when transformers 4.51 came out, whose
- * models the HuggingFace front end builds. */
+ * PyTorch 2.6, the release current when transformers 4.51 came out, and the
+ * newest transformers release modelled (issue 14: the default is the newest
+ * modelled release, printed with the result). */
 #define DM_TORCH_DEFAULT 206
-#define DM_TRANSFORMERS_DEFAULT 451
+#define DM_TRANSFORMERS_DEFAULT DM_TRANSFORMERS_NEWEST
 /* The transformers releases the HuggingFace front end models: 4.40 to 5.24,
  * the memory behaviour changing at 4.52, 4.54, 4.56 and 5.0 (each read in
  * that release's sources), measured at 4.51.3, 4.56.2 and 5.24.0
@@ -35,6 +36,10 @@
 #define DM_TRANSFORMERS_OLDEST 440
 #define DM_TRANSFORMERS_WIDE 451
 #define DM_TRANSFORMERS_NEWEST 524
+/* The release of the graph dm_load_hf builds without options (the graph a
+ * model loads with); an estimate for any other release builds its own
+ * (check.c, o->rebuild). */
+#define DM_TRANSFORMERS_BASE 451
 /* The compute capability estimates take when none is given (an A100). */
 #define DM_CC_DEFAULT 80
 
@@ -338,6 +343,53 @@ struct dm_index_slot {
     uint32_t hash;
 };
 
+/* What an option asks that the model (or its built graph) cannot give,
+ * found where a builder meets it: the builder records it and stops there
+ * (so the order of errors is the build's), and a row of the check table
+ * (src/estimate/check.c) turns it into the error: its text and exit code.
+ * The graph's builder records on the graph (struct dm_graph's refusal,
+ * DM_CHECK_GRAPH rows), the schedule's on the schedule (struct
+ * dm_schedule's, DM_CHECK_BUILT rows). */
+enum dm_refusal_kind {
+    DM_REFUSE_NONE,
+    /* the HuggingFace builder (src/load/hf/) */
+    DM_REFUSE_FLASH_RELEASE,  /* --attn flash before the release that has it (BioGPT) */
+    DM_REFUSE_FLASH_MODEL,    /* --attn flash on a model type without it (name) */
+    DM_REFUSE_QUANT_TWICE,    /* --quant on a quantized config (name: its quant_method) */
+    DM_REFUSE_SDPA_KERNEL,    /* --sdpa-backend (name) without a kernel for it (why) */
+    DM_REFUSE_HYBRID_PROMPT,  /* a HybridCache's generation without the prompt length */
+    DM_REFUSE_HYBRID_FLASH,   /* --attn flash over a HybridCache's generation */
+    DM_REFUSE_HYBRID_LONG,    /* a HybridCache's prompt (value) beyond the limit */
+    DM_REFUSE_GEN_CACHE_IMPL, /* --mode generate with a cache_implementation (name) not
+                                 modelled */
+    DM_REFUSE_GEN_NO_USE_CACHE, /* --mode generate on a T5 config with use_cache false */
+    DM_REFUSE_KBIT_NO_GC,     /* --kbit-prep's checkpointing on a model without it */
+    DM_REFUSE_KBIT_LISTS,     /* --kbit-prep over more than two layer lists */
+    DM_REFUSE_KBIT_NO_LIST,   /* --kbit-prep on a model without a layer list */
+    DM_REFUSE_LORA_TARGET,    /* a --lora-targets module (name) matching no linear layer */
+    DM_REFUSE_LORA_NO_DEFAULT, /* --lora-r without --lora-targets on a model_type (name) PEFT
+                                  has no default target_modules for */
+    /* the schedule's builder (src/train/, src/schedule/) */
+    DM_REFUSE_CKPT_LONG,      /* a --checkpoint spec (name) of too long a pattern */
+    DM_REFUSE_CKPT_EVERY,     /* a --checkpoint spec (name) whose ':K' is no positive count */
+    DM_REFUSE_CKPT_OVERLAP,   /* a --checkpoint spec (name) overlapping another's segment at
+                                 a node (why) */
+    DM_REFUSE_CKPT_UNMATCHED, /* a --checkpoint spec (name) making no segment (why: a node
+                                 name to show) */
+    DM_REFUSE_NOTHING_TO_TRAIN, /* no trainable parameter reaches the first output */
+    DM_REFUSE_GEN_NO_CACHE,   /* --mode generate on a decoder that returns no cache */
+    DM_REFUSE_GEN_NO_DECODER_CACHE, /* --mode generate on an encoder-decoder without
+                                       its decoder's cache */
+    DM_REFUSE_COUNT
+};
+
+struct dm_refusal {
+    enum dm_refusal_kind kind;
+    const char *name; /* the graph's: arena-owned; the schedule's: the options' or the graph's */
+    const char *why;
+    int64_t value, limit;
+};
+
 struct dm_graph {
     struct dm_arena arena;
     const char *path;     /* for messages */
@@ -372,6 +424,17 @@ struct dm_graph {
                                   2-D attention_mask (eager attention) */
     bool loss_upcast;          /* the model's own loss casts its logits to float32
                                   first (transformers' ForCausalLMLoss: logits.float()) */
+    int32_t loss_terms;        /* HF heads whose own loss is the mean of cross-entropies
+                                  of the first loss_terms outputs (ForQuestionAnswering:
+                                  (start_loss + end_loss) / 2); 0: --loss's */
+    const char *head;          /* HF encoders: the head built ("BertForQuestionAnswering"),
+                                  or NULL */
+    bool seqcls_no_pad;        /* HF decoder SequenceClassification without pad_token_id:
+                                  transformers refuses batches above 1 (check.c) */
+    bool loss_mse;             /* HF: the head's own loss is MSELoss (num_labels 1,
+                                  regression), which --loss's default ce becomes */
+    const char *type_from;     /* HF: how a config without model_type was resolved ("gpt2
+                                  from architectures GPT2LMHeadModel"), or NULL */
     bool encoder_decoder;      /* HF: an encoder-decoder (T5): in --mode generate the
                                   graph is the encoder and the first decoder forward
                                   (decoder_input_ids [batch, 1]), src/schedule/generate.c
@@ -384,6 +447,8 @@ struct dm_graph {
     int64_t cache_len, cache_window, cache_pattern;
     bool attn_softcap, final_softcap; /* Gemma 2's tanh softcapping of the scores (eager)
                                          and of the logits (set with cache_len) */
+    bool train_graph;          /* HF: training builds another graph (Gemma 2/3 in 4.x make
+                                * no cache when model.training): rebuilt with the options */
     bool eager_only;           /* HF: transformers has no sdpa path for it (T5Attention):
                                   the "sdpa" graph is the eager one */
     int sdpa_since;            /* HF: the transformers release that gave it an sdpa path
@@ -412,6 +477,10 @@ struct dm_graph {
     /* HF with kbit_prep (prepare_model_for_kbit_training): what it did, for
      * the assumption line, and the checkpoint specs of every layer that
      * gradient_checkpointing_enable makes ("/model/layers.*"; T5: two) */
+    /* --lora-r without --lora-targets: PEFT's default target_modules for the
+     * model type (static strings), which the lora assumption names */
+    const char *const *lora_default;
+    size_t n_lora_default;
     const char *kbit_prep;
     const char *kbit_ckpt[2];
     int n_kbit_ckpt;
@@ -420,6 +489,9 @@ struct dm_graph {
      * aten op ("aten.convolution.default"); NULL for every other format */
     struct dm_capture *capture;
     const char **op_names;
+    /* HF: what the builder refused (the build stopped there; the estimate
+     * fails with the check table's row for it) */
+    struct dm_refusal refusal;
 };
 
 void dm_graph_init(struct dm_graph *g);
@@ -529,9 +601,22 @@ enum dnnmem_status dm_load_onnx(struct dm_graph *g, const uint8_t *data, size_t 
 /* HuggingFace transformers config.json (src/load/hf.c): the causal LM built op
  * by op as transformers' PyTorch implementation runs it, with eager attention
  * or (sdpa) one fused Attention node per layer. */
-/* opt: LoRA adapters and quantized weights to build in (NULL: none). */
+/* What the HuggingFace builder reads of an estimate's run besides its
+ * options: the releases, the GPU and LoRA's alpha, each resolved by its row
+ * of the defaults table (src/estimate/estimate.h, DM_DEFAULTS: TORCH,
+ * TRANSFORMERS, CC, LORA_ALPHA), never by the builder. */
+struct dm_hf_env {
+    int torch;         /* major * 100 + minor */
+    int transformers;  /* major * 100 + minor */
+    int cc;            /* compute capability, major * 10 + minor */
+    double lora_alpha; /* the adapters' lora_alpha (the LORA_ALPHA row) */
+};
+/* opt: the options that change the graph (LoRA adapters, quantized
+ * weights, attention, precision, mode, ...) and env the run they are for;
+ * both NULL: the graph as loaded, without options (transformers 4.51's,
+ * the release every family is written against). */
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
-                              const struct dnnmem_config *opt,
+                              const struct dnnmem_config *opt, const struct dm_hf_env *env,
                               struct dnnmem_error *err);
 /* The outline of dm_load_hf's eager graph without options: the same nodes,
  * tensors, inputs, outputs, weights (named), symbols and flags, but nodes
@@ -708,7 +793,12 @@ struct dm_schedule {     /* arrays malloc'd */
     size_t n_ev, cap_ev;
     struct dm_step *steps;
     int32_t n_steps, cap_steps;
+    struct dm_refusal refusal; /* what the builder refused (it failed there) */
 };
+/* Record what the schedule's builder refuses; DNNMEM_E_INTERNAL until the
+ * estimate's check table gives the error (src/estimate/check.c). */
+enum dnnmem_status dm_refuse(struct dm_schedule *s, enum dm_refusal_kind kind, const char *name,
+                             const char *why, struct dnnmem_error *err);
 void dm_schedule_free(struct dm_schedule *s);
 
 /* PyTorch's ConvParams::use_mkldnn for a float32 4-D CPU convolution
@@ -1056,6 +1146,12 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
                                    const struct dnnmem_config *cfg, uint64_t context_bytes,
                                    const struct dnnmem_assumption *assumptions, size_t n_assumptions,
                                    struct dnnmem_result **out, struct dnnmem_error *err);
+
+/* The result's bytes at the peak by module scope at `depth` (r->modules;
+ * src/report/modules.c), from the buffers alive at the peak, in the
+ * result's arena; false when out of memory. */
+bool dm_result_modules(const struct dm_graph *g, const struct dm_schedule *s, const bool *alive,
+                       int depth, struct dm_arena *ar, struct dnnmem_result *r);
 
 /* Add a warning (copied) to a result (src/report/result.c). */
 enum dnnmem_status dm_result_warn(struct dnnmem_result *r, const char *text);

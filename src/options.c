@@ -149,11 +149,6 @@ static enum dnnmem_status set_cpu_isa(const struct ctx *x)
 }
 ENUM_SETTER(set_inplace, inplace, enum dnnmem_inplace, false, "--inplace %s: expected auto or none",
             "auto", "none")
-ENUM_SETTER(set_optimizer, optimizer, enum dnnmem_optimizer, false,
-            "--optimizer %s: expected sgd-momentum, sgd, adam, adamw, "
-            "rmsprop, adagrad, adamw-hf, adafactor, adam8bit or none",
-            "sgd-momentum", "sgd", "adam", "adamw", "rmsprop", "adagrad", "none", "adamw-hf",
-            "adafactor", "adam8bit")
 ENUM_SETTER(set_sdpa_backend, sdpa_backend, enum dnnmem_sdpa_backend, false,
             "--sdpa-backend %s: expected auto, flash, efficient, cudnn or math",
             "auto", "flash", "efficient", "cudnn", "math")
@@ -200,6 +195,7 @@ COUNT_SETTER(set_grad_accum, grad_accum, int, 1, 1000, "--grad-accum %s: expecte
 COUNT_SETTER(set_lora_r, lora.r, int64_t, 1, 1048576, "--lora-r %s: expected a rank in 1..1048576")
 COUNT_SETTER(set_cpu_threads, cpu_threads, int, 1, 4096, "--cpu-threads %s: expected a positive integer")
 COUNT_SETTER(set_top, n_top_tensors, size_t, 1, 100000, "--top %s: expected a positive integer")
+COUNT_SETTER(set_by_module_depth, module_depth, int, 1, 64, "--by-module-depth %s: expected 1..64")
 COUNT_SETTER(set_mxnet_round_cutoff, mxnet_round_cutoff, int, 20, 34,
              "--mxnet-round-cutoff %s: expected 20..34 (log2 bytes)")
 COUNT_SETTER(set_mxnet_grad_sum_cap, mxnet_grad_sum_cap, int, 1, 1000000,
@@ -261,8 +257,27 @@ FLAG_SETTER(set_kbit_prep, kbit_prep, DNNMEM_KBIT_PREP)
 FLAG_SETTER(set_kbit_prep_no_gc, kbit_prep, DNNMEM_KBIT_PREP_NO_GC)
 FLAG_SETTER(set_tf_allow_growth, tf_allow_growth, true)
 FLAG_SETTER(set_mxnet_mirror, mxnet_mirror, true)
+/* --by-module: the default depth, unless --by-module-depth gave one */
+FLAG_SETTER(set_by_module, module_depth,
+            x->cfg->module_depth ? x->cfg->module_depth : DNNMEM_MODULE_DEPTH_DEFAULT)
 
 /* ---- setters with their own rules ------------------------------------------------ */
+
+/* --optimizer: stated, so a HuggingFace config's AdamW default does not apply */
+static enum dnnmem_status set_optimizer(const struct ctx *x)
+{
+    static const char *const names[] = {"sgd-momentum", "sgd", "adam", "adamw", "rmsprop",
+                                        "adagrad", "none", "adamw-hf", "adafactor", "adam8bit",
+                                        "adamw-fused", NULL};
+    int k = pick(names, x->v, false);
+    if (k < 0)
+        return BAD("--optimizer %s: expected sgd-momentum, sgd, adam, adamw, adamw-fused, "
+                   "rmsprop, adagrad, adamw-hf, adafactor, adam8bit or none",
+                   x->v);
+    x->cfg->optimizer = (enum dnnmem_optimizer)k;
+    x->cfg->optimizer_set = true;
+    return DNNMEM_OK;
+}
 
 static enum dnnmem_status set_precision(const struct ctx *x)
 {

@@ -1,8 +1,12 @@
 #!/usr/bin/python3
 """Minimal pure-PyTorch re-implementation of transformers' eager causal LMs.
 
-transformers itself is not installed here (no network), so tools/measure_cpu.py
-builds HuggingFace models from their config.json with this file instead.  It
+Not the oracle: real transformers is (tools/hf_oracle/, tests/validation/hf-real-cpu.jsonl).
+This file stays only to regenerate the tiny-* rows of pytorch-cpu-1.13.jsonl, the
+HuggingFace evidence at PyTorch 1.13, which no modelled transformers release runs
+(4.51.3 requires torch >= 2.0).  When it was written transformers was not installed
+here (no network), so tools/measure_cpu.py builds HuggingFace models from their
+config.json with this file instead.  It
 follows transformers' own source op for op, for memory measurement:
 
   * LlamaForCausalLM as in modeling_llama.py (4.51), which also covers

@@ -19,9 +19,9 @@ from typing import Dict, Optional
 
 from . import _lib
 from ._lib import lib
-from .result import Advice, Result, Tensor, TimelinePoint
+from .result import Advice, Module, Result, Tensor, TimelinePoint
 
-__all__ = ["DnnmemError", "Model", "Result", "Tensor", "TimelinePoint", "Advice", "Gpu",
+__all__ = ["DnnmemError", "Model", "Result", "Tensor", "TimelinePoint", "Advice", "Module", "Gpu",
            "Comparison", "estimate", "max_batch", "max_seq_len", "advise", "compare", "gpus", "load"]
 __version__ = "0.1.0"
 

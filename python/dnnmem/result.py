@@ -45,6 +45,16 @@ class TimelinePoint:
 
 
 @dataclass
+class Module:
+    """What one module scope holds at the peak (by_module=True; struct dnnmem_module_info):
+    requested bytes by kind (the breakdown's keys), their sum and the buffers counted."""
+    name: str
+    live_bytes: int
+    tensors: int
+    breakdown: Dict[str, int]
+
+
+@dataclass
 class Advice:
     """A change that would make the job fit (struct dnnmem_advice)."""
     change: str
@@ -61,7 +71,8 @@ class Result:
     breakdown: bytes by kind at the allocated peak (weights, activations, ..., rounding,
     allocator_slack, cuda_context); live_at_peak: the largest tensors of each kind there;
     verdict: "fits", "tight", "does not fit", or None without a capacity; advice: changes
-    that would make it fit (when it does not); timeline: one point per step."""
+    that would make it fit (when it does not); timeline: one point per step; by_module: the
+    bytes at the peak by module scope (by_module=True or by_module_depth=N)."""
     peak: int
     peak_allocated: int
     peak_reserved: int
@@ -82,6 +93,7 @@ class Result:
     model: dict
     timeline: List[TimelinePoint] = field(default_factory=list)
     advice: List[Advice] = field(default_factory=list)
+    by_module: List[Module] = field(default_factory=list)
     text: str = ""
     report: dict = field(default_factory=dict, repr=False)
 
@@ -102,7 +114,9 @@ class Result:
             margin=v.get("margin_bytes"),
             assumptions={a["key"]: a["value"] for a in js.get("assumptions", [])},
             warnings=list(js.get("warnings", [])), model=js.get("model", {}),
-            timeline=_timeline(timeline_csv), text=text, report=js)
+            timeline=_timeline(timeline_csv),
+            by_module=[Module(**m) for m in (js.get("by_module") or {}).get("modules", [])],
+            text=text, report=js)
 
     def __str__(self):
         return self.text or f"peak {format_bytes(self.peak)}"

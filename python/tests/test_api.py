@@ -47,6 +47,17 @@ def test_options_by_cli_names_match_cli():
     assert r.verdict == js["verdict"]["verdict"]
 
 
+def test_by_module_matches_cli_and_adds_up():
+    r = dnnmem.estimate(RESNET50, mode="train", batch_size=8, optimizer="adam", by_module_depth=1)
+    js = cli_json("estimate", RESNET50, "--mode", "train", "--batch-size", "8", "--optimizer", "adam",
+                  "--by-module-depth", "1")
+    assert [m.name for m in r.by_module] == [m["name"] for m in js["by_module"]["modules"]]
+    assert r.by_module[0].name == "/conv1" and r.by_module[-1].name == "(no module)"
+    for key, m in r.by_module[0].breakdown.items():
+        assert sum(x.breakdown[key] for x in r.by_module) == r.breakdown[key]
+    assert dnnmem.estimate(RESNET50, batch_size=8).by_module == []
+
+
 def test_max_batch_matches_cli():
     n = dnnmem.max_batch(RESNET50, mode="train", gpu="T4")
     out = subprocess.run([CLI, "max-batch", RESNET50, "--mode", "train", "--gpu", "T4", "--json"],

@@ -72,6 +72,18 @@ static int64_t dm_context_default(const struct dnnmem_config *c, const struct dm
            (lazy ? DNNMEM_LAZY_KERNELS_DEFAULT : 0);
 }
 
+/* The precision's default (DM_DEFAULTS' PRECISION row): a HuggingFace
+ * config's 16-bit torch_dtype (dtype), unless quantized; else float32. */
+static int dm_precision_default(const struct dm_est_opts *o, const struct dm_graph *g)
+{
+    const char *sd = g->stored_dtype;
+    if (!o->hf || g->quant_method || !sd)
+        return DNNMEM_PRECISION_FP32;
+    return strcmp(sd, "bfloat16") == 0  ? DNNMEM_PRECISION_BF16
+           : strcmp(sd, "float16") == 0 ? DNNMEM_PRECISION_FP16
+                                        : DNNMEM_PRECISION_FP32;
+}
+
 #define MiB_ ((uint64_t)1 << 20)
 #define GiB_ ((uint64_t)1 << 30)
 

@@ -5,7 +5,12 @@
  * and the error the breach gets. Rows run in order; the first breach wins.
  * Each row belongs to the stage that can tell (enum dm_check_phase): the
  * options, the graph built for them, the dims bound (what shapes.c found
- * first, struct dm_bind), the shapes, another framework's runtime.
+ * first, struct dm_bind), the shapes, another framework's runtime, the
+ * schedule. What a builder finds the options ask and the model cannot give
+ * (a --lora-targets module it has not, a forced sdpa kernel PyTorch lacks,
+ * nothing to train, ...) it records where it finds it (struct dm_refusal)
+ * and stops; the rows for the graph built (DM_CHECK_GRAPH) and the
+ * schedule built (DM_CHECK_BUILT) say what error each refusal is.
  */
 #include "estimate.h"
 
@@ -61,15 +66,16 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
     dm_est_defaults(o, g, &o->d);
     o->torch = (int)o->d.value[DM_D_TORCH];
     o->transformers = (int)o->d.value[DM_D_TRANSFORMERS];
-    /* transformers 5 loads a model in its config's dtype unless told
-     * otherwise (dtype="auto" by default, PR #34919; measured: Qwen3-0.6B's
-     * bfloat16 config built by from_config in 5.17 runs in bf16) */
-    const char *sd = g->stored_dtype;
-    o->v5_dtype = hf && o->transformers >= 500 && c->precision == DNNMEM_PRECISION_FP32 &&
-                  !c->precision_set && !g->quant_method && sd &&
-                  (strcmp(sd, "bfloat16") == 0 || strcmp(sd, "float16") == 0);
-    if (o->v5_dtype)
-        c->precision = sd[1] == 'f' ? DNNMEM_PRECISION_BF16 : DNNMEM_PRECISION_FP16;
+    /* the defaults table's precision and optimizer (a HuggingFace config's
+     * torch_dtype, the Trainer's AdamW: estimate.h) */
+    o->cfg_dtype = !o->d.set[DM_D_PRECISION] &&
+                   o->d.value[DM_D_PRECISION] != DNNMEM_PRECISION_FP32;
+    c->precision = (enum dnnmem_precision)o->d.value[DM_D_PRECISION];
+    c->optimizer = (enum dnnmem_optimizer)o->d.value[DM_D_OPTIMIZER];
+    /* a regression head's own loss (num_labels 1: ForSequenceClassificationLoss's
+     * MSELoss) in place of --loss's default */
+    if (hf && g->loss_mse && c->loss == DNNMEM_LOSS_CE && !c->loss_all_outputs)
+        c->loss = DNNMEM_LOSS_MSE;
     /* HuggingFace models: transformers picks sdpa when PyTorch has it (from
      * 2.1.1: is_torch_sdpa_available; 2.1 here), else eager. On the CPU the
      * sdpa kernels are not modelled, so auto means eager there.
@@ -86,7 +92,8 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
     /* sdpa with enable_gqa (transformers 4.54+ on PyTorch 2.5+: gqa_attention
      * in hf.c), stated in the attention assumption */
     o->gqa = o->sdpa && !o->flash && o->transformers >= 454 && o->torch >= 205;
-    /* The graph loaded with the model is 4.51's, without options; it is
+    /* The graph loaded with the model is 4.51's (DM_TRANSFORMERS_BASE),
+     * without options; it is
      * built for these when they change it: LoRA, quantized weights, flash
      * attention, a generation (a HybridCache's static shapes depend on the
      * prompt), checkpointing in training (use_cache off, as transformers
@@ -94,10 +101,12 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
      * attention classes) and 4.52 and later (GPT-2's Cache classes,
      * 4.54's enable_gqa, 4.56's sdpa views, 5.0's cache copies), fp16 on
      * CUDA (softmax(dtype=float32) without its float32 copy), a forced sdpa
-     * kernel (the Attention nodes marked with it) */
+     * kernel (the Attention nodes marked with it), training where the graph
+     * says it differs (g->train_graph) */
     o->rebuild = c->lora.r != 0 || c->quant || o->flash ||
                  (hf && (o->generate || (c->mode == DNNMEM_MODE_TRAIN && c->n_checkpoint > 0) ||
-                         o->transformers >= 452 || o->transformers < 451 ||
+                         o->transformers != DM_TRANSFORMERS_BASE ||
+                         (c->mode == DNNMEM_MODE_TRAIN && g->train_graph) ||
                          (c->precision == DNNMEM_PRECISION_FP16 && c->device == DNNMEM_DEVICE_CUDA) ||
                          (o->sdpa && c->sdpa_backend != DNNMEM_SDPA_AUTO)));
     return dm_est_check(DM_CHECK_OPTIONS, g, o, err);
@@ -137,7 +146,8 @@ static bool mx_page_bad(const struct dnnmem_config *c)
 }
 
 /* name, value (c: the options, o: their meaning, g: the graph, bd: what
- * binding the dims found, NULL before) */
+ * binding the dims found, NULL before; rf: what the graph's or the
+ * schedule's builder refused, NULL in the other phases) */
 #define FACTS(X)                                                                                   \
     X(GENERATE, o->generate)                                                                       \
     X(TRAIN, c->mode == DNNMEM_MODE_TRAIN)                                                         \
@@ -157,6 +167,7 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(QUANT_CC_LOW, g->quant_method && c->compute_capability &&                                   \
                         c->compute_capability < g->quant_min_cc)                                   \
     X(ROUTER, g->n_router > 0)                                                                     \
+    X(SEQCLS_NO_PAD_BATCH, g->seqcls_no_pad && dm_default_int(&o->d, BATCH) > 1)                   \
     X(HYBRID_CACHE, g->cache_len > 0)                                                              \
     X(LEGACY_CACHE, g->legacy_cache)                                                               \
     X(RETURNS_CACHE, returns_cache(g))                                                             \
@@ -175,7 +186,7 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(STEPS_BAD, c->iterations < 0 || c->iterations > 1000 || c->grad_accum < 0 ||                 \
                      c->grad_accum > 1000)                                                         \
     X(INPUT_SHAPES_NULL, c->n_input_shapes && !c->input_shapes)                                    \
-    X(TRAIN_ENUMS_BAD, (unsigned)c->optimizer > DNNMEM_OPT_ADAM8BIT ||                             \
+    X(TRAIN_ENUMS_BAD, (unsigned)c->optimizer > DNNMEM_OPT_ADAMW_FUSED ||                           \
                            (unsigned)c->loss > DNNMEM_LOSS_SUM ||                                  \
                            (unsigned)c->inplace > DNNMEM_INPLACE_NONE ||                           \
                            (unsigned)c->cpu_isa > DNNMEM_CPU_ISA_AVX2 ||                           \
@@ -254,7 +265,29 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(BATCH_BEAMS, bd && bd->breach == DM_BIND_BATCH_BEAMS)                                        \
     X(NO_SHAPE, bd && bd->breach == DM_BIND_NO_SHAPE)                                              \
     X(NO_BATCH, bd && bd->breach == DM_BIND_NO_BATCH)                                              \
-    X(NO_SEQ, bd && bd->breach == DM_BIND_NO_SEQ)
+    X(NO_SEQ, bd && bd->breach == DM_BIND_NO_SEQ)                                                \
+    /* what a builder refused (struct dm_refusal) */                                               \
+    X(R_FLASH_RELEASE, rf && rf->kind == DM_REFUSE_FLASH_RELEASE)                                  \
+    X(R_FLASH_MODEL, rf && rf->kind == DM_REFUSE_FLASH_MODEL)                                      \
+    X(R_QUANT_TWICE, rf && rf->kind == DM_REFUSE_QUANT_TWICE)                                      \
+    X(R_SDPA_KERNEL, rf && rf->kind == DM_REFUSE_SDPA_KERNEL)                                      \
+    X(R_HYBRID_PROMPT, rf && rf->kind == DM_REFUSE_HYBRID_PROMPT)                                  \
+    X(R_HYBRID_FLASH, rf && rf->kind == DM_REFUSE_HYBRID_FLASH)                                    \
+    X(R_HYBRID_LONG, rf && rf->kind == DM_REFUSE_HYBRID_LONG)                                      \
+    X(R_GEN_CACHE_IMPL, rf && rf->kind == DM_REFUSE_GEN_CACHE_IMPL)                                \
+    X(R_GEN_NO_USE_CACHE, rf && rf->kind == DM_REFUSE_GEN_NO_USE_CACHE)                            \
+    X(R_KBIT_NO_GC, rf && rf->kind == DM_REFUSE_KBIT_NO_GC)                                        \
+    X(R_KBIT_LISTS, rf && rf->kind == DM_REFUSE_KBIT_LISTS)                                        \
+    X(R_KBIT_NO_LIST, rf && rf->kind == DM_REFUSE_KBIT_NO_LIST)                                    \
+    X(R_LORA_TARGET, rf && rf->kind == DM_REFUSE_LORA_TARGET)                                      \
+    X(R_LORA_NO_DEFAULT, rf && rf->kind == DM_REFUSE_LORA_NO_DEFAULT)                              \
+    X(R_CKPT_LONG, rf && rf->kind == DM_REFUSE_CKPT_LONG)                                          \
+    X(R_CKPT_EVERY, rf && rf->kind == DM_REFUSE_CKPT_EVERY)                                        \
+    X(R_CKPT_OVERLAP, rf && rf->kind == DM_REFUSE_CKPT_OVERLAP)                                    \
+    X(R_CKPT_UNMATCHED, rf && rf->kind == DM_REFUSE_CKPT_UNMATCHED)                                \
+    X(R_NOTHING_TO_TRAIN, rf && rf->kind == DM_REFUSE_NOTHING_TO_TRAIN)                            \
+    X(R_GEN_NO_CACHE, rf && rf->kind == DM_REFUSE_GEN_NO_CACHE)                                    \
+    X(R_GEN_NO_DECODER_CACHE, rf && rf->kind == DM_REFUSE_GEN_NO_DECODER_CACHE)
 
 enum fact {
     F_NONE,
@@ -274,6 +307,8 @@ enum arg {
     /* what binding the dims found (struct dm_bind) */
     A_B_NAME, A_B_BY, A_B_DIM, A_B_VALUE, A_B_OTHER, A_B_INDEX, A_B_RANK, A_B_DECL_RANK, A_B_LIST,
     A_B_DECL,
+    /* what a builder refused (struct dm_refusal), the transformers release built */
+    A_R_NAME, A_R_WHY, A_R_VALUE, A_R_LIMIT, A_TFV_MAJOR, A_TFV_MINOR,
 };
 
 #define NOT(f) (-(f))
@@ -289,6 +324,8 @@ struct check {
 };
 
 #define O DM_CHECK_OPTIONS
+#define G DM_CHECK_GRAPH
+#define S DM_CHECK_BUILT
 #define R DM_CHECK_RUNTIME
 #define B DM_CHECK_BIND
 #define USAGE DNNMEM_E_USAGE
@@ -358,6 +395,12 @@ static const struct check checks[] = {
     {O, {F_TORCH_BAD}, USAGE, "torch version %s: expected major*100+minor", {A_TORCH}},
     {O, {F_TRANSFORMERS_BAD}, USAGE, "transformers version %s: expected major*100+minor",
      {A_TRANSFORMERS}},
+    /* GenericForSequenceClassification raises "Cannot handle batch sizes > 1
+     * if no padding token is defined." */
+    {O, {F_SEQCLS_NO_PAD_BATCH}, UNSUP,
+     "%s: --batch-size %s: a ForSequenceClassification head without pad_token_id takes a batch of "
+     "1 (transformers: \"Cannot handle batch sizes > 1 if no padding token is defined\")",
+     {A_PATH, A_BATCH}},
     {O, {F_TRANSFORMERS, NOT(F_HF)}, USAGE,
      "%s: --transformers applies to HuggingFace config.json models", {A_PATH}},
     {O, {F_TRANSFORMERS_UNMODELLED}, UNSUP,
@@ -400,8 +443,8 @@ static const struct check checks[] = {
      "%s: --attn flash: FlashAttention-2 needs compute capability 8.0 or later (this GPU: %s.%s)",
      {A_PATH, A_CC_MAJOR, A_CC_MINOR}},
     /* --sdpa-backend: sdpa_kernel(SDPBackend.X) around the step; whether
-     * PyTorch takes the forced kernel for each call is checked as the graph
-     * is built (dm_load_hf) */
+     * PyTorch takes the forced kernel for each call is found as the graph
+     * is built (dm_load_hf; the F_R_SDPA_KERNEL row) */
     {O, {F_SDPA_BACKEND_BAD}, USAGE, "unknown sdpa backend %s", {A_SDPA_BACKEND}},
     {O, {F_SDPA_BACKEND, NOT(F_HF)}, USAGE,
      "%s: --sdpa-backend applies to HuggingFace config.json models under sdpa attention",
@@ -456,7 +499,62 @@ static const struct check checks[] = {
      "quantized model", {A_NONE}},
     {O, {F_REBUILD, F_LORA_BAD}, USAGE, "LoRA: rank in 1..1048576, dropout in [0, 1), alpha >= 0",
      {A_NONE}},
-    /* the graph built for the options */
+    /* the graph built for the options: first what its builder refused (the
+     * build stopped there; rows of other facts would read half a graph) */
+    /* flash_attention_2 as transformers runs it, per model type (src/load/hf/
+     * frame.c, hf_check; hf.c's registry has the release from which each has
+     * it) */
+    {G, {F_R_FLASH_RELEASE}, UNSUP,
+     "%s: --attn flash: transformers %s.%s's BioGPT has no flash_attention_2 (from 4.52 it has: "
+     "--transformers 4.52); use --attn sdpa or eager", {A_PATH, A_TFV_MAJOR, A_TFV_MINOR}},
+    {G, {F_R_FLASH_MODEL}, UNSUP,
+     "%s: --attn flash: flash_attention_2 for model_type '%s' is not modelled (modelled: llama, "
+     "mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, gemma, gemma2, gemma3, phi3, phi, "
+     "gpt2, opt, gpt_neox, falcon, distilbert, biogpt, vit; transformers 4.51's bert, roberta, "
+     "albert and t5 have none); use --attn sdpa or eager", {A_PATH, A_R_NAME}},
+    /* BitsAndBytesConfig on a checkpoint that has its own quantization_config */
+    {G, {F_R_QUANT_TWICE}, USAGE,
+     "%s: --quant: the config is quantized already (quant_method '%s')", {A_PATH, A_R_NAME}},
+    /* sdpa_kernel(SDPBackend.X) with a kernel select_sdp_backend does not
+     * take for one of the model's calls (src/load/hf/attention.c,
+     * sdpa_forced_ok, says why) */
+    {G, {F_R_SDPA_KERNEL}, UNSUP,
+     "%s: --sdpa-backend %s: PyTorch has no such kernel for this model's attention (%s): \"No "
+     "available kernel\"; use --sdpa-backend auto or math", {A_PATH, A_R_NAME, A_R_WHY}},
+    /* Gemma 2/3's HybridCache: static caches sized by the prompt (gemma.c) */
+    {G, {F_R_HYBRID_PROMPT}, USAGE,
+     "%s: --mode generate: a HybridCache's size needs the prompt length (--seq-len N or --dim "
+     "seq=N)", {A_PATH}},
+    {G, {F_R_HYBRID_FLASH}, UNSUP,
+     "%s: --mode generate with --attn flash: flash_attention_2 over a HybridCache is not "
+     "modelled; use --attn sdpa or eager", {A_PATH}},
+    {G, {F_R_HYBRID_LONG}, DNNMEM_E_SHAPE, "%s: --mode generate: a prompt of %s tokens; at most %s",
+     {A_PATH, A_R_VALUE, A_R_LIMIT}},
+    /* generate()'s caches: Gemma 2/3's config names its class (gemma.c), T5
+     * decodes step by step from its decoder's (t5.c) */
+    {G, {F_R_GEN_CACHE_IMPL}, UNSUP,
+     "%s: config field 'cache_implementation' is '%s'; --mode generate models 'hybrid' and "
+     "'dynamic'", {A_PATH, A_R_NAME}},
+    {G, {F_R_GEN_NO_USE_CACHE}, UNSUP,
+     "%s: --mode generate needs the decoder's cache (config use_cache true); generation "
+     "recomputing every position is not modelled", {A_PATH}},
+    /* prepare_model_for_kbit_training's gradient_checkpointing_enable (kbit.c) */
+    {G, {F_R_KBIT_NO_GC}, UNSUP,
+     "%s: --kbit-prep: transformers' ALBERT does not support gradient checkpointing "
+     "(gradient_checkpointing_enable raises); use --kbit-prep-no-gc", {A_PATH}},
+    {G, {F_R_KBIT_LISTS}, UNSUP,
+     "%s: --kbit-prep: gradient checkpointing of this model's layers is not modelled (more than "
+     "two layer lists)", {A_PATH}},
+    {G, {F_R_KBIT_NO_LIST}, UNSUP, "%s: --kbit-prep: the model has no layer list to checkpoint",
+     {A_PATH}},
+    /* PEFT's get_peft_model raises when a target_modules name matches no module */
+    {G, {F_R_LORA_TARGET}, USAGE,
+     "%s: --lora-targets %s: no linear module of the model is named so", {A_PATH, A_R_NAME}},
+    /* get_peft_model raises "Please specify `target_modules`" for a model type
+     * missing from PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING */
+    {G, {F_R_LORA_NO_DEFAULT}, USAGE,
+     "%s: --lora-r: PEFT has no default target_modules for model_type '%s'; name them with "
+     "--lora-targets (e.g. q_proj,v_proj)", {A_PATH, A_R_NAME}},
     {DM_CHECK_GRAPH, {F_ROUTER, NOT(F_TRAIN)}, UNSUP,
      "%s: config field 'output_router_logits' is true: the load-balancing loss every forward "
      "then computes is modelled in training only (--mode train)", {A_PATH}},
@@ -505,10 +603,34 @@ static const struct check checks[] = {
     {DM_CHECK_SHAPES, {F_AMP, NOT(F_CUDA)}, UNSUP,
      "--precision amp-*: autocast on the CPU (bf16, other op lists) is not modelled", {A_NONE}},
     /* the schedule about to be built: a generation's cache (when the graph
-     * returns one; src/schedule/generate.c says so when it does not) */
+     * returns one; src/schedule/generate.c refuses when it does not, the
+     * F_R_GEN_NO_CACHE row) */
     {DM_CHECK_SCHEDULE, {F_GENERATE, F_LEGACY_CACHE, F_RETURNS_CACHE, F_KV_DTYPE}, UNSUP,
      "%s: --kv-dtype needs a Cache class; transformers 4.51 keeps this model's legacy tuple cache "
      "(GPT-2, BioGPT) in the model's dtype", {A_PATH}},
+    /* the schedule as built: what its builder refused (src/train/,
+     * src/schedule/; it failed there) */
+    /* torch.utils.checkpoint segments from the --checkpoint specs
+     * (src/train/checkpoint.c) */
+    {S, {F_R_CKPT_LONG}, USAGE, "--checkpoint %s: pattern too long", {A_R_NAME}},
+    {S, {F_R_CKPT_EVERY}, USAGE, "--checkpoint %s: ':K' must be a positive count", {A_R_NAME}},
+    {S, {F_R_CKPT_OVERLAP}, USAGE, "--checkpoint %s overlaps another segment at node '%s'",
+     {A_R_NAME, A_R_WHY}},
+    {S, {F_R_CKPT_UNMATCHED}, USAGE,
+     "--checkpoint %s: no node of %s matches (node names look like '%s')",
+     {A_R_NAME, A_PATH, A_R_WHY}},
+    {S, {F_R_NOTHING_TO_TRAIN, F_QUANTIZED}, USAGE,
+     "%s: the first output does not depend on any trainable parameter; nothing to train (no grad "
+     "passes through the quantized layers' kernels: adapt the layers after the last adapted one, "
+     "or for gptq set use_exllama false)", {A_PATH}},
+    {S, {F_R_NOTHING_TO_TRAIN}, USAGE,
+     "%s: the first output does not depend on any trainable parameter; nothing to train",
+     {A_PATH}},
+    {S, {F_R_GEN_NO_DECODER_CACHE}, UNSUP,
+     "%s: --mode generate needs the decoder's cache (config use_cache true)", {A_PATH}},
+    {S, {F_R_GEN_NO_CACHE}, UNSUP,
+     "%s: --mode generate needs a HuggingFace causal LM that returns its KV cache (config "
+     "use_cache true)", {A_PATH}},
     /* the runtime of another framework: its memory limit and allocator */
     {R, {F_TF, F_TF_LIMIT_ZERO}, USAGE, "--tf-memory-limit: must be positive", {A_NONE}},
     {R, {F_TF, NOT(F_TF_LIMIT), F_CAPACITY, F_TF_NO_ROOM}, USAGE,
@@ -528,13 +650,15 @@ static const struct check checks[] = {
 };
 
 #undef O
+#undef G
+#undef S
 #undef R
 #undef B
 #undef USAGE
 #undef UNSUP
 
 static const char *arg_text(enum arg a, const struct dm_graph *g, const struct dm_est_opts *o,
-                            const struct dm_bind *bd, char buf[64])
+                            const struct dm_bind *bd, const struct dm_refusal *rf, char buf[64])
 {
     const struct dnnmem_config *c = &o->cfg;
     long long n;
@@ -557,6 +681,12 @@ static const char *arg_text(enum arg a, const struct dm_graph *g, const struct d
     case A_B_DIM: return bd->dim;
     case A_B_LIST: return bd->list;
     case A_B_DECL: return bd->decl;
+    case A_R_NAME: return rf->name;
+    case A_R_WHY: return rf->why;
+    case A_R_VALUE: n = rf->value; break;
+    case A_R_LIMIT: n = rf->limit; break;
+    case A_TFV_MAJOR: n = o->transformers / 100; break;
+    case A_TFV_MINOR: n = o->transformers % 100; break;
     case A_B_VALUE: n = bd->value; break;
     case A_B_OTHER: n = bd->other; break;
     case A_B_INDEX: n = bd->index; break;
@@ -595,13 +725,13 @@ static const char *arg_text(enum arg a, const struct dm_graph *g, const struct d
 
 static enum dnnmem_status breach(const struct check *k, const struct dm_graph *g,
                                  const struct dm_est_opts *o, const struct dm_bind *bd,
-                                 struct dnnmem_error *err)
+                                 const struct dm_refusal *rf, struct dnnmem_error *err)
 {
     char msg[1024], arg[64];
     size_t len = 0, next = 0;
     for (const char *p = k->text; *p && len + 1 < sizeof msg; p++) {
         if (p[0] == '%' && p[1] == 's' && next < MAX_ARGS) {
-            const char *s = arg_text(k->args[next++], g, o, bd, arg);
+            const char *s = arg_text(k->args[next++], g, o, bd, rf, arg);
             len += (size_t)snprintf(msg + len, sizeof msg - len, "%s", s);
             len = len < sizeof msg ? len : sizeof msg - 1;
             p++;
@@ -615,7 +745,7 @@ static enum dnnmem_status breach(const struct check *k, const struct dm_graph *g
 
 static enum dnnmem_status check_phase(enum dm_check_phase phase, const struct dm_graph *g,
                                       const struct dm_est_opts *o, const struct dm_bind *bd,
-                                      struct dnnmem_error *err)
+                                      const struct dm_refusal *rf, struct dnnmem_error *err)
 {
     const struct dnnmem_config *c = &o->cfg;
     bool fact[F_COUNT] = {
@@ -629,21 +759,30 @@ static enum dnnmem_status check_phase(enum dm_check_phase phase, const struct dm
         for (int w = 0; hit && w < MAX_WHEN && k->when[w]; w++)
             hit = k->when[w] > 0 ? fact[k->when[w]] : !fact[-k->when[w]];
         if (hit)
-            return breach(k, g, o, bd, err);
+            return breach(k, g, o, bd, rf, err);
     }
+    if (rf && rf->kind != DM_REFUSE_NONE) /* every refusal has its row */
+        return dm_fail(err, DNNMEM_E_INTERNAL, "%s: refusal %d has no check row", g->path,
+                       (int)rf->kind);
     return DNNMEM_OK;
 }
 
 enum dnnmem_status dm_est_check(enum dm_check_phase phase, const struct dm_graph *g,
                                 const struct dm_est_opts *o, struct dnnmem_error *err)
 {
-    return check_phase(phase, g, o, NULL, err);
+    return check_phase(phase, g, o, NULL, phase == DM_CHECK_GRAPH ? &g->refusal : NULL, err);
+}
+
+enum dnnmem_status dm_est_check_built(const struct dm_graph *g, const struct dm_est_opts *o,
+                                      const struct dm_refusal *rf, struct dnnmem_error *err)
+{
+    return check_phase(DM_CHECK_BUILT, g, o, NULL, rf, err);
 }
 
 enum dnnmem_status dm_est_check_bind(const struct dm_graph *g, const struct dm_est_opts *o,
                                      const struct dm_bind *b, struct dnnmem_error *err)
 {
-    enum dnnmem_status s = check_phase(DM_CHECK_BIND, g, o, b, err);
+    enum dnnmem_status s = check_phase(DM_CHECK_BIND, g, o, b, NULL, err);
     if (s == DNNMEM_OK && b->breach) /* every breach has its row */
         return dm_fail(err, DNNMEM_E_USAGE, "%s: the dims cannot be bound", g->path);
     return s;

@@ -22,6 +22,7 @@ static const char *optimizer_name(enum dnnmem_optimizer o)
     case DNNMEM_OPT_ADAMW_HF: return "adamw-hf (transformers' AdamW, one parameter at a time)";
     case DNNMEM_OPT_ADAFACTOR: return "adafactor (transformers' Adafactor, beta1 None)";
     case DNNMEM_OPT_ADAM8BIT: return "adam8bit (bitsandbytes, blockwise)";
+    case DNNMEM_OPT_ADAMW_FUSED: return "adamw-fused (torch.optim.AdamW(fused=True))";
     }
     return "?";
 }
@@ -187,11 +188,14 @@ static void attention_assumptions(struct dm_est *e)
               "only flash/cuDNN take: float32 or pre-sm80 runs the math kernel, scores "
               "materialised"
             : "; grouped keys and values repeated (repeat_kv)");
+    if (o->hf && g->type_from)
+        dm_assume(as, "model_type", "default", "%s", g->type_from);
     if (o->hf)
         dm_assume(as, KEY(TRANSFORMERS), SOURCE(TRANSFORMERS),
-                  "%d.%d (its modelling code, as the HuggingFace front end builds it)%s",
+                  "%d.%d (its modelling code, as the HuggingFace front end builds it%s)%s",
                   o->transformers / 100, o->transformers % 100,
-                  o->generate && o->transformers > DM_TRANSFORMERS_DEFAULT
+                  o->d.set[DM_D_TRANSFORMERS] ? "" : "; the newest release modelled",
+                  o->generate && o->transformers > DM_TRANSFORMERS_OLDEST
                       ? "; generation follows 4.51's loop, with GPT-2's DynamicCache from 4.52 "
                         "(PR #35761), the cache layers' copies of k and v from 4.56, and "
                         "GPT-2's last-position logits from 5.0"
@@ -263,12 +267,35 @@ static void mode_assumptions(struct dm_est *e)
     struct dm_assumptions *as = &e->as;
     if (run->train) {
         dm_assume(as, "mode", "option", "train: zero_grad, forward, loss, backward, step");
-        dm_assume(as, "optimizer", c->optimizer == DNNMEM_OPT_SGD_MOMENTUM ? "default" : "option",
-                  "%s", optimizer_name(c->optimizer));
-        dm_assume(as, "loss", c->loss == DNNMEM_LOSS_CE && !c->loss_all_outputs ? "default" : "option",
+        dm_assume(as, KEY(OPTIMIZER), SOURCE(OPTIMIZER), "%s%s", optimizer_name(c->optimizer),
+                  o->d.set[DM_D_OPTIMIZER] || !o->hf ? ""
+                  : c->optimizer == DNNMEM_OPT_ADAMW_FUSED
+                      ? ": the Trainer's default (optim \"adamw_torch_fused\" on PyTorch 2.8+ "
+                        "from transformers 4.54)"
+                      : ": the Trainer's default (optim \"adamw_torch\"; \"adamw_torch_fused\" "
+                        "from transformers 4.54 on PyTorch 2.8+)");
+        dm_assume(as, "loss",
+                  (c->loss == DNNMEM_LOSS_CE || (g->loss_mse && c->loss == DNNMEM_LOSS_MSE)) &&
+                          !c->loss_all_outputs
+                      ? "default"
+                      : "option",
                   "%s%s",
-                  c->loss == DNNMEM_LOSS_CE && g->loss_upcast
+                  g->loss_mse && c->loss == DNNMEM_LOSS_MSE && g->head
+                      ? dm_arena_printf(as->arena, "MSELoss of the pooled logits (%s with "
+                                                   "num_labels 1: regression)", g->head)
+                  :
+                  c->loss == DNNMEM_LOSS_CE && g->loss_upcast && g->head
+                      ? dm_arena_printf(as->arena, "cross-entropy of logits.float() against labels "
+                                                   "(%s's loss)", g->head)
+                  : c->loss == DNNMEM_LOSS_CE && g->loss_upcast
                       ? "cross-entropy of logits.float() against token ids (transformers' ForCausalLMLoss)"
+                  : c->loss == DNNMEM_LOSS_CE && !c->loss_all_outputs && g->loss_terms > 1 && g->head
+                      ? dm_arena_printf(as->arena, "(start_loss + end_loss) / 2: cross-entropy of "
+                                                   "start_logits and end_logits against positions "
+                                                   "(%s's loss)", g->head)
+                  : c->loss == DNNMEM_LOSS_CE && g->head
+                      ? dm_arena_printf(as->arena, "cross-entropy of the logits against labels "
+                                                   "(%s's CrossEntropyLoss)", g->head)
                       : loss_name(c->loss),
                   c->loss_all_outputs && c->loss != DNNMEM_LOSS_SUM ? ", every output" : "");
         if (g->n_router > 0)
@@ -460,11 +487,15 @@ static void job_assumptions(struct dm_est *e)
                                  "checkpointing in training"
                                : "");
     if (c->lora.r) {
-        char targets[256] = "PEFT's default for the architecture";
-        size_t len = 0;
-        for (size_t k = 0; k < c->lora.n_targets && len < sizeof targets; k++)
+        char targets[256] = "";
+        const char *const *t = c->lora.n_targets ? c->lora.targets : g->lora_default;
+        size_t n = c->lora.n_targets ? c->lora.n_targets : g->n_lora_default, len = 0;
+        for (size_t k = 0; k < n && len < sizeof targets; k++)
             len += (size_t)snprintf(targets + len, sizeof targets - len, "%s%s", k ? "," : "",
-                                    c->lora.targets[k]);
+                                    t[k]);
+        if (!c->lora.n_targets && len < sizeof targets)
+            snprintf(targets + len, sizeof targets - len, "%s(PEFT's default for the model type)",
+                     n ? " " : "");
         dm_assume(as, "lora", "option",
                   "rank %lld, alpha %g, dropout %g, targets %s; every other parameter frozen; "
                   "float32 adapters (PEFT >= 0.12)",

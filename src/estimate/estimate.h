@@ -40,9 +40,35 @@ void dm_assume(struct dm_assumptions *as, const char *key, const char *source, c
  * otherwise (c: the options, o: their meaning, g: the loaded graph, d: the
  * rows above). Every row's option is in src/options.def. */
 #define DM_DEFAULTS(X)                                                                             \
+    /* PyTorch 2.6 (DM_TORCH_DEFAULT), the release current when transformers                      \
+     * 4.51 came out (April 2025); read by the schedule's rules and, through                       \
+     * variant.c (struct dm_hf_env), by the HuggingFace builder */                                 \
     X(TORCH, INT, "framework", c->torch_version != 0, c->torch_version, DM_TORCH_DEFAULT)          \
+    /* transformers 5.24 (DM_TRANSFORMERS_DEFAULT), the newest release modelled                   \
+     * (issue 14: a user's default is the newest, printed with the result); the                   \
+     * graph as loaded is 4.51's (DM_TRANSFORMERS_BASE), the release the families                  \
+     * of src/load/hf/ are written against; the HuggingFace builder reads the                      \
+     * row through variant.c */                                                                    \
     X(TRANSFORMERS, INT, "transformers", c->transformers_version != 0, c->transformers_version,    \
       DM_TRANSFORMERS_DEFAULT)                                                                     \
+    /* a HuggingFace config runs in its torch_dtype (dtype from transformers                    \
+     * 5): what from_pretrained(torch_dtype="auto") loads, and transformers 5                      \
+     * by default (dtype="auto", PR #34919; measured: Qwen3-0.6B's bfloat16                        \
+     * config built by from_config in 5.17 runs in bf16); 4.x without                              \
+     * torch_dtype loads float32 (--precision fp32). A quantized checkpoint's                      \
+     * quantizer sets its own (shapes.c); other models run as stored */                            \
+    X(PRECISION, INT, "precision", c->precision_set || c->precision != DNNMEM_PRECISION_FP32,     \
+      c->precision, dm_precision_default(o, g))                                                    \
+    /* training a HuggingFace config: the Trainer's optimizer, TrainingArguments'                  \
+     * optim default "adamw_torch" (torch.optim.AdamW), "adamw_torch_fused" on                      \
+     * PyTorch 2.8+ from transformers 4.54 (PR #37358; training_args.py, 4.56                       \
+     * and 5.24: is_torch_greater_or_equal_than_2_8); other models: SGD with                       \
+     * momentum (dnnmem's own) */                                                                  \
+    X(OPTIMIZER, INT, "optimizer", c->optimizer_set || c->optimizer != DNNMEM_OPT_SGD_MOMENTUM,   \
+      c->optimizer,                                                                                \
+      !o->hf ? DNNMEM_OPT_SGD_MOMENTUM                                                             \
+      : d->value[DM_D_TORCH] >= 208 && d->value[DM_D_TRANSFORMERS] >= 454 ? DNNMEM_OPT_ADAMW_FUSED \
+                                                                          : DNNMEM_OPT_ADAMW)      \
     X(ITERATIONS, INT, "iterations", c->iterations != 0, c->iterations, 2)                         \
     X(GRAD_ACCUM, INT, "grad_accum", c->grad_accum != 0, c->grad_accum, 1)                         \
     /* one prompt, one sample: a batch of 1 (--batch-size) */                                      \
@@ -58,7 +84,8 @@ void dm_assume(struct dm_assumptions *as, const char *key, const char *source, c
     X(TOP_K, INT, "top_k", c->top_k != 0, c->top_k < 0 ? 0 : c->top_k, 50)                         \
     X(TOP_P, REAL, "top_p", c->top_p != 0, c->top_p, 1.0)                                          \
     X(TEMPERATURE, REAL, "temperature", c->temperature != 0, c->temperature, 1.0)                  \
-    /* PEFT's LoraConfig lora_alpha (tuners/lora/config.py): scales, costs no memory */            \
+    /* PEFT's LoraConfig lora_alpha (tuners/lora/config.py): scales, costs no                      \
+     * memory; the HuggingFace builder's (struct dm_hf_env, via variant.c) */                      \
     X(LORA_ALPHA, REAL, "lora", c->lora.alpha > 0, c->lora.alpha, 8)                               \
     /* the CUDA toolkit each framework's wheels are built with: PyTorch 2.6's                      \
      * default pip wheel is cu124 (pytorch.org, previous versions: `pip install                    \
@@ -68,8 +95,12 @@ void dm_assume(struct dm_assumptions *as, const char *key, const char *source, c
      * (1.9.1) ship wheels up to mxnet-cu112 (CUDA 11.2) */                                        \
     X(CUDA, INT, "cuda", c->cuda_version != 0, c->cuda_version,                                    \
       c->framework == DNNMEM_FW_PYTORCH ? 124 : c->framework == DNNMEM_FW_MXNET ? 112 : 122)       \
-    /* compute capability 8.0, or the least the quantized checkpoint's kernels                     \
-     * run on (fp8: 8.9) */                                                                        \
+    /* compute capability 8.0 (DM_CC_DEFAULT, an A100), or the least the                          \
+     * quantized checkpoint's kernels run on (fp8: 8.9,                                            \
+     * FineGrainedFP8HfQuantizer.validate_environment); the run's                                  \
+     * (dm_run.compute_capability), the HuggingFace builder's (struct                              \
+     * dm_hf_env: forced sdpa kernels, fused attention) and the key of the                         \
+     * graph variant built for it (variant.c) */                                                   \
     X(CC, INT, "cuda", c->compute_capability != 0, c->compute_capability,                          \
       g->quant_min_cc > DM_CC_DEFAULT ? g->quant_min_cc : DM_CC_DEFAULT)                           \
     /* the CUDA caching allocator's 512 B blocks; the CPU's exact sizes */                         \
@@ -148,7 +179,7 @@ struct dm_est_opts {
     bool mx_planned;          /* MXNet's symbolic executor plans the step */
     bool jax_jit;             /* JAX's jitted step (src/schedule/xla.c) */
     bool tf_graph;            /* TensorFlow under tf.function */
-    bool v5_dtype;            /* transformers 5 loads the config's 2-byte dtype */
+    bool cfg_dtype;           /* the precision is a HuggingFace config's 2-byte dtype */
     bool flash, sdpa, gqa;    /* the HF attention: flash_attention_2, sdpa, enable_gqa */
     bool rebuild;             /* the HF graph built for these options, not the loaded one */
     int64_t fw_version;       /* --framework X@V as a number, -1 = none */
@@ -161,10 +192,12 @@ struct dm_est_opts {
  * (DM_CHECK_GRAPH), the dims bound (DM_CHECK_BIND, dm_est_check_bind), the
  * shapes inferred, the runtime of another framework (DM_CHECK_RUNTIME: its
  * limit and allocator, before replay.c sets them up), the schedule about to
- * be built (DM_CHECK_SCHEDULE). */
+ * be built (DM_CHECK_SCHEDULE), what its builder refused (DM_CHECK_BUILT,
+ * dm_est_check_built). DM_CHECK_GRAPH's first rows are what the graph's
+ * builder refused (g->refusal). */
 enum dm_check_phase {
     DM_CHECK_OPTIONS, DM_CHECK_GRAPH, DM_CHECK_BIND, DM_CHECK_SHAPES, DM_CHECK_RUNTIME,
-    DM_CHECK_SCHEDULE
+    DM_CHECK_SCHEDULE, DM_CHECK_BUILT
 };
 
 /* What binding the dims (shapes.c) found wrong first, for the check
@@ -209,6 +242,9 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
 /* The check table's rows of one phase, first breach first. */
 enum dnnmem_status dm_est_check(enum dm_check_phase phase, const struct dm_graph *g,
                                 const struct dm_est_opts *o, struct dnnmem_error *err);
+/* The DM_CHECK_BUILT rows for what the schedule's builder refused, rf. */
+enum dnnmem_status dm_est_check_built(const struct dm_graph *g, const struct dm_est_opts *o,
+                                      const struct dm_refusal *rf, struct dnnmem_error *err);
 /* The DM_CHECK_BIND rows for what binding the dims found, b. */
 enum dnnmem_status dm_est_check_bind(const struct dm_graph *g, const struct dm_est_opts *o,
                                      const struct dm_bind *b, struct dnnmem_error *err);

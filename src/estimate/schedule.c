@@ -101,7 +101,10 @@ enum dnnmem_status dm_est_schedule(struct dm_est *e, struct dnnmem_error *err)
                         "input-sized temporaries forward, 3 backward); Keras 2's fused "
                         "LayerNorm keeps its normalized outputs; no tf.function/Grappler");
     DM_TRY(dm_est_check(DM_CHECK_SCHEDULE, g, o, err));
-    DM_TRY(dm_schedule_build(g, t, run, &e->sched, err));
+    enum dnnmem_status s = dm_schedule_build(g, t, run, &e->sched, err);
+    if (s != DNNMEM_OK && e->sched.refusal.kind != DM_REFUSE_NONE)
+        s = dm_est_check_built(g, o, &e->sched.refusal, err);
+    DM_TRY(s);
     if (o->mx_planned) {
         struct dm_schedule planned;
         struct dm_mxplan_stats ps;

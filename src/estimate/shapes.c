@@ -315,12 +315,12 @@ static void apply_precision(struct dm_est *e)
                 t[i].dtype = half;
                 t[i].bytes = (uint64_t)t[i].numel * 2;
             }
-        if (o->v5_dtype)
+        if (o->cfg_dtype)
             dm_assume(as, "precision", "default",
-                      "%s: transformers %d.%d loads the config's dtype %s (dtype=\"auto\" by "
-                      "default from 5.0; --precision fp32 for float32)",
-                      c->precision == DNNMEM_PRECISION_FP16 ? "fp16" : "bf16", o->transformers / 100,
-                      o->transformers % 100, g->stored_dtype);
+                      "%s: the config's torch_dtype %s, as from_pretrained(torch_dtype=\"auto\") "
+                      "and transformers 5 load it (transformers 4.x without torch_dtype loads "
+                      "float32: --precision fp32)",
+                      c->precision == DNNMEM_PRECISION_FP16 ? "fp16" : "bf16", g->stored_dtype);
         else if (qdefault)
             dm_assume(as, "precision", "default",
                       "fp16: from_pretrained of a %s model without torch_dtype loads its other "

@@ -107,12 +107,14 @@ static struct key key_of(const struct dm_est_opts *o)
     k.kbit = k.train ? c->kbit_prep : DNNMEM_KBIT_PREP_NONE;
     k.precision = c->precision;
     k.backend = o->sdpa && !o->flash ? c->sdpa_backend : DNNMEM_SDPA_AUTO;
+    /* the releases, the GPU and alpha: the defaults table's rows, which the
+     * builder is given (struct dm_hf_env, build) */
     k.transformers = o->transformers;
     k.torch = o->torch;
-    k.cc = c->compute_capability ? c->compute_capability : DM_CC_DEFAULT;
+    k.cc = (int)dm_default_int(&o->d, CC);
     if (c->lora.r > 0) {
         k.lora_r = c->lora.r;
-        k.lora_alpha = c->lora.alpha;
+        k.lora_alpha = dm_default_real(&o->d, LORA_ALPHA);
         k.lora_dropout = c->lora.dropout;
         k.n_targets = c->lora.n_targets;
         k.targets = c->lora.targets;
@@ -139,13 +141,15 @@ static bool same_key(const struct key *a, const struct key *b)
  * dnnmem_model_load lifts every graph it loads (it was the model's own
  * graph before the outline) */
 static enum dnnmem_status build(const struct dm_variants *v, bool sdpa,
-                                const struct dnnmem_config *opts, struct dm_graph *g,
-                                struct dnnmem_error *err)
+                                const struct dnnmem_config *opts, const struct key *k,
+                                struct dm_graph *g, struct dnnmem_error *err)
 {
     dm_graph_init(g);
     g->path = v->path;
     g->max_nodes = v->max_nodes;
-    enum dnnmem_status s = dm_load_hf(g, v->json, v->size, sdpa, opts, err);
+    struct dm_hf_env env = {.torch = k->torch, .transformers = k->transformers, .cc = k->cc,
+                            .lora_alpha = k->lora_alpha};
+    enum dnnmem_status s = dm_load_hf(g, v->json, v->size, sdpa, opts, opts ? &env : NULL, err);
     if (s == DNNMEM_OK && !sdpa && !opts)
         s = dm_graph_lift(g, err);
     if (s != DNNMEM_OK)
@@ -172,7 +176,7 @@ static enum dnnmem_status kept(struct dm_variants *v, const struct key *k,
     for (size_t j = 0; copied && j < k->n_targets; j++)
         copied = (e->targets[j] = strdup(k->targets[j])) != NULL;
     e->key.targets = (const char *const *)e->targets;
-    enum dnnmem_status s = copied ? build(v, k->sdpa, k->opts ? &o->cfg : NULL, &e->g, err)
+    enum dnnmem_status s = copied ? build(v, k->sdpa, k->opts ? &o->cfg : NULL, k, &e->g, err)
                                   : dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", v->path);
     if (s != DNNMEM_OK) {
         free_targets(e->targets, k->n_targets);
@@ -204,7 +208,8 @@ enum dnnmem_status dm_est_variant(struct dm_variants *v, const struct dm_graph *
     if (!v)
         return DNNMEM_OK;
     if (o->rebuild && o->generate) {
-        DM_TRY(build(v, o->sdpa, &o->cfg, own, err));
+        struct key k = key_of(o);
+        DM_TRY(build(v, o->sdpa, &o->cfg, &k, own, err));
         *g = own;
         return DNNMEM_OK;
     }

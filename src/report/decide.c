@@ -252,6 +252,7 @@ enum dnnmem_status dnnmem_advise(const dnnmem_model *m, const struct dnnmem_conf
         c = *cfg;
         c.optimizer = cfg->optimizer == DNNMEM_OPT_SGD_MOMENTUM ? DNNMEM_OPT_SGD
                                                                 : DNNMEM_OPT_SGD_MOMENTUM;
+        c.optimizer_set = true; /* not a HuggingFace config's AdamW default */
         s = try_change(m, &c,
                        c.optimizer == DNNMEM_OPT_SGD ? "--optimizer sgd" : "--optimizer sgd-momentum",
                        out, n, err);

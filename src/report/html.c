@@ -1,15 +1,18 @@
 /*
- * html.c: the memory timeline and the allocation events as CSV, and as one self-contained HTML page:
- * an SVG chart of memory by kind over the run (stacked, the CUDA context at
- * the bottom, the allocator's reserved-but-free memory on top), the device
- * capacity, the peak marked, a tooltip per step (what is live there, by
- * kind), and the tensors live at the peak. No network, no external script.
+ * html.c: the memory timeline and the allocation events as CSV, and as one
+ * self-contained HTML page (no network): the peak, the verdict, the version
+ * and command line; a chart of memory by kind over the run (stacked, the
+ * CUDA context at the bottom, the allocator's reserved-but-free memory on
+ * top; drawn by src/report/report.js: round IEC ticks, zoom and pan, phase
+ * and iteration boundaries, the capacity, the peak, a tooltip per step); the
+ * breakdown at the peak, the bytes by module there, the advice, the tensors
+ * live at the peak and the assumptions.
  */
 #include "dnnmem-impl.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-#define MAX_COLUMNS 2000 /* steps drawn; longer runs keep each bucket's highest step */
 
 static void csv_string(FILE *f, const char *s)
 {
@@ -127,107 +130,239 @@ static uint64_t value(const struct dnnmem_result *r, const struct dnnmem_timelin
     return 0;
 }
 
-int dnnmem_report_html(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f)
+/* Steps embedded in the page: every step up to this many (a 70B-parameter
+ * decoder's training step has ~28,000; a page of 65,536 is ~8 MB), else
+ * each bucket's step of the most allocated memory (so the peak is always
+ * one): zooming then shows the buckets, not every step. */
+#define MAX_POINTS 65536
+/* Phase and iteration boundaries drawn, at most */
+#define MAX_BOUNDARIES 4096
+
+/* The timeline step where allocated memory first peaks (the result's peak). */
+static size_t peak_point(const struct dnnmem_result *r)
 {
-    struct dnnmem_model_info info;
-    dnnmem_model_get_info(m, &info);
-    char b1[32], b2[32];
-    /* columns: every step, or each bucket's highest */
-    size_t n = r->n_timeline, cols = n < MAX_COLUMNS ? n : MAX_COLUMNS;
-    size_t col_of[MAX_COLUMNS];
-    for (size_t c = 0; c < cols; c++) {
-        size_t lo = c * n / cols, hi = (c + 1) * n / cols, best = lo;
+    size_t best = 0;
+    for (size_t k = 1; k < r->n_timeline; k++)
+        if (r->timeline[k].allocated > r->timeline[best].allocated)
+            best = k;
+    return best;
+}
+
+/* The steps embedded (*n of them, malloc'd): all, or per bucket the one of
+ * the most allocated memory (the first such). NULL when out of memory. */
+static size_t *points_of(const struct dnnmem_result *r, size_t *n)
+{
+    size_t nt = r->n_timeline, np = nt < MAX_POINTS ? nt : MAX_POINTS;
+    size_t *pt = malloc((np + 1) * sizeof *pt);
+    if (!pt)
+        return NULL;
+    for (size_t c = 0; c < np; c++) {
+        size_t lo = c * nt / np, hi = (c + 1) * nt / np, best = lo;
         for (size_t k = lo; k < hi; k++)
             if (r->timeline[k].allocated > r->timeline[best].allocated)
                 best = k;
-        col_of[c] = best;
+        pt[c] = best;
     }
-    uint64_t top = r->total_bytes > r->capacity_bytes ? r->total_bytes : r->capacity_bytes;
-    for (size_t c = 0; c < cols; c++)
-        if (r->timeline[col_of[c]].reserved + r->context_bytes > top)
-            top = r->timeline[col_of[c]].reserved + r->context_bytes;
-    if (!top)
-        top = 1;
-    const double W = 1000, H = 380, X0 = 70, Y0 = 20;
+    *n = np;
+    return pt;
+}
 
+/* Whether series s holds anything at any step (an empty one gets no legend
+ * entry and no area). */
+static bool series_used(const struct dnnmem_result *r, int s)
+{
+    for (size_t k = 0; k < r->n_timeline; k++)
+        if (value(r, &r->timeline[k], s))
+            return true;
+    return false;
+}
+
+static void page_head(FILE *f, const char *path)
+{
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>dnnmem: ");
-    html_escape(f, info.path);
+    html_escape(f, path);
     fprintf(f, "</title>\n<style>\n"
                "body{font:14px system-ui,sans-serif;margin:24px;color:#222}"
-               "h1{font-size:20px}table{border-collapse:collapse}"
+               "h1{font-size:20px;margin-bottom:6px}h2{font-size:16px;margin:22px 0 6px}"
+               "table{border-collapse:collapse}"
                "td,th{padding:2px 10px;text-align:left;border-bottom:1px solid #ddd}"
-               "td.n{text-align:right;font-variant-numeric:tabular-nums}"
+               "td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+               "tr.total td{font-weight:bold;border-top:2px solid #888}"
+               "code{background:#f4f4f4;padding:1px 4px;word-break:break-all}"
+               "#meta{color:#555;font-size:12px}"
                "#tip{position:absolute;display:none;background:#fff;border:1px solid #888;"
                "padding:6px 8px;font-size:12px;pointer-events:none;white-space:pre}"
                ".legend span{display:inline-block;margin-right:14px}"
                ".legend i{display:inline-block;width:12px;height:12px;margin-right:4px;"
-               "vertical-align:-1px}\n</style></head>\n<body>\n");
+               "vertical-align:-1px}"
+               "#controls button{margin-right:6px}#controls{margin:6px 0}"
+               "#chart{user-select:none;cursor:grab}"
+               ".bar{display:inline-block;height:9px;background:#59a14f;margin-left:6px}"
+               "\n</style></head>\n<body>\n");
+}
+
+/* The headline: the peak, where it is, the verdict. */
+static void headline(FILE *f, const struct dnnmem_result *r, const char *path)
+{
+    char b1[32], b2[32], b3[32], b4[32];
     fprintf(f, "<h1>Device memory over the run: ");
-    html_escape(f, info.path);
-    fprintf(f, "</h1>\n<p>Peak <b>%s</b> (reserved %s + CUDA context %s), at %s, step %d%s",
-            dm_format_bytes(r->total_bytes, b1), dm_format_bytes(r->peak_reserved, b2),
-            dm_format_bytes(r->context_bytes, (char[32]){0}), r->peak_phase, r->peak_iteration,
+    html_escape(f, path);
+    fprintf(f, "</h1>\n<p id=\"headline\">Peak <b id=\"total\" data-bytes=\"%llu\">%s</b> (reserved %s"
+               " + CUDA context %s; allocated %s), at %s, step %d%s",
+            (unsigned long long)r->total_bytes, dm_format_bytes(r->total_bytes, b1),
+            dm_format_bytes(r->peak_reserved, b2), dm_format_bytes(r->context_bytes, b3),
+            dm_format_bytes(r->peak_allocated, b4), r->peak_phase, r->peak_iteration,
             r->peak_node[0] ? ", node " : "");
     html_escape(f, r->peak_node);
+    if (r->peak_op[0]) {
+        fprintf(f, " (");
+        html_escape(f, r->peak_op);
+        fprintf(f, ")");
+    }
     fprintf(f, ".");
-    if (r->verdict != DNNMEM_VERDICT_NONE)
-        fprintf(f, " Verdict: <b id=\"verdict\">%s</b> in %s.", dnnmem_verdict_name(r->verdict),
-                dm_format_bytes(r->capacity_bytes, b1));
-    fprintf(f, "</p>\n<div class=\"legend\">");
+    if (r->verdict != DNNMEM_VERDICT_NONE) {
+        uint64_t gap = r->margin_bytes < 0 ? (uint64_t)-r->margin_bytes : (uint64_t)r->margin_bytes;
+        fprintf(f, " Verdict: <b id=\"verdict\">%s</b> in %s (%s %s).",
+                dnnmem_verdict_name(r->verdict), dm_format_bytes(r->capacity_bytes, b1),
+                r->margin_bytes < 0 ? "short by" : "margin", dm_format_bytes(gap, b2));
+    }
+    fprintf(f, "</p>\n");
+    for (size_t k = 0; k < r->n_warnings; k++) {
+        fprintf(f, "<p class=\"warning\">warning: ");
+        html_escape(f, r->warnings[k]);
+        fprintf(f, "</p>\n");
+    }
+}
+
+/* What made the page: dnnmem's version and the command line. */
+static void meta(FILE *f, const struct dnnmem_page_info *pi)
+{
+    fprintf(f, "<p id=\"meta\">Made by <span id=\"version\">dnnmem " DNNMEM_VERSION "</span>");
+    if (pi && pi->command_line) {
+        fprintf(f, ": <code id=\"command\">");
+        html_escape(f, pi->command_line);
+        fprintf(f, "</code>");
+    }
+    fprintf(f, "</p>\n");
+}
+
+/* The legend (the series that hold anything, top first), the zoom
+ * controls, the chart (drawn by the script) and its tooltip. */
+static void chart(FILE *f, const struct dnnmem_result *r)
+{
+    fprintf(f, "<div class=\"legend\" id=\"legend\">");
     for (int i = N_SERIES - 1; i >= 0; i--)
-        fprintf(f, "<span><i style=\"background:%s\"></i>%s</span>", series_color[order[i]],
-                series_name[order[i]]);
-    fprintf(f, "</div>\n<svg id=\"chart\" width=\"%.0f\" height=\"%.0f\" "
-               "xmlns=\"http://www.w3.org/2000/svg\">\n",
-            X0 + W + 20, Y0 + H + 40);
-    /* stacked areas */
-    double lower[MAX_COLUMNS], upper[MAX_COLUMNS];
-    for (size_t c = 0; c < cols; c++)
-        lower[c] = 0;
-    for (int i = 0; i < N_SERIES; i++) {
-        int s = order[i];
-        for (size_t c = 0; c < cols; c++)
-            upper[c] = lower[c] + (double)value(r, &r->timeline[col_of[c]], s);
-        fprintf(f, "<path class=\"series\" data-series=\"%s\" fill=\"%s\" d=\"", series_name[s],
-                series_color[s]);
-        for (size_t c = 0; c < cols; c++)
-            fprintf(f, "%s%.1f,%.1f", c ? " L" : "M", X0 + W * (double)c / (double)(cols > 1 ? cols - 1 : 1),
-                    Y0 + H - H * upper[c] / (double)top);
-        for (size_t c = cols; c-- > 0;)
-            fprintf(f, " L%.1f,%.1f", X0 + W * (double)c / (double)(cols > 1 ? cols - 1 : 1),
-                    Y0 + H - H * lower[c] / (double)top);
-        fprintf(f, " Z\"/>\n");
-        memcpy(lower, upper, cols * sizeof *lower);
+        if (series_used(r, order[i]))
+            fprintf(f, "<span data-series=\"%s\"><i style=\"background:%s\"></i>%s</span>",
+                    series_name[order[i]], series_color[order[i]], series_name[order[i]]);
+    fprintf(f, "</div>\n<div id=\"controls\"><button id=\"zin\">zoom in</button>"
+               "<button id=\"zout\">zoom out</button><button id=\"zreset\">whole run</button>"
+               "<button id=\"zpeak\">around the peak</button><span id=\"view\"></span>"
+               " <small>(wheel: zoom, drag: pan, double-click: the whole run)</small></div>\n"
+               "<svg id=\"chart\" width=\"1060\" height=\"440\" "
+               "xmlns=\"http://www.w3.org/2000/svg\"></svg>\n<div id=\"tip\"></div>\n");
+}
+
+/* One row of bytes cells: the value, or "-" for none. */
+static void bytes_cell(FILE *f, uint64_t v)
+{
+    char b1[32];
+    fprintf(f, "<td class=\"n\" data-bytes=\"%llu\">%s</td>", (unsigned long long)v,
+            v ? dm_format_bytes(v, b1) : "-");
+}
+
+/* The breakdown at the peak, as the text prints it. */
+static void breakdown_table(FILE *f, const struct dnnmem_result *r)
+{
+    fprintf(f, "<h2>Breakdown at the peak</h2>\n<table id=\"breakdown\">\n"
+               "<tr><th>kind</th><th class=\"n\">bytes</th><th class=\"n\">tensors</th></tr>\n");
+    for (int c = 0; c < DNNMEM_CAT_COUNT; c++) {
+        if (!r->category_bytes[c])
+            continue;
+        fprintf(f, "<tr data-kind=\"%s\"><td>%s</td>", dnnmem_category_name((enum dnnmem_category)c),
+                dnnmem_category_name((enum dnnmem_category)c));
+        bytes_cell(f, r->category_bytes[c]);
+        fprintf(f, "<td class=\"n\">%zu</td></tr>\n", r->category_count[c]);
     }
-    /* axes, capacity, peak */
-    fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#333\"/>\n", X0,
-            Y0 + H, X0 + W, Y0 + H);
-    fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#333\"/>\n", X0, Y0,
-            X0, Y0 + H);
-    for (int k = 0; k <= 4; k++)
-        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n",
-                X0 - 4, Y0 + H - H * k / 4 + 4, dm_format_bytes(top * (uint64_t)k / 4, b1));
-    if (r->capacity_bytes) {
-        double y = Y0 + H - H * (double)r->capacity_bytes / (double)top;
-        fprintf(f, "<line id=\"capacity\" x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" "
-                   "stroke=\"#c00\" stroke-dasharray=\"6 4\"/>\n<text x=\"%.0f\" y=\"%.1f\" "
-                   "font-size=\"11\" fill=\"#c00\">capacity %s</text>\n",
-                X0, y, X0 + W, y, X0 + 4, y - 4, dm_format_bytes(r->capacity_bytes, b1));
+    static const char *const extra[] = {"rounding", "allocator slack", "cuda context"};
+    uint64_t v[] = {r->rounding_bytes, r->slack_bytes, r->context_bytes};
+    for (int k = 0; k < 3; k++) {
+        if (!v[k])
+            continue;
+        fprintf(f, "<tr data-kind=\"%s\"><td>%s</td>", extra[k], extra[k]);
+        bytes_cell(f, v[k]);
+        fprintf(f, "<td></td></tr>\n");
     }
-    size_t peak_col = 0;
-    for (size_t c = 0; c < cols; c++)
-        if (r->timeline[col_of[c]].allocated > r->timeline[col_of[peak_col]].allocated)
-            peak_col = c;
-    double px = X0 + W * (double)peak_col / (double)(cols > 1 ? cols - 1 : 1);
-    fprintf(f, "<line id=\"peak\" x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#000\" "
-               "stroke-dasharray=\"2 3\"/>\n<text x=\"%.1f\" y=\"%.0f\" font-size=\"11\">peak</text>\n",
-            px, Y0, px, Y0 + H, px + 3, Y0 + 12);
-    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\">steps of the run (forward, loss, "
-               "backward, optimizer; %zu in all)</text>\n</svg>\n<div id=\"tip\"></div>\n",
-            X0, Y0 + H + 30, n);
-    /* the tensors live at the peak */
-    fprintf(f, "<h2>Live at the peak (%zu tensors; the largest of each kind)</h2>\n<table>"
-               "<tr><th>kind</th><th>tensor</th><th>dtype</th><th>shape</th><th>bytes</th>"
+    fprintf(f, "<tr class=\"total\" data-kind=\"total\"><td>total</td>");
+    bytes_cell(f, r->total_bytes);
+    fprintf(f, "<td class=\"n\">%zu</td></tr>\n</table>\n", r->n_live_total);
+}
+
+/* The bytes at the peak by module scope (dnnmem_result.modules): a column
+ * per kind the peak holds, the live bytes with a bar, a total row. */
+static void modules_table(FILE *f, const struct dnnmem_result *r)
+{
+    if (!r->n_modules)
+        return;
+    uint64_t top = 1;
+    for (size_t k = 0; k < r->n_modules; k++)
+        top = r->modules[k].live_bytes > top ? r->modules[k].live_bytes : top;
+    fprintf(f, "<h2>By module at the peak (depth %d)</h2>\n<table id=\"modules\">\n<tr><th>module</th>",
+            r->module_depth);
+    for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
+        if (r->category_bytes[c])
+            fprintf(f, "<th class=\"n\">%s</th>", dnnmem_category_name((enum dnnmem_category)c));
+    fprintf(f, "<th class=\"n\">live</th><th></th></tr>\n");
+    uint64_t live = 0;
+    for (size_t k = 0; k <= r->n_modules; k++) {
+        const struct dnnmem_module_info *mi = k < r->n_modules ? &r->modules[k] : NULL;
+        fprintf(f, "<tr%s><td>", mi ? "" : " class=\"total\"");
+        html_escape(f, mi ? mi->name : "total");
+        fprintf(f, "</td>");
+        for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
+            if (r->category_bytes[c])
+                bytes_cell(f, mi ? mi->category_bytes[c] : r->category_bytes[c]);
+        live += mi ? mi->live_bytes : 0;
+        bytes_cell(f, mi ? mi->live_bytes : live);
+        fprintf(f, "<td>");
+        if (mi)
+            fprintf(f, "<span class=\"bar\" style=\"width:%.0fpx\"></span>",
+                    1 + 160.0 * (double)mi->live_bytes / (double)top);
+        fprintf(f, "</td></tr>\n");
+    }
+    fprintf(f, "</table>\n");
+}
+
+/* The changes that would make the job fit (the list the CLI prints under
+ * "what would change it"). */
+static void advice_list(FILE *f, const struct dnnmem_result *r, const struct dnnmem_page_info *pi)
+{
+    fprintf(f, "<h2>What would change it</h2>\n");
+    if (pi && pi->n_advice) {
+        fprintf(f, "<table id=\"advice\">\n<tr><th>change</th><th class=\"n\">total</th>"
+                   "<th>verdict</th></tr>\n");
+        for (size_t k = 0; k < pi->n_advice; k++) {
+            fprintf(f, "<tr><td><code>");
+            html_escape(f, pi->advice[k].change);
+            fprintf(f, "</code></td>");
+            bytes_cell(f, pi->advice[k].total_bytes);
+            fprintf(f, "<td>%s</td></tr>\n", dnnmem_verdict_name(pi->advice[k].verdict));
+        }
+        fprintf(f, "</table>\n");
+    } else {
+        fprintf(f, "<p id=\"advice\">%s</p>\n",
+                r->verdict == DNNMEM_VERDICT_NONE ? "No device was given (--gpu or --memory)."
+                : r->verdict == DNNMEM_VERDICT_DOES_NOT_FIT ? "No change found that fits."
+                                                           : "It fits: nothing to change.");
+    }
+}
+
+/* The tensors live at the peak and the assumptions. */
+static void live_and_assumptions(FILE *f, const struct dnnmem_result *r)
+{
+    char b1[32];
+    fprintf(f, "<h2>Live at the peak (%zu tensors; the largest of each kind)</h2>\n<table id=\"live\">"
+               "<tr><th>kind</th><th>tensor</th><th>dtype</th><th>shape</th><th class=\"n\">bytes</th>"
                "<th>made by</th></tr>\n",
             r->n_live_total);
     for (size_t k = 0; k < r->n_live; k++) {
@@ -241,7 +376,7 @@ int dnnmem_report_html(const struct dnnmem_result *r, const dnnmem_model *m, FIL
         html_escape(f, ti->producer_node);
         fprintf(f, "</td></tr>\n");
     }
-    fprintf(f, "</table>\n<h2>Assumptions</h2>\n<table>\n");
+    fprintf(f, "</table>\n<h2>Assumptions</h2>\n<table id=\"assumptions\">\n");
     for (size_t k = 0; k < r->n_assumptions; k++) {
         fprintf(f, "<tr><td>");
         html_escape(f, r->assumptions[k].key);
@@ -250,42 +385,135 @@ int dnnmem_report_html(const struct dnnmem_result *r, const dnnmem_model *m, FIL
         fprintf(f, "</td><td>%s</td></tr>\n", r->assumptions[k].source);
     }
     fprintf(f, "</table>\n");
-    /* the data behind the tooltip: per column, its step and bytes by series */
-    fprintf(f, "<script id=\"data\" type=\"application/json\">{\"series\":[");
-    for (int s = 0; s < N_SERIES; s++)
-        fprintf(f, "%s\"%s\"", s ? "," : "", series_name[s]);
-    fprintf(f, "],\"x0\":%.0f,\"w\":%.0f,\"points\":[", X0, W);
-    for (size_t c = 0; c < cols; c++) {
-        const struct dnnmem_timeline_point *p = &r->timeline[col_of[c]];
-        fprintf(f, "%s{\"step\":%zu,\"phase\":\"%s\",\"iteration\":%d,\"node\":", c ? "," : "",
-                col_of[c], p->phase, p->iteration);
-        js_string(f, p->node);
-        fprintf(f, ",\"bytes\":[");
-        for (int s = 0; s < N_SERIES; s++)
-            fprintf(f, "%s%llu", s ? "," : "", (unsigned long long)value(r, p, s));
-        fprintf(f, "]}");
+}
+
+/* Where the phase or the iteration changes, as [step, kind, label]: kind 1
+ * a new iteration, 0 a new phase (at most MAX_BOUNDARIES). */
+static void boundaries(FILE *f, const struct dnnmem_result *r)
+{
+    fprintf(f, "\"bounds\":[");
+    size_t n = 0;
+    for (size_t k = 1; k < r->n_timeline && n < MAX_BOUNDARIES; k++) {
+        const struct dnnmem_timeline_point *a = &r->timeline[k - 1], *b = &r->timeline[k];
+        bool it = a->iteration != b->iteration, ph = strcmp(a->phase, b->phase) != 0;
+        if (!it && !ph)
+            continue;
+        fprintf(f, "%s[%zu,%d,", n++ ? "," : "", k, it);
+        if (it)
+            fprintf(f, "\"step %d\"]", b->iteration);
+        else
+            fprintf(f, "\"%s\"]", b->phase);
     }
-    fprintf(f, "]}</script>\n");
-    fprintf(f,
-            "<script>\n"
-            "(function(){\n"
-            "var d=JSON.parse(document.getElementById('data').textContent);\n"
-            "var svg=document.getElementById('chart'),tip=document.getElementById('tip');\n"
-            "function fmt(b){var u=['B','KiB','MiB','GiB','TiB'],i=0;"
-            "while(b>=1024&&i<4){b/=1024;i++;}return (i?b.toFixed(2):b)+' '+u[i];}\n"
-            "svg.addEventListener('mousemove',function(e){\n"
-            " var r=svg.getBoundingClientRect(),x=e.clientX-r.left-d.x0;\n"
-            " var n=d.points.length,i=Math.round(x/d.w*(n-1));\n"
-            " if(i<0||i>=n){tip.style.display='none';return;}\n"
-            " var p=d.points[i],t='step '+p.step+', '+p.phase+' (iteration '+p.iteration+')'+"
-            "(p.node?'\\n'+p.node:'')+'\\n',sum=0;\n"
-            " for(var k=d.series.length-1;k>=0;k--){if(p.bytes[k]){t+='\\n'+d.series[k]+': '"
-            "+fmt(p.bytes[k]);sum+=p.bytes[k];}}\n"
-            " tip.textContent=t+'\\n\\ntotal: '+fmt(sum);tip.style.display='block';\n"
-            " tip.style.left=(e.pageX+14)+'px';tip.style.top=(e.pageY+14)+'px';});\n"
-            "svg.addEventListener('mouseleave',function(){tip.style.display='none';});\n"
-            "document.body.dataset.series=document.querySelectorAll('path.series').length;\n"
-            "document.body.dataset.ready='1';\n"
-            "})();\n</script>\n</body></html>\n");
+    fprintf(f, "],");
+}
+
+/* The strings of the points (nodes, ops, phases), each once: an
+ * open-addressing table of indices into `s`. */
+struct strings {
+    const char **s;
+    size_t n, mask;
+    size_t *slot; /* index + 1; 0: empty */
+};
+
+static size_t string_index(struct strings *st, const char *x)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const char *c = x; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    size_t i = (size_t)h & st->mask;
+    for (; st->slot[i]; i = (i + 1) & st->mask)
+        if (strcmp(st->s[st->slot[i] - 1], x) == 0)
+            return st->slot[i] - 1;
+    st->s[st->n] = x;
+    st->slot[i] = ++st->n;
+    return st->n - 1;
+}
+
+/* The points: [step, phase, iteration, node, op, bytes by series (drawing
+ * order)...], strings as indices into "strings". False when out of memory. */
+static bool points_json(FILE *f, const struct dnnmem_result *r, const size_t *pt, size_t np)
+{
+    size_t cap = 4;
+    while (cap < 6 * np + 8)
+        cap *= 2;
+    struct strings st = {malloc((3 * np + 1) * sizeof *st.s), 0, cap - 1, calloc(cap, sizeof(size_t))};
+    bool ok = st.s && st.slot;
+    if (ok) {
+        fprintf(f, "\"points\":[");
+        for (size_t c = 0; c < np; c++) {
+            const struct dnnmem_timeline_point *p = &r->timeline[pt[c]];
+            fprintf(f, "%s[%zu,%zu,%d,%zu,%zu", c ? ",\n" : "", pt[c], string_index(&st, p->phase),
+                    p->iteration, string_index(&st, p->node), string_index(&st, p->op));
+            for (int i = 0; i < N_SERIES; i++)
+                fprintf(f, ",%llu", (unsigned long long)value(r, p, order[i]));
+            fprintf(f, "]");
+        }
+        fprintf(f, "],\"strings\":[");
+        for (size_t k = 0; k < st.n; k++) {
+            fprintf(f, "%s", k ? "," : "");
+            js_string(f, st.s[k]);
+        }
+        fprintf(f, "]");
+    }
+    free(st.s);
+    free(st.slot);
+    return ok;
+}
+
+/* The data the script draws (the series, the peak, the capacity, the
+ * boundaries and the points). False when out of memory. */
+static bool chart_data(FILE *f, const struct dnnmem_result *r, const size_t *pt, size_t np)
+{
+    fprintf(f, "<script id=\"data\" type=\"application/json\">{\"series\":[");
+    for (int i = 0; i < N_SERIES; i++)
+        fprintf(f, "%s{\"name\":\"%s\",\"color\":\"%s\",\"used\":%s}", i ? "," : "",
+                series_name[order[i]], series_color[order[i]],
+                series_used(r, order[i]) ? "true" : "false");
+    uint64_t top = 0;
+    for (size_t c = 0; c < np; c++) {
+        uint64_t t = r->timeline[pt[c]].reserved + r->context_bytes;
+        top = t > top ? t : top;
+    }
+    size_t peak = peak_point(r);
+    fprintf(f, "],\"steps\":%zu,\"peak\":%zu,\"capacity\":%llu,\"total\":%llu,\"top\":%llu,",
+            r->n_timeline, peak, (unsigned long long)r->capacity_bytes,
+            (unsigned long long)r->total_bytes, (unsigned long long)top);
+    boundaries(f, r);
+    bool ok = points_json(f, r, pt, np);
+    fprintf(f, "}</script>\n");
+    return ok;
+}
+
+/* The chart's script (src/report/report.js, made a C string by the Makefile). */
+static const char report_js[] =
+#include "report_js.h"
+    ;
+
+int dnnmem_report_html_page(const struct dnnmem_result *r, const dnnmem_model *m,
+                            const struct dnnmem_page_info *pi, FILE *f)
+{
+    struct dnnmem_model_info info;
+    dnnmem_model_get_info(m, &info);
+    size_t np = 0, *pt = points_of(r, &np);
+    if (!pt)
+        return -1;
+    page_head(f, info.path);
+    headline(f, r, info.path);
+    meta(f, pi);
+    chart(f, r);
+    breakdown_table(f, r);
+    modules_table(f, r);
+    advice_list(f, r, pi);
+    live_and_assumptions(f, r);
+    bool ok = chart_data(f, r, pt, np);
+    free(pt);
+    if (!ok)
+        return -1;
+    fprintf(f, "<script>\n%s</script>\n</body></html>\n", report_js);
     return ferror(f) ? -1 : 0;
+}
+
+int dnnmem_report_html(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f)
+{
+    return dnnmem_report_html_page(r, m, NULL, f);
 }

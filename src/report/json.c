@@ -15,6 +15,23 @@ static json_t *tensor_json(const struct dnnmem_tensor_info *ti)
                      "producer_node", ti->producer_node, "producer_op", ti->producer_op);
 }
 
+/* The bytes at the peak by module scope (--by-module), each module's
+ * breakdown keyed as the result's (keys: the category keys). */
+static json_t *modules_json(const struct dnnmem_result *r, const char *const *keys)
+{
+    json_t *mods = json_array();
+    for (size_t k = 0; k < r->n_modules; k++) {
+        const struct dnnmem_module_info *mi = &r->modules[k];
+        json_t *bd = json_object();
+        for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
+            json_object_set_new(bd, keys[c], json_integer((json_int_t)mi->category_bytes[c]));
+        json_array_append_new(mods, json_pack("{s:s, s:I, s:I, s:o}", "name", mi->name,
+                                              "live_bytes", (json_int_t)mi->live_bytes, "tensors",
+                                              (json_int_t)mi->n_live, "breakdown", bd));
+    }
+    return json_pack("{s:i, s:o}", "depth", r->module_depth, "modules", mods);
+}
+
 int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f)
 {
     struct dnnmem_model_info info;
@@ -99,6 +116,8 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
                                       (json_int_t)r->capacity_bytes, "margin_bytes",
                                       (json_int_t)r->margin_bytes, "largest_component",
                                       keys[r->largest_category]));
+    if (root && r->n_modules)
+        json_object_set_new(root, "by_module", modules_json(r, keys));
     if (!root)
         return -1;
     int rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -380,6 +380,9 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
     if (!r->framework_version)
         goto oom;
     size_t n_live = live_at_peak(&b);
+    if (cfg->module_depth > 0 &&
+        !dm_result_modules(g, s, b.alive, cfg->module_depth, &b.box->arena, r))
+        goto oom;
     if (!top_tensors(&b, n_live, cfg->n_top_tensors) ||
         !copy_assumptions(&b, assumptions, n_assumptions))
         goto oom;

@@ -16,6 +16,47 @@ static void dims_str(const struct dnnmem_tensor_info *ti, char *buf, size_t cap)
         snprintf(buf + len, cap - len, "]");
 }
 
+/* The bytes at the peak by module scope (--by-module): a column per kind
+ * that holds anything at the peak, then the module's live bytes; the last
+ * row sums each column (the breakdown's categories). */
+static void modules_table(const struct dnnmem_result *r, FILE *f)
+{
+    static const char *const head[DNNMEM_CAT_COUNT] = {
+        [DNNMEM_CAT_WEIGHT] = "weights",     [DNNMEM_CAT_WORKSPACE] = "workspaces",
+        [DNNMEM_CAT_INPUT] = "inputs",       [DNNMEM_CAT_ACTIVATION] = "activations",
+        [DNNMEM_CAT_SAVED] = "saved",        [DNNMEM_CAT_GRADIENT] = "gradients",
+        [DNNMEM_CAT_OPTIMIZER] = "optimizer", [DNNMEM_CAT_TEMPORARY] = "temporaries",
+        [DNNMEM_CAT_KV_CACHE] = "kv cache"};
+    static const int order[DNNMEM_CAT_COUNT] = {
+        DNNMEM_CAT_WEIGHT,   DNNMEM_CAT_GRADIENT,  DNNMEM_CAT_OPTIMIZER,
+        DNNMEM_CAT_SAVED,    DNNMEM_CAT_ACTIVATION, DNNMEM_CAT_TEMPORARY,
+        DNNMEM_CAT_KV_CACHE, DNNMEM_CAT_INPUT,     DNNMEM_CAT_WORKSPACE};
+    int width = 12;
+    for (size_t k = 0; k < r->n_modules; k++) {
+        int len = (int)strlen(r->modules[k].name);
+        width = len > width ? (len < 60 ? len : 60) : width;
+    }
+    char b1[32];
+    fprintf(f, "by module at the peak (depth %d; requested bytes)\n  %-*s", r->module_depth, width,
+            "module");
+    for (int i = 0; i < DNNMEM_CAT_COUNT; i++)
+        if (r->category_bytes[order[i]])
+            fprintf(f, " %11s", head[order[i]]);
+    fprintf(f, " %11s\n", "live");
+    uint64_t live = 0;
+    for (size_t k = 0; k <= r->n_modules; k++) {
+        const struct dnnmem_module_info *mi = k < r->n_modules ? &r->modules[k] : NULL;
+        fprintf(f, "  %-*s", width, mi ? mi->name : "total");
+        for (int i = 0; i < DNNMEM_CAT_COUNT; i++)
+            if (r->category_bytes[order[i]]) {
+                uint64_t v = mi ? mi->category_bytes[order[i]] : r->category_bytes[order[i]];
+                fprintf(f, " %11s", v ? dm_format_bytes(v, b1) : "-");
+            }
+        live += mi ? mi->live_bytes : 0;
+        fprintf(f, " %11s\n", dm_format_bytes(mi ? mi->live_bytes : live, b1));
+    }
+}
+
 int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FILE *f)
 {
     struct dnnmem_model_info info;
@@ -113,6 +154,8 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
         fprintf(f, "    %12s  %-8s %-20s %s%s%s\n", dm_format_bytes(ti->allocated, b1), ti->dtype,
                 dims, ti->name, ti->producer_op[0] ? "  <- " : "", ti->producer_op);
     }
+    if (r->n_modules)
+        modules_table(r, f);
     return ferror(f) ? -1 : 0;
 }
 

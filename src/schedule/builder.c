@@ -91,3 +91,11 @@ int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k)
         return -1;
     return b->in_buf[k] >= 0 ? b->in_buf[k] : b->cur[n->in[k]];
 }
+
+enum dnnmem_status dm_refuse(struct dm_schedule *s, enum dm_refusal_kind kind, const char *name,
+                             const char *why, struct dnnmem_error *err)
+{
+    s->refusal = (struct dm_refusal){.kind = kind, .name = name, .why = why};
+    return dm_fail(err, DNNMEM_E_INTERNAL, "refusal %d found building the schedule has no check row",
+                   (int)kind);
+}

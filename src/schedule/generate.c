@@ -649,10 +649,8 @@ static enum dnnmem_status seq2seq_decode(struct dm_sb *b, struct dnnmem_error *e
         layers++;
     }
     int32_t logits = g->n_outputs ? g->outputs[0] : -1;
-    if (layers == 0 || logits < 0 || t[logits].rank != 3)
-        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
-                       "%s: --mode generate needs the decoder's cache (config use_cache true)",
-                       g->path);
+    if (layers == 0 || logits < 0 || t[logits].rank != 3) /* the check table's row says so */
+        return dm_refuse(b->s, DM_REFUSE_GEN_NO_DECODER_CACHE, NULL, NULL, err);
     int32_t *cur = malloc(2 * (size_t)layers * sizeof *cur);
     if (!cur)
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
@@ -1030,11 +1028,8 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
         c.layers++;
     }
     int32_t layers = c.layers, logits = g->n_outputs ? g->outputs[0] : -1;
-    if (layers == 0 || logits < 0 || t[logits].rank != 3)
-        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
-                       "%s: --mode generate needs a HuggingFace causal LM that returns its KV "
-                       "cache (config use_cache true)",
-                       g->path);
+    if (layers == 0 || logits < 0 || t[logits].rank != 3) /* the check table's row says so */
+        return dm_refuse(b->s, DM_REFUSE_GEN_NO_CACHE, NULL, NULL, err);
     /* a legacy tuple cache with --kv-dtype: refused by the check table
      * (src/estimate/check.c, DM_CHECK_SCHEDULE) */
     c.logits = logits;

@@ -309,8 +309,11 @@ out:
         dm_schedule_free(s);
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory scheduling '%s'", g->path);
     }
-    if (st != DNNMEM_OK)
+    if (st != DNNMEM_OK) { /* what the builder refused outlives the schedule */
+        struct dm_refusal refusal = s->refusal;
         dm_schedule_free(s);
+        s->refusal = refusal;
+    }
     return st;
 }
 

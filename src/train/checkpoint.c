@@ -22,7 +22,9 @@ static size_t name_prefix(const char *name, int k)
     return seen + 1 == k ? len : 0;
 }
 
-/* torch.utils.checkpoint segments, from the specs (include/dnnmem.h). */
+/* torch.utils.checkpoint segments, from the specs (include/dnnmem.h); a
+ * spec they cannot take is refused (dm_refuse: the check table's
+ * DM_CHECK_BUILT rows give the error). */
 enum dnnmem_status dm_checkpoint_segments(struct dm_sb *b, struct dnnmem_error *err)
 {
     struct dm_train *tr = b->train;
@@ -47,7 +49,7 @@ enum dnnmem_status dm_checkpoint_segments(struct dm_sb *b, struct dnnmem_error *
             char a[256];
             size_t la = (size_t)(dots - spec);
             if (la >= sizeof a)
-                return dm_fail(err, DNNMEM_E_USAGE, "--checkpoint %s: pattern too long", spec);
+                return dm_refuse(b->s, DM_REFUSE_CKPT_LONG, spec, NULL, err);
             memcpy(a, spec, la);
             a[la] = '\0';
             int32_t first = -1, last = -1;
@@ -60,9 +62,8 @@ enum dnnmem_status dm_checkpoint_segments(struct dm_sb *b, struct dnnmem_error *
             if (first >= 0 && last >= first) {
                 for (int32_t i = first; i <= last; i++)
                     if (tr->seg[i] >= 0)
-                        return dm_fail(err, DNNMEM_E_USAGE,
-                                       "--checkpoint %s overlaps another segment at node '%s'",
-                                       spec, g->nodes[i].name);
+                        return dm_refuse(b->s, DM_REFUSE_CKPT_OVERLAP, spec, g->nodes[i].name,
+                                         err);
                 for (int32_t i = first; i <= last; i++)
                     tr->seg[i] = tr->n_seg;
                 tr->seg_first[tr->n_seg] = first;
@@ -77,12 +78,11 @@ enum dnnmem_status dm_checkpoint_segments(struct dm_sb *b, struct dnnmem_error *
                 char *end;
                 every = strtol(colon + 1, &end, 10);
                 if (*end || every < 1 || every > 100000)
-                    return dm_fail(err, DNNMEM_E_USAGE,
-                                   "--checkpoint %s: ':K' must be a positive count", spec);
+                    return dm_refuse(b->s, DM_REFUSE_CKPT_EVERY, spec, NULL, err);
                 gl = (size_t)(colon - spec);
             }
             if (gl >= sizeof glob)
-                return dm_fail(err, DNNMEM_E_USAGE, "--checkpoint %s: pattern too long", spec);
+                return dm_refuse(b->s, DM_REFUSE_CKPT_LONG, spec, NULL, err);
             memcpy(glob, spec, gl);
             glob[gl] = '\0';
             int depth = 1;
@@ -126,10 +126,9 @@ enum dnnmem_status dm_checkpoint_segments(struct dm_sb *b, struct dnnmem_error *
                 prev_len = len;
             }
         }
-        if (tr->n_seg == before)
-            return dm_fail(err, DNNMEM_E_USAGE,
-                           "--checkpoint %s: no node of %s matches (node names look like '%s')",
-                           spec, g->path, nn ? g->nodes[nn / 2].name : "");
+        if (tr->n_seg == before) /* the check table's row says so */
+            return dm_refuse(b->s, DM_REFUSE_CKPT_UNMATCHED, spec, nn ? g->nodes[nn / 2].name : "",
+                             err);
     }
     return DNNMEM_OK;
 }

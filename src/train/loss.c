@@ -129,6 +129,12 @@ void dm_train_loss(struct dm_sb *b)
     struct dm_train *tr = b->train;
     const struct dm_graph *g = b->g;
     int32_t n_out = b->run->loss_all_outputs || b->run->loss == DNNMEM_LOSS_SUM ? g->n_outputs : 1;
+    /* a head's own loss over several outputs (ForQuestionAnswering's start
+     * and end logits), then divided by their count: one more scalar */
+    bool mean = b->run->loss == DNNMEM_LOSS_CE && !b->run->loss_all_outputs && g->loss_terms > 1 &&
+                g->loss_terms <= g->n_outputs;
+    if (mean)
+        n_out = g->loss_terms;
     int32_t logp[64], extra[64], self32[64];
     int32_t value = -1;
     enum dm_dtype dt = b->t[g->outputs[0]].dtype;
@@ -172,6 +178,11 @@ void dm_train_loss(struct dm_sb *b)
             dm_sb_unref(b, part);
             value = sum;
         }
+    }
+    if (mean && value >= 0) {
+        int32_t q = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, 4, -1, -1, "loss", 1);
+        dm_sb_unref(b, value);
+        value = q;
     }
     struct aux aux;
     aux_forward(b, &aux);

@@ -9,7 +9,8 @@
 
 static bool is_adam(enum dnnmem_optimizer o)
 {
-    return o == DNNMEM_OPT_ADAM || o == DNNMEM_OPT_ADAMW || o == DNNMEM_OPT_ADAMW_HF;
+    return o == DNNMEM_OPT_ADAM || o == DNNMEM_OPT_ADAMW || o == DNNMEM_OPT_ADAMW_HF ||
+           o == DNNMEM_OPT_ADAMW_FUSED;
 }
 
 /* Parameter-sized state buffers of torch.optim's optimizers (Adafactor and
@@ -20,7 +21,8 @@ static int state_count(enum dnnmem_optimizer o)
     case DNNMEM_OPT_SGD_MOMENTUM: return 1; /* momentum_buffer, a clone of the grad */
     case DNNMEM_OPT_ADAM:
     case DNNMEM_OPT_ADAMW:
-    case DNNMEM_OPT_ADAMW_HF: return 2;     /* exp_avg, exp_avg_sq (zeros_like) */
+    case DNNMEM_OPT_ADAMW_HF:
+    case DNNMEM_OPT_ADAMW_FUSED: return 2;  /* exp_avg, exp_avg_sq (zeros_like) */
     case DNNMEM_OPT_RMSPROP: return 1;      /* square_avg */
     case DNNMEM_OPT_ADAGRAD: return 1;      /* sum */
     case DNNMEM_OPT_SGD:
@@ -96,9 +98,12 @@ void dm_optimizer_state(struct dm_sb *b)
                         k ? "qmap_udynamic" : "qmap_dynamic", 1);
     /* Adam's and Adagrad's `step` is a 0-dim fp32 tensor on the CPU unless
      * capturable or fused (torch/optim/adam.py): host memory, so it counts
-     * only when the device is the CPU. */
+     * only when the device is the CPU. Fused, it is on the parameter's
+     * device, made before exp_avg (_init_group: torch.zeros((), device=
+     * p.device) when fused) */
     bool step_scalar = (opt == DNNMEM_OPT_ADAM || opt == DNNMEM_OPT_ADAMW ||
                         opt == DNNMEM_OPT_ADAGRAD) && !b->run->cuda;
+    bool step_first = opt == DNNMEM_OPT_ADAMW_FUSED;
     for (int32_t x = 0; x < g->n_tensors; x++) {
         if (!tr->param[x] || (tr->param_grad[x] < 0 && opt != DNNMEM_OPT_ADAGRAD))
             continue;
@@ -106,6 +111,8 @@ void dm_optimizer_state(struct dm_sb *b)
             adafactor_state(b, x);
         if (opt == DNNMEM_OPT_ADAM8BIT)
             adam8bit_state(b, x);
+        if (step_first)
+            dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, DM_FLOAT, 4, x, -1, "step", 1);
         for (int k = 0; k < nstate; k++)
             dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, t[x].dtype, t[x].bytes, x, -1,
                         opt == DNNMEM_OPT_SGD_MOMENTUM ? "momentum_buffer"
@@ -145,8 +152,11 @@ void dm_optimizer_step(struct dm_sb *b)
      * Adafactor, per parameter: update = grad**2 + eps (two made, the first
      * freed), the factored estimate (or exp_avg_sq.rsqrt()) replacing it,
      * then p.add_(-update): never more than two live. Adam8bit: one fused
-     * kernel per parameter, no temporaries. */
-    int temps = adam || opt == DNNMEM_OPT_ADAFACTOR                        ? 2
+     * kernel per parameter, no temporaries. Fused AdamW: _foreach_add_ on
+     * the steps, then torch._fused_adamw_ updates every tensor in place
+     * (adam.py, _fused_adam): none. */
+    int temps = opt == DNNMEM_OPT_ADAMW_FUSED                              ? 0
+                : adam || opt == DNNMEM_OPT_ADAFACTOR                      ? 2
                 : opt == DNNMEM_OPT_RMSPROP || opt == DNNMEM_OPT_ADAGRAD ||
                           opt == DNNMEM_OPT_ADAMW_HF                       ? 1
                                                                            : 0;

@@ -105,15 +105,8 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
                 tr->rg[n->out[k]] = true;
     }
     DM_TRY(dm_checkpoint_segments(b, err));
-    if (g->n_outputs < 1 || !tr->rg[g->outputs[0]])
-        return dm_fail(err, DNNMEM_E_USAGE,
-                       "%s: the first output does not depend on any trainable parameter; "
-                       "nothing to train%s",
-                       g->path,
-                       g->quant_method ? " (no grad passes through the quantized layers' "
-                                         "kernels: adapt the layers after the last adapted one, "
-                                         "or for gptq set use_exllama false)"
-                                       : "");
+    if (g->n_outputs < 1 || !tr->rg[g->outputs[0]]) /* the check table's row says so */
+        return dm_refuse(b->s, DM_REFUSE_NOTHING_TO_TRAIN, NULL, NULL, err);
     /* The loss target lives from before the first step, like the input batch. */
     int32_t out0 = g->outputs[0];
     const struct dm_tinfo *o = &t[out0];

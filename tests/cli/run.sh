@@ -70,6 +70,42 @@ expect 4 "--transformers 4.39 is not modelled: dnnmem builds transformers 4.40 t
     estimate $M/hf/gpt2.json --transformers 4.39
 expect 4 "--transformers 5.30 is not modelled" -- estimate $M/hf/gpt2.json --transformers 5.30
 expect 0 "transformers   5.24" -- estimate $M/hf/gpt2.json --transformers 5.24 -s 8
+# a config's defaults: the newest release (printed), its torch_dtype, the Trainer's AdamW
+expect 0 "the newest release modelled" -- estimate $M/hf/gpt2.json -s 8
+expect 0 "bf16: the config's torch_dtype bfloat16" -- estimate $M/hf/tiny-granite.json -s 8
+expect 0 "adamw: the Trainer's default" -- estimate $M/hf/tiny-olmo2.json -s 8 --mode train
+expect 0 "adamw-fused (torch.optim.AdamW(fused=True)): the Trainer's default" -- \
+    estimate $M/hf/tiny-olmo2.json -s 8 --mode train --framework pytorch@2.8
+# stated, it is no default: printed without [default]
+if ! "$D" estimate $M/hf/tiny-olmo2.json -s 8 --mode train --optimizer sgd-momentum |
+    grep -q '^  optimizer      sgd-momentum$'; then
+    echo "FAIL: --optimizer sgd-momentum on a HuggingFace config is not printed as stated"
+    fail=$((fail + 1))
+fi
+expect 0 "optimizer      sgd-momentum  [default]" -- estimate $M/fixtures/resnet50.onnx --mode train
+# the encoder heads; multiple choice's input needs its choices
+expect 0 "(start_loss + end_loss) / 2" -- \
+    estimate $M/hf/bert-large-uncased-whole-word-masking-finetuned-squad.json -s 64 --mode train
+expect 2 "dim 'choices' (axis 1 of input 'input_ids') is not bound" -- \
+    estimate tests/validation/hf-small/small-roberta-base-MultipleChoice.json -s 16
+expect 0 "dims.choices   4 (--dim)" -- \
+    estimate tests/validation/hf-small/small-roberta-base-MultipleChoice.json -s 16 --dim choices=4
+# a decoder's sequence classification without pad_token_id: a batch of 1, as transformers
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+d["architectures"] = ["LlamaForSequenceClassification"]; d.pop("pad_token_id", None)
+json.dump(d, open(sys.argv[2], "w"))' $M/hf/tiny-llama-gqa.json "$T/seqcls.json"
+expect 4 "a ForSequenceClassification head without pad_token_id takes a batch of 1" -- \
+    estimate "$T/seqcls.json" -b 2 -s 16
+expect 0 "LlamaForSequenceClassification's CrossEntropyLoss" -- \
+    estimate "$T/seqcls.json" -s 16 --mode train
+# no PEFT default targets for the later families
+expect 2 "PEFT has no default target_modules for model_type 'starcoder2'" -- \
+    estimate $M/hf/tiny-starcoder2.json -s 8 --mode train --lora-r 8
+expect 2 "PEFT has no default target_modules for model_type 'qwen3_moe'" -- \
+    estimate $M/hf/tiny-qwen3-moe.json -s 8 --mode train --lora-r 8
+# PEFT's default for phi is q_proj, v_proj, fc1, fc2 (peft/utils/constants.py)
+expect 0 "targets q_proj,v_proj,fc1,fc2 (PEFT's default for the model type)" -- \
+    estimate $M/hf/tiny-phi.json -s 8 --mode train --lora-r 8
 
 # corrupt files
 head -c 3000 $M/fixtures/resnet50.onnx >"$T/truncated.onnx"
@@ -200,6 +236,50 @@ check_schema "$T/t.json" "training JSON with a verdict"
 check_schema "$T/g.json" "generation JSON (kv_cache, decode phase)"
 "$D" estimate $M/capture/tiny-train.dnnmem --gpu A100-80GB --json >"$T/c.json"
 check_schema "$T/c.json" "a captured step's JSON (docs/capture-format.md)"
+# --by-module (src/report/modules.c): the table in the text, JSON's by_module against the
+# schema, each category summed over the modules the breakdown's; a sweep's text has no room
+"$D" estimate $M/hf/tiny-llama-gqa.json -b 2 --prompt-len 16 --mode generate --new-tokens 40 \
+    --by-module --json >"$T/gm.json"
+check_schema "$T/gm.json" "generation JSON with by_module"
+"$D" estimate $M/fixtures/resnet50.onnx -b 4 --mode train --optimizer adam --by-module-depth 3 \
+    --json >"$T/tm.json"
+check_schema "$T/tm.json" "training JSON with by_module"
+for j in gm tm; do
+    if "$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1])); mods = d["by_module"]["modules"]
+for k in mods[0]["breakdown"]:
+    assert sum(m["breakdown"][k] for m in mods) == d["breakdown"][k], k
+for m in mods:
+    assert sum(m["breakdown"].values()) == m["live_bytes"], m["name"]
+assert sys.argv[2] != "gm" or any(m["name"] == "/model/layers.0" and m["breakdown"]["kv_cache"] > 0 for m in mods)
+assert sys.argv[2] != "tm" or (d["by_module"]["depth"] == 3 and mods[3]["name"] == "/layer1/layer1.0/conv1")' \
+        "$T/$j.json" "$j"; then
+        pass=$((pass + 1))
+    else
+        echo "FAIL: $j.json: by_module does not add up to the breakdown"
+        fail=$((fail + 1))
+    fi
+done
+expect 0 "by module at the peak (depth 2; requested bytes)" -- estimate $M/fixtures/resnet50.onnx \
+    -b 4 --mode train --by-module
+expect 0 "  /layer1/layer1.0  " -- estimate $M/fixtures/resnet50.onnx -b 4 --mode train --by-module
+# a captured step's parameters (read by no node) in the scope their names name
+expect 0 "  fc              4.00 KiB    4.00 KiB" -- estimate $M/capture/tiny-train.dnnmem --by-module
+# GPT-2's attn.bias and masked_bias buffers (4.x; 5.x has none), which no node reads, in
+# their layer's attn
+expect 0 "  /transformer/h.0/attn    1.25 MiB  192.00 KiB" -- estimate $M/hf/tiny-gpt2.json -b 2 -s 32 \
+    --transformers 4.51 --by-module-depth 3
+expect 2 "--by-module-depth 0: expected 1..64" -- estimate $M/fixtures/resnet50.onnx --by-module-depth 0
+expect 2 "--by-module: one estimate at a time, not a sweep or --csv" -- \
+    estimate $M/fixtures/resnet50.onnx -b 4,8 --by-module
+# --report computes the table for its page; the text does not show it unless asked
+"$D" estimate $M/fixtures/resnet50.onnx -b 4 --report "$T/r.html" >"$T/r.txt"
+if ! grep -q "by module" "$T/r.txt" && grep -q 'id="modules"' "$T/r.html"; then
+    pass=$((pass + 1))
+else
+    echo "FAIL: --report: the module table belongs in the page only"
+    fail=$((fail + 1))
+fi
 # the capture file itself against its schema (docs/schema/capture.schema.json)
 if "$PY" -c 'import json, sys, jsonschema
 jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' \
@@ -214,7 +294,7 @@ fi
 G=$M/hf/tiny-llama-gqa.json
 expect 0 "lora           rank 8, alpha 16, dropout 0.05, targets q_proj,k_proj" -- estimate $G -s 16 \
     --mode train --lora-r 8 --lora-alpha 16 --lora-dropout 0.05 --lora-targets q_proj,k_proj
-expect 0 "targets PEFT's default for the architecture" -- estimate $G -s 16 --mode train --lora-r 4
+expect 0 "targets q_proj,v_proj (PEFT's default for the model type)" -- estimate $G -s 16 --mode train --lora-r 4
 expect 2 "--lora-r 0: expected a rank in 1..1048576" -- estimate $G -s 16 --mode train --lora-r 0
 expect 2 "--lora-dropout 1.5: expected a probability in [0, 1)" -- estimate $G -s 16 --mode train \
     --lora-r 4 --lora-dropout 1.5
@@ -250,13 +330,13 @@ expect 2 "drop --checkpoint, or use --kbit-prep-no-gc with it" -- estimate $G -s
 expect 4 "--kbit-prep with --attn flash" -- estimate $G -s 16 --mode train --quant nf4 --lora-r 8 \
     --kbit-prep --attn flash --precision bf16
 expect 4 "ALBERT does not support gradient checkpointing" -- estimate $M/hf/albert-base-v2.json -s 16 \
-    --mode train --quant nf4 --lora-r 8 --kbit-prep
+    --mode train --quant nf4 --lora-r 8 --lora-targets query,value --kbit-prep
 expect 4 "quantized linear layers on the CPU are not modelled" -- estimate $G -s 16 --quant int8 \
     --device cpu
 expect 0 "optimizer      adafactor" -- estimate $G -s 16 --mode train --optimizer adafactor
 expect 0 "optimizer      adam8bit (bitsandbytes, blockwise)" -- estimate $G -s 16 --mode train \
     --optimizer adam8bit
-expect 2 "--optimizer lion: expected sgd-momentum, sgd, adam, adamw, rmsprop, adagrad, adamw-hf" -- \
+expect 2 "--optimizer lion: expected sgd-momentum, sgd, adam, adamw, adamw-fused, rmsprop, adagrad, adamw-hf" -- \
     estimate $G -s 16 --mode train --optimizer lion
 
 # generation (HuggingFace causal LMs)
@@ -273,12 +353,13 @@ expect 4 "--mode generate needs a HuggingFace causal LM" -- estimate $M/hf/bert-
     -s 16 --mode generate --new-tokens 4
 # GPT-2: transformers 4.51's legacy tuple cache (no Cache class, so no --kv-dtype)
 expect 0 "with the legacy tuple cache, no Cache class (GPT-2, BioGPT)" -- estimate \
-    $M/hf/tiny-gpt2.json -s 16 --mode generate --new-tokens 4
+    $M/hf/tiny-gpt2.json -s 16 --mode generate --new-tokens 4 --transformers 4.51
 # BioGPT: the same in 4.51 (BART's attention on the past_key_value tuple), every position's logits
 expect 0 "the legacy tuple cache, no Cache class (GPT-2, BioGPT) (transformers 4.51): a prefill of the prompt (seq) keeping every position's logits" \
-    -- estimate $M/hf/biogpt.json -s 16 --mode generate --new-tokens 4
+    -- estimate $M/hf/biogpt.json -s 16 --mode generate --new-tokens 4 --transformers 4.51
 expect 4 "--kv-dtype needs a Cache class; transformers 4.51 keeps this model's legacy tuple cache" -- \
-    estimate $M/hf/tiny-gpt2.json -s 16 --mode generate --new-tokens 4 --kv-dtype fp16
+    estimate $M/hf/tiny-gpt2.json -s 16 --mode generate --new-tokens 4 --kv-dtype fp16 \
+    --transformers 4.51
 # T5: the encoder once, the decoder from one token (no --dim target_seq, no --kv-dtype)
 expect 0 "generate: greedy model.generate() of an encoder-decoder (transformers 4.51)" -- \
     estimate $M/hf/tiny-t5.json -b 2 -s 16 --mode generate --new-tokens 4
@@ -297,7 +378,7 @@ expect 0 "num_beams      4: _beam_search" -- estimate $G -b 2 -s 16 --mode gener
 expect 0 "eos_token      none: every beam runs all 4 forwards" -- estimate $G -s 16 \
     --mode generate --new-tokens 4 --num-beams 2
 expect 0 "the legacy tuple rebuilt whole" -- estimate $M/hf/tiny-gpt2.json -s 16 --mode generate \
-    --new-tokens 4 --num-beams 2
+    --new-tokens 4 --num-beams 2 --transformers 4.51
 expect 0 "generate: beam-search model.generate()" -- estimate $G -s 16 --mode generate \
     --new-tokens 4 --num-beams 2
 expect 0 "top_k          50, GenerationConfig's default" -- estimate $G -s 16 --mode generate \
@@ -418,8 +499,8 @@ expect 3 "tensor 'transformer.h.0.attn.c_attn.qweight' is F16 in the checkpoint,
     estimate "$T/gq" -s 64
 printf '\377\377\377\000\000\000\000\000{}' >"$T/g2st/model.safetensors"
 expect 3 "model.safetensors: header length 16777215 does not fit the file" -- estimate "$T/g2st" -s 64
-# a bf16 checkpoint still loads as float32 by default, and the line says so
-expect 0 "float32, as from_pretrained without torch_dtype loads a bfloat16 checkpoint (--precision bf16" -- \
+# a bf16 checkpoint loads as bf16 by default (its torch_dtype), and the line names 4.x's float32
+expect 0 "bf16: the config's torch_dtype bfloat16, as from_pretrained(torch_dtype=\"auto\") and transformers 5 load it (transformers 4.x without torch_dtype loads float32: --precision fp32)" -- \
     estimate $H/Llama-3.2-1B-Instruct.json -s 8
 # attention implementation: transformers' choice by PyTorch version, or --attn
 expect 0 "attention      sdpa: F.scaled_dot_product_attention" -- estimate $H/gpt2.json -s 8
@@ -443,7 +524,7 @@ expect 2 "--attn flash: FlashAttention-2 runs in fp16/bf16 only" -- \
 expect 2 "--attn flash: FlashAttention-2 needs compute capability 8.0" -- \
     estimate $H/tiny-llama-gqa.json -s 64 --attn flash --precision bf16 --gpu T4
 expect 4 "--attn flash: transformers 4.51's BioGPT has no flash_attention_2" -- \
-    estimate $H/biogpt.json -s 8 --attn flash --precision fp16
+    estimate $H/biogpt.json -s 8 --attn flash --precision fp16 --transformers 4.51
 expect 0 "flash_attention_2: flash-attn's flash_attn_func" -- \
     estimate $H/biogpt.json -s 8 --attn flash --precision fp16 --transformers 4.52
 expect 4 "flash_attention_2 for model_type 'bert' is not modelled" -- \
@@ -452,11 +533,13 @@ expect 0 "flash_attention_2: flash-attn's flash_attn_func" -- \
     estimate $H/opt-125m.json -s 8 --attn flash --precision fp16
 expect 0 "flash_attention_2: flash-attn's flash_attn_func" -- \
     estimate $H/gpt2.json -s 8 --attn flash --precision fp16
-# the transformers release: 4.51 by default; 5.x loads a bf16 config in bf16 and
+# the transformers release: 5.24, the newest modelled, by default; a bf16 config runs
+# in bf16 (its torch_dtype) in every release unless --precision says otherwise; 5.x
 # passes grouped keys/values to sdpa (enable_gqa): the math kernel in float32
-expect 0 "transformers   4.51 (its modelling code" -- estimate $H/Qwen3-0.6B.json -s 64
-expect 0 "precision      bf16: transformers 5.17 loads the config's dtype bfloat16" -- \
-    estimate $H/Qwen3-0.6B.json -s 64 --transformers 5.17
+expect 0 "transformers   5.24 (its modelling code, as the HuggingFace front end builds it; the newest release modelled)" -- \
+    estimate $H/Qwen3-0.6B.json -s 64
+expect 0 "precision      bf16: the config's torch_dtype bfloat16" -- \
+    estimate $H/Qwen3-0.6B.json -s 64 --transformers 4.51
 expect 0 "precision      as the model: float32" -- \
     estimate $H/Qwen3-0.6B.json -s 64 --transformers 5.17 --precision fp32
 expect 0 "cuDNN attention for fp16/bf16 (PyTorch 2.11+ on sm90/sm100" -- \

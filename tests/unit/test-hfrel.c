@@ -71,6 +71,7 @@ static void expect_refusal(const char *path, struct dnnmem_config *cfg, enum dnn
 static void train_cfg(struct dnnmem_config *cfg, int64_t b, int64_t s)
 {
     dnnmem_config_init(cfg);
+    cfg->transformers_version = 451; /* the release the values below are worked for */
     cfg->mode = DNNMEM_MODE_TRAIN;
     cfg->batch_size = b;
     cfg->seq_len = s;
@@ -142,7 +143,14 @@ static void load_graph(struct dm_graph *g, const char *name, bool sdpa,
     dm_graph_init(g);
     g->path = name;
     struct dnnmem_error err;
-    if (dm_load_hf(g, (const uint8_t *)json, size, sdpa, cfg, &err) != DNNMEM_OK)
+    /* the run built for (dm_hf_env): the options' releases and GPU, else
+     * PyTorch 2.6, transformers 4.51, sm80, PEFT's lora_alpha 8 */
+    struct dm_hf_env env = {.torch = cfg->torch_version ? cfg->torch_version : 206,
+                            .transformers = cfg->transformers_version ? cfg->transformers_version
+                                                                      : 451,
+                            .cc = cfg->compute_capability ? cfg->compute_capability : 80,
+                            .lora_alpha = cfg->lora.alpha > 0 ? cfg->lora.alpha : 8};
+    if (dm_load_hf(g, (const uint8_t *)json, size, sdpa, cfg, &env, &err) != DNNMEM_OK)
         fail_msg("load %s: %s", name, err.message);
 }
 
@@ -249,6 +257,7 @@ static void test_matmul_fold(void **state)
     (void)state;
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
+    cfg.transformers_version = 451;
     struct dm_graph g;
     load_graph(&g, "tiny-gpt2.json", false, &cfg);
     for (int64_t batch = 1; batch <= 2; batch++) {
@@ -318,6 +327,7 @@ static void test_keep_outputs(void **state)
     /* inference: the second forward runs while the first's logits and
      * presents are held: its peak is theirs higher */
     dnnmem_config_init(&cfg);
+    cfg.transformers_version = 451;
     cfg.batch_size = 2;
     cfg.seq_len = 64;
     cfg.attn = DNNMEM_ATTN_EAGER;

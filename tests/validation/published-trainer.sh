@@ -15,7 +15,8 @@ echo "BERT-large (BertForSequenceClassification), HF Trainer, seq 512, V100-16GB
 printf '%-26s %9s %9s %7s\n' "" measured estimated error
 grep -v '^#' tests/validation/published-trainer.csv | while IFS=';' read -r title flags mib why; do
     # shellcheck disable=SC2086
-    total=$("$D" estimate "$T/bert-large.json" -s 512 --mode train --attn eager \
+    # transformers ~4.16 is not modelled: 4.51, the oldest release that is
+    total=$("$D" estimate "$T/bert-large.json" -s 512 --mode train --attn eager --transformers 4.51 \
         --framework pytorch@1.10 --cuda 11.2 --compute-capability 7.0 $flags --json |
         sed -n 's/.*"total_bytes": *\([0-9]*\).*/\1/p')
     if [ -z "$total" ]; then

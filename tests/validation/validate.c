@@ -156,6 +156,13 @@ int main(int argc, char **argv)
             cfg.temperature = json_number_value(json_object_get(row, "temperature"));
         }
         cfg.optimizer = opt && strcmp(opt, "adam") == 0 ? DNNMEM_OPT_ADAM : DNNMEM_OPT_SGD_MOMENTUM;
+        /* what was measured, stated: not a HuggingFace config's defaults (its
+         * torch_dtype, the Trainer's AdamW, the newest release); the HF rows
+         * are tools/hf_torch.py's, written after transformers 4.51 */
+        cfg.optimizer_set = cfg.precision_set = true;
+        size_t plen = strlen(path);
+        if (plen > 5 && strcmp(path + plen - 5, ".json") == 0)
+            cfg.transformers_version = 451;
         cfg.loss = strcmp(model, "bert_encoder") == 0 ? DNNMEM_LOSS_SUM : DNNMEM_LOSS_CE;
         /* aux-loss: F.cross_entropy(main) + 0.4 * F.cross_entropy(aux) */
         cfg.loss_all_outputs = variant && strcmp(variant, "aux-loss") == 0;

@@ -138,6 +138,16 @@ def transformers_release(results):
         return None
 
 
+def config_precision(model):
+    """--precision for the dtype a config states (torch_dtype, or dtype from transformers 5),
+    float32 when it states none."""
+    try:
+        d = json.load(open(model))
+    except (OSError, ValueError):  # an ONNX file: float32
+        return "fp32"
+    return PRECISION.get(d.get("dtype") or d.get("torch_dtype") or "float32", "fp32")
+
+
 def model_type(model):
     return json.load(open(model)).get("model_type")
 
@@ -167,12 +177,15 @@ def flags(rec, model, transformers=None):
     # the model as built: float32 before transformers 5, the config's dtype after;
     # measure_hf.py records the parameters' dtype (float32 for fp32 and amp-*)
     prec = rec.get("precision", "fp32")
-    if "param_dtype" in rec and not prec.startswith("amp-"):
-        a += ["--precision", PRECISION.get(rec["param_dtype"], prec)]
-    elif prec != "fp32":
-        a += ["--precision", prec]
     if rec.get("transformers") and rec.get("source", "hf") == "hf":
         transformers = ".".join(rec["transformers"].split(".")[:2])
+    if "param_dtype" in rec and not prec.startswith("amp-"):
+        a += ["--precision", PRECISION.get(rec["param_dtype"], prec)]
+    elif prec == "fp32" and transformers and int(transformers.split(".")[0]) >= 5:
+        # stated, not dnnmem's default: what transformers 5 built, the config's dtype
+        a += ["--precision", config_precision(model)]
+    else:
+        a += ["--precision", prec]
     if transformers and rec.get("source", "hf") == "hf":
         a += ["--transformers", transformers]
     if rec["mode"] == "train":

@@ -14,12 +14,20 @@ its own forked child, killed after --timeout seconds (the row is then recorded w
 "status": "timeout"), and no new configuration starts after --deadline seconds.
 
 What is measured (the definitions of tools/measure_cpu.py, tests/validation/README.md):
-  * the model: AutoModelForCausalLM.from_config(config, attn_implementation=ATTN) after
-    torch.manual_seed(0) (random weights, nothing downloaded), built in float32 and, for
-    bf16 rows, converted by model.to(torch.bfloat16) (dnnmem's --precision bf16), or, for
-    rows with "load": "torch_dtype" (releases before 4.51), built with torch_dtype=bfloat16
-    as from_pretrained(torch_dtype=...) loads (float32 buffers made with .float() stay so);
-    input_ids and targets int64 [batch, seq] uniform in [0, vocab) after manual_seed(1);
+  * the model: the class dnnmem builds for the config, AutoModelForCausalLM.from_config
+    for a causal LM, else the class its `architectures` names (BertModel,
+    RobertaForMaskedLM, AlbertForSequenceClassification, DistilBertForMaskedLM,
+    T5ForConditionalGeneration, ViTForImageClassification; _from_config), with
+    attn_implementation=ATTN after torch.manual_seed(0) (random weights, nothing
+    downloaded), built in float32 and, for bf16 rows, converted by
+    model.to(torch.bfloat16) (dnnmem's --precision bf16), or, for rows with "load":
+    "torch_dtype" (releases before 4.51), built with torch_dtype=bfloat16 as
+    from_pretrained(torch_dtype=...) loads (float32 buffers made with .float() stay so);
+  * inputs after manual_seed(1) (rows.kind): input_ids int64 [batch, seq] uniform in
+    [0, vocab); T5 also decoder_input_ids = model._shift_right(labels [batch,
+    target_seq]); ViT pixel_values float32 [batch, channels, image, image] (the model
+    casts them to its dtype).  Targets: class ids for dnnmem's --loss ce of the first
+    output (inputs());
   * bytes_before: the distinct storages of every live torch.Tensor (gc scan) just before
     profiling: parameters, buffers, inputs, targets (bytes_before_unaccounted must be 0);
   * the curve: inside torch.profiler.profile(activities=[CPU], profile_memory=True), every
@@ -33,19 +41,33 @@ What is measured (the definitions of tools/measure_cpu.py, tests/validation/READ
     operator that made it: "top_live_at_peak" in the detail file;
   * training (2 iterations): opt.zero_grad() (set_to_none=True, torch 2.x's default) ->
     out = model(input_ids) (use_cache as the config says: the output holds the cache) ->
-    loss = F.cross_entropy(out.logits.float().view(B*S, V), target.view(B*S)) (dnnmem's
-    --loss ce on an HF causal LM: ForCausalLMLoss's logits.float(), no shift) ->
+    loss = F.cross_entropy(out[0].float() flattened to [-1, last], targets) (dnnmem's
+    --loss ce on an HF causal LM: ForCausalLMLoss's logits.float(), no shift; the other
+    models' first output as it is, as their own CrossEntropyLoss takes it) ->
     loss.backward() -> opt.step() -> del out, loss.  model.train().  SGD lr 0.01 momentum
     0.9, Adam lr 1e-3 (foreach None: the single-tensor path on CPU tensors);
   * inference: model.eval(), torch.no_grad(), out = model(input_ids), del out;
   * generate: model.generate(input_ids, max_new_tokens=N, do_sample=False) with eos and pad
     tokens unset (every row runs N forwards), under its own no_grad, model.eval();
+    sampling rows pass do_sample=True and every warper (top_k, top_p, temperature), beam
+    rows num_beams (early_stopping False, length_penalty 1);
   * lora rows: peft.get_peft_model(model, LoraConfig(r, lora_alpha, lora_dropout,
-    task_type="CAUSAL_LM")) with PEFT's default target modules (recorded with peft's version);
+    task_type="CAUSAL_LM", "SEQ_2_SEQ_LM" for T5, none for the encoders)) with PEFT's
+    default target modules, or rows.LORA_EXPLICIT's where PEFT has none (recorded with
+    peft's version);
   * keep_outputs rows (dnnmem --keep-outputs): no `del out, loss` between the iterations, so
     the previous step's outputs live until `out = model(x)` rebinds the name (inference: a
     second forward while the first's outputs are held);
-  * torch.set_num_threads(1) (dnnmem --cpu-threads 1).
+  * torch.set_num_threads(1) (dnnmem --cpu-threads 1);
+  * --archs: the later families' rows (rows.make_arch_rows: granite, olmo2, starcoder2),
+    measured as the causal LMs above;
+  * --heads: the encoder heads' rows (rows.make_head_rows): AutoModel<head>.from_config
+    (the head the config's architectures names), input_ids [batch, seq] ([batch, choices,
+    seq] for ForMultipleChoice); training calls model(input_ids, <labels>) and backpropagates
+    the model's own loss (out.loss: question answering's (start + end) / 2 against
+    start_positions and end_positions [batch], token classification's labels [batch, seq],
+    sequence classification's and multiple choice's labels [batch]), the labels made with
+    the inputs (uniform, after manual_seed(1)).
 """
 
 import argparse
@@ -126,20 +148,39 @@ def config(row):
     return conf
 
 
+def model_class(row, conf):
+    """The class dnnmem builds for the config: a --heads row's AutoModel<head>, a causal LM's
+    AutoModelForCausalLM, else the head its `architectures` names (BertModel, ...)."""
+    if row.get("head"):
+        return getattr(transformers, "AutoModel" + row["head"])
+    if rowdefs.kind(row["model_type"]) == "causal":
+        return transformers.AutoModelForCausalLM
+    return getattr(transformers, conf.architectures[0])
+
+
 def build(row):
     conf = config(row)
     torch.manual_seed(0)
+    cls = model_class(row, conf)
     made = torch.bfloat16 if row.get("load") == "torch_dtype" else torch.float32
-    model = transformers.AutoModelForCausalLM.from_config(
-        conf, attn_implementation=row["attn"], **{rowdefs.dtype_kw(transformers.__version__):
-                                                  made})
+    kw = {rowdefs.dtype_kw(transformers.__version__): made}
+    if cls.__name__.startswith("AutoModel"):
+        model = cls.from_config(conf, attn_implementation=row["attn"], **kw)
+    else:
+        model = cls._from_config(conf, attn_implementation=row["attn"], **kw)
     if row["precision"] == "bf16" and made != torch.bfloat16:
         model = model.to(torch.bfloat16)
     if row.get("lora"):  # PEFT's defaults for the model_type's target modules
         import peft
         lc = row["lora"]
-        model = peft.get_peft_model(model, peft.LoraConfig(
-            r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"], task_type="CAUSAL_LM"))
+        task = dict(causal="CAUSAL_LM", seq2seq="SEQ_2_SEQ_LM").get(
+            rowdefs.kind(row["model_type"]))
+        kw = dict(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"], task_type=task)
+        try:
+            model = peft.get_peft_model(model, peft.LoraConfig(**kw))
+        except ValueError:  # PEFT has no default target modules for this model_type
+            model = peft.get_peft_model(model, peft.LoraConfig(
+                target_modules=rowdefs.LORA_EXPLICIT[row["model_type"]], **kw))
     return model, conf
 
 
@@ -158,6 +199,71 @@ def op_label(node):
                              if len(names) > 3 else names)
 
 
+def inputs(row, conf, model, train):
+    """(the model's first input, the loss's targets or None, the other keyword inputs).
+    Targets are class ids for dnnmem's --loss ce of the first output: token ids [B, S]
+    for a causal or masked LM, [B, T] labels for T5 (decoder_input_ids =
+    model._shift_right(labels), as T5ForConditionalGeneration makes them), [B, hidden]
+    ids for a base model's last_hidden_state, [B] labels for a classifier."""
+    b, k = row["batch"], rowdefs.kind(row["model_type"])
+    if k == "image":
+        n = conf.image_size
+        x = torch.randn(b, conf.num_channels, n, n)
+        y = torch.randint(0, conf.num_labels, (b,), dtype=torch.long) if train else None
+        return x, y, {}
+    s, v = row["seq"], conf.vocab_size
+    x = torch.randint(0, v, (b, s), dtype=torch.long)
+    if k == "seq2seq":
+        if row["mode"] == "generate":
+            return x, None, {}
+        t = row["target_seq"]
+        labels = torch.randint(0, v, (b, t), dtype=torch.long)
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        dec = base._shift_right(labels)
+        return x, (labels if train else None), dict(decoder_input_ids=dec)
+    if not train:
+        return x, None, {}
+    arch = conf.architectures[0] if k == "encoder" else ""
+    if arch.endswith("ForSequenceClassification"):
+        y = torch.randint(0, conf.num_labels, (b,), dtype=torch.long)
+    elif arch.endswith("Model"):
+        y = torch.randint(0, getattr(conf, "hidden_size", getattr(conf, "dim", 0)), (b, s),
+                          dtype=torch.long)
+    else:
+        y = torch.randint(0, v, (b, s), dtype=torch.long)
+    return x, y, {}
+
+
+def head_inputs(row, conf, train):
+    """A --heads row's input_ids ([B, S], [B, choices, S] for ForMultipleChoice), no targets
+    (the head computes its own loss) and, in training, the labels its forward takes."""
+    v, b, s = conf.vocab_size, row["batch"], row["seq"]
+    head = row["head"]
+    x = torch.randint(0, v, (b, row["choices"], s) if row.get("choices") else (b, s),
+                      dtype=torch.long)
+    labels = {}
+    if train and head == "ForQuestionAnswering":
+        labels = dict(start_positions=torch.randint(0, s, (b,), dtype=torch.long),
+                      end_positions=torch.randint(0, s, (b,), dtype=torch.long))
+    elif train and head == "ForTokenClassification":
+        labels = dict(labels=torch.randint(0, conf.num_labels, (b, s), dtype=torch.long))
+    elif train and head == "ForSequenceClassification":
+        labels = dict(labels=torch.randint(0, conf.num_labels, (b,), dtype=torch.long))
+    elif train and head == "ForMultipleChoice":
+        labels = dict(labels=torch.randint(0, row["choices"], (b,), dtype=torch.long))
+    return x, None, labels
+
+
+def gen_kwargs(row):
+    """model.generate's keywords: greedy, sampling (the row's warpers, explicit) or beams."""
+    kw = dict(max_new_tokens=row["new_tokens"], min_new_tokens=None, do_sample=False)
+    if row.get("sample"):
+        kw.update(row["sample"])
+    if row.get("num_beams"):
+        kw.update(num_beams=row["num_beams"], early_stopping=False, length_penalty=1.0)
+    return kw
+
+
 def run(row):
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
@@ -165,36 +271,41 @@ def run(row):
     train = row["mode"] == "train"
     model.train(train)
     torch.manual_seed(1)
-    v, b, s = conf.vocab_size, row["batch"], row["seq"]
-    x = torch.randint(0, v, (b, s), dtype=torch.long)
-    y = torch.randint(0, v, (b, s), dtype=torch.long) if train else None
+    head = row.get("head")
+    if head:
+        x, y, extra = head_inputs(row, conf, train)
+    else:
+        x, y, extra = inputs(row, conf, model, train)
     opt = None
     if row.get("optimizer") == "sgd-momentum":
         opt = torch.optim.SGD(model.parameters(), lr=SGD_LR, momentum=SGD_MOMENTUM)
     elif row.get("optimizer") == "adam":
         opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR)
+    elif row.get("optimizer") in ("adamw", "adamw-fused"):  # the Trainer's adamw_torch(_fused)
+        opt = torch.optim.AdamW(model.parameters(), lr=ADAM_LR,
+                                fused=row["optimizer"] == "adamw-fused")
     if row["mode"] == "generate":
         gc_ = model.generation_config
         gc_.eos_token_id = gc_.pad_token_id = gc_.bos_token_id = None
     param_bytes = storages(model.parameters())
     buffer_bytes = storages(model.buffers())
-    accounted = param_bytes + buffer_bytes + storages([x, y])
+    accounted = param_bytes + buffer_bytes + storages([x, y] + list(extra.values()))
+    causal = rowdefs.kind(row["model_type"]) == "causal"
     before = live_bytes()
     torch.manual_seed(2)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         if row["mode"] == "generate":
             with rf(PREFIX + "generate"):
-                out = model.generate(x, max_new_tokens=row["new_tokens"], do_sample=False,
-                                     min_new_tokens=None)
+                out = model.generate(x, **gen_kwargs(row))
             with rf(PREFIX + "cleanup"):
                 del out
         elif not train:
             with torch.no_grad():
                 with rf(PREFIX + "it0/forward"):
-                    out = model(x)
+                    out = model(x, **extra)
                 if row.get("keep_outputs"):  # the name holds the first outputs meanwhile
                     with rf(PREFIX + "it1/forward"):
-                        out = model(x)
+                        out = model(x, **extra)
                 with rf(PREFIX + "it0/cleanup"):
                     del out
         else:
@@ -203,11 +314,16 @@ def run(row):
                 with rf(p + "zero_grad"):
                     opt.zero_grad()
                 with rf(p + "forward"):
-                    out = model(x)
+                    out = model(x, **extra)
                 with rf(p + "loss"):
-                    logits = out.logits.float()
-                    loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
-                    del logits
+                    if head:  # the head's own loss, computed in its forward
+                        loss = out.loss
+                    else:
+                        # a causal LM's own loss upcasts (ForCausalLMLoss); the others'
+                        # CrossEntropyLoss takes the logits as they are
+                        logits = out[0].float() if causal else out[0]
+                        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.view(-1))
+                        del logits
                 with rf(p + "backward"):
                     loss.backward()
                 with rf(p + "optimizer"):
@@ -300,11 +416,16 @@ def main():
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--deadline", type=float, default=3000)
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--heads", action="store_true",
+                    help="the encoder heads' rows (rows.make_head_rows), not the causal LMs'")
+    ap.add_argument("--archs", action="store_true",
+                    help="the later families' rows (rows.make_arch_rows)")
     ap.add_argument("--dump", help="write each row's blocks live at the peak as DIR/<id>.tsv "
                     "(index, bytes, operator path; debugging, not committed)")
     a = ap.parse_args()
     rel = rowdefs.release(transformers.__version__)
-    todo = rowdefs.make_rows(rel)
+    todo = rowdefs.make_head_rows(rel) if a.heads else rowdefs.make_arch_rows(rel) if a.archs \
+        else rowdefs.make_rows(rel)
     if a.only:
         todo = [r for r in todo if any(s in r["id"] for s in a.only)]
     done = set()
@@ -318,7 +439,13 @@ def main():
         print("\n".join(r["id"] for r in todo))
         return
     for row in todo:  # import each modeling module once, before the children fork
-        transformers.AutoModelForCausalLM._model_mapping[type(config(row))]
+        try:
+            conf = config(row)
+            cls = model_class(row, conf)
+            if cls.__name__.startswith("AutoModel"):
+                cls._model_mapping[type(conf)]
+        except Exception:  # noqa: BLE001 - a type this release lacks: the row records it
+            pass
     ctx = mp.get_context("fork")
     t0 = time.time()
     for row in todo:

@@ -8,9 +8,18 @@ A small config is a real one of tests/models/hf/ with the same model_type and ev
 architectural switch kept (rope scaling, tied embeddings, biases, GQA/MQA, softcapping,
 parallel residuals, partial rotary, ...), shrunk: 2 layers, 4 heads of the original head size (hidden 4 x head size, or 256
 where the config sets head_dim; grouped keys/values kept grouped, one kv head where there
-was one), the MLP's ratio to the
-hidden size kept, a vocabulary of 4096, torch_dtype float32, a pad token id only where it is
-inside that vocabulary.  Standard library only (no torch): compare.py imports it too.
+was one; T5's d_kv is its head size), the MLP's (and each expert's and the shared expert's)
+ratio to the hidden size kept, every expert kept, DeepSeek's first layer dense and the second
+sparse, a vocabulary of 4096, torch_dtype float32, a pad token id only where it is inside
+that vocabulary; the head `architectures` names is kept (BertModel,
+AlbertForSequenceClassification, ...).  Standard library only (no torch): compare.py
+imports it too.
+
+Rows: make_rows() has the first 471 (the causal LMs: RUNS, GEN, LORA_MODELS) unchanged,
+then cover_rows(): every other model type of dnnmem's registry (COVER_TINY, COVER_REAL)
+in COVER_RUNS, LoRA (COVER_LORA), and generation: greedy for the new decoders and T5,
+sampling (SAMPLE, every warper explicit) and 4 beams for the decoders dnnmem models them
+for.  Append-only: a new kind of row goes after these, so ids already measured stay.
 """
 
 import json
@@ -51,6 +60,67 @@ EXTRA_MODELS = ("tiny-llama-gqa", "tiny-gpt2", "tiny-opt", "tiny-neox", "tiny-ph
 EXTRA_RUNS = [("train", "adam", 1, False), ("infer", None, 1, False),
               ("train", "adam", BATCH, True), ("infer", None, BATCH, True)]
 
+# Every other model_type of dnnmem's registry (src/load/hf/hf.c), each with the head its
+# config's `architectures` names (what the CLI builds: BertModel, RobertaForMaskedLM,
+# AlbertForSequenceClassification, DistilBertForMaskedLM, T5ForConditionalGeneration,
+# ViTForImageClassification, the causal LMs), tiny (tests/models/hf/) and small (a real
+# config shrunk as above).  Measured after the rows above, with their own runs (no SGD).
+COVER_TINY = ("tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-deepseek-v2",
+              "tiny-deepseek-v3", "tiny-gemma3", "tiny-t5", "tiny-t5-gated", "tiny-vit")
+COVER_REAL = ("bert-base-uncased", "roberta-base", "albert-base-v2", "distilbert-base-uncased",
+              "t5-small", "vit-base-patch16-224", "Mixtral-8x7B-v0.1", "Qwen3-30B-A3B",
+              "DeepSeek-V2-Lite", "DeepSeek-V3")
+COVER_RUNS = [("train", "adam", "fp32", "eager"), ("infer", None, "fp32", "eager"),
+              ("train", "adam", "bf16", "eager"), ("infer", None, "bf16", "eager"),
+              ("train", "adam", "fp32", "sdpa")]
+# encoder-decoder rows: the decoder's length (decoder_input_ids [batch, TARGET_SEQ])
+TARGET_SEQ = 64
+# generation beyond greedy (the decoders on a DynamicCache or legacy tuple cache; dnnmem
+# refuses beams on Gemma 2/3's HybridCache): sampling with GenerationConfig's top_k 50
+# (explicit: transformers 5 changed generation defaults), and beam search of 4 beams
+SAMPLE = dict(do_sample=True, top_k=50, top_p=1.0, temperature=1.0)
+BEAMS = 4
+COVER_GEN = ("tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-deepseek-v2",
+             "tiny-deepseek-v3", "tiny-gemma3", "tiny-t5")
+SAMPLE_GEN = GEN + ("tiny-neox", "tiny-phi3", "tiny-gemma", "tiny-falcon", "tiny-mixtral",
+                    "tiny-qwen3-moe", "tiny-gemma2", "tiny-gemma3")
+BEAM_GEN = GEN + ("tiny-neox", "tiny-phi3", "tiny-gemma", "tiny-falcon", "tiny-mixtral",
+                  "tiny-qwen3-moe")
+COVER_NEW = 16
+# target modules where PEFT 0.21.2's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING has
+# no entry (get_peft_model then raises): the attention's query and value projections,
+# passed explicitly (dnnmem gets them as --lora-targets from the row)
+LORA_EXPLICIT = {"albert": ["query", "value"], "distilbert": ["q_lin", "v_lin"],
+                 "vit": ["query", "value"], "qwen2_moe": ["q_proj", "v_proj"],
+                 "qwen3_moe": ["q_proj", "v_proj"], "deepseek_v2": ["q_proj", "v_proj"],
+                 "deepseek_v3": ["q_b_proj", "kv_b_proj"]}
+COVER_LORA = ("tiny-mixtral", "tiny-qwen3-moe", "tiny-deepseek-v3", "tiny-gemma3", "tiny-t5",
+              "tiny-vit", "small-bert-base-uncased", "small-roberta-base",
+              "small-albert-base-v2", "small-distilbert-base-uncased")
+
+
+# The encoder heads (measure.py --heads, tests/validation/hf-real-heads-cpu.jsonl): small
+# versions of these real configs, one per head, the head named in 'architectures' (the
+# class prefix is the config's); measured eager (dnnmem refuses sdpa on the CPU)
+HEAD_REAL = ("bert-base-uncased", "roberta-base", "albert-base-v2", "distilbert-base-uncased")
+HEAD_CLASS = {"bert": "Bert", "roberta": "Roberta", "albert": "Albert", "distilbert": "DistilBert"}
+HEADS = ("ForQuestionAnswering", "ForTokenClassification", "ForMultipleChoice",
+         "ForSequenceClassification")
+HEAD_LABELS = 5  # token and sequence classification (question answering: 2)
+HEAD_CHOICES = 4  # multiple choice: input_ids [batch, 4, seq] (--dim choices=4)
+HEAD_RUNS = [("train", "adam", "fp32"), ("infer", None, "fp32"), ("train", "adam", "bf16")]
+# decoders with a token-classification and a question-answering head: tiny configs of
+# tests/models/hf/ with the head in 'architectures'
+HEAD_TINY = ("tiny-llama-gqa", "tiny-qwen3")
+HEAD_CLASS.update(llama="Llama", qwen3="Qwen3")
+DECODER_HEADS = ("ForTokenClassification", "ForQuestionAnswering", "ForSequenceClassification")
+
+
+# The families added after the first oracle (measure.py --archs,
+# tests/validation/hf-real-archs-cpu.jsonl): their tiny configs, the RUNS above and greedy
+# generation (PEFT has no default LoRA targets for them)
+ARCH_TINY = ("tiny-granite", "tiny-olmo2", "tiny-starcoder2")
+
 
 def release(version):
     """'4.51.3' -> '4.51' (dnnmem's --transformers X.Y)."""
@@ -63,9 +133,9 @@ def dtype_kw(version):
     return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
 
 
-def models():
-    out = [(m, f"tests/models/hf/{m}.json") for m in TINY]
-    out += [(f"small-{m}", f"{SMALL_DIR}/small-{m}.json") for m in REAL]
+def models(tiny=TINY, real=REAL):
+    out = [(m, f"tests/models/hf/{m}.json") for m in tiny]
+    out += [(f"small-{m}", f"{SMALL_DIR}/small-{m}.json") for m in real]
     return out
 
 
@@ -86,6 +156,66 @@ def legacy(rel):
 def legacy_types(rel):
     v = tuple(int(x) for x in rel.split(".")[:2])
     return LEGACY_TYPES[max((k for k in LEGACY_TYPES if k <= v), default=(4, 40))]
+
+
+def kind(model_type):
+    """How a model is called: causal (input_ids), encoder (input_ids, no cache), seq2seq
+    (input_ids, decoder_input_ids) or image (pixel_values)."""
+    if model_type in ("bert", "roberta", "albert", "distilbert"):
+        return "encoder"
+    return {"t5": "seq2seq", "mt5": "seq2seq", "vit": "image"}.get(model_type, "causal")
+
+
+def shape_tag(base):
+    """The id's shape part: -s<seq> (and -t<target> for seq2seq), -i<image> for images."""
+    k = kind(base["model_type"])
+    if k == "image":
+        return f"i{base['image']}"
+    return f"s{SEQ}" + (f"-t{TARGET_SEQ}" if k == "seq2seq" else "")
+
+
+def cover_rows(rel):
+    """The rows of the other model types and generation styles (after make_rows' first
+    kinds, which stay as they were)."""
+    rows, bases = [], {}
+    for model, config in models(COVER_TINY, COVER_REAL):
+        with open(os.path.join(ROOT, config)) as f:
+            d = json.load(f)
+        b = dict(release=rel, model=model, model_type=d["model_type"], config=config,
+                 batch=BATCH)
+        if kind(d["model_type"]) == "seq2seq":
+            b["target_seq"] = TARGET_SEQ
+        if kind(d["model_type"]) == "image":
+            b["image"] = d.get("image_size", 224)
+        bases[model] = b
+    for mode, opt, prec, attn in COVER_RUNS:
+        tag = mode if opt is None else "train-adam"
+        for model, b in bases.items():
+            r = dict(b, id=f"tf{rel}/{model}-{tag}-b{BATCH}-{shape_tag(b)}-{prec}-{attn}",
+                     mode=mode, optimizer=opt, precision=prec, attn=attn)
+            if kind(b["model_type"]) != "image":
+                r["seq"] = SEQ
+            rows.append(r)
+    for model, b in bases.items():
+        if model in COVER_LORA:
+            rows.append(dict(b, id=f"tf{rel}/{model}-train-adam-b{BATCH}-{shape_tag(b)}"
+                                   "-fp32-eager-lora", mode="train", optimizer="adam",
+                             precision="fp32", attn="eager", lora=LORA,
+                             **({} if kind(b["model_type"]) == "image" else {"seq": SEQ})))
+    gen_bases = dict(bases)
+    for model, config in models():
+        with open(os.path.join(ROOT, config)) as f:
+            gen_bases[model] = dict(release=rel, model=model, config=config, batch=BATCH,
+                                    model_type=json.load(f)["model_type"])
+    gens = [(m, "generate", {}) for m in COVER_GEN]
+    gens += [(m, "generate-sample", dict(sample=SAMPLE)) for m in SAMPLE_GEN]
+    gens += [(m, f"generate-beam{BEAMS}", dict(num_beams=BEAMS)) for m in BEAM_GEN]
+    for model, tag, extra in gens:
+        b = gen_bases[model]
+        rows.append(dict(b, id=f"tf{rel}/{model}-{tag}-b{BATCH}-p{GEN_PROMPT}-n{COVER_NEW}"
+                               "-fp32-eager", mode="generate", optimizer=None, seq=GEN_PROMPT,
+                         new_tokens=COVER_NEW, precision="fp32", attn="eager", **extra))
+    return rows
 
 
 def make_rows(rel):
@@ -124,33 +254,139 @@ def make_rows(rel):
                                  f"-fp32-eager{'-keep' if keep else ''}", mode=mode,
                                  optimizer=opt, seq=SEQ, precision="fp32", attn="eager",
                                  **({"keep_outputs": True} if keep else {})))
+    return rows + ([] if legacy(rel) else cover_rows(rel))
+
+
+def make_arch_rows(rel):
+    rows = []
+    for mode, opt, prec, attn in RUNS:
+        tag = mode if opt is None else "train-" + ("sgd" if opt.startswith("sgd") else "adam")
+        for model in ARCH_TINY:
+            config = f"tests/models/hf/{model}.json"
+            with open(os.path.join(ROOT, config)) as f:
+                mt = json.load(f)["model_type"]
+            rows.append(dict(release=rel, model=model, model_type=mt, config=config, batch=BATCH,
+                             id=f"tf{rel}/{model}-{tag}-b{BATCH}-s{SEQ}-{prec}-{attn}",
+                             mode=mode, optimizer=opt, seq=SEQ, precision=prec, attn=attn))
+    for model in ARCH_TINY:
+        config = f"tests/models/hf/{model}.json"
+        with open(os.path.join(ROOT, config)) as f:
+            mt = json.load(f)["model_type"]
+        n = GEN_NEW[0]
+        rows.append(dict(release=rel, model=model, model_type=mt, config=config, batch=BATCH,
+                         id=f"tf{rel}/{model}-generate-b{BATCH}-p{GEN_PROMPT}-n{n}-fp32-eager",
+                         mode="generate", optimizer=None, seq=GEN_PROMPT, new_tokens=n,
+                         precision="fp32", attn="eager"))
     return rows
+
+
+TRAINER_OPT_MODELS = (("tiny-llama-gqa", "tests/models/hf/tiny-llama-gqa.json", None),
+                      ("small-bert-base-uncased-TokenClassification",
+                       f"{SMALL_DIR}/small-bert-base-uncased-TokenClassification.json",
+                       "ForTokenClassification"))
+
+
+def head_models():
+    out = []
+    for m in HEAD_REAL:
+        for head in HEADS:
+            out.append((f"small-{m}-{head[3:]}", f"{SMALL_DIR}/small-{m}-{head[3:]}.json", head))
+    for m in HEAD_TINY:
+        for head in DECODER_HEADS:
+            out.append((f"{m}-{head[3:]}", f"{SMALL_DIR}/{m}-{head[3:]}.json", head))
+    return out
+
+
+def with_head(d, head):
+    """A decoder's tiny config with `head` in its architectures."""
+    d = dict(d)
+    d["architectures"] = [HEAD_CLASS[d["model_type"]] + head]
+    if head in ("ForTokenClassification", "ForSequenceClassification"):
+        d["num_labels"] = HEAD_LABELS
+    if head == "ForSequenceClassification":  # batches above 1 need it (last non-pad token)
+        d["pad_token_id"] = 0
+    return d
+
+
+def make_head_rows(rel):
+    rows = []
+    for mode, opt, prec in HEAD_RUNS:
+        tag = mode if opt is None else "train-" + opt
+        for model, config, head in head_models():
+            with open(os.path.join(ROOT, config)) as f:
+                mt = json.load(f)["model_type"]
+            r = dict(release=rel, model=model, model_type=mt, config=config, batch=BATCH,
+                     head=head, id=f"tf{rel}/{model}-{tag}-b{BATCH}-s{SEQ}-{prec}-eager",
+                     mode=mode, optimizer=opt, seq=SEQ, precision=prec, attn="eager")
+            if head == "ForMultipleChoice":
+                r["choices"] = HEAD_CHOICES
+            rows.append(r)
+    # the Trainer's optimizers: torch.optim.AdamW (adamw_torch) and AdamW(fused=True)
+    # (adamw_torch_fused, its default from 4.54 on PyTorch 2.8+)
+    for model, config, head in TRAINER_OPT_MODELS:
+        with open(os.path.join(ROOT, config)) as f:
+            mt = json.load(f)["model_type"]
+        for opt in ("adamw", "adamw-fused"):
+            r = dict(release=rel, model=model, model_type=mt, config=config, batch=BATCH,
+                     id=f"tf{rel}/{model}-train-{opt}-b{BATCH}-s{SEQ}-fp32-eager", mode="train",
+                     optimizer=opt, seq=SEQ, precision="fp32", attn="eager")
+            if head:
+                r["head"] = head
+            rows.append(r)
+    return rows
+
+
+def shrink_encoder(d, head):
+    """An encoder config shrunk as shrink() does (2 layers, 4 heads of 64, vocabulary 4096),
+    with `head` in its architectures."""
+    d = dict(d)
+    for k in ("id2label", "label2id", "_name_or_path"):
+        d.pop(k, None)
+    if d["model_type"] == "distilbert":
+        d.update(dim=256, n_heads=4, hidden_dim=1024, n_layers=2)
+    else:
+        d.update(hidden_size=256, num_attention_heads=4, intermediate_size=1024,
+                 num_hidden_layers=2)
+    d["vocab_size"] = 4096
+    d["torch_dtype"] = "float32"
+    d["architectures"] = [HEAD_CLASS[d["model_type"]] + head]
+    if head in ("ForTokenClassification", "ForSequenceClassification"):
+        d["num_labels"] = HEAD_LABELS
+    return d
 
 
 def shrink(d):
     d = dict(d)
-    hid_keys = [k for k in ("hidden_size", "n_embd", "d_model") if k in d]
+    hid_keys = [k for k in ("hidden_size", "n_embd", "d_model", "dim") if k in d]
     hidden = d[hid_keys[0]] if hid_keys else 768
-    heads_key = next(k for k in ("num_attention_heads", "n_head") if k in d)
+    heads_key = next(k for k in ("num_attention_heads", "n_head", "num_heads", "n_heads")
+                     if k in d)
     heads = d[heads_key]
     kv = d.get("num_key_value_heads") or heads
-    # 4 heads of the original width (an explicit head_dim stays, the hidden size is 256)
-    width = 256 if d.get("head_dim") else 4 * (hidden // heads)
+    # 4 heads of the original width (an explicit head_dim stays, the hidden size is 256;
+    # T5's d_kv is its head_dim)
+    width = 256 if d.get("head_dim") else 4 * d["d_kv"] if "d_kv" in d else 4 * (hidden // heads)
     for k in hid_keys:
         d[k] = width
     d[heads_key] = 4
     if "num_key_value_heads" in d:
         d["num_key_value_heads"] = 4 if kv == heads else 1 if kv == 1 else 2
-    for k in ("intermediate_size", "ffn_dim", "n_inner"):
+    # the MLP's (and each expert's, and the shared expert's) ratio to the hidden size
+    for k in ("intermediate_size", "ffn_dim", "n_inner", "d_ff", "hidden_dim",
+              "moe_intermediate_size", "shared_expert_intermediate_size"):
         if d.get(k):
             d[k] = max(64, round(d[k] / hidden * width / 64) * 64)
-    for k in ("num_hidden_layers", "n_layer"):
+    for k in ("num_hidden_layers", "n_layer", "num_layers", "num_decoder_layers", "n_layers"):
         if k in d:
             d[k] = 2
     if "max_window_layers" in d:
         d["max_window_layers"] = 2
-    d["vocab_size"] = min(d["vocab_size"], 4096)
-    if d.get("pad_token_id") is not None and d["pad_token_id"] >= d["vocab_size"]:
+    # DeepSeek: the first k layers dense, the others mixture of experts: one of each
+    if d.get("first_k_dense_replace"):
+        d["first_k_dense_replace"] = 1
+    if "vocab_size" in d:
+        d["vocab_size"] = min(d["vocab_size"], 4096)
+    if d.get("pad_token_id") is not None and d["pad_token_id"] >= d.get("vocab_size", 0):
         d["pad_token_id"] = None
     d.pop("dtype", None)
     d["torch_dtype"] = "float32"
@@ -161,12 +397,26 @@ def shrink(d):
 
 def write_small():
     os.makedirs(os.path.join(ROOT, SMALL_DIR), exist_ok=True)
-    for m in REAL:
+    for m in REAL + COVER_REAL:
         with open(os.path.join(ROOT, "tests/models/hf", m + ".json")) as f:
             d = shrink(json.load(f))
         with open(os.path.join(ROOT, SMALL_DIR, f"small-{m}.json"), "w") as f:
             json.dump(d, f, indent=1, sort_keys=True)
             f.write("\n")
+    for m in HEAD_REAL:
+        with open(os.path.join(ROOT, "tests/models/hf", m + ".json")) as f:
+            real = json.load(f)
+        for head in HEADS:
+            with open(os.path.join(ROOT, SMALL_DIR, f"small-{m}-{head[3:]}.json"), "w") as f:
+                json.dump(shrink_encoder(real, head), f, indent=1, sort_keys=True)
+                f.write("\n")
+    for m in HEAD_TINY:
+        with open(os.path.join(ROOT, "tests/models/hf", m + ".json")) as f:
+            tiny = json.load(f)
+        for head in DECODER_HEADS:
+            with open(os.path.join(ROOT, SMALL_DIR, f"{m}-{head[3:]}.json"), "w") as f:
+                json.dump(with_head(tiny, head), f, indent=1, sort_keys=True)
+                f.write("\n")
 
 
 if __name__ == "__main__":

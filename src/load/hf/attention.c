@@ -105,10 +105,7 @@ static bool sdpa_forced_ok(struct hf *h, int64_t H, int64_t KV, int64_t D, int64
     }
     if (!why)
         return true;
-    hf_fail(h, DNNMEM_E_UNSUPPORTED,
-            "--sdpa-backend %s: PyTorch has no such kernel for this model's attention (%s): "
-            "\"No available kernel\"; use --sdpa-backend auto or math",
-            backend_name[b], why);
+    hf_refuse(h, DM_REFUSE_SDPA_KERNEL, backend_name[b], why);
     return false;
 }
 

@@ -5,7 +5,7 @@
 
 enum bert_kind { K_BERT, K_ROBERTA, K_ALBERT, K_DISTIL };
 
-enum bert_head { HEAD_BASE, HEAD_MLM, HEAD_SEQCLS };
+enum bert_head { HEAD_BASE, HEAD_MLM, HEAD_SEQCLS, HEAD_QA, HEAD_TOKCLS, HEAD_MC };
 
 struct bert {
     enum bert_kind kind;
@@ -14,8 +14,10 @@ struct bert {
     int64_t emb;           /* ALBERT's factorised embedding size (else hidden) */
     int64_t groups, inner; /* ALBERT: num_hidden_groups, inner_group_num */
     int64_t pad;           /* RoBERTa: padding_idx, the base of position ids */
-    int64_t labels;        /* the sequence-classification head's num_labels */
+    int64_t labels;        /* a classification head's num_labels */
+    int32_t choices;       /* ForMultipleChoice: the [choices] shape (hf_choice_ids) */
     double eps, attn_drop, hidden_drop, cls_drop;
+    double qa_drop, seq_drop; /* DistilBERT: qa_dropout, seq_classif_dropout */
     const char *act;
 };
 
@@ -39,10 +41,12 @@ static void encoder_heads(struct hf *h, int32_t x, int64_t E, int64_t H,
  * 1).flatten(2)). sdpa: the fused kernel; BERT passes no mask (None from
  * _prepare_4d_attention_mask_for_sdpa when the mask is all ones), ALBERT
  * passes its extended mask, which rules out the flash kernel. */
-static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qkv[3], int32_t mask)
+static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qkv[3], int32_t mask,
+                            int32_t *probs)
 {
     int64_t H = c->heads, D = c->hidden / c->heads;
     int32_t o;
+    *probs = -1;
     if (h->sdpa) {
         bool masked = c->kind == K_ALBERT && mask >= 0;
         o = hf_sdpa_attention(h, qkv, masked ? mask : -1, false, H, H, D, D, 0, c->attn_drop);
@@ -62,6 +66,7 @@ static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qk
         w = hf_op(h, DM_OP_Softmax, 1, w);
         hf_attr_i(h, "axis", -1);
         w = hf_dropout(h, w, c->attn_drop);
+        *probs = w;
         o = hf_op(h, DM_OP_MatMul, 2, w, hf_matmul_fold(h, qkv[2], H, D));
     } else {
         int32_t c3[3];
@@ -73,16 +78,44 @@ static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qk
         w = hf_op(h, DM_OP_Softmax, 1, w);
         hf_attr_i(h, "axis", -1);
         w = hf_dropout(h, w, c->attn_drop);
+        *probs = w;
         o = hf_op(h, DM_OP_MatMul, 2, w, c3[2]);
     }
     o = hf_transpose(h, o, INTS(0, 2, 1, 3));
     return hf_reshape(h, o, INTS(0, 0, -1));
 }
 
+/* Eager attention probabilities held past the attention, by release:
+ *  - 4.54 to 4.57 (4.54.0's and 4.57.6's modeling_bert.py, RoBERTa's
+ *    copy): BertSelfAttention returns (context_layer, attention_probs)
+ *    whatever output_attentions says, BertLayer returns them in its
+ *    outputs, and BertEncoder's loop variable layer_outputs keeps layer i's
+ *    until layer i + 1 returns (4.53.3 kept them only with
+ *    output_attentions);
+ *  - from 5.0 (5.24's modeling files) every encoder layer (BertLayer,
+ *    RoBERTa's, AlbertLayer, DistilBERT's TransformerBlock) unpacks
+ *    `attention_output, _ = self.attention(...)`: `_` stays bound until
+ *    the layer returns.
+ * probs: the dropout's output, else the softmax's. *prev: the previous
+ * layer's (4.54-4.57), held to this layer's end. Measured with real
+ * transformers 4.56.2 and 5.24.0 on the CPU: BERT inference peaks in the
+ * second layer's FFN with these live. */
+static void hold_probs(struct hf *h, const struct bert *c, int32_t probs, int32_t *prev)
+{
+    bool tuple = h->transformers >= 454 && h->transformers < 500 &&
+                 (c->kind == K_BERT || c->kind == K_ROBERTA);
+    if (probs >= 0 && (tuple || h->transformers >= 500))
+        hf_hold(h, probs, hf_last_node(h));
+    if (tuple && *prev >= 0)
+        hf_hold(h, *prev, hf_last_node(h));
+    *prev = tuple ? probs : -1;
+}
+
 /* BertAttention (self: BertSelfAttention or BertSdpaSelfAttention, then
  * output: BertSelfOutput), RoBERTa's copy of it, or AlbertAttention (query,
  * key, value, dense and LayerNorm in one module). */
-static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int32_t mask)
+static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int32_t mask,
+                              int32_t *probs)
 {
     int64_t E = c->hidden;
     int32_t qkv[3];
@@ -90,7 +123,7 @@ static int32_t bert_attention(struct hf *h, const struct bert *c, int32_t x, int
     bool albert = c->kind == K_ALBERT;
     size_t s = albert ? h->scope_len : hf_enter(h, "self");
     encoder_heads(h, x, E, c->heads, proj, qkv);
-    int32_t o = encoder_core(h, c, qkv, mask);
+    int32_t o = encoder_core(h, c, qkv, mask, probs);
     hf_leave(h, s);
     s = albert ? h->scope_len : hf_enter(h, "output");
     size_t t = hf_enter(h, "dense");
@@ -178,6 +211,66 @@ static int32_t roberta_position_ids(struct hf *h, int32_t ids, int64_t pad)
     return hf_op(h, DM_OP_Add, 2, cs, hf_const_i(h, pad));
 }
 
+/* ForQuestionAnswering's qa_outputs [B, S, 2] split into start and end
+ * logits: logits.split(1, dim=-1), each .squeeze(-1).contiguous(), a [B, S]
+ * copy each (modeling_bert.py and its copies, 4.51-5.24); *end gets the end
+ * logits. */
+static int32_t qa_logits(struct hf *h, int32_t x, int64_t E, int32_t *end)
+{
+    size_t s = hf_enter(h, "qa_outputs");
+    int32_t y = hf_linear(h, x, E, 2, true, -1, NULL);
+    hf_leave(h, s);
+    struct dm_node *n = hf_node(h, DM_OP_Split, 2, (int32_t[]){y, hf_const_ints(h, INTS(1, 1))}, 2);
+    if (!n)
+        return -1;
+    int32_t part[2] = {n->out[0], n->out[1]};
+    hf_attr_i(h, "axis", -1);
+    int32_t last = hf_const_ints(h, INTS(-1)); /* made before out_name names the next */
+    h->out_name = "start_logits";
+    int32_t start = hf_op(h, DM_OP_Squeeze, 2, part[0], last);
+    h->out_name = "end_logits";
+    *end = hf_op(h, DM_OP_Squeeze, 2, part[1], last);
+    /* the model's loss: (CE(start) + CE(end)) / 2 against clamped positions */
+    h->g->loss_terms = 2;
+    return start;
+}
+
+/* A classifier Linear(E, out) after dropout p, named "logits" unless a view
+ * of it is (multiple choice). */
+static int32_t classifier(struct hf *h, int32_t x, int64_t E, int64_t out, double p, bool named)
+{
+    x = hf_dropout(h, x, p);
+    size_t s = hf_enter(h, "classifier");
+    int32_t y = hf_linear(h, x, E, out, true, -1, named ? "logits" : NULL);
+    hf_leave(h, s);
+    return y;
+}
+
+/* The task heads of BERT, RoBERTa and ALBERT (5.24's modeling files; the
+ * same graph from 4.51): ForQuestionAnswering (qa_logits on the sequence
+ * output, no pooler); ForTokenClassification: dropout (classifier_dropout,
+ * else hidden_dropout_prob; ALBERT's classifier_dropout_prob) and classifier
+ * on the sequence output [B, S, labels]; ForMultipleChoice: dropout (RoBERTa:
+ * hidden_dropout_prob) and classifier Linear(E, 1) on the pooled output of
+ * the flattened [B x C, S] input, viewed [B, C] (logits.view(-1,
+ * num_choices)). *second: the end logits (QA), else -1. */
+static int32_t task_head(struct hf *h, const struct bert *c, int32_t x, int32_t pooled,
+                         int32_t *second)
+{
+    int64_t E = c->hidden;
+    *second = -1;
+    if (c->head == HEAD_QA)
+        return qa_logits(h, x, E, second);
+    if (c->head == HEAD_TOKCLS)
+        return classifier(h, x, E, c->labels, c->cls_drop, true);
+    int32_t y = classifier(h, pooled, E, 1, c->kind == K_ROBERTA ? c->hidden_drop : c->cls_drop,
+                           false);
+    int32_t shape = hf_op(h, DM_OP_Concat, 2, hf_const_ints(h, INTS(-1)), c->choices);
+    hf_attr_i(h, "axis", 0);
+    h->out_name = "logits";
+    return hf_op(h, DM_OP_Reshape, 2, y, shape);
+}
+
 /* BertModel / RobertaModel / AlbertModel (embeddings, encoder, pooler) with
  * a head: none, the MLM head (decoder tied to the word embeddings), or
  * sequence classification. Transformers 4.38-4.48, called as
@@ -207,8 +300,10 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
                                            : hf_op(h, DM_OP_Slice, 4, pos_buf, st, seq, ax); /* a view */
     int32_t typ_ids = hf_op(h, DM_OP_Slice, 4, typ_buf, st, seq, ax);
     typ_ids = hf_op(h, DM_OP_Expand, 2, typ_ids, shape);                /* .expand(B, S) */
+    /* inputs_embeds, a local of the embeddings' forward: freed when it
+     * returns (measured with real transformers 4.51 and 5.24 on the CPU:
+     * not live at an inference peak in the second layer's FFN) */
     int32_t x = hf_op(h, DM_OP_Gather, 2, word, ids);
-    int32_t emb = x;
     int32_t te = hf_op(h, DM_OP_Gather, 2, typw, typ_ids);
     x = hf_op(h, DM_OP_Add, 2, x, te);
     int32_t pe = hf_op(h, DM_OP_Gather, 2, posw, pos_ids);
@@ -244,6 +339,7 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
     /* ALBERT: layer i runs group i / (layers / groups), whose inner layers
      * share their weights across every call: scopes carry the call ("#i"),
      * parameter names do not */
+    int32_t prev_probs = -1;
     for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
         size_t ls = albert ? hf_enter(h, "albert_layer_groups.%lld#%d",
                                       (long long)(i * c->groups / c->layers), i)
@@ -252,18 +348,20 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
         for (int64_t j = 0; j < (albert ? c->inner : 1) && h->st == DNNMEM_OK; j++) {
             size_t il = albert ? hf_enter(h, "albert_layers.%lld", (long long)j) : h->scope_len;
             s = hf_enter(h, "attention");
-            int32_t a = bert_attention(h, c, x, mask);
+            int32_t probs;
+            int32_t a = bert_attention(h, c, x, mask, &probs);
             hf_leave(h, s);
             x = encoder_ffn(h, c, a);
+            hold_probs(h, c, probs, &prev_probs);
             hf_leave(h, il);
         }
         h->share = false;
         hf_leave(h, ls);
     }
     hf_leave(h, enc);
-    hf_hold(h, emb, hf_last_node(h));
     hf_hold(h, mask, hf_last_node(h));
-    bool pooler = c->head == HEAD_BASE || (c->head == HEAD_SEQCLS && c->kind != K_ROBERTA);
+    bool pooler = c->head == HEAD_BASE || c->head == HEAD_MC ||
+                  (c->head == HEAD_SEQCLS && c->kind != K_ROBERTA);
     if (pooler) { /* the pooler: tanh(dense(hidden[:, 0])) */
         s = hf_enter(h, "pooler");
         int32_t first = hf_first_token(h, x);
@@ -280,6 +378,10 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
     hf_leave(h, top);
     if (c->head == HEAD_BASE)
         return x;
+    if (c->head == HEAD_QA || c->head == HEAD_TOKCLS || c->head == HEAD_MC) {
+        int32_t y = task_head(h, c, x, *pooled, pooled);
+        return y;
+    }
     if (c->head == HEAD_SEQCLS) {
         int32_t y;
         if (c->kind == K_ROBERTA) { /* RobertaClassificationHead on hidden[:, 0] */
@@ -329,8 +431,10 @@ static int32_t build_bert(struct hf *h, const struct bert *c, int32_t ids, int32
 
 /* DistilBERT's MultiHeadSelfAttention (eager: q scaled before the product,
  * masked_fill by a bool mask) or DistilBertSdpaAttention, then out_lin. */
-static int32_t distil_attention(struct hf *h, const struct bert *c, int32_t x, int32_t mask)
+static int32_t distil_attention(struct hf *h, const struct bert *c, int32_t x, int32_t mask,
+                                int32_t *probs)
 {
+    *probs = -1;
     int64_t E = c->hidden, H = c->heads, D = c->hidden / c->heads;
     int32_t qkv[3];
     static const char *const proj[3] = {"q_lin", "k_lin", "v_lin"};
@@ -354,6 +458,7 @@ static int32_t distil_attention(struct hf *h, const struct bert *c, int32_t x, i
         w = hf_op(h, DM_OP_Softmax, 1, w);
         hf_attr_i(h, "axis", -1);
         w = hf_dropout(h, w, c->attn_drop);
+        *probs = w;
         o = hf_op(h, DM_OP_MatMul, 2, w, c3[2]);
     }
     o = hf_transpose(h, o, INTS(0, 2, 1, 3)); /* unshape: hf_transpose(1, 2).contiguous() */
@@ -364,13 +469,40 @@ static int32_t distil_attention(struct hf *h, const struct bert *c, int32_t x, i
     return o;
 }
 
+/* DistilBERT's task heads (modeling_distilbert.py, 4.51-5.24): for
+ * sequence classification and multiple choice hidden[:, 0], pre_classifier,
+ * ReLU, dropout (seq_classif_dropout), classifier (num_labels; 1, viewed
+ * [B, C]); for question answering dropout (qa_dropout), then qa_logits; for
+ * token classification dropout (dropout) and classifier. */
+static int32_t distil_head(struct hf *h, const struct bert *c, int32_t x, int32_t *second)
+{
+    int64_t E = c->hidden;
+    *second = -1;
+    if (c->head == HEAD_QA)
+        return qa_logits(h, hf_dropout(h, x, c->qa_drop), E, second);
+    if (c->head == HEAD_TOKCLS)
+        return classifier(h, x, E, c->labels, c->hidden_drop, true);
+    size_t s = hf_enter(h, "pre_classifier");
+    int32_t p = hf_linear(h, hf_first_token(h, x), E, E, true, -1, NULL);
+    hf_leave(h, s);
+    p = hf_op(h, DM_OP_Relu, 1, p);
+    bool mc = c->head == HEAD_MC;
+    int32_t y = classifier(h, p, E, mc ? 1 : c->labels, c->seq_drop, !mc);
+    if (!mc)
+        return y;
+    int32_t shape = hf_op(h, DM_OP_Concat, 2, hf_const_ints(h, INTS(-1)), c->choices);
+    hf_attr_i(h, "axis", 0);
+    h->out_name = "logits";
+    return hf_op(h, DM_OP_Reshape, 2, y, shape);
+}
+
 /* DistilBertModel, or DistilBertForMaskedLM (vocab_transform, gelu,
  * vocab_layer_norm, vocab_projector tied to the word embeddings), as of
  * transformers 4.40-4.48, called as model(input_ids) (attention_mask ones). */
-static int32_t build_distilbert(struct hf *h, const struct bert *c, int32_t ids)
+static int32_t build_distilbert(struct hf *h, const struct bert *c, int32_t ids, int32_t *second)
 {
     int64_t E = c->hidden, P = c->positions;
-    size_t top = c->head == HEAD_MLM ? hf_enter(h, "distilbert") : h->scope_len;
+    size_t top = c->head != HEAD_BASE ? hf_enter(h, "distilbert") : h->scope_len;
     size_t s = hf_enter(h, "embeddings");
     int32_t word = hf_param(h, "word_embeddings.weight", DM_FLOAT, 2, (int64_t[]){c->vocab, E});
     int32_t posw = hf_param(h, "position_embeddings.weight", DM_FLOAT, 2, (int64_t[]){P, E});
@@ -380,8 +512,10 @@ static int32_t build_distilbert(struct hf *h, const struct bert *c, int32_t ids)
     hf_attr_i(h, "end", 2);
     int32_t pos_ids = hf_op(h, DM_OP_Slice, 4, pos_buf, hf_const_ints(h, INTS(0)), seq,
                             hf_const_ints(h, INTS(1)));
+    /* inputs_embeds, a local of the embeddings' forward: freed when it
+     * returns (measured with real transformers 4.51 and 5.24 on the CPU:
+     * not live at an inference peak in the second layer's FFN) */
     int32_t x = hf_op(h, DM_OP_Gather, 2, word, ids);
-    int32_t emb = x;
     int32_t pe = hf_op(h, DM_OP_Gather, 2, posw, pos_ids);
     x = hf_op(h, DM_OP_Add, 2, x, pe);
     size_t t = hf_enter(h, "LayerNorm");
@@ -399,10 +533,12 @@ static int32_t build_distilbert(struct hf *h, const struct bert *c, int32_t ids)
         mask = hf_unsqueeze(h, mask, INTS(1, 2));
     }
     size_t tr = hf_enter(h, "transformer");
+    int32_t prev_probs = -1;
     for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
         size_t ls = hf_enter(h, "layer.%d", i);
         s = hf_enter(h, "attention");
-        int32_t a = distil_attention(h, c, x, mask);
+        int32_t probs;
+        int32_t a = distil_attention(h, c, x, mask, &probs);
         hf_leave(h, s);
         a = hf_op(h, DM_OP_Add, 2, a, x);
         s = hf_enter(h, "sa_layer_norm");
@@ -422,14 +558,16 @@ static int32_t build_distilbert(struct hf *h, const struct bert *c, int32_t ids)
         s = hf_enter(h, "output_layer_norm");
         x = hf_layer_norm(h, y, E, c->eps);
         hf_leave(h, s);
+        hold_probs(h, c, probs, &prev_probs);
         hf_leave(h, ls);
     }
     hf_leave(h, tr);
-    hf_hold(h, emb, hf_last_node(h));
     hf_hold(h, mask, hf_last_node(h));
     hf_leave(h, top);
-    if (c->head != HEAD_MLM)
+    if (c->head == HEAD_BASE)
         return x;
+    if (c->head != HEAD_MLM)
+        return distil_head(h, c, x, second);
     s = hf_enter(h, "vocab_transform");
     int32_t y = hf_linear(h, x, E, E, true, -1, NULL);
     hf_leave(h, s);
@@ -458,36 +596,45 @@ int64_t hf_num_labels(struct hf *h)
                : hf_get_int(h, "num_labels", 2, MAX_SIZE);
 }
 
-static void read_head(struct hf *h, struct bert *c, const char *cls, bool seqcls)
+static void read_head(struct hf *h, struct bert *c, const char *cls)
 {
+    static const struct {
+        const char *suffix;
+        enum bert_head head;
+    } heads[] = {{"Model", HEAD_BASE},
+                 {"ForMaskedLM", HEAD_MLM},
+                 {"ForSequenceClassification", HEAD_SEQCLS},
+                 {"ForQuestionAnswering", HEAD_QA},
+                 {"ForTokenClassification", HEAD_TOKCLS},
+                 {"ForMultipleChoice", HEAD_MC}};
     json_t *arch = json_object_get(h->root, "architectures");
-    size_t i;
+    size_t i, n = strlen(cls);
     json_t *a;
     c->head = HEAD_BASE;
     if (!json_is_array(arch) || json_array_size(arch) == 0)
         return;
-    size_t n = strlen(cls);
     json_array_foreach(arch, i, a)
     {
         const char *s = json_is_string(a) ? json_string_value(a) : "";
-        if (strncmp(s, cls, n) == 0 && strcmp(s + n, "Model") == 0)
-            return;
-        if (strncmp(s, cls, n) == 0 && strcmp(s + n, "ForMaskedLM") == 0) {
-            c->head = HEAD_MLM;
-            return;
-        }
-        if (seqcls && strncmp(s, cls, n) == 0 && strcmp(s + n, "ForSequenceClassification") == 0) {
-            c->head = HEAD_SEQCLS;
-            c->labels = hf_num_labels(h);
-            return;
-        }
+        for (size_t k = 0; strncmp(s, cls, n) == 0 && k < sizeof heads / sizeof *heads; k++)
+            if (strcmp(s + n, heads[k].suffix) == 0) {
+                c->head = heads[k].head;
+                c->labels = hf_num_labels(h);
+                if (c->head == HEAD_QA && c->labels != 2)
+                    hf_fail(h, DNNMEM_E_MODEL,
+                            "%s: num_labels is %lld; its logits split into start and end (2)", s,
+                            (long long)c->labels);
+                if (c->head != HEAD_BASE && c->head != HEAD_MLM)
+                    h->g->head = dm_arena_strdup(&h->g->arena, s);
+                return;
+            }
     }
     a = json_array_get(arch, 0);
     hf_fail(h, DNNMEM_E_UNSUPPORTED,
-            "config field 'architectures' names %s; the heads built are %sModel, %sForMaskedLM%s%s%s "
-            "(name one of them in 'architectures')",
-            json_is_string(a) ? json_string_value(a) : "a non-string", cls, cls,
-            seqcls ? " and " : "", seqcls ? cls : "", seqcls ? "ForSequenceClassification" : "");
+            "config field 'architectures' names %s; the heads built are %sModel, %sForMaskedLM, "
+            "%sForSequenceClassification, %sForQuestionAnswering, %sForTokenClassification and "
+            "%sForMultipleChoice (name one of them in 'architectures')",
+            json_is_string(a) ? json_string_value(a) : "a non-string", cls, cls, cls, cls, cls, cls);
 }
 
 static void read_distilbert(struct hf *h, struct bert *c)
@@ -513,8 +660,10 @@ static void read_distilbert(struct hf *h, struct bert *c)
     c->eps = 1e-12; /* nn.LayerNorm(dim, eps=1e-12), not a config field */
     c->attn_drop = hf_get_num(h, "attention_dropout", 0.1, 0, 1);
     c->hidden_drop = hf_get_num(h, "dropout", 0.1, 0, 1);
+    c->qa_drop = hf_get_num(h, "qa_dropout", 0.1, 0, 1);
+    c->seq_drop = hf_get_num(h, "seq_classif_dropout", 0.2, 0, 1);
     if (h->st == DNNMEM_OK)
-        read_head(h, c, "DistilBert", false);
+        read_head(h, c, "DistilBert");
 }
 
 /* BERT, RoBERTa (BERT's fields; RobertaConfig's defaults are BertConfig's,
@@ -572,7 +721,7 @@ static void read_bert(struct hf *h, enum bert_kind kind, struct bert *c)
                       : albert ? 0.1 : c->hidden_drop;
     static const char *const cls[] = {"Bert", "Roberta", "Albert"};
     if (h->st == DNNMEM_OK)
-        read_head(h, c, cls[kind], true);
+        read_head(h, c, cls[kind]);
 }
 
 /* An encoder's config read and model built: last_hidden_state and
@@ -588,10 +737,12 @@ static enum dnnmem_status encoder(struct hf *h, const char *type, enum bert_kind
         read_bert(h, kind, &c);
     if (!hf_begin(h, type))
         return h->st;
-    int32_t ids = hf_input_ids(h, 2), pooled = -1;
+    int32_t ids = c.head == HEAD_MC ? hf_choice_ids(h, 2, &c.choices) : hf_input_ids(h, 2);
+    int32_t pooled = -1;
     if (ids < 0)
         return h->st;
-    int32_t x = kind == K_DISTIL ? build_distilbert(h, &c, ids) : build_bert(h, &c, ids, &pooled);
+    int32_t x = kind == K_DISTIL ? build_distilbert(h, &c, ids, &pooled)
+                                 : build_bert(h, &c, ids, &pooled);
     return hf_encoder_outputs(h, x, pooled);
 }
 

@@ -18,6 +18,22 @@ enum dnnmem_status hf_fail(struct hf *h, enum dnnmem_status s, const char *fmt, 
     return h->st;
 }
 
+enum dnnmem_status hf_refuse(struct hf *h, enum dm_refusal_kind kind, const char *name,
+                             const char *why)
+{
+    struct dm_graph *g = h->g;
+    if (h->st != DNNMEM_OK)
+        return h->st;
+    const char *n = name ? dm_arena_strdup(&g->arena, name) : NULL;
+    const char *w = why ? dm_arena_strdup(&g->arena, why) : NULL;
+    if ((name && !n) || (why && !w))
+        return hf_fail(h, DNNMEM_E_NOMEM, "out of memory");
+    g->refusal = (struct dm_refusal){.kind = kind, .name = n, .why = w};
+    h->refused = true;
+    h->st = DNNMEM_E_INTERNAL; /* stops the build; not an error (see load, hf.c) */
+    return h->st;
+}
+
 int32_t hf_oom(struct hf *h)
 {
     hf_fail(h, DNNMEM_E_NOMEM, "out of memory");
@@ -556,7 +572,22 @@ int32_t hf_last_node(struct hf *h)
  * * rsqrt(variance + eps), .to(input_dtype), weight *. In a 16-bit run the
  * middle is float32 (the upcast copy and the normalised rows, both kept for
  * backward); in a float32 run the casts return their input. */
+static int32_t rms_norm(struct hf *h, int32_t x, int64_t dim, double eps, bool weight_first);
+
 int32_t hf_rms_norm(struct hf *h, int32_t x, int64_t dim, double eps)
+{
+    return rms_norm(h, x, dim, eps, false);
+}
+
+/* Olmo2RMSNorm (modeling_olmo2.py, 4.51-5.24): the same, but
+ * (weight * hidden_states).to(input_dtype): the product of the 16-bit
+ * weight and the float32 rows is float32, then cast. */
+int32_t hf_rms_norm_olmo(struct hf *h, int32_t x, int64_t dim, double eps)
+{
+    return rms_norm(h, x, dim, eps, true);
+}
+
+static int32_t rms_norm(struct hf *h, int32_t x, int64_t dim, double eps, bool weight_first)
 {
     int32_t w = hf_param(h, "weight", DM_FLOAT, 1, &dim);
     int32_t x32 = hf_op(h, DM_OP_Cast, 1, x);
@@ -579,8 +610,14 @@ int32_t hf_rms_norm(struct hf *h, int32_t x, int64_t dim, double eps)
     int32_t y = hf_op(h, DM_OP_Mul, 2, x32, r);
     hf_keep32(h, y);
     int32_t y32 = y;
-    y = hf_op(h, DM_OP_CastLike, 2, y, x);
-    y = hf_op(h, DM_OP_Mul, 2, w, y);
+    if (weight_first) {
+        y = hf_op(h, DM_OP_Mul, 2, w, y);
+        hf_keep32(h, y);
+        y = hf_op(h, DM_OP_CastLike, 2, y, x);
+    } else {
+        y = hf_op(h, DM_OP_CastLike, 2, y, x);
+        y = hf_op(h, DM_OP_Mul, 2, w, y);
+    }
     /* forward's locals `variance` and `hidden_states` (the float32
      * normalised rows, rebound only by the return's .to()) live until it
      * returns (measured: the H200 trace of Llama-3.2-1B bf16 frees the

@@ -80,20 +80,11 @@ bool hf_check(struct hf *h, const char *type)
      * it, vit_attention) runs it too; 4.51's BERT, RoBERTa, ALBERT and T5
      * have none; DeepSeek's MLA pads its values to the query head size. */
     if (h->flash && h->arch->flash > 1 && h->transformers < h->arch->flash) {
-        hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "--attn flash: transformers %d.%d's BioGPT has no flash_attention_2 (from "
-                "4.52 it has: --transformers 4.52); use --attn sdpa or eager",
-                h->transformers / 100, h->transformers % 100);
+        hf_refuse(h, DM_REFUSE_FLASH_RELEASE, NULL, NULL); /* the release: the check row's */
         return false;
     }
     if (h->flash && !h->arch->flash) {
-        hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "--attn flash: flash_attention_2 for model_type '%s' is not modelled "
-                "(modelled: llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, "
-                "gemma, gemma2, gemma3, phi3, phi, gpt2, opt, gpt_neox, falcon, distilbert, "
-                "biogpt, vit; transformers 4.51's bert, roberta, albert and t5 have none); "
-                "use --attn sdpa or eager",
-                type);
+        hf_refuse(h, DM_REFUSE_FLASH_MODEL, type, NULL);
         return false;
     }
     hf_read_quant(h, h->opt_quant);
@@ -131,23 +122,53 @@ bool hf_begin(struct hf *h, const char *type)
 
 /* The graph's input input_ids int64 [batch, seq], and room for n_out
  * outputs; -1 after an error. */
-int32_t hf_input_ids(struct hf *h, size_t n_out)
+/* input_ids int64 [batch, seq], or with `choices` [batch, choices, seq]. */
+static int32_t ids_input(struct hf *h, size_t n_out, bool choices)
 {
     struct dm_graph *g = h->g;
+    int rank = choices ? 3 : 2;
     int32_t ids = dm_graph_add_tensor(g, "input_ids");
-    struct dm_dim *d = dm_arena_array(&g->arena, 2, sizeof *d);
+    struct dm_dim *d = dm_arena_array(&g->arena, (size_t)rank, sizeof *d);
     int32_t sb = dm_graph_symbol(g, "batch"), sq = dm_graph_symbol(g, "seq");
+    int32_t sc = choices ? dm_graph_symbol(g, "choices") : 0;
     g->inputs = dm_arena_array(&g->arena, 1, sizeof *g->inputs);
     g->outputs = dm_arena_array(&g->arena, n_out, sizeof *g->outputs);
-    if (ids < 0 || !d || sb < 0 || sq < 0 || !g->inputs || !g->outputs)
+    if (ids < 0 || !d || sb < 0 || sq < 0 || sc < 0 || !g->inputs || !g->outputs)
         return hf_oom(h);
     d[0] = (struct dm_dim){-1, sb};
-    d[1] = (struct dm_dim){-1, sq};
+    if (choices)
+        d[1] = (struct dm_dim){-1, sc};
+    d[rank - 1] = (struct dm_dim){-1, sq};
     g->tensors[ids] = (struct dm_tensor){.name = g->tensors[ids].name, .dtype = DM_INT64,
-                                         .rank = 2, .dims = d, .role = DM_ROLE_INPUT,
+                                         .rank = rank, .dims = d, .role = DM_ROLE_INPUT,
                                          .producer = -1};
     g->inputs[g->n_inputs++] = ids;
     return ids;
+}
+
+int32_t hf_input_ids(struct hf *h, size_t n_out)
+{
+    return ids_input(h, n_out, false);
+}
+
+/* A multiple-choice head's input_ids [batch, choices, seq] (symbol
+ * "choices", --dim choices=N), flattened as its forward does
+ * (input_ids.view(-1, input_ids.size(-1)): a view [batch x choices, seq]);
+ * *choices gets the [choices] shape the logits are viewed with. -1 after an
+ * error. */
+int32_t hf_choice_ids(struct hf *h, size_t n_out, int32_t *choices)
+{
+    int32_t ids = ids_input(h, n_out, true);
+    if (ids < 0)
+        return -1;
+    *choices = hf_op(h, DM_OP_Shape, 1, ids);
+    hf_attr_i(h, "start", 1);
+    hf_attr_i(h, "end", 2);
+    int32_t seq = hf_op(h, DM_OP_Shape, 1, ids);
+    hf_attr_i(h, "start", 2);
+    int32_t shape = hf_op(h, DM_OP_Concat, 2, hf_const_ints(h, INTS(-1)), seq);
+    hf_attr_i(h, "axis", 0);
+    return hf_op(h, DM_OP_Reshape, 2, ids, shape);
 }
 
 /* The end of every build: the quantized layers' summary, then the graph's
@@ -165,6 +186,8 @@ enum dnnmem_status hf_encoder_outputs(struct hf *h, int32_t x, int32_t pooled)
     struct dm_graph *g = h->g;
     if (h->st != DNNMEM_OK)
         return h->st;
+    if (x < 0)
+        return hf_fail(h, DNNMEM_E_INTERNAL, "an encoder without an output");
     g->tensors[x].is_output = true;
     g->outputs[g->n_outputs++] = x;
     if (pooled >= 0) {

@@ -39,13 +39,18 @@ int32_t hf_gpt2_act(struct hf *h, const char *act, int32_t x)
 
 /* GPT2Attention.forward with _attn (eager). */
 static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int32_t x,
-                              int32_t ss)
+                              int32_t ss, int32_t mask, int32_t *probs)
 {
     struct dm_graph *g = h->g;
     int64_t E = c->embd, nh = c->heads, hd = c->embd / c->heads, P = c->positions;
-    /* registered buffers: the causal mask and an unused scalar */
-    int32_t bias = hf_param(h, "bias", DM_BOOL, 4, (int64_t[]){1, 1, P, P});
-    hf_param(h, "masked_bias", DM_FLOAT, 0, NULL);
+    /* registered buffers up to 4.57: the causal mask and an unused scalar;
+     * 5.x's GPT2Attention registers neither (modeling_gpt2.py 5.24.0) and
+     * takes the model's causal mask (`mask`) */
+    int32_t bias = -1;
+    if (!h->gpt2_v5) {
+        bias = hf_param(h, "bias", DM_BOOL, 4, (int64_t[]){1, 1, P, P});
+        hf_param(h, "masked_bias", DM_FLOAT, 0, NULL);
+    }
     size_t s = hf_enter(h, "c_attn");
     int32_t qkv = hf_conv1d(h, x, E, 3 * E);
     hf_leave(h, s);
@@ -102,6 +107,24 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
         else
             hf_heads_copy(h, qkvh, nh, hd, c3);
         o = hf_sdpa_attention(h, c3, -1, true, nh, nh, hd, hd, 0, c->attn_drop);
+    } else if (h->gpt2_v5) {
+        /* 5.x's eager_attention_forward: matmul(q, k^T) * scaling (the
+         * module's head_dim**-0.5 and 1 / (layer + 1) in one factor), + the
+         * model's causal mask, softmax, .type(value.dtype), dropout */
+        int32_t c3[3];
+        hf_heads_copy(h, qkvh, nh, hd, c3);
+        int32_t kt = hf_transpose(h, c3[1], INTS(0, 1, 3, 2));
+        w = hf_op(h, DM_OP_MatMul, 2, c3[0], kt);
+        double scaling = (c->scale ? 1.0 / sqrt((double)hd) : 1.0) /
+                         (c->scale_by_layer ? (double)(layer + 1) : 1.0);
+        w = hf_op(h, DM_OP_Mul, 2, w, hf_const_f(h, scaling));
+        w = hf_op(h, DM_OP_Add, 2, w, mask);
+        w = hf_op(h, DM_OP_Softmax, 1, w);
+        hf_attr_i(h, "axis", -1);
+        s = hf_enter(h, "attn_dropout");
+        w = hf_dropout(h, w, c->attn_drop);
+        hf_leave(h, s);
+        o = hf_op(h, DM_OP_MatMul, 2, w, c3[2]);
     } else {
         /* q, k.transpose(-1, -2) and v are permuted views of the c_attn output */
         int32_t c3[3];
@@ -136,8 +159,14 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
     s = hf_enter(h, "resid_dropout");
     o = hf_dropout(h, o, c->resid_drop);
     hf_leave(h, s);
-    /* _attn's attn_weights is a local of forward until it returns */
+    /* _attn's attn_weights is a local of forward until it returns; from
+     * 4.52 GPT2Attention returns (attn_output, attn_weights) and GPT2Block
+     * keeps them in self_attn_weights (5.x: `_`) until it returns
+     * (modeling_gpt2.py 4.52.4-4.56.2, 5.24.0; 4.51.3's returned them only
+     * with output_attentions): measured 4.56.2 tiny-gpt2 fp32 inference
+     * -4.9% while they went with the attention */
     hf_hold(h, w, hf_last_node(h));
+    *probs = h->gpt2_cache ? w : -1;
     /* present = (key, value) are views of the c_attn output, so with
      * use_cache the whole [B, S, 3E] buffer lives while the caller holds
      * the presents (in training until `del out`, past the backward). Split
@@ -150,6 +179,19 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
         hf_op(h, DM_OP_Identity, 1, part[0]);
     }
     return o;
+}
+
+/* 5.x's create_causal_mask for the eager attention without an
+ * attention_mask: [S, S] of finfo.min above the diagonal, seen as [1, 1, S,
+ * S], named "causal_mask" as hf_dec_causal_mask's (--mode generate finds it)
+ * and built here alike, the fill an expanded scalar. */
+static int32_t gpt2_causal_mask(struct hf *h, int32_t ss)
+{
+    int32_t full = hf_op(h, DM_OP_Expand, 2, hf_const_f(h, -FLT_MAX), ss);
+    int32_t tri = hf_op(h, DM_OP_Trilu, 2, full, hf_const_i(h, 1));
+    hf_attr_i(h, "upper", 1);
+    h->out_name = "causal_mask";
+    return hf_op(h, DM_OP_Unsqueeze, 2, tri, hf_const_ints(h, INTS(0, 1)));
 }
 
 /* GPT2LMHeadModel. */
@@ -180,6 +222,9 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
     hf_leave(h, s);
     int32_t ss = hf_op(h, DM_OP_Concat, 2, seq, seq); /* [S, S]: the mask slice's ends */
     hf_attr_i(h, "axis", 0);
+    /* 5.x: GPT2Model's create_causal_mask, for the eager attention (the
+     * fused kernels take is_causal), held by the forward */
+    int32_t mask = h->gpt2_v5 && !h->sdpa && !h->flash ? gpt2_causal_mask(h, ss) : -1;
 
     for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
         size_t ls = hf_enter(h, "h.%d", i);
@@ -188,7 +233,8 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
         int32_t y = hf_layer_norm(h, x, E, c->eps);
         hf_leave(h, s);
         s = hf_enter(h, "attn");
-        y = gpt2_attention(h, c, i, y, ss);
+        int32_t probs = -1;
+        y = gpt2_attention(h, c, i, y, ss, mask, &probs);
         hf_leave(h, s);
         int32_t attn_out = y;
         x = hf_op(h, DM_OP_Add, 2, y, residual); /* attn_output + residual */
@@ -213,6 +259,7 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
         x = hf_op(h, DM_OP_Add, 2, residual, y);
         /* GPT2Block.forward's attn_outputs / attn_output live until it returns */
         hf_hold(h, attn_out, hf_last_node(h));
+        hf_hold(h, probs, hf_last_node(h));
         hf_leave(h, ls);
     }
     s = hf_enter(h, "ln_f");
@@ -222,6 +269,7 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
      * position_embeds, position_ids */
     hf_hold(h, embeds, hf_last_node(h));
     hf_hold(h, pe, hf_last_node(h));
+    hf_hold(h, mask, hf_last_node(h));
     hf_hold(h, pos, hf_last_node(h));
     hf_leave(h, top);
     s = hf_enter(h, "lm_head");

@@ -63,11 +63,13 @@
  */
 #include "hf.h"
 
-/* PEFT's default target_modules (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING). */
+/* PEFT's default target_modules (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING,
+ * peft/utils/constants.py, read in PEFT 0.21.2). A model type PEFT has none for
+ * has none here: --lora-r then needs --lora-targets, as get_peft_model raises. */
 static const char *const qv[] = {"q_proj", "v_proj"}, *const c_attn[] = {"c_attn"},
-                         *const query[] = {"query", "value"}, *const qv_lin[] = {"q_lin", "v_lin"},
+                         *const query[] = {"query", "value"},
                          *const t5_qv[] = {"q", "v"}, *const fused[] = {"query_key_value"},
-                         *const qkv_proj[] = {"qkv_proj"};
+                         *const phi_t[] = {"q_proj", "v_proj", "fc1", "fc2"};
 #define TARGETS(a) a, sizeof a / sizeof *a
 
 /* The model types, each with its family's builder (in the order the errors
@@ -81,34 +83,37 @@ static const char *const qv[] = {"q_proj", "v_proj"}, *const c_attn[] = {"c_attn
  * 4.48.3-4.51.3 wheels; measured: 48 rows at 4.48.3 within 0.22% of 4.51's
  * model, tests/validation/hf-real-cpu.jsonl). */
 static const struct hf_arch archs[] = {
-    {"llama", hf_llama, 1, 0, TARGETS(qv), 448},
-    {"mistral", hf_llama, 1, 0, TARGETS(qv), 448},
-    {"qwen2", hf_llama, 1, 0, TARGETS(qv), 0},
-    {"qwen3", hf_llama, 1, 0, TARGETS(qv), 0},
-    {"mixtral", hf_moe, 1, 0, TARGETS(qv), 0},
-    {"qwen2_moe", hf_moe, 1, 0, TARGETS(qv), 0},
-    {"qwen3_moe", hf_moe, 1, 0, TARGETS(qv), 0},
-    {"deepseek_v2", hf_moe, 0, 0, TARGETS(qv), 0},
-    {"deepseek_v3", hf_moe, 0, 0, TARGETS(qv), 0},
-    {"gpt2", hf_gpt2, 1, 0, TARGETS(c_attn), 448},
-    {"bert", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), 0},
-    {"roberta", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), 0},
-    {"albert", hf_bert, 0, HF_ANY_ARCH | HF_NO_GC, TARGETS(query), 0},
-    {"distilbert", hf_distilbert, 1, HF_ANY_ARCH, TARGETS(qv_lin), 0},
-    {"t5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), 0},
-    {"mt5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), 0},
-    {"vit", hf_vit, 1, HF_ANY_ARCH, TARGETS(query), 0},
-    {"opt", hf_opt, 1, 0, TARGETS(qv), 440},
-    {"biogpt", hf_opt, 452, 0, TARGETS(qv), 0},
-    {"gpt_neox", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), 440},
-    {"falcon", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), 0},
-    {"phi", hf_neox, 1, 0, TARGETS(qv), 0},
-    {"phi3", hf_neox, 1, 0, TARGETS(qkv_proj), 0},
-    {"gemma", hf_gemma, 1, 0, TARGETS(qv), 448},
-    {"gemma2", hf_gemma, 1, 0, TARGETS(qv), 0},
-    {"gemma3_text", hf_gemma, 1, 0, TARGETS(qv), 0},
+    {"llama", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Llama", 448},
+    {"mistral", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Mistral", 448},
+    {"qwen2", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Qwen2", 0},
+    {"qwen3", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Qwen3", 0},
+    {"granite", hf_llama, 1, 0, NULL, 0, "Granite", 0},
+    {"olmo2", hf_llama, 1, 0, NULL, 0, "Olmo2", 0},
+    {"starcoder2", hf_llama, 1, 0, NULL, 0, "Starcoder2", 0},
+    {"mixtral", hf_moe, 1, 0, TARGETS(qv), "Mixtral", 0},
+    {"qwen2_moe", hf_moe, 1, 0, NULL, 0, "Qwen2Moe", 0},
+    {"qwen3_moe", hf_moe, 1, 0, NULL, 0, "Qwen3Moe", 0},
+    {"deepseek_v2", hf_moe, 0, 0, NULL, 0, "DeepseekV2", 0},
+    {"deepseek_v3", hf_moe, 0, 0, NULL, 0, "DeepseekV3", 0},
+    {"gpt2", hf_gpt2, 1, 0, TARGETS(c_attn), "GPT2", 448},
+    {"bert", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), "Bert", 0},
+    {"roberta", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), "Roberta", 0},
+    {"albert", hf_bert, 0, HF_ANY_ARCH | HF_NO_GC, NULL, 0, "Albert", 0},
+    {"distilbert", hf_distilbert, 1, HF_ANY_ARCH, NULL, 0, "DistilBert", 0},
+    {"t5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "T5", 0},
+    {"mt5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "MT5", 0},
+    {"vit", hf_vit, 1, HF_ANY_ARCH, NULL, 0, "ViT", 0},
+    {"opt", hf_opt, 1, 0, TARGETS(qv), "OPT", 440},
+    {"biogpt", hf_opt, 452, 0, NULL, 0, "BioGpt", 0},
+    {"gpt_neox", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), "GPTNeoX", 440},
+    {"falcon", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), "Falcon", 0},
+    {"phi", hf_neox, 1, 0, TARGETS(phi_t), "Phi", 0},
+    {"phi3", hf_neox, 1, 0, NULL, 0, "Phi3", 0},
+    {"gemma", hf_gemma, 1, 0, TARGETS(qv), "Gemma", 448},
+    {"gemma2", hf_gemma, 1, 0, TARGETS(qv), "Gemma2", 0},
+    {"gemma3_text", hf_gemma, 1, 0, TARGETS(qv), NULL, 0},
     /* the multimodal Gemma 3 wrapper: its text_config's causal LM */
-    {"gemma3", hf_gemma, 1, HF_ANY_ARCH | HF_TEXT_CONFIG, TARGETS(qv), 0},
+    {"gemma3", hf_gemma, 1, HF_ANY_ARCH | HF_TEXT_CONFIG, NULL, 0, "Gemma3", 0},
 };
 
 static const struct hf_arch *arch_of(const char *type)
@@ -134,7 +139,28 @@ static const char *known_types(char *buf, size_t cap)
     return buf;
 }
 
-/* The model_type, or "gpt2" for the legacy GPT-2 configs that predate it. */
+/* A class of transformers' (an 'architectures' entry) of a registry row:
+ * its prefix, then Model, LMHeadModel, WithLMHeadModel (T5's 2.x name) or
+ * For<task>. */
+static const struct hf_arch *arch_of_class(const char *s)
+{
+    for (size_t k = 0; k < sizeof archs / sizeof *archs; k++) {
+        const char *cls = archs[k].cls;
+        size_t n = cls ? strlen(cls) : 0;
+        if (!cls || strncmp(s, cls, n) != 0)
+            continue;
+        const char *rest = s + n;
+        if (strcmp(rest, "Model") == 0 || strcmp(rest, "LMHeadModel") == 0 ||
+            strcmp(rest, "WithLMHeadModel") == 0 || strncmp(rest, "For", 3) == 0)
+            return &archs[k];
+    }
+    return NULL;
+}
+
+/* The model_type; a config without one (written before transformers 2.x
+ * added the field) resolved from the first 'architectures' class a row
+ * names, else, with GPT-2's n_embd and n_layer, "gpt2"; the resolution is
+ * recorded (g->type_from) and printed with the result. */
 static const char *model_type(struct hf *h)
 {
     json_t *v = json_object_get(h->root, "model_type");
@@ -150,12 +176,21 @@ static const char *model_type(struct hf *h)
     if (json_is_array(arch)) {
         json_array_foreach(arch, i, a)
         {
-            if (json_is_string(a) && strcmp(json_string_value(a), "GPT2LMHeadModel") == 0)
-                return "gpt2";
+            const struct hf_arch *r = json_is_string(a) ? arch_of_class(json_string_value(a)) : NULL;
+            if (r) {
+                h->g->type_from = dm_arena_printf(&h->g->arena,
+                                                  "%s, from architectures %s (the config has no "
+                                                  "model_type)",
+                                                  r->type, json_string_value(a));
+                return r->type;
+            }
         }
     }
-    if (json_object_get(h->root, "n_embd") && json_object_get(h->root, "n_layer"))
+    if (json_object_get(h->root, "n_embd") && json_object_get(h->root, "n_layer")) {
+        h->g->type_from = "gpt2, from its fields n_embd and n_layer (the config has no "
+                          "model_type nor a known architectures class)";
         return "gpt2";
+    }
     char known[512];
     if (!arch && !json_object_get(h->root, "vocab_size"))
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
@@ -163,9 +198,29 @@ static const char *model_type(struct hf *h)
                 "'architectures' or 'vocab_size'); supported: ONNX models, HuggingFace configs "
                 "and Keras model JSON");
     else
-        hf_fail(h, DNNMEM_E_MODEL, "config field 'model_type' is missing (known: %s)",
+        hf_fail(h, DNNMEM_E_MODEL,
+                "config field 'model_type' is missing and 'architectures' names no class of a "
+                "supported model type (supported: %s)",
                 known_types(known, sizeof known));
     return NULL;
+}
+
+/* The row model_type() resolves the config to, without errors (PEFT's
+ * default targets are read before the build). */
+static const struct hf_arch *arch_guess(json_t *root)
+{
+    const char *type = json_string_value(json_object_get(root, "model_type"));
+    if (type)
+        return arch_of(type);
+    json_t *arch = json_object_get(root, "architectures"), *a;
+    size_t i;
+    json_array_foreach(arch, i, a)
+    {
+        const struct hf_arch *r = json_is_string(a) ? arch_of_class(json_string_value(a)) : NULL;
+        if (r)
+            return r;
+    }
+    return arch_of("gpt2");
 }
 
 static enum dnnmem_status build(struct hf *h)
@@ -188,10 +243,25 @@ static enum dnnmem_status build(struct hf *h)
     return h->arch->build(h, type);
 }
 
+/* The graph as loaded, without options (the outline, and the graph of an
+ * estimate whose options change nothing of it, src/estimate/variant.c):
+ * transformers 4.51's, the release the families are written against
+ * (DM_TRANSFORMERS_BASE: any other release's estimate rebuilds, check.c);
+ * without options nothing reads the PyTorch release or the GPU (they
+ * matter to forced sdpa kernels, grouped heads from 4.54 and half precision
+ * only), and there are no adapters. */
+static const struct dm_hf_env as_loaded = {
+    .torch = DM_TORCH_DEFAULT, .transformers = DM_TRANSFORMERS_BASE, .cc = DM_CC_DEFAULT};
+
 static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
-                               const struct dnnmem_config *opt, bool outline,
-                               struct dnnmem_error *err)
+                               const struct dnnmem_config *opt, const struct dm_hf_env *env,
+                               bool outline, struct dnnmem_error *err)
 {
+    if (!opt != !env)
+        return dm_fail(err, DNNMEM_E_INTERNAL, "%s: options without their run, or a run without "
+                       "options", g->path);
+    if (!env)
+        env = &as_loaded;
     struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa,
                    .scope_fnv = {DM_HASH_INIT}, .outline = outline,
                    .flash = opt && opt->attn == DNNMEM_ATTN_FLASH,
@@ -201,12 +271,12 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
                    .amp = opt && (opt->precision == DNNMEM_PRECISION_AMP_FP16 ||
                                   opt->precision == DNNMEM_PRECISION_AMP_BF16)};
     h.sdpa |= h.flash;
-    int tv = opt && opt->transformers_version ? opt->transformers_version : DM_TRANSFORMERS_DEFAULT;
-    int torch = opt && opt->torch_version ? opt->torch_version : DM_TORCH_DEFAULT;
+    int tv = env->transformers, torch = env->torch;
     h.gqa_sdpa = h.sdpa && !h.flash && tv >= 454 && torch >= 205;
     h.half = h.amp || (opt && (opt->precision == DNNMEM_PRECISION_FP16 ||
                                opt->precision == DNNMEM_PRECISION_BF16));
-    h.cc = opt && opt->compute_capability ? opt->compute_capability : DM_CC_DEFAULT;
+    h.cc = env->cc;
+    h.lora_alpha = env->lora_alpha;
     h.half_to_float = opt && opt->precision == DNNMEM_PRECISION_FP16 &&
                       opt->device == DNNMEM_DEVICE_CUDA;
     h.transformers = tv;
@@ -238,13 +308,17 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
         h.lora_targets = lora->targets;
         h.n_lora_targets = lora->n_targets;
         if (!h.n_lora_targets) {
-            const char *type = json_string_value(json_object_get(h.root, "model_type"));
-            const struct hf_arch *a = arch_of(type ? type : "gpt2");
+            const struct hf_arch *a = arch_guess(h.root);
             h.lora_targets = a ? a->lora : qv;
             h.n_lora_targets = a ? a->n_lora : sizeof qv / sizeof *qv;
+            /* get_peft_model raises "Please specify `target_modules`" */
+            if (!h.n_lora_targets)
+                hf_refuse(&h, DM_REFUSE_LORA_NO_DEFAULT, a ? a->type : "?", NULL);
+            g->lora_default = h.lora_targets;
+            g->n_lora_default = h.n_lora_targets;
         }
-        h.lora_hits = calloc(h.n_lora_targets, sizeof *h.lora_hits);
-        if (!h.lora_hits)
+        h.lora_hits = h.st == DNNMEM_OK ? calloc(h.n_lora_targets, sizeof *h.lora_hits) : NULL;
+        if (h.st == DNNMEM_OK && !h.lora_hits)
             h.st = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
     }
     /* gradient checkpointing in training turns use_cache off (LlamaModel.forward
@@ -263,9 +337,7 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
     }
     for (size_t k = 0; s == DNNMEM_OK && k < h.n_lora_targets; k++)
         if (!h.lora_hits[k])
-            s = dm_fail(err, DNNMEM_E_USAGE,
-                        "%s: --lora-targets %s: no linear module of the model is named so",
-                        g->path, h.lora_targets[k]);
+            s = hf_refuse(&h, DM_REFUSE_LORA_TARGET, h.lora_targets[k], NULL);
     /* get_peft_model freezes the model: only the adapters train */
     for (int32_t i = 0; s == DNNMEM_OK && h.lora && i < g->n_tensors; i++)
         if (g->tensors[i].role == DM_ROLE_WEIGHT)
@@ -274,17 +346,20 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
     free(h.scopes);
     dm_arena_free(&h.names_arena);
     free(h.lora_hits);
-    return s;
+    /* a refusal: the graph as far as it was built, with its refusal, for the
+     * estimate's check table (DM_CHECK_GRAPH) to turn into the error */
+    return h.refused ? DNNMEM_OK : s;
 }
 
 enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
-                              const struct dnnmem_config *opt, struct dnnmem_error *err)
+                              const struct dnnmem_config *opt, const struct dm_hf_env *env,
+                              struct dnnmem_error *err)
 {
-    return load(g, data, size, sdpa, opt, false, err);
+    return load(g, data, size, sdpa, opt, env, false, err);
 }
 
 enum dnnmem_status dm_load_hf_outline(struct dm_graph *g, const uint8_t *data, size_t size,
                                       struct dnnmem_error *err)
 {
-    return load(g, data, size, false, NULL, true, err);
+    return load(g, data, size, false, NULL, NULL, true, err);
 }

@@ -65,6 +65,9 @@ struct hf_arch {
     unsigned flags;    /* HF_* */
     const char *const *lora; /* PEFT's default target_modules */
     size_t n_lora;
+    const char *cls;   /* transformers' class-name prefix ("GPT2" of GPT2LMHeadModel): a
+                          config without model_type is resolved from its architectures;
+                          NULL: not resolved so */
     int oldest;        /* the oldest transformers release modelled for it; 0: 4.51
                           (DM_TRANSFORMERS_WIDE) */
 };
@@ -76,6 +79,8 @@ struct hf {
     json_t *root;
     const struct hf_arch *arch; /* the model_type's row (NULL before it is known) */
     enum dnnmem_status st;     /* the first error; later calls do nothing */
+    bool refused;              /* st is hf_refuse's: the graph stands as built so far,
+                                  its refusal recorded (g->refusal) */
     int32_t cap_nodes;
     char scope[256];           /* the module path, "/model/layers.0/self_attn" */
     size_t scope_len;
@@ -108,6 +113,7 @@ struct hf {
     bool share;                /* hf_param() returns an existing parameter of that name
                                   (ALBERT's layers shared across calls) */
     const struct dnnmem_lora *lora; /* adapters to add, or NULL */
+    double lora_alpha;         /* their lora_alpha (struct dm_hf_env) */
     enum dnnmem_quant opt_quant; /* --quant */
     struct quant q;            /* how linear layers are stored */
     bool last_linear;          /* the next linear is the model's last module (a base
@@ -141,6 +147,17 @@ struct llama {
     int64_t vocab, hidden, inter, layers, heads, kv_heads, head_dim;
     double eps, attn_drop, theta;
     bool tie, qkv_bias, o_bias, mlp_bias, qk_norm, use_cache;
+    bool granite;          /* Granite's multipliers (all applied, 1.0 included) */
+    bool olmo2;            /* OLMo 2: norms after the attention and the MLP, q/k norms over
+                              the whole projection, Olmo2RMSNorm */
+    bool starcoder2;       /* StarCoder2: LayerNorms, c_fc/c_proj MLP, dropouts */
+    int head;              /* 0: ForCausalLM; LLAMA_TOKCLS, LLAMA_QA, LLAMA_SEQCLS (llama.c) */
+    int64_t pad;           /* SequenceClassification: pad_token_id, -1: none */
+    int64_t labels;        /* ForTokenClassification's num_labels */
+    double cls_drop;       /* its dropout */
+    const char *act;       /* StarCoder2's hidden_act */
+    double resid_drop, emb_drop; /* StarCoder2's residual_dropout, embedding_dropout */
+    double emb_mult, resid_mult, attn_mult, logits_scale;
     const struct moe *moe; /* MoE layers (Mixtral, Qwen-MoE, DeepSeek) or NULL */
     const struct mla *mla; /* DeepSeek's latent attention or NULL */
 };
@@ -199,6 +216,7 @@ struct dec {
 bool hf_check(struct hf *h, const char *type);
 bool hf_begin(struct hf *h, const char *type);
 int32_t hf_input_ids(struct hf *h, size_t n_out);
+int32_t hf_choice_ids(struct hf *h, size_t n_out, int32_t *choices);
 enum dnnmem_status hf_finish(struct hf *h);
 enum dnnmem_status hf_encoder_outputs(struct hf *h, int32_t x, int32_t pooled);
 int32_t hf_causal_ids(struct hf *h, int64_t layers, bool use_cache, bool parts);
@@ -223,6 +241,11 @@ enum dnnmem_status hf_gemma(struct hf *h, const char *type);      /* gemma.c */
 enum dnnmem_status hf_fail(struct hf *h, enum dnnmem_status s, const char *fmt, ...)
     DM_PRINTF(3, 4);
 int32_t hf_oom(struct hf *h);
+/* What the options ask that the model cannot give (struct dm_refusal):
+ * recorded on the graph (name, why copied) and the build stopped as
+ * hf_fail stops it; the estimate's check table gives the error. */
+enum dnnmem_status hf_refuse(struct hf *h, enum dm_refusal_kind kind, const char *name,
+                             const char *why);
 json_t *hf_field(struct hf *h, const char *key);
 int64_t hf_get_int(struct hf *h, const char *key, int64_t dflt, int64_t max);
 double hf_get_num(struct hf *h, const char *key, double dflt, double lo, double hi);
@@ -255,6 +278,7 @@ int32_t hf_dropout(struct hf *h, int32_t x, double p);
 void hf_hold(struct hf *h, int32_t x, int32_t until);
 int32_t hf_last_node(struct hf *h);
 int32_t hf_rms_norm(struct hf *h, int32_t x, int64_t dim, double eps);
+int32_t hf_rms_norm_olmo(struct hf *h, int32_t x, int64_t dim, double eps);
 int32_t hf_rope(struct hf *h, int32_t x, int32_t cos, int32_t sin, int64_t d,
                 const char *name);
 const char *hf_cache_at_make(const struct hf *h, const char *name);

@@ -86,9 +86,7 @@ void hf_kbit_finish(struct hf *h)
     bool gc = h->kbit == DNNMEM_KBIT_PREP &&
               (q->method == Q_BNB4 || q->method == Q_BNB8 || q->method == Q_GPTQ);
     if (gc && (h->arch->flags & HF_NO_GC)) {
-        hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "--kbit-prep: transformers' ALBERT does not support gradient checkpointing "
-                "(gradient_checkpointing_enable raises); use --kbit-prep-no-gc");
+        hf_refuse(h, DM_REFUSE_KBIT_NO_GC, NULL, NULL);
         return;
     }
     if (gc) {
@@ -124,16 +122,13 @@ void hf_kbit_finish(struct hf *h)
             if (known)
                 continue;
             if (g->n_kbit_ckpt == 2) {
-                hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                        "--kbit-prep: gradient checkpointing of this model's layers is not "
-                        "modelled (more than two layer lists)");
+                hf_refuse(h, DM_REFUSE_KBIT_LISTS, NULL, NULL);
                 return;
             }
             g->kbit_ckpt[g->n_kbit_ckpt++] = glob;
         }
         if (!g->n_kbit_ckpt && h->st == DNNMEM_OK) {
-            hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                    "--kbit-prep: the model has no layer list to checkpoint");
+            hf_refuse(h, DM_REFUSE_KBIT_NO_LIST, NULL, NULL);
             return;
         }
     }

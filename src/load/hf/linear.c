@@ -77,8 +77,7 @@ static int32_t lora(struct hf *h, int32_t x, int64_t in, int64_t out, int32_t y,
     hf_attr_ints(h, "perm", INTS(1, 0));
     u = hf_op(h, DM_OP_MatMul, 2, u, bt);
     hf_keep32(h, u);
-    double alpha = h->lora->alpha > 0 ? h->lora->alpha : 8;
-    u = hf_op(h, DM_OP_Mul, 2, u, hf_const_f(h, alpha / (double)r));
+    u = hf_op(h, DM_OP_Mul, 2, u, hf_const_f(h, h->lora_alpha / (double)r));
     hf_keep32(h, u);
     if (bnb) {
         if (!h->amp)

@@ -1,8 +1,58 @@
 /*
- * llama.c (src/load/hf/): the Llama family (Llama, Mistral, Qwen2, Qwen3), whose decoder
- * the MoE families (moe.c, deepseek.c) share.
+ * llama.c (src/load/hf/): the Llama family (Llama, Mistral, Qwen2, Qwen3, Granite), whose
+ * decoder the MoE families (moe.c, deepseek.c) share.
+ *
+ * Granite (modeling_granite.py, the same in 4.51, 4.56 and 5.24) is Llama's
+ * graph with four multipliers, each an op of its own whatever its value
+ * (x * 1.0 is a new tensor): inputs_embeds * embedding_multiplier (the
+ * product rebinds inputs_embeds, which the model's forward then keeps),
+ * attention_multiplier as the attention's scaling (in place of
+ * head_dim**-0.5), residual + out * residual_multiplier after the attention
+ * and after the MLP, and logits / logits_scaling (a second [B, S, V]
+ * tensor; the first goes as the division makes it).
+ *
+ * OLMo 2 (modeling_olmo2.py, 4.51-5.24): Llama's graph with its norms moved:
+ * no input_layernorm; x + post_attention_layernorm(attn(x)), then
+ * x + post_feedforward_layernorm(mlp(x)); q_norm and k_norm over the whole
+ * q_proj and k_proj outputs (before the view into heads); every norm an
+ * Olmo2RMSNorm: from 4.52 (4.52.4's modeling_olmo2.py) (weight *
+ * hidden_states).to(input_dtype), hf_rms_norm_olmo; 4.51's is LlamaRMSNorm.
+ *
+ * StarCoder2 (modeling_starcoder2.py, 4.51-5.24): Llama's attention with
+ * biases on q, k, v, o (use_bias) and dropout(residual_dropout) on o_proj's
+ * output; nn.LayerNorm (with bias) for input_layernorm,
+ * post_attention_layernorm and norm; the MLP c_fc, act (gelu_pytorch_tanh),
+ * c_proj, dropout(residual_dropout); dropout(embedding_dropout) on the
+ * embeddings; tied embeddings by default.
+ *
+ * Llama, Mistral, Qwen2 and Qwen3 also as ...ForTokenClassification and
+ * ...ForQuestionAnswering (5.24's GenericForTokenClassification and
+ * GenericForQuestionAnswering, modeling_layers.py; the same graph as 4.51's
+ * per-model classes), the head `architectures` names: the model's last
+ * hidden state through dropout (classifier_dropout, else hidden_dropout,
+ * else 0.1) and score (no bias) to [B, S, num_labels], the loss
+ * ForTokenClassification's (logits.float()); or qa_outputs (bias) to
+ * [B, S, 2], split into start and end logits (.contiguous() copies), the
+ * loss (start_loss + end_loss) / 2. The model's cache (use_cache) is made
+ * and let go when the head's forward returns: its outputs do not hold it.
+ * ...ForSequenceClassification (GenericForSequenceClassification): score
+ * (no bias) on every position [B, S, num_labels], then the logits of each
+ * row's last non-pad token, logits[arange(B), last] (a [B, num_labels]
+ * copy; with pad_token_id, (arange(S) * (input_ids != pad).int()).argmax(-1);
+ * without, -1, and transformers refuses batches above 1); it returns the
+ * pooled logits and the cache; the loss cross-entropy of the pooled logits,
+ * MSELoss for num_labels 1 (ForSequenceClassificationLoss's regression).
  */
+#define LLAMA_TOKCLS 1
+#define LLAMA_QA 2
+#define LLAMA_SEQCLS 3
 #include "hf.h"
+
+/* Olmo2RMSNorm, by release (header). */
+static int32_t olmo_norm(struct hf *h, int32_t x, int64_t dim, double eps)
+{
+    return h->transformers >= 452 ? hf_rms_norm_olmo(h, x, dim, eps) : hf_rms_norm(h, x, dim, eps);
+}
 
 /* One of q, k, v: proj(x).view(B, S, -1, D) [-> norm] .transpose(1, 2). With
  * `bshd`, the transpose is left to the caller (see llama_attention). */
@@ -12,8 +62,13 @@ static int32_t head_proj(struct hf *h, const struct llama *c, int32_t x, const c
     size_t s = hf_enter(h, "%s", proj);
     int32_t y = hf_linear(h, x, c->hidden, heads * c->head_dim, c->qkv_bias, -1, NULL);
     hf_leave(h, s);
+    if (c->olmo2 && norm) { /* self.q_norm(self.q_proj(hidden_states)), then the view */
+        s = hf_enter(h, "%s", norm);
+        y = olmo_norm(h, y, heads * c->head_dim, c->eps);
+        hf_leave(h, s);
+    }
     y = hf_reshape(h, y, INTS(0, 0, -1, c->head_dim));
-    if (c->qk_norm && norm) {
+    if (c->qk_norm && norm && !c->olmo2) {
         s = hf_enter(h, "%s", norm);
         y = hf_rms_norm(h, y, c->head_dim, c->eps);
         hf_leave(h, s);
@@ -30,6 +85,7 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
 {
     struct dm_graph *g = h->g;
     int64_t D = c->head_dim, H = c->heads, KV = c->kv_heads;
+    double scaling = c->granite ? c->attn_mult : 1.0 / sqrt((double)D);
     const char *kname = NULL, *vname = NULL;
     if (c->use_cache) { /* past_key_value.update(k, v) keeps them in the returned cache */
         kname = dm_arena_printf(&g->arena, "present.%d.key", layer);
@@ -71,7 +127,7 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
     }
     int32_t o, p = -1;
     int32_t kr = k, vr = v;
-    if ((o = hf_gqa_attention(h, q, k, v, H, KV, D, 1.0 / sqrt((double)D), c->attn_drop)) >= 0)
+    if ((o = hf_gqa_attention(h, q, k, v, H, KV, D, scaling, c->attn_drop)) >= 0)
         goto out;
     /* flash_attention_forward takes grouped heads; 4.51's own
      * Qwen2MoeFlashAttention2 (modeling_qwen2_moe.py, copied from the old
@@ -93,7 +149,7 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
         vr = h->sdpa ? hf_reshape(h, v, INTS(0, H, -1, D)) : hf_matmul_fold(h, v, H, D);
     }
     if (h->flash) {
-        o = hf_flash_attention(h, q, kr, vr, 1.0 / sqrt((double)D), true);
+        o = hf_flash_attention(h, q, kr, vr, scaling, true);
     } else if (h->sdpa) {
         /* sdpa_attention_forward: query, key and value .contiguous() (the
          * same copies), then one F.scaled_dot_product_attention(is_causal,
@@ -101,12 +157,12 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
          * no mask, no scores, no probabilities; its output is the [B, S, H, D]
          * buffer the kernel wrote, so .transpose(1, 2).contiguous() copies
          * nothing */
-        o = hf_sdpa_attention(h, (int32_t[]){q, kr, vr}, -1, true, H, H, D, D,
-                              1.0 / sqrt((double)D), c->attn_drop);
+        o = hf_sdpa_attention(h, (int32_t[]){q, kr, vr}, -1, true, H, H, D, D, scaling,
+                              c->attn_drop);
     } else {
         int32_t kt = hf_transpose(h, kr, INTS(0, 1, 3, 2));
         int32_t s = hf_op(h, DM_OP_MatMul, 2, q, kt);
-        int32_t scale = hf_const_f(h, 1.0 / sqrt((double)D)); /* self.scaling = head_dim**-0.5 */
+        int32_t scale = hf_const_f(h, scaling); /* self.scaling = head_dim**-0.5 */
         s = hf_op(h, DM_OP_Mul, 2, s, scale);
         s = hf_op(h, DM_OP_Add, 2, s, mask);
         p = hf_softmax_f32(h, s, q);
@@ -123,15 +179,67 @@ out:
     size_t sc = hf_enter(h, "o_proj");
     o = hf_linear(h, o, H * D, c->hidden, c->o_bias, -1, NULL);
     hf_leave(h, sc);
+    if (c->starcoder2)
+        o = hf_dropout(h, o, c->resid_drop);
     /* and LlamaAttention.forward's query_states (the rotated q, which the
      * matmul copies) until it returns */
     hf_hold(h, q_embed, hf_last_node(h));
+    /* 4.x's Qwen2MoeAttention (the class before the attention interface,
+     * modeling_qwen2_moe.py 4.51.3 and 4.56.2) sets attn_weights = None
+     * unless output_attentions before it returns: the probabilities go with
+     * it, not with the decoder layer (measured: tiny-qwen2-moe fp32
+     * inference +4.0% while they were kept through the MoE block) */
+    if (strcmp(c->type, "qwen2_moe") == 0 && h->transformers < 500) {
+        hf_hold(h, p, hf_last_node(h));
+        p = -1;
+    }
     *attn_weights = p;
     return o;
 }
 
+/* OLMo 2's norm of a sublayer's output, before the residual add. */
+static int32_t post_norm(struct hf *h, const struct llama *c, int32_t y, const char *name)
+{
+    size_t s = hf_enter(h, "%s", name);
+    y = olmo_norm(h, y, c->hidden, c->eps);
+    hf_leave(h, s);
+    return y;
+}
+
+/* Granite's hidden_states * residual_multiplier before the residual add. */
+static int32_t residual_scaled(struct hf *h, const struct llama *c, int32_t y)
+{
+    return c->granite ? hf_op(h, DM_OP_Mul, 2, y, hf_const_f(h, c->resid_mult)) : y;
+}
+
+/* A decoder layer's norm: RMSNorm, or StarCoder2's nn.LayerNorm. */
+static int32_t layer_norm(struct hf *h, const struct llama *c, int32_t x, const char *name)
+{
+    size_t s = hf_enter(h, "%s", name);
+    x = c->starcoder2 ? hf_layer_norm(h, x, c->hidden, c->eps) : hf_rms_norm(h, x, c->hidden, c->eps);
+    hf_leave(h, s);
+    return x;
+}
+
+/* Starcoder2MLP: c_fc, act, c_proj, dropout. */
+static int32_t starcoder2_mlp(struct hf *h, const struct llama *c, int32_t x)
+{
+    size_t s = hf_enter(h, "c_fc");
+    int32_t y = hf_linear(h, x, c->hidden, c->inter, c->mlp_bias, -1, NULL);
+    hf_leave(h, s);
+    s = hf_enter(h, "act");
+    y = hf_dec_act(h, c->act, y);
+    hf_leave(h, s);
+    s = hf_enter(h, "c_proj");
+    y = hf_linear(h, y, c->inter, c->hidden, c->mlp_bias, -1, NULL);
+    hf_leave(h, s);
+    return hf_dropout(h, y, c->resid_drop);
+}
+
 static int32_t llama_mlp(struct hf *h, const struct llama *c, int32_t x)
 {
+    if (c->starcoder2)
+        return starcoder2_mlp(h, c, x);
     size_t s = hf_enter(h, "gate_proj");
     int32_t gate = hf_linear(h, x, c->hidden, c->inter, c->mlp_bias, -1, NULL);
     hf_leave(h, s);
@@ -149,6 +257,69 @@ static int32_t llama_mlp(struct hf *h, const struct llama *c, int32_t x)
     return m;
 }
 
+/* GenericForSequenceClassification's pooled logits (header). */
+static int32_t seqcls_head(struct hf *h, const struct llama *c, int32_t x, int32_t ids)
+{
+    size_t s = hf_enter(h, "score");
+    int32_t logits = hf_linear(h, x, c->hidden, c->labels, false, -1, NULL);
+    hf_leave(h, s);
+    int32_t zero = hf_const_i(h, 0), one = hf_const_i(h, 1);
+    int32_t b = hf_op(h, DM_OP_Shape, 1, ids);
+    hf_attr_i(h, "end", 1);
+    int32_t rows = hf_op(h, DM_OP_Range, 3, zero, b, one); /* torch.arange(batch_size) */
+    int32_t last;
+    if (c->pad >= 0) {
+        int32_t seq = hf_op(h, DM_OP_Shape, 1, ids);
+        hf_attr_i(h, "start", 1);
+        hf_attr_i(h, "end", 2);
+        int32_t np = hf_op(h, DM_OP_Not, 1, hf_op(h, DM_OP_Equal, 2, ids, hf_const_i(h, c->pad)));
+        np = hf_op(h, DM_OP_Cast, 1, np);
+        hf_attr_i(h, "to", DM_INT32);
+        int32_t tok = hf_op(h, DM_OP_Cast, 1, hf_op(h, DM_OP_Range, 3, zero, seq, one));
+        hf_attr_i(h, "to", DM_INT32);
+        last = hf_op(h, DM_OP_ArgMax, 1, hf_op(h, DM_OP_Mul, 2, tok, np));
+        hf_attr_i(h, "axis", -1);
+        hf_attr_i(h, "keepdims", 0);
+    } else { /* last_non_pad_token = -1 */
+        last = hf_op(h, DM_OP_Sub, 2, hf_op(h, DM_OP_Mul, 2, rows, zero), one);
+    }
+    int32_t idx = hf_op(h, DM_OP_Concat, 2, hf_unsqueeze(h, rows, INTS(1)),
+                        hf_unsqueeze(h, last, INTS(1)));
+    hf_attr_i(h, "axis", 1);
+    h->out_name = "logits";
+    return hf_op(h, DM_OP_GatherND, 2, logits, idx);
+}
+
+/* The token-classification, question-answering or sequence-classification
+ * head on the last hidden state x (header). */
+static int32_t task_head(struct hf *h, const struct llama *c, int32_t x, int32_t ids)
+{
+    if (c->head == LLAMA_SEQCLS)
+        return seqcls_head(h, c, x, ids);
+    if (c->head == LLAMA_TOKCLS) {
+        x = hf_dropout(h, x, c->cls_drop);
+        size_t s = hf_enter(h, "score");
+        x = hf_linear(h, x, c->hidden, c->labels, false, -1, "logits");
+        hf_leave(h, s);
+        return x;
+    }
+    size_t s = hf_enter(h, "qa_outputs");
+    int32_t y = hf_linear(h, x, c->hidden, 2, true, -1, NULL);
+    hf_leave(h, s);
+    struct dm_node *n = hf_node(h, DM_OP_Split, 2, (int32_t[]){y, hf_const_ints(h, INTS(1, 1))}, 2);
+    if (!n)
+        return -1;
+    int32_t part[2] = {n->out[0], n->out[1]};
+    hf_attr_i(h, "axis", -1);
+    int32_t last = hf_const_ints(h, INTS(-1)); /* made before out_name names the next */
+    h->out_name = "start_logits";
+    int32_t start = hf_op(h, DM_OP_Squeeze, 2, part[0], last);
+    h->out_name = "end_logits";
+    hf_op(h, DM_OP_Squeeze, 2, part[1], last);
+    h->g->loss_terms = 2;
+    return start;
+}
+
 /* LlamaForCausalLM (and Mistral, Qwen2, Qwen3). */
 static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
 {
@@ -164,8 +335,12 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
     size_t s = hf_enter(h, "embed_tokens");
     int32_t emb_w = hf_param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->vocab, c->hidden});
     int32_t x = hf_op(h, DM_OP_Gather, 2, emb_w, ids);
-    int32_t emb = x;
     hf_leave(h, s);
+    if (c->granite)
+        x = hf_op(h, DM_OP_Mul, 2, x, hf_const_f(h, c->emb_mult));
+    int32_t emb = x;
+    if (c->starcoder2) /* hidden_states = dropout(inputs_embeds): emb stays the local */
+        x = hf_dropout(h, x, c->emb_drop);
 
     /* cache_position = arange(S); position_ids = cache_position.unsqueeze(0) */
     int32_t seq = hf_op(h, DM_OP_Shape, 1, ids);
@@ -251,27 +426,30 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
 
     for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
         size_t ls = hf_enter(h, "layers.%d", i);
-        int32_t residual = x;
-        s = hf_enter(h, "input_layernorm");
-        int32_t y = hf_rms_norm(h, x, c->hidden, c->eps);
-        hf_leave(h, s);
+        int32_t residual = x, y = x;
+        if (!c->olmo2)
+            y = layer_norm(h, c, x, "input_layernorm");
         s = hf_enter(h, "self_attn");
         int32_t attn_w = -1, router = -1;
         y = c->mla ? hf_mla_attention(h, c, i, y, cos, sin, mask, &attn_w)
                    : llama_attention(h, c, i, y, cos, sin, mask, &attn_w);
         hf_leave(h, s);
-        x = hf_op(h, DM_OP_Add, 2, residual, y);
+        if (c->olmo2)
+            y = post_norm(h, c, y, "post_attention_layernorm");
+        x = hf_op(h, DM_OP_Add, 2, residual, residual_scaled(h, c, y));
         residual = x;
-        s = hf_enter(h, "post_attention_layernorm");
-        y = hf_rms_norm(h, x, c->hidden, c->eps);
-        hf_leave(h, s);
+        y = x;
+        if (!c->olmo2)
+            y = layer_norm(h, c, x, "post_attention_layernorm");
         bool sparse = c->moe && hf_moe_layer(c->moe, i);
         s = hf_enter(h, "%s", sparse && c->moe->kind == MOE_MIXTRAL ? "block_sparse_moe" : "mlp");
         y = !sparse                         ? llama_mlp(h, c, y)
             : c->moe->kind == MOE_DEEPSEEK ? hf_deepseek_moe(h, c, c->moe, y)
                                            : hf_sparse_moe(h, c, c->moe, y, &router);
         hf_leave(h, s);
-        x = hf_op(h, DM_OP_Add, 2, residual, y);
+        if (c->olmo2)
+            y = post_norm(h, c, y, "post_feedforward_layernorm");
+        x = hf_op(h, DM_OP_Add, 2, residual, residual_scaled(h, c, y));
         /* the decoder layer's self_attn_weights: the attention probabilities
          * live until the layer returns, whatever output_attentions says;
          * likewise the router logits of a MoE block */
@@ -281,9 +459,13 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
             h->g->router[h->g->n_router++] = router;
         hf_leave(h, ls);
     }
-    s = hf_enter(h, "norm");
-    x = hf_rms_norm(h, x, c->hidden, c->eps);
-    hf_leave(h, s);
+    if (c->olmo2) {
+        s = hf_enter(h, "norm");
+        x = olmo_norm(h, x, c->hidden, c->eps);
+        hf_leave(h, s);
+    } else {
+        x = layer_norm(h, c, x, "norm");
+    }
     /* LlamaModel.forward's locals live until it returns: inputs_embeds,
      * cache_position, the causal mask and position_embeddings */
     hf_hold(h, emb, hf_last_node(h));
@@ -292,15 +474,24 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
     hf_hold(h, cos, hf_last_node(h));
     hf_hold(h, sin, hf_last_node(h));
     hf_leave(h, top);
+    if (c->head)
+        return task_head(h, c, x, ids);
     s = hf_enter(h, "lm_head");
-    x = hf_linear(h, x, c->hidden, c->vocab, false, c->tie ? emb_w : -1, "logits");
+    x = hf_linear(h, x, c->hidden, c->vocab, false, c->tie ? emb_w : -1,
+                  c->granite ? NULL : "logits");
     hf_leave(h, s);
+    if (c->granite) {
+        int32_t by = hf_const_f(h, c->logits_scale); /* made before out_name names the next */
+        h->out_name = "logits";
+        x = hf_op(h, DM_OP_Div, 2, x, by);
+    }
     return x;
 }
 
 void hf_read_llama(struct hf *h, const char *type, struct llama *c)
 {
-    bool llama = strcmp(type, "llama") == 0, qwen2 = strcmp(type, "qwen2") == 0,
+    bool granite = strcmp(type, "granite") == 0, olmo2 = strcmp(type, "olmo2") == 0;
+    bool llama = strcmp(type, "llama") == 0 || granite || olmo2, qwen2 = strcmp(type, "qwen2") == 0,
          qwen3 = strcmp(type, "qwen3") == 0;
     c->type = type;
     c->vocab = hf_get_int(h, "vocab_size", REQUIRED, MAX_SIZE);
@@ -324,22 +515,40 @@ void hf_read_llama(struct hf *h, const char *type, struct llama *c)
         hf_fail(h, DNNMEM_E_MODEL,
                 "config field 'head_dim' (%lld) must be even for the rotary embedding",
                 (long long)c->head_dim);
-    const char *act = hf_get_str(h, "hidden_act", "silu");
-    if (h->st == DNNMEM_OK && strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
+    bool sc2 = strcmp(type, "starcoder2") == 0;
+    const char *act = hf_get_str(h, "hidden_act", sc2 ? "gelu_pytorch_tanh" : "silu");
+    if (sc2)
+        hf_dec_check_act(h, "hidden_act", act, true);
+    else if (h->st == DNNMEM_OK && strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
                 "config field 'hidden_act' is '%s'; only 'silu' is modelled for %s", act, type);
-    c->eps = hf_get_num(h, "rms_norm_eps", 1e-6, 0, 1);
+    c->eps = hf_get_num(h, sc2 ? "norm_epsilon" : "rms_norm_eps", sc2 ? 1e-5 : 1e-6, 0, 1);
     c->attn_drop = hf_get_num(h, "attention_dropout", 0.0, 0, 1);
     c->theta = hf_get_num(h, "rope_theta", 10000.0, 1e-30, 1e30);
-    c->tie = hf_get_bool(h, "tie_word_embeddings", false);
+    c->tie = hf_get_bool(h, "tie_word_embeddings", sc2); /* Starcoder2Config: True */
     c->use_cache = hf_get_bool(h, "use_cache", true);
     /* projections' biases: Llama and Qwen3 follow attention_bias (q, k, v, o)
      * and Llama mlp_bias; Qwen2 has q, k, v biases; Mistral none */
     bool attn_bias = (llama || qwen3) && hf_get_bool(h, "attention_bias", false);
     c->qkv_bias = attn_bias || qwen2;
     c->o_bias = attn_bias;
-    c->mlp_bias = llama && hf_get_bool(h, "mlp_bias", false);
-    c->qk_norm = qwen3;
+    c->mlp_bias = llama && !olmo2 && hf_get_bool(h, "mlp_bias", false); /* Olmo2MLP: none */
+    c->qk_norm = qwen3 || olmo2;
+    c->olmo2 = olmo2;
+    /* Starcoder2Config: use_bias True (every projection), the dropouts 0 */
+    c->starcoder2 = sc2;
+    c->act = act;
+    if (sc2) {
+        c->qkv_bias = c->o_bias = c->mlp_bias = hf_get_bool(h, "use_bias", true);
+        c->resid_drop = hf_get_num(h, "residual_dropout", 0.0, 0, 1);
+        c->emb_drop = hf_get_num(h, "embedding_dropout", 0.0, 0, 1);
+    }
+    /* GraniteConfig's multipliers, each 1.0 by default */
+    c->granite = granite;
+    c->emb_mult = granite ? hf_get_num(h, "embedding_multiplier", 1.0, -1e30, 1e30) : 1.0;
+    c->resid_mult = granite ? hf_get_num(h, "residual_multiplier", 1.0, -1e30, 1e30) : 1.0;
+    c->attn_mult = granite ? hf_get_num(h, "attention_multiplier", 1.0, -1e30, 1e30) : 1.0;
+    c->logits_scale = granite ? hf_get_num(h, "logits_scaling", 1.0, 1e-30, 1e30) : 1.0;
 }
 
 /* LlamaForCausalLM, and the MoE families' (moe.c), from the config *c. */
@@ -370,6 +579,32 @@ static bool within_budget(struct hf *h, const struct llama *c)
     return false;
 }
 
+/* A task head's outputs: its logits (QA: start and end), not the cache,
+ * whose keys and values live until the head's forward returns. */
+static enum dnnmem_status head_outputs(struct hf *h, const struct llama *c, int32_t logits)
+{
+    struct dm_graph *g = h->g;
+    if (h->st != DNNMEM_OK)
+        return h->st;
+    g->loss_upcast = c->head == LLAMA_TOKCLS; /* ForTokenClassification: logits.float() */
+    for (int64_t i = 0; c->use_cache && i < c->layers; i++)
+        for (int j = 0; j < 2; j++) {
+            char name[64];
+            snprintf(name, sizeof name, "present.%lld.%s", (long long)i, j ? "value" : "key");
+            hf_hold(h, dm_graph_find(g, name), hf_last_node(h));
+        }
+    g->tensors[logits].is_output = true;
+    g->outputs[g->n_outputs++] = logits;
+    if (c->head == LLAMA_QA) {
+        int32_t end = dm_graph_find(g, "end_logits");
+        if (end < 0)
+            return hf_fail(h, DNNMEM_E_INTERNAL, "no tensor 'end_logits'");
+        g->tensors[end].is_output = true;
+        g->outputs[g->n_outputs++] = end;
+    }
+    return hf_finish(h);
+}
+
 enum dnnmem_status hf_llama_lm(struct hf *h, const char *type, const struct llama *c)
 {
     if (h->st != DNNMEM_OK || !within_budget(h, c) || !hf_begin(h, type))
@@ -378,7 +613,63 @@ enum dnnmem_status hf_llama_lm(struct hf *h, const char *type, const struct llam
     if (ids < 0)
         return h->st;
     int32_t logits = build_llama(h, c, ids);
+    if (c->head == LLAMA_SEQCLS) { /* SequenceClassifierOutputWithPast: pooled logits, cache */
+        h->g->loss_upcast = false;
+        h->g->seqcls_no_pad = c->pad < 0;
+        h->g->loss_mse = c->labels == 1;
+        return hf_causal_outputs(h, logits, c->layers, c->use_cache, false);
+    }
+    if (c->head)
+        return head_outputs(h, c, logits);
     return hf_causal_outputs(h, logits, c->layers, c->use_cache, false);
+}
+
+/* The head `architectures` names (Llama, Mistral, Qwen2, Qwen3: the
+ * registry's HF_ANY_ARCH): <Cls>ForCausalLM (also when none is named),
+ * <Cls>ForTokenClassification or <Cls>ForQuestionAnswering. */
+static void read_head(struct hf *h, struct llama *c)
+{
+    json_t *arch = json_object_get(h->root, "architectures"), *a;
+    size_t i;
+    const char *cls = h->arch->cls, *other = NULL;
+    size_t n = strlen(cls);
+    if (arch && !json_is_null(arch) && !json_is_array(arch)) {
+        hf_fail(h, DNNMEM_E_MODEL, "config field 'architectures' must be a list");
+        return;
+    }
+    json_array_foreach(arch, i, a)
+    {
+        const char *s = json_is_string(a) ? json_string_value(a) : "";
+        bool mine = strncmp(s, cls, n) == 0;
+        if (mine && strcmp(s + n, "ForCausalLM") == 0)
+            return;
+        if (mine && (strcmp(s + n, "ForTokenClassification") == 0 ||
+                     strcmp(s + n, "ForQuestionAnswering") == 0 ||
+                     strcmp(s + n, "ForSequenceClassification") == 0)) {
+            c->head = s[n + 3] == 'T' ? LLAMA_TOKCLS : s[n + 3] == 'Q' ? LLAMA_QA : LLAMA_SEQCLS;
+            json_t *pad = json_object_get(h->root, "pad_token_id");
+            json_int_t pv = json_is_integer(pad) ? json_integer_value(pad) : -1;
+            c->pad = pv >= 0 && pv < MAX_SIZE ? (int64_t)pv : -1; /* any id; -1: none */
+            if (json_is_integer(pad) && c->pad < 0)
+                hf_fail(h, DNNMEM_E_MODEL, "config field 'pad_token_id' (%lld) is out of range",
+                        (long long)pv);
+            h->g->head = dm_arena_strdup(&h->g->arena, s);
+            c->labels = hf_num_labels(h);
+            json_t *cd = json_object_get(h->root, "classifier_dropout");
+            json_t *hd = json_object_get(h->root, "hidden_dropout");
+            c->cls_drop = cd && !json_is_null(cd) ? hf_get_num(h, "classifier_dropout", 0, 0, 1)
+                          : hd && !json_is_null(hd) ? hf_get_num(h, "hidden_dropout", 0, 0, 1)
+                                                   : 0.1;
+            return;
+        }
+        other = other ? other : s;
+    }
+    if (other)
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config field 'architectures' names %s; the heads built are %sForCausalLM, "
+                "%sForTokenClassification, %sForQuestionAnswering and "
+                "%sForSequenceClassification",
+                other, cls, cls, cls, cls);
 }
 
 enum dnnmem_status hf_llama(struct hf *h, const char *type)
@@ -386,6 +677,8 @@ enum dnnmem_status hf_llama(struct hf *h, const char *type)
     struct llama c = {0};
     if (!hf_check(h, type))
         return h->st;
+    if (h->arch->flags & HF_ANY_ARCH)
+        read_head(h, &c);
     hf_read_llama(h, type, &c);
     return hf_llama_lm(h, type, &c);
 }

@@ -243,6 +243,15 @@ static int32_t neox_attention_legacy(struct hf *h, const struct dec *c, int laye
 
 /* PhiAttention (4.51): q, k, v projections viewed and transposed, partial
  * rotary through cat, dense. */
+/* The rotated half that hf_rope_cat's Concat `y` joined (its first input). */
+static int32_t phi_rotated(struct hf *h, int32_t y)
+{
+    if (h->st != DNNMEM_OK || y < 0)
+        return -1;
+    int32_t p = h->g->tensors[y].producer;
+    return p >= 0 && h->g->nodes[p].op == DM_OP_Concat ? h->g->nodes[p].in[0] : -1;
+}
+
 static int32_t phi_attention(struct hf *h, const struct dec *c, int layer, int32_t x, int32_t cos,
                              int32_t sin, int32_t mask, int32_t *pw)
 {
@@ -254,13 +263,27 @@ static int32_t phi_attention(struct hf *h, const struct dec *c, int layer, int32
     int32_t v = hf_reshape(h, hf_lin(h, "v_proj", x, E, KV * D, true), INTS(0, 0, -1, D));
     h->out_name = hf_cache_at_make(h, hf_present_name(h, c, layer, "value"));
     v = hf_transpose(h, v, INTS(0, 2, 1, 3));
+    int32_t q_states = q, k_states = k;
     q = hf_rope_cat(h, q, cos, sin, c->rot, D, NULL);
+    int32_t q_rot = phi_rotated(h, q);
     k = hf_rope_cat(h, k, cos, sin, c->rot, D,
                     hf_cache_at_make(h, hf_present_name(h, c, layer, "key")));
+    int32_t k_rot = phi_rotated(h, k);
     hf_dec_cache_update(h, c, layer, &k, &v);
     int32_t o = hf_dec_core(h, c, q, k, v, mask, c->scaling, pw);
     o = hf_lin(h, "dense", o, H * D, E, true);
     hf_hold_qkv(h, q, k, v);
+    /* PhiAttention.forward's locals query_rot, query_pass, key_rot and
+     * key_pass (modeling_phi.py 4.51.3, 4.56.2, 5.24.0) live until it
+     * returns: the rotated halves, and through the pass views the q_proj
+     * and k_proj outputs (measured: tiny-phi bf16 inference -3.3% / -3.6%
+     * while they went at the cat, exactly 2 x 128 KiB + 2 x 64 KiB) */
+    if (c->rot < D) {
+        hf_hold(h, q_states, hf_last_node(h));
+        hf_hold(h, k_states, hf_last_node(h));
+        hf_hold(h, q_rot, hf_last_node(h));
+        hf_hold(h, k_rot, hf_last_node(h));
+    }
     return o;
 }
 
@@ -354,7 +377,14 @@ static int32_t falcon_attention(struct hf *h, const struct dec *c, int layer, in
      * with output_attentions, so the decoder layer does not keep them */
     hf_hold(h, qkv, hf_last_node(h));
     hf_hold(h, *pw, hf_last_node(h));
-    *pw = -1;
+    /* from 4.54 the rotary branch returns (attn_output, attention_scores)
+     * whatever output_attentions says (modeling_falcon.py 4.54.1, 4.55.4,
+     * 4.56.2; 4.53.3 returned them only with it), FalconDecoderLayer returns
+     * them and FalconModel's loop variable `outputs` keeps layer i's until
+     * layer i + 1 returns (build_neox): measured 4.56.2 / 5.24.0 tiny-falcon
+     * inference -7.7% / -8.2% while they went with the attention */
+    if (h->transformers < 454)
+        *pw = -1;
     if (per_head)
         hf_hold_all(h, parts, 3, hf_last_node(h));
     else /* copied out of the fused output: nothing else keeps the parts */
@@ -398,6 +428,7 @@ static int32_t build_rotary_lm(struct hf *h, const struct dec *c, int32_t ids)
         return hf_oom(h);
     for (int64_t i = 0; i < c->layers * 3; i++)
         held[i] = -1;
+    int32_t prev_w = -1; /* Falcon 4.54+: the previous layer's returned scores */
     for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
         size_t ls = hf_enter(h, "%s.%d", k == DK_FALCON ? "h" : "layers", i);
         int32_t residual = x, w = -1, a, y, m;
@@ -498,6 +529,10 @@ static int32_t build_rotary_lm(struct hf *h, const struct dec *c, int32_t ids)
             x = hf_op(h, DM_OP_Add, 2, residual, m);
         }
         hf_hold(h, w, hf_last_node(h));
+        if (k == DK_FALCON && h->transformers >= 454) {
+            hf_hold(h, prev_w, hf_last_node(h));
+            prev_w = w;
+        }
         hf_leave(h, ls);
     }
     if (k == DK_PHI3) {

@@ -332,8 +332,7 @@ void hf_read_quant(struct hf *h, enum dnnmem_quant opt)
         return;
     }
     if (opt != DNNMEM_QUANT_NONE) {
-        hf_fail(h, DNNMEM_E_USAGE, "--quant: the config is quantized already (quant_method '%s')",
-                m);
+        hf_refuse(h, DM_REFUSE_QUANT_TWICE, m, NULL);
         return;
     }
     q->from_config = true;

@@ -104,6 +104,30 @@ static int32_t t5_heads(struct hf *h, const struct t5 *c, int32_t x, const char 
     return hf_transpose(h, y, INTS(0, 2, 1, 3));
 }
 
+/* softmax(scores.float(), dim=-1).type_as(scores) (modeling_t5.py 4.46-4.57;
+ * 5.x's eager_attention_forward calls softmax(attn_weights) as it is):
+ * .float() copies a 16-bit scores tensor to float32 on any device (it is not
+ * softmax's dtype argument, so no half_to_float), the float32 probabilities
+ * are what SoftmaxBackward keeps, and type_as casts them back (all no-ops in
+ * float32). Measured: tiny-t5 bf16 inference with transformers 4.51.3 on the
+ * CPU peaks in the encoder with the float32 copy and the float32 softmax
+ * [B, H, S, S] both live (tests/validation/hf-real-cpu-detail.jsonl). */
+static int32_t t5_softmax(struct hf *h, int32_t sc)
+{
+    if (h->transformers >= 500) {
+        int32_t p = hf_op(h, DM_OP_Softmax, 1, sc);
+        hf_attr_i(h, "axis", -1);
+        return p;
+    }
+    int32_t s32 = hf_op(h, DM_OP_Cast, 1, sc);
+    hf_attr_i(h, "to", DM_FLOAT);
+    hf_keep32(h, s32);
+    int32_t p = hf_op(h, DM_OP_Softmax, 1, s32);
+    hf_attr_i(h, "axis", -1);
+    hf_keep32(h, p);
+    return hf_op(h, DM_OP_CastLike, 2, p, sc);
+}
+
 /* T5Attention.forward (eager; transformers has no other T5 attention):
  * scores = matmul(q, k^T) (no scaling: Mesh TensorFlow's initialisation
  * absorbs it), scores += position_bias, softmax(scores.float()).type_as,
@@ -122,8 +146,17 @@ static int32_t t5_attention(struct hf *h, const struct t5 *c, bool dec, int32_t 
     int32_t qkv[3];
     int32_t src = kv >= 0 ? kv : x;
     qkv[0] = t5_heads(h, c, x, "q", NULL);
-    qkv[1] = t5_heads(h, c, src, "k", names ? names[0] : NULL);
-    qkv[2] = t5_heads(h, c, src, "v", names ? names[1] : NULL);
+    qkv[1] = t5_heads(h, c, src, "k", names ? hf_cache_at_make(h, names[0]) : NULL);
+    qkv[2] = t5_heads(h, c, src, "v", names ? hf_cache_at_make(h, names[1]) : NULL);
+    /* from 4.56 the EncoderDecoderCache's DynamicLayers return contiguous
+     * copies (hf_cache_update), which key_states and value_states are
+     * rebound to and the matmuls read without copying (measured: tiny-t5
+     * 4.56.2 training 2.25 MiB under 4.51.3, every decoder layer's self-
+     * and cross-attention k and v, +1.9% and LoRA +3.4% without) */
+    if (names) {
+        qkv[1] = hf_cache_update(h, qkv[1], names[0]);
+        qkv[2] = hf_cache_update(h, qkv[2], names[1]);
+    }
     int32_t c3[3];
     hf_heads_fold(h, qkv, H, D, c3); /* torch.matmul copies the transposed views */
     int32_t kt = hf_transpose(h, c3[1], INTS(0, 1, 3, 2));
@@ -144,8 +177,7 @@ static int32_t t5_attention(struct hf *h, const struct t5 *c, bool dec, int32_t 
         *pos = hf_op(h, DM_OP_Add, 2, pb, mask); /* position_bias + causal_mask */
     }
     sc = hf_op(h, DM_OP_Add, 2, sc, *pos);
-    int32_t w = hf_op(h, DM_OP_Softmax, 1, sc);
-    hf_attr_i(h, "axis", -1);
+    int32_t w = t5_softmax(h, sc);
     w = hf_dropout(h, w, c->drop);
     int32_t o = hf_op(h, DM_OP_MatMul, 2, w, c3[2]);
     o = hf_transpose(h, o, INTS(0, 2, 1, 3));
@@ -343,9 +375,7 @@ static void build_t5(struct hf *h, const struct t5 *c)
      * transformers 4.51); src/schedule/generate.c runs the rest */
     bool gen = h->gen_tokens > 0;
     if (gen && !c->use_cache) {
-        hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "--mode generate needs the decoder's cache (config use_cache true); generation "
-                "recomputing every position is not modelled");
+        hf_refuse(h, DM_REFUSE_GEN_NO_USE_CACHE, NULL, NULL);
         return;
     }
     int32_t dec_ids = hf_declare_input(h, "decoder_input_ids", DM_INT64, 2,

@@ -44,8 +44,11 @@ static int32_t vit_attention(struct hf *h, const struct vit *c, int32_t x)
         int32_t kt = hf_transpose(h, c3[1], INTS(0, 1, 3, 2));
         int32_t w = hf_op(h, DM_OP_MatMul, 2, c3[0], kt);
         w = hf_op(h, DM_OP_Mul, 2, w, hf_const_f(h, 1.0 / sqrt((double)D)));
-        w = hf_op(h, DM_OP_Softmax, 1, w);
-        hf_attr_i(h, "axis", -1);
+        /* softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+         * (modeling_vit.py 4.51.3, 4.56.2, 5.24.0): float32 probabilities in
+         * bf16 (measured: tiny-vit bf16 inference on the CPU peaks at the
+         * float32 copy and softmax, -4.5% while they were 16-bit) */
+        w = hf_softmax_f32(h, w, c3[0]);
         w = hf_dropout(h, w, c->attn_drop);
         o = hf_op(h, DM_OP_MatMul, 2, w, c3[2]);
     }
