@@ -168,6 +168,8 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-archs-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== published GPU measurements (BERT, DistilBERT; eager vs sdpa)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-gpu.sh
+	@echo "== published SDPA tables (Pythia-410m with transformers 4.42, OPT-350m with 4.46; --keep-outputs)"
+	DNNMEM=$(B)/dnnmem sh tests/validation/published-sdpa-tables.sh
 	@echo "== GPU measurements (H200, PyTorch 2.11, transformers 5.17: tools/gpu/results)"
 	python3 tools/gpu/compare.py --dnnmem $(B)/dnnmem --check \
 	    tools/gpu/results/open-encoders.jsonl tools/gpu/results/open-decoders.jsonl \

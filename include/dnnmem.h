@@ -437,6 +437,13 @@ struct dnnmem_config {
     bool loss_all_outputs;           /* the loss adds a term per output (ce, mse; sum always) */
     int iterations;                  /* training steps simulated; 0 = default 2 */
     int grad_accum;                  /* micro-batches per optimizer step; 0 = 1 */
+    /* The loop keeps the previous step's model outputs (logits, and the
+     * returned past_key_values with use_cache) until the next forward returns,
+     * as `outputs = model(**inputs)` in a loop does (the name is rebound only
+     * then). false (default): they are let go before the next forward, as the
+     * HF Trainer's training_step (its outputs are locals of compute_loss) and
+     * `del outputs` do. Modes TRAIN and INFER (PyTorch eager). */
+    bool keep_outputs;
     enum dnnmem_inplace inplace;
     enum dnnmem_precision precision;
     /* HuggingFace config.json models: the attention implementation. An

@@ -26,11 +26,15 @@
  * modelled release, printed with the result). */
 #define DM_TORCH_DEFAULT 206
 #define DM_TRANSFORMERS_DEFAULT DM_TRANSFORMERS_NEWEST
-/* The transformers releases the HuggingFace front end models: 4.51 to 5.24,
+/* The transformers releases the HuggingFace front end models: 4.40 to 5.24,
  * the memory behaviour changing at 4.52, 4.54, 4.56 and 5.0 (each read in
  * that release's sources), measured at 4.51.3, 4.56.2 and 5.24.0
- * (tests/validation/hf-real-cpu.jsonl). Others are refused (check.c). */
-#define DM_TRANSFORMERS_OLDEST 451
+ * (tests/validation/hf-real-cpu.jsonl); 4.40 to 4.50 for gpt_neox and opt
+ * (changes at 4.42, 4.45, 4.46 and 4.49, measured at 4.42.4 and 4.46.3),
+ * 4.48 to 4.50 for llama, mistral, gemma and gpt2 (measured at 4.48.3),
+ * every other model type from DM_TRANSFORMERS_WIDE (hf.c's table). Others are refused (check.c, and hf_check per model type). */
+#define DM_TRANSFORMERS_OLDEST 440
+#define DM_TRANSFORMERS_WIDE 451
 #define DM_TRANSFORMERS_NEWEST 524
 /* The release of the graph dm_load_hf builds without options (the graph a
  * model loads with); an estimate for any other release builds its own
@@ -177,6 +181,7 @@ enum dm_train_rule {
     DM_T_OUT,        /* saves output 0 (relu, sigmoid, tanh, softmax, exp, sqrt) */
     DM_T_IN,         /* saves input 0 (erf, log, leaky_relu, clamp, avg_pool) */
     DM_T_OPERANDS,   /* saves the operands other inputs' grads need (mul, div, mm, addmm) */
+    DM_T_BOTH,       /* saves every data operand when an input needs a grad (maximum, minimum) */
     DM_T_CONV,       /* saves input and weight */
     DM_T_BN,         /* saves input; extra save_mean, save_invstd */
     DM_T_LN,         /* saves input; extra mean, rstd per normalized row */
@@ -447,6 +452,8 @@ struct dm_graph {
                                 * no cache when model.training): rebuilt with the options */
     bool eager_only;           /* HF: transformers has no sdpa path for it (T5Attention):
                                   the "sdpa" graph is the eager one */
+    int sdpa_since;            /* HF: the transformers release that gave it an sdpa path
+                                  (GPT-NeoX 442, OPT 446); 0: every modelled one */
     /* HF mixture of experts with output_router_logits: each sparse layer's
      * router logits [tokens, experts] (arena-owned list), which the causal
      * LM's forward returns and, in training, feeds to load_balancing_loss_func
@@ -853,6 +860,8 @@ struct dm_run {
     bool inplace;            /* activations in place where PyTorch allows */
     int torch_version;       /* 113, 200, ... */
     int iterations, grad_accum;
+    bool keep_outputs;       /* the previous step's outputs live through the next forward
+                                (dnnmem_config.keep_outputs) */
     enum dnnmem_optimizer optimizer;
     enum dnnmem_loss loss;
     bool loss_all_outputs;

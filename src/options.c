@@ -266,6 +266,7 @@ SIZE_SETTER(set_mxnet_page_size, mxnet_page_size, 32,
         return DNNMEM_OK;                                                              \
     }
 FLAG_SETTER(set_do_sample, do_sample, true)
+FLAG_SETTER(set_keep_outputs, keep_outputs, true)
 FLAG_SETTER(set_kbit_prep, kbit_prep, DNNMEM_KBIT_PREP)
 FLAG_SETTER(set_kbit_prep_no_gc, kbit_prep, DNNMEM_KBIT_PREP_NO_GC)
 FLAG_SETTER(set_tf_allow_growth, tf_allow_growth, true)

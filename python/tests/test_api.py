@@ -139,3 +139,13 @@ def test_compare_capture_cpu_vs_cuda():
     assert c.a.peak == 15428 and c.b.peak_allocated == 17055744
     assert c.change["workspaces"] == 2 * 8519680 and c.change["total"] == c.b.peak - 15428
     assert "A  " in c.text and "B  " in c.text
+
+
+def test_keep_outputs_by_cli_name():
+    gpt2 = os.path.join(os.path.dirname(RESNET50), "..", "hf", "tiny-gpt2.json")
+    args = dict(mode="train", batch_size=2, seq_len=64, attn="eager")
+    kept = dnnmem.estimate(gpt2, keep_outputs=True, **args)
+    js = cli_json("estimate", gpt2, "--mode", "train", "-b", "2", "-s", "64", "--attn", "eager",
+                  "--keep-outputs")
+    assert kept.peak_allocated == js["peak_allocated_bytes"]
+    assert kept.peak_allocated >= dnnmem.estimate(gpt2, **args).peak_allocated

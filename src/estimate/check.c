@@ -81,9 +81,14 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
      * sdpa kernels are not modelled, so auto means eager there.
      * flash_attention_2: the flash-attn package's kernels (fp16/bf16, sm80+) */
     o->flash = c->attn == DNNMEM_ATTN_FLASH;
+    /* a release before the model's sdpa path (GPTNeoXSdpaAttention came with
+     * 4.42, OPTSdpaAttention with 4.46): _supports_sdpa is false, so auto is
+     * eager (and --attn sdpa an error below) */
+    bool no_sdpa_yet = hf && g->sdpa_since && o->transformers < g->sdpa_since;
     o->sdpa = hf && !g->eager_only &&
               (c->attn == DNNMEM_ATTN_SDPA || o->flash ||
-               (c->attn == DNNMEM_ATTN_AUTO && o->torch >= 201 && c->device == DNNMEM_DEVICE_CUDA));
+               (c->attn == DNNMEM_ATTN_AUTO && !no_sdpa_yet && o->torch >= 201 &&
+                c->device == DNNMEM_DEVICE_CUDA));
     /* sdpa with enable_gqa (transformers 4.54+ on PyTorch 2.5+: gqa_attention
      * in hf.c), stated in the attention assumption */
     o->gqa = o->sdpa && !o->flash && o->transformers >= 454 && o->torch >= 205;
@@ -92,7 +97,8 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
      * built for these when they change it: LoRA, quantized weights, flash
      * attention, a generation (a HybridCache's static shapes depend on the
      * prompt), checkpointing in training (use_cache off, as transformers
-     * turns it off), transformers 4.52 and later (GPT-2's Cache classes,
+     * turns it off), transformers before 4.51 (GPT-NeoX's and OPT's own
+     * attention classes) and 4.52 and later (GPT-2's Cache classes,
      * 4.54's enable_gqa, 4.56's sdpa views, 5.0's cache copies), fp16 on
      * CUDA (softmax(dtype=float32) without its float32 copy), a forced sdpa
      * kernel (the Attention nodes marked with it), training where the graph
@@ -155,6 +161,7 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(SDPA, o->sdpa)                                                                               \
     X(REBUILD, o->rebuild)                                                                         \
     X(EAGER_ONLY, g->eager_only)                                                                   \
+    X(NO_SDPA_YET, g->sdpa_since && o->transformers < g->sdpa_since)                               \
     X(QUANTIZED, g->quant_method != NULL)                                                          \
     X(QUANT_TRAINABLE, g->quant_trainable)                                                         \
     X(QUANT_CC_LOW, g->quant_method && c->compute_capability &&                                   \
@@ -186,6 +193,7 @@ static bool mx_page_bad(const struct dnnmem_config *c)
                            (unsigned)c->precision > DNNMEM_PRECISION_AMP_BF16 ||                   \
                            (c->n_freeze && !c->freeze) || (c->n_checkpoint && !c->checkpoint))     \
     X(GRAD_ACCUM, c->grad_accum > 1)                                                               \
+    X(KEEP_OUTPUTS, c->keep_outputs)                                                               \
     X(FW_VERSION_BAD, c->framework_version && o->fw_version < 0)                                   \
     X(GRAD_SUM_CAP_BAD, c->mxnet_grad_sum_cap < 0 || c->mxnet_grad_sum_cap > 1000000)              \
     X(ALLOC_ROUND, c->alloc_round_bytes >= 0)                                                      \
@@ -361,6 +369,12 @@ static const struct check checks[] = {
     {O, {F_SIZES_BAD}, USAGE, "batch size and sequence length must be positive", {A_NONE}},
     {O, {F_CAPACITY_BAD}, USAGE, "capacity must be positive and headroom in [0, 1)", {A_NONE}},
     {O, {F_STEPS_BAD}, USAGE, "iterations and grad_accum must be in 1..1000", {A_NONE}},
+    {O, {F_GENERATE, F_KEEP_OUTPUTS}, USAGE,
+     "--keep-outputs applies to --mode train and infer (generate() lets each step's outputs go "
+     "itself)", {A_NONE}},
+    {O, {F_OTHER_FW, F_KEEP_OUTPUTS}, UNSUP,
+     "--keep-outputs models a PyTorch loop's Python variable; not with --framework %s",
+     {A_FW_NAME}},
     {O, {F_INPUT_SHAPES_NULL}, USAGE, "input_shapes is NULL", {A_NONE}},
     {O, {F_TRAIN_ENUMS_BAD}, USAGE, "unknown optimizer, loss or in-place setting", {A_NONE}},
     {O, {F_FRAMEWORK_BAD}, USAGE, "unknown framework %s", {A_FRAMEWORK}},
@@ -390,8 +404,10 @@ static const struct check checks[] = {
     {O, {F_TRANSFORMERS, NOT(F_HF)}, USAGE,
      "%s: --transformers applies to HuggingFace config.json models", {A_PATH}},
     {O, {F_TRANSFORMERS_UNMODELLED}, UNSUP,
-     "--transformers %s.%s is not modelled: dnnmem builds transformers 4.51 to 5.24 (its memory "
-     "behaviour read at 4.52, 4.54, 4.56 and 5.0; measured at 4.51.3, 4.56.2, 5.24.0)",
+     "--transformers %s.%s is not modelled: dnnmem builds transformers 4.40 to 5.24 (4.40 to "
+     "4.47 for gpt_neox and opt only, 4.48 to 4.50 also llama, mistral, gemma and gpt2; its "
+     "memory behaviour read at 4.42, 4.45, 4.46, 4.49, 4.52, 4.54, 4.56 and 5.0; measured at "
+     "4.42.4, 4.46.3, 4.48.3, 4.51.3, 4.56.2, 5.24.0)",
      {A_TF_MAJOR, A_TF_MINOR}},
     {O, {F_ATTN_BAD}, USAGE, "unknown attention implementation %s", {A_ATTN}},
     {O, {F_ATTN, NOT(F_HF)}, USAGE,
@@ -401,6 +417,12 @@ static const struct check checks[] = {
      {A_PATH}},
     {O, {F_ATTN_SDPA, F_TORCH_PRE_2}, USAGE,
      "%s: --attn sdpa needs PyTorch 2.0 or later (F.scaled_dot_product_attention)", {A_PATH}},
+    {O, {F_ATTN_SDPA, F_NO_SDPA_YET}, UNSUP,
+     "%s: --attn sdpa: transformers %s.%s has no sdpa attention for this model (GPT-NeoX has "
+     "one from 4.42, OPT from 4.46); use --attn eager or auto", {A_PATH, A_TF_MAJOR, A_TF_MINOR}},
+    {O, {F_FLASH, F_NO_SDPA_YET}, UNSUP,
+     "%s: --attn flash: transformers %s.%s's flash_attention_2 for this model (its own class "
+     "before 4.49) is not modelled; use --attn eager", {A_PATH, A_TF_MAJOR, A_TF_MINOR}},
     {O, {F_ATTN_SDPA, F_EAGER_ONLY}, UNSUP,
      "%s: --attn sdpa: transformers has no sdpa attention for this model (T5Attention is eager "
      "only); use --attn eager or auto", {A_PATH}},

@@ -201,6 +201,16 @@ static void attention_assumptions(struct dm_est *e)
                         "GPT-2's last-position logits from 5.0"
                       : o->transformers >= 456 ? "; from 4.56 the cache layers keep copies of k and v"
                       : "");
+    /* before the model's sdpa path (GPT-NeoX 4.42, OPT 4.46): auto is eager */
+    bool no_sdpa_yet = g->sdpa_since && o->transformers < g->sdpa_since;
+    const char *no_sdpa_text =
+        no_sdpa_yet ? dm_arena_printf(as->arena,
+                                      "eager: scores, softmax and dropout materialised "
+                                      "(transformers %d.%d has no sdpa path for the model; it "
+                                      "has one from %d.%d)",
+                                      o->transformers / 100, o->transformers % 100,
+                                      g->sdpa_since / 100, g->sdpa_since % 100)
+                    : NULL;
     if (o->hf)
         dm_assume(as, "attention", c->attn ? "option" : "default", "%s",
                   o->flash ? "flash_attention_2: flash-attn's flash_attn_func on [B, S, H, D] "
@@ -210,7 +220,41 @@ static void attention_assumptions(struct dm_est *e)
                   : o->sdpa ? sdpa_text
                        : g->eager_only ? "eager: scores, softmax and dropout materialised (the "
                                          "model has no sdpa path in transformers)"
+                       : no_sdpa_yet ? no_sdpa_text
                        : "eager: scores, softmax and dropout materialised");
+}
+
+/* The graph returns its KV cache (HuggingFace's present.N.key outputs). */
+static bool returns_cache_out(const struct dm_graph *g)
+{
+    for (int32_t k = 0; k < g->n_outputs; k++)
+        if (strcmp(g->tensors[g->outputs[k]].name, "present.0.key") == 0)
+            return true;
+    return false;
+}
+
+/* Which loop runs the steps: whether the caller's variable keeps the previous
+ * step's outputs through the next forward. The default is the HF Trainer's
+ * (training_step -> compute_loss: the outputs are compute_loss's locals, gone
+ * when it returns the loss) and measure.py's `del out`; a hand-written
+ * `outputs = model(**inputs)` loop rebinds the name only after the next forward
+ * returns (the benchmark scripts of transformers' SDPA tables do). */
+static void loop_assumption(struct dm_est *e)
+{
+    const struct dnnmem_config *c = &e->o->cfg;
+    if (e->o->other_fw) /* a PyTorch loop's Python variable (check.c refuses the option) */
+        return;
+    bool cache = returns_cache_out(e->g);
+    if (c->keep_outputs)
+        dm_assume(&e->as, "loop", "option",
+                  "`outputs = model(**inputs)` in a loop: the previous step's outputs (%s) live "
+                  "until the next forward returns (--keep-outputs)",
+                  cache ? "logits and the returned cache" : "the model's outputs");
+    else
+        dm_assume(&e->as, "loop", "default",
+                  "each step's outputs let go before the next forward, as the HF Trainer's "
+                  "training_step and `del outputs` do; --keep-outputs for `outputs = "
+                  "model(**inputs)` loops, which keep them through the next forward");
 }
 
 /* What the job does: a training step, a generation, an inference. */
@@ -261,6 +305,7 @@ static void mode_assumptions(struct dm_est *e)
                       "mask [tokens x layers, top-k, experts] and float copy included)",
                       g->router_aux_coef, (int)g->n_router);
         dm_assume(as, KEY(ITERATIONS), SOURCE(ITERATIONS), "%d", run->iterations);
+        loop_assumption(e);
         if (run->grad_accum > 1)
             dm_assume(as, "grad_accum", "option", "%d micro-batches per step", run->grad_accum);
         dm_assume(as, "zero_grad", "default", "%s",
@@ -352,6 +397,7 @@ static void mode_assumptions(struct dm_est *e)
         }
     } else {
         dm_assume(as, "mode", "default", "infer (torch.no_grad, model.eval)");
+        loop_assumption(e);
     }
 }
 
@@ -374,6 +420,7 @@ void dm_est_run(struct dm_est *e)
         .torch_version = o->torch,
         .iterations = (int)VALUE(ITERATIONS),
         .grad_accum = (int)VALUE(GRAD_ACCUM),
+        .keep_outputs = c->keep_outputs,
         .optimizer = c->optimizer,
         .loss = c->loss,
         .loss_all_outputs = c->loss_all_outputs,

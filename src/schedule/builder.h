@@ -143,6 +143,8 @@ void dm_sb_generate_setup(struct dm_sb *b);
 enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err);
 void dm_train_free(struct dm_sb *b);
 void dm_train_backward(struct dm_sb *b, bool step_optimizer);
+/* keep_outputs: the previous step's outputs let go, after the next forward (train.c). */
+void dm_train_release_prev(struct dm_sb *b);
 /* optimizer.c */
 void dm_train_zero_grad(struct dm_sb *b);
 /* checkpoint.c: before node i runs forward, whether grad mode is on for it

@@ -158,16 +158,72 @@ static int tf_forwards(enum dm_op op)
     }
 }
 
-/* Transpose(0, 2, 1, 3) of a fused attention's output: the [B,S,H,D] buffer
- * the kernel wrote, contiguous again (transformers' .transpose(1, 2).contiguous()
- * copies nothing). */
+/* torch.matmul's fold of a [1, H, S, D] operand into [H, S, D] (a Reshape the
+ * HuggingFace front end marks matmul_fold, hf_matmul_fold): dropping a size-1
+ * dim is a view whatever the strides, and bmm takes the strided batch. */
+static bool fold_is_view(const struct dm_node *n, const struct dm_tinfo *x)
+{
+    return n->op == DM_OP_Reshape && dm_attr_int(n, "matmul_fold", 0) && x->rank >= 3 &&
+           x->dims[0] == 1;
+}
+
+/* Transpose(0, 2, 1, 3) of a fused attention's output written as [B,S,H,D]:
+ * contiguous again (transformers' .transpose(1, 2).contiguous() copies
+ * nothing). */
 static bool is_fused_attention_output(const struct dm_sb *b, const struct dm_node *n)
 {
     int32_t x = n->in[0], p = x >= 0 ? b->g->tensors[x].producer : -1;
     int64_t cnt;
     const int64_t *perm = dm_attr_ints(n, "perm", &cnt);
-    return p >= 0 && b->g->nodes[p].op == DM_OP_Attention && b->run->cuda && cnt == 4 &&
-           perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3;
+    return p >= 0 && b->g->nodes[p].op == DM_OP_Attention && b->run->cuda && b->strided[x] &&
+           cnt == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3;
+}
+
+/* Whether x is contiguous in its own [B,H,S,D] order because a cat or a
+ * .contiguous() made it (torch.cat writes a new contiguous tensor: the
+ * partial-rotary models' q and k; OPT's _shape before 4.49 copies), seen
+ * through same-layout copies (.to(): empty_like keeps the order) and views
+ * that keep contiguity. Elementwise results are not
+ * followed: TensorIterator gives them their first input's order, which
+ * the schedule does not track, and the rotary q of a projection's view
+ * keeps the view's [B,S,H,D] order. */
+static bool made_contiguous(const struct dm_sb *b, int32_t x)
+{
+    for (int hops = 0; x >= 0 && hops < 8 && !b->strided[x]; hops++) {
+        int32_t p = b->g->tensors[x].producer;
+        const struct dm_node *n = p >= 0 ? &b->g->nodes[p] : NULL;
+        if (!n)
+            return false;
+        if (n->op == DM_OP_Concat)
+            return true;
+        /* a Reshape that copied (.contiguous(), reshape of a strided x) */
+        if (n->op == DM_OP_Reshape && dm_has_in(n, 0) && b->cur[x] >= 0 &&
+            b->cur[x] != b->cur[n->in[0]])
+            return true;
+        bool view = n->op == DM_OP_Reshape || n->op == DM_OP_Identity;
+        if ((n->op != DM_OP_Cast && n->op != DM_OP_CastLike && !view) || !dm_has_in(n, 0))
+            return false;
+        x = n->in[0];
+    }
+    return false;
+}
+
+/* Whether a fused Attention node's output (its [B,H,S,D] view) is strided:
+ * the [B,S,H,D] buffer the CUDA kernels write. The memory-efficient kernel
+ * allocates at::empty({B, M, num_heads, Kv}) (_efficient_attention_forward,
+ * aten/src/ATen/native/transformers/cuda/attention.cu): always [B,S,H,D].
+ * Flash allocates out = at::empty_like(q_padded) on q.transpose(1, 2)
+ * (mha_fwd, .../cuda/flash_attn/flash_api.cpp; flash-attn's own mha_fwd the
+ * same), which keeps q's memory order: a q contiguous as [B,H,S,D] (a cat's,
+ * a .to() copy's, a .contiguous()'s) gives a contiguous [B,H,S,D] output,
+ * which transformers' transpose(1, 2).contiguous() (or reshape) then copies;
+ * a q viewed out of a projection ([B,S,H,D] in memory, strided as [B,H,S,D])
+ * gives [B,S,H,D]. */
+static bool fused_attention_strided(const struct dm_sb *b, const struct dm_node *n)
+{
+    if (n->op != DM_OP_Attention || !b->run->cuda)
+        return false;
+    return !dm_sdpa_flash(b, n) || !dm_has_in(n, 0) || !made_contiguous(b, n->in[0]);
 }
 
 _Static_assert(DM_WS_BUFS == 4, "the forward's workspace initializer lists four slots");
@@ -422,10 +478,13 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         if (n->op == DM_OP_Split && base >= 0 && dm_attr_int(n, "view", 0))
             alias = true;
         /* torch.reshape copies a tensor whose strides allow no view of the
-         * new shape (layout.c, dm_sb_view_strides; other frameworks: any
-         * non-contiguous one) */
+         * new shape (layout.c, dm_sb_view_strides); graphs without torch's
+         * strides (other frameworks, the HF front end): any non-contiguous
+         * one but a fold of a size-1 dim that torch.matmul's reshape keeps a
+         * view (fold_is_view) */
         if (alias && (n->op == DM_OP_Reshape || n->op == DM_OP_Flatten) &&
-            (torch_views(b) ? !dm_sb_view_strides(b, in0, o) : b->strided[in0]))
+            (torch_views(b) ? !dm_sb_view_strides(b, in0, o)
+                            : b->strided[in0] && !fold_is_view(n, &t[in0])))
             alias = false;
         /* in place: nothing but this op holds the input */
         bool inplace = k == 0 && base >= 0 && b->run->inplace &&
@@ -484,8 +543,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         if (materialize)
             b->cur[o] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, t[o].dtype, t[o].bytes, o, i, NULL,
                                     holders);
-        /* the fused kernels write [B,S,H,D] and return its [B,H,S,D] view */
-        b->strided[o] = n->op == DM_OP_Attention && b->run->cuda;
+        /* the fused kernels return a [B,H,S,D] view of what they wrote */
+        b->strided[o] = fused_attention_strided(b, n);
     }
     if (on_device)
         dm_sb_unref(b, maxpool_indices(b, n, i, save));

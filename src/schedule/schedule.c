@@ -225,6 +225,26 @@ static void setup(struct dm_sb *b)
             dm_sb_alloc(b, DNNMEM_CAT_WEIGHT, DM_INT64, 8, -1, i, "num_batches_tracked", DM_SB_PINNED);
 }
 
+/* keep_outputs in inference: the loop's next `outputs = model(**inputs)`
+ * runs while the name still holds the first forward's outputs, which are let
+ * go when it returns. */
+static void infer_again(struct dm_sb *b)
+{
+    const struct dm_graph *g = b->g;
+    int32_t *first = malloc(((size_t)g->n_outputs + 1) * sizeof *first);
+    if (!first) {
+        b->oom = true;
+        return;
+    }
+    for (int32_t k = 0; k < g->n_outputs; k++)
+        first[k] = b->resident[g->outputs[k]] < 0 ? b->cur[g->outputs[k]] : -1;
+    b->iteration = 2;
+    dm_sb_forward(b);
+    for (int32_t k = 0; k < g->n_outputs; k++)
+        dm_sb_unref(b, first[k]);
+    free(first);
+}
+
 enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_tinfo *t,
                                      const struct dm_run *run, struct dm_schedule *s,
                                      struct dnnmem_error *err)
@@ -264,6 +284,8 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
         if (run->gen_tokens > 0 && run->gen_beams > 1)
             dm_sb_generate_setup(&b);
         dm_sb_forward(&b);
+        if (run->keep_outputs && run->gen_tokens == 0 && !b.oom)
+            infer_again(&b);
         if (run->gen_tokens > 0 && !b.oom)
             st = dm_sb_generate(&b, err);
         goto out;
@@ -275,6 +297,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
         dm_train_zero_grad(&b);
         for (int micro = 1; micro <= run->grad_accum && !b.oom; micro++) {
             dm_sb_forward(&b);
+            dm_train_release_prev(&b);
             dm_train_backward(&b, micro == run->grad_accum);
         }
     }

@@ -25,6 +25,12 @@
  *  - DM_T_OPERANDS: mul/div/mm/addmm save, for each input that needs a grad,
  *    the operands that grad is computed from (MmBackward0: self for mat2's
  *    grad, mat2 for self's); the generated code skips the others.
+ *  - DM_T_BOTH: torch.max(a, b) / maximum and minimum save self and other
+ *    whenever a grad is needed: derivatives.yaml's max.other, maximum and
+ *    minimum formulas read both for each input's grad (at::where(self ==
+ *    other, grad / 2, grad).masked_fill_(self < other, 0)), so an input
+ *    that needs a grad keeps itself too (transformers' OPT before 4.49 clamps
+ *    its scores with torch.max, keeping a [B, H, S, S] per layer).
  *  - DM_T_CONV: ConvolutionBackward0 saves input and weight, in 1.13 even when
  *    the input needs no grad.
  *  - DM_T_BN: NativeBatchNormBackward0 saves input, weight, running stats and
@@ -242,6 +248,14 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
                 dm_keep_input(b, i, j);
         }
         break;
+    case DM_T_BOTH: {
+        bool needed = false;
+        for (int k = 0; k < n->n_in && k < 2; k++)
+            needed |= n->in[k] >= 0 && tr->rg[n->in[k]];
+        for (int j = 0; needed && j < n->n_in && j < 2; j++)
+            dm_keep_input(b, i, j);
+        break;
+    }
     case DM_T_CONV:
         dm_keep_input(b, i, 0);
         dm_keep_input(b, i, 1);

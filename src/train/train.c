@@ -49,6 +49,9 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     tr->node_rg = calloc((size_t)nn + 1, sizeof *tr->node_rg);
     tr->copy_slices = calloc((size_t)nn + 1, sizeof *tr->copy_slices);
     tr->held = malloc(((size_t)g->n_outputs + (size_t)g->n_router + 3) * sizeof *tr->held);
+    if (b->run->keep_outputs)
+        tr->prev = malloc(((size_t)g->n_outputs + (size_t)g->n_router + 3 +
+                           (size_t)nn * MAX_SAVED + 2 * (size_t)nt) * sizeof *tr->prev);
     tr->contrib = calloc((size_t)nt + 1, sizeof *tr->contrib);
     tr->left = calloc((size_t)nt + 1, sizeof *tr->left);
     tr->pending = malloc(((size_t)nt + 1) * sizeof *tr->pending);
@@ -57,7 +60,8 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     tr->leaf_val = malloc(((size_t)nt + 1) * sizeof *tr->leaf_val);
     tr->leaf_grad = malloc(((size_t)nt + 1) * sizeof *tr->leaf_grad);
     if (!tr->rg || !tr->param || !tr->grad || !tr->param_grad || !tr->saved || !tr->n_saved ||
-        !tr->node_rg || !tr->copy_slices || !tr->held || !tr->contrib || !tr->left || !tr->pending ||
+        !tr->node_rg || !tr->copy_slices || !tr->held || (b->run->keep_outputs && !tr->prev) ||
+        !tr->contrib || !tr->left || !tr->pending ||
         !tr->pending_view || !tr->addmm_bias || !tr->leaf_val ||
         !tr->leaf_grad)
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
@@ -161,6 +165,7 @@ void dm_train_free(struct dm_sb *b)
     free(tr->node_rg);
     free(tr->copy_slices);
     free(tr->held);
+    free(tr->prev);
     free(tr->router_buf);
     free(tr->mx_head);
     free(tr->mx_first);
@@ -309,6 +314,17 @@ static void mx_mirror_copy(struct dm_sb *b, int32_t i)
         mx_copy_run(b, i);
 }
 
+/* The end of a step lets go of buffer `buf` (-1: none), or, with
+ * keep_outputs, hands it to the loop's variables (prev). */
+static void let_go(struct dm_sb *b, int32_t buf)
+{
+    struct dm_train *tr = b->train;
+    if (buf >= 0 && tr->prev)
+        tr->prev[tr->n_prev++] = buf;
+    else
+        dm_sb_unref(b, buf);
+}
+
 void dm_train_backward(struct dm_sb *b, bool step_optimizer)
 {
     struct dm_train *tr = b->train;
@@ -358,18 +374,32 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
         dm_optimizer_step(b);
     /* `del out, loss`: the caller lets go of the outputs and the loss, and
      * with them the graph of nodes the loss did not reach (their saved
-     * tensors) */
+     * tensors); with keep_outputs the loop's variables keep all of it until
+     * the next forward returns (dm_train_release_prev) */
     for (int32_t k = 0; k < tr->n_held; k++)
-        dm_sb_unref(b, tr->held[k]);
+        let_go(b, tr->held[k]);
     tr->n_held = 0;
     for (int32_t x = 0; x < g->n_tensors; x++) {
-        dm_sb_unref(b, tr->leaf_val[x]);
-        dm_sb_unref(b, tr->leaf_grad[x]);
+        let_go(b, tr->leaf_val[x]);
+        let_go(b, tr->leaf_grad[x]);
         tr->leaf_val[x] = tr->leaf_grad[x] = -1;
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         for (int s = 0; s < tr->n_saved[i]; s++)
-            dm_sb_unref(b, tr->saved[i][s]);
+            let_go(b, tr->saved[i][s]);
         tr->n_saved[i] = 0;
     }
+}
+
+/* `outputs = model(**inputs)` has returned: the name now holds the new
+ * outputs, and the previous step's (and what they kept) are let go. The
+ * previous `loss` lives on to the next `loss = ...`, a scalar: let go here
+ * with the rest. */
+void dm_train_release_prev(struct dm_sb *b)
+{
+    struct dm_train *tr = b->train;
+    for (int32_t k = 0; tr && k < tr->n_prev; k++)
+        dm_sb_unref(b, tr->prev[k]);
+    if (tr)
+        tr->n_prev = 0;
 }

@@ -35,6 +35,11 @@ struct dm_train {
     int32_t *local_uses;
     int32_t *held;       /* buffers the caller holds until the next forward (outputs, loss) */
     int32_t n_held;
+    /* keep_outputs: what the previous step's outputs kept alive after its
+     * backward (the outputs and loss, and with them the graph of nodes the
+     * loss did not reach), let go when the next forward returns */
+    int32_t *prev;
+    int32_t n_prev;
     int32_t *router_buf; /* per g->router entry: the returned router logits' buffer, or -1 */
     /* per tensor: a grad leaf's value and .grad (-1: none), which its
      * AccumulateGrad node holds as long as the graph lives (held's lifetime) */

@@ -64,8 +64,10 @@ expect 0 '"tests/models/onnx/tiny_cnn_eval_export.onnx looks exported in eval mo
 expect 0 '"warnings": []' -- estimate $M/onnx/tiny_cnn_eval_export.onnx -b 2 --json
 expect 0 '"warnings": []' -- estimate tests/models/zoo/resnet18-i224.onnx --mode train -b 2 --json
 # a transformers release outside the modelled ones is refused, naming them
-expect 4 "--transformers 4.40 is not modelled: dnnmem builds transformers 4.51 to 5.24" -- \
+expect 4 "--transformers 4.40 for model_type 'gpt2' is not modelled: dnnmem builds it from transformers 4.48" -- \
     estimate $M/hf/gpt2.json --transformers 4.40
+expect 4 "--transformers 4.39 is not modelled: dnnmem builds transformers 4.40 to 5.24" -- \
+    estimate $M/hf/gpt2.json --transformers 4.39
 expect 4 "--transformers 5.30 is not modelled" -- estimate $M/hf/gpt2.json --transformers 5.30
 expect 0 "transformers   5.24" -- estimate $M/hf/gpt2.json --transformers 5.24 -s 8
 # a config's defaults: the newest release (printed), its torch_dtype, the Trainer's AdamW

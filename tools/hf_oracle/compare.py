@@ -48,6 +48,8 @@ def command(dnnmem, r):
         cmd += ["--optimizer", r["optimizer"]]
     if r["mode"] == "generate":
         cmd += ["--new-tokens", str(r["new_tokens"])]
+    if r.get("keep_outputs"):
+        cmd += ["--keep-outputs"]
     if r.get("choices"):  # a multiple-choice head's input_ids [batch, choices, seq]
         cmd += ["--dim", f"choices={r['choices']}"]
     if r.get("sample"):  # every warper explicit, as measured

@@ -20,7 +20,9 @@ What is measured (the definitions of tools/measure_cpu.py, tests/validation/READ
     T5ForConditionalGeneration, ViTForImageClassification; _from_config), with
     attn_implementation=ATTN after torch.manual_seed(0) (random weights, nothing
     downloaded), built in float32 and, for bf16 rows, converted by
-    model.to(torch.bfloat16) (dnnmem's --precision bf16);
+    model.to(torch.bfloat16) (dnnmem's --precision bf16), or, for rows with "load":
+    "torch_dtype" (releases before 4.51), built with torch_dtype=bfloat16 as
+    from_pretrained(torch_dtype=...) loads (float32 buffers made with .float() stay so);
   * inputs after manual_seed(1) (rows.kind): input_ids int64 [batch, seq] uniform in
     [0, vocab); T5 also decoder_input_ids = model._shift_right(labels [batch,
     target_seq]); ViT pixel_values float32 [batch, channels, image, image] (the model
@@ -53,6 +55,9 @@ What is measured (the definitions of tools/measure_cpu.py, tests/validation/READ
     task_type="CAUSAL_LM", "SEQ_2_SEQ_LM" for T5, none for the encoders)) with PEFT's
     default target modules, or rows.LORA_EXPLICIT's where PEFT has none (recorded with
     peft's version);
+  * keep_outputs rows (dnnmem --keep-outputs): no `del out, loss` between the iterations, so
+    the previous step's outputs live until `out = model(x)` rebinds the name (inference: a
+    second forward while the first's outputs are held);
   * torch.set_num_threads(1) (dnnmem --cpu-threads 1);
   * --archs: the later families' rows (rows.make_arch_rows: granite, olmo2, starcoder2),
     measured as the causal LMs above;
@@ -157,12 +162,13 @@ def build(row):
     conf = config(row)
     torch.manual_seed(0)
     cls = model_class(row, conf)
-    kw = {rowdefs.dtype_kw(transformers.__version__): torch.float32}
+    made = torch.bfloat16 if row.get("load") == "torch_dtype" else torch.float32
+    kw = {rowdefs.dtype_kw(transformers.__version__): made}
     if cls.__name__.startswith("AutoModel"):
         model = cls.from_config(conf, attn_implementation=row["attn"], **kw)
     else:
         model = cls._from_config(conf, attn_implementation=row["attn"], **kw)
-    if row["precision"] == "bf16":
+    if row["precision"] == "bf16" and made != torch.bfloat16:
         model = model.to(torch.bfloat16)
     if row.get("lora"):  # PEFT's defaults for the model_type's target modules
         import peft
@@ -297,6 +303,9 @@ def run(row):
             with torch.no_grad():
                 with rf(PREFIX + "it0/forward"):
                     out = model(x, **extra)
+                if row.get("keep_outputs"):  # the name holds the first outputs meanwhile
+                    with rf(PREFIX + "it1/forward"):
+                        out = model(x, **extra)
                 with rf(PREFIX + "it0/cleanup"):
                     del out
         else:
@@ -319,6 +328,8 @@ def run(row):
                     loss.backward()
                 with rf(p + "optimizer"):
                     opt.step()
+                if row.get("keep_outputs") and it + 1 < ITERS:
+                    continue  # `out` and `loss` rebound by the next step's forward and loss
                 with rf(p + "cleanup"):
                     del out, loss
     kr = prof.profiler.kineto_results

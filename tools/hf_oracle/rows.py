@@ -52,6 +52,13 @@ LORA_MODELS = ("tiny-llama-gqa", "tiny-qwen3", "tiny-gpt2", "tiny-opt", "tiny-ne
                "tiny-gemma", "tiny-phi", "tiny-falcon", "small-Llama-3.2-1B-Instruct",
                "small-Qwen2.5-7B-Instruct", "small-Mistral-7B-Instruct-v0.3")
 LORA = dict(r=8, alpha=16, dropout=0.05)
+# batch 1 (eager's matmul takes [1, H, S, D] views as they are) and the loop that keeps the
+# previous step's outputs (`outputs = model(x)` rebinding only after the next forward
+# returns: dnnmem --keep-outputs), fp32 eager, after the rows above
+EXTRA_MODELS = ("tiny-llama-gqa", "tiny-gpt2", "tiny-opt", "tiny-neox", "tiny-phi",
+                "small-Llama-3.2-1B-Instruct", "small-pythia-160m", "small-opt-125m")
+EXTRA_RUNS = [("train", "adam", 1, False), ("infer", None, 1, False),
+              ("train", "adam", BATCH, True), ("infer", None, BATCH, True)]
 
 # Every other model_type of dnnmem's registry (src/load/hf/hf.c), each with the head its
 # config's `architectures` names (what the CLI builds: BertModel, RobertaForMaskedLM,
@@ -132,6 +139,25 @@ def models(tiny=TINY, real=REAL):
     return out
 
 
+# releases before 4.51: the model types dnnmem builds there (hf.c's table: gpt_neox and opt
+# from 4.40; llama, mistral, gemma and gpt2 from 4.48, the attention interface), and their
+# bf16 rows built as from_pretrained(torch_dtype=bfloat16) loads (the
+# default dtype set while the modules are made: float32 buffers made with .float(), 4.40-4.44
+# GPT-NeoX's rotary caches, stay float32), which dnnmem's --precision bf16 models
+LEGACY_TYPES = {(4, 40): ("gpt_neox", "opt"),
+                (4, 48): ("gpt_neox", "opt", "llama", "mistral", "gemma", "gpt2")}
+
+
+def legacy(rel):
+    major, minor = (int(x) for x in rel.split(".")[:2])
+    return (major, minor) < (4, 51)
+
+
+def legacy_types(rel):
+    v = tuple(int(x) for x in rel.split(".")[:2])
+    return LEGACY_TYPES[max((k for k in LEGACY_TYPES if k <= v), default=(4, 40))]
+
+
 def kind(model_type):
     """How a model is called: causal (input_ids), encoder (input_ids, no cache), seq2seq
     (input_ids, decoder_input_ids) or image (pixel_values)."""
@@ -197,13 +223,17 @@ def make_rows(rel):
     for model, config in models():
         with open(os.path.join(ROOT, config)) as f:
             mt = json.load(f)["model_type"]
+        if legacy(rel) and mt not in legacy_types(rel):
+            continue
         bases.append(dict(release=rel, model=model, model_type=mt, config=config, batch=BATCH))
     for mode, opt, prec, attn in RUNS:
         tag = mode if opt is None else "train-" + ("sgd" if opt.startswith("sgd") else "adam")
         for base in bases:
             model = base["model"]
             rows.append(dict(base, id=f"tf{rel}/{model}-{tag}-b{BATCH}-s{SEQ}-{prec}-{attn}",
-                             mode=mode, optimizer=opt, seq=SEQ, precision=prec, attn=attn))
+                             mode=mode, optimizer=opt, seq=SEQ, precision=prec, attn=attn,
+                             **({"load": "torch_dtype"} if legacy(rel) and prec != "fp32"
+                                else {})))
     for base in bases:
         model = base["model"]
         if model in GEN:
@@ -211,12 +241,20 @@ def make_rows(rel):
                 rows.append(dict(base, id=f"tf{rel}/{model}-generate-b{BATCH}-p{GEN_PROMPT}-n{n}"
                                           "-fp32-eager", mode="generate", optimizer=None,
                                  seq=GEN_PROMPT, new_tokens=n, precision="fp32", attn="eager"))
-    for base in bases:
-        if base["model"] in LORA_MODELS:
+    for base in bases:  # peft 0.21 does not import with the releases before 4.51
+        if base["model"] in LORA_MODELS and not legacy(rel):
             rows.append(dict(base, id=f"tf{rel}/{base['model']}-train-adam-b{BATCH}-s{SEQ}-fp32-eager"
                                       "-lora", mode="train", optimizer="adam", seq=SEQ,
                              precision="fp32", attn="eager", lora=LORA))
-    return rows + cover_rows(rel)
+    for mode, opt, b, keep in EXTRA_RUNS:
+        tag = mode if opt is None else "train-adam"
+        for base in bases:
+            if base["model"] in EXTRA_MODELS:
+                rows.append(dict(base, batch=b, id=f"tf{rel}/{base['model']}-{tag}-b{b}-s{SEQ}"
+                                 f"-fp32-eager{'-keep' if keep else ''}", mode=mode,
+                                 optimizer=opt, seq=SEQ, precision="fp32", attn="eager",
+                                 **({"keep_outputs": True} if keep else {})))
+    return rows + ([] if legacy(rel) else cover_rows(rel))
 
 
 def make_arch_rows(rel):

@@ -223,6 +223,29 @@ void hf_heads_copy(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d,
         out[j] = hf_reshape(h, qkv[j], INTS(0, heads, -1, d));
 }
 
+/* torch.matmul's fold of a 4-D operand [B, H, S, D] into bmm's [B * H, S, D]
+ * (aten/src/ATen/native/LinearAlgebra.cpp, _matmul_impl: tensor.expand(...)
+ * .reshape(...)): the reshape copies a non-contiguous operand, except at
+ * batch 1, where it only drops the size-1 dim, a view whatever the strides
+ * (TensorShape.cpp, computeStride), and bmm takes a strided batch of
+ * row-major matrices as it is (prepare_batch_matrix_for_cublas on CUDA,
+ * addmm_impl_cpu_ per batch on the CPU: a unit stride in one of the last two
+ * dims is all they need). Marked for the schedule (forward.c), which makes
+ * the Reshape a view when the batch is 1. */
+int32_t hf_matmul_fold(struct hf *h, int32_t x, int64_t heads, int64_t d)
+{
+    int32_t y = hf_reshape(h, x, INTS(0, heads, -1, d));
+    hf_attr_i(h, "matmul_fold", 1);
+    return y;
+}
+
+/* The three eager operands' folds (hf_matmul_fold). */
+void hf_heads_fold(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3])
+{
+    for (int j = 0; j < 3; j++)
+        out[j] = hf_matmul_fold(h, qkv[j], heads, d);
+}
+
 /* repeat_kv: x[:, :, None].expand(B, kv, n_rep, S, D).reshape(B, kv * n_rep, S, D).
  * The expand is a view and the reshape copies in PyTorch; here Expand
  * allocates and the Reshape of its contiguous result is a view: one

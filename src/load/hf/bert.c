@@ -57,8 +57,8 @@ static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qk
          * that call, attn_weights * scaling, the mask only if one was
          * given, softmax, dropout, and torch.matmul(attn_weights, value)
          * copies v only there (traced: the v copy follows the softmax) */
-        int32_t q = hf_reshape(h, qkv[0], INTS(0, H, -1, D));
-        int32_t k = hf_reshape(h, qkv[1], INTS(0, H, -1, D));
+        int32_t q = hf_matmul_fold(h, qkv[0], H, D);
+        int32_t k = hf_matmul_fold(h, qkv[1], H, D);
         int32_t w = hf_op(h, DM_OP_MatMul, 2, q, hf_transpose(h, k, INTS(0, 1, 3, 2)));
         w = hf_op(h, DM_OP_Mul, 2, w, hf_const_f(h, 1.0 / sqrt((double)D))); /* * scaling */
         if (mask >= 0)
@@ -67,10 +67,10 @@ static int32_t encoder_core(struct hf *h, const struct bert *c, const int32_t qk
         hf_attr_i(h, "axis", -1);
         w = hf_dropout(h, w, c->attn_drop);
         *probs = w;
-        o = hf_op(h, DM_OP_MatMul, 2, w, hf_reshape(h, qkv[2], INTS(0, H, -1, D)));
+        o = hf_op(h, DM_OP_MatMul, 2, w, hf_matmul_fold(h, qkv[2], H, D));
     } else {
         int32_t c3[3];
-        hf_heads_copy(h, qkv, H, D, c3);
+        hf_heads_fold(h, qkv, H, D, c3);
         int32_t kt = hf_transpose(h, c3[1], INTS(0, 1, 3, 2));
         int32_t w = hf_op(h, DM_OP_MatMul, 2, c3[0], kt);
         w = hf_op(h, DM_OP_Div, 2, w, hf_const_f(h, sqrt((double)D))); /* / math.sqrt(D) */
@@ -451,7 +451,7 @@ static int32_t distil_attention(struct hf *h, const struct bert *c, int32_t x, i
         /* q / sqrt(D) keeps q's memory order (still permuted) */
         int32_t c3[3], scaled[3] = {hf_op(h, DM_OP_Div, 2, qkv[0], hf_const_f(h, sqrt((double)D))),
                                     qkv[1], qkv[2]};
-        hf_heads_copy(h, scaled, H, D, c3);
+        hf_heads_fold(h, scaled, H, D, c3);
         int32_t kt = hf_transpose(h, c3[1], INTS(0, 1, 3, 2));
         int32_t w = hf_op(h, DM_OP_MatMul, 2, c3[0], kt);
         w = hf_op(h, DM_OP_Where, 3, mask, hf_const_f(h, -FLT_MAX), w); /* masked_fill(mask, min) */

@@ -643,6 +643,11 @@ static int32_t rotate_half(struct hf *h, int32_t x, int64_t d)
     return c;
 }
 
+int32_t hf_rotate_half(struct hf *h, int32_t x, int64_t d)
+{
+    return rotate_half(h, x, d);
+}
+
 /* apply_rotary_pos_emb: x * cos + rotate_half(x) * sin. */
 int32_t hf_rope(struct hf *h, int32_t x, int32_t cos, int32_t sin, int64_t d,
                 const char *name)

@@ -204,9 +204,10 @@ int32_t hf_dec_core(struct hf *h, const struct dec *c, int32_t q, int32_t k, int
     }
     int32_t kr = hf_repeat_kv(h, k, H / KV, H, D);
     int32_t vr = hf_repeat_kv(h, v, H / KV, H, D);
-    q = hf_reshape(h, q, INTS(0, H, -1, D));
+    /* sdpa: .contiguous(); eager: torch.matmul's fold (hf_matmul_fold) */
+    q = h->sdpa ? hf_reshape(h, q, INTS(0, H, -1, D)) : hf_matmul_fold(h, q, H, D);
     if (H == KV) /* each matmul's own copy of a strided operand (v's: below) */
-        kr = hf_reshape(h, k, INTS(0, H, -1, D));
+        kr = h->sdpa ? hf_reshape(h, k, INTS(0, H, -1, D)) : hf_matmul_fold(h, k, H, D);
     if (H == KV && h->sdpa)
         vr = hf_reshape(h, v, INTS(0, H, -1, D));
     if (h->sdpa && mask >= 0) { /* an explicit mask: not is_causal, no flash kernel */
@@ -241,7 +242,7 @@ int32_t hf_dec_core(struct hf *h, const struct dec *c, int32_t q, int32_t k, int
             hf_hold(h, scores, hf_last_node(h));
         p = hf_dropout(h, p, c->attn_drop);
         if (H == KV)
-            vr = hf_reshape(h, v, INTS(0, H, -1, D));
+            vr = hf_matmul_fold(h, v, H, D);
         o = hf_op(h, DM_OP_MatMul, 2, p, vr);
     }
     o = hf_transpose(h, o, INTS(0, 2, 1, 3));
@@ -424,13 +425,16 @@ static void dec_check_sizes(struct hf *h, const struct dec *c)
  *    lm_head(outputs[0]) computes every position's logits;
  *  - GPT-NeoX, Falcon, Phi, Phi-3, Gemma 1-3: a Cache class and
  *    logits_to_keep (as set by the caller). */
-static void dec_generation(struct dm_graph *g, const struct dec *c)
+static void dec_generation(struct dm_graph *g, const struct dec *c, int transformers)
 {
-    bool biogpt = c->kind == DK_BIOGPT;
-    if (biogpt || c->kind == DK_OPT)
+    /* OPT before 4.49 (modeling_opt.py 4.46.3): no Cache class, the
+     * past_key_value tuples, and _prepare_4d_causal_attention_mask's
+     * inverted 2-D mask, as BioGPT's */
+    bool tuples = c->kind == DK_BIOGPT || (c->kind == DK_OPT && transformers < 449);
+    if (c->kind == DK_BIOGPT || c->kind == DK_OPT)
         g->logits_to_keep = false;
-    g->legacy_cache = biogpt;
-    g->gen_mask = biogpt ? DM_GEN_MASK_INVERTED : DM_GEN_MASK_CAUSAL;
+    g->legacy_cache = tuples;
+    g->gen_mask = tuples ? DM_GEN_MASK_INVERTED : DM_GEN_MASK_CAUSAL;
 }
 
 /* A decoder family's causal LM from its config *c (read by the family's
@@ -445,6 +449,6 @@ enum dnnmem_status hf_dec_lm(struct hf *h, const char *type, const struct dec *c
     if (ids < 0)
         return h->st;
     int32_t logits = build(h, c, ids);
-    dec_generation(h->g, c);
+    dec_generation(h->g, c, h->transformers);
     return hf_causal_outputs(h, logits, c->layers, c->use_cache, true);
 }

@@ -213,7 +213,7 @@ int32_t hf_mla_attention(struct hf *h, const struct llama *c, int layer, int32_t
         sc = hf_op(h, DM_OP_Add, 2, sc, mask);
         p = hf_softmax_f32(h, sc, q);
         p = hf_dropout(h, p, c->attn_drop);
-        o = hf_op(h, DM_OP_MatMul, 2, p, hf_reshape(h, v, INTS(0, H, -1, a->v)));
+        o = hf_op(h, DM_OP_MatMul, 2, p, hf_matmul_fold(h, v, H, a->v));
     }
     o = hf_transpose(h, o, INTS(0, 2, 1, 3));
     o = hf_reshape(h, o, INTS(0, 0, -1));

@@ -44,6 +44,26 @@ static void check_architectures(struct hf *h)
  * error. */
 bool hf_check(struct hf *h, const char *type)
 {
+    int oldest = h->arch->oldest ? h->arch->oldest : DM_TRANSFORMERS_WIDE;
+    if (h->transformers < oldest) {
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "--transformers %d.%d for model_type '%s' is not modelled: dnnmem builds it from "
+                "transformers %d.%d (gpt_neox and opt from 4.40; llama, mistral, gemma and gpt2 "
+                "from 4.48; the other model types from 4.51)",
+                h->transformers / 100, h->transformers % 100, type, oldest / 100, oldest % 100);
+        return false;
+    }
+    /* GPTNeoXFlashAttention2 and OptFlashAttention2, their own classes before
+     * the attention interface (4.49), are not modelled */
+    bool own_flash = strcmp(type, "gpt_neox") == 0 || strcmp(type, "opt") == 0;
+    if (h->flash && own_flash && h->transformers < 449) {
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "--attn flash: transformers %d.%d's flash_attention_2 for model_type '%s' (its "
+                "own %s class before 4.49) is not modelled; use --attn sdpa or eager",
+                h->transformers / 100, h->transformers % 100, type,
+                strcmp(type, "opt") == 0 ? "OptFlashAttention2" : "GPTNeoXFlashAttention2");
+        return false;
+    }
     if (!(h->arch->flags & HF_ANY_ARCH))
         check_architectures(h);
     /* flash_attention_2 as transformers 4.51 runs it through the shared

@@ -128,7 +128,7 @@ static int32_t gpt2_attention(struct hf *h, const struct gpt2 *c, int layer, int
     } else {
         /* q, k.transpose(-1, -2) and v are permuted views of the c_attn output */
         int32_t c3[3];
-        hf_heads_copy(h, qkvh, nh, hd, c3);
+        hf_heads_fold(h, qkvh, nh, hd, c3);
         int32_t kt = hf_transpose(h, c3[1], INTS(0, 1, 3, 2));
         w = hf_op(h, DM_OP_MatMul, 2, c3[0], kt);
         if (c->scale) {

@@ -74,39 +74,46 @@ static const char *const qv[] = {"q_proj", "v_proj"}, *const c_attn[] = {"c_attn
 
 /* The model types, each with its family's builder (in the order the errors
  * list them). flash: the transformers release from which flash_attention_2
- * is modelled (1: every one), 0: none (see build). */
+ * is modelled (1: every one), 0: none (see build); oldest: the oldest
+ * release modelled (0: DM_TRANSFORMERS_WIDE; hf_check refuses older): GPT-NeoX
+ * and OPT from 4.40 (their own attention classes before 4.49, neox.c, opt.c);
+ * Llama, Mistral, Gemma and GPT-2 from 4.48, their move onto the attention
+ * interface, after which their modelling files, sdpa_attention.py and
+ * DynamicCache.update change nothing of their memory up to 4.51 (read in the
+ * 4.48.3-4.51.3 wheels; measured: 48 rows at 4.48.3 within 0.22% of 4.51's
+ * model, tests/validation/hf-real-cpu.jsonl). */
 static const struct hf_arch archs[] = {
-    {"llama", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Llama"},
-    {"mistral", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Mistral"},
-    {"qwen2", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Qwen2"},
-    {"qwen3", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Qwen3"},
-    {"granite", hf_llama, 1, 0, NULL, 0, "Granite"},
-    {"olmo2", hf_llama, 1, 0, NULL, 0, "Olmo2"},
-    {"starcoder2", hf_llama, 1, 0, NULL, 0, "Starcoder2"},
-    {"mixtral", hf_moe, 1, 0, TARGETS(qv), "Mixtral"},
-    {"qwen2_moe", hf_moe, 1, 0, NULL, 0, "Qwen2Moe"},
-    {"qwen3_moe", hf_moe, 1, 0, NULL, 0, "Qwen3Moe"},
-    {"deepseek_v2", hf_moe, 0, 0, NULL, 0, "DeepseekV2"},
-    {"deepseek_v3", hf_moe, 0, 0, NULL, 0, "DeepseekV3"},
-    {"gpt2", hf_gpt2, 1, 0, TARGETS(c_attn), "GPT2"},
-    {"bert", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), "Bert"},
-    {"roberta", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), "Roberta"},
-    {"albert", hf_bert, 0, HF_ANY_ARCH | HF_NO_GC, NULL, 0, "Albert"},
-    {"distilbert", hf_distilbert, 1, HF_ANY_ARCH, NULL, 0, "DistilBert"},
-    {"t5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "T5"},
-    {"mt5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "MT5"},
-    {"vit", hf_vit, 1, HF_ANY_ARCH, NULL, 0, "ViT"},
-    {"opt", hf_opt, 1, 0, TARGETS(qv), "OPT"},
-    {"biogpt", hf_opt, 452, 0, NULL, 0, "BioGpt"},
-    {"gpt_neox", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), "GPTNeoX"},
-    {"falcon", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), "Falcon"},
-    {"phi", hf_neox, 1, 0, TARGETS(phi_t), "Phi"},
-    {"phi3", hf_neox, 1, 0, NULL, 0, "Phi3"},
-    {"gemma", hf_gemma, 1, 0, TARGETS(qv), "Gemma"},
-    {"gemma2", hf_gemma, 1, 0, TARGETS(qv), "Gemma2"},
-    {"gemma3_text", hf_gemma, 1, 0, TARGETS(qv), NULL},
+    {"llama", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Llama", 448},
+    {"mistral", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Mistral", 448},
+    {"qwen2", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Qwen2", 0},
+    {"qwen3", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Qwen3", 0},
+    {"granite", hf_llama, 1, 0, NULL, 0, "Granite", 0},
+    {"olmo2", hf_llama, 1, 0, NULL, 0, "Olmo2", 0},
+    {"starcoder2", hf_llama, 1, 0, NULL, 0, "Starcoder2", 0},
+    {"mixtral", hf_moe, 1, 0, TARGETS(qv), "Mixtral", 0},
+    {"qwen2_moe", hf_moe, 1, 0, NULL, 0, "Qwen2Moe", 0},
+    {"qwen3_moe", hf_moe, 1, 0, NULL, 0, "Qwen3Moe", 0},
+    {"deepseek_v2", hf_moe, 0, 0, NULL, 0, "DeepseekV2", 0},
+    {"deepseek_v3", hf_moe, 0, 0, NULL, 0, "DeepseekV3", 0},
+    {"gpt2", hf_gpt2, 1, 0, TARGETS(c_attn), "GPT2", 448},
+    {"bert", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), "Bert", 0},
+    {"roberta", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), "Roberta", 0},
+    {"albert", hf_bert, 0, HF_ANY_ARCH | HF_NO_GC, NULL, 0, "Albert", 0},
+    {"distilbert", hf_distilbert, 1, HF_ANY_ARCH, NULL, 0, "DistilBert", 0},
+    {"t5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "T5", 0},
+    {"mt5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "MT5", 0},
+    {"vit", hf_vit, 1, HF_ANY_ARCH, NULL, 0, "ViT", 0},
+    {"opt", hf_opt, 1, 0, TARGETS(qv), "OPT", 440},
+    {"biogpt", hf_opt, 452, 0, NULL, 0, "BioGpt", 0},
+    {"gpt_neox", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), "GPTNeoX", 440},
+    {"falcon", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), "Falcon", 0},
+    {"phi", hf_neox, 1, 0, TARGETS(phi_t), "Phi", 0},
+    {"phi3", hf_neox, 1, 0, NULL, 0, "Phi3", 0},
+    {"gemma", hf_gemma, 1, 0, TARGETS(qv), "Gemma", 448},
+    {"gemma2", hf_gemma, 1, 0, TARGETS(qv), "Gemma2", 0},
+    {"gemma3_text", hf_gemma, 1, 0, TARGETS(qv), NULL, 0},
     /* the multimodal Gemma 3 wrapper: its text_config's causal LM */
-    {"gemma3", hf_gemma, 1, HF_ANY_ARCH | HF_TEXT_CONFIG, NULL, 0, "Gemma3"},
+    {"gemma3", hf_gemma, 1, HF_ANY_ARCH | HF_TEXT_CONFIG, NULL, 0, "Gemma3", 0},
 };
 
 static const struct hf_arch *arch_of(const char *type)

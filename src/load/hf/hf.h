@@ -68,6 +68,8 @@ struct hf_arch {
     const char *cls;   /* transformers' class-name prefix ("GPT2" of GPT2LMHeadModel): a
                           config without model_type is resolved from its architectures;
                           NULL: not resolved so */
+    int oldest;        /* the oldest transformers release modelled for it; 0: 4.51
+                          (DM_TRANSFORMERS_WIDE) */
 };
 
 struct hf {
@@ -282,6 +284,7 @@ int32_t hf_rope(struct hf *h, int32_t x, int32_t cos, int32_t sin, int64_t d,
 const char *hf_cache_at_make(const struct hf *h, const char *name);
 int32_t hf_cache_update(struct hf *h, int32_t x, const char *name);
 int32_t hf_narrow(struct hf *h, int32_t x, int64_t axis, int64_t start, int64_t length);
+int32_t hf_rotate_half(struct hf *h, int32_t x, int64_t d);
 int32_t hf_layer_norm(struct hf *h, int32_t x, int64_t dim, double eps);
 int32_t hf_declare_input(struct hf *h, const char *name, enum dm_dtype dtype, int rank,
                          const char *const *syms, const int64_t *fixed);
@@ -297,6 +300,8 @@ int32_t hf_sdpa_attention(struct hf *h, const int32_t qkv[3], int32_t mask, bool
 int32_t hf_gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int64_t H, int64_t KV,
                          int64_t D, double scale, double drop);
 void hf_heads_copy(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3]);
+int32_t hf_matmul_fold(struct hf *h, int32_t x, int64_t heads, int64_t d);
+void hf_heads_fold(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3]);
 int32_t hf_repeat_kv(struct hf *h, int32_t x, int64_t n_rep, int64_t heads, int64_t d);
 int32_t hf_softmax_f32(struct hf *h, int32_t s, int32_t like);
 

@@ -142,11 +142,11 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
      * repeated tensors of repeat_kv are contiguous) */
     /* 4.56+ sdpa: no .contiguous(), the kernel takes the views */
     bool as_is = h->flash || (h->sdpa && h->sdpa_as_is);
-    if (!as_is)
-        q = hf_reshape(h, q, INTS(0, H, -1, D));
+    if (!as_is) /* sdpa: .contiguous(); eager: torch.matmul's fold (hf_matmul_fold) */
+        q = h->sdpa ? hf_reshape(h, q, INTS(0, H, -1, D)) : hf_matmul_fold(h, q, H, D);
     if (H == KV && !as_is) {
-        kr = hf_reshape(h, k, INTS(0, H, -1, D));
-        vr = hf_reshape(h, v, INTS(0, H, -1, D));
+        kr = h->sdpa ? hf_reshape(h, k, INTS(0, H, -1, D)) : hf_matmul_fold(h, k, H, D);
+        vr = h->sdpa ? hf_reshape(h, v, INTS(0, H, -1, D)) : hf_matmul_fold(h, v, H, D);
     }
     if (h->flash) {
         o = hf_flash_attention(h, q, kr, vr, scaling, true);

@@ -56,6 +56,191 @@ static int32_t neox_attention(struct hf *h, const struct dec *c, int layer, int3
     return o;
 }
 
+/* ---- GPT-NeoX before the attention interface (transformers 4.40 to 4.48) ---- */
+
+/* A non-persistent float32 buffer of an old GPT-NeoX module (not in the
+ * checkpoint, so no grad, and made with .float() under from_pretrained's
+ * default dtype: torch_dtype leaves it float32, as --precision does here). */
+static int32_t buffer32(struct hf *h, int32_t t)
+{
+    if (t >= 0 && h->st == DNNMEM_OK) {
+        h->g->tensors[t].frozen = true;
+        h->g->tensors[t].keep_fp32 = true;
+    }
+    return t;
+}
+
+/* t, a float32 result of the float32 rotary caches (type promotion keeps it
+ * float32 in a 16-bit run). */
+static int32_t f32(struct hf *h, int32_t t)
+{
+    hf_keep32(h, t);
+    return t;
+}
+
+/* GPTNeoXRotaryEmbedding of 4.40-4.44, one per attention module (modeling_
+ * gpt_neox.py 4.42.4, _set_cos_sin_cache): inv_freq [rot/2] and cos_cached,
+ * sin_cached [max_position_embeddings, rot], float32; forward returns
+ * cos_cached[:S] (a view), and apply_rotary_pos_emb gathers
+ * cos[position_ids].unsqueeze(1): [1, 1, S, rot] float32 per layer. */
+static void neox_rotary32(struct hf *h, const struct dec *c, int32_t pos_ids, int32_t *cos,
+                          int32_t *sin)
+{
+    size_t s = hf_enter(h, "rotary_emb");
+    int64_t half = c->rot / 2;
+    buffer32(h, hf_param(h, "inv_freq", DM_FLOAT, 1, &half));
+    int32_t cc = buffer32(h, hf_param(h, "cos_cached", DM_FLOAT, 2,
+                                      (int64_t[]){c->positions, c->rot}));
+    int32_t sc = buffer32(h, hf_param(h, "sin_cached", DM_FLOAT, 2,
+                                      (int64_t[]){c->positions, c->rot}));
+    hf_leave(h, s);
+    *cos = f32(h, hf_unsqueeze(h, f32(h, hf_op(h, DM_OP_Gather, 2, cc, pos_ids)), INTS(1)));
+    *sin = f32(h, hf_unsqueeze(h, f32(h, hf_op(h, DM_OP_Gather, 2, sc, pos_ids)), INTS(1)));
+}
+
+/* 4.40-4.44's apply_rotary_pos_emb on x [B, H, S, D] (a 16-bit view in a
+ * 16-bit run) with float32 cos and sin: x_rot * cos and rotate_half(x_rot) *
+ * sin promote to float32, and so does the cat with x_pass: a float32
+ * [B, H, S, D] (hf_rope_cat's ops otherwise). */
+static int32_t rope_cat32(struct hf *h, int32_t x, int32_t cos, int32_t sin, int64_t rot,
+                          int64_t d, const char *name)
+{
+    int32_t ax = hf_const_ints(h, INTS(-1));
+    int32_t xr = hf_op(h, DM_OP_Slice, 4, x, hf_const_ints(h, INTS(0)), hf_const_ints(h, INTS(rot)),
+                       ax);
+    int32_t xp = hf_op(h, DM_OP_Slice, 4, x, hf_const_ints(h, INTS(rot)), hf_const_ints(h, INTS(d)),
+                       ax);
+    int32_t a = f32(h, hf_op(h, DM_OP_Mul, 2, xr, cos));
+    int32_t b = f32(h, hf_op(h, DM_OP_Mul, 2, hf_rotate_half(h, xr, rot), sin));
+    int32_t e = f32(h, hf_op(h, DM_OP_Add, 2, a, b));
+    h->out_name = name;
+    int32_t y = f32(h, hf_op(h, DM_OP_Concat, 2, e, xp));
+    hf_attr_i(h, "axis", -1);
+    return y;
+}
+
+/* GPTNeoXAttention._attn (4.40-4.48) on q, k [B, H, S, D] (cat results,
+ * contiguous: their .view(B * H, S, D) copies nothing) and v (the fused
+ * output's view): attn_scores = torch.zeros(B * H, S, S, dtype=q.dtype),
+ * then baddbmm(attn_scores, q, k^T, alpha=norm_factor) into a new tensor
+ * while the zeros live; torch.where(bias[:, :, :S, :S], scores, finfo.min)
+ * (the per-layer bool buffer's view); + the model's causal mask (4.45-4.48;
+ * none in 4.40-4.44 without an attention_mask); softmax in the scores'
+ * dtype (float32 when the rotary caches made q float32), .to(v.dtype),
+ * dropout, torch.matmul with v (its fold copies a strided v, hf_matmul_fold).
+ * The last scores live until _attn returns; *pw: the probabilities, _attn's
+ * returned attn_weights, a local of forward until it returns. */
+static int32_t neox_attn_legacy(struct hf *h, const struct dec *c, int32_t q, int32_t k,
+                                int32_t v, int32_t bias, int32_t seq, int32_t mask, bool fp32,
+                                int32_t *pw)
+{
+    int64_t H = c->heads, D = c->head_dim;
+    int32_t bhs = hf_op(h, DM_OP_Shape, 1, q);
+    hf_attr_i(h, "start", 0);
+    hf_attr_i(h, "end", 3);
+    int32_t shape = hf_op(h, DM_OP_Concat, 2, bhs, seq);
+    hf_attr_i(h, "axis", 0);
+    int32_t zeros = hf_dec_fill(h, shape, DM_FLOAT, 0.0);
+    if (fp32)
+        hf_keep32(h, zeros);
+    int32_t s = hf_op(h, DM_OP_MatMul, 2, q, hf_transpose(h, k, INTS(0, 1, 3, 2)));
+    if (fp32)
+        hf_keep32(h, s);
+    hf_hold(h, zeros, hf_last_node(h)); /* baddbmm's self, until it returns */
+    int32_t ends = hf_op(h, DM_OP_Concat, 2, seq, seq);
+    hf_attr_i(h, "axis", 0);
+    int32_t cm = hf_op(h, DM_OP_Slice, 4, bias, hf_const_ints(h, INTS(0, 0)), ends,
+                       hf_const_ints(h, INTS(2, 3)));
+    s = hf_op(h, DM_OP_Where, 3, cm, s, hf_const_f(h, -FLT_MAX));
+    if (fp32)
+        hf_keep32(h, s);
+    if (mask >= 0)
+        s = hf_op(h, DM_OP_Add, 2, s, mask);
+    int32_t p = hf_op(h, DM_OP_Softmax, 1, s);
+    hf_attr_i(h, "axis", -1);
+    if (fp32)
+        hf_keep32(h, p);
+    p = hf_op(h, DM_OP_CastLike, 2, p, v);
+    p = hf_dropout(h, p, c->attn_drop);
+    *pw = p;
+    int32_t o = hf_op(h, DM_OP_MatMul, 2, p, hf_matmul_fold(h, v, H, D));
+    /* attn_scores, a local of _attn rebound last by where (or + mask), lives
+     * until _attn returns (measured: 4.42.4's where output is live at the
+     * final matmul, tiny-neox inference) */
+    hf_hold(h, s, hf_last_node(h));
+    return o;
+}
+
+/* GPTNeoXAttention.forward / GPTNeoXSdpaAttention.forward of 4.40-4.48
+ * (modeling_gpt_neox.py 4.42.4, 4.46.3): per module, the registered `bias`
+ * bool [1, 1, P, P] causal mask and `masked_bias` buffers, and a rotary_emb
+ * (4.40-4.44 its float32 caches, used; 4.45-4.48 its inv_freq only, the
+ * model's cos and sin used); the fused projection's views rotated through
+ * cat; the presents a tuple (the key, the value view), as 4.51's cache
+ * holds them. sdpa (4.42+): query and key .to(value.dtype) (copies of the
+ * float32 ones in 4.42-4.44), no .contiguous() (require_contiguous_qkv is
+ * for PyTorch before 2.2 with an attention_mask), is_causal; its output's
+ * .transpose(1, 2).contiguous() and eager's _merge_heads copy. */
+static int32_t neox_attention_legacy(struct hf *h, const struct dec *c, int layer, int32_t x,
+                                     int32_t cos, int32_t sin, int32_t mask, int32_t seq,
+                                     int32_t pos_ids, int32_t *pw, int32_t parts[3])
+{
+    int64_t E = c->hidden, H = c->heads, D = c->head_dim, P = c->positions;
+    int32_t bias = hf_param(h, "bias", DM_BOOL, 4, (int64_t[]){1, 1, P, P});
+    hf_param(h, "masked_bias", DM_FLOAT, 0, NULL);
+    bool fp32 = h->transformers < 445;
+    if (fp32) {
+        neox_rotary32(h, c, pos_ids, &cos, &sin);
+    } else {
+        size_t s = hf_enter(h, "rotary_emb");
+        int64_t half = c->rot / 2;
+        hf_param(h, "inv_freq", DM_FLOAT, 1, &half);
+        hf_leave(h, s);
+    }
+    int32_t qkv = hf_lin(h, "query_key_value", x, E, 3 * E, c->bias);
+    qkv = hf_reshape(h, qkv, INTS(0, 0, H, 3 * D));
+    struct dm_node *n = hf_node(h, DM_OP_Split, 2,
+                                (int32_t[]){qkv, hf_const_ints(h, INTS(D, D, D))}, 3);
+    if (!n)
+        return -1;
+    hf_attr_i(h, "axis", 3);
+    for (int j = 0; j < 3; j++)
+        parts[j] = h->g->nodes[h->g->n_nodes - 1].out[j];
+    int32_t q = hf_transpose(h, parts[0], INTS(0, 2, 1, 3));
+    int32_t k = hf_transpose(h, parts[1], INTS(0, 2, 1, 3));
+    h->out_name = hf_present_name(h, c, layer, "value");
+    int32_t v = hf_transpose(h, parts[2], INTS(0, 2, 1, 3));
+    const char *key = hf_present_name(h, c, layer, "key");
+    if (fp32) {
+        q = rope_cat32(h, q, cos, sin, c->rot, D, NULL);
+        k = rope_cat32(h, k, cos, sin, c->rot, D, key);
+    } else {
+        q = hf_rope_cat(h, q, cos, sin, c->rot, D, NULL);
+        k = hf_rope_cat(h, k, cos, sin, c->rot, D, key);
+    }
+    int32_t o, q16 = -1, k16 = -1;
+    if (h->sdpa) {
+        q16 = hf_op(h, DM_OP_CastLike, 2, q, v);
+        k16 = hf_op(h, DM_OP_CastLike, 2, k, v);
+        o = hf_sdpa_attention(h, (int32_t[]){q16, k16, v}, -1, true, H, H, D, D, c->scaling,
+                              c->attn_drop);
+        *pw = -1;
+    } else {
+        o = neox_attn_legacy(h, c, q, k, v, bias, seq, mask, fp32, pw);
+    }
+    o = hf_transpose(h, o, INTS(0, 2, 1, 3));
+    o = hf_reshape(h, o, INTS(0, 0, -1));
+    fused_parts_out(h, c, layer, parts);
+    o = hf_lin(h, "dense", o, E, E, c->bias);
+    hf_hold_all(h, parts, 3, hf_last_node(h));
+    hf_hold_qkv(h, q, k, v);
+    hf_hold(h, q16, hf_last_node(h));
+    hf_hold(h, k16, hf_last_node(h));
+    hf_hold(h, *pw, hf_last_node(h)); /* attn_weights: forward's local */
+    *pw = -1;
+    return o;
+}
+
 /* PhiAttention (4.51): q, k, v projections viewed and transposed, partial
  * rotary through cat, dense. */
 /* The rotated half that hf_rope_cat's Concat `y` joined (its first input). */
@@ -227,12 +412,17 @@ static int32_t build_rotary_lm(struct hf *h, const struct dec *c, int32_t ids)
     hf_leave(h, s);
     int32_t seq, pos, pos_ids;
     hf_dec_positions(h, ids, &seq, &pos, &pos_ids);
-    int32_t mask = h->sdpa ? -1 : hf_dec_causal_mask(h, seq, "causal_mask");
-    int32_t cos, sin;
+    /* GPT-NeoX before 4.49 (neox_attention_legacy): 4.40-4.44 rotate in each
+     * layer and mask with the layers' bool buffers alone (no attention_mask
+     * given); 4.45-4.48 add the model's causal mask in eager */
+    bool legacy = k == DK_NEOX && h->transformers < 449;
+    bool layer_rope = legacy && h->transformers < 445;
+    int32_t mask = h->sdpa || layer_rope ? -1 : hf_dec_causal_mask(h, seq, "causal_mask");
+    int32_t cos = -1, sin = -1;
     /* Falcon rotates q, k in [B, S, H, D] order, the others through cat */
-    hf_dec_rotary(h, "rotary_emb", c->rot, c->theta, c->rope_factor, pos_ids,
-                  k == DK_FALCON ? 2 : 1,
-                  "position_embeddings", &cos, &sin);
+    if (!layer_rope)
+        hf_dec_rotary(h, "rotary_emb", c->rot, c->theta, c->rope_factor, pos_ids,
+                      k == DK_FALCON ? 2 : 1, "position_embeddings", &cos, &sin);
     int32_t *held = calloc((size_t)c->layers * 3, sizeof *held);
     if (!held)
         return hf_oom(h);
@@ -246,7 +436,8 @@ static int32_t build_rotary_lm(struct hf *h, const struct dec *c, int32_t ids)
         if (k == DK_NEOX) {
             y = hf_ln(h, "input_layernorm", x, E, c->eps);
             s = hf_enter(h, "attention");
-            a = neox_attention(h, c, i, y, cos, sin, mask, &w, parts);
+            a = legacy ? neox_attention_legacy(h, c, i, y, cos, sin, mask, seq, pos_ids, &w, parts)
+                       : neox_attention(h, c, i, y, cos, sin, mask, &w, parts);
             hf_leave(h, s);
             a = hf_dropout(h, a, c->drop); /* post_attention_dropout */
             if (!c->parallel)
@@ -390,9 +581,25 @@ static void read_neox(struct hf *h, struct dec *c)
     c->tie = hf_get_bool(h, "tie_word_embeddings", false);
     c->use_cache = hf_get_bool(h, "use_cache", true);
     c->scaling = 1.0 / sqrt((double)c->head_dim);
+    /* GPTNeoXConfig's default; before 4.49 each layer's buffers are this long */
+    c->positions = hf_get_int(h, "max_position_embeddings", 2048, MAX_SIZE);
     if (h->st == DNNMEM_OK && (c->rot < 2 || c->rot % 2))
         hf_fail(h, DNNMEM_E_MODEL, "config field 'rotary_pct' gives %lld rotary dims; not even",
                 (long long)c->rot);
+    /* generate() before 4.49: 4.40-4.44's tuple cache and 4.45-4.48's
+     * DynamicCache with GPT-NeoX's own masks, not measured */
+    if (h->st == DNNMEM_OK && h->gen_tokens > 0 && h->transformers < 449)
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "--mode generate with transformers %d.%d's GPT-NeoX is not modelled (from "
+                "4.49)",
+                h->transformers / 100, h->transformers % 100);
+    /* GPTNeoXSdpaAttention came with 4.42 (before: eager, _supports_sdpa false) */
+    h->g->sdpa_since = 442;
+    if (h->st == DNNMEM_OK && h->sdpa && h->transformers < 442)
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "--attn sdpa: transformers %d.%d's GPT-NeoX has no sdpa attention (from 4.42); "
+                "use --attn eager",
+                h->transformers / 100, h->transformers % 100);
 }
 
 static void read_falcon(struct hf *h, struct dec *c)

@@ -38,6 +38,59 @@ static int32_t opt_attention(struct hf *h, const struct dec *c, int layer, int32
     return o;
 }
 
+/* OPTAttention / OPTSdpaAttention of transformers 4.40-4.48 (modeling_opt.py
+ * 4.46.3): q_proj(x) * scaling, and q, k, v through _shape:
+ * .view(B, S, H, D).transpose(1, 2).contiguous(), copies (k's and v's are
+ * the presents, the tuple past_key_value). eager: bmm(q, k^T) on their
+ * [B * H, S, D] views; + the [B, 1, S, S] mask (OPTDecoder always makes one);
+ * torch.max(scores, finfo.min), whose backward keeps its input; softmax
+ * (dim=-1, dtype=float32).to(float16) when the scores are float16, else
+ * softmax in their dtype; dropout; bmm with v; attn_weights returned only
+ * with output_attentions (a local until forward returns). sdpa (4.46+):
+ * no mask (_prepare_4d_causal_attention_mask_for_sdpa drops the all-ones
+ * one), is_causal, scale=1.0; its output's .transpose(1, 2).contiguous(). */
+static int32_t opt_attention_legacy(struct hf *h, const struct dec *c, int layer, int32_t x,
+                                    int32_t mask, int32_t *pw)
+{
+    int64_t E = c->hidden, H = c->heads, D = c->head_dim;
+    int32_t q = hf_op(h, DM_OP_Mul, 2, hf_lin(h, "q_proj", x, E, E, c->bias),
+                      hf_const_f(h, c->scaling));
+    int32_t kv[2];
+    for (int j = 0; j < 2; j++) {
+        int32_t t = hf_lin(h, j ? "v_proj" : "k_proj", x, E, E, c->bias);
+        t = hf_transpose(h, hf_reshape(h, t, INTS(0, 0, H, D)), INTS(0, 2, 1, 3));
+        int32_t shape = hf_const_ints(h, INTS(0, H, -1, D));
+        h->out_name = hf_present_name(h, c, layer, j ? "value" : "key");
+        kv[j] = hf_op(h, DM_OP_Reshape, 2, t, shape); /* .contiguous() */
+    }
+    q = hf_transpose(h, hf_reshape(h, q, INTS(0, 0, H, D)), INTS(0, 2, 1, 3));
+    q = hf_reshape(h, q, INTS(0, H, -1, D));
+    int32_t o, p = -1;
+    if (h->sdpa) {
+        o = hf_sdpa_attention(h, (int32_t[]){q, kv[0], kv[1]}, -1, true, H, H, D, D, 1.0,
+                              c->attn_drop);
+    } else {
+        int32_t s = hf_op(h, DM_OP_MatMul, 2, q, hf_transpose(h, kv[0], INTS(0, 1, 3, 2)));
+        s = hf_op(h, DM_OP_Add, 2, s, mask);
+        s = hf_op(h, DM_OP_Max, 2, s, hf_const_f(h, -FLT_MAX));
+        if (h->half && !h->bf16) {
+            p = hf_softmax_f32(h, s, q);
+        } else {
+            p = hf_op(h, DM_OP_Softmax, 1, s);
+            hf_attr_i(h, "axis", -1);
+        }
+        p = hf_dropout(h, p, c->attn_drop);
+        o = hf_op(h, DM_OP_MatMul, 2, p, kv[1]);
+    }
+    o = hf_transpose(h, o, INTS(0, 2, 1, 3));
+    o = hf_reshape(h, o, INTS(0, 0, -1));
+    o = hf_lin(h, "out_proj", o, E, E, c->bias);
+    hf_hold_qkv(h, q, kv[0], kv[1]);
+    hf_hold(h, p, hf_last_node(h));
+    *pw = -1;
+    return o;
+}
+
 /* OPTForCausalLM / BioGptForCausalLM. */
 static int32_t build_opt(struct hf *h, const struct dec *c, int32_t ids)
 {
@@ -98,7 +151,8 @@ static int32_t build_opt(struct hf *h, const struct dec *c, int32_t ids)
         if (c->pre_norm)
             y = hf_ln(h, "self_attn_layer_norm", x, E, c->eps);
         s = hf_enter(h, "self_attn");
-        y = opt_attention(h, c, i, y, mask, &w);
+        y = opt && h->transformers < 449 ? opt_attention_legacy(h, c, i, y, mask, &w)
+                                         : opt_attention(h, c, i, y, mask, &w);
         hf_leave(h, s);
         y = hf_dropout(h, y, c->drop);
         x = hf_op(h, DM_OP_Add, 2, residual, y);
@@ -171,6 +225,15 @@ static void read_opt(struct hf *h, bool opt, struct dec *c)
 enum dnnmem_status hf_opt(struct hf *h, const char *type)
 {
     struct dec c = {.type = type, .rope_factor = 1.0};
-    read_opt(h, strcmp(type, "opt") == 0, &c);
+    bool opt = strcmp(type, "opt") == 0;
+    read_opt(h, opt, &c);
+    /* OPTSdpaAttention came with 4.46 (before: eager, _supports_sdpa false) */
+    if (opt)
+        h->g->sdpa_since = 446;
+    if (opt && h->st == DNNMEM_OK && h->sdpa && h->transformers < 446)
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "--attn sdpa: transformers %d.%d's OPT has no sdpa attention (from 4.46); use "
+                "--attn eager",
+                h->transformers / 100, h->transformers % 100);
     return hf_dec_lm(h, type, &c, build_opt);
 }

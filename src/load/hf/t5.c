@@ -158,7 +158,7 @@ static int32_t t5_attention(struct hf *h, const struct t5 *c, bool dec, int32_t 
         qkv[2] = hf_cache_update(h, qkv[2], names[1]);
     }
     int32_t c3[3];
-    hf_heads_copy(h, qkv, H, D, c3); /* torch.matmul copies the transposed views */
+    hf_heads_fold(h, qkv, H, D, c3); /* torch.matmul copies the transposed views */
     int32_t kt = hf_transpose(h, c3[1], INTS(0, 1, 3, 2));
     int32_t sc = hf_op(h, DM_OP_MatMul, 2, c3[0], kt);
     if (*pos < 0) {

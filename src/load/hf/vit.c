@@ -40,7 +40,7 @@ static int32_t vit_attention(struct hf *h, const struct vit *c, int32_t x)
         hf_heads_copy(h, qkv, H, D, c3);
         o = hf_sdpa_attention(h, c3, -1, false, H, H, D, D, 1.0 / sqrt((double)D), c->attn_drop);
     } else {
-        hf_heads_copy(h, qkv, H, D, c3);
+        hf_heads_fold(h, qkv, H, D, c3);
         int32_t kt = hf_transpose(h, c3[1], INTS(0, 1, 3, 2));
         int32_t w = hf_op(h, DM_OP_MatMul, 2, c3[0], kt);
         w = hf_op(h, DM_OP_Mul, 2, w, hf_const_f(h, 1.0 / sqrt((double)D)));
