@@ -335,6 +335,8 @@ int32_t hf_sum_last(struct hf *h, int32_t x, bool keepdims);
 int32_t hf_expert_loop(struct hf *h, const struct moe *m, int64_t hidden, int32_t x2, int32_t rw,
                        int32_t sel, int32_t final, int32_t locals[LOOP_LOCALS]);
 int32_t hf_zeros_like(struct hf *h, int32_t x2, bool f32);
+int32_t hf_grouped_experts(struct hf *h, const struct moe *m, int64_t hidden, int32_t x2,
+                           int32_t rw, int32_t sel, bool w32);
 int32_t hf_sparse_moe(struct hf *h, const struct llama *c, const struct moe *m, int32_t x,
                       int32_t *router);
 
