@@ -8,7 +8,7 @@
 /* The MoE families share the Llama decoder (embeddings, rotary embedding,
  * masks, norms, lm_head) and differ in the layer's feed-forward and, for
  * DeepSeek, in the attention:
- *  - "mixtral": MixtralSparseMoeBlock (block_sparse_moe) of transformers 4.51;
+ *  - "mixtral": MixtralSparseMoeBlock (block_sparse_moe in 4.x, mlp in 5.x);
  *  - "qwen2_moe", "qwen3_moe": Qwen2MoeSparseMoeBlock (with the shared expert
  *    and its sigmoid gate) and Qwen3MoeSparseMoeBlock of 4.51, on the layers
  *    that decoder_sparse_step and mlp_only_layers choose;
@@ -24,7 +24,12 @@
  * in place. How many tokens each expert gets depends on the data: the
  * ExpertTokens op assumes uniform routing, ceil(tokens * top_k / experts)
  * for every expert in every MoE layer, unless the dim "expert_tokens" is
- * bound (--dim expert_tokens=N, at most the tokens of the batch). */
+ * bound (--dim expert_tokens=N, at most the tokens of the batch).
+ * That loop is 4.x's. From 5.0 every family's experts are one module with
+ * 3-D parameters (gate_up_proj, down_proj) that the grouped_mm experts
+ * implementation runs on all tokens at once (hf_grouped_experts: no routing
+ * assumption, _grouped_mm's rows are the tokens x top_k however they are
+ * routed). */
 
 /* Whether decoder layer i has the sparse MoE block. */
 bool hf_moe_layer(const struct moe *m, int64_t i)
