@@ -416,10 +416,15 @@ expect 4 "--num-beams with a HybridCache (Gemma 2/3" -- estimate $M/hf/tiny-gemm
 expect 4 "--num-beams with an encoder-decoder" -- estimate $M/hf/tiny-t5.json -s 16 \
     --mode generate --new-tokens 4 --num-beams 2
 # mixture of experts: the routing assumption, its override, the fp8 DeepSeek-V3 config
+# (4.x's per-expert loop; transformers 5's grouped_mm experts take every row)
 expect 0 "moe_routing    uniform: each routed expert gets ceil(batch x seq x top_k / experts)" -- \
-    estimate $M/hf/tiny-mixtral.json -b 2 -s 16
+    estimate $M/hf/tiny-mixtral.json -b 2 -s 16 --transformers 4.56
 expect 0 "dims.expert_tokens 32 (--dim)" -- estimate $M/hf/tiny-qwen3-moe.json -b 2 -s 16 \
-    --dim expert_tokens=32
+    --dim expert_tokens=32 --transformers 4.56
+expect 0 "moe_routing    none: transformers 5's grouped_mm experts compute all" -- \
+    estimate $M/hf/tiny-mixtral.json -b 2 -s 16
+expect 2 "--dim expert_tokens: $M/hf/tiny-qwen3-moe.json has no dim of that name (it has: batch, seq)" \
+    -- estimate $M/hf/tiny-qwen3-moe.json -b 2 -s 16 --dim expert_tokens=32
 # 64 new tokens: the prefill and 63 decode steps, the peak in the last
 expect 0 "at           decode, step 63" -- estimate $M/hf/tiny-deepseek-v3.json -b 2 -s 16 \
     --mode generate --new-tokens 64
