@@ -364,6 +364,7 @@ enum dm_refusal_kind {
     DM_REFUSE_LORA_TARGET,    /* a --lora-targets module (name) matching no linear layer */
     DM_REFUSE_LORA_NO_DEFAULT, /* --lora-r without --lora-targets on a model_type (name) PEFT
                                   has no default target_modules for */
+    DM_REFUSE_MOE_EAGER,      /* transformers 5.0-5.2's "eager" experts (PyTorch before 2.9) */
     /* the schedule's builder (src/train/, src/schedule/) */
     DM_REFUSE_CKPT_LONG,      /* a --checkpoint spec (name) of too long a pattern */
     DM_REFUSE_CKPT_EVERY,     /* a --checkpoint spec (name) whose ':K' is no positive count */

@@ -273,6 +273,7 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(R_KBIT_NO_LIST, rf && rf->kind == DM_REFUSE_KBIT_NO_LIST)                                    \
     X(R_LORA_TARGET, rf && rf->kind == DM_REFUSE_LORA_TARGET)                                      \
     X(R_LORA_NO_DEFAULT, rf && rf->kind == DM_REFUSE_LORA_NO_DEFAULT)                              \
+    X(R_MOE_EAGER, rf && rf->kind == DM_REFUSE_MOE_EAGER)                                          \
     X(R_CKPT_LONG, rf && rf->kind == DM_REFUSE_CKPT_LONG)                                          \
     X(R_CKPT_EVERY, rf && rf->kind == DM_REFUSE_CKPT_EVERY)                                        \
     X(R_CKPT_OVERLAP, rf && rf->kind == DM_REFUSE_CKPT_OVERLAP)                                    \
@@ -490,6 +491,15 @@ static const struct check checks[] = {
      "mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, gemma, gemma2, gemma3, phi3, phi, "
      "gpt2, opt, gpt_neox, falcon, distilbert, biogpt, vit; transformers 4.51's bert, roberta, "
      "albert and t5 have none); use --attn sdpa or eager", {A_PATH, A_R_NAME}},
+    /* transformers 5.0-5.2 pick the "eager" experts implementation where
+     * is_grouped_mm_available() is false (PyTorch before 2.9;
+     * get_correct_experts_implementation): a loop over slices of the 3-D
+     * expert parameters (src/load/hf/moe.c, hf_grouped_experts) */
+    {G, {F_R_MOE_EAGER}, UNSUP,
+     "%s: transformers %s.%s runs MoE experts with its \"eager\" loop over the 3-D parameters' "
+     "slices before PyTorch 2.9, which is not modelled (modelled: grouped_mm, with "
+     "--framework pytorch@2.9 or later, or --transformers 5.3 or later)",
+     {A_PATH, A_TFV_MAJOR, A_TFV_MINOR}},
     /* BitsAndBytesConfig on a checkpoint that has its own quantization_config */
     {G, {F_R_QUANT_TWICE}, USAGE,
      "%s: --quant: the config is quantized already (quant_method '%s')", {A_PATH, A_R_NAME}},
