@@ -425,6 +425,10 @@ expect 0 "moe_routing    none: transformers 5's grouped_mm experts compute all" 
     estimate $M/hf/tiny-mixtral.json -b 2 -s 16
 expect 2 "--dim expert_tokens: $M/hf/tiny-qwen3-moe.json has no dim of that name (it has: batch, seq)" \
     -- estimate $M/hf/tiny-qwen3-moe.json -b 2 -s 16 --dim expert_tokens=32
+expect 4 "transformers 5.0 runs MoE experts with its \"eager\" loop over the 3-D parameters' slices before PyTorch 2.9" \
+    -- estimate $M/hf/tiny-mixtral.json -b 2 -s 16 --transformers 5.0 --framework pytorch@2.8
+expect 0 "transformers   5.0" -- estimate $M/hf/tiny-mixtral.json -b 2 -s 16 --transformers 5.0 \
+    --framework pytorch@2.9
 # 64 new tokens: the prefill and 63 decode steps, the peak in the last
 expect 0 "at           decode, step 63" -- estimate $M/hf/tiny-deepseek-v3.json -b 2 -s 16 \
     --mode generate --new-tokens 64
