@@ -266,6 +266,10 @@ int32_t hf_grouped_experts(struct hf *h, const struct moe *m, int64_t hidden, in
         hf_refuse(h, DM_REFUSE_MOE_EAGER, NULL, NULL);
         return -1;
     }
+    if (h->batched_decode) {
+        hf_refuse(h, DM_REFUSE_MOE_BATCHED, NULL, NULL);
+        return -1;
+    }
     size_t s = hf_enter(h, "experts");
     int32_t sw = hf_reshape(h, rw, INTS(-1)), ids = hf_reshape(h, sel, INTS(-1));
     int32_t rows[6];
