@@ -366,6 +366,8 @@ enum dm_refusal_kind {
                                   has no default target_modules for */
     DM_REFUSE_MOE_EAGER,      /* transformers 5.0-5.2's "eager" experts (PyTorch before 2.9) */
     DM_REFUSE_MOE_BATCHED,    /* 5.x's batched_mm experts of generate's decode steps */
+    DM_REFUSE_MOE_QUANT,      /* 5.x's 3-D experts under a quantization (--quant or the
+                                 config's quantization_config) */
     /* the schedule's builder (src/train/, src/schedule/) */
     DM_REFUSE_CKPT_LONG,      /* a --checkpoint spec (name) of too long a pattern */
     DM_REFUSE_CKPT_EVERY,     /* a --checkpoint spec (name) whose ':K' is no positive count */

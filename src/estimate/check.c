@@ -275,6 +275,7 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(R_LORA_NO_DEFAULT, rf && rf->kind == DM_REFUSE_LORA_NO_DEFAULT)                              \
     X(R_MOE_EAGER, rf && rf->kind == DM_REFUSE_MOE_EAGER)                                          \
     X(R_MOE_BATCHED, rf && rf->kind == DM_REFUSE_MOE_BATCHED)                                      \
+    X(R_MOE_QUANT, rf && rf->kind == DM_REFUSE_MOE_QUANT)                                          \
     X(R_CKPT_LONG, rf && rf->kind == DM_REFUSE_CKPT_LONG)                                          \
     X(R_CKPT_EVERY, rf && rf->kind == DM_REFUSE_CKPT_EVERY)                                        \
     X(R_CKPT_OVERLAP, rf && rf->kind == DM_REFUSE_CKPT_OVERLAP)                                    \
@@ -510,6 +511,15 @@ static const struct check checks[] = {
      "%s: --mode generate: transformers %s.%s's decode steps run MoE experts with batched_mm "
      "(each row's expert weights copied, gate_up_proj[expert_ids]), which is not modelled "
      "(modelled: grouped_mm, the CPU's from transformers 5.3); use --device cpu or --mode infer",
+     {A_PATH, A_TFV_MAJOR, A_TFV_MINOR}},
+    /* 5.x's experts are 3-D parameters, not the nn.Linear layers the
+     * quantized-linear model (src/load/hf/quant.c) replaces; how each
+     * quantizer stores and runs them (FineGrainedFP8's fp8 experts
+     * functions, bitsandbytes leaving them unquantized) is not modelled */
+    {G, {F_R_MOE_QUANT}, UNSUP,
+     "%s: transformers %s.%s's MoE experts (3-D parameters) under quantization are not modelled "
+     "(the quantized-linear model covers nn.Linear layers: 4.x's experts); use --transformers "
+     "4.56",
      {A_PATH, A_TFV_MAJOR, A_TFV_MINOR}},
     /* BitsAndBytesConfig on a checkpoint that has its own quantization_config */
     {G, {F_R_QUANT_TWICE}, USAGE,

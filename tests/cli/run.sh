@@ -440,8 +440,12 @@ d = json.load(open(sys.argv[1]))
 d["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
 json.dump(d, open(sys.argv[2], "w"))' $M/hf/DeepSeek-V3-bf16.json "$T/v3-fp8.json"
 expect 0 "quant          fp8 e4m3 weights [out, in], float32 weight_scale_inv per 128x128 block" -- \
+    estimate "$T/v3-fp8.json" -s 16 --transformers 4.56
+expect 0 "compute capability 8.9 (the least fp8 kernels run on)" -- estimate "$T/v3-fp8.json" -s 16 \
+    --transformers 4.56
+# transformers 5's experts are 3-D parameters, not the linears the quantizers replace
+expect 4 "transformers 5.24's MoE experts (3-D parameters) under quantization are not modelled" -- \
     estimate "$T/v3-fp8.json" -s 16
-expect 0 "compute capability 8.9 (the least fp8 kernels run on)" -- estimate "$T/v3-fp8.json" -s 16
 expect 4 "fp8 checkpoints need compute capability 8.9 or later" -- estimate "$T/v3-fp8.json" -s 16 \
     --gpu A100-80GB
 expect 4 "transformers' fp8 quantizer is not trainable" -- estimate "$T/v3-fp8.json" -s 16 \

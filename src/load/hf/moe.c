@@ -266,6 +266,10 @@ int32_t hf_grouped_experts(struct hf *h, const struct moe *m, int64_t hidden, in
         hf_refuse(h, DM_REFUSE_MOE_EAGER, NULL, NULL);
         return -1;
     }
+    if (h->q.method != Q_NONE) {
+        hf_refuse(h, DM_REFUSE_MOE_QUANT, NULL, NULL);
+        return -1;
+    }
     if (h->batched_decode) {
         hf_refuse(h, DM_REFUSE_MOE_BATCHED, NULL, NULL);
         return -1;
