@@ -394,7 +394,8 @@ static const struct check checks[] = {
      "%s: --transformers applies to HuggingFace config.json models", {A_PATH}},
     {O, {F_TRANSFORMERS_UNMODELLED}, UNSUP,
      "--transformers %s.%s is not modelled: dnnmem builds transformers 4.51 to 5.24 (its memory "
-     "behaviour read at 4.52, 4.54, 4.56 and 5.0; measured at 4.51.3, 4.56.2, 5.24.0)",
+     "behaviour read at 4.52, 4.54, 4.56, 5.0 and, for MoE experts, 5.3, 5.4 and 5.8; measured at "
+     "4.51.3, 4.56.2, 5.24.0 and 5.0.0)",
      {A_TF_MAJOR, A_TF_MINOR}},
     {O, {F_ATTN_BAD}, USAGE, "unknown attention implementation %s", {A_ATTN}},
     {O, {F_ATTN, NOT(F_HF)}, USAGE,
