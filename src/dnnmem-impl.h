@@ -370,6 +370,10 @@ enum dm_refusal_kind {
     DM_REFUSE_LORA_TARGET,    /* a --lora-targets module (name) matching no linear layer */
     DM_REFUSE_LORA_NO_DEFAULT, /* --lora-r without --lora-targets on a model_type (name) PEFT
                                   has no default target_modules for */
+    DM_REFUSE_MOE_EAGER,      /* transformers 5.0-5.2's "eager" experts (PyTorch before 2.9) */
+    DM_REFUSE_MOE_BATCHED,    /* 5.x's batched_mm experts of generate's decode steps */
+    DM_REFUSE_MOE_QUANT,      /* 5.x's 3-D experts under a quantization (--quant or the
+                                 config's quantization_config) */
     /* the schedule's builder (src/train/, src/schedule/) */
     DM_REFUSE_CKPT_LONG,      /* a --checkpoint spec (name) of too long a pattern */
     DM_REFUSE_CKPT_EVERY,     /* a --checkpoint spec (name) whose ':K' is no positive count */

@@ -281,6 +281,9 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(R_KBIT_NO_LIST, rf && rf->kind == DM_REFUSE_KBIT_NO_LIST)                                    \
     X(R_LORA_TARGET, rf && rf->kind == DM_REFUSE_LORA_TARGET)                                      \
     X(R_LORA_NO_DEFAULT, rf && rf->kind == DM_REFUSE_LORA_NO_DEFAULT)                              \
+    X(R_MOE_EAGER, rf && rf->kind == DM_REFUSE_MOE_EAGER)                                          \
+    X(R_MOE_BATCHED, rf && rf->kind == DM_REFUSE_MOE_BATCHED)                                      \
+    X(R_MOE_QUANT, rf && rf->kind == DM_REFUSE_MOE_QUANT)                                          \
     X(R_CKPT_LONG, rf && rf->kind == DM_REFUSE_CKPT_LONG)                                          \
     X(R_CKPT_EVERY, rf && rf->kind == DM_REFUSE_CKPT_EVERY)                                        \
     X(R_CKPT_OVERLAP, rf && rf->kind == DM_REFUSE_CKPT_OVERLAP)                                    \
@@ -406,8 +409,9 @@ static const struct check checks[] = {
     {O, {F_TRANSFORMERS_UNMODELLED}, UNSUP,
      "--transformers %s.%s is not modelled: dnnmem builds transformers 4.40 to 5.24 (4.40 to "
      "4.47 for gpt_neox and opt only, 4.48 to 4.50 also llama, mistral, gemma and gpt2; its "
-     "memory behaviour read at 4.42, 4.45, 4.46, 4.49, 4.52, 4.54, 4.56 and 5.0; measured at "
-     "4.42.4, 4.46.3, 4.48.3, 4.51.3, 4.56.2, 5.24.0)",
+     "memory behaviour read at 4.42, 4.45, 4.46, 4.49, 4.52, 4.54, 4.56, 5.0 and, for MoE "
+     "experts, 5.3, 5.4 and 5.8; measured at 4.42.4, 4.46.3, 4.48.3, 4.49.0, 4.51.3, 4.56.2, "
+     "5.0.0 and 5.24.0)",
      {A_TF_MAJOR, A_TF_MINOR}},
     {O, {F_ATTN_BAD}, USAGE, "unknown attention implementation %s", {A_ATTN}},
     {O, {F_ATTN, NOT(F_HF)}, USAGE,
@@ -512,6 +516,34 @@ static const struct check checks[] = {
      "mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, gemma, gemma2, gemma3, phi3, phi, "
      "gpt2, opt, gpt_neox, falcon, distilbert, biogpt, vit; transformers 4.51's bert, roberta, "
      "albert and t5 have none); use --attn sdpa or eager", {A_PATH, A_R_NAME}},
+    /* transformers 5.0-5.2 pick the "eager" experts implementation where
+     * is_grouped_mm_available() is false (PyTorch before 2.9;
+     * get_correct_experts_implementation): a loop over slices of the 3-D
+     * expert parameters (src/load/hf/moe.c, hf_grouped_experts) */
+    {G, {F_R_MOE_EAGER}, UNSUP,
+     "%s: transformers %s.%s runs MoE experts with its \"eager\" loop over the 3-D parameters' "
+     "slices before PyTorch 2.9, which is not modelled (modelled: grouped_mm, with "
+     "--framework pytorch@2.9 or later, or --transformers 5.3 or later)",
+     {A_PATH, A_TFV_MAJOR, A_TFV_MINOR}},
+    /* generate's decode steps run 5.x's experts with batched_mm
+     * (GenerationMixin._optimize_model_for_decode: off the CPU from 5.3, on
+     * every device in 5.0-5.2), which copies each row's expert weights
+     * (gate_up_proj[expert_ids] [B * top_k, 2I, H] per layer); generate.c's
+     * decode table does not model it */
+    {G, {F_R_MOE_BATCHED}, UNSUP,
+     "%s: --mode generate: transformers %s.%s's decode steps run MoE experts with batched_mm "
+     "(each row's expert weights copied, gate_up_proj[expert_ids]), which is not modelled "
+     "(modelled: grouped_mm, the CPU's from transformers 5.3); use --device cpu or --mode infer",
+     {A_PATH, A_TFV_MAJOR, A_TFV_MINOR}},
+    /* 5.x's experts are 3-D parameters, not the nn.Linear layers the
+     * quantized-linear model (src/load/hf/quant.c) replaces; how each
+     * quantizer stores and runs them (FineGrainedFP8's fp8 experts
+     * functions, bitsandbytes leaving them unquantized) is not modelled */
+    {G, {F_R_MOE_QUANT}, UNSUP,
+     "%s: transformers %s.%s's MoE experts (3-D parameters) under quantization are not modelled "
+     "(the quantized-linear model covers nn.Linear layers: 4.x's experts); use --transformers "
+     "4.56",
+     {A_PATH, A_TFV_MAJOR, A_TFV_MINOR}},
     /* BitsAndBytesConfig on a checkpoint that has its own quantization_config */
     {G, {F_R_QUANT_TWICE}, USAGE,
      "%s: --quant: the config is quantized already (quant_method '%s')", {A_PATH, A_R_NAME}},

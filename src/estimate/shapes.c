@@ -245,6 +245,16 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
                       "in every MoE layer (--dim expert_tokens=N sets N, at most batch x seq)");
         }
     }
+    /* transformers 5's experts (GroupedMatMul, src/load/hf/moe.c) compute
+     * every token x top_k row: nothing depends on the routing */
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == DM_OP_GroupedMatMul) {
+            dm_assume(as, "moe_routing", "default",
+                      "none: transformers 5's grouped_mm experts compute all batch x seq x top_k "
+                      "rows however the tokens are routed (4.x's per-expert loop is the one "
+                      "that depends on it)");
+            break;
+        }
     /* an input shaped by --input-shape alone takes --batch-size as its first dim */
     for (int32_t i = 0; i < g->n_inputs; i++) {
         int32_t id = g->inputs[i];

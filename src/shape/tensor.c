@@ -1205,6 +1205,23 @@ status dm_shape_expert_tokens(struct dm_infer *ctx, const struct dm_node *n)
     return dm_set_out(ctx, n, 1, DM_INT64, 1, (int64_t[]){per});
 }
 
+/* GroupedMatMul(input [S, K], weight [E, K, N], offs [E]): [S, N] in input's
+ * type (torch._grouped_mm's 2-D x 3-D form; ops.def). */
+status dm_shape_grouped_matmul(struct dm_infer *ctx, const struct dm_node *n)
+{
+    const struct dm_tinfo *x, *w, *offs;
+    DM_TRY(req(ctx, n, 0, &x));
+    DM_TRY(req(ctx, n, 1, &w));
+    DM_TRY(req(ctx, n, 2, &offs));
+    if (x->rank != 2 || w->rank != 3 || offs->rank != 1 || w->dims[1] != x->dims[1] ||
+        offs->dims[0] != w->dims[0])
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
+                              "GroupedMatMul: needs input [S, K], weight [E, K, N] and offs [E] "
+                              "(ranks %d, %d, %d)",
+                              x->rank, w->rank, offs->rank);
+    return dm_set_out(ctx, n, 0, x->dtype, 2, (int64_t[]){x->dims[0], w->dims[2]});
+}
+
 /* Narrow(x): axis, start, length attributes; x's shape with length at axis. */
 status dm_shape_narrow(struct dm_infer *ctx, const struct dm_node *n)
 {

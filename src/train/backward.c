@@ -495,8 +495,10 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
      * set_up_derivatives): mm's and bmm's "mat2" before "self", addmm's
      * "mat1", "mat2" (traced, ALBERT on the H200: attention's probs @ v
      * makes v's grad, then the probs'; a linear's addmm its input's, then its
-     * weight's) */
-    bool mat2_first = n->op == DM_OP_MatMul && n->n_in == 2 && !tr->addmm_bias[i] &&
+     * weight's); _grouped_mm's "mat2" before "self" (measured, torch 2.13 CPU:
+     * GroupedMmBackward0 allocates the [E, K, N] weight grad first) */
+    bool mat2_first = ((n->op == DM_OP_MatMul && n->n_in == 2 && !tr->addmm_bias[i]) ||
+                       n->op == DM_OP_GroupedMatMul) &&
                       !b->run->mx_ops && !b->run->tf_ops && !b->run->xla;
     /* a kernel's scratch made after all its grads (workspace.c: THNN's
      * columns, for the weight's grad, input 1): the grads wait for it */
@@ -510,7 +512,7 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
     bool held_view[HELD];
     int n_held = 0;
     for (int kk = 0; kk < n->n_in; kk++) {
-        int k = mat2_first ? 1 - kk : kk;
+        int k = mat2_first && kk < 2 ? 1 - kk : kk;
         int32_t x = n->in[k];
         if (x < 0 || dm_meta_slot(n, k) || !tr->rg[x])
             continue;

@@ -475,20 +475,36 @@ expect 4 "--num-beams with a HybridCache (Gemma 2/3" -- estimate $M/hf/tiny-gemm
 expect 4 "--num-beams with an encoder-decoder" -- estimate $M/hf/tiny-t5.json -s 16 \
     --mode generate --new-tokens 4 --num-beams 2
 # mixture of experts: the routing assumption, its override, the fp8 DeepSeek-V3 config
+# (4.x's per-expert loop; transformers 5's grouped_mm experts take every row)
 expect 0 "moe_routing    uniform: each routed expert gets ceil(batch x seq x top_k / experts)" -- \
-    estimate $M/hf/tiny-mixtral.json -b 2 -s 16
+    estimate $M/hf/tiny-mixtral.json -b 2 -s 16 --transformers 4.56
 expect 0 "dims.expert_tokens 32 (--dim)" -- estimate $M/hf/tiny-qwen3-moe.json -b 2 -s 16 \
-    --dim expert_tokens=32
+    --dim expert_tokens=32 --transformers 4.56
+expect 0 "moe_routing    none: transformers 5's grouped_mm experts compute all" -- \
+    estimate $M/hf/tiny-mixtral.json -b 2 -s 16
+expect 2 "--dim expert_tokens: $M/hf/tiny-qwen3-moe.json has no dim of that name (it has: batch, seq)" \
+    -- estimate $M/hf/tiny-qwen3-moe.json -b 2 -s 16 --dim expert_tokens=32
+expect 4 "transformers 5.0 runs MoE experts with its \"eager\" loop over the 3-D parameters' slices before PyTorch 2.9" \
+    -- estimate $M/hf/tiny-mixtral.json -b 2 -s 16 --transformers 5.0 --framework pytorch@2.8
+expect 0 "transformers   5.0" -- estimate $M/hf/tiny-mixtral.json -b 2 -s 16 --transformers 5.0 \
+    --framework pytorch@2.9
 # 64 new tokens: the prefill and 63 decode steps, the peak in the last
 expect 0 "at           decode, step 63" -- estimate $M/hf/tiny-deepseek-v3.json -b 2 -s 16 \
-    --mode generate --new-tokens 64
+    --mode generate --new-tokens 64 --device cpu
+# on CUDA, 5.x's decode steps switch the experts to batched_mm (not modelled)
+expect 4 "--mode generate: transformers 5.24's decode steps run MoE experts with batched_mm" -- \
+    estimate $M/hf/tiny-deepseek-v3.json -b 2 -s 16 --mode generate --new-tokens 64
 "$PY" -c 'import json, sys
 d = json.load(open(sys.argv[1]))
 d["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
 json.dump(d, open(sys.argv[2], "w"))' $M/hf/DeepSeek-V3-bf16.json "$T/v3-fp8.json"
 expect 0 "quant          fp8 e4m3 weights [out, in], float32 weight_scale_inv per 128x128 block" -- \
+    estimate "$T/v3-fp8.json" -s 16 --transformers 4.56
+expect 0 "compute capability 8.9 (the least fp8 kernels run on)" -- estimate "$T/v3-fp8.json" -s 16 \
+    --transformers 4.56
+# transformers 5's experts are 3-D parameters, not the linears the quantizers replace
+expect 4 "transformers 5.24's MoE experts (3-D parameters) under quantization are not modelled" -- \
     estimate "$T/v3-fp8.json" -s 16
-expect 0 "compute capability 8.9 (the least fp8 kernels run on)" -- estimate "$T/v3-fp8.json" -s 16
 expect 4 "fp8 checkpoints need compute capability 8.9 or later" -- estimate "$T/v3-fp8.json" -s 16 \
     --gpu A100-80GB
 expect 4 "transformers' fp8 quantizer is not trainable" -- estimate "$T/v3-fp8.json" -s 16 \

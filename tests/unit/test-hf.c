@@ -4594,6 +4594,101 @@ static void test_mixtral(void **state)
     dnnmem_model_free(m);
 }
 
+/* transformers 5's experts: per layer two 3-D parameters (the tiny
+ * Mixtral's gate_up_proj [8, 2 * 512, 256] and down_proj [8, 256, 512], the
+ * same 8 * 3 * 131,072 parameters as 4.x's w1, w3, w2) run by
+ * torch._grouped_mm on all S = tokens x top-2 rows: at batch 2, seq 8, S =
+ * 32, the up projection [32, 1024] and the down one [32, 256] whatever the
+ * routing. Training gives each 3-D parameter one whole grad
+ * (GroupedMmBackward0) and Adam's state: 4 and 8 bytes a parameter. Then
+ * peaks measured with real transformers 5.24.0 on torch 2.13 CPU
+ * (tests/validation/hf-real-cpu.jsonl; 4.x's per-expert modules gave -10%,
+ * -2.0%, -2.7%; now -0.01%, -0.70%, -0.03%). */
+static void test_moe_grouped_mm(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    hf_config_init(&cfg);
+    cfg.transformers_version = 524;
+    struct dm_graph g;
+    load_hf_graph(&g, "tiny-mixtral.json", false, &cfg);
+    assert_int_equal(g.n_symbols, 2); /* no expert_tokens: no per-expert loop */
+    int32_t w = dm_graph_find(&g, "model.layers.1.mlp.experts.gate_up_proj");
+    assert_true(w >= 0);
+    assert_int_equal(g.tensors[w].rank, 3);
+    assert_true(g.tensors[w].dims[0].value == 8 && g.tensors[w].dims[1].value == 1024 &&
+                g.tensors[w].dims[2].value == 256);
+    assert_true(dm_graph_find(&g, "model.layers.1.mlp.experts.down_proj") >= 0);
+    assert_true(dm_graph_find(&g, "model.layers.1.mlp.gate.weight") >= 0);
+    assert_true(dm_graph_find(&g, "model.layers.1.block_sparse_moe.experts.7.w2.weight") < 0);
+    struct dm_arena a;
+    dm_arena_init(&a);
+    struct dm_tinfo *t = infer_shapes(&g, &a, 2, 8);
+    int32_t up = dm_graph_find(&g, "/model/layers.1/mlp/experts/GroupedMatMul_output_0");
+    int32_t down = dm_graph_find(&g, "/model/layers.1/mlp/experts/GroupedMatMul_1_output_0");
+    assert_true(up >= 0 && down >= 0);
+    assert_dims(&t[up], 2, (int64_t[]){32, 1024});
+    assert_dims(&t[down], 2, (int64_t[]){32, 256});
+    free(t);
+    dm_arena_free(&a);
+    dm_graph_free(&g);
+
+    dnnmem_model *m = load("tests/models/hf/tiny-mixtral.json");
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_ADAM;
+    cfg.batch_size = 2;
+    cfg.seq_len = 8;
+    cfg.timeline = true;
+    struct dnnmem_result *r = run(m, &cfg);
+    bool seen = false;
+    for (size_t k = 0; k < r->n_timeline; k++) {
+        const struct dnnmem_timeline_point *p = &r->timeline[k];
+        if (strcmp(p->phase, "optimizer") != 0 || p->iteration != 1)
+            continue;
+        seen = true;
+        assert_int_equal(p->category_bytes[DNNMEM_CAT_GRADIENT], 4 * 7202048u);
+        assert_int_equal(p->category_bytes[DNNMEM_CAT_OPTIMIZER], 8 * 7202048u);
+    }
+    assert_true(seen);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+
+    static const struct {
+        const char *path;
+        enum dnnmem_mode mode;
+        enum dnnmem_precision precision;
+        uint64_t measured;
+    } rows[] = {
+        {"tests/models/hf/tiny-mixtral.json", DNNMEM_MODE_TRAIN, DNNMEM_PRECISION_FP32, 133570788},
+        {"tests/models/hf/tiny-qwen2-moe.json", DNNMEM_MODE_INFER, DNNMEM_PRECISION_BF16, 13960896},
+        {"tests/models/hf/tiny-deepseek-v2.json", DNNMEM_MODE_TRAIN, DNNMEM_PRECISION_FP32,
+         60653320},
+    };
+    for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
+        m = load(rows[k].path);
+        dnnmem_config_init(&cfg);
+        cfg.device = DNNMEM_DEVICE_CPU;
+        cfg.torch_version = 213;
+        cfg.cpu_threads = 1;
+        cfg.attn = DNNMEM_ATTN_EAGER;
+        cfg.transformers_version = 524;
+        cfg.mode = rows[k].mode;
+        cfg.optimizer = DNNMEM_OPT_ADAM;
+        cfg.optimizer_set = true;
+        cfg.precision = rows[k].precision;
+        cfg.precision_set = true;
+        cfg.batch_size = 2;
+        cfg.seq_len = 128;
+        r = run(m, &cfg);
+        double e = ((double)r->peak_allocated - (double)rows[k].measured) / (double)rows[k].measured;
+        if (e > 0.01 || e < -0.01) /* within 1% */
+            fail_msg("%s: %llu B against %llu measured", rows[k].path,
+                     (unsigned long long)r->peak_allocated, (unsigned long long)rows[k].measured);
+        dnnmem_result_free(r);
+        dnnmem_model_free(m);
+    }
+}
+
 /* Qwen2-MoE's shared expert and its sigmoid gate, q/k/v biases; Qwen3-MoE's
  * dense layer (mlp_only_layers). tiny-qwen2-moe: V 1000, h 256, L 2, H = K
  * 8, D 32, 16 experts of 128 top-4, shared 512: embed and lm_head 512,000;
@@ -5037,6 +5132,7 @@ int main(void)
         cmocka_unit_test(test_real_transformers_rows),
         cmocka_unit_test(test_t5_checkpoint_names),
         cmocka_unit_test(test_mixtral),
+        cmocka_unit_test(test_moe_grouped_mm),
         cmocka_unit_test(test_qwen_moe),
         cmocka_unit_test(test_moe_aux_loss),
         cmocka_unit_test(test_deepseek),

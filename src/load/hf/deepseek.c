@@ -97,13 +97,19 @@ int32_t hf_deepseek_moe(struct hf *h, const struct llama *c, const struct moe *m
     int32_t sel = -1;
     int32_t x2r = hf_reshape(h, x, INTS(-1, E)); /* the router's view(-1, hidden) */
     int32_t rw = deepseek_router(h, m, E, x2r, &sel);
-    int32_t x2 = hf_reshape(h, x, INTS(-1, E));
-    int32_t final = hf_zeros_like(h, x2, true);
-    int32_t locals[LOOP_LOCALS] = {-1, -1, -1, -1, -1, -1};
-    final = hf_expert_loop(h, m, E, x2, rw, sel, final, locals);
-    final = hf_op(h, DM_OP_CastLike, 2, final, x2); /* .type(hidden_states.dtype) */
-    for (int j = 0; j < LOOP_LOCALS; j++) /* moe()'s locals until it returns */
-        hf_hold(h, locals[j], hf_last_node(h));
+    int32_t x2 = hf_reshape(h, x, INTS(-1, E)), final;
+    if (h->transformers >= 500) {
+        /* DeepseekV2Experts / DeepseekV3Experts (3-D parameters, moe.c's
+         * hf_grouped_experts) on the router's float32 weights */
+        final = hf_grouped_experts(h, m, E, x2, rw, sel, true);
+    } else {
+        final = hf_zeros_like(h, x2, true);
+        int32_t locals[LOOP_LOCALS] = {-1, -1, -1, -1, -1, -1};
+        final = hf_expert_loop(h, m, E, x2, rw, sel, final, locals);
+        final = hf_op(h, DM_OP_CastLike, 2, final, x2); /* .type(hidden_states.dtype) */
+        for (int j = 0; j < LOOP_LOCALS; j++) /* moe()'s locals until it returns */
+            hf_hold(h, locals[j], hf_last_node(h));
+    }
     final = hf_op(h, DM_OP_Reshape, 2, final, hf_op(h, DM_OP_Shape, 1, x));
     if (m->shared_inter) {
         static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};

@@ -294,6 +294,10 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
     if (opt && opt->mode == DNNMEM_MODE_GENERATE && opt->new_tokens > 0) {
         h.gen_tokens = opt->new_tokens;
         h.gen_prompt = opt->seq_len > 0 ? opt->seq_len : 0;
+        /* GenerationMixin._optimize_model_for_decode: grouped_mm -> batched_mm
+         * for the decode steps, from 5.3 off the CPU only */
+        h.batched_decode = opt->new_tokens > 1 && tv >= 500 &&
+                           (tv < 503 || opt->device != DNNMEM_DEVICE_CPU);
         for (size_t k = 0; k < opt->n_dims; k++)
             if (opt->dims[k].name && strcmp(opt->dims[k].name, "seq") == 0)
                 h.gen_prompt = opt->dims[k].value;

@@ -100,6 +100,8 @@ struct hf {
     int transformers;          /* the release, major * 100 + minor (--transformers) */
     enum dnnmem_sdpa_backend backend; /* --sdpa-backend: the kernel forced, or AUTO */
     bool train;                /* --mode train (inputs require grad) */
+    bool batched_decode;       /* generate's decode steps switch 5.x's MoE experts to
+                                  batched_mm (see moe.c, hf_grouped_experts) */
     bool bf16;                 /* the attention computes in bf16 */
     int torch;                 /* the PyTorch release, major * 100 + minor */
     bool albert_interface;     /* ALBERT's attention runs the shared eager_attention_forward:
@@ -340,6 +342,8 @@ int32_t hf_sum_last(struct hf *h, int32_t x, bool keepdims);
 int32_t hf_expert_loop(struct hf *h, const struct moe *m, int64_t hidden, int32_t x2, int32_t rw,
                        int32_t sel, int32_t final, int32_t locals[LOOP_LOCALS]);
 int32_t hf_zeros_like(struct hf *h, int32_t x2, bool f32);
+int32_t hf_grouped_experts(struct hf *h, const struct moe *m, int64_t hidden, int32_t x2,
+                           int32_t rw, int32_t sel, bool w32);
 int32_t hf_sparse_moe(struct hf *h, const struct llama *c, const struct moe *m, int32_t x,
                       int32_t *router);
 

@@ -442,7 +442,11 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
         if (!c->olmo2)
             y = layer_norm(h, c, x, "post_attention_layernorm");
         bool sparse = c->moe && hf_moe_layer(c->moe, i);
-        s = hf_enter(h, "%s", sparse && c->moe->kind == MOE_MIXTRAL ? "block_sparse_moe" : "mlp");
+        /* 4.x's MixtralDecoderLayer.block_sparse_moe is 5.x's .mlp */
+        s = hf_enter(h, "%s",
+                     sparse && c->moe->kind == MOE_MIXTRAL && h->transformers < 500
+                         ? "block_sparse_moe"
+                         : "mlp");
         y = !sparse                         ? llama_mlp(h, c, y)
             : c->moe->kind == MOE_DEEPSEEK ? hf_deepseek_moe(h, c, c->moe, y)
                                            : hf_sparse_moe(h, c, c->moe, y, &router);
