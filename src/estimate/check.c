@@ -533,7 +533,8 @@ static const struct check checks[] = {
     {G, {F_R_MOE_BATCHED}, UNSUP,
      "%s: --mode generate: transformers %s.%s's decode steps run MoE experts with batched_mm "
      "(each row's expert weights copied, gate_up_proj[expert_ids]), which is not modelled "
-     "(modelled: grouped_mm, the CPU's from transformers 5.3); use --device cpu or --mode infer",
+     "(modelled: grouped_mm, the CPU's from transformers 5.3); use --transformers 4.56 (the "
+     "per-expert nn.Linear layers of 4.x), --device cpu or --mode infer",
      {A_PATH, A_TFV_MAJOR, A_TFV_MINOR}},
     /* 5.x's experts are 3-D parameters, not the nn.Linear layers the
      * quantized-linear model (src/load/hf/quant.c) replaces; how each
