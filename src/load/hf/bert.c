@@ -211,30 +211,6 @@ static int32_t roberta_position_ids(struct hf *h, int32_t ids, int64_t pad)
     return hf_op(h, DM_OP_Add, 2, cs, hf_const_i(h, pad));
 }
 
-/* ForQuestionAnswering's qa_outputs [B, S, 2] split into start and end
- * logits: logits.split(1, dim=-1), each .squeeze(-1).contiguous(), a [B, S]
- * copy each (modeling_bert.py and its copies, 4.51-5.24); *end gets the end
- * logits. */
-static int32_t qa_logits(struct hf *h, int32_t x, int64_t E, int32_t *end)
-{
-    size_t s = hf_enter(h, "qa_outputs");
-    int32_t y = hf_linear(h, x, E, 2, true, -1, NULL);
-    hf_leave(h, s);
-    struct dm_node *n = hf_node(h, DM_OP_Split, 2, (int32_t[]){y, hf_const_ints(h, INTS(1, 1))}, 2);
-    if (!n)
-        return -1;
-    int32_t part[2] = {n->out[0], n->out[1]};
-    hf_attr_i(h, "axis", -1);
-    int32_t last = hf_const_ints(h, INTS(-1)); /* made before out_name names the next */
-    h->out_name = "start_logits";
-    int32_t start = hf_op(h, DM_OP_Squeeze, 2, part[0], last);
-    h->out_name = "end_logits";
-    *end = hf_op(h, DM_OP_Squeeze, 2, part[1], last);
-    /* the model's loss: (CE(start) + CE(end)) / 2 against clamped positions */
-    h->g->loss_terms = 2;
-    return start;
-}
-
 /* A classifier Linear(E, out) after dropout p, named "logits" unless a view
  * of it is (multiple choice). */
 static int32_t classifier(struct hf *h, int32_t x, int64_t E, int64_t out, double p, bool named)
@@ -247,7 +223,7 @@ static int32_t classifier(struct hf *h, int32_t x, int64_t E, int64_t out, doubl
 }
 
 /* The task heads of BERT, RoBERTa and ALBERT (5.24's modeling files; the
- * same graph from 4.51): ForQuestionAnswering (qa_logits on the sequence
+ * same graph from 4.51): ForQuestionAnswering (hf_qa_logits on the sequence
  * output, no pooler); ForTokenClassification: dropout (classifier_dropout,
  * else hidden_dropout_prob; ALBERT's classifier_dropout_prob) and classifier
  * on the sequence output [B, S, labels]; ForMultipleChoice: dropout (RoBERTa:
@@ -260,7 +236,7 @@ static int32_t task_head(struct hf *h, const struct bert *c, int32_t x, int32_t 
     int64_t E = c->hidden;
     *second = -1;
     if (c->head == HEAD_QA)
-        return qa_logits(h, x, E, second);
+        return hf_qa_logits(h, x, E, second);
     if (c->head == HEAD_TOKCLS)
         return classifier(h, x, E, c->labels, c->cls_drop, true);
     int32_t y = classifier(h, pooled, E, 1, c->kind == K_ROBERTA ? c->hidden_drop : c->cls_drop,
@@ -472,14 +448,14 @@ static int32_t distil_attention(struct hf *h, const struct bert *c, int32_t x, i
 /* DistilBERT's task heads (modeling_distilbert.py, 4.51-5.24): for
  * sequence classification and multiple choice hidden[:, 0], pre_classifier,
  * ReLU, dropout (seq_classif_dropout), classifier (num_labels; 1, viewed
- * [B, C]); for question answering dropout (qa_dropout), then qa_logits; for
+ * [B, C]); for question answering dropout (qa_dropout), then hf_qa_logits; for
  * token classification dropout (dropout) and classifier. */
 static int32_t distil_head(struct hf *h, const struct bert *c, int32_t x, int32_t *second)
 {
     int64_t E = c->hidden;
     *second = -1;
     if (c->head == HEAD_QA)
-        return qa_logits(h, hf_dropout(h, x, c->qa_drop), E, second);
+        return hf_qa_logits(h, hf_dropout(h, x, c->qa_drop), E, second);
     if (c->head == HEAD_TOKCLS)
         return classifier(h, x, E, c->labels, c->hidden_drop, true);
     size_t s = hf_enter(h, "pre_classifier");

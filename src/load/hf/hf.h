@@ -360,6 +360,7 @@ int32_t hf_gpt2_act(struct hf *h, const char *act, int32_t x);
 /* ---- bert.c: BERT, RoBERTa, ALBERT, DistilBERT */
 
 int32_t hf_first_token(struct hf *h, int32_t x);
+int32_t hf_qa_logits(struct hf *h, int32_t x, int64_t E, int32_t *end);
 int64_t hf_num_labels(struct hf *h);
 
 /* ---- t5.c: T5 and mT5 */

@@ -303,21 +303,7 @@ static int32_t task_head(struct hf *h, const struct llama *c, int32_t x, int32_t
         hf_leave(h, s);
         return x;
     }
-    size_t s = hf_enter(h, "qa_outputs");
-    int32_t y = hf_linear(h, x, c->hidden, 2, true, -1, NULL);
-    hf_leave(h, s);
-    struct dm_node *n = hf_node(h, DM_OP_Split, 2, (int32_t[]){y, hf_const_ints(h, INTS(1, 1))}, 2);
-    if (!n)
-        return -1;
-    int32_t part[2] = {n->out[0], n->out[1]};
-    hf_attr_i(h, "axis", -1);
-    int32_t last = hf_const_ints(h, INTS(-1)); /* made before out_name names the next */
-    h->out_name = "start_logits";
-    int32_t start = hf_op(h, DM_OP_Squeeze, 2, part[0], last);
-    h->out_name = "end_logits";
-    hf_op(h, DM_OP_Squeeze, 2, part[1], last);
-    h->g->loss_terms = 2;
-    return start;
+    return hf_qa_logits(h, x, c->hidden, NULL);
 }
 
 /* LlamaForCausalLM (and Mistral, Qwen2, Qwen3). */

@@ -22,13 +22,11 @@ static void fused_parts_out(struct hf *h, const struct dec *c, int layer, const 
     }
 }
 
-/* GPTNeoXAttention.forward (4.51): query_key_value(x).view(B, S, H, 3D)
- * .transpose(1, 2).chunk(3, -1): three views of the fused output, which
- * stays alive while any of them does (the value until the attention's
- * matmul copies it; with use_cache, in the cache to the end). Split copies
- * here, and the parts are held as long. */
-static int32_t neox_attention(struct hf *h, const struct dec *c, int layer, int32_t x, int32_t cos,
-                              int32_t sin, int32_t mask, int32_t *pw, int32_t parts[3])
+/* query_key_value's fused projection [B, S, H, 3D] split into its three
+ * [B, S, H, D] parts (copies here, held as long as their views), and q and k
+ * as [B, H, S, D] views; -1 on failure. */
+static int split_qkv(struct hf *h, const struct dec *c, int32_t x, int32_t parts[3], int32_t *q,
+                     int32_t *k)
 {
     int64_t E = c->hidden, H = c->heads, D = c->head_dim;
     int32_t qkv = hf_lin(h, "query_key_value", x, E, 3 * E, c->bias);
@@ -40,8 +38,23 @@ static int32_t neox_attention(struct hf *h, const struct dec *c, int layer, int3
     hf_attr_i(h, "axis", 3);
     for (int j = 0; j < 3; j++)
         parts[j] = h->g->nodes[h->g->n_nodes - 1].out[j];
-    int32_t q = hf_transpose(h, parts[0], INTS(0, 2, 1, 3));
-    int32_t k = hf_transpose(h, parts[1], INTS(0, 2, 1, 3));
+    *q = hf_transpose(h, parts[0], INTS(0, 2, 1, 3));
+    *k = hf_transpose(h, parts[1], INTS(0, 2, 1, 3));
+    return 0;
+}
+
+/* GPTNeoXAttention.forward (4.51): query_key_value(x).view(B, S, H, 3D)
+ * .transpose(1, 2).chunk(3, -1): three views of the fused output, which
+ * stays alive while any of them does (the value until the attention's
+ * matmul copies it; with use_cache, in the cache to the end). Split copies
+ * here, and the parts are held as long. */
+static int32_t neox_attention(struct hf *h, const struct dec *c, int layer, int32_t x, int32_t cos,
+                              int32_t sin, int32_t mask, int32_t *pw, int32_t parts[3])
+{
+    int64_t E = c->hidden, D = c->head_dim;
+    int32_t q, k;
+    if (split_qkv(h, c, x, parts, &q, &k) < 0)
+        return -1;
     h->out_name = hf_cache_at_make(h, hf_present_name(h, c, layer, "value"));
     int32_t v = hf_transpose(h, parts[2], INTS(0, 2, 1, 3));
     q = hf_rope_cat(h, q, cos, sin, c->rot, D, NULL);
@@ -197,17 +210,9 @@ static int32_t neox_attention_legacy(struct hf *h, const struct dec *c, int laye
         hf_param(h, "inv_freq", DM_FLOAT, 1, &half);
         hf_leave(h, s);
     }
-    int32_t qkv = hf_lin(h, "query_key_value", x, E, 3 * E, c->bias);
-    qkv = hf_reshape(h, qkv, INTS(0, 0, H, 3 * D));
-    struct dm_node *n = hf_node(h, DM_OP_Split, 2,
-                                (int32_t[]){qkv, hf_const_ints(h, INTS(D, D, D))}, 3);
-    if (!n)
+    int32_t q, k;
+    if (split_qkv(h, c, x, parts, &q, &k) < 0)
         return -1;
-    hf_attr_i(h, "axis", 3);
-    for (int j = 0; j < 3; j++)
-        parts[j] = h->g->nodes[h->g->n_nodes - 1].out[j];
-    int32_t q = hf_transpose(h, parts[0], INTS(0, 2, 1, 3));
-    int32_t k = hf_transpose(h, parts[1], INTS(0, 2, 1, 3));
     h->out_name = hf_present_name(h, c, layer, "value");
     int32_t v = hf_transpose(h, parts[2], INTS(0, 2, 1, 3));
     const char *key = hf_present_name(h, c, layer, "key");
