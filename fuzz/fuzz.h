@@ -15,6 +15,7 @@
 #include "dnnmem.h"
 #include "dnnmem-impl.h"
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,23 @@ static inline void fuzz_estimate(const uint8_t *data, size_t size, const char *n
     }
     dnnmem_model_free(m);
 }
+
+/* A JSON input's root, parsed as dnnmem_model_load parses a model file
+ * once (src/api.c), for a JSON front end's entry point; NULL if not JSON. */
+static inline json_t *fuzz_json(const uint8_t *data, size_t size)
+{
+    return json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
+}
+
+/* Define a JSON target whose front end is `call`, a statement over g, root
+ * and err (run when the input is JSON). */
+#define DM_FUZZ_JSON_TARGET(name, call)                                        \
+    DM_FUZZ_TARGET(name, {                                                     \
+        json_t *root = fuzz_json(data, size);                                  \
+        if (root)                                                              \
+            call;                                                              \
+        json_decref(root);                                                     \
+    })
 
 /* Define a target whose parser is `call`, a statement over g, data, size
  * and err. */
