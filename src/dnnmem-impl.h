@@ -679,6 +679,7 @@ struct dm_load_stats {
     size_t file_bytes;
     size_t parsed_bytes;   /* size of the message handed to the generated parser */
     size_t parser_alloc_bytes;
+    uint64_t parser_predicted_bytes; /* what the stripper's walk predicted it would */
 };
 enum dnnmem_status dm_load_onnx_stats(struct dm_graph *g, const uint8_t *data, size_t size,
                                       struct dm_load_stats *st, struct dnnmem_error *err);
