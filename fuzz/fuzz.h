@@ -1,7 +1,8 @@
 /*
  * fuzz.h: what every libFuzzer target of dnnmem shares. A target hands the
  * input to one front end's parser directly (so that parser is what the
- * fuzzer explores, whatever the content sniffing would choose), then runs
+ * fuzzer explores, whatever the file's kind would choose; a JSON front end
+ * gets the input's parsed root, as the load gives it), then runs
  * the public path on the same bytes as a user does: dnnmem_model_load_buffer
  * and an inference and a training estimate, every symbolic dim bound to 3.
  * Any input must give a model or a clean error: never a crash, a leak,
