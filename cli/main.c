@@ -684,10 +684,11 @@ static int cmd_compare(int argc, char **argv)
     }
     struct dnnmem_result *res[2] = {NULL, NULL};
     int rc = EXIT_OK;
-    for (int side = 0; side < 2 && rc == EXIT_OK; side++)
+    /* a side that ends without a result (-h: the help, EXIT_OK) ends compare */
+    for (int side = 0; side < 2 && rc == EXIT_OK && (side == 0 || res[0]); side++)
         rc = compare_side(side ? args_b : args_a, side ? nb : na,
                           side && n_models == 2 ? models[1] : models[0], &res[side]);
-    if (rc == EXIT_OK) {
+    if (rc == EXIT_OK && res[0] && res[1]) {
         char la[1100], lb[1100];
         snprintf(la, sizeof la, "%s", models[0]);
         snprintf(lb, sizeof lb, "%s%s%s", n_models == 2 ? models[1] : models[0], with ? " with " : "",

@@ -962,7 +962,8 @@ enum dnnmem_status dm_load_onnx_stats(struct dm_graph *g, const uint8_t *data, s
     struct counting cnt = {0, PARSE_CEILING, false};
     if (s.out.n < (PARSE_CEILING - PARSE_SLACK) / PARSE_RATIO)
         cnt.limit = s.out.n * PARSE_RATIO + PARSE_SLACK;
-    uint64_t predicted = predict_unpack(&onnx__model_proto__descriptor, s.out.p, s.out.p + s.out.n);
+    const uint8_t *sp = s.out.p; /* NULL when nothing was kept (fuzz-onnx) */
+    uint64_t predicted = predict_unpack(&onnx__model_proto__descriptor, sp, sp ? sp + s.out.n : sp);
     ProtobufCAllocator alloc = {count_alloc, count_free, &cnt};
     Onnx__ModelProto *mp = NULL;
     if (predicted > cnt.limit) /* beyond the cap: refused before a byte is spent */

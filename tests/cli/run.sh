@@ -238,6 +238,10 @@ expect 2 "--with: this option needs a value" -- compare $R --with
 # more arguments than compare holds: refused (they were dropped past 255, --with
 # with them, and one more was written past the array; seen reading cli/main.c for fuzz/fuzz-cli.c)
 expect 2 "compare: 303 arguments; at most 253" -- compare $R $(for i in $(seq 150); do printf ' -b 8'; done) --with "--mode train"
+# -h within compare prints the help (it crashed on the side it left without a
+# result; found by fuzz/fuzz-cli.c)
+expect 0 "Examples:" -- compare $R -h --with "--mode train"
+expect 0 "Examples:" -- compare $R -b 8 --with "--mode train -h"
 expect 2 "--with: more than 254 options" -- compare $R -b 8 --with "$(for i in $(seq 300); do printf ' -b'; done)"
 
 # calibration file

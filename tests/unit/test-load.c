@@ -479,6 +479,27 @@ static void test_parser_predicted(void **state)
     tb_free(b);
 }
 
+/* A file of fields onnx.proto does not define strips to nothing (found by
+ * fuzz-onnx: the prediction was given a NULL buffer): an empty ModelProto,
+ * which has no graph. */
+static void test_parser_nothing_kept(void **state)
+{
+    (void)state;
+    static const uint8_t data[] = {0x50, 0x00, 0x5d, 0x0a, 0x4b, 0x75, 0x28};
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = "none.onnx";
+    struct dm_load_stats st;
+    struct dnnmem_error err;
+    enum dnnmem_status s = dm_load_onnx_stats(&g, data, sizeof data, &st, &err);
+    assert_int_equal(st.parsed_bytes, 0);
+    assert_int_equal(st.parser_predicted_bytes, sizeof(Onnx__ModelProto));
+    assert_int_equal(st.parser_alloc_bytes, sizeof(Onnx__ModelProto));
+    assert_int_equal(s, DNNMEM_E_MODEL);
+    assert_string_equal(err.message, "none.onnx: the model has no graph");
+    dm_graph_free(&g);
+}
+
 /* The node budget of an ONNX file is its node count, checked before any
  * node is converted. */
 static void test_onnx_node_budget(void **state)
@@ -527,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_weights_not_copied),
         cmocka_unit_test(test_parser_bounded),
         cmocka_unit_test(test_parser_predicted),
+        cmocka_unit_test(test_parser_nothing_kept),
         cmocka_unit_test(test_onnx_node_budget),
         cmocka_unit_test(test_small_values_kept),
         cmocka_unit_test(test_file_errors),
