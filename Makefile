@@ -130,6 +130,12 @@ $(B)/tests/%: tests/unit/%.c tests/unit/util.h $(B)/libdnnmem.a
 	@echo "  CCLD    $@"
 	@$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libdnnmem.a $(LDLIBS) -lcmocka
 
+# counts the library's JSON parses (tests/unit/test-readonce.c)
+$(B)/tests/test-readonce: tests/unit/test-readonce.c tests/unit/util.h $(B)/libdnnmem.a
+	@mkdir -p $(dir $@)
+	@echo "  CCLD    $@"
+	@$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libdnnmem.a -Wl,--wrap=json_loadb $(LDLIBS) -lcmocka
+
 $(B)/tests/conformance: tests/conformance/conformance.c $(B)/libdnnmem.a
 	@mkdir -p $(dir $@)
 	@echo "  CCLD    $@"
@@ -238,7 +244,7 @@ bench: $(B)/bench/bench $(B)/dnnmem
 # instrumentation. fuzz-run runs each target for FUZZ_TIME seconds.
 
 FUZZ_TIME    ?= 20
-FUZZ_TARGETS := onnx hf keras keras-zip mxnet safetensors options capture
+FUZZ_TARGETS := onnx hf keras keras-zip mxnet safetensors options capture cli
 FUZZ_FLAGS   := -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 FUZZ_OBJ     := $(LIB_SRC:%.c=build-fuzz/%.o) build-fuzz/gen/onnx.pb-c.o
 
@@ -259,6 +265,8 @@ build-fuzz/fuzz-%: fuzz/fuzz-%.c fuzz/fuzz.h $(FUZZ_OBJ)
 	@echo "  CCLD    $@"
 	@clang -std=c11 -D_POSIX_C_SOURCE=200809L $(FUZZ_FLAGS) -fsanitize=fuzzer -Iinclude -Isrc \
 	    -I$(B)/gen $(PKG_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
+
+build-fuzz/fuzz-cli: cli/main.c cli/cli_options.def # compiled into the target
 
 fuzz: $(FUZZ_TARGETS:%=build-fuzz/fuzz-%)
 

@@ -321,7 +321,10 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
         return EXIT_INTERNAL;
     }
     int c;
-    optind = 1;
+    /* 0, not 1: getopt's full reset (glibc and musl), so a parse after one
+     * that stopped within "-xyz" (compare's two sides, the fuzz target's
+     * runs) does not resume in the last argv's strings */
+    optind = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, t.shorts, t.opts, NULL)) != -1) {
         int rc = apply_option(cl, c, argv);
@@ -635,11 +638,16 @@ static int cmd_compare(int argc, char **argv)
 {
     /* split out --with "..." and the second model */
     char *with = NULL;
-    char *args_a[256], *args_b[512];
+    /* each side's arguments, and room for its model and the NULL
+     * (compare_side) */
+    enum { MAX_ARGS = 254, MAX_WITH = 254 };
+    char *args_a[MAX_ARGS + 2], *args_b[MAX_ARGS + MAX_WITH + 2];
     int na = 0, nb = 0;
     const char *models[2] = {NULL, NULL};
     int n_models = 0;
-    for (int k = 0; k < argc && na < 255; k++) {
+    if (argc > MAX_ARGS)
+        return usage_error("compare: %d arguments; at most %d", argc - 1, MAX_ARGS - 1);
+    for (int k = 0; k < argc; k++) {
         if (strcmp(argv[k], "--with") == 0) {
             if (k + 1 >= argc)
                 return usage_error("%s", "--with: this option needs a value");
@@ -668,15 +676,19 @@ static int cmd_compare(int argc, char **argv)
             return usage_error("%s", "--with: too long");
         strcpy(withbuf, with);
         char *save = NULL;
-        for (char *tok = strtok_r(withbuf, " ", &save); tok && nb < 500; tok = strtok_r(NULL, " ", &save))
+        for (char *tok = strtok_r(withbuf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+            if (nb == na + MAX_WITH)
+                return usage_error("--with: more than %d options", MAX_WITH);
             args_b[nb++] = tok;
+        }
     }
     struct dnnmem_result *res[2] = {NULL, NULL};
     int rc = EXIT_OK;
-    for (int side = 0; side < 2 && rc == EXIT_OK; side++)
+    /* a side that ends without a result (-h: the help, EXIT_OK) ends compare */
+    for (int side = 0; side < 2 && rc == EXIT_OK && (side == 0 || res[0]); side++)
         rc = compare_side(side ? args_b : args_a, side ? nb : na,
                           side && n_models == 2 ? models[1] : models[0], &res[side]);
-    if (rc == EXIT_OK) {
+    if (rc == EXIT_OK && res[0] && res[1]) {
         char la[1100], lb[1100];
         snprintf(la, sizeof la, "%s", models[0]);
         snprintf(lb, sizeof lb, "%s%s%s", n_models == 2 ? models[1] : models[0], with ? " with " : "",

@@ -2,4 +2,4 @@
  * docs/capture-format.md), then the estimate. Seeds: fuzz/corpus/capture. */
 #include "fuzz.h"
 
-DM_FUZZ_TARGET("step.dnnmem", (void)dm_load_capture(&g, data, size, &err))
+DM_FUZZ_JSON_TARGET("step.dnnmem", (void)dm_load_capture(&g, root, &err))

@@ -2,4 +2,4 @@
  * config.json), then the estimate. Seeds: fuzz/corpus/keras. */
 #include "fuzz.h"
 
-DM_FUZZ_TARGET("model.json", (void)dm_load_keras(&g, data, size, &err))
+DM_FUZZ_JSON_TARGET("model.json", (void)dm_load_keras(&g, root, &err))

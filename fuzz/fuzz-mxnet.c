@@ -2,4 +2,4 @@
  * fuzz/corpus/mxnet. */
 #include "fuzz.h"
 
-DM_FUZZ_TARGET("model-symbol.json", (void)dm_load_mxnet(&g, data, size, &err))
+DM_FUZZ_JSON_TARGET("model-symbol.json", (void)dm_load_mxnet(&g, root, &err))

@@ -31,9 +31,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct dnnmem_error err;
         struct dm_checkpoint ck;
         dm_graph_init(&g);
-        if (dm_load_hf(&g, (const uint8_t *)config, sizeof config - 1, false, NULL, NULL,
-                       &err) == DNNMEM_OK)
+        json_t *root = fuzz_json((const uint8_t *)config, sizeof config - 1);
+        if (root && dm_load_hf(&g, root, false, NULL, NULL, &err) == DNNMEM_OK)
             (void)dm_check_safetensors(&g, dir, &ck, &err);
+        json_decref(root);
         dm_graph_free(&g);
         unlink(path);
     }

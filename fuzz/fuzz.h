@@ -1,7 +1,8 @@
 /*
  * fuzz.h: what every libFuzzer target of dnnmem shares. A target hands the
  * input to one front end's parser directly (so that parser is what the
- * fuzzer explores, whatever the content sniffing would choose), then runs
+ * fuzzer explores, whatever the file's kind would choose; a JSON front end
+ * gets the input's parsed root, as the load gives it), then runs
  * the public path on the same bytes as a user does: dnnmem_model_load_buffer
  * and an inference and a training estimate, every symbolic dim bound to 3.
  * Any input must give a model or a clean error: never a crash, a leak,
@@ -15,6 +16,7 @@
 #include "dnnmem.h"
 #include "dnnmem-impl.h"
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +47,23 @@ static inline void fuzz_estimate(const uint8_t *data, size_t size, const char *n
     }
     dnnmem_model_free(m);
 }
+
+/* A JSON input's root, parsed as dnnmem_model_load parses a model file
+ * once (src/api.c), for a JSON front end's entry point; NULL if not JSON. */
+static inline json_t *fuzz_json(const uint8_t *data, size_t size)
+{
+    return json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
+}
+
+/* Define a JSON target whose front end is `call`, a statement over g, root
+ * and err (run when the input is JSON). */
+#define DM_FUZZ_JSON_TARGET(name, call)                                        \
+    DM_FUZZ_TARGET(name, {                                                     \
+        json_t *root = fuzz_json(data, size);                                  \
+        if (root)                                                              \
+            call;                                                              \
+        json_decref(root);                                                     \
+    })
 
 /* Define a target whose parser is `call`, a statement over g, data, size
  * and err. */

@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -71,6 +72,85 @@ static enum dnnmem_status within_size(size_t size, bool json, bool zip, const ch
     return DNNMEM_OK;
 }
 
+/* The kinds of JSON model file, each known by its top-level keys
+ * (dm_is_KIND, dnnmem-impl.h); what names it in the errors below. */
+enum json_kind { JSON_CAPTURE, JSON_KERAS, JSON_MXNET, JSON_HF, N_JSON_KINDS };
+static const struct {
+    bool (*is)(json_t *root);
+    const char *what;
+} json_kinds[N_JSON_KINDS] = {
+    [JSON_CAPTURE] = {dm_is_capture, "a dnnmem capture (\"format\": \"dnnmem-capture\")"},
+    [JSON_KERAS] = {dm_is_keras, "a Keras model (class_name and config)"},
+    [JSON_MXNET] = {dm_is_mxnet, "an MXNet symbol (nodes, and heads or arg_nodes)"},
+    [JSON_HF] = {dm_is_hf, "a HuggingFace config.json (model_type, architectures or "
+                           "vocab_size)"},
+};
+
+/* The one parse of a JSON model file; a text that is not JSON gets the
+ * capture's message when it bears the capture's tag (a capture cut short). */
+static enum dnnmem_status parse_json(const uint8_t *data, size_t size, const char *name,
+                                     json_t **root, struct dnnmem_error *err)
+{
+    json_error_t je;
+    *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
+    if (*root)
+        return DNNMEM_OK;
+    if (dm_capture_tagged(data, size))
+        return dm_fail(err, DNNMEM_E_PARSE,
+                       "%s: not a complete capture (JSON: %s, line %d, column %d)", name, je.text,
+                       je.line, je.column);
+    return dm_fail(err, DNNMEM_E_PARSE, "%s: not valid JSON: %s (line %d, column %d)", name,
+                   je.text, je.line, je.column);
+}
+
+/* The front end whose keys the root has: exactly one, else an error. */
+static enum dnnmem_status json_kind_of(json_t *root, const char *name, enum json_kind *kind,
+                                       struct dnnmem_error *err)
+{
+    int n = 0, first = -1;
+    for (int k = 0; k < N_JSON_KINDS; k++)
+        if (json_kinds[k].is(root)) {
+            if (n++ == 1)
+                return dm_fail(err, DNNMEM_E_MODEL, "%s: ambiguous JSON: it has the keys of %s "
+                               "and of %s; a model file must be one", name,
+                               json_kinds[first].what, json_kinds[k].what);
+            first = k;
+        }
+    if (n == 0)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: a JSON file that is not a model dnnmem reads: not %s, %s, %s nor %s",
+                       name, json_kinds[JSON_HF].what, json_kinds[JSON_KERAS].what,
+                       json_kinds[JSON_MXNET].what, json_kinds[JSON_CAPTURE].what);
+    *kind = (enum json_kind)first;
+    return DNNMEM_OK;
+}
+
+/* A JSON model file: parsed once, its root handed to the front end its keys
+ * name (and kept by a HuggingFace config's variants, which build from it). */
+static enum dnnmem_status load_json(dnnmem_model *m, const uint8_t *data, size_t size,
+                                    int64_t max_nodes, struct dnnmem_error *err)
+{
+    json_t *root;
+    DM_TRY(parse_json(data, size, m->g.path, &root, err));
+    enum json_kind kind = JSON_HF;
+    enum dnnmem_status s = json_kind_of(root, m->g.path, &kind, err);
+    if (s == DNNMEM_OK && kind == JSON_CAPTURE)
+        s = dm_load_capture(&m->g, root, err); /* a step captured by dnnmem.torch */
+    else if (s == DNNMEM_OK && kind == JSON_KERAS)
+        s = dm_load_keras(&m->g, root, err);
+    else if (s == DNNMEM_OK && kind == JSON_MXNET)
+        s = dm_load_mxnet(&m->g, root, err);
+    else if (s == DNNMEM_OK) {
+        /* the outline: what the model line reports and the checkpoint is
+         * checked against; the root kept to build the graphs estimates ask for */
+        s = dm_load_hf_outline(&m->g, root, err);
+        if (s == DNNMEM_OK)
+            s = dm_variants_new(root, m->g.path, max_nodes, &m->variants, err);
+    }
+    json_decref(root);
+    return s;
+}
+
 static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const char *name,
                                      int64_t max_nodes, dnnmem_model **out,
                                      struct dnnmem_error *err)
@@ -93,20 +173,9 @@ static enum dnnmem_status load_bytes(const uint8_t *data, size_t size, const cha
         /* a zip's local file header: a Keras 3 .keras archive, whatever its
          * name; its architecture is config.json */
         s = dm_load_keras_archive(&m->g, data, size, err);
-    } else if (json && dm_is_capture_json(data, size)) {
-        s = dm_load_capture(&m->g, data, size, err); /* a step captured by dnnmem.torch */
-    } else if (json && dm_keras_json(data, size)) {
-        s = dm_load_keras(&m->g, data, size, err);
-    } else if (json && dm_is_mxnet_json(data, size)) {
-        s = dm_load_mxnet(&m->g, data, size, err);
-    } else if (json) {
-        /* the outline: what the model line reports and the checkpoint is
-         * checked against; the config's bytes kept to build the graphs
-         * estimates ask for */
-        s = dm_load_hf_outline(&m->g, data, size, err);
-        if (s == DNNMEM_OK)
-            s = dm_variants_new(data, size, m->g.path, max_nodes, &m->variants, err);
-    } else
+    } else if (json)
+        s = load_json(m, data, size, max_nodes, err);
+    else
         s = dm_load_onnx(&m->g, data, size, err);
     if (s == DNNMEM_OK && !m->g.capture) /* a capture holds aten ops, not an exporter's */
         s = dm_graph_lift(&m->g, err);

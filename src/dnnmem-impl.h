@@ -14,6 +14,8 @@
 
 #include "dnnmem.h"
 
+struct json_t; /* jansson's (json_t): the parsed root of a JSON model file */
+
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -620,7 +622,7 @@ struct dm_hf_env {
  * weights, attention, precision, mode, ...) and env the run they are for;
  * both NULL: the graph as loaded, without options (transformers 4.51's,
  * the release every family is written against). */
-enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
+enum dnnmem_status dm_load_hf(struct dm_graph *g, struct json_t *root, bool sdpa,
                               const struct dnnmem_config *opt, const struct dm_hf_env *env,
                               struct dnnmem_error *err);
 /* The outline of dm_load_hf's eager graph without options: the same nodes,
@@ -629,27 +631,36 @@ enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t si
  * names: what loading a model reports and checks (dnnmem_model_get_info,
  * the safetensors headers), for a fraction of the build (naming is most of
  * it). Estimates build the graphs they run (src/estimate/variant.c). */
-enum dnnmem_status dm_load_hf_outline(struct dm_graph *g, const uint8_t *data, size_t size,
+enum dnnmem_status dm_load_hf_outline(struct dm_graph *g, struct json_t *root,
                                       struct dnnmem_error *err);
+/* The JSON front ends take the root of the one parse of the file (src/api.c,
+ * load_json: a model file is parsed once, and its top-level keys decide the
+ * front end); they read it and never change it. Each dm_is_KIND says whether
+ * a root has its kind's keys (docs/untrusted-input.md, "Read once"):
+ *   HuggingFace config: model_type, architectures, vocab_size, or n_embd and n_layer
+ *   Keras model: class_name (a string) and config, naming a model class or with
+ *                keras_version or registered_name
+ *   MXNet symbol: nodes, and heads or arg_nodes
+ *   capture: format "dnnmem-capture" */
+bool dm_is_hf(struct json_t *root);
 /* An MXNet symbol JSON (src/load/mxnet.c), every layout from 0.8 to 1.x and
  * Gluon exports. */
-enum dnnmem_status dm_load_mxnet(struct dm_graph *g, const uint8_t *data, size_t size,
+enum dnnmem_status dm_load_mxnet(struct dm_graph *g, struct json_t *root,
                                  struct dnnmem_error *err);
-/* Whether a JSON text looks like an MXNet symbol (a cheap check of its
- * first bytes for the keys "nodes" and "heads"/"arg_nodes"). */
-bool dm_is_mxnet_json(const uint8_t *data, size_t size);
-/* A captured step (src/load/capture.c, docs/capture-format.md), and whether
- * a JSON text is one (its "format" near the start). */
-enum dnnmem_status dm_load_capture(struct dm_graph *g, const uint8_t *data, size_t size,
+bool dm_is_mxnet(struct json_t *root);
+/* A captured step (src/load/capture.c, docs/capture-format.md). A text that
+ * is not JSON but holds the capture's tag in its first 256 bytes (where
+ * dnnmem.torch writes "format") is a capture cut short: dm_capture_tagged
+ * chooses the parse error's message, never the front end. */
+enum dnnmem_status dm_load_capture(struct dm_graph *g, struct json_t *root,
                                    struct dnnmem_error *err);
-bool dm_is_capture_json(const uint8_t *data, size_t size);
+bool dm_is_capture(struct json_t *root);
+bool dm_capture_tagged(const uint8_t *data, size_t size);
 /* Keras model JSON (src/load/keras/): model.to_json() of Keras 2 (Model,
  * Functional, Sequential, nested models) and the Keras 3 layout (config.json
- * of a .keras archive), built layer by layer into the IR. dm_keras_json says
- * whether a JSON text is one (a top-level class_name and config naming a
- * model), so the caller can dispatch before the HuggingFace front end. */
-bool dm_keras_json(const uint8_t *data, size_t size);
-enum dnnmem_status dm_load_keras(struct dm_graph *g, const uint8_t *data, size_t size,
+ * of a .keras archive), built layer by layer into the IR. */
+bool dm_is_keras(struct json_t *root);
+enum dnnmem_status dm_load_keras(struct dm_graph *g, struct json_t *root,
                                  struct dnnmem_error *err);
 /* A Keras 3 .keras archive (a zip: metadata.json, config.json,
  * model.weights.h5), read with libzip from memory: config.json (capped) is
@@ -679,6 +690,7 @@ struct dm_load_stats {
     size_t file_bytes;
     size_t parsed_bytes;   /* size of the message handed to the generated parser */
     size_t parser_alloc_bytes;
+    uint64_t parser_predicted_bytes; /* what the stripper's walk predicted it would */
 };
 enum dnnmem_status dm_load_onnx_stats(struct dm_graph *g, const uint8_t *data, size_t size,
                                       struct dm_load_stats *st, struct dnnmem_error *err);

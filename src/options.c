@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 enum { MAX_DIMS = 64, MAX_INPUTS = 64, MAX_FREEZE = 64, MAX_CKPT = 256, MAX_TARGETS = 32,
        MAX_LIST = 64, LIST_CHARS = 512 };
@@ -579,6 +580,15 @@ static enum dnnmem_status set_lora_targets(const struct ctx *x)
 static enum dnnmem_status set_calibration(const struct ctx *x)
 {
     struct dnnmem_config *cfg = x->cfg;
+    /* refused before it is read: what is not a regular file (a FIFO or
+     * /dev/zero would block or never end) and more than a calibration file
+     * holds (its five keys take under 200 bytes; 1 MiB) */
+    struct stat sb;
+    if (stat(x->v, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return BAD("--calibration %s: not a regular file", x->v);
+    if (stat(x->v, &sb) == 0 && sb.st_size > (1 << 20))
+        return dm_fail(x->err, DNNMEM_E_LIMIT, "--calibration %s: %lld bytes, beyond the 1 MiB "
+                       "a calibration file may have", x->v, (long long)sb.st_size);
     json_error_t je;
     json_t *root = json_load_file(x->v, 0, &je);
     if (!root)

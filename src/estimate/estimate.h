@@ -255,9 +255,10 @@ int64_t dm_version_number(const char *v);
  * each built when an estimate first needs it and kept until the model is
  * freed; safe for concurrent estimates (one mutex per model). */
 struct dm_variants;
-/* Keeps a copy of the config's bytes; `path` (borrowed) names the graphs,
- * each built within `max_nodes` (0: no budget). */
-enum dnnmem_status dm_variants_new(const uint8_t *json, size_t size, const char *path,
+/* Keeps a reference to the config's parsed root (the load's one parse, never
+ * parsed again); `path` (borrowed) names the graphs, each built within
+ * `max_nodes` (0: no budget). */
+enum dnnmem_status dm_variants_new(struct json_t *root, const char *path,
                                    int64_t max_nodes, struct dm_variants **out,
                                    struct dnnmem_error *err);
 void dm_variants_free(struct dm_variants *v);

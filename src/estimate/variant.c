@@ -11,6 +11,7 @@
  */
 #include "estimate.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,31 +40,23 @@ struct entry {
 
 struct dm_variants {
     pthread_mutex_t lock;
-    uint8_t *json; /* the config's bytes */
-    size_t size;
+    json_t *root; /* the config's parsed root (a reference); builds read it under the lock */
     const char *path;
     int64_t max_nodes; /* the load's budget, for every graph built */
     struct entry *list;
 };
 
-enum dnnmem_status dm_variants_new(const uint8_t *json, size_t size, const char *path,
-                                   int64_t max_nodes, struct dm_variants **out,
-                                   struct dnnmem_error *err)
+enum dnnmem_status dm_variants_new(json_t *root, const char *path, int64_t max_nodes,
+                                   struct dm_variants **out, struct dnnmem_error *err)
 {
     struct dm_variants *v = calloc(1, sizeof *v);
-    if (v && !(v->json = malloc(size ? size : 1))) {
-        free(v);
-        v = NULL;
-    }
     if (!v)
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", path);
     if (pthread_mutex_init(&v->lock, NULL) != 0) {
-        free(v->json);
         free(v);
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", path);
     }
-    memcpy(v->json, json, size);
-    v->size = size;
+    v->root = json_incref(root);
     v->path = path;
     v->max_nodes = max_nodes;
     *out = v;
@@ -88,7 +81,7 @@ void dm_variants_free(struct dm_variants *v)
         free(e);
     }
     pthread_mutex_destroy(&v->lock);
-    free(v->json);
+    json_decref(v->root);
     free(v);
 }
 
@@ -149,7 +142,7 @@ static enum dnnmem_status build(const struct dm_variants *v, bool sdpa,
     g->max_nodes = v->max_nodes;
     struct dm_hf_env env = {.torch = k->torch, .transformers = k->transformers, .cc = k->cc,
                             .lora_alpha = k->lora_alpha};
-    enum dnnmem_status s = dm_load_hf(g, v->json, v->size, sdpa, opts, opts ? &env : NULL, err);
+    enum dnnmem_status s = dm_load_hf(g, v->root, sdpa, opts, opts ? &env : NULL, err);
     if (s == DNNMEM_OK && !sdpa && !opts)
         s = dm_graph_lift(g, err);
     if (s != DNNMEM_OK)

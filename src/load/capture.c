@@ -76,9 +76,15 @@ struct cap {
     size_t cap_ev;
 };
 
-bool dm_is_capture_json(const uint8_t *data, size_t size)
+bool dm_is_capture(json_t *root)
 {
-    /* dnnmem.torch writes "format" first; a short window keeps the sniffing cheap */
+    const char *fmt = json_string_value(json_object_get(root, "format"));
+    return fmt && strcmp(fmt, "dnnmem-capture") == 0;
+}
+
+bool dm_capture_tagged(const uint8_t *data, size_t size)
+{
+    /* dnnmem.torch writes "format" first; a short window keeps the look cheap */
     static const char tag[] = "\"dnnmem-capture\"";
     size_t n = size < 256 ? size : 256;
     for (size_t i = 0; i + sizeof tag - 1 <= n; i++)
@@ -486,15 +492,9 @@ static enum dnnmem_status body(struct cap *k, const json_t *root)
     return DNNMEM_OK;
 }
 
-enum dnnmem_status dm_load_capture(struct dm_graph *g, const uint8_t *data, size_t size,
-                                   struct dnnmem_error *err)
+enum dnnmem_status dm_load_capture(struct dm_graph *g, json_t *root, struct dnnmem_error *err)
 {
     struct cap k = {.g = g, .err = err, .path = g->path};
-    json_error_t je;
-    json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return dm_fail(err, DNNMEM_E_PARSE, "%s: not a complete capture (JSON: %s, line %d, column %d)",
-                       g->path, je.text, je.line, je.column);
     g->format = "dnnmem-capture";
     k.c = dm_arena_alloc(&g->arena, sizeof *k.c);
     enum dnnmem_status s = k.c ? DNNMEM_OK : nomem(&k);
@@ -514,6 +514,5 @@ enum dnnmem_status dm_load_capture(struct dm_graph *g, const uint8_t *data, size
         k.c->ev = NULL;
     free(ev);
     free(k.state);
-    json_decref(root);
     return s;
 }

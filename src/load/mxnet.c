@@ -1352,20 +1352,13 @@ static int32_t rnn(struct mx *m, const int32_t *in, int n_in)
 
 /* ---- the file ------------------------------------------------------------------ */
 
-bool dm_is_mxnet_json(const uint8_t *data, size_t size)
+bool dm_is_mxnet(json_t *root)
 {
-    /* MXNet writes "nodes" and "heads" at the top level; transformers
-     * configs and Keras models use neither key (Keras: "inbound_nodes") */
-    static const char *const keys[] = {"\"nodes\"", "\"heads\""};
-    for (int k = 0; k < 2; k++) {
-        size_t len = strlen(keys[k]);
-        bool found = false;
-        for (size_t i = 0; i + len <= size && !found; i++)
-            found = data[i] == '"' && memcmp(data + i, keys[k], len) == 0;
-        if (!found)
-            return false;
-    }
-    return true;
+    /* MXNet writes "nodes", "arg_nodes" and "heads" at the top level;
+     * transformers configs and Keras models use none of them (Keras:
+     * "inbound_nodes", deeper) */
+    return json_object_get(root, "nodes") &&
+           (json_object_get(root, "heads") || json_object_get(root, "arg_nodes"));
 }
 
 /* [node, output] or [node, output, version]: a reference to an earlier
@@ -1671,17 +1664,10 @@ static enum dnnmem_status build(struct mx *m, json_t *root)
     return dm_graph_finish(g, m->err);
 }
 
-enum dnnmem_status dm_load_mxnet(struct dm_graph *g, const uint8_t *data, size_t size,
-                                 struct dnnmem_error *err)
+enum dnnmem_status dm_load_mxnet(struct dm_graph *g, json_t *root, struct dnnmem_error *err)
 {
     struct mx m = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK};
-    json_error_t je;
-    json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return dm_fail(err, DNNMEM_E_PARSE, "%s: not valid JSON: %s (line %d, column %d)", g->path,
-                       je.text, je.line, je.column);
     enum dnnmem_status s = build(&m, root);
-    json_decref(root);
     free(m.out);
     free(m.n_out);
     free(m.var_kind);

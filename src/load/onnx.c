@@ -351,6 +351,113 @@ static void count_free(void *ud, void *ptr)
         free((unsigned char *)ptr - sizeof(max_align_t));
 }
 
+/* ---- what unpacking will allocate, before it does -------------------------- */
+
+/* The bytes protobuf-c 1.4's protobuf_c_message_unpack allocates for a
+ * stripped message, as count_alloc counts them (each allocation's size,
+ * summed), found by walking the message as it will (protobuf-c.c, v1.4.1:
+ * protobuf_c_message_unpack, parse_member, parse_required_member,
+ * sizeof_elt_in_repeated_array): the message's struct; past the 16 fields
+ * it scans on the stack, slabs of 32, 64, ... ScannedMembers (32 bytes each
+ * on LP64, its BOUND_SIZEOF_SCANNED_MEMBER_LOG2 of 5); one array per
+ * repeated field (4 or 8 bytes an element, a pointer for strings and
+ * messages, a ProtobufCBinaryData for bytes); the unknown fields (the
+ * stripper's counts) and their bytes; each string (its length + 1) and
+ * bytes value; each submessage, alike. What it leaves out (a message field
+ * given twice, merged) only makes it smaller than the allocations, so a
+ * prediction beyond the cap is an allocation beyond it: refused before any
+ * is made (issue 17; the allocator's count stays the bound). */
+#define SCANNED_MEMBER_BYTES 32
+#define FIRST_SLAB 16
+#define MAX_PREDICT_FIELDS 64 /* onnx.proto's messages have at most 24 */
+
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+static size_t repeated_elt_bytes(ProtobufCType t)
+{
+    switch (t) {
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+    case PROTOBUF_C_TYPE_FIXED64:
+    case PROTOBUF_C_TYPE_DOUBLE: return 8;
+    case PROTOBUF_C_TYPE_BOOL: return sizeof(protobuf_c_boolean);
+    case PROTOBUF_C_TYPE_STRING:
+    case PROTOBUF_C_TYPE_MESSAGE: return sizeof(void *);
+    case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
+    default: return 4;
+    }
+}
+
+/* Elements of one occurrence of a repeated field: a packed run's, or 1. */
+static uint64_t occurrence_elements(const ProtobufCFieldDescriptor *fd, const struct field *f)
+{
+    bool packable = fd->type != PROTOBUF_C_TYPE_STRING && fd->type != PROTOBUF_C_TYPE_BYTES &&
+                    fd->type != PROTOBUF_C_TYPE_MESSAGE;
+    if (f->wire_type != 2 || !packable)
+        return 1;
+    size_t len = (size_t)(f->end - f->payload);
+    size_t k = repeated_elt_bytes(fd->type);
+    if (fd->type == PROTOBUF_C_TYPE_FLOAT || fd->type == PROTOBUF_C_TYPE_FIXED32 ||
+        fd->type == PROTOBUF_C_TYPE_SFIXED32 || fd->type == PROTOBUF_C_TYPE_DOUBLE ||
+        fd->type == PROTOBUF_C_TYPE_FIXED64 || fd->type == PROTOBUF_C_TYPE_SFIXED64)
+        return len / k;
+    uint64_t c = 0; /* varints: their last bytes */
+    for (const uint8_t *p = f->payload; p < f->end; p++)
+        c += !(*p & 0x80);
+    return c;
+}
+
+/* The slabs protobuf-c allocates to scan n fields of one message. */
+static uint64_t slab_bytes(uint64_t n)
+{
+    uint64_t bytes = 0;
+    for (uint64_t have = FIRST_SLAB, slab = FIRST_SLAB; have < n; have += slab) {
+        slab *= 2;
+        bytes = sat_add(bytes, slab * SCANNED_MEMBER_BYTES);
+    }
+    return bytes;
+}
+
+/* The prediction for the (stripped, so well-formed) message p..end. */
+static uint64_t predict_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+                               const uint8_t *end)
+{
+    if (desc->n_fields > MAX_PREDICT_FIELDS)
+        return 0; /* not onnx.proto's: the allocator's count alone bounds it */
+    uint64_t bytes = desc->sizeof_message, n_fields = 0, n_unknown = 0;
+    uint64_t count[MAX_PREDICT_FIELDS] = {0};
+    struct wire w = {p, end};
+    struct field f;
+    while (w.p < w.end && next_field(&w, &f)) {
+        n_fields++;
+        const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(desc, f.number);
+        if (!fd) { /* the stripper's counts */
+            n_unknown++;
+            bytes = sat_add(bytes, (uint64_t)(f.end - f.payload));
+            continue;
+        }
+        size_t idx = (size_t)(fd - desc->fields);
+        uint64_t len = (uint64_t)(f.end - f.payload);
+        if (fd->label == PROTOBUF_C_LABEL_REPEATED)
+            count[idx] = sat_add(count[idx], occurrence_elements(fd, &f));
+        if (fd->type == PROTOBUF_C_TYPE_STRING)
+            bytes = sat_add(bytes, len + 1);
+        else if (fd->type == PROTOBUF_C_TYPE_BYTES)
+            bytes = sat_add(bytes, len);
+        else if (fd->type == PROTOBUF_C_TYPE_MESSAGE)
+            bytes = sat_add(bytes, predict_unpack(fd->descriptor, f.payload, f.end));
+    }
+    bytes = sat_add(bytes, slab_bytes(n_fields));
+    for (unsigned i = 0; i < desc->n_fields; i++)
+        if (count[i] > UINT64_MAX / 16)
+            bytes = UINT64_MAX;
+        else
+            bytes = sat_add(bytes, count[i] * repeated_elt_bytes(desc->fields[i].type));
+    return sat_add(bytes, n_unknown * sizeof(ProtobufCMessageUnknownField));
+}
+
 /* ---- conversion to the IR ------------------------------------------------ */
 
 struct conv {
@@ -855,12 +962,19 @@ enum dnnmem_status dm_load_onnx_stats(struct dm_graph *g, const uint8_t *data, s
     struct counting cnt = {0, PARSE_CEILING, false};
     if (s.out.n < (PARSE_CEILING - PARSE_SLACK) / PARSE_RATIO)
         cnt.limit = s.out.n * PARSE_RATIO + PARSE_SLACK;
+    const uint8_t *sp = s.out.p; /* NULL when nothing was kept (fuzz-onnx) */
+    uint64_t predicted = predict_unpack(&onnx__model_proto__descriptor, sp, sp ? sp + s.out.n : sp);
     ProtobufCAllocator alloc = {count_alloc, count_free, &cnt};
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(&alloc, s.out.n, s.out.p);
+    Onnx__ModelProto *mp = NULL;
+    if (predicted > cnt.limit) /* beyond the cap: refused before a byte is spent */
+        cnt.over = true;
+    else
+        mp = onnx__model_proto__unpack(&alloc, s.out.n, s.out.p);
     if (st) {
         st->file_bytes = size;
         st->parsed_bytes = s.out.n;
         st->parser_alloc_bytes = cnt.bytes;
+        st->parser_predicted_bytes = predicted;
     }
     free(s.out.p);
     if (!mp && cnt.over)

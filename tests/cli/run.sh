@@ -237,6 +237,14 @@ ev_max=$(awk -F, 'NR > 1 && $NF + 0 > m { m = $NF + 0 } END { printf "%d", m }' 
 [ -n "$ev_peak" ] && [ "$ev_peak" = "$ev_max" ] && head -1 "$T/ev.csv" | grep -q "^event,step,iteration,phase,node,op,kind,bytes" &&
     pass=$((pass + 1)) || { echo "FAIL: --events ($ev_max, peak $ev_peak)"; fail=$((fail + 1)); }
 expect 2 "--with: this option needs a value" -- compare $R --with
+# more arguments than compare holds: refused (they were dropped past 255, --with
+# with them, and one more was written past the array; seen reading cli/main.c for fuzz/fuzz-cli.c)
+expect 2 "compare: 303 arguments; at most 253" -- compare $R $(for i in $(seq 150); do printf ' -b 8'; done) --with "--mode train"
+# -h within compare prints the help (it crashed on the side it left without a
+# result; found by fuzz/fuzz-cli.c)
+expect 0 "Examples:" -- compare $R -h --with "--mode train"
+expect 0 "Examples:" -- compare $R -b 8 --with "--mode train -h"
+expect 2 "--with: more than 254 options" -- compare $R -b 8 --with "$(for i in $(seq 300); do printf ' -b'; done)"
 
 # calibration file
 printf '{"cuda_context_bytes": 500000000, "compute_capability": "9.0"}' >"$T/cal.json"
@@ -246,6 +254,19 @@ printf '{"context": 5}' >"$T/bad.json"
 expect 2 "key 'context' is unknown" -- estimate $R --calibration "$T/bad.json"
 printf '{"cuda_context_bytes": ' >"$T/trunc.json"
 expect 2 "--calibration $T/trunc.json" -- estimate $R --calibration "$T/trunc.json"
+# a JSON model file's top-level keys choose its front end (docs/untrusted-input.md, "Read
+# once"): the keys of no kind or of two are an error
+printf '{"hidden_size": 64, "x": {"nodes": [], "heads": []}}' >"$T/unknown.json"
+expect 4 "unknown.json: a JSON file that is not a model dnnmem reads: not a HuggingFace config.json" -- \
+    estimate "$T/unknown.json"
+printf '{"class_name": "Sequential", "config": {}, "vocab_size": 10}' >"$T/ambiguous.json"
+expect 3 "ambiguous JSON: it has the keys of a Keras model (class_name and config) and of a HuggingFace" -- \
+    estimate "$T/ambiguous.json"
+# what is not a regular file or is larger than a calibration file is refused before it is read
+expect 2 "--calibration /dev/zero: not a regular file" -- estimate $R --calibration /dev/zero
+head -c 1048577 /dev/zero | tr '\0' ' ' >"$T/big.json"
+expect 6 "--calibration $T/big.json: 1048577 bytes, beyond the 1 MiB a calibration file may have" -- \
+    estimate $R --calibration "$T/big.json"
 
 # KV-cache decoders with ONNX Runtime contrib ops (Attention, GroupQueryAttention)
 G=$M/onnx/tiny-random-gpt2_past_ort-fused.onnx

@@ -2,6 +2,7 @@
 """Adversarial model files for the resource test (issue 17), each under 1 MB.
 
     python3 tests/resource/gen.py OUT_DIR
+    python3 tests/resource/gen.py --big FILE    the 100 MB ONNX case alone
 
 writes one file (or model directory) per case into OUT_DIR and prints one
 line per case: "NAME<TAB>ARGS", the dnnmem arguments after the path.
@@ -172,7 +173,19 @@ def cases():
     return c
 
 
+def big(path):
+    """The 100 MB case of issue 17, not kept: one attribute's ints repeated
+    50 million times (2 bytes each, unpacked), a graph protobuf-c would take
+    ~1.8 GB to unpack."""
+    x, y = value_info("x", ["batch", 8]), value_info("y", ["batch", 8])
+    attr = lfield(5, lfield(1, "j") + vfield(20, 7) + vfield(8, 1) * 50000000)
+    open(path, "wb").write(model([node("Relu", ["x"], ["y"], attrs=attr)], [x], [y]))
+
+
 def main():
+    if sys.argv[1] == "--big":
+        big(sys.argv[2])
+        return
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     for name, (data, args) in cases().items():

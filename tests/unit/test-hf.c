@@ -10,6 +10,7 @@
 #include "estimate/estimate.h"
 #include "../../src/schedule/builder.h"
 
+#include <jansson.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,6 +78,20 @@ static const struct dm_hf_env *env_of(const struct dnnmem_config *cfg, struct dm
 
 #define ENV(cfg) env_of(cfg, &(struct dm_hf_env){0})
 
+/* dm_load_hf of a config's text: parsed here, as dnnmem_model_load parses
+ * a file once and hands the root to the front end. */
+static enum dnnmem_status hf_text(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
+                                  const struct dnnmem_config *cfg, const struct dm_hf_env *env,
+                                  struct dnnmem_error *err)
+{
+    json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
+    if (!root)
+        return dm_fail(err, DNNMEM_E_PARSE, "config: not valid JSON");
+    enum dnnmem_status s = dm_load_hf(g, root, sdpa, cfg, env, err);
+    json_decref(root);
+    return s;
+}
+
 /* dm_load_hf of tests/models/hf/NAME (a config under 4 KiB), which must load. */
 static void load_hf_graph(struct dm_graph *g, const char *name, bool sdpa,
                           const struct dnnmem_config *cfg)
@@ -90,7 +105,7 @@ static void load_hf_graph(struct dm_graph *g, const char *name, bool sdpa,
     dm_graph_init(g);
     g->path = name;
     struct dnnmem_error err;
-    if (dm_load_hf(g, (const uint8_t *)json, size, sdpa, cfg, ENV(cfg), &err) != DNNMEM_OK)
+    if (hf_text(g, (const uint8_t *)json, size, sdpa, cfg, ENV(cfg), &err) != DNNMEM_OK)
         fail_msg("load %s: %s", name, err.message);
 }
 
@@ -1563,7 +1578,7 @@ static void test_quant_nf4(void **state)
     g.path = "tiny-llama-gqa.json";
     hf_config_init(&cfg);
     cfg.quant = DNNMEM_QUANT_NF4;
-    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg,
+    assert_int_equal(hf_text(&g, (const uint8_t *)json, size, false, &cfg,
                                 ENV(&cfg), &err), DNNMEM_OK);
     struct dm_arena a;
     dm_arena_init(&a);
@@ -1689,7 +1704,7 @@ static int quant_buffers(const char *json, int64_t seq, bool train, const char *
         cfg.lora.n_targets = 1;
     }
     struct dnnmem_error err;
-    if (dm_load_hf(&g, (const uint8_t *)json, strlen(json), false, &cfg,
+    if (hf_text(&g, (const uint8_t *)json, strlen(json), false, &cfg,
                    ENV(&cfg), &err) != DNNMEM_OK)
         fail_msg("load: %s", err.message);
     struct dm_arena a;
@@ -1929,7 +1944,7 @@ static void test_kbit_prep_methods(void **state)
     dm_graph_init(&g);
     g.path = "awq.json";
     struct dnnmem_error err;
-    assert_int_equal(dm_load_hf(&g, (const uint8_t *)awq, strlen(awq), false, &cfg,
+    assert_int_equal(hf_text(&g, (const uint8_t *)awq, strlen(awq), false, &cfg,
                                 ENV(&cfg), &err),
                      DNNMEM_OK);
     assert_true(kept32(&g, "model.embed_tokens.weight"));
@@ -2667,7 +2682,7 @@ static void test_generate_hybrid(void **state)
     cfg.seq_len = 1024;
     cfg.new_tokens = 256;
     struct dnnmem_error err;
-    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg,
+    assert_int_equal(hf_text(&g, (const uint8_t *)json, size, false, &cfg,
                                 ENV(&cfg), &err), DNNMEM_OK);
     assert_int_equal(g.cache_len, 1279);
     assert_int_equal(g.cache_window, 1024);
@@ -2780,7 +2795,7 @@ static uint64_t prefill_logits(const char *json, int keep)
     struct dnnmem_config cfg;
     hf_config_init(&cfg);
     struct dnnmem_error err;
-    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, strlen(json), false, &cfg,
+    assert_int_equal(hf_text(&g, (const uint8_t *)json, strlen(json), false, &cfg,
                                 ENV(&cfg), &err),
                      DNNMEM_OK);
     if (keep >= 0)
@@ -2917,7 +2932,7 @@ static uint64_t gpt2_decode_peak(int64_t tokens, bool legacy, const char *what, 
     struct dnnmem_config cfg;
     hf_config_init(&cfg);
     struct dnnmem_error err;
-    assert_int_equal(dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg,
+    assert_int_equal(hf_text(&g, (const uint8_t *)json, size, false, &cfg,
                                 ENV(&cfg), &err), DNNMEM_OK);
     assert_true(g.legacy_cache && g.gen_mask == DM_GEN_MASK_INVERTED);
     g.legacy_cache = legacy;
@@ -3690,7 +3705,7 @@ static void test_flash(void **state)
     dm_graph_init(&q);
     q.path = "tiny-qwen2-moe.json (KV 4)";
     cfg.attn = DNNMEM_ATTN_FLASH;
-    assert_int_equal(dm_load_hf(&q, (const uint8_t *)json, size, true, &cfg,
+    assert_int_equal(hf_text(&q, (const uint8_t *)json, size, true, &cfg,
                                 ENV(&cfg), &err), DNNMEM_OK);
     assert_int_equal(count_op(&q, DM_OP_Expand), 2 * 2);
     dm_graph_free(&q);
@@ -4193,7 +4208,7 @@ static int t5_gen_buffers(int64_t tokens, enum dnnmem_category category, const c
     dm_graph_init(&g);
     g.path = "tiny-t5.json";
     struct dnnmem_error err;
-    if (dm_load_hf(&g, (const uint8_t *)json, size, false, &cfg, ENV(&cfg), &err) != DNNMEM_OK)
+    if (hf_text(&g, (const uint8_t *)json, size, false, &cfg, ENV(&cfg), &err) != DNNMEM_OK)
         fail_msg("load: %s", err.message);
     /* the decoder's input is generate's [batch, 1]: no target_seq symbol */
     assert_int_equal(g.n_symbols, 2);

@@ -253,7 +253,7 @@ static enum dnnmem_status build(struct hf *h)
 static const struct dm_hf_env as_loaded = {
     .torch = DM_TORCH_DEFAULT, .transformers = DM_TRANSFORMERS_BASE, .cc = DM_CC_DEFAULT};
 
-static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
+static enum dnnmem_status load(struct dm_graph *g, json_t *root, bool sdpa,
                                const struct dnnmem_config *opt, const struct dm_hf_env *env,
                                bool outline, struct dnnmem_error *err)
 {
@@ -302,11 +302,7 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
             if (opt->dims[k].name && strcmp(opt->dims[k].name, "seq") == 0)
                 h.gen_prompt = opt->dims[k].value;
     }
-    json_error_t je;
-    h.root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
-    if (!h.root)
-        return dm_fail(err, DNNMEM_E_PARSE, "%s: not valid JSON: %s (line %d, column %d)", g->path,
-                       je.text, je.line, je.column);
+    h.root = root; /* the load's parse (src/api.c), borrowed */
     if (lora && lora->r > 0) {
         h.lora = lora;
         h.lora_targets = lora->targets;
@@ -328,9 +324,11 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
     /* gradient checkpointing in training turns use_cache off (LlamaModel.forward
      * and the others of 4.51): built as a config that says so */
     bool ckpt = opt && opt->mode == DNNMEM_MODE_TRAIN && opt->n_checkpoint > 0;
+    json_t *own = NULL; /* the copy that says so: the model's root is shared by its builds */
     if (h.st == DNNMEM_OK && (hf_kbit_gc(&h) || ckpt)) {
-        json_t *text = json_object_get(h.root, "text_config");
-        if (json_object_set_new(h.root, "use_cache", json_false()) ||
+        h.root = own = json_deep_copy(root);
+        json_t *text = json_object_get(own, "text_config");
+        if (!own || json_object_set_new(own, "use_cache", json_false()) ||
             (json_is_object(text) && json_object_set_new(text, "use_cache", json_false())))
             h.st = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
     }
@@ -346,7 +344,7 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
     for (int32_t i = 0; s == DNNMEM_OK && h.lora && i < g->n_tensors; i++)
         if (g->tensors[i].role == DM_ROLE_WEIGHT)
             g->tensors[i].frozen = !strstr(g->tensors[i].name, ".lora_");
-    json_decref(h.root);
+    json_decref(own);
     free(h.scopes);
     dm_arena_free(&h.names_arena);
     free(h.lora_hits);
@@ -355,15 +353,23 @@ static enum dnnmem_status load(struct dm_graph *g, const uint8_t *data, size_t s
     return h.refused ? DNNMEM_OK : s;
 }
 
-enum dnnmem_status dm_load_hf(struct dm_graph *g, const uint8_t *data, size_t size, bool sdpa,
+enum dnnmem_status dm_load_hf(struct dm_graph *g, json_t *root, bool sdpa,
                               const struct dnnmem_config *opt, const struct dm_hf_env *env,
                               struct dnnmem_error *err)
 {
-    return load(g, data, size, sdpa, opt, env, false, err);
+    return load(g, root, sdpa, opt, env, false, err);
 }
 
-enum dnnmem_status dm_load_hf_outline(struct dm_graph *g, const uint8_t *data, size_t size,
-                                      struct dnnmem_error *err)
+enum dnnmem_status dm_load_hf_outline(struct dm_graph *g, json_t *root, struct dnnmem_error *err)
 {
-    return load(g, data, size, false, NULL, NULL, true, err);
+    return load(g, root, false, NULL, NULL, true, err);
+}
+
+bool dm_is_hf(json_t *root)
+{
+    /* the fields model_type() resolves a model type from, and vocab_size
+     * (a config whose type it cannot resolve: its own error, E_MODEL) */
+    return json_object_get(root, "model_type") || json_object_get(root, "architectures") ||
+           json_object_get(root, "vocab_size") ||
+           (json_object_get(root, "n_embd") && json_object_get(root, "n_layer"));
 }

@@ -142,8 +142,17 @@ enum dnnmem_status dm_load_keras_archive(struct dm_graph *g, const uint8_t *data
     const char *where = s == DNNMEM_OK ? dm_arena_printf(&g->arena, "%s: config.json", path) : NULL;
     if (s == DNNMEM_OK && !where)
         s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", path);
+    json_t *root = NULL;
+    if (s == DNNMEM_OK) { /* the member's one parse */
+        json_error_t je;
+        root = json_loadb((const char *)cfg, n_cfg, JSON_REJECT_DUPLICATES, &je);
+        if (!root)
+            s = dm_fail(err, DNNMEM_E_PARSE, "%s: not valid JSON: %s (line %d, column %d)", where,
+                        je.text, je.line, je.column);
+    }
     if (s == DNNMEM_OK)
-        s = dm_kr_load_json(g, cfg, n_cfg, where, ver, err);
+        s = dm_kr_load_json(g, root, where, ver, err);
+    json_decref(root);
     json_decref(mroot);
     free(meta);
     free(cfg);

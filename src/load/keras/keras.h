@@ -209,9 +209,8 @@ const char *dm_kr_layer_name(json_t *layer);
 struct saved dm_kr_enter_layer(struct keras *k, json_t *layer, int call);
 void dm_kr_leave_layer(struct keras *k, struct saved s);
 void dm_kr_input_layer(struct keras *k, json_t *layer, struct kt *out);
-enum dnnmem_status dm_kr_load_json(struct dm_graph *g, const uint8_t *data, size_t size,
-                                   const char *where, const char *version,
-                                   struct dnnmem_error *err);
+enum dnnmem_status dm_kr_load_json(struct dm_graph *g, json_t *root, const char *where,
+                                   const char *version, struct dnnmem_error *err);
 
 /* functional.c */
 void dm_kr_build_functional(struct keras *k, json_t *cfg, const struct kt *in, int n_in,

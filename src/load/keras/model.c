@@ -1,5 +1,5 @@
 /* model.c: Keras models: a layer call, Sequential and functional models, nesting,
- * and the entry points dm_keras_json and dm_load_keras (keras.h). */
+ * and the entry points dm_is_keras and dm_load_keras (keras.h). */
 
 #include "keras.h"
 
@@ -450,19 +450,13 @@ static bool model_class(const char *cls)
                    !strcmp(cls, "Model"));
 }
 
-bool dm_keras_json(const uint8_t *data, size_t size)
+bool dm_is_keras(json_t *root)
 {
-    json_t *root = json_loadb((const char *)data, size, 0, NULL);
-    bool yes = false;
-    if (json_is_object(root)) {
-        json_t *cls = json_object_get(root, "class_name");
-        json_t *cfg = json_object_get(root, "config");
-        yes = json_is_string(cls) && (json_is_object(cfg) || json_is_array(cfg)) &&
-              (model_class(json_string_value(cls)) || json_object_get(root, "keras_version") ||
-               json_object_get(root, "registered_name"));
-    }
-    json_decref(root);
-    return yes;
+    json_t *cls = json_object_get(root, "class_name");
+    json_t *cfg = json_object_get(root, "config");
+    return json_is_string(cls) && (json_is_object(cfg) || json_is_array(cfg)) &&
+           (model_class(json_string_value(cls)) || json_object_get(root, "keras_version") ||
+            json_object_get(root, "registered_name"));
 }
 
 static enum dnnmem_status build(struct keras *k, json_t *root)
@@ -514,35 +508,25 @@ static enum dnnmem_status build(struct keras *k, json_t *root)
     return dm_graph_finish(g, k->err);
 }
 
-/* Build the graph from Keras model JSON; `where` prefixes messages (the file,
- * or "archive: config.json"), `version` stands in for a missing
- * keras_version (an archive's metadata.json), or NULL. */
-enum dnnmem_status dm_kr_load_json(struct dm_graph *g, const uint8_t *data, size_t size,
-                                   const char *where, const char *version,
-                                   struct dnnmem_error *err)
+/* Build the graph from Keras model JSON (its parsed root); `where` prefixes
+ * messages (the file, or "archive: config.json"), `version` stands in for a
+ * missing keras_version (an archive's metadata.json), or NULL. */
+enum dnnmem_status dm_kr_load_json(struct dm_graph *g, json_t *root, const char *where,
+                                   const char *version, struct dnnmem_error *err)
 {
-    json_error_t je;
-    json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return dm_fail(err, DNNMEM_E_PARSE, "%s: not valid JSON: %s (line %d, column %d)", where,
-                       je.text, je.line, je.column);
     struct keras *k = calloc(1, sizeof *k);
-    if (!k) {
-        json_decref(root);
+    if (!k)
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", where);
-    }
     *k = (struct keras){.g = g, .err = err, .path = where, .st = DNNMEM_OK, .version = version,
                         .call_layer = call_layer};
     enum dnnmem_status s = build(k, root);
     free(k);
-    json_decref(root);
     return s;
 }
 
-enum dnnmem_status dm_load_keras(struct dm_graph *g, const uint8_t *data, size_t size,
-                                 struct dnnmem_error *err)
+enum dnnmem_status dm_load_keras(struct dm_graph *g, json_t *root, struct dnnmem_error *err)
 {
-    return dm_kr_load_json(g, data, size, g->path, NULL, err);
+    return dm_kr_load_json(g, root, g->path, NULL, err);
 }
 
 /* ---- functional models: a graph of layer calls joined by their inbound
