@@ -5,6 +5,8 @@
  * of the attention: the flash kernel's output order and torch.matmul's fold
  * of a batch of one. Values worked by hand from the configs' shapes.
  */
+#include <jansson.h>
+
 #include "util.h"
 #include "../../src/schedule/builder.h"
 
@@ -150,7 +152,14 @@ static void load_graph(struct dm_graph *g, const char *name, bool sdpa,
                                                                       : 451,
                             .cc = cfg->compute_capability ? cfg->compute_capability : 80,
                             .lora_alpha = cfg->lora.alpha > 0 ? cfg->lora.alpha : 8};
-    if (dm_load_hf(g, (const uint8_t *)json, size, sdpa, cfg, &env, &err) != DNNMEM_OK)
+    /* parsed here, as dnnmem_model_load parses a file once and hands the
+     * root to the front end */
+    json_t *root = json_loadb(json, size, JSON_REJECT_DUPLICATES, NULL);
+    if (!root)
+        fail_msg("load %s: not valid JSON", name);
+    enum dnnmem_status s = dm_load_hf(g, root, sdpa, cfg, &env, &err);
+    json_decref(root);
+    if (s != DNNMEM_OK)
         fail_msg("load %s: %s", name, err.message);
 }
 
