@@ -57,9 +57,34 @@ def _conv_facts(func, args, kwargs, out):
     facts = {"input": list(x.shape), "weight": list(w.shape), "stride": list(named["stride"]),
              "dilation": list(named["dilation"]), "groups": int(named["groups"]),
              "transposed": bool(named["transposed"]), "dtype": _dtype_name(x.dtype)}
-    if isinstance(out, torch.Tensor):
-        facts["output"] = list(out.shape)
+    # the layout the CPU kernels pick by: mkldnn_conv_use_channels_last and
+    # thnn_conv_use_channels_last (aten/src/ATen/native/ConvUtils.h) read
+    # input.suggest_memory_format() and weight.suggest_memory_format()
+    facts["channels_last"] = _channels_last(x) or _channels_last(w)
+    if func is torch.ops.aten.convolution.default:
+        facts["bias"] = named.get("bias") is not None
+    else:  # convolution_backward: which of grad_input, grad_weight, grad_bias it makes
+        facts["output_mask"] = [bool(m) for m in named["output_mask"]]
+        facts["bias"] = bool(named["output_mask"][2])
+    out0 = out if isinstance(out, torch.Tensor) else (
+        out[0] if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor) else None)
+    if func is torch.ops.aten.convolution.default and out0 is not None:
+        facts["output"] = list(out0.shape)
+    elif func is torch.ops.aten.convolution_backward.default:
+        facts["output"] = list(named["grad_output"].shape)
     return facts
+
+
+def _channels_last(t):
+    """c10's suggest_memory_format(t) == ChannelsLast for a 4-D tensor (its strides ordered as
+    NHWC's), as torch._prims_common.suggest_memory_format computes it."""
+    if not isinstance(t, torch.Tensor) or t.dim() != 4 or t.layout != torch.strided:
+        return False
+    try:
+        from torch._prims_common import suggest_memory_format
+        return suggest_memory_format(t) == torch.channels_last
+    except ImportError:  # older torch: the plain test
+        return t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
 
 
 class _Recorder(TorchDispatchMode):
