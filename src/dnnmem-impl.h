@@ -103,6 +103,10 @@ void dm_arena_init(struct dm_arena *a);
 void dm_arena_free(struct dm_arena *a);
 void *dm_arena_alloc(struct dm_arena *a, size_t size);   /* zeroed, 16-aligned */
 void *dm_arena_array(struct dm_arena *a, size_t n, size_t elem); /* overflow-checked */
+/* A malloc'd array *p of *cap elements of `elem` bytes, of which n are used, made room
+ * for one more (doubled, from 256; overflow-checked): false when out of memory. The
+ * one growth rule of the schedule builder's, a capture's and its replay's arrays. */
+bool dm_grow(void **p, size_t elem, size_t n, size_t *cap);
 char *dm_arena_strdup(struct dm_arena *a, const char *s);
 char *dm_arena_strndup(struct dm_arena *a, const char *s, size_t n);
 char *dm_arena_printf(struct dm_arena *a, const char *fmt, ...) DM_PRINTF(2, 3);
@@ -815,6 +819,10 @@ struct dm_cpu_conv {
     bool strided, dilated;   /* a stride, a dilation other than 1 */
     bool bias;               /* forward: a bias; backward: its grad is made */
     bool chlast;             /* channels-last: input or weight suggest_memory_format() */
+    bool w_chlast;           /* the weight is channels-last itself: .contiguous() copies none */
+    uint64_t cl_copy;        /* a channels-last conv's backward: the bytes of its copy of a
+                                grad_output that is not (0: none, or not known: the ONNX path
+                                tracks no grad's strides) */
 };
 
 /* A captured convolution's facts (a step's "conv"): the conv, and for

@@ -61,10 +61,12 @@ def _conv_facts(func, args, kwargs, out):
     # thnn_conv_use_channels_last (aten/src/ATen/native/ConvUtils.h) read
     # input.suggest_memory_format() and weight.suggest_memory_format()
     facts["channels_last"] = _channels_last(x) or _channels_last(w)
+    facts["weight_channels_last"] = _channels_last(w)  # weight.contiguous(channels_last) copies none
     if func is torch.ops.aten.convolution.default:
         facts["bias"] = named.get("bias") is not None
     else:  # convolution_backward: which of grad_input, grad_weight, grad_bias it makes
         facts["output_mask"] = [bool(m) for m in named["output_mask"]]
+        facts["grad_output_channels_last"] = _channels_last(named["grad_output"])
         facts["bias"] = bool(named["output_mask"][2])
     out0 = out if isinstance(out, torch.Tensor) else (
         out[0] if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor) else None)
@@ -334,7 +336,8 @@ def _module_names(model, cap):
             h.remove()
 
 
-def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps=2, path=None):
+def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps=2, path=None,
+            kwargs=None):
     """Run `steps` training steps (or, without loss, one inference forward under no_grad)
     of `model` on the meta device and record them.
 
@@ -344,9 +347,13 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
     each step is zero_grad, forward, loss, backward, optimizer.step (as a training loop
     writes it: the output and the loss are held until the step ends). optimizer: a
     function of the parameters returning a torch.optim.Optimizer (or None: no step).
+    kwargs: keyword inputs, model(*inputs, **kwargs) (tensors among them are inputs too).
     Returns a Capture; with `path`, also written there."""
     inputs = list(example_inputs) if isinstance(example_inputs, (tuple, list)) else [example_inputs]
-    model, inputs = _to_meta(model, inputs)
+    kwargs = dict(kwargs or {})
+    names = list(kwargs)
+    model, metas = _to_meta(model, inputs + [kwargs[k] for k in names])
+    inputs, kwargs = metas[:len(inputs)], dict(zip(names, metas[len(inputs):]))
     if isinstance(target, torch.Tensor) and target.device.type != "meta":
         target = target.to("meta")
     train = loss is not None
@@ -364,6 +371,9 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor):
             cap.register(x, x.untyped_storage(), x.untyped_storage()._cdata, "input", f"input.{i}", setup)
+    for k, x in kwargs.items():
+        if isinstance(x, torch.Tensor) and x.untyped_storage()._cdata not in cap.live:
+            cap.register(x, x.untyped_storage(), x.untyped_storage()._cdata, "input", k, setup)
     if isinstance(target, torch.Tensor):
         cap.register(target, target.untyped_storage(), target.untyped_storage()._cdata, "target",
                      "target", setup)
@@ -373,7 +383,7 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
         if not train:
             cap.phase = "forward"
             with torch.no_grad():
-                out = model(*inputs)
+                out = model(*inputs, **kwargs)
             del out
         for it in range(1, steps + 1 if train else 1):
             cap.iteration = it
@@ -381,7 +391,7 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
                 cap.phase = "zero_grad"
                 opt.zero_grad()
             cap.phase = "forward"
-            out = model(*inputs)
+            out = model(*inputs, **kwargs)
             cap.phase = "loss"
             lv = loss(out, target) if target is not None else loss(out)
             cap.phase = "backward"

@@ -86,14 +86,8 @@ struct out {
 static enum dnnmem_status push_ev(struct out *o, enum dm_ev_kind kind, int32_t buf, int32_t step)
 {
     struct dm_schedule *s = o->s;
-    if (s->n_ev == s->cap_ev) {
-        size_t ncap = s->cap_ev ? 2 * s->cap_ev : 256;
-        struct dm_event *ev = realloc(s->ev, ncap * sizeof *ev);
-        if (!ev)
-            return dm_fail(o->err, DNNMEM_E_NOMEM, "%s: out of memory", o->path);
-        s->ev = ev;
-        s->cap_ev = ncap;
-    }
+    if (!dm_grow((void **)&s->ev, sizeof *s->ev, s->n_ev, &s->cap_ev))
+        return dm_fail(o->err, DNNMEM_E_NOMEM, "%s: out of memory", o->path);
     s->ev[s->n_ev++] = (struct dm_event){.kind = (uint8_t)kind, .buf = buf, .step = step};
     return DNNMEM_OK;
 }
@@ -103,14 +97,11 @@ static enum dnnmem_status runtime_buf(struct out *o, enum dm_dtype dtype, uint64
                                       const char *what, int32_t step, int32_t *id)
 {
     struct dm_schedule *s = o->s;
-    if (s->n_buf == s->cap_buf) {
-        int32_t ncap = s->cap_buf ? 2 * s->cap_buf : 64;
-        struct dm_buffer *b = realloc(s->buf, (size_t)ncap * sizeof *b);
-        if (!b)
-            return dm_fail(o->err, DNNMEM_E_NOMEM, "%s: out of memory", o->path);
-        s->buf = b;
-        s->cap_buf = ncap;
-    }
+    size_t cap = (size_t)s->cap_buf;
+    if (s->n_buf == INT32_MAX || !dm_grow((void **)&s->buf, sizeof *s->buf, (size_t)s->n_buf, &cap) ||
+        cap > INT32_MAX)
+        return dm_fail(o->err, DNNMEM_E_NOMEM, "%s: out of memory", o->path);
+    s->cap_buf = (int32_t)cap;
     *id = s->n_buf;
     s->buf[s->n_buf++] = (struct dm_buffer){.bytes = bytes, .tensor = -1, .node = node,
                                             .category = DNNMEM_CAT_WORKSPACE, .dtype = dtype,

@@ -227,14 +227,8 @@ static enum dnnmem_status storage(struct cap *k, const json_t *o, int32_t id)
 static enum dnnmem_status add_event(struct cap *k, enum dm_ev_kind kind, int32_t buf, int32_t step)
 {
     struct dm_capture *c = k->c;
-    if (c->n_ev == k->cap_ev) {
-        size_t ncap = k->cap_ev ? 2 * k->cap_ev : 256;
-        struct dm_event *ev = realloc(c->ev, ncap * sizeof *ev);
-        if (!ev)
-            return nomem(k);
-        c->ev = ev;
-        k->cap_ev = ncap;
-    }
+    if (!dm_grow((void **)&c->ev, sizeof *c->ev, c->n_ev, &k->cap_ev))
+        return nomem(k);
     c->ev[c->n_ev++] = (struct dm_event){.kind = (uint8_t)kind, .buf = buf, .step = step};
     return DNNMEM_OK;
 }
@@ -392,6 +386,17 @@ static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, 
     }
     c->cv.groups = groups;
     DM_TRY(conv_flag(k, cv, "channels_last", s, &c->cv.chlast));
+    DM_TRY(conv_flag(k, cv, "weight_channels_last", s, &c->cv.w_chlast));
+    /* the grad_output a channels-last backward copies when its strides are
+     * not so. The input's copy in forward is not taken from the capture: the
+     * meta kernels give a conv's output contiguous strides where the CPU's
+     * give channels-last ones (a channels-last model's second conv reads a
+     * channels-last input on the CPU, a contiguous one on meta) */
+    bool gy_cl = true;
+    if (c->backward)
+        DM_TRY(conv_flag(k, cv, "grad_output_channels_last", s, &gy_cl));
+    if (c->cv.chlast && c->backward && !gy_cl)
+        c->cv.cl_copy = c->cv.y.bytes;
     DM_TRY(conv_flag(k, cv, "bias", s, &c->cv.bias));
     if (c->backward) {
         const json_t *m = json_object_get(cv, "output_mask");

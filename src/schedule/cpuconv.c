@@ -141,8 +141,13 @@ static void thnn_weight_copy(const struct cc *b, struct dm_ws *ws)
         cpu_conv_backend(b) != CPU_CONV_SLOW2D || !b->cv->chlast)
         return;
     const struct dm_tinfo *w = &b->cv->w;
-    if (w->rank == 4 && w->dims[1] > 1 && w->dims[2] * w->dims[3] > 1)
+    if (w->rank == 4 && w->dims[1] > 1 && w->dims[2] * w->dims[3] > 1 && !b->cv->w_chlast)
         ws->buf[1] = alloc(b, w->dtype, w->bytes, "weight (channels last)");
+    /* slow_conv2d_backward's grad_output.contiguous(channels_last), as
+     * oneDNN's (onednn_channels_last; measured, 2.14.1: the same model at
+     * batch 1, whose 3x3 16 -> 24 conv goes to THNN: + 24576 B) */
+    if (b->cv->cl_copy)
+        ws->buf[3] = alloc(b, w->dtype, b->cv->cl_copy, "grad_output.contiguous(channels_last)");
 }
 
 /* ---- oneDNN's convolutions on the CPU, PyTorch 2.x ------------------------------ */
@@ -281,10 +286,10 @@ static void onednn_forward_nchw(const struct cc *b, const struct onednn_conv *c,
 {
     int64_t src, wei, dst, scratch = onednn_scratch(c);
     onednn_sizes(c, &src, &wei, &dst);
-    int32_t sp = scratch ? tmp(b, DM_UINT8, scratch,  "onednn_scratchpad") : -1;
-    int32_t xs = src ? tmp(b, DM_FLOAT, src,  "onednn_input") : -1;
-    int32_t ws_w = wei ? tmp(b, DM_FLOAT, wei,  "onednn_weight") : -1;
-    ws->buf[0] = tmp(b, DM_FLOAT, dst,  "onednn_output");
+    int32_t sp = scratch ? tmp(b, DM_UINT8, scratch, "onednn_scratchpad") : -1;
+    int32_t xs = src ? tmp(b, DM_FLOAT, src, "onednn_input") : -1;
+    int32_t ws_w = wei ? tmp(b, DM_FLOAT, wei, "onednn_weight") : -1;
+    ws->buf[0] = tmp(b, DM_FLOAT, dst, "onednn_output");
     drop(b, ws_w);
     drop(b, xs);
     drop(b, sp);
@@ -342,7 +347,7 @@ static void onednn_brgemm_backward_data(const struct cc *b, const struct onednn_
     int64_t scratch = c->strided ? mul(t, 24600) + 12288 : mul(t, 4120) + 4224;
     int32_t wr = tmp(b, DM_FLOAT, mul3(c->oc, brgemm_pad(c, c->c / c->g) * c->g, c->k), 
                         "onednn_weight (backward data)");
-    drop(b, tmp(b, DM_UINT8, scratch,  "onednn_scratchpad (backward data)"));
+    drop(b, tmp(b, DM_UINT8, scratch, "onednn_scratchpad (backward data)"));
     drop(b, wr);
 }
 
@@ -364,7 +369,7 @@ static void onednn_brgemm_backward_data(const struct cc *b, const struct onednn_
 static void onednn_brgemm_forward(const struct cc *b, const struct onednn_conv *c, struct dm_ws *ws)
 {
     int64_t icg = c->c / c->g, ocg = c->oc / c->g;
-    ws->buf[2] = tmp(b, DM_UINT8, mul(cpu_threads(b), 4120) + 4096,  "onednn_scratchpad");
+    ws->buf[2] = tmp(b, DM_UINT8, mul(cpu_threads(b), 4120) + 4096, "onednn_scratchpad");
     ws->buf[1] = tmp(b, DM_FLOAT, mul3(mul(c->g, brgemm_pad(c, ocg)), icg, c->k), 
                         "onednn_weight");
 }
@@ -398,7 +403,7 @@ static void onednn_cl_weight_grad(const struct cc *b, const struct onednn_conv *
      * both live (measured: +w +w -w after the bias grad, depthwise and
      * dense alike; for a dense one the grad comes out channels-last and
      * .to() copies it into the parameter's layout) */
-    ws->buf[2] = tmp(b, DM_FLOAT, wei,  "grad_weight (channels last)");
+    ws->buf[2] = tmp(b, DM_FLOAT, wei, "grad_weight (channels last)");
 }
 
 static void onednn_channels_last(const struct cc *b, const struct onednn_conv *c, bool backward, struct dm_ws *ws)
@@ -406,8 +411,19 @@ static void onednn_channels_last(const struct cc *b, const struct onednn_conv *c
     int64_t icg = c->c / c->g;
     int64_t wei = mul3(c->oc, icg, c->k), dw_wei = mul(pad_block(c, c->g), c->k);
     bool dw = c->kernel == ONEDNN_DEPTHWISE;
-    if (icg > 1 && c->k > 1)
-        ws->buf[0] = tmp(b, DM_FLOAT, wei,  "weight (channels last)");
+    /* weight.contiguous(channels_last): no copy of a weight already so
+     * (model.to(memory_format=torch.channels_last); measured, 2.14.1: a 3x3
+     * 16 -> 24 conv of such a model takes no 13824 B copy) */
+    if (icg > 1 && c->k > 1 && !b->cv->w_chlast)
+        ws->buf[0] = tmp(b, DM_FLOAT, wei, "weight (channels last)");
+    /* mkldnn_convolution(_backward) (aten/src/ATen/native/mkldnn/Conv.cpp)
+     * makes its operands .contiguous(channels_last): an input (forward) or a
+     * grad_output (backward) with other strides is copied, live until the
+     * op returns (measured, 2.14.1: a channels-last model's conv after a
+     * Flatten, whose grad_output comes back NCHW: + the grad_output's bytes
+     * through the backward) */
+    if (b->cv->cl_copy)
+        ws->buf[3] = alloc(b, DM_FLOAT, b->cv->cl_copy, "grad_output.contiguous(channels_last)");
     if (backward) {
         /* the brgemm kernels' passes, one at a time: cpu_conv_grad */
         if (!onednn_brgemm(c))
@@ -417,7 +433,7 @@ static void onednn_channels_last(const struct cc *b, const struct onednn_conv *c
     if (onednn_brgemm(c))
         onednn_brgemm_forward(b, c, ws);
     else
-        ws->buf[1] = tmp(b, DM_FLOAT, dw ? dw_wei : wei,  "onednn_weight");
+        ws->buf[1] = tmp(b, DM_FLOAT, dw ? dw_wei : wei, "onednn_weight");
 }
 
 /* A channels-last conv's backward by the brgemm kernels: the backward-data
@@ -452,15 +468,15 @@ static void onednn_strided_backward_data(const struct cc *b, const struct onednn
 {
     int64_t x = mul3(c->n, c->c, c->hw);
     if (after) {
-        drop(b, tmp(b, DM_FLOAT, x,  "grad_input (to NCHW)"));
+        drop(b, tmp(b, DM_FLOAT, x, "grad_input (to NCHW)"));
         drop(b, ws->buf[0]);
         ws->buf[0] = -1;
         return;
     }
-    int32_t gy = tmp(b, DM_FLOAT, mul3(c->n, c->oc, c->ohw),  "onednn_grad_output (nhwc)");
+    int32_t gy = tmp(b, DM_FLOAT, mul3(c->n, c->oc, c->ohw), "onednn_grad_output (nhwc)");
     int32_t wr = tmp(b, DM_FLOAT, mul3(c->oc, brgemm_pad(c, c->c), c->k), 
                         "onednn_weight (backward data)");
-    ws->buf[0] = tmp(b, DM_FLOAT, x,  "onednn_grad_input (nhwc)");
+    ws->buf[0] = tmp(b, DM_FLOAT, x, "onednn_grad_input (nhwc)");
     drop(b, tmp(b, DM_UINT8, mul(cpu_threads(b), 24600) + 12288, 
                           "onednn_scratchpad (backward data)"));
     drop(b, wr);
@@ -486,16 +502,16 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
         }
         return;
     }
-    int32_t gy = tmp(b, DM_FLOAT, dst,  "onednn_grad_output");
+    int32_t gy = tmp(b, DM_FLOAT, dst, "onednn_grad_output");
     if (k == 0) {
         int64_t w_bd = c.kernel == ONEDNN_FIRST ? mul3(pad_block(&c, c.oc), pad_block(&c, c.c), c.k) : wei;
         int64_t gx = c.kernel == ONEDNN_GROUPED ? src : mul3(c.n, pad_block(&c, c.c), c.hw);
-        int32_t wr = tmp(b, DM_FLOAT, w_bd,  "onednn_weight");
-        ws->buf[0] = tmp(b, DM_FLOAT, gx,  "onednn_grad_input");
+        int32_t wr = tmp(b, DM_FLOAT, w_bd, "onednn_weight");
+        ws->buf[0] = tmp(b, DM_FLOAT, gx, "onednn_grad_input");
         drop(b, wr);
     } else {
-        int32_t xr = src ? tmp(b, DM_FLOAT, src,  "onednn_input") : -1;
-        ws->buf[1] = tmp(b, DM_FLOAT, wei,  "onednn_diff_weights");
+        int32_t xr = src ? tmp(b, DM_FLOAT, src, "onednn_input") : -1;
+        ws->buf[1] = tmp(b, DM_FLOAT, wei, "onednn_diff_weights");
         if (c.bias)
             ws->buf[2] = tmp(b, DM_FLOAT, c.kernel == ONEDNN_GROUPED ? c.oc : pad_block(&c, c.oc),
                                  "onednn_diff_bias");
