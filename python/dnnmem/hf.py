@@ -69,7 +69,7 @@ def load_config(config_or_dir):
 def _task_of(conf, task):
     if task is None:
         arch = (getattr(conf, "architectures", None) or [""])[0]
-        if arch.endswith("ForCausalLM") or not arch:
+        if arch.endswith("ForCausalLM") or arch.endswith("LMHeadModel") or not arch:
             return "causal-lm"
         for t, name in TASKS.items():
             suffix = name[len("AutoModel"):]
@@ -117,7 +117,8 @@ def capture(config_or_dir, task=None, attn_implementation="eager", peft=None, ba
             path=None):
     """Build the model from its config on meta and capture its step (a dnnmem.torch Capture).
 
-    task: one of TASKS (default: what the config's architectures names, else causal-lm).
+    task: one of TASKS (default: the head the config's architectures names, a base model for
+    "...Model" (GPT2Model: pass task="causal-lm" for its LM head), else causal-lm).
     attn_implementation: transformers' ("eager", "sdpa"). peft: a peft.LoraConfig or the dict
     of its arguments. mode: "train" or "infer". optimizer: one of OPTIMIZERS or a function
     of the parameters returning a torch.optim.Optimizer."""

@@ -89,6 +89,27 @@ def _channels_last(t):
         return t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
 
 
+# Ops whose meta kernel takes bfloat16 only (the CUDA kernel's constraint) where the CPU's
+# takes float32 too: aten._grouped_mm (transformers 5's grouped_mm experts, which it picks
+# on the CPU from torch 2.9). The capture asks the meta kernel for the output's shape with
+# bfloat16 stand-ins of the float operands and makes the output in the operands' dtype.
+_BF16_META = (torch.ops.aten._grouped_mm.default,)
+
+
+def _bf16_meta(func, args, kwargs):
+    dtypes = [a.dtype for a in args if isinstance(a, torch.Tensor) and a.dtype.is_floating_point]
+    if not dtypes or all(d == torch.bfloat16 for d in dtypes):
+        raise RuntimeError(f"{func}: the meta kernel refused its operands")
+
+    def stand_in(a):
+        if isinstance(a, torch.Tensor) and a.dtype.is_floating_point:
+            return torch.empty_strided(a.shape, a.stride(), dtype=torch.bfloat16, device="meta")
+        return a
+    out = func(*[stand_in(a) for a in args], **{k: stand_in(v) for k, v in kwargs.items()})
+    dt = kwargs.get("out_dtype") or dtypes[0]
+    return torch.empty(out.shape, dtype=dt, device="meta")
+
+
 class _Recorder(TorchDispatchMode):
     """Records storages and steps; see the module's docstring."""
 
@@ -105,7 +126,12 @@ class _Recorder(TorchDispatchMode):
         step = cap.open_step(str(func))
         ins = [cap.storage_of(t, step) for t in flat_in if isinstance(t, torch.Tensor)]
         try:
-            out = func(*args, **kwargs)
+            try:
+                out = func(*args, **kwargs)
+            except RuntimeError:
+                if func not in _BF16_META:
+                    raise
+                out = _bf16_meta(func, args, kwargs)
         except Exception as e:  # noqa: BLE001 - re-raised with the op and the module
             where = step.get("module") or "the top level"
             raise CaptureError(

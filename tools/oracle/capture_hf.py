@@ -48,7 +48,11 @@ def run(r, dnnmem_cli):
     import dnnmem.hf
     t0 = time.time()
     # the oracle builds float32 and converts (model.to(torch.bfloat16)), as --precision bf16
-    cap = dnnmem.hf.capture(os.path.join(ROOT, r["config"]), attn_implementation=r["attn"],
+    import rows as rowdefs
+    # the oracle's model (measure.py's model_class): a causal LM's AutoModelForCausalLM, an
+    # encoder's architectures class (the default task)
+    task = "causal-lm" if rowdefs.kind(r["model_type"]) == "causal" else None
+    cap = dnnmem.hf.capture(os.path.join(ROOT, r["config"]), task=task, attn_implementation=r["attn"],
                             peft=lora_of(r), batch_size=r["batch"], seq_len=r["seq"],
                             mode=r["mode"], optimizer=r.get("optimizer") or "sgd-momentum",
                             dtype="bfloat16" if r["precision"] == "bf16" else "float32")
