@@ -53,7 +53,7 @@ LIB_SRC := src/util/arena.c src/util/error.c \
            src/shape/contrib.c \
            src/shape/mxnet.c \
            src/schedule/schedule.c src/schedule/generate.c src/schedule/mxplan.c src/schedule/xla.c src/train/train.c src/train/amp.c \
-           src/schedule/builder.c src/schedule/workspace.c src/schedule/layout.c src/schedule/forward.c \
+           src/schedule/builder.c src/schedule/workspace.c src/schedule/cpuconv.c src/schedule/layout.c src/schedule/forward.c \
            src/train/keep.c src/train/tf.c src/train/mxnet.c src/train/checkpoint.c \
            src/train/save.c src/train/backward.c src/train/loss.c src/train/optimizer.c \
            src/alloc/rounding.c src/alloc/caching.c src/alloc/bfc.c src/alloc/pool.c \
@@ -93,7 +93,7 @@ $(B)/gen/onnx.pb-c.o: $(B)/gen/onnx.pb-c.c
 	@echo "  CC      $<"
 	@$(CC) -std=c11 -fPIC $(SANFLAGS) $(CFLAGS) $(PKG_CFLAGS) -w -c $< -o $@
 
-$(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/train/train.h src/graph/ops.def src/train/tf_tape.def src/report/gpus.def $(B)/gen/onnx.pb-c.h
+$(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/schedule/cpuconv.h src/train/train.h src/graph/ops.def src/train/tf_tape.def src/report/gpus.def $(B)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(ALL_CFLAGS) -c $< -o $@

@@ -109,6 +109,10 @@ void dm_arena_init(struct dm_arena *a);
 void dm_arena_free(struct dm_arena *a);
 void *dm_arena_alloc(struct dm_arena *a, size_t size);   /* zeroed, 16-aligned */
 void *dm_arena_array(struct dm_arena *a, size_t n, size_t elem); /* overflow-checked */
+/* A malloc'd array *p of *cap elements of `elem` bytes, of which n are used, made room
+ * for one more (doubled, from 256; overflow-checked): false when out of memory. The
+ * one growth rule of the schedule builder's, a capture's and its replay's arrays. */
+bool dm_grow(void **p, size_t elem, size_t n, size_t *cap);
 char *dm_arena_strdup(struct dm_arena *a, const char *s);
 char *dm_arena_strndup(struct dm_arena *a, const char *s, size_t n);
 char *dm_arena_printf(struct dm_arena *a, const char *fmt, ...) DM_PRINTF(2, 3);
@@ -823,25 +827,34 @@ enum dnnmem_status dm_refuse(struct dm_schedule *s, enum dm_refusal_kind kind, c
                              const char *why, struct dnnmem_error *err);
 void dm_schedule_free(struct dm_schedule *s);
 
-/* PyTorch's ConvParams::use_mkldnn for a float32 4-D CPU convolution
- * (aten/src/ATen/native/Convolution.cpp; src/schedule/workspace.c): oneDNN, whose
- * forward takes an output- and a weight-sized buffer and whose backward a
- * weight- and an input-sized one around the op, unless single-threaded THNN
- * is faster. Also for captured steps (src/estimate/captured.c). */
-bool dm_cpu_conv_onednn(int64_t batch, int64_t kh, int64_t kw, bool strided, bool dilated,
-                        int64_t groups, int64_t in_numel, int cpu_threads);
 /* A captured step (docs/capture-format.md): one buffer per storage (its
  * tensor the storage's graph tensor), the events in the order they were
  * observed, one step per entry of the file (its node, when an op, the
  * graph's). Arena-owned by the graph. */
-/* A captured convolution's facts that the device's kernel choice reads
- * (a step's "conv"): its float32 4-D input, weight and output sizes. */
+/* A convolution as PyTorch's CPU kernel choice reads it (the rules:
+ * src/schedule/cpuconv.c; from an ONNX Conv in workspace.c, from a captured
+ * step's "conv" in src/load/capture.c). */
+struct dm_cpu_conv {
+    struct dm_tinfo x, w, y; /* input, weight, output (dtype, rank, dims, numel, bytes);
+                                y.rank <= 0: the output is not known */
+    int64_t groups;
+    bool transposed;         /* a transposed conv: none of these rules */
+    bool strided, dilated;   /* a stride, a dilation other than 1 */
+    bool bias;               /* forward: a bias; backward: its grad is made */
+    bool chlast;             /* channels-last: input or weight suggest_memory_format() */
+    bool w_chlast;           /* the weight is channels-last itself: .contiguous() copies none */
+    uint64_t cl_copy;        /* a channels-last conv's backward: the bytes of its copy of a
+                                grad_output that is not (0: none, or not known: the ONNX path
+                                tracks no grad's strides) */
+};
+
+/* A captured convolution's facts (a step's "conv"): the conv, and for
+ * aten.convolution_backward which grads it made (output_mask: grad_input,
+ * grad_weight, grad_bias). */
 struct dm_capture_conv {
-    bool backward;        /* aten.convolution_backward */
-    bool usable;          /* float32, 4-D, not transposed: the rules apply */
-    bool strided, dilated;
-    int64_t batch, kh, kw, groups, in_numel;
-    uint64_t in_bytes, w_bytes, out_bytes;
+    struct dm_cpu_conv cv;
+    bool backward;
+    bool output_mask[3];
 };
 struct dm_capture {
     const struct dm_capture_conv **conv; /* per step, or NULL */

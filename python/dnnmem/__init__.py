@@ -23,7 +23,7 @@ from .result import Advice, Module, Result, Tensor, TimelinePoint
 
 __all__ = ["DnnmemError", "Model", "Result", "Tensor", "TimelinePoint", "Advice", "Module", "Gpu",
            "Comparison", "estimate", "max_batch", "max_seq_len", "advise", "compare", "gpus", "load"]
-__version__ = "0.1.0"
+__version__ = "0.1.1"
 
 # the CLI's exit code of each status family (cli/main.c, exit_code; README "Exit codes")
 _EXIT = {0: 0, 10: 2, 41: 2, 20: 3, 30: 3, 31: 3, 40: 3, 50: 4, 61: 1, 60: 5, 70: 5}

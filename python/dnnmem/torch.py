@@ -57,9 +57,57 @@ def _conv_facts(func, args, kwargs, out):
     facts = {"input": list(x.shape), "weight": list(w.shape), "stride": list(named["stride"]),
              "dilation": list(named["dilation"]), "groups": int(named["groups"]),
              "transposed": bool(named["transposed"]), "dtype": _dtype_name(x.dtype)}
-    if isinstance(out, torch.Tensor):
-        facts["output"] = list(out.shape)
+    # the layout the CPU kernels pick by: mkldnn_conv_use_channels_last and
+    # thnn_conv_use_channels_last (aten/src/ATen/native/ConvUtils.h) read
+    # input.suggest_memory_format() and weight.suggest_memory_format()
+    facts["channels_last"] = _channels_last(x) or _channels_last(w)
+    facts["weight_channels_last"] = _channels_last(w)  # weight.contiguous(channels_last) copies none
+    if func is torch.ops.aten.convolution.default:
+        facts["bias"] = named.get("bias") is not None
+    else:  # convolution_backward: which of grad_input, grad_weight, grad_bias it makes
+        facts["output_mask"] = [bool(m) for m in named["output_mask"]]
+        facts["grad_output_channels_last"] = _channels_last(named["grad_output"])
+        facts["bias"] = bool(named["output_mask"][2])
+    out0 = out if isinstance(out, torch.Tensor) else (
+        out[0] if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor) else None)
+    if func is torch.ops.aten.convolution.default and out0 is not None:
+        facts["output"] = list(out0.shape)
+    elif func is torch.ops.aten.convolution_backward.default:
+        facts["output"] = list(named["grad_output"].shape)
     return facts
+
+
+def _channels_last(t):
+    """c10's suggest_memory_format(t) == ChannelsLast for a 4-D tensor (its strides ordered as
+    NHWC's), as torch._prims_common.suggest_memory_format computes it."""
+    if not isinstance(t, torch.Tensor) or t.dim() != 4 or t.layout != torch.strided:
+        return False
+    try:
+        from torch._prims_common import suggest_memory_format
+        return suggest_memory_format(t) == torch.channels_last
+    except ImportError:  # older torch: the plain test
+        return t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+
+
+# Ops whose meta kernel takes bfloat16 only (the CUDA kernel's constraint) where the CPU's
+# takes float32 too: aten._grouped_mm (transformers 5's grouped_mm experts, which it picks
+# on the CPU from torch 2.9). The capture asks the meta kernel for the output's shape with
+# bfloat16 stand-ins of the float operands and makes the output in the operands' dtype.
+_BF16_META = (torch.ops.aten._grouped_mm.default,)
+
+
+def _bf16_meta(func, args, kwargs):
+    dtypes = [a.dtype for a in args if isinstance(a, torch.Tensor) and a.dtype.is_floating_point]
+    if not dtypes or all(d == torch.bfloat16 for d in dtypes):
+        raise RuntimeError(f"{func}: the meta kernel refused its operands")
+
+    def stand_in(a):
+        if isinstance(a, torch.Tensor) and a.dtype.is_floating_point:
+            return torch.empty_strided(a.shape, a.stride(), dtype=torch.bfloat16, device="meta")
+        return a
+    out = func(*[stand_in(a) for a in args], **{k: stand_in(v) for k, v in kwargs.items()})
+    dt = kwargs.get("out_dtype") or dtypes[0]
+    return torch.empty(out.shape, dtype=dt, device="meta")
 
 
 class _Recorder(TorchDispatchMode):
@@ -78,7 +126,12 @@ class _Recorder(TorchDispatchMode):
         step = cap.open_step(str(func))
         ins = [cap.storage_of(t, step) for t in flat_in if isinstance(t, torch.Tensor)]
         try:
-            out = func(*args, **kwargs)
+            try:
+                out = func(*args, **kwargs)
+            except RuntimeError:
+                if func not in _BF16_META:
+                    raise
+                out = _bf16_meta(func, args, kwargs)
         except Exception as e:  # noqa: BLE001 - re-raised with the op and the module
             where = step.get("module") or "the top level"
             raise CaptureError(
@@ -309,7 +362,8 @@ def _module_names(model, cap):
             h.remove()
 
 
-def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps=2, path=None):
+def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps=2, path=None,
+            kwargs=None):
     """Run `steps` training steps (or, without loss, one inference forward under no_grad)
     of `model` on the meta device and record them.
 
@@ -319,9 +373,13 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
     each step is zero_grad, forward, loss, backward, optimizer.step (as a training loop
     writes it: the output and the loss are held until the step ends). optimizer: a
     function of the parameters returning a torch.optim.Optimizer (or None: no step).
+    kwargs: keyword inputs, model(*inputs, **kwargs) (tensors among them are inputs too).
     Returns a Capture; with `path`, also written there."""
     inputs = list(example_inputs) if isinstance(example_inputs, (tuple, list)) else [example_inputs]
-    model, inputs = _to_meta(model, inputs)
+    kwargs = dict(kwargs or {})
+    names = list(kwargs)
+    model, metas = _to_meta(model, inputs + [kwargs[k] for k in names])
+    inputs, kwargs = metas[:len(inputs)], dict(zip(names, metas[len(inputs):]))
     if isinstance(target, torch.Tensor) and target.device.type != "meta":
         target = target.to("meta")
     train = loss is not None
@@ -339,6 +397,9 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor):
             cap.register(x, x.untyped_storage(), x.untyped_storage()._cdata, "input", f"input.{i}", setup)
+    for k, x in kwargs.items():
+        if isinstance(x, torch.Tensor) and x.untyped_storage()._cdata not in cap.live:
+            cap.register(x, x.untyped_storage(), x.untyped_storage()._cdata, "input", k, setup)
     if isinstance(target, torch.Tensor):
         cap.register(target, target.untyped_storage(), target.untyped_storage()._cdata, "target",
                      "target", setup)
@@ -348,7 +409,7 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
         if not train:
             cap.phase = "forward"
             with torch.no_grad():
-                out = model(*inputs)
+                out = model(*inputs, **kwargs)
             del out
         for it in range(1, steps + 1 if train else 1):
             cap.iteration = it
@@ -356,7 +417,7 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
                 cap.phase = "zero_grad"
                 opt.zero_grad()
             cap.phase = "forward"
-            out = model(*inputs)
+            out = model(*inputs, **kwargs)
             cap.phase = "loss"
             lv = loss(out, target) if target is not None else loss(out)
             cap.phase = "backward"

@@ -11,6 +11,10 @@
  *    dnnmem_cublas_workspace_default): one for the caller's thread, one for
  *    the autograd engine's device thread, whose backward matmuls run on a
  *    handle of their own (as src/schedule/workspace.c);
+ *  - on the CPU, the buffers PyTorch's convolution kernels (oneDNN, THNN)
+ *    make inside the op, by the eager schedule's rules (src/schedule/
+ *    cpuconv.c), from the step's "conv" facts: a captured conv costs what
+ *    the ONNX path's conv costs;
  *  - on CUDA, host tensors of the step (a CPU optimizer step counter while
  *    the model ran on meta) take no device memory and are left out;
  *  - the CUDA context, the allocator and the verdict, as for any model.
@@ -19,6 +23,7 @@
  * fixed: an option that would change the step is refused, naming it.
  */
 #include "estimate.h"
+#include "schedule/cpuconv.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -81,55 +86,62 @@ struct out {
 static enum dnnmem_status push_ev(struct out *o, enum dm_ev_kind kind, int32_t buf, int32_t step)
 {
     struct dm_schedule *s = o->s;
-    if (s->n_ev == s->cap_ev) {
-        size_t ncap = s->cap_ev ? 2 * s->cap_ev : 256;
-        struct dm_event *ev = realloc(s->ev, ncap * sizeof *ev);
-        if (!ev)
-            return dm_fail(o->err, DNNMEM_E_NOMEM, "%s: out of memory", o->path);
-        s->ev = ev;
-        s->cap_ev = ncap;
-    }
+    if (!dm_grow((void **)&s->ev, sizeof *s->ev, s->n_ev, &s->cap_ev))
+        return dm_fail(o->err, DNNMEM_E_NOMEM, "%s: out of memory", o->path);
     s->ev[s->n_ev++] = (struct dm_event){.kind = (uint8_t)kind, .buf = buf, .step = step};
     return DNNMEM_OK;
 }
 
 /* A runtime buffer (a workspace) allocated at `step`; its id in *id. */
-static enum dnnmem_status runtime_buf(struct out *o, uint64_t bytes, int32_t node, const char *what,
-                                      int32_t step, int32_t *id)
+static enum dnnmem_status runtime_buf(struct out *o, enum dm_dtype dtype, uint64_t bytes, int32_t node,
+                                      const char *what, int32_t step, int32_t *id)
 {
     struct dm_schedule *s = o->s;
-    if (s->n_buf == s->cap_buf) {
-        int32_t ncap = s->cap_buf ? 2 * s->cap_buf : 64;
-        struct dm_buffer *b = realloc(s->buf, (size_t)ncap * sizeof *b);
-        if (!b)
-            return dm_fail(o->err, DNNMEM_E_NOMEM, "%s: out of memory", o->path);
-        s->buf = b;
-        s->cap_buf = ncap;
-    }
+    size_t cap = (size_t)s->cap_buf;
+    if (s->n_buf == INT32_MAX || !dm_grow((void **)&s->buf, sizeof *s->buf, (size_t)s->n_buf, &cap) ||
+        cap > INT32_MAX)
+        return dm_fail(o->err, DNNMEM_E_NOMEM, "%s: out of memory", o->path);
+    s->cap_buf = (int32_t)cap;
     *id = s->n_buf;
     s->buf[s->n_buf++] = (struct dm_buffer){.bytes = bytes, .tensor = -1, .node = node,
-                                            .category = DNNMEM_CAT_WORKSPACE, .dtype = DM_UINT8,
+                                            .category = DNNMEM_CAT_WORKSPACE, .dtype = dtype,
                                             .what = what};
     return push_ev(o, DM_EV_ALLOC, *id, step);
 }
 
-/* oneDNN's buffers around a CPU convolution, as the eager schedule makes
- * them (src/schedule/workspace.c, dm_cpu_conv_onednn): forward an output-
- * and a weight-sized one, backward a weight- and an input-sized one, made
- * before the op's outputs and freed once they are made. The meta device
- * runs no oneDNN, so a capture cannot see them. */
-static enum dnnmem_status onednn_buffers(struct out *o, const struct dm_run *run,
-                                         const struct dm_capture_conv *c, int32_t node,
-                                         int32_t step, int32_t ws[2])
+/* cpuconv.c's buffers of a captured conv, as runtime buffers of its step
+ * (the sink: made at the step, dropped as a free event there). */
+struct conv_sink {
+    struct out *o;
+    int32_t node, step;
+    enum dnnmem_status st;
+};
+static int32_t conv_alloc(void *ctx, enum dm_dtype dtype, uint64_t bytes, const char *what)
 {
-    if (run->cuda || !c || !c->usable ||
-        !dm_cpu_conv_onednn(c->batch, c->kh, c->kw, c->strided, c->dilated, c->groups, c->in_numel,
-                            run->cpu_threads))
-        return DNNMEM_OK;
-    DM_TRY(runtime_buf(o, c->backward ? c->w_bytes : c->out_bytes, node,
-                       c->backward ? "onednn_weight_scratch" : "onednn_output", step, &ws[0]));
-    return runtime_buf(o, c->backward ? c->in_bytes : c->w_bytes, node,
-                       c->backward ? "onednn_input_scratch" : "onednn_weight", step, &ws[1]);
+    struct conv_sink *k = ctx;
+    int32_t id = -1;
+    if (k->st == DNNMEM_OK)
+        k->st = runtime_buf(k->o, dtype, bytes, k->node, what, k->step, &id);
+    return k->st == DNNMEM_OK ? id : -1;
+}
+static void conv_unref(void *ctx, int32_t buf)
+{
+    struct conv_sink *k = ctx;
+    if (k->st == DNNMEM_OK)
+        k->st = push_ev(k->o, DM_EV_FREE, buf, k->step);
+}
+
+/* Which grad (0 input, 1 weight, 2 bias) the step's n-th allocation is: the
+ * n-th made of output_mask; -1 when the capture made another count. */
+static int conv_grad_of(const struct dm_capture_conv *c, int n_alloc, int nth)
+{
+    int made = c->output_mask[0] + c->output_mask[1] + c->output_mask[2];
+    if (made != n_alloc)
+        return -1;
+    for (int k = 0, seen = 0; k < 3; k++)
+        if (c->output_mask[k] && seen++ == nth)
+            return k;
+    return -1;
 }
 
 /* autograd's gradient sums in place. InputBuffer::accumulate (torch/csrc/
@@ -172,9 +184,29 @@ static void accumulate_in_place(const struct dm_capture *cap, int32_t *alias, bo
     }
 }
 
+/* The step's own event k into the schedule (an accumulate's skipped, a
+ * summed buffer's aliased, a host storage left out on CUDA). */
+static enum dnnmem_status step_event(struct out *o, const struct dm_capture *cap, const struct dm_run *run,
+                                     size_t k, const int32_t *alias, const bool *skip, int32_t step)
+{
+    const struct dm_event *ev = &cap->ev[k];
+    if (skip[k] || (run->cuda && cap->host[ev->buf]))
+        return DNNMEM_OK;
+    int32_t buf = ev->buf;
+    if (alias[buf] >= 0) { /* the buffer summed into: its category the later one's */
+        if (o->s->buf[buf].category == DNNMEM_CAT_GRADIENT)
+            o->s->buf[alias[buf]].category = DNNMEM_CAT_GRADIENT;
+        buf = alias[buf];
+    }
+    return push_ev(o, (enum dm_ev_kind)ev->kind, buf, step);
+}
+
 /* Step s's events (cap->ev[i..j)) into the schedule: first the runtime's
- * buffers of the op (a handle's first cuBLAS workspace, kept; oneDNN's),
- * then its allocations, oneDNN's frees, its frees. */
+ * buffers of the op (a handle's first cuBLAS workspace, kept; a CPU conv's
+ * kernel buffers, as the eager schedule places them: dm_sb_workspace_begin,
+ * and in a backward each grad between dm_sb_workspace_grad's before and
+ * after, THNN's columns once all are made), then its allocations, the
+ * kernel buffers' frees, its frees. */
 static enum dnnmem_status one_step(struct out *o, const struct dm_graph *g, const struct dm_run *run,
                                    size_t i, size_t j, const int32_t *alias, const bool *skip,
                                    bool handle[2])
@@ -187,32 +219,40 @@ static enum dnnmem_status one_step(struct out *o, const struct dm_graph *g, cons
         calls_cublas(g->op_names[sp->node])) {
         int32_t id;
         handle[bw] = true;
-        DM_TRY(runtime_buf(o, run->cublas_workspace, sp->node,
+        DM_TRY(runtime_buf(o, DM_UINT8, run->cublas_workspace, sp->node,
                            bw ? "cublas_workspace (autograd thread)" : "cublas_workspace", step, &id));
     }
-    int32_t ws[2] = {-1, -1};
-    DM_TRY(onednn_buffers(o, run, cap->conv[step], sp->node, step, ws));
-    for (size_t k = i; k <= j; k++) {
-        if (k == j || cap->ev[k].kind == DM_EV_FREE) /* the op's own outputs are made */
-            for (int w = 0; w < 2; w++)
-                if (ws[w] >= 0) {
-                    DM_TRY(push_ev(o, DM_EV_FREE, ws[w], step));
-                    ws[w] = -1;
-                }
-        if (k == j)
-            break;
-        const struct dm_event *ev = &cap->ev[k];
-        if (skip[k] || (run->cuda && cap->host[ev->buf]))
-            continue;
-        int32_t buf = ev->buf;
-        if (alias[buf] >= 0) { /* the buffer summed into: its category the later one's */
-            if (o->s->buf[buf].category == DNNMEM_CAT_GRADIENT)
-                o->s->buf[alias[buf]].category = DNNMEM_CAT_GRADIENT;
-            buf = alias[buf];
+    const struct dm_capture_conv *c = run->cuda ? NULL : cap->conv[step];
+    struct conv_sink cs = {.o = o, .node = sp->node, .step = step, .st = DNNMEM_OK};
+    struct dm_ws_sink sink = {.ctx = &cs, .alloc = conv_alloc, .unref = conv_unref};
+    struct dm_ws ws = {{-1, -1, -1, -1}};
+    int n_alloc = 0, nth = 0;
+    for (size_t k = i; k < j; k++)
+        n_alloc += cap->ev[k].kind == DM_EV_ALLOC;
+    if (c)
+        dm_cpu_conv_begin(&c->cv, run, &sink, c->backward, &ws);
+    bool ended = false;
+    for (size_t k = i; k <= j && cs.st == DNNMEM_OK; k++) {
+        if (!ended && (k == j || cap->ev[k].kind == DM_EV_FREE)) { /* the op's outputs are made */
+            ended = true;
+            uint64_t late = c && c->backward && c->output_mask[1] ? dm_cpu_conv_grad_scratch(&c->cv, run) : 0;
+            if (late)
+                conv_unref(&cs, conv_alloc(&cs, c->cv.x.dtype, late, "thnn_columns (grad_weight)"));
+            for (int w = 0; w < DM_WS_BUFS; w++)
+                if (ws.buf[w] >= 0)
+                    conv_unref(&cs, ws.buf[w]);
         }
-        DM_TRY(push_ev(o, (enum dm_ev_kind)ev->kind, buf, step));
+        if (k == j || cs.st != DNNMEM_OK)
+            break;
+        int grad = c && c->backward && cap->ev[k].kind == DM_EV_ALLOC ? conv_grad_of(c, n_alloc, nth++) : -1;
+        if (grad >= 0)
+            dm_cpu_conv_grad(&c->cv, run, &sink, grad, &ws, false);
+        DM_TRY(cs.st);
+        DM_TRY(step_event(o, cap, run, k, alias, skip, step));
+        if (grad >= 0)
+            dm_cpu_conv_grad(&c->cv, run, &sink, grad, &ws, true);
     }
-    return DNNMEM_OK;
+    return cs.st;
 }
 
 /* The capture's events as a schedule, with the runtime's buffers added. */

@@ -233,14 +233,8 @@ static enum dnnmem_status storage(struct cap *k, const json_t *o, int32_t id)
 static enum dnnmem_status add_event(struct cap *k, enum dm_ev_kind kind, int32_t buf, int32_t step)
 {
     struct dm_capture *c = k->c;
-    if (c->n_ev == k->cap_ev) {
-        size_t ncap = k->cap_ev ? 2 * k->cap_ev : 256;
-        struct dm_event *ev = realloc(c->ev, ncap * sizeof *ev);
-        if (!ev)
-            return nomem(k);
-        c->ev = ev;
-        k->cap_ev = ncap;
-    }
+    if (!dm_grow((void **)&c->ev, sizeof *c->ev, c->n_ev, &k->cap_ev))
+        return nomem(k);
     c->ev[c->n_ev++] = (struct dm_event){.kind = (uint8_t)kind, .buf = buf, .step = step};
     return DNNMEM_OK;
 }
@@ -310,12 +304,13 @@ static enum dnnmem_status on_save(struct cap *k, int32_t id, int32_t step)
     return DNNMEM_OK;
 }
 
-/* The numel of a 4-D size list (or `rank` 0: absent), checked. */
+/* A size list of the conv ("input", "weight", "output") as a tensor of
+ * `dtype`: its rank (0 when absent), dims, numel and bytes, checked. */
 static enum dnnmem_status conv_dims(struct cap *k, const json_t *o, const char *key, int32_t s,
-                                    int64_t *dims, int64_t *numel)
+                                    enum dm_dtype dtype, struct dm_tinfo *t)
 {
     const json_t *a = json_object_get(o, key);
-    *numel = 0;
+    *t = (struct dm_tinfo){.dtype = dtype};
     if (!a)
         return DNNMEM_OK;
     if (!json_is_array(a) || json_array_size(a) > DM_MAX_DIMS)
@@ -327,17 +322,32 @@ static enum dnnmem_status conv_dims(struct cap *k, const json_t *o, const char *
     for (size_t d = 0; d < json_array_size(a); d++) {
         int64_t v;
         DM_TRY(get_int(k, json_array_get(a, d), what, 0, CAPTURE_MAX_BYTES, &v));
-        if (d < 4)
-            dims[d] = v;
+        t->dims[d] = v;
         if (!dm_mul_ok(n, v, &n) || n > CAPTURE_MAX_BYTES)
             return dm_fail(k->err, DNNMEM_E_SHAPE, "%s: %s has too many elements", k->path, what);
     }
-    *numel = json_array_size(a) == 4 ? n : -1;
+    t->rank = (int)json_array_size(a);
+    t->numel = n;
+    if (dtype != DM_UNDEFINED && !dm_dtype_bytes(dtype, n, &t->bytes))
+        return dm_fail(k->err, DNNMEM_E_SHAPE, "%s: %s has too many bytes", k->path, what);
+    return DNNMEM_OK;
+}
+
+/* A boolean of the conv's facts that dnnmem.torch always writes. */
+static enum dnnmem_status conv_flag(struct cap *k, const json_t *cv, const char *key, int32_t s,
+                                    bool *v)
+{
+    const json_t *b = json_object_get(cv, key);
+    if (!json_is_boolean(b))
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"conv\" needs \"%s\" (true or false; "
+                       "a capture by dnnmem.torch before 0.1.1 lacks it: capture again)", k->path,
+                       (int)s, key);
+    *v = json_is_true(b);
     return DNNMEM_OK;
 }
 
 /* A convolution step's "conv": what the CPU's kernel choice reads
- * (src/estimate/captured.c, onednn_buffers). */
+ * (src/schedule/cpuconv.c, through src/estimate/captured.c). */
 static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, const char *op)
 {
     const json_t *cv = json_object_get(o, "conv");
@@ -348,14 +358,20 @@ static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, 
     struct dm_capture_conv *c = dm_arena_alloc(&k->g->arena, sizeof *c);
     if (!c)
         return nomem(k);
-    int64_t in[4] = {0}, w[4] = {0}, out[4] = {0}, n_in, n_w, n_out;
-    DM_TRY(conv_dims(k, cv, "input", s, in, &n_in));
-    DM_TRY(conv_dims(k, cv, "weight", s, w, &n_w));
-    DM_TRY(conv_dims(k, cv, "output", s, out, &n_out));
+    memset(c, 0, sizeof *c);
+    /* the kernels' rules are float32's and float64's; another dtype
+     * (bfloat16 under autocast) goes to no rule (its bytes unneeded) */
     const char *dt = get_str(cv, "dtype");
+    enum dm_dtype dtype = dt && strcmp(dt, "float32") == 0   ? DM_FLOAT
+                          : dt && strcmp(dt, "float64") == 0 ? DM_DOUBLE
+                                                             : DM_UNDEFINED;
+    c->cv.x.dtype = dtype;
+    DM_TRY(conv_dims(k, cv, "input", s, dtype, &c->cv.x));
+    DM_TRY(conv_dims(k, cv, "weight", s, dtype, &c->cv.w));
+    DM_TRY(conv_dims(k, cv, "output", s, dtype, &c->cv.y));
     c->backward = op && strncmp(op, "aten.convolution_backward", 25) == 0;
-    c->usable = n_in > 0 && n_w > 0 && n_out >= 0 && dt && strcmp(dt, "float32") == 0 &&
-                !json_is_true(json_object_get(cv, "transposed"));
+    c->cv.transposed = json_is_true(json_object_get(cv, "transposed")) || dtype == DM_UNDEFINED ||
+                       c->cv.x.rank == 0 || c->cv.w.rank == 0;
     const char *lists[] = {"stride", "dilation"};
     for (int l = 0; l < 2; l++) {
         const json_t *a = json_object_get(cv, lists[l]);
@@ -365,7 +381,7 @@ static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, 
             snprintf(what, sizeof what, "step %d: \"conv\": \"%s\"", (int)s, lists[l]);
             DM_TRY(get_int(k, json_array_get(a, d), what, 0, CAPTURE_MAX_BYTES, &v));
             if (v != 1)
-                *(l ? &c->dilated : &c->strided) = true;
+                *(l ? &c->cv.dilated : &c->cv.strided) = true;
         }
     }
     int64_t groups = 1;
@@ -374,15 +390,33 @@ static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, 
         snprintf(what, sizeof what, "step %d: \"conv\": \"groups\"", (int)s);
         DM_TRY(get_int(k, json_object_get(cv, "groups"), what, 1, CAPTURE_MAX_BYTES, &groups));
     }
-    c->groups = groups;
-    c->batch = in[0];
-    c->kh = w[2];
-    c->kw = w[3];
-    c->in_numel = n_in;
-    /* float32: 4 bytes an element; each count is at most 2^50 */
-    c->in_bytes = (uint64_t)(n_in > 0 ? n_in : 0) * 4;
-    c->w_bytes = (uint64_t)(n_w > 0 ? n_w : 0) * 4;
-    c->out_bytes = (uint64_t)(n_out > 0 ? n_out : 0) * 4;
+    c->cv.groups = groups;
+    DM_TRY(conv_flag(k, cv, "channels_last", s, &c->cv.chlast));
+    DM_TRY(conv_flag(k, cv, "weight_channels_last", s, &c->cv.w_chlast));
+    /* the grad_output a channels-last backward copies when its strides are
+     * not so. The input's copy in forward is not taken from the capture: the
+     * meta kernels give a conv's output contiguous strides where the CPU's
+     * give channels-last ones (a channels-last model's second conv reads a
+     * channels-last input on the CPU, a contiguous one on meta) */
+    bool gy_cl = true;
+    if (c->backward)
+        DM_TRY(conv_flag(k, cv, "grad_output_channels_last", s, &gy_cl));
+    if (c->cv.chlast && c->backward && !gy_cl)
+        c->cv.cl_copy = c->cv.y.bytes;
+    DM_TRY(conv_flag(k, cv, "bias", s, &c->cv.bias));
+    if (c->backward) {
+        const json_t *m = json_object_get(cv, "output_mask");
+        if (!json_is_array(m) || json_array_size(m) != 3)
+            return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"conv\" of a convolution_backward "
+                           "needs \"output_mask\", 3 booleans (a capture by dnnmem.torch before "
+                           "0.1.1 lacks it: capture again)", k->path, (int)s);
+        for (int d = 0; d < 3; d++) {
+            if (!json_is_boolean(json_array_get(m, (size_t)d)))
+                return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"conv\": \"output_mask\" "
+                               "must be 3 booleans", k->path, (int)s);
+            c->output_mask[d] = json_is_true(json_array_get(m, (size_t)d));
+        }
+    }
     k->c->conv[s] = c;
     return DNNMEM_OK;
 }

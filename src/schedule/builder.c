@@ -7,24 +7,11 @@
 
 #include <stdlib.h>
 
-static bool grow(void **p, size_t elem, size_t n, size_t *cap)
-{
-    if (n < *cap)
-        return true;
-    size_t c = *cap ? *cap * 2 : 1024;
-    void *q = realloc(*p, c * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = c;
-    return true;
-}
-
 void dm_sb_step(struct dm_sb *b, enum dm_phase phase, int32_t node)
 {
     struct dm_schedule *s = b->s;
     size_t cap = (size_t)s->cap_steps;
-    if (!grow((void **)&s->steps, sizeof *s->steps, (size_t)s->n_steps, &cap)) {
+    if (!dm_grow((void **)&s->steps, sizeof *s->steps, (size_t)s->n_steps, &cap)) {
         b->oom = true;
         return;
     }
@@ -36,7 +23,7 @@ void dm_sb_step(struct dm_sb *b, enum dm_phase phase, int32_t node)
 static void event(struct dm_sb *b, enum dm_ev_kind kind, int32_t buf)
 {
     struct dm_schedule *s = b->s;
-    if (!grow((void **)&s->ev, sizeof *s->ev, s->n_ev, &s->cap_ev)) {
+    if (!dm_grow((void **)&s->ev, sizeof *s->ev, s->n_ev, &s->cap_ev)) {
         b->oom = true;
         return;
     }
@@ -50,7 +37,7 @@ int32_t dm_sb_alloc(struct dm_sb *b, enum dnnmem_category cat, enum dm_dtype dty
     struct dm_schedule *s = b->s;
     size_t cap = (size_t)s->cap_buf;
     if (b->oom || s->n_buf == INT32_MAX ||
-        !grow((void **)&s->buf, sizeof *s->buf, (size_t)s->n_buf, &cap)) {
+        !dm_grow((void **)&s->buf, sizeof *s->buf, (size_t)s->n_buf, &cap)) {
         b->oom = true;
         return -1;
     }

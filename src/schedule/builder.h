@@ -9,6 +9,7 @@
 #define DNNMEM_SCHEDULE_BUILDER_H
 
 #include "dnnmem-impl.h"
+#include "schedule/cpuconv.h"
 
 /* Per-tensor facts that do not change between iterations. */
 enum {
@@ -99,10 +100,6 @@ bool dm_sb_viewable(const struct dm_sb *b, int32_t x, int rank, const int64_t *d
  * thread's handle on its first matmul (kept), a cuDNN workspace around each
  * convolution, oneDNN's buffers around CPU convolutions. `backward`:
  * autograd's own thread and the backward kernels. End frees what begin made. */
-#define DM_WS_BUFS 4
-struct dm_ws {
-    int32_t buf[DM_WS_BUFS];
-};
 struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, bool backward);
 void dm_sb_workspace_end(struct dm_sb *b, struct dm_ws *ws);
 /* In a backward step, around the grad of input k (`after`: once it is made):

@@ -70,6 +70,21 @@ void *dm_arena_array(struct dm_arena *a, size_t n, size_t elem)
     return dm_arena_alloc(a, bytes ? bytes : 1);
 }
 
+bool dm_grow(void **p, size_t elem, size_t n, size_t *cap)
+{
+    if (n < *cap)
+        return true;
+    size_t c = *cap ? *cap * 2 : 256;
+    if (!elem || c < *cap || c > SIZE_MAX / elem)
+        return false;
+    void *q = realloc(*p, c * elem);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
 char *dm_arena_strndup(struct dm_arena *a, const char *s, size_t n)
 {
     char *d = dm_arena_alloc(a, n + 1);

@@ -51,15 +51,29 @@ def run_capture(row):
     return dt.capture(model, x, steps=zoo.ITERS, **kw)
 
 
-def run(row):
-    t0 = time.time()
-    cap = run_capture(row)
-    cap_s = time.time() - t0
-    r = cap.estimate(device="cpu", cpu_threads=1)
+def run(row, save=None, saved=None):
+    """The row's capture estimated; with `save` a folder, the capture is also written there
+    (ID.dnnmem); with `saved` a folder, the capture written there earlier is estimated instead
+    of capturing again (a build's rules compared on the same captures)."""
+    if saved:
+        import dnnmem
+        path = os.path.join(saved, row["id"] + ".dnnmem")
+        with open(path) as f:
+            data = json.load(f)
+        cap_s, n_storages, n_ops = None, len(data["storages"]), len(data["steps"]) - 1
+        r = dnnmem.estimate(path, device="cpu", cpu_threads=1)
+    else:
+        t0 = time.time()
+        cap = run_capture(row)
+        cap_s = round(time.time() - t0, 2)
+        n_storages, n_ops = len(cap.storages), len(cap.steps) - 1
+        if save:
+            cap.save(os.path.join(save, row["id"] + ".dnnmem"))
+        r = cap.estimate(device="cpu", cpu_threads=1)
     err = 100.0 * (r.peak - row["peak_bytes"]) / row["peak_bytes"]
     return dict(id=row["id"], measured=row["peak_bytes"], estimate=r.peak, error_pct=round(err, 2),
                 peak_at=f"{r.peak_phase} {r.peak_node}", measured_at=row.get("peak_phase"),
-                capture_s=round(cap_s, 2), storages=len(cap.storages), ops=len(cap.steps) - 1)
+                capture_s=cap_s, storages=n_storages, ops=n_ops)
 
 
 def table(path):
@@ -95,11 +109,16 @@ def main():
     ap.add_argument("--table", help="print the table of a finished --out file and exit")
     ap.add_argument("--random", action="store_true",
                     help="also the random architectures (tools/oracle/randnet.py)")
+    ap.add_argument("--save", metavar="DIR", help="also write each capture as DIR/ID.dnnmem")
+    ap.add_argument("--saved", metavar="DIR",
+                    help="estimate the captures --save wrote instead of capturing again")
     a = ap.parse_args()
     if a.table:
         return table(a.table)
     import torch
     import torchvision
+    if a.save:
+        os.makedirs(a.save, exist_ok=True)
     rows = [json.loads(line) for line in open(ROWS)]
     rows = [r for r in rows if (a.random or r["source"] == "torchvision") and r["torch"] == torch.__version__
             and r["torchvision"] == torchvision.__version__
@@ -107,7 +126,7 @@ def main():
     out = open(a.out, "w") if a.out else None
     for row in rows:
         try:
-            res = run(row)
+            res = run(row, a.save, a.saved)
         except Exception as e:  # noqa: BLE001 - one failing model is a row of the table
             res = dict(id=row["id"], measured=row["peak_bytes"], error=f"{type(e).__name__}: {e}"[:300])
         print(json.dumps(res), flush=True)
