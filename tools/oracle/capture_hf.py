@@ -102,16 +102,9 @@ def main():
     release = ".".join(transformers.__version__.split(".")[:2])
     rows = [json.loads(line) for line in open(ROWS)]
     rows = [r for r in rows if wanted(r, release) and (not a.only or any(s in r["id"] for s in a.only))]
-    out = open(a.out, "w") if a.out else None
-    for r in rows:
-        try:
-            res = run(r, a.dnnmem)
-        except Exception as e:  # noqa: BLE001 - one failing model is a row of the table
-            res = dict(id=r["id"], measured=r["peak_bytes"], error=f"{type(e).__name__}: {e}"[:300])
-        print(json.dumps(res), flush=True)
-        if out:
-            out.write(json.dumps(res) + "\n")
-            out.flush()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from capture_zoo import write_rows
+    write_rows(rows, a.out, lambda r: run(r, a.dnnmem))
 
 
 if __name__ == "__main__":

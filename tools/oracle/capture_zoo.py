@@ -123,17 +123,23 @@ def main():
     rows = [r for r in rows if (a.random or r["source"] == "torchvision") and r["torch"] == torch.__version__
             and r["torchvision"] == torchvision.__version__
             and (not a.only or any(s in r["id"] for s in a.only))]
-    out = open(a.out, "w") if a.out else None
+    write_rows(rows, a.out, lambda row: run(row, a.save, a.saved))
+
+
+
+def write_rows(rows, out_path, run_one):
+    """run_one(row) for each measured row, one JSON line each to stdout and to out_path; a
+    model that fails is a row with its error (shared with capture_hf.py)."""
+    out = open(out_path, "w") if out_path else None
     for row in rows:
         try:
-            res = run(row, a.save, a.saved)
+            res = run_one(row)
         except Exception as e:  # noqa: BLE001 - one failing model is a row of the table
             res = dict(id=row["id"], measured=row["peak_bytes"], error=f"{type(e).__name__}: {e}"[:300])
         print(json.dumps(res), flush=True)
         if out:
             out.write(json.dumps(res) + "\n")
             out.flush()
-
 
 if __name__ == "__main__":
     main()
