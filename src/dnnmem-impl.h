@@ -377,7 +377,6 @@ enum dm_refusal_kind {
     DM_REFUSE_LORA_NO_DEFAULT, /* --lora-r without --lora-targets on a model_type (name) PEFT
                                   has no default target_modules for */
     DM_REFUSE_MOE_EAGER,      /* transformers 5.0-5.2's "eager" experts (PyTorch before 2.9) */
-    DM_REFUSE_MOE_BATCHED,    /* 5.x's batched_mm experts of generate's decode steps */
     DM_REFUSE_MOE_QUANT,      /* 5.x's 3-D experts under a quantization (--quant or the
                                  config's quantization_config) */
     /* the schedule's builder (src/train/, src/schedule/) */
@@ -469,6 +468,19 @@ struct dm_graph {
      * LM's forward returns and, in training, feeds to load_balancing_loss_func
      * after the cross-entropy (src/train/train.c, aux_loss) */
     int32_t n_router, *router;
+    /* HF --mode generate, transformers 5.x: the decode steps run the MoE experts
+     * with batched_mm (GenerationMixin._optimize_model_for_decode; see
+     * src/schedule/generate.c, moe_decode): moe_dec_layer[l] (arena-owned,
+     * n_moe_dec entries, one per decoder layer) says layer l has them; top_k,
+     * the hidden and expert intermediate sizes; moe_dec_w32: the routing
+     * weights are float32 (the weighted rows and their sum are);
+     * moe_dec_release: the transformers release (major * 100 + minor), whose
+     * batched_mm_experts_forward moe_decode follows */
+    bool *moe_dec_layer;
+    int32_t n_moe_dec;
+    int64_t moe_dec_top_k, moe_dec_hidden, moe_dec_inter;
+    bool moe_dec_w32;
+    int moe_dec_release;
     /* Module scopes from the node names (dm_graph_finish): node i runs in
      * the modules scope_first/scope_last[scope_start[i] .. scope_start[i+1]),
      * outermost first, each the first and last node of that module's

@@ -282,7 +282,6 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(R_LORA_TARGET, rf && rf->kind == DM_REFUSE_LORA_TARGET)                                      \
     X(R_LORA_NO_DEFAULT, rf && rf->kind == DM_REFUSE_LORA_NO_DEFAULT)                              \
     X(R_MOE_EAGER, rf && rf->kind == DM_REFUSE_MOE_EAGER)                                          \
-    X(R_MOE_BATCHED, rf && rf->kind == DM_REFUSE_MOE_BATCHED)                                      \
     X(R_MOE_QUANT, rf && rf->kind == DM_REFUSE_MOE_QUANT)                                          \
     X(R_CKPT_LONG, rf && rf->kind == DM_REFUSE_CKPT_LONG)                                          \
     X(R_CKPT_EVERY, rf && rf->kind == DM_REFUSE_CKPT_EVERY)                                        \
@@ -524,17 +523,6 @@ static const struct check checks[] = {
      "%s: transformers %s.%s runs MoE experts with its \"eager\" loop over the 3-D parameters' "
      "slices before PyTorch 2.9, which is not modelled (modelled: grouped_mm, with "
      "--framework pytorch@2.9 or later, or --transformers 5.3 or later)",
-     {A_PATH, A_TFV_MAJOR, A_TFV_MINOR}},
-    /* generate's decode steps run 5.x's experts with batched_mm
-     * (GenerationMixin._optimize_model_for_decode: off the CPU from 5.3, on
-     * every device in 5.0-5.2), which copies each row's expert weights
-     * (gate_up_proj[expert_ids] [B * top_k, 2I, H] per layer); generate.c's
-     * decode table does not model it */
-    {G, {F_R_MOE_BATCHED}, UNSUP,
-     "%s: --mode generate: transformers %s.%s's decode steps run MoE experts with batched_mm "
-     "(each row's expert weights copied, gate_up_proj[expert_ids]), which is not modelled "
-     "(modelled: grouped_mm, the CPU's from transformers 5.3); use --transformers 4.56 (the "
-     "per-expert nn.Linear layers of 4.x), --device cpu or --mode infer",
      {A_PATH, A_TFV_MAJOR, A_TFV_MINOR}},
     /* 5.x's experts are 3-D parameters, not the nn.Linear layers the
      * quantized-linear model (src/load/hf/quant.c) replaces; how each

@@ -801,7 +801,26 @@ void dm_sb_generate_setup(struct dm_sb *b)
  * cache, live until the next step's model_inputs replace them (old); beam
  * search with the legacy tuple: the reordered tuple, made whole before the
  * one it replaces goes (fresh). */
+/* The batched_mm experts of one decode forward's MoE layer (moe_decode):
+ * which layers have them (the graph's, n entries); the release's variant
+ * (both: both weights gathered first, 5.0-5.2; mask: 5.1-5.2's second
+ * multiply by valid_mask; tok: token_idx, 5.0-5.7; hold: 5.3's gated rows
+ * held in up_proj_out to the return); the byte sizes of the rows x [S, H],
+ * the gathered gate_up_proj [S, 2I, H] and down_proj [S, H, I], the bmm
+ * outputs [S, 2I] and [S, H], the activation and gated rows [S, I], the
+ * weighted rows [S, H] and their sum [N, H] (wst: float32 where the routing
+ * weights are), the cast sum [N, H] (cast: 0 where there is none), the
+ * token_idx [S] and the arange [N] it expands (int64). */
+struct moe_dec {
+    const bool *layer;
+    int32_t n;
+    bool both, mask, tok, hold;
+    enum dm_dtype wt, wst;
+    uint64_t x, w1, w2, up, half, down, weighted, sum, cast, idx, arange;
+};
+
 struct causal {
+    struct moe_dec moe;
     int32_t layers, logits;
     int32_t *kv, *cur, *rest, *old, *fresh;
     enum dm_dtype model, kvt;
@@ -920,6 +939,98 @@ static void beam_step(struct dm_sb *b, struct beams *bm, struct causal *c,
     }
 }
 
+/* A MoE layer's experts in a decode forward of transformers 5.x, which
+ * GenerationMixin._optimize_model_for_decode switches from grouped_mm to
+ * batched_mm (5.0.0 on every device, from 5.1.0 off the CPU; the prefill
+ * keeps grouped_mm), as batched_mm_experts_forward (integrations/moe.py,
+ * read in the 5.0.0, 5.1.0, 5.2.0, 5.3.0, 5.4.0, 5.7.0, 5.8.0, 5.12.0,
+ * 5.16.0, 5.20.0 and 5.24.0 wheels) runs them on N = B tokens, S = N * top_k
+ * rows (no routing assumption: every row gathers its expert's weights):
+ *  - the rows: 5.0-5.7 token_idx = arange(N)[:, None].expand(-1,
+ *    k).reshape(-1) (int64 [S]) and hidden_states[token_idx] [S, H]; 5.8-5.24
+ *    hidden_states.repeat_interleave(k, dim=0) [S, H] (its int64 index is
+ *    made and freed before the rows, not counted);
+ *  - 5.0-5.2 gather both weights first, gate_up_proj[expert_ids] [S, 2I, H]
+ *    and down_proj[expert_ids] [S, H, I]; then the up bmm [S, 2I],
+ *    _apply_gate's act_fn(gate) [S, I] * up [S, I] (the activation freed), the
+ *    down bmm [S, H], * sample_weights [S, H] rebound (the bmm's freed), 5.1-5.2
+ *    again * valid_mask [S, H] rebound; every local held to the return;
+ *  - 5.3-5.24 gather gate_up_proj[expert_ids], the up bmm [S, 2I], the gated
+ *    rows [S, I] rebound (the [S, 2I] freed; 5.3 names them up_proj_out, held
+ *    to the return, 5.4-5.24 rebind proj_out again after the down bmm), then
+ *    selected_weights = down_proj[expert_ids] made while the gate_up copy is
+ *    still bound, which then goes; the down bmm [S, H]; weighted_out [S, H];
+ *  - .view(N, k, H).sum(1) [N, H]; .to(hidden_states.dtype) (a copy where the
+ *    weights are float32 and the model is not); the locals go at the return.
+ * The bool masks and clamped ids [S] are not counted (S bytes each).
+ * Measured (torch 2.13 CPU, 5.0.0, tiny-mixtral B 2, the profiler's tensors
+ * live at the peak): the 4 MiB and 2 MiB aten::index copies, the 16 KiB bmm,
+ * the 8 KiB silu and 8 KiB mul, the 4 KiB rows: the peak at the gated mul. */
+static void moe_decode(struct dm_sb *b, const struct moe_dec *m)
+{
+    const enum dm_dtype t = m->wt;
+    const enum dnnmem_category A = DNNMEM_CAT_ACTIVATION;
+    int32_t tok = -1, w2 = -1;
+    if (m->tok) {
+        int32_t ar = dm_sb_alloc(b, A, DM_INT64, m->arange, -1, -1, "moe.arange", 1);
+        tok = dm_sb_alloc(b, A, DM_INT64, m->idx, -1, -1, "moe.token_idx", 1);
+        dm_sb_unref(b, ar);
+    }
+    int32_t x = dm_sb_alloc(b, A, t, m->x, -1, -1, "moe.selected_hidden_states", 1);
+    int32_t w1 = dm_sb_alloc(b, A, t, m->w1, -1, -1, "moe.gate_up_proj[expert_ids]", 1);
+    if (m->both)
+        w2 = dm_sb_alloc(b, A, t, m->w2, -1, -1, "moe.down_proj[expert_ids]", 1);
+    int32_t up = dm_sb_alloc(b, A, t, m->up, -1, -1, "moe.bmm_up", 1);
+    int32_t act = dm_sb_alloc(b, A, t, m->half, -1, -1, "moe.act_fn", 1);
+    int32_t gated = dm_sb_alloc(b, A, t, m->half, -1, -1, "moe.gated", 1);
+    dm_sb_unref(b, act);
+    if (!m->both) {
+        rebind(b, &up, -1);
+        w2 = dm_sb_alloc(b, A, t, m->w2, -1, -1, "moe.down_proj[expert_ids]", 1);
+        rebind(b, &w1, -1);
+    }
+    int32_t down = dm_sb_alloc(b, A, t, m->down, -1, -1, "moe.bmm_down", 1);
+    if (!m->both && !m->hold)
+        rebind(b, &gated, -1);
+    int32_t wo = dm_sb_alloc(b, A, m->wst, m->weighted, -1, -1, "moe.weighted_out", 1);
+    if (m->both)
+        rebind(b, &down, -1);
+    if (m->mask)
+        rebind(b, &wo, dm_sb_alloc(b, A, m->wst, m->weighted, -1, -1, "moe.valid_mask", 1));
+    int32_t sum = dm_sb_alloc(b, A, m->wst, m->sum, -1, -1, "moe.final_hidden_states", 1);
+    int32_t cast = m->cast ? dm_sb_alloc(b, A, t, m->cast, -1, -1, "moe.to", 1) : -1;
+    int32_t locals[] = {tok, x, w1, w2, up, gated, down, wo, sum, cast};
+    for (size_t i = 0; i < sizeof locals / sizeof *locals; i++)
+        dm_sb_unref(b, locals[i]);
+}
+
+/* The sizes of moe_decode's tensors at N tokens (false: they overflow). */
+static bool moe_sizes(struct moe_dec *m, const struct dm_graph *g, int64_t N, enum dm_dtype model)
+{
+    int64_t S, H = g->moe_dec_hidden, I = g->moe_dec_inter;
+    int v = g->moe_dec_release;
+    uint64_t e = kv_bytes(model, DNNMEM_KV_AUTO), ws = g->moe_dec_w32 ? 4 : e;
+    m->layer = g->moe_dec_layer;
+    m->n = g->n_moe_dec;
+    m->both = v < 503;
+    m->mask = v >= 501 && v < 503;
+    m->tok = v < 508;
+    m->hold = v == 503;
+    m->wt = model;
+    m->wst = g->moe_dec_w32 ? DM_FLOAT : model;
+    m->cast = 0;
+    if (!dm_mul_ok(N, g->moe_dec_top_k, &S) || !mul5(S, H, 1, 1, e, &m->x) ||
+        !mul5(S, 2 * I, H, 1, e, &m->w1) || !mul5(S, H, I, 1, e, &m->w2) ||
+        !mul5(S, 2, I, 1, e, &m->up) || !mul5(S, I, 1, 1, e, &m->half) ||
+        !mul5(S, H, 1, 1, e, &m->down) || !mul5(S, H, 1, 1, ws, &m->weighted) ||
+        !mul5(N, H, 1, 1, ws, &m->sum) || !mul5(S, 1, 1, 1, 8, &m->idx) ||
+        !mul5(N, 1, 1, 1, 8, &m->arange))
+        return false;
+    if (ws != e && !mul5(N, H, 1, 1, e, &m->cast)) /* .to(hidden_states.dtype) */
+        return false;
+    return true;
+}
+
 /* The forward of one token: the [B, 1, 1, L] mask (a clone of the expanded
  * [1, L] one) held to its end, each layer's cache grown, its attention's
  * transients; returns the step's logits. */
@@ -962,6 +1073,8 @@ static int32_t decode_forward(struct dm_sb *b, struct causal *c, const struct st
             dm_sb_unref(b, eager_scores(b, model, z->scores, z->scores32, 0, c->upcast));
         for (int j = 0; j < 2; j++)
             dm_sb_unref(b, r[j]);
+        if (l < c->moe.n && c->moe.layer[l])
+            moe_decode(b, &c->moe);
     }
     int32_t lb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, z->step_logits, c->logits, -1,
                              "step", 1);
@@ -1075,6 +1188,9 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     uint64_t kvb = kv_bytes(c.model, run->kv_dtype), mb = kv_bytes(c.model, DNNMEM_KV_AUTO);
     c.kvt = kv_type(c.model, run->kv_dtype);
     enum dnnmem_status st = DNNMEM_OK;
+    if (g->moe_dec_layer && !moe_sizes(&c.moe, g, B, c.model))
+        st = dm_fail(err, DNNMEM_E_SHAPE, "%s: the decode steps' MoE expert copies overflow",
+                     g->path);
     /* beam search: the graph's batch B is the caller's (Bt) times num_beams
      * (Kb); _beam_search's static-shaped tensors are [Bt, k x Kb, P + T]
      * int64 (sequences) and [Bt, k x Kb, T] int32 (beam indices) */

@@ -295,9 +295,11 @@ static enum dnnmem_status load(struct dm_graph *g, json_t *root, bool sdpa,
         h.gen_tokens = opt->new_tokens;
         h.gen_prompt = opt->seq_len > 0 ? opt->seq_len : 0;
         /* GenerationMixin._optimize_model_for_decode: grouped_mm -> batched_mm
-         * for the decode steps, from 5.3 off the CPU only */
-        h.batched_decode = opt->new_tokens > 1 && tv >= 500 &&
-                           (tv < 503 || opt->device != DNNMEM_DEVICE_CPU);
+         * for the decode steps, on every device in 5.0.0, off the CPU only from
+         * 5.1.0 (`self.device.type != "cpu"`, read in the 5.0.0-5.24.0 wheels);
+         * _sample's loop only (greedy and sampling): _beam_search keeps grouped_mm */
+        h.batched_decode = opt->new_tokens > 1 && tv >= 500 && opt->num_beams <= 1 &&
+                           (tv < 501 || opt->device != DNNMEM_DEVICE_CPU);
         for (size_t k = 0; k < opt->n_dims; k++)
             if (opt->dims[k].name && strcmp(opt->dims[k].name, "seq") == 0)
                 h.gen_prompt = opt->dims[k].value;

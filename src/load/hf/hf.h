@@ -101,7 +101,7 @@ struct hf {
     enum dnnmem_sdpa_backend backend; /* --sdpa-backend: the kernel forced, or AUTO */
     bool train;                /* --mode train (inputs require grad) */
     bool batched_decode;       /* generate's decode steps switch 5.x's MoE experts to
-                                  batched_mm (see moe.c, hf_grouped_experts) */
+                                  batched_mm (src/schedule/generate.c, moe_decode) */
     bool bf16;                 /* the attention computes in bf16 */
     int torch;                 /* the PyTorch release, major * 100 + minor */
     bool albert_interface;     /* ALBERT's attention runs the shared eager_attention_forward:

@@ -317,6 +317,17 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
         h->g->router_top_k = c->moe->top_k;
         h->g->router_aux_coef = c->moe->aux_coef;
     }
+    if (c->moe && h->batched_decode) { /* the decode steps' batched_mm layers (moe.c) */
+        if (c->layers > INT32_MAX)
+            return hf_oom(h);
+        h->g->moe_dec_layer = dm_arena_array(&h->g->arena, (size_t)c->layers,
+                                             sizeof *h->g->moe_dec_layer);
+        if (!h->g->moe_dec_layer)
+            return hf_oom(h);
+        h->g->n_moe_dec = (int32_t)c->layers;
+        for (int64_t i = 0; i < c->layers; i++)
+            h->g->moe_dec_layer[i] = hf_moe_layer(c->moe, i);
+    }
     size_t top = hf_enter(h, "model");
     size_t s = hf_enter(h, "embed_tokens");
     int32_t emb_w = hf_param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->vocab, c->hidden});

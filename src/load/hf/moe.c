@@ -270,9 +270,12 @@ int32_t hf_grouped_experts(struct hf *h, const struct moe *m, int64_t hidden, in
         hf_refuse(h, DM_REFUSE_MOE_QUANT, NULL, NULL);
         return -1;
     }
-    if (h->batched_decode) {
-        hf_refuse(h, DM_REFUSE_MOE_BATCHED, NULL, NULL);
-        return -1;
+    if (h->batched_decode) { /* what generate.c's decode steps run (moe_decode) */
+        h->g->moe_dec_top_k = m->top_k;
+        h->g->moe_dec_hidden = hidden;
+        h->g->moe_dec_inter = I;
+        h->g->moe_dec_w32 = w32;
+        h->g->moe_dec_release = h->transformers;
     }
     size_t s = hf_enter(h, "experts");
     int32_t sw = hf_reshape(h, rw, INTS(-1)), ids = hf_reshape(h, sel, INTS(-1));
