@@ -250,9 +250,14 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
     for (int32_t i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == DM_OP_GroupedMatMul) {
             dm_assume(as, "moe_routing", "default",
-                      "none: transformers 5's grouped_mm experts compute all batch x seq x top_k "
-                      "rows however the tokens are routed (4.x's per-expert loop is the one "
-                      "that depends on it)");
+                      g->moe_dec_layer
+                          ? "none: transformers 5's grouped_mm experts (and the decode steps' "
+                            "batched_mm, which copies each row's expert weights) compute all "
+                            "batch x seq x top_k rows however the tokens are routed (4.x's "
+                            "per-expert loop is the one that depends on it)"
+                          : "none: transformers 5's grouped_mm experts compute all batch x seq "
+                            "x top_k rows however the tokens are routed (4.x's per-expert loop "
+                            "is the one that depends on it)");
             break;
         }
     /* an input shaped by --input-shape alone takes --batch-size as its first dim */

@@ -512,8 +512,12 @@ expect 0 "transformers   5.0" -- estimate $M/hf/tiny-mixtral.json -b 2 -s 16 --t
 # 64 new tokens: the prefill and 63 decode steps, the peak in the last
 expect 0 "at           decode, step 63" -- estimate $M/hf/tiny-deepseek-v3.json -b 2 -s 16 \
     --mode generate --new-tokens 64 --device cpu
-# on CUDA, 5.x's decode steps switch the experts to batched_mm (not modelled)
-expect 4 "--mode generate: transformers 5.24's decode steps run MoE experts with batched_mm" -- \
+# on CUDA, 5.x's decode steps switch the experts to batched_mm: each of the S = 2 x 4
+# rows gathers its expert's gate_up_proj [2 x 128, 256] and down_proj [256, 128]
+# float32: 8 x 262144 = 2 MiB and 8 x 131072 = 1 MiB
+expect 0 "2.00 MiB  float32  -                    moe.gate_up_proj[expert_ids]" -- \
+    estimate $M/hf/tiny-deepseek-v3.json -b 2 -s 16 --mode generate --new-tokens 64
+expect 0 "1.00 MiB  float32  -                    moe.down_proj[expert_ids]" -- \
     estimate $M/hf/tiny-deepseek-v3.json -b 2 -s 16 --mode generate --new-tokens 64
 "$PY" -c 'import json, sys
 d = json.load(open(sys.argv[1]))

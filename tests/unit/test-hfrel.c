@@ -351,12 +351,89 @@ static void test_keep_outputs(void **state)
                    "--keep-outputs applies to --mode train and infer");
 }
 
+/* The bytes of the live tensor `name` at the peak, 0 when none is. */
+static uint64_t live_bytes(const struct dnnmem_result *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_live; i++)
+        if (strcmp(r->live[i].name, name) == 0)
+            return r->live[i].bytes;
+    return 0;
+}
+
+/* transformers 5.x's decode steps run the MoE experts with batched_mm
+ * (generate.c, moe_decode). tiny-mixtral (H 256, I 512, E 8, top_k 2, 2
+ * layers) fp32, B 2, prompt 64, 16 new tokens, S = B x top_k = 4 rows:
+ * gate_up_proj[expert_ids] [4, 1024, 256] float32 = 4194304 bytes,
+ * down_proj[expert_ids] [4, 256, 512] = 2097152, the up bmm [4, 1024] =
+ * 16384, act_fn and the gated rows [4, 512] = 8192 each, the rows [4, 256]
+ * = 4096, token_idx [4] int64 = 32. 5.0 on the CPU gathers both weights
+ * first and peaks at the gated mul in the last decode step (measured with
+ * 5.0.0 and torch 2.13: these tensors, 33.84 MiB); 5.24 on CUDA gathers
+ * down_proj while the gate_up copy is bound, after the up bmm and the
+ * activation are freed; 5.1 on the CPU and beam search keep grouped_mm. */
+static void test_moe_decode(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 213;
+    cfg.cpu_threads = 1;
+    cfg.transformers_version = 500;
+    cfg.attn = DNNMEM_ATTN_EAGER;
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.batch_size = 2;
+    cfg.seq_len = 64;
+    cfg.new_tokens = 16;
+    cfg.n_top_tensors = 20;
+    dnnmem_model *m = load("tests/models/hf/tiny-mixtral.json");
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_string_equal(r->peak_phase, "decode");
+    assert_int_equal(live_bytes(r, "moe.gate_up_proj[expert_ids]"), 4194304);
+    assert_int_equal(live_bytes(r, "moe.down_proj[expert_ids]"), 2097152);
+    assert_int_equal(live_bytes(r, "moe.bmm_up"), 16384);
+    assert_int_equal(live_bytes(r, "moe.act_fn"), 8192);
+    assert_int_equal(live_bytes(r, "moe.gated"), 8192);
+    assert_int_equal(live_bytes(r, "moe.selected_hidden_states"), 4096);
+    assert_int_equal(live_bytes(r, "moe.token_idx"), 32);
+    dnnmem_result_free(r);
+
+    cfg.device = DNNMEM_DEVICE_CUDA;
+    cfg.torch_version = 0;
+    cfg.transformers_version = 524;
+    r = run(m, &cfg);
+    assert_string_equal(r->peak_phase, "decode");
+    assert_int_equal(live_bytes(r, "moe.gate_up_proj[expert_ids]"), 4194304);
+    assert_int_equal(live_bytes(r, "moe.down_proj[expert_ids]"), 2097152);
+    assert_int_equal(live_bytes(r, "moe.gated"), 8192);
+    assert_int_equal(live_bytes(r, "moe.selected_hidden_states"), 4096);
+    assert_int_equal(live_bytes(r, "moe.bmm_up"), 0);
+    assert_int_equal(live_bytes(r, "moe.act_fn"), 0);
+    assert_int_equal(live_bytes(r, "moe.token_idx"), 0);
+    dnnmem_result_free(r);
+
+    /* 5.1 on the CPU, and beam search anywhere: grouped_mm throughout */
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 213;
+    cfg.transformers_version = 501;
+    r = run(m, &cfg);
+    assert_int_equal(live_bytes(r, "moe.gate_up_proj[expert_ids]"), 0);
+    dnnmem_result_free(r);
+    cfg.transformers_version = 500;
+    cfg.num_beams = 4;
+    r = run(m, &cfg);
+    assert_int_equal(live_bytes(r, "moe.gate_up_proj[expert_ids]"), 0);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_release_range),   cmocka_unit_test(test_legacy_graphs),
         cmocka_unit_test(test_opt_clamp), cmocka_unit_test(test_flash_output_order),
         cmocka_unit_test(test_matmul_fold),     cmocka_unit_test(test_keep_outputs),
+        cmocka_unit_test(test_moe_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
