@@ -43,6 +43,20 @@ void dm_accumulate_grad(struct dm_sb *b, int32_t x, int32_t g, int extra)
  * a reshape), which shares its storage with the grad it was made from. */
 void dm_deliver(struct dm_sb *b, int32_t x, int32_t gbuf, bool view)
 {
+    dm_deliver_slice(b, x, gbuf, view, false);
+}
+
+/* dm_deliver, with `strided`: gbuf is a slice of a larger grad that is not
+ * dense (CatBackward0 hands each input grad.narrow(dim, ...), a view:
+ * FunctionsManual.cpp, cat_tensors_backward), which a later grad of x cannot
+ * be added into in place: input_buffer.cpp's can_accumulate_inplace wants
+ * is_non_overlapping_and_dense and the storage's only reference, so
+ * InputBuffer::accumulate makes old + new out of place and the view, with
+ * the whole cat grad it keeps, goes (measured: rand43 b2 SGD training, a
+ * dense block's [2, 8, 16, 16] slice of its [2, 40, 16, 16] cat grad,
+ * torch 2.14.1: an aten::add of 16 KiB, the 80 KiB base freed at it) */
+void dm_deliver_slice(struct dm_sb *b, int32_t x, int32_t gbuf, bool view, bool strided)
+{
     struct dm_train *tr = b->train;
     if (b->run->mx_ops && !tr->param[x]) {
         dm_mx_deliver(b, x, gbuf);
@@ -88,6 +102,19 @@ void dm_deliver(struct dm_sb *b, int32_t x, int32_t gbuf, bool view)
     int32_t old = tr->grad[x];
     if (old < 0) {
         tr->grad[x] = gbuf;
+        tr->grad_strided[x] = strided;
+    } else if (tr->grad_strided[x]) { /* see dm_deliver_slice */
+        /* accumulate's second choice: var.add_(old_var) when the new grad
+         * can take it (dense, whole, one holder), else old + new */
+        if (!strided && b->refs[gbuf] == 1 && b->s->buf[gbuf].bytes == b->t[x].bytes) {
+            tr->grad[x] = gbuf;
+        } else {
+            tr->grad[x] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, b->t[x].bytes, x,
+                                      -1, "grad", 1);
+            dm_sb_unref(b, gbuf);
+        }
+        tr->grad_strided[x] = false;
+        dm_sb_unref(b, old);
     } else if (b->s->buf[old].bytes < b->t[x].bytes && b->s->buf[gbuf].bytes < b->t[x].bytes) {
         dm_sb_unref(b, gbuf); /* two expanded scalars: stays an expansion */
     } else if (b->s->buf[old].bytes < b->t[x].bytes || b->refs[old] > 1) {
@@ -100,6 +127,24 @@ void dm_deliver(struct dm_sb *b, int32_t x, int32_t gbuf, bool view)
     } else { /* InputBuffer: added in place into the first */
         dm_sb_unref(b, gbuf);
     }
+}
+
+/* Input x's grad from Concat node n in PyTorch is grad.narrow(axis, ...) of
+ * the cat's grad (cat_tensors_backward): not dense when a dim before the
+ * axis is over 1 (dm_deliver_slice). */
+static bool cat_slice_strided(const struct dm_sb *b, const struct dm_node *n, int32_t x)
+{
+    const struct dm_run *run = b->run;
+    if (n->op != DM_OP_Concat || n->n_in < 2 || run->tf_ops || run->xla || run->mx_ops)
+        return false;
+    const struct dm_tinfo *tx = &b->t[x];
+    int64_t axis = dm_attr_int(n, "axis", 0);
+    if (axis < 0)
+        axis += tx->rank;
+    for (int64_t d = 0; d < axis && d < tx->rank; d++)
+        if (tx->dims[d] > 1)
+            return true;
+    return false;
 }
 
 static bool same_shape(const struct dm_tinfo *a, const struct dm_tinfo *c)
@@ -509,7 +554,7 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
     bool hold_all = n->op == DM_OP_Conv && !b->run->tf_ops && !b->run->mx_ops && !b->run->xla;
     int32_t held_x[HELD], held_g[HELD], bc[HELD];
     int n_bc = 0;
-    bool held_view[HELD];
+    bool held_view[HELD], held_strided[HELD];
     int n_held = 0;
     for (int kk = 0; kk < n->n_in; kk++) {
         int k = mat2_first && kk < 2 ? 1 - kk : kk;
@@ -572,12 +617,14 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
          * through its weight's grad (measured, 2.14.1: a grad_input summed
          * into a cat's buffer is freed after diff_weights). Applied to Conv,
          * where it was measured; other ops still deliver each grad at once */
+        bool strided = alias && gin == gout && cat_slice_strided(b, n, x);
         if (late || (hold_all && n->n_in <= HELD)) {
             held_x[n_held] = x;
             held_g[n_held] = gin;
+            held_strided[n_held] = strided;
             held_view[n_held++] = alias && rule == DM_T_VIEW;
         } else {
-            dm_deliver(b, x, gin, alias && rule == DM_T_VIEW);
+            dm_deliver_slice(b, x, gin, alias && rule == DM_T_VIEW, strided);
         }
         dm_sb_workspace_grad(b, n, k, &ws, true);
     }
@@ -587,7 +634,7 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
         dm_sb_unref(b, dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, t[n->in[0]].dtype, late, -1, i,
                                    "thnn_columns (grad_weight)", 1));
     for (int h = 0; h < n_held; h++)
-        dm_deliver(b, held_x[h], held_g[h], held_view[h]);
+        dm_deliver_slice(b, held_x[h], held_g[h], held_view[h], held_strided[h]);
     if (tr->addmm_bias[i] > 0) {
         int32_t x = tr->addmm_bias[i] - 1;
         tr->addmm_bias[i] = 0;

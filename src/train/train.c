@@ -56,13 +56,14 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     tr->left = calloc((size_t)nt + 1, sizeof *tr->left);
     tr->pending = malloc(((size_t)nt + 1) * sizeof *tr->pending);
     tr->pending_view = calloc((size_t)nt + 1, sizeof *tr->pending_view);
+    tr->grad_strided = calloc((size_t)nt + 1, sizeof *tr->grad_strided);
     tr->addmm_bias = calloc((size_t)nn + 1, sizeof *tr->addmm_bias);
     tr->leaf_val = malloc(((size_t)nt + 1) * sizeof *tr->leaf_val);
     tr->leaf_grad = malloc(((size_t)nt + 1) * sizeof *tr->leaf_grad);
     if (!tr->rg || !tr->param || !tr->grad || !tr->param_grad || !tr->saved || !tr->n_saved ||
         !tr->node_rg || !tr->copy_slices || !tr->held || (b->run->keep_outputs && !tr->prev) ||
         !tr->contrib || !tr->left || !tr->pending ||
-        !tr->pending_view || !tr->addmm_bias || !tr->leaf_val ||
+        !tr->pending_view || !tr->grad_strided || !tr->addmm_bias || !tr->leaf_val ||
         !tr->leaf_grad)
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
     if (g->n_router > 0) {
@@ -157,6 +158,7 @@ void dm_train_free(struct dm_sb *b)
     free(tr->left);
     free(tr->pending);
     free(tr->pending_view);
+    free(tr->grad_strided);
     free(tr->addmm_bias);
     free(tr->leaf_val);
     free(tr->leaf_grad);

@@ -22,6 +22,8 @@ struct dm_train {
      * already exists (the AccumulateGrad node's input buffer), or -1 */
     int32_t *contrib, *left, *pending;
     bool *pending_view;  /* per parameter: the held grad is a view (shares its base's storage) */
+    bool *grad_strided;  /* per tensor: its held grad is a slice of a larger grad that is not
+                          * dense (a Concat's grad narrowed past its leading dims) */
     int32_t *addmm_bias; /* per node: 1 + the bias whose grad a fused linear's MatMul makes (0: none) */
     int32_t (*saved)[MAX_SAVED]; /* per node: buffers its backward holds */
     uint8_t *n_saved;    /* per node */
@@ -124,6 +126,7 @@ void dm_backward_node(struct dm_sb *b, int32_t i);
 /* Hand grad buffer gbuf (one holder: ours) to tensor x; `view`: made by a
  * view op's backward. */
 void dm_deliver(struct dm_sb *b, int32_t x, int32_t gbuf, bool view);
+void dm_deliver_slice(struct dm_sb *b, int32_t x, int32_t gbuf, bool view, bool strided);
 /* AccumulateGrad of parameter x given its summed grad g. */
 void dm_accumulate_grad(struct dm_sb *b, int32_t x, int32_t g, int extra);
 

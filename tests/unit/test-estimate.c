@@ -749,6 +749,36 @@ static void test_cat_channels_last(void **state)
     }
 }
 
+/* A grad that arrives as a slice of a Concat's grad, grad.narrow(1, ...),
+ * is not dense at batch > 1, so x's next grad is not added into it in place
+ * (input_buffer.cpp, can_accumulate_inplace): accumulate takes the new,
+ * dense grad as the sum (var.add_(old_var)) and the view, with the whole cat
+ * grad, goes (train/backward.c, dm_deliver_slice; measured on rand43 b2,
+ * torch 2.14.1). h1 = conv(x) [4, 4, 8, 8] (4,096 B) is read by
+ * Concat(h1, sigmoid(relu(h1))) and Relu; the cat's grad [4, 8, 8, 8]
+ * (8,192 B) reaches h1 first, its other slice is gone after the Sigmoid's
+ * backward, then Relu's grad arrives: at conv's backward only h1's grad
+ * (4,096 B) is a temporary, not the cat grad it was added into before. */
+static void test_cat_grad_slice_not_accumulated_in_place(void **state)
+{
+    (void)state;
+    struct tb *b = tape_cnn();
+    tb_init(b, "W2", F32, 4, (int64_t[]){4, 8, 1, 1});
+    tb_node(b, "Relu", "relu", "h1", "t");
+    tb_node(b, "Sigmoid", "sig", "t", "r");
+    tb_node(b, "Concat", "cat", "h1,r", "c");
+    tb_attr_int(b, "axis", 1);
+    tb_node(b, "Conv", "conv2", "c,W2", "y");
+    tb_output(b, "y");
+    struct dnnmem_config cfg;
+    step_cfg(&cfg, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER);
+    struct dnnmem_result *r = estimate_cfg(b, &cfg);
+    /* and the sum loss's 4-byte grad */
+    assert_int_equal(last_point(r, "backward", "conv")->category_bytes[DNNMEM_CAT_TEMPORARY],
+                     4096 + 4);
+    dnnmem_result_free(r);
+}
+
 /* 2.x's NCHW backward, pass by pass (workspace.c dm_sb_workspace_grad): a
  * dense 3x3 conv, 40 -> 48 channels with a bias, on h [2,40,16,16] (made by
  * a first conv, so its grad is needed). Measured (torch 2.14.1): +gy' +w'
@@ -1983,6 +2013,7 @@ int main(void)
         cmocka_unit_test(test_channels_last_conv_bwd),
         cmocka_unit_test(test_contiguous_copies),
         cmocka_unit_test(test_onednn_conv_bwd_2x),
+        cmocka_unit_test(test_cat_grad_slice_not_accumulated_in_place),
         cmocka_unit_test(test_cat_channels_last),
         cmocka_unit_test(test_tf_graph_grad_forwarding),
     };

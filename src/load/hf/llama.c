@@ -126,7 +126,7 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
         hf_hold(h, v_states, hf_last_node(h));
     }
     int32_t o, p = -1;
-    int32_t kr = k, vr = v;
+    int32_t kr = k, vr = v, k_local = k, v_local = v;
     if ((o = hf_gqa_attention(h, q, k, v, H, KV, D, scaling, c->attn_drop)) >= 0)
         goto out;
     /* flash_attention_forward takes grouped heads; 4.51's own
@@ -136,17 +136,27 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
     bool grouped = h->flash && strcmp(c->type, "qwen2_moe") != 0;
     kr = grouped ? k : hf_repeat_kv(h, k, H / KV, H, D);
     vr = grouped ? v : hf_repeat_kv(h, v, H / KV, H, D);
+    /* eager_attention_forward's locals key_states, value_states: the
+     * repeat_kv results (k and v themselves without GQA), not the folds */
+    k_local = kr;
+    v_local = vr;
     /* torch.matmul folds a 4-D operand to [B * H, ., .] with reshape, which
      * copies a non-contiguous one, and BmmBackward keeps the copy: always q
      * (the rope result in [B, S, H, D] order), and without GQA k and v (the
-     * repeated tensors of repeat_kv are contiguous) */
+     * repeated tensors of repeat_kv are contiguous). Each fold is made inside
+     * its own matmul call (_matmul_impl), so without grad it is a temporary
+     * of that call: v's only when attn_weights @ v runs (below), after the
+     * softmax (measured: tf4.51 tiny-olmo2 bf16 eager inference, whose 4.51
+     * DynamicCache keeps the strided k and v, +2.3% while both folds were
+     * live at the softmax) */
     /* 4.56+ sdpa: no .contiguous(), the kernel takes the views */
     bool as_is = h->flash || (h->sdpa && h->sdpa_as_is);
     if (!as_is) /* sdpa: .contiguous(); eager: torch.matmul's fold (hf_matmul_fold) */
         q = h->sdpa ? hf_reshape(h, q, INTS(0, H, -1, D)) : hf_matmul_fold(h, q, H, D);
     if (H == KV && !as_is) {
         kr = h->sdpa ? hf_reshape(h, k, INTS(0, H, -1, D)) : hf_matmul_fold(h, k, H, D);
-        vr = h->sdpa ? hf_reshape(h, v, INTS(0, H, -1, D)) : hf_matmul_fold(h, v, H, D);
+        if (h->sdpa)
+            vr = hf_reshape(h, v, INTS(0, H, -1, D));
     }
     if (h->flash) {
         o = hf_flash_attention(h, q, kr, vr, scaling, true);
@@ -167,6 +177,8 @@ static int32_t llama_attention(struct hf *h, const struct llama *c, int layer, i
         s = hf_op(h, DM_OP_Add, 2, s, mask);
         p = hf_softmax_f32(h, s, q);
         p = hf_dropout(h, p, c->attn_drop);
+        if (H == KV)
+            vr = hf_matmul_fold(h, v, H, D);
         o = hf_op(h, DM_OP_MatMul, 2, p, vr);
     }
 out:
@@ -174,8 +186,8 @@ out:
     o = hf_reshape(h, o, INTS(0, 0, -1));      /* eager: copies the transposed tensor */
     /* the attention function's locals key_states, value_states (the
      * repeat_kv results) live until it returns */
-    hf_hold(h, kr, hf_last_node(h));
-    hf_hold(h, vr, hf_last_node(h));
+    hf_hold(h, k_local, hf_last_node(h));
+    hf_hold(h, v_local, hf_last_node(h));
     size_t sc = hf_enter(h, "o_proj");
     o = hf_linear(h, o, H * D, c->hidden, c->o_bias, -1, NULL);
     hf_leave(h, sc);
