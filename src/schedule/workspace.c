@@ -36,7 +36,9 @@ static enum dm_dtype sdpa_dtype(const struct dm_sb *b, const struct dm_node *n)
  * kernel, always (the estimate refused what it cannot run). */
 bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n)
 {
-    if (dm_attr_int(n, "flash_attn", 0))
+    /* the CPU's sdpa node is its flash kernel (hf/attention.c took the math
+     * kernel's ops where the CPU runs that) */
+    if (dm_attr_int(n, "flash_attn", 0) || !b->run->cuda)
         return true;
     /* --sdpa-backend: the kernel forced (hf.c checked PyTorch takes it);
      * cuDNN's buffers are taken as flash's */

@@ -164,6 +164,17 @@ static int32_t math_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int
     return o;
 }
 
+/* Whether F.scaled_dot_product_attention on the CPU takes its flash kernel
+ * (_scaled_dot_product_flash_attention_for_cpu) rather than the math one.
+ * PyTorch 2.13's CPU selection (sdp_utils_cpp) was checked by measuring the
+ * cases transformers passes (profiler, 1 thread): an attn_mask [B, 1, S, S],
+ * is_causal and grouped heads under enable_gqa all run the flash kernel, a
+ * dropout_p above 0 runs _scaled_dot_product_attention_math. */
+static bool cpu_flash(const struct hf *h, double drop)
+{
+    return h->cpu && (drop <= 0 || !h->train);
+}
+
 /* One F.scaled_dot_product_attention call on q [B, H, S, D] and k, v
  * [B, KV, S, D] (KV < H: enable_gqa): the fused Attention hf_node (with the
  * attn_mask as a fourth input when mask >= 0, the forced kernel marked for
@@ -173,7 +184,7 @@ int32_t hf_sdpa_attention(struct hf *h, const int32_t qkv[3], int32_t mask, bool
                           int64_t H, int64_t KV, int64_t D, int64_t Dv, double scale,
                           double drop)
 {
-    if (h->backend == DNNMEM_SDPA_MATH)
+    if (h->backend == DNNMEM_SDPA_MATH || (h->cpu && !cpu_flash(h, drop)))
         return math_attention(h, qkv[0], qkv[1], qkv[2], mask, H, KV, D,
                               scale > 0 ? scale : 1.0 / sqrt((double)D), drop);
     if (!sdpa_forced_ok(h, H, KV, D, Dv, mask >= 0, drop))
@@ -206,8 +217,9 @@ int32_t hf_gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int64_t 
     if (!h->gqa_sdpa || H == KV)
         return -1;
     bool half = h->half || h->g->quant_fp16_default;
-    bool fused = h->backend == DNNMEM_SDPA_AUTO ? half && h->cc >= 80 && D <= 256
-                                                 : h->backend != DNNMEM_SDPA_MATH;
+    bool fused = h->cpu                         ? cpu_flash(h, drop)
+                 : h->backend == DNNMEM_SDPA_AUTO ? half && h->cc >= 80 && D <= 256
+                                                  : h->backend != DNNMEM_SDPA_MATH;
     if (fused) {
         /* up to 4.55 .contiguous() copies q (the rotary result in
          * [B, S, H, D] order); from 4.56 the kernel takes it as it is */

@@ -97,6 +97,8 @@ struct hf {
     bool half_to_float;        /* fp16 on CUDA: softmax(x, dtype=float32) reads the
                                   fp16 scores directly (see softmax_f32) */
     int cc;                    /* the GPU's compute capability (default 80) */
+    bool cpu;                  /* --device cpu: sdpa runs the CPU flash kernel
+                                  (hf_cpu_flash) */
     int transformers;          /* the release, major * 100 + minor (--transformers) */
     enum dnnmem_sdpa_backend backend; /* --sdpa-backend: the kernel forced, or AUTO */
     bool train;                /* --mode train (inputs require grad) */
