@@ -168,11 +168,13 @@ static int32_t math_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int
  * (_scaled_dot_product_flash_attention_for_cpu) rather than the math one.
  * PyTorch 2.13's CPU selection (sdp_utils_cpp) was checked by measuring the
  * cases transformers passes (profiler, 1 thread): an attn_mask [B, 1, S, S],
- * is_causal and grouped heads under enable_gqa all run the flash kernel, a
- * dropout_p above 0 runs _scaled_dot_product_attention_math. */
-static bool cpu_flash(const struct hf *h, double drop)
+ * is_causal and grouped heads under enable_gqa all run the flash kernel; a
+ * dropout_p above 0 in training, or a value head dim Dv other than q's and
+ * k's D (DeepSeek's MLA: check_head_dim_size_cpp wants one), runs
+ * _scaled_dot_product_attention_math. */
+static bool cpu_flash(const struct hf *h, int64_t D, int64_t Dv, double drop)
 {
-    return h->cpu && (drop <= 0 || !h->train);
+    return h->cpu && (drop <= 0 || !h->train) && D == Dv;
 }
 
 /* One F.scaled_dot_product_attention call on q [B, H, S, D] and k, v
@@ -184,7 +186,7 @@ int32_t hf_sdpa_attention(struct hf *h, const int32_t qkv[3], int32_t mask, bool
                           int64_t H, int64_t KV, int64_t D, int64_t Dv, double scale,
                           double drop)
 {
-    if (h->backend == DNNMEM_SDPA_MATH || (h->cpu && !cpu_flash(h, drop)))
+    if (h->backend == DNNMEM_SDPA_MATH || (h->cpu && !cpu_flash(h, D, Dv, drop)))
         return math_attention(h, qkv[0], qkv[1], qkv[2], mask, H, KV, D,
                               scale > 0 ? scale : 1.0 / sqrt((double)D), drop);
     if (!sdpa_forced_ok(h, H, KV, D, Dv, mask >= 0, drop))
@@ -217,7 +219,7 @@ int32_t hf_gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int64_t 
     if (!h->gqa_sdpa || H == KV)
         return -1;
     bool half = h->half || h->g->quant_fp16_default;
-    bool fused = h->cpu                         ? cpu_flash(h, drop)
+    bool fused = h->cpu                         ? cpu_flash(h, D, D, drop)
                  : h->backend == DNNMEM_SDPA_AUTO ? half && h->cc >= 80 && D <= 256
                                                   : h->backend != DNNMEM_SDPA_MATH;
     if (fused) {
