@@ -204,11 +204,14 @@ int32_t hf_dec_core(struct hf *h, const struct dec *c, int32_t q, int32_t k, int
     }
     int32_t kr = hf_repeat_kv(h, k, H / KV, H, D);
     int32_t vr = hf_repeat_kv(h, v, H / KV, H, D);
-    /* sdpa: .contiguous(); eager: torch.matmul's fold (hf_matmul_fold) */
-    q = h->sdpa ? hf_reshape(h, q, INTS(0, H, -1, D)) : hf_matmul_fold(h, q, H, D);
-    if (H == KV) /* each matmul's own copy of a strided operand (v's: below) */
+    /* sdpa: .contiguous() (sdpa_attention_forward), or the views as they are
+     * (c->sdpa_views); eager: torch.matmul's fold (hf_matmul_fold) */
+    bool views = h->sdpa && c->sdpa_views;
+    if (!views)
+        q = h->sdpa ? hf_reshape(h, q, INTS(0, H, -1, D)) : hf_matmul_fold(h, q, H, D);
+    if (H == KV && !views) /* each matmul's own copy of a strided operand (v's: below) */
         kr = h->sdpa ? hf_reshape(h, k, INTS(0, H, -1, D)) : hf_matmul_fold(h, k, H, D);
-    if (H == KV && h->sdpa)
+    if (H == KV && h->sdpa && !views)
         vr = hf_reshape(h, v, INTS(0, H, -1, D));
     if (h->sdpa && mask >= 0) { /* an explicit mask: not is_causal, no flash kernel */
         o = hf_sdpa_attention(h, (int32_t[]){q, kr, vr}, mask, false, H, H, D, D, scale,

@@ -213,6 +213,8 @@ struct dec {
     bool tie, use_cache, bias, out_bias, mlp_bias, pre_norm, parallel, new_arch, multi_query,
         two_ln, qk_layernorm, scale_emb, head_bias;
     bool hybrid; /* generate() builds a HybridCache (cache_implementation "hybrid") */
+    bool sdpa_views; /* the family's own sdpa class passes q, k, v to the kernel as the
+                        views they are (no .contiguous(): hf_dec_core) */
 };
 
 /* ---- hf.c: the registry and the frame every family builds in */
