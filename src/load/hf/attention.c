@@ -231,6 +231,19 @@ int32_t hf_gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int64_t 
     return math_attention(h, q, k, v, -1, H, KV, D, scale, drop);
 }
 
+/* F.scaled_dot_product_attention on k, v of KV < H heads without
+ * enable_gqa (FalconAttention's multi-query k, v [B, 1, S, D]): the head
+ * dim broadcasts, which no fused kernel takes (sdp_utils'
+ * check_batch_size_and_num_heads_dense wants one head count), so PyTorch
+ * runs the math kernel, whose torch.matmul expands and copies k and v to H
+ * heads (math_attention's repeat). Measured (2.13, CPU): Falcon-7B's sdpa
+ * training step peaks at its eager step's bytes. */
+int32_t hf_sdpa_broadcast(struct hf *h, int32_t q, int32_t k, int32_t v, int32_t mask, int64_t H,
+                          int64_t KV, int64_t D, double scale)
+{
+    return math_attention(h, q, k, v, mask, H, KV, D, scale, 0);
+}
+
 void hf_heads_copy(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3])
 {
     for (int j = 0; j < 3; j++)

@@ -303,6 +303,8 @@ int32_t hf_flash_attention(struct hf *h, int32_t q, int32_t k, int32_t v, double
 int32_t hf_sdpa_attention(struct hf *h, const int32_t qkv[3], int32_t mask, bool causal,
                           int64_t H, int64_t KV, int64_t D, int64_t Dv, double scale,
                           double drop);
+int32_t hf_sdpa_broadcast(struct hf *h, int32_t q, int32_t k, int32_t v, int32_t mask, int64_t H,
+                          int64_t KV, int64_t D, double scale);
 int32_t hf_gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int64_t H, int64_t KV,
                          int64_t D, double scale, double drop);
 void hf_heads_copy(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3]);
