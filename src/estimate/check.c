@@ -102,13 +102,16 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
      * 4.54's enable_gqa, 4.56's sdpa views, 5.0's cache copies), fp16 on
      * CUDA (softmax(dtype=float32) without its float32 copy), a forced sdpa
      * kernel (the Attention nodes marked with it), training where the graph
-     * says it differs (g->train_graph) */
+     * says it differs (g->train_graph), sdpa on the CPU (dropout in
+     * training and a narrower value head run the math kernel's ops there:
+     * hf/attention.c, cpu_flash) */
     o->rebuild = c->lora.r != 0 || c->quant || o->flash ||
                  (hf && (o->generate || (c->mode == DNNMEM_MODE_TRAIN && c->n_checkpoint > 0) ||
                          o->transformers != DM_TRANSFORMERS_BASE ||
                          (c->mode == DNNMEM_MODE_TRAIN && g->train_graph) ||
                          (c->precision == DNNMEM_PRECISION_FP16 && c->device == DNNMEM_DEVICE_CUDA) ||
-                         (o->sdpa && c->sdpa_backend != DNNMEM_SDPA_AUTO)));
+                         (o->sdpa && c->sdpa_backend != DNNMEM_SDPA_AUTO) ||
+                         (o->sdpa && c->device == DNNMEM_DEVICE_CPU)));
     return dm_est_check(DM_CHECK_OPTIONS, g, o, err);
 }
 
@@ -416,7 +419,11 @@ static const struct check checks[] = {
     {O, {F_ATTN, NOT(F_HF)}, USAGE,
      "%s: --attn applies to HuggingFace config.json models; an ONNX graph's attention is the "
      "ops it holds", {A_PATH}},
-    {O, {F_ATTN_SDPA, F_CPU}, UNSUP, "%s: --attn sdpa on the CPU is not modelled; use --attn eager",
+    /* the CPU's sdpa: its flash kernel, or the math one under dropout
+     * (hf/attention.c, cpu_flash); a forced kernel there is not modelled */
+    {O, {F_SDPA_BACKEND, F_CPU}, UNSUP,
+     "%s: --sdpa-backend on the CPU is not modelled: the CPU's sdpa is modelled as PyTorch "
+     "picks it (its flash kernel, the math one under dropout); drop --sdpa-backend",
      {A_PATH}},
     {O, {F_ATTN_SDPA, F_TORCH_PRE_2}, USAGE,
      "%s: --attn sdpa needs PyTorch 2.0 or later (F.scaled_dot_product_attention)", {A_PATH}},

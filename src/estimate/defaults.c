@@ -176,15 +176,22 @@ static void attention_assumptions(struct dm_est *e)
         "the math kernel, forced (sdpa_kernel(SDPBackend.MATH)): "
         "_scaled_dot_product_attention_math's float32 q and k scaled by sqrt(scale), scores, "
         "softmax, dropout, times v, materialised"};
+    bool cpu = c->device == DNNMEM_DEVICE_CPU;
     const char *sdpa_text = dm_arena_printf(
         as->arena, "sdpa: F.scaled_dot_product_attention: %s%s",
         c->sdpa_backend ? forced_text[c->sdpa_backend]
+        : cpu ? "the CPU flash kernel (_scaled_dot_product_flash_attention_for_cpu: no "
+                "[B, H, S, S] scores; the math kernel, scores materialised, under dropout in "
+                "training, a value head dim other than q's, or Falcon's broadcast multi-query "
+                "heads)"
         : !fused16 ? "the memory-efficient kernel (float32 or before sm80)"
         : o->torch >= 211 && (cc80 == 90 || cc80 == 100)
             ? "cuDNN attention for fp16/bf16 (PyTorch 2.11+ on sm90/sm100; its buffers taken "
               "as FlashAttention-2's)"
             : "FlashAttention-2 for fp16/bf16 from sm80",
-        o->gqa ? "; grouped keys and values passed with enable_gqa (transformers 4.54+), which "
+        o->gqa && cpu ? "; grouped keys and values passed with enable_gqa (transformers 4.54+), "
+                        "which the CPU flash kernel takes"
+        : o->gqa ? "; grouped keys and values passed with enable_gqa (transformers 4.54+), which "
               "only flash/cuDNN take: float32 or pre-sm80 runs the math kernel, scores "
               "materialised"
             : "; grouped keys and values repeated (repeat_kv)");

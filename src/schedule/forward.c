@@ -175,7 +175,7 @@ static bool is_fused_attention_output(const struct dm_sb *b, const struct dm_nod
     int32_t x = n->in[0], p = x >= 0 ? b->g->tensors[x].producer : -1;
     int64_t cnt;
     const int64_t *perm = dm_attr_ints(n, "perm", &cnt);
-    return p >= 0 && b->g->nodes[p].op == DM_OP_Attention && b->run->cuda && b->strided[x] &&
+    return p >= 0 && b->g->nodes[p].op == DM_OP_Attention && b->strided[x] &&
            cnt == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3;
 }
 
@@ -221,7 +221,10 @@ static bool made_contiguous(const struct dm_sb *b, int32_t x)
  * gives [B,S,H,D]. */
 static bool fused_attention_strided(const struct dm_sb *b, const struct dm_node *n)
 {
-    if (n->op != DM_OP_Attention || !b->run->cuda)
+    /* the CPU flash kernel: output = at::empty_like(q) as well (measured on
+     * 2.13: a q strided as [B,S,H,D] gives a [B,S,H,D] output, a
+     * contiguous q a contiguous one) */
+    if (n->op != DM_OP_Attention)
         return false;
     return !dm_sdpa_flash(b, n) || !dm_has_in(n, 0) || !made_contiguous(b, n->in[0]);
 }

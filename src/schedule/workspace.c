@@ -36,7 +36,9 @@ static enum dm_dtype sdpa_dtype(const struct dm_sb *b, const struct dm_node *n)
  * kernel, always (the estimate refused what it cannot run). */
 bool dm_sdpa_flash(const struct dm_sb *b, const struct dm_node *n)
 {
-    if (dm_attr_int(n, "flash_attn", 0))
+    /* the CPU's sdpa node is its flash kernel (hf/attention.c took the math
+     * kernel's ops where the CPU runs that) */
+    if (dm_attr_int(n, "flash_attn", 0) || !b->run->cuda)
         return true;
     /* --sdpa-backend: the kernel forced (hf.c checked PyTorch takes it);
      * cuDNN's buffers are taken as flash's */
@@ -365,6 +367,47 @@ static void contiguous_copy(struct dm_sb *b, const struct dm_node *n, int32_t no
                                               -1, node, "input.contiguous()", 1);
 }
 
+/* The CPU flash kernel's per-thread scratch (cpu_flash_attention and its
+ * backward in aten/src/ATen/native/cpu/FlashAttentionKernel.cpp), freed when
+ * the op returns. Blocks of qS query rows by kvS keys: qS = 32, 64 from 192
+ * query rows, 256 from 768, at most S; kvS = min(512, keys). Forward: a
+ * float32 [threads, qS * kvS + 2 * qS + qS * D] (scores, row max, row sum,
+ * output accumulator), and for fp16/bf16 a [threads, qS, kvS] of that type;
+ * backward: a float32 [threads, 2 * qS * kvS] (probabilities and their
+ * grad), the fp16/bf16 copy of it, and a float32 [qS]. Measured on 2.13
+ * (profiler, aten::empty in the op): S 40 D 16: 7424 B forward, 10240 + 128 B
+ * backward; S 256 D 32: 74240, 131072 + 256; S 1024 D 32: 559104, 1048576 +
+ * 1024; two threads double the per-thread buffers. --cpu-threads unset: one
+ * thread's set, as the CPU convolutions take. */
+static void cpu_flash_scratch(struct dm_sb *b, const struct dm_node *n, int32_t node,
+                              bool backward, struct dm_ws *ws)
+{
+    const struct dm_tinfo *q = &b->t[n->in[0]], *k = &b->t[n->in[1]];
+    if (q->rank != 4 || k->rank != 4)
+        return;
+    int64_t s = q->dims[2], d = q->dims[3], keys = k->dims[2];
+    int64_t qs = s >= 768 ? 256 : s >= 192 ? 64 : 32, kvs = keys < 512 ? keys : 512;
+    if (qs > s)
+        qs = s;
+    int64_t threads = b->run->cpu_threads > 0 ? b->run->cpu_threads : 1, blk, e;
+    enum dm_dtype dt = sdpa_dtype(b, n);
+    bool half = dt == DM_FLOAT16 || dt == DM_BFLOAT16;
+    uint64_t bytes;
+    if (!dm_mul_ok(qs, kvs, &blk))
+        return;
+    int64_t per = backward ? 2 * blk : blk + 2 * qs + qs * d; /* < blk * 3 + qs * d: no overflow */
+    if (dm_mul_ok(threads, per, &e) && dm_dtype_bytes(DM_FLOAT, e, &bytes))
+        ws->buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, bytes, -1, node,
+                                 backward ? "cpu_flash_grad_buf" : "cpu_flash_buf", 1);
+    if (half && dm_mul_ok(threads, backward ? 2 * blk : blk, &e) && dm_dtype_bytes(dt, e, &bytes))
+        ws->buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, dt, bytes, -1, node,
+                                 backward ? "cpu_flash_grad_buf_reduced" : "cpu_flash_qk_reduced",
+                                 1);
+    if (backward && dm_dtype_bytes(DM_FLOAT, qs, &bytes))
+        ws->buf[2] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, bytes, -1, node,
+                                 "cpu_flash_grad_dsum", 1);
+}
+
 /* Autograd runs backward on a device thread of its own, which takes a second
  * cuBLAS handle from the pool, so training keeps two workspaces (inferred from
  * the handle pool's per-thread keying; runtime-facts.md §5.2). */
@@ -450,6 +493,8 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
         if (is_conv(n->op) && b->run->conv_workspace)
             ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace,
                                     -1, node, "cudnn_workspace", 1);
+    } else if (n->op == DM_OP_Attention && dm_has_in(n, 1)) {
+        cpu_flash_scratch(b, n, node, backward, &ws);
     } else if (conv_desc(b, n, &cv)) {
         struct ws_ctx ctx = {.b = b, .node = node};
         struct dm_ws_sink sink = {.ctx = &ctx, .alloc = ws_alloc, .unref = ws_unref};

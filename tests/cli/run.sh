@@ -648,7 +648,9 @@ expect 2 "--transformers applies to HuggingFace config.json models" -- \
     estimate $R --transformers 5.17
 expect 2 "--attn applies to HuggingFace config.json models" -- \
     estimate $M/fixtures/resnet50.onnx --attn sdpa
-expect 4 "--attn sdpa on the CPU is not modelled" -- estimate $H/gpt2.json -s 8 --attn sdpa --device cpu
+expect 0 "the CPU flash kernel" -- estimate $H/gpt2.json -s 8 --attn sdpa --device cpu
+expect 4 "--sdpa-backend on the CPU is not modelled" -- \
+    estimate $H/gpt2.json -s 8 --attn sdpa --device cpu --sdpa-backend math
 expect 2 "--attn sdpa needs PyTorch 2.0" -- estimate $H/gpt2.json -s 8 --attn sdpa --framework pytorch@1.13
 printf '{"model_type":"bloom","hidden_size":64}' >"$T/bloom.json"
 expect 4 "model_type 'bloom' is not supported" -- estimate "$T/bloom.json" -s 8

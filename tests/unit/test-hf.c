@@ -3049,9 +3049,32 @@ static void test_generate_gpt2(void **state)
 /* One training step of the tiny Llama's sdpa graph (batch 2, seq 40, CUDA,
  * PyTorch 2.2, SGD): the buffers named `what`, their count and the size of
  * the last. amp: autocast's low type, or DM_UNDEFINED. */
+static int sdpa_buffers_run(const dnnmem_model *m, const struct dm_run *run, const char *what,
+                            uint64_t *bytes);
+
 static int sdpa_buffers_cc(const dnnmem_model *m, enum dm_dtype amp, int cc, const char *what,
                            uint64_t *bytes)
 {
+    struct dm_run run = {.train = true, .cuda = true, .inplace = true, .torch_version = 202,
+                         .iterations = 1, .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD,
+                         .loss = DNNMEM_LOSS_CE, .amp = amp, .compute_capability = cc};
+    return sdpa_buffers_run(m, &run, what, bytes);
+}
+
+/* The same step on the CPU (PyTorch 2.13) with `threads` threads. */
+static int sdpa_cpu_buffers(const dnnmem_model *m, enum dm_dtype amp, int threads,
+                            const char *what, uint64_t *bytes)
+{
+    struct dm_run run = {.train = true, .inplace = true, .torch_version = 213, .iterations = 1,
+                         .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD, .loss = DNNMEM_LOSS_CE,
+                         .amp = amp, .cpu_threads = threads};
+    return sdpa_buffers_run(m, &run, what, bytes);
+}
+
+static int sdpa_buffers_run(const dnnmem_model *m, const struct dm_run *run, const char *what,
+                            uint64_t *bytes)
+{
+    enum dm_dtype amp = run->amp;
     const struct dm_graph *g = dm_model_graph_sdpa(m);
     struct dm_arena a;
     dm_arena_init(&a);
@@ -3064,11 +3087,8 @@ static int sdpa_buffers_cc(const dnnmem_model *m, enum dm_dtype amp, int cc, con
         fail_msg("shapes: %s", err.message);
     if (amp != DM_UNDEFINED)
         dm_amp_retype(g, t, amp);
-    struct dm_run run = {.train = true, .cuda = true, .inplace = true, .torch_version = 202,
-                         .iterations = 1, .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD,
-                         .loss = DNNMEM_LOSS_CE, .amp = amp, .compute_capability = cc};
     struct dm_schedule s;
-    if (dm_schedule_build(g, t, &run, &s, &err) != DNNMEM_OK)
+    if (dm_schedule_build(g, t, run, &s, &err) != DNNMEM_OK)
         fail_msg("schedule: %s", err.message);
     int n = 0;
     for (int32_t b = 0; b < s.n_buf; b++)
@@ -3132,6 +3152,29 @@ static void test_sdpa(void **state)
     assert_int_equal(sdpa_buffers_cc(m, DM_BFLOAT16, 75, "flash_dq_accum", &bytes), 0);
     assert_int_equal(sdpa_buffers_cc(m, DM_BFLOAT16, 75, "efficient_dq_accum", &bytes), 2);
     assert_int_equal(bytes, 2 * 4 * 40 * 16 * 4);
+    /* the CPU flash kernel (PyTorch 2.13): blocks of qS = 32 query rows (S 40
+     * < 192) by kvS = 40 keys (min(512, S)); forward scratch per thread
+     * 32 x 40 + 2 x 32 + 32 x 16 = 1856 floats, backward 2 x 32 x 40 floats
+     * and a [qS] float32 (the profiler's 7424, 10240 and 128 bytes at S 40
+     * D 16); log-sum-exp [B,H,S]; bf16 adds [qS, kvS] and 2 x [qS, kvS] bf16
+     * copies; the CUDA buffers none */
+    assert_int_equal(sdpa_cpu_buffers(m, DM_UNDEFINED, 1, "cpu_flash_buf", &bytes), 2);
+    assert_int_equal(bytes, 7424);
+    assert_int_equal(sdpa_cpu_buffers(m, DM_UNDEFINED, 2, "cpu_flash_buf", &bytes), 2);
+    assert_int_equal(bytes, 2 * 7424);
+    assert_int_equal(sdpa_cpu_buffers(m, DM_UNDEFINED, 1, "cpu_flash_grad_buf", &bytes), 2);
+    assert_int_equal(bytes, 10240);
+    assert_int_equal(sdpa_cpu_buffers(m, DM_UNDEFINED, 1, "cpu_flash_grad_dsum", &bytes), 2);
+    assert_int_equal(bytes, 128);
+    assert_int_equal(sdpa_cpu_buffers(m, DM_UNDEFINED, 1, "cpu_flash_qk_reduced", &bytes), 0);
+    assert_int_equal(sdpa_cpu_buffers(m, DM_BFLOAT16, 1, "cpu_flash_qk_reduced", &bytes), 2);
+    assert_int_equal(bytes, 32 * 40 * 2);
+    assert_int_equal(sdpa_cpu_buffers(m, DM_BFLOAT16, 1, "cpu_flash_grad_buf_reduced", &bytes),
+                     2);
+    assert_int_equal(bytes, 2 * 32 * 40 * 2);
+    assert_int_equal(sdpa_cpu_buffers(m, DM_UNDEFINED, 1, "logsumexp", &bytes), 2);
+    assert_int_equal(bytes, 2 * 4 * 40 * 4);
+    assert_int_equal(sdpa_cpu_buffers(m, DM_UNDEFINED, 1, "efficient_delta", &bytes), 0);
     assert_int_equal(sdpa_buffers_cc(m, DM_BFLOAT16, 75, "logsumexp", &bytes), 2);
     assert_int_equal(bytes, 2 * 4 * 64 * 4);
 
@@ -3153,8 +3196,17 @@ static void test_sdpa(void **state)
     dnnmem_result_free(a);
     dnnmem_result_free(s);
     dnnmem_result_free(e);
-    cfg.attn = DNNMEM_ATTN_SDPA;
+    /* the CPU: its flash kernel keeps no [B, H, S, S] scores either; a
+     * forced kernel there is refused */
     cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 213;
+    e = run(m, &cfg);
+    cfg.attn = DNNMEM_ATTN_SDPA;
+    s = run(m, &cfg);
+    assert_true(e->peak_allocated > s->peak_allocated);
+    dnnmem_result_free(s);
+    dnnmem_result_free(e);
+    cfg.sdpa_backend = DNNMEM_SDPA_MATH;
     struct dnnmem_result *r = NULL;
     struct dnnmem_error err;
     assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);

@@ -101,7 +101,7 @@ COVER_LORA = ("tiny-mixtral", "tiny-qwen3-moe", "tiny-deepseek-v3", "tiny-gemma3
 
 # The encoder heads (measure.py --heads, tests/validation/hf-real-heads-cpu.jsonl): small
 # versions of these real configs, one per head, the head named in 'architectures' (the
-# class prefix is the config's); measured eager (dnnmem refuses sdpa on the CPU)
+# class prefix is the config's); measured eager (dnnmem refused sdpa on the CPU when they were taken)
 HEAD_REAL = ("bert-base-uncased", "roberta-base", "albert-base-v2", "distilbert-base-uncased")
 HEAD_CLASS = {"bert": "Bert", "roberta": "Roberta", "albert": "Albert", "distilbert": "DistilBert"}
 HEADS = ("ForQuestionAnswering", "ForTokenClassification", "ForMultipleChoice",

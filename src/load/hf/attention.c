@@ -164,6 +164,19 @@ static int32_t math_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int
     return o;
 }
 
+/* Whether F.scaled_dot_product_attention on the CPU takes its flash kernel
+ * (_scaled_dot_product_flash_attention_for_cpu) rather than the math one.
+ * PyTorch 2.13's CPU selection (sdp_utils_cpp) was checked by measuring the
+ * cases transformers passes (profiler, 1 thread): an attn_mask [B, 1, S, S],
+ * is_causal and grouped heads under enable_gqa all run the flash kernel; a
+ * dropout_p above 0 in training, or a value head dim Dv other than q's and
+ * k's D (DeepSeek's MLA: check_head_dim_size_cpp wants one), runs
+ * _scaled_dot_product_attention_math. */
+static bool cpu_flash(const struct hf *h, int64_t D, int64_t Dv, double drop)
+{
+    return h->cpu && (drop <= 0 || !h->train) && D == Dv;
+}
+
 /* One F.scaled_dot_product_attention call on q [B, H, S, D] and k, v
  * [B, KV, S, D] (KV < H: enable_gqa): the fused Attention hf_node (with the
  * attn_mask as a fourth input when mask >= 0, the forced kernel marked for
@@ -173,7 +186,7 @@ int32_t hf_sdpa_attention(struct hf *h, const int32_t qkv[3], int32_t mask, bool
                           int64_t H, int64_t KV, int64_t D, int64_t Dv, double scale,
                           double drop)
 {
-    if (h->backend == DNNMEM_SDPA_MATH)
+    if (h->backend == DNNMEM_SDPA_MATH || (h->cpu && !cpu_flash(h, D, Dv, drop)))
         return math_attention(h, qkv[0], qkv[1], qkv[2], mask, H, KV, D,
                               scale > 0 ? scale : 1.0 / sqrt((double)D), drop);
     if (!sdpa_forced_ok(h, H, KV, D, Dv, mask >= 0, drop))
@@ -206,8 +219,9 @@ int32_t hf_gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int64_t 
     if (!h->gqa_sdpa || H == KV)
         return -1;
     bool half = h->half || h->g->quant_fp16_default;
-    bool fused = h->backend == DNNMEM_SDPA_AUTO ? half && h->cc >= 80 && D <= 256
-                                                 : h->backend != DNNMEM_SDPA_MATH;
+    bool fused = h->cpu                         ? cpu_flash(h, D, D, drop)
+                 : h->backend == DNNMEM_SDPA_AUTO ? half && h->cc >= 80 && D <= 256
+                                                  : h->backend != DNNMEM_SDPA_MATH;
     if (fused) {
         /* up to 4.55 .contiguous() copies q (the rotary result in
          * [B, S, H, D] order); from 4.56 the kernel takes it as it is */
@@ -215,6 +229,19 @@ int32_t hf_gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int64_t 
         return hf_sdpa_attention(h, (int32_t[]){qc, k, v}, -1, true, H, KV, D, D, scale, drop);
     }
     return math_attention(h, q, k, v, -1, H, KV, D, scale, drop);
+}
+
+/* F.scaled_dot_product_attention on k, v of KV < H heads without
+ * enable_gqa (FalconAttention's multi-query k, v [B, 1, S, D]): the head
+ * dim broadcasts, which no fused kernel takes (sdp_utils'
+ * check_batch_size_and_num_heads_dense wants one head count), so PyTorch
+ * runs the math kernel, whose torch.matmul expands and copies k and v to H
+ * heads (math_attention's repeat). Measured (2.13, CPU): Falcon-7B's sdpa
+ * training step peaks at its eager step's bytes. */
+int32_t hf_sdpa_broadcast(struct hf *h, int32_t q, int32_t k, int32_t v, int32_t mask, int64_t H,
+                          int64_t KV, int64_t D, double scale)
+{
+    return math_attention(h, q, k, v, mask, H, KV, D, scale, 0);
 }
 
 void hf_heads_copy(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3])

@@ -197,6 +197,12 @@ int32_t hf_dec_core(struct hf *h, const struct dec *c, int32_t q, int32_t k, int
         return hf_reshape(h, o, INTS(0, 0, -1));
     }
     int32_t o, p = -1;
+    if (h->sdpa && c->kind == DK_FALCON && KV < H) { /* multi-query, broadcast */
+        *pw = -1;
+        o = hf_sdpa_broadcast(h, q, k, v, mask, H, KV, D, scale);
+        o = hf_transpose(h, o, INTS(0, 2, 1, 3));
+        return hf_reshape(h, o, INTS(0, 0, -1));
+    }
     if (mask < 0 && (o = hf_gqa_attention(h, q, k, v, H, KV, D, scale, c->attn_drop)) >= 0) {
         *pw = -1;
         o = hf_transpose(h, o, INTS(0, 2, 1, 3));
@@ -204,11 +210,14 @@ int32_t hf_dec_core(struct hf *h, const struct dec *c, int32_t q, int32_t k, int
     }
     int32_t kr = hf_repeat_kv(h, k, H / KV, H, D);
     int32_t vr = hf_repeat_kv(h, v, H / KV, H, D);
-    /* sdpa: .contiguous(); eager: torch.matmul's fold (hf_matmul_fold) */
-    q = h->sdpa ? hf_reshape(h, q, INTS(0, H, -1, D)) : hf_matmul_fold(h, q, H, D);
-    if (H == KV) /* each matmul's own copy of a strided operand (v's: below) */
+    /* sdpa: .contiguous() (sdpa_attention_forward), or the views as they are
+     * (c->sdpa_views); eager: torch.matmul's fold (hf_matmul_fold) */
+    bool views = h->sdpa && (c->sdpa_views || h->sdpa_as_is);
+    if (!views)
+        q = h->sdpa ? hf_reshape(h, q, INTS(0, H, -1, D)) : hf_matmul_fold(h, q, H, D);
+    if (H == KV && !views) /* each matmul's own copy of a strided operand (v's: below) */
         kr = h->sdpa ? hf_reshape(h, k, INTS(0, H, -1, D)) : hf_matmul_fold(h, k, H, D);
-    if (H == KV && h->sdpa)
+    if (H == KV && h->sdpa && !views)
         vr = hf_reshape(h, v, INTS(0, H, -1, D));
     if (h->sdpa && mask >= 0) { /* an explicit mask: not is_causal, no flash kernel */
         o = hf_sdpa_attention(h, (int32_t[]){q, kr, vr}, mask, false, H, H, D, D, scale,

@@ -276,6 +276,7 @@ static enum dnnmem_status load(struct dm_graph *g, json_t *root, bool sdpa,
     h.half = h.amp || (opt && (opt->precision == DNNMEM_PRECISION_FP16 ||
                                opt->precision == DNNMEM_PRECISION_BF16));
     h.cc = env->cc;
+    h.cpu = opt && opt->device == DNNMEM_DEVICE_CPU;
     h.lora_alpha = env->lora_alpha;
     h.half_to_float = opt && opt->precision == DNNMEM_PRECISION_FP16 &&
                       opt->device == DNNMEM_DEVICE_CUDA;

@@ -97,6 +97,8 @@ struct hf {
     bool half_to_float;        /* fp16 on CUDA: softmax(x, dtype=float32) reads the
                                   fp16 scores directly (see softmax_f32) */
     int cc;                    /* the GPU's compute capability (default 80) */
+    bool cpu;                  /* --device cpu: sdpa runs the CPU flash kernel
+                                  (hf_cpu_flash) */
     int transformers;          /* the release, major * 100 + minor (--transformers) */
     enum dnnmem_sdpa_backend backend; /* --sdpa-backend: the kernel forced, or AUTO */
     bool train;                /* --mode train (inputs require grad) */
@@ -211,6 +213,8 @@ struct dec {
     bool tie, use_cache, bias, out_bias, mlp_bias, pre_norm, parallel, new_arch, multi_query,
         two_ln, qk_layernorm, scale_emb, head_bias;
     bool hybrid; /* generate() builds a HybridCache (cache_implementation "hybrid") */
+    bool sdpa_views; /* the family's own sdpa class passes q, k, v to the kernel as the
+                        views they are (no .contiguous(): hf_dec_core) */
 };
 
 /* ---- hf.c: the registry and the frame every family builds in */
@@ -299,6 +303,8 @@ int32_t hf_flash_attention(struct hf *h, int32_t q, int32_t k, int32_t v, double
 int32_t hf_sdpa_attention(struct hf *h, const int32_t qkv[3], int32_t mask, bool causal,
                           int64_t H, int64_t KV, int64_t D, int64_t Dv, double scale,
                           double drop);
+int32_t hf_sdpa_broadcast(struct hf *h, int32_t q, int32_t k, int32_t v, int32_t mask, int64_t H,
+                          int64_t KV, int64_t D, double scale);
 int32_t hf_gqa_attention(struct hf *h, int32_t q, int32_t k, int32_t v, int64_t H, int64_t KV,
                          int64_t D, double scale, double drop);
 void hf_heads_copy(struct hf *h, const int32_t qkv[3], int64_t heads, int64_t d, int32_t out[3]);

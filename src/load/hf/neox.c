@@ -371,6 +371,12 @@ static int32_t falcon_attention(struct hf *h, const struct dec *c, int layer, in
     struct dec cc = *c;
     cc.kv_heads = kvh;
     cc.attn_drop = 0; /* no dropout on the rotary path's probabilities */
+    /* FalconAttention hands its views to F.scaled_dot_product_attention as
+     * they are, except on CUDA with an attention_mask, where 4.x copies them
+     * (.contiguous(), "SDPA with memory-efficient backend is bugged with
+     * non-contiguous inputs": modeling_falcon.py 4.51.3, 4.56.2; 5.24.0 has
+     * no copy) */
+    cc.sdpa_views = h->cpu || mask < 0 || h->transformers >= 500;
     hf_dec_cache_update(h, c, layer, &k, &v);
     int32_t o = hf_dec_core(h, &cc, q, k, v, mask, 1.0 / sqrt((double)D), pw);
     if (per_head) /* views of the fused output, as GPT-NeoX's */

@@ -22,7 +22,12 @@ static int32_t opt_attention(struct hf *h, const struct dec *c, int layer, int32
     h->out_name = hf_cache_at_make(h, hf_present_name(h, c, layer, "value"));
     v = hf_transpose(h, v, INTS(0, 2, 1, 3));
     hf_dec_cache_update(h, c, layer, &k, &v);
-    int32_t o = hf_dec_core(h, c, q, k, v, mask, opt ? 1.0 : c->scaling, pw);
+    /* 4.49-4.51's OPTSdpaAttention hands the transposed views to
+     * F.scaled_dot_product_attention as they are (modeling_opt.py 4.49.0,
+     * 4.51.3; measured 4.51.3 on the CPU: no clone before the kernel) */
+    struct dec cc = *c;
+    cc.sdpa_views = opt && h->transformers < 452;
+    int32_t o = hf_dec_core(h, &cc, q, k, v, mask, opt ? 1.0 : c->scaling, pw);
     o = hf_lin(h, "out_proj", o, E, E, c->bias);
     hf_hold_qkv(h, q, k, v);
     /* 4.51's BioGptAttention returns attn_weights only with
