@@ -125,7 +125,7 @@ $(B)/dnnmem: $(CLI_OBJ) $(B)/libdnnmem.a
 
 # ---- tests -------------------------------------------------------------------
 
-$(B)/tests/%: tests/unit/%.c tests/unit/util.h $(B)/libdnnmem.a
+$(B)/tests/%: tests/unit/%.c tests/unit/util.h tests/unit/hf-util.h $(B)/libdnnmem.a
 	@mkdir -p $(dir $@)
 	@echo "  CCLD    $@"
 	@$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libdnnmem.a $(LDLIBS) -lcmocka

@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "util.h"
+#include "hf-util.h"
 #include "../../src/schedule/builder.h"
 
 static dnnmem_model *load(const char *path)
@@ -133,36 +134,6 @@ static int count_op(const struct dm_graph *g, enum dm_op op)
     return n;
 }
 
-static void load_graph(struct dm_graph *g, const char *name, bool sdpa,
-                       const struct dnnmem_config *cfg)
-{
-    char path[256], json[4096];
-    snprintf(path, sizeof path, "tests/models/hf/%s", name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    size_t size = fread(json, 1, sizeof json, f);
-    fclose(f);
-    dm_graph_init(g);
-    g->path = name;
-    struct dnnmem_error err;
-    /* the run built for (dm_hf_env): the options' releases and GPU, else
-     * PyTorch 2.6, transformers 4.51, sm80, PEFT's lora_alpha 8 */
-    struct dm_hf_env env = {.torch = cfg->torch_version ? cfg->torch_version : 206,
-                            .transformers = cfg->transformers_version ? cfg->transformers_version
-                                                                      : 451,
-                            .cc = cfg->compute_capability ? cfg->compute_capability : 80,
-                            .lora_alpha = cfg->lora.alpha > 0 ? cfg->lora.alpha : 8};
-    /* parsed here, as dnnmem_model_load parses a file once and hands the
-     * root to the front end */
-    json_t *root = json_loadb(json, size, JSON_REJECT_DUPLICATES, NULL);
-    if (!root)
-        fail_msg("load %s: not valid JSON", name);
-    enum dnnmem_status s = dm_load_hf(g, root, sdpa, cfg, &env, &err);
-    json_decref(root);
-    if (s != DNNMEM_OK)
-        fail_msg("load %s: %s", name, err.message);
-}
-
 /* GPT-NeoX before 4.49 (modeling_gpt_neox.py 4.42.4, 4.46.3): each layer
  * registers the bool causal `bias` [1, 1, P, P] (tiny-neox: P 512, 256 KiB
  * a layer); 4.40-4.44 also its own rotary caches cos_cached, sin_cached
@@ -182,7 +153,7 @@ static void test_legacy_graphs(void **state)
     for (size_t w = 0; w < sizeof want / sizeof *want; w++) {
         cfg.transformers_version = want[w].tv;
         struct dm_graph g;
-        load_graph(&g, "tiny-neox.json", false, &cfg);
+        load_hf_graph(&g, "tiny-neox.json", false, &cfg);
         int32_t bias = dm_graph_find(&g, "gpt_neox.layers.3.attention.bias");
         int32_t cc = dm_graph_find(&g, "gpt_neox.layers.0.attention.rotary_emb.cos_cached");
         int32_t key = dm_graph_find(&g, "present.0.key");
@@ -201,7 +172,7 @@ static void test_legacy_graphs(void **state)
     for (int k = 0; k < 2; k++) {
         cfg.transformers_version = k ? 449 : 448;
         struct dm_graph g;
-        load_graph(&g, "tiny-opt.json", false, &cfg);
+        load_hf_graph(&g, "tiny-opt.json", false, &cfg);
         assert_int_equal(count_op(&g, DM_OP_Max), k ? 0 : 4);
         dm_graph_free(&g);
     }
@@ -268,7 +239,7 @@ static void test_matmul_fold(void **state)
     dnnmem_config_init(&cfg);
     cfg.transformers_version = 451;
     struct dm_graph g;
-    load_graph(&g, "tiny-gpt2.json", false, &cfg);
+    load_hf_graph(&g, "tiny-gpt2.json", false, &cfg);
     for (int64_t batch = 1; batch <= 2; batch++) {
         struct dm_arena a;
         dm_arena_init(&a);
