@@ -867,6 +867,33 @@ struct dm_capture_conv {
     struct dm_cpu_conv cv;
     bool backward;
     bool output_mask[3];
+    const struct dm_poly *poly[3]; /* input, weight, output: per dim (rank of each), or NULL
+                                      when none of its dims is a function of the capture's dims */
+};
+/* A size as a function of a capture's dims (format 2, dnnmem.dims): the sum
+ * of terms coef * dim_0^exp[0] * dim_1^exp[1] ...; no terms: the size is the
+ * captured one whatever the dims. */
+#define DM_CAPTURE_DIMS 4
+#define DM_POLY_TERMS 32
+struct dm_poly_term {
+    int64_t coef;
+    uint8_t exp[DM_CAPTURE_DIMS];
+};
+struct dm_poly {
+    const struct dm_poly_term *t;
+    int32_t n;
+};
+/* The poly at the dims' values (one per capture dim): false when it
+ * overflows or leaves [0, limit]. */
+/* The least value of a dim (NULL: the batch) that the graph's sizes hold
+ * for: a captured step's "min", else 1. */
+int64_t dm_dim_least(const struct dm_graph *g, const char *dim);
+bool dm_poly_eval(const struct dm_poly *p, const int64_t *at, int n_dims, int64_t limit, int64_t *out);
+/* A dim the capture's sizes are functions of: its name, the value captured
+ * and the least value its sizes hold for. */
+struct dm_capture_dim {
+    const char *name;
+    int64_t value, min;
 };
 struct dm_capture {
     const struct dm_capture_conv **conv; /* per step, or NULL */
@@ -882,6 +909,10 @@ struct dm_capture {
     bool train;
     int iterations;
     int64_t batch;        /* the batch captured, 0 = unstated */
+    struct dm_capture_dim dims[DM_CAPTURE_DIMS]; /* what the sizes are functions of */
+    int n_dims;
+    struct dm_poly *bytes_poly;         /* per buffer (n_buf), or NULL without dims */
+    const struct dm_poly **shape_poly;  /* per buffer: per dim of its shape, or NULL */
     const char *optimizer, *model; /* as the capture names them, or NULL */
     const char *torch;    /* the torch release that ran it ("2.13.0+cpu"), or NULL */
 };

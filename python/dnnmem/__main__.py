@@ -41,6 +41,8 @@ def capture_main(argv):
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd-momentum")
     ap.add_argument("--lr", type=float)
     ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--dims", help="NAME=AXIS[,NAME=AXIS]: sizes as functions of these input "
+                    "axes (batch=0,seq=1), for --batch-size, --seq-len and --dim on the one capture")
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args(argv)
     import torch
@@ -54,6 +56,11 @@ def capture_main(argv):
         model = getattr(importlib.import_module(mod), fn)()
     inputs = _inputs(torch, a.input)
     kw = {}
+    if a.dims:
+        try:
+            kw["dims"] = {n: int(ax) for n, ax in (d.split("=") for d in a.dims.split(","))}
+        except ValueError:
+            ap.error(f"--dims {a.dims}: expected NAME=AXIS[,NAME=AXIS], e.g. batch=0,seq=1")
     if a.mode == "train":
         batch = inputs[0].shape[0]
         if a.loss == "cross_entropy":
@@ -69,7 +76,8 @@ def capture_main(argv):
     except dt.CaptureError as e:
         print(f"dnnmem: {e}", file=sys.stderr)
         return 4
-    print(f"{a.output}: {len(cap.storages)} storages, {len(cap.steps) - 1} ops "
+    data = cap.data
+    print(f"{a.output}: {len(data['storages'])} storages, {len(data['steps']) - 1} ops "
           f"({cap.header['mode']}, {cap.header['iterations']} iteration(s))")
     return 0
 

@@ -114,20 +114,25 @@ def _loss(task):
 
 def capture(config_or_dir, task=None, attn_implementation="eager", peft=None, batch_size=1,
             seq_len=128, mode="train", optimizer="sgd-momentum", dtype="float32", steps=2,
-            path=None):
+            path=None, dims=None):
     """Build the model from its config on meta and capture its step (a dnnmem.torch Capture).
 
     task: one of TASKS (default: the head the config's architectures names, a base model for
     "...Model" (GPT2Model: pass task="causal-lm" for its LM head), else causal-lm).
     attn_implementation: transformers' ("eager", "sdpa"). peft: a peft.LoraConfig or the dict
     of its arguments. mode: "train" or "infer". optimizer: one of OPTIMIZERS or a function
-    of the parameters returning a torch.optim.Optimizer."""
+    of the parameters returning a torch.optim.Optimizer. dims: some of ("batch", "seq"), the
+    sizes written as functions of them (dnnmem.dims), for --batch-size and --seq-len."""
+    axes = {"batch": 0, "seq": 1}
+    if dims is not None and (isinstance(dims, str) or not set(dims) <= set(axes)):
+        raise ValueError(f"dims {dims!r}: a list of 'batch' and 'seq'")
+    dims = {d: axes[d] for d in dims} if dims else None
     if mode not in ("train", "infer"):
         raise ValueError(f"mode {mode!r} is not modelled; the modes are train and infer")
     model, conf, task = build(config_or_dir, task, attn_implementation, dtype, peft)
     x = torch.zeros(batch_size, seq_len, dtype=torch.long, device="meta")
     if mode == "infer":
-        return _dt.capture(model, x, steps=1, path=path)
+        return _dt.capture(model, x, steps=1, path=path, dims=dims)
     if isinstance(optimizer, str):
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer {optimizer!r} is not modelled; the optimizers are "
@@ -136,4 +141,4 @@ def capture(config_or_dir, task=None, attn_implementation="eager", peft=None, ba
     labels = (batch_size,) if task == "sequence-classification" else (batch_size, seq_len)
     y = torch.zeros(labels, dtype=torch.long, device="meta")
     return _dt.capture(model, x, target=y, loss=_loss(task), optimizer=optimizer, steps=steps,
-                       path=path)
+                       path=path, dims=dims)

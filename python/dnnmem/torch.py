@@ -28,7 +28,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: sizes may be functions of the dims (dnnmem.dims)
 
 
 class CaptureError(RuntimeError):
@@ -182,6 +182,7 @@ class Capture:
         if optimizer:
             self.header["optimizer"] = optimizer
         self.steps.append({"phase": "setup", "iteration": 1, "alloc": []})
+        self._fitted = None     # the file's object when its sizes were fitted (dnnmem.dims)
 
     # ---- storages ----
     def _key(self, t):
@@ -314,6 +315,8 @@ class Capture:
 
     @property
     def data(self):
+        if self._fitted is not None:
+            return self._fitted
         self.flush_frees()
         steps = [{k: v for k, v in s.items() if not k.startswith("_")} for s in self.steps]
         return dict(self.header, storages=self.storages, steps=steps)
@@ -363,7 +366,7 @@ def _module_names(model, cap):
 
 
 def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps=2, path=None,
-            kwargs=None):
+            kwargs=None, dims=None):
     """Run `steps` training steps (or, without loss, one inference forward under no_grad)
     of `model` on the meta device and record them.
 
@@ -374,6 +377,10 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
     writes it: the output and the loss are held until the step ends). optimizer: a
     function of the parameters returning a torch.optim.Optimizer (or None: no step).
     kwargs: keyword inputs, model(*inputs, **kwargs) (tensors among them are inputs too).
+    dims: {"batch": 0, "seq": 1, ...}, a name for an axis of the inputs and the target: the
+    step is captured at other sizes of those axes too and every size is written as a
+    function of the dims (dnnmem.dims), so that --batch-size, --seq-len and --dim NAME=V,
+    sweeps and the max searches work on the one capture.
     Returns a Capture; with `path`, also written there."""
     inputs = list(example_inputs) if isinstance(example_inputs, (tuple, list)) else [example_inputs]
     kwargs = dict(kwargs or {})
@@ -382,6 +389,61 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
     inputs, kwargs = metas[:len(inputs)], dict(zip(names, metas[len(inputs):]))
     if isinstance(target, torch.Tensor) and target.device.type != "meta":
         target = target.to("meta")
+    if not dims:
+        cap = _capture_once(model, inputs, kwargs, target, loss, optimizer, steps)
+    else:
+        cap = _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, dims)
+    if path:
+        cap.save(path)
+    return cap
+
+
+def _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, dims):
+    """The step at the dims' captured values, its sizes fitted as functions of the dims
+    (dnnmem.dims.combine runs it at the other values)."""
+    from . import dims as _dims
+    if not isinstance(dims, dict) or not dims or not all(
+            isinstance(n, str) and n.isidentifier() and isinstance(a, int) and a >= 0
+            for n, a in dims.items()):
+        raise ValueError("dims: a dict of a name and an axis of the inputs, e.g. {'batch': 0, 'seq': 1}")
+    tensors = [x for x in [*inputs, *kwargs.values()] if isinstance(x, torch.Tensor)]
+    names, axes, bases = list(dims), list(dims.values()), []
+    for n, a in dims.items():
+        t = next((x for x in tensors if x.dim() > a), None)
+        if t is None:
+            raise ValueError(f"dims: no input has an axis {a} (dim {n!r})")
+        bases.append(int(t.shape[a]))
+
+    def resized(x, values):
+        if not isinstance(x, torch.Tensor):
+            return x
+        shape = list(x.shape)
+        for a, b, v in zip(axes, bases, values):
+            if a < len(shape) and shape[a] == b:
+                shape[a] = v
+        return x if shape == list(x.shape) else torch.empty(shape, dtype=x.dtype, device="meta")
+
+    def run(values):
+        for p in model.parameters():
+            p.grad = None
+        xs = [resized(x, values) for x in inputs]
+        kws = {k: resized(x, values) for k, x in kwargs.items()}
+        y = resized(target, values)
+        c = _capture_once(model, xs, kws, y, loss, optimizer, steps)
+        data = json.loads(c.to_json())  # while the inputs live (their deaths are not the step's)
+        del xs, kws, y
+        return data
+    try:
+        data = _dims.combine(names, bases, run)
+    except _dims.DimsError as e:
+        raise CaptureError(f"dnnmem.torch.capture: dims: {e}") from e
+    cap = Capture(data["model"], data["mode"], data["iterations"], data.get("batch"), data.get("optimizer"))
+    cap._fitted = data
+    return cap
+
+
+def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps):
+    """One capture of the step (capture's arguments, on meta already)."""
     train = loss is not None
     model.train(train)
     opt = optimizer(model.parameters()) if (train and optimizer) else None
@@ -434,8 +496,6 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
                             cap.set_kind(v, "optimizer", f"{_name_of(params, p)}.{k}")
             del out, lv
         cap.flush_frees()
-    if path:
-        cap.save(path)
     return cap
 
 

@@ -98,7 +98,7 @@ def test_capture_file_roundtrip(tmp_path):
     cap = capture(mlp, 4, sgd)
     path = cap.save(str(tmp_path / "step.dnnmem"))
     data = json.load(open(path))
-    assert data["format"] == "dnnmem-capture" and data["version"] == 1 and data["mode"] == "train"
+    assert data["format"] == "dnnmem-capture" and data["version"] == 2 and data["mode"] == "train"
     assert data["batch"] == 4 and data["iterations"] == 2
     kinds = {s["name"]: s["kind"] for s in data["storages"]}
     assert kinds["0.weight"] == "weight" and kinds["input.0"] == "input" and kinds["target"] == "target"

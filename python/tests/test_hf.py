@@ -55,3 +55,16 @@ def test_hf_refuses_what_it_does_not_model():
         dnnmem.hf.capture(cfg, task="translation")
     with pytest.raises(ValueError, match="optimizer 'lion' is not modelled"):
         dnnmem.hf.capture(cfg, optimizer="lion", seq_len=8)
+
+
+def test_hf_capture_with_dims_equals_cpu_measurement():
+    # fitted at batch 2 and 64 tokens, estimated at the measured rows' 128 tokens
+    inf, train = row("tiny-llama-gqa-infer-b2-s128-fp32-eager"), row("tiny-llama-gqa-train-sgd-b2-s128-fp32-eager")
+    cfg = os.path.join(ROOT, inf["config"])
+    cap = dnnmem.hf.capture(cfg, task="causal-lm", batch_size=2, seq_len=64, mode="infer",
+                            dims=["batch", "seq"])
+    assert [(d["name"], d["value"]) for d in cap.data["dims"]] == [("batch", 2), ("seq", 64)]
+    assert cap.estimate(device="cpu", cpu_threads=1, seq_len=128).peak_allocated == inf["peak_bytes"]
+    cap = dnnmem.hf.capture(cfg, task="causal-lm", batch_size=2, seq_len=64, dims=["batch", "seq"])
+    # the 32 B of test_hf_training_equals_cpu_measurement
+    assert cap.estimate(device="cpu", cpu_threads=1, seq_len=128).peak_allocated == train["peak_bytes"] - 32

@@ -52,11 +52,9 @@ static enum dnnmem_status check_fixed(const struct dm_graph *g, const struct dm_
         {c->mode == DNNMEM_MODE_GENERATE, "--mode generate", "a capture holds one training or inference step"},
         {c->mode == DNNMEM_MODE_TRAIN && !cap->train, "--mode train",
          "the capture is of inference (capture with loss= and optimizer=)"},
-        {c->batch_size > 0 && c->batch_size != cap->batch, "--batch-size",
-         "the capture's sizes are those of the batch it ran (format 1 records no size as a "
-         "function of the dims)"},
-        {c->seq_len > 0 || c->n_dims > 0 || c->n_input_shapes > 0, "--seq-len, --dim, --input-shape",
-         "the capture's sizes are those it ran (format 1 records no size as a function of the dims)"},
+        {c->n_input_shapes > 0, "--input-shape",
+         "the capture's inputs are those it ran (its dims are set with --batch-size, --seq-len "
+         "or --dim, where it was captured with dims=)"},
         {c->precision != DNNMEM_PRECISION_FP32, "--precision", "the capture ran in its own dtypes"},
         {c->optimizer != DNNMEM_OPT_SGD_MOMENTUM, "--optimizer", "the capture ran its own optimizer"},
         {c->loss != DNNMEM_LOSS_CE || c->loss_all_outputs, "--loss", "the capture ran its own loss"},
@@ -73,6 +71,156 @@ static enum dnnmem_status check_fixed(const struct dm_graph *g, const struct dm_
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (rows[i].breached)
             return dm_fail(err, DNNMEM_E_USAGE, "%s: %s: %s; %s", g->path, rows[i].flag, rows[i].why, redo);
+    return DNNMEM_OK;
+}
+
+/* A sequence dim's name, as the ONNX path reads one (src/estimate/shapes.c):
+ * "seq", "seq_len", ..., not a cache's "past_seq_len" or "total_seq_len". */
+static bool seq_like(const char *name)
+{
+    return strstr(name, "seq") && !strstr(name, "past") && !strstr(name, "total") && !strstr(name, "max");
+}
+
+int64_t dm_dim_least(const struct dm_graph *g, const char *dim)
+{
+    const struct dm_capture *cap = g ? g->capture : NULL;
+    for (int d = 0; cap && d < cap->n_dims; d++)
+        if (strcmp(cap->dims[d].name, dim ? dim : "batch") == 0)
+            return cap->dims[d].min;
+    return 1;
+}
+
+/* The value of each of the capture's dims the options ask for (its captured
+ * value where they say none): --batch-size is "batch", --seq-len the
+ * sequence dim, --dim NAME=V any. A dim the capture's sizes are not
+ * functions of, or a value below the least they hold for, is refused. */
+static enum dnnmem_status dim_values(const struct dm_graph *g, const struct dm_capture *cap,
+                                     const struct dnnmem_config *c, int64_t *at, bool *moved,
+                                     struct dnnmem_error *err)
+{
+    static const char redo[] = "capture with dims= (dnnmem.torch.capture) to vary it";
+    const char *given[DM_CAPTURE_DIMS] = {0};
+    int d_batch = -1, d_seq = -1;
+    for (int d = 0; d < cap->n_dims; d++) {
+        at[d] = cap->dims[d].value;
+        if (strcmp(cap->dims[d].name, "batch") == 0)
+            d_batch = d;
+        else if (d_seq < 0 && seq_like(cap->dims[d].name))
+            d_seq = d;
+    }
+    if (c->batch_size > 0) {
+        if (d_batch < 0 && c->batch_size != cap->batch)
+            return dm_fail(err, DNNMEM_E_USAGE, "%s: --batch-size: the capture's sizes are those "
+                           "of the batch it ran (%lld); %s", g->path, (long long)cap->batch, redo);
+        if (d_batch >= 0) {
+            at[d_batch] = c->batch_size;
+            given[d_batch] = "--batch-size";
+        }
+    }
+    if (c->seq_len > 0) {
+        if (d_seq < 0)
+            return dm_fail(err, DNNMEM_E_USAGE, "%s: --seq-len: the capture's sizes are not "
+                           "functions of a sequence dim; %s", g->path, redo);
+        at[d_seq] = c->seq_len;
+        given[d_seq] = "--seq-len";
+    }
+    for (size_t k = 0; k < c->n_dims; k++) {
+        int d = 0;
+        while (d < cap->n_dims && strcmp(cap->dims[d].name, c->dims[k].name) != 0)
+            d++;
+        if (d == cap->n_dims) {
+            char list[256] = "";
+            for (int j = 0; j < cap->n_dims; j++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "",
+                         cap->dims[j].name);
+            return dm_fail(err, DNNMEM_E_USAGE, "%s: --dim %s: the capture's sizes are functions "
+                           "of %s; %s", g->path, c->dims[k].name, *list ? list : "no dim", redo);
+        }
+        at[d] = c->dims[k].value;
+        given[d] = "--dim";
+    }
+    *moved = false;
+    for (int d = 0; d < cap->n_dims; d++) {
+        if (at[d] < cap->dims[d].min)
+            return dm_fail(err, DNNMEM_E_USAGE, "%s: %s %s%s%lld: the capture's sizes hold for %s >= "
+                           "%lld (the step ran differently below); capture at %lld", g->path,
+                           given[d], strcmp(given[d], "--dim") == 0 ? cap->dims[d].name : "",
+                           strcmp(given[d], "--dim") == 0 ? "=" : "", (long long)at[d],
+                           cap->dims[d].name, (long long)cap->dims[d].min, (long long)at[d]);
+        *moved |= at[d] != cap->dims[d].value;
+    }
+    return DNNMEM_OK;
+}
+
+/* The capture's sizes at the dims' values: per buffer its bytes, per step
+ * its conv (the capture's own where the dims did not move). */
+struct sized {
+    int64_t at[DM_CAPTURE_DIMS];
+    bool moved;
+    uint64_t *bytes;
+    const struct dm_capture_conv **conv;
+};
+
+static enum dnnmem_status size_at(const struct dm_graph *g, const struct sized *z, const struct dm_poly *p,
+                                  int64_t *v, const char *what, int32_t id, struct dnnmem_error *err)
+{
+    const struct dm_capture *cap = g->capture;
+    if (z->moved && p && p->n && !dm_poly_eval(p, z->at, cap->n_dims, INT64_C(1) << 50, v))
+        return dm_fail(err, DNNMEM_E_SHAPE, "%s: %s %d: its size at these dims is negative or above "
+                       "2^50 bytes", g->path, what, (int)id);
+    return DNNMEM_OK;
+}
+
+/* A conv's sizes (input, weight, output) at the dims. */
+static enum dnnmem_status conv_at(const struct dm_graph *g, struct dm_est *e, const struct sized *z,
+                                  int32_t step, const struct dm_capture_conv **out, struct dnnmem_error *err)
+{
+    const struct dm_capture_conv *c = g->capture->conv[step];
+    *out = c;
+    if (!c || !z->moved || (!c->poly[0] && !c->poly[1] && !c->poly[2]))
+        return DNNMEM_OK;
+    struct dm_capture_conv *n = dm_arena_alloc(&e->arena, sizeof *n);
+    if (!n)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    *n = *c;
+    struct dm_tinfo *ts[3] = {&n->cv.x, &n->cv.w, &n->cv.y};
+    for (int l = 0; l < 3; l++) {
+        if (!c->poly[l])
+            continue;
+        int64_t numel = 1;
+        for (int d = 0; d < ts[l]->rank; d++) {
+            DM_TRY(size_at(g, z, &c->poly[l][d], &ts[l]->dims[d], "the conv of step", step, err));
+            if (!dm_mul_ok(numel, ts[l]->dims[d], &numel))
+                return dm_fail(err, DNNMEM_E_SHAPE, "%s: the conv of step %d: too many elements",
+                               g->path, (int)step);
+        }
+        ts[l]->numel = numel;
+        if (ts[l]->dtype != DM_UNDEFINED && !dm_dtype_bytes(ts[l]->dtype, numel, &ts[l]->bytes))
+            return dm_fail(err, DNNMEM_E_SHAPE, "%s: the conv of step %d: too many bytes", g->path,
+                           (int)step);
+    }
+    if (n->cv.cl_copy)
+        n->cv.cl_copy = n->cv.y.bytes;
+    *out = n;
+    return DNNMEM_OK;
+}
+
+/* Every size of the capture at the dims the options ask for. */
+static enum dnnmem_status size_capture(const struct dm_graph *g, struct dm_est *e, struct sized *z,
+                                       struct dnnmem_error *err)
+{
+    const struct dm_capture *cap = g->capture;
+    z->bytes = dm_arena_array(&e->arena, cap->n_buf ? (size_t)cap->n_buf : 1, sizeof *z->bytes);
+    z->conv = dm_arena_array(&e->arena, (size_t)cap->n_steps, sizeof *z->conv);
+    if (!z->bytes || !z->conv)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    for (int32_t i = 0; i < cap->n_buf; i++) {
+        int64_t v = (int64_t)cap->buf[i].bytes;
+        DM_TRY(size_at(g, z, cap->bytes_poly ? &cap->bytes_poly[i] : NULL, &v, "storage", i, err));
+        z->bytes[i] = (uint64_t)v;
+    }
+    for (int32_t k = 0; k < cap->n_steps; k++)
+        DM_TRY(conv_at(g, e, z, k, &z->conv[k], err));
     return DNNMEM_OK;
 }
 
@@ -156,7 +304,8 @@ static int conv_grad_of(const struct dm_capture_conv *c, int n_alloc, int nth)
  * buffer made, `old` freed by the same step, the same bytes), the real
  * engine reuses `old`: the new buffer is `old` (alias), and neither the
  * allocation nor the free happens. */
-static void accumulate_in_place(const struct dm_capture *cap, int32_t *alias, bool *skip)
+static void accumulate_in_place(const struct dm_capture *cap, const uint64_t *bytes, int32_t *alias,
+                                bool *skip)
 {
     for (size_t i = 0; i < cap->n_ev;) {
         int32_t s = cap->ev[i].step;
@@ -173,7 +322,7 @@ static void accumulate_in_place(const struct dm_capture *cap, int32_t *alias, bo
             }
         }
         if (old >= 0 && n_alloc == 1 && freed &&
-            cap->buf[cap->ev[alloc_at].buf].bytes == cap->buf[old].bytes) {
+            bytes[cap->ev[alloc_at].buf] == bytes[old]) {
             int32_t root = old;
             while (alias[root] >= 0)
                 root = alias[root];
@@ -208,8 +357,8 @@ static enum dnnmem_status step_event(struct out *o, const struct dm_capture *cap
  * after, THNN's columns once all are made), then its allocations, the
  * kernel buffers' frees, its frees. */
 static enum dnnmem_status one_step(struct out *o, const struct dm_graph *g, const struct dm_run *run,
-                                   size_t i, size_t j, const int32_t *alias, const bool *skip,
-                                   bool handle[2])
+                                   const struct sized *z, size_t i, size_t j, const int32_t *alias,
+                                   const bool *skip, bool handle[2])
 {
     const struct dm_capture *cap = g->capture;
     int32_t step = cap->ev[i].step;
@@ -222,7 +371,7 @@ static enum dnnmem_status one_step(struct out *o, const struct dm_graph *g, cons
         DM_TRY(runtime_buf(o, DM_UINT8, run->cublas_workspace, sp->node,
                            bw ? "cublas_workspace (autograd thread)" : "cublas_workspace", step, &id));
     }
-    const struct dm_capture_conv *c = run->cuda ? NULL : cap->conv[step];
+    const struct dm_capture_conv *c = run->cuda ? NULL : z->conv[step];
     struct conv_sink cs = {.o = o, .node = sp->node, .step = step, .st = DNNMEM_OK};
     struct dm_ws_sink sink = {.ctx = &cs, .alloc = conv_alloc, .unref = conv_unref};
     struct dm_ws ws = {{-1, -1, -1, -1}};
@@ -257,7 +406,8 @@ static enum dnnmem_status one_step(struct out *o, const struct dm_graph *g, cons
 
 /* The capture's events as a schedule, with the runtime's buffers added. */
 static enum dnnmem_status build_schedule(const struct dm_graph *g, const struct dm_run *run,
-                                         struct dm_schedule *s, struct dnnmem_error *err)
+                                         const struct sized *z, struct dm_schedule *s,
+                                         struct dnnmem_error *err)
 {
     const struct dm_capture *cap = g->capture;
     memset(s, 0, sizeof *s);
@@ -274,16 +424,18 @@ static enum dnnmem_status build_schedule(const struct dm_graph *g, const struct 
         memcpy(s->steps, cap->steps, (size_t)cap->n_steps * sizeof *s->steps);
         s->cap_buf = s->n_buf = cap->n_buf;
         memcpy(s->buf, cap->buf, (size_t)cap->n_buf * sizeof *s->buf);
-        for (int32_t i = 0; i < cap->n_buf; i++)
+        for (int32_t i = 0; i < cap->n_buf; i++) {
+            s->buf[i].bytes = z->bytes[i];
             alias[i] = -1;
-        accumulate_in_place(cap, alias, skip);
+        }
+        accumulate_in_place(cap, z->bytes, alias, skip);
     }
     bool handle[2] = {false, false}; /* [0] the caller's thread, [1] autograd's */
     for (size_t i = 0; st == DNNMEM_OK && i < cap->n_ev;) {
         size_t j = i;
         while (j < cap->n_ev && cap->ev[j].step == cap->ev[i].step)
             j++;
-        st = one_step(&o, g, run, i, j, alias, skip, handle);
+        st = one_step(&o, g, run, z, i, j, alias, skip, handle);
         i = j;
     }
     free(alias);
@@ -298,7 +450,8 @@ static int torch_number(const char *v)
     return n < 0 ? 0 : (int)(n / 10000 * 100 + n / 100 % 100);
 }
 
-static void capture_assumptions(struct dm_est *e, const struct dm_capture *cap, const char *torch)
+static void capture_assumptions(struct dm_est *e, const struct dm_capture *cap, const char *torch,
+                                const struct sized *z)
 {
     struct dm_assumptions *as = &e->as;
     const struct dm_run *run = &e->run;
@@ -313,8 +466,16 @@ static void capture_assumptions(struct dm_est *e, const struct dm_capture *cap, 
               cap->model ? cap->model : "", cap->model ? ": " : "", (int)cap->n_buf,
               (int)e->g->n_nodes);
     dm_assume(as, "mode", "model", "%s", cap->train ? "train, as captured" : "inference, as captured");
-    if (cap->batch)
+    if (cap->batch && !cap->n_dims)
         dm_assume(as, "dims.batch", "model", "%lld", (long long)cap->batch);
+    for (int d = 0; d < cap->n_dims; d++) {
+        const char *key = dm_arena_printf(as->arena, "dims.%s", cap->dims[d].name);
+        if (key)
+            dm_assume(as, key, z->at[d] == cap->dims[d].value ? "model" : "option",
+                      "%lld (captured at %lld; sizes as functions of the dims, for %s >= %lld)",
+                      (long long)z->at[d], (long long)cap->dims[d].value, cap->dims[d].name,
+                      (long long)cap->dims[d].min);
+    }
     if (cap->train) {
         dm_assume(as, "optimizer", "model", "%s", cap->optimizer ? cap->optimizer : "as captured");
         dm_assume(as, "iterations", "model", "%d", cap->iterations);
@@ -327,6 +488,8 @@ enum dnnmem_status dm_est_captured(const struct dm_graph *g, const struct dnnmem
     const struct dm_capture *cap = g->capture;
     *out = NULL;
     DM_TRY(check_fixed(g, cap, cfg, err));
+    struct sized z = {.moved = false};
+    DM_TRY(dim_values(g, cap, cfg, z.at, &z.moved, err));
     const char *torch = cap->torch;
     struct dnnmem_config c = *cfg;
     c.mode = cap->train ? DNNMEM_MODE_TRAIN : DNNMEM_MODE_INFER;
@@ -340,8 +503,8 @@ enum dnnmem_status dm_est_captured(const struct dm_graph *g, const struct dnnmem
     e.run = (struct dm_run){.train = cap->train, .cuda = c.device == DNNMEM_DEVICE_CUDA,
                             .torch_version = o.torch, .iterations = cap->iterations,
                             .grad_accum = 1};
-    capture_assumptions(&e, cap, torch);
-    enum dnnmem_status s = DNNMEM_OK;
+    capture_assumptions(&e, cap, torch, &z);
+    enum dnnmem_status s = size_capture(g, &e, &z, err);
     e.t = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *e.t);
     if (!e.t)
         s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
@@ -351,9 +514,15 @@ enum dnnmem_status dm_est_captured(const struct dm_graph *g, const struct dnnmem
         ti->dtype = tt->dtype;
         ti->rank = tt->rank;
         ti->numel = 1;
-        for (int d = 0; d < tt->rank; d++)
-            ti->numel *= (ti->dims[d] = tt->dims[d].value); /* checked at load */
-        ti->bytes = cap->buf[i].bytes;
+        const struct dm_poly *sp = cap->shape_poly ? cap->shape_poly[i] : NULL;
+        for (int d = 0; s == DNNMEM_OK && d < tt->rank; d++) {
+            ti->dims[d] = tt->dims[d].value; /* checked at load */
+            if (sp)
+                s = size_at(g, &z, &sp[d], &ti->dims[d], "storage", i, err);
+            if (s == DNNMEM_OK && !dm_mul_ok(ti->numel, ti->dims[d], &ti->numel))
+                s = dm_fail(err, DNNMEM_E_SHAPE, "%s: storage %d: too many elements", g->path, (int)i);
+        }
+        ti->bytes = z.bytes[i];
     }
     if (s == DNNMEM_OK)
         s = dm_est_runtime(&e, err);
@@ -363,7 +532,7 @@ enum dnnmem_status dm_est_captured(const struct dm_graph *g, const struct dnnmem
             e.as.a[i].source = "model";
         }
     if (s == DNNMEM_OK)
-        s = build_schedule(g, &e.run, &e.sched, err);
+        s = build_schedule(g, &e.run, &z, &e.sched, err);
     if (s == DNNMEM_OK)
         s = dm_est_replay(&e, out, err);
     dm_schedule_free(&e.sched);

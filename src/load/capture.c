@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CAPTURE_VERSION 1
+/* 1: fixed sizes; 2: sizes may be functions of the dims ("dims", "*_poly") */
+#define CAPTURE_VERSION 2
 /* The largest storage and the largest dim a capture may state: 2^50 B (a
  * PiB); anything beyond is an edited or broken file, not a model. */
 #define CAPTURE_MAX_BYTES (INT64_C(1) << 50)
@@ -118,6 +119,129 @@ static const char *get_str(const json_t *o, const char *key)
     return s ? s : NULL;
 }
 
+/* "dims": what the sizes are functions of, [{"name", "value", "min"}, ...]. */
+static enum dnnmem_status dims(struct cap *k, const json_t *a)
+{
+    if (!a)
+        return DNNMEM_OK;
+    if (!json_is_array(a) || json_array_size(a) < 1 || json_array_size(a) > DM_CAPTURE_DIMS)
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: \"dims\" must be a list of 1 to %d dims",
+                       k->path, DM_CAPTURE_DIMS);
+    for (size_t d = 0; d < json_array_size(a); d++) {
+        const json_t *o = json_array_get(a, d);
+        const char *name = json_is_object(o) ? get_str(o, "name") : NULL;
+        if (!name || !*name || strlen(name) > 64)
+            return dm_fail(k->err, DNNMEM_E_PARSE, "%s: \"dims\" %zu needs a \"name\"", k->path, d);
+        for (size_t e = 0; e < d; e++)
+            if (strcmp(k->c->dims[e].name, name) == 0)
+                return dm_fail(k->err, DNNMEM_E_PARSE, "%s: dim '%s' appears twice", k->path, name);
+        struct dm_capture_dim *cd = &k->c->dims[d];
+        char what[96];
+        snprintf(what, sizeof what, "dim '%s': \"value\"", name);
+        DM_TRY(get_int(k, json_object_get(o, "value"), what, 1, CAPTURE_MAX_BYTES, &cd->value));
+        cd->min = cd->value;
+        snprintf(what, sizeof what, "dim '%s': \"min\"", name);
+        if (json_object_get(o, "min"))
+            DM_TRY(get_int(k, json_object_get(o, "min"), what, 1, cd->value, &cd->min));
+        if (!(cd->name = dm_arena_strdup(&k->g->arena, name)))
+            return nomem(k);
+        k->c->n_dims = (int)d + 1;
+    }
+    /* the dims are the graph's symbols: --dim NAME=V, max-seq-len's dim */
+    k->g->symbols = dm_arena_array(&k->g->arena, (size_t)k->c->n_dims, sizeof *k->g->symbols);
+    if (!k->g->symbols)
+        return nomem(k);
+    for (int d = 0; d < k->c->n_dims; d++)
+        k->g->symbols[d] = k->c->dims[d].name;
+    k->g->n_symbols = k->c->n_dims;
+    return DNNMEM_OK;
+}
+
+bool dm_poly_eval(const struct dm_poly *p, const int64_t *at, int n_dims, int64_t limit, int64_t *out)
+{
+    int64_t sum = 0;
+    for (int32_t i = 0; i < p->n; i++) {
+        int64_t v = p->t[i].coef;
+        for (int d = 0; d < n_dims; d++)
+            for (int e = 0; e < p->t[i].exp[d]; e++)
+                if (!dm_mul_ok(v, at[d], &v))
+                    return false;
+        if (!dm_add_ok(sum, v, &sum))
+            return false;
+    }
+    *out = sum;
+    return sum >= 0 && sum <= limit;
+}
+
+/* A size's poly ([[coef, e_0, e_1, ...], ...], one exponent per dim), which
+ * must give the captured value at the captured dims. */
+static enum dnnmem_status poly(struct cap *k, const json_t *a, const char *what, int64_t captured,
+                               struct dm_poly *p)
+{
+    const struct dm_capture *c = k->c;
+    size_t n = json_array_size(a);
+    if (!c->n_dims || !json_is_array(a) || n < 1 || n > DM_POLY_TERMS)
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: %s: a function of the dims is a list of 1 to "
+                       "%d terms [coefficient, exponents...] of a capture with \"dims\"", k->path,
+                       what, DM_POLY_TERMS);
+    struct dm_poly_term *t = dm_arena_array(&k->g->arena, n, sizeof *t);
+    if (!t)
+        return nomem(k);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *term = json_array_get(a, i);
+        if (!json_is_array(term) || json_array_size(term) != (size_t)c->n_dims + 1)
+            return dm_fail(k->err, DNNMEM_E_PARSE, "%s: %s: term %zu must be [coefficient, %d "
+                           "exponents]", k->path, what, i, c->n_dims);
+        memset(&t[i], 0, sizeof t[i]);
+        DM_TRY(get_int(k, json_array_get(term, 0), what, -CAPTURE_MAX_BYTES, CAPTURE_MAX_BYTES, &t[i].coef));
+        for (int d = 0; d < c->n_dims; d++) {
+            int64_t e;
+            DM_TRY(get_int(k, json_array_get(term, (size_t)d + 1), what, 0, 3, &e));
+            t[i].exp[d] = (uint8_t)e;
+        }
+    }
+    *p = (struct dm_poly){.t = t, .n = (int32_t)n};
+    int64_t at[DM_CAPTURE_DIMS], v;
+    for (int d = 0; d < c->n_dims; d++)
+        at[d] = c->dims[d].value;
+    if (!dm_poly_eval(p, at, c->n_dims, CAPTURE_MAX_BYTES, &v) || v != captured)
+        return dm_fail(k->err, DNNMEM_E_MODEL, "%s: %s: its function of the dims does not give "
+                       "%lld at the captured dims", k->path, what, (long long)captured);
+    return DNNMEM_OK;
+}
+
+/* A list's per-dim polys ("shape_poly", a conv's "input_poly"): an integer
+ * (the dim, constant) or a poly, as many as the list has dims. NULL when
+ * the file gives none. */
+static enum dnnmem_status dim_polys(struct cap *k, const json_t *a, const char *what, int rank,
+                                    const int64_t *captured, const struct dm_poly **out)
+{
+    *out = NULL;
+    if (!a)
+        return DNNMEM_OK;
+    if (!json_is_array(a) || json_array_size(a) != (size_t)rank)
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: %s must have one entry per dim (%d)", k->path,
+                       what, rank);
+    struct dm_poly *p = dm_arena_array(&k->g->arena, rank ? (size_t)rank : 1, sizeof *p);
+    if (!p)
+        return nomem(k);
+    for (int d = 0; d < rank; d++) {
+        const json_t *e = json_array_get(a, (size_t)d);
+        p[d] = (struct dm_poly){0};
+        if (json_is_integer(e)) {
+            if (json_integer_value(e) != captured[d])
+                return dm_fail(k->err, DNNMEM_E_MODEL, "%s: %s: dim %d is %lld, not the captured %lld",
+                               k->path, what, d, (long long)json_integer_value(e), (long long)captured[d]);
+        } else {
+            char w[128];
+            snprintf(w, sizeof w, "%s: dim %d", what, d);
+            DM_TRY(poly(k, e, w, captured[d], &p[d]));
+        }
+    }
+    *out = p;
+    return DNNMEM_OK;
+}
+
 static enum dnnmem_status header(struct cap *k, const json_t *root)
 {
     if (!json_is_object(root))
@@ -127,10 +251,10 @@ static enum dnnmem_status header(struct cap *k, const json_t *root)
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: \"format\" is not \"dnnmem-capture\"", k->path);
     int64_t v;
     DM_TRY(get_int(k, json_object_get(root, "version"), "\"version\"", 0, INT32_MAX, &v));
-    if (v != CAPTURE_VERSION)
+    if (v < 1 || v > CAPTURE_VERSION)
         return dm_fail(k->err, DNNMEM_E_UNSUPPORTED,
-                       "%s: capture format version %lld; this dnnmem reads version %d (capture "
-                       "again with the dnnmem package of this release)",
+                       "%s: capture format version %lld; this dnnmem reads versions 1 to %d "
+                       "(capture again with the dnnmem package of this release)",
                        k->path, (long long)v, CAPTURE_VERSION);
     const char *mode = get_str(root, "mode");
     if (!mode || (strcmp(mode, "train") != 0 && strcmp(mode, "infer") != 0))
@@ -153,7 +277,7 @@ static enum dnnmem_status header(struct cap *k, const json_t *root)
         return nomem(k);
     if ((s = get_str(root, "model")) && !(k->c->model = dm_arena_strdup(a, s)))
         return nomem(k);
-    return DNNMEM_OK;
+    return dims(k, json_object_get(root, "dims"));
 }
 
 static enum dnnmem_status shape(struct cap *k, const json_t *arr, int32_t id, struct dm_tensor *t)
@@ -227,6 +351,19 @@ static enum dnnmem_status storage(struct cap *k, const json_t *o, int32_t id)
                                        .category = (uint8_t)kinds[ki].cat,
                                        .dtype = (uint8_t)t->dtype};
     k->c->host[id] = dev && strcmp(dev, "host") == 0;
+    const json_t *bp = json_object_get(o, "bytes_poly"), *sp = json_object_get(o, "shape_poly");
+    if (bp) {
+        snprintf(what, sizeof what, "storage %d: \"bytes_poly\"", (int)id);
+        DM_TRY(poly(k, bp, what, bytes, &k->c->bytes_poly[id]));
+    }
+    if (sp) {
+        int64_t dims[DM_MAX_DIMS];
+        for (int d = 0; d < t->rank; d++)
+            dims[d] = t->dims[d].value;
+        snprintf(what, sizeof what, "storage %d: \"shape_poly\"", (int)id);
+        DM_TRY(dim_polys(k, sp, what, t->rank < 0 ? 0 : t->rank, dims,
+                         &k->c->shape_poly[id]));
+    }
     return DNNMEM_OK;
 }
 
@@ -369,6 +506,13 @@ static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, 
     DM_TRY(conv_dims(k, cv, "input", s, dtype, &c->cv.x));
     DM_TRY(conv_dims(k, cv, "weight", s, dtype, &c->cv.w));
     DM_TRY(conv_dims(k, cv, "output", s, dtype, &c->cv.y));
+    static const char *const polys[3] = {"input_poly", "weight_poly", "output_poly"};
+    const struct dm_tinfo *ts[3] = {&c->cv.x, &c->cv.w, &c->cv.y};
+    for (int l = 0; l < 3; l++) {
+        char what[64];
+        snprintf(what, sizeof what, "step %d: \"conv\": \"%s\"", (int)s, polys[l]);
+        DM_TRY(dim_polys(k, json_object_get(cv, polys[l]), what, ts[l]->rank, ts[l]->dims, &c->poly[l]));
+    }
     c->backward = op && strncmp(op, "aten.convolution_backward", 25) == 0;
     c->cv.transposed = json_is_true(json_object_get(cv, "transposed")) || dtype == DM_UNDEFINED ||
                        c->cv.x.rank == 0 || c->cv.w.rank == 0;
@@ -501,6 +645,14 @@ static enum dnnmem_status body(struct cap *k, const json_t *root)
     c->steps = dm_arena_array(a, nt, sizeof *c->steps);
     c->accum_old = dm_arena_array(a, nt, sizeof *c->accum_old);
     c->conv = dm_arena_array(a, nt, sizeof *c->conv);
+    if (c->n_dims) {
+        c->bytes_poly = dm_arena_array(a, ns ? ns : 1, sizeof *c->bytes_poly);
+        c->shape_poly = dm_arena_array(a, ns ? ns : 1, sizeof *c->shape_poly);
+        if (!c->bytes_poly || !c->shape_poly)
+            return nomem(k);
+        memset(c->bytes_poly, 0, (ns ? ns : 1) * sizeof *c->bytes_poly);
+        memset(c->shape_poly, 0, (ns ? ns : 1) * sizeof *c->shape_poly);
+    }
     k->state = calloc(ns ? ns : 1, 1);
     if (!c->buf || !c->host || !c->steps || !c->accum_old || !c->conv || !k->state)
         return nomem(k);

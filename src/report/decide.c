@@ -109,7 +109,11 @@ static enum dnnmem_status max_dim(struct search *se, int64_t limit, int64_t *val
      * grow with the dim, so nothing above fits either), by doubling then
      * bisection */
     bool over;
-    int64_t lo = 0, hi = 1; /* lo: requested fits (0: none checked), hi: first over */
+    /* a captured step's sizes may hold from a least value up (src/estimate/captured.c) */
+    int64_t least = dm_dim_least(dm_model_graph(se->m), se->dim);
+    if (least > limit)
+        least = limit;
+    int64_t lo = least - 1, hi = least; /* lo: requested fits (least - 1: none checked), hi: first over */
     for (;;) {
         DM_TRY(try_value(se, hi, NULL, &over, err));
         if (over)
@@ -130,7 +134,7 @@ static enum dnnmem_status max_dim(struct search *se, int64_t limit, int64_t *val
             lo = mid;
     }
     /* the answer: the largest value below the bound that fits */
-    for (int64_t v = hi - 1; v >= 1; v--) {
+    for (int64_t v = hi - 1; v >= least; v--) {
         bool fits;
         DM_TRY(try_value(se, v, &fits, NULL, err));
         if (fits) {

@@ -358,15 +358,17 @@ else
     echo "FAIL: --report: the module table belongs in the page only"
     fail=$((fail + 1))
 fi
-# the capture file itself against its schema (docs/schema/capture.schema.json)
-if "$PY" -c 'import json, sys, jsonschema
+# the capture files themselves against their schema (docs/schema/capture.schema.json)
+for f in tiny-train tiny-train-dims; do
+    if "$PY" -c 'import json, sys, jsonschema
 jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' \
-    $M/capture/tiny-train.dnnmem docs/schema/capture.schema.json; then
-    pass=$((pass + 1))
-else
-    echo "FAIL: tests/models/capture/tiny-train.dnnmem does not match docs/schema/capture.schema.json"
-    fail=$((fail + 1))
-fi
+        $M/capture/$f.dnnmem docs/schema/capture.schema.json; then
+        pass=$((pass + 1))
+    else
+        echo "FAIL: tests/models/capture/$f.dnnmem does not match docs/schema/capture.schema.json"
+        fail=$((fail + 1))
+    fi
+done
 
 # LoRA, 4-bit weights, optimizers of transformers and bitsandbytes
 G=$M/hf/tiny-llama-gqa.json
@@ -923,6 +925,30 @@ expect 0 '"peak_allocated_bytes": 15428,' -- estimate $C --device cpu -b 4 --jso
 expect 2 "tiny-train.dnnmem: --optimizer: the capture ran its own optimizer" -- estimate $C --optimizer adam
 expect 2 "tiny-train.dnnmem: --precision: the capture ran in its own dtypes" -- estimate $C --precision amp-bf16
 expect 2 "tiny-train.dnnmem: --framework: a capture is a PyTorch eager step" -- estimate $C --framework jax
+# the same step with its sizes as functions of the batch (format 2, "dims": dnnmem.dims):
+# input 256 B, target 16 B and both mm outputs 512 B per sample, valid from batch 2. At
+# batch 10 the peak moves to the second backward mm, with both mm outputs live: 4096 + 2560
+# + 160 + 5120 + 4 + 5120 + 4096 = 21156 B. max-batch in 30000 B less 5%: 4096 + 4 + 4096 +
+# 1296 B per sample <= 28500 at 15 (27636 B), not at 16 (28932 B).
+D2=$M/capture/tiny-train-dims.dnnmem
+expect 0 '"peak_allocated_bytes": 15428,' -- estimate $D2 --device cpu --json
+expect 0 '"peak_allocated_bytes": 21156,' -- estimate $D2 --device cpu -b 10 --json
+expect 0 "at           backward, step 1, node 5 of 7: 'fc/mm#5' (aten.mm.default)" -- estimate $D2 --device cpu -b 10
+expect 0 "dims.batch     10 (captured at 4; sizes as functions of the dims, for batch >= 2)" -- estimate $D2 --device cpu -b 10
+expect 0 '"peak_allocated_bytes": 21156,' -- estimate $D2 --device cpu --dim batch=10 --json
+expect 0 "largest batch size that fits 30000B with 5% left free: 15" -- max-batch $D2 --memory 30000B --device cpu
+expect 2 "tiny-train-dims.dnnmem: --batch-size 1: the capture's sizes hold for batch >= 2 (the step ran differently below); capture at 1" -- estimate $D2 -b 1
+expect 2 "tiny-train-dims.dnnmem: --dim seq: the capture's sizes are functions of batch; capture with dims= (dnnmem.torch.capture) to vary it" -- estimate $D2 --dim seq=8
+expect 2 "tiny-train-dims.dnnmem: --seq-len: the capture's sizes are not functions of a sequence dim" -- estimate $D2 --seq-len 8
+sed 's/"bytes_poly": \[\[256, 1\]\]/"bytes_poly": [[255, 1]]/' $D2 >"$T/poly.dnnmem"
+expect 3 'poly.dnnmem: storage 1: "bytes_poly": its function of the dims does not give 1024 at the captured dims' -- estimate "$T/poly.dnnmem"
+sed 's/"bytes_poly": \[\[256, 1\]\]/"bytes_poly": [[256, 4]]/' $D2 >"$T/poly4.dnnmem"
+expect 3 'poly4.dnnmem: storage 1: "bytes_poly": 4 is out of range [0, 3]' -- estimate "$T/poly4.dnnmem"
+sed 's/"dims": .*\]}\],//' $D2 >"$T/nodims.dnnmem"
+expect 3 'nodims.dnnmem: storage 1: "bytes_poly": a function of the dims is a list of 1 to 32 terms' -- estimate "$T/nodims.dnnmem"
+sed 's/"bytes_poly": \[\[512, 1\]\]/"bytes_poly": [[128, 2]]/' $D2 >"$T/big.dnnmem"
+expect 0 '"peak_allocated_bytes": 15428,' -- estimate "$T/big.dnnmem" --device cpu --json
+expect 3 'big.dnnmem: storage 3: its size at these dims is negative or above 2^50 bytes' -- estimate "$T/big.dnnmem" -b 200000000
 # autograd's gradient sum in place (src/estimate/captured.c, accumulate_in_place): the add
 # marked "accumulate" reuses grad_a: 1024 + 4096 + 4096 = 9216 B at the peak; unmarked, the
 # capture's own new buffer: + 4096 = 13312 B
@@ -954,8 +980,8 @@ expect 3 'conv0.dnnmem: step 1: "conv": "groups": 0 is out of range' -- estimate
 # bad captures: each one line, each its exit code
 head -c 700 $C >"$T/trunc.dnnmem"
 expect 3 "trunc.dnnmem: not a complete capture (JSON: " -- estimate "$T/trunc.dnnmem"
-sed 's/"version": 1/"version": 2/' $C >"$T/v2.dnnmem"
-expect 4 "v2.dnnmem: capture format version 2; this dnnmem reads version 1" -- estimate "$T/v2.dnnmem"
+sed 's/"version": 1/"version": 3/' $C >"$T/v3.dnnmem"
+expect 4 "v3.dnnmem: capture format version 3; this dnnmem reads versions 1 to 2" -- estimate "$T/v3.dnnmem"
 sed 's/"bytes": 4096/"bytes": -4096/' $C >"$T/neg.dnnmem"
 expect 3 "neg.dnnmem: storage 0: \"bytes\": -4096 is out of range" -- estimate "$T/neg.dnnmem"
 sed 's/"bytes": 1024/"bytes": 9223372036854775807/' $C >"$T/huge.dnnmem"
