@@ -908,6 +908,7 @@ struct dm_capture {
     int32_t n_steps;
     bool train;
     int iterations;
+    int grad_accum;       /* micro-batches per optimizer step (1: none) */
     int64_t batch;        /* the batch captured, 0 = unstated */
     struct dm_capture_dim dims[DM_CAPTURE_DIMS]; /* what the sizes are functions of */
     int n_dims;

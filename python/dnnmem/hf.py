@@ -114,7 +114,7 @@ def _loss(task):
 
 def capture(config_or_dir, task=None, attn_implementation="eager", peft=None, batch_size=1,
             seq_len=128, mode="train", optimizer="sgd-momentum", dtype="float32", steps=2,
-            path=None, dims=None):
+            path=None, dims=None, grad_accum=1):
     """Build the model from its config on meta and capture its step (a dnnmem.torch Capture).
 
     task: one of TASKS (default: the head the config's architectures names, a base model for
@@ -141,4 +141,4 @@ def capture(config_or_dir, task=None, attn_implementation="eager", peft=None, ba
     labels = (batch_size,) if task == "sequence-classification" else (batch_size, seq_len)
     y = torch.zeros(labels, dtype=torch.long, device="meta")
     return _dt.capture(model, x, target=y, loss=_loss(task), optimizer=optimizer, steps=steps,
-                       path=path, dims=dims)
+                       path=path, dims=dims, grad_accum=grad_accum)

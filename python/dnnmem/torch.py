@@ -25,6 +25,7 @@ import json
 import weakref
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -108,6 +109,24 @@ def _bf16_meta(func, args, kwargs):
     out = func(*[stand_in(a) for a in args], **{k: stand_in(v) for k, v in kwargs.items()})
     dt = kwargs.get("out_dtype") or dtypes[0]
     return torch.empty(out.shape, dtype=dt, device="meta")
+
+
+class _NoAutocast(TorchFunctionMode):
+    """Refuses torch functions called under torch.autocast (turned on inside the model's
+    forward): autocast casts nothing on meta tensors, and below the autograd and autocast
+    keys, where the recorder runs, it cannot be seen."""
+
+    def __init__(self, cap):
+        super().__init__()
+        self.cap = cap
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if _autocast_on():
+            where = self.cap.modules[-1] if self.cap.modules else "the top level"
+            raise CaptureError(f"dnnmem.torch.capture: {getattr(func, '__name__', func)} in {where} runs "
+                               f"under torch.autocast, which does not run on the meta device (its "
+                               f"casts would be silently absent); mixed precision is not captured yet")
+        return func(*args, **(kwargs or {}))
 
 
 class _Recorder(TorchDispatchMode):
@@ -365,8 +384,50 @@ def _module_names(model, cap):
             h.remove()
 
 
+@contextlib.contextmanager
+def _host_rng_states(cap):
+    """torch.get_rng_state() makes its CPU tensor below the dispatcher, so no op shows it: a
+    copy of the CPU generator's state (5056 B for mt19937), which torch.utils.checkpoint's
+    preserve_rng_state keeps from each checkpointed forward until its recomputation, and
+    torch.random.fork_rng makes again there (torch/utils/checkpoint.py, torch/random.py).
+    Each call is recorded as a step of its own that allocates it (a host storage: left out
+    of a CUDA estimate, counted with --device cpu). fork_rng skips everything for
+    device_type "meta" (the recomputation of a meta model); the capture takes the CPU
+    generator's state there as a CPU or CUDA run does, and drops it when the block ends."""
+    import torch.random as trandom
+    orig, orig_fork = torch.get_rng_state, trandom.fork_rng
+
+    @contextlib.contextmanager
+    def fork(devices=None, enabled=True, *args, device_type=None, **kw):
+        if not (enabled and device_type == "meta"):
+            with orig_fork(devices, enabled, *args, device_type=device_type, **kw):
+                yield
+            return
+        state = torch.get_rng_state()  # noqa: F841 - held while the block runs
+        try:
+            yield
+        finally:
+            del state
+
+    def recorded():
+        t = orig()
+        cap.flush_frees()
+        step = {"phase": cap.phase, "iteration": cap.iteration}
+        cap.steps.append(step)
+        st = t.untyped_storage()
+        cap.register(t, st, st._cdata, "temporary", "torch.get_rng_state", step)
+        return t
+    torch.get_rng_state = trandom.get_rng_state = recorded
+    trandom.fork_rng = fork
+    try:
+        yield
+    finally:
+        torch.get_rng_state = trandom.get_rng_state = orig
+        trandom.fork_rng = orig_fork
+
+
 def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps=2, path=None,
-            kwargs=None, dims=None):
+            kwargs=None, dims=None, grad_accum=1):
     """Run `steps` training steps (or, without loss, one inference forward under no_grad)
     of `model` on the meta device and record them.
 
@@ -381,7 +442,16 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
     step is captured at other sizes of those axes too and every size is written as a
     function of the dims (dnnmem.dims), so that --batch-size, --seq-len and --dim NAME=V,
     sweeps and the max searches work on the one capture.
+    grad_accum: micro-batches per optimizer step; each runs forward, loss / grad_accum and
+    backward, its output and loss held until the next one's forward returns (as
+    `out = model(x)` in a loop rebinds them), the gradients summed into .grad.
     Returns a Capture; with `path`, also written there."""
+    if not isinstance(grad_accum, int) or grad_accum < 1:
+        raise ValueError(f"grad_accum {grad_accum!r}: a number of micro-batches >= 1")
+    if _autocast_on():
+        raise CaptureError("dnnmem.torch.capture: autocast does not run on the meta device (its "
+                           "casts would be silently absent): capture without torch.autocast; "
+                           "mixed precision is not captured yet")
     inputs = list(example_inputs) if isinstance(example_inputs, (tuple, list)) else [example_inputs]
     kwargs = dict(kwargs or {})
     names = list(kwargs)
@@ -390,15 +460,15 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
     if isinstance(target, torch.Tensor) and target.device.type != "meta":
         target = target.to("meta")
     if not dims:
-        cap = _capture_once(model, inputs, kwargs, target, loss, optimizer, steps)
+        cap = _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_accum)
     else:
-        cap = _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, dims)
+        cap = _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, grad_accum, dims)
     if path:
         cap.save(path)
     return cap
 
 
-def _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, dims):
+def _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, grad_accum, dims):
     """The step at the dims' captured values, its sizes fitted as functions of the dims
     (dnnmem.dims.combine runs it at the other values)."""
     from . import dims as _dims
@@ -429,7 +499,7 @@ def _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, dims):
         xs = [resized(x, values) for x in inputs]
         kws = {k: resized(x, values) for k, x in kwargs.items()}
         y = resized(target, values)
-        c = _capture_once(model, xs, kws, y, loss, optimizer, steps)
+        c = _capture_once(model, xs, kws, y, loss, optimizer, steps, grad_accum)
         data = json.loads(c.to_json())  # while the inputs live (their deaths are not the step's)
         del xs, kws, y
         return data
@@ -442,7 +512,7 @@ def _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, dims):
     return cap
 
 
-def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps):
+def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_accum):
     """One capture of the step (capture's arguments, on meta already)."""
     train = loss is not None
     model.train(train)
@@ -450,6 +520,8 @@ def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps):
     batch = next((int(x.shape[0]) for x in inputs if isinstance(x, torch.Tensor) and x.dim()), 0)
     cap = Capture(type(model).__name__, "train" if train else "infer", steps if train else 1, batch,
                   _optimizer_text(opt))
+    if train and grad_accum > 1:
+        cap.header["grad_accum"] = grad_accum
     setup = cap.steps[0]
     for n, p in model.named_parameters():
         cap.register(p, p.untyped_storage(), p.untyped_storage()._cdata, "weight", n, setup)
@@ -466,7 +538,7 @@ def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps):
         cap.register(target, target.untyped_storage(), target.untyped_storage()._cdata, "target",
                      "target", setup)
     params = dict(model.named_parameters())
-    with _module_names(model, cap), _Recorder(cap), \
+    with _module_names(model, cap), _host_rng_states(cap), _NoAutocast(cap), _Recorder(cap), \
             torch.autograd.graph.saved_tensors_hooks(cap.saved, lambda t: t):
         if not train:
             cap.phase = "forward"
@@ -478,12 +550,15 @@ def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps):
             if opt:
                 cap.phase = "zero_grad"
                 opt.zero_grad()
-            cap.phase = "forward"
-            out = model(*inputs, **kwargs)
-            cap.phase = "loss"
-            lv = loss(out, target) if target is not None else loss(out)
-            cap.phase = "backward"
-            lv.backward()
+            for _ in range(grad_accum):
+                cap.phase = "forward"
+                out = model(*inputs, **kwargs)
+                cap.phase = "loss"
+                lv = loss(out, target) if target is not None else loss(out)
+                if grad_accum > 1:
+                    lv = lv / grad_accum
+                cap.phase = "backward"
+                lv.backward()
             for n, p in params.items():
                 if p.grad is not None:
                     cap.set_kind(p.grad, "gradient", n + ".grad")
@@ -497,6 +572,14 @@ def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps):
             del out, lv
         cap.flush_frees()
     return cap
+
+
+def _autocast_on():
+    """Whether torch.autocast is on for any device (it casts nothing on meta tensors)."""
+    try:
+        return any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda"))
+    except TypeError:  # torch < 2.4: no device argument
+        return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
 
 
 def _name_of(params, p):

@@ -479,6 +479,9 @@ static void capture_assumptions(struct dm_est *e, const struct dm_capture *cap, 
     if (cap->train) {
         dm_assume(as, "optimizer", "model", "%s", cap->optimizer ? cap->optimizer : "as captured");
         dm_assume(as, "iterations", "model", "%d", cap->iterations);
+        if (cap->grad_accum > 1)
+            dm_assume(as, "grad_accum", "model", "%d micro-batches per optimizer step, as captured",
+                      cap->grad_accum);
     }
 }
 

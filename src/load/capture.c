@@ -265,6 +265,10 @@ static enum dnnmem_status header(struct cap *k, const json_t *root)
         DM_TRY(get_int(k, json_object_get(root, "iterations"), "\"iterations\"", 1, CAPTURE_MAX_ITER, &it));
     if (json_object_get(root, "batch"))
         DM_TRY(get_int(k, json_object_get(root, "batch"), "\"batch\"", 1, CAPTURE_MAX_BYTES, &batch));
+    int64_t accum = 1;
+    if (json_object_get(root, "grad_accum"))
+        DM_TRY(get_int(k, json_object_get(root, "grad_accum"), "\"grad_accum\"", 1, CAPTURE_MAX_ITER, &accum));
+    k->c->grad_accum = (int)accum;
     k->c->iterations = (int)it;
     k->c->batch = batch;
     const char *s;
