@@ -12,7 +12,8 @@ static enum dnnmem_status xla_plan(const struct dm_graph *g, const struct dm_tin
                                    struct dm_schedule *sched, struct dm_assumptions *as,
                                    struct dm_xla_stats *out, struct dnnmem_error *err)
 {
-    struct dm_xla_opts xo = {.train = run->train, .donate = cfg->jax_donate, .alignment = 0};
+    struct dm_xla_opts xo = {.train = run->train, .donate = cfg->jax_donate, .alignment = 0,
+                             .cpu = cfg->device == DNNMEM_DEVICE_CPU};
     struct dm_xla_stats xs;
     struct dm_schedule planned;
     DM_TRY(dm_xla_plan(g, t, sched, &xo, &planned, &xs, err));
