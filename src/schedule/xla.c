@@ -441,7 +441,7 @@ static enum dnnmem_status host_in_outputs(const struct plan *p, const bool *para
                                           struct dm_xla_stats *st)
 {
     const struct dm_schedule *in = p->in;
-    int32_t nb = in->n_buf, nv = vl->nv, n_h = vl->n_copy, n_c = 0;
+    int32_t nb = in->n_buf, nv = vl->nv, n_h = o->train && o->donate ? vl->n_copy : 0, n_c = 0;
     for (int32_t b = 0; b < nb; b++)
         if (returned(p, param, o, b) && (o->train || (p->a_step[b] >= p->w0 &&
                                                       p->a_step[b] < p->w1)))
@@ -472,7 +472,7 @@ static enum dnnmem_status host_in_outputs(const struct plan *p, const bool *para
         hc[n_h] = (struct cand){in->buf[b].bytes, start, n_h};
         h[n_h++] = (struct host){in->buf[b].bytes, start, -1, -1};
     }
-    for (int32_t c = 0; c < vl->n_copy; c++) { /* rule 7: copied donated parameters */
+    for (int32_t c = 0; o->train && o->donate && c < vl->n_copy; c++) { /* rule 7 */
         int32_t b = vl->copy_buf[c], d = p->done[in->buf[b].tensor];
         int64_t start = d >= 0 ? tick1[d] : clock;
         hc[n_h] = (struct cand){in->buf[b].bytes, start, n_h};
@@ -549,6 +549,7 @@ struct xla {
     int32_t n_heap;
     int32_t nv;                        /* values: the buffers, then the copies (rule 7) */
     int32_t n_copy, *copy_buf, *copy_done; /* per copy: its parameter's buffer, last reader */
+    bool *copy_half;                   /* per copy: a float32 conversion (rule 7b) */
     uint64_t *vbytes;                  /* per value: its bytes */
     int64_t clock;
     int32_t n_it;
@@ -578,6 +579,7 @@ static void xla_free(struct xla *x)
     free(x->hosted);
     free(x->copy_buf);
     free(x->copy_done);
+    free(x->copy_half);
     free(x->vbytes);
     free(x->tick0);
     free(x->tick1);
@@ -731,20 +733,63 @@ static bool grad_reads_param(enum dm_op op)
            op == DM_OP_ConvTranspose || op == DM_OP_Mul || op == DM_OP_Div;
 }
 
-/* The parameters with a gradient; rule 7, on the CPU with donation: the
- * donated parameters a backward op reads to make an activation's gradient
- * are copied at the step's start. Each aliases its output, the updated
- * parameter; copy insertion adds a copy wherever the parameter's value has
- * a reader it cannot order before the update that overwrites it
- * (copy_insertion.cc, AddCopiesForAliasedInputOutputs, then
- * RemoveUnnecessaryCopies), and the input-gradient matmul is no ancestor
- * of the update, which reads the weight gradient only. The CPU compiler
- * keeps these copies: measured in every donated training step of jax
- * 0.10.2's CPU dumps (tests/validation/jax-cpu.jsonl: copy(fc2.weight),
- * copy(fc3.weight), copy(fc4.weight) first in the entry computation, not
- * fc1's, whose input gradient is not taken); the GPU's dumps have none
- * (tools/gpu/results/jax-hlo.tar.gz). A copy lives to its parameter's last
- * backward reader. */
+/* The parameters with a gradient; rule 7, on the CPU, the copies of
+ * parameters the step makes at its start, each live to its last reader:
+ *  (a) with donation, the donated parameters a backward op reads to make
+ *      an activation's gradient. Each aliases its output, the updated
+ *      parameter; copy insertion adds a copy wherever the parameter's value
+ *      has a reader it cannot order before the update that overwrites it
+ *      (copy_insertion.cc, AddCopiesForAliasedInputOutputs, then
+ *      RemoveUnnecessaryCopies), and the input-gradient matmul is no
+ *      ancestor of the update, which reads the weight gradient only. The
+ *      CPU compiler keeps these copies: measured in every donated training
+ *      step of jax 0.10.2's CPU dumps (tests/validation/jax-cpu.jsonl:
+ *      copy(fc2.weight), copy(fc3.weight), copy(fc4.weight) first in the
+ *      entry computation, not fc1's, whose input gradient is not taken);
+ *      the GPU's dumps have none (tools/gpu/results/jax-hlo.tar.gz);
+ *  (b) bfloat16 and float16 weights of matmuls and convolutions: the CPU
+ *      backend has no half-precision dot or convolution kernel, so the
+ *      operands are converted to float32 first (cpu_compiler.cc's float
+ *      normalisation of dots and convolutions; measured: the bf16 MLP's
+ *      wrapped_convert.1 .. .4, f32 copies of every weight, first in the
+ *      entry computation, its temp 160.9 MiB at batch 64 for 79.9 MiB of
+ *      bf16 weights): twice the weight's bytes. The converted copy, not the
+ *      weight, is what the backward and the update then read, so (a) adds
+ *      none for them.
+ * A copy lives to its parameter's last backward reader (its last forward
+ * reader at inference). With donation the parameter's own allocation is
+ * free from its copy to its update (host_in_outputs). */
+static void copy_params(struct xla *x, const int32_t *pbuf, const int32_t *act_grads,
+                        const int32_t *last, bool *copied)
+{
+    const struct plan *p = &x->p;
+    const struct dm_graph *g = p->g;
+    const struct dm_xla_opts *o = x->o;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        if (!grad_reads_param(n->op))
+            continue;
+        bool mm = n->op != DM_OP_Mul && n->op != DM_OP_Div;
+        /* a matmul's or convolution's bias (slot 2) is not read by its backward */
+        int n_read = mm ? 2 : n->n_in;
+        for (int k = 0; k < n->n_in && k < n_read; k++) {
+            int32_t t = n->in[k];
+            if (t < 0 || copied[t] || pbuf[t] < 0 || last[t] < 0)
+                continue;
+            uint8_t dt = p->in->buf[pbuf[t]].dtype;
+            bool half = mm && (dt == DM_BFLOAT16 || dt == DM_FLOAT16);
+            bool donated = o->train && o->donate && x->param[t] && p->bwd[i] >= 0 &&
+                           act_grads[p->bwd[i]] > 0;
+            if (!half && !donated)
+                continue;
+            copied[t] = true;
+            x->copy_buf[x->n_copy] = pbuf[t];
+            x->copy_half[x->n_copy] = half;
+            x->copy_done[x->n_copy++] = last[t];
+        }
+    }
+}
+
 static enum dnnmem_status find_copies(struct xla *x)
 {
     const struct plan *p = &x->p;
@@ -754,11 +799,14 @@ static enum dnnmem_status find_copies(struct xla *x)
     x->param = calloc((size_t)nt + 1, sizeof *x->param);
     x->copy_buf = malloc(((size_t)nt + 1) * sizeof *x->copy_buf);
     x->copy_done = malloc(((size_t)nt + 1) * sizeof *x->copy_done);
+    x->copy_half = calloc((size_t)nt + 1, sizeof *x->copy_half);
     int32_t *pbuf = malloc(((size_t)nt + 1) * sizeof *pbuf);
+    int32_t *last = malloc(((size_t)nt + 1) * sizeof *last);
     int32_t *act_grads = calloc((size_t)ns + 1, sizeof *act_grads);
     bool *copied = calloc((size_t)nt + 1, sizeof *copied);
-    if (!x->param || !x->copy_buf || !x->copy_done || !pbuf || !act_grads || !copied) {
-        free(pbuf), free(act_grads), free(copied);
+    if (!x->param || !x->copy_buf || !x->copy_done || !x->copy_half || !pbuf || !last ||
+        !act_grads || !copied) {
+        free(pbuf), free(last), free(act_grads), free(copied);
         return xla_oom(x);
     }
     for (int32_t b = 0; b < nb; b++)
@@ -766,9 +814,17 @@ static enum dnnmem_status find_copies(struct xla *x)
             in->buf[b].tensor >= 0)
             x->param[in->buf[b].tensor] = true;
     x->n_copy = 0;
-    if (x->o->cpu && x->o->train && x->o->donate) {
-        for (int32_t t = 0; t < nt; t++)
+    if (x->o->cpu) {
+        for (int32_t t = 0; t < nt; t++) {
             pbuf[t] = -1;
+            last[t] = x->o->train ? p->done[t] : -1;
+        }
+        for (int32_t i = 0; !x->o->train && i < g->n_nodes; i++)
+            for (int k = 0; k < g->nodes[i].n_in; k++) {
+                int32_t t = g->nodes[i].in[k];
+                if (t >= 0 && p->fwd[i] > last[t])
+                    last[t] = p->fwd[i];
+            }
         for (int32_t b = 0; b < nb; b++) {
             const struct dm_buffer *bf = &in->buf[b];
             if (p->kind[b] == K_SETUP && bf->category == DNNMEM_CAT_WEIGHT && !bf->what &&
@@ -778,23 +834,9 @@ static enum dnnmem_status find_copies(struct xla *x)
                 !x->param[bf->tensor] && p->a_step[b] >= 0)
                 act_grads[p->a_step[b]]++;
         }
-        for (int32_t i = 0; i < g->n_nodes; i++) {
-            const struct dm_node *n = &g->nodes[i];
-            if (!grad_reads_param(n->op) || p->bwd[i] < 0 || act_grads[p->bwd[i]] == 0)
-                continue;
-            /* a matmul's or convolution's bias (slot 2) is not read by its backward */
-            int n_read = n->op == DM_OP_Mul || n->op == DM_OP_Div ? n->n_in : 2;
-            for (int k = 0; k < n->n_in && k < n_read; k++) {
-                int32_t t = n->in[k];
-                if (t < 0 || !x->param[t] || copied[t] || pbuf[t] < 0 || p->done[t] < 0)
-                    continue;
-                copied[t] = true;
-                x->copy_buf[x->n_copy] = pbuf[t];
-                x->copy_done[x->n_copy++] = p->done[t];
-            }
-        }
+        copy_params(x, pbuf, act_grads, last, copied);
     }
-    free(pbuf), free(act_grads), free(copied);
+    free(pbuf), free(last), free(act_grads), free(copied);
     x->nv = nb + x->n_copy;
     x->vbytes = malloc(((size_t)x->nv + 1) * sizeof *x->vbytes);
     if (!x->vbytes)
@@ -802,9 +844,12 @@ static enum dnnmem_status find_copies(struct xla *x)
     for (int32_t b = 0; b < nb; b++)
         x->vbytes[b] = in->buf[b].bytes;
     for (int32_t c = 0; c < x->n_copy; c++) {
-        x->vbytes[nb + c] = in->buf[x->copy_buf[c]].bytes;
+        uint64_t v = in->buf[x->copy_buf[c]].bytes;
+        if (x->copy_half[c] && !dm_umul_ok(v, 2, &v))
+            return xla_overflow(x);
+        x->vbytes[nb + c] = v;
         x->st->copies++;
-        if (!dm_uadd_ok(x->st->copy_bytes, x->vbytes[nb + c], &x->st->copy_bytes))
+        if (!dm_uadd_ok(x->st->copy_bytes, v, &x->st->copy_bytes))
             return xla_overflow(x);
     }
     return DNNMEM_OK;
