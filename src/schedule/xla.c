@@ -756,9 +756,21 @@ static bool grad_reads_param(enum dm_op op)
  *      bf16 weights): twice the weight's bytes. The converted copy, not the
  *      weight, is what the backward and the update then read, so (a) adds
  *      none for them.
- * A copy lives to its parameter's last backward reader (its last forward
- * reader at inference). With donation the parameter's own allocation is
- * free from its copy to its update (host_in_outputs). */
+ *  (c) the step's own half-precision values are float32 on the CPU: each
+ *      dot and convolution computes in float32 and the conversions back to
+ *      bfloat16 between them cancel out (convert pairs removed, as
+ *      simplify_fp_conversions.cc does), so activations, their gradients
+ *      and the weight gradients take twice their bytes (measured: the bf16
+ *      MLP's dot outputs, ReLU outputs and weight gradients are f32 values
+ *      in its temp; the update converts back into the bf16 allocations).
+ * A copy lives to its last reader: the last backward step making an input
+ * gradient from it, else its last forward reader (fc1's f32 copy in the
+ * bf16 MLP, whose backward makes no input gradient): in that backward step, up to the input gradient
+ * it makes, before the weight gradient (XLA runs a layer's input-gradient
+ * matmul, the copy's reader, first; measured: the bf16 MLP's f32 fc2 weight
+ * gradient takes the offset of fc2's f32 weight copy, the f32 MLP's fc1
+ * weight gradient that of fc2's copy). With donation the parameter's own
+ * allocation is free from its copy to its update (host_in_outputs). */
 static void copy_params(struct xla *x, const int32_t *pbuf, const int32_t *act_grads,
                         const int32_t *last, bool *copied)
 {
@@ -815,16 +827,8 @@ static enum dnnmem_status find_copies(struct xla *x)
             x->param[in->buf[b].tensor] = true;
     x->n_copy = 0;
     if (x->o->cpu) {
-        for (int32_t t = 0; t < nt; t++) {
-            pbuf[t] = -1;
-            last[t] = x->o->train ? p->done[t] : -1;
-        }
-        for (int32_t i = 0; !x->o->train && i < g->n_nodes; i++)
-            for (int k = 0; k < g->nodes[i].n_in; k++) {
-                int32_t t = g->nodes[i].in[k];
-                if (t >= 0 && p->fwd[i] > last[t])
-                    last[t] = p->fwd[i];
-            }
+        for (int32_t t = 0; t < nt; t++)
+            pbuf[t] = last[t] = -1;
         for (int32_t b = 0; b < nb; b++) {
             const struct dm_buffer *bf = &in->buf[b];
             if (p->kind[b] == K_SETUP && bf->category == DNNMEM_CAT_WEIGHT && !bf->what &&
@@ -834,6 +838,15 @@ static enum dnnmem_status find_copies(struct xla *x)
                 !x->param[bf->tensor] && p->a_step[b] >= 0)
                 act_grads[p->a_step[b]]++;
         }
+        /* a copy's last reader: a backward making an input gradient, else the forward */
+        for (int32_t i = 0; i < g->n_nodes; i++)
+            for (int k = 0; k < g->nodes[i].n_in; k++) {
+                int32_t t = g->nodes[i].in[k], r = p->fwd[i];
+                if (p->bwd[i] >= 0 && act_grads[p->bwd[i]] > 0)
+                    r = p->bwd[i];
+                if (t >= 0 && r > last[t])
+                    last[t] = r;
+            }
         copy_params(x, pbuf, act_grads, last, copied);
     }
     free(pbuf), free(last), free(act_grads), free(copied);
@@ -841,8 +854,14 @@ static enum dnnmem_status find_copies(struct xla *x)
     x->vbytes = malloc(((size_t)x->nv + 1) * sizeof *x->vbytes);
     if (!x->vbytes)
         return xla_oom(x);
-    for (int32_t b = 0; b < nb; b++)
+    for (int32_t b = 0; b < nb; b++) {
         x->vbytes[b] = in->buf[b].bytes;
+        uint8_t dt = in->buf[b].dtype;
+        /* rule 7c: on the CPU the step's half-precision values are float32 */
+        if (x->o->cpu && p->kind[b] == K_TEMP && (dt == DM_BFLOAT16 || dt == DM_FLOAT16) &&
+            !dm_umul_ok(x->vbytes[b], 2, &x->vbytes[b]))
+            return xla_overflow(x);
+    }
     for (int32_t c = 0; c < x->n_copy; c++) {
         uint64_t v = in->buf[x->copy_buf[c]].bytes;
         if (x->copy_half[c] && !dm_umul_ok(v, 2, &v))
@@ -892,6 +911,19 @@ static enum dnnmem_status free_lists(struct xla *x)
             x->fr_list[fr_start[p->jfree[b]] + ff[p->jfree[b]]++] = b;
     free(ff);
     return DNNMEM_OK;
+}
+
+/* Rule 7: the copies whose last reader runs at step k end (once). */
+static void end_copies(struct xla *x, int32_t k, int64_t *clock)
+{
+    int32_t nb = x->p.in->n_buf;
+    for (int32_t c = 0; c < x->n_copy; c++) {
+        if (x->ended[nb + c] || find(x->p.red, x->copy_done[c]) != k)
+            continue;
+        x->time_step[*clock] = k;
+        x->t1[nb + c] = (*clock)++;
+        x->ended[nb + c] = true;
+    }
 }
 
 /* Rule 2 and the heap's clock: the step's own events in their order
@@ -960,6 +992,8 @@ static enum dnnmem_status run_clock(struct xla *x)
             }
             time_step[clock] = k;
             t0[v] = clock++;
+            if (is_grad(vb) && vb->tensor >= 0 && !x->param[vb->tensor])
+                end_copies(x, k, &clock); /* rule 7: after the input gradient */
         }
         for (int32_t r = fr_start[k]; r < fr_start[k + 1]; r++) {
             int32_t c = fr_list[r];
@@ -969,12 +1003,7 @@ static enum dnnmem_status run_clock(struct xla *x)
             t1[c] = clock++;
             ended[c] = true;
         }
-        for (int32_t c = 0; c < x->n_copy; c++) {
-            if (find(p->red, x->copy_done[c]) != k)
-                continue;
-            time_step[clock] = k;
-            t1[nb + c] = clock++;
-        }
+        end_copies(x, k, &clock);
         tick1[k] = clock;
     }
     x->clock = clock;
