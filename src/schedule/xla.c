@@ -785,7 +785,7 @@ static void copy_params(struct xla *x, const int32_t *pbuf, const int32_t *act_g
         /* a matmul's or convolution's bias (slot 2) is not read by its backward */
         int n_read = mm ? 2 : n->n_in;
         for (int k = 0; k < n->n_in && k < n_read; k++) {
-            int32_t t = n->in[k];
+            int32_t t = n->in[k] >= 0 ? p->base[n->in[k]] : -1; /* through views */
             if (t < 0 || copied[t] || pbuf[t] < 0 || last[t] < 0)
                 continue;
             uint8_t dt = p->in->buf[pbuf[t]].dtype;
@@ -841,7 +841,8 @@ static enum dnnmem_status find_copies(struct xla *x)
         /* a copy's last reader: a backward making an input gradient, else the forward */
         for (int32_t i = 0; i < g->n_nodes; i++)
             for (int k = 0; k < g->nodes[i].n_in; k++) {
-                int32_t t = g->nodes[i].in[k], r = p->fwd[i];
+                int32_t t = g->nodes[i].in[k] >= 0 ? p->base[g->nodes[i].in[k]] : -1;
+                int32_t r = p->fwd[i];
                 if (p->bwd[i] >= 0 && act_grads[p->bwd[i]] > 0)
                     r = p->bwd[i];
                 if (t >= 0 && r > last[t])
