@@ -94,6 +94,12 @@
  *    On the GPU the measured steps keep no pre-activation (the rule there
  *    would put the H200 CNN's temp +37% and the MLP's +7%): there, the
  *    backward's compare is taken to read the ReLU's output, as autograd's.
+ *  - Gelu (exact) on the CPU: erf's JVP rule, 2 / sqrt(pi) * exp(-x^2)
+ *    (jax/_src/lax/special.py or lax.py, erf_p's defjvp), depends on x
+ *    only, so linearisation computes it in the forward; XLA's CPU backend
+ *    keeps it as a third input-sized residual (measured: jax-cpu's
+ *    transformer keeps negate_exponential_fusion [8,128,2048] per block
+ *    beside the dot output, the erf term and the GELU output).
  *  - Gelu (exact): jax.nn.gelu(approximate=False) is
  *    x * (erf(x / sqrt 2) + 1) / 2, differentiated as written: the product's
  *    VJP keeps its second factor, an input-sized value XLA makes as a
@@ -252,6 +258,11 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
         if (b->run->xla && n->op == DM_OP_Gelu && in0 >= 0 &&
             strcmp(dm_attr_str(n, "approximate", "none"), "tanh") != 0)
             dm_keep_new(b, i, t[in0].dtype, t[in0].numel, "(erf(x / sqrt 2) + 1) / 2");
+        /* XLA on the CPU: erf's JVP, exp(-x^2 / 2) up to a constant, is a
+         * residual made in the forward too (header, "JAX's jit") */
+        if (b->run->xla && !b->run->cuda && n->op == DM_OP_Gelu && in0 >= 0 &&
+            strcmp(dm_attr_str(n, "approximate", "none"), "tanh") != 0)
+            dm_keep_new(b, i, t[in0].dtype, t[in0].numel, "exp(-x^2 / 2) (erf's JVP)");
         break;
     case DM_T_OPERANDS:
         /* each input that needs a grad keeps the other data operands */
