@@ -550,6 +550,7 @@ struct xla {
     int32_t nv;                        /* values: the buffers, then the copies (rule 7) */
     int32_t n_copy, *copy_buf, *copy_done; /* per copy: its parameter's buffer, last reader */
     bool *copy_half;                   /* per copy: a float32 conversion (rule 7b) */
+    bool *copy_late;                   /* per copy: read by an update run late (rule 7a) */
     uint64_t *vbytes;                  /* per value: its bytes */
     int64_t clock;
     int32_t n_it;
@@ -580,6 +581,7 @@ static void xla_free(struct xla *x)
     free(x->copy_buf);
     free(x->copy_done);
     free(x->copy_half);
+    free(x->copy_late);
     free(x->vbytes);
     free(x->tick0);
     free(x->tick1);
@@ -769,12 +771,21 @@ static bool grad_reads_param(enum dm_op op)
  * it makes, before the weight gradient (XLA runs a layer's input-gradient
  * matmul, the copy's reader, first; measured: the bf16 MLP's f32 fc2 weight
  * gradient takes the offset of fc2's f32 weight copy, the f32 MLP's fc1
- * weight gradient that of fc2's copy). With donation the parameter's own
+ * weight gradient that of fc2's copy). With optimizer state (momentum,
+ * Adam) the update is two fusions, the state's then the parameter's, and
+ * the parameter's, which reads the copy, runs only after the next layer's
+ * weight-gradient matmul: such a copy lives until that next weight
+ * gradient is made (measured: in mlp-b64-sgd-momentum-f32 the fc3 update
+ * reading copy(fc3.weight) follows fc2's weight-gradient dot, and fc2's
+ * follows fc1's). With donation the parameter's own
  * allocation is free from its copy to its update (host_in_outputs). */
 static void copy_params(struct xla *x, const int32_t *pbuf, const int32_t *act_grads,
                         const int32_t *last, bool *copied)
 {
     const struct plan *p = &x->p;
+    bool stateful = false; /* the optimizer keeps state (momentum, Adam) */
+    for (int32_t b = 0; b < p->in->n_buf && !stateful; b++)
+        stateful = p->in->buf[b].category == DNNMEM_CAT_OPTIMIZER;
     const struct dm_graph *g = p->g;
     const struct dm_xla_opts *o = x->o;
     for (int32_t i = 0; i < g->n_nodes; i++) {
@@ -797,6 +808,7 @@ static void copy_params(struct xla *x, const int32_t *pbuf, const int32_t *act_g
             copied[t] = true;
             x->copy_buf[x->n_copy] = pbuf[t];
             x->copy_half[x->n_copy] = half;
+            x->copy_late[x->n_copy] = !half && stateful;
             x->copy_done[x->n_copy++] = last[t];
         }
     }
@@ -812,11 +824,13 @@ static enum dnnmem_status find_copies(struct xla *x)
     x->copy_buf = malloc(((size_t)nt + 1) * sizeof *x->copy_buf);
     x->copy_done = malloc(((size_t)nt + 1) * sizeof *x->copy_done);
     x->copy_half = calloc((size_t)nt + 1, sizeof *x->copy_half);
+    x->copy_late = calloc((size_t)nt + 1, sizeof *x->copy_late);
     int32_t *pbuf = malloc(((size_t)nt + 1) * sizeof *pbuf);
     int32_t *last = malloc(((size_t)nt + 1) * sizeof *last);
     int32_t *act_grads = calloc((size_t)ns + 1, sizeof *act_grads);
     bool *copied = calloc((size_t)nt + 1, sizeof *copied);
-    if (!x->param || !x->copy_buf || !x->copy_done || !x->copy_half || !pbuf || !last ||
+    if (!x->param || !x->copy_buf || !x->copy_done || !x->copy_half || !x->copy_late || !pbuf ||
+        !last ||
         !act_grads || !copied) {
         free(pbuf), free(last), free(act_grads), free(copied);
         return xla_oom(x);
@@ -915,11 +929,21 @@ static enum dnnmem_status free_lists(struct xla *x)
 }
 
 /* Rule 7: the copies whose last reader runs at step k end (once). */
-static void end_copies(struct xla *x, int32_t k, int64_t *clock)
+enum copy_end { AFTER_INPUT_GRAD, AFTER_WEIGHT_GRAD, STEP_END };
+
+/* Rule 7: the copies whose last reader has run at step k end (once): after
+ * the input gradient of the step reading them; a late copy (rule 7a with
+ * optimizer state) after the next weight gradient made past that step. */
+static void end_copies(struct xla *x, int32_t k, enum copy_end at, int64_t *clock)
 {
     int32_t nb = x->p.in->n_buf;
     for (int32_t c = 0; c < x->n_copy; c++) {
-        if (x->ended[nb + c] || find(x->p.red, x->copy_done[c]) != k)
+        int32_t d = find(x->p.red, x->copy_done[c]);
+        bool late = x->copy_late[c];
+        bool now = at == AFTER_WEIGHT_GRAD ? late && d < k
+                   : at == AFTER_INPUT_GRAD ? !late && d == k
+                                            : (!late && d == k) || k == x->p.w1 - 1;
+        if (x->ended[nb + c] || !now)
             continue;
         x->time_step[*clock] = k;
         x->t1[nb + c] = (*clock)++;
@@ -993,8 +1017,9 @@ static enum dnnmem_status run_clock(struct xla *x)
             }
             time_step[clock] = k;
             t0[v] = clock++;
-            if (is_grad(vb) && vb->tensor >= 0 && !x->param[vb->tensor])
-                end_copies(x, k, &clock); /* rule 7: after the input gradient */
+            if (is_grad(vb) && vb->tensor >= 0)
+                end_copies(x, k, x->param[vb->tensor] ? AFTER_WEIGHT_GRAD : AFTER_INPUT_GRAD,
+                           &clock);
         }
         for (int32_t r = fr_start[k]; r < fr_start[k + 1]; r++) {
             int32_t c = fr_list[r];
@@ -1004,7 +1029,7 @@ static enum dnnmem_status run_clock(struct xla *x)
             t1[c] = clock++;
             ended[c] = true;
         }
-        end_copies(x, k, &clock);
+        end_copies(x, k, STEP_END, &clock);
         tick1[k] = clock;
     }
     x->clock = clock;
