@@ -535,16 +535,21 @@ static void test_xla_softmax_gelu(void **state)
  * time: 262144 B, and around them two [2,256] values (2048 B each) and the
  * 4 B loss: 266244 B. On the GPU (no copy) both gradients share offset 0
  * of the heap and the small values pack into 6148 B: 268292 B. */
-static struct tb *tb_two_matmuls(void)
+static struct tb *tb_two_matmuls_of(int dtype)
 {
     struct tb *b = tb_new(13);
-    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "2,256");
-    tb_init(b, "W1", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){256, 256});
-    tb_init(b, "W2", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){256, 256});
+    tb_input(b, "x", dtype, "2,256");
+    tb_init(b, "W1", dtype, 2, (int64_t[]){256, 256});
+    tb_init(b, "W2", dtype, 2, (int64_t[]){256, 256});
     tb_node(b, "MatMul", "mm1", "x,W1", "h");
     tb_node(b, "MatMul", "mm2", "h,W2", "y");
     tb_output(b, "y");
     return b;
+}
+
+static struct tb *tb_two_matmuls(void)
+{
+    return tb_two_matmuls_of(ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
 }
 
 static void test_cpu_donated_copies(void **state)
@@ -570,6 +575,30 @@ static void test_cpu_donated_copies(void **state)
     planned_free(&p);
     plan_dev(tb_two_matmuls(), false, false, true, true, &p); /* inference */
     assert_int_equal(p.st.copies, 0);
+    planned_free(&p);
+}
+
+/* Rule 7b: the same graph in bfloat16 at inference on the CPU. Both
+ * weights (131072 B each) get float32 copies (262144 B each) at the step's
+ * start, W1's live to mm1, W2's to mm2 (measured: the bf16 MLP's
+ * wrapped_convert.1 .. .4); rule 7c: the step's own bf16 values are
+ * float32, h [2,256] 2048 B. The heap: both copies overlap until mm1, h
+ * overlaps W2's copy: 262144 + 262144 + 2048 = 526336 B. On the GPU: none,
+ * h's 1024 B. */
+static void test_cpu_bf16_copies(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan_dev(tb_two_matmuls_of(ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16), false, false, true, true,
+             &p);
+    assert_int_equal(p.st.copies, 2);
+    assert_int_equal(p.st.copy_bytes, 2 * 262144);
+    assert_int_equal(p.st.heap.heap_bytes, 526336);
+    planned_free(&p);
+    plan_dev(tb_two_matmuls_of(ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16), false, false, true, false,
+             &p);
+    assert_int_equal(p.st.copies, 0);
+    assert_int_equal(p.st.heap.heap_bytes, 1024);
     planned_free(&p);
 }
 
@@ -780,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_training_estimate_by_hand),
         cmocka_unit_test(test_training_donation),
         cmocka_unit_test(test_cpu_donated_copies),
+        cmocka_unit_test(test_cpu_bf16_copies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
