@@ -107,6 +107,15 @@
  *     optimizer state, each made by its parameter's update (rule 3).
  *     Measured: tfm-infer's cuBLAS workspaces and attention scores sit in
  *     the 64 MiB logits output; mlp-adam-nodonate's temp is 6 MiB.
+ *  7. XLA's CPU backend (o->cpu, --device cpu; measured against its own
+ *     memory_analysis in tests/validation/jax-cpu.jsonl, jax 0.10.2): no
+ *     workspaces, 64 B alignment, and copies of parameters made at the
+ *     step's start (find_copies): donated weights an input gradient reads,
+ *     float32 conversions of half-precision weights, with half-precision
+ *     values float32 throughout; the donated parameters' allocations hold
+ *     temporaries between their copy and their update. The CPU's
+ *     convolution layouts (NHWC transposes) are not modelled
+ *     (docs/validation-jax-cpu.md).
  */
 #include <stdlib.h>
 #include <string.h>
