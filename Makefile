@@ -182,6 +182,9 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	    tools/gpu/results/hf-more.jsonl tools/gpu/results/hf-causal.jsonl
 	@echo "== JAX measurements (H200, jax 0.11.2: tools/gpu/results/jax.jsonl; bars: peak 10%, temp 20%, args 2%)"
 	python3 tools/gpu/jax_compare.py --dnnmem $(B)/dnnmem --check tools/gpu/results/jax.jsonl
+	@echo "== JAX on the CPU: XLA's memory_analysis (jax 0.10.2: tests/validation/jax-cpu.jsonl; rows off 3% listed with their mechanism)"
+	python3 tools/oracle/jax_cpu_compare.py tests/validation/jax-cpu.jsonl --dnnmem $(B)/dnnmem \
+	    --brief --check --misses tests/validation/jax-cpu-expected-misses.txt
 	@echo "== the GPU kit's rows (tools/gpu/hf-more.jsonl): fields, and dnnmem's command for each"
 	python3 tools/gpu/measure_hf.py --dry-run tools/gpu/hf-more.jsonl
 	python3 tools/gpu/compare.py --dnnmem $(B)/dnnmem --commands-only tools/gpu/hf-more.jsonl

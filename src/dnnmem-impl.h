@@ -1182,7 +1182,8 @@ enum dnnmem_status dm_heap_choose_best(struct dm_heap_buf *b, size_t n, uint64_t
 struct dm_xla_opts {
     bool train;
     bool donate;         /* donate_argnums over the parameters and optimizer state */
-    uint64_t alignment;  /* heap chunk alignment; 0 = kXlaAllocatedBufferAlignBytes (128) */
+    uint64_t alignment;  /* heap chunk alignment; 0 = the backend's (128 GPU, 64 CPU) */
+    bool cpu;            /* XLA's CPU backend (--device cpu): its copy insertion (rule 7) */
     int64_t *offsets;    /* optional, one per buffer of `in`: its offset in the temp
                             buffer, or one of the DM_XLA_* below */
 };
@@ -1202,6 +1203,8 @@ struct dm_xla_stats {
     int32_t fused_update;   /* the optimizer update's temporaries */
     int32_t shared;         /* values that took a dying operand's buffer */
     int32_t in_outputs;     /* groups held by live-out allocations (rule 6) */
+    int32_t copies;         /* donated parameters copied at the step's start (rule 7) */
+    uint64_t copy_bytes;    /* their bytes */
     int32_t heap_values;    /* buffers (groups of sharing values) the heap placed */
     struct dm_heap_result heap; /* the temp buffer: heap_bytes */
     uint64_t live_peak;     /* the most bytes live at once in it (no fragmentation) */

@@ -393,8 +393,11 @@ static const struct check checks[] = {
      {A_FW_NAME, A_FW_VERSION}},
     {O, {F_GRAD_SUM_CAP_BAD}, USAGE, "--mxnet-grad-sum-cap %s: expected 1..1000000",
      {A_GRAD_SUM_CAP}},
-    {O, {F_OTHER_FW, NOT(F_CUDA)}, USAGE,
-     "--framework %s: only GPU runtimes are modelled; drop --device cpu", {A_FW_NAME}},
+    /* on the CPU only JAX's jitted step is modelled (XLA's CPU buffer
+     * assignment, src/schedule/xla.c); the others' CPU runtimes are not */
+    {O, {F_OTHER_FW, NOT(F_CUDA), NOT(F_JAX_JIT)}, USAGE,
+     "--framework %s: on the CPU only --framework jax with --jax-execution jit is modelled; drop "
+     "--device cpu", {A_FW_NAME}},
     {O, {F_OTHER_FW, F_ALLOC_ROUND}, USAGE,
      "--alloc-round: replaces PyTorch's caching allocator; not with --framework %s", {A_FW_NAME}},
     {O, {F_TORCH_BAD}, USAGE, "torch version %s: expected major*100+minor", {A_TORCH}},

@@ -61,6 +61,10 @@ static enum dnnmem_status fw_new(const struct dm_fwsim *f, bool limited, struct 
             o.capacity = 0;
         return dm_alloc_pool_new(&o, a);
     }
+    if (f->host) {
+        (void)limited;
+        return dm_alloc_rounding_new(1, a);
+    }
     struct dm_bfc_opts o = f->bfc;
     o.limit = limited ? f->limit : 0;
     return dm_alloc_bfc_new(&o, a);
@@ -104,6 +108,16 @@ static enum dnnmem_status fw_setup(const struct dm_est_opts *o, uint64_t context
                   cfg->tf_allow_growth ? "allow_growth: regions from 2 MiB, doubling"
                                        : "no allow_growth (default): one region of the whole memory "
                                          "limit at start");
+    } else if (cfg->framework == DNNMEM_FW_JAX && cfg->device == DNNMEM_DEVICE_CPU) {
+        /* XLA's CPU client (xla/pjrt/cpu): each buffer its own aligned
+         * host allocation (MaybeOwningCpuMemory::Allocate,
+         * tsl::port::AlignedMalloc), no BFC, no preallocation, no limit
+         * but the host's */
+        f->host = true;
+        f->limit = cap;
+        dm_assume(as, "allocator", "default",
+                  "host: XLA's CPU client allocates each buffer by itself (aligned malloc), bytes "
+                  "as requested; no BFC, XLA_PYTHON_CLIENT_* do not apply");
     } else if (cfg->framework == DNNMEM_FW_JAX) {
         double frac = dm_default_real(&o->d, JAX_MEM_FRACTION);
         f->bfc.allow_growth = !cfg->jax_preallocate;

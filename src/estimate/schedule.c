@@ -12,7 +12,8 @@ static enum dnnmem_status xla_plan(const struct dm_graph *g, const struct dm_tin
                                    struct dm_schedule *sched, struct dm_assumptions *as,
                                    struct dm_xla_stats *out, struct dnnmem_error *err)
 {
-    struct dm_xla_opts xo = {.train = run->train, .donate = cfg->jax_donate, .alignment = 0};
+    struct dm_xla_opts xo = {.train = run->train, .donate = cfg->jax_donate, .alignment = 0,
+                             .cpu = cfg->device == DNNMEM_DEVICE_CPU};
     struct dm_xla_stats xs;
     struct dm_schedule planned;
     DM_TRY(dm_xla_plan(g, t, sched, &xo, &planned, &xs, err));
@@ -36,14 +37,23 @@ static enum dnnmem_status xla_plan(const struct dm_graph *g, const struct dm_tin
     const struct dm_step *ps = xs.peak_step >= 0 ? &sched->steps[xs.peak_step] : NULL;
     dm_assume(as, "xla_temp", "default",
               "%s per call: the heap simulator (best fit by decreasing size, the smaller of "
-              "spatial %s and temporal %s; 128 B alignment) over %d buffers, %d values sharing a "
+              "spatial %s and temporal %s; %s alignment) over %d buffers, %d values sharing a "
               "dying operand's; at most %s live at once%s%s%s%s%s",
               dm_format_bytes(xs.heap.heap_bytes, b2), dm_format_bytes(xs.heap.spatial_bytes, b3),
-              dm_format_bytes(xs.heap.temporal_bytes, b4), xs.heap_values, xs.shared,
+              dm_format_bytes(xs.heap.temporal_bytes, b4), xo.cpu ? "64 B, the CPU's" : "128 B",
+              xs.heap_values, xs.shared,
               dm_format_bytes(xs.live_peak, b1), ps ? " (" : "",
               ps ? dm_phase_name((enum dm_phase)ps->phase) : "",
               ps && ps->node >= 0 ? dm_arena_printf(as->arena, " '%s'", g->nodes[ps->node].name) : "",
               ps ? "):" : "", parts);
+    if (xo.cpu)
+        dm_assume(as, "xla_cpu", "default",
+                  "XLA's CPU backend: no cuBLAS or cuDNN workspaces; %d parameter copies made at "
+                  "the step's start (%s): float32 conversions of bfloat16/float16 matmul and "
+                  "convolution weights, and with donation the weights an input gradient reads "
+                  "(copy insertion); ReLU's backward reads its input (jax.nn.relu's JVP); "
+                  "convolution layout transposes (NCHW to NHWC) are not modelled",
+                  xs.copies, dm_format_bytes(xs.copy_bytes, b1));
     if (run->train)
         dm_assume(as, "jax_donation", cfg->jax_donate ? "default" : "option",
                   "%s; the entry parameters (weights, batch, optimizer state from optax's init: %s) "

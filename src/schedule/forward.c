@@ -497,7 +497,11 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         /* F.linear on a 3-D input is matmul(x, W.t()) then output.add_(bias) in
          * place (aten/src/ATen/native/Linear.cpp): an Add of a weight onto a
          * fresh MatMul result nobody else holds writes into it */
-        int32_t mm = linear_bias_target(b, n);
+        /* not on XLA's CPU backend: its dot and the bias add are separate
+         * kernels, the dot's output a temporary of its own (measured: the
+         * jax-cpu transformer's logits dot, f32[256,8192], in the temp; the
+         * GPU's cuBLAS writes the bias-added output itself) */
+        int32_t mm = b->run->xla && !b->run->cuda ? -1 : linear_bias_target(b, n);
         if (k == 0 && mm >= 0 && b->cur[mm] >= 0 && b->refs[b->cur[mm]] == 1 &&
             t[o].bytes == t[mm].bytes) {
             in0 = mm;

@@ -107,6 +107,15 @@
  *     optimizer state, each made by its parameter's update (rule 3).
  *     Measured: tfm-infer's cuBLAS workspaces and attention scores sit in
  *     the 64 MiB logits output; mlp-adam-nodonate's temp is 6 MiB.
+ *  7. XLA's CPU backend (o->cpu, --device cpu; measured against its own
+ *     memory_analysis in tests/validation/jax-cpu.jsonl, jax 0.10.2): no
+ *     workspaces, 64 B alignment, and copies of parameters made at the
+ *     step's start (find_copies): donated weights an input gradient reads,
+ *     float32 conversions of half-precision weights, with half-precision
+ *     values float32 throughout; the donated parameters' allocations hold
+ *     temporaries between their copy and their update. The CPU's
+ *     convolution layouts (NHWC transposes) are not modelled
+ *     (docs/validation-jax-cpu.md).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +126,12 @@
  * alignment of temp and live-out buffers, 128 B in the XLA TensorFlow 2.16
  * vendors (third_party/xla); the heap aligns each chunk's start to it. */
 #define XLA_GPU_ALIGN 128
+
+/* The CPU backend's: the temp allocation's values start at multiples of
+ * 64 B (measured: jax 0.10.2's CPU buffer-assignment dumps, e.g. a 4000 B
+ * value at offset 74721280 and the next at 74725312 = + 4032; XLA's
+ * cpu_function_runtime Align(), 64 B). */
+#define XLA_CPU_ALIGN 64
 
 /* Ops that jax.numpy / jax.nn / lax lower to elementwise HLO instructions
  * (an elementwise op with operands is loop fusible: gpu_fusible.cc,
@@ -372,7 +387,17 @@ static bool returned(const struct plan *p, const bool *param, const struct dm_xl
 struct host {
     uint64_t size;
     int64_t start;
+    int64_t avail; /* values must start after this tick (a copied parameter: its copy's) */
     int32_t head;
+};
+
+/* The values of the plan past the input's buffers (rule 7's copies). */
+struct values {
+    int32_t nv;               /* the buffers, then the copies */
+    int32_t n_copy;
+    const int32_t *copy_buf;  /* per copy: its parameter's buffer */
+    const int32_t *copy_done; /* per copy: the step its last reader runs */
+    const uint64_t *vbytes;   /* per value: its bytes */
 };
 struct cand {
     uint64_t size;
@@ -413,25 +438,29 @@ static int cmp_cand_asc(const void *a, const void *b)
  * Donated ones alias their parameters, read up to the update that
  * overwrites them: no room (measured: jax-hlo.tar.gz, mlp-adam-nodonate's
  * temp is 6 MiB, mlp-adam's 112 MiB). A group of values sharing a buffer
- * (rule 2) is placed whole. Sets hosted[] for the groups placed. */
+ * (rule 2) is placed whole. On the CPU a donated parameter that rule 7
+ * copied is free from its copy to its update, and holds temporaries then
+ * (measured: mlp-b64-sgd-f32's fc3 weight copy and fc2's weight gradient
+ * sit in fc2's parameter allocation). Sets hosted[] for the groups placed. */
 static enum dnnmem_status host_in_outputs(const struct plan *p, const bool *param,
-                                          const struct dm_xla_opts *o, const int32_t *grp,
-                                          const int64_t *t0, const int64_t *t1,
-                                          const int64_t *tick0, const int64_t *tick1,
-                                          int64_t clock, bool *hosted, struct dm_xla_stats *st)
+                                          const struct dm_xla_opts *o, const struct values *vl,
+                                          const int32_t *grp, const int64_t *t0,
+                                          const int64_t *t1, const int64_t *tick0,
+                                          const int64_t *tick1, int64_t clock, bool *hosted,
+                                          struct dm_xla_stats *st)
 {
     const struct dm_schedule *in = p->in;
-    int32_t nb = in->n_buf, n_h = 0, n_c = 0;
+    int32_t nb = in->n_buf, nv = vl->nv, n_h = o->train && o->donate ? vl->n_copy : 0, n_c = 0;
     for (int32_t b = 0; b < nb; b++)
         if (returned(p, param, o, b) && (o->train || (p->a_step[b] >= p->w0 &&
                                                       p->a_step[b] < p->w1)))
             n_h++;
     if (n_h == 0)
         return DNNMEM_OK;
-    struct cand *hc = malloc((size_t)n_h * sizeof *hc), *cc = malloc(((size_t)nb + 1) * sizeof *cc);
+    struct cand *hc = malloc((size_t)n_h * sizeof *hc), *cc = malloc(((size_t)nv + 1) * sizeof *cc);
     struct host *h = malloc((size_t)n_h * sizeof *h);
-    int64_t *gend = malloc(((size_t)nb + 1) * sizeof *gend);
-    int32_t *next = malloc(((size_t)nb + 1) * sizeof *next);
+    int64_t *gend = malloc(((size_t)nv + 1) * sizeof *gend);
+    int32_t *next = malloc(((size_t)nv + 1) * sizeof *next);
     if (!hc || !cc || !h || !gend || !next) {
         free(hc), free(cc), free(h), free(gend), free(next);
         return DNNMEM_E_NOMEM;
@@ -450,24 +479,30 @@ static enum dnnmem_status host_in_outputs(const struct plan *p, const bool *para
             start = d >= 0 ? tick1[d] : clock;
         }
         hc[n_h] = (struct cand){in->buf[b].bytes, start, n_h};
-        h[n_h++] = (struct host){in->buf[b].bytes, start, -1};
+        h[n_h++] = (struct host){in->buf[b].bytes, start, -1, -1};
+    }
+    for (int32_t c = 0; o->train && o->donate && c < vl->n_copy; c++) { /* rule 7 */
+        int32_t b = vl->copy_buf[c], d = p->done[in->buf[b].tensor];
+        int64_t start = d >= 0 ? tick1[d] : clock;
+        hc[n_h] = (struct cand){in->buf[b].bytes, start, n_h};
+        h[n_h++] = (struct host){in->buf[b].bytes, start, t0[nb + c], -1};
     }
     qsort(hc, (size_t)n_h, sizeof *hc, cmp_cand_asc);
-    for (int32_t b = 0; b < nb; b++)
+    for (int32_t b = 0; b < nv; b++)
         gend[b] = -1;
-    for (int32_t b = 0; b < nb; b++)
+    for (int32_t b = 0; b < nv; b++)
         if (grp[b] >= 0 && t1[b] > gend[grp[b]])
             gend[grp[b]] = t1[b];
-    for (int32_t b = 0; b < nb; b++)
+    for (int32_t b = 0; b < nv; b++)
         if (grp[b] == b)
-            cc[n_c++] = (struct cand){in->buf[b].bytes, t0[b], b};
+            cc[n_c++] = (struct cand){vl->vbytes[b], t0[b], b};
     qsort(cc, (size_t)n_c, sizeof *cc, cmp_cand_desc);
     for (int32_t c = 0; c < n_c; c++) {
         int32_t r = cc[c].id;
         int64_t s = t0[r], e = gend[r];
         for (int32_t k = 0; k < n_h; k++) {
             struct host *a = &h[hc[k].id];
-            if (a->size < cc[c].size || e >= a->start)
+            if (a->size < cc[c].size || e >= a->start || s <= a->avail)
                 continue;
             bool clash = false;
             for (int32_t q = a->head; q >= 0 && !clash; q = next[q])
@@ -521,6 +556,11 @@ struct xla {
     int64_t *tick0, *tick1;            /* per step: its first tick and the one past it */
     bool *ended, *param, *hosted;
     int32_t n_heap;
+    int32_t nv;                        /* values: the buffers, then the copies (rule 7) */
+    int32_t n_copy, *copy_buf, *copy_done; /* per copy: its parameter's buffer, last reader */
+    bool *copy_half;                   /* per copy: a float32 conversion (rule 7b) */
+    bool *copy_late;                   /* per copy: read by an update run late (rule 7a) */
+    uint64_t *vbytes;                  /* per value: its bytes */
     int64_t clock;
     int32_t n_it;
     int32_t *call_step, *win_first, *win_last, *map, *prev, *gen;
@@ -547,6 +587,11 @@ static void xla_free(struct xla *x)
     free(x->ended);
     free(x->param);
     free(x->hosted);
+    free(x->copy_buf);
+    free(x->copy_done);
+    free(x->copy_half);
+    free(x->copy_late);
+    free(x->vbytes);
     free(x->tick0);
     free(x->tick1);
     free(x->oe);
@@ -691,6 +736,168 @@ static void fuse(struct plan *p, struct dm_xla_stats *st)
     }
 }
 
+/* Ops whose backward reads a parameter operand to make another operand's
+ * gradient (dX = dY W^T; a convolution's input gradient; dX = dY * g). */
+static bool grad_reads_param(enum dm_op op)
+{
+    return op == DM_OP_MatMul || op == DM_OP_Gemm || op == DM_OP_Conv ||
+           op == DM_OP_ConvTranspose || op == DM_OP_Mul || op == DM_OP_Div;
+}
+
+/* The parameters with a gradient; rule 7, on the CPU, the copies of
+ * parameters the step makes at its start, each live to its last reader:
+ *  (a) with donation, the donated parameters a backward op reads to make
+ *      an activation's gradient. Each aliases its output, the updated
+ *      parameter; copy insertion adds a copy wherever the parameter's value
+ *      has a reader it cannot order before the update that overwrites it
+ *      (copy_insertion.cc, AddCopiesForAliasedInputOutputs, then
+ *      RemoveUnnecessaryCopies), and the input-gradient matmul is no
+ *      ancestor of the update, which reads the weight gradient only. The
+ *      CPU compiler keeps these copies: measured in every donated training
+ *      step of jax 0.10.2's CPU dumps (tests/validation/jax-cpu.jsonl:
+ *      copy(fc2.weight), copy(fc3.weight), copy(fc4.weight) first in the
+ *      entry computation, not fc1's, whose input gradient is not taken);
+ *      the GPU's dumps have none (tools/gpu/results/jax-hlo.tar.gz);
+ *  (b) bfloat16 and float16 weights of matmuls and convolutions: the CPU
+ *      backend has no half-precision dot or convolution kernel, so the
+ *      operands are converted to float32 first (cpu_compiler.cc's float
+ *      normalisation of dots and convolutions; measured: the bf16 MLP's
+ *      wrapped_convert.1 .. .4, f32 copies of every weight, first in the
+ *      entry computation, its temp 160.9 MiB at batch 64 for 79.9 MiB of
+ *      bf16 weights): twice the weight's bytes. The converted copy, not the
+ *      weight, is what the backward and the update then read, so (a) adds
+ *      none for them.
+ *  (c) the step's own half-precision values are float32 on the CPU: each
+ *      dot and convolution computes in float32 and the conversions back to
+ *      bfloat16 between them cancel out (convert pairs removed, as
+ *      simplify_fp_conversions.cc does), so activations, their gradients
+ *      and the weight gradients take twice their bytes (measured: the bf16
+ *      MLP's dot outputs, ReLU outputs and weight gradients are f32 values
+ *      in its temp; the update converts back into the bf16 allocations).
+ * A copy lives to its last reader: the last backward step making an input
+ * gradient from it, else its last forward reader (fc1's f32 copy in the
+ * bf16 MLP, whose backward makes no input gradient): in that backward step, up to the input gradient
+ * it makes, before the weight gradient (XLA runs a layer's input-gradient
+ * matmul, the copy's reader, first; measured: the bf16 MLP's f32 fc2 weight
+ * gradient takes the offset of fc2's f32 weight copy, the f32 MLP's fc1
+ * weight gradient that of fc2's copy). With optimizer state (momentum,
+ * Adam) the update is two fusions, the state's then the parameter's, and
+ * the parameter's, which reads the copy, runs only after the next layer's
+ * weight-gradient matmul: such a copy lives until that next weight
+ * gradient is made (measured: in mlp-b64-sgd-momentum-f32 the fc3 update
+ * reading copy(fc3.weight) follows fc2's weight-gradient dot, and fc2's
+ * follows fc1's). With donation the parameter's own
+ * allocation is free from its copy to its update (host_in_outputs). */
+static void copy_params(struct xla *x, const int32_t *pbuf, const int32_t *act_grads,
+                        const int32_t *last, bool *copied)
+{
+    const struct plan *p = &x->p;
+    bool stateful = false; /* the optimizer keeps state (momentum, Adam) */
+    for (int32_t b = 0; b < p->in->n_buf && !stateful; b++)
+        stateful = p->in->buf[b].category == DNNMEM_CAT_OPTIMIZER;
+    const struct dm_graph *g = p->g;
+    const struct dm_xla_opts *o = x->o;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        if (!grad_reads_param(n->op))
+            continue;
+        bool mm = n->op != DM_OP_Mul && n->op != DM_OP_Div;
+        /* a matmul's or convolution's bias (slot 2) is not read by its backward */
+        int n_read = mm ? 2 : n->n_in;
+        for (int k = 0; k < n->n_in && k < n_read; k++) {
+            int32_t t = n->in[k] >= 0 ? p->base[n->in[k]] : -1; /* through views */
+            if (t < 0 || copied[t] || pbuf[t] < 0 || last[t] < 0)
+                continue;
+            uint8_t dt = p->in->buf[pbuf[t]].dtype;
+            bool half = mm && (dt == DM_BFLOAT16 || dt == DM_FLOAT16);
+            bool donated = o->train && o->donate && x->param[t] && p->bwd[i] >= 0 &&
+                           act_grads[p->bwd[i]] > 0;
+            if (!half && !donated)
+                continue;
+            copied[t] = true;
+            x->copy_buf[x->n_copy] = pbuf[t];
+            x->copy_half[x->n_copy] = half;
+            x->copy_late[x->n_copy] = !half && stateful;
+            x->copy_done[x->n_copy++] = last[t];
+        }
+    }
+}
+
+static enum dnnmem_status find_copies(struct xla *x)
+{
+    const struct plan *p = &x->p;
+    const struct dm_schedule *in = p->in;
+    const struct dm_graph *g = p->g;
+    int32_t nb = in->n_buf, nt = g->n_tensors, ns = in->n_steps;
+    x->param = calloc((size_t)nt + 1, sizeof *x->param);
+    x->copy_buf = malloc(((size_t)nt + 1) * sizeof *x->copy_buf);
+    x->copy_done = malloc(((size_t)nt + 1) * sizeof *x->copy_done);
+    x->copy_half = calloc((size_t)nt + 1, sizeof *x->copy_half);
+    x->copy_late = calloc((size_t)nt + 1, sizeof *x->copy_late);
+    int32_t *pbuf = malloc(((size_t)nt + 1) * sizeof *pbuf);
+    int32_t *last = malloc(((size_t)nt + 1) * sizeof *last);
+    int32_t *act_grads = calloc((size_t)ns + 1, sizeof *act_grads);
+    bool *copied = calloc((size_t)nt + 1, sizeof *copied);
+    if (!x->param || !x->copy_buf || !x->copy_done || !x->copy_half || !x->copy_late || !pbuf ||
+        !last ||
+        !act_grads || !copied) {
+        free(pbuf), free(last), free(act_grads), free(copied);
+        return xla_oom(x);
+    }
+    for (int32_t b = 0; b < nb; b++)
+        if (p->kind[b] == K_TEMP && in->buf[b].category == DNNMEM_CAT_GRADIENT &&
+            in->buf[b].tensor >= 0)
+            x->param[in->buf[b].tensor] = true;
+    x->n_copy = 0;
+    if (x->o->cpu) {
+        for (int32_t t = 0; t < nt; t++)
+            pbuf[t] = last[t] = -1;
+        for (int32_t b = 0; b < nb; b++) {
+            const struct dm_buffer *bf = &in->buf[b];
+            if (p->kind[b] == K_SETUP && bf->category == DNNMEM_CAT_WEIGHT && !bf->what &&
+                bf->tensor >= 0 && pbuf[bf->tensor] < 0)
+                pbuf[bf->tensor] = b;
+            if (p->kind[b] == K_TEMP && is_grad(bf) && bf->tensor >= 0 &&
+                !x->param[bf->tensor] && p->a_step[b] >= 0)
+                act_grads[p->a_step[b]]++;
+        }
+        /* a copy's last reader: a backward making an input gradient, else the forward */
+        for (int32_t i = 0; i < g->n_nodes; i++)
+            for (int k = 0; k < g->nodes[i].n_in; k++) {
+                int32_t t = g->nodes[i].in[k] >= 0 ? p->base[g->nodes[i].in[k]] : -1;
+                int32_t r = p->fwd[i];
+                if (p->bwd[i] >= 0 && act_grads[p->bwd[i]] > 0)
+                    r = p->bwd[i];
+                if (t >= 0 && r > last[t])
+                    last[t] = r;
+            }
+        copy_params(x, pbuf, act_grads, last, copied);
+    }
+    free(pbuf), free(last), free(act_grads), free(copied);
+    x->nv = nb + x->n_copy;
+    x->vbytes = malloc(((size_t)x->nv + 1) * sizeof *x->vbytes);
+    if (!x->vbytes)
+        return xla_oom(x);
+    for (int32_t b = 0; b < nb; b++) {
+        x->vbytes[b] = in->buf[b].bytes;
+        uint8_t dt = in->buf[b].dtype;
+        /* rule 7c: on the CPU the step's half-precision values are float32 */
+        if (x->o->cpu && p->kind[b] == K_TEMP && (dt == DM_BFLOAT16 || dt == DM_FLOAT16) &&
+            !dm_umul_ok(x->vbytes[b], 2, &x->vbytes[b]))
+            return xla_overflow(x);
+    }
+    for (int32_t c = 0; c < x->n_copy; c++) {
+        uint64_t v = in->buf[x->copy_buf[c]].bytes;
+        if (x->copy_half[c] && !dm_umul_ok(v, 2, &v))
+            return xla_overflow(x);
+        x->vbytes[nb + c] = v;
+        x->st->copies++;
+        if (!dm_uadd_ok(x->st->copy_bytes, v, &x->st->copy_bytes))
+            return xla_overflow(x);
+    }
+    return DNNMEM_OK;
+}
+
 /* Free steps after fusion, and the values freed at each step (CSR). */
 static enum dnnmem_status free_lists(struct xla *x)
 {
@@ -699,14 +906,16 @@ static enum dnnmem_status free_lists(struct xla *x)
     int32_t nb = in->n_buf, ns = in->n_steps;
     x->fr_start = calloc((size_t)ns + 2, sizeof *x->fr_start);
     x->fr_list = malloc(((size_t)nb + 1) * sizeof *x->fr_list);
-    x->grp = malloc(((size_t)nb + 1) * sizeof *x->grp);
-    x->t0 = malloc(((size_t)nb + 1) * sizeof *x->t0);
-    x->t1 = malloc(((size_t)nb + 1) * sizeof *x->t1);
-    x->ended = calloc((size_t)nb + 1, sizeof *x->ended);
+    x->grp = malloc(((size_t)x->nv + 1) * sizeof *x->grp);
+    x->t0 = malloc(((size_t)x->nv + 1) * sizeof *x->t0);
+    x->t1 = malloc(((size_t)x->nv + 1) * sizeof *x->t1);
+    x->ended = calloc((size_t)x->nv + 1, sizeof *x->ended);
     if (!x->fr_start || !x->fr_list || !x->grp || !x->t0 || !x->t1 || !x->ended)
         return xla_oom(x);
     int32_t *fr_start = x->fr_start;
-    int32_t n_heap = 0;
+    int32_t n_heap = x->n_copy;
+    for (int32_t b = nb; b < x->nv; b++)
+        x->grp[b] = b;
     for (int32_t b = 0; b < nb; b++) {
         x->grp[b] = -1;
         if (p->kind[b] != K_TEMP || p->fused[b] || in->buf[b].bytes == 0)
@@ -728,6 +937,29 @@ static enum dnnmem_status free_lists(struct xla *x)
     return DNNMEM_OK;
 }
 
+/* Rule 7: the copies whose last reader runs at step k end (once). */
+enum copy_end { AFTER_INPUT_GRAD, AFTER_WEIGHT_GRAD, STEP_END };
+
+/* Rule 7: the copies whose last reader has run at step k end (once): after
+ * the input gradient of the step reading them; a late copy (rule 7a with
+ * optimizer state) after the next weight gradient made past that step. */
+static void end_copies(struct xla *x, int32_t k, enum copy_end at, int64_t *clock)
+{
+    int32_t nb = x->p.in->n_buf;
+    for (int32_t c = 0; c < x->n_copy; c++) {
+        int32_t d = find(x->p.red, x->copy_done[c]);
+        bool late = x->copy_late[c];
+        bool now = at == AFTER_WEIGHT_GRAD ? late && d < k
+                   : at == AFTER_INPUT_GRAD ? !late && d == k
+                                            : (!late && d == k) || k == x->p.w1 - 1;
+        if (x->ended[nb + c] || !now)
+            continue;
+        x->time_step[*clock] = k;
+        x->t1[nb + c] = (*clock)++;
+        x->ended[nb + c] = true;
+    }
+}
+
 /* Rule 2 and the heap's clock: the step's own events in their order
  * (an op's outputs, then its dying operands; a composite step such as
  * the loss op by op); a value is defined, or shares a dying operand's
@@ -739,7 +971,7 @@ static enum dnnmem_status run_clock(struct xla *x)
     const struct dm_schedule *in = p->in;
     int32_t nb = in->n_buf, ns = in->n_steps, w0 = p->w0, w1 = p->w1;
     int64_t clock = 0;
-    x->time_step = malloc(((size_t)nb * 2 + 2) * sizeof *x->time_step);
+    x->time_step = malloc(((size_t)x->nv * 2 + 2) * sizeof *x->time_step);
     if (!x->time_step)
         return xla_oom(x);
     size_t ev_at = 0;
@@ -758,6 +990,10 @@ static enum dnnmem_status run_clock(struct xla *x)
     for (int32_t k = w0; k < w1; k++) {
         bool can_share = shares_at(p, k);
         tick0[k] = clock;
+        for (int32_t c = 0; k == w0 && c < x->n_copy; c++) { /* rule 7: first */
+            time_step[clock] = k;
+            t0[nb + c] = clock++;
+        }
         for (; ev_at < in->n_ev && in->ev[ev_at].step == k; ev_at++) {
             int32_t v = in->ev[ev_at].buf;
             if (p->kind[v] != K_TEMP || p->fused[v] || in->buf[v].bytes == 0)
@@ -790,6 +1026,9 @@ static enum dnnmem_status run_clock(struct xla *x)
             }
             time_step[clock] = k;
             t0[v] = clock++;
+            if (is_grad(vb) && vb->tensor >= 0)
+                end_copies(x, k, x->param[vb->tensor] ? AFTER_WEIGHT_GRAD : AFTER_INPUT_GRAD,
+                           &clock);
         }
         for (int32_t r = fr_start[k]; r < fr_start[k + 1]; r++) {
             int32_t c = fr_list[r];
@@ -799,6 +1038,7 @@ static enum dnnmem_status run_clock(struct xla *x)
             t1[c] = clock++;
             ended[c] = true;
         }
+        end_copies(x, k, STEP_END, &clock);
         tick1[k] = clock;
     }
     x->clock = clock;
@@ -812,19 +1052,14 @@ static enum dnnmem_status host(struct xla *x)
     const struct plan *p = &x->p;
     const struct dm_schedule *in = p->in;
     int32_t nb = in->n_buf;
-    x->param = calloc((size_t)p->g->n_tensors + 1, sizeof *x->param);
-    if (!x->param)
-        return xla_oom(x);
-    for (int32_t b = 0; b < nb; b++)
-        if (p->kind[b] == K_TEMP && in->buf[b].category == DNNMEM_CAT_GRADIENT &&
-            in->buf[b].tensor >= 0)
-            x->param[in->buf[b].tensor] = true;
-
-    x->hosted = calloc((size_t)nb + 1, sizeof *x->hosted);
+    (void)in;
+    (void)nb;
+    x->hosted = calloc((size_t)x->nv + 1, sizeof *x->hosted);
     if (!x->hosted)
         return xla_oom(x);
-    enum dnnmem_status s = host_in_outputs(p, x->param, x->o, x->grp, x->t0, x->t1, x->tick0,
-                                           x->tick1, x->clock, x->hosted, x->st);
+    struct values vl = {x->nv, x->n_copy, x->copy_buf, x->copy_done, x->vbytes};
+    enum dnnmem_status s = host_in_outputs(p, x->param, x->o, &vl, x->grp, x->t0, x->t1,
+                                           x->tick0, x->tick1, x->clock, x->hosted, x->st);
     if (s != DNNMEM_OK)
         return xla_oom(x);
     return DNNMEM_OK;
@@ -844,8 +1079,10 @@ static enum dnnmem_status simulate_heap(struct xla *x, uint64_t align)
     const bool *hosted = x->hosted;
     int64_t clock = x->clock;
     enum dnnmem_status s;
+    int32_t nv = x->nv;
+    const uint64_t *vbytes = x->vbytes;
     struct dm_heap_buf *hb = malloc(((size_t)x->n_heap + 1) * sizeof *hb);
-    int32_t *slot = malloc(((size_t)nb + 1) * sizeof *slot);
+    int32_t *slot = malloc(((size_t)nv + 1) * sizeof *slot);
     uint64_t *add = calloc((size_t)clock + 2, sizeof *add); /* per tick: bytes defined */
     uint64_t *rem = calloc((size_t)clock + 2, sizeof *rem); /* per tick: bytes freed */
     if (!hb || !slot || !add || !rem) {
@@ -853,18 +1090,18 @@ static enum dnnmem_status simulate_heap(struct xla *x, uint64_t align)
         goto done;
     }
     int32_t n_grp = 0;
-    for (int32_t b = 0; b < nb; b++) {
+    for (int32_t b = 0; b < nv; b++) {
         slot[b] = -1;
         if (grp[b] < 0 || hosted[grp[b]])
             continue;
         if (grp[b] == b) {
             slot[b] = n_grp;
-            hb[n_grp++] = (struct dm_heap_buf){in->buf[b].bytes, t0[b], t1[b], t1[b], b, 0};
+            hb[n_grp++] = (struct dm_heap_buf){vbytes[b], t0[b], t1[b], t1[b], b, 0};
         } else if (t1[b] > hb[slot[grp[b]]].end) {
             hb[slot[grp[b]]].end = t1[b];
         }
-        bool ok = dm_uadd_ok(add[t0[b]], in->buf[b].bytes, &add[t0[b]]) &&
-                  dm_uadd_ok(rem[t1[b]], in->buf[b].bytes, &rem[t1[b]]);
+        bool ok = dm_uadd_ok(add[t0[b]], vbytes[b], &add[t0[b]]) &&
+                  dm_uadd_ok(rem[t1[b]], vbytes[b], &rem[t1[b]]);
         if (!ok) {
             s = xla_overflow(x);
             goto done;
@@ -888,9 +1125,9 @@ static enum dnnmem_status simulate_heap(struct xla *x, uint64_t align)
     st->live_peak = best;
     if (best_t >= 0) {
         st->peak_step = x->time_step[best_t];
-        for (int32_t b = 0; b < nb; b++) /* each part of `best`: no overflow */
+        for (int32_t b = 0; b < nv; b++) /* each part of `best`: no overflow */
             if (grp[b] >= 0 && !hosted[grp[b]] && t0[b] <= best_t && best_t <= t1[b])
-                st->peak_bytes[in->buf[b].category] += in->buf[b].bytes;
+                st->peak_bytes[b < nb ? in->buf[b].category : DNNMEM_CAT_TEMPORARY] += vbytes[b];
     }
     s = dm_heap_choose_best(hb, (size_t)n_grp, align, &st->heap);
     for (int32_t b = 0; o->offsets && b < nb; b++)
@@ -1073,7 +1310,7 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     const char *path = g && g->path ? g->path : "schedule";
     if (!g || !in || !o)
         return dm_fail(err, DNNMEM_E_INTERNAL, "%s: XLA plan without a graph", path);
-    uint64_t align = o->alignment ? o->alignment : XLA_GPU_ALIGN;
+    uint64_t align = o->alignment ? o->alignment : o->cpu ? XLA_CPU_ALIGN : XLA_GPU_ALIGN;
     struct xla x = {.p = {.g = g, .t = t, .in = in, .train = o->train},
                     .o = o, .out = out, .st = st, .err = err, .path = path};
     enum dnnmem_status s = DNNMEM_OK;
@@ -1087,7 +1324,7 @@ enum dnnmem_status dm_xla_plan(const struct dm_graph *g, const struct dm_tinfo *
     grads_whole(&x.p);
     classify(&x.p, o, st);
     fuse(&x.p, st);
-    if ((s = free_lists(&x)) != DNNMEM_OK || (s = run_clock(&x)) != DNNMEM_OK ||
+    if ((s = find_copies(&x)) != DNNMEM_OK || (s = free_lists(&x)) != DNNMEM_OK || (s = run_clock(&x)) != DNNMEM_OK ||
         (s = host(&x)) != DNNMEM_OK || (s = simulate_heap(&x, align)) != DNNMEM_OK ||
         (s = out_steps(&x)) != DNNMEM_OK || (s = out_alloc(&x)) != DNNMEM_OK)
         goto done;

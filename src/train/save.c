@@ -84,6 +84,22 @@
  *    again, reading the input, while the output stays materialised for the
  *    attention's second matmul: the input (the scaled scores) is kept too
  *    (the transformer: 2 x 16 MiB per layer at batch 8, seq 256).
+ *  - Relu: jax.nn.relu is a custom_jvp whose rule is
+ *    lax.select(x > 0, g, 0) (jax/_src/nn/functions.py, relu.defjvps):
+ *    the backward reads the input (XLA recomputes a matmul's bias add into
+ *    the select's fusion, so the matmul's output is kept), not the output,
+ *    which stays alive only where the next layer's weight gradient reads
+ *    it (measured on the CPU: jax-cpu.jsonl's MLP steps keep both the dot
+ *    outputs and the ReLU outputs, compare_select_fusion(dY, dot, bias)).
+ *    On the GPU the measured steps keep no pre-activation (the rule there
+ *    would put the H200 CNN's temp +37% and the MLP's +7%): there, the
+ *    backward's compare is taken to read the ReLU's output, as autograd's.
+ *  - Gelu (exact) on the CPU: erf's JVP rule, 2 / sqrt(pi) * exp(-x^2)
+ *    (jax/_src/lax/special.py or lax.py, erf_p's defjvp), depends on x
+ *    only, so linearisation computes it in the forward; XLA's CPU backend
+ *    keeps it as a third input-sized residual (measured: jax-cpu's
+ *    transformer keeps negate_exponential_fusion [8,128,2048] per block
+ *    beside the dot output, the erf term and the GELU output).
  *  - Gelu (exact): jax.nn.gelu(approximate=False) is
  *    x * (erf(x / sqrt 2) + 1) / 2, differentiated as written: the product's
  *    VJP keeps its second factor, an input-sized value XLA makes as a
@@ -199,6 +215,12 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
     int32_t in0 = dm_has_in(n, 0) ? n->in[0] : -1, out0 = dm_has_out(n, 0) ? n->out[0] : -1;
     switch (dm_ops[n->op].train) {
     case DM_T_OUT:
+        /* XLA on the CPU: jax.nn.relu's custom JVP is select(x > 0, g, 0),
+         * reading its input, not its output (header, "JAX's jit") */
+        if (b->run->xla && !b->run->cuda && n->op == DM_OP_Relu) {
+            dm_keep_input(b, i, 0);
+            break;
+        }
         if (saves_self_out_of_place(b, n, in0, out0)) {
             dm_keep_input(b, i, 0);
             break;
@@ -236,6 +258,11 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
         if (b->run->xla && n->op == DM_OP_Gelu && in0 >= 0 &&
             strcmp(dm_attr_str(n, "approximate", "none"), "tanh") != 0)
             dm_keep_new(b, i, t[in0].dtype, t[in0].numel, "(erf(x / sqrt 2) + 1) / 2");
+        /* XLA on the CPU: erf's JVP, exp(-x^2 / 2) up to a constant, is a
+         * residual made in the forward too (header, "JAX's jit") */
+        if (b->run->xla && !b->run->cuda && n->op == DM_OP_Gelu && in0 >= 0 &&
+            strcmp(dm_attr_str(n, "approximate", "none"), "tanh") != 0)
+            dm_keep_new(b, i, t[in0].dtype, t[in0].numel, "exp(-x^2 / 2) (erf's JVP)");
         break;
     case DM_T_OPERANDS:
         /* each input that needs a grad keeps the other data operands */

@@ -678,7 +678,12 @@ expect 2 "--tf-allow-growth: applies to --framework tensorflow" -- estimate $R -
 expect 2 "--mxnet-pool: applies to --framework mxnet" -- estimate $R --mxnet-pool round
 expect 2 "--alloc-round: replaces PyTorch's caching allocator; not with --framework tensorflow" -- \
     estimate $R --framework tensorflow --alloc-round 512
-expect 2 "--framework jax: only GPU runtimes are modelled" -- estimate $R --framework jax --device cpu
+expect 2 "--framework jax: on the CPU only --framework jax with --jax-execution jit is modelled" -- \
+    estimate $R --framework jax --jax-execution eager --device cpu
+expect 0 "xla_cpu        XLA's CPU backend: no cuBLAS or cuDNN workspaces" -- \
+    estimate $R -b 8 --framework jax --device cpu
+expect 0 "allocator      host: XLA's CPU client allocates each buffer by itself" -- \
+    estimate $R -b 8 --framework jax --device cpu
 expect 0 "framework      tensorflow 2.15 (runtime" -- estimate $R -b 8 --framework tensorflow@2.15
 # TensorFlow: the step under tf.function (as model.fit) by default, eager on request
 expect 0 "schedule       TensorFlow's graph executor over the step's dataflow" -- \

@@ -1851,7 +1851,8 @@ static void test_framework_runtimes(void **state)
                           "CUDA context (100.00 MiB)");
     cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
     cfg.device = DNNMEM_DEVICE_CPU;
-    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE, "only GPU runtimes");
+    expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
+                          "on the CPU only --framework jax with --jax-execution jit is modelled");
 }
 
 /* THNN's im2col columns (workspace.c, thnn_columns): at one thread a 3x3

@@ -119,7 +119,17 @@ struct planned {
 
 /* Load, infer, build the dataflow schedule (one step; plain SGD, the sum of
  * the outputs as the loss when training) and plan it. */
+static void plan_dev(struct tb *b, bool train, bool donate, bool xla, bool cpu,
+                     struct planned *p);
+
 static void plan_run(struct tb *b, bool train, bool donate, bool xla, struct planned *p)
+{
+    plan_dev(b, train, donate, xla, false, p);
+}
+
+/* As plan_run, on the GPU or (cpu) XLA's CPU backend. */
+static void plan_dev(struct tb *b, bool train, bool donate, bool xla, bool cpu,
+                     struct planned *p)
 {
     memset(p, 0, sizeof *p);
     struct dnnmem_error err;
@@ -133,14 +143,14 @@ static void plan_run(struct tb *b, bool train, bool donate, bool xla, struct pla
     struct dm_infer ctx = {.g = p->g, .arena = &p->arena, .t = p->t, .err = &err};
     if (dm_infer_shapes(&ctx) != DNNMEM_OK)
         fail_msg("infer: %s", err.message);
-    struct dm_run run = {.train = train, .cuda = true, .torch_version = 206, .iterations = 1,
+    struct dm_run run = {.train = train, .cuda = !cpu, .torch_version = 206, .iterations = 1,
                          .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD, .loss = DNNMEM_LOSS_SUM,
                          .compute_capability = 80, .dataflow = true, .xla = xla};
     if (dm_schedule_build(p->g, p->t, &run, &p->in, &err) != DNNMEM_OK)
         fail_msg("schedule: %s", err.message);
     p->off = calloc((size_t)p->in.n_buf + 1, sizeof *p->off);
     assert_non_null(p->off);
-    struct dm_xla_opts o = {.train = train, .donate = donate, .offsets = p->off};
+    struct dm_xla_opts o = {.train = train, .donate = donate, .offsets = p->off, .cpu = cpu};
     if (dm_xla_plan(p->g, p->t, &p->in, &o, &p->out, &p->st, &err) != DNNMEM_OK)
         fail_msg("plan: %s", err.message);
 }
@@ -510,6 +520,88 @@ static void test_xla_softmax_gelu(void **state)
     planned_free(&p);
 }
 
+/* Rule 7, XLA's CPU backend with donation: x[2,256] -> mm1 (W1[256,256])
+ * -> h -> mm2 (W2[256,256]) -> y, trained by SGD on the sum of y. mm2's
+ * backward reads W2 to make h's gradient, and that matmul is no ancestor of
+ * W2's update: W2 is copied at the step's start (262144 B), live to mm2's
+ * backward (measured: copy(fc2.weight) .. copy(fc4.weight) in jax-cpu's MLP
+ * steps). mm1's backward makes no gradient for x (an input): W1 is not
+ * copied (fc1's weight in the MLP). On the GPU, without donation, or at
+ * inference: no copies. The copy starts at the step's first tick, before
+ * every other value, so it cannot sit in W2's own allocation (free only
+ * after the copy is made) and goes to the heap; W2's gradient [mm2's
+ * backward] can, before W2's update overwrites it; W1's gradient comes
+ * after that update and takes the copy's place in the heap, disjoint in
+ * time: 262144 B, and around them two [2,256] values (2048 B each) and the
+ * 4 B loss: 266244 B. On the GPU (no copy) both gradients share offset 0
+ * of the heap and the small values pack into 6148 B: 268292 B. */
+static struct tb *tb_two_matmuls_of(int dtype)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", dtype, "2,256");
+    tb_init(b, "W1", dtype, 2, (int64_t[]){256, 256});
+    tb_init(b, "W2", dtype, 2, (int64_t[]){256, 256});
+    tb_node(b, "MatMul", "mm1", "x,W1", "h");
+    tb_node(b, "MatMul", "mm2", "h,W2", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+static struct tb *tb_two_matmuls(void)
+{
+    return tb_two_matmuls_of(ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+}
+
+static void test_cpu_donated_copies(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan_dev(tb_two_matmuls(), true, true, true, true, &p);
+    assert_int_equal(p.st.copies, 1);
+    assert_int_equal(p.st.copy_bytes, 262144);
+    assert_int_equal(p.st.heap.heap_bytes, 266244);
+    assert_int_equal(offset_of(&p, "W2", "grad"), DM_XLA_IN_OUTPUT);
+    assert_true(offset_of(&p, "W1", "grad") >= 0);
+    uint64_t cpu_heap = p.st.heap.heap_bytes;
+    planned_free(&p);
+    plan_dev(tb_two_matmuls(), true, true, true, false, &p); /* the GPU: no copy */
+    assert_int_equal(p.st.copies, 0);
+    assert_int_equal(offset_of(&p, "W2", "grad"), 0);
+    assert_int_equal(p.st.heap.heap_bytes, 268292);
+    assert_true(p.st.heap.heap_bytes > cpu_heap);
+    planned_free(&p);
+    plan_dev(tb_two_matmuls(), true, false, true, true, &p); /* not donated */
+    assert_int_equal(p.st.copies, 0);
+    planned_free(&p);
+    plan_dev(tb_two_matmuls(), false, false, true, true, &p); /* inference */
+    assert_int_equal(p.st.copies, 0);
+    planned_free(&p);
+}
+
+/* Rule 7b: the same graph in bfloat16 at inference on the CPU. Both
+ * weights (131072 B each) get float32 copies (262144 B each) at the step's
+ * start, W1's live to mm1, W2's to mm2 (measured: the bf16 MLP's
+ * wrapped_convert.1 .. .4); rule 7c: the step's own bf16 values are
+ * float32, h [2,256] 2048 B. The heap: both copies overlap until mm1, h
+ * overlaps W2's copy: 262144 + 262144 + 2048 = 526336 B. On the GPU: none,
+ * h's 1024 B. */
+static void test_cpu_bf16_copies(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan_dev(tb_two_matmuls_of(ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16), false, false, true, true,
+             &p);
+    assert_int_equal(p.st.copies, 2);
+    assert_int_equal(p.st.copy_bytes, 2 * 262144);
+    assert_int_equal(p.st.heap.heap_bytes, 526336);
+    planned_free(&p);
+    plan_dev(tb_two_matmuls_of(ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16), false, false, true, false,
+             &p);
+    assert_int_equal(p.st.copies, 0);
+    assert_int_equal(p.st.heap.heap_bytes, 1024);
+    planned_free(&p);
+}
+
 /* ---- whole estimates --------------------------------------------------------- */
 
 static struct dnnmem_result *jax_estimate_ws(struct tb *b, enum dnnmem_mode mode, bool donate,
@@ -716,6 +808,8 @@ int main(void)
         cmocka_unit_test(test_inference_estimate_by_hand),
         cmocka_unit_test(test_training_estimate_by_hand),
         cmocka_unit_test(test_training_donation),
+        cmocka_unit_test(test_cpu_donated_copies),
+        cmocka_unit_test(test_cpu_bf16_copies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
