@@ -307,6 +307,9 @@ void dnnmem_config_init(struct dnnmem_config *cfg)
     cfg->mxnet_reserve_percent = -1;
     cfg->jax_preallocate = true;
     cfg->jax_donate = true;
+    cfg->par.ddp_bucket_bytes = cfg->par.zero_bucket_elems = cfg->par.zero_prefetch_elems = -1;
+    cfg->par.zero_persist_elems = cfg->par.nccl_bytes = -1;
+    cfg->par.rank = -1;
 }
 
 enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg,

@@ -895,7 +895,26 @@ const char *dm_buffer_name(const struct dm_graph *g, const struct dm_buffer *b, 
                            size_t cap);
 
 /* The settings of one simulated run, resolved from the public config. */
+/* Data parallelism (src/train/parallel.c; docs/parallel.md): how this rank's
+ * step differs from one process's. */
+enum dm_par_kind { DM_PAR_NONE = 0, DM_PAR_DDP, DM_PAR_ZERO, DM_PAR_FSDP };
+struct dm_par {
+    enum dm_par_kind kind;
+    int world, rank;          /* data-parallel ranks and this one */
+    int shard, shard_rank;    /* the group a parameter is sharded over and the rank in it */
+    int zero;                 /* ZeRO stage (kind ZERO) */
+    bool offload_optimizer, offload_params;
+    bool reshard;             /* FSDP reshard_after_forward */
+    const char *wrap;         /* FSDP unit glob, NULL: the repeated blocks' (wrap_specs) */
+    char wrap_specs[4][160];
+    int n_wrap;
+    uint64_t ddp_bucket_bytes, ddp_first_bucket_bytes;
+    bool ddp_bucket_view;
+    int64_t zero_bucket, zero_prefetch, zero_persist;
+};
+
 struct dm_run {
+    struct dm_par par;
     bool train;
     bool cuda;
     bool inplace;            /* activations in place where PyTorch allows */
