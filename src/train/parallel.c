@@ -10,11 +10,15 @@
  * D1 DDP's Reducer allocates one flat gradient buffer per bucket when it is
  *    constructed (torch/csrc/distributed/c10d/reducer.cpp, Reducer::
  *    initialize_buckets: bucket.gradients = at::empty({offset}, options)),
- *    before the first step. Buckets are filled in reverse parameter order,
- *    the first up to 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES, 1024 * 1024),
- *    the rest up to bucket_cap_mb = 25 (x 1024 x 1024 bytes), a bucket
- *    closing once it reaches its limit (torch/nn/parallel/distributed.py,
- *    _ddp_init_helper; compute_bucket_assignment_by_size). Each ready grad
+ *    before the first step: one bucket of every parameter (torch 2.13
+ *    distributed.py, _BucketCapacityConfig.compute_bucket_size_limits:
+ *    [sys.maxsize] unless find_unused_parameters; measured, torch 2.13 gloo,
+ *    /tmp mgpu findings F1). The second forward rebuilds them
+ *    (_rebuild_buckets in _pre_forward): the old one freed, then buckets in
+ *    the order the grads became ready (reverse parameter order), the first up
+ *    to 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES), the rest up to
+ *    bucket_cap_mb = 25 (x 1024 x 1024 bytes), a bucket closing once it
+ *    reaches its limit (measured: 4,100,000 then 2 x 33,579,008 B). Each ready grad
  *    is copied into its bucket view and the bucket all-reduced in place; the
  *    .grad stays (two copies of every gradient), unless
  *    gradient_as_bucket_view=True: the reducer then points .grad at the
@@ -92,6 +96,7 @@ struct dm_pstate {
     int32_t ipg[2], gpart, master, fp32_grad, n_ipg;
     uint64_t partition;   /* ZeRO: the elements of this rank's flat partition */
     enum dm_dtype gdtype; /* ZeRO: the grads' dtype */
+    bool rebuilt;         /* DDP: the buckets rebuilt (D1) */
 };
 
 static bool is_weight(const struct dm_sb *b, int32_t x, const bool *stat)
@@ -295,25 +300,26 @@ uint64_t dm_par_local_bytes(const struct dm_sb *b, int32_t x)
     return elems_bytes(b->t[x].dtype, fsdp_local(b, x));
 }
 
-/* D1: the Reducer's buckets, made at construction. */
-static void ddp_buckets(struct dm_sb *b, struct dm_pstate *ps)
+/* D1: the Reducer's buckets, made at construction (`one`: a single bucket)
+ * or rebuilt. */
+static void ddp_buckets(struct dm_sb *b, struct dm_pstate *ps, bool one)
 {
     const struct dm_par *p = &b->run->par;
     const struct dm_train *tr = b->train;
     int32_t first = -1;
-    uint64_t bytes = 0, limit = p->ddp_first_bucket_bytes;
+    uint64_t bytes = 0, limit = one ? UINT64_MAX : p->ddp_first_bucket_bytes;
     for (int32_t x = b->g->n_tensors - 1; x >= -1; x--) {
         bool close = x < 0 || (first >= 0 && (bytes >= limit ||
                                               (tr->param[x] && b->t[x].dtype != b->t[first].dtype)));
         if (close && first >= 0) {
             int32_t buf = dm_sb_alloc(b, DNNMEM_CAT_GRADIENT, b->t[first].dtype, bytes, -1, -1,
-                                      "DDP bucket", DM_SB_PINNED);
+                                      "DDP bucket", 1);
             for (int32_t y = first; y > x; y--)
                 if (tr->param[y])
                     ps->bucket[y] = buf;
             first = -1;
             bytes = 0;
-            limit = p->ddp_bucket_bytes;
+            limit = one ? UINT64_MAX : p->ddp_bucket_bytes;
         }
         if (x < 0 || !tr->param[x])
             continue;
@@ -358,7 +364,7 @@ void dm_par_start(struct dm_sb *b)
     if (!ps)
         return;
     if (b->run->par.kind == DM_PAR_DDP)
-        ddp_buckets(b, ps);
+        ddp_buckets(b, ps, true);
     if (b->run->par.kind == DM_PAR_ZERO)
         zero_start(b, ps);
 }
@@ -424,10 +430,28 @@ static void z3_prefetch(struct dm_sb *b, int32_t u, int dir)
     }
 }
 
+/* D1: the second forward's _rebuild_buckets. */
+static void ddp_rebuild(struct dm_sb *b, struct dm_pstate *ps)
+{
+    ps->rebuilt = true;
+    for (int32_t x = 0; x < b->g->n_tensors; x++) {
+        int32_t buf = ps->bucket[x];
+        if (buf < 0)
+            continue;
+        for (int32_t y = x; y < b->g->n_tensors; y++)
+            if (ps->bucket[y] == buf)
+                ps->bucket[y] = -1;
+        dm_sb_unref(b, buf);
+    }
+    ddp_buckets(b, ps, false);
+}
+
 void dm_par_forward_enter(struct dm_sb *b, int32_t i)
 {
     struct dm_pstate *ps = b->par;
-    if (!ps || ps->punit == NULL || ps->n_units == 0)
+    if (ps && i == 0 && b->run->par.kind == DM_PAR_DDP && b->iteration >= 2 && !ps->rebuilt)
+        ddp_rebuild(b, ps);
+    if (!ps || ps->n_units == 0)
         return;
     if (i == 0)
         gather(b, 0); /* the root's pre-forward runs first */
