@@ -381,6 +381,10 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     *out = NULL;
     int world = par_world(&cfg->par);
     bool train = cfg->mode == DNNMEM_MODE_TRAIN;
+    if (m->g.capture && (world > 1 || cfg->par.zero || cfg->par.fsdp))
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: a captured step is one process's; --gpus, --zero and --fsdp are "
+                       "modelled for ONNX, HuggingFace, Keras and MXNet models", m->g.path);
     if (world <= 1 || !train || m->g.capture) {
         DM_TRY(estimate_one(m, cfg, out, err));
         (*out)->world_size = 1;
