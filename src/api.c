@@ -312,8 +312,11 @@ void dnnmem_config_init(struct dnnmem_config *cfg)
     cfg->par.rank = -1;
 }
 
+/* One estimate; *uneven (when not NULL): its ranks differ (FSDP's shards,
+ * struct dm_schedule.par_uneven). */
 static enum dnnmem_status estimate_one(const dnnmem_model *m, const struct dnnmem_config *cfg,
-                                        struct dnnmem_result **out, struct dnnmem_error *err)
+                                        struct dnnmem_result **out, bool *uneven,
+                                        struct dnnmem_error *err)
 {
     if (m->g.capture) /* a captured step: replayed as observed (src/estimate/captured.c) */
         return dm_est_captured(&m->g, cfg, out, err);
@@ -335,6 +338,8 @@ static enum dnnmem_status estimate_one(const dnnmem_model *m, const struct dnnme
         s = dm_est_runtime(&e, err);
     if (s == DNNMEM_OK)
         s = dm_est_schedule(&e, err);
+    if (uneven)
+        *uneven = e.sched.par_uneven;
     if (s == DNNMEM_OK)
         s = dm_est_replay(&e, out, err);
     if (s == DNNMEM_OK && (s = dm_est_warnings(&e, *out, err)) != DNNMEM_OK) {
@@ -386,7 +391,7 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                        "%s: a captured step is one process's; --gpus, --zero and --fsdp are "
                        "modelled for ONNX, HuggingFace, Keras and MXNet models", m->g.path);
     if (world <= 1 || !train || m->g.capture) {
-        DM_TRY(estimate_one(m, cfg, out, err));
+        DM_TRY(estimate_one(m, cfg, out, NULL, err));
         (*out)->world_size = 1;
         (*out)->global_batch = train ? (cfg->batch_size > 0 ? cfg->batch_size : 1) *
                                            (cfg->grad_accum > 0 ? cfg->grad_accum : 1) : 0;
@@ -401,10 +406,11 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     int last = cfg->par.rank < 0 && cfg->par.fsdp != DNNMEM_FSDP_NONE && shard > 1 ? shard - 1 : first;
     struct dnnmem_result *r0 = NULL, *r1 = NULL;
     c.par.rank = first;
-    DM_TRY(estimate_one(m, &c, &r0, err));
-    if (last != first) {
+    bool uneven = false;
+    DM_TRY(estimate_one(m, &c, &r0, &uneven, err));
+    if (last != first && uneven) {
         c.par.rank = last;
-        enum dnnmem_status s = estimate_one(m, &c, &r1, err);
+        enum dnnmem_status s = estimate_one(m, &c, &r1, NULL, err);
         if (s != DNNMEM_OK) {
             dnnmem_result_free(r0);
             return s;

@@ -832,6 +832,8 @@ struct dm_schedule {     /* arrays malloc'd */
     struct dm_step *steps;
     int32_t n_steps, cap_steps;
     struct dm_refusal refusal; /* what the builder refused (it failed there) */
+    bool par_uneven;           /* FSDP: a sharded dim 0 the shard group does not divide, so
+                                  the last ranks hold less (src/train/parallel.c, F1) */
 };
 /* Record what the schedule's builder refuses; DNNMEM_E_INTERNAL until the
  * estimate's check table gives the error (src/estimate/check.c). */

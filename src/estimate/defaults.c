@@ -475,8 +475,9 @@ static void par_run(struct dm_est *e)
                                     dm_arena_printf(as->arena, "%.6g", (double)p->ddp_first_bucket_bytes / 1048576.0),
                                     p->ddp_bucket_view ? ", gradient_as_bucket_view" : "")
               : p->kind == DM_PAR_ZERO
-                  ? dm_arena_printf(as->arena, "DeepSpeed ZeRO-%d (0.19.6): reduce_bucket_size %lld%s%s",
+                  ? dm_arena_printf(as->arena, "DeepSpeed ZeRO-%d (0.19.6): reduce_bucket_size %lld%s%s%s",
                                     p->zero, (long long)p->zero_bucket,
+                                    e->run.cuda ? ", Adam as DeepSpeed's FusedAdam" : "",
                                     p->zero == 3 ? dm_arena_printf(as->arena,
                                         ", prefetch %lld, persistence threshold %lld",
                                         (long long)p->zero_prefetch, (long long)p->zero_persist) : "",

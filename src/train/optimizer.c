@@ -172,6 +172,11 @@ void dm_optimizer_step(struct dm_sb *b)
                    (adam || opt == DNNMEM_OPT_RMSPROP || opt == DNNMEM_OPT_ADAGRAD);
     if (dm_par_zero(b)) { /* one flat fp32 partition: its temporaries, as one parameter's */
         uint64_t flat = dm_par_flat_bytes(b);
+        /* on CUDA DeepSpeed builds its FusedAdam for an "Adam"/"AdamW" config
+         * (deepspeed/runtime/engine.py, _configure_basic_optimizer), which
+         * updates in place through multi_tensor_apply: no temporaries */
+        if (b->run->cuda && is_adam(opt))
+            temps = 0;
         int32_t sq = flat && temps ? dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, flat, -1, -1,
                                                  "sqrt (partition)", 1) : -1;
         for (int k = 1; sq >= 0 && k < temps; k++) { /* each made before the last is freed */

@@ -94,6 +94,8 @@ struct dm_pstate {
     bool *gathered;       /* per unit */
     int32_t *rs_out;      /* per unit: the sharded grads' flat buffer, -1 */
     int32_t *punit;       /* per tensor: the unit its parameter belongs to, -1: not sharded */
+    int32_t *ustart, *ulist; /* per unit + 1: CSR index into ulist, its parameters */
+    int64_t *unumel;      /* per unit: its parameters' elements */
     int32_t *full;        /* per tensor: its all-gathered buffer, -1 */
     int32_t *bucket;      /* per tensor: its DDP bucket's buffer, -1 */
     int32_t ipg[2], gpart, master, fp32_grad, n_ipg;
@@ -232,6 +234,42 @@ static void param_units(struct dm_sb *b, struct dm_pstate *ps, const bool *stat)
     }
 }
 
+/* Each unit's parameters (CSR) and elements; whether a sharded dim 0 does
+ * not divide (the ranks then differ, F1). */
+static bool unit_lists(struct dm_sb *b, struct dm_pstate *ps)
+{
+    int32_t nu = ps->n_units, nt = b->g->n_tensors;
+    ps->ustart = calloc((size_t)nu + 2, sizeof *ps->ustart);
+    ps->ulist = malloc(((size_t)nt + 1) * sizeof *ps->ulist);
+    ps->unumel = calloc((size_t)nu + 1, sizeof *ps->unumel);
+    if (!ps->ustart || !ps->ulist || !ps->unumel)
+        return false;
+    for (int32_t x = 0; x < nt; x++)
+        if (ps->punit[x] >= 0) {
+            ps->ustart[ps->punit[x] + 1]++;
+            ps->unumel[ps->punit[x]] += b->t[x].numel;
+            int64_t rows, per;
+            rows_of(&b->t[x], &rows, &per);
+            if (b->run->par.kind == DM_PAR_FSDP && rows % b->run->par.shard)
+                b->s->par_uneven = true;
+        }
+    for (int32_t u = 0; u < nu; u++)
+        ps->ustart[u + 1] += ps->ustart[u];
+    int32_t *fill = malloc(((size_t)nu + 1) * sizeof *fill);
+    if (!fill)
+        return false;
+    memcpy(fill, ps->ustart, (size_t)nu * sizeof *fill);
+    for (int32_t x = 0; x < nt; x++)
+        if (ps->punit[x] >= 0)
+            ps->ulist[fill[ps->punit[x]]++] = x;
+    free(fill);
+    return true;
+}
+
+#define FOR_UNIT(ps, u, k, x)                                                                   \
+    for (int32_t k = (ps)->ustart[u], x = k < (ps)->ustart[(u) + 1] ? (ps)->ulist[k] : -1;      \
+         k < (ps)->ustart[(u) + 1]; k++, x = k < (ps)->ustart[(u) + 1] ? (ps)->ulist[k] : -1)
+
 enum dnnmem_status dm_par_prepare(struct dm_sb *b, struct dnnmem_error *err)
 {
     const struct dm_graph *g = b->g;
@@ -272,6 +310,10 @@ enum dnnmem_status dm_par_prepare(struct dm_sb *b, struct dnnmem_error *err)
     if (p->kind == DM_PAR_FSDP || (p->kind == DM_PAR_ZERO && p->zero == 3)) {
         find_units(b, ps);
         param_units(b, ps, stat);
+        if (!unit_lists(b, ps)) {
+            free(stat);
+            return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+        }
     } else {
         for (int32_t x = 0; x < g->n_tensors; x++)
             ps->punit[x] = -1;
@@ -404,15 +446,15 @@ static void gather(struct dm_sb *b, int32_t u)
     int64_t shard = b->run->par.shard;
     uint64_t flat = 0;
     enum dm_dtype dt = DM_FLOAT;
-    for (int32_t x = 0; fsdp && x < b->g->n_tensors; x++)
-        if (ps->punit[x] == u) {
+    FOR_UNIT(ps, u, k, x)
+        if (fsdp) {
             flat += elems_bytes(b->t[x].dtype, fsdp_padded(b, x) * shard);
             dt = b->t[x].dtype;
         }
     int32_t out = flat ? dm_sb_alloc(b, DNNMEM_CAT_WEIGHT, dt, flat, -1, -1,
                                      "all-gather output", 1) : -1;
-    for (int32_t x = 0; x < b->g->n_tensors; x++)
-        if (ps->punit[x] == u && ps->full[x] < 0)
+    FOR_UNIT(ps, u, k, x)
+        if (ps->full[x] < 0)
             ps->full[x] = dm_sb_alloc(b, DNNMEM_CAT_WEIGHT, b->t[x].dtype,
                                       fsdp ? elems_bytes(b->t[x].dtype, fsdp_padded(b, x) * shard)
                                            : b->t[x].bytes,
@@ -427,8 +469,8 @@ static void reshard(struct dm_sb *b, int32_t u)
     if (u < 0 || !ps->gathered[u])
         return;
     ps->gathered[u] = false;
-    for (int32_t x = 0; x < b->g->n_tensors; x++)
-        if (ps->punit[x] == u && ps->full[x] >= 0) {
+    FOR_UNIT(ps, u, k, x)
+        if (ps->full[x] >= 0) {
             dm_sb_unref(b, ps->full[x]);
             ps->full[x] = -1;
         }
@@ -443,10 +485,7 @@ static void z3_prefetch(struct dm_sb *b, int32_t u, int dir)
         return;
     int64_t budget = b->run->par.zero_prefetch;
     for (int32_t v = u + dir; v >= 1 && v < ps->n_units && budget > 0; v += dir) {
-        int64_t n = 0;
-        for (int32_t x = 0; x < b->g->n_tensors; x++)
-            if (ps->punit[x] == v)
-                n += b->t[x].numel;
+        int64_t n = ps->unumel[v];
         if (n > budget)
             break;
         budget -= n;
@@ -526,8 +565,8 @@ static void fsdp_reduce(struct dm_sb *b, int32_t u)
     uint64_t in = 0, out = 0;
     enum dm_dtype dt = DM_FLOAT;
     bool any = false;
-    for (int32_t x = 0; x < b->g->n_tensors; x++)
-        if (ps->punit[x] == u && tr->param[x]) {
+    FOR_UNIT(ps, u, k, x)
+        if (tr->param[x]) {
             in += elems_bytes(b->t[x].dtype, fsdp_padded(b, x) * shard);
             out += elems_bytes(b->t[x].dtype, fsdp_padded(b, x));
             dt = b->t[x].dtype;
@@ -536,9 +575,8 @@ static void fsdp_reduce(struct dm_sb *b, int32_t u)
     if (!any)
         return;
     int32_t rs_in = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, in, -1, -1, "reduce-scatter input", 1);
-    for (int32_t x = 0; x < b->g->n_tensors; x++)
-        if (ps->punit[x] == u && tr->param[x] && tr->param_grad[x] >= 0 &&
-            tr->param_grad[x] != ps->rs_out[u]) {
+    FOR_UNIT(ps, u, k, x)
+        if (tr->param[x] && tr->param_grad[x] >= 0 && tr->param_grad[x] != ps->rs_out[u]) {
             dm_sb_unref(b, tr->param_grad[x]);
             tr->param_grad[x] = -1;
         }
@@ -550,8 +588,8 @@ static void fsdp_reduce(struct dm_sb *b, int32_t u)
     }
     ps->rs_out[u] = rs;
     int32_t holders = 0;
-    for (int32_t x = 0; x < b->g->n_tensors; x++)
-        if (ps->punit[x] == u && tr->param[x]) {
+    FOR_UNIT(ps, u, k, x)
+        if (tr->param[x]) {
             tr->param_grad[x] = rs; /* a view of it */
             holders++;
         }
@@ -691,6 +729,9 @@ void dm_par_free(struct dm_sb *b)
     free(ps->gathered);
     free(ps->rs_out);
     free(ps->punit);
+    free(ps->ustart);
+    free(ps->ulist);
+    free(ps->unumel);
     free(ps->full);
     free(ps->bucket);
     free(ps);
