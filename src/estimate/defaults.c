@@ -477,7 +477,13 @@ static void par_run(struct dm_est *e)
               : p->kind == DM_PAR_ZERO
                   ? dm_arena_printf(as->arena, "DeepSpeed ZeRO-%d (0.19.6): reduce_bucket_size %lld%s%s%s",
                                     p->zero, (long long)p->zero_bucket,
-                                    e->run.cuda ? ", Adam as DeepSpeed's FusedAdam" : "",
+                                    e->run.cuda && !p->offload_optimizer &&
+                                            (e->run.optimizer == DNNMEM_OPT_ADAM ||
+                                             e->run.optimizer == DNNMEM_OPT_ADAMW ||
+                                             e->run.optimizer == DNNMEM_OPT_ADAMW_HF ||
+                                             e->run.optimizer == DNNMEM_OPT_ADAMW_FUSED)
+                                        ? ", Adam as DeepSpeed's FusedAdam (no temporaries)"
+                                        : p->offload_optimizer ? ", the step on the host (DeepSpeedCPUAdam)" : "",
                                     p->zero == 3 ? dm_arena_printf(as->arena,
                                         ", prefetch %lld, persistence threshold %lld",
                                         (long long)p->zero_prefetch, (long long)p->zero_persist) : "",

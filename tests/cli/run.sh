@@ -980,7 +980,7 @@ L=$M/hf/Llama-3.2-1B-Instruct.json
 expect 0 "ranks        4, global batch 8; this report is rank 0, the most loaded" -- \
     estimate $L --mode train -b 2 -s 256 --gpus 4
 expect 0 "  ranks 0-3 " -- estimate $L --mode train -b 2 -s 256 --gpus 4 --zero 3
-expect 0 "DeepSpeed ZeRO-2 (0.19.6): reduce_bucket_size 500000000, optimizer offloaded" -- \
+expect 0 "DeepSpeed ZeRO-2 (0.19.6): reduce_bucket_size 500000000, the step on the host (DeepSpeedCPUAdam), optimizer offloaded" -- \
     estimate $L --mode train -b 2 -s 256 --gpus 4 --zero 2 --offload optimizer
 expect 0 "units '/model/layers.*' and the root" -- estimate $L --mode train -b 2 -s 256 --gpus 2 --fsdp full
 expect 0 "  rank 2 " -- estimate $L --mode train -b 2 -s 256 --gpus 3 --fsdp full
