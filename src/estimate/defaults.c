@@ -446,7 +446,7 @@ static void par_run(struct dm_est *e)
     p->shard_rank = p->rank % p->shard;
     p->reshard = c->fsdp == DNNMEM_FSDP_FULL || c->fsdp == DNNMEM_FSDP_HYBRID;
     p->ddp_bucket_bytes = (uint64_t)(c->ddp_bucket_bytes > 0 ? c->ddp_bucket_bytes : DM_DDP_BUCKET_DEFAULT);
-    p->ddp_first_bucket_bytes = c->ddp_bucket_bytes > 0 ? p->ddp_bucket_bytes : DM_DDP_FIRST_BUCKET;
+    p->ddp_first_bucket_bytes = DM_DDP_FIRST_BUCKET; /* whatever bucket_cap_mb is */
     p->ddp_bucket_view = c->ddp_bucket_view;
     p->zero_bucket = c->zero_bucket_elems >= 0 ? c->zero_bucket_elems : DM_ZERO_BUCKET_DEFAULT;
     p->zero_prefetch = c->zero_prefetch_elems >= 0 ? c->zero_prefetch_elems : DM_ZERO_PREFETCH_DEFAULT;

@@ -69,8 +69,12 @@
  * F2 Before a unit's forward, and again before its backward unless it was
  *    not resharded, foreach_all_gather makes one flat output of the unit's
  *    padded shards x shard ranks; the copy-out splits it into each
- *    parameter's own unsharded buffer (init_all_gather_outputs) and the flat
- *    output goes. reshard_after_forward=True (full, hybrid) frees the
+ *    parameter's own unsharded buffer (init_all_gather_outputs); the flat
+ *    output is kept as the last all-gather's state (comm_ctx.all_gather_state)
+ *    until the next all-gather's copy-out, so two are live then (measured,
+ *    mgpuoracle F3). gloo (the CPU) makes a transient of the flat size inside
+ *    the collective (c10d::_allgather_base_, and on its own thread).
+ *    reshard_after_forward=True (full, hybrid) frees the
  *    unsharded parameters after the unit's forward; the root (everything
  *    outside the wrapped units) is never resharded after forward. Before a
  *    unit's backward the next unit in backward order is prefetched
@@ -79,7 +83,10 @@
  *    foreach_reduce makes the reduce-scatter input (the unit's padded
  *    numel), copies the unsharded grads into it and frees them, and the
  *    output (one padded shard of the unit) whose views are the sharded
- *    .grad; the input goes once the reduce-scatter is done.
+ *    .grad; the input is held as the reduce-scatter's state until the next
+ *    unit's post-backward (one reduce-scatter in flight; the last one at the
+ *    end of the backward). gloo clones the input inside the reduce-scatter
+ *    (measured, mgpuoracle F3).
  */
 #include "train/train.h"
 
@@ -102,6 +109,7 @@ struct dm_pstate {
     uint64_t partition;   /* ZeRO: the elements of this rank's flat partition */
     enum dm_dtype gdtype; /* ZeRO: the grads' dtype */
     bool rebuilt;         /* DDP: the buckets rebuilt (D1) */
+    int32_t last_ag, last_rs; /* FSDP: the last all-gather's output, reduce-scatter's input (F2, F3) */
 };
 
 static bool is_weight(const struct dm_sb *b, int32_t x, const bool *stat)
@@ -307,6 +315,7 @@ enum dnnmem_status dm_par_prepare(struct dm_sb *b, struct dnnmem_error *err)
     for (int32_t x = 0; x < g->n_tensors; x++)
         ps->full[x] = ps->bucket[x] = -1;
     ps->ipg[0] = ps->ipg[1] = ps->gpart = ps->master = ps->fp32_grad = -1;
+    ps->last_ag = ps->last_rs = -1;
     if (p->kind == DM_PAR_FSDP || (p->kind == DM_PAR_ZERO && p->zero == 3)) {
         find_units(b, ps);
         param_units(b, ps, stat);
@@ -453,14 +462,19 @@ static void gather(struct dm_sb *b, int32_t u)
         }
     int32_t out = flat ? dm_sb_alloc(b, DNNMEM_CAT_WEIGHT, dt, flat, -1, -1,
                                      "all-gather output", 1) : -1;
+    if (out >= 0 && !b->run->cuda) /* gloo's transient inside the collective */
+        dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, flat, -1, -1, "gloo all_gather", 0);
     FOR_UNIT(ps, u, k, x)
         if (ps->full[x] < 0)
             ps->full[x] = dm_sb_alloc(b, DNNMEM_CAT_WEIGHT, b->t[x].dtype,
                                       fsdp ? elems_bytes(b->t[x].dtype, fsdp_padded(b, x) * shard)
                                            : b->t[x].bytes,
                                       x, -1, "all-gathered", 1);
-    if (out >= 0)
-        dm_sb_unref(b, out);
+    if (out >= 0) { /* kept as the last all-gather's state */
+        if (ps->last_ag >= 0)
+            dm_sb_unref(b, ps->last_ag);
+        ps->last_ag = out;
+    }
 }
 
 static void reshard(struct dm_sb *b, int32_t u)
@@ -574,6 +588,10 @@ static void fsdp_reduce(struct dm_sb *b, int32_t u)
         }
     if (!any)
         return;
+    if (ps->last_rs >= 0) { /* the reduce-scatter in flight is waited for */
+        dm_sb_unref(b, ps->last_rs);
+        ps->last_rs = -1;
+    }
     int32_t rs_in = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, in, -1, -1, "reduce-scatter input", 1);
     FOR_UNIT(ps, u, k, x)
         if (tr->param[x] && tr->param_grad[x] >= 0 && tr->param_grad[x] != ps->rs_out[u]) {
@@ -581,7 +599,9 @@ static void fsdp_reduce(struct dm_sb *b, int32_t u)
             tr->param_grad[x] = -1;
         }
     int32_t rs = dm_sb_alloc(b, DNNMEM_CAT_GRADIENT, dt, out, -1, -1, "sharded grads", 1);
-    dm_sb_unref(b, rs_in);
+    if (!b->run->cuda) /* gloo's clone of the input */
+        dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, in, -1, -1, "gloo reduce_scatter", 0);
+    ps->last_rs = rs_in;
     if (ps->rs_out[u] >= 0) { /* accumulated into the sharded grads in place */
         dm_sb_unref(b, rs);
         return;
@@ -658,6 +678,10 @@ void dm_par_backward_end(struct dm_sb *b)
         reshard(b, 0);
         if (p->kind == DM_PAR_FSDP)
             fsdp_reduce(b, 0);
+        if (ps->last_rs >= 0) { /* the root's final callback waits for the last */
+            dm_sb_unref(b, ps->last_rs);
+            ps->last_rs = -1;
+        }
     }
     if (p->kind != DM_PAR_ZERO)
         return;
