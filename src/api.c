@@ -312,10 +312,11 @@ void dnnmem_config_init(struct dnnmem_config *cfg)
     cfg->par.rank = -1;
 }
 
-/* One estimate; *uneven (when not NULL): its ranks differ (FSDP's shards,
- * struct dm_schedule.par_uneven). */
+/* One estimate; *other (when not NULL): another rank to estimate when the
+ * ranks differ (struct dm_schedule.par_uneven, par_other_rank: FSDP's
+ * shards, ZeRO's partitions), else -1. */
 static enum dnnmem_status estimate_one(const dnnmem_model *m, const struct dnnmem_config *cfg,
-                                        struct dnnmem_result **out, bool *uneven,
+                                        struct dnnmem_result **out, int *other,
                                         struct dnnmem_error *err)
 {
     if (m->g.capture) /* a captured step: replayed as observed (src/estimate/captured.c) */
@@ -338,8 +339,10 @@ static enum dnnmem_status estimate_one(const dnnmem_model *m, const struct dnnme
         s = dm_est_runtime(&e, err);
     if (s == DNNMEM_OK)
         s = dm_est_schedule(&e, err);
-    if (uneven)
-        *uneven = e.sched.par_uneven;
+    if (other)
+        *other = !e.sched.par_uneven ? -1
+                 : cfg->par.fsdp != DNNMEM_FSDP_NONE ? -2 /* the shard group's last */
+                                                     : e.sched.par_other_rank;
     if (s == DNNMEM_OK)
         s = dm_est_replay(&e, out, err);
     if (s == DNNMEM_OK && (s = dm_est_warnings(&e, *out, err)) != DNNMEM_OK) {
@@ -403,12 +406,14 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                 : cfg->par.fsdp == DNNMEM_FSDP_HYBRID ? per_node
                                                       : world;
     int first = cfg->par.rank >= 0 ? cfg->par.rank : 0;
-    int last = cfg->par.rank < 0 && cfg->par.fsdp != DNNMEM_FSDP_NONE && shard > 1 ? shard - 1 : first;
     struct dnnmem_result *r0 = NULL, *r1 = NULL;
     c.par.rank = first;
-    bool uneven = false;
-    DM_TRY(estimate_one(m, &c, &r0, &uneven, err));
-    if (last != first && uneven) {
+    int other = -1;
+    DM_TRY(estimate_one(m, &c, &r0, &other, err));
+    int last = other == -2 ? shard - 1 : other;
+    if (cfg->par.rank >= 0 || last < 0)
+        last = first;
+    if (last != first) {
         c.par.rank = last;
         enum dnnmem_status s = estimate_one(m, &c, &r1, NULL, err);
         if (s != DNNMEM_OK) {

@@ -832,8 +832,11 @@ struct dm_schedule {     /* arrays malloc'd */
     struct dm_step *steps;
     int32_t n_steps, cap_steps;
     struct dm_refusal refusal; /* what the builder refused (it failed there) */
-    bool par_uneven;           /* FSDP: a sharded dim 0 the shard group does not divide, so
-                                  the last ranks hold less (src/train/parallel.c, F1) */
+    bool par_uneven;           /* the ranks differ: FSDP, a sharded dim 0 the shard group does
+                                  not divide (src/train/parallel.c, F1); ZeRO 1/2, the whole
+                                  parameters a partition touches (Z2) */
+    int32_t par_other_rank;    /* then the rank estimated besides the first (FSDP: the shard
+                                  group's last; ZeRO: the one with the most), -1: set by the api */
 };
 /* Record what the schedule's builder refuses; DNNMEM_E_INTERNAL until the
  * estimate's check table gives the error (src/estimate/check.c). */

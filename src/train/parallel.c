@@ -41,8 +41,12 @@
  *    int(self.reduce_bucket_size))), two with overlap_comm (default False);
  *    the grad's storage goes at once; the rank's part of each reduced bucket
  *    is copied into grads_in_partition (its partition's numel, made at the
- *    first copy). Stage 1 (partition_grads False) keeps every .grad until
- *    the backward ends, then reduces them through the same bucket. At the
+ *    first copy). Stage 1 (partition_grads False) makes the bucket at the
+ *    first grad hook (setup_buckets) but keeps every .grad until the backward
+ *    ends; reduce_gradients then copies them into the bucket in parameter
+ *    order (each grad's storage going), reducing each full bucket, and its
+ *    grads_in_partition holds the whole parameters its range touches (so the
+ *    ranks differ; measured, mgpuoracle F7). At the
  *    end of the backward the partition's grads become one fp32 tensor
  *    (get_all_grad_tensors / get_flat_partition in gradient_accumulation_dtype,
  *    torch.float32) and the bucket and grads_in_partition are released
@@ -110,6 +114,8 @@ struct dm_pstate {
     int32_t *bucket;      /* per tensor: its DDP bucket's buffer, -1 */
     int32_t ipg[2], gpart, master, fp32_grad, n_ipg;
     uint64_t partition;   /* ZeRO: the elements of this rank's flat partition */
+    uint64_t gpart_elems; /* ZeRO 1/2: grads_in_partition's, the whole parameters the
+                             partition holds part of (copy_grads_in_partition) */
     enum dm_dtype gdtype; /* ZeRO: the grads' dtype */
     bool rebuilt;         /* DDP: the buckets rebuilt (D1) */
     int32_t last_ag, last_rs; /* FSDP: the last all-gather's output, reduce-scatter's input (F2, F3) */
@@ -408,6 +414,38 @@ static void ddp_buckets(struct dm_sb *b, struct dm_pstate *ps, bool one)
     }
 }
 
+/* Z2: each rank's grads_in_partition, the whole parameters its range of the
+ * flat group touches (params_in_partition); this rank's, and the rank whose
+ * is largest when they differ (struct dm_schedule.par_other_rank). */
+static void zero_part_ranks(struct dm_sb *b, struct dm_pstate *ps)
+{
+    const struct dm_train *tr = b->train;
+    int w = b->run->par.world;
+    uint64_t part = ps->partition ? ps->partition : 1;
+    uint64_t *per = calloc((size_t)w, sizeof *per);
+    if (!per)
+        return; /* the partition's own size stands */
+    uint64_t start = 0;
+    for (int32_t x = 0; x < b->g->n_tensors; x++) {
+        if (!tr->param[x] || b->t[x].numel <= 0)
+            continue;
+        uint64_t n = (uint64_t)b->t[x].numel, end = start + n;
+        for (uint64_t r = start / part; r <= (end - 1) / part && r < (uint64_t)w; r++)
+            per[r] += n;
+        start = end;
+    }
+    ps->gpart_elems = per[b->run->par.rank];
+    int heavy = 0;
+    for (int r = 1; r < w; r++) {
+        if (per[r] != per[0])
+            b->s->par_uneven = true;
+        if (per[r] > per[heavy])
+            heavy = r;
+    }
+    b->s->par_other_rank = heavy;
+    free(per);
+}
+
 /* Z1: the flat partition's elements, the fp32 master copy. */
 static void zero_start(struct dm_sb *b, struct dm_pstate *ps)
 {
@@ -432,9 +470,25 @@ static void zero_start(struct dm_sb *b, struct dm_pstate *ps)
         uint64_t align = 2 * (uint64_t)p->world;
         ps->partition = (total + align - 1) / align * align / (uint64_t)p->world;
     }
-    if (!p->offload_optimizer)
+    /* stage 1's grads_in_partition holds the whole parameters its range
+     * touches (measured: mlp4 fp32, 2 ranks, rank 0's 41,967,616 B for a
+     * 35,629,008 B partition); stage 2's rows are exact with the partition's
+     * size, a difference not yet traced to DeepSpeed's lines */
+    ps->gpart_elems = ps->partition;
+    if (p->zero == 1)
+        zero_part_ranks(b, ps);
+    /* the 16-bit (or fp32) group flattened while the parameters still hold
+     * their own storage (flatten_dense_tensors), which then become views */
+    if (p->zero <= 2)
+        dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, ps->gdtype, elems_bytes(ps->gdtype, (int64_t)total),
+                    -1, -1, "flattened parameters", 0);
+    if (!p->offload_optimizer) {
         ps->master = dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, DM_FLOAT, ps->partition * 4, -1, -1,
                                  "fp32 master partition", DM_SB_PINNED);
+        /* initialize_optimizer_states: a zeros grad of the partition, let go */
+        dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, ps->partition * 4, -1, -1,
+                    "fp32 grad partition (init)", 0);
+    }
 }
 
 void dm_par_start(struct dm_sb *b)
@@ -662,18 +716,48 @@ void dm_par_backward_leave(struct dm_sb *b, int32_t i)
 }
 
 /* Z2: the reduce bucket and the grad partition, made when first needed. */
+static void zero_bucket(struct dm_sb *b, struct dm_pstate *ps)
+{
+    if (ps->ipg[0] < 0)
+        ps->ipg[0] = dm_sb_alloc(b, DNNMEM_CAT_GRADIENT, ps->gdtype,
+                                 elems_bytes(ps->gdtype, b->run->par.zero_bucket), -1, -1,
+                                 "ZeRO reduce bucket", 1);
+}
+
 static void zero_buffers(struct dm_sb *b, struct dm_pstate *ps)
 {
-    const struct dm_par *p = &b->run->par;
-    if (ps->ipg[0] < 0) {
-        ps->ipg[0] = dm_sb_alloc(b, DNNMEM_CAT_GRADIENT, ps->gdtype,
-                                 elems_bytes(ps->gdtype, p->zero_bucket), -1, -1,
-                                 "ZeRO reduce bucket", 1);
-    }
-    if (ps->gpart < 0 && !p->offload_optimizer)
+    zero_bucket(b, ps);
+    if (ps->gpart < 0 && !b->run->par.offload_optimizer)
         ps->gpart = dm_sb_alloc(b, DNNMEM_CAT_GRADIENT, ps->gdtype,
-                                elems_bytes(ps->gdtype, (int64_t)ps->partition), -1, -1,
+                                elems_bytes(ps->gdtype, (int64_t)ps->gpart_elems), -1, -1,
                                 "grads in partition", 1);
+}
+
+/* Z2, stage 1: after the backward, reduce_gradients walks the parameters in
+ * order: each grad is copied into the bucket and its storage goes; a full
+ * bucket (or a parameter larger than it, reduced on its own) is reduced and
+ * the rank's part copied into grads_in_partition, made at the first. */
+static void zero1_reduce(struct dm_sb *b, struct dm_pstate *ps)
+{
+    struct dm_train *tr = b->train;
+    int64_t cap = b->run->par.zero_bucket, elems = 0;
+    for (int32_t x = 0; x < b->g->n_tensors; x++) {
+        if (!tr->param[x] || tr->param_grad[x] < 0)
+            continue;
+        zero_bucket(b, ps);
+        int64_t n = b->t[x].numel;
+        if (n > cap || elems + n > cap) {
+            if (elems > 0 || n > cap)
+                zero_buffers(b, ps);
+            elems = 0;
+        }
+        dm_sb_unref(b, tr->param_grad[x]);
+        tr->param_grad[x] = -1;
+        if (n <= cap)
+            elems += n;
+    }
+    if (elems > 0)
+        zero_buffers(b, ps);
 }
 
 /* D1, Z2, Z3: parameter x's .grad is made in this backward. */
@@ -695,6 +779,8 @@ void dm_par_grad_ready(struct dm_sb *b, int32_t x)
         dm_sb_unref(b, tr->param_grad[x]);
         tr->param_grad[x] = -1;
     }
+    if (p->kind == DM_PAR_ZERO && p->zero == 1) /* setup_buckets at the first grad hook */
+        zero_bucket(b, ps);
 }
 
 /* The end of the backward: the root's post-backward (F3), ZeRO's reduction
@@ -702,7 +788,6 @@ void dm_par_grad_ready(struct dm_sb *b, int32_t x)
 void dm_par_backward_end(struct dm_sb *b)
 {
     struct dm_pstate *ps = b->par;
-    struct dm_train *tr = b->train;
     if (!ps)
         return;
     const struct dm_par *p = &b->run->par;
@@ -718,15 +803,17 @@ void dm_par_backward_end(struct dm_sb *b)
     }
     if (p->kind != DM_PAR_ZERO)
         return;
-    if (p->zero == 1) { /* Z2: stage 1 reduces every grad now */
-        for (int32_t x = 0; x < b->g->n_tensors; x++)
-            if (tr->param_grad[x] >= 0) {
-                zero_buffers(b, ps);
-                dm_sb_unref(b, tr->param_grad[x]);
-                tr->param_grad[x] = -1;
-            }
-    }
-    if (ps->fp32_grad < 0 && !p->offload_optimizer && ps->gpart >= 0)
+    if (p->zero == 1) /* Z2: stage 1 reduces every grad now */
+        zero1_reduce(b, ps);
+    /* the partition's grads in gradient_accumulation_dtype (fp32): a copy
+     * of 16-bit grads; fp32 grads stay in grads_in_partition, which the flat
+     * partition's views keep until the step ends (measured: fp32 mlp4, ZeRO-1
+     * and -2 on 2 ranks, no partition-sized tensor made there) */
+    if (ps->fp32_grad < 0 && !p->offload_optimizer && ps->gpart >= 0 && ps->gdtype == DM_FLOAT &&
+        p->zero == 1) {
+        ps->fp32_grad = ps->gpart;
+        ps->gpart = -1;
+    } else if (ps->fp32_grad < 0 && !p->offload_optimizer && ps->gpart >= 0)
         ps->fp32_grad = dm_sb_alloc(b, DNNMEM_CAT_GRADIENT, DM_FLOAT, ps->partition * 4, -1, -1,
                                     "fp32 grad partition", 1);
     if (p->zero <= 2) { /* _release_ipg_buffers */
