@@ -85,8 +85,19 @@ static void test_zero(void **state)
             assert_true(r->category_bytes[DNNMEM_CAT_WEIGHT] >= 106496);
         dnnmem_result_free(r);
     }
-    c.par.zero = 2;
+    /* ZeRO-1's grads_in_partition holds the whole parameters a rank's range
+     * of the flat group touches: ranks 0 and 1 ([0, 6656), [6656, 13312))
+     * W1 alone (16,384 elements), rank 2 W1 and W2 (26,624), rank 3 W2
+     * (10,240); rank 0 and the heaviest, rank 2, are estimated */
+    c.par.zero = 1;
     c.par.zero_persist_elems = -1;
+    struct dnnmem_result *z1 = estimate_cfg(mlp(), &c);
+    assert_int_equal(z1->n_ranks, 2);
+    assert_int_equal(z1->ranks[0].first, 0);
+    assert_int_equal(z1->ranks[1].first, 2);
+    assert_true(z1->ranks[1].peak_allocated >= z1->ranks[0].peak_allocated);
+    dnnmem_result_free(z1);
+    c.par.zero = 2;
     c.par.offload = DNNMEM_OFFLOAD_OPTIMIZER;
     struct dnnmem_result *r = estimate_cfg(mlp(), &c);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 0);
