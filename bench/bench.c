@@ -165,6 +165,51 @@ static void bench_train(const char *label, const char *path, int64_t batch, int6
     free(t);
 }
 
+/* Issue 19's speed target: an 8-GPU FSDP full (and ZeRO-3, DDP) training
+ * estimate of the 70B config, the model loaded and its graph built by a
+ * first estimate (docs/parallel.md). */
+static void bench_hf_par(const char *path, int runs)
+{
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    if (dnnmem_model_load(path, &m, &err) != DNNMEM_OK) {
+        printf("%-40s skipped: %s\n", path, err.message);
+        exit(1);
+    }
+    static const char *const names[] = {"one GPU", "8 GPUs, DDP", "8 GPUs, ZeRO-3", "8 GPUs, FSDP full"};
+    double *t = malloc((size_t)runs * sizeof *t);
+    for (int v = 0; v < 4; v++) {
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.mode = DNNMEM_MODE_TRAIN;
+        cfg.optimizer = DNNMEM_OPT_ADAMW;
+        cfg.precision = DNNMEM_PRECISION_BF16;
+        cfg.batch_size = 1;
+        cfg.seq_len = 4096;
+        cfg.par.gpus = v ? 8 : 0;
+        cfg.par.zero = v == 2 ? 3 : 0;
+        cfg.par.fsdp = v == 3 ? DNNMEM_FSDP_FULL : DNNMEM_FSDP_NONE;
+        uint64_t total = 0;
+        for (int i = -1; i < runs; i++) { /* run -1 builds the graph */
+            struct dnnmem_result *r;
+            double t0 = now_ms();
+            if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK) {
+                fprintf(stderr, "bench: %s\n", err.message);
+                exit(1);
+            }
+            if (i >= 0)
+                t[i] = now_ms() - t0;
+            total = r->total_bytes;
+            dnnmem_result_free(r);
+        }
+        qsort(t, (size_t)runs, sizeof *t, cmp_double);
+        printf("  %-38s %5d runs  median %7.3f ms  p90 %7.3f ms  rank peak %.1f GiB\n", names[v],
+               runs, t[runs / 2], t[runs * 9 / 10], (double)total / 1073741824.0);
+    }
+    free(t);
+    dnnmem_model_free(m);
+}
+
 /* A 70B-parameter, 80-layer HuggingFace config: load (an outline of the graph
  * from config.json), a bf16 AdamW training estimate (the first one builds its
  * graph, src/estimate/variant.c), and the largest-batch search
@@ -315,6 +360,8 @@ int main(int argc, char **argv)
                 "tests/models/fixtures/bert_large_encoder.onnx", 8, 512, 100);
     printf("\nHuggingFace config.json, 80 layers\n");
     bench_hf("tests/models/hf/Llama-3.1-70B-Instruct.json", 20);
+    printf("\nLlama-3.1-70B training estimate per rank (bf16 adamw, b 1, s 4096; target 50 ms)\n");
+    bench_hf_par("tests/models/hf/Llama-3.1-70B-Instruct.json", 20);
     printf("\nHuggingFace mixture of experts (bf16, b 1, s 4096: infer, adamw train)\n");
     bench_hf_moe("tests/models/hf/Mixtral-8x7B-v0.1.json", "Mixtral-8x7B (32 layers, 8 experts)", 5);
     bench_hf_moe("tests/models/hf/DeepSeek-V3-bf16.json", "DeepSeek-V3 (61 layers, 256 experts)", 3);

@@ -372,6 +372,50 @@ enum dnnmem_jax_execution {
     DNNMEM_JAX_EAGER
 };
 
+/* Data parallelism (struct dnnmem_parallel; docs/parallel.md). DeepSpeed's
+ * offload_optimizer / offload_param: the fp32 master partition, the
+ * optimizer state and the gradient partition to host memory (OPTIMIZER),
+ * and with ZeRO-3 also the parameter partitions (PARAMS). */
+enum dnnmem_offload {
+    DNNMEM_OFFLOAD_NONE = 0,
+    DNNMEM_OFFLOAD_OPTIMIZER,
+    DNNMEM_OFFLOAD_PARAMS
+};
+/* FSDP2's fully_shard per wrapped unit: FULL (reshard_after_forward=True),
+ * SHARD_GRAD_OP (reshard_after_forward=False), HYBRID (sharded within a
+ * node, replicated across nodes: a 2-D mesh), NO_SHARD (replicated, grads
+ * all-reduced: a mesh whose shard dim is 1). */
+enum dnnmem_fsdp {
+    DNNMEM_FSDP_NONE = 0,
+    DNNMEM_FSDP_FULL,
+    DNNMEM_FSDP_SHARD_GRAD_OP,
+    DNNMEM_FSDP_HYBRID,
+    DNNMEM_FSDP_NO_SHARD
+};
+/* The job over several processes, one GPU each (mode TRAIN). gpus is the
+ * world size (0 or 1: one process); or nodes x gpus_per_node. With
+ * gpus > 1 and neither zero nor fsdp, DistributedDataParallel. Every
+ * "< 0" is the engine's documented default; tp, pp and cp other than 0 or 1
+ * are refused (not modelled yet). batch_size stays the per-GPU
+ * micro-batch. */
+struct dnnmem_parallel {
+    int gpus, nodes, gpus_per_node;
+    int zero;                    /* DeepSpeed ZeRO stage 0..3 */
+    enum dnnmem_offload offload; /* with zero >= 1 */
+    enum dnnmem_fsdp fsdp;
+    const char *fsdp_wrap;       /* a --checkpoint-style prefix glob: each match one unit;
+                                    NULL = the model's repeated block (src/report/blocks.c) */
+    int tp, pp, cp;
+    int64_t ddp_bucket_bytes;    /* DDP bucket_cap_mb; < 0 = 25 MiB */
+    bool ddp_bucket_view;        /* DDP gradient_as_bucket_view */
+    int64_t zero_bucket_elems;   /* reduce_bucket_size; < 0 = 5e8 */
+    int64_t zero_prefetch_elems; /* stage3_prefetch_bucket_size; < 0 = 5e7 */
+    int64_t zero_persist_elems;  /* stage3_param_persistence_threshold; < 0 = 1e5 */
+    int64_t nccl_bytes;          /* device memory per NCCL communicator (cuda); < 0 = default */
+    int rank;                    /* the rank estimated; -1 = every distinct rank, the most
+                                    loaded reported (dnnmem_config_init) */
+};
+
 /* How TensorFlow runs the job: graph (default), the step compiled by
  * tf.function as Keras' model.fit/predict do (run_eagerly=False): Grappler's
  * layout optimizer, the graph executor freeing each tensor after its last
@@ -575,7 +619,9 @@ struct dnnmem_config {
      * true: the updated ones reuse their buffers; false: new buffers each
      * call, the old freed after it). */
     enum dnnmem_jax_execution jax_execution;
-    bool jax_donate;
+    bool jax_donate;    /* Data parallelism (docs/parallel.md): one process per GPU, each rank's
+     * own step replayed. */
+    struct dnnmem_parallel par;
 };
 
 /* The CUDA context: not counted by torch.cuda.max_memory_allocated, but in
@@ -815,6 +861,17 @@ struct dnnmem_module_info {
 
 struct dnnmem_advice;
 
+/* One row per group of data-parallel ranks whose estimates are the same
+ * (ranks first..last): sharding by torch.chunk leaves the last ranks'
+ * shards smaller when a dim does not divide. */
+struct dnnmem_rank_info {
+    int first, last;
+    uint64_t total_bytes, peak_allocated, peak_reserved;
+    uint64_t category_bytes[DNNMEM_CAT_COUNT];
+    enum dnnmem_verdict verdict;
+    int64_t margin_bytes;
+};
+
 struct dnnmem_result {
     /* Totals. total_bytes = peak_reserved + context_bytes: what the process
      * takes on the device, as nvidia-smi shows it. */
@@ -915,7 +972,15 @@ struct dnnmem_result {
     /* Advice (dnnmem_result_advise): changes that would make the job fit,
      * ranked; NULL and 0 until asked for, and when the job fits. */
     const struct dnnmem_advice *advice;
-    size_t n_advice;
+    size_t n_advice;    /* Data parallelism: the world size (1: one process), the global batch
+     * (batch x data-parallel ranks x grad_accum; 0 outside training), the
+     * rank this result is (the most loaded), and one row per distinct group
+     * of ranks (NULL, 0 with one process), owned by the result. */
+    int world_size;
+    int64_t global_batch;
+    int rank;
+    const struct dnnmem_rank_info *ranks;
+    size_t n_ranks;
 };
 
 /* Estimate peak memory of `m` under `cfg`. On success *out is owned by the

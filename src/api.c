@@ -307,14 +307,18 @@ void dnnmem_config_init(struct dnnmem_config *cfg)
     cfg->mxnet_reserve_percent = -1;
     cfg->jax_preallocate = true;
     cfg->jax_donate = true;
+    cfg->par.ddp_bucket_bytes = cfg->par.zero_bucket_elems = cfg->par.zero_prefetch_elems = -1;
+    cfg->par.zero_persist_elems = cfg->par.nccl_bytes = -1;
+    cfg->par.rank = -1;
 }
 
-enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg,
-                                   struct dnnmem_result **out, struct dnnmem_error *err)
+/* One estimate; *other (when not NULL): another rank to estimate when the
+ * ranks differ (struct dm_schedule.par_uneven, par_other_rank: FSDP's
+ * shards, ZeRO's partitions), else -1. */
+static enum dnnmem_status estimate_one(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                                        struct dnnmem_result **out, int *other,
+                                        struct dnnmem_error *err)
 {
-    if (!m || !cfg || !out)
-        return dm_fail(err, DNNMEM_E_USAGE, "dnnmem_estimate: NULL argument");
-    *out = NULL;
     if (m->g.capture) /* a captured step: replayed as observed (src/estimate/captured.c) */
         return dm_est_captured(&m->g, cfg, out, err);
     struct dm_est_opts o;
@@ -335,6 +339,10 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
         s = dm_est_runtime(&e, err);
     if (s == DNNMEM_OK)
         s = dm_est_schedule(&e, err);
+    if (other)
+        *other = !e.sched.par_uneven ? -1
+                 : cfg->par.fsdp != DNNMEM_FSDP_NONE ? -2 /* the shard group's last */
+                                                     : e.sched.par_other_rank;
     if (s == DNNMEM_OK)
         s = dm_est_replay(&e, out, err);
     if (s == DNNMEM_OK && (s = dm_est_warnings(&e, *out, err)) != DNNMEM_OK) {
@@ -346,6 +354,110 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     dm_arena_free(&e.arena);
     dm_graph_free(&own);
     return s;
+}
+
+static int par_world(const struct dnnmem_parallel *p)
+{
+    return p->gpus > 0    ? p->gpus
+           : p->nodes > 0 ? p->nodes * (p->gpus_per_node > 0 ? p->gpus_per_node : 1)
+                          : 1;
+}
+
+static void rank_row(struct dnnmem_rank_info *row, const struct dnnmem_result *r, int first, int last)
+{
+    row->first = first;
+    row->last = last;
+    row->total_bytes = r->total_bytes;
+    row->peak_allocated = r->peak_allocated;
+    row->peak_reserved = r->peak_reserved;
+    memcpy(row->category_bytes, r->category_bytes, sizeof row->category_bytes);
+    row->verdict = r->verdict;
+    row->margin_bytes = r->margin_bytes;
+}
+
+/* Every distinct rank (docs/parallel.md): DDP's and ZeRO's ranks hold the
+ * same bytes (ZeRO pads its partitions to equal sizes); FSDP2's shards are
+ * torch.chunk's, full on the first ranks and smaller (or empty) on the last
+ * of a shard group, so its first and last shard ranks are estimated: equal,
+ * every rank is; else the ranks between hold shards between theirs. The
+ * most loaded is the result, with the rows. */
+enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                                   struct dnnmem_result **out, struct dnnmem_error *err)
+{
+    if (!m || !cfg || !out)
+        return dm_fail(err, DNNMEM_E_USAGE, "dnnmem_estimate: NULL argument");
+    *out = NULL;
+    int world = par_world(&cfg->par);
+    bool train = cfg->mode == DNNMEM_MODE_TRAIN;
+    if (m->g.capture && (world > 1 || cfg->par.zero || cfg->par.fsdp))
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: a captured step is one process's; --gpus, --zero and --fsdp are "
+                       "modelled for ONNX, HuggingFace, Keras and MXNet models", m->g.path);
+    if (world <= 1 || !train || m->g.capture) {
+        DM_TRY(estimate_one(m, cfg, out, NULL, err));
+        (*out)->world_size = 1;
+        (*out)->global_batch = train ? (cfg->batch_size > 0 ? cfg->batch_size : 1) *
+                                           (cfg->grad_accum > 0 ? cfg->grad_accum : 1) : 0;
+        return DNNMEM_OK;
+    }
+    struct dnnmem_config c = *cfg;
+    int per_node = cfg->par.gpus_per_node > 0 ? cfg->par.gpus_per_node : world;
+    int shard = cfg->par.fsdp == DNNMEM_FSDP_NO_SHARD ? 1
+                : cfg->par.fsdp == DNNMEM_FSDP_HYBRID ? per_node
+                                                      : world;
+    int first = cfg->par.rank >= 0 ? cfg->par.rank : 0;
+    struct dnnmem_result *r0 = NULL, *r1 = NULL;
+    c.par.rank = first;
+    int other = -1;
+    DM_TRY(estimate_one(m, &c, &r0, &other, err));
+    int last = other == -2 ? shard - 1 : other;
+    if (cfg->par.rank >= 0 || last < 0)
+        last = first;
+    if (last != first) {
+        c.par.rank = last;
+        enum dnnmem_status s = estimate_one(m, &c, &r1, NULL, err);
+        if (s != DNNMEM_OK) {
+            dnnmem_result_free(r0);
+            return s;
+        }
+    }
+    struct dnnmem_rank_info *rows =
+        dm_arena_array(dm_result_arena(r0), 2, sizeof *rows);
+    if (!rows) {
+        dnnmem_result_free(r0);
+        dnnmem_result_free(r1);
+        return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+    }
+    size_t n = 1;
+    if (!r1 || r1->total_bytes == r0->total_bytes) {
+        rank_row(&rows[0], r0, first, cfg->par.rank >= 0 ? first : world - 1);
+    } else {
+        rank_row(&rows[0], r0, first, first);
+        rank_row(&rows[1], r1, last, last);
+        n = 2;
+    }
+    struct dnnmem_result *best = r1 && r1->total_bytes > r0->total_bytes ? r1 : r0;
+    if (best == r1) { /* the rows live in r0's arena: copy them into r1's */
+        struct dnnmem_rank_info *copy = dm_arena_array(dm_result_arena(r1), 2, sizeof *copy);
+        if (!copy) {
+            dnnmem_result_free(r0);
+            dnnmem_result_free(r1);
+            return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+        }
+        memcpy(copy, rows, n * sizeof *rows);
+        rows = copy;
+        dnnmem_result_free(r0);
+    } else {
+        dnnmem_result_free(r1);
+    }
+    best->ranks = rows;
+    best->n_ranks = n;
+    best->rank = best == r1 ? last : first;
+    best->world_size = world;
+    best->global_batch = (cfg->batch_size > 0 ? cfg->batch_size : 1) * (int64_t)world *
+                         (cfg->grad_accum > 0 ? cfg->grad_accum : 1);
+    *out = best;
+    return DNNMEM_OK;
 }
 
 struct dnnmem_config *dnnmem_config_new(void)

@@ -832,6 +832,11 @@ struct dm_schedule {     /* arrays malloc'd */
     struct dm_step *steps;
     int32_t n_steps, cap_steps;
     struct dm_refusal refusal; /* what the builder refused (it failed there) */
+    bool par_uneven;           /* the ranks differ: FSDP, a sharded dim 0 the shard group does
+                                  not divide (src/train/parallel.c, F1); ZeRO 1/2, the whole
+                                  parameters a partition touches (Z2) */
+    int32_t par_other_rank;    /* then the rank estimated besides the first (FSDP: the shard
+                                  group's last; ZeRO: the one with the most), -1: set by the api */
 };
 /* Record what the schedule's builder refuses; DNNMEM_E_INTERNAL until the
  * estimate's check table gives the error (src/estimate/check.c). */
@@ -927,7 +932,26 @@ const char *dm_buffer_name(const struct dm_graph *g, const struct dm_buffer *b, 
                            size_t cap);
 
 /* The settings of one simulated run, resolved from the public config. */
+/* Data parallelism (src/train/parallel.c; docs/parallel.md): how this rank's
+ * step differs from one process's. */
+enum dm_par_kind { DM_PAR_NONE = 0, DM_PAR_DDP, DM_PAR_ZERO, DM_PAR_FSDP };
+struct dm_par {
+    enum dm_par_kind kind;
+    int world, rank;          /* data-parallel ranks and this one */
+    int shard, shard_rank;    /* the group a parameter is sharded over and the rank in it */
+    int zero;                 /* ZeRO stage (kind ZERO) */
+    bool offload_optimizer, offload_params;
+    bool reshard;             /* FSDP reshard_after_forward */
+    const char *wrap;         /* FSDP unit glob, NULL: the repeated blocks' (wrap_specs) */
+    char wrap_specs[4][160];
+    int n_wrap;
+    uint64_t ddp_bucket_bytes, ddp_first_bucket_bytes;
+    bool ddp_bucket_view;
+    int64_t zero_bucket, zero_prefetch, zero_persist;
+};
+
 struct dm_run {
+    struct dm_par par;
     bool train;
     bool cuda;
     bool inplace;            /* activations in place where PyTorch allows */

@@ -276,6 +276,68 @@ FLAG_SETTER(set_mxnet_mirror, mxnet_mirror, true)
 FLAG_SETTER(set_by_module, module_depth,
             x->cfg->module_depth ? x->cfg->module_depth : DNNMEM_MODULE_DEPTH_DEFAULT)
 
+/* ---- data parallelism (docs/parallel.md) ---- */
+COUNT_SETTER(set_gpus, par.gpus, int, 1, 65536, "--gpus %s: expected a world size in 1..65536")
+COUNT_SETTER(set_nodes, par.nodes, int, 1, 65536, "--nodes %s: expected 1..65536")
+COUNT_SETTER(set_gpus_per_node, par.gpus_per_node, int, 1, 1024,
+             "--gpus-per-node %s: expected 1..1024")
+COUNT_SETTER(set_tp, par.tp, int, 1, 65536, "--tp %s: expected a positive integer")
+COUNT_SETTER(set_pp, par.pp, int, 1, 65536, "--pp %s: expected a positive integer")
+COUNT_SETTER(set_cp, par.cp, int, 1, 65536, "--cp %s: expected a positive integer")
+ENUM_SETTER(set_zero, par.zero, int, false, "--zero %s: expected 0, 1, 2 or 3 (DeepSpeed ZeRO stages)",
+            "0", "1", "2", "3")
+ENUM_SETTER(set_offload, par.offload, enum dnnmem_offload, false,
+            "--offload %s: expected none, optimizer or params", "none", "optimizer", "params")
+ENUM_SETTER(set_fsdp, par.fsdp, enum dnnmem_fsdp, false,
+            "--fsdp %s: expected none, full, shard-grad-op, hybrid or no-shard", "none", "full",
+            "shard-grad-op", "hybrid", "no-shard")
+FLAG_SETTER(set_ddp_bucket_view, par.ddp_bucket_view, true)
+static enum dnnmem_status set_fsdp_wrap(const struct ctx *x)
+{
+    if (!x->v[0] || x->v[0] != '/' || strlen(x->v) >= 160)
+        return BAD("--fsdp-wrap %s: expected a glob on node-name prefixes such as '/model/layers.*'",
+                   x->v);
+    x->cfg->par.fsdp_wrap = x->v;
+    return DNNMEM_OK;
+}
+/* bucket_cap_mb: MB as DDP means it, bucket_cap_mb * 1024 * 1024 bytes
+ * (torch/nn/parallel/distributed.py, DistributedDataParallel.__init__) */
+static enum dnnmem_status set_ddp_bucket_mb(const struct ctx *x)
+{
+    double d;
+    if (parse_real(x->v, &d) || !(d > 0 && d <= 1048576))
+        return BAD("--ddp-bucket-mb %s: expected a positive number of MiB (bucket_cap_mb)", x->v);
+    x->cfg->par.ddp_bucket_bytes = (int64_t)(d * 1048576.0);
+    return DNNMEM_OK;
+}
+/* An element count: 5e8, 500000000 */
+#define ELEMS_SETTER(fn, field, msg)                                                    \
+    static enum dnnmem_status fn(const struct ctx *x)                                  \
+    {                                                                                  \
+        double d;                                                                      \
+        if (parse_real(x->v, &d) || !(d >= 0 && d <= 1e15) || d != (double)(int64_t)d) \
+            return BAD(msg, x->v);                                                     \
+        x->cfg->field = (int64_t)d;                                                    \
+        return DNNMEM_OK;                                                              \
+    }
+ELEMS_SETTER(set_zero_bucket, par.zero_bucket_elems,
+             "--zero-bucket-size %s: expected a count of elements such as 5e8")
+ELEMS_SETTER(set_zero_prefetch, par.zero_prefetch_elems,
+             "--zero-prefetch-size %s: expected a count of elements such as 5e7")
+ELEMS_SETTER(set_zero_persist, par.zero_persist_elems,
+             "--zero-persist-threshold %s: expected a count of elements such as 1e5")
+SIZE_SETTER(set_nccl_memory, par.nccl_bytes, 0, "--nccl-memory %s: expected a size such as 16MiB")
+static enum dnnmem_status set_rank(const struct ctx *x)
+{
+    int64_t v;
+    if (strcmp(x->v, "0") == 0)
+        v = 0;
+    else if (parse_count(x->v, &v) || v > 65535)
+        return BAD("--rank %s: expected a rank in 0..65535", x->v);
+    x->cfg->par.rank = (int)v;
+    return DNNMEM_OK;
+}
+
 /* ---- setters with their own rules ------------------------------------------------ */
 
 /* --optimizer: stated, so a HuggingFace config's AdamW default does not apply */

@@ -76,7 +76,9 @@ class Result:
     allocator_slack, cuda_context); live_at_peak: the largest tensors of each kind there;
     verdict: "fits", "tight", "does not fit", or None without a capacity; advice: changes
     that would make it fit (when it does not); timeline: one point per step; by_module: the
-    bytes at the peak by module scope (by_module=True or by_module_depth=N)."""
+    bytes at the peak by module scope (by_module=True or by_module_depth=N); parallel: with
+    gpus=N, the world size, global batch, the rank reported and one row per distinct group
+    of ranks (JSON's "parallel", docs/parallel.md), else {}."""
     peak: int
     peak_allocated: int
     peak_reserved: int
@@ -98,6 +100,7 @@ class Result:
     timeline: List[TimelinePoint] = field(default_factory=list)
     advice: List[Advice] = field(default_factory=list)
     by_module: List[Module] = field(default_factory=list)
+    parallel: dict = field(default_factory=dict)
     text: str = ""
     report: dict = field(default_factory=dict, repr=False)
 
@@ -120,7 +123,7 @@ class Result:
             warnings=list(js.get("warnings", [])), model=js.get("model", {}),
             timeline=_timeline(timeline_csv),
             by_module=[Module(**m) for m in (js.get("by_module") or {}).get("modules", [])],
-            text=text, report=js)
+            parallel=dict(js.get("parallel") or {}), text=text, report=js)
 
     def __str__(self):
         return self.text or f"peak {format_bytes(self.peak)}"

@@ -148,6 +148,16 @@ static bool mx_page_bad(const struct dnnmem_config *c)
            (page < 32 || (c->mxnet_pool == DNNMEM_MXNET_POOL_ROUND && (page & (page - 1))));
 }
 
+/* The data-parallel world the options name (1: one process). */
+static int par_world(const struct dnnmem_config *c)
+{
+    if (c->par.gpus > 0)
+        return c->par.gpus;
+    if (c->par.nodes > 0)
+        return c->par.nodes * (c->par.gpus_per_node > 0 ? c->par.gpus_per_node : 1);
+    return 1;
+}
+
 /* name, value (c: the options, o: their meaning, g: the graph, bd: what
  * binding the dims found, NULL before; rf: what the graph's or the
  * schedule's builder refused, NULL in the other phases) */
@@ -196,6 +206,29 @@ static bool mx_page_bad(const struct dnnmem_config *c)
                            (unsigned)c->precision > DNNMEM_PRECISION_AMP_BF16 ||                   \
                            (c->n_freeze && !c->freeze) || (c->n_checkpoint && !c->checkpoint))     \
     X(GRAD_ACCUM, c->grad_accum > 1)                                                               \
+    X(PAR, par_world(c) > 1 || c->par.zero || c->par.fsdp || c->par.offload || c->par.fsdp_wrap)   \
+    X(PAR_ZERO, c->par.zero != 0)                                                                  \
+    X(PAR_FSDP, c->par.fsdp != DNNMEM_FSDP_NONE)                                                   \
+    X(PAR_BAD, (unsigned)c->par.zero > 3 || (unsigned)c->par.fsdp > DNNMEM_FSDP_NO_SHARD ||         \
+                   (unsigned)c->par.offload > DNNMEM_OFFLOAD_PARAMS || c->par.gpus < 0 ||          \
+                   c->par.nodes < 0 || c->par.gpus_per_node < 0)                                   \
+    X(PAR_WORLD_MISMATCH, c->par.gpus > 0 && c->par.nodes > 0 &&                                   \
+                              c->par.gpus != c->par.nodes * (c->par.gpus_per_node ? c->par.gpus_per_node : 1)) \
+    X(PAR_PER_NODE_ALONE, c->par.gpus_per_node > 0 && !c->par.gpus && !c->par.nodes)                \
+    X(PAR_PER_NODE_DIVIDES, c->par.gpus_per_node > 0 && par_world(c) % c->par.gpus_per_node != 0)  \
+    X(PAR_TP, c->par.tp > 1)                                                                       \
+    X(PAR_PP, c->par.pp > 1)                                                                       \
+    X(PAR_CP, c->par.cp > 1)                                                                       \
+    X(PAR_OFFLOAD, c->par.offload != DNNMEM_OFFLOAD_NONE)                                          \
+    X(PAR_OFFLOAD_PARAMS, c->par.offload == DNNMEM_OFFLOAD_PARAMS)                                 \
+    X(PAR_ZERO3, c->par.zero == 3)                                                                 \
+    X(PAR_WRAP, c->par.fsdp_wrap != NULL)                                                          \
+    X(PAR_DDP_OPTS, c->par.ddp_bucket_bytes >= 0 || c->par.ddp_bucket_view)                        \
+    X(PAR_ZERO_OPTS, c->par.zero_bucket_elems >= 0 || c->par.zero_prefetch_elems >= 0 ||            \
+                         c->par.zero_persist_elems >= 0)                                           \
+    X(PAR_Z3_OPTS, c->par.zero_prefetch_elems >= 0 || c->par.zero_persist_elems >= 0)              \
+    X(PAR_RANK_OUT, c->par.rank >= par_world(c))                                                   \
+    X(PAR_SHAPED_OPT, c->optimizer == DNNMEM_OPT_ADAFACTOR || c->optimizer == DNNMEM_OPT_ADAM8BIT)  \
     X(KEEP_OUTPUTS, c->keep_outputs)                                                               \
     X(FW_VERSION_BAD, c->framework_version && o->fw_version < 0)                                   \
     X(GRAD_SUM_CAP_BAD, c->mxnet_grad_sum_cap < 0 || c->mxnet_grad_sum_cap > 1000000)              \
@@ -309,6 +342,7 @@ enum arg {
     A_TRANSFORMERS, A_TF_MAJOR, A_TF_MINOR, A_ATTN, A_CC_MAJOR, A_CC_MINOR, A_SDPA_BACKEND, A_QUANT, A_QUANT_METHOD,
     A_QUANT_CC_MAJOR, A_QUANT_CC_MINOR, A_KBIT, A_CAPACITY, A_CONTEXT, A_TF_MIN_SYSTEM,
     A_JAX_FRACTION, A_MX_PAGE, A_MX_CUTOFF, A_MX_RESERVE, A_BATCH, A_MAX_DIMS,
+    A_GPUS, A_WORLD, A_PER_NODE, A_TP, A_PP, A_CP, A_RANK,
     /* what binding the dims found (struct dm_bind) */
     A_B_NAME, A_B_BY, A_B_DIM, A_B_VALUE, A_B_OTHER, A_B_INDEX, A_B_RANK, A_B_DECL_RANK, A_B_LIST,
     A_B_DECL,
@@ -336,8 +370,52 @@ struct check {
 #define USAGE DNNMEM_E_USAGE
 #define UNSUP DNNMEM_E_UNSUPPORTED
 
+#define PAR_MODELLED "modelled: data parallel alone (DDP, DeepSpeed ZeRO 1-3, FSDP2 full, shard-grad-op, " \
+                     "hybrid, no-shard), world = DP"
 static const struct check checks[] = {
     {O, {F_MODE_BAD}, USAGE, "unknown mode %s", {A_MODE}},
+    /* data parallelism (docs/parallel.md) */
+    {O, {F_PAR_BAD}, USAGE, "unknown data-parallel setting (zero 0..3, fsdp, offload, gpus)", {A_NONE}},
+    {O, {F_PAR_TP}, UNSUP, "--tp %s: tensor parallel is not modelled yet (" PAR_MODELLED "; use --tp 1)",
+     {A_TP}},
+    {O, {F_PAR_PP}, UNSUP, "--pp %s: pipeline parallel is not modelled yet (" PAR_MODELLED "; use --pp 1)",
+     {A_PP}},
+    {O, {F_PAR_CP}, UNSUP, "--cp %s: context parallel is not modelled yet (" PAR_MODELLED "; use --cp 1)",
+     {A_CP}},
+    {O, {F_PAR, NOT(F_TRAIN)}, USAGE,
+     "--gpus, --zero and --fsdp model training steps, one per rank: add --mode train", {A_NONE}},
+    {O, {F_PAR, F_OTHER_FW}, UNSUP,
+     "--gpus, --zero and --fsdp model PyTorch's and DeepSpeed's engines; not with --framework %s",
+     {A_FW_NAME}},
+    {O, {F_PAR_ZERO, F_PAR_FSDP}, USAGE,
+     "--zero and --fsdp are two engines' sharding (DeepSpeed's, PyTorch's): give one", {A_NONE}},
+    {O, {F_PAR_WORLD_MISMATCH}, USAGE,
+     "--gpus %s is not --nodes x --gpus-per-node (world = DP x TP x PP x CP)", {A_GPUS}},
+    {O, {F_PAR_PER_NODE_ALONE}, USAGE, "--gpus-per-node needs --nodes or --gpus", {A_NONE}},
+    {O, {F_PAR_PER_NODE_DIVIDES}, USAGE,
+     "the world size %s is not a multiple of --gpus-per-node %s", {A_WORLD, A_PER_NODE}},
+    {O, {F_PAR_RANK_OUT}, USAGE, "--rank %s: outside the world of %s ranks", {A_RANK, A_WORLD}},
+    {O, {F_PAR_OFFLOAD, NOT(F_PAR_ZERO)}, USAGE,
+     "--offload is DeepSpeed ZeRO's offload_optimizer / offload_param: add --zero 1, 2 or 3",
+     {A_NONE}},
+    {O, {F_PAR_OFFLOAD_PARAMS, NOT(F_PAR_ZERO3)}, USAGE,
+     "--offload params (offload_param) needs --zero 3, which partitions the parameters", {A_NONE}},
+    {O, {F_PAR_WRAP, NOT(F_PAR_FSDP)}, USAGE, "--fsdp-wrap applies to --fsdp", {A_NONE}},
+    {O, {F_PAR_DDP_OPTS, F_PAR_ZERO}, USAGE,
+     "--ddp-bucket-mb and --ddp-bucket-view are DistributedDataParallel's; not with --zero or --fsdp",
+     {A_NONE}},
+    {O, {F_PAR_DDP_OPTS, F_PAR_FSDP}, USAGE,
+     "--ddp-bucket-mb and --ddp-bucket-view are DistributedDataParallel's; not with --zero or --fsdp",
+     {A_NONE}},
+    {O, {F_PAR_ZERO_OPTS, NOT(F_PAR_ZERO)}, USAGE,
+     "--zero-bucket-size, --zero-prefetch-size and --zero-persist-threshold apply to --zero",
+     {A_NONE}},
+    {O, {F_PAR_Z3_OPTS, F_PAR_ZERO, NOT(F_PAR_ZERO3)}, USAGE,
+     "--zero-prefetch-size and --zero-persist-threshold are stage 3's: --zero 3", {A_NONE}},
+    {O, {F_PAR_ZERO, F_PAR_SHAPED_OPT}, UNSUP,
+     "--zero with adafactor or adam8bit is not modelled (their state follows each parameter's "
+     "shape; ZeRO's flat partition is modelled for sgd, sgd-momentum, adam, adamw, adamw-fused, "
+     "rmsprop, adagrad)", {A_NONE}},
     {O, {F_KV_DTYPE_BAD}, USAGE, "unknown KV cache dtype %s", {A_KV_DTYPE}},
     {O, {F_GENERATE, NOT(F_HF)}, UNSUP,
      "%s: --mode generate applies to HuggingFace causal LM and T5 configs", {A_PATH}},
@@ -724,6 +802,13 @@ static const char *arg_text(enum arg a, const struct dm_graph *g, const struct d
     case A_B_RANK: n = bd->rank; break;
     case A_B_DECL_RANK: n = bd->decl_rank; break;
     case A_BATCH: n = dm_default_int(&o->d, BATCH); break;
+    case A_GPUS: n = c->par.gpus; break;
+    case A_WORLD: n = par_world(c); break;
+    case A_PER_NODE: n = c->par.gpus_per_node; break;
+    case A_TP: n = c->par.tp; break;
+    case A_PP: n = c->par.pp; break;
+    case A_CP: n = c->par.cp; break;
+    case A_RANK: n = c->par.rank; break;
     case A_MAX_DIMS: n = DM_MAX_DIMS; break;
     case A_MX_CUTOFF: n = c->mxnet_round_cutoff; break;
     case A_MX_RESERVE: n = c->mxnet_reserve_percent; break;

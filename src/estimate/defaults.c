@@ -408,6 +408,95 @@ static void mode_assumptions(struct dm_est *e)
     }
 }
 
+/* NCCL's device memory per communicator (--nccl-memory): NCCL_BUFFSIZE's
+ * default 4 MiB (NCCL's environment-variable docs) for each of the ring's
+ * two peers (send, receive) on each of 2 channels; NCCL picks the channel
+ * count from the topology (NVLink systems run more), so this is a floor,
+ * printed with the result. */
+#define DM_NCCL_COMM_DEFAULT (4ull * 1048576 * 2 * 2)
+/* DDP's bucket_cap_mb 25 and its first bucket, dist._DEFAULT_FIRST_BUCKET_BYTES
+ * (torch/nn/parallel/distributed.py; reducer.hpp kDefaultFirstBucketBytes);
+ * DeepSpeed's reduce_bucket_size 5e8, stage3_prefetch_bucket_size 5e7 and
+ * stage3_param_persistence_threshold 1e5 (deepspeed/runtime/zero/config.py,
+ * 0.19.6). */
+#define DM_DDP_BUCKET_DEFAULT (25ll * 1048576)
+#define DM_DDP_FIRST_BUCKET (1ll * 1048576)
+#define DM_ZERO_BUCKET_DEFAULT 500000000ll
+#define DM_ZERO_PREFETCH_DEFAULT 50000000ll
+#define DM_ZERO_PERSIST_DEFAULT 100000ll
+
+/* run->par from the options (check.c's rows have judged them), and its
+ * assumption lines. */
+static void par_run(struct dm_est *e)
+{
+    const struct dnnmem_parallel *c = &e->o->cfg.par;
+    struct dm_par *p = &e->run.par;
+    struct dm_assumptions *as = &e->as;
+    int world = c->gpus > 0 ? c->gpus : c->nodes > 0 ? c->nodes * (c->gpus_per_node > 0 ? c->gpus_per_node : 1) : 1;
+    if (!e->run.train || (world <= 1 && c->zero == 0 && c->fsdp == DNNMEM_FSDP_NONE))
+        return;
+    int per_node = c->gpus_per_node > 0 ? c->gpus_per_node : world;
+    p->world = world;
+    p->rank = c->rank > 0 ? c->rank : 0;
+    p->kind = c->zero > 0 ? DM_PAR_ZERO : c->fsdp != DNNMEM_FSDP_NONE ? DM_PAR_FSDP : DM_PAR_DDP;
+    p->zero = c->zero;
+    p->offload_optimizer = c->offload != DNNMEM_OFFLOAD_NONE;
+    p->offload_params = c->offload == DNNMEM_OFFLOAD_PARAMS;
+    p->shard = c->fsdp == DNNMEM_FSDP_NO_SHARD ? 1 : c->fsdp == DNNMEM_FSDP_HYBRID ? per_node : world;
+    p->shard_rank = p->rank % p->shard;
+    p->reshard = c->fsdp == DNNMEM_FSDP_FULL || c->fsdp == DNNMEM_FSDP_HYBRID;
+    p->ddp_bucket_bytes = (uint64_t)(c->ddp_bucket_bytes > 0 ? c->ddp_bucket_bytes : DM_DDP_BUCKET_DEFAULT);
+    p->ddp_first_bucket_bytes = DM_DDP_FIRST_BUCKET; /* whatever bucket_cap_mb is */
+    p->ddp_bucket_view = c->ddp_bucket_view;
+    p->zero_bucket = c->zero_bucket_elems >= 0 ? c->zero_bucket_elems : DM_ZERO_BUCKET_DEFAULT;
+    p->zero_prefetch = c->zero_prefetch_elems >= 0 ? c->zero_prefetch_elems : DM_ZERO_PREFETCH_DEFAULT;
+    p->zero_persist = c->zero_persist_elems >= 0 ? c->zero_persist_elems : DM_ZERO_PERSIST_DEFAULT;
+    if (p->kind == DM_PAR_FSDP && c->fsdp_wrap) {
+        snprintf(p->wrap_specs[0], sizeof p->wrap_specs[0], "%s", c->fsdp_wrap);
+        p->n_wrap = 1;
+    } else if (p->kind == DM_PAR_FSDP) {
+        struct dm_block_scope bs[1];
+        if (dm_repeated_blocks(e->g, bs, 1) > 0) {
+            p->n_wrap = bs[0].n_specs;
+            for (int k = 0; k < bs[0].n_specs; k++)
+                memcpy(p->wrap_specs[k], bs[0].spec[k], sizeof p->wrap_specs[k]);
+        }
+    }
+    char wraps[400] = "";
+    for (int k = 0; k < p->n_wrap; k++)
+        snprintf(wraps + strlen(wraps), sizeof wraps - strlen(wraps), "%s'%s'", k ? ", " : "",
+                 p->wrap_specs[k]);
+    dm_assume(as, "parallel", "option", "%d ranks (%d per node), this rank %d: %s", world, per_node,
+              p->rank,
+              p->kind == DM_PAR_DDP
+                  ? dm_arena_printf(as->arena, "DistributedDataParallel, buckets of %s MiB (the "
+                                    "first %s MiB)%s", dm_arena_printf(as->arena, "%.6g",
+                                    (double)p->ddp_bucket_bytes / 1048576.0),
+                                    dm_arena_printf(as->arena, "%.6g", (double)p->ddp_first_bucket_bytes / 1048576.0),
+                                    p->ddp_bucket_view ? ", gradient_as_bucket_view" : "")
+              : p->kind == DM_PAR_ZERO
+                  ? dm_arena_printf(as->arena, "DeepSpeed ZeRO-%d (0.19.6): reduce_bucket_size %lld%s%s%s",
+                                    p->zero, (long long)p->zero_bucket,
+                                    e->run.cuda && !p->offload_optimizer &&
+                                            (e->run.optimizer == DNNMEM_OPT_ADAM ||
+                                             e->run.optimizer == DNNMEM_OPT_ADAMW ||
+                                             e->run.optimizer == DNNMEM_OPT_ADAMW_HF ||
+                                             e->run.optimizer == DNNMEM_OPT_ADAMW_FUSED)
+                                        ? ", Adam as DeepSpeed's FusedAdam (no temporaries)"
+                                        : p->offload_optimizer ? ", the step on the host (DeepSpeedCPUAdam)" : "",
+                                    p->zero == 3 ? dm_arena_printf(as->arena,
+                                        ", prefetch %lld, persistence threshold %lld",
+                                        (long long)p->zero_prefetch, (long long)p->zero_persist) : "",
+                                    p->offload_params ? ", optimizer and params offloaded"
+                                    : p->offload_optimizer ? ", optimizer offloaded" : "")
+                  : dm_arena_printf(as->arena, "FSDP2 fully_shard (%s) over %d ranks per shard group, "
+                                    "units %s and the root",
+                                    c->fsdp == DNNMEM_FSDP_FULL ? "full"
+                                    : c->fsdp == DNNMEM_FSDP_HYBRID ? "hybrid"
+                                    : c->fsdp == DNNMEM_FSDP_NO_SHARD ? "no-shard" : "shard-grad-op",
+                                    p->shard, p->n_wrap ? wraps : "(none: no repeated block)"));
+}
+
 void dm_est_run(struct dm_est *e)
 {
     const struct dm_est_opts *o = e->o;
@@ -449,6 +538,7 @@ void dm_est_run(struct dm_est *e)
     framework_assumptions(e);
     attention_assumptions(e);
     mode_assumptions(e);
+    par_run(e);
 }
 
 /* Whether the graph has a convolution (oneDNN's buffers depend on the ISA). */
@@ -589,6 +679,15 @@ static void cuda_defaults(struct dm_est *e)
                                    "CUDA 13.0)"
                                  : "PyTorch 2.x: 426 MiB at start (unsloth-zoo PR #1053) + 132 MiB "
                                    "of kernels loaded by the first step (measured on an H200)");
+        if (run->par.kind != DM_PAR_NONE) { /* outside the caching allocator, as the context */
+            int comms = c->par.fsdp == DNNMEM_FSDP_HYBRID ? 2 : 1;
+            uint64_t nccl = c->par.nccl_bytes >= 0 ? (uint64_t)c->par.nccl_bytes : DM_NCCL_COMM_DEFAULT;
+            e->context += nccl * (uint64_t)comms;
+            dm_assume(as, "nccl", c->par.nccl_bytes >= 0 ? "option" : "default",
+                      "%s per communicator x %d, added to the context (%s)", dm_format_bytes(nccl, cb),
+                      comms, c->par.nccl_bytes >= 0 ? "--nccl-memory"
+                      : "NCCL_BUFFSIZE 4 MiB x 2 ring peers x 2 channels; more channels on NVLink");
+        }
         run->cublas_workspace = run->xla ? 0 : (uint64_t)VALUE(CUBLAS_WORKSPACE);
         if (run->xla)
             run->xla_gemm_workspace = (uint64_t)VALUE(XLA_GEMM_WORKSPACE);

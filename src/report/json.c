@@ -131,6 +131,24 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
                                       keys[r->largest_category]));
     if (root && r->n_modules)
         json_object_set_new(root, "by_module", modules_json(r, keys));
+    if (root && r->world_size > 1) { /* docs/parallel.md: one row per distinct rank */
+        json_t *ranks = json_array();
+        for (size_t k = 0; ranks && k < r->n_ranks; k++) {
+            const struct dnnmem_rank_info *q = &r->ranks[k];
+            json_array_append_new(ranks, json_pack("{s:i, s:i, s:I, s:I, s:I, s:s}", "first", q->first,
+                                                   "last", q->last, "total_bytes",
+                                                   (json_int_t)q->total_bytes,
+                                                   "peak_allocated_bytes",
+                                                   (json_int_t)q->peak_allocated,
+                                                   "peak_reserved_bytes",
+                                                   (json_int_t)q->peak_reserved, "verdict",
+                                                   dnnmem_verdict_name(q->verdict)));
+        }
+        json_object_set_new(root, "parallel",
+                            json_pack("{s:i, s:I, s:i, s:o*}", "world_size", r->world_size,
+                                      "global_batch", (json_int_t)r->global_batch, "rank", r->rank,
+                                      "ranks", ranks));
+    }
     if (!root)
         return -1;
     int rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -148,6 +148,21 @@ int dnnmem_report_text(const struct dnnmem_result *r, const dnnmem_model *m, FIL
         fprintf(f, "  %-18s %12s\n", "cuda context", dm_format_bytes(r->context_bytes, b1));
     fprintf(f, "  %-18s %12s\n", r->limit_unknown ? "total (needs)" : "total",
             dm_format_bytes(r->total_bytes, b1));
+    if (r->world_size > 1) { /* docs/parallel.md */
+        fprintf(f, "ranks        %d, global batch %lld; this report is rank %d, the most loaded\n",
+                r->world_size, (long long)r->global_batch, r->rank);
+        for (size_t k = 0; k < r->n_ranks; k++) {
+            const struct dnnmem_rank_info *q = &r->ranks[k];
+            char who[32];
+            if (q->first == q->last)
+                snprintf(who, sizeof who, "rank %d", q->first);
+            else
+                snprintf(who, sizeof who, "ranks %d-%d", q->first, q->last);
+            fprintf(f, "  %-14s %12s  (allocated %s)%s%s\n", who, dm_format_bytes(q->total_bytes, b1),
+                    dm_format_bytes(q->peak_allocated, b2), q->verdict != DNNMEM_VERDICT_NONE ? "  " : "",
+                    q->verdict != DNNMEM_VERDICT_NONE ? dnnmem_verdict_name(q->verdict) : "");
+        }
+    }
     if (r->verdict != DNNMEM_VERDICT_NONE) {
         char b5[32];
         uint64_t gap = r->margin_bytes < 0 ? (uint64_t)-r->margin_bytes : (uint64_t)r->margin_bytes;

@@ -56,6 +56,7 @@ struct dm_sb {
     int32_t *amp_cache;   /* per weight tensor: autocast's cached copy, or -1 */
     int32_t *resident;    /* per tensor: its resident buffer, or -1 */
     struct dm_train *train; /* training state (src/train), NULL in inference */
+    struct dm_pstate *par;  /* data parallelism's state (src/train/parallel.c), or NULL */
     int iteration;
     int32_t gen_pre[DM_GEN_PRE]; /* generation: buffers generate() makes before the prefill
                                     (beam search's, dm_sb_generate_setup), or -1 */
@@ -144,6 +145,26 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer);
 void dm_train_release_prev(struct dm_sb *b);
 /* optimizer.c */
 void dm_train_zero_grad(struct dm_sb *b);
+/* parallel.c: one data-parallel rank (its rules head the file). prepare
+ * before the setup (units, which weights are sharded), start after
+ * dm_train_init (DDP's buckets, ZeRO's fp32 partition); the hooks around
+ * each node's forward and backward, at each parameter's .grad made, at the
+ * backward's end, zero_grad and the step; free at the end. */
+enum dnnmem_status dm_par_prepare(struct dm_sb *b, struct dnnmem_error *err);
+uint64_t dm_par_resident_bytes(const struct dm_sb *b, int32_t x);
+uint64_t dm_par_local_bytes(const struct dm_sb *b, int32_t x);
+void dm_par_start(struct dm_sb *b);
+void dm_par_forward_enter(struct dm_sb *b, int32_t i);
+void dm_par_forward_leave(struct dm_sb *b, int32_t i);
+void dm_par_backward_enter(struct dm_sb *b, int32_t i);
+void dm_par_backward_leave(struct dm_sb *b, int32_t i);
+void dm_par_grad_ready(struct dm_sb *b, int32_t x);
+void dm_par_backward_end(struct dm_sb *b);
+bool dm_par_zero(const struct dm_sb *b);
+uint64_t dm_par_flat_bytes(const struct dm_sb *b);
+void dm_par_zero_grad(struct dm_sb *b);
+void dm_par_step_end(struct dm_sb *b);
+void dm_par_free(struct dm_sb *b);
 /* checkpoint.c: before node i runs forward, whether grad mode is on for it
  * (off inside an activation-checkpointed segment, whose inputs are kept
  * instead). */

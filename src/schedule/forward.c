@@ -594,7 +594,11 @@ void dm_sb_forward(struct dm_sb *b)
         bool save = b->run->train;
         if (b->train)
             save = dm_train_checkpoint_enter(b, i); /* false inside a checkpointed segment */
+        if (b->par)
+            dm_par_forward_enter(b, i);
         dm_sb_forward_node(b, i, b->uses, save, false);
+        if (b->par)
+            dm_par_forward_leave(b, i);
     }
     /* leaving autocast clears its cache of parameter casts */
     for (int32_t i = 0; i < g->n_tensors; i++)

@@ -218,7 +218,8 @@ static void setup(struct dm_sb *b)
             continue;
         enum dnnmem_category cat =
             g->tensors[i].role == DM_ROLE_INPUT ? DNNMEM_CAT_INPUT : DNNMEM_CAT_WEIGHT;
-        b->resident[i] = dm_sb_alloc(b, cat, b->t[i].dtype, b->t[i].bytes, i, -1, NULL, DM_SB_PINNED);
+        uint64_t bytes = cat == DNNMEM_CAT_WEIGHT ? dm_par_resident_bytes(b, i) : b->t[i].bytes;
+        b->resident[i] = dm_sb_alloc(b, cat, b->t[i].dtype, bytes, i, -1, NULL, DM_SB_PINNED);
     }
     for (int32_t i = 0; i < g->n_nodes; i++)
         if (implies_batch_counter(g, &g->nodes[i]))
@@ -279,6 +280,8 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
     b.iteration = 1;
     for (int k = 0; k < DM_GEN_PRE; k++)
         b.gen_pre[k] = -1;
+    if ((st = dm_par_prepare(&b, err)) != DNNMEM_OK)
+        goto out;
     setup(&b);
     if (!run->train) {
         if (run->gen_tokens > 0 && run->gen_beams > 1)
@@ -292,6 +295,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
     }
     if ((st = dm_train_init(&b, err)) != DNNMEM_OK)
         goto out;
+    dm_par_start(&b);
     for (int it = 1; it <= run->iterations && !b.oom; it++) {
         b.iteration = it;
         dm_train_zero_grad(&b);
@@ -304,6 +308,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
 out:
     if (b.train)
         dm_train_free(&b);
+    dm_par_free(&b);
     free(b.refs);
     free(b.cur);
     free(b.strided);

@@ -36,6 +36,8 @@ void dm_accumulate_grad(struct dm_sb *b, int32_t x, int32_t g, int extra)
                                         -1, "grad", 1);
         dm_sb_unref(b, g);
     }
+    if (b->par)
+        dm_par_grad_ready(b, x);
 }
 
 /* Hand grad buffer `gbuf` (one holder: ours) to tensor x; `view`: it came

@@ -104,6 +104,14 @@ void dm_optimizer_state(struct dm_sb *b)
     bool step_scalar = (opt == DNNMEM_OPT_ADAM || opt == DNNMEM_OPT_ADAMW ||
                         opt == DNNMEM_OPT_ADAGRAD) && !b->run->cuda;
     bool step_first = opt == DNNMEM_OPT_ADAMW_FUSED;
+    if (dm_par_zero(b)) { /* ZeRO: the state of the flat fp32 partition (parallel.c, Z1) */
+        uint64_t flat = dm_par_flat_bytes(b);
+        for (int k = 0; flat && k < nstate; k++)
+            dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, DM_FLOAT, flat, -1, -1,
+                        adam ? (k ? "exp_avg_sq (partition)" : "exp_avg (partition)")
+                             : "state (partition)", 1);
+        return;
+    }
     for (int32_t x = 0; x < g->n_tensors; x++) {
         if (!tr->param[x] || (tr->param_grad[x] < 0 && opt != DNNMEM_OPT_ADAGRAD))
             continue;
@@ -114,7 +122,7 @@ void dm_optimizer_state(struct dm_sb *b)
         if (step_first)
             dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, DM_FLOAT, 4, x, -1, "step", 1);
         for (int k = 0; k < nstate; k++)
-            dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, t[x].dtype, t[x].bytes, x, -1,
+            dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, t[x].dtype, dm_par_local_bytes(b, x), x, -1,
                         opt == DNNMEM_OPT_SGD_MOMENTUM ? "momentum_buffer"
                         : adam                         ? (k ? "exp_avg_sq" : "exp_avg")
                         : opt == DNNMEM_OPT_RMSPROP    ? "square_avg"
@@ -162,6 +170,26 @@ void dm_optimizer_step(struct dm_sb *b)
                                                                            : 0;
     bool foreach = b->run->cuda && b->run->torch_version >= 200 &&
                    (adam || opt == DNNMEM_OPT_RMSPROP || opt == DNNMEM_OPT_ADAGRAD);
+    if (dm_par_zero(b)) { /* one flat fp32 partition: its temporaries, as one parameter's */
+        uint64_t flat = dm_par_flat_bytes(b);
+        /* on CUDA DeepSpeed builds its FusedAdam for an "Adam"/"AdamW" config
+         * (deepspeed/runtime/engine.py, _configure_basic_optimizer), which
+         * updates in place through multi_tensor_apply: no temporaries */
+        if (b->run->cuda && is_adam(opt))
+            temps = 0;
+        int32_t sq = flat && temps ? dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, flat, -1, -1,
+                                                 "sqrt (partition)", 1) : -1;
+        for (int k = 1; sq >= 0 && k < temps; k++) { /* each made before the last is freed */
+            int32_t next = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_FLOAT, flat, -1, -1,
+                                       "denom (partition)", 1);
+            dm_sb_unref(b, sq);
+            sq = next;
+        }
+        if (sq >= 0)
+            dm_sb_unref(b, sq);
+        dm_par_step_end(b);
+        return;
+    }
     int32_t *batch = NULL, n_batch = 0;
     if (foreach && temps)
         batch = malloc(((size_t)g->n_tensors + 1) * sizeof *batch);
@@ -169,7 +197,8 @@ void dm_optimizer_step(struct dm_sb *b)
         if (!tr->param[x] || tr->param_grad[x] < 0)
             continue;
         bool af = opt == DNNMEM_OPT_ADAFACTOR;
-        int32_t sq = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, -1,
+        uint64_t pb = dm_par_local_bytes(b, x);
+        int32_t sq = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, pb, x, -1,
                                  af ? "grad_sq" : "sqrt", 1);
         if (batch) {
             batch[n_batch++] = sq;
@@ -177,7 +206,7 @@ void dm_optimizer_step(struct dm_sb *b)
         }
         for (int k = 1; k < (af ? 4 : temps); k++) { /* each made before the last is freed */
             static const char *const adafactor[] = {"", "update", "approx_sq_grad", "neg_update"};
-            int32_t next = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, -1,
+            int32_t next = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, pb, x, -1,
                                        af ? adafactor[k] : "denom", 1);
             dm_sb_unref(b, sq);
             sq = next;
@@ -208,4 +237,6 @@ void dm_train_zero_grad(struct dm_sb *b)
             dm_sb_unref(b, tr->param_grad[x]);
             tr->param_grad[x] = -1;
         }
+    if (b->par)
+        dm_par_zero_grad(b);
 }

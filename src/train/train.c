@@ -352,10 +352,14 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
         int32_t sg = tr->seg[i];
         if (sg < 0 && tr->mx_mir && tr->mx_mir[i])
             mx_mirror_copy(b, i); /* MXNet: its copy runs before its gradient */
+        if (b->par)
+            dm_par_backward_enter(b, i);
         if (sg < 0)
             dm_backward_node(b, i);
         else if (i == tr->seg_last[sg])
             checkpoint_backward(b, sg);
+        if (b->par)
+            dm_par_backward_leave(b, i);
     }
     if (tr->mx_mir)
         dm_mx_mirror_end(b);
@@ -372,6 +376,8 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
             dm_accumulate_grad(b, x, p, 0);
         }
     }
+    if (b->par)
+        dm_par_backward_end(b);
     if (step_optimizer)
         dm_optimizer_step(b);
     /* `del out, loss`: the caller lets go of the outputs and the loss, and

@@ -1005,5 +1005,31 @@ expect 4 "dtype.dnnmem: storage 'target': dtype 'int128' is not modelled" -- est
 sed 's/"mode": "train"/"mode": "infer"/' $C >"$T/infer.dnnmem"
 expect 2 "infer.dnnmem: --mode train: the capture is of inference" -- estimate "$T/infer.dnnmem" --mode train
 
+# data parallelism (docs/parallel.md): the ranks' rows, the global batch, JSON's parallel
+# against the schema, and the layouts refused, each one line naming the constraint
+L=$M/hf/Llama-3.2-1B-Instruct.json
+expect 0 "ranks        4, global batch 8; this report is rank 0, the most loaded" -- \
+    estimate $L --mode train -b 2 -s 256 --gpus 4
+expect 0 "  ranks 0-3 " -- estimate $L --mode train -b 2 -s 256 --gpus 4 --zero 3
+expect 0 "DeepSpeed ZeRO-2 (0.19.6): reduce_bucket_size 500000000, the step on the host (DeepSpeedCPUAdam), optimizer offloaded" -- \
+    estimate $L --mode train -b 2 -s 256 --gpus 4 --zero 2 --offload optimizer
+expect 0 "units '/model/layers.*' and the root" -- estimate $L --mode train -b 2 -s 256 --gpus 2 --fsdp full
+expect 0 "  rank 2 " -- estimate $L --mode train -b 2 -s 256 --gpus 3 --fsdp full
+expect 0 "nccl           16.00 MiB per communicator x 2" -- \
+    estimate $L --mode train -b 2 -s 256 --nodes 2 --gpus-per-node 4 --fsdp hybrid
+"$D" estimate $L --mode train -b 2 -s 256 --gpus 3 --fsdp full --json >"$T/par.json"
+check_schema "$T/par.json" "data-parallel JSON (parallel.ranks[])"
+expect 2 "--zero and --fsdp are two engines' sharding" -- estimate $L --mode train --gpus 2 --zero 1 --fsdp full
+expect 2 "--gpus 8 is not --nodes x --gpus-per-node" -- \
+    estimate $L --mode train --gpus 8 --nodes 2 --gpus-per-node 2
+expect 4 "--tp 2: tensor parallel is not modelled yet" -- estimate $L --mode train --gpus 4 --tp 2
+expect 4 "--pp 2: pipeline parallel is not modelled yet" -- estimate $L --mode train --gpus 4 --pp 2
+expect 2 "add --mode train" -- estimate $L --gpus 2
+expect 2 "--offload params (offload_param) needs --zero 3" -- estimate $L --mode train --gpus 2 --zero 2 --offload params
+expect 2 "--zero 4: expected 0, 1, 2 or 3" -- estimate $L --mode train --zero 4
+expect 2 "--fsdp half: expected none, full, shard-grad-op, hybrid or no-shard" -- estimate $L --mode train --fsdp half
+expect 2 "--rank 5: outside the world of 2 ranks" -- estimate $L --mode train --gpus 2 --rank 5
+expect 4 "a captured step is one process's" -- estimate $M/capture/tiny-train.dnnmem --gpus 2
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
