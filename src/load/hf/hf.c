@@ -111,6 +111,8 @@ static const struct hf_arch archs[] = {
     {"phi3", hf_neox, 1, 0, NULL, 0, "Phi3", 0},
     {"gemma", hf_gemma, 1, 0, TARGETS(qv), "Gemma", 448},
     {"gemma2", hf_gemma, 1, 0, TARGETS(qv), "Gemma2", 0},
+    /* gpt_oss: 4.56-5.24 (gptoss.c; 4.55's CPU inference ran all experts at once) */
+    {"gpt_oss", hf_gptoss, 0, 0, NULL, 0, "GptOss", 456},
     {"gemma3_text", hf_gemma, 1, 0, TARGETS(qv), NULL, 0},
     /* the multimodal Gemma 3 wrapper: its text_config's causal LM */
     {"gemma3", hf_gemma, 1, HF_ANY_ARCH | HF_TEXT_CONFIG, NULL, 0, "Gemma3", 0},
@@ -263,7 +265,7 @@ static enum dnnmem_status load(struct dm_graph *g, json_t *root, bool sdpa,
     if (!env)
         env = &as_loaded;
     struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa,
-                   .scope_fnv = {DM_HASH_INIT}, .outline = outline,
+                   .scope_fnv = {DM_HASH_INIT}, .outline = outline, .as_loaded = !opt,
                    .flash = opt && opt->attn == DNNMEM_ATTN_FLASH,
                    .opt_quant = opt ? opt->quant : DNNMEM_QUANT_NONE,
                    .kbit = opt && opt->mode == DNNMEM_MODE_TRAIN ? opt->kbit_prep
