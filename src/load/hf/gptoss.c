@@ -55,49 +55,6 @@ struct goss {
     unsigned char *sliding; /* per layer: layer_types[i] is "sliding_attention" */
 };
 
-/* Clamp with the bounds as attributes; out of place (Tensor.clamp). */
-static int32_t clamp(struct hf *h, int32_t x, bool lower, double lo, double hi)
-{
-    int32_t y = hf_op(h, DM_OP_Clip, 1, x);
-    if (lower)
-        hf_attr_f(h, "min", lo);
-    hf_attr_f(h, "max", hi);
-    hf_attr_i(h, "inplace", 0);
-    return y;
-}
-
-/* GptOssExperts._apply_gate on gate_up [n, 2I] (gate and up interleaved,
- * strided views here as two narrows of the same bytes, each with its own
- * SliceBackward0); returns (up + 1) * glu [n, I]. locals[3]: the clamped gate
- * and up and glu, bound until the caller's scope ends (the function's return
- * in 5.x, the next iteration of 4.56's loop). */
-static int32_t oss_gate(struct hf *h, int32_t gu, int64_t I, int32_t locals[3])
-{
-    /* swiglu_limit 7.0, swiglu_alpha 1.702 (GptOssExperts of 4.56; config
-     * fields from 5.0): values only, no tensor depends on them */
-    int32_t gate = hf_narrow(h, gu, -1, 0, I), up = hf_narrow(h, gu, -1, I, I);
-    gate = clamp(h, gate, false, 0, 7.0);
-    up = clamp(h, up, true, -7.0, 7.0);
-    int32_t sg = hf_op(h, DM_OP_Sigmoid, 1, hf_op(h, DM_OP_Mul, 2, gate, hf_const_f(h, 1.702)));
-    int32_t glu = hf_op(h, DM_OP_Mul, 2, gate, sg);
-    int32_t up1 = hf_op(h, DM_OP_Add, 2, up, hf_const_f(h, 1.0));
-    int32_t r = hf_op(h, DM_OP_Mul, 2, up1, glu);
-    locals[0] = gate;
-    locals[1] = up;
-    locals[2] = glu;
-    return r;
-}
-
-/* 5.x's _apply_gate: its locals until it returns */
-int32_t hf_gptoss_gate(struct hf *h, int32_t gate_up, int64_t inter)
-{
-    int32_t locals[3];
-    int32_t r = oss_gate(h, gate_up, inter, locals);
-    for (int j = 0; j < 3; j++)
-        hf_hold(h, locals[j], hf_last_node(h));
-    return r;
-}
-
 /* param[expert_idx]: a select of the 3-D parameter (a view). */
 static int32_t select_expert(struct hf *h, int32_t w, int64_t e)
 {
@@ -148,7 +105,7 @@ static int32_t expert_loop(struct hf *h, const struct goss *c, int32_t x2, int32
         gu = hf_op(h, DM_OP_Add, 2, gu, select_expert(h, gu_b, e));
         at[2] = at[7] = at[8] = hf_last_node(h);
         int32_t gl[3];
-        int32_t gated = oss_gate(h, gu, I, gl);
+        int32_t gated = hf_gptoss_gate(h, gu, I, gl);
         at[3] = hf_last_node(h);
         at[9] = at[3] - 2; /* glu: (up + 1) and its product follow it */
         int32_t out = hf_op(h, DM_OP_MatMul, 2, gated, select_expert(h, dn_w, e));

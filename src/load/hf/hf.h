@@ -357,6 +357,7 @@ int32_t hf_grouped_experts(struct hf *h, const struct moe *m, int64_t hidden, in
                            int32_t rw, int32_t sel, bool w32);
 int32_t hf_sparse_moe(struct hf *h, const struct llama *c, const struct moe *m, int32_t x,
                       int32_t *router);
+int32_t hf_gptoss_gate(struct hf *h, int32_t gate_up, int64_t inter, int32_t locals[3]);
 
 /* ---- deepseek.c: DeepSeek-V2/V3: the routed MoE block and multi-head latent attention */
 
@@ -405,10 +406,6 @@ void hf_dec_heads(struct hf *h, struct dec *c, const char *hk, const char *kvk);
 void hf_dec_check_act(struct hf *h, const char *key, const char *act, bool relu);
 enum dnnmem_status hf_dec_lm(struct hf *h, const char *type, const struct dec *c,
                              int32_t (*build)(struct hf *h, const struct dec *c, int32_t ids));
-
-/* ---- gptoss.c: gpt_oss */
-
-int32_t hf_gptoss_gate(struct hf *h, int32_t gate_up, int64_t inter);
 
 /* ---- opt.c: OPT and BioGPT */
 

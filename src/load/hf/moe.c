@@ -140,6 +140,40 @@ int32_t hf_expert_loop(struct hf *h, const struct moe *m, int64_t hidden, int32_
     return final;
 }
 
+/* Clamp with the bounds as attributes; out of place (Tensor.clamp). */
+static int32_t clamp(struct hf *h, int32_t x, bool lower, double lo, double hi)
+{
+    int32_t y = hf_op(h, DM_OP_Clip, 1, x);
+    if (lower)
+        hf_attr_f(h, "min", lo);
+    hf_attr_f(h, "max", hi);
+    hf_attr_i(h, "inplace", 0);
+    return y;
+}
+
+/* gpt_oss (gptoss.c): GptOssExperts._apply_gate on gate_up [n, 2I] (gate and up interleaved,
+ * strided views here as two narrows of the same bytes, each with its own
+ * SliceBackward0); returns (up + 1) * glu [n, I]. locals[3]: the clamped gate
+ * and up and glu, bound until the caller's scope ends (the function's return
+ * in 5.x, the next iteration of 4.56's loop). */
+int32_t hf_gptoss_gate(struct hf *h, int32_t gu, int64_t I, int32_t locals[3])
+{
+    /* swiglu_limit 7.0, swiglu_alpha 1.702 (GptOssExperts of 4.56; config
+     * fields from 5.0): values only, no tensor depends on them */
+    int32_t gate = hf_narrow(h, gu, -1, 0, I), up = hf_narrow(h, gu, -1, I, I);
+    gate = clamp(h, gate, false, 0, 7.0);
+    up = clamp(h, up, true, -7.0, 7.0);
+    int32_t sg = hf_op(h, DM_OP_Sigmoid, 1, hf_op(h, DM_OP_Mul, 2, gate, hf_const_f(h, 1.702)));
+    int32_t glu = hf_op(h, DM_OP_Mul, 2, gate, sg);
+    int32_t up1 = hf_op(h, DM_OP_Add, 2, up, hf_const_f(h, 1.0));
+    int32_t r = hf_op(h, DM_OP_Mul, 2, up1, glu);
+    locals[0] = gate;
+    locals[1] = up;
+    locals[2] = glu;
+    return r;
+}
+
+
 /* One grouped projection of transformers 5's experts: the 3-D parameter
  * `name` [E, out, in] (nn.Parameter, not nn.Linear: PEFT's target_modules
  * do not reach it), transposed (a view) and run by torch._grouped_mm on the
@@ -317,8 +351,11 @@ int32_t hf_grouped_experts(struct hf *h, const struct moe *m, int64_t hidden, in
     int32_t up = grouped_proj(h, m, "gate_up_proj", cur, hidden, 2 * I, offs, ids_g, &bias_up), act;
     int32_t act_node = -1;
     if (m->kind == MOE_GPTOSS) {
-        act = hf_gptoss_gate(h, up, I); /* GptOssExperts._apply_gate */
+        int32_t gl[3]; /* _apply_gate's locals, until it returns */
+        act = hf_gptoss_gate(h, up, I, gl);
         act_node = hf_last_node(h);
+        for (int j = 0; j < 3; j++)
+            hf_hold(h, gl[j], act_node);
     } else {
         struct dm_node *n = hf_node(h, DM_OP_Split, 2,
                                     (int32_t[]){up, hf_const_ints(h, INTS(I, I))}, 2);
