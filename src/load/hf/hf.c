@@ -111,11 +111,11 @@ static const struct hf_arch archs[] = {
     {"phi3", hf_neox, 1, 0, NULL, 0, "Phi3", 0},
     {"gemma", hf_gemma, 1, 0, TARGETS(qv), "Gemma", 448},
     {"gemma2", hf_gemma, 1, 0, TARGETS(qv), "Gemma2", 0},
-    /* gpt_oss: 4.56-5.24 (gptoss.c; 4.55's CPU inference ran all experts at once) */
-    {"gpt_oss", hf_gptoss, 0, 0, NULL, 0, "GptOss", 456},
     {"gemma3_text", hf_gemma, 1, 0, TARGETS(qv), NULL, 0},
     /* the multimodal Gemma 3 wrapper: its text_config's causal LM */
     {"gemma3", hf_gemma, 1, HF_ANY_ARCH | HF_TEXT_CONFIG, NULL, 0, "Gemma3", 0},
+    /* gpt_oss: 4.56-5.24 (gptoss.c; 4.55's CPU inference ran all experts at once) */
+    {"gpt_oss", hf_gptoss, 0, 0, NULL, 0, "GptOss", 456},
 };
 
 static const struct hf_arch *arch_of(const char *type)
