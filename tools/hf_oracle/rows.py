@@ -306,6 +306,20 @@ def gptoss_rows(rel):
         rows.append(dict(b, id=f"tf{rel}/{model}-train-adam-b{BATCH}-s{SEQ}-fp32-eager-lora",
                          mode="train", optimizer="adam", seq=SEQ, precision="fp32",
                          attn="eager", lora=LORA))
+    # then sampling and beam search on the tiny config, and the loop that keeps the previous
+    # step's outputs (--keep-outputs)
+    b = dict(release=rel, model="tiny-gpt-oss", model_type="gpt_oss", batch=BATCH,
+             config="tests/models/hf/tiny-gpt-oss.json")
+    for tag, extra in (("generate-sample", dict(sample=SAMPLE)),
+                       (f"generate-beam{BEAMS}", dict(num_beams=BEAMS))):
+        rows.append(dict(b, id=f"tf{rel}/tiny-gpt-oss-{tag}-b{BATCH}-p{GEN_PROMPT}-n{COVER_NEW}"
+                               "-fp32-eager", mode="generate", optimizer=None, seq=GEN_PROMPT,
+                         new_tokens=COVER_NEW, precision="fp32", attn="eager", **extra))
+    for mode, opt in (("train", "adam"), ("infer", None)):
+        tag = mode if opt is None else "train-adam"
+        rows.append(dict(b, id=f"tf{rel}/tiny-gpt-oss-{tag}-b{BATCH}-s{SEQ}-fp32-eager-keep",
+                         mode=mode, optimizer=opt, seq=SEQ, precision="fp32", attn="eager",
+                         keep_outputs=True))
     return rows
 
 
