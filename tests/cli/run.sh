@@ -119,6 +119,12 @@ expect 0 "model.layers.0.mlp.experts.gate_up_proj" -- \
 json.dump(d, open(sys.argv[2], "w"))' $M/hf/tiny-gpt-oss.json "$T/oss-aux.json"
 expect 4 "config field 'output_router_logits' is true; gpt_oss's load-balancing loss is not modelled" -- \
     estimate "$T/oss-aux.json" -s 8
+# the published gpt-oss checkpoints' mxfp4 experts (quantization_config)
+"$PY" -c 'import json, sys; d = json.load(open(sys.argv[1]))
+d["quantization_config"] = {"quant_method": "mxfp4"}; json.dump(d, open(sys.argv[2], "w"))' \
+    $M/hf/tiny-gpt-oss.json "$T/oss-mxfp4.json"
+expect 4 "quant_method 'mxfp4' is not modelled (modelled: gptq, awq, bitsandbytes, fp8)" -- \
+    estimate "$T/oss-mxfp4.json" -s 8
 # PEFT's default for phi is q_proj, v_proj, fc1, fc2 (peft/utils/constants.py)
 expect 0 "targets q_proj,v_proj,fc1,fc2 (PEFT's default for the model type)" -- \
     estimate $M/hf/tiny-phi.json -s 8 --mode train --lora-r 8

@@ -18,6 +18,8 @@
  *    modeling_deepseek_v3.py, 4.51-4.57) and, for DeepSeek, multi-head
  *    latent attention; the expert loop under uniform routing (see "mixture
  *    of experts" below);
+ *  - model_type "gpt_oss": gptoss.c (4.56-5.24: attention sinks,
+ *    alternating sliding and full layers, the 3-D experts);
  *  - model_type "gpt2" (and legacy configs without model_type that name
  *    GPT2LMHeadModel or carry n_embd): modeling_gpt2.py as of 4.47
  *    (GPT2Attention._attn, Conv1D, NewGELUActivation; 4.51's
