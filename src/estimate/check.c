@@ -444,7 +444,8 @@ static const struct check checks[] = {
      "%s: --attn flash: flash_attention_2 runs on CUDA only, for models transformers gives one",
      {A_PATH}},
     {O, {F_FLASH, F_EAGER_ONLY}, UNSUP,
-     "%s: --attn flash: flash_attention_2 runs on CUDA only, for models transformers gives one",
+     "%s: --attn flash is not modelled for this model (T5 has no flash path; gpt_oss's passes "
+     "its sinks to the hub's flash kernels); use --attn eager",
      {A_PATH}},
     {O, {F_FLASH, F_FP32}, USAGE,
      "%s: --attn flash: FlashAttention-2 runs in fp16/bf16 only; add --precision bf16, fp16, "

@@ -107,6 +107,8 @@ expect 2 "PEFT has no default target_modules for model_type 'qwen3_moe'" -- \
 expect 2 "PEFT has no default target_modules for model_type 'gpt_oss'" -- \
     estimate $M/hf/tiny-gpt-oss.json -s 8 --mode train --lora-r 8
 expect 4 "gpt_oss sets _supports_sdpa False" -- estimate $M/hf/tiny-gpt-oss.json -s 8 --attn sdpa
+expect 4 "--attn flash is not modelled for this model" -- \
+    estimate $M/hf/tiny-gpt-oss.json -s 8 --attn flash --precision bf16
 expect 4 "for model_type 'gpt_oss' is not modelled: dnnmem builds it from transformers 4.56" -- \
     estimate $M/hf/tiny-gpt-oss.json -s 8 --transformers 4.55
 expect 0 "eager: scores, softmax and dropout materialised (the model has no sdpa path" -- \
