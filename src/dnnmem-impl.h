@@ -461,6 +461,10 @@ struct dm_graph {
                                 * no cache when model.training): rebuilt with the options */
     bool eager_only;           /* HF: transformers has no sdpa path for it (T5Attention):
                                   the "sdpa" graph is the eager one */
+    int hf_oldest;             /* HF: the oldest transformers release modelled for the model
+                                  type, where it is above DM_TRANSFORMERS_BASE (gpt_oss):
+                                  the graph as loaded is that release's, so every estimate
+                                  rebuilds (check.c); 0 otherwise */
     int sdpa_since;            /* HF: the transformers release that gave it an sdpa path
                                   (GPT-NeoX 442, OPT 446); 0: every modelled one */
     /* HF mixture of experts with output_router_logits: each sparse layer's

@@ -107,7 +107,7 @@ enum dnnmem_status dm_est_options(const struct dm_graph *g, bool hf, const struc
      * hf/attention.c, cpu_flash) */
     o->rebuild = c->lora.r != 0 || c->quant || o->flash ||
                  (hf && (o->generate || (c->mode == DNNMEM_MODE_TRAIN && c->n_checkpoint > 0) ||
-                         o->transformers != DM_TRANSFORMERS_BASE ||
+                         o->transformers != DM_TRANSFORMERS_BASE || g->hf_oldest ||
                          (c->mode == DNNMEM_MODE_TRAIN && g->train_graph) ||
                          (c->precision == DNNMEM_PRECISION_FP16 && c->device == DNNMEM_DEVICE_CUDA) ||
                          (o->sdpa && c->sdpa_backend != DNNMEM_SDPA_AUTO) ||
@@ -516,7 +516,7 @@ static const struct check checks[] = {
      "before 4.49) is not modelled; use --attn eager", {A_PATH, A_TF_MAJOR, A_TF_MINOR}},
     {O, {F_ATTN_SDPA, F_EAGER_ONLY}, UNSUP,
      "%s: --attn sdpa: transformers has no sdpa attention for this model (T5Attention is eager "
-     "only); use --attn eager or auto", {A_PATH}},
+     "only; gpt_oss sets _supports_sdpa False); use --attn eager or auto", {A_PATH}},
     /* flash_attention_2 runs in fp16/bf16 only (transformers casts float32
      * q, k, v to the autocast dtype, else to the Linear weights' dtype, and
      * flash_attn_func refuses float32) on Ampere and later (flash-attn's
@@ -525,7 +525,8 @@ static const struct check checks[] = {
      "%s: --attn flash: flash_attention_2 runs on CUDA only, for models transformers gives one",
      {A_PATH}},
     {O, {F_FLASH, F_EAGER_ONLY}, UNSUP,
-     "%s: --attn flash: flash_attention_2 runs on CUDA only, for models transformers gives one",
+     "%s: --attn flash is not modelled for this model (T5 has no flash path; gpt_oss's passes "
+     "its sinks to the hub's flash kernels); use --attn eager",
      {A_PATH}},
     {O, {F_FLASH, F_FP32}, USAGE,
      "%s: --attn flash: FlashAttention-2 runs in fp16/bf16 only; add --precision bf16, fp16, "

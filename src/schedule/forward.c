@@ -508,6 +508,12 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
             base = b->cur[mm];
             inplace = true;
         }
+        /* Tensor.add_, where the front end marks an Add so ("inplace" 1: the
+         * gpt_oss experts' out.add_(bias), transformers 5's _grouped_linear in
+         * integrations/moe.py) and nothing else holds the sum's first operand */
+        if (k == 0 && !inplace && n->op == DM_OP_Add && dm_attr_int(n, "inplace", 0) == 1 &&
+            base >= 0 && b->refs[base] == 1 && b->resident[in0] < 0 && t[o].bytes == t[in0].bytes)
+            inplace = true;
         /* TF's graph executor forwards an input only this op still holds
          * and that no backward reads (the gradient graph's reference) */
         enum dm_train_rule rule = dm_ops[n->op].train;

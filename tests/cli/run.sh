@@ -103,6 +103,30 @@ expect 2 "PEFT has no default target_modules for model_type 'starcoder2'" -- \
     estimate $M/hf/tiny-starcoder2.json -s 8 --mode train --lora-r 8
 expect 2 "PEFT has no default target_modules for model_type 'qwen3_moe'" -- \
     estimate $M/hf/tiny-qwen3-moe.json -s 8 --mode train --lora-r 8
+# gpt_oss: no PEFT default targets, no sdpa (_supports_sdpa False), 4.56-5.24 only
+expect 2 "PEFT has no default target_modules for model_type 'gpt_oss'" -- \
+    estimate $M/hf/tiny-gpt-oss.json -s 8 --mode train --lora-r 8
+expect 4 "gpt_oss sets _supports_sdpa False" -- estimate $M/hf/tiny-gpt-oss.json -s 8 --attn sdpa
+expect 4 "--attn flash is not modelled for this model" -- \
+    estimate $M/hf/tiny-gpt-oss.json -s 8 --attn flash --precision bf16
+expect 4 "for model_type 'gpt_oss' is not modelled: dnnmem builds it from transformers 4.56" -- \
+    estimate $M/hf/tiny-gpt-oss.json -s 8 --transformers 4.55
+expect 0 "eager: scores, softmax and dropout materialised (the model has no sdpa path" -- \
+    estimate $M/hf/tiny-gpt-oss.json -s 8
+expect 0 "moe_routing    uniform" -- estimate $M/hf/tiny-gpt-oss.json -s 8 --transformers 4.56
+expect 0 "model.layers.0.mlp.experts.gate_up_proj" -- \
+    estimate $M/hf/gpt-oss-config-defaults.json -s 128 --mode train --lora-r 8 \
+    --lora-targets q_proj,v_proj --transformers 4.56 --top 40
+"$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); d["output_router_logits"] = True
+json.dump(d, open(sys.argv[2], "w"))' $M/hf/tiny-gpt-oss.json "$T/oss-aux.json"
+expect 4 "config field 'output_router_logits' is true; gpt_oss's load-balancing loss is not modelled" -- \
+    estimate "$T/oss-aux.json" -s 8
+# the published gpt-oss checkpoints' mxfp4 experts (quantization_config)
+"$PY" -c 'import json, sys; d = json.load(open(sys.argv[1]))
+d["quantization_config"] = {"quant_method": "mxfp4"}; json.dump(d, open(sys.argv[2], "w"))' \
+    $M/hf/tiny-gpt-oss.json "$T/oss-mxfp4.json"
+expect 4 "quant_method 'mxfp4' is not modelled (modelled: gptq, awq, bitsandbytes, fp8)" -- \
+    estimate "$T/oss-mxfp4.json" -s 8
 # PEFT's default for phi is q_proj, v_proj, fc1, fc2 (peft/utils/constants.py)
 expect 0 "targets q_proj,v_proj,fc1,fc2 (PEFT's default for the model type)" -- \
     estimate $M/hf/tiny-phi.json -s 8 --mode train --lora-r 8

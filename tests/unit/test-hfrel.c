@@ -398,13 +398,57 @@ static void test_moe_decode(void **state)
     dnnmem_model_free(m);
 }
 
+/* gpt_oss at transformers 5.24 (tests/models/hf/tiny-gpt-oss.json: H 256, I
+ * 256, E 4, top_k 2, 4 heads of 64, 2 KV heads; B 2, S 128: S x top_k = 512
+ * expert rows), fp32 eager inference on the CPU, peaks in layer 1's
+ * _apply_gate. Worked by hand: proj_out [512, 2I = 512] float32 = 1048576
+ * bytes, one buffer (out.add_(bias) writes into the grouped_mm output: no
+ * Add of its own), the gathered biases [512, 512] = 1048576; the masks
+ * torch.where makes [B, 1, S, S] float32 = 131072 each; the probabilities
+ * with the sink column [2, 4, 128, 129] float32 = 528384, which the decoder
+ * layer's `_` keeps through the MLP. Measured (tools/hf_oracle, torch 2.13,
+ * hf-real-archs-cpu.jsonl): 17621352 bytes at the peak, these blocks in it. */
+static void test_gptoss(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 213;
+    cfg.cpu_threads = 1;
+    cfg.transformers_version = 524;
+    cfg.attn = DNNMEM_ATTN_EAGER;
+    cfg.batch_size = 2;
+    cfg.seq_len = 128;
+    cfg.n_top_tensors = 100;
+    dnnmem_model *m = load("tests/models/hf/tiny-gpt-oss.json");
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(live_bytes(r, "/model/layers.1/mlp/experts/GroupedMatMul_output_0"), 1048576);
+    assert_int_equal(live_bytes(r, "/model/layers.1/mlp/experts/Add_output_0"), 0);
+    assert_int_equal(live_bytes(r, "/model/layers.1/mlp/experts/Gather_2_output_0"), 1048576);
+    assert_int_equal(live_bytes(r, "causal_mask"), 131072);
+    assert_int_equal(live_bytes(r, "sliding_mask"), 131072);
+    assert_int_equal(live_bytes(r, "/model/layers.1/self_attn/Softmax_output_0"), 528384);
+    assert_true(r->peak_allocated > 17621352 - 17621352 / 200 &&
+                r->peak_allocated < 17621352 + 17621352 / 200);
+    dnnmem_result_free(r);
+    /* an older release is refused, not built as the oldest modelled */
+    cfg.transformers_version = 455;
+    struct dnnmem_error err;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "gpt_oss from 4.56"));
+    cfg.transformers_version = 451;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    dnnmem_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_release_range),   cmocka_unit_test(test_legacy_graphs),
         cmocka_unit_test(test_opt_clamp), cmocka_unit_test(test_flash_output_order),
         cmocka_unit_test(test_matmul_fold),     cmocka_unit_test(test_keep_outputs),
-        cmocka_unit_test(test_moe_decode),
+        cmocka_unit_test(test_moe_decode),      cmocka_unit_test(test_gptoss),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -291,6 +291,7 @@ def run(row):
     buffer_bytes = storages(model.buffers())
     accounted = param_bytes + buffer_bytes + storages([x, y] + list(extra.values()))
     causal = rowdefs.kind(row["model_type"]) == "causal"
+    hit = experts_hit(model, x, extra) if row["model_type"] == "gpt_oss" else None
     before = live_bytes()
     torch.manual_seed(2)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -384,6 +385,8 @@ def run(row):
         tree_matches_events=tree_ok, end_check_ok=after >= before,
         torch=torch.__version__, transformers_version=transformers.__version__,
         num_threads=torch.get_num_threads())
+    if hit is not None:
+        rec["experts_hit_min"] = hit
     if row.get("lora"):
         import peft
         rec["peft_version"] = peft.__version__
@@ -398,6 +401,25 @@ def run(row):
                     p = p.parent
                 f.write(f"{i}\t{size}\t{' < '.join(names)}\n")
     return rec, detail
+
+
+def experts_hit(model, x, extra):
+    """The fewest experts any MoE layer routes a token to, in one no_grad forward of the
+    row's input before the measurement (outside the profile): with random init an expert
+    may get no token, and then no gradient (gpt_oss rows record it)."""
+    counts, hooks = [], []
+    for m in model.modules():
+        if type(m).__name__.endswith("TopKRouter"):
+            hooks.append(m.register_forward_hook(
+                lambda mod, inp, out: counts.append(int(out[-1].unique().numel()))))
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        model(x, **extra)
+    model.train(was)
+    for h in hooks:
+        h.remove()
+    return min(counts) if counts else None
 
 
 def child(row, conn):

@@ -93,7 +93,7 @@ COVER_NEW = 16
 LORA_EXPLICIT = {"albert": ["query", "value"], "distilbert": ["q_lin", "v_lin"],
                  "vit": ["query", "value"], "qwen2_moe": ["q_proj", "v_proj"],
                  "qwen3_moe": ["q_proj", "v_proj"], "deepseek_v2": ["q_proj", "v_proj"],
-                 "deepseek_v3": ["q_b_proj", "kv_b_proj"]}
+                 "deepseek_v3": ["q_b_proj", "kv_b_proj"], "gpt_oss": ["q_proj", "v_proj"]}
 COVER_LORA = ("tiny-mixtral", "tiny-qwen3-moe", "tiny-deepseek-v3", "tiny-gemma3", "tiny-t5",
               "tiny-vit", "small-bert-base-uncased", "small-roberta-base",
               "small-albert-base-v2", "small-distilbert-base-uncased")
@@ -120,6 +120,13 @@ DECODER_HEADS = ("ForTokenClassification", "ForQuestionAnswering", "ForSequenceC
 # tests/validation/hf-real-archs-cpu.jsonl): their tiny configs, the RUNS above and greedy
 # generation (PEFT has no default LoRA targets for them)
 ARCH_TINY = ("tiny-granite", "tiny-olmo2", "tiny-starcoder2")
+# gpt_oss (transformers 4.55+; measured at 4.56.2 and 5.24.0): its tiny config and the
+# GptOssConfig defaults shrunk (every one of the 128 experts kept), after the rows above:
+# RUNS without sdpa (GptOssPreTrainedModel._supports_sdpa is False: from_config raises),
+# greedy generation, and LoRA on q_proj and v_proj (PEFT 0.21.2 has no default targets
+# for gpt_oss).  Every expert gets tokens: the tiny router sends 2 x 128 tokens x top-2 to 4
+# experts, the small one 256 x 4 to 128 (the "experts_hit" field records how many)
+GPTOSS_TINY, GPTOSS_REAL, GPTOSS_FROM = ("tiny-gpt-oss",), ("gpt-oss-config-defaults",), (4, 55)
 
 
 def release(version):
@@ -277,6 +284,42 @@ def make_arch_rows(rel):
                          id=f"tf{rel}/{model}-generate-b{BATCH}-p{GEN_PROMPT}-n{n}-fp32-eager",
                          mode="generate", optimizer=None, seq=GEN_PROMPT, new_tokens=n,
                          precision="fp32", attn="eager"))
+    return rows + gptoss_rows(rel)
+
+
+def gptoss_rows(rel):
+    """gpt_oss's rows (GPTOSS_*), for the releases that have it."""
+    if tuple(int(x) for x in rel.split(".")[:2]) < GPTOSS_FROM:
+        return []
+    rows = []
+    for model, config in models(GPTOSS_TINY, GPTOSS_REAL):
+        b = dict(release=rel, model=model, model_type="gpt_oss", config=config, batch=BATCH)
+        for mode, opt, prec, attn in RUNS:
+            if attn == "sdpa":
+                continue
+            tag = mode if opt is None else "train-" + ("sgd" if opt.startswith("sgd") else "adam")
+            rows.append(dict(b, id=f"tf{rel}/{model}-{tag}-b{BATCH}-s{SEQ}-{prec}-{attn}",
+                             mode=mode, optimizer=opt, seq=SEQ, precision=prec, attn=attn))
+        rows.append(dict(b, id=f"tf{rel}/{model}-generate-b{BATCH}-p{GEN_PROMPT}-n{GEN_NEW[0]}"
+                               "-fp32-eager", mode="generate", optimizer=None, seq=GEN_PROMPT,
+                         new_tokens=GEN_NEW[0], precision="fp32", attn="eager"))
+        rows.append(dict(b, id=f"tf{rel}/{model}-train-adam-b{BATCH}-s{SEQ}-fp32-eager-lora",
+                         mode="train", optimizer="adam", seq=SEQ, precision="fp32",
+                         attn="eager", lora=LORA))
+    # then sampling and beam search on the tiny config, and the loop that keeps the previous
+    # step's outputs (--keep-outputs)
+    b = dict(release=rel, model="tiny-gpt-oss", model_type="gpt_oss", batch=BATCH,
+             config="tests/models/hf/tiny-gpt-oss.json")
+    for tag, extra in (("generate-sample", dict(sample=SAMPLE)),
+                       (f"generate-beam{BEAMS}", dict(num_beams=BEAMS))):
+        rows.append(dict(b, id=f"tf{rel}/tiny-gpt-oss-{tag}-b{BATCH}-p{GEN_PROMPT}-n{COVER_NEW}"
+                               "-fp32-eager", mode="generate", optimizer=None, seq=GEN_PROMPT,
+                         new_tokens=COVER_NEW, precision="fp32", attn="eager", **extra))
+    for mode, opt in (("train", "adam"), ("infer", None)):
+        tag = mode if opt is None else "train-adam"
+        rows.append(dict(b, id=f"tf{rel}/tiny-gpt-oss-{tag}-b{BATCH}-s{SEQ}-fp32-eager-keep",
+                         mode=mode, optimizer=opt, seq=SEQ, precision="fp32", attn="eager",
+                         keep_outputs=True))
     return rows
 
 
@@ -392,12 +435,14 @@ def shrink(d):
     d["torch_dtype"] = "float32"
     for k in ("_name_or_path", "auto_map", "quantization_config"):
         d.pop(k, None)
+    if isinstance(d.get("layer_types"), list):  # one per layer kept
+        d["layer_types"] = d["layer_types"][:2]
     return d
 
 
 def write_small():
     os.makedirs(os.path.join(ROOT, SMALL_DIR), exist_ok=True)
-    for m in REAL + COVER_REAL:
+    for m in REAL + COVER_REAL + GPTOSS_REAL:
         with open(os.path.join(ROOT, "tests/models/hf", m + ".json")) as f:
             d = shrink(json.load(f))
         with open(os.path.join(ROOT, SMALL_DIR, f"small-{m}.json"), "w") as f:

@@ -45,11 +45,19 @@ static void check_architectures(struct hf *h)
 bool hf_check(struct hf *h, const char *type)
 {
     int oldest = h->arch->oldest ? h->arch->oldest : DM_TRANSFORMERS_WIDE;
+    /* a model type that came after the release the graph is loaded as
+     * (DM_TRANSFORMERS_BASE): the outline and the graph as loaded are its
+     * oldest release's, and every estimate rebuilds (g->hf_oldest, check.c),
+     * so one at an older release is refused below */
+    if (oldest > DM_TRANSFORMERS_BASE)
+        h->g->hf_oldest = oldest;
+    if (h->as_loaded && h->transformers < oldest)
+        h->transformers = oldest;
     if (h->transformers < oldest) {
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
                 "--transformers %d.%d for model_type '%s' is not modelled: dnnmem builds it from "
                 "transformers %d.%d (gpt_neox and opt from 4.40; llama, mistral, gemma and gpt2 "
-                "from 4.48; the other model types from 4.51)",
+                "from 4.48; gpt_oss from 4.56; the other model types from 4.51)",
                 h->transformers / 100, h->transformers % 100, type, oldest / 100, oldest % 100);
         return false;
     }

@@ -18,6 +18,8 @@
  *    modeling_deepseek_v3.py, 4.51-4.57) and, for DeepSeek, multi-head
  *    latent attention; the expert loop under uniform routing (see "mixture
  *    of experts" below);
+ *  - model_type "gpt_oss": gptoss.c (4.56-5.24: attention sinks,
+ *    alternating sliding and full layers, the 3-D experts);
  *  - model_type "gpt2" (and legacy configs without model_type that name
  *    GPT2LMHeadModel or carry n_embd): modeling_gpt2.py as of 4.47
  *    (GPT2Attention._attn, Conv1D, NewGELUActivation; 4.51's
@@ -114,6 +116,8 @@ static const struct hf_arch archs[] = {
     {"gemma3_text", hf_gemma, 1, 0, TARGETS(qv), NULL, 0},
     /* the multimodal Gemma 3 wrapper: its text_config's causal LM */
     {"gemma3", hf_gemma, 1, HF_ANY_ARCH | HF_TEXT_CONFIG, NULL, 0, "Gemma3", 0},
+    /* gpt_oss: 4.56-5.24 (gptoss.c; 4.55's CPU inference ran all experts at once) */
+    {"gpt_oss", hf_gptoss, 0, 0, NULL, 0, "GptOss", 456},
 };
 
 static const struct hf_arch *arch_of(const char *type)
@@ -263,7 +267,7 @@ static enum dnnmem_status load(struct dm_graph *g, json_t *root, bool sdpa,
     if (!env)
         env = &as_loaded;
     struct hf h = {.g = g, .err = err, .path = g->path, .st = DNNMEM_OK, .sdpa = sdpa,
-                   .scope_fnv = {DM_HASH_INIT}, .outline = outline,
+                   .scope_fnv = {DM_HASH_INIT}, .outline = outline, .as_loaded = !opt,
                    .flash = opt && opt->attn == DNNMEM_ATTN_FLASH,
                    .opt_quant = opt ? opt->quant : DNNMEM_QUANT_NONE,
                    .kbit = opt && opt->mode == DNNMEM_MODE_TRAIN ? opt->kbit_prep

@@ -131,6 +131,9 @@ struct hf {
     bool amp;                  /* --precision amp-*: autocast sets the activations' dtypes */
     bool prep32;               /* prepare_model_for_kbit_training's float32 upcast is in
                                   effect (see "prepare_model_for_kbit_training" below) */
+    bool as_loaded;            /* built without options (the outline, or the graph as
+                                  loaded): a model type newer than DM_TRANSFORMERS_BASE
+                                  is built at its oldest release (hf_check) */
     bool outline;              /* dm_load_hf_outline: nodes and the activations no
                                   out_name names are left unnamed */
     /* node names: the ops named so far in each module path, so that the
@@ -169,7 +172,8 @@ struct llama {
 enum topk_method { TOPK_GREEDY, TOPK_GROUP_LIMITED, TOPK_NOAUX_TC };
 
 struct moe {
-    enum { MOE_MIXTRAL, MOE_QWEN, MOE_DEEPSEEK } kind;
+    enum { MOE_MIXTRAL, MOE_QWEN, MOE_DEEPSEEK, MOE_GPTOSS } kind; /* GPTOSS: gptoss.c's
+                                       experts (biases, [E, in, out] weights, its gate) */
     int64_t experts, top_k, inter;  /* routed experts, per token, their intermediate size */
     int64_t shared_inter;           /* the shared expert's intermediate size, 0: none */
     bool shared_gate;               /* Qwen2-MoE's sigmoid shared_expert_gate */
@@ -241,6 +245,7 @@ enum dnnmem_status hf_vit(struct hf *h, const char *type);        /* vit.c */
 enum dnnmem_status hf_opt(struct hf *h, const char *type);        /* opt.c */
 enum dnnmem_status hf_neox(struct hf *h, const char *type);       /* neox.c */
 enum dnnmem_status hf_gemma(struct hf *h, const char *type);      /* gemma.c */
+enum dnnmem_status hf_gptoss(struct hf *h, const char *type);     /* gptoss.c */
 
 /* ---- builder.c: config fields, node names and scopes, nodes, attributes, constants, parameters, shape ops, norms, rotary, the KV cache */
 
@@ -352,6 +357,7 @@ int32_t hf_grouped_experts(struct hf *h, const struct moe *m, int64_t hidden, in
                            int32_t rw, int32_t sel, bool w32);
 int32_t hf_sparse_moe(struct hf *h, const struct llama *c, const struct moe *m, int32_t x,
                       int32_t *router);
+int32_t hf_gptoss_gate(struct hf *h, int32_t gate_up, int64_t inter, int32_t locals[3]);
 
 /* ---- deepseek.c: DeepSeek-V2/V3: the routed MoE block and multi-head latent attention */
 

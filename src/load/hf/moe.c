@@ -140,13 +140,66 @@ int32_t hf_expert_loop(struct hf *h, const struct moe *m, int64_t hidden, int32_
     return final;
 }
 
+/* Clamp with the bounds as attributes; out of place (Tensor.clamp). */
+static int32_t clamp(struct hf *h, int32_t x, bool lower, double lo, double hi)
+{
+    int32_t y = hf_op(h, DM_OP_Clip, 1, x);
+    if (lower)
+        hf_attr_f(h, "min", lo);
+    hf_attr_f(h, "max", hi);
+    hf_attr_i(h, "inplace", 0);
+    return y;
+}
+
+/* gpt_oss (gptoss.c): GptOssExperts._apply_gate on gate_up [n, 2I] (gate and up interleaved,
+ * strided views here as two narrows of the same bytes, each with its own
+ * SliceBackward0); returns (up + 1) * glu [n, I]. locals[3]: the clamped gate
+ * and up and glu, bound until the caller's scope ends (the function's return
+ * in 5.x, the next iteration of 4.56's loop). */
+int32_t hf_gptoss_gate(struct hf *h, int32_t gu, int64_t I, int32_t locals[3])
+{
+    /* swiglu_limit 7.0, swiglu_alpha 1.702 (GptOssExperts of 4.56; config
+     * fields from 5.0): values only, no tensor depends on them */
+    int32_t gate = hf_narrow(h, gu, -1, 0, I), up = hf_narrow(h, gu, -1, I, I);
+    gate = clamp(h, gate, false, 0, 7.0);
+    up = clamp(h, up, true, -7.0, 7.0);
+    int32_t sg = hf_op(h, DM_OP_Sigmoid, 1, hf_op(h, DM_OP_Mul, 2, gate, hf_const_f(h, 1.702)));
+    int32_t glu = hf_op(h, DM_OP_Mul, 2, gate, sg);
+    int32_t up1 = hf_op(h, DM_OP_Add, 2, up, hf_const_f(h, 1.0));
+    int32_t r = hf_op(h, DM_OP_Mul, 2, up1, glu);
+    locals[0] = gate;
+    locals[1] = up;
+    locals[2] = glu;
+    return r;
+}
+
+
 /* One grouped projection of transformers 5's experts: the 3-D parameter
  * `name` [E, out, in] (nn.Parameter, not nn.Linear: PEFT's target_modules
  * do not reach it), transposed (a view) and run by torch._grouped_mm on the
  * token rows x [S, in] sorted by expert. */
-static int32_t grouped_proj(struct hf *h, const char *name, int32_t x, int64_t E, int64_t in,
-                            int64_t out, int32_t offs)
+static int32_t grouped_proj(struct hf *h, const struct moe *m, const char *name, int32_t x,
+                            int64_t in, int64_t out, int32_t offs, int32_t ids_g, int32_t *bias_g)
 {
+    *bias_g = -1;
+    int64_t E = m->experts;
+    if (m->kind == MOE_GPTOSS) {
+        /* gpt_oss (is_transposed, has_bias): the weight [E, in, out] as stored;
+         * `name`_bias[expert_ids_g] [S, out] gathered and added (out.add_) */
+        int32_t w = hf_param(h, name, DM_FLOAT, 3, (int64_t[]){E, in, out});
+        int32_t y = hf_op(h, DM_OP_GroupedMatMul, 3, x, w, offs);
+        char bias[64];
+        snprintf(bias, sizeof bias, "%s_bias", name);
+        int32_t b = hf_param(h, bias, DM_FLOAT, 2, (int64_t[]){E, out});
+        b = hf_op(h, DM_OP_Gather, 2, b, ids_g);
+        hf_attr_i(h, "axis", 0);
+        y = hf_op(h, DM_OP_Add, 2, y, b);
+        hf_attr_i(h, "inplace", 1);
+        /* selected_biases: bound until the down projection's rebinds it, that
+         * one until the function returns (hf_grouped_experts holds it) */
+        *bias_g = b;
+        return y;
+    }
     int32_t w = hf_param(h, name, DM_FLOAT, 3, (int64_t[]){E, out, in});
     int32_t wt = hf_transpose(h, w, INTS(0, 2, 1));
     return hf_op(h, DM_OP_GroupedMatMul, 3, x, wt, offs);
@@ -294,23 +347,38 @@ int32_t hf_grouped_experts(struct hf *h, const struct moe *m, int64_t hidden, in
     int32_t hist = hf_dec_fill(h, hf_const_ints(h, INTS(E)), DM_FLOAT, 0); /* histc's [E] */
     hf_keep32(h, hist);
     int32_t offs = hf_dec_fill(h, hf_const_ints(h, INTS(E)), DM_INT32, 0); /* the int32 cumsum */
-    int32_t up = grouped_proj(h, "gate_up_proj", cur, E, hidden, 2 * I, offs);
-    struct dm_node *n = hf_node(h, DM_OP_Split, 2, (int32_t[]){up, hf_const_ints(h, INTS(I, I))}, 2);
-    if (!n) {
-        hf_leave(h, s);
-        return -1;
+    int32_t bias_up, bias_down;
+    int32_t up = grouped_proj(h, m, "gate_up_proj", cur, hidden, 2 * I, offs, ids_g, &bias_up), act;
+    int32_t act_node = -1;
+    if (m->kind == MOE_GPTOSS) {
+        int32_t gl[3]; /* _apply_gate's locals, until it returns */
+        act = hf_gptoss_gate(h, up, I, gl);
+        act_node = hf_last_node(h);
+        for (int j = 0; j < 3; j++)
+            hf_hold(h, gl[j], act_node);
+    } else {
+        struct dm_node *n = hf_node(h, DM_OP_Split, 2,
+                                    (int32_t[]){up, hf_const_ints(h, INTS(I, I))}, 2);
+        if (!n) {
+            hf_leave(h, s);
+            return -1;
+        }
+        int32_t gate = n->out[0], upv = n->out[1];
+        hf_attr_i(h, "axis", -1);
+        hf_attr_i(h, "view", 1); /* chunk's parts are views */
+        act = hf_op(h, DM_OP_Mul, 2, hf_op(h, DM_OP_Silu, 1, gate), upv);
     }
-    int32_t gate = n->out[0], upv = n->out[1];
-    hf_attr_i(h, "axis", -1);
-    hf_attr_i(h, "view", 1); /* chunk's parts are views */
-    int32_t act = hf_op(h, DM_OP_Mul, 2, hf_op(h, DM_OP_Silu, 1, gate), upv);
-    int32_t down = grouped_proj(h, "down_proj", act, E, I, hidden, offs);
+    int32_t down = grouped_proj(h, m, "down_proj", act, I, hidden, offs, ids_g, &bias_down);
+    hf_hold(h, bias_up, hf_last_node(h));
+    /* gpt_oss: proj_out (the up projection) until _apply_gate's result rebinds it */
+    if (m->kind == MOE_GPTOSS)
+        hf_hold(h, up, act_node);
     int32_t y = hf_op(h, DM_OP_Mul, 2, down, hf_unsqueeze(h, sw_g, INTS(-1)));
     if (w32)
         hf_keep32(h, y);
     int32_t inv;
     if (v50) { /* inv_perm = torch.argsort(perm): sort's values freed */
-        n = hf_node(h, DM_OP_TopK, 2, (int32_t[]){perm, hf_op(h, DM_OP_Shape, 1, perm)}, 2);
+        struct dm_node *n = hf_node(h, DM_OP_TopK, 2, (int32_t[]){perm, hf_op(h, DM_OP_Shape, 1, perm)}, 2);
         if (!n) {
             hf_leave(h, s);
             return -1;
@@ -337,7 +405,7 @@ int32_t hf_grouped_experts(struct hf *h, const struct moe *m, int64_t hidden, in
         hf_keep32(h, f);
     f = hf_op(h, DM_OP_CastLike, 2, f, x2); /* .to(hidden_states.dtype) */
     int32_t locals[] = {ids_g, perm, cur, sw_g, v50 ? -1 : hin, hist, offs, v50 ? y : down, inv, yr,
-                        rows[4], rows[5], v50 ? up : -1, v50 ? act : -1};
+                        rows[4], rows[5], v50 ? up : -1, v50 ? act : -1, bias_down};
     for (size_t j = 0; j < sizeof locals / sizeof locals[0]; j++)
         hf_hold(h, locals[j], hf_last_node(h));
     hf_leave(h, s);
