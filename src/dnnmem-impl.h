@@ -251,7 +251,7 @@ struct dm_value {
  * of an MXNet symbol, whose sizes follow from the data fed to their
  * operator (MXNet's own shape inference does the same). */
 enum dm_derive_rule {
-    DM_DERIVE_DIM,   /* dims, with dims[at] = from.dims[axis] / div */
+    DM_DERIVE_DIM,   /* dims, with dims[at] = from.dims[axis] / div (x mul when mul > 0) */
     DM_DERIVE_FLAT,  /* dims, with dims[at] = the product of from.dims[axis..] */
     DM_DERIVE_BCAST, /* [from.dims[1], 1, ...] of from's rank - 1 (a per-channel slope) */
     DM_DERIVE_DROP,  /* from's dims without axis `axis` */
@@ -267,7 +267,10 @@ struct dm_derive {
     int rank;
     int64_t dims[DM_MAX_DIMS];
     int64_t div;              /* DIM: >= 1 */
+    int64_t mul;              /* DIM: 0 (none) or the factor applied after div */
     int64_t gates, hidden, layers, dirs; /* RNN */
+    const char *why;          /* for a graph input: why its shape follows (printed as an
+                                 assumption), or NULL; arena-owned by the graph */
 };
 
 struct dm_tensor {
