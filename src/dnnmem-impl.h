@@ -992,6 +992,19 @@ struct dm_mxplan_stats {
 enum dnnmem_status dm_mxnet_plan(const struct dm_graph *g, const struct dm_schedule *in,
                                  uint64_t match_range, struct dm_schedule *out,
                                  struct dm_mxplan_stats *stats, struct dnnmem_error *err);
+/* Module.bind's own copy of every parameter and auxiliary state (its
+ * _arg_params and _aux_params, zeros on the default context, the CPU):
+ * device memory when the executor runs on the CPU. Added to `s` before its
+ * first event, kept; the bytes added in *bytes. */
+enum dnnmem_status dm_mxnet_module_copies(const struct dm_graph *g, const struct dm_tinfo *t,
+                                          struct dm_schedule *s, uint64_t *bytes,
+                                          struct dnnmem_error *err);
+/* The executor's kTempSpace on the CPU (MXNet's own kernels): grown to the
+ * largest im2col column buffer a Convolution asks and kept (mxplan.c, rule
+ * 9). Added to `s` before its first event; its bytes in *bytes (0: none). */
+enum dnnmem_status dm_mxnet_cpu_temp(const struct dm_graph *g, const struct dm_tinfo *t,
+                                     struct dm_schedule *s, uint64_t *bytes,
+                                     struct dnnmem_error *err);
 
 /* Automatic mixed precision (src/train/amp.c): retype activations as
  * torch.autocast runs them, and the type input k of node n is cast to

@@ -393,8 +393,9 @@ static const struct check checks[] = {
      {A_FW_NAME, A_FW_VERSION}},
     {O, {F_GRAD_SUM_CAP_BAD}, USAGE, "--mxnet-grad-sum-cap %s: expected 1..1000000",
      {A_GRAD_SUM_CAP}},
-    {O, {F_OTHER_FW, NOT(F_CUDA)}, USAGE,
-     "--framework %s: only GPU runtimes are modelled; drop --device cpu", {A_FW_NAME}},
+    {O, {F_OTHER_FW, NOT(F_MXNET), NOT(F_CUDA)}, USAGE,
+     "--framework %s: only GPU runtimes are modelled (with --device cpu: pytorch, mxnet); drop "
+     "--device cpu", {A_FW_NAME}},
     {O, {F_OTHER_FW, F_ALLOC_ROUND}, USAGE,
      "--alloc-round: replaces PyTorch's caching allocator; not with --framework %s", {A_FW_NAME}},
     {O, {F_TORCH_BAD}, USAGE, "torch version %s: expected major*100+minor", {A_TORCH}},

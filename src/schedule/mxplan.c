@@ -43,6 +43,20 @@
  *  7. Library temporaries (cuDNN workspaces) are the executor's kTempSpace
  *     resource: one per device (MXNET_EXEC_NUM_TEMP=1), grown to the largest
  *     request and kept.
+ *  8. Module.bind (python/mxnet/module/module.py, 1.9.1, bind: "param_arrays
+ *     = [zeros(shape=x[0].shape, ...)]" and the same for aux_arrays) keeps
+ *     its own _arg_params and _aux_params, made on the default context,
+ *     the CPU: host memory beside a GPU executor, but the same memory as a
+ *     CPU executor's (dm_mxnet_module_copies).
+ *  9. MXNet's own CPU Convolution (convolution-inl.h, 1.9.1, LayerSetUp and
+ *     Forward/Backward) unfolds one image at a time into a column buffer of
+ *     C_in x prod(kernel) x prod(output spatial) elements taken from
+ *     kTempSpace, in the forward and again in the backward; a 1x1 kernel of
+ *     stride 1 and no padding needs none. The executor's one temp space
+ *     (rule 7) grows to the largest and is kept (dm_mxnet_cpu_temp). The
+ *     oneDNN build's kernels (MKLDNN) take other scratch (TmpMemMgr: twice
+ *     the previous op's estimate, mkldnn_base-inl.h) and the inference
+ *     subgraph fusion keeps folded weight copies: not modelled.
  * What is taken from the eager schedule: which entries exist, their sizes,
  * and when their last reader runs, including which forward tensors the
  * backward reads (src/train/train.c's "MXNet" section under run->mx_ops:
@@ -567,4 +581,108 @@ enum dnnmem_status dm_mxnet_plan(const struct dm_graph *g, const struct dm_sched
     }
     mxp_free(&m);
     return s;
+}
+
+/* Insert n buffers `add` allocated at the schedule's first step, kept. */
+static enum dnnmem_status prepend_kept(const struct dm_graph *g, struct dm_schedule *s,
+                                       const struct dm_buffer *add, int32_t n,
+                                       struct dnnmem_error *err)
+{
+    if (n == 0)
+        return DNNMEM_OK;
+    if ((size_t)s->n_buf + (size_t)n > INT32_MAX)
+        return dm_fail(err, DNNMEM_E_LIMIT, "%s: too many buffers", g->path);
+    struct dm_buffer *nb = realloc(s->buf, ((size_t)s->n_buf + (size_t)n) * sizeof *nb);
+    if (nb)
+        s->buf = nb;
+    struct dm_event *ne = malloc((s->n_ev + (size_t)n) * sizeof *ne);
+    if (!nb || !ne) {
+        free(ne);
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    }
+    int32_t step = s->n_ev ? s->ev[0].step : 0;
+    for (int32_t k = 0; k < n; k++) {
+        s->buf[s->n_buf] = add[k];
+        ne[k] = (struct dm_event){.kind = DM_EV_ALLOC, .buf = s->n_buf++, .step = step};
+    }
+    s->cap_buf = s->n_buf;
+    memcpy(ne + n, s->ev, s->n_ev * sizeof *ne);
+    free(s->ev);
+    s->ev = ne;
+    s->n_ev += (size_t)n;
+    s->cap_ev = s->n_ev;
+    return DNNMEM_OK;
+}
+
+static bool all_equal(const struct dm_node *n, const char *name, int64_t v)
+{
+    int64_t cnt = 0;
+    const int64_t *a = dm_attr_ints(n, name, &cnt);
+    for (int64_t k = 0; a && k < cnt; k++)
+        if (a[k] != v)
+            return false;
+    return true;
+}
+
+enum dnnmem_status dm_mxnet_cpu_temp(const struct dm_graph *g, const struct dm_tinfo *t,
+                                     struct dm_schedule *s, uint64_t *bytes,
+                                     struct dnnmem_error *err)
+{
+    uint64_t best = 0;
+    int32_t at = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        if (n->op != DM_OP_Conv || !dm_has_in(n, 0) || !dm_has_in(n, 1) || !dm_has_out(n, 0))
+            continue;
+        const struct dm_tinfo *x = &t[n->in[0]], *w = &t[n->in[1]], *y = &t[n->out[0]];
+        if (x->rank < 3 || w->rank != x->rank || y->rank != x->rank)
+            continue;
+        bool one = all_equal(n, "strides", 1) && all_equal(n, "pads", 0);
+        uint64_t e = (uint64_t)x->dims[1], b;
+        for (int k = 2; k < w->rank; k++) {
+            one = one && w->dims[k] == 1;
+            e = sat_mul(sat_mul(e, (uint64_t)w->dims[k]), (uint64_t)y->dims[k]);
+        }
+        if (one || !dm_dtype_bytes(x->dtype, (int64_t)(e > INT64_MAX ? INT64_MAX : e), &b))
+            continue;
+        if (b > best) {
+            best = b;
+            at = i;
+        }
+    }
+    *bytes = best;
+    if (!best)
+        return DNNMEM_OK;
+    struct dm_buffer tb = {.bytes = best, .tensor = -1, .node = at,
+                           .category = DNNMEM_CAT_WORKSPACE, .dtype = DM_UINT8,
+                           .what = "kTempSpace (im2col column buffer)"};
+    return prepend_kept(g, s, &tb, 1, err);
+}
+
+enum dnnmem_status dm_mxnet_module_copies(const struct dm_graph *g, const struct dm_tinfo *t,
+                                          struct dm_schedule *s, uint64_t *bytes,
+                                          struct dnnmem_error *err)
+{
+    int32_t n = 0;
+    *bytes = 0;
+    for (int32_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].role == DM_ROLE_WEIGHT && t[i].rank >= 0 && !t[i].absent)
+            n++;
+    if (n == 0)
+        return DNNMEM_OK;
+    struct dm_buffer *add = malloc((size_t)n * sizeof *add);
+    if (!add)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    int32_t k = 0;
+    for (int32_t i = 0; i < g->n_tensors; i++) {
+        if (g->tensors[i].role != DM_ROLE_WEIGHT || t[i].rank < 0 || t[i].absent)
+            continue;
+        add[k++] = (struct dm_buffer){.bytes = t[i].bytes, .tensor = i, .node = -1,
+                                      .category = DNNMEM_CAT_WEIGHT, .dtype = (uint8_t)t[i].dtype,
+                                      .what = "Module._arg_params copy"};
+        *bytes += t[i].bytes;
+    }
+    enum dnnmem_status st = prepend_kept(g, s, add, k, err);
+    free(add);
+    return st;
 }
