@@ -23,9 +23,12 @@
  *     is the input's last reader and both have the same number of elements
  *     and element size. Declared by: elementwise unary ops
  *     (MXNET_OPERATOR_REGISTER_UNARY: {0,0}; Activation is one), elementwise
- *     binary ops ({0,0},{1,0}), Dropout ({0,0}), and the backward of
+ *     binary ops ({0,0},{1,0}), Dropout ({0,0}), the backward of
  *     Activation (_backward_Activation: the output gradient into the input
- *     gradient, src/operator/nn/activation.cc); reshapes are identity views
+ *     gradient, src/operator/nn/activation.cc) and of FullyConnected
+ *     (_backward_FullyConnected {1, 0}: its input 1, the forward data, into
+ *     output 0, the data's gradient, src/operator/nn/fully_connected.cc,
+ *     1.9.1; the data seen through Flatten's view); reshapes are identity views
  *     (FInplaceIdentity), which the eager schedule already makes views.
  *  4. Allocation (src/executor/graph_executor.cc, InitDataEntryMemory): each
  *     storage is one array of max(elements x dtype size) of the entries it
@@ -368,6 +371,19 @@ static void mark_externals(struct mxp *m)
     }
 }
 
+/* The tensor whose buffer holds t: through the ops that are views of
+ * their input 0 (Flatten, Reshape), bounded by the node count. */
+static int32_t view_base(const struct dm_graph *g, int32_t t)
+{
+    for (int32_t hops = 0; g && t >= 0 && t < g->n_tensors && hops < g->n_nodes; hops++) {
+        int32_t p = g->tensors[t].producer;
+        if (p < 0 || !(dm_ops[g->nodes[p].op].flags & DM_F_VIEW) || !dm_has_in(&g->nodes[p], 0))
+            break;
+        t = g->nodes[p].in[0];
+    }
+    return t;
+}
+
 /* one allocation of events [e, e1) written in place over an input the step
  * frees, if its op allows */
 static void plan_inplace_one(struct mxp *m, size_t e, size_t e1, const struct dm_node *nd,
@@ -378,17 +394,23 @@ static void plan_inplace_one(struct mxp *m, size_t e, size_t e1, const struct dm
     struct storage *st = m->st;
     const int32_t *outs = bw ? nd->in : nd->out, *ins = bw ? nd->out : nd->in;
     int n_outs = bw ? nd->n_in : nd->n_out, n_ins = bw ? nd->n_out : nd->n_in;
-    if (bw && nd->op != DM_OP_Relu && nd->op != DM_OP_Sigmoid && nd->op != DM_OP_Tanh &&
-        nd->op != DM_OP_Softsign && nd->op != DM_OP_Softplus)
-        return; /* backward in place: _backward_Activation only */
-    if (!has_tensor(outs, n_outs, b->tensor))
+    bool fc_bw = bw && nd->op == DM_OP_Gemm && nd->n_in > 0;
+    if (bw && !fc_bw && nd->op != DM_OP_Relu && nd->op != DM_OP_Sigmoid &&
+        nd->op != DM_OP_Tanh && nd->op != DM_OP_Softsign && nd->op != DM_OP_Softplus)
+        return; /* backward in place: _backward_Activation, _backward_FullyConnected */
+    int32_t fc_data = fc_bw ? view_base(m->g, nd->in[0]) : -1;
+    if (fc_bw ? b->tensor != nd->in[0] && b->tensor != fc_data
+              : !has_tensor(outs, n_outs, b->tensor))
         return;
     for (size_t y = e; y < e1; y++) {
         const struct dm_event *fv = &in->ev[y];
         const struct dm_buffer *f = &in->buf[fv->buf];
         int32_t sid = buf_st[fv->buf];
-        if (fv->kind != DM_EV_FREE || sid < 0 || st[sid].live != 1 ||
-            !has_tensor(ins, n_ins, f->tensor) || plan_key(f) != plan_key(b) ||
+        bool from = fc_bw ? f->tensor == fc_data && f->category != DNNMEM_CAT_GRADIENT &&
+                                f->category != DNNMEM_CAT_TEMPORARY
+                          : has_tensor(ins, n_ins, f->tensor);
+        if (fv->kind != DM_EV_FREE || sid < 0 || st[sid].live != 1 || !from ||
+            plan_key(f) != plan_key(b) ||
             elem_size(f) != elem_size(b))
             continue;
         /* the storage must not already have been handed to another
@@ -432,7 +454,7 @@ static void plan_inplace(struct mxp *m, size_t e, size_t e1, int32_t step)
             continue;
         }
         m->stats->entries++;
-        if (!nd || !inplace_op(nd->op))
+        if (!nd || (!inplace_op(nd->op) && !(bw && nd->op == DM_OP_Gemm)))
             continue;
         plan_inplace_one(m, e, e1, nd, bw, ev, b);
     }
