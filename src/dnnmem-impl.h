@@ -995,7 +995,8 @@ enum dnnmem_status dm_mxnet_plan(const struct dm_graph *g, const struct dm_sched
 /* Module.bind's own copy of every parameter and auxiliary state (its
  * _arg_params and _aux_params, zeros on the default context, the CPU):
  * device memory when the executor runs on the CPU. Added to `s` before its
- * first event, kept; the bytes added in *bytes. */
+ * first event, kept; the bytes added in *bytes. With them, init_params'
+ * transient astype copy of each (mxplan.c, rule 8), all live at once. */
 enum dnnmem_status dm_mxnet_module_copies(const struct dm_graph *g, const struct dm_tinfo *t,
                                           struct dm_schedule *s, uint64_t *bytes,
                                           struct dnnmem_error *err);

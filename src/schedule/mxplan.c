@@ -50,7 +50,13 @@
  *     = [zeros(shape=x[0].shape, ...)]" and the same for aux_arrays) keeps
  *     its own _arg_params and _aux_params, made on the default context,
  *     the CPU: host memory beside a GPU executor, but the same memory as a
- *     CPU executor's (dm_mxnet_module_copies).
+ *     CPU executor's (dm_mxnet_module_copies). init_params then copies
+ *     them into the executor's arrays (Executor.copy_params_from,
+ *     python/mxnet/executor.py: "array.astype(dst.dtype).copyto(dst)";
+ *     NDArray.astype copies by default): one more transient copy of each,
+ *     which the threaded engine frees asynchronously, so that up to all of
+ *     them are live at once (measured: all for the MLP; NaiveEngine frees
+ *     each at once, the largest one alone). The bound is taken: all.
  *  9. MXNet's own CPU Convolution (convolution-inl.h, 1.9.1, LayerSetUp and
  *     Forward/Backward) unfolds one image at a time into a column buffer of
  *     C_in x prod(kernel) x prod(output spatial) elements taken from
@@ -605,10 +611,12 @@ enum dnnmem_status dm_mxnet_plan(const struct dm_graph *g, const struct dm_sched
     return s;
 }
 
-/* Insert n buffers `add` allocated at the schedule's first step, kept. */
-static enum dnnmem_status prepend_kept(const struct dm_graph *g, struct dm_schedule *s,
-                                       const struct dm_buffer *add, int32_t n,
-                                       struct dnnmem_error *err)
+/* Insert n buffers `add` allocated at the schedule's first step, after its
+ * own events (bind's arrays come first), kept; the last n_free of them freed
+ * there again after all were allocated. */
+static enum dnnmem_status prepend_buffers(const struct dm_graph *g, struct dm_schedule *s,
+                                          const struct dm_buffer *add, int32_t n, int32_t n_free,
+                                          struct dnnmem_error *err)
 {
     if (n == 0)
         return DNNMEM_OK;
@@ -617,21 +625,29 @@ static enum dnnmem_status prepend_kept(const struct dm_graph *g, struct dm_sched
     struct dm_buffer *nb = realloc(s->buf, ((size_t)s->n_buf + (size_t)n) * sizeof *nb);
     if (nb)
         s->buf = nb;
-    struct dm_event *ne = malloc((s->n_ev + (size_t)n) * sizeof *ne);
+    size_t n_new = (size_t)n + (size_t)n_free;
+    struct dm_event *ne = malloc((s->n_ev + n_new) * sizeof *ne);
     if (!nb || !ne) {
         free(ne);
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
     }
-    int32_t step = s->n_ev ? s->ev[0].step : 0;
+    int32_t step = s->n_ev ? s->ev[0].step : 0, first = s->n_buf;
+    size_t at = 0;
+    while (at < s->n_ev && s->ev[at].step == step)
+        at++;
+    memcpy(ne, s->ev, at * sizeof *ne);
     for (int32_t k = 0; k < n; k++) {
         s->buf[s->n_buf] = add[k];
-        ne[k] = (struct dm_event){.kind = DM_EV_ALLOC, .buf = s->n_buf++, .step = step};
+        ne[at + (size_t)k] = (struct dm_event){.kind = DM_EV_ALLOC, .buf = s->n_buf++, .step = step};
     }
+    for (int32_t k = 0; k < n_free; k++)
+        ne[at + (size_t)n + (size_t)k] = (struct dm_event){
+            .kind = DM_EV_FREE, .buf = first + n - n_free + k, .step = step};
     s->cap_buf = s->n_buf;
-    memcpy(ne + n, s->ev, s->n_ev * sizeof *ne);
+    memcpy(ne + at + n_new, s->ev + at, (s->n_ev - at) * sizeof *ne);
     free(s->ev);
     s->ev = ne;
-    s->n_ev += (size_t)n;
+    s->n_ev += n_new;
     s->cap_ev = s->n_ev;
     return DNNMEM_OK;
 }
@@ -678,7 +694,7 @@ enum dnnmem_status dm_mxnet_cpu_temp(const struct dm_graph *g, const struct dm_t
     struct dm_buffer tb = {.bytes = best, .tensor = -1, .node = at,
                            .category = DNNMEM_CAT_WORKSPACE, .dtype = DM_UINT8,
                            .what = "kTempSpace (im2col column buffer)"};
-    return prepend_kept(g, s, &tb, 1, err);
+    return prepend_buffers(g, s, &tb, 1, 0, err);
 }
 
 enum dnnmem_status dm_mxnet_module_copies(const struct dm_graph *g, const struct dm_tinfo *t,
@@ -692,19 +708,23 @@ enum dnnmem_status dm_mxnet_module_copies(const struct dm_graph *g, const struct
             n++;
     if (n == 0)
         return DNNMEM_OK;
-    struct dm_buffer *add = malloc((size_t)n * sizeof *add);
+    struct dm_buffer *add = malloc(2 * (size_t)n * sizeof *add);
     if (!add)
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
     int32_t k = 0;
-    for (int32_t i = 0; i < g->n_tensors; i++) {
-        if (g->tensors[i].role != DM_ROLE_WEIGHT || t[i].rank < 0 || t[i].absent)
-            continue;
-        add[k++] = (struct dm_buffer){.bytes = t[i].bytes, .tensor = i, .node = -1,
-                                      .category = DNNMEM_CAT_WEIGHT, .dtype = (uint8_t)t[i].dtype,
-                                      .what = "Module._arg_params copy"};
-        *bytes += t[i].bytes;
-    }
-    enum dnnmem_status st = prepend_kept(g, s, add, k, err);
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t i = 0; i < g->n_tensors; i++) {
+            if (g->tensors[i].role != DM_ROLE_WEIGHT || t[i].rank < 0 || t[i].absent)
+                continue;
+            add[k++] = (struct dm_buffer){
+                .bytes = t[i].bytes, .tensor = i, .node = -1,
+                .category = pass ? DNNMEM_CAT_TEMPORARY : DNNMEM_CAT_WEIGHT,
+                .dtype = (uint8_t)t[i].dtype,
+                .what = pass ? "copy_params_from astype copy" : "Module._arg_params copy"};
+            if (!pass)
+                *bytes += t[i].bytes;
+        }
+    enum dnnmem_status st = prepend_buffers(g, s, add, k, k / 2, err);
     free(add);
     return st;
 }

@@ -35,6 +35,8 @@ def run_one(a):
     if not a.mkldnn:  # MXNet's own CPU kernels: no oneDNN, no subgraph fusion
         os.environ['MXNET_MKLDNN_ENABLED'] = '0'
         os.environ['MXNET_SUBGRAPH_BACKEND'] = 'NONE'
+    if a.engine == 'naive':  # synchronous: each array freed when Python drops it
+        os.environ['MXNET_ENGINE_TYPE'] = 'NaiveEngine'
     import mxnet as mx
     import numpy as np
     prof = tempfile.mktemp(suffix='.json', prefix='mxprof')
@@ -144,7 +146,7 @@ def run_one(a):
     peak_steps = max(vals[first_fwd:]) if vals else 0
     return {
         'mxnet': mx.__version__, 'numpy': np.__version__, 'python': sys.version.split()[0],
-        'mkldnn_built': bool(mx.runtime.Features().is_enabled('MKLDNN')), 'mkldnn': a.mkldnn,
+        'mkldnn_built': bool(mx.runtime.Features().is_enabled('MKLDNN')), 'mkldnn': a.mkldnn, 'engine': a.engine,
         'kind': a.kind, 'model': os.path.basename(a.model), 'shape': list(shape), 'mode': a.mode,
         'iterations': a.iterations, 'hybridize': a.hybridize if a.kind == 'gluon' else None,
         'peak_bytes': peak, 'peak_steps_bytes': peak_steps,
@@ -164,6 +166,10 @@ for f, shp in [('resnet-18-symbol.json', '8,3,224,224'), ('resnet-50-symbol.json
         CONFIGS.append(['--kind', 'symbol', '--model', os.path.join(SYMBOLS, f), '--shape', shp,
                         '--mode', mode])
 
+# the smallest graph of the FC backward's in-place rule (mxplan.c rule 3)
+for mode in ('infer', 'train'):
+    CONFIGS.append(['--kind', 'symbol', '--model', 'tests/models/mxnet/bn-conv-fc-symbol.json',
+                    '--shape', '4,3,32,32', '--mode', mode])
 CONFIGS.append(['--kind', 'symbol', '--model', os.path.join(SYMBOLS, 'gluon-resnet50-3d-video-symbol.json'),
                 '--shape', '2,3,8,112,112', '--mode', 'infer'])
 for net, shp in [('resnet18_v1', '8,3,224,224'), ('mobilenet0.25', '8,3,224,224'),
@@ -217,6 +223,8 @@ def main():
     ap.add_argument('--out', default='tests/validation/mxnet-cpu-1.9.jsonl')
     ap.add_argument('--timeout', type=int, default=600)
     ap.add_argument('--mkldnn', type=int, default=1, help='0: MXNET_MKLDNN_ENABLED=0, no subgraph backend')
+    ap.add_argument('--engine', choices=['threaded', 'naive'], default='threaded',
+                    help='naive: MXNET_ENGINE_TYPE=NaiveEngine')
     ap.add_argument('--trace', type=int, default=0, help='print changes of at least N bytes')
     a = ap.parse_args()
     if a.cmd == 'run':
