@@ -56,7 +56,8 @@ def main():
     for r in rows:
         if r['kind'] != 'symbol':
             print('%-48s measured %12d  (Gluon: not estimated)' % (
-                '%s-%s-gluon' % (r['model'], r['mode']), r['peak_bytes']))
+                '%s-%s-gluon%s' % (r['model'], r['mode'], '-onednn' if r['mkldnn'] else ''),
+                r['peak_bytes']))
             continue
         rid = row_id(r)
         seen.add(rid)
