@@ -191,6 +191,9 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	python3 tools/gpu/jax_measure.py --dry-run tools/gpu/jax-configs.jsonl
 	@echo "== published whole-process measurements (BERT-large, HF Trainer)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-trainer.sh
+	@echo "== MXNet 1.9.1 on the CPU, its own kernels (tests/validation/mxnet-cpu-1.9.jsonl: tools/oracle/mxnet_measure.py)"
+	python3 tools/oracle/mxnet_compare.py tests/validation/mxnet-cpu-1.9.jsonl --dnnmem $(B)/dnnmem --check \
+	    --misses tests/validation/mxnet-expected-misses.txt
 	@echo "== published TensorFlow measurements (printed, not failed: low confidence, inferred context)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-tf.sh
 	@echo "== docs/options.md against --help"

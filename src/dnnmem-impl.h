@@ -251,7 +251,7 @@ struct dm_value {
  * of an MXNet symbol, whose sizes follow from the data fed to their
  * operator (MXNet's own shape inference does the same). */
 enum dm_derive_rule {
-    DM_DERIVE_DIM,   /* dims, with dims[at] = from.dims[axis] / div */
+    DM_DERIVE_DIM,   /* dims, with dims[at] = from.dims[axis] / div (x mul when mul > 0) */
     DM_DERIVE_FLAT,  /* dims, with dims[at] = the product of from.dims[axis..] */
     DM_DERIVE_BCAST, /* [from.dims[1], 1, ...] of from's rank - 1 (a per-channel slope) */
     DM_DERIVE_DROP,  /* from's dims without axis `axis` */
@@ -267,7 +267,10 @@ struct dm_derive {
     int rank;
     int64_t dims[DM_MAX_DIMS];
     int64_t div;              /* DIM: >= 1 */
+    int64_t mul;              /* DIM: 0 (none) or the factor applied after div */
     int64_t gates, hidden, layers, dirs; /* RNN */
+    const char *why;          /* for a graph input: why its shape follows (printed as an
+                                 assumption), or NULL; arena-owned by the graph */
 };
 
 struct dm_tensor {
@@ -1049,6 +1052,20 @@ struct dm_mxplan_stats {
 enum dnnmem_status dm_mxnet_plan(const struct dm_graph *g, const struct dm_schedule *in,
                                  uint64_t match_range, struct dm_schedule *out,
                                  struct dm_mxplan_stats *stats, struct dnnmem_error *err);
+/* Module.bind's own copy of every parameter and auxiliary state (its
+ * _arg_params and _aux_params, zeros on the default context, the CPU):
+ * device memory when the executor runs on the CPU. Added to `s` before its
+ * first event, kept; the bytes added in *bytes. With them, init_params'
+ * transient astype copy of each (mxplan.c, rule 8), all live at once. */
+enum dnnmem_status dm_mxnet_module_copies(const struct dm_graph *g, const struct dm_tinfo *t,
+                                          struct dm_schedule *s, uint64_t *bytes,
+                                          struct dnnmem_error *err);
+/* The executor's kTempSpace on the CPU (MXNet's own kernels): grown to the
+ * largest im2col column buffer a Convolution asks and kept (mxplan.c, rule
+ * 9). Added to `s` before its first event; its bytes in *bytes (0: none). */
+enum dnnmem_status dm_mxnet_cpu_temp(const struct dm_graph *g, const struct dm_tinfo *t,
+                                     struct dm_schedule *s, uint64_t *bytes,
+                                     struct dnnmem_error *err);
 
 /* Automatic mixed precision (src/train/amp.c): retype activations as
  * torch.autocast runs them, and the type input k of node n is cast to

@@ -471,10 +471,11 @@ static const struct check checks[] = {
      {A_FW_NAME, A_FW_VERSION}},
     {O, {F_GRAD_SUM_CAP_BAD}, USAGE, "--mxnet-grad-sum-cap %s: expected 1..1000000",
      {A_GRAD_SUM_CAP}},
-    /* on the CPU only JAX's jitted step is modelled (XLA's CPU buffer
-     * assignment, src/schedule/xla.c); the others' CPU runtimes are not */
-    {O, {F_OTHER_FW, NOT(F_CUDA), NOT(F_JAX_JIT)}, USAGE,
-     "--framework %s: on the CPU only --framework jax with --jax-execution jit is modelled; drop "
+    /* on the CPU only PyTorch's eager kernels, JAX's jitted step (XLA's CPU
+     * buffer assignment, src/schedule/xla.c) and MXNet's executor (host
+     * storage, src/schedule/mxplan.c) are modelled */
+    {O, {F_OTHER_FW, NOT(F_CUDA), NOT(F_JAX_JIT), NOT(F_MXNET)}, USAGE,
+     "--framework %s: on the CPU only pytorch, mxnet and jax (--jax-execution jit) are modelled; drop "
      "--device cpu", {A_FW_NAME}},
     {O, {F_OTHER_FW, F_ALLOC_ROUND}, USAGE,
      "--alloc-round: replaces PyTorch's caching allocator; not with --framework %s", {A_FW_NAME}},

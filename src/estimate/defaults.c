@@ -54,10 +54,13 @@ static void framework_assumptions(struct dm_est *e)
             [DNNMEM_FW_TENSORFLOW] = "TensorFlow's executor (graph or eager) and Grappler",
             [DNNMEM_FW_MXNET] = "MXNet's static memory planner (in-place reuse, NNVM_EXEC_MATCH_RANGE)",
             [DNNMEM_FW_JAX] = "XLA's buffer assignment (heap simulator, rematerialisation)"};
-        dm_assume(as, "framework", "option", "%s%s%s (runtime: allocator, limit, overheads; not "
-                  "validated against measurements)",
+        bool mx_cpu = c->framework == DNNMEM_FW_MXNET && !run->cuda;
+        dm_assume(as, "framework", "option", "%s%s%s (runtime: allocator, limit, overheads; %s)",
                   dnnmem_framework_name(c->framework), c->framework_version ? " " : "",
-                  c->framework_version ? c->framework_version : "");
+                  c->framework_version ? c->framework_version : "",
+                  mx_cpu ? "checked against MXNet 1.9.1's executor on the CPU with its own kernels, "
+                           "MXNET_MKLDNN_ENABLED=0 (docs/validation-mxnet.md)"
+                         : "not validated against measurements");
         if (o->jax_jit)
             dm_assume(as, "schedule", "default",
                       "XLA's buffer assignment over the step's dataflow (values die at their last "
@@ -97,14 +100,14 @@ static void framework_assumptions(struct dm_est *e)
                                  "NDArray/autograd code runs");
         if (c->framework == DNNMEM_FW_MXNET && run->train)
             dm_assume(as, KEY(MX_GRAD_SUM_CAP), SOURCE(MX_GRAD_SUM_CAP),
-                      "MXNet %d.%d's backward (FGradient, DeclareBackwardDependency; cuDNN build): "
+                      "MXNet %d.%d's backward (FGradient, DeclareBackwardDependency, FInplaceOption): "
                       "what each op's gradient reads (Activation sigmoid/tanh/softrelu keep input and "
                       "output, Pooling input and output, Dropout a mask of %s, elementwise mul/div "
                       "both operands); SoftmaxOutput and the regression outputs are the loss (their "
                       "backward reads output and label; no head gradient); a tensor's gradients "
                       "summed by one ElementWiseSum below %d contributions, by kAddTo writes from %d "
-                      "(MXNET_EXEC_INPLACE_GRAD_SUM_CAP); derived from MXNet's sources, not "
-                      "validated against measurements",
+                      "(MXNET_EXEC_INPLACE_GRAD_SUM_CAP); from MXNet 1.9.1's sources, checked on the "
+                      "CPU against its executor (tests/validation/mxnet-cpu-1.9.jsonl)",
                       run->mx_version / 100, run->mx_version % 100,
                       run->mx_version >= 200 ? "1 bit per element" : "the input's size and type",
                       run->mx_grad_sum_cap, run->mx_grad_sum_cap);

@@ -281,7 +281,7 @@ struct dm_fwsim {
     struct dm_pool_opts pool;
     uint64_t limit;      /* 0 = unknown (no capacity given) */
     bool reserves_limit; /* one region of the whole limit up front */
-    bool host;           /* JAX on the CPU: each buffer malloc'd by itself, no BFC */
+    bool host;           /* JAX or MXNet on the CPU: exact host allocations, no BFC, no pool */
 };
 
 /* One estimate's working state, stage by stage. */

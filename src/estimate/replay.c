@@ -55,6 +55,8 @@ static enum dnnmem_status decide(struct dnnmem_result *r, const struct dm_schedu
 
 static enum dnnmem_status fw_new(const struct dm_fwsim *f, bool limited, struct dm_allocator *a)
 {
+    if (f->fw == DNNMEM_FW_MXNET && f->host)
+        return dm_alloc_rounding_new(1, a);
     if (f->fw == DNNMEM_FW_MXNET) {
         struct dm_pool_opts o = f->pool;
         if (!limited)
@@ -141,6 +143,18 @@ static enum dnnmem_status fw_setup(const struct dm_est_opts *o, uint64_t context
                   cfg->jax_preallocate ? "preallocated: the whole limit at the first op "
                                          "(XLA_PYTHON_CLIENT_PREALLOCATE=true)"
                                        : "not preallocated: regions from 2 MiB, doubling");
+    } else if (cfg->device == DNNMEM_DEVICE_CPU) {
+        /* Context::kCPU gets NaiveStorageManager<CPUDeviceStorage> whatever
+         * MXNET_GPU_MEM_POOL_TYPE says: each Alloc a fresh aligned host block
+         * of the bytes asked, each Free returned at once (storage.cc,
+         * StorageImpl::Alloc; naive_storage_manager.h; 1.9.1) */
+        f->host = true;
+        if (cap)
+            f->limit = cap;
+        dm_assume(as, "allocator", "default",
+                  "MXNet's CPU storage: NaiveStorageManager<CPUDeviceStorage>, the bytes asked, "
+                  "freed at once, no pool (storage.cc; the MXNET_GPU_MEM_POOL_* options are "
+                  "GPU-only)");
     } else {
         /* MXNET_GPU_MEM_POOL_*: the pool's own defaults (pool.c) unless set */
         f->pool.strategy = cfg->mxnet_pool == DNNMEM_MXNET_POOL_ROUND ? DM_POOL_ROUND : DM_POOL_NAIVE;

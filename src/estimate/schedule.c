@@ -128,6 +128,23 @@ enum dnnmem_status dm_est_schedule(struct dm_est *e, struct dnnmem_error *err)
                   "place), each allocated once and kept",
                   run->train ? "forward + backward" : "forward", ps.entries, ps.storages,
                   dm_format_bytes(ps.storage_bytes, pb), ps.inplace);
+        if (!run->cuda) {
+            uint64_t cb = 0;
+            char b1[32];
+            DM_TRY(dm_mxnet_module_copies(g, t, &e->sched, &cb, err));
+            dm_assume(as, "module_params", "default",
+                      "%s: Module.bind's own zeros copy of the parameters and auxiliary states "
+                      "(_arg_params, _aux_params; module.py) on the default context, the CPU: "
+                      "the executor's memory with --device cpu (host memory beside a GPU)",
+                      dm_format_bytes(cb, b1));
+            DM_TRY(dm_mxnet_cpu_temp(g, t, &e->sched, &cb, err));
+            dm_assume(as, "temp_space", "default",
+                      "%s: the executor's one kTempSpace, grown to the largest im2col column "
+                      "buffer of MXNet's own CPU Convolution (C_in x kernel x output spatial; "
+                      "convolution-inl.h) and kept; the oneDNN kernels' scratch and fused weight "
+                      "copies (MXNET_MKLDNN_ENABLED=1, the pip build's default) are not modelled",
+                      dm_format_bytes(cb, b1));
+        }
         if (run->train)
             dm_assume(as, "executor_arrays", "default",
                       "weights, inputs and gradients (grad_req write) bound once before the first "

@@ -385,6 +385,17 @@ enum dnnmem_status dm_est_shapes(struct dm_est *e, struct dnnmem_error *err)
     struct dm_infer ctx = {.g = g, .arena = arena, .t = e->t, .sym_values = e->syms,
                            .input_shapes = shapes, .err = err};
     DM_TRY(dm_infer_shapes(&ctx));
+    /* inputs the caller left unshaped whose shape the model implies */
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+        int32_t id = g->inputs[i];
+        const struct dm_derive *dv = g->tensors[id].derive;
+        if (!dv || !dv->why || shapes[id].rank >= 0 || e->t[id].rank < 0)
+            continue;
+        char buf[160];
+        dims_str(buf, sizeof buf, e->t[id].rank, e->t[id].dims);
+        dm_assume(&e->as, dm_arena_printf(arena, "input.%s", g->tensors[id].name), "default",
+                  "[%s]: %s (--input-shape %s=... sets it)", buf, dv->why, g->tensors[id].name);
+    }
     DM_TRY(dm_est_check(DM_CHECK_SHAPES, g, e->o, err));
     apply_precision(e);
     return DNNMEM_OK;

@@ -1219,8 +1219,18 @@ static void build_op(struct mx *m, const int32_t *in, int n_in)
         /* forward: the softmax of the activations [T * N, alphabet] (plugin/
          * warpctc); the CTC gradient is its backward. The label the plugin
          * reads takes no part in the forward result. */
-        iattr(m, "label_length", 0, 0, MAX_DIM);
-        iattr(m, "input_length", 0, 0, MAX_DIM);
+        int64_t ll = iattr(m, "label_length", 0, 0, MAX_DIM);
+        int64_t il = iattr(m, "input_length", 0, 0, MAX_DIM);
+        /* its label: int32 [label_length * (rows / input_length)] for the
+         * 2-D activations (WarpCTCProp::InferShape and InferType,
+         * plugin/warpctc/warpctc-inl.h, 1.9.1) */
+        if (n_in >= 2 && ll > 0 && il > 0 && m->st == DNNMEM_OK &&
+            m->g->tensors[in[1]].role == DM_ROLE_INPUT) {
+            param_derive(m, in[1], &(struct dm_derive){.from = x, .rule = DM_DERIVE_DIM, .at = 0,
+                                                       .axis = 0, .rank = 1, .dims = {-1},
+                                                       .div = il, .mul = ll});
+            m->g->tensors[in[1]].dtype = DM_INT32;
+        }
         y = op1(m, DM_OP_Softmax, true, 1, x);
         set_i(m, "axis", -1);
     } else if (!strcmp(op, "Reshape") || !strcmp(op, "reshape")) {
@@ -1611,6 +1621,230 @@ static void build_node(struct mx *m, size_t i)
     free(in);
 }
 
+/* ---- begin states ---------------------------------------------------------- */
+
+/* MXNet infers no shape for an unrolled cell's begin states: FullyConnected's
+ * FInferShape returns before anything else while its data's shape is unknown
+ * (src/operator/nn/fully_connected.cc, FullyConnectedShape, 1.9.1), and an
+ * elementwise op only equates its operands' shapes. The caller binds them
+ * (the lstm_ocr example's init_states, [batch, num_hidden]). They follow
+ * from the cell's own operators, which these rules read:
+ *  - a begin state an elementwise op of equal shapes combines with a shaped
+ *    operand (the LSTM's c: forget gate * c) has that operand's shape
+ *    (ElemwiseShape, src/operator/elemwise_op_common.h);
+ *  - a begin state the hidden-to-hidden FullyConnected reads (h) is
+ *    [N, num_hidden / gates]: its output is split into the gates by a
+ *    SliceChannel of num_outputs gates, after the input-to-hidden sum (LSTM,
+ *    python/mxnet/rnn/rnn_cell.py LSTMCell) or before it (GRUCell), and N is
+ *    the batch of the input-to-hidden term it is added to.
+ * A shape the caller gives wins (infer.c); anything else is left to the
+ * caller, with the error that asks for it. */
+
+/* Who reads each JSON node's outputs: for node i, uses[off[i] .. off[i + 1]). */
+struct use {
+    size_t node;
+    int slot, idx;
+};
+struct uses {
+    size_t *off;
+    struct use *u;
+};
+
+static bool build_uses(struct mx *m, struct uses *us)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < m->n; i++)
+        total += json_array_size(json_object_get(json_array_get(m->nodes, i), "inputs"));
+    us->off = calloc(m->n + 1, sizeof *us->off);
+    us->u = calloc(total + 1, sizeof *us->u);
+    size_t *fill = calloc(m->n + 1, sizeof *fill);
+    if (!us->off || !us->u || !fill) {
+        free(fill);
+        return false;
+    }
+    /* entries were checked by check_nodes: [node < i, output, (version)] */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < m->n; i++) {
+            json_t *ins = json_object_get(json_array_get(m->nodes, i), "inputs");
+            for (size_t k = 0; k < json_array_size(ins); k++) {
+                json_t *e = json_array_get(ins, k);
+                size_t src = (size_t)json_integer_value(json_array_get(e, 0));
+                if (pass == 0) {
+                    us->off[src + 1]++;
+                    continue;
+                }
+                us->u[us->off[src] + fill[src]++] =
+                    (struct use){i, (int)k, (int)json_integer_value(json_array_get(e, 1))};
+            }
+            if (pass == 0 && i == m->n - 1)
+                for (size_t j = 0; j < m->n; j++)
+                    us->off[j + 1] += us->off[j];
+        }
+    free(fill);
+    return true;
+}
+
+static const char *op_at(struct mx *m, size_t i)
+{
+    return json_string_value(json_object_get(json_array_get(m->nodes, i), "op"));
+}
+
+/* A whole-number attribute of another node (already parsed strictly when
+ * that node was built), or dflt. */
+static int64_t int_attr_at(struct mx *m, size_t i, const char *key, int64_t dflt)
+{
+    const char *v = attr_of(m, json_array_get(m->nodes, i), key);
+    int64_t r;
+    return v && parse_int_at(&v, &r) ? r : dflt;
+}
+
+static bool same_shape_binary(const char *op)
+{
+    const struct elementwise *ew = elementwise(op);
+    return ew && ew->kind == EW_BINARY && strncmp(op, "broadcast_", 10) != 0;
+}
+
+static bool is_sum(const char *op)
+{
+    return same_shape_binary(op) && elementwise(op)->op == DM_OP_Add;
+}
+
+/* The tensor of the other operand of binary node j (read in slot `slot`)
+ * when it comes from a node before `before` and has, or will have, a shape:
+ * else -1. */
+static int32_t other_operand(struct mx *m, size_t j, int slot, size_t before)
+{
+    json_t *ins = json_object_get(json_array_get(m->nodes, j), "inputs");
+    if (json_array_size(ins) != 2)
+        return -1;
+    json_t *e = json_array_get(ins, 1 - slot);
+    size_t src = (size_t)json_integer_value(json_array_get(e, 0));
+    int idx = (int)json_integer_value(json_array_get(e, 1));
+    if (src >= before || !m->out[src] || idx >= m->n_out[src])
+        return -1;
+    int32_t t = m->out[src][idx];
+    const struct dm_tensor *tt = &m->g->tensors[t];
+    return tt->role == DM_ROLE_INPUT && tt->rank < 0 && !tt->derive ? -1 : t;
+}
+
+/* The split of FullyConnected node f's output into gates: the gate count and
+ * the input-to-hidden term the batch is read from; false when f is not a
+ * cell's hidden-to-hidden product. */
+static bool cell_gates(struct mx *m, const struct uses *us, size_t f, int64_t *gates, int32_t *term)
+{
+    for (size_t a = us->off[f]; a < us->off[f + 1]; a++) {
+        size_t j = us->u[a].node;
+        const char *op = op_at(m, j);
+        bool slice = !strcmp(op, "SliceChannel") || !strcmp(op, "split");
+        if (us->u[a].idx != 0 || (!slice && !is_sum(op)))
+            continue;
+        int32_t t = is_sum(op) ? other_operand(m, j, us->u[a].slot, f) : -1;
+        for (size_t b = us->off[j]; b < us->off[j + 1]; b++) {
+            size_t k = us->u[b].node;
+            const char *op2 = op_at(m, k);
+            bool slice2 = !strcmp(op2, "SliceChannel") || !strcmp(op2, "split");
+            if (slice ? is_sum(op2) : slice2) {
+                size_t sl = slice ? j : k;
+                int64_t axis = int_attr_at(m, sl, "axis", 1);
+                *gates = int_attr_at(m, sl, "num_outputs", 0);
+                *term = slice ? other_operand(m, k, us->u[b].slot, f) : t;
+                if ((axis == 1 || axis == -1) && *gates > 0 && *term >= 0)
+                    return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* A WarpCTC label fed through Reshape (-1,) and Cast, as the lstm_ocr
+ * example feeds it: [N, label_length], N = the activations' rows /
+ * input_length (WarpCTCProp::InferShape, plugin/warpctc/warpctc-inl.h,
+ * 1.9.1, asks for label_length * N elements; the example's iterator gives
+ * the label as [batch, num_label]). Rule in *dv when the chain from node j
+ * ends in a WarpCTC's label slot. */
+static bool ctc_label(struct mx *m, const struct uses *us, size_t j, struct dm_derive *dv)
+{
+    for (int hops = 0; hops < 8; hops++) {
+        const char *op = op_at(m, j);
+        if (!strcmp(op, "WarpCTC")) {
+            json_t *e = json_array_get(json_object_get(json_array_get(m->nodes, j), "inputs"), 0);
+            size_t src = (size_t)json_integer_value(json_array_get(e, 0));
+            int idx = (int)json_integer_value(json_array_get(e, 1));
+            int64_t ll = int_attr_at(m, j, "label_length", 0), il = int_attr_at(m, j, "input_length", 0);
+            if (ll <= 0 || il <= 0 || !m->out[src] || idx >= m->n_out[src])
+                return false;
+            *dv = (struct dm_derive){.from = m->out[src][idx], .rule = DM_DERIVE_DIM, .at = 0,
+                                     .axis = 0, .rank = 2, .dims = {-1, ll}, .div = il};
+            dv->why = dm_arena_printf(&m->g->arena,
+                                      "[rows of '%s' / input_length %lld, label_length %lld]: "
+                                      "the label WarpCTC reads, as MXNet's lstm_ocr example feeds it",
+                                      m->g->tensors[dv->from].name, (long long)il, (long long)ll);
+            return true;
+        }
+        const char *shape = attr_of(m, json_array_get(m->nodes, j), "shape");
+        bool flat = (!strcmp(op, "Reshape") || !strcmp(op, "reshape")) && shape &&
+                    (!strcmp(shape, "(-1,)") || !strcmp(shape, "(-1)"));
+        bool cast = !strcmp(op, "Cast") || !strcmp(op, "cast");
+        if ((!flat && !cast) || us->off[j + 1] - us->off[j] != 1)
+            return false;
+        j = us->u[us->off[j]].node;
+    }
+    return false;
+}
+
+/* Begin state t, read first by node j in slot `slot`: its shape's rule. */
+static void begin_state(struct mx *m, const struct uses *us, int32_t t, size_t j, int slot)
+{
+    const char *op = op_at(m, j), *name = json_string_value(json_object_get(json_array_get(m->nodes, j), "name"));
+    struct dm_derive dv = {.rule = DM_DERIVE_SAME};
+    if (same_shape_binary(op)) {
+        dv.from = other_operand(m, j, slot, j);
+        if (dv.from < 0)
+            return;
+        dv.why = dm_arena_printf(&m->g->arena, "the shape of '%s', which '%s' (%s) combines it with",
+                                 m->g->tensors[dv.from].name, name, op);
+    } else if (slot == 0 && ctc_label(m, us, j, &dv)) {
+        /* dv set */
+    } else if (!strcmp(op, "FullyConnected") && slot == 0) {
+        int64_t nh = int_attr_at(m, j, "num_hidden", 0), gates;
+        int32_t term;
+        if (nh <= 0 || !cell_gates(m, us, j, &gates, &term) || nh % gates)
+            return;
+        dv = (struct dm_derive){.from = term, .rule = DM_DERIVE_DIM, .at = 0, .axis = 0, .rank = 2,
+                                .dims = {-1, nh / gates}, .div = 1};
+        dv.why = dm_arena_printf(&m->g->arena,
+                                 "[batch of '%s', %lld]: '%s' makes %lld gates of %lld (num_hidden "
+                                 "%lld)", m->g->tensors[term].name, (long long)(nh / gates), name,
+                                 (long long)gates, (long long)(nh / gates), (long long)nh);
+    } else {
+        return;
+    }
+    if (!dv.why)
+        oom(m);
+    param_derive(m, t, &dv);
+}
+
+static void derive_begin_states(struct mx *m)
+{
+    struct uses us = {0};
+    if (!build_uses(m, &us)) {
+        free(us.off);
+        free(us.u);
+        oom(m);
+        return;
+    }
+    for (size_t v = 0; v < m->n && m->st == DNNMEM_OK; v++) {
+        if (strcmp(op_at(m, v), "null") || !m->out[v] || us.off[v] == us.off[v + 1])
+            continue;
+        int32_t t = m->out[v][0];
+        const struct dm_tensor *tt = &m->g->tensors[t];
+        if (tt->role == DM_ROLE_INPUT && tt->rank < 0 && !tt->derive)
+            begin_state(m, &us, t, us.u[us.off[v]].node, us.u[us.off[v]].slot);
+    }
+    free(us.off);
+    free(us.u);
+}
+
 /* The graph's outputs (the heads); every weight has a shape or a way to one. */
 static enum dnnmem_status set_outputs(struct mx *m, json_t *heads)
 {
@@ -1659,6 +1893,8 @@ static enum dnnmem_status build(struct mx *m, json_t *root)
         return m->st;
     for (size_t i = 0; i < m->n && m->st == DNNMEM_OK; i++)
         build_node(m, i);
+    if (m->st == DNNMEM_OK)
+        derive_begin_states(m);
     if (m->st != DNNMEM_OK || set_outputs(m, heads) != DNNMEM_OK)
         return m->st;
     return dm_graph_finish(g, m->err);

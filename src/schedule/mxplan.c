@@ -23,9 +23,12 @@
  *     is the input's last reader and both have the same number of elements
  *     and element size. Declared by: elementwise unary ops
  *     (MXNET_OPERATOR_REGISTER_UNARY: {0,0}; Activation is one), elementwise
- *     binary ops ({0,0},{1,0}), Dropout ({0,0}), and the backward of
+ *     binary ops ({0,0},{1,0}), Dropout ({0,0}), the backward of
  *     Activation (_backward_Activation: the output gradient into the input
- *     gradient, src/operator/nn/activation.cc); reshapes are identity views
+ *     gradient, src/operator/nn/activation.cc) and of FullyConnected
+ *     (_backward_FullyConnected {1, 0}: its input 1, the forward data, into
+ *     output 0, the data's gradient, src/operator/nn/fully_connected.cc,
+ *     1.9.1; the data seen through Flatten's view); reshapes are identity views
  *     (FInplaceIdentity), which the eager schedule already makes views.
  *  4. Allocation (src/executor/graph_executor.cc, InitDataEntryMemory): each
  *     storage is one array of max(elements x dtype size) of the entries it
@@ -43,6 +46,26 @@
  *  7. Library temporaries (cuDNN workspaces) are the executor's kTempSpace
  *     resource: one per device (MXNET_EXEC_NUM_TEMP=1), grown to the largest
  *     request and kept.
+ *  8. Module.bind (python/mxnet/module/module.py, 1.9.1, bind: "param_arrays
+ *     = [zeros(shape=x[0].shape, ...)]" and the same for aux_arrays) keeps
+ *     its own _arg_params and _aux_params, made on the default context,
+ *     the CPU: host memory beside a GPU executor, but the same memory as a
+ *     CPU executor's (dm_mxnet_module_copies). init_params then copies
+ *     them into the executor's arrays (Executor.copy_params_from,
+ *     python/mxnet/executor.py: "array.astype(dst.dtype).copyto(dst)";
+ *     NDArray.astype copies by default): one more transient copy of each,
+ *     which the threaded engine frees asynchronously, so that up to all of
+ *     them are live at once (measured: all for the MLP; NaiveEngine frees
+ *     each at once, the largest one alone). The bound is taken: all.
+ *  9. MXNet's own CPU Convolution (convolution-inl.h, 1.9.1, LayerSetUp and
+ *     Forward/Backward) unfolds one image at a time into a column buffer of
+ *     C_in x prod(kernel) x prod(output spatial) elements taken from
+ *     kTempSpace, in the forward and again in the backward; a 1x1 kernel of
+ *     stride 1 and no padding needs none. The executor's one temp space
+ *     (rule 7) grows to the largest and is kept (dm_mxnet_cpu_temp). The
+ *     oneDNN build's kernels (MKLDNN) take other scratch (TmpMemMgr: twice
+ *     the previous op's estimate, mkldnn_base-inl.h) and the inference
+ *     subgraph fusion keeps folded weight copies: not modelled.
  * What is taken from the eager schedule: which entries exist, their sizes,
  * and when their last reader runs, including which forward tensors the
  * backward reads (src/train/train.c's "MXNet" section under run->mx_ops:
@@ -354,6 +377,19 @@ static void mark_externals(struct mxp *m)
     }
 }
 
+/* The tensor whose buffer holds t: through the ops that are views of
+ * their input 0 (Flatten, Reshape), bounded by the node count. */
+static int32_t view_base(const struct dm_graph *g, int32_t t)
+{
+    for (int32_t hops = 0; g && t >= 0 && t < g->n_tensors && hops < g->n_nodes; hops++) {
+        int32_t p = g->tensors[t].producer;
+        if (p < 0 || !(dm_ops[g->nodes[p].op].flags & DM_F_VIEW) || !dm_has_in(&g->nodes[p], 0))
+            break;
+        t = g->nodes[p].in[0];
+    }
+    return t;
+}
+
 /* one allocation of events [e, e1) written in place over an input the step
  * frees, if its op allows */
 static void plan_inplace_one(struct mxp *m, size_t e, size_t e1, const struct dm_node *nd,
@@ -364,17 +400,23 @@ static void plan_inplace_one(struct mxp *m, size_t e, size_t e1, const struct dm
     struct storage *st = m->st;
     const int32_t *outs = bw ? nd->in : nd->out, *ins = bw ? nd->out : nd->in;
     int n_outs = bw ? nd->n_in : nd->n_out, n_ins = bw ? nd->n_out : nd->n_in;
-    if (bw && nd->op != DM_OP_Relu && nd->op != DM_OP_Sigmoid && nd->op != DM_OP_Tanh &&
-        nd->op != DM_OP_Softsign && nd->op != DM_OP_Softplus)
-        return; /* backward in place: _backward_Activation only */
-    if (!has_tensor(outs, n_outs, b->tensor))
+    bool fc_bw = bw && nd->op == DM_OP_Gemm && nd->n_in > 0;
+    if (bw && !fc_bw && nd->op != DM_OP_Relu && nd->op != DM_OP_Sigmoid &&
+        nd->op != DM_OP_Tanh && nd->op != DM_OP_Softsign && nd->op != DM_OP_Softplus)
+        return; /* backward in place: _backward_Activation, _backward_FullyConnected */
+    int32_t fc_data = fc_bw ? view_base(m->g, nd->in[0]) : -1;
+    if (fc_bw ? b->tensor != nd->in[0] && b->tensor != fc_data
+              : !has_tensor(outs, n_outs, b->tensor))
         return;
     for (size_t y = e; y < e1; y++) {
         const struct dm_event *fv = &in->ev[y];
         const struct dm_buffer *f = &in->buf[fv->buf];
         int32_t sid = buf_st[fv->buf];
-        if (fv->kind != DM_EV_FREE || sid < 0 || st[sid].live != 1 ||
-            !has_tensor(ins, n_ins, f->tensor) || plan_key(f) != plan_key(b) ||
+        bool from = fc_bw ? f->tensor == fc_data && f->category != DNNMEM_CAT_GRADIENT &&
+                                f->category != DNNMEM_CAT_TEMPORARY
+                          : has_tensor(ins, n_ins, f->tensor);
+        if (fv->kind != DM_EV_FREE || sid < 0 || st[sid].live != 1 || !from ||
+            plan_key(f) != plan_key(b) ||
             elem_size(f) != elem_size(b))
             continue;
         /* the storage must not already have been handed to another
@@ -418,7 +460,7 @@ static void plan_inplace(struct mxp *m, size_t e, size_t e1, int32_t step)
             continue;
         }
         m->stats->entries++;
-        if (!nd || !inplace_op(nd->op))
+        if (!nd || (!inplace_op(nd->op) && !(bw && nd->op == DM_OP_Gemm)))
             continue;
         plan_inplace_one(m, e, e1, nd, bw, ev, b);
     }
@@ -567,4 +609,122 @@ enum dnnmem_status dm_mxnet_plan(const struct dm_graph *g, const struct dm_sched
     }
     mxp_free(&m);
     return s;
+}
+
+/* Insert n buffers `add` allocated at the schedule's first step, after its
+ * own events (bind's arrays come first), kept; the last n_free of them freed
+ * there again after all were allocated. */
+static enum dnnmem_status prepend_buffers(const struct dm_graph *g, struct dm_schedule *s,
+                                          const struct dm_buffer *add, int32_t n, int32_t n_free,
+                                          struct dnnmem_error *err)
+{
+    if (n == 0)
+        return DNNMEM_OK;
+    if ((size_t)s->n_buf + (size_t)n > INT32_MAX)
+        return dm_fail(err, DNNMEM_E_LIMIT, "%s: too many buffers", g->path);
+    struct dm_buffer *nb = realloc(s->buf, ((size_t)s->n_buf + (size_t)n) * sizeof *nb);
+    if (nb)
+        s->buf = nb;
+    size_t n_new = (size_t)n + (size_t)n_free;
+    struct dm_event *ne = malloc((s->n_ev + n_new) * sizeof *ne);
+    if (!nb || !ne) {
+        free(ne);
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    }
+    int32_t step = s->n_ev ? s->ev[0].step : 0, first = s->n_buf;
+    size_t at = 0;
+    while (at < s->n_ev && s->ev[at].step == step)
+        at++;
+    memcpy(ne, s->ev, at * sizeof *ne);
+    for (int32_t k = 0; k < n; k++) {
+        s->buf[s->n_buf] = add[k];
+        ne[at + (size_t)k] = (struct dm_event){.kind = DM_EV_ALLOC, .buf = s->n_buf++, .step = step};
+    }
+    for (int32_t k = 0; k < n_free; k++)
+        ne[at + (size_t)n + (size_t)k] = (struct dm_event){
+            .kind = DM_EV_FREE, .buf = first + n - n_free + k, .step = step};
+    s->cap_buf = s->n_buf;
+    memcpy(ne + at + n_new, s->ev + at, (s->n_ev - at) * sizeof *ne);
+    free(s->ev);
+    s->ev = ne;
+    s->n_ev += n_new;
+    s->cap_ev = s->n_ev;
+    return DNNMEM_OK;
+}
+
+static bool all_equal(const struct dm_node *n, const char *name, int64_t v)
+{
+    int64_t cnt = 0;
+    const int64_t *a = dm_attr_ints(n, name, &cnt);
+    for (int64_t k = 0; a && k < cnt; k++)
+        if (a[k] != v)
+            return false;
+    return true;
+}
+
+enum dnnmem_status dm_mxnet_cpu_temp(const struct dm_graph *g, const struct dm_tinfo *t,
+                                     struct dm_schedule *s, uint64_t *bytes,
+                                     struct dnnmem_error *err)
+{
+    uint64_t best = 0;
+    int32_t at = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        if (n->op != DM_OP_Conv || !dm_has_in(n, 0) || !dm_has_in(n, 1) || !dm_has_out(n, 0))
+            continue;
+        const struct dm_tinfo *x = &t[n->in[0]], *w = &t[n->in[1]], *y = &t[n->out[0]];
+        if (x->rank < 3 || w->rank != x->rank || y->rank != x->rank)
+            continue;
+        bool one = all_equal(n, "strides", 1) && all_equal(n, "pads", 0);
+        uint64_t e = (uint64_t)x->dims[1], b;
+        for (int k = 2; k < w->rank; k++) {
+            one = one && w->dims[k] == 1;
+            e = sat_mul(sat_mul(e, (uint64_t)w->dims[k]), (uint64_t)y->dims[k]);
+        }
+        if (one || !dm_dtype_bytes(x->dtype, (int64_t)(e > INT64_MAX ? INT64_MAX : e), &b))
+            continue;
+        if (b > best) {
+            best = b;
+            at = i;
+        }
+    }
+    *bytes = best;
+    if (!best)
+        return DNNMEM_OK;
+    struct dm_buffer tb = {.bytes = best, .tensor = -1, .node = at,
+                           .category = DNNMEM_CAT_WORKSPACE, .dtype = DM_UINT8,
+                           .what = "kTempSpace (im2col column buffer)"};
+    return prepend_buffers(g, s, &tb, 1, 0, err);
+}
+
+enum dnnmem_status dm_mxnet_module_copies(const struct dm_graph *g, const struct dm_tinfo *t,
+                                          struct dm_schedule *s, uint64_t *bytes,
+                                          struct dnnmem_error *err)
+{
+    int32_t n = 0;
+    *bytes = 0;
+    for (int32_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].role == DM_ROLE_WEIGHT && t[i].rank >= 0 && !t[i].absent)
+            n++;
+    if (n == 0)
+        return DNNMEM_OK;
+    struct dm_buffer *add = malloc(2 * (size_t)n * sizeof *add);
+    if (!add)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    int32_t k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t i = 0; i < g->n_tensors; i++) {
+            if (g->tensors[i].role != DM_ROLE_WEIGHT || t[i].rank < 0 || t[i].absent)
+                continue;
+            add[k++] = (struct dm_buffer){
+                .bytes = t[i].bytes, .tensor = i, .node = -1,
+                .category = pass ? DNNMEM_CAT_TEMPORARY : DNNMEM_CAT_WEIGHT,
+                .dtype = (uint8_t)t[i].dtype,
+                .what = pass ? "copy_params_from astype copy" : "Module._arg_params copy"};
+            if (!pass)
+                *bytes += t[i].bytes;
+        }
+    enum dnnmem_status st = prepend_buffers(g, s, add, k, k / 2, err);
+    free(add);
+    return st;
 }

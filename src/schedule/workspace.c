@@ -88,7 +88,9 @@ static bool attr_not_ones(const struct dm_node *n, const char *name)
  * input and weight (a ConvTranspose: no CPU rule). */
 static bool conv_desc(const struct dm_sb *b, const struct dm_node *n, struct dm_cpu_conv *cv)
 {
-    if (n->op != DM_OP_Conv || !dm_has_in(n, 0) || !dm_has_in(n, 1))
+    /* PyTorch's CPU kernels only: MXNet's CPU convolutions (MKLDNN, or
+     * im2col) take their scratch from the temp-space resource, not modelled */
+    if (n->op != DM_OP_Conv || !dm_has_in(n, 0) || !dm_has_in(n, 1) || b->run->mx_ops)
         return false;
     *cv = (struct dm_cpu_conv){.x = b->t[n->in[0]], .w = b->t[n->in[1]],
                                .groups = dm_attr_int(n, "group", 1),

@@ -104,6 +104,8 @@ static enum dnnmem_status derive_shape(struct dm_infer *ctx, int32_t id)
                                "%s: '%s': dim %d of '%s' is %lld, not a multiple of %lld groups", path,
                                tt->name, axis, fname, (long long)v, (long long)dv->div);
             v /= dv->div;
+            if (dv->mul > 0 && !dm_mul_ok(v, dv->mul, &v))
+                goto overflow;
         }
         d[dv->at] = v;
         break;

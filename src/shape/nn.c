@@ -205,6 +205,13 @@ static enum dnnmem_status conv_out(struct dm_infer *ctx, const struct dm_node *n
 {
     const struct dm_tinfo *x, *w, *b;
     DM_TRY(req_in(ctx, n, 0, "X", 3, DM_MAX_DIMS, &x));
+    const struct dm_tinfo *wk = opt_in(ctx, n, wi);
+    if (wk && wk->rank >= 3 && wk->rank != x->rank)
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
+                              "X has rank %d but W has rank %d: a %d-D convolution reads "
+                              "[N, C, %s] data; check the input shape",
+                              x->rank, wk->rank, wk->rank - 2,
+                              wk->rank == 3 ? "L" : wk->rank == 4 ? "H, W" : "D, H, W");
     DM_TRY(req_in(ctx, n, wi, "W", x->rank, x->rank, &w));
     int64_t g = dm_attr_int(n, "group", 1), m = w->dims[0], cw;
     if (g < 1)

@@ -1028,10 +1028,18 @@ status dm_shape_gemm(struct dm_infer *ctx, const struct dm_node *n)
                               DSTR(ba, a->rank, a->dims), DSTR(bb, b->rank, b->dims));
     int ta = dm_attr_int(n, "transA", 0) != 0, tb = dm_attr_int(n, "transB", 0) != 0;
     int64_t mn[2] = {a->dims[ta], b->dims[!tb]};
-    if (a->dims[!ta] != b->dims[tb])
-        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE, "Gemm: cannot multiply %s%s by %s%s",
+    if (a->dims[!ta] != b->dims[tb]) {
+        /* a weight whose shape the file fixes (an MXNet __shape__, an ONNX
+         * initializer): the input is not the size the model was saved for */
+        const struct dm_tensor *w = &ctx->g->tensors[n->in[1]];
+        bool fixed = w->role == DM_ROLE_WEIGHT && w->rank >= 0 && !w->derive;
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE, "Gemm: cannot multiply %s%s by %s%s%s%s%s",
                               DSTR(ba, 2, a->dims), ta ? "^T" : "", DSTR(bb, 2, b->dims),
-                              tb ? "^T" : "");
+                              tb ? "^T" : "", fixed ? "; the file fixes the shape of '" : "",
+                              fixed ? w->name : "",
+                              fixed ? "', so the data reaching it is not the size the model was "
+                                      "saved for: check the input shape" : "");
+    }
     if ((c = opt(ctx, n, 2))) {
         DM_TRY(dm_broadcast(ctx, n, 2, mn, c->rank, c->dims, &r, d));
         if (r != 2 || d[0] != mn[0] || d[1] != mn[1])

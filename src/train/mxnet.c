@@ -32,16 +32,19 @@
  *    [C] each, float32 for float16/32 data (BatchNormType). LayerNorm
  *    (layer_norm.cc, LayerNormGrad): data, gamma and its outputs mean and
  *    std, [rows] each in the data's type.
- *  - Activation (activation.cc, ActivationGrad): the output; with cuDNN the
- *    input too for every act_type but relu ("for ReLU, no need to pass input
- *    data. This enables inplace optimization"), and softsign always.
+ *  - Activation (activation.cc, ActivationGrad): the output, and the input
+ *    too for every act_type but relu ("for ReLU, no need to pass input
+ *    data. This enables inplace optimization"): sigmoid, tanh, softrelu and
+ *    softsign, in every build (1.9.1's switch on act_type has no cuDNN
+ *    condition; re-read for issue 18).
  *  - LeakyReLU (leaky_relu-inl.h, the backward kernel): leaky, elu and selu
  *    read the output (xelu_grad(output)), prelu the data and gamma, gelu the
  *    data and the output. rrelu's random mask output is not modelled (the
  *    front end builds rrelu as leaky).
- *  - Pooling (pooling.cc, PoolingGrad; cuDNN's pooling backward takes x, y
- *    and dy): data and output, for max, avg and global pooling alike; no
- *    index tensor.
+ *  - Pooling (pooling.cc: ElemwiseGradUseInOut{"_backward_Pooling"}): data
+ *    and output, for max, avg and global pooling alike; no index tensor
+ *    (the oneDNN build's max pooling adds a workspace output that its
+ *    backward reads, GetNumOutputs; not modelled: the GPU build's rule).
  *  - Dropout (dropout.cc, DropoutGrad): the mask output only. Its type and
  *    shape are the data's in 1.x (FInferType pushes dtype for both outputs);
  *    2.0 packs it to (n + 7) / 8 uint8 ("Use 1-bit in mask").
@@ -111,9 +114,9 @@ static const struct mx_rule {
     {DM_OP_BatchNormalization, MXK_IN0 | MXK_BN, "BatchNorm"},
     {DM_OP_LayerNormalization, MXK_IN0 | MXK_LN, "LayerNorm"},
     {DM_OP_Relu, MXK_OUT0, "Activation relu, relu"},
-    {DM_OP_Sigmoid, MXK_OUT0 | MXK_IN0, "Activation sigmoid (cuDNN)"},
-    {DM_OP_Tanh, MXK_OUT0 | MXK_IN0, "Activation tanh (cuDNN)"},
-    {DM_OP_Softplus, MXK_OUT0 | MXK_IN0, "Activation softrelu (cuDNN)"},
+    {DM_OP_Sigmoid, MXK_OUT0 | MXK_IN0, "Activation sigmoid"},
+    {DM_OP_Tanh, MXK_OUT0 | MXK_IN0, "Activation tanh"},
+    {DM_OP_Softplus, MXK_OUT0 | MXK_IN0, "Activation softrelu"},
     {DM_OP_Softsign, MXK_OUT0 | MXK_IN0, "Activation softsign"},
     {DM_OP_LeakyRelu, MXK_OUT0, "LeakyReLU leaky"},
     {DM_OP_Elu, MXK_OUT0, "LeakyReLU elu"},

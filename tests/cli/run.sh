@@ -702,12 +702,48 @@ expect 2 "--tf-allow-growth: applies to --framework tensorflow" -- estimate $R -
 expect 2 "--mxnet-pool: applies to --framework mxnet" -- estimate $R --mxnet-pool round
 expect 2 "--alloc-round: replaces PyTorch's caching allocator; not with --framework tensorflow" -- \
     estimate $R --framework tensorflow --alloc-round 512
-expect 2 "--framework jax: on the CPU only --framework jax with --jax-execution jit is modelled" -- \
+expect 2 "--framework jax: on the CPU only pytorch, mxnet and jax (--jax-execution jit) are modelled" -- \
     estimate $R --framework jax --jax-execution eager --device cpu
 expect 0 "xla_cpu        XLA's CPU backend: no cuBLAS or cuDNN workspaces" -- \
     estimate $R -b 8 --framework jax --device cpu
 expect 0 "allocator      host: XLA's CPU client allocates each buffer by itself" -- \
     estimate $R -b 8 --framework jax --device cpu
+expect 2 "--framework tensorflow: on the CPU only pytorch, mxnet and jax (--jax-execution jit) are modelled" -- \
+    estimate $R --framework tensorflow --device cpu
+# MXNet on the CPU: host storage, Module's own parameter copy, the im2col temp space
+X=$M/mxnet
+expect 0 "MXNet's CPU storage: NaiveStorageManager<CPUDeviceStorage>" -- \
+    estimate $X/resnet-18-symbol.json --framework mxnet --device cpu --input-shape data=8,3,224,224
+expect 0 "module_params  44.63 MiB: Module.bind's own zeros copy" -- \
+    estimate $X/resnet-18-symbol.json --framework mxnet --device cpu --input-shape data=8,3,224,224
+# conv0: 3 x 7 x 7 x 112 x 112 x 4 B = 7,375,872 B, as measured (tools/oracle/mxnet_measure.py)
+expect 0 "temp_space     7.03 MiB: the executor's one kTempSpace" -- \
+    estimate $X/resnet-18-symbol.json --framework mxnet --device cpu --input-shape data=8,3,224,224
+# The shared real MXNet files a new user tries (issue 18): each estimates, or says why not
+expect 0 "input.l0_init_h [8,128]: [batch of 't0_l0_i2h_output', 128]" -- \
+    estimate $X/lstm-ocr-ctc-symbol.json --framework mxnet --input-shape data=8,30,80 --mode train
+expect 0 "input.label    [8,4]: [rows of 'fullyconnected0_output' / input_length 30" -- \
+    estimate $X/lstm-ocr-ctc-symbol.json --framework mxnet --input-shape data=8,30,80 --mode train
+expect 0 "needs" -- estimate $X/gluon-resnet50-3d-video-symbol.json --framework mxnet \
+    --input-shape data=2,3,16,112,112 --mode train
+expect 3 "X has rank 4 but W has rank 5: a 3-D convolution reads [N, C, D, H, W] data" -- \
+    estimate $X/gluon-resnet50-3d-video-symbol.json --framework mxnet --input-shape data=2,3,112,112
+# MobileFaceNet was saved for 112 x 112 faces: fc1_weight's __shape__ (128, 512) says so
+expect 3 "the file fixes the shape of 'fc1_weight', so the data reaching it is not the size" -- \
+    estimate $X/mobilefacenet-symbol.json --framework mxnet --input-shape data=8,3,224,224
+expect 0 "needs" -- estimate $X/mobilefacenet-symbol.json --framework mxnet \
+    --input-shape data=8,3,112,112 --mode train
+for f in $X/*-symbol.json; do
+    case $f in
+    *3d-video*) shp=2,3,16,112,112 ;; *lstm-ocr*) shp=8,30,80 ;; *mobilefacenet*) shp=8,3,112,112 ;;
+    *lenet*) shp=8,1,28,28 ;; *mlp*) shp=8,784 ;; *) shp=8,3,224,224 ;;
+    esac
+    for mode in infer train; do
+        expect 0 "needs" -- estimate "$f" --framework mxnet --input-shape data=$shp --mode $mode
+        expect 0 "MXNet's CPU storage" -- estimate "$f" --framework mxnet --device cpu \
+            --input-shape data=$shp --mode $mode
+    done
+done
 expect 0 "framework      tensorflow 2.15 (runtime" -- estimate $R -b 8 --framework tensorflow@2.15
 # TensorFlow: the step under tf.function (as model.fit) by default, eager on request
 expect 0 "schedule       TensorFlow's graph executor over the step's dataflow" -- \

@@ -1852,7 +1852,7 @@ static void test_framework_runtimes(void **state)
     cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
     cfg.device = DNNMEM_DEVICE_CPU;
     expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
-                          "on the CPU only --framework jax with --jax-execution jit is modelled");
+                          "on the CPU only pytorch, mxnet and jax (--jax-execution jit) are modelled");
 }
 
 /* THNN's im2col columns (workspace.c, thnn_columns): at one thread a 3x3

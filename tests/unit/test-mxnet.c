@@ -174,6 +174,8 @@ static const struct {
     {"gluon-resnet50-3d-video-symbol.json", "data=1,3,16,112,112", 27433479, 53126},
     {"mlp-legacy-v0.8-symbol.json", "data=1,784", 109406, 20},
     {"lstm-ocr-ctc-symbol.json", NULL, 247743, 0},
+    /* the same with the begin states and the label derived (test_begin_states) */
+    {"lstm-ocr-ctc-symbol.json", "data=1,30,80", 247743, 0},
 };
 #define N_FILES (sizeof FILES / sizeof FILES[0])
 
@@ -595,6 +597,62 @@ static void test_op_shapes(void **state)
               "data=2,7", "e_output", 3, (const int64_t[]){2, 7, 16});
 }
 
+static void file_shapes_of(const char *file, const char *spec, const char *tensor, int rank,
+                           const int64_t *dims)
+{
+    char path[256];
+    snprintf(path, sizeof path, M "%s", file);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = calloc((size_t)n + 1, 1);
+    assert_non_null(text);
+    assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    shapes_of(text, spec, tensor, rank, dims);
+    free(text);
+}
+
+/* Begin states and the WarpCTC label MXNet itself leaves to the caller,
+ * derived from the cell (src/load/mxnet.c, derive_begin_states). */
+static void test_begin_states(void **state)
+{
+    (void)state;
+    /* lstm-ocr, data [2, 30, 80]: SliceChannel(axis 1, squeeze) gives 30
+     * steps of [2, 80]; t0_l0_i2h makes [2, 512]; t0_l0_h2h (num_hidden 512)
+     * is summed with it and split into 4 gates: h is [2, 512 / 4 = 128]; c
+     * is multiplied by the forget gate sigmoid([2, 128]): [2, 128]. The 30
+     * hidden states [2, 128] concatenated on axis 0 are [60, 128], the FC
+     * [60, 63]; WarpCTC's label: 60 / input_length 30 = 2 rows of
+     * label_length 4: [2, 4] */
+    const char *ocr = "lstm-ocr-ctc-symbol.json";
+    file_shapes_of(ocr, "data=2,30,80", "l0_init_h", 2, (const int64_t[]){2, 128});
+    file_shapes_of(ocr, "data=2,30,80", "l0_init_c", 2, (const int64_t[]){2, 128});
+    file_shapes_of(ocr, "data=2,30,80", "l1_init_h", 2, (const int64_t[]){2, 128});
+    file_shapes_of(ocr, "data=2,30,80", "l1_init_c", 2, (const int64_t[]){2, 128});
+    file_shapes_of(ocr, "data=2,30,80", "label", 2, (const int64_t[]){2, 4});
+    /* a shape the caller gives wins */
+    file_shapes_of(ocr, "data=2,30,80 l0_init_c=2,128 label=8", "label", 1, (const int64_t[]){8});
+    /* a GRU-style cell: i2h and h2h (num_hidden 12) each split into 3
+     * gates, gate 0 of each summed: h is [batch 3 of the i2h gate, 12 / 3] */
+    shapes_of(SYM(", {\"op\": \"null\", \"name\": \"a_weight\", \"inputs\": []}, "
+                  "{\"op\": \"FullyConnected\", \"name\": \"a\", \"attrs\": {\"num_hidden\": \"12\", "
+                  "\"no_bias\": \"True\"}, \"inputs\": [[0, 0, 0], [1, 0, 0]]}, "
+                  "{\"op\": \"SliceChannel\", \"name\": \"as\", \"attrs\": {\"num_outputs\": \"3\"}, "
+                  "\"inputs\": [[2, 0, 0]]}, "
+                  "{\"op\": \"null\", \"name\": \"h0\", \"inputs\": []}, "
+                  "{\"op\": \"null\", \"name\": \"b_weight\", \"inputs\": []}, "
+                  "{\"op\": \"FullyConnected\", \"name\": \"b\", \"attrs\": {\"num_hidden\": \"12\", "
+                  "\"no_bias\": \"True\"}, \"inputs\": [[4, 0, 0], [5, 0, 0]]}, "
+                  "{\"op\": \"SliceChannel\", \"name\": \"bs\", \"attrs\": {\"num_outputs\": \"3\"}, "
+                  "\"inputs\": [[6, 0, 0]]}",
+                  "{\"op\": \"elemwise_add\", \"name\": \"r\", \"inputs\": [[3, 0, 0], [7, 0, 0]]}",
+                  "8"),
+              "data=3,5", "h0", 2, (const int64_t[]){3, 4});
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -605,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_onnx_input_shape),
         cmocka_unit_test(test_batch_size_first_dim),
         cmocka_unit_test(test_op_shapes),
+        cmocka_unit_test(test_begin_states),
     };
     return cmocka_run_group_tests_name("mxnet", tests, NULL, NULL);
 }

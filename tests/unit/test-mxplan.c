@@ -226,6 +226,53 @@ static void test_inplace(void **state)
     dm_schedule_free(&h.s);
 }
 
+/* _backward_FullyConnected writes the data's gradient over the data
+ * (FInplaceOption {1, 0}, fully_connected.cc). X -> node 0 (conv) -> A
+ * (4000, saved) -> node 1 -> L (200). Backward: dL (200) in a step of its
+ * own, L released; node 1's backward makes dA (4000, A's gradient) and
+ * releases A; node 0's releases dA. Storages: A s0, L s1, dL s2 (L's s1 is
+ * still held when dL is requested); dA: node 1 a FullyConnected (Gemm)
+ * takes A's s0 in place: 3 storages, 4000 + 200 + 200 = 4400, 1 in place;
+ * node 1 a convolution: s1 (200) is free but its key is below 4000 / 16 =
+ * 250, so a new s3: 4 storages, 8400, none in place. */
+static void test_fc_backward_inplace(void **state)
+{
+    (void)state;
+    static const enum dm_op fc[] = {DM_OP_Conv, DM_OP_Gemm};
+    static const enum dm_op conv[] = {DM_OP_Conv, DM_OP_Conv};
+    struct hs h = {0};
+    step(&h, DM_PHASE_SETUP, 1, -1);
+    step(&h, DM_PHASE_FORWARD, 1, 0);
+    int32_t a = alloc(&h, DNNMEM_CAT_SAVED, 4000, 1, NULL);
+    step(&h, DM_PHASE_FORWARD, 1, 1);
+    int32_t l = alloc(&h, DNNMEM_CAT_ACTIVATION, 200, 2, NULL);
+    step(&h, DM_PHASE_BACKWARD, 1, -1);
+    int32_t dl = alloc(&h, DNNMEM_CAT_TEMPORARY, 200, 2, "grad");
+    release(&h, l);
+    step(&h, DM_PHASE_BACKWARD, 1, 1);
+    int32_t da = alloc(&h, DNNMEM_CAT_TEMPORARY, 4000, 1, "grad");
+    release(&h, a);
+    release(&h, dl);
+    step(&h, DM_PHASE_BACKWARD, 1, 0);
+    release(&h, da);
+    struct chain c;
+    struct dm_schedule out;
+    struct dm_mxplan_stats st;
+    chain_init(&c, fc, 2);
+    assert_int_equal(dm_mxnet_plan(&c.g, &h.s, 0, &out, &st, NULL), DNNMEM_OK);
+    assert_int_equal(st.storages, 3);
+    assert_int_equal(st.inplace, 1);
+    assert_int_equal(st.storage_bytes, 4400);
+    dm_schedule_free(&out);
+    chain_init(&c, conv, 2);
+    assert_int_equal(dm_mxnet_plan(&c.g, &h.s, 0, &out, &st, NULL), DNNMEM_OK);
+    assert_int_equal(st.storages, 4);
+    assert_int_equal(st.inplace, 0);
+    assert_int_equal(st.storage_bytes, 8400);
+    dm_schedule_free(&out);
+    dm_schedule_free(&h.s);
+}
+
 /* Two training iterations of one op (x -> conv -> a). Eager:
  *   setup: W 1000
  *   it 1: forward: X 400 (input), A 400 (saved); backward: G 1000 (.grad),
@@ -356,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_chain_reuse),
         cmocka_unit_test(test_match_range),
         cmocka_unit_test(test_inplace),
+        cmocka_unit_test(test_fc_backward_inplace),
         cmocka_unit_test(test_training_step),
         cmocka_unit_test(test_word_rounding),
         cmocka_unit_test(test_window),
