@@ -921,6 +921,7 @@ struct dm_capture {
     bool train;
     int iterations;
     int grad_accum;       /* micro-batches per optimizer step (1: none) */
+    int32_t sdpa_cpu;     /* F.scaled_dot_product_attention calls run as the CPU's kernel */
     int64_t batch;        /* the batch captured, 0 = unstated */
     struct dm_capture_dim dims[DM_CAPTURE_DIMS]; /* what the sizes are functions of */
     int n_dims;

@@ -26,7 +26,7 @@ import weakref
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten
 
 FORMAT_VERSION = 2  # 2: sizes may be functions of the dims (dnnmem.dims)
@@ -111,22 +111,64 @@ def _bf16_meta(func, args, kwargs):
     return torch.empty(out.shape, dtype=dt, device="meta")
 
 
-class _NoAutocast(TorchFunctionMode):
-    """Refuses torch functions called under torch.autocast (turned on inside the model's
-    forward): autocast casts nothing on meta tensors, and below the autograd and autocast
-    keys, where the recorder runs, it cannot be seen."""
+class _Functions(TorchFunctionMode):
+    """What the recorder, below the autograd and autocast keys, cannot see or decide:
+
+    - torch.autocast (turned on inside the model's forward) is refused: it casts nothing on
+      meta tensors;
+    - F.scaled_dot_product_attention runs the kernel the CPU picks, not the meta device's
+      (meta's _fused_sdp_choice is the math kernel whatever the inputs; attention.cpp): the
+      CPU's choice is asked of small CPU stand-ins with the same batch, heads, head dims,
+      dtypes, mask, dropout and causality (sdp_utils_cpp.cpp reads no sequence length but
+      its being nonzero), and where it is the flash kernel, the step runs
+      aten._scaled_dot_product_flash_attention_for_cpu on the meta inputs, after the boolean
+      mask's conversion to an additive one (convert_boolean_attn_mask), as
+      at::scaled_dot_product_attention does on the CPU."""
 
     def __init__(self, cap):
         super().__init__()
         self.cap = cap
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         if _autocast_on():
             where = self.cap.modules[-1] if self.cap.modules else "the top level"
             raise CaptureError(f"dnnmem.torch.capture: {getattr(func, '__name__', func)} in {where} runs "
                                f"under torch.autocast, which does not run on the meta device (its "
                                f"casts would be silently absent); mixed precision is not captured yet")
-        return func(*args, **(kwargs or {}))
+        if func is torch.nn.functional.scaled_dot_product_attention:
+            out = _sdpa_as_cpu(self.cap, *args, **kwargs)
+            if out is not None:
+                return out
+        return func(*args, **kwargs)
+
+
+def _sdpa_as_cpu(cap, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                 enable_gqa=False):
+    """The CPU's sdpa on meta inputs (_Functions), or None where the meta device's own path
+    is the CPU's too (the math kernel) or the inputs are not plain meta tensors."""
+    ts = [query, key, value] + ([attn_mask] if attn_mask is not None else [])
+    if not all(isinstance(t, torch.Tensor) and t.device.type == "meta" and t.dim() == 4 for t in ts[:3]) \
+            or (attn_mask is not None and not isinstance(attn_mask, torch.Tensor)):
+        return None
+
+    def stand_in(t, seq_dims):  # the same sizes but 1 (or 0) along the sequence dims
+        return torch.zeros([min(n, 1) if d >= t.dim() - seq_dims else n for d, n in enumerate(t.shape)],
+                           dtype=t.dtype)
+    with _disable_current_modes():  # the stand-ins are not the step's
+        q, k, v = (torch.zeros([*t.shape[:-2], min(t.shape[-2], 1), t.shape[-1]], dtype=t.dtype)
+                   for t in (query, key, value))  # the sequence dim (-2) 1, the head dim kept
+        m = stand_in(attn_mask, 2) if attn_mask is not None else None
+        choice = torch.ops.aten._fused_sdp_choice(q, k, v, m, dropout_p, is_causal, scale=scale,
+                                                  enable_gqa=enable_gqa)
+    if choice != 1:  # SDPBackend.flash_attention (its CPU kernel takes grouped k and v as they are)
+        return None
+    cap.sdpa_cpu += 1
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        attn_mask = torch.where(attn_mask.logical_not(), float("-inf"),
+                                torch.scalar_tensor(0.0, dtype=query.dtype, device=attn_mask.device))
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
 
 
 class _Recorder(TorchDispatchMode):
@@ -202,6 +244,7 @@ class Capture:
             self.header["optimizer"] = optimizer
         self.steps.append({"phase": "setup", "iteration": 1, "alloc": []})
         self._fitted = None     # the file's object when its sizes were fitted (dnnmem.dims)
+        self.sdpa_cpu = 0       # F.scaled_dot_product_attention calls run as the CPU's flash kernel
 
     # ---- storages ----
     def _key(self, t):
@@ -337,6 +380,8 @@ class Capture:
         if self._fitted is not None:
             return self._fitted
         self.flush_frees()
+        if self.sdpa_cpu:
+            self.header["sdpa"] = {"calls": self.sdpa_cpu, "kernel": "cpu"}
         steps = [{k: v for k, v in s.items() if not k.startswith("_")} for s in self.steps]
         return dict(self.header, storages=self.storages, steps=steps)
 
@@ -538,7 +583,7 @@ def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_ac
         cap.register(target, target.untyped_storage(), target.untyped_storage()._cdata, "target",
                      "target", setup)
     params = dict(model.named_parameters())
-    with _module_names(model, cap), _host_rng_states(cap), _NoAutocast(cap), _Recorder(cap), \
+    with _module_names(model, cap), _host_rng_states(cap), _Functions(cap), _Recorder(cap), \
             torch.autograd.graph.saved_tensors_hooks(cap.saved, lambda t: t):
         if not train:
             cap.phase = "forward"

@@ -466,6 +466,13 @@ static void capture_assumptions(struct dm_est *e, const struct dm_capture *cap, 
               cap->model ? cap->model : "", cap->model ? ": " : "", (int)cap->n_buf,
               (int)e->g->n_nodes);
     dm_assume(as, "mode", "model", "%s", cap->train ? "train, as captured" : "inference, as captured");
+    if (cap->sdpa_cpu)
+        dm_assume(as, "attention", "model",
+                  "%d F.scaled_dot_product_attention calls run as the CPU runs them (its flash "
+                  "kernel where it picks it: dnnmem.torch)%s", (int)cap->sdpa_cpu,
+                  run->cuda ? "; CUDA's backend choice (flash, memory-efficient, math) is not "
+                              "applied to a capture yet: its buffers are the CPU kernel's"
+                            : "");
     if (cap->batch && !cap->n_dims)
         dm_assume(as, "dims.batch", "model", "%lld", (long long)cap->batch);
     for (int d = 0; d < cap->n_dims; d++) {

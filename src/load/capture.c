@@ -269,6 +269,16 @@ static enum dnnmem_status header(struct cap *k, const json_t *root)
     if (json_object_get(root, "grad_accum"))
         DM_TRY(get_int(k, json_object_get(root, "grad_accum"), "\"grad_accum\"", 1, CAPTURE_MAX_ITER, &accum));
     k->c->grad_accum = (int)accum;
+    const json_t *sd = json_object_get(root, "sdpa"); /* {"calls": N, "kernel": "cpu"} */
+    if (sd) {
+        const char *kern = json_is_object(sd) ? get_str(sd, "kernel") : NULL;
+        int64_t calls;
+        if (!kern || strcmp(kern, "cpu") != 0)
+            return dm_fail(k->err, DNNMEM_E_PARSE, "%s: \"sdpa\" must be {\"calls\": N, \"kernel\": "
+                           "\"cpu\"}", k->path);
+        DM_TRY(get_int(k, json_object_get(sd, "calls"), "\"sdpa\": \"calls\"", 0, INT32_MAX, &calls));
+        k->c->sdpa_cpu = (int32_t)calls;
+    }
     k->c->iterations = (int)it;
     k->c->batch = batch;
     const char *s;
