@@ -43,7 +43,7 @@ LDLIBS := $(PKG_LIBS) -lm -pthread
 # The Keras front end (src/load/keras/keras.h).
 KERAS_SRC := src/load/keras/build.c src/load/keras/layers.c src/load/keras/spatial.c \
              src/load/keras/sequence.c src/load/keras/model.c \
-             src/load/keras/archive.c
+             src/load/keras/archive.c src/load/keras/apps.c
 # The pipeline, in order: util, graph, load, shape, schedule, alloc, report, api.
 LIB_SRC := src/util/arena.c src/util/error.c \
            src/graph/dtype.c src/graph/ops.c src/graph/graph.c src/graph/lift.c \

@@ -855,7 +855,20 @@ expect 0 "dims.batch     32 (--batch-size)" -- estimate $K/resnet50_keras2.1.6.j
 expect 0 "weights               97.80 MiB" -- estimate $K/resnet50_keras2.1.6.json -b 1
 expect 0 "optimizer state        8.04 MiB" -- estimate $K/resnet50_transfer_keras3.json --batch-size 32 --mode train
 expect 0 "(keras, opset 17," -- estimate $K/lstm_sentiment_keras2.10.json --batch-size 32 --mode train --optimizer adam
-expect 2 "dim 'height' (axis 1 of input 'input_4') is not bound" -- estimate $K/inceptionv3_keras2.1.6.json
+# a Keras Application whose JSON leaves the input size open gets its
+# keras.applications default_size (InceptionV3: 299), stated, and --dim overrides it
+expect 0 "dims.height    299 (keras.applications.InceptionV3's default_size, the model being named 'inception_v3'; --dim height=N sets another)  [default]" -- estimate $K/inceptionv3_keras2.1.6.json
+for F in $K/inceptionv3_keras2.1.6.json; do
+    a=$("$D" estimate $F -b 2 --mode train 2>&1 | grep '^peak'); b=$("$D" estimate $F -b 2 --mode train --dim height=299 --dim width=299 2>&1 | grep '^peak')
+    c=$("$D" estimate $F -b 2 --mode train --dim height=320 --dim width=320 2>&1 | grep '^peak')
+    if [ -z "$a" ] || [ "$a" != "$b" ] || [ "$a" = "$c" ]; then echo "FAIL: inception's default size is not 299x299: '$a' / '$b' / '$c'"; fail=$((fail + 1)); else pass=$((pass + 1)); fi
+done
+printf '%s' '{"class_name": "Functional", "keras_version": "2.15.0", "config": {"name": "mobilenet_0.50_160", "layers": [{"class_name": "InputLayer", "name": "in", "config": {"name": "in", "batch_input_shape": [null, null, null, 3], "dtype": "float32"}, "inbound_nodes": []}, {"class_name": "Conv2D", "name": "c", "config": {"name": "c", "filters": 4, "kernel_size": [3, 3], "strides": [1, 1], "padding": "same", "use_bias": false}, "inbound_nodes": [[["in", 0, 0, {}]]]}], "input_layers": [["in", 0, 0]], "output_layers": [["c", 0, 0]]}}' >"$T/kmobile.json"
+# MobileNet's rows are in its name: [2,160,160,4] float32 = 800 KiB of output
+expect 0 "dims.width     160 (keras.applications.MobileNet's default_size, the model being named 'mobilenet_0.50_160'" -- estimate "$T/kmobile.json" -b 2
+expect 0 "800.00 KiB  float32  [2,4,160,160]" -- estimate "$T/kmobile.json" -b 2
+sed 's/mobilenet_0.50_160/mynet/' "$T/kmobile.json" >"$T/kopen.json"
+expect 2 "dim 'height' (axis 1 of input 'in') is not bound; pass --dim height=N (the model leaves its input size open; or --input-shape in=... for the whole shape)" -- estimate "$T/kopen.json" -b 2
 expect 0 "dims.height    299 (--dim)" -- estimate $K/inceptionv3_keras2.1.6.json --dim height=299 --dim width=299
 # Keras 2's fused BatchNorm under TF: the grad kernel's NHWC -> NCHW transposes
 # at the peak when eager or when Grappler keeps the graph NHWC (fp16 convolutions)

@@ -137,6 +137,11 @@ struct saved {
 enum dnnmem_status dm_kr_fail(struct keras *k, enum dnnmem_status s, const char *fmt, ...)
     DM_PRINTF(3, 4);
 int32_t dm_kr_oom(struct keras *k);
+/* apps.c: a Keras Application (recognised by name and by its one open
+ * [batch, height, width, 3] input) gets its keras.applications default
+ * input size as the default of its height and width symbols
+ * (g->sym_default, arena-owned); other models are left as they are. */
+enum dnnmem_status dm_kr_app_defaults(struct keras *k, json_t *root);
 json_t *dm_kr_field(json_t *o, const char *key);
 bool dm_kr_json_int(json_t *v, int64_t *out);
 int64_t dm_kr_get_int(struct keras *k, json_t *cfg, const char *key, int64_t dflt, int64_t lo);

@@ -495,6 +495,8 @@ static enum dnnmem_status build(struct keras *k, json_t *root)
         return dm_kr_oom(k), k->st;
     if (g->n_inputs == 0)
         return dm_kr_fail(k, DNNMEM_E_MODEL, "the model has no input");
+    if (dm_kr_app_defaults(k, root) != DNNMEM_OK)
+        return k->st;
     g->outputs = dm_arena_array(&g->arena, (size_t)io.n_out + 1, sizeof *g->outputs);
     if (!g->outputs)
         return dm_kr_oom(k), k->st;
