@@ -244,7 +244,9 @@ static bool mx_page_bad(const struct dnnmem_config *c)
     X(CAPACITY, c->capacity_bytes > 0)                                                             \
     X(TF_LIMIT_ZERO, c->tf_memory_limit_bytes == 0)                                                \
     X(TF_LIMIT, c->tf_memory_limit_bytes > 0)                                                      \
-    X(TF_NO_ROOM, free_at_start(c, o) <= (uint64_t)dm_default_int(&o->d, TF_MIN_SYSTEM_MEMORY))    \
+    /* the GPU's free memory less MinSystemMemory; the CPU's limit is its own */              \
+    X(TF_NO_ROOM, c->device == DNNMEM_DEVICE_CUDA && free_at_start(c, o) <=                   \
+                      (uint64_t)dm_default_int(&o->d, TF_MIN_SYSTEM_MEMORY))                \
     X(JAX_FRACTION_BAD, !(dm_default_real(&o->d, JAX_MEM_FRACTION) > 0 &&                          \
                           dm_default_real(&o->d, JAX_MEM_FRACTION) <= 1))                          \
     X(MX_PAGE_BAD, mx_page_bad(c))                                                                 \
@@ -393,8 +395,10 @@ static const struct check checks[] = {
      {A_FW_NAME, A_FW_VERSION}},
     {O, {F_GRAD_SUM_CAP_BAD}, USAGE, "--mxnet-grad-sum-cap %s: expected 1..1000000",
      {A_GRAD_SUM_CAP}},
-    {O, {F_OTHER_FW, NOT(F_CUDA)}, USAGE,
-     "--framework %s: only GPU runtimes are modelled; drop --device cpu", {A_FW_NAME}},
+    /* TensorFlow's CPU runtime is modelled (its CPU BFC allocator, replay.c) */
+    {O, {F_OTHER_FW, NOT(F_TF), NOT(F_CUDA)}, USAGE,
+     "--framework %s: only GPU runtimes are modelled (and TensorFlow's CPU); drop --device cpu",
+     {A_FW_NAME}},
     {O, {F_OTHER_FW, F_ALLOC_ROUND}, USAGE,
      "--alloc-round: replaces PyTorch's caching allocator; not with --framework %s", {A_FW_NAME}},
     {O, {F_TORCH_BAD}, USAGE, "torch version %s: expected major*100+minor", {A_TORCH}},

@@ -676,7 +676,7 @@ expect 2 "--tf-allow-growth: applies to --framework tensorflow" -- estimate $R -
 expect 2 "--mxnet-pool: applies to --framework mxnet" -- estimate $R --mxnet-pool round
 expect 2 "--alloc-round: replaces PyTorch's caching allocator; not with --framework tensorflow" -- \
     estimate $R --framework tensorflow --alloc-round 512
-expect 2 "--framework jax: only GPU runtimes are modelled" -- estimate $R --framework jax --device cpu
+expect 2 "--framework jax: only GPU runtimes are modelled (and TensorFlow's CPU)" -- estimate $R --framework jax --device cpu
 expect 0 "framework      tensorflow 2.15 (runtime" -- estimate $R -b 8 --framework tensorflow@2.15
 # TensorFlow: the step under tf.function (as model.fit) by default, eager on request
 expect 0 "schedule       TensorFlow's graph executor over the step's dataflow" -- \

@@ -112,6 +112,11 @@ struct keras {
      * back through it, so the dispatch stands on them and no file below it
      * calls up (tools/callgraph.py). */
     void (*call_layer)(struct keras *k, json_t *layer, struct layer_io *io);
+    /* Keras 3: the layer-call outputs of the models being built (malloc'd,
+     * n_held of cap_held), each held to the end of its model's call (model.c,
+     * keras3_hold) */
+    int32_t *held;
+    size_t n_held, cap_held;
 };
 
 /* One layer call: its config, its inputs (borrowed) and its outputs. */
