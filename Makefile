@@ -188,6 +188,8 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	python3 tools/gpu/jax_measure.py --dry-run tools/gpu/jax-configs.jsonl
 	@echo "== published whole-process measurements (BERT-large, HF Trainer)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-trainer.sh
+	@echo "== TensorFlow 2.21 / Keras 3.15 on the CPU (tools/oracle/tf_measure.py; docs/validation-tf.md)"
+	python3 tools/oracle/tf_measure.py compare --dnnmem $(B)/dnnmem --brief --check
 	@echo "== published TensorFlow measurements (printed, not failed: low confidence, inferred context)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-tf.sh
 	@echo "== docs/options.md against --help"

@@ -879,6 +879,21 @@ expect 0 "BatchNormalization.x_backprop_transformed (NCHW)" -- \
     estimate $K/resnet50_keras2.1.6.json -b 32 --mode train --framework tensorflow --gpu A100-80GB \
     --precision amp-fp16
 expect 2 "--seq-len: " -- estimate $K/lstm_sentiment_keras2.10.json --seq-len 64
+# TensorFlow on the CPU (its CPU BFC allocator) and Keras 3's Functional holding every
+# layer output to the end of an eager call: relu, tanh, sigmoid on [4,16384] float32
+# (256 KiB each), measured with TF 2.21 / Keras 3.15 (docs/validation-tf.md): model(x)
+# peaks at the input and the three outputs, predict_on_batch at the input and one
+KT=$M/keras-tf
+expect 0 "needs        1.00 MiB  (peak in use 1.00 MiB + CUDA context 0 B" -- \
+    estimate $KT/acts3.json --framework tensorflow --device cpu -b 4 --tf-execution eager
+expect 0 "needs        512.00 KiB  (peak in use 512.00 KiB + CUDA context 0 B" -- \
+    estimate $KT/acts3.json --framework tensorflow --device cpu -b 4
+expect 0 "allocator      TensorFlow's CPU BFC (TF_CPU_ALLOCATOR_USE_BFC=true" -- \
+    estimate $KT/acts3.json --framework tensorflow --device cpu -b 4
+expect 0 "memory_limit   1.00 GiB (--tf-memory-limit)" -- \
+    estimate $KT/acts3.json --framework tensorflow --device cpu -b 4 --tf-memory-limit 1GiB
+expect 2 "--framework mxnet: only GPU runtimes are modelled (and TensorFlow's CPU)" -- \
+    estimate $KT/acts3.json --framework mxnet --device cpu -b 4
 printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, null], "dtype": "int32"}}, {"class_name": "Embedding", "config": {"name": "e", "input_dim": 100, "output_dim": 8}}, {"class_name": "GRU", "config": {"name": "g", "units": 4}}]}}' >"$T/kseq.json"
 expect 0 "dims.seq       64 (--seq-len)" -- estimate "$T/kseq.json" --seq-len 64 -b 2 --mode train
 printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, 4]}}, {"class_name": "Lambda", "config": {"name": "my_lambda"}}]}}' >"$T/klambda.json"
