@@ -58,8 +58,9 @@ static void framework_assumptions(struct dm_est *e)
         dm_assume(as, "framework", "option", "%s%s%s (runtime: allocator, limit, overheads; %s)",
                   dnnmem_framework_name(c->framework), c->framework_version ? " " : "",
                   c->framework_version ? c->framework_version : "",
-                  tf_cpu ? "on the CPU compared with TF 2.21 / Keras 3.15: inference mostly "
-                           "within 3%, training steps under by 4-39% (docs/validation-tf.md)"
+                  tf_cpu ? "on the CPU compared with TF 2.21 / Keras 3.15, training and "
+                           "inference: median |error| 4%, not yet within the bars "
+                           "(docs/validation-tf.md)"
                          : "not validated against measurements");
         if (o->jax_jit)
             dm_assume(as, "schedule", "default",

@@ -51,6 +51,9 @@ APPS = [
     ("resnet50-i64", "app:ResNet50:64", (2,)),
 ]
 RAND = [("rand%d" % s, "rand:%d" % s, (4,)) for s in range(1, 7)]
+# one layer's mechanism each: Input [32, 32, 16] -> the layer -> GlobalAveragePooling2D ->
+# Dense(10, softmax) (micro_model)
+MICRO = [("micro-%s" % n, "micro:" + n, (8,)) for n in ("conv", "bn", "silu", "gelu", "maxpool")]
 SHARED_JSON = [
     ("mnist_small_cnn", "json:mnist_small_cnn_keras2.15.json", (32,)),
     ("fashion_mnist_mlp", "json:fashion_mnist_mlp_keras3.json", (32,)),
@@ -58,7 +61,7 @@ SHARED_JSON = [
 
 
 def configs():
-    for name, how, batches in RAND + SHARED_JSON + APPS:
+    for name, how, batches in RAND + SHARED_JSON + APPS + MICRO:
         for b in batches:
             for mode in ALL_MODES:
                 yield {"id": "%s-%s-b%d" % (name, mode, b), "model": name, "build": how,
@@ -119,8 +122,24 @@ def rand_model(keras, seed):
     return keras.Model(inp, out, name="rand%d" % seed)
 
 
+def micro_model(keras, name):
+    L = keras.layers
+    body = {
+        "conv": lambda i: L.Conv2D(16, 3, padding="same")(i),
+        "bn": lambda i: L.BatchNormalization()(i),
+        "silu": lambda i: L.Activation("silu")(i),
+        "gelu": lambda i: L.Activation("gelu")(i),
+        "maxpool": lambda i: L.MaxPooling2D(2)(i),
+    }[name]
+    i = keras.Input((32, 32, 16), name="x")
+    x = L.GlobalAveragePooling2D()(body(i))
+    return keras.Model(i, L.Dense(10, activation="softmax")(x), name="micro_" + name)
+
+
 def build(keras, how):
     kind, _, rest = how.partition(":")
+    if kind == "micro":
+        return micro_model(keras, rest)
     if kind == "app":
         name, size = rest.split(":")
         return getattr(keras.applications, name)(weights=None, input_shape=(int(size), int(size), 3))
@@ -384,6 +403,10 @@ CHUNKS = ("weights' chunks: each variable's value is its initializer's output (A
           "by the build's history: BFC hands out an unsplit chunk under twice the request "
           "(4376064 B for the 3211264 B kernel); dnnmem places the weights in fresh regions")
 TRACED = {
+    "micro-silu-call-b8": "silu's Sigmoid output lives beside its Mul (not modelled), and its "
+                          "524288 B request got an unsplit 1044992 B chunk the warm-up step freed",
+    "micro-bn-fit-b8": "Keras 3's unfused BatchNormalization under tf.function: PyTorch's rule "
+                       "keeps more than the pruned gradient graph (over)",
     "fashion_mnist_mlp-call-b32": CHUNKS,
     "fashion_mnist_mlp-predict-b32": CHUNKS,
     "fashion_mnist_mlp-fit-b32": "the executor's order: sgd/Mul outputs of three variables "
