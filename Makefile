@@ -43,7 +43,7 @@ LDLIBS := $(PKG_LIBS) -lm -pthread
 # The Keras front end (src/load/keras/keras.h).
 KERAS_SRC := src/load/keras/build.c src/load/keras/layers.c src/load/keras/spatial.c \
              src/load/keras/sequence.c src/load/keras/model.c \
-             src/load/keras/archive.c
+             src/load/keras/archive.c src/load/keras/apps.c
 # The pipeline, in order: util, graph, load, shape, schedule, alloc, report, api.
 LIB_SRC := src/util/arena.c src/util/error.c \
            src/graph/dtype.c src/graph/ops.c src/graph/graph.c src/graph/lift.c \
@@ -194,6 +194,8 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	@echo "== MXNet 1.9.1 on the CPU, its own kernels (tests/validation/mxnet-cpu-1.9.jsonl: tools/oracle/mxnet_measure.py)"
 	python3 tools/oracle/mxnet_compare.py tests/validation/mxnet-cpu-1.9.jsonl --dnnmem $(B)/dnnmem --check \
 	    --misses tests/validation/mxnet-expected-misses.txt
+	@echo "== TensorFlow 2.21 / Keras 3.15 on the CPU (tools/oracle/tf_measure.py; docs/validation-tf.md)"
+	python3 tools/oracle/tf_measure.py compare --dnnmem $(B)/dnnmem --brief --check
 	@echo "== published TensorFlow measurements (printed, not failed: low confidence, inferred context)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-tf.sh
 	@echo "== docs/options.md against --help"

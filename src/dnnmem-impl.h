@@ -422,6 +422,13 @@ struct dm_graph {
     int64_t max_nodes;         /* the load's budget (dnnmem_load_options); 0: none */
     int32_t n_symbols;
     const char **symbols;
+    /* A default value for each symbol (n_symbols entries, -1 for none;
+     * arena-owned) that the front end found in the model, bound when no
+     * option binds the symbol, and why (the assumption text); NULL when
+     * none: Keras Applications' default input size (src/load/keras/apps.c) */
+    const int64_t *sym_default;
+    int32_t n_sym_default;     /* its entries: the symbols when it was set */
+    const char *sym_default_why;
     int32_t n_inputs, n_outputs;
     int32_t *inputs, *outputs; /* tensor indices */
     const char *stored_dtype;  /* HF configs: torch_dtype as the config states it, or NULL */

@@ -277,7 +277,9 @@ static int par_world(const struct dnnmem_config *c)
     X(CAPACITY, c->capacity_bytes > 0)                                                             \
     X(TF_LIMIT_ZERO, c->tf_memory_limit_bytes == 0)                                                \
     X(TF_LIMIT, c->tf_memory_limit_bytes > 0)                                                      \
-    X(TF_NO_ROOM, free_at_start(c, o) <= (uint64_t)dm_default_int(&o->d, TF_MIN_SYSTEM_MEMORY))    \
+    /* the GPU's free memory less MinSystemMemory; the CPU's limit is its own */              \
+    X(TF_NO_ROOM, c->device == DNNMEM_DEVICE_CUDA && free_at_start(c, o) <=                   \
+                      (uint64_t)dm_default_int(&o->d, TF_MIN_SYSTEM_MEMORY))                \
     X(JAX_FRACTION_BAD, !(dm_default_real(&o->d, JAX_MEM_FRACTION) > 0 &&                          \
                           dm_default_real(&o->d, JAX_MEM_FRACTION) <= 1))                          \
     X(MX_PAGE_BAD, mx_page_bad(c))                                                                 \
@@ -471,12 +473,12 @@ static const struct check checks[] = {
      {A_FW_NAME, A_FW_VERSION}},
     {O, {F_GRAD_SUM_CAP_BAD}, USAGE, "--mxnet-grad-sum-cap %s: expected 1..1000000",
      {A_GRAD_SUM_CAP}},
-    /* on the CPU only PyTorch's eager kernels, JAX's jitted step (XLA's CPU
-     * buffer assignment, src/schedule/xla.c) and MXNet's executor (host
-     * storage, src/schedule/mxplan.c) are modelled */
-    {O, {F_OTHER_FW, NOT(F_CUDA), NOT(F_JAX_JIT), NOT(F_MXNET)}, USAGE,
-     "--framework %s: on the CPU only pytorch, mxnet and jax (--jax-execution jit) are modelled; drop "
-     "--device cpu", {A_FW_NAME}},
+    /* on the CPU every framework's runtime is modelled (PyTorch's eager
+     * kernels, TensorFlow's CPU BFC allocator, MXNet's executor and host
+     * storage, XLA's CPU buffer assignment) but JAX's op-by-op eager mode */
+    {O, {F_JAX, NOT(F_JAX_JIT), NOT(F_CUDA)}, USAGE,
+     "--framework %s --jax-execution eager: on the CPU only JAX's jitted step is modelled (XLA's "
+     "CPU buffer assignment); use --jax-execution jit or --device cuda", {A_FW_NAME}},
     {O, {F_OTHER_FW, F_ALLOC_ROUND}, USAGE,
      "--alloc-round: replaces PyTorch's caching allocator; not with --framework %s", {A_FW_NAME}},
     {O, {F_TORCH_BAD}, USAGE, "torch version %s: expected major*100+minor", {A_TORCH}},

@@ -55,12 +55,16 @@ static void framework_assumptions(struct dm_est *e)
             [DNNMEM_FW_MXNET] = "MXNet's static memory planner (in-place reuse, NNVM_EXEC_MATCH_RANGE)",
             [DNNMEM_FW_JAX] = "XLA's buffer assignment (heap simulator, rematerialisation)"};
         bool mx_cpu = c->framework == DNNMEM_FW_MXNET && !run->cuda;
+        bool tf_cpu = c->framework == DNNMEM_FW_TENSORFLOW && c->device != DNNMEM_DEVICE_CUDA;
         dm_assume(as, "framework", "option", "%s%s%s (runtime: allocator, limit, overheads; %s)",
                   dnnmem_framework_name(c->framework), c->framework_version ? " " : "",
                   c->framework_version ? c->framework_version : "",
                   mx_cpu ? "checked against MXNet 1.9.1's executor on the CPU with its own kernels, "
                            "MXNET_MKLDNN_ENABLED=0 (docs/validation-mxnet.md)"
-                         : "not validated against measurements");
+                  : tf_cpu ? "on the CPU compared with TF 2.21 / Keras 3.15, training and "
+                             "inference: median |error| 4%, not yet within the bars "
+                             "(docs/validation-tf.md)"
+                           : "not validated against measurements");
         if (o->jax_jit)
             dm_assume(as, "schedule", "default",
                       "XLA's buffer assignment over the step's dataflow (values die at their last "

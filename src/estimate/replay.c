@@ -72,6 +72,38 @@ static enum dnnmem_status fw_new(const struct dm_fwsim *f, bool limited, struct 
     return dm_alloc_bfc_new(&o, a);
 }
 
+/* TensorFlow's CPU allocator, as TF_CPU_ALLOCATOR_USE_BFC=true makes it
+ * (ProcessState::GetCPUAllocator, tensorflow/core/common_runtime/
+ * process_state.cc): a BFCAllocator over BasicCPUAllocator with
+ * allow_growth true and a limit of TF_CPU_BFC_MEM_LIMIT_IN_MB, default
+ * 1 << 16 MiB (64 GiB); its rules are bfc.c's (256 B rounding, regions from
+ * 2 MiB doubling). Its AllocatorStats are what
+ * tf.config.experimental.get_memory_info('CPU:0') reads (tools/oracle/
+ * tf_measure.py); without the variable TF's CPU allocator is a PoolAllocator
+ * (or the plain host allocator) with no such accounting, and the bytes in
+ * use are the same but for the 256 B rounding. No CUDA context. */
+#define TF_CPU_BFC_LIMIT_DEFAULT ((uint64_t)1 << 36)
+
+static void tf_cpu_setup(const struct dnnmem_config *cfg, struct dm_fwsim *f,
+                         struct dm_assumptions *as)
+{
+    char b1[32];
+    f->bfc.allow_growth = true;
+    f->reserves_limit = false;
+    f->limit = cfg->tf_memory_limit_bytes > 0 ? (uint64_t)cfg->tf_memory_limit_bytes
+                                              : TF_CPU_BFC_LIMIT_DEFAULT;
+    dm_assume(as, "memory_limit", cfg->tf_memory_limit_bytes > 0 ? "option" : "default",
+              "%s (%s)", dm_format_bytes(f->limit, b1),
+              cfg->tf_memory_limit_bytes > 0
+                  ? "--tf-memory-limit"
+                  : "TF_CPU_BFC_MEM_LIMIT_IN_MB's default, 64 GiB (process_state.cc); "
+                    "--tf-memory-limit sets it");
+    dm_assume(as, "allocator", "default",
+              "TensorFlow's CPU BFC (TF_CPU_ALLOCATOR_USE_BFC=true: process_state.cc; 256 B "
+              "rounding, best fit, coalescing, allow_growth: regions from 2 MiB, doubling); "
+              "peak in use is what get_memory_info('CPU:0') reports");
+}
+
 /* Resolve the framework's allocator options and limit (the check table's
  * DM_CHECK_RUNTIME rows have passed); assumptions say what was chosen and
  * why. */
@@ -84,7 +116,9 @@ static enum dnnmem_status fw_setup(const struct dm_est_opts *o, uint64_t context
     f->fw = cfg->framework;
     dm_bfc_opts_init(&f->bfc);
     dm_pool_opts_init(&f->pool);
-    if (cfg->framework == DNNMEM_FW_TENSORFLOW) {
+    if (cfg->framework == DNNMEM_FW_TENSORFLOW && cfg->device != DNNMEM_DEVICE_CUDA) {
+        tf_cpu_setup(cfg, f, as);
+    } else if (cfg->framework == DNNMEM_FW_TENSORFLOW) {
         f->bfc.allow_growth = cfg->tf_allow_growth;
         f->reserves_limit = !cfg->tf_allow_growth;
         if (cfg->tf_memory_limit_bytes > 0) {

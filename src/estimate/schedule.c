@@ -96,11 +96,14 @@ enum dnnmem_status dm_est_schedule(struct dm_est *e, struct dnnmem_error *err)
                             "graph rules: elementwise kernels write into a dying input's buffer "
                             "(forward_input_or_allocate_output), activation, Sub, Mul, Div and Clip "
                             "grads into a dying incoming grad's or kept operand's; Dropout keeps a "
-                            "float mask only; fused LayerNorm keeps no normalized * gamma; the "
-                            "layout optimizer runs the GPU graph %s%s; not modelled: its boundary "
-                            "transposes, memory optimizer swapping",
-                            run->cuda && run->tf_nhwc ? "NHWC" : "NCHW",
-                            run->cuda && run->tf_nhwc
+                            "float mask only; fused LayerNorm keeps no normalized * gamma; %s%s%s; "
+                            "not modelled: its boundary transposes, memory optimizer swapping",
+                            run->cuda ? "the layout optimizer runs the GPU graph "
+                                      : "the CPU graph stays NHWC (the layout optimizer "
+                                        "converts GPU graphs only), its kernels NHWC",
+                            !run->cuda ? "" : run->tf_nhwc ? "NHWC" : "NCHW",
+                            !run->cuda ? ""
+                            : run->tf_nhwc
                                 ? " (fp16/bf16 convolutions): fused BatchNorm transposes in training"
                                 : ": fused BatchNorm needs no transposes")
                       : "eager GradientTape rules: each op keeps the inputs and outputs its "

@@ -237,6 +237,10 @@ static enum dnnmem_status bind_dims(const struct dm_graph *g, const struct dnnme
             seq_used = true;
             vals[i] = cfg->seq_len;
             dm_assume(as, key, "option", "%lld (--seq-len)", (long long)vals[i]);
+        } else if (i < g->n_sym_default && g->sym_default[i] > 0) {
+            vals[i] = g->sym_default[i];
+            dm_assume(as, key, "default", "%lld (%s; --dim %s=N sets another)",
+                      (long long)vals[i], g->sym_default_why, name);
         } else if (strcmp(name, "expert_tokens") == 0) {
             /* a mixture-of-experts model's tokens per expert depend on the
              * data (src/load/hf.c, dm_shape_expert_tokens); left unbound */

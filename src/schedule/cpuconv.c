@@ -554,6 +554,8 @@ void dm_cpu_conv_begin(const struct dm_cpu_conv *cv, const struct dm_run *run,
                        const struct dm_ws_sink *sink, bool backward, struct dm_ws *ws)
 {
     struct cc b = {.cv = cv, .run = run, .sink = sink};
+    if (run->tf_ops) /* ATen's CPU kernels only: TensorFlow's are its own (tf.c) */
+        return;
     enum cpu_conv be = cpu_conv_backend(&b);
     uint64_t columns;
     if (be == CPU_CONV_SLOW2D) {
@@ -569,6 +571,8 @@ void dm_cpu_conv_grad(const struct dm_cpu_conv *cv, const struct dm_run *run,
                       const struct dm_ws_sink *sink, int k, struct dm_ws *ws, bool after)
 {
     struct cc b = {.cv = cv, .run = run, .sink = sink};
+    if (run->tf_ops)
+        return;
     cpu_conv_grad(&b, k, ws, after);
 }
 

@@ -32,13 +32,19 @@ static enum dnnmem_status init_shape(struct dm_infer *ctx, int32_t id, int rank,
         int64_t d = given ? given[k] : tt->dims[k].value;
         if (!given && tt->dims[k].sym >= 0) {
             d = ctx->sym_values[tt->dims[k].sym];
+            const char *sym = ctx->g->symbols[tt->dims[k].sym];
+            /* a batch or sequence axis has its own options; any other one
+             * (an image's height, a Keras input left open) is the model's
+             * input size, which --input-shape gives whole */
+            bool bs = strstr(sym, "batch") || strstr(sym, "seq");
             if (d < 0)
                 return dm_fail(ctx->err, DNNMEM_E_UNBOUND,
                                "%s: dim '%s' (axis %d of input '%s') is not bound; pass --dim "
-                               "%s=N%s",
-                               path, ctx->g->symbols[tt->dims[k].sym], k, tt->name,
-                               ctx->g->symbols[tt->dims[k].sym],
-                               " (or --batch-size / --seq-len)");
+                               "%s=N%s%s%s",
+                               path, sym, k, tt->name, sym,
+                               bs ? " (or --batch-size / --seq-len)"
+                                  : " (the model leaves its input size open; or --input-shape ",
+                               bs ? "" : tt->name, bs ? "" : "=... for the whole shape)");
         }
         t->dims[k] = d;
         if (!dm_mul_ok(numel, d, &numel))

@@ -245,6 +245,15 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
             dm_keep_tensor(b, i, out0);
             break;
         }
+        /* tf.function: Keras' GlobalAveragePooling is reduce_mean, a Mean
+         * whose _MeanGrad (python/ops/math_grad.py) reads only the input's
+         * shape, a Shape op the graph evaluates in the forward: the input is
+         * not kept (the eager tape keeps it: Mean is in neither exclusion
+         * list, tf_tape.def). Measured on the CPU (tf_measure.py, TF 2.21):
+         * Conv2D -> GlobalAveragePooling2D -> Dense at batch 8 peaks with one
+         * activation-sized tensor, not two. */
+        if (b->run->tf_graph && n->op == DM_OP_GlobalAveragePool)
+            break;
         if (clones_self(b, n, in0, out0)) {
             dm_keep_new(b, i, t[in0].dtype, t[in0].numel, "original_self (the input's clone)");
             break;

@@ -702,14 +702,12 @@ expect 2 "--tf-allow-growth: applies to --framework tensorflow" -- estimate $R -
 expect 2 "--mxnet-pool: applies to --framework mxnet" -- estimate $R --mxnet-pool round
 expect 2 "--alloc-round: replaces PyTorch's caching allocator; not with --framework tensorflow" -- \
     estimate $R --framework tensorflow --alloc-round 512
-expect 2 "--framework jax: on the CPU only pytorch, mxnet and jax (--jax-execution jit) are modelled" -- \
+expect 2 "--framework jax --jax-execution eager: on the CPU only JAX's jitted step is modelled" -- \
     estimate $R --framework jax --jax-execution eager --device cpu
 expect 0 "xla_cpu        XLA's CPU backend: no cuBLAS or cuDNN workspaces" -- \
     estimate $R -b 8 --framework jax --device cpu
 expect 0 "allocator      host: XLA's CPU client allocates each buffer by itself" -- \
     estimate $R -b 8 --framework jax --device cpu
-expect 2 "--framework tensorflow: on the CPU only pytorch, mxnet and jax (--jax-execution jit) are modelled" -- \
-    estimate $R --framework tensorflow --device cpu
 # MXNet on the CPU: host storage, Module's own parameter copy, the im2col temp space
 X=$M/mxnet
 expect 0 "MXNet's CPU storage: NaiveStorageManager<CPUDeviceStorage>" -- \
@@ -922,7 +920,20 @@ expect 0 "dims.batch     32 (--batch-size)" -- estimate $K/resnet50_keras2.1.6.j
 expect 0 "weights               97.80 MiB" -- estimate $K/resnet50_keras2.1.6.json -b 1
 expect 0 "optimizer state        8.04 MiB" -- estimate $K/resnet50_transfer_keras3.json --batch-size 32 --mode train
 expect 0 "(keras, opset 17," -- estimate $K/lstm_sentiment_keras2.10.json --batch-size 32 --mode train --optimizer adam
-expect 2 "dim 'height' (axis 1 of input 'input_4') is not bound" -- estimate $K/inceptionv3_keras2.1.6.json
+# a Keras Application whose JSON leaves the input size open gets its
+# keras.applications default_size (InceptionV3: 299), stated, and --dim overrides it
+expect 0 "dims.height    299 (keras.applications.InceptionV3's default_size, the model being named 'inception_v3'; --dim height=N sets another)  [default]" -- estimate $K/inceptionv3_keras2.1.6.json
+for F in $K/inceptionv3_keras2.1.6.json; do
+    a=$("$D" estimate $F -b 2 --mode train 2>&1 | grep '^peak'); b=$("$D" estimate $F -b 2 --mode train --dim height=299 --dim width=299 2>&1 | grep '^peak')
+    c=$("$D" estimate $F -b 2 --mode train --dim height=320 --dim width=320 2>&1 | grep '^peak')
+    if [ -z "$a" ] || [ "$a" != "$b" ] || [ "$a" = "$c" ]; then echo "FAIL: inception's default size is not 299x299: '$a' / '$b' / '$c'"; fail=$((fail + 1)); else pass=$((pass + 1)); fi
+done
+printf '%s' '{"class_name": "Functional", "keras_version": "2.15.0", "config": {"name": "mobilenet_0.50_160", "layers": [{"class_name": "InputLayer", "name": "in", "config": {"name": "in", "batch_input_shape": [null, null, null, 3], "dtype": "float32"}, "inbound_nodes": []}, {"class_name": "Conv2D", "name": "c", "config": {"name": "c", "filters": 4, "kernel_size": [3, 3], "strides": [1, 1], "padding": "same", "use_bias": false}, "inbound_nodes": [[["in", 0, 0, {}]]]}], "input_layers": [["in", 0, 0]], "output_layers": [["c", 0, 0]]}}' >"$T/kmobile.json"
+# MobileNet's rows are in its name: [2,160,160,4] float32 = 800 KiB of output
+expect 0 "dims.width     160 (keras.applications.MobileNet's default_size, the model being named 'mobilenet_0.50_160'" -- estimate "$T/kmobile.json" -b 2
+expect 0 "800.00 KiB  float32  [2,4,160,160]" -- estimate "$T/kmobile.json" -b 2
+sed 's/mobilenet_0.50_160/mynet/' "$T/kmobile.json" >"$T/kopen.json"
+expect 2 "dim 'height' (axis 1 of input 'in') is not bound; pass --dim height=N (the model leaves its input size open; or --input-shape in=... for the whole shape)" -- estimate "$T/kopen.json" -b 2
 expect 0 "dims.height    299 (--dim)" -- estimate $K/inceptionv3_keras2.1.6.json --dim height=299 --dim width=299
 # Keras 2's fused BatchNorm under TF: the grad kernel's NHWC -> NCHW transposes
 # at the peak when eager or when Grappler keeps the graph NHWC (fp16 convolutions)
@@ -933,6 +944,28 @@ expect 0 "BatchNormalization.x_backprop_transformed (NCHW)" -- \
     estimate $K/resnet50_keras2.1.6.json -b 32 --mode train --framework tensorflow --gpu A100-80GB \
     --precision amp-fp16
 expect 2 "--seq-len: " -- estimate $K/lstm_sentiment_keras2.10.json --seq-len 64
+# TensorFlow on the CPU (its CPU BFC allocator) and Keras 3's Functional holding every
+# layer output to the end of an eager call: relu, tanh, sigmoid on [4,16384] float32
+# (256 KiB each), measured with TF 2.21 / Keras 3.15 (docs/validation-tf.md): model(x)
+# peaks at the input and the three outputs, predict_on_batch at the input and one
+KT=$M/keras-tf
+expect 0 "needs        1.00 MiB  (peak in use 1.00 MiB + CUDA context 0 B" -- \
+    estimate $KT/acts3.json --framework tensorflow --device cpu -b 4 --tf-execution eager
+expect 0 "needs        512.00 KiB  (peak in use 512.00 KiB + CUDA context 0 B" -- \
+    estimate $KT/acts3.json --framework tensorflow --device cpu -b 4
+expect 0 "allocator      TensorFlow's CPU BFC (TF_CPU_ALLOCATOR_USE_BFC=true" -- \
+    estimate $KT/acts3.json --framework tensorflow --device cpu -b 4
+expect 0 "memory_limit   1.00 GiB (--tf-memory-limit)" -- \
+    estimate $KT/acts3.json --framework tensorflow --device cpu -b 4 --tf-memory-limit 1GiB
+# the eager tape of Keras 3's unfused BatchNormalization (x, its squared difference, x * inv)
+# and of its bias added by AddV2 (the pre-bias output): one layer on [8,32,32,16] float32
+# then GlobalAveragePooling2D and Dense, measured 3146752 B and 2582272 B (tf-cpu.jsonl)
+expect 0 "needs        3.00 MiB  (peak in use 3.00 MiB" -- estimate $KT/micro-bn.json \
+    --framework tensorflow --device cpu -b 8 --mode train --tf-execution eager
+expect 0 "/batch_normalization/BatchNormalization.x * inv  <- BatchNormalization" -- \
+    estimate $KT/micro-bn.json --framework tensorflow --device cpu -b 8 --mode train --tf-execution eager
+expect 0 "/conv2d/Conv.pre-bias output (AddV2's input)  <- Conv" -- estimate $KT/micro-conv.json \
+    --framework tensorflow --device cpu -b 8 --mode train --tf-execution eager
 printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, null], "dtype": "int32"}}, {"class_name": "Embedding", "config": {"name": "e", "input_dim": 100, "output_dim": 8}}, {"class_name": "GRU", "config": {"name": "g", "units": 4}}]}}' >"$T/kseq.json"
 expect 0 "dims.seq       64 (--seq-len)" -- estimate "$T/kseq.json" --seq-len 64 -b 2 --mode train
 printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, 4]}}, {"class_name": "Lambda", "config": {"name": "my_lambda"}}]}}' >"$T/klambda.json"

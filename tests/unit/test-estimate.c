@@ -1849,10 +1849,22 @@ static void test_framework_runtimes(void **state)
     expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
                           "--framework mxnet: the device (100.00 MiB) leaves nothing after the "
                           "CUDA context (100.00 MiB)");
+    /* TensorFlow on the CPU: the CPU BFC allocator of TF_CPU_ALLOCATOR_USE_BFC
+     * (allow_growth, TF_CPU_BFC_MEM_LIMIT_IN_MB's 64 GiB; process_state.cc), no
+     * CUDA context: what the job needs is the peak in use */
     cfg = fw_cfg(DNNMEM_FW_TENSORFLOW);
     cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.cuda_context_bytes = -1;
+    struct dnnmem_result *cpu = estimate_cfg(view_graph(true), &cfg);
+    assert_int_equal(cpu->limit_bytes, (uint64_t)1 << 36);
+    assert_int_equal(cpu->context_bytes, 0);
+    assert_int_equal(cpu->needed_bytes, cpu->peak_allocated);
+    dnnmem_result_free(cpu);
+    cfg = fw_cfg(DNNMEM_FW_JAX);
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.jax_execution = DNNMEM_JAX_EAGER;
     expect_estimate_error(view_graph(true), &cfg, DNNMEM_E_USAGE,
-                          "on the CPU only pytorch, mxnet and jax (--jax-execution jit) are modelled");
+                          "--framework jax --jax-execution eager: on the CPU only JAX's jitted step is modelled");
 }
 
 /* THNN's im2col columns (workspace.c, thnn_columns): at one thread a 3x3

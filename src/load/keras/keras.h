@@ -112,6 +112,11 @@ struct keras {
      * back through it, so the dispatch stands on them and no file below it
      * calls up (tools/callgraph.py). */
     void (*call_layer)(struct keras *k, json_t *layer, struct layer_io *io);
+    /* Keras 3: the layer-call outputs of the models being built (malloc'd,
+     * n_held of cap_held), each held to the end of its model's call (model.c,
+     * keras3_hold) */
+    int32_t *held;
+    size_t n_held, cap_held;
 };
 
 /* One layer call: its config, its inputs (borrowed) and its outputs. */
@@ -137,6 +142,11 @@ struct saved {
 enum dnnmem_status dm_kr_fail(struct keras *k, enum dnnmem_status s, const char *fmt, ...)
     DM_PRINTF(3, 4);
 int32_t dm_kr_oom(struct keras *k);
+/* apps.c: a Keras Application (recognised by name and by its one open
+ * [batch, height, width, 3] input) gets its keras.applications default
+ * input size as the default of its height and width symbols
+ * (g->sym_default, arena-owned); other models are left as they are. */
+enum dnnmem_status dm_kr_app_defaults(struct keras *k, json_t *root);
 json_t *dm_kr_field(json_t *o, const char *key);
 bool dm_kr_json_int(json_t *v, int64_t *out);
 int64_t dm_kr_get_int(struct keras *k, json_t *cfg, const char *key, int64_t dflt, int64_t lo);
@@ -149,6 +159,12 @@ const char *dm_kr_get_str(struct keras *k, json_t *cfg, const char *key, const c
 struct dm_node *dm_kr_node(struct keras *k, enum dm_op o, int n_in, const int32_t *in, int n_out);
 int32_t dm_kr_op(struct keras *k, enum dm_op o, int n_in, ...);
 void dm_kr_attr_i(struct keras *k, const char *name, int64_t v);
+/* Keras 3 adds a Dense's or a convolution's bias with ops.add (keras/src/
+ * layers/core/dense.py, convolutional/base_conv.py, base_depthwise_conv.py,
+ * base_separable_conv.py): on TF an AddV2, whose inputs the eager tape holds
+ * (src/train/tf_tape.def), where Keras 2 ran BiasAdd. Marks the node just
+ * built "tf_add_bias" when it has a bias (b >= 0) in a Keras 3 model. */
+void dm_kr_keras3_bias(struct keras *k, int32_t b);
 void dm_kr_attr_f(struct keras *k, const char *name, double v);
 void dm_kr_attr_s(struct keras *k, const char *name, const char *v);
 void dm_kr_attr_ints(struct keras *k, const char *name, int n, const int64_t *v);

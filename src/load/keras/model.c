@@ -107,6 +107,45 @@ static void make_input(struct keras *k, const char *name, json_t *shape, enum dm
 static void build_model(struct keras *k, json_t *layer, const struct kt *in, int n_in,
                         struct layer_io *io);
 
+/* Keras 3's Functional (and Sequential, which runs one) calls its layers
+ * through Function._run_through_graph (keras/src/ops/function.py, keras
+ * 3.15.1), which puts every layer call's outputs into a dict (tensor_dict)
+ * and drops none before the call returns: run eagerly (a GradientTape step,
+ * model(x), the torch backend), every layer's output lives until the model's
+ * forward ends. Keras 2's Functional._run_internal_graph counted the uses
+ * and let go of each after its last one. Recorded as each output's
+ * held_until (the model's last node), which the schedule applies unless the
+ * step is traced (tf.function, jit: src/schedule/schedule.c, module_holds). */
+static void keras3_hold(struct keras *k, const struct layer_io *io)
+{
+    for (int i = 0; k->keras3 && k->st == DNNMEM_OK && i < io->n_out; i++) {
+        if (k->n_held == k->cap_held) {
+            size_t cap = k->cap_held ? 2 * k->cap_held : 256;
+            int32_t *p = realloc(k->held, cap * sizeof *p);
+            if (!p) {
+                dm_kr_oom(k);
+                return;
+            }
+            k->held = p;
+            k->cap_held = cap;
+        }
+        k->held[k->n_held++] = io->out[i].id;
+    }
+}
+
+/* The model whose holds start at held[mark] has built its last node. */
+static void keras3_release(struct keras *k, size_t mark)
+{
+    struct dm_graph *g = k->g;
+    for (size_t j = mark; j < k->n_held; j++) {
+        int32_t t = k->held[j];
+        if (t >= 0 && t < g->n_tensors && g->tensors[t].role == DM_ROLE_ACTIVATION &&
+            !g->tensors[t].held_until)
+            g->tensors[t].held_until = g->n_nodes; /* 1 + the last node's index */
+    }
+    k->n_held = mark;
+}
+
 /* One call of a layer on its inputs. */
 static void call_layer(struct keras *k, json_t *layer, struct layer_io *io)
 {
@@ -120,6 +159,7 @@ static void call_layer(struct keras *k, json_t *layer, struct layer_io *io)
     io->n_out = 0;
     if (!strcmp(cls, "Sequential") || !strcmp(cls, "Functional") || !strcmp(cls, "Model")) {
         build_model(k, layer, io->in, io->n_in, io);
+        keras3_hold(k, io);
         return;
     }
     if (!json_is_object(cfg)) {
@@ -249,6 +289,7 @@ static void call_layer(struct keras *k, json_t *layer, struct layer_io *io)
     k->frozen = frozen;
     if (k->st == DNNMEM_OK && io->n_out < 1)
         dm_kr_fail(k, DNNMEM_E_INTERNAL, "the layer made no output");
+    keras3_hold(k, io);
 }
 
 const char *dm_kr_layer_name(json_t *layer)
@@ -416,7 +457,7 @@ static void build_model(struct keras *k, json_t *model, const struct kt *in, int
         return;
     }
     bool frozen = k->frozen;
-    size_t saved = k->prefix_len;
+    size_t saved = k->prefix_len, mark = k->n_held;
     json_t *layers = json_is_array(cfg) ? cfg : dm_kr_field(cfg, "layers");
     if (json_array_size(layers) > (size_t)(MAX_LAYERS - k->n_layers)) { /* before building any */
         dm_kr_fail(k, DNNMEM_E_UNSUPPORTED, "%zu layers, more than %d in all",
@@ -439,6 +480,7 @@ static void build_model(struct keras *k, json_t *model, const struct kt *in, int
             build_sequential(k, model, layers, in, io);
     } else
         dm_kr_build_functional(k, cfg, in, n_in, io);
+    keras3_release(k, mark);
     restore_prefix(k, saved);
     k->frozen = frozen;
     k->depth--;
@@ -495,6 +537,8 @@ static enum dnnmem_status build(struct keras *k, json_t *root)
         return dm_kr_oom(k), k->st;
     if (g->n_inputs == 0)
         return dm_kr_fail(k, DNNMEM_E_MODEL, "the model has no input");
+    if (dm_kr_app_defaults(k, root) != DNNMEM_OK)
+        return k->st;
     g->outputs = dm_arena_array(&g->arena, (size_t)io.n_out + 1, sizeof *g->outputs);
     if (!g->outputs)
         return dm_kr_oom(k), k->st;
@@ -520,6 +564,7 @@ enum dnnmem_status dm_kr_load_json(struct dm_graph *g, json_t *root, const char 
     *k = (struct keras){.g = g, .err = err, .path = where, .st = DNNMEM_OK, .version = version,
                         .call_layer = call_layer};
     enum dnnmem_status s = build(k, root);
+    free(k->held);
     free(k);
     return s;
 }
