@@ -1,0 +1,92 @@
+/* memhook: the bytes c10's CPU allocator holds, across every thread of a process.
+ *
+ * LD_PRELOAD'ed by tools/oracle/dist_measure.py into each rank.  c10's DefaultCPUAllocator
+ * allocates with posix_memalign and frees with free (c10/core/impl/alloc_cpu.cpp: alloc_cpu,
+ * free_cpu), so interposing those two counts the requested bytes of every c10 CPU tensor,
+ * whichever thread allocates or frees it: the profiler's memory events miss a free that
+ * happens on a thread without the profiler's thread-local state (gloo's worker thread
+ * dropping a finished work's tensors), and then over-count.  Other posix_memalign callers
+ * are counted too; dist_measure.py checks the totals against the profiler's on runs with
+ * no collective.  A measurement tool, not part of libdnnmem: it has process-wide state by
+ * necessity (an allocator hook), a fixed-size table (MEMHOOK_SLOTS; beyond it, allocations
+ * go uncounted and memhook_overflow() says so) and one mutex.
+ *
+ *   cc -O2 -shared -fPIC -o memhook.so memhook.c -ldl -lpthread
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MEMHOOK_SLOTS (1u << 21)
+
+extern void __libc_free(void *);
+
+static int (*real_memalign)(void **, size_t, size_t);
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t keys[MEMHOOK_SLOTS];   /* 0 empty, 1 tombstone */
+static size_t sizes[MEMHOOK_SLOTS];
+static long long cur, peak, overflow, enabled;
+
+static size_t slot_of(uintptr_t p) { return (size_t)((p >> 6) * 0x9E3779B97F4A7C15ull) & (MEMHOOK_SLOTS - 1); }
+
+static void put(uintptr_t p, size_t n)
+{
+    size_t i = slot_of(p);
+    for (size_t k = 0; k < MEMHOOK_SLOTS; k++, i = (i + 1) & (MEMHOOK_SLOTS - 1))
+        if (keys[i] <= 1) {
+            keys[i] = p;
+            sizes[i] = n;
+            cur += (long long)n;
+            if (cur > peak)
+                peak = cur;
+            return;
+        }
+    overflow++;
+}
+
+static void take(uintptr_t p)
+{
+    size_t i = slot_of(p);
+    for (size_t k = 0; k < MEMHOOK_SLOTS; k++, i = (i + 1) & (MEMHOOK_SLOTS - 1)) {
+        if (keys[i] == 0)
+            return;
+        if (keys[i] == p) {
+            keys[i] = 1;
+            cur -= (long long)sizes[i];
+            return;
+        }
+    }
+}
+
+int posix_memalign(void **out, size_t align, size_t n)
+{
+    if (!real_memalign)
+        real_memalign = (int (*)(void **, size_t, size_t))dlsym(RTLD_NEXT, "posix_memalign");
+    int rc = real_memalign(out, align, n);
+    if (rc == 0 && *out && n) {
+        pthread_mutex_lock(&lock);
+        if (enabled)
+            put((uintptr_t)*out, n);
+        pthread_mutex_unlock(&lock);
+    }
+    return rc;
+}
+
+void free(void *p)
+{
+    if (p) {
+        pthread_mutex_lock(&lock);
+        take((uintptr_t)p);
+        pthread_mutex_unlock(&lock);
+    }
+    __libc_free(p);
+}
+
+/* The API dist_measure.py calls through ctypes. */
+void memhook_enable(int on) { pthread_mutex_lock(&lock); enabled = on; pthread_mutex_unlock(&lock); }
+long long memhook_current(void) { pthread_mutex_lock(&lock); long long v = cur; pthread_mutex_unlock(&lock); return v; }
+long long memhook_peak(void) { pthread_mutex_lock(&lock); long long v = peak; pthread_mutex_unlock(&lock); return v; }
+long long memhook_overflow(void) { return overflow; }
+void memhook_reset_peak(void) { pthread_mutex_lock(&lock); peak = cur; pthread_mutex_unlock(&lock); }
