@@ -481,10 +481,12 @@ def measure_rank(cfg, rank, world, port, trace):
     tree_ok = [a[2] for a in allocs] == [nb for _, _, nb in evs]
     # setup events: those inside the "setup" range (the tree says which); without a
     # matching tree, by time against the first iteration's first event
+    # setup: every event before the first one of an iteration (gloo's thread has no range)
     level, setup_peak, peak, peak_i, setup_sum = 0, 0, 0, -1, None
     phases = [a[4] for a in allocs] if tree_ok else [None] * len(evs)
+    first_it = next((i for i, ph in enumerate(phases) if (ph or "").startswith("it")), len(evs))
     for i, (_, _, nb) in enumerate(evs):
-        in_setup = (phases[i] or "").startswith("setup") if tree_ok else False
+        in_setup = i < first_it
         if not in_setup and setup_sum is None:
             setup_sum = level
         level += nb
@@ -531,7 +533,7 @@ def measure_rank(cfg, rank, world, port, trace):
                bytes_before=setup_before + hook_before,
                peak_bytes=setup_before + hook_peak, end_bytes=setup_before + hook_end,
                setup_peak_bytes=setup_before + hook_setup_peak,
-               hook_overflow=hook.memhook_overflow(),
+               hook_overflow=hook.memhook_overflow(), hook_alignment_filter=64,
                profiler_bytes_before=setup_before + setup_sum,
                profiler_peak_bytes=setup_before + peak, profiler_end_bytes=setup_before + level,
                profiler_setup_peak_bytes=setup_before + setup_peak, 

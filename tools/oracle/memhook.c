@@ -3,11 +3,10 @@
  * LD_PRELOAD'ed by tools/oracle/dist_measure.py into each rank.  c10's DefaultCPUAllocator
  * allocates with posix_memalign and frees with free (c10/core/impl/alloc_cpu.cpp: alloc_cpu,
  * free_cpu), so interposing those two counts the requested bytes of every c10 CPU tensor,
- * whichever thread allocates or frees it: the profiler's memory events miss a free that
+ * (the allocations with c10's alignment, 64), whichever thread allocates or frees it: the profiler's memory events miss a free that
  * happens on a thread without the profiler's thread-local state (gloo's worker thread
- * dropping a finished work's tensors), and then over-count.  Other posix_memalign callers
- * are counted too; dist_measure.py checks the totals against the profiler's on runs with
- * no collective.  A measurement tool, not part of libdnnmem: it has process-wide state by
+ * dropping a finished work's tensors), and then over-count.  dist_measure.py's rows keep
+ * the profiler's figures beside these: on runs with no collective they agree to the byte.  A measurement tool, not part of libdnnmem: it has process-wide state by
  * necessity (an allocator hook), a fixed-size table (MEMHOOK_SLOTS; beyond it, allocations
  * go uncounted and memhook_overflow() says so) and one mutex.
  *
@@ -65,7 +64,10 @@ int posix_memalign(void **out, size_t align, size_t n)
     if (!real_memalign)
         real_memalign = (int (*)(void **, size_t, size_t))dlsym(RTLD_NEXT, "posix_memalign");
     int rc = real_memalign(out, align, n);
-    if (rc == 0 && *out && n) {
+    /* c10's alignment (c10/core/alignment.h gAlignment = 64; alloc_cpu passes it unless
+     * THP_MEM_ALLOC_ENABLE is set): other posix_memalign callers (oneDNN's kernel caches)
+     * are left out */
+    if (rc == 0 && *out && n && align == 64) {
         pthread_mutex_lock(&lock);
         if (enabled)
             put((uintptr_t)*out, n);
