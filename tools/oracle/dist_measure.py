@@ -425,7 +425,7 @@ def measure_rank(cfg, rank, world, port, trace):
     setup_before = sum(live_storages().values())
     hook = memhook()
     hook.memhook_enable(1)
-    hook0 = hook.memhook_current()
+    hook0, log0 = hook.memhook_current(), hook.memhook_log_len()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         # built under the profiler: a free in setup (the full parameters that sharding
         # replaces) of a block allocated before profiling would go unreported
@@ -444,6 +444,7 @@ def measure_rank(cfg, rank, world, port, trace):
         mid = sum(live_storages().values())
         hook_setup_peak, hook_before = hook.memhook_peak() - hook0, hook.memhook_current() - hook0
         hook.memhook_reset_peak()
+        log1 = hook.memhook_log_len()
         if world > 1:
             dist.barrier()
         t0 = time.time()
@@ -473,6 +474,7 @@ def measure_rank(cfg, rank, world, port, trace):
                     del out, loss
         run_s = time.time() - t0
         hook_peak, hook_end = hook.memhook_peak() - hook0, hook.memhook_current() - hook0
+        log2 = hook.memhook_log_len()
     kr = prof.profiler.kineto_results
     allocs = allocations(kr)
     evs = sorted((int(e.start_ns()), i, int(e.nbytes())) for i, e in enumerate(kr.events())
@@ -511,7 +513,12 @@ def measure_rank(cfg, rank, world, port, trace):
                 peak_phase = a[4]
                 top = [dict(bytes=b[2], phase=b[4], op=b[5])
                        for b in sorted(live.values(), key=lambda b: -b[2])[:8]]
+    hook_top, hook_live, log_peak = hook_live_at_peak(hook, log0, log1, log2, allocs, hook_before)
     if trace is not None:
+        with open(trace + ".peak", "w") as f:
+            f.write(f"# live at the hook's peak ({setup_before + hook_peak} B): bytes phase op\n")
+            for b, ph, op in hook_live:
+                f.write(f"{b:>12} {ph or '-':<16} {op}\n")
         with open(trace, "w") as f:
             lv = 0
             for a in allocs:
@@ -534,6 +541,7 @@ def measure_rank(cfg, rank, world, port, trace):
                peak_bytes=setup_before + hook_peak, end_bytes=setup_before + hook_end,
                setup_peak_bytes=setup_before + hook_setup_peak,
                hook_overflow=hook.memhook_overflow(), hook_alignment_filter=64,
+               hook_log_matches=log_peak == hook_peak,
                profiler_bytes_before=setup_before + setup_sum,
                profiler_peak_bytes=setup_before + peak, profiler_end_bytes=setup_before + level,
                profiler_setup_peak_bytes=setup_before + setup_peak, 
@@ -541,7 +549,8 @@ def measure_rank(cfg, rank, world, port, trace):
                peak_phase=peak_phase, gc_unseen_bytes_end=setup_before + level - after,
                end_check_ok=after == setup_before + level,
                memory_events=len(evs), tree_matches_events=tree_ok,
-               peak_by_phase_kind=by_phase, live_at_peak_top=top, run_s=round(run_s, 2),
+               peak_by_phase_kind=by_phase, profiler_live_at_peak_top=top,
+               live_at_peak_top=hook_top, run_s=round(run_s, 2),
                **extra, **rows_extra)
     if world > 1 or cfg["strategy"] != "single":
         dist.barrier()
@@ -549,11 +558,44 @@ def measure_rank(cfg, rank, world, port, trace):
     return row
 
 
+def hook_live_at_peak(hook, log0, log1, log2, allocs, before):
+    """The blocks live at the hook's peak over the iterations, named by the profiler's
+    allocation events (every allocation has one, on every thread; only frees go missing):
+    each hook allocation takes the next profiler allocation of the same address and size.
+    Returns (the top 12 as dicts, every block as (bytes, phase, op), largest first)."""
+    import ctypes
+    n = log2 - log0
+    buf = (ctypes.c_longlong * (2 * max(n, 1)))()
+    hook.memhook_log_copy.restype = ctypes.c_size_t
+    got = hook.memhook_log_copy(ctypes.c_size_t(log0), ctypes.c_size_t(n), buf)
+    ev = [(buf[2 * i], buf[2 * i + 1]) for i in range(got)]
+    names = {}
+    for a in allocs:
+        names.setdefault((a[3], a[2]), []).append((a[4], a[5]))
+    used = {}
+    live, level, peak, peak_live = {}, 0, None, None
+    for i, (b, p) in enumerate(ev):
+        if b > 0:
+            k = (p, b)
+            j = used.get(k, 0)
+            used[k] = j + 1
+            nm = names.get(k, [])
+            live[p] = (b,) + (nm[j] if j < len(nm) else (None, "(no profiler event)"))
+        else:
+            live.pop(p, None)
+        level += b
+        if i >= log1 - log0 and (peak is None or level > peak):
+            peak, peak_live = level, dict(live)
+    blocks = sorted((peak_live or {}).values(), key=lambda x: -x[0])
+    return ([dict(bytes=b, phase=ph, op=op) for b, ph, op in blocks[:12]],
+            [x for x in blocks if x[0] >= 65536], peak)
+
+
 def memhook():
     """tools/oracle/memhook.c, preloaded (main() re-executes with LD_PRELOAD)."""
     import ctypes
     lib = ctypes.CDLL(None)
-    for f in ("memhook_current", "memhook_peak", "memhook_overflow"):
+    for f in ("memhook_current", "memhook_peak", "memhook_overflow", "memhook_log_len"):
         getattr(lib, f).restype = ctypes.c_longlong
     return lib
 

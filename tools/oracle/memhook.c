@@ -28,6 +28,23 @@ static uintptr_t keys[MEMHOOK_SLOTS];   /* 0 empty, 1 tombstone */
 static size_t sizes[MEMHOOK_SLOTS];
 static long long cur, peak, overflow, enabled;
 
+/* An event log (allocation: +size, free: -size, with the address), in the one order the
+ * mutex gives, for the live set at the peak; beyond MEMHOOK_LOG events the log stops (the
+ * counts go on) and memhook_log_len() stays at the cap. */
+#define MEMHOOK_LOG (1u << 20)
+struct memhook_event { long long bytes; uintptr_t ptr; };
+static struct memhook_event evlog[MEMHOOK_LOG];
+static size_t nlog;
+
+static void log_event(uintptr_t p, long long b)
+{
+    if (nlog < MEMHOOK_LOG) {
+        evlog[nlog].bytes = b;
+        evlog[nlog].ptr = p;
+        nlog++;
+    }
+}
+
 static size_t slot_of(uintptr_t p) { return (size_t)((p >> 6) * 0x9E3779B97F4A7C15ull) & (MEMHOOK_SLOTS - 1); }
 
 static void put(uintptr_t p, size_t n)
@@ -38,6 +55,7 @@ static void put(uintptr_t p, size_t n)
             keys[i] = p;
             sizes[i] = n;
             cur += (long long)n;
+            log_event(p, (long long)n);
             if (cur > peak)
                 peak = cur;
             return;
@@ -54,6 +72,7 @@ static void take(uintptr_t p)
         if (keys[i] == p) {
             keys[i] = 1;
             cur -= (long long)sizes[i];
+            log_event(p, -(long long)sizes[i]);
             return;
         }
     }
@@ -91,4 +110,17 @@ void memhook_enable(int on) { pthread_mutex_lock(&lock); enabled = on; pthread_m
 long long memhook_current(void) { pthread_mutex_lock(&lock); long long v = cur; pthread_mutex_unlock(&lock); return v; }
 long long memhook_peak(void) { pthread_mutex_lock(&lock); long long v = peak; pthread_mutex_unlock(&lock); return v; }
 long long memhook_overflow(void) { return overflow; }
+size_t memhook_log_len(void) { return nlog; }
+/* Copies events [from, from + n) into out (bytes, ptr pairs); returns how many. */
+size_t memhook_log_copy(size_t from, size_t n, long long *out)
+{
+    pthread_mutex_lock(&lock);
+    size_t k = 0;
+    for (; k < n && from + k < nlog; k++) {
+        out[2 * k] = evlog[from + k].bytes;
+        out[2 * k + 1] = (long long)evlog[from + k].ptr;
+    }
+    pthread_mutex_unlock(&lock);
+    return k;
+}
 void memhook_reset_peak(void) { pthread_mutex_lock(&lock); peak = cur; pthread_mutex_unlock(&lock); }
