@@ -540,7 +540,7 @@ def measure_rank(cfg, rank, world, port, trace):
                bytes_before=setup_before + hook_before,
                peak_bytes=setup_before + hook_peak, end_bytes=setup_before + hook_end,
                setup_peak_bytes=setup_before + hook_setup_peak,
-               hook_overflow=hook.memhook_overflow(), hook_alignment_filter=64,
+               hook_overflow=hook.memhook_overflow(), hook_filter="libc10.so callers, alignment 64",
                hook_log_matches=log_peak == hook_peak,
                profiler_bytes_before=setup_before + setup_sum,
                profiler_peak_bytes=setup_before + peak, profiler_end_bytes=setup_before + level,

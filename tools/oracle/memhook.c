@@ -3,7 +3,7 @@
  * LD_PRELOAD'ed by tools/oracle/dist_measure.py into each rank.  c10's DefaultCPUAllocator
  * allocates with posix_memalign and frees with free (c10/core/impl/alloc_cpu.cpp: alloc_cpu,
  * free_cpu), so interposing those two counts the requested bytes of every c10 CPU tensor,
- * (the allocations with c10's alignment, 64), whichever thread allocates or frees it: the profiler's memory events miss a free that
+ * (the calls from libc10.so with c10's alignment, 64), whichever thread allocates or frees it: the profiler's memory events miss a free that
  * happens on a thread without the profiler's thread-local state (gloo's worker thread
  * dropping a finished work's tensors), and then over-count.  dist_measure.py's rows keep
  * the profiler's figures beside these: on runs with no collective they agree to the byte.  A measurement tool, not part of libdnnmem: it has process-wide state by
@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define MEMHOOK_SLOTS (1u << 21)
 
@@ -78,15 +79,30 @@ static void take(uintptr_t p)
     }
 }
 
+static const void *c10_base;
+
+static int from_c10(const void *ret)
+{
+    Dl_info info;
+    if (!dladdr(ret, &info) || !info.dli_fname)
+        return 0;
+    if (c10_base)
+        return info.dli_fbase == c10_base;
+    const char *f = strstr(info.dli_fname, "libc10.so");
+    if (f)
+        c10_base = info.dli_fbase;
+    return f != NULL;
+}
+
 int posix_memalign(void **out, size_t align, size_t n)
 {
     if (!real_memalign)
         real_memalign = (int (*)(void **, size_t, size_t))dlsym(RTLD_NEXT, "posix_memalign");
     int rc = real_memalign(out, align, n);
-    /* c10's alignment (c10/core/alignment.h gAlignment = 64; alloc_cpu passes it unless
-     * THP_MEM_ALLOC_ENABLE is set): other posix_memalign callers (oneDNN's kernel caches)
-     * are left out */
-    if (rc == 0 && *out && n && align == 64) {
+    /* only c10's own calls (alloc_cpu in libc10.so, with c10/core/alignment.h's gAlignment
+     * 64): oneDNN's scratchpads and weight caches (statically linked into libtorch_cpu.so)
+     * call posix_memalign too, and are not c10 tensors */
+    if (rc == 0 && *out && n && align == 64 && from_c10(__builtin_return_address(0))) {
         pthread_mutex_lock(&lock);
         if (enabled)
             put((uintptr_t)*out, n);
