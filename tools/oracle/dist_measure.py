@@ -14,24 +14,26 @@ group is killed after --timeout seconds.  Each rank appends one JSON row to
 tests/validation/dist-cpu.jsonl; configurations already there are skipped (resumable), and
 failures go to build/dist/failed.jsonl (skipped too, unless --retry-failed).
 
-What a row's peak_bytes is (tools/oracle/zoo.py's profiled_run, per rank):
-  * setup_bytes_before: the distinct CPU storages of every live torch.Tensor (gc scan) after
-    the plain model, its input and target are built (torch.manual_seed(0) for the model, so
-    every rank starts from the same weights; manual_seed(1 + rank) for the data);
+What a row's figures are (per rank; docs/parallel-measured.md):
+  * setup_bytes_before: a gc scan of the live CPU tensors just before the build (0);
   * the run, inside one torch.profiler.profile(activities=[CPU], profile_memory=True): the
-    strategy's setup (DDP(...), fully_shard, parallelize_module, the pipeline stage,
-    deepspeed.initialize) and the optimizer's construction in the range "setup", then two
-    iterations of opt.zero_grad() (set_to_none) -> forward -> loss (F.cross_entropy, mean)
-    -> backward -> opt.step(), each phase a range;
-  * bytes_before = setup_bytes_before + the setup's events (a gc scan there must agree:
-    bytes_before_check_ok); peak_bytes = setup_bytes_before + the running maximum of every
-    c10 CPU allocator event over the two iterations; setup_peak_bytes the same over setup.
-    end_check_ok: a gc scan after the run equals setup_bytes_before + the sum of all events.
-  * Only the c10 CPU allocator is seen: gloo's own buffers (std::vector inside gloo,
-    its transport's pinned pages) are not c10 allocations and are not in any row.
-`trace` prints one rank's allocation events (phase, op stack, bytes, running total) for
-finding mechanisms.  `compare` needs no torch: it runs `dnnmem estimate` with the row's
-strategy as options where dnnmem has them (skipping the rows whose options it refuses).
+    model's build (torch.manual_seed(0): every rank starts from the same weights; the data
+    after manual_seed(1 + rank)), the strategy's setup (DDP(...), fully_shard,
+    parallelize_module, the pipeline stage, deepspeed.initialize) and the optimizer, in
+    the ranges "setup/build" and "setup"; then two iterations of opt.zero_grad()
+    (set_to_none) -> forward -> loss (F.cross_entropy, mean) -> backward -> opt.step();
+  * peak_bytes, bytes_before (after setup), end_bytes, setup_peak_bytes: from
+    tools/oracle/memhook.c, LD_PRELOAD'ed (main() re-executes itself with it): the requested
+    bytes of c10's CPU allocator on every thread.  The profiler's own figures are kept
+    (profiler_*): they equal the hook's on every row without a collective, and run high
+    under gloo, whose worker thread frees tensors without a profiler event;
+  * live_at_peak_top: the largest blocks live at the hook's peak, named by the profiler's
+    allocation events (same address and size); `trace` writes all of them to
+    build/dist/traces/ID-rR.txt.peak, and every allocation event to ID-rR.txt;
+  * gloo's own buffers (inside gloo, its transport) are not c10 allocations: in no row.
+`compare` needs no torch: it runs `dnnmem estimate` with the row's strategy as options and
+skips the rows whose options dnnmem refuses (exit 2 or 4); --check exits 1 on a miss beyond
+2% not listed in --misses.
 """
 
 import argparse
@@ -394,6 +396,25 @@ def allocations(kr):
     return out
 
 
+def profiler_levels(evs, allocs, tree_ok):
+    """The profiler's running sum: (end level, setup peak, peak over the iterations, its
+    event index, level after setup).  Setup is every event before the first one in an
+    iteration's range (gloo's thread has no range)."""
+    level, setup_peak, peak, peak_i, setup_sum = 0, 0, 0, -1, None
+    phases = [a[4] for a in allocs] if tree_ok else [None] * len(evs)
+    first_it = next((i for i, ph in enumerate(phases) if (ph or "").startswith("it")), len(evs))
+    for i, (_, _, nb) in enumerate(evs):
+        in_setup = i < first_it
+        if not in_setup and setup_sum is None:
+            setup_sum = level
+        level += nb
+        if in_setup:
+            setup_peak = max(setup_peak, level)
+        elif level > peak:
+            peak, peak_i = level, i
+    return level, setup_peak, peak, peak_i, level if setup_sum is None else setup_sum
+
+
 def rank_main(cfg, rank, world, port, conn, trace):
     try:
         row = measure_rank(cfg, rank, world, port, trace)
@@ -483,21 +504,7 @@ def measure_rank(cfg, rank, world, port, trace):
     tree_ok = [a[2] for a in allocs] == [nb for _, _, nb in evs]
     # setup events: those inside the "setup" range (the tree says which); without a
     # matching tree, by time against the first iteration's first event
-    # setup: every event before the first one of an iteration (gloo's thread has no range)
-    level, setup_peak, peak, peak_i, setup_sum = 0, 0, 0, -1, None
-    phases = [a[4] for a in allocs] if tree_ok else [None] * len(evs)
-    first_it = next((i for i, ph in enumerate(phases) if (ph or "").startswith("it")), len(evs))
-    for i, (_, _, nb) in enumerate(evs):
-        in_setup = i < first_it
-        if not in_setup and setup_sum is None:
-            setup_sum = level
-        level += nb
-        if in_setup:
-            setup_peak = max(setup_peak, level)
-        elif level > peak:
-            peak, peak_i = level, i
-    if setup_sum is None:
-        setup_sum = level
+    level, setup_peak, peak, peak_i, setup_sum = profiler_levels(evs, allocs, tree_ok)
     top, peak_phase, by_phase = [], None, {}
     if tree_ok:
         live, lv = {}, 0
