@@ -128,7 +128,8 @@ TIMM.update({name: ({"img_size": 96} if name in TIMM_IMG_SIZE else {}, 96) for n
 # the graph): eva02_tiny (its SDPA call fails to trace), efficientformerv2_s0, crossvit_tiny
 # (fixed image sizes), volo_d1 (aten::col2im has no opset-14 export), halonet26t,
 # haloregnetz_b and bat_resnext26ts (assertions at 96 px) do not export; gcvit_xxtiny's
-# Tile takes run-time repeats, which dnnmem refuses (docs/validation-zoo.md).
+# Tile takes run-time repeats, which dnnmem refuses (docs/validation-zoo.md);
+# poolformerv2_s12 was refused until lift.c took F.group_norm without a bias.
 TIMM_IMG_SIZE2 = {"beit_base_patch16_224", "coat_lite_tiny", "maxvit_rmlp_pico_rw_256",
                   "nest_tiny_jx", "twins_pcpvt_small", "twins_svt_small", "visformer_tiny",
                   "tnt_s_patch16_224", "botnet26t_256", "vit_tiny_r_s16_p8_224",
@@ -153,6 +154,7 @@ TIMM3 = {
     "cs3darknet_focus_s": 96, "dpn68b": 96, "resnest26d": 96, "pvt_v2_b1": 96,
     "xcit_tiny_12_p16_224": 96, "hiera_tiny_224": 96, "mvitv2_tiny": 96, "rdnet_tiny": 96,
     "gmixer_12_224": 96, "vitamin_small_224": 96,
+    "poolformerv2_s12": 96,  # refused before lift.c's GroupNorm without a bias
 }
 TIMM.update({name: ({"img_size": img} if name in TIMM_IMG_SIZE2 else {}, img)
              for name, img in TIMM3.items()})
