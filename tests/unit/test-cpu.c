@@ -497,6 +497,31 @@ static void test_conv3d(void **state)
                              "+442368 thnn_columns\n-442368 thnn_columns\n-16384 xs.grad\n");
 }
 
+/* F.pad keeps a channels-last input's format, whatever the mode (layout.c;
+ * checked on 2.14.1), so a conv after it runs channels-last: _convolution
+ * copies its weight .contiguous(channels_last) (DaViT's downsample pads,
+ * then convs, a LayerNorm2d's permuted output: the 4,718,592 B
+ * `aten::conv2d > aten::clone` at its inference peak; -3.7% -> 0.00%).
+ * x [2,8,8,16] NHWC -> Transpose (0, 3, 1, 2) -> Pad 1 -> Conv 3x3 16 -> 24
+ * (W 13,824 B): the copy is the first such buffer, in the forward. */
+static void test_pad_keeps_channels_last(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,8,8,16");
+    tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 3, 3});
+    tb_init_i64(b, "pads", 8, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1});
+    tb_node(b, "Transpose", "perm", "x", "xc");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    tb_node(b, "Pad", "pad", "xc,pads", "xp");
+    tb_node(b, "Conv", "conv", "xp,W", "y");
+    tb_output(b, "y");
+    static const char *const names[] = {"weight (channels last)"};
+    char got[1024];
+    train_events(b, names, 1, got, sizeof got);
+    assert_true(strncmp(got, "+13824 weight (channels last)\n-13824 weight (channels last)\n", 60) == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -513,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_onednn_1x1_small_input),
         cmocka_unit_test(test_broadcast_mul_grad),
         cmocka_unit_test(test_conv3d),
+        cmocka_unit_test(test_pad_keeps_channels_last),
     };
     return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
 }

@@ -6,7 +6,8 @@
     nice -n 19 /tmp/zoo-venv/bin/python tools/oracle/zoo.py measure [--jobs N] [--only SUBSTR ...]
     python3 tools/oracle/zoo.py compare [--dnnmem build/dnnmem] [--misses FILE] [-v]
 
-`measure` runs every configuration of configs() (torchvision classifiers; seeded random
+`measure` runs every configuration of configs() (torchvision classifiers, segmentation and
+video models; seeded random
 architectures from tools/oracle/randnet.py; timm models, which need `pip install timm`) in its own process (a fresh interpreter, so the
 allocator and the profiler start empty), bounded by --timeout, and appends one JSON row
 per configuration to tests/validation/pytorch-cpu-2.x-zoo.jsonl; configurations already in
