@@ -122,7 +122,7 @@ ONEDNN_RNN = ("timm-sequencer",)
 # 960-channel 5x5 one) is made on one side only. CoaT's ConvRelPosEnc (torch runs its 96 ->
 # 96 7x7 convs channels-last: the 4,816,896 B block at the measured peak; dnnmem NCHW) and
 # MobileNetV4-hybrid's stage 4 after the MobileMQA blocks (dnnmem channels-last, torch not)
-LAYOUT_FLAG = ("timm-coat", "timm-mobilenetv4")
+LAYOUT_FLAG = ("coat_", "mobilenetv4_hybrid")  # model name prefixes
 
 
 def err(r, est):
@@ -171,7 +171,7 @@ def classify(r, dnnmem, out):
         names = ["onednn-gemm-fallback"]
     elif fam in ONEDNN_RNN and r["mode"] == "train":
         names = ["onednn-rnn-workspace"]
-    elif fam in LAYOUT_FLAG and r["mode"] == "train":
+    elif r["model"].startswith(LAYOUT_FLAG) and r["mode"] == "train":
         names = ["depthwise-layout-flag"]
     elif e0 < 0 and abs(e0 + 100.0 * clone / r["peak_bytes"]) <= zoo.BAR:
         return e0, ["conv-weight-channels-last"], \
