@@ -283,21 +283,28 @@ static bool lift_groupnorm(struct lift *l, struct dm_node *z)
             int64_t groups = tv->i[1];
             if (!const_all(l, in->in[1], groups, 1.0) || !const_all(l, in->in[2], groups, 0.0))
                 continue;
+            /* F.group_norm(x, G, weight, None) (timm's GroupNorm1NoBias):
+             * symbolic_opset9's group_norm writes the absent bias as the
+             * constant [0.0]; native_group_norm takes none, and no bias
+             * grad is made. The lifted node omits it (dnnmem_no_bias). */
+            bool no_bias = const_all(l, bias, 1, 0.0);
             /* rewrite z in place: GroupNormalization(x, weight, bias) */
             struct dm_graph *g = l->g;
             int32_t *ins = dm_arena_array(&g->arena, 3, sizeof *ins);
-            struct dm_attr *attr = dm_arena_array(&g->arena, 2, sizeof *attr);
+            struct dm_attr *attr = dm_arena_array(&g->arena, 3, sizeof *attr);
             if (!ins || !attr)
                 return false;
-            ins[0] = x, ins[1] = weight, ins[2] = bias;
+            ins[0] = x, ins[1] = weight, ins[2] = no_bias ? -1 : bias;
             attr[0] = (struct dm_attr){.name = "num_groups", .kind = DM_ATTR_INT, .i = groups};
             attr[1] = (struct dm_attr){.name = "epsilon", .kind = DM_ATTR_FLOAT,
                                        .f = dm_attr_float(in, "epsilon", 1e-5)};
+            attr[2] = (struct dm_attr){.name = "dnnmem_no_bias", .kind = DM_ATTR_INT,
+                                       .i = no_bias};
             z->op = DM_OP_GroupNormalization;
             z->in = ins;
             z->n_in = 3;
             z->attrs = attr;
-            z->n_attr = z->cap_attr = 2;
+            z->n_attr = z->cap_attr = 3;
             kill(l, mul), kill(l, uw), kill(l, ub), kill(l, back), kill(l, in), kill(l, to);
             kill(l, shape);
             return true;

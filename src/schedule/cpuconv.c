@@ -53,7 +53,7 @@ static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
  * 20480 input elements). The rest, and float64, go to Slow2d (THNN's im2col and
  * gemm), or SlowDilated2d when dilated. Checked against 2.14.1's
  * torch._C._select_conv_backend on 2880 float32 shapes at 1 and 2 threads. */
-enum cpu_conv { CPU_CONV_OTHER, CPU_CONV_ONEDNN, CPU_CONV_SLOW2D };
+enum cpu_conv { CPU_CONV_OTHER, CPU_CONV_ONEDNN, CPU_CONV_SLOW2D, CPU_CONV_SLOW3D };
 
 /* use_mkldnn's test for a float32 conv */
 static bool onednn_serves(int64_t batch, int64_t kh, int64_t kw, bool strided, bool dilated,
@@ -65,21 +65,30 @@ static bool onednn_serves(int64_t batch, int64_t kh, int64_t kw, bool strided, b
     return first && second;
 }
 
+/* A 3-D conv takes the same test: the kernel's last two sides, and
+ * size(0) * size(1) * size(2) * size(3) of the input, N * C * D * H (measured,
+ * 2.14.1, torch._C._select_conv_backend and the profiler: a 3x3x3 conv on
+ * [1,64,8,16,16] goes to Slow3d, 8192 elements so counted; a 3x1x1 one to
+ * Slow3d at batch 2 as well; the 3x7x7 stem to oneDNN). The rules below for
+ * Slow3d were measured on 2.x only; 1.13 keeps none. */
 static enum cpu_conv cpu_conv_backend(const struct cc *b)
 {
     if (b->cv->transposed)
         return CPU_CONV_OTHER;
     const struct dm_tinfo *in = &b->cv->x, *w = &b->cv->w;
-    if ((in->dtype != DM_FLOAT && in->dtype != DM_DOUBLE) || (in->rank != 3 && in->rank != 4) ||
-        w->rank != in->rank)
+    if ((in->dtype != DM_FLOAT && in->dtype != DM_DOUBLE) || in->rank < 3 || in->rank > 5 ||
+        w->rank != in->rank || (in->rank == 5 && b->run->torch_version < 200))
         return CPU_CONV_OTHER;
     bool strided = b->cv->strided, dilated = b->cv->dilated;
     /* a 1-D conv runs as the 2-D one of its [N, C, 1, L] view (view4d) */
-    int64_t kh = in->rank == 4 ? w->dims[2] : 1, kw = w->dims[w->rank - 1], batch = in->dims[0];
+    if (in->rank == 5 && in->dims[4] <= 0)
+        return CPU_CONV_OTHER;
+    int64_t kh = in->rank >= 4 ? w->dims[w->rank - 2] : 1, kw = w->dims[w->rank - 1],
+            batch = in->dims[0], first4 = in->rank == 5 ? in->numel / in->dims[4] : in->numel;
     if (in->dtype == DM_FLOAT && onednn_serves(batch, kh, kw, strided, dilated,
-                                               b->cv->groups, in->numel, b->run->cpu_threads))
+                                               b->cv->groups, first4, b->run->cpu_threads))
         return CPU_CONV_ONEDNN;
-    return dilated ? CPU_CONV_OTHER : CPU_CONV_SLOW2D;
+    return dilated ? CPU_CONV_OTHER : in->rank == 5 ? CPU_CONV_SLOW3D : CPU_CONV_SLOW2D;
 }
 
 static bool cpu_conv_uses_onednn(const struct cc *b)
@@ -99,13 +108,18 @@ static bool cpu_conv_uses_onednn(const struct cc *b)
  * per-thread fgrad_input is a std::make_unique array, outside c10's
  * allocator. Before 1.11 (pytorch/pytorch#65219, #68896) the forward
  * returned its columns (finput) and autograd kept them for the backward: not
- * modelled. 0 when the conv is not such a conv, or under another framework. */
+ * modelled. Slow3d (ConvolutionMM3d.cpp, 2.x) makes its vol2col columns
+ * the same way, {N, C*kd*kh*kw, OD*OH*OW} (measured, 2.14.1: a 3x3x3 conv on
+ * [1,64,8,16,16], 14155776 B in forward and again for the weight's grad;
+ * none for an unstrided, unpadded 1x1x1 kernel); its backward's grad_input
+ * pass takes one more columns-sized buffer (slow3d_grad_input_columns). 0
+ * when the conv is not such a conv, or under another framework. */
 static uint64_t thnn_columns(const struct cc *b)
 {
     if (b->run->cuda || b->run->tf_ops || b->run->mx_ops || b->run->xla ||
         b->run->torch_version < 111 ||
-        cpu_conv_backend(b) != CPU_CONV_SLOW2D || b->cv->groups != 1 ||
-        b->cv->y.rank <= 0)
+        (cpu_conv_backend(b) != CPU_CONV_SLOW2D && cpu_conv_backend(b) != CPU_CONV_SLOW3D) ||
+        b->cv->groups != 1 || b->cv->y.rank <= 0)
         return 0;
     const struct dm_tinfo *x = &b->cv->x, *w = &b->cv->w, *y = &b->cv->y;
     if (y->rank != x->rank)
@@ -192,16 +206,30 @@ struct onednn_conv {
 static bool onednn_conv_of(const struct cc *b, struct onednn_conv *c)
 {
     const struct dm_tinfo *x = &b->cv->x, *w = &b->cv->w, *y = &b->cv->y;
-    if (x->rank != 4 || y->rank != 4 || w->rank != 4)
+    /* a 3-D conv (ncdhw) takes the 2-D kernels' buffers with D*H*W for the
+     * spatial size (measured, 2.14.1, batch 2: a 3x3x3 64 -> 64 conv on
+     * [2,64,8,16,16]: +1048576 source, +442368 weight, +1048576
+     * destination, -442368, -1048576, +1048576 output, -1048576; its
+     * backward the NCHW passes; the 3x7x7 stem on 3 channels the "first
+     * convolution" kernel's +112896 weight (64 x 3 x 147 floats)) */
+    if (x->rank < 4 || x->rank > 5 || y->rank != x->rank || w->rank != x->rank)
         return false;
     bool strided = b->cv->strided;
-    *c = (struct onednn_conv){.n = x->dims[0], .c = x->dims[1], .hw = x->dims[2] * x->dims[3],
-                              .oc = y->dims[1], .ohw = y->dims[2] * y->dims[3],
-                              .k = w->dims[2] * w->dims[3], .g = b->cv->groups,
+    int64_t hw = 1, ohw = 1, k = 1;
+    bool small = true;
+    for (int d = 2; d < x->rank; d++) {
+        hw = mul(hw, x->dims[d]), ohw = mul(ohw, y->dims[d]), k = mul(k, w->dims[d]);
+        small &= w->dims[d] <= 3;
+    }
+    if (hw < 0 || ohw < 0 || k < 0)
+        return false;
+    *c = (struct onednn_conv){.n = x->dims[0], .c = x->dims[1], .hw = hw,
+                              .oc = y->dims[1], .ohw = ohw,
+                              .k = k, .g = b->cv->groups,
                               .bias = b->cv->bias, .block = onednn_block(b)};
     c->strided = strided;
     c->strided_1x1 = strided && c->k == 1;
-    c->small_kernel = w->dims[2] <= 3 && w->dims[3] <= 3;
+    c->small_kernel = small;
     if (c->g < 1 || c->c % c->g || c->oc % c->g)
         return false;
     int64_t icg = c->c / c->g, ocg = c->oc / c->g;
@@ -483,10 +511,31 @@ static void onednn_strided_backward_data(const struct cc *b, const struct onednn
     drop(b, gy);
 }
 
+/* Slow3d's backward makes grad_input through fgrad_input, a columns-sized
+ * buffer {N, C*kd*kh*kw, OD*OH*OW} (col2vol's source; a 1x1x1 kernel's too),
+ * made once grad_input is and freed before the bias's and the weight's grads
+ * (measured, 2.14.1, one thread: a 3x3x3 16 -> 24 conv with a bias on
+ * [1,16,4,8,8]: +16384 grad_input, +442368, -442368, +96 grad_bias, +41472
+ * grad_weight, +442368 columns, -442368; a 1x1x1 one: +65536, +65536,
+ * -65536, +8192). None when the input needs no grad. */
+static void slow3d_grad_input_columns(const struct cc *b)
+{
+    const struct dm_tinfo *x = &b->cv->x, *w = &b->cv->w, *y = &b->cv->y;
+    if (b->run->cuda || cpu_conv_backend(b) != CPU_CONV_SLOW3D || b->cv->groups != 1 ||
+        y->rank != 5)
+        return;
+    int64_t e = mul(x->dims[0], x->dims[1]);
+    for (int d = 2; d < 5; d++)
+        e = mul(mul(e, w->dims[d]), y->dims[d]);
+    drop(b, tmp(b, x->dtype, e, "slow3d fgrad_input"));
+}
+
 static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
                           bool after)
 {
     struct onednn_conv c;
+    if (k == 0 && after)
+        slow3d_grad_input_columns(b);
     if (k > 1 || onednn_brgemm_bwd(b, k, ws, after) || !onednn_bwd_phased(b, &c))
         return;
     if (k == 0 && c.strided && c.kernel == ONEDNN_BLOCKED) {
@@ -558,7 +607,7 @@ void dm_cpu_conv_begin(const struct dm_cpu_conv *cv, const struct dm_run *run,
         return;
     enum cpu_conv be = cpu_conv_backend(&b);
     uint64_t columns;
-    if (be == CPU_CONV_SLOW2D) {
+    if (be == CPU_CONV_SLOW2D || be == CPU_CONV_SLOW3D) {
         thnn_weight_copy(&b, ws);
         if (!backward && (columns = thnn_columns(&b)) > 0)
             ws->buf[0] = alloc(&b, cv->x.dtype, columns, "thnn_columns");

@@ -49,6 +49,12 @@ static bool keeps_format(enum dm_op op)
         /* channels-last CPU kernels; cat when all its inputs are */
         DM_OP_BatchNormalization, DM_OP_GroupNormalization, DM_OP_MaxPool, DM_OP_AveragePool,
         DM_OP_Conv, DM_OP_Concat,
+        /* F.pad, every mode: constant_pad_nd (aten/src/ATen/native/PadNd.cpp)
+         * allocates its output in the input's suggest_memory_format(), and
+         * all-zero pads return self.clone(), which preserves it (checked on
+         * 2.14.1: constant, reflect and replicate of a channels-last
+         * [2,8,6,6] are channels-last) */
+        DM_OP_Pad,
     };
     for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++)
         if (keep[k] == op)
@@ -107,7 +113,8 @@ static bool output_channels_last(const struct dm_graph *g, const struct dm_tinfo
      * input, but their kernels allocate it in the input's memory format
      * (measured on 2.14.1: max_pool2d of a LayerNorm2d's channels-last output
      * feeds a conv that clones its weight to channels-last) */
-    if (n->op == DM_OP_Conv || n->op == DM_OP_MaxPool || n->op == DM_OP_AveragePool)
+    if (n->op == DM_OP_Conv || n->op == DM_OP_MaxPool || n->op == DM_OP_AveragePool ||
+        n->op == DM_OP_Pad)
         return cl[n->in[0]];
     if (n->op == DM_OP_Concat) { /* cat_compute_output_memory_format: the inputs' common one */
         for (int k = 0; k < n->n_in; k++)

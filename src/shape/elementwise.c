@@ -555,7 +555,11 @@ static enum dnnmem_status unary_checks(struct dm_infer *ctx, const struct dm_nod
         return DNNMEM_OK;
     case DM_OP_GroupNormalization: { /* scale, bias: [C]; num_groups divides C */
         DM_TRY(req_in(ctx, n, 1, &a));
-        DM_TRY(req_in(ctx, n, 2, &b));
+        /* the bias is omitted only by lift.c's nn.GroupNorm without one */
+        if (dm_attr_int(n, "dnnmem_no_bias", 0))
+            b = a;
+        else
+            DM_TRY(req_in(ctx, n, 2, &b));
         int64_t groups = dm_attr_int(n, "num_groups", 0);
         if (x->rank < 2 || a->rank != 1 || b->rank != 1 || a->dims[0] != x->dims[1] ||
             b->dims[0] != x->dims[1] || groups <= 0 || x->dims[1] % groups != 0)

@@ -448,6 +448,80 @@ static void test_broadcast_mul_grad(void **state)
                              "+32 S.grad\n-4096 (before sum_to)\n");
 }
 
+/* A 3x3x3 Conv3d, pads 1, on x of `xdims` (W [oc, ic, 3, 3, 3], a bias
+ * when `bias`); `scaled`: x * S first, so the conv's input needs a grad. */
+static struct tb *conv3d_graph(const char *xdims, int64_t oc, int64_t ic, bool bias, bool scaled)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, xdims);
+    if (scaled)
+        tb_init(b, "S", F32, 5, (int64_t[]){1, ic, 1, 1, 1});
+    tb_init(b, "W", F32, 5, (int64_t[]){oc, ic, 3, 3, 3});
+    if (bias)
+        tb_init(b, "B", F32, 1, (int64_t[]){oc});
+    if (scaled)
+        tb_node(b, "Mul", "scale", "x,S", "xs");
+    tb_node(b, "Conv", "conv", bias ? (scaled ? "xs,W,B" : "x,W,B") : (scaled ? "xs,W" : "x,W"), "y");
+    tb_attr_ints(b, "pads", 6, (int64_t[]){1, 1, 1, 1, 1, 1});
+    tb_output(b, "y");
+    return b;
+}
+
+/* 3-D convolutions on the CPU (cpuconv.c), measured with torch 2.14.1 on one
+ * thread (torch._C._select_conv_backend and the profiler's events):
+ *  - use_mkldnn counts size(0..3) of the input, N * C * D * H: a 3x3x3 64 ->
+ *    64 conv on [1,64,8,16,16] (131072 elements, 8192 so counted) goes to
+ *    Slow3d, whose vol2col columns {N, C*27, D*H*W} are made before the
+ *    output: +14155776, +524288, -14155776. Peak: x 524288, W 442368, the
+ *    columns, y 524288.
+ *  - at batch 2 oneDNN's blocked kernel as in 2-D: +1048576 source,
+ *    +442368 weight, +1048576 destination (then the ATen output, after the
+ *    weight and source are freed). Peak: x 1048576, W, those three.
+ *  - Slow3d's backward, 16 -> 24 channels with a bias on [1,16,4,8,8]:
+ *    +16384 grad_input, +442368 fgrad_input, -442368, +96 grad_bias, +41472
+ *    grad_weight, +442368 columns, -442368. */
+static void test_conv3d(void **state)
+{
+    (void)state;
+    assert_int_equal(cpu_peak(conv3d_graph("1,64,8,16,16", 64, 64, false, false), 214,
+                              DNNMEM_CPU_ISA_DEFAULT, 1),
+                     524288 + 442368 + 14155776 + 524288);
+    assert_int_equal(cpu_peak(conv3d_graph("2,64,8,16,16", 64, 64, false, false), 214,
+                              DNNMEM_CPU_ISA_DEFAULT, 1),
+                     1048576 + 442368 + 1048576 + 442368 + 1048576);
+    static const char *const names[] = {"xs.grad", "thnn_columns", "fgrad_input"};
+    char got[1024];
+    train_events(conv3d_graph("1,16,4,8,8", 24, 16, true, true), names, 3, got, sizeof got);
+    assert_string_equal(got, "+442368 thnn_columns\n-442368 thnn_columns\n"
+                             "+16384 xs.grad\n+442368 fgrad_input\n-442368 fgrad_input\n"
+                             "+442368 thnn_columns\n-442368 thnn_columns\n-16384 xs.grad\n");
+}
+
+/* F.pad keeps a channels-last input's format, whatever the mode (layout.c;
+ * checked on 2.14.1), so a conv after it runs channels-last: _convolution
+ * copies its weight .contiguous(channels_last) (DaViT's downsample pads,
+ * then convs, a LayerNorm2d's permuted output: the 4,718,592 B
+ * `aten::conv2d > aten::clone` at its inference peak; -3.7% -> 0.00%).
+ * x [2,8,8,16] NHWC -> Transpose (0, 3, 1, 2) -> Pad 1 -> Conv 3x3 16 -> 24
+ * (W 13,824 B): the copy is the first such buffer, in the forward. */
+static void test_pad_keeps_channels_last(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,8,8,16");
+    tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 3, 3});
+    tb_init_i64(b, "pads", 8, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1});
+    tb_node(b, "Transpose", "perm", "x", "xc");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    tb_node(b, "Pad", "pad", "xc,pads", "xp");
+    tb_node(b, "Conv", "conv", "xp,W", "y");
+    tb_output(b, "y");
+    static const char *const names[] = {"weight (channels last)"};
+    char got[1024];
+    train_events(b, names, 1, got, sizeof got);
+    assert_true(strncmp(got, "+13824 weight (channels last)\n-13824 weight (channels last)\n", 60) == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +537,8 @@ int main(void)
         cmocka_unit_test(test_weight_computed),
         cmocka_unit_test(test_onednn_1x1_small_input),
         cmocka_unit_test(test_broadcast_mul_grad),
+        cmocka_unit_test(test_conv3d),
+        cmocka_unit_test(test_pad_keeps_channels_last),
     };
     return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
 }

@@ -18,6 +18,8 @@ Hardswish out of place (randnet's tokens without "_") and `--inplace none` (dnnm
 default runs them in place, as torchvision's inplace=True) brings it within 3% (both:
 the two together); otherwise the mechanism measured on its family
 (densenet-python-local; python-local for StarNet, VoVNet, HGNet and FastViT inference;
+onednn-gemm-fallback for DeepLabV3 and R3D-18; onednn-rnn-workspace for Sequencer2D
+training; depthwise-layout-flag for CoaT and MobileNetV4-hybrid training;
 weight-std-backward for NF-ResNet training over; nhwc-view-conv for PVT-v2), conv-weight-channels-last for an under-estimate that the conv
 weight clones live at the peak bring within 3%, layernorm-input-copy for one that the
 layer_norm input clones live at the peak bring within 3%, or `unexplained`.  Those not
@@ -100,6 +102,28 @@ LN_COPY = "aten::layer_norm > aten::clone"
 # block keeps a list like VoVNet's)
 PYTHON_LOCAL = ("timm-starnet", "timm-ese", "timm-hgnet", "timm-fastvit")
 
+# families whose misses are oneDNN convolutions its JIT kernels decline, run by gemm
+# instead (attributed 2026-12-02 on single convs, torch 2.14.1): DeepLabV3's ASPP 3x3
+# convs at dilation 12, 24, 36 on an 8x8 or 12x12 map (the forward takes an im2col
+# scratchpad and no weight reorder; backward-weights a T * (4 |W| + C kh kw OH OW 4) + 256
+# B scratchpad, 37601536 B for 960 -> 256 channels on [N,960,8,8]), and R3D-18's 3x3x3
+# convs on layer4's 1x2x2 map at batch 2 (114131200 B in convolution_backward)
+ONEDNN_GEMM = ("seg-deeplabv3", "video-r3d_18")
+
+# families whose training misses are 2.x's CPU LSTM (aten::lstm > mkldnn_rnn_layer, one
+# per direction): each layer keeps a oneDNN workspace (7,561,216 B for T 24, N 48, 192 -> 48,
+# not linear in N) beside its output, hy and cy and the input's [T, N, C] copy; dnnmem
+# keeps 1.13's LSTMCell loop's gates and states (Sequencer2D)
+ONEDNN_RNN = ("timm-sequencer",)
+
+# families whose training misses are a depthwise conv whose input dnnmem's channels-last
+# flag (src/schedule/layout.c) gives the other format than torch's strides: the
+# channels-last backward's diff_weights in whole 16x16 blocks per group (24,576,000 B for a
+# 960-channel 5x5 one) is made on one side only. CoaT's ConvRelPosEnc (torch runs its 96 ->
+# 96 7x7 convs channels-last: the 4,816,896 B block at the measured peak; dnnmem NCHW) and
+# MobileNetV4-hybrid's stage 4 after the MobileMQA blocks (dnnmem channels-last, torch not)
+LAYOUT_FLAG = ("coat_", "mobilenetv4_hybrid")  # model name prefixes
+
 
 def err(r, est):
     return 100.0 * (est["peak_allocated_bytes"] - r["peak_bytes"]) / r["peak_bytes"]
@@ -143,6 +167,12 @@ def classify(r, dnnmem, out):
         names = ["weight-std-backward"]
     elif fam == "timm-pvt":
         names = ["nhwc-view-conv"]
+    elif fam in ONEDNN_GEMM:
+        names = ["onednn-gemm-fallback"]
+    elif fam in ONEDNN_RNN and r["mode"] == "train":
+        names = ["onednn-rnn-workspace"]
+    elif r["model"].startswith(LAYOUT_FLAG) and r["mode"] == "train":
+        names = ["depthwise-layout-flag"]
     elif e0 < 0 and abs(e0 + 100.0 * clone / r["peak_bytes"]) <= zoo.BAR:
         return e0, ["conv-weight-channels-last"], \
             f"{e0 + 100.0 * clone / r['peak_bytes']:+.2f}% with the weight clones live at the peak"

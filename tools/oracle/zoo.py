@@ -6,7 +6,8 @@
     nice -n 19 /tmp/zoo-venv/bin/python tools/oracle/zoo.py measure [--jobs N] [--only SUBSTR ...]
     python3 tools/oracle/zoo.py compare [--dnnmem build/dnnmem] [--misses FILE] [-v]
 
-`measure` runs every configuration of configs() (torchvision classifiers; seeded random
+`measure` runs every configuration of configs() (torchvision classifiers, segmentation and
+video models; seeded random
 architectures from tools/oracle/randnet.py; timm models, which need `pip install timm`) in its own process (a fresh interpreter, so the
 allocator and the profiler start empty), bounded by --timeout, and appends one JSON row
 per configuration to tests/validation/pytorch-cpu-2.x-zoo.jsonl; configurations already in
@@ -119,7 +120,55 @@ TIMM.update({name: ({"img_size": 96} if name in TIMM_IMG_SIZE else {}, 96) for n
     "selecsls42b", "convnextv2_atto", "mobilevitv2_050", "repvit_m0_9", "starnet_s050",
     "mambaout_femto", "regnetz_b16", "dla46_c", "xception41", "fasternet_t0", "hgnet_tiny",
     "levit_128s", "convit_tiny", "deit3_small_patch16_224", "efficientvit_m0", "pvt_v2_b0")})
-RANDOM_SEEDS = range(0, 90)
+# Added 2026-12-02 (NAME=zoo, issue 13; measured and compared before that session's fixes):
+# families new to the zoo first (BEiT, CoAtNet, CoaT, MaxViT, Swin, EfficientFormer, TResNet,
+# NesT, Twins, Sequencer, Visformer, TNT, DaViT, FocalNet, Next-ViT, BoTNet, LambdaNet, ...),
+# small variants; name -> image size (the ones in TIMM_IMG_SIZE2 take img_size, the rest
+# are fully convolutional or fixed at that size: swin_tiny, coatnet_pico and
+# efficientformer_l1 at their 224).  Probed first (export, batch-1 training, dnnmem accepts
+# the graph): eva02_tiny (its SDPA call fails to trace), efficientformerv2_s0, crossvit_tiny
+# (fixed image sizes), volo_d1 (aten::col2im has no opset-14 export), halonet26t,
+# haloregnetz_b and bat_resnext26ts (assertions at 96 px) do not export; gcvit_xxtiny's
+# Tile takes run-time repeats, which dnnmem refuses (docs/validation-zoo.md);
+# poolformerv2_s12 was refused until lift.c took F.group_norm without a bias.
+TIMM_IMG_SIZE2 = {"beit_base_patch16_224", "coat_lite_tiny", "maxvit_rmlp_pico_rw_256",
+                  "nest_tiny_jx", "twins_pcpvt_small", "twins_svt_small", "visformer_tiny",
+                  "tnt_s_patch16_224", "botnet26t_256", "vit_tiny_r_s16_p8_224",
+                  "vit_relpos_small_patch16_224", "deit_tiny_distilled_patch16_224",
+                  "levit_conv_128s", "xcit_tiny_12_p16_224", "hiera_tiny_224", "mvitv2_tiny",
+                  "gmixer_12_224", "vitamin_small_224"}
+TIMM3 = {  # in the order measured: requested families and small models first
+    "beit_base_patch16_224": 96, "coatnet_pico_rw_224": 224, "coat_lite_tiny": 96,
+    "maxvit_rmlp_pico_rw_256": 128, "swin_tiny_patch4_window7_224": 224,
+    "efficientformer_l1": 224, "tresnet_m": 96, "nest_tiny_jx": 96, "twins_pcpvt_small": 96,
+    "twins_svt_small": 96, "sequencer2d_s": 96, "visformer_tiny": 96, "tnt_s_patch16_224": 96,
+    "botnet26t_256": 128, "lambda_resnet26t": 128, "poolformerv2_s12": 96, "spnasnet_100": 96,
+    "semnasnet_075": 96, "mobilenetv2_050": 96, "mobilenetv3_large_075": 96,
+    "mobilenetv4_hybrid_medium": 96, "efficientnet_es": 96, "tf_efficientnetv2_b0": 96,
+    "lcnet_075": 96, "convnext_pico": 96, "convnextv2_femto": 96, "dla60x_c": 96,
+    "regnety_004": 96, "legacy_seresnet18": 96, "resnet10t": 96, "vit_tiny_r_s16_p8_224": 96,
+    "deit_tiny_distilled_patch16_224": 96, "levit_conv_128s": 96, "mobileone_s1": 96,
+    "repghostnet_050": 96, "edgenext_x_small": 96, "mobilevit_xs": 96, "cs3darknet_focus_s": 96,
+    "xcit_tiny_12_p16_224": 96, "ecaresnet26t": 96, "efficientnetv2_rw_t": 96,
+    "fastvit_sa12": 96, "hrnet_w18_small_v2": 96, "pvt_v2_b1": 96, "dpn68b": 96,
+    "resnest26d": 96, "gmixer_12_224": 96, "davit_tiny": 96, "focalnet_tiny_srf": 96,
+    "nextvit_small": 96, "vovnet39a": 96, "resnetv2_50x1_bit": 96, "cspdarknet53": 96,
+    "vit_relpos_small_patch16_224": 96, "hiera_tiny_224": 96, "mvitv2_tiny": 96,
+    "rdnet_tiny": 96, "vitamin_small_224": 96,
+}
+TIMM.update({name: ({"img_size": img} if name in TIMM_IMG_SIZE2 else {}, img)
+             for name, img in TIMM3.items()})
+# torchvision beyond classification (added 2026-12-02, issue 13): semantic segmentation
+# (weights=None, weights_backbone=None, 21 classes, no auxiliary head; the model's
+# {"out": ...} dict unwrapped; loss F.cross_entropy(out[B, 21, H, W], y[B, H, W])) and
+# video classification (input [B, 3, FRAMES, H, W], 400 classes).  Detection is not here:
+# its training-mode forward takes the targets and returns losses, which the TorchScript
+# exporter cannot trace as a graph of the image alone.
+SEGMENTATION = {"lraspp_mobilenet_v3_large": 128, "deeplabv3_mobilenet_v3_large": 128,
+                "fcn_resnet50": 96, "deeplabv3_resnet50": 96}
+VIDEO = {"r3d_18": 64, "mc3_18": 64, "r2plus1d_18": 64}
+FRAMES = 8
+RANDOM_SEEDS = range(0, 110)
 RUNS = (("inference", None), ("train", "sgd-momentum"), ("train", "adam"))
 
 
@@ -128,6 +177,10 @@ def family(model):
         return "random"
     if model in TIMM:
         return "timm-" + re.match(r"[a-z]+", model).group()
+    if model in SEGMENTATION:
+        return "seg-" + model.split("_")[0]
+    if model in VIDEO:
+        return "video-" + model
     for f in ("resnext", "wide_resnet", "resnet", "mobilenet_v2", "mobilenet_v3", "densenet",
               "efficientnet", "shufflenet", "squeezenet", "mnasnet", "regnet", "convnext", "vit",
               "swin", "googlenet", "inception", "alexnet", "vgg"):
@@ -141,6 +194,8 @@ def configs():
     models = [(m, "torchvision", img) for m, (_, img) in TORCHVISION.items()]
     models += [(f"rand{s}", "random", 32) for s in RANDOM_SEEDS]
     models += [(m, "timm", img) for m, (_, img) in TIMM.items()]
+    models += [(m, "torchvision", img) for m, img in SEGMENTATION.items()]
+    models += [(m, "torchvision", img) for m, img in VIDEO.items()]
     for model, source, image in models:
         for mode, opt in RUNS:
             for b in (1, 2):
@@ -168,8 +223,30 @@ def build_model(name):
         kw, _ = TIMM[name]
         return timm.create_model(name, pretrained=False, **kw), None, 1000
     import torchvision
+    if name in SEGMENTATION:
+        class Out(torch.nn.Module):  # the {"out": ...} dict's tensor
+            def __init__(self, m):
+                super().__init__()
+                self.m = m
+
+            def forward(self, x):
+                return self.m(x)["out"]
+        m = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None)
+        return Out(m), None, 21
+    if name in VIDEO:
+        return getattr(torchvision.models.video, name)(weights=None), None, 400
     kw, _ = TORCHVISION[name]
     return getattr(torchvision.models, name)(weights=None, **kw), None, 1000
+
+
+def input_shape(name, batch, image):
+    """The model's input: [B, 3, FRAMES, H, W] for a video model, else [B, 3, H, W]."""
+    return (batch, 3, FRAMES, image, image) if name in VIDEO else (batch, 3, image, image)
+
+
+def target_shape(name, batch, image):
+    """The loss's class ids: one per pixel for a segmentation model, else one per sample."""
+    return (batch, image, image) if name in SEGMENTATION else (batch,)
 
 
 def export_graph(name, image, path):
@@ -185,7 +262,7 @@ def export_graph(name, image, path):
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (torch.randn(2, 3, image, image),), buf, dynamo=False,
+        torch.onnx.export(model, (torch.randn(*input_shape(name, 2, image)),), buf, dynamo=False,
                           export_params=True, training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False, opset_version=14,
                           input_names=["input"], output_names=["output"],
@@ -276,8 +353,9 @@ def profiled_run(cfg):
     model, desc, classes = build_model(cfg["model"])
     model.train(train)
     torch.manual_seed(1)
-    x = torch.randn(cfg["batch"], 3, cfg["image"], cfg["image"])
-    y = torch.randint(0, classes, (cfg["batch"],), dtype=torch.long) if train else None
+    x = torch.randn(*input_shape(cfg["model"], cfg["batch"], cfg["image"]))
+    y = torch.randint(0, classes, target_shape(cfg["model"], cfg["batch"], cfg["image"]),
+                      dtype=torch.long) if train else None
     opt = None
     if cfg["optimizer"] == "sgd-momentum":
         opt = torch.optim.SGD(model.parameters(), lr=SGD_LR, momentum=SGD_MOMENTUM)
@@ -360,7 +438,10 @@ def measure(cfg):
     row = dict(cfg, torch=torch.__version__, torchvision=torchvision.__version__,
                python=platform.python_version(), num_threads=torch.get_num_threads(),
                architecture=desc,
-               loss=f"F.cross_entropy(out[B,{classes}], y[B] int64), mean" if train else None,
+               loss=(f"F.cross_entropy(out[B,{classes},H,W], y[B,H,W] int64), mean"
+                     if cfg["model"] in SEGMENTATION else
+                     f"F.cross_entropy(out[B,{classes}], y[B] int64), mean") if train else None,
+               input_shape=list(input_shape(cfg["model"], cfg["batch"], cfg["image"])),
                optimizer_args=(dict(lr=SGD_LR, momentum=SGD_MOMENTUM, foreach=None)
                                if cfg["optimizer"] == "sgd-momentum" else
                                dict(lr=ADAM_LR, foreach=None) if cfg["optimizer"] == "adam" else None),
