@@ -220,6 +220,10 @@ extern const dm_shape_fn dm_shape_fns[DM_OP_COUNT];
 /* Look up an op by domain ("" or "ai.onnx" for the default one) and op_type;
  * DM_OP_COUNT if unknown. */
 enum dm_op dm_op_lookup(const char *domain, const char *name);
+/* An activation PyTorch can run in place (a module's inplace=True): ReLU,
+ * Clip (ReLU6, Hardtanh), LeakyRelu, HardSwish, HardSigmoid, SiLU, ELU,
+ * SELU, CELU. */
+bool dm_op_inplace_activation(enum dm_op op);
 
 /* ---- graph IR (src/graph/graph.c) ----------------------------------------- */
 
@@ -329,7 +333,12 @@ struct dm_node {
     int32_t *out;         /* tensor indices; -1 for an omitted optional output */
     int n_attr, cap_attr; /* attrs holds cap_attr (dm_graph_attr grows it) */
     struct dm_attr *attrs;
+    int8_t inplace_fact;  /* DM_INPLACE_FACT_*: what the model file says about running this
+                             node in place (an inlined torch.nn module's `inplace`, onnx.c) */
 };
+
+/* dm_node.inplace_fact: UNKNOWN leaves it to --inplace (forward.c). */
+enum { DM_INPLACE_FACT_UNKNOWN = 0, DM_INPLACE_FACT_YES = 1, DM_INPLACE_FACT_NO = 2 };
 
 /* HF --mode generate: how a forward turns generate()'s 2-D attention_mask
  * [B, L] into the eager attention's 4-D mask (src/schedule/generate.c). */
