@@ -917,7 +917,8 @@ static enum dnnmem_status convert_node(struct conv *c, const struct call *k,
     const char *own = np->name && np->name[0]
                           ? np->name
                           : dm_arena_printf(&g->arena, "%s_%zu", op_type[0] ? op_type : "node", i);
-    const char *name = own && k->fn ? inlined_name(c, k, own) : own;
+    /* the protobuf's strings are freed after the conversion: copied */
+    const char *name = !own ? NULL : k->fn ? inlined_name(c, k, own) : dm_arena_strdup(&g->arena, own);
     if (!name)
         return dm_fail(c->err, DNNMEM_E_NOMEM, "%s: out of memory", c->path);
     const Onnx__FunctionProto *fn = find_fn(k->fs, np);
