@@ -1211,6 +1211,13 @@ bool dm_result_modules(const struct dm_graph *g, const struct dm_schedule *s, co
 
 /* Add a warning (copied) to a result (src/report/result.c). */
 enum dnnmem_status dm_result_warn(struct dnnmem_result *r, const char *text);
+/* dnnmem_estimate (api.c) with `bound` false: without the second estimate
+ * that bounds the activations --inplace auto decided (a search's or the
+ * advice's probes; dm_estimate_once); dnnmem_estimate is bound true. */
+enum dnnmem_status dm_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg, bool bound,
+                               struct dnnmem_result **out, struct dnnmem_error *err);
+enum dnnmem_status dm_estimate_once(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                                    struct dnnmem_result **out, struct dnnmem_error *err);
 
 /* Replay a schedule's events through an allocator only (no result);
  * DNNMEM_E_DEVICE_OOM when a request cannot be served. */

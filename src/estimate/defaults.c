@@ -464,9 +464,10 @@ static bool has_conv(const struct dm_graph *g)
  * who decides: the model (dm_node.inplace_fact, from the ONNX file's module
  * calls, onnx.c; the HF front end's inplace 0 for transformers' nn.ReLU())
  * or --inplace for the rest. */
-static void inplace_assumption(struct dm_assumptions *as, const struct dm_graph *g,
-                               const char *source, bool auto_)
+static void inplace_assumption(struct dm_est *e, const struct dm_graph *g, const char *source,
+                               bool auto_)
 {
+    struct dm_assumptions *as = &e->as;
     int yes = 0, no = 0, open = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const struct dm_node *n = &g->nodes[i];
@@ -479,6 +480,8 @@ static void inplace_assumption(struct dm_assumptions *as, const struct dm_graph 
         else
             open++;
     }
+    /* an ONNX file's guess (the HF front end builds transformers' modules as they are) */
+    e->inplace_open = auto_ && g->format && strcmp(g->format, "onnx") == 0 ? open : 0;
     const char *policy = auto_ ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
                                : "none (every op allocates its output)";
     if (yes + no == 0) {
@@ -563,7 +566,7 @@ static void job_assumptions(struct dm_est *e)
                   "none in eager TensorFlow: an input still held by the caller (a Keras layer's "
                   "argument) is protected from forwarding (ExecuteNodeArgs)");
     else
-        inplace_assumption(as, g, c->inplace == DNNMEM_INPLACE_AUTO ? "default" : "option",
+        inplace_assumption(e, g, c->inplace == DNNMEM_INPLACE_AUTO ? "default" : "option",
                            run->inplace);
 }
 
