@@ -1061,9 +1061,9 @@ static enum dnnmem_status convert_graph(struct conv *c, const Onnx__ModelProto *
                        c->path, MAX_FN_DEPTH);
     if (g->max_nodes > 0 && total > (uint64_t)g->max_nodes)
         return dm_fail(c->err, DNNMEM_E_LIMIT,
-                       "%s: the graph has %llu nodes (its local functions inlined), beyond the "
-                       "budget of %lld (--max-nodes)",
-                       c->path, (unsigned long long)total, (long long)g->max_nodes);
+                       "%s: the graph has %llu nodes%s, beyond the budget of %lld (--max-nodes)",
+                       c->path, (unsigned long long)total,
+                       fs.n ? " with its local functions inlined" : "", (long long)g->max_nodes);
     if (total > INT32_MAX / 2)
         return dm_fail(c->err, DNNMEM_E_UNSUPPORTED, "%s: too many nodes", c->path);
     g->nodes = dm_arena_array(&g->arena, (size_t)total + 1, sizeof *g->nodes);
