@@ -166,6 +166,9 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	@echo "== the PyTorch 2.x CPU zoo (docs/validation-zoo.md; rows whose graph is absent are skipped)"
 	python3 tools/oracle/zoo.py compare --dnnmem $(B)/dnnmem --brief --skip-missing \
 	    --misses tests/validation/zoo-expected-misses.txt
+	@echo "== the zoo again, each model exported with its activation modules as functions (docs/inplace.md)"
+	python3 tools/oracle/zoo.py compare --dnnmem $(B)/dnnmem --brief --skip-missing --variant modules \
+	    --misses tests/validation/zoo-modules-expected-misses.txt
 	@echo "== real transformers on the CPU (torch 2.13; transformers 4.42 to 5.24, each row's release: tools/hf_oracle)"
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== real transformers on the CPU: the encoder heads (QA, token classification, multiple choice, sequence classification; 4.51, 4.56, 5.24)"
