@@ -451,7 +451,10 @@ def ensure_graph(cfg, timeout, force=False, variant="plain"):
     path = os.path.join(ROOT, graph_path(cfg, variant))
     if os.path.exists(path) and not force:
         return None
-    _, err, _ = run_child(["export", cfg["model"], str(cfg["image"]), path, variant], timeout)
+    for _ in range(3):  # the modules export dies by SIGSEGV now and then in a forked child
+        _, err, _ = run_child(["export", cfg["model"], str(cfg["image"]), path, variant], timeout)
+        if err != "exit -11":
+            break
     return err
 
 
