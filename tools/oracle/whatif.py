@@ -177,7 +177,7 @@ def main():
               "# tools/oracle/whatif.py classify. tools/oracle/zoo.py compare --misses fails on a\n"
               "# miss not listed here and on a listed row that no longer misses."
               + ("" if a.variant == "plain" else
-                 f"\n# The {a.variant} export of each model (zoo.py --variant {a.variant}).")
+                 f"\n# The {a.variant} export of each model (zoo.py --variant {a.variant})."))
     for r in zoo.read_rows(zoo.OUT):
         if a.only and not any(s in r["id"] for s in a.only):
             continue
