@@ -169,6 +169,9 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	@echo "== multi-process training per rank on the CPU (torch 2.13 gloo, DeepSpeed 0.19.8: docs/parallel-measured.md; rows whose options dnnmem refuses are skipped)"
 	python3 tools/oracle/dist_measure.py compare --dnnmem $(B)/dnnmem --brief --check \
 	    --misses tests/validation/dist-expected-misses.txt
+	@echo "== the zoo again, each model exported with its activation modules as functions (docs/inplace.md)"
+	python3 tools/oracle/zoo.py compare --dnnmem $(B)/dnnmem --brief --skip-missing --variant modules \
+	    --misses tests/validation/zoo-modules-expected-misses.txt
 	@echo "== real transformers on the CPU (torch 2.13; transformers 4.42 to 5.24, each row's release: tools/hf_oracle)"
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== real transformers on the CPU: the encoder heads (QA, token classification, multiple choice, sequence classification; 4.51, 4.56, 5.24)"

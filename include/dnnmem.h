@@ -217,7 +217,11 @@ enum dnnmem_precision {
     DNNMEM_PRECISION_AMP_BF16  /* torch.autocast(bfloat16) with fp32 weights (CUDA) */
 };
 
-/* Whether activation functions ran in place (an ONNX graph cannot say). */
+/* Whether activation functions ran in place, for those the model does not
+ * say: a plain ONNX export cannot, one with torch.nn modules exported as
+ * functions can (their calls' `inplace`), and that fact wins
+ * (docs/inplace.md). With AUTO, dnnmem_estimate warns with the peak NONE
+ * gives when it is higher. */
 enum dnnmem_inplace {
     DNNMEM_INPLACE_AUTO = 0, /* ReLU in place wherever PyTorch allows it (torchvision's inplace=True) */
     DNNMEM_INPLACE_NONE      /* every op allocates its output */

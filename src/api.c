@@ -312,12 +312,43 @@ void dnnmem_config_init(struct dnnmem_config *cfg)
     cfg->par.rank = -1;
 }
 
-/* One estimate; *other (when not NULL): another rank to estimate when the
- * ranks differ (struct dm_schedule.par_uneven, par_other_rank: FSDP's
- * shards, ZeRO's partitions), else -1. */
-static enum dnnmem_status estimate_one(const dnnmem_model *m, const struct dnnmem_config *cfg,
-                                        struct dnnmem_result **out, int *other,
-                                        struct dnnmem_error *err)
+/* The activations a PyTorch graph does not say it runs in place, which
+ * --inplace auto ran in place (dm_est.inplace_open), are bounded: the
+ * estimate again with --inplace none, and when its peak is higher a warning
+ * gives it (docs/inplace.md: over the zoo, auto is 64 rows under by more
+ * than 3% and none 11, so neither guess is safe alone). */
+static enum dnnmem_status inplace_bound(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                                        int open, struct dnnmem_result *r)
+{
+    struct dnnmem_config c = *cfg;
+    c.inplace = DNNMEM_INPLACE_NONE;
+    struct dnnmem_result *hi = NULL;
+    struct dnnmem_error e2;
+    if (dm_estimate_once(m, &c, &hi, &e2) != DNNMEM_OK)
+        return DNNMEM_OK; /* no bound to give */
+    enum dnnmem_status s = DNNMEM_OK;
+    if (hi->peak_allocated > r->peak_allocated) {
+        char a[32], b[512];
+        snprintf(b, sizeof b,
+                 "%d activations the model file does not say run in place: --inplace auto ran "
+                 "them in place where PyTorch allows; run out of place (--inplace none) the peak "
+                 "is %s (+%.1f%%). An export with torch.onnx.export(..., opset_version=15, "
+                 "export_modules_as_functions={nn.ReLU, ...}) decides them (docs/inplace.md)",
+                 open, dm_format_bytes(hi->peak_allocated, a),
+                 100.0 * (double)(hi->peak_allocated - r->peak_allocated) /
+                     (double)(r->peak_allocated ? r->peak_allocated : 1));
+        s = dm_result_warn(r, b);
+    }
+    dnnmem_result_free(hi);
+    return s;
+}
+
+/* One estimate of one rank, bounded for the in-place guess when `bound`;
+ * *other (when not NULL): another rank to estimate when the ranks differ
+ * (struct dm_schedule.par_uneven, par_other_rank: FSDP's shards, ZeRO's
+ * partitions), else -1. */
+static enum dnnmem_status estimate_one(const dnnmem_model *m, const struct dnnmem_config *cfg, bool bound,
+                                       struct dnnmem_result **out, int *other, struct dnnmem_error *err)
 {
     if (m->g.capture) /* a captured step: replayed as observed (src/estimate/captured.c) */
         return dm_est_captured(&m->g, cfg, out, err);
@@ -345,7 +376,10 @@ static enum dnnmem_status estimate_one(const dnnmem_model *m, const struct dnnme
                                                      : e.sched.par_other_rank;
     if (s == DNNMEM_OK)
         s = dm_est_replay(&e, out, err);
-    if (s == DNNMEM_OK && (s = dm_est_warnings(&e, *out, err)) != DNNMEM_OK) {
+    if (s == DNNMEM_OK && (s = dm_est_warnings(&e, *out, err)) == DNNMEM_OK && bound &&
+        e.inplace_open > 0 && inplace_bound(m, cfg, e.inplace_open, *out) != DNNMEM_OK)
+        s = dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", m->g.path);
+    if (s != DNNMEM_OK && *out) {
         dnnmem_result_free(*out);
         *out = NULL;
     }
@@ -384,6 +418,18 @@ static void rank_row(struct dnnmem_rank_info *row, const struct dnnmem_result *r
 enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg,
                                    struct dnnmem_result **out, struct dnnmem_error *err)
 {
+    return dm_estimate(m, cfg, true, out, err);
+}
+
+enum dnnmem_status dm_estimate_once(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                                    struct dnnmem_result **out, struct dnnmem_error *err)
+{
+    return dm_estimate(m, cfg, false, out, err);
+}
+
+enum dnnmem_status dm_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg, bool bound,
+                               struct dnnmem_result **out, struct dnnmem_error *err)
+{
     if (!m || !cfg || !out)
         return dm_fail(err, DNNMEM_E_USAGE, "dnnmem_estimate: NULL argument");
     *out = NULL;
@@ -394,7 +440,7 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
                        "%s: a captured step is one process's; --gpus, --zero and --fsdp are "
                        "modelled for ONNX, HuggingFace, Keras and MXNet models", m->g.path);
     if (world <= 1 || !train || m->g.capture) {
-        DM_TRY(estimate_one(m, cfg, out, NULL, err));
+        DM_TRY(estimate_one(m, cfg, bound, out, NULL, err));
         (*out)->world_size = 1;
         (*out)->global_batch = train ? (cfg->batch_size > 0 ? cfg->batch_size : 1) *
                                            (cfg->grad_accum > 0 ? cfg->grad_accum : 1) : 0;
@@ -409,13 +455,13 @@ enum dnnmem_status dnnmem_estimate(const dnnmem_model *m, const struct dnnmem_co
     struct dnnmem_result *r0 = NULL, *r1 = NULL;
     c.par.rank = first;
     int other = -1;
-    DM_TRY(estimate_one(m, &c, &r0, &other, err));
+    DM_TRY(estimate_one(m, &c, bound, &r0, &other, err));
     int last = other == -2 ? shard - 1 : other;
     if (cfg->par.rank >= 0 || last < 0)
         last = first;
     if (last != first) {
         c.par.rank = last;
-        enum dnnmem_status s = estimate_one(m, &c, &r1, NULL, err);
+        enum dnnmem_status s = estimate_one(m, &c, bound, &r1, NULL, err);
         if (s != DNNMEM_OK) {
             dnnmem_result_free(r0);
             return s;

@@ -220,6 +220,10 @@ extern const dm_shape_fn dm_shape_fns[DM_OP_COUNT];
 /* Look up an op by domain ("" or "ai.onnx" for the default one) and op_type;
  * DM_OP_COUNT if unknown. */
 enum dm_op dm_op_lookup(const char *domain, const char *name);
+/* An activation PyTorch can run in place (a module's inplace=True): ReLU,
+ * Clip (ReLU6, Hardtanh), LeakyRelu, HardSwish, HardSigmoid, SiLU, ELU,
+ * SELU, CELU. */
+bool dm_op_inplace_activation(enum dm_op op);
 
 /* ---- graph IR (src/graph/graph.c) ----------------------------------------- */
 
@@ -332,7 +336,12 @@ struct dm_node {
     int32_t *out;         /* tensor indices; -1 for an omitted optional output */
     int n_attr, cap_attr; /* attrs holds cap_attr (dm_graph_attr grows it) */
     struct dm_attr *attrs;
+    int8_t inplace_fact;  /* DM_INPLACE_FACT_*: what the model file says about running this
+                             node in place (an inlined torch.nn module's `inplace`, onnx.c) */
 };
+
+/* dm_node.inplace_fact: UNKNOWN leaves it to --inplace (forward.c). */
+enum { DM_INPLACE_FACT_UNKNOWN = 0, DM_INPLACE_FACT_YES = 1, DM_INPLACE_FACT_NO = 2 };
 
 /* HF --mode generate: how a forward turns generate()'s 2-D attention_mask
  * [B, L] into the eager attention's 4-D mask (src/schedule/generate.c). */
@@ -1290,6 +1299,13 @@ bool dm_result_modules(const struct dm_graph *g, const struct dm_schedule *s, co
 
 /* Add a warning (copied) to a result (src/report/result.c). */
 enum dnnmem_status dm_result_warn(struct dnnmem_result *r, const char *text);
+/* dnnmem_estimate (api.c) with `bound` false: without the second estimate
+ * that bounds the activations --inplace auto decided (a search's or the
+ * advice's probes; dm_estimate_once); dnnmem_estimate is bound true. */
+enum dnnmem_status dm_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg, bool bound,
+                               struct dnnmem_result **out, struct dnnmem_error *err);
+enum dnnmem_status dm_estimate_once(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                                    struct dnnmem_result **out, struct dnnmem_error *err);
 
 /* Replay a schedule's events through an allocator only (no result);
  * DNNMEM_E_DEVICE_OOM when a request cannot be served. */

@@ -557,6 +557,45 @@ static bool has_conv(const struct dm_graph *g)
     return false;
 }
 
+/* The activations PyTorch can run in place (dm_op_inplace_activation), by
+ * who decides: the model (dm_node.inplace_fact, from the ONNX file's module
+ * calls, onnx.c; the HF front end's inplace 0 for transformers' nn.ReLU())
+ * or --inplace for the rest. */
+static void inplace_assumption(struct dm_est *e, const struct dm_graph *g, const char *source,
+                               bool auto_)
+{
+    struct dm_assumptions *as = &e->as;
+    int yes = 0, no = 0, open = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        if (!dm_op_inplace_activation(n->op))
+            continue;
+        if (n->inplace_fact == DM_INPLACE_FACT_YES)
+            yes++;
+        else if (n->inplace_fact == DM_INPLACE_FACT_NO || dm_attr_int(n, "inplace", 1) == 0)
+            no++;
+        else
+            open++;
+    }
+    /* an ONNX file's guess (the HF front end builds transformers' modules as they are) */
+    e->inplace_open = auto_ && g->format && strcmp(g->format, "onnx") == 0 ? open : 0;
+    const char *policy = auto_ ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
+                               : "none (every op allocates its output)";
+    if (yes + no == 0) {
+        dm_assume(as, "inplace", source, "%s", policy);
+        return;
+    }
+    if (open == 0) {
+        dm_assume(as, "inplace", "model", "from the model: %d activations in place, %d out of place",
+                  yes, no);
+        return;
+    }
+    dm_assume(as, "inplace", source,
+              "from the model: %d activations in place, %d out of place; --inplace %s for the "
+              "%d it does not decide",
+              yes, no, policy, open);
+}
+
 /* The job's settings: threads, checkpoints, adapters, quantization, in place. */
 static void job_assumptions(struct dm_est *e)
 {
@@ -624,9 +663,8 @@ static void job_assumptions(struct dm_est *e)
                   "none in eager TensorFlow: an input still held by the caller (a Keras layer's "
                   "argument) is protected from forwarding (ExecuteNodeArgs)");
     else
-        dm_assume(as, "inplace", c->inplace == DNNMEM_INPLACE_AUTO ? "default" : "option", "%s",
-                  run->inplace ? "auto (ReLU-like ops in place where PyTorch allows, as torchvision)"
-                              : "none (every op allocates its output)");
+        inplace_assumption(e, g, c->inplace == DNNMEM_INPLACE_AUTO ? "default" : "option",
+                           run->inplace);
 }
 
 /* The allocator, the CUDA toolkit, the context and the workspaces. */

@@ -298,6 +298,8 @@ struct dm_est {
     struct dm_fwsim fws;          /* replay.c: other frameworks' runtimes */
     struct dm_schedule sched;     /* schedule.c */
     struct dm_xla_stats xla;      /* schedule.c: the jitted step's figures */
+    int inplace_open;             /* defaults.c: activations --inplace auto decided (the
+                                     model does not say): api.c bounds them */
 };
 
 /* defaults.c: e->run from the options, and the assumptions that come

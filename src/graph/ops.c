@@ -14,6 +14,17 @@ const struct dm_op_info dm_ops[DM_OP_COUNT] = {
 #undef DM_OP_MS
 };
 
+/* The activations with an in-place form in PyTorch that a module's
+ * `inplace=True` selects (torch/nn/functional.py: relu_, hardtanh_ for
+ * ReLU6, leaky_relu_, hardswish_, hardsigmoid_, silu_, elu_ for ELU and
+ * SELU, celu_); which of them dnnmem runs in place is forward.c's. */
+bool dm_op_inplace_activation(enum dm_op op)
+{
+    return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu ||
+           op == DM_OP_HardSwish || op == DM_OP_HardSigmoid || op == DM_OP_Silu ||
+           op == DM_OP_Elu || op == DM_OP_Selu || op == DM_OP_Celu;
+}
+
 enum dm_op dm_op_lookup(const char *domain, const char *name)
 {
     if (domain[0] && strcmp(domain, "ai.onnx") != 0) {

@@ -812,6 +812,185 @@ static enum dnnmem_status tensor_ref(struct conv *c, const char *name, int32_t *
     return DNNMEM_OK;
 }
 
+/* ONNX model-local functions (ModelProto.functions, IR 8+) are inlined: a
+ * node whose domain and op_type name one is replaced by the function's body,
+ * its formal inputs and outputs bound to the call's, its other values named
+ * "<call>::<value>" and its nodes "<call's scope>/<call's leaf>.<node>", so
+ * that they keep the call's module scope (graph.c, dm_graph_find_scopes).
+ * torch.onnx's TorchScript exporter writes them with
+ * export_modules_as_functions (opset 15+; torch/onnx/utils.py,
+ * _setup_trace_module_map): one function per module class, each call
+ * carrying the module's annotated attributes (_get_module_attributes), so
+ * nn.ReLU, nn.ReLU6, nn.Hardswish, nn.SiLU, nn.ELU, ... calls carry
+ * `inplace`, which says whether F.relu ran relu_ or relu: the nodes of a
+ * call with an integer attribute `inplace` get it as dm_node.inplace_fact
+ * (docs/inplace.md; measured with torch 1.13 and 2.14.1). */
+#define MAX_FN_DEPTH 16
+
+struct fnset {
+    Onnx__FunctionProto **f;
+    size_t n;
+};
+
+/* The call being inlined (top: none, the graph's own nodes). */
+struct call {
+    const struct fnset *fs;
+    const Onnx__FunctionProto *fn; /* NULL at the top */
+    const Onnx__NodeProto *np;     /* the call node */
+    const char *name;              /* its node name in the graph */
+    const struct call *up;
+    int depth;
+    int8_t fact;                   /* DM_INPLACE_FACT_* of the call's `inplace` */
+};
+
+static bool same_domain(const char *a, const char *b)
+{
+    a = a && strcmp(a, "ai.onnx") != 0 ? a : "";
+    b = b && strcmp(b, "ai.onnx") != 0 ? b : "";
+    return strcmp(a, b) == 0;
+}
+
+static const Onnx__FunctionProto *find_fn(const struct fnset *fs, const Onnx__NodeProto *np)
+{
+    for (size_t i = 0; i < fs->n; i++)
+        if (fs->f[i]->name && np->op_type && strcmp(fs->f[i]->name, np->op_type) == 0 &&
+            same_domain(fs->f[i]->domain, np->domain))
+            return fs->f[i];
+    return NULL;
+}
+
+/* The nodes nodes[0..n) make once their calls are inlined, added to *total
+ * (capped past INT32_MAX); false when calls nest beyond MAX_FN_DEPTH. */
+static bool count_nodes(const struct fnset *fs, Onnx__NodeProto **nodes, size_t n, int depth,
+                        uint64_t *total)
+{
+    for (size_t i = 0; i < n && *total <= INT32_MAX; i++) {
+        const Onnx__FunctionProto *fn = find_fn(fs, nodes[i]);
+        if (!fn)
+            (*total)++;
+        else if (depth >= MAX_FN_DEPTH || !count_nodes(fs, fn->node, fn->n_node, depth + 1, total))
+            return false;
+    }
+    return true;
+}
+
+/* The graph tensor a call's body names `v`: a formal input or output is the
+ * caller's actual one (outer calls resolved in turn), another value
+ * "<call>::<v>"; "" (an omitted optional value) stays "". */
+static const char *bind_name(struct conv *c, const struct call *k, const char *v)
+{
+    if (!v || !v[0] || !k->fn)
+        return v ? v : "";
+    for (size_t j = 0; j < k->fn->n_input; j++)
+        if (k->fn->input[j] && strcmp(k->fn->input[j], v) == 0)
+            return bind_name(c, k->up, j < k->np->n_input ? k->np->input[j] : "");
+    for (size_t j = 0; j < k->fn->n_output; j++)
+        if (k->fn->output[j] && strcmp(k->fn->output[j], v) == 0)
+            return bind_name(c, k->up, j < k->np->n_output ? k->np->output[j] : "");
+    return dm_arena_printf(&c->g->arena, "%s::%s", k->name, v);
+}
+
+/* A body node's name: "<call's scope>/<call's leaf>.<node>". */
+static char *inlined_name(struct conv *c, const struct call *k, const char *node)
+{
+    const char *slash = strrchr(k->name, '/');
+    if (!slash)
+        return dm_arena_printf(&c->g->arena, "%s.%s", k->name, node);
+    return dm_arena_printf(&c->g->arena, "%.*s/%s.%s", (int)(slash - k->name), k->name, slash + 1,
+                           node);
+}
+
+/* The attribute a body node's `ref_attr_name` refers to in its call, or NULL. */
+static const Onnx__AttributeProto *call_attr(const struct call *k, const char *name)
+{
+    for (size_t j = 0; k->np && name && j < k->np->n_attribute; j++)
+        if (k->np->attribute[j]->name && strcmp(k->np->attribute[j]->name, name) == 0)
+            return k->np->attribute[j];
+    return NULL;
+}
+
+static enum dnnmem_status convert_node(struct conv *c, const struct call *k,
+                                       const Onnx__NodeProto *np, size_t i)
+{
+    struct dm_graph *g = c->g;
+    const char *op_type = np->op_type ? np->op_type : "";
+    const char *own = np->name && np->name[0]
+                          ? np->name
+                          : dm_arena_printf(&g->arena, "%s_%zu", op_type[0] ? op_type : "node", i);
+    /* the protobuf's strings are freed after the conversion: copied */
+    const char *name = !own ? NULL : k->fn ? inlined_name(c, k, own) : dm_arena_strdup(&g->arena, own);
+    if (!name)
+        return dm_fail(c->err, DNNMEM_E_NOMEM, "%s: out of memory", c->path);
+    const Onnx__FunctionProto *fn = find_fn(k->fs, np);
+    if (fn) { /* count_nodes bounded the depth */
+        const Onnx__AttributeProto *ip = NULL;
+        for (size_t j = 0; j < np->n_attribute; j++)
+            if (np->attribute[j]->name && strcmp(np->attribute[j]->name, "inplace") == 0 &&
+                np->attribute[j]->has_i)
+                ip = np->attribute[j];
+        struct call inner = {.fs = k->fs, .fn = fn, .np = np, .name = name, .up = k,
+                             .depth = k->depth + 1,
+                             .fact = ip ? (ip->i ? DM_INPLACE_FACT_YES : DM_INPLACE_FACT_NO)
+                                        : DM_INPLACE_FACT_UNKNOWN};
+        for (size_t j = 0; j < fn->n_node; j++)
+            DM_TRY(convert_node(c, &inner, fn->node[j], j));
+        return DNNMEM_OK;
+    }
+    struct dm_node *n = &g->nodes[g->n_nodes];
+    n->name = name;
+    n->inplace_fact = k->fact;
+    n->domain = dm_arena_strdup(&g->arena, np->domain ? np->domain : "");
+    if (!n->domain)
+        return dm_fail(c->err, DNNMEM_E_NOMEM, "%s: out of memory", c->path);
+    if (!op_type[0])
+        return dm_fail(c->err, DNNMEM_E_MODEL, "%s: node '%s' has no op_type", c->path, n->name);
+    bool default_domain = !n->domain[0] || strcmp(n->domain, "ai.onnx") == 0;
+    n->op = dm_op_lookup(n->domain, op_type);
+    if (n->op == DM_OP_COUNT)
+        return dm_fail(c->err, DNNMEM_E_UNSUPPORTED, "%s: node '%s': unsupported op '%s%s%s'",
+                       c->path, n->name, default_domain ? "" : n->domain,
+                       default_domain ? "" : "::", op_type);
+    if (np->n_input > 1024 || np->n_output > 1024 || np->n_attribute > 1024)
+        return dm_fail(c->err, DNNMEM_E_UNSUPPORTED,
+                       "%s: node '%s' has too many inputs, outputs or attributes", c->path,
+                       n->name);
+    n->n_in = (int)np->n_input;
+    n->n_out = (int)np->n_output;
+    n->in = dm_arena_array(&g->arena, np->n_input + 1, sizeof *n->in);
+    n->out = dm_arena_array(&g->arena, np->n_output + 1, sizeof *n->out);
+    n->attrs = dm_arena_array(&g->arena, np->n_attribute + 1, sizeof *n->attrs);
+    if (!n->in || !n->out || !n->attrs)
+        return dm_fail(c->err, DNNMEM_E_NOMEM, "%s: out of memory", c->path);
+    for (size_t j = 0; j < np->n_input; j++)
+        DM_TRY(tensor_ref(c, bind_name(c, k, np->input[j]), &n->in[j]));
+    for (size_t j = 0; j < np->n_output; j++) {
+        DM_TRY(tensor_ref(c, bind_name(c, k, np->output[j]), &n->out[j]));
+        for (size_t m = 0; m < j; m++)
+            if (n->out[j] >= 0 && n->out[m] == n->out[j])
+                return dm_fail(c->err, DNNMEM_E_MODEL, "%s: node '%s' writes '%s' twice",
+                               c->path, n->name, np->output[j]);
+    }
+    int na = 0;
+    for (size_t j = 0; j < np->n_attribute; j++) {
+        const Onnx__AttributeProto *ap = np->attribute[j];
+        Onnx__AttributeProto bound;
+        if (k->fn && ap->ref_attr_name && ap->ref_attr_name[0]) {
+            const Onnx__AttributeProto *v = call_attr(k, ap->ref_attr_name);
+            if (!v)
+                continue; /* the call leaves it out: the op's default */
+            bound = *v;
+            bound.name = ap->name;
+            ap = &bound;
+        }
+        DM_TRY(convert_attr(c, n, ap, &n->attrs[na++]));
+    }
+    n->n_attr = n->cap_attr = na;
+    if (n->op == DM_OP_Constant && n->n_out >= 1 && n->out[0] >= 0)
+        g->tensors[n->out[0]].role = DM_ROLE_CONSTANT;
+    g->n_nodes++;
+    return DNNMEM_OK;
+}
+
 static enum dnnmem_status convert_graph(struct conv *c, const Onnx__ModelProto *mp)
 {
     struct dm_graph *g = c->g;
@@ -873,60 +1052,26 @@ static enum dnnmem_status convert_graph(struct conv *c, const Onnx__ModelProto *
         g->inputs[g->n_inputs++] = t;
     }
 
-    if (g->max_nodes > 0 && gp->n_node > (uint64_t)g->max_nodes)
+    struct fnset fs = {mp->functions, mp->n_functions};
+    uint64_t total = 0;
+    if (!count_nodes(&fs, gp->node, gp->n_node, 0, &total))
+        return dm_fail(c->err, DNNMEM_E_UNSUPPORTED,
+                       "%s: the model's local functions call each other more than %d deep "
+                       "(or recursively)",
+                       c->path, MAX_FN_DEPTH);
+    if (g->max_nodes > 0 && total > (uint64_t)g->max_nodes)
         return dm_fail(c->err, DNNMEM_E_LIMIT,
-                       "%s: the graph has %zu nodes, beyond the budget of %lld (--max-nodes)",
-                       c->path, gp->n_node, (long long)g->max_nodes);
-    if (gp->n_node > INT32_MAX / 2)
+                       "%s: the graph has %llu nodes%s, beyond the budget of %lld (--max-nodes)",
+                       c->path, (unsigned long long)total,
+                       fs.n ? " with its local functions inlined" : "", (long long)g->max_nodes);
+    if (total > INT32_MAX / 2)
         return dm_fail(c->err, DNNMEM_E_UNSUPPORTED, "%s: too many nodes", c->path);
-    g->nodes = dm_arena_array(&g->arena, gp->n_node + 1, sizeof *g->nodes);
+    g->nodes = dm_arena_array(&g->arena, (size_t)total + 1, sizeof *g->nodes);
     if (!g->nodes)
         return dm_fail(c->err, DNNMEM_E_NOMEM, "%s: out of memory", c->path);
-    for (size_t i = 0; i < gp->n_node; i++) {
-        const Onnx__NodeProto *np = gp->node[i];
-        struct dm_node *n = &g->nodes[g->n_nodes];
-        const char *op_type = np->op_type ? np->op_type : "";
-        n->name = np->name && np->name[0]
-                      ? dm_arena_strdup(&g->arena, np->name)
-                      : dm_arena_printf(&g->arena, "%s_%zu", op_type[0] ? op_type : "node", i);
-        n->domain = dm_arena_strdup(&g->arena, np->domain ? np->domain : "");
-        if (!n->name || !n->domain)
-            return dm_fail(c->err, DNNMEM_E_NOMEM, "%s: out of memory", c->path);
-        if (!op_type[0])
-            return dm_fail(c->err, DNNMEM_E_MODEL, "%s: node '%s' has no op_type", c->path,
-                           n->name);
-        bool default_domain = !n->domain[0] || strcmp(n->domain, "ai.onnx") == 0;
-        n->op = dm_op_lookup(n->domain, op_type);
-        if (n->op == DM_OP_COUNT)
-            return dm_fail(c->err, DNNMEM_E_UNSUPPORTED, "%s: node '%s': unsupported op '%s%s%s'",
-                           c->path, n->name, default_domain ? "" : n->domain,
-                           default_domain ? "" : "::", op_type);
-        if (np->n_input > 1024 || np->n_output > 1024 || np->n_attribute > 1024)
-            return dm_fail(c->err, DNNMEM_E_UNSUPPORTED, "%s: node '%s' has too many inputs, outputs or attributes",
-                           c->path, n->name);
-        n->n_in = (int)np->n_input;
-        n->n_out = (int)np->n_output;
-        n->in = dm_arena_array(&g->arena, np->n_input + 1, sizeof *n->in);
-        n->out = dm_arena_array(&g->arena, np->n_output + 1, sizeof *n->out);
-        n->n_attr = n->cap_attr = (int)np->n_attribute;
-        n->attrs = dm_arena_array(&g->arena, np->n_attribute + 1, sizeof *n->attrs);
-        if (!n->in || !n->out || !n->attrs)
-            return dm_fail(c->err, DNNMEM_E_NOMEM, "%s: out of memory", c->path);
-        for (size_t k = 0; k < np->n_input; k++)
-            DM_TRY(tensor_ref(c, np->input[k], &n->in[k]));
-        for (size_t k = 0; k < np->n_output; k++) {
-            DM_TRY(tensor_ref(c, np->output[k], &n->out[k]));
-            for (size_t j = 0; j < k; j++)
-                if (n->out[k] >= 0 && n->out[j] == n->out[k])
-                    return dm_fail(c->err, DNNMEM_E_MODEL, "%s: node '%s' writes '%s' twice",
-                                   c->path, n->name, np->output[k]);
-        }
-        for (size_t k = 0; k < np->n_attribute; k++)
-            DM_TRY(convert_attr(c, n, np->attribute[k], &n->attrs[k]));
-        if (n->op == DM_OP_Constant && n->n_out >= 1 && n->out[0] >= 0)
-            g->tensors[n->out[0]].role = DM_ROLE_CONSTANT;
-        g->n_nodes++;
-    }
+    struct call top = {.fs = &fs};
+    for (size_t i = 0; i < gp->n_node; i++)
+        DM_TRY(convert_node(c, &top, gp->node[i], i));
 
     for (size_t i = 0; i < gp->n_output; i++) {
         const char *name = gp->output[i]->name ? gp->output[i]->name : "";

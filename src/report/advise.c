@@ -188,7 +188,7 @@ static enum dnnmem_status estimate_entry(const struct job *j, struct entry *e, b
     struct dnnmem_config c;
     apply(j, e, &c);
     struct dnnmem_result *r = NULL;
-    enum dnnmem_status s = dnnmem_estimate(j->m, &c, &r, err);
+    enum dnnmem_status s = dm_estimate_once(j->m, &c, &r, err);
     *ok = s == DNNMEM_OK;
     if (s == DNNMEM_E_UNSUPPORTED || s == DNNMEM_E_USAGE || s == DNNMEM_E_UNBOUND)
         return DNNMEM_OK;

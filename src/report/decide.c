@@ -50,7 +50,7 @@ static enum dnnmem_status estimate_at(struct search *se, int64_t v, struct dnnme
         c.batch_size = v;
     }
     struct dnnmem_result *r = NULL;
-    enum dnnmem_status s = dnnmem_estimate(se->m, &c, &r, err);
+    enum dnnmem_status s = dm_estimate_once(se->m, &c, &r, err);
     free(dims);
     if (s != DNNMEM_OK)
         return s;

@@ -129,11 +129,27 @@ static bool slice_view(const struct dm_sb *b, const struct dm_node *n, bool *str
  * mxnet.c's. */
 static bool can_run_inplace(const struct dm_sb *b, enum dm_op op)
 {
-    if ((op == DM_OP_Elu || op == DM_OP_Selu || op == DM_OP_Celu) && !b->run->mx_ops)
-        return true;
-    return op == DM_OP_Relu || op == DM_OP_Clip || op == DM_OP_LeakyRelu || op == DM_OP_HardSwish ||
-           op == DM_OP_HardSigmoid || op == DM_OP_Silu ||
-           op == DM_OP_IndexAdd; /* Tensor.index_add_ */
+    if ((op == DM_OP_Elu || op == DM_OP_Selu || op == DM_OP_Celu) && b->run->mx_ops)
+        return false;
+    return dm_op_inplace_activation(op) || op == DM_OP_IndexAdd; /* Tensor.index_add_ */
+}
+
+/* Whether activation n runs in place on its input's buffer `base`. What the
+ * model file says decides (dm_node.inplace_fact: the module's `inplace`,
+ * onnx.c; nn.ReLU() of HF models: attribute inplace 0): F.relu(x,
+ * inplace=True) runs relu_ whoever else holds x. Otherwise --inplace: with
+ * auto, in place when nothing but this op holds the input. SiLU stays out
+ * of place with grad either way: silu_ clones its input for SiluBackward0,
+ * which costs what silu does (header of can_run_inplace). */
+static bool runs_inplace(const struct dm_sb *b, const struct dm_node *n, int32_t base, bool train)
+{
+    if (!can_run_inplace(b, n->op) || (n->op == DM_OP_Silu && train))
+        return false;
+    if (n->inplace_fact == DM_INPLACE_FACT_YES)
+        return !b->run->tf_ops && !b->run->xla && !b->run->mx_ops;
+    if (n->inplace_fact == DM_INPLACE_FACT_NO || dm_attr_int(n, "inplace", 1) == 0)
+        return false;
+    return b->run->inplace && b->refs[base] == 1;
 }
 
 /* TensorFlow under tf.function: kernels that write their output into an
@@ -489,11 +505,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
             (torch_views(b) ? !dm_sb_view_strides(b, in0, o)
                             : b->strided[in0] && !fold_is_view(n, &t[in0])))
             alias = false;
-        /* in place: nothing but this op holds the input */
-        bool inplace = k == 0 && base >= 0 && b->run->inplace &&
-                       can_run_inplace(b, n->op) && (n->op != DM_OP_Silu || !train) &&
-                       dm_attr_int(n, "inplace", 1) != 0 && /* nn.ReLU() of HF models: 0 */
-                       b->refs[base] == 1 && b->resident[in0] < 0 && t[o].bytes == t[in0].bytes;
+        bool inplace = k == 0 && base >= 0 && runs_inplace(b, n, base, train) &&
+                       b->resident[in0] < 0 && t[o].bytes == t[in0].bytes;
         /* F.linear on a 3-D input is matmul(x, W.t()) then output.add_(bias) in
          * place (aten/src/ATen/native/Linear.cpp): an Add of a weight onto a
          * fresh MatMul result nobody else holds writes into it */

@@ -63,6 +63,25 @@ expect 0 '"tests/models/onnx/tiny_cnn_eval_export.onnx looks exported in eval mo
     estimate $M/onnx/tiny_cnn_eval_export.onnx --mode train -b 2 --json
 expect 0 '"warnings": []' -- estimate $M/onnx/tiny_cnn_eval_export.onnx -b 2 --json
 expect 0 '"warnings": []' -- estimate tests/models/zoo/resnet18-i224.onnx --mode train -b 2 --json
+# in-place facts from the file (docs/inplace.md): b = act1(x * 2), c = act2(b), two nn.ReLU
+# modules exported as functions (tools/export_inplace_fixtures.py), each call carrying its
+# `inplace`; [1,4,16,16] float32 is 4 KiB.  Measured with the profiler under no_grad
+# (torch 2.14.1): both in place 8 KiB (input, x * 2), act2 out of place 12 KiB (its output
+# too); the file's facts win over --inplace either way
+IP="estimate --device cpu --framework pytorch@2.14 --input-shape input=1,4,16,16"
+expect 0 "peak         8.00 KiB" -- $IP $M/onnx/inplace-modules-yes.onnx --inplace none
+expect 0 "from the model: 2 activations in place, 0 out of place" -- \
+    $IP $M/onnx/inplace-modules-yes.onnx --inplace none
+expect 0 "peak         12.00 KiB" -- $IP $M/onnx/inplace-modules-mixed.onnx
+expect 0 "from the model: 1 activations in place, 1 out of place" -- $IP $M/onnx/inplace-modules-mixed.onnx
+# the same model exported plainly says nothing: --inplace auto runs both in place (8 KiB, 4
+# under the measured 12 KiB), and the warning gives the bound --inplace none makes
+expect 0 "peak         8.00 KiB" -- $IP $M/onnx/inplace-plain-mixed.onnx
+expect 0 "warning      2 activations the model file does not say run in place: --inplace auto ran them in place where PyTorch allows; run out of place (--inplace none) the peak is 12.00 KiB (+50.0%)" -- \
+    $IP $M/onnx/inplace-plain-mixed.onnx
+expect 0 '"warnings": []' -- $IP $M/onnx/inplace-modules-mixed.onnx --json
+expect 4 "function-recursive.onnx: the model's local functions call each other more than 16 deep (or recursively)" -- \
+    estimate $M/onnx/function-recursive.onnx
 # a transformers release outside the modelled ones is refused, naming them
 expect 4 "--transformers 4.40 for model_type 'gpt2' is not modelled: dnnmem builds it from transformers 4.48" -- \
     estimate $M/hf/gpt2.json --transformers 4.40

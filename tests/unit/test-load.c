@@ -521,6 +521,52 @@ static void test_onnx_node_budget(void **state)
     tb_free(b);
 }
 
+/* Model-local functions are inlined (onnx.c, convert_node): two nn.ReLU
+ * modules exported with export_modules_as_functions (torch 2.14.1,
+ * tools/export_inplace_fixtures.py) are calls of
+ * torch.nn.modules.activation::ReLU, whose body is one Relu; each becomes
+ * that Relu in its call's scope, bound to the call's tensors, with the
+ * call's inplace (1, 0) as its fact; the graph's own nodes have none. */
+static void test_onnx_functions_inlined(void **state)
+{
+    (void)state;
+    const char *path = "tests/models/onnx/inplace-modules-mixed.onnx";
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    uint8_t buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_true(n > 0 && n < sizeof buf);
+    struct dm_graph g;
+    dm_graph_init(&g);
+    g.path = path;
+    struct dnnmem_error err;
+    assert_int_equal(dm_load_onnx(&g, buf, n, &err), DNNMEM_OK);
+    assert_int_equal(g.n_nodes, 4); /* Constant, Mul, Relu, Relu */
+    int relus = 0;
+    for (int32_t i = 0; i < g.n_nodes; i++) {
+        const struct dm_node *nd = &g.nodes[i];
+        if (nd->op != DM_OP_Relu) {
+            assert_int_equal(nd->inplace_fact, DM_INPLACE_FACT_UNKNOWN);
+            continue;
+        }
+        relus++;
+        const char *in = g.tensors[nd->in[0]].name, *out = g.tensors[nd->out[0]].name;
+        if (strcmp(nd->name, "/act1/ReLU.Relu_1") == 0) {
+            assert_int_equal(nd->inplace_fact, DM_INPLACE_FACT_YES);
+            assert_string_equal(in, "/Mul_output_0");
+            assert_string_equal(out, "/act1/ReLU_output_0");
+        } else {
+            assert_string_equal(nd->name, "/act2/ReLU.Relu_1");
+            assert_int_equal(nd->inplace_fact, DM_INPLACE_FACT_NO);
+            assert_string_equal(in, "/act1/ReLU_output_0");
+            assert_string_equal(out, "6");
+        }
+    }
+    assert_int_equal(relus, 2);
+    dm_graph_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -550,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_parser_predicted),
         cmocka_unit_test(test_parser_nothing_kept),
         cmocka_unit_test(test_onnx_node_budget),
+        cmocka_unit_test(test_onnx_functions_inlined),
         cmocka_unit_test(test_small_values_kept),
         cmocka_unit_test(test_file_errors),
     };

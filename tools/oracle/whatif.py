@@ -10,6 +10,8 @@ bypassed to build/zoo/whatif-dropout-p0/ and prints the row's error before and a
 A row whose error falls within 3% once they are bypassed has that mechanism.
 
     python3 tools/oracle/whatif.py classify > tests/validation/zoo-expected-misses.txt
+    python3 tools/oracle/whatif.py classify --variant modules \
+        > tests/validation/zoo-modules-expected-misses.txt
 
 classify: every row missing by more than 3%, with the mechanisms that explain it
 (docs/validation-zoo.md describes each): dropout-p0 when bypassing the p=0 Dropouts
@@ -195,16 +197,21 @@ def main():
     ap.add_argument("what", choices=["dropout-p0", "classify"])
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--dnnmem", default=os.path.join(zoo.ROOT, "build", "dnnmem"))
+    ap.add_argument("--variant", choices=sorted(zoo.VARIANTS), default="plain",
+                    help="which export of each model (zoo.py's VARIANTS)")
     a = ap.parse_args()
     out = os.path.join(zoo.WORK, "whatif-dropout-p0")
     if a.what == "classify":
         print("# Zoo rows (tests/validation/pytorch-cpu-2.x-zoo.jsonl) that dnnmem misses by more than\n"
               "# 3%, each with its mechanism (docs/validation-zoo.md); written by\n"
               "# tools/oracle/whatif.py classify. tools/oracle/zoo.py compare --misses fails on a\n"
-              "# miss not listed here and on a listed row that no longer misses.")
+              "# miss not listed here and on a listed row that no longer misses."
+              + ("" if a.variant == "plain" else
+                 f"\n# The {a.variant} export of each model (zoo.py --variant {a.variant})."))
     for r in zoo.read_rows(zoo.OUT):
         if a.only and not any(s in r["id"] for s in a.only):
             continue
+        r = dict(r, graph=zoo.graph_path(r, a.variant))
         src = os.path.join(zoo.ROOT, r["graph"])
         if not os.path.exists(src):
             continue

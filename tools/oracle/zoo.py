@@ -249,7 +249,27 @@ def target_shape(name, batch, image):
     return (batch, image, image) if name in SEGMENTATION else (batch,)
 
 
-def export_graph(name, image, path):
+# --variant modules: the same export with each module class that has an annotated
+# `inplace` attribute (nn.ReLU, nn.ReLU6, nn.SiLU, nn.ELU, ...) exported as an ONNX local
+# function (export_modules_as_functions, opset 15), whose calls carry the module's
+# `inplace` (torch/onnx/utils.py, _get_module_attributes): dnnmem inlines them and takes
+# each activation's in-place fact from them (docs/inplace.md).  The rows are the same.
+VARIANTS = {"plain": "tests/models/zoo/", "modules": "tests/models/zoo-modules/"}
+
+
+def graph_path(cfg, variant):
+    """Row cfg's graph for the variant (the rows record the plain one)."""
+    return cfg["graph"].replace(VARIANTS["plain"], VARIANTS[variant], 1)
+
+
+def inplace_module_types(model):
+    import typing
+    return {type(m) for m in model.modules()
+            if isinstance(getattr(m, "inplace", None), bool)
+            and "inplace" in typing.get_type_hints(type(m))}
+
+
+def export_graph(name, image, path, variant="plain"):
     import io
     import warnings
 
@@ -260,13 +280,16 @@ def export_graph(name, image, path):
     model, _, _ = build_model(name)
     model.train()
     buf = io.BytesIO()
+    kw = dict(opset_version=14)
+    if variant == "modules":
+        kw = dict(opset_version=15, export_modules_as_functions=inplace_module_types(model))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (torch.randn(*input_shape(name, 2, image)),), buf, dynamo=False,
                           export_params=True, training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False, opset_version=14,
+                          do_constant_folding=False,
                           input_names=["input"], output_names=["output"],
-                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **kw)
     m = onnx.load_from_string(buf.getvalue())
     strip_initializers(m, os.path.basename(path)[:-5] + ".weights")
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -472,7 +495,7 @@ def _forked(conn, args):
     try:
         sys.path.insert(0, HERE)
         if args[0] == "export":
-            export_graph(args[1], int(args[2]), args[3])
+            export_graph(args[1], int(args[2]), args[3], args[4] if len(args) > 4 else "plain")
             conn.send(("", None))
         else:
             conn.send((json.dumps(measure(json.loads(args[1]))), None))
@@ -505,11 +528,14 @@ def run_child(args, timeout):
     return line, err, time.time() - t0
 
 
-def ensure_graph(cfg, timeout, force=False):
-    path = os.path.join(ROOT, cfg["graph"])
+def ensure_graph(cfg, timeout, force=False, variant="plain"):
+    path = os.path.join(ROOT, graph_path(cfg, variant))
     if os.path.exists(path) and not force:
         return None
-    _, err, _ = run_child(["export", cfg["model"], str(cfg["image"]), path], timeout)
+    for _ in range(3):  # the modules export dies by SIGSEGV now and then in a forked child
+        _, err, _ = run_child(["export", cfg["model"], str(cfg["image"]), path, variant], timeout)
+        if err != "exit -11":
+            break
     return err
 
 
@@ -564,12 +590,12 @@ def cmd_export(a):
         if (c["model"], c["image"]) in seen or (a.only and not any(s in c["id"] for s in a.only)):
             continue
         seen.add((c["model"], c["image"]))
-        err = ensure_graph(c, a.timeout, force=True)
-        print(c["graph"], err or "ok", flush=True)
+        err = ensure_graph(c, a.timeout, force=True, variant=a.variant)
+        print(graph_path(c, a.variant), err or "ok", flush=True)
 
 
-def estimate(dnnmem, row, extra=()):
-    cmd = [dnnmem, "estimate", os.path.join(ROOT, row["graph"]), "--device", "cpu",
+def estimate(dnnmem, row, extra=(), variant="plain"):
+    cmd = [dnnmem, "estimate", os.path.join(ROOT, graph_path(row, variant)), "--device", "cpu",
            "--framework", "pytorch@2.14", "--cpu-threads", "1", "--batch-size", str(row["batch"]),
            "--json"]
     cmd += ["--mode", "infer"] if row["mode"] == "inference" else \
@@ -608,16 +634,20 @@ def cmd_compare(a):
     say = (lambda *x: None) if a.brief else print
     say(f"{'configuration':<40} {'measured':>11} {'estimated':>11} {'error':>8}")
     for r in rows:
-        if not os.path.exists(os.path.join(ROOT, r["graph"])):
+        if a.only and not any(s in r["id"] for s in a.only):
+            continue
+        if not os.path.exists(os.path.join(ROOT, graph_path(r, a.variant))):
             if a.skip_missing:
                 absent += 1
                 continue
-            err = ensure_graph(r, a.timeout) if a.export else "graph missing (run `zoo.py export`)"
+            err = ensure_graph(r, a.timeout, variant=a.variant) if a.export else \
+                "graph missing (run `zoo.py export`)"
             if err:
                 print(f"{r['id']:<40} {err}")
                 bad += 1
                 continue
-        est, err = estimate(a.dnnmem, r)
+        est, err = estimate(a.dnnmem, r, a.estimate_args.split() if a.estimate_args else (),
+                            a.variant)
         if err:
             print(f"{r['id']:<40} error: {err}")
             bad += 1
@@ -660,6 +690,11 @@ def main():
         s = sub.add_parser(name)
         s.add_argument("--only", nargs="*", help="configuration ids containing one of these")
         s.add_argument("--timeout", type=int, default=600, help="seconds per child process")
+    for name in ("export", "compare"):
+        sub.choices[name].add_argument("--variant", choices=sorted(VARIANTS), default="plain",
+                                       help="which export of each model (VARIANTS)")
+    sub.choices["compare"].add_argument("--estimate-args", default="",
+                                        help="more dnnmem options (what-ifs), one string")
     m = sub.choices["measure"]
     m.add_argument("--out", default=OUT)
     m.add_argument("--jobs", type=int, default=1)
