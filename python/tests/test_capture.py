@@ -37,9 +37,37 @@ def storage_bytes(ts):
     return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in ts}.values())
 
 
-def measure(build, batch, optimizer, steps=2):
-    """The peak of the step on the CPU, as zoo.py measures it (torch.profiler)."""
+def step_peak(model, x, y, opt, steps, grad_accum=1):
+    """The running maximum of the CPU allocation events (torch.profiler, as zoo.py measures
+    it) over `steps` training steps of grad_accum micro-batches each, loss / grad_accum (as
+    dnnmem.torch.capture runs them), or one no_grad forward without an optimizer."""
     from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        if opt is None:
+            with torch.no_grad():
+                out = model(x)
+            del out
+        for _ in range(steps if opt else 0):
+            opt.zero_grad()
+            for _ in range(grad_accum):
+                out = model(x)
+                loss = F.cross_entropy(out, y)
+                if grad_accum > 1:
+                    loss = loss / grad_accum
+                loss.backward()
+            opt.step()
+            del out, loss
+    evs = sorted((int(e.start_ns()), i, int(e.nbytes())) for i, e in
+                 enumerate(prof.profiler.kineto_results.events()) if e.nbytes() != 0)
+    run = peak = 0
+    for _, _, nb in evs:
+        run += nb
+        peak = max(peak, run)
+    return peak
+
+
+def measure(build, batch, optimizer, steps=2, grad_accum=1):
+    """The peak of the step on the CPU, with what lived before it (zoo.py's bytes_before)."""
     torch.set_num_threads(1)
     model = build()
     model.train(optimizer is not None)
@@ -50,25 +78,7 @@ def measure(build, batch, optimizer, steps=2):
     opt = optimizer(model.parameters()) if optimizer else None
     gc.collect()
     before = storage_bytes([*model.parameters(), *model.buffers(), x, y])
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        if opt is None:
-            with torch.no_grad():
-                out = model(x)
-            del out
-        for _ in range(steps if opt else 0):
-            opt.zero_grad()
-            out = model(x)
-            loss = F.cross_entropy(out, y)
-            loss.backward()
-            opt.step()
-            del out, loss
-    evs = sorted((int(e.start_ns()), i, int(e.nbytes())) for i, e in
-                 enumerate(prof.profiler.kineto_results.events()) if e.nbytes() != 0)
-    run = peak = 0
-    for _, _, nb in evs:
-        run += nb
-        peak = max(peak, run)
-    return before + peak
+    return before + step_peak(model, x, y, opt, steps, grad_accum)
 
 
 def capture(build, batch, optimizer, steps=2):
@@ -182,7 +192,6 @@ def image(kind, batch, device=None):
 
 
 def measure_conv(kind, batch, optimizer, steps=2):
-    from torch.profiler import ProfilerActivity, profile
     torch.set_num_threads(1)
     model = convnet(kind)
     model.train(optimizer is not None)
@@ -190,25 +199,7 @@ def measure_conv(kind, batch, optimizer, steps=2):
     opt = optimizer(model.parameters()) if optimizer else None
     gc.collect()
     before = storage_bytes([*model.parameters(), *model.buffers(), x] + ([y] if opt else []))
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        if opt is None:
-            with torch.no_grad():
-                out = model(x)
-            del out
-        for _ in range(steps if opt else 0):
-            opt.zero_grad()
-            out = model(x)
-            loss = F.cross_entropy(out, y)
-            loss.backward()
-            opt.step()
-            del out, loss
-    evs = sorted((int(e.start_ns()), i, int(e.nbytes())) for i, e in
-                 enumerate(prof.profiler.kineto_results.events()) if e.nbytes() != 0)
-    run = peak = 0
-    for _, _, nb in evs:
-        run += nb
-        peak = max(peak, run)
-    return before + peak
+    return before + step_peak(model, x, y, opt, steps)
 
 
 # Measured with torch 2.14.1 (the rules' release) and 2.13.0 alike, one thread: the capture's

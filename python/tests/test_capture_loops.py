@@ -1,9 +1,7 @@
 """Training loops as they run, captured and checked against the real CPU step (the
-profiler's allocation events, as test_capture.measure): activation checkpointing (both
+profiler's allocation events: test_capture.measure): activation checkpointing (both
 torch.utils.checkpoint implementations, with the CPU RNG states they keep) and gradient
 accumulation; autocast, which does not run on meta, is refused."""
-import gc
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -11,7 +9,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch.utils.checkpoint import checkpoint  # noqa: E402
 
 import dnnmem.torch as dt  # noqa: E402
-from test_capture import adam, mlp, sgd, storage_bytes  # noqa: E402
+from test_capture import adam, measure, mlp, sgd  # noqa: E402
 
 
 class Blocks(torch.nn.Module):
@@ -34,35 +32,6 @@ class Blocks(torch.nn.Module):
         return self.out(x)
 
 
-def measured(build, batch, optimizer, steps=2, grad_accum=1):
-    """The real step's peak on the CPU: the same loop as dnnmem.torch.capture runs."""
-    from torch.profiler import ProfilerActivity, profile
-    torch.set_num_threads(1)
-    model = build()
-    x, y = torch.randn(batch, 64), torch.randint(0, 10, (batch,))
-    opt = optimizer(model.parameters())
-    gc.collect()
-    before = storage_bytes([*model.parameters(), *model.buffers(), x, y])
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        for _ in range(steps):
-            opt.zero_grad()
-            for _ in range(grad_accum):
-                out = model(x)
-                loss = F.cross_entropy(out, y)
-                if grad_accum > 1:
-                    loss = loss / grad_accum
-                loss.backward()
-            opt.step()
-            del out, loss
-    evs = sorted((int(e.start_ns()), i, int(e.nbytes())) for i, e in
-                 enumerate(prof.profiler.kineto_results.events()) if e.nbytes() != 0)
-    run = peak = 0
-    for _, _, nb in evs:
-        run += nb
-        peak = max(peak, run)
-    return before + peak
-
-
 def captured(build, batch, optimizer, **kw):
     with torch.device("meta"):
         model = build()
@@ -82,7 +51,7 @@ def test_checkpoint_equals_cpu_measurement(reentrant, preserve_rng):
     # and fork_rng takes one more at each recomputation: 3 blocks x 2 x 2 iterations
     assert len(rng) == (12 if preserve_rng else 0)
     assert all(s["bytes"] == 5056 and s["device"] == "host" for s in rng)
-    assert cap.estimate(device="cpu").peak == measured(build, 16, sgd)
+    assert cap.estimate(device="cpu").peak == measure(build, 16, sgd)
 
 
 @pytest.mark.parametrize("optimizer", [sgd, adam], ids=["sgd", "adam"])
@@ -91,7 +60,7 @@ def test_grad_accumulation_equals_cpu_measurement(optimizer):
     assert cap.data["grad_accum"] == 3
     # Adam's 12 B (test_capture.test_capture_equals_cpu_measurement)
     missed = 12 if optimizer is adam else 0
-    assert cap.estimate(device="cpu").peak == measured(mlp, 8, optimizer, grad_accum=3) - missed
+    assert cap.estimate(device="cpu").peak == measure(mlp, 8, optimizer, grad_accum=3) - missed
     assert "3 micro-batches per optimizer step" in cap.estimate(device="cpu").text
 
 
