@@ -440,13 +440,16 @@ def main():
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--heads", action="store_true",
                     help="the encoder heads' rows (rows.make_head_rows), not the causal LMs'")
+    ap.add_argument("--decoder-heads", action="store_true",
+                    help="the other decoders' task heads (rows.make_decoder_head_rows)")
     ap.add_argument("--archs", action="store_true",
                     help="the later families' rows (rows.make_arch_rows)")
     ap.add_argument("--dump", help="write each row's blocks live at the peak as DIR/<id>.tsv "
                     "(index, bytes, operator path; debugging, not committed)")
     a = ap.parse_args()
     rel = rowdefs.release(transformers.__version__)
-    todo = rowdefs.make_head_rows(rel) if a.heads else rowdefs.make_arch_rows(rel) if a.archs \
+    todo = rowdefs.make_head_rows(rel) if a.heads else \
+        rowdefs.make_decoder_head_rows(rel) if a.decoder_heads else rowdefs.make_arch_rows(rel) if a.archs \
         else rowdefs.make_rows(rel)
     if a.only:
         todo = [r for r in todo if any(s in r["id"] for s in a.only)]

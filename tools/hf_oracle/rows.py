@@ -379,6 +379,45 @@ def make_head_rows(rel):
     return rows
 
 
+# The other decoders' task heads (measure.py --decoder-heads,
+# tests/validation/hf-real-decoder-heads-cpu.jsonl): each type's heads as transformers 5.24
+# has them (the classes of its modeling file: OPT has no ForTokenClassification; Phi, Phi-3,
+# Gemma and Gemma 2 no ForQuestionAnswering), on its tiny config (Mistral's and Qwen2's:
+# their small configs), the head in 'architectures'; AdamW training and inference in fp32,
+# eager, then AdamW training under sdpa
+DECODER_HEAD_MODELS = (
+    ("tests/models/hf", "tiny-gpt2", DECODER_HEADS),
+    ("tests/models/hf", "tiny-opt", ("ForQuestionAnswering", "ForSequenceClassification")),
+    ("tests/models/hf", "tiny-neox", DECODER_HEADS),
+    ("tests/models/hf", "tiny-falcon", DECODER_HEADS),
+    ("tests/models/hf", "tiny-phi", ("ForTokenClassification", "ForSequenceClassification")),
+    ("tests/models/hf", "tiny-phi3", ("ForTokenClassification", "ForSequenceClassification")),
+    ("tests/models/hf", "tiny-gemma", ("ForTokenClassification", "ForSequenceClassification")),
+    ("tests/models/hf", "tiny-gemma2", ("ForTokenClassification", "ForSequenceClassification")),
+    (SMALL_DIR, "small-Mistral-7B-Instruct-v0.3", DECODER_HEADS),
+    (SMALL_DIR, "small-Qwen2.5-7B-Instruct", DECODER_HEADS))
+HEAD_CLASS.update(gpt2="GPT2", opt="OPT", gpt_neox="GPTNeoX", falcon="Falcon", phi="Phi",
+                  phi3="Phi3", gemma="Gemma", gemma2="Gemma2", mistral="Mistral", qwen2="Qwen2")
+DECODER_HEAD_RUNS = [("train", "adamw", "eager"), ("infer", None, "eager"),
+                     ("train", "adamw", "sdpa")]
+
+
+def make_decoder_head_rows(rel):
+    rows = []
+    for mode, opt, attn in DECODER_HEAD_RUNS:
+        tag = mode if opt is None else "train-" + opt
+        for _, m, heads in DECODER_HEAD_MODELS:
+            for head in heads:
+                model, config = f"{m}-{head[3:]}", f"{SMALL_DIR}/{m}-{head[3:]}.json"
+                with open(os.path.join(ROOT, config)) as f:
+                    mt = json.load(f)["model_type"]
+                rows.append(dict(release=rel, model=model, model_type=mt, config=config,
+                                 batch=BATCH, head=head, mode=mode, optimizer=opt, seq=SEQ,
+                                 precision="fp32", attn=attn,
+                                 id=f"tf{rel}/{model}-{tag}-b{BATCH}-s{SEQ}-fp32-{attn}"))
+    return rows
+
+
 def shrink_encoder(d, head):
     """An encoder config shrunk as shrink() does (2 layers, 4 heads of 64, vocabulary 4096),
     with `head` in its architectures."""
@@ -461,6 +500,13 @@ def write_small():
         for head in DECODER_HEADS:
             with open(os.path.join(ROOT, SMALL_DIR, f"{m}-{head[3:]}.json"), "w") as f:
                 json.dump(with_head(tiny, head), f, indent=1, sort_keys=True)
+                f.write("\n")
+    for where, m, heads in DECODER_HEAD_MODELS:
+        with open(os.path.join(ROOT, where, m + ".json")) as f:
+            base = json.load(f)
+        for head in heads:
+            with open(os.path.join(ROOT, SMALL_DIR, f"{m}-{head[3:]}.json"), "w") as f:
+                json.dump(with_head(base, head), f, indent=1, sort_keys=True)
                 f.write("\n")
 
 

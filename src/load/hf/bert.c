@@ -178,32 +178,6 @@ static int32_t encoder_ffn(struct hf *h, const struct bert *c, int32_t a)
     return y;
 }
 
-/* ForQuestionAnswering's qa_outputs [B, S, 2] split into start and end
- * logits: logits.split(1, dim=-1), each .squeeze(-1).contiguous(), a [B, S]
- * copy each (modeling_bert.py and its copies, 4.51-5.24); *end (may be NULL)
- * gets the end logits. */
-int32_t hf_qa_logits(struct hf *h, int32_t x, int64_t E, int32_t *end)
-{
-    size_t s = hf_enter(h, "qa_outputs");
-    int32_t y = hf_linear(h, x, E, 2, true, -1, NULL);
-    hf_leave(h, s);
-    struct dm_node *n = hf_node(h, DM_OP_Split, 2, (int32_t[]){y, hf_const_ints(h, INTS(1, 1))}, 2);
-    if (!n)
-        return -1;
-    int32_t part[2] = {n->out[0], n->out[1]};
-    hf_attr_i(h, "axis", -1);
-    int32_t last = hf_const_ints(h, INTS(-1)); /* made before out_name names the next */
-    h->out_name = "start_logits";
-    int32_t start = hf_op(h, DM_OP_Squeeze, 2, part[0], last);
-    h->out_name = "end_logits";
-    int32_t e = hf_op(h, DM_OP_Squeeze, 2, part[1], last);
-    if (end)
-        *end = e;
-    /* the model's loss: (CE(start) + CE(end)) / 2 against clamped positions */
-    h->g->loss_terms = 2;
-    return start;
-}
-
 /* hidden[:, 0], [B, E]. PyTorch's select is a view that keeps the whole
  * hidden state alive while the next linear keeps it for backward; modelled
  * as a copy (the hidden state is freed earlier: B x S x E bytes, before the
@@ -587,16 +561,6 @@ static int32_t build_distilbert(struct hf *h, const struct bert *c, int32_t ids,
  * `cls` ("Bert", "DistilBert"): <cls>Model, <cls>ForMaskedLM or
  * <cls>ForSequenceClassification (num_labels from id2label, as
  * PretrainedConfig reads it, else 2); none named: the bare model. */
-
-/* A classification head's labels: PretrainedConfig's num_labels is
- * len(id2label) when the config has one, else its hf_num_labels (default 2). */
-int64_t hf_num_labels(struct hf *h)
-{
-    json_t *labels = json_object_get(h->root, "id2label");
-    return json_is_object(labels) && json_object_size(labels) > 0
-               ? (int64_t)json_object_size(labels)
-               : hf_get_int(h, "num_labels", 2, MAX_SIZE);
-}
 
 static void read_head(struct hf *h, struct bert *c, const char *cls)
 {

@@ -328,10 +328,12 @@ static bool act_known(const char *act)
 }
 
 /* The lm_head (or embed_out / output_projection), then Gemma 2's final
- * softcapping. */
+ * softcapping; or the task head (hf_task_head) on x. */
 int32_t hf_dec_head(struct hf *h, const struct dec *c, const char *name, int32_t x, int64_t in,
                     int32_t tied)
 {
+    if (h->task.kind != HF_TASK_LM)
+        return hf_task_head(h, x, in);
     size_t s = hf_enter(h, "%s", name);
     bool cap = c->final_cap > 0;
     x = hf_linear(h, x, in, c->vocab, c->head_bias, c->tie ? tied : -1, cap ? NULL : "logits");

@@ -10,33 +10,237 @@
 
 #include <string.h>
 
-/* `architectures`, when given, must name the causal LM that is built. */
-static void check_architectures(struct hf *h)
+/* ---- the decoders' task heads (struct hf_task) ----
+ *
+ * transformers 4.56.2 and 5.24.0 (their modeling files read): the heads a
+ * model type has are the registry's `heads`; their graphs are the same in
+ * both. Sequence classification (GenericForSequenceClassification,
+ * modeling_layers.py, and GPT-2's, OPT's, GPT-NeoX's and Falcon's own
+ * classes): score, nn.Linear(hidden, num_labels, bias=False), on every
+ * position [B, S, num_labels], then each row's last non-pad token,
+ * logits[arange(B), last] (an index gather: a [B, num_labels] copy; with
+ * pad_token_id, (arange(S, int32) * (input_ids != pad).int()).argmax(-1);
+ * without, -1, and transformers refuses batches above 1); it returns the
+ * pooled logits and the cache; the loss cross-entropy of the pooled logits
+ * (MSELoss for num_labels 1). Token classification: dropout (the config's
+ * classifier_dropout, else hidden_dropout, else 0.1: GenericFor-
+ * TokenClassification, GPT-2's, Falcon's; GPT-NeoX's Dropout(
+ * classifier_dropout), whose config class defaults it to 0.1, so the same
+ * rule) and a Linear(hidden, num_labels) with a bias (5.24's generic class
+ * reads token_classification_bias, default true; 4.56.2's has no such field;
+ * GPT-2's, GPT-NeoX's and Falcon's always have one) to [B, S, num_labels],
+ * named score (generic) or classifier (own classes), its loss on
+ * logits.float() where the loss is transformers' ForTokenClassification
+ * (loss_utils.py: the generic class and GPT-NeoX's) and on the logits as
+ * they are where the class calls CrossEntropyLoss (GPT-2, Falcon). Question
+ * answering: qa_outputs, Linear(hidden, 2) with a bias, split into start and
+ * end logits (hf_qa_logits), the loss (start + end) / 2. Token
+ * classification and question answering return no cache: the model makes
+ * it (use_cache) and it is let go when the head's forward returns. */
+static const char *const task_suffix[HF_TASK_N] = {
+    "ForCausalLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering"};
+
+/* The model types whose heads are their own classes (else the generic
+ * ones); the config classes' defaults of classifier_dropout and
+ * hidden_dropout (-1: the class has no such attribute). */
+static const struct task_style {
+    const char *type;
+    const char *tok_module;
+    bool tok_upcast;
+    double cls_drop, hidden_drop;
+} task_styles[] = {
+    {"gpt2", "classifier", false, -1, -1},
+    {"gpt_neox", "classifier", true, 0.1, 0.0}, /* GPTNeoXConfig */
+    {"falcon", "classifier", false, -1, 0.0},   /* FalconConfig */
+};
+
+/* The config's value of a dropout field, else its class default `dflt`
+ * (-1: none). */
+static double task_drop_field(struct hf *h, const char *key, double dflt)
+{
+    json_t *v = json_object_get(h->root, key);
+    if (!v)
+        return dflt;
+    return json_is_null(v) ? -1 : hf_get_num(h, key, 0, 0, 1);
+}
+
+/* What the head needs from the config. */
+static void read_task_fields(struct hf *h, const char *cls)
+{
+    struct hf_task *t = &h->task;
+    const struct task_style *st = NULL;
+    for (size_t i = 0; i < sizeof task_styles / sizeof *task_styles; i++)
+        if (strcmp(task_styles[i].type, h->arch->type) == 0)
+            st = &task_styles[i];
+    h->g->head = dm_arena_strdup(&h->g->arena, cls);
+    t->labels = t->kind == HF_TASK_QA ? 2 : hf_num_labels(h);
+    t->pad = -1;
+    if (t->kind == HF_TASK_SEQCLS) {
+        json_t *pad = json_object_get(h->root, "pad_token_id");
+        json_int_t pv = json_is_integer(pad) ? json_integer_value(pad) : -1;
+        t->pad = pv >= 0 && pv < MAX_SIZE ? (int64_t)pv : -1; /* any id; -1: none */
+        if (json_is_integer(pad) && t->pad < 0)
+            hf_fail(h, DNNMEM_E_MODEL, "config field 'pad_token_id' (%lld) is out of range",
+                    (long long)pv);
+    }
+    if (t->kind != HF_TASK_TOKCLS)
+        return;
+    double cd = task_drop_field(h, "classifier_dropout", st ? st->cls_drop : -1);
+    double hd = task_drop_field(h, "hidden_dropout", st ? st->hidden_drop : -1);
+    t->drop = cd >= 0 ? cd : hd >= 0 ? hd : 0.1;
+    t->module = st ? st->tok_module : "score";
+    t->upcast = st ? st->tok_upcast : true;
+    t->bias = st || h->transformers < 500 || hf_get_bool(h, "token_classification_bias", true);
+}
+
+/* The heads of the model type's row, for an error: "LlamaForCausalLM,
+ * LlamaForSequenceClassification, ..." into buf. */
+static const char *task_list(const struct hf *h, char *buf, size_t n)
+{
+    const char *cls = h->arch->cls ? h->arch->cls : "";
+    size_t at = 0;
+    for (int k = 0; k < HF_TASK_N; k++)
+        if (k == HF_TASK_LM || (h->arch->heads & HF_HEAD(k))) {
+            int w = snprintf(buf + at, n - at, "%s%s%s", at ? ", " : "", cls,
+                             k == HF_TASK_LM && strcmp(h->arch->type, "gpt2") == 0 ? "LMHeadModel"
+                                                                                   : task_suffix[k]);
+            if (w < 0 || (size_t)w >= n - at)
+                break;
+            at += (size_t)w;
+        }
+    return buf;
+}
+
+/* `architectures`, when given, names the causal LM (...ForCausalLM,
+ * ...LMHeadModel, any prefix) or one of the row's heads (the row's class
+ * prefix); anything else is an error listing what the type has. */
+static void read_task(struct hf *h)
 {
     json_t *arch = json_object_get(h->root, "architectures");
+    h->task = (struct hf_task){.kind = HF_TASK_LM, .pad = -1};
     if (!arch || json_is_null(arch))
         return;
     if (!json_is_array(arch)) {
         hf_fail(h, DNNMEM_E_MODEL, "config field 'architectures' must be a list");
         return;
     }
-    size_t i;
+    size_t i, n = h->arch->cls ? strlen(h->arch->cls) : 0;
     json_t *a;
     const char *other = NULL;
     json_array_foreach(arch, i, a)
     {
         const char *s = json_is_string(a) ? json_string_value(a) : "";
-        size_t n = strlen(s);
-        if ((n >= 11 && strcmp(s + n - 11, "ForCausalLM") == 0) ||
-            (n >= 11 && strcmp(s + n - 11, "LMHeadModel") == 0))
+        size_t len = strlen(s);
+        if ((len >= 11 && strcmp(s + len - 11, "ForCausalLM") == 0) ||
+            (len >= 11 && strcmp(s + len - 11, "LMHeadModel") == 0))
             return;
-        other = s;
+        for (int k = HF_TASK_SEQCLS; n && k < HF_TASK_N && !other; k++)
+            if ((h->arch->heads & HF_HEAD(k)) && strncmp(s, h->arch->cls, n) == 0 &&
+                strcmp(s + n, task_suffix[k]) == 0) {
+                h->task.kind = (enum hf_task_kind)k;
+                if (h->transformers < DM_TRANSFORMERS_WIDE)
+                    hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                            "config field 'architectures' names %s: --transformers %d.%d's task "
+                            "heads are not modelled; they are built from transformers 4.51",
+                            s, h->transformers / 100, h->transformers % 100);
+                read_task_fields(h, s);
+                return;
+            }
+        other = other ? other : s;
     }
+    char buf[256];
     if (other)
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "config field 'architectures' names %s; only the causal LM (...ForCausalLM, "
-                "GPT2LMHeadModel) is built",
-                other);
+                "config field 'architectures' names %s; for model_type '%s' the heads built are %s",
+                other, h->arch->type, task_list(h, buf, sizeof buf));
+}
+
+/* A classification head's labels: PretrainedConfig's num_labels is
+ * len(id2label) when the config has one, else its num_labels (default 2). */
+int64_t hf_num_labels(struct hf *h)
+{
+    json_t *labels = json_object_get(h->root, "id2label");
+    return json_is_object(labels) && json_object_size(labels) > 0
+               ? (int64_t)json_object_size(labels)
+               : hf_get_int(h, "num_labels", 2, MAX_SIZE);
+}
+
+/* ForQuestionAnswering's qa_outputs [B, S, 2] split into start and end
+ * logits: logits.split(1, dim=-1), each .squeeze(-1).contiguous(), a [B, S]
+ * copy each (modeling_bert.py and its copies, modeling_layers.py's
+ * GenericForQuestionAnswering, 4.51-5.24); *end (may be NULL) gets the end
+ * logits. */
+int32_t hf_qa_logits(struct hf *h, int32_t x, int64_t E, int32_t *end)
+{
+    size_t s = hf_enter(h, "qa_outputs");
+    int32_t y = hf_linear(h, x, E, 2, true, -1, NULL);
+    hf_leave(h, s);
+    struct dm_node *n = hf_node(h, DM_OP_Split, 2, (int32_t[]){y, hf_const_ints(h, INTS(1, 1))}, 2);
+    if (!n)
+        return -1;
+    int32_t part[2] = {n->out[0], n->out[1]};
+    hf_attr_i(h, "axis", -1);
+    int32_t last = hf_const_ints(h, INTS(-1)); /* made before out_name names the next */
+    h->out_name = "start_logits";
+    int32_t start = hf_op(h, DM_OP_Squeeze, 2, part[0], last);
+    h->out_name = "end_logits";
+    int32_t e = hf_op(h, DM_OP_Squeeze, 2, part[1], last);
+    if (end)
+        *end = e;
+    /* the model's loss: (CE(start) + CE(end)) / 2 against clamped positions */
+    h->g->loss_terms = 2;
+    return start;
+}
+
+/* Sequence classification's pooled logits (above). */
+static int32_t seqcls_pool(struct hf *h, int32_t x, int64_t E)
+{
+    const struct hf_task *t = &h->task;
+    int32_t ids = t->ids;
+    size_t s = hf_enter(h, "score");
+    int32_t logits = hf_linear(h, x, E, t->labels, false, -1, NULL);
+    hf_leave(h, s);
+    int32_t zero = hf_const_i(h, 0), one = hf_const_i(h, 1);
+    int32_t b = hf_op(h, DM_OP_Shape, 1, ids);
+    hf_attr_i(h, "end", 1);
+    int32_t rows = hf_op(h, DM_OP_Range, 3, zero, b, one); /* torch.arange(batch_size) */
+    int32_t last;
+    if (t->pad >= 0) {
+        int32_t seq = hf_op(h, DM_OP_Shape, 1, ids);
+        hf_attr_i(h, "start", 1);
+        hf_attr_i(h, "end", 2);
+        int32_t np = hf_op(h, DM_OP_Not, 1, hf_op(h, DM_OP_Equal, 2, ids, hf_const_i(h, t->pad)));
+        np = hf_op(h, DM_OP_Cast, 1, np);
+        hf_attr_i(h, "to", DM_INT32);
+        int32_t tok = hf_op(h, DM_OP_Cast, 1, hf_op(h, DM_OP_Range, 3, zero, seq, one));
+        hf_attr_i(h, "to", DM_INT32);
+        last = hf_op(h, DM_OP_ArgMax, 1, hf_op(h, DM_OP_Mul, 2, tok, np));
+        hf_attr_i(h, "axis", -1);
+        hf_attr_i(h, "keepdims", 0);
+    } else { /* last_non_pad_token = -1 */
+        last = hf_op(h, DM_OP_Sub, 2, hf_op(h, DM_OP_Mul, 2, rows, zero), one);
+    }
+    int32_t idx = hf_op(h, DM_OP_Concat, 2, hf_unsqueeze(h, rows, INTS(1)),
+                        hf_unsqueeze(h, last, INTS(1)));
+    hf_attr_i(h, "axis", 1);
+    h->out_name = "logits";
+    return hf_op(h, DM_OP_GatherND, 2, logits, idx);
+}
+
+/* The task head h->task names on the base model's last hidden state x
+ * [B, S, E] (the first output: the logits, QA's start logits). */
+int32_t hf_task_head(struct hf *h, int32_t x, int64_t E)
+{
+    const struct hf_task *t = &h->task;
+    if (t->kind == HF_TASK_SEQCLS)
+        return seqcls_pool(h, x, E);
+    if (t->kind == HF_TASK_QA)
+        return hf_qa_logits(h, x, E, NULL);
+    x = hf_dropout(h, x, t->drop);
+    size_t s = hf_enter(h, "%s", t->module);
+    x = hf_linear(h, x, E, t->labels, t->bias, -1, "logits");
+    hf_leave(h, s);
+    return x;
 }
 
 /* What every family checks before it reads its config's fields, in this
@@ -73,7 +277,7 @@ bool hf_check(struct hf *h, const char *type)
         return false;
     }
     if (!(h->arch->flags & HF_ANY_ARCH))
-        check_architectures(h);
+        read_task(h);
     /* flash_attention_2 as transformers 4.51 runs it through the shared
      * attention interface (flash_attention_forward): the families whose
      * attention was moved onto it (GPT-2 with 4.48; OPT, GPT-NeoX and Phi,
@@ -221,17 +425,55 @@ int32_t hf_causal_ids(struct hf *h, int64_t layers, bool use_cache, bool parts)
     g->logits_to_keep = true;
     g->legacy_cache = false;
     g->gen_mask = DM_GEN_MASK_CAUSAL;
-    return hf_input_ids(h, 2 + (use_cache ? (parts ? 4 : 2) * (size_t)layers : 0));
+    h->task.ids = hf_input_ids(h, 2 + (use_cache ? (parts ? 4 : 2) * (size_t)layers : 0));
+    return h->task.ids;
+}
+
+/* A token-classification or question-answering head's outputs: its logits
+ * (QA: start and end), not the cache, whose keys and values (and the parts
+ * of fused projections their views keep) live until the head's forward
+ * returns. */
+static enum dnnmem_status task_outputs(struct hf *h, int32_t logits, int64_t layers, bool use_cache)
+{
+    struct dm_graph *g = h->g;
+    g->loss_upcast = h->task.kind == HF_TASK_TOKCLS && h->task.upcast;
+    for (int64_t i = 0; use_cache && !g->cache_len && i < layers; i++)
+        for (int j = 0; j < 4; j++) {
+            char name[64];
+            if (j < 2)
+                snprintf(name, sizeof name, "present.%lld.%s", (long long)i, j ? "value" : "key");
+            else
+                snprintf(name, sizeof name, "present.%lld.qkv.%d", (long long)i, j - 2);
+            hf_hold(h, dm_graph_find(g, name), hf_last_node(h));
+        }
+    g->tensors[logits].is_output = true;
+    g->outputs[g->n_outputs++] = logits;
+    if (h->task.kind == HF_TASK_QA) {
+        int32_t end = dm_graph_find(g, "end_logits");
+        if (end < 0)
+            return hf_fail(h, DNNMEM_E_INTERNAL, "no tensor 'end_logits'");
+        g->tensors[end].is_output = true;
+        g->outputs[g->n_outputs++] = end;
+    }
+    return hf_finish(h);
 }
 
 /* A causal LM's outputs: the logits, then with use_cache the presents
- * (hf_causal_ids). */
+ * (hf_causal_ids); a task head's (hf_task_head): sequence classification's
+ * pooled logits and the presents, the others' task_outputs. */
 enum dnnmem_status hf_causal_outputs(struct hf *h, int32_t logits, int64_t layers, bool use_cache,
                                      bool parts)
 {
     struct dm_graph *g = h->g;
     if (h->st != DNNMEM_OK)
         return h->st;
+    if (h->task.kind == HF_TASK_TOKCLS || h->task.kind == HF_TASK_QA)
+        return task_outputs(h, logits, layers, use_cache);
+    if (h->task.kind == HF_TASK_SEQCLS) { /* SequenceClassifierOutputWithPast */
+        g->loss_upcast = false;
+        g->seqcls_no_pad = h->task.pad < 0;
+        g->loss_mse = h->task.labels == 1;
+    }
     g->tensors[logits].is_output = true;
     g->outputs[g->n_outputs++] = logits;
     /* a HybridCache returns the caches (graph inputs), not the presents */

@@ -272,6 +272,8 @@ static int32_t build_gpt2(struct hf *h, const struct gpt2 *c, int32_t ids)
     hf_hold(h, mask, hf_last_node(h));
     hf_hold(h, pos, hf_last_node(h));
     hf_leave(h, top);
+    if (h->task.kind != HF_TASK_LM)
+        return hf_task_head(h, x, E);
     s = hf_enter(h, "lm_head");
     x = hf_linear(h, x, E, c->vocab, false, c->tie ? wte : -1, "logits");
     hf_leave(h, s);

@@ -74,6 +74,16 @@ static const char *const qv[] = {"q_proj", "v_proj"}, *const c_attn[] = {"c_attn
                          *const phi_t[] = {"q_proj", "v_proj", "fc1", "fc2"};
 #define TARGETS(a) a, sizeof a / sizeof *a
 
+/* The task heads (heads, struct hf_task): those the model type's modeling
+ * file has in transformers 4.56.2 and 5.24.0 (the same in both), built where
+ * measured against real transformers 5.24
+ * (tests/validation/hf-real-decoder-heads-cpu.jsonl); OPT has no
+ * ForTokenClassification, Phi, Phi-3, Gemma and Gemma 2 no
+ * ForQuestionAnswering. The other model types' heads are not built, nor
+ * any before transformers 4.51 (4.42-4.50 name some heads' Linear otherwise). */
+#define ALL HF_HEADS_ALL
+#define SEQ_TOK (HF_HEAD(HF_TASK_SEQCLS) | HF_HEAD(HF_TASK_TOKCLS))
+#define SEQ_QA (HF_HEAD(HF_TASK_SEQCLS) | HF_HEAD(HF_TASK_QA))
 /* The model types, each with its family's builder (in the order the errors
  * list them). flash: the transformers release from which flash_attention_2
  * is modelled (1: every one), 0: none (see build); oldest: the oldest
@@ -85,40 +95,43 @@ static const char *const qv[] = {"q_proj", "v_proj"}, *const c_attn[] = {"c_attn
  * 4.48.3-4.51.3 wheels; measured: 48 rows at 4.48.3 within 0.22% of 4.51's
  * model, tests/validation/hf-real-cpu.jsonl). */
 static const struct hf_arch archs[] = {
-    {"llama", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Llama", 448},
-    {"mistral", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Mistral", 448},
-    {"qwen2", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Qwen2", 0},
-    {"qwen3", hf_llama, 1, HF_ANY_ARCH, TARGETS(qv), "Qwen3", 0},
-    {"granite", hf_llama, 1, 0, NULL, 0, "Granite", 0},
-    {"olmo2", hf_llama, 1, 0, NULL, 0, "Olmo2", 0},
-    {"starcoder2", hf_llama, 1, 0, NULL, 0, "Starcoder2", 0},
-    {"mixtral", hf_moe, 1, 0, TARGETS(qv), "Mixtral", 0},
-    {"qwen2_moe", hf_moe, 1, 0, NULL, 0, "Qwen2Moe", 0},
-    {"qwen3_moe", hf_moe, 1, 0, NULL, 0, "Qwen3Moe", 0},
-    {"deepseek_v2", hf_moe, 0, 0, NULL, 0, "DeepseekV2", 0},
-    {"deepseek_v3", hf_moe, 0, 0, NULL, 0, "DeepseekV3", 0},
-    {"gpt2", hf_gpt2, 1, 0, TARGETS(c_attn), "GPT2", 448},
-    {"bert", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), "Bert", 0},
-    {"roberta", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), "Roberta", 0},
-    {"albert", hf_bert, 0, HF_ANY_ARCH | HF_NO_GC, NULL, 0, "Albert", 0},
-    {"distilbert", hf_distilbert, 1, HF_ANY_ARCH, NULL, 0, "DistilBert", 0},
-    {"t5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "T5", 0},
-    {"mt5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "MT5", 0},
-    {"vit", hf_vit, 1, HF_ANY_ARCH, NULL, 0, "ViT", 0},
-    {"opt", hf_opt, 1, 0, TARGETS(qv), "OPT", 440},
-    {"biogpt", hf_opt, 452, 0, NULL, 0, "BioGpt", 0},
-    {"gpt_neox", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), "GPTNeoX", 440},
-    {"falcon", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), "Falcon", 0},
-    {"phi", hf_neox, 1, 0, TARGETS(phi_t), "Phi", 0},
-    {"phi3", hf_neox, 1, 0, NULL, 0, "Phi3", 0},
-    {"gemma", hf_gemma, 1, 0, TARGETS(qv), "Gemma", 448},
-    {"gemma2", hf_gemma, 1, 0, TARGETS(qv), "Gemma2", 0},
-    {"gemma3_text", hf_gemma, 1, 0, TARGETS(qv), NULL, 0},
+    {"llama", hf_llama, 1, 0, TARGETS(qv), "Llama", 448, ALL},
+    {"mistral", hf_llama, 1, 0, TARGETS(qv), "Mistral", 448, ALL},
+    {"qwen2", hf_llama, 1, 0, TARGETS(qv), "Qwen2", 0, ALL},
+    {"qwen3", hf_llama, 1, 0, TARGETS(qv), "Qwen3", 0, ALL},
+    {"granite", hf_llama, 1, 0, NULL, 0, "Granite", 0, 0},
+    {"olmo2", hf_llama, 1, 0, NULL, 0, "Olmo2", 0, 0},
+    {"starcoder2", hf_llama, 1, 0, NULL, 0, "Starcoder2", 0, 0},
+    {"mixtral", hf_moe, 1, 0, TARGETS(qv), "Mixtral", 0, 0},
+    {"qwen2_moe", hf_moe, 1, 0, NULL, 0, "Qwen2Moe", 0, 0},
+    {"qwen3_moe", hf_moe, 1, 0, NULL, 0, "Qwen3Moe", 0, 0},
+    {"deepseek_v2", hf_moe, 0, 0, NULL, 0, "DeepseekV2", 0, 0},
+    {"deepseek_v3", hf_moe, 0, 0, NULL, 0, "DeepseekV3", 0, 0},
+    {"gpt2", hf_gpt2, 1, 0, TARGETS(c_attn), "GPT2", 448, ALL},
+    {"bert", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), "Bert", 0, 0},
+    {"roberta", hf_bert, 0, HF_ANY_ARCH, TARGETS(query), "Roberta", 0, 0},
+    {"albert", hf_bert, 0, HF_ANY_ARCH | HF_NO_GC, NULL, 0, "Albert", 0, 0},
+    {"distilbert", hf_distilbert, 1, HF_ANY_ARCH, NULL, 0, "DistilBert", 0, 0},
+    {"t5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "T5", 0, 0},
+    {"mt5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "MT5", 0, 0},
+    {"vit", hf_vit, 1, HF_ANY_ARCH, NULL, 0, "ViT", 0, 0},
+    {"opt", hf_opt, 1, 0, TARGETS(qv), "OPT", 440, SEQ_QA},
+    {"biogpt", hf_opt, 452, 0, NULL, 0, "BioGpt", 0, 0},
+    {"gpt_neox", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), "GPTNeoX", 440, ALL},
+    {"falcon", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), "Falcon", 0, ALL},
+    {"phi", hf_neox, 1, 0, TARGETS(phi_t), "Phi", 0, SEQ_TOK},
+    {"phi3", hf_neox, 1, 0, NULL, 0, "Phi3", 0, SEQ_TOK},
+    {"gemma", hf_gemma, 1, 0, TARGETS(qv), "Gemma", 448, SEQ_TOK},
+    {"gemma2", hf_gemma, 1, 0, TARGETS(qv), "Gemma2", 0, SEQ_TOK},
+    {"gemma3_text", hf_gemma, 1, 0, TARGETS(qv), NULL, 0, 0},
     /* the multimodal Gemma 3 wrapper: its text_config's causal LM */
-    {"gemma3", hf_gemma, 1, HF_ANY_ARCH | HF_TEXT_CONFIG, NULL, 0, "Gemma3", 0},
+    {"gemma3", hf_gemma, 1, HF_ANY_ARCH | HF_TEXT_CONFIG, NULL, 0, "Gemma3", 0, 0},
     /* gpt_oss: 4.56-5.24 (gptoss.c; 4.55's CPU inference ran all experts at once) */
-    {"gpt_oss", hf_gptoss, 0, 0, NULL, 0, "GptOss", 456},
+    {"gpt_oss", hf_gptoss, 0, 0, NULL, 0, "GptOss", 456, 0},
 };
+#undef ALL
+#undef SEQ_TOK
+#undef SEQ_QA
 
 static const struct hf_arch *arch_of(const char *type)
 {

@@ -57,6 +57,26 @@ enum {
 };
 
 struct hf;
+/* A decoder's task heads: transformers' <Cls>ForSequenceClassification,
+ * <Cls>ForTokenClassification and <Cls>ForQuestionAnswering over the base
+ * model (frame.c builds them, hf_task_head); each a bit of hf_arch.heads. */
+enum hf_task_kind { HF_TASK_LM, HF_TASK_SEQCLS, HF_TASK_TOKCLS, HF_TASK_QA, HF_TASK_N };
+#define HF_HEAD(k) (1u << (k))
+#define HF_HEADS_ALL (HF_HEAD(HF_TASK_SEQCLS) | HF_HEAD(HF_TASK_TOKCLS) | HF_HEAD(HF_TASK_QA))
+
+/* The head 'architectures' names (hf_check reads it for a registry row
+ * with heads; HF_TASK_LM otherwise). */
+struct hf_task {
+    enum hf_task_kind kind;
+    int64_t labels;     /* num_labels (sequence and token classification) */
+    int64_t pad;        /* sequence classification: pad_token_id, -1: none */
+    double drop;        /* token classification: its dropout's p */
+    bool bias;          /* token classification: its Linear's bias */
+    bool upcast;        /* token classification: its loss on logits.float() */
+    const char *module; /* token classification: its Linear's name */
+    int32_t ids;        /* input_ids (hf_causal_ids), which the pooling reads */
+};
+
 struct hf_arch {
     const char *type;  /* model_type */
     enum dnnmem_status (*build)(struct hf *h, const char *type);
@@ -70,6 +90,8 @@ struct hf_arch {
                           NULL: not resolved so */
     int oldest;        /* the oldest transformers release modelled for it; 0: 4.51
                           (DM_TRANSFORMERS_WIDE) */
+    unsigned heads;    /* the task heads built (HF_HEAD bits; those of transformers
+                          4.56.2 and 5.24.0's modeling files), besides the causal LM */
 };
 
 struct hf {
@@ -78,6 +100,7 @@ struct hf {
     const char *path;
     json_t *root;
     const struct hf_arch *arch; /* the model_type's row (NULL before it is known) */
+    struct hf_task task;        /* the head built (hf_check) */
     enum dnnmem_status st;     /* the first error; later calls do nothing */
     bool refused;              /* st is hf_refuse's: the graph stands as built so far,
                                   its refusal recorded (g->refusal) */
@@ -158,10 +181,6 @@ struct llama {
     bool olmo2;            /* OLMo 2: norms after the attention and the MLP, q/k norms over
                               the whole projection, Olmo2RMSNorm */
     bool starcoder2;       /* StarCoder2: LayerNorms, c_fc/c_proj MLP, dropouts */
-    int head;              /* 0: ForCausalLM; LLAMA_TOKCLS, LLAMA_QA, LLAMA_SEQCLS (llama.c) */
-    int64_t pad;           /* SequenceClassification: pad_token_id, -1: none */
-    int64_t labels;        /* ForTokenClassification's num_labels */
-    double cls_drop;       /* its dropout */
     const char *act;       /* StarCoder2's hidden_act */
     double resid_drop, emb_drop; /* StarCoder2's residual_dropout, embedding_dropout */
     double emb_mult, resid_mult, attn_mult, logits_scale;
@@ -232,6 +251,9 @@ enum dnnmem_status hf_encoder_outputs(struct hf *h, int32_t x, int32_t pooled);
 int32_t hf_causal_ids(struct hf *h, int64_t layers, bool use_cache, bool parts);
 enum dnnmem_status hf_causal_outputs(struct hf *h, int32_t logits, int64_t layers, bool use_cache,
                                      bool parts);
+int32_t hf_task_head(struct hf *h, int32_t x, int64_t E);
+int32_t hf_qa_logits(struct hf *h, int32_t x, int64_t E, int32_t *end);
+int64_t hf_num_labels(struct hf *h);
 
 /* The families' builders (the registry's build): each reads its config and
  * builds the graph, inputs and outputs. */
@@ -372,8 +394,6 @@ int32_t hf_gpt2_act(struct hf *h, const char *act, int32_t x);
 /* ---- bert.c: BERT, RoBERTa, ALBERT, DistilBERT */
 
 int32_t hf_first_token(struct hf *h, int32_t x);
-int32_t hf_qa_logits(struct hf *h, int32_t x, int64_t E, int32_t *end);
-int64_t hf_num_labels(struct hf *h);
 
 /* ---- t5.c: T5 and mT5 */
 

@@ -25,27 +25,9 @@
  * c_proj, dropout(residual_dropout); dropout(embedding_dropout) on the
  * embeddings; tied embeddings by default.
  *
- * Llama, Mistral, Qwen2 and Qwen3 also as ...ForTokenClassification and
- * ...ForQuestionAnswering (5.24's GenericForTokenClassification and
- * GenericForQuestionAnswering, modeling_layers.py; the same graph as 4.51's
- * per-model classes), the head `architectures` names: the model's last
- * hidden state through dropout (classifier_dropout, else hidden_dropout,
- * else 0.1) and score (no bias) to [B, S, num_labels], the loss
- * ForTokenClassification's (logits.float()); or qa_outputs (bias) to
- * [B, S, 2], split into start and end logits (.contiguous() copies), the
- * loss (start_loss + end_loss) / 2. The model's cache (use_cache) is made
- * and let go when the head's forward returns: its outputs do not hold it.
- * ...ForSequenceClassification (GenericForSequenceClassification): score
- * (no bias) on every position [B, S, num_labels], then the logits of each
- * row's last non-pad token, logits[arange(B), last] (a [B, num_labels]
- * copy; with pad_token_id, (arange(S) * (input_ids != pad).int()).argmax(-1);
- * without, -1, and transformers refuses batches above 1); it returns the
- * pooled logits and the cache; the loss cross-entropy of the pooled logits,
- * MSELoss for num_labels 1 (ForSequenceClassificationLoss's regression).
+ * Their task heads (the registry's heads) are frame.c's hf_task_head on
+ * the model's last hidden state.
  */
-#define LLAMA_TOKCLS 1
-#define LLAMA_QA 2
-#define LLAMA_SEQCLS 3
 #include "hf.h"
 
 /* Olmo2RMSNorm, by release (header). */
@@ -269,55 +251,6 @@ static int32_t llama_mlp(struct hf *h, const struct llama *c, int32_t x)
     return m;
 }
 
-/* GenericForSequenceClassification's pooled logits (header). */
-static int32_t seqcls_head(struct hf *h, const struct llama *c, int32_t x, int32_t ids)
-{
-    size_t s = hf_enter(h, "score");
-    int32_t logits = hf_linear(h, x, c->hidden, c->labels, false, -1, NULL);
-    hf_leave(h, s);
-    int32_t zero = hf_const_i(h, 0), one = hf_const_i(h, 1);
-    int32_t b = hf_op(h, DM_OP_Shape, 1, ids);
-    hf_attr_i(h, "end", 1);
-    int32_t rows = hf_op(h, DM_OP_Range, 3, zero, b, one); /* torch.arange(batch_size) */
-    int32_t last;
-    if (c->pad >= 0) {
-        int32_t seq = hf_op(h, DM_OP_Shape, 1, ids);
-        hf_attr_i(h, "start", 1);
-        hf_attr_i(h, "end", 2);
-        int32_t np = hf_op(h, DM_OP_Not, 1, hf_op(h, DM_OP_Equal, 2, ids, hf_const_i(h, c->pad)));
-        np = hf_op(h, DM_OP_Cast, 1, np);
-        hf_attr_i(h, "to", DM_INT32);
-        int32_t tok = hf_op(h, DM_OP_Cast, 1, hf_op(h, DM_OP_Range, 3, zero, seq, one));
-        hf_attr_i(h, "to", DM_INT32);
-        last = hf_op(h, DM_OP_ArgMax, 1, hf_op(h, DM_OP_Mul, 2, tok, np));
-        hf_attr_i(h, "axis", -1);
-        hf_attr_i(h, "keepdims", 0);
-    } else { /* last_non_pad_token = -1 */
-        last = hf_op(h, DM_OP_Sub, 2, hf_op(h, DM_OP_Mul, 2, rows, zero), one);
-    }
-    int32_t idx = hf_op(h, DM_OP_Concat, 2, hf_unsqueeze(h, rows, INTS(1)),
-                        hf_unsqueeze(h, last, INTS(1)));
-    hf_attr_i(h, "axis", 1);
-    h->out_name = "logits";
-    return hf_op(h, DM_OP_GatherND, 2, logits, idx);
-}
-
-/* The token-classification, question-answering or sequence-classification
- * head on the last hidden state x (header). */
-static int32_t task_head(struct hf *h, const struct llama *c, int32_t x, int32_t ids)
-{
-    if (c->head == LLAMA_SEQCLS)
-        return seqcls_head(h, c, x, ids);
-    if (c->head == LLAMA_TOKCLS) {
-        x = hf_dropout(h, x, c->cls_drop);
-        size_t s = hf_enter(h, "score");
-        x = hf_linear(h, x, c->hidden, c->labels, false, -1, "logits");
-        hf_leave(h, s);
-        return x;
-    }
-    return hf_qa_logits(h, x, c->hidden, NULL);
-}
-
 /* LlamaForCausalLM (and Mistral, Qwen2, Qwen3). */
 static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
 {
@@ -487,8 +420,8 @@ static int32_t build_llama(struct hf *h, const struct llama *c, int32_t ids)
     hf_hold(h, cos, hf_last_node(h));
     hf_hold(h, sin, hf_last_node(h));
     hf_leave(h, top);
-    if (c->head)
-        return task_head(h, c, x, ids);
+    if (h->task.kind != HF_TASK_LM)
+        return hf_task_head(h, x, c->hidden);
     s = hf_enter(h, "lm_head");
     x = hf_linear(h, x, c->hidden, c->vocab, false, c->tie ? emb_w : -1,
                   c->granite ? NULL : "logits");
@@ -592,32 +525,6 @@ static bool within_budget(struct hf *h, const struct llama *c)
     return false;
 }
 
-/* A task head's outputs: its logits (QA: start and end), not the cache,
- * whose keys and values live until the head's forward returns. */
-static enum dnnmem_status head_outputs(struct hf *h, const struct llama *c, int32_t logits)
-{
-    struct dm_graph *g = h->g;
-    if (h->st != DNNMEM_OK)
-        return h->st;
-    g->loss_upcast = c->head == LLAMA_TOKCLS; /* ForTokenClassification: logits.float() */
-    for (int64_t i = 0; c->use_cache && i < c->layers; i++)
-        for (int j = 0; j < 2; j++) {
-            char name[64];
-            snprintf(name, sizeof name, "present.%lld.%s", (long long)i, j ? "value" : "key");
-            hf_hold(h, dm_graph_find(g, name), hf_last_node(h));
-        }
-    g->tensors[logits].is_output = true;
-    g->outputs[g->n_outputs++] = logits;
-    if (c->head == LLAMA_QA) {
-        int32_t end = dm_graph_find(g, "end_logits");
-        if (end < 0)
-            return hf_fail(h, DNNMEM_E_INTERNAL, "no tensor 'end_logits'");
-        g->tensors[end].is_output = true;
-        g->outputs[g->n_outputs++] = end;
-    }
-    return hf_finish(h);
-}
-
 enum dnnmem_status hf_llama_lm(struct hf *h, const char *type, const struct llama *c)
 {
     if (h->st != DNNMEM_OK || !within_budget(h, c) || !hf_begin(h, type))
@@ -626,63 +533,7 @@ enum dnnmem_status hf_llama_lm(struct hf *h, const char *type, const struct llam
     if (ids < 0)
         return h->st;
     int32_t logits = build_llama(h, c, ids);
-    if (c->head == LLAMA_SEQCLS) { /* SequenceClassifierOutputWithPast: pooled logits, cache */
-        h->g->loss_upcast = false;
-        h->g->seqcls_no_pad = c->pad < 0;
-        h->g->loss_mse = c->labels == 1;
-        return hf_causal_outputs(h, logits, c->layers, c->use_cache, false);
-    }
-    if (c->head)
-        return head_outputs(h, c, logits);
     return hf_causal_outputs(h, logits, c->layers, c->use_cache, false);
-}
-
-/* The head `architectures` names (Llama, Mistral, Qwen2, Qwen3: the
- * registry's HF_ANY_ARCH): <Cls>ForCausalLM (also when none is named),
- * <Cls>ForTokenClassification or <Cls>ForQuestionAnswering. */
-static void read_head(struct hf *h, struct llama *c)
-{
-    json_t *arch = json_object_get(h->root, "architectures"), *a;
-    size_t i;
-    const char *cls = h->arch->cls, *other = NULL;
-    size_t n = strlen(cls);
-    if (arch && !json_is_null(arch) && !json_is_array(arch)) {
-        hf_fail(h, DNNMEM_E_MODEL, "config field 'architectures' must be a list");
-        return;
-    }
-    json_array_foreach(arch, i, a)
-    {
-        const char *s = json_is_string(a) ? json_string_value(a) : "";
-        bool mine = strncmp(s, cls, n) == 0;
-        if (mine && strcmp(s + n, "ForCausalLM") == 0)
-            return;
-        if (mine && (strcmp(s + n, "ForTokenClassification") == 0 ||
-                     strcmp(s + n, "ForQuestionAnswering") == 0 ||
-                     strcmp(s + n, "ForSequenceClassification") == 0)) {
-            c->head = s[n + 3] == 'T' ? LLAMA_TOKCLS : s[n + 3] == 'Q' ? LLAMA_QA : LLAMA_SEQCLS;
-            json_t *pad = json_object_get(h->root, "pad_token_id");
-            json_int_t pv = json_is_integer(pad) ? json_integer_value(pad) : -1;
-            c->pad = pv >= 0 && pv < MAX_SIZE ? (int64_t)pv : -1; /* any id; -1: none */
-            if (json_is_integer(pad) && c->pad < 0)
-                hf_fail(h, DNNMEM_E_MODEL, "config field 'pad_token_id' (%lld) is out of range",
-                        (long long)pv);
-            h->g->head = dm_arena_strdup(&h->g->arena, s);
-            c->labels = hf_num_labels(h);
-            json_t *cd = json_object_get(h->root, "classifier_dropout");
-            json_t *hd = json_object_get(h->root, "hidden_dropout");
-            c->cls_drop = cd && !json_is_null(cd) ? hf_get_num(h, "classifier_dropout", 0, 0, 1)
-                          : hd && !json_is_null(hd) ? hf_get_num(h, "hidden_dropout", 0, 0, 1)
-                                                   : 0.1;
-            return;
-        }
-        other = other ? other : s;
-    }
-    if (other)
-        hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "config field 'architectures' names %s; the heads built are %sForCausalLM, "
-                "%sForTokenClassification, %sForQuestionAnswering and "
-                "%sForSequenceClassification",
-                other, cls, cls, cls, cls);
 }
 
 enum dnnmem_status hf_llama(struct hf *h, const char *type)
@@ -690,8 +541,6 @@ enum dnnmem_status hf_llama(struct hf *h, const char *type)
     struct llama c = {0};
     if (!hf_check(h, type))
         return h->st;
-    if (h->arch->flags & HF_ANY_ARCH)
-        read_head(h, &c);
     hf_read_llama(h, type, &c);
     return hf_llama_lm(h, type, &c);
 }
