@@ -475,9 +475,9 @@ static void test_errors(void **state)
     expect_error("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
                  "\"architectures\": [\"LlamaForMaskedLM\"]}",
                  DNNMEM_E_UNSUPPORTED,
-                 "names LlamaForMaskedLM; the heads built are LlamaForCausalLM, "
-                 "LlamaForTokenClassification, LlamaForQuestionAnswering and "
-                 "LlamaForSequenceClassification");
+                 "names LlamaForMaskedLM; for model_type 'llama' the heads built are "
+                 "LlamaForCausalLM, LlamaForSequenceClassification, LlamaForTokenClassification, "
+                 "LlamaForQuestionAnswering");
     expect_error("{\"model_type\": \"umt5\", \"vocab_size\": 32128}", DNNMEM_E_UNSUPPORTED,
                  "model_type 'umt5' is not supported (known: llama, mistral, qwen2, qwen3, granite, "
                  "olmo2, starcoder2, mixtral, "
@@ -1227,6 +1227,164 @@ static void test_later_families(void **state)
     assert_true(dm_graph_find(&g, "model.layers.0.input_layernorm.bias") >= 0);
     assert_true(dm_graph_find(&g, "lm_head.weight") < 0);
     dm_graph_free(&g);
+}
+
+/* A decoder config's graph at transformers release tv (dm_load_hf). */
+static enum dnnmem_status head_graph(struct dm_graph *g, const char *json, int tv,
+                                     struct dnnmem_error *err)
+{
+    struct dnnmem_config cfg;
+    hf_config_init(&cfg);
+    cfg.transformers_version = tv;
+    dm_graph_init(g);
+    g->path = "cfg.json";
+    return hf_text(g, (const uint8_t *)json, strlen(json), false, &cfg, ENV(&cfg), err);
+}
+
+/* The node whose output tensor t is (or -1 for a graph input or weight). */
+static enum dm_op producer_op(const struct dm_graph *g, int32_t t)
+{
+    int32_t n = t >= 0 ? g->tensors[t].producer : -1;
+    return n >= 0 ? g->nodes[n].op : DM_OP_COUNT;
+}
+
+/* The first node that reads tensor t, or -1. */
+static int32_t consumer(const struct dm_graph *g, int32_t t)
+{
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i].n_in; j++)
+            if (g->nodes[i].in[j] == t)
+                return i;
+    return -1;
+}
+
+/* The decoders' task heads (frame.c, struct hf_task; transformers 4.56.2
+ * and 5.24.0's modeling files): the head's Linear by its name and bias, the
+ * dropout before token classification (Falcon's hidden_dropout 0.0: none;
+ * GPT-2's and GPT-NeoX's 0.1), whether its loss upcasts (transformers'
+ * ForTokenClassification loss: the generic class and GPT-NeoX's; GPT-2's and
+ * Falcon's CrossEntropyLoss on the logits as they are), no lm_head; the
+ * heads a type lacks refused with the list of those it has. */
+static void test_decoder_heads(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file, *weight, *bias;
+        bool dropout, upcast;
+        int32_t outputs;
+    } heads[] = {
+        {"tiny-gpt2-TokenClassification", "classifier.weight", "classifier.bias", true, false, 1},
+        {"tiny-neox-TokenClassification", "classifier.weight", "classifier.bias", true, true, 1},
+        {"tiny-falcon-TokenClassification", "classifier.weight", "classifier.bias", false, false, 1},
+        {"tiny-phi-TokenClassification", "score.weight", "score.bias", true, true, 1},
+        {"tiny-gemma2-TokenClassification", "score.weight", "score.bias", true, true, 1},
+        /* Llama's score has a bias (GenericForTokenClassification, 4.51-5.24) */
+        {"tiny-llama-gqa-TokenClassification", "score.weight", "score.bias", true, true, 1},
+        {"tiny-opt-QuestionAnswering", "qa_outputs.weight", "qa_outputs.bias", false, false, 2},
+        {"tiny-falcon-QuestionAnswering", "qa_outputs.weight", "qa_outputs.bias", false, false, 2},
+        /* the pooled logits and the cache (GPT-2: with the query part c_attn's views keep) */
+        {"tiny-gpt2-SequenceClassification", "score.weight", NULL, false, false, 1 + 4 * 2 + 4},
+        {"tiny-gemma-SequenceClassification", "score.weight", NULL, false, false, 1 + 4 * 2},
+    };
+    for (size_t k = 0; k < sizeof heads / sizeof *heads; k++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/validation/hf-small/%s.json", heads[k].file);
+        dnnmem_model *m = load(path);
+        const struct dm_graph *g = dm_model_graph(m);
+        int32_t w = dm_graph_find(g, heads[k].weight);
+        if (w < 0)
+            fail_msg("%s: no %s", heads[k].file, heads[k].weight);
+        assert_int_equal(dm_graph_find(g, "lm_head.weight") < 0, true);
+        assert_int_equal(dm_graph_find(g, "embed_out.weight") < 0, true);
+        if (heads[k].bias)
+            assert_true(dm_graph_find(g, heads[k].bias) >= 0);
+        else
+            assert_true(dm_graph_find(g, "score.bias") < 0);
+        if (g->n_outputs != heads[k].outputs)
+            fail_msg("%s: %d outputs", heads[k].file, (int)g->n_outputs);
+        if (strstr(heads[k].file, "TokenClassification")) {
+            assert_int_equal(g->loss_upcast, heads[k].upcast);
+            assert_int_equal(g->tensors[w].dims[0].value, 5); /* num_labels */
+            /* the head's MatMul (after the weight's Transpose) reads the
+             * dropout's output, or the final norm's */
+            int32_t mm = consumer(g, w);
+            assert_true(mm >= 0);
+            if (g->nodes[mm].op == DM_OP_Transpose)
+                mm = consumer(g, g->nodes[mm].out[0]);
+            assert_true(mm >= 0);
+            bool drop = false;
+            for (int j = 0; j < g->nodes[mm].n_in; j++)
+                drop |= producer_op(g, g->nodes[mm].in[j]) == DM_OP_Dropout;
+            if (drop != heads[k].dropout)
+                fail_msg("%s: dropout before the head %d, want %d", heads[k].file, drop,
+                         heads[k].dropout);
+        }
+        dnnmem_model_free(m);
+    }
+    /* OPT's heads read word_embed_proj_dim (opt-350m: 512, after project_out) */
+    json_t *root = json_load_file("tests/models/hf/opt-350m.json", 0, NULL);
+    assert_non_null(root);
+    json_object_set_new(root, "architectures", json_pack("[s]", "OPTForSequenceClassification"));
+    json_object_set_new(root, "num_labels", json_integer(3));
+    char *text = json_dumps(root, 0);
+    json_decref(root);
+    struct dm_graph g;
+    struct dnnmem_error err;
+    assert_int_equal(head_graph(&g, text, 524, &err), DNNMEM_OK);
+    free(text);
+    int32_t w = dm_graph_find(&g, "score.weight");
+    assert_true(w >= 0);
+    assert_int_equal(g.tensors[w].dims[0].value, 3);
+    assert_int_equal(g.tensors[w].dims[1].value, 512);
+    dm_graph_free(&g);
+    /* 5.24 reads token_classification_bias and takes num_labels over a
+     * disagreeing id2label; 4.56 (and 5.0) always a bias and id2label's
+     * count; a release in between is refused */
+    static const char *const tc =
+        "{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+        "\"architectures\": [\"LlamaForTokenClassification\"], \"num_labels\": 5, "
+        "\"id2label\": {\"0\": \"a\", \"1\": \"b\"}, \"token_classification_bias\": false}";
+    static const struct {
+        int tv;
+        bool bias;
+        int64_t labels;
+    } rel[] = {{524, false, 5}, {456, true, 2}, {500, true, 2}};
+    for (size_t k = 0; k < sizeof rel / sizeof *rel; k++) {
+        assert_int_equal(head_graph(&g, tc, rel[k].tv, &err), DNNMEM_OK);
+        w = dm_graph_find(&g, "score.weight");
+        assert_true(w >= 0);
+        assert_int_equal(g.tensors[w].dims[0].value, rel[k].labels);
+        assert_int_equal(dm_graph_find(&g, "score.bias") >= 0, rel[k].bias);
+        dm_graph_free(&g);
+    }
+    assert_int_equal(head_graph(&g, tc, 517, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "'num_labels' (5) and 'id2label' (2 entries) disagree"));
+    dm_graph_free(&g);
+    /* the heads before 4.51 are not modelled */
+    static const char *const gpt2_qa =
+        "{\"model_type\": \"gpt2\", \"vocab_size\": 256, \"n_embd\": 64, \"n_layer\": 2, "
+        "\"n_positions\": 64, \"n_head\": 4, \"architectures\": [\"GPT2ForQuestionAnswering\"]}";
+    assert_int_equal(head_graph(&g, gpt2_qa, 448, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "--transformers 4.48's task heads are not modelled"));
+    dm_graph_free(&g);
+    assert_int_equal(head_graph(&g, gpt2_qa, 451, &err), DNNMEM_OK);
+    dm_graph_free(&g);
+    expect_error("{\"model_type\": \"opt\", \"vocab_size\": 256, \"hidden_size\": 64, "
+                 "\"ffn_dim\": 128, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                 "\"max_position_embeddings\": 64, "
+                 "\"architectures\": [\"OPTForTokenClassification\"]}",
+                 DNNMEM_E_UNSUPPORTED,
+                 "names OPTForTokenClassification; for model_type 'opt' the heads built are "
+                 "OPTForCausalLM, OPTForSequenceClassification, OPTForQuestionAnswering");
+    expect_error("{\"model_type\": \"gpt2\", \"vocab_size\": 256, \"n_embd\": 64, "
+                 "\"n_layer\": 2, \"n_head\": 4, \"n_positions\": 64, "
+                 "\"architectures\": [\"GPT2DoubleHeadsModel\"]}",
+                 DNNMEM_E_UNSUPPORTED,
+                 "the heads built are GPT2LMHeadModel, GPT2ForSequenceClassification, "
+                 "GPT2ForTokenClassification, GPT2ForQuestionAnswering");
+    expect_error("{\"model_type\": \"mixtral\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"architectures\": [\"MixtralForSequenceClassification\"]}",
+                 DNNMEM_E_UNSUPPORTED, "for model_type 'mixtral' the heads built are MixtralForCausalLM");
 }
 
 static void test_albert_eager_v454(void **state)
@@ -5138,6 +5296,7 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_directory),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_decoder_heads),
         cmocka_unit_test(test_tiny_llama),
         cmocka_unit_test(test_tiny_qwen),
         cmocka_unit_test(test_tiny_gpt2),

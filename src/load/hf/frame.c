@@ -27,8 +27,9 @@
  * TokenClassification, GPT-2's, Falcon's; GPT-NeoX's Dropout(
  * classifier_dropout), whose config class defaults it to 0.1, so the same
  * rule) and a Linear(hidden, num_labels) with a bias (5.24's generic class
- * reads token_classification_bias, default true; 4.56.2's has no such field;
- * GPT-2's, GPT-NeoX's and Falcon's always have one) to [B, S, num_labels],
+ * reads token_classification_bias, default true; 4.56.2's and 5.0.0's have
+ * no such field; GPT-2's, GPT-NeoX's and Falcon's always have one) to
+ * [B, S, num_labels],
  * named score (generic) or classifier (own classes), its loss on
  * logits.float() where the loss is transformers' ForTokenClassification
  * (loss_utils.py: the generic class and GPT-NeoX's) and on the logits as
@@ -90,7 +91,18 @@ static void read_task_fields(struct hf *h, const char *cls)
     t->drop = cd >= 0 ? cd : hd >= 0 ? hd : 0.1;
     t->module = st ? st->tok_module : "score";
     t->upcast = st ? st->tok_upcast : true;
-    t->bias = st || h->transformers < 500 || hf_get_bool(h, "token_classification_bias", true);
+    /* token_classification_bias: read by 5.24.0's generic class, not by
+     * 5.0.0's nor 4.56.2's (always a bias); the release in between that
+     * added it was not read: a false there is an error */
+    bool bias = st || hf_get_bool(h, "token_classification_bias", true);
+    if (!bias && h->transformers <= 500)
+        bias = true;
+    else if (!bias && h->transformers < DM_TRANSFORMERS_NEWEST)
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config field 'token_classification_bias' is false: transformers 5.24 reads it, "
+                "5.0 does not; --transformers %d.%d's %s is not modelled",
+                h->transformers / 100, h->transformers % 100, cls);
+    t->bias = bias;
 }
 
 /* The heads of the model type's row, for an error: "LlamaForCausalLM,
@@ -155,14 +167,30 @@ static void read_task(struct hf *h)
                 other, h->arch->type, task_list(h, buf, sizeof buf));
 }
 
-/* A classification head's labels: PretrainedConfig's num_labels is
- * len(id2label) when the config has one, else its num_labels (default 2). */
+/* A classification head's labels. PretrainedConfig's num_labels is
+ * len(id2label) when the config has an id2label, else its num_labels
+ * (default 2); where both are given and disagree, transformers up to 5.0.0
+ * keeps id2label's (PretrainedConfig.from_dict: "The number of labels will
+ * be overwritten"), 5.24.0 num_labels (the num_labels setter remakes
+ * id2label; measured: from_dict of a config with 2 entries and num_labels 5
+ * gives 5). The release in between that changed it was not read: there it
+ * is an error. */
 int64_t hf_num_labels(struct hf *h)
 {
     json_t *labels = json_object_get(h->root, "id2label");
-    return json_is_object(labels) && json_object_size(labels) > 0
-               ? (int64_t)json_object_size(labels)
-               : hf_get_int(h, "num_labels", 2, MAX_SIZE);
+    int64_t n = hf_get_int(h, "num_labels", 2, MAX_SIZE);
+    if (!json_is_object(labels) || json_object_size(labels) == 0)
+        return n;
+    int64_t in_map = (int64_t)json_object_size(labels);
+    if (!json_object_get(h->root, "num_labels") || n == in_map || h->transformers <= 500)
+        return in_map;
+    if (h->transformers < DM_TRANSFORMERS_NEWEST)
+        hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                "config fields 'num_labels' (%lld) and 'id2label' (%lld entries) disagree: "
+                "transformers 5.0 takes id2label's, 5.24 num_labels; --transformers %d.%d's "
+                "choice is not modelled (make them agree)",
+                (long long)n, (long long)in_map, h->transformers / 100, h->transformers % 100);
+    return n;
 }
 
 /* ForQuestionAnswering's qa_outputs [B, S, 2] split into start and end
