@@ -176,7 +176,7 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== real transformers on the CPU: the encoder heads (QA, token classification, multiple choice, sequence classification; 4.51, 4.56, 5.24)"
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-heads-cpu.jsonl --dnnmem $(B)/dnnmem --check
-	@echo "== real transformers on the CPU: the decoders' task heads (gpt2, opt, gpt_neox, falcon, phi, phi3, gemma, gemma2, mistral, qwen2; 5.24)"
+	@echo "== real transformers on the CPU: the decoders' task heads (gpt2, opt, gpt_neox, falcon, phi, phi3, gemma, gemma2, mistral, qwen2, starcoder2, mixtral, qwen2_moe, qwen3_moe; 5.24)"
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-decoder-heads-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== real transformers on the CPU: granite, olmo2, starcoder2 (4.51, 4.56, 5.24), gpt_oss (4.56, 5.24)"
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-archs-cpu.jsonl --dnnmem $(B)/dnnmem --check

@@ -1278,6 +1278,9 @@ static void test_decoder_heads(void **state)
         {"tiny-falcon-TokenClassification", "classifier.weight", "classifier.bias", false, false, 1},
         {"tiny-phi-TokenClassification", "score.weight", "score.bias", true, true, 1},
         {"tiny-gemma2-TokenClassification", "score.weight", "score.bias", true, true, 1},
+        {"tiny-starcoder2-TokenClassification", "score.weight", "score.bias", true, true, 1},
+        {"tiny-qwen3-moe-TokenClassification", "score.weight", "score.bias", true, true, 1},
+        {"tiny-mixtral-QuestionAnswering", "qa_outputs.weight", "qa_outputs.bias", false, false, 2},
         /* Llama's score has a bias (GenericForTokenClassification, 4.51-5.24) */
         {"tiny-llama-gqa-TokenClassification", "score.weight", "score.bias", true, true, 1},
         {"tiny-opt-QuestionAnswering", "qa_outputs.weight", "qa_outputs.bias", false, false, 2},
@@ -1382,9 +1385,19 @@ static void test_decoder_heads(void **state)
                  DNNMEM_E_UNSUPPORTED,
                  "the heads built are GPT2LMHeadModel, GPT2ForSequenceClassification, "
                  "GPT2ForTokenClassification, GPT2ForQuestionAnswering");
-    expect_error("{\"model_type\": \"mixtral\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
-                 "\"architectures\": [\"MixtralForSequenceClassification\"]}",
-                 DNNMEM_E_UNSUPPORTED, "for model_type 'mixtral' the heads built are MixtralForCausalLM");
+    expect_error("{\"model_type\": \"deepseek_v3\", " LLAMA_SIZES ", \"num_attention_heads\": 4, "
+                 "\"architectures\": [\"DeepseekV3ForSequenceClassification\"]}",
+                 DNNMEM_E_UNSUPPORTED,
+                 "for model_type 'deepseek_v3' the heads built are DeepseekV3ForCausalLM");
+    /* a head's forward adds no router auxiliary loss: refused */
+    root = json_load_file("tests/models/hf/tiny-mixtral-aux.json", 0, NULL);
+    assert_non_null(root);
+    json_object_set_new(root, "architectures", json_pack("[s]", "MixtralForTokenClassification"));
+    text = json_dumps(root, 0);
+    json_decref(root);
+    expect_error(text, DNNMEM_E_UNSUPPORTED,
+                 "'output_router_logits' is true with the head MixtralForTokenClassification");
+    free(text);
 }
 
 static void test_albert_eager_v454(void **state)

@@ -395,9 +395,16 @@ DECODER_HEAD_MODELS = (
     ("tests/models/hf", "tiny-gemma", ("ForTokenClassification", "ForSequenceClassification")),
     ("tests/models/hf", "tiny-gemma2", ("ForTokenClassification", "ForSequenceClassification")),
     (SMALL_DIR, "small-Mistral-7B-Instruct-v0.3", DECODER_HEADS),
-    (SMALL_DIR, "small-Qwen2.5-7B-Instruct", DECODER_HEADS))
+    (SMALL_DIR, "small-Qwen2.5-7B-Instruct", DECODER_HEADS),
+    # then StarCoder2 and the MoE decoders (generic classes in 4.56.2 and 5.24.0)
+    ("tests/models/hf", "tiny-starcoder2", ("ForTokenClassification", "ForSequenceClassification")),
+    ("tests/models/hf", "tiny-mixtral", DECODER_HEADS),
+    ("tests/models/hf", "tiny-qwen2-moe", DECODER_HEADS),
+    ("tests/models/hf", "tiny-qwen3-moe", DECODER_HEADS))
 HEAD_CLASS.update(gpt2="GPT2", opt="OPT", gpt_neox="GPTNeoX", falcon="Falcon", phi="Phi",
-                  phi3="Phi3", gemma="Gemma", gemma2="Gemma2", mistral="Mistral", qwen2="Qwen2")
+                  phi3="Phi3", gemma="Gemma", gemma2="Gemma2", mistral="Mistral", qwen2="Qwen2",
+                  starcoder2="Starcoder2", mixtral="Mixtral", qwen2_moe="Qwen2Moe",
+                  qwen3_moe="Qwen3Moe")
 DECODER_HEAD_RUNS = [("train", "adamw", "eager"), ("infer", None, "eager"),
                      ("train", "adamw", "sdpa")]
 

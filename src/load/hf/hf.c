@@ -78,8 +78,9 @@ static const char *const qv[] = {"q_proj", "v_proj"}, *const c_attn[] = {"c_attn
  * file has in transformers 4.56.2 and 5.24.0 (the same in both), built where
  * measured against real transformers 5.24
  * (tests/validation/hf-real-decoder-heads-cpu.jsonl); OPT has no
- * ForTokenClassification, Phi, Phi-3, Gemma and Gemma 2 no
- * ForQuestionAnswering. The other model types' heads are not built, nor
+ * ForTokenClassification, Phi, Phi-3, Gemma, Gemma 2 and StarCoder2 no
+ * ForQuestionAnswering (OLMo 2's ForSequenceClassification is 5.24's, not
+ * 4.56's: not built; nor BioGPT's, DeepSeek's, gpt_oss's heads). The other model types' heads are not built, nor
  * any before transformers 4.51 (4.42-4.50 name some heads' Linear otherwise). */
 #define ALL HF_HEADS_ALL
 #define SEQ_TOK (HF_HEAD(HF_TASK_SEQCLS) | HF_HEAD(HF_TASK_TOKCLS))
@@ -101,10 +102,10 @@ static const struct hf_arch archs[] = {
     {"qwen3", hf_llama, 1, 0, TARGETS(qv), "Qwen3", 0, ALL},
     {"granite", hf_llama, 1, 0, NULL, 0, "Granite", 0, 0},
     {"olmo2", hf_llama, 1, 0, NULL, 0, "Olmo2", 0, 0},
-    {"starcoder2", hf_llama, 1, 0, NULL, 0, "Starcoder2", 0, 0},
-    {"mixtral", hf_moe, 1, 0, TARGETS(qv), "Mixtral", 0, 0},
-    {"qwen2_moe", hf_moe, 1, 0, NULL, 0, "Qwen2Moe", 0, 0},
-    {"qwen3_moe", hf_moe, 1, 0, NULL, 0, "Qwen3Moe", 0, 0},
+    {"starcoder2", hf_llama, 1, 0, NULL, 0, "Starcoder2", 0, SEQ_TOK},
+    {"mixtral", hf_moe, 1, 0, TARGETS(qv), "Mixtral", 0, ALL},
+    {"qwen2_moe", hf_moe, 1, 0, NULL, 0, "Qwen2Moe", 0, ALL},
+    {"qwen3_moe", hf_moe, 1, 0, NULL, 0, "Qwen3Moe", 0, ALL},
     {"deepseek_v2", hf_moe, 0, 0, NULL, 0, "DeepseekV2", 0, 0},
     {"deepseek_v3", hf_moe, 0, 0, NULL, 0, "DeepseekV3", 0, 0},
     {"gpt2", hf_gpt2, 1, 0, TARGETS(c_attn), "GPT2", 448, ALL},

@@ -529,6 +529,12 @@ enum dnnmem_status hf_llama_lm(struct hf *h, const char *type, const struct llam
 {
     if (h->st != DNNMEM_OK || !within_budget(h, c) || !hf_begin(h, type))
         return h->st;
+    /* the heads' forward computes no auxiliary loss of the router logits */
+    if (c->moe && c->moe->aux && h->task.kind != HF_TASK_LM)
+        return hf_fail(h, DNNMEM_E_UNSUPPORTED,
+                       "config field 'output_router_logits' is true with the head %s: modelled "
+                       "with the causal LM only",
+                       h->g->head);
     int32_t ids = hf_causal_ids(h, c->layers, c->use_cache, false);
     if (ids < 0)
         return h->st;
