@@ -219,6 +219,8 @@ def inputs(row, conf, model, train):
         from transformers.models.whisper.modeling_whisper import shift_tokens_right
         dtype = next(model.parameters()).dtype
         x = torch.randn(b, conf.num_mel_bins, 2 * conf.max_source_positions).to(dtype)
+        if row["mode"] == "generate":  # generate() makes the decoder's start tokens
+            return x, None, {}
         labels = torch.randint(0, v, (b, s), dtype=torch.long)
         dec = shift_tokens_right(labels, conf.pad_token_id, conf.decoder_start_token_id)
         return x, (labels if train else None), dict(decoder_input_ids=dec)

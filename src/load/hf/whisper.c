@@ -2,10 +2,12 @@
  * whisper.c (src/load/hf/): Whisper (WhisperForConditionalGeneration).
  *
  * As modeling_whisper.py runs it in transformers 4.56.2 and 5.24.0, which
- * were read side by side: their forwards allocate the same tensors (4.56
+ * were read side by side. Their forwards allocate the same tensors (4.56
  * draws a 0-dim torch.rand([]) per layer in training for the layerdrop
  * test, 5.24 only when layerdrop > 0; 5.24 adds the cache length to
- * arange(T), an int64 [T]: a few bytes either way, not modelled). The
+ * arange(T), an int64 [T]: a few bytes either way, not modelled), but hold
+ * the eager attention probabilities differently (4.x's layers return them:
+ * whisper_encoder, whisper_decoder). The
  * encoder's length is fixed by the config: input_features [batch,
  * num_mel_bins, 2 * max_source_positions] (WhisperEncoder.forward raises on
  * any other length); the decoder's length is the seq dim.
@@ -174,6 +176,7 @@ static int32_t whisper_encoder(struct hf *h, const struct whisper *c, int32_t fe
     hf_leave(h, s);
     x = hf_op(h, DM_OP_Add, 2, x, pos);
     x = hf_dropout(h, x, c->drop);
+    int32_t prev = -1; /* 4.x: the previous layer's attention probabilities */
     for (int64_t i = 0; i < c->enc_layers && h->st == DNNMEM_OK; i++) {
         size_t ls = hf_enter(h, "layers.%lld", (long long)i);
         int32_t y = whisper_ln(h, c, "self_attn_layer_norm", x);
@@ -188,12 +191,24 @@ static int32_t whisper_encoder(struct hf *h, const struct whisper *c, int32_t fe
             x = hf_op(h, DM_OP_Clip, 3, x, hf_const_f(h, -(65504.0 - 1000.0)),
                       hf_const_f(h, 65504.0 - 1000.0));
         }
-        /* WhisperEncoderLayer.forward's `hidden_states, _ = self.self_attn(...)`:
-         * `_` holds the attention probabilities until it returns */
-        hf_hold(h, pw_, hf_last_node(h));
+        /* 5.x: WhisperEncoderLayer.forward's `hidden_states, _ =
+         * self.self_attn(...)`: `_` holds the attention probabilities until
+         * it returns. 4.x: the layer returns (hidden_states, attn_weights),
+         * and WhisperEncoder.forward's `layer_outputs` holds them until the
+         * next layer returns, the last layer's to the end of the forward
+         * (measured, 4.56.2: tiny-whisper's eager inference peaks in the
+         * second layer's scores with the first layer's probabilities live,
+         * +45% over 5.24.0) */
+        if (h->transformers >= 500) {
+            hf_hold(h, pw_, hf_last_node(h));
+        } else {
+            hf_hold(h, prev, hf_last_node(h));
+            prev = pw_;
+        }
         hf_leave(h, ls);
     }
     x = whisper_ln(h, c, "layer_norm", x);
+    hf_hold(h, prev, hf_last_node(h));
     hf_hold(h, emb, hf_last_node(h)); /* inputs_embeds */
     hf_hold(h, all, hf_last_node(h));
     return x;
@@ -275,16 +290,20 @@ static int32_t whisper_decoder(struct hf *h, const struct whisper *c, int32_t id
         hf_leave(h, t);
         x = hf_op(h, DM_OP_Add, 2, x, hf_dropout(h, y, c->drop));
         y = whisper_ln(h, c, "encoder_attn_layer_norm", x);
-        /* `hidden_states, _ = self.self_attn(...)`: `_` holds the
-         * self-attention's probabilities until the cross-attention rebinds it */
+        /* 5.x: `hidden_states, _ = self.self_attn(...)`: `_` holds the
+         * self-attention's probabilities until the cross-attention rebinds
+         * it; 4.x binds self_attn_weights and cross_attn_weights, both held
+         * until the layer returns */
         t = hf_enter(h, "encoder_attn");
         y = whisper_attention(h, c, c->dec_heads, y, enc, -1, false,
                               c->use_cache ? names + 2 : NULL, &xw);
         hf_leave(h, t);
-        hf_hold(h, sw, hf_last_node(h));
+        if (h->transformers >= 500)
+            hf_hold(h, sw, hf_last_node(h));
         x = hf_op(h, DM_OP_Add, 2, x, hf_dropout(h, y, c->drop));
         x = whisper_ffn(h, c, x, c->dec_ffn);
         hf_hold(h, xw, hf_last_node(h));
+        hf_hold(h, sw, hf_last_node(h));
         hf_leave(h, ls);
     }
     x = whisper_ln(h, c, "layer_norm", x);
