@@ -213,7 +213,7 @@ def inputs(row, conf, model, train):
         x = torch.randn(b, conf.num_channels, n, n)
         y = torch.randint(0, conf.num_labels, (b,), dtype=torch.long) if train else None
         return x, y, {}
-    s, v = row["seq"], conf.vocab_size
+    s, v = row.get("seq"), conf.vocab_size
     if k == "speech":  # whisper: log-mel features in the model's dtype (Conv1d takes no
         # other), decoder_input_ids = shift_tokens_right(labels), as its forward makes them
         from transformers.models.whisper.modeling_whisper import shift_tokens_right

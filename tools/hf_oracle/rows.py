@@ -309,11 +309,11 @@ def whisper_rows(rel):
                              mode=mode, optimizer=opt, seq=WHISPER_SEQ, precision=prec,
                              attn=attn))
     # then greedy generation: generate(input_features, max_new_tokens=COVER_NEW), the decoder
-    # started from [batch, 1] decoder_start_token_id (seq 1: the decoder's prompt)
+    # started from [batch, 1] decoder_start_token_id (no seq: the prompt is the audio)
     for model, config in models(WHISPER_TINY, WHISPER_REAL):
         rows.append(dict(release=rel, model=model, model_type="whisper", config=config,
                          batch=BATCH, id=f"tf{rel}/{model}-generate-b{BATCH}-n{COVER_NEW}-fp32-eager",
-                         mode="generate", optimizer=None, seq=1, new_tokens=COVER_NEW,
+                         mode="generate", optimizer=None, new_tokens=COVER_NEW,
                          precision="fp32", attn="eager"))
     return rows
 

@@ -326,18 +326,33 @@ static int32_t whisper_decoder(struct hf *h, const struct whisper *c, int32_t id
 static void build_whisper(struct hf *h, const struct whisper *c)
 {
     struct dm_graph *g = h->g;
-    if (h->gen_tokens > 0) {
-        hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "--mode generate is not modelled for whisper (WhisperGenerationMixin.generate); "
-                "modelled: --mode train, --mode infer");
+    /* --mode generate: WhisperGenerationMixin.generate's short-form path
+     * (generation_whisper.py, 4.56.2 and 5.24.0): _get_input_segment's
+     * torch.cat of the batch's [1, mel, 3000] slices (a copy of
+     * input_features, measured: 1.92 MB live at tiny-whisper's peak) goes to
+     * GenerationMixin.generate, whose prefill is the encoder and the first
+     * decoder forward on decoder_input_ids [batch, 1] (the init tokens: the
+     * decoder_start_token_id without forced language or task tokens);
+     * src/schedule/generate.c (whisper_decode) runs the rest */
+    bool gen = h->gen_tokens > 0;
+    if (gen && !c->use_cache) {
+        hf_refuse(h, DM_REFUSE_GEN_NO_USE_CACHE, NULL, NULL);
         return;
     }
     int32_t feats = hf_declare_input(h, "input_features", DM_FLOAT, 3,
                                      (const char *[]){"batch", NULL, NULL},
                                      (const int64_t[]){0, c->mel, 2 * c->src});
     int32_t ids = hf_declare_input(h, "decoder_input_ids", DM_INT64, 2,
-                                   (const char *[]){"batch", "seq"}, NULL);
-    int32_t cap = 2 + (c->use_cache ? 4 * (int32_t)c->dec_layers : 0);
+                                   (const char *[]){"batch", gen ? NULL : "seq"},
+                                   (const int64_t[]){0, 1});
+    int32_t seg = -1;
+    if (gen) {
+        h->out_name = "segment_input";
+        seg = hf_op(h, DM_OP_Concat, 1, feats);
+        hf_attr_i(h, "axis", 0);
+        feats = seg;
+    }
+    int32_t cap = 3 + (c->use_cache ? 4 * (int32_t)c->dec_layers : 0);
     g->outputs = dm_arena_array(&g->arena, (size_t)cap, sizeof *g->outputs);
     if (!g->outputs) {
         hf_oom(h);
@@ -371,7 +386,9 @@ static void build_whisper(struct hf *h, const struct whisper *c)
             hf_add_output(h, x, cap);
         }
     hf_add_output(h, enc, cap); /* encoder_last_hidden_state */
+    hf_add_output(h, seg, cap); /* generate: the segment, held to the end */
     g->encoder_decoder = true;
+    g->whisper = true;
 }
 
 /* A layerdrop of the config (a layer skipped at random in training): only 0. */
