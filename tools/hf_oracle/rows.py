@@ -127,10 +127,12 @@ ARCH_TINY = ("tiny-granite", "tiny-olmo2", "tiny-starcoder2")
 # for gpt_oss).  Every expert gets tokens: the tiny router sends 2 x 128 tokens x top-2 to 4
 # experts, the small one 256 x 4 to 128 (the "experts_hit" field records how many)
 GPTOSS_TINY, GPTOSS_REAL, GPTOSS_FROM = ("tiny-gpt-oss",), ("gpt-oss-config-defaults",), (4, 55)
-# whisper (WhisperForConditionalGeneration; measured at 5.24.0), after the rows above: its tiny
+# whisper (WhisperForConditionalGeneration; measured at 5.24.0 and 4.56.2, the latter from a
+# pip --target copy of transformers 4.56.2 put ahead of the 5.24 venv on PYTHONPATH, with
+# huggingface_hub 0.35.3, tokenizers 0.22.1 and requests), after the rows above: its tiny
 # config and whisper-tiny shrunk (shrink_whisper), input_features [batch, num_mel_bins,
 # 2 * max_source_positions] (3000 frames) and a decoder of WHISPER_SEQ tokens (dnnmem's seq),
-# eager and sdpa, inference and Adam / AdamW training
+# eager and sdpa, inference and Adam / AdamW training, then greedy generation
 WHISPER_TINY, WHISPER_REAL, WHISPER_SEQ = ("tiny-whisper",), ("whisper-tiny",), 64
 WHISPER_RUNS = [("train", "adam", "fp32", "eager"), ("infer", None, "fp32", "eager"),
                 ("train", "adam", "bf16", "eager"), ("infer", None, "bf16", "eager"),
@@ -315,6 +317,11 @@ def whisper_rows(rel):
                          batch=BATCH, id=f"tf{rel}/{model}-generate-b{BATCH}-n{COVER_NEW}-fp32-eager",
                          mode="generate", optimizer=None, new_tokens=COVER_NEW,
                          precision="fp32", attn="eager"))
+    for model, config in models(WHISPER_TINY, WHISPER_REAL):  # and with sdpa (no scores)
+        rows.append(dict(release=rel, model=model, model_type="whisper", config=config,
+                         batch=BATCH, id=f"tf{rel}/{model}-generate-b{BATCH}-n{COVER_NEW}-fp32-sdpa",
+                         mode="generate", optimizer=None, new_tokens=COVER_NEW,
+                         precision="fp32", attn="sdpa"))
     return rows
 
 
