@@ -468,6 +468,7 @@ struct dm_graph {
                                   graph is the encoder and the first decoder forward
                                   (decoder_input_ids [batch, 1]), src/schedule/generate.c
                                   the decode steps (seq2seq_decode) */
+    bool whisper;              /* HF: Whisper's encoder-decoder (whisper_decode) */
     /* HF --mode generate with transformers' HybridCache (Gemma 2/3, config
      * cache_implementation "hybrid"): the static cache's positions (prompt +
      * new tokens - 1; 0: a DynamicCache), the sliding layers' window, and

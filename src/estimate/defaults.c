@@ -331,7 +331,18 @@ static void mode_assumptions(struct dm_est *e)
         static const char *const kv[] = {"the model's dtype", "fp32", "fp16", "bf16",
                                          "fp8 (1 byte per element; scales not counted)"};
         const char *how = run->gen_beams > 1 ? "beam-search" : run->gen_sample ? "sampling" : "greedy";
-        if (g->encoder_decoder) /* T5: src/schedule/generate.c, seq2seq_decode */
+        if (g->whisper) /* src/schedule/generate.c, whisper_decode */
+            dm_assume(as, "mode", "option",
+                      "generate: %s WhisperForConditionalGeneration.generate() of one 30 s "
+                      "segment (transformers 4.56-5.24, short-form): input_features [batch, "
+                      "num_mel_bins, 2 * max_source_positions] copied into the segment, the "
+                      "encoder once (its length fixed by the config; its output kept) with the "
+                      "first decoder forward on [batch, 1] decoder_start_token_id (no forced "
+                      "language or task tokens), then %lld decoder forwards of one token each; an "
+                      "EncoderDecoderCache: self-attention keys and values concatenated per "
+                      "token, cross-attention keys and values made once and kept",
+                      how, (long long)c->new_tokens - 1);
+        else if (g->encoder_decoder) /* T5: src/schedule/generate.c, seq2seq_decode */
             dm_assume(as, "mode", "option",
                       "generate: %s model.generate() of an encoder-decoder (transformers 4.51): "
                       "the encoder once over the prompt (seq; its output kept) with the first "

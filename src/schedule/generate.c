@@ -751,6 +751,134 @@ static enum dnnmem_status seq2seq_decode(struct dm_sb *b, struct dnnmem_error *e
 }
 
 /*
+ * The decode steps of greedy generate() for WhisperForConditionalGeneration
+ * (transformers 4.56.2 and 5.24.0, WhisperGenerationMixin's short-form path
+ * into GenerationMixin._sample). The graph (src/load/hf/whisper.c) is
+ * _get_input_segment's copy of the features, the encoder and the first
+ * decoder forward on [B, 1] start tokens, and returns the EncoderDecoderCache
+ * (from 4.56 the DynamicLayers' contiguous copies: self-attention [B, H, 1,
+ * D], cross-attention [B, H, P, D], P = max_source_positions), the encoder's
+ * output and the segment, all held to the end. Then, per decoder forward s
+ * (1 <= s < T), with L = s + 1 positions:
+ *  - the sampling of the previous forward, as for T5 (pick_tokens);
+ *  - eager only: create_causal_mask's [B, 1, 1, L] mask of the model's dtype,
+ *    held to the decoder's end (sdpa passes none: one query);
+ *  - per layer, the self-attention's cache update: torch.cat([old, new],
+ *    dim=-2) for the keys, then the values, a fresh [B, H, L, D] each (the
+ *    old freed); eager_attention_forward's matmul [B, H, 1, L], its * 1.0
+ *    (scaling=1.0: a tensor), + the mask, softmax (each freed as the next is
+ *    made), the probabilities held to the layer's end; the cross-attention
+ *    likewise on [B, H, 1, P] (no mask), reading the cache's keys and values
+ *    as they are (contiguous); sdpa's fused kernel makes no scores;
+ *  - the logits [B, 1, V], held until the sampling.
+ * Not modelled: the [B, 1, d_model] and [B, 1, ffn] tensors, the q, k, v
+ * projections of the one token, the int64 position tensors, the logits
+ * processors' [B, V] copies of begin_suppress_tokens / suppress_tokens (a
+ * config without them makes none) and the post-processing of the sequences.
+ * Steps simulated as for a DynamicCache: the first, then the last eight.
+ */
+static enum dnnmem_status whisper_decode(struct dm_sb *b, struct dnnmem_error *err)
+{
+    const struct dm_graph *g = b->g;
+    const struct dm_tinfo *t = b->t;
+    const struct dm_run *run = b->run;
+    int32_t layers = 0;
+    while (layers < g->n_outputs && layers < INT32_MAX / 4) {
+        char name[80];
+        snprintf(name, sizeof name, "past_key_values.%d.self.key", layers);
+        if (dm_graph_find(g, name) < 0)
+            break;
+        layers++;
+    }
+    int32_t logits = g->n_outputs ? g->outputs[0] : -1;
+    int32_t k0 = dm_graph_find(g, "past_key_values.0.self.key");
+    int32_t x0 = dm_graph_find(g, "past_key_values.0.cross.key");
+    if (layers == 0 || logits < 0 || t[logits].rank != 3 || k0 < 0 || x0 < 0 ||
+        t[k0].rank != 4 || t[x0].rank != 4)
+        return dm_refuse(b->s, DM_REFUSE_GEN_NO_DECODER_CACHE, NULL, NULL, err);
+    bool fused = false; /* sdpa: one F.scaled_dot_product_attention per call */
+    for (int32_t i = 0; i < g->n_nodes && !fused; i++)
+        fused = g->nodes[i].op == DM_OP_Attention;
+    int32_t *cur = malloc(2 * (size_t)layers * sizeof *cur);
+    if (!cur)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    for (int32_t l = 0; l < layers; l++)
+        for (int j = 0; j < 2; j++) {
+            char name[80];
+            snprintf(name, sizeof name, "past_key_values.%d.self.%s", l, j ? "value" : "key");
+            int32_t x = dm_graph_find(g, name);
+            cur[2 * l + j] = x >= 0 ? b->cur[x] : -1;
+        }
+    for (int32_t i = 0; i < g->n_outputs; i++) {
+        int32_t buf = b->cur[g->outputs[i]];
+        if (buf >= 0 && strncmp(g->tensors[g->outputs[i]].name, "past_key_values.", 16) == 0)
+            b->s->buf[buf].category = DNNMEM_CAT_KV_CACHE;
+    }
+    int64_t B = t[k0].dims[0], H = t[k0].dims[1], D = t[k0].dims[3], P = t[x0].dims[2];
+    int64_t V = t[logits].dims[2], T = run->gen_tokens;
+    enum dm_dtype model = t[k0].dtype;
+    uint64_t mb = kv_bytes(model, DNNMEM_KV_AUTO), xsc = 0;
+    enum dnnmem_status st = DNNMEM_OK;
+    if (!mul5(B, H, 1, P, mb, &xsc))
+        st = dm_fail(err, DNNMEM_E_SHAPE, "%s: the encoder's %lld positions overflow", g->path,
+                     (long long)P);
+    int32_t lb = b->cur[logits];
+    struct picker pk = {-1, -1, -1, -1};
+    for (int64_t s = 1; s <= T && !b->oom && st == DNNMEM_OK; s = s == 1 && T > 9 ? T - 7 : s + 1) {
+        int64_t L = 1 + s;
+        uint64_t next, cache, sc, ids, mask, step_logits;
+        if (!mul5(B, V, 1, 1, 4, &next) || !mul5(B, H, L, D, mb, &cache) ||
+            !mul5(B, H, 1, L, mb, &sc) || !mul5(B, L, 1, 1, 8, &ids) ||
+            !mul5(B, L, 1, 1, mb, &mask) || !mul5(B, 1, V, 1, mb, &step_logits)) {
+            st = dm_fail(err, DNNMEM_E_SHAPE, "%s: the decoder's cache of %lld tokens overflows",
+                         g->path, (long long)L);
+            break;
+        }
+        b->iteration = (int)(s < INT16_MAX ? s : INT16_MAX);
+        dm_sb_step(b, DM_PHASE_DECODE, -1);
+        pick_tokens(b, &pk, B, V, next, ids, "decoder_input_ids", &lb);
+        if (s == T)
+            break;
+        int32_t cm = fused ? -1
+                           : dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, mask, -1, -1,
+                                         "causal_mask", 1);
+        for (int32_t l = 0; l < layers && !b->oom; l++) {
+            for (int j = 0; j < 2; j++) { /* the cache's torch.cat: keys, then values */
+                int32_t nbuf = dm_sb_alloc(b, DNNMEM_CAT_KV_CACHE, model, cache, -1, -1,
+                                           "cache", 1);
+                if (cur[2 * l + j] >= 0)
+                    dm_sb_unref(b, cur[2 * l + j]);
+                cur[2 * l + j] = nbuf;
+            }
+            if (fused)
+                continue;
+            int32_t probs[2];
+            for (int x = 0; x < 2; x++) { /* self-attention, then cross-attention */
+                uint64_t n = x ? xsc : sc;
+                int32_t w = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, n, -1, -1, "scores", 1);
+                int32_t m = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, n, -1, -1, "scaled", 1);
+                dm_sb_unref(b, w);
+                if (!x) {
+                    int32_t a = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, n, -1, -1,
+                                            "masked", 1);
+                    dm_sb_unref(b, m);
+                    m = a;
+                }
+                probs[x] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, n, -1, -1, "probs", 1);
+                dm_sb_unref(b, m);
+            }
+            dm_sb_unref(b, probs[0]);
+            dm_sb_unref(b, probs[1]);
+        }
+        if (cm >= 0)
+            dm_sb_unref(b, cm);
+        lb = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, step_logits, logits, -1, "step", 1);
+    }
+    free(cur);
+    return b->oom ? dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path) : st;
+}
+
+/*
  * Beam search, before the prefill (transformers 4.51.3, generate() then
  * _beam_search; the graph's batch is the caller's B times num_beams K,
  * src/api.c): the caller's prompt [B, P] int64 stays held (counted as an
@@ -1127,6 +1255,8 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
 {
     if (b->g->cache_len > 0)
         return hybrid_decode(b, err);
+    if (b->g->whisper)
+        return whisper_decode(b, err);
     if (b->g->encoder_decoder)
         return seq2seq_decode(b, err);
     const struct dm_graph *g = b->g;

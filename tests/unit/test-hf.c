@@ -482,7 +482,8 @@ static void test_errors(void **state)
                  "model_type 'umt5' is not supported (known: llama, mistral, qwen2, qwen3, granite, "
                  "olmo2, starcoder2, mixtral, "
                  "qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt2, bert, roberta, albert, "
-                 "distilbert, t5, mt5, vit, opt, biogpt, gpt_neox, falcon, phi, phi3, gemma, gemma2, "
+                 "distilbert, t5, mt5, vit, whisper, opt, biogpt, gpt_neox, falcon, phi, phi3, gemma, "
+                 "gemma2, "
                  "gemma3_text, gemma3 (its text_config), gpt_oss)");
     expect_error("{\"model_type\": \"t5\"}", DNNMEM_E_MODEL, "config field 'vocab_size' is missing");
     expect_error("{\"model_type\": \"t5\", \"vocab_size\": 100, \"feed_forward_proj\": \"gated-tanh\"}",
@@ -500,6 +501,18 @@ static void test_errors(void **state)
                  "config field 'patch_size' (300) exceeds 'image_size' (224)");
     expect_error("{\"model_type\": \"vit\", \"architectures\": [\"ViTForMaskedImageModeling\"]}",
                  DNNMEM_E_UNSUPPORTED, "names ViTForMaskedImageModeling");
+    expect_error("{\"model_type\": \"whisper\", \"apply_spec_augment\": true}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'apply_spec_augment' is true; only false");
+    expect_error("{\"model_type\": \"whisper\", \"decoder_layerdrop\": 0.1}", DNNMEM_E_UNSUPPORTED,
+                 "config field 'decoder_layerdrop' is 0.1; only 0 is modelled");
+    expect_error("{\"model_type\": \"whisper\", \"decoder_attention_heads\": 5}", DNNMEM_E_MODEL,
+                 "config field 'd_model' (384) is not a multiple of 'encoder_attention_heads' (6) "
+                 "and 'decoder_attention_heads' (5)");
+    expect_error("{\"model_type\": \"whisper\", \"activation_function\": \"silu\"}",
+                 DNNMEM_E_UNSUPPORTED, "config field 'activation_function' is 'silu'");
+    expect_error("{\"model_type\": \"whisper\", \"architectures\": [\"WhisperForAudioClassification\"]}",
+                 DNNMEM_E_UNSUPPORTED,
+                 "names WhisperForAudioClassification; only WhisperForConditionalGeneration is built");
     expect_error("{\"model_type\": \"falcon\", \"vocab_size\": 100, \"hidden_size\": 64, "
                  "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"alibi\": true}",
                  DNNMEM_E_UNSUPPORTED, "config field 'alibi' is true");
@@ -4247,6 +4260,66 @@ static void test_t5_vit_published_counts(void **state)
     dnnmem_model_free(m);
 }
 
+/* openai/whisper-tiny (V 51865, d 384, F 1536, 4 + 4 layers, 80 mel bins,
+ * 1500 source and 448 target positions, proj_out tied): encoder conv1 384 *
+ * 80 * 3 + 384 = 92,544, conv2 384 * 384 * 3 + 384 = 442,752,
+ * embed_positions 1500 * 384 = 576,000; a layer's attention q, v, out 3 *
+ * 147,840 + k 147,456 = 590,976, 2 LN 1536, fc1 591,360, fc2 590,208:
+ * 1,774,080, 4 layers 7,096,320; layer_norm 768: 8,208,384. Decoder
+ * embed_tokens 19,916,160, embed_positions 448 * 384 = 172,032; a layer
+ * two attentions 1,181,952, 3 LN 2304, fc1 and fc2 1,181,568: 2,365,824, 4
+ * layers 9,463,296; layer_norm 768: 29,552,256. Total 37,760,640 (the
+ * published whisper-tiny count, 37.8M). The input: input_features [1, 80,
+ * 3000] float32 = 960,000 bytes and decoder_input_ids [1, 4] int64. In 5.24
+ * the graph is the eager one with the EncoderDecoderCache's copies: every
+ * decoder layer's four [1, 6, ., 64] caches are outputs. */
+static void test_whisper(void **state)
+{
+    (void)state;
+    dnnmem_model *m = load("tests/models/hf/whisper-tiny.json");
+    struct dnnmem_config cfg;
+    hf_config_init(&cfg);
+    cfg.transformers_version = 524;
+    cfg.batch_size = 1;
+    cfg.seq_len = 4;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4 * UINT64_C(37760640));
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 80 * 3000 * 4 + 4 * 8);
+    dnnmem_result_free(r);
+    const struct dm_graph *g = dm_model_graph(m);
+    assert_int_equal(g->n_outputs, 1 + 4 * 4 + 1); /* logits, caches, encoder state */
+    assert_true(g->encoder_decoder);
+    int32_t pos = dm_graph_find(g, "model.encoder.embed_positions.weight");
+    assert_true(pos >= 0 && g->tensors[pos].frozen); /* requires_grad_(False) */
+    assert_false(g->tensors[dm_graph_find(g, "model.decoder.embed_positions.weight")].frozen);
+    assert_true(dm_graph_find(g, "proj_out.weight") < 0); /* tied to embed_tokens */
+    assert_true(dm_graph_find(g, "past_key_values.3.cross.value") >= 0);
+    /* before 4.56 (not read) is refused */
+    struct dnnmem_error err;
+    cfg.transformers_version = 451;
+    assert_int_equal(dnnmem_estimate(m, &cfg, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "from transformers 4.56"));
+    /* generation on the CPU (exact bytes), eager: both peak in the first
+     * encoder layer's scores, generate with _get_input_segment's copy of the
+     * features live, [1, 80, 3000] float32; the decoder starts from [1, 1]
+     * (infer at seq 1 alike); the seq dim is no generation's */
+    cfg.transformers_version = 524;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.attn = DNNMEM_ATTN_EAGER;
+    cfg.mode = DNNMEM_MODE_INFER;
+    cfg.seq_len = 1;
+    r = run(m, &cfg);
+    uint64_t infer = r->peak_allocated;
+    dnnmem_result_free(r);
+    cfg.mode = DNNMEM_MODE_GENERATE;
+    cfg.seq_len = 0;
+    cfg.new_tokens = 4;
+    r = run(m, &cfg);
+    assert_int_equal(r->peak_allocated - infer, 80 * 3000 * 4);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
 /* tiny-t5 (V 1000, d 256, H 8, D 32, F 1024, 3 + 3 layers, tied): shared
  * 256,000; encoder layer 262,144 + 524,288 + 512 = 786,944, 3 layers + 256
  * + 256 = 2,361,344; decoder layer 524,288 + 524,288 + 768 = 1,049,344, 3
@@ -5352,6 +5425,7 @@ int main(void)
         cmocka_unit_test(test_amp_checkpoint_steady),
         cmocka_unit_test(test_tiny_roberta_heads),
         cmocka_unit_test(test_t5_vit_published_counts),
+        cmocka_unit_test(test_whisper),
         cmocka_unit_test(test_tiny_t5),
         cmocka_unit_test(test_t5_generate),
         cmocka_unit_test(test_tiny_vit),

@@ -204,7 +204,7 @@ def op_label(node):
 def inputs(row, conf, model, train):
     """(the model's first input, the loss's targets or None, the other keyword inputs).
     Targets are class ids for dnnmem's --loss ce of the first output: token ids [B, S]
-    for a causal or masked LM, [B, T] labels for T5 (decoder_input_ids =
+    for a causal or masked LM, [B, T] labels for T5 and whisper (decoder_input_ids =
     model._shift_right(labels), as T5ForConditionalGeneration makes them), [B, hidden]
     ids for a base model's last_hidden_state, [B] labels for a classifier."""
     b, k = row["batch"], rowdefs.kind(row["model_type"])
@@ -213,7 +213,17 @@ def inputs(row, conf, model, train):
         x = torch.randn(b, conf.num_channels, n, n)
         y = torch.randint(0, conf.num_labels, (b,), dtype=torch.long) if train else None
         return x, y, {}
-    s, v = row["seq"], conf.vocab_size
+    s, v = row.get("seq"), conf.vocab_size
+    if k == "speech":  # whisper: log-mel features in the model's dtype (Conv1d takes no
+        # other), decoder_input_ids = shift_tokens_right(labels), as its forward makes them
+        from transformers.models.whisper.modeling_whisper import shift_tokens_right
+        dtype = next(model.parameters()).dtype
+        x = torch.randn(b, conf.num_mel_bins, 2 * conf.max_source_positions).to(dtype)
+        if row["mode"] == "generate":  # generate() makes the decoder's start tokens
+            return x, None, {}
+        labels = torch.randint(0, v, (b, s), dtype=torch.long)
+        dec = shift_tokens_right(labels, conf.pad_token_id, conf.decoder_start_token_id)
+        return x, (labels if train else None), dict(decoder_input_ids=dec)
     x = torch.randint(0, v, (b, s), dtype=torch.long)
     if k == "seq2seq":
         if row["mode"] == "generate":

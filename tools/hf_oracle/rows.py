@@ -127,6 +127,17 @@ ARCH_TINY = ("tiny-granite", "tiny-olmo2", "tiny-starcoder2")
 # for gpt_oss).  Every expert gets tokens: the tiny router sends 2 x 128 tokens x top-2 to 4
 # experts, the small one 256 x 4 to 128 (the "experts_hit" field records how many)
 GPTOSS_TINY, GPTOSS_REAL, GPTOSS_FROM = ("tiny-gpt-oss",), ("gpt-oss-config-defaults",), (4, 55)
+# whisper (WhisperForConditionalGeneration; measured at 5.24.0 and 4.56.2, the latter from a
+# pip --target copy of transformers 4.56.2 put ahead of the 5.24 venv on PYTHONPATH, with
+# huggingface_hub 0.35.3, tokenizers 0.22.1 and requests), after the rows above: its tiny
+# config and whisper-tiny shrunk (shrink_whisper), input_features [batch, num_mel_bins,
+# 2 * max_source_positions] (3000 frames) and a decoder of WHISPER_SEQ tokens (dnnmem's seq),
+# eager and sdpa, inference and Adam / AdamW training, then greedy generation
+WHISPER_TINY, WHISPER_REAL, WHISPER_SEQ = ("tiny-whisper",), ("whisper-tiny",), 64
+WHISPER_RUNS = [("train", "adam", "fp32", "eager"), ("infer", None, "fp32", "eager"),
+                ("train", "adam", "bf16", "eager"), ("infer", None, "bf16", "eager"),
+                ("train", "adam", "fp32", "sdpa"), ("infer", None, "fp32", "sdpa"),
+                ("train", "adamw", "fp32", "eager")]
 
 
 def release(version):
@@ -170,6 +181,8 @@ def kind(model_type):
     (input_ids, decoder_input_ids) or image (pixel_values)."""
     if model_type in ("bert", "roberta", "albert", "distilbert"):
         return "encoder"
+    if model_type == "whisper":  # input_features, decoder_input_ids
+        return "speech"
     return {"t5": "seq2seq", "mt5": "seq2seq", "vit": "image"}.get(model_type, "causal")
 
 
@@ -284,7 +297,32 @@ def make_arch_rows(rel):
                          id=f"tf{rel}/{model}-generate-b{BATCH}-p{GEN_PROMPT}-n{n}-fp32-eager",
                          mode="generate", optimizer=None, seq=GEN_PROMPT, new_tokens=n,
                          precision="fp32", attn="eager"))
-    return rows + gptoss_rows(rel)
+    return rows + gptoss_rows(rel) + whisper_rows(rel)
+
+
+def whisper_rows(rel):
+    """whisper's rows (WHISPER_*): seq is the decoder's length."""
+    rows = []
+    for model, config in models(WHISPER_TINY, WHISPER_REAL):
+        b = dict(release=rel, model=model, model_type="whisper", config=config, batch=BATCH)
+        for mode, opt, prec, attn in WHISPER_RUNS:
+            tag = mode if opt is None else "train-" + opt
+            rows.append(dict(b, id=f"tf{rel}/{model}-{tag}-b{BATCH}-s{WHISPER_SEQ}-{prec}-{attn}",
+                             mode=mode, optimizer=opt, seq=WHISPER_SEQ, precision=prec,
+                             attn=attn))
+    # then greedy generation: generate(input_features, max_new_tokens=COVER_NEW), the decoder
+    # started from [batch, 1] decoder_start_token_id (no seq: the prompt is the audio)
+    for model, config in models(WHISPER_TINY, WHISPER_REAL):
+        rows.append(dict(release=rel, model=model, model_type="whisper", config=config,
+                         batch=BATCH, id=f"tf{rel}/{model}-generate-b{BATCH}-n{COVER_NEW}-fp32-eager",
+                         mode="generate", optimizer=None, new_tokens=COVER_NEW,
+                         precision="fp32", attn="eager"))
+    for model, config in models(WHISPER_TINY, WHISPER_REAL):  # and with sdpa (no scores)
+        rows.append(dict(release=rel, model=model, model_type="whisper", config=config,
+                         batch=BATCH, id=f"tf{rel}/{model}-generate-b{BATCH}-n{COVER_NEW}-fp32-sdpa",
+                         mode="generate", optimizer=None, new_tokens=COVER_NEW,
+                         precision="fp32", attn="sdpa"))
+    return rows
 
 
 def gptoss_rows(rel):
@@ -486,11 +524,30 @@ def shrink(d):
     return d
 
 
+def shrink_whisper(d):
+    """A whisper config shrunk: 2 encoder and 2 decoder layers, a vocabulary of 4096 (the
+    special token ids moved inside it), the widths, heads, mel bins and positions kept."""
+    d = dict(d)
+    for k in ("_name_or_path", "begin_suppress_tokens", "suppress_tokens", "forced_decoder_ids",
+              "transformers_version"):
+        d.pop(k, None)
+    d.update(encoder_layers=2, decoder_layers=2, num_hidden_layers=2, vocab_size=4096,
+             pad_token_id=4095, bos_token_id=4095, eos_token_id=4095, decoder_start_token_id=4094)
+    d["torch_dtype"] = "float32"
+    return d
+
+
 def write_small():
     os.makedirs(os.path.join(ROOT, SMALL_DIR), exist_ok=True)
     for m in REAL + COVER_REAL + GPTOSS_REAL:
         with open(os.path.join(ROOT, "tests/models/hf", m + ".json")) as f:
             d = shrink(json.load(f))
+        with open(os.path.join(ROOT, SMALL_DIR, f"small-{m}.json"), "w") as f:
+            json.dump(d, f, indent=1, sort_keys=True)
+            f.write("\n")
+    for m in WHISPER_REAL:
+        with open(os.path.join(ROOT, "tests/models/hf", m + ".json")) as f:
+            d = shrink_whisper(json.load(f))
         with open(os.path.join(ROOT, SMALL_DIR, f"small-{m}.json"), "w") as f:
             json.dump(d, f, indent=1, sort_keys=True)
             f.write("\n")

@@ -39,7 +39,10 @@
  * inputs input_ids [batch, seq] and decoder_input_ids [batch, target_seq],
  * outputs the logits, the decoder's caches and the encoder's last hidden
  * state; ViTModel / ViTForImageClassification ("vit"; modeling_vit.py,
- * 4.53-4.57), input pixel_values [batch, channels, image, image].
+ * 4.53-4.57), input pixel_values [batch, channels, image, image];
+ * WhisperForConditionalGeneration ("whisper"; modeling_whisper.py, 4.56-5.24),
+ * inputs input_features [batch, num_mel_bins, 2 * max_source_positions] and
+ * decoder_input_ids [batch, seq], outputs as T5's.
  *
  * Weights are float32 whatever the config's torch_dtype / dtype says: that is
  * the checkpoint's storage type, not the type a job runs in
@@ -116,6 +119,7 @@ static const struct hf_arch archs[] = {
     {"t5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "T5", 0, 0},
     {"mt5", hf_t5, 0, HF_ANY_ARCH, TARGETS(t5_qv), "MT5", 0, 0},
     {"vit", hf_vit, 1, HF_ANY_ARCH, NULL, 0, "ViT", 0, 0},
+    {"whisper", hf_whisper, 0, HF_ANY_ARCH, TARGETS(qv), "Whisper", 456, 0},
     {"opt", hf_opt, 1, 0, TARGETS(qv), "OPT", 440, SEQ_QA},
     {"biogpt", hf_opt, 452, 0, NULL, 0, "BioGpt", 0, 0},
     {"gpt_neox", hf_neox, 1, HF_NO_AWQ, TARGETS(fused), "GPTNeoX", 440, ALL},

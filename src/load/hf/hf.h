@@ -264,6 +264,7 @@ enum dnnmem_status hf_bert(struct hf *h, const char *type);       /* bert.c */
 enum dnnmem_status hf_distilbert(struct hf *h, const char *type); /* bert.c */
 enum dnnmem_status hf_t5(struct hf *h, const char *type);         /* t5.c */
 enum dnnmem_status hf_vit(struct hf *h, const char *type);        /* vit.c */
+enum dnnmem_status hf_whisper(struct hf *h, const char *type);    /* whisper.c */
 enum dnnmem_status hf_opt(struct hf *h, const char *type);        /* opt.c */
 enum dnnmem_status hf_neox(struct hf *h, const char *type);       /* neox.c */
 enum dnnmem_status hf_gemma(struct hf *h, const char *type);      /* gemma.c */
