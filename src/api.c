@@ -394,6 +394,7 @@ static int par_world(const struct dnnmem_parallel *p)
 {
     return p->gpus > 0    ? p->gpus
            : p->nodes > 0 ? p->nodes * (p->gpus_per_node > 0 ? p->gpus_per_node : 1)
+           : p->tp > 1    ? p->tp /* --tp alone: a world of the tensor-parallel group */
                           : 1;
 }
 
@@ -500,7 +501,9 @@ enum dnnmem_status dm_estimate(const dnnmem_model *m, const struct dnnmem_config
     best->n_ranks = n;
     best->rank = best == r1 ? last : first;
     best->world_size = world;
-    best->global_batch = (cfg->batch_size > 0 ? cfg->batch_size : 1) * (int64_t)world *
+    /* the data-parallel replicas: the world over the tensor-parallel group */
+    int dp = world / (cfg->par.tp > 1 ? cfg->par.tp : 1);
+    best->global_batch = (cfg->batch_size > 0 ? cfg->batch_size : 1) * (int64_t)dp *
                          (cfg->grad_accum > 0 ? cfg->grad_accum : 1);
     *out = best;
     return DNNMEM_OK;

@@ -624,6 +624,16 @@ enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err)
  * after any change to the node list). */
 enum dnnmem_status dm_graph_find_scopes(struct dm_graph *g, struct dnnmem_error *err);
 
+/* Tensor parallelism's plan (src/graph/tp.c, rules T1-T5): split[t] is the
+ * dim of parameter t each of the tp ranks holds 1/tp of (-1: whole);
+ * errors name the node whose pairing is not recognised. */
+struct dm_tp_summary {
+    int32_t n_col, n_row, n_split;   /* column-, row-parallel linears; split parameters */
+    const char *first_col, *first_row;
+};
+enum dnnmem_status dm_tp_plan(const struct dm_graph *g, int tp, int8_t *split,
+                              struct dm_tp_summary *sum, struct dnnmem_error *err);
+
 const struct dm_attr *dm_node_attr(const struct dm_node *n, const char *name);
 /* Lift exporters' decompositions (LayerNorm, GELU) back to the single ops the
  * framework runs (src/graph/lift.c). */
@@ -762,6 +772,9 @@ struct dm_infer {
     const struct dm_shape *input_shapes;  /* optional, per tensor: the shape given to an
                                              input that declares none (rank -1: none) */
     struct dnnmem_error *err;
+    const int8_t *split;       /* optional, per tensor: the dim of a weight divided by
+                                  split_ranks (tensor parallelism's shard, dm_tp_plan) */
+    int split_ranks;
 };
 
 /* Bind symbols and infer every tensor. `t` has g->n_tensors entries. */
@@ -962,6 +975,7 @@ enum dm_par_kind { DM_PAR_NONE = 0, DM_PAR_DDP, DM_PAR_ZERO, DM_PAR_FSDP };
 struct dm_par {
     enum dm_par_kind kind;
     int world, rank;          /* data-parallel ranks and this one */
+    int tp;                   /* tensor-parallel ranks (0 or 1: none; src/graph/tp.c) */
     int shard, shard_rank;    /* the group a parameter is sharded over and the rank in it */
     int zero;                 /* ZeRO stage (kind ZERO) */
     bool offload_optimizer, offload_params;

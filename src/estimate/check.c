@@ -155,7 +155,7 @@ static int par_world(const struct dnnmem_config *c)
         return c->par.gpus;
     if (c->par.nodes > 0)
         return c->par.nodes * (c->par.gpus_per_node > 0 ? c->par.gpus_per_node : 1);
-    return 1;
+    return c->par.tp > 1 ? c->par.tp : 1; /* --tp alone: the tensor-parallel group */
 }
 
 /* name, value (c: the options, o: their meaning, g: the graph, bd: what
@@ -206,7 +206,7 @@ static int par_world(const struct dnnmem_config *c)
                            (unsigned)c->precision > DNNMEM_PRECISION_AMP_BF16 ||                   \
                            (c->n_freeze && !c->freeze) || (c->n_checkpoint && !c->checkpoint))     \
     X(GRAD_ACCUM, c->grad_accum > 1)                                                               \
-    X(PAR, par_world(c) > 1 || c->par.zero || c->par.fsdp || c->par.offload || c->par.fsdp_wrap)   \
+    X(PAR, par_world(c) > 1 || c->par.tp > 1 || c->par.zero || c->par.fsdp || c->par.offload || c->par.fsdp_wrap)   \
     X(PAR_ZERO, c->par.zero != 0)                                                                  \
     X(PAR_FSDP, c->par.fsdp != DNNMEM_FSDP_NONE)                                                   \
     X(PAR_BAD, (unsigned)c->par.zero > 3 || (unsigned)c->par.fsdp > DNNMEM_FSDP_NO_SHARD ||         \
@@ -217,6 +217,7 @@ static int par_world(const struct dnnmem_config *c)
     X(PAR_PER_NODE_ALONE, c->par.gpus_per_node > 0 && !c->par.gpus && !c->par.nodes)                \
     X(PAR_PER_NODE_DIVIDES, c->par.gpus_per_node > 0 && par_world(c) % c->par.gpus_per_node != 0)  \
     X(PAR_TP, c->par.tp > 1)                                                                       \
+    X(PAR_TP_DIVIDES, c->par.tp > 1 && par_world(c) % c->par.tp != 0)                              \
     X(PAR_PP, c->par.pp > 1)                                                                       \
     X(PAR_CP, c->par.cp > 1)                                                                       \
     X(PAR_OFFLOAD, c->par.offload != DNNMEM_OFFLOAD_NONE)                                          \
@@ -374,12 +375,22 @@ struct check {
 
 #define PAR_MODELLED "modelled: data parallel alone (DDP, DeepSpeed ZeRO 1-3, FSDP2 full, shard-grad-op, " \
                      "hybrid, no-shard), world = DP"
+#define TP_MODELLED "modelled: --tp over ONNX graphs' paired column- and row-parallel linears, " \
+                    "alone or under DDP over the world / TP replicas"
 static const struct check checks[] = {
     {O, {F_MODE_BAD}, USAGE, "unknown mode %s", {A_MODE}},
     /* data parallelism (docs/parallel.md) */
     {O, {F_PAR_BAD}, USAGE, "unknown data-parallel setting (zero 0..3, fsdp, offload, gpus)", {A_NONE}},
-    {O, {F_PAR_TP}, UNSUP, "--tp %s: tensor parallel is not modelled yet (" PAR_MODELLED "; use --tp 1)",
-     {A_TP}},
+    {O, {F_PAR_TP_DIVIDES}, USAGE,
+     "--tp %s does not divide the world of %s ranks (world = DP x TP; --gpus is the world)",
+     {A_TP, A_WORLD}},
+    {O, {F_PAR_TP, F_PAR_ZERO}, UNSUP,
+     "--tp %s with --zero is not modelled (" TP_MODELLED ")", {A_TP}},
+    {O, {F_PAR_TP, F_PAR_FSDP}, UNSUP,
+     "--tp %s with --fsdp is not modelled (" TP_MODELLED ")", {A_TP}},
+    {O, {F_PAR_TP, F_HF}, UNSUP,
+     "%s: --tp is not modelled for HuggingFace configs yet (their attention views name the "
+     "config's head count; " TP_MODELLED ")", {A_PATH}},
     {O, {F_PAR_PP}, UNSUP, "--pp %s: pipeline parallel is not modelled yet (" PAR_MODELLED "; use --pp 1)",
      {A_PP}},
     {O, {F_PAR_CP}, UNSUP, "--cp %s: context parallel is not modelled yet (" PAR_MODELLED "; use --cp 1)",

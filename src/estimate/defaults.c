@@ -439,13 +439,25 @@ static void par_run(struct dm_est *e)
     const struct dnnmem_parallel *c = &e->o->cfg.par;
     struct dm_par *p = &e->run.par;
     struct dm_assumptions *as = &e->as;
-    int world = c->gpus > 0 ? c->gpus : c->nodes > 0 ? c->nodes * (c->gpus_per_node > 0 ? c->gpus_per_node : 1) : 1;
+    int tp = c->tp > 1 ? c->tp : 1;
+    int world = c->gpus > 0 ? c->gpus : c->nodes > 0 ? c->nodes * (c->gpus_per_node > 0 ? c->gpus_per_node : 1) : tp;
     if (!e->run.train || (world <= 1 && c->zero == 0 && c->fsdp == DNNMEM_FSDP_NONE))
         return;
     int per_node = c->gpus_per_node > 0 ? c->gpus_per_node : world;
-    p->world = world;
-    p->rank = c->rank > 0 ? c->rank : 0;
-    p->kind = c->zero > 0 ? DM_PAR_ZERO : c->fsdp != DNNMEM_FSDP_NONE ? DM_PAR_FSDP : DM_PAR_DDP;
+    /* world = DP x TP, the tensor-parallel ranks adjacent (Megatron's
+     * initialize_model_parallel order; the ranks of a TP group hold the same
+     * bytes, so the DP rank is the global one over TP) */
+    p->tp = tp;
+    p->world = world / tp;
+    p->rank = c->rank > 0 ? c->rank / tp : 0;
+    p->kind = c->zero > 0 ? DM_PAR_ZERO : c->fsdp != DNNMEM_FSDP_NONE ? DM_PAR_FSDP
+              : p->world > 1 ? DM_PAR_DDP : DM_PAR_NONE;
+    if (p->kind == DM_PAR_NONE) { /* tensor parallel alone */
+        dm_assume(as, "parallel", "option", "%d ranks (%d per node), this rank %d: tensor parallel "
+                  "over all of them (DTensor ColwiseParallel / RowwiseParallel), no data parallel",
+                  world, per_node, c->rank > 0 ? c->rank : 0);
+        return;
+    }
     p->zero = c->zero;
     p->offload_optimizer = c->offload != DNNMEM_OFFLOAD_NONE;
     p->offload_params = c->offload == DNNMEM_OFFLOAD_PARAMS;
@@ -724,8 +736,9 @@ static void cuda_defaults(struct dm_est *e)
                                    "CUDA 13.0)"
                                  : "PyTorch 2.x: 426 MiB at start (unsloth-zoo PR #1053) + 132 MiB "
                                    "of kernels loaded by the first step (measured on an H200)");
-        if (run->par.kind != DM_PAR_NONE) { /* outside the caching allocator, as the context */
-            int comms = c->par.fsdp == DNNMEM_FSDP_HYBRID ? 2 : 1;
+        if (run->par.kind != DM_PAR_NONE || run->par.tp > 1) { /* outside the caching allocator */
+            int comms = (run->par.kind == DM_PAR_NONE ? 0 : c->par.fsdp == DNNMEM_FSDP_HYBRID ? 2 : 1) +
+                        (run->par.tp > 1 ? 1 : 0); /* the tensor-parallel group's own */
             uint64_t nccl = c->par.nccl_bytes >= 0 ? (uint64_t)c->par.nccl_bytes : DM_NCCL_COMM_DEFAULT;
             e->context += nccl * (uint64_t)comms;
             dm_assume(as, "nccl", c->par.nccl_bytes >= 0 ? "option" : "default",

@@ -368,6 +368,26 @@ static void apply_precision(struct dm_est *e)
     }
 }
 
+/* --tp N: the parameters this rank holds a shard of (src/graph/tp.c), which
+ * shape inference divides, and the assumption saying which. */
+static enum dnnmem_status tp_split(struct dm_est *e, struct dm_infer *ctx, struct dnnmem_error *err)
+{
+    int8_t *split = dm_arena_array(&e->arena, (size_t)e->g->n_tensors + 1, sizeof *split);
+    if (!split)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", e->g->path);
+    struct dm_tp_summary sum;
+    DM_TRY(dm_tp_plan(e->g, e->run.par.tp, split, &sum, err));
+    ctx->split = split;
+    ctx->split_ranks = e->run.par.tp;
+    dm_assume(&e->as, "tensor_parallel", "option",
+              "%d ranks: %d column-parallel linears (the first '%s': weight rows and bias split) "
+              "paired with %d row-parallel ones (the first '%s': weight columns split, bias whole, "
+              "output all-reduced); %d parameters split, the rest replicated",
+              e->run.par.tp, sum.n_col, sum.first_col, sum.n_row,
+              sum.first_row ? sum.first_row : "none", sum.n_split);
+    return DNNMEM_OK;
+}
+
 enum dnnmem_status dm_est_shapes(struct dm_est *e, struct dnnmem_error *err)
 {
     const struct dm_graph *g = e->g;
@@ -388,6 +408,8 @@ enum dnnmem_status dm_est_shapes(struct dm_est *e, struct dnnmem_error *err)
         return s;
     struct dm_infer ctx = {.g = g, .arena = arena, .t = e->t, .sym_values = e->syms,
                            .input_shapes = shapes, .err = err};
+    if (e->run.par.tp > 1)
+        DM_TRY(tp_split(e, &ctx, err));
     DM_TRY(dm_infer_shapes(&ctx));
     /* inputs the caller left unshaped whose shape the model implies */
     for (int32_t i = 0; i < g->n_inputs; i++) {
