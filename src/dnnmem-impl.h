@@ -631,7 +631,8 @@ struct dm_tp_summary {
     int32_t n_col, n_row, n_split;   /* column-, row-parallel linears; split parameters */
     const char *first_col, *first_row;
 };
-enum dnnmem_status dm_tp_plan(const struct dm_graph *g, int tp, int8_t *split,
+enum { DM_TP_NONE = 0, DM_TP_COL, DM_TP_ROW }; /* role[node] */
+enum dnnmem_status dm_tp_plan(const struct dm_graph *g, int tp, int8_t *split, int8_t *role,
                               struct dm_tp_summary *sum, struct dnnmem_error *err);
 
 const struct dm_attr *dm_node_attr(const struct dm_node *n, const char *name);
@@ -976,6 +977,7 @@ struct dm_par {
     enum dm_par_kind kind;
     int world, rank;          /* data-parallel ranks and this one */
     int tp;                   /* tensor-parallel ranks (0 or 1: none; src/graph/tp.c) */
+    const int8_t *tp_role;    /* per node: DM_TP_COL, DM_TP_ROW (shapes.c, from the plan) */
     int shard, shard_rank;    /* the group a parameter is sharded over and the rank in it */
     int zero;                 /* ZeRO stage (kind ZERO) */
     bool offload_optimizer, offload_params;

@@ -375,8 +375,12 @@ static enum dnnmem_status tp_split(struct dm_est *e, struct dm_infer *ctx, struc
     int8_t *split = dm_arena_array(&e->arena, (size_t)e->g->n_tensors + 1, sizeof *split);
     if (!split)
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", e->g->path);
+    int8_t *role = dm_arena_array(&e->arena, (size_t)e->g->n_nodes + 1, sizeof *role);
+    if (!role)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", e->g->path);
     struct dm_tp_summary sum;
-    DM_TRY(dm_tp_plan(e->g, e->run.par.tp, split, &sum, err));
+    DM_TRY(dm_tp_plan(e->g, e->run.par.tp, split, role, &sum, err));
+    e->run.par.tp_role = role;
     ctx->split = split;
     ctx->split_ranks = e->run.par.tp;
     dm_assume(&e->as, "tensor_parallel", "option",

@@ -255,7 +255,7 @@ static int32_t whole_reader(const struct tp_ctx *c, int32_t *param)
     return -1;
 }
 
-enum dnnmem_status dm_tp_plan(const struct dm_graph *g, int tp, int8_t *split,
+enum dnnmem_status dm_tp_plan(const struct dm_graph *g, int tp, int8_t *split, int8_t *role,
                               struct dm_tp_summary *sum, struct dnnmem_error *err)
 {
     size_t nt = (size_t)g->n_tensors + 1, nn = (size_t)g->n_nodes + 1;
@@ -317,8 +317,10 @@ enum dnnmem_status dm_tp_plan(const struct dm_graph *g, int tp, int8_t *split,
         int32_t w;
         int od;
         const struct dm_node *n = &g->nodes[i];
+        role[i] = DM_TP_NONE;
         if (!linear_weight(&c, n, &w, &od) || c.split[w] < 0)
             continue;
+        role[i] = c.split[w] == od ? DM_TP_COL : DM_TP_ROW;
         if (c.split[w] == 1 - od) {
             sum->n_row++;
             if (!sum->first_row)
