@@ -133,6 +133,69 @@ static void test_fsdp(void **state)
     dnnmem_result_free(r);
 }
 
+/* Tensor parallel over 2 ranks (src/graph/tp.c): fc1 is column-parallel
+ * (W1 [16, 1024] as MatMul's [in, out]: its 1024 output columns split, a
+ * [16, 512] shard of 32,768 B), fc2 row-parallel (W2's 1024 input rows
+ * split, [512, 10], 20,480 B): 53,248 B of parameters per rank, their grads
+ * and Adam's two states of them. The forward's all-reduce copy of y
+ * ([4, 10], 160 B) is a transient; x needs no grad, so fc1's backward
+ * all-reduces nothing. Over 4 GPUs the 2 tensor-parallel groups are DDP
+ * replicas: D1's bucket adds the rank's parameter bytes. */
+static void test_tp(void **state)
+{
+    (void)state;
+    struct dnnmem_config c = cfg_of(DNNMEM_OPT_ADAM);
+    c.par.gpus = 2;
+    c.par.tp = 2;
+    struct dnnmem_result *r = estimate_cfg(mlp(), &c);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 53248);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 53248 + 8);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_GRADIENT], 53248);
+    assert_int_equal(r->world_size, 2);
+    assert_int_equal(r->global_batch, 4);
+    assert_int_equal(r->n_ranks, 1);
+    assert_int_equal(r->ranks[0].last, 1);
+    c.par.gpus = 0; /* --tp alone: a world of the group */
+    struct dnnmem_result *alone = estimate_cfg(mlp(), &c);
+    assert_int_equal(alone->peak_allocated, r->peak_allocated);
+    c.par.gpus = 4;
+    struct dnnmem_result *ddp = estimate_cfg(mlp(), &c);
+    assert_int_equal(ddp->peak_allocated, r->peak_allocated + 53248);
+    assert_int_equal(ddp->global_batch, 8);
+    dnnmem_result_free(r);
+    dnnmem_result_free(alone);
+    dnnmem_result_free(ddp);
+}
+
+/* T5: a column-parallel output read by a reduction as well as by the
+ * row-parallel linear is a pairing not recognised: the error names the
+ * node. */
+static void test_tp_unpaired(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,16");
+    tb_init(b, "W1", F32, 2, (int64_t[]){16, 1024});
+    tb_init(b, "W2", F32, 2, (int64_t[]){1024, 10});
+    tb_node(b, "MatMul", "/fc1/MatMul", "x,W1", "h");
+    tb_node(b, "Relu", "/relu/Relu", "h", "a");
+    tb_node(b, "MatMul", "/fc2/MatMul", "a,W2", "y");
+    tb_node(b, "ReduceSum", "/sum/ReduceSum", "a", "s");
+    tb_output(b, "y");
+    tb_output(b, "s");
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    struct dnnmem_config c = cfg_of(DNNMEM_OPT_SGD);
+    c.par.tp = 2;
+    struct dnnmem_result *r = NULL;
+    assert_int_equal(dnnmem_estimate(m, &c, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_msg_has(err, "node '/sum/ReduceSum' (ReduceSum) reads the column-parallel output of "
+                        "'/fc1/MatMul'");
+    dnnmem_model_free(m);
+    tb_free(b);
+}
+
 static void expect_error(struct dnnmem_config *c, enum dnnmem_status want, const char *needle)
 {
     dnnmem_model *m;
@@ -161,8 +224,17 @@ static void test_errors(void **state)
     expect_error(&c, DNNMEM_E_USAGE, "--nodes x --gpus-per-node");
     c = cfg_of(DNNMEM_OPT_ADAM);
     c.par.gpus = 4;
+    c.par.tp = 3;
+    expect_error(&c, DNNMEM_E_USAGE, "--tp 3 does not divide the world of 4 ranks");
+    c.par.gpus = 3;
+    expect_error(&c, DNNMEM_E_USAGE, "dim 1 of parameter 'W1' (1024) does not divide by 3");
     c.par.tp = 2;
-    expect_error(&c, DNNMEM_E_UNSUPPORTED, "tensor parallel is not modelled yet");
+    c.par.gpus = 2;
+    c.par.zero = 1;
+    expect_error(&c, DNNMEM_E_UNSUPPORTED, "--tp 2 with --zero is not modelled");
+    c = cfg_of(DNNMEM_OPT_ADAM);
+    c.par.pp = 2;
+    expect_error(&c, DNNMEM_E_UNSUPPORTED, "pipeline parallel is not modelled yet");
     c = cfg_of(DNNMEM_OPT_ADAM);
     c.mode = DNNMEM_MODE_INFER;
     c.par.gpus = 2;
@@ -175,6 +247,8 @@ int main(void)
         cmocka_unit_test(test_ddp),
         cmocka_unit_test(test_zero),
         cmocka_unit_test(test_fsdp),
+        cmocka_unit_test(test_tp),
+        cmocka_unit_test(test_tp_unpaired),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests_name("parallel", tests, NULL, NULL);
