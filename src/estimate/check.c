@@ -373,8 +373,8 @@ struct check {
 #define USAGE DNNMEM_E_USAGE
 #define UNSUP DNNMEM_E_UNSUPPORTED
 
-#define PAR_MODELLED "modelled: data parallel alone (DDP, DeepSpeed ZeRO 1-3, FSDP2 full, shard-grad-op, " \
-                     "hybrid, no-shard), world = DP"
+#define PAR_MODELLED "modelled: data parallel (DDP, DeepSpeed ZeRO 1-3, FSDP2 full, shard-grad-op, " \
+                     "hybrid, no-shard) and tensor parallel (--tp, with DDP), world = DP x TP"
 #define TP_MODELLED "modelled: --tp over ONNX graphs' paired column- and row-parallel linears, " \
                     "alone or under DDP over the world / TP replicas"
 static const struct check checks[] = {

@@ -1134,7 +1134,16 @@ check_schema "$T/par.json" "data-parallel JSON (parallel.ranks[])"
 expect 2 "--zero and --fsdp are two engines' sharding" -- estimate $L --mode train --gpus 2 --zero 1 --fsdp full
 expect 2 "--gpus 8 is not --nodes x --gpus-per-node" -- \
     estimate $L --mode train --gpus 8 --nodes 2 --gpus-per-node 2
-expect 4 "--tp 2: tensor parallel is not modelled yet" -- estimate $L --mode train --gpus 4 --tp 2
+expect 4 "--tp is not modelled for HuggingFace configs yet" -- estimate $L --mode train --gpus 4 --tp 2
+TPM=$M/dist/mlp4.onnx
+expect 0 "tensor_parallel 2 ranks: 4 column-parallel linears (the first '/blocks.0/fc1/Gemm'" -- \
+    estimate $TPM --mode train -b 4 --device cpu --gpus 4 --tp 2
+expect 0 "ranks        4, global batch 8" -- estimate $TPM --mode train -b 4 --device cpu --gpus 4 --tp 2
+expect 2 "--tp 3 does not divide the world of 4 ranks" -- estimate $TPM --mode train --gpus 4 --tp 3
+expect 2 "dim 0 of parameter 'blocks.0.fc1.weight' (2048) does not divide by 3" -- \
+    estimate $TPM --mode train --device cpu --tp 3
+expect 4 "--tp 2: no column-parallel linear whose output reaches a row-parallel one" -- \
+    estimate $M/dist/cnn4.onnx --mode train --device cpu --tp 2
 expect 4 "--pp 2: pipeline parallel is not modelled yet" -- estimate $L --mode train --gpus 4 --pp 2
 expect 2 "add --mode train" -- estimate $L --gpus 2
 expect 2 "--offload params (offload_param) needs --zero 3" -- estimate $L --mode train --gpus 2 --zero 2 --offload params
