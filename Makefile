@@ -65,7 +65,7 @@ LIB_SRC := src/util/arena.c src/util/error.c \
 LIB_SRC += src/options.c
 # dnnmem_estimate's stages (src/estimate/estimate.h), in order
 LIB_SRC += src/estimate/assume.c src/estimate/check.c src/estimate/variant.c src/estimate/defaults.c \
-           src/estimate/shapes.c src/estimate/schedule.c src/estimate/replay.c src/estimate/warn.c
+           src/estimate/shapes.c src/estimate/pipeline.c src/estimate/schedule.c src/estimate/replay.c src/estimate/warn.c
 # captured steps (docs/capture-format.md): the loader and their estimate
 LIB_SRC += src/load/capture.c src/estimate/captured.c
 # the HuggingFace front end (src/load/hf/hf.h: its internal header)

@@ -978,6 +978,10 @@ struct dm_par {
     int world, rank;          /* data-parallel ranks and this one */
     int tp;                   /* tensor-parallel ranks (0 or 1: none; src/graph/tp.c) */
     const int8_t *tp_role;    /* per node: DM_TP_COL, DM_TP_ROW (shapes.c, from the plan) */
+    int pp, stage;            /* pipeline stages and this rank's (src/estimate/pipeline.c) */
+    int micro;                /* pp: micro-batches per step */
+    bool gpipe;               /* pp: ScheduleGPipe (else 1F1B) */
+    const bool *recv;         /* pp: per tensor, an input received from the stage before */
     int shard, shard_rank;    /* the group a parameter is sharded over and the rank in it */
     int zero;                 /* ZeRO stage (kind ZERO) */
     bool offload_optimizer, offload_params;

@@ -292,6 +292,11 @@ ENUM_SETTER(set_fsdp, par.fsdp, enum dnnmem_fsdp, false,
             "--fsdp %s: expected none, full, shard-grad-op, hybrid or no-shard", "none", "full",
             "shard-grad-op", "hybrid", "no-shard")
 FLAG_SETTER(set_ddp_bucket_view, par.ddp_bucket_view, true)
+ENUM_SETTER(set_pp_schedule, par.pp_schedule, enum dnnmem_pp_schedule, false,
+            "--pp-schedule %s: expected 1f1b, gpipe or interleaved-1f1b", "1f1b", "gpipe",
+            "interleaved-1f1b")
+COUNT_SETTER(set_micro_batches, par.micro_batches, int, 1, 65536,
+             "--micro-batches %s: expected a positive integer")
 static enum dnnmem_status set_fsdp_wrap(const struct ctx *x)
 {
     if (!x->v[0] || x->v[0] != '/' || strlen(x->v) >= 160)

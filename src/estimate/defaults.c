@@ -439,8 +439,8 @@ static void par_run(struct dm_est *e)
     const struct dnnmem_parallel *c = &e->o->cfg.par;
     struct dm_par *p = &e->run.par;
     struct dm_assumptions *as = &e->as;
-    int tp = c->tp > 1 ? c->tp : 1;
-    int world = c->gpus > 0 ? c->gpus : c->nodes > 0 ? c->nodes * (c->gpus_per_node > 0 ? c->gpus_per_node : 1) : tp;
+    int tp = c->tp > 1 ? c->tp : 1, pp = c->pp > 1 ? c->pp : 1;
+    int world = c->gpus > 0 ? c->gpus : c->nodes > 0 ? c->nodes * (c->gpus_per_node > 0 ? c->gpus_per_node : 1) : tp * pp;
     if (!e->run.train || (world <= 1 && c->zero == 0 && c->fsdp == DNNMEM_FSDP_NONE))
         return;
     int per_node = c->gpus_per_node > 0 ? c->gpus_per_node : world;
@@ -448,14 +448,30 @@ static void par_run(struct dm_est *e)
      * initialize_model_parallel order; the ranks of a TP group hold the same
      * bytes, so the DP rank is the global one over TP) */
     p->tp = tp;
-    p->world = world / tp;
-    p->rank = c->rank > 0 ? c->rank / tp : 0;
+    p->world = world / tp / pp;
+    int grank = c->rank > 0 ? c->rank : 0;
+    p->rank = grank / tp % p->world;
+    p->pp = pp;
+    p->stage = grank / tp / p->world; /* Megatron's order: TP, then DP, then PP */
+    p->micro = pp > 1 ? (c->micro_batches > 0 ? c->micro_batches : pp) : 1;
+    p->gpipe = c->pp_schedule == DNNMEM_PP_GPIPE;
+    if (pp > 1) {
+        e->run.grad_accum = p->micro; /* the micro-batches accumulate into .grad */
+        dm_assume(as, "pipeline", c->micro_batches > 0 ? "option" : "default",
+                  "%d stages, this rank's stage %d; %d micro-batches of --batch-size / %d, %s "
+                  "(torch.distributed.pipelining): stage p holds the saved tensors of %s "
+                  "micro-batches in flight; p2p receive buffers per micro-batch",
+                  pp, p->stage, p->micro, p->micro, p->gpipe ? "GPipe" : "1F1B",
+                  p->gpipe ? "all M" : "min(stages - p, M)");
+    }
     p->kind = c->zero > 0 ? DM_PAR_ZERO : c->fsdp != DNNMEM_FSDP_NONE ? DM_PAR_FSDP
               : p->world > 1 ? DM_PAR_DDP : DM_PAR_NONE;
     if (p->kind == DM_PAR_NONE) { /* tensor parallel alone */
-        dm_assume(as, "parallel", "option", "%d ranks (%d per node), this rank %d: tensor parallel "
-                  "over all of them (DTensor ColwiseParallel / RowwiseParallel), no data parallel",
-                  world, per_node, c->rank > 0 ? c->rank : 0);
+        dm_assume(as, "parallel", "option", "%d ranks (%d per node), this rank %d: %s, no data "
+                  "parallel", world, per_node, grank,
+                  tp > 1 && pp > 1 ? "tensor parallel x pipeline parallel"
+                  : tp > 1 ? "tensor parallel over all of them (DTensor ColwiseParallel / "
+                             "RowwiseParallel)" : "pipeline parallel over all of them");
         return;
     }
     p->zero = c->zero;

@@ -404,7 +404,9 @@ enum dnnmem_status dm_est_shapes(struct dm_est *e, struct dnnmem_error *err)
     for (int32_t i = 0; i < g->n_tensors; i++)
         shapes[i].rank = -1;
     struct dm_bind b = {.breach = DM_BIND_OK};
-    enum dnnmem_status s = bind_dims(g, &e->o->cfg, dm_default_int(&e->o->d, BATCH), e->syms,
+    /* --pp: each forward runs one micro-batch (check.c: the batch splits) */
+    int64_t batch = dm_default_int(&e->o->d, BATCH) / (e->run.par.pp > 1 ? e->run.par.micro : 1);
+    enum dnnmem_status s = bind_dims(g, &e->o->cfg, batch, e->syms,
                                      shapes, &e->as, &b, err);
     if (b.breach)
         return dm_est_check_bind(g, e->o, &b, err);
