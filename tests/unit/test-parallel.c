@@ -196,6 +196,88 @@ static void test_tp_unpaired(void **state)
     tb_free(b);
 }
 
+/* Two residual blocks x + fc2(relu(fc1(x))) and a head: fc1 [16, 32] and
+ * fc2 [32, 16] (2,048 B each, 4,096 B a block), the head [16, 10] (640 B). */
+static struct tb *blocks2(void)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,16");
+    const char *prev = "x";
+    for (int k = 0; k < 2; k++) {
+        char w1[16], w2[16], n[4][48], t[4][16];
+        snprintf(w1, sizeof w1, "W%d1", k);
+        snprintf(w2, sizeof w2, "W%d2", k);
+        tb_init(b, w1, F32, 2, (int64_t[]){16, 32});
+        tb_init(b, w2, F32, 2, (int64_t[]){32, 16});
+        const char *ops[4] = {"MatMul", "Relu", "MatMul", "Add"};
+        const char *mods[4] = {"fc1/MatMul", "act/Relu", "fc2/MatMul", "Add"};
+        for (int j = 0; j < 4; j++) {
+            snprintf(n[j], sizeof n[j], "/blocks.%d/%s", k, mods[j]);
+            snprintf(t[j], sizeof t[j], "t%d%d", k, j);
+        }
+        char in0[40], in2[40], in3[40];
+        snprintf(in0, sizeof in0, "%s,%s", prev, w1);
+        snprintf(in2, sizeof in2, "%s,%s", t[1], w2);
+        snprintf(in3, sizeof in3, "%s,%s", prev, t[2]);
+        tb_node(b, ops[0], n[0], in0, t[0]);
+        tb_node(b, ops[1], n[1], t[0], t[1]);
+        tb_node(b, ops[2], n[2], in2, t[2]);
+        tb_node(b, ops[3], n[3], in3, t[3]);
+        prev = k == 0 ? "t03" : "t13";
+    }
+    tb_init(b, "Wh", F32, 2, (int64_t[]){16, 10});
+    tb_node(b, "MatMul", "/head/MatMul", "t13,Wh", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+/* Pipeline parallel over 2 stages (src/estimate/pipeline.c): stage 0 holds
+ * blocks.0 (4,096 B of parameters; Adam's two states and two 4-byte steps:
+ * 8,200 B), stage 1 blocks.1 and the head (4,736 B; 9,484 B). At batch 4 in
+ * 2 micro-batches of 2 rows, stage 0's inputs are x's micro-batch [2, 16]
+ * (128 B), its temporaries at the step's peak Adam's two W-sized ones
+ * (2 x 2,048 B) and the 2 receive buffers of its output's grad (2 x 128 B);
+ * stage 1 receives 2 x 128 B of activations and holds the target (2 rows of
+ * int64). At batch 64 in 4 micro-batches of 16 rows, one micro-batch's
+ * forward leaves relu(fc1) [16, 32] (2,048 B, saved) and the stage output
+ * [16, 16] (1,024 B): at stage 0's first backward GPipe holds the 3 others
+ * in flight (3 x 3,072 B) with its own 2,048 B saved, 1F1B only
+ * min(2 - 0, 4) - 1 = 1 other. */
+static void test_pp(void **state)
+{
+    (void)state;
+    struct dnnmem_config c = cfg_of(DNNMEM_OPT_ADAM);
+    c.par.pp = 2;
+    c.par.micro_batches = 2;
+    struct dnnmem_result *r = estimate_cfg(blocks2(), &c);
+    assert_int_equal(r->n_ranks, 2);
+    assert_int_equal(r->rank, 1);
+    assert_int_equal(r->world_size, 2);
+    assert_int_equal(r->global_batch, 4);
+    assert_true(r->ranks[0].peak_allocated < r->ranks[1].peak_allocated);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4736);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 4736 + 3 * 4);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 2 * 128 + 2 * 8);
+    dnnmem_result_free(r);
+    c.par.rank = 0;
+    r = estimate_cfg(blocks2(), &c);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4096);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 4096 + 2 * 4);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 128);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_TEMPORARY], 2 * 2048 + 2 * 128);
+    dnnmem_result_free(r);
+    c.batch_size = 64;
+    c.par.micro_batches = 4;
+    c.par.pp_schedule = DNNMEM_PP_GPIPE;
+    r = estimate_cfg(blocks2(), &c);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_SAVED], 3 * 3072 + 2048);
+    dnnmem_result_free(r);
+    c.par.pp_schedule = DNNMEM_PP_1F1B;
+    r = estimate_cfg(blocks2(), &c);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_SAVED], 1 * 3072 + 2048);
+    dnnmem_result_free(r);
+}
+
 static void expect_error(struct dnnmem_config *c, enum dnnmem_status want, const char *needle)
 {
     dnnmem_model *m;
@@ -234,7 +316,15 @@ static void test_errors(void **state)
     expect_error(&c, DNNMEM_E_UNSUPPORTED, "--tp 2 with --zero is not modelled");
     c = cfg_of(DNNMEM_OPT_ADAM);
     c.par.pp = 2;
-    expect_error(&c, DNNMEM_E_UNSUPPORTED, "pipeline parallel is not modelled yet");
+    expect_error(&c, DNNMEM_E_UNSUPPORTED, "the model's repeated blocks (0 found) do not split");
+    c.par.micro_batches = 3;
+    expect_error(&c, DNNMEM_E_USAGE, "--batch-size 4 does not split into --micro-batches 3");
+    c.par.micro_batches = 2;
+    c.par.pp_schedule = DNNMEM_PP_INTERLEAVED;
+    expect_error(&c, DNNMEM_E_UNSUPPORTED, "interleaved-1f1b is not modelled");
+    c = cfg_of(DNNMEM_OPT_ADAM);
+    c.par.micro_batches = 2;
+    expect_error(&c, DNNMEM_E_USAGE, "--micro-batches and --pp-schedule apply to --pp");
     c = cfg_of(DNNMEM_OPT_ADAM);
     c.mode = DNNMEM_MODE_INFER;
     c.par.gpus = 2;
@@ -249,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_fsdp),
         cmocka_unit_test(test_tp),
         cmocka_unit_test(test_tp_unpaired),
+        cmocka_unit_test(test_pp),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests_name("parallel", tests, NULL, NULL);
