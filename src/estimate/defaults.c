@@ -752,9 +752,10 @@ static void cuda_defaults(struct dm_est *e)
                                    "CUDA 13.0)"
                                  : "PyTorch 2.x: 426 MiB at start (unsloth-zoo PR #1053) + 132 MiB "
                                    "of kernels loaded by the first step (measured on an H200)");
-        if (run->par.kind != DM_PAR_NONE || run->par.tp > 1) { /* outside the caching allocator */
+        if (run->par.kind != DM_PAR_NONE || run->par.tp > 1 || run->par.pp > 1) { /* outside the caching allocator */
             int comms = (run->par.kind == DM_PAR_NONE ? 0 : c->par.fsdp == DNNMEM_FSDP_HYBRID ? 2 : 1) +
-                        (run->par.tp > 1 ? 1 : 0); /* the tensor-parallel group's own */
+                        (run->par.tp > 1 ? 1 : 0) + /* the tensor-parallel group's own */
+                        (run->par.pp > 1 ? 1 : 0);  /* the pipeline's p2p one */
             uint64_t nccl = c->par.nccl_bytes >= 0 ? (uint64_t)c->par.nccl_bytes : DM_NCCL_COMM_DEFAULT;
             e->context += nccl * (uint64_t)comms;
             dm_assume(as, "nccl", c->par.nccl_bytes >= 0 ? "option" : "default",

@@ -1144,7 +1144,20 @@ expect 2 "dim 0 of parameter 'blocks.0.fc1.weight' (2048) does not divide by 3" 
     estimate $TPM --mode train --device cpu --tp 3
 expect 4 "--tp 2: no column-parallel linear whose output reaches a row-parallel one" -- \
     estimate $M/dist/cnn4.onnx --mode train --device cpu --tp 2
-expect 4 "--pp 2: pipeline parallel is not modelled yet" -- estimate $L --mode train --gpus 4 --pp 2
+expect 4 "--pp is not modelled for HuggingFace configs yet" -- estimate $L --mode train -b 2 --gpus 4 --pp 2
+expect 0 "  rank 1           159.75 MiB" -- estimate $TPM --mode train -b 4 --device cpu --optimizer adam \
+    --framework pytorch@2.13 --cpu-threads 1 --pp 2 --micro-batches 4 --pp-schedule gpipe
+expect 0 "ranks        8, global batch 8" -- estimate $TPM --mode train -b 4 --device cpu --gpus 8 --tp 2 --pp 2
+expect 0 "nccl           16.00 MiB per communicator x 3" -- estimate $TPM --mode train -b 4 --gpus 8 --tp 2 --pp 2
+expect 2 "--batch-size 4 does not split into --micro-batches 3" -- estimate $TPM --mode train -b 4 --pp 3
+expect 4 "--pp 3: the model's repeated blocks (4 found) do not split evenly into 3 stages" -- \
+    estimate $TPM --mode train -b 6 --pp 3 --micro-batches 2
+expect 4 "--pp-schedule interleaved-1f1b is not modelled" -- \
+    estimate $TPM --mode train --pp 2 --pp-schedule interleaved-1f1b
+expect 2 "--micro-batches and --pp-schedule apply to --pp" -- estimate $TPM --mode train --micro-batches 2
+expect 2 "--pp 2 (x --tp) does not divide the world of 6 ranks" -- estimate $TPM --mode train --gpus 6 --tp 2 --pp 2
+"$D" estimate $TPM --mode train -b 4 --device cpu --pp 2 --json >"$T/pp.json"
+check_schema "$T/pp.json" "pipeline-parallel JSON (parallel.ranks[] per stage)"
 expect 2 "add --mode train" -- estimate $L --gpus 2
 expect 2 "--offload params (offload_param) needs --zero 3" -- estimate $L --mode train --gpus 2 --zero 2 --offload params
 expect 2 "--zero 4: expected 0, 1, 2 or 3" -- estimate $L --mode train --zero 4
