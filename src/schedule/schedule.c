@@ -265,7 +265,7 @@ static bool pp_setup(struct dm_sb *b)
             if (b->run->par.recv && b->run->par.recv[x])
                 *slot = dm_sb_alloc(b, DNNMEM_CAT_INPUT, b->t[x].dtype, b->t[x].bytes, x, -1,
                                     "pipeline: received activation", DM_SB_PINNED);
-            else if (!last && g->tensors[x].is_output && b->train->rg[x]) /* needs a grad */
+            else if (!last && g->tensors[x].is_output && dm_train_requires_grad(b, x))
                 *slot = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, b->t[x].bytes, x, -1,
                                     "pipeline: received grad", DM_SB_PINNED);
         }
