@@ -426,8 +426,6 @@ static const struct check checks[] = {
      {A_PP}},
     {O, {F_PAR_PP, F_PAR_FSDP}, UNSUP, "--pp %s with --fsdp is not modelled (" PP_MODELLED ")",
      {A_PP}},
-    {O, {F_PAR_PP, F_HF}, UNSUP,
-     "%s: --pp is not modelled for HuggingFace configs yet (" PP_MODELLED ")", {A_PATH}},
     {O, {F_PAR_CP}, UNSUP, "--cp %s: context parallel is not modelled yet (" PAR_MODELLED "; use --cp 1)",
      {A_CP}},
     {O, {F_PAR, NOT(F_TRAIN)}, USAGE,

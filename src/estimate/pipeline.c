@@ -170,9 +170,15 @@ enum dnnmem_status dm_est_stage(struct dm_est *e, struct dnnmem_error *err)
         } else if (tt->role == DM_ROLE_INPUT) {
             s->inputs[s->n_inputs++] = x;
         }
-        if (mine && ((p == N - 1 && g->tensors[x].is_output) ||
-                     (p < N - 1 && later[x] && !e->t[x].is_const))) {
+        if (mine && p < N - 1 && later[x] && !e->t[x].is_const) {
             tt->is_output = true; /* P3 */
+            s->outputs[s->n_outputs++] = x;
+        }
+    }
+    for (int32_t k = 0; p == N - 1 && k < g->n_outputs; k++) { /* in the model's order */
+        int32_t x = g->outputs[k], pr = g->tensors[x].producer;
+        if (pr >= first && pr <= last) {
+            s->tensors[x].is_output = true;
             s->outputs[s->n_outputs++] = x;
         }
     }

@@ -1144,7 +1144,12 @@ expect 2 "dim 0 of parameter 'blocks.0.fc1.weight' (2048) does not divide by 3" 
     estimate $TPM --mode train --device cpu --tp 3
 expect 4 "--tp 2: no column-parallel linear whose output reaches a row-parallel one" -- \
     estimate $M/dist/cnn4.onnx --mode train --device cpu --tp 2
-expect 4 "--pp is not modelled for HuggingFace configs yet" -- estimate $L --mode train -b 2 --gpus 4 --pp 2
+# Llama-3.2-1B over 2 stages, by hand: a layer 60,821,504 bf16 parameters (q, o 2048 x 2048;
+# k, v 512 x 2048; gate, up, down 8192 x 2048; two norms), 121,643,008 B; the first stage
+# 8 layers and embed_tokens (128256 x 2048, 525,336,576 B), the last 8 layers, the final
+# norm (4,096 B) and the tied lm_head's copy of the embedding (Megatron's shared embedding)
+expect 0 '"weights": 1498480640' -- estimate $L --mode train -b 2 -s 512 --pp 2 --rank 0 --json
+expect 0 '"weights": 1498484736' -- estimate $L --mode train -b 2 -s 512 --pp 2 --rank 1 --json
 expect 0 "  rank 1           159.75 MiB" -- estimate $TPM --mode train -b 4 --device cpu --optimizer adam \
     --framework pytorch@2.13 --cpu-threads 1 --pp 2 --micro-batches 4 --pp-schedule gpipe
 expect 0 "ranks        8, global batch 8" -- estimate $TPM --mode train -b 4 --device cpu --gpus 8 --tp 2 --pp 2
