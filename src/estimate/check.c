@@ -391,7 +391,7 @@ struct check {
 
 #define PAR_MODELLED "modelled: data parallel (DDP, DeepSpeed ZeRO 1-3, FSDP2 full, shard-grad-op, " \
                      "hybrid, no-shard), tensor parallel (--tp) and pipeline parallel (--pp), world = DP x TP x PP"
-#define PP_MODELLED "modelled: --pp over ONNX graphs' repeated blocks, with --tp and DDP"
+#define PP_MODELLED "modelled: --pp over a model's repeated blocks, with --tp and DDP"
 #define TP_MODELLED "modelled: --tp over ONNX graphs' paired column- and row-parallel linears, " \
                     "alone or under DDP over the world / TP replicas"
 static const struct check checks[] = {
