@@ -177,7 +177,7 @@ static void pass(struct tp_ctx *c)
                     set_split(c, c->wref[bias], 0, i);
                 out = TP_SLICE;
             }
-        } else if (c->st[x >= 0 ? x : 0] == TP_WEIGHT && x >= 0 &&
+        } else if (x >= 0 && c->st[x] == TP_WEIGHT &&
                    (n->op == DM_OP_Transpose || n->op == DM_OP_Cast || n->op == DM_OP_Identity)) {
             int64_t np = 0;
             const int64_t *perm = dm_attr_ints(n, "perm", &np);
