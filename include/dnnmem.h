@@ -421,6 +421,8 @@ struct dnnmem_parallel {
     int micro_batches;           /* pp > 1: the micro-batches batch_size is split into;
                                     0 = pp */
     enum dnnmem_pp_schedule pp_schedule;
+    const char *pp_split;        /* pp > 1: the blocks of each stage, "B0,B1,..." summing to
+                                    the model's blocks; NULL = even (Megatron's) */
     int64_t ddp_bucket_bytes;    /* DDP bucket_cap_mb; < 0 = 25 MiB */
     bool ddp_bucket_view;        /* DDP gradient_as_bucket_view */
     int64_t zero_bucket_elems;   /* reduce_bucket_size; < 0 = 5e8 */

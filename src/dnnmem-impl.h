@@ -981,6 +981,7 @@ struct dm_par {
     int pp, stage;            /* pipeline stages and this rank's (src/estimate/pipeline.c) */
     int micro;                /* pp: micro-batches per step */
     bool gpipe;               /* pp: ScheduleGPipe (else 1F1B) */
+    const char *split;        /* pp: --pp-split, or NULL (even) */
     const bool *recv;         /* pp: per tensor, an input received from the stage before */
     int shard, shard_rank;    /* the group a parameter is sharded over and the rank in it */
     int zero;                 /* ZeRO stage (kind ZERO) */

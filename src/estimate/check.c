@@ -231,7 +231,8 @@ static int pp_micro(const struct dnnmem_config *c)
     X(PAR_TP_DIVIDES, c->par.tp > 1 && par_world(c) % c->par.tp != 0)                              \
     X(PAR_PP, c->par.pp > 1)                                                                       \
     X(PAR_PP_DIVIDES, c->par.pp > 1 && par_world(c) % par_mp(c) != 0)                              \
-    X(PAR_PP_OPTS, c->par.micro_batches > 0 || c->par.pp_schedule != DNNMEM_PP_1F1B)              \
+    X(PAR_PP_OPTS, c->par.micro_batches > 0 || c->par.pp_schedule != DNNMEM_PP_1F1B ||            \
+                       c->par.pp_split != NULL)                                                    \
     X(PAR_PP_BAD, (unsigned)c->par.pp_schedule > DNNMEM_PP_INTERLEAVED || c->par.micro_batches < 0) \
     X(PAR_PP_INTERLEAVED, c->par.pp_schedule == DNNMEM_PP_INTERLEAVED)                             \
     X(PAR_PP_SPLIT, c->par.pp > 1 && dm_default_int(&o->d, BATCH) % pp_micro(c) != 0)              \
@@ -410,7 +411,7 @@ static const struct check checks[] = {
      "config's head count; " TP_MODELLED ")", {A_PATH}},
     {O, {F_PAR_PP_BAD}, USAGE, "unknown pipeline setting (pp_schedule, micro_batches)", {A_NONE}},
     {O, {F_PAR_PP_OPTS, NOT(F_PAR_PP)}, USAGE,
-     "--micro-batches and --pp-schedule apply to --pp (2 or more stages)", {A_NONE}},
+     "--micro-batches, --pp-schedule and --pp-split apply to --pp (2 or more stages)", {A_NONE}},
     {O, {F_PAR_PP, F_PAR_PP_DIVIDES}, USAGE,
      "--pp %s (x --tp) does not divide the world of %s ranks (world = DP x TP x PP)",
      {A_PP, A_WORLD}},

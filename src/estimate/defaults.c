@@ -455,6 +455,7 @@ static void par_run(struct dm_est *e)
     p->stage = grank / tp / p->world; /* Megatron's order: TP, then DP, then PP */
     p->micro = pp > 1 ? (c->micro_batches > 0 ? c->micro_batches : pp) : 1;
     p->gpipe = c->pp_schedule == DNNMEM_PP_GPIPE;
+    p->split = c->pp_split;
     if (pp > 1) {
         e->run.grad_accum = p->micro; /* the micro-batches accumulate into .grad */
         dm_assume(as, "pipeline", c->micro_batches > 0 ? "option" : "default",

@@ -10,7 +10,9 @@
  *    taking blocks [p L / N, (p + 1) L / N), as Megatron's
  *    get_num_layers_to_build divides num_layers evenly (it asserts that N
  *    divides L; torch.distributed.pipelining's split points are the user's,
- *    the measured runs split evenly); a node outside the blocks goes with
+ *    the measured runs split evenly; --pp-split gives each stage's count,
+ *    as Megatron's decoder_first/last_pipeline_num_layers make the ends
+ *    lighter); a node outside the blocks goes with
  *    the next block's node (the embedding with the first stage), and what
  *    follows the last block (final norm, head) with the last stage, as
  *    Megatron's pre_process / post_process place them. The stages are
@@ -30,6 +32,7 @@
 #include "estimate.h"
 
 #include <fnmatch.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Whether node name falls in one of the blocks' globs: the matching prefix's
@@ -56,8 +59,28 @@ static size_t block_key(const struct dm_block_scope *bs, const char *name)
     return 0;
 }
 
+/* --pp-split: the first block of each stage (n + 1 entries, the last L),
+ * when the counts are n_stages and sum to L. */
+static bool split_bounds(const char *spec, int n_stages, int32_t L, int32_t *start)
+{
+    int k = 0;
+    int64_t sum = 0;
+    start[0] = 0;
+    for (const char *c = spec; *c; k++) {
+        char *end;
+        long v = strtol(c, &end, 10);
+        if (k >= n_stages || v < 1 || v > L)
+            return false;
+        sum += v;
+        start[k + 1] = (int32_t)(sum <= L ? sum : L);
+        c = *end == ',' ? end + 1 : end;
+    }
+    return k == n_stages && sum == L;
+}
+
 /* P1: each node's stage; false when the graph has no blocks to split. */
-static bool stages(const struct dm_graph *g, int n_stages, int32_t *stage, int32_t *n_blocks)
+static bool stages(const struct dm_graph *g, int n_stages, const int32_t *start, int32_t *stage,
+                   int32_t *n_blocks)
 {
     struct dm_block_scope bs;
     if (dm_repeated_blocks(g, &bs, 1) == 0)
@@ -78,12 +101,18 @@ static bool stages(const struct dm_graph *g, int n_stages, int32_t *stage, int32
         prev_len = len;
     }
     *n_blocks = L;
-    if (L < n_stages)
+    if (L < n_stages || (!start && L % n_stages != 0))
         return true;
     int32_t next = n_stages - 1; /* after the last block: the last stage */
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
-        if (stage[i] >= 0)
+        if (stage[i] >= 0 && !start) {
             next = (int32_t)((int64_t)stage[i] * n_stages / L);
+        } else if (stage[i] >= 0) {
+            int32_t q = 0;
+            while (q + 1 < n_stages && stage[i] >= start[q + 1])
+                q++;
+            next = q;
+        }
         stage[i] = next;
     }
     return true;
@@ -98,11 +127,22 @@ enum dnnmem_status dm_est_stage(struct dm_est *e, struct dnnmem_error *err)
     if (!stage)
         return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
     int32_t L = 0;
-    if (!stages(g, N, stage, &L) || L < N || L % N != 0)
+    const char *spec = e->run.par.split;
+    if (!stages(g, N, NULL, stage, &L) || L < N || (!spec && L % N != 0))
         return dm_fail(err, DNNMEM_E_UNSUPPORTED,
                        "%s: --pp %d: the model's repeated blocks (%d found) do not split evenly "
                        "into %d stages (modelled: N dividing the blocks, as Megatron's "
-                       "num_layers)", g->path, N, (int)L, N);
+                       "num_layers, or --pp-split)", g->path, N, (int)L, N);
+    if (spec) {
+        int32_t *start = dm_arena_array(a, (size_t)N + 1, sizeof *start);
+        if (!start)
+            return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+        if (!split_bounds(spec, N, L, start))
+            return dm_fail(err, DNNMEM_E_USAGE,
+                           "%s: --pp-split %s: expected %d counts of at least 1 summing to the "
+                           "model's %d repeated blocks", g->path, spec, N, (int)L);
+        stages(g, N, start, stage, &L);
+    }
     int32_t first = -1, last = -1;
     for (int32_t i = 0; i < g->n_nodes; i++)
         if (stage[i] == p) {

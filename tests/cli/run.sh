@@ -1159,8 +1159,16 @@ expect 4 "--pp 3: the model's repeated blocks (4 found) do not split evenly into
     estimate $TPM --mode train -b 6 --pp 3 --micro-batches 2
 expect 4 "--pp-schedule interleaved-1f1b is not modelled" -- \
     estimate $TPM --mode train --pp 2 --pp-schedule interleaved-1f1b
-expect 2 "--micro-batches and --pp-schedule apply to --pp" -- estimate $TPM --mode train --micro-batches 2
+expect 2 "--micro-batches, --pp-schedule and --pp-split apply to --pp" -- estimate $TPM --mode train --micro-batches 2
 expect 2 "--pp 2 (x --tp) does not divide the world of 6 ranks" -- estimate $TPM --mode train --gpus 6 --tp 2 --pp 2
+# --pp-split 1,3 on mlp4: a block is 16,789,504 B (fc1 2048 x 1024 + 2048, fc2 1024 x 2048 +
+# 1024, float32); the last stage's three and the head (1000 x 1024 + 1000: 4,100,000 B)
+expect 0 '"weights": 16789504' -- estimate $TPM --mode train -b 4 --device cpu --pp 2 --pp-split 1,3 --rank 0 --json
+expect 0 '"weights": 54468512' -- estimate $TPM --mode train -b 4 --device cpu --pp 2 --pp-split 1,3 --rank 1 --json
+expect 2 "--pp-split 1,2: expected 2 counts of at least 1 summing to the model's 4 repeated blocks" -- \
+    estimate $TPM --mode train -b 4 --pp 2 --pp-split 1,2
+expect 2 "--pp-split x: expected the blocks of each stage" -- estimate $TPM --mode train --pp 2 --pp-split x
+expect 2 "--micro-batches, --pp-schedule and --pp-split apply to --pp" -- estimate $TPM --mode train --pp-split 2,2
 "$D" estimate $TPM --mode train -b 4 --device cpu --pp 2 --json >"$T/pp.json"
 check_schema "$T/pp.json" "pipeline-parallel JSON (parallel.ranks[] per stage)"
 expect 2 "add --mode train" -- estimate $L --gpus 2

@@ -324,7 +324,7 @@ static void test_errors(void **state)
     expect_error(&c, DNNMEM_E_UNSUPPORTED, "interleaved-1f1b is not modelled");
     c = cfg_of(DNNMEM_OPT_ADAM);
     c.par.micro_batches = 2;
-    expect_error(&c, DNNMEM_E_USAGE, "--micro-batches and --pp-schedule apply to --pp");
+    expect_error(&c, DNNMEM_E_USAGE, "--micro-batches, --pp-schedule and --pp-split apply to --pp");
     c = cfg_of(DNNMEM_OPT_ADAM);
     c.mode = DNNMEM_MODE_INFER;
     c.par.gpus = 2;
