@@ -625,13 +625,15 @@ enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err)
 enum dnnmem_status dm_graph_find_scopes(struct dm_graph *g, struct dnnmem_error *err);
 
 /* Tensor parallelism's plan (src/graph/tp.c, rules T1-T5): split[t] is the
- * dim of parameter t each of the tp ranks holds 1/tp of (-1: whole);
+ * dim of parameter t each of the tp ranks holds 1/tp of (-1: whole;
+ * DM_TP_SLICE: an activation that is this rank's slice of the features);
  * errors name the node whose pairing is not recognised. */
 struct dm_tp_summary {
     int32_t n_col, n_row, n_split;   /* column-, row-parallel linears; split parameters */
     const char *first_col, *first_row;
 };
 enum { DM_TP_NONE = 0, DM_TP_COL, DM_TP_ROW }; /* role[node] */
+enum { DM_TP_SLICE = -2 };
 enum dnnmem_status dm_tp_plan(const struct dm_graph *g, int tp, int8_t *split, int8_t *role,
                               struct dm_tp_summary *sum, struct dnnmem_error *err);
 

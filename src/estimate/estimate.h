@@ -299,6 +299,7 @@ struct dm_est {
     struct dm_schedule sched;     /* schedule.c */
     struct dm_xla_stats xla;      /* schedule.c: the jitted step's figures */
     struct dm_graph stage_g;      /* pipeline.c: this rank's stage of e->g (--pp), then e->g */
+    const int8_t *tp_split;       /* shapes.c (--tp): the plan's split per tensor (dm_tp_plan) */
     int inplace_open;             /* defaults.c: activations --inplace auto decided (the
                                      model does not say): api.c bounds them */
 };

@@ -32,6 +32,12 @@
  *    tensor, a reduction, a graph output), or a split parameter read as a
  *    whole by another node, is a pairing dnnmem does not recognise: an
  *    error naming the node.
+ * T7 After inference (src/estimate/shapes.c, tp_check), every activation a
+ *    rank makes must be the whole model's shape, or a slice's with one dim
+ *    divided by N: a view naming a count the split changes (the heads
+ *    written out, the sequence left -1) would otherwise infer a wrong shape
+ *    silently; the error names the node. Shape vectors and index
+ *    arguments (ONNX metadata inputs, integer initializers) are constants.
  */
 #include "dnnmem-impl.h"
 
@@ -54,6 +60,11 @@ static const enum dm_op tp_unary[] = {
 static const enum dm_op tp_binary[] = {
     DM_OP_Add, DM_OP_Sub, DM_OP_Mul, DM_OP_Div, DM_OP_Pow, DM_OP_Max, DM_OP_Min, DM_OP_Where,
 };
+
+static bool meta(const struct dm_node *n, int k)
+{
+    return k < 32 && ((dm_ops[n->op].meta_inputs >> k) & 1u);
+}
 
 static bool op_in(enum dm_op op, const enum dm_op *list, size_t n)
 {
@@ -135,7 +146,9 @@ static void pass(struct tp_ctx *c)
 {
     const struct dm_graph *g = c->g;
     for (int32_t i = 0; i < g->n_tensors; i++) {
-        c->st[i] = g->tensors[i].role == DM_ROLE_WEIGHT ? TP_WEIGHT : TP_ACT;
+        c->st[i] = g->tensors[i].role != DM_ROLE_WEIGHT ? TP_ACT
+                   : dm_dtype_is_float(g->tensors[i].dtype) ? TP_WEIGHT
+                                                            : TP_CONST; /* a shape, indices */
         c->wref[i] = i;
         c->wtrans[i] = false;
         c->split[i] = -1;
@@ -152,7 +165,7 @@ static void pass(struct tp_ctx *c)
         int32_t reg = -1;
         bool any_slice = false, all_const = true;
         for (int k = 0; k < n->n_in; k++) {
-            if (n->in[k] < 0)
+            if (n->in[k] < 0 || meta(n, k)) /* a shape, axes: read as metadata */
                 continue;
             any_slice = any_slice || c->st[n->in[k]] == TP_SLICE;
             all_const = all_const && c->st[n->in[k]] == TP_CONST;
@@ -193,7 +206,7 @@ static void pass(struct tp_ctx *c)
             out = TP_SLICE;
             for (int k = 0; k < n->n_in; k++) {
                 int32_t y = n->in[k];
-                if (y < 0 || c->st[y] == TP_CONST)
+                if (y < 0 || c->st[y] == TP_CONST || meta(n, k))
                     continue;
                 if (c->st[y] == TP_SLICE) {
                     if (reg < 0)
@@ -327,9 +340,12 @@ enum dnnmem_status dm_tp_plan(const struct dm_graph *g, int tp, int8_t *split, i
                 sum->first_row = n->name;
         }
     }
-    for (int32_t i = 0; i < g->n_tensors; i++)
+    for (int32_t i = 0; i < g->n_tensors; i++) {
         if (split[i] >= 0)
             sum->n_split++;
+        else if (c.st[i] == TP_SLICE)
+            split[i] = DM_TP_SLICE;
+    }
     if (sum->n_col == 0)
         s = dm_fail(err, DNNMEM_E_UNSUPPORTED,
                     "%s: --tp %d: no column-parallel linear whose output reaches a row-parallel "

@@ -278,6 +278,50 @@ static void test_pp(void **state)
     dnnmem_result_free(r);
 }
 
+/* A view that names the heads (q.view(B, -1, 4, 4), self-attention of q
+ * with itself): on a rank of 2 its -1 takes half the sequence instead of
+ * half the heads, which no shape function can tell, and the back view
+ * (B, 8, -1) even restores the row-parallel input's shape. The scores come
+ * out [4, 4, 4, 4] where the whole model's are [4, 4, 8, 8]: not one dim
+ * split by 2, and the check names that node. */
+static void test_tp_named_heads(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,8,16");
+    tb_init(b, "Wq", F32, 2, (int64_t[]){16, 16});
+    tb_init(b, "Wo", F32, 2, (int64_t[]){16, 16});
+    tb_init_i64(b, "heads", 4, (int64_t[]){0, -1, 4, 4});
+    tb_init_i64(b, "merge", 3, (int64_t[]){0, 8, -1});
+    tb_node(b, "MatMul", "/q/MatMul", "x,Wq", "q");
+    tb_node(b, "Reshape", "/view/Reshape", "q,heads", "r");
+    tb_node(b, "Transpose", "/t/Transpose", "r", "t");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 1, 3});
+    tb_node(b, "Transpose", "/kt/Transpose", "r", "kt");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 3, 1});
+    tb_node(b, "MatMul", "/scores/MatMul", "t,kt", "sc");
+    tb_node(b, "Softmax", "/softmax/Softmax", "sc", "p");
+    tb_node(b, "MatMul", "/pv/MatMul", "p,t", "o");
+    tb_node(b, "Transpose", "/ot/Transpose", "o", "ob");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 1, 3});
+    tb_node(b, "Reshape", "/merge/Reshape", "ob,merge", "m");
+    tb_node(b, "MatMul", "/o/MatMul", "m,Wo", "y");
+    tb_output(b, "y");
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    struct dnnmem_config c = cfg_of(DNNMEM_OPT_SGD);
+    struct dnnmem_result *r = NULL;
+    assert_int_equal(dnnmem_estimate(m, &c, &r, &err), DNNMEM_OK); /* whole, it runs */
+    dnnmem_result_free(r);
+    c.par.tp = 2;
+    assert_int_equal(dnnmem_estimate(m, &c, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_msg_has(err, "node '/scores/MatMul' (MatMul) makes 'sc' [4,4,4,4] on a rank, the whole "
+                        "model [4,4,8,8]");
+    dnnmem_model_free(m);
+    tb_free(b);
+}
+
 static void expect_error(struct dnnmem_config *c, enum dnnmem_status want, const char *needle)
 {
     dnnmem_model *m;
@@ -339,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_fsdp),
         cmocka_unit_test(test_tp),
         cmocka_unit_test(test_tp_unpaired),
+        cmocka_unit_test(test_tp_named_heads),
         cmocka_unit_test(test_pp),
         cmocka_unit_test(test_errors),
     };
