@@ -46,7 +46,7 @@ KERAS_SRC := src/load/keras/build.c src/load/keras/layers.c src/load/keras/spati
              src/load/keras/archive.c src/load/keras/apps.c
 # The pipeline, in order: util, graph, load, shape, schedule, alloc, report, api.
 LIB_SRC := src/util/arena.c src/util/error.c \
-           src/graph/dtype.c src/graph/ops.c src/graph/graph.c src/graph/lift.c \
+           src/graph/dtype.c src/graph/ops.c src/graph/graph.c src/graph/lift.c src/graph/tp.c \
            src/load/onnx.c $(KERAS_SRC) src/load/safetensors.c \
            src/load/mxnet.c \
            src/shape/context.c src/shape/rules.c src/shape/infer.c src/shape/elementwise.c src/shape/tensor.c src/shape/nn.c \
@@ -65,7 +65,7 @@ LIB_SRC := src/util/arena.c src/util/error.c \
 LIB_SRC += src/options.c
 # dnnmem_estimate's stages (src/estimate/estimate.h), in order
 LIB_SRC += src/estimate/assume.c src/estimate/check.c src/estimate/variant.c src/estimate/defaults.c \
-           src/estimate/shapes.c src/estimate/schedule.c src/estimate/replay.c src/estimate/warn.c
+           src/estimate/shapes.c src/estimate/pipeline.c src/estimate/schedule.c src/estimate/replay.c src/estimate/warn.c
 # captured steps (docs/capture-format.md): the loader and their estimate
 LIB_SRC += src/load/capture.c src/estimate/captured.c
 # the HuggingFace front end (src/load/hf/hf.h: its internal header)

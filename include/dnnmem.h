@@ -396,12 +396,20 @@ enum dnnmem_fsdp {
     DNNMEM_FSDP_HYBRID,
     DNNMEM_FSDP_NO_SHARD
 };
+/* Pipeline parallelism's schedule (--pp-schedule): torch.distributed.
+ * pipelining's Schedule1F1B (Megatron's non-interleaved default) or
+ * ScheduleGPipe; the interleaved one is refused (not modelled). */
+enum dnnmem_pp_schedule {
+    DNNMEM_PP_1F1B = 0,
+    DNNMEM_PP_GPIPE,
+    DNNMEM_PP_INTERLEAVED
+};
 /* The job over several processes, one GPU each (mode TRAIN). gpus is the
  * world size (0 or 1: one process); or nodes x gpus_per_node. With
  * gpus > 1 and neither zero nor fsdp, DistributedDataParallel. Every
- * "< 0" is the engine's documented default; tp, pp and cp other than 0 or 1
- * are refused (not modelled yet). batch_size stays the per-GPU
- * micro-batch. */
+ * "< 0" is the engine's documented default; world = DP x TP x PP; cp other
+ * than 0 or 1 is refused (not modelled yet). batch_size stays the per-GPU
+ * batch (under pp, split into micro_batches). */
 struct dnnmem_parallel {
     int gpus, nodes, gpus_per_node;
     int zero;                    /* DeepSpeed ZeRO stage 0..3 */
@@ -410,6 +418,11 @@ struct dnnmem_parallel {
     const char *fsdp_wrap;       /* a --checkpoint-style prefix glob: each match one unit;
                                     NULL = the model's repeated block (src/report/blocks.c) */
     int tp, pp, cp;
+    int micro_batches;           /* pp > 1: the micro-batches batch_size is split into;
+                                    0 = pp */
+    enum dnnmem_pp_schedule pp_schedule;
+    const char *pp_split;        /* pp > 1: the blocks of each stage, "B0,B1,..." summing to
+                                    the model's blocks; NULL = even (Megatron's) */
     int64_t ddp_bucket_bytes;    /* DDP bucket_cap_mb; < 0 = 25 MiB */
     bool ddp_bucket_view;        /* DDP gradient_as_bucket_view */
     int64_t zero_bucket_elems;   /* reduce_bucket_size; < 0 = 5e8 */

@@ -394,7 +394,7 @@ static int par_world(const struct dnnmem_parallel *p)
 {
     return p->gpus > 0    ? p->gpus
            : p->nodes > 0 ? p->nodes * (p->gpus_per_node > 0 ? p->gpus_per_node : 1)
-                          : 1;
+           : (p->tp > 1 ? p->tp : 1) * (p->pp > 1 ? p->pp : 1); /* --tp, --pp alone: one group */
 }
 
 static void rank_row(struct dnnmem_rank_info *row, const struct dnnmem_result *r, int first, int last)
@@ -427,6 +427,68 @@ enum dnnmem_status dm_estimate_once(const dnnmem_model *m, const struct dnnmem_c
     return dm_estimate(m, cfg, false, out, err);
 }
 
+/* --pp (docs/parallel.md): the stages hold different layers, so each is
+ * estimated (the first rank of each; a stage's TP and DP ranks hold the
+ * same bytes), one row per run of stages with the same estimate, the most
+ * loaded reported; with --rank, that rank's stage only. Global ranks are
+ * Megatron's order: TP fastest, then DP, then PP. */
+static enum dnnmem_status pp_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                                      bool bound, int world, struct dnnmem_result **out,
+                                      struct dnnmem_error *err)
+{
+    int pp = cfg->par.pp, per_stage = world / pp;
+    int lo = cfg->par.rank >= 0 ? cfg->par.rank / per_stage : 0;
+    int hi = cfg->par.rank >= 0 ? lo : pp - 1;
+    struct dnnmem_config c = *cfg;
+    struct dnnmem_result *best = NULL;
+    struct dnnmem_rank_info *rows = calloc((size_t)pp, sizeof *rows);
+    if (!rows)
+        return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+    size_t n = 0;
+    int best_rank = 0;
+    for (int p = lo; p <= hi; p++) {
+        struct dnnmem_result *r = NULL;
+        c.par.rank = cfg->par.rank >= 0 ? cfg->par.rank : p * per_stage;
+        enum dnnmem_status s = estimate_one(m, &c, bound, &r, NULL, err);
+        if (s != DNNMEM_OK) {
+            dnnmem_result_free(best);
+            free(rows);
+            return s;
+        }
+        int first = cfg->par.rank >= 0 ? c.par.rank : p * per_stage;
+        int last = cfg->par.rank >= 0 ? c.par.rank : (p + 1) * per_stage - 1;
+        if (n > 0 && rows[n - 1].total_bytes == r->total_bytes &&
+            rows[n - 1].peak_allocated == r->peak_allocated)
+            rows[n - 1].last = last;
+        else
+            rank_row(&rows[n++], r, first, last);
+        if (!best || r->total_bytes > best->total_bytes) {
+            dnnmem_result_free(best);
+            best = r;
+            best_rank = first;
+        } else {
+            dnnmem_result_free(r);
+        }
+    }
+    struct dnnmem_rank_info *own = dm_arena_array(dm_result_arena(best), n, sizeof *own);
+    if (!own) {
+        dnnmem_result_free(best);
+        free(rows);
+        return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+    }
+    memcpy(own, rows, n * sizeof *rows);
+    free(rows);
+    best->ranks = own;
+    best->n_ranks = n;
+    best->rank = best_rank;
+    best->world_size = world;
+    int dp = world / pp / (cfg->par.tp > 1 ? cfg->par.tp : 1);
+    best->global_batch = (cfg->batch_size > 0 ? cfg->batch_size : 1) * (int64_t)dp *
+                         (cfg->grad_accum > 0 ? cfg->grad_accum : 1);
+    *out = best;
+    return DNNMEM_OK;
+}
+
 enum dnnmem_status dm_estimate(const dnnmem_model *m, const struct dnnmem_config *cfg, bool bound,
                                struct dnnmem_result **out, struct dnnmem_error *err)
 {
@@ -446,6 +508,8 @@ enum dnnmem_status dm_estimate(const dnnmem_model *m, const struct dnnmem_config
                                            (cfg->grad_accum > 0 ? cfg->grad_accum : 1) : 0;
         return DNNMEM_OK;
     }
+    if (cfg->par.pp > 1)
+        return pp_estimate(m, cfg, bound, world, out, err);
     struct dnnmem_config c = *cfg;
     int per_node = cfg->par.gpus_per_node > 0 ? cfg->par.gpus_per_node : world;
     int shard = cfg->par.fsdp == DNNMEM_FSDP_NO_SHARD ? 1
@@ -500,7 +564,9 @@ enum dnnmem_status dm_estimate(const dnnmem_model *m, const struct dnnmem_config
     best->n_ranks = n;
     best->rank = best == r1 ? last : first;
     best->world_size = world;
-    best->global_batch = (cfg->batch_size > 0 ? cfg->batch_size : 1) * (int64_t)world *
+    /* the data-parallel replicas: the world over the tensor-parallel group */
+    int dp = world / (cfg->par.tp > 1 ? cfg->par.tp : 1); /* pp: pp_estimate */
+    best->global_batch = (cfg->batch_size > 0 ? cfg->batch_size : 1) * (int64_t)dp *
                          (cfg->grad_accum > 0 ? cfg->grad_accum : 1);
     *out = best;
     return DNNMEM_OK;

@@ -625,6 +625,19 @@ enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err)
  * after any change to the node list). */
 enum dnnmem_status dm_graph_find_scopes(struct dm_graph *g, struct dnnmem_error *err);
 
+/* Tensor parallelism's plan (src/graph/tp.c, rules T1-T5): split[t] is the
+ * dim of parameter t each of the tp ranks holds 1/tp of (-1: whole;
+ * DM_TP_SLICE: an activation that is this rank's slice of the features);
+ * errors name the node whose pairing is not recognised. */
+struct dm_tp_summary {
+    int32_t n_col, n_row, n_split;   /* column-, row-parallel linears; split parameters */
+    const char *first_col, *first_row;
+};
+enum { DM_TP_NONE = 0, DM_TP_COL, DM_TP_ROW }; /* role[node] */
+enum { DM_TP_SLICE = -2 };
+enum dnnmem_status dm_tp_plan(const struct dm_graph *g, int tp, int8_t *split, int8_t *role,
+                              struct dm_tp_summary *sum, struct dnnmem_error *err);
+
 const struct dm_attr *dm_node_attr(const struct dm_node *n, const char *name);
 /* Lift exporters' decompositions (LayerNorm, GELU) back to the single ops the
  * framework runs (src/graph/lift.c). */
@@ -763,6 +776,9 @@ struct dm_infer {
     const struct dm_shape *input_shapes;  /* optional, per tensor: the shape given to an
                                              input that declares none (rank -1: none) */
     struct dnnmem_error *err;
+    const int8_t *split;       /* optional, per tensor: the dim of a weight divided by
+                                  split_ranks (tensor parallelism's shard, dm_tp_plan) */
+    int split_ranks;
 };
 
 /* Bind symbols and infer every tensor. `t` has g->n_tensors entries. */
@@ -963,6 +979,13 @@ enum dm_par_kind { DM_PAR_NONE = 0, DM_PAR_DDP, DM_PAR_ZERO, DM_PAR_FSDP };
 struct dm_par {
     enum dm_par_kind kind;
     int world, rank;          /* data-parallel ranks and this one */
+    int tp;                   /* tensor-parallel ranks (0 or 1: none; src/graph/tp.c) */
+    const int8_t *tp_role;    /* per node: DM_TP_COL, DM_TP_ROW (shapes.c, from the plan) */
+    int pp, stage;            /* pipeline stages and this rank's (src/estimate/pipeline.c) */
+    int micro;                /* pp: micro-batches per step */
+    bool gpipe;               /* pp: ScheduleGPipe (else 1F1B) */
+    const char *split;        /* pp: --pp-split, or NULL (even) */
+    const bool *recv;         /* pp: per tensor, an input received from the stage before */
     int shard, shard_rank;    /* the group a parameter is sharded over and the rank in it */
     int zero;                 /* ZeRO stage (kind ZERO) */
     bool offload_optimizer, offload_params;

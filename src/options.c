@@ -292,6 +292,22 @@ ENUM_SETTER(set_fsdp, par.fsdp, enum dnnmem_fsdp, false,
             "--fsdp %s: expected none, full, shard-grad-op, hybrid or no-shard", "none", "full",
             "shard-grad-op", "hybrid", "no-shard")
 FLAG_SETTER(set_ddp_bucket_view, par.ddp_bucket_view, true)
+ENUM_SETTER(set_pp_schedule, par.pp_schedule, enum dnnmem_pp_schedule, false,
+            "--pp-schedule %s: expected 1f1b, gpipe or interleaved-1f1b", "1f1b", "gpipe",
+            "interleaved-1f1b")
+static enum dnnmem_status set_pp_split(const struct ctx *x)
+{
+    const char *c = x->v;
+    bool ok = *c != '\0';
+    for (; ok && *c; c++)
+        ok = (*c >= '0' && *c <= '9') || (*c == ',' && c[1] && c[1] != ',' && c != x->v);
+    if (!ok || strlen(x->v) > 4096)
+        return BAD("--pp-split %s: expected the blocks of each stage, e.g. 3,5,5,3", x->v);
+    x->cfg->par.pp_split = x->v;
+    return DNNMEM_OK;
+}
+COUNT_SETTER(set_micro_batches, par.micro_batches, int, 1, 65536,
+             "--micro-batches %s: expected a positive integer")
 static enum dnnmem_status set_fsdp_wrap(const struct ctx *x)
 {
     if (!x->v[0] || x->v[0] != '/' || strlen(x->v) >= 160)

@@ -155,7 +155,18 @@ static int par_world(const struct dnnmem_config *c)
         return c->par.gpus;
     if (c->par.nodes > 0)
         return c->par.nodes * (c->par.gpus_per_node > 0 ? c->par.gpus_per_node : 1);
-    return 1;
+    /* --tp / --pp alone: one model-parallel group */
+    return (c->par.tp > 1 ? c->par.tp : 1) * (c->par.pp > 1 ? c->par.pp : 1);
+}
+
+static int par_mp(const struct dnnmem_config *c) /* the model-parallel ranks, TP x PP */
+{
+    return (c->par.tp > 1 ? c->par.tp : 1) * (c->par.pp > 1 ? c->par.pp : 1);
+}
+
+static int pp_micro(const struct dnnmem_config *c)
+{
+    return c->par.micro_batches > 0 ? c->par.micro_batches : c->par.pp;
 }
 
 /* name, value (c: the options, o: their meaning, g: the graph, bd: what
@@ -206,7 +217,7 @@ static int par_world(const struct dnnmem_config *c)
                            (unsigned)c->precision > DNNMEM_PRECISION_AMP_BF16 ||                   \
                            (c->n_freeze && !c->freeze) || (c->n_checkpoint && !c->checkpoint))     \
     X(GRAD_ACCUM, c->grad_accum > 1)                                                               \
-    X(PAR, par_world(c) > 1 || c->par.zero || c->par.fsdp || c->par.offload || c->par.fsdp_wrap)   \
+    X(PAR, par_world(c) > 1 || c->par.tp > 1 || c->par.zero || c->par.fsdp || c->par.offload || c->par.fsdp_wrap)   \
     X(PAR_ZERO, c->par.zero != 0)                                                                  \
     X(PAR_FSDP, c->par.fsdp != DNNMEM_FSDP_NONE)                                                   \
     X(PAR_BAD, (unsigned)c->par.zero > 3 || (unsigned)c->par.fsdp > DNNMEM_FSDP_NO_SHARD ||         \
@@ -217,7 +228,14 @@ static int par_world(const struct dnnmem_config *c)
     X(PAR_PER_NODE_ALONE, c->par.gpus_per_node > 0 && !c->par.gpus && !c->par.nodes)                \
     X(PAR_PER_NODE_DIVIDES, c->par.gpus_per_node > 0 && par_world(c) % c->par.gpus_per_node != 0)  \
     X(PAR_TP, c->par.tp > 1)                                                                       \
+    X(PAR_TP_DIVIDES, c->par.tp > 1 && par_world(c) % c->par.tp != 0)                              \
     X(PAR_PP, c->par.pp > 1)                                                                       \
+    X(PAR_PP_DIVIDES, c->par.pp > 1 && par_world(c) % par_mp(c) != 0)                              \
+    X(PAR_PP_OPTS, c->par.micro_batches > 0 || c->par.pp_schedule != DNNMEM_PP_1F1B ||            \
+                       c->par.pp_split != NULL)                                                    \
+    X(PAR_PP_BAD, (unsigned)c->par.pp_schedule > DNNMEM_PP_INTERLEAVED || c->par.micro_batches < 0) \
+    X(PAR_PP_INTERLEAVED, c->par.pp_schedule == DNNMEM_PP_INTERLEAVED)                             \
+    X(PAR_PP_SPLIT, c->par.pp > 1 && dm_default_int(&o->d, BATCH) % pp_micro(c) != 0)              \
     X(PAR_CP, c->par.cp > 1)                                                                       \
     X(PAR_OFFLOAD, c->par.offload != DNNMEM_OFFLOAD_NONE)                                          \
     X(PAR_OFFLOAD_PARAMS, c->par.offload == DNNMEM_OFFLOAD_PARAMS)                                 \
@@ -344,7 +362,7 @@ enum arg {
     A_TRANSFORMERS, A_TF_MAJOR, A_TF_MINOR, A_ATTN, A_CC_MAJOR, A_CC_MINOR, A_SDPA_BACKEND, A_QUANT, A_QUANT_METHOD,
     A_QUANT_CC_MAJOR, A_QUANT_CC_MINOR, A_KBIT, A_CAPACITY, A_CONTEXT, A_TF_MIN_SYSTEM,
     A_JAX_FRACTION, A_MX_PAGE, A_MX_CUTOFF, A_MX_RESERVE, A_BATCH, A_MAX_DIMS,
-    A_GPUS, A_WORLD, A_PER_NODE, A_TP, A_PP, A_CP, A_RANK,
+    A_GPUS, A_WORLD, A_PER_NODE, A_TP, A_PP, A_CP, A_RANK, A_MICRO,
     /* what binding the dims found (struct dm_bind) */
     A_B_NAME, A_B_BY, A_B_DIM, A_B_VALUE, A_B_OTHER, A_B_INDEX, A_B_RANK, A_B_DECL_RANK, A_B_LIST,
     A_B_DECL,
@@ -372,15 +390,42 @@ struct check {
 #define USAGE DNNMEM_E_USAGE
 #define UNSUP DNNMEM_E_UNSUPPORTED
 
-#define PAR_MODELLED "modelled: data parallel alone (DDP, DeepSpeed ZeRO 1-3, FSDP2 full, shard-grad-op, " \
-                     "hybrid, no-shard), world = DP"
+#define PAR_MODELLED "modelled: data parallel (DDP, DeepSpeed ZeRO 1-3, FSDP2 full, shard-grad-op, " \
+                     "hybrid, no-shard), tensor parallel (--tp) and pipeline parallel (--pp), world = DP x TP x PP"
+#define PP_MODELLED "modelled: --pp over a model's repeated blocks, with --tp and DDP"
+#define TP_MODELLED "modelled: --tp over ONNX graphs' paired column- and row-parallel linears, " \
+                    "alone or under DDP over the world / TP replicas"
 static const struct check checks[] = {
     {O, {F_MODE_BAD}, USAGE, "unknown mode %s", {A_MODE}},
     /* data parallelism (docs/parallel.md) */
     {O, {F_PAR_BAD}, USAGE, "unknown data-parallel setting (zero 0..3, fsdp, offload, gpus)", {A_NONE}},
-    {O, {F_PAR_TP}, UNSUP, "--tp %s: tensor parallel is not modelled yet (" PAR_MODELLED "; use --tp 1)",
-     {A_TP}},
-    {O, {F_PAR_PP}, UNSUP, "--pp %s: pipeline parallel is not modelled yet (" PAR_MODELLED "; use --pp 1)",
+    {O, {F_PAR_TP_DIVIDES}, USAGE,
+     "--tp %s does not divide the world of %s ranks (world = DP x TP x PP; --gpus is the world)",
+     {A_TP, A_WORLD}},
+    {O, {F_PAR_TP, F_PAR_ZERO}, UNSUP,
+     "--tp %s with --zero is not modelled (" TP_MODELLED ")", {A_TP}},
+    {O, {F_PAR_TP, F_PAR_FSDP}, UNSUP,
+     "--tp %s with --fsdp is not modelled (" TP_MODELLED ")", {A_TP}},
+    {O, {F_PAR_TP, F_HF}, UNSUP,
+     "%s: --tp is not modelled for HuggingFace configs yet (their attention views name the "
+     "config's head count; " TP_MODELLED ")", {A_PATH}},
+    {O, {F_PAR_PP_BAD}, USAGE, "unknown pipeline setting (pp_schedule, micro_batches)", {A_NONE}},
+    {O, {F_PAR_PP_OPTS, NOT(F_PAR_PP)}, USAGE,
+     "--micro-batches, --pp-schedule and --pp-split apply to --pp (2 or more stages)", {A_NONE}},
+    {O, {F_PAR_PP, F_PAR_PP_DIVIDES}, USAGE,
+     "--pp %s (x --tp) does not divide the world of %s ranks (world = DP x TP x PP)",
+     {A_PP, A_WORLD}},
+    {O, {F_PAR_PP, F_PAR_PP_INTERLEAVED}, UNSUP,
+     "--pp-schedule interleaved-1f1b is not modelled (virtual stages); modelled: 1f1b, gpipe",
+     {A_NONE}},
+    {O, {F_PAR_PP, F_PAR_PP_SPLIT}, USAGE,
+     "--batch-size %s does not split into --micro-batches %s", {A_BATCH, A_MICRO}},
+    {O, {F_PAR_PP, F_GRAD_ACCUM}, USAGE,
+     "--grad-accum with --pp: the pipeline's micro-batches are its accumulation; give "
+     "--micro-batches", {A_NONE}},
+    {O, {F_PAR_PP, F_PAR_ZERO}, UNSUP, "--pp %s with --zero is not modelled (" PP_MODELLED ")",
+     {A_PP}},
+    {O, {F_PAR_PP, F_PAR_FSDP}, UNSUP, "--pp %s with --fsdp is not modelled (" PP_MODELLED ")",
      {A_PP}},
     {O, {F_PAR_CP}, UNSUP, "--cp %s: context parallel is not modelled yet (" PAR_MODELLED "; use --cp 1)",
      {A_CP}},
@@ -811,6 +856,7 @@ static const char *arg_text(enum arg a, const struct dm_graph *g, const struct d
     case A_PER_NODE: n = c->par.gpus_per_node; break;
     case A_TP: n = c->par.tp; break;
     case A_PP: n = c->par.pp; break;
+    case A_MICRO: n = pp_micro(c); break;
     case A_CP: n = c->par.cp; break;
     case A_RANK: n = c->par.rank; break;
     case A_MAX_DIMS: n = DM_MAX_DIMS; break;

@@ -450,13 +450,42 @@ static void par_run(struct dm_est *e)
     const struct dnnmem_parallel *c = &e->o->cfg.par;
     struct dm_par *p = &e->run.par;
     struct dm_assumptions *as = &e->as;
-    int world = c->gpus > 0 ? c->gpus : c->nodes > 0 ? c->nodes * (c->gpus_per_node > 0 ? c->gpus_per_node : 1) : 1;
+    int tp = c->tp > 1 ? c->tp : 1, pp = c->pp > 1 ? c->pp : 1;
+    int world = c->gpus > 0 ? c->gpus : c->nodes > 0 ? c->nodes * (c->gpus_per_node > 0 ? c->gpus_per_node : 1) : tp * pp;
     if (!e->run.train || (world <= 1 && c->zero == 0 && c->fsdp == DNNMEM_FSDP_NONE))
         return;
     int per_node = c->gpus_per_node > 0 ? c->gpus_per_node : world;
-    p->world = world;
-    p->rank = c->rank > 0 ? c->rank : 0;
-    p->kind = c->zero > 0 ? DM_PAR_ZERO : c->fsdp != DNNMEM_FSDP_NONE ? DM_PAR_FSDP : DM_PAR_DDP;
+    /* world = DP x TP, the tensor-parallel ranks adjacent (Megatron's
+     * initialize_model_parallel order; the ranks of a TP group hold the same
+     * bytes, so the DP rank is the global one over TP) */
+    p->tp = tp;
+    p->world = world / tp / pp;
+    int grank = c->rank > 0 ? c->rank : 0;
+    p->rank = grank / tp % p->world;
+    p->pp = pp;
+    p->stage = grank / tp / p->world; /* Megatron's order: TP, then DP, then PP */
+    p->micro = pp > 1 ? (c->micro_batches > 0 ? c->micro_batches : pp) : 1;
+    p->gpipe = c->pp_schedule == DNNMEM_PP_GPIPE;
+    p->split = c->pp_split;
+    if (pp > 1) {
+        e->run.grad_accum = p->micro; /* the micro-batches accumulate into .grad */
+        dm_assume(as, "pipeline", c->micro_batches > 0 ? "option" : "default",
+                  "%d stages, this rank's stage %d; %d micro-batches of --batch-size / %d, %s "
+                  "(torch.distributed.pipelining): stage p holds the saved tensors of %s "
+                  "micro-batches in flight; p2p receive buffers per micro-batch",
+                  pp, p->stage, p->micro, p->micro, p->gpipe ? "GPipe" : "1F1B",
+                  p->gpipe ? "all M" : "min(stages - p, M)");
+    }
+    p->kind = c->zero > 0 ? DM_PAR_ZERO : c->fsdp != DNNMEM_FSDP_NONE ? DM_PAR_FSDP
+              : p->world > 1 ? DM_PAR_DDP : DM_PAR_NONE;
+    if (p->kind == DM_PAR_NONE) { /* tensor parallel alone */
+        dm_assume(as, "parallel", "option", "%d ranks (%d per node), this rank %d: %s, no data "
+                  "parallel", world, per_node, grank,
+                  tp > 1 && pp > 1 ? "tensor parallel x pipeline parallel"
+                  : tp > 1 ? "tensor parallel over all of them (DTensor ColwiseParallel / "
+                             "RowwiseParallel)" : "pipeline parallel over all of them");
+        return;
+    }
     p->zero = c->zero;
     p->offload_optimizer = c->offload != DNNMEM_OFFLOAD_NONE;
     p->offload_params = c->offload == DNNMEM_OFFLOAD_PARAMS;
@@ -735,8 +764,10 @@ static void cuda_defaults(struct dm_est *e)
                                    "CUDA 13.0)"
                                  : "PyTorch 2.x: 426 MiB at start (unsloth-zoo PR #1053) + 132 MiB "
                                    "of kernels loaded by the first step (measured on an H200)");
-        if (run->par.kind != DM_PAR_NONE) { /* outside the caching allocator, as the context */
-            int comms = c->par.fsdp == DNNMEM_FSDP_HYBRID ? 2 : 1;
+        if (run->par.kind != DM_PAR_NONE || run->par.tp > 1 || run->par.pp > 1) { /* outside the caching allocator */
+            int comms = (run->par.kind == DM_PAR_NONE ? 0 : c->par.fsdp == DNNMEM_FSDP_HYBRID ? 2 : 1) +
+                        (run->par.tp > 1 ? 1 : 0) + /* the tensor-parallel group's own */
+                        (run->par.pp > 1 ? 1 : 0);  /* the pipeline's p2p one */
             uint64_t nccl = c->par.nccl_bytes >= 0 ? (uint64_t)c->par.nccl_bytes : DM_NCCL_COMM_DEFAULT;
             e->context += nccl * (uint64_t)comms;
             dm_assume(as, "nccl", c->par.nccl_bytes >= 0 ? "option" : "default",

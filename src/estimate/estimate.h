@@ -298,6 +298,8 @@ struct dm_est {
     struct dm_fwsim fws;          /* replay.c: other frameworks' runtimes */
     struct dm_schedule sched;     /* schedule.c */
     struct dm_xla_stats xla;      /* schedule.c: the jitted step's figures */
+    struct dm_graph stage_g;      /* pipeline.c: this rank's stage of e->g (--pp), then e->g */
+    const int8_t *tp_split;       /* shapes.c (--tp): the plan's split per tensor (dm_tp_plan) */
     int inplace_open;             /* defaults.c: activations --inplace auto decided (the
                                      model does not say): api.c bounds them */
 };
@@ -310,6 +312,8 @@ void dm_est_run(struct dm_est *e);
 enum dnnmem_status dm_est_runtime(struct dm_est *e, struct dnnmem_error *err);
 /* shapes.c: e->syms and e->t. */
 enum dnnmem_status dm_est_shapes(struct dm_est *e, struct dnnmem_error *err);
+/* pipeline.c (--pp): e->g becomes this rank's stage of it (e->stage_g). */
+enum dnnmem_status dm_est_stage(struct dm_est *e, struct dnnmem_error *err);
 /* schedule.c: e->sched (and e->xla under jit). */
 enum dnnmem_status dm_est_schedule(struct dm_est *e, struct dnnmem_error *err);
 /* replay.c: other frameworks' allocator options and limit (e->fws). */

@@ -82,6 +82,8 @@ enum dnnmem_status dm_est_schedule(struct dm_est *e, struct dnnmem_error *err)
 {
     const struct dm_est_opts *o = e->o;
     const struct dnnmem_config *c = &o->cfg;
+    if (e->run.train && e->run.par.pp > 1)
+        DM_TRY(dm_est_stage(e, err));
     const struct dm_graph *g = e->g;
     struct dm_tinfo *t = e->t;
     struct dm_run *run = &e->run;

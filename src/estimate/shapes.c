@@ -368,6 +368,76 @@ static void apply_precision(struct dm_est *e)
     }
 }
 
+/* --tp N: the parameters this rank holds a shard of (src/graph/tp.c), which
+ * shape inference divides, and the assumption saying which. */
+static enum dnnmem_status tp_split(struct dm_est *e, struct dm_infer *ctx, struct dnnmem_error *err)
+{
+    int8_t *split = dm_arena_array(&e->arena, (size_t)e->g->n_tensors + 1, sizeof *split);
+    if (!split)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", e->g->path);
+    int8_t *role = dm_arena_array(&e->arena, (size_t)e->g->n_nodes + 1, sizeof *role);
+    if (!role)
+        return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", e->g->path);
+    struct dm_tp_summary sum;
+    DM_TRY(dm_tp_plan(e->g, e->run.par.tp, split, role, &sum, err));
+    e->run.par.tp_role = role;
+    ctx->split = split;
+    ctx->split_ranks = e->run.par.tp;
+    e->tp_split = split;
+    dm_assume(&e->as, "tensor_parallel", "option",
+              "%d ranks: %d column-parallel linears (the first '%s': weight rows and bias split) "
+              "paired with %d row-parallel ones (the first '%s': weight columns split, bias whole, "
+              "output all-reduced); %d parameters split, the rest replicated",
+              e->run.par.tp, sum.n_col, sum.first_col, sum.n_row,
+              sum.first_row ? sum.first_row : "none", sum.n_split);
+    return DNNMEM_OK;
+}
+
+static void tp_dims(char *buf, size_t cap, const struct dm_tinfo *t)
+{
+    buf[0] = '[';
+    dims_str(buf + 1, cap - 2, t->rank, t->dims);
+    strcat(buf, "]");
+}
+
+/* --tp: every activation a rank makes is the whole model's, or (a slice,
+ * src/graph/tp.c) the whole model's with one dim divided by the ranks; a
+ * view that names a count the split changes (view(B, -1, heads, d) with
+ * the heads' count written out) would infer another shape silently. */
+static enum dnnmem_status tp_check(const struct dm_est *e, const struct dm_tinfo *whole,
+                                   struct dnnmem_error *err)
+{
+    const struct dm_graph *g = e->g;
+    const int8_t *split = e->tp_split;
+    int64_t n = e->run.par.tp;
+    for (int32_t i = 0; i < g->n_tensors; i++) {
+        const struct dm_tinfo *a = &e->t[i], *w = &whole[i];
+        if (g->tensors[i].role != DM_ROLE_ACTIVATION || g->tensors[i].producer < 0 ||
+            a->rank < 0 || a->absent || a->is_const)
+            continue;
+        int differ = 0;
+        bool ok = a->rank == w->rank;
+        for (int k = 0; ok && k < a->rank; k++)
+            if (a->dims[k] != w->dims[k]) {
+                differ++;
+                ok = split[i] == DM_TP_SLICE && a->dims[k] * n == w->dims[k];
+            }
+        if (ok && (differ == 0 || differ == 1))
+            continue;
+        char got[96], want[96];
+        tp_dims(got, sizeof got, a);
+        tp_dims(want, sizeof want, w);
+        const struct dm_node *nd = &g->nodes[g->tensors[i].producer];
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --tp %lld: node '%s' (%s) makes '%s' %s on a rank, the whole model "
+                       "%s: not the whole shape or one dim split by %lld (a view naming a count "
+                       "the split changes, such as the heads; modelled: views with -1 for it)",
+                       g->path, (long long)n, nd->name, dm_ops[nd->op].name, g->tensors[i].name,
+                       got, want, (long long)n);
+    }
+    return DNNMEM_OK;
+}
+
 enum dnnmem_status dm_est_shapes(struct dm_est *e, struct dnnmem_error *err)
 {
     const struct dm_graph *g = e->g;
@@ -380,7 +450,9 @@ enum dnnmem_status dm_est_shapes(struct dm_est *e, struct dnnmem_error *err)
     for (int32_t i = 0; i < g->n_tensors; i++)
         shapes[i].rank = -1;
     struct dm_bind b = {.breach = DM_BIND_OK};
-    enum dnnmem_status s = bind_dims(g, &e->o->cfg, dm_default_int(&e->o->d, BATCH), e->syms,
+    /* --pp: each forward runs one micro-batch (check.c: the batch splits) */
+    int64_t batch = dm_default_int(&e->o->d, BATCH) / (e->run.par.pp > 1 ? e->run.par.micro : 1);
+    enum dnnmem_status s = bind_dims(g, &e->o->cfg, batch, e->syms,
                                      shapes, &e->as, &b, err);
     if (b.breach)
         return dm_est_check_bind(g, e->o, &b, err);
@@ -388,7 +460,21 @@ enum dnnmem_status dm_est_shapes(struct dm_est *e, struct dnnmem_error *err)
         return s;
     struct dm_infer ctx = {.g = g, .arena = arena, .t = e->t, .sym_values = e->syms,
                            .input_shapes = shapes, .err = err};
-    DM_TRY(dm_infer_shapes(&ctx));
+    struct dm_tinfo *whole = NULL;
+    if (e->run.par.tp > 1) { /* the whole model's shapes first, to check the rank's against */
+        DM_TRY(dm_infer_shapes(&ctx));
+        whole = malloc(((size_t)g->n_tensors + 1) * sizeof *whole);
+        if (!whole)
+            return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+        memcpy(whole, e->t, (size_t)g->n_tensors * sizeof *whole);
+        s = tp_split(e, &ctx, err);
+    }
+    if (s == DNNMEM_OK)
+        s = dm_infer_shapes(&ctx);
+    if (s == DNNMEM_OK && whole)
+        s = tp_check(e, whole, err);
+    free(whole);
+    DM_TRY(s);
     /* inputs the caller left unshaped whose shape the model implies */
     for (int32_t i = 0; i < g->n_inputs; i++) {
         int32_t id = g->inputs[i];

@@ -57,6 +57,9 @@ struct dm_sb {
     int32_t *resident;    /* per tensor: its resident buffer, or -1 */
     struct dm_train *train; /* training state (src/train), NULL in inference */
     struct dm_pstate *par;  /* data parallelism's state (src/train/parallel.c), or NULL */
+    int32_t *pp_buf;        /* --pp: per tensor x M micro-batches, a receive buffer (the
+                               stage's received inputs, its outputs' received grads), or -1 */
+    int pp_micro;           /* --pp: the micro-batch running, 0-based */
     int iteration;
     int32_t gen_pre[DM_GEN_PRE]; /* generation: buffers generate() makes before the prefill
                                     (beam search's, dm_sb_generate_setup), or -1 */

@@ -214,8 +214,8 @@ static void setup(struct dm_sb *b)
     dm_sb_step(b, DM_PHASE_SETUP, -1);
     for (int32_t i = 0; i < g->n_tensors; i++) {
         b->resident[i] = -1;
-        if (!(b->flag[i] & DM_TF_RESIDENT))
-            continue;
+        if (!(b->flag[i] & DM_TF_RESIDENT) || (b->run->par.recv && b->run->par.recv[i]))
+            continue; /* --pp: a received input's buffers are the pipeline's (pp_setup) */
         enum dnnmem_category cat =
             g->tensors[i].role == DM_ROLE_INPUT ? DNNMEM_CAT_INPUT : DNNMEM_CAT_WEIGHT;
         uint64_t bytes = cat == DNNMEM_CAT_WEIGHT ? dm_par_resident_bytes(b, i) : b->t[i].bytes;
@@ -244,6 +244,71 @@ static void infer_again(struct dm_sb *b)
     for (int32_t k = 0; k < g->n_outputs; k++)
         dm_sb_unref(b, first[k]);
     free(first);
+}
+
+/* --pp (src/estimate/pipeline.c, P2, P3): the receive buffers, one per
+ * micro-batch for each received input and each output's grad, allocated
+ * once and kept (torch.distributed.pipelining's stage.py). */
+static bool pp_setup(struct dm_sb *b)
+{
+    const struct dm_graph *g = b->g;
+    int M = b->run->par.micro;
+    bool last = b->run->par.stage == b->run->par.pp - 1;
+    b->pp_buf = malloc(((size_t)g->n_tensors + 1) * (size_t)M * sizeof *b->pp_buf);
+    if (!b->pp_buf)
+        return false;
+    dm_sb_step(b, DM_PHASE_SETUP, -1);
+    for (int32_t x = 0; x < g->n_tensors; x++)
+        for (int j = 0; j < M; j++) {
+            int32_t *slot = &b->pp_buf[(size_t)x * (size_t)M + (size_t)j];
+            *slot = -1;
+            if (b->run->par.recv && b->run->par.recv[x])
+                *slot = dm_sb_alloc(b, DNNMEM_CAT_INPUT, b->t[x].dtype, b->t[x].bytes, x, -1,
+                                    "pipeline: received activation", DM_SB_PINNED);
+            else if (!last && g->tensors[x].is_output && dm_train_requires_grad(b, x))
+                *slot = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, b->t[x].bytes, x, -1,
+                                    "pipeline: received grad", DM_SB_PINNED);
+        }
+    return true;
+}
+
+/* The bytes one micro-batch's forward leaves live for its backward: its
+ * saved tensors and what it made and still holds (the stage's outputs). */
+static uint64_t pp_forward_bytes(const struct dm_sb *b)
+{
+    uint64_t sum = 0;
+    for (int32_t k = 0; k < b->s->n_buf; k++)
+        if (b->refs[k] > 0 && b->refs[k] < DM_SB_PINNED / 2 &&
+            (b->s->buf[k].category == DNNMEM_CAT_SAVED ||
+             b->s->buf[k].category == DNNMEM_CAT_ACTIVATION))
+            sum += b->s->buf[k].bytes;
+    return sum;
+}
+
+/* --pp: before micro-batch j's forward (or backward), the other
+ * micro-batches in flight on this stage hold their forwards' tensors:
+ * GPipe runs every forward before the first backward, 1F1B holds at most
+ * W = min(stages - stage, M) (torch.distributed.pipelining schedules.py,
+ * Schedule1F1B's warmup of stages - stage - 1 forwards; Megatron's
+ * num_warmup_microbatches): min(W - 1, j - 1) others during forward j,
+ * min(W - 1, M - j) during backward j. One buffer of their bytes, or -1.
+ * Also points the received inputs at micro-batch j's buffers. */
+static int32_t pp_in_flight(struct dm_sb *b, int micro, bool forward, uint64_t per_micro)
+{
+    const struct dm_par *p = &b->run->par;
+    if (p->pp <= 1)
+        return -1;
+    int M = p->micro, W = p->gpipe ? M : (p->pp - p->stage < M ? p->pp - p->stage : M);
+    int n = forward ? (W - 1 < micro - 1 ? W - 1 : micro - 1) : (W - 1 < M - micro ? W - 1 : M - micro);
+    b->pp_micro = micro - 1;
+    if (forward)
+        for (int32_t x = 0; x < b->g->n_tensors; x++)
+            if (p->recv && p->recv[x])
+                b->resident[x] = b->pp_buf[(size_t)x * (size_t)M + (size_t)(micro - 1)];
+    if (n <= 0 || per_micro == 0)
+        return -1;
+    return dm_sb_alloc(b, DNNMEM_CAT_SAVED, DM_UINT8, per_micro * (uint64_t)n, -1, -1,
+                       "pipeline: the other micro-batches in flight", 1);
 }
 
 enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_tinfo *t,
@@ -296,13 +361,24 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
     if ((st = dm_train_init(&b, err)) != DNNMEM_OK)
         goto out;
     dm_par_start(&b);
+    if (run->par.pp > 1 && !pp_setup(&b)) {
+        b.oom = true;
+        goto out;
+    }
+    uint64_t per_micro = 0; /* --pp: what one micro-batch's forward leaves for its backward */
     for (int it = 1; it <= run->iterations && !b.oom; it++) {
         b.iteration = it;
         dm_train_zero_grad(&b);
         for (int micro = 1; micro <= run->grad_accum && !b.oom; micro++) {
+            int32_t others = pp_in_flight(&b, micro, true, per_micro);
             dm_sb_forward(&b);
+            dm_sb_unref(&b, others);
+            if (run->par.pp > 1 && micro == 1 && it == 1)
+                per_micro = pp_forward_bytes(&b);
             dm_train_release_prev(&b);
+            others = pp_in_flight(&b, micro, false, per_micro);
             dm_train_backward(&b, micro == run->grad_accum);
+            dm_sb_unref(&b, others);
         }
     }
 out:
@@ -321,6 +397,7 @@ out:
     free(b.held_list);
     free(b.amp_cache);
     free(b.in_buf);
+    free(b.pp_buf);
     if (b.oom) {
         dm_schedule_free(s);
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory scheduling '%s'", g->path);

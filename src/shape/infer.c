@@ -64,6 +64,28 @@ static enum dnnmem_status init_shape(struct dm_infer *ctx, int32_t id, int rank,
     return DNNMEM_OK;
 }
 
+/* Tensor parallelism: this rank's shard of a weight (src/graph/tp.c), dim
+ * split[id] divided by the ranks; a dim that does not divide is an error
+ * (Megatron's divide() asserts it; DTensor would pad the last shard). */
+static enum dnnmem_status split_shape(struct dm_infer *ctx, int32_t id)
+{
+    struct dm_tinfo *t = &ctx->t[id];
+    int k = ctx->split[id];
+    int64_t n = ctx->split_ranks;
+    if (k >= t->rank || n < 1 || t->dims[k] % n != 0)
+        return dm_fail(ctx->err, DNNMEM_E_USAGE,
+                       "%s: --tp %lld: dim %d of parameter '%s' (%lld) does not divide by %lld",
+                       ctx->g->path, (long long)n, k, ctx->g->tensors[id].name,
+                       k < t->rank ? (long long)t->dims[k] : -1LL, (long long)n);
+    t->dims[k] /= n;
+    t->numel /= n;
+    if (!dm_dtype_bytes(t->dtype, t->numel, &t->bytes))
+        return dm_fail(ctx->err, DNNMEM_E_SHAPE, "%s: '%s' overflows", ctx->g->path,
+                       ctx->g->tensors[id].name);
+    t->value = NULL; /* a shard's values are not the file's */
+    return DNNMEM_OK;
+}
+
 static enum dnnmem_status init_declared(struct dm_infer *ctx, int32_t id)
 {
     const struct dm_tensor *tt = &ctx->g->tensors[id];
@@ -76,7 +98,8 @@ static enum dnnmem_status init_declared(struct dm_infer *ctx, int32_t id)
         return dm_fail(ctx->err, DNNMEM_E_UNBOUND,
                        "%s: input '%s' declares no shape; give it one with --input-shape %s=D1,D2,...",
                        ctx->g->path, tt->name, tt->name);
-    return init_shape(ctx, id, tt->rank, NULL);
+    DM_TRY(init_shape(ctx, id, tt->rank, NULL));
+    return ctx->split && ctx->split[id] >= 0 ? split_shape(ctx, id) : DNNMEM_OK;
 }
 
 /* The shape of a tensor that follows from another's (struct dm_derive). */

@@ -124,10 +124,32 @@ static void aux_backward(struct dm_sb *b, const struct aux *a)
  * NllLossBackward0), nll_loss and a total_weight scalar; mse:
  * F.mse_loss(output, target) (MseLossBackward0 keeps both); sum: .sum(),
  * whose grad is an expansion of the scalar grad (a view). */
+/* --pp, a stage before the last (src/estimate/pipeline.c, P3): no loss;
+ * the backward starts from each output's grad, received into micro-batch
+ * j's buffer (src/schedule/schedule.c, pp_setup). */
+static void pp_received_grads(struct dm_sb *b)
+{
+    struct dm_train *tr = b->train;
+    const struct dm_graph *g = b->g;
+    dm_sb_step(b, DM_PHASE_BACKWARD, -1);
+    for (int32_t k = g->n_outputs - 1; k >= 0; k--) {
+        int32_t x = g->outputs[k];
+        int32_t buf = b->pp_buf[(size_t)x * (size_t)b->run->par.micro + (size_t)b->pp_micro];
+        if (!tr->rg[x] || buf < 0)
+            continue;
+        dm_sb_ref(b, buf, 1);
+        dm_deliver(b, x, buf, false);
+    }
+}
+
 void dm_train_loss(struct dm_sb *b)
 {
     struct dm_train *tr = b->train;
     const struct dm_graph *g = b->g;
+    if (b->run->par.pp > 1 && b->run->par.stage < b->run->par.pp - 1) {
+        pp_received_grads(b);
+        return;
+    }
     int32_t n_out = b->run->loss_all_outputs || b->run->loss == DNNMEM_LOSS_SUM ? g->n_outputs : 1;
     /* a head's own loss over several outputs (ForQuestionAnswering's start
      * and end logits), then divided by their count: one more scalar */

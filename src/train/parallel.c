@@ -94,6 +94,18 @@
  *    unit's post-backward (one reduce-scatter in flight; the last one at the
  *    end of the backward). gloo clones the input inside the reduce-scatter
  *    (measured, mgpuoracle F3).
+ * T6 Tensor parallel (--tp, the plan src/graph/tp.c), as DTensor runs it
+ *    (torch/distributed/tensor/parallel/style.py; measured, torch 2.13 gloo,
+ *    tools/oracle/dist_measure.py trace mlp4-tp-w2-b4-adam): a row-parallel
+ *    linear's output is Partial, and its redistribution to Replicate is a
+ *    functional all-reduce into a copy ("Redistribute > aten::clone"), the
+ *    partial freed after it: one output-sized transient after the node (the
+ *    bias's Replicate-to-Partial division, a bias-sized temporary during the
+ *    product, is below it). In the backward, a column-parallel linear's
+ *    input grad is Partial too: its all-reduce copies it
+ *    ("_FromTorchTensorBackward > aten::clone"), one transient of the input's
+ *    size. Megatron's all-reduces run in place (mappings.py, _reduce:
+ *    torch.distributed.all_reduce(input_)): no transient.
  */
 #include "train/train.h"
 
@@ -293,7 +305,7 @@ enum dnnmem_status dm_par_prepare(struct dm_sb *b, struct dnnmem_error *err)
 {
     const struct dm_graph *g = b->g;
     const struct dm_par *p = &b->run->par;
-    if (!b->run->train || p->kind == DM_PAR_NONE)
+    if (!b->run->train || (p->kind == DM_PAR_NONE && p->tp <= 1))
         return DNNMEM_OK;
     struct dm_pstate *ps = calloc(1, sizeof *ps);
     if (!ps)
@@ -620,9 +632,19 @@ void dm_par_forward_enter(struct dm_sb *b, int32_t i)
     }
 }
 
+/* T6: a transient the size of tensor x (an all-reduce's copy). */
+static void tp_copy(struct dm_sb *b, int32_t x, int32_t i, const char *what)
+{
+    if (x >= 0 && b->t[x].rank >= 0)
+        dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, b->t[x].bytes, x, i, what, 0);
+}
+
 void dm_par_forward_leave(struct dm_sb *b, int32_t i)
 {
     struct dm_pstate *ps = b->par;
+    const int8_t *role = b->run->par.tp_role;
+    if (role && role[i] == DM_TP_ROW)
+        tp_copy(b, b->g->nodes[i].out[0], i, "tensor parallel: all-reduce of the row-parallel output");
     if (!ps || ps->n_units == 0)
         return;
     int32_t u = ps->unit[i];
@@ -705,6 +727,10 @@ static void fsdp_reduce(struct dm_sb *b, int32_t u)
 void dm_par_backward_leave(struct dm_sb *b, int32_t i)
 {
     struct dm_pstate *ps = b->par;
+    const int8_t *role = b->run->par.tp_role;
+    int32_t x = b->g->nodes[i].n_in > 0 ? b->g->nodes[i].in[0] : -1;
+    if (role && role[i] == DM_TP_COL && x >= 0 && dm_train_requires_grad(b, x))
+        tp_copy(b, x, i, "tensor parallel: all-reduce of the column-parallel input's grad");
     if (!ps || ps->n_units == 0)
         return;
     int32_t u = ps->unit[i];

@@ -130,6 +130,8 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     }
     if (dm_mx_loss_head(b, out0)) {
         /* the label is the symbol's own input (softmax_label) */
+    } else if (b->run->par.pp > 1 && b->run->par.stage < b->run->par.pp - 1) {
+        /* a pipeline stage before the last: no loss, its outputs' grads received */
     } else if (b->run->loss == DNNMEM_LOSS_CE) {
         int64_t rows = o->rank >= 1 ? o->numel / (o->dims[o->rank - 1] ? o->dims[o->rank - 1] : 1) : 1;
         tr->target = dm_sb_alloc(b, DNNMEM_CAT_INPUT, DM_INT64, (uint64_t)rows * 8, -1, -1,

@@ -1134,8 +1134,43 @@ check_schema "$T/par.json" "data-parallel JSON (parallel.ranks[])"
 expect 2 "--zero and --fsdp are two engines' sharding" -- estimate $L --mode train --gpus 2 --zero 1 --fsdp full
 expect 2 "--gpus 8 is not --nodes x --gpus-per-node" -- \
     estimate $L --mode train --gpus 8 --nodes 2 --gpus-per-node 2
-expect 4 "--tp 2: tensor parallel is not modelled yet" -- estimate $L --mode train --gpus 4 --tp 2
-expect 4 "--pp 2: pipeline parallel is not modelled yet" -- estimate $L --mode train --gpus 4 --pp 2
+expect 4 "--tp is not modelled for HuggingFace configs yet" -- estimate $L --mode train --gpus 4 --tp 2
+TPM=$M/dist/mlp4.onnx
+expect 0 "tensor_parallel 2 ranks: 4 column-parallel linears (the first '/blocks.0/fc1/Gemm'" -- \
+    estimate $TPM --mode train -b 4 --device cpu --gpus 4 --tp 2
+expect 0 "ranks        4, global batch 8" -- estimate $TPM --mode train -b 4 --device cpu --gpus 4 --tp 2
+expect 2 "--tp 3 does not divide the world of 4 ranks" -- estimate $TPM --mode train --gpus 4 --tp 3
+expect 2 "dim 0 of parameter 'blocks.0.fc1.weight' (2048) does not divide by 3" -- \
+    estimate $TPM --mode train --device cpu --tp 3
+expect 4 "--tp 2: no column-parallel linear whose output reaches a row-parallel one" -- \
+    estimate $M/dist/cnn4.onnx --mode train --device cpu --tp 2
+# Llama-3.2-1B over 2 stages, by hand: a layer 60,821,504 bf16 parameters (q, o 2048 x 2048;
+# k, v 512 x 2048; gate, up, down 8192 x 2048; two norms), 121,643,008 B; the first stage
+# 8 layers and embed_tokens (128256 x 2048, 525,336,576 B), the last 8 layers, the final
+# norm (4,096 B) and the tied lm_head's copy of the embedding (Megatron's shared embedding)
+expect 0 '"weights": 1498480640' -- estimate $L --mode train -b 2 -s 512 --pp 2 --rank 0 --json
+expect 0 '"weights": 1498484736' -- estimate $L --mode train -b 2 -s 512 --pp 2 --rank 1 --json
+expect 0 "  rank 1           159.75 MiB" -- estimate $TPM --mode train -b 4 --device cpu --optimizer adam \
+    --framework pytorch@2.13 --cpu-threads 1 --pp 2 --micro-batches 4 --pp-schedule gpipe
+expect 0 "ranks        8, global batch 8" -- estimate $TPM --mode train -b 4 --device cpu --gpus 8 --tp 2 --pp 2
+expect 0 "nccl           16.00 MiB per communicator x 3" -- estimate $TPM --mode train -b 4 --gpus 8 --tp 2 --pp 2
+expect 2 "--batch-size 4 does not split into --micro-batches 3" -- estimate $TPM --mode train -b 4 --pp 3
+expect 4 "--pp 3: the model's repeated blocks (4 found) do not split evenly into 3 stages" -- \
+    estimate $TPM --mode train -b 6 --pp 3 --micro-batches 2
+expect 4 "--pp-schedule interleaved-1f1b is not modelled" -- \
+    estimate $TPM --mode train --pp 2 --pp-schedule interleaved-1f1b
+expect 2 "--micro-batches, --pp-schedule and --pp-split apply to --pp" -- estimate $TPM --mode train --micro-batches 2
+expect 2 "--pp 2 (x --tp) does not divide the world of 6 ranks" -- estimate $TPM --mode train --gpus 6 --tp 2 --pp 2
+# --pp-split 1,3 on mlp4: a block is 16,789,504 B (fc1 2048 x 1024 + 2048, fc2 1024 x 2048 +
+# 1024, float32); the last stage's three and the head (1000 x 1024 + 1000: 4,100,000 B)
+expect 0 '"weights": 16789504' -- estimate $TPM --mode train -b 4 --device cpu --pp 2 --pp-split 1,3 --rank 0 --json
+expect 0 '"weights": 54468512' -- estimate $TPM --mode train -b 4 --device cpu --pp 2 --pp-split 1,3 --rank 1 --json
+expect 2 "--pp-split 1,2: expected 2 counts of at least 1 summing to the model's 4 repeated blocks" -- \
+    estimate $TPM --mode train -b 4 --pp 2 --pp-split 1,2
+expect 2 "--pp-split x: expected the blocks of each stage" -- estimate $TPM --mode train --pp 2 --pp-split x
+expect 2 "--micro-batches, --pp-schedule and --pp-split apply to --pp" -- estimate $TPM --mode train --pp-split 2,2
+"$D" estimate $TPM --mode train -b 4 --device cpu --pp 2 --json >"$T/pp.json"
+check_schema "$T/pp.json" "pipeline-parallel JSON (parallel.ranks[] per stage)"
 expect 2 "add --mode train" -- estimate $L --gpus 2
 expect 2 "--offload params (offload_param) needs --zero 3" -- estimate $L --mode train --gpus 2 --zero 2 --offload params
 expect 2 "--zero 4: expected 0, 1, 2 or 3" -- estimate $L --mode train --zero 4

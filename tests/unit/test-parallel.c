@@ -133,6 +133,195 @@ static void test_fsdp(void **state)
     dnnmem_result_free(r);
 }
 
+/* Tensor parallel over 2 ranks (src/graph/tp.c): fc1 is column-parallel
+ * (W1 [16, 1024] as MatMul's [in, out]: its 1024 output columns split, a
+ * [16, 512] shard of 32,768 B), fc2 row-parallel (W2's 1024 input rows
+ * split, [512, 10], 20,480 B): 53,248 B of parameters per rank, their grads
+ * and Adam's two states of them. The forward's all-reduce copy of y
+ * ([4, 10], 160 B) is a transient; x needs no grad, so fc1's backward
+ * all-reduces nothing. Over 4 GPUs the 2 tensor-parallel groups are DDP
+ * replicas: D1's bucket adds the rank's parameter bytes. */
+static void test_tp(void **state)
+{
+    (void)state;
+    struct dnnmem_config c = cfg_of(DNNMEM_OPT_ADAM);
+    c.par.gpus = 2;
+    c.par.tp = 2;
+    struct dnnmem_result *r = estimate_cfg(mlp(), &c);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 53248);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 53248 + 8);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_GRADIENT], 53248);
+    assert_int_equal(r->world_size, 2);
+    assert_int_equal(r->global_batch, 4);
+    assert_int_equal(r->n_ranks, 1);
+    assert_int_equal(r->ranks[0].last, 1);
+    c.par.gpus = 0; /* --tp alone: a world of the group */
+    struct dnnmem_result *alone = estimate_cfg(mlp(), &c);
+    assert_int_equal(alone->peak_allocated, r->peak_allocated);
+    c.par.gpus = 4;
+    struct dnnmem_result *ddp = estimate_cfg(mlp(), &c);
+    assert_int_equal(ddp->peak_allocated, r->peak_allocated + 53248);
+    assert_int_equal(ddp->global_batch, 8);
+    dnnmem_result_free(r);
+    dnnmem_result_free(alone);
+    dnnmem_result_free(ddp);
+}
+
+/* T5: a column-parallel output read by a reduction as well as by the
+ * row-parallel linear is a pairing not recognised: the error names the
+ * node. */
+static void test_tp_unpaired(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,16");
+    tb_init(b, "W1", F32, 2, (int64_t[]){16, 1024});
+    tb_init(b, "W2", F32, 2, (int64_t[]){1024, 10});
+    tb_node(b, "MatMul", "/fc1/MatMul", "x,W1", "h");
+    tb_node(b, "Relu", "/relu/Relu", "h", "a");
+    tb_node(b, "MatMul", "/fc2/MatMul", "a,W2", "y");
+    tb_node(b, "ReduceSum", "/sum/ReduceSum", "a", "s");
+    tb_output(b, "y");
+    tb_output(b, "s");
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    struct dnnmem_config c = cfg_of(DNNMEM_OPT_SGD);
+    c.par.tp = 2;
+    struct dnnmem_result *r = NULL;
+    assert_int_equal(dnnmem_estimate(m, &c, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_msg_has(err, "node '/sum/ReduceSum' (ReduceSum) reads the column-parallel output of "
+                        "'/fc1/MatMul'");
+    dnnmem_model_free(m);
+    tb_free(b);
+}
+
+/* Two residual blocks x + fc2(relu(fc1(x))) and a head: fc1 [16, 32] and
+ * fc2 [32, 16] (2,048 B each, 4,096 B a block), the head [16, 10] (640 B). */
+static struct tb *blocks2(void)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,16");
+    const char *prev = "x";
+    for (int k = 0; k < 2; k++) {
+        char w1[16], w2[16], n[4][48], t[4][16];
+        snprintf(w1, sizeof w1, "W%d1", k);
+        snprintf(w2, sizeof w2, "W%d2", k);
+        tb_init(b, w1, F32, 2, (int64_t[]){16, 32});
+        tb_init(b, w2, F32, 2, (int64_t[]){32, 16});
+        const char *ops[4] = {"MatMul", "Relu", "MatMul", "Add"};
+        const char *mods[4] = {"fc1/MatMul", "act/Relu", "fc2/MatMul", "Add"};
+        for (int j = 0; j < 4; j++) {
+            snprintf(n[j], sizeof n[j], "/blocks.%d/%s", k, mods[j]);
+            snprintf(t[j], sizeof t[j], "t%d%d", k, j);
+        }
+        char in0[40], in2[40], in3[40];
+        snprintf(in0, sizeof in0, "%s,%s", prev, w1);
+        snprintf(in2, sizeof in2, "%s,%s", t[1], w2);
+        snprintf(in3, sizeof in3, "%s,%s", prev, t[2]);
+        tb_node(b, ops[0], n[0], in0, t[0]);
+        tb_node(b, ops[1], n[1], t[0], t[1]);
+        tb_node(b, ops[2], n[2], in2, t[2]);
+        tb_node(b, ops[3], n[3], in3, t[3]);
+        prev = k == 0 ? "t03" : "t13";
+    }
+    tb_init(b, "Wh", F32, 2, (int64_t[]){16, 10});
+    tb_node(b, "MatMul", "/head/MatMul", "t13,Wh", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+/* Pipeline parallel over 2 stages (src/estimate/pipeline.c): stage 0 holds
+ * blocks.0 (4,096 B of parameters; Adam's two states and two 4-byte steps:
+ * 8,200 B), stage 1 blocks.1 and the head (4,736 B; 9,484 B). At batch 4 in
+ * 2 micro-batches of 2 rows, stage 0's inputs are x's micro-batch [2, 16]
+ * (128 B), its temporaries at the step's peak Adam's two W-sized ones
+ * (2 x 2,048 B) and the 2 receive buffers of its output's grad (2 x 128 B);
+ * stage 1 receives 2 x 128 B of activations and holds the target (2 rows of
+ * int64). At batch 64 in 4 micro-batches of 16 rows, one micro-batch's
+ * forward leaves relu(fc1) [16, 32] (2,048 B, saved) and the stage output
+ * [16, 16] (1,024 B): at stage 0's first backward GPipe holds the 3 others
+ * in flight (3 x 3,072 B) with its own 2,048 B saved, 1F1B only
+ * min(2 - 0, 4) - 1 = 1 other. */
+static void test_pp(void **state)
+{
+    (void)state;
+    struct dnnmem_config c = cfg_of(DNNMEM_OPT_ADAM);
+    c.par.pp = 2;
+    c.par.micro_batches = 2;
+    struct dnnmem_result *r = estimate_cfg(blocks2(), &c);
+    assert_int_equal(r->n_ranks, 2);
+    assert_int_equal(r->rank, 1);
+    assert_int_equal(r->world_size, 2);
+    assert_int_equal(r->global_batch, 4);
+    assert_true(r->ranks[0].peak_allocated < r->ranks[1].peak_allocated);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4736);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 4736 + 3 * 4);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 2 * 128 + 2 * 8);
+    dnnmem_result_free(r);
+    c.par.rank = 0;
+    r = estimate_cfg(blocks2(), &c);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4096);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 4096 + 2 * 4);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 128);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_TEMPORARY], 2 * 2048 + 2 * 128);
+    dnnmem_result_free(r);
+    c.batch_size = 64;
+    c.par.micro_batches = 4;
+    c.par.pp_schedule = DNNMEM_PP_GPIPE;
+    r = estimate_cfg(blocks2(), &c);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_SAVED], 3 * 3072 + 2048);
+    dnnmem_result_free(r);
+    c.par.pp_schedule = DNNMEM_PP_1F1B;
+    r = estimate_cfg(blocks2(), &c);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_SAVED], 1 * 3072 + 2048);
+    dnnmem_result_free(r);
+}
+
+/* A view that names the heads (q.view(B, -1, 4, 4), self-attention of q
+ * with itself): on a rank of 2 its -1 takes half the sequence instead of
+ * half the heads, which no shape function can tell, and the back view
+ * (B, 8, -1) even restores the row-parallel input's shape. The scores come
+ * out [4, 4, 4, 4] where the whole model's are [4, 4, 8, 8]: not one dim
+ * split by 2, and the check names that node. */
+static void test_tp_named_heads(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "batch,8,16");
+    tb_init(b, "Wq", F32, 2, (int64_t[]){16, 16});
+    tb_init(b, "Wo", F32, 2, (int64_t[]){16, 16});
+    tb_init_i64(b, "heads", 4, (int64_t[]){0, -1, 4, 4});
+    tb_init_i64(b, "merge", 3, (int64_t[]){0, 8, -1});
+    tb_node(b, "MatMul", "/q/MatMul", "x,Wq", "q");
+    tb_node(b, "Reshape", "/view/Reshape", "q,heads", "r");
+    tb_node(b, "Transpose", "/t/Transpose", "r", "t");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 1, 3});
+    tb_node(b, "Transpose", "/kt/Transpose", "r", "kt");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 3, 1});
+    tb_node(b, "MatMul", "/scores/MatMul", "t,kt", "sc");
+    tb_node(b, "Softmax", "/softmax/Softmax", "sc", "p");
+    tb_node(b, "MatMul", "/pv/MatMul", "p,t", "o");
+    tb_node(b, "Transpose", "/ot/Transpose", "o", "ob");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 1, 3});
+    tb_node(b, "Reshape", "/merge/Reshape", "ob,merge", "m");
+    tb_node(b, "MatMul", "/o/MatMul", "m,Wo", "y");
+    tb_output(b, "y");
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    struct dnnmem_config c = cfg_of(DNNMEM_OPT_SGD);
+    struct dnnmem_result *r = NULL;
+    assert_int_equal(dnnmem_estimate(m, &c, &r, &err), DNNMEM_OK); /* whole, it runs */
+    dnnmem_result_free(r);
+    c.par.tp = 2;
+    assert_int_equal(dnnmem_estimate(m, &c, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_msg_has(err, "node '/scores/MatMul' (MatMul) makes 'sc' [4,4,4,4] on a rank, the whole "
+                        "model [4,4,8,8]");
+    dnnmem_model_free(m);
+    tb_free(b);
+}
+
 static void expect_error(struct dnnmem_config *c, enum dnnmem_status want, const char *needle)
 {
     dnnmem_model *m;
@@ -161,8 +350,25 @@ static void test_errors(void **state)
     expect_error(&c, DNNMEM_E_USAGE, "--nodes x --gpus-per-node");
     c = cfg_of(DNNMEM_OPT_ADAM);
     c.par.gpus = 4;
+    c.par.tp = 3;
+    expect_error(&c, DNNMEM_E_USAGE, "--tp 3 does not divide the world of 4 ranks");
+    c.par.gpus = 3;
+    expect_error(&c, DNNMEM_E_USAGE, "dim 1 of parameter 'W1' (1024) does not divide by 3");
     c.par.tp = 2;
-    expect_error(&c, DNNMEM_E_UNSUPPORTED, "tensor parallel is not modelled yet");
+    c.par.gpus = 2;
+    c.par.zero = 1;
+    expect_error(&c, DNNMEM_E_UNSUPPORTED, "--tp 2 with --zero is not modelled");
+    c = cfg_of(DNNMEM_OPT_ADAM);
+    c.par.pp = 2;
+    expect_error(&c, DNNMEM_E_UNSUPPORTED, "the model's repeated blocks (0 found) do not split");
+    c.par.micro_batches = 3;
+    expect_error(&c, DNNMEM_E_USAGE, "--batch-size 4 does not split into --micro-batches 3");
+    c.par.micro_batches = 2;
+    c.par.pp_schedule = DNNMEM_PP_INTERLEAVED;
+    expect_error(&c, DNNMEM_E_UNSUPPORTED, "interleaved-1f1b is not modelled");
+    c = cfg_of(DNNMEM_OPT_ADAM);
+    c.par.micro_batches = 2;
+    expect_error(&c, DNNMEM_E_USAGE, "--micro-batches, --pp-schedule and --pp-split apply to --pp");
     c = cfg_of(DNNMEM_OPT_ADAM);
     c.mode = DNNMEM_MODE_INFER;
     c.par.gpus = 2;
@@ -175,6 +381,10 @@ int main(void)
         cmocka_unit_test(test_ddp),
         cmocka_unit_test(test_zero),
         cmocka_unit_test(test_fsdp),
+        cmocka_unit_test(test_tp),
+        cmocka_unit_test(test_tp_unpaired),
+        cmocka_unit_test(test_tp_named_heads),
+        cmocka_unit_test(test_pp),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests_name("parallel", tests, NULL, NULL);

@@ -785,7 +785,7 @@ def row_options(r):
         return ["--gpus", str(r["world"]), "--tp", str(r["world"])]
     if s == "pp":
         return ["--gpus", str(r["world"]), "--pp", str(r["world"]), "--micro-batches",
-                str(p["microbatches"]), "--pp-schedule", p["schedule"]]
+                str(p["microbatches"]), "--pp-schedule", p["schedule"], "--rank", str(r["rank"])]
     return None
 
 
