@@ -586,6 +586,12 @@ def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_ac
                   _optimizer_text(opt))
     if train and grad_accum > 1:
         cap.header["grad_accum"] = grad_accum
+    # nn.RNN/LSTM/GRU: on meta the per-step cells' ops (addmm, sigmoid_, ...), where CUDA runs
+    # cuDNN's fused RNN (aten._cudnn_rnn: flattened weights, its workspace and reserve); the
+    # estimate warns of them on CUDA (docs/capture-format.md, "Meta and the device")
+    rnn = sum(isinstance(m, torch.nn.RNNBase) for m in model.modules())
+    if rnn:
+        cap.header["rnn"] = {"modules": rnn}
     setup = cap.steps[0]
     for n, p in model.named_parameters():
         cap.register(p, p.untyped_storage(), p.untyped_storage()._cdata, "weight", n, setup)

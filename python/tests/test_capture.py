@@ -284,3 +284,33 @@ def test_shared_weight_gradient_sum(optimizer):
     assert by_bytes[vocab * 64 * 4] == [False, False] and by_bytes[64 * 4] == [False, False]
     missed = 12 if optimizer is adam else 0  # Adam's wrapped step scalar, as above
     assert cap.estimate(device="cpu").peak == measured - missed
+
+
+class ConvLSTM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.rnn = torch.nn.LSTM(4, 4, batch_first=True)
+        self.fc = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        h, _ = self.rnn(self.conv(x).mean((2, 3)).unsqueeze(1))
+        return self.fc(h[:, -1])
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_cuda_estimate_warns_of_unmodelled_meta_kernels(foreach):
+    """docs/capture-format.md's table: a CUDA estimate of a capture names each op whose CUDA
+    kernel differs from meta's and is not modelled (cuDNN's conv workspaces, cuDNN's RNN,
+    the foreach optimizer CUDA defaults to); a CPU estimate warns of none."""
+    with torch.device("meta"):
+        model = ConvLSTM()
+    cap = dt.capture(model, torch.empty(2, 3, 8, 8, device="meta"),
+                     target=torch.empty(2, dtype=torch.long, device="meta"), loss=F.cross_entropy,
+                     optimizer=lambda p: torch.optim.Adam(p, foreach=foreach), steps=1)
+    assert cap.data["rnn"] == {"modules": 1}
+    warned = cap.estimate(gpu="A100-80GB").warnings
+    assert [w.split(": ")[1].split(":")[0] for w in warned] == (
+        ["2 convolution ops", "1 nn.RNN/LSTM/GRU modules"]
+        + ([] if foreach else ["96 optimizer ops of its for-loop"]))
+    assert cap.estimate(device="cpu").warnings == []
