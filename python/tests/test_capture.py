@@ -314,3 +314,13 @@ def test_cuda_estimate_warns_of_unmodelled_meta_kernels(foreach):
         ["2 convolution ops", "1 nn.RNN/LSTM/GRU modules"]
         + ([] if foreach else ["96 optimizer ops of its for-loop"]))
     assert cap.estimate(device="cpu").warnings == []
+
+
+def test_rnn_header_of_the_wrong_type_is_a_parse_error():
+    with torch.device("meta"):
+        model = ConvLSTM()
+    data = dt.capture(model, torch.empty(1, 3, 8, 8, device="meta")).data
+    data["rnn"] = 1
+    with pytest.raises(dnnmem.DnnmemError, match=r'"rnn" must be \{"modules": N\}') as e:
+        dnnmem.estimate(dnnmem.load(json.dumps(data).encode(), "bad.dnnmem"), device="cpu")
+    assert e.value.exit_code == 3
