@@ -955,6 +955,7 @@ struct dm_capture {
     int iterations;
     int grad_accum;       /* micro-batches per optimizer step (1: none) */
     int32_t sdpa_cpu;     /* F.scaled_dot_product_attention calls run as the CPU's kernel */
+    int32_t rnn_modules;  /* nn.RNN/LSTM/GRU modules of the model (run as cells on meta) */
     int64_t batch;        /* the batch captured, 0 = unstated */
     struct dm_capture_dim dims[DM_CAPTURE_DIMS]; /* what the sizes are functions of */
     int n_dims;

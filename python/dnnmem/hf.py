@@ -9,10 +9,13 @@ dnnmem.torch.capture captures any module:
     cap.estimate(device="cpu")          # or gpu="A100-80GB"; cap.save("step.dnnmem")
 
 The step is the one tools/hf_oracle/measure.py measures (tests/validation/hf-real.md):
-input_ids int64 [batch, seq_len]; training: 2 iterations of zero_grad, forward, the loss,
+input_ids int64 [batch, seq_len] (an encoder-decoder's, T5's, with decoder_input_ids
+[batch, target_len]; an image classifier's, ViT's, pixel_values float32 [batch, channels,
+image_size, image_size] instead); training: 2 iterations of zero_grad, forward, the loss,
 backward, optimizer.step; the loss is cross-entropy of the first output against token ids
 [batch, seq_len] (a causal LM's logits upcast to float32 first, as ForCausalLMLoss does;
-a classifier's labels [batch]); inference: one forward under no_grad. LoRA: peft=a
+an encoder-decoder's labels [batch, target_len]; a classifier's labels [batch]);
+inference: one forward under no_grad. LoRA: peft=a
 peft.LoraConfig (or the dict of its arguments), applied with peft.get_peft_model.
 """
 import json
@@ -29,6 +32,8 @@ TASKS = {
     "masked-lm": "AutoModelForMaskedLM",
     "sequence-classification": "AutoModelForSequenceClassification",
     "token-classification": "AutoModelForTokenClassification",
+    "seq2seq-lm": "AutoModelForSeq2SeqLM",
+    "image-classification": "AutoModelForImageClassification",
     "base": "AutoModel",
 }
 OPTIMIZERS = {  # the oracle's (tools/hf_oracle/measure.py: SGD_LR, SGD_MOMENTUM, ADAM_LR)
@@ -68,6 +73,8 @@ def load_config(config_or_dir):
 
 def _task_of(conf, task):
     if task is None:
+        if getattr(conf, "is_encoder_decoder", False):  # T5's ForConditionalGeneration
+            return "seq2seq-lm"
         arch = (getattr(conf, "architectures", None) or [""])[0]
         if arch.endswith("ForCausalLM") or arch.endswith("LMHeadModel") or not arch:
             return "causal-lm"
@@ -112,33 +119,59 @@ def _loss(task):
     return causal if task == "causal-lm" else plain
 
 
+def _example(conf, task, batch_size, seq_len, target_len, image_size, train):
+    """(inputs, keyword inputs, target) of measure.py's step for the task: an encoder-decoder's
+    decoder_input_ids (its _shift_right(labels), the labels' shape) beside input_ids, an image
+    classifier's pixel_values (float32 as an image processor makes them; ViT's embeddings cast
+    them to the weights' dtype) in place of them, each on meta; the target None in inference."""
+    meta = dict(device="meta")
+    if task == "image-classification":
+        n = image_size or conf.image_size
+        x = torch.zeros(batch_size, conf.num_channels, n, n, dtype=torch.float32, **meta)
+        return [x], {}, torch.zeros(batch_size, dtype=torch.long, **meta) if train else None
+    x = torch.zeros(batch_size, seq_len, dtype=torch.long, **meta)
+    if task == "seq2seq-lm":
+        t = target_len or seq_len
+        dec = torch.zeros(batch_size, t, dtype=torch.long, **meta)
+        return [x], {"decoder_input_ids": dec}, torch.zeros(batch_size, t, dtype=torch.long, **meta) \
+            if train else None
+    labels = (batch_size,) if task == "sequence-classification" else (batch_size, seq_len)
+    return [x], {}, torch.zeros(labels, dtype=torch.long, **meta) if train else None
+
+
 def capture(config_or_dir, task=None, attn_implementation="eager", peft=None, batch_size=1,
             seq_len=128, mode="train", optimizer="sgd-momentum", dtype="float32", steps=2,
-            path=None, dims=None, grad_accum=1):
+            path=None, dims=None, grad_accum=1, target_len=None, image_size=None):
     """Build the model from its config on meta and capture its step (a dnnmem.torch Capture).
 
-    task: one of TASKS (default: the head the config's architectures names, a base model for
-    "...Model" (GPT2Model: pass task="causal-lm" for its LM head), else causal-lm).
+    task: one of TASKS (default: seq2seq-lm for an encoder-decoder config, else the head the
+    config's architectures names, a base model for "...Model" (GPT2Model: pass
+    task="causal-lm" for its LM head), else causal-lm).
     attn_implementation: transformers' ("eager", "sdpa"). peft: a peft.LoraConfig or the dict
     of its arguments. mode: "train" or "infer". optimizer: one of OPTIMIZERS or a function
     of the parameters returning a torch.optim.Optimizer. dims: some of ("batch", "seq"), the
-    sizes written as functions of them (dnnmem.dims), for --batch-size and --seq-len."""
+    sizes written as functions of them (dnnmem.dims), for --batch-size and --seq-len ("seq"
+    only for a model of one token sequence). target_len: seq2seq-lm's decoder tokens (default
+    seq_len). image_size: image-classification's side (default the config's image_size;
+    seq_len is not read)."""
     axes = {"batch": 0, "seq": 1}
     if dims is not None and (isinstance(dims, str) or not set(dims) <= set(axes)):
         raise ValueError(f"dims {dims!r}: a list of 'batch' and 'seq'")
-    dims = {d: axes[d] for d in dims} if dims else None
     if mode not in ("train", "infer"):
         raise ValueError(f"mode {mode!r} is not modelled; the modes are train and infer")
     model, conf, task = build(config_or_dir, task, attn_implementation, dtype, peft)
-    x = torch.zeros(batch_size, seq_len, dtype=torch.long, device="meta")
+    if dims and "seq" in dims and task in ("seq2seq-lm", "image-classification"):
+        raise ValueError(f"dims 'seq' of a {task} model is not modelled (its inputs' axis 1 is "
+                         f"not one token sequence): use dims=['batch']")
+    dims = {d: axes[d] for d in dims} if dims else None
+    inputs, kwargs, y = _example(conf, task, batch_size, seq_len, target_len, image_size,
+                                 mode == "train")
     if mode == "infer":
-        return _dt.capture(model, x, steps=1, path=path, dims=dims)
+        return _dt.capture(model, tuple(inputs), steps=1, path=path, dims=dims, kwargs=kwargs)
     if isinstance(optimizer, str):
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer {optimizer!r} is not modelled; the optimizers are "
                              f"{', '.join(OPTIMIZERS)}")
         optimizer = OPTIMIZERS[optimizer]
-    labels = (batch_size,) if task == "sequence-classification" else (batch_size, seq_len)
-    y = torch.zeros(labels, dtype=torch.long, device="meta")
-    return _dt.capture(model, x, target=y, loss=_loss(task), optimizer=optimizer, steps=steps,
-                       path=path, dims=dims, grad_accum=grad_accum)
+    return _dt.capture(model, tuple(inputs), target=y, loss=_loss(task), optimizer=optimizer,
+                       steps=steps, path=path, dims=dims, grad_accum=grad_accum, kwargs=kwargs)

@@ -78,6 +78,14 @@ def _conv_facts(func, args, kwargs, out):
     return facts
 
 
+def _dense(t):
+    """TensorImpl::is_non_overlapping_and_dense: its elements fill its storage's span once
+    (strides a permutation of a contiguous tensor's), from sizes and strides alone."""
+    import torch._prims_common as pc
+    dense = getattr(pc, "is_non_overlapping_and_dense_or_false", None)  # its name in torch 2.13
+    return (dense or pc.is_non_overlapping_and_dense)(t)
+
+
 def _channels_last(t):
     """c10's suggest_memory_format(t) == ChannelsLast for a 4-D tensor (its strides ordered as
     NHWC's), as torch._prims_common.suggest_memory_format computes it."""
@@ -216,7 +224,7 @@ class _Recorder(TorchDispatchMode):
         step["out"] = list(dict.fromkeys(s for s in outs if s is not None))
         if writes:
             step["write"] = list(dict.fromkeys(s for s in writes if s is not None))
-        cap.mark_accumulation(func, step)
+        cap.mark_accumulation(func, args, step)
         if func in _CONV_OPS:
             step["conv"] = _conv_facts(func, args, kwargs, out)
         return out
@@ -340,20 +348,31 @@ class Capture:
         self.steps.append(step)
         return step
 
-    def mark_accumulation(self, func, step):
-        """Mark the autograd engine's own gradient sums: InputBuffer::accumulate
-        (torch/csrc/autograd/input_buffer.cpp) runs `old + var` after a node returns, where
-        `old` is the gradient an earlier node put in the next node's buffer and `var` the one
-        this node just made. Outside a capture it steals `old` and adds in place
-        (can_accumulate_inplace) when nothing else holds it; under a dispatch mode
-        isTensorSubclassLike is true for every tensor (ATen/TensorSubclassLikeUtils.h), so
-        the capture sees a new buffer. The replay (src/estimate/captured.c) applies the
-        real rule to steps marked "accumulate"."""
+    def mark_accumulation(self, func, args, step):
+        """Mark the autograd engine's own gradient sums that the real engine makes in place:
+        InputBuffer::accumulate (torch/csrc/autograd/input_buffer.cpp) runs `old + var` after
+        a node returns, where `old` is the gradient an earlier node put in the next node's
+        buffer and `var` the one this node just made. Outside a capture it adds into `old` in
+        place (old.add_(var)) when can_accumulate_inplace(old) holds: not a subclass, dense
+        and non-overlapping, and the last reference to it and to its storage; under a
+        dispatch mode isTensorSubclassLike is true for every tensor
+        (ATen/TensorSubclassLikeUtils.h), so the capture sees a new buffer. The replay
+        (src/estimate/captured.c) applies the real rule to steps marked "accumulate".
+
+        A view never passes: a view op's output keeps its base alive (the view's autograd
+        meta holds `base_`, torch/csrc/autograd/variable.h ViewInfo, also under no_grad), so
+        its storage's use count is 2. That is a tied weight's gradient from an nn.Linear
+        (TBackward0's `grad.t()`) or a broadcast parameter's (the engine's sum_to, a view of
+        the keepdim sum): there the real engine sums out of place, as captured (measured,
+        python/tests/test_capture.py test_shared_weight_gradient_sum)."""
         if func is not torch.ops.aten.add.Tensor or self.phase != "backward" or len(step["in"]) != 2:
             return
         node = step.get("_node")
         made = self.made_by
         old = step["in"][0]
+        t = args[0] if args else None
+        if not isinstance(t, torch.Tensor) or t._is_view() or not _dense(t):
+            return
         # `old` is a gradient an earlier node made (a passthrough node such as AddBackward0
         # hands on `var` unchanged, so only `old`'s maker is checked)
         if node is not None and made.get(old) not in (None, node):
@@ -567,6 +586,12 @@ def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_ac
                   _optimizer_text(opt))
     if train and grad_accum > 1:
         cap.header["grad_accum"] = grad_accum
+    # nn.RNN/LSTM/GRU: on meta the per-step cells' ops (addmm, sigmoid_, ...), where CUDA runs
+    # cuDNN's fused RNN (aten._cudnn_rnn: flattened weights, its workspace and reserve); the
+    # estimate warns of them on CUDA (docs/capture-format.md, "Meta and the device")
+    rnn = sum(isinstance(m, torch.nn.RNNBase) for m in model.modules())
+    if rnn:
+        cap.header["rnn"] = {"modules": rnn}
     setup = cap.steps[0]
     for n, p in model.named_parameters():
         cap.register(p, p.untyped_storage(), p.untyped_storage()._cdata, "weight", n, setup)

@@ -25,6 +25,7 @@
 #include "estimate.h"
 #include "schedule/cpuconv.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -492,6 +493,99 @@ static void capture_assumptions(struct dm_est *e, const struct dm_capture *cap, 
     }
 }
 
+/* Ops whose meta kernel is not the CUDA kernel (docs/capture-format.md,
+ * "Meta and the device", the one table of them): the rows a CUDA estimate of
+ * a capture does not model yet, each found in the capture and warned of, never
+ * silent. (The rows it models: cuBLAS's workspaces, above; the norms' saved
+ * statistics, float32 on meta as on CUDA.) */
+static bool has_op(const char *op, const char *const *prefix)
+{
+    for (; *prefix; prefix++)
+        if (strncmp(op, *prefix, strlen(*prefix)) == 0)
+            return true;
+    return false;
+}
+
+/* steps of `phase` (or any, -1) whose op has one of the prefixes (or, with
+ * `none`, none of them) */
+static int32_t count_ops(const struct dm_graph *g, const struct dm_capture *cap, int phase,
+                         const char *const *prefix, bool none)
+{
+    int32_t n = 0;
+    for (int32_t k = 0; k < cap->n_steps; k++) {
+        int32_t node = cap->steps[k].node;
+        if (node >= 0 && (phase < 0 || cap->steps[k].phase == phase) &&
+            has_op(g->op_names[node], prefix) != none)
+            n++;
+    }
+    return n;
+}
+
+static int32_t cudnn_convs(const struct dm_graph *g, const struct dm_capture *cap)
+{
+    static const char *const conv[] = {"aten.convolution.", "aten.convolution_backward.", NULL};
+    return count_ops(g, cap, -1, conv, false);
+}
+
+static int32_t sdpa_calls(const struct dm_graph *g, const struct dm_capture *cap)
+{
+    (void)g;
+    return cap->sdpa_cpu;
+}
+
+static int32_t rnn_modules(const struct dm_graph *g, const struct dm_capture *cap)
+{
+    (void)g;
+    return cap->rnn_modules;
+}
+
+/* the optimizer's ops where none is a foreach or fused kernel: the for-loop */
+static int32_t loop_optimizer(const struct dm_graph *g, const struct dm_capture *cap)
+{
+    static const char *const multi[] = {"aten._foreach_", "aten._fused_", NULL};
+    if (count_ops(g, cap, DM_PHASE_OPTIMIZER, multi, false))
+        return 0;
+    return count_ops(g, cap, DM_PHASE_OPTIMIZER, multi, true);
+}
+
+static const struct {
+    int32_t (*count)(const struct dm_graph *, const struct dm_capture *);
+    const char *what, *cuda;
+} meta_rows[] = {
+    {cudnn_convs, "convolution ops",
+     "cuDNN's algorithm takes a workspace inside each (aten/src/ATen/native/cudnn/Conv_v8.cpp); "
+     "meta's kernel allocates none"},
+    {sdpa_calls, "F.scaled_dot_product_attention calls",
+     "CUDA picks flash, memory-efficient or math (aten/src/ATen/native/transformers/cuda/"
+     "sdp_utils.cpp); the capture holds the CPU kernel's buffers"},
+    {rnn_modules, "nn.RNN/LSTM/GRU modules",
+     "CUDA runs cuDNN's fused RNN (aten._cudnn_rnn: flattened weights, workspace, reserve; "
+     "aten/src/ATen/native/cudnn/RNN.cpp); meta runs the per-step cells"},
+    {loop_optimizer, "optimizer ops of its for-loop",
+     "torch.optim defaults to foreach on CUDA (_default_to_fused_or_foreach, torch/optim/"
+     "optimizer.py), whose temporaries exist for all parameters at once, where meta runs the "
+     "for-loop (a job passing foreach=False runs what was captured; foreach=True is captured "
+     "as foreach)"},
+};
+
+static enum dnnmem_status meta_warnings(const struct dm_graph *g, const struct dm_capture *cap,
+                                        struct dnnmem_result *r, struct dnnmem_error *err)
+{
+    char buf[512];
+    for (size_t i = 0; i < sizeof meta_rows / sizeof meta_rows[0]; i++) {
+        int32_t n = meta_rows[i].count(g, cap);
+        if (!n)
+            continue;
+        snprintf(buf, sizeof buf,
+                 "%s: %d %s: %s; not modelled for a capture on CUDA yet: their buffers are "
+                 "meta's (docs/capture-format.md, \"Meta and the device\")",
+                 g->path, (int)n, meta_rows[i].what, meta_rows[i].cuda);
+        if (dm_result_warn(r, buf) != DNNMEM_OK)
+            return dm_fail(err, DNNMEM_E_NOMEM, "%s: out of memory", g->path);
+    }
+    return DNNMEM_OK;
+}
+
 enum dnnmem_status dm_est_captured(const struct dm_graph *g, const struct dnnmem_config *cfg,
                                    struct dnnmem_result **out, struct dnnmem_error *err)
 {
@@ -545,6 +639,10 @@ enum dnnmem_status dm_est_captured(const struct dm_graph *g, const struct dnnmem
         s = build_schedule(g, &e.run, &z, &e.sched, err);
     if (s == DNNMEM_OK)
         s = dm_est_replay(&e, out, err);
+    if (s == DNNMEM_OK && e.run.cuda && (s = meta_warnings(g, cap, *out, err)) != DNNMEM_OK) {
+        dnnmem_result_free(*out);
+        *out = NULL;
+    }
     dm_schedule_free(&e.sched);
     free(e.t);
     dm_arena_free(&e.arena);

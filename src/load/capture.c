@@ -279,6 +279,14 @@ static enum dnnmem_status header(struct cap *k, const json_t *root)
         DM_TRY(get_int(k, json_object_get(sd, "calls"), "\"sdpa\": \"calls\"", 0, INT32_MAX, &calls));
         k->c->sdpa_cpu = (int32_t)calls;
     }
+    const json_t *rnn = json_object_get(root, "rnn"); /* {"modules": N}: nn.RNNBase modules */
+    if (rnn) {
+        int64_t n;
+        if (!json_is_object(rnn))
+            return dm_fail(k->err, DNNMEM_E_PARSE, "%s: \"rnn\" must be {\"modules\": N}", k->path);
+        DM_TRY(get_int(k, json_object_get(rnn, "modules"), "\"rnn\": \"modules\"", 0, INT32_MAX, &n));
+        k->c->rnn_modules = (int32_t)n;
+    }
     k->c->iterations = (int)it;
     k->c->batch = batch;
     const char *s;

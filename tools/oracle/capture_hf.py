@@ -7,8 +7,8 @@
 VENV has torch, transformers and peft (the release of the rows compared: the measured rows of
 tests/validation/hf-real-cpu.jsonl whose "release" is the venv's transformers X.Y). For each
 measured training or inference row of a causal LM or an encoder (eager or sdpa, float32 or
-bfloat16, LoRA or not; T5, ViT and the generate rows are left out: their inputs are not
-dnnmem.hf.capture's), the model is built from the row's config on the meta device by
+bfloat16, LoRA or not; T5 with its decoder_input_ids and labels [batch, target_seq], ViT
+with its pixel_values; the generate rows are left out), the model is built from the row's config on the meta device by
 dnnmem.hf.capture (batch, sequence, optimizer, attention and LoRA of the row, 2 iterations)
 and estimated with --device cpu --cpu-threads 1; the same row is estimated from its
 config.json (tools/hf_oracle/compare.py's command: --transformers X.Y --attn ... ). Prints one
@@ -30,14 +30,14 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "hf_oracle"))
 def wanted(r, release):
     import rows as rowdefs
     return (r["release"] == release and r.get("status") == "ok" and r["mode"] in ("train", "infer")
-            and not r.get("head") and rowdefs.kind(r["model_type"]) in ("causal", "encoder"))
+            and not r.get("head") and rowdefs.kind(r["model_type"]) in ("causal", "encoder", "seq2seq", "image"))
 
 
 def lora_of(r):
     if not r.get("lora"):
         return None
     import rows as rowdefs
-    task = "CAUSAL_LM" if rowdefs.kind(r["model_type"]) == "causal" else None
+    task = dict(causal="CAUSAL_LM", seq2seq="SEQ_2_SEQ_LM").get(rowdefs.kind(r["model_type"]))
     lc = r["lora"]
     return dict(r=lc["r"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
                 target_modules=r["lora_targets"], task_type=task)
@@ -53,8 +53,9 @@ def run(r, dnnmem_cli):
     # encoder's architectures class (the default task)
     task = "causal-lm" if rowdefs.kind(r["model_type"]) == "causal" else None
     cap = dnnmem.hf.capture(os.path.join(ROOT, r["config"]), task=task, attn_implementation=r["attn"],
-                            peft=lora_of(r), batch_size=r["batch"], seq_len=r["seq"],
+                            peft=lora_of(r), batch_size=r["batch"], seq_len=r.get("seq", 1),
                             mode=r["mode"], optimizer=r.get("optimizer") or "sgd-momentum",
+                            target_len=r.get("target_seq"), image_size=r.get("image"),
                             dtype="bfloat16" if r["precision"] == "bf16" else "float32")
     cap_s = time.time() - t0
     est = cap.estimate(device="cpu", cpu_threads=1, cpu_isa=r.get("cpu_isa", "avx512")).peak_allocated
