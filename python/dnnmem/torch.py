@@ -572,6 +572,11 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
     if not isinstance(grad_accum, int) or grad_accum < 1:
         raise ValueError(f"grad_accum {grad_accum!r}: a number of micro-batches >= 1")
     device, autocast = _device_of(device, autocast)
+    if device == "cuda" and loss is not None:
+        # autograd's engine runs a cuda tensor's backward on the device's thread, which asks the
+        # CUDA runtime for the device (hasPrimaryContext): no GPU, no backward
+        raise CaptureError("dnnmem.torch.capture: device 'cuda' captures inference only (autograd's "
+                           "backward on cuda tensors needs a GPU); train: capture with device='cpu'")
     inputs = list(example_inputs) if isinstance(example_inputs, (tuple, list)) else [example_inputs]
     kwargs = dict(kwargs or {})
     names = list(kwargs)
@@ -676,6 +681,12 @@ def _device_of(device, autocast):
         device = on[0] if on else "meta"
     if device not in _DEVICES:
         raise ValueError(f"device {device!r}: one of {', '.join(map(repr, _DEVICES))} (what is modelled)")
+    if device == "cuda" and torch.version.cuda is None:
+        # FakeTensors of "cuda" need the CUDA device guard a CUDA build registers (autograd's
+        # InputMetadata asks it for a stream; a CPU-only build aborts the process there)
+        raise CaptureError(f"dnnmem.torch.capture: device 'cuda' needs a CUDA build of torch (no GPU "
+                           f"needed); this is {torch.__version__}: install a +cu build to capture "
+                           f"CUDA autocast, or capture with device='cpu'")
     off = _autocast_elsewhere(device)
     if off:
         raise CaptureError(f"dnnmem.torch.capture: called under torch.autocast({off!r}), which casts "

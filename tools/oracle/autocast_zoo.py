@@ -66,13 +66,17 @@ def main():
                 print(json.dumps(r), flush=True)
                 res.append(r)
         return figures(res)
-    out = open(a.out, "a") if a.out else None
+    # every measurement first, each in a child forked before the parent runs autograd
+    # (a capture's backward here would make later forks refuse autograd)
+    measured = []
     for cfg in configs(a.only):
         line, err, _ = zoo.run_child(["measure", json.dumps(cfg)], a.timeout)
         if err:
             print(json.dumps(dict(id=cfg["id"], error=err)), flush=True)
-            continue
-        row = json.loads(line)
+        else:
+            measured.append(json.loads(line))
+    out = open(a.out, "a") if a.out else None
+    for row in measured:
         try:
             r = capture_zoo.run(row)
         except Exception as e:  # noqa: BLE001 - a row of the figures
