@@ -6,6 +6,8 @@ torch.autocast("cpu", dtype=torch.bfloat16), measured as test_capture.measure me
 profiler's allocation events and the storages live before); "cuda" autocast (no GPU here):
 the casts its policy prescribes, unvalidated against a GPU."""
 import gc
+import json
+import os
 
 import pytest
 
@@ -14,6 +16,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import dnnmem  # noqa: E402
 import dnnmem.torch as dt  # noqa: E402
+from conftest import ROOT  # noqa: E402
 from test_capture import adam, convnet, image, mlp, sgd, storage_bytes  # noqa: E402
 
 BF16 = ("cpu", torch.bfloat16)
@@ -97,6 +100,8 @@ def test_bf16_mlp_holds_casts_and_cache():
     addmm = [s for s in steps if s.get("op") == "aten.addmm.default" and s["phase"] == "forward"]
     assert [st[s["alloc"][0]]["dtype"] for s in addmm] == ["bfloat16"] * 3
     assert cap.header["device"] == "cpu" and cap.header["autocast"] == {"device": "cpu", "dtype": "bfloat16"}
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(cap.data, json.load(open(os.path.join(ROOT, "docs", "schema", "capture.schema.json"))))
 
 
 # bfloat16 convolutions run on THNN's slow_conv2d on AVX2 (oneDNN's bf16 needs AVX-512: its
