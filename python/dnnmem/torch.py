@@ -622,7 +622,7 @@ def _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, grad_ac
                 shape[a] = v
         return x if shape == list(x.shape) else x.new_empty(shape)  # meta or fake, as x
 
-    def run(values):
+    def run_at(values):
         for p in model.parameters():
             p.grad = None
         xs = [resized(x, values) for x in inputs]
@@ -633,7 +633,7 @@ def _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, grad_ac
         del xs, kws, y
         return data
     try:
-        data = _dims.combine(names, bases, run)
+        data = _dims.combine(names, bases, run_at)
     except _dims.DimsError as e:
         raise CaptureError(f"dnnmem.torch.capture: dims: {e}") from e
     cap = Capture(data["model"], data["mode"], data["iterations"], data.get("batch"), data.get("optimizer"))
