@@ -112,18 +112,19 @@ def _bf16_meta(func, args, kwargs):
 
     def stand_in(a):
         if isinstance(a, torch.Tensor) and a.dtype.is_floating_point:
-            return torch.empty_strided(a.shape, a.stride(), dtype=torch.bfloat16, device="meta")
+            return torch.empty_strided(a.shape, a.stride(), dtype=torch.bfloat16, device=a.device)
         return a
     out = func(*[stand_in(a) for a in args], **{k: stand_in(v) for k, v in kwargs.items()})
     dt = kwargs.get("out_dtype") or dtypes[0]
-    return torch.empty(out.shape, dtype=dt, device="meta")
+    return torch.empty(out.shape, dtype=dt, device=out.device)
 
 
 class _Functions(TorchFunctionMode):
     """What the recorder, below the autograd and autocast keys, cannot see or decide:
 
-    - torch.autocast (turned on inside the model's forward) is refused: it casts nothing on
-      meta tensors;
+    - torch.autocast turned on inside the step for a device its tensors are not on is
+      refused: it casts nothing there (meta tensors, or a fake "cpu" step under "cuda"
+      autocast); on a capture's fake device (capture(device=...)) it runs as it does there;
     - F.scaled_dot_product_attention runs the kernel the CPU picks, not the meta device's
       (meta's _fused_sdp_choice is the math kernel whatever the inputs; attention.cpp): the
       CPU's choice is asked of small CPU stand-ins with the same batch, heads, head dims,
@@ -139,11 +140,14 @@ class _Functions(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if _autocast_on():
+        off = _autocast_elsewhere(self.cap.device)
+        if off:
             where = self.cap.modules[-1] if self.cap.modules else "the top level"
             raise CaptureError(f"dnnmem.torch.capture: {getattr(func, '__name__', func)} in {where} runs "
-                               f"under torch.autocast, which does not run on the meta device (its "
-                               f"casts would be silently absent); mixed precision is not captured yet")
+                               f"under torch.autocast({off!r}), which casts nothing on the step's "
+                               f"{self.cap.device} tensors (its casts would be silently absent): "
+                               f"capture with device={off!r} (autocast is modelled on a capture's "
+                               f"device only)")
         if func is torch.nn.functional.scaled_dot_product_attention:
             out = _sdpa_as_cpu(self.cap, *args, **kwargs)
             if out is not None:
@@ -156,15 +160,18 @@ def _sdpa_as_cpu(cap, query, key, value, attn_mask=None, dropout_p=0.0, is_causa
     """The CPU's sdpa on meta inputs (_Functions), or None where the meta device's own path
     is the CPU's too (the math kernel) or the inputs are not plain meta tensors."""
     ts = [query, key, value] + ([attn_mask] if attn_mask is not None else [])
-    if not all(isinstance(t, torch.Tensor) and t.device.type == "meta" and t.dim() == 4 for t in ts[:3]) \
+    if not all(isinstance(t, torch.Tensor) and t.device.type in ("meta", "cpu") and t.dim() == 4
+               for t in ts[:3]) or cap.device not in ("meta", "cpu") \
             or (attn_mask is not None and not isinstance(attn_mask, torch.Tensor)):
         return None
 
+    cast = _autocast_cast(cap)
+
     def stand_in(t, seq_dims):  # the same sizes but 1 (or 0) along the sequence dims
         return torch.zeros([min(n, 1) if d >= t.dim() - seq_dims else n for d, n in enumerate(t.shape)],
-                           dtype=t.dtype)
+                           dtype=cast(t).dtype)
     with _disable_current_modes():  # the stand-ins are not the step's
-        q, k, v = (torch.zeros([*t.shape[:-2], min(t.shape[-2], 1), t.shape[-1]], dtype=t.dtype)
+        q, k, v = (torch.zeros([*t.shape[:-2], min(t.shape[-2], 1), t.shape[-1]], dtype=cast(t).dtype)
                    for t in (query, key, value))  # the sequence dim (-2) 1, the head dim kept
         m = stand_in(attn_mask, 2) if attn_mask is not None else None
         choice = torch.ops.aten._fused_sdp_choice(q, k, v, m, dropout_p, is_causal, scale=scale,
@@ -172,11 +179,27 @@ def _sdpa_as_cpu(cap, query, key, value, attn_mask=None, dropout_p=0.0, is_causa
     if choice != 1:  # SDPBackend.flash_attention (its CPU kernel takes grouped k and v as they are)
         return None
     cap.sdpa_cpu += 1
+    # under the CPU's autocast, sdpa is a lower_precision_fp op (autocast_mode.cpp): its
+    # floating arguments are cast first, as the AutocastCPU kernel does before the choice
+    query, key, value = cast(query), cast(key), cast(value)
+    attn_mask = cast(attn_mask) if attn_mask is not None else None
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         attn_mask = torch.where(attn_mask.logical_not(), float("-inf"),
                                 torch.scalar_tensor(0.0, dtype=query.dtype, device=attn_mask.device))
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
         query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)[0]
+
+
+def _autocast_cast(cap):
+    """What the CPU's autocast does to a lower_precision_fp op's argument on this step
+    (cached_cast, ATen/autocast_mode.h: a floating tensor on the device, not float64, to
+    the autocast dtype; anything else unchanged), as a function; the identity when it is
+    off. Only the functions the recorder runs above the autocast key use it."""
+    if cap.device != "cpu" or not _autocast_enabled("cpu"):
+        return lambda t: t
+    dt = torch.get_autocast_dtype("cpu")
+    return lambda t: (t.to(dt) if isinstance(t, torch.Tensor) and t.is_floating_point()
+                      and t.dtype not in (torch.float64, dt) and t.device.type == "cpu" else t)
 
 
 class _Recorder(TorchDispatchMode):
@@ -253,6 +276,7 @@ class Capture:
         self.steps.append({"phase": "setup", "iteration": 1, "alloc": []})
         self._fitted = None     # the file's object when its sizes were fitted (dnnmem.dims)
         self.sdpa_cpu = 0       # F.scaled_dot_product_attention calls run as the CPU's flash kernel
+        self.device = "meta"    # the model's tensors' device type: meta, or a fake device
 
     # ---- storages ----
     def _key(self, t):
@@ -293,7 +317,7 @@ class Capture:
         name = self.unique(name)
         self.storages.append({"name": name, "kind": kind, "bytes": int(st.nbytes()),
                               "dtype": _dtype_name(t.dtype), "shape": list(t.shape),
-                              "device": "model" if t.device.type == "meta" else "host"})
+                              "device": "model" if t.device.type == self.device else "host"})
         self.live[key] = sid
         weakref.finalize(st, self._died, key, sid)
         step.setdefault("alloc", []).append(sid)
@@ -420,6 +444,54 @@ class Capture:
                                **options)
 
 
+# The devices a capture runs on: meta, or FakeTensors of a device (meta storages that say
+# they are on it, torch._subclasses.fake_tensor), on which that device's autocast runs:
+# at::autocast's casts test the tensor's device (is_autocast_eligible, autocast_mode.h:
+# tensor.is_cpu() / is_cuda(), which a FakeTensor answers with its fake device), and its
+# AutocastCPU / AutocastCUDA dispatch keys come from that device (the meta device has none).
+_DEVICES = ("meta", "cpu", "cuda")
+_AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)  # torch.autocast's supported dtypes
+
+
+def _to_fake(model, inputs, mode, device):
+    """A copy of the meta model and the meta inputs as FakeTensors of `device` (tied
+    parameters stay tied)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    dev, memo = torch.device(device), {}
+
+    def fake(t):
+        if id(t) not in memo:
+            memo[id(t)] = FakeTensor(mode, t.detach(), dev)
+            if isinstance(t, torch.nn.Parameter):
+                memo[id(t)] = torch.nn.Parameter(memo[id(t)], requires_grad=t.requires_grad)
+        return memo[id(t)]
+    model = copy.deepcopy(model)
+    for m in model.modules():
+        for table in (m._parameters, m._buffers):
+            for n, t in table.items():
+                if t is not None:
+                    table[n] = fake(t)
+    return model, [fake(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+@contextlib.contextmanager
+def _fake_cuda_amp(device):
+    """torch.autocast("cuda") and GradScaler("cuda") turn themselves off where CUDA is not
+    available (torch/amp/autocast_mode.py: amp_definitely_not_available); on a fake "cuda"
+    step they are to run as on a GPU, so that test answers no while the step runs."""
+    if device != "cuda":
+        yield
+        return
+    import torch.cuda.amp.common as common
+    orig, orig_bf16 = common.amp_definitely_not_available, torch.cuda.is_bf16_supported
+    common.amp_definitely_not_available = lambda: False
+    torch.cuda.is_bf16_supported = lambda *a, **k: True
+    try:
+        yield
+    finally:
+        common.amp_definitely_not_available, torch.cuda.is_bf16_supported = orig, orig_bf16
+
+
 def _to_meta(model, inputs):
     if any(p.device.type != "meta" for p in model.parameters()):
         model = copy.deepcopy(model).to("meta")
@@ -491,7 +563,7 @@ def _host_rng_states(cap):
 
 
 def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps=2, path=None,
-            kwargs=None, dims=None, grad_accum=1):
+            kwargs=None, dims=None, grad_accum=1, device=None, autocast=None):
     """Run `steps` training steps (or, without loss, one inference forward under no_grad)
     of `model` on the meta device and record them.
 
@@ -509,13 +581,21 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
     grad_accum: micro-batches per optimizer step; each runs forward, loss / grad_accum and
     backward, its output and loss held until the next one's forward returns (as
     `out = model(x)` in a loop rebinds them), the gradients summed into .grad.
+    device: "meta" (the default), "cpu" or "cuda": the step's tensors are FakeTensors of
+    that device (meta storages), so that its torch.autocast runs as it does there. Called
+    under torch.autocast(D, ...), the default is D and the whole step runs under it.
+    autocast: (device_type, dtype), e.g. ("cpu", torch.bfloat16): each forward and loss run
+    under torch.autocast(device_type, dtype) (the AMP recipe's loop; backward and the
+    optimizer step outside it); device defaults to device_type.
     Returns a Capture; with `path`, also written there."""
     if not isinstance(grad_accum, int) or grad_accum < 1:
         raise ValueError(f"grad_accum {grad_accum!r}: a number of micro-batches >= 1")
-    if _autocast_on():
-        raise CaptureError("dnnmem.torch.capture: autocast does not run on the meta device (its "
-                           "casts would be silently absent): capture without torch.autocast; "
-                           "mixed precision is not captured yet")
+    device, autocast = _device_of(device, autocast)
+    if device == "cuda" and loss is not None:
+        # autograd's engine runs a cuda tensor's backward on the device's thread, which asks the
+        # CUDA runtime for the device (hasPrimaryContext): no GPU, no backward
+        raise CaptureError("dnnmem.torch.capture: device 'cuda' captures inference only (autograd's "
+                           "backward on cuda tensors needs a GPU); train: capture with device='cpu'")
     inputs = list(example_inputs) if isinstance(example_inputs, (tuple, list)) else [example_inputs]
     kwargs = dict(kwargs or {})
     names = list(kwargs)
@@ -523,16 +603,20 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
     inputs, kwargs = metas[:len(inputs)], dict(zip(names, metas[len(inputs):]))
     if isinstance(target, torch.Tensor) and target.device.type != "meta":
         target = target.to("meta")
+    run = _Run(device, autocast)
+    if run.fake is not None:
+        model, metas = _to_fake(model, [*inputs, *kwargs.values(), target], run.fake, device)
+        inputs, kwargs, target = metas[:len(inputs)], dict(zip(names, metas[len(inputs):-1])), metas[-1]
     if not dims:
-        cap = _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_accum)
+        cap = _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_accum, run)
     else:
-        cap = _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, grad_accum, dims)
+        cap = _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, grad_accum, dims, run)
     if path:
         cap.save(path)
     return cap
 
 
-def _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, grad_accum, dims):
+def _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, grad_accum, dims, run):
     """The step at the dims' captured values, its sizes fitted as functions of the dims
     (dnnmem.dims.combine runs it at the other values)."""
     from . import dims as _dims
@@ -555,20 +639,20 @@ def _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, grad_ac
         for a, b, v in zip(axes, bases, values):
             if a < len(shape) and shape[a] == b:
                 shape[a] = v
-        return x if shape == list(x.shape) else torch.empty(shape, dtype=x.dtype, device="meta")
+        return x if shape == list(x.shape) else x.new_empty(shape)  # meta or fake, as x
 
-    def run(values):
+    def run_at(values):
         for p in model.parameters():
             p.grad = None
         xs = [resized(x, values) for x in inputs]
         kws = {k: resized(x, values) for k, x in kwargs.items()}
         y = resized(target, values)
-        c = _capture_once(model, xs, kws, y, loss, optimizer, steps, grad_accum)
+        c = _capture_once(model, xs, kws, y, loss, optimizer, steps, grad_accum, run)
         data = json.loads(c.to_json())  # while the inputs live (their deaths are not the step's)
         del xs, kws, y
         return data
     try:
-        data = _dims.combine(names, bases, run)
+        data = _dims.combine(names, bases, run_at)
     except _dims.DimsError as e:
         raise CaptureError(f"dnnmem.torch.capture: dims: {e}") from e
     cap = Capture(data["model"], data["mode"], data["iterations"], data.get("batch"), data.get("optimizer"))
@@ -576,14 +660,73 @@ def _capture_dims(model, inputs, kwargs, target, loss, optimizer, steps, grad_ac
     return cap
 
 
-def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_accum):
-    """One capture of the step (capture's arguments, on meta already)."""
+class _Run:
+    """Where a capture's step runs: its device type, the FakeTensorMode of a fake device
+    (None on meta) and the autocast of its forward and loss (device type, dtype, or None)."""
+
+    def __init__(self, device, autocast):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        self.device, self.autocast = device, autocast
+        self.fake = FakeTensorMode(allow_non_fake_inputs=True) if device != "meta" else None
+
+    def context(self):
+        """The fake device's mode (below the recorder: entered first)."""
+        stack = contextlib.ExitStack()
+        if self.fake is not None:
+            stack.enter_context(_fake_cuda_amp(self.device))
+            stack.enter_context(self.fake)
+        return stack
+
+    def forward(self):
+        """The forward's and the loss's autocast, or nothing."""
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.autocast[0], dtype=self.autocast[1])
+
+
+def _device_of(device, autocast):
+    """capture's device and autocast arguments checked; the device they imply."""
+    if autocast is not None:
+        if not (isinstance(autocast, (tuple, list)) and len(autocast) == 2 and autocast[0] in _DEVICES[1:]
+                and autocast[1] in _AUTOCAST_DTYPES):
+            raise ValueError(f"autocast {autocast!r}: (device_type, dtype) with device_type one of "
+                             f"'cpu', 'cuda' and dtype torch.bfloat16 or torch.float16 (what is modelled)")
+        if device is not None and device != autocast[0]:
+            raise ValueError(f"autocast {autocast[0]!r} on device {device!r}: it casts nothing there; "
+                             f"capture with device={autocast[0]!r}")
+        device = autocast[0]
+    on = [d for d in _DEVICES[1:] if _autocast_enabled(d)]
+    if device is None:
+        device = on[0] if on else "meta"
+    if device not in _DEVICES:
+        raise ValueError(f"device {device!r}: one of {', '.join(map(repr, _DEVICES))} (what is modelled)")
+    if device == "cuda" and torch.version.cuda is None:
+        # FakeTensors of "cuda" need the CUDA device guard a CUDA build registers (autograd's
+        # InputMetadata asks it for a stream; a CPU-only build aborts the process there)
+        raise CaptureError(f"dnnmem.torch.capture: device 'cuda' needs a CUDA build of torch (no GPU "
+                           f"needed); this is {torch.__version__}: install a +cu build to capture "
+                           f"CUDA autocast, or capture with device='cpu'")
+    off = _autocast_elsewhere(device)
+    if off:
+        raise CaptureError(f"dnnmem.torch.capture: called under torch.autocast({off!r}), which casts "
+                           f"nothing on the step's {device} tensors (its casts would be silently "
+                           f"absent): capture with device={off!r}")
+    return device, autocast
+
+
+def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_accum, run):
+    """One capture of the step (capture's arguments, on meta or the fake device already)."""
     train = loss is not None
     model.train(train)
     opt = optimizer(model.parameters()) if (train and optimizer) else None
     batch = next((int(x.shape[0]) for x in inputs if isinstance(x, torch.Tensor) and x.dim()), 0)
     cap = Capture(type(model).__name__, "train" if train else "infer", steps if train else 1, batch,
                   _optimizer_text(opt))
+    cap.device = run.device
+    if run.device != "meta":
+        cap.header["device"] = run.device
+    if run.autocast is not None:
+        cap.header["autocast"] = {"device": run.autocast[0], "dtype": _dtype_name(run.autocast[1])}
     if train and grad_accum > 1:
         cap.header["grad_accum"] = grad_accum
     # nn.RNN/LSTM/GRU: on meta the per-step cells' ops (addmm, sigmoid_, ...), where CUDA runs
@@ -608,11 +751,11 @@ def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_ac
         cap.register(target, target.untyped_storage(), target.untyped_storage()._cdata, "target",
                      "target", setup)
     params = dict(model.named_parameters())
-    with _module_names(model, cap), _host_rng_states(cap), _Functions(cap), _Recorder(cap), \
+    with run.context(), _module_names(model, cap), _host_rng_states(cap), _Functions(cap), _Recorder(cap), \
             torch.autograd.graph.saved_tensors_hooks(cap.saved, lambda t: t):
         if not train:
             cap.phase = "forward"
-            with torch.no_grad():
+            with torch.no_grad(), run.forward():
                 out = model(*inputs, **kwargs)
             del out
         for it in range(1, steps + 1 if train else 1):
@@ -621,10 +764,11 @@ def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_ac
                 cap.phase = "zero_grad"
                 opt.zero_grad()
             for _ in range(grad_accum):
-                cap.phase = "forward"
-                out = model(*inputs, **kwargs)
-                cap.phase = "loss"
-                lv = loss(out, target) if target is not None else loss(out)
+                with run.forward():
+                    cap.phase = "forward"
+                    out = model(*inputs, **kwargs)
+                    cap.phase = "loss"
+                    lv = loss(out, target) if target is not None else loss(out)
                 if grad_accum > 1:
                     lv = lv / grad_accum
                 cap.phase = "backward"
@@ -644,12 +788,17 @@ def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_ac
     return cap
 
 
-def _autocast_on():
-    """Whether torch.autocast is on for any device (it casts nothing on meta tensors)."""
+def _autocast_enabled(device):
     try:
-        return any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda"))
+        return torch.is_autocast_enabled(device)
     except TypeError:  # torch < 2.4: no device argument
-        return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
+        return torch.is_autocast_cpu_enabled() if device == "cpu" else torch.is_autocast_enabled()
+
+
+def _autocast_elsewhere(device):
+    """The device type of an autocast that is on but casts nothing on the step's tensors
+    (a device other than theirs), or None."""
+    return next((d for d in _DEVICES[1:] if d != device and _autocast_enabled(d)), None)
 
 
 def _name_of(params, p):

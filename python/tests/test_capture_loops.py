@@ -1,7 +1,7 @@
 """Training loops as they run, captured and checked against the real CPU step (the
 profiler's allocation events: test_capture.measure): activation checkpointing (both
 torch.utils.checkpoint implementations, with the CPU RNG states they keep) and gradient
-accumulation; autocast, which does not run on meta, is refused."""
+accumulation (autocast: test_capture_autocast.py)."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -62,20 +62,3 @@ def test_grad_accumulation_equals_cpu_measurement(optimizer):
     missed = 12 if optimizer is adam else 0
     assert cap.estimate(device="cpu").peak == measure(mlp, 8, optimizer, grad_accum=3) - missed
     assert "3 micro-batches per optimizer step" in cap.estimate(device="cpu").text
-
-
-def test_autocast_is_refused():
-    with pytest.raises(dt.CaptureError, match="autocast does not run on the meta device"):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            captured(mlp, 2, sgd)
-
-    class Inner(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = torch.nn.Linear(64, 10)
-
-        def forward(self, x):
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                return self.fc(x)
-    with pytest.raises(dt.CaptureError, match=r"linear in fc runs under torch.autocast"):
-        captured(Inner, 2, sgd)

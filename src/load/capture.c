@@ -518,12 +518,14 @@ static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, 
     if (!c)
         return nomem(k);
     memset(c, 0, sizeof *c);
-    /* the kernels' rules are float32's and float64's; another dtype
-     * (bfloat16 under autocast) goes to no rule (its bytes unneeded) */
+    /* the kernels' rules are float32's and float64's, and bfloat16's where
+     * it runs on THNN (the CPU's autocast on AVX2: cpuconv.c, bf16_slow);
+     * another dtype goes to no rule (its bytes unneeded) */
     const char *dt = get_str(cv, "dtype");
-    enum dm_dtype dtype = dt && strcmp(dt, "float32") == 0   ? DM_FLOAT
-                          : dt && strcmp(dt, "float64") == 0 ? DM_DOUBLE
-                                                             : DM_UNDEFINED;
+    enum dm_dtype dtype = dt && strcmp(dt, "float32") == 0    ? DM_FLOAT
+                          : dt && strcmp(dt, "float64") == 0  ? DM_DOUBLE
+                          : dt && strcmp(dt, "bfloat16") == 0 ? DM_BFLOAT16
+                                                              : DM_UNDEFINED;
     c->cv.x.dtype = dtype;
     DM_TRY(conv_dims(k, cv, "input", s, dtype, &c->cv.x));
     DM_TRY(conv_dims(k, cv, "weight", s, dtype, &c->cv.w));

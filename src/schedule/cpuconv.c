@@ -71,12 +71,25 @@ static bool onednn_serves(int64_t batch, int64_t kh, int64_t kw, bool strided, b
  * [1,64,8,16,16] goes to Slow3d, 8192 elements so counted; a 3x1x1 one to
  * Slow3d at batch 2 as well; the 3x7x7 stem to oneDNN). The rules below for
  * Slow3d were measured on 2.x only; 1.13 keeps none. */
+/* A bfloat16 conv (the CPU's autocast) goes to oneDNN only where
+ * mkldnn_bf16_device_check() holds (ATen/native/mkldnn/Utils.h: oneDNN's
+ * bf16 support, AVX-512 cores and later); on AVX2 it is THNN's Slow2d /
+ * Slow3d in bfloat16 (measured, torch 2.14.1 on AVX2:
+ * torch._C._select_conv_backend gives Slow2d for bfloat16 where float32 gets
+ * Mkldnn; python/tests/test_capture_autocast.py). oneDNN's bf16 buffers on
+ * AVX-512 are not modelled (none are added there). */
+static bool bf16_slow(const struct cc *b)
+{
+    return b->cv->x.dtype == DM_BFLOAT16 && b->run->cpu_isa == DNNMEM_CPU_ISA_AVX2;
+}
+
 static enum cpu_conv cpu_conv_backend(const struct cc *b)
 {
     if (b->cv->transposed)
         return CPU_CONV_OTHER;
     const struct dm_tinfo *in = &b->cv->x, *w = &b->cv->w;
-    if ((in->dtype != DM_FLOAT && in->dtype != DM_DOUBLE) || in->rank < 3 || in->rank > 5 ||
+    if ((in->dtype != DM_FLOAT && in->dtype != DM_DOUBLE && !bf16_slow(b)) || in->rank < 3 ||
+        in->rank > 5 ||
         w->rank != in->rank || (in->rank == 5 && b->run->torch_version < 200))
         return CPU_CONV_OTHER;
     bool strided = b->cv->strided, dilated = b->cv->dilated;

@@ -48,6 +48,8 @@ def run_capture(row):
         kw["optimizer"] = ((lambda p: torch.optim.SGD(p, lr=zoo.SGD_LR, momentum=zoo.SGD_MOMENTUM))
                            if row["optimizer"] == "sgd-momentum" else
                            (lambda p: torch.optim.Adam(p, lr=zoo.ADAM_LR)))
+    if row.get("autocast"):  # the forward and the loss under torch.autocast("cpu", dtype)
+        kw["autocast"] = ("cpu", getattr(torch, row["autocast"]))
     return dt.capture(model, x, steps=zoo.ITERS, **kw)
 
 

@@ -48,6 +48,7 @@ without being listed there, or a listed row no longer misses.
 
 import argparse
 import concurrent.futures as cf
+import contextlib
 import json
 import os
 import re
@@ -390,9 +391,13 @@ def profiled_run(cfg):
     before = sum(live_storages().values())
     torch.manual_seed(2)
     t0 = time.time()
+    # a row's "autocast": the forward and the loss under torch.autocast("cpu", dtype), as
+    # the AMP recipe writes the loop (tools/oracle/autocast_zoo.py)
+    amp = (lambda: torch.autocast("cpu", dtype=getattr(torch, cfg["autocast"]))) if cfg.get("autocast") \
+        else contextlib.nullcontext
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         if not train:
-            with torch.no_grad():
+            with torch.no_grad(), amp():
                 with Range("it0/forward"):
                     out = model(x)
                 with Range("it0/cleanup"):
@@ -401,10 +406,11 @@ def profiled_run(cfg):
             for it in range(ITERS):
                 with Range(f"it{it}/zero_grad"):
                     opt.zero_grad()
-                with Range(f"it{it}/forward"):
-                    out = model(x)
-                with Range(f"it{it}/loss"):
-                    loss = F.cross_entropy(out, y)
+                with amp():
+                    with Range(f"it{it}/forward"):
+                        out = model(x)
+                    with Range(f"it{it}/loss"):
+                        loss = F.cross_entropy(out, y)
                 with Range(f"it{it}/backward"):
                     loss.backward()
                 with Range(f"it{it}/optimizer"):
