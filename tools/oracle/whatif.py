@@ -199,16 +199,18 @@ def main():
     ap.add_argument("--dnnmem", default=os.path.join(zoo.ROOT, "build", "dnnmem"))
     ap.add_argument("--variant", choices=sorted(zoo.VARIANTS), default="plain",
                     help="which export of each model (zoo.py's VARIANTS)")
+    ap.add_argument("--ref", default=zoo.OUT, help="the rows (zoo.OUT_113: the 1.13 ones, "
+                    "estimated with pytorch@1.13)")
     a = ap.parse_args()
     out = os.path.join(zoo.WORK, "whatif-dropout-p0")
     if a.what == "classify":
-        print("# Zoo rows (tests/validation/pytorch-cpu-2.x-zoo.jsonl) that dnnmem misses by more than\n"
+        print(f"# Zoo rows ({os.path.relpath(a.ref, zoo.ROOT)}) that dnnmem misses by more than\n"
               "# 3%, each with its mechanism (docs/validation-zoo.md); written by\n"
               "# tools/oracle/whatif.py classify. tools/oracle/zoo.py compare --misses fails on a\n"
               "# miss not listed here and on a listed row that no longer misses."
               + ("" if a.variant == "plain" else
                  f"\n# The {a.variant} export of each model (zoo.py --variant {a.variant})."))
-    for r in zoo.read_rows(zoo.OUT):
+    for r in zoo.read_rows(a.ref):
         if a.only and not any(s in r["id"] for s in a.only):
             continue
         r = dict(r, graph=zoo.graph_path(r, a.variant))
