@@ -522,10 +522,34 @@ static void test_pad_keeps_channels_last(void **state)
     assert_true(strncmp(got, "+13824 weight (channels last)\n-13824 weight (channels last)\n", 60) == 0);
 }
 
+/* 1.13 copies the weight too (ConvolutionMM2d.cpp's channels-last path;
+ * measured 1.13.0, Debian's python3-torch, one thread, no_grad): x
+ * [1,8,8,16] (4096 B) permuted to NCHW, F.pad 1 (6400 B, channels-last),
+ * conv2d 3x3 16 -> 24 without bias, W 13,824 B: the profiler's blocks are the
+ * pad's 6400, the weight's clone 13,824 (aten::empty_like under
+ * aten::_convolution), the columns 36,864, the output 6144; peak 4096 +
+ * 13824 + 6400 + 13824 + 36864 + 6144 = 81,152 B.  Without the copy, 67,328. */
+static void test_thnn_weight_copy_113(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "1,8,8,16");
+    tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 3, 3});
+    tb_init_i64(b, "pads", 8, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1});
+    tb_node(b, "Transpose", "perm", "x", "xc");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    tb_node(b, "Pad", "pad", "xc,pads", "xp");
+    tb_node(b, "Conv", "conv", "xp,W", "y");
+    tb_output(b, "y");
+    assert_int_equal(cpu_peak(b, 113, DNNMEM_CPU_ISA_DEFAULT, 1),
+                     4096 + 13824 + 6400 + 13824 + 36864 + 6144);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_maxpool_indices_no_grad),
+        cmocka_unit_test(test_thnn_weight_copy_113),
         cmocka_unit_test(test_onednn_brgemm_channels_last),
         cmocka_unit_test(test_onednn_brgemm_backward),
         cmocka_unit_test(test_onednn_strided_backward_data),
