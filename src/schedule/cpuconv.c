@@ -572,6 +572,22 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
     drop(b, gy);
 }
 
+/* 1.13's forward of a channels-last input (measured, 1.13.0, Debian's
+ * python3-torch, one thread: x [2,16,10,10] channels-last, W [24,16,3,3]
+ * 13,824 B, no_grad): _convolution makes weight.contiguous(channels_last)
+ * (aten::empty_like, 13,824 B, freed when it returns; none when the weight
+ * has one input channel per group or a 1x1 kernel, as thnn_weight_copy),
+ * mkldnn_convolution computes straight into the channels-last ATen output
+ * (no buffer of its own) and reorders the weight (13,824 B, freed inside).
+ * The zoo's rand34-infer-b2-i32: 331,776 B twice at its measured peak. */
+static void onednn_channels_last_113(const struct cc *b, struct dm_ws *ws)
+{
+    const struct dm_tinfo *w = &b->cv->w;
+    if (w->rank == 4 && w->dims[1] > 1 && w->dims[2] * w->dims[3] > 1 && !b->cv->w_chlast)
+        ws->buf[0] = alloc(b, w->dtype, w->bytes, "weight (channels last)");
+    ws->buf[1] = alloc(b, DM_FLOAT, w->bytes, "onednn_weight");
+}
+
 /* oneDNN's buffers around a CPU convolution (forward or backward). */
 static void onednn_workspace(const struct cc *b, bool backward,
                              struct dm_ws *ws)
@@ -590,6 +606,10 @@ static void onednn_workspace(const struct cc *b, bool backward,
         }
         if (onednn_bwd_phased(b, &c))
             return; /* cpu_conv_grad */
+    }
+    if (b->run->torch_version < 200 && !backward && b->cv->chlast) {
+        onednn_channels_last_113(b, ws);
+        return;
     }
     /* 1.13 (and 2.x's NCHW backward): forward computes into a buffer of its
      * own and reorders the weight, then copies into the ATen output; backward
