@@ -38,9 +38,15 @@ What a row's peak_bytes is (the same method as tools/measure_cpu.py, for torch 2
     torch.manual_seed(0), inputs after manual_seed(1), the run after manual_seed(2).
 The rows also carry the largest blocks live at the peak, by operator (live_at_peak_top).
 
+Under PyTorch 1.13 (Debian's /usr/bin/python3: python3-torch 1.13, torchvision 0.14; timm
+from a venv made with --system-site-packages) `measure` writes OUT_113 instead: the ids of
+OUT only, each model first checked against OUT's row (parameter and buffer bytes, randnet's
+architecture: the graph must be this model's), the same peak with 1.13's API (storage(),
+start_us()) and 1.13's zero_grad default (set_to_none=False, recorded).
+
 `compare` needs no torch: it runs build/dnnmem estimate on each row's graph (re-exported
 by `measure`/`export` if absent, which needs torch) with --device cpu --framework
-pytorch@2.14 --cpu-threads 1 and the row's batch, mode and optimizer, and prints the
+pytorch@MAJOR.MINOR of the row's torch (--ref OUT_113: pytorch@1.13) --cpu-threads 1 and the row's batch, mode and optimizer, and prints the
 per-family and per-source figures (median |error|, share within 3%, under-estimates
 beyond 3%, worst cases).  With --misses it exits 1 when a row misses by more than 3%
 without being listed there, or a listed row no longer misses.
