@@ -570,12 +570,37 @@ static void test_onednn_channels_last_113(void **state)
                      8192 + 13824 + 12800 + 13824 + 12288 + 13824);
 }
 
+/* 1.13's oneDNN forward on an NCHW input (measured 1.13.0, Debian's
+ * python3-torch, one thread, AVX2, no_grad): x [2,16,32,32] (131,072 B), a 3x3
+ * conv 16 -> 24, pad 1, no bias, W 13,824 B.  Under mkldnn_convolution:
+ * +source (131,072) +weight (13,824) +destination -weight -source, then the
+ * ATen output, then -destination.  Stride 2 (destination and output 49,152):
+ * peak x + W + 131,072 + 13,824 + 49,152 = 338,944 B; stride 1 (196,608
+ * each): x + W + 2 x 196,608 = 538,112 B. */
+static void test_onednn_nchw_113(void **state)
+{
+    (void)state;
+    for (int64_t s = 1; s <= 2; s++) {
+        struct tb *b = tb_new(13);
+        tb_input(b, "x", F32, "2,16,32,32");
+        tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 3, 3});
+        tb_node(b, "Conv", "conv", "x,W", "y");
+        tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+        tb_attr_ints(b, "strides", 2, (int64_t[]){s, s});
+        tb_output(b, "y");
+        assert_int_equal(cpu_peak(b, 113, DNNMEM_CPU_ISA_AVX2, 1),
+                         s == 1 ? 131072 + 13824 + 2 * 196608
+                                : 131072 + 13824 + 131072 + 13824 + 49152);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_maxpool_indices_no_grad),
         cmocka_unit_test(test_thnn_weight_copy_113),
         cmocka_unit_test(test_onednn_channels_last_113),
+        cmocka_unit_test(test_onednn_nchw_113),
         cmocka_unit_test(test_onednn_brgemm_channels_last),
         cmocka_unit_test(test_onednn_brgemm_backward),
         cmocka_unit_test(test_onednn_strided_backward_data),
