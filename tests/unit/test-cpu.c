@@ -80,7 +80,7 @@ static struct tb *nhwc_conv_graph(const char *xdims, int64_t oc, int64_t icg, in
  * mkldnn_convolution: the ATen output, the scratchpad, the blocked weight.
  *  - [1,8,8,24], 24 -> 24, 5x5: 6144 x 3 (x, relu, y), 57600 x 2, 8216,
  *    76800 (24 out channels padded to 32: 32 x 24 x 25 floats); the same
- *    conv under 1.13 (measured 1.13.0, Debian's python3-torch: relu's
+ *    conv under 1.13 (measured 1.13.0, Debian's python3-torch, AVX2: relu's
  *    clamp_min 6144, the clone 57600, the output 6144, ideep's weight
  *    reorder 57600, no scratchpad) takes W three times.
  *  - AVX2, [2,8,8,24], 24 -> 40, 3x3: x and relu 12288 each, W 34560 x 2,
@@ -95,7 +95,7 @@ static void test_onednn_brgemm_channels_last(void **state)
     (void)state;
     assert_int_equal(cpu_peak(nhwc_conv_graph("1,8,8,24", 24, 24, 5, 1), 214, DNNMEM_CPU_ISA_DEFAULT, 1),
                      6144 * 3 + 57600 * 2 + 8216 + 76800);
-    assert_int_equal(cpu_peak(nhwc_conv_graph("1,8,8,24", 24, 24, 5, 1), 113, DNNMEM_CPU_ISA_DEFAULT, 1),
+    assert_int_equal(cpu_peak(nhwc_conv_graph("1,8,8,24", 24, 24, 5, 1), 113, DNNMEM_CPU_ISA_AVX2, 1),
                      6144 * 3 + 57600 * 3);
     assert_int_equal(cpu_peak(nhwc_conv_graph("2,8,8,24", 40, 24, 3, 1), 214, DNNMEM_CPU_ISA_AVX2, 1),
                      12288 * 2 + 34560 * 2 + 20480 + 8216 + 41472);
@@ -524,7 +524,7 @@ static void test_pad_keeps_channels_last(void **state)
 }
 
 /* 1.13 copies the weight too (ConvolutionMM2d.cpp's channels-last path;
- * measured 1.13.0, Debian's python3-torch, one thread, no_grad): x
+ * measured 1.13.0, Debian's python3-torch, one thread, AVX2, no_grad): x
  * [1,8,8,16] (4096 B) permuted to NCHW, F.pad 1 (6400 B, channels-last),
  * conv2d 3x3 16 -> 24 without bias, W 13,824 B: the profiler's blocks are the
  * pad's 6400, the weight's clone 13,824 (aten::empty_like under
@@ -542,12 +542,12 @@ static void test_thnn_weight_copy_113(void **state)
     tb_node(b, "Pad", "pad", "xc,pads", "xp");
     tb_node(b, "Conv", "conv", "xp,W", "y");
     tb_output(b, "y");
-    assert_int_equal(cpu_peak(b, 113, DNNMEM_CPU_ISA_DEFAULT, 1),
+    assert_int_equal(cpu_peak(b, 113, DNNMEM_CPU_ISA_AVX2, 1),
                      4096 + 13824 + 6400 + 13824 + 36864 + 6144);
 }
 
 /* 1.13's oneDNN conv of a channels-last input (measured 1.13.0, Debian's
- * python3-torch, one thread, no_grad): x [2,8,8,16] (8192 B) permuted, F.pad
+ * python3-torch, one thread, AVX2, no_grad): x [2,8,8,16] (8192 B) permuted, F.pad
  * 1 (12,800 B, channels-last), conv2d 3x3 16 -> 24 without bias (W 13,824 B;
  * batch 2, so oneDNN): the weight's channels-last clone 13,824, the
  * channels-last output 12,288 (aten::resize_, written by oneDNN directly) and
@@ -566,7 +566,7 @@ static void test_onednn_channels_last_113(void **state)
     tb_node(b, "Pad", "pad", "xc,pads", "xp");
     tb_node(b, "Conv", "conv", "xp,W", "y");
     tb_output(b, "y");
-    assert_int_equal(cpu_peak(b, 113, DNNMEM_CPU_ISA_DEFAULT, 1),
+    assert_int_equal(cpu_peak(b, 113, DNNMEM_CPU_ISA_AVX2, 1),
                      8192 + 13824 + 12800 + 13824 + 12288 + 13824);
 }
 
