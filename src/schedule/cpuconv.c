@@ -69,15 +69,18 @@ static bool onednn_serves(int64_t batch, int64_t kh, int64_t kw, bool strided, b
  * size(0) * size(1) * size(2) * size(3) of the input, N * C * D * H (measured,
  * 2.14.1, torch._C._select_conv_backend and the profiler: a 3x3x3 conv on
  * [1,64,8,16,16] goes to Slow3d, 8192 elements so counted; a 3x1x1 one to
- * Slow3d at batch 2 as well; the 3x7x7 stem to oneDNN). The rules below for
- * Slow3d were measured on 2.x only; 1.13 keeps none. */
+ * Slow3d at batch 2 as well; the 3x7x7 stem to oneDNN). 1.13.0 takes the same
+ * backends and buffers (measured, Debian's python3-torch, AVX2: test-cpu.c
+ * test_conv3d's two forwards to the byte; the zoo's mc3_18-infer-b1-i64 has
+ * 2.14's peak to the byte, its Slow3d columns of 56,623,104 B). Releases
+ * before 1.13 are not measured. */
 static enum cpu_conv cpu_conv_backend(const struct cc *b)
 {
     if (b->cv->transposed)
         return CPU_CONV_OTHER;
     const struct dm_tinfo *in = &b->cv->x, *w = &b->cv->w;
     if ((in->dtype != DM_FLOAT && in->dtype != DM_DOUBLE) || in->rank < 3 || in->rank > 5 ||
-        w->rank != in->rank || (in->rank == 5 && b->run->torch_version < 200))
+        w->rank != in->rank || (in->rank == 5 && b->run->torch_version < 113))
         return CPU_CONV_OTHER;
     bool strided = b->cv->strided, dilated = b->cv->dilated;
     /* a 1-D conv runs as the 2-D one of its [N, C, 1, L] view (view4d) */
