@@ -166,6 +166,9 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	@echo "== the PyTorch 2.x CPU zoo (docs/validation-zoo.md; rows whose graph is absent are skipped)"
 	python3 tools/oracle/zoo.py compare --dnnmem $(B)/dnnmem --brief --skip-missing \
 	    --misses tests/validation/zoo-expected-misses.txt
+	@echo "== the same zoo measured with PyTorch 1.13 and torchvision 0.14 (docs/validation-zoo.md \"PyTorch 1.13\"; estimated with pytorch@1.13)"
+	python3 tools/oracle/zoo.py compare --dnnmem $(B)/dnnmem --brief --skip-missing \
+	    --ref tests/validation/pytorch-cpu-1.13-zoo.jsonl --misses tests/validation/zoo113-expected-misses.txt
 	@echo "== multi-process training per rank on the CPU (torch 2.13 gloo, DeepSpeed 0.19.8: docs/parallel-measured.md; rows whose options dnnmem refuses are skipped)"
 	python3 tools/oracle/dist_measure.py compare --dnnmem $(B)/dnnmem --brief --check \
 	    --misses tests/validation/dist-expected-misses.txt

@@ -69,8 +69,11 @@ static bool onednn_serves(int64_t batch, int64_t kh, int64_t kw, bool strided, b
  * size(0) * size(1) * size(2) * size(3) of the input, N * C * D * H (measured,
  * 2.14.1, torch._C._select_conv_backend and the profiler: a 3x3x3 conv on
  * [1,64,8,16,16] goes to Slow3d, 8192 elements so counted; a 3x1x1 one to
- * Slow3d at batch 2 as well; the 3x7x7 stem to oneDNN). The rules below for
- * Slow3d were measured on 2.x only; 1.13 keeps none. */
+ * Slow3d at batch 2 as well; the 3x7x7 stem to oneDNN). 1.13.0 takes the same
+ * backends and buffers (measured, Debian's python3-torch, AVX2: test-cpu.c
+ * test_conv3d's two forwards to the byte; the zoo's mc3_18-infer-b1-i64 has
+ * 2.14's peak to the byte, its Slow3d columns of 56,623,104 B). Releases
+ * before 1.13 are not measured. */
 /* A bfloat16 conv (the CPU's autocast) goes to oneDNN only where
  * mkldnn_bf16_device_check() holds (ATen/native/mkldnn/Utils.h: oneDNN's
  * bf16 support, AVX-512 cores and later); on AVX2 it is THNN's Slow2d /
@@ -89,8 +92,7 @@ static enum cpu_conv cpu_conv_backend(const struct cc *b)
         return CPU_CONV_OTHER;
     const struct dm_tinfo *in = &b->cv->x, *w = &b->cv->w;
     if ((in->dtype != DM_FLOAT && in->dtype != DM_DOUBLE && !bf16_slow(b)) || in->rank < 3 ||
-        in->rank > 5 ||
-        w->rank != in->rank || (in->rank == 5 && b->run->torch_version < 200))
+        in->rank > 5 || w->rank != in->rank || (in->rank == 5 && b->run->torch_version < 113))
         return CPU_CONV_OTHER;
     bool strided = b->cv->strided, dilated = b->cv->dilated;
     /* a 1-D conv runs as the 2-D one of its [N, C, 1, L] view (view4d) */
@@ -161,10 +163,13 @@ static uint64_t thnn_columns(const struct cc *b)
  * again, make weight.contiguous(channels_last), a weight-sized copy unless the
  * weight has one in channel per group or a 1x1 kernel, made before the
  * columns and live until the call returns (measured, 2.14.1: a 3x3 [24,20]
- * conv on a channels-last [1,20,32,32] input, +17280 B). */
+ * conv on a channels-last [1,20,32,32] input, +17280 B; 1.13.0 too, Debian's
+ * python3-torch: the zoo's rand34-infer-b1-i32, whose 3x3 96 -> 96 conv after a
+ * channels-last LayerNorm shows "aten::conv2d > aten::clone" of 331776 B, its
+ * weight, live at the measured peak). Releases before 1.13 are not measured. */
 static void thnn_weight_copy(const struct cc *b, struct dm_ws *ws)
 {
-    if (b->run->torch_version < 200 || b->run->tf_ops || b->run->mx_ops || b->run->xla ||
+    if (b->run->torch_version < 113 || b->run->tf_ops || b->run->mx_ops || b->run->xla ||
         cpu_conv_backend(b) != CPU_CONV_SLOW2D || !b->cv->chlast)
         return;
     const struct dm_tinfo *w = &b->cv->w;
@@ -582,6 +587,22 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
     drop(b, gy);
 }
 
+/* 1.13's forward of a channels-last input (measured, 1.13.0, Debian's
+ * python3-torch, one thread: x [2,16,10,10] channels-last, W [24,16,3,3]
+ * 13,824 B, no_grad): _convolution makes weight.contiguous(channels_last)
+ * (aten::empty_like, 13,824 B, freed when it returns; none when the weight
+ * has one input channel per group or a 1x1 kernel, as thnn_weight_copy),
+ * mkldnn_convolution computes straight into the channels-last ATen output
+ * (no buffer of its own) and reorders the weight (13,824 B, freed inside).
+ * The zoo's rand34-infer-b2-i32: 331,776 B twice at its measured peak. */
+static void onednn_channels_last_113(const struct cc *b, struct dm_ws *ws)
+{
+    const struct dm_tinfo *w = &b->cv->w;
+    if (w->rank == 4 && w->dims[1] > 1 && w->dims[2] * w->dims[3] > 1 && !b->cv->w_chlast)
+        ws->buf[0] = alloc(b, w->dtype, w->bytes, "weight (channels last)");
+    ws->buf[1] = alloc(b, DM_FLOAT, w->bytes, "onednn_weight");
+}
+
 /* oneDNN's buffers around a CPU convolution (forward or backward). */
 static void onednn_workspace(const struct cc *b, bool backward,
                              struct dm_ws *ws)
@@ -600,6 +621,22 @@ static void onednn_workspace(const struct cc *b, bool backward,
         }
         if (onednn_bwd_phased(b, &c))
             return; /* cpu_conv_grad */
+    }
+    if (b->run->torch_version < 200 && !backward && b->cv->chlast) {
+        onednn_channels_last_113(b, ws);
+        return;
+    }
+    /* 1.13's forward on an NCHW input on AVX2 takes 2.x's buffers (measured,
+     * 1.13.0, Debian's python3-torch, one thread, AVX2: 3x3 16 -> 24 at
+     * stride 2 on [2,16,32,32]: +131072 source, +13824 weight, +49152
+     * destination, -13824, -131072, +49152 output, -49152; test-cpu.c
+     * test_onednn_nchw_113). On AVX-512 1.13 keeps the rule below, measured
+     * before on an AVX-512 host (test-estimate.c test_onednn_conv_2x's 1.13
+     * figure: no source reorder), not re-measured. */
+    if (b->run->torch_version < 200 && !backward && b->run->cpu_isa == DNNMEM_CPU_ISA_AVX2 &&
+        onednn_conv_of(b, &c)) {
+        onednn_forward_nchw(b, &c, ws);
+        return;
     }
     /* 1.13 (and 2.x's NCHW backward): forward computes into a buffer of its
      * own and reorders the weight, then copies into the ATen output; backward

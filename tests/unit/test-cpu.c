@@ -80,8 +80,9 @@ static struct tb *nhwc_conv_graph(const char *xdims, int64_t oc, int64_t icg, in
  * mkldnn_convolution: the ATen output, the scratchpad, the blocked weight.
  *  - [1,8,8,24], 24 -> 24, 5x5: 6144 x 3 (x, relu, y), 57600 x 2, 8216,
  *    76800 (24 out channels padded to 32: 32 x 24 x 25 floats); the same
- *    conv under 1.13 takes the output- and weight-sized buffers instead
- *    (6144 + 57600, tests/validation/README.md).
+ *    conv under 1.13 (measured 1.13.0, Debian's python3-torch, AVX2: relu's
+ *    clamp_min 6144, the clone 57600, the output 6144, ideep's weight
+ *    reorder 57600, no scratchpad) takes W three times.
  *  - AVX2, [2,8,8,24], 24 -> 40, 3x3: x and relu 12288 each, W 34560 x 2,
  *    y 20480, 8216, 41472 (40 -> 48, blocks of 24).
  *  - two threads, [2,8,8,24], 24 -> 40, 1x1: no clone, 12336 (4096 + 4120
@@ -94,8 +95,8 @@ static void test_onednn_brgemm_channels_last(void **state)
     (void)state;
     assert_int_equal(cpu_peak(nhwc_conv_graph("1,8,8,24", 24, 24, 5, 1), 214, DNNMEM_CPU_ISA_DEFAULT, 1),
                      6144 * 3 + 57600 * 2 + 8216 + 76800);
-    assert_int_equal(cpu_peak(nhwc_conv_graph("1,8,8,24", 24, 24, 5, 1), 113, DNNMEM_CPU_ISA_DEFAULT, 1),
-                     6144 * 3 + 57600 * 2 + 6144);
+    assert_int_equal(cpu_peak(nhwc_conv_graph("1,8,8,24", 24, 24, 5, 1), 113, DNNMEM_CPU_ISA_AVX2, 1),
+                     6144 * 3 + 57600 * 3);
     assert_int_equal(cpu_peak(nhwc_conv_graph("2,8,8,24", 40, 24, 3, 1), 214, DNNMEM_CPU_ISA_AVX2, 1),
                      12288 * 2 + 34560 * 2 + 20480 + 8216 + 41472);
     assert_int_equal(cpu_peak(nhwc_conv_graph("2,8,8,24", 40, 24, 1, 1), 214, DNNMEM_CPU_ISA_DEFAULT, 2),
@@ -479,10 +480,18 @@ static struct tb *conv3d_graph(const char *xdims, int64_t oc, int64_t ic, bool b
  *    weight and source are freed). Peak: x 1048576, W, those three.
  *  - Slow3d's backward, 16 -> 24 channels with a bias on [1,16,4,8,8]:
  *    +16384 grad_input, +442368 fgrad_input, -442368, +96 grad_bias, +41472
- *    grad_weight, +442368 columns, -442368. */
+ *    grad_weight, +442368 columns, -442368.
+ * 1.13.0 (Debian's python3-torch, AVX2) gives both forwards' events to the
+ * byte, oneDNN's at batch 2 on its AVX2 rule (cpuconv.c onednn_workspace). */
 static void test_conv3d(void **state)
 {
     (void)state;
+    assert_int_equal(cpu_peak(conv3d_graph("1,64,8,16,16", 64, 64, false, false), 113,
+                              DNNMEM_CPU_ISA_AVX2, 1),
+                     524288 + 442368 + 14155776 + 524288);
+    assert_int_equal(cpu_peak(conv3d_graph("2,64,8,16,16", 64, 64, false, false), 113,
+                              DNNMEM_CPU_ISA_AVX2, 1),
+                     1048576 + 442368 + 1048576 + 442368 + 1048576);
     assert_int_equal(cpu_peak(conv3d_graph("1,64,8,16,16", 64, 64, false, false), 214,
                               DNNMEM_CPU_ISA_DEFAULT, 1),
                      524288 + 442368 + 14155776 + 524288);
@@ -522,10 +531,84 @@ static void test_pad_keeps_channels_last(void **state)
     assert_true(strncmp(got, "+13824 weight (channels last)\n-13824 weight (channels last)\n", 60) == 0);
 }
 
+/* 1.13 copies the weight too (ConvolutionMM2d.cpp's channels-last path;
+ * measured 1.13.0, Debian's python3-torch, one thread, AVX2, no_grad): x
+ * [1,8,8,16] (4096 B) permuted to NCHW, F.pad 1 (6400 B, channels-last),
+ * conv2d 3x3 16 -> 24 without bias, W 13,824 B: the profiler's blocks are the
+ * pad's 6400, the weight's clone 13,824 (aten::empty_like under
+ * aten::_convolution), the columns 36,864, the output 6144; peak 4096 +
+ * 13824 + 6400 + 13824 + 36864 + 6144 = 81,152 B.  Without the copy, 67,328. */
+static void test_thnn_weight_copy_113(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "1,8,8,16");
+    tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 3, 3});
+    tb_init_i64(b, "pads", 8, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1});
+    tb_node(b, "Transpose", "perm", "x", "xc");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    tb_node(b, "Pad", "pad", "xc,pads", "xp");
+    tb_node(b, "Conv", "conv", "xp,W", "y");
+    tb_output(b, "y");
+    assert_int_equal(cpu_peak(b, 113, DNNMEM_CPU_ISA_AVX2, 1),
+                     4096 + 13824 + 6400 + 13824 + 36864 + 6144);
+}
+
+/* 1.13's oneDNN conv of a channels-last input (measured 1.13.0, Debian's
+ * python3-torch, one thread, AVX2, no_grad): x [2,8,8,16] (8192 B) permuted, F.pad
+ * 1 (12,800 B, channels-last), conv2d 3x3 16 -> 24 without bias (W 13,824 B;
+ * batch 2, so oneDNN): the weight's channels-last clone 13,824, the
+ * channels-last output 12,288 (aten::resize_, written by oneDNN directly) and
+ * ideep's weight reorder 13,824; peak 8192 + 13824 + 12800 + 13824 + 12288 +
+ * 13824 = 74,752 B (the NCHW rule's onednn_output instead of the clone:
+ * 73,216). */
+static void test_onednn_channels_last_113(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,8,8,16");
+    tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 3, 3});
+    tb_init_i64(b, "pads", 8, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1});
+    tb_node(b, "Transpose", "perm", "x", "xc");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    tb_node(b, "Pad", "pad", "xc,pads", "xp");
+    tb_node(b, "Conv", "conv", "xp,W", "y");
+    tb_output(b, "y");
+    assert_int_equal(cpu_peak(b, 113, DNNMEM_CPU_ISA_AVX2, 1),
+                     8192 + 13824 + 12800 + 13824 + 12288 + 13824);
+}
+
+/* 1.13's oneDNN forward on an NCHW input (measured 1.13.0, Debian's
+ * python3-torch, one thread, AVX2, no_grad): x [2,16,32,32] (131,072 B), a 3x3
+ * conv 16 -> 24, pad 1, no bias, W 13,824 B.  Under mkldnn_convolution:
+ * +source (131,072) +weight (13,824) +destination -weight -source, then the
+ * ATen output, then -destination.  Stride 2 (destination and output 49,152):
+ * peak x + W + 131,072 + 13,824 + 49,152 = 338,944 B; stride 1 (196,608
+ * each): x + W + 2 x 196,608 = 538,112 B. */
+static void test_onednn_nchw_113(void **state)
+{
+    (void)state;
+    for (int64_t s = 1; s <= 2; s++) {
+        struct tb *b = tb_new(13);
+        tb_input(b, "x", F32, "2,16,32,32");
+        tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 3, 3});
+        tb_node(b, "Conv", "conv", "x,W", "y");
+        tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+        tb_attr_ints(b, "strides", 2, (int64_t[]){s, s});
+        tb_output(b, "y");
+        assert_int_equal(cpu_peak(b, 113, DNNMEM_CPU_ISA_AVX2, 1),
+                         s == 1 ? 131072 + 13824 + 2 * 196608
+                                : 131072 + 13824 + 131072 + 13824 + 49152);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_maxpool_indices_no_grad),
+        cmocka_unit_test(test_thnn_weight_copy_113),
+        cmocka_unit_test(test_onednn_channels_last_113),
+        cmocka_unit_test(test_onednn_nchw_113),
         cmocka_unit_test(test_onednn_brgemm_channels_last),
         cmocka_unit_test(test_onednn_brgemm_backward),
         cmocka_unit_test(test_onednn_strided_backward_data),

@@ -331,6 +331,8 @@ def main():
     ap.add_argument("--estimate-args", default="", help="more dnnmem options (what-ifs)")
     ap.add_argument("--variant", choices=sorted(zoo.VARIANTS), default="plain",
                     help="which export of the model dnnmem reads (zoo.py's VARIANTS)")
+    ap.add_argument("--ref", default=zoo.OUT, help="the rows (zoo.OUT_113: the 1.13 ones, "
+                    "measured and estimated with pytorch@1.13)")
     ap.add_argument("--top", type=int, default=12, help="groups listed per side")
     ap.add_argument("--window", type=int, default=0, help="also list each side's N events up to each peak")
     a = ap.parse_args()
@@ -338,7 +340,7 @@ def main():
     if a.id not in cfgs:
         sys.exit(f"attribute: {a.id}: not a zoo configuration")
     cfg = cfgs[a.id]
-    row = next((r for r in zoo.read_rows(zoo.OUT) if r["id"] == a.id), dict(cfg))
+    row = next((r for r in zoo.read_rows(a.ref) if r["id"] == a.id), dict(cfg))
     row = dict(row, graph=zoo.graph_path(row, a.variant))
     if a.measured and os.path.exists(a.measured):
         with open(a.measured) as f:

@@ -38,9 +38,15 @@ What a row's peak_bytes is (the same method as tools/measure_cpu.py, for torch 2
     torch.manual_seed(0), inputs after manual_seed(1), the run after manual_seed(2).
 The rows also carry the largest blocks live at the peak, by operator (live_at_peak_top).
 
+Under PyTorch 1.13 (Debian's /usr/bin/python3: python3-torch 1.13, torchvision 0.14; timm
+from a venv made with --system-site-packages) `measure` writes OUT_113 instead: the ids of
+OUT only, each model first checked against OUT's row (parameter and buffer bytes, randnet's
+architecture: the graph must be this model's), the same peak with 1.13's API (storage(),
+start_us()) and 1.13's zero_grad default (set_to_none=False, recorded).
+
 `compare` needs no torch: it runs build/dnnmem estimate on each row's graph (re-exported
 by `measure`/`export` if absent, which needs torch) with --device cpu --framework
-pytorch@2.14 --cpu-threads 1 and the row's batch, mode and optimizer, and prints the
+pytorch@MAJOR.MINOR of the row's torch (--ref OUT_113: pytorch@1.13) --cpu-threads 1 and the row's batch, mode and optimizer, and prints the
 per-family and per-source figures (median |error|, share within 3%, under-estimates
 beyond 3%, worst cases).  With --misses it exits 1 when a row misses by more than 3%
 without being listed there, or a listed row no longer misses.
@@ -61,6 +67,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 OUT = os.path.join(ROOT, "tests", "validation", "pytorch-cpu-2.x-zoo.jsonl")
+# The same configurations measured with PyTorch 1.13 (Debian's python3-torch 1.13 and
+# python3-torchvision 0.14, docs/validation-zoo.md "PyTorch 1.13"): only the ids of OUT,
+# on models whose definition in that release has OUT's parameter and buffer bytes.
+OUT_113 = os.path.join(ROOT, "tests", "validation", "pytorch-cpu-1.13-zoo.jsonl")
 WORK = os.path.join(ROOT, "build", "zoo")
 PREFIX = "dnnmem/"
 ITERS = 2
@@ -314,6 +324,17 @@ class Range:
         torch.ops.profiler._record_function_exit._RecordFunction(self.h)
 
 
+def storage_of(t):
+    """t's storage: untyped_storage() in 2.x; 1.13 has only storage() (a TypedStorage,
+    whose data_ptr() and nbytes() are the same storage's)."""
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+
+def torch_major():
+    import torch
+    return int(torch.__version__.split(".")[0])
+
+
 def live_storages():
     import gc
 
@@ -323,7 +344,7 @@ def live_storages():
     for o in gc.get_objects():
         try:
             if isinstance(o, torch.Tensor) and o.device.type == "cpu" and not o.is_sparse:
-                st = o.untyped_storage()
+                st = storage_of(o)
                 if st.nbytes():
                     seen[st.data_ptr()] = st.nbytes()
         except Exception:  # noqa: BLE001 - odd tensor subclasses
@@ -332,7 +353,7 @@ def live_storages():
 
 
 def unique_bytes(ts):
-    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+    return sum({storage_of(t).data_ptr(): storage_of(t).nbytes()
                 for t in ts if t is not None}.values())
 
 
@@ -346,7 +367,7 @@ def tree_allocations(kr):
             continue
         ef = n.extra_fields
         size = int(ef.alloc_size)
-        if size == 0 or not str(ef.device).startswith("cpu"):
+        if size == 0 or not str(getattr(ef, "device", "cpu")).startswith("cpu"):
             continue
         names, phase, p = [], None, n.parent
         while p is not None:
@@ -364,11 +385,29 @@ def tree_allocations(kr):
     return allocs
 
 
-def profiled_run(cfg):
+def check_definition(expect, param_bytes, buffer_bytes, desc):
+    """Raises when the model built here is not the one `expect` (a row of OUT, measured on
+    the model the graph was exported from) describes: torchvision's definitions differ
+    between releases, and the graph must be this model's."""
+    arch = json.loads(json.dumps(desc))
+    if isinstance(arch, str) and isinstance(expect.get("architecture"), str) and \
+            not re.match(r"stem\d+\[", expect["architecture"]):
+        # rows measured before randnet named the stem's norm and activation (4978684):
+        # the same build, the shorter description
+        arch = re.sub(r"^(stem\d+)\[[^\]]*\]", r"\1", arch)
+    got = dict(param_bytes=param_bytes, buffer_bytes=buffer_bytes, architecture=arch)
+    for k, v in got.items():
+        if expect.get(k) != v:
+            raise ValueError(f"definition differs from the graph's: {k} {v} here, "
+                             f"{expect.get(k)} in {os.path.basename(OUT)}")
+
+
+def profiled_run(cfg, expect=None):
     """The configuration's run under the profiler: a dict with the kineto results (kr),
-    the sorted allocator events (evs: start_ns, index, signed bytes), the bytes live before
-    and after (gc scans), the parameter, buffer, input and target bytes, the model's
-    description and class count, and the run's seconds."""
+    the sorted allocator events (evs: start_ns or 1.13's start_us, index, signed bytes),
+    the bytes live before and after (gc scans), the parameter, buffer, input and target
+    bytes, the model's description and class count, and the run's seconds.  With
+    `expect`, the model is first checked against it (check_definition)."""
     import torch
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
@@ -388,6 +427,8 @@ def profiled_run(cfg):
     param_bytes = unique_bytes(model.parameters())
     buffer_bytes = unique_bytes(model.buffers())
     input_bytes, target_bytes = unique_bytes([x]), unique_bytes([y])
+    if expect is not None:
+        check_definition(expect, param_bytes, buffer_bytes, desc)
     before = sum(live_storages().values())
     torch.manual_seed(2)
     t0 = time.time()
@@ -419,7 +460,11 @@ def profiled_run(cfg):
                     del out, loss
     run_s = time.time() - t0
     kr = prof.profiler.kineto_results
-    evs = sorted((int(e.start_ns()), i, int(e.nbytes())) for i, e in enumerate(kr.events())
+    # 2.x events carry start_ns(), 1.13's start_us(): the sort is stable either way
+    # (events of the same tick keep their recorded order; tree_matches_events checks it)
+    start = (lambda e: e.start_ns()) if hasattr(kr.events()[0], "start_ns") else \
+        (lambda e: e.start_us())
+    evs = sorted((int(start(e)), i, int(e.nbytes())) for i, e in enumerate(kr.events())
                  if e.nbytes() != 0 and str(e.device_type()).endswith("CPU"))
     after = sum(live_storages().values())
     return dict(kr=kr, evs=evs, before=before, after=after, param_bytes=param_bytes,
@@ -433,7 +478,8 @@ def measure(cfg):
     import torch
     import torchvision
     train = cfg["mode"] == "train"
-    p = profiled_run(cfg)
+    cfg = dict(cfg)
+    p = profiled_run(cfg, cfg.pop("expect", None))
     kr, evs, before, after, run_s = p["kr"], p["evs"], p["before"], p["after"], p["run_s"]
     param_bytes, buffer_bytes = p["param_bytes"], p["buffer_bytes"]
     input_bytes, target_bytes = p["input_bytes"], p["target_bytes"]
@@ -474,7 +520,8 @@ def measure(cfg):
                optimizer_args=(dict(lr=SGD_LR, momentum=SGD_MOMENTUM, foreach=None)
                                if cfg["optimizer"] == "sgd-momentum" else
                                dict(lr=ADAM_LR, foreach=None) if cfg["optimizer"] == "adam" else None),
-               zero_grad_set_to_none=True if train else None, iterations=ITERS if train else 1,
+               # opt.zero_grad()'s default: set_to_none=True from 2.0, False in 1.13
+               zero_grad_set_to_none=(torch_major() >= 2) if train else None, iterations=ITERS if train else 1,
                bytes_before=before, peak_bytes=before + peak, peak_phase=peak_phase,
                end_bytes=before + run, memory_events=len(evs),
                param_bytes=param_bytes, buffer_bytes=buffer_bytes, input_bytes=input_bytes,
@@ -546,15 +593,30 @@ def ensure_graph(cfg, timeout, force=False, variant="plain"):
 
 
 def cmd_measure(a):
+    import torch  # imported once here; each configuration runs in a forked child
+    import torchvision  # noqa: F401
+    old = torch_major() < 2  # 1.13: OUT's configurations, on the same models (OUT_113)
+    a.out = a.out or (OUT_113 if old else OUT)
     done = {r["id"] for r in read_rows(a.out)}
-    failed_path = os.path.join(WORK, "failed.jsonl")
+    failed_path = os.path.join(WORK, "failed-113.jsonl" if old else "failed.jsonl")
     failed = set() if a.retry_failed else {r["id"] for r in read_rows(failed_path)}
     todo = [c for c in configs() if c["id"] not in done and c["id"] not in failed
             and (not a.only or any(s in c["id"] for s in a.only))]
-    import torch  # imported once here; each configuration runs in a forked child
-    import torchvision  # noqa: F401
+    if a.only:  # in the order of --only's strings (cheapest models first, say)
+        todo.sort(key=lambda c: next(k for k, s in enumerate(a.only) if s in c["id"]))
+    if old:
+        ref = {r["id"]: r for r in read_rows(OUT)}
+        todo = [dict(c, expect={k: ref[c["id"]][k] for k in
+                                ("param_bytes", "buffer_bytes", "architecture")})
+                for c in todo if c["id"] in ref]
     if any(c["source"] == "timm" for c in todo):
-        import timm  # noqa: F401
+        try:
+            import timm  # noqa: F401
+        except ImportError:
+            if not old:
+                raise
+            print("timm not importable: its configurations skipped")
+            todo = [c for c in todo if c["source"] != "timm"]
     torch.set_num_threads(1)
     sys.path.insert(0, HERE)
     print(f"{len(todo)} configurations to measure ({len(done)} done, {len(failed)} failed before)")
@@ -611,11 +673,17 @@ def host_cpu_isa():
     return mod.host_cpu_isa()
 
 
+def row_framework(row):
+    """--framework for the row: pytorch@MAJOR.MINOR of the torch that measured it."""
+    return "pytorch@" + ".".join(re.match(r"(\d+)\.(\d+)", row.get("torch", "2.14")).groups())
+
+
 def estimate(dnnmem, row, extra=(), variant="plain"):
-    """The row's configuration estimated; `cpu_isa` is the measuring machine's (rows before
-    2026-12-02 have none: they were measured on AVX-512 machines, dnnmem's default)."""
+    """The row's configuration estimated with the framework that measured it
+    (row_framework); `cpu_isa` is the measuring machine's (rows before 2026-12-02 have
+    none: they were measured on AVX-512 machines, dnnmem's default)."""
     cmd = [dnnmem, "estimate", os.path.join(ROOT, graph_path(row, variant)), "--device", "cpu",
-           "--framework", "pytorch@2.14", "--cpu-threads", "1", "--batch-size", str(row["batch"]),
+           "--framework", row_framework(row), "--cpu-threads", "1", "--batch-size", str(row["batch"]),
            "--cpu-isa", row.get("cpu_isa", "avx512"), "--json"]
     cmd += ["--mode", "infer"] if row["mode"] == "inference" else \
         ["--mode", "train", "--optimizer", row["optimizer"]]
@@ -696,7 +764,7 @@ def cmd_compare(a):
     for m in sorted(set(misses) - {r["id"] for r in rows}):
         print(f"{m}: listed in {a.misses} but not a row")
         bad += 1
-    print(f"\nPyTorch 2.x CPU zoo: {len(done)} rows compared"
+    print(f"\n{os.path.relpath(a.ref, ROOT)}: {len(done)} rows compared"
           + (f", {absent} skipped (graphs absent: tools/oracle/zoo.py export makes them)" if absent else "")
           + f", {bad} problems")
     return 1 if bad else 0
@@ -707,7 +775,8 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("measure", "export", "compare"):
         s = sub.add_parser(name)
-        s.add_argument("--only", nargs="*", help="configuration ids containing one of these")
+        s.add_argument("--only", nargs="*", help="configuration ids containing one of these "
+                       "(measure: in this order)")
         s.add_argument("--timeout", type=int, default=600, help="seconds per child process")
     for name in ("export", "compare"):
         sub.choices[name].add_argument("--variant", choices=sorted(VARIANTS), default="plain",
@@ -715,7 +784,8 @@ def main():
     sub.choices["compare"].add_argument("--estimate-args", default="",
                                         help="more dnnmem options (what-ifs), one string")
     m = sub.choices["measure"]
-    m.add_argument("--out", default=OUT)
+    m.add_argument("--out", help=f"default {os.path.relpath(OUT, ROOT)}, or under torch 1.x "
+                   f"{os.path.relpath(OUT_113, ROOT)}")
     m.add_argument("--jobs", type=int, default=1)
     m.add_argument("--retry-failed", action="store_true")
     c = sub.choices["compare"]
