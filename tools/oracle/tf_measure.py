@@ -214,7 +214,23 @@ def child(cfg):
                 input_shape=ishape, tensorflow=tf.__version__, keras=keras.__version__,
                 python=sys.version.split()[0], numpy=np.__version__,
                 onednn=os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)"),
-                threads=1, file="tests/models/keras-tf/%s.json" % cfg["model"])
+                threads=1, cpu=cpu_isa(), file="tests/models/keras-tf/%s.json" % cfg["model"])
+
+
+def cpu_isa():
+    """The widest x86 vector ISA the CPU has (oneDNN picks its kernels, and some of
+    their scratchpads' sizes, by it), and the core count."""
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for l in f:
+                if l.startswith("flags"):
+                    flags = set(l.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    isa = next((i for i in ("amx_tile", "avx512f", "avx2", "avx") if i in flags), "unknown")
+    return "%s, %d cores" % (isa, os.cpu_count() or 0)
 
 
 def trace_events(logdir):
