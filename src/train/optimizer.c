@@ -81,7 +81,8 @@ static void adam8bit_state(struct dm_sb *b, int32_t x)
 
 /* Optimizer state, one set per parameter that has a grad: created at the
  * first step (torch/optim: lazily in step()), except Adagrad's `sum`, which
- * its constructor makes for every parameter. */
+ * its constructor makes for every parameter, and Keras' under tf.function,
+ * built before the first step (src/train/train.c). */
 void dm_optimizer_state(struct dm_sb *b)
 {
     struct dm_train *tr = b->train;
@@ -113,7 +114,9 @@ void dm_optimizer_state(struct dm_sb *b)
         return;
     }
     for (int32_t x = 0; x < g->n_tensors; x++) {
-        if (!tr->param[x] || (tr->param_grad[x] < 0 && opt != DNNMEM_OPT_ADAGRAD))
+        /* made up front (Adagrad, Keras' fit), it is every trainable weight's */
+        bool every = opt == DNNMEM_OPT_ADAGRAD || b->run->tf_graph;
+        if (!tr->param[x] || (tr->param_grad[x] < 0 && !every))
             continue;
         if (opt == DNNMEM_OPT_ADAFACTOR)
             adafactor_state(b, x);

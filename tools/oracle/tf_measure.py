@@ -160,6 +160,12 @@ def build(keras, how):
 def child(cfg):
     os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # oneDNN's kernels are on by default only on CPUs with AVX512_VNNI, AVX512_BF16 or
+    # AMX (TF 2.9+ release notes); elsewhere (this tool's AVX2 EPYC) TF runs its Eigen
+    # kernels, whose convolution gradients allocate a col_buffer of up to 30 MiB
+    # (Conv2DBackpropInput/Filter temps, measured). The committed rows ran with oneDNN
+    # on (micro-maxpool-call-b8 reproduces 690688 B with it, 659712 B without): set it
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     import numpy as np
     import tensorflow as tf
     import keras
@@ -213,8 +219,14 @@ def child(cfg):
                 end_bytes=int(end), param_bytes=params,
                 input_shape=ishape, tensorflow=tf.__version__, keras=keras.__version__,
                 python=sys.version.split()[0], numpy=np.__version__,
-                onednn=os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)"),
+                onednn="TF_ENABLE_ONEDNN_OPTS=%s, IsMklEnabled %s" % (
+                    os.environ["TF_ENABLE_ONEDNN_OPTS"], mkl_enabled()),
                 threads=1, cpu=cpu_isa(), file="tests/models/keras-tf/%s.json" % cfg["model"])
+
+
+def mkl_enabled():
+    from tensorflow.python.util import _pywrap_util_port
+    return bool(_pywrap_util_port.IsMklEnabled())
 
 
 def cpu_isa():
