@@ -334,6 +334,23 @@ void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save)
         static const char *const what[] = {"x_transformed (NCHW)", "y_transformed (NCHW)"};
         dm_tf_transients(b, i, DNNMEM_CAT_WORKSPACE, t[n->in[0]].dtype, t[n->in[0]].bytes, 2, what);
     }
+    if (n->op == DM_OP_MaxPool && !b->run->cuda && dm_has_out(n, 0)) {
+        /* oneDNN's max pooling (_MklNativeMaxPool, TF_ENABLE_ONEDNN_OPTS on:
+         * TF's default on AVX512-VNNI/BF16/AMX CPUs) returns a workspace
+         * beside the output, one byte per output element, made after it.
+         * Measured (TF 2.21, Keras 3.15, micro-maxpool-call-b8, tf_measure.py
+         * trace): MaxPooling2D(2) on [8,32,32,16] float32 allocates the
+         * [8,16,16,16] output, then a 32768 B workspace, freed when the op
+         * returns eagerly. Under tf.function in training MaxPoolGrad reads
+         * it (the graph's workspace edge): kept for the backward. */
+        const struct dm_tinfo *y = &t[n->out[0]];
+        if (b->run->tf_graph && save && b->train && b->train->node_rg[i])
+            dm_keep_new(b, i, DM_UINT8, y->numel, "oneDNN max-pool workspace");
+        else {
+            static const char *const what[] = {"oneDNN max-pool workspace"};
+            dm_tf_transients(b, i, DNNMEM_CAT_WORKSPACE, DM_UINT8, (uint64_t)y->numel, 1, what);
+        }
+    }
     if (dm_tf_fused_ln(b, n) && !(save && b->train && b->train->node_rg[i])) {
         /* no tape: the normalized output, then `* gamma`'s, beside the output */
         static const char *const what[] = {"normalized (transient)"};
