@@ -847,10 +847,13 @@ static void test_tf_rules(void **state)
     assert_string_equal(rf->peak_phase, "backward");
     dnnmem_result_free(rf);
     dnnmem_result_free(ru);
+    /* eager inference: the fused kernel writes y alone; the unfused layer's
+     * tf.nn.batch_normalization makes x * inv (32,768 B) before `+ shift`
+     * makes y (tf_eager.def): one x-sized tensor more at the BN's step */
     rf = estimate_fw(f, DNNMEM_MODE_INFER, DNNMEM_FW_TENSORFLOW, 4);
     ru = estimate_fw(u, DNNMEM_MODE_INFER, DNNMEM_FW_TENSORFLOW, 4);
-    assert_int_equal(rf->peak_requested, ru->peak_requested);
-    assert_int_equal(rf->peak_allocated, ru->peak_allocated);
+    assert_int_equal(ru->peak_requested - rf->peak_requested, 32768);
+    assert_int_equal(ru->peak_allocated - rf->peak_allocated, 32768);
     dnnmem_result_free(rf);
     dnnmem_result_free(ru);
     rf = estimate_fw(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_PYTORCH, 4);
