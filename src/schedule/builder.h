@@ -178,8 +178,9 @@ void dm_train_returned(struct dm_sb *b, int32_t i);
 bool dm_train_requires_grad(const struct dm_sb *b, int32_t x);
 /* tf.c: TensorFlow's extra buffers inside node i's forward, after its
  * outputs and saved extras are made (--framework tensorflow; tf.c's
- * header); `save`: grad mode is on. Also in inference (b->train NULL). */
-void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save);
+ * header); `save`: grad mode is on; `chained`: an eager op chain ran
+ * (dm_tf_chain_begin). Also in inference (b->train NULL). */
+void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save, bool chained);
 /* tf.c: eager TensorFlow's op chains (tf_eager.def): begin runs node i's
  * steps before its output is made (nothing for other runtimes), end the rest
  * after it. */

@@ -587,7 +587,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
     /* after the saved extras: TF allocates every output (reserve spaces
      * included) before a kernel's temporaries */
     if (on_device && b->run->tf_ops)
-        dm_train_tf_forward(b, i, save);
+        dm_train_tf_forward(b, i, save, chain.row != NULL);
     /* the op is done: it lets go of its inputs and outputs, and modules that
      * end here of their arguments */
     for (int k = 0; k < n->n_in; k++) {

@@ -233,6 +233,7 @@ static bool tf_when_holds(const struct dm_sb *b, const struct dm_node *n, enum t
 /* The eager op chains (tf_eager.def). */
 #define TF_STEPS(...) ((const signed char[]){__VA_ARGS__, 127})
 #define TF_CHAIN_END 127
+#define TF_CONV_TEMP 100 /* a step: the convolution kernel's temp (tf_conv_temp) */
 struct tf_eager_row {
     enum dm_op op;
     enum tf_when when;
@@ -268,6 +269,25 @@ void dm_tf_transients(struct dm_sb *b, int32_t node, enum dnnmem_category cat,
         dm_sb_unref(b, buf[k]);
 }
 
+/* oneDNN's Conv2D on the CPU (_MklNativeConv2D eagerly, the fused
+ * convolution under tf.function; TF_ENABLE_ONEDNN_OPTS on) allocates a temp
+ * of 8216 B after its output and frees it when it returns. Measured (TF
+ * 2.21, Keras 3.15, tf_measure.py trace): the same 8216 B for each of
+ * rand2's ten convolutions (3 to 16 channels, 1x1 and 3x3) under
+ * predict_on_batch and for micro-conv's eagerly; depthwise and transposed
+ * convolutions not measured. */
+#define TF_ONEDNN_CONV_TEMP 8216
+static bool tf_conv_temp(const struct dm_sb *b, const struct dm_node *n)
+{
+    return b->run->tf_ops && !b->run->cuda && n->op == DM_OP_Conv && dm_attr_int(n, "group", 1) == 1;
+}
+
+static void tf_conv_temp_run(struct dm_sb *b, int32_t i)
+{
+    static const char *const what[] = {"oneDNN convolution temp"};
+    dm_tf_transients(b, i, DNNMEM_CAT_WORKSPACE, DM_UINT8, TF_ONEDNN_CONV_TEMP, 1, what);
+}
+
 /* Run the steps of chain `c` from c->at up to its output (0) or its end. */
 static void tf_chain_run(struct dm_sb *b, struct dm_tf_chain *c)
 {
@@ -279,6 +299,11 @@ static void tf_chain_run(struct dm_sb *b, struct dm_tf_chain *c)
         if (s == 0) {
             c->at++;
             return;
+        }
+        if (s == TF_CONV_TEMP) {
+            if (tf_conv_temp(b, n))
+                tf_conv_temp_run(b, c->node);
+            continue;
         }
         int k = (s > 0 ? s : -s) - 1;
         if (k >= DM_TF_CHAIN_MAX)
@@ -325,10 +350,12 @@ void dm_tf_chain_end(struct dm_sb *b, struct dm_tf_chain *c)
         dm_sb_unref(b, c->buf[k]);
 }
 
-void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save)
+void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save, bool chained)
 {
     const struct dm_node *n = &b->g->nodes[i];
     const struct dm_tinfo *t = b->t;
+    if (tf_conv_temp(b, n) && !chained) /* an eager chain ran it after the conv's own output */
+        tf_conv_temp_run(b, i);
     if (dm_tf_bn_transposes(b, n) && b->run->train) {
         /* NHWC -> NCHW around cuDNN in training (header) */
         static const char *const what[] = {"x_transformed (NCHW)", "y_transformed (NCHW)"};
