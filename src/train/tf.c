@@ -171,7 +171,6 @@ enum tf_when {
     TF_W_GELU_TANH, /* Gelu with approximate "tanh" */
     TF_W_FUSED_BN,  /* Keras 2's fused BatchNormalization (tf_fused_bn) */
     TF_W_FUSED_LN,  /* Keras 2's fused LayerNormalization (tf_fused_ln) */
-    TF_W_ADD_BIAS,  /* Keras 3's bias added by AddV2 (tf_add_bias, src/load/keras/layers.c) */
     TF_W_BIAS,      /* a Conv, ConvTranspose or Gemm with a bias (input 2) */
     TF_W_UNFUSED_BN, /* a BatchNormalization not marked tf_fused_nhwc */
     TF_W_X_WATCHED, /* input 0 requires grad (the tape records ops of x alone) */
@@ -222,7 +221,6 @@ static bool tf_when_holds(const struct dm_sb *b, const struct dm_node *n, enum t
     case TF_W_GELU_TANH: return strcmp(dm_attr_str(n, "approximate", "none"), "tanh") == 0;
     case TF_W_FUSED_BN: return tf_fused_bn(b, n);
     case TF_W_FUSED_LN: return dm_tf_fused_ln(b, n);
-    case TF_W_ADD_BIAS: return dm_attr_int(n, "tf_add_bias", 0) != 0;
     case TF_W_BIAS: return dm_has_in(n, 2);
     case TF_W_UNFUSED_BN: return dm_attr_int(n, "tf_fused_nhwc", 0) == 0;
     case TF_W_X_WATCHED: return b->train && dm_has_in(n, 0) && b->train->rg[n->in[0]];
