@@ -448,6 +448,9 @@ TRACED = {
     "fashion_mnist_mlp-tape-b32": "untraced; and " + WEIGHTS,
     "fashion_mnist_mlp-fit-b32": "the executor's order: sgd/Mul outputs of three variables "
                                  "live at the peak with grads not yet applied; and " + WEIGHTS,
+    "rand4-tape-b4": "over since Keras SGD's eager temporaries (m * momentum, gradient * lr, "
+                     "their difference: all three live at the peak for the [16384,64] kernel, "
+                     "traced) were modelled: what dnnmem holds beyond that is untraced",
     "rand6-tape-b4": "BFC chunks: at the peak a conv output and a sigmoid output sit in "
                      "unsplit chunks (733952 B and 721152 B for 393216 B requests, "
                      "tf_measure.py trace rand6-tape-b4); dnnmem's replay starts fresh",
