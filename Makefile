@@ -93,7 +93,7 @@ $(B)/gen/onnx.pb-c.o: $(B)/gen/onnx.pb-c.c
 	@echo "  CC      $<"
 	@$(CC) -std=c11 -fPIC $(SANFLAGS) $(CFLAGS) $(PKG_CFLAGS) -w -c $< -o $@
 
-$(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/schedule/cpuconv.h src/train/train.h src/graph/ops.def src/train/tf_tape.def src/report/gpus.def $(B)/gen/onnx.pb-c.h
+$(B)/%.o: %.c include/dnnmem.h src/dnnmem-impl.h src/schedule/builder.h src/schedule/cpuconv.h src/train/train.h src/graph/ops.def src/train/tf_tape.def src/train/tf_eager.def src/report/gpus.def $(B)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(ALL_CFLAGS) -c $< -o $@

@@ -114,7 +114,8 @@ enum dnnmem_status dm_est_schedule(struct dm_est *e, struct dnnmem_error *err)
                         "mask; PyTorch's rule for ops without a row); "
                         "Keras 2's fused BatchNorm on NHWC data transposes to NCHW (2 "
                         "input-sized temporaries forward, 3 backward); Keras 2's fused "
-                        "LayerNorm keeps its normalized outputs; no tf.function/Grappler");
+                        "LayerNorm keeps its normalized outputs; op chains, oneDNN "
+                        "(tf_eager.def); no tf.function/Grappler");
     DM_TRY(dm_est_check(DM_CHECK_SCHEDULE, g, o, err));
     enum dnnmem_status s = dm_schedule_build(g, t, run, &e->sched, err);
     if (s != DNNMEM_OK && e->sched.refusal.kind != DM_REFUSE_NONE)

@@ -181,8 +181,21 @@ void dm_train_returned(struct dm_sb *b, int32_t i);
 bool dm_train_requires_grad(const struct dm_sb *b, int32_t x);
 /* tf.c: TensorFlow's extra buffers inside node i's forward, after its
  * outputs and saved extras are made (--framework tensorflow; tf.c's
- * header); `save`: grad mode is on. Also in inference (b->train NULL). */
-void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save);
+ * header); `save`: grad mode is on; `chained`: an eager op chain ran
+ * (dm_tf_chain_begin). Also in inference (b->train NULL). */
+void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save, bool chained);
+/* tf.c: eager TensorFlow's op chains (tf_eager.def): begin runs node i's
+ * steps before its output is made (nothing for other runtimes), end the rest
+ * after it. */
+#define DM_TF_CHAIN_MAX 3
+struct dm_tf_chain {
+    const struct tf_eager_row *row; /* NULL: no chain */
+    int32_t node;
+    int at;                         /* the next step */
+    int32_t buf[DM_TF_CHAIN_MAX];   /* live intermediates, or -1 */
+};
+void dm_tf_chain_begin(struct dm_sb *b, int32_t i, bool save, struct dm_tf_chain *c);
+void dm_tf_chain_end(struct dm_sb *b, struct dm_tf_chain *c);
 /* tf.c: a Clip to [0, 6], which Keras runs as tf.nn.relu6 */
 bool dm_tf_relu6(const struct dm_sb *b, const struct dm_node *n);
 

@@ -469,6 +469,10 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
     else
         for (int k = 0; k < n->n_in; k++)
             b->in_buf[k] = -1;
+    /* eager TensorFlow: the op chain's intermediates made before the output */
+    struct dm_tf_chain chain = {NULL, i, 0, {-1, -1, -1}};
+    if (on_device)
+        dm_tf_chain_begin(b, i, save, &chain);
     for (int k = 0; k < n->n_out; k++) {
         int32_t o = n->out[k];
         if (o < 0 || t[o].absent || b->resident[o] >= 0)
@@ -572,6 +576,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         /* the fused kernels return a [B,H,S,D] view of what they wrote */
         b->strided[o] = fused_attention_strided(b, n);
     }
+    dm_tf_chain_end(b, &chain);
     if (on_device)
         dm_sb_unref(b, maxpool_indices(b, n, i, save));
     dm_sb_workspace_end(b, &ws);
@@ -582,7 +587,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
     /* after the saved extras: TF allocates every output (reserve spaces
      * included) before a kernel's temporaries */
     if (on_device && b->run->tf_ops)
-        dm_train_tf_forward(b, i, save);
+        dm_train_tf_forward(b, i, save, chain.row != NULL);
     /* the op is done: it lets go of its inputs and outputs, and modules that
      * end here of their arguments */
     for (int k = 0; k < n->n_in; k++) {

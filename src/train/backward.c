@@ -465,6 +465,22 @@ static int32_t new_grad(struct dm_sb *b, int32_t i, int k, enum dm_dtype cast, i
     return gin;
 }
 
+/* Eager TF's gradient of a Mean (Keras' GlobalAveragePooling, reduce_mean):
+ * _MeanGrad is truediv(_SumGrad(op, grad), factor), and _SumGrad's eager
+ * path over some axes is broadcast_to(reshape(grad), shape(x))
+ * (tensorflow/python/ops/math_grad.py, TF 2.21): the broadcast, x's size,
+ * lives while the division makes the grad, a second buffer of that size.
+ * Measured (TF 2.21, Keras 3.15): Conv2D -> GlobalAveragePooling2D under the
+ * tape on [8,32,32,16]: the peak holds BroadcastTo's and RealDiv's outputs
+ * (tf_measure.py trace micro-conv-tape-b8). Under tf.function the division
+ * is forwarded into the Tile's buffer: one (dm_tf_grad_target's rule). */
+static bool tf_mean_broadcast(const struct dm_sb *b, const struct dm_node *n, int k,
+                              enum dm_dtype cast)
+{
+    return b->run->tf_ops && !b->run->tf_graph && k == 0 && cast == DM_UNDEFINED &&
+           (n->op == DM_OP_GlobalAveragePool || n->op == DM_OP_ReduceMean);
+}
+
 /* MulBackward0's grad of a broadcast operand (x * s, s [N, C, 1, 1] or a
  * [C] scale) is grad * x at the output's size; the engine then sums it to
  * s's shape (validate_outputs, at::sum_to) after the node has made all its
@@ -627,6 +643,10 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
             gin = gout;
         } else if (cast == DM_UNDEFINED && dm_mx_addto(b, x)) {
             gin = -1; /* written into the sum's buffer (kAddTo): nothing allocated */
+        } else if (tf_mean_broadcast(b, n, k, cast) && n_bc < HELD) {
+            bc[n_bc++] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                                     "broadcast_to(grad) (_MeanGrad)", 1);
+            gin = new_grad(b, i, k, cast, out0, gout, dense);
         } else if (broadcast_product(b, n, x, out0, cast) && n_bc < HELD) {
             bc[n_bc++] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[out0].dtype, t[out0].bytes, x, i,
                                      "grad (before sum_to)", 1);

@@ -171,7 +171,9 @@ enum tf_when {
     TF_W_GELU_TANH, /* Gelu with approximate "tanh" */
     TF_W_FUSED_BN,  /* Keras 2's fused BatchNormalization (tf_fused_bn) */
     TF_W_FUSED_LN,  /* Keras 2's fused LayerNormalization (tf_fused_ln) */
-    TF_W_ADD_BIAS,  /* Keras 3's bias added by AddV2 (tf_add_bias, src/load/keras/layers.c) */
+    TF_W_BIAS,      /* a Conv, ConvTranspose or Gemm with a bias (input 2) */
+    TF_W_UNFUSED_BN, /* a BatchNormalization not marked tf_fused_nhwc */
+    TF_W_X_WATCHED, /* input 0 requires grad (the tape records ops of x alone) */
 };
 
 #define TF_IO(k) (1u << (k))
@@ -219,10 +221,30 @@ static bool tf_when_holds(const struct dm_sb *b, const struct dm_node *n, enum t
     case TF_W_GELU_TANH: return strcmp(dm_attr_str(n, "approximate", "none"), "tanh") == 0;
     case TF_W_FUSED_BN: return tf_fused_bn(b, n);
     case TF_W_FUSED_LN: return dm_tf_fused_ln(b, n);
-    case TF_W_ADD_BIAS: return dm_attr_int(n, "tf_add_bias", 0) != 0;
+    case TF_W_BIAS: return dm_has_in(n, 2);
+    case TF_W_UNFUSED_BN: return dm_attr_int(n, "tf_fused_nhwc", 0) == 0;
+    case TF_W_X_WATCHED: return b->train && dm_has_in(n, 0) && b->train->rg[n->in[0]];
     }
     return false;
 }
+
+/* The eager op chains (tf_eager.def). */
+#define TF_STEPS(...) ((const signed char[]){__VA_ARGS__, 127})
+#define TF_CHAIN_END 127
+#define TF_CONV_TEMP 100 /* a step: the convolution kernel's temp (tf_conv_temp) */
+struct tf_eager_row {
+    enum dm_op op;
+    enum tf_when when;
+    const char *tf_ops;
+    const signed char *steps; /* k > 0: allocate intermediate k; -k: free it; 0: the output */
+    const char *const *what;
+};
+
+static const struct tf_eager_row tf_eager[] = {
+#define DM_TF_EAGER(op, when, tf_ops, steps, what) {DM_OP_##op, when, tf_ops, steps, what},
+#include "train/tf_eager.def"
+#undef DM_TF_EAGER
+};
 
 /* The tape's row for node n, or NULL (PyTorch's rule stands in). */
 static const struct tf_tape_row *tf_tape_row(const struct dm_sb *b, const struct dm_node *n)
@@ -245,14 +267,114 @@ void dm_tf_transients(struct dm_sb *b, int32_t node, enum dnnmem_category cat,
         dm_sb_unref(b, buf[k]);
 }
 
-void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save)
+/* oneDNN's Conv2D on the CPU (_MklNativeConv2D eagerly, the fused
+ * convolution under tf.function; TF_ENABLE_ONEDNN_OPTS on) allocates a temp
+ * of 8216 B after its output and frees it when it returns. Measured (TF
+ * 2.21, Keras 3.15, tf_measure.py trace): the same 8216 B for each of
+ * rand2's ten convolutions (3 to 16 channels, 1x1 and 3x3) under
+ * predict_on_batch and for micro-conv's eagerly; depthwise and transposed
+ * convolutions not measured. */
+#define TF_ONEDNN_CONV_TEMP 8216
+static bool tf_conv_temp(const struct dm_sb *b, const struct dm_node *n)
+{
+    return b->run->tf_ops && !b->run->cuda && n->op == DM_OP_Conv && dm_attr_int(n, "group", 1) == 1;
+}
+
+static void tf_conv_temp_run(struct dm_sb *b, int32_t i)
+{
+    static const char *const what[] = {"oneDNN convolution temp"};
+    dm_tf_transients(b, i, DNNMEM_CAT_WORKSPACE, DM_UINT8, TF_ONEDNN_CONV_TEMP, 1, what);
+}
+
+/* Run the steps of chain `c` from c->at up to its output (0) or its end. */
+static void tf_chain_run(struct dm_sb *b, struct dm_tf_chain *c)
+{
+    const struct tf_eager_row *r = c->row;
+    const struct dm_node *n = &b->g->nodes[c->node];
+    const struct dm_tinfo *y = &b->t[n->out[0]];
+    for (; r->steps[c->at] != TF_CHAIN_END; c->at++) {
+        int s = r->steps[c->at];
+        if (s == 0) {
+            c->at++;
+            return;
+        }
+        if (s == TF_CONV_TEMP) {
+            if (tf_conv_temp(b, n))
+                tf_conv_temp_run(b, c->node);
+            continue;
+        }
+        int k = (s > 0 ? s : -s) - 1;
+        if (k >= DM_TF_CHAIN_MAX)
+            continue;
+        if (s < 0) {
+            dm_sb_unref(b, c->buf[k]);
+            c->buf[k] = -1;
+            continue;
+        }
+        int w = 0;
+        while (w < k && r->what[w + 1])
+            w++;
+        c->buf[k] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, y->dtype, y->bytes, -1, c->node,
+                                r->what[w], 1);
+    }
+}
+
+/* Eager TF (tf_eager.def): the intermediates node i's chain makes before its
+ * output. None under tf.function, and none where the tape records the node
+ * and holds its chain (tf_tape.def's chain column: dm_tf_tape_save). */
+void dm_tf_chain_begin(struct dm_sb *b, int32_t i, bool save, struct dm_tf_chain *c)
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    *c = (struct dm_tf_chain){NULL, i, 0, {-1, -1, -1}};
+    if (!b->run->tf_ops || b->run->tf_graph || !dm_has_out(n, 0) || b->t[n->out[0]].absent)
+        return;
+    const struct tf_tape_row *tape = tf_tape_row(b, n);
+    if (save && b->train && b->train->node_rg[i] && tape && tape->chain != 0)
+        return;
+    for (size_t r = 0; r < sizeof tf_eager / sizeof *tf_eager && !c->row; r++)
+        if (tf_eager[r].op == n->op && tf_when_holds(b, n, tf_eager[r].when))
+            c->row = &tf_eager[r];
+    if (c->row)
+        tf_chain_run(b, c);
+}
+
+/* ... and, once the output is made, the chain's remaining steps. */
+void dm_tf_chain_end(struct dm_sb *b, struct dm_tf_chain *c)
+{
+    if (!c->row)
+        return;
+    tf_chain_run(b, c);
+    for (int k = 0; k < DM_TF_CHAIN_MAX; k++)
+        dm_sb_unref(b, c->buf[k]);
+}
+
+void dm_train_tf_forward(struct dm_sb *b, int32_t i, bool save, bool chained)
 {
     const struct dm_node *n = &b->g->nodes[i];
     const struct dm_tinfo *t = b->t;
+    if (tf_conv_temp(b, n) && !chained) /* an eager chain ran it after the conv's own output */
+        tf_conv_temp_run(b, i);
     if (dm_tf_bn_transposes(b, n) && b->run->train) {
         /* NHWC -> NCHW around cuDNN in training (header) */
         static const char *const what[] = {"x_transformed (NCHW)", "y_transformed (NCHW)"};
         dm_tf_transients(b, i, DNNMEM_CAT_WORKSPACE, t[n->in[0]].dtype, t[n->in[0]].bytes, 2, what);
+    }
+    if (n->op == DM_OP_MaxPool && !b->run->cuda && dm_has_out(n, 0)) {
+        /* oneDNN's max pooling (_MklNativeMaxPool, TF_ENABLE_ONEDNN_OPTS on:
+         * TF's default on AVX512-VNNI/BF16/AMX CPUs) returns a workspace
+         * beside the output, one byte per output element, made after it.
+         * Measured (TF 2.21, Keras 3.15, micro-maxpool-call-b8, tf_measure.py
+         * trace): MaxPooling2D(2) on [8,32,32,16] float32 allocates the
+         * [8,16,16,16] output, then a 32768 B workspace, freed when the op
+         * returns eagerly. Under tf.function in training MaxPoolGrad reads
+         * it (the graph's workspace edge): kept for the backward. */
+        const struct dm_tinfo *y = &t[n->out[0]];
+        if (b->run->tf_graph && save && b->train && b->train->node_rg[i])
+            dm_keep_new(b, i, DM_UINT8, y->numel, "oneDNN max-pool workspace");
+        else {
+            static const char *const what[] = {"oneDNN max-pool workspace"};
+            dm_tf_transients(b, i, DNNMEM_CAT_WORKSPACE, DM_UINT8, (uint64_t)y->numel, 1, what);
+        }
     }
     if (dm_tf_fused_ln(b, n) && !(save && b->train && b->train->node_rg[i])) {
         /* no tape: the normalized output, then `* gamma`'s, beside the output */

@@ -139,7 +139,13 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     } else if (b->run->loss == DNNMEM_LOSS_MSE) {
         tr->target = dm_sb_alloc(b, DNNMEM_CAT_INPUT, o->dtype, o->bytes, -1, -1, "target", 1);
     }
-    if (b->run->optimizer == DNNMEM_OPT_ADAGRAD) {
+    /* Adagrad's constructor makes its state; so does Keras' fit under
+     * tf.function: train_on_batch's _maybe_symbolic_build builds the optimizer
+     * (optimizer.build(trainable_variables)) before the first step runs
+     * (keras/src/trainers/trainer.py _symbolic_build, Keras 3.15), where the
+     * eager tape's apply_gradients builds it at its first call */
+    if (b->run->optimizer == DNNMEM_OPT_ADAGRAD ||
+        (b->run->tf_graph && b->run->optimizer != DNNMEM_OPT_NONE)) {
         dm_optimizer_state(b);
         tr->state_made = true;
     }

@@ -976,15 +976,21 @@ expect 0 "allocator      TensorFlow's CPU BFC (TF_CPU_ALLOCATOR_USE_BFC=true" --
     estimate $KT/acts3.json --framework tensorflow --device cpu -b 4
 expect 0 "memory_limit   1.00 GiB (--tf-memory-limit)" -- \
     estimate $KT/acts3.json --framework tensorflow --device cpu -b 4 --tf-memory-limit 1GiB
-# the eager tape of Keras 3's unfused BatchNormalization (x, its squared difference, x * inv)
-# and of its bias added by AddV2 (the pre-bias output): one layer on [8,32,32,16] float32
-# then GlobalAveragePooling2D and Dense, measured 3146752 B and 2582272 B (tf-cpu.jsonl)
+# the eager tape of Keras 3's unfused BatchNormalization (x * inv; x, the model's input, is
+# not watched) and eager _MeanGrad's broadcast beside its RealDiv: one layer on
+# [8,32,32,16] float32 then GlobalAveragePooling2D and Dense, measured 3146752 B and
+# 2582272 B (tf-cpu.jsonl); model(x) of the Conv2D: its pre-bias output beside BiasAdd's,
+# measured 2080768 B (tf_eager.def)
 expect 0 "needs        3.00 MiB  (peak in use 3.00 MiB" -- estimate $KT/micro-bn.json \
     --framework tensorflow --device cpu -b 8 --mode train --tf-execution eager
 expect 0 "/batch_normalization/BatchNormalization.x * inv  <- BatchNormalization" -- \
     estimate $KT/micro-bn.json --framework tensorflow --device cpu -b 8 --mode train --tf-execution eager
-expect 0 "/conv2d/Conv.pre-bias output (AddV2's input)  <- Conv" -- estimate $KT/micro-conv.json \
-    --framework tensorflow --device cpu -b 8 --mode train --tf-execution eager
+expect 0 "/conv2d/Conv_output_0.broadcast_to(grad) (_MeanGrad)  <- GlobalAveragePool" -- \
+    estimate $KT/micro-conv.json --framework tensorflow --device cpu -b 8 --mode train --tf-execution eager
+expect 0 "/conv2d/Conv.pre-bias output (BiasAdd's input)  <- Conv" -- estimate $KT/micro-conv.json \
+    --framework tensorflow --device cpu -b 8 --tf-execution eager
+expect 0 "needs        2.00 MiB  (peak in use 2.00 MiB" -- estimate $KT/micro-conv.json \
+    --framework tensorflow --device cpu -b 8 --tf-execution eager
 printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, null], "dtype": "int32"}}, {"class_name": "Embedding", "config": {"name": "e", "input_dim": 100, "output_dim": 8}}, {"class_name": "GRU", "config": {"name": "g", "units": 4}}]}}' >"$T/kseq.json"
 expect 0 "dims.seq       64 (--seq-len)" -- estimate "$T/kseq.json" --seq-len 64 -b 2 --mode train
 printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, 4]}}, {"class_name": "Lambda", "config": {"name": "my_lambda"}}]}}' >"$T/klambda.json"

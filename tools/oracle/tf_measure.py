@@ -160,6 +160,12 @@ def build(keras, how):
 def child(cfg):
     os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # oneDNN's kernels are on by default only on CPUs with AVX512_VNNI, AVX512_BF16 or
+    # AMX (TF 2.9+ release notes); elsewhere (this tool's AVX2 EPYC) TF runs its Eigen
+    # kernels, whose convolution gradients allocate a col_buffer of up to 30 MiB
+    # (Conv2DBackpropInput/Filter temps, measured). The committed rows ran with oneDNN
+    # on (micro-maxpool-call-b8 reproduces 690688 B with it, 659712 B without): set it
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     import numpy as np
     import tensorflow as tf
     import keras
@@ -213,8 +219,30 @@ def child(cfg):
                 end_bytes=int(end), param_bytes=params,
                 input_shape=ishape, tensorflow=tf.__version__, keras=keras.__version__,
                 python=sys.version.split()[0], numpy=np.__version__,
-                onednn=os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)"),
-                threads=1, file="tests/models/keras-tf/%s.json" % cfg["model"])
+                onednn="TF_ENABLE_ONEDNN_OPTS=%s, IsMklEnabled %s" % (
+                    os.environ["TF_ENABLE_ONEDNN_OPTS"], mkl_enabled()),
+                threads=1, cpu=cpu_isa(), file="tests/models/keras-tf/%s.json" % cfg["model"])
+
+
+def mkl_enabled():
+    from tensorflow.python.util import _pywrap_util_port
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def cpu_isa():
+    """The widest x86 vector ISA the CPU has (oneDNN picks its kernels, and some of
+    their scratchpads' sizes, by it), and the core count."""
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for l in f:
+                if l.startswith("flags"):
+                    flags = set(l.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    isa = next((i for i in ("amx_tile", "avx512f", "avx2", "avx") if i in flags), "unknown")
+    return "%s, %d cores" % (isa, os.cpu_count() or 0)
 
 
 def trace_events(logdir):
@@ -385,33 +413,47 @@ def compare(a):
     return 1 if fail or gone or bad else 0
 
 
-MISSES_HEAD = """# Rows of tests/validation/tf-cpu.jsonl that dnnmem misses by more than 3%, as first
-# compared after the CPU runtime was added (tools/oracle/tf_measure.py compare
-# --write-misses); `make check` fails on a miss not listed here and on a listed row
-# that no longer misses. docs/validation-tf.md has the figures and what is untraced.
+MISSES_HEAD = """# Rows of tests/validation/tf-cpu.jsonl that dnnmem misses by more than 3%
+# (tools/oracle/tf_measure.py compare --write-misses); `make check` fails on a miss
+# not listed here and on a listed row that no longer misses. Each row's cause as
+# traced (tf_measure.py trace ID, with TF_ENABLE_ONEDNN_OPTS=1 as the rows ran);
+# docs/validation-tf.md has the figures.
 """
+# the causes, by mode where not traced per row
+CHUNKS = ("BFC chunks from the allocation history: a request gets a free chunk unsplit "
+          "when it is under twice the request; which chunks are free depends on every "
+          "earlier allocation (the build's initializers, the warm-up step's small tensors), "
+          "which dnnmem does not replay")
 WHY = {
-    "tape": "untraced; candidates (docs/validation-tf.md): Keras 3's unfused BatchNormalization "
-            "and custom-gradient activations keep more under the tape than PyTorch's rules",
-    "fit": "untraced; candidates: the executor runs the optimizer's updates of several "
-           "variables at once (traced on fashion_mnist_mlp), Keras 3's unfused BatchNormalization",
+    "tape": "untraced; candidate: " + CHUNKS,
+    "fit": "untraced; candidates: the graph executor runs the optimizer's updates of several variables at once "
+           "(traced on fashion_mnist_mlp: sgd/Mul outputs of three variables live at the "
+           "peak; run-to-run spread up to 7%); and " + CHUNKS,
     "call": "untraced",
-    "predict": "untraced",
+    "predict": "untraced; under tf.function Grappler and the executor's order are modelled "
+               "only as buffer forwarding",
 }
 # rows whose miss was traced (tf_measure.py trace ID)
-CHUNKS = ("weights' chunks: each variable's value is its initializer's output (AddV2), placed "
-          "by the build's history: BFC hands out an unsplit chunk under twice the request "
-          "(4376064 B for the 3211264 B kernel); dnnmem places the weights in fresh regions")
+WEIGHTS = ("weights' chunks: each variable's value is its initializer's output (AddV2), "
+           "placed by the build's history: BFC hands out an unsplit chunk under twice the "
+           "request (4376064 B for the 3211264 B kernel); dnnmem places the weights in "
+           "fresh regions")
 TRACED = {
-    "micro-silu-call-b8": "silu's Sigmoid output lives beside its Mul (not modelled), and its "
-                          "524288 B request got an unsplit 1044992 B chunk the warm-up step freed",
-    "micro-bn-fit-b8": "Keras 3's unfused BatchNormalization under tf.function: PyTorch's rule "
-                       "keeps more than the pruned gradient graph (over)",
-    "fashion_mnist_mlp-call-b32": CHUNKS,
-    "fashion_mnist_mlp-predict-b32": CHUNKS,
+    "micro-bn-fit-b8": "BFC layout: dnnmem's requested peak is 1051712 B (measured 1075200, "
+                       "-2.2%), but its small tensors take the 524288 B hole the BN output "
+                       "left and the next one gets an unsplit 1 MiB chunk; TF's small [C] "
+                       "tensors (moments, batchnorm's muls) come before the big ones",
+    "fashion_mnist_mlp-call-b32": WEIGHTS,
+    "fashion_mnist_mlp-predict-b32": WEIGHTS,
+    "fashion_mnist_mlp-tape-b32": "untraced; and " + WEIGHTS,
     "fashion_mnist_mlp-fit-b32": "the executor's order: sgd/Mul outputs of three variables "
-                                 "live at the peak with grads not yet applied; and the weights' "
-                                 "chunks (as call)",
+                                 "live at the peak with grads not yet applied; and " + WEIGHTS,
+    "rand4-tape-b4": "over since Keras SGD's eager temporaries (m * momentum, gradient * lr, "
+                     "their difference: all three live at the peak for the [16384,64] kernel, "
+                     "traced) were modelled: what dnnmem holds beyond that is untraced",
+    "rand6-tape-b4": "BFC chunks: at the peak a conv output and a sigmoid output sit in "
+                     "unsplit chunks (733952 B and 721152 B for 393216 B requests, "
+                     "tf_measure.py trace rand6-tape-b4); dnnmem's replay starts fresh",
 }
 
 

@@ -159,12 +159,6 @@ const char *dm_kr_get_str(struct keras *k, json_t *cfg, const char *key, const c
 struct dm_node *dm_kr_node(struct keras *k, enum dm_op o, int n_in, const int32_t *in, int n_out);
 int32_t dm_kr_op(struct keras *k, enum dm_op o, int n_in, ...);
 void dm_kr_attr_i(struct keras *k, const char *name, int64_t v);
-/* Keras 3 adds a Dense's or a convolution's bias with ops.add (keras/src/
- * layers/core/dense.py, convolutional/base_conv.py, base_depthwise_conv.py,
- * base_separable_conv.py): on TF an AddV2, whose inputs the eager tape holds
- * (src/train/tf_tape.def), where Keras 2 ran BiasAdd. Marks the node just
- * built "tf_add_bias" when it has a bias (b >= 0) in a Keras 3 model. */
-void dm_kr_keras3_bias(struct keras *k, int32_t b);
 void dm_kr_attr_f(struct keras *k, const char *name, double v);
 void dm_kr_attr_s(struct keras *k, const char *name, const char *v);
 void dm_kr_attr_ints(struct keras *k, const char *name, int n, const int64_t *v);

@@ -29,26 +29,19 @@ void dm_kr_dense_layer(struct keras *k, struct layer_io *io)
     y->dim[r - 1] = units;
     if (r == 2) { /* F.linear on 2-D: one addmm */
         y->id = dm_kr_op(k, DM_OP_Gemm, b >= 0 ? 3 : 2, xi, w, b);
-        dm_kr_keras3_bias(k, b);
     } else { /* matmul, then the bias added in place */
         y->id = dm_kr_op(k, DM_OP_MatMul, 2, xi, w);
         if (b >= 0) {
             /* Keras 2 runs Dense's bias as tf.nn.bias_add (keras/layers/core/
              * dense.py), whose gradient reads nothing (src/train/tf_tape.def);
-             * Keras 3 as ops.add, an AddV2 (dm_kr_keras3_bias) */
+             * so does Keras 3 on TF: its ops.add of a bias-shaped operand is
+             * tf.nn.bias_add (keras/src/backend/tensorflow/numpy.py add) */
             y->id = dm_kr_op(k, DM_OP_Add, 2, b, y->id);
-            if (!k->keras3)
-                dm_kr_attr_i(k, "tf_bias_add", 1);
+            dm_kr_attr_i(k, "tf_bias_add", 1);
         }
     }
     io->n_out = 1;
     dm_kr_activation(k, dm_kr_activation_name(k, cfg, "activation", "linear"), y);
-}
-
-void dm_kr_keras3_bias(struct keras *k, int32_t b)
-{
-    if (k->keras3 && b >= 0)
-        dm_kr_attr_i(k, "tf_add_bias", 1);
 }
 
 void dm_kr_batchnorm_layer(struct keras *k, struct layer_io *io)

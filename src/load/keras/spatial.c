@@ -41,8 +41,6 @@ static const char *padding_mode(struct keras *k, json_t *cfg, bool causal_ok)
 }
 
 /* Window attributes of a Conv or pooling node just made. */
-static void keras3_bias(struct keras *k, int32_t b) { dm_kr_keras3_bias(k, b); }
-
 static void window_attrs(struct keras *k, int ns, const int64_t *kk, const int64_t *s,
                          const int64_t *d, const char *pad, bool conv)
 {
@@ -102,7 +100,6 @@ void dm_kr_conv_layer(struct keras *k, struct layer_io *io, int ns, char kind)
         int32_t w = dm_kr_weight(k, "depthwise_kernel", ns + 2, wd);
         int32_t b = kind == 'd' && bias ? dm_kr_weight(k, "bias", 1, &mid) : -1;
         int32_t y = dm_kr_op(k, DM_OP_Conv, b >= 0 ? 3 : 2, xi, w, b);
-        keras3_bias(k, b);
         window_attrs(k, ns, kk, s, d, pad, true);
         dm_kr_attr_i(k, "group", cin);
         xi = y;
@@ -116,7 +113,6 @@ void dm_kr_conv_layer(struct keras *k, struct layer_io *io, int ns, char kind)
             w = dm_kr_weight(k, "pointwise_kernel", ns + 2, pd);
             b = bias ? dm_kr_weight(k, "bias", 1, &filters) : -1;
             y = dm_kr_op(k, DM_OP_Conv, b >= 0 ? 3 : 2, xi, w, b);
-            keras3_bias(k, b);
             window_attrs(k, ns, ones, ones, ones, "valid", true);
             xi = y;
             cout = filters;
@@ -132,7 +128,6 @@ void dm_kr_conv_layer(struct keras *k, struct layer_io *io, int ns, char kind)
             return;
         }
         xi = dm_kr_op(k, DM_OP_ConvTranspose, b >= 0 ? 3 : 2, xi, w, b);
-        keras3_bias(k, b);
         window_attrs(k, ns, kk, s, d, pad, true);
         cout = filters;
     } else {
@@ -142,7 +137,6 @@ void dm_kr_conv_layer(struct keras *k, struct layer_io *io, int ns, char kind)
         int32_t w = dm_kr_weight(k, "kernel", ns + 2, wd);
         int32_t b = bias ? dm_kr_weight(k, "bias", 1, &filters) : -1;
         xi = dm_kr_op(k, DM_OP_Conv, b >= 0 ? 3 : 2, xi, w, b);
-        keras3_bias(k, b);
         window_attrs(k, ns, kk, s, d, pad, true);
         dm_kr_attr_i(k, "group", groups);
         cout = filters;
