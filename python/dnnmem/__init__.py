@@ -19,10 +19,12 @@ from typing import Dict, Optional
 
 from . import _lib
 from ._lib import lib
+from .host import host_cpu_isa
 from .result import Advice, Module, Result, Tensor, TimelinePoint
 
 __all__ = ["DnnmemError", "Model", "Result", "Tensor", "TimelinePoint", "Advice", "Module", "Gpu",
-           "Comparison", "estimate", "max_batch", "max_seq_len", "advise", "compare", "gpus", "load"]
+           "Comparison", "estimate", "max_batch", "max_seq_len", "advise", "compare", "gpus", "load",
+           "host_cpu_isa"]
 __version__ = "0.1.1"
 
 # the CLI's exit code of each status family (cli/main.c, exit_code; README "Exit codes")

@@ -149,3 +149,14 @@ def test_keep_outputs_by_cli_name():
                   "--keep-outputs")
     assert kept.peak_allocated == js["peak_allocated_bytes"]
     assert kept.peak_allocated >= dnnmem.estimate(gpt2, **args).peak_allocated
+
+
+def test_host_cpu_isa_reads_the_flags(tmp_path):
+    f = tmp_path / "cpuinfo"
+    f.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n")
+    assert dnnmem.host_cpu_isa(str(f)) == "avx2"
+    f.write_text("flags\t\t: fpu avx2 avx512f avx512bw\n")
+    assert dnnmem.host_cpu_isa(str(f)) == "avx512"
+    f.write_text("Features\t: fp asimd\n")
+    assert dnnmem.host_cpu_isa(str(f)) is None
+    assert dnnmem.host_cpu_isa(str(tmp_path / "absent")) is None

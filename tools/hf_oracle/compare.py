@@ -38,6 +38,7 @@ def command(dnnmem, r):
     torch_xy = ".".join(r["torch"].split("+")[0].split(".")[:2])
     cmd = [dnnmem, "estimate", r["config"], "--device", "cpu", "--framework",
            f"pytorch@{torch_xy}", "--cpu-threads", "1", "--transformers", r["release"],
+           "--cpu-isa", r.get("cpu_isa", "avx512"),  # rows before 2026-12-02: AVX-512 hosts
            "--attn", r["attn"], "--precision", r["precision"], "--mode", r["mode"],
            "-b", str(r["batch"])]
     if "seq" in r:  # an image model has no sequence dim

@@ -82,6 +82,8 @@ import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tools", "oracle"))
+import zoo  # noqa: E402  (host_cpu_isa)
 sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
@@ -384,7 +386,7 @@ def run(row):
         buffer_bytes=buffer_bytes, bytes_before_unaccounted=before - accounted,
         tree_matches_events=tree_ok, end_check_ok=after >= before,
         torch=torch.__version__, transformers_version=transformers.__version__,
-        num_threads=torch.get_num_threads())
+        num_threads=torch.get_num_threads(), cpu_isa=zoo.host_cpu_isa())
     if hit is not None:
         rec["experts_hit_min"] = hit
     if row.get("lora"):

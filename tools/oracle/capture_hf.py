@@ -57,7 +57,7 @@ def run(r, dnnmem_cli):
                             mode=r["mode"], optimizer=r.get("optimizer") or "sgd-momentum",
                             dtype="bfloat16" if r["precision"] == "bf16" else "float32")
     cap_s = time.time() - t0
-    est = cap.estimate(device="cpu", cpu_threads=1).peak_allocated
+    est = cap.estimate(device="cpu", cpu_threads=1, cpu_isa=r.get("cpu_isa", "avx512")).peak_allocated
     cfg, why = compare.estimate(dnnmem_cli, r)
     m = r["peak_bytes"]
     out = dict(id=r["id"], measured=m, capture=est, capture_pct=round(100.0 * (est - m) / m, 2),

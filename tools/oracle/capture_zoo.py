@@ -61,7 +61,7 @@ def run(row, save=None, saved=None):
         with open(path) as f:
             data = json.load(f)
         cap_s, n_storages, n_ops = None, len(data["storages"]), len(data["steps"]) - 1
-        r = dnnmem.estimate(path, device="cpu", cpu_threads=1)
+        r = dnnmem.estimate(path, device="cpu", cpu_threads=1, cpu_isa=row.get("cpu_isa", "avx512"))
     else:
         t0 = time.time()
         cap = run_capture(row)
@@ -69,7 +69,7 @@ def run(row, save=None, saved=None):
         n_storages, n_ops = len(cap.storages), len(cap.steps) - 1
         if save:
             cap.save(os.path.join(save, row["id"] + ".dnnmem"))
-        r = cap.estimate(device="cpu", cpu_threads=1)
+        r = cap.estimate(device="cpu", cpu_threads=1, cpu_isa=row.get("cpu_isa", "avx512"))
     err = 100.0 * (r.peak - row["peak_bytes"]) / row["peak_bytes"]
     return dict(id=row["id"], measured=row["peak_bytes"], estimate=r.peak, error_pct=round(err, 2),
                 peak_at=f"{r.peak_phase} {r.peak_node}", measured_at=row.get("peak_phase"),

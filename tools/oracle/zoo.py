@@ -497,7 +497,7 @@ def measure(cfg):
         cfg = dict(cfg, timm=timm.__version__)
     row = dict(cfg, torch=torch.__version__, torchvision=torchvision.__version__,
                python=platform.python_version(), num_threads=torch.get_num_threads(),
-               architecture=desc,
+               cpu_isa=host_cpu_isa(), architecture=desc,
                loss=(f"F.cross_entropy(out[B,{classes},H,W], y[B,H,W] int64), mean"
                      if cfg["model"] in SEGMENTATION else
                      f"F.cross_entropy(out[B,{classes}], y[B] int64), mean") if train else None,
@@ -631,10 +631,23 @@ def cmd_export(a):
         print(graph_path(c, a.variant), err or "ok", flush=True)
 
 
+def host_cpu_isa():
+    """This machine's --cpu-isa (python/dnnmem/host.py, loaded by its path: the package
+    itself would load libdnnmem)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "dnnmem_host", os.path.join(ROOT, "python", "dnnmem", "host.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.host_cpu_isa()
+
+
 def estimate(dnnmem, row, extra=(), variant="plain"):
+    """The row's configuration estimated; `cpu_isa` is the measuring machine's (rows before
+    2026-12-02 have none: they were measured on AVX-512 machines, dnnmem's default)."""
     cmd = [dnnmem, "estimate", os.path.join(ROOT, graph_path(row, variant)), "--device", "cpu",
            "--framework", "pytorch@2.14", "--cpu-threads", "1", "--batch-size", str(row["batch"]),
-           "--json"]
+           "--cpu-isa", row.get("cpu_isa", "avx512"), "--json"]
     cmd += ["--mode", "infer"] if row["mode"] == "inference" else \
         ["--mode", "train", "--optimizer", row["optimizer"]]
     p = subprocess.run(cmd + list(extra), capture_output=True, text=True)
