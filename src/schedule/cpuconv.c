@@ -219,6 +219,7 @@ struct onednn_conv {
     int64_t n, c, hw, oc, ohw, k, g; /* k: kernel elements (kh * kw) */
     int64_t block;                   /* onednn_block */
     bool bias, strided, strided_1x1, small_kernel; /* small: kh, kw <= 3 */
+    bool kh_over_ih;                 /* a 2-D kernel taller than its input */
 };
 
 static bool onednn_conv_of(const struct cc *b, struct onednn_conv *c)
@@ -248,6 +249,7 @@ static bool onednn_conv_of(const struct cc *b, struct onednn_conv *c)
     c->strided = strided;
     c->strided_1x1 = strided && c->k == 1;
     c->small_kernel = small;
+    c->kh_over_ih = x->rank == 4 && w->dims[2] > x->dims[2];
     if (c->g < 1 || c->c % c->g || c->oc % c->g)
         return false;
     int64_t icg = c->c / c->g, ocg = c->oc / c->g;
@@ -433,6 +435,40 @@ static void onednn_brgemm_forward(const struct cc *b, const struct onednn_conv *
  * larger depthwise kernel (19267584 B for ConvNeXt-T's 7x7 depthwise conv on
  * [1,384,10,10], whose LayerNorm2d leaves channels-last strides; 614400 B
  * for a 5x5 one with 24 channels). */
+/* On AVX2 a channels-last depthwise conv whose kernel is taller than its
+ * input (kh > ih; the width does not matter) has its weight grad computed
+ * by the gemm fallback, not into the blocked diff_weights above: a
+ * diff_weights of the weight's own size (unpadded: 12 channels 5x5, 1200 B)
+ * and, freed before the weight's grad, a scratchpad of
+ * T * (4 * |W| + 4 * (kh * kw * OH * OW + IH * IW)) + 384 bytes, |W| the
+ * weight's bytes and T the threads. Measured, torch 2.14.1 on an AVX2 host
+ * (the profiler's events of the backward, channels-last input, 'same'
+ * padding, one thread unless said): 128 channels 5x5 on 2x2, 3x3, 4x4:
+ * +12800 diff_weights, +52000, +52520, +53248; 7x7 on 2x2 to 6x6: +101536
+ * .. +107936; 5x5 on 4x8: +54912, on 8x4 (kh <= ih): the 819200 B blocks;
+ * 5x3 on 4x4: +32128, 3x5 on 4x4: blocks; 5x5 at stride 2 on 4x4: +52048;
+ * 3x3 on 2x2: +18976; 12 channels 5x5 on 4x4: +6848; 4x4 two threads:
+ * +106112; batch 1 to 3 alike. (One more weight-sized tensor comes and goes
+ * after the weight's grad, below the peak of the three.) AVX-512 is not
+ * measured for this case and keeps the rule above. */
+static bool onednn_dw_gemm_weight_grad(const struct cc *b, const struct onednn_conv *c)
+{
+    return b->run->cpu_isa == DNNMEM_CPU_ISA_AVX2 && c->kernel == ONEDNN_DEPTHWISE &&
+           c->kh_over_ih;
+}
+
+static int64_t onednn_dw_gemm_scratchpad(const struct cc *b, const struct onednn_conv *c,
+                                         int64_t wei)
+{
+    /* -1 (none) when any step overflows: mul's -1 propagates through the checks */
+    int64_t cols, per_thread, all, kc = mul(c->k, c->ohw), wb = mul(16, wei);
+    if (kc < 0 || wb < 0 || !dm_add_ok(kc, c->hw, &cols) || mul(4, cols) < 0 ||
+        !dm_add_ok(wb, mul(4, cols), &per_thread) || mul(cpu_threads(b), per_thread) < 0 ||
+        !dm_add_ok(mul(cpu_threads(b), per_thread), 384, &all))
+        return -1;
+    return all;
+}
+
 /* The backward-weights pass's buffers of a channels-last conv (below). */
 static void onednn_cl_weight_grad(const struct cc *b, const struct onednn_conv *c, struct dm_ws *ws)
 {
@@ -442,9 +478,13 @@ static void onednn_cl_weight_grad(const struct cc *b, const struct onednn_conv *
      * (measured: 8 -> 12 channels 3x3, 16 x 8 x 9 floats) */
     int64_t icp = c->g == 1 && icg < c->block ? icg : pad_block(c, icg);
     int64_t blocks = mul3(c->g, mul(pad_block(c, ocg), icp), c->k);
-    ws->buf[1] = tmp(b, DM_FLOAT,
-                        c->kernel == ONEDNN_DEPTHWISE && c->small_kernel ? dw_wei : blocks, 
-                        "onednn_diff_weights");
+    if (onednn_dw_gemm_weight_grad(b, c)) {
+        ws->buf[1] = tmp(b, DM_FLOAT, wei, "onednn_diff_weights");
+        drop(b, tmp(b, DM_UINT8, onednn_dw_gemm_scratchpad(b, c, wei), "onednn_gemm_scratchpad"));
+    } else
+        ws->buf[1] = tmp(b, DM_FLOAT,
+                            c->kernel == ONEDNN_DEPTHWISE && c->small_kernel ? dw_wei : blocks,
+                            "onednn_diff_weights");
     /* and a second weight-sized tensor beside the weight's grad while
      * both live (measured: +w +w -w after the bias grad, depthwise and
      * dense alike; for a dense one the grad comes out channels-last and

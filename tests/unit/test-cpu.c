@@ -108,8 +108,8 @@ static void test_onednn_brgemm_channels_last(void **state)
 /* The allocations and frees, in order, of the buffers whose names start
  * with one of `names` in a training step on the CPU (PyTorch 2.14, one
  * thread, SGD, loss = sum), as "+bytes name" / "-bytes name" lines. */
-static void train_events(struct tb *b, const char *const *names, size_t n_names, char *out,
-                         size_t cap)
+static void train_events_isa(struct tb *b, enum dnnmem_cpu_isa isa, const char *const *names,
+                             size_t n_names, char *out, size_t cap)
 {
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
@@ -120,6 +120,7 @@ static void train_events(struct tb *b, const char *const *names, size_t n_names,
     cfg.device = DNNMEM_DEVICE_CPU;
     cfg.torch_version = 214;
     cfg.cpu_threads = 1;
+    cfg.cpu_isa = isa;
     cfg.batch_size = 0;
     cfg.events = true;
     struct dnnmem_result *r = estimate_cfg(b, &cfg);
@@ -133,6 +134,12 @@ static void train_events(struct tb *b, const char *const *names, size_t n_names,
                 break;
             }
     dnnmem_result_free(r);
+}
+
+static void train_events(struct tb *b, const char *const *names, size_t n_names, char *out,
+                         size_t cap)
+{
+    train_events_isa(b, DNNMEM_CPU_ISA_DEFAULT, names, n_names, out, cap);
 }
 
 /* The brgemm backward of a channels-last conv runs its two passes one
@@ -600,6 +607,46 @@ static void test_onednn_nchw_113(void **state)
                          s == 1 ? 131072 + 13824 + 2 * 196608
                                 : 131072 + 13824 + 131072 + 13824 + 49152);
     }
+/* On AVX2 a channels-last depthwise conv whose kernel is taller than its
+ * input computes its weight grad by the gemm fallback (cpuconv.c,
+ * onednn_dw_gemm_weight_grad). Measured, torch 2.14.1 on an AVX2 host, one
+ * thread, a 5x5 depthwise conv of 128 channels, 'same' padding, on a
+ * channels-last [1,128,4,4] input that needs a grad: +12800 (diff_weights,
+ * the weight's size), +53248 (scratchpad: 4 x 12800 + 4 x (25 x 16 + 16) +
+ * 384), -53248, +12800 (the channels-last grad), ...; on [1,128,8,4] (the
+ * kernel no taller than the input) the 8x8 blocks per group, 128 x 64 x 25
+ * floats = 819200 B. The input is x permuted times a [1,128,1,1] weight. */
+static struct tb *nhwc_depthwise_graph(const char *xdims)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, xdims);
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 128, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){128, 1, 5, 5});
+    tb_node(b, "Transpose", "perm", "x", "xc");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    tb_node(b, "Mul", "scale", "xc,S", "xs");
+    tb_node(b, "Conv", "conv", "xs,W", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){2, 2, 2, 2});
+    tb_attr_int(b, "group", 128);
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_depthwise_gemm_weight_grad(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"onednn_diff_weights", "onednn_gemm_scratchpad",
+                                        "grad_weight (channels last)"};
+    char got[1024];
+    train_events_isa(nhwc_depthwise_graph("1,4,4,128"), DNNMEM_CPU_ISA_AVX2, names, 3, got,
+                     sizeof got);
+    assert_string_equal(got, "+12800 onednn_diff_weights\n+53248 onednn_gemm_scratchpad\n"
+                             "-53248 onednn_gemm_scratchpad\n+12800 grad_weight (channels last)\n"
+                             "-12800 onednn_diff_weights\n-12800 grad_weight (channels last)\n");
+    train_events_isa(nhwc_depthwise_graph("1,8,4,128"), DNNMEM_CPU_ISA_AVX2, names, 3, got,
+                     sizeof got);
+    assert_string_equal(got, "+819200 onednn_diff_weights\n+12800 grad_weight (channels last)\n"
+                             "-819200 onednn_diff_weights\n-12800 grad_weight (channels last)\n");
 }
 
 int main(void)
@@ -622,6 +669,7 @@ int main(void)
         cmocka_unit_test(test_broadcast_mul_grad),
         cmocka_unit_test(test_conv3d),
         cmocka_unit_test(test_pad_keeps_channels_last),
+        cmocka_unit_test(test_depthwise_gemm_weight_grad),
     };
     return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
 }

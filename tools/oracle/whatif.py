@@ -20,7 +20,8 @@ Hardswish out of place (randnet's tokens without "_") and `--inplace none` (dnnm
 default runs them in place, as torchvision's inplace=True) brings it within 3% (both:
 the two together); otherwise the mechanism measured on its family
 (densenet-python-local; python-local for StarNet, VoVNet, HGNet and FastViT inference;
-onednn-gemm-fallback for DeepLabV3 and R3D-18; onednn-rnn-workspace for Sequencer2D
+onednn-gemm-fallback for DeepLabV3, R3D-18 and ViT-S/32;
+split-channel-views for MixNet; onednn-rnn-workspace for Sequencer2D
 training; depthwise-layout-flag for CoaT and MobileNetV4-hybrid training;
 weight-std-backward for NF-ResNet training over; nhwc-view-conv for PVT-v2), conv-weight-channels-last for an under-estimate that the conv
 weight clones live at the peak bring within 3%, layernorm-input-copy for one that the
@@ -111,6 +112,17 @@ PYTHON_LOCAL = ("timm-starnet", "timm-ese", "timm-hgnet", "timm-fastvit")
 # B scratchpad, 37601536 B for 960 -> 256 channels on [N,960,8,8]), and R3D-18's 3x3x3
 # convs on layer4's 1x2x2 map at batch 2 (114131200 B in convolution_backward)
 ONEDNN_GEMM = ("seg-deeplabv3", "video-r3d_18")
+# models (not whole families) with that mechanism, attributed by attribute.py: ViT-S/32's
+# 32x32 stride-32 patch embedding (AVX2 host, 2026-12-02): torch's only extra block at the
+# training peak is convolution_backward's 18,985,216 B, T*(4*|W| + C*kh*kw*OH*OW*4) + 256
+# for 3 -> 384 channels on a 3x3 output, to the byte
+ONEDNN_GEMM_MODELS = ("vit_small_patch32_224",)
+
+# families whose misses are channel splits that torch keeps as views (torch.split in
+# timm's MixedConv2d, each conv copying its slice for its own call) and dnnmem
+# materializes, all live at once (attributed 2026-12-02 on mixnet_m inference at batch 2:
+# dnnmem's only extra blocks at its peak are the Split's 2 x 884,736 B)
+SPLIT_VIEWS = ("timm-mixnet",)
 
 # families whose training misses are 2.x's CPU LSTM (aten::lstm > mkldnn_rnn_layer, one
 # per direction): each layer keeps a oneDNN workspace (7,561,216 B for T 24, N 48, 192 -> 48,
@@ -175,8 +187,10 @@ def classify(r, dnnmem, out):
         names = ["weight-std-backward"]
     elif fam == "timm-pvt":
         names = ["nhwc-view-conv"]
-    elif fam in ONEDNN_GEMM:
+    elif fam in ONEDNN_GEMM or r["model"] in ONEDNN_GEMM_MODELS:
         names = ["onednn-gemm-fallback"]
+    elif fam in SPLIT_VIEWS:
+        names = ["split-channel-views"]
     elif fam in ONEDNN_RNN and r["mode"] == "train":
         names = ["onednn-rnn-workspace"]
     elif r["model"].startswith(LAYOUT_FLAG) and r["mode"] == "train":
