@@ -607,6 +607,8 @@ static void test_onednn_nchw_113(void **state)
                          s == 1 ? 131072 + 13824 + 2 * 196608
                                 : 131072 + 13824 + 131072 + 13824 + 49152);
     }
+}
+
 /* On AVX2 a channels-last depthwise conv whose kernel is taller than its
  * input computes its weight grad by the gemm fallback (cpuconv.c,
  * onednn_dw_gemm_weight_grad). Measured, torch 2.14.1 on an AVX2 host, one
