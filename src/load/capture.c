@@ -374,6 +374,10 @@ static enum dnnmem_status storage(struct cap *k, const json_t *o, int32_t id)
                                        .dtype = (uint8_t)t->dtype};
     k->c->host[id] = dev && strcmp(dev, "host") == 0;
     const json_t *bp = json_object_get(o, "bytes_poly"), *sp = json_object_get(o, "shape_poly");
+    if ((bp || sp) && !k->c->n_dims) /* the polynomials are allocated with the header's dims */
+        return dm_fail(k->err, DNNMEM_E_PARSE, "%s: storage '%s': \"%s\" is a function of the "
+                       "dims, and the capture declares no \"dims\"", k->path, name,
+                       bp ? "bytes_poly" : "shape_poly");
     if (bp) {
         snprintf(what, sizeof what, "storage %d: \"bytes_poly\"", (int)id);
         DM_TRY(poly(k, bp, what, bytes, &k->c->bytes_poly[id]));
