@@ -538,6 +538,22 @@ static void test_pad_keeps_channels_last(void **state)
     assert_true(strncmp(got, "+13824 weight (channels last)\n-13824 weight (channels last)\n", 60) == 0);
 }
 
+/* x [N,8,8,16] permuted to a channels-last NCHW view, F.pad 1, a 3x3 conv
+ * 16 -> 24 without bias (W 13,824 B): the 1.13 channels-last tests' graph. */
+static struct tb *padded_channels_last_conv(const char *xdims)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, xdims);
+    tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 3, 3});
+    tb_init_i64(b, "pads", 8, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1});
+    tb_node(b, "Transpose", "perm", "x", "xc");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    tb_node(b, "Pad", "pad", "xc,pads", "xp");
+    tb_node(b, "Conv", "conv", "xp,W", "y");
+    tb_output(b, "y");
+    return b;
+}
+
 /* 1.13 copies the weight too (ConvolutionMM2d.cpp's channels-last path;
  * measured 1.13.0, Debian's python3-torch, one thread, AVX2, no_grad): x
  * [1,8,8,16] (4096 B) permuted to NCHW, F.pad 1 (6400 B, channels-last),
@@ -548,15 +564,7 @@ static void test_pad_keeps_channels_last(void **state)
 static void test_thnn_weight_copy_113(void **state)
 {
     (void)state;
-    struct tb *b = tb_new(13);
-    tb_input(b, "x", F32, "1,8,8,16");
-    tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 3, 3});
-    tb_init_i64(b, "pads", 8, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1});
-    tb_node(b, "Transpose", "perm", "x", "xc");
-    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
-    tb_node(b, "Pad", "pad", "xc,pads", "xp");
-    tb_node(b, "Conv", "conv", "xp,W", "y");
-    tb_output(b, "y");
+    struct tb *b = padded_channels_last_conv("1,8,8,16");
     assert_int_equal(cpu_peak(b, 113, DNNMEM_CPU_ISA_AVX2, 1),
                      4096 + 13824 + 6400 + 13824 + 36864 + 6144);
 }
@@ -572,15 +580,7 @@ static void test_thnn_weight_copy_113(void **state)
 static void test_onednn_channels_last_113(void **state)
 {
     (void)state;
-    struct tb *b = tb_new(13);
-    tb_input(b, "x", F32, "2,8,8,16");
-    tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 3, 3});
-    tb_init_i64(b, "pads", 8, (int64_t[]){0, 0, 1, 1, 0, 0, 1, 1});
-    tb_node(b, "Transpose", "perm", "x", "xc");
-    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
-    tb_node(b, "Pad", "pad", "xc,pads", "xp");
-    tb_node(b, "Conv", "conv", "xp,W", "y");
-    tb_output(b, "y");
+    struct tb *b = padded_channels_last_conv("2,8,8,16");
     assert_int_equal(cpu_peak(b, 113, DNNMEM_CPU_ISA_AVX2, 1),
                      8192 + 13824 + 12800 + 13824 + 12288 + 13824);
 }
