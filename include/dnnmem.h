@@ -230,6 +230,12 @@ enum dnnmem_inplace {
 /* The CPU's vector ISA, which sets the layouts oneDNN's x64 kernels pick
  * (--device cpu, PyTorch 2.x): channels blocked by 16 floats on AVX-512, by
  * 8 on AVX2. */
+/* 512 KiB: the AMD EPYC's (Zen 2/3) per-core L2, the host the AVX2 rows were
+ * measured on (lscpu: "L2 cache: 1 MiB (2 instances)"), and oneDNN's own
+ * guess when CPUID gives none (src/cpu/platform.cpp, get_per_core_cache_size,
+ * v3.12). */
+#define DNNMEM_CPU_L2_DEFAULT (512 * 1024)
+
 enum dnnmem_cpu_isa {
     DNNMEM_CPU_ISA_DEFAULT = 0, /* AVX-512, the zoo's machine */
     DNNMEM_CPU_ISA_AVX512,
@@ -558,6 +564,9 @@ struct dnnmem_config {
     /* The CPU's vector ISA for oneDNN's convolution buffers (PyTorch 2.x);
      * default AVX-512. */
     enum dnnmem_cpu_isa cpu_isa;
+    /* The CPU's per-core L2 cache in bytes, which oneDNN's gemm convolution
+     * tiles its im2col columns to (AVX2); < 0: DNNMEM_CPU_L2_DEFAULT. */
+    int64_t cpu_l2_bytes;
     /* The CUDA toolkit the framework was built with, major * 10 + minor
      * (117 = 11.7); 0 = the default: 124 (12.4) for PyTorch, 122 for
      * TensorFlow and JAX, 112 for MXNet. Before 11.7 modules load eagerly. */

@@ -300,6 +300,7 @@ void dnnmem_config_init(struct dnnmem_config *cfg)
     cfg->alloc_round_bytes = -1;
     cfg->cublas_workspace_bytes = -1;
     cfg->conv_workspace_bytes = -1;
+    cfg->cpu_l2_bytes = -1;
     cfg->n_top_tensors = 3;
     cfg->tf_memory_limit_bytes = -1;
     cfg->tf_min_system_memory_bytes = -1;

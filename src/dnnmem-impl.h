@@ -903,6 +903,11 @@ struct dm_cpu_conv {
     uint64_t cl_copy;        /* a channels-last conv's backward: the bytes of its copy of a
                                 grad_output that is not (0: none, or not known: the ONNX path
                                 tracks no grad's strides) */
+    /* the geometry per spatial dim (depth, height, width of the last
+     * x.rank - 2): stride, dilation (1: none) and the padding before;
+     * geom false: not known (none of the rules that read it apply) */
+    bool geom;
+    int64_t stride[3], dilation[3], pad[3];
 };
 
 /* A captured convolution's facts (a step's "conv"): the conv, and for
@@ -1019,6 +1024,7 @@ struct dm_run {
     uint64_t conv_workspace;    /* per convolution call */
     int cpu_threads;            /* torch.get_num_threads() on the CPU; 0 = several */
     enum dnnmem_cpu_isa cpu_isa; /* oneDNN's kernels' ISA on the CPU */
+    int64_t cpu_l2;              /* per-core L2 bytes (--cpu-l2) */
     enum dm_dtype amp;          /* autocast's low type (fp16/bf16), or DM_UNDEFINED */
     int compute_capability;     /* the GPU's, major * 10 + minor; 0 = 80 */
     bool tf_ops;                /* TensorFlow's per-op rules (src/train/train.c): Dropout's

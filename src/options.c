@@ -250,6 +250,8 @@ SIZE_SETTER(set_cublas_workspace, cublas_workspace_bytes, 0,
             "--cublas-workspace %s: expected a size such as 8MiB")
 SIZE_SETTER(set_conv_workspace, conv_workspace_bytes, 0,
             "--conv-workspace %s: expected a size such as 64MiB")
+SIZE_SETTER(set_cpu_l2, cpu_l2_bytes, 4096,
+            "--cpu-l2 %s: expected a size of at least 4 KiB such as 512KiB")
 SIZE_SETTER(set_alloc_round, alloc_round_bytes, 1,
             "--alloc-round %s: expected a positive size such as 512")
 SIZE_SETTER(set_tf_memory_limit, tf_memory_limit_bytes, 1,

@@ -655,6 +655,12 @@ static void job_assumptions(struct dm_est *e)
                   c->cpu_isa == DNNMEM_CPU_ISA_AVX2
                       ? "avx2 (oneDNN's convolutions pad channels to blocks of 8)"
                       : "avx512 (oneDNN's convolutions pad channels to blocks of 16)");
+    run->cpu_l2 = c->cpu_l2_bytes >= 0 ? c->cpu_l2_bytes : DNNMEM_CPU_L2_DEFAULT;
+    if (!run->cuda && c->framework == DNNMEM_FW_PYTORCH && run->torch_version >= 200 &&
+        has_conv(g) && c->cpu_isa == DNNMEM_CPU_ISA_AVX2)
+        dm_assume(as, "cpu_l2", c->cpu_l2_bytes >= 0 ? "option" : "default",
+                  "%lld B (oneDNN's gemm convolution tiles its im2col columns to it)",
+                  (long long)run->cpu_l2);
     run->freeze = c->freeze;
     run->n_freeze = c->n_freeze;
     run->checkpoint = c->checkpoint;

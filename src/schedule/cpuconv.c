@@ -10,6 +10,8 @@
  */
 #include "schedule/cpuconv.h"
 
+#include <math.h>
+
 /* One conv being scheduled: what it is, the run, where its buffers go. */
 struct cc {
     const struct dm_cpu_conv *cv;
@@ -330,10 +332,26 @@ static void onednn_sizes(const struct onednn_conv *c, int64_t *src, int64_t *wei
  * allocates the ATen output and ws's destination is freed after it
  * (depthwise 3x3 stride 2 on [2,96,112,112]: +9633792 source, +3456 weight,
  * +2408448 destination, -3456, -9633792, +2408448 output, -2408448). */
+static bool onednn_gemm_forward(const struct cc *b, const struct onednn_conv *c);
+static bool onednn_gemm_bwd_weights(const struct cc *b, const struct onednn_conv *c);
+enum gemm_pass { GEMM_FORWARD, GEMM_BWD_WEIGHTS };
+static int64_t onednn_gemm_scratch(const struct cc *b, const struct onednn_conv *c,
+                                   enum gemm_pass pass);
+
+/* (On AVX2 a conv the JIT forward declines runs gemm_convolution on the
+ * plain source and weight: only its columns (onednn_gemm_scratch) and a
+ * plain destination, in the same order; measured, 2.14.1: 3x3 64 -> 64 at
+ * dilation 6 on [2,64,16,16]: +295040 +131072 -295040, +131072 output,
+ * -131072.) */
 static void onednn_forward_nchw(const struct cc *b, const struct onednn_conv *c, struct dm_ws *ws)
 {
     int64_t src, wei, dst, scratch = onednn_scratch(c);
     onednn_sizes(c, &src, &wei, &dst);
+    if (onednn_gemm_forward(b, c)) {
+        src = wei = 0;
+        dst = mul3(c->n, c->oc, c->ohw);
+        scratch = onednn_gemm_scratch(b, c, GEMM_FORWARD);
+    }
     int32_t sp = scratch ? tmp(b, DM_UINT8, scratch, "onednn_scratchpad") : -1;
     int32_t xs = src ? tmp(b, DM_FLOAT, src, "onednn_input") : -1;
     int32_t ws_w = wei ? tmp(b, DM_FLOAT, wei, "onednn_weight") : -1;
@@ -467,6 +485,332 @@ static int64_t onednn_dw_gemm_scratchpad(const struct cc *b, const struct onednn
         !dm_add_ok(mul(cpu_threads(b), per_thread), 384, &all))
         return -1;
     return all;
+}
+
+/* ---- oneDNN's gemm fallback on AVX2 (PyTorch 2.x, oneDNN v3.12) ------------------ */
+
+/* A conv's geometry as oneDNN's init_conf functions read it: per dim
+ * (depth, height, width; a 2-D conv's depth is 1), the input, output and
+ * kernel sides, stride, dilation (oneDNN's: torch's minus 1) and the leading
+ * padding. */
+struct onednn_geom {
+    int64_t i[3], o[3], k[3], s[3], d[3], p[3];
+};
+
+static bool onednn_geom_of(const struct cc *b, struct onednn_geom *g)
+{
+    const struct dm_cpu_conv *cv = b->cv;
+    int sp = cv->x.rank - 2;
+    if (!cv->geom || sp < 2 || sp > 3 || cv->y.rank != cv->x.rank || cv->w.rank != cv->x.rank)
+        return false;
+    for (int k = 0; k < 3; k++) {
+        int j = k - (3 - sp); /* the conv's spatial dim, -1: the 2-D conv's depth */
+        g->i[k] = j < 0 ? 1 : cv->x.dims[2 + j];
+        g->o[k] = j < 0 ? 1 : cv->y.dims[2 + j];
+        g->k[k] = j < 0 ? 1 : cv->w.dims[2 + j];
+        g->s[k] = j < 0 ? 1 : cv->stride[j];
+        g->d[k] = j < 0 ? 0 : cv->dilation[j] - 1;
+        g->p[k] = j < 0 ? 0 : cv->pad[j];
+        if (g->i[k] < 1 || g->o[k] < 1 || g->k[k] < 1 || g->i[k] > INT32_MAX ||
+            g->k[k] > INT32_MAX || g->s[k] > INT32_MAX || g->d[k] > INT32_MAX ||
+            g->p[k] > INT32_MAX)
+            return false;
+    }
+    return true;
+}
+
+/* calculate_extended_filter_size and calculate_end_padding
+ * (src/common/utils.hpp, v3.12); the sides are below 2^31, so no overflow */
+static int64_t ext_k(const struct onednn_geom *g, int k) { return (g->k[k] - 1) * (g->d[k] + 1) + 1; }
+static int64_t end_pad(int64_t start, int64_t o, int64_t i, int64_t s, int64_t ext)
+{
+    return (o - 1) * s + ext - (i + start);
+}
+static int64_t end_pad_of(const struct onednn_geom *g, int k)
+{
+    return end_pad(g->p[k], g->o[k], g->i[k], g->s[k], ext_k(g, k));
+}
+
+/* jit_avx2_conv_fwd_kernel_f32_t::init_conf (src/cpu/x64/
+ * jit_avx2_conv_kernel_f32.cpp, v3.12): whether the AVX2 JIT forward takes a
+ * conv on blocked (nChw8c) data. It declines when the kernel lies wholly in
+ * the padding, when the left padding exceeds the width unrolling ur_w (3,
+ * or the output width when narrower), when a kernel wider than 7 is padded
+ * and strided, and when the right padding of the unrolled part exceeds a
+ * recomputed unrolling (min(r / stride + tail, ow, 7)). */
+static bool onednn_avx2_fwd_jit(const struct onednn_geom *g)
+{
+    for (int k = 0; k < 3; k++)
+        if (ext_k(g, k) <= g->p[k] || ext_k(g, k) <= end_pad_of(g, k))
+            return false;
+    int64_t ow = g->o[2], iw = g->i[2], sw = g->s[2], lp = g->p[2], ekw = ext_k(g, 2);
+    int64_t ur_w = ow < 3 ? ow : 3, tail = ow % ur_w;
+    if (lp > ur_w)
+        return false;
+    if (g->k[2] > 7 && !((g->p[1] == 0 && lp == 0) || (sw == 1 && g->s[1] == 1)))
+        return false;
+    int64_t r = end_pad(lp, ow - tail, iw, sw, ekw);
+    r = r > 0 ? r : 0;
+    if (r > ur_w * sw && ow / ur_w > 1) {
+        int64_t lim = ow < 7 ? ow : 7; /* num_avail_regs / 2, 15 YMMs on AVX2 */
+        ur_w = r / sw + tail < lim ? r / sw + tail : lim;
+        tail = ow % ur_w;
+        r = end_pad(lp, ow - tail, iw, sw, ekw);
+        r = r > 0 ? r : 0;
+        return ur_w >= (lp > r ? lp : r);
+    }
+    return true;
+}
+
+/* jit_avx2_conv_bwd_weights_kernel_f32_t::init_conf (the same file): the
+ * AVX2 JIT backward-weights declines any dilation, any depth padding, a
+ * kernel 14 or more wide, a kernel taller than the input, a padding as
+ * large as the (extended) kernel. */
+static bool onednn_avx2_bwd_weights_jit(const struct onednn_geom *g)
+{
+    for (int k = 0; k < 3; k++) {
+        int64_t e = ext_k(g, k), end = end_pad_of(g, k);
+        end = end > 0 ? end : 0;
+        if (g->d[k] != 0 || g->p[k] >= e || end >= e || g->k[k] > g->i[k] ||
+            g->p[k] >= g->k[k] || (k == 0 && (g->p[k] != 0 || end != 0)))
+            return false;
+    }
+    return g->k[2] < 14;
+}
+
+/* The AVX2 rules apply to the kernels they were read for: an ungrouped,
+ * not 1x1 conv (jit_avx2_1x1 and the depthwise kernels come before and have
+ * rules of their own, not modelled), on an NCHW input, under 2.x. AVX-512
+ * (jit_avx512_common's other thresholds) gets no such rule: it keeps the
+ * JIT kernels' buffers (not measured here). */
+static bool onednn_avx2_gemm_applies(const struct cc *b, const struct onednn_conv *c,
+                                     struct onednn_geom *g)
+{
+    return b->run->cpu_isa == DNNMEM_CPU_ISA_AVX2 && b->run->torch_version >= 200 &&
+           !b->cv->chlast && (c->kernel == ONEDNN_FIRST || c->kernel == ONEDNN_BLOCKED) &&
+           c->k > 1 && onednn_geom_of(b, g);
+}
+
+/* The forward runs gemm_convolution: whether, and the geometry. */
+static bool onednn_gemm_forward(const struct cc *b, const struct onednn_conv *c)
+{
+    struct onednn_geom g;
+    return onednn_avx2_gemm_applies(b, c, &g) && !onednn_avx2_fwd_jit(&g);
+}
+
+static bool onednn_gemm_bwd_weights(const struct cc *b, const struct onednn_conv *c)
+{
+    struct onednn_geom g;
+    return onednn_avx2_gemm_applies(b, c, &g) && !onednn_avx2_bwd_weights_jit(&g);
+}
+
+/* gemm_convolution's forward tiling of its im2col columns (the "!is_nspc &&
+ * is_fwd" branch of gemm_convolution_utils::init_conf, src/cpu/
+ * gemm_convolution_utils.cpp, v3.12): the blocks of out channels, output
+ * pixels and in channels that its cost model rates best, the columns
+ * holding ic_block * ks * os_block floats per thread. A port of try_cfg
+ * and its candidates, float for float; l2 the per-core L2 in floats. */
+struct gemm_tiling {
+    int64_t mb, g, oc, ic, ks, os, sh, sw, t, l2, simd;
+    float best;
+    int64_t ocb, osb, icb;
+};
+
+static int64_t i_max(int64_t a, int64_t c) { return a > c ? a : c; }
+static int64_t i_min(int64_t a, int64_t c) { return a < c ? a : c; }
+static int64_t div_up(int64_t a, int64_t c) { return (a + c - 1) / c; }
+static int64_t rnd_dn(int64_t a, int64_t c) { return a / c * c; }
+static int64_t sat(int64_t lo, int64_t hi, int64_t v) { return i_max(lo, i_min(hi, v)); }
+
+static int64_t gemm_max_icb(const struct gemm_tiling *q, int64_t ocb, int64_t osb, int64_t oc_thr,
+                            int64_t os_thr)
+{
+    int64_t out = ocb * osb, inp_row = q->sh * q->sw * osb, col_row = q->ks * osb, icb;
+    if (osb >= os_thr) { /* one pass by os */
+        icb = q->l2 / (inp_row + col_row);
+        if (ocb < oc_thr)
+            icb = i_min(icb, (q->l2 - out) / (col_row + q->ks * ocb));
+    } else
+        icb = (q->l2 - out) / (inp_row + col_row + q->ks * oc_thr);
+    if (icb < q->ic)
+        icb = (q->l2 - out) / (inp_row + col_row + q->ks * oc_thr);
+    return icb;
+}
+
+static void gemm_try(struct gemm_tiling *q, int64_t nthr_oc, int64_t ocb, int64_t osb)
+{
+    const int64_t spatial = q->mb * q->g * q->os, t = q->t, K = q->ic * q->ks, simd = q->simd;
+    const int64_t max_oc = div_up(q->oc, nthr_oc), min_oc = i_max(1, q->oc / nthr_oc);
+    const int64_t max_os = div_up(spatial, t / nthr_oc);
+    ocb = sat(8, max_oc, ocb);
+    osb = sat(simd, max_os, osb);
+    uint64_t max_thr, min_thr;
+    int64_t min_os = div_up(spatial, div_up(t, nthr_oc));
+    if (q->oc % nthr_oc > t % nthr_oc)
+        max_thr = (uint64_t)(max_oc * max_os);
+    else
+        max_thr = (uint64_t)i_max(max_oc * min_os, min_oc * max_os);
+    min_os = i_max(1, spatial / div_up(t, nthr_oc));
+    if (t % nthr_oc > q->oc % nthr_oc)
+        min_thr = (uint64_t)(min_oc * min_os);
+    else
+        min_thr = (uint64_t)i_min(max_oc * min_os, min_oc * (spatial / (t / nthr_oc)));
+    float thr_disb = (float)min_thr / (float)max_thr;
+    const int64_t oc_thr = max_oc, os_thr = max_os;
+    ocb = i_min(oc_thr, ocb);
+    const int64_t os_max = i_min(q->os, os_thr);
+    osb = i_min(os_max, osb);
+    int64_t max_icb = gemm_max_icb(q, ocb, osb, oc_thr, os_thr);
+    int64_t cost = max_icb < 1 ? 20 : 1; /* non_cache_access */
+    max_icb = i_max(1, max_icb);
+    int64_t icb = i_max(1, q->ic == 0 ? 1 : q->ic / div_up(q->ic, max_icb));
+    int64_t nb_ic = div_up(q->ic, icb), kb = icb * q->ks, kb_al = round_up(kb, simd);
+    uint64_t out_size = (uint64_t)(oc_thr * round_up(os_thr, simd));
+    uint64_t out_ops = (uint64_t)cost * out_size * (uint64_t)(icb == q->ic ? 1 : 2 * nb_ic - 1);
+    int64_t osb_al = round_up(osb, simd);
+    uint64_t inp_size = (uint64_t)(q->ic * round_up(os_thr * q->sh * q->sw, simd));
+    uint64_t inp_ops = (uint64_t)cost * (uint64_t)q->ks * inp_size;
+    float col_tail = (float)osb_al / (float)osb;
+    uint64_t col_ops = (uint64_t)((float)cost * ((float)((uint64_t)q->ks * inp_size) * col_tail +
+                                                 (float)((uint64_t)q->ks * inp_size) * col_tail));
+    if (q->sw != 1) /* strided_im2col_k */
+        col_ops = (uint64_t)((float)col_ops * 8.f);
+    uint64_t wei_ops = (uint64_t)cost * (uint64_t)(oc_thr * round_up(K, simd));
+    float thr_mem_eff = (((float)os_thr / (float)simd) * (float)oc_thr * (float)K) /
+                        (float)(inp_ops + col_ops + wei_ops + out_ops);
+    float oc_disb = (float)oc_thr / (float)round_up(oc_thr, ocb);
+    float os_disb = (float)os_max / (float)round_up(os_max, osb);
+    float ic_disb = (float)q->ic / (float)round_up(q->ic, icb);
+    float reg_osb_disb = (float)osb / (float)round_up(osb, 3 * simd);
+    float gemm_eff = ((float)osb * (float)ocb * (float)kb) / ((float)oc_thr * (float)os_thr * (float)K);
+    float gemm_calc_eff = (((float)osb / (float)simd) * (float)ocb * (float)kb) /
+                          (float)(osb_al * kb + ocb * kb_al + ocb * osb_al);
+    /* thr_disb_k 8, gemm_eff_k 0.5, the k's summing to 14.5 */
+    float res = powf(powf(thr_disb, 8.f) * oc_disb * os_disb * ic_disb * reg_osb_disb * thr_mem_eff *
+                         powf(gemm_eff, 0.5f) * gemm_calc_eff,
+                     1.f / 14.5f);
+    if (res > q->best) {
+        q->best = res;
+        q->ocb = ocb, q->osb = osb, q->icb = icb;
+    }
+}
+
+static void gemm_explore(struct gemm_tiling *q, int64_t nthr_oc, int64_t ocb, int64_t osb)
+{
+    gemm_try(q, nthr_oc, ocb, osb);
+    gemm_try(q, nthr_oc, rnd_dn(ocb, 8), rnd_dn(osb, 48));
+    gemm_try(q, nthr_oc, round_up(ocb, 8), rnd_dn(osb, 48));
+    gemm_try(q, nthr_oc, round_up(ocb, 8), round_up(osb, q->simd));
+    gemm_try(q, nthr_oc, round_up(ocb, 8), round_up(osb, 48));
+}
+
+/* The columns' floats per thread (ic_block * ks * os_block). */
+static int64_t gemm_forward_columns(struct gemm_tiling *q)
+{
+    const int64_t spatial = q->mb * q->g * q->os, min_ocb = 8, min_osb = q->simd;
+    q->best = 0, q->ocb = 1, q->osb = 1, q->icb = q->ic;
+    for (int64_t nthr_oc = 1; nthr_oc <= q->t; nthr_oc++) {
+        const int64_t oc_thr = div_up(q->oc, nthr_oc), os_thr = div_up(spatial, q->t / nthr_oc);
+        gemm_try(q, nthr_oc, oc_thr, os_thr);
+        if (q->ocb == oc_thr && q->osb == os_thr && q->icb == q->ic)
+            continue;
+        const int64_t a_k = q->sh * q->sw + q->ks, b_k = q->ks * oc_thr;
+        int64_t icb = q->ic;
+        int64_t ocb = sat(min_ocb, oc_thr, (q->l2 - a_k * icb * min_osb - b_k * icb) / min_osb);
+        int64_t osb = sat(min_osb, os_thr, (q->l2 - b_k * icb) / (a_k * icb + ocb));
+        gemm_explore(q, nthr_oc, ocb, osb);
+        const int64_t icb_max = i_max(1, q->l2 / (2 * min_ocb * a_k + 2 * b_k));
+        if (icb_max < q->ic) {
+            icb = q->ic / i_max(1, q->ic / icb_max);
+            osb = i_max(1, (q->l2 - 2 * b_k * icb) / (2 * icb * a_k));
+            ocb = q->l2 / 2 / osb;
+            if (ocb > oc_thr) {
+                ocb = oc_thr;
+                osb = sat(min_osb, os_thr, (q->l2 - b_k * icb) / (a_k * icb + ocb));
+            } else if (osb > os_thr) {
+                osb = os_thr;
+                ocb = sat(min_ocb, oc_thr, (q->l2 - a_k * icb * osb - b_k * icb) / osb);
+            }
+            gemm_explore(q, nthr_oc, ocb, osb);
+        }
+        ocb = oc_thr;
+        icb = q->ic;
+        osb = i_max(min_osb, rnd_dn((q->l2 - b_k * icb) / (a_k * icb + ocb), min_osb));
+        gemm_explore(q, nthr_oc, ocb, osb);
+    }
+    return mul3(q->icb, q->ks, q->osb);
+}
+
+/* The scratchpad of oneDNN's gemm_convolution on NCHW (ncsp) f32 data, in
+ * bytes (gemm_convolution_utils::init_conf, v3.12): each booked buffer takes
+ * its bytes and 128 of alignment (memory_tracking.hpp, default_alignment).
+ * Forward: the im2col columns, nthr * im2col_sz floats: a 2-D conv tiled to
+ * the L2 (gemm_forward_columns; nthr = T), a 3-D one whole per depth slice
+ * (ic * ks * oh * ow, nthr = T when outer threading is chosen, else 1).
+ * Backward-weights: a weight reduction buffer of nthr * |W| floats, |W| the
+ * weight's bytes (weights_d.size(): 4 times the weight per thread), and the
+ * columns, nthr * ic * ks * oh * ow floats, their pixels cut to os_block =
+ * max(8, 0.05 * what fits) when they pass the scratchpad limit, min(1 GiB,
+ * 15 T (|x| + |W| + |y|)). nthr = T when outer threading is chosen (bwd_w:
+ * the estimate fits the limit, oh*ow / T < 256 and a batch over 1 or more
+ * than 2 groups), else 1. Measured, torch 2.14.1 on this AVX2 host, one
+ * thread: 3x3 64 -> 64 at dilation 2 on [2,64,16,16], backward-weights
+ * +1179904 = 4 * 147456 + 128 + 64*9*256*4 + 128; at dilation 6, forward
+ * +295040 = 64*9*128*4 + 128 (os_block 128 of 256). -1 on overflow. */
+static int64_t onednn_gemm_scratch(const struct cc *b, const struct onednn_conv *c,
+                                   enum gemm_pass pass)
+{
+    struct onednn_geom g;
+    if (!onednn_geom_of(b, &g))
+        return -1;
+    int64_t t = cpu_threads(b), os = mul(g.o[1], g.o[2]), ks = c->k, ic = c->c, oc = c->oc;
+    int64_t wbytes = mul(4, mul3(oc, ic, ks));
+    bool cols = !(g.o[0] == g.i[0] && g.o[1] == g.i[1] && g.o[2] == g.i[2] && g.s[0] == 1 &&
+                  g.s[1] == 1 && g.s[2] == 1 && ks == 1);
+    if (os < 0 || wbytes < 0 || mul3(ic, ks, os) < 0 || mul3(c->n, c->oc, c->ohw) < 0)
+        return -1;
+    int64_t nthr = 1, im2col = cols ? mul3(ic, ks, os) : 0, total = 0;
+    if (pass == GEMM_FORWARD) {
+        int64_t spatial = mul3(c->n, g.o[0], os), outer_work = c->n * g.o[0];
+        if (b->cv->x.rank == 4 && cols) { /* 2-D: the tiling is applicable */
+            if (spatial >= t * 8 || os < c->n * g.o[0] || (g.s[2] == 1 && (double)(ic * ks) <= 0.05 * (double)oc)) {
+                struct gemm_tiling q = {.mb = c->n, .g = 1, .oc = oc, .ic = ic, .ks = ks, .os = os,
+                                        .sh = g.s[1], .sw = g.s[2], .t = t,
+                                        .l2 = b->run->cpu_l2 / 4, .simd = 8};
+                im2col = gemm_forward_columns(&q);
+                nthr = t;
+                return im2col < 0 ? -1 : mul(mul(nthr, im2col), 4) + 128;
+            }
+        }
+        /* outer threading (the else branch) */
+        float outer = (float)outer_work / (float)round_up(outer_work, t);
+        int64_t inner_work = div_up(os, 8) * div_up(oc, 8);
+        float inner = (float)inner_work / (float)round_up(inner_work, t);
+        bool ot = os / t < 512 && (g.o[0] != 1 || c->n != 1) &&
+                  (outer / inner >= 1.f || mul3(os, ic, oc) / t < 64 * 1024);
+        nthr = ot ? t : 1;
+        return im2col ? mul(mul(nthr, im2col), 4) + 128 : 0;
+    }
+    int64_t xb = mul(4, mul3(c->n, c->c, c->hw)), yb = mul(4, mul3(c->n, c->oc, c->ohw)), lim;
+    if (xb < 0 || yb < 0 || mul(15, mul(t, xb + wbytes + yb)) < 0)
+        return -1;
+    lim = i_min((int64_t)1 << 30, 15 * t * (xb + wbytes + yb));
+    int64_t est = mul(4, mul(t, wbytes)) + 4 * t * ic * ks * 8;
+    bool ot = est < lim && os / t < 256 && c->n != 1;
+    nthr = ot ? t : 1;
+    total = mul(4, mul(nthr, wbytes)) + 128; /* key_conv_wei_reduction */
+    if (im2col) {
+        int64_t avail = lim - total;
+        if (avail < 0)
+            return -1;
+        if (avail < mul(4, mul(nthr, im2col))) {
+            int64_t max_osb = (int64_t)(int32_t)avail / (4 * nthr * (im2col / os));
+            int64_t osb = i_max(8, (int64_t)(int32_t)((float)max_osb * 0.05f));
+            im2col = mul3(ic, ks, osb);
+        }
+        total += mul(4, mul(nthr, im2col)) + 128; /* key_conv_gemm_col */
+    }
+    return total;
 }
 
 /* The backward-weights pass's buffers of a channels-last conv (below). */
@@ -609,13 +953,25 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
         }
         return;
     }
-    int32_t gy = tmp(b, DM_FLOAT, dst, "onednn_grad_output");
+    bool gemm_w = k == 1 && onednn_gemm_bwd_weights(b, &c); /* reads grad_output as it is */
+    int32_t gy = gemm_w ? -1 : tmp(b, DM_FLOAT, dst, "onednn_grad_output");
     if (k == 0) {
         int64_t w_bd = c.kernel == ONEDNN_FIRST ? mul3(pad_block(&c, c.oc), pad_block(&c, c.c), c.k) : wei;
         int64_t gx = c.kernel == ONEDNN_GROUPED ? src : mul3(c.n, pad_block(&c, c.c), c.hw);
         int32_t wr = tmp(b, DM_FLOAT, w_bd, "onednn_weight");
         ws->buf[0] = tmp(b, DM_FLOAT, gx, "onednn_grad_input");
         drop(b, wr);
+    } else if (gemm_w) {
+        /* gemm_convolution's backward-weights on the plain source and
+         * grad_output: a plain diff_weights (and diff_bias), its scratchpad
+         * freed before the weight's grad (measured, 2.14.1, one thread: 3x3
+         * 64 -> 64 at dilation 2 on [2,64,16,16]: +147456 +1179904 -1179904,
+         * +147456 grad_weight, -147456) */
+        ws->buf[1] = tmp(b, DM_FLOAT, mul3(c.oc, c.c, c.k), "onednn_diff_weights");
+        if (c.bias)
+            ws->buf[2] = tmp(b, DM_FLOAT, c.oc, "onednn_diff_bias");
+        drop(b, tmp(b, DM_UINT8, onednn_gemm_scratch(b, &c, GEMM_BWD_WEIGHTS),
+                    "onednn_gemm_scratchpad"));
     } else {
         int32_t xr = src ? tmp(b, DM_FLOAT, src, "onednn_input") : -1;
         ws->buf[1] = tmp(b, DM_FLOAT, wei, "onednn_diff_weights");

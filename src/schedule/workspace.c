@@ -84,6 +84,28 @@ static bool attr_not_ones(const struct dm_node *n, const char *name)
     return false;
 }
 
+/* The Conv's strides, dilations and leading pads per spatial dim (ONNX's
+ * defaults 1, 1, 0); known only with explicit pads (auto_pad NOTSET, as
+ * torch.onnx exports) and each attribute of the spatial rank. */
+static void conv_geometry(const struct dm_node *n, struct dm_cpu_conv *cv)
+{
+    int64_t sp = cv->x.rank - 2, ns = 0, nd = 0, np = 0;
+    const int64_t *s = dm_attr_ints(n, "strides", &ns), *d = dm_attr_ints(n, "dilations", &nd),
+                  *p = dm_attr_ints(n, "pads", &np);
+    const char *ap = dm_attr_str(n, "auto_pad", "NOTSET");
+    if (sp < 1 || sp > 3 || (s && ns != sp) || (d && nd != sp) || (p && np != 2 * sp) ||
+        (strcmp(ap, "NOTSET") != 0 && !(strcmp(ap, "VALID") == 0 && !p)))
+        return;
+    for (int64_t k = 0; k < sp; k++) {
+        cv->stride[k] = s ? s[k] : 1;
+        cv->dilation[k] = d ? d[k] : 1;
+        cv->pad[k] = p ? p[k] : 0;
+        if (cv->stride[k] < 1 || cv->dilation[k] < 1 || cv->pad[k] < 0)
+            return;
+    }
+    cv->geom = true;
+}
+
 /* Node n as cpuconv.c reads a conv; false when it is not a Conv with its
  * input and weight (a ConvTranspose: no CPU rule). */
 static bool conv_desc(const struct dm_sb *b, const struct dm_node *n, struct dm_cpu_conv *cv)
@@ -99,6 +121,7 @@ static bool conv_desc(const struct dm_sb *b, const struct dm_node *n, struct dm_
                                .chlast = b->chlast[n->in[0]]};
     if (dm_has_out(n, 0))
         cv->y = b->t[n->out[0]];
+    conv_geometry(n, cv);
     return true;
 }
 

@@ -651,6 +651,55 @@ static void test_depthwise_gemm_weight_grad(void **state)
                              "-819200 onednn_diff_weights\n-12800 grad_weight (channels last)\n");
 }
 
+/* On AVX2 oneDNN's JIT convolutions decline some geometries and
+ * gemm_convolution runs the pass (cpuconv.c, onednn_avx2_fwd_jit,
+ * onednn_avx2_bwd_weights_jit, onednn_gemm_scratch; oneDNN v3.12's
+ * init_conf functions). A 3x3 64 -> 64 conv on [2,64,16,16], 'same'
+ * padding: at dilation 2 the JIT forward takes it (left padding 2 within
+ * its unrolling of 3) and the backward weights, which takes no dilation,
+ * runs gemm: a plain diff_weights (147456 B) and a scratchpad of 4 x 147456
+ * (the reduction buffer: weights_d.size() floats) + 64 x 9 x 256 x 4 (the
+ * columns) + 2 x 128 = 1179904 B. At dilation 6 the forward runs gemm too:
+ * no source or weight reorder, its columns tiled to the 512 KiB L2 as 64 in
+ * channels x 9 x 128 pixels (the cost model's pick), 294912 + 128 B.
+ * Measured, torch 2.14.1 on this AVX2 host, one thread, the profiler's
+ * events: +131072 +147456 +131072 -147456 -131072 (JIT forward), +147456
+ * +1179904 -1179904; at dilation 6 +295040 +131072 -295040. AVX-512 keeps
+ * the JIT kernels' buffers. */
+static struct tb *dilated_graph(int64_t d)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,64,16,16");
+    tb_init(b, "W", F32, 4, (int64_t[]){64, 64, 3, 3});
+    tb_node(b, "Conv", "conv", "x,W", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){d, d, d, d});
+    tb_attr_ints(b, "dilations", 2, (int64_t[]){d, d});
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_onednn_gemm_fallback(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"onednn_scratchpad", "onednn_input", "onednn_weight",
+                                        "onednn_diff_weights", "onednn_gemm_scratchpad"};
+    char got[1024];
+    train_events_isa(dilated_graph(2), DNNMEM_CPU_ISA_AVX2, names, 5, got, sizeof got);
+    assert_string_equal(got, "+131072 onednn_input\n+147456 onednn_weight\n"
+                             "-147456 onednn_weight\n-131072 onednn_input\n"
+                             "+147456 onednn_diff_weights\n+1179904 onednn_gemm_scratchpad\n"
+                             "-1179904 onednn_gemm_scratchpad\n-147456 onednn_diff_weights\n");
+    train_events_isa(dilated_graph(6), DNNMEM_CPU_ISA_AVX2, names, 5, got, sizeof got);
+    assert_string_equal(got, "+295040 onednn_scratchpad\n-295040 onednn_scratchpad\n"
+                             "+147456 onednn_diff_weights\n+1179904 onednn_gemm_scratchpad\n"
+                             "-1179904 onednn_gemm_scratchpad\n-147456 onednn_diff_weights\n");
+    train_events_isa(dilated_graph(6), DNNMEM_CPU_ISA_AVX512, names, 5, got, sizeof got);
+    assert_string_equal(got, "+131072 onednn_input\n+147456 onednn_weight\n"
+                             "-147456 onednn_weight\n-131072 onednn_input\n"
+                             "+131072 onednn_input\n+147456 onednn_diff_weights\n"
+                             "-131072 onednn_input\n-147456 onednn_diff_weights\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -672,6 +721,7 @@ int main(void)
         cmocka_unit_test(test_conv3d),
         cmocka_unit_test(test_pad_keeps_channels_last),
         cmocka_unit_test(test_depthwise_gemm_weight_grad),
+        cmocka_unit_test(test_onednn_gemm_fallback),
     };
     return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
 }
