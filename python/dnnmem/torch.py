@@ -51,12 +51,13 @@ _CONV_OPS = (torch.ops.aten.convolution.default, torch.ops.aten.convolution_back
 def _conv_facts(func, args, kwargs, out):
     """What the device's convolution kernel choice reads (the replay's oneDNN rule,
     src/estimate/captured.c): the sizes of input, weight and output, stride, dilation,
-    groups, transposed, dtype."""
+    padding, groups, transposed, dtype."""
     named = {a.name: (args[i] if i < len(args) else kwargs.get(a.name))
              for i, a in enumerate(func._schema.arguments)}
     x, w = named["input"], named["weight"]
     facts = {"input": list(x.shape), "weight": list(w.shape), "stride": list(named["stride"]),
-             "dilation": list(named["dilation"]), "groups": int(named["groups"]),
+             "dilation": list(named["dilation"]), "padding": list(named["padding"]),
+             "groups": int(named["groups"]),
              "transposed": bool(named["transposed"]), "dtype": _dtype_name(x.dtype)}
     # the layout the CPU kernels pick by: mkldnn_conv_use_channels_last and
     # thnn_conv_use_channels_last (aten/src/ATen/native/ConvUtils.h) read

@@ -544,18 +544,27 @@ static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, 
     c->backward = op && strncmp(op, "aten.convolution_backward", 25) == 0;
     c->cv.transposed = json_is_true(json_object_get(cv, "transposed")) || dtype == DM_UNDEFINED ||
                        c->cv.x.rank == 0 || c->cv.w.rank == 0;
-    const char *lists[] = {"stride", "dilation"};
-    for (int l = 0; l < 2; l++) {
+    /* stride, dilation and (newer captures) padding per spatial dim:
+     * the geometry (geom) when all three have one entry per spatial dim */
+    const char *lists[] = {"stride", "dilation", "padding"};
+    int64_t *geo[3] = {c->cv.stride, c->cv.dilation, c->cv.pad}, sp = c->cv.x.rank - 2;
+    bool geom = sp >= 1 && sp <= 3;
+    for (int l = 0; l < 3; l++) {
         const json_t *a = json_object_get(cv, lists[l]);
+        geom &= json_is_array(a) && (int64_t)json_array_size(a) == sp;
         for (size_t d = 0; json_is_array(a) && d < json_array_size(a); d++) {
             int64_t v;
             char what[64];
             snprintf(what, sizeof what, "step %d: \"conv\": \"%s\"", (int)s, lists[l]);
             DM_TRY(get_int(k, json_array_get(a, d), what, 0, CAPTURE_MAX_BYTES, &v));
-            if (v != 1)
+            if (l < 2 && v != 1)
                 *(l ? &c->cv.dilated : &c->cv.strided) = true;
+            geom &= l == 2 || v >= 1;
+            if (d < 3)
+                geo[l][d] = v;
         }
     }
+    c->cv.geom = geom;
     int64_t groups = 1;
     if (json_object_get(cv, "groups")) {
         char what[64];
