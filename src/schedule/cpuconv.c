@@ -46,6 +46,7 @@ static int64_t mul(int64_t a, int64_t c)
 }
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static int64_t div_up(int64_t a, int64_t c) { return (a + c - 1) / c; }
 
 /* PyTorch's CPU backend for a 1-D or 2-D Conv (_select_conv_backend and
  * ConvParams::use_mkldnn, aten/src/ATen/native/Convolution.cpp; the same rule
@@ -334,7 +335,8 @@ static void onednn_sizes(const struct onednn_conv *c, int64_t *src, int64_t *wei
  * +2408448 destination, -3456, -9633792, +2408448 output, -2408448). */
 static bool onednn_gemm_forward(const struct cc *b, const struct onednn_conv *c);
 static bool onednn_gemm_bwd_weights(const struct cc *b, const struct onednn_conv *c);
-enum gemm_pass { GEMM_FORWARD, GEMM_BWD_WEIGHTS };
+static bool onednn_gemm_bwd_data(const struct cc *b, const struct onednn_conv *c);
+enum gemm_pass { GEMM_FORWARD, GEMM_BWD_DATA, GEMM_BWD_WEIGHTS };
 static int64_t onednn_gemm_scratch(const struct cc *b, const struct onednn_conv *c,
                                    enum gemm_pass pass);
 
@@ -578,6 +580,39 @@ static bool onednn_avx2_bwd_weights_jit(const struct onednn_geom *g)
     return g->k[2] < 14;
 }
 
+/* jit_avx2_conv_bwd_data_kernel_f32_t::init_conf (the same file), for an
+ * unstrided conv (a strided one's backward-data is brgemm's on nhwc copies:
+ * onednn_strided_backward_data): besides a kernel wholly in the padding,
+ * it declines when no width unrolling ur_w (at most 15 registers: ur_w *
+ * (nb_ic_blocking + 1)) covers the kernel's left overflow (ext_kw - 1 -
+ * l_pad) unless ur_w is the whole width, or when the right overflow of the
+ * unrolled part exceeds ur_w. ic: the in channels padded to 8. */
+static bool onednn_avx2_bwd_data_jit(const struct onednn_geom *g, int64_t ic)
+{
+    for (int k = 0; k < 3; k++)
+        if (ext_k(g, k) <= g->p[k] || ext_k(g, k) <= end_pad_of(g, k))
+            return false;
+    int64_t iw = g->i[2], ekw = ext_k(g, 2), l_over = (ekw - 1 - g->p[2]) / 1;
+    int64_t nb_ic = div_up(round_up(ic, 8), 8), ur_w = 1, best = 0;
+    l_over = l_over > 0 ? l_over : 0;
+    for (int64_t blk = 1; blk <= 4; blk++) {
+        if (nb_ic % blk)
+            continue;
+        for (int64_t u = 1; u * blk + u <= 15 && u < iw + 1; u++) {
+            int64_t w = u < iw ? u : iw;
+            if (l_over > w && w != iw)
+                continue;
+            if (w * blk > best || (w * blk == best && ur_w < w))
+                ur_w = w, best = w * blk;
+        }
+    }
+    if (best == 0)
+        return false;
+    int64_t r_pad = end_pad_of(g, 2), tail = iw % ur_w, r_over = (ekw - 1 - r_pad - tail) / 1;
+    r_over = r_over > 0 ? r_over : 0;
+    return !(r_over > ur_w || (iw > ur_w && r_pad + tail < 0));
+}
+
 /* The AVX2 rules apply to the kernels they were read for: an ungrouped,
  * not 1x1 conv (jit_avx2_1x1 and the depthwise kernels come before and have
  * rules of their own, not modelled), on an NCHW input, under 2.x. AVX-512
@@ -604,6 +639,13 @@ static bool onednn_gemm_bwd_weights(const struct cc *b, const struct onednn_conv
     return onednn_avx2_gemm_applies(b, c, &g) && !onednn_avx2_bwd_weights_jit(&g);
 }
 
+static bool onednn_gemm_bwd_data(const struct cc *b, const struct onednn_conv *c)
+{
+    struct onednn_geom g;
+    return onednn_avx2_gemm_applies(b, c, &g) && !c->strided &&
+           !onednn_avx2_bwd_data_jit(&g, c->c);
+}
+
 /* gemm_convolution's forward tiling of its im2col columns (the "!is_nspc &&
  * is_fwd" branch of gemm_convolution_utils::init_conf, src/cpu/
  * gemm_convolution_utils.cpp, v3.12): the blocks of out channels, output
@@ -618,7 +660,6 @@ struct gemm_tiling {
 
 static int64_t i_max(int64_t a, int64_t c) { return a > c ? a : c; }
 static int64_t i_min(int64_t a, int64_t c) { return a < c ? a : c; }
-static int64_t div_up(int64_t a, int64_t c) { return (a + c - 1) / c; }
 static int64_t rnd_dn(int64_t a, int64_t c) { return a / c * c; }
 static int64_t sat(int64_t lo, int64_t hi, int64_t v) { return i_max(lo, i_min(hi, v)); }
 
@@ -795,6 +836,22 @@ static int64_t onednn_gemm_scratch(const struct cc *b, const struct onednn_conv 
     if (xb < 0 || yb < 0 || mul(15, mul(t, xb + wbytes + yb)) < 0)
         return -1;
     lim = i_min((int64_t)1 << 30, 15 * t * (xb + wbytes + yb));
+    if (pass == GEMM_BWD_DATA) {
+        int64_t is = mul(g.i[1], g.i[2]), outer_work = c->n;
+        float outer = (float)outer_work / (float)round_up(outer_work, t);
+        int64_t inner_work = div_up(is, 8) * div_up(ic, 8);
+        float inner = (float)inner_work / (float)round_up(inner_work, t);
+        bool ot = (os / t < 512 || ks < 64) && c->n != 1 &&
+                  (outer / inner >= 1.f || mul3(is, ic, oc) / t < 64 * 1024);
+        nthr = ot ? t : 1;
+        if (!im2col)
+            return 0;
+        if (lim < mul(4, mul(nthr, im2col))) { /* coef 0.1 */
+            int64_t max_osb = (int64_t)(int32_t)lim / (4 * nthr * (im2col / os));
+            im2col = mul3(ic, ks, i_max(8, (int64_t)(int32_t)((float)max_osb * 0.1f)));
+        }
+        return mul(4, mul(nthr, im2col)) + 128; /* key_conv_gemm_col */
+    }
     int64_t est = mul(4, mul(t, wbytes)) + 4 * t * ic * ks * 8;
     bool ot = est < lim && os / t < 256 && c->n != 1;
     nthr = ot ? t : 1;
@@ -942,6 +999,16 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
         return;
     if (k == 0 && c.strided && c.kernel == ONEDNN_BLOCKED) {
         onednn_strided_backward_data(b, &c, ws, after);
+        return;
+    }
+    if (k == 0 && onednn_gemm_bwd_data(b, &c)) {
+        /* gemm_convolution's backward-data writes the plain ATen grad_input:
+         * only its columns, once grad_input is made (measured, 2.14.1, one
+         * thread: 3x3 960 -> 256 at dilation 12 on [1,960,8,8]: +245760
+         * grad_input, +2211968 = 960 x 9 x 64 x 4 + 128, -2211968) */
+        if (after)
+            drop(b, tmp(b, DM_UINT8, onednn_gemm_scratch(b, &c, GEMM_BWD_DATA),
+                        "onednn_gemm_scratchpad (backward data)"));
         return;
     }
     int64_t src, wei, dst;
