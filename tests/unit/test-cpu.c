@@ -700,6 +700,76 @@ static void test_onednn_gemm_fallback(void **state)
                              "-131072 onednn_input\n-147456 onednn_diff_weights\n");
 }
 
+/* The backward-data pass too (cpuconv.c, onednn_avx2_bwd_data_jit): a 3x3
+ * 16 -> 16 conv at dilation 12 on [2,16,8,8] whose input needs a grad.
+ * The JIT's width unrolling must reach over the kernel's left overflow of
+ * 25 - 1 - 12 = 12 columns or be the whole width of 8, but 8 columns take
+ * 16 registers of 15: gemm, whose columns are 16 x 9 x 64 floats + 128 =
+ * 36992 B, made once grad_input is. The forward is gemm's (left padding 12
+ * over 3: the same columns, the whole 64 pixels fit the L2), the backward
+ * weights too (4 x 9216 + 128 + 36864 + 128 = 73984). Measured, 2.14.1,
+ * AVX2, one thread: +36992 +8192 -36992, +8192 (grad_input) +36992
+ * -36992, +9216 +73984 -73984. */
+static void test_onednn_gemm_backward_data(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,16,8,8");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 16, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){16, 16, 3, 3});
+    tb_node(b, "Mul", "scale", "x,S", "xs");
+    tb_node(b, "Conv", "conv", "xs,W", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){12, 12, 12, 12});
+    tb_attr_ints(b, "dilations", 2, (int64_t[]){12, 12});
+    tb_output(b, "y");
+    static const char *const names[] = {"(backward data)", "onednn_scratchpad",
+                                        "onednn_diff_weights", "onednn_gemm_scratchpad",
+                                        "onednn_grad_output"};
+    char got[1024];
+    train_events_isa(b, DNNMEM_CPU_ISA_AVX2, names, 5, got, sizeof got);
+    assert_string_equal(got, "+36992 onednn_scratchpad\n-36992 onednn_scratchpad\n"
+                             "+36992 (backward data)\n-36992 (backward data)\n"
+                             "+9216 onednn_diff_weights\n+73984 onednn_gemm_scratchpad\n"
+                             "-73984 onednn_gemm_scratchpad\n-9216 onednn_diff_weights\n");
+}
+
+/* The backward weights' other declines (onednn_avx2_bwd_weights_jit): a
+ * 3x3x3 16 -> 16 conv with depth padding 1 on [2,16,4,8,8] (the JIT takes
+ * no depth padding): 4 x 27648 + 128 + 16 x 27 x 64 x 4 + 128 = 221440 B,
+ * its columns one depth slice's (oh * ow); a 1x15 kernel, width padding 7,
+ * on [2,16,16,30] (a kernel 14 or more wide): 4 x 15360 + 128 + 16 x 15 x
+ * 480 x 4 + 128 = 522496, whose forward is gemm's too (left padding 7 over
+ * the unrolling of 3; its columns tiled to 16 x 15 x 240 floats, + 128 =
+ * 230528). Measured, 2.14.1, AVX2, one thread: +32768 +27648 +32768
+ * (the JIT forward), ..., +27648 +221440 -221440; +230528 +61440 -230528,
+ * ..., +15360 +522496 -522496. */
+static void test_onednn_gemm_weight_grad_declines(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"onednn_scratchpad", "onednn_diff_weights",
+                                        "onednn_gemm_scratchpad"};
+    char got[1024];
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,16,4,8,8");
+    tb_init(b, "W", F32, 5, (int64_t[]){16, 16, 3, 3, 3});
+    tb_node(b, "Conv", "conv", "x,W", "y");
+    tb_attr_ints(b, "pads", 6, (int64_t[]){1, 1, 1, 1, 1, 1});
+    tb_output(b, "y");
+    train_events_isa(b, DNNMEM_CPU_ISA_AVX2, names, 3, got, sizeof got);
+    assert_string_equal(got, "+27648 onednn_diff_weights\n+221440 onednn_gemm_scratchpad\n"
+                             "-221440 onednn_gemm_scratchpad\n-27648 onednn_diff_weights\n");
+    b = tb_new(13);
+    tb_input(b, "x", F32, "2,16,16,30");
+    tb_init(b, "W", F32, 4, (int64_t[]){16, 16, 1, 15});
+    tb_node(b, "Conv", "conv", "x,W", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){0, 7, 0, 7});
+    tb_output(b, "y");
+    train_events_isa(b, DNNMEM_CPU_ISA_AVX2, names, 3, got, sizeof got);
+    assert_string_equal(got, "+230528 onednn_scratchpad\n-230528 onednn_scratchpad\n"
+                             "+15360 onednn_diff_weights\n+522496 onednn_gemm_scratchpad\n"
+                             "-522496 onednn_gemm_scratchpad\n-15360 onednn_diff_weights\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -722,6 +792,8 @@ int main(void)
         cmocka_unit_test(test_pad_keeps_channels_last),
         cmocka_unit_test(test_depthwise_gemm_weight_grad),
         cmocka_unit_test(test_onednn_gemm_fallback),
+        cmocka_unit_test(test_onednn_gemm_backward_data),
+        cmocka_unit_test(test_onednn_gemm_weight_grad_declines),
     };
     return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
 }
