@@ -1093,6 +1093,23 @@ expect 0 '"peak_allocated_bytes": 14688,' -- estimate $V --device cpu --json
 expect 0 '"peak_allocated_bytes": 14688,' -- estimate $V --device cpu --cpu-isa avx512 --json
 # AVX2's blocks of 8: the destination 2 x 8 x 64 floats, 4096 B: 864 + 1536 + 4096 + 4096
 expect 0 '"peak_allocated_bytes": 10592,' -- estimate $V --device cpu --cpu-isa avx2 --json
+# --cpu-l2: the L2 oneDNN's AVX2 gemm convolution tiles its columns to (cpuconv.c,
+# onednn_gemm_scratch), shown with an AVX2 estimate of a graph with a conv
+expect 2 "--cpu-l2 1: expected a size of at least 4 KiB such as 512KiB" -- estimate $V --device cpu --cpu-l2 1
+expect 0 "cpu_l2         524288 B (oneDNN's gemm convolution tiles its im2col columns to it)  [default]" \
+    -- estimate $M/fixtures/resnet50.onnx -b 1 --device cpu --cpu-isa avx2
+expect 0 "cpu_l2         1048576 B (oneDNN's gemm convolution tiles its im2col columns to it)" \
+    -- estimate $M/fixtures/resnet50.onnx -b 1 --device cpu --cpu-isa avx2 --cpu-l2 1MiB
+# a capture's "padding" gives the replay the conv's geometry: at dilation 4, padding 4, the
+# AVX2 JIT forward declines (left padding 4 over its unrolling of 3) and gemm_convolution runs
+# on the plain input and weight: its columns 3 x 9 x 64 floats + 128 = 7040 B, a plain
+# destination of 4096: 864 + 1536 + 7040 + 4096 = 13536 (measured, torch 2.14.1, AVX2, one
+# thread: +7040 +4096 -7040 +4096 -4096); without "padding" the geometry is not known and
+# the JIT rule stays (10592)
+sed 's/"dilation": \[1, 1\],/"dilation": [4, 4], "padding": [4, 4],/' $V >"$T/dil.dnnmem"
+expect 0 '"peak_allocated_bytes": 13536,' -- estimate "$T/dil.dnnmem" --device cpu --cpu-isa avx2 --json
+sed 's/"dilation": \[1, 1\],/"dilation": [4, 4],/' $V >"$T/dil0.dnnmem"
+expect 0 '"peak_allocated_bytes": 10592,' -- estimate "$T/dil0.dnnmem" --device cpu --cpu-isa avx2 --json
 sed 's/"bias": false/"bias_": false/' $V >"$T/nobias.dnnmem"
 expect 3 'nobias.dnnmem: step 1: "conv" needs "bias" (true or false; a capture by dnnmem.torch before 0.1.1 lacks it: capture again)' -- estimate "$T/nobias.dnnmem"
 sed 's/"dtype": "float32",$/"dtype": "float16",/' $V >"$T/conv16.dnnmem"
