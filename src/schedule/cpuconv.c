@@ -788,7 +788,8 @@ static int64_t gemm_forward_columns(struct gemm_tiling *q)
  * Forward: the im2col columns, nthr * im2col_sz floats: a 2-D conv tiled to
  * the L2 (gemm_forward_columns; nthr = T), a 3-D one whole per depth slice
  * (ic * ks * oh * ow, nthr = T when outer threading is chosen, else 1).
- * Backward-weights: a weight reduction buffer of nthr * |W| floats, |W| the
+ * Backward-data: the columns, nthr * ic * ks * oh * ow floats (cut as below,
+ * by 0.1). Backward-weights: a weight reduction buffer of nthr * |W| floats, |W| the
  * weight's bytes (weights_d.size(): 4 times the weight per thread), and the
  * columns, nthr * ic * ks * oh * ow floats, their pixels cut to os_block =
  * max(8, 0.05 * what fits) when they pass the scratchpad limit, min(1 GiB,
@@ -813,6 +814,10 @@ static int64_t onednn_gemm_scratch(const struct cc *b, const struct onednn_conv 
     int64_t nthr = 1, im2col = cols ? mul3(ic, ks, os) : 0, total = 0;
     if (pass == GEMM_FORWARD) {
         int64_t spatial = mul3(c->n, g.o[0], os), outer_work = c->n * g.o[0];
+        /* (the cost model's products stay below 2^63 for these bounds) */
+        if (oc > (1 << 24) || mul(ic, ks) > (1 << 24) || spatial < 0 ||
+            mul3(spatial, g.s[1], g.s[2]) > ((int64_t)1 << 31) || t > 4096)
+            return -1;
         if (b->cv->x.rank == 4 && cols) { /* 2-D: the tiling is applicable */
             if (spatial >= t * 8 || os < c->n * g.o[0] || (g.s[2] == 1 && (double)(ic * ks) <= 0.05 * (double)oc)) {
                 struct gemm_tiling q = {.mb = c->n, .g = 1, .oc = oc, .ic = ic, .ks = ks, .os = os,
@@ -832,10 +837,11 @@ static int64_t onednn_gemm_scratch(const struct cc *b, const struct onednn_conv 
         nthr = ot ? t : 1;
         return im2col ? mul(mul(nthr, im2col), 4) + 128 : 0;
     }
-    int64_t xb = mul(4, mul3(c->n, c->c, c->hw)), yb = mul(4, mul3(c->n, c->oc, c->ohw)), lim;
-    if (xb < 0 || yb < 0 || mul(15, mul(t, xb + wbytes + yb)) < 0)
+    int64_t xb = mul(4, mul3(c->n, c->c, c->hw)), yb = mul(4, mul3(c->n, c->oc, c->ohw)), lim, sum;
+    if (xb < 0 || yb < 0 || !dm_add_ok(xb, wbytes, &sum) || !dm_add_ok(sum, yb, &sum) ||
+        (lim = mul(15, mul(t, sum))) < 0)
         return -1;
-    lim = i_min((int64_t)1 << 30, 15 * t * (xb + wbytes + yb));
+    lim = i_min((int64_t)1 << 30, lim);
     if (pass == GEMM_BWD_DATA) {
         int64_t is = mul(g.i[1], g.i[2]), outer_work = c->n;
         float outer = (float)outer_work / (float)round_up(outer_work, t);
@@ -852,7 +858,9 @@ static int64_t onednn_gemm_scratch(const struct cc *b, const struct onednn_conv 
         }
         return mul(4, mul(nthr, im2col)) + 128; /* key_conv_gemm_col */
     }
-    int64_t est = mul(4, mul(t, wbytes)) + 4 * t * ic * ks * 8;
+    int64_t est = mul(4, mul(t, wbytes)), cols8 = mul(mul(4, t), mul3(ic, ks, 8));
+    if (est < 0 || cols8 < 0 || !dm_add_ok(est, cols8, &est))
+        return -1;
     bool ot = est < lim && os / t < 256 && c->n != 1;
     nthr = ot ? t : 1;
     total = mul(4, mul(nthr, wbytes)) + 128; /* key_conv_wei_reduction */
