@@ -1298,6 +1298,8 @@ struct dm_xla_stats {
     int32_t in_outputs;     /* groups held by live-out allocations (rule 6) */
     int32_t copies;         /* donated parameters copied at the step's start (rule 7) */
     uint64_t copy_bytes;    /* their bytes */
+    int32_t layouts;        /* the CPU's layout values: transposes, pooling indices (rule 8) */
+    uint64_t layout_bytes;  /* their bytes */
     int32_t heap_values;    /* buffers (groups of sharing values) the heap placed */
     struct dm_heap_result heap; /* the temp buffer: heap_bytes */
     uint64_t live_peak;     /* the most bytes live at once in it (no fragmentation) */

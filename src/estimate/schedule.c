@@ -52,8 +52,11 @@ static enum dnnmem_status xla_plan(const struct dm_graph *g, const struct dm_tin
                   "the step's start (%s): float32 conversions of bfloat16/float16 matmul and "
                   "convolution weights, and with donation the weights an input gradient reads "
                   "(copy insertion); ReLU's backward reads its input (jax.nn.relu's JVP); "
-                  "convolution layout transposes (NCHW to NHWC) are not modelled",
-                  xs.copies, dm_format_bytes(xs.copy_bytes, b1));
+                  "convolutions run NHWC and max pooling keeps its argmax: %d layout values "
+                  "(%s: weight transposes, pooling iotas, indices and zeros; float32-measured, "
+                  "bfloat16's not modelled)",
+                  xs.copies, dm_format_bytes(xs.copy_bytes, b1), xs.layouts,
+                  dm_format_bytes(xs.layout_bytes, b2));
     if (run->train)
         dm_assume(as, "jax_donation", cfg->jax_donate ? "default" : "option",
                   "%s; the entry parameters (weights, batch, optimizer state from optax's init: %s) "

@@ -112,7 +112,8 @@ static bool conv_desc(const struct dm_sb *b, const struct dm_node *n, struct dm_
 {
     /* PyTorch's CPU kernels only: MXNet's CPU convolutions (MKLDNN, or
      * im2col) take their scratch from the temp-space resource, not modelled */
-    if (n->op != DM_OP_Conv || !dm_has_in(n, 0) || !dm_has_in(n, 1) || b->run->mx_ops)
+    if (n->op != DM_OP_Conv || !dm_has_in(n, 0) || !dm_has_in(n, 1) || b->run->mx_ops ||
+        b->run->xla)
         return false;
     *cv = (struct dm_cpu_conv){.x = b->t[n->in[0]], .w = b->t[n->in[1]],
                                .groups = dm_attr_int(n, "group", 1),
@@ -433,6 +434,35 @@ static void cpu_flash_scratch(struct dm_sb *b, const struct dm_node *n, int32_t 
                                  "cpu_flash_grad_dsum", 1);
 }
 
+/* XLA's CPU convolutions run NHWC (measured: jax 0.10.2's CPU dumps of
+ * tests/validation/jax-cpu.jsonl's CNN; the CPU layout assignment gives a
+ * convolution its input, weight and output in NHWC / HWIO / NHWC, with
+ * transposes around it, transpose_copy_fusion): forward, the input's NHWC
+ * copy, made just before the convolution and dead once it has run
+ * (cnn-b8-infer-f32: f32[8,64,64,3] beside ynn_fusion.8's f32[8,64,64,64]
+ * output); backward, the output gradient's NHWC copy for the input
+ * gradient's convolution and the input gradient in NHWC before its
+ * transpose back (cnn-b8-sgd-f32: transpose_copy_fusion.13 and
+ * ynn_fusion.11). The convolution's own output is NHWC without its bias:
+ * the bias add and what follows fuse into the transpose back to NCHW, a
+ * new value (xla.c, rule 8). The weights' transposes are xla.c's too. */
+static void xla_cpu_conv(struct dm_sb *b, const struct dm_node *n, int32_t node, bool backward,
+                         struct dm_ws *ws)
+{
+    if (n->op != DM_OP_Conv || !dm_has_in(n, 0) || !dm_has_out(n, 0))
+        return;
+    const struct dm_tinfo *x = &b->t[n->in[0]], *y = &b->t[n->out[0]];
+    if (!backward) {
+        ws->buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, x->dtype, x->bytes, -1, node,
+                                 "input (NHWC, XLA CPU)", 1);
+        return;
+    }
+    ws->buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, y->dtype, y->bytes, -1, node,
+                             "output grad (NHWC, XLA CPU)", 1);
+    ws->buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, x->dtype, x->bytes, -1, node,
+                             "input grad (NHWC, XLA CPU)", 1);
+}
+
 /* Autograd runs backward on a device thread of its own, which takes a second
  * cuBLAS handle from the pool, so training keeps two workspaces (inferred from
  * the handle pool's per-thread keying; runtime-facts.md §5.2). */
@@ -518,6 +548,8 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
         if (is_conv(n->op) && b->run->conv_workspace)
             ws.buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_UINT8, b->run->conv_workspace,
                                     -1, node, "cudnn_workspace", 1);
+    } else if (b->run->xla) {
+        xla_cpu_conv(b, n, node, backward, &ws);
     } else if (n->op == DM_OP_Attention && dm_has_in(n, 1)) {
         cpu_flash_scratch(b, n, node, backward, &ws);
     } else if (conv_desc(b, n, &cv)) {

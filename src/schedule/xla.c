@@ -113,9 +113,11 @@
  *     step's start (find_copies): donated weights an input gradient reads,
  *     float32 conversions of half-precision weights, with half-precision
  *     values float32 throughout; the donated parameters' allocations hold
- *     temporaries between their copy and their update. The CPU's
- *     convolution layouts (NHWC transposes) are not modelled
- *     (docs/validation-jax-cpu.md).
+ *     temporaries between their copy and their update.
+ *  8. XLA's CPU convolutions run NHWC, and its max pooling keeps the argmax
+ *     (cpu_layouts below; the convolutions' NHWC input and gradient copies
+ *     are workspace.c's): measured on the float32 CNN steps of
+ *     tests/validation/jax-cpu.jsonl.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -560,6 +562,13 @@ struct xla {
     int32_t n_copy, *copy_buf, *copy_done; /* per copy: its parameter's buffer, last reader */
     bool *copy_half;                   /* per copy: a float32 conversion (rule 7b) */
     bool *copy_late;                   /* per copy: read by an update run late (rule 7a) */
+    int32_t n_lay;                     /* rule 8: the CPU's layout values, after the copies */
+    uint64_t *lay_bytes;
+    int32_t *lay_from, *lay_to;        /* per layout value: its first and last step (-1: the
+                                          step's start) */
+    uint8_t *lay_at;                   /* per layout value: enum lay_at */
+    int32_t *lay_into;                 /* per buffer: the layout value it takes over, or -1 */
+    bool *no_share;                    /* per buffer: no value takes its buffer (rule 8) */
     uint64_t *vbytes;                  /* per value: its bytes */
     int64_t clock;
     int32_t n_it;
@@ -591,6 +600,12 @@ static void xla_free(struct xla *x)
     free(x->copy_done);
     free(x->copy_half);
     free(x->copy_late);
+    free(x->lay_bytes);
+    free(x->lay_from);
+    free(x->lay_to);
+    free(x->lay_at);
+    free(x->lay_into);
+    free(x->no_share);
     free(x->vbytes);
     free(x->tick0);
     free(x->tick1);
@@ -823,6 +838,125 @@ static void copy_params(struct xla *x, const int32_t *pbuf, const int32_t *act_g
     }
 }
 
+/* Rule 8, XLA's CPU convolutions and max pooling (measured: jax 0.10.2's
+ * CPU buffer-assignment dumps of tests/validation/jax-cpu.jsonl's CNN,
+ * cnn-b8-infer-f32 and cnn-b8-sgd-f32; the layout assignment of the CPU
+ * compiler runs convolutions NHWC / HWIO, transpose_copy_fusion around
+ * them). Values beside the step's buffers:
+ *  - each convolution weight's HWIO transpose, made at the step's start
+ *    and dead after the forward convolution (transpose_copy_fusion.9 ..
+ *    first in the entry computation); in training, where the convolution
+ *    makes an input gradient, a second transpose for that gradient's
+ *    convolution, from the start to its backward (transpose_copy_fusion.12,
+ *    live 51-116 of 149);
+ *  - in training, a convolution reading an entry parameter (the batch)
+ *    keeps its [C, H, W, N] transpose for the weight gradient from the
+ *    step's start (transpose_copy_fusion.7 of x, 38-146); a temporary
+ *    input's transpose replaces the input itself (the same bytes: the
+ *    input is kept instead);
+ *  - the convolution's output is NHWC before its bias: the bias add and the
+ *    activation after it fuse into the transpose back to NCHW, a value of
+ *    its own, so nothing takes the output's buffer (no_share);
+ *  - max pooling in training: the forward's variadic reduce-window (its
+ *    argmax, kept: save.c) reads rank s32 iotas of the input's shape, one
+ *    value each, made before the copies at the step's start (wrapped_iota
+ *    .. .11 at 18..29 of 149, live to their pool), and writes rank s32
+ *    index outputs and its own max, all dead once their concatenation is
+ *    made (wrapped_reduce-window{0..4}); the backward scatters into zeros of
+ *    the input's shape made at the step's start (wrapped_broadcast.2,
+ *    44-121), whose buffer the input gradient then takes
+ *    (wrapped_scatter.1 at the same offset: lay_into).
+ * Measured on float32 steps; bfloat16's values differ (the bias add and
+ * ReLU are bf16 NHWC values, the pooling reads f32 and bf16 NCHW copies):
+ * not modelled (jax-cpu-expected-misses.txt). */
+
+/* Where in its last step a layout value dies: LAY_STEP, once the step has
+ * run; LAY_BEFORE, before the step's own values are made (the pooling's
+ * iotas, index outputs and max, read by the variadic reduce-window that
+ * runs before the max the step returns: measured, wrapped_reduce-window at
+ * 56, ynn_fusion.21 at 57). */
+enum lay_at { LAY_STEP, LAY_BEFORE };
+
+/* Its first step: LAY_START, the step's start after rule 7's copies (the
+ * weights' transposes, some reading the copies); LAY_FIRST, before them
+ * (the iotas, which read nothing; measured: cnn-b8-sgd-f32's wrapped_iota
+ * .. .11 at 18-29, the copies at 31-36, so that the donated parameters'
+ * allocations, free once copied, hold none of them); else a step. */
+enum { LAY_FIRST = -2, LAY_START = -1 };
+
+static void lay_add(struct xla *x, uint64_t bytes, int32_t from, int32_t to, enum lay_at at)
+{
+    if (bytes == 0 || to < 0)
+        return;
+    x->lay_bytes[x->n_lay] = bytes;
+    x->lay_from[x->n_lay] = from;
+    x->lay_at[x->n_lay] = (uint8_t)at;
+    x->lay_to[x->n_lay++] = to;
+}
+
+static bool lay_s32(const struct dm_tinfo *t, int64_t per, uint64_t *out)
+{
+    int64_t e;
+    return dm_mul_ok(t->numel, per, &e) && dm_dtype_bytes(DM_INT32, e, out);
+}
+
+static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
+{
+    const struct plan *p = &x->p;
+    const struct dm_graph *g = p->g;
+    const struct dm_schedule *in = p->in;
+    int32_t nb = in->n_buf;
+    size_t cap = (size_t)g->n_nodes * 20 + 1; /* a pool's 2 x 8 + 2, a conv's 3 */
+    x->lay_bytes = malloc(cap * sizeof *x->lay_bytes);
+    x->lay_from = malloc(cap * sizeof *x->lay_from);
+    x->lay_to = malloc(cap * sizeof *x->lay_to);
+    x->lay_at = malloc(cap * sizeof *x->lay_at);
+    x->lay_into = malloc(((size_t)nb + 1) * sizeof *x->lay_into);
+    x->no_share = calloc((size_t)nb + 1, sizeof *x->no_share);
+    if (!x->lay_bytes || !x->lay_from || !x->lay_to || !x->lay_at || !x->lay_into ||
+        !x->no_share)
+        return xla_oom(x);
+    x->n_lay = 0;
+    for (int32_t b = 0; b < nb; b++)
+        x->lay_into[b] = -1;
+    if (!x->o->cpu || !p->t)
+        return DNNMEM_OK;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        if (n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0 || p->fwd[i] < 0)
+            continue;
+        const struct dm_tinfo *xi = &p->t[n->in[0]], *yo = &p->t[n->out[0]];
+        bool bwd = p->train && p->bwd[i] >= 0;
+        if (n->op == DM_OP_Conv && n->n_in >= 2 && n->in[1] >= 0) {
+            uint64_t wb = p->t[n->in[1]].bytes;
+            lay_add(x, wb, LAY_START, p->fwd[i], LAY_STEP);
+            if (bwd && act_grads[p->bwd[i]] > 0)
+                lay_add(x, wb, LAY_START, p->bwd[i], LAY_STEP);
+            if (bwd && g->tensors[n->in[0]].producer < 0)
+                lay_add(x, xi->bytes, LAY_START, p->bwd[i], LAY_STEP);
+            for (int32_t b = 0; b < nb; b++)
+                if (in->buf[b].tensor == n->out[0] && in->buf[b].node == i && !in->buf[b].what)
+                    x->no_share[b] = true;
+        } else if (n->op == DM_OP_MaxPool && bwd && xi->rank > 0) {
+            uint64_t iota, idx, zeros = xi->bytes;
+            if (!lay_s32(xi, 1, &iota) || !lay_s32(yo, 1, &idx))
+                return xla_overflow(x);
+            for (int d = 0; d < xi->rank && d < 8; d++) /* one value each, as XLA's */
+                lay_add(x, iota, LAY_FIRST, p->fwd[i], LAY_BEFORE);
+            for (int d = 0; d < xi->rank && d < 8; d++) /* the index outputs */
+                lay_add(x, idx, p->fwd[i], p->fwd[i], LAY_BEFORE);
+            lay_add(x, yo->bytes, p->fwd[i], p->fwd[i], LAY_BEFORE); /* and its max */
+            int32_t z = x->n_lay;
+            lay_add(x, zeros, LAY_START, p->bwd[i], LAY_STEP);
+            for (int32_t b = 0; b < nb; b++)
+                if (p->kind[b] == K_TEMP && is_grad(&in->buf[b]) &&
+                    in->buf[b].tensor == n->in[0] && p->a_step[b] == p->bwd[i])
+                    x->lay_into[b] = z;
+        }
+    }
+    return DNNMEM_OK;
+}
+
 static enum dnnmem_status find_copies(struct xla *x)
 {
     const struct plan *p = &x->p;
@@ -873,8 +1007,11 @@ static enum dnnmem_status find_copies(struct xla *x)
             }
         copy_params(x, pbuf, act_grads, last, copied);
     }
+    enum dnnmem_status ls = cpu_layouts(x, act_grads);
     free(pbuf), free(last), free(act_grads), free(copied);
-    x->nv = nb + x->n_copy;
+    if (ls != DNNMEM_OK)
+        return ls;
+    x->nv = nb + x->n_copy + x->n_lay;
     x->vbytes = malloc(((size_t)x->nv + 1) * sizeof *x->vbytes);
     if (!x->vbytes)
         return xla_oom(x);
@@ -895,6 +1032,12 @@ static enum dnnmem_status find_copies(struct xla *x)
         if (!dm_uadd_ok(x->st->copy_bytes, v, &x->st->copy_bytes))
             return xla_overflow(x);
     }
+    for (int32_t l = 0; l < x->n_lay; l++) {
+        x->vbytes[nb + x->n_copy + l] = x->lay_bytes[l];
+        x->st->layouts++;
+        if (!dm_uadd_ok(x->st->layout_bytes, x->lay_bytes[l], &x->st->layout_bytes))
+            return xla_overflow(x);
+    }
     return DNNMEM_OK;
 }
 
@@ -913,9 +1056,11 @@ static enum dnnmem_status free_lists(struct xla *x)
     if (!x->fr_start || !x->fr_list || !x->grp || !x->t0 || !x->t1 || !x->ended)
         return xla_oom(x);
     int32_t *fr_start = x->fr_start;
-    int32_t n_heap = x->n_copy;
-    for (int32_t b = nb; b < x->nv; b++)
+    int32_t n_heap = x->n_copy + x->n_lay;
+    for (int32_t b = nb; b < x->nv; b++) {
         x->grp[b] = b;
+        x->t0[b] = -1;
+    }
     for (int32_t b = 0; b < nb; b++) {
         x->grp[b] = -1;
         if (p->kind[b] != K_TEMP || p->fused[b] || in->buf[b].bytes == 0)
@@ -990,9 +1135,27 @@ static enum dnnmem_status run_clock(struct xla *x)
     for (int32_t k = w0; k < w1; k++) {
         bool can_share = shares_at(p, k);
         tick0[k] = clock;
+        for (int32_t l = 0; k == w0 && l < x->n_lay; l++) /* rule 8: the iotas, first */
+            if (x->lay_from[l] == LAY_FIRST) {
+                time_step[clock] = k;
+                t0[nb + x->n_copy + l] = clock++;
+            }
         for (int32_t c = 0; k == w0 && c < x->n_copy; c++) { /* rule 7: first */
             time_step[clock] = k;
             t0[nb + c] = clock++;
+        }
+        for (int32_t l = 0; l < x->n_lay; l++) /* rule 8: made at the start or their step */
+            if (x->lay_from[l] == k || (k == w0 && x->lay_from[l] == LAY_START)) {
+                time_step[clock] = k;
+                t0[nb + x->n_copy + l] = clock++;
+            }
+        for (int32_t l = 0; l < x->n_lay; l++) { /* rule 8: dead before the step's values */
+            int32_t v = nb + x->n_copy + l;
+            if (x->lay_to[l] == k && x->lay_at[l] == LAY_BEFORE && !ended[v]) {
+                time_step[clock] = k;
+                t1[v] = clock++;
+                ended[v] = true;
+            }
         }
         for (; ev_at < in->n_ev && in->ev[ev_at].step == k; ev_at++) {
             int32_t v = in->ev[ev_at].buf;
@@ -1012,9 +1175,11 @@ static enum dnnmem_status run_clock(struct xla *x)
                 int32_t c = fr_list[r];
                 const struct dm_buffer *cb = &in->buf[c];
                 if (!ended[c] && p->a_step[c] < k && cb->bytes == vb->bytes &&
-                    cb->dtype == vb->dtype)
+                    cb->dtype == vb->dtype && !x->no_share[c])
                     d = c;
             }
+            if (d < 0 && x->lay_into[v] >= 0 && !ended[nb + x->n_copy + x->lay_into[v]])
+                d = nb + x->n_copy + x->lay_into[v]; /* rule 8: the scatter's zeros */
             if (d >= 0) {
                 time_step[clock] = k;
                 t1[d] = clock++;
@@ -1038,9 +1203,27 @@ static enum dnnmem_status run_clock(struct xla *x)
             t1[c] = clock++;
             ended[c] = true;
         }
+        for (int32_t l = 0; l < x->n_lay; l++) {
+            int32_t v = nb + x->n_copy + l;
+            if (x->lay_to[l] == k && !ended[v]) {
+                time_step[clock] = k;
+                t1[v] = clock++;
+                ended[v] = true;
+            }
+        }
         end_copies(x, k, STEP_END, &clock);
         tick1[k] = clock;
     }
+    for (int32_t l = 0; l < x->n_lay; l++) /* rule 8: a value no step ended (none expected) */
+        if (!ended[nb + x->n_copy + l]) {
+            if (t0[nb + x->n_copy + l] < 0) {
+                time_step[clock] = w1 > w0 ? w1 - 1 : w0;
+                t0[nb + x->n_copy + l] = clock++;
+            }
+            time_step[clock] = w1 > w0 ? w1 - 1 : w0;
+            t1[nb + x->n_copy + l] = clock++;
+            ended[nb + x->n_copy + l] = true;
+        }
     x->clock = clock;
     return DNNMEM_OK;
 }
@@ -1090,16 +1273,18 @@ static enum dnnmem_status simulate_heap(struct xla *x, uint64_t align)
         goto done;
     }
     int32_t n_grp = 0;
-    for (int32_t b = 0; b < nv; b++) {
+    for (int32_t b = 0; b < nv; b++) { /* the groups' heads first: a rule 8 head comes last */
         slot[b] = -1;
-        if (grp[b] < 0 || hosted[grp[b]])
-            continue;
-        if (grp[b] == b) {
+        if (grp[b] == b && !hosted[b]) {
             slot[b] = n_grp;
             hb[n_grp++] = (struct dm_heap_buf){vbytes[b], t0[b], t1[b], t1[b], b, 0};
-        } else if (t1[b] > hb[slot[grp[b]]].end) {
-            hb[slot[grp[b]]].end = t1[b];
         }
+    }
+    for (int32_t b = 0; b < nv; b++) {
+        if (grp[b] < 0 || hosted[grp[b]])
+            continue;
+        if (grp[b] != b && t1[b] > hb[slot[grp[b]]].end)
+            hb[slot[grp[b]]].end = t1[b];
         bool ok = dm_uadd_ok(add[t0[b]], vbytes[b], &add[t0[b]]) &&
                   dm_uadd_ok(rem[t1[b]], vbytes[b], &rem[t1[b]]);
         if (!ok) {

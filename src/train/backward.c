@@ -563,7 +563,7 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
                         "grad * normalized", 0);
     }
     int32_t xla_idx[5] = {-1, -1, -1, -1, -1}; /* XLA's max pool (xla_pool_backward) */
-    if (b->run->xla && n->op == DM_OP_MaxPool && out0 >= 0 && dm_has_in(n, 0))
+    if (b->run->xla && b->run->cuda && n->op == DM_OP_MaxPool && out0 >= 0 && dm_has_in(n, 0))
         xla_pool_backward(b, i, out0, xla_idx);
     /* cuBLAS cannot read a matrix with zero strides: a matmul whose output
      * grad is still the expanded scalar of SumBackward (loss = out.sum())

@@ -70,7 +70,12 @@
  *    dimension, finding each window's selected element, then a scatter-add
  *    of the grads into a broadcast of 0. No indices are kept: the backward
  *    recomputes the pooled values (output-sized, dead at once) and the rank
- *    int32 coordinates (output-sized each), live into the scatter. The
+ *    int32 coordinates (output-sized each), live into the scatter. XLA's CPU
+ *    compiler runs that reduce-window in the forward instead (jax 0.10.2's
+ *    CPU dumps of jax-cpu.jsonl's CNN: wrapped_reduce-window beside the max,
+ *    its rank s32 outputs concatenated into [M, rank] and kept to the
+ *    backward's scatter): the argmax is kept, the input is not, and the
+ *    backward recomputes nothing; its iotas and zeros are xla.c's rule 8. The
  *    scatter's operand is written in place, so it is materialised: the
  *    input's grad takes its buffer. After a ReLU (jnp.maximum(x, 0), its
  *    broadcast zero fused into the pool's reduce-window) the two zeros are
@@ -317,6 +322,14 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
         break;
     }
     case DM_T_POOL_IDX:
+        if (b->run->xla && !b->run->cuda && n->op == DM_OP_MaxPool && out0 >= 0 && in0 >= 0) {
+            /* XLA's CPU backend (header, "JAX's jit"): the forward's argmax,
+             * one int32 per output element and input dimension; not the input */
+            int64_t e;
+            if (dm_mul_ok(t[out0].numel, t[in0].rank, &e))
+                dm_keep_new(b, i, DM_INT32, e, "argmax (int32 per dimension)");
+            break;
+        }
         dm_keep_input(b, i, 0);
         if (b->run->xla && n->op == DM_OP_MaxPool) {
             /* XLA (header, "JAX's jit"): no indices; after a ReLU two

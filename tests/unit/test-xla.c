@@ -602,6 +602,85 @@ static void test_cpu_bf16_copies(void **state)
     planned_free(&p);
 }
 
+/* Rule 8, XLA's CPU convolutions, at inference: x [1,3,8,8] (768 B), W
+ * [4,3,3,3] (432 B), pad 1 -> c [1,4,8,8] (1024 B) -> r = Relu(c) -> y =
+ * MaxPool 2x2 [1,4,4,4] (256 B, live out). The CPU runs the convolution
+ * NHWC (jax 0.10.2's dumps: transpose_copy_fusion around ynn_fusion): W's
+ * HWIO transpose (432 B) made at the step's start and dead after the
+ * convolution, x's NHWC copy (768 B, the convolution's workspace), c in
+ * NHWC, and r, the bias add and ReLU fused into the transpose back to
+ * NCHW: a value of its own, not c's buffer. The heap (64 B alignment):
+ * c [0,1024) over the conv and relu steps, r [1024,2048) from relu, the
+ * NHWC input [1024,1792) during the conv only, W's transpose above both
+ * at 1792 (a multiple of 64): 2224 B = 1792 + 432. Without rule 8 (the
+ * GPU's plan of the same step): r takes c's buffer, 1024 B. */
+static struct tb *tb_conv_relu_pool(void)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "1,3,8,8");
+    tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){4, 3, 3, 3});
+    tb_node(b, "Conv", "conv", "x,W", "c");
+    tb_attr_ints(b, "kernel_shape", 2, (int64_t[]){3, 3});
+    tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tb_node(b, "Relu", "relu", "c", "r");
+    tb_node(b, "MaxPool", "pool", "r", "y");
+    tb_attr_ints(b, "kernel_shape", 2, (int64_t[]){2, 2});
+    tb_attr_ints(b, "strides", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_cpu_conv_layout(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan_dev(tb_conv_relu_pool(), false, false, true, true, &p);
+    assert_int_equal(p.st.layouts, 1);
+    assert_int_equal(p.st.layout_bytes, 432);
+    uint64_t bytes = 0;
+    assert_int_equal(count_what(&p, "input (NHWC, XLA CPU)", &bytes), 1);
+    assert_int_equal(bytes, 768);
+    assert_int_equal(offset_of(&p, "c", NULL), 0);
+    assert_int_equal(offset_of(&p, "r", NULL), 1024);
+    assert_int_equal(p.st.heap.heap_bytes, 2224);
+    planned_free(&p);
+    plan_dev(tb_conv_relu_pool(), false, false, true, false, &p); /* the GPU */
+    assert_int_equal(p.st.layouts, 0);
+    assert_int_equal(count_what(&p, "input (NHWC, XLA CPU)", &bytes), 0);
+    assert_int_equal(offset_of(&p, "r", NULL), offset_of(&p, "c", NULL));
+    planned_free(&p);
+}
+
+/* Rule 8, XLA's CPU max pooling in training (tb_relu_pool: r [1,2,4,4],
+ * 32 elements, 128 B; y 8 elements): the forward's variadic reduce-window
+ * reads four s32 iotas of r's shape (4 x 128 B) made at the step's start,
+ * writes four s32 index outputs and the max (4 x 32 + 32 B), and the
+ * argmax is kept concatenated, [8, 4] int32 = 128 B, in place of r; the
+ * backward recomputes nothing and scatters into zeros of r's shape made at
+ * the step's start (128 B), whose buffer r's gradient takes (measured:
+ * cnn-b8-sgd-f32's wrapped_iota .. .3, concatenate_bitcast_fusion.3,
+ * wrapped_broadcast and wrapped_scatter.3 at one offset). Layout values:
+ * 4 + 4 + 1 + 1 = 10, 512 + 128 + 32 + 128 = 800 B. */
+static void test_cpu_max_pool(void **state)
+{
+    (void)state;
+    struct planned p;
+    uint64_t bytes = 0;
+    plan_dev(tb_relu_pool(), true, true, true, true, &p);
+    assert_int_equal(count_what(&p, "argmax (int32 per dimension)", &bytes), 1);
+    assert_int_equal(bytes, 128);
+    assert_int_equal(count_what(&p, "pooled (recomputed)", &bytes), 0);
+    assert_int_equal(count_what(&p, "selected coordinate (int32)", &bytes), 0);
+    assert_int_equal(count_what(&p, "zeros (the pool backward's scatter operand)", &bytes), 0);
+    assert_int_equal(count_what(&p, "indices", &bytes), 0);
+    assert_int_equal(p.st.layouts, 10);
+    assert_int_equal(p.st.layout_bytes, 800);
+    int32_t r = value_buf(&p, "r");
+    int32_t k = free_step(&p, r); /* r is not kept: dead at the pool's forward */
+    assert_int_equal(p.in.steps[k].phase, DM_PHASE_FORWARD);
+    planned_free(&p);
+}
+
 /* ---- whole estimates --------------------------------------------------------- */
 
 static struct dnnmem_result *jax_estimate_ws(struct tb *b, enum dnnmem_mode mode, bool donate,
@@ -810,6 +889,8 @@ int main(void)
         cmocka_unit_test(test_training_donation),
         cmocka_unit_test(test_cpu_donated_copies),
         cmocka_unit_test(test_cpu_bf16_copies),
+        cmocka_unit_test(test_cpu_conv_layout),
+        cmocka_unit_test(test_cpu_max_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

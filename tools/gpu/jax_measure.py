@@ -114,6 +114,12 @@ MODELS = {
     # Linear(512, 100).
     "jax_cnn": dict(kind="cnn", image=64, in_ch=3, channels=(64, 128, 256, 256),
                     pool_after=(0, 1, 2), fc=512, classes=100),
+    # Out of sample for the CPU's rule 8 (xla.c; added 2026-12-03, after the
+    # rule was traced on jax_cnn): five convs, two straight conv -> ReLU ->
+    # conv pairs, pooling after the second and fourth; 32x32 input;
+    # Linear(128*8*8, 256) + ReLU, Linear(256, 10).
+    "jax_cnn5": dict(kind="cnn", image=32, in_ch=3, channels=(32, 64, 64, 128, 128),
+                     pool_after=(1, 3), fc=256, classes=10),
     # A BERT-style (post-LN) encoder stack with a token head: token and
     # position embeddings, 4 blocks of LayerNorm(attention) + LayerNorm(GELU
     # MLP), no dropout, no mask; logits [batch, seq, vocab], cross-entropy
