@@ -312,6 +312,8 @@ static void expand_strides(struct dm_sb *b, int32_t x, int32_t o)
     const struct dm_tinfo *tx = &b->t[x], *to = &b->t[o];
     const int64_t *xs = dm_sb_stride(b, x);
     int64_t *ys = dm_sb_stride(b, o);
+    if (tx->rank < 0 || to->rank < tx->rank)
+        return; /* shape inference refuses these; the dense strides stay */
     for (int d = to->rank - 1; d >= 0; d--) {
         int src = d - (to->rank - tx->rank);
         int64_t size = src >= 0 ? tx->dims[src] : 1;
