@@ -196,13 +196,13 @@ bool dm_sb_contiguous(const struct dm_sb *b, int32_t x)
 
 /* Whether PyTorch's suggest_memory_format() of a 4-D x is ChannelsLast: its
  * strides, size-1 dims' included, ordered as channels-last
- * (is_channels_last_strides_2d_s4, c10/core/MemoryFormat.h, 2.13 and 2.14
- * alike). A view keeps the format its strides give: x.transpose(1, 2).view(B,
+ * (is_channels_last_strides_2d_s4, c10/core/MemoryFormat.h, read in 2.13.0's
+ * headers). A view keeps the format its strides give: x.transpose(1, 2).view(B,
  * C, H, W) of a [B, H*W, C] tensor (PVT-v2's DWConv) is channels-last at batch
  * 2, but at batch 1 view() gives dim 0 the stride C (computeStride), below
  * H*W*C, so it is contiguous-suggested and the conv copies it to NCHW
- * (measured on 2.14.1: strides (16, 1, 96, 16), an NCHW output and an
- * input-sized clone before the kernel's buffers). */
+ * (measured on 2.13.0 and 2.14.1: strides (16, 1, 96, 16), an NCHW output
+ * and an input-sized clone before the kernel's buffers). */
 bool dm_sb_strides_like_cl(const struct dm_sb *b, int32_t x)
 {
     const struct dm_tinfo *t = &b->t[x];

@@ -373,10 +373,10 @@ static void contiguous_copy(struct dm_sb *b, const struct dm_node *n, int32_t no
  * at::_convolution and convolution_backward hand the backend
  * input.contiguous(backend_memory_format), channels-last where the input's
  * strides suggest it (mkldnn_conv_use_channels_last), else contiguous
- * (aten/src/ATen/native/Convolution.cpp, 2.13 and 2.14). A view that is not
- * dense in that format is cloned before the kernel's buffers and freed after
- * them, in the forward and again in the backward: a torch.split channel part
- * at batch 2 (MixNet's MixedConv2d; measured on 2.14.1, [2,10,6,6] split
+ * (aten/src/ATen/native/Convolution.cpp). A view that is not dense in that
+ * format is cloned before the kernel's buffers and freed after them, in the
+ * forward and again in the backward: a torch.split channel part at batch 2
+ * (MixNet's MixedConv2d; measured on 2.13.0 and 2.14.1 alike, [2,10,6,6] split
  * [4,6]: +1152 B before the conv's reorders, freed after its output, and
  * +1728 B first in the second conv's backward); at batch 1 the part is
  * contiguous and nothing is copied. PyTorch's CPU graphs from torch.onnx,
