@@ -375,7 +375,8 @@ static enum dnnmem_status one_step(struct out *o, const struct dm_graph *g, cons
     const struct dm_capture_conv *c = run->cuda ? NULL : z->conv[step];
     struct conv_sink cs = {.o = o, .node = sp->node, .step = step, .st = DNNMEM_OK};
     struct dm_ws_sink sink = {.ctx = &cs, .alloc = conv_alloc, .unref = conv_unref};
-    struct dm_ws ws = {{-1, -1, -1, -1}};
+    _Static_assert(DM_WS_BUFS == 5, "the workspace initializer lists five slots");
+    struct dm_ws ws = {{-1, -1, -1, -1, -1}};
     int n_alloc = 0, nth = 0;
     for (size_t k = i; k < j; k++)
         n_alloc += cap->ev[k].kind == DM_EV_ALLOC;

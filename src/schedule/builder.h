@@ -86,6 +86,13 @@ int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);
 /* Per tensor of g, whether PyTorch gives it channels-last strides (cl: one
  * entry per tensor, written in node order). */
 void dm_sb_layout(const struct dm_graph *g, const struct dm_tinfo *t, bool *cl);
+/* The same for node i's output alone, from its inputs' entries (the forward
+ * pass redoes it once views have taken their format from their strides). */
+void dm_sb_layout_node(const struct dm_graph *g, const struct dm_tinfo *t, bool *cl, int32_t i);
+/* Whether x's strides make PyTorch suggest channels-last for it. */
+bool dm_sb_strides_like_cl(const struct dm_sb *b, int32_t x);
+/* Whether x is dense in channels-last (cl) or contiguous order. */
+bool dm_sb_dense_in(const struct dm_sb *b, int32_t x, bool cl);
 /* a * b, saturating at INT64_MAX. */
 int64_t dm_sat_mul(int64_t a, int64_t b);
 /* Tensor x's strides (DM_MAX_DIMS elements). */

@@ -9,8 +9,11 @@
 #include "dnnmem-impl.h"
 
 /* The buffers a library makes around one op (ids in the caller's schedule;
- * -1: none), freed when the op's outputs are made (dm_sb_workspace_end). */
-#define DM_WS_BUFS 4
+ * -1: none), freed when the op's outputs are made (dm_sb_workspace_end), in
+ * slot order. Slot DM_WS_COPY: the op's contiguous copy of a strided input,
+ * made before the library's buffers and freed after them (workspace.c). */
+#define DM_WS_BUFS 5
+#define DM_WS_COPY 4
 struct dm_ws {
     int32_t buf[DM_WS_BUFS];
 };

@@ -245,7 +245,7 @@ static bool fused_attention_strided(const struct dm_sb *b, const struct dm_node 
     return !dm_sdpa_flash(b, n) || !dm_has_in(n, 0) || !made_contiguous(b, n->in[0]);
 }
 
-_Static_assert(DM_WS_BUFS == 4, "the forward's workspace initializer lists four slots");
+_Static_assert(DM_WS_BUFS == 5, "the forward's workspace initializer lists five slots");
 
 /* The MatMul output an Add of a bias weight would update in place, or -1. */
 static int32_t linear_bias_target(const struct dm_sb *b, const struct dm_node *n)
@@ -303,6 +303,26 @@ static bool torch_views(const struct dm_sb *b)
            strcmp(b->g->format, "onnx") == 0;
 }
 
+/* o's strides as x.expand(o's dims) (at::inferExpandGeometry,
+ * aten/src/ATen/ExpandUtils.cpp): an expanded dim strides 0, a new leading
+ * one of size 1 takes the next dim's size times its stride. A Split part has
+ * x's rank and dims no larger, so it keeps x's strides. */
+static void expand_strides(struct dm_sb *b, int32_t x, int32_t o)
+{
+    const struct dm_tinfo *tx = &b->t[x], *to = &b->t[o];
+    const int64_t *xs = dm_sb_stride(b, x);
+    int64_t *ys = dm_sb_stride(b, o);
+    if (tx->rank < 0 || to->rank < tx->rank)
+        return; /* shape inference refuses these; the dense strides stay */
+    for (int d = to->rank - 1; d >= 0; d--) {
+        int src = d - (to->rank - tx->rank);
+        int64_t size = src >= 0 ? tx->dims[src] : 1;
+        int64_t st = src >= 0 ? xs[src]
+                     : d + 1 < to->rank ? dm_sat_mul(to->dims[d + 1], ys[d + 1]) : 1;
+        ys[d] = size == 1 && to->dims[d] != 1 ? 0 : st;
+    }
+}
+
 /* Output o of node n as a view of (or in place on) in0: o's strides from
  * in0's (a permute's permuted, a slice's multiplied by its steps, a
  * reshape's from dm_sb_view_strides, already set); true when they decide
@@ -323,6 +343,10 @@ static bool view_of_strides(struct dm_sb *b, const struct dm_node *n, int32_t in
             ys[d] = src >= 0 && src < rx ? xs[src] : 1;
         }
         return torch_views(b);
+    }
+    if (view && (n->op == DM_OP_Split || n->op == DM_OP_Expand) && torch_views(b)) {
+        expand_strides(b, in0, o);
+        return true;
     }
     if (view && reshape && torch_views(b)) {
         if (n->op == DM_OP_Squeeze || n->op == DM_OP_Unsqueeze)
@@ -458,8 +482,11 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
     bool train = b->run->train;
     unsigned flags = dm_ops[n->op].flags;
     dm_sb_step(b, DM_PHASE_FORWARD, i);
+    /* the outputs' format again, from the formats views took in this pass */
+    if (torch_views(b))
+        dm_sb_layout_node(g, t, b->chlast, i);
     bool on_device = n->n_out > 0 && n->out[0] >= 0 && !t[n->out[0]].is_const;
-    struct dm_ws ws = {{-1, -1, -1, -1}};
+    struct dm_ws ws = {{-1, -1, -1, -1, -1}};
     if (on_device)
         ws = dm_sb_workspace_begin(b, n, false);
     if (on_device) {
@@ -497,8 +524,17 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
                       (!train && (flags & DM_F_IDENTITY_INFER)) ||
                       (n->op == DM_OP_Slice && slice_view(b, n, &slice_strided, step)));
         /* torch.split's parts, where the front end marks them as the views
-         * they are in PyTorch ("view"): every output shares input 0 */
-        if (n->op == DM_OP_Split && base >= 0 && dm_attr_int(n, "view", 0))
+         * they are in PyTorch ("view"): every output shares input 0. In
+         * torch.onnx graphs every Split is one: the exporter writes
+         * torch.split, chunk and unbind as Split (symbolic_opset13), which
+         * PyTorch runs as narrow()s of the input (split_with_sizes,
+         * aten/src/ATen/native/TensorShape.cpp); measured on 2.14.1: no
+         * allocation, the parts' strides the input's. Expand is a view with
+         * stride 0 on the expanded dims (expand, the same file; F.normalize's
+         * expand_as) */
+        if (n->op == DM_OP_Split && base >= 0 && (dm_attr_int(n, "view", 0) || torch_views(b)))
+            alias = true;
+        if (n->op == DM_OP_Expand && k == 0 && base >= 0 && torch_views(b))
             alias = true;
         /* torch.reshape copies a tensor whose strides allow no view of the
          * new shape (layout.c, dm_sb_view_strides); graphs without torch's
@@ -559,6 +595,9 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
                 b->strided[o] = !dm_sb_contiguous(b, o);
             if (n->op == DM_OP_Transpose && is_fused_attention_output(b, n))
                 b->strided[o] = false;
+            /* a view's memory format is what its strides suggest (layout.c) */
+            if (alias && !inplace && torch_views(b) && t[o].rank == 4)
+                b->chlast[o] = dm_sb_strides_like_cl(b, o);
             continue;
         }
         /* constant-valued results: one computed from weights alone is an

@@ -128,13 +128,17 @@ static bool output_channels_last(const struct dm_graph *g, const struct dm_tinfo
     return false;
 }
 
+void dm_sb_layout_node(const struct dm_graph *g, const struct dm_tinfo *t, bool *cl, int32_t i)
+{
+    const struct dm_node *n = &g->nodes[i];
+    if (n->n_out > 0 && n->out[0] >= 0)
+        cl[n->out[0]] = output_channels_last(g, t, cl, n);
+}
+
 void dm_sb_layout(const struct dm_graph *g, const struct dm_tinfo *t, bool *cl)
 {
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const struct dm_node *n = &g->nodes[i];
-        if (n->n_out > 0 && n->out[0] >= 0)
-            cl[n->out[0]] = output_channels_last(g, t, cl, n);
-    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        dm_sb_layout_node(g, t, cl, i);
 }
 
 /* ---- strides ------------------------------------------------------------------ */
@@ -186,6 +190,54 @@ bool dm_sb_contiguous(const struct dm_sb *b, int32_t x)
         if (st[d] != s)
             return false;
         s *= t->dims[d];
+    }
+    return true;
+}
+
+/* Whether PyTorch's suggest_memory_format() of a 4-D x is ChannelsLast: its
+ * strides, size-1 dims' included, ordered as channels-last
+ * (is_channels_last_strides_2d_s4, c10/core/MemoryFormat.h, read in 2.13.0's
+ * headers). A view keeps the format its strides give: x.transpose(1, 2).view(B,
+ * C, H, W) of a [B, H*W, C] tensor (PVT-v2's DWConv) is channels-last at batch
+ * 2, but at batch 1 view() gives dim 0 the stride C (computeStride), below
+ * H*W*C, so it is contiguous-suggested and the conv copies it to NCHW
+ * (measured on 2.13.0 and 2.14.1: strides (16, 1, 96, 16), an NCHW output
+ * and an input-sized clone before the kernel's buffers). */
+bool dm_sb_strides_like_cl(const struct dm_sb *b, int32_t x)
+{
+    const struct dm_tinfo *t = &b->t[x];
+    const int64_t *st = dm_sb_stride(b, x);
+    static const int order[4] = {1, 3, 2, 0};
+    if (t->rank != 4 || st[1] == 0)
+        return false;
+    int64_t min = 0;
+    for (int k = 0; k < 4; k++) {
+        int d = order[k];
+        if (t->dims[d] == 0 || st[d] < min || (d == 0 && min == st[1]))
+            return false;
+        min = t->dims[d] > 1 ? dm_sat_mul(st[d], t->dims[d]) : st[d];
+    }
+    return true;
+}
+
+/* Whether x's strides are dense in the memory format `cl` names
+ * (is_contiguous(memory_format): size-1 dims aside): what a kernel that calls
+ * x.contiguous(format) takes without a copy. */
+bool dm_sb_dense_in(const struct dm_sb *b, int32_t x, bool cl)
+{
+    const struct dm_tinfo *t = &b->t[x];
+    if (!cl || t->rank != 4)
+        return dm_sb_contiguous(b, x);
+    static const int order[4] = {1, 3, 2, 0};
+    const int64_t *st = dm_sb_stride(b, x);
+    int64_t s = 1;
+    for (int k = 0; k < 4; k++) {
+        int d = order[k];
+        if (t->dims[d] == 1)
+            continue;
+        if (st[d] != s)
+            return false;
+        s = dm_sat_mul(s, t->dims[d]);
     }
     return true;
 }

@@ -393,6 +393,30 @@ static void contiguous_copy(struct dm_sb *b, const struct dm_node *n, int32_t no
                                               -1, node, "input.contiguous()", 1);
 }
 
+/* A convolution's copy of an input its kernel cannot read in place:
+ * at::_convolution and convolution_backward hand the backend
+ * input.contiguous(backend_memory_format), channels-last where the input's
+ * strides suggest it (mkldnn_conv_use_channels_last), else contiguous
+ * (aten/src/ATen/native/Convolution.cpp). A view that is not dense in that
+ * format is cloned before the kernel's buffers and freed after them, in the
+ * forward and again in the backward: a torch.split channel part at batch 2
+ * (MixNet's MixedConv2d; measured on 2.13.0 and 2.14.1 alike, [2,10,6,6] split
+ * [4,6]: +1152 B before the conv's reorders, freed after its output, and
+ * +1728 B first in the second conv's backward); at batch 1 the part is
+ * contiguous and nothing is copied. PyTorch's CPU graphs from torch.onnx,
+ * whose views' strides the forward tracks (forward.c). */
+static void conv_input_copy(struct dm_sb *b, const struct dm_node *n, int32_t node,
+                            struct dm_ws *ws)
+{
+    int32_t x = n->in[0];
+    if (b->run->cuda || b->run->tf_ops || b->run->mx_ops || b->run->xla || !b->g->format ||
+        strcmp(b->g->format, "onnx") != 0 || b->resident[x] >= 0 || b->t[x].rank != 4 ||
+        dm_sb_dense_in(b, x, b->chlast[x]))
+        return;
+    ws->buf[DM_WS_COPY] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[x].dtype, b->t[x].bytes, -1,
+                                      node, "input.contiguous(memory_format)", 1);
+}
+
 /* The CPU flash kernel's per-thread scratch (cpu_flash_attention and its
  * backward in aten/src/ATen/native/cpu/FlashAttentionKernel.cpp), freed when
  * the op returns. Blocks of qS query rows by kvS keys: qS = 32, 64 from 192
@@ -553,6 +577,7 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
     } else if (n->op == DM_OP_Attention && dm_has_in(n, 1)) {
         cpu_flash_scratch(b, n, node, backward, &ws);
     } else if (conv_desc(b, n, &cv)) {
+        conv_input_copy(b, n, node, &ws);
         struct ws_ctx ctx = {.b = b, .node = node};
         struct dm_ws_sink sink = {.ctx = &ctx, .alloc = ws_alloc, .unref = ws_unref};
         dm_cpu_conv_begin(&cv, b->run, &sink, backward, &ws);

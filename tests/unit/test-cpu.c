@@ -770,6 +770,142 @@ static void test_onednn_gemm_weight_grad_declines(void **state)
                              "-522496 onednn_gemm_scratchpad\n-15360 onednn_diff_weights\n");
 }
 
+/* The buffers named by `names`, as train_events_isa lists them, in an
+ * inference pass on the CPU (PyTorch 2.14, one thread). */
+static void infer_events(struct tb *b, const char *const *names, size_t n_names, char *out,
+                         size_t cap)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 214;
+    cfg.cpu_threads = 1;
+    cfg.batch_size = 0;
+    cfg.events = true;
+    struct dnnmem_result *r = estimate_cfg(b, &cfg);
+    size_t n = 0;
+    out[0] = 0;
+    for (size_t e = 0; e < r->n_events; e++)
+        for (size_t k = 0; k < n_names; k++)
+            if (r->events[e].buffer && strstr(r->events[e].buffer, names[k]) && n + 80 < cap) {
+                n += (size_t)snprintf(out + n, cap - n, "%c%llu %s\n", r->events[e].alloc ? '+' : '-',
+                                      (unsigned long long)r->events[e].bytes, names[k]);
+                break;
+            }
+    dnnmem_result_free(r);
+}
+
+/* MixNet's MixedConv2d: torch.split(x, [4, 4], 1), a 3x3 and a 5x5
+ * depthwise conv, torch.cat. The parts are views (forward.c): nothing is
+ * allocated for them. At batch 2 a part [2,4,6,6] is not contiguous, and
+ * each conv copies it first (workspace.c, conv_input_copy; measured on
+ * 2.14.1, one thread, x [2,8,6,6]: +1152 before each conv's reorders, freed
+ * after its output; in training again first in each conv's backward, the
+ * input's 1152 B); at batch 1 the parts are contiguous: no copy. */
+static struct tb *split_convs(const char *xdims)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, xdims);
+    tb_init_i64(b, "split", 2, (int64_t[]){4, 4});
+    tb_init(b, "W1", F32, 4, (int64_t[]){4, 1, 3, 3});
+    tb_init(b, "W2", F32, 4, (int64_t[]){4, 1, 5, 5});
+    tb_node(b, "Split", "split", "x,split", "part0,part1");
+    tb_attr_int(b, "axis", 1);
+    tb_node(b, "Conv", "c1", "part0,W1", "y1");
+    tb_attr_int(b, "group", 4);
+    tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tb_node(b, "Conv", "c2", "part1,W2", "y2");
+    tb_attr_int(b, "group", 4);
+    tb_attr_ints(b, "pads", 4, (int64_t[]){2, 2, 2, 2});
+    tb_node(b, "Concat", "cat", "y1,y2", "y");
+    tb_attr_int(b, "axis", 1);
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_split_views_conv_copies(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"input.contiguous(memory_format)", "part"};
+    char got[1024];
+    infer_events(split_convs("2,8,6,6"), names, 2, got, sizeof got);
+    assert_string_equal(got, "+1152 input.contiguous(memory_format)\n"
+                             "-1152 input.contiguous(memory_format)\n"
+                             "+1152 input.contiguous(memory_format)\n"
+                             "-1152 input.contiguous(memory_format)\n");
+    train_events(split_convs("2,8,6,6"), names, 1, got, sizeof got);
+    static const char pair[] = "+1152 input.contiguous(memory_format)\n"
+                               "-1152 input.contiguous(memory_format)\n";
+    char four[sizeof pair * 4];
+    snprintf(four, sizeof four, "%s%s%s%s", pair, pair, pair, pair);
+    assert_string_equal(got, four);
+    infer_events(split_convs("1,8,6,6"), names, 2, got, sizeof got);
+    assert_string_equal(got, "");
+    train_events(split_convs("1,8,6,6"), names, 2, got, sizeof got);
+    assert_string_equal(got, "");
+}
+
+/* PVT-v2's DWConv: x [B, 36, 16] (a Linear's output) .transpose(1, 2)
+ * .reshape(B, 16, 6, 6), a 3x3 depthwise conv with bias (W 576 B, b 64 B).
+ * The view's strides make it channels-last at batch 2 (layout.c,
+ * dm_sb_strides_like_cl); at batch 1 dim 0's stride (16) says contiguous.
+ * Measured on 2.14.1, one thread, no_grad, above x and the weights: batch
+ * 2, +4608 (the channels-last output, written by oneDNN) +576 -576 (the
+ * weight reordered): peak 4608 + 640 + 5184; batch 1, +2304 (the NCHW
+ * clone) +2304 (the blocked source) +576 +2304 (the blocked destination)
+ * -576 -2304 +2304 (the output) ...: peak 2304 + 640 + 7488. */
+static struct tb *view_depthwise(const char *xdims, int64_t batch)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, xdims);
+    tb_init_i64(b, "shape", 4, (int64_t[]){batch, 16, 6, 6});
+    tb_init(b, "W", F32, 4, (int64_t[]){16, 1, 3, 3});
+    tb_init(b, "bias", F32, 1, (int64_t[]){16});
+    tb_node(b, "Transpose", "t", "x", "xt");
+    tb_attr_ints(b, "perm", 3, (int64_t[]){0, 2, 1});
+    tb_node(b, "Reshape", "r", "xt,shape", "xv");
+    tb_node(b, "Conv", "dw", "xv,W,bias", "y");
+    tb_attr_int(b, "group", 16);
+    tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_view_strides_channels_last(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"input.contiguous(memory_format)"};
+    char got[256];
+    infer_events(view_depthwise("2,36,16", 2), names, 1, got, sizeof got);
+    assert_string_equal(got, "");
+    assert_int_equal(cpu_peak(view_depthwise("2,36,16", 2), 214, DNNMEM_CPU_ISA_AVX2, 1),
+                     4608 + 640 + 5184);
+    infer_events(view_depthwise("1,36,16", 1), names, 1, got, sizeof got);
+    assert_string_equal(got, "+2304 input.contiguous(memory_format)\n"
+                             "-2304 input.contiguous(memory_format)\n");
+    assert_int_equal(cpu_peak(view_depthwise("1,36,16", 1), 214, DNNMEM_CPU_ISA_AVX2, 1),
+                     2304 + 640 + 7488);
+}
+
+/* x * x.sum(-1, keepdim=True).expand_as(x): expand is a view (forward.c).
+ * Measured on 2.14.1, no_grad, x [2,8,16] (1024 B): +64 (the sum) +1024
+ * (the product) -64; peak 1024 + 1088 (an expanded copy would add 1024). */
+static void test_expand_is_view(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,8,16");
+    tb_init_i64(b, "axes", 1, (int64_t[]){-1});
+    tb_init_i64(b, "shape", 3, (int64_t[]){2, 8, 16});
+    tb_node(b, "ReduceSum", "sum", "x,axes", "s");
+    tb_attr_int(b, "keepdims", 1);
+    tb_node(b, "Expand", "expand", "s,shape", "se");
+    tb_node(b, "Mul", "mul", "x,se", "y");
+    tb_output(b, "y");
+    assert_int_equal(cpu_peak(b, 214, DNNMEM_CPU_ISA_DEFAULT, 1), 1024 + 1088);
+}
+
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -794,6 +930,9 @@ int main(void)
         cmocka_unit_test(test_onednn_gemm_fallback),
         cmocka_unit_test(test_onednn_gemm_backward_data),
         cmocka_unit_test(test_onednn_gemm_weight_grad_declines),
+        cmocka_unit_test(test_split_views_conv_copies),
+        cmocka_unit_test(test_view_strides_channels_last),
+        cmocka_unit_test(test_expand_is_view),
     };
     return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
 }

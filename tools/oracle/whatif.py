@@ -21,9 +21,9 @@ default runs them in place, as torchvision's inplace=True) brings it within 3% (
 the two together); otherwise the mechanism measured on its family
 (densenet-python-local; python-local for StarNet, VoVNet, HGNet and FastViT inference;
 onednn-gemm-fallback for DeepLabV3, R3D-18 and ViT-S/32;
-split-channel-views for MixNet; onednn-rnn-workspace for Sequencer2D
-training; depthwise-layout-flag for CoaT and MobileNetV4-hybrid training;
-weight-std-backward for NF-ResNet training over; nhwc-view-conv for PVT-v2), conv-weight-channels-last for an under-estimate that the conv
+elementwise-stride-order for SE-BoTNet; onednn-rnn-workspace for Sequencer2D
+training; depthwise-layout-flag for MobileNetV4-hybrid training;
+weight-std-backward for NF-ResNet training over; dropped-contiguous for PVT-v2), conv-weight-channels-last for an under-estimate that the conv
 weight clones live at the peak bring within 3%, layernorm-input-copy for one that the
 layer_norm input clones live at the peak bring within 3%, or `unexplained`.  Those not
 tested by a what-if say how they were assigned.  GroupNorm (groupnorm-decomposed),
@@ -118,11 +118,15 @@ ONEDNN_GEMM = ("seg-deeplabv3", "video-r3d_18")
 # for 3 -> 384 channels on a 3x3 output, to the byte
 ONEDNN_GEMM_MODELS = ("vit_small_patch32_224",)
 
-# families whose misses are channel splits that torch keeps as views (torch.split in
-# timm's MixedConv2d, each conv copying its slice for its own call) and dnnmem
-# materializes, all live at once (attributed 2026-12-02 on mixnet_m inference at batch 2:
-# dnnmem's only extra blocks at its peak are the Split's 2 x 884,736 B)
-SPLIT_VIEWS = ("timm-mixnet",)
+# (split-channel-views, MixNet's torch.split parts, is modelled since 2026-12-03:
+# Split is a view in torch.onnx graphs, src/schedule/forward.c)
+
+# models whose misses are a sum of expanded, permuted views that TensorIterator lays out
+# in the views' order, so that the reshape after it copies (timm's RelPosEmb in
+# SE-BoTNet: attribute.py, infer-b2, torch's extra blocks at its peak are
+# aten::reshape > aten::clone, 2,097,152 and 262,144 B); dnnmem makes elementwise outputs
+# contiguous (docs/validation-zoo.md, "Views that are not copies")
+STRIDE_ORDER_MODELS = ("sebotnet33ts_256",)
 
 # families whose training misses are 2.x's CPU LSTM (aten::lstm > mkldnn_rnn_layer, one
 # per direction): each layer keeps a oneDNN workspace (7,561,216 B for T 24, N 48, 192 -> 48,
@@ -136,12 +140,12 @@ ONEDNN_RNN = ("timm-sequencer",)
 # 960-channel 5x5 one) is made on one side only. CoaT's ConvRelPosEnc (torch runs its 96 ->
 # 96 7x7 convs channels-last: the 4,816,896 B block at the measured peak; dnnmem NCHW) and
 # MobileNetV4-hybrid's stage 4 after the MobileMQA blocks (dnnmem channels-last, torch not)
-LAYOUT_FLAG = ("coat_", "mobilenetv4_hybrid")  # model name prefixes
+LAYOUT_FLAG = ("mobilenetv4_hybrid",)  # model name prefixes (CoaT: modelled, 2026-12-03)
 
 
 # the by-family classes attributed on 2.14 rows to that release's kernels; the Python-level
 # ones (densenet-python-local, python-local: locals that outlive dataflow) hold in any release
-MEASURED_ON_2X = ("weight-std-backward", "nhwc-view-conv", "onednn-gemm-fallback",
+MEASURED_ON_2X = ("weight-std-backward", "dropped-contiguous", "elementwise-stride-order", "onednn-gemm-fallback",
                   "onednn-rnn-workspace", "depthwise-layout-flag")
 
 
@@ -186,11 +190,11 @@ def classify(r, dnnmem, out):
     elif fam == "timm-nf" and r["mode"] == "train" and e0 > 0:
         names = ["weight-std-backward"]
     elif fam == "timm-pvt":
-        names = ["nhwc-view-conv"]
+        names = ["dropped-contiguous"]
     elif fam in ONEDNN_GEMM or r["model"] in ONEDNN_GEMM_MODELS:
         names = ["onednn-gemm-fallback"]
-    elif fam in SPLIT_VIEWS:
-        names = ["split-channel-views"]
+    elif r["model"] in STRIDE_ORDER_MODELS:
+        names = ["elementwise-stride-order"]
     elif fam in ONEDNN_RNN and r["mode"] == "train":
         names = ["onednn-rnn-workspace"]
     elif r["model"].startswith(LAYOUT_FLAG) and r["mode"] == "train":
