@@ -125,18 +125,76 @@ static enum dnnmem_status json_kind_of(json_t *root, const char *name, enum json
     return DNNMEM_OK;
 }
 
+/* The capture format's reader's error (src/util/json.c), naming the file and
+ * the byte; `tagged`: the text bears the capture's tag (a capture cut short). */
+static enum dnnmem_status capture_json_fail(const dnnmem_model *m, enum dnnmem_status s,
+                                            const struct dm_json_error *je, bool tagged,
+                                            struct dnnmem_error *err)
+{
+    if (je->limit)
+        return dm_fail(err, s, "%s: %s at byte %zu (a limit of the capture reader: "
+                       "docs/capture-format.md)", m->g.path, je->msg, je->offset);
+    return dm_fail(err, s, tagged ? "%s: not a complete capture (JSON: %s at byte %zu)"
+                                  : "%s: not valid JSON: %s (byte %zu)",
+                   m->g.path, je->msg, je->offset);
+}
+
+/* A capture read with the capture format's reader into an arena of its own. */
+static enum dnnmem_status load_capture(dnnmem_model *m, const uint8_t *data, size_t size,
+                                       bool tagged, const struct dm_json **keep,
+                                       struct dm_arena *a, struct dnnmem_error *err)
+{
+    struct dm_json_error je;
+    enum dnnmem_status s = dm_json_parse(a, data, size, keep, &je);
+    return s == DNNMEM_OK ? DNNMEM_OK : capture_json_fail(m, s, &je, tagged, err);
+}
+
+/* Whether a capture's root has a key another front end's dm_is_KIND tests
+ * (then jansson's parse decides, as for any JSON, and reports an ambiguity). */
+static bool foreign_keys(const struct dm_json *root)
+{
+    static const char *const keys[] = {"class_name", "config", "nodes", "model_type",
+                                       "architectures", "vocab_size", "n_embd"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (dm_json_get(root, keys[i]))
+            return true;
+    return false;
+}
+
 /* A JSON model file: parsed once, its root handed to the front end its keys
- * name (and kept by a HuggingFace config's variants, which build from it). */
+ * name (and kept by a HuggingFace config's variants, which build from it). A
+ * capture's (its tag in the first bytes) is parsed by the capture format's
+ * reader alone, unless its root also has another front end's keys. */
 static enum dnnmem_status load_json(dnnmem_model *m, const uint8_t *data, size_t size,
                                     int64_t max_nodes, struct dnnmem_error *err)
 {
+    bool tagged = dm_capture_tagged(data, size);
+    if (tagged) {
+        struct dm_arena a;
+        dm_arena_init(&a);
+        const struct dm_json *croot;
+        enum dnnmem_status s = load_capture(m, data, size, true, &croot, &a, err);
+        const char *fmt = s == DNNMEM_OK ? dm_json_str(dm_json_get(croot, "format")) : NULL;
+        bool capture = fmt && strcmp(fmt, "dnnmem-capture") == 0 && !foreign_keys(croot);
+        if (capture)
+            s = dm_load_capture(&m->g, croot, err);
+        dm_arena_free(&a);
+        if (capture || s != DNNMEM_OK)
+            return s;
+    }
     json_t *root;
     DM_TRY(parse_json(data, size, m->g.path, &root, err));
     enum json_kind kind = JSON_HF;
     enum dnnmem_status s = json_kind_of(root, m->g.path, &kind, err);
-    if (s == DNNMEM_OK && kind == JSON_CAPTURE)
-        s = dm_load_capture(&m->g, root, err); /* a step captured by dnnmem.torch */
-    else if (s == DNNMEM_OK && kind == JSON_KERAS)
+    if (s == DNNMEM_OK && kind == JSON_CAPTURE) { /* a step captured by dnnmem.torch */
+        struct dm_arena a;
+        dm_arena_init(&a);
+        const struct dm_json *croot;
+        s = load_capture(m, data, size, tagged, &croot, &a, err);
+        if (s == DNNMEM_OK)
+            s = dm_load_capture(&m->g, croot, err);
+        dm_arena_free(&a);
+    } else if (s == DNNMEM_OK && kind == JSON_KERAS)
         s = dm_load_keras(&m->g, root, err);
     else if (s == DNNMEM_OK && kind == JSON_MXNET)
         s = dm_load_mxnet(&m->g, root, err);
