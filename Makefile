@@ -134,7 +134,7 @@ $(B)/tests/%: tests/unit/%.c tests/unit/util.h tests/unit/hf-util.h $(B)/libdnnm
 $(B)/tests/test-readonce: tests/unit/test-readonce.c tests/unit/util.h $(B)/libdnnmem.a
 	@mkdir -p $(dir $@)
 	@echo "  CCLD    $@"
-	@$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libdnnmem.a -Wl,--wrap=json_loadb $(LDLIBS) -lcmocka
+	@$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libdnnmem.a -Wl,--wrap=json_loadb,--wrap=dm_json_parse $(LDLIBS) -lcmocka
 
 $(B)/tests/conformance: tests/conformance/conformance.c $(B)/libdnnmem.a
 	@mkdir -p $(dir $@)

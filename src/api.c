@@ -139,16 +139,6 @@ static enum dnnmem_status capture_json_fail(const dnnmem_model *m, enum dnnmem_s
                    m->g.path, je->msg, je->offset);
 }
 
-/* A capture read with the capture format's reader into an arena of its own. */
-static enum dnnmem_status load_capture(dnnmem_model *m, const uint8_t *data, size_t size,
-                                       bool tagged, const struct dm_json **keep,
-                                       struct dm_arena *a, struct dnnmem_error *err)
-{
-    struct dm_json_error je;
-    enum dnnmem_status s = dm_json_parse(a, data, size, keep, &je);
-    return s == DNNMEM_OK ? DNNMEM_OK : capture_json_fail(m, s, &je, tagged, err);
-}
-
 /* Whether a capture's root has a key another front end's dm_is_KIND tests
  * (then jansson's parse decides, as for any JSON, and reports an ambiguity). */
 static bool foreign_keys(const struct dm_json *root)
@@ -169,31 +159,39 @@ static enum dnnmem_status load_json(dnnmem_model *m, const uint8_t *data, size_t
                                     int64_t max_nodes, struct dnnmem_error *err)
 {
     bool tagged = dm_capture_tagged(data, size);
+    struct dm_arena a; /* the capture reader's tree */
+    dm_arena_init(&a);
+    const struct dm_json *croot = NULL;
+    struct dm_json_error je;
+    enum dnnmem_status s = DNNMEM_OK;
     if (tagged) {
-        struct dm_arena a;
-        dm_arena_init(&a);
-        const struct dm_json *croot;
-        enum dnnmem_status s = load_capture(m, data, size, true, &croot, &a, err);
+        s = dm_json_parse(&a, data, size, &croot, &je);
         const char *fmt = s == DNNMEM_OK ? dm_json_str(dm_json_get(croot, "format")) : NULL;
-        bool capture = fmt && strcmp(fmt, "dnnmem-capture") == 0 && !foreign_keys(croot);
-        if (capture)
-            s = dm_load_capture(&m->g, croot, err);
-        dm_arena_free(&a);
-        if (capture || s != DNNMEM_OK)
+        bool done = true; /* else jansson's parse decides its kind, as for any JSON */
+        if (s != DNNMEM_OK)
+            s = capture_json_fail(m, s, &je, true, err);
+        else if (fmt && strcmp(fmt, "dnnmem-capture") == 0 && !foreign_keys(croot))
+            s = dm_load_capture(&m->g, croot, err); /* the common case: one parse */
+        else
+            done = false;
+        if (done) {
+            dm_arena_free(&a);
             return s;
+        }
     }
     json_t *root;
-    DM_TRY(parse_json(data, size, m->g.path, &root, err));
+    s = parse_json(data, size, m->g.path, &root, err);
+    if (s != DNNMEM_OK) {
+        dm_arena_free(&a);
+        return s;
+    }
     enum json_kind kind = JSON_HF;
-    enum dnnmem_status s = json_kind_of(root, m->g.path, &kind, err);
+    s = json_kind_of(root, m->g.path, &kind, err);
     if (s == DNNMEM_OK && kind == JSON_CAPTURE) { /* a step captured by dnnmem.torch */
-        struct dm_arena a;
-        dm_arena_init(&a);
-        const struct dm_json *croot;
-        s = load_capture(m, data, size, tagged, &croot, &a, err);
+        if (!croot && (s = dm_json_parse(&a, data, size, &croot, &je)) != DNNMEM_OK)
+            s = capture_json_fail(m, s, &je, tagged, err);
         if (s == DNNMEM_OK)
             s = dm_load_capture(&m->g, croot, err);
-        dm_arena_free(&a);
     } else if (s == DNNMEM_OK && kind == JSON_KERAS)
         s = dm_load_keras(&m->g, root, err);
     else if (s == DNNMEM_OK && kind == JSON_MXNET)
@@ -206,6 +204,7 @@ static enum dnnmem_status load_json(dnnmem_model *m, const uint8_t *data, size_t
             s = dm_variants_new(root, m->g.path, max_nodes, &m->variants, err);
     }
     json_decref(root);
+    dm_arena_free(&a);
     return s;
 }
 
