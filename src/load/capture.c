@@ -361,10 +361,12 @@ static enum dnnmem_status storage(struct cap *k, const struct dm_json *o, int32_
                        k->path, name, dt);
     if (dm_graph_find(k->g, name) >= 0)
         return dm_fail(k->err, DNNMEM_E_MODEL, "%s: storage name '%s' appears twice", k->path, name);
-    int64_t bytes;
+    int64_t bytes = dm_json_int(dm_json_get(o, "bytes"));
     char what[64];
-    snprintf(what, sizeof what, "storage %d: \"bytes\"", (int)id);
-    DM_TRY(get_int(k, dm_json_get(o, "bytes"), what, 0, CAPTURE_MAX_BYTES, &bytes));
+    if (!int_in(dm_json_get(o, "bytes"), 0, CAPTURE_MAX_BYTES)) {
+        snprintf(what, sizeof what, "storage %d: \"bytes\"", (int)id);
+        DM_TRY(get_int(k, dm_json_get(o, "bytes"), what, 0, CAPTURE_MAX_BYTES, &bytes));
+    }
     const char *dev = get_str(o, "device");
     if (dev && strcmp(dev, "model") != 0 && strcmp(dev, "host") != 0)
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: storage '%s': \"device\" must be \"model\" or "
@@ -619,9 +621,13 @@ static enum dnnmem_status one_step(struct cap *k, const struct dm_json *o, int32
                        "backward, optimizer or zero_grad", k->path, (int)s);
     int64_t it = 1;
     char what[64];
-    snprintf(what, sizeof what, "step %d: \"iteration\"", (int)s);
-    if (dm_json_get(o, "iteration"))
-        DM_TRY(get_int(k, dm_json_get(o, "iteration"), what, 1, k->c->iterations, &it));
+    const struct dm_json *itv = dm_json_get(o, "iteration");
+    if (int_in(itv, 1, k->c->iterations))
+        it = dm_json_int(itv);
+    else if (itv) {
+        snprintf(what, sizeof what, "step %d: \"iteration\"", (int)s);
+        DM_TRY(get_int(k, itv, what, 1, k->c->iterations, &it));
+    }
     const char *op = get_str(o, "op"), *mod = get_str(o, "module");
     struct dm_step *sp = &k->c->steps[s];
     *sp = (struct dm_step){.phase = (uint8_t)phases[pi].phase, .iteration = (int16_t)it, .node = -1};
