@@ -1011,6 +1011,7 @@ struct dm_capture {
     bool train;
     int iterations;
     int grad_accum;       /* micro-batches per optimizer step (1: none) */
+    bool grad_scaler;     /* torch.amp.GradScaler ran, the gradients assumed finite */
     int32_t sdpa_cpu;     /* F.scaled_dot_product_attention calls run as the CPU's kernel */
     int32_t rnn_modules;  /* nn.RNN/LSTM/GRU modules of the model (run as cells on meta) */
     int64_t batch;        /* the batch captured, 0 = unstated */

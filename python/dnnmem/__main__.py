@@ -66,6 +66,8 @@ def _step_flags(ap):
                     help="micro-batches of forward, loss / N and backward per optimizer step")
     ap.add_argument("--autocast", metavar="DEVICE:DTYPE",
                     help="each forward and loss under torch.autocast: cpu:bfloat16, cuda:float16, ...")
+    ap.add_argument("--grad-scaler", action="store_true",
+                    help="the AMP recipe's torch.amp.GradScaler, the gradients assumed finite")
     ap.add_argument("--device", choices=DEVICES,
                     help="the step's tensors' device (default meta; the --autocast device)")
     ap.add_argument("-o", "--output", required=True)
@@ -81,6 +83,12 @@ def _step_options(ap, a):
     if a.grad_accum > 1 and a.mode != "train":
         ap.error(f"--grad-accum {a.grad_accum}: gradient accumulation needs --mode train")
     kw = {"grad_accum": a.grad_accum}
+    if a.grad_scaler:
+        if a.mode != "train":
+            ap.error("--grad-scaler: a GradScaler scales a training step's loss: needs --mode train")
+        if (a.device or (a.autocast or "meta").partition(":")[0]) == "meta":
+            ap.error("--grad-scaler runs on the step's device: add --device cpu or --autocast")
+        kw["grad_scaler"] = True
     if a.autocast is not None:
         dev, _, dtype = a.autocast.partition(":")
         if dev not in DEVICES[1:] or dtype not in AUTOCAST_DTYPES:

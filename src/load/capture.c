@@ -287,6 +287,15 @@ static enum dnnmem_status header(struct cap *k, const struct dm_json *root)
         DM_TRY(get_int(k, dm_json_get(sd, "calls"), "\"sdpa\": \"calls\"", 0, INT32_MAX, &calls));
         k->c->sdpa_cpu = (int32_t)calls;
     }
+    const struct dm_json *gs = dm_json_get(root, "grad_scaler"); /* {"assumes": "finite"} */
+    if (gs) {
+        const char *as = get_str(gs, "assumes");
+        if (!as || strcmp(as, "finite") != 0)
+            return dm_fail(k->err, DNNMEM_E_UNSUPPORTED, "%s: \"grad_scaler\" must be {\"assumes\": "
+                           "\"finite\"} (the one GradScaler step modelled: every optimizer step taken)",
+                           k->path);
+        k->c->grad_scaler = true;
+    }
     const struct dm_json *rnn = dm_json_get(root, "rnn"); /* {"modules": N}: nn.RNNBase modules */
     if (rnn) {
         int64_t n;

@@ -325,7 +325,7 @@ static bool container(struct reader *r, struct dm_json *v, int depth)
         }
     size_t n = r->n_stack - base;
     bool dup = false;
-    if (obj && !duplicate_key(r, r->stack + base, n, &dup))
+    if (obj && n && !duplicate_key(r, r->stack + base, n, &dup)) /* (an empty stack: NULL) */
         return false;
     if (dup)
         return fail(r, open, "duplicate object key", false);

@@ -50,6 +50,15 @@ static void test_values(void **state)
     assert_int_equal(dm_json_int(dm_json_at(b, 8)), 0);
     assert_int_equal(dm_json_size(r), 0);
     dm_arena_free(&a);
+    /* empty containers, at the top and inside (no members: no scratch stack yet) */
+    assert_int_equal(parse(&a, "{}", &r, &je), DNNMEM_OK);
+    assert_true(r->type == DM_JSON_OBJECT && r->n == 0 && !dm_json_get(r, "x"));
+    dm_arena_free(&a);
+    assert_int_equal(parse(&a, "[[], {}, [{}]]", &r, &je), DNNMEM_OK);
+    assert_int_equal(dm_json_size(r), 3);
+    assert_int_equal(dm_json_size(dm_json_at(r, 0)), 0);
+    assert_int_equal(dm_json_size(dm_json_at(r, 2)), 1);
+    dm_arena_free(&a);
 }
 
 /* Each refusal: the message and the byte it names. */
