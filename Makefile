@@ -45,7 +45,7 @@ KERAS_SRC := src/load/keras/build.c src/load/keras/layers.c src/load/keras/spati
              src/load/keras/sequence.c src/load/keras/model.c \
              src/load/keras/archive.c src/load/keras/apps.c
 # The pipeline, in order: util, graph, load, shape, schedule, alloc, report, api.
-LIB_SRC := src/util/arena.c src/util/error.c \
+LIB_SRC := src/util/arena.c src/util/error.c src/util/json.c \
            src/graph/dtype.c src/graph/ops.c src/graph/graph.c src/graph/lift.c src/graph/tp.c \
            src/load/onnx.c $(KERAS_SRC) src/load/safetensors.c \
            src/load/mxnet.c \
@@ -134,7 +134,7 @@ $(B)/tests/%: tests/unit/%.c tests/unit/util.h tests/unit/hf-util.h $(B)/libdnnm
 $(B)/tests/test-readonce: tests/unit/test-readonce.c tests/unit/util.h $(B)/libdnnmem.a
 	@mkdir -p $(dir $@)
 	@echo "  CCLD    $@"
-	@$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libdnnmem.a -Wl,--wrap=json_loadb $(LDLIBS) -lcmocka
+	@$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libdnnmem.a -Wl,--wrap=json_loadb,--wrap=dm_json_parse $(LDLIBS) -lcmocka
 
 $(B)/tests/conformance: tests/conformance/conformance.c $(B)/libdnnmem.a
 	@mkdir -p $(dir $@)

@@ -6,6 +6,7 @@
 #   sh bench/cli.sh BASE_DNNMEM NEW_DNNMEM     two, in the same run: before and after
 #   make bench                                 this (with build/dnnmem), after bench/bench
 #   make bench BENCH_BASE=/path/to/dnnmem      the same against a baseline binary
+#   CAPTURE=FILE sh bench/cli.sh ...           with case (d), a capture's estimate (below)
 #
 # Each case runs RUNS times per binary (default 5; the two binaries take turns,
 # so a busy machine slows both alike) and prints the median, the fastest run,
@@ -36,7 +37,15 @@ trap 'rm -rf "$T"' EXIT
 # The cases: name, target (ms), arguments.
 CASES='a|DeepSeek-V3 bf16 train estimate, s 64|1000|estimate tests/models/hf/DeepSeek-V3-bf16.json --mode train --precision bf16 -s 64
 b|Llama-3.1-70B train estimate, s 512|25|estimate tests/models/hf/Llama-3.1-70B-Instruct.json --mode train -s 512
-c|Llama-3.1-70B max-batch, LoRA r16 + nf4, H100-80GB|200|max-batch tests/models/hf/Llama-3.1-70B-Instruct.json --mode train -s 512 --lora-r 16 --quant nf4 --gpu H100-80GB'
+c|Llama-3.1-70B max-batch, LoRA r16 + nf4, H100-80GB|200|max-batch tests/models/hf/Llama-3.1-70B-Instruct.json --mode train -s 512 --lora-r 16 --quant nf4 --gpu H100-80GB
+e|Llama-3.1-70B train estimate, bf16 AdamW eager, 1 x 4096, H100-80GB (the job of d)|330|estimate tests/models/hf/Llama-3.1-70B-Instruct.json --mode train -s 4096 -b 1 --precision bf16 --optimizer adamw --attn eager --gpu H100-80GB'
+# (d), issue 15's "a captured graph estimates as fast as the graph path": a
+# capture (6.3 MB, not in the repository) named by CAPTURE=FILE, made by
+#   python -m dnnmem capture hf tests/models/hf/Llama-3.1-70B-Instruct.json --task causal-lm \
+#       --dtype bfloat16 --optimizer adamw -b 1 --seq-len 4096 --mode train --steps 1 -o FILE
+# Its target is (e)'s CPU time as measured on 2026-12-03 (docs/speed.md).
+[ -n "${CAPTURE:-}" ] && CASES="d|Llama-3.1-70B train capture estimate, bf16 AdamW, 1 x 4096, H100-80GB|330|estimate $(abs "$CAPTURE") --gpu H100-80GB
+$CASES"
 
 PERF=
 LC_ALL=C perf stat -e task-clock -o "$T/probe" true >/dev/null 2>&1 && PERF=1
@@ -68,7 +77,7 @@ echo "dnnmem CLI wall time, median of $RUNS runs (ms; fastest in brackets)$([ -n
 [ -n "$BASE" ] && echo "  base: $BASE" && echo "  new:  $NEW"
 [ -r /proc/loadavg ] && echo "  load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc 2>/dev/null || echo ?) CPUs)"
 echo "$CASES" | while IFS='|' read -r id name target args; do
-    case ${ONLY:-abc} in *"$id"*) ;; *) continue ;; esac
+    case ${ONLY:-abcde} in *"$id"*) ;; *) continue ;; esac
     : >"$T/new.us"
     : >"$T/base.us"
     : >"$T/new.cpu"

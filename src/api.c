@@ -125,18 +125,74 @@ static enum dnnmem_status json_kind_of(json_t *root, const char *name, enum json
     return DNNMEM_OK;
 }
 
+/* The capture format's reader's error (src/util/json.c), naming the file and
+ * the byte; `tagged`: the text bears the capture's tag (a capture cut short). */
+static enum dnnmem_status capture_json_fail(const dnnmem_model *m, enum dnnmem_status s,
+                                            const struct dm_json_error *je, bool tagged,
+                                            struct dnnmem_error *err)
+{
+    if (je->limit)
+        return dm_fail(err, s, "%s: %s at byte %zu (a limit of the capture reader: "
+                       "docs/capture-format.md)", m->g.path, je->msg, je->offset);
+    return dm_fail(err, s, tagged ? "%s: not a complete capture (JSON: %s at byte %zu)"
+                                  : "%s: not valid JSON: %s (byte %zu)",
+                   m->g.path, je->msg, je->offset);
+}
+
+/* Whether a capture's root has a key another front end's dm_is_KIND tests
+ * (then jansson's parse decides, as for any JSON, and reports an ambiguity). */
+static bool foreign_keys(const struct dm_json *root)
+{
+    static const char *const keys[] = {"class_name", "config", "nodes", "model_type",
+                                       "architectures", "vocab_size", "n_embd"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (dm_json_get(root, keys[i]))
+            return true;
+    return false;
+}
+
 /* A JSON model file: parsed once, its root handed to the front end its keys
- * name (and kept by a HuggingFace config's variants, which build from it). */
+ * name (and kept by a HuggingFace config's variants, which build from it). A
+ * capture's (its tag in the first bytes) is parsed by the capture format's
+ * reader alone, unless its root also has another front end's keys. */
 static enum dnnmem_status load_json(dnnmem_model *m, const uint8_t *data, size_t size,
                                     int64_t max_nodes, struct dnnmem_error *err)
 {
+    bool tagged = dm_capture_tagged(data, size);
+    struct dm_arena a; /* the capture reader's tree */
+    dm_arena_init(&a);
+    const struct dm_json *croot = NULL;
+    struct dm_json_error je;
+    enum dnnmem_status s = DNNMEM_OK;
+    if (tagged) {
+        s = dm_json_parse(&a, data, size, &croot, &je);
+        const char *fmt = s == DNNMEM_OK ? dm_json_str(dm_json_get(croot, "format")) : NULL;
+        bool done = true; /* else jansson's parse decides its kind, as for any JSON */
+        if (s != DNNMEM_OK)
+            s = capture_json_fail(m, s, &je, true, err);
+        else if (fmt && strcmp(fmt, "dnnmem-capture") == 0 && !foreign_keys(croot))
+            s = dm_load_capture(&m->g, croot, err); /* the common case: one parse */
+        else
+            done = false;
+        if (done) {
+            dm_arena_free(&a);
+            return s;
+        }
+    }
     json_t *root;
-    DM_TRY(parse_json(data, size, m->g.path, &root, err));
+    s = parse_json(data, size, m->g.path, &root, err);
+    if (s != DNNMEM_OK) {
+        dm_arena_free(&a);
+        return s;
+    }
     enum json_kind kind = JSON_HF;
-    enum dnnmem_status s = json_kind_of(root, m->g.path, &kind, err);
-    if (s == DNNMEM_OK && kind == JSON_CAPTURE)
-        s = dm_load_capture(&m->g, root, err); /* a step captured by dnnmem.torch */
-    else if (s == DNNMEM_OK && kind == JSON_KERAS)
+    s = json_kind_of(root, m->g.path, &kind, err);
+    if (s == DNNMEM_OK && kind == JSON_CAPTURE) { /* a step captured by dnnmem.torch */
+        if (!croot && (s = dm_json_parse(&a, data, size, &croot, &je)) != DNNMEM_OK)
+            s = capture_json_fail(m, s, &je, tagged, err);
+        if (s == DNNMEM_OK)
+            s = dm_load_capture(&m->g, croot, err);
+    } else if (s == DNNMEM_OK && kind == JSON_KERAS)
         s = dm_load_keras(&m->g, root, err);
     else if (s == DNNMEM_OK && kind == JSON_MXNET)
         s = dm_load_mxnet(&m->g, root, err);
@@ -148,6 +204,7 @@ static enum dnnmem_status load_json(dnnmem_model *m, const uint8_t *data, size_t
             s = dm_variants_new(root, m->g.path, max_nodes, &m->variants, err);
     }
     json_decref(root);
+    dm_arena_free(&a);
     return s;
 }
 

@@ -117,6 +117,63 @@ char *dm_arena_strdup(struct dm_arena *a, const char *s);
 char *dm_arena_strndup(struct dm_arena *a, const char *s, size_t n);
 char *dm_arena_printf(struct dm_arena *a, const char *fmt, ...) DM_PRINTF(2, 3);
 
+/* ---- a small JSON reader (src/util/json.c) -------------------------------- */
+
+/* The capture format's reader (jansson's DOM was its estimate's cost): values
+ * in an arena, a container's members one array, an object's in file order. */
+enum dm_json_type {
+    DM_JSON_NULL, DM_JSON_FALSE, DM_JSON_TRUE, DM_JSON_INT, DM_JSON_REAL, DM_JSON_STRING,
+    DM_JSON_ARRAY, DM_JSON_OBJECT
+};
+struct dm_json {
+    const char *key; /* an object's member: its key (NUL-terminated), else NULL */
+    union {
+        int64_t i;                   /* DM_JSON_INT */
+        double r;                    /* DM_JSON_REAL */
+        const char *s;               /* DM_JSON_STRING: NUL-terminated, no NUL inside */
+        const struct dm_json *items; /* DM_JSON_ARRAY, DM_JSON_OBJECT */
+    } u;
+    uint32_t n;   /* members of an array or object; a string's bytes */
+    uint8_t type; /* enum dm_json_type */
+};
+/* Nesting the reader takes: the capture format's is 5 (docs/capture-format.md);
+ * a limit keeps the recursion's stack bounded (jansson's is 2048). */
+#define DM_JSON_MAX_DEPTH 64
+struct dm_json_error {
+    const char *msg; /* static text */
+    size_t offset;   /* the byte where it was found */
+    bool limit;      /* a limit of this reader (depth, size, memory), not bad JSON */
+};
+/* The text's one top-level object or array into *root (allocated in `arena`,
+ * valid until it is freed): DNNMEM_OK, or DNNMEM_E_PARSE / E_LIMIT / E_NOMEM
+ * with *err saying what and where. */
+enum dnnmem_status dm_json_parse(struct dm_arena *arena, const uint8_t *data, size_t size,
+                                 const struct dm_json **root, struct dm_json_error *err);
+/* jansson's accessors' meaning: NULL (or 0, false) for a missing value or one
+ * of another type. */
+const struct dm_json *dm_json_get(const struct dm_json *o, const char *key);
+const struct dm_json *dm_json_at(const struct dm_json *a, size_t i);
+static inline size_t dm_json_size(const struct dm_json *a)
+{
+    return a && a->type == DM_JSON_ARRAY ? a->n : 0;
+}
+static inline bool dm_json_is(const struct dm_json *v, enum dm_json_type t)
+{
+    return v && v->type == t;
+}
+static inline bool dm_json_is_bool(const struct dm_json *v)
+{
+    return dm_json_is(v, DM_JSON_TRUE) || dm_json_is(v, DM_JSON_FALSE);
+}
+static inline int64_t dm_json_int(const struct dm_json *v)
+{
+    return dm_json_is(v, DM_JSON_INT) ? v->u.i : 0;
+}
+static inline const char *dm_json_str(const struct dm_json *v)
+{
+    return dm_json_is(v, DM_JSON_STRING) ? v->u.s : NULL;
+}
+
 /* ---- dtypes (src/graph/dtype.c) ------------------------------------------- */
 
 /* Element types, numbered as ONNX's TensorProto.DataType. */
@@ -705,7 +762,7 @@ bool dm_is_mxnet(struct json_t *root);
  * is not JSON but holds the capture's tag in its first 256 bytes (where
  * dnnmem.torch writes "format") is a capture cut short: dm_capture_tagged
  * chooses the parse error's message, never the front end. */
-enum dnnmem_status dm_load_capture(struct dm_graph *g, struct json_t *root,
+enum dnnmem_status dm_load_capture(struct dm_graph *g, const struct dm_json *root,
                                    struct dnnmem_error *err);
 bool dm_is_capture(struct json_t *root);
 bool dm_capture_tagged(const uint8_t *data, size_t size);
@@ -959,6 +1016,7 @@ struct dm_capture {
     bool train;
     int iterations;
     int grad_accum;       /* micro-batches per optimizer step (1: none) */
+    bool grad_scaler;     /* torch.amp.GradScaler ran, the gradients assumed finite */
     int32_t sdpa_cpu;     /* F.scaled_dot_product_attention calls run as the CPU's kernel */
     int32_t rnn_modules;  /* nn.RNN/LSTM/GRU modules of the model (run as cells on meta) */
     int64_t batch;        /* the batch captured, 0 = unstated */

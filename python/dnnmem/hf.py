@@ -141,7 +141,8 @@ def _example(conf, task, batch_size, seq_len, target_len, image_size, train):
 
 def capture(config_or_dir, task=None, attn_implementation="eager", peft=None, batch_size=1,
             seq_len=128, mode="train", optimizer="sgd-momentum", dtype="float32", steps=2,
-            path=None, dims=None, grad_accum=1, target_len=None, image_size=None):
+            path=None, dims=None, grad_accum=1, target_len=None, image_size=None, device=None,
+            autocast=None, grad_scaler=None):
     """Build the model from its config on meta and capture its step (a dnnmem.torch Capture).
 
     task: one of TASKS (default: seq2seq-lm for an encoder-decoder config, else the head the
@@ -153,7 +154,9 @@ def capture(config_or_dir, task=None, attn_implementation="eager", peft=None, ba
     sizes written as functions of them (dnnmem.dims), for --batch-size and --seq-len ("seq"
     only for a model of one token sequence). target_len: seq2seq-lm's decoder tokens (default
     seq_len). image_size: image-classification's side (default the config's image_size;
-    seq_len is not read)."""
+    seq_len is not read). grad_accum, device, autocast, grad_scaler: dnnmem.torch.capture's (micro-batches
+    per optimizer step; the step's tensors' device; (device_type, dtype) of torch.autocast
+    around each forward and loss)."""
     axes = {"batch": 0, "seq": 1}
     if dims is not None and (isinstance(dims, str) or not set(dims) <= set(axes)):
         raise ValueError(f"dims {dims!r}: a list of 'batch' and 'seq'")
@@ -167,11 +170,13 @@ def capture(config_or_dir, task=None, attn_implementation="eager", peft=None, ba
     inputs, kwargs, y = _example(conf, task, batch_size, seq_len, target_len, image_size,
                                  mode == "train")
     if mode == "infer":
-        return _dt.capture(model, tuple(inputs), steps=1, path=path, dims=dims, kwargs=kwargs)
+        return _dt.capture(model, tuple(inputs), steps=1, path=path, dims=dims, kwargs=kwargs,
+                           device=device, autocast=autocast)
     if isinstance(optimizer, str):
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer {optimizer!r} is not modelled; the optimizers are "
                              f"{', '.join(OPTIMIZERS)}")
         optimizer = OPTIMIZERS[optimizer]
     return _dt.capture(model, tuple(inputs), target=y, loss=_loss(task), optimizer=optimizer,
-                       steps=steps, path=path, dims=dims, grad_accum=grad_accum, kwargs=kwargs)
+                       steps=steps, path=path, dims=dims, grad_accum=grad_accum, kwargs=kwargs,
+                       device=device, autocast=autocast, grad_scaler=grad_scaler)

@@ -564,7 +564,7 @@ def _host_rng_states(cap):
 
 
 def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps=2, path=None,
-            kwargs=None, dims=None, grad_accum=1, device=None, autocast=None):
+            kwargs=None, dims=None, grad_accum=1, device=None, autocast=None, grad_scaler=None):
     """Run `steps` training steps (or, without loss, one inference forward under no_grad)
     of `model` on the meta device and record them.
 
@@ -588,10 +588,17 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
     autocast: (device_type, dtype), e.g. ("cpu", torch.bfloat16): each forward and loss run
     under torch.autocast(device_type, dtype) (the AMP recipe's loop; backward and the
     optimizer step outside it); device defaults to device_type.
+    grad_scaler: True or a dict of torch.amp.GradScaler's arguments (init_scale, ...): the
+    loop is the AMP recipe's, scaler.scale(loss).backward(), scaler.step(optimizer),
+    scaler.update(), on the step's device (cpu or cuda: not meta), its scale, growth tracker,
+    found_inf and unscale's temporaries captured as they run. The gradients are assumed
+    finite (scaler.step reads found_inf.item(), a value a capture has not): the optimizer
+    always steps, and the file says so ("grad_scaler": {"assumes": "finite"}).
     Returns a Capture; with `path`, also written there."""
     if not isinstance(grad_accum, int) or grad_accum < 1:
         raise ValueError(f"grad_accum {grad_accum!r}: a number of micro-batches >= 1")
     device, autocast = _device_of(device, autocast)
+    scaler_args = _grad_scaler_args(grad_scaler, device, loss, optimizer)
     if device == "cuda" and loss is not None:
         # autograd's engine runs a cuda tensor's backward on the device's thread, which asks the
         # CUDA runtime for the device (hasPrimaryContext): no GPU, no backward
@@ -604,7 +611,7 @@ def capture(model, example_inputs, loss=None, optimizer=None, target=None, steps
     inputs, kwargs = metas[:len(inputs)], dict(zip(names, metas[len(inputs):]))
     if isinstance(target, torch.Tensor) and target.device.type != "meta":
         target = target.to("meta")
-    run = _Run(device, autocast)
+    run = _Run(device, autocast, scaler_args)
     if run.fake is not None:
         model, metas = _to_fake(model, [*inputs, *kwargs.values(), target], run.fake, device)
         inputs, kwargs, target = metas[:len(inputs)], dict(zip(names, metas[len(inputs):-1])), metas[-1]
@@ -665,9 +672,9 @@ class _Run:
     """Where a capture's step runs: its device type, the FakeTensorMode of a fake device
     (None on meta) and the autocast of its forward and loss (device type, dtype, or None)."""
 
-    def __init__(self, device, autocast):
+    def __init__(self, device, autocast, scaler_args=None):
         from torch._subclasses.fake_tensor import FakeTensorMode
-        self.device, self.autocast = device, autocast
+        self.device, self.autocast, self.scaler_args = device, autocast, scaler_args
         self.fake = FakeTensorMode(allow_non_fake_inputs=True) if device != "meta" else None
 
     def context(self):
@@ -683,6 +690,33 @@ class _Run:
         if self.autocast is None:
             return contextlib.nullcontext()
         return torch.autocast(self.autocast[0], dtype=self.autocast[1])
+
+
+class _FiniteGradScaler(torch.amp.GradScaler if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler")
+                        else object):
+    """torch.amp.GradScaler whose step assumes the gradients finite: GradScaler._maybe_opt_step
+    (torch/amp/grad_scaler.py) steps only if sum(found_inf.item()) is 0, a value that a
+    capture's tensors do not have; everything else (scale, unscale_, update) runs as it is."""
+
+    def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):
+        return optimizer.step(*args, **kwargs)
+
+
+def _grad_scaler_args(grad_scaler, device, loss, optimizer):
+    """capture's grad_scaler checked: GradScaler's keyword arguments, or None."""
+    if grad_scaler is None or grad_scaler is False:
+        return None
+    if grad_scaler is not True and not isinstance(grad_scaler, dict):
+        raise ValueError(f"grad_scaler {grad_scaler!r}: True or a dict of torch.amp.GradScaler's arguments")
+    if loss is None or optimizer is None:
+        raise ValueError("grad_scaler: a GradScaler scales a training step's loss: pass loss and optimizer")
+    if _FiniteGradScaler.__bases__ == (object,):
+        raise CaptureError(f"dnnmem.torch.capture: grad_scaler needs torch.amp.GradScaler (torch >= 2.3); "
+                           f"this is {torch.__version__}")
+    if device == "meta":
+        raise CaptureError("dnnmem.torch.capture: grad_scaler runs on the step's device, and a meta "
+                           "capture has none: capture with device='cpu' (or autocast=...)")
+    return {} if grad_scaler is True else dict(grad_scaler)
 
 
 def _device_of(device, autocast):
@@ -730,6 +764,10 @@ def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_ac
         cap.header["autocast"] = {"device": run.autocast[0], "dtype": _dtype_name(run.autocast[1])}
     if train and grad_accum > 1:
         cap.header["grad_accum"] = grad_accum
+    scaler = None
+    if train and run.scaler_args is not None:
+        scaler = _FiniteGradScaler(run.device, **run.scaler_args)
+        cap.header["grad_scaler"] = {"assumes": "finite"}
     # nn.RNN/LSTM/GRU: on meta the per-step cells' ops (addmm, sigmoid_, ...), where CUDA runs
     # cuDNN's fused RNN (aten._cudnn_rnn: flattened weights, its workspace and reserve); the
     # estimate warns of them on CUDA (docs/capture-format.md, "Meta and the device")
@@ -772,14 +810,29 @@ def _capture_once(model, inputs, kwargs, target, loss, optimizer, steps, grad_ac
                     lv = loss(out, target) if target is not None else loss(out)
                 if grad_accum > 1:
                     lv = lv / grad_accum
-                cap.phase = "backward"
-                lv.backward()
+                if scaler is not None:
+                    # scaler.scale(loss).backward(): the scaled loss a temporary of the
+                    # statement, the loss held by its variable until the step ends
+                    scaled = scaler.scale(lv)
+                    cap.phase = "backward"
+                    scaled.backward()
+                    del scaled
+                else:
+                    cap.phase = "backward"
+                    lv.backward()
             for n, p in params.items():
                 if p.grad is not None:
                     cap.set_kind(p.grad, "gradient", n + ".grad")
             if opt:
                 cap.phase = "optimizer"
-                opt.step()
+                if scaler is not None:
+                    scaler.step(opt)    # unscale_ (found_inf, inv_scale), then opt.step()
+                    scaler.update()
+                    for n, t in (("scale", scaler._scale), ("growth_tracker", scaler._growth_tracker)):
+                        if isinstance(t, torch.Tensor):
+                            cap.set_kind(t, "optimizer", f"grad_scaler.{n}")
+                else:
+                    opt.step()
                 for p, state in opt.state.items():
                     for k, v in state.items():
                         if isinstance(v, torch.Tensor):

@@ -491,6 +491,11 @@ static void capture_assumptions(struct dm_est *e, const struct dm_capture *cap, 
         if (cap->grad_accum > 1)
             dm_assume(as, "grad_accum", "model", "%d micro-batches per optimizer step, as captured",
                       cap->grad_accum);
+        if (cap->grad_scaler)
+            dm_assume(as, "grad_scaler", "model", "torch.amp.GradScaler as captured (its scale, "
+                      "growth tracker, found_inf and unscale_'s temporaries); the gradients "
+                      "assumed finite: every optimizer step taken, the scale never backed off "
+                      "(dnnmem.torch)");
     }
 }
 

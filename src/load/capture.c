@@ -4,8 +4,9 @@
  * steps (one per aten op, in execution order) with the storages each
  * allocated, wrote in place, saved for backward and freed after it.
  *
- * Read with jansson into a graph whose tensors are the storages and whose
- * nodes are the ops, and a schedule (struct dm_capture) that the estimate
+ * Read with src/util/json.c (an arena reader; jansson's DOM was the cost of
+ * a large capture's estimate: docs/speed.md) into a graph whose tensors are
+ * the storages and whose nodes are the ops, and a schedule (struct dm_capture) that the estimate
  * replays through the allocator as it stands (src/estimate/captured.c):
  * which storages exist and when they die were observed, not modelled.
  *
@@ -100,12 +101,12 @@ static enum dnnmem_status nomem(struct cap *k)
 }
 
 /* An integer field in [lo, hi]; `what` names it in the message. */
-static enum dnnmem_status get_int(struct cap *k, const json_t *v, const char *what, int64_t lo,
+static enum dnnmem_status get_int(struct cap *k, const struct dm_json *v, const char *what, int64_t lo,
                                   int64_t hi, int64_t *out)
 {
-    if (!json_is_integer(v))
+    if (!dm_json_is(v, DM_JSON_INT))
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: %s: expected an integer", k->path, what);
-    json_int_t x = json_integer_value(v);
+    int64_t x = dm_json_int(v);
     if (x < lo || x > hi)
         return dm_fail(k->err, DNNMEM_E_SHAPE, "%s: %s: %lld is out of range [%lld, %lld]", k->path,
                        what, (long long)x, (long long)lo, (long long)hi);
@@ -113,23 +114,30 @@ static enum dnnmem_status get_int(struct cap *k, const json_t *v, const char *wh
     return DNNMEM_OK;
 }
 
-static const char *get_str(const json_t *o, const char *key)
+/* Whether get_int would take v: the loops over a capture's many ids and dims
+ * write the message's `what` only for a value it refuses. */
+static bool int_in(const struct dm_json *v, int64_t lo, int64_t hi)
 {
-    const char *s = json_string_value(json_object_get(o, key));
+    return dm_json_is(v, DM_JSON_INT) && dm_json_int(v) >= lo && dm_json_int(v) <= hi;
+}
+
+static const char *get_str(const struct dm_json *o, const char *key)
+{
+    const char *s = dm_json_str(dm_json_get(o, key));
     return s ? s : NULL;
 }
 
 /* "dims": what the sizes are functions of, [{"name", "value", "min"}, ...]. */
-static enum dnnmem_status dims(struct cap *k, const json_t *a)
+static enum dnnmem_status dims(struct cap *k, const struct dm_json *a)
 {
     if (!a)
         return DNNMEM_OK;
-    if (!json_is_array(a) || json_array_size(a) < 1 || json_array_size(a) > DM_CAPTURE_DIMS)
+    if (!dm_json_is(a, DM_JSON_ARRAY) || dm_json_size(a) < 1 || dm_json_size(a) > DM_CAPTURE_DIMS)
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: \"dims\" must be a list of 1 to %d dims",
                        k->path, DM_CAPTURE_DIMS);
-    for (size_t d = 0; d < json_array_size(a); d++) {
-        const json_t *o = json_array_get(a, d);
-        const char *name = json_is_object(o) ? get_str(o, "name") : NULL;
+    for (size_t d = 0; d < dm_json_size(a); d++) {
+        const struct dm_json *o = dm_json_at(a, d);
+        const char *name = dm_json_is(o, DM_JSON_OBJECT) ? get_str(o, "name") : NULL;
         if (!name || !*name || strlen(name) > 64)
             return dm_fail(k->err, DNNMEM_E_PARSE, "%s: \"dims\" %zu needs a \"name\"", k->path, d);
         for (size_t e = 0; e < d; e++)
@@ -138,11 +146,11 @@ static enum dnnmem_status dims(struct cap *k, const json_t *a)
         struct dm_capture_dim *cd = &k->c->dims[d];
         char what[96];
         snprintf(what, sizeof what, "dim '%s': \"value\"", name);
-        DM_TRY(get_int(k, json_object_get(o, "value"), what, 1, CAPTURE_MAX_BYTES, &cd->value));
+        DM_TRY(get_int(k, dm_json_get(o, "value"), what, 1, CAPTURE_MAX_BYTES, &cd->value));
         cd->min = cd->value;
         snprintf(what, sizeof what, "dim '%s': \"min\"", name);
-        if (json_object_get(o, "min"))
-            DM_TRY(get_int(k, json_object_get(o, "min"), what, 1, cd->value, &cd->min));
+        if (dm_json_get(o, "min"))
+            DM_TRY(get_int(k, dm_json_get(o, "min"), what, 1, cd->value, &cd->min));
         if (!(cd->name = dm_arena_strdup(&k->g->arena, name)))
             return nomem(k);
         k->c->n_dims = (int)d + 1;
@@ -175,12 +183,12 @@ bool dm_poly_eval(const struct dm_poly *p, const int64_t *at, int n_dims, int64_
 
 /* A size's poly ([[coef, e_0, e_1, ...], ...], one exponent per dim), which
  * must give the captured value at the captured dims. */
-static enum dnnmem_status poly(struct cap *k, const json_t *a, const char *what, int64_t captured,
+static enum dnnmem_status poly(struct cap *k, const struct dm_json *a, const char *what, int64_t captured,
                                struct dm_poly *p)
 {
     const struct dm_capture *c = k->c;
-    size_t n = json_array_size(a);
-    if (!c->n_dims || !json_is_array(a) || n < 1 || n > DM_POLY_TERMS)
+    size_t n = dm_json_size(a);
+    if (!c->n_dims || !dm_json_is(a, DM_JSON_ARRAY) || n < 1 || n > DM_POLY_TERMS)
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: %s: a function of the dims is a list of 1 to "
                        "%d terms [coefficient, exponents...] of a capture with \"dims\"", k->path,
                        what, DM_POLY_TERMS);
@@ -188,15 +196,15 @@ static enum dnnmem_status poly(struct cap *k, const json_t *a, const char *what,
     if (!t)
         return nomem(k);
     for (size_t i = 0; i < n; i++) {
-        const json_t *term = json_array_get(a, i);
-        if (!json_is_array(term) || json_array_size(term) != (size_t)c->n_dims + 1)
+        const struct dm_json *term = dm_json_at(a, i);
+        if (!dm_json_is(term, DM_JSON_ARRAY) || dm_json_size(term) != (size_t)c->n_dims + 1)
             return dm_fail(k->err, DNNMEM_E_PARSE, "%s: %s: term %zu must be [coefficient, %d "
                            "exponents]", k->path, what, i, c->n_dims);
         memset(&t[i], 0, sizeof t[i]);
-        DM_TRY(get_int(k, json_array_get(term, 0), what, -CAPTURE_MAX_BYTES, CAPTURE_MAX_BYTES, &t[i].coef));
+        DM_TRY(get_int(k, dm_json_at(term, 0), what, -CAPTURE_MAX_BYTES, CAPTURE_MAX_BYTES, &t[i].coef));
         for (int d = 0; d < c->n_dims; d++) {
             int64_t e;
-            DM_TRY(get_int(k, json_array_get(term, (size_t)d + 1), what, 0, 3, &e));
+            DM_TRY(get_int(k, dm_json_at(term, (size_t)d + 1), what, 0, 3, &e));
             t[i].exp[d] = (uint8_t)e;
         }
     }
@@ -213,25 +221,25 @@ static enum dnnmem_status poly(struct cap *k, const json_t *a, const char *what,
 /* A list's per-dim polys ("shape_poly", a conv's "input_poly"): an integer
  * (the dim, constant) or a poly, as many as the list has dims. NULL when
  * the file gives none. */
-static enum dnnmem_status dim_polys(struct cap *k, const json_t *a, const char *what, int rank,
+static enum dnnmem_status dim_polys(struct cap *k, const struct dm_json *a, const char *what, int rank,
                                     const int64_t *captured, const struct dm_poly **out)
 {
     *out = NULL;
     if (!a)
         return DNNMEM_OK;
-    if (!json_is_array(a) || json_array_size(a) != (size_t)rank)
+    if (!dm_json_is(a, DM_JSON_ARRAY) || dm_json_size(a) != (size_t)rank)
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: %s must have one entry per dim (%d)", k->path,
                        what, rank);
     struct dm_poly *p = dm_arena_array(&k->g->arena, rank ? (size_t)rank : 1, sizeof *p);
     if (!p)
         return nomem(k);
     for (int d = 0; d < rank; d++) {
-        const json_t *e = json_array_get(a, (size_t)d);
+        const struct dm_json *e = dm_json_at(a, (size_t)d);
         p[d] = (struct dm_poly){0};
-        if (json_is_integer(e)) {
-            if (json_integer_value(e) != captured[d])
+        if (dm_json_is(e, DM_JSON_INT)) {
+            if (dm_json_int(e) != captured[d])
                 return dm_fail(k->err, DNNMEM_E_MODEL, "%s: %s: dim %d is %lld, not the captured %lld",
-                               k->path, what, d, (long long)json_integer_value(e), (long long)captured[d]);
+                               k->path, what, d, (long long)dm_json_int(e), (long long)captured[d]);
         } else {
             char w[128];
             snprintf(w, sizeof w, "%s: dim %d", what, d);
@@ -242,15 +250,15 @@ static enum dnnmem_status dim_polys(struct cap *k, const json_t *a, const char *
     return DNNMEM_OK;
 }
 
-static enum dnnmem_status header(struct cap *k, const json_t *root)
+static enum dnnmem_status header(struct cap *k, const struct dm_json *root)
 {
-    if (!json_is_object(root))
+    if (!dm_json_is(root, DM_JSON_OBJECT))
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: a capture is a JSON object", k->path);
     const char *fmt = get_str(root, "format");
     if (!fmt || strcmp(fmt, "dnnmem-capture") != 0)
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: \"format\" is not \"dnnmem-capture\"", k->path);
     int64_t v;
-    DM_TRY(get_int(k, json_object_get(root, "version"), "\"version\"", 0, INT32_MAX, &v));
+    DM_TRY(get_int(k, dm_json_get(root, "version"), "\"version\"", 0, INT32_MAX, &v));
     if (v < 1 || v > CAPTURE_VERSION)
         return dm_fail(k->err, DNNMEM_E_UNSUPPORTED,
                        "%s: capture format version %lld; this dnnmem reads versions 1 to %d "
@@ -261,30 +269,39 @@ static enum dnnmem_status header(struct cap *k, const json_t *root)
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: \"mode\" must be \"train\" or \"infer\"", k->path);
     k->c->train = strcmp(mode, "train") == 0;
     int64_t it = 1, batch = 0;
-    if (json_object_get(root, "iterations"))
-        DM_TRY(get_int(k, json_object_get(root, "iterations"), "\"iterations\"", 1, CAPTURE_MAX_ITER, &it));
-    if (json_object_get(root, "batch"))
-        DM_TRY(get_int(k, json_object_get(root, "batch"), "\"batch\"", 1, CAPTURE_MAX_BYTES, &batch));
+    if (dm_json_get(root, "iterations"))
+        DM_TRY(get_int(k, dm_json_get(root, "iterations"), "\"iterations\"", 1, CAPTURE_MAX_ITER, &it));
+    if (dm_json_get(root, "batch"))
+        DM_TRY(get_int(k, dm_json_get(root, "batch"), "\"batch\"", 1, CAPTURE_MAX_BYTES, &batch));
     int64_t accum = 1;
-    if (json_object_get(root, "grad_accum"))
-        DM_TRY(get_int(k, json_object_get(root, "grad_accum"), "\"grad_accum\"", 1, CAPTURE_MAX_ITER, &accum));
+    if (dm_json_get(root, "grad_accum"))
+        DM_TRY(get_int(k, dm_json_get(root, "grad_accum"), "\"grad_accum\"", 1, CAPTURE_MAX_ITER, &accum));
     k->c->grad_accum = (int)accum;
-    const json_t *sd = json_object_get(root, "sdpa"); /* {"calls": N, "kernel": "cpu"} */
+    const struct dm_json *sd = dm_json_get(root, "sdpa"); /* {"calls": N, "kernel": "cpu"} */
     if (sd) {
-        const char *kern = json_is_object(sd) ? get_str(sd, "kernel") : NULL;
+        const char *kern = dm_json_is(sd, DM_JSON_OBJECT) ? get_str(sd, "kernel") : NULL;
         int64_t calls;
         if (!kern || strcmp(kern, "cpu") != 0)
             return dm_fail(k->err, DNNMEM_E_PARSE, "%s: \"sdpa\" must be {\"calls\": N, \"kernel\": "
                            "\"cpu\"}", k->path);
-        DM_TRY(get_int(k, json_object_get(sd, "calls"), "\"sdpa\": \"calls\"", 0, INT32_MAX, &calls));
+        DM_TRY(get_int(k, dm_json_get(sd, "calls"), "\"sdpa\": \"calls\"", 0, INT32_MAX, &calls));
         k->c->sdpa_cpu = (int32_t)calls;
     }
-    const json_t *rnn = json_object_get(root, "rnn"); /* {"modules": N}: nn.RNNBase modules */
+    const struct dm_json *gs = dm_json_get(root, "grad_scaler"); /* {"assumes": "finite"} */
+    if (gs) {
+        const char *as = get_str(gs, "assumes");
+        if (!as || strcmp(as, "finite") != 0)
+            return dm_fail(k->err, DNNMEM_E_UNSUPPORTED, "%s: \"grad_scaler\" must be {\"assumes\": "
+                           "\"finite\"} (the one GradScaler step modelled: every optimizer step taken)",
+                           k->path);
+        k->c->grad_scaler = true;
+    }
+    const struct dm_json *rnn = dm_json_get(root, "rnn"); /* {"modules": N}: nn.RNNBase modules */
     if (rnn) {
         int64_t n;
-        if (!json_is_object(rnn))
+        if (!dm_json_is(rnn, DM_JSON_OBJECT))
             return dm_fail(k->err, DNNMEM_E_PARSE, "%s: \"rnn\" must be {\"modules\": N}", k->path);
-        DM_TRY(get_int(k, json_object_get(rnn, "modules"), "\"rnn\": \"modules\"", 0, INT32_MAX, &n));
+        DM_TRY(get_int(k, dm_json_get(rnn, "modules"), "\"rnn\": \"modules\"", 0, INT32_MAX, &n));
         k->c->rnn_modules = (int32_t)n;
     }
     k->c->iterations = (int)it;
@@ -299,17 +316,17 @@ static enum dnnmem_status header(struct cap *k, const json_t *root)
         return nomem(k);
     if ((s = get_str(root, "model")) && !(k->c->model = dm_arena_strdup(a, s)))
         return nomem(k);
-    return dims(k, json_object_get(root, "dims"));
+    return dims(k, dm_json_get(root, "dims"));
 }
 
-static enum dnnmem_status shape(struct cap *k, const json_t *arr, int32_t id, struct dm_tensor *t)
+static enum dnnmem_status shape(struct cap *k, const struct dm_json *arr, int32_t id, struct dm_tensor *t)
 {
     if (!arr) {
         t->rank = -1;
         return DNNMEM_OK;
     }
-    size_t n = json_array_size(arr);
-    if (!json_is_array(arr) || n > DM_MAX_DIMS)
+    size_t n = dm_json_size(arr);
+    if (!dm_json_is(arr, DM_JSON_ARRAY) || n > DM_MAX_DIMS)
         return dm_fail(k->err, DNNMEM_E_SHAPE, "storage %d of %s: \"shape\" must be an array of at "
                        "most %d dims", (int)id, k->path, DM_MAX_DIMS);
     t->rank = (int)n;
@@ -318,9 +335,12 @@ static enum dnnmem_status shape(struct cap *k, const json_t *arr, int32_t id, st
         return nomem(k);
     int64_t numel = 1;
     for (size_t d = 0; d < n; d++) {
-        char what[64];
-        snprintf(what, sizeof what, "storage %d: dim %zu", (int)id, d);
-        DM_TRY(get_int(k, json_array_get(arr, d), what, 0, CAPTURE_MAX_BYTES, &t->dims[d].value));
+        t->dims[d].value = dm_json_int(dm_json_at(arr, d));
+        if (!int_in(dm_json_at(arr, d), 0, CAPTURE_MAX_BYTES)) {
+            char what[64];
+            snprintf(what, sizeof what, "storage %d: dim %zu", (int)id, d);
+            DM_TRY(get_int(k, dm_json_at(arr, d), what, 0, CAPTURE_MAX_BYTES, &t->dims[d].value));
+        }
         t->dims[d].sym = -1;
         if (!dm_mul_ok(numel, t->dims[d].value, &numel) || numel > CAPTURE_MAX_BYTES)
             return dm_fail(k->err, DNNMEM_E_SHAPE, "%s: storage %d: shape has too many elements",
@@ -329,9 +349,9 @@ static enum dnnmem_status shape(struct cap *k, const json_t *arr, int32_t id, st
     return DNNMEM_OK;
 }
 
-static enum dnnmem_status storage(struct cap *k, const json_t *o, int32_t id)
+static enum dnnmem_status storage(struct cap *k, const struct dm_json *o, int32_t id)
 {
-    if (!json_is_object(o))
+    if (!dm_json_is(o, DM_JSON_OBJECT))
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: storage %d is not an object", k->path, (int)id);
     const char *name = get_str(o, "name"), *kind = get_str(o, "kind"), *dt = get_str(o, "dtype");
     if (!name || !*name || !kind || !dt)
@@ -350,10 +370,12 @@ static enum dnnmem_status storage(struct cap *k, const json_t *o, int32_t id)
                        k->path, name, dt);
     if (dm_graph_find(k->g, name) >= 0)
         return dm_fail(k->err, DNNMEM_E_MODEL, "%s: storage name '%s' appears twice", k->path, name);
-    int64_t bytes;
+    int64_t bytes = dm_json_int(dm_json_get(o, "bytes"));
     char what[64];
-    snprintf(what, sizeof what, "storage %d: \"bytes\"", (int)id);
-    DM_TRY(get_int(k, json_object_get(o, "bytes"), what, 0, CAPTURE_MAX_BYTES, &bytes));
+    if (!int_in(dm_json_get(o, "bytes"), 0, CAPTURE_MAX_BYTES)) {
+        snprintf(what, sizeof what, "storage %d: \"bytes\"", (int)id);
+        DM_TRY(get_int(k, dm_json_get(o, "bytes"), what, 0, CAPTURE_MAX_BYTES, &bytes));
+    }
     const char *dev = get_str(o, "device");
     if (dev && strcmp(dev, "model") != 0 && strcmp(dev, "host") != 0)
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: storage '%s': \"device\" must be \"model\" or "
@@ -368,12 +390,12 @@ static enum dnnmem_status storage(struct cap *k, const json_t *o, int32_t id)
     t->dtype = dtypes[di].dtype;
     t->role = kinds[ki].role;
     t->producer = -1;
-    DM_TRY(shape(k, json_object_get(o, "shape"), id, t));
+    DM_TRY(shape(k, dm_json_get(o, "shape"), id, t));
     k->c->buf[id] = (struct dm_buffer){.bytes = (uint64_t)bytes, .tensor = ti, .node = -1,
                                        .category = (uint8_t)kinds[ki].cat,
                                        .dtype = (uint8_t)t->dtype};
     k->c->host[id] = dev && strcmp(dev, "host") == 0;
-    const json_t *bp = json_object_get(o, "bytes_poly"), *sp = json_object_get(o, "shape_poly");
+    const struct dm_json *bp = dm_json_get(o, "bytes_poly"), *sp = dm_json_get(o, "shape_poly");
     if ((bp || sp) && !k->c->n_dims) /* the polynomials are allocated with the header's dims */
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: storage '%s': \"%s\" is a function of the "
                        "dims, and the capture declares no \"dims\"", k->path, name,
@@ -406,19 +428,21 @@ static enum dnnmem_status add_event(struct cap *k, enum dm_ev_kind kind, int32_t
  * `alloc`, be live. */
 typedef enum dnnmem_status (*id_fn)(struct cap *k, int32_t id, int32_t step);
 
-static enum dnnmem_status each_id(struct cap *k, const json_t *step, const char *key, int32_t s,
+static enum dnnmem_status each_id(struct cap *k, const struct dm_json *step, const char *key, int32_t s,
                                   id_fn fn)
 {
-    const json_t *arr = json_object_get(step, key);
+    const struct dm_json *arr = dm_json_get(step, key);
     if (!arr)
         return DNNMEM_OK;
-    if (!json_is_array(arr))
+    if (!dm_json_is(arr, DM_JSON_ARRAY))
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"%s\" must be an array", k->path, (int)s, key);
-    for (size_t i = 0; i < json_array_size(arr); i++) {
-        int64_t id;
-        char what[64];
-        snprintf(what, sizeof what, "step %d: \"%s\"", (int)s, key);
-        DM_TRY(get_int(k, json_array_get(arr, i), what, 0, k->g->n_tensors - 1, &id));
+    for (size_t i = 0; i < dm_json_size(arr); i++) {
+        int64_t id = dm_json_int(dm_json_at(arr, i));
+        if (!int_in(dm_json_at(arr, i), 0, k->g->n_tensors - 1)) {
+            char what[64];
+            snprintf(what, sizeof what, "step %d: \"%s\"", (int)s, key);
+            DM_TRY(get_int(k, dm_json_at(arr, i), what, 0, k->g->n_tensors - 1, &id));
+        }
         DM_TRY(fn(k, (int32_t)id, s));
     }
     return DNNMEM_OK;
@@ -469,27 +493,27 @@ static enum dnnmem_status on_save(struct cap *k, int32_t id, int32_t step)
 
 /* A size list of the conv ("input", "weight", "output") as a tensor of
  * `dtype`: its rank (0 when absent), dims, numel and bytes, checked. */
-static enum dnnmem_status conv_dims(struct cap *k, const json_t *o, const char *key, int32_t s,
+static enum dnnmem_status conv_dims(struct cap *k, const struct dm_json *o, const char *key, int32_t s,
                                     enum dm_dtype dtype, struct dm_tinfo *t)
 {
-    const json_t *a = json_object_get(o, key);
+    const struct dm_json *a = dm_json_get(o, key);
     *t = (struct dm_tinfo){.dtype = dtype};
     if (!a)
         return DNNMEM_OK;
-    if (!json_is_array(a) || json_array_size(a) > DM_MAX_DIMS)
+    if (!dm_json_is(a, DM_JSON_ARRAY) || dm_json_size(a) > DM_MAX_DIMS)
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"conv\": \"%s\" must be a list of "
                        "dims", k->path, (int)s, key);
     int64_t n = 1;
     char what[64];
     snprintf(what, sizeof what, "step %d: \"conv\": \"%s\"", (int)s, key);
-    for (size_t d = 0; d < json_array_size(a); d++) {
+    for (size_t d = 0; d < dm_json_size(a); d++) {
         int64_t v;
-        DM_TRY(get_int(k, json_array_get(a, d), what, 0, CAPTURE_MAX_BYTES, &v));
+        DM_TRY(get_int(k, dm_json_at(a, d), what, 0, CAPTURE_MAX_BYTES, &v));
         t->dims[d] = v;
         if (!dm_mul_ok(n, v, &n) || n > CAPTURE_MAX_BYTES)
             return dm_fail(k->err, DNNMEM_E_SHAPE, "%s: %s has too many elements", k->path, what);
     }
-    t->rank = (int)json_array_size(a);
+    t->rank = (int)dm_json_size(a);
     t->numel = n;
     if (dtype != DM_UNDEFINED && !dm_dtype_bytes(dtype, n, &t->bytes))
         return dm_fail(k->err, DNNMEM_E_SHAPE, "%s: %s has too many bytes", k->path, what);
@@ -497,26 +521,26 @@ static enum dnnmem_status conv_dims(struct cap *k, const json_t *o, const char *
 }
 
 /* A boolean of the conv's facts that dnnmem.torch always writes. */
-static enum dnnmem_status conv_flag(struct cap *k, const json_t *cv, const char *key, int32_t s,
+static enum dnnmem_status conv_flag(struct cap *k, const struct dm_json *cv, const char *key, int32_t s,
                                     bool *v)
 {
-    const json_t *b = json_object_get(cv, key);
-    if (!json_is_boolean(b))
+    const struct dm_json *b = dm_json_get(cv, key);
+    if (!dm_json_is_bool(b))
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"conv\" needs \"%s\" (true or false; "
                        "a capture by dnnmem.torch before 0.1.1 lacks it: capture again)", k->path,
                        (int)s, key);
-    *v = json_is_true(b);
+    *v = dm_json_is(b, DM_JSON_TRUE);
     return DNNMEM_OK;
 }
 
 /* A convolution step's "conv": what the CPU's kernel choice reads
  * (src/schedule/cpuconv.c, through src/estimate/captured.c). */
-static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, const char *op)
+static enum dnnmem_status conv_facts(struct cap *k, const struct dm_json *o, int32_t s, const char *op)
 {
-    const json_t *cv = json_object_get(o, "conv");
+    const struct dm_json *cv = dm_json_get(o, "conv");
     if (!cv)
         return DNNMEM_OK;
-    if (!json_is_object(cv))
+    if (!dm_json_is(cv, DM_JSON_OBJECT))
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"conv\" must be an object", k->path, (int)s);
     struct dm_capture_conv *c = dm_arena_alloc(&k->g->arena, sizeof *c);
     if (!c)
@@ -539,10 +563,10 @@ static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, 
     for (int l = 0; l < 3; l++) {
         char what[64];
         snprintf(what, sizeof what, "step %d: \"conv\": \"%s\"", (int)s, polys[l]);
-        DM_TRY(dim_polys(k, json_object_get(cv, polys[l]), what, ts[l]->rank, ts[l]->dims, &c->poly[l]));
+        DM_TRY(dim_polys(k, dm_json_get(cv, polys[l]), what, ts[l]->rank, ts[l]->dims, &c->poly[l]));
     }
     c->backward = op && strncmp(op, "aten.convolution_backward", 25) == 0;
-    c->cv.transposed = json_is_true(json_object_get(cv, "transposed")) || dtype == DM_UNDEFINED ||
+    c->cv.transposed = dm_json_is(dm_json_get(cv, "transposed"), DM_JSON_TRUE) || dtype == DM_UNDEFINED ||
                        c->cv.x.rank == 0 || c->cv.w.rank == 0;
     /* stride, dilation and (newer captures) padding per spatial dim:
      * the geometry (geom) when all three have one entry per spatial dim */
@@ -550,13 +574,13 @@ static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, 
     int64_t *geo[3] = {c->cv.stride, c->cv.dilation, c->cv.pad}, sp = c->cv.x.rank - 2;
     bool geom = sp >= 1 && sp <= 3;
     for (int l = 0; l < 3; l++) {
-        const json_t *a = json_object_get(cv, lists[l]);
-        geom &= json_is_array(a) && (int64_t)json_array_size(a) == sp;
-        for (size_t d = 0; json_is_array(a) && d < json_array_size(a); d++) {
+        const struct dm_json *a = dm_json_get(cv, lists[l]);
+        geom &= dm_json_is(a, DM_JSON_ARRAY) && (int64_t)dm_json_size(a) == sp;
+        for (size_t d = 0; dm_json_is(a, DM_JSON_ARRAY) && d < dm_json_size(a); d++) {
             int64_t v;
             char what[64];
             snprintf(what, sizeof what, "step %d: \"conv\": \"%s\"", (int)s, lists[l]);
-            DM_TRY(get_int(k, json_array_get(a, d), what, 0, CAPTURE_MAX_BYTES, &v));
+            DM_TRY(get_int(k, dm_json_at(a, d), what, 0, CAPTURE_MAX_BYTES, &v));
             if (l < 2 && v != 1)
                 *(l ? &c->cv.dilated : &c->cv.strided) = true;
             geom &= l == 2 || v >= 1;
@@ -566,10 +590,10 @@ static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, 
     }
     c->cv.geom = geom;
     int64_t groups = 1;
-    if (json_object_get(cv, "groups")) {
+    if (dm_json_get(cv, "groups")) {
         char what[64];
         snprintf(what, sizeof what, "step %d: \"conv\": \"groups\"", (int)s);
-        DM_TRY(get_int(k, json_object_get(cv, "groups"), what, 1, CAPTURE_MAX_BYTES, &groups));
+        DM_TRY(get_int(k, dm_json_get(cv, "groups"), what, 1, CAPTURE_MAX_BYTES, &groups));
     }
     c->cv.groups = groups;
     DM_TRY(conv_flag(k, cv, "channels_last", s, &c->cv.chlast));
@@ -586,25 +610,25 @@ static enum dnnmem_status conv_facts(struct cap *k, const json_t *o, int32_t s, 
         c->cv.cl_copy = c->cv.y.bytes;
     DM_TRY(conv_flag(k, cv, "bias", s, &c->cv.bias));
     if (c->backward) {
-        const json_t *m = json_object_get(cv, "output_mask");
-        if (!json_is_array(m) || json_array_size(m) != 3)
+        const struct dm_json *m = dm_json_get(cv, "output_mask");
+        if (!dm_json_is(m, DM_JSON_ARRAY) || dm_json_size(m) != 3)
             return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"conv\" of a convolution_backward "
                            "needs \"output_mask\", 3 booleans (a capture by dnnmem.torch before "
                            "0.1.1 lacks it: capture again)", k->path, (int)s);
         for (int d = 0; d < 3; d++) {
-            if (!json_is_boolean(json_array_get(m, (size_t)d)))
+            if (!dm_json_is_bool(dm_json_at(m, (size_t)d)))
                 return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"conv\": \"output_mask\" "
                                "must be 3 booleans", k->path, (int)s);
-            c->output_mask[d] = json_is_true(json_array_get(m, (size_t)d));
+            c->output_mask[d] = dm_json_is(dm_json_at(m, (size_t)d), DM_JSON_TRUE);
         }
     }
     k->c->conv[s] = c;
     return DNNMEM_OK;
 }
 
-static enum dnnmem_status one_step(struct cap *k, const json_t *o, int32_t s, int32_t *node)
+static enum dnnmem_status one_step(struct cap *k, const struct dm_json *o, int32_t s, int32_t *node)
 {
-    if (!json_is_object(o))
+    if (!dm_json_is(o, DM_JSON_OBJECT))
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d is not an object", k->path, (int)s);
     const char *ph = get_str(o, "phase");
     size_t pi = 0;
@@ -615,9 +639,13 @@ static enum dnnmem_status one_step(struct cap *k, const json_t *o, int32_t s, in
                        "backward, optimizer or zero_grad", k->path, (int)s);
     int64_t it = 1;
     char what[64];
-    snprintf(what, sizeof what, "step %d: \"iteration\"", (int)s);
-    if (json_object_get(o, "iteration"))
-        DM_TRY(get_int(k, json_object_get(o, "iteration"), what, 1, k->c->iterations, &it));
+    const struct dm_json *itv = dm_json_get(o, "iteration");
+    if (int_in(itv, 1, k->c->iterations))
+        it = dm_json_int(itv);
+    else if (itv) {
+        snprintf(what, sizeof what, "step %d: \"iteration\"", (int)s);
+        DM_TRY(get_int(k, itv, what, 1, k->c->iterations, &it));
+    }
     const char *op = get_str(o, "op"), *mod = get_str(o, "module");
     struct dm_step *sp = &k->c->steps[s];
     *sp = (struct dm_step){.phase = (uint8_t)phases[pi].phase, .iteration = (int16_t)it, .node = -1};
@@ -640,18 +668,18 @@ static enum dnnmem_status one_step(struct cap *k, const json_t *o, int32_t s, in
         sp->node = (*node)++;
     }
     k->c->accum_old[s] = -1;
-    const json_t *acc = json_object_get(o, "accumulate");
-    if (acc && !json_is_boolean(acc))
+    const struct dm_json *acc = dm_json_get(o, "accumulate");
+    if (acc && !dm_json_is_bool(acc))
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: \"accumulate\" must be true or false",
                        k->path, (int)s);
-    if (json_is_true(acc)) {
-        const json_t *in = json_object_get(o, "in");
+    if (dm_json_is(acc, DM_JSON_TRUE)) {
+        const struct dm_json *in = dm_json_get(o, "in");
         int64_t first;
-        if (!op || !json_is_array(in) || json_array_size(in) < 1)
+        if (!op || !dm_json_is(in, DM_JSON_ARRAY) || dm_json_size(in) < 1)
             return dm_fail(k->err, DNNMEM_E_PARSE, "%s: step %d: an \"accumulate\" step is an op "
                            "with its inputs", k->path, (int)s);
         snprintf(what, sizeof what, "step %d: \"in\"", (int)s);
-        DM_TRY(get_int(k, json_array_get(in, 0), what, 0, k->g->n_tensors - 1, &first));
+        DM_TRY(get_int(k, dm_json_at(in, 0), what, 0, k->g->n_tensors - 1, &first));
         k->c->accum_old[s] = (int32_t)first;
     }
     DM_TRY(conv_facts(k, o, s, op));
@@ -665,14 +693,14 @@ static enum dnnmem_status one_step(struct cap *k, const json_t *o, int32_t s, in
     return each_id(k, o, "free", s, on_free);
 }
 
-static enum dnnmem_status body(struct cap *k, const json_t *root)
+static enum dnnmem_status body(struct cap *k, const struct dm_json *root)
 {
     DM_TRY(header(k, root));
-    const json_t *st = json_object_get(root, "storages"), *steps = json_object_get(root, "steps");
-    if (!json_is_array(st) || !json_is_array(steps) || json_array_size(steps) == 0)
+    const struct dm_json *st = dm_json_get(root, "storages"), *steps = dm_json_get(root, "steps");
+    if (!dm_json_is(st, DM_JSON_ARRAY) || !dm_json_is(steps, DM_JSON_ARRAY) || dm_json_size(steps) == 0)
         return dm_fail(k->err, DNNMEM_E_PARSE, "%s: a capture needs \"storages\" and \"steps\" arrays",
                        k->path);
-    size_t ns = json_array_size(st), nt = json_array_size(steps);
+    size_t ns = dm_json_size(st), nt = dm_json_size(steps);
     if (ns > INT32_MAX / 2 || nt > INT32_MAX / 2)
         return dm_fail(k->err, DNNMEM_E_SHAPE, "%s: too many storages or steps", k->path);
     struct dm_capture *c = k->c;
@@ -696,17 +724,17 @@ static enum dnnmem_status body(struct cap *k, const json_t *root)
     c->n_buf = (int32_t)ns;
     c->n_steps = (int32_t)nt;
     for (size_t i = 0; i < ns; i++)
-        DM_TRY(storage(k, json_array_get(st, i), (int32_t)i));
+        DM_TRY(storage(k, dm_json_at(st, i), (int32_t)i));
     int32_t n_ops = 0;
     for (size_t i = 0; i < nt; i++)
-        n_ops += get_str(json_array_get(steps, i), "op") != NULL;
+        n_ops += get_str(dm_json_at(steps, i), "op") != NULL;
     k->g->nodes = dm_arena_array(a, n_ops ? (size_t)n_ops : 1, sizeof *k->g->nodes);
     k->g->op_names = dm_arena_array(a, n_ops ? (size_t)n_ops : 1, sizeof *k->g->op_names);
     if (!k->g->nodes || !k->g->op_names)
         return nomem(k);
     int32_t node = 0;
     for (size_t i = 0; i < nt; i++)
-        DM_TRY(one_step(k, json_array_get(steps, i), (int32_t)i, &node));
+        DM_TRY(one_step(k, dm_json_at(steps, i), (int32_t)i, &node));
     k->g->n_nodes = node;
     for (int32_t i = 0; i < c->n_buf; i++)
         if (!k->state[i])
@@ -715,7 +743,8 @@ static enum dnnmem_status body(struct cap *k, const json_t *root)
     return DNNMEM_OK;
 }
 
-enum dnnmem_status dm_load_capture(struct dm_graph *g, json_t *root, struct dnnmem_error *err)
+enum dnnmem_status dm_load_capture(struct dm_graph *g, const struct dm_json *root,
+                                   struct dnnmem_error *err)
 {
     struct cap k = {.g = g, .err = err, .path = g->path};
     g->format = "dnnmem-capture";
