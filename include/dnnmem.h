@@ -1121,7 +1121,8 @@ struct dnnmem_plan_row {
     int grad_accum;              /* micro-steps per optimizer step (1 under PP) */
     int micro_batches;           /* pp > 1: the pipeline's micro-batches; else 1 */
     int64_t global_batch;        /* micro_batch x steps x dp */
-    int tier;                    /* the engine's place in the order (docs/parallel.md) */
+    int tier;                    /* the engine's place in the order, 0 (DDP) to 10 (ZeRO-3
+                                    with offloaded parameters): docs/parallel.md "plan" */
     const char *options;         /* the CLI options that select it, for dnnmem estimate */
     uint64_t total_bytes, peak_allocated;
     int rank;                    /* the rank estimated (the most loaded) */

@@ -31,8 +31,9 @@
  *  4. the fewest micro-steps per optimizer step (the largest micro-batch):
  *     gradient accumulation steps under DP; pipeline micro-batches under PP,
  *     at least PP of them (1F1B's steady state needs M >= PP: Megatron's
- *     schedule, torch.distributed.pipelining's Schedule1F1B);
- *  5. the lower estimate.
+ *     schedule, torch.distributed.pipelining's Schedule1F1B).
+ * The keys name each configuration once, so the order is total; the rows
+ * keep it (the estimates run in it).
  */
 #include "dnnmem-impl.h"
 
@@ -40,25 +41,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The data-parallel engines, in the order of rule 2 (the tier; the table's
- * order within a tier). */
+/* The data-parallel engines, in the order of rule 2: a row's tier is its
+ * index here (DDP before FSDP's NO_SHARD, the reference it imitates; ZeRO-2
+ * before SHARD_GRAD_OP, HYBRID before FULL, ZeRO before FSDP at a stage). */
 static const struct engine {
-    int tier;
     int zero;
     enum dnnmem_fsdp fsdp;
     enum dnnmem_offload offload;
 } engines[] = {
-    {0, 0, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_NONE},          /* DDP (one process on one GPU) */
-    {0, 0, DNNMEM_FSDP_NO_SHARD, DNNMEM_OFFLOAD_NONE},
-    {1, 1, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_NONE},
-    {2, 2, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_NONE},
-    {2, 0, DNNMEM_FSDP_SHARD_GRAD_OP, DNNMEM_OFFLOAD_NONE},
-    {3, 2, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_OPTIMIZER},
-    {4, 3, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_NONE},
-    {4, 0, DNNMEM_FSDP_HYBRID, DNNMEM_OFFLOAD_NONE},
-    {4, 0, DNNMEM_FSDP_FULL, DNNMEM_OFFLOAD_NONE},
-    {5, 3, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_OPTIMIZER},
-    {6, 3, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_PARAMS},
+    {0, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_NONE}, /* DDP (one process on one GPU) */
+    {0, DNNMEM_FSDP_NO_SHARD, DNNMEM_OFFLOAD_NONE},
+    {1, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_NONE},
+    {2, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_NONE},
+    {0, DNNMEM_FSDP_SHARD_GRAD_OP, DNNMEM_OFFLOAD_NONE},
+    {2, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_OPTIMIZER},
+    {3, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_NONE},
+    {0, DNNMEM_FSDP_HYBRID, DNNMEM_OFFLOAD_NONE},
+    {0, DNNMEM_FSDP_FULL, DNNMEM_OFFLOAD_NONE},
+    {3, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_OPTIMIZER},
+    {3, DNNMEM_FSDP_NONE, DNNMEM_OFFLOAD_PARAMS},
 };
 enum { N_ENGINES = sizeof engines / sizeof engines[0] };
 
@@ -174,7 +175,7 @@ static enum dnnmem_status form(struct job *j, int n, struct dnnmem_error *err)
     return DNNMEM_OK;
 }
 
-/* ---- stage 2: the order (rules 1-4 at the top; 5 after the estimates) ------- */
+/* ---- stage 2: the order (rules 1-4 at the top) ---------------------------- */
 
 static int cmp_int(int64_t a, int64_t b) { return (a > b) - (a < b); }
 
@@ -185,31 +186,10 @@ static int by_order(const void *pa, const void *pb)
     if (!d)
         d = cmp_int(a->pp, b->pp);
     if (!d)
-        d = cmp_int(engines[a->engine].tier, engines[b->engine].tier);
+        d = cmp_int(a->engine, b->engine);
     if (!d)
         d = cmp_int(a->ckpt, b->ckpt);
-    if (!d)
-        d = cmp_int(a->steps, b->steps);
-    if (!d)
-        d = cmp_int(a->engine, b->engine);
-    return d;
-}
-
-static int rows_by_order(const void *pa, const void *pb)
-{
-    const struct dnnmem_plan_row *a = pa, *b = pb;
-    int d = cmp_int(a->tp * a->pp, b->tp * b->pp);
-    if (!d)
-        d = cmp_int(a->pp, b->pp);
-    if (!d)
-        d = cmp_int(a->tier, b->tier);
-    if (!d)
-        d = cmp_int(a->checkpoint, b->checkpoint);
-    if (!d)
-        d = cmp_int(a->grad_accum * a->micro_batches, b->grad_accum * b->micro_batches);
-    if (!d)
-        d = (a->total_bytes > b->total_bytes) - (a->total_bytes < b->total_bytes);
-    return d ? d : strcmp(a->options, b->options);
+    return d ? d : cmp_int(a->steps, b->steps);
 }
 
 /* ---- stage 3: the estimates ------------------------------------------------- */
@@ -288,7 +268,7 @@ static enum dnnmem_status keep_row(const struct job *j, const struct cand *c,
         .gpus = c->gpus, .dp = c->dp, .tp = c->tp, .pp = c->pp, .zero = e->zero, .fsdp = e->fsdp,
         .offload = e->offload, .checkpoint = c->ckpt, .micro_batch = c->micro,
         .grad_accum = c->pp > 1 ? 1 : c->steps, .micro_batches = c->pp > 1 ? c->steps : 1,
-        .global_batch = c->per_rank * c->dp, .tier = e->tier, .options = cand_options(j, c),
+        .global_batch = c->per_rank * c->dp, .tier = c->engine, .options = cand_options(j, c),
         .total_bytes = r->total_bytes, .peak_allocated = r->peak_allocated, .rank = r->rank,
         .verdict = r->verdict, .margin_bytes = r->margin_bytes};
     if (!row->options)
@@ -341,7 +321,6 @@ static enum dnnmem_status run(struct job *j, struct dnnmem_plan *p, char *refuse
         if (s != DNNMEM_OK)
             return s;
     }
-    qsort(p->rows, p->n_rows, sizeof *p->rows, rows_by_order);
     return DNNMEM_OK;
 }
 
@@ -517,12 +496,12 @@ int dnnmem_report_plan_text(const struct dnnmem_plan *p, FILE *f)
     }
     fprintf(f, "fits         %zu configurations on %d GPUs, in the engines' order (docs/parallel.md)\n",
             p->n_rows, p->gpus);
-    fprintf(f, "%4s %3s %3s %3s %-22s %4s %6s %5s %7s %11s %11s  %s\n", "#", "dp", "tp", "pp",
+    fprintf(f, "%4s %3s %3s %3s %-24s %4s %6s %5s %7s %11s %11s  %s\n", "#", "dp", "tp", "pp",
             "engine", "ckpt", "micro", "steps", "global", "total GiB", "margin GiB", "options");
     for (size_t k = 0; k < p->n_rows; k++) {
         const struct dnnmem_plan_row *r = &p->rows[k];
         char eng[48];
-        fprintf(f, "%4zu %3d %3d %3d %-22s %4s %6lld %5d %7lld %11.2f %11.2f  %s%s\n", k + 1, r->dp,
+        fprintf(f, "%4zu %3d %3d %3d %-24s %4s %6lld %5d %7lld %11.2f %11.2f  %s%s\n", k + 1, r->dp,
                 r->tp, r->pp, engine_name(r, eng, sizeof eng), r->checkpoint ? "on" : "off",
                 (long long)r->micro_batch, r->grad_accum * r->micro_batches,
                 (long long)r->global_batch, (double)r->total_bytes / gib,
