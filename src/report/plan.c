@@ -399,9 +399,10 @@ static enum dnnmem_status impossible(const struct job *j, struct dnnmem_error *e
     if (po->global_batch)
         return dm_fail(err, DNNMEM_E_CONSTRAINT,
                        "plan: --global-batch %lld: no configuration of %s%d GPUs makes it (the "
-                       "data-parallel size must divide it%s)",
+                       "data-parallel size must divide it; with PP, into at least PP "
+                       "micro-batches%s)",
                        (long long)po->global_batch, po->fewest_gpus ? "1 to " : "", po->gpus,
-                       j->tp_ok || j->blocks.n_specs ? "; TP x PP takes the rest" : "");
+                       j->tp_ok ? "" : "; TP is not modelled on a HuggingFace config");
     return dm_fail(err, DNNMEM_E_CONSTRAINT, "plan: --gpus %d%s: no configuration of whole nodes "
                    "(--gpus-per-node %d)", po->gpus, po->fewest_gpus ? " --fewest-gpus" : "",
                    j->cfg->par.gpus_per_node);
