@@ -36,7 +36,10 @@ trap 'rm -rf "$T"' EXIT
 # The cases: name, target (ms), arguments.
 CASES='a|DeepSeek-V3 bf16 train estimate, s 64|1000|estimate tests/models/hf/DeepSeek-V3-bf16.json --mode train --precision bf16 -s 64
 b|Llama-3.1-70B train estimate, s 512|25|estimate tests/models/hf/Llama-3.1-70B-Instruct.json --mode train -s 512
-c|Llama-3.1-70B max-batch, LoRA r16 + nf4, H100-80GB|200|max-batch tests/models/hf/Llama-3.1-70B-Instruct.json --mode train -s 512 --lora-r 16 --quant nf4 --gpu H100-80GB'
+c|Llama-3.1-70B max-batch, LoRA r16 + nf4, H100-80GB|200|max-batch tests/models/hf/Llama-3.1-70B-Instruct.json --mode train -s 512 --lora-r 16 --quant nf4 --gpu H100-80GB
+d|plan tfm4, 8 GPUs, global batch 64 (164 configurations; issue 19: 500 in 2 s)|2000|plan tests/models/dist/tfm4.onnx --mode train --device cpu --memory 1GiB --gpus 8 --global-batch 64
+e|plan tfm4, 8 GPUs, global batch 256 (236 configurations)|2000|plan tests/models/dist/tfm4.onnx --mode train --device cpu --memory 1GiB --gpus 8 --global-batch 256
+f|plan Llama-3.1-8B bf16, s 4096, 64 H100-80GB, global batch 64 (30 configurations)|2000|plan tests/models/hf/Llama-3.1-8B-Instruct.json --mode train -s 4096 --precision bf16 --optimizer adamw --gpu H100-80GB --gpus 64 --global-batch 64'
 
 PERF=
 LC_ALL=C perf stat -e task-clock -o "$T/probe" true >/dev/null 2>&1 && PERF=1

@@ -1145,6 +1145,7 @@ struct dnnmem_plan {
     size_t n_refused;            /* of them, refused by the engine (not modelled, or a
                                     dim that does not divide): first_refusal says why */
     size_t n_over;               /* of them, estimated and not fitting */
+    size_t n_skipped;            /* not estimated: their TP size was refused once */
     int max_steps;
     bool truncated;              /* max_steps ran out before every candidate */
     const char *first_refusal;   /* "" when none */

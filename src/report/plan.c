@@ -87,6 +87,7 @@ struct job {
     struct cand *c;
     size_t n, cap;
     bool truncated, oom;
+    uint8_t tp_refused[PLAN_MAX_GPUS + 1]; /* TP sizes the engine refused */
 };
 
 void dnnmem_plan_options_init(struct dnnmem_plan_options *po)
@@ -278,10 +279,14 @@ static enum dnnmem_status keep_row(const struct job *j, const struct cand *c,
 }
 
 /* A refusal about this configuration (not modelled, a dim it does not
- * divide) skips it; any other error ends the plan. */
-static bool refusal(enum dnnmem_status s)
+ * divide) skips it; any other error ends the plan. Under TP a shape error
+ * is the split's: a head count TP does not divide makes a view whose -1
+ * cannot be inferred (docs/parallel.md T7), or a split dim a local shape
+ * the next op refuses. */
+static bool refusal(enum dnnmem_status s, const struct cand *c)
 {
-    return s == DNNMEM_E_USAGE || s == DNNMEM_E_UNSUPPORTED || s == DNNMEM_E_UNBOUND;
+    return s == DNNMEM_E_USAGE || s == DNNMEM_E_UNSUPPORTED || s == DNNMEM_E_UNBOUND ||
+           (s == DNNMEM_E_SHAPE && c->tp > 1);
 }
 
 /* Estimate j's candidates in order while steps are left; the fitting ones
@@ -295,17 +300,26 @@ static enum dnnmem_status run(struct job *j, struct dnnmem_plan *p, char *refuse
             p->truncated = true;
             break;
         }
+        const struct cand *c = &j->c[k];
+        /* a TP size refused once is refused for every candidate: the split
+         * is of the weights and heads, whatever the batch, engine or stage */
+        if (c->tp > 1 && j->tp_refused[c->tp]) {
+            p->n_skipped++;
+            continue;
+        }
         struct dnnmem_config cfg;
-        cand_config(j, &j->c[k], &cfg);
+        cand_config(j, c, &cfg);
         struct dnnmem_result *r = NULL;
         struct dnnmem_error e;
         enum dnnmem_status s = dnnmem_estimate(j->m, &cfg, &r, &e);
         p->n_estimated++;
         if (s != DNNMEM_OK) {
-            if (!refusal(s)) {
+            if (!refusal(s, c)) {
                 *err = e;
                 return s;
             }
+            if (c->tp > 1)
+                j->tp_refused[c->tp] = 1;
             if (!p->n_refused++) {
                 *first = e;
                 snprintf(refused, n_refused, "%s", e.message);
@@ -448,7 +462,7 @@ enum dnnmem_status dnnmem_plan(const dnnmem_model *m, const struct dnnmem_config
     if (s == DNNMEM_OK && !p->n_candidates)
         s = impossible(&j, err);
     /* every estimate refused: the first refusal is the answer */
-    if (s == DNNMEM_OK && p->n_estimated && p->n_refused == p->n_estimated) {
+    if (s == DNNMEM_OK && p->n_estimated && p->n_refused == p->n_estimated && !p->n_rows) {
         *err = first;
         s = first.status;
     }
@@ -485,10 +499,10 @@ int dnnmem_report_plan_text(const struct dnnmem_plan *p, FILE *f)
 {
     double gib = 1024.0 * 1024.0 * 1024.0;
     fprintf(f, "plan         %s%d GPUs of %.2f GiB; %zu configurations formed, %zu estimated "
-            "(%zu refused, %zu over)%s\n",
+            "(%zu refused, %zu over), %zu skipped (a TP size refused)%s\n",
             p->fewest_gpus ? "the fewest of 1 to " : "", p->gpus_searched,
             (double)p->capacity_bytes / gib, p->n_candidates, p->n_estimated, p->n_refused,
-            p->n_over, p->truncated ? "; stopped at --max-steps" : "");
+            p->n_over, p->n_skipped, p->truncated ? "; stopped at --max-steps" : "");
     if (p->n_refused)
         fprintf(f, "refused      first: %s\n", p->first_refusal);
     if (!p->n_rows) {
@@ -534,13 +548,13 @@ int dnnmem_report_plan_json(const struct dnnmem_plan *p, FILE *f)
                             (json_int_t)r->margin_bytes));
     }
     json_t *root = json_pack(
-        "{s:s, s:I, s:i, s:b, s:i, s:o, s:I, s:I, s:I, s:I, s:I, s:b, s:s, s:o}", "schema",
+        "{s:s, s:I, s:i, s:b, s:i, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:s, s:o}", "schema",
         "dnnmem.plan/1", "capacity_bytes", (json_int_t)p->capacity_bytes, "gpus_searched",
         p->gpus_searched, "fewest_gpus", p->fewest_gpus, "gpus", p->gpus, "global_batch",
         p->global_batch ? json_integer((json_int_t)p->global_batch) : json_null(), "max_steps",
         (json_int_t)p->max_steps, "candidates", (json_int_t)p->n_candidates, "estimated",
         (json_int_t)p->n_estimated, "refused", (json_int_t)p->n_refused, "over",
-        (json_int_t)p->n_over, "truncated", p->truncated, "first_refusal", p->first_refusal,
+        (json_int_t)p->n_over, "skipped", (json_int_t)p->n_skipped, "truncated", p->truncated, "first_refusal", p->first_refusal,
         "configurations", rows);
     if (!root)
         return -1;
