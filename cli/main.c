@@ -57,7 +57,7 @@ static const char usage_head[] =
     "       dnnmem max-seq-len MODEL --gpu G [options]  the largest sequence length that fits\n"
     "       dnnmem compare MODEL_A MODEL_B [options]   two models side by side\n"
     "       dnnmem compare MODEL [options] --with \"OPTIONS\"  two configurations\n"
-    "       dnnmem plan MODEL --gpu G --gpus N [options]  the parallel configurations that fit\n"
+    "       dnnmem plan MODEL --gpu G --gpus K [options]  the parallel configurations that fit\n"
     "       dnnmem gpus                                 the GPU catalogue\n"
     "       dnnmem --help | --version\n"
     "\n"

@@ -63,9 +63,11 @@ static const struct engine {
 };
 enum { N_ENGINES = sizeof engines / sizeof engines[0] };
 
-/* Bounds: the GPUs and global batch a plan takes, and the candidates formed
- * for one world size (beyond it the plan is marked truncated). */
-enum { PLAN_MAX_GPUS = 4096, PLAN_MAX_CANDIDATES = 1 << 16 };
+/* Bounds: the GPUs and global batch a plan takes, the candidates formed for
+ * one world size (beyond it the plan is marked truncated), and the
+ * micro-steps of one configuration (--grad-accum's own bound, src/options.c;
+ * an estimate replays each, so this bounds its time too). */
+enum { PLAN_MAX_GPUS = 4096, PLAN_MAX_CANDIDATES = 1 << 16, PLAN_MAX_MICRO_STEPS = 1000 };
 #define PLAN_MAX_GLOBAL_BATCH ((int64_t)1 << 24)
 
 struct cand {
@@ -117,10 +119,11 @@ static void add_cand(struct job *j, const struct cand *c)
     j->c[j->n++] = *c;
 }
 
-/* The micro-batches of per_rank samples: each divisor, largest first. */
+/* The micro-batches of per_rank samples: each divisor, largest first, in at
+ * most PLAN_MAX_MICRO_STEPS micro-steps. */
 static void add_micro(struct job *j, struct cand c)
 {
-    for (int64_t steps = 1; steps <= c.per_rank && steps <= INT32_MAX; steps++) {
+    for (int64_t steps = 1; steps <= c.per_rank && steps <= PLAN_MAX_MICRO_STEPS; steps++) {
         if (c.per_rank % steps)
             continue;
         if (c.pp > 1 && steps < c.pp) /* rule 4: M >= PP */
