@@ -62,6 +62,17 @@ rc, d = plan_json(["--memory", "1MiB", "--gpus", "2", "--max-steps", "20"])
 check(rc == 1 and d["configurations"] == [] and d["gpus"] == 0, "1 MiB: exit 1 and no rows")
 check(d["estimated"] == 20 and d["truncated"], "--max-steps 20 bounds the estimates")
 
+# tfm4's 8 heads of 64 (hidden 512): TP 16 leaves 32 features, a view of 64-wide heads
+# that cannot infer its -1 (docs/parallel.md T7): refused once, its 11 other candidates
+# (DP 1, 32 samples in 6 micro-batch sizes, checkpointing off and on) skipped
+rc, out, err = run(["plan", "tests/models/dist/tfm4.onnx"] + BASE + ["--memory", "1GiB", "--gpus", "16",
+                                                                    "--global-batch", "32", "--json"])
+d = json.loads(out)
+jsonschema.validate(d, SCHEMA)
+check(rc == 0 and d["refused"] == 1 and d["skipped"] == 11 and "cannot be inferred" in d["first_refusal"]
+      and all(r["tp"] <= 8 for r in d["configurations"]) and any(r["tp"] == 8 for r in d["configurations"]),
+      f"tfm4 on 16 GPUs: TP 16 refused: {rc} {d['refused']} {d['skipped']} {d['first_refusal']}")
+
 # errors: one line on stderr, the constraint named, the exit code of its kind
 for code, needle, args in [
     (2, "plan: give the GPUs with --gpus N", ["--memory", "2GiB"]),
