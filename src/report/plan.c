@@ -70,6 +70,9 @@ enum { N_ENGINES = sizeof engines / sizeof engines[0] };
 enum { PLAN_MAX_GPUS = 4096, PLAN_MAX_CANDIDATES = 1 << 16, PLAN_MAX_MICRO_STEPS = 1000 };
 #define PLAN_MAX_GLOBAL_BATCH ((int64_t)1 << 24)
 
+/* What the estimates said of a TP size so far. */
+enum tp_state { TP_UNTRIED = 0, TP_TAKEN, TP_REFUSED };
+
 struct cand {
     int gpus, dp, tp, pp, engine;
     bool ckpt;
@@ -89,7 +92,7 @@ struct job {
     struct cand *c;
     size_t n, cap;
     bool truncated, oom;
-    uint8_t tp_refused[PLAN_MAX_GPUS + 1]; /* TP sizes the engine refused */
+    uint8_t tp_state[PLAN_MAX_GPUS + 1]; /* per TP size: enum tp_state */
 };
 
 void dnnmem_plan_options_init(struct dnnmem_plan_options *po)
@@ -304,9 +307,11 @@ static enum dnnmem_status run(struct job *j, struct dnnmem_plan *p, char *refuse
             break;
         }
         const struct cand *c = &j->c[k];
-        /* a TP size refused once is refused for every candidate: the split
-         * is of the weights and heads, whatever the batch, engine or stage */
-        if (c->tp > 1 && j->tp_refused[c->tp]) {
+        /* a TP size whose first candidate (the plainest: PP 1, DDP, no
+         * checkpointing, the largest micro-batch) is refused is refused for
+         * every other: the split is of the weights and heads, whatever the
+         * batch or stage */
+        if (c->tp > 1 && j->tp_state[c->tp] == TP_REFUSED) {
             p->n_skipped++;
             continue;
         }
@@ -316,13 +321,15 @@ static enum dnnmem_status run(struct job *j, struct dnnmem_plan *p, char *refuse
         struct dnnmem_error e;
         enum dnnmem_status s = dnnmem_estimate(j->m, &cfg, &r, &e);
         p->n_estimated++;
+        if (c->tp > 1 && s == DNNMEM_OK)
+            j->tp_state[c->tp] = TP_TAKEN;
         if (s != DNNMEM_OK) {
             if (!refusal(s, c)) {
                 *err = e;
                 return s;
             }
-            if (c->tp > 1)
-                j->tp_refused[c->tp] = 1;
+            if (c->tp > 1 && j->tp_state[c->tp] == TP_UNTRIED)
+                j->tp_state[c->tp] = TP_REFUSED;
             if (!p->n_refused++) {
                 *first = e;
                 snprintf(refused, n_refused, "%s", e.message);
