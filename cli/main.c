@@ -752,9 +752,7 @@ static int cmd_plan(int argc, char **argv)
         else if (s != DNNMEM_OK)
             rc = fail(s, &err);
         else {
-            if (cl.gpu && !cl.json)
-                printf("device       %s\n", cl.gpu);
-            rc = write_done(cl.json ? dnnmem_report_plan_json(p, stdout) : dnnmem_report_plan_text(p, stdout));
+            rc = write_done(cl.json ? dnnmem_report_plan_json(p, m, stdout) : dnnmem_report_plan_text(p, m, stdout));
             if (rc == EXIT_OK && !p->n_rows)
                 rc = EXIT_DOES_NOT_FIT;
         }

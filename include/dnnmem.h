@@ -1149,6 +1149,7 @@ struct dnnmem_plan {
     int max_steps;
     bool truncated;              /* max_steps ran out before every candidate */
     const char *first_refusal;   /* "" when none */
+    const char *device_label;    /* cfg->device_label ("H100-80GB"), or "" */
 };
 
 /* Plan `m` under `cfg` and `po`. On success *out is the caller's
@@ -1159,10 +1160,10 @@ enum dnnmem_status dnnmem_plan(const dnnmem_model *m, const struct dnnmem_config
                                const struct dnnmem_plan_options *po, struct dnnmem_plan **out,
                                struct dnnmem_error *err);
 void dnnmem_plan_free(struct dnnmem_plan *p); /* accepts NULL */
-/* The plan as a table, or as one JSON object (schema "dnnmem.plan/1",
+/* The plan of `m` as a table, or as one JSON object (schema "dnnmem.plan/1",
  * docs/schema/plan.schema.json). 0, or -1 on a write error. */
-int dnnmem_report_plan_text(const struct dnnmem_plan *p, FILE *f);
-int dnnmem_report_plan_json(const struct dnnmem_plan *p, FILE *f);
+int dnnmem_report_plan_text(const struct dnnmem_plan *p, const dnnmem_model *m, FILE *f);
+int dnnmem_report_plan_json(const struct dnnmem_plan *p, const dnnmem_model *m, FILE *f);
 
 /* Write a result for people (IEC units) or as one JSON object (integer
  * bytes, schema "dnnmem.estimate/1"). Return 0, or -1 on a write error. */

@@ -413,7 +413,15 @@ void dnnmem_plan_free(struct dnnmem_plan *p)
         free((char *)p->rows[k].options);
     free(p->rows);
     free((char *)p->first_refusal);
+    free((char *)p->device_label);
     free(p);
+}
+
+static char *dup_str(const char *src)
+{
+    size_t len = strlen(src) + 1;
+    char *s = malloc(len);
+    return s ? memcpy(s, src, len) : NULL;
 }
 
 /* The constraints no world size met: which. */
@@ -477,10 +485,9 @@ enum dnnmem_status dnnmem_plan(const dnnmem_model *m, const struct dnnmem_config
         s = first.status;
     }
     if (s == DNNMEM_OK) {
-        size_t len = strlen(refused) + 1;
-        char *copy = malloc(len);
-        p->first_refusal = copy ? memcpy(copy, refused, len) : NULL;
-        if (!copy)
+        p->first_refusal = dup_str(refused);
+        p->device_label = dup_str(cfg->device_label ? cfg->device_label : "");
+        if (!p->first_refusal || !p->device_label)
             s = dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
     }
     if (s != DNNMEM_OK) {
@@ -505,9 +512,14 @@ static const char *engine_name(const struct dnnmem_plan_row *r, char *buf, size_
     return buf;
 }
 
-int dnnmem_report_plan_text(const struct dnnmem_plan *p, FILE *f)
+int dnnmem_report_plan_text(const struct dnnmem_plan *p, const dnnmem_model *m, FILE *f)
 {
     double gib = 1024.0 * 1024.0 * 1024.0;
+    struct dnnmem_model_info info;
+    dnnmem_model_get_info(m, &info);
+    fprintf(f, "model        %s\n", info.path);
+    if (*p->device_label)
+        fprintf(f, "device       %s\n", p->device_label);
     fprintf(f, "plan         %s%d GPUs of %.2f GiB; %zu configurations formed, %zu estimated "
             "(%zu refused, %zu over), %zu skipped (a TP size refused)%s\n",
             p->fewest_gpus ? "the fewest of 1 to " : "", p->gpus_searched,
@@ -536,8 +548,10 @@ int dnnmem_report_plan_text(const struct dnnmem_plan *p, FILE *f)
     return ferror(f) ? -1 : 0;
 }
 
-int dnnmem_report_plan_json(const struct dnnmem_plan *p, FILE *f)
+int dnnmem_report_plan_json(const struct dnnmem_plan *p, const dnnmem_model *m, FILE *f)
 {
+    struct dnnmem_model_info info;
+    dnnmem_model_get_info(m, &info);
     json_t *rows = json_array();
     for (size_t k = 0; k < p->n_rows; k++) {
         const struct dnnmem_plan_row *r = &p->rows[k];
@@ -558,8 +572,9 @@ int dnnmem_report_plan_json(const struct dnnmem_plan *p, FILE *f)
                             (json_int_t)r->margin_bytes));
     }
     json_t *root = json_pack(
-        "{s:s, s:I, s:i, s:b, s:i, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:s, s:o}", "schema",
-        "dnnmem.plan/1", "capacity_bytes", (json_int_t)p->capacity_bytes, "gpus_searched",
+        "{s:s, s:s, s:s, s:s, s:I, s:i, s:b, s:i, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:s, s:o}",
+        "schema", "dnnmem.plan/1", "tool_version", DNNMEM_VERSION, "model", info.path, "device",
+        p->device_label, "capacity_bytes", (json_int_t)p->capacity_bytes, "gpus_searched",
         p->gpus_searched, "fewest_gpus", p->fewest_gpus, "gpus", p->gpus, "global_batch",
         p->global_batch ? json_integer((json_int_t)p->global_batch) : json_null(), "max_steps",
         (json_int_t)p->max_steps, "candidates", (json_int_t)p->n_candidates, "estimated",
