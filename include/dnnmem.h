@@ -1125,6 +1125,7 @@ struct dnnmem_plan_row {
                                     with offloaded parameters): docs/parallel.md "plan" */
     const char *options;         /* the CLI options that select it, for dnnmem estimate */
     uint64_t total_bytes, peak_allocated;
+    uint64_t category_bytes[DNNMEM_CAT_COUNT]; /* at its allocated peak, as the result's */
     int rank;                    /* the rank estimated (the most loaded) */
     enum dnnmem_verdict verdict; /* fits or tight */
     int64_t margin_bytes;

@@ -278,6 +278,7 @@ static enum dnnmem_status keep_row(const struct job *j, const struct cand *c,
         .global_batch = c->per_rank * c->dp, .tier = c->engine, .options = cand_options(j, c),
         .total_bytes = r->total_bytes, .peak_allocated = r->peak_allocated, .rank = r->rank,
         .verdict = r->verdict, .margin_bytes = r->margin_bytes};
+    memcpy(row->category_bytes, r->category_bytes, sizeof row->category_bytes);
     if (!row->options)
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
     p->n_rows++;

@@ -200,6 +200,48 @@ static void test_plan_global_batch(void **state)
     dnnmem_model_free(m);
 }
 
+/* Adam's state per rank, by hand, in each row at 4 GPUs (the bytes at the
+ * peak, the rows' category_bytes): one process, DDP and FSDP no-shard keep
+ * exp_avg and exp_avg_sq of the whole parameters (2 x 106,496 B) and
+ * torch.optim.Adam's 0-dim float32 `step` per parameter (2 x 4 B); FSDP
+ * full and shard-grad-op the same of each parameter's dim-0 chunk (W1 4 of
+ * 16 rows, 16,384 B; W2 256 of 1024, 10,240 B: 2 x 26,624 + 8 B); ZeRO-1 and
+ * 2 the fp32 master copy and both states of a 6,656-element partition of
+ * the flat group (3 x 26,624 B: test-parallel.c's test_zero); ZeRO-3 at
+ * DeepSpeed's default stage3_param_persistence_threshold (1e5 elements)
+ * keeps both parameters (16,384 and 10,240 elements) whole, so the whole
+ * group's 3 x 106,496 B; with the optimizer offloaded, none on the device. */
+static void test_plan_zero_state(void **state)
+{
+    (void)state;
+    dnnmem_model *m = mlp();
+    struct dnnmem_plan_options po;
+    dnnmem_plan_options_init(&po);
+    po.gpus = 4;
+    struct dnnmem_config c = cfg_of((int64_t)1 << 40);
+    struct dnnmem_plan *p = plan_of(m, &c, &po);
+    assert_int_equal(p->n_rows, 36);
+    size_t seen = 0;
+    for (size_t k = 0; k < p->n_rows; k++) {
+        const struct dnnmem_plan_row *r = &p->rows[k];
+        if (r->tp > 1)
+            continue;
+        bool chunked = r->fsdp == DNNMEM_FSDP_FULL || r->fsdp == DNNMEM_FSDP_SHARD_GRAD_OP;
+        uint64_t want = r->offload     ? 0
+                        : r->zero == 3 ? 3 * 106496
+                        : r->zero      ? 3 * 26624
+                        : chunked      ? 2 * 26624 + 8
+                                       : 2 * 106496 + 8;
+        if (r->category_bytes[DNNMEM_CAT_OPTIMIZER] != want)
+            fail_msg("%s: optimizer state %llu B, want %llu", r->options,
+                     (unsigned long long)r->category_bytes[DNNMEM_CAT_OPTIMIZER], (unsigned long long)want);
+        seen++;
+    }
+    assert_int_equal(seen, 30);
+    dnnmem_plan_free(p);
+    dnnmem_model_free(m);
+}
+
 static void expect_plan_error(const dnnmem_model *m, const struct dnnmem_config *c,
                               const struct dnnmem_plan_options *po, enum dnnmem_status want,
                               const char *needle)
@@ -244,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_plan_ddp_edge),
         cmocka_unit_test(test_plan_fewest),
         cmocka_unit_test(test_plan_global_batch),
+        cmocka_unit_test(test_plan_zero_state),
         cmocka_unit_test(test_plan_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
