@@ -60,7 +60,7 @@ LIB_SRC := src/util/arena.c src/util/error.c src/util/json.c \
            src/alloc/heap.c \
            src/report/result.c src/report/text.c src/report/json.c src/report/decide.c \
            src/report/gpus.c src/report/html.c src/report/modules.c src/report/advise.c \
-           src/report/blocks.c \
+           src/report/blocks.c src/report/plan.c \
            src/api.c
 LIB_SRC += src/options.c
 # dnnmem_estimate's stages (src/estimate/estimate.h), in order

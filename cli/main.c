@@ -3,7 +3,8 @@
  *
  * Exit codes: 0 ok; 2 usage error (bad flag, unbound dim); 3 model error
  * (unreadable, corrupt, invalid, inconsistent shapes); 4 unsupported op or
- * feature; 5 internal error or out of host memory.
+ * feature; 5 internal error or out of host memory; 6 beyond a resource
+ * budget; 7 plan: constraints no configuration meets.
  */
 #define _GNU_SOURCE
 #include "dnnmem.h"
@@ -24,7 +25,8 @@ enum {
     EXIT_MODEL = 3,
     EXIT_UNSUPPORTED = 4,
     EXIT_INTERNAL = 5,
-    EXIT_LIMIT = 6
+    EXIT_LIMIT = 6,
+    EXIT_CONSTRAINT = 7
 };
 
 static int exit_code(enum dnnmem_status s)
@@ -33,6 +35,7 @@ static int exit_code(enum dnnmem_status s)
     case DNNMEM_OK: return EXIT_OK;
     case DNNMEM_E_USAGE:
     case DNNMEM_E_UNBOUND: return EXIT_USAGE;
+    case DNNMEM_E_CONSTRAINT: return EXIT_CONSTRAINT;
     case DNNMEM_E_IO:
     case DNNMEM_E_PARSE:
     case DNNMEM_E_MODEL:
@@ -54,6 +57,7 @@ static const char usage_head[] =
     "       dnnmem max-seq-len MODEL --gpu G [options]  the largest sequence length that fits\n"
     "       dnnmem compare MODEL_A MODEL_B [options]   two models side by side\n"
     "       dnnmem compare MODEL [options] --with \"OPTIONS\"  two configurations\n"
+    "       dnnmem plan MODEL --gpu G --gpus K [options]  the parallel configurations that fit\n"
     "       dnnmem gpus                                 the GPU catalogue\n"
     "       dnnmem --help | --version\n"
     "\n"
@@ -70,7 +74,8 @@ static const char usage_tail[] =
     "error (bad flag, unbound dim), 3 model error\n"
     "(unreadable, corrupt or invalid file, inconsistent shapes), 4 unsupported op\n"
     "or feature, 5 internal error, 6 the file is beyond a resource budget (--max-nodes,\n"
-    "or its size).\n"
+    "or its size), 7 plan: constraints no configuration meets (--global-batch that no\n"
+    "data-parallel size divides). plan: 0 some configuration fits, 1 none does.\n"
     "\n"
     "Examples:\n"
     "  dnnmem estimate resnet50.onnx --batch-size 64\n"
@@ -79,6 +84,7 @@ static const char usage_tail[] =
     "  dnnmem max-batch resnet50.onnx --mode train --precision amp-bf16 --gpu L4\n"
     "  dnnmem estimate bert.onnx -b 8,16,32 -s 128,512 --mode train --csv\n"
     "  dnnmem compare resnet50.onnx -b 64 --mode train --with \"--precision amp-bf16\"\n"
+    "  dnnmem plan llama.json --mode train -s 4096 --gpu H100-80GB --gpus 8 --global-batch 64\n"
     "  dnnmem estimate bert.onnx --batch-size 8 --seq-len 512 --json\n"
     "  dnnmem estimate gpt2.onnx --dim batch_size=1 --dim past_sequence_length=1024 --seq-len 1\n";
 
@@ -115,6 +121,7 @@ struct cli {
     const char *command;           /* the command line, for --report's page */
     bool page_modules;             /* the module table is for --report's page only */
     int64_t limit;                 /* max-*: --limit */
+    struct dnnmem_plan_options plan; /* plan: --global-batch, --fewest-gpus, --max-steps */
     struct dnnmem_load_options load; /* --max-nodes */
     const char *model;
 };
@@ -141,6 +148,28 @@ static int act_limit(struct cli *cl, const char *v) { return positive("limit", v
 static int act_max_nodes(struct cli *cl, const char *v)
 {
     return positive("max-nodes", v, &cl->load.max_nodes);
+}
+
+static int act_global_batch(struct cli *cl, const char *v)
+{
+    return positive("global-batch", v, &cl->plan.global_batch);
+}
+
+static int act_max_steps(struct cli *cl, const char *v)
+{
+    int64_t n = 0;
+    int rc = positive("max-steps", v, &n);
+    if (rc < 0 && n > DNNMEM_PLAN_MAX_STEPS)
+        return usage_error("--max-steps %s: at most %d", v, DNNMEM_PLAN_MAX_STEPS);
+    cl->plan.max_steps = (int)n;
+    return rc;
+}
+
+static int act_fewest_gpus(struct cli *cl, const char *v)
+{
+    (void)v;
+    cl->plan.fewest_gpus = true;
+    return -1;
 }
 
 static int act_dim_name(struct cli *cl, const char *v)
@@ -315,6 +344,7 @@ static int parse_cli(int argc, char **argv, struct cli *cl)
     memset(cl, 0, sizeof *cl);
     dnnmem_config_init(&cl->cfg);
     dnnmem_load_options_init(&cl->load);
+    dnnmem_plan_options_init(&cl->plan);
     cl->store = dnnmem_options_new();
     if (!cl->store || build_getopt(&t)) {
         fprintf(stderr, "dnnmem: out of memory\n");
@@ -700,6 +730,39 @@ static int cmd_compare(int argc, char **argv)
     return rc;
 }
 
+/* plan: the configurations that fit, ranked; 1 when none does. */
+static int cmd_plan(int argc, char **argv)
+{
+    struct cli cl;
+    int rc = parse_cli(argc, argv, &cl);
+    if (rc < 0 && cl.csv)
+        rc = usage_error("%s", "plan: --csv: not a plan's output (--json is)");
+    if (rc < 0 && cl.cfg.par.gpus < 1)
+        rc = usage_error("%s", "plan: give the GPUs with --gpus N");
+    if (rc < 0) {
+        cl.plan.gpus = cl.cfg.par.gpus;
+        struct dnnmem_error err;
+        dnnmem_model *m = NULL;
+        struct dnnmem_plan *p = NULL;
+        enum dnnmem_status s = dnnmem_model_load_opts(cl.model, &cl.load, &m, &err);
+        if (s == DNNMEM_OK)
+            s = dnnmem_plan(m, &cl.cfg, &cl.plan, &p, &err);
+        if (s == DNNMEM_E_USAGE)
+            rc = usage_error("%s", err.message);
+        else if (s != DNNMEM_OK)
+            rc = fail(s, &err);
+        else {
+            rc = write_done(cl.json ? dnnmem_report_plan_json(p, m, stdout) : dnnmem_report_plan_text(p, m, stdout));
+            if (rc == EXIT_OK && !p->n_rows)
+                rc = EXIT_DOES_NOT_FIT;
+        }
+        dnnmem_plan_free(p);
+        dnnmem_model_free(m);
+    }
+    dnnmem_options_free(cl.store);
+    return rc;
+}
+
 /* The GPU catalogue. */
 static int cmd_gpus(int argc, char **argv)
 {
@@ -737,6 +800,8 @@ int main(int argc, char **argv)
         return cmd_gpus(argc - 1, argv + 1);
     if (strcmp(cmd, "compare") == 0)
         return cmd_compare(argc - 1, argv + 1);
-    return usage_error("%s: unknown command (try 'estimate', 'max-batch', 'max-seq-len', 'gpus')",
+    if (strcmp(cmd, "plan") == 0)
+        return cmd_plan(argc - 1, argv + 1);
+    return usage_error("%s: unknown command (try 'estimate', 'max-batch', 'max-seq-len', 'plan', 'gpus')",
                        cmd);
 }

@@ -67,6 +67,8 @@ extern "C" {
 enum dnnmem_status {
     DNNMEM_OK = 0,
     DNNMEM_E_USAGE = 10,       /* a bad argument or configuration value */
+    DNNMEM_E_CONSTRAINT = 11,  /* dnnmem_plan: constraints no configuration can meet
+                                  (a global batch no data-parallel size divides) */
     DNNMEM_E_IO = 20,          /* the model file cannot be opened or read */
     DNNMEM_E_PARSE = 30,       /* the file is not a well-formed model (corrupt, truncated) */
     DNNMEM_E_MODEL = 31,       /* well-formed, but invalid: dangling input, cycle, duplicate name */
@@ -753,7 +755,8 @@ enum {
     DNNMEM_CMD_MAX_BATCH = 2,
     DNNMEM_CMD_MAX_SEQ_LEN = 4,
     DNNMEM_CMD_COMPARE = 8,
-    DNNMEM_CMD_ALL = 15
+    DNNMEM_CMD_PLAN = 16,
+    DNNMEM_CMD_ALL = 31
 };
 
 /* One option (static storage). */
@@ -1091,6 +1094,86 @@ enum dnnmem_status dnnmem_max_dim(const dnnmem_model *m, const struct dnnmem_con
                                   const char *dim, int64_t limit, int64_t *value,
                                   struct dnnmem_result **at, struct dnnmem_result **next,
                                   struct dnnmem_error *err);
+
+/* ----------------------------------------------------------------------------
+ * Plans: the parallel configurations that fit (dnnmem plan; docs/parallel.md)
+ *
+ * dnnmem_plan enumerates, for a training job (cfg: mode TRAIN, a capacity,
+ * no parallel options of its own), the ways to run it on `gpus` GPUs: the
+ * data-parallel engine (DDP, ZeRO 1-3 with offload, FSDP's modes), TP x PP x
+ * DP (TP and PP with DDP, as the engine models them), the micro-batch and
+ * gradient accumulation (or pipeline micro-batches) that make the global
+ * batch, and activation checkpointing of the model's repeated blocks off or
+ * on. Each is estimated in full per rank by dnnmem_estimate, cheapest first
+ * in the engines' order (docs/parallel.md "plan"), until max_steps
+ * estimates; those that fit (verdict fits or tight) are kept in that order.
+ */
+#define DNNMEM_PLAN_MAX_STEPS 1000   /* the most estimates one plan may run */
+#define DNNMEM_PLAN_STEPS_DEFAULT 500
+struct dnnmem_plan_options {
+    int gpus;             /* GPUs available, >= 1 */
+    int64_t global_batch; /* samples per optimizer step; 0: cfg->batch_size per
+                             data-parallel rank (the global batch grows with DP) */
+    bool fewest_gpus;     /* search 1..gpus GPUs, keep the fewest any configuration fits */
+    int max_steps;        /* estimates at most, 1..DNNMEM_PLAN_MAX_STEPS; 0: the default */
+};
+void dnnmem_plan_options_init(struct dnnmem_plan_options *po);
+
+/* One configuration and its estimate (the most loaded rank's). */
+struct dnnmem_plan_row {
+    int gpus, dp, tp, pp;
+    int zero;                    /* DeepSpeed ZeRO stage, 0: none */
+    enum dnnmem_fsdp fsdp;
+    enum dnnmem_offload offload;
+    bool checkpoint;             /* the repeated blocks checkpointed */
+    int64_t micro_batch;         /* samples per forward on one data-parallel rank */
+    int grad_accum;              /* micro-steps per optimizer step (1 under PP) */
+    int micro_batches;           /* pp > 1: the pipeline's micro-batches; else 1 */
+    int64_t global_batch;        /* micro_batch x steps x dp */
+    int tier;                    /* the engine's place in the order, 0 (DDP) to 10 (ZeRO-3
+                                    with offloaded parameters): docs/parallel.md "plan" */
+    const char *options;         /* the CLI options that select it, for dnnmem estimate */
+    uint64_t total_bytes, peak_allocated;
+    uint64_t category_bytes[DNNMEM_CAT_COUNT]; /* at its allocated peak, as the result's */
+    int rank;                    /* the rank estimated (the most loaded) */
+    enum dnnmem_verdict verdict; /* fits or tight */
+    int64_t margin_bytes;
+};
+
+/* A plan: owns every row and string reachable from it (dnnmem_plan_free). */
+struct dnnmem_plan {
+    struct dnnmem_plan_row *rows; /* the configurations that fit, in the order */
+    size_t n_rows;
+    int gpus;                    /* the world size of the rows: po->gpus, or with
+                                    fewest_gpus the fewest that fit (0: none fits) */
+    int gpus_searched;           /* po->gpus */
+    bool fewest_gpus;
+    int64_t global_batch;        /* po->global_batch (0: from cfg->batch_size) */
+    uint64_t capacity_bytes;
+    size_t n_candidates;         /* configurations formed for the world sizes searched */
+    size_t n_estimated;          /* estimates run (<= max_steps) */
+    size_t n_refused;            /* of them, refused by the engine (not modelled, or a
+                                    dim that does not divide): first_refusal says why */
+    size_t n_over;               /* of them, estimated and not fitting */
+    size_t n_skipped;            /* not estimated: their TP size was refused once */
+    int max_steps;
+    bool truncated;              /* max_steps ran out before every candidate */
+    const char *first_refusal;   /* "" when none */
+    const char *device_label;    /* cfg->device_label ("H100-80GB"), or "" */
+};
+
+/* Plan `m` under `cfg` and `po`. On success *out is the caller's
+ * (dnnmem_plan_free), possibly with no rows (none fits). Bad options:
+ * DNNMEM_E_USAGE; constraints no configuration meets: DNNMEM_E_CONSTRAINT;
+ * an error of every estimate, or one not about the configuration, passed on. */
+enum dnnmem_status dnnmem_plan(const dnnmem_model *m, const struct dnnmem_config *cfg,
+                               const struct dnnmem_plan_options *po, struct dnnmem_plan **out,
+                               struct dnnmem_error *err);
+void dnnmem_plan_free(struct dnnmem_plan *p); /* accepts NULL */
+/* The plan of `m` as a table, or as one JSON object (schema "dnnmem.plan/1",
+ * docs/schema/plan.schema.json). 0, or -1 on a write error. */
+int dnnmem_report_plan_text(const struct dnnmem_plan *p, const dnnmem_model *m, FILE *f);
+int dnnmem_report_plan_json(const struct dnnmem_plan *p, const dnnmem_model *m, FILE *f);
 
 /* Write a result for people (IEC units) or as one JSON object (integer
  * bytes, schema "dnnmem.estimate/1"). Return 0, or -1 on a write error. */

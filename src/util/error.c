@@ -9,6 +9,7 @@ const char *dnnmem_status_name(enum dnnmem_status s)
     switch (s) {
     case DNNMEM_OK: return "ok";
     case DNNMEM_E_USAGE: return "usage error";
+    case DNNMEM_E_CONSTRAINT: return "impossible constraints";
     case DNNMEM_E_IO: return "I/O error";
     case DNNMEM_E_PARSE: return "parse error";
     case DNNMEM_E_MODEL: return "invalid model";

@@ -1200,6 +1200,9 @@ expect 2 "--zero 4: expected 0, 1, 2 or 3" -- estimate $L --mode train --zero 4
 expect 2 "--fsdp half: expected none, full, shard-grad-op, hybrid or no-shard" -- estimate $L --mode train --fsdp half
 expect 2 "--rank 5: outside the world of 2 ranks" -- estimate $L --mode train --gpus 2 --rank 5
 expect 4 "a captured step is one process's" -- estimate $M/capture/tiny-train.dnnmem --gpus 2
+# dnnmem plan (docs/parallel.md "plan"): its JSON against docs/schema/plan.schema.json,
+# its rows against dnnmem estimate, its errors and exit codes
+if "$PY" tests/cli/plan_check.py "$D"; then pass=$((pass + 1)); else echo "FAIL: tests/cli/plan_check.py"; fail=$((fail + 1)); fi
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
