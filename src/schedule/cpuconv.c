@@ -353,9 +353,12 @@ static void onednn_forward_nchw(const struct cc *b, const struct onednn_conv *c,
  * blocked too (16 in channels); its backward-weights reads the source as it
  * is. gemm_convolution and depthwise kernels over 3x3 (whose
  * backward-weights takes a scratchpad instead) keep the 1.13 rule. */
+static bool onednn_113_avx2(const struct cc *b);
+
 static bool onednn_bwd_phased(const struct cc *b, struct onednn_conv *c)
 {
-    return b->run->torch_version >= 200 && !b->run->cuda && cpu_conv_uses_onednn(b) &&
+    return (b->run->torch_version >= 200 || onednn_113_avx2(b)) && !b->run->cuda &&
+           cpu_conv_uses_onednn(b) &&
            onednn_conv_of(b, c) && !b->cv->chlast && c->kernel != ONEDNN_GEMM &&
            !(c->kernel == ONEDNN_DEPTHWISE && !c->small_kernel);
 }
@@ -569,6 +572,111 @@ static void onednn_strided_backward_data(const struct cc *b, const struct onednn
     drop(b, gy);
 }
 
+/* PyTorch 1.13 (its bundled oneDNN 2.6.3, third_party/ideep/mkl-dnn at
+ * v1.13.1) on AVX2: the NCHW backward runs 2.x's two passes
+ * (onednn_bwd_phased: backward_data with grad_output and the weight
+ * reordered, then backward_weights with grad_output and the source
+ * reordered again), except that a strided conv's backward-data stays on the
+ * blocked kernel (no nhwc copies) and the backward-weights pass ends as
+ * onednn_weight_grad_113 says. Measured, 1.13.0 (Debian's python3-torch),
+ * one thread, the profiler's events of y.backward(gy) on an NCHW input:
+ * 64 -> 64 5x5 on [1,64,8,8]: +16384 gy' +409600 w' +16384 gx' -409600
+ * -16384, +16384 gx -16384, +16384 gy' +16384 x' +409600 dw' +256 db' -16384
+ * -16384, +256 gb +409600 gw -409600 -256; 5x5 at stride 2 on
+ * [1,16,8,8] -> 24: +1536 +38400 +4096 -38400 -1536 +4096 -4096 +1536
+ * +4096 +38400 +96 ...; 3 -> 16 3x3 (the first-convolution kernel), a 2x2
+ * grouped and a 3x3 depthwise conv alike (test-cpu.c test_onednn_bwd_113). */
+static bool onednn_113_avx2(const struct cc *b)
+{
+    return b->run->torch_version >= 113 && b->run->torch_version < 200 &&
+           b->run->cpu_isa == DNNMEM_CPU_ISA_AVX2;
+}
+
+/* Whether 1.13's AVX2 backward-weights of an ungrouped conv falls back to
+ * gemm_convolution_bwd_weights: jit_avx2_conv_bwd_weights_kernel_f32::
+ * init_conf (oneDNN 2.6.3, src/cpu/x64/jit_avx2_conv_kernel_f32.cpp)
+ * refuses kw >= 14 and kh > ih ([bwd_w:r2]; measured: 5x5 on 4x4 and 4x8
+ * the gemm, on 8x4 and 8x8 the JIT kernel; 7x7 on 4x4 and 6x6 the gemm). */
+static bool onednn_gemm_weight_grad_113(const struct cc *b, const struct onednn_conv *c)
+{
+    const struct dm_tinfo *w = &b->cv->w;
+    return onednn_113_avx2(b) && (c->kernel == ONEDNN_BLOCKED || c->kernel == ONEDNN_FIRST) &&
+           w->rank == 4 && (c->kh_over_ih || w->dims[3] >= 14);
+}
+
+static int64_t add(int64_t a, int64_t c)
+{
+    int64_t r;
+    return a >= 0 && c >= 0 && dm_add_ok(a, c, &r) ? r : -1;
+}
+
+/* gemm_convolution_bwd_weights' scratchpad in oneDNN 2.6.3
+ * (src/cpu/gemm_convolution_utils.cpp, init_conf, the !is_nspc bwd_w
+ * branch): key_conv_wei_reduction, book<float>(nthr * weights_d.size()),
+ * that is 4 * nthr * |W| bytes (size() is the weight's bytes, booked as
+ * floats), and key_conv_gemm_col, nthr * IC/g * kh * kw * OH * OW floats,
+ * each entry + 128 B (scratch_entry); nthr the threads when outer threading
+ * is on (OH * OW / T < 256, a batch over 1, the estimate below the limit),
+ * else 1. Past the limit min(1 GiB, 15 T (|x| + |W| + |y|)) the columns
+ * shrink to os_block = max(8, 0.05 * what fits) output pixels. Measured,
+ * 1.13.0, 64 -> 32 5x5 on [1,64,4,4]: 921856 = 4 x 204800 + 4 x 64 x 25 x
+ * 16 + 256; [2,64,4,4] on 2 threads 1843456, on 4 3686656, [1,..] on 2
+ * 921856; 16 -> 24 7x7 on 6x6: 414208. -1 when a step overflows. */
+static int64_t onednn_gemm_scratch_113(const struct cc *b, const struct onednn_conv *c)
+{
+    int64_t t = cpu_threads(b), icg = c->c / c->g;
+    int64_t wb = mul(4, mul3(c->oc, icg, c->k)), per_os = mul(icg, c->k);
+    int64_t sizes = add(add(mul(4, mul3(c->n, c->c, c->hw)), wb), mul(4, mul3(c->n, c->oc, c->ohw)));
+    int64_t limit = mul(mul(15, t), sizes);
+    if (wb < 0 || per_os < 0 || limit < 0)
+        return -1;
+    if (limit > (int64_t)1 << 30)
+        limit = (int64_t)1 << 30;
+    int64_t estimate = add(mul(mul(4, t), wb), mul(mul(4, t), mul(per_os, 8)));
+    bool outer = estimate >= 0 && estimate < limit && c->ohw / t < 256 && (c->n != 1 || c->g > 2);
+    int64_t nthr = outer ? t : 1;
+    int64_t reduction = add(mul(mul(4, nthr), wb), 128);
+    int64_t cols = mul(mul(4, nthr), mul(per_os, c->ohw));
+    if (reduction < 0 || cols < 0)
+        return -1;
+    if (limit - reduction < cols) {
+        int64_t fit = limit > reduction ? (limit - reduction) / mul(mul(4, nthr), per_os) : 0;
+        int64_t os_block = (int64_t)((double)fit * 0.05);
+        cols = mul(mul(4, nthr), mul(per_os, os_block > 8 ? os_block : 8));
+    }
+    return add(reduction, add(cols, 128));
+}
+
+/* 1.13's backward-weights pass on AVX2, once grad_output is reordered (gy;
+ * -1 when the gemm fallback reads it as it is): the source reordered, the
+ * blocked diff_weights, a transient scratchpad, the diff_bias of the out
+ * channels unpadded; the scratchpad is the gemm fallback's
+ * (onednn_gemm_scratch_113; no reorders, a diff_weights of the weight's own
+ * size) or, for a bias whose channels are not whole blocks, the padded bias
+ * (scratch_entry). Measured, 1.13.0, 12 -> 20 3x3 with a bias on
+ * [2,12,16,16]: +49152 gy' +32768 x' +13824 dw' +224 (24 x 4 + 128) +80 db'
+ * -224 -32768 -49152, +80 gb +8640 gw -13824 -80; 64 -> 32 5x5 on
+ * [1,64,4,4]: +204800 dw' +921856 +128 db' -921856, +128 +204800 -204800
+ * -128. */
+static void onednn_weight_grad_113(const struct cc *b, const struct onednn_conv *c,
+                                   struct dm_ws *ws, int32_t gy, int64_t src, int64_t wei)
+{
+    bool gemm = onednn_gemm_weight_grad_113(b, c);
+    int32_t xr = src && !gemm ? tmp(b, DM_FLOAT, src, "onednn_input") : -1;
+    ws->buf[1] = tmp(b, DM_FLOAT, gemm ? mul3(c->oc, c->c / c->g, c->k) : wei,
+                     "onednn_diff_weights");
+    bool bias_tail = c->bias && c->oc % c->block &&
+                     (c->kernel == ONEDNN_BLOCKED || c->kernel == ONEDNN_FIRST);
+    int64_t scratch = gemm ? onednn_gemm_scratch_113(b, c)
+                      : bias_tail ? scratch_entry(pad_block(c, c->oc)) : 0;
+    int32_t sp = scratch ? tmp(b, DM_UINT8, scratch, "onednn_scratchpad (backward weights)") : -1;
+    if (c->bias)
+        ws->buf[2] = tmp(b, DM_FLOAT, c->oc, "onednn_diff_bias");
+    drop(b, sp);
+    drop(b, xr);
+    drop(b, gy);
+}
+
 /* Slow3d's backward makes grad_input through fgrad_input, a columns-sized
  * buffer {N, C*kd*kh*kw, OD*OH*OW} (col2vol's source; a 1x1x1 kernel's too),
  * made once grad_input is and freed before the bias's and the weight's grads
@@ -596,7 +704,7 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
         slow3d_grad_input_columns(b);
     if (k > 1 || onednn_brgemm_bwd(b, k, ws, after) || !onednn_bwd_phased(b, &c))
         return;
-    if (k == 0 && c.strided && c.kernel == ONEDNN_BLOCKED) {
+    if (k == 0 && c.strided && c.kernel == ONEDNN_BLOCKED && b->run->torch_version >= 200) {
         onednn_strided_backward_data(b, &c, ws, after);
         return;
     }
@@ -609,13 +717,17 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
         }
         return;
     }
-    int32_t gy = tmp(b, DM_FLOAT, dst, "onednn_grad_output");
+    int32_t gy = k == 1 && onednn_gemm_weight_grad_113(b, &c)
+                     ? -1 : tmp(b, DM_FLOAT, dst, "onednn_grad_output");
     if (k == 0) {
         int64_t w_bd = c.kernel == ONEDNN_FIRST ? mul3(pad_block(&c, c.oc), pad_block(&c, c.c), c.k) : wei;
         int64_t gx = c.kernel == ONEDNN_GROUPED ? src : mul3(c.n, pad_block(&c, c.c), c.hw);
         int32_t wr = tmp(b, DM_FLOAT, w_bd, "onednn_weight");
         ws->buf[0] = tmp(b, DM_FLOAT, gx, "onednn_grad_input");
         drop(b, wr);
+    } else if (onednn_113_avx2(b)) {
+        onednn_weight_grad_113(b, &c, ws, gy, src, wei);
+        return;
     } else {
         int32_t xr = src ? tmp(b, DM_FLOAT, src, "onednn_input") : -1;
         ws->buf[1] = tmp(b, DM_FLOAT, wei, "onednn_diff_weights");
@@ -662,6 +774,8 @@ static void onednn_workspace(const struct cc *b, bool backward,
         if (onednn_bwd_phased(b, &c))
             return; /* cpu_conv_grad */
     }
+    if (backward && onednn_113_avx2(b) && onednn_bwd_phased(b, &c))
+        return; /* cpu_conv_grad */
     if (b->run->torch_version < 200 && !backward && b->cv->chlast) {
         onednn_channels_last_113(b, ws);
         return;
