@@ -596,12 +596,19 @@ static bool onednn_113_avx2(const struct cc *b)
  * gemm_convolution_bwd_weights: jit_avx2_conv_bwd_weights_kernel_f32::
  * init_conf (oneDNN 2.6.3, src/cpu/x64/jit_avx2_conv_kernel_f32.cpp)
  * refuses kw >= 14 and kh > ih ([bwd_w:r2]; measured: 5x5 on 4x4 and 4x8
- * the gemm, on 8x4 and 8x8 the JIT kernel; 7x7 on 4x4 and 6x6 the gemm). */
+ * the gemm, on 8x4 and 8x8 the JIT kernel; 7x7 on 4x4 and 6x6 the gemm),
+ * and for a 3-D conv kd > id and any padding in depth (boundaries_ok:
+ * f_pad == 0 && back_pad == 0; measured: 3x3x3 64 -> 64, padding 1, on
+ * [2,64,8,16,16] and [2,64,2,4,4], the gemm). */
 static bool onednn_gemm_weight_grad_113(const struct cc *b, const struct onednn_conv *c)
 {
-    const struct dm_tinfo *w = &b->cv->w;
-    return onednn_113_avx2(b) && (c->kernel == ONEDNN_BLOCKED || c->kernel == ONEDNN_FIRST) &&
-           w->rank == 4 && (c->kh_over_ih || w->dims[3] >= 14);
+    const struct dm_tinfo *w = &b->cv->w, *x = &b->cv->x;
+    if (!onednn_113_avx2(b) || (c->kernel != ONEDNN_BLOCKED && c->kernel != ONEDNN_FIRST))
+        return false;
+    if (w->rank == 5 && x->rank == 5)
+        return b->cv->depth_padded || w->dims[2] > x->dims[2] || w->dims[3] > x->dims[3] ||
+               w->dims[4] >= 14;
+    return w->rank == 4 && (c->kh_over_ih || w->dims[3] >= 14);
 }
 
 static int64_t add(int64_t a, int64_t c)
@@ -614,7 +621,9 @@ static int64_t add(int64_t a, int64_t c)
  * (src/cpu/gemm_convolution_utils.cpp, init_conf, the bwd_w branches):
  * key_conv_wei_reduction, book<float>(nthr * weights_d.size()), that is
  * 4 * nthr * |W| bytes (size() is the weight's bytes, booked as floats),
- * and key_conv_gemm_col, nthr * IC/g * kh * kw * OH * OW floats; on an nhwc
+ * and key_conv_gemm_col, nthr * IC/g * kd * kh * kw * OH * OW floats (a 3-D
+ * conv's one depth slice: 3x3x3 64 -> 64 on [2,64,8,16,16], 3539200 =
+ * 4 x 442368 + 4 x 64 x 27 x 256 + 256); on an nhwc
  * source (nspc) also key_conv_gemm_imtr, nthr * IC * IH * IW floats; each
  * entry + 128 B (scratch_entry). nthr is the threads when outer threading
  * is on (OH * OW / T < 256, a batch over 1, and the threads' estimate below
@@ -628,20 +637,24 @@ static int64_t add(int64_t a, int64_t c)
  * step overflows. */
 static int64_t onednn_gemm_scratch_113(const struct cc *b, const struct onednn_conv *c, bool nspc)
 {
+    /* os: the output's plane, OH * OW (a 3-D conv's columns are one depth
+     * slice's) */
+    const struct dm_tinfo *y = &b->cv->y;
     int64_t t = cpu_threads(b), icg = c->c / c->g;
+    int64_t os = y->rank == 5 ? mul(y->dims[3], y->dims[4]) : c->ohw;
     int64_t wb = mul(4, mul3(c->oc, icg, c->k)), per_os = mul(icg, c->k);
     int64_t sizes = add(add(mul(4, mul3(c->n, c->c, c->hw)), wb), mul(4, mul3(c->n, c->oc, c->ohw)));
     int64_t limit = mul(mul(15, t), sizes), imtr = mul(4, mul(c->c, c->hw));
-    int64_t cols1 = mul(4, mul(per_os, nspc ? c->ohw : 8));
-    if (wb < 0 || per_os < 0 || limit < 0 || imtr < 0 || cols1 < 0)
+    int64_t cols1 = mul(4, mul(per_os, nspc ? os : 8));
+    if (os < 0 || wb < 0 || per_os < 0 || limit < 0 || imtr < 0 || cols1 < 0)
         return -1;
     if (limit > (int64_t)1 << 30)
         limit = (int64_t)1 << 30;
     int64_t estimate = mul(t, add(add(mul(4, wb), cols1), nspc ? imtr : 0));
-    bool outer = estimate >= 0 && estimate < limit && c->ohw / t < 256 && (c->n != 1 || c->g > 2);
+    bool outer = estimate >= 0 && estimate < limit && os / t < 256 && (c->n != 1 || c->g > 2);
     int64_t nthr = outer ? t : 1;
     int64_t reduction = add(mul(mul(4, nthr), wb), 128);
-    int64_t cols = mul(mul(4, nthr), mul(per_os, c->ohw));
+    int64_t cols = mul(mul(4, nthr), mul(per_os, os));
     if (reduction < 0 || cols < 0)
         return -1;
     if (!nspc && limit - reduction < cols) {

@@ -99,6 +99,9 @@ static bool conv_desc(const struct dm_sb *b, const struct dm_node *n, struct dm_
                                .chlast = b->chlast[n->in[0]]};
     if (dm_has_out(n, 0))
         cv->y = b->t[n->out[0]];
+    int64_t np;
+    const int64_t *pads = dm_attr_ints(n, "pads", &np);
+    cv->depth_padded = cv->x.rank == 5 && pads && np == 6 && (pads[0] != 0 || pads[3] != 0);
     return true;
 }
 
