@@ -343,6 +343,8 @@ static void onednn_forward_nchw(const struct cc *b, const struct onednn_conv *c,
     drop(b, sp);
 }
 
+static bool onednn_113_avx2(const struct cc *b);
+
 /* 2.x backward on an NCHW input, pass by pass (mkldnn_convolution_backward,
  * Conv.cpp: ideep's backward_data for grad_input, then backward_weights).
  * Measured (dense 3x3, 40 -> 48 channels on [2,40,16,16]): +gy' +w' +gx'
@@ -352,9 +354,8 @@ static void onednn_forward_nchw(const struct cc *b, const struct onednn_conv *c,
  * weight and bias grads). The first-convolution kernel's backward-data is
  * blocked too (16 in channels); its backward-weights reads the source as it
  * is. gemm_convolution and depthwise kernels over 3x3 (whose
- * backward-weights takes a scratchpad instead) keep the 1.13 rule. */
-static bool onednn_113_avx2(const struct cc *b);
-
+ * backward-weights takes a scratchpad instead) keep the 1.13 rule; 1.13
+ * takes these passes on AVX2 too (onednn_113_avx2). */
 static bool onednn_bwd_phased(const struct cc *b, struct onednn_conv *c)
 {
     return (b->run->torch_version >= 200 || onednn_113_avx2(b)) && !b->run->cuda &&
