@@ -598,14 +598,18 @@ static bool onednn_113_avx2(const struct cc *b)
  * init_conf (oneDNN 2.6.3, src/cpu/x64/jit_avx2_conv_kernel_f32.cpp)
  * refuses kw >= 14 and kh > ih ([bwd_w:r2]; measured: 5x5 on 4x4 and 4x8
  * the gemm, on 8x4 and 8x8 the JIT kernel; 7x7 on 4x4 and 6x6 the gemm),
- * and for a 3-D conv kd > id and any padding in depth (boundaries_ok:
- * f_pad == 0 && back_pad == 0; measured: 3x3x3 64 -> 64, padding 1, on
- * [2,64,8,16,16] and [2,64,2,4,4], the gemm). */
+ * any dilation (args_ok: dilate_* == 0; measured: 256 -> 64 3x3 at
+ * dilation 2 on [1,256,12,12] and [2,..], the gemm, 3686656 B), and for a
+ * 3-D conv kd > id and any padding in depth (boundaries_ok: f_pad == 0 &&
+ * back_pad == 0; measured: 3x3x3 64 -> 64, padding 1, on [2,64,8,16,16] and
+ * [2,64,2,4,4], the gemm). */
 static bool onednn_gemm_weight_grad_113(const struct cc *b, const struct onednn_conv *c)
 {
     const struct dm_tinfo *w = &b->cv->w, *x = &b->cv->x;
     if (!onednn_113_avx2(b) || (c->kernel != ONEDNN_BLOCKED && c->kernel != ONEDNN_FIRST))
         return false;
+    if (b->cv->dilated)
+        return true;
     if (w->rank == 5 && x->rank == 5)
         return b->cv->depth_padded || w->dims[2] > x->dims[2] || w->dims[3] > x->dims[3] ||
                w->dims[4] >= 14;

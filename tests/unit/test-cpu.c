@@ -751,6 +751,22 @@ static void test_onednn_gemm_weight_grad_113(void **state)
                          DNNMEM_CPU_ISA_AVX2, cases[i].threads, names, 2, got, sizeof got);
         assert_string_equal(got, cases[i].want);
     }
+    /* a dilated conv (args_ok wants no dilation): 256 -> 64 3x3 at dilation
+     * 2 on [2,256,12,12], measured +589824 dw' +3686656 (4 x 589824 + 4 x
+     * 256 x 9 x 144 + 256) +256 db' -3686656 */
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,256,12,12");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 256, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){64, 256, 3, 3});
+    tb_init(b, "B", F32, 1, (int64_t[]){64});
+    tb_node(b, "Mul", "scale", "x,S", "xs");
+    tb_node(b, "Conv", "conv", "xs,W,B", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){2, 2, 2, 2});
+    tb_attr_ints(b, "dilations", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    train_events_run(b, 113, DNNMEM_CPU_ISA_AVX2, 1, names, 2, got, sizeof got);
+    assert_string_equal(got, "+589824 onednn_diff_weights\n+3686656 (backward weights)\n"
+                             "-3686656 (backward weights)\n-589824 onednn_diff_weights\n");
 }
 
 /* 1.13's AVX2 backward of a channels-last conv (onednn_cl_grad_113).
