@@ -954,6 +954,7 @@ struct dm_cpu_conv {
     int64_t groups;
     bool transposed;         /* a transposed conv: none of these rules */
     bool strided, dilated;   /* a stride, a dilation other than 1 */
+    bool depth_padded;       /* a 3-D conv padded in depth (ONNX pads; false when not known) */
     bool bias;               /* forward: a bias; backward: its grad is made */
     bool chlast;             /* channels-last: input or weight suggest_memory_format() */
     bool w_chlast;           /* the weight is channels-last itself: .contiguous() copies none */

@@ -186,6 +186,9 @@ void dm_train_save(struct dm_sb *b, int32_t i);
  * whether tensor x requires grad (training only). */
 void dm_train_returned(struct dm_sb *b, int32_t i);
 bool dm_train_requires_grad(const struct dm_sb *b, int32_t x);
+/* keep.c: rows of a LayerNorm's or GroupNorm's mean and rstd that live only
+ * while node n runs (not saved for a backward), 0 when none. */
+int64_t dm_norm_unsaved_rows(const struct dm_sb *b, const struct dm_node *n);
 /* tf.c: TensorFlow's extra buffers inside node i's forward, after its
  * outputs and saved extras are made (--framework tensorflow; tf.c's
  * header); `save`: grad mode is on; `chained`: an eager op chain ran

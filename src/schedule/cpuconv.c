@@ -363,6 +363,8 @@ static void onednn_forward_nchw(const struct cc *b, const struct onednn_conv *c,
     drop(b, sp);
 }
 
+static bool onednn_113_avx2(const struct cc *b);
+
 /* 2.x backward on an NCHW input, pass by pass (mkldnn_convolution_backward,
  * Conv.cpp: ideep's backward_data for grad_input, then backward_weights).
  * Measured (dense 3x3, 40 -> 48 channels on [2,40,16,16]): +gy' +w' +gx'
@@ -372,10 +374,12 @@ static void onednn_forward_nchw(const struct cc *b, const struct onednn_conv *c,
  * weight and bias grads). The first-convolution kernel's backward-data is
  * blocked too (16 in channels); its backward-weights reads the source as it
  * is. gemm_convolution and depthwise kernels over 3x3 (whose
- * backward-weights takes a scratchpad instead) keep the 1.13 rule. */
+ * backward-weights takes a scratchpad instead) keep the 1.13 rule; 1.13
+ * takes these passes on AVX2 too (onednn_113_avx2). */
 static bool onednn_bwd_phased(const struct cc *b, struct onednn_conv *c)
 {
-    return b->run->torch_version >= 200 && !b->run->cuda && cpu_conv_uses_onednn(b) &&
+    return (b->run->torch_version >= 200 || onednn_113_avx2(b)) && !b->run->cuda &&
+           cpu_conv_uses_onednn(b) &&
            onednn_conv_of(b, c) && !b->cv->chlast && c->kernel != ONEDNN_GEMM &&
            !(c->kernel == ONEDNN_DEPTHWISE && !c->small_kernel);
 }
@@ -978,6 +982,195 @@ static void onednn_strided_backward_data(const struct cc *b, const struct onednn
     drop(b, gy);
 }
 
+/* PyTorch 1.13 (its bundled oneDNN 2.6.3, third_party/ideep/mkl-dnn at
+ * v1.13.1) on AVX2: the NCHW backward runs 2.x's two passes
+ * (onednn_bwd_phased: backward_data with grad_output and the weight
+ * reordered, then backward_weights with grad_output and the source
+ * reordered again), except that a strided conv's backward-data stays on the
+ * blocked kernel (no nhwc copies) and the backward-weights pass ends as
+ * onednn_weight_grad_113 says. Measured, 1.13.0 (Debian's python3-torch),
+ * one thread, the profiler's events of y.backward(gy) on an NCHW input:
+ * 64 -> 64 5x5 on [1,64,8,8]: +16384 gy' +409600 w' +16384 gx' -409600
+ * -16384, +16384 gx -16384, +16384 gy' +16384 x' +409600 dw' +256 db' -16384
+ * -16384, +256 gb +409600 gw -409600 -256; 5x5 at stride 2 on
+ * [1,16,8,8] -> 24: +1536 +38400 +4096 -38400 -1536 +4096 -4096 +1536
+ * +4096 +38400 +96 ...; 3 -> 16 3x3 (the first-convolution kernel), a 2x2
+ * grouped and a 3x3 depthwise conv alike (test-cpu.c test_onednn_bwd_113). */
+static bool onednn_113_avx2(const struct cc *b)
+{
+    return b->run->torch_version >= 113 && b->run->torch_version < 200 &&
+           b->run->cpu_isa == DNNMEM_CPU_ISA_AVX2;
+}
+
+/* Whether 1.13's AVX2 backward-weights of an ungrouped conv falls back to
+ * gemm_convolution_bwd_weights: jit_avx2_conv_bwd_weights_kernel_f32::
+ * init_conf (oneDNN 2.6.3, src/cpu/x64/jit_avx2_conv_kernel_f32.cpp)
+ * refuses kw >= 14 and kh > ih ([bwd_w:r2]; measured: 5x5 on 4x4 and 4x8
+ * the gemm, on 8x4 and 8x8 the JIT kernel; 7x7 on 4x4 and 6x6 the gemm),
+ * any dilation (args_ok: dilate_* == 0; measured: 256 -> 64 3x3 at
+ * dilation 2 on [1,256,12,12] and [2,..], the gemm, 3686656 B), and for a
+ * 3-D conv kd > id and any padding in depth (boundaries_ok: f_pad == 0 &&
+ * back_pad == 0; measured: 3x3x3 64 -> 64, padding 1, on [2,64,8,16,16] and
+ * [2,64,2,4,4], the gemm). */
+static bool onednn_gemm_weight_grad_113(const struct cc *b, const struct onednn_conv *c)
+{
+    const struct dm_tinfo *w = &b->cv->w, *x = &b->cv->x;
+    if (!onednn_113_avx2(b) || (c->kernel != ONEDNN_BLOCKED && c->kernel != ONEDNN_FIRST))
+        return false;
+    if (b->cv->dilated)
+        return true;
+    if (w->rank == 5 && x->rank == 5)
+        return b->cv->depth_padded || w->dims[2] > x->dims[2] || w->dims[3] > x->dims[3] ||
+               w->dims[4] >= 14;
+    return w->rank == 4 && (c->kh_over_ih || w->dims[3] >= 14);
+}
+
+static int64_t add(int64_t a, int64_t c)
+{
+    int64_t r;
+    return a >= 0 && c >= 0 && dm_add_ok(a, c, &r) ? r : -1;
+}
+
+/* gemm_convolution_bwd_weights' scratchpad in oneDNN 2.6.3
+ * (src/cpu/gemm_convolution_utils.cpp, init_conf, the bwd_w branches):
+ * key_conv_wei_reduction, book<float>(nthr * weights_d.size()), that is
+ * 4 * nthr * |W| bytes (size() is the weight's bytes, booked as floats),
+ * and key_conv_gemm_col, nthr * IC/g * kd * kh * kw * OH * OW floats (a 3-D
+ * conv's one depth slice: 3x3x3 64 -> 64 on [2,64,8,16,16], 3539200 =
+ * 4 x 442368 + 4 x 64 x 27 x 256 + 256); on an nhwc
+ * source (nspc) also key_conv_gemm_imtr, nthr * IC * IH * IW floats; each
+ * entry + 128 B (scratch_entry). nthr is the threads when outer threading
+ * is on (OH * OW / T < 256, a batch over 1, and the threads' estimate below
+ * the limit min(1 GiB, 15 T (|x| + |W| + |y|)): T (4 |W| + 4 IC/g kh kw 8)
+ * on NCHW, T (4 |W| + 4 cols + 4 IC IH IW) on nhwc), else 1. On NCHW the
+ * columns past that limit shrink to os_block = max(8, 0.05 * what fits)
+ * output pixels. Measured, 1.13.0, 64 -> 32 5x5 on [1,64,4,4]: 921856 =
+ * 4 x 204800 + 4 x 64 x 25 x 16 + 256; [2,64,4,4] on 2 threads 1843456, on
+ * 4 3686656, [1,..] on 2 921856; 16 -> 24 7x7 on 6x6: 414208; channels
+ * last 926080 = 921856 + 4096 + 128, [2,..] on 2 threads 1851776. -1 when a
+ * step overflows. */
+static int64_t onednn_gemm_scratch_113(const struct cc *b, const struct onednn_conv *c, bool nspc)
+{
+    /* os: the output's plane, OH * OW (a 3-D conv's columns are one depth
+     * slice's) */
+    const struct dm_tinfo *y = &b->cv->y;
+    int64_t t = cpu_threads(b), icg = c->c / c->g;
+    int64_t os = y->rank == 5 ? mul(y->dims[3], y->dims[4]) : c->ohw;
+    int64_t wb = mul(4, mul3(c->oc, icg, c->k)), per_os = mul(icg, c->k);
+    int64_t sizes = add(add(mul(4, mul3(c->n, c->c, c->hw)), wb), mul(4, mul3(c->n, c->oc, c->ohw)));
+    int64_t limit = mul(mul(15, t), sizes), imtr = mul(4, mul(c->c, c->hw));
+    int64_t cols1 = mul(4, mul(per_os, nspc ? os : 8));
+    if (os < 0 || wb < 0 || per_os < 0 || limit < 0 || imtr < 0 || cols1 < 0)
+        return -1;
+    if (limit > (int64_t)1 << 30)
+        limit = (int64_t)1 << 30;
+    int64_t estimate = mul(t, add(add(mul(4, wb), cols1), nspc ? imtr : 0));
+    bool outer = estimate >= 0 && estimate < limit && os / t < 256 && (c->n != 1 || c->g > 2);
+    int64_t nthr = outer ? t : 1;
+    int64_t reduction = add(mul(mul(4, nthr), wb), 128);
+    int64_t cols = mul(mul(4, nthr), mul(per_os, os));
+    if (reduction < 0 || cols < 0)
+        return -1;
+    if (!nspc && limit - reduction < cols) {
+        int64_t fit = limit > reduction ? (limit - reduction) / mul(mul(4, nthr), per_os) : 0;
+        int64_t os_block = (int64_t)((double)fit * 0.05);
+        cols = mul(mul(4, nthr), mul(per_os, os_block > 8 ? os_block : 8));
+    }
+    int64_t all = add(reduction, add(cols, 128));
+    return nspc ? add(all, add(mul(nthr, imtr), 128)) : all;
+}
+
+/* 1.13's backward-weights pass on AVX2, once grad_output is reordered (gy;
+ * -1 when the gemm fallback reads it as it is): the source reordered, the
+ * blocked diff_weights, a transient scratchpad, the diff_bias of the out
+ * channels unpadded; the scratchpad is the gemm fallback's
+ * (onednn_gemm_scratch_113; no reorders, a diff_weights of the weight's own
+ * size) or, for a bias whose channels are not whole blocks, the padded bias
+ * (scratch_entry). Measured, 1.13.0, 12 -> 20 3x3 with a bias on
+ * [2,12,16,16]: +49152 gy' +32768 x' +13824 dw' +224 (24 x 4 + 128) +80 db'
+ * -224 -32768 -49152, +80 gb +8640 gw -13824 -80; 64 -> 32 5x5 on
+ * [1,64,4,4]: +204800 dw' +921856 +128 db' -921856, +128 +204800 -204800
+ * -128. */
+static void onednn_weight_grad_113(const struct cc *b, const struct onednn_conv *c,
+                                   struct dm_ws *ws, int32_t gy, int64_t src, int64_t wei)
+{
+    bool gemm = onednn_gemm_weight_grad_113(b, c);
+    int32_t xr = src && !gemm ? tmp(b, DM_FLOAT, src, "onednn_input") : -1;
+    ws->buf[1] = tmp(b, DM_FLOAT, gemm ? mul3(c->oc, c->c / c->g, c->k) : wei,
+                     "onednn_diff_weights");
+    bool bias_tail = c->bias && c->oc % c->block &&
+                     (c->kernel == ONEDNN_BLOCKED || c->kernel == ONEDNN_FIRST);
+    int64_t scratch = gemm ? onednn_gemm_scratch_113(b, c, false)
+                      : bias_tail ? scratch_entry(pad_block(c, c->oc)) : 0;
+    int32_t sp = scratch ? tmp(b, DM_UINT8, scratch, "onednn_scratchpad (backward weights)") : -1;
+    if (c->bias)
+        ws->buf[2] = tmp(b, DM_FLOAT, c->oc, "onednn_diff_bias");
+    drop(b, sp);
+    drop(b, xr);
+    drop(b, gy);
+}
+
+/* 1.13's backward of a channels-last conv on AVX2 (oneDNN 2.6.3 has no
+ * brgemm kernels there: jit_avx2's nhwc ones). Measured, 1.13.0, one
+ * thread unless said, y.backward(gy) on a channels-last input:
+ *  - before grad_input, weight.contiguous(channels_last) (as the forward's,
+ *    onednn_channels_last_113); after it, backward-data's reordered weight,
+ *    freed at once;
+ *  - backward-weights: diff_weights in 8x8 blocks per group,
+ *    g * pad8(oc/g) * pad8(ic/g) * kh * kw floats, the in channels padded
+ *    even below a block (4 -> 20 3x3: 24 x 8 x 9 floats = 6912 B, where 2.x
+ *    leaves them), except a depthwise kernel up to 3x3 (Goihw8g,
+ *    pad8(g) * kh * kw floats) and the gemm fallbacks (the weight's own size:
+ *    a dense kernel taller than the input, onednn_gemm_weight_grad_113, whose
+ *    nhwc scratchpad is onednn_gemm_scratch_113's plus key_conv_gemm_imtr,
+ *    nthr * IC * IH * IW floats + 128 B; a depthwise one,
+ *    onednn_dw_gemm_weight_grad, as 2.14.1); then a transient scratchpad:
+ *    the gemm's, or, for a bias over blocks whose g * pad8(oc/g) channels
+ *    are not the bias's, that padded bias (scratch_entry); then, once the
+ *    weight's grad is made, a second weight-sized tensor as in 2.x.
+ * 16 -> 24 3x3 on [2,16,16,16]: +13824 clone, +32768 grad_input, +13824
+ * -13824, +13824 diff_weights, ...; 12 -> 20 on [2,12,8,8]: +8640 +6144
+ * +13824 -13824 +13824 +224 +80 -224 ...; 16 channels 5x5 depthwise on
+ * [1,16,8,8]: +102400 (16 x 8 x 8 x 25 floats) +640 (16 x 8 floats + 128);
+ * 64 -> 32 5x5 on [1,64,4,4]: +204800 +926080 (819200 + 102400 + 4096 +
+ * 3 x 128); [2,64,4,4] on 2 threads +1851776; 128 channels 5x5 depthwise on
+ * [1,128,4,4]: +12800 +53248 (test-cpu.c test_onednn_cl_bwd_113). */
+static bool onednn_cl_bwd_113(const struct cc *b, struct onednn_conv *c)
+{
+    return onednn_113_avx2(b) && !b->run->cuda && cpu_conv_uses_onednn(b) &&
+           onednn_conv_of(b, c) && b->cv->chlast;
+}
+
+static void onednn_cl_grad_113(const struct cc *b, const struct onednn_conv *c, int k,
+                               struct dm_ws *ws, bool after)
+{
+    int64_t icg = c->c / c->g, ocg = c->oc / c->g, wei = mul3(c->oc, icg, c->k);
+    int64_t opad = mul(c->g, pad_block(c, ocg));
+    int64_t blocks = mul3(opad, pad_block(c, icg), c->k);
+    bool dw = c->kernel == ONEDNN_DEPTHWISE, small_dw = dw && c->small_kernel;
+    if (k == 0 && after)
+        drop(b, tmp(b, DM_FLOAT, small_dw ? mul(pad_block(c, c->g), c->k) : dw ? wei : blocks,
+                    "onednn_weight (backward data)"));
+    if (k != 1 || after)
+        return;
+    int64_t scratch = 0, dwei = blocks;
+    if (dw && onednn_dw_gemm_weight_grad(b, c)) {
+        dwei = wei;
+        scratch = onednn_dw_gemm_scratchpad(b, c, wei);
+    } else if (onednn_gemm_weight_grad_113(b, c)) {
+        dwei = wei;
+        scratch = onednn_gemm_scratch_113(b, c, true);
+    } else if (small_dw) {
+        dwei = mul(pad_block(c, c->g), c->k);
+    } else if (c->bias && opad != c->oc) {
+        scratch = scratch_entry(opad);
+    }
+    ws->buf[1] = tmp(b, DM_FLOAT, dwei, "onednn_diff_weights");
+    if (scratch)
+        drop(b, tmp(b, DM_UINT8, scratch, "onednn_scratchpad (backward weights)"));
+    ws->buf[2] = tmp(b, DM_FLOAT, wei, "grad_weight (channels last)");
+}
+
 /* Slow3d's backward makes grad_input through fgrad_input, a columns-sized
  * buffer {N, C*kd*kh*kw, OD*OH*OW} (col2vol's source; a 1x1x1 kernel's too),
  * made once grad_input is and freed before the bias's and the weight's grads
@@ -1003,9 +1196,13 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
     struct onednn_conv c;
     if (k == 0 && after)
         slow3d_grad_input_columns(b);
+    if (k <= 1 && onednn_cl_bwd_113(b, &c)) {
+        onednn_cl_grad_113(b, &c, k, ws, after);
+        return;
+    }
     if (k > 1 || onednn_brgemm_bwd(b, k, ws, after) || !onednn_bwd_phased(b, &c))
         return;
-    if (k == 0 && c.strided && c.kernel == ONEDNN_BLOCKED) {
+    if (k == 0 && c.strided && c.kernel == ONEDNN_BLOCKED && b->run->torch_version >= 200) {
         onednn_strided_backward_data(b, &c, ws, after);
         return;
     }
@@ -1028,8 +1225,9 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
         }
         return;
     }
-    bool gemm_w = k == 1 && onednn_gemm_bwd_weights(b, &c); /* reads grad_output as it is */
-    int32_t gy = gemm_w ? -1 : tmp(b, DM_FLOAT, dst, "onednn_grad_output");
+    bool gemm_w = k == 1 && onednn_gemm_bwd_weights(b, &c); /* 2.x: grad_output as it is */
+    int32_t gy = gemm_w || (k == 1 && onednn_gemm_weight_grad_113(b, &c))
+                     ? -1 : tmp(b, DM_FLOAT, dst, "onednn_grad_output");
     if (k == 0) {
         int64_t w_bd = c.kernel == ONEDNN_FIRST ? mul3(pad_block(&c, c.oc), pad_block(&c, c.c), c.k) : wei;
         int64_t gx = c.kernel == ONEDNN_GROUPED ? src : mul3(c.n, pad_block(&c, c.c), c.hw);
@@ -1048,6 +1246,9 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
         if (c.bias) /* after the scratchpad (measured: with a bias, +256 B for 64 channels) */
             ws->buf[2] = tmp(b, DM_FLOAT, c.oc, "onednn_diff_bias");
         drop(b, sp);
+    } else if (onednn_113_avx2(b)) {
+        onednn_weight_grad_113(b, &c, ws, gy, src, wei);
+        return;
     } else {
         int32_t xr = src ? tmp(b, DM_FLOAT, src, "onednn_input") : -1;
         ws->buf[1] = tmp(b, DM_FLOAT, wei, "onednn_diff_weights");
@@ -1075,6 +1276,18 @@ static void onednn_channels_last_113(const struct cc *b, struct dm_ws *ws)
     ws->buf[1] = alloc(b, DM_FLOAT, w->bytes, "onednn_weight");
 }
 
+/* 1.13's backward of a channels-last input, before the grads: the weight's
+ * channels-last clone (onednn_cl_grad_113) and, as in 2.x
+ * (onednn_channels_last), a grad_output with other strides copied. */
+static void onednn_channels_last_113_bwd(const struct cc *b, struct dm_ws *ws)
+{
+    const struct dm_tinfo *w = &b->cv->w;
+    if (w->rank == 4 && w->dims[1] > 1 && w->dims[2] * w->dims[3] > 1 && !b->cv->w_chlast)
+        ws->buf[0] = alloc(b, w->dtype, w->bytes, "weight (channels last)");
+    if (b->cv->cl_copy)
+        ws->buf[3] = alloc(b, DM_FLOAT, b->cv->cl_copy, "grad_output.contiguous(channels_last)");
+}
+
 /* oneDNN's buffers around a CPU convolution (forward or backward). */
 static void onednn_workspace(const struct cc *b, bool backward,
                              struct dm_ws *ws)
@@ -1093,6 +1306,12 @@ static void onednn_workspace(const struct cc *b, bool backward,
         }
         if (onednn_bwd_phased(b, &c))
             return; /* cpu_conv_grad */
+    }
+    if (backward && onednn_113_avx2(b) && onednn_bwd_phased(b, &c))
+        return; /* cpu_conv_grad */
+    if (backward && onednn_cl_bwd_113(b, &c)) {
+        onednn_channels_last_113_bwd(b, ws);
+        return; /* and cpu_conv_grad */
     }
     if (b->run->torch_version < 200 && !backward && b->cv->chlast) {
         onednn_channels_last_113(b, ws);

@@ -123,6 +123,9 @@ static bool conv_desc(const struct dm_sb *b, const struct dm_node *n, struct dm_
     if (dm_has_out(n, 0))
         cv->y = b->t[n->out[0]];
     conv_geometry(n, cv);
+    int64_t np;
+    const int64_t *pads = dm_attr_ints(n, "pads", &np);
+    cv->depth_padded = cv->x.rank == 5 && pads && np == 6 && (pads[0] != 0 || pads[3] != 0);
     return true;
 }
 
@@ -583,6 +586,11 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
         dm_cpu_conv_begin(&cv, b->run, &sink, backward, &ws);
     }
     contiguous_copy(b, n, node, backward, &ws);
+    int64_t rows = backward ? 0 : dm_norm_unsaved_rows(b, n);
+    uint64_t stat;
+    for (int k = 0; rows > 0 && k < 2 && dm_dtype_bytes(DM_FLOAT, rows, &stat); k++)
+        ws.buf[k] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, stat, -1, node,
+                                k ? "rstd (not saved)" : "mean (not saved)", 1);
     return ws;
 }
 

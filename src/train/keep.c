@@ -67,6 +67,24 @@ int64_t dm_ln_rows(const struct dm_sb *b, const struct dm_node *n)
     return rows;
 }
 
+/* native_layer_norm and native_group_norm make their mean and rstd
+ * ([rows] float32 each, after the output) whether or not autograd saves
+ * them; unsaved (inference, or no grad needed) they are freed when the op
+ * returns (aten/src/ATen/native/layer_norm.cpp, group_norm.cpp). Measured,
+ * CPU, one thread, 1.13.0 and 2.13.0 alike: LayerNorm(16) on [2,8,16] under
+ * no_grad +1024 +64 +64 -64 -64; GroupNorm(4, 16) on [2,16,8,8] +8192 +32
+ * +32 -32 -32 (tests/unit/test-cpu.c test_norm_stats_unsaved). The rows when
+ * node n's stats are such transients (PyTorch on the CPU), else 0. */
+int64_t dm_norm_unsaved_rows(const struct dm_sb *b, const struct dm_node *n)
+{
+    const struct dm_run *run = b->run;
+    if ((n->op != DM_OP_LayerNormalization && n->op != DM_OP_GroupNormalization) ||
+        run->cuda || run->tf_ops || run->mx_ops || run->xla || run->torch_version < 113 ||
+        !dm_has_out(n, 0) || dm_train_requires_grad(b, n->out[0]))
+        return 0;
+    return dm_ln_rows(b, n);
+}
+
 void dm_train_returned(struct dm_sb *b, int32_t i)
 {
     struct dm_train *tr = b->train;

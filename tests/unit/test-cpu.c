@@ -108,8 +108,11 @@ static void test_onednn_brgemm_channels_last(void **state)
 /* The allocations and frees, in order, of the buffers whose names start
  * with one of `names` in a training step on the CPU (PyTorch 2.14, one
  * thread, SGD, loss = sum), as "+bytes name" / "-bytes name" lines. */
-static void train_events_isa(struct tb *b, enum dnnmem_cpu_isa isa, const char *const *names,
-                             size_t n_names, char *out, size_t cap)
+/* One training step's events under PyTorch `torch` on `threads` threads:
+ * those whose buffer's name holds one of `names`, "+BYTES NAME" or "-..." a
+ * line each, in order. */
+static void train_events_run(struct tb *b, int torch, enum dnnmem_cpu_isa isa, int threads,
+                             const char *const *names, size_t n_names, char *out, size_t cap)
 {
     struct dnnmem_config cfg;
     dnnmem_config_init(&cfg);
@@ -118,8 +121,8 @@ static void train_events_isa(struct tb *b, enum dnnmem_cpu_isa isa, const char *
     cfg.loss = DNNMEM_LOSS_SUM;
     cfg.iterations = 1;
     cfg.device = DNNMEM_DEVICE_CPU;
-    cfg.torch_version = 214;
-    cfg.cpu_threads = 1;
+    cfg.torch_version = torch;
+    cfg.cpu_threads = threads;
     cfg.cpu_isa = isa;
     cfg.batch_size = 0;
     cfg.events = true;
@@ -134,6 +137,12 @@ static void train_events_isa(struct tb *b, enum dnnmem_cpu_isa isa, const char *
                 break;
             }
     dnnmem_result_free(r);
+}
+
+static void train_events_isa(struct tb *b, enum dnnmem_cpu_isa isa, const char *const *names,
+                             size_t n_names, char *out, size_t cap)
+{
+    train_events_run(b, 214, isa, 1, names, n_names, out, cap);
 }
 
 static void train_events(struct tb *b, const char *const *names, size_t n_names, char *out,
@@ -906,6 +915,203 @@ static void test_expand_is_view(void **state)
 }
 
 
+/* A conv whose input needs a grad (x, or x [N,H,W,C] permuted to a
+ * channels-last tensor, times a [1,C,1,1] weight), 'same' padding. */
+static struct tb *conv_bwd_graph(const char *xdims, bool nhwc, int64_t c, int64_t oc, int64_t k,
+                                 int64_t group, bool bias)
+{
+    struct tb *b = tb_new(13);
+    int64_t p = k / 2;
+    tb_input(b, "x", F32, xdims);
+    tb_init(b, "S", F32, 4, (int64_t[]){1, c, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){oc, c / group, k, k});
+    if (bias)
+        tb_init(b, "B", F32, 1, (int64_t[]){oc});
+    if (nhwc) {
+        tb_node(b, "Transpose", "perm", "x", "xc");
+        tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    }
+    tb_node(b, "Mul", "scale", nhwc ? "xc,S" : "x,S", "xs");
+    tb_node(b, "Conv", "conv", bias ? "xs,W,B" : "xs,W", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){p, p, p, p});
+    tb_attr_int(b, "group", group);
+    tb_output(b, "y");
+    return b;
+}
+
+static const char *const bwd_names[] = {"onednn_grad_output", "onednn_grad_input",
+                                        "onednn_diff_weights", "onednn_diff_bias",
+                                        "(backward weights)", "(backward data)",
+                                        "grad_weight (channels last)"};
+
+/* PyTorch 1.13 on AVX2, an NCHW conv's backward in two passes (cpuconv.c,
+ * onednn_113_avx2). Measured, 1.13.0 (Debian's python3-torch), one thread,
+ * the profiler's events of y.backward(gy): 64 -> 64 5x5 with a bias on
+ * [1,64,8,8]: backward data +16384 gy' +409600 w' +16384 gx' -409600
+ * -16384, +16384 grad_input -16384 gx'; backward weights +16384 gy' +16384
+ * x' +409600 dw' +256 db' -16384 -16384, +256 +409600 (the ATen grads)
+ * -409600 -256. 12 -> 20 3x3 with a bias on [2,12,16,16] (channels padded
+ * to 16 and 24): gy' 49152, gx' 32768; dw' 13824, then the padded bias's
+ * scratchpad 224 = 24 x 4 + 128 around db' 80 (the 20 channels unpadded). */
+static void test_onednn_bwd_113(void **state)
+{
+    (void)state;
+    char got[2048];
+    train_events_run(conv_bwd_graph("1,64,8,8", false, 64, 64, 5, 1, true), 113,
+                     DNNMEM_CPU_ISA_AVX2, 1, bwd_names, 7, got, sizeof got);
+    assert_string_equal(got, "+16384 onednn_grad_output\n+16384 onednn_grad_input\n"
+                             "-16384 onednn_grad_output\n-16384 onednn_grad_input\n"
+                             "+16384 onednn_grad_output\n+409600 onednn_diff_weights\n"
+                             "+256 onednn_diff_bias\n-16384 onednn_grad_output\n"
+                             "-409600 onednn_diff_weights\n-256 onednn_diff_bias\n");
+    train_events_run(conv_bwd_graph("2,12,16,16", false, 12, 20, 3, 1, true), 113,
+                     DNNMEM_CPU_ISA_AVX2, 1, bwd_names, 7, got, sizeof got);
+    assert_string_equal(got, "+49152 onednn_grad_output\n+32768 onednn_grad_input\n"
+                             "-49152 onednn_grad_output\n-32768 onednn_grad_input\n"
+                             "+49152 onednn_grad_output\n+13824 onednn_diff_weights\n"
+                             "+224 (backward weights)\n+80 onednn_diff_bias\n"
+                             "-224 (backward weights)\n-49152 onednn_grad_output\n"
+                             "-13824 onednn_diff_weights\n-80 onednn_diff_bias\n");
+}
+
+/* 1.13's AVX2 backward-weights of a kernel taller than its input: oneDNN
+ * 2.6.3's gemm fallback (onednn_gemm_scratch_113), no reorders, a
+ * diff_weights of the weight's size and a scratchpad of 4 nthr |W| + 4 nthr
+ * IC kh kw OH OW + 2 x 128 B. Measured, 1.13.0: 64 -> 32 5x5 with a bias on
+ * [1,64,4,4]: +204800 dw' +921856 +128 db' -921856; [2,64,4,4] on two
+ * threads 1843456, on four 3686656; [1,64,4,4] on two 921856 (a batch of 1:
+ * one thread's); on [1,64,8,8] (kh <= ih) the JIT kernel, no scratchpad. */
+static void test_onednn_gemm_weight_grad_113(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"(backward weights)", "onednn_diff_weights"};
+    char got[1024];
+    static const struct {
+        const char *x;
+        int threads;
+        const char *want;
+    } cases[] = {
+        {"1,64,4,4", 1, "+204800 onednn_diff_weights\n+921856 (backward weights)\n"
+                        "-921856 (backward weights)\n-204800 onednn_diff_weights\n"},
+        {"2,64,4,4", 2, "+204800 onednn_diff_weights\n+1843456 (backward weights)\n"
+                        "-1843456 (backward weights)\n-204800 onednn_diff_weights\n"},
+        {"2,64,4,4", 4, "+204800 onednn_diff_weights\n+3686656 (backward weights)\n"
+                        "-3686656 (backward weights)\n-204800 onednn_diff_weights\n"},
+        {"1,64,4,4", 2, "+204800 onednn_diff_weights\n+921856 (backward weights)\n"
+                        "-921856 (backward weights)\n-204800 onednn_diff_weights\n"},
+        {"1,64,8,8", 1, "+204800 onednn_diff_weights\n-204800 onednn_diff_weights\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        train_events_run(conv_bwd_graph(cases[i].x, false, 64, 32, 5, 1, true), 113,
+                         DNNMEM_CPU_ISA_AVX2, cases[i].threads, names, 2, got, sizeof got);
+        assert_string_equal(got, cases[i].want);
+    }
+    /* a dilated conv (args_ok wants no dilation): 256 -> 64 3x3 at dilation
+     * 2 on [2,256,12,12], measured +589824 dw' +3686656 (4 x 589824 + 4 x
+     * 256 x 9 x 144 + 256) +256 db' -3686656 */
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,256,12,12");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 256, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){64, 256, 3, 3});
+    tb_init(b, "B", F32, 1, (int64_t[]){64});
+    tb_node(b, "Mul", "scale", "x,S", "xs");
+    tb_node(b, "Conv", "conv", "xs,W,B", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){2, 2, 2, 2});
+    tb_attr_ints(b, "dilations", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    train_events_run(b, 113, DNNMEM_CPU_ISA_AVX2, 1, names, 2, got, sizeof got);
+    assert_string_equal(got, "+589824 onednn_diff_weights\n+3686656 (backward weights)\n"
+                             "-3686656 (backward weights)\n-589824 onednn_diff_weights\n");
+}
+
+/* 1.13's AVX2 backward of a channels-last conv (onednn_cl_grad_113).
+ * Measured, 1.13.0, one thread: 12 -> 20 3x3 with a bias on [2,12,8,8]:
+ * +8640 clone, +6144 grad_input, +13824 w' -13824, +13824 dw' (24 x 16 x 9
+ * floats), +224 (the padded bias) +80 db' -224, +80 +8640 (the ATen grads)
+ * +8640 (the second weight-sized tensor); 4 -> 20 3x3 on [2,4,16,16]: w' and
+ * dw' 6912 (24 x 8 x 9: in channels padded below a block); 16 channels 5x5
+ * depthwise with a bias on [1,16,8,8]: +1600 w' -1600, +102400 dw' (16 x 8 x
+ * 8 x 25 floats), +640 (16 x 8 floats + 128); 64 -> 32 5x5 with a bias on
+ * [1,64,4,4]: +204800 w' -204800, +204800 dw' +926080 (819200 + 102400 +
+ * 4096 + 3 x 128). */
+static void test_onednn_cl_bwd_113(void **state)
+{
+    (void)state;
+    char got[2048];
+    static const struct {
+        const char *x;
+        int64_t c, oc, k, g;
+        const char *want;
+    } cases[] = {
+        {"2,8,8,12", 12, 20, 3, 1,
+         "-13824 (backward data)\n+13824 onednn_diff_weights\n+224 (backward weights)\n"
+         "-224 (backward weights)\n+8640 grad_weight (channels last)\n"
+         "-13824 onednn_diff_weights\n-8640 grad_weight (channels last)\n"},
+        {"2,16,16,4", 4, 20, 3, 1,
+         "-6912 (backward data)\n+6912 onednn_diff_weights\n+224 (backward weights)\n"
+         "-224 (backward weights)\n+2880 grad_weight (channels last)\n"
+         "-6912 onednn_diff_weights\n-2880 grad_weight (channels last)\n"},
+        {"1,8,8,16", 16, 16, 5, 16,
+         "-1600 (backward data)\n+102400 onednn_diff_weights\n+640 (backward weights)\n"
+         "-640 (backward weights)\n+1600 grad_weight (channels last)\n"
+         "-102400 onednn_diff_weights\n-1600 grad_weight (channels last)\n"},
+        {"1,4,4,64", 64, 32, 5, 1,
+         "-204800 (backward data)\n+204800 onednn_diff_weights\n+926080 (backward weights)\n"
+         "-926080 (backward weights)\n+204800 grad_weight (channels last)\n"
+         "-204800 onednn_diff_weights\n-204800 grad_weight (channels last)\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        train_events_run(conv_bwd_graph(cases[i].x, true, cases[i].c, cases[i].oc, cases[i].k,
+                                        cases[i].g, true),
+                         113, DNNMEM_CPU_ISA_AVX2, 1, bwd_names, 7, got, sizeof got);
+        /* the backward-data weight's "+" line first: checked by its "-" */
+        const char *from = strstr(got, "\n");
+        assert_non_null(from);
+        assert_string_equal(from + 1, cases[i].want);
+    }
+}
+
+/* LayerNorm(16) on [2,8,16] (1024 B) in inference: native_layer_norm makes
+ * its output, mean and rstd ([16] float each, 64 B), the two freed when it
+ * returns (measured, CPU, one thread, 1.13.0 and 2.13.0: +1024 +64 +64 -64
+ * -64). The peak: x, the scale and bias (2 x 64), y and both stats. */
+static void test_norm_stats_unsaved(void **state)
+{
+    (void)state;
+    for (int torch = 113; torch <= 214; torch += 101) {
+        struct tb *b = tb_new(17);
+        tb_input(b, "x", F32, "2,8,16");
+        tb_init(b, "S", F32, 1, (int64_t[]){16});
+        tb_init(b, "B", F32, 1, (int64_t[]){16});
+        tb_node(b, "LayerNormalization", "norm", "x,S,B", "y");
+        tb_attr_int(b, "axis", -1);
+        tb_output(b, "y");
+        assert_int_equal(cpu_peak(b, torch, DNNMEM_CPU_ISA_AVX2, 1), 1024 + 128 + 1024 + 2 * 64);
+    }
+}
+
+/* 1.13's AVX2 backward-weights of a 3-D conv padded in depth: oneDNN
+ * 2.6.3's gemm (boundaries_ok wants f_pad == back_pad == 0), whose columns
+ * are one depth slice's. Measured, 1.13.0, one thread, 3x3x3 64 -> 64 with
+ * a bias, padding 1: on [2,64,2,4,4] +442368 dw' +1880320 (4 x 442368 + 4 x
+ * 64 x 27 x 16 + 256) +256 db' -1880320; on [2,64,8,16,16] +3539200 (the
+ * plane 16 x 16). */
+static void test_onednn_gemm_weight_grad_3d_113(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"(backward weights)", "onednn_diff_weights"};
+    char got[1024];
+    train_events_run(conv3d_graph("2,64,2,4,4", 64, 64, true, true), 113, DNNMEM_CPU_ISA_AVX2, 1,
+                     names, 2, got, sizeof got);
+    assert_string_equal(got, "+442368 onednn_diff_weights\n+1880320 (backward weights)\n"
+                             "-1880320 (backward weights)\n-442368 onednn_diff_weights\n");
+    train_events_run(conv3d_graph("2,64,8,16,16", 64, 64, true, true), 113, DNNMEM_CPU_ISA_AVX2,
+                     1, names, 2, got, sizeof got);
+    assert_string_equal(got, "+442368 onednn_diff_weights\n+3539200 (backward weights)\n"
+                             "-3539200 (backward weights)\n-442368 onednn_diff_weights\n");
+}
+
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -933,6 +1139,11 @@ int main(void)
         cmocka_unit_test(test_split_views_conv_copies),
         cmocka_unit_test(test_view_strides_channels_last),
         cmocka_unit_test(test_expand_is_view),
+        cmocka_unit_test(test_onednn_bwd_113),
+        cmocka_unit_test(test_onednn_gemm_weight_grad_113),
+        cmocka_unit_test(test_onednn_gemm_weight_grad_3d_113),
+        cmocka_unit_test(test_onednn_cl_bwd_113),
+        cmocka_unit_test(test_norm_stats_unsaved),
     };
     return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
 }
