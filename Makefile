@@ -72,7 +72,7 @@ LIB_SRC += src/load/capture.c src/estimate/captured.c
 HF_SRC  := src/load/hf/builder.c src/load/hf/frame.c src/load/hf/attention.c src/load/hf/linear.c src/load/hf/quant.c \
            src/load/hf/kbit.c src/load/hf/llama.c src/load/hf/moe.c src/load/hf/moe_config.c src/load/hf/deepseek.c \
            src/load/hf/gpt2.c src/load/hf/bert.c src/load/hf/t5.c src/load/hf/vit.c \
-           src/load/hf/decoder.c src/load/hf/opt.c src/load/hf/neox.c src/load/hf/gemma.c src/load/hf/gptoss.c src/load/hf/whisper.c \
+           src/load/hf/decoder.c src/load/hf/opt.c src/load/hf/neox.c src/load/hf/gemma.c src/load/hf/gptoss.c src/load/hf/mamba.c src/load/hf/whisper.c \
            src/load/hf/hf.c
 LIB_SRC += $(HF_SRC)
 GEN_SRC := $(B)/gen/onnx.pb-c.c

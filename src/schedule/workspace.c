@@ -369,6 +369,24 @@ static void contiguous_copy(struct dm_sb *b, const struct dm_node *n, int32_t no
                                               -1, node, "input.contiguous()", 1);
 }
 
+/* SelectiveScan's loop in the forward (ops.def): each step makes
+ * dA[:, :, i] * state, then the new state from it, [B, D, N] each; without
+ * autograd the previous state is freed only when the new one is bound, so
+ * the product and the previous state live while a step runs (in training
+ * the states are kept: save.c's keep_scan). */
+static void scan_scratch(struct dm_sb *b, const struct dm_node *n, int32_t node, bool backward,
+                         struct dm_ws *ws)
+{
+    if (n->op != DM_OP_SelectiveScan || backward || !dm_has_out(n, 1))
+        return;
+    const struct dm_tinfo *st = &b->t[n->out[1]];
+    ws->buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, st->dtype, st->bytes, -1, node,
+                             "dA[:, :, i] * state", 1);
+    if (!b->train)
+        ws->buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, st->dtype, st->bytes, -1, node,
+                                 "the previous state", 1);
+}
+
 /* The CPU flash kernel's per-thread scratch (cpu_flash_attention and its
  * backward in aten/src/ATen/native/cpu/FlashAttentionKernel.cpp), freed when
  * the op returns. Blocks of qS query rows by kvS keys: qS = 32, 64 from 192
@@ -503,6 +521,7 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
         dm_cpu_conv_begin(&cv, b->run, &sink, backward, &ws);
     }
     contiguous_copy(b, n, node, backward, &ws);
+    scan_scratch(b, n, node, backward, &ws);
     return ws;
 }
 
