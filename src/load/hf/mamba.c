@@ -167,9 +167,9 @@ static int32_t selective_scan(struct hf *h, const struct mamba *c, int32_t hs, i
     y = hf_op(h, DM_OP_Add, 2, y,
               hf_op(h, DM_OP_Mul, 2, hs, hf_unsqueeze(h, Dp, INTS(0, 2))));
     y = hf_op(h, DM_OP_Mul, 2, y, hf_op(h, DM_OP_Silu, 1, gate));
-    /* scan_outputs and the last state are locals until the function returns */
-    hf_hold(h, steps, hf_last_node(h));
-    hf_hold(h, *last, hf_last_node(h));
+    /* dt, dA, dB, dBu, scan_outputs and the last state are locals until the
+     * function returns */
+    hf_hold_all(h, (int32_t[]){dt, dA, dB, dBu, steps, *last}, 6, hf_last_node(h));
     return y;
 }
 
@@ -223,6 +223,9 @@ static int32_t mixer(struct hf *h, const struct mamba *c, int i, bool cache, int
     s = hf_enter(h, "out_proj");
     y = hf_linear(h, copy(h, hf_transpose(h, y, INTS(0, 2, 1))), D, c->hidden, c->bias, -1, NULL);
     hf_leave(h, s);
+    /* the mixer's locals until it returns: projected_states, A, the conv's
+     * output, x_proj's (B and C are its views) and time_step */
+    hf_hold_all(h, (int32_t[]){p, A, hs, xp, dt}, 5, hf_last_node(h));
     return y;
 }
 
