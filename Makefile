@@ -183,6 +183,8 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-decoder-heads-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== real transformers on the CPU: granite, olmo2, starcoder2 (4.51, 4.56, 5.24), gpt_oss (4.56, 5.24)"
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-archs-cpu.jsonl --dnnmem $(B)/dnnmem --check
+	@echo "== real transformers on the CPU: mamba, the torch slow path (4.56, 5.24)"
+	python3 tools/hf_oracle/compare.py tests/validation/hf-real-mamba-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== published GPU measurements (BERT, DistilBERT; eager vs sdpa)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-gpu.sh
 	@echo "== published SDPA tables (Pythia-410m with transformers 4.42, OPT-350m with 4.46; --keep-outputs)"

@@ -297,18 +297,18 @@ def make_arch_rows(rel):
                          id=f"tf{rel}/{model}-generate-b{BATCH}-p{GEN_PROMPT}-n{n}-fp32-eager",
                          mode="generate", optimizer=None, seq=GEN_PROMPT, new_tokens=n,
                          precision="fp32", attn="eager"))
-    return rows + gptoss_rows(rel) + whisper_rows(rel) + mamba_rows(rel)
+    return rows + gptoss_rows(rel) + whisper_rows(rel)
 
 
 # Mamba (src/load/hf/mamba.c: the torch slow path, no mamba_ssm / causal_conv1d kernels):
 # fp32 training (Adam, SGD with momentum) and inference at a few batch sizes and lengths
-MAMBA_TINY = ("tiny-mamba",)
+MAMBA_TINY = ("tiny-mamba", "tiny-mamba-untied")
 MAMBA_SHAPES = ((2, 128), (1, 64), (4, 32))
 MAMBA_RUNS = [("train", "adam"), ("train", "sgd-momentum"), ("infer", None)]
 
 
 def mamba_rows(rel):
-    """mamba's rows (MAMBA_*)."""
+    """mamba's rows (MAMBA_*; measure.py --mamba, tests/validation/hf-real-mamba-cpu.jsonl)."""
     rows = []
     for model in MAMBA_TINY:
         config = f"tests/models/hf/{model}.json"

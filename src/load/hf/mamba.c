@@ -103,8 +103,8 @@ static void read_config(struct hf *h, struct mamba *c)
 static void check_run(struct hf *h)
 {
     const char *what = NULL;
-    if (h->transformers != 524)
-        what = "--transformers other than 5.24";
+    if (h->transformers != 456 && h->transformers != 524)
+        what = "a transformers release other than 4.56 and 5.24";
     else if (!h->cpu)
         what = "the CUDA kernels path (mamba_ssm, causal_conv1d; any --device but cpu)";
     else if (h->half || h->amp)
@@ -117,7 +117,7 @@ static void check_run(struct hf *h)
         what = "quantized linear layers";
     if (what)
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "model_type 'mamba': %s is not modelled; modelled: transformers 5.24, the torch "
+                "model_type 'mamba': %s is not modelled; modelled: transformers 4.56 and 5.24, the torch "
                 "slow path (no mamba_ssm / causal_conv1d kernels) on --device cpu, float32, "
                 "training and inference",
                 what);
@@ -130,13 +130,13 @@ static int32_t copy(struct hf *h, int32_t x)
     return hf_op(h, DM_OP_Add, 2, x, hf_const_f(h, 0.0));
 }
 
-/* zeros of x's first two dims and `last` (a cache state, ConstantOfShape) */
-static int32_t zeros_like2(struct hf *h, int32_t x, int64_t last, const char *name)
+/* zeros [B, d1, d2], B x's first dim (a cache state, ConstantOfShape) */
+static int32_t zeros_b(struct hf *h, int32_t x, int64_t d1, int64_t d2, const char *name)
 {
     int32_t s = hf_op(h, DM_OP_Shape, 1, x);
     hf_attr_i(h, "start", 0);
-    hf_attr_i(h, "end", 2);
-    int32_t shape = hf_op(h, DM_OP_Concat, 2, s, hf_const_ints(h, INTS(last)));
+    hf_attr_i(h, "end", 1);
+    int32_t shape = hf_op(h, DM_OP_Concat, 2, s, hf_const_ints(h, INTS(d1, d2)));
     hf_attr_i(h, "axis", 0);
     h->out_name = name;
     return hf_dec_fill(h, shape, DM_FLOAT, 0.0);
@@ -146,13 +146,15 @@ static int32_t zeros_like2(struct hf *h, int32_t x, int64_t last, const char *na
  * dt [B, D, L], A [D, N], Bm and Cm [B, L, N], the gate [B, D, L]; *last:
  * the last state. */
 static int32_t selective_scan(struct hf *h, const struct mamba *c, int32_t hs, int32_t dt,
-                              int32_t A, int32_t Bm, int32_t Cm, int32_t gate, int32_t *last)
+                              int32_t A, int32_t Bm, int32_t Cm, int32_t gate, int32_t locals[6])
 {
     int64_t D = c->inner;
-    int32_t bias = hf_param(h, "dt_proj.bias", DM_FLOAT, 1, &D);
     int32_t Dp = hf_param(h, "D", DM_FLOAT, 1, &D);
-    dt = hf_op(h, DM_OP_Add, 2, dt, hf_unsqueeze(h, bias, INTS(1)));
-    dt = hf_op(h, DM_OP_Softplus, 1, dt);
+    if (h->transformers >= 500) { /* 5.x: delta_bias and delta_softplus inside the scan */
+        int32_t bias = hf_param(h, "dt_proj.bias", DM_FLOAT, 1, &D);
+        dt = hf_op(h, DM_OP_Add, 2, dt, hf_unsqueeze(h, bias, INTS(1)));
+        dt = hf_op(h, DM_OP_Softplus, 1, dt);
+    }
     int32_t dt4 = hf_unsqueeze(h, dt, INTS(3));
     int32_t dA = hf_op(h, DM_OP_Mul, 2, hf_unsqueeze(h, A, INTS(0, 2)), dt4);
     dA = hf_op(h, DM_OP_Exp, 1, dA);
@@ -161,16 +163,47 @@ static int32_t selective_scan(struct hf *h, const struct mamba *c, int32_t hs, i
     struct dm_node *n = hf_node(h, DM_OP_SelectiveScan, 3, (int32_t[]){dA, dBu, Cm}, 2);
     if (!n)
         return -1;
-    int32_t steps = n->out[0];
-    *last = n->out[1];
+    int32_t steps = n->out[0], last = n->out[1];
     int32_t y = copy(h, steps); /* torch.stack(scan_outputs, dim=-1) */
     y = hf_op(h, DM_OP_Add, 2, y,
               hf_op(h, DM_OP_Mul, 2, hs, hf_unsqueeze(h, Dp, INTS(0, 2))));
     y = hf_op(h, DM_OP_Mul, 2, y, hf_op(h, DM_OP_Silu, 1, gate));
-    /* dt, dA, dB, dBu, scan_outputs and the last state are locals until the
-     * function returns */
-    hf_hold_all(h, (int32_t[]){dt, dA, dB, dBu, steps, *last}, 6, hf_last_node(h));
+    /* Python locals: until mamba_selective_scan returns (5.x), or slow_forward
+     * (4.x, the caller's hf_hold_all) */
+    memcpy(locals, (int32_t[]){dt, dA, dB, dBu, steps, last}, 6 * sizeof *locals);
+    if (h->transformers >= 500)
+        hf_hold_all(h, locals, 6, hf_last_node(h));
     return y;
+}
+
+/* 4.x's slow_forward with a MambaCache (every layer's zeros made before the
+ * first layer: cache_456): ssm_state = cache.ssm_states[i].clone(), a
+ * local; the prefill's conv_state = F.pad(hs, (K - L, 0)) ([B, D, K]: the
+ * last K columns, a local), then update_conv_state's conv_state.roll(-1)
+ * ([B, D, K], freed when it returns); zero_() and += into the cache in
+ * place. locals[]: the two the mixer holds until it returns. */
+static void prefill_456(struct hf *h, const struct mamba *c, int i, int32_t hs, int32_t locals[2])
+{
+    char name[64];
+    snprintf(name, sizeof name, "cache.%d.ssm", i);
+    locals[0] = copy(h, dm_graph_find(h->g, name));
+    locals[1] = copy(h, hf_op(h, DM_OP_Slice, 4, hs, hf_const_ints(h, INTS(-c->conv)),
+                              hf_const_ints(h, INTS(INT64_MAX)), hf_const_ints(h, INTS(2))));
+    copy(h, locals[1]); /* the roll */
+}
+
+/* 4.x's MambaCache(config, batch): conv_states [B, D, K] and ssm_states
+ * [B, D, N] zeros for every layer, made after the embedding (x [B, L, H]);
+ * the cache_position arange(K), K int64 values, is not counted. */
+static void cache_456(struct hf *h, const struct mamba *c, int32_t x)
+{
+    char name[64];
+    for (int64_t i = 0; i < c->layers; i++) {
+        snprintf(name, sizeof name, "cache.%lld.conv", (long long)i);
+        zeros_b(h, x, c->inner, c->conv, name);
+        snprintf(name, sizeof name, "cache.%lld.ssm", (long long)i);
+        zeros_b(h, x, c->inner, c->state, name);
+    }
 }
 
 /* MambaMixer.forward (the header) on the normed [B, L, H]. */
@@ -185,10 +218,13 @@ static int32_t mixer(struct hf *h, const struct mamba *c, int i, bool cache, int
                       hf_op(h, DM_OP_Exp, 1, hf_param(h, "A_log", DM_FLOAT, 2, (int64_t[]){D, N})));
     int32_t hs = hf_narrow(h, p, 1, 0, D), gate = hf_narrow(h, p, 1, D, D);
     char name[64];
-    if (cache) { /* update_conv_state's lazy zeros (the state copied in place) */
+    if (cache && h->transformers >= 500) { /* update_conv_state's lazy zeros, copied into */
         snprintf(name, sizeof name, "cache.%d.conv", i);
-        zeros_like2(h, hs, K, name);
+        zeros_b(h, hs, D, K, name);
     }
+    int32_t pre[2] = {-1, -1};
+    if (cache && h->transformers < 500)
+        prefill_456(h, c, i, hs, pre);
     s = hf_enter(h, "conv1d");
     int32_t w = hf_param(h, "weight", DM_FLOAT, 3, (int64_t[]){D, 1, K});
     int32_t cb = c->conv_bias ? hf_param(h, "bias", DM_FLOAT, 1, &D) : -1;
@@ -208,24 +244,33 @@ static int32_t mixer(struct hf *h, const struct mamba *c, int i, bool cache, int
     hf_leave(h, s);
     int32_t t = hf_narrow(h, xp, 2, 0, R), Bm = hf_narrow(h, xp, 2, R, N),
             Cm = hf_narrow(h, xp, 2, R + N, N);
-    /* dt_proj.weight @ t.transpose(1, 2): matmul's fold (the header) */
     s = hf_enter(h, "dt_proj");
-    int32_t dw = hf_param(h, "weight", DM_FLOAT, 2, (int64_t[]){D, R});
+    int32_t dt;
+    if (h->transformers >= 500) { /* dt_proj.weight @ t.transpose(1, 2): matmul's fold */
+        int32_t dw = hf_param(h, "weight", DM_FLOAT, 2, (int64_t[]){D, R});
+        dt = hf_op(h, DM_OP_MatMul, 2, t, hf_transpose(h, dw, INTS(1, 0)));
+        dt = copy(h, hf_transpose(h, dt, INTS(0, 2, 1)));
+    } else { /* softplus(dt_proj(t)).transpose(1, 2): the bias added in place */
+        dt = hf_linear(h, t, R, D, true, -1, NULL);
+        dt = hf_transpose(h, hf_op(h, DM_OP_Softplus, 1, dt), INTS(0, 2, 1));
+    }
     hf_leave(h, s);
-    int32_t dt = hf_op(h, DM_OP_MatMul, 2, t, hf_transpose(h, dw, INTS(1, 0)));
-    dt = copy(h, hf_transpose(h, dt, INTS(0, 2, 1)));
-    int32_t last = -1;
-    int32_t y = selective_scan(h, c, hs, dt, A, Bm, Cm, gate, &last);
-    if (cache) { /* update_recurrent_state: zeros_like(last), copied in place */
+    int32_t locals[6];
+    int32_t y = selective_scan(h, c, hs, dt, A, Bm, Cm, gate, locals);
+    if (cache && h->transformers >= 500) { /* update_recurrent_state: zeros_like, copied in */
         snprintf(name, sizeof name, "cache.%d.ssm", i);
-        zeros_like2(h, last, N, name);
+        zeros_b(h, locals[5], D, N, name);
     }
     s = hf_enter(h, "out_proj");
     y = hf_linear(h, copy(h, hf_transpose(h, y, INTS(0, 2, 1))), D, c->hidden, c->bias, -1, NULL);
     hf_leave(h, s);
     /* the mixer's locals until it returns: projected_states, A, the conv's
-     * output, x_proj's (B and C are its views) and time_step */
+     * output, x_proj's (B and C are its views) and time_step; 4.x's
+     * slow_forward holds the scan's too */
     hf_hold_all(h, (int32_t[]){p, A, hs, xp, dt}, 5, hf_last_node(h));
+    if (h->transformers < 500)
+        hf_hold_all(h, locals, 6, hf_last_node(h));
+    hf_hold_all(h, pre, 2, hf_last_node(h));
     return y;
 }
 
@@ -236,6 +281,8 @@ static int32_t build(struct hf *h, const struct mamba *c, bool cache, int32_t id
     int32_t emb_w = hf_param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->vocab, c->hidden});
     int32_t x = hf_op(h, DM_OP_Gather, 2, emb_w, ids);
     hf_leave(h, s);
+    if (cache && h->transformers < 500)
+        cache_456(h, c, x);
     for (int i = 0; i < c->layers && h->st == DNNMEM_OK; i++) {
         size_t ls = hf_enter(h, "layers.%d", i);
         int32_t residual = x;
