@@ -279,7 +279,7 @@ static int32_t build(struct hf *h, const struct mamba *c, bool cache, int32_t id
     size_t top = hf_enter(h, "backbone");
     size_t s = hf_enter(h, "embeddings");
     int32_t emb_w = hf_param(h, "weight", DM_FLOAT, 2, (int64_t[]){c->vocab, c->hidden});
-    int32_t x = hf_op(h, DM_OP_Gather, 2, emb_w, ids);
+    int32_t x = hf_op(h, DM_OP_Gather, 2, emb_w, ids), emb = x;
     hf_leave(h, s);
     if (cache && h->transformers < 500)
         cache_456(h, c, x);
@@ -298,6 +298,9 @@ static int32_t build(struct hf *h, const struct mamba *c, bool cache, int32_t id
     s = hf_enter(h, "norm_f");
     x = hf_rms_norm(h, x, c->hidden, c->eps);
     hf_leave(h, s);
+    /* MambaModel.forward's inputs_embeds: a local until it returns (measured:
+     * aten::index_select [B, L, H] live at the inference peak in the last layer) */
+    hf_hold(h, emb, hf_last_node(h));
     hf_leave(h, top);
     s = hf_enter(h, "lm_head");
     x = hf_linear(h, x, c->hidden, c->vocab, false, c->tie ? emb_w : -1, "logits");
