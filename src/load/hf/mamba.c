@@ -130,6 +130,25 @@ static int32_t copy(struct hf *h, int32_t x)
     return hf_op(h, DM_OP_Add, 2, x, hf_const_f(h, 0.0));
 }
 
+/* nn.Linear on a transposed [B, L, in] view: at::linear's matmul folds it
+ * to [B * L, in] with reshape, which copies it, but at batch 1, where it
+ * drops the size-1 dim, a view whatever the strides (hf_matmul_fold;
+ * measured, 5.24 on torch 2.13: aten::clone < aten::reshape < aten::linear
+ * at batch 2 and 4, none at batch 1); then mm, the bias added in place, and
+ * the [B, L, out] view of the result. */
+static int32_t linear_t(struct hf *h, int32_t x, int64_t in, int64_t out, bool bias)
+{
+    int32_t x2 = hf_reshape(h, x, INTS(-1, in));
+    hf_attr_i(h, "matmul_fold", 1);
+    int32_t y = hf_linear(h, x2, in, out, bias, -1, NULL);
+    int32_t s = hf_op(h, DM_OP_Shape, 1, x);
+    hf_attr_i(h, "start", 0);
+    hf_attr_i(h, "end", 2);
+    int32_t shape = hf_op(h, DM_OP_Concat, 2, s, hf_const_ints(h, INTS(out)));
+    hf_attr_i(h, "axis", 0);
+    return hf_op(h, DM_OP_Reshape, 2, y, shape);
+}
+
 /* zeros [B, d1, d2], B x's first dim (a cache state, ConstantOfShape) */
 static int32_t zeros_b(struct hf *h, int32_t x, int64_t d1, int64_t d2, const char *name)
 {
@@ -239,8 +258,7 @@ static int32_t mixer(struct hf *h, const struct mamba *c, int i, bool cache, int
                    hf_const_ints(h, INTS(2)));
     hs = hf_op(h, DM_OP_Silu, 1, hs);
     s = hf_enter(h, "x_proj");
-    int32_t xp = hf_linear(h, copy(h, hf_transpose(h, hs, INTS(0, 2, 1))), D, R + 2 * N, false,
-                           -1, NULL);
+    int32_t xp = linear_t(h, hf_transpose(h, hs, INTS(0, 2, 1)), D, R + 2 * N, false);
     hf_leave(h, s);
     int32_t t = hf_narrow(h, xp, 2, 0, R), Bm = hf_narrow(h, xp, 2, R, N),
             Cm = hf_narrow(h, xp, 2, R + N, N);
@@ -262,7 +280,7 @@ static int32_t mixer(struct hf *h, const struct mamba *c, int i, bool cache, int
         zeros_b(h, locals[5], D, N, name);
     }
     s = hf_enter(h, "out_proj");
-    y = hf_linear(h, copy(h, hf_transpose(h, y, INTS(0, 2, 1))), D, c->hidden, c->bias, -1, NULL);
+    y = linear_t(h, hf_transpose(h, y, INTS(0, 2, 1)), D, c->hidden, c->bias);
     hf_leave(h, s);
     /* the mixer's locals until it returns: projected_states, A, the conv's
      * output, x_proj's (B and C are its views) and time_step; 4.x's
