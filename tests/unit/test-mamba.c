@@ -129,6 +129,57 @@ static void test_scan_inference(void **state)
     dnnmem_model_free(m);
 }
 
+/* The op alone (an ONNX graph of the one node): dA, dBu [2, 3, 5, 4] and
+ * C [2, 5, 4] float32 give y [2, 3, 5] (120 bytes) and the last state
+ * [2, 3, 4] (96). Inference: the inputs (480 + 480 + 160 bytes), both
+ * outputs and the loop's scratch while it runs, a step's product and the
+ * previous state (96 each): peak 1120 + 120 + 96 + 192 = 1528 bytes. A C
+ * of another length is a shape error naming the op. */
+static struct tb *scan_graph(const char *c_dims)
+{
+    struct tb *b = tb_new(17);
+    tb_input(b, "dA", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "2,3,5,4");
+    tb_input(b, "dBu", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "2,3,5,4");
+    tb_input(b, "C", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, c_dims);
+    tb_node(b, "SelectiveScan", "scan", "dA,dBu,C", "y,state");
+    tb_output(b, "y");
+    tb_output(b, "state");
+    return b;
+}
+
+static void test_scan_shapes(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.n_top_tensors = 10;
+    struct dnnmem_result *r = estimate_cfg(scan_graph("2,5,4"), &cfg);
+    const struct dnnmem_tensor_info *t;
+    assert_non_null(t = live(r, "y"));
+    assert_int_equal(t->rank, 3);
+    assert_int_equal(t->dims[0], 2);
+    assert_int_equal(t->dims[1], 3);
+    assert_int_equal(t->dims[2], 5);
+    assert_non_null(t = live(r, "state"));
+    assert_int_equal(t->rank, 3);
+    assert_int_equal(t->dims[2], 4);
+    assert_int_equal(t->bytes, 96);
+    assert_int_equal(r->peak_allocated, 1528);
+    dnnmem_result_free(r);
+    struct tb *b = scan_graph("2,6,4");
+    dnnmem_model *m = NULL;
+    struct dnnmem_error err;
+    enum dnnmem_status st = tb_load(b, &m, &err);
+    if (st == DNNMEM_OK) {
+        st = dnnmem_estimate(m, &cfg, &r, &err);
+        dnnmem_model_free(m);
+    }
+    tb_free(b);
+    assert_int_equal(st, DNNMEM_E_SHAPE);
+    assert_msg_has(err, "SelectiveScan");
+}
+
 static enum dnnmem_status refused(const char *json, struct dnnmem_config *cfg, char *msg, size_t cap)
 {
     dnnmem_model *m = NULL;
@@ -189,6 +240,7 @@ static void test_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scan_shapes),
         cmocka_unit_test(test_scan_backward),
         cmocka_unit_test(test_scan_inference),
         cmocka_unit_test(test_refused),
