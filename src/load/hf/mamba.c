@@ -117,9 +117,9 @@ static void check_run(struct hf *h)
         what = "quantized linear layers";
     if (what)
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "model_type 'mamba': %s is not modelled; modelled: transformers 4.56 and 5.24, the torch "
-                "slow path (no mamba_ssm / causal_conv1d kernels) on --device cpu, float32, "
-                "training and inference",
+                "model_type 'mamba': %s is not modelled; modelled: transformers 4.56 and 5.24, "
+                "the torch slow path (no mamba_ssm / causal_conv1d kernels) on --device cpu, "
+                "float32, training and inference",
                 what);
 }
 
