@@ -302,7 +302,7 @@ def make_arch_rows(rel):
 
 # Mamba (src/load/hf/mamba.c: the torch slow path, no mamba_ssm / causal_conv1d kernels):
 # fp32 training (Adam, SGD with momentum) and inference at a few batch sizes and lengths
-MAMBA_TINY = ("tiny-mamba", "tiny-mamba-untied")
+MAMBA_TINY = ("tiny-mamba", "tiny-mamba-untied", "tiny-mamba-wide")
 MAMBA_SHAPES = ((2, 128), (1, 64), (4, 32))
 MAMBA_RUNS = [("train", "adam"), ("train", "sgd-momentum"), ("infer", None)]
 
