@@ -72,7 +72,7 @@ LIB_SRC += src/load/capture.c src/estimate/captured.c
 HF_SRC  := src/load/hf/builder.c src/load/hf/frame.c src/load/hf/attention.c src/load/hf/linear.c src/load/hf/quant.c \
            src/load/hf/kbit.c src/load/hf/llama.c src/load/hf/moe.c src/load/hf/moe_config.c src/load/hf/deepseek.c \
            src/load/hf/gpt2.c src/load/hf/bert.c src/load/hf/t5.c src/load/hf/vit.c \
-           src/load/hf/decoder.c src/load/hf/opt.c src/load/hf/neox.c src/load/hf/gemma.c src/load/hf/gptoss.c src/load/hf/whisper.c \
+           src/load/hf/decoder.c src/load/hf/opt.c src/load/hf/neox.c src/load/hf/gemma.c src/load/hf/gptoss.c src/load/hf/mamba.c src/load/hf/whisper.c \
            src/load/hf/hf.c
 LIB_SRC += $(HF_SRC)
 GEN_SRC := $(B)/gen/onnx.pb-c.c
@@ -183,6 +183,8 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-decoder-heads-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== real transformers on the CPU: granite, olmo2, starcoder2 (4.51, 4.56, 5.24), gpt_oss (4.56, 5.24)"
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-archs-cpu.jsonl --dnnmem $(B)/dnnmem --check
+	@echo "== real transformers on the CPU: mamba, the torch slow path (4.56, 5.24)"
+	python3 tools/hf_oracle/compare.py tests/validation/hf-real-mamba-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== published GPU measurements (BERT, DistilBERT; eager vs sdpa)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-gpu.sh
 	@echo "== published SDPA tables (Pythia-410m with transformers 4.42, OPT-350m with 4.46; --keep-outputs)"

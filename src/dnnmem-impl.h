@@ -254,6 +254,7 @@ enum dm_train_rule {
     DM_T_COPY,       /* slice/pad/cast/expand/reduce: saves nothing; allocates the input grad */
     DM_T_RNN,        /* recurrent layers */
     DM_T_SDPA,       /* fused attention: saves q, k, v, output and a log-sum-exp per row */
+    DM_T_SCAN,       /* Mamba's selective scan: every step's state (save.c) */
     DM_T_UNMODELLED  /* differentiable, no rule yet: training through it is an error */
 };
 
@@ -586,6 +587,8 @@ struct dm_graph {
     const char *const *lora_default;
     size_t n_lora_default;
     const char *kbit_prep;
+    /* HF mamba: which path the selective scan runs (the assumption line), or NULL */
+    const char *mamba_kernels;
     const char *kbit_ckpt[2];
     int n_kbit_ckpt;
     /* A captured step (src/load/capture.c; arena-owned): its schedule as

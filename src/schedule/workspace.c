@@ -420,6 +420,24 @@ static void conv_input_copy(struct dm_sb *b, const struct dm_node *n, int32_t no
                                       node, "input.contiguous(memory_format)", 1);
 }
 
+/* SelectiveScan's loop in the forward (ops.def): each step makes
+ * dA[:, :, i] * state, then the new state from it, [B, D, N] each; without
+ * autograd the previous state is freed only when the new one is bound, so
+ * the product and the previous state live while a step runs (in training
+ * the states are kept: save.c's keep_scan). */
+static void scan_scratch(struct dm_sb *b, const struct dm_node *n, int32_t node, bool backward,
+                         struct dm_ws *ws)
+{
+    if (n->op != DM_OP_SelectiveScan || backward || !dm_has_out(n, 1))
+        return;
+    const struct dm_tinfo *st = &b->t[n->out[1]];
+    ws->buf[0] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, st->dtype, st->bytes, -1, node,
+                             "dA[:, :, i] * state", 1);
+    if (!b->train)
+        ws->buf[1] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, st->dtype, st->bytes, -1, node,
+                                 "the previous state", 1);
+}
+
 /* The CPU flash kernel's per-thread scratch (cpu_flash_attention and its
  * backward in aten/src/ATen/native/cpu/FlashAttentionKernel.cpp), freed when
  * the op returns. Blocks of qS query rows by kvS keys: qS = 32, 64 from 192
@@ -591,6 +609,7 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
     for (int k = 0; rows > 0 && k < 2 && dm_dtype_bytes(DM_FLOAT, rows, &stat); k++)
         ws.buf[k] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, stat, -1, node,
                                 k ? "rstd (not saved)" : "mean (not saved)", 1);
+    scan_scratch(b, n, node, backward, &ws);
     return ws;
 }
 

@@ -1230,6 +1230,29 @@ status dm_shape_grouped_matmul(struct dm_infer *ctx, const struct dm_node *n)
     return dm_set_out(ctx, n, 0, x->dtype, 2, (int64_t[]){x->dims[0], w->dims[2]});
 }
 
+/* SelectiveScan(dA [B, D, L, N], dBu [B, D, L, N], C [B, L, N]): y [B, D, L]
+ * and the last state [B, D, N], in dA's type (ops.def). */
+status dm_shape_selective_scan(struct dm_infer *ctx, const struct dm_node *n)
+{
+    const struct dm_tinfo *a, *u, *c;
+    DM_TRY(req(ctx, n, 0, &a));
+    DM_TRY(req(ctx, n, 1, &u));
+    DM_TRY(req(ctx, n, 2, &c));
+    bool ok = a->rank == 4 && u->rank == 4 && c->rank == 3 && c->dims[0] == a->dims[0] &&
+              c->dims[1] == a->dims[2] && c->dims[2] == a->dims[3];
+    for (int k = 0; ok && k < 4; k++)
+        ok = u->dims[k] == a->dims[k];
+    if (!ok)
+        return dm_shape_error(ctx, n, DNNMEM_E_SHAPE,
+                              "SelectiveScan: needs dA and dBu [B, D, L, N] and C [B, L, N] "
+                              "(got %s, %s, %s)",
+                              DSTR((char[96]){0}, a->rank, a->dims),
+                              DSTR((char[96]){0}, u->rank, u->dims),
+                              DSTR((char[96]){0}, c->rank, c->dims));
+    DM_TRY(dm_set_out(ctx, n, 0, a->dtype, 3, (int64_t[]){a->dims[0], a->dims[1], a->dims[2]}));
+    return dm_set_out(ctx, n, 1, a->dtype, 3, (int64_t[]){a->dims[0], a->dims[1], a->dims[3]});
+}
+
 /* Narrow(x): axis, start, length attributes; x's shape with length at axis. */
 status dm_shape_narrow(struct dm_infer *ctx, const struct dm_node *n)
 {

@@ -141,6 +141,32 @@ static void keep_rnn(struct dm_sb *b, int32_t i)
     dm_keep_new(b, i, t[in0].dtype, rows * dirs * per_row, b->run->cuda ? "reserve" : "cell_states");
 }
 
+/* DM_T_SCAN: Mamba's selective scan, the loop of ops.def's SelectiveScan row
+ * as autograd records it (derivatives.yaml, 2.13): each step's
+ * MulBackward0 (dA[:, :, i] * state) keeps both operands, a view of dA and
+ * the previous state (the zeros at step 0); its AddBackward0 nothing; the
+ * matmul's BmmBackward0 the new state and a view of C. So dA and C stay, and
+ * every state: the L before the last ([B, D, N] each, one buffer here) and
+ * the last (output 1). Measured, transformers 5.24.0 on torch 2.13 CPU:
+ * 254 of the 256 states ([2, 128, 16] float32, aten::add) of tiny-mamba's two
+ * layers live at the backward's peak, b2 s128
+ * (tests/validation/hf-real-mamba-cpu.jsonl). */
+static void keep_scan(struct dm_sb *b, int32_t i)
+{
+    const struct dm_tinfo *t = b->t;
+    const struct dm_node *n = &b->g->nodes[i];
+    if (!dm_has_in(n, 0) || !dm_has_in(n, 2) || !dm_has_out(n, 1) || t[n->in[0]].rank != 4)
+        return;
+    const int64_t *d = t[n->in[0]].dims; /* [B, D, L, N] */
+    dm_keep_input(b, i, 0);
+    dm_keep_input(b, i, 2);
+    int64_t states;
+    if (dm_mul_ok(d[0], d[1], &states) && dm_mul_ok(states, d[3], &states) &&
+        dm_mul_ok(states, d[2], &states))
+        dm_keep_new(b, i, t[n->in[0]].dtype, states, "ssm_states (each step's, the zeros first)");
+    dm_keep_tensor(b, i, n->out[1]);
+}
+
 /* Op-specific saves besides the rule's (ops.def); true: the rule's are not
  * made. */
 static bool keep_op_specific(struct dm_sb *b, int32_t i)
@@ -355,6 +381,7 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
         break;
     case DM_T_EMBED: dm_keep_input(b, i, 1); break;
     case DM_T_RNN: keep_rnn(b, i); break;
+    case DM_T_SCAN: keep_scan(b, i); break;
     case DM_T_SDPA: {
         /* ScaledDotProduct{Flash,Efficient}AttentionBackward0 keep query, key,
          * value, the output and the fp32 log-sum-exp of each query row

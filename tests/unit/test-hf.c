@@ -484,7 +484,7 @@ static void test_errors(void **state)
                  "qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt2, bert, roberta, albert, "
                  "distilbert, t5, mt5, vit, whisper, opt, biogpt, gpt_neox, falcon, phi, phi3, gemma, "
                  "gemma2, "
-                 "gemma3_text, gemma3 (its text_config), gpt_oss)");
+                 "gemma3_text, gemma3 (its text_config), gpt_oss, mamba)");
     expect_error("{\"model_type\": \"t5\"}", DNNMEM_E_MODEL, "config field 'vocab_size' is missing");
     expect_error("{\"model_type\": \"t5\", \"vocab_size\": 100, \"feed_forward_proj\": \"gated-tanh\"}",
                  DNNMEM_E_UNSUPPORTED, "config field 'feed_forward_proj' is 'gated-tanh'");

@@ -60,7 +60,7 @@ What is measured (the definitions of tools/measure_cpu.py, tests/validation/READ
     second forward while the first's outputs are held);
   * torch.set_num_threads(1) (dnnmem --cpu-threads 1);
   * --archs: the later families' rows (rows.make_arch_rows: granite, olmo2, starcoder2),
-    measured as the causal LMs above;
+    measured as the causal LMs above; --mamba: mamba's (rows.mamba_rows), likewise;
   * --heads: the encoder heads' rows (rows.make_head_rows): AutoModel<head>.from_config
     (the head the config's architectures names), input_ids [batch, seq] ([batch, choices,
     seq] for ForMultipleChoice); training calls model(input_ids, <labels>) and backpropagates
@@ -456,11 +456,13 @@ def main():
                     help="the other decoders' task heads (rows.make_decoder_head_rows)")
     ap.add_argument("--archs", action="store_true",
                     help="the later families' rows (rows.make_arch_rows)")
+    ap.add_argument("--mamba", action="store_true",
+                    help="mamba's rows (rows.mamba_rows: the torch slow path)")
     ap.add_argument("--dump", help="write each row's blocks live at the peak as DIR/<id>.tsv "
                     "(index, bytes, operator path; debugging, not committed)")
     a = ap.parse_args()
     rel = rowdefs.release(transformers.__version__)
-    todo = rowdefs.make_head_rows(rel) if a.heads else \
+    todo = rowdefs.mamba_rows(rel) if a.mamba else rowdefs.make_head_rows(rel) if a.heads else \
         rowdefs.make_decoder_head_rows(rel) if a.decoder_heads else rowdefs.make_arch_rows(rel) if a.archs \
         else rowdefs.make_rows(rel)
     if a.only:

@@ -300,6 +300,28 @@ def make_arch_rows(rel):
     return rows + gptoss_rows(rel) + whisper_rows(rel)
 
 
+# Mamba (src/load/hf/mamba.c: the torch slow path, no mamba_ssm / causal_conv1d kernels):
+# fp32 training (Adam, SGD with momentum) and inference at a few batch sizes and lengths
+MAMBA_TINY = ("tiny-mamba", "tiny-mamba-untied", "tiny-mamba-wide")
+MAMBA_SHAPES = ((2, 128), (1, 64), (4, 32))
+MAMBA_RUNS = [("train", "adam"), ("train", "sgd-momentum"), ("infer", None)]
+
+
+def mamba_rows(rel):
+    """mamba's rows (MAMBA_*; measure.py --mamba, tests/validation/hf-real-mamba-cpu.jsonl)."""
+    rows = []
+    for model in MAMBA_TINY:
+        config = f"tests/models/hf/{model}.json"
+        for batch, seq in MAMBA_SHAPES:
+            for mode, opt in MAMBA_RUNS:
+                tag = mode if opt is None else "train-" + ("sgd" if opt.startswith("sgd") else "adam")
+                rows.append(dict(release=rel, model=model, model_type="mamba", config=config,
+                                 batch=batch, id=f"tf{rel}/{model}-{tag}-b{batch}-s{seq}-fp32-eager",
+                                 mode=mode, optimizer=opt, seq=seq, precision="fp32",
+                                 attn="eager"))
+    return rows
+
+
 def whisper_rows(rel):
     """whisper's rows (WHISPER_*): seq is the decoder's length."""
     rows = []

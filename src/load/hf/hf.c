@@ -42,7 +42,9 @@
  * 4.53-4.57), input pixel_values [batch, channels, image, image];
  * WhisperForConditionalGeneration ("whisper"; modeling_whisper.py, 4.56-5.24),
  * inputs input_features [batch, num_mel_bins, 2 * max_source_positions] and
- * decoder_input_ids [batch, seq], outputs as T5's.
+ * decoder_input_ids [batch, seq], outputs as T5's; MambaForCausalLM ("mamba";
+ * mamba.c, 4.56 and 5.24, the torch slow path), outputs the logits and, with
+ * use_cache in inference, each layer's conv and recurrent states.
  *
  * Weights are float32 whatever the config's torch_dtype / dtype says: that is
  * the checkpoint's storage type, not the type a job runs in
@@ -133,6 +135,8 @@ static const struct hf_arch archs[] = {
     {"gemma3", hf_gemma, 1, HF_ANY_ARCH | HF_TEXT_CONFIG, NULL, 0, "Gemma3", 0, 0},
     /* gpt_oss: 4.56-5.24 (gptoss.c; 4.55's CPU inference ran all experts at once) */
     {"gpt_oss", hf_gptoss, 0, 0, NULL, 0, "GptOss", 456, 0},
+    /* mamba: 4.56 and 5.24, the torch slow path (mamba.c) */
+    {"mamba", hf_mamba, 0, 0, NULL, 0, "Mamba", 456, 0},
 };
 #undef ALL
 #undef SEQ_TOK

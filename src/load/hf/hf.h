@@ -269,6 +269,7 @@ enum dnnmem_status hf_opt(struct hf *h, const char *type);        /* opt.c */
 enum dnnmem_status hf_neox(struct hf *h, const char *type);       /* neox.c */
 enum dnnmem_status hf_gemma(struct hf *h, const char *type);      /* gemma.c */
 enum dnnmem_status hf_gptoss(struct hf *h, const char *type);     /* gptoss.c */
+enum dnnmem_status hf_mamba(struct hf *h, const char *type);      /* mamba.c */
 
 /* ---- builder.c: config fields, node names and scopes, nodes, attributes, constants, parameters, shape ops, norms, rotary, the KV cache */
 
