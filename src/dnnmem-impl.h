@@ -900,9 +900,9 @@ struct dm_cpu_conv {
     bool bias;               /* forward: a bias; backward: its grad is made */
     bool chlast;             /* channels-last: input or weight suggest_memory_format() */
     bool w_chlast;           /* the weight is channels-last itself: .contiguous() copies none */
-    uint64_t cl_copy;        /* a channels-last conv's backward: the bytes of its copy of a
-                                grad_output that is not (0: none, or not known: the ONNX path
-                                tracks no grad's strides) */
+    uint64_t cl_copy;        /* backward: the bytes of its grad_output.contiguous(format)
+                                copy, a grad_output not dense in the conv's format (0:
+                                none; a capture sets it for channels-last convs only) */
 };
 
 /* A captured convolution's facts (a step's "conv"): the conv, and for

@@ -588,13 +588,50 @@ static void slow3d_grad_input_columns(const struct cc *b)
     drop(b, tmp(b, x->dtype, e, "slow3d fgrad_input"));
 }
 
+/* 1.13's backward of a channels-last conv (measured, 1.13.0, Debian's
+ * python3-torch, one thread, AVX2: x [2,16,10,10] channels-last, W
+ * [24,16,3,3] 13,824 B, a bias, grad_output channels-last): convolution_backward
+ * makes weight.contiguous(channels_last) (+13824, live until it returns; none
+ * for one in channel per group or a 1x1 kernel, as the forward's), then
+ * grad_input (+12800), the weight reordered for the backward-data pass
+ * (+13824 -13824), then for the weight's grad a diff_weights (+13824), the
+ * bias's grad and oneDNN's (+96 +96), the channels-last grad_weight (+13824)
+ * and its .to() into the parameter's layout (+13824, the grad): four
+ * weight-sized blocks at once; a 32-channel depthwise 3x3 conv the same but
+ * the weight copy. The NCHW rule's weight- and input-sized scratch is not
+ * made. The begin: the weight copy (the grad_output copy: dm_cpu_conv_begin). */
+static void onednn_cl_113_weight_copy(const struct cc *b, struct dm_ws *ws)
+{
+    const struct dm_tinfo *w = &b->cv->w;
+    if (w->rank == 4 && w->dims[1] > 1 && w->dims[2] * w->dims[3] > 1 && !b->cv->w_chlast)
+        ws->buf[0] = alloc(b, w->dtype, w->bytes, "weight (channels last)");
+}
+
+/* Its passes, around the grad of input k (cpu_conv_grad); false when the
+ * conv is not such a one. */
+static bool onednn_cl_113_grad(const struct cc *b, int k, struct dm_ws *ws, bool after)
+{
+    const struct dm_tinfo *w = &b->cv->w;
+    if (b->run->torch_version >= 200 || b->run->cuda || !cpu_conv_uses_onednn(b) ||
+        !b->cv->chlast || w->rank != 4)
+        return false;
+    if (k == 0 && after)
+        drop(b, alloc(b, w->dtype, w->bytes, "onednn_weight (backward data)"));
+    if (k == 1 && !after) {
+        ws->buf[1] = alloc(b, w->dtype, w->bytes, "onednn_diff_weights");
+        ws->buf[2] = alloc(b, w->dtype, w->bytes, "grad_weight (channels last)");
+    }
+    return true;
+}
+
 static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
                           bool after)
 {
     struct onednn_conv c;
     if (k == 0 && after)
         slow3d_grad_input_columns(b);
-    if (k > 1 || onednn_brgemm_bwd(b, k, ws, after) || !onednn_bwd_phased(b, &c))
+    if (k > 1 || onednn_cl_113_grad(b, k, ws, after) || onednn_brgemm_bwd(b, k, ws, after) ||
+        !onednn_bwd_phased(b, &c))
         return;
     if (k == 0 && c.strided && c.kernel == ONEDNN_BLOCKED) {
         onednn_strided_backward_data(b, &c, ws, after);
@@ -662,8 +699,11 @@ static void onednn_workspace(const struct cc *b, bool backward,
         if (onednn_bwd_phased(b, &c))
             return; /* cpu_conv_grad */
     }
-    if (b->run->torch_version < 200 && !backward && b->cv->chlast) {
-        onednn_channels_last_113(b, ws);
+    if (b->run->torch_version < 200 && b->cv->chlast) {
+        if (backward)
+            onednn_cl_113_weight_copy(b, ws);
+        else
+            onednn_channels_last_113(b, ws);
         return;
     }
     /* 1.13's forward on an NCHW input on AVX2 takes 2.x's buffers (measured,
@@ -703,6 +743,13 @@ void dm_cpu_conv_begin(const struct dm_cpu_conv *cv, const struct dm_run *run,
             ws->buf[0] = alloc(&b, cv->x.dtype, columns, "thnn_columns");
     } else if (be == CPU_CONV_ONEDNN) {
         onednn_workspace(&b, backward, ws);
+        /* mkldnn_convolution_backward's grad_output.contiguous(format)
+         * (workspace.c, grad_output_copy), live until it returns; the
+         * channels-last rules make it themselves */
+        if (backward && cv->cl_copy && ws->buf[3] < 0)
+            ws->buf[3] = alloc(&b, cv->y.rank > 0 ? cv->y.dtype : cv->x.dtype, cv->cl_copy,
+                               cv->chlast ? "grad_output.contiguous(channels_last)"
+                                          : "grad_output.contiguous()");
     }
 }
 

@@ -321,6 +321,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
     b.cur = malloc(((size_t)nt + 1) * sizeof *b.cur);
     b.strided = calloc((size_t)nt + 1, sizeof *b.strided);
     b.chlast = calloc((size_t)nt + 1, sizeof *b.chlast);
+    b.gradfmt = calloc((size_t)nt + 1, sizeof *b.gradfmt);
     b.stride = calloc(((size_t)nt + 1) * DM_MAX_DIMS, sizeof *b.stride);
     b.flag = calloc((size_t)nt + 1, sizeof *b.flag);
     b.uses = calloc((size_t)nt + 1, sizeof *b.uses);
@@ -332,12 +333,13 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
             max_in = g->nodes[i].n_in;
     b.in_buf = malloc((size_t)max_in * sizeof *b.in_buf);
     enum dnnmem_status st = DNNMEM_OK;
-    if (!b.cur || !b.strided || !b.chlast || !b.stride || !b.flag || !b.uses || !b.resident || !b.amp_cache || !b.in_buf) {
+    if (!b.cur || !b.strided || !b.chlast || !b.gradfmt || !b.stride || !b.flag || !b.uses || !b.resident || !b.amp_cache || !b.in_buf) {
         b.oom = true;
         goto out;
     }
     analyse(&b);
     dm_sb_layout(g, t, b.chlast);
+    dm_sb_grad_layout(g, t, b.chlast, run, b.gradfmt);
     if (!module_holds(&b)) {
         b.oom = true;
         goto out;
@@ -389,6 +391,7 @@ out:
     free(b.cur);
     free(b.strided);
     free(b.chlast);
+    free(b.gradfmt);
     free(b.stride);
     free(b.flag);
     free(b.uses);

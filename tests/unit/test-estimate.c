@@ -741,19 +741,23 @@ static uint64_t conv_bwd_workspace(struct tb *b, int torch)
  * on [1,384,10,10] (measured: 2.14.1, one thread, the block ConvNeXt's
  * LayerNorm2d feeds); Goihw16g, 384 x 9 floats = 13824 B, for a 3x3 one;
  * beside it a second weight-sized tensor (75264 B, 13824 B: +w +w -w next
- * to the weight's grad). The same conv on an NCHW input, or under 1.13: the
- * weight- and input-sized scratch (75264 + 153600). */
+ * to the weight's grad). The same conv on an NCHW input: the weight- and
+ * input-sized scratch (75264 + 153600); under 1.13 channels-last
+ * (cpuconv.c onednn_cl_113_grad) diff_weights and the channels-last
+ * grad_weight, 75264 each. Each also holds the grad_output copy
+ * (workspace.c grad_output_copy, 153600 B): .sum()'s grad is an expand,
+ * dense in neither format. */
 static void test_channels_last_conv_bwd(void **state)
 {
     (void)state;
     assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 7, 1, 384, true), 214),
-                     19267584 + 75264);
+                     19267584 + 75264 + 153600);
     assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 3, 1, 384, true), 214),
-                     13824 + 13824);
+                     13824 + 13824 + 153600);
     assert_int_equal(conv_bwd_workspace(conv_graph("1,384,10,10", false, 384, 1, 7, 1, 384, true), 214),
-                     75264 + 153600);
+                     75264 + 153600 + 153600);
     assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 7, 1, 384, true), 113),
-                     75264 + 153600);
+                     75264 + 75264 + 153600);
 }
 
 /* torch.cat is channels-last when all its inputs are (layout.c; checked on
@@ -820,7 +824,9 @@ static void test_cat_grad_slice_not_accumulated_in_place(void **state)
  * with gy' 98304 (48 channels), x' 98304 (40 padded to 48), dw' 48 x 48 x 9
  * floats = 82944, db' 192: at the step's peak, in the second pass, the
  * workspaces are gy' + x' + dw' + db'. 1.13: the weight- and input-sized
- * scratch, 69120 + 81920, held over the whole step. */
+ * scratch, 69120 + 81920, held over the whole step. Both hold the
+ * grad_output copy (workspace.c grad_output_copy, y's 98304 B): .sum()'s
+ * grad is an expand, dense in neither format. */
 static void test_onednn_conv_bwd_2x(void **state)
 {
     (void)state;
@@ -836,7 +842,7 @@ static void test_onednn_conv_bwd_2x(void **state)
         tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
         tb_output(b, "y");
         assert_int_equal(step_workspace(b, v ? 113 : 214, true, "backward", "conv"),
-                         v ? 69120 + 81920 : 98304 + 98304 + 82944 + 192);
+                         (v ? 69120 + 81920 : 98304 + 98304 + 82944 + 192) + 98304);
     }
 }
 
