@@ -121,7 +121,7 @@ static uint64_t grad_output_copy(const struct dm_sb *b, const struct dm_node *n,
     int32_t y = n->out[0];
     const struct dm_tinfo *t = &b->t[y];
     uint8_t f = b->gradfmt[y];
-    if (t->rank != 4 || f == DM_GF_NONE || t->dims[1] == 1 || t->dims[2] * t->dims[3] == 1)
+    if (t->rank != 4 || f == DM_GF_NONE || t->dims[1] == 1 || (t->dims[2] == 1 && t->dims[3] == 1))
         return 0;
     return f == (cv->chlast ? DM_GF_CL : DM_GF_C) ? 0 : t->bytes;
 }
