@@ -175,11 +175,30 @@ static void thnn_weight_copy(const struct cc *b, struct dm_ws *ws)
     const struct dm_tinfo *w = &b->cv->w;
     if (w->rank == 4 && w->dims[1] > 1 && w->dims[2] * w->dims[3] > 1 && !b->cv->w_chlast)
         ws->buf[1] = alloc(b, w->dtype, w->bytes, "weight (channels last)");
-    /* slow_conv2d_backward's grad_output.contiguous(channels_last), as
-     * oneDNN's (onednn_channels_last; measured, 2.14.1: the same model at
-     * batch 1, whose 3x3 16 -> 24 conv goes to THNN: + 24576 B) */
-    if (b->cv->cl_copy)
-        ws->buf[3] = alloc(b, w->dtype, b->cv->cl_copy, "grad_output.contiguous(channels_last)");
+}
+
+/* slow_conv2d_backward copies a grad_output not dense in its format
+ * (cv->cl_copy, workspace.c grad_output_copy) once per pass, channels-last
+ * or NCHW alike: before grad_input, freed once it is made, and again after
+ * the weight's grad, live with the columns until the call returns; only
+ * the second without grad_input (measured, 2.13.0 and 1.13.0, one thread:
+ * a 1x1 16 -> 24 conv on [2,16,8,8], NCHW with a channels-last grad or
+ * channels-last with a contiguous one: +12288, +8192 grad_input, -12288,
+ * +96 grad_bias, +1536 grad_weight, +12288, -12288; a 3x3 3 -> 24 on
+ * [1,3,4,4] channels-last: +2592 weight copy, +1536, +192, -1536, +96,
+ * +2592, +1536, +1728 columns, -1728, -1536, -2592; without grad_input
+ * +2592, +2592, +1536, +1728, -1728, -1536, -2592). */
+static bool thnn_grad_output_copy(const struct cc *b, int k, struct dm_ws *ws, bool after)
+{
+    if (!b->cv->cl_copy || cpu_conv_backend(b) != CPU_CONV_SLOW2D)
+        return false;
+    const char *what = b->cv->chlast ? "grad_output.contiguous(channels_last)"
+                                     : "grad_output.contiguous()";
+    if (k == 0 || (k == 1 && after)) {
+        drop(b, ws->buf[3]);
+        ws->buf[3] = k == 0 && after ? -1 : alloc(b, b->cv->y.dtype, b->cv->cl_copy, what);
+    }
+    return true;
 }
 
 /* ---- oneDNN's convolutions on the CPU, PyTorch 2.x ------------------------------ */
@@ -630,8 +649,8 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
     struct onednn_conv c;
     if (k == 0 && after)
         slow3d_grad_input_columns(b);
-    if (k > 1 || onednn_cl_113_grad(b, k, ws, after) || onednn_brgemm_bwd(b, k, ws, after) ||
-        !onednn_bwd_phased(b, &c))
+    if (k > 1 || thnn_grad_output_copy(b, k, ws, after) || onednn_cl_113_grad(b, k, ws, after) ||
+        onednn_brgemm_bwd(b, k, ws, after) || !onednn_bwd_phased(b, &c))
         return;
     if (k == 0 && c.strided && c.kernel == ONEDNN_BLOCKED) {
         onednn_strided_backward_data(b, &c, ws, after);

@@ -144,6 +144,7 @@ void dm_sb_workspace_grad(struct dm_sb *b, const struct dm_node *n, int k, struc
     struct dm_cpu_conv cv;
     if (b->run->cuda || !conv_desc(b, n, &cv))
         return;
+    cv.cl_copy = grad_output_copy(b, n, &cv);
     struct ws_ctx ctx = {.b = b, .node = (int32_t)(n - b->g->nodes)};
     struct dm_ws_sink sink = {.ctx = &ctx, .alloc = ws_alloc, .unref = ws_unref};
     dm_cpu_conv_grad(&cv, b->run, &sink, k, ws, after);

@@ -731,6 +731,43 @@ static void test_grad_output_copy(void **state)
     }
 }
 
+/* THNN's Slow2d backward makes the copy once per pass (cpuconv.c
+ * thnn_grad_output_copy; measured 2.13.0 and 1.13.0, one thread): a 1x1
+ * 16 -> 24 conv at batch 2 (Slow2d) on [2,16,8,8], its output permuted to
+ * NHWC for the loss (a channels-last grad, y 12,288 B): +12288 before
+ * grad_input, -12288 once it is made, +12288 after the weight's grad, -12288
+ * when the node returns; without grad_input (x an input) the second alone.
+ * `scaled`: x times a [1,16,1,1] weight, so that its grad is made. */
+static struct tb *thnn_perm_graph(bool scaled)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,16,8,8");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 16, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 1, 1});
+    if (scaled)
+        tb_node(b, "Mul", "scale", "x,S", "xs");
+    tb_node(b, "Conv", "conv", scaled ? "xs,W" : "x,W", "y");
+    tb_node(b, "Transpose", "pout", "y", "z");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 3, 1});
+    tb_output(b, "z");
+    return b;
+}
+
+static void test_thnn_grad_output_copy(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"grad_output.contiguous"};
+    static const char copy[] = "+12288 grad_output.contiguous\n-12288 grad_output.contiguous\n";
+    char got[1024], two[256];
+    snprintf(two, sizeof two, "%s%s", copy, copy);
+    for (int torch = 113; torch <= 214; torch += 101) {
+        loss_events(thnn_perm_graph(true), torch, DNNMEM_LOSS_CE, names, 1, got, sizeof got);
+        assert_string_equal(got, two);
+        loss_events(thnn_perm_graph(false), torch, DNNMEM_LOSS_CE, names, 1, got, sizeof got);
+        assert_string_equal(got, copy);
+    }
+}
+
 /* 1.13's backward of a channels-last oneDNN conv (cpuconv.c
  * onednn_cl_113_grad; measured 1.13.0, Debian's python3-torch, one thread,
  * AVX2, [2,16,10,10] 16 -> 24 3x3, W 13,824 B): the weight's channels-last
@@ -787,6 +824,7 @@ int main(void)
         cmocka_unit_test(test_pad_keeps_channels_last),
         cmocka_unit_test(test_depthwise_gemm_weight_grad),
         cmocka_unit_test(test_grad_output_copy),
+        cmocka_unit_test(test_thnn_grad_output_copy),
         cmocka_unit_test(test_onednn_cl_backward_113),
     };
     return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
