@@ -693,10 +693,8 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
  * The zoo's rand34-infer-b2-i32: 331,776 B twice at its measured peak. */
 static void onednn_channels_last_113(const struct cc *b, struct dm_ws *ws)
 {
-    const struct dm_tinfo *w = &b->cv->w;
-    if (w->rank == 4 && w->dims[1] > 1 && w->dims[2] * w->dims[3] > 1 && !b->cv->w_chlast)
-        ws->buf[0] = alloc(b, w->dtype, w->bytes, "weight (channels last)");
-    ws->buf[1] = alloc(b, DM_FLOAT, w->bytes, "onednn_weight");
+    onednn_cl_113_weight_copy(b, ws);
+    ws->buf[1] = alloc(b, DM_FLOAT, b->cv->w.bytes, "onednn_weight");
 }
 
 /* oneDNN's buffers around a CPU convolution (forward or backward). */

@@ -314,8 +314,8 @@ static bool gf_one_of(enum dm_op op, const enum dm_op *ops, size_t n)
 }
 
 /* The grad of input k of n, given its output's (fo). */
-static uint8_t input_grad_format(const struct dm_graph *g, const struct dm_tinfo *t,
-                                 const bool *cl, const uint8_t *gf, int torch_version,
+static uint8_t input_grad_format(const struct dm_tinfo *t, const bool *cl,
+                                 const uint8_t *gf, int torch_version,
                                  const struct dm_node *n, int k, uint8_t fo)
 {
     static const enum dm_op own[] = {DM_OP_Relu, DM_OP_LeakyRelu, DM_OP_BatchNormalization,
@@ -355,7 +355,6 @@ static uint8_t input_grad_format(const struct dm_graph *g, const struct dm_tinfo
             return fo == DM_GF_C ? DM_GF_CL : DM_GF_C_STRIDED;
         return DM_GF_C_STRIDED;
     }
-    (void)g;
     return DM_GF_C;
 }
 
@@ -376,8 +375,7 @@ void dm_sb_grad_layout(const struct dm_graph *g, const struct dm_tinfo *t, const
         for (int k = 0; k < n->n_in; k++) {
             int32_t x = n->in[k];
             if (x >= 0 && !dm_meta_slot(n, k) && gf[x] == DM_GF_NONE)
-                gf[x] = input_grad_format(g, t, cl, gf, run->torch_version, n, k,
-                                          gf[n->out[0]]);
+                gf[x] = input_grad_format(t, cl, gf, run->torch_version, n, k, gf[n->out[0]]);
         }
     }
 }
