@@ -961,9 +961,9 @@ struct dm_cpu_conv {
     bool bias;               /* forward: a bias; backward: its grad is made */
     bool chlast;             /* channels-last: input or weight suggest_memory_format() */
     bool w_chlast;           /* the weight is channels-last itself: .contiguous() copies none */
-    uint64_t cl_copy;        /* a channels-last conv's backward: the bytes of its copy of a
-                                grad_output that is not (0: none, or not known: the ONNX path
-                                tracks no grad's strides) */
+    uint64_t cl_copy;        /* backward: the bytes of its grad_output.contiguous(format)
+                                copy, a grad_output not dense in the conv's format (0:
+                                none; a capture sets it for channels-last convs only) */
     /* the geometry per spatial dim (depth, height, width of the last
      * x.rank - 2): stride, dilation (1: none) and the padding before;
      * geom false: not known (none of the rules that read it apply) */

@@ -45,6 +45,7 @@ struct dm_sb {
     int32_t *cur;         /* per tensor: buffer holding its storage now, or -1 */
     bool *strided;        /* per tensor: a non-contiguous view */
     bool *chlast;         /* per tensor: channels-last strides (layout.c) */
+    uint8_t *gradfmt;     /* per tensor: its grad's strides, DM_GF_* (layout.c) */
     int64_t *stride;      /* per tensor: DM_MAX_DIMS element strides (layout.c) */
     uint8_t *flag;        /* per tensor: DM_TF_* */
     int32_t *uses;        /* per tensor: data reads by nodes in one forward pass, and the
@@ -93,6 +94,14 @@ void dm_sb_layout_node(const struct dm_graph *g, const struct dm_tinfo *t, bool 
 bool dm_sb_strides_like_cl(const struct dm_sb *b, int32_t x);
 /* Whether x is dense in channels-last (cl) or contiguous order. */
 bool dm_sb_dense_in(const struct dm_sb *b, int32_t x, bool cl);
+/* The strides of a 4-D tensor's grad: none reaches it, contiguous,
+ * channels-last, or a view dense in neither (a narrow or an expand) whose
+ * dimension order is the contiguous or the channels-last one. */
+enum { DM_GF_NONE, DM_GF_C, DM_GF_CL, DM_GF_C_STRIDED, DM_GF_CL_STRIDED };
+/* Per tensor of g, DM_GF_* of its grad in the backward (gf: one entry per
+ * tensor, all DM_GF_NONE on entry; cl from dm_sb_layout). */
+void dm_sb_grad_layout(const struct dm_graph *g, const struct dm_tinfo *t, const bool *cl,
+                       const struct dm_run *run, uint8_t *gf);
 /* a * b, saturating at INT64_MAX. */
 int64_t dm_sat_mul(int64_t a, int64_t b);
 /* Tensor x's strides (DM_MAX_DIMS elements). */

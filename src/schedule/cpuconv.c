@@ -178,11 +178,30 @@ static void thnn_weight_copy(const struct cc *b, struct dm_ws *ws)
     const struct dm_tinfo *w = &b->cv->w;
     if (w->rank == 4 && w->dims[1] > 1 && w->dims[2] * w->dims[3] > 1 && !b->cv->w_chlast)
         ws->buf[1] = alloc(b, w->dtype, w->bytes, "weight (channels last)");
-    /* slow_conv2d_backward's grad_output.contiguous(channels_last), as
-     * oneDNN's (onednn_channels_last; measured, 2.14.1: the same model at
-     * batch 1, whose 3x3 16 -> 24 conv goes to THNN: + 24576 B) */
-    if (b->cv->cl_copy)
-        ws->buf[3] = alloc(b, w->dtype, b->cv->cl_copy, "grad_output.contiguous(channels_last)");
+}
+
+/* slow_conv2d_backward copies a grad_output not dense in its format
+ * (cv->cl_copy, workspace.c grad_output_copy) once per pass, channels-last
+ * or NCHW alike: before grad_input, freed once it is made, and again after
+ * the weight's grad, live with the columns until the call returns; only
+ * the second without grad_input (measured, 2.13.0 and 1.13.0, one thread:
+ * a 1x1 16 -> 24 conv on [2,16,8,8], NCHW with a channels-last grad or
+ * channels-last with a contiguous one: +12288, +8192 grad_input, -12288,
+ * +96 grad_bias, +1536 grad_weight, +12288, -12288; a 3x3 3 -> 24 on
+ * [1,3,4,4] channels-last: +2592 weight copy, +1536, +192, -1536, +96,
+ * +2592, +1536, +1728 columns, -1728, -1536, -2592; without grad_input
+ * +2592, +2592, +1536, +1728, -1728, -1536, -2592). */
+static bool thnn_grad_output_copy(const struct cc *b, int k, struct dm_ws *ws, bool after)
+{
+    if (!b->cv->cl_copy || cpu_conv_backend(b) != CPU_CONV_SLOW2D)
+        return false;
+    const char *what = b->cv->chlast ? "grad_output.contiguous(channels_last)"
+                                     : "grad_output.contiguous()";
+    if (k == 0 || (k == 1 && after)) {
+        drop(b, ws->buf[3]);
+        ws->buf[3] = k == 0 && after ? -1 : alloc(b, b->cv->y.dtype, b->cv->cl_copy, what);
+    }
+    return true;
 }
 
 /* ---- oneDNN's convolutions on the CPU, PyTorch 2.x ------------------------------ */
@@ -1190,6 +1209,25 @@ static void slow3d_grad_input_columns(const struct cc *b)
     drop(b, tmp(b, x->dtype, e, "slow3d fgrad_input"));
 }
 
+/* 1.13's backward of a channels-last conv (measured, 1.13.0, Debian's
+ * python3-torch, one thread, AVX2: x [2,16,10,10] channels-last, W
+ * [24,16,3,3] 13,824 B, a bias, grad_output channels-last): convolution_backward
+ * makes weight.contiguous(channels_last) (+13824, live until it returns; none
+ * for one in channel per group or a 1x1 kernel, as the forward's), then
+ * grad_input (+12800), the weight reordered for the backward-data pass
+ * (+13824 -13824), then for the weight's grad a diff_weights (+13824), the
+ * bias's grad and oneDNN's (+96 +96), the channels-last grad_weight (+13824)
+ * and its .to() into the parameter's layout (+13824, the grad): four
+ * weight-sized blocks at once; a 32-channel depthwise 3x3 conv the same but
+ * the weight copy. The NCHW rule's weight- and input-sized scratch is not
+ * made. The begin: the weight copy (the grad_output copy: dm_cpu_conv_begin). */
+static void onednn_cl_113_weight_copy(const struct cc *b, struct dm_ws *ws)
+{
+    const struct dm_tinfo *w = &b->cv->w;
+    if (w->rank == 4 && w->dims[1] > 1 && w->dims[2] * w->dims[3] > 1 && !b->cv->w_chlast)
+        ws->buf[0] = alloc(b, w->dtype, w->bytes, "weight (channels last)");
+}
+
 static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
                           bool after)
 {
@@ -1200,7 +1238,8 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
         onednn_cl_grad_113(b, &c, k, ws, after);
         return;
     }
-    if (k > 1 || onednn_brgemm_bwd(b, k, ws, after) || !onednn_bwd_phased(b, &c))
+    if (k > 1 || thnn_grad_output_copy(b, k, ws, after) || onednn_brgemm_bwd(b, k, ws, after) ||
+        !onednn_bwd_phased(b, &c))
         return;
     if (k == 0 && c.strided && c.kernel == ONEDNN_BLOCKED && b->run->torch_version >= 200) {
         onednn_strided_backward_data(b, &c, ws, after);
@@ -1270,10 +1309,8 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
  * The zoo's rand34-infer-b2-i32: 331,776 B twice at its measured peak. */
 static void onednn_channels_last_113(const struct cc *b, struct dm_ws *ws)
 {
-    const struct dm_tinfo *w = &b->cv->w;
-    if (w->rank == 4 && w->dims[1] > 1 && w->dims[2] * w->dims[3] > 1 && !b->cv->w_chlast)
-        ws->buf[0] = alloc(b, w->dtype, w->bytes, "weight (channels last)");
-    ws->buf[1] = alloc(b, DM_FLOAT, w->bytes, "onednn_weight");
+    onednn_cl_113_weight_copy(b, ws);
+    ws->buf[1] = alloc(b, DM_FLOAT, b->cv->w.bytes, "onednn_weight");
 }
 
 /* 1.13's backward of a channels-last input, before the grads: the weight's
@@ -1354,6 +1391,13 @@ void dm_cpu_conv_begin(const struct dm_cpu_conv *cv, const struct dm_run *run,
             ws->buf[0] = alloc(&b, cv->x.dtype, columns, "thnn_columns");
     } else if (be == CPU_CONV_ONEDNN) {
         onednn_workspace(&b, backward, ws);
+        /* mkldnn_convolution_backward's grad_output.contiguous(format)
+         * (workspace.c, grad_output_copy), live until it returns; the
+         * channels-last rules make it themselves */
+        if (backward && cv->cl_copy && ws->buf[3] < 0)
+            ws->buf[3] = alloc(&b, cv->y.rank > 0 ? cv->y.dtype : cv->x.dtype, cv->cl_copy,
+                               cv->chlast ? "grad_output.contiguous(channels_last)"
+                                          : "grad_output.contiguous()");
     }
 }
 

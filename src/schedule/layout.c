@@ -301,3 +301,133 @@ bool dm_sb_view_strides(struct dm_sb *b, int32_t x, int32_t y)
     memcpy(dm_sb_stride(b, y), ns, (size_t)ty->rank * sizeof *ns);
     return true;
 }
+
+/* ---- the memory format of each tensor's grad --------------------------------- */
+/* Which strides the grad autograd hands each 4-D tensor has (DM_GF_*), for the
+ * kernels that make their grad_output .contiguous(their format): a CPU
+ * convolution's backward (aten/src/ATen/native/mkldnn/Conv.cpp,
+ * mkldnn_convolution_backward: `grad_output.contiguous(memory_format)`, the
+ * format channels-last when the input or the weight is, at the 2.x tags and
+ * at v1.13.1; workspace.c, grad_output_copy). Measured with hooks on torch
+ * 2.13.0 and 1.13.0 (Debian's python3-torch), [2,16,8,8] in both formats with
+ * a grad in both formats (docs/validation-zoo.md, "conv-grad-output-layout"):
+ *
+ *   - the input's own format, whatever the grad's: ReLU, LeakyReLU,
+ *     BatchNorm, max and average pooling, a conv's grad_input, GroupNorm in
+ *     2.x (1.13's is contiguous);
+ *   - the grad's own format (TensorIterator on the grad first): the other
+ *     elementwise ops (add and sub hand the same tensor on; mul, div,
+ *     sigmoid, tanh, GELU, SiLU, Hardswish, Hardsigmoid, ReLU6 (Clip), ELU,
+ *     softplus, dropout), F.pad and F.interpolate;
+ *   - contiguous: global average pooling and mean (an expand of the reduced
+ *     grad, divided), a reshape or flatten, InstanceNorm (run on
+ *     input.contiguous()), a slice or a lone chunk (zeros, then copied into);
+ *   - a Split: the cat of its outputs' grads, channels-last when all are;
+ *   - a Concat's inputs: grad.narrow() views, dense in neither format
+ *     unless the cut is along the batch, or along the channels at batch 1
+ *     of a contiguous grad;
+ *   - permute(0, 3, 1, 2) of an [N, H, W, C] tensor: the grad permuted back,
+ *     contiguous when the NCHW grad is channels-last; permute(0, 2, 3, 1)
+ *     of a contiguous grad is channels-last (LayerNorm2d's grad);
+ *   - the loss's: cross-entropy and MSE hand a contiguous grad to a 4-D
+ *     output in either format, .sum() an expanded one (dense in neither).
+ *
+ * Where several nodes read a tensor the first grad to arrive is its buffer
+ * and the others are added into it (input_buffer.cpp, accumulate: in place
+ * or `old + new`), so it keeps the first one's strides; the engine runs the
+ * most recent node first (measured: relu(x) + gap(x) gives x the
+ * contiguous grad, gap(x) + relu(x) the channels-last one). Nodes are taken
+ * in reverse order. Other ops give a contiguous grad. */
+
+/* The grad's strides made dense in the same dimension order. */
+static uint8_t gf_dense(uint8_t f)
+{
+    return f == DM_GF_C_STRIDED ? DM_GF_C : f == DM_GF_CL_STRIDED ? DM_GF_CL : f;
+}
+
+/* The grad's strides as narrow() along `axis` leaves them. */
+static uint8_t gf_narrow(const struct dm_tinfo *x, int64_t axis, uint8_t f)
+{
+    if (axis < 0)
+        axis += x->rank;
+    if (axis == 0 || f == DM_GF_NONE)
+        return f;
+    if (axis == 1 && x->dims[0] == 1 && f == DM_GF_C)
+        return DM_GF_C;
+    return gf_dense(f) == DM_GF_CL ? DM_GF_CL_STRIDED : DM_GF_C_STRIDED;
+}
+
+static bool gf_one_of(enum dm_op op, const enum dm_op *ops, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (ops[k] == op)
+            return true;
+    return false;
+}
+
+/* The grad of input k of n, given its output's (fo). */
+static uint8_t input_grad_format(const struct dm_tinfo *t, const bool *cl,
+                                 const uint8_t *gf, int torch_version,
+                                 const struct dm_node *n, int k, uint8_t fo)
+{
+    static const enum dm_op own[] = {DM_OP_Relu, DM_OP_LeakyRelu, DM_OP_BatchNormalization,
+                                     DM_OP_MaxPool, DM_OP_AveragePool, DM_OP_Conv};
+    static const enum dm_op passed[] = {DM_OP_Add, DM_OP_Identity};
+    static const enum dm_op dense[] = {
+        DM_OP_Sub, DM_OP_Mul, DM_OP_Div, DM_OP_Sigmoid, DM_OP_Tanh, DM_OP_Gelu, DM_OP_Silu,
+        DM_OP_HardSwish, DM_OP_HardSigmoid, DM_OP_Clip, DM_OP_Elu, DM_OP_Softplus,
+        DM_OP_Dropout, DM_OP_Pad, DM_OP_Resize, DM_OP_Upsample};
+    int32_t x = n->in[k];
+    if (t[x].rank != 4)
+        return DM_GF_C;
+    if (gf_one_of(n->op, own, sizeof own / sizeof own[0]) ||
+        (n->op == DM_OP_GroupNormalization && torch_version >= 200))
+        return cl[x] ? DM_GF_CL : DM_GF_C;
+    if (n->op == DM_OP_Sub && k == 0)
+        return fo; /* the same tensor; the second input's is negated */
+    if (gf_one_of(n->op, passed, sizeof passed / sizeof passed[0]))
+        return fo;
+    if (gf_one_of(n->op, dense, sizeof dense / sizeof dense[0]))
+        return gf_dense(fo);
+    if (n->op == DM_OP_Concat)
+        return gf_narrow(&t[x], dm_attr_int(n, "axis", 0), fo);
+    if (n->op == DM_OP_Split) { /* torch.cat of the outputs' grads */
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] < 0 || gf_dense(gf[n->out[j]]) != DM_GF_CL)
+                return DM_GF_C;
+        return DM_GF_CL;
+    }
+    if (n->op == DM_OP_Transpose && t[n->out[0]].rank == 4) {
+        int64_t cnt;
+        const int64_t *p = dm_attr_ints(n, "perm", &cnt);
+        bool to_nhwc = p && cnt == 4 && p[0] == 0 && p[1] == 2 && p[2] == 3 && p[3] == 1;
+        if (to_nchw_view(n))
+            return fo == DM_GF_CL ? DM_GF_C : DM_GF_C_STRIDED;
+        if (to_nhwc)
+            return fo == DM_GF_C ? DM_GF_CL : DM_GF_C_STRIDED;
+        return DM_GF_C_STRIDED;
+    }
+    return DM_GF_C;
+}
+
+void dm_sb_grad_layout(const struct dm_graph *g, const struct dm_tinfo *t, const bool *cl,
+                       const struct dm_run *run, uint8_t *gf)
+{
+    uint8_t loss = run->loss == DNNMEM_LOSS_SUM ? DM_GF_C_STRIDED : DM_GF_C;
+    for (int32_t k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k] >= 0 && gf[g->outputs[k]] == DM_GF_NONE)
+            gf[g->outputs[k]] = loss;
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+        const struct dm_node *n = &g->nodes[i];
+        bool reached = false;
+        for (int j = 0; j < n->n_out; j++)
+            reached |= n->out[j] >= 0 && gf[n->out[j]] != DM_GF_NONE;
+        if (!reached || n->out[0] < 0)
+            continue; /* no grad reaches it */
+        for (int k = 0; k < n->n_in; k++) {
+            int32_t x = n->in[k];
+            if (x >= 0 && !dm_meta_slot(n, k) && gf[x] == DM_GF_NONE)
+                gf[x] = input_grad_format(t, cl, gf, run->torch_version, n, k, gf[n->out[0]]);
+        }
+    }
+}

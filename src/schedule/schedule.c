@@ -321,6 +321,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
     b.cur = malloc(((size_t)nt + 1) * sizeof *b.cur);
     b.strided = calloc((size_t)nt + 1, sizeof *b.strided);
     b.chlast = calloc((size_t)nt + 1, sizeof *b.chlast);
+    b.gradfmt = calloc((size_t)nt + 1, sizeof *b.gradfmt);
     b.stride = calloc(((size_t)nt + 1) * DM_MAX_DIMS, sizeof *b.stride);
     b.flag = calloc((size_t)nt + 1, sizeof *b.flag);
     b.uses = calloc((size_t)nt + 1, sizeof *b.uses);
@@ -332,7 +333,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
             max_in = g->nodes[i].n_in;
     b.in_buf = malloc((size_t)max_in * sizeof *b.in_buf);
     enum dnnmem_status st = DNNMEM_OK;
-    if (!b.cur || !b.strided || !b.chlast || !b.stride || !b.flag || !b.uses || !b.resident || !b.amp_cache || !b.in_buf) {
+    if (!b.cur || !b.strided || !b.chlast || !b.gradfmt || !b.stride || !b.flag || !b.uses || !b.resident || !b.amp_cache || !b.in_buf) {
         b.oom = true;
         goto out;
     }
@@ -377,6 +378,10 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
                 per_micro = pp_forward_bytes(&b);
             dm_train_release_prev(&b);
             others = pp_in_flight(&b, micro, false, per_micro);
+            /* the grads' formats from the layout the forward settled (views
+             * take theirs from their strides there: forward.c) */
+            if (it == 1 && micro == 1)
+                dm_sb_grad_layout(g, t, b.chlast, run, b.gradfmt);
             dm_train_backward(&b, micro == run->grad_accum);
             dm_sb_unref(&b, others);
         }
@@ -389,6 +394,7 @@ out:
     free(b.cur);
     free(b.strided);
     free(b.chlast);
+    free(b.gradfmt);
     free(b.stride);
     free(b.flag);
     free(b.uses);

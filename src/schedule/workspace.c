@@ -129,6 +129,30 @@ static bool conv_desc(const struct dm_sb *b, const struct dm_node *n, struct dm_
     return true;
 }
 
+/* The bytes of convolution_backward's grad_output.contiguous(format) on the
+ * CPU (mkldnn_convolution_backward, aten/src/ATen/native/mkldnn/Conv.cpp at
+ * the 2.x tags and v1.13.1: the format channels-last when the input is):
+ * the whole grad when the grad autograd hands the conv (layout.c,
+ * dm_sb_grad_layout) is not dense in that format; none for an [N, C, 1, 1]
+ * or [N, 1, H, W] grad, dense in both. Measured, 2.13.0 and 1.13.0 (Debian's
+ * python3-torch), one thread, 16 -> 24 3x3 on [2,16,8,8] (y 12288 B): +12288
+ * `aten::contiguous > aten::clone` in ConvolutionBackward0 for an NCHW conv
+ * given a channels-last grad, a channels-last conv given a contiguous one,
+ * and either given a slice of a cat's grad; none when the formats agree.
+ * Releases before 1.13 are not measured: none. */
+static uint64_t grad_output_copy(const struct dm_sb *b, const struct dm_node *n,
+                                 const struct dm_cpu_conv *cv)
+{
+    if (!dm_has_out(n, 0) || b->run->torch_version < 113 || b->run->xla)
+        return 0;
+    int32_t y = n->out[0];
+    const struct dm_tinfo *t = &b->t[y];
+    uint8_t f = b->gradfmt[y];
+    if (t->rank != 4 || f == DM_GF_NONE || t->dims[1] == 1 || (t->dims[2] == 1 && t->dims[3] == 1))
+        return 0;
+    return f == (cv->chlast ? DM_GF_CL : DM_GF_C) ? 0 : t->bytes;
+}
+
 /* cpuconv.c's buffers, made as the node's workspaces. */
 struct ws_ctx {
     struct dm_sb *b;
@@ -147,6 +171,7 @@ void dm_sb_workspace_grad(struct dm_sb *b, const struct dm_node *n, int k, struc
     struct dm_cpu_conv cv;
     if (b->run->cuda || !conv_desc(b, n, &cv))
         return;
+    cv.cl_copy = grad_output_copy(b, n, &cv);
     struct ws_ctx ctx = {.b = b, .node = (int32_t)(n - b->g->nodes)};
     struct dm_ws_sink sink = {.ctx = &ctx, .alloc = ws_alloc, .unref = ws_unref};
     dm_cpu_conv_grad(&cv, b->run, &sink, k, ws, after);
@@ -599,6 +624,8 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
         cpu_flash_scratch(b, n, node, backward, &ws);
     } else if (conv_desc(b, n, &cv)) {
         conv_input_copy(b, n, node, &ws);
+        if (backward)
+            cv.cl_copy = grad_output_copy(b, n, &cv);
         struct ws_ctx ctx = {.b = b, .node = node};
         struct dm_ws_sink sink = {.ctx = &ctx, .alloc = ws_alloc, .unref = ws_unref};
         dm_cpu_conv_begin(&cv, b->run, &sink, backward, &ws);

@@ -1112,6 +1112,158 @@ static void test_onednn_gemm_weight_grad_3d_113(void **state)
 }
 
 
+/* train_events_isa's events under `torch` and `loss` (AVX2). */
+static void loss_events(struct tb *b, int torch, enum dnnmem_loss loss, const char *const *names,
+                        size_t n_names, char *out, size_t cap)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_SGD;
+    cfg.loss = loss;
+    cfg.iterations = 1;
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = torch;
+    cfg.cpu_threads = 1;
+    cfg.cpu_isa = DNNMEM_CPU_ISA_AVX2;
+    cfg.batch_size = 0;
+    cfg.events = true;
+    struct dnnmem_result *r = estimate_cfg(b, &cfg);
+    size_t n = 0;
+    out[0] = 0;
+    for (size_t e = 0; e < r->n_events; e++)
+        for (size_t k = 0; k < n_names; k++)
+            if (r->events[e].buffer && strstr(r->events[e].buffer, names[k]) && n + 80 < cap) {
+                n += (size_t)snprintf(out + n, cap - n, "%c%llu %s\n", r->events[e].alloc ? '+' : '-',
+                                      (unsigned long long)r->events[e].bytes, names[k]);
+                break;
+            }
+    dnnmem_result_free(r);
+}
+
+/* A 3x3 conv 16 -> 24, pad 1, no bias, on x [2,16,8,8] (y [2,24,8,8],
+ * 12,288 B); nhwc_in: x is [2,8,8,16] permuted to a channels-last NCHW view;
+ * nhwc_out: y is permuted to [N, H, W, C] for the loss. */
+static struct tb *conv_perm_graph(bool nhwc_in, bool nhwc_out)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, nhwc_in ? "2,8,8,16" : "2,16,8,8");
+    tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 3, 3});
+    if (nhwc_in) {
+        tb_node(b, "Transpose", "pin", "x", "xc");
+        tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    }
+    tb_node(b, "Conv", "conv", nhwc_in ? "xc,W" : "x,W", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    if (nhwc_out) {
+        tb_node(b, "Transpose", "pout", "y", "z");
+        tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 3, 1});
+    }
+    tb_output(b, nhwc_out ? "z" : "y");
+    return b;
+}
+
+/* convolution_backward copies a grad_output that is not dense in the conv's
+ * format (workspace.c grad_output_copy, layout.c dm_sb_grad_layout): measured
+ * 2.13.0 and 1.13.0, one thread, this conv: +12288 (y's bytes) under
+ * ConvolutionBackward0 > aten::contiguous, live until it returns. The
+ * cross-entropy hands a 4-D output a contiguous grad: an NCHW conv whose
+ * output is permuted to NHWC for the loss gets its grad channels-last (a
+ * copy), one whose output is the loss's does not; a channels-last conv
+ * copies the loss's contiguous grad, not the channels-last grad of its
+ * permuted output. .sum()'s grad is an expand, dense in neither: a copy. */
+static void test_grad_output_copy(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"grad_output.contiguous"};
+    static const char copy[] = "+12288 grad_output.contiguous\n-12288 grad_output.contiguous\n";
+    char got[1024];
+    for (int torch = 113; torch <= 214; torch += 101) {
+        loss_events(conv_perm_graph(false, true), torch, DNNMEM_LOSS_CE, names, 1, got, sizeof got);
+        assert_string_equal(got, copy);
+        loss_events(conv_perm_graph(false, false), torch, DNNMEM_LOSS_CE, names, 1, got, sizeof got);
+        assert_string_equal(got, "");
+        loss_events(conv_perm_graph(true, false), torch, DNNMEM_LOSS_CE, names, 1, got, sizeof got);
+        assert_string_equal(got, copy);
+        loss_events(conv_perm_graph(true, true), torch, DNNMEM_LOSS_CE, names, 1, got, sizeof got);
+        assert_string_equal(got, "");
+        loss_events(conv_perm_graph(false, false), torch, DNNMEM_LOSS_SUM, names, 1, got, sizeof got);
+        assert_string_equal(got, copy);
+    }
+}
+
+/* THNN's Slow2d backward makes the copy once per pass (cpuconv.c
+ * thnn_grad_output_copy; measured 2.13.0 and 1.13.0, one thread): a 1x1
+ * 16 -> 24 conv at batch 2 (Slow2d) on [2,16,8,8], its output permuted to
+ * NHWC for the loss (a channels-last grad, y 12,288 B): +12288 before
+ * grad_input, -12288 once it is made, +12288 after the weight's grad, -12288
+ * when the node returns; without grad_input (x an input) the second alone.
+ * `scaled`: x times a [1,16,1,1] weight, so that its grad is made. */
+static struct tb *thnn_perm_graph(bool scaled)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,16,8,8");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 16, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 1, 1});
+    if (scaled)
+        tb_node(b, "Mul", "scale", "x,S", "xs");
+    tb_node(b, "Conv", "conv", scaled ? "xs,W" : "x,W", "y");
+    tb_node(b, "Transpose", "pout", "y", "z");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 3, 1});
+    tb_output(b, "z");
+    return b;
+}
+
+static void test_thnn_grad_output_copy(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"grad_output.contiguous"};
+    static const char copy[] = "+12288 grad_output.contiguous\n-12288 grad_output.contiguous\n";
+    char got[1024], two[256];
+    snprintf(two, sizeof two, "%s%s", copy, copy);
+    for (int torch = 113; torch <= 214; torch += 101) {
+        loss_events(thnn_perm_graph(true), torch, DNNMEM_LOSS_CE, names, 1, got, sizeof got);
+        assert_string_equal(got, two);
+        loss_events(thnn_perm_graph(false), torch, DNNMEM_LOSS_CE, names, 1, got, sizeof got);
+        assert_string_equal(got, copy);
+    }
+}
+
+/* 1.13's backward of a channels-last oneDNN conv (cpuconv.c
+ * onednn_cl_113_grad; measured 1.13.0, Debian's python3-torch, one thread,
+ * AVX2, [2,16,10,10] 16 -> 24 3x3, W 13,824 B): the weight's channels-last
+ * copy, the grad_output's (the loss's contiguous grad), after grad_input the
+ * weight reordered for backward data (+W -W), then diff_weights and the
+ * channels-last grad_weight before the weight's grad (four weight-sized
+ * blocks with the copy and the grad), freed when the node returns. x is
+ * scaled by a [1,16,1,1] weight so that its grad is made. */
+static void test_onednn_cl_backward_113(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,8,8,16");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 16, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){24, 16, 3, 3});
+    tb_node(b, "Transpose", "perm", "x", "xc");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    tb_node(b, "Mul", "scale", "xc,S", "xs");
+    tb_node(b, "Conv", "conv", "xs,W", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tb_output(b, "y");
+    static const char *const names[] = {"grad_weight (channels last)", "weight (channels last)",
+                                        "grad_output.contiguous", "(backward data)",
+                                        "onednn_diff_weights"};
+    char got[1024];
+    loss_events(b, 113, DNNMEM_LOSS_CE, names, 5, got, sizeof got);
+    assert_string_equal(got, "+13824 weight (channels last)\n-13824 weight (channels last)\n"
+                             "+13824 weight (channels last)\n+12288 grad_output.contiguous\n"
+                             "+13824 (backward data)\n-13824 (backward data)\n"
+                             "+13824 onednn_diff_weights\n+13824 grad_weight (channels last)\n"
+                             "-13824 weight (channels last)\n-13824 onednn_diff_weights\n"
+                             "-13824 grad_weight (channels last)\n-12288 grad_output.contiguous\n");
+}
+
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1144,6 +1296,9 @@ int main(void)
         cmocka_unit_test(test_onednn_gemm_weight_grad_3d_113),
         cmocka_unit_test(test_onednn_cl_bwd_113),
         cmocka_unit_test(test_norm_stats_unsaved),
+        cmocka_unit_test(test_grad_output_copy),
+        cmocka_unit_test(test_thnn_grad_output_copy),
+        cmocka_unit_test(test_onednn_cl_backward_113),
     };
     return cmocka_run_group_tests_name("cpu", tests, NULL, NULL);
 }

@@ -741,19 +741,24 @@ static uint64_t conv_bwd_workspace(struct tb *b, int torch)
  * on [1,384,10,10] (measured: 2.14.1, one thread, the block ConvNeXt's
  * LayerNorm2d feeds); Goihw16g, 384 x 9 floats = 13824 B, for a 3x3 one;
  * beside it a second weight-sized tensor (75264 B, 13824 B: +w +w -w next
- * to the weight's grad). The same conv on an NCHW input, or under 1.13: the
- * weight- and input-sized scratch (75264 + 153600). */
+ * to the weight's grad). The same conv on an NCHW input: the weight- and
+ * input-sized scratch (75264 + 153600), and so under 1.13 at the default
+ * ISA (AVX-512: 1.13's channels-last backward blocks, cpuconv.c
+ * onednn_cl_grad_113, are AVX2's, measured there; test-cpu.c
+ * test_onednn_cl_bwd_113). Each also holds the grad_output copy
+ * (workspace.c grad_output_copy, 153600 B): .sum()'s grad is an expand,
+ * dense in neither format. */
 static void test_channels_last_conv_bwd(void **state)
 {
     (void)state;
     assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 7, 1, 384, true), 214),
-                     19267584 + 75264);
+                     19267584 + 75264 + 153600);
     assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 3, 1, 384, true), 214),
-                     13824 + 13824);
+                     13824 + 13824 + 153600);
     assert_int_equal(conv_bwd_workspace(conv_graph("1,384,10,10", false, 384, 1, 7, 1, 384, true), 214),
-                     75264 + 153600);
+                     75264 + 153600 + 153600);
     assert_int_equal(conv_bwd_workspace(conv_graph("1,10,10,384", true, 384, 1, 7, 1, 384, true), 113),
-                     75264 + 153600);
+                     75264 + 153600 + 153600);
 }
 
 /* torch.cat is channels-last when all its inputs are (layout.c; checked on
@@ -820,7 +825,9 @@ static void test_cat_grad_slice_not_accumulated_in_place(void **state)
  * with gy' 98304 (48 channels), x' 98304 (40 padded to 48), dw' 48 x 48 x 9
  * floats = 82944, db' 192: at the step's peak, in the second pass, the
  * workspaces are gy' + x' + dw' + db'. 1.13: the weight- and input-sized
- * scratch, 69120 + 81920, held over the whole step. */
+ * scratch, 69120 + 81920, held over the whole step. Both hold the
+ * grad_output copy (workspace.c grad_output_copy, y's 98304 B): .sum()'s
+ * grad is an expand, dense in neither format. */
 static void test_onednn_conv_bwd_2x(void **state)
 {
     (void)state;
@@ -836,7 +843,7 @@ static void test_onednn_conv_bwd_2x(void **state)
         tb_attr_ints(b, "pads", 4, (int64_t[]){1, 1, 1, 1});
         tb_output(b, "y");
         assert_int_equal(step_workspace(b, v ? 113 : 214, true, "backward", "conv"),
-                         v ? 69120 + 81920 : 98304 + 98304 + 82944 + 192);
+                         (v ? 69120 + 81920 : 98304 + 98304 + 82944 + 192) + 98304);
     }
 }
 
@@ -1912,7 +1919,10 @@ static void test_framework_runtimes(void **state)
  * this conv (PyTorch 2.14.1, 1 thread: +737280 +98304 -737280 on 99296 B).
  * A 1x1 kernel's columns are a view of x: 81920 + 1920 + 96 + 98304. In
  * training the weight's grad makes them again, after the grads: 737280 B of
- * workspace at the conv's backward, none at the step after. At batch 2 the
+ * workspace at the conv's backward, and beside them slow_conv2d_backward's
+ * copy of .sum()'s expanded grad (98304 B; measured, 2.13.0, one thread:
+ * +17280 grad_weight, +98304 clone, +737280, -737280, -98304; cpuconv.c
+ * thnn_grad_output_copy), none at the step after. At batch 2 the
  * conv is oneDNN's: no columns (2 * 737280 B). A 1-D conv runs as its
  * [N, C, 1, L] view: [1,16,64] with W [24,16,3], padding 1, makes columns
  * [1, 48, 64] (12288 B): 4096 + 4608 + 96 + 12288 + 6144 = 27232 B, the
@@ -1971,7 +1981,7 @@ static void test_thnn_columns(void **state)
         if (!strcmp(r->timeline[k].phase, "backward") && !strcmp(r->timeline[k].node, "conv"))
             at = k;
     assert_true(at + 1 < r->n_timeline);
-    assert_int_equal(r->timeline[at].category_bytes[DNNMEM_CAT_WORKSPACE], 737280);
+    assert_int_equal(r->timeline[at].category_bytes[DNNMEM_CAT_WORKSPACE], 737280 + 98304);
     assert_int_equal(r->timeline[at + 1].category_bytes[DNNMEM_CAT_WORKSPACE], 0);
     dnnmem_result_free(r);
 }

@@ -23,8 +23,8 @@ the two together); otherwise the mechanism measured on its family
 onednn-gemm-fallback for DeepLabV3, R3D-18 and ViT-S/32;
 elementwise-stride-order for SE-BoTNet; onednn-rnn-workspace for Sequencer2D
 training; depthwise-layout-flag for MobileNetV4-hybrid training;
-weight-std-backward for NF-ResNet training over; dropped-contiguous for PVT-v2), conv-weight-channels-last for an under-estimate that the conv
-weight clones live at the peak bring within 3%, layernorm-input-copy for one that the
+weight-std-backward for NF-ResNet training over; dropped-contiguous for PVT-v2), conv-grad-output-layout for an under-estimate that the conv's
+clones live at the peak (its weight's or its grad_output's .contiguous(format)) bring within 3%, layernorm-input-copy for one that the
 layer_norm input clones live at the peak bring within 3%, or `unexplained`.  Those not
 tested by a what-if say how they were assigned.  GroupNorm (groupnorm-decomposed),
 THNN's columns, in-place hardtanh_/hardswish_ clones, ShuffleNetV2's chunk views, the
@@ -90,9 +90,13 @@ def bypass_p0_dropouts(src, dst):
 OUT_OF_PLACE = re.compile(r"[\[,](relu|relu6|leaky_relu|hardswish|elu)[,\]]")
 
 
-# the weight copied channels-last (weight.contiguous(backend_memory_format)) by _convolution
-# or convolution_backward, as the profiler's tree names the block
-WEIGHT_COPY = ("aten::conv2d > aten::clone", "ConvolutionBackward0 > aten::clone")
+# a convolution's copies as the profiler's tree names them: the forward's
+# weight.contiguous(backend_memory_format) (_convolution), and in convolution_backward the
+# weight's and the grad_output's .contiguous(memory_format) (mkldnn_convolution_backward,
+# aten/src/ATen/native/mkldnn/Conv.cpp: a grad not dense in the conv's format is copied;
+# modelled from the grads' formats, src/schedule/layout.c dm_sb_grad_layout, since the
+# rows of this class were mostly that copy)
+CONV_COPY = ("aten::conv2d > aten::clone", "ConvolutionBackward0 > aten::clone")
 
 # LayerNorm's input.contiguous() of a permuted input (LayerNorm2d's permute(0, 2, 3, 1))
 LN_COPY = "aten::layer_norm > aten::clone"
@@ -181,7 +185,7 @@ def classify(r, dnnmem, out):
         if names == ["inplace-assumed"]:
             e_none = e1
     fam = r["family"]
-    clone = sum(t["bytes"] for t in r["live_at_peak_top"] if t["op"].endswith(WEIGHT_COPY))
+    clone = sum(t["bytes"] for t in r["live_at_peak_top"] if t["op"].endswith(CONV_COPY))
     ln_copy = sum(t["bytes"] for t in r["live_at_peak_top"] if t["op"] == LN_COPY)
     if fam == "densenet" and r["mode"] == "inference":
         names = ["densenet-python-local"]
@@ -200,8 +204,8 @@ def classify(r, dnnmem, out):
     elif r["model"].startswith(LAYOUT_FLAG) and r["mode"] == "train":
         names = ["depthwise-layout-flag"]
     elif e0 < 0 and abs(e0 + 100.0 * clone / r["peak_bytes"]) <= zoo.BAR:
-        return e0, ["conv-weight-channels-last"], \
-            f"{e0 + 100.0 * clone / r['peak_bytes']:+.2f}% with the weight clones live at the peak"
+        return e0, ["conv-grad-output-layout"], \
+            f"{e0 + 100.0 * clone / r['peak_bytes']:+.2f}% with the conv clones live at the peak"
     elif e0 < 0 and abs(e0 + 100.0 * ln_copy / r["peak_bytes"]) <= zoo.BAR:
         return e0, ["layernorm-input-copy"], \
             f"{e0 + 100.0 * ln_copy / r['peak_bytes']:+.2f}% with the input copies live at the peak"
