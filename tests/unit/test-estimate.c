@@ -452,6 +452,55 @@ static void test_lifted_kernels(void **state)
     }
 }
 
+/* A Constant node making the float32 scalar v (torch.onnx's scalar constants). */
+static void tb_const_node_f32(struct tb *b, const char *out, float v)
+{
+    tb_node(b, "Constant", out, "", out);
+    Onnx__AttributeProto *a = tb_attr_new(b, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    Onnx__TensorProto *t = tb_calloc(b, 1, sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->has_data_type = 1;
+    t->data_type = F32;
+    t->n_float_data = 1;
+    t->float_data = tb_calloc(b, 1, sizeof *t->float_data);
+    t->float_data[0] = v;
+    a->t = t;
+}
+
+/* F.gelu(h1, approximate="tanh") (timm's gelu_tanh) as torch.onnx 2.14.1
+ * exports it at opset 14, node for node (checked on nn.GELU("tanh") after a
+ * Linear): Mul(x, x), Mul(x, .), Mul(0.044715, .), Add(x, .),
+ * Mul(0.7978846, .), Tanh, Add(1, .), Mul(x, .), Mul(0.5, .), each constant a
+ * Constant node.  PyTorch runs one gelu kernel: GeluBackward0 keeps self
+ * alone (measured, 2.14.1, h [4, 256]: `_saved_self` [4, 256], forward +4096
+ * B, the output), so SAVED is H; lifted to Gelu (lift.c lift_gelu_tanh).
+ * With any other kappa it is not a GELU and stays ten ops, which keep x, x * x,
+ * tanh's result and 1 + tanh: 4 H (as eager's MulBackward0 and TanhBackward0
+ * would). */
+static void test_lifted_gelu_tanh(void **state)
+{
+    (void)state;
+    const uint64_t H = 4096;
+    for (int k = 0; k < 2; k++) {
+        struct tb *b = tape_mlp(1);
+        tb_node(b, "Mul", "g/Mul", "h1,h1", "a");
+        tb_node(b, "Mul", "g/Mul_1", "h1,a", "c");
+        tb_const_node_f32(b, "kappa", k ? 0.05f : 0.044715f);
+        tb_node(b, "Mul", "g/Mul_2", "kappa,c", "kc");
+        tb_node(b, "Add", "g/Add", "h1,kc", "s");
+        tb_const_node_f32(b, "beta", 0.7978846f);
+        tb_node(b, "Mul", "g/Mul_3", "beta,s", "i");
+        tb_node(b, "Tanh", "g/Tanh", "i", "t");
+        tb_const_node_f32(b, "one", 1.0f);
+        tb_node(b, "Add", "g/Add_1", "one,t", "p");
+        tb_node(b, "Mul", "g/Mul_4", "h1,p", "m");
+        tb_const_node_f32(b, "half", 0.5f);
+        tb_node(b, "Mul", "g/Mul_5", "half,m", "y");
+        tb_output(b, "y");
+        assert_int_equal(saved_bytes(b, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER), k ? 4 * H : H);
+    }
+}
+
 /* In-place hardtanh_ (ReLU6) and hardswish_ in training: autograd clones
  * the input their backward reads (original_self); relu_ reads its result
  * and clones nothing. h1 [4, 256] float32 = H: at the loss, everything
@@ -2052,6 +2101,7 @@ int main(void)
         cmocka_unit_test(test_dropout_saved_by_framework),
         cmocka_unit_test(test_tf_tape_rules),
         cmocka_unit_test(test_lifted_kernels),
+        cmocka_unit_test(test_lifted_gelu_tanh),
         cmocka_unit_test(test_inplace_clone),
         cmocka_unit_test(test_lifted_groupnorm),
         cmocka_unit_test(test_slice_view),
