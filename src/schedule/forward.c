@@ -497,8 +497,12 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
                       (!train && (flags & DM_F_IDENTITY_INFER)) ||
                       (n->op == DM_OP_Slice && slice_view(b, n, &slice_strided, step)));
         /* torch.split's parts, where the front end marks them as the views
-         * they are in PyTorch ("view"): every output shares input 0 */
-        if (n->op == DM_OP_Split && base >= 0 && dm_attr_int(n, "view", 0))
+         * they are in PyTorch ("view"): every output shares input 0.  A
+         * PyTorch ONNX graph's Split is torch.split / chunk / unbind, whose
+         * parts are views too (TensorShape.cpp, split_with_sizes: narrow;
+         * measured, 2.14.1: y.split([4, 4], 1) of a [1, 8, 4, 4] y allocates
+         * nothing, the parts' _base is y; timm's MixNet and MambaOut) */
+        if (n->op == DM_OP_Split && base >= 0 && (dm_attr_int(n, "view", 0) || torch_views(b)))
             alias = true;
         /* torch.reshape copies a tensor whose strides allow no view of the
          * new shape (layout.c, dm_sb_view_strides); graphs without torch's
