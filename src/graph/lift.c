@@ -16,7 +16,8 @@
  * the fused kernel's p > 0 condition), with no mask and nothing saved, in
  * training as in inference (torchvision's ViT and Swin default to 0.0).
  * nn.GroupNorm, written as Reshape, InstanceNormalization, Reshape, Mul and
- * Add, is lifted back into one GroupNormalization (native_group_norm).
+ * Add, is lifted back into one GroupNormalization (native_group_norm);
+ * torch.var's ReduceMean, Sub, Mul, ReduceMean into one var (lift_var).
  * A pattern matches only
  * when every intermediate has a single reader and is no graph output, so the
  * rewrite never changes what the graph computes.
@@ -299,6 +300,58 @@ static bool lift_gelu_tanh(struct lift *l, struct dm_node *o)
     return false;
 }
 
+/* Whether ReduceMean nodes a and b reduce the same axes (opset < 18's
+ * attribute), b keeping them. */
+static bool same_mean_axes(const struct dm_node *a, const struct dm_node *b)
+{
+    int64_t na = 0, nb = 0;
+    const int64_t *xa = dm_attr_ints(a, "axes", &na), *xb = dm_attr_ints(b, "axes", &nb);
+    if (!xa || !xb || na != nb || a->n_in != 1 || b->n_in != 1 ||
+        dm_attr_int(b, "keepdims", 1) != 1)
+        return false;
+    for (int64_t k = 0; k < na; k++)
+        if (xa[k] != xb[k])
+            return false;
+    return true;
+}
+
+/* v = mean((x - mean(x, A))^2, A): torch.var(x, A, unbiased=False) as
+ * torch.onnx writes it (symbolic_opset9.py, _var_mean: ReduceMean, Sub,
+ * Mul(d, d), ReduceMean; timm's EvoNorm group_std). PyTorch runs one var
+ * kernel whose VarBackward0 keeps self (measured, 2.14.1: h.var(dim=1,
+ * unbiased=False, keepdim=True) of h [4, 256] allocates the [4, 1] result
+ * alone, 16 B; `_saved_self` is h). Lifted to v's ReduceMean of x marked
+ * `dnnmem_var` (src/train/save.c keeps its input). */
+static bool lift_var(struct lift *l, struct dm_node *v)
+{
+    if (v->op != DM_OP_ReduceMean || v->n_in != 1)
+        return false;
+    int32_t q = v->in[0];
+    const struct dm_node *sq = prod(l, q, DM_OP_Mul);
+    if (!sq || !private_(l, q, 1) || sq->n_in != 2 || sq->in[0] != sq->in[1])
+        return false;
+    int32_t d = sq->in[0];
+    const struct dm_node *sub = prod(l, d, DM_OP_Sub);
+    if (!sub || !private_(l, d, 2) || sub->n_in != 2)
+        return false;
+    int32_t x = sub->in[0], m = sub->in[1];
+    const struct dm_node *mean = prod(l, m, DM_OP_ReduceMean);
+    if (!mean || !private_(l, m, 1) || mean->in[0] != x || !same_mean_axes(v, mean))
+        return false;
+    struct dm_graph *g = l->g;
+    struct dm_attr *attrs = dm_arena_array(&g->arena, (size_t)v->n_attr + 1, sizeof *attrs);
+    if (!attrs)
+        return false;
+    for (int k = 0; k < v->n_attr; k++)
+        attrs[k] = v->attrs[k];
+    attrs[v->n_attr] = (struct dm_attr){.name = "dnnmem_var", .kind = DM_ATTR_INT, .i = 1};
+    v->attrs = attrs;
+    v->n_attr = v->cap_attr = v->n_attr + 1;
+    v->in[0] = x;
+    kill(l, sq), kill(l, sub), kill(l, mean);
+    return true;
+}
+
 /* Whether constant x holds n values, each v. */
 static bool const_all(const struct lift *l, int32_t x, int64_t n, double v)
 {
@@ -465,7 +518,7 @@ enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err)
         lifted += lift_layernorm(&l, &g->nodes[i]) || lift_gelu(&l, &g->nodes[i]) ||
                   lift_padded_pool(&l, &g->nodes[i]) || lift_gated(&l, &g->nodes[i]) ||
                   lift_dropout0(&l, &g->nodes[i]) || lift_groupnorm(&l, &g->nodes[i]) ||
-                  lift_gelu_tanh(&l, &g->nodes[i]);
+                  lift_gelu_tanh(&l, &g->nodes[i]) || lift_var(&l, &g->nodes[i]);
     if (!lifted)
         goto out;
     /* drop the swallowed nodes; tensors they made keep no producer and are

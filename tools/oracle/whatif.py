@@ -21,15 +21,16 @@ default runs them in place, as torchvision's inplace=True) brings it within 3% (
 the two together); otherwise the mechanism measured on its family
 (densenet-python-local; python-local for StarNet, VoVNet, HGNet, FastViT and test_mambaout inference;
 onednn-gemm-fallback for DeepLabV3, R3D-18, ViT-S/32 and two test_vit models;
-var-decomposed for EvoNorm's torch.var in training; expand-view for XCiT training over;
+expand-view for XCiT training over;
 onednn-rnn-workspace for Sequencer2D
 training; depthwise-layout-flag for CoaT and MobileNetV4-hybrid training;
-weight-std-backward for NF-ResNet training over; nhwc-view-conv for PVT-v2), conv-weight-channels-last for an under-estimate that the conv
+nhwc-view-conv for PVT-v2), conv-weight-channels-last for an under-estimate that the conv
 weight clones live at the peak bring within 3%, layernorm-input-copy for one that the
 layer_norm input clones live at the peak bring within 3%, or `unexplained`.  Those not
 tested by a what-if say how they were assigned.  GroupNorm (groupnorm-decomposed),
 THNN's columns, in-place hardtanh_/hardswish_ clones, ShuffleNetV2's chunk views, torch.split's
-views (MixNet's split-channel-views), the
+views (MixNet's split-channel-views), torch.var's decomposition (NF-ResNet's weight-std-backward,
+EvoNorm), the
 oneDNN convolutions' buffers (onednn-input-reorder) and channels-last convolutions
 (channels-last-conv-bwd; src/schedule/layout.c) are modelled (src/graph/lift.c,
 src/schedule/, src/train/save.c) and no longer classes.
@@ -128,13 +129,6 @@ ONEDNN_GEMM_MODELS = ("vit_small_patch32_224", "test_vit2", "test_vit_relpos")
 # fc2 returns; torch's only extra block at its peak is that 442,368 B addmm output)
 PYTHON_LOCAL_MODELS = ("test_mambaout",)
 
-# models whose training over-estimates are torch.var exported as ReduceMean, Sub, Mul,
-# ReduceMean (EvoNorm's group_std): dnnmem keeps the x - mean the product saves, which
-# var's one kernel (VarBackward0 keeps self) never makes (attributed 2026-12-03 on
-# test_efficientnet_evos train-sgd-b2: dnnmem's only extra blocks at both peaks are the
-# /bn*/Sub outputs, 1,327,104 B)
-VAR_DECOMPOSED = ("test_efficientnet_evos",)
-
 # families whose training over-estimates are F.normalize's denominator, exported as Expand
 # then Div: torch's expand_as is a view of the [.., 1] norm, dnnmem materializes the Expand
 # (attributed 2026-12-03 on xcit_nano_12_p8_224 train-sgd-b2: dnnmem's extra blocks at
@@ -158,7 +152,7 @@ LAYOUT_FLAG = ("coat_", "mobilenetv4_hybrid")  # model name prefixes
 
 # the by-family classes attributed on 2.14 rows to that release's kernels; the Python-level
 # ones (densenet-python-local, python-local: locals that outlive dataflow) hold in any release
-MEASURED_ON_2X = ("weight-std-backward", "nhwc-view-conv", "onednn-gemm-fallback",
+MEASURED_ON_2X = ("nhwc-view-conv", "onednn-gemm-fallback",
                   "onednn-rnn-workspace", "depthwise-layout-flag")
 
 
@@ -200,14 +194,10 @@ def classify(r, dnnmem, out):
         names = ["densenet-python-local"]
     elif (fam in PYTHON_LOCAL or r["model"] in PYTHON_LOCAL_MODELS) and r["mode"] == "inference":
         names = ["python-local"]
-    elif fam == "timm-nf" and r["mode"] == "train" and e0 > 0:
-        names = ["weight-std-backward"]
     elif fam == "timm-pvt":
         names = ["nhwc-view-conv"]
     elif fam in ONEDNN_GEMM or r["model"] in ONEDNN_GEMM_MODELS:
         names = ["onednn-gemm-fallback"]
-    elif r["model"] in VAR_DECOMPOSED and r["mode"] == "train" and e0 > 0:
-        names = ["var-decomposed"]
     elif fam in EXPAND_VIEW and r["mode"] == "train" and e0 > 0:
         names = ["expand-view"]
     elif fam in ONEDNN_RNN and r["mode"] == "train":
