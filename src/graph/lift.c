@@ -2,7 +2,7 @@
  * lift.c: undo exporters' decompositions of ops the framework runs whole.
  *
  * torch.onnx below opset 17 writes nn.LayerNorm as nine elementwise ops,
- * below opset 20 writes the exact GELU as five, and writes avg_pool2d with
+ * below opset 20 writes the exact GELU as five (the tanh GELU as ten), and writes avg_pool2d with
  * zero padding (count_include_pad) as Pad then AveragePool. PyTorch runs one kernel for
  * each (native_layer_norm, gelu), whose autograd node keeps the input and
  * small statistics, where the decomposed graph would keep three full-size
@@ -16,7 +16,8 @@
  * the fused kernel's p > 0 condition), with no mask and nothing saved, in
  * training as in inference (torchvision's ViT and Swin default to 0.0).
  * nn.GroupNorm, written as Reshape, InstanceNormalization, Reshape, Mul and
- * Add, is lifted back into one GroupNormalization (native_group_norm).
+ * Add, is lifted back into one GroupNormalization (native_group_norm);
+ * torch.var's ReduceMean, Sub, Mul, ReduceMean into one var (lift_var).
  * A pattern matches only
  * when every intermediate has a single reader and is no graph output, so the
  * rewrite never changes what the graph computes.
@@ -223,6 +224,134 @@ static bool lift_padded_pool(struct lift *l, struct dm_node *pool)
     return true;
 }
 
+/* Whether x is a one-value float constant within 1e-6 (relative) of v: the
+ * exporter's float32 rounding of a double. */
+static bool const_near(const struct lift *l, int32_t x, double v)
+{
+    const struct dm_value *c = const_value(l, x);
+    return c && c->n == 1 && c->is_float && fabs(c->f[0] - v) <= 1e-6 * fabs(v);
+}
+
+/* y = op(c, z) or op(z, c), y private, c the constant v: the node, z in *z */
+static const struct dm_node *with_const(const struct lift *l, int32_t y, enum dm_op op,
+                                        double v, int32_t *z)
+{
+    const struct dm_node *n = prod(l, y, op);
+    if (!n || !private_(l, y, 1) || n->n_in != 2)
+        return NULL;
+    for (int k = 0; k < 2; k++)
+        if (const_near(l, n->in[k], v)) {
+            *z = n->in[1 - k];
+            return n;
+        }
+    return NULL;
+}
+
+/* o = 0.5 * (x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * (x * (x * x)))))):
+ * F.gelu(x, approximate="tanh") as torch.onnx writes it below opset 20
+ * (torch/onnx/symbolic_opset9.py, gelu: kBeta = sqrt(2 / pi), kKappa =
+ * 0.044715; timm's act_layer="gelu_tanh"; 0.79788456 = sqrt(2 / pi)).  PyTorch runs one gelu kernel
+ * whose GeluBackward0 keeps x alone (tools/autograd/derivatives.yaml, gelu:
+ * self, approximate), as for the exact GELU; lifted to Gelu, approximate
+ * "tanh" (ONNX opset 20's Gelu). */
+static bool lift_gelu_tanh(struct lift *l, struct dm_node *o)
+{
+    if (o->op != DM_OP_Mul || o->n_in != 2 || !is_const(l, o->in[0]) == !is_const(l, o->in[1]))
+        return false;
+    int32_t m = is_const(l, o->in[0]) ? o->in[1] : o->in[0];
+    if (!const_near(l, other(o, m), 0.5))
+        return false;
+    const struct dm_node *mul = prod(l, m, DM_OP_Mul);
+    if (!mul || !private_(l, m, 1) || mul->n_in != 2)
+        return false;
+    for (int ms = 0; ms < 2; ms++) {
+        int32_t x = mul->in[ms], t, s, c;
+        const struct dm_node *add1 = with_const(l, mul->in[1 - ms], DM_OP_Add, 1.0, &t);
+        const struct dm_node *tanh = add1 ? prod(l, t, DM_OP_Tanh) : NULL;
+        if (!tanh || !private_(l, t, 1))
+            continue;
+        const struct dm_node *beta = with_const(l, tanh->in[0], DM_OP_Mul, 0.7978845608028654, &s);
+        const struct dm_node *add = beta ? prod(l, s, DM_OP_Add) : NULL;
+        if (!add || !private_(l, s, 1) || other(add, x) < 0)
+            continue;
+        const struct dm_node *kappa = with_const(l, other(add, x), DM_OP_Mul, 0.044715, &c);
+        const struct dm_node *cube = kappa ? prod(l, c, DM_OP_Mul) : NULL;
+        if (!cube || !private_(l, c, 1) || other(cube, x) < 0)
+            continue;
+        int32_t a = other(cube, x);
+        const struct dm_node *sq = prod(l, a, DM_OP_Mul);
+        if (!sq || !private_(l, a, 1) || sq->n_in != 2 || sq->in[0] != x || sq->in[1] != x)
+            continue;
+        int32_t *in = dm_arena_array(&l->g->arena, 1, sizeof *in);
+        struct dm_attr *attr = dm_arena_alloc(&l->g->arena, sizeof *attr);
+        if (!in || !attr)
+            return false;
+        in[0] = x;
+        *attr = (struct dm_attr){.name = "approximate", .kind = DM_ATTR_STRING, .s = "tanh"};
+        o->op = DM_OP_Gelu;
+        o->in = in;
+        o->n_in = 1;
+        o->attrs = attr;
+        o->n_attr = o->cap_attr = 1;
+        kill(l, mul), kill(l, add1), kill(l, tanh), kill(l, beta), kill(l, add);
+        kill(l, kappa), kill(l, cube), kill(l, sq);
+        return true;
+    }
+    return false;
+}
+
+/* Whether ReduceMean nodes a and b reduce the same axes (opset < 18's
+ * attribute), b keeping them. */
+static bool same_mean_axes(const struct dm_node *a, const struct dm_node *b)
+{
+    int64_t na = 0, nb = 0;
+    const int64_t *xa = dm_attr_ints(a, "axes", &na), *xb = dm_attr_ints(b, "axes", &nb);
+    if (!xa || !xb || na != nb || a->n_in != 1 || b->n_in != 1 ||
+        dm_attr_int(b, "keepdims", 1) != 1)
+        return false;
+    for (int64_t k = 0; k < na; k++)
+        if (xa[k] != xb[k])
+            return false;
+    return true;
+}
+
+/* v = mean((x - mean(x, A))^2, A): torch.var(x, A, unbiased=False) as
+ * torch.onnx writes it (symbolic_opset9.py, _var_mean: ReduceMean, Sub,
+ * Mul(d, d), ReduceMean; timm's EvoNorm group_std). PyTorch runs one var
+ * kernel whose VarBackward0 keeps self (measured, 2.14.1: h.var(dim=1,
+ * unbiased=False, keepdim=True) of h [4, 256] allocates the [4, 1] result
+ * alone, 16 B; `_saved_self` is h). Lifted to v's ReduceMean of x marked
+ * `dnnmem_var` (src/train/save.c keeps its input). */
+static bool lift_var(struct lift *l, struct dm_node *v)
+{
+    if (v->op != DM_OP_ReduceMean || v->n_in != 1)
+        return false;
+    int32_t q = v->in[0];
+    const struct dm_node *sq = prod(l, q, DM_OP_Mul);
+    if (!sq || !private_(l, q, 1) || sq->n_in != 2 || sq->in[0] != sq->in[1])
+        return false;
+    int32_t d = sq->in[0];
+    const struct dm_node *sub = prod(l, d, DM_OP_Sub);
+    if (!sub || !private_(l, d, 2) || sub->n_in != 2)
+        return false;
+    int32_t x = sub->in[0], m = sub->in[1];
+    const struct dm_node *mean = prod(l, m, DM_OP_ReduceMean);
+    if (!mean || !private_(l, m, 1) || mean->in[0] != x || !same_mean_axes(v, mean))
+        return false;
+    struct dm_graph *g = l->g;
+    struct dm_attr *attrs = dm_arena_array(&g->arena, (size_t)v->n_attr + 1, sizeof *attrs);
+    if (!attrs)
+        return false;
+    for (int k = 0; k < v->n_attr; k++)
+        attrs[k] = v->attrs[k];
+    attrs[v->n_attr] = (struct dm_attr){.name = "dnnmem_var", .kind = DM_ATTR_INT, .i = 1};
+    v->attrs = attrs;
+    v->n_attr = v->cap_attr = v->n_attr + 1;
+    v->in[0] = x;
+    kill(l, sq), kill(l, sub), kill(l, mean);
+    return true;
+}
+
 /* Whether constant x holds n values, each v. */
 static bool const_all(const struct lift *l, int32_t x, int64_t n, double v)
 {
@@ -388,7 +517,8 @@ enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err)
     for (int32_t i = 0; i < g->n_nodes; i++)
         lifted += lift_layernorm(&l, &g->nodes[i]) || lift_gelu(&l, &g->nodes[i]) ||
                   lift_padded_pool(&l, &g->nodes[i]) || lift_gated(&l, &g->nodes[i]) ||
-                  lift_dropout0(&l, &g->nodes[i]) || lift_groupnorm(&l, &g->nodes[i]);
+                  lift_dropout0(&l, &g->nodes[i]) || lift_groupnorm(&l, &g->nodes[i]) ||
+                  lift_gelu_tanh(&l, &g->nodes[i]) || lift_var(&l, &g->nodes[i]);
     if (!lifted)
         goto out;
     /* drop the swallowed nodes; tensors they made keep no producer and are

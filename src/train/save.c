@@ -177,6 +177,11 @@ static bool keep_op_specific(struct dm_sb *b, int32_t i)
      * 2.0 keeps only sym_numel. mean() of everything (MeanBackward0) keeps
      * sizes only. */
     int64_t n_axes = -1;
+    /* torch.var lifted (lift.c lift_var): VarBackward0 keeps self */
+    if (n->op == DM_OP_ReduceMean && dm_attr_int(n, "dnnmem_var", 0)) {
+        dm_keep_input(b, i, 0);
+        return true;
+    }
     if (n->op == DM_OP_ReduceMean && b->run->torch_version < 200 &&
         (dm_has_in(n, 1) || dm_attr_ints(n, "axes", &n_axes))) {
         dm_keep_input(b, i, 0);

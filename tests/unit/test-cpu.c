@@ -105,6 +105,42 @@ static void test_onednn_brgemm_channels_last(void **state)
                      32768 * 2 + 36864 * 2 + 32768 + 36864);
 }
 
+/* AVX2's brgemm blocks (cpuconv.c brgemm_pad): 32 out channels are one
+ * block of 32, unpadded; more are blocks of 24. Measured, 2.14.1, one
+ * thread, AVX2, 3x3 on [2,8,8,32] permuted: 32 -> 32 takes the clone 36864,
+ * y 16384, 8216, the reorder 36864 (not 55296, 48 x 32 x 9 floats); 32 -> 64
+ * the clone 73728, y 32768, 8216, the reorder 82944 (64 -> 72). x and relu
+ * 16384 each, W once more. */
+static void test_onednn_brgemm_avx2_one_block(void **state)
+{
+    (void)state;
+    assert_int_equal(cpu_peak(nhwc_conv_graph("2,8,8,32", 32, 32, 3, 1), 214, DNNMEM_CPU_ISA_AVX2, 1),
+                     16384 * 3 + 36864 * 3 + 8216);
+    assert_int_equal(cpu_peak(nhwc_conv_graph("2,8,8,32", 64, 32, 3, 1), 214, DNNMEM_CPU_ISA_AVX2, 1),
+                     16384 * 2 + 73728 * 2 + 32768 + 8216 + 82944);
+}
+
+/* torch.split's parts are views of its input (forward.c): y = x * S
+ * [1,8,4,4] (512 B), split [4, 4] on the channels, z = a + b (256 B), y and
+ * z the outputs. Measured, 2.14.1: the mul's 512 B and the add's 256 B,
+ * nothing for the split. Peak x 512 + S 32 + y 512 + z 256, where parts
+ * of their own would add 2 x 256. */
+static void test_split_views(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "1,8,4,4");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 8, 1, 1});
+    tb_init_i64(b, "parts", 2, (int64_t[]){4, 4});
+    tb_node(b, "Mul", "scale", "x,S", "y");
+    tb_node(b, "Split", "split", "y,parts", "a,b");
+    tb_attr_int(b, "axis", 1);
+    tb_node(b, "Add", "add", "a,b", "z");
+    tb_output(b, "y");
+    tb_output(b, "z");
+    assert_int_equal(cpu_peak(b, 214, DNNMEM_CPU_ISA_DEFAULT, 1), 512 + 32 + 512 + 256);
+}
+
 /* The allocations and frees, in order, of the buffers whose names start
  * with one of `names` in a training step on the CPU (PyTorch 2.14, one
  * thread, SGD, loss = sum), as "+bytes name" / "-bytes name" lines. */
@@ -1272,6 +1308,8 @@ int main(void)
         cmocka_unit_test(test_onednn_channels_last_113),
         cmocka_unit_test(test_onednn_nchw_113),
         cmocka_unit_test(test_onednn_brgemm_channels_last),
+        cmocka_unit_test(test_onednn_brgemm_avx2_one_block),
+        cmocka_unit_test(test_split_views),
         cmocka_unit_test(test_onednn_brgemm_backward),
         cmocka_unit_test(test_onednn_strided_backward_data),
         cmocka_unit_test(test_conv_grads_returned_together),

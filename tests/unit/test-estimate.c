@@ -452,6 +452,97 @@ static void test_lifted_kernels(void **state)
     }
 }
 
+/* A Constant node making the float32 scalar v (torch.onnx's scalar constants). */
+static void tb_const_node_f32(struct tb *b, const char *out, float v)
+{
+    tb_node(b, "Constant", out, "", out);
+    Onnx__AttributeProto *a = tb_attr_new(b, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    Onnx__TensorProto *t = tb_calloc(b, 1, sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->has_data_type = 1;
+    t->data_type = F32;
+    t->n_float_data = 1;
+    t->float_data = tb_calloc(b, 1, sizeof *t->float_data);
+    t->float_data[0] = v;
+    a->t = t;
+}
+
+/* F.gelu(h1, approximate="tanh") (timm's gelu_tanh) as torch.onnx 2.14.1
+ * exports it at opset 14, node for node (checked on nn.GELU("tanh") after a
+ * Linear): Mul(x, x), Mul(x, .), Mul(0.044715, .), Add(x, .),
+ * Mul(0.7978846, .), Tanh, Add(1, .), Mul(x, .), Mul(0.5, .), each constant a
+ * Constant node.  PyTorch runs one gelu kernel: GeluBackward0 keeps self
+ * alone (measured, 2.14.1, h [4, 256]: `_saved_self` [4, 256], forward +4096
+ * B, the output), so SAVED is H; lifted to Gelu (lift.c lift_gelu_tanh).
+ * With any other kappa it is not a GELU and stays ten ops, which keep x, x * x,
+ * tanh's result and 1 + tanh: 4 H (as eager's MulBackward0 and TanhBackward0
+ * would). */
+static void test_lifted_gelu_tanh(void **state)
+{
+    (void)state;
+    const uint64_t H = 4096;
+    for (int k = 0; k < 2; k++) {
+        struct tb *b = tape_mlp(1);
+        tb_node(b, "Mul", "g/Mul", "h1,h1", "a");
+        tb_node(b, "Mul", "g/Mul_1", "h1,a", "c");
+        tb_const_node_f32(b, "kappa", k ? 0.05f : 0.044715f);
+        tb_node(b, "Mul", "g/Mul_2", "kappa,c", "kc");
+        tb_node(b, "Add", "g/Add", "h1,kc", "s");
+        tb_const_node_f32(b, "beta", 0.7978846f);
+        tb_node(b, "Mul", "g/Mul_3", "beta,s", "i");
+        tb_node(b, "Tanh", "g/Tanh", "i", "t");
+        tb_const_node_f32(b, "one", 1.0f);
+        tb_node(b, "Add", "g/Add_1", "one,t", "p");
+        tb_node(b, "Mul", "g/Mul_4", "h1,p", "m");
+        tb_const_node_f32(b, "half", 0.5f);
+        tb_node(b, "Mul", "g/Mul_5", "half,m", "y");
+        tb_output(b, "y");
+        assert_int_equal(saved_bytes(b, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER), k ? 4 * H : H);
+    }
+}
+
+/* torch.var(h1, 1, unbiased=False, keepdim=True) as torch.onnx writes it:
+ * ReduceMean, Sub, Mul(d, d), ReduceMean, then y = h1 + v. PyTorch runs one
+ * var kernel (measured, 2.14.1: +16 B, the [4, 1] result alone;
+ * VarBackward0's `_saved_self` is h1), lifted (lift.c lift_var) to a node
+ * shaped like h1's mean: the inference peak is that of y = h1 + mean(h1)
+ * (x - mean and its square, 2 H, were live at once before), and it keeps h1
+ * (H) where the mean keeps nothing. */
+static void test_lifted_var(void **state)
+{
+    (void)state;
+    const uint64_t H = 4096;
+    uint64_t peak[2], saved[2];
+    for (int k = 0; k < 2; k++) {
+        for (int train = 0; train < 2; train++) {
+            struct tb *b = tape_mlp(1);
+            tb_node(b, "ReduceMean", "var/ReduceMean", "h1", k ? "v" : "m");
+            tb_attr_ints(b, "axes", 1, (int64_t[]){1});
+            if (!k) {
+                tb_node(b, "Sub", "var/Sub", "h1,m", "d");
+                tb_node(b, "Mul", "var/Mul", "d,d", "q");
+                tb_node(b, "ReduceMean", "var/ReduceMean_1", "q", "v");
+                tb_attr_ints(b, "axes", 1, (int64_t[]){1});
+            }
+            tb_node(b, "Add", "add", "h1,v", "y");
+            tb_output(b, "y");
+            if (train) {
+                saved[k] = saved_bytes(b, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER);
+                continue;
+            }
+            struct dnnmem_config cfg;
+            step_cfg(&cfg, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER);
+            cfg.mode = DNNMEM_MODE_INFER;
+            struct dnnmem_result *r = estimate_cfg(b, &cfg);
+            peak[k] = r->peak_allocated;
+            dnnmem_result_free(r);
+        }
+    }
+    assert_int_equal(peak[0], peak[1]);
+    assert_int_equal(saved[0], H);
+    assert_int_equal(saved[1], 0);
+}
+
 /* In-place hardtanh_ (ReLU6) and hardswish_ in training: autograd clones
  * the input their backward reads (original_self); relu_ reads its result
  * and clones nothing. h1 [4, 256] float32 = H: at the loss, everything
@@ -2064,6 +2155,8 @@ int main(void)
         cmocka_unit_test(test_dropout_saved_by_framework),
         cmocka_unit_test(test_tf_tape_rules),
         cmocka_unit_test(test_lifted_kernels),
+        cmocka_unit_test(test_lifted_gelu_tanh),
+        cmocka_unit_test(test_lifted_var),
         cmocka_unit_test(test_inplace_clone),
         cmocka_unit_test(test_lifted_groupnorm),
         cmocka_unit_test(test_slice_view),
