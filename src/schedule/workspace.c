@@ -153,6 +153,32 @@ static uint64_t grad_output_copy(const struct dm_sb *b, const struct dm_node *n,
     return f == (cv->chlast ? DM_GF_CL : DM_GF_C) ? 0 : t->bytes;
 }
 
+/* PyTorch 1.13's CPU GroupNorm backward takes contiguous operands: a
+ * channels-last X, and a grad that is not contiguous, are cloned first
+ * (measured, 1.13.0, Debian's python3-torch, one thread: GroupNorm(8, 96) on a
+ * channels-last [2,96,16,16] with a channels-last grad: two `aten::clone`s of
+ * 196,608 B before native_group_norm_backward's dX, none for contiguous
+ * ones; the zoo's rand83 training, its expanded inverted block's GroupNorm
+ * at the measured peak). 2.x's CPU kernel reads channels-last (2.13's rows
+ * of the same models are exact): none. Both freed when the backward returns. */
+static void group_norm_113_copies(struct dm_sb *b, const struct dm_node *n, int32_t node,
+                                  bool backward, struct dm_ws *ws)
+{
+    if (!backward || n->op != DM_OP_GroupNormalization || b->run->cuda || b->run->tf_ops ||
+        b->run->mx_ops || b->run->xla || b->run->torch_version < 113 ||
+        b->run->torch_version >= 200 || !dm_has_in(n, 0) || !dm_has_out(n, 0) ||
+        b->t[n->in[0]].rank != 4)
+        return;
+    int32_t x = n->in[0], y = n->out[0];
+    uint8_t f = b->gradfmt[y];
+    if (b->chlast[x])
+        ws->buf[2] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[x].dtype, b->t[x].bytes, -1, node,
+                                 "X.contiguous() (1.13 group norm backward)", 1);
+    if (f != DM_GF_NONE && f != DM_GF_C)
+        ws->buf[3] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[y].dtype, b->t[y].bytes, -1, node,
+                                 "dY.contiguous() (1.13 group norm backward)", 1);
+}
+
 /* cpuconv.c's buffers, made as the node's workspaces. */
 struct ws_ctx {
     struct dm_sb *b;
@@ -637,6 +663,7 @@ struct dm_ws dm_sb_workspace_begin(struct dm_sb *b, const struct dm_node *n, boo
         ws.buf[k] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_FLOAT, stat, -1, node,
                                 k ? "rstd (not saved)" : "mean (not saved)", 1);
     scan_scratch(b, n, node, backward, &ws);
+    group_norm_113_copies(b, n, node, backward, &ws);
     return ws;
 }
 

@@ -852,6 +852,46 @@ static void test_channels_last_conv_bwd(void **state)
                      75264 + 153600 + 153600);
 }
 
+/* exported_groupnorm's module on a channels-last h1 (x an NHWC input
+ * transposed, conv1x1 8 -> 8: h1 [2,8,8,8] channels-last, 4,096 B), trained
+ * on .sum() (its grad an expand, contiguous in neither format). PyTorch
+ * 1.13's CPU native_group_norm_backward clones X and dY to contiguous first
+ * (workspace.c group_norm_113_copies; measured, 1.13.0: two aten::clone of
+ * 196,608 B for a channels-last [2,96,16,16] and its channels-last grad):
+ * 4,096 + 4,096 B of workspace at its backward's last point; 2.x's kernel
+ * reads them as they are: none. */
+static void test_group_norm_113_copies(void **state)
+{
+    (void)state;
+    for (int torch = 113; torch <= 214; torch += 101) {
+        struct tb *b = tb_new(14);
+        tb_input(b, "x", F32, "2,8,8,8");
+        tb_node(b, "Transpose", "perm", "x", "xc");
+        tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+        tb_node(b, "Relu", "act", "xc", "xr");
+        tb_init(b, "W1", F32, 4, (int64_t[]){8, 8, 1, 1});
+        tb_node(b, "Conv", "conv", "xr,W1", "h1");
+        tb_init_i64(b, "to_groups", 3, (int64_t[]){0, 2, -1});
+        tb_node(b, "Reshape", "gn/Reshape", "h1,to_groups", "r");
+        tb_fill_f32(b, "ones", 2, 1.0f);
+        tb_fill_f32(b, "zeros", 2, 0.0f);
+        tb_node(b, "InstanceNormalization", "gn/InstanceNormalization", "r,ones,zeros", "in");
+        tb_attr_float(b, "epsilon", 1e-5f);
+        tb_node(b, "Shape", "gn/Shape", "h1", "shape");
+        tb_node(b, "Reshape", "gn/Reshape_1", "in,shape", "r1");
+        tb_init_i64(b, "axes", 2, (int64_t[]){1, 2});
+        tb_init(b, "gn.weight", F32, 1, (int64_t[]){8});
+        tb_init(b, "gn.bias", F32, 1, (int64_t[]){8});
+        tb_node(b, "Unsqueeze", "gn/Unsqueeze", "gn.weight,axes", "wu");
+        tb_node(b, "Mul", "gn/Mul", "r1,wu", "m");
+        tb_node(b, "Unsqueeze", "gn/Unsqueeze_1", "gn.bias,axes", "bu");
+        tb_node(b, "Add", "gn/Add", "m,bu", "y");
+        tb_output(b, "y");
+        assert_int_equal(step_workspace(b, torch, true, "backward", "gn/Add"),
+                         torch == 113 ? 4096 + 4096 : 0);
+    }
+}
+
 /* torch.cat is channels-last when all its inputs are (layout.c; checked on
  * 2.14.1, mixed inputs give a contiguous result): InstanceNorm copies the
  * [2,48,32,32] cat of two channels-last halves (393216 B), not the cat of a
@@ -2164,6 +2204,7 @@ int main(void)
         cmocka_unit_test(test_lifted_groupnorm_no_bias),
         cmocka_unit_test(test_onednn_conv_2x),
         cmocka_unit_test(test_channels_last_conv_bwd),
+        cmocka_unit_test(test_group_norm_113_copies),
         cmocka_unit_test(test_contiguous_copies),
         cmocka_unit_test(test_onednn_conv_bwd_2x),
         cmocka_unit_test(test_cat_grad_slice_not_accumulated_in_place),
