@@ -751,14 +751,16 @@ static void test_onednn_gemm_fallback(void **state)
  * runs gemm_convolution: no source or weight reorder, a scratchpad of
  * 124416 + 128 B (its columns tiled to the 512 KiB L2), its own
  * destination (147456), then the ATen output: peak x (294912) + W
- * (4718592) + 2 x 147456 = 5308416 B. At dilation 2 the JIT kernel
- * reorders: x + W + 294912 (source) + 4718592 (weight) + 147456
- * (destination) = 10174464. dilated_graph(6) at batch 2 (64 -> 64 on
- * 16x16): x + W + 295040 + 131072 = 704640. Measured, 1.13.0 (Debian's
- * python3-torch), AVX2, one thread, the profiler's events: +124544 +147456
- * -124544 +147456 -147456; +294912 +4718592 +147456 -4718592 -294912
- * +147456 -147456 (the 2048-channel figures of docs/validation-zoo.md
- * likewise); +295040 +131072 -295040 +131072 -131072. */
+ * (4718592) + 2 x 147456 = 5308416 B; at 2 threads a scratchpad of
+ * 435584 B (each thread's columns, tiled again): x + W + 435584 + 147456.
+ * At dilation 2 the JIT kernel reorders: x + W + 294912 (source) + 4718592
+ * (weight) + 147456 (destination) = 10174464. dilated_graph(6) at batch 2
+ * (64 -> 64 on 16x16): x + W + 295040 + 131072 = 704640. Measured, 1.13.0
+ * (Debian's python3-torch), AVX2, the profiler's events, one thread:
+ * +124544 +147456 -124544 +147456 -147456 (2 threads: +435584 +147456
+ * -435584 ...); +294912 +4718592 +147456 -4718592 -294912 +147456 -147456;
+ * +295040 +131072 -295040 +131072 -131072 (the 2048-channel figures of
+ * docs/validation-zoo.md likewise). */
 static struct tb *aspp_graph(int64_t d)
 {
     struct tb *b = tb_new(13);
@@ -776,6 +778,8 @@ static void test_onednn_gemm_forward_113(void **state)
     (void)state;
     assert_int_equal(cpu_peak(aspp_graph(12), 113, DNNMEM_CPU_ISA_AVX2, 1),
                      294912 + 4718592 + 2 * 147456);
+    assert_int_equal(cpu_peak(aspp_graph(12), 113, DNNMEM_CPU_ISA_AVX2, 2),
+                     294912 + 4718592 + 435584 + 147456);
     assert_int_equal(cpu_peak(aspp_graph(2), 113, DNNMEM_CPU_ISA_AVX2, 1),
                      294912 + 4718592 + 294912 + 4718592 + 147456);
     assert_int_equal(cpu_peak(dilated_graph(6), 113, DNNMEM_CPU_ISA_AVX2, 1),
