@@ -657,11 +657,35 @@ static bool onednn_avx2_gemm_applies(const struct cc *b, const struct onednn_con
            c->k > 1 && onednn_geom_of(b, g);
 }
 
+/* PyTorch 1.13 on AVX2 (its bundled oneDNN 2.6.3, third_party/ideep/mkl-dnn
+ * at v1.13.1): the forward's choice is 2.x's. jit_avx2_conv_fwd_kernel_f32::
+ * init_conf (src/cpu/x64/jit_avx2_conv_kernel_f32.cpp, v2.6.3) has the same
+ * checks as v3.12's (kernel_outside_src, l_pad <= ur_w, the kw > 7 rule, the
+ * recomputed ur_w), and gemm_convolution_utils::init_conf's forward tiling
+ * (src/cpu/gemm_convolution_utils.cpp, v2.6.3) is v3.12's, so
+ * onednn_avx2_fwd_jit and onednn_gemm_scratch serve both. Measured, 1.13.0
+ * (Debian's python3-torch), one thread, AVX2: 2048 -> 256 3x3 at dilation
+ * 12 (pad 12) on [1,2048,12,12] +124544 scratchpad +147456 destination
+ * -124544, +147456 output, -147456, no reorders (the same at dilation 24
+ * and 36, with 512 in channels, and at batch 2: +124544 +294912); at
+ * dilation 2 the JIT kernel's reorders (+1179648 +18874368 +147456);
+ * 64 -> 64 at dilation 6 on [2,64,16,16] +295040 +131072 -295040, 2.14.1's
+ * figures (test_onednn_gemm_forward_113). Only the forward: 1.13's backward
+ * passes have rules of their own (onednn_weight_grad_113 and below). */
+static bool onednn_gemm_forward_113(const struct cc *b, const struct onednn_conv *c,
+                                    struct onednn_geom *g)
+{
+    return onednn_113_avx2(b) && !b->cv->chlast &&
+           (c->kernel == ONEDNN_FIRST || c->kernel == ONEDNN_BLOCKED) && c->k > 1 &&
+           onednn_geom_of(b, g);
+}
+
 /* The forward runs gemm_convolution: whether, and the geometry. */
 static bool onednn_gemm_forward(const struct cc *b, const struct onednn_conv *c)
 {
     struct onednn_geom g;
-    return onednn_avx2_gemm_applies(b, c, &g) && !onednn_avx2_fwd_jit(&g);
+    return (onednn_avx2_gemm_applies(b, c, &g) || onednn_gemm_forward_113(b, c, &g)) &&
+           !onednn_avx2_fwd_jit(&g);
 }
 
 static bool onednn_gemm_bwd_weights(const struct cc *b, const struct onednn_conv *c)

@@ -745,6 +745,47 @@ static void test_onednn_gemm_fallback(void **state)
                              "-131072 onednn_input\n-147456 onednn_diff_weights\n");
 }
 
+/* 1.13 on AVX2 (oneDNN 2.6.3) declines the JIT forward as 2.x does
+ * (cpuconv.c, onednn_gemm_forward_113): a 3x3 512 -> 256 conv at dilation
+ * 12, pad 12, on [1,512,12,12] (left padding 12 over the unrolling of 3)
+ * runs gemm_convolution: no source or weight reorder, a scratchpad of
+ * 124416 + 128 B (its columns tiled to the 512 KiB L2), its own
+ * destination (147456), then the ATen output: peak x (294912) + W
+ * (4718592) + 2 x 147456 = 5308416 B; at 2 threads a scratchpad of
+ * 435584 B (each thread's columns, tiled again): x + W + 435584 + 147456.
+ * At dilation 2 the JIT kernel reorders: x + W + 294912 (source) + 4718592
+ * (weight) + 147456 (destination) = 10174464. dilated_graph(6) at batch 2
+ * (64 -> 64 on 16x16): x + W + 295040 + 131072 = 704640. Measured, 1.13.0
+ * (Debian's python3-torch), AVX2, the profiler's events, one thread:
+ * +124544 +147456 -124544 +147456 -147456 (2 threads: +435584 +147456
+ * -435584 ...); +294912 +4718592 +147456 -4718592 -294912 +147456 -147456;
+ * +295040 +131072 -295040 +131072 -131072 (the 2048-channel figures of
+ * docs/validation-zoo.md likewise). */
+static struct tb *aspp_graph(int64_t d)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "1,512,12,12");
+    tb_init(b, "W", F32, 4, (int64_t[]){256, 512, 3, 3});
+    tb_node(b, "Conv", "conv", "x,W", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){d, d, d, d});
+    tb_attr_ints(b, "dilations", 2, (int64_t[]){d, d});
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_onednn_gemm_forward_113(void **state)
+{
+    (void)state;
+    assert_int_equal(cpu_peak(aspp_graph(12), 113, DNNMEM_CPU_ISA_AVX2, 1),
+                     294912 + 4718592 + 2 * 147456);
+    assert_int_equal(cpu_peak(aspp_graph(12), 113, DNNMEM_CPU_ISA_AVX2, 2),
+                     294912 + 4718592 + 435584 + 147456);
+    assert_int_equal(cpu_peak(aspp_graph(2), 113, DNNMEM_CPU_ISA_AVX2, 1),
+                     294912 + 4718592 + 294912 + 4718592 + 147456);
+    assert_int_equal(cpu_peak(dilated_graph(6), 113, DNNMEM_CPU_ISA_AVX2, 1),
+                     131072 + 147456 + 295040 + 131072);
+}
+
 /* The backward-data pass too (cpuconv.c, onednn_avx2_bwd_data_jit): a 3x3
  * 16 -> 16 conv at dilation 12 on [2,16,8,8] whose input needs a grad.
  * The JIT's width unrolling must reach over the kernel's left overflow of
@@ -1324,6 +1365,7 @@ int main(void)
         cmocka_unit_test(test_pad_keeps_channels_last),
         cmocka_unit_test(test_depthwise_gemm_weight_grad),
         cmocka_unit_test(test_onednn_gemm_fallback),
+        cmocka_unit_test(test_onednn_gemm_forward_113),
         cmocka_unit_test(test_onednn_gemm_backward_data),
         cmocka_unit_test(test_onednn_gemm_weight_grad_declines),
         cmocka_unit_test(test_split_views_conv_copies),
