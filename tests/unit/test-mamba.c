@@ -226,6 +226,15 @@ static void test_refused(void **state)
     cfg.new_tokens = 4;
     assert_int_equal(refused(TINY "}", &cfg, msg, sizeof msg), DNNMEM_E_UNSUPPORTED);
     assert_non_null(strstr(msg, "generate"));
+    /* gradient checkpointing: not measured, so refused (in training only:
+     * inference has no backward to recompute for) */
+    cpu_config(&cfg, DNNMEM_MODE_TRAIN);
+    const char *spec = "/backbone/layers.*";
+    cfg.checkpoint = &spec;
+    cfg.n_checkpoint = 1;
+    assert_int_equal(refused(TINY "}", &cfg, msg, sizeof msg), DNNMEM_E_UNSUPPORTED);
+    assert_non_null(strstr(msg, "gradient checkpointing"));
+    assert_non_null(strstr(msg, "training (no checkpointing)"));
     cpu_config(&cfg, DNNMEM_MODE_TRAIN);
     assert_int_equal(refused(TINY ", \"use_mambapy\": true}", &cfg, msg, sizeof msg),
                      DNNMEM_E_UNSUPPORTED);

@@ -45,7 +45,9 @@
  *
  * Refused, each with what is modelled: other transformers releases, the CUDA
  * kernels' path (any --device but cpu), use_mambapy, fp16/bf16 and autocast,
- * generate, LoRA, quantization, hidden_act other than silu.
+ * generate, LoRA, quantization, hidden_act other than silu, and gradient
+ * checkpointing (--checkpoint in training: tools/hf_oracle measures no
+ * checkpointed mamba run, so the estimate would be unchecked).
  */
 #include "hf.h"
 
@@ -113,13 +115,15 @@ static void check_run(struct hf *h)
         what = "--mode generate";
     else if (h->lora)
         what = "LoRA adapters";
+    else if (h->ckpt)
+        what = "gradient checkpointing (--checkpoint; not measured on mamba)";
     else if (h->q.method != Q_NONE || h->opt_quant != DNNMEM_QUANT_NONE)
         what = "quantized linear layers";
     if (what)
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
                 "model_type 'mamba': %s is not modelled; modelled: transformers 4.56 and 5.24, "
                 "the torch slow path (no mamba_ssm / causal_conv1d kernels) on --device cpu, "
-                "float32, training and inference",
+                "float32, training (no checkpointing) and inference",
                 what);
 }
 
