@@ -410,14 +410,23 @@ static enum dnnmem_status check_args(const dnnmem_model *m, const struct dnnmem_
     if (po->max_steps < 0 || po->max_steps > DNNMEM_PLAN_MAX_STEPS)
         return dm_fail(err, DNNMEM_E_USAGE, "%s--max-steps %d: expected 1 to %d", pre, po->max_steps,
                        DNNMEM_PLAN_MAX_STEPS);
-    const char *chosen = par->gpus > 1 && par->gpus != po->gpus ? "--gpus (dnnmem_plan_options.gpus)"
-                         : par->nodes > 0                       ? "--nodes (give --gpus and --gpus-per-node)"
-                         : par->micro_batches ? "--micro-batches (the micro-steps come from --global-batch or --batch-size, the samples per rank)"
-                         : cfg->grad_accum > 1 ? "--grad-accum (the micro-steps come from --global-batch or --batch-size, the samples per rank)"
-                         : par->rank >= 0      ? "--rank (each row is its most loaded rank)"
-                                               : NULL;
-    if (chosen)
-        return dm_fail(err, DNNMEM_E_USAGE, "%s%s: the plan chooses it; leave it out", pre, chosen);
+    /* what the plan chooses itself, and why */
+#define SPLIT " (the micro-steps come from --global-batch or --batch-size, the samples per rank)"
+    const struct {
+        bool set;
+        const char *flag;
+    } chosen[] = {
+        {par->gpus > 1 && par->gpus != po->gpus, "--gpus (dnnmem_plan_options.gpus)"},
+        {par->nodes > 0, "--nodes (give --gpus and --gpus-per-node)"},
+        {par->micro_batches != 0, "--micro-batches" SPLIT},
+        {cfg->grad_accum > 1, "--grad-accum" SPLIT},
+        {par->rank >= 0, "--rank (each row is its most loaded rank)"},
+    };
+#undef SPLIT
+    for (size_t k = 0; k < sizeof chosen / sizeof chosen[0]; k++)
+        if (chosen[k].set)
+            return dm_fail(err, DNNMEM_E_USAGE, "%s%s: the plan chooses it; leave it out", pre,
+                           chosen[k].flag);
     return DNNMEM_OK;
 }
 
