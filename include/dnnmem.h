@@ -1098,8 +1098,10 @@ enum dnnmem_status dnnmem_max_dim(const dnnmem_model *m, const struct dnnmem_con
 /* ----------------------------------------------------------------------------
  * Plans: the parallel configurations that fit (dnnmem plan; docs/parallel.md)
  *
- * dnnmem_plan enumerates, for a training job (cfg: mode TRAIN, a capacity,
- * no parallel options of its own), the ways to run it on `gpus` GPUs: the
+ * dnnmem_plan enumerates, for a training job (cfg: mode TRAIN, a capacity;
+ * cfg->par's zero, fsdp, offload, tp (> 1), pp (> 1) and cfg->checkpoint,
+ * where set, are constraints: only configurations with them are formed; no
+ * grad_accum, micro_batches or rank), the ways to run it on `gpus` GPUs: the
  * data-parallel engine (DDP, ZeRO 1-3 with offload, FSDP's modes), TP x PP x
  * DP (TP and PP with DDP, as the engine models them), the micro-batch and
  * gradient accumulation (or pipeline micro-batches) that make the global
@@ -1165,6 +1167,7 @@ struct dnnmem_plan {
 /* Plan `m` under `cfg` and `po`. On success *out is the caller's
  * (dnnmem_plan_free), possibly with no rows (none fits). Bad options:
  * DNNMEM_E_USAGE; constraints no configuration meets: DNNMEM_E_CONSTRAINT;
+ * TP or PP fixed with ZeRO, FSDP or offload: DNNMEM_E_UNSUPPORTED;
  * an error of every estimate, or one not about the configuration, passed on. */
 enum dnnmem_status dnnmem_plan(const dnnmem_model *m, const struct dnnmem_config *cfg,
                                const struct dnnmem_plan_options *po, struct dnnmem_plan **out,

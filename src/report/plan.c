@@ -34,6 +34,12 @@
  *     schedule, torch.distributed.pipelining's Schedule1F1B).
  * The keys name each configuration once, so the order is total; the rows
  * keep it (the estimates run in it).
+ *
+ * Constraints: a parallel option the caller fixes (--zero, --fsdp, --offload,
+ * --tp, --pp, --checkpoint) restricts the search to the configurations with
+ * that value (--zero 3: ZeRO-3 and its two offloads; --checkpoint SPEC: its
+ * specs, on, for every row); a set no configuration can have is refused up
+ * front, named (check_want).
  */
 #include "dnnmem-impl.h"
 
@@ -87,6 +93,9 @@ struct job {
     const struct dnnmem_config *cfg;
     const struct dnnmem_plan_options *po;
     bool tp_ok;                    /* the engine's TP takes the model (not a HF config) */
+    /* the caller's constraints (cfg->par, cfg->checkpoint): 0 / false = free */
+    int want_tp, want_pp;
+    bool want_engine, want_ckpt;   /* want_engine: only engines engine_ok keeps */
     struct dm_block_scope blocks;  /* the repeated blocks (n_specs 0: none) */
     const char *ckpt[DM_BLOCK_MAX_SPECS];
     struct cand *c;
@@ -139,6 +148,15 @@ static void add_micro(struct job *j, struct cand c)
     }
 }
 
+/* Engine e has every engine value the caller fixed (zero, fsdp, offload). */
+static bool engine_ok(const struct job *j, int e)
+{
+    const struct dnnmem_parallel *par = &j->cfg->par;
+    return !j->want_engine || ((!par->zero || engines[e].zero == par->zero) &&
+                               (!par->fsdp || engines[e].fsdp == par->fsdp) &&
+                               (!par->offload || engines[e].offload == par->offload));
+}
+
 static enum dnnmem_status form(struct job *j, int n, struct dnnmem_error *err)
 {
     j->n = 0;
@@ -149,11 +167,13 @@ static enum dnnmem_status form(struct job *j, int n, struct dnnmem_error *err)
     int64_t batch = cfg->batch_size > 0 ? cfg->batch_size : 1;
     int layers = j->blocks.n_specs ? (int)j->blocks.blocks : 0;
     for (int tp = 1; tp <= n; tp++) {
-        if (n % tp || (tp > 1 && !j->tp_ok))
+        /* a fixed TP is tried even on a HF config: the engine's refusal names it */
+        if (n % tp || (j->want_tp ? tp != j->want_tp : tp > 1 && !j->tp_ok))
             continue;
         for (int pp = 1; pp <= n / tp; pp++) {
             /* the engine splits L blocks evenly: PP must divide them */
-            if ((n / tp) % pp || (pp > 1 && (layers == 0 || layers % pp)))
+            if ((n / tp) % pp || (pp > 1 && (layers == 0 || layers % pp)) ||
+                (j->want_pp && pp != j->want_pp))
                 continue;
             int dp = n / (tp * pp);
             int64_t per_rank = batch;
@@ -166,9 +186,9 @@ static enum dnnmem_status form(struct job *j, int n, struct dnnmem_error *err)
             int n_eng = tp * pp > 1 ? 1 : N_ENGINES;
             for (int e = 0; e < n_eng; e++) {
                 bool hybrid = engines[e].fsdp == DNNMEM_FSDP_HYBRID;
-                if (hybrid && !(gpn > 0 && n > gpn))
+                if ((hybrid && !(gpn > 0 && n > gpn)) || !engine_ok(j, e))
                     continue; /* one node: hybrid is full sharding */
-                for (int ck = 0; ck < (layers ? 2 : 1); ck++) {
+                for (int ck = j->want_ckpt; ck < (layers || j->want_ckpt ? 2 : 1); ck++) {
                     struct cand c = {.gpus = n, .dp = dp, .tp = tp, .pp = pp, .engine = e,
                                      .ckpt = ck, .per_rank = per_rank,
                                      .gpn = gpn > 0 && n > gpn ? gpn : 0};
@@ -201,6 +221,18 @@ static int by_order(const void *pa, const void *pb)
 
 /* ---- stage 3: the estimates ------------------------------------------------- */
 
+/* The checkpoint specs of a row with checkpointing on: the caller's when
+ * fixed, else the repeated blocks'. */
+static const char *const *ckpt_specs(const struct job *j, size_t *n)
+{
+    if (j->want_ckpt) {
+        *n = j->cfg->n_checkpoint;
+        return j->cfg->checkpoint;
+    }
+    *n = (size_t)j->blocks.n_specs;
+    return j->ckpt;
+}
+
 static void cand_config(const struct job *j, const struct cand *c, struct dnnmem_config *cfg)
 {
     const struct engine *e = &engines[c->engine];
@@ -215,8 +247,10 @@ static void cand_config(const struct job *j, const struct cand *c, struct dnnmem
     cfg->batch_size = c->pp > 1 ? c->per_rank : c->micro;
     cfg->grad_accum = c->pp > 1 ? 0 : c->steps;
     cfg->par.micro_batches = c->pp > 1 ? c->steps : 0;
-    cfg->checkpoint = c->ckpt ? j->ckpt : NULL;
-    cfg->n_checkpoint = c->ckpt ? (size_t)j->blocks.n_specs : 0;
+    size_t n;
+    const char *const *spec = ckpt_specs(j, &n);
+    cfg->checkpoint = c->ckpt ? spec : NULL;
+    cfg->n_checkpoint = c->ckpt ? n : 0;
 }
 
 static const char *fsdp_name(enum dnnmem_fsdp f)
@@ -250,8 +284,10 @@ static char *cand_options(const struct job *j, const struct cand *c)
         PUT(" --offload %s", offload_name(e->offload));
     if (e->fsdp)
         PUT(" --fsdp %s", fsdp_name(e->fsdp));
-    for (int s = 0; c->ckpt && s < j->blocks.n_specs; s++)
-        PUT(" --checkpoint '%s'", j->blocks.spec[s]);
+    size_t n_spec;
+    const char *const *spec = ckpt_specs(j, &n_spec);
+    for (size_t s = 0; c->ckpt && s < n_spec; s++)
+        PUT(" --checkpoint '%s'", spec[s]);
     PUT(" --batch-size %lld", (long long)(c->pp > 1 ? c->per_rank : c->micro));
     if (c->pp == 1 && c->steps > 1)
         PUT(" --grad-accum %d", c->steps);
@@ -351,7 +387,9 @@ static enum dnnmem_status run(struct job *j, struct dnnmem_plan *p, char *refuse
 
 /* ---- the call ------------------------------------------------------------------ */
 
-/* The parallel options are the plan's to choose: any set in cfg is refused. */
+/* The options the plan chooses itself, and cannot take as constraints, are
+ * refused; zero, fsdp, offload, tp, pp and checkpoint are constraints
+ * (check_want). */
 static enum dnnmem_status check_args(const dnnmem_model *m, const struct dnnmem_config *cfg,
                                      const struct dnnmem_plan_options *po, struct dnnmem_error *err)
 {
@@ -372,20 +410,23 @@ static enum dnnmem_status check_args(const dnnmem_model *m, const struct dnnmem_
     if (po->max_steps < 0 || po->max_steps > DNNMEM_PLAN_MAX_STEPS)
         return dm_fail(err, DNNMEM_E_USAGE, "%s--max-steps %d: expected 1 to %d", pre, po->max_steps,
                        DNNMEM_PLAN_MAX_STEPS);
-    const char *chosen = par->gpus > 1 && par->gpus != po->gpus ? "--gpus (dnnmem_plan_options.gpus)"
-                         : par->nodes > 0                       ? "--nodes (give --gpus and --gpus-per-node)"
-                         : par->zero                            ? "--zero"
-                         : par->fsdp                            ? "--fsdp"
-                         : par->offload                         ? "--offload"
-                         : par->tp > 1                          ? "--tp"
-                         : par->pp > 1                          ? "--pp"
-                         : par->micro_batches                   ? "--micro-batches"
-                         : cfg->grad_accum > 1                  ? "--grad-accum"
-                         : cfg->n_checkpoint                    ? "--checkpoint"
-                         : par->rank >= 0                       ? "--rank"
-                                                                : NULL;
-    if (chosen)
-        return dm_fail(err, DNNMEM_E_USAGE, "%s%s: the plan chooses it; leave it out", pre, chosen);
+    /* what the plan chooses itself, and why */
+#define SPLIT " (the micro-steps come from --global-batch or --batch-size, the samples per rank)"
+    const struct {
+        bool set;
+        const char *flag;
+    } chosen[] = {
+        {par->gpus > 1 && par->gpus != po->gpus, "--gpus (dnnmem_plan_options.gpus)"},
+        {par->nodes > 0, "--nodes (give --gpus and --gpus-per-node)"},
+        {par->micro_batches != 0, "--micro-batches" SPLIT},
+        {cfg->grad_accum > 1, "--grad-accum" SPLIT},
+        {par->rank >= 0, "--rank (each row is its most loaded rank)"},
+    };
+#undef SPLIT
+    for (size_t k = 0; k < sizeof chosen / sizeof chosen[0]; k++)
+        if (chosen[k].set)
+            return dm_fail(err, DNNMEM_E_USAGE, "%s%s: the plan chooses it; leave it out", pre,
+                           chosen[k].flag);
     return DNNMEM_OK;
 }
 
@@ -403,6 +444,69 @@ static enum dnnmem_status find_job(struct job *j, struct dnnmem_error *err)
         for (int s = 0; s < j->blocks.n_specs; s++)
             j->ckpt[s] = j->blocks.spec[s];
     }
+    return DNNMEM_OK;
+}
+
+/* The constraints fixed, as flags ("--zero 3 --tp 2 --checkpoint"), for the
+ * errors; "" when none. */
+static const char *want_text(const struct job *j, char *buf, size_t n)
+{
+    const struct dnnmem_parallel *par = &j->cfg->par;
+    size_t o = 0;
+    buf[0] = 0;
+#define PUT(...) (o += (size_t)snprintf(buf + o, o < n ? n - o : 0, __VA_ARGS__))
+    if (par->zero)
+        PUT(" --zero %d", par->zero);
+    if (par->fsdp)
+        PUT(" --fsdp %s", fsdp_name(par->fsdp));
+    if (par->offload)
+        PUT(" --offload %s", offload_name(par->offload));
+    if (j->want_tp)
+        PUT(" --tp %d", j->want_tp);
+    if (j->want_pp)
+        PUT(" --pp %d", j->want_pp);
+    if (j->want_ckpt)
+        PUT(" --checkpoint");
+#undef PUT
+    return buf[0] ? buf + 1 : buf;
+}
+
+/* The caller's constraints (docs/parallel.md "plan"): kept in j, and refused
+ * up front, named, where no configuration of the search can have them. */
+static enum dnnmem_status check_want(struct job *j, struct dnnmem_error *err)
+{
+    const struct dnnmem_parallel *par = &j->cfg->par;
+    const struct dnnmem_plan_options *po = j->po;
+    j->want_tp = par->tp > 1 ? par->tp : 0;
+    j->want_pp = par->pp > 1 ? par->pp : 0;
+    j->want_engine = par->zero || par->fsdp || par->offload;
+    j->want_ckpt = j->cfg->n_checkpoint > 0;
+    char buf[256];
+    const char *what = want_text(j, buf, sizeof buf);
+    bool any = false;
+    for (int e = 0; e < N_ENGINES; e++)
+        any |= engine_ok(j, e);
+    if (!any)
+        return dm_fail(err, DNNMEM_E_CONSTRAINT,
+                       "plan: %s: no engine the plan forms has it (DDP, ZeRO 1-3, ZeRO 2 and 3 "
+                       "with --offload optimizer, ZeRO 3 with --offload params, FSDP's four "
+                       "modes: docs/parallel.md \"plan\")", what);
+    int gpn = par->gpus_per_node;
+    if (par->fsdp == DNNMEM_FSDP_HYBRID && !(gpn > 0 && po->gpus > gpn))
+        return dm_fail(err, DNNMEM_E_CONSTRAINT, "plan: --fsdp hybrid: replicates across "
+                       "nodes: give --gpus-per-node below --gpus %d", po->gpus);
+    if ((j->want_tp || j->want_pp) && j->want_engine)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED, "plan: %s: TP and PP with ZeRO, FSDP or "
+                       "offload are not modelled (modelled: TP and PP under DDP)", what);
+    int64_t mp = 1;
+    if (!dm_mul_ok(j->want_tp ? j->want_tp : 1, j->want_pp ? j->want_pp : 1, &mp) ||
+        mp > po->gpus || (!po->fewest_gpus && po->gpus % mp))
+        return dm_fail(err, DNNMEM_E_CONSTRAINT, "plan: %s: TP x PP (%lld) does not divide "
+                       "--gpus %d (the world is DP x TP x PP)", what, (long long)mp, po->gpus);
+    int64_t layers = j->blocks.n_specs ? j->blocks.blocks : 0;
+    if (j->want_pp && (!layers || layers % j->want_pp))
+        return dm_fail(err, DNNMEM_E_CONSTRAINT, "plan: --pp %d: the plan splits the model's "
+                       "repeated blocks evenly, and it has %lld", j->want_pp, (long long)layers);
     return DNNMEM_OK;
 }
 
@@ -429,13 +533,20 @@ static char *dup_str(const char *src)
 static enum dnnmem_status impossible(const struct job *j, struct dnnmem_error *err)
 {
     const struct dnnmem_plan_options *po = j->po;
+    char buf[256];
+    const char *what = want_text(j, buf, sizeof buf);
     if (po->global_batch)
         return dm_fail(err, DNNMEM_E_CONSTRAINT,
-                       "plan: --global-batch %lld: no configuration of %s%d GPUs makes it (the "
+                       "plan: --global-batch %lld: no configuration of %s%d GPUs%s%s makes it (the "
                        "data-parallel size must divide it; with PP, into at least PP "
                        "micro-batches%s)",
                        (long long)po->global_batch, po->fewest_gpus ? "1 to " : "", po->gpus,
+                       *what ? " with " : "", what,
                        j->tp_ok ? "" : "; TP is not modelled on a HuggingFace config");
+    if (j->want_pp)
+        return dm_fail(err, DNNMEM_E_CONSTRAINT, "plan: --pp %d: --batch-size %lld does not "
+                       "split into at least %d micro-batches", j->want_pp,
+                       (long long)(j->cfg->batch_size > 0 ? j->cfg->batch_size : 1), j->want_pp);
     return dm_fail(err, DNNMEM_E_CONSTRAINT, "plan: --gpus %d%s: no configuration of whole nodes "
                    "(--gpus-per-node %d)", po->gpus, po->fewest_gpus ? " --fewest-gpus" : "",
                    j->cfg->par.gpus_per_node);
@@ -451,6 +562,7 @@ enum dnnmem_status dnnmem_plan(const dnnmem_model *m, const struct dnnmem_config
     DM_TRY(check_args(m, cfg, po, err));
     struct job j = {.m = m, .cfg = cfg, .po = po};
     DM_TRY(find_job(&j, err));
+    DM_TRY(check_want(&j, err));
     struct dnnmem_plan *p = calloc(1, sizeof *p);
     char refused[sizeof err->message] = "";
     struct dnnmem_error first = {0};

@@ -73,6 +73,23 @@ check(rc == 0 and d["refused"] == 1 and d["skipped"] == 11 and "cannot be inferr
       and all(r["tp"] <= 8 for r in d["configurations"]) and any(r["tp"] == 8 for r in d["configurations"]),
       f"tfm4 on 16 GPUs: TP 16 refused: {rc} {d['refused']} {d['skipped']} {d['first_refusal']}")
 
+# fixed parallel options restrict the search: every row has them, and is the engine's estimate
+for fixed, key, want in [(["--zero", "3"], "zero", 3), (["--fsdp", "shard-grad-op"], "fsdp", "shard-grad-op"),
+                         (["--tp", "2"], "tp", 2)]:
+    rc, d = plan_json(["--memory", "2GiB", "--gpus", "4", "--global-batch", "16"] + fixed)
+    rows = d["configurations"]
+    check(rc == 0 and rows and all(r[key] == want for r in rows), f"plan {fixed}: every row has it")
+    for r in rows[:1] + rows[-1:]:
+        rc2, out, err = run(["estimate", MLP] + BASE + ["--memory", "2GiB", "--json"] + r["options"].replace("'", "").split())
+        check(rc2 == 0 and json.loads(out)["total_bytes"] == r["total_bytes"], f"plan {fixed}: row {r['options']}: {err.strip()}")
+# --pp 2 on tfm4 (4 blocks): every row PP 2, at least 2 micro-batches, with --checkpoint its spec on every row
+rc, out, err = run(["plan", "tests/models/dist/tfm4.onnx"] + BASE + ["--memory", "1GiB", "--gpus", "4", "--global-batch", "8",
+                                                                    "--pp", "2", "--checkpoint", "/blocks.*", "--json"])
+d = json.loads(out)
+rows = d["configurations"]
+check(rc == 0 and rows and all(r["pp"] == 2 and r["micro_batches"] >= 2 and r["checkpoint"] for r in rows)
+      and d["candidates"] == len(rows), f"tfm4 --pp 2 --checkpoint: {rc} {err.strip()}")
+
 # errors: one line on stderr, the constraint named, the exit code of its kind
 for code, needle, args in [
     (2, "plan: give the GPUs with --gpus N", ["--memory", "2GiB"]),
@@ -80,8 +97,12 @@ for code, needle, args in [
     (2, "--max-steps 1001: at most 1000", ["--memory", "2GiB", "--gpus", "2", "--max-steps", "1001"]),
     (2, "--max-steps 0: expected a positive integer", ["--memory", "2GiB", "--gpus", "2", "--max-steps", "0"]),
     (2, "--global-batch x: expected a positive integer", ["--memory", "2GiB", "--gpus", "2", "--global-batch", "x"]),
-    (2, "plan: --zero: the plan chooses it; leave it out", ["--memory", "2GiB", "--gpus", "2", "--zero", "2"]),
-    (2, "plan: --checkpoint: the plan chooses it", ["--memory", "2GiB", "--gpus", "2", "--checkpoint", "/blocks.*"]),
+    (2, "plan: --grad-accum (the micro-steps come from", ["--memory", "2GiB", "--gpus", "2", "--grad-accum", "2"]),
+    (7, "plan: --tp 3: TP x PP (3) does not divide --gpus 4", ["--memory", "2GiB", "--gpus", "4", "--tp", "3"]),
+    (7, "plan: --zero 2 --fsdp full: no engine the plan forms has it",
+     ["--memory", "2GiB", "--gpus", "4", "--zero", "2", "--fsdp", "full"]),
+    (4, "plan: --zero 3 --tp 2: TP and PP with ZeRO, FSDP or offload are not modelled",
+     ["--memory", "2GiB", "--gpus", "4", "--zero", "3", "--tp", "2"]),
     (7, "plan: --gpus 3: no configuration of whole nodes (--gpus-per-node 2)",
      ["--memory", "2GiB", "--gpus", "3", "--gpus-per-node", "2"]),
 ]:

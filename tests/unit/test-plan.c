@@ -264,8 +264,11 @@ static void test_plan_errors(void **state)
     struct dnnmem_config c = cfg_of(0);
     expect_plan_error(m, &c, &po, DNNMEM_E_USAGE, "--gpu NAME or --memory SIZE");
     c = cfg_of(1 << 30);
-    c.par.zero = 2;
-    expect_plan_error(m, &c, &po, DNNMEM_E_USAGE, "--zero: the plan chooses it");
+    c.grad_accum = 2;
+    expect_plan_error(m, &c, &po, DNNMEM_E_USAGE, "--grad-accum (the micro-steps come from");
+    c = cfg_of(1 << 30);
+    c.par.rank = 1;
+    expect_plan_error(m, &c, &po, DNNMEM_E_USAGE, "--rank (each row is its most loaded rank)");
     c = cfg_of(1 << 30);
     c.mode = DNNMEM_MODE_INFER;
     expect_plan_error(m, &c, &po, DNNMEM_E_USAGE, "--mode train");
@@ -280,6 +283,129 @@ static void test_plan_errors(void **state)
     dnnmem_model_free(m);
 }
 
+/* The rows of a plan under one constraint: how many, and each with it. */
+static struct dnnmem_plan *constrained(const dnnmem_model *m, const struct dnnmem_config *c,
+                                       const struct dnnmem_plan_options *po, size_t want_rows)
+{
+    struct dnnmem_plan *p = plan_of(m, c, po);
+    assert_int_equal(p->n_refused, 0);
+    assert_int_equal(p->n_candidates, want_rows);
+    assert_int_equal(p->n_rows, want_rows);
+    return p;
+}
+
+/* Fixed parallel options restrict the search (4 GPUs, 4 samples per rank,
+ * the micro-batches 4, 2, 1 as in test_plan_ddp_edge). --zero 3: ZeRO-3
+ * and its two offloads (tiers 6, 9, 10), TP 1 only (TP runs under DDP):
+ * 3 x 3 rows; --fsdp full: 1 x 3; --tp 2: DP 2, DDP: 3; --tp 4 with
+ * --fewest-gpus on up to 8: only the world of 4 (1, 2, 3 do not take TP
+ * 4), DP 1: 3; --checkpoint '/fc*' (fc1 and fc2 two segments): every one of
+ * test_plan_ddp_edge's 36 with it on. */
+static void test_plan_constraints(void **state)
+{
+    (void)state;
+    dnnmem_model *m = mlp();
+    struct dnnmem_plan_options po;
+    dnnmem_plan_options_init(&po);
+    po.gpus = 4;
+    struct dnnmem_config c = cfg_of((int64_t)1 << 40);
+    c.par.zero = 3;
+    struct dnnmem_plan *p = constrained(m, &c, &po, 9);
+    static const enum dnnmem_offload off[3] = {DNNMEM_OFFLOAD_NONE, DNNMEM_OFFLOAD_OPTIMIZER,
+                                                DNNMEM_OFFLOAD_PARAMS};
+    for (size_t k = 0; k < p->n_rows; k++) {
+        const struct dnnmem_plan_row *r = &p->rows[k];
+        assert_int_equal(r->zero, 3);
+        assert_int_equal(r->tp, 1);
+        assert_int_equal(r->offload, off[k / 3]);
+        struct dnnmem_config rc = cfg_of(c.capacity_bytes);
+        row_config(r, &rc);
+        assert_int_equal(total_of(m, &rc), r->total_bytes);
+    }
+    assert_string_equal(p->rows[0].options, "--gpus 4 --zero 3 --batch-size 4");
+    dnnmem_plan_free(p);
+
+    c = cfg_of((int64_t)1 << 40);
+    c.par.fsdp = DNNMEM_FSDP_FULL;
+    p = constrained(m, &c, &po, 3);
+    for (size_t k = 0; k < p->n_rows; k++)
+        assert_int_equal(p->rows[k].fsdp, DNNMEM_FSDP_FULL);
+    dnnmem_plan_free(p);
+
+    c = cfg_of((int64_t)1 << 40);
+    c.par.tp = 2;
+    p = constrained(m, &c, &po, 3);
+    for (size_t k = 0; k < p->n_rows; k++) {
+        assert_int_equal(p->rows[k].tp, 2);
+        assert_int_equal(p->rows[k].dp, 2);
+        assert_int_equal(p->rows[k].zero, 0);
+    }
+    dnnmem_plan_free(p);
+
+    c.par.tp = 4;
+    po.gpus = 8;
+    po.fewest_gpus = true;
+    p = constrained(m, &c, &po, 3);
+    assert_int_equal(p->gpus, 4);
+    assert_int_equal(p->rows[0].tp, 4);
+    assert_int_equal(p->rows[0].dp, 1);
+    assert_string_equal(p->rows[0].options, "--gpus 4 --tp 4 --batch-size 4");
+    dnnmem_plan_free(p);
+
+    po.gpus = 4;
+    po.fewest_gpus = false;
+    c = cfg_of((int64_t)1 << 40);
+    const char *spec = "/fc*";
+    c.checkpoint = &spec;
+    c.n_checkpoint = 1;
+    p = constrained(m, &c, &po, 36);
+    for (size_t k = 0; k < p->n_rows; k++) {
+        assert_true(p->rows[k].checkpoint);
+        assert_non_null(strstr(p->rows[k].options, " --checkpoint '/fc*'"));
+    }
+    dnnmem_plan_free(p);
+    dnnmem_model_free(m);
+}
+
+/* Constraints no configuration has: refused before any estimate, named. */
+static void test_plan_constraint_errors(void **state)
+{
+    (void)state;
+    dnnmem_model *m = mlp();
+    struct dnnmem_plan_options po;
+    dnnmem_plan_options_init(&po);
+    po.gpus = 4;
+    struct dnnmem_config c = cfg_of(1 << 30);
+    c.par.zero = 2;
+    c.par.fsdp = DNNMEM_FSDP_FULL;
+    expect_plan_error(m, &c, &po, DNNMEM_E_CONSTRAINT,
+                      "plan: --zero 2 --fsdp full: no engine the plan forms has it");
+    c = cfg_of(1 << 30);
+    c.par.zero = 1;
+    c.par.offload = DNNMEM_OFFLOAD_OPTIMIZER;
+    expect_plan_error(m, &c, &po, DNNMEM_E_CONSTRAINT, "--zero 1 --offload optimizer: no engine");
+    c = cfg_of(1 << 30);
+    c.par.tp = 3;
+    expect_plan_error(m, &c, &po, DNNMEM_E_CONSTRAINT,
+                      "plan: --tp 3: TP x PP (3) does not divide --gpus 4");
+    po.fewest_gpus = true; /* the worlds 1 to 4: TP 8 takes none */
+    c.par.tp = 8;
+    expect_plan_error(m, &c, &po, DNNMEM_E_CONSTRAINT, "TP x PP (8) does not divide --gpus 4");
+    po.fewest_gpus = false;
+    c.par.tp = 2;
+    c.par.zero = 3;
+    expect_plan_error(m, &c, &po, DNNMEM_E_UNSUPPORTED,
+                      "plan: --zero 3 --tp 2: TP and PP with ZeRO, FSDP or offload are not modelled");
+    c = cfg_of(1 << 30);
+    c.par.fsdp = DNNMEM_FSDP_HYBRID;
+    expect_plan_error(m, &c, &po, DNNMEM_E_CONSTRAINT, "--fsdp hybrid: replicates across nodes");
+    c = cfg_of(1 << 30);
+    c.par.pp = 2;
+    expect_plan_error(m, &c, &po, DNNMEM_E_CONSTRAINT, "--pp 2: the plan splits the model's "
+                      "repeated blocks evenly, and it has 0");
+    dnnmem_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -288,6 +414,8 @@ int main(void)
         cmocka_unit_test(test_plan_global_batch),
         cmocka_unit_test(test_plan_zero_state),
         cmocka_unit_test(test_plan_errors),
+        cmocka_unit_test(test_plan_constraints),
+        cmocka_unit_test(test_plan_constraint_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

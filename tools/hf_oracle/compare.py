@@ -59,6 +59,8 @@ def command(dnnmem, r):
                 "--temperature", str(sm["temperature"])]
     if r.get("num_beams"):
         cmd += ["--num-beams", str(r["num_beams"])]
+    if r.get("checkpoint"):  # measured with the model's gradient checkpointing on
+        cmd += ["--checkpoint", r["checkpoint"]]
     if r.get("lora"):
         cmd += ["--lora-r", str(r["lora"]["r"]), "--lora-alpha", str(r["lora"]["alpha"]),
                 "--lora-dropout", str(r["lora"]["dropout"]),

@@ -55,6 +55,9 @@ What is measured (the definitions of tools/measure_cpu.py, tests/validation/READ
     task_type="CAUSAL_LM", "SEQ_2_SEQ_LM" for T5, none for the encoders)) with PEFT's
     default target modules, or rows.LORA_EXPLICIT's where PEFT has none (recorded with
     peft's version);
+  * checkpoint rows (dnnmem --checkpoint SPEC, the row's "checkpoint"): the model's own
+    activation_checkpointing_enable() (5.24; gradient_checkpointing_enable() before it),
+    every layer, its defaults (5.24: use_reentrant=False, modeling_utils.py);
   * keep_outputs rows (dnnmem --keep-outputs): no `del out, loss` between the iterations, so
     the previous step's outputs live until `out = model(x)` rebinds the name (inference: a
     second forward while the first's outputs are held);
@@ -172,6 +175,9 @@ def build(row):
         model = cls._from_config(conf, attn_implementation=row["attn"], **kw)
     if row["precision"] == "bf16" and made != torch.bfloat16:
         model = model.to(torch.bfloat16)
+    if row.get("checkpoint"):  # every layer (5.24: activation_checkpointing_enable, whose
+        # default is use_reentrant=False; before 5.x: gradient_checkpointing_enable)
+        (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
     if row.get("lora"):  # PEFT's defaults for the model_type's target modules
         import peft
         lc = row["lora"]

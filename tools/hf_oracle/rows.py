@@ -305,6 +305,9 @@ def make_arch_rows(rel):
 MAMBA_TINY = ("tiny-mamba", "tiny-mamba-untied", "tiny-mamba-wide")
 MAMBA_SHAPES = ((2, 128), (1, 64), (4, 32))
 MAMBA_RUNS = [("train", "adam"), ("train", "sgd-momentum"), ("infer", None)]
+# and training with gradient checkpointing (transformers' activation_checkpointing_enable,
+# every MambaBlock): the layers it wraps, as dnnmem's --checkpoint names them
+MAMBA_GC = "/backbone/layers.*"
 
 
 def mamba_rows(rel):
@@ -319,6 +322,8 @@ def mamba_rows(rel):
                                  batch=batch, id=f"tf{rel}/{model}-{tag}-b{batch}-s{seq}-fp32-eager",
                                  mode=mode, optimizer=opt, seq=seq, precision="fp32",
                                  attn="eager"))
+    for r in [r for r in rows if r["mode"] == "train"]:
+        rows.append(dict(r, id=r["id"].replace("-b", "-gc-b", 1), checkpoint=MAMBA_GC))
     return rows
 
 

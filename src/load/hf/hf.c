@@ -353,6 +353,7 @@ static enum dnnmem_status load(struct dm_graph *g, json_t *root, bool sdpa,
     /* gradient checkpointing in training turns use_cache off (LlamaModel.forward
      * and the others of 4.51): built as a config that says so */
     bool ckpt = opt && opt->mode == DNNMEM_MODE_TRAIN && opt->n_checkpoint > 0;
+    h.ckpt = ckpt;
     json_t *own = NULL; /* the copy that says so: the model's root is shared by its builds */
     if (h.st == DNNMEM_OK && (hf_kbit_gc(&h) || ckpt)) {
         h.root = own = json_deep_copy(root);

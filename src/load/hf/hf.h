@@ -125,6 +125,7 @@ struct hf {
     int transformers;          /* the release, major * 100 + minor (--transformers) */
     enum dnnmem_sdpa_backend backend; /* --sdpa-backend: the kernel forced, or AUTO */
     bool train;                /* --mode train (inputs require grad) */
+    bool ckpt;                 /* --checkpoint in training (gradient checkpointing) */
     bool batched_decode;       /* generate's decode steps switch 5.x's MoE experts to
                                   batched_mm (src/schedule/generate.c, moe_decode) */
     bool bf16;                 /* the attention computes in bf16 */

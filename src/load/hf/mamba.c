@@ -45,7 +45,12 @@
  *
  * Refused, each with what is modelled: other transformers releases, the CUDA
  * kernels' path (any --device but cpu), use_mambapy, fp16/bf16 and autocast,
- * generate, LoRA, quantization, hidden_act other than silu.
+ * generate, LoRA, quantization, hidden_act other than silu, and gradient
+ * checkpointing on 4.56 (not measured there). On 5.24 --checkpoint
+ * '/backbone/layers.*' is what activation_checkpointing_enable() makes
+ * (every MambaBlock, use_reentrant=False): the generic torch.utils.checkpoint
+ * replay (src/train/checkpoint.c), measured within +0.8%
+ * (hf-real-mamba-cpu.jsonl's -gc- rows).
  */
 #include "hf.h"
 
@@ -113,13 +118,15 @@ static void check_run(struct hf *h)
         what = "--mode generate";
     else if (h->lora)
         what = "LoRA adapters";
+    else if (h->ckpt && h->transformers != 524)
+        what = "gradient checkpointing (--checkpoint) on 4.56 (measured on 5.24)";
     else if (h->q.method != Q_NONE || h->opt_quant != DNNMEM_QUANT_NONE)
         what = "quantized linear layers";
     if (what)
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
                 "model_type 'mamba': %s is not modelled; modelled: transformers 4.56 and 5.24, "
                 "the torch slow path (no mamba_ssm / causal_conv1d kernels) on --device cpu, "
-                "float32, training and inference",
+                "float32, training (gradient checkpointing on 5.24) and inference",
                 what);
 }
 
