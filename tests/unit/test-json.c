@@ -107,6 +107,25 @@ static void test_errors(void **state)
     }
 }
 
+/* A NUL byte between tokens is not JSON (RFC 8259's whitespace is space,
+ * tab, LF and CR): refused at the byte after the number before it, where
+ * jansson 2.14 takes "[24\0,32]" as [24, 32] (its number lexer stops at the
+ * NUL; the capture fuzzer found it, fuzz/fuzz-capture.c exempts NULs). */
+static void test_nul_between_tokens(void **state)
+{
+    (void)state;
+    static const uint8_t text[] = {'[', '2', '4', 0, ',', '3', '2', ']'};
+    struct dm_arena a;
+    dm_arena_init(&a);
+    const struct dm_json *r;
+    struct dm_json_error je;
+    assert_int_equal(dm_json_parse(&a, text, sizeof text, &r, &je), DNNMEM_E_PARSE);
+    assert_string_equal(je.msg, "',' or ']' expected");
+    assert_int_equal(je.offset, 3);
+    assert_false(je.limit);
+    dm_arena_free(&a);
+}
+
 /* Nesting: DM_JSON_MAX_DEPTH containers are read, one more is the reader's
  * limit (E_LIMIT, at the container that passes it). */
 static void test_depth_limit(void **state)
@@ -161,6 +180,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_nul_between_tokens),
         cmocka_unit_test(test_depth_limit),
         cmocka_unit_test(test_large_object_duplicate),
     };
