@@ -400,6 +400,7 @@ struct values {
     const int32_t *copy_buf;  /* per copy: its parameter's buffer */
     const int32_t *copy_done; /* per copy: the step its last reader runs */
     const uint64_t *vbytes;   /* per value: its bytes */
+    const bool *copy_half;    /* per copy: a float32 conversion (rule 7b) */
 };
 struct cand {
     uint64_t size;
@@ -443,7 +444,11 @@ static int cmp_cand_asc(const void *a, const void *b)
  * (rule 2) is placed whole. On the CPU a donated parameter that rule 7
  * copied is free from its copy to its update, and holds temporaries then
  * (measured: mlp-b64-sgd-f32's fc3 weight copy and fc2's weight gradient
- * sit in fc2's parameter allocation). Sets hosted[] for the groups placed. */
+ * sit in fc2's parameter allocation). A float32 conversion (rule 7b) does
+ * not free it: the update reads the half-precision parameter itself
+ * (measured: cnn-b8-sgd-bf16's fc1.weight allocation holds only the
+ * parameter and its update, subtract_convert_fusion.2, while conv4's, copied
+ * by rule 7a, holds 10 temporaries). Sets hosted[] for the groups placed. */
 static enum dnnmem_status host_in_outputs(const struct plan *p, const bool *param,
                                           const struct dm_xla_opts *o, const struct values *vl,
                                           const int32_t *grp, const int64_t *t0,
@@ -484,6 +489,8 @@ static enum dnnmem_status host_in_outputs(const struct plan *p, const bool *para
         h[n_h++] = (struct host){in->buf[b].bytes, start, -1, -1};
     }
     for (int32_t c = 0; o->train && o->donate && c < vl->n_copy; c++) { /* rule 7 */
+        if (vl->copy_half[c])
+            continue;
         int32_t b = vl->copy_buf[c], d = p->done[in->buf[b].tensor];
         int64_t start = d >= 0 ? tick1[d] : clock;
         hc[n_h] = (struct cand){in->buf[b].bytes, start, n_h};
@@ -1329,7 +1336,7 @@ static enum dnnmem_status host(struct xla *x)
     x->hosted = calloc((size_t)x->nv + 1, sizeof *x->hosted);
     if (!x->hosted)
         return xla_oom(x);
-    struct values vl = {x->nv, x->n_copy, x->copy_buf, x->copy_done, x->vbytes};
+    struct values vl = {x->nv, x->n_copy, x->copy_buf, x->copy_done, x->vbytes, x->copy_half};
     enum dnnmem_status s = host_in_outputs(p, x->param, x->o, &vl, x->grp, x->t0, x->t1,
                                            x->tick0, x->tick1, x->clock, x->hosted, x->st);
     if (s != DNNMEM_OK)
