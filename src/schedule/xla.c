@@ -987,6 +987,57 @@ static enum dnnmem_status half_conv_values(struct xla *x, int32_t i, bool bwd)
     return DNNMEM_OK;
 }
 
+/* Rule 8n, at inference: a ReLU between two convolutions stays NHWC
+ * (measured: cnn5-b16-infer-f32 and -bf16, jax 0.10.2: conv1's output
+ * ynn_fusion.8 and the bias add and ReLU broadcast_maximum_fusion.2, or
+ * convert_convert_fusion.2 in bf16, at one offset, read by conv2's
+ * ynn_fusion.7 with no transpose between). Where convolution c's output is
+ * read by one ReLU alone, and that ReLU's only by convolutions' inputs, the
+ * ReLU takes c's buffer and its readers make no NHWC copy of their input
+ * (workspace.c's "input (NHWC, XLA CPU)": fused away). In training the ReLU
+ * is also read in NCHW by the weight gradient's transpose: not so
+ * (cnn5-b16-sgd-bf16's maximum_convert_fusion.3 and wrapped_convert). */
+static enum dnnmem_status nhwc_relus(struct xla *x)
+{
+    struct plan *p = &x->p;
+    const struct dm_graph *g = p->g;
+    const struct dm_schedule *in = p->in;
+    if (p->train)
+        return DNNMEM_OK;
+    int32_t *rd = calloc(2 * ((size_t)g->n_tensors + 1), sizeof *rd); /* readers, convs' */
+    if (!rd)
+        return xla_oom(x);
+    int32_t *conv_rd = rd + g->n_tensors + 1;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0) {
+                rd[g->nodes[i].in[k]]++;
+                conv_rd[g->nodes[i].in[k]] += g->nodes[i].op == DM_OP_Conv && k == 0;
+            }
+    for (int32_t r = 0; r < g->n_nodes; r++) {
+        const struct dm_node *n = &g->nodes[r];
+        if (n->op != DM_OP_Relu || n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 ||
+            n->out[0] < 0)
+            continue;
+        int32_t a = n->in[0], y = n->out[0], c = g->tensors[a].producer;
+        if (c < 0 || g->nodes[c].op != DM_OP_Conv || rd[a] != 1 || g->tensors[a].is_output ||
+            g->tensors[y].is_output || rd[y] < 1 || conv_rd[y] != rd[y])
+            continue;
+        int32_t cb = out_buf(x, c, a);
+        if (cb >= 0)
+            x->no_share[cb] = false;
+        for (int32_t b = 0; b < in->n_buf; b++) {
+            const struct dm_buffer *bf = &in->buf[b];
+            if (p->kind[b] == K_TEMP && bf->what && bf->node >= 0 &&
+                !strcmp(bf->what, "input (NHWC, XLA CPU)") &&
+                g->nodes[bf->node].in[0] == y)
+                p->fused[b] = true;
+        }
+    }
+    free(rd);
+    return DNNMEM_OK;
+}
+
 static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
 {
     const struct plan *p = &x->p;
@@ -1050,7 +1101,7 @@ static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
                     x->lay_into[b] = z;
         }
     }
-    return DNNMEM_OK;
+    return nhwc_relus(x);
 }
 
 static enum dnnmem_status find_copies(struct xla *x)
