@@ -117,7 +117,11 @@
  *  8. XLA's CPU convolutions run NHWC, and its max pooling keeps the argmax
  *     (cpu_layouts below; the convolutions' NHWC input and gradient copies
  *     are workspace.c's): measured on the float32 CNN steps of
- *     tests/validation/jax-cpu.jsonl.
+ *     tests/validation/jax-cpu.jsonl; in half precision their float32 and
+ *     bf16 values (rule 8h), and a ReLU between convolutions stays NHWC at
+ *     inference (rule 8n).
+ *  9. XLA's CPU cross-entropy keeps the float32 logits to the loss's
+ *     backward (cpu_loss_keeps_logits).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -1104,6 +1108,39 @@ static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
     return nhwc_relus(x);
 }
 
+/* Rule 9, XLA's CPU cross-entropy in training (measured: jax 0.10.2,
+ * tra-b8-sgd-f32's dump): log_softmax is fused into its readers, never a
+ * buffer of its own, so the logits (ynn_fusion.117 f32[1024,8192], live
+ * 278-284) stay live to the loss's backward, beside the exp its backward
+ * reads (wrapped_exponential, 279-283, the size of dnnmem's
+ * loss.log_softmax), the take_along_axis gradient (wrapped_scatter) and the
+ * logits' gradient (multiply_add_fusion.12, 283-287): the loss's input is
+ * freed once the loss backward's gradient of it is made. Half-precision
+ * logits differ (tra-b8-sgd-bf16: a bf16 copy and float32 conversions of
+ * them around the loss): not modelled, rule 9 is float32's. */
+static void cpu_loss_keeps_logits(struct xla *x)
+{
+    struct plan *p = &x->p;
+    const struct dm_schedule *in = p->in;
+    if (!x->o->cpu || !p->train)
+        return;
+    for (int32_t gb = 0; gb < in->n_buf; gb++) {
+        const struct dm_buffer *bf = &in->buf[gb];
+        int32_t k = p->a_step[gb];
+        if (p->kind[gb] != K_TEMP || !bf->what || strcmp(bf->what, "grad") || bf->node >= 0 ||
+            bf->tensor < 0 || k < 0 || in->steps[k].loss != DM_STEP_LOSS_BACKWARD ||
+            is_half(p->t[bf->tensor].dtype))
+            continue;
+        bool ce = false;
+        for (int32_t b = 0; b < in->n_buf && !ce; b++)
+            ce = p->a_step[b] == k && in->buf[b].what && !strcmp(in->buf[b].what, "loss.nll_grad");
+        for (int32_t b = 0; ce && b < in->n_buf; b++)
+            if (p->kind[b] == K_TEMP && !p->fused[b] && in->buf[b].tensor == bf->tensor &&
+                !in->buf[b].what && p->jfree[b] >= 0 && p->jfree[b] < k)
+                p->jfree[b] = k;
+    }
+}
+
 static enum dnnmem_status find_copies(struct xla *x)
 {
     const struct plan *p = &x->p;
@@ -1154,6 +1191,7 @@ static enum dnnmem_status find_copies(struct xla *x)
             }
         copy_params(x, pbuf, act_grads, last, copied);
     }
+    cpu_loss_keeps_logits(x);
     enum dnnmem_status ls = cpu_layouts(x, act_grads);
     free(pbuf), free(last), free(act_grads), free(copied);
     if (ls != DNNMEM_OK)

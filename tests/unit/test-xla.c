@@ -127,9 +127,19 @@ static void plan_run(struct tb *b, bool train, bool donate, bool xla, struct pla
     plan_dev(b, train, donate, xla, false, p);
 }
 
+static void plan_dev_loss(struct tb *b, bool train, bool donate, bool xla, bool cpu,
+                          enum dnnmem_loss loss, struct planned *p);
+
 /* As plan_run, on the GPU or (cpu) XLA's CPU backend. */
 static void plan_dev(struct tb *b, bool train, bool donate, bool xla, bool cpu,
                      struct planned *p)
+{
+    plan_dev_loss(b, train, donate, xla, cpu, DNNMEM_LOSS_SUM, p);
+}
+
+/* As plan_dev, with the loss given. */
+static void plan_dev_loss(struct tb *b, bool train, bool donate, bool xla, bool cpu,
+                          enum dnnmem_loss loss, struct planned *p)
 {
     memset(p, 0, sizeof *p);
     struct dnnmem_error err;
@@ -144,7 +154,7 @@ static void plan_dev(struct tb *b, bool train, bool donate, bool xla, bool cpu,
     if (dm_infer_shapes(&ctx) != DNNMEM_OK)
         fail_msg("infer: %s", err.message);
     struct dm_run run = {.train = train, .cuda = !cpu, .torch_version = 206, .iterations = 1,
-                         .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD, .loss = DNNMEM_LOSS_SUM,
+                         .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD, .loss = loss,
                          .compute_capability = 80, .dataflow = true, .xla = xla};
     if (dm_schedule_build(p->g, p->t, &run, &p->in, &err) != DNNMEM_OK)
         fail_msg("schedule: %s", err.message);
@@ -797,6 +807,42 @@ static void test_cpu_nhwc_relu(void **state)
     planned_free(&p);
 }
 
+/* Rule 9: y = MatMul(x [2,4], W [4,8]) [2,8] (64 B), trained with the
+ * cross-entropy on the CPU, donated (no live-out allocation holds y). The
+ * loss's values: its log_softmax (64 B), then in its backward the
+ * take_along_axis gradient (loss.nll_grad, 64 B) and y's gradient (64 B).
+ * XLA keeps the logits y to that backward (tra-b8-sgd-f32: ynn_fusion.117
+ * live to the logits' gradient), so at y's gradient four 64 B values and
+ * the loss's 4 B gradient are live: 260 B, the heap too. Without rule 9 y
+ * is freed in the loss's forward and the peak is W's gradient (128 B) with
+ * y's and the loss's: 196 B (as undonated, where y sits in W's new
+ * allocation). */
+static struct tb *tb_logits_of(int dtype)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", dtype, "2,4");
+    tb_init(b, "W", dtype, 2, (int64_t[]){4, 8});
+    tb_node(b, "MatMul", "mm", "x,W", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_cpu_ce_keeps_logits(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan_dev_loss(tb_logits_of(ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT), true, true, true, true,
+                  DNNMEM_LOSS_CE, &p);
+    int32_t y = value_buf(&p, "y");
+    int32_t k = free_step(&p, y);
+    assert_int_equal(p.in.steps[k].loss, DM_STEP_LOSS);
+    uint64_t live = p.st.live_peak;
+    assert_int_equal(live, 260);
+    assert_int_equal(p.st.heap.heap_bytes, 260);
+    assert_true(offset_of(&p, "y", NULL) != offset_of(&p, "y", "grad"));
+    planned_free(&p);
+}
+
 /* ---- whole estimates --------------------------------------------------------- */
 
 static struct dnnmem_result *jax_estimate_ws(struct tb *b, enum dnnmem_mode mode, bool donate,
@@ -1011,6 +1057,7 @@ int main(void)
         cmocka_unit_test(test_cpu_bf16_conv_training),
         cmocka_unit_test(test_cpu_bf16_donated_not_hosting),
         cmocka_unit_test(test_cpu_nhwc_relu),
+        cmocka_unit_test(test_cpu_ce_keeps_logits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
