@@ -1033,8 +1033,8 @@ static enum dnnmem_status nhwc_relus(struct xla *x)
         for (int32_t b = 0; b < in->n_buf; b++) {
             const struct dm_buffer *bf = &in->buf[b];
             if (p->kind[b] == K_TEMP && bf->what && bf->node >= 0 &&
-                !strcmp(bf->what, "input (NHWC, XLA CPU)") &&
-                g->nodes[bf->node].in[0] == y)
+                g->nodes[bf->node].n_in >= 1 && g->nodes[bf->node].in[0] == y &&
+                !strcmp(bf->what, "input (NHWC, XLA CPU)"))
                 p->fused[b] = true;
         }
     }
