@@ -117,7 +117,11 @@
  *  8. XLA's CPU convolutions run NHWC, and its max pooling keeps the argmax
  *     (cpu_layouts below; the convolutions' NHWC input and gradient copies
  *     are workspace.c's): measured on the float32 CNN steps of
- *     tests/validation/jax-cpu.jsonl.
+ *     tests/validation/jax-cpu.jsonl; in half precision their float32 and
+ *     bf16 values (rule 8h), and a ReLU between convolutions stays NHWC at
+ *     inference (rule 8n).
+ *  9. XLA's CPU cross-entropy keeps the float32 logits to the loss's
+ *     backward (cpu_loss_keeps_logits).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +404,7 @@ struct values {
     const int32_t *copy_buf;  /* per copy: its parameter's buffer */
     const int32_t *copy_done; /* per copy: the step its last reader runs */
     const uint64_t *vbytes;   /* per value: its bytes */
+    const bool *copy_half;    /* per copy: a float32 conversion (rule 7b) */
 };
 struct cand {
     uint64_t size;
@@ -443,7 +448,11 @@ static int cmp_cand_asc(const void *a, const void *b)
  * (rule 2) is placed whole. On the CPU a donated parameter that rule 7
  * copied is free from its copy to its update, and holds temporaries then
  * (measured: mlp-b64-sgd-f32's fc3 weight copy and fc2's weight gradient
- * sit in fc2's parameter allocation). Sets hosted[] for the groups placed. */
+ * sit in fc2's parameter allocation). A float32 conversion (rule 7b) does
+ * not free it: the update reads the half-precision parameter itself
+ * (measured: cnn-b8-sgd-bf16's fc1.weight allocation holds only the
+ * parameter and its update, subtract_convert_fusion.2, while conv4's, copied
+ * by rule 7a, holds 10 temporaries). Sets hosted[] for the groups placed. */
 static enum dnnmem_status host_in_outputs(const struct plan *p, const bool *param,
                                           const struct dm_xla_opts *o, const struct values *vl,
                                           const int32_t *grp, const int64_t *t0,
@@ -484,6 +493,8 @@ static enum dnnmem_status host_in_outputs(const struct plan *p, const bool *para
         h[n_h++] = (struct host){in->buf[b].bytes, start, -1, -1};
     }
     for (int32_t c = 0; o->train && o->donate && c < vl->n_copy; c++) { /* rule 7 */
+        if (vl->copy_half[c])
+            continue;
         int32_t b = vl->copy_buf[c], d = p->done[in->buf[b].tensor];
         int64_t start = d >= 0 ? tick1[d] : clock;
         hc[n_h] = (struct cand){in->buf[b].bytes, start, n_h};
@@ -569,6 +580,8 @@ struct xla {
     uint8_t *lay_at;                   /* per layout value: enum lay_at */
     int32_t *lay_into;                 /* per buffer: the layout value it takes over, or -1 */
     bool *no_share;                    /* per buffer: no value takes its buffer (rule 8) */
+    bool *keep_half;                   /* per buffer: half precision on the CPU, not float32
+                                          (rule 8h; rule 7c does not apply) */
     uint64_t *vbytes;                  /* per value: its bytes */
     int64_t clock;
     int32_t n_it;
@@ -606,6 +619,7 @@ static void xla_free(struct xla *x)
     free(x->lay_at);
     free(x->lay_into);
     free(x->no_share);
+    free(x->keep_half);
     free(x->vbytes);
     free(x->tick0);
     free(x->tick1);
@@ -824,7 +838,9 @@ static void copy_params(struct xla *x, const int32_t *pbuf, const int32_t *act_g
             if (t < 0 || copied[t] || pbuf[t] < 0 || last[t] < 0)
                 continue;
             uint8_t dt = p->in->buf[pbuf[t]].dtype;
-            bool half = mm && (dt == DM_BFLOAT16 || dt == DM_FLOAT16);
+            /* a convolution's weight: its float32 HWIO transposes are the
+             * conversions (rule 8h), no copy of its own */
+            bool half = mm && n->op != DM_OP_Conv && (dt == DM_BFLOAT16 || dt == DM_FLOAT16);
             bool donated = o->train && o->donate && x->param[t] && p->bwd[i] >= 0 &&
                            act_grads[p->bwd[i]] > 0;
             if (!half && !donated)
@@ -866,9 +882,26 @@ static void copy_params(struct xla *x, const int32_t *pbuf, const int32_t *act_g
  *    the input's shape made at the step's start (wrapped_broadcast.2,
  *    44-121), whose buffer the input gradient then takes
  *    (wrapped_scatter.1 at the same offset: lay_into).
- * Measured on float32 steps; bfloat16's values differ (the bias add and
- * ReLU are bf16 NHWC values, the pooling reads f32 and bf16 NCHW copies):
- * not modelled (jax-cpu-expected-misses.txt). */
+ * Rule 8h, half precision (measured: cnn-b8-infer-bf16 and cnn-b8-sgd-bf16,
+ * the same dumps in bfloat16): the CPU's convolutions and pooling compute
+ * in float32, so the layout values above made from a half-precision value
+ * are float32, twice its bytes (the weights' HWIO transposes, which are the
+ * weights' conversions too: transpose_copy_fusion.6 f32[3,3,64,128], and no
+ * rule 7b copy; the batch's transpose, transpose_copy_fusion.7 f32; the
+ * pool's max, wrapped_reduce-window{0} f32; the zeros, wrapped_broadcast
+ * f32[8,64,64,64]). Where the convert back to half precision does not
+ * cancel, the value stays half precision (half_conv_values):
+ *  - in training, the convolution's bias add, kept for the ReLU's
+ *    backward, is bf16 NHWC (add_convert_fusion.6, 54-155), beside the
+ *    convolution's float32 NHWC output, dead after it (ynn_fusion.17,
+ *    52-54);
+ *  - a ReLU after a convolution, read by a max pooling: at inference the
+ *    transpose back to NCHW is bf16 (transpose_copy_fusion.8, bias, ReLU
+ *    and convert fused); in training the ReLU is a bf16 NHWC value
+ *    (maximum_convert_fusion.2, 56-59) copied to a float32 NCHW value for
+ *    the argmax's reduce-window (copy_convert_fusion.2, 58-61, the ReLU's
+ *    own buffer) and a bf16 NCHW one for the pool (transpose_copy_fusion
+ *    .22, 59-62). */
 
 /* Where in its last step a layout value dies: LAY_STEP, once the step has
  * run; LAY_BEFORE, before the step's own values are made (the pooling's
@@ -900,21 +933,131 @@ static bool lay_s32(const struct dm_tinfo *t, int64_t per, uint64_t *out)
     return dm_mul_ok(t->numel, per, &e) && dm_dtype_bytes(DM_INT32, e, out);
 }
 
+static bool is_half(enum dm_dtype dt) { return dt == DM_BFLOAT16 || dt == DM_FLOAT16; }
+
+/* Rule 8h: a value's bytes as the CPU's float32 (a half-precision one's twice). */
+static bool f32_bytes(const struct dm_tinfo *t, uint64_t *out)
+{
+    return dm_umul_ok(t->bytes, is_half(t->dtype) ? 2 : 1, out);
+}
+
+/* The temp buffer holding node i's output tensor t itself, or -1. */
+static int32_t out_buf(const struct xla *x, int32_t i, int32_t t)
+{
+    const struct dm_schedule *in = x->p.in;
+    for (int32_t b = 0; b < in->n_buf; b++)
+        if (x->p.kind[b] == K_TEMP && in->buf[b].tensor == t && in->buf[b].node == i &&
+            !in->buf[b].what)
+            return b;
+    return -1;
+}
+
+/* Rule 8h: the half-precision values of convolution i's output (conv) or,
+ * for a max pooling i, of the ReLU after a convolution it reads. */
+static enum dnnmem_status half_conv_values(struct xla *x, int32_t i, bool bwd)
+{
+    const struct plan *p = &x->p;
+    const struct dm_graph *g = p->g;
+    const struct dm_node *n = &g->nodes[i];
+    const struct dm_tinfo *y = &p->t[n->out[0]];
+    if (n->op == DM_OP_Conv) {
+        int32_t b = out_buf(x, i, n->out[0]);
+        uint64_t f;
+        if (!bwd || !is_half(y->dtype) || b < 0)
+            return DNNMEM_OK;
+        if (!f32_bytes(y, &f))
+            return xla_overflow(x);
+        x->keep_half[b] = true;                       /* the kept bias add */
+        lay_add(x, f, p->fwd[i], p->fwd[i], LAY_STEP); /* the float32 NHWC output */
+        return DNNMEM_OK;
+    }
+    int32_t r = g->tensors[n->in[0]].producer;
+    if (r < 0 || !is_half(p->t[n->in[0]].dtype) || p->fwd[r] < 0)
+        return DNNMEM_OK;
+    const struct dm_node *rn = &g->nodes[r];
+    int32_t c = rn->op == DM_OP_Relu && rn->n_in >= 1 && rn->in[0] >= 0
+                    ? g->tensors[rn->in[0]].producer
+                    : -1;
+    int32_t b = out_buf(x, r, n->in[0]);
+    if (c < 0 || g->nodes[c].op != DM_OP_Conv || b < 0)
+        return DNNMEM_OK;
+    if (!bwd) {
+        x->keep_half[b] = true; /* the bf16 transpose back */
+        return DNNMEM_OK;
+    }
+    uint64_t h = p->t[n->in[0]].bytes;
+    lay_add(x, h, p->fwd[r], p->fwd[r], LAY_STEP); /* the ReLU, bf16 NHWC */
+    lay_add(x, h, p->fwd[r], p->fwd[i], LAY_STEP); /* the pool's bf16 NCHW copy */
+    return DNNMEM_OK;
+}
+
+/* Rule 8n, at inference: a ReLU between two convolutions stays NHWC
+ * (measured: cnn5-b16-infer-f32 and -bf16, jax 0.10.2: conv1's output
+ * ynn_fusion.8 and the bias add and ReLU broadcast_maximum_fusion.2, or
+ * convert_convert_fusion.2 in bf16, at one offset, read by conv2's
+ * ynn_fusion.7 with no transpose between). Where convolution c's output is
+ * read by one ReLU alone, and that ReLU's only by convolutions' inputs, the
+ * ReLU takes c's buffer and its readers make no NHWC copy of their input
+ * (workspace.c's "input (NHWC, XLA CPU)": fused away). In training the ReLU
+ * is also read in NCHW by the weight gradient's transpose: not so
+ * (cnn5-b16-sgd-bf16's maximum_convert_fusion.3 and wrapped_convert). */
+static enum dnnmem_status nhwc_relus(struct xla *x)
+{
+    struct plan *p = &x->p;
+    const struct dm_graph *g = p->g;
+    const struct dm_schedule *in = p->in;
+    if (p->train)
+        return DNNMEM_OK;
+    int32_t *rd = calloc(2 * ((size_t)g->n_tensors + 1), sizeof *rd); /* readers, convs' */
+    if (!rd)
+        return xla_oom(x);
+    int32_t *conv_rd = rd + g->n_tensors + 1;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0) {
+                rd[g->nodes[i].in[k]]++;
+                conv_rd[g->nodes[i].in[k]] += g->nodes[i].op == DM_OP_Conv && k == 0;
+            }
+    for (int32_t r = 0; r < g->n_nodes; r++) {
+        const struct dm_node *n = &g->nodes[r];
+        if (n->op != DM_OP_Relu || n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 ||
+            n->out[0] < 0)
+            continue;
+        int32_t a = n->in[0], y = n->out[0], c = g->tensors[a].producer;
+        if (c < 0 || g->nodes[c].op != DM_OP_Conv || rd[a] != 1 || g->tensors[a].is_output ||
+            g->tensors[y].is_output || rd[y] < 1 || conv_rd[y] != rd[y])
+            continue;
+        int32_t cb = out_buf(x, c, a);
+        if (cb >= 0)
+            x->no_share[cb] = false;
+        for (int32_t b = 0; b < in->n_buf; b++) {
+            const struct dm_buffer *bf = &in->buf[b];
+            if (p->kind[b] == K_TEMP && bf->what && bf->node >= 0 &&
+                g->nodes[bf->node].n_in >= 1 && g->nodes[bf->node].in[0] == y &&
+                !strcmp(bf->what, "input (NHWC, XLA CPU)"))
+                p->fused[b] = true;
+        }
+    }
+    free(rd);
+    return DNNMEM_OK;
+}
+
 static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
 {
     const struct plan *p = &x->p;
     const struct dm_graph *g = p->g;
     const struct dm_schedule *in = p->in;
     int32_t nb = in->n_buf;
-    size_t cap = (size_t)g->n_nodes * 20 + 1; /* a pool's 2 x 8 + 2, a conv's 3 */
+    size_t cap = (size_t)g->n_nodes * 20 + 1; /* a pool's 2 x 8 + 2 + 2, a conv's 4 */
     x->lay_bytes = malloc(cap * sizeof *x->lay_bytes);
     x->lay_from = malloc(cap * sizeof *x->lay_from);
     x->lay_to = malloc(cap * sizeof *x->lay_to);
     x->lay_at = malloc(cap * sizeof *x->lay_at);
     x->lay_into = malloc(((size_t)nb + 1) * sizeof *x->lay_into);
     x->no_share = calloc((size_t)nb + 1, sizeof *x->no_share);
+    x->keep_half = calloc((size_t)nb + 1, sizeof *x->keep_half);
     if (!x->lay_bytes || !x->lay_from || !x->lay_to || !x->lay_at || !x->lay_into ||
-        !x->no_share)
+        !x->no_share || !x->keep_half)
         return xla_oom(x);
     x->n_lay = 0;
     for (int32_t b = 0; b < nb; b++)
@@ -927,25 +1070,33 @@ static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
             continue;
         const struct dm_tinfo *xi = &p->t[n->in[0]], *yo = &p->t[n->out[0]];
         bool bwd = p->train && p->bwd[i] >= 0;
+        enum dnnmem_status hs = DNNMEM_OK;
+        if (n->op == DM_OP_Conv || n->op == DM_OP_MaxPool)
+            hs = half_conv_values(x, i, bwd);
+        if (hs != DNNMEM_OK)
+            return hs;
         if (n->op == DM_OP_Conv && n->n_in >= 2 && n->in[1] >= 0) {
-            uint64_t wb = p->t[n->in[1]].bytes;
+            uint64_t wb, xb;
+            if (!f32_bytes(&p->t[n->in[1]], &wb) || !f32_bytes(xi, &xb))
+                return xla_overflow(x);
             lay_add(x, wb, LAY_START, p->fwd[i], LAY_STEP);
             if (bwd && act_grads[p->bwd[i]] > 0)
                 lay_add(x, wb, LAY_START, p->bwd[i], LAY_STEP);
             if (bwd && g->tensors[n->in[0]].producer < 0)
-                lay_add(x, xi->bytes, LAY_START, p->bwd[i], LAY_STEP);
+                lay_add(x, xb, LAY_START, p->bwd[i], LAY_STEP);
             for (int32_t b = 0; b < nb; b++)
                 if (in->buf[b].tensor == n->out[0] && in->buf[b].node == i && !in->buf[b].what)
                     x->no_share[b] = true;
         } else if (n->op == DM_OP_MaxPool && bwd && xi->rank > 0) {
-            uint64_t iota, idx, zeros = xi->bytes;
-            if (!lay_s32(xi, 1, &iota) || !lay_s32(yo, 1, &idx))
+            uint64_t iota, idx, zeros, max;
+            if (!lay_s32(xi, 1, &iota) || !lay_s32(yo, 1, &idx) || !f32_bytes(xi, &zeros) ||
+                !f32_bytes(yo, &max))
                 return xla_overflow(x);
             for (int d = 0; d < xi->rank && d < 8; d++) /* one value each, as XLA's */
                 lay_add(x, iota, LAY_FIRST, p->fwd[i], LAY_BEFORE);
             for (int d = 0; d < xi->rank && d < 8; d++) /* the index outputs */
                 lay_add(x, idx, p->fwd[i], p->fwd[i], LAY_BEFORE);
-            lay_add(x, yo->bytes, p->fwd[i], p->fwd[i], LAY_BEFORE); /* and its max */
+            lay_add(x, max, p->fwd[i], p->fwd[i], LAY_BEFORE); /* and its max */
             int32_t z = x->n_lay;
             lay_add(x, zeros, LAY_START, p->bwd[i], LAY_STEP);
             for (int32_t b = 0; b < nb; b++)
@@ -954,7 +1105,40 @@ static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
                     x->lay_into[b] = z;
         }
     }
-    return DNNMEM_OK;
+    return nhwc_relus(x);
+}
+
+/* Rule 9, XLA's CPU cross-entropy in training (measured: jax 0.10.2,
+ * tra-b8-sgd-f32's dump): log_softmax is fused into its readers, never a
+ * buffer of its own, so the logits (ynn_fusion.117 f32[1024,8192], live
+ * 278-284) stay live to the loss's backward, beside the exp its backward
+ * reads (wrapped_exponential, 279-283, the size of dnnmem's
+ * loss.log_softmax), the take_along_axis gradient (wrapped_scatter) and the
+ * logits' gradient (multiply_add_fusion.12, 283-287): the loss's input is
+ * freed once the loss backward's gradient of it is made. Half-precision
+ * logits differ (tra-b8-sgd-bf16: a bf16 copy and float32 conversions of
+ * them around the loss): not modelled, rule 9 is float32's. */
+static void cpu_loss_keeps_logits(struct xla *x)
+{
+    struct plan *p = &x->p;
+    const struct dm_schedule *in = p->in;
+    if (!x->o->cpu || !p->train)
+        return;
+    for (int32_t gb = 0; gb < in->n_buf; gb++) {
+        const struct dm_buffer *bf = &in->buf[gb];
+        int32_t k = p->a_step[gb];
+        if (p->kind[gb] != K_TEMP || !bf->what || strcmp(bf->what, "grad") || bf->node >= 0 ||
+            bf->tensor < 0 || k < 0 || in->steps[k].loss != DM_STEP_LOSS_BACKWARD ||
+            is_half(p->t[bf->tensor].dtype))
+            continue;
+        bool ce = false;
+        for (int32_t b = 0; b < in->n_buf && !ce; b++)
+            ce = p->a_step[b] == k && in->buf[b].what && !strcmp(in->buf[b].what, "loss.nll_grad");
+        for (int32_t b = 0; ce && b < in->n_buf; b++)
+            if (p->kind[b] == K_TEMP && !p->fused[b] && in->buf[b].tensor == bf->tensor &&
+                !in->buf[b].what && p->jfree[b] >= 0 && p->jfree[b] < k)
+                p->jfree[b] = k;
+    }
 }
 
 static enum dnnmem_status find_copies(struct xla *x)
@@ -1007,6 +1191,7 @@ static enum dnnmem_status find_copies(struct xla *x)
             }
         copy_params(x, pbuf, act_grads, last, copied);
     }
+    cpu_loss_keeps_logits(x);
     enum dnnmem_status ls = cpu_layouts(x, act_grads);
     free(pbuf), free(last), free(act_grads), free(copied);
     if (ls != DNNMEM_OK)
@@ -1019,7 +1204,7 @@ static enum dnnmem_status find_copies(struct xla *x)
         x->vbytes[b] = in->buf[b].bytes;
         uint8_t dt = in->buf[b].dtype;
         /* rule 7c: on the CPU the step's half-precision values are float32 */
-        if (x->o->cpu && p->kind[b] == K_TEMP && (dt == DM_BFLOAT16 || dt == DM_FLOAT16) &&
+        if (x->o->cpu && p->kind[b] == K_TEMP && is_half(dt) && !x->keep_half[b] &&
             !dm_umul_ok(x->vbytes[b], 2, &x->vbytes[b]))
             return xla_overflow(x);
     }
@@ -1240,7 +1425,7 @@ static enum dnnmem_status host(struct xla *x)
     x->hosted = calloc((size_t)x->nv + 1, sizeof *x->hosted);
     if (!x->hosted)
         return xla_oom(x);
-    struct values vl = {x->nv, x->n_copy, x->copy_buf, x->copy_done, x->vbytes};
+    struct values vl = {x->nv, x->n_copy, x->copy_buf, x->copy_done, x->vbytes, x->copy_half};
     enum dnnmem_status s = host_in_outputs(p, x->param, x->o, &vl, x->grp, x->t0, x->t1,
                                            x->tick0, x->tick1, x->clock, x->hosted, x->st);
     if (s != DNNMEM_OK)

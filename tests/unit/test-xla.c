@@ -127,9 +127,19 @@ static void plan_run(struct tb *b, bool train, bool donate, bool xla, struct pla
     plan_dev(b, train, donate, xla, false, p);
 }
 
+static void plan_dev_loss(struct tb *b, bool train, bool donate, bool xla, bool cpu,
+                          enum dnnmem_loss loss, struct planned *p);
+
 /* As plan_run, on the GPU or (cpu) XLA's CPU backend. */
 static void plan_dev(struct tb *b, bool train, bool donate, bool xla, bool cpu,
                      struct planned *p)
+{
+    plan_dev_loss(b, train, donate, xla, cpu, DNNMEM_LOSS_SUM, p);
+}
+
+/* As plan_dev, with the loss given. */
+static void plan_dev_loss(struct tb *b, bool train, bool donate, bool xla, bool cpu,
+                          enum dnnmem_loss loss, struct planned *p)
 {
     memset(p, 0, sizeof *p);
     struct dnnmem_error err;
@@ -144,7 +154,7 @@ static void plan_dev(struct tb *b, bool train, bool donate, bool xla, bool cpu,
     if (dm_infer_shapes(&ctx) != DNNMEM_OK)
         fail_msg("infer: %s", err.message);
     struct dm_run run = {.train = train, .cuda = !cpu, .torch_version = 206, .iterations = 1,
-                         .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD, .loss = DNNMEM_LOSS_SUM,
+                         .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD, .loss = loss,
                          .compute_capability = 80, .dataflow = true, .xla = xla};
     if (dm_schedule_build(p->g, p->t, &run, &p->in, &err) != DNNMEM_OK)
         fail_msg("schedule: %s", err.message);
@@ -681,6 +691,158 @@ static void test_cpu_max_pool(void **state)
     planned_free(&p);
 }
 
+/* Rule 8h at inference: x [1,1,8,8] -> c = Conv(x, W [8,1,1,1]) [1,8,8,8]
+ * -> r = Relu(c) -> y = MaxPool 2x2 [1,8,4,4] (live out), in bfloat16 on
+ * the CPU (measured: cnn-b8-infer-bf16). W's HWIO transpose is float32 (8
+ * x 4 = 32 B) and is W's conversion: no rule 7b copy. c is float32 (512 x 4
+ * = 2048 B, rule 7c); x's NHWC copy too (64 x 4 = 256 B); r, the bias,
+ * ReLU and convert fused into the transpose back, stays bf16 (1024 B), its
+ * reader a pooling. Live: at the conv c + x's copy + W's transpose = 2336 B;
+ * at the ReLU c + r = 3072 B (4096 B were r float32); the heap: c [0,2048),
+ * r [2048,3072): 3072 B. */
+static struct tb *tb_conv1x1_relu_pool(int dtype)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", dtype, "1,1,8,8");
+    tb_init(b, "W", dtype, 4, (int64_t[]){8, 1, 1, 1});
+    tb_node(b, "Conv", "conv", "x,W", "c");
+    tb_attr_ints(b, "kernel_shape", 2, (int64_t[]){1, 1});
+    tb_node(b, "Relu", "relu", "c", "r");
+    tb_node(b, "MaxPool", "pool", "r", "y");
+    tb_attr_ints(b, "kernel_shape", 2, (int64_t[]){2, 2});
+    tb_attr_ints(b, "strides", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_cpu_bf16_conv_inference(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan_dev(tb_conv1x1_relu_pool(ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16), false, false, true,
+             true, &p);
+    assert_int_equal(p.st.copies, 0);
+    assert_int_equal(p.st.layouts, 1);
+    assert_int_equal(p.st.layout_bytes, 32);
+    assert_int_equal(p.st.live_peak, 3072);
+    assert_int_equal(offset_of(&p, "c", NULL), 0);
+    assert_int_equal(offset_of(&p, "r", NULL), 2048);
+    assert_int_equal(p.st.heap.heap_bytes, 3072);
+    planned_free(&p);
+}
+
+/* Rule 8h in training, the same graph (donated; x is the batch, so the
+ * convolution makes no input gradient and W no rule 7a copy): its layout
+ * values, measured in cnn-b8-sgd-bf16's dump, are W's float32 transpose
+ * (32 B), x's float32 [C,H,W,N] transpose (256 B), c's float32 NHWC output
+ * beside the kept bf16 bias add (2048 B), the pool's four s32 iotas of r
+ * (4 x 2048 B), four s32 index outputs (4 x 512 B), its float32 max (512 B)
+ * and float32 zeros (2048 B), and the ReLU's two bf16 copies, NHWC and NCHW
+ * (2 x 1024 B): 15 values, 32 + 256 + 2048 + 8192 + 2048 + 512 + 2048 +
+ * 2048 = 17184 B. No rule 7b copy of W. */
+static void test_cpu_bf16_conv_training(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan_dev(tb_conv1x1_relu_pool(ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16), true, true, true,
+             true, &p);
+    assert_int_equal(p.st.copies, 0);
+    assert_int_equal(p.st.layouts, 15);
+    assert_int_equal(p.st.layout_bytes, 17184);
+    planned_free(&p);
+}
+
+/* Rule 7 with bfloat16 weights, donated: W1 and W2 get float32
+ * conversions (rule 7b), which do not free their parameters' allocations
+ * (the update reads the bf16 parameter: cnn-b8-sgd-bf16's fc1.weight
+ * allocation holds only the parameter and its update). So W2's weight
+ * gradient is in the temp buffer; in float32 rule 7a's copy of W2 frees
+ * W2's allocation, which then holds it (test_cpu_donated_copies). */
+static void test_cpu_bf16_donated_not_hosting(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan_dev(tb_two_matmuls_of(ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16), true, true, true, true,
+             &p);
+    assert_int_equal(p.st.copies, 2);
+    assert_true(offset_of(&p, "W2", "grad") >= 0);
+    assert_int_equal(p.st.in_outputs, 0);
+    planned_free(&p);
+}
+
+/* Rule 8n at inference: x [1,1,8,8] -> c = Conv(x, W1 [8,1,1,1]) ->
+ * r = Relu(c) -> y = Conv(r, W2 [2,8,1,1]) [1,2,8,8] (live out), float32
+ * (measured: cnn5-b16-infer-f32, conv1's output and its ReLU at one
+ * offset, read by conv2 with no transpose). r stays NHWC in c's buffer,
+ * and the second convolution makes no NHWC copy of r: its workspace is
+ * fused away. The heap: c's 2048 B, W2's transpose (64 B) at 2048, W1's
+ * (32 B) at 2112: 2144 B (x's NHWC copy, 256 B, sits in y's live-out
+ * allocation, rule 6). Without rule 8n r takes a buffer of its own and
+ * conv2 an NHWC copy of it: 2048 B more each. */
+static void test_cpu_nhwc_relu(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "1,1,8,8");
+    tb_init(b, "W1", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){8, 1, 1, 1});
+    tb_init(b, "W2", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, (int64_t[]){2, 8, 1, 1});
+    tb_node(b, "Conv", "conv1", "x,W1", "c");
+    tb_attr_ints(b, "kernel_shape", 2, (int64_t[]){1, 1});
+    tb_node(b, "Relu", "relu", "c", "r");
+    tb_node(b, "Conv", "conv2", "r,W2", "y");
+    tb_attr_ints(b, "kernel_shape", 2, (int64_t[]){1, 1});
+    tb_output(b, "y");
+    struct planned p;
+    plan_dev(b, false, false, true, true, &p);
+    assert_int_equal(offset_of(&p, "r", NULL), offset_of(&p, "c", NULL));
+    int32_t c2 = node_named(&p, "conv2"), n = 0;
+    for (int32_t k = 0; k < p.in.n_buf; k++)
+        if (p.in.buf[k].node == c2 && p.in.buf[k].what &&
+            strcmp(p.in.buf[k].what, "input (NHWC, XLA CPU)") == 0) {
+            assert_int_equal(p.off[k], DM_XLA_FUSED);
+            n++;
+        }
+    assert_int_equal(n, 1);
+    assert_int_equal(p.st.heap.heap_bytes, 2144);
+    planned_free(&p);
+}
+
+/* Rule 9: y = MatMul(x [2,4], W [4,8]) [2,8] (64 B), trained with the
+ * cross-entropy on the CPU, donated (no live-out allocation holds y). The
+ * loss's values: its log_softmax (64 B), then in its backward the
+ * take_along_axis gradient (loss.nll_grad, 64 B) and y's gradient (64 B).
+ * XLA keeps the logits y to that backward (tra-b8-sgd-f32: ynn_fusion.117
+ * live to the logits' gradient), so at y's gradient four 64 B values and
+ * the loss's 4 B gradient are live: 260 B, the heap too. Without rule 9 y
+ * is freed in the loss's forward and the peak is W's gradient (128 B) with
+ * y's and the loss's: 196 B (as undonated, where y sits in W's new
+ * allocation). */
+static struct tb *tb_logits_of(int dtype)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", dtype, "2,4");
+    tb_init(b, "W", dtype, 2, (int64_t[]){4, 8});
+    tb_node(b, "MatMul", "mm", "x,W", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_cpu_ce_keeps_logits(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan_dev_loss(tb_logits_of(ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT), true, true, true, true,
+                  DNNMEM_LOSS_CE, &p);
+    int32_t y = value_buf(&p, "y");
+    int32_t k = free_step(&p, y);
+    assert_int_equal(p.in.steps[k].loss, DM_STEP_LOSS);
+    uint64_t live = p.st.live_peak;
+    assert_int_equal(live, 260);
+    assert_int_equal(p.st.heap.heap_bytes, 260);
+    assert_true(offset_of(&p, "y", NULL) != offset_of(&p, "y", "grad"));
+    planned_free(&p);
+}
+
 /* ---- whole estimates --------------------------------------------------------- */
 
 static struct dnnmem_result *jax_estimate_ws(struct tb *b, enum dnnmem_mode mode, bool donate,
@@ -891,6 +1053,11 @@ int main(void)
         cmocka_unit_test(test_cpu_bf16_copies),
         cmocka_unit_test(test_cpu_conv_layout),
         cmocka_unit_test(test_cpu_max_pool),
+        cmocka_unit_test(test_cpu_bf16_conv_inference),
+        cmocka_unit_test(test_cpu_bf16_conv_training),
+        cmocka_unit_test(test_cpu_bf16_donated_not_hosting),
+        cmocka_unit_test(test_cpu_nhwc_relu),
+        cmocka_unit_test(test_cpu_ce_keeps_logits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
