@@ -70,6 +70,26 @@ static void kill(struct lift *l, const struct dm_node *n)
     l->dead[n - l->g->nodes] = true;
 }
 
+/* Node z becomes the one op `op` over ins[0..n_in) with attrs[0..n_attr)
+ * (copied into the graph's arena); false when out of memory. */
+static bool become(struct lift *l, struct dm_node *z, enum dm_op op, const int32_t *ins, int n_in,
+                   const struct dm_attr *attrs, int n_attr)
+{
+    int32_t *in = dm_arena_array(&l->g->arena, (size_t)n_in, sizeof *in);
+    struct dm_attr *at = n_attr > 0 ? dm_arena_array(&l->g->arena, (size_t)n_attr, sizeof *at) : NULL;
+    if (!in || (n_attr > 0 && !at))
+        return false;
+    memcpy(in, ins, (size_t)n_in * sizeof *in);
+    if (n_attr > 0)
+        memcpy(at, attrs, (size_t)n_attr * sizeof *at);
+    z->op = op;
+    z->in = in;
+    z->n_in = n_in;
+    z->attrs = at;
+    z->n_attr = z->cap_attr = n_attr;
+    return true;
+}
+
 /* z = ((x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)) * gamma + beta */
 static bool lift_layernorm(struct lift *l, struct dm_node *z)
 {
@@ -106,18 +126,9 @@ static bool lift_layernorm(struct lift *l, struct dm_node *z)
             if (!mean || !private_(l, m, 1) || mean->in[0] != x)
                 continue;
             /* rewrite z in place: LayerNormalization(x, gamma, beta), axis -1 */
-            struct dm_graph *g = l->g;
-            int32_t *in = dm_arena_array(&g->arena, 3, sizeof *in);
-            struct dm_attr *attr = dm_arena_alloc(&g->arena, sizeof *attr);
-            if (!in || !attr)
+            const struct dm_attr axis = {.name = "axis", .kind = DM_ATTR_INT, .i = -1};
+            if (!become(l, z, DM_OP_LayerNormalization, (int32_t[]){x, gamma, beta}, 3, &axis, 1))
                 return false;
-            in[0] = x, in[1] = gamma, in[2] = beta;
-            *attr = (struct dm_attr){.name = "axis", .kind = DM_ATTR_INT, .i = -1};
-            z->op = DM_OP_LayerNormalization;
-            z->in = in;
-            z->n_in = 3;
-            z->attrs = attr;
-            z->n_attr = z->cap_attr = 1;
             kill(l, mul), kill(l, div), kill(l, sq), kill(l, add), kill(l, var);
             kill(l, pow), kill(l, sub), kill(l, mean);
             return true;
@@ -149,14 +160,8 @@ static bool lift_gelu(struct lift *l, struct dm_node *o)
             const struct dm_node *div = prod(l, q, DM_OP_Div);
             if (!div || !private_(l, q, 1) || div->in[0] != x || !is_const(l, div->in[1]))
                 continue;
-            int32_t *in = dm_arena_array(&l->g->arena, 1, sizeof *in);
-            if (!in)
+            if (!become(l, o, DM_OP_Gelu, &x, 1, NULL, 0))
                 return false;
-            in[0] = x;
-            o->op = DM_OP_Gelu;
-            o->in = in;
-            o->n_in = 1;
-            o->n_attr = 0;
             kill(l, mul), kill(l, add), kill(l, erf), kill(l, div);
             return true;
         }
@@ -282,17 +287,9 @@ static bool lift_gelu_tanh(struct lift *l, struct dm_node *o)
         const struct dm_node *sq = prod(l, a, DM_OP_Mul);
         if (!sq || !private_(l, a, 1) || sq->n_in != 2 || sq->in[0] != x || sq->in[1] != x)
             continue;
-        int32_t *in = dm_arena_array(&l->g->arena, 1, sizeof *in);
-        struct dm_attr *attr = dm_arena_alloc(&l->g->arena, sizeof *attr);
-        if (!in || !attr)
+        const struct dm_attr approx = {.name = "approximate", .kind = DM_ATTR_STRING, .s = "tanh"};
+        if (!become(l, o, DM_OP_Gelu, &x, 1, &approx, 1))
             return false;
-        in[0] = x;
-        *attr = (struct dm_attr){.name = "approximate", .kind = DM_ATTR_STRING, .s = "tanh"};
-        o->op = DM_OP_Gelu;
-        o->in = in;
-        o->n_in = 1;
-        o->attrs = attr;
-        o->n_attr = o->cap_attr = 1;
         kill(l, mul), kill(l, add1), kill(l, tanh), kill(l, beta), kill(l, add);
         kill(l, kappa), kill(l, cube), kill(l, sq);
         return true;
@@ -418,22 +415,13 @@ static bool lift_groupnorm(struct lift *l, struct dm_node *z)
              * grad is made. The lifted node omits it (dnnmem_no_bias). */
             bool no_bias = const_all(l, bias, 1, 0.0);
             /* rewrite z in place: GroupNormalization(x, weight, bias) */
-            struct dm_graph *g = l->g;
-            int32_t *ins = dm_arena_array(&g->arena, 3, sizeof *ins);
-            struct dm_attr *attr = dm_arena_array(&g->arena, 3, sizeof *attr);
-            if (!ins || !attr)
+            const struct dm_attr attr[3] = {
+                {.name = "num_groups", .kind = DM_ATTR_INT, .i = groups},
+                {.name = "epsilon", .kind = DM_ATTR_FLOAT, .f = dm_attr_float(in, "epsilon", 1e-5)},
+                {.name = "dnnmem_no_bias", .kind = DM_ATTR_INT, .i = no_bias}};
+            if (!become(l, z, DM_OP_GroupNormalization,
+                        (int32_t[]){x, weight, no_bias ? -1 : bias}, 3, attr, 3))
                 return false;
-            ins[0] = x, ins[1] = weight, ins[2] = no_bias ? -1 : bias;
-            attr[0] = (struct dm_attr){.name = "num_groups", .kind = DM_ATTR_INT, .i = groups};
-            attr[1] = (struct dm_attr){.name = "epsilon", .kind = DM_ATTR_FLOAT,
-                                       .f = dm_attr_float(in, "epsilon", 1e-5)};
-            attr[2] = (struct dm_attr){.name = "dnnmem_no_bias", .kind = DM_ATTR_INT,
-                                       .i = no_bias};
-            z->op = DM_OP_GroupNormalization;
-            z->in = ins;
-            z->n_in = 3;
-            z->attrs = attr;
-            z->n_attr = z->cap_attr = 3;
             kill(l, mul), kill(l, uw), kill(l, ub), kill(l, back), kill(l, in), kill(l, to);
             kill(l, shape);
             return true;
