@@ -590,13 +590,21 @@ static void tb_fill_f32(struct tb *b, const char *name, int64_t n, float v)
  * the TorchScript exporter writes it (opset 14): Reshape(h1, [0, 2, -1]),
  * InstanceNormalization(ones[2], zeros[2]), Reshape(Shape(h1)), Mul by
  * Unsqueeze(weight, [1, 2]), Add of Unsqueeze(bias, [1, 2]); lifted to one
- * GroupNormalization unless `affine_bias` is a weight it cannot unsqueeze. */
-static struct tb *exported_groupnorm(void)
+ * GroupNormalization unless `affine_bias` is a weight it cannot unsqueeze.
+ * x of `xdims`; nhwc: x is NHWC, transposed and ReLU'd (a view with
+ * channels-last strides) before the conv, whose output h1 is then
+ * channels-last too. */
+static struct tb *groupnorm_after(const char *xdims, bool nhwc)
 {
     struct tb *b = tb_new(14);
-    tb_input(b, "x", F32, "batch,8,8,8");
+    tb_input(b, "x", F32, xdims);
+    if (nhwc) {
+        tb_node(b, "Transpose", "perm", "x", "xc");
+        tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+        tb_node(b, "Relu", "act", "xc", "xr");
+    }
     tb_init(b, "W1", F32, 4, (int64_t[]){8, 8, 1, 1});
-    tb_node(b, "Conv", "conv", "x,W1", "h1");
+    tb_node(b, "Conv", "conv", nhwc ? "xr,W1" : "x,W1", "h1");
     tb_init_i64(b, "to_groups", 3, (int64_t[]){0, 2, -1});
     tb_node(b, "Reshape", "gn/Reshape", "h1,to_groups", "r");
     tb_fill_f32(b, "ones", 2, 1.0f);
@@ -614,6 +622,11 @@ static struct tb *exported_groupnorm(void)
     tb_node(b, "Add", "gn/Add", "m,bu", "y");
     tb_output(b, "y");
     return b;
+}
+
+static struct tb *exported_groupnorm(void)
+{
+    return groupnorm_after("batch,8,8,8", false);
 }
 
 /* The exported GroupNorm pattern is one native_group_norm (lift.c), checked
@@ -864,29 +877,7 @@ static void test_group_norm_113_copies(void **state)
 {
     (void)state;
     for (int torch = 113; torch <= 214; torch += 101) {
-        struct tb *b = tb_new(14);
-        tb_input(b, "x", F32, "2,8,8,8");
-        tb_node(b, "Transpose", "perm", "x", "xc");
-        tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
-        tb_node(b, "Relu", "act", "xc", "xr");
-        tb_init(b, "W1", F32, 4, (int64_t[]){8, 8, 1, 1});
-        tb_node(b, "Conv", "conv", "xr,W1", "h1");
-        tb_init_i64(b, "to_groups", 3, (int64_t[]){0, 2, -1});
-        tb_node(b, "Reshape", "gn/Reshape", "h1,to_groups", "r");
-        tb_fill_f32(b, "ones", 2, 1.0f);
-        tb_fill_f32(b, "zeros", 2, 0.0f);
-        tb_node(b, "InstanceNormalization", "gn/InstanceNormalization", "r,ones,zeros", "in");
-        tb_attr_float(b, "epsilon", 1e-5f);
-        tb_node(b, "Shape", "gn/Shape", "h1", "shape");
-        tb_node(b, "Reshape", "gn/Reshape_1", "in,shape", "r1");
-        tb_init_i64(b, "axes", 2, (int64_t[]){1, 2});
-        tb_init(b, "gn.weight", F32, 1, (int64_t[]){8});
-        tb_init(b, "gn.bias", F32, 1, (int64_t[]){8});
-        tb_node(b, "Unsqueeze", "gn/Unsqueeze", "gn.weight,axes", "wu");
-        tb_node(b, "Mul", "gn/Mul", "r1,wu", "m");
-        tb_node(b, "Unsqueeze", "gn/Unsqueeze_1", "gn.bias,axes", "bu");
-        tb_node(b, "Add", "gn/Add", "m,bu", "y");
-        tb_output(b, "y");
+        struct tb *b = groupnorm_after("2,8,8,8", true);
         assert_int_equal(step_workspace(b, torch, true, "backward", "gn/Add"),
                          torch == 113 ? 4096 + 4096 : 0);
     }
