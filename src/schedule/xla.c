@@ -1042,6 +1042,9 @@ static enum dnnmem_status nhwc_relus(struct xla *x)
     return DNNMEM_OK;
 }
 
+static enum dnnmem_status cpu_layout_values(struct xla *x, const int32_t *act_grads,
+                                            int32_t *pool_zeros, int32_t *pool_of);
+
 static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
 {
     const struct plan *p = &x->p;
@@ -1064,6 +1067,30 @@ static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
         x->lay_into[b] = -1;
     if (!x->o->cpu || !p->t)
         return DNNMEM_OK;
+    /* per node: its scatter zeros' layout value (a pool), or -1; per tensor:
+     * the pool whose input it is, or -1 */
+    int32_t *pool_zeros = malloc(((size_t)g->n_nodes + 1) * sizeof *pool_zeros);
+    int32_t *pool_of = malloc(((size_t)g->n_tensors + 1) * sizeof *pool_of);
+    if (!pool_zeros || !pool_of) {
+        free(pool_zeros), free(pool_of);
+        return xla_oom(x);
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        pool_zeros[i] = -1;
+    for (int32_t t = 0; t < g->n_tensors; t++)
+        pool_of[t] = -1;
+    enum dnnmem_status st = cpu_layout_values(x, act_grads, pool_zeros, pool_of);
+    free(pool_zeros), free(pool_of);
+    return st;
+}
+
+static enum dnnmem_status cpu_layout_values(struct xla *x, const int32_t *act_grads,
+                                            int32_t *pool_zeros, int32_t *pool_of)
+{
+    const struct plan *p = &x->p;
+    const struct dm_graph *g = p->g;
+    const struct dm_schedule *in = p->in;
+    int32_t nb = in->n_buf;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const struct dm_node *n = &g->nodes[i];
         if (n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0 || p->fwd[i] < 0)
@@ -1084,10 +1111,8 @@ static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
                 lay_add(x, wb, LAY_START, p->bwd[i], LAY_STEP);
             if (bwd && g->tensors[n->in[0]].producer < 0)
                 lay_add(x, xb, LAY_START, p->bwd[i], LAY_STEP);
-            for (int32_t b = 0; b < nb; b++)
-                if (in->buf[b].tensor == n->out[0] && in->buf[b].node == i && !in->buf[b].what)
-                    x->no_share[b] = true;
         } else if (n->op == DM_OP_MaxPool && bwd && xi->rank > 0) {
+            pool_of[n->in[0]] = i;
             uint64_t iota, idx, zeros, max;
             if (!lay_s32(xi, 1, &iota) || !lay_s32(yo, 1, &idx) || !f32_bytes(xi, &zeros) ||
                 !f32_bytes(yo, &max))
@@ -1097,13 +1122,21 @@ static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
             for (int d = 0; d < xi->rank && d < 8; d++) /* the index outputs */
                 lay_add(x, idx, p->fwd[i], p->fwd[i], LAY_BEFORE);
             lay_add(x, max, p->fwd[i], p->fwd[i], LAY_BEFORE); /* and its max */
-            int32_t z = x->n_lay;
+            pool_zeros[i] = x->n_lay;
             lay_add(x, zeros, LAY_START, p->bwd[i], LAY_STEP);
-            for (int32_t b = 0; b < nb; b++)
-                if (p->kind[b] == K_TEMP && is_grad(&in->buf[b]) &&
-                    in->buf[b].tensor == n->in[0] && p->a_step[b] == p->bwd[i])
-                    x->lay_into[b] = z;
         }
+    }
+    /* one pass over the buffers: a convolution's own output (no_share), and
+     * the input gradient a pool's backward makes (its scatter's zeros) */
+    for (int32_t b = 0; b < nb; b++) {
+        const struct dm_buffer *bf = &in->buf[b];
+        if (bf->node >= 0 && bf->tensor >= 0 && !bf->what && g->nodes[bf->node].op == DM_OP_Conv &&
+            g->nodes[bf->node].n_out > 0 && g->nodes[bf->node].out[0] == bf->tensor)
+            x->no_share[b] = true;
+        int32_t i = bf->tensor >= 0 ? pool_of[bf->tensor] : -1;
+        if (i >= 0 && pool_zeros[i] >= 0 && p->kind[b] == K_TEMP && is_grad(bf) &&
+            p->a_step[b] == p->bwd[i])
+            x->lay_into[b] = pool_zeros[i];
     }
     return nhwc_relus(x);
 }
