@@ -157,6 +157,23 @@
 #include <string.h>
 
 /* A variable rebound to a new buffer: the old one is let go. */
+/* How many layers have a cache tensor named <prefix><i><suffix>, i = 0, 1, ...
+ * (at most limit, the count of the graph inputs or outputs they are among, and
+ * small enough that 4 x layers of anything is countable). */
+static int32_t cache_layers(const struct dm_graph *g, const char *prefix, const char *suffix,
+                            int32_t limit)
+{
+    int32_t n = 0;
+    while (n < limit && n < INT32_MAX / 4) {
+        char name[96];
+        snprintf(name, sizeof name, "%s%d%s", prefix, n, suffix);
+        if (dm_graph_find(g, name) < 0)
+            break;
+        n++;
+    }
+    return n;
+}
+
 static void rebind(struct dm_sb *b, int32_t *var, int32_t buf)
 {
     dm_sb_unref(b, *var);
@@ -431,14 +448,7 @@ static enum dnnmem_status hybrid_decode(struct dm_sb *b, struct dnnmem_error *er
     const struct dm_graph *g = b->g;
     const struct dm_tinfo *t = b->t;
     const struct dm_run *run = b->run;
-    int32_t layers = 0;
-    while (layers < g->n_inputs && layers < INT32_MAX / 2) {
-        char name[64];
-        snprintf(name, sizeof name, "cache.%d.key", layers);
-        if (dm_graph_find(g, name) < 0)
-            break;
-        layers++;
-    }
+    int32_t layers = cache_layers(g, "cache.", ".key", g->n_inputs);
     int32_t logits = g->n_outputs ? g->outputs[0] : -1;
     int32_t k0 = dm_graph_find(g, "cache.0.key");
     if (layers == 0 || logits < 0 || t[logits].rank != 3 || t[k0].rank != 4)
@@ -640,14 +650,7 @@ static enum dnnmem_status seq2seq_decode(struct dm_sb *b, struct dnnmem_error *e
     const struct dm_graph *g = b->g;
     const struct dm_tinfo *t = b->t;
     const struct dm_run *run = b->run;
-    int32_t layers = 0;
-    while (layers < g->n_outputs && layers < INT32_MAX / 4) {
-        char name[80];
-        snprintf(name, sizeof name, "past_key_values.%d.self.key", layers);
-        if (dm_graph_find(g, name) < 0)
-            break;
-        layers++;
-    }
+    int32_t layers = cache_layers(g, "past_key_values.", ".self.key", g->n_outputs);
     int32_t logits = g->n_outputs ? g->outputs[0] : -1;
     if (layers == 0 || logits < 0 || t[logits].rank != 3) /* the check table's row says so */
         return dm_refuse(b->s, DM_REFUSE_GEN_NO_DECODER_CACHE, NULL, NULL, err);
@@ -782,14 +785,7 @@ static enum dnnmem_status whisper_decode(struct dm_sb *b, struct dnnmem_error *e
     const struct dm_graph *g = b->g;
     const struct dm_tinfo *t = b->t;
     const struct dm_run *run = b->run;
-    int32_t layers = 0;
-    while (layers < g->n_outputs && layers < INT32_MAX / 4) {
-        char name[80];
-        snprintf(name, sizeof name, "past_key_values.%d.self.key", layers);
-        if (dm_graph_find(g, name) < 0)
-            break;
-        layers++;
-    }
+    int32_t layers = cache_layers(g, "past_key_values.", ".self.key", g->n_outputs);
     int32_t logits = g->n_outputs ? g->outputs[0] : -1;
     int32_t k0 = dm_graph_find(g, "past_key_values.0.self.key");
     int32_t x0 = dm_graph_find(g, "past_key_values.0.cross.key");
@@ -1263,13 +1259,7 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     const struct dm_tinfo *t = b->t;
     const struct dm_run *run = b->run;
     struct causal c = {0};
-    while (c.layers < g->n_outputs && c.layers < INT32_MAX / 2) {
-        char name[64];
-        snprintf(name, sizeof name, "present.%d.key", c.layers);
-        if (dm_graph_find(g, name) < 0)
-            break;
-        c.layers++;
-    }
+    c.layers = cache_layers(g, "present.", ".key", g->n_outputs);
     int32_t layers = c.layers, logits = g->n_outputs ? g->outputs[0] : -1;
     if (layers == 0 || logits < 0 || t[logits].rank != 3) /* the check table's row says so */
         return dm_refuse(b->s, DM_REFUSE_GEN_NO_CACHE, NULL, NULL, err);

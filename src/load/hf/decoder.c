@@ -115,6 +115,24 @@ int32_t hf_dec_causal_mask(struct hf *h, int32_t seq, const char *name)
     return hf_op(h, DM_OP_Unsqueeze, 2, tri, axes);
 }
 
+/* create_causal_mask for eager attention (masking_utils.py, 4.56.2 and 5.24.0;
+ * gpt_oss and Whisper): the boolean mask, then eager_mask's torch.where(mask,
+ * 0.0, finfo.min), a [B, 1, S, S] tensor of the model's dtype (measured: such
+ * aten::where blocks of [2, 1, 128, 128] float32 live through the layers,
+ * tiny-gpt-oss at both releases); the bool intermediates go at once. Made
+ * here as hf_dec_causal_mask's triangle expanded to the batch of `ids` (the
+ * triangle freed after); `name` names the [B, 1, S, S] tensor. */
+int32_t hf_dec_causal_mask_batch(struct hf *h, int32_t ids, int32_t seq, const char *name)
+{
+    int32_t m = hf_dec_causal_mask(h, seq, NULL);
+    int32_t b = hf_op(h, DM_OP_Shape, 1, ids);
+    hf_attr_i(h, "end", 1);
+    int32_t shape = hf_op(h, DM_OP_Concat, 4, b, hf_const_ints(h, INTS(1)), seq, seq);
+    hf_attr_i(h, "axis", 0);
+    h->out_name = name;
+    return hf_op(h, DM_OP_Expand, 2, m, shape);
+}
+
 /* A rotary embedding module (LlamaRotaryEmbedding and its copies): the
  * inv_freq buffer [rot/2] (a weight no node reads, see build_llama), cos and
  * sin [1, S, rot] computed once per forward, unsqueezed at `axis` (1: for q

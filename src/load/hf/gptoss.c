@@ -263,29 +263,6 @@ static int32_t norm(struct hf *h, const struct goss *c, int32_t x, const char *n
     return x;
 }
 
-/* create_causal_mask / create_sliding_window_causal_mask for eager
- * (masking_utils.py, 4.56.2 and 5.24.0): the boolean mask, then eager_mask's
- * torch.where(mask, 0.0, finfo.min), a [B, 1, S, S] tensor of the model's
- * dtype each (measured: two aten::where blocks of [2, 1, 128, 128] float32
- * live through the layers, tiny-gpt-oss at both releases); the bool
- * intermediates go at once. Made here as the [S, S] triangle expanded to the
- * batch (the triangle freed after). */
-static int32_t causal_mask(struct hf *h, int32_t ids, int32_t seq, const char *name)
-{
-    int32_t ss = hf_op(h, DM_OP_Concat, 2, seq, seq);
-    hf_attr_i(h, "axis", 0);
-    int32_t m = hf_dec_fill(h, ss, DM_FLOAT, -FLT_MAX);
-    m = hf_op(h, DM_OP_Trilu, 2, m, hf_const_i(h, 1));
-    hf_attr_i(h, "upper", 1);
-    m = hf_op(h, DM_OP_Unsqueeze, 2, m, hf_const_ints(h, INTS(0, 1)));
-    int32_t b = hf_op(h, DM_OP_Shape, 1, ids);
-    hf_attr_i(h, "end", 1);
-    int32_t shape = hf_op(h, DM_OP_Concat, 4, b, hf_const_ints(h, INTS(1)), seq, seq);
-    hf_attr_i(h, "axis", 0);
-    h->out_name = name;
-    return hf_op(h, DM_OP_Expand, 2, m, shape);
-}
-
 static int32_t build(struct hf *h, const struct goss *c, int32_t ids)
 {
     int64_t D = c->D, half = c->D / 2;
@@ -300,8 +277,10 @@ static int32_t build(struct hf *h, const struct goss *c, int32_t ids)
     hf_attr_i(h, "end", 2);
     int32_t pos = hf_op(h, DM_OP_Range, 3, hf_const_i(h, 0), seq, hf_const_i(h, 1));
     int32_t pos_ids = hf_unsqueeze(h, pos, INTS(0));
-    int32_t full = causal_mask(h, ids, seq, "causal_mask");
-    int32_t slide = causal_mask(h, ids, seq, "sliding_mask");
+    /* create_causal_mask and create_sliding_window_causal_mask: one [B, 1,
+     * S, S] mask each (a window of S or more masks as the causal one) */
+    int32_t full = hf_dec_causal_mask_batch(h, ids, seq, "causal_mask");
+    int32_t slide = hf_dec_causal_mask_batch(h, ids, seq, "sliding_mask");
     /* GptOssRotaryEmbedding: cos and sin [1, S, D/2] (no cat), float32, then
      * .to(x.dtype) */
     s = hf_enter(h, "rotary_emb");

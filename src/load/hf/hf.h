@@ -409,6 +409,7 @@ int32_t hf_first_token(struct hf *h, int32_t x);
 int32_t hf_dec_fill(struct hf *h, int32_t shape, enum dm_dtype dtype, double v);
 void hf_dec_positions(struct hf *h, int32_t ids, int32_t *seq, int32_t *pos, int32_t *pos_ids);
 int32_t hf_dec_causal_mask(struct hf *h, int32_t seq, const char *name);
+int32_t hf_dec_causal_mask_batch(struct hf *h, int32_t ids, int32_t seq, const char *name);
 void hf_dec_rotary(struct hf *h, const char *scope, int64_t rot, double theta, double factor,
                    int32_t pos_ids, int axis, const char *name, int32_t *cos, int32_t *sin);
 int32_t hf_rope_cat(struct hf *h, int32_t x, int32_t cos, int32_t sin, int64_t rot, int64_t d,

@@ -214,27 +214,6 @@ static int32_t whisper_encoder(struct hf *h, const struct whisper *c, int32_t fe
     return x;
 }
 
-/* create_causal_mask for the eager attention (masking_utils.py, 4.56.2 and
- * 5.24.0) as gpt_oss's: a [B, 1, T, T] tensor of the model's dtype. The
- * fused kernels take is_causal (the mask is None). */
-static int32_t whisper_mask(struct hf *h, int32_t ids, int32_t seq)
-{
-    if (h->sdpa)
-        return -1;
-    int32_t ss = hf_op(h, DM_OP_Concat, 2, seq, seq);
-    hf_attr_i(h, "axis", 0);
-    int32_t m = hf_dec_fill(h, ss, DM_FLOAT, -FLT_MAX);
-    m = hf_op(h, DM_OP_Trilu, 2, m, hf_const_i(h, 1));
-    hf_attr_i(h, "upper", 1);
-    m = hf_op(h, DM_OP_Unsqueeze, 2, m, hf_const_ints(h, INTS(0, 1)));
-    int32_t b = hf_op(h, DM_OP_Shape, 1, ids);
-    hf_attr_i(h, "end", 1);
-    int32_t shape = hf_op(h, DM_OP_Concat, 4, b, hf_const_ints(h, INTS(1)), seq, seq);
-    hf_attr_i(h, "axis", 0);
-    h->out_name = "causal_mask";
-    return hf_op(h, DM_OP_Expand, 2, m, shape);
-}
-
 /* The cache layer's tensor names of decoder layer i (j: 0 self key, 1 self
  * value, 2 cross key, 3 cross value). */
 static const char *cache_name(struct hf *h, int64_t i, int j)
@@ -274,7 +253,9 @@ static int32_t whisper_decoder(struct hf *h, const struct whisper *c, int32_t id
     hf_leave(h, s);
     x = hf_op(h, DM_OP_Add, 2, x, pe);
     x = hf_dropout(h, x, c->drop);
-    int32_t mask = whisper_mask(h, ids, seq);
+    /* create_causal_mask: the eager attention's [B, 1, T, T] mask; the fused
+     * kernels take is_causal (no mask) */
+    int32_t mask = h->sdpa ? -1 : hf_dec_causal_mask_batch(h, ids, seq, "causal_mask");
     for (int64_t i = 0; i < c->dec_layers && h->st == DNNMEM_OK; i++) {
         size_t ls = hf_enter(h, "layers.%lld", (long long)i);
         const char *names[4] = {NULL, NULL, NULL, NULL};
