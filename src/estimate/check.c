@@ -252,6 +252,8 @@ static int pp_micro(const struct dnnmem_config *c)
     X(GRAD_SUM_CAP_BAD, c->mxnet_grad_sum_cap < 0 || c->mxnet_grad_sum_cap > 1000000)              \
     X(ALLOC_ROUND, c->alloc_round_bytes >= 0)                                                      \
     X(TORCH_BAD, c->torch_version != 0 && (c->torch_version < 100 || c->torch_version > 999))      \
+    X(TORCH_UNMODELLED, c->torch_version >= 100 && c->torch_version <= 999 &&                     \
+                            (c->torch_version < DM_TORCH_OLDEST || c->torch_version > DM_TORCH_NEWEST)) \
     X(TORCH_PRE_2, o->torch < 200)                                                                 \
     X(TRANSFORMERS, c->transformers_version != 0)                                                  \
     X(TRANSFORMERS_BAD, c->transformers_version != 0 &&                                            \
@@ -359,6 +361,7 @@ enum fact {
 enum arg {
     A_NONE, A_PATH, A_MODE, A_KV_DTYPE, A_BEAMS, A_TOP_P, A_TEMPERATURE, A_DEVICE, A_FRAMEWORK,
     A_MX_EXEC, A_JAX_EXEC, A_TF_EXEC, A_FW_NAME, A_FW_VERSION, A_GRAD_SUM_CAP, A_TORCH,
+    A_TORCH_MAJOR, A_TORCH_MINOR,
     A_TRANSFORMERS, A_TF_MAJOR, A_TF_MINOR, A_ATTN, A_CC_MAJOR, A_CC_MINOR, A_SDPA_BACKEND, A_QUANT, A_QUANT_METHOD,
     A_QUANT_CC_MAJOR, A_QUANT_CC_MINOR, A_KBIT, A_CAPACITY, A_CONTEXT, A_TF_MIN_SYSTEM,
     A_JAX_FRACTION, A_MX_PAGE, A_MX_CUTOFF, A_MX_RESERVE, A_BATCH, A_MAX_DIMS,
@@ -527,6 +530,10 @@ static const struct check checks[] = {
     {O, {F_OTHER_FW, F_ALLOC_ROUND}, USAGE,
      "--alloc-round: replaces PyTorch's caching allocator; not with --framework %s", {A_FW_NAME}},
     {O, {F_TORCH_BAD}, USAGE, "torch version %s: expected major*100+minor", {A_TORCH}},
+    {O, {F_TORCH_UNMODELLED}, UNSUP,
+     "PyTorch %s.%s is not modelled: dnnmem has PyTorch's rules for 1.10 to 2.14 (measured at "
+     "1.13, 2.11, 2.13 and 2.14.1); pass the one to take, e.g. --framework pytorch@2.14",
+     {A_TORCH_MAJOR, A_TORCH_MINOR}},
     {O, {F_TRANSFORMERS_BAD}, USAGE, "transformers version %s: expected major*100+minor",
      {A_TRANSFORMERS}},
     /* GenericForSequenceClassification raises "Cannot handle batch sizes > 1
@@ -872,6 +879,8 @@ static const char *arg_text(enum arg a, const struct dm_graph *g, const struct d
     case A_TF_EXEC: n = (int)c->tf_execution; break;
     case A_GRAD_SUM_CAP: n = c->mxnet_grad_sum_cap; break;
     case A_TORCH: n = c->torch_version; break;
+    case A_TORCH_MAJOR: n = c->torch_version / 100; break;
+    case A_TORCH_MINOR: n = c->torch_version % 100; break;
     case A_TRANSFORMERS: n = c->transformers_version; break;
     case A_TF_MAJOR: n = c->transformers_version / 100; break;
     case A_TF_MINOR: n = c->transformers_version % 100; break;

@@ -89,6 +89,14 @@ expect 4 "--transformers 4.39 is not modelled: dnnmem builds transformers 4.40 t
     estimate $M/hf/gpt2.json --transformers 4.39
 expect 4 "--transformers 5.30 is not modelled" -- estimate $M/hf/gpt2.json --transformers 5.30
 expect 0 "transformers   5.24" -- estimate $M/hf/gpt2.json --transformers 5.24 -s 8
+# and so is a PyTorch release outside the modelled ones, from the flag or a capture
+expect 4 "PyTorch 2.15 is not modelled: dnnmem has PyTorch's rules for 1.10 to 2.14" -- \
+    estimate $M/hf/gpt2.json -s 8 --framework pytorch@2.15
+expect 4 "PyTorch 1.9 is not modelled" -- estimate $M/hf/gpt2.json -s 8 --framework pytorch@1.9
+expect 0 "pytorch 2.14" -- estimate $M/hf/gpt2.json -s 8 --framework pytorch@2.14
+sed 's/"torch": "2.14.1"/"torch": "2.15.0"/' $M/capture/conv-infer.dnnmem >"$T/torch215.dnnmem"
+expect 4 "PyTorch 2.15 is not modelled" -- estimate "$T/torch215.dnnmem" --device cpu
+expect 0 "peak" -- estimate "$T/torch215.dnnmem" --device cpu --framework pytorch@2.14
 # a config's defaults: the newest release (printed), its torch_dtype, the Trainer's AdamW
 expect 0 "the newest release modelled" -- estimate $M/hf/gpt2.json -s 8
 expect 0 "bf16: the config's torch_dtype bfloat16" -- estimate $M/hf/tiny-granite.json -s 8
