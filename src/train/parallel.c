@@ -224,6 +224,11 @@ static void find_units(struct dm_sb *b, struct dm_pstate *ps)
     for (int32_t i = 0; i < g->n_nodes; i++) {
         size_t len = unit_key(b, i);
         const char *name = g->nodes[i].name;
+        if (!strchr(name, '/')) { /* no module scope (torch.onnx's hoisted
+                                     "Constant_N"): part of the run around it */
+            ps->unit[i] = prev ? ps->n_units - 1 : 0;
+            continue;
+        }
         if (!len) {
             ps->unit[i] = 0;
             prev = NULL;
