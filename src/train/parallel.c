@@ -884,6 +884,23 @@ void dm_par_zero_grad(struct dm_sb *b)
         ps->rs_out[u] = -1;
 }
 
+/* Z5: after the step ZeRO 1/2 all-gathers the updated partitions into the
+ * flat group (stage_1_and_2.py step, 0.19.8: single_partition.grad = None,
+ * then all_gather_dp_groups -> dist.all_gather_into_tensor(bit16_groups_flat)):
+ * the output is the flat buffer itself, and gloo's _allgather_base_ makes a
+ * transient of its size, all world partitions (measured: mlp4 ZeRO-2 on 4
+ * ranks, its peak, tools/oracle/dist_measure.py trace). */
+static void zero_step_gather(struct dm_sb *b, const struct dm_pstate *ps)
+{
+    const struct dm_par *p = &b->run->par;
+    uint64_t elems = 0;
+    if (p->kind != DM_PAR_ZERO || p->zero > 2 || p->world < 2 || b->run->cuda ||
+        !dm_umul_ok(ps->partition, (uint64_t)p->world, &elems) || elems > INT64_MAX)
+        return;
+    dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, ps->gdtype, elems_bytes(ps->gdtype, (int64_t)elems), -1,
+                -1, "gloo all_gather_into_tensor (ZeRO step)", 0);
+}
+
 void dm_par_step_end(struct dm_sb *b)
 {
     struct dm_pstate *ps = b->par;
@@ -891,6 +908,8 @@ void dm_par_step_end(struct dm_sb *b)
         dm_sb_unref(b, ps->fp32_grad);
         ps->fp32_grad = -1;
     }
+    if (ps)
+        zero_step_gather(b, ps);
 }
 
 void dm_par_free(struct dm_sb *b)
