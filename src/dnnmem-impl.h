@@ -1064,6 +1064,7 @@ struct dm_par {
     uint64_t ddp_bucket_bytes, ddp_first_bucket_bytes;
     bool ddp_bucket_view;
     int64_t zero_bucket, zero_prefetch, zero_persist;
+    int64_t zero_reuse;       /* ZeRO-3 stage3_max_reuse_distance, elements */
 };
 
 struct dm_run {

@@ -122,6 +122,7 @@ struct dm_pstate {
     int32_t *punit;       /* per tensor: the unit its parameter belongs to, -1: not sharded */
     int32_t *ustart, *ulist; /* per unit + 1: CSR index into ulist, its parameters */
     int64_t *unumel;      /* per unit: its parameters' elements */
+    int64_t *uall;        /* per unit: every parameter's elements, persistent ones too (Z3) */
     int32_t *full;        /* per tensor: its all-gathered buffer, -1 */
     int32_t *bucket;      /* per tensor: its DDP bucket's buffer, -1 */
     int32_t ipg[2], gpart, master, fp32_grad, n_ipg;
@@ -263,6 +264,8 @@ static void param_units(struct dm_sb *b, struct dm_pstate *ps, const bool *stat)
     for (int32_t x = 0; x < g->n_tensors; x++) {
         if (ps->punit[x] == -2)
             ps->punit[x] = is_weight(b, x, stat) ? 0 : -1;
+        if (ps->punit[x] >= 0)
+            ps->uall[ps->punit[x]] += b->t[x].numel;
         /* Z3: a parameter up to the persistence threshold stays whole */
         if (ps->punit[x] >= 0 && b->run->par.kind == DM_PAR_ZERO &&
             b->t[x].numel <= b->run->par.zero_persist)
@@ -323,12 +326,13 @@ enum dnnmem_status dm_par_prepare(struct dm_sb *b, struct dnnmem_error *err)
     ps->gathered = calloc(nn, sizeof *ps->gathered);
     ps->rs_out = malloc(nn * sizeof *ps->rs_out);
     ps->pending_ag = malloc(nn * sizeof *ps->pending_ag);
+    ps->uall = calloc(nn, sizeof *ps->uall);
     ps->punit = malloc(nt * sizeof *ps->punit);
     ps->full = malloc(nt * sizeof *ps->full);
     ps->bucket = malloc(nt * sizeof *ps->bucket);
     bool *stat = calloc(nt, sizeof *stat);
     if (!ps->unit || !ps->ufirst || !ps->ulast || !ps->gathered || !ps->rs_out || !ps->pending_ag || !ps->punit ||
-        !ps->full || !ps->bucket || !stat) {
+        !ps->full || !ps->bucket || !ps->uall || !stat) {
         free(stat);
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
     }
@@ -596,12 +600,35 @@ static void z3_prefetch(struct dm_sb *b, int32_t u, int dir)
         return;
     int64_t budget = b->run->par.zero_prefetch;
     for (int32_t v = u + dir; v >= 1 && v < ps->n_units && budget > 0; v += dir) {
+        if (ps->gathered[v]) /* available: no all-gather, nothing counted (do_prefetch False) */
+            continue;
         int64_t n = ps->unumel[v];
         if (n > budget)
             break;
         budget -= n;
         gather(b, v);
     }
+}
+
+/* Z6: whether ZeRO-3 keeps unit u's gathered parameters after its forward.
+ * From the second step the module trace is complete (reset_step at each
+ * forward's start: INVALID, then RECORD, then COMPLETE), and release_sub_module
+ * lets go only of the parameters that __params_to_release finds no reuse of
+ * within stage3_max_reuse_distance elements of the trace ahead
+ * (partitioned_param_coordinator.py, 0.19.8). The next use of u's parameters
+ * is its backward; between are the later units' forwards and their
+ * backwards, each counted by all its parameters' ds_numel. The first step
+ * releases every module's. */
+static bool z3_reused(const struct dm_sb *b, int32_t u)
+{
+    const struct dm_pstate *ps = b->par;
+    if (b->iteration < 2)
+        return false;
+    int64_t between = 0;
+    for (int32_t v = u + 1; v < ps->n_units; v++)
+        if (!dm_add_ok(between, ps->uall[v], &between) || !dm_add_ok(between, ps->uall[v], &between))
+            return false;
+    return between < b->run->par.zero_reuse;
 }
 
 /* D1: the second forward's _rebuild_buckets. */
@@ -654,7 +681,7 @@ void dm_par_forward_leave(struct dm_sb *b, int32_t i)
         return;
     int32_t u = ps->unit[i];
     bool zero = b->run->par.kind == DM_PAR_ZERO;
-    if (u > 0 && ps->ulast[u] == i && (zero || b->run->par.reshard))
+    if (u > 0 && ps->ulast[u] == i && (zero || b->run->par.reshard) && !(zero && z3_reused(b, u)))
         reshard(b, u);
     if (zero && i == b->g->n_nodes - 1)
         reshard(b, 0);
@@ -927,6 +954,7 @@ void dm_par_free(struct dm_sb *b)
     free(ps->ustart);
     free(ps->ulist);
     free(ps->unumel);
+    free(ps->uall);
     free(ps->full);
     free(ps->bucket);
     free(ps);
