@@ -684,6 +684,8 @@ enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err)
 /* (Re)computes the graph's module scopes (called by dm_graph_finish and
  * after any change to the node list). */
 enum dnnmem_status dm_graph_find_scopes(struct dm_graph *g, struct dnnmem_error *err);
+/* A node named without a scope (torch.onnx's own "Constant_7"): part of the run around it. */
+bool dm_scope_transparent(const struct dm_node *n);
 
 /* Tensor parallelism's plan (src/graph/tp.c, rules T1-T5): split[t] is the
  * dim of parameter t each of the tp ranks holds 1/tp of (-1: whole;
