@@ -600,8 +600,6 @@ static void z3_prefetch(struct dm_sb *b, int32_t u, int dir)
         return;
     int64_t budget = b->run->par.zero_prefetch;
     for (int32_t v = u + dir; v >= 1 && v < ps->n_units && budget > 0; v += dir) {
-        if (ps->gathered[v]) /* available: no all-gather, nothing counted (do_prefetch False) */
-            continue;
         int64_t n = ps->unumel[v];
         if (n > budget)
             break;
