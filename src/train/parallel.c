@@ -64,6 +64,10 @@
  * Z4 offload_optimizer: the fp32 partition, the optimizer state and the fp32
  *    grad partition live in host memory; offload_param (stage 3): the
  *    parameter partitions too.
+ * Z5 ZeRO 1/2's step ends with an all-gather into the flat group; on gloo a
+ *    transient of its size (zero_step_gather).
+ * Z6 ZeRO-3 from the second step keeps a module's gathered parameters from
+ *    its forward to its backward within stage3_max_reuse_distance (z3_reused).
  * F1 FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_param.py,
  *    _fsdp_collectives.py): every parameter of a unit is chunked on dim 0
  *    over the shard group (torch.chunk); each rank stores its chunk padded to
