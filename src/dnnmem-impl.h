@@ -691,6 +691,8 @@ enum dnnmem_status dm_graph_finish(struct dm_graph *g, struct dnnmem_error *err)
 /* (Re)computes the graph's module scopes (called by dm_graph_finish and
  * after any change to the node list). */
 enum dnnmem_status dm_graph_find_scopes(struct dm_graph *g, struct dnnmem_error *err);
+/* A node named without a scope (torch.onnx's own "Constant_7"): part of the run around it. */
+bool dm_scope_transparent(const struct dm_node *n);
 
 /* Tensor parallelism's plan (src/graph/tp.c, rules T1-T5): split[t] is the
  * dim of parameter t each of the tp ranks holds 1/tp of (-1: whole;
@@ -1071,6 +1073,7 @@ struct dm_par {
     uint64_t ddp_bucket_bytes, ddp_first_bucket_bytes;
     bool ddp_bucket_view;
     int64_t zero_bucket, zero_prefetch, zero_persist;
+    int64_t zero_reuse;       /* ZeRO-3 stage3_max_reuse_distance, elements */
 };
 
 struct dm_run {

@@ -436,12 +436,14 @@ static void mode_assumptions(struct dm_est *e)
  * (torch/nn/parallel/distributed.py; reducer.hpp kDefaultFirstBucketBytes);
  * DeepSpeed's reduce_bucket_size 5e8, stage3_prefetch_bucket_size 5e7 and
  * stage3_param_persistence_threshold 1e5 (deepspeed/runtime/zero/config.py,
- * 0.19.6). */
+ * 0.19.6); stage3_max_reuse_distance 1e9 (the same file, 0.19.8:
+ * max_reuse_distance: int = Field(pp_int(1e9)), no option yet). */
 #define DM_DDP_BUCKET_DEFAULT (25ll * 1048576)
 #define DM_DDP_FIRST_BUCKET (1ll * 1048576)
 #define DM_ZERO_BUCKET_DEFAULT 500000000ll
 #define DM_ZERO_PREFETCH_DEFAULT 50000000ll
 #define DM_ZERO_PERSIST_DEFAULT 100000ll
+#define DM_ZERO_REUSE_DEFAULT 1000000000ll
 
 /* run->par from the options (check.c's rows have judged them), and its
  * assumption lines. */
@@ -498,6 +500,7 @@ static void par_run(struct dm_est *e)
     p->zero_bucket = c->zero_bucket_elems >= 0 ? c->zero_bucket_elems : DM_ZERO_BUCKET_DEFAULT;
     p->zero_prefetch = c->zero_prefetch_elems >= 0 ? c->zero_prefetch_elems : DM_ZERO_PREFETCH_DEFAULT;
     p->zero_persist = c->zero_persist_elems >= 0 ? c->zero_persist_elems : DM_ZERO_PERSIST_DEFAULT;
+    p->zero_reuse = DM_ZERO_REUSE_DEFAULT;
     if (p->kind == DM_PAR_FSDP && c->fsdp_wrap) {
         snprintf(p->wrap_specs[0], sizeof p->wrap_specs[0], "%s", c->fsdp_wrap);
         p->n_wrap = 1;
@@ -532,8 +535,9 @@ static void par_run(struct dm_est *e)
                                         ? ", Adam as DeepSpeed's FusedAdam (no temporaries)"
                                         : p->offload_optimizer ? ", the step on the host (DeepSpeedCPUAdam)" : "",
                                     p->zero == 3 ? dm_arena_printf(as->arena,
-                                        ", prefetch %lld, persistence threshold %lld",
-                                        (long long)p->zero_prefetch, (long long)p->zero_persist) : "",
+                                        ", prefetch %lld, persistence threshold %lld, max reuse distance %lld",
+                                        (long long)p->zero_prefetch, (long long)p->zero_persist,
+                                        (long long)p->zero_reuse) : "",
                                     p->offload_params ? ", optimizer and params offloaded"
                                     : p->offload_optimizer ? ", optimizer offloaded" : "")
                   : dm_arena_printf(as->arena, "FSDP2 fully_shard (%s) over %d ranks per shard group, "

@@ -256,7 +256,7 @@ static int32_t scan_name(const char *a, const char *b, int32_t **pos, size_t *n,
  * cut the run of its Sequential, which freed the Sequential's argument too
  * early: rand77 inference, -6.1%; rand56 inference, -8.8%). A top-level op
  * of the model's own forward is named "/Flatten" and still ends them. */
-static bool scope_transparent(const struct dm_node *n)
+bool dm_scope_transparent(const struct dm_node *n)
 {
     return n->name && !strchr(n->name, '/');
 }
@@ -278,7 +278,7 @@ enum dnnmem_status dm_graph_find_scopes(struct dm_graph *g, struct dnnmem_error 
         start[0] = 0;
     int32_t before = -1;
     for (int32_t i = 0; ok && i < nn; i++) {
-        bool skip = scope_transparent(&g->nodes[i]);
+        bool skip = dm_scope_transparent(&g->nodes[i]);
         nb[i] = before;
         cp[i] = skip ? 0 : scan_name(before >= 0 ? g->nodes[before].name : "", g->nodes[i].name,
                                      &pos, &n_pos, &cap);
@@ -302,7 +302,7 @@ enum dnnmem_status dm_graph_find_scopes(struct dm_graph *g, struct dnnmem_error 
     for (int32_t i = nn - 1; i >= 0; i--) {
         for (int32_t d = start[i]; d < start[i + 1]; d++)
             last[d] = after >= 0 && pos[d] < cp[after] ? last[start[after] + d - start[i]] : i;
-        if (!scope_transparent(&g->nodes[i]))
+        if (!dm_scope_transparent(&g->nodes[i]))
             after = i;
     }
     free(cp);

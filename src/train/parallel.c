@@ -64,6 +64,10 @@
  * Z4 offload_optimizer: the fp32 partition, the optimizer state and the fp32
  *    grad partition live in host memory; offload_param (stage 3): the
  *    parameter partitions too.
+ * Z5 ZeRO 1/2's step ends with an all-gather into the flat group; on gloo a
+ *    transient of its size (zero_step_gather).
+ * Z6 ZeRO-3 from the second step keeps a module's gathered parameters from
+ *    its forward to its backward within stage3_max_reuse_distance (z3_reused).
  * F1 FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_param.py,
  *    _fsdp_collectives.py): every parameter of a unit is chunked on dim 0
  *    over the shard group (torch.chunk); each rank stores its chunk padded to
@@ -122,6 +126,7 @@ struct dm_pstate {
     int32_t *punit;       /* per tensor: the unit its parameter belongs to, -1: not sharded */
     int32_t *ustart, *ulist; /* per unit + 1: CSR index into ulist, its parameters */
     int64_t *unumel;      /* per unit: its parameters' elements */
+    int64_t *uall;        /* per unit: every parameter's elements, persistent ones too (Z3) */
     int32_t *full;        /* per tensor: its all-gathered buffer, -1 */
     int32_t *bucket;      /* per tensor: its DDP bucket's buffer, -1 */
     int32_t ipg[2], gpart, master, fp32_grad, n_ipg;
@@ -224,6 +229,11 @@ static void find_units(struct dm_sb *b, struct dm_pstate *ps)
     for (int32_t i = 0; i < g->n_nodes; i++) {
         size_t len = unit_key(b, i);
         const char *name = g->nodes[i].name;
+        if (dm_scope_transparent(&g->nodes[i])) { /* "Constant_7": in the run around it
+                                                     (measured: tfm4 FSDP2, its units whole) */
+            ps->unit[i] = prev ? ps->n_units - 1 : 0;
+            continue;
+        }
         if (!len) {
             ps->unit[i] = 0;
             prev = NULL;
@@ -258,6 +268,8 @@ static void param_units(struct dm_sb *b, struct dm_pstate *ps, const bool *stat)
     for (int32_t x = 0; x < g->n_tensors; x++) {
         if (ps->punit[x] == -2)
             ps->punit[x] = is_weight(b, x, stat) ? 0 : -1;
+        if (ps->punit[x] >= 0)
+            ps->uall[ps->punit[x]] += b->t[x].numel;
         /* Z3: a parameter up to the persistence threshold stays whole */
         if (ps->punit[x] >= 0 && b->run->par.kind == DM_PAR_ZERO &&
             b->t[x].numel <= b->run->par.zero_persist)
@@ -318,12 +330,13 @@ enum dnnmem_status dm_par_prepare(struct dm_sb *b, struct dnnmem_error *err)
     ps->gathered = calloc(nn, sizeof *ps->gathered);
     ps->rs_out = malloc(nn * sizeof *ps->rs_out);
     ps->pending_ag = malloc(nn * sizeof *ps->pending_ag);
+    ps->uall = calloc(nn, sizeof *ps->uall);
     ps->punit = malloc(nt * sizeof *ps->punit);
     ps->full = malloc(nt * sizeof *ps->full);
     ps->bucket = malloc(nt * sizeof *ps->bucket);
     bool *stat = calloc(nt, sizeof *stat);
     if (!ps->unit || !ps->ufirst || !ps->ulast || !ps->gathered || !ps->rs_out || !ps->pending_ag || !ps->punit ||
-        !ps->full || !ps->bucket || !stat) {
+        !ps->full || !ps->bucket || !ps->uall || !stat) {
         free(stat);
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
     }
@@ -599,6 +612,27 @@ static void z3_prefetch(struct dm_sb *b, int32_t u, int dir)
     }
 }
 
+/* Z6: whether ZeRO-3 keeps unit u's gathered parameters after its forward.
+ * From the second step the module trace is complete (reset_step at each
+ * forward's start: INVALID, then RECORD, then COMPLETE), and release_sub_module
+ * lets go only of the parameters that __params_to_release finds no reuse of
+ * within stage3_max_reuse_distance elements of the trace ahead
+ * (partitioned_param_coordinator.py, 0.19.8). The next use of u's parameters
+ * is its backward; between are the later units' forwards and their
+ * backwards, each counted by all its parameters' ds_numel. The first step
+ * releases every module's. */
+static bool z3_reused(const struct dm_sb *b, int32_t u)
+{
+    const struct dm_pstate *ps = b->par;
+    if (b->iteration < 2)
+        return false;
+    int64_t between = 0;
+    for (int32_t v = u + 1; v < ps->n_units; v++)
+        if (!dm_add_ok(between, ps->uall[v], &between) || !dm_add_ok(between, ps->uall[v], &between))
+            return false;
+    return between < b->run->par.zero_reuse;
+}
+
 /* D1: the second forward's _rebuild_buckets. */
 static void ddp_rebuild(struct dm_sb *b, struct dm_pstate *ps)
 {
@@ -649,7 +683,7 @@ void dm_par_forward_leave(struct dm_sb *b, int32_t i)
         return;
     int32_t u = ps->unit[i];
     bool zero = b->run->par.kind == DM_PAR_ZERO;
-    if (u > 0 && ps->ulast[u] == i && (zero || b->run->par.reshard))
+    if (u > 0 && ps->ulast[u] == i && (zero || b->run->par.reshard) && !(zero && z3_reused(b, u)))
         reshard(b, u);
     if (zero && i == b->g->n_nodes - 1)
         reshard(b, 0);
@@ -879,6 +913,23 @@ void dm_par_zero_grad(struct dm_sb *b)
         ps->rs_out[u] = -1;
 }
 
+/* Z5: after the step ZeRO 1/2 all-gathers the updated partitions into the
+ * flat group (stage_1_and_2.py step, 0.19.8: single_partition.grad = None,
+ * then all_gather_dp_groups -> dist.all_gather_into_tensor(bit16_groups_flat)):
+ * the output is the flat buffer itself, and gloo's _allgather_base_ makes a
+ * transient of its size, all world partitions (measured: mlp4 ZeRO-2 on 4
+ * ranks, its peak, tools/oracle/dist_measure.py trace). */
+static void zero_step_gather(struct dm_sb *b, const struct dm_pstate *ps)
+{
+    const struct dm_par *p = &b->run->par;
+    uint64_t elems = 0;
+    if (p->kind != DM_PAR_ZERO || p->zero > 2 || p->world < 2 || b->run->cuda ||
+        !dm_umul_ok(ps->partition, (uint64_t)p->world, &elems) || elems > INT64_MAX)
+        return;
+    dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, ps->gdtype, elems_bytes(ps->gdtype, (int64_t)elems), -1,
+                -1, "gloo all_gather_into_tensor (ZeRO step)", 0);
+}
+
 void dm_par_step_end(struct dm_sb *b)
 {
     struct dm_pstate *ps = b->par;
@@ -886,6 +937,8 @@ void dm_par_step_end(struct dm_sb *b)
         dm_sb_unref(b, ps->fp32_grad);
         ps->fp32_grad = -1;
     }
+    if (ps)
+        zero_step_gather(b, ps);
 }
 
 void dm_par_free(struct dm_sb *b)
@@ -903,6 +956,7 @@ void dm_par_free(struct dm_sb *b)
     free(ps->ustart);
     free(ps->ulist);
     free(ps->unumel);
+    free(ps->uall);
     free(ps->full);
     free(ps->bucket);
     free(ps);
