@@ -1143,3 +1143,17 @@ size_t dm_caching_snapshot(const struct dm_allocator *a, struct dm_caching_block
         qsort(out, n < cap ? n : cap, sizeof *out, by_addr);
     return n;
 }
+
+uint64_t dm_caching_block_addr(const struct dm_allocator *a, uint64_t handle)
+{
+    const struct caching *c = as_caching(a);
+    if (!c || handle == 0 || handle > c->used || !c->b[handle - 1].live)
+        return 0;
+    return c->b[handle - 1].addr;
+}
+
+uint64_t dm_caching_next_addr(const struct dm_allocator *a)
+{
+    const struct caching *c = as_caching(a);
+    return c ? c->next_addr : 0;
+}
