@@ -41,7 +41,11 @@ c|Llama-3.1-70B max-batch, LoRA r16 + nf4, H100-80GB|200|max-batch tests/models/
 e|Llama-3.1-70B train estimate, bf16 AdamW eager, 1 x 4096, H100-80GB (the job of d)|330|estimate tests/models/hf/Llama-3.1-70B-Instruct.json --mode train -s 4096 -b 1 --precision bf16 --optimizer adamw --attn eager --gpu H100-80GB
 f|plan tfm4, 8 GPUs, global batch 64 (164 configurations; issue 19: 500 in 2 s)|2000|plan tests/models/dist/tfm4.onnx --mode train --device cpu --memory 1GiB --gpus 8 --global-batch 64
 g|plan tfm4, 8 GPUs, global batch 256 (236 configurations)|2000|plan tests/models/dist/tfm4.onnx --mode train --device cpu --memory 1GiB --gpus 8 --global-batch 256
-h|plan Llama-3.1-8B bf16, s 4096, 64 H100-80GB, global batch 64 (30 configurations)|2000|plan tests/models/hf/Llama-3.1-8B-Instruct.json --mode train -s 4096 --precision bf16 --optimizer adamw --gpu H100-80GB --gpus 64 --global-batch 64'
+h|plan Llama-3.1-8B bf16, s 4096, 64 H100-80GB, global batch 64 (30 configurations)|2000|plan tests/models/hf/Llama-3.1-8B-Instruct.json --mode train -s 4096 --precision bf16 --optimizer adamw --gpu H100-80GB --gpus 64 --global-batch 64
+i|plan Llama-3.1-8B bf16, s 4096, 8 H100-80GB, global batch 256 (156 configurations, 1 to 256 micro-steps)|2000|plan tests/models/hf/Llama-3.1-8B-Instruct.json --mode train -s 4096 --precision bf16 --optimizer adamw --gpu H100-80GB --gpus 8 --global-batch 256
+j|the same as (i), --every-micro-step (every micro-step replayed, as before 2026-12-03)|2000|plan tests/models/hf/Llama-3.1-8B-Instruct.json --mode train -s 4096 --precision bf16 --optimizer adamw --gpu H100-80GB --gpus 8 --global-batch 256 --every-micro-step'
+# (j) needs a build that has --every-micro-step (docs/speed.md "plan"): (i) against (j)
+# in one binary is the repeated micro-steps' share; (i)'s output and (j)'s are the same.
 # (d), issue 15's "a captured graph estimates as fast as the graph path": a
 # capture (6.3 MB, not in the repository) named by CAPTURE=FILE, made by
 #   python -m dnnmem capture hf tests/models/hf/Llama-3.1-70B-Instruct.json --task causal-lm \
@@ -80,7 +84,7 @@ echo "dnnmem CLI wall time, median of $RUNS runs (ms; fastest in brackets)$([ -n
 [ -n "$BASE" ] && echo "  base: $BASE" && echo "  new:  $NEW"
 [ -r /proc/loadavg ] && echo "  load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc 2>/dev/null || echo ?) CPUs)"
 echo "$CASES" | while IFS='|' read -r id name target args; do
-    case ${ONLY:-abcdefgh} in *"$id"*) ;; *) continue ;; esac
+    case ${ONLY:-abcdefghij} in *"$id"*) ;; *) continue ;; esac
     : >"$T/new.us"
     : >"$T/base.us"
     : >"$T/new.cpu"

@@ -173,6 +173,13 @@ static int act_fewest_gpus(struct cli *cl, const char *v)
     return -1;
 }
 
+static int act_every_micro_step(struct cli *cl, const char *v)
+{
+    (void)v;
+    cl->plan.every_micro_step = true;
+    return -1;
+}
+
 static int act_dim_name(struct cli *cl, const char *v)
 {
     cl->search_dim = v;

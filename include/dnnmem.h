@@ -650,6 +650,15 @@ struct dnnmem_config {
     bool jax_donate;    /* Data parallelism (docs/parallel.md): one process per GPU, each rank's
      * own step replayed. */
     struct dnnmem_parallel par;
+    /* Gradient accumulation (default false): replay the micro-steps between
+     * the first and the last only until one repeats the one before it (the
+     * same events, and the allocator's segments and blocks the same after
+     * it), then the last; the ones left out would repeat it exactly, so the
+     * peak, the breakdown at it and the verdict are those of the full
+     * replay. Without effect with a timeline or events (they would lack the
+     * steps left out), under --pp, and outside PyTorch. dnnmem_plan sets it
+     * (docs/speed.md "plan"). */
+    bool accum_fixed_point;
 };
 
 /* The CUDA context: not counted by torch.cuda.max_memory_allocated, but in
@@ -933,6 +942,8 @@ struct dnnmem_result {
                                  capacity (torch num_alloc_retries); when > 0, the peaks
                                  above are those of the capped run */
     enum dnnmem_category largest_category; /* the biggest part of the peak */
+    size_t micro_steps_left_out; /* cfg->accum_fixed_point: the accumulation micro-steps not
+                                    replayed, each a repeat of the one before (0 otherwise) */
 
     /* Where the peak happens. */
     const char *peak_phase;   /* "setup", "forward", "loss", "backward", "optimizer", "zero_grad" */
@@ -1118,6 +1129,9 @@ struct dnnmem_plan_options {
                              data-parallel rank (the global batch grows with DP) */
     bool fewest_gpus;     /* search 1..gpus GPUs, keep the fewest any configuration fits */
     int max_steps;        /* estimates at most, 1..DNNMEM_PLAN_MAX_STEPS; 0: the default */
+    bool every_micro_step; /* replay every micro-step of each estimate (the rows are the
+                              same; slower): the plan's estimates otherwise set
+                              dnnmem_config.accum_fixed_point */
 };
 void dnnmem_plan_options_init(struct dnnmem_plan_options *po);
 

@@ -946,6 +946,8 @@ struct dm_schedule {     /* arrays malloc'd */
                                   parameters a partition touches (Z2) */
     int32_t par_other_rank;    /* then the rank estimated besides the first (FSDP: the shard
                                   group's last; ZeRO: the one with the most), -1: set by the api */
+    int32_t micro_left_out;    /* micro-steps left out, repeating the one before
+                                  (src/schedule/fixpoint.c) */
 };
 /* Record what the schedule's builder refuses; DNNMEM_E_INTERNAL until the
  * estimate's check table gives the error (src/estimate/check.c). */
@@ -1076,8 +1078,23 @@ struct dm_par {
     int64_t zero_reuse;       /* ZeRO-3 stage3_max_reuse_distance, elements */
 };
 
+/* Gradient accumulation's repeated micro-steps (src/schedule/fixpoint.c):
+ * when on, the schedule builder replays each micro-step through the
+ * allocators the estimate will replay it through, and once a micro-step's
+ * events and the allocators' state after it repeat the previous one's, it
+ * builds the last micro-step next: the ones between would repeat it. Set by
+ * dm_est_schedule from dnnmem_config.accum_fixed_point. */
+struct dm_fp_opts {
+    bool on;
+    bool caching;     /* the estimate's allocator: PyTorch's caching one, else a rounding */
+    uint64_t round;   /* the rounding's multiple */
+    uint64_t capped;  /* also the caching allocator capped at this (the verdict's replay,
+                         src/estimate/replay.c decide); 0: none */
+};
+
 struct dm_run {
     struct dm_par par;
+    struct dm_fp_opts fp;
     bool train;
     bool cuda;
     bool inplace;            /* activations in place where PyTorch allows */
@@ -1261,6 +1278,10 @@ struct dm_caching_block {
     bool segment_start; /* first block of its segment */
 };
 size_t dm_caching_snapshot(const struct dm_allocator *a, struct dm_caching_block *out, size_t cap);
+/* The address of the block behind a handle, and the next segment's address
+ * (0 for another allocator or a dead handle). */
+uint64_t dm_caching_block_addr(const struct dm_allocator *a, uint64_t handle);
+uint64_t dm_caching_next_addr(const struct dm_allocator *a);
 
 /* TensorFlow's BFC allocator (GPU), shared by XLA and JAX (src/alloc/bfc.c
  * states the rules and their sources). */

@@ -155,12 +155,20 @@ struct tnode {
  * tree; the large pool has one bucket. The last bucket takes every larger
  * size (a small pool's merged blocks of expandable segments). */
 #define N_BUCKETS ((int32_t)(K_SMALL_BUFFER / K_MIN_BLOCK) + 1)
+/* The large pool's: 16 per power of two from 1 MiB to MAX_REQUEST (2^52);
+ * its blocks are many and of many sizes (an 8B model's activations at
+ * seq 4096: one treap of them was 30% of a plan's time, docs/speed.md
+ * "plan"), so a bucket holds few. */
+#define LARGE_SUB_LOG2 4
+#define LARGE_SUB (1 << LARGE_SUB_LOG2)
+#define LARGE_FIRST_LOG2 20
+#define N_LARGE_BUCKETS ((52 - LARGE_FIRST_LOG2 + 1) * LARGE_SUB)
 #define N_BUCKET_WORDS ((N_BUCKETS + 63) / 64)
 
 struct pool {
     int32_t v[N_BUCKETS]; /* treap roots by bucket; -1 empty */
     uint64_t full[N_BUCKET_WORDS]; /* bit k: bucket k is not empty */
-    int32_t n_buckets;    /* N_BUCKETS (small pool) or 1 */
+    int32_t n_buckets;    /* N_BUCKETS (small pool) or N_LARGE_BUCKETS */
     int32_t um;           /* treap root of unmapped blocks of expandable segments, by addr */
     int64_t searches;     /* get_free_blocks_call_count */
     bool small;
@@ -472,11 +480,22 @@ static int32_t t_next(const struct caching *c, int32_t i)
 
 /* ---- pools ------------------------------------------------------------------------ */
 
-/* The bucket of p that holds blocks of this size: non-decreasing in size. */
+/* The bucket of p that holds blocks of this size: non-decreasing in size.
+ * The small pool: one per 512-byte size. The large pool: LARGE_SUB per
+ * power of two from 1 MiB (the sizes below in the first), each the sizes
+ * with the same LARGE_SUB_LOG2 bits after the leading one. */
 static int32_t bucket_of(const struct pool *p, uint64_t size)
 {
-    uint64_t k = size / K_MIN_BLOCK;
-    return p->n_buckets == 1 ? 0 : k < N_BUCKETS - 1 ? (int32_t)k : N_BUCKETS - 1;
+    if (p->small) {
+        uint64_t k = size / K_MIN_BLOCK;
+        return k < N_BUCKETS - 1 ? (int32_t)k : N_BUCKETS - 1;
+    }
+    if (size < K_SMALL_SIZE)
+        return 0;
+    int e = log2_floor(size);
+    int32_t k = (int32_t)(e - LARGE_FIRST_LOG2) * LARGE_SUB +
+                (int32_t)((size >> (e - LARGE_SUB_LOG2)) & (LARGE_SUB - 1));
+    return k < N_LARGE_BUCKETS - 1 ? k : N_LARGE_BUCKETS - 1;
 }
 
 /* The first non-empty bucket of p at or after k, or -1. */
@@ -487,7 +506,7 @@ static int32_t bucket_from(const struct pool *p, int32_t k)
     int32_t w = k / 64;
     uint64_t bits = p->full[w] & (~(uint64_t)0 << (k % 64));
     while (!bits) {
-        if (++w == N_BUCKET_WORDS)
+        if (++w == (p->n_buckets + 63) / 64)
             return -1;
         bits = p->full[w];
     }
@@ -1076,7 +1095,7 @@ enum dnnmem_status dm_alloc_caching_new(const struct dm_caching_opts *o, struct 
     for (int k = 0; k < 2; k++) {
         struct pool *p = &c->pools[k];
         p->um = -1;
-        p->n_buckets = k == 0 ? N_BUCKETS : 1;
+        p->n_buckets = k == 0 ? N_BUCKETS : N_LARGE_BUCKETS;
         for (int32_t j = 0; j < N_BUCKETS; j++)
             p->v[j] = -1;
     }
@@ -1142,4 +1161,18 @@ size_t dm_caching_snapshot(const struct dm_allocator *a, struct dm_caching_block
     if (out && cap)
         qsort(out, n < cap ? n : cap, sizeof *out, by_addr);
     return n;
+}
+
+uint64_t dm_caching_block_addr(const struct dm_allocator *a, uint64_t handle)
+{
+    const struct caching *c = as_caching(a);
+    if (!c || handle == 0 || handle > c->used || !c->b[handle - 1].live)
+        return 0;
+    return c->b[handle - 1].addr;
+}
+
+uint64_t dm_caching_next_addr(const struct dm_allocator *a)
+{
+    const struct caching *c = as_caching(a);
+    return c ? c->next_addr : 0;
 }

@@ -339,6 +339,8 @@ enum dnnmem_status dm_est_replay(struct dm_est *e, struct dnnmem_result **out,
         if (s == DNNMEM_OK)
             (*out)->needed_bytes = (*out)->peak_allocated + e->context;
     }
+    if (s == DNNMEM_OK)
+        (*out)->micro_steps_left_out = (size_t)e->sched.micro_left_out;
     if (s != DNNMEM_OK && *out) {
         dnnmem_result_free(*out);
         *out = NULL;

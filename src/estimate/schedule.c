@@ -120,6 +120,13 @@ enum dnnmem_status dm_est_schedule(struct dm_est *e, struct dnnmem_error *err)
                         "LayerNorm keeps its normalized outputs; op chains, oneDNN "
                         "(tf_eager.def); no tf.function/Grappler");
     DM_TRY(dm_est_check(DM_CHECK_SCHEDULE, g, o, err));
+    /* the allocators dm_est_replay will replay the schedule through */
+    uint64_t cap = c->capacity_bytes > 0 ? (uint64_t)c->capacity_bytes : 0;
+    run->fp = (struct dm_fp_opts){
+        .on = c->accum_fixed_point && run->train && !o->other_fw && !o->mx_planned &&
+              !c->timeline && !c->events,
+        .caching = run->cuda && c->alloc_round_bytes < 0, .round = e->round,
+        .capped = run->cuda && cap > e->context ? cap - e->context : 0};
     enum dnnmem_status s = dm_schedule_build(g, t, run, &e->sched, err);
     if (s != DNNMEM_OK && e->sched.refusal.kind != DM_REFUSE_NONE)
         s = dm_est_check_built(g, o, &e->sched.refusal, err);

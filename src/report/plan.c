@@ -251,6 +251,7 @@ static void cand_config(const struct job *j, const struct cand *c, struct dnnmem
     const char *const *spec = ckpt_specs(j, &n);
     cfg->checkpoint = c->ckpt ? spec : NULL;
     cfg->n_checkpoint = c->ckpt ? n : 0;
+    cfg->accum_fixed_point = !j->po->every_micro_step;
 }
 
 static const char *fsdp_name(enum dnnmem_fsdp f)

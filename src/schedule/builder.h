@@ -68,6 +68,20 @@ struct dm_sb {
     bool oom;
 };
 
+/* ---- fixpoint.c: gradient accumulation's repeated micro-steps ---- */
+
+struct dm_fp;
+/* The test's state when run->fp.on (else, or out of memory, NULL: every
+ * micro-step built). */
+struct dm_fp *dm_fp_new(const struct dm_run *run);
+/* A new optimizer step: its micro-steps are compared among themselves. */
+void dm_fp_iteration(struct dm_fp *f);
+/* At the start of a micro-step: whether the one that ended here repeats the
+ * one before it (fixpoint.c's F1-F4), so that the ones up to the last would
+ * too. */
+bool dm_fp_boundary(struct dm_fp *f, const struct dm_schedule *s);
+void dm_fp_free(struct dm_fp *f);
+
 /* ---- builder.c ---- */
 
 /* Open a new step; events until the next call belong to it. */

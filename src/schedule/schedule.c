@@ -311,6 +311,29 @@ static int32_t pp_in_flight(struct dm_sb *b, int micro, bool forward, uint64_t p
                        "pipeline: the other micro-batches in flight", 1);
 }
 
+/* The micro-steps lo..hi of an optimizer step that run the same code on
+ * the same state once the first has made the gradients (fixpoint.c): all
+ * but the last (which steps the optimizer); under --pp 1F1B's steady state,
+ * the micro-batches with W - 1 others in flight in both their forward and
+ * their backward (pp_in_flight: W <= j <= M - W + 1), not the last (GPipe:
+ * none). False when fewer than three: two to compare, one to leave out. */
+static bool steady_micro(const struct dm_run *run, int *lo, int *hi)
+{
+    const struct dm_par *p = &run->par;
+    int M = run->grad_accum;
+    *lo = 1;
+    *hi = M - 1;
+    if (!run->fp.on || !run->train)
+        return false;
+    if (p->pp > 1) {
+        int W = p->gpipe ? M : (p->pp - p->stage < M ? p->pp - p->stage : M);
+        *lo = p->gpipe ? M : W;
+        if (M - W + 1 < *hi)
+            *hi = M - W + 1;
+    }
+    return *hi - *lo + 1 >= 3;
+}
+
 enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_tinfo *t,
                                      const struct dm_run *run, struct dm_schedule *s,
                                      struct dnnmem_error *err)
@@ -367,10 +390,19 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
         goto out;
     }
     uint64_t per_micro = 0; /* --pp: what one micro-batch's forward leaves for its backward */
+    /* the micro-steps lo..hi, once one repeats the one before it, left out
+     * up to hi (fixpoint.c) */
+    int lo, hi;
+    struct dm_fp *fp = steady_micro(run, &lo, &hi) ? dm_fp_new(run) : NULL;
     for (int it = 1; it <= run->iterations && !b.oom; it++) {
         b.iteration = it;
         dm_train_zero_grad(&b);
+        dm_fp_iteration(fp);
         for (int micro = 1; micro <= run->grad_accum && !b.oom; micro++) {
+            if (fp && micro >= lo && micro <= hi && dm_fp_boundary(fp, s)) {
+                s->micro_left_out += hi + 1 - micro;
+                micro = hi + 1;
+            }
             int32_t others = pp_in_flight(&b, micro, true, per_micro);
             dm_sb_forward(&b);
             dm_sb_unref(&b, others);
@@ -386,6 +418,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
             dm_sb_unref(&b, others);
         }
     }
+    dm_fp_free(fp);
 out:
     if (b.train)
         dm_train_free(&b);
