@@ -1067,8 +1067,8 @@ static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
         x->lay_into[b] = -1;
     if (!x->o->cpu || !p->t)
         return DNNMEM_OK;
-    /* per node: its scatter zeros' layout value (a pool), or -1; per tensor:
-     * the pool whose input it is, or -1 */
+    /* per node: its scatter zeros' layout value (a pool, a gather: rule 8e),
+     * or -1; per tensor: the pool or gather whose input it is, or -1 */
     int32_t *pool_zeros = malloc(((size_t)g->n_nodes + 1) * sizeof *pool_zeros);
     int32_t *pool_of = malloc(((size_t)g->n_tensors + 1) * sizeof *pool_of);
     if (!pool_zeros || !pool_of) {
@@ -1082,6 +1082,44 @@ static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
     enum dnnmem_status st = cpu_layout_values(x, act_grads, pool_zeros, pool_of);
     free(pool_zeros), free(pool_of);
     return st;
+}
+
+/* Rule 8e, an embedding's gradient on the CPU (measured: jax 0.10.2's
+ * dumps). JAX's transpose of a gather (jnp.take of a table) is a scatter-add
+ * into zeros of the table, and of a static slice (P[:S], exported as a
+ * Gather of computed indices) a pad of zeros: XLA's memory scheduler makes
+ * the zeros, which read nothing, at the step's start after rule 7's copies
+ * (tra-b2-sgd-f32: wrapped_broadcast.4 f32[8192,512], the token table's,
+ * live 115-585 of 590, the copies at 75-107; wrapped_broadcast.3
+ * f32[512,512], the position table's, 112-583), float32 in half precision
+ * too (tra-b8-sgd-bf16: wrapped_broadcast.3 f32[8192,512], 111-722), and the
+ * gradient takes their buffer to the update. Where the update adds the
+ * gradient itself to an array (SGD with momentum: t = g + momentum * t), a
+ * scatter's zeros are not made: the scatter-add writes into that sum
+ * (tra-b2-sgd-momentum-f32: wrapped_scatter.1 in the token table's
+ * momentum allocation, after broadcast_multiply_fusion, no f32[8192,512]
+ * zeros); a pad's are (wrapped_broadcast.3, 181-716). A scatter is a
+ * gather whose indices are an entry parameter (the batch's ids). */
+static enum dnnmem_status gather_grad_zeros(struct xla *x, int32_t i, int32_t *pool_zeros,
+                                            int32_t *pool_of)
+{
+    const struct plan *p = &x->p;
+    const struct dm_graph *g = p->g;
+    const struct dm_schedule *in = p->in;
+    const struct dm_node *n = &g->nodes[i];
+    int32_t w = n->in[0];
+    bool scatter = g->tensors[n->in[1]].producer < 0;
+    for (int32_t b = 0; scatter && b < in->n_buf; b++)
+        if (in->buf[b].tensor == w && in->buf[b].category == DNNMEM_CAT_OPTIMIZER &&
+            in->buf[b].what && !strcmp(in->buf[b].what, "momentum_buffer"))
+            return DNNMEM_OK; /* the scatter-add into the momentum's sum */
+    uint64_t zb;
+    if (!f32_bytes(&p->t[w], &zb))
+        return xla_overflow(x);
+    pool_of[w] = i;
+    pool_zeros[i] = x->n_lay;
+    lay_add(x, zb, LAY_START, p->bwd[i], LAY_STEP);
+    return DNNMEM_OK;
 }
 
 static enum dnnmem_status cpu_layout_values(struct xla *x, const int32_t *act_grads,
@@ -1111,6 +1149,11 @@ static enum dnnmem_status cpu_layout_values(struct xla *x, const int32_t *act_gr
                 lay_add(x, wb, LAY_START, p->bwd[i], LAY_STEP);
             if (bwd && g->tensors[n->in[0]].producer < 0)
                 lay_add(x, xb, LAY_START, p->bwd[i], LAY_STEP);
+        } else if (n->op == DM_OP_Gather && bwd && n->n_in >= 2 && n->in[1] >= 0 &&
+                   x->param[n->in[0]]) {
+            hs = gather_grad_zeros(x, i, pool_zeros, pool_of);
+            if (hs != DNNMEM_OK)
+                return hs;
         } else if (n->op == DM_OP_MaxPool && bwd && xi->rank > 0) {
             pool_of[n->in[0]] = i;
             uint64_t iota, idx, zeros, max;
