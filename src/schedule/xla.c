@@ -1122,6 +1122,47 @@ static enum dnnmem_status gather_grad_zeros(struct xla *x, int32_t i, int32_t *p
     return DNNMEM_OK;
 }
 
+/* Rule 8s, softmax in training on the CPU (measured: tra-b8-sgd-f32's dump,
+ * jax 0.10.2). The CPU runs the scores' matmul with the scaling, the max and
+ * the exp as one XNNPACK fusion (ynn_fusion.154 = exp(dot(q, k) * c - max),
+ * 167-477 of 590), whose operands are arrays: the normalisation's
+ * reciprocal of the sum is a broadcast to the scores' shape of its own
+ * (wrapped_broadcast.2, 170-477), kept to the backward's fusion beside the
+ * exp and the output (broadcast_multiply_fusion.15, 171-478): a third
+ * input-sized residual per softmax (dnnmem keeps the input and the output).
+ * Where the scores are a matmul's output scaled by a scalar constant
+ * (s / sqrt(dh)), the constant is broadcast to their shape once for every
+ * layer (wrapped_broadcast of constant.18 = 0.125, one value, CSE) from
+ * before the first attention (118, its exp at 128) to the last attention's
+ * backward (548). Returns the scale value's layout index (updated or new). */
+static int32_t softmax_values(struct xla *x, int32_t i, int32_t scale, bool *ok)
+{
+    const struct plan *p = &x->p;
+    const struct dm_graph *g = p->g;
+    const struct dm_node *n = &g->nodes[i];
+    uint64_t f;
+    if (!f32_bytes(&p->t[n->in[0]], &f)) {
+        *ok = false;
+        return scale;
+    }
+    lay_add(x, f, p->fwd[i], p->bwd[i], LAY_STEP); /* the broadcast reciprocal */
+    int32_t d = g->tensors[n->in[0]].producer;
+    const struct dm_node *dn = d >= 0 ? &g->nodes[d] : NULL;
+    if (!dn || (dn->op != DM_OP_Div && dn->op != DM_OP_Mul) || dn->n_in != 2 || dn->in[0] < 0 ||
+        dn->in[1] < 0 || !p->t[dn->in[1]].is_const || p->t[dn->in[1]].numel != 1 ||
+        g->tensors[dn->in[0]].producer < 0 ||
+        g->nodes[g->tensors[dn->in[0]].producer].op != DM_OP_MatMul)
+        return scale;
+    int32_t to = p->bwd[d] > p->bwd[i] ? p->bwd[d] : p->bwd[i];
+    if (scale >= 0 && x->lay_bytes[scale] == f) { /* the same broadcast (CSE) */
+        if (to > x->lay_to[scale])
+            x->lay_to[scale] = to;
+        return scale;
+    }
+    lay_add(x, f, LAY_START, to, LAY_STEP);
+    return x->n_lay - 1;
+}
+
 static enum dnnmem_status cpu_layout_values(struct xla *x, const int32_t *act_grads,
                                             int32_t *pool_zeros, int32_t *pool_of)
 {
@@ -1129,6 +1170,7 @@ static enum dnnmem_status cpu_layout_values(struct xla *x, const int32_t *act_gr
     const struct dm_graph *g = p->g;
     const struct dm_schedule *in = p->in;
     int32_t nb = in->n_buf;
+    int32_t scale = -1; /* rule 8s: the scores' scale broadcast */
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const struct dm_node *n = &g->nodes[i];
         if (n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0 || p->fwd[i] < 0)
@@ -1136,6 +1178,11 @@ static enum dnnmem_status cpu_layout_values(struct xla *x, const int32_t *act_gr
         const struct dm_tinfo *xi = &p->t[n->in[0]], *yo = &p->t[n->out[0]];
         bool bwd = p->train && p->bwd[i] >= 0;
         enum dnnmem_status hs = DNNMEM_OK;
+        bool ok = true;
+        if (n->op == DM_OP_Softmax && bwd)
+            scale = softmax_values(x, i, scale, &ok);
+        if (!ok)
+            return xla_overflow(x);
         if (n->op == DM_OP_Conv || n->op == DM_OP_MaxPool)
             hs = half_conv_values(x, i, bwd);
         if (hs != DNNMEM_OK)
