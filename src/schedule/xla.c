@@ -1045,6 +1045,74 @@ static enum dnnmem_status nhwc_relus(struct xla *x)
 static enum dnnmem_status cpu_layout_values(struct xla *x, const int32_t *act_grads,
                                             int32_t *pool_zeros, int32_t *pool_of);
 
+/* Rule 7h, half precision in training on the CPU (measured: tra-b8-sgd-bf16's
+ * dump, jax 0.10.2). Rule 7c's float32 holds where a matmul reads the value:
+ * the conversion for the dot fuses into its producer and the pair
+ * f32 -> bf16 -> f32 cancels (the GELU output convert_bitcast_fusion.25
+ * f32[1024,2048], the softmax output convert_convert_fusion.36 f32, the
+ * layer norm's output convert_bitcast_fusion.26 f32). A forward value no
+ * matmul reads is an elementwise fusion's output, which ends in the convert
+ * back to the model's dtype: it stays half precision (the bias add read by
+ * the GELU add_convert_fusion.48, the GELU's residuals multiply_convert_,
+ * negate_convert_ and select_convert_fusion bf16[8,128,2048], the scores'
+ * exp wrapped_convert.2 bf16[8,8,128,128], the layer norm's
+ * subtract_convert_fusion bf16). A convolution or a pooling reads float32
+ * too (rule 8h). A bias add read by a ReLU stays float32: XLA keeps the
+ * dot's float32 output and recomputes the add in the ReLU's backward
+ * (save.c; the bf16 MLP's steps, exact under rule 7c). Gradients keep rule
+ * 7c. dot_read: per tensor, zeroed, its readers' HALF_* flags (at its view
+ * chain's base). */
+enum { HALF_F32_READER = 1, HALF_RELU_READER = 2 };
+
+/* Whether node i adds to a matmul's output (a bias add). */
+static bool bias_add(const struct plan *p, int32_t i)
+{
+    const struct dm_node *n = &p->g->nodes[i];
+    for (int k = 0; n->op == DM_OP_Add && k < n->n_in; k++) {
+        int32_t r = n->in[k] >= 0 ? p->g->tensors[n->in[k]].producer : -1;
+        if (r >= 0 && (p->g->nodes[r].op == DM_OP_MatMul || p->g->nodes[r].op == DM_OP_Gemm))
+            return true;
+    }
+    return false;
+}
+
+static void half_forward_values(struct xla *x, uint8_t *dot_read)
+{
+    const struct plan *p = &x->p;
+    const struct dm_graph *g = p->g;
+    const struct dm_schedule *in = p->in;
+    if (!p->train)
+        return;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        uint8_t f = n->op == DM_OP_MatMul || n->op == DM_OP_Gemm || n->op == DM_OP_Conv ||
+                            n->op == DM_OP_MaxPool
+                        ? HALF_F32_READER
+                    : n->op == DM_OP_Relu ? HALF_RELU_READER
+                                          : 0;
+        for (int k = 0; f && k < n->n_in; k++)
+            if (n->in[k] >= 0)
+                dot_read[p->base[n->in[k]]] |= f;
+    }
+    for (int32_t b = 0; b < in->n_buf; b++) {
+        const struct dm_buffer *bf = &in->buf[b];
+        int32_t k = p->a_step[b];
+        if (p->kind[b] != K_TEMP || is_grad(bf) || bf->node < 0 || k < 0 ||
+            in->steps[k].phase != DM_PHASE_FORWARD || !is_half(bf->dtype) ||
+            g->nodes[bf->node].op == DM_OP_Conv || g->nodes[bf->node].op == DM_OP_MaxPool ||
+            g->nodes[bf->node].op == DM_OP_MatMul || g->nodes[bf->node].op == DM_OP_Gemm)
+            continue; /* rule 8h's, and a dot's own float32 output */
+        if (bf->what || bf->tensor < 0) {
+            x->keep_half[b] = true;
+            continue;
+        }
+        uint8_t f = dot_read[p->base[bf->tensor]];
+        if (!(f & HALF_F32_READER) && !((f & HALF_RELU_READER) && bias_add(p, bf->node)))
+            x->keep_half[b] = true;
+    }
+}
+
+
 static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
 {
     const struct plan *p = &x->p;
@@ -1081,6 +1149,12 @@ static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
         pool_of[t] = -1;
     enum dnnmem_status st = cpu_layout_values(x, act_grads, pool_zeros, pool_of);
     free(pool_zeros), free(pool_of);
+    uint8_t *dot_read = st == DNNMEM_OK ? calloc((size_t)g->n_tensors + 1, sizeof *dot_read) : NULL;
+    if (st == DNNMEM_OK && !dot_read)
+        return xla_oom(x);
+    if (dot_read)
+        half_forward_values(x, dot_read); /* rule 7h */
+    free(dot_read);
     return st;
 }
 
@@ -1141,6 +1215,8 @@ static int32_t softmax_values(struct xla *x, int32_t i, int32_t scale, bool *ok)
     const struct dm_graph *g = p->g;
     const struct dm_node *n = &g->nodes[i];
     uint64_t f;
+    if (is_half(p->t[n->in[0]].dtype))
+        return scale; /* no broadcast made (tra-b8-sgd-bf16: the exp bf16, rule 7h) */
     if (!f32_bytes(&p->t[n->in[0]], &f)) {
         *ok = false;
         return scale;
