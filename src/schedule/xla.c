@@ -1172,8 +1172,11 @@ static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
  * scatter's zeros are not made: the scatter-add writes into that sum
  * (tra-b2-sgd-momentum-f32: wrapped_scatter.1 in the token table's
  * momentum allocation, after broadcast_multiply_fusion, no f32[8192,512]
- * zeros); a pad's are (wrapped_broadcast.3, 181-716). A scatter is a
- * gather whose indices are an entry parameter (the batch's ids). */
+ * zeros); a pad's are (wrapped_broadcast.3, 181-716), and so are a half
+ * precision table's, whose float32 scatter the bf16 sum cannot take
+ * (tra-b2-sgd-momentum-bf16: wrapped_broadcast.2 f32[8192,512], 178-871,
+ * and wrapped_scatter.1 at its offset). A scatter is a gather whose
+ * indices are an entry parameter (the batch's ids). */
 static enum dnnmem_status gather_grad_zeros(struct xla *x, int32_t i, int32_t *pool_zeros,
                                             int32_t *pool_of)
 {
@@ -1182,8 +1185,8 @@ static enum dnnmem_status gather_grad_zeros(struct xla *x, int32_t i, int32_t *p
     const struct dm_schedule *in = p->in;
     const struct dm_node *n = &g->nodes[i];
     int32_t w = n->in[0];
-    bool scatter = g->tensors[n->in[1]].producer < 0;
-    for (int32_t b = 0; scatter && b < in->n_buf; b++)
+    bool fold = g->tensors[n->in[1]].producer < 0 && !is_half(p->t[w].dtype);
+    for (int32_t b = 0; fold && b < in->n_buf; b++)
         if (in->buf[b].tensor == w && in->buf[b].category == DNNMEM_CAT_OPTIMIZER &&
             in->buf[b].what && !strcmp(in->buf[b].what, "momentum_buffer"))
             return DNNMEM_OK; /* the scatter-add into the momentum's sum */
