@@ -865,8 +865,10 @@ static void test_cpu_ce_keeps_logits(void **state)
  * the zeros and the gradient sit in W's new allocation (rule 6): y and the
  * loss, 32 + 4 at 64: 68 B. Indices computed from constants (a static
  * slice, P[:S], whose transpose is a pad of zeros) keep the zeros under
- * momentum too (tra-b2-sgd-momentum-f32: wrapped_broadcast.3). */
-static struct tb *tb_embed(bool computed_ids)
+ * momentum too (tra-b2-sgd-momentum-f32: wrapped_broadcast.3), as does a
+ * bfloat16 table (64 B), whose zeros are float32, 128 B, and whose float32
+ * scatter the bf16 momentum cannot take (tra-b2-sgd-momentum-bf16). */
+static struct tb *tb_embed_of(bool computed_ids, int dtype)
 {
     struct tb *b = tb_new(13);
     if (computed_ids) {
@@ -875,10 +877,15 @@ static struct tb *tb_embed(bool computed_ids)
     } else {
         tb_input(b, "ids", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "2");
     }
-    tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){8, 4});
+    tb_init(b, "W", dtype, 2, (int64_t[]){8, 4});
     tb_node(b, "Gather", "embed", "W,ids", "y");
     tb_output(b, "y");
     return b;
+}
+
+static struct tb *tb_embed(bool computed_ids)
+{
+    return tb_embed_of(computed_ids, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
 }
 
 static void test_cpu_embedding_zeros(void **state)
@@ -908,6 +915,11 @@ static void test_cpu_embedding_zeros(void **state)
     planned_free(&p);
     plan_dev_opt(tb_embed(true), true, true, true, true, DNNMEM_LOSS_SUM, DNNMEM_OPT_SGD_MOMENTUM,
                  &p);
+    assert_int_equal(p.st.layouts, 1);
+    assert_int_equal(p.st.layout_bytes, 128);
+    planned_free(&p);
+    plan_dev_opt(tb_embed_of(false, ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16), true, true, true,
+                 true, DNNMEM_LOSS_SUM, DNNMEM_OPT_SGD_MOMENTUM, &p);
     assert_int_equal(p.st.layouts, 1);
     assert_int_equal(p.st.layout_bytes, 128);
     planned_free(&p);
@@ -973,6 +985,52 @@ static void test_cpu_softmax_residuals(void **state)
     planned_free(&p);
     plan_dev(tb_scores(true), false, false, true, true, &p); /* inference: none */
     assert_int_equal(p.st.layouts, 0);
+    planned_free(&p);
+}
+
+/* Rule 7h: h = MatMul(x [64,4], W [4,8]) [64,8], t = Tanh(h), s =
+ * Sigmoid(t) (the output; each kept by its own backward), trained on the
+ * CPU, donated, in bfloat16 (512 elements: 1024 B bf16, 2048 B float32).
+ * No matmul reads s: an elementwise fusion's output, bf16 (1024 B; measured:
+ * tra-b8-sgd-bf16's multiply_convert_fusion). Gradients stay float32
+ * (rule 7c; the loss's 4 B too, 8 B). The peak is Tanh's backward: s 1024
+ * + the loss's gradient 8 + t's gradient 2048 = 3080 B (t's bf16 value
+ * shares h's float32 buffer, which the gradient then takes). In float32
+ * the peak is the loss: t + s + the loss = 2048 + 2048 + 4 = 4100 B. Where a
+ * matmul reads s (y = MatMul(s, W2 [8,8])), s is float32 (the dot's
+ * conversion fuses into its producer: convert_bitcast_fusion.25 f32): at
+ * t's backward s 2048 + y's gradient 2048 + t's gradient 2048 = 6144 B. */
+static struct tb *tb_tanh_sigmoid(int dt, bool dot_after)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", dt, "64,4");
+    tb_init(b, "W", dt, 2, (int64_t[]){4, 8});
+    tb_node(b, "MatMul", "mm", "x,W", "h");
+    tb_node(b, "Tanh", "tanh", "h", "t");
+    tb_node(b, "Sigmoid", "sigmoid", "t", "s");
+    if (dot_after) {
+        tb_init(b, "W2", dt, 2, (int64_t[]){8, 8});
+        tb_node(b, "MatMul", "mm2", "s,W2", "y");
+        tb_output(b, "y");
+    } else {
+        tb_output(b, "s");
+    }
+    return b;
+}
+
+static void test_cpu_half_forward_values(void **state)
+{
+    (void)state;
+    int bf = ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16, f32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    struct planned p;
+    plan_dev(tb_tanh_sigmoid(bf, false), true, true, true, true, &p);
+    assert_int_equal(p.st.live_peak, 3080);
+    planned_free(&p);
+    plan_dev(tb_tanh_sigmoid(f32, false), true, true, true, true, &p);
+    assert_int_equal(p.st.live_peak, 4100);
+    planned_free(&p);
+    plan_dev(tb_tanh_sigmoid(bf, true), true, true, true, true, &p);
+    assert_int_equal(p.st.live_peak, 6144);
     planned_free(&p);
 }
 
@@ -1193,6 +1251,7 @@ int main(void)
         cmocka_unit_test(test_cpu_ce_keeps_logits),
         cmocka_unit_test(test_cpu_embedding_zeros),
         cmocka_unit_test(test_cpu_softmax_residuals),
+        cmocka_unit_test(test_cpu_half_forward_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
