@@ -112,14 +112,19 @@
  *     workspaces, 64 B alignment, and copies of parameters made at the
  *     step's start (find_copies): donated weights an input gradient reads,
  *     float32 conversions of half-precision weights, with half-precision
- *     values float32 throughout; the donated parameters' allocations hold
- *     temporaries between their copy and their update.
+ *     values float32 throughout but, in training, the forward values no
+ *     matmul reads (rule 7h, half_forward_values); the donated parameters'
+ *     allocations hold temporaries between their copy and their update.
  *  8. XLA's CPU convolutions run NHWC, and its max pooling keeps the argmax
  *     (cpu_layouts below; the convolutions' NHWC input and gradient copies
  *     are workspace.c's): measured on the float32 CNN steps of
  *     tests/validation/jax-cpu.jsonl; in half precision their float32 and
  *     bf16 values (rule 8h), and a ReLU between convolutions stays NHWC at
- *     inference (rule 8n).
+ *     inference (rule 8n). In training an embedding's gradient is written
+ *     into zeros of its table made at the step's start (rule 8e,
+ *     gather_grad_zeros), and a float32 softmax keeps the broadcast
+ *     reciprocal of its sum, its scores' scalar scale a broadcast shared by
+ *     every layer (rule 8s, softmax_values).
  *  9. XLA's CPU cross-entropy keeps the float32 logits to the loss's
  *     backward (cpu_loss_keeps_logits).
  */
