@@ -112,14 +112,19 @@
  *     workspaces, 64 B alignment, and copies of parameters made at the
  *     step's start (find_copies): donated weights an input gradient reads,
  *     float32 conversions of half-precision weights, with half-precision
- *     values float32 throughout; the donated parameters' allocations hold
- *     temporaries between their copy and their update.
+ *     values float32 throughout but, in training, the forward values no
+ *     matmul reads (rule 7h, half_forward_values); the donated parameters'
+ *     allocations hold temporaries between their copy and their update.
  *  8. XLA's CPU convolutions run NHWC, and its max pooling keeps the argmax
  *     (cpu_layouts below; the convolutions' NHWC input and gradient copies
  *     are workspace.c's): measured on the float32 CNN steps of
  *     tests/validation/jax-cpu.jsonl; in half precision their float32 and
  *     bf16 values (rule 8h), and a ReLU between convolutions stays NHWC at
- *     inference (rule 8n).
+ *     inference (rule 8n). In training an embedding's gradient is written
+ *     into zeros of its table made at the step's start (rule 8e,
+ *     gather_grad_zeros), and a float32 softmax keeps the broadcast
+ *     reciprocal of its sum, its scores' scalar scale a broadcast shared by
+ *     every layer (rule 8s, softmax_values).
  *  9. XLA's CPU cross-entropy keeps the float32 logits to the loss's
  *     backward (cpu_loss_keeps_logits).
  */
@@ -1045,6 +1050,74 @@ static enum dnnmem_status nhwc_relus(struct xla *x)
 static enum dnnmem_status cpu_layout_values(struct xla *x, const int32_t *act_grads,
                                             int32_t *pool_zeros, int32_t *pool_of);
 
+/* Rule 7h, half precision in training on the CPU (measured: tra-b8-sgd-bf16's
+ * dump, jax 0.10.2). Rule 7c's float32 holds where a matmul reads the value:
+ * the conversion for the dot fuses into its producer and the pair
+ * f32 -> bf16 -> f32 cancels (the GELU output convert_bitcast_fusion.25
+ * f32[1024,2048], the softmax output convert_convert_fusion.36 f32, the
+ * layer norm's output convert_bitcast_fusion.26 f32). A forward value no
+ * matmul reads is an elementwise fusion's output, which ends in the convert
+ * back to the model's dtype: it stays half precision (the bias add read by
+ * the GELU add_convert_fusion.48, the GELU's residuals multiply_convert_,
+ * negate_convert_ and select_convert_fusion bf16[8,128,2048], the scores'
+ * exp wrapped_convert.2 bf16[8,8,128,128], the layer norm's
+ * subtract_convert_fusion bf16). A convolution or a pooling reads float32
+ * too (rule 8h). A bias add read by a ReLU stays float32: XLA keeps the
+ * dot's float32 output and recomputes the add in the ReLU's backward
+ * (save.c; the bf16 MLP's steps, exact under rule 7c). Gradients keep rule
+ * 7c. dot_read: per tensor, zeroed, its readers' HALF_* flags (at its view
+ * chain's base). */
+enum { HALF_F32_READER = 1, HALF_RELU_READER = 2 };
+
+/* Whether node i adds to a matmul's output (a bias add). */
+static bool bias_add(const struct plan *p, int32_t i)
+{
+    const struct dm_node *n = &p->g->nodes[i];
+    for (int k = 0; n->op == DM_OP_Add && k < n->n_in; k++) {
+        int32_t r = n->in[k] >= 0 ? p->g->tensors[n->in[k]].producer : -1;
+        if (r >= 0 && (p->g->nodes[r].op == DM_OP_MatMul || p->g->nodes[r].op == DM_OP_Gemm))
+            return true;
+    }
+    return false;
+}
+
+static void half_forward_values(struct xla *x, uint8_t *dot_read)
+{
+    const struct plan *p = &x->p;
+    const struct dm_graph *g = p->g;
+    const struct dm_schedule *in = p->in;
+    if (!p->train)
+        return;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        uint8_t f = n->op == DM_OP_MatMul || n->op == DM_OP_Gemm || n->op == DM_OP_Conv ||
+                            n->op == DM_OP_MaxPool
+                        ? HALF_F32_READER
+                    : n->op == DM_OP_Relu ? HALF_RELU_READER
+                                          : 0;
+        for (int k = 0; f && k < n->n_in; k++)
+            if (n->in[k] >= 0)
+                dot_read[p->base[n->in[k]]] |= f;
+    }
+    for (int32_t b = 0; b < in->n_buf; b++) {
+        const struct dm_buffer *bf = &in->buf[b];
+        int32_t k = p->a_step[b];
+        if (p->kind[b] != K_TEMP || is_grad(bf) || bf->node < 0 || k < 0 ||
+            in->steps[k].phase != DM_PHASE_FORWARD || !is_half(bf->dtype) ||
+            g->nodes[bf->node].op == DM_OP_Conv || g->nodes[bf->node].op == DM_OP_MaxPool ||
+            g->nodes[bf->node].op == DM_OP_MatMul || g->nodes[bf->node].op == DM_OP_Gemm)
+            continue; /* rule 8h's, and a dot's own float32 output */
+        if (bf->what || bf->tensor < 0) {
+            x->keep_half[b] = true;
+            continue;
+        }
+        uint8_t f = dot_read[p->base[bf->tensor]];
+        if (!(f & HALF_F32_READER) && !((f & HALF_RELU_READER) && bias_add(p, bf->node)))
+            x->keep_half[b] = true;
+    }
+}
+
+
 static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
 {
     const struct plan *p = &x->p;
@@ -1067,8 +1140,8 @@ static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
         x->lay_into[b] = -1;
     if (!x->o->cpu || !p->t)
         return DNNMEM_OK;
-    /* per node: its scatter zeros' layout value (a pool), or -1; per tensor:
-     * the pool whose input it is, or -1 */
+    /* per node: its scatter zeros' layout value (a pool, a gather: rule 8e),
+     * or -1; per tensor: the pool or gather whose input it is, or -1 */
     int32_t *pool_zeros = malloc(((size_t)g->n_nodes + 1) * sizeof *pool_zeros);
     int32_t *pool_of = malloc(((size_t)g->n_tensors + 1) * sizeof *pool_of);
     if (!pool_zeros || !pool_of) {
@@ -1081,7 +1154,97 @@ static enum dnnmem_status cpu_layouts(struct xla *x, const int32_t *act_grads)
         pool_of[t] = -1;
     enum dnnmem_status st = cpu_layout_values(x, act_grads, pool_zeros, pool_of);
     free(pool_zeros), free(pool_of);
+    uint8_t *dot_read = st == DNNMEM_OK ? calloc((size_t)g->n_tensors + 1, sizeof *dot_read) : NULL;
+    if (st == DNNMEM_OK && !dot_read)
+        return xla_oom(x);
+    if (dot_read)
+        half_forward_values(x, dot_read); /* rule 7h */
+    free(dot_read);
     return st;
+}
+
+/* Rule 8e, an embedding's gradient on the CPU (measured: jax 0.10.2's
+ * dumps). JAX's transpose of a gather (jnp.take of a table) is a scatter-add
+ * into zeros of the table, and of a static slice (P[:S], exported as a
+ * Gather of computed indices) a pad of zeros: XLA's memory scheduler makes
+ * the zeros, which read nothing, at the step's start after rule 7's copies
+ * (tra-b2-sgd-f32: wrapped_broadcast.4 f32[8192,512], the token table's,
+ * live 115-585 of 590, the copies at 75-107; wrapped_broadcast.3
+ * f32[512,512], the position table's, 112-583), float32 in half precision
+ * too (tra-b8-sgd-bf16: wrapped_broadcast.3 f32[8192,512], 111-722), and the
+ * gradient takes their buffer to the update. Where the update adds the
+ * gradient itself to an array (SGD with momentum: t = g + momentum * t), a
+ * scatter's zeros are not made: the scatter-add writes into that sum
+ * (tra-b2-sgd-momentum-f32: wrapped_scatter.1 in the token table's
+ * momentum allocation, after broadcast_multiply_fusion, no f32[8192,512]
+ * zeros); a pad's are (wrapped_broadcast.3, 181-716), and so are a half
+ * precision table's, whose float32 scatter the bf16 sum cannot take
+ * (tra-b2-sgd-momentum-bf16: wrapped_broadcast.2 f32[8192,512], 178-871,
+ * and wrapped_scatter.1 at its offset). A scatter is a gather whose
+ * indices are an entry parameter (the batch's ids). */
+static enum dnnmem_status gather_grad_zeros(struct xla *x, int32_t i, int32_t *pool_zeros,
+                                            int32_t *pool_of)
+{
+    const struct plan *p = &x->p;
+    const struct dm_graph *g = p->g;
+    const struct dm_schedule *in = p->in;
+    const struct dm_node *n = &g->nodes[i];
+    int32_t w = n->in[0];
+    bool fold = g->tensors[n->in[1]].producer < 0 && !is_half(p->t[w].dtype);
+    for (int32_t b = 0; fold && b < in->n_buf; b++)
+        if (in->buf[b].tensor == w && in->buf[b].category == DNNMEM_CAT_OPTIMIZER &&
+            in->buf[b].what && !strcmp(in->buf[b].what, "momentum_buffer"))
+            return DNNMEM_OK; /* the scatter-add into the momentum's sum */
+    uint64_t zb;
+    if (!f32_bytes(&p->t[w], &zb))
+        return xla_overflow(x);
+    pool_of[w] = i;
+    pool_zeros[i] = x->n_lay;
+    lay_add(x, zb, LAY_START, p->bwd[i], LAY_STEP);
+    return DNNMEM_OK;
+}
+
+/* Rule 8s, softmax in training on the CPU (measured: tra-b8-sgd-f32's dump,
+ * jax 0.10.2). The CPU runs the scores' matmul with the scaling, the max and
+ * the exp as one XNNPACK fusion (ynn_fusion.154 = exp(dot(q, k) * c - max),
+ * 167-477 of 590), whose operands are arrays: the normalisation's
+ * reciprocal of the sum is a broadcast to the scores' shape of its own
+ * (wrapped_broadcast.2, 170-477), kept to the backward's fusion beside the
+ * exp and the output (broadcast_multiply_fusion.15, 171-478): a third
+ * input-sized residual per softmax (dnnmem keeps the input and the output).
+ * Where the scores are a matmul's output scaled by a scalar constant
+ * (s / sqrt(dh)), the constant is broadcast to their shape once for every
+ * layer (wrapped_broadcast of constant.18 = 0.125, one value, CSE) from
+ * before the first attention (118, its exp at 128) to the last attention's
+ * backward (548). Returns the scale value's layout index (updated or new). */
+static int32_t softmax_values(struct xla *x, int32_t i, int32_t scale, bool *ok)
+{
+    const struct plan *p = &x->p;
+    const struct dm_graph *g = p->g;
+    const struct dm_node *n = &g->nodes[i];
+    uint64_t f;
+    if (is_half(p->t[n->in[0]].dtype))
+        return scale; /* no broadcast made (tra-b8-sgd-bf16: the exp bf16, rule 7h) */
+    if (!f32_bytes(&p->t[n->in[0]], &f)) {
+        *ok = false;
+        return scale;
+    }
+    lay_add(x, f, p->fwd[i], p->bwd[i], LAY_STEP); /* the broadcast reciprocal */
+    int32_t d = g->tensors[n->in[0]].producer;
+    const struct dm_node *dn = d >= 0 ? &g->nodes[d] : NULL;
+    if (!dn || (dn->op != DM_OP_Div && dn->op != DM_OP_Mul) || dn->n_in != 2 || dn->in[0] < 0 ||
+        dn->in[1] < 0 || !p->t[dn->in[1]].is_const || p->t[dn->in[1]].numel != 1 ||
+        g->tensors[dn->in[0]].producer < 0 ||
+        g->nodes[g->tensors[dn->in[0]].producer].op != DM_OP_MatMul)
+        return scale;
+    int32_t to = p->bwd[d] > p->bwd[i] ? p->bwd[d] : p->bwd[i];
+    if (scale >= 0 && x->lay_bytes[scale] == f) { /* the same broadcast (CSE) */
+        if (to > x->lay_to[scale])
+            x->lay_to[scale] = to;
+        return scale;
+    }
+    lay_add(x, f, LAY_START, to, LAY_STEP);
+    return x->n_lay - 1;
 }
 
 static enum dnnmem_status cpu_layout_values(struct xla *x, const int32_t *act_grads,
@@ -1091,6 +1254,7 @@ static enum dnnmem_status cpu_layout_values(struct xla *x, const int32_t *act_gr
     const struct dm_graph *g = p->g;
     const struct dm_schedule *in = p->in;
     int32_t nb = in->n_buf;
+    int32_t scale = -1; /* rule 8s: the scores' scale broadcast */
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const struct dm_node *n = &g->nodes[i];
         if (n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0 || p->fwd[i] < 0)
@@ -1098,6 +1262,11 @@ static enum dnnmem_status cpu_layout_values(struct xla *x, const int32_t *act_gr
         const struct dm_tinfo *xi = &p->t[n->in[0]], *yo = &p->t[n->out[0]];
         bool bwd = p->train && p->bwd[i] >= 0;
         enum dnnmem_status hs = DNNMEM_OK;
+        bool ok = true;
+        if (n->op == DM_OP_Softmax && bwd)
+            scale = softmax_values(x, i, scale, &ok);
+        if (!ok)
+            return xla_overflow(x);
         if (n->op == DM_OP_Conv || n->op == DM_OP_MaxPool)
             hs = half_conv_values(x, i, bwd);
         if (hs != DNNMEM_OK)
@@ -1111,6 +1280,11 @@ static enum dnnmem_status cpu_layout_values(struct xla *x, const int32_t *act_gr
                 lay_add(x, wb, LAY_START, p->bwd[i], LAY_STEP);
             if (bwd && g->tensors[n->in[0]].producer < 0)
                 lay_add(x, xb, LAY_START, p->bwd[i], LAY_STEP);
+        } else if (n->op == DM_OP_Gather && bwd && n->n_in >= 2 && n->in[1] >= 0 &&
+                   x->param[n->in[0]]) {
+            hs = gather_grad_zeros(x, i, pool_zeros, pool_of);
+            if (hs != DNNMEM_OK)
+                return hs;
         } else if (n->op == DM_OP_MaxPool && bwd && xi->rank > 0) {
             pool_of[n->in[0]] = i;
             uint64_t iota, idx, zeros, max;

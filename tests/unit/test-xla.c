@@ -137,9 +137,19 @@ static void plan_dev(struct tb *b, bool train, bool donate, bool xla, bool cpu,
     plan_dev_loss(b, train, donate, xla, cpu, DNNMEM_LOSS_SUM, p);
 }
 
+static void plan_dev_opt(struct tb *b, bool train, bool donate, bool xla, bool cpu,
+                         enum dnnmem_loss loss, enum dnnmem_optimizer opt, struct planned *p);
+
 /* As plan_dev, with the loss given. */
 static void plan_dev_loss(struct tb *b, bool train, bool donate, bool xla, bool cpu,
                           enum dnnmem_loss loss, struct planned *p)
+{
+    plan_dev_opt(b, train, donate, xla, cpu, loss, DNNMEM_OPT_SGD, p);
+}
+
+/* As plan_dev_loss, with the optimizer given. */
+static void plan_dev_opt(struct tb *b, bool train, bool donate, bool xla, bool cpu,
+                         enum dnnmem_loss loss, enum dnnmem_optimizer opt, struct planned *p)
 {
     memset(p, 0, sizeof *p);
     struct dnnmem_error err;
@@ -154,7 +164,7 @@ static void plan_dev_loss(struct tb *b, bool train, bool donate, bool xla, bool 
     if (dm_infer_shapes(&ctx) != DNNMEM_OK)
         fail_msg("infer: %s", err.message);
     struct dm_run run = {.train = train, .cuda = !cpu, .torch_version = 206, .iterations = 1,
-                         .grad_accum = 1, .optimizer = DNNMEM_OPT_SGD, .loss = loss,
+                         .grad_accum = 1, .optimizer = opt, .loss = loss,
                          .compute_capability = 80, .dataflow = true, .xla = xla};
     if (dm_schedule_build(p->g, p->t, &run, &p->in, &err) != DNNMEM_OK)
         fail_msg("schedule: %s", err.message);
@@ -843,6 +853,187 @@ static void test_cpu_ce_keeps_logits(void **state)
     planned_free(&p);
 }
 
+/* Rule 8e: y = Gather(W [8,4] (128 B), ids [2]) [2,4] (32 B), trained on
+ * the CPU (the outputs' sum as the loss, 4 B), donated. W's gradient is a
+ * scatter-add into float32 zeros of W made at the step's start (measured:
+ * tra-b2-sgd-f32's wrapped_broadcast.4), whose buffer the gradient takes:
+ * at the loss the zeros, y and the loss are live, 128 + 32 + 4 = 164 B; the
+ * heap (64 B alignment) zeros [0,128), y [128,160), the loss at 192: 196 B.
+ * Without rule 8e (the GPU), or under SGD with momentum (the scatter-add
+ * writes into the momentum's sum: tra-b2-sgd-momentum-f32), the gradient
+ * is made at the backward: 128 + the loss's gradient 4 = 132 B. Undonated,
+ * the zeros and the gradient sit in W's new allocation (rule 6): y and the
+ * loss, 32 + 4 at 64: 68 B. Indices computed from constants (a static
+ * slice, P[:S], whose transpose is a pad of zeros) keep the zeros under
+ * momentum too (tra-b2-sgd-momentum-f32: wrapped_broadcast.3), as does a
+ * bfloat16 table (64 B), whose zeros are float32, 128 B, and whose float32
+ * scatter the bf16 momentum cannot take (tra-b2-sgd-momentum-bf16). */
+static struct tb *tb_embed_of(bool computed_ids, int dtype)
+{
+    struct tb *b = tb_new(13);
+    if (computed_ids) {
+        tb_init_i64(b, "pos", 2, (int64_t[]){0, 1});
+        tb_node(b, "Identity", "ids_of", "pos", "ids");
+    } else {
+        tb_input(b, "ids", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "2");
+    }
+    tb_init(b, "W", dtype, 2, (int64_t[]){8, 4});
+    tb_node(b, "Gather", "embed", "W,ids", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+static struct tb *tb_embed(bool computed_ids)
+{
+    return tb_embed_of(computed_ids, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+}
+
+static void test_cpu_embedding_zeros(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan_dev(tb_embed(false), true, true, true, true, &p);
+    assert_int_equal(p.st.layouts, 1);
+    assert_int_equal(p.st.layout_bytes, 128);
+    assert_int_equal(p.st.live_peak, 164);
+    assert_int_equal(p.st.heap.heap_bytes, 196);
+    assert_int_equal(offset_of(&p, "W", "grad"), 0); /* the zeros' offset */
+    planned_free(&p);
+    plan_dev(tb_embed(false), true, true, true, false, &p); /* the GPU */
+    assert_int_equal(p.st.layouts, 0);
+    assert_int_equal(p.st.live_peak, 132);
+    planned_free(&p);
+    plan_dev_opt(tb_embed(false), true, true, true, true, DNNMEM_LOSS_SUM,
+                 DNNMEM_OPT_SGD_MOMENTUM, &p);
+    assert_int_equal(p.st.layouts, 0);
+    assert_int_equal(p.st.live_peak, 132);
+    planned_free(&p);
+    plan_dev(tb_embed(false), true, false, true, true, &p); /* not donated */
+    assert_int_equal(p.st.layouts, 1);
+    assert_int_equal(offset_of(&p, "W", "grad"), DM_XLA_IN_OUTPUT);
+    assert_int_equal(p.st.heap.heap_bytes, 68);
+    planned_free(&p);
+    plan_dev_opt(tb_embed(true), true, true, true, true, DNNMEM_LOSS_SUM, DNNMEM_OPT_SGD_MOMENTUM,
+                 &p);
+    assert_int_equal(p.st.layouts, 1);
+    assert_int_equal(p.st.layout_bytes, 128);
+    planned_free(&p);
+    plan_dev_opt(tb_embed_of(false, ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16), true, true, true,
+                 true, DNNMEM_LOSS_SUM, DNNMEM_OPT_SGD_MOMENTUM, &p);
+    assert_int_equal(p.st.layouts, 1);
+    assert_int_equal(p.st.layout_bytes, 128);
+    planned_free(&p);
+}
+
+/* A Constant node making the float32 scalar v (torch.onnx's scalar constants). */
+static void tb_const_f32(struct tb *b, const char *out, float v)
+{
+    tb_node(b, "Constant", out, "", out);
+    Onnx__AttributeProto *a = tb_attr_new(b, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    Onnx__TensorProto *t = tb_calloc(b, 1, sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    t->n_float_data = 1;
+    t->float_data = tb_calloc(b, 1, sizeof *t->float_data);
+    t->float_data[0] = v;
+    a->t = t;
+}
+
+/* Rule 8s: s = MatMul(x [2,4], W [4,8]) [2,8] (64 B), d = s / 2, a =
+ * Softmax(d) (the output), trained on the CPU, donated. At the softmax's
+ * backward: d (in s's buffer) and a, kept (save.c), d's gradient, the
+ * loss's 4 B, and rule 8s's two values: the broadcast reciprocal of the sum
+ * (64 B, from the softmax to its backward) and the constant 2's broadcast
+ * to d's shape (64 B, from the step's start to the Div's backward;
+ * measured: tra-b8-sgd-f32's wrapped_broadcast.2 and wrapped_broadcast):
+ * 5 x 64 + 4 = 324 B. Unscaled (Softmax(s)): the reciprocal only, 260 B;
+ * the GPU: neither, 260 B live. */
+static struct tb *tb_scores(bool scaled)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "2,4");
+    tb_init(b, "W", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){4, 8});
+    tb_node(b, "MatMul", "mm", "x,W", "s");
+    if (scaled) {
+        tb_const_f32(b, "c", 2.0f);
+        tb_node(b, "Div", "scale", "s,c", "d");
+    }
+    tb_node(b, "Softmax", "softmax", scaled ? "d" : "s", "a");
+    tb_output(b, "a");
+    return b;
+}
+
+static void test_cpu_softmax_residuals(void **state)
+{
+    (void)state;
+    struct planned p;
+    plan_dev(tb_scores(true), true, true, true, true, &p);
+    assert_int_equal(p.st.layouts, 2);
+    assert_int_equal(p.st.layout_bytes, 128);
+    assert_int_equal(p.st.live_peak, 324);
+    assert_int_equal(p.st.heap.heap_bytes, 324);
+    planned_free(&p);
+    plan_dev(tb_scores(false), true, true, true, true, &p);
+    assert_int_equal(p.st.layouts, 1);
+    assert_int_equal(p.st.layout_bytes, 64);
+    assert_int_equal(p.st.live_peak, 260);
+    planned_free(&p);
+    plan_dev(tb_scores(true), true, true, true, false, &p); /* the GPU */
+    assert_int_equal(p.st.layouts, 0);
+    assert_int_equal(p.st.live_peak, 260);
+    planned_free(&p);
+    plan_dev(tb_scores(true), false, false, true, true, &p); /* inference: none */
+    assert_int_equal(p.st.layouts, 0);
+    planned_free(&p);
+}
+
+/* Rule 7h: h = MatMul(x [64,4], W [4,8]) [64,8], t = Tanh(h), s =
+ * Sigmoid(t) (the output; each kept by its own backward), trained on the
+ * CPU, donated, in bfloat16 (512 elements: 1024 B bf16, 2048 B float32).
+ * No matmul reads s: an elementwise fusion's output, bf16 (1024 B; measured:
+ * tra-b8-sgd-bf16's multiply_convert_fusion). Gradients stay float32
+ * (rule 7c; the loss's 4 B too, 8 B). The peak is Tanh's backward: s 1024
+ * + the loss's gradient 8 + t's gradient 2048 = 3080 B (t's bf16 value
+ * shares h's float32 buffer, which the gradient then takes). In float32
+ * the peak is the loss: t + s + the loss = 2048 + 2048 + 4 = 4100 B. Where a
+ * matmul reads s (y = MatMul(s, W2 [8,8])), s is float32 (the dot's
+ * conversion fuses into its producer: convert_bitcast_fusion.25 f32): at
+ * t's backward s 2048 + y's gradient 2048 + t's gradient 2048 = 6144 B. */
+static struct tb *tb_tanh_sigmoid(int dt, bool dot_after)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", dt, "64,4");
+    tb_init(b, "W", dt, 2, (int64_t[]){4, 8});
+    tb_node(b, "MatMul", "mm", "x,W", "h");
+    tb_node(b, "Tanh", "tanh", "h", "t");
+    tb_node(b, "Sigmoid", "sigmoid", "t", "s");
+    if (dot_after) {
+        tb_init(b, "W2", dt, 2, (int64_t[]){8, 8});
+        tb_node(b, "MatMul", "mm2", "s,W2", "y");
+        tb_output(b, "y");
+    } else {
+        tb_output(b, "s");
+    }
+    return b;
+}
+
+static void test_cpu_half_forward_values(void **state)
+{
+    (void)state;
+    int bf = ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16, f32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    struct planned p;
+    plan_dev(tb_tanh_sigmoid(bf, false), true, true, true, true, &p);
+    assert_int_equal(p.st.live_peak, 3080);
+    planned_free(&p);
+    plan_dev(tb_tanh_sigmoid(f32, false), true, true, true, true, &p);
+    assert_int_equal(p.st.live_peak, 4100);
+    planned_free(&p);
+    plan_dev(tb_tanh_sigmoid(bf, true), true, true, true, true, &p);
+    assert_int_equal(p.st.live_peak, 6144);
+    planned_free(&p);
+}
+
 /* ---- whole estimates --------------------------------------------------------- */
 
 static struct dnnmem_result *jax_estimate_ws(struct tb *b, enum dnnmem_mode mode, bool donate,
@@ -1058,6 +1249,9 @@ int main(void)
         cmocka_unit_test(test_cpu_bf16_donated_not_hosting),
         cmocka_unit_test(test_cpu_nhwc_relu),
         cmocka_unit_test(test_cpu_ce_keeps_logits),
+        cmocka_unit_test(test_cpu_embedding_zeros),
+        cmocka_unit_test(test_cpu_softmax_residuals),
+        cmocka_unit_test(test_cpu_half_forward_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

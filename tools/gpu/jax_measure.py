@@ -126,6 +126,11 @@ MODELS = {
     # per token.
     "jax_transformer": dict(kind="transformer", vocab=8192, d=512, heads=8, layers=4,
                             ffn=2048, max_pos=512, eps=1e-5, seq=256),
+    # Out of sample for the CPU's rules 7h, 8e and 8s (xla.c; added
+    # 2026-12-03, after they were traced on jax_transformer): 6 blocks,
+    # d 384, 4 heads of 96, ffn 1536, vocab 5000, max_pos 256.
+    "jax_transformer6": dict(kind="transformer", vocab=5000, d=384, heads=4, layers=6,
+                             ffn=1536, max_pos=256, eps=1e-5, seq=128),
 }
 
 
