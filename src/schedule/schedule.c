@@ -370,6 +370,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
     for (int it = 1; it <= run->iterations && !b.oom; it++) {
         b.iteration = it;
         dm_train_zero_grad(&b);
+        dm_tf_fit_begin(&b);
         for (int micro = 1; micro <= run->grad_accum && !b.oom; micro++) {
             int32_t others = pp_in_flight(&b, micro, true, per_micro);
             dm_sb_forward(&b);

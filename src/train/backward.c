@@ -38,6 +38,8 @@ void dm_accumulate_grad(struct dm_sb *b, int32_t x, int32_t g, int extra)
     }
     if (b->par)
         dm_par_grad_ready(b, x);
+    if (dm_tf_fit_updates(b))
+        dm_tf_fit_update(b, x); /* Keras' SGD under tf.function updates it now (tf_fit.c) */
 }
 
 /* Hand grad buffer `gbuf` (one holder: ours) to tensor x; `view`: it came

@@ -1,0 +1,107 @@
+/*
+ * tf_fit.c: Keras 3's SGD step under tf.function (model.fit,
+ * train_on_batch; --framework tensorflow --tf-execution graph), in the
+ * order TensorFlow's graph executor runs it.
+ *
+ * What runs (keras/src/optimizers/sgd.py update_step, Keras 3.15; the TF
+ * backend's TFOptimizer._distributed_tf_update_step applies it to each
+ * variable through distribution.extended.update(..., group=False),
+ * keras/src/backend/tensorflow/optimizer.py): per trainable variable v with
+ * momentum slot m,
+ *     assign(m, subtract(multiply(m, momentum), multiply(gradient, lr)))
+ *     assign_add(v, m)
+ * and without momentum assign_sub(v, multiply(gradient, lr)). No control
+ * edge orders one variable's update against another's or against the
+ * forward: tf.function's automatic control dependencies only chain the ops
+ * on one resource (m's read before its assign).
+ *
+ * The order (TF 2.21's executor, common_runtime/executor.cc): a kernel is
+ * "expensive" until its cost estimate, which starts at 1e8 cycles and
+ * decays by a tenth per run (KernelStats, kInitialCostEstimateCycles,
+ * kCostDecay 10), drops under kOpIsExpensiveThresholdCycles (8000): in the
+ * second step every CPU compute kernel still is. ScheduleReady runs the
+ * last expensive ready node inline and hands the others to the inter-op
+ * pool (one thread here), whose worker takes its own pushes first. The
+ * ReadVariableOp of m and `m * momentum` depend on nothing the step
+ * computes, so they run from the step's roots, beside the forward: every
+ * variable's product is made before the backward starts, and lives until
+ * that variable's grad arrives. Measured (TF 2.21.0, Keras 3.15.1, one
+ * inter-op and one intra-op thread, tools/oracle/tf_measure.py trace
+ * fashion_mnist_mlp-fit-b32 and rand1-fit-b4): all sgd/Mul outputs of the
+ * form m * momentum ([784,1024], [1024,512], ... in the MLP; every
+ * kernel's and vector's in rand1) are allocated before the first
+ * gradient_tape op.
+ *
+ * Then, when a variable's grad is complete, its update runs at once (the
+ * grad's only consumer is the update; the trace shows the update right
+ * after the MatMul that makes the kernel's grad): `gradient * lr` is a Mul
+ * that forwards its output into the grad's buffer
+ * (forward_input_or_allocate_output: the executor holds the grad's only
+ * reference), the Sub forwards into one operand, AssignVariableOp takes the
+ * Sub's buffer as m's value (its input's only reference: no copy), and
+ * m's old buffer and the other operand are freed: no allocation, the grad
+ * and m's old value go, `m * momentum`'s buffer becomes m (trace: the
+ * [784,1024] kernel's grad of 3211264 B is followed by two frees of
+ * 3211264 B and no allocation). dnnmem made the grads like PyTorch's .grad,
+ * held to the end of the backward.
+ *
+ * Not modelled: AssignAddVariableOp copies v's buffer when a read of v is
+ * still held (PrepareToUpdateVariable, kernels/training_op_helpers.h: the
+ * forward's read that a MatMul's or a convolution's input grad still
+ * reads): the trace shows a v-sized "sgd/AssignAddVariableOp temp" for
+ * three of the MLP's four kernels whose input grad ran after the update,
+ * none for the one whose input grad ran first; which of a node's grads
+ * runs first follows the graph's edge order, which dnnmem does not have.
+ * Dense's BiasAddGrad runs at the end of the backward (the trace: the five
+ * Dense layers' bias grads last, first layer first), holding each Dense
+ * output's grad until then: also not modelled.
+ */
+#include "train/train.h"
+
+#include <stdlib.h>
+
+bool dm_tf_fit_updates(const struct dm_sb *b)
+{
+    const struct dm_run *r = b->run;
+    return r->tf_ops && r->tf_graph && r->train && !b->par && r->grad_accum == 1 &&
+           (r->optimizer == DNNMEM_OPT_SGD_MOMENTUM || r->optimizer == DNNMEM_OPT_SGD);
+}
+
+/* The step's start: `m * momentum` of every trainable variable (header). */
+void dm_tf_fit_begin(struct dm_sb *b)
+{
+    struct dm_train *tr = b->train;
+    if (!tr || !tr->tf_mm || b->run->optimizer != DNNMEM_OPT_SGD_MOMENTUM)
+        return;
+    dm_sb_step(b, DM_PHASE_OPTIMIZER, -1);
+    for (int32_t x = 0; x < b->g->n_tensors; x++)
+        if (tr->param[x] && tr->tf_mm[x] < 0)
+            tr->tf_mm[x] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, b->t[x].bytes, x,
+                                       -1, "m * momentum (sgd/Mul)", 1);
+}
+
+/* Variable x's grad is complete: its update (header). */
+void dm_tf_fit_update(struct dm_sb *b, int32_t x)
+{
+    struct dm_train *tr = b->train;
+    int32_t nt = b->g->n_tensors;
+    if (!tr->tf_mm || tr->param_grad[x] < 0)
+        return;
+    int32_t mm = tr->tf_mm[x], *m = &tr->tf_mm[nt + x];
+    if (mm >= 0 && *m >= 0) { /* m takes `m * momentum - gradient * lr`, in mm's buffer */
+        dm_sb_unref(b, *m);
+        *m = mm;
+        tr->tf_mm[x] = -1;
+        b->s->buf[mm].category = DNNMEM_CAT_OPTIMIZER;
+        b->s->buf[mm].what = "momentum";
+    }
+    dm_sb_unref(b, tr->param_grad[x]);
+    tr->param_grad[x] = -1;
+}
+
+/* The optimizer's state buffer k of variable x has been made. */
+void dm_tf_fit_state(struct dm_sb *b, int32_t x, int32_t buf)
+{
+    if (b->train && b->train->tf_mm)
+        b->train->tf_mm[b->g->n_tensors + x] = buf;
+}
