@@ -63,7 +63,12 @@
 bool dm_tf_fit_updates(const struct dm_sb *b)
 {
     const struct dm_run *r = b->run;
+    /* not under a mixed precision policy, where Keras wraps the optimizer
+     * in a LossScaleOptimizer (keras/src/optimizers/loss_scale_optimizer.py:
+     * the grads unscaled, the update under a tf.cond on their finiteness),
+     * not measured: there the PyTorch-like order stands */
     return r->tf_ops && r->tf_graph && r->train && !b->par && r->grad_accum == 1 &&
+           r->amp == DM_UNDEFINED &&
            (r->optimizer == DNNMEM_OPT_SGD_MOMENTUM || r->optimizer == DNNMEM_OPT_SGD);
 }
 
