@@ -49,7 +49,8 @@ struct dm_train {
     bool state_made;     /* the optimizer has created its state */
     /* Keras' SGD under tf.function (tf_fit.c), NULL otherwise: per tensor x,
      * [x] its `m * momentum` buffer made as the step starts, [n_tensors + x]
-     * its momentum slot's buffer (-1: none) */
+     * its momentum slot's buffer; [2 n_tensors + i] the output grad node i
+     * holds for its deferred bias grad (-1: none) */
     int32_t *tf_mm;
     /* MXNet (run->mx_ops; mxnet.c): per node, a loss head
      * whose backward runs without a head gradient; per tensor, the first
@@ -140,6 +141,10 @@ void dm_accumulate_grad(struct dm_sb *b, int32_t x, int32_t g, int extra);
 bool dm_tf_fit_updates(const struct dm_sb *b);
 /* Variable x's grad is complete: its update runs now. */
 void dm_tf_fit_update(struct dm_sb *b, int32_t x);
+/* Node i's backward at input k (output grad gout): whether that grad is
+ * deferred to the backward's end, and the end, which makes them. */
+bool dm_tf_fit_defer(struct dm_sb *b, int32_t i, int k, int32_t gout);
+void dm_tf_fit_end(struct dm_sb *b);
 /* Buffer `buf` is variable x's momentum slot. */
 void dm_tf_fit_state(struct dm_sb *b, int32_t x, int32_t buf);
 

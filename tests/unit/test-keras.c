@@ -1053,7 +1053,9 @@ static void test_tf_graph(void **state)
      * the step started, m's value once the update has run: optimizer
      * state) is still live; d's update has run, so
      * its grads (256 + 8 B), which the eager step still holds, are gone:
-     * 1,060 - 2,176 + 264 = -852 B. */
+     * 1,060 - 2,176 + 264; d's bias update is left to the backward's end
+     * (tf_fit.c), so d's output grad (32 B) is still held and its bias's old
+     * m (8 B) still live beside the product: -852 - 40 = -892 B. */
     static const char *const act[] = {"sigmoid", "/a/Sigmoid", "relu", "/a/Relu"};
     for (int k = 0; k < 2; k++) {
         char json[2048];
@@ -1068,7 +1070,7 @@ static void test_tf_graph(void **state)
         ru = estimate_tf(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4, G, F32);
         const char *node = act[2 * k + 1];
         assert_int_equal(at_step(rf, "backward", node) - at_step(ru, "backward", node),
-                         1060 - 2176 + 264);
+                         1060 - 2176 + 264 - 32 - 8);
         const struct dnnmem_timeline_point *pe = NULL, *pg = NULL;
         for (size_t q = 0; q < rf->n_timeline; q++)
             if (!strcmp(rf->timeline[q].phase, "backward") && !strcmp(rf->timeline[q].node, node))
@@ -1081,10 +1083,10 @@ static void test_tf_graph(void **state)
         assert_int_equal(pe->category_bytes[DNNMEM_CAT_SAVED], 512);
         assert_int_equal(pe->category_bytes[DNNMEM_CAT_TEMPORARY], 1028);
         assert_int_equal(pg->category_bytes[DNNMEM_CAT_SAVED], 0);
-        assert_int_equal(pg->category_bytes[DNNMEM_CAT_TEMPORARY], 512);
+        assert_int_equal(pg->category_bytes[DNNMEM_CAT_TEMPORARY], 512 + 32);
         /* the product becomes m's value: counted as optimizer state */
         assert_int_equal(pg->category_bytes[DNNMEM_CAT_OPTIMIZER] -
-                             pe->category_bytes[DNNMEM_CAT_OPTIMIZER], 2176);
+                             pe->category_bytes[DNNMEM_CAT_OPTIMIZER], 2176 + 8);
         dnnmem_result_free(rf);
         dnnmem_result_free(ru);
         /* PyTorch's profile: the option changes nothing, in training too */
@@ -1117,11 +1119,14 @@ static void test_tf_graph(void **state)
 /* ---- Keras' SGD step under tf.function (src/train/tf_fit.c) ----
  * Two Dense layers, [4, 16] -> d0 (32 units) -> d (2 units), float32: the
  * variables are d0's [16, 32] kernel (2,048 B) and [32] bias (128 B), d's
- * [32, 2] (256 B) and [2] (8 B), 2,440 B in all. With momentum the graph's
- * step makes every variable's `m * momentum` before the forward, and each
+ * [32, 2] (256 B) and [2] (8 B), 2,440 B in all; d0's output and its grad
+ * are [4, 32] (512 B), d's [4, 2] (32 B). With momentum the graph's step
+ * makes every variable's `m * momentum` before the forward, and each
  * variable's update runs when its grad is complete: the grad and m's old
- * value go, the product becomes m. Compared with plain SGD (no slot, no
- * product; its update frees the grad too) at the steps' high points: */
+ * value go, the product becomes m (so it counts as optimizer state). The
+ * Dense bias grads run at the backward's end, first layer first, each
+ * holding its layer's output grad until then. Plain SGD has no slot and no
+ * product; its updates free the grads the same way. */
 static struct dnnmem_result *estimate_fit(const dnnmem_model *m, enum dnnmem_optimizer opt)
 {
     struct dnnmem_config cfg;
@@ -1140,17 +1145,28 @@ static struct dnnmem_result *estimate_fit(const dnnmem_model *m, enum dnnmem_opt
     return r;
 }
 
-/* The timeline point of the last iteration's step at `node` in `phase`. */
+/* The nth (0-based) step at `node` in `phase` of the last iteration. */
 static const struct dnnmem_timeline_point *step_of(const struct dnnmem_result *r,
-                                                   const char *phase, const char *node)
+                                                   const char *phase, const char *node, int nth)
 {
-    const struct dnnmem_timeline_point *p = NULL;
+    int it = 0;
     for (size_t k = 0; k < r->n_timeline; k++)
-        if (!strcmp(r->timeline[k].phase, phase) && !strcmp(r->timeline[k].node, node))
-            p = &r->timeline[k];
-    if (!p)
-        fail_msg("no %s step at %s", phase, node);
-    return p;
+        if (r->timeline[k].iteration > it)
+            it = r->timeline[k].iteration;
+    for (size_t k = 0; k < r->n_timeline; k++)
+        if (r->timeline[k].iteration == it && !strcmp(r->timeline[k].phase, phase) &&
+            !strcmp(r->timeline[k].node, node) && nth-- == 0)
+            return &r->timeline[k];
+    fail_msg("no %s step at %s", phase, node);
+    return NULL;
+}
+
+static uint64_t point_bytes(const struct dnnmem_timeline_point *p)
+{
+    uint64_t v = 0;
+    for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
+        v += p->category_bytes[c];
+    return v;
 }
 
 static void test_tf_fit_sgd(void **state)
@@ -1165,21 +1181,34 @@ static void test_tf_fit_sgd(void **state)
     struct dnnmem_result *pl = estimate_fit(f, DNNMEM_OPT_SGD);
     const char *d0 = "/d0/Gemm", *d = "/d/Gemm";
     /* the forward of d0: m (2,440 B) and `m * momentum` (2,440 B) of every
-     * variable live (the products counted as the state they become) */
-    assert_int_equal(at_step(mo, "forward", d0) - at_step(pl, "forward", d0), 2 * 2440);
-    /* d0's backward, the last: d's update has run (its product is m, its
-     * old m gone, its grads freed in both); d0's kernel grad is made while
-     * d0's products (2,176 B) are still live: m + d0's products */
-    assert_int_equal(at_step(mo, "backward", d0) - at_step(pl, "backward", d0), 2440 + 2176);
-    /* and no grad is held past its update: at d0's backward only its own
-     * kernel's grad (2,048 B), d's (264 B) freed at d's step */
-    assert_int_equal(step_of(pl, "backward", d0)->category_bytes[DNNMEM_CAT_GRADIENT], 2048);
-    assert_int_equal(step_of(mo, "backward", d0)->category_bytes[DNNMEM_CAT_GRADIENT], 2048);
-    /* at d's backward, the first: its high point is d's kernel grad (256 B),
-     * made before d's update, with every slot and every product live */
-    const struct dnnmem_timeline_point *p = step_of(mo, "backward", d);
+     * variable live */
+    assert_int_equal(point_bytes(step_of(mo, "forward", d0, 0)) -
+                         point_bytes(step_of(pl, "forward", d0, 0)), 2 * 2440);
+    /* d's backward, the first: its high point is d's kernel grad (256 B),
+     * made before d's update, beside d0's output grad (512) and d's (32,
+     * held for its bias grad), every slot and every product live */
+    const struct dnnmem_timeline_point *p = step_of(mo, "backward", d, 0);
     assert_int_equal(p->category_bytes[DNNMEM_CAT_GRADIENT], 256);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_TEMPORARY], 512 + 32);
     assert_int_equal(p->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 2440);
+    /* d0's backward: d's kernel update has run (its grad freed, in both);
+     * d0's kernel grad (2,048 B) is made while m and the products of d0's
+     * kernel and bias and d's bias (2,048 + 128 + 8) are live, and both
+     * output grads are held for the bias grads */
+    p = step_of(mo, "backward", d0, 0);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_GRADIENT], 2048);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_TEMPORARY], 512 + 32);
+    assert_int_equal(point_bytes(p) - point_bytes(step_of(pl, "backward", d0, 0)),
+                     2440 + 2048 + 128 + 8);
+    assert_int_equal(step_of(pl, "backward", d0, 0)->category_bytes[DNNMEM_CAT_GRADIENT], 2048);
+    /* the backward's end: d0's bias grad (128 B), both output grads still
+     * held; then d's (8 B), d0's output grad gone */
+    p = step_of(mo, "backward", d0, 1);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_GRADIENT], 128);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_TEMPORARY], 512 + 32);
+    p = step_of(mo, "backward", d, 1);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_GRADIENT], 8);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_TEMPORARY], 32);
     dnnmem_result_free(mo);
     dnnmem_result_free(pl);
     dnnmem_model_free(f);
