@@ -120,8 +120,9 @@ bool dm_tf_fit_defer(struct dm_sb *b, int32_t i, int k, int32_t gout)
 {
     struct dm_train *tr = b->train;
     const struct dm_node *n = &b->g->nodes[i];
-    if (!tr->tf_mm || n->op != DM_OP_Gemm || k != 2 || gout < 0 || !dm_has_in(n, 2))
-        return false;
+    if (!tr->tf_mm || n->op != DM_OP_Gemm || k != 2 || gout < 0 || !dm_has_in(n, 2) ||
+        !tr->param[n->in[2]] || tr->contrib[n->in[2]] != 1)
+        return false; /* a bias this node alone reads */
     int32_t *held = &tr->tf_mm[2 * b->g->n_tensors];
     dm_sb_ref(b, gout, 1);
     held[i] = gout;
@@ -129,7 +130,8 @@ bool dm_tf_fit_defer(struct dm_sb *b, int32_t i, int k, int32_t gout)
 }
 
 /* The backward's end: the deferred bias grads, first node first (header),
- * each delivered (its update runs) and its output grad let go. */
+ * each its variable's whole grad (its only reader's), updated at once, and
+ * its output grad let go. */
 void dm_tf_fit_end(struct dm_sb *b)
 {
     struct dm_train *tr = b->train;
@@ -141,8 +143,10 @@ void dm_tf_fit_end(struct dm_sb *b)
             continue;
         int32_t x = b->g->nodes[i].in[2];
         dm_sb_step(b, DM_PHASE_BACKWARD, i);
-        dm_deliver(b, x, dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, b->t[x].bytes, x, i,
-                                     "grad (BiasAddGrad)", 1), false);
+        tr->left[x]--;
+        tr->param_grad[x] = dm_sb_alloc(b, DNNMEM_CAT_GRADIENT, b->t[x].dtype, b->t[x].bytes, x, i,
+                                        "grad (BiasAddGrad)", 1);
+        dm_tf_fit_update(b, x);
         dm_sb_unref(b, held[i]);
         held[i] = -1;
     }
