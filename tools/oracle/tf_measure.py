@@ -435,6 +435,8 @@ CHUNKS = ("BFC chunks from the allocation history: a request gets a free chunk u
           "when it is under twice the request; which chunks are free depends on every "
           "earlier allocation (the build's initializers, the warm-up step's small tensors), "
           "which dnnmem does not replay")
+WHY_FIT_ORDER = ("Keras SGD's order under tf.function is modelled (src/train/tf_fit.c); "
+                 "the executor's order of other ops is not")
 WHY = {
     "tape": "untraced; candidate: " + CHUNKS,
     "fit": "untraced since Keras SGD's order under tf.function was modelled (src/train/tf_fit.c); "
@@ -458,6 +460,10 @@ TRACED = {
     "fashion_mnist_mlp-call-b32": WEIGHTS,
     "fashion_mnist_mlp-predict-b32": WEIGHTS,
     "fashion_mnist_mlp-tape-b32": "untraced; and " + WEIGHTS,
+    "rand5-fit-b4": WHY_FIT_ORDER + "; traced: both exact-gelu layers' gradient_tape/.../Gelu/Square "
+                    "([4,16,16,48]) are made in the forward, before the loss, by the executor's "
+                    "order (an op of forward tensors alone runs when they are ready), and a "
+                    "gradient_tape [4,16,16,48] buffer is live at the peak; not modelled",
     "mlp3-1024-call-b64": "untraced; candidate: " + WEIGHTS + " (traced on fashion_mnist_mlp)",
     "mlp3-1024-predict-b64": "untraced; candidate: " + WEIGHTS + " (traced on fashion_mnist_mlp)",
     "mlp3-1024-tape-b64": "untraced; candidate: " + WEIGHTS + " (traced on fashion_mnist_mlp)",
