@@ -15,11 +15,13 @@
  * forward: tf.function's automatic control dependencies only chain the ops
  * on one resource (m's read before its assign).
  *
- * The order (TF 2.21's executor, common_runtime/executor.cc): a kernel is
- * "expensive" until its cost estimate, which starts at 1e8 cycles and
- * decays by a tenth per run (KernelStats, kInitialCostEstimateCycles,
- * kCostDecay 10), drops under kOpIsExpensiveThresholdCycles (8000): in the
- * second step every CPU compute kernel still is. ScheduleReady runs the
+ * The order (common_runtime/executor.cc, a TF 2.x release with KernelStats
+ * as read; the behaviour below is what the TF 2.21 traces show): a kernel
+ * is "expensive" until its cost estimate, which starts at 1e8 cycles and
+ * moves a tenth of the way to each timed run (KernelStats,
+ * kInitialCostEstimateCycles, kCostDecay 10; not updated while the
+ * profiler traces), drops under kOpIsExpensiveThresholdCycles (8000): in
+ * the second step every CPU compute kernel still is. ScheduleReady runs the
  * last expensive ready node inline and hands the others to the inter-op
  * pool (one thread here), whose worker takes its own pushes first. The
  * ReadVariableOp of m and `m * momentum` depend on nothing the step
