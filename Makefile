@@ -56,7 +56,7 @@ LIB_SRC := src/util/arena.c src/util/error.c src/util/json.c \
            src/schedule/builder.c src/schedule/workspace.c src/schedule/cpuconv.c src/schedule/layout.c src/schedule/forward.c \
            src/schedule/fixpoint.c \
            src/train/keep.c src/train/tf.c src/train/mxnet.c src/train/checkpoint.c src/train/parallel.c \
-           src/train/save.c src/train/backward.c src/train/loss.c src/train/optimizer.c \
+           src/train/save.c src/train/backward.c src/train/loss.c src/train/optimizer.c src/train/tf_fit.c \
            src/alloc/rounding.c src/alloc/caching.c src/alloc/bfc.c src/alloc/pool.c \
            src/alloc/heap.c \
            src/report/result.c src/report/text.c src/report/json.c src/report/decide.c \

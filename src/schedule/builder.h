@@ -178,6 +178,8 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer);
 void dm_train_release_prev(struct dm_sb *b);
 /* optimizer.c */
 void dm_train_zero_grad(struct dm_sb *b);
+/* tf_fit.c: what Keras' SGD step under tf.function makes as the step starts. */
+void dm_tf_fit_begin(struct dm_sb *b);
 /* parallel.c: one data-parallel rank (its rules head the file). prepare
  * before the setup (units, which weights are sharded), start after
  * dm_train_init (DDP's buckets, ZeRO's fp32 partition); the hooks around

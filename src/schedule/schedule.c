@@ -398,6 +398,7 @@ enum dnnmem_status dm_schedule_build(const struct dm_graph *g, const struct dm_t
         b.iteration = it;
         dm_train_zero_grad(&b);
         dm_fp_iteration(fp);
+        dm_tf_fit_begin(&b);
         for (int micro = 1; micro <= run->grad_accum && !b.oom; micro++) {
             if (fp && micro >= lo && micro <= hi && dm_fp_boundary(fp, s)) {
                 s->micro_left_out += hi + 1 - micro;

@@ -38,6 +38,8 @@ void dm_accumulate_grad(struct dm_sb *b, int32_t x, int32_t g, int extra)
     }
     if (b->par)
         dm_par_grad_ready(b, x);
+    if (dm_tf_fit_updates(b))
+        dm_tf_fit_update(b, x); /* Keras' SGD under tf.function updates it now (tf_fit.c) */
 }
 
 /* Hand grad buffer `gbuf` (one holder: ours) to tensor x; `view`: it came
@@ -641,6 +643,8 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
             tr->addmm_bias[addmm] = x + 1; /* made by the MatMul's backward, last */
             continue;
         }
+        if (dm_tf_fit_defer(b, i, k, gout))
+            continue; /* Dense's BiasAddGrad under tf.function: at the backward's end */
         dm_sb_workspace_grad(b, n, k, &ws, false);
         int32_t gin = -1;
         bool alias = gout >= 0 && out0 >= 0 &&

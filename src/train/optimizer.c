@@ -124,13 +124,17 @@ void dm_optimizer_state(struct dm_sb *b)
             adam8bit_state(b, x);
         if (step_first)
             dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, DM_FLOAT, 4, x, -1, "step", 1);
-        for (int k = 0; k < nstate; k++)
-            dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, t[x].dtype, dm_par_local_bytes(b, x), x, -1,
-                        opt == DNNMEM_OPT_SGD_MOMENTUM ? "momentum_buffer"
-                        : adam                         ? (k ? "exp_avg_sq" : "exp_avg")
-                        : opt == DNNMEM_OPT_RMSPROP    ? "square_avg"
-                                                       : "sum",
-                        1);
+        for (int k = 0; k < nstate; k++) {
+            int32_t sb = dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, t[x].dtype, dm_par_local_bytes(b, x),
+                                     x, -1,
+                                     opt == DNNMEM_OPT_SGD_MOMENTUM ? "momentum_buffer"
+                                     : adam                         ? (k ? "exp_avg_sq" : "exp_avg")
+                                     : opt == DNNMEM_OPT_RMSPROP    ? "square_avg"
+                                                                    : "sum",
+                                     1);
+            if (opt == DNNMEM_OPT_SGD_MOMENTUM)
+                dm_tf_fit_state(b, x, sb);
+        }
         if (step_scalar)
             dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, DM_FLOAT, 4, x, -1, "step", 1);
     }

@@ -60,6 +60,13 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
     tr->addmm_bias = calloc((size_t)nn + 1, sizeof *tr->addmm_bias);
     tr->leaf_val = malloc(((size_t)nt + 1) * sizeof *tr->leaf_val);
     tr->leaf_grad = malloc(((size_t)nt + 1) * sizeof *tr->leaf_grad);
+    if (dm_tf_fit_updates(b)) {
+        tr->tf_mm = malloc((2 * (size_t)nt + (size_t)nn + 1) * sizeof *tr->tf_mm);
+        for (int32_t x = 0; tr->tf_mm && x < 2 * nt + nn; x++)
+            tr->tf_mm[x] = -1;
+        if (!tr->tf_mm)
+            return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+    }
     if (!tr->rg || !tr->param || !tr->grad || !tr->param_grad || !tr->saved || !tr->n_saved ||
         !tr->node_rg || !tr->copy_slices || !tr->held || (b->run->keep_outputs && !tr->prev) ||
         !tr->contrib || !tr->left || !tr->pending ||
@@ -193,6 +200,7 @@ void dm_train_free(struct dm_sb *b)
     free(tr->seg_first);
     free(tr->seg_last);
     free(tr->local_uses);
+    free(tr->tf_mm);
     free(tr);
     b->train = NULL;
 }
@@ -371,6 +379,7 @@ void dm_train_backward(struct dm_sb *b, bool step_optimizer)
     }
     if (tr->mx_mir)
         dm_mx_mirror_end(b);
+    dm_tf_fit_end(b);
     for (int32_t x = 0; x < g->n_tensors; x++) {
         if (tr->grad[x] >= 0) {
             dm_sb_unref(b, tr->grad[x]);

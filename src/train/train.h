@@ -47,6 +47,11 @@ struct dm_train {
      * AccumulateGrad node holds as long as the graph lives (held's lifetime) */
     int32_t *leaf_val, *leaf_grad;
     bool state_made;     /* the optimizer has created its state */
+    /* Keras' SGD under tf.function (tf_fit.c), NULL otherwise: per tensor x,
+     * [x] its `m * momentum` buffer made as the step starts, [n_tensors + x]
+     * its momentum slot's buffer; [2 n_tensors + i] the output grad node i
+     * holds for its deferred bias grad (-1: none) */
+    int32_t *tf_mm;
     /* MXNet (run->mx_ops; mxnet.c): per node, a loss head
      * whose backward runs without a head gradient; per tensor, the first
      * of the gradient contributions an ElementWiseSum still waits for, held
@@ -129,6 +134,19 @@ void dm_deliver(struct dm_sb *b, int32_t x, int32_t gbuf, bool view);
 void dm_deliver_slice(struct dm_sb *b, int32_t x, int32_t gbuf, bool view, bool strided);
 /* AccumulateGrad of parameter x given its summed grad g. */
 void dm_accumulate_grad(struct dm_sb *b, int32_t x, int32_t g, int extra);
+
+/* ---- tf_fit.c: Keras' SGD step under tf.function ---- */
+
+/* Whether its rules apply (TensorFlow, graph execution, SGD). */
+bool dm_tf_fit_updates(const struct dm_sb *b);
+/* Variable x's grad is complete: its update runs now. */
+void dm_tf_fit_update(struct dm_sb *b, int32_t x);
+/* Node i's backward at input k (output grad gout): whether that grad is
+ * deferred to the backward's end, and the end, which makes them. */
+bool dm_tf_fit_defer(struct dm_sb *b, int32_t i, int k, int32_t gout);
+void dm_tf_fit_end(struct dm_sb *b);
+/* Buffer `buf` is variable x's momentum slot. */
+void dm_tf_fit_state(struct dm_sb *b, int32_t x, int32_t buf);
 
 /* ---- loss.c, optimizer.c ---- */
 

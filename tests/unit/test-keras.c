@@ -1022,8 +1022,11 @@ static void test_tf_graph(void **state)
         enum dnnmem_mode mode = train ? DNNMEM_MODE_TRAIN : DNNMEM_MODE_INFER;
         rf = estimate_tf(f, mode, DNNMEM_FW_TENSORFLOW, 4, DNNMEM_TF_EAGER, F32);
         ru = estimate_tf(f, mode, DNNMEM_FW_TENSORFLOW, 4, G, F32);
+        /* in training the graph's step has also made `m * momentum` of every
+         * variable before the forward (tf_fit.c): d0's [16, 32] kernel and
+         * [32] bias, d's [32, 2] and [2], 4 x (512 + 32 + 64 + 2) = 2,440 B */
         assert_int_equal(at_step(rf, "forward", "/a/Sigmoid") - at_step(ru, "forward", "/a/Sigmoid"),
-                         512);
+                         train ? 512 - 2440 : 512);
         dnnmem_result_free(rf);
         dnnmem_result_free(ru);
     }
@@ -1045,7 +1048,14 @@ static void test_tf_graph(void **state)
      * that only frees shows where it ends: y freed, dx in dy's 512 B, the
      * loss grad and the logits gone (dataflow). Graph minus eager: 32 + 4
      * (lifetimes, as before this rule) + 512 (dx) + 512 (y freed by the
-     * step's end rather than beside dx) = 1,060 B. */
+     * step's end rather than beside dx) = 1,060 B. Keras' SGD in the graph
+     * (tf_fit.c): d0's `m * momentum` ([16, 32] and [32], 2,176 B, made as
+     * the step started, m's value once the update has run: optimizer
+     * state) is still live; d's update has run, so
+     * its grads (256 + 8 B), which the eager step still holds, are gone:
+     * 1,060 - 2,176 + 264; d's bias update is left to the backward's end
+     * (tf_fit.c), so d's output grad (32 B) is still held and its bias's old
+     * m (8 B) still live beside the product: -852 - 40 = -892 B. */
     static const char *const act[] = {"sigmoid", "/a/Sigmoid", "relu", "/a/Relu"};
     for (int k = 0; k < 2; k++) {
         char json[2048];
@@ -1059,7 +1069,8 @@ static void test_tf_graph(void **state)
         rf = estimate_tf(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4, DNNMEM_TF_EAGER, F32);
         ru = estimate_tf(f, DNNMEM_MODE_TRAIN, DNNMEM_FW_TENSORFLOW, 4, G, F32);
         const char *node = act[2 * k + 1];
-        assert_int_equal(at_step(rf, "backward", node) - at_step(ru, "backward", node), 1060);
+        assert_int_equal(at_step(rf, "backward", node) - at_step(ru, "backward", node),
+                         1060 - 2176 + 264 - 32 - 8);
         const struct dnnmem_timeline_point *pe = NULL, *pg = NULL;
         for (size_t q = 0; q < rf->n_timeline; q++)
             if (!strcmp(rf->timeline[q].phase, "backward") && !strcmp(rf->timeline[q].node, node))
@@ -1072,7 +1083,10 @@ static void test_tf_graph(void **state)
         assert_int_equal(pe->category_bytes[DNNMEM_CAT_SAVED], 512);
         assert_int_equal(pe->category_bytes[DNNMEM_CAT_TEMPORARY], 1028);
         assert_int_equal(pg->category_bytes[DNNMEM_CAT_SAVED], 0);
-        assert_int_equal(pg->category_bytes[DNNMEM_CAT_TEMPORARY], 512);
+        assert_int_equal(pg->category_bytes[DNNMEM_CAT_TEMPORARY], 512 + 32);
+        /* the product becomes m's value: counted as optimizer state */
+        assert_int_equal(pg->category_bytes[DNNMEM_CAT_OPTIMIZER] -
+                             pe->category_bytes[DNNMEM_CAT_OPTIMIZER], 2176 + 8);
         dnnmem_result_free(rf);
         dnnmem_result_free(ru);
         /* PyTorch's profile: the option changes nothing, in training too */
@@ -1102,6 +1116,104 @@ static void test_tf_graph(void **state)
     dnnmem_model_free(u);
 }
 
+/* ---- Keras' SGD step under tf.function (src/train/tf_fit.c) ----
+ * Two Dense layers, [4, 16] -> d0 (32 units) -> d (2 units), float32: the
+ * variables are d0's [16, 32] kernel (2,048 B) and [32] bias (128 B), d's
+ * [32, 2] (256 B) and [2] (8 B), 2,440 B in all; d0's output and its grad
+ * are [4, 32] (512 B), d's [4, 2] (32 B). With momentum the graph's step
+ * makes every variable's `m * momentum` before the forward, and each
+ * variable's update runs when its grad is complete: the grad and m's old
+ * value go, the product becomes m (so it counts as optimizer state). The
+ * Dense bias grads run at the backward's end, first layer first, each
+ * holding its layer's output grad until then. Plain SGD has no slot and no
+ * product; its updates free the grads the same way. */
+static struct dnnmem_result *estimate_fit(const dnnmem_model *m, enum dnnmem_optimizer opt)
+{
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.batch_size = 4;
+    cfg.framework = DNNMEM_FW_TENSORFLOW;
+    cfg.device = DNNMEM_DEVICE_CPU; /* as measured (docs/validation-tf.md) */
+    cfg.tf_execution = DNNMEM_TF_GRAPH;
+    cfg.optimizer = opt;
+    cfg.timeline = true;
+    struct dnnmem_result *r = NULL;
+    struct dnnmem_error err;
+    if (dnnmem_estimate(m, &cfg, &r, &err) != DNNMEM_OK)
+        fail_msg("estimate: %s", err.message);
+    return r;
+}
+
+/* The nth (0-based) step at `node` in `phase` of the last iteration. */
+static const struct dnnmem_timeline_point *step_of(const struct dnnmem_result *r,
+                                                   const char *phase, const char *node, int nth)
+{
+    int it = 0;
+    for (size_t k = 0; k < r->n_timeline; k++)
+        if (r->timeline[k].iteration > it)
+            it = r->timeline[k].iteration;
+    for (size_t k = 0; k < r->n_timeline; k++)
+        if (r->timeline[k].iteration == it && !strcmp(r->timeline[k].phase, phase) &&
+            !strcmp(r->timeline[k].node, node) && nth-- == 0)
+            return &r->timeline[k];
+    fail_msg("no %s step at %s", phase, node);
+    return NULL;
+}
+
+static uint64_t point_bytes(const struct dnnmem_timeline_point *p)
+{
+    uint64_t v = 0;
+    for (int c = 0; c < DNNMEM_CAT_COUNT; c++)
+        v += p->category_bytes[c];
+    return v;
+}
+
+static void test_tf_fit_sgd(void **state)
+{
+    (void)state;
+    static const char json[] = SEQ(INPUT("[null, 16]") ", {\"class_name\": \"Dense\", "
+                                   "\"config\": {\"name\": \"d0\", \"units\": 32}}, "
+                                   "{\"class_name\": \"Dense\", \"config\": {\"name\": "
+                                   "\"d\", \"units\": 2}}");
+    dnnmem_model *f = load_json(json);
+    struct dnnmem_result *mo = estimate_fit(f, DNNMEM_OPT_SGD_MOMENTUM);
+    struct dnnmem_result *pl = estimate_fit(f, DNNMEM_OPT_SGD);
+    const char *d0 = "/d0/Gemm", *d = "/d/Gemm";
+    /* the forward of d0: m (2,440 B) and `m * momentum` (2,440 B) of every
+     * variable live */
+    assert_int_equal(point_bytes(step_of(mo, "forward", d0, 0)) -
+                         point_bytes(step_of(pl, "forward", d0, 0)), 2 * 2440);
+    /* d's backward, the first: its high point is d's kernel grad (256 B),
+     * made before d's update, beside d0's output grad (512) and d's (32,
+     * held for its bias grad), every slot and every product live */
+    const struct dnnmem_timeline_point *p = step_of(mo, "backward", d, 0);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_GRADIENT], 256);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_TEMPORARY], 512 + 32);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 2440);
+    /* d0's backward: d's kernel update has run (its grad freed, in both);
+     * d0's kernel grad (2,048 B) is made while m and the products of d0's
+     * kernel and bias and d's bias (2,048 + 128 + 8) are live, and both
+     * output grads are held for the bias grads */
+    p = step_of(mo, "backward", d0, 0);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_GRADIENT], 2048);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_TEMPORARY], 512 + 32);
+    assert_int_equal(point_bytes(p) - point_bytes(step_of(pl, "backward", d0, 0)),
+                     2440 + 2048 + 128 + 8);
+    assert_int_equal(step_of(pl, "backward", d0, 0)->category_bytes[DNNMEM_CAT_GRADIENT], 2048);
+    /* the backward's end: d0's bias grad (128 B), both output grads still
+     * held; then d's (8 B), d0's output grad gone */
+    p = step_of(mo, "backward", d0, 1);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_GRADIENT], 128);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_TEMPORARY], 512 + 32);
+    p = step_of(mo, "backward", d, 1);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_GRADIENT], 8);
+    assert_int_equal(p->category_bytes[DNNMEM_CAT_TEMPORARY], 32);
+    dnnmem_result_free(mo);
+    dnnmem_result_free(pl);
+    dnnmem_model_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1117,6 +1229,7 @@ int main(void)
         cmocka_unit_test(test_tf_rules),
         cmocka_unit_test(test_tf_chains),
         cmocka_unit_test(test_tf_graph),
+        cmocka_unit_test(test_tf_fit_sgd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

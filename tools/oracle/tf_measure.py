@@ -54,6 +54,9 @@ RAND = [("rand%d" % s, "rand:%d" % s, (4,)) for s in range(1, 7)]
 # one layer's mechanism each: Input [32, 32, 16] -> the layer -> GlobalAveragePooling2D ->
 # Dense(10, softmax) (micro_model)
 MICRO = [("micro-%s" % n, "micro:" + n, (8,)) for n in ("conv", "bn", "silu", "gelu", "maxpool")]
+# Dense stacks ("mlp:IN:UNITS,..."): Input [IN] -> Dense(u, relu) for each u -> Dense(10,
+# softmax); Keras' SGD order under tf.function (src/train/tf_fit.c) shows in their fit
+MLP = [("mlp3-1024", "mlp:784:1024,1024,1024", (64,))]
 SHARED_JSON = [
     ("mnist_small_cnn", "json:mnist_small_cnn_keras2.15.json", (32,)),
     ("fashion_mnist_mlp", "json:fashion_mnist_mlp_keras3.json", (32,)),
@@ -61,7 +64,7 @@ SHARED_JSON = [
 
 
 def configs():
-    for name, how, batches in RAND + SHARED_JSON + APPS + MICRO:
+    for name, how, batches in RAND + SHARED_JSON + APPS + MICRO + MLP:
         for b in batches:
             for mode in ALL_MODES:
                 yield {"id": "%s-%s-b%d" % (name, mode, b), "model": name, "build": how,
@@ -140,6 +143,14 @@ def build(keras, how):
     kind, _, rest = how.partition(":")
     if kind == "micro":
         return micro_model(keras, rest)
+    if kind == "mlp":
+        width, units = rest.split(":")
+        L = keras.layers
+        i = keras.Input((int(width),), name="x")
+        x = i
+        for u in units.split(","):
+            x = L.Dense(int(u), activation="relu")(x)
+        return keras.Model(i, L.Dense(10, activation="softmax")(x), name="mlp")
     if kind == "app":
         name, size = rest.split(":")
         return getattr(keras.applications, name)(weights=None, input_shape=(int(size), int(size), 3))
@@ -424,11 +435,14 @@ CHUNKS = ("BFC chunks from the allocation history: a request gets a free chunk u
           "when it is under twice the request; which chunks are free depends on every "
           "earlier allocation (the build's initializers, the warm-up step's small tensors), "
           "which dnnmem does not replay")
+WHY_FIT_ORDER = ("Keras SGD's order under tf.function is modelled (src/train/tf_fit.c); "
+                 "the executor's order of other ops is not")
 WHY = {
     "tape": "untraced; candidate: " + CHUNKS,
-    "fit": "untraced; candidates: the graph executor runs the optimizer's updates of several variables at once "
-           "(traced on fashion_mnist_mlp: sgd/Mul outputs of three variables live at the "
-           "peak; run-to-run spread up to 7%); and " + CHUNKS,
+    "fit": "untraced since Keras SGD's order under tf.function was modelled (src/train/tf_fit.c); "
+           "candidates: the executor's order of a node's grads, which follows the graph's edge "
+           "order (which of dW and dx runs first; AssignAddVariableOp's copy of a variable a "
+           "later input grad still reads), not modelled; run-to-run spread up to 7%; and " + CHUNKS,
     "call": "untraced",
     "predict": "untraced; under tf.function Grappler and the executor's order are modelled "
                "only as buffer forwarding",
@@ -446,8 +460,13 @@ TRACED = {
     "fashion_mnist_mlp-call-b32": WEIGHTS,
     "fashion_mnist_mlp-predict-b32": WEIGHTS,
     "fashion_mnist_mlp-tape-b32": "untraced; and " + WEIGHTS,
-    "fashion_mnist_mlp-fit-b32": "the executor's order: sgd/Mul outputs of three variables "
-                                 "live at the peak with grads not yet applied; and " + WEIGHTS,
+    "rand5-fit-b4": WHY_FIT_ORDER + "; traced: both exact-gelu layers' gradient_tape/.../Gelu/Square "
+                    "([4,16,16,48]) are made in the forward, before the loss, by the executor's "
+                    "order (an op of forward tensors alone runs when they are ready), and a "
+                    "gradient_tape [4,16,16,48] buffer is live at the peak; not modelled",
+    "mlp3-1024-call-b64": "untraced; candidate: " + WEIGHTS + " (traced on fashion_mnist_mlp)",
+    "mlp3-1024-predict-b64": "untraced; candidate: " + WEIGHTS + " (traced on fashion_mnist_mlp)",
+    "mlp3-1024-tape-b64": "untraced; candidate: " + WEIGHTS + " (traced on fashion_mnist_mlp)",
     "rand4-tape-b4": "over since Keras SGD's eager temporaries (m * momentum, gradient * lr, "
                      "their difference: all three live at the peak for the [16384,64] kernel, "
                      "traced) were modelled: what dnnmem holds beyond that is untraced",
