@@ -502,12 +502,17 @@ static void onednn_brgemm_forward(const struct cc *b, const struct onednn_conv *
  * 5x3 on 4x4: +32128, 3x5 on 4x4: blocks; 5x5 at stride 2 on 4x4: +52048;
  * 3x3 on 2x2: +18976; 12 channels 5x5 on 4x4: +6848; 4x4 two threads:
  * +106112; batch 1 to 3 alike. (One more weight-sized tensor comes and goes
- * after the weight's grad, below the peak of the three.) AVX-512 is not
- * measured for this case and keeps the rule above. */
+ * after the weight's grad, below the peak of the three.) A dilated one
+ * takes the same gemm (the depthwise JIT takes no dilation:
+ * onednn_dw_bwd_weights_jit): measured, 2.14.1 and 1.13.0, 16 channels
+ * 3x3 at dilation 2, padding 2, on [1,16,8,8] and [2,16,8,8]: +576
+ * diff_weights, +5248 = 4 x 576 + 4 x (9 x 64 + 64) + 384; 5x5 at
+ * dilation 2 on [1,16,12,12]: +1600, +21760. AVX-512 is not measured for
+ * these cases and keeps the rule above. */
 static bool onednn_dw_gemm_weight_grad(const struct cc *b, const struct onednn_conv *c)
 {
     return b->run->cpu_isa == DNNMEM_CPU_ISA_AVX2 && c->kernel == ONEDNN_DEPTHWISE &&
-           c->kh_over_ih;
+           (c->kh_over_ih || b->cv->dilated);
 }
 
 static int64_t onednn_dw_gemm_scratchpad(const struct cc *b, const struct onednn_conv *c,
@@ -924,6 +929,39 @@ static int64_t onednn_gemm_scratch(const struct cc *b, const struct onednn_conv 
     return mul(4, mul(nthr, im2col)) + 128; /* key_conv_gemm_col */
 }
 
+/* Whether oneDNN's depthwise JIT (jit_uni_dw_convolution_bwd_weights_t, its
+ * avx2 and avx512_core instances) takes a channels-last depthwise conv's
+ * backward-weights pass, writing a Goihw8g / Goihw16g diff_weights
+ * (pad_block(g) * kh * kw floats): jit_uni_dw_conv_bwd_weights_kernel_t::
+ * init_conf (src/cpu/x64/jit_uni_dw_conv_kernel_utils.cpp, v2.6.3 and v3.12
+ * alike) takes no dilation, a kernel at most 3 wide (any height), stride_w
+ * <= kw, paddings (the end ones max(0, calculate_end_padding)) within kh / 2
+ * and kw / 2, ih >= kh + modulo(-t_pad, stride_h), and a top or bottom
+ * padding over 1 only as a multiple of stride_h (its oh and ow checks hold
+ * for any PyTorch output). Otherwise the blocked kernels' whole blocks per
+ * group, or the gemm fallback (onednn_dw_gemm_weight_grad). Measured, torch
+ * 2.14.1 and 1.13.0 on this AVX2 host, one thread, 16 channels on
+ * [1,16,8,8] channels-last, 'same' padding unless said: 5x3, 7x1, 5x3 at
+ * stride 2 and 5x3 padded (1, 1) the weight's size (960, 448 B); 3x5, 1x7,
+ * 5x1 at stride 2, 3x3 padded 2 and 3x3 at stride 4 whole 8x8 blocks
+ * (61440, 28672, 20480, 36864, 36864 B); 3x3 on [1,16,3,8] the weight's
+ * size. A 3-D conv, or one whose geometry is not known, keeps the rule
+ * measured before this one: kernel sides up to 3. */
+static bool onednn_dw_bwd_weights_jit(const struct cc *b, const struct onednn_conv *c)
+{
+    struct onednn_geom g;
+    if (c->kernel != ONEDNN_DEPTHWISE)
+        return false;
+    if (b->cv->x.rank != 4 || !onednn_geom_of(b, &g))
+        return c->small_kernel;
+    int64_t kh = g.k[1], kw = g.k[2], sh = g.s[1], t = g.p[1], l = g.p[2];
+    int64_t bp = i_max(0, end_pad_of(&g, 1)), r = i_max(0, end_pad_of(&g, 2));
+    int64_t min_ih = kh + ((-t % sh) + sh) % sh;
+    return g.d[1] == 0 && g.d[2] == 0 && kw <= 3 && g.s[2] <= kw && t <= kh / 2 &&
+           bp <= kh / 2 && l <= kw / 2 && r <= kw / 2 && g.i[1] >= min_ih &&
+           (t <= 1 || t % sh == 0) && (bp <= 1 || bp % sh == 0);
+}
+
 /* The backward-weights pass's buffers of a channels-last conv (below). */
 static void onednn_cl_weight_grad(const struct cc *b, const struct onednn_conv *c, struct dm_ws *ws)
 {
@@ -937,9 +975,8 @@ static void onednn_cl_weight_grad(const struct cc *b, const struct onednn_conv *
         ws->buf[1] = tmp(b, DM_FLOAT, wei, "onednn_diff_weights");
         drop(b, tmp(b, DM_UINT8, onednn_dw_gemm_scratchpad(b, c, wei), "onednn_gemm_scratchpad"));
     } else
-        ws->buf[1] = tmp(b, DM_FLOAT,
-                            c->kernel == ONEDNN_DEPTHWISE && c->small_kernel ? dw_wei : blocks,
-                            "onednn_diff_weights");
+        ws->buf[1] = tmp(b, DM_FLOAT, onednn_dw_bwd_weights_jit(b, c) ? dw_wei : blocks,
+                         "onednn_diff_weights");
     /* and a second weight-sized tensor beside the weight's grad while
      * both live (measured: +w +w -w after the bias grad, depthwise and
      * dense alike; for a dense one the grad comes out channels-last and
@@ -1213,7 +1250,7 @@ static void onednn_cl_grad_113(const struct cc *b, const struct onednn_conv *c, 
     } else if (onednn_gemm_weight_grad_113(b, c)) {
         dwei = wei;
         scratch = onednn_gemm_wei_scratch(b, c, true);
-    } else if (small_dw) {
+    } else if (onednn_dw_bwd_weights_jit(b, c)) {
         dwei = mul(pad_block(c, c->g), c->k);
     } else if (c->bias && opad != c->oc) {
         scratch = scratch_entry(opad);
