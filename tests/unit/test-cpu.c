@@ -1110,7 +1110,7 @@ static void test_onednn_bwd_113(void **state)
 }
 
 /* 1.13's AVX2 backward-weights of a kernel taller than its input: oneDNN
- * 2.6.3's gemm fallback (onednn_gemm_scratch_113), no reorders, a
+ * 2.6.3's gemm fallback (onednn_gemm_wei_scratch), no reorders, a
  * diff_weights of the weight's size and a scratchpad of 4 nthr |W| + 4 nthr
  * IC kh kw OH OW + 2 x 128 B. Measured, 1.13.0: 64 -> 32 5x5 with a bias on
  * [1,64,4,4]: +204800 dw' +921856 +128 db' -921856; [2,64,4,4] on two
