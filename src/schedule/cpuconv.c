@@ -1002,30 +1002,49 @@ static void onednn_channels_last(const struct cc *b, const struct onednn_conv *c
      * through the backward) */
     if (b->cv->cl_copy)
         ws->buf[3] = alloc(b, DM_FLOAT, b->cv->cl_copy, "grad_output.contiguous(channels_last)");
-    if (backward) {
-        /* the brgemm kernels' passes, one at a time: cpu_conv_grad */
-        if (!onednn_brgemm(c))
-            onednn_cl_weight_grad(b, c, ws);
-        return;
-    }
+    if (backward)
+        return; /* the passes, one at a time: cpu_conv_grad (onednn_cl_bwd) */
     if (onednn_brgemm(c))
         onednn_brgemm_forward(b, c, ws);
     else
         ws->buf[1] = tmp(b, DM_FLOAT, dw ? dw_wei : wei, "onednn_weight");
 }
 
-/* A channels-last conv's backward by the brgemm kernels: the backward-data
- * pass's buffers once grad_input is allocated, then the backward-weights
- * pass's before the weight's grad. */
-static bool onednn_brgemm_bwd(const struct cc *b, int k, struct dm_ws *ws,
-                              bool after)
+/* A channels-last conv's backward, pass by pass as mkldnn_convolution_backward
+ * runs them (aten/src/ATen/native/mkldnn/Conv.cpp: grad_input, then the
+ * weight's and the bias's grads): the backward-data pass's buffers once
+ * grad_input is allocated, then the backward-weights pass's before the
+ * weight's grad. Backward data: the brgemm kernels' (onednn_brgemm_backward_data),
+ * or for a depthwise conv the weight reordered, freed at once: in the
+ * Goihw8g / Goihw16g format of the depthwise JIT, pad_block(g) * kh * kw
+ * floats, or, dilated (jit_uni_dw_conv_bwd_data_kernel_t::init_conf takes
+ * no dilation, v3.12), whole blocks per group, g * pad_block(1)^2 * kh * kw.
+ * Measured, 2.14.1 on AVX2, one thread, 16 channels on [1,16,8,8]: +4096
+ * grad_input, +576 -576 (3x3), +960 -960 (5x3, 3x5), at dilation 2 +36864
+ * -36864 (3x3), then the weight's grad's buffers; 5x5 at dilation 2 on
+ * 12x12 +102400 -102400. Other grouped convs take none (not measured). */
+static void onednn_dw_backward_data(const struct cc *b, const struct onednn_conv *c)
+{
+    if (c->kernel != ONEDNN_DEPTHWISE)
+        return;
+    int64_t one = pad_block(c, 1);
+    drop(b, tmp(b, DM_FLOAT, b->cv->dilated ? mul3(c->g, mul(one, one), c->k)
+                                            : mul(pad_block(c, c->g), c->k),
+                "onednn_weight (backward data)"));
+}
+
+static bool onednn_cl_bwd(const struct cc *b, int k, struct dm_ws *ws, bool after)
 {
     struct onednn_conv c;
     if (b->run->torch_version < 200 || b->run->cuda || !cpu_conv_uses_onednn(b) ||
-        !onednn_conv_of(b, &c) || !b->cv->chlast || !onednn_brgemm(&c))
+        !onednn_conv_of(b, &c) || !b->cv->chlast)
         return false;
-    if (k == 0 && after)
-        onednn_brgemm_backward_data(b, &c);
+    if (k == 0 && after) {
+        if (onednn_brgemm(&c))
+            onednn_brgemm_backward_data(b, &c);
+        else
+            onednn_dw_backward_data(b, &c);
+    }
     if (k == 1 && !after)
         onednn_cl_weight_grad(b, &c, ws);
     return true;
@@ -1309,7 +1328,7 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
         onednn_cl_grad_113(b, &c, k, ws, after);
         return;
     }
-    if (k > 1 || thnn_grad_output_copy(b, k, ws, after) || onednn_brgemm_bwd(b, k, ws, after) ||
+    if (k > 1 || thnn_grad_output_copy(b, k, ws, after) || onednn_cl_bwd(b, k, ws, after) ||
         !onednn_bwd_phased(b, &c))
         return;
     if (k == 0 && c.strided && c.kernel == ONEDNN_BLOCKED && b->run->torch_version >= 200) {

@@ -754,6 +754,32 @@ static void test_depthwise_jit_weight_grad(void **state)
         }
 }
 
+/* 2.x's backward of a channels-last depthwise conv runs grad_input's pass
+ * first (mkldnn_convolution_backward): grad_input, the weight reordered for
+ * backward data and freed at once (Goihw8g on AVX2, 16 x 9 floats for 3x3;
+ * dilated, which the depthwise JIT declines, whole 8x8 blocks per group, 16
+ * x 64 x 9 floats), then diff_weights. Measured, torch 2.14.1 on this AVX2
+ * host, one thread, [1,16,8,8] channels-last: +4096 +576 -576 +576 ...;
+ * at dilation 2 (padding 2) +4096 +36864 -36864 +576 ... (cpuconv.c,
+ * onednn_dw_backward_data). */
+static void test_depthwise_backward_data_first(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"xs.grad", "onednn_weight (backward data)",
+                                        "onednn_diff_weights"};
+    char got[1024];
+    train_events_run(nhwc_dw16_graph(3, 3, 1, 1, 1, 1), 214, DNNMEM_CPU_ISA_AVX2, 1, names, 3, got,
+                     sizeof got);
+    const char *want = "+4096 xs.grad\n+576 onednn_weight (backward data)\n"
+                       "-576 onednn_weight (backward data)\n+576 onednn_diff_weights\n";
+    assert_memory_equal(got, want, strlen(want));
+    train_events_run(nhwc_dw16_graph(3, 3, 2, 2, 1, 2), 214, DNNMEM_CPU_ISA_AVX2, 1, names, 3, got,
+                     sizeof got);
+    want = "+4096 xs.grad\n+36864 onednn_weight (backward data)\n"
+           "-36864 onednn_weight (backward data)\n+576 onednn_diff_weights\n";
+    assert_memory_equal(got, want, strlen(want));
+}
+
 /* On AVX2 oneDNN's JIT convolutions decline some geometries and
  * gemm_convolution runs the pass (cpuconv.c, onednn_avx2_fwd_jit,
  * onednn_avx2_bwd_weights_jit, onednn_gemm_scratch; oneDNN v3.12's
@@ -1423,6 +1449,7 @@ int main(void)
         cmocka_unit_test(test_pad_keeps_channels_last),
         cmocka_unit_test(test_depthwise_gemm_weight_grad),
         cmocka_unit_test(test_depthwise_jit_weight_grad),
+        cmocka_unit_test(test_depthwise_backward_data_first),
         cmocka_unit_test(test_onednn_gemm_fallback),
         cmocka_unit_test(test_onednn_gemm_forward_113),
         cmocka_unit_test(test_onednn_gemm_backward_data),
