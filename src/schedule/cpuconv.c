@@ -358,6 +358,8 @@ static bool onednn_gemm_bwd_data(const struct cc *b, const struct onednn_conv *c
 enum gemm_pass { GEMM_FORWARD, GEMM_BWD_DATA, GEMM_BWD_WEIGHTS };
 static int64_t onednn_gemm_scratch(const struct cc *b, const struct onednn_conv *c,
                                    enum gemm_pass pass);
+static int64_t onednn_gemm_wei_scratch(const struct cc *b, const struct onednn_conv *c,
+                                       bool nspc);
 
 /* (On AVX2 a conv the JIT forward declines runs gemm_convolution on the
  * plain source and weight: only its columns (onednn_gemm_scratch) and a
@@ -500,12 +502,17 @@ static void onednn_brgemm_forward(const struct cc *b, const struct onednn_conv *
  * 5x3 on 4x4: +32128, 3x5 on 4x4: blocks; 5x5 at stride 2 on 4x4: +52048;
  * 3x3 on 2x2: +18976; 12 channels 5x5 on 4x4: +6848; 4x4 two threads:
  * +106112; batch 1 to 3 alike. (One more weight-sized tensor comes and goes
- * after the weight's grad, below the peak of the three.) AVX-512 is not
- * measured for this case and keeps the rule above. */
+ * after the weight's grad, below the peak of the three.) A dilated one
+ * takes the same gemm (the depthwise JIT takes no dilation:
+ * onednn_dw_bwd_weights_jit): measured, 2.14.1 and 1.13.0, 16 channels
+ * 3x3 at dilation 2, padding 2, on [1,16,8,8] and [2,16,8,8]: +576
+ * diff_weights, +5248 = 4 x 576 + 4 x (9 x 64 + 64) + 384; 5x5 at
+ * dilation 2 on [1,16,12,12]: +1600, +21760. AVX-512 is not measured for
+ * these cases and keeps the rule above. */
 static bool onednn_dw_gemm_weight_grad(const struct cc *b, const struct onednn_conv *c)
 {
     return b->run->cpu_isa == DNNMEM_CPU_ISA_AVX2 && c->kernel == ONEDNN_DEPTHWISE &&
-           c->kh_over_ih;
+           (c->kh_over_ih || b->cv->dilated);
 }
 
 static int64_t onednn_dw_gemm_scratchpad(const struct cc *b, const struct onednn_conv *c,
@@ -837,23 +844,32 @@ static int64_t gemm_forward_columns(struct gemm_tiling *q)
     return mul3(q->icb, q->ks, q->osb);
 }
 
+/* gemm_convolution_utils::init_conf's scratchpad limit, min(1 GiB, 15 T
+ * (|x| + |W| + |y|)) in bytes (src_d.size() + weights_size + dst_d.size(),
+ * f32; v2.6.3 and v3.12 alike); -1 on overflow. */
+static int64_t gemm_scratch_limit(const struct cc *b, const struct onednn_conv *c)
+{
+    int64_t xb = mul(4, mul3(c->n, c->c, c->hw)), yb = mul(4, mul3(c->n, c->oc, c->ohw));
+    int64_t wb = mul(4, mul3(c->oc, c->c / c->g, c->k)), sum, lim;
+    if (xb < 0 || yb < 0 || wb < 0 || !dm_add_ok(xb, wb, &sum) || !dm_add_ok(sum, yb, &sum) ||
+        (lim = mul(15, mul(cpu_threads(b), sum))) < 0)
+        return -1;
+    return i_min((int64_t)1 << 30, lim);
+}
+
 /* The scratchpad of oneDNN's gemm_convolution on NCHW (ncsp) f32 data, in
  * bytes (gemm_convolution_utils::init_conf, v3.12): each booked buffer takes
  * its bytes and 128 of alignment (memory_tracking.hpp, default_alignment).
  * Forward: the im2col columns, nthr * im2col_sz floats: a 2-D conv tiled to
  * the L2 (gemm_forward_columns; nthr = T), a 3-D one whole per depth slice
  * (ic * ks * oh * ow, nthr = T when outer threading is chosen, else 1).
- * Backward-data: the columns, nthr * ic * ks * oh * ow floats (cut as below,
- * by 0.1). Backward-weights: a weight reduction buffer of nthr * |W| floats, |W| the
- * weight's bytes (weights_d.size(): 4 times the weight per thread), and the
- * columns, nthr * ic * ks * oh * ow floats, their pixels cut to os_block =
- * max(8, 0.05 * what fits) when they pass the scratchpad limit, min(1 GiB,
- * 15 T (|x| + |W| + |y|)). nthr = T when outer threading is chosen (bwd_w:
- * the estimate fits the limit, oh*ow / T < 256 and a batch over 1 or more
- * than 2 groups), else 1. Measured, torch 2.14.1 on this AVX2 host, one
- * thread: 3x3 64 -> 64 at dilation 2 on [2,64,16,16], backward-weights
- * +1179904 = 4 * 147456 + 128 + 64*9*256*4 + 128; at dilation 6, forward
- * +295040 = 64*9*128*4 + 128 (os_block 128 of 256). -1 on overflow. */
+ * Backward-data: the columns, nthr * ic * ks * oh * ow floats, their pixels
+ * cut to os_block = max(8, 0.1 * what fits) when they pass the scratchpad
+ * limit (gemm_scratch_limit); nthr = T when outer threading is chosen, else
+ * 1. Backward-weights: onednn_gemm_wei_scratch, the rule 1.13 shares.
+ * Measured, torch 2.14.1 on this AVX2 host, one thread: 3x3 64 -> 64 at
+ * dilation 6 on [2,64,16,16], forward +295040 = 64*9*128*4 + 128 (os_block
+ * 128 of 256). -1 on overflow. */
 static int64_t onednn_gemm_scratch(const struct cc *b, const struct onednn_conv *c,
                                    enum gemm_pass pass)
 {
@@ -866,7 +882,7 @@ static int64_t onednn_gemm_scratch(const struct cc *b, const struct onednn_conv 
                   g.s[1] == 1 && g.s[2] == 1 && ks == 1);
     if (os < 0 || wbytes < 0 || mul3(ic, ks, os) < 0 || mul3(c->n, c->oc, c->ohw) < 0)
         return -1;
-    int64_t nthr = 1, im2col = cols ? mul3(ic, ks, os) : 0, total = 0;
+    int64_t nthr = 1, im2col = cols ? mul3(ic, ks, os) : 0;
     if (pass == GEMM_FORWARD) {
         int64_t spatial = mul3(c->n, g.o[0], os), outer_work = c->n * g.o[0];
         /* (the cost model's products stay below 2^63 for these bounds) */
@@ -892,45 +908,58 @@ static int64_t onednn_gemm_scratch(const struct cc *b, const struct onednn_conv 
         nthr = ot ? t : 1;
         return im2col ? mul(mul(nthr, im2col), 4) + 128 : 0;
     }
-    int64_t xb = mul(4, mul3(c->n, c->c, c->hw)), yb = mul(4, mul3(c->n, c->oc, c->ohw)), lim, sum;
-    if (xb < 0 || yb < 0 || !dm_add_ok(xb, wbytes, &sum) || !dm_add_ok(sum, yb, &sum) ||
-        (lim = mul(15, mul(t, sum))) < 0)
+    if (pass == GEMM_BWD_WEIGHTS)
+        return onednn_gemm_wei_scratch(b, c, false);
+    int64_t lim = gemm_scratch_limit(b, c);
+    if (lim < 0)
         return -1;
-    lim = i_min((int64_t)1 << 30, lim);
-    if (pass == GEMM_BWD_DATA) {
-        int64_t is = mul(g.i[1], g.i[2]), outer_work = c->n;
-        float outer = (float)outer_work / (float)round_up(outer_work, t);
-        int64_t inner_work = div_up(is, 8) * div_up(ic, 8);
-        float inner = (float)inner_work / (float)round_up(inner_work, t);
-        bool ot = (os / t < 512 || ks < 64) && c->n != 1 &&
-                  (outer / inner >= 1.f || mul3(is, ic, oc) / t < 64 * 1024);
-        nthr = ot ? t : 1;
-        if (!im2col)
-            return 0;
-        if (lim < mul(4, mul(nthr, im2col))) { /* coef 0.1 */
-            int64_t max_osb = (int64_t)(int32_t)lim / (4 * nthr * (im2col / os));
-            im2col = mul3(ic, ks, i_max(8, (int64_t)(int32_t)((float)max_osb * 0.1f)));
-        }
-        return mul(4, mul(nthr, im2col)) + 128; /* key_conv_gemm_col */
-    }
-    int64_t est = mul(4, mul(t, wbytes)), cols8 = mul(mul(4, t), mul3(ic, ks, 8));
-    if (est < 0 || cols8 < 0 || !dm_add_ok(est, cols8, &est))
-        return -1;
-    bool ot = est < lim && os / t < 256 && c->n != 1;
+    int64_t is = mul(g.i[1], g.i[2]), outer_work = c->n;
+    float outer = (float)outer_work / (float)round_up(outer_work, t);
+    int64_t inner_work = div_up(is, 8) * div_up(ic, 8);
+    float inner = (float)inner_work / (float)round_up(inner_work, t);
+    bool ot = (os / t < 512 || ks < 64) && c->n != 1 &&
+              (outer / inner >= 1.f || mul3(is, ic, oc) / t < 64 * 1024);
     nthr = ot ? t : 1;
-    total = mul(4, mul(nthr, wbytes)) + 128; /* key_conv_wei_reduction */
-    if (im2col) {
-        int64_t avail = lim - total;
-        if (avail < 0)
-            return -1;
-        if (avail < mul(4, mul(nthr, im2col))) {
-            int64_t max_osb = (int64_t)(int32_t)avail / (4 * nthr * (im2col / os));
-            int64_t osb = i_max(8, (int64_t)(int32_t)((float)max_osb * 0.05f));
-            im2col = mul3(ic, ks, osb);
-        }
-        total += mul(4, mul(nthr, im2col)) + 128; /* key_conv_gemm_col */
+    if (!im2col)
+        return 0;
+    if (lim < mul(4, mul(nthr, im2col))) { /* coef 0.1 */
+        int64_t max_osb = (int64_t)(int32_t)lim / (4 * nthr * (im2col / os));
+        im2col = mul3(ic, ks, i_max(8, (int64_t)(int32_t)((float)max_osb * 0.1f)));
     }
-    return total;
+    return mul(4, mul(nthr, im2col)) + 128; /* key_conv_gemm_col */
+}
+
+/* Whether oneDNN's depthwise JIT (jit_uni_dw_convolution_bwd_weights_t, its
+ * avx2 and avx512_core instances) takes a channels-last depthwise conv's
+ * backward-weights pass, writing a Goihw8g / Goihw16g diff_weights
+ * (pad_block(g) * kh * kw floats): jit_uni_dw_conv_bwd_weights_kernel_t::
+ * init_conf (src/cpu/x64/jit_uni_dw_conv_kernel_utils.cpp, v2.6.3 and v3.12
+ * alike) takes no dilation, a kernel at most 3 wide (any height), stride_w
+ * <= kw, paddings (the end ones max(0, calculate_end_padding)) within kh / 2
+ * and kw / 2, ih >= kh + modulo(-t_pad, stride_h), and a top or bottom
+ * padding over 1 only as a multiple of stride_h (its oh and ow checks hold
+ * for any PyTorch output). Otherwise the blocked kernels' whole blocks per
+ * group, or the gemm fallback (onednn_dw_gemm_weight_grad). Measured, torch
+ * 2.14.1 and 1.13.0 on this AVX2 host, one thread, 16 channels on
+ * [1,16,8,8] channels-last, 'same' padding unless said: 5x3, 7x1, 5x3 at
+ * stride 2 and 5x3 padded (1, 1) the weight's size (960, 448 B); 3x5, 1x7,
+ * 5x1 at stride 2, 3x3 padded 2 and 3x3 at stride 4 whole 8x8 blocks
+ * (61440, 28672, 20480, 36864, 36864 B); 3x3 on [1,16,3,8] the weight's
+ * size. A 3-D conv, or one whose geometry is not known, keeps the rule
+ * measured before this one: kernel sides up to 3. */
+static bool onednn_dw_bwd_weights_jit(const struct cc *b, const struct onednn_conv *c)
+{
+    struct onednn_geom g;
+    if (c->kernel != ONEDNN_DEPTHWISE)
+        return false;
+    if (b->cv->x.rank != 4 || !onednn_geom_of(b, &g))
+        return c->small_kernel;
+    int64_t kh = g.k[1], kw = g.k[2], sh = g.s[1], t = g.p[1], l = g.p[2];
+    int64_t bp = i_max(0, end_pad_of(&g, 1)), r = i_max(0, end_pad_of(&g, 2));
+    int64_t min_ih = kh + ((-t % sh) + sh) % sh;
+    return g.d[1] == 0 && g.d[2] == 0 && kw <= 3 && g.s[2] <= kw && t <= kh / 2 &&
+           bp <= kh / 2 && l <= kw / 2 && r <= kw / 2 && g.i[1] >= min_ih &&
+           (t <= 1 || t % sh == 0) && (bp <= 1 || bp % sh == 0);
 }
 
 /* The backward-weights pass's buffers of a channels-last conv (below). */
@@ -946,9 +975,8 @@ static void onednn_cl_weight_grad(const struct cc *b, const struct onednn_conv *
         ws->buf[1] = tmp(b, DM_FLOAT, wei, "onednn_diff_weights");
         drop(b, tmp(b, DM_UINT8, onednn_dw_gemm_scratchpad(b, c, wei), "onednn_gemm_scratchpad"));
     } else
-        ws->buf[1] = tmp(b, DM_FLOAT,
-                            c->kernel == ONEDNN_DEPTHWISE && c->small_kernel ? dw_wei : blocks,
-                            "onednn_diff_weights");
+        ws->buf[1] = tmp(b, DM_FLOAT, onednn_dw_bwd_weights_jit(b, c) ? dw_wei : blocks,
+                         "onednn_diff_weights");
     /* and a second weight-sized tensor beside the weight's grad while
      * both live (measured: +w +w -w after the bias grad, depthwise and
      * dense alike; for a dense one the grad comes out channels-last and
@@ -974,30 +1002,49 @@ static void onednn_channels_last(const struct cc *b, const struct onednn_conv *c
      * through the backward) */
     if (b->cv->cl_copy)
         ws->buf[3] = alloc(b, DM_FLOAT, b->cv->cl_copy, "grad_output.contiguous(channels_last)");
-    if (backward) {
-        /* the brgemm kernels' passes, one at a time: cpu_conv_grad */
-        if (!onednn_brgemm(c))
-            onednn_cl_weight_grad(b, c, ws);
-        return;
-    }
+    if (backward)
+        return; /* the passes, one at a time: cpu_conv_grad (onednn_cl_bwd) */
     if (onednn_brgemm(c))
         onednn_brgemm_forward(b, c, ws);
     else
         ws->buf[1] = tmp(b, DM_FLOAT, dw ? dw_wei : wei, "onednn_weight");
 }
 
-/* A channels-last conv's backward by the brgemm kernels: the backward-data
- * pass's buffers once grad_input is allocated, then the backward-weights
- * pass's before the weight's grad. */
-static bool onednn_brgemm_bwd(const struct cc *b, int k, struct dm_ws *ws,
-                              bool after)
+/* A channels-last conv's backward, pass by pass as mkldnn_convolution_backward
+ * runs them (aten/src/ATen/native/mkldnn/Conv.cpp: grad_input, then the
+ * weight's and the bias's grads): the backward-data pass's buffers once
+ * grad_input is allocated, then the backward-weights pass's before the
+ * weight's grad. Backward data: the brgemm kernels' (onednn_brgemm_backward_data),
+ * or for a depthwise conv the weight reordered, freed at once: in the
+ * Goihw8g / Goihw16g format of the depthwise JIT, pad_block(g) * kh * kw
+ * floats, or, dilated (jit_uni_dw_conv_bwd_data_kernel_t::init_conf takes
+ * no dilation, v3.12), whole blocks per group, g * pad_block(1)^2 * kh * kw.
+ * Measured, 2.14.1 on AVX2, one thread, 16 channels on [1,16,8,8]: +4096
+ * grad_input, +576 -576 (3x3), +960 -960 (5x3, 3x5), at dilation 2 +36864
+ * -36864 (3x3), then the weight's grad's buffers; 5x5 at dilation 2 on
+ * 12x12 +102400 -102400. Other grouped convs take none (not measured). */
+static void onednn_dw_backward_data(const struct cc *b, const struct onednn_conv *c)
+{
+    if (c->kernel != ONEDNN_DEPTHWISE)
+        return;
+    int64_t one = pad_block(c, 1);
+    drop(b, tmp(b, DM_FLOAT, b->cv->dilated ? mul3(c->g, mul(one, one), c->k)
+                                            : mul(pad_block(c, c->g), c->k),
+                "onednn_weight (backward data)"));
+}
+
+static bool onednn_cl_bwd(const struct cc *b, int k, struct dm_ws *ws, bool after)
 {
     struct onednn_conv c;
     if (b->run->torch_version < 200 || b->run->cuda || !cpu_conv_uses_onednn(b) ||
-        !onednn_conv_of(b, &c) || !b->cv->chlast || !onednn_brgemm(&c))
+        !onednn_conv_of(b, &c) || !b->cv->chlast)
         return false;
-    if (k == 0 && after)
-        onednn_brgemm_backward_data(b, &c);
+    if (k == 0 && after) {
+        if (onednn_brgemm(&c))
+            onednn_brgemm_backward_data(b, &c);
+        else
+            onednn_dw_backward_data(b, &c);
+    }
     if (k == 1 && !after)
         onednn_cl_weight_grad(b, &c, ws);
     return true;
@@ -1082,52 +1129,64 @@ static int64_t add(int64_t a, int64_t c)
     return a >= 0 && c >= 0 && dm_add_ok(a, c, &r) ? r : -1;
 }
 
-/* gemm_convolution_bwd_weights' scratchpad in oneDNN 2.6.3
- * (src/cpu/gemm_convolution_utils.cpp, init_conf, the bwd_w branches):
- * key_conv_wei_reduction, book<float>(nthr * weights_d.size()), that is
- * 4 * nthr * |W| bytes (size() is the weight's bytes, booked as floats),
- * and key_conv_gemm_col, nthr * IC/g * kd * kh * kw * OH * OW floats (a 3-D
- * conv's one depth slice: 3x3x3 64 -> 64 on [2,64,8,16,16], 3539200 =
- * 4 x 442368 + 4 x 64 x 27 x 256 + 256); on an nhwc
- * source (nspc) also key_conv_gemm_imtr, nthr * IC * IH * IW floats; each
- * entry + 128 B (scratch_entry). nthr is the threads when outer threading
- * is on (OH * OW / T < 256, a batch over 1, and the threads' estimate below
- * the limit min(1 GiB, 15 T (|x| + |W| + |y|)): T (4 |W| + 4 IC/g kh kw 8)
- * on NCHW, T (4 |W| + 4 cols + 4 IC IH IW) on nhwc), else 1. On NCHW the
- * columns past that limit shrink to os_block = max(8, 0.05 * what fits)
- * output pixels. Measured, 1.13.0, 64 -> 32 5x5 on [1,64,4,4]: 921856 =
- * 4 x 204800 + 4 x 64 x 25 x 16 + 256; [2,64,4,4] on 2 threads 1843456, on
- * 4 3686656, [1,..] on 2 921856; 16 -> 24 7x7 on 6x6: 414208; channels
- * last 926080 = 921856 + 4096 + 128, [2,..] on 2 threads 1851776. -1 when a
- * step overflows. */
-static int64_t onednn_gemm_scratch_113(const struct cc *b, const struct onednn_conv *c, bool nspc)
+/* gemm_convolution_bwd_weights' scratchpad, in bytes (gemm_convolution_utils::
+ * init_conf, src/cpu/gemm_convolution_utils.cpp, the f32 "is_nspc && is_bwd_w"
+ * and "!is_nspc && is_bwd_w" branches and the ncsp booking after them). One
+ * rule for PyTorch 1.13 (oneDNN v2.6.3) and 2.x (v3.12): the branches and
+ * the scratchpad limit read the same at both tags (diffed: v3.12 only turns
+ * 2.6.3's "return status::unimplemented" into VDISPATCH checks and adds an
+ * INT_MAX bound on the tensors that declines the primitive, not a size), so
+ * no field differs by release; what differs is which convs reach the gemm
+ * (onednn_gemm_bwd_weights, onednn_gemm_weight_grad_113) and that only 1.13
+ * runs it on an nhwc source (2.x's channels-last convs take brgemm).
+ * Booked, each entry + 128 B (scratch_entry): key_conv_wei_reduction,
+ * book<float>(nthr * weights_d.size()), 4 * nthr * |W| bytes (size() is the
+ * weight's bytes, booked as floats); key_conv_gemm_col, nthr * im2col_sz
+ * floats, im2col_sz = IC/g * kd * kh * kw * OH * OW (a 3-D conv's one depth
+ * slice), none for an unstrided 1x1 kernel keeping the input's size; on nhwc
+ * also key_conv_gemm_imtr, nthr * IC * ID * IH * IW floats. nthr = T when
+ * outer threading is on (OH * OW / T < 256, a batch over 1 or more than 2
+ * groups, and the threads' estimate below the limit gemm_scratch_limit: T
+ * (4 |W| + 4 IC/g ks simd_w) on ncsp, simd_w 8 on AVX2, the only ISA these
+ * rules are reached on; T (4 |W| + 4 im2col_sz + 4 IC ID IH IW) on nhwc),
+ * else 1. On ncsp, columns past the limit shrink to os_block = max(8, 0.05
+ * * what fits) output pixels, in oneDNN's int and float arithmetic; a
+ * reduction alone past it declines the primitive (-1, as on overflow).
+ * Measured, 2.14.1 on AVX2, one thread: 3x3 64 -> 64 at dilation 2 on
+ * [2,64,16,16], +1179904 = 4 * 147456 + 128 + 64*9*256*4 + 128. 1.13.0
+ * (Debian's python3-torch), AVX2: 64 -> 32 5x5 on [1,64,4,4]: 921856 = 4 x
+ * 204800 + 4 x 64 x 25 x 16 + 256; [2,64,4,4] on 2 threads 1843456, on 4
+ * 3686656, [1,..] on 2 921856; 16 -> 24 7x7 on 6x6: 414208; 3x3x3 64 -> 64
+ * on [2,64,8,16,16], 3539200 = 4 x 442368 + 4 x 64 x 27 x 256 + 256;
+ * channels last 926080 = 921856 + 4096 + 128, [2,..] on 2 threads
+ * 1851776. */
+static int64_t onednn_gemm_wei_scratch(const struct cc *b, const struct onednn_conv *c, bool nspc)
 {
-    /* os: the output's plane, OH * OW (a 3-D conv's columns are one depth
-     * slice's) */
-    const struct dm_tinfo *y = &b->cv->y;
+    const struct dm_tinfo *x = &b->cv->x, *y = &b->cv->y;
     int64_t t = cpu_threads(b), icg = c->c / c->g;
+    /* jcp.os: the output's plane, OH * OW */
     int64_t os = y->rank == 5 ? mul(y->dims[3], y->dims[4]) : c->ohw;
     int64_t wb = mul(4, mul3(c->oc, icg, c->k)), per_os = mul(icg, c->k);
-    int64_t sizes = add(add(mul(4, mul3(c->n, c->c, c->hw)), wb), mul(4, mul3(c->n, c->oc, c->ohw)));
-    int64_t limit = mul(mul(15, t), sizes), imtr = mul(4, mul(c->c, c->hw));
-    int64_t cols1 = mul(4, mul(per_os, nspc ? os : 8));
-    if (os < 0 || wb < 0 || per_os < 0 || limit < 0 || imtr < 0 || cols1 < 0)
+    int64_t limit = gemm_scratch_limit(b, c), imtr = nspc ? mul(4, mul(icg, c->hw)) : 0;
+    bool same = !b->cv->strided && c->k == 1 && x->rank == y->rank;
+    for (int d = 2; same && d < x->rank; d++)
+        same = x->dims[d] == y->dims[d];
+    int64_t im2col = same ? 0 : mul(per_os, os);
+    int64_t cols_est = mul(4, nspc ? im2col : mul(per_os, 8)); /* ncsp: os_block = simd_w */
+    if (os < 0 || wb < 0 || per_os < 0 || limit < 0 || imtr < 0 || im2col < 0 || cols_est < 0)
         return -1;
-    if (limit > (int64_t)1 << 30)
-        limit = (int64_t)1 << 30;
-    int64_t estimate = mul(t, add(add(mul(4, wb), cols1), nspc ? imtr : 0));
+    int64_t estimate = mul(t, add(add(mul(4, wb), cols_est), imtr));
     bool outer = estimate >= 0 && estimate < limit && os / t < 256 && (c->n != 1 || c->g > 2);
     int64_t nthr = outer ? t : 1;
-    int64_t reduction = add(mul(mul(4, nthr), wb), 128);
-    int64_t cols = mul(mul(4, nthr), mul(per_os, os));
-    if (reduction < 0 || cols < 0)
+    int64_t reduction = add(mul(mul(4, nthr), wb), 128), cols = mul(mul(4, nthr), im2col);
+    if (reduction < 0 || cols < 0 || (!nspc && reduction > limit))
         return -1;
     if (!nspc && limit - reduction < cols) {
-        int64_t fit = limit > reduction ? (limit - reduction) / mul(mul(4, nthr), per_os) : 0;
-        int64_t os_block = (int64_t)((double)fit * 0.05);
-        cols = mul(mul(4, nthr), mul(per_os, os_block > 8 ? os_block : 8));
+        int64_t max_osb = (int64_t)(int32_t)(limit - reduction) / (4 * nthr * per_os);
+        int64_t os_block = i_max(8, (int64_t)(int32_t)((float)max_osb * 0.05f));
+        cols = mul(mul(4, nthr), mul(per_os, os_block));
     }
-    int64_t all = add(reduction, add(cols, 128));
+    int64_t all = add(reduction, cols ? add(cols, 128) : 0);
     return nspc ? add(all, add(mul(nthr, imtr), 128)) : all;
 }
 
@@ -1135,7 +1194,7 @@ static int64_t onednn_gemm_scratch_113(const struct cc *b, const struct onednn_c
  * -1 when the gemm fallback reads it as it is): the source reordered, the
  * blocked diff_weights, a transient scratchpad, the diff_bias of the out
  * channels unpadded; the scratchpad is the gemm fallback's
- * (onednn_gemm_scratch_113; no reorders, a diff_weights of the weight's own
+ * (onednn_gemm_wei_scratch; no reorders, a diff_weights of the weight's own
  * size) or, for a bias whose channels are not whole blocks, the padded bias
  * (scratch_entry). Measured, 1.13.0, 12 -> 20 3x3 with a bias on
  * [2,12,16,16]: +49152 gy' +32768 x' +13824 dw' +224 (24 x 4 + 128) +80 db'
@@ -1151,7 +1210,7 @@ static void onednn_weight_grad_113(const struct cc *b, const struct onednn_conv 
                      "onednn_diff_weights");
     bool bias_tail = c->bias && c->oc % c->block &&
                      (c->kernel == ONEDNN_BLOCKED || c->kernel == ONEDNN_FIRST);
-    int64_t scratch = gemm ? onednn_gemm_scratch_113(b, c, false)
+    int64_t scratch = gemm ? onednn_gemm_wei_scratch(b, c, false)
                       : bias_tail ? scratch_entry(pad_block(c, c->oc)) : 0;
     int32_t sp = scratch ? tmp(b, DM_UINT8, scratch, "onednn_scratchpad (backward weights)") : -1;
     if (c->bias)
@@ -1173,9 +1232,8 @@ static void onednn_weight_grad_113(const struct cc *b, const struct onednn_conv 
  *    leaves them), except a depthwise kernel up to 3x3 (Goihw8g,
  *    pad8(g) * kh * kw floats) and the gemm fallbacks (the weight's own size:
  *    a dense kernel taller than the input, onednn_gemm_weight_grad_113, whose
- *    nhwc scratchpad is onednn_gemm_scratch_113's plus key_conv_gemm_imtr,
- *    nthr * IC * IH * IW floats + 128 B; a depthwise one,
- *    onednn_dw_gemm_weight_grad, as 2.14.1); then a transient scratchpad:
+ *    nhwc scratchpad is onednn_gemm_wei_scratch's, key_conv_gemm_imtr with
+ *    it; a depthwise one, onednn_dw_gemm_weight_grad, as 2.14.1); then a transient scratchpad:
  *    the gemm's, or, for a bias over blocks whose g * pad8(oc/g) channels
  *    are not the bias's, that padded bias (scratch_entry); then, once the
  *    weight's grad is made, a second weight-sized tensor as in 2.x.
@@ -1210,8 +1268,8 @@ static void onednn_cl_grad_113(const struct cc *b, const struct onednn_conv *c, 
         scratch = onednn_dw_gemm_scratchpad(b, c, wei);
     } else if (onednn_gemm_weight_grad_113(b, c)) {
         dwei = wei;
-        scratch = onednn_gemm_scratch_113(b, c, true);
-    } else if (small_dw) {
+        scratch = onednn_gemm_wei_scratch(b, c, true);
+    } else if (onednn_dw_bwd_weights_jit(b, c)) {
         dwei = mul(pad_block(c, c->g), c->k);
     } else if (c->bias && opad != c->oc) {
         scratch = scratch_entry(opad);
@@ -1270,7 +1328,7 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
         onednn_cl_grad_113(b, &c, k, ws, after);
         return;
     }
-    if (k > 1 || thnn_grad_output_copy(b, k, ws, after) || onednn_brgemm_bwd(b, k, ws, after) ||
+    if (k > 1 || thnn_grad_output_copy(b, k, ws, after) || onednn_cl_bwd(b, k, ws, after) ||
         !onednn_bwd_phased(b, &c))
         return;
     if (k == 0 && c.strided && c.kernel == ONEDNN_BLOCKED && b->run->torch_version >= 200) {

@@ -696,6 +696,90 @@ static void test_depthwise_gemm_weight_grad(void **state)
                              "-819200 onednn_diff_weights\n-12800 grad_weight (channels last)\n");
 }
 
+/* A 16-channel depthwise conv with a bias on a channels-last [1,16,8,8]
+ * input: kernel kh x kw, padding (ph, pw) both sides, stride s, dilation d. */
+static struct tb *nhwc_dw16_graph(int64_t kh, int64_t kw, int64_t ph, int64_t pw, int64_t s,
+                                  int64_t d)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "1,8,8,16");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 16, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){16, 1, kh, kw});
+    tb_init(b, "B", F32, 1, (int64_t[]){16});
+    tb_node(b, "Transpose", "perm", "x", "xc");
+    tb_attr_ints(b, "perm", 4, (int64_t[]){0, 3, 1, 2});
+    tb_node(b, "Mul", "scale", "xc,S", "xs");
+    tb_node(b, "Conv", "conv", "xs,W,B", "y");
+    tb_attr_ints(b, "pads", 4, (int64_t[]){ph, pw, ph, pw});
+    tb_attr_ints(b, "strides", 2, (int64_t[]){s, s});
+    tb_attr_ints(b, "dilations", 2, (int64_t[]){d, d});
+    tb_attr_int(b, "group", 16);
+    tb_output(b, "y");
+    return b;
+}
+
+/* oneDNN's depthwise JIT takes a channels-last depthwise conv's
+ * backward-weights pass by jit_uni_dw_conv_bwd_weights_kernel_t::init_conf
+ * (cpuconv.c, onednn_dw_bwd_weights_jit): a kernel at most 3 wide, of any
+ * height, its paddings within half the kernel, no dilation; its
+ * diff_weights is Goihw8g on AVX2, 16 x 5 x 3 floats = 960 B for a 5x3
+ * kernel. A 3x5 kernel, or a 3x3 padded 2, goes to the blocked kernel's
+ * 8x8 blocks per group (16 x 64 x 15 floats = 61440 B, 16 x 64 x 9 =
+ * 36864 B); a dilated 3x3 (padding 2) to the gemm: the weight's 576 B and a
+ * scratchpad of 4 x 576 + 4 x (9 x 64 + 64) + 384 = 5248 B. Measured, torch
+ * 2.14.1 and 1.13.0 on this AVX2 host, one thread, the profiler's events of
+ * y.backward(gy): 960, 61440, 36864, 576 and 5248 B, in both releases. */
+static void test_depthwise_jit_weight_grad(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"onednn_diff_weights", "onednn_gemm_scratchpad",
+                                        "onednn_scratchpad (backward weights)"};
+    static const struct {
+        int64_t kh, kw, ph, pw, d;
+        const char *first;
+    } cases[] = {
+        {5, 3, 2, 1, 1, "+960 onednn_diff_weights\n"},
+        {3, 5, 1, 2, 1, "+61440 onednn_diff_weights\n"},
+        {3, 3, 2, 2, 1, "+36864 onednn_diff_weights\n"},
+        {3, 3, 2, 2, 2, "+576 onednn_diff_weights\n+5248 "},
+    };
+    static const int releases[] = {214, 113};
+    char got[1024];
+    for (size_t r = 0; r < 2; r++)
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            train_events_run(nhwc_dw16_graph(cases[k].kh, cases[k].kw, cases[k].ph, cases[k].pw, 1,
+                                             cases[k].d),
+                             releases[r], DNNMEM_CPU_ISA_AVX2, 1, names, 3, got, sizeof got);
+            assert_memory_equal(got, cases[k].first, strlen(cases[k].first));
+        }
+}
+
+/* 2.x's backward of a channels-last depthwise conv runs grad_input's pass
+ * first (mkldnn_convolution_backward): grad_input, the weight reordered for
+ * backward data and freed at once (Goihw8g on AVX2, 16 x 9 floats for 3x3;
+ * dilated, which the depthwise JIT declines, whole 8x8 blocks per group, 16
+ * x 64 x 9 floats), then diff_weights. Measured, torch 2.14.1 on this AVX2
+ * host, one thread, [1,16,8,8] channels-last: +4096 +576 -576 +576 ...;
+ * at dilation 2 (padding 2) +4096 +36864 -36864 +576 ... (cpuconv.c,
+ * onednn_dw_backward_data). */
+static void test_depthwise_backward_data_first(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"xs.grad", "onednn_weight (backward data)",
+                                        "onednn_diff_weights"};
+    char got[1024];
+    train_events_run(nhwc_dw16_graph(3, 3, 1, 1, 1, 1), 214, DNNMEM_CPU_ISA_AVX2, 1, names, 3, got,
+                     sizeof got);
+    const char *want = "+4096 xs.grad\n+576 onednn_weight (backward data)\n"
+                       "-576 onednn_weight (backward data)\n+576 onednn_diff_weights\n";
+    assert_memory_equal(got, want, strlen(want));
+    train_events_run(nhwc_dw16_graph(3, 3, 2, 2, 1, 2), 214, DNNMEM_CPU_ISA_AVX2, 1, names, 3, got,
+                     sizeof got);
+    want = "+4096 xs.grad\n+36864 onednn_weight (backward data)\n"
+           "-36864 onednn_weight (backward data)\n+576 onednn_diff_weights\n";
+    assert_memory_equal(got, want, strlen(want));
+}
+
 /* On AVX2 oneDNN's JIT convolutions decline some geometries and
  * gemm_convolution runs the pass (cpuconv.c, onednn_avx2_fwd_jit,
  * onednn_avx2_bwd_weights_jit, onednn_gemm_scratch; oneDNN v3.12's
@@ -1052,7 +1136,7 @@ static void test_onednn_bwd_113(void **state)
 }
 
 /* 1.13's AVX2 backward-weights of a kernel taller than its input: oneDNN
- * 2.6.3's gemm fallback (onednn_gemm_scratch_113), no reorders, a
+ * 2.6.3's gemm fallback (onednn_gemm_wei_scratch), no reorders, a
  * diff_weights of the weight's size and a scratchpad of 4 nthr |W| + 4 nthr
  * IC kh kw OH OW + 2 x 128 B. Measured, 1.13.0: 64 -> 32 5x5 with a bias on
  * [1,64,4,4]: +204800 dw' +921856 +128 db' -921856; [2,64,4,4] on two
@@ -1364,6 +1448,8 @@ int main(void)
         cmocka_unit_test(test_conv3d),
         cmocka_unit_test(test_pad_keeps_channels_last),
         cmocka_unit_test(test_depthwise_gemm_weight_grad),
+        cmocka_unit_test(test_depthwise_jit_weight_grad),
+        cmocka_unit_test(test_depthwise_backward_data_first),
         cmocka_unit_test(test_onednn_gemm_fallback),
         cmocka_unit_test(test_onednn_gemm_forward_113),
         cmocka_unit_test(test_onednn_gemm_backward_data),
