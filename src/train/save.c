@@ -247,12 +247,12 @@ static void keep_instance_norm(struct dm_sb *b, int32_t i, int32_t in0)
     if (n->op != DM_OP_InstanceNormalization || in0 < 0 || t[in0].rank < 2 || b->run->tf_ops ||
         b->run->mx_ops || b->run->xla || !dm_mul_ok(t[in0].dims[0], t[in0].dims[1], &rows))
         return;
-    dm_keep_new(b, i, DM_FLOAT, rows, "save_mean");
-    dm_keep_new(b, i, DM_FLOAT, rows, "save_invstd");
     int32_t p = b->g->tensors[in0].producer;
     bool group_norm = p >= 0 && b->g->nodes[p].op == DM_OP_Reshape && t[in0].rank == 3;
     if (!group_norm && dm_has_in(n, 1) && b->train->param[n->in[1]])
         dm_keep_new(b, i, t[n->in[1]].dtype, rows, "weight.repeat(N)");
+    dm_keep_new(b, i, DM_FLOAT, rows, "save_mean");
+    dm_keep_new(b, i, DM_FLOAT, rows, "save_invstd");
 }
 
 /* PyTorch's elu (and selu, which F.selu runs as elu with SELU's constants)

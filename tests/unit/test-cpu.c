@@ -441,6 +441,49 @@ static void test_copy_slices(void **state)
                              "-4096 CopySlices: grad_slice.clone()\n-4096 vn.grad\n");
 }
 
+/* F.instance_norm runs batch_norm on [1, N*C, H, W] (save.c,
+ * keep_instance_norm): measured, tools/oracle/instnorm_probe.py, 2.14.1 and
+ * 1.13 alike, (InstanceNorm2d(8, affine)(x * S) * S2).sum() on [2,8,8,8]:
+ * the forward keeps the weight repeated twice (64 B) with affine=True,
+ * save_mean and save_invstd (64 B each); NativeBatchNormBackward0 frees the
+ * three. Without affine (the exporter's scale a Constant, here an input
+ * that needs no grad) only the two statistics. */
+static struct tb *instance_norm_graph(bool affine)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,8,8,8");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 8, 1, 1});
+    tb_init(b, "S2", F32, 4, (int64_t[]){1, 8, 1, 1});
+    if (affine) {
+        tb_init(b, "g", F32, 1, (int64_t[]){8});
+        tb_init(b, "bb", F32, 1, (int64_t[]){8});
+    } else {
+        tb_input(b, "g", F32, "8");
+        tb_input(b, "bb", F32, "8");
+    }
+    tb_node(b, "Mul", "/scale/Mul", "x,S", "hx");
+    tb_node(b, "InstanceNormalization", "/norm/InstanceNormalization", "hx,g,bb", "vn");
+    tb_node(b, "Mul", "/scale2/Mul", "vn,S2", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_instance_norm_saved(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"weight.repeat(N)", "save_mean", "save_invstd"};
+    char got[512];
+    for (int torch = 113; torch <= 214; torch += 101) {
+        train_events_run(instance_norm_graph(true), torch, DNNMEM_CPU_ISA_DEFAULT, 1, names, 3,
+                         got, sizeof got);
+        assert_string_equal(got, "+64 weight.repeat(N)\n+64 save_mean\n+64 save_invstd\n"
+                                 "-64 weight.repeat(N)\n-64 save_mean\n-64 save_invstd\n");
+        train_events_run(instance_norm_graph(false), torch, DNNMEM_CPU_ISA_DEFAULT, 1, names, 3,
+                         got, sizeof got);
+        assert_string_equal(got, "+64 save_mean\n+64 save_invstd\n-64 save_mean\n-64 save_invstd\n");
+    }
+}
+
 /* A value computed from weights alone that an op on the input reads is a
  * tensor PyTorch makes in every forward (forward.c, weight_computed):
  * x @ (W * G), x [4,16], W [16,32], G [1,32], no grad, measured on 2.14.1:
@@ -1358,6 +1401,7 @@ int main(void)
         cmocka_unit_test(test_scope_unscoped_constant),
         cmocka_unit_test(test_reshape_views_matmul_copies),
         cmocka_unit_test(test_copy_slices),
+        cmocka_unit_test(test_instance_norm_saved),
         cmocka_unit_test(test_weight_computed),
         cmocka_unit_test(test_onednn_1x1_small_input),
         cmocka_unit_test(test_broadcast_mul_grad),
