@@ -441,13 +441,34 @@ static void test_copy_slices(void **state)
                              "-4096 CopySlices: grad_slice.clone()\n-4096 vn.grad\n");
 }
 
+/* A Constant node making n float32 values v (torch.onnx's ones and zeros
+ * for a norm's absent weight). */
+static void const_node_f32(struct tb *b, const char *out, size_t n, float v)
+{
+    tb_node(b, "Constant", out, "", out);
+    Onnx__AttributeProto *a = tb_attr_new(b, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    Onnx__TensorProto *t = tb_calloc(b, 1, sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->has_data_type = 1;
+    t->data_type = F32;
+    t->n_dims = 1;
+    t->dims = tb_calloc(b, 1, sizeof *t->dims);
+    t->dims[0] = (int64_t)n;
+    t->n_float_data = n;
+    t->float_data = tb_calloc(b, n, sizeof *t->float_data);
+    for (size_t k = 0; k < n; k++)
+        t->float_data[k] = v;
+    a->t = t;
+}
+
 /* F.instance_norm runs batch_norm on [1, N*C, H, W] (save.c,
  * keep_instance_norm): measured, tools/oracle/instnorm_probe.py, 2.14.1 and
  * 1.13 alike, (InstanceNorm2d(8, affine)(x * S) * S2).sum() on [2,8,8,8]:
  * the forward keeps the weight repeated twice (64 B) with affine=True,
  * save_mean and save_invstd (64 B each); NativeBatchNormBackward0 frees the
- * three. Without affine (the exporter's scale a Constant, here an input
- * that needs no grad) only the two statistics. */
+ * three. Without affine only the two statistics, and the Constant ones[8]
+ * and zeros[8] torch.onnx writes for weight=None are never allocated
+ * (schedule.c, absent_norm_weight). */
 static struct tb *instance_norm_graph(bool affine)
 {
     struct tb *b = tb_new(13);
@@ -458,11 +479,12 @@ static struct tb *instance_norm_graph(bool affine)
         tb_init(b, "g", F32, 1, (int64_t[]){8});
         tb_init(b, "bb", F32, 1, (int64_t[]){8});
     } else {
-        tb_input(b, "g", F32, "8");
-        tb_input(b, "bb", F32, "8");
+        const_node_f32(b, "ones8", 8, 1.0f);
+        const_node_f32(b, "zeros8", 8, 0.0f);
     }
     tb_node(b, "Mul", "/scale/Mul", "x,S", "hx");
-    tb_node(b, "InstanceNormalization", "/norm/InstanceNormalization", "hx,g,bb", "vn");
+    tb_node(b, "InstanceNormalization", "/norm/InstanceNormalization",
+            affine ? "hx,g,bb" : "hx,ones8,zeros8", "vn");
     tb_node(b, "Mul", "/scale2/Mul", "vn,S2", "y");
     tb_output(b, "y");
     return b;
@@ -471,14 +493,15 @@ static struct tb *instance_norm_graph(bool affine)
 static void test_instance_norm_saved(void **state)
 {
     (void)state;
-    static const char *const names[] = {"weight.repeat(N)", "save_mean", "save_invstd"};
+    static const char *const names[] = {"weight.repeat(N)", "save_mean", "save_invstd", "ones8",
+                                        "zeros8"};
     char got[512];
     for (int torch = 113; torch <= 214; torch += 101) {
-        train_events_run(instance_norm_graph(true), torch, DNNMEM_CPU_ISA_DEFAULT, 1, names, 3,
+        train_events_run(instance_norm_graph(true), torch, DNNMEM_CPU_ISA_DEFAULT, 1, names, 5,
                          got, sizeof got);
         assert_string_equal(got, "+64 weight.repeat(N)\n+64 save_mean\n+64 save_invstd\n"
                                  "-64 weight.repeat(N)\n-64 save_mean\n-64 save_invstd\n");
-        train_events_run(instance_norm_graph(false), torch, DNNMEM_CPU_ISA_DEFAULT, 1, names, 3,
+        train_events_run(instance_norm_graph(false), torch, DNNMEM_CPU_ISA_DEFAULT, 1, names, 5,
                          got, sizeof got);
         assert_string_equal(got, "+64 save_mean\n+64 save_invstd\n-64 save_mean\n-64 save_invstd\n");
     }
