@@ -225,6 +225,18 @@ static bool clones_self(const struct dm_sb *b, const struct dm_node *n, int32_t 
            b->cur[out0] == b->cur[in0];
 }
 
+/* Node i is the InstanceNormalization of nn.GroupNorm as torch.onnx writes
+ * it, on its input reshaped to [N, G, -1] (lift.c): PyTorch ran one
+ * native_group_norm, whose output is a new tensor, no view. */
+static bool exported_group_norm(const struct dm_sb *b, int32_t i)
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    if (n->op != DM_OP_InstanceNormalization || !dm_has_in(n, 0))
+        return false;
+    int32_t p = b->g->tensors[n->in[0]].producer;
+    return p >= 0 && b->g->nodes[p].op == DM_OP_Reshape && b->t[n->in[0]].rank == 3;
+}
+
 /* PyTorch's F.instance_norm (aten/src/ATen/native/Normalization.cpp,
  * instance_norm, 1.13 and 2.14) runs batch_norm on the input viewed as
  * [1, N*C, ...], with the weight and bias repeated N times
@@ -247,9 +259,7 @@ static void keep_instance_norm(struct dm_sb *b, int32_t i, int32_t in0)
     if (n->op != DM_OP_InstanceNormalization || in0 < 0 || t[in0].rank < 2 || b->run->tf_ops ||
         b->run->mx_ops || b->run->xla || !dm_mul_ok(t[in0].dims[0], t[in0].dims[1], &rows))
         return;
-    int32_t p = b->g->tensors[in0].producer;
-    bool group_norm = p >= 0 && b->g->nodes[p].op == DM_OP_Reshape && t[in0].rank == 3;
-    if (!group_norm && dm_has_in(n, 1) && b->train->param[n->in[1]])
+    if (!exported_group_norm(b, i) && dm_has_in(n, 1) && b->train->param[n->in[1]])
         dm_keep_new(b, i, t[n->in[1]].dtype, rows, "weight.repeat(N)");
     dm_keep_new(b, i, DM_FLOAT, rows, "save_mean");
     dm_keep_new(b, i, DM_FLOAT, rows, "save_invstd");
@@ -453,7 +463,9 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
  * relu_ on [2,8,8,8] (4096 B) after F.instance_norm or a permute:
  * CopySlices allocates 4096 (new_empty_strided), 4096 (clone), 4096
  * (threshold_backward), then frees the last two (rand33's hardsigmoid_
- * after an InstanceNorm2d). */
+ * after an InstanceNorm2d). Not after nn.GroupNorm(affine=False) as
+ * exported (exported_group_norm): its Reshape back reads a new tensor
+ * (measured, 2.14.1: relu_ after it is ReluBackward0 alone). */
 static bool on_view(const struct dm_sb *b, int32_t i, int32_t in0, int32_t out0)
 {
     const struct dm_graph *g = b->g;
@@ -473,6 +485,9 @@ static bool on_view(const struct dm_sb *b, int32_t i, int32_t in0, int32_t out0)
         return true;
     bool view_op = v->op == DM_OP_Transpose || v->op == DM_OP_Reshape ||
                    v->op == DM_OP_Flatten || v->op == DM_OP_Squeeze || v->op == DM_OP_Unsqueeze;
+    int32_t bp = g->tensors[base].producer;
+    if (bp >= 0 && exported_group_norm(b, bp)) /* GroupNorm(affine=False)'s output: no view */
+        return false;
     return view_op && b->cur[base] == b->cur[in0] && b->train->rg[base] &&
            b->t[base].numel == b->t[in0].numel;
 }

@@ -507,6 +507,39 @@ static void test_instance_norm_saved(void **state)
     }
 }
 
+/* nn.GroupNorm(2, 8, affine=False) then ReLU(inplace=True), as torch.onnx
+ * writes it (lift.c leaves it: Reshape [0, 2, -1], InstanceNormalization of
+ * Constant ones and zeros, Reshape back): PyTorch runs native_group_norm,
+ * whose output is no view, so relu_'s backward is ReluBackward0 alone, no
+ * CopySlices (save.c, on_view); the kept mean and rstd are [N, G]. Measured,
+ * tools/oracle/instnorm_probe.py --group 2 --relu-inplace, 2.14.1, on
+ * (relu_(GroupNorm(x * S)) * S2).sum(), x [2,8,8,8]: forward +16, +16 kept;
+ * backward threshold_backward +4096, and both freed by
+ * NativeGroupNormBackward0. */
+static void test_groupnorm_noaffine_inplace(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,8,8,8");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 8, 1, 1});
+    tb_init(b, "S2", F32, 4, (int64_t[]){1, 8, 1, 1});
+    tb_init_i64(b, "to_groups", 3, (int64_t[]){0, 2, -1});
+    const_node_f32(b, "ones2", 2, 1.0f);
+    const_node_f32(b, "zeros2", 2, 0.0f);
+    tb_node(b, "Mul", "/scale/Mul", "x,S", "hx");
+    tb_node(b, "Reshape", "/gn/Reshape", "hx,to_groups", "r");
+    tb_node(b, "InstanceNormalization", "/gn/InstanceNormalization", "r,ones2,zeros2", "in");
+    tb_node(b, "Shape", "/gn/Shape", "hx", "shape");
+    tb_node(b, "Reshape", "/gn/Reshape_1", "in,shape", "gn");
+    tb_node(b, "Relu", "/act/Relu", "gn", "a");
+    tb_node(b, "Mul", "/scale2/Mul", "a,S2", "y");
+    tb_output(b, "y");
+    static const char *const names[] = {"CopySlices", "save_mean", "save_invstd", "ones2", "zeros2"};
+    char got[512];
+    train_events(b, names, 5, got, sizeof got);
+    assert_string_equal(got, "+16 save_mean\n+16 save_invstd\n-16 save_mean\n-16 save_invstd\n");
+}
+
 /* A value computed from weights alone that an op on the input reads is a
  * tensor PyTorch makes in every forward (forward.c, weight_computed):
  * x @ (W * G), x [4,16], W [16,32], G [1,32], no grad, measured on 2.14.1:
@@ -1425,6 +1458,7 @@ int main(void)
         cmocka_unit_test(test_reshape_views_matmul_copies),
         cmocka_unit_test(test_copy_slices),
         cmocka_unit_test(test_instance_norm_saved),
+        cmocka_unit_test(test_groupnorm_noaffine_inplace),
         cmocka_unit_test(test_weight_computed),
         cmocka_unit_test(test_onednn_1x1_small_input),
         cmocka_unit_test(test_broadcast_mul_grad),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What F.instance_norm keeps for its backward: the allocator's events of one training
+"""What F.instance_norm (or, with --group G, F.group_norm) keeps for its backward: the allocator's events of one training
 forward and backward of x * S -> InstanceNorm2d(C, affine) -> [relu_] -> * S2 -> sum,
 under torch.profiler (profile_memory, one thread), as tools/oracle/zoo.py measures.
 
@@ -27,13 +27,16 @@ def main():
     ap.add_argument("--n", type=int, default=2)
     ap.add_argument("--c", type=int, default=8)
     ap.add_argument("--hw", type=int, default=8)
+    ap.add_argument("--group", type=int, default=0,
+                    help="nn.GroupNorm(GROUP, C, affine) instead of InstanceNorm2d")
     a = ap.parse_args()
     import torch
     import torch.nn as nn
     from torch.profiler import ProfilerActivity, profile
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    norm = nn.InstanceNorm2d(a.c, affine=a.affine)
+    norm = nn.GroupNorm(a.group, a.c, affine=a.affine) if a.group else \
+        nn.InstanceNorm2d(a.c, affine=a.affine)
     S = nn.Parameter(torch.randn(1, a.c, 1, 1))
     S2 = nn.Parameter(torch.randn(1, a.c, 1, 1))
     x = torch.randn(a.n, a.c, a.hw, a.hw)
@@ -47,7 +50,7 @@ def main():
         with zoo.Range("it0/backward"):
             y.backward()
         del y
-    print(f"torch {torch.__version__}, x [{a.n},{a.c},{a.hw},{a.hw}], affine {a.affine}, "
+    print(f"torch {torch.__version__}, {type(norm).__name__}, x [{a.n},{a.c},{a.hw},{a.hw}], affine {a.affine}, "
           f"relu_ {a.relu_inplace}")
     live, fwd_end = {}, None
     for _, _, size, ptr, phase, op in zoo.tree_allocations(prof.profiler.kineto_results):
