@@ -225,6 +225,46 @@ static bool clones_self(const struct dm_sb *b, const struct dm_node *n, int32_t 
            b->cur[out0] == b->cur[in0];
 }
 
+/* Node i is the InstanceNormalization of nn.GroupNorm as torch.onnx writes
+ * it, on its input reshaped to [N, G, -1] (lift.c): PyTorch ran one
+ * native_group_norm, whose output is a new tensor, no view. */
+static bool exported_group_norm(const struct dm_sb *b, int32_t i)
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    if (n->op != DM_OP_InstanceNormalization || !dm_has_in(n, 0))
+        return false;
+    int32_t p = b->g->tensors[n->in[0]].producer;
+    return p >= 0 && b->g->nodes[p].op == DM_OP_Reshape && b->t[n->in[0]].rank == 3;
+}
+
+/* PyTorch's F.instance_norm (aten/src/ATen/native/Normalization.cpp,
+ * instance_norm, 1.13 and 2.14) runs batch_norm on the input viewed as
+ * [1, N*C, ...], with the weight and bias repeated N times
+ * (repeat_if_defined): NativeBatchNormBackward0 keeps, beside the input,
+ * save_mean and save_invstd, one fp32 value per (n, c), and the repeated
+ * weight (the bias's repeat is freed when instance_norm returns). Measured
+ * (tools/oracle/instnorm_probe.py, 2.14.1 and 1.13, x [2,8,8,8]): 64 + 64 B
+ * kept, and 64 B for the weight with affine=True; all three freed by
+ * NativeBatchNormBackward0. nn.GroupNorm(affine=False) is left as
+ * torch.onnx writes it (lift.c), Reshape [N, G, -1] -> InstanceNormalization
+ * (ones, zeros): PyTorch runs native_group_norm, whose mean and rstd are
+ * [N, G] (group_norm.cpp), the same count over that input, and no weight
+ * (rand120: 1,444 B of these live at the peak, -0.09% left on the modules
+ * export). TensorFlow, MXNet and XLA: not these kernels. */
+static void keep_instance_norm(struct dm_sb *b, int32_t i, int32_t in0)
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    const struct dm_tinfo *t = b->t;
+    int64_t rows;
+    if (n->op != DM_OP_InstanceNormalization || in0 < 0 || t[in0].rank < 2 || b->run->tf_ops ||
+        b->run->mx_ops || b->run->xla || !dm_mul_ok(t[in0].dims[0], t[in0].dims[1], &rows))
+        return;
+    if (!exported_group_norm(b, i) && dm_has_in(n, 1) && b->train->param[n->in[1]])
+        dm_keep_new(b, i, t[n->in[1]].dtype, rows, "weight.repeat(N)");
+    dm_keep_new(b, i, DM_FLOAT, rows, "save_mean");
+    dm_keep_new(b, i, DM_FLOAT, rows, "save_invstd");
+}
+
 /* PyTorch's elu (and selu, which F.selu runs as elu with SELU's constants)
  * out of place keeps its input, in place its result: derivatives.yaml's elu
  * entry is elu_backward(grad, ..., is_result false, self), elu_'s
@@ -295,6 +335,7 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
             break;
         }
         dm_keep_input(b, i, 0);
+        keep_instance_norm(b, i, in0);
         if (b->run->tf_graph && n->op == DM_OP_Clip && out0 >= 0)
             dm_keep_new(b, i, t[out0].dtype, t[out0].numel, "minimum(x, hi) (clip_by_value)");
         /* XLA: jax.nn.gelu(approximate=False) is x * (erf(x / sqrt 2) + 1)
@@ -422,7 +463,9 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
  * relu_ on [2,8,8,8] (4096 B) after F.instance_norm or a permute:
  * CopySlices allocates 4096 (new_empty_strided), 4096 (clone), 4096
  * (threshold_backward), then frees the last two (rand33's hardsigmoid_
- * after an InstanceNorm2d). */
+ * after an InstanceNorm2d). Not after nn.GroupNorm(affine=False) as
+ * exported (exported_group_norm): its Reshape back reads a new tensor
+ * (measured, 2.14.1: relu_ after it is ReluBackward0 alone). */
 static bool on_view(const struct dm_sb *b, int32_t i, int32_t in0, int32_t out0)
 {
     const struct dm_graph *g = b->g;
@@ -442,6 +485,9 @@ static bool on_view(const struct dm_sb *b, int32_t i, int32_t in0, int32_t out0)
         return true;
     bool view_op = v->op == DM_OP_Transpose || v->op == DM_OP_Reshape ||
                    v->op == DM_OP_Flatten || v->op == DM_OP_Squeeze || v->op == DM_OP_Unsqueeze;
+    int32_t bp = g->tensors[base].producer;
+    if (bp >= 0 && exported_group_norm(b, bp)) /* GroupNorm(affine=False)'s output: no view */
+        return false;
     return view_op && b->cur[base] == b->cur[in0] && b->train->rg[base] &&
            b->t[base].numel == b->t[in0].numel;
 }

@@ -441,6 +441,105 @@ static void test_copy_slices(void **state)
                              "-4096 CopySlices: grad_slice.clone()\n-4096 vn.grad\n");
 }
 
+/* A Constant node making n float32 values v (torch.onnx's ones and zeros
+ * for a norm's absent weight). */
+static void const_node_f32(struct tb *b, const char *out, size_t n, float v)
+{
+    tb_node(b, "Constant", out, "", out);
+    Onnx__AttributeProto *a = tb_attr_new(b, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    Onnx__TensorProto *t = tb_calloc(b, 1, sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->has_data_type = 1;
+    t->data_type = F32;
+    t->n_dims = 1;
+    t->dims = tb_calloc(b, 1, sizeof *t->dims);
+    t->dims[0] = (int64_t)n;
+    t->n_float_data = n;
+    t->float_data = tb_calloc(b, n, sizeof *t->float_data);
+    for (size_t k = 0; k < n; k++)
+        t->float_data[k] = v;
+    a->t = t;
+}
+
+/* F.instance_norm runs batch_norm on [1, N*C, H, W] (save.c,
+ * keep_instance_norm): measured, tools/oracle/instnorm_probe.py, 2.14.1 and
+ * 1.13 alike, (InstanceNorm2d(8, affine)(x * S) * S2).sum() on [2,8,8,8]:
+ * the forward keeps the weight repeated twice (64 B) with affine=True,
+ * save_mean and save_invstd (64 B each); NativeBatchNormBackward0 frees the
+ * three. Without affine only the two statistics, and the Constant ones[8]
+ * and zeros[8] torch.onnx writes for weight=None are never allocated
+ * (schedule.c, absent_norm_weight). */
+static struct tb *instance_norm_graph(bool affine)
+{
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,8,8,8");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 8, 1, 1});
+    tb_init(b, "S2", F32, 4, (int64_t[]){1, 8, 1, 1});
+    if (affine) {
+        tb_init(b, "g", F32, 1, (int64_t[]){8});
+        tb_init(b, "bb", F32, 1, (int64_t[]){8});
+    } else {
+        const_node_f32(b, "ones8", 8, 1.0f);
+        const_node_f32(b, "zeros8", 8, 0.0f);
+    }
+    tb_node(b, "Mul", "/scale/Mul", "x,S", "hx");
+    tb_node(b, "InstanceNormalization", "/norm/InstanceNormalization",
+            affine ? "hx,g,bb" : "hx,ones8,zeros8", "vn");
+    tb_node(b, "Mul", "/scale2/Mul", "vn,S2", "y");
+    tb_output(b, "y");
+    return b;
+}
+
+static void test_instance_norm_saved(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"weight.repeat(N)", "save_mean", "save_invstd", "ones8",
+                                        "zeros8"};
+    char got[512];
+    for (int torch = 113; torch <= 214; torch += 101) {
+        train_events_run(instance_norm_graph(true), torch, DNNMEM_CPU_ISA_DEFAULT, 1, names, 5,
+                         got, sizeof got);
+        assert_string_equal(got, "+64 weight.repeat(N)\n+64 save_mean\n+64 save_invstd\n"
+                                 "-64 weight.repeat(N)\n-64 save_mean\n-64 save_invstd\n");
+        train_events_run(instance_norm_graph(false), torch, DNNMEM_CPU_ISA_DEFAULT, 1, names, 5,
+                         got, sizeof got);
+        assert_string_equal(got, "+64 save_mean\n+64 save_invstd\n-64 save_mean\n-64 save_invstd\n");
+    }
+}
+
+/* nn.GroupNorm(2, 8, affine=False) then ReLU(inplace=True), as torch.onnx
+ * writes it (lift.c leaves it: Reshape [0, 2, -1], InstanceNormalization of
+ * Constant ones and zeros, Reshape back): PyTorch runs native_group_norm,
+ * whose output is no view, so relu_'s backward is ReluBackward0 alone, no
+ * CopySlices (save.c, on_view); the kept mean and rstd are [N, G]. Measured,
+ * tools/oracle/instnorm_probe.py --group 2 --relu-inplace, 2.14.1, on
+ * (relu_(GroupNorm(x * S)) * S2).sum(), x [2,8,8,8]: forward +16, +16 kept;
+ * backward threshold_backward +4096, and both freed by
+ * NativeGroupNormBackward0. */
+static void test_groupnorm_noaffine_inplace(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,8,8,8");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 8, 1, 1});
+    tb_init(b, "S2", F32, 4, (int64_t[]){1, 8, 1, 1});
+    tb_init_i64(b, "to_groups", 3, (int64_t[]){0, 2, -1});
+    const_node_f32(b, "ones2", 2, 1.0f);
+    const_node_f32(b, "zeros2", 2, 0.0f);
+    tb_node(b, "Mul", "/scale/Mul", "x,S", "hx");
+    tb_node(b, "Reshape", "/gn/Reshape", "hx,to_groups", "r");
+    tb_node(b, "InstanceNormalization", "/gn/InstanceNormalization", "r,ones2,zeros2", "in");
+    tb_node(b, "Shape", "/gn/Shape", "hx", "shape");
+    tb_node(b, "Reshape", "/gn/Reshape_1", "in,shape", "gn");
+    tb_node(b, "Relu", "/act/Relu", "gn", "a");
+    tb_node(b, "Mul", "/scale2/Mul", "a,S2", "y");
+    tb_output(b, "y");
+    static const char *const names[] = {"CopySlices", "save_mean", "save_invstd", "ones2", "zeros2"};
+    char got[512];
+    train_events(b, names, 5, got, sizeof got);
+    assert_string_equal(got, "+16 save_mean\n+16 save_invstd\n-16 save_mean\n-16 save_invstd\n");
+}
+
 /* A value computed from weights alone that an op on the input reads is a
  * tensor PyTorch makes in every forward (forward.c, weight_computed):
  * x @ (W * G), x [4,16], W [16,32], G [1,32], no grad, measured on 2.14.1:
@@ -1442,6 +1541,8 @@ int main(void)
         cmocka_unit_test(test_scope_unscoped_constant),
         cmocka_unit_test(test_reshape_views_matmul_copies),
         cmocka_unit_test(test_copy_slices),
+        cmocka_unit_test(test_instance_norm_saved),
+        cmocka_unit_test(test_groupnorm_noaffine_inplace),
         cmocka_unit_test(test_weight_computed),
         cmocka_unit_test(test_onednn_1x1_small_input),
         cmocka_unit_test(test_broadcast_mul_grad),
