@@ -236,6 +236,17 @@ void dm_optimizer_step(struct dm_sb *b)
     int32_t *batch = NULL, n_batch = 0;
     if (foreach && temps)
         batch = malloc(((size_t)g->n_tensors + 1) * sizeof *batch);
+    /* The for-loop implementation's last temporary is a local of the loop
+     * (Adam's `denom`, RMSprop's `avg`, Adagrad's `std`: torch/optim/adam.py
+     * _single_tensor_adam, rmsprop.py, adagrad.py, 2.14.1 and 1.13.0 alike),
+     * so a parameter's stays live until the next parameter's is made and the
+     * name rebound, and the last one's until the function returns. Measured
+     * (profiler, CPU, torch 2.14.1 and 1.13.0; params of 4096, 1024, 256
+     * floats): Adam allocates sqrt, denom, frees sqrt and only then the
+     * previous denom; RMSprop and Adagrad allocate the next one, then free
+     * the previous. */
+    bool held_local = !foreach && (adam || opt == DNNMEM_OPT_RMSPROP || opt == DNNMEM_OPT_ADAGRAD);
+    int32_t held = -1;
     for (int32_t x = 0; temps && x < g->n_tensors; x++) {
         if (!tr->param[x] || tr->param_grad[x] < 0)
             continue;
@@ -254,8 +265,16 @@ void dm_optimizer_step(struct dm_sb *b)
             dm_sb_unref(b, sq);
             sq = next;
         }
-        dm_sb_unref(b, sq);
+        if (held_local) { /* the previous parameter's, freed as the name is rebound */
+            if (held >= 0)
+                dm_sb_unref(b, held);
+            held = sq;
+        } else {
+            dm_sb_unref(b, sq);
+        }
     }
+    if (held >= 0)
+        dm_sb_unref(b, held);
     /* the foreach temporaries are one Python list (torch._foreach_sqrt's
      * result, a local of _multi_tensor_adam), freed when the function
      * returns: CPython's list_dealloc drops its items last to first, so the

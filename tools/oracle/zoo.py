@@ -219,6 +219,21 @@ TIMM5 = {
 }
 TIMM.update({name: ({"img_size": img} if takes else {}, img)
              for name, (img, takes) in TIMM5.items()})
+# Added 2026-12-03 (NAME=fresh27, issue 13; measured and compared before any fix): models
+# of timm families not in the zoo before (SHViT, SwiftFormer, EfficientViM, LowFormer,
+# PP-LCNetV2, FBNetV3, MobileNet-EdgeTPU-V2, CSPNeXt, ResNet-blur, iFormer, CPUBone,
+# CoAtNeXt, CAFormer), small variants, smallest first; name -> (image size, whether it takes
+# img_size).  Probed first (built, a training-mode forward at 96 px at batch 2); csatv2 left out:
+# its TorchScript export fails (SymbolicValueError).
+TIMM6 = {  # 13 models
+    "cspnext_tiny": (96, False), "iformer_t": (96, False), "swiftformer_xs": (96, False),
+    "lcnetv2_small": (96, False), "mobilenet_edgetpu_v2_xs": (96, False),
+    "shvit_s1": (96, False), "efficientvim_m1": (96, False), "fbnetv3_b": (96, False),
+    "cpubone_b0_bfrobust": (96, False), "resnetblur18": (96, False),
+    "lowformer_b0": (96, False), "coatnext_nano_rw_224": (128, True), "caformer_s18": (96, False),
+}
+TIMM.update({name: ({"img_size": img} if takes else {}, img)
+             for name, (img, takes) in TIMM6.items()})
 # Models whose attention modules are switched to timm's unfused path (each `fused_attn`
 # attribute set False after construction), in the export and the measurement alike: their
 # F.scaled_dot_product_attention call does not trace (eva02_tiny: `is_causal` a tensor).
@@ -233,7 +248,7 @@ SEGMENTATION = {"lraspp_mobilenet_v3_large": 128, "deeplabv3_mobilenet_v3_large"
                 "fcn_resnet50": 96, "deeplabv3_resnet50": 96}
 VIDEO = {"r3d_18": 64, "mc3_18": 64, "r2plus1d_18": 64}
 FRAMES = 8
-RANDOM_SEEDS = range(0, 146)
+RANDOM_SEEDS = range(0, 158)
 RUNS = (("inference", None), ("train", "sgd-momentum"), ("train", "adam"))
 
 
