@@ -136,9 +136,14 @@ int32_t hf_deepseek_moe(struct hf *h, const struct llama *c, const struct moe *m
  * family's are, after the copy apply_rotary_pos_emb_interleave makes
  * (rope_interleave, DeepseekV3Config's default; V2's complex rotation
  * copies likewise). */
+static int32_t mla_latent(struct hf *h, const struct llama *c, int layer, int32_t x, int32_t cos,
+                          int32_t sin, int32_t mask, int32_t *attn_weights);
+
 int32_t hf_mla_attention(struct hf *h, const struct llama *c, int layer, int32_t x, int32_t cos,
                          int32_t sin, int32_t mask, int32_t *attn_weights)
 {
+    if (h->transformers >= 515)
+        return mla_latent(h, c, layer, x, cos, sin, mask, attn_weights);
     const struct mla *a = c->mla;
     struct dm_graph *g = h->g;
     int64_t H = c->heads, E = c->hidden, Dq = a->nope + a->rope;
@@ -230,6 +235,173 @@ int32_t hf_mla_attention(struct hf *h, const struct llama *c, int layer, int32_t
      * k_pass and value_states (kv_b_proj's output), the rotated q_rot and
      * k_rot, query_states, key_states */
     int32_t locals[] = {q_states, ckv, k_pass, v, q_rot, k_rot_emb, qs, k};
+    for (size_t j = 0; j < sizeof locals / sizeof locals[0]; j++)
+        hf_hold(h, locals[j], hf_last_node(h));
+    *attn_weights = p;
+    return o;
+}
+
+/* q = the query projection(s) of x [B, S, E]: q_proj, or q_a_proj,
+ * q_a_layernorm, q_b_proj; [B, S, H * (qk_nope + qk_rope)]. */
+static int32_t mla_query(struct hf *h, const struct llama *c, int32_t x)
+{
+    const struct mla *a = c->mla;
+    int64_t HDq = c->heads * (a->nope + a->rope);
+    size_t s;
+    if (!a->q_lora) {
+        s = hf_enter(h, "q_proj");
+        int32_t q = hf_linear(h, x, c->hidden, HDq, false, -1, NULL);
+        hf_leave(h, s);
+        return q;
+    }
+    s = hf_enter(h, "q_a_proj");
+    int32_t q = hf_linear(h, x, c->hidden, a->q_lora, a->bias, -1, NULL);
+    hf_leave(h, s);
+    s = hf_enter(h, "q_a_layernorm");
+    q = hf_rms_norm(h, q, a->q_lora, 1e-6);
+    hf_leave(h, s);
+    s = hf_enter(h, "q_b_proj");
+    q = hf_linear(h, q, a->q_lora, HDq, false, -1, NULL);
+    hf_leave(h, s);
+    return q;
+}
+
+/* x[..., start::2] on the last dim of x (d long): a strided view. */
+static int32_t every_other(struct hf *h, int32_t x, int64_t start, int64_t d)
+{
+    return hf_op(h, DM_OP_Slice, 5, x, hf_const_ints(h, INTS(start)), hf_const_ints(h, INTS(d)),
+                 hf_const_ints(h, INTS(-1)), hf_const_ints(h, INTS(2)));
+}
+
+/* The rotary embedding of one latent-attention part x [B, H or 1, S, R] (a
+ * view) with cos and sin [1, 1, S, R] (views of the model's), as each
+ * release's modeling file computes it (transformers 5.24.0):
+ *  - DeepSeek-V3 with rope_interleave (modeling_deepseek_v3.py,
+ *    apply_rotary_pos_emb_interleave): cos[..., :R/2] and sin[..., :R/2]
+ *    (views), x1, x2 = x[..., 0::2], x[..., 1::2] (strided views),
+ *    cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin]): no copy of x;
+ *  - DeepSeek-V3 without it: apply_rotary_pos_emb (x * cos +
+ *    rotate_half(x) * sin);
+ *  - DeepSeek-V2 (modeling_deepseek_v2.py, apply_rotary_emb):
+ *    view_as_complex(x.float().reshape(..., -1, 2)) (x.float() copies a
+ *    16-bit x, then a view), times freqs_cis [1, 1, S, R/2] complex64, then
+ *    view_as_real(...).flatten(3) (views) and .type_as(x) (a copy for a
+ *    16-bit x): the product is one [.., R/2] complex64 tensor, the bytes of
+ *    a float32 [.., R] one, which the product of the float32 x and cos
+ *    stands for here. DeepseekV2RotaryEmbedding's freqs_cis [1, S, R/2]
+ *    complex64 (torch.polar, times attention_scaling) is built here as cos
+ *    and sin, [1, S, R] float32 each: 4 R S bytes over, once per forward. */
+static int32_t mla_rope(struct hf *h, const struct mla *a, int32_t x, int32_t cos, int32_t sin)
+{
+    int64_t R = a->rope;
+    if (a->complex_rope) {
+        int32_t xf = hf_op(h, DM_OP_Cast, 1, x);
+        hf_attr_i(h, "to", DM_FLOAT);
+        hf_keep32(h, xf);
+        int32_t p = hf_op(h, DM_OP_Mul, 2, xf, cos);
+        hf_keep32(h, p);
+        return hf_op(h, DM_OP_CastLike, 2, p, x);
+    }
+    if (!a->interleave)
+        return hf_rope(h, x, cos, sin, R, NULL);
+    int32_t ch = hf_narrow(h, cos, 3, 0, R / 2), sh = hf_narrow(h, sin, 3, 0, R / 2);
+    int32_t x1 = every_other(h, x, 0, R), x2 = every_other(h, x, 1, R);
+    int32_t lo = hf_op(h, DM_OP_Sub, 2, hf_op(h, DM_OP_Mul, 2, x1, ch),
+                       hf_op(h, DM_OP_Mul, 2, x2, sh));
+    int32_t hi = hf_op(h, DM_OP_Add, 2, hf_op(h, DM_OP_Mul, 2, x2, ch),
+                       hf_op(h, DM_OP_Mul, 2, x1, sh));
+    int32_t y = hf_op(h, DM_OP_Concat, 2, lo, hi);
+    hf_attr_i(h, "axis", -1);
+    return y;
+}
+
+/* DeepseekV2Attention and DeepseekV3Attention from transformers 5.15 (read
+ * in 5.24.0's modeling_deepseek_v2.py and modeling_deepseek_v3.py; expand_kv
+ * is first in 5.15.0's wheel), the cache holding the latent vectors:
+ *  - q [B, S, H * Dq] viewed [B, S, H, Dq] and transposed to [B, H, S, Dq]
+ *    (a view), split into q_pass and q_rot (views);
+ *  - compressed_kv = kv_a_proj_with_mqa(x) [B, S, L + R] split: the first L
+ *    normalised by kv_a_layernorm (a new [B, S, L]), viewed [B, 1, S, L]
+ *    (kv_nope); the last R viewed [B, 1, S, R] (k_rot, a view);
+ *  - the rotary embedding on q_rot and k_rot (mla_rope);
+ *  - use_cache: cache.update(kv_nope, k_rot): DynamicLayer's torch.cat onto
+ *    its empty tensors copies both (present.N.key [B, 1, S, L] and
+ *    present.N.value [B, 1, S, R]), and the names are rebound to the copies
+ *    (the normalised kv_nope and the rotated k_rot go);
+ *  - query_states = cat(q_pass, q_rot) [B, H, S, Dq];
+ *  - expand_kv: kv_b_proj(kv_nope) [B, 1, S, H * (nope + v)] viewed
+ *    [B, S, H, nope + v] and transposed (views), split into k_nope and the
+ *    values (views: value_states keeps kv_b_proj's output); k_rot expanded
+ *    to H heads (a view); key_states = new_empty [B, H, S, Dq] filled by two
+ *    copy_ (one allocation, as a cat);
+ *  - the attention (eager or sdpa) on those, reshape, o_proj.
+ * The forward's locals live until it returns: the query projection's
+ * output, compressed_kv, kv_nope and k_rot (the cache's copies with a
+ * cache), the rotated q_rot, query_states, key_states and value_states. */
+static int32_t mla_latent(struct hf *h, const struct llama *c, int layer, int32_t x, int32_t cos,
+                          int32_t sin, int32_t mask, int32_t *attn_weights)
+{
+    const struct mla *a = c->mla;
+    struct dm_graph *g = h->g;
+    int64_t H = c->heads, E = c->hidden, L = a->kv_lora, R = a->rope, Dq = a->nope + a->rope;
+    const char *kname = NULL, *vname = NULL;
+    if (c->use_cache) {
+        kname = dm_arena_printf(&g->arena, "present.%d.key", layer);
+        vname = dm_arena_printf(&g->arena, "present.%d.value", layer);
+        if (!kname || !vname)
+            return hf_oom(h);
+    }
+    int32_t q_states = mla_query(h, c, x);
+    int32_t q = hf_transpose(h, hf_reshape(h, q_states, INTS(0, 0, H, Dq)), INTS(0, 2, 1, 3));
+    int32_t q_pass = hf_narrow(h, q, 3, 0, a->nope), q_rot = hf_narrow(h, q, 3, a->nope, R);
+    size_t s = hf_enter(h, "kv_a_proj_with_mqa");
+    int32_t ckv = hf_linear(h, x, E, L + R, a->bias, -1, NULL);
+    hf_leave(h, s);
+    int32_t kv_nope = hf_narrow(h, ckv, 2, 0, L), k_rot = hf_narrow(h, ckv, 2, L, R);
+    s = hf_enter(h, "kv_a_layernorm");
+    kv_nope = hf_rms_norm(h, kv_nope, L, 1e-6);
+    hf_leave(h, s);
+    kv_nope = hf_unsqueeze(h, kv_nope, INTS(1));
+    k_rot = hf_unsqueeze(h, k_rot, INTS(1));
+    /* cos.unsqueeze(1) on [B, H, S, R]: the model's [1, S, 1, R] viewed */
+    int32_t cos4 = hf_reshape(h, cos, INTS(1, 1, -1, R)), sin4 = hf_reshape(h, sin, INTS(1, 1, -1, R));
+    q_rot = mla_rope(h, a, q_rot, cos4, sin4);
+    k_rot = mla_rope(h, a, k_rot, cos4, sin4);
+    kv_nope = hf_cache_update(h, kv_nope, kname);
+    k_rot = hf_cache_update(h, k_rot, vname);
+    int32_t qs = hf_op(h, DM_OP_Concat, 2, q_pass, q_rot);
+    hf_attr_i(h, "axis", -1);
+    /* expand_kv */
+    s = hf_enter(h, "kv_b_proj");
+    int32_t kv = hf_linear(h, kv_nope, L, H * (a->nope + a->v), false, -1, NULL);
+    hf_leave(h, s);
+    kv = hf_transpose(h, hf_reshape(h, kv, INTS(0, -1, H, a->nope + a->v)), INTS(0, 2, 1, 3));
+    int32_t k_nope = hf_narrow(h, kv, 3, 0, a->nope), v = hf_narrow(h, kv, 3, a->nope, a->v);
+    int32_t k_exp = hf_op(h, DM_OP_Expand, 2, k_rot, hf_const_ints(h, INTS(1, H, 1, 1)));
+    int32_t k = hf_op(h, DM_OP_Concat, 2, k_nope, k_exp);
+    hf_attr_i(h, "axis", -1);
+    /* the attention core as hf_mla_attention's */
+    int32_t o, p = -1;
+    double scale = 1.0 / sqrt((double)Dq);
+    if (h->sdpa) {
+        int32_t vc = hf_reshape(h, v, INTS(0, H, -1, a->v));
+        o = hf_sdpa_attention(h, (int32_t[]){qs, k, vc}, -1, true, H, H, Dq, a->v, scale,
+                              c->attn_drop);
+    } else {
+        int32_t kt = hf_transpose(h, k, INTS(0, 1, 3, 2));
+        int32_t sc = hf_op(h, DM_OP_MatMul, 2, qs, kt);
+        sc = hf_op(h, DM_OP_Mul, 2, sc, hf_const_f(h, scale));
+        sc = hf_op(h, DM_OP_Add, 2, sc, mask);
+        p = hf_softmax_f32(h, sc, qs);
+        p = hf_dropout(h, p, c->attn_drop);
+        o = hf_op(h, DM_OP_MatMul, 2, p, hf_matmul_fold(h, v, H, a->v));
+    }
+    o = hf_transpose(h, o, INTS(0, 2, 1, 3));
+    o = hf_reshape(h, o, INTS(0, 0, -1));
+    s = hf_enter(h, "o_proj");
+    o = hf_linear(h, o, H * a->v, E, a->bias, -1, NULL);
+    hf_leave(h, s);
+    int32_t locals[] = {q_states, ckv, kv_nope, k_rot, q_rot, qs, k, v};
     for (size_t j = 0; j < sizeof locals / sizeof locals[0]; j++)
         hf_hold(h, locals[j], hf_last_node(h));
     *attn_weights = p;

@@ -212,6 +212,8 @@ struct moe {
 struct mla {
     int64_t q_lora, kv_lora, nope, rope, v; /* q_lora 0: q_proj */
     bool bias;                              /* attention_bias */
+    bool complex_rope;                      /* deepseek_v2: apply_rotary_emb's complex product */
+    bool interleave;                        /* DeepseekV3Config.rope_interleave (default true) */
 };
 
 /* The expert loop on x2 [N, hidden] (see above): routing weights rw [N, k],

@@ -101,6 +101,8 @@ static void read_moe(struct hf *h, const char *type, struct llama *c, struct moe
         a->rope = hf_get_int(h, "qk_rope_head_dim", 64, MAX_SIZE);
         a->v = hf_get_int(h, "v_head_dim", 128, MAX_SIZE);
         a->bias = hf_get_bool(h, "attention_bias", false);
+        a->complex_rope = !v3;
+        a->interleave = v3 && hf_get_bool(h, "rope_interleave", true);
         if (h->st == DNNMEM_OK && a->rope % 2)
             hf_fail(h, DNNMEM_E_MODEL, "config field 'qk_rope_head_dim' (%lld) must be even",
                     (long long)a->rope);
