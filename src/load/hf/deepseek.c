@@ -136,14 +136,18 @@ int32_t hf_deepseek_moe(struct hf *h, const struct llama *c, const struct moe *m
  * family's are, after the copy apply_rotary_pos_emb_interleave makes
  * (rope_interleave, DeepseekV3Config's default; V2's complex rotation
  * copies likewise). */
-static int32_t mla_latent(struct hf *h, const struct llama *c, int layer, int32_t x, int32_t cos,
-                          int32_t sin, int32_t mask, int32_t *attn_weights);
+static int32_t mla_heads_first(struct hf *h, const struct llama *c, int layer, int32_t x,
+                               int32_t cos, int32_t sin, int32_t mask, bool latent,
+                               int32_t *attn_weights);
 
 int32_t hf_mla_attention(struct hf *h, const struct llama *c, int layer, int32_t x, int32_t cos,
                          int32_t sin, int32_t mask, int32_t *attn_weights)
 {
-    if (h->transformers >= 515)
-        return mla_latent(h, c, layer, x, cos, sin, mask, attn_weights);
+    /* DeepSeek-V2 natively from 4.54 (modeling_deepseek_v2.py; 4.51-4.53
+     * need the hub's remote code), both with the latent cache from 5.15 */
+    bool latent = h->transformers >= 515;
+    if (latent || (c->mla->complex_rope && h->transformers >= 454))
+        return mla_heads_first(h, c, layer, x, cos, sin, mask, latent, attn_weights);
     const struct mla *a = c->mla;
     struct dm_graph *g = h->g;
     int64_t H = c->heads, E = c->hidden, Dq = a->nope + a->rope;
@@ -315,31 +319,38 @@ static int32_t mla_rope(struct hf *h, const struct mla *a, int32_t x, int32_t co
     return y;
 }
 
-/* DeepseekV2Attention and DeepseekV3Attention from transformers 5.15 (read
- * in 5.24.0's modeling_deepseek_v2.py and modeling_deepseek_v3.py; expand_kv
- * is first in 5.15.0's wheel), the cache holding the latent vectors:
+/* The multi-head latent attention of DeepseekV2Attention from transformers
+ * 4.54 (read in 4.56.2's and 5.0.0's modeling_deepseek_v2.py) and of both
+ * DeepseekV2Attention and DeepseekV3Attention from 5.15 (latent: read in
+ * 5.24.0's; expand_kv is first in 5.15.0's wheel, 5.14.0's caches the
+ * decompressed keys and values), the queries transposed before the split:
  *  - q [B, S, H * Dq] viewed [B, S, H, Dq] and transposed to [B, H, S, Dq]
  *    (a view), split into q_pass and q_rot (views);
  *  - compressed_kv = kv_a_proj_with_mqa(x) [B, S, L + R] split: the first L
- *    normalised by kv_a_layernorm (a new [B, S, L]), viewed [B, 1, S, L]
- *    (kv_nope); the last R viewed [B, 1, S, R] (k_rot, a view);
- *  - the rotary embedding on q_rot and k_rot (mla_rope);
- *  - use_cache: cache.update(kv_nope, k_rot): DynamicLayer's torch.cat onto
- *    its empty tensors copies both (present.N.key [B, 1, S, L] and
- *    present.N.value [B, 1, S, R]), and the names are rebound to the copies
- *    (the normalised kv_nope and the rotated k_rot go);
- *  - query_states = cat(q_pass, q_rot) [B, H, S, Dq];
- *  - expand_kv: kv_b_proj(kv_nope) [B, 1, S, H * (nope + v)] viewed
- *    [B, S, H, nope + v] and transposed (views), split into k_nope and the
- *    values (views: value_states keeps kv_b_proj's output); k_rot expanded
- *    to H heads (a view); key_states = new_empty [B, H, S, Dq] filled by two
- *    copy_ (one allocation, as a cat);
+ *    normalised by kv_a_layernorm (a new [B, S, L]); the last R viewed
+ *    [B, 1, S, R] (k_rot, a view); the rotary embedding on q_rot and k_rot
+ *    (mla_rope); query_states = cat(q_pass, q_rot) [B, H, S, Dq];
+ *  - not latent (4.54-5.14): kv_b_proj on the normalised [B, S, L],
+ *    [B, S, H * (nope + v)] viewed [B, S, H, nope + v] and transposed,
+ *    split into k_nope and the values (views, which keep kv_b_proj's output);
+ *    k_rot expanded to H heads (a view); key_states = cat(k_nope, k_rot)
+ *    [B, H, S, Dq]; use_cache: cache.update(key_states, value_states) copies
+ *    both (from 4.56, hf_cache_update) and the names are rebound to them;
+ *  - latent (5.15-5.24): the normalised part viewed [B, 1, S, L] (kv_nope);
+ *    use_cache: cache.update(kv_nope, k_rot) copies both (present.N.key
+ *    [B, 1, S, L], present.N.value [B, 1, S, R]) and the names are rebound
+ *    to the copies (the normalised kv_nope and the rotated k_rot go); then
+ *    expand_kv: kv_b_proj(kv_nope) [B, 1, S, H * (nope + v)] viewed and
+ *    transposed as above, k_rot expanded, key_states = new_empty [B, H, S,
+ *    Dq] filled by two copy_ (one allocation, as a cat);
  *  - the attention (eager or sdpa) on those, reshape, o_proj.
  * The forward's locals live until it returns: the query projection's
- * output, compressed_kv, kv_nope and k_rot (the cache's copies with a
- * cache), the rotated q_rot, query_states, key_states and value_states. */
-static int32_t mla_latent(struct hf *h, const struct llama *c, int layer, int32_t x, int32_t cos,
-                          int32_t sin, int32_t mask, int32_t *attn_weights)
+ * output, compressed_kv, kv_nope (latent), k_nope (kv_b_proj's output),
+ * k_rot, the rotated q_rot, query_states, key_states and value_states (the
+ * cache's copies where they are rebound to them). */
+static int32_t mla_heads_first(struct hf *h, const struct llama *c, int layer, int32_t x,
+                               int32_t cos, int32_t sin, int32_t mask, bool latent,
+                               int32_t *attn_weights)
 {
     const struct mla *a = c->mla;
     struct dm_graph *g = h->g;
@@ -361,25 +372,42 @@ static int32_t mla_latent(struct hf *h, const struct llama *c, int layer, int32_
     s = hf_enter(h, "kv_a_layernorm");
     kv_nope = hf_rms_norm(h, kv_nope, L, 1e-6);
     hf_leave(h, s);
-    kv_nope = hf_unsqueeze(h, kv_nope, INTS(1));
+    int32_t kv = -1;
+    if (!latent) {
+        s = hf_enter(h, "kv_b_proj");
+        kv = hf_linear(h, kv_nope, L, H * (a->nope + a->v), false, -1, NULL);
+        hf_leave(h, s);
+        kv_nope = -1;
+    } else {
+        kv_nope = hf_unsqueeze(h, kv_nope, INTS(1));
+    }
     k_rot = hf_unsqueeze(h, k_rot, INTS(1));
     /* cos.unsqueeze(1) on [B, H, S, R]: the model's [1, S, 1, R] viewed */
     int32_t cos4 = hf_reshape(h, cos, INTS(1, 1, -1, R)), sin4 = hf_reshape(h, sin, INTS(1, 1, -1, R));
     q_rot = mla_rope(h, a, q_rot, cos4, sin4);
     k_rot = mla_rope(h, a, k_rot, cos4, sin4);
-    kv_nope = hf_cache_update(h, kv_nope, kname);
-    k_rot = hf_cache_update(h, k_rot, vname);
+    if (latent) {
+        kv_nope = hf_cache_update(h, kv_nope, kname);
+        k_rot = hf_cache_update(h, k_rot, vname);
+    }
     int32_t qs = hf_op(h, DM_OP_Concat, 2, q_pass, q_rot);
     hf_attr_i(h, "axis", -1);
-    /* expand_kv */
-    s = hf_enter(h, "kv_b_proj");
-    int32_t kv = hf_linear(h, kv_nope, L, H * (a->nope + a->v), false, -1, NULL);
-    hf_leave(h, s);
+    if (latent) { /* expand_kv */
+        s = hf_enter(h, "kv_b_proj");
+        kv = hf_linear(h, kv_nope, L, H * (a->nope + a->v), false, -1, NULL);
+        hf_leave(h, s);
+    }
     kv = hf_transpose(h, hf_reshape(h, kv, INTS(0, -1, H, a->nope + a->v)), INTS(0, 2, 1, 3));
     int32_t k_nope = hf_narrow(h, kv, 3, 0, a->nope), v = hf_narrow(h, kv, 3, a->nope, a->v);
     int32_t k_exp = hf_op(h, DM_OP_Expand, 2, k_rot, hf_const_ints(h, INTS(1, H, 1, 1)));
+    if (!latent)
+        h->out_name = hf_cache_at_make(h, kname);
     int32_t k = hf_op(h, DM_OP_Concat, 2, k_nope, k_exp);
     hf_attr_i(h, "axis", -1);
+    if (!latent) {
+        k = hf_cache_update(h, k, kname);
+        v = hf_cache_update(h, v, vname);
+    }
     /* the attention core as hf_mla_attention's */
     int32_t o, p = -1;
     double scale = 1.0 / sqrt((double)Dq);
@@ -401,7 +429,7 @@ static int32_t mla_latent(struct hf *h, const struct llama *c, int layer, int32_
     s = hf_enter(h, "o_proj");
     o = hf_linear(h, o, H * a->v, E, a->bias, -1, NULL);
     hf_leave(h, s);
-    int32_t locals[] = {q_states, ckv, kv_nope, k_rot, q_rot, qs, k, v};
+    int32_t locals[] = {q_states, ckv, kv_nope, k_nope, k_rot, q_rot, qs, k, v};
     for (size_t j = 0; j < sizeof locals / sizeof locals[0]; j++)
         hf_hold(h, locals[j], hf_last_node(h));
     *attn_weights = p;
