@@ -77,7 +77,9 @@ static int32_t deepseek_router(struct hf *h, const struct moe *m, int64_t E, int
         }
         hf_keep32(h, rw);
     }
-    if (m->norm_topk && (m->method == TOPK_NOAUX_TC || m->top_k > 1)) {
+    /* DeepseekV2MoEGate (4.54-4.57) has no renormalisation */
+    bool v2_gate = m->v2 && h->transformers >= 454 && h->transformers < 500;
+    if (m->norm_topk && !v2_gate && (m->method == TOPK_NOAUX_TC || m->top_k > 1)) {
         int32_t den = hf_op(h, DM_OP_Add, 2, hf_sum_last(h, rw, true), hf_const_f(h, 1e-20));
         hf_keep32(h, den);
         rw = hf_op(h, DM_OP_Div, 2, rw, den);
@@ -89,6 +91,101 @@ static int32_t deepseek_router(struct hf *h, const struct moe *m, int64_t E, int
     return rw;
 }
 
+/* DeepseekV2MoE.moe of transformers 4.54-4.57 (modeling_deepseek_v2.py,
+ * read in the 4.54.0, 4.56.2 and 4.57.0 wheels: the same ops) on x2 [N, E],
+ * the gate's float32 weights rw [N, k] and experts sel [N, k], S = N k:
+ *  - cnts = topk_ids.new_zeros((N, experts)) int64, scatter_ in place;
+ *    tokens_per_expert = cnts.sum(dim=0) [experts] int64;
+ *  - indicies = topk_ids.view(-1).argsort() [S] int64 (sort's values go);
+ *    sorted_tokens = hidden_states[indicies // k] [S, E];
+ *  - per expert with tokens: its rows sorted_tokens[start:end] (a view)
+ *    through its MLP, each output appended to the `outputs` list (all of
+ *    them live until moe returns); here every expert gets S / experts rows
+ *    (uniform routing, a Split of the sorted rows into equal views, the
+ *    last smaller where they do not divide);
+ *  - outs = torch.cat(outputs) [S, E]; new_x = torch.empty_like(outs),
+ *    new_x[indicies] = outs (index_put_, in place);
+ *  - new_x.view(N, k, E).type(float32) (a copy for a 16-bit model),
+ *    .mul_(topk_weight.unsqueeze(-1)): in place, and under autograd
+ *    MulBackward0 saves a clone of its self (measured: torch 2.13 CPU,
+ *    x.mul_(w) with both requiring grad allocates one x-sized tensor), so
+ *    the product is a new tensor in training and none in inference;
+ *  - .sum(dim=1) [N, E] float32, .type(new_x.dtype).
+ * moe's locals (cnts, tokens_per_expert, indicies, sorted_tokens, the
+ * outputs list, outs, new_x) live until it returns. */
+static int32_t v2_moe(struct hf *h, const struct moe *m, int64_t E, int32_t x2, int32_t rw,
+                      int32_t sel)
+{
+    int64_t X = m->experts, k = m->top_k;
+    if (X < 1 || X > INT32_MAX / 2) { /* read_moe bounds it (1 << 16) */
+        hf_fail(h, DNNMEM_E_MODEL, "config field 'n_routed_experts' (%lld) is out of range",
+                (long long)X);
+        return -1;
+    }
+    int32_t n = hf_op(h, DM_OP_Gather, 2, hf_op(h, DM_OP_Shape, 1, sel), hf_const_ints(h, INTS(0)));
+    int32_t cshape = hf_op(h, DM_OP_Concat, 2, n, hf_const_ints(h, INTS(X)));
+    hf_attr_i(h, "axis", 0);
+    int32_t cnts = hf_dec_fill(h, cshape, DM_INT64, 0);
+    int32_t tpe = hf_op(h, DM_OP_ReduceSum, 2, cnts, hf_const_ints(h, INTS(0)));
+    hf_attr_i(h, "keepdims", 0);
+    int32_t ids = hf_reshape(h, sel, INTS(-1));
+    struct dm_node *sn = hf_node(h, DM_OP_TopK, 2, (int32_t[]){ids, hf_op(h, DM_OP_Shape, 1, ids)},
+                                 2);
+    if (!sn)
+        return -1;
+    int32_t idx = sn->out[1];
+    hf_attr_i(h, "axis", -1);
+    hf_attr_i(h, "largest", 0);
+    int32_t sorted = hf_op(h, DM_OP_Gather, 2, x2, hf_op(h, DM_OP_Div, 2, idx, hf_const_i(h, k)));
+    hf_attr_i(h, "axis", 0);
+    struct dm_node *split = hf_node(h, DM_OP_Split, 1, &sorted, (int)X);
+    if (!split)
+        return -1;
+    hf_attr_i(h, "axis", 0);
+    hf_attr_i(h, "num_outputs", X);
+    hf_attr_i(h, "view", 1);
+    int32_t *outs = malloc((size_t)X * sizeof *outs), *rows = malloc((size_t)X * sizeof *rows);
+    if (!outs || !rows) {
+        free(outs);
+        free(rows);
+        return hf_oom(h);
+    }
+    memcpy(rows, split->out, (size_t)X * sizeof *rows);
+    static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
+    for (int64_t e = 0; e < X && h->st == DNNMEM_OK; e++) {
+        size_t s = hf_enter(h, "experts.%lld", (long long)e);
+        outs[e] = hf_swiglu(h, rows[e], E, m->inter, proj);
+        hf_leave(h, s);
+    }
+    struct dm_node *cat = h->st == DNNMEM_OK ? hf_node(h, DM_OP_Concat, (int)X, outs, 1) : NULL;
+    int32_t out = cat ? cat->out[0] : -1;
+    hf_attr_i(h, "axis", 0);
+    int32_t new_x = hf_zeros_like(h, out, false); /* empty_like(outs): only its bytes count */
+    new_x = hf_op(h, DM_OP_IndexAdd, 3, new_x, idx, out); /* new_x[indicies] = outs */
+    hf_attr_i(h, "axis", 0);
+    int32_t y = hf_reshape(h, new_x, INTS(-1, k, E));
+    y = hf_op(h, DM_OP_Cast, 1, y);
+    hf_attr_i(h, "to", DM_FLOAT);
+    hf_keep32(h, y);
+    if (h->train) {
+        y = hf_op(h, DM_OP_Mul, 2, y, hf_unsqueeze(h, rw, INTS(-1)));
+        hf_keep32(h, y);
+    }
+    y = hf_op(h, DM_OP_ReduceSum, 2, y, hf_const_ints(h, INTS(1)));
+    hf_attr_i(h, "keepdims", 0);
+    hf_keep32(h, y);
+    y = hf_op(h, DM_OP_CastLike, 2, y, x2);
+    int32_t end = hf_last_node(h);
+    int32_t locals[] = {cnts, tpe, idx, sorted, out, new_x};
+    for (size_t j = 0; j < sizeof locals / sizeof locals[0]; j++)
+        hf_hold(h, locals[j], end);
+    for (int64_t e = 0; e < X && h->st == DNNMEM_OK; e++)
+        hf_hold(h, outs[e], end);
+    free(outs);
+    free(rows);
+    return y;
+}
+
 /* DeepseekV3MoE.forward on x [B, S, hidden]: the router, the routed experts
  * (moe(), into a float32 zeros_like, cast back), then + shared_experts(x). */
 int32_t hf_deepseek_moe(struct hf *h, const struct llama *c, const struct moe *m, int32_t x)
@@ -98,7 +195,9 @@ int32_t hf_deepseek_moe(struct hf *h, const struct llama *c, const struct moe *m
     int32_t x2r = hf_reshape(h, x, INTS(-1, E)); /* the router's view(-1, hidden) */
     int32_t rw = deepseek_router(h, m, E, x2r, &sel);
     int32_t x2 = hf_reshape(h, x, INTS(-1, E)), final;
-    if (h->transformers >= 500) {
+    if (m->v2 && h->transformers >= 454 && h->transformers < 500) {
+        final = v2_moe(h, m, E, x2, rw, sel);
+    } else if (h->transformers >= 500) {
         /* DeepseekV2Experts / DeepseekV3Experts (3-D parameters, moe.c's
          * hf_grouped_experts) on the router's float32 weights */
         final = hf_grouped_experts(h, m, E, x2, rw, sel, true);

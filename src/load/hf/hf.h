@@ -202,6 +202,7 @@ struct moe {
     json_t *mlp_only;               /* Qwen: layers with a dense MLP (a JSON list) or NULL */
     int64_t first_dense, freq;      /* DeepSeek: first_k_dense_replace, moe_layer_freq */
     bool sigmoid;                   /* DeepSeek: scoring_func sigmoid (else softmax) */
+    bool v2;                        /* deepseek_v2 (DeepseekV2MoE's own block in 4.54-4.57) */
     enum topk_method method;
     int64_t groups, topk_group;
     double scale;                   /* routed_scaling_factor */

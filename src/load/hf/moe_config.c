@@ -58,6 +58,7 @@ static void read_moe(struct hf *h, const char *type, struct llama *c, struct moe
         c->qk_norm = qwen3;
     } else {
         m->kind = MOE_DEEPSEEK;
+        m->v2 = !v3;
         m->experts = hf_get_int(h, "n_routed_experts", v3 ? 256 : 160, 1 << 16);
         m->top_k = hf_get_int(h, "num_experts_per_tok", v3 ? 8 : 6, 1 << 16);
         m->inter = hf_get_int(h, "moe_intermediate_size", v3 ? 2048 : 1407, MAX_SIZE);
