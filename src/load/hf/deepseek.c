@@ -461,6 +461,12 @@ static int32_t mla_heads_first(struct hf *h, const struct llama *c, int layer, i
         if (!kname || !vname)
             return hf_oom(h);
     }
+    if (latent && c->use_cache) { /* generate.c's decode steps */
+        g->mla_dec_heads = H;
+        g->mla_dec_kv = a->nope + a->v;
+        g->mla_dec_qk = Dq;
+        g->mla_dec_v = a->v;
+    }
     int32_t q_states = mla_query(h, c, x);
     int32_t q = hf_transpose(h, hf_reshape(h, q_states, INTS(0, 0, H, Dq)), INTS(0, 2, 1, 3));
     int32_t q_pass = hf_narrow(h, q, 3, 0, a->nope), q_rot = hf_narrow(h, q, 3, a->nope, R);
