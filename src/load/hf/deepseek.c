@@ -125,7 +125,12 @@ static int32_t v2_moe(struct hf *h, const struct moe *m, int64_t E, int32_t x2, 
     int32_t n = hf_op(h, DM_OP_Gather, 2, hf_op(h, DM_OP_Shape, 1, sel), hf_const_ints(h, INTS(0)));
     int32_t cshape = hf_op(h, DM_OP_Concat, 2, n, hf_const_ints(h, INTS(X)));
     hf_attr_i(h, "axis", 0);
-    int32_t cnts = hf_dec_fill(h, cshape, DM_INT64, 0);
+    /* the zeros and the scattered ones are host-side values here (known
+     * from the dims); the scatter's result is cnts, the one tensor */
+    int32_t ones = hf_dec_fill(h, hf_op(h, DM_OP_Shape, 1, sel), DM_INT64, 1);
+    int32_t cnts = hf_op(h, DM_OP_ScatterElements, 3, hf_dec_fill(h, cshape, DM_INT64, 0), sel,
+                         ones);
+    hf_attr_i(h, "axis", 1);
     int32_t tpe = hf_op(h, DM_OP_ReduceSum, 2, cnts, hf_const_ints(h, INTS(0)));
     hf_attr_i(h, "keepdims", 0);
     int32_t ids = hf_reshape(h, sel, INTS(-1));
