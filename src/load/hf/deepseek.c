@@ -106,7 +106,8 @@ static int32_t deepseek_router(struct hf *h, const struct moe *m, int64_t E, int
  *    (slice_backward) added into sorted_tokens' (measured at 4.56: two
  *    such [S, E] blocks live at the training peak);
  *  - outs = torch.cat(outputs) [S, E]; new_x = torch.empty_like(outs),
- *    new_x[indicies] = outs (index_put_, in place);
+ *    new_x[indicies] = outs (index_put_, in place; IndexPutBackward0 keeps
+ *    the indices, not outs);
  *  - new_x.view(N, k, E).type(float32) (a copy for a 16-bit model),
  *    .mul_(topk_weight.unsqueeze(-1)): in place, and under autograd
  *    MulBackward0 saves a clone of its self (measured: torch 2.13 CPU,
@@ -167,8 +168,11 @@ static int32_t v2_moe(struct hf *h, const struct moe *m, int64_t E, int32_t x2, 
     struct dm_node *cat = h->st == DNNMEM_OK ? hf_node(h, DM_OP_Concat, (int)X, outs, 1) : NULL;
     int32_t out = cat ? cat->out[0] : -1;
     hf_attr_i(h, "axis", 0);
-    int32_t new_x = hf_zeros_like(h, out, false); /* empty_like(outs): only its bytes count */
-    new_x = hf_op(h, DM_OP_IndexAdd, 3, new_x, idx, out); /* new_x[indicies] = outs */
+    /* new_x = empty_like(outs); new_x[indicies] = outs: one [S, E] tensor,
+     * whose IndexPutBackward0 keeps the indices only and gives outs the grad
+     * grad[indicies]; a gather of outs by the indices (IndexBackward0: the
+     * indices kept, an [S, E] grad) has those bytes */
+    int32_t new_x = hf_op(h, DM_OP_Gather, 2, out, idx);
     hf_attr_i(h, "axis", 0);
     int32_t y = hf_reshape(h, new_x, INTS(-1, k, E));
     y = hf_op(h, DM_OP_Cast, 1, y);
