@@ -595,6 +595,9 @@ struct dm_graph {
     const char *kbit_prep;
     /* HF mamba: which path the selective scan runs (the assumption line), or NULL */
     const char *mamba_kernels;
+    /* HF MoE blocks whose routing assumption is the front end's (DeepseekV2MoE of
+     * 4.54-4.57, src/load/hf/deepseek.c): the moe_routing line, or NULL */
+    const char *moe_routing;
     const char *kbit_ckpt[2];
     int n_kbit_ckpt;
     /* A captured step (src/load/capture.c; arena-owned): its schedule as

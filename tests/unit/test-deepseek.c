@@ -170,6 +170,12 @@ static void test_v2_moe(void **state)
         assert_int_equal(live_bytes(r, name), 65536);
     }
     assert_true(within(r->peak_allocated, 20517544, 5));
+    /* the uniform routing is said (no expert_tokens dim in this graph) */
+    bool said = false;
+    for (size_t i = 0; i < r->n_assumptions; i++)
+        said = said || (strcmp(r->assumptions[i].key, "moe_routing") == 0 &&
+                        strstr(r->assumptions[i].value, "DeepseekV2MoE") != NULL);
+    assert_true(said);
     dnnmem_result_free(r);
     dnnmem_model_free(m);
 

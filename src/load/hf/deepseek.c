@@ -146,6 +146,9 @@ static int32_t v2_moe(struct hf *h, const struct moe *m, int64_t E, int32_t x2, 
     hf_attr_i(h, "largest", 0);
     int32_t sorted = hf_op(h, DM_OP_Gather, 2, x2, hf_op(h, DM_OP_Div, 2, idx, hf_const_i(h, k)));
     hf_attr_i(h, "axis", 0);
+    h->g->moe_routing = "uniform: DeepseekV2MoE (4.54-4.57) sorts the batch x seq x top_k rows "
+                        "by expert and runs each expert's MLP on an equal share of them (the "
+                        "sorted rows, the expert outputs and their cat do not depend on it)";
     int32_t *outs = malloc((size_t)X * sizeof *outs);
     if (!outs)
         return hf_oom(h);
