@@ -570,6 +570,12 @@ struct dm_graph {
     int64_t moe_dec_top_k, moe_dec_hidden, moe_dec_inter;
     bool moe_dec_w32;
     int moe_dec_release;
+    /* HF DeepSeek-V2/V3 with the latent cache (transformers 5.15+, src/load/hf/
+     * deepseek.c): each decode step's expand_kv over the cached positions
+     * (src/schedule/generate.c, decode_forward): the heads, kv_b_proj's
+     * per-head output (qk_nope + v_head_dim), the key head size (qk_nope +
+     * qk_rope) and v_head_dim; 0 heads: no latent cache */
+    int64_t mla_dec_heads, mla_dec_kv, mla_dec_qk, mla_dec_v;
     /* Module scopes from the node names (dm_graph_finish): node i runs in
      * the modules scope_first/scope_last[scope_start[i] .. scope_start[i+1]),
      * outermost first, each the first and last node of that module's
@@ -596,6 +602,9 @@ struct dm_graph {
     const char *kbit_prep;
     /* HF mamba: which path the selective scan runs (the assumption line), or NULL */
     const char *mamba_kernels;
+    /* HF MoE blocks whose routing assumption is the front end's (DeepseekV2MoE of
+     * 4.54-4.57, src/load/hf/deepseek.c): the moe_routing line, or NULL */
+    const char *moe_routing;
     const char *kbit_ckpt[2];
     int n_kbit_ckpt;
     /* A captured step (src/load/capture.c; arena-owned): its schedule as

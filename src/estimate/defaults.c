@@ -702,6 +702,8 @@ static void job_assumptions(struct dm_est *e)
         dm_assume(as, "kbit_prep", "option", "%s", g->kbit_prep);
     if (g->mamba_kernels)
         dm_assume(as, "mamba_kernels", "model", "%s", g->mamba_kernels);
+    if (g->moe_routing)
+        dm_assume(as, "moe_routing", "default", "%s", g->moe_routing);
     if (o->jax_jit)
         dm_assume(as, "inplace", "default",
                   "n/a under jit: XLA's heap simulation lets a value take a dying operand's "

@@ -963,6 +963,8 @@ static void causal_free(struct causal *c)
 /* One decode step's bytes, with the cache L long after it. */
 struct step_bytes {
     uint64_t next, cache[2], rep[2], scores, scores32, step_logits, ids, mask, held[2];
+    uint64_t mla[3]; /* the latent cache's expand_kv (decode_forward): kv_b_proj's output,
+                        key_states, the values' matmul copy; 0 without */
 };
 
 static bool step_sizes(struct step_bytes *z, int64_t B, int64_t K, int64_t H, int64_t L,
@@ -975,6 +977,18 @@ static bool step_sizes(struct step_bytes *z, int64_t B, int64_t K, int64_t H, in
            mul5(B, H, L, Dkv[0], mb, &z->rep[0]) && mul5(B, H, L, Dkv[1], mb, &z->rep[1]) &&
            mul5(B, H, 1, L, mb, &z->scores) && mul5(B, H, 1, L, 4, &z->scores32) &&
            mul5(B, 1, V, 1, mb, &z->step_logits);
+}
+
+/* step_sizes' latent-cache part (g->mla_dec_heads > 0), in the model's
+ * element size mb. */
+static bool mla_step_sizes(struct step_bytes *z, const struct dm_graph *g, int64_t B, int64_t L,
+                           uint64_t mb)
+{
+    int64_t H = g->mla_dec_heads;
+    z->mla[0] = z->mla[1] = z->mla[2] = 0;
+    return H <= 0 || (mul5(B, L, H, g->mla_dec_kv, mb, &z->mla[0]) &&
+                      mul5(B, H, L, g->mla_dec_qk, mb, &z->mla[1]) &&
+                      (B == 1 || mul5(B, H, L, g->mla_dec_v, mb, &z->mla[2])));
 }
 
 /* Beam search's tensors across the steps (below): the byte sizes of the
@@ -1155,6 +1169,32 @@ static bool moe_sizes(struct moe_dec *m, const struct dm_graph *g, int64_t N, en
     return true;
 }
 
+/* One decode forward's DeepseekV2Attention / DeepseekV3Attention with the
+ * latent cache (transformers 5.15-5.24, src/load/hf/deepseek.c), after the
+ * cache's torch.cat of kv_nope [B, 1, L, kv_lora] and k_rot [B, 1, L, R]:
+ * expand_kv's kv_b_proj output [B, 1, L, H (nope + v)] and key_states
+ * [B, H, L, nope + R] (new_empty, filled by copy_), eager_attention_forward's
+ * scores and softmax, and torch.matmul's copy of the strided values [B, H,
+ * L, v] (its fold into bmm: a view of kv_b_proj's output in [B, L, H, .]
+ * order, copied at batch > 1, as the prefill's hf_matmul_fold); all go when
+ * the attention returns. Eager only: the sdpa math kernel's decode
+ * transients are not modelled (the caller counts none, as for the other
+ * families' sdpa). */
+static void mla_decode(struct dm_sb *b, enum dm_dtype model, const struct step_bytes *z,
+                       bool eager, bool upcast)
+{
+    const enum dnnmem_category A = DNNMEM_CAT_ACTIVATION;
+    int32_t kv = dm_sb_alloc(b, A, model, z->mla[0], -1, -1, "kv_b_proj", 1);
+    int32_t key = dm_sb_alloc(b, A, model, z->mla[1], -1, -1, "key_states", 1);
+    int32_t p = eager ? eager_scores(b, model, z->scores, z->scores32, 0, upcast) : -1;
+    int32_t vc = p >= 0 && z->mla[2] ? dm_sb_alloc(b, A, model, z->mla[2], -1, -1,
+                                                   "value_states.fold", 1)
+                                     : -1;
+    int32_t locals[] = {vc, p, key, kv};
+    for (size_t i = 0; i < sizeof locals / sizeof *locals; i++)
+        dm_sb_unref(b, locals[i]);
+}
+
 /* The forward of one token: the [B, 1, 1, L] mask (a clone of the expanded
  * [1, L] one) held to its end, each layer's cache grown, its attention's
  * transients; returns the step's logits. */
@@ -1189,6 +1229,12 @@ static int32_t decode_forward(struct dm_sb *b, struct causal *c, const struct st
                 dm_sb_unref(b, c->rest[2 * l + j]);
                 c->rest[2 * l + j] = -1;
             }
+        if (z->mla[0]) { /* DeepSeek's latent cache (below) */
+            mla_decode(b, model, z, c->eager, c->upcast);
+            if (l < c->moe.n && c->moe.layer[l])
+                moe_decode(b, &c->moe);
+            continue;
+        }
         int32_t r[2] = {-1, -1};
         for (int j = 0; c->repeat && j < 2; j++)
             r[j] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, model, z->rep[j], c->kv[2 * l + j], -1,
@@ -1365,7 +1411,7 @@ enum dnnmem_status dm_sb_generate(struct dm_sb *b, struct dnnmem_error *err)
     for (int64_t s = 1; s <= T && !b->oom && st == DNNMEM_OK; s = s == 1 && T > 9 ? T - 7 : s + 1) {
         int64_t L = P + s; /* after this step's update (step T has no forward) */
         struct step_bytes z;
-        if (!step_sizes(&z, B, K, H, L, Dkv, V, kvb, mb)) {
+        if (!step_sizes(&z, B, K, H, L, Dkv, V, kvb, mb) || !mla_step_sizes(&z, g, B, L, mb)) {
             st = dm_fail(err, DNNMEM_E_SHAPE, "%s: the KV cache of %lld tokens overflows",
                          g->path, (long long)L);
             break;

@@ -464,11 +464,13 @@ def main():
                     help="the later families' rows (rows.make_arch_rows)")
     ap.add_argument("--mamba", action="store_true",
                     help="mamba's rows (rows.mamba_rows: the torch slow path)")
+    ap.add_argument("--deepseek", action="store_true",
+                    help="DeepSeek's issue-14 rows (rows.deepseek_rows)")
     ap.add_argument("--dump", help="write each row's blocks live at the peak as DIR/<id>.tsv "
                     "(index, bytes, operator path; debugging, not committed)")
     a = ap.parse_args()
     rel = rowdefs.release(transformers.__version__)
-    todo = rowdefs.mamba_rows(rel) if a.mamba else rowdefs.make_head_rows(rel) if a.heads else \
+    todo = rowdefs.deepseek_rows(rel) if a.deepseek else rowdefs.mamba_rows(rel) if a.mamba else rowdefs.make_head_rows(rel) if a.heads else \
         rowdefs.make_decoder_head_rows(rel) if a.decoder_heads else rowdefs.make_arch_rows(rel) if a.archs \
         else rowdefs.make_rows(rel)
     if a.only:

@@ -327,6 +327,39 @@ def mamba_rows(rel):
     return rows
 
 
+DEEPSEEK_NEW = (("tiny-deepseek-v2-b", "deepseek_v2"), ("tiny-deepseek-v3-b", "deepseek_v3"))
+DEEPSEEK_RUNS = (("infer", None, "fp32", "eager"), ("infer", None, "bf16", "eager"),
+                 ("train", "adam", "fp32", "eager"), ("train", "adam", "bf16", "eager"),
+                 ("train", "adam", "fp32", "sdpa"), ("infer", None, "fp32", "sdpa"))
+DEEPSEEK_GEN = ((64, 16), (8, 480))  # (prompt, new tokens): 480 tokens after 8, the decode steps' peak
+
+
+def deepseek_rows(rel):
+    """DeepSeek's rows of issue 14 (measure.py --deepseek, tests/validation/
+    hf-real-deepseek-cpu.jsonl): two configs of other dims than the tiny ones (DEEPSEEK_NEW)
+    in DEEPSEEK_RUNS and DEEPSEEK_GEN, and the tiny V2/V3 in decode-heavy generation."""
+    rows = []
+    for model, mt in DEEPSEEK_NEW:
+        base = dict(release=rel, model=model, model_type=mt, config=f"tests/models/hf/{model}.json",
+                    batch=BATCH)
+        for mode, opt, prec, attn in DEEPSEEK_RUNS:
+            tag = mode if opt is None else "train-adam"
+            rows.append(dict(base, id=f"tf{rel}/{model}-{tag}-b{BATCH}-s{SEQ}-{prec}-{attn}",
+                             mode=mode, optimizer=opt, seq=SEQ, precision=prec, attn=attn))
+        for p, n in DEEPSEEK_GEN:
+            rows.append(dict(base, id=f"tf{rel}/{model}-generate-b{BATCH}-p{p}-n{n}-fp32-eager",
+                             mode="generate", optimizer=None, seq=p, new_tokens=n,
+                             precision="fp32", attn="eager"))
+    p, n = DEEPSEEK_GEN[1]
+    for model, mt in (("tiny-deepseek-v2", "deepseek_v2"), ("tiny-deepseek-v3", "deepseek_v3")):
+        rows.append(dict(release=rel, model=model, model_type=mt,
+                         config=f"tests/models/hf/{model}.json", batch=BATCH,
+                         id=f"tf{rel}/{model}-generate-b{BATCH}-p{p}-n{n}-fp32-eager",
+                         mode="generate", optimizer=None, seq=p, new_tokens=n, precision="fp32",
+                         attn="eager"))
+    return rows
+
+
 def whisper_rows(rel):
     """whisper's rows (WHISPER_*): seq is the decoder's length."""
     rows = []

@@ -202,6 +202,7 @@ struct moe {
     json_t *mlp_only;               /* Qwen: layers with a dense MLP (a JSON list) or NULL */
     int64_t first_dense, freq;      /* DeepSeek: first_k_dense_replace, moe_layer_freq */
     bool sigmoid;                   /* DeepSeek: scoring_func sigmoid (else softmax) */
+    bool v2;                        /* deepseek_v2 (DeepseekV2MoE's own block in 4.54-4.57) */
     enum topk_method method;
     int64_t groups, topk_group;
     double scale;                   /* routed_scaling_factor */
@@ -212,6 +213,8 @@ struct moe {
 struct mla {
     int64_t q_lora, kv_lora, nope, rope, v; /* q_lora 0: q_proj */
     bool bias;                              /* attention_bias */
+    bool complex_rope;                      /* deepseek_v2: apply_rotary_emb's complex product */
+    bool interleave;                        /* DeepseekV3Config.rope_interleave (default true) */
 };
 
 /* The expert loop on x2 [N, hidden] (see above): routing weights rw [N, k],

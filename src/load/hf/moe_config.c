@@ -58,6 +58,7 @@ static void read_moe(struct hf *h, const char *type, struct llama *c, struct moe
         c->qk_norm = qwen3;
     } else {
         m->kind = MOE_DEEPSEEK;
+        m->v2 = !v3;
         m->experts = hf_get_int(h, "n_routed_experts", v3 ? 256 : 160, 1 << 16);
         m->top_k = hf_get_int(h, "num_experts_per_tok", v3 ? 8 : 6, 1 << 16);
         m->inter = hf_get_int(h, "moe_intermediate_size", v3 ? 2048 : 1407, MAX_SIZE);
@@ -101,6 +102,8 @@ static void read_moe(struct hf *h, const char *type, struct llama *c, struct moe
         a->rope = hf_get_int(h, "qk_rope_head_dim", 64, MAX_SIZE);
         a->v = hf_get_int(h, "v_head_dim", 128, MAX_SIZE);
         a->bias = hf_get_bool(h, "attention_bias", false);
+        a->complex_rope = !v3;
+        a->interleave = v3 && hf_get_bool(h, "rope_interleave", true);
         if (h->st == DNNMEM_OK && a->rope % 2)
             hf_fail(h, DNNMEM_E_MODEL, "config field 'qk_rope_head_dim' (%lld) must be even",
                     (long long)a->rope);
