@@ -235,8 +235,10 @@ static struct tb *blocks2(void)
  * blocks.0 (4,096 B of parameters; Adam's two states and two 4-byte steps:
  * 8,200 B), stage 1 blocks.1 and the head (4,736 B; 9,484 B). At batch 4 in
  * 2 micro-batches of 2 rows, stage 0's inputs are x's micro-batch [2, 16]
- * (128 B), its temporaries at the step's peak Adam's two W-sized ones
- * (2 x 2,048 B) and the 2 receive buffers of its output's grad (2 x 128 B);
+ * (128 B), its temporaries at the step's peak Adam's three W-sized ones
+ * (W02's sqrt and denom while W01's denom is still bound to the loop's
+ * local: 3 x 2,048 B) and the 2 receive buffers of its output's grad
+ * (2 x 128 B);
  * stage 1 receives 2 x 128 B of activations and holds the target (2 rows of
  * int64). At batch 64 in 4 micro-batches of 16 rows, one micro-batch's
  * forward leaves relu(fc1) [16, 32] (2,048 B, saved) and the stage output
@@ -264,7 +266,7 @@ static void test_pp(void **state)
     assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], 4096);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_OPTIMIZER], 2 * 4096 + 2 * 4);
     assert_int_equal(r->category_bytes[DNNMEM_CAT_INPUT], 128);
-    assert_int_equal(r->category_bytes[DNNMEM_CAT_TEMPORARY], 2 * 2048 + 2 * 128);
+    assert_int_equal(r->category_bytes[DNNMEM_CAT_TEMPORARY], 3 * 2048 + 2 * 128);
     dnnmem_result_free(r);
     c.batch_size = 64;
     c.par.micro_batches = 4;
