@@ -1181,7 +1181,7 @@ expect 4 "--tp 2: no column-parallel linear whose output reaches a row-parallel 
 # norm (4,096 B) and the tied lm_head's copy of the embedding (Megatron's shared embedding)
 expect 0 '"weights": 1498480640' -- estimate $L --mode train -b 2 -s 512 --pp 2 --rank 0 --json
 expect 0 '"weights": 1498484736' -- estimate $L --mode train -b 2 -s 512 --pp 2 --rank 1 --json
-expect 0 "  rank 1           159.75 MiB" -- estimate $TPM --mode train -b 4 --device cpu --optimizer adam \
+expect 0 "  rank 1           159.76 MiB" -- estimate $TPM --mode train -b 4 --device cpu --optimizer adam \
     --framework pytorch@2.13 --cpu-threads 1 --pp 2 --micro-batches 4 --pp-schedule gpipe
 expect 0 "ranks        8, global batch 8" -- estimate $TPM --mode train -b 4 --device cpu --gpus 8 --tp 2 --pp 2
 expect 0 "nccl           16.00 MiB per communicator x 3" -- estimate $TPM --mode train -b 4 --gpus 8 --tp 2 --pp 2
