@@ -461,6 +461,7 @@ static void par_run(struct dm_est *e)
      * initialize_model_parallel order; the ranks of a TP group hold the same
      * bytes, so the DP rank is the global one over TP) */
     p->tp = tp;
+    p->sp = c->sp && tp > 1;
     p->world = world / tp / pp;
     int grank = c->rank > 0 ? c->rank : 0;
     p->rank = grank / tp % p->world;
@@ -484,6 +485,9 @@ static void par_run(struct dm_est *e)
         dm_assume(as, "parallel", "option", "%d ranks (%d per node), this rank %d: %s, no data "
                   "parallel", world, per_node, grank,
                   tp > 1 && pp > 1 ? "tensor parallel x pipeline parallel"
+                  : tp > 1 && p->sp ? "tensor parallel over all of them with sequence parallel "
+                                      "(DTensor ColwiseParallel / RowwiseParallel, "
+                                      "SequenceParallel on the norms)"
                   : tp > 1 ? "tensor parallel over all of them (DTensor ColwiseParallel / "
                              "RowwiseParallel)" : "pipeline parallel over all of them");
         return;

@@ -101,6 +101,12 @@ def configs():
             if m != "cnn4":  # tensor and pipeline parallel on the Linear models
                 add(m, "tp", w, b, "adam")
                 add(m, "tp", w, b, "sgd-momentum")
+                if m == "tfm4":  # sequence parallel on the norms (tensor parallel's SP)
+                    add(m, "tp", w, b, "adam", sp=True)
+                    add(m, "tp", w, b, "sgd-momentum", sp=True)
+                    # batch 32: the activations, which SP splits, outweigh the parameters
+                    add(m, "tp", w, 32, "adam", sp=True)
+                    add(m, "tp", w, 32, "adam")
                 add(m, "pp", w, b, "adam", schedule="gpipe", microbatches=4)
                 add(m, "pp", w, b, "adam", schedule="1f1b", microbatches=4)
         for w in (2, 4):
@@ -160,8 +166,12 @@ def build_model(name):
                 self.fc1 = nn.Linear(d, a["hidden"])
                 self.fc2 = nn.Linear(a["hidden"], d)
 
+            seq_ranks = 1  # sequence parallel: x holds S / seq_ranks of the sequence
+
             def forward(self, x):
                 B, S, _ = x.shape
+                if self.seq_ranks != 1:  # the gathered sequence, which q, k, v see whole
+                    S = S * self.seq_ranks
                 h = self.ln1(x)
                 # -1 heads: under tensor parallel each rank holds heads / tp of them
                 q = self.q(h).view(B, S, -1, a["dim"] // a["heads"]).transpose(1, 2)
@@ -313,6 +323,27 @@ def setup_strategy(cfg, model, rank, world):
                                                        parallelize_module)
         mesh = init_device_mesh("cpu", (world,))
         plan = {}
+        if p.get("sp"):
+            # sequence parallel (torch/distributed/tensor/parallel/style.py): the norms'
+            # inputs and outputs Shard(1), their weights Replicate; each column-parallel
+            # linear all-gathers its Shard(1) input, each row-parallel one reduce-scatters
+            # its Partial output to Shard(1); the block's input is this rank's S / tp
+            from torch.distributed.tensor import Shard
+            from torch.distributed.tensor.parallel import SequenceParallel
+            for i, b in enumerate(model.blocks):
+                b.seq_ranks = world
+                for n in ("ln1", "ln2"):
+                    plan[f"blocks.{i}.{n}"] = SequenceParallel()
+                for n in ("q", "k", "v", "fc1"):
+                    plan[f"blocks.{i}.{n}"] = ColwiseParallel(input_layouts=Shard(1))
+                for n in ("o", "fc2"):
+                    plan[f"blocks.{i}.{n}"] = RowwiseParallel(output_layouts=Shard(1))
+            parallelize_module(model, mesh, plan)
+            return model, make_optimizer(cfg["optimizer"], model.parameters()), "plain", {
+                "tp_plan": "SequenceParallel: ln1, ln2; ColwiseParallel(input_layouts=Shard(1)): "
+                           "q, k, v, fc1; RowwiseParallel(output_layouts=Shard(1)): o, fc2; the "
+                           "input this rank's S / tp; the head (after the mean over the local "
+                           "sequence) replicated"}
         for i, b in enumerate(model.blocks):
             names = ("fc1", "fc2") if not hasattr(b, "q") else ("q", "k", "v", "o", "fc1", "fc2")
             for n in names:
@@ -455,6 +486,8 @@ def measure_rank(cfg, rank, world, port, trace):
             model.train()
             torch.manual_seed(1 + rank)
             B = cfg["batch"]
+            if cfg["params"].get("sp"):  # this rank's part of the sequence (dim 1)
+                shape = (shape[0] // world,) + tuple(shape[1:])
             x = torch.randn(B, *shape)
             y = torch.randint(0, classes, (B,), dtype=torch.long)
         param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -782,7 +815,7 @@ def row_options(r):
                 o += [flag, str(p[k])]
         return o
     if s == "tp":
-        return ["--gpus", str(r["world"]), "--tp", str(r["world"])]
+        return ["--gpus", str(r["world"]), "--tp", str(r["world"])] + (["--sp"] if p.get("sp") else [])
     if s == "pp":
         return ["--gpus", str(r["world"]), "--pp", str(r["world"]), "--micro-batches",
                 str(p["microbatches"]), "--pp-schedule", p["schedule"], "--rank", str(r["rank"])]
