@@ -132,7 +132,7 @@
  *      the linear's backward; the column-parallel input's grad is computed
  *      whole (F, Partial) and reduce-scattered as in the forward, to L.
  *    Megatron-LM differs (megatron/core/tensor_parallel/layers.py,
- *    LinearWithGradAccumulationAndAsyncCommunication, core_r0.9.0): it
+ *    LinearWithGradAccumulationAndAsyncCommunication; main-branch source, release tag not pinned): it
  *    gathers along dim 0 of [s, b, h] into one persistent buffer
  *    (get_global_memory_buffer) and saves the rank's input, gathering it
  *    again in the backward; not modelled (docs/parallel.md).
