@@ -886,7 +886,8 @@ def cmd_compare(a):
         done.append(dict(r, error=e))
     groups = {}
     for r in done:
-        groups.setdefault(r["strategy"], []).append(r["error"])
+        groups.setdefault(r["strategy"] + ("+sp" if r["params"].get("sp") else ""),
+                          []).append(r["error"])
     print(f"\n{'strategy':<10} {'rows':>4} {'median|e|':>10} {'within2%':>9} {'worst':>8}")
     for k, es in sorted(groups.items()):
         print(f"{k:<10} {len(es):>4} {statistics.median(abs(e) for e in es):>9.2f}% "
