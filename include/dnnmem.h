@@ -1022,6 +1022,10 @@ struct dnnmem_result {
     int rank;
     const struct dnnmem_rank_info *ranks;
     size_t n_ranks;
+    /* The tensor-parallel group's size (1: none) and whether it runs
+     * sequence parallel (--tp, --sp; docs/parallel.md). */
+    int tensor_parallel;
+    bool sequence_parallel;
 };
 
 /* Estimate peak memory of `m` under `cfg`. On success *out is owned by the

@@ -375,9 +375,10 @@ done:
  * region): what is whole on every rank under plain tensor parallelism is split
  * along the sequence instead.
  *
- * S1 The graph's inputs of rank 2 or more arrive split along dim 1 (the
+ * S1 The graph's inputs of rank 3 or more arrive split along dim 1 (the
  *    sequence of a [B, S, ...] tensor: SequenceParallel(sequence_dim=1)'s
- *    default, which takes a plain tensor for this rank's Shard(1)).
+ *    default, which takes a plain tensor for this rank's Shard(1)); a graph
+ *    with no such input has no sequence to split: an error.
  * S2 The split passes through elementwise ops (other operands constants,
  *    weights or of rank below 2: a norm's weight, a bias), activations,
  *    dropout, a softmax not over dim 1, a LayerNormalization over the last
@@ -436,11 +437,18 @@ enum dnnmem_status dm_sp_plan(const struct dm_graph *g, const struct dm_tinfo *t
                               struct dnnmem_error *err)
 {
     *n_gather = 0;
+    int32_t n_in = 0;
     for (int32_t k = 0; k < g->n_inputs; k++) { /* S1 */
         int32_t x = g->inputs[k];
-        if (g->tensors[x].role == DM_ROLE_INPUT && t[x].rank >= 2 && split[x] == -1)
+        if (g->tensors[x].role == DM_ROLE_INPUT && t[x].rank >= 3 && split[x] == -1) {
             split[x] = DM_TP_SEQ;
+            n_in++;
+        }
     }
+    if (n_in == 0)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --sp: no input has a sequence to split (modelled: inputs [B, S, ...] "
+                       "of rank 3 or more, split along dim 1)", g->path);
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const struct dm_node *n = &g->nodes[i];
         bool out_seq = false;
