@@ -788,7 +788,7 @@ void dm_par_backward_enter(struct dm_sb *b, int32_t i)
     }
     if (ps && role && role[i] == DM_TP_COL_SP) { /* T8: the input's grad made whole (Partial) */
         int32_t x = b->g->nodes[i].in[0];
-        if (x >= 0 && dm_train_requires_grad(b, x))
+        if (x >= 0 && dm_train_requires_grad(b, x) && sp_whole(b, x) >= b->t[x].bytes)
             ps->sp_buf[i] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype,
                                         sp_whole(b, x) - b->t[x].bytes, x, i,
                                         "sequence parallel: the input grad's whole sequence", 1);
