@@ -65,6 +65,9 @@ MODELS = {
     "mlp4": ("mlp", dict(dim=1024, hidden=2048, blocks=4, classes=1000)),
     "mlp8s": ("mlp", dict(dim=512, hidden=1536, blocks=8, classes=100)),
     "tfm4": ("tfm", dict(dim=512, heads=8, hidden=2048, blocks=4, seq=64, classes=100)),
+    # out of sample for --sp (seqpar): other sizes, and dropout (p 0.1) on each branch's output
+    # before the residual add, inside the sequence-parallel region
+    "tfm2d": ("tfm", dict(dim=256, heads=4, hidden=1024, blocks=2, seq=128, classes=10, drop=0.1)),
     "cnn4": ("cnn", dict(width=64, blocks=4, image=64, classes=100)),
 }
 
@@ -85,6 +88,10 @@ def configs():
         c["id"] = cfg_id(c)
         out.append(c)
 
+    for w in (2, 4):  # sequence parallel out of sample (seqpar): tfm2d, at batch 8
+        add("tfm2d", "tp", w, 8, "adam", sp=True)
+        add("tfm2d", "tp", w, 8, "sgd-momentum", sp=True)
+        add("tfm2d", "tp", w, 8, "adam")
     for m in ("mlp4", "tfm4", "cnn4", "mlp8s"):
         b = 4
         add(m, "single", 1, b, "adam")
@@ -165,6 +172,7 @@ def build_model(name):
                 self.ln2 = nn.LayerNorm(d)
                 self.fc1 = nn.Linear(d, a["hidden"])
                 self.fc2 = nn.Linear(a["hidden"], d)
+                self.drop = nn.Dropout(a.get("drop", 0.0))
 
             seq_ranks = 1  # sequence parallel: x holds S / seq_ranks of the sequence
 
@@ -178,8 +186,12 @@ def build_model(name):
                 k = self.k(h).view(B, S, -1, a["dim"] // a["heads"]).transpose(1, 2)
                 v = self.v(h).view(B, S, -1, a["dim"] // a["heads"]).transpose(1, 2)
                 y = F.scaled_dot_product_attention(q, k, v)
-                x = x + self.o(y.transpose(1, 2).reshape(B, S, -1))
-                return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+                o = self.o(y.transpose(1, 2).reshape(B, S, -1))
+                if a.get("drop"):  # tfm4 has none: its graph stays as exported
+                    o = self.drop(o)
+                x = x + o
+                m = self.fc2(F.gelu(self.fc1(self.ln2(x))))
+                return x + (self.drop(m) if a.get("drop") else m)
 
         class Net(nn.Module):
             def __init__(self):
