@@ -388,9 +388,10 @@ static enum dnnmem_status tp_split(struct dm_est *e, struct dm_infer *ctx, struc
     dm_assume(&e->as, "tensor_parallel", "option",
               "%d ranks: %d column-parallel linears (the first '%s': weight rows and bias split) "
               "paired with %d row-parallel ones (the first '%s': weight columns split, bias whole, "
-              "output all-reduced); %d parameters split, the rest replicated",
+              "output %s); %d parameters split, the rest replicated",
               e->run.par.tp, sum.n_col, sum.first_col, sum.n_row,
-              sum.first_row ? sum.first_row : "none", sum.n_split);
+              sum.first_row ? sum.first_row : "none",
+              e->run.par.sp ? "reduce-scattered along the sequence" : "all-reduced", sum.n_split);
     return DNNMEM_OK;
 }
 
