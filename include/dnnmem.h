@@ -426,6 +426,7 @@ struct dnnmem_parallel {
     const char *fsdp_wrap;       /* a --checkpoint-style prefix glob: each match one unit;
                                     NULL = the model's repeated block (src/report/blocks.c) */
     int tp, pp, cp;
+    bool sp;                     /* tp > 1: sequence parallel (docs/parallel.md) */
     int micro_batches;           /* pp > 1: the micro-batches batch_size is split into;
                                     0 = pp */
     enum dnnmem_pp_schedule pp_schedule;
@@ -1021,6 +1022,10 @@ struct dnnmem_result {
     int rank;
     const struct dnnmem_rank_info *ranks;
     size_t n_ranks;
+    /* The tensor-parallel group's size (1: none) and whether it runs
+     * sequence parallel (--tp, --sp; docs/parallel.md). */
+    int tensor_parallel;
+    bool sequence_parallel;
 };
 
 /* Estimate peak memory of `m` under `cfg`. On success *out is owned by the

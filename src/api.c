@@ -540,6 +540,8 @@ static enum dnnmem_status pp_estimate(const dnnmem_model *m, const struct dnnmem
     best->n_ranks = n;
     best->rank = best_rank;
     best->world_size = world;
+    best->tensor_parallel = cfg->par.tp > 1 ? cfg->par.tp : 1;
+    best->sequence_parallel = cfg->par.tp > 1 && cfg->par.sp;
     int dp = world / pp / (cfg->par.tp > 1 ? cfg->par.tp : 1);
     best->global_batch = (cfg->batch_size > 0 ? cfg->batch_size : 1) * (int64_t)dp *
                          (cfg->grad_accum > 0 ? cfg->grad_accum : 1);
@@ -622,6 +624,8 @@ enum dnnmem_status dm_estimate(const dnnmem_model *m, const struct dnnmem_config
     best->n_ranks = n;
     best->rank = best == r1 ? last : first;
     best->world_size = world;
+    best->tensor_parallel = cfg->par.tp > 1 ? cfg->par.tp : 1;
+    best->sequence_parallel = cfg->par.tp > 1 && cfg->par.sp;
     /* the data-parallel replicas: the world over the tensor-parallel group */
     int dp = world / (cfg->par.tp > 1 ? cfg->par.tp : 1); /* pp: pp_estimate */
     best->global_batch = (cfg->batch_size > 0 ? cfg->batch_size : 1) * (int64_t)dp *

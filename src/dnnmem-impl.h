@@ -711,10 +711,21 @@ struct dm_tp_summary {
     int32_t n_col, n_row, n_split;   /* column-, row-parallel linears; split parameters */
     const char *first_col, *first_row;
 };
-enum { DM_TP_NONE = 0, DM_TP_COL, DM_TP_ROW }; /* role[node] */
-enum { DM_TP_SLICE = -2 };
+/* role[node]; the _SP roles under --sp (dm_sp_plan): a column-parallel linear
+ * that all-gathers its input along the sequence, a row-parallel one that
+ * reduce-scatters its output along it */
+enum { DM_TP_NONE = 0, DM_TP_COL, DM_TP_ROW, DM_TP_COL_SP, DM_TP_ROW_SP };
+/* split[t]: DM_TP_SEQ, an activation split along dim 1 (the sequence) by --sp */
+enum { DM_TP_SLICE = -2, DM_TP_SEQ = -3 };
 enum dnnmem_status dm_tp_plan(const struct dm_graph *g, int tp, int8_t *split, int8_t *role,
                               struct dm_tp_summary *sum, struct dnnmem_error *err);
+/* Sequence parallelism (src/graph/tp.c, S1-S5) over the plan of dm_tp_plan,
+ * given the whole shapes t: marks split and role; n_gather counts the
+ * column-parallel linears that all-gather. */
+struct dm_tinfo;
+enum dnnmem_status dm_sp_plan(const struct dm_graph *g, const struct dm_tinfo *t,
+                              int8_t *split, int8_t *role, int32_t *n_gather,
+                              struct dnnmem_error *err);
 
 const struct dm_attr *dm_node_attr(const struct dm_node *n, const char *name);
 /* Lift exporters' decompositions (LayerNorm, GELU) back to the single ops the
@@ -1068,6 +1079,7 @@ struct dm_par {
     enum dm_par_kind kind;
     int world, rank;          /* data-parallel ranks and this one */
     int tp;                   /* tensor-parallel ranks (0 or 1: none; src/graph/tp.c) */
+    bool sp;                  /* tp > 1: sequence parallel (dm_sp_plan) */
     const int8_t *tp_role;    /* per node: DM_TP_COL, DM_TP_ROW (shapes.c, from the plan) */
     int pp, stage;            /* pipeline stages and this rank's (src/estimate/pipeline.c) */
     int micro;                /* pp: micro-batches per step */

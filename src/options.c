@@ -294,6 +294,7 @@ ENUM_SETTER(set_fsdp, par.fsdp, enum dnnmem_fsdp, false,
             "--fsdp %s: expected none, full, shard-grad-op, hybrid or no-shard", "none", "full",
             "shard-grad-op", "hybrid", "no-shard")
 FLAG_SETTER(set_ddp_bucket_view, par.ddp_bucket_view, true)
+FLAG_SETTER(set_sp, par.sp, true)
 ENUM_SETTER(set_pp_schedule, par.pp_schedule, enum dnnmem_pp_schedule, false,
             "--pp-schedule %s: expected 1f1b, gpipe or interleaved-1f1b", "1f1b", "gpipe",
             "interleaved-1f1b")

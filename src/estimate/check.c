@@ -228,6 +228,7 @@ static int pp_micro(const struct dnnmem_config *c)
     X(PAR_PER_NODE_ALONE, c->par.gpus_per_node > 0 && !c->par.gpus && !c->par.nodes)                \
     X(PAR_PER_NODE_DIVIDES, c->par.gpus_per_node > 0 && par_world(c) % c->par.gpus_per_node != 0)  \
     X(PAR_TP, c->par.tp > 1)                                                                       \
+    X(PAR_SP, c->par.sp)                                                                           \
     X(PAR_TP_DIVIDES, c->par.tp > 1 && par_world(c) % c->par.tp != 0)                              \
     X(PAR_PP, c->par.pp > 1)                                                                       \
     X(PAR_PP_DIVIDES, c->par.pp > 1 && par_world(c) % par_mp(c) != 0)                              \
@@ -402,6 +403,12 @@ static const struct check checks[] = {
     {O, {F_MODE_BAD}, USAGE, "unknown mode %s", {A_MODE}},
     /* data parallelism (docs/parallel.md) */
     {O, {F_PAR_BAD}, USAGE, "unknown data-parallel setting (zero 0..3, fsdp, offload, gpus)", {A_NONE}},
+    {O, {F_PAR_SP, NOT(F_PAR_TP)}, USAGE,
+     "--sp (sequence parallel) splits the tensor-parallel group's norm and dropout regions "
+     "along the sequence: it needs --tp 2 or more", {A_NONE}},
+    {O, {F_PAR_SP, F_PAR_PP}, UNSUP,
+     "--sp with --pp is not modelled (a stage's received activations would arrive split along "
+     "the sequence; modelled: --sp with --tp, alone or under DDP)", {A_NONE}},
     {O, {F_PAR_TP_DIVIDES}, USAGE,
      "--tp %s does not divide the world of %s ranks (world = DP x TP x PP; --gpus is the world)",
      {A_TP, A_WORLD}},

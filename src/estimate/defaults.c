@@ -461,6 +461,7 @@ static void par_run(struct dm_est *e)
      * initialize_model_parallel order; the ranks of a TP group hold the same
      * bytes, so the DP rank is the global one over TP) */
     p->tp = tp;
+    p->sp = c->sp && tp > 1;
     p->world = world / tp / pp;
     int grank = c->rank > 0 ? c->rank : 0;
     p->rank = grank / tp % p->world;
@@ -484,6 +485,9 @@ static void par_run(struct dm_est *e)
         dm_assume(as, "parallel", "option", "%d ranks (%d per node), this rank %d: %s, no data "
                   "parallel", world, per_node, grank,
                   tp > 1 && pp > 1 ? "tensor parallel x pipeline parallel"
+                  : tp > 1 && p->sp ? "tensor parallel over all of them with sequence parallel "
+                                      "(DTensor ColwiseParallel / RowwiseParallel, "
+                                      "SequenceParallel on the norms)"
                   : tp > 1 ? "tensor parallel over all of them (DTensor ColwiseParallel / "
                              "RowwiseParallel)" : "pipeline parallel over all of them");
         return;
@@ -516,7 +520,7 @@ static void par_run(struct dm_est *e)
     for (int k = 0; k < p->n_wrap; k++)
         snprintf(wraps + strlen(wraps), sizeof wraps - strlen(wraps), "%s'%s'", k ? ", " : "",
                  p->wrap_specs[k]);
-    dm_assume(as, "parallel", "option", "%d ranks (%d per node), this rank %d: %s", world, per_node,
+    dm_assume(as, "parallel", "option", "%d ranks (%d per node), this rank %d: %s%s", world, per_node,
               p->rank,
               p->kind == DM_PAR_DDP
                   ? dm_arena_printf(as->arena, "DistributedDataParallel, buckets of %s MiB (the "
@@ -545,7 +549,10 @@ static void par_run(struct dm_est *e)
                                     c->fsdp == DNNMEM_FSDP_FULL ? "full"
                                     : c->fsdp == DNNMEM_FSDP_HYBRID ? "hybrid"
                                     : c->fsdp == DNNMEM_FSDP_NO_SHARD ? "no-shard" : "shard-grad-op",
-                                    p->shard, p->n_wrap ? wraps : "(none: no repeated block)"));
+                                    p->shard, p->n_wrap ? wraps : "(none: no repeated block)"),
+              tp > 1 ? dm_arena_printf(as->arena, "; over tensor-parallel groups of %d%s", tp,
+                                       p->sp ? " with sequence parallel" : "")
+                     : "");
 }
 
 void dm_est_run(struct dm_est *e)

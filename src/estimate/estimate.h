@@ -300,6 +300,7 @@ struct dm_est {
     struct dm_xla_stats xla;      /* schedule.c: the jitted step's figures */
     struct dm_graph stage_g;      /* pipeline.c: this rank's stage of e->g (--pp), then e->g */
     const int8_t *tp_split;       /* shapes.c (--tp): the plan's split per tensor (dm_tp_plan) */
+    int8_t *tp_role;              /* shapes.c (--tp): the plan's role per node, which --sp marks */
     int inplace_open;             /* defaults.c: activations --inplace auto decided (the
                                      model does not say): api.c bounds them */
 };

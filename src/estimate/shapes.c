@@ -381,15 +381,17 @@ static enum dnnmem_status tp_split(struct dm_est *e, struct dm_infer *ctx, struc
     struct dm_tp_summary sum;
     DM_TRY(dm_tp_plan(e->g, e->run.par.tp, split, role, &sum, err));
     e->run.par.tp_role = role;
+    e->tp_role = role;
     ctx->split = split;
     ctx->split_ranks = e->run.par.tp;
     e->tp_split = split;
     dm_assume(&e->as, "tensor_parallel", "option",
               "%d ranks: %d column-parallel linears (the first '%s': weight rows and bias split) "
               "paired with %d row-parallel ones (the first '%s': weight columns split, bias whole, "
-              "output all-reduced); %d parameters split, the rest replicated",
+              "output %s); %d parameters split, the rest replicated",
               e->run.par.tp, sum.n_col, sum.first_col, sum.n_row,
-              sum.first_row ? sum.first_row : "none", sum.n_split);
+              sum.first_row ? sum.first_row : "none",
+              e->run.par.sp ? "reduce-scattered along the sequence" : "all-reduced", sum.n_split);
     return DNNMEM_OK;
 }
 
@@ -438,6 +440,47 @@ static enum dnnmem_status tp_check(const struct dm_est *e, const struct dm_tinfo
     return DNNMEM_OK;
 }
 
+/* --sp: the activations sequence parallelism splits along dim 1 (dm_sp_plan,
+ * src/graph/tp.c S1-S5), inferred whole, take this rank's S / tp rows; the
+ * sequence must divide (Megatron's divide() asserts it; DTensor's Shard(1)
+ * of a plain tensor takes the rank's part as given). */
+static enum dnnmem_status sp_split(struct dm_est *e, struct dnnmem_error *err)
+{
+    const struct dm_graph *g = e->g;
+    int8_t *split = (int8_t *)e->tp_split;
+    int64_t n = e->run.par.tp;
+    int32_t n_gather = 0, n_seq = 0;
+    DM_TRY(dm_sp_plan(g, e->t, split, e->tp_role, &n_gather, err));
+    for (int32_t i = 0; i < g->n_tensors; i++) {
+        struct dm_tinfo *t = &e->t[i];
+        if (split[i] != DM_TP_SEQ || t->rank < 2 || t->absent)
+            continue;
+        if (t->dims[1] % n != 0)
+            return dm_fail(err, DNNMEM_E_USAGE,
+                           "%s: --sp: the sequence (dim 1 of '%s', %lld) does not divide by --tp "
+                           "%lld (each rank holds S / TP of it)",
+                           g->path, g->tensors[i].name, (long long)t->dims[1], (long long)n);
+        t->dims[1] /= n;
+        t->numel /= n;
+        if (!dm_dtype_bytes(t->dtype, t->numel, &t->bytes))
+            return dm_fail(err, DNNMEM_E_SHAPE, "%s: '%s' overflows", g->path,
+                           g->tensors[i].name);
+        t->value = NULL;
+        n_seq++;
+    }
+    int32_t n_rs = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        n_rs += e->tp_role[i] == DM_TP_ROW_SP;
+    dm_assume(&e->as, "sequence_parallel", "option",
+              "%lld ranks: %d activations split along dim 1 (the sequence, S / %lld each: the "
+              "input, the norms, dropout and residual adds); %d column-parallel linears "
+              "all-gather their input (each gathered input saved for the backward, as "
+              "DTensor's ColwiseParallel(input_layouts=Shard(1)) keeps it), %d row-parallel "
+              "ones reduce-scatter their output; the norms' weights replicated",
+              (long long)n, n_seq, (long long)n, n_gather, n_rs);
+    return DNNMEM_OK;
+}
+
 enum dnnmem_status dm_est_shapes(struct dm_est *e, struct dnnmem_error *err)
 {
     const struct dm_graph *g = e->g;
@@ -475,6 +518,8 @@ enum dnnmem_status dm_est_shapes(struct dm_est *e, struct dnnmem_error *err)
         s = tp_check(e, whole, err);
     free(whole);
     DM_TRY(s);
+    if (e->run.par.sp)
+        DM_TRY(sp_split(e, err));
     /* inputs the caller left unshaped whose shape the model implies */
     for (int32_t i = 0; i < g->n_inputs; i++) {
         int32_t id = g->inputs[i];

@@ -364,3 +364,152 @@ done:
     free(c.forced);
     return s;
 }
+
+/*
+ * Sequence parallelism (--sp with --tp; docs/parallel.md "Sequence
+ * parallel"), as torch.distributed.tensor.parallel runs it (style.py,
+ * SequenceParallel on the norms, ColwiseParallel(input_layouts=Shard(1)),
+ * RowwiseParallel(output_layouts=Shard(1)); torch 2.13) and Megatron-LM's
+ * sequence_parallel regions (megatron/core/tensor_parallel/mappings.py,
+ * gather_from_sequence_parallel_region, reduce_scatter_to_sequence_parallel_
+ * region): what is whole on every rank under plain tensor parallelism is split
+ * along the sequence instead.
+ *
+ * S1 The graph's inputs of rank 3 or more arrive split along dim 1 (the
+ *    sequence of a [B, S, ...] tensor: SequenceParallel(sequence_dim=1)'s
+ *    default, which takes a plain tensor for this rank's Shard(1)); a graph
+ *    with no such input has no sequence to split: an error.
+ * S2 The split passes through elementwise ops (other operands constants,
+ *    weights or of rank below 2: a norm's weight, a bias), activations,
+ *    dropout, a softmax not over dim 1, a LayerNormalization over the last
+ *    dims, and a reduction that keeps dim 1. A reduction over dim 1 makes a
+ *    whole tensor (the head's mean over the sequence).
+ * S3 A column-parallel linear (T1) reading a split input all-gathers it
+ *    (role DM_TP_COL_SP): its output is a slice as under T1.
+ * S4 A row-parallel linear's (T3) output is split again: its Partial sums
+ *    reduce-scattered along dim 1 (role DM_TP_ROW_SP).
+ * S5 Any other reader of a split tensor (a reshape or a transpose of it, a
+ *    product with another activation, a linear that is not column-parallel,
+ *    a graph output) is not modelled: an error naming the node.
+ * Shapes are inferred whole along the sequence first (the views of the
+ * gathered q, k, v name the whole sequence, as the measured model's do);
+ * shapes.c then divides dim 1 of every split tensor.
+ */
+static const enum dm_op sp_unary[] = {
+    DM_OP_Relu, DM_OP_Gelu, DM_OP_Erf, DM_OP_Sigmoid, DM_OP_Tanh, DM_OP_Silu, DM_OP_HardSwish,
+    DM_OP_HardSigmoid, DM_OP_LeakyRelu, DM_OP_Elu, DM_OP_Celu, DM_OP_Selu, DM_OP_Softplus,
+    DM_OP_Softsign, DM_OP_Exp, DM_OP_Log, DM_OP_Sqrt, DM_OP_Neg, DM_OP_Abs, DM_OP_Reciprocal,
+    DM_OP_Cast, DM_OP_CastLike, DM_OP_Identity, DM_OP_Dropout, DM_OP_Clip, DM_OP_Detach,
+};
+static const enum dm_op sp_reduce[] = {
+    DM_OP_ReduceL1, DM_OP_ReduceL2, DM_OP_ReduceLogSum, DM_OP_ReduceLogSumExp, DM_OP_ReduceMax,
+    DM_OP_ReduceMean, DM_OP_ReduceMin, DM_OP_ReduceProd, DM_OP_ReduceSum, DM_OP_ReduceSumSquare,
+};
+
+static int norm_axis(int64_t a, int rank)
+{
+    return (int)(a < 0 ? a + rank : a);
+}
+
+/* S2: whether reduction n keeps dim 1 of its rank-r input (false: it reduces
+ * it, or the axes are not known). */
+static bool reduce_keeps_seq(const struct dm_node *n, const struct dm_tinfo *t, int r)
+{
+    int64_t cnt = 0;
+    const int64_t *ax = dm_attr_ints(n, "axes", &cnt);
+    if (!ax && n->n_in > 1 && n->in[1] >= 0 && t[n->in[1]].value && !t[n->in[1]].value->is_float) {
+        ax = t[n->in[1]].value->i;
+        cnt = t[n->in[1]].value->n;
+    }
+    if (!ax || cnt <= 0)
+        return false; /* every axis */
+    bool keepdims = dm_attr_int(n, "keepdims", 1) != 0;
+    for (int64_t k = 0; k < cnt; k++) {
+        int a = norm_axis(ax[k], r);
+        if (a <= 1 && (a == 1 || !keepdims))
+            return false; /* the sequence reduced, or moved to dim 0 */
+    }
+    return true;
+}
+
+enum dnnmem_status dm_sp_plan(const struct dm_graph *g, const struct dm_tinfo *t,
+                              int8_t *split, int8_t *role, int32_t *n_gather,
+                              struct dnnmem_error *err)
+{
+    *n_gather = 0;
+    int32_t n_in = 0;
+    for (int32_t k = 0; k < g->n_inputs; k++) { /* S1 */
+        int32_t x = g->inputs[k];
+        if (g->tensors[x].role == DM_ROLE_INPUT && t[x].rank >= 3 && split[x] == -1) {
+            split[x] = DM_TP_SEQ;
+            n_in++;
+        }
+    }
+    if (n_in == 0)
+        return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                       "%s: --sp: no input has a sequence to split (modelled: inputs [B, S, ...] "
+                       "of rank 3 or more, split along dim 1)", g->path);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const struct dm_node *n = &g->nodes[i];
+        bool out_seq = false;
+        int32_t x = -1;
+        for (int k = 0; k < n->n_in && x < 0; k++)
+            if (n->in[k] >= 0 && !meta(n, k) && split[n->in[k]] == DM_TP_SEQ)
+                x = n->in[k];
+        if (role[i] == DM_TP_ROW) { /* S4 */
+            role[i] = DM_TP_ROW_SP;
+            out_seq = true;
+        } else if (x < 0 || n->op == DM_OP_Shape || n->op == DM_OP_Size) {
+            continue;
+        } else if (role[i] == DM_TP_COL) { /* S3 */
+            if (n->in[0] == x) {
+                role[i] = DM_TP_COL_SP;
+                (*n_gather)++;
+            }
+            continue;
+        } else {
+            int r = t[x].rank;
+            bool ok = false;
+            if (op_in(n->op, sp_unary, sizeof sp_unary / sizeof *sp_unary)) {
+                ok = out_seq = true;
+            } else if (n->op == DM_OP_Softmax || n->op == DM_OP_LogSoftmax) {
+                ok = out_seq = norm_axis(dm_attr_int(n, "axis", -1), r) != 1;
+            } else if (n->op == DM_OP_LayerNormalization) {
+                ok = out_seq = norm_axis(dm_attr_int(n, "axis", -1), r) >= 2;
+            } else if (op_in(n->op, sp_reduce, sizeof sp_reduce / sizeof *sp_reduce)) {
+                ok = true;
+                out_seq = reduce_keeps_seq(n, t, r);
+            } else if (op_in(n->op, tp_binary, sizeof tp_binary / sizeof *tp_binary)) {
+                ok = out_seq = true;
+                for (int k = 0; k < n->n_in; k++) {
+                    int32_t y = n->in[k];
+                    if (y < 0 || meta(n, k) || split[y] == DM_TP_SEQ)
+                        continue;
+                    enum dm_role yr = g->tensors[y].role;
+                    if (!(yr == DM_ROLE_WEIGHT || yr == DM_ROLE_CONSTANT || t[y].is_const ||
+                          t[y].rank < 2))
+                        ok = false; /* a whole activation beside a split one */
+                }
+            }
+            if (!ok)
+                return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                               "%s: --sp: node '%s' (%s) reads '%s', which sequence parallelism "
+                               "splits along dim 1 (the sequence); modelled: elementwise ops, "
+                               "norms, dropout and reductions on it, and the column-parallel "
+                               "linears that all-gather it",
+                               g->path, n->name, dm_ops[n->op].name, g->tensors[x].name);
+        }
+        for (int k = 0; out_seq && k < n->n_out; k++) {
+            int32_t o = n->out[k];
+            if (o < 0 || t[o].absent || t[o].rank < 2 || split[o] != -1)
+                continue;
+            if (g->tensors[o].is_output)
+                return dm_fail(err, DNNMEM_E_UNSUPPORTED,
+                               "%s: --sp: graph output '%s' (of node '%s') would be split along "
+                               "the sequence; modelled: outputs made whole by a reduction over "
+                               "it (a head after the mean)", g->path, g->tensors[o].name, n->name);
+            split[o] = DM_TP_SEQ;
+        }
+    }
+    return DNNMEM_OK;
+}

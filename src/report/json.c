@@ -145,9 +145,10 @@ int dnnmem_report_json(const struct dnnmem_result *r, const dnnmem_model *m, FIL
                                                    dnnmem_verdict_name(q->verdict)));
         }
         json_object_set_new(root, "parallel",
-                            json_pack("{s:i, s:I, s:i, s:o*}", "world_size", r->world_size,
-                                      "global_batch", (json_int_t)r->global_batch, "rank", r->rank,
-                                      "ranks", ranks));
+                            json_pack("{s:i, s:I, s:i, s:i, s:b, s:o*}", "world_size",
+                                      r->world_size, "global_batch", (json_int_t)r->global_batch,
+                                      "rank", r->rank, "tensor_parallel", r->tensor_parallel,
+                                      "sequence_parallel", r->sequence_parallel, "ranks", ranks));
     }
     if (!root)
         return -1;

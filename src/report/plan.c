@@ -411,6 +411,10 @@ static enum dnnmem_status check_args(const dnnmem_model *m, const struct dnnmem_
     if (po->max_steps < 0 || po->max_steps > DNNMEM_PLAN_MAX_STEPS)
         return dm_fail(err, DNNMEM_E_USAGE, "%s--max-steps %d: expected 1 to %d", pre, po->max_steps,
                        DNNMEM_PLAN_MAX_STEPS);
+    if (par->sp) /* not one of the plan's dimensions (docs/parallel.md "Sequence parallel") */
+        return dm_fail(err, DNNMEM_E_USAGE,
+                       "%s--sp: the plan does not search sequence parallelism yet; estimate a "
+                       "configuration with `dnnmem estimate --tp N --sp`", pre);
     /* what the plan chooses itself, and why */
 #define SPLIT " (the micro-steps come from --global-batch or --batch-size, the samples per rank)"
     const struct {

@@ -191,6 +191,7 @@ uint64_t dm_par_local_bytes(const struct dm_sb *b, int32_t x);
 void dm_par_start(struct dm_sb *b);
 void dm_par_forward_enter(struct dm_sb *b, int32_t i);
 void dm_par_forward_leave(struct dm_sb *b, int32_t i);
+void dm_par_forward_gather(struct dm_sb *b, int32_t i); /* --sp: in the node, after its casts */
 void dm_par_backward_enter(struct dm_sb *b, int32_t i);
 void dm_par_backward_leave(struct dm_sb *b, int32_t i);
 void dm_par_grad_ready(struct dm_sb *b, int32_t x);

@@ -492,6 +492,8 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
     if (on_device) {
         amp_casts(b, n);
         matmul_copies(b, n, i, save);
+        if (b->par)
+            dm_par_forward_gather(b, i);
     }
     else
         for (int k = 0; k < n->n_in; k++)

@@ -110,6 +110,32 @@
  *    ("_FromTorchTensorBackward > aten::clone"), one transient of the input's
  *    size. Megatron's all-reduces run in place (mappings.py, _reduce:
  *    torch.distributed.all_reduce(input_)): no transient.
+ * T8 Sequence parallel (--sp, the roles of src/graph/tp.c S1-S5), as DTensor
+ *    runs it (style.py ColwiseParallel(input_layouts=Shard(1)),
+ *    RowwiseParallel(output_layouts=Shard(1)); _functional_collectives.py
+ *    all_gather_tensor and reduce_scatter_tensor, which gather and scatter
+ *    along dim 0 and move dim 1 with a cat; measured, torch 2.13 gloo,
+ *    tools/oracle/dist_measure.py trace tfm4-tp-sp-w2-b32-adam). With L the
+ *    rank's split tensor and F = TP x L the whole one:
+ *    - a column-parallel linear's input is all-gathered: the dim-0 gather's
+ *      output (F, "_c10d_functional::all_gather_into_tensor") and the cat
+ *      along dim 1 ("Redistribute > aten::cat", F) that the linear reads and
+ *      saves for its weight's grad, until its backward (each linear its own:
+ *      q, k and v gather ln1's output three times); the dim-0 output is freed
+ *      after the cat (gloo's coalesced copy of the input, L, comes before
+ *      the cat, below the pair);
+ *    - a row-parallel linear's Partial output (F) is reduce-scattered: the cat
+ *      of its dim-1 chunks (F), the output (L) and, on gloo, its clone of the
+ *      input (F, freed at the wait); all but the output go before the next op;
+ *    - in the backward, the row-parallel output's grad (L) is all-gathered
+ *      into F (the dim-0 output a transient as in the forward), held through
+ *      the linear's backward; the column-parallel input's grad is computed
+ *      whole (F, Partial) and reduce-scattered as in the forward, to L.
+ *    Megatron-LM differs (megatron/core/tensor_parallel/layers.py,
+ *    LinearWithGradAccumulationAndAsyncCommunication; main-branch source, release tag not pinned): it
+ *    gathers along dim 0 of [s, b, h] into one persistent buffer
+ *    (get_global_memory_buffer) and saves the rank's input, gathering it
+ *    again in the backward; not modelled (docs/parallel.md).
  */
 #include "train/train.h"
 
@@ -138,6 +164,7 @@ struct dm_pstate {
     int32_t last_ag, last_rs; /* FSDP: the last all-gather's output, reduce-scatter's input (F2, F3) */
     bool backward;        /* in the backward (FSDP's copy-out frees its all-gather at once) */
     int32_t *pending_ag;  /* per unit: an issued all-gather's output not yet copied out, -1 */
+    int32_t *sp_buf;      /* per node (T8): its backward's gathered grad or whole input grad, -1 */
 };
 
 static bool is_weight(const struct dm_sb *b, int32_t x, const bool *stat)
@@ -330,12 +357,13 @@ enum dnnmem_status dm_par_prepare(struct dm_sb *b, struct dnnmem_error *err)
     ps->gathered = calloc(nn, sizeof *ps->gathered);
     ps->rs_out = malloc(nn * sizeof *ps->rs_out);
     ps->pending_ag = malloc(nn * sizeof *ps->pending_ag);
+    ps->sp_buf = malloc(nn * sizeof *ps->sp_buf);
     ps->uall = calloc(nn, sizeof *ps->uall);
     ps->punit = malloc(nt * sizeof *ps->punit);
     ps->full = malloc(nt * sizeof *ps->full);
     ps->bucket = malloc(nt * sizeof *ps->bucket);
     bool *stat = calloc(nt, sizeof *stat);
-    if (!ps->unit || !ps->ufirst || !ps->ulast || !ps->gathered || !ps->rs_out || !ps->pending_ag || !ps->punit ||
+    if (!ps->unit || !ps->ufirst || !ps->ulast || !ps->gathered || !ps->rs_out || !ps->pending_ag || !ps->sp_buf || !ps->punit ||
         !ps->full || !ps->bucket || !ps->uall || !stat) {
         free(stat);
         return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
@@ -348,7 +376,7 @@ enum dnnmem_status dm_par_prepare(struct dm_sb *b, struct dnnmem_error *err)
                     stat[n->in[k]] = true;
     }
     for (int32_t i = 0; i < g->n_nodes + 1; i++)
-        ps->rs_out[i] = ps->pending_ag[i] = -1;
+        ps->rs_out[i] = ps->pending_ag[i] = ps->sp_buf[i] = -1;
     for (int32_t x = 0; x < g->n_tensors; x++)
         ps->full[x] = ps->bucket[x] = -1;
     ps->ipg[0] = ps->ipg[1] = ps->gpart = ps->master = ps->fp32_grad = -1;
@@ -673,12 +701,65 @@ static void tp_copy(struct dm_sb *b, int32_t x, int32_t i, const char *what)
         dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, b->t[x].bytes, x, i, what, 0);
 }
 
+/* T8: the whole tensor of x, split along the sequence (F = TP x L). */
+static uint64_t sp_whole(const struct dm_sb *b, int32_t x)
+{
+    uint64_t f = 0;
+    if (x < 0 || b->t[x].rank < 0 || !dm_umul_ok(b->t[x].bytes, (uint64_t)b->run->par.tp, &f))
+        return 0;
+    return f;
+}
+
+/* T8: a reduce-scatter of x's whole Partial tensor to x's split (L): the cat
+ * of the dim-1 chunks, the output (L) and gloo's clone of the input, all live
+ * at once, then all but the output gone. */
+static void sp_reduce_scatter(struct dm_sb *b, int32_t x, int32_t i, const char *what)
+{
+    uint64_t f = sp_whole(b, x);
+    enum dm_dtype dt = b->t[x].dtype;
+    int32_t cat = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, f, x, i, what, 1);
+    int32_t out = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, b->t[x].bytes, x, i,
+                              "sequence parallel: reduce-scatter output", 1);
+    int32_t clone = b->run->cuda ? -1
+                                 : dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, f, x, i,
+                                               "sequence parallel: gloo's copy of the input", 1);
+    dm_sb_unref(b, cat);
+    dm_sb_unref(b, clone);
+    dm_sb_unref(b, out);
+}
+
+/* T8: before a column-parallel linear under --sp reads its input: the
+ * all-gather, whose result takes input slot 0 (what the product reads and
+ * save.c keeps). Called by the forward after autocast's casts. */
+void dm_par_forward_gather(struct dm_sb *b, int32_t i)
+{
+    const int8_t *role = b->run->par.tp_role;
+    const struct dm_node *n = &b->g->nodes[i];
+    if (!role || role[i] != DM_TP_COL_SP || n->n_in < 1 || n->in[0] < 0)
+        return;
+    int32_t x = n->in[0];
+    uint64_t f = sp_whole(b, x);
+    if (b->in_buf[0] >= 0)
+        dm_sb_unref(b, b->in_buf[0]);
+    b->in_buf[0] = dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, b->t[x].dtype, f, x, i,
+                               "sequence parallel: all-gathered input", 1);
+    dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, f, x, i,
+                "sequence parallel: all-gather output (dim 0)", 0);
+}
+
 void dm_par_forward_leave(struct dm_sb *b, int32_t i)
 {
     struct dm_pstate *ps = b->par;
     const int8_t *role = b->run->par.tp_role;
     if (role && role[i] == DM_TP_ROW)
         tp_copy(b, b->g->nodes[i].out[0], i, "tensor parallel: all-reduce of the row-parallel output");
+    if (role && role[i] == DM_TP_ROW_SP) { /* T8: the Partial output, then its reduce-scatter */
+        int32_t o = b->g->nodes[i].out[0];
+        int32_t part = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[o].dtype, sp_whole(b, o), o, i,
+                                   "sequence parallel: the row-parallel Partial output", 1);
+        sp_reduce_scatter(b, o, i, "sequence parallel: reduce-scatter's cat of the chunks");
+        dm_sb_unref(b, part);
+    }
     if (!ps || ps->n_units == 0)
         return;
     int32_t u = ps->unit[i];
@@ -696,6 +777,22 @@ void dm_par_forward_leave(struct dm_sb *b, int32_t i)
 void dm_par_backward_enter(struct dm_sb *b, int32_t i)
 {
     struct dm_pstate *ps = b->par;
+    const int8_t *role = b->run->par.tp_role;
+    if (ps && role && role[i] == DM_TP_ROW_SP) { /* T8: the output's grad gathered */
+        int32_t o = b->g->nodes[i].out[0];
+        uint64_t f = sp_whole(b, o);
+        ps->sp_buf[i] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[o].dtype, f, o, i,
+                                    "sequence parallel: all-gathered output grad", 1);
+        dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[o].dtype, f, o, i,
+                    "sequence parallel: all-gather output (dim 0)", 0);
+    }
+    if (ps && role && role[i] == DM_TP_COL_SP) { /* T8: the input's grad made whole (Partial) */
+        int32_t x = b->g->nodes[i].in[0];
+        if (x >= 0 && dm_train_requires_grad(b, x) && sp_whole(b, x) >= b->t[x].bytes)
+            ps->sp_buf[i] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype,
+                                        sp_whole(b, x) - b->t[x].bytes, x, i,
+                                        "sequence parallel: the input grad's whole sequence", 1);
+    }
     if (!ps || ps->n_units == 0)
         return;
     if (i == b->g->n_nodes - 1) {
@@ -765,6 +862,12 @@ void dm_par_backward_leave(struct dm_sb *b, int32_t i)
     int32_t x = b->g->nodes[i].n_in > 0 ? b->g->nodes[i].in[0] : -1;
     if (role && role[i] == DM_TP_COL && x >= 0 && dm_train_requires_grad(b, x))
         tp_copy(b, x, i, "tensor parallel: all-reduce of the column-parallel input's grad");
+    if (ps && role && role[i] == DM_TP_COL_SP && ps->sp_buf[i] >= 0) /* T8 */
+        sp_reduce_scatter(b, x, i, "sequence parallel: reduce-scatter's cat of the input grad");
+    if (ps && (role && (role[i] == DM_TP_COL_SP || role[i] == DM_TP_ROW_SP)) && ps->sp_buf[i] >= 0) {
+        dm_sb_unref(b, ps->sp_buf[i]);
+        ps->sp_buf[i] = -1;
+    }
     if (!ps || ps->n_units == 0)
         return;
     int32_t u = ps->unit[i];
@@ -952,6 +1055,7 @@ void dm_par_free(struct dm_sb *b)
     free(ps->gathered);
     free(ps->rs_out);
     free(ps->pending_ag);
+    free(ps->sp_buf);
     free(ps->punit);
     free(ps->ustart);
     free(ps->ulist);

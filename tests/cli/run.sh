@@ -1175,6 +1175,26 @@ expect 2 "dim 0 of parameter 'blocks.0.fc1.weight' (2048) does not divide by 3" 
     estimate $TPM --mode train --device cpu --tp 3
 expect 4 "--tp 2: no column-parallel linear whose output reaches a row-parallel one" -- \
     estimate $M/dist/cnn4.onnx --mode train --device cpu --tp 2
+# --sp (docs/parallel.md "Sequence parallel"): tfm4 at TP 2 measured 106,257,856 B per rank
+# (torch 2.13 gloo, tests/validation/dist-cpu.jsonl tfm4-tp-sp-w2-b4-adam)
+TFM=$M/dist/tfm4.onnx
+expect 0 '"peak_allocated_bytes": 106257836' -- estimate $TFM --mode train -b 4 --device cpu --tp 2 --sp \
+    --framework pytorch@2.13 --cpu-threads 1 --optimizer adam --json
+expect 0 "this rank 0: tensor parallel over all of them with sequence parallel" -- \
+    estimate $TFM --mode train -b 4 --device cpu --tp 2 --sp
+expect 0 "sequence_parallel 2 ranks: 33 activations split along dim 1" -- \
+    estimate $TFM --mode train -b 4 --device cpu --tp 2 --sp
+expect 0 "over tensor-parallel groups of 2 with sequence parallel" -- \
+    estimate $TFM --mode train -b 4 --device cpu --gpus 4 --tp 2 --sp
+"$D" estimate $TFM --mode train -b 4 --device cpu --gpus 4 --tp 2 --sp --json >"$T/sp.json"
+check_schema "$T/sp.json" "sequence-parallel JSON (parallel.sequence_parallel)"
+expect 0 '"sequence_parallel": true' -- estimate $TFM --mode train -b 4 --device cpu --tp 2 --sp --json
+expect 2 "--sp (sequence parallel) splits the tensor-parallel group's norm and dropout regions along the sequence: it needs --tp 2 or more" -- \
+    estimate $TFM --mode train --device cpu --sp
+expect 4 "--sp with --pp is not modelled" -- estimate $TFM --mode train --device cpu --tp 2 --pp 2 --sp
+expect 4 "mlp4.onnx: --sp: no input has a sequence to split" -- estimate $TPM --mode train --device cpu --tp 2 --sp
+expect 2 "--sp: the plan does not search sequence parallelism yet" -- \
+    plan $TFM --mode train --device cpu --memory 8GiB --gpus 2 --sp
 # Llama-3.2-1B over 2 stages, by hand: a layer 60,821,504 bf16 parameters (q, o 2048 x 2048;
 # k, v 512 x 2048; gate, up, down 8192 x 2048; two norms), 121,643,008 B; the first stage
 # 8 layers and embed_tokens (128256 x 2048, 525,336,576 B), the last 8 layers, the final

@@ -338,6 +338,147 @@ static size_t allocs_of(const struct dnnmem_result *r, const char *name, uint64_
     return n;
 }
 
+/* A pre-LN block as the measured tfm4's MLP half, then the head after the
+ * mean over the sequence: x [4, 8, 16] float32 (2,048 B), ln over 16
+ * (weight and bias [16]), fc1 [16, 32], ReLU, fc2 [32, 16], the residual
+ * add, ReduceMean over dim 1, head [16, 10]. `seq` sets the sequence. */
+static struct tb *sp_block(const char *dims, const char *mid_op)
+{
+    struct tb *b = tb_new(14);
+    tb_input(b, "x", F32, dims);
+    tb_init(b, "g", F32, 1, (int64_t[]){16});
+    tb_init(b, "be", F32, 1, (int64_t[]){16});
+    tb_init(b, "W1", F32, 2, (int64_t[]){16, 32});
+    tb_init(b, "W2", F32, 2, (int64_t[]){32, 16});
+    tb_init(b, "Wh", F32, 2, (int64_t[]){16, 10});
+    tb_node(b, "LayerNormalization", "/ln/LayerNormalization", "x,g,be", "h");
+    tb_attr_int(b, "axis", -1);
+    tb_node(b, "MatMul", "/fc1/MatMul", "h,W1", "a");
+    tb_node(b, "Relu", "/act/Relu", "a", "r");
+    tb_node(b, "MatMul", "/fc2/MatMul", "r,W2", "y");
+    tb_node(b, "Add", "/Add", "x,y", "z");
+    if (mid_op) { /* a reader of the split z that S2 does not pass */
+        tb_node(b, mid_op, "/odd/Transpose", "z", "zt");
+        tb_attr_ints(b, "perm", 3, (int64_t[]){0, 2, 1});
+        tb_node(b, "ReduceMean", "/mean/ReduceMean", "zt", "p");
+        tb_attr_ints(b, "axes", 1, (int64_t[]){2});
+    } else {
+        tb_node(b, "ReduceMean", "/mean/ReduceMean", "z", "p");
+        tb_attr_ints(b, "axes", 1, (int64_t[]){1});
+    }
+    tb_attr_int(b, "keepdims", 0);
+    tb_node(b, "MatMul", "/head/MatMul", "p,Wh", "out");
+    tb_output(b, "out");
+    return b;
+}
+
+/* Sequence parallel (--sp, src/graph/tp.c S1-S5, T8 in src/train/parallel.c)
+ * on sp_block at TP 2, worked by hand. Under plain TP fc1's input h is whole
+ * on each rank, [4, 8, 16] (2,048 B), and fc2's output is all-reduced through
+ * a 2,048 B copy. Under SP the rank holds x, h and z at [4, 4, 16] (1,024 B
+ * each), so the ln's output is 1,024 B; fc1 all-gathers h into its whole
+ * 2,048 B, which it keeps for W1's grad, with the dim-0 gather's 2,048 B
+ * output beside it; fc2's Partial output (2,048 B) is reduce-scattered: the
+ * chunks' cat (2,048 B), the 1,024 B output and gloo's 2,048 B copy. In the
+ * backward fc2's output grad (1,024 B) is gathered to 2,048 B, and h's grad
+ * is reduce-scattered from its whole 2,048 B (h needs a grad: the ln's
+ * weights do). Two iterations: each buffer twice. The parameters are
+ * TP's: W1 [16, 16] and W2 [16, 16] (1,024 B each), the ln's and head's
+ * whole (64 + 64 + 640 B). */
+static void test_sp(void **state)
+{
+    (void)state;
+    struct dnnmem_config c = cfg_of(DNNMEM_OPT_SGD);
+    c.par.tp = 2;
+    c.events = true;
+    struct dnnmem_result *tp = estimate_cfg(sp_block("batch,8,16", NULL), &c);
+    bool sized;
+    assert_int_equal(allocs_of(tp, "y.tensor parallel: all-reduce of the row-parallel output", 2048,
+                               &sized), 2);
+    assert_true(sized);
+    assert_int_equal(allocs_of(tp, "h", 2048, &sized), 2); /* the ln's output, whole */
+    assert_true(sized);
+    assert_int_equal(allocs_of(tp, "h.sequence parallel: all-gathered input", 2048, &sized), 0);
+    c.par.sp = true;
+    struct dnnmem_result *sp = estimate_cfg(sp_block("batch,8,16", NULL), &c);
+    assert_int_equal(sp->category_bytes[DNNMEM_CAT_WEIGHT], 1024 + 1024 + 64 + 64 + 640);
+    assert_int_equal(allocs_of(sp, "y.tensor parallel: all-reduce of the row-parallel output", 2048,
+                               &sized), 0);
+    assert_int_equal(allocs_of(sp, "h", 1024, &sized), 2); /* the ln's output, split */
+    assert_true(sized);
+    assert_int_equal(allocs_of(sp, "z", 1024, &sized), 2); /* the residual add's */
+    assert_true(sized);
+    assert_int_equal(allocs_of(sp, "h.sequence parallel: all-gathered input", 2048, &sized), 2);
+    assert_true(sized);
+    assert_int_equal(allocs_of(sp, "h.sequence parallel: all-gather output (dim 0)", 2048, &sized), 2);
+    assert_true(sized);
+    assert_int_equal(allocs_of(sp, "y.sequence parallel: the row-parallel Partial output", 2048,
+                               &sized), 2);
+    assert_true(sized);
+    assert_int_equal(allocs_of(sp, "y.sequence parallel: reduce-scatter's cat of the chunks", 2048,
+                               &sized), 2);
+    assert_true(sized);
+    assert_int_equal(allocs_of(sp, "y.sequence parallel: reduce-scatter output", 1024, &sized), 2);
+    assert_true(sized);
+    assert_int_equal(allocs_of(sp, "y.sequence parallel: gloo's copy of the input", 2048, &sized), 2);
+    assert_true(sized);
+    assert_int_equal(allocs_of(sp, "y.sequence parallel: all-gathered output grad", 2048, &sized), 2);
+    assert_true(sized);
+    assert_int_equal(allocs_of(sp, "y.sequence parallel: all-gather output (dim 0)", 2048, &sized), 2);
+    assert_true(sized);
+    /* h's grad: 1,024 B from the backward rule and its whole sequence's other 1,024 B */
+    assert_int_equal(allocs_of(sp, "h.sequence parallel: the input grad's whole sequence", 1024,
+                               &sized), 2);
+    assert_true(sized);
+    assert_int_equal(allocs_of(sp, "h.sequence parallel: reduce-scatter's cat of the input grad",
+                               2048, &sized), 2);
+    assert_true(sized);
+    assert_int_equal(allocs_of(sp, "h.sequence parallel: reduce-scatter output", 1024, &sized), 2);
+    assert_true(sized);
+    /* on CUDA (NCCL) no gloo copy */
+    c.device = DNNMEM_DEVICE_CUDA;
+    struct dnnmem_result *cu = estimate_cfg(sp_block("batch,8,16", NULL), &c);
+    assert_int_equal(allocs_of(cu, "y.sequence parallel: gloo's copy of the input", 2048, &sized), 0);
+    assert_int_equal(allocs_of(cu, "h.sequence parallel: all-gathered input", 2048, &sized), 2);
+    dnnmem_result_free(tp);
+    dnnmem_result_free(sp);
+    dnnmem_result_free(cu);
+}
+
+/* --sp's errors: a sequence that does not divide by TP (usage), a reader of
+ * the split tensor S2 does not pass (a transpose of it), and --sp without
+ * --tp. */
+static void test_sp_errors(void **state)
+{
+    (void)state;
+    struct dnnmem_config c = cfg_of(DNNMEM_OPT_SGD);
+    c.par.tp = 2;
+    c.par.sp = true;
+    dnnmem_model *m;
+    struct dnnmem_error err;
+    struct dnnmem_result *r = NULL;
+    struct tb *b = sp_block("batch,7,16", NULL);
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    assert_int_equal(dnnmem_estimate(m, &c, &r, &err), DNNMEM_E_USAGE);
+    assert_msg_has(err, "--sp: the sequence (dim 1 of 'x', 7) does not divide by --tp 2");
+    dnnmem_model_free(m);
+    tb_free(b);
+    b = sp_block("batch,8,16", "Transpose");
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    assert_int_equal(dnnmem_estimate(m, &c, &r, &err), DNNMEM_E_UNSUPPORTED);
+    assert_msg_has(err, "--sp: node '/odd/Transpose' (Transpose) reads 'z', which sequence "
+                        "parallelism splits along dim 1");
+    dnnmem_model_free(m);
+    tb_free(b);
+    c.par.tp = 1;
+    b = sp_block("batch,8,16", NULL);
+    assert_int_equal(tb_load(b, &m, &err), DNNMEM_OK);
+    assert_int_equal(dnnmem_estimate(m, &c, &r, &err), DNNMEM_E_USAGE);
+    assert_msg_has(err, "--sp (sequence parallel) splits the tensor-parallel group's norm");
+    dnnmem_model_free(m);
+    tb_free(b);
+}
+
 /* F1/F2: torch.onnx names its hoisted constants without a scope
  * ("Constant_7", between /blk's nodes); such a node is part of the run
  * around it, so /blk stays one FSDP2 unit of W1 and W2. Over 2 ranks its
@@ -492,6 +633,8 @@ int main(void)
         cmocka_unit_test(test_tp),
         cmocka_unit_test(test_tp_unpaired),
         cmocka_unit_test(test_tp_named_heads),
+        cmocka_unit_test(test_sp),
+        cmocka_unit_test(test_sp_errors),
         cmocka_unit_test(test_pp),
         cmocka_unit_test(test_fsdp_unscoped_constant),
         cmocka_unit_test(test_zero_step_gather),

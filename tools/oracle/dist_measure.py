@@ -65,6 +65,9 @@ MODELS = {
     "mlp4": ("mlp", dict(dim=1024, hidden=2048, blocks=4, classes=1000)),
     "mlp8s": ("mlp", dict(dim=512, hidden=1536, blocks=8, classes=100)),
     "tfm4": ("tfm", dict(dim=512, heads=8, hidden=2048, blocks=4, seq=64, classes=100)),
+    # out of sample for --sp (seqpar): other sizes, and dropout (p 0.1) on each branch's output
+    # before the residual add, inside the sequence-parallel region
+    "tfm2d": ("tfm", dict(dim=256, heads=4, hidden=1024, blocks=2, seq=128, classes=10, drop=0.1)),
     "cnn4": ("cnn", dict(width=64, blocks=4, image=64, classes=100)),
 }
 
@@ -85,6 +88,10 @@ def configs():
         c["id"] = cfg_id(c)
         out.append(c)
 
+    for w in (2, 4):  # sequence parallel out of sample (seqpar): tfm2d, at batch 8
+        add("tfm2d", "tp", w, 8, "adam", sp=True)
+        add("tfm2d", "tp", w, 8, "sgd-momentum", sp=True)
+        add("tfm2d", "tp", w, 8, "adam")
     for m in ("mlp4", "tfm4", "cnn4", "mlp8s"):
         b = 4
         add(m, "single", 1, b, "adam")
@@ -101,6 +108,12 @@ def configs():
             if m != "cnn4":  # tensor and pipeline parallel on the Linear models
                 add(m, "tp", w, b, "adam")
                 add(m, "tp", w, b, "sgd-momentum")
+                if m == "tfm4":  # sequence parallel on the norms (tensor parallel's SP)
+                    add(m, "tp", w, b, "adam", sp=True)
+                    add(m, "tp", w, b, "sgd-momentum", sp=True)
+                    # batch 32: the activations, which SP splits, outweigh the parameters
+                    add(m, "tp", w, 32, "adam", sp=True)
+                    add(m, "tp", w, 32, "adam")
                 add(m, "pp", w, b, "adam", schedule="gpipe", microbatches=4)
                 add(m, "pp", w, b, "adam", schedule="1f1b", microbatches=4)
         for w in (2, 4):
@@ -159,17 +172,26 @@ def build_model(name):
                 self.ln2 = nn.LayerNorm(d)
                 self.fc1 = nn.Linear(d, a["hidden"])
                 self.fc2 = nn.Linear(a["hidden"], d)
+                self.drop = nn.Dropout(a.get("drop", 0.0))
+
+            seq_ranks = 1  # sequence parallel: x holds S / seq_ranks of the sequence
 
             def forward(self, x):
                 B, S, _ = x.shape
+                if self.seq_ranks != 1:  # the gathered sequence, which q, k, v see whole
+                    S = S * self.seq_ranks
                 h = self.ln1(x)
                 # -1 heads: under tensor parallel each rank holds heads / tp of them
                 q = self.q(h).view(B, S, -1, a["dim"] // a["heads"]).transpose(1, 2)
                 k = self.k(h).view(B, S, -1, a["dim"] // a["heads"]).transpose(1, 2)
                 v = self.v(h).view(B, S, -1, a["dim"] // a["heads"]).transpose(1, 2)
                 y = F.scaled_dot_product_attention(q, k, v)
-                x = x + self.o(y.transpose(1, 2).reshape(B, S, -1))
-                return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+                o = self.o(y.transpose(1, 2).reshape(B, S, -1))
+                if a.get("drop"):  # tfm4 has none: its graph stays as exported
+                    o = self.drop(o)
+                x = x + o
+                m = self.fc2(F.gelu(self.fc1(self.ln2(x))))
+                return x + (self.drop(m) if a.get("drop") else m)
 
         class Net(nn.Module):
             def __init__(self):
@@ -313,6 +335,27 @@ def setup_strategy(cfg, model, rank, world):
                                                        parallelize_module)
         mesh = init_device_mesh("cpu", (world,))
         plan = {}
+        if p.get("sp"):
+            # sequence parallel (torch/distributed/tensor/parallel/style.py): the norms'
+            # inputs and outputs Shard(1), their weights Replicate; each column-parallel
+            # linear all-gathers its Shard(1) input, each row-parallel one reduce-scatters
+            # its Partial output to Shard(1); the block's input is this rank's S / tp
+            from torch.distributed.tensor import Shard
+            from torch.distributed.tensor.parallel import SequenceParallel
+            for i, b in enumerate(model.blocks):
+                b.seq_ranks = world
+                for n in ("ln1", "ln2"):
+                    plan[f"blocks.{i}.{n}"] = SequenceParallel()
+                for n in ("q", "k", "v", "fc1"):
+                    plan[f"blocks.{i}.{n}"] = ColwiseParallel(input_layouts=Shard(1))
+                for n in ("o", "fc2"):
+                    plan[f"blocks.{i}.{n}"] = RowwiseParallel(output_layouts=Shard(1))
+            parallelize_module(model, mesh, plan)
+            return model, make_optimizer(cfg["optimizer"], model.parameters()), "plain", {
+                "tp_plan": "SequenceParallel: ln1, ln2; ColwiseParallel(input_layouts=Shard(1)): "
+                           "q, k, v, fc1; RowwiseParallel(output_layouts=Shard(1)): o, fc2; the "
+                           "input this rank's S / tp; the head (after the mean over the local "
+                           "sequence) replicated"}
         for i, b in enumerate(model.blocks):
             names = ("fc1", "fc2") if not hasattr(b, "q") else ("q", "k", "v", "o", "fc1", "fc2")
             for n in names:
@@ -455,6 +498,8 @@ def measure_rank(cfg, rank, world, port, trace):
             model.train()
             torch.manual_seed(1 + rank)
             B = cfg["batch"]
+            if cfg["params"].get("sp"):  # this rank's part of the sequence (dim 1)
+                shape = (shape[0] // world,) + tuple(shape[1:])
             x = torch.randn(B, *shape)
             y = torch.randint(0, classes, (B,), dtype=torch.long)
         param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -782,7 +827,7 @@ def row_options(r):
                 o += [flag, str(p[k])]
         return o
     if s == "tp":
-        return ["--gpus", str(r["world"]), "--tp", str(r["world"])]
+        return ["--gpus", str(r["world"]), "--tp", str(r["world"])] + (["--sp"] if p.get("sp") else [])
     if s == "pp":
         return ["--gpus", str(r["world"]), "--pp", str(r["world"]), "--micro-batches",
                 str(p["microbatches"]), "--pp-schedule", p["schedule"], "--rank", str(r["rank"])]
@@ -853,7 +898,8 @@ def cmd_compare(a):
         done.append(dict(r, error=e))
     groups = {}
     for r in done:
-        groups.setdefault(r["strategy"], []).append(r["error"])
+        groups.setdefault(r["strategy"] + ("+sp" if r["params"].get("sp") else ""),
+                          []).append(r["error"])
     print(f"\n{'strategy':<10} {'rows':>4} {'median|e|':>10} {'within2%':>9} {'worst':>8}")
     for k, es in sorted(groups.items()):
         print(f"{k:<10} {len(es):>4} {statistics.median(abs(e) for e in es):>9.2f}% "
