@@ -158,6 +158,112 @@ static void analyse(struct dm_sb *b)
  * are consecutive, so a tensor read inside a module it was made outside of
  * is held until that module's last node. A tensor with held_until is
  * held until that node (a module's local variable, until it returns). */
+/* The length of the first k module scopes of a node's name, torch.onnx's
+ * "/stages/stages.0/f1/conv/Conv" ("/stages" for k = 1: every '/'-separated
+ * part but the last is a module call, and a module called twice has two
+ * names, "relu" and "relu_1"), or -1 when it has fewer. */
+static int32_t scope_len(const char *name, int32_t k)
+{
+    if (k == 0)
+        return 0;
+    int32_t seen = 0;
+    for (int32_t j = 1; name[0] == '/' && name[j] && j < INT32_MAX; j++)
+        if (name[j] == '/' && ++seen == k)
+            return j;
+    return -1;
+}
+
+/* How many module scopes two node names share. */
+static int32_t shared_scopes(const char *a, const char *b)
+{
+    int32_t k = 0;
+    for (;;) {
+        int32_t la = scope_len(a, k + 1), lb = scope_len(b, k + 1);
+        if (la < 0 || la != lb || strncmp(a, b, (size_t)la) != 0)
+            return k;
+        k++;
+    }
+}
+
+/* A module call's result that its caller reads in two places is bound to a
+ * name of the caller's frame, which holds it until that forward returns.
+ * Python keeps a value for a second use only under a name (a local, a list
+ * element, a tuple's part): starnet's Block (timm/models/starnet.py, timm
+ * 1.0) runs `x = self.dwconv(x); x1, x2 = self.f1(x), self.f2(x)`, so the
+ * dwconv's output lives through both calls and on after them; HGNet's
+ * HighPerfGpuBlock (timm/models/hgnet.py) appends each `x = layer(x)` to
+ * `output`, read by the next layer and by torch.cat(output), and the list
+ * lives until the block returns, through its aggregation convs. The two
+ * places are two module calls, or a call and the caller's own ops: the
+ * caller's own ops alone do not show a name, as a plain Python function
+ * the export does not scope (F.normalize reading its input twice) holds
+ * its argument only until it returns. Held until the caller's last node;
+ * a name rebound before the forward returns (`x = x + self.mlp(x)`) lets go
+ * earlier, so this is the upper bound for such a name. The caller is the
+ * innermost module whose scope holds the producer and every reader, the
+ * producer inside one of its calls; the graph's top level is not one.
+ * Applied to the modules export only (module_functions: its calls are
+ * scoped as the modules ran; docs/validation-zoo.md, NAME=pylocal). */
+static bool caller_names(struct dm_sb *b, int32_t *until)
+{
+    const struct dm_graph *g = b->g;
+    int32_t nn = g->n_nodes, nt = g->n_tensors;
+    const int32_t *start = g->scope_start, *last = g->scope_last;
+    int32_t *frame = malloc(((size_t)nt + 1) * sizeof *frame); /* shared scopes, -1: none yet */
+    int32_t *child = malloc(((size_t)nt + 1) * sizeof *child); /* a reader in a call, or -1 */
+    int32_t *end = malloc(((size_t)nt + 1) * sizeof *end);     /* the last reader */
+    uint8_t *two = calloc((size_t)nt + 1, 1);  /* bit 0: a direct reader; bit 1: two places */
+    bool ok = frame && child && end && two;
+    for (int32_t x = 0; ok && x < nt; x++)
+        frame[x] = child[x] = end[x] = -1;
+    for (int pass = 0; ok && pass < 2; pass++)
+        for (int32_t i = 0; i < nn; i++) {
+            const struct dm_node *n = &g->nodes[i];
+            if (dm_scope_transparent(n))
+                continue;
+            for (int k = 0; k < n->n_in; k++) {
+                int32_t x = n->in[k];
+                if (x < 0 || dm_meta_slot(n, k) || b->flag[x] & DM_TF_RESIDENT)
+                    continue;
+                int32_t p = g->tensors[x].producer;
+                if (p < 0 || p >= i || dm_scope_transparent(&g->nodes[p]))
+                    continue;
+                const char *pn = g->nodes[p].name;
+                if (pass == 0) { /* the caller: the scopes shared by all */
+                    int32_t c = shared_scopes(pn, n->name);
+                    frame[x] = frame[x] < 0 || c < frame[x] ? c : frame[x];
+                    end[x] = i;
+                    continue;
+                }
+                int32_t c = frame[x], l = scope_len(n->name, c + 1);
+                if (l < 0) { /* one of the caller's own ops */
+                    two[x] |= (uint8_t)(child[x] >= 0 ? 3 : 1);
+                } else if (child[x] < 0) {
+                    child[x] = i;
+                    two[x] |= (uint8_t)(two[x] & 1 ? 2 : 0);
+                } else if (scope_len(g->nodes[child[x]].name, c + 1) != l ||
+                           strncmp(g->nodes[child[x]].name, n->name, (size_t)l) != 0) {
+                    two[x] |= 2; /* another call */
+                }
+            }
+        }
+    for (int32_t x = 0; ok && x < nt; x++) {
+        int32_t c = frame[x], i = end[x];
+        if (!(two[x] & 2) || c < 1 || scope_len(g->nodes[g->tensors[x].producer].name, c + 1) < 0)
+            continue; /* read in one place, by the top level, or made by the caller's own op */
+        if (start[i + 1] - start[i] < c)
+            continue;
+        int32_t h = last[start[i] + c - 1]; /* the caller's run through its last reader */
+        if (h > until[x])
+            until[x] = h;
+    }
+    free(frame);
+    free(child);
+    free(end);
+    free(two);
+    return ok;
+}
+
 static bool module_holds(struct dm_sb *b)
 {
     const struct dm_graph *g = b->g;
@@ -184,6 +290,10 @@ static bool module_holds(struct dm_sb *b)
                 if (p >= 0 && p < first[d] && last[d] > i && last[d] > until[x])
                     until[x] = last[d];
         }
+    }
+    if (g->module_functions && !b->run->dataflow && !caller_names(b, until)) {
+        ok = false;
+        goto out;
     }
     /* a local variable of a module's forward holds its tensor until it returns */
     for (int32_t x = 0; x < nt; x++) {
