@@ -150,14 +150,6 @@ static void analyse(struct dm_sb *b)
     }
 }
 
-/* Module arguments. A module call keeps its arguments alive until it
- * returns: the callee's parameter and the caller's variable (x =
- * self.layer(x) rebinds only after the call) both refer to them, as does
- * `identity = x` in a ResNet block. torch.onnx names each node after the
- * modules it runs in ("/layer1/layer1.0/conv1/Conv"), and a module's nodes
- * are consecutive, so a tensor read inside a module it was made outside of
- * is held until that module's last node. A tensor with held_until is
- * held until that node (a module's local variable, until it returns). */
 /* The length of the first k module scopes of a node's name, torch.onnx's
  * "/stages/stages.0/f1/conv/Conv" ("/stages" for k = 1: every '/'-separated
  * part but the last is a module call, and a module called twice has two
@@ -183,6 +175,79 @@ static int32_t shared_scopes(const char *a, const char *b)
             return k;
         k++;
     }
+}
+
+/* The readers of each tensor, in node order: rd[rs[x] .. rs[x + 1]) (a shape
+ * input too: the exporter's shape arithmetic feeds a Reshape there). */
+static bool all_readers(const struct dm_graph *g, int32_t **rs_out, int32_t **rd_out)
+{
+    int32_t nn = g->n_nodes, nt = g->n_tensors;
+    int32_t *rs = calloc((size_t)nt + 2, sizeof *rs), *rd = NULL, *fill = NULL;
+    size_t total = 0;
+    for (int32_t i = 0; rs && i < nn; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0) {
+                rs[g->nodes[i].in[k] + 1]++;
+                total++;
+            }
+    if (rs && total < INT32_MAX) {
+        rd = malloc((total + 1) * sizeof *rd);
+        fill = calloc((size_t)nt + 1, sizeof *fill);
+    }
+    if (!rd || !fill) {
+        free(rs);
+        free(rd);
+        free(fill);
+        return false;
+    }
+    for (int32_t x = 0; x < nt; x++)
+        rs[x + 1] += rs[x];
+    for (int32_t i = 0; i < nn; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) {
+            int32_t x = g->nodes[i].in[k];
+            if (x >= 0)
+                rd[rs[x] + fill[x]++] = i;
+        }
+    free(fill);
+    *rs_out = rs;
+    *rd_out = rd;
+    return true;
+}
+
+/* Whether the caller ran a statement between the call that returned x
+ * (producer p, its call scoped by the first c + 1 scopes of p's name) and
+ * the first place that reads it (node r; u0 .. u1 the call it runs in, or
+ * r itself). Python evaluates a call's arguments just before the call, left
+ * to right: a result handed on as a temporary is read next, after only the
+ * evaluation of the reader's other arguments. A node in between whose
+ * outputs feed neither the reading place nor such a node (marked in
+ * `rel` with `stamp`) is another statement, so x was kept under a name:
+ * starnet's `x1, x2 = self.f1(x), self.f2(x)`, then `self.act(x1) * x2`
+ * (f2 runs between f1 and act, and feeds the Mul only). */
+static bool kept_across(const struct dm_sb *b, int32_t p, int32_t c, int32_t u0, int32_t u1,
+                        const int32_t *rs, const int32_t *rd, int32_t *rel, int32_t stamp)
+{
+    const struct dm_graph *g = b->g;
+    const char *pn = g->nodes[p].name;
+    int32_t lp = scope_len(pn, c + 1);
+    for (int32_t j = u0 - 1; j > p; j--) {
+        const struct dm_node *n = &g->nodes[j];
+        if (dm_scope_transparent(n) || (strncmp(n->name, pn, (size_t)lp) == 0 && n->name[lp] == '/'))
+            continue; /* the exporter's constants; the producing call's own nodes */
+        bool shapes = true; /* shape arithmetic (`B, N, C = x.shape`): folded, no tensor work */
+        for (int o = 0; o < n->n_out; o++)
+            shapes = shapes && (n->out[o] < 0 || b->t[n->out[o]].is_const);
+        bool feeds = shapes;
+        for (int o = 0; o < n->n_out && !feeds; o++) {
+            int32_t y = n->out[o];
+            for (int32_t q = y < 0 ? 0 : rs[y]; y >= 0 && q < rs[y + 1] && !feeds; q++)
+                feeds = (rd[q] >= u0 && rd[q] <= u1) || (rd[q] > j && rd[q] < u0 && rel[rd[q]] == stamp);
+        }
+        if (!feeds)
+            return true;
+        rel[j] = stamp;
+    }
+    return false;
 }
 
 /* A module call's result that its caller reads in two places is bound to a
@@ -213,9 +278,12 @@ static bool caller_names(struct dm_sb *b, int32_t *until)
     int32_t *child = malloc(((size_t)nt + 1) * sizeof *child); /* a reader in a call, or -1 */
     int32_t *end = malloc(((size_t)nt + 1) * sizeof *end);     /* the last reader */
     uint8_t *two = calloc((size_t)nt + 1, 1);  /* bit 0: a direct reader; bit 1: two places */
-    bool ok = frame && child && end && two;
+    int32_t *first = malloc(((size_t)nt + 1) * sizeof *first); /* the first reader */
+    int32_t *rel = calloc((size_t)nn + 1, sizeof *rel);
+    int32_t *rs = NULL, *rd = NULL;
+    bool ok = frame && child && end && two && first && rel && all_readers(g, &rs, &rd);
     for (int32_t x = 0; ok && x < nt; x++)
-        frame[x] = child[x] = end[x] = -1;
+        frame[x] = child[x] = end[x] = first[x] = -1;
     for (int pass = 0; ok && pass < 2; pass++)
         for (int32_t i = 0; i < nn; i++) {
             const struct dm_node *n = &g->nodes[i];
@@ -233,6 +301,7 @@ static bool caller_names(struct dm_sb *b, int32_t *until)
                     int32_t c = shared_scopes(pn, n->name);
                     frame[x] = frame[x] < 0 || c < frame[x] ? c : frame[x];
                     end[x] = i;
+                    first[x] = first[x] < 0 ? i : first[x];
                     continue;
                 }
                 int32_t c = frame[x], l = scope_len(n->name, c + 1);
@@ -248,11 +317,18 @@ static bool caller_names(struct dm_sb *b, int32_t *until)
             }
         }
     for (int32_t x = 0; ok && x < nt; x++) {
-        int32_t c = frame[x], i = end[x];
-        if (!(two[x] & 2) || c < 1 || scope_len(g->nodes[g->tensors[x].producer].name, c + 1) < 0)
-            continue; /* read in one place, by the top level, or made by the caller's own op */
-        if (start[i + 1] - start[i] < c)
+        int32_t c = frame[x], i = end[x], r = first[x], p = g->tensors[x].producer;
+        if (c < 1 || i < 0 || b->t[x].is_const || scope_len(g->nodes[p].name, c + 1) < 0)
+            continue; /* unread, read by the top level, folded, or made by the caller's own op */
+        if (start[i + 1] - start[i] < c || start[r + 1] - start[r] < c)
             continue;
+        if (!(two[x] & 2)) { /* read in one place: kept across a statement? */
+            bool call = start[r + 1] - start[r] > c && scope_len(g->nodes[r].name, c + 1) >= 0;
+            int32_t u0 = call ? g->scope_first[start[r] + c] : r;
+            int32_t u1 = call ? last[start[r] + c] : r;
+            if (u0 <= p || !kept_across(b, p, c, u0, u1, rs, rd, rel, x + 1))
+                continue;
+        }
         int32_t h = last[start[i] + c - 1]; /* the caller's run through its last reader */
         if (h > until[x])
             until[x] = h;
@@ -261,9 +337,21 @@ static bool caller_names(struct dm_sb *b, int32_t *until)
     free(child);
     free(end);
     free(two);
+    free(first);
+    free(rel);
+    free(rs);
+    free(rd);
     return ok;
 }
 
+/* Module arguments. A module call keeps its arguments alive until it
+ * returns: the callee's parameter and the caller's variable (x =
+ * self.layer(x) rebinds only after the call) both refer to them, as does
+ * `identity = x` in a ResNet block. torch.onnx names each node after the
+ * modules it runs in ("/layer1/layer1.0/conv1/Conv"), and a module's nodes
+ * are consecutive, so a tensor read inside a module it was made outside of
+ * is held until that module's last node. A tensor with held_until is
+ * held until that node (a module's local variable, until it returns). */
 static bool module_holds(struct dm_sb *b)
 {
     const struct dm_graph *g = b->g;
