@@ -262,9 +262,13 @@ static bool kept_across(const struct dm_sb *b, int32_t p, int32_t c, int32_t u0,
  * places are two module calls, or a call and the caller's own ops: the
  * caller's own ops alone do not show a name, as a plain Python function
  * the export does not scope (F.normalize reading its input twice) holds
- * its argument only until it returns. Held until the caller's last node;
- * a name rebound before the forward returns (`x = x + self.mlp(x)`) lets go
- * earlier, so this is the upper bound for such a name. The caller is the
+ * its argument only until it returns. Held until the caller's last node,
+ * unless an op of the caller's own reads it last: that is the statement
+ * that rebinds the name (SwiftFormer's and CoaT's `x = x + ...` after
+ * `x = self.local_representation(x)`, `x = self.cpe1(x, size)`), but for
+ * torch.cat, which reads a list that outlives it (HGNet's `output`). A name
+ * rebound later, before the forward returns, lets go earlier: the hold is
+ * the upper bound for it. The caller is the
  * innermost module whose scope holds the producer and every reader, the
  * producer inside one of its calls; the graph's top level is not one.
  * Applied to the modules export only (module_functions: its calls are
@@ -329,6 +333,9 @@ static bool caller_names(struct dm_sb *b, int32_t *until)
             if (u0 <= p || !kept_across(b, p, c, u0, u1, rs, rd, rel, x + 1))
                 continue;
         }
+        const struct dm_node *lr = &g->nodes[i];
+        if (scope_len(lr->name, c + 1) < 0 && lr->op != DM_OP_Concat)
+            continue; /* last read by an op of the caller's own: `x = x + self.attn(x)` rebinds */
         int32_t h = last[start[i] + c - 1]; /* the caller's run through its last reader */
         if (h > until[x])
             until[x] = h;
