@@ -266,7 +266,9 @@ static bool kept_across(const struct dm_sb *b, int32_t p, int32_t c, int32_t u0,
  * unless an op of the caller's own reads it last: that is the statement
  * that rebinds the name (SwiftFormer's and CoaT's `x = x + ...` after
  * `x = self.local_representation(x)`, `x = self.cpe1(x, size)`), but for
- * torch.cat, which reads a list that outlives it (HGNet's `output`). A name
+ * torch.cat, which reads a list that outlives it (HGNet's `output`), and
+ * that list holds the cat's other inputs the caller's calls returned (the
+ * last layer's, read by the cat alone) as long. A name
  * rebound later, before the forward returns, lets go earlier: the hold is
  * the upper bound for it. The caller is the
  * innermost module whose scope holds the producer and every reader, the
@@ -339,6 +341,13 @@ static bool caller_names(struct dm_sb *b, int32_t *until)
         int32_t h = last[start[i] + c - 1]; /* the caller's run through its last reader */
         if (h > until[x])
             until[x] = h;
+        for (int k = 0; lr->op == DM_OP_Concat && k < lr->n_in; k++) {
+            int32_t y = lr->in[k], q = y >= 0 ? g->tensors[y].producer : -1;
+            if (q >= 0 && !(b->flag[y] & DM_TF_RESIDENT) && !b->t[y].is_const && h > until[y] &&
+                !dm_scope_transparent(&g->nodes[q]) && shared_scopes(g->nodes[q].name, lr->name) >= c &&
+                scope_len(g->nodes[q].name, c + 1) >= 0)
+                until[y] = h; /* the list's other results of the caller's calls */
+        }
     }
     free(frame);
     free(child);
