@@ -165,16 +165,14 @@ static int32_t scope_len(const char *name, int32_t k)
     return -1;
 }
 
-/* How many module scopes two node names share. */
+/* How many module scopes two node names share (one pass: a '/' both names
+ * reach together closes a shared scope). */
 static int32_t shared_scopes(const char *a, const char *b)
 {
     int32_t k = 0;
-    for (;;) {
-        int32_t la = scope_len(a, k + 1), lb = scope_len(b, k + 1);
-        if (la < 0 || la != lb || strncmp(a, b, (size_t)la) != 0)
-            return k;
-        k++;
-    }
+    for (size_t j = 1; a[0] == '/' && b[0] == '/' && a[j] && a[j] == b[j] && k < INT32_MAX; j++)
+        k += a[j] == '/';
+    return k;
 }
 
 /* The readers of each tensor, in node order: rd[rs[x] .. rs[x + 1]) (a shape
