@@ -212,40 +212,54 @@ static bool all_readers(const struct dm_graph *g, int32_t **rs_out, int32_t **rd
     return true;
 }
 
+/* The walk back from a reading place (nodes u0 .. u1: a call, or one op)
+ * over the nodes before it, kept per place so that every result it reads
+ * shares one walk: `lo`, the lowest node walked; `stmt`, the highest one
+ * found that is another statement (-1: none down to lo). */
+struct walk {
+    int32_t lo, stmt;
+};
+
 /* Whether the caller ran a statement between the call that returned x
  * (producer p, its call scoped by the first c + 1 scopes of p's name) and
- * the first place that reads it (node r; u0 .. u1 the call it runs in, or
- * r itself). Python evaluates a call's arguments just before the call, left
- * to right: a result handed on as a temporary is read next, after only the
- * evaluation of the reader's other arguments. A node in between whose
- * outputs feed neither the reading place nor such a node (marked in
- * `rel` with `stamp`) is another statement, so x was kept under a name:
- * starnet's `x1, x2 = self.f1(x), self.f2(x)`, then `self.act(x1) * x2`
- * (f2 runs between f1 and act, and feeds the Mul only). */
+ * the place that first reads it (u0 .. u1). Python evaluates a call's
+ * arguments just before the call, left to right: a result handed on as a
+ * temporary is read next, after only the evaluation of the reader's other
+ * arguments. A node in between whose outputs feed neither the reading place
+ * nor such a node (marked in `rel` with u0 + 1) is another statement, so x
+ * was kept under a name: starnet's `x1, x2 = self.f1(x), self.f2(x)`, then
+ * `self.act(x1) * x2` (f2 runs between f1 and act, and feeds the Mul only).
+ * Shape arithmetic (`B, N, C = x.shape`: folded values) and the exporter's
+ * constants are no statement, nor are the producing call's own nodes (a
+ * call's nodes are consecutive, so the highest statement found lies in p's
+ * call only if all between do). Each node is walked once per place. */
 static bool kept_across(const struct dm_sb *b, int32_t p, int32_t c, int32_t u0, int32_t u1,
-                        const int32_t *rs, const int32_t *rd, int32_t *rel, int32_t stamp)
+                        const int32_t *rs, const int32_t *rd, int32_t *rel, struct walk *w)
 {
     const struct dm_graph *g = b->g;
-    const char *pn = g->nodes[p].name;
-    int32_t lp = scope_len(pn, c + 1);
-    for (int32_t j = u0 - 1; j > p; j--) {
+    for (int32_t j = w->lo - 1; w->stmt < 0 && j > p; j--) {
         const struct dm_node *n = &g->nodes[j];
-        if (dm_scope_transparent(n) || (strncmp(n->name, pn, (size_t)lp) == 0 && n->name[lp] == '/'))
-            continue; /* the exporter's constants; the producing call's own nodes */
-        bool shapes = true; /* shape arithmetic (`B, N, C = x.shape`): folded, no tensor work */
+        w->lo = j;
+        if (dm_scope_transparent(n))
+            continue; /* the exporter's constants */
+        bool feeds = true; /* shape arithmetic: folded, no tensor work */
         for (int o = 0; o < n->n_out; o++)
-            shapes = shapes && (n->out[o] < 0 || b->t[n->out[o]].is_const);
-        bool feeds = shapes;
+            feeds = feeds && (n->out[o] < 0 || b->t[n->out[o]].is_const);
         for (int o = 0; o < n->n_out && !feeds; o++) {
             int32_t y = n->out[o];
             for (int32_t q = y < 0 ? 0 : rs[y]; y >= 0 && q < rs[y + 1] && !feeds; q++)
-                feeds = (rd[q] >= u0 && rd[q] <= u1) || (rd[q] > j && rd[q] < u0 && rel[rd[q]] == stamp);
+                feeds = (rd[q] >= u0 && rd[q] <= u1) || (rd[q] > j && rd[q] < u0 && rel[rd[q]] == u0 + 1);
         }
-        if (!feeds)
-            return true;
-        rel[j] = stamp;
+        if (feeds)
+            rel[j] = u0 + 1;
+        else
+            w->stmt = j;
     }
-    return false;
+    if (w->stmt <= p)
+        return false;
+    const char *pn = g->nodes[p].name, *sn = g->nodes[w->stmt].name;
+    int32_t lp = scope_len(pn, c + 1);
+    return !(strncmp(sn, pn, (size_t)lp) == 0 && sn[lp] == '/'); /* not p's call's own node */
 }
 
 /* A module call's result that its caller reads in two places is bound to a
@@ -284,8 +298,11 @@ static bool caller_names(struct dm_sb *b, int32_t *until)
     uint8_t *two = calloc((size_t)nt + 1, 1);  /* bit 0: a direct reader; bit 1: two places */
     int32_t *first = malloc(((size_t)nt + 1) * sizeof *first); /* the first reader */
     int32_t *rel = calloc((size_t)nn + 1, sizeof *rel);
+    struct walk *walks = malloc(((size_t)nn + 1) * sizeof *walks); /* by u0 */
     int32_t *rs = NULL, *rd = NULL;
-    bool ok = frame && child && end && two && first && rel && all_readers(g, &rs, &rd);
+    bool ok = frame && child && end && two && first && rel && walks && all_readers(g, &rs, &rd);
+    for (int32_t i = 0; ok && i < nn; i++)
+        walks[i] = (struct walk){.lo = i, .stmt = -1};
     for (int32_t x = 0; ok && x < nt; x++)
         frame[x] = child[x] = end[x] = first[x] = -1;
     for (int pass = 0; ok && pass < 2; pass++)
@@ -330,7 +347,7 @@ static bool caller_names(struct dm_sb *b, int32_t *until)
             bool call = start[r + 1] - start[r] > c && scope_len(g->nodes[r].name, c + 1) >= 0;
             int32_t u0 = call ? g->scope_first[start[r] + c] : r;
             int32_t u1 = call ? last[start[r] + c] : r;
-            if (u0 <= p || !kept_across(b, p, c, u0, u1, rs, rd, rel, x + 1))
+            if (u0 <= p || !kept_across(b, p, c, u0, u1, rs, rd, rel, &walks[u0]))
                 continue;
         }
         const struct dm_node *lr = &g->nodes[i];
@@ -353,6 +370,7 @@ static bool caller_names(struct dm_sb *b, int32_t *until)
     free(two);
     free(first);
     free(rel);
+    free(walks);
     free(rs);
     free(rd);
     return ok;
