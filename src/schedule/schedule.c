@@ -150,6 +150,232 @@ static void analyse(struct dm_sb *b)
     }
 }
 
+/* The length of the first k module scopes of a node's name, torch.onnx's
+ * "/stages/stages.0/f1/conv/Conv" ("/stages" for k = 1: every '/'-separated
+ * part but the last is a module call, and a module called twice has two
+ * names, "relu" and "relu_1"), or -1 when it has fewer. */
+static int32_t scope_len(const char *name, int32_t k)
+{
+    if (k == 0)
+        return 0;
+    int32_t seen = 0;
+    for (int32_t j = 1; name[0] == '/' && name[j] && j < INT32_MAX; j++)
+        if (name[j] == '/' && ++seen == k)
+            return j;
+    return -1;
+}
+
+/* How many module scopes two node names share (one pass: a '/' both names
+ * reach together closes a shared scope). */
+static int32_t shared_scopes(const char *a, const char *b)
+{
+    int32_t k = 0;
+    for (size_t j = 1; a[0] == '/' && b[0] == '/' && a[j] && a[j] == b[j] && k < INT32_MAX; j++)
+        k += a[j] == '/';
+    return k;
+}
+
+/* The readers of each tensor, in node order: rd[rs[x] .. rs[x + 1]) (a shape
+ * input too: the exporter's shape arithmetic feeds a Reshape there). */
+static bool all_readers(const struct dm_graph *g, int32_t **rs_out, int32_t **rd_out)
+{
+    int32_t nn = g->n_nodes, nt = g->n_tensors;
+    int32_t *rs = calloc((size_t)nt + 2, sizeof *rs), *rd = NULL, *fill = NULL;
+    size_t total = 0;
+    for (int32_t i = 0; rs && i < nn; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0) {
+                rs[g->nodes[i].in[k] + 1]++;
+                total++;
+            }
+    if (rs && total < INT32_MAX) {
+        rd = malloc((total + 1) * sizeof *rd);
+        fill = calloc((size_t)nt + 1, sizeof *fill);
+    }
+    if (!rd || !fill) {
+        free(rs);
+        free(rd);
+        free(fill);
+        return false;
+    }
+    for (int32_t x = 0; x < nt; x++)
+        rs[x + 1] += rs[x];
+    for (int32_t i = 0; i < nn; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) {
+            int32_t x = g->nodes[i].in[k];
+            if (x >= 0)
+                rd[rs[x] + fill[x]++] = i;
+        }
+    free(fill);
+    *rs_out = rs;
+    *rd_out = rd;
+    return true;
+}
+
+/* The walk back from a reading place (nodes u0 .. u1: a call, or one op)
+ * over the nodes before it, kept per place so that every result it reads
+ * shares one walk: `lo`, the lowest node walked; `stmt`, the highest one
+ * found that is another statement (-1: none down to lo). */
+struct walk {
+    int32_t lo, stmt;
+};
+
+/* Whether the caller ran a statement between the call that returned x
+ * (producer p, its call scoped by the first c + 1 scopes of p's name) and
+ * the place that first reads it (u0 .. u1). Python evaluates a call's
+ * arguments just before the call, left to right: a result handed on as a
+ * temporary is read next, after only the evaluation of the reader's other
+ * arguments. A node in between whose outputs feed neither the reading place
+ * nor such a node (marked in `rel` with u0 + 1) is another statement, so x
+ * was kept under a name: starnet's `x1, x2 = self.f1(x), self.f2(x)`, then
+ * `self.act(x1) * x2` (f2 runs between f1 and act, and feeds the Mul only).
+ * Shape arithmetic (`B, N, C = x.shape`: folded values) and the exporter's
+ * constants are no statement, nor are the producing call's own nodes (a
+ * call's nodes are consecutive, so the highest statement found lies in p's
+ * call only if all between do). Each node is walked once per place. */
+static bool kept_across(const struct dm_sb *b, int32_t p, int32_t c, int32_t u0, int32_t u1,
+                        const int32_t *rs, const int32_t *rd, int32_t *rel, struct walk *w)
+{
+    const struct dm_graph *g = b->g;
+    for (int32_t j = w->lo - 1; w->stmt < 0 && j > p; j--) {
+        const struct dm_node *n = &g->nodes[j];
+        w->lo = j;
+        if (dm_scope_transparent(n))
+            continue; /* the exporter's constants */
+        bool feeds = true; /* shape arithmetic: folded, no tensor work */
+        for (int o = 0; o < n->n_out; o++)
+            feeds = feeds && (n->out[o] < 0 || b->t[n->out[o]].is_const);
+        for (int o = 0; o < n->n_out && !feeds; o++) {
+            int32_t y = n->out[o];
+            for (int32_t q = y < 0 ? 0 : rs[y]; y >= 0 && q < rs[y + 1] && !feeds; q++)
+                feeds = (rd[q] >= u0 && rd[q] <= u1) || (rd[q] > j && rd[q] < u0 && rel[rd[q]] == u0 + 1);
+        }
+        if (feeds)
+            rel[j] = u0 + 1;
+        else
+            w->stmt = j;
+    }
+    if (w->stmt <= p)
+        return false;
+    const char *pn = g->nodes[p].name, *sn = g->nodes[w->stmt].name;
+    int32_t lp = scope_len(pn, c + 1);
+    return !(strncmp(sn, pn, (size_t)lp) == 0 && sn[lp] == '/'); /* not p's call's own node */
+}
+
+/* A module call's result that its caller reads in two places is bound to a
+ * name of the caller's frame, which holds it until that forward returns.
+ * Python keeps a value for a second use only under a name (a local, a list
+ * element, a tuple's part): starnet's Block (timm/models/starnet.py, timm
+ * 1.0) runs `x = self.dwconv(x); x1, x2 = self.f1(x), self.f2(x)`, so the
+ * dwconv's output lives through both calls and on after them; HGNet's
+ * HighPerfGpuBlock (timm/models/hgnet.py) appends each `x = layer(x)` to
+ * `output`, read by the next layer and by torch.cat(output), and the list
+ * lives until the block returns, through its aggregation convs. The two
+ * places are two module calls, or a call and the caller's own ops: the
+ * caller's own ops alone do not show a name, as a plain Python function
+ * the export does not scope (F.normalize reading its input twice) holds
+ * its argument only until it returns. Held until the caller's last node,
+ * unless an op of the caller's own reads it last: that is the statement
+ * that rebinds the name (SwiftFormer's and CoaT's `x = x + ...` after
+ * `x = self.local_representation(x)`, `x = self.cpe1(x, size)`), but for
+ * torch.cat, which reads a list that outlives it (HGNet's `output`), and
+ * that list holds the cat's other inputs the caller's calls returned (the
+ * last layer's, read by the cat alone) as long. A name
+ * rebound later, before the forward returns, lets go earlier: the hold is
+ * the upper bound for it. The caller is the
+ * innermost module whose scope holds the producer and every reader, the
+ * producer inside one of its calls; the graph's top level is not one.
+ * Applied to the modules export only (module_functions: its calls are
+ * scoped as the modules ran; docs/validation-zoo.md, NAME=pylocal). */
+static bool caller_names(struct dm_sb *b, int32_t *until)
+{
+    const struct dm_graph *g = b->g;
+    int32_t nn = g->n_nodes, nt = g->n_tensors;
+    const int32_t *start = g->scope_start, *last = g->scope_last;
+    int32_t *frame = malloc(((size_t)nt + 1) * sizeof *frame); /* shared scopes, -1: none yet */
+    int32_t *child = malloc(((size_t)nt + 1) * sizeof *child); /* a reader in a call, or -1 */
+    int32_t *end = malloc(((size_t)nt + 1) * sizeof *end);     /* the last reader */
+    uint8_t *two = calloc((size_t)nt + 1, 1);  /* bit 0: a direct reader; bit 1: two places */
+    int32_t *first = malloc(((size_t)nt + 1) * sizeof *first); /* the first reader */
+    int32_t *rel = calloc((size_t)nn + 1, sizeof *rel);
+    struct walk *walks = malloc(((size_t)nn + 1) * sizeof *walks); /* by u0 */
+    int32_t *rs = NULL, *rd = NULL;
+    bool ok = frame && child && end && two && first && rel && walks && all_readers(g, &rs, &rd);
+    for (int32_t i = 0; ok && i < nn; i++)
+        walks[i] = (struct walk){.lo = i, .stmt = -1};
+    for (int32_t x = 0; ok && x < nt; x++)
+        frame[x] = child[x] = end[x] = first[x] = -1;
+    for (int pass = 0; ok && pass < 2; pass++)
+        for (int32_t i = 0; i < nn; i++) {
+            const struct dm_node *n = &g->nodes[i];
+            if (dm_scope_transparent(n))
+                continue;
+            for (int k = 0; k < n->n_in; k++) {
+                int32_t x = n->in[k];
+                if (x < 0 || dm_meta_slot(n, k) || b->flag[x] & DM_TF_RESIDENT)
+                    continue;
+                int32_t p = g->tensors[x].producer;
+                if (p < 0 || p >= i || dm_scope_transparent(&g->nodes[p]))
+                    continue;
+                const char *pn = g->nodes[p].name;
+                if (pass == 0) { /* the caller: the scopes shared by all */
+                    int32_t c = shared_scopes(pn, n->name);
+                    frame[x] = frame[x] < 0 || c < frame[x] ? c : frame[x];
+                    end[x] = i;
+                    first[x] = first[x] < 0 ? i : first[x];
+                    continue;
+                }
+                int32_t c = frame[x], l = scope_len(n->name, c + 1);
+                if (l < 0) { /* one of the caller's own ops */
+                    two[x] |= (uint8_t)(child[x] >= 0 ? 3 : 1);
+                } else if (child[x] < 0) {
+                    child[x] = i;
+                    two[x] |= (uint8_t)(two[x] & 1 ? 2 : 0);
+                } else if (scope_len(g->nodes[child[x]].name, c + 1) != l ||
+                           strncmp(g->nodes[child[x]].name, n->name, (size_t)l) != 0) {
+                    two[x] |= 2; /* another call */
+                }
+            }
+        }
+    for (int32_t x = 0; ok && x < nt; x++) {
+        int32_t c = frame[x], i = end[x], r = first[x], p = g->tensors[x].producer;
+        if (c < 1 || i < 0 || b->t[x].is_const || scope_len(g->nodes[p].name, c + 1) < 0)
+            continue; /* unread, read by the top level, folded, or made by the caller's own op */
+        if (start[i + 1] - start[i] < c || start[r + 1] - start[r] < c)
+            continue;
+        if (!(two[x] & 2)) { /* read in one place: kept across a statement? */
+            bool call = start[r + 1] - start[r] > c && scope_len(g->nodes[r].name, c + 1) >= 0;
+            int32_t u0 = call ? g->scope_first[start[r] + c] : r;
+            int32_t u1 = call ? last[start[r] + c] : r;
+            if (u0 <= p || !kept_across(b, p, c, u0, u1, rs, rd, rel, &walks[u0]))
+                continue;
+        }
+        const struct dm_node *lr = &g->nodes[i];
+        if (scope_len(lr->name, c + 1) < 0 && lr->op != DM_OP_Concat)
+            continue; /* last read by an op of the caller's own: `x = x + self.attn(x)` rebinds */
+        int32_t h = last[start[i] + c - 1]; /* the caller's run through its last reader */
+        if (h > until[x])
+            until[x] = h;
+        for (int k = 0; lr->op == DM_OP_Concat && k < lr->n_in; k++) {
+            int32_t y = lr->in[k], q = y >= 0 ? g->tensors[y].producer : -1;
+            if (q >= 0 && !(b->flag[y] & DM_TF_RESIDENT) && !b->t[y].is_const && h > until[y] &&
+                !dm_scope_transparent(&g->nodes[q]) && shared_scopes(g->nodes[q].name, lr->name) >= c &&
+                scope_len(g->nodes[q].name, c + 1) >= 0)
+                until[y] = h; /* the list's other results of the caller's calls */
+        }
+    }
+    free(frame);
+    free(child);
+    free(end);
+    free(two);
+    free(first);
+    free(rel);
+    free(walks);
+    free(rs);
+    free(rd);
+    return ok;
+}
+
 /* Module arguments. A module call keeps its arguments alive until it
  * returns: the callee's parameter and the caller's variable (x =
  * self.layer(x) rebinds only after the call) both refer to them, as does
@@ -184,6 +410,10 @@ static bool module_holds(struct dm_sb *b)
                 if (p >= 0 && p < first[d] && last[d] > i && last[d] > until[x])
                     until[x] = last[d];
         }
+    }
+    if (g->module_functions && !b->run->dataflow && !caller_names(b, until)) {
+        ok = false;
+        goto out;
     }
     /* a local variable of a module's forward holds its tensor until it returns */
     for (int32_t x = 0; x < nt; x++) {
