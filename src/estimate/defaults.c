@@ -548,6 +548,20 @@ static void par_run(struct dm_est *e)
                                     p->shard, p->n_wrap ? wraps : "(none: no repeated block)"));
 }
 
+/* TensorFlow on the CPU with a Keras 3 model whose weights say how they are
+ * made: the setup replays their making (src/schedule/tfbuild.c; measured on
+ * the CPU's BFC only) */
+static bool tf_build(const struct dm_est *e)
+{
+    const struct dnnmem_config *c = &e->o->cfg;
+    if (c->framework != DNNMEM_FW_TENSORFLOW || c->device == DNNMEM_DEVICE_CUDA)
+        return false;
+    for (int32_t i = 0; i < e->g->n_tensors; i++)
+        if (e->g->tensors[i].init != DM_INIT_NONE)
+            return true;
+    return false;
+}
+
 void dm_est_run(struct dm_est *e)
 {
     const struct dm_est_opts *o = e->o;
@@ -573,6 +587,7 @@ void dm_est_run(struct dm_est *e)
         .loss_all_outputs = c->loss_all_outputs,
         .tf_ops = c->framework == DNNMEM_FW_TENSORFLOW,
         .tf_graph = o->tf_graph,
+        .tf_build = tf_build(e),
         .mx_ops = c->framework == DNNMEM_FW_MXNET,
         .mx_version = (int)VALUE(MX_VERSION),
         .mx_grad_sum_cap = (int)VALUE(MX_GRAD_SUM_CAP),

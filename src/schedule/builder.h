@@ -96,6 +96,12 @@ void dm_sb_unref(struct dm_sb *b, int32_t buf);
 /* The buffer input slot k of node n reads: an autocast copy, or its tensor's. */
 int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);
 
+/* ---- tfbuild.c ---- */
+
+/* run->tf_build: the variables made as Keras 3 builds them, then the
+ * inputs; sets the schedule's measure_from after them. */
+void dm_sb_tf_build(struct dm_sb *b);
+
 /* ---- layout.c ---- */
 
 /* Per tensor of g, whether PyTorch gives it channels-last strides (cl: one
