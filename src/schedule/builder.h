@@ -101,6 +101,10 @@ int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);
 /* run->tf_build: the variables made as Keras 3 builds them, then the
  * inputs; sets the schedule's measure_from after them. */
 void dm_sb_tf_build(struct dm_sb *b);
+/* A Keras 3 variable of zeros (an optimizer's slot) made as TF makes it:
+ * its value's buffer (one holder) */
+int32_t dm_sb_tf_fill_variable(struct dm_sb *b, enum dnnmem_category cat, enum dm_dtype dtype,
+                               uint64_t bytes, int32_t x, const char *what);
 
 /* ---- layout.c ---- */
 

@@ -106,6 +106,18 @@ static int32_t make_variable(struct dm_sb *b, int32_t x)
     return weight;
 }
 
+int32_t dm_sb_tf_fill_variable(struct dm_sb *b, enum dnnmem_category cat, enum dm_dtype dtype,
+                               uint64_t bytes, int32_t x, const char *what)
+{
+    int32_t scalar = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, DM_UINT8, 4, x, -1,
+                                 "the initializer's ops", 1);
+    int32_t v = dm_sb_alloc(b, cat, dtype, bytes, x, -1, what, 1);
+    dm_sb_unref(b, scalar);
+    dm_sb_alloc(b, cat, DM_UINT8, HANDLE_BYTES, x, -1,
+                "the variable's resource handle (VarHandleOp)", DM_SB_PINNED);
+    return v;
+}
+
 void dm_sb_tf_build(struct dm_sb *b)
 {
     const struct dm_graph *g = b->g;

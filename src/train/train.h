@@ -52,6 +52,10 @@ struct dm_train {
      * its momentum slot's buffer; [2 n_tensors + i] the output grad node i
      * holds for its deferred bias grad (-1: none) */
     int32_t *tf_mm;
+    /* eager Keras SGD with momentum on TF (optimizer.c, keras_sgd_temps): per
+     * tensor its momentum slot's buffer, which each update replaces; NULL
+     * otherwise */
+    int32_t *tf_m;
     /* MXNet (run->mx_ops; mxnet.c): per node, a loss head
      * whose backward runs without a head gradient; per tensor, the first
      * of the gradient contributions an ElementWiseSum still waits for, held
