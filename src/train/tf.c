@@ -541,6 +541,44 @@ int32_t dm_tf_grad_target(struct dm_sb *b, int32_t i, int k, int32_t gout)
     return -1;
 }
 
+/* Keras 3's layers under tf.function whose grads make input-sized
+ * transients (measured: tools/oracle/tf_measure.py trace rand2-fit-b4, every
+ * BFC event of the step, TF 2.21.0 / Keras 3.15.1, oneDNN on):
+ *  - BatchNormalization in training (Keras 3 does not fuse: ops.moments,
+ *    then tf.nn.batch_normalization's x * inv + (offset - mean * inv);
+ *    keras/src/layers/normalization/batch_normalization.py): the backward
+ *    allocates, each [N,H,W,C], moments/Tile (the mean's _MeanGrad), the
+ *    grad of batchnorm/mul_1 (freed at once) and moments/Tile_1 (the
+ *    variance's), the two Tiles live together, then both freed; the input's
+ *    grad is summed into the incoming grad's buffer (forwarding). Modelled
+ *    as the three transients before the grad (two live at once); the grad's
+ *    own buffer stays dnnmem's. Not Keras 2's FusedBatchNormV3
+ *    (tf_fused_nhwc).
+ *  - silu (tf.nn.silu, a custom_gradient: python/ops/nn_impl.py swish): the
+ *    grad recomputes sigmoid(x) (its buffer becomes the grad, by
+ *    forwarding) and 1 - sigmoid(x), freed when the product chain has run:
+ *    one transient beside the grad. */
+void dm_tf_graph_transients(struct dm_sb *b, int32_t i, int32_t x, bool after)
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    const struct dm_tinfo *t = b->t;
+    if (!b->run->tf_graph || !b->run->tf_build || x < 0)
+        return;
+    if (n->op == DM_OP_BatchNormalization && !after && dm_attr_int(n, "tf_fused_nhwc", 0) == 0) {
+        int32_t tile = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                                   "moments/Tile (the mean's grad)", 1);
+        dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                    "grad of x * inv (batchnorm/mul_1)", 0);
+        int32_t tile1 = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                                    "moments/Tile_1 (the variance's grad)", 1);
+        dm_sb_unref(b, tile1);
+        dm_sb_unref(b, tile);
+    }
+    if (n->op == DM_OP_Silu && after)
+        dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                    "1 - sigmoid(x) (silu's grad)", 0);
+}
+
 /* tf.clip_by_value's grad under tf.function (above): the bool mask, and the
  * zeros when the select took the grad's buffer, live while it runs. */
 void dm_tf_clip_transients(struct dm_sb *b, int32_t i, int32_t x, bool forwarded)

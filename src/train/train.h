@@ -103,6 +103,10 @@ void dm_tf_transients(struct dm_sb *b, int32_t node, enum dnnmem_category cat,
  * -1; tf.clip_by_value's grad's transients. */
 int32_t dm_tf_grad_target(struct dm_sb *b, int32_t i, int k, int32_t gout);
 void dm_tf_clip_transients(struct dm_sb *b, int32_t i, int32_t x, bool forwarded);
+/* Keras 3's unfused BatchNormalization and silu under tf.function: the
+ * x-sized transients their grads make (tf.c); `after`: called once the grad
+ * of input 0 is made, else just before */
+void dm_tf_graph_transients(struct dm_sb *b, int32_t i, int32_t x, bool after);
 
 /* ---- mxnet.c: MXNet ---- */
 

@@ -997,7 +997,8 @@ expect 0 "/conv2d/Conv_output_0.broadcast_to(grad) (_MeanGrad)  <- GlobalAverage
     estimate $KT/micro-conv.json --framework tensorflow --device cpu -b 8 --mode train --tf-execution eager
 expect 0 "/conv2d/Conv.pre-bias output (BiasAdd's input)  <- Conv" -- estimate $KT/micro-conv.json \
     --framework tensorflow --device cpu -b 8 --tf-execution eager
-expect 0 "needs        2.00 MiB  (peak in use 2.00 MiB" -- estimate $KT/micro-conv.json \
+# (1.98 MiB: 2080768 B measured; 2079744 with the variables' build history, tfbuild.c)
+expect 0 "needs        1.98 MiB  (peak in use 1.98 MiB" -- estimate $KT/micro-conv.json \
     --framework tensorflow --device cpu -b 8 --tf-execution eager
 printf '%s' '{"class_name": "Sequential", "keras_version": "2.15.0", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [null, null], "dtype": "int32"}}, {"class_name": "Embedding", "config": {"name": "e", "input_dim": 100, "output_dim": 8}}, {"class_name": "GRU", "config": {"name": "g", "units": 4}}]}}' >"$T/kseq.json"
 expect 0 "dims.seq       64 (--seq-len)" -- estimate "$T/kseq.json" --seq-len 64 -b 2 --mode train
