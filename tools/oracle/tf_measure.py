@@ -54,10 +54,13 @@ APPS = [
 RAND = [("rand%d" % s, "rand:%d" % s, (4,)) for s in range(1, 13)]
 # one layer's mechanism each: Input [32, 32, 16] -> the layer -> GlobalAveragePooling2D ->
 # Dense(10, softmax) (micro_model)
-MICRO = [("micro-%s" % n, "micro:" + n, (8,)) for n in ("conv", "bn", "silu", "gelu", "maxpool")]
+MICRO = [("micro-%s" % n, "micro:" + n, (8,)) for n in ("conv", "bn", "silu", "gelu", "maxpool",
+                                                        "convbn", "convsilu", "convgelu")]
 # Dense stacks ("mlp:IN:UNITS,..."): Input [IN] -> Dense(u, relu) for each u -> Dense(10,
 # softmax); Keras' SGD order under tf.function (src/train/tf_fit.c) shows in their fit
-MLP = [("mlp3-1024", "mlp:784:1024,1024,1024", (64,))]
+MLP = [("mlp3-1024", "mlp:784:1024,1024,1024", (64,)),
+       # one hidden layer: the variables' build history (tfrest, src/schedule/tfbuild.c)
+       ("mlp1-1024", "mlp:784:1024", (32,))]
 SHARED_JSON = [
     ("mnist_small_cnn", "json:mnist_small_cnn_keras2.15.json", (32,)),
     ("fashion_mnist_mlp", "json:fashion_mnist_mlp_keras3.json", (32,)),
@@ -134,6 +137,11 @@ def micro_model(keras, name):
         "silu": lambda i: L.Activation("silu")(i),
         "gelu": lambda i: L.Activation("gelu")(i),
         "maxpool": lambda i: L.MaxPooling2D(2)(i),
+        # the layer on a tensor that needs a grad (tfrest: the tf.function grads of
+        # Keras 3's BatchNormalization, silu and exact gelu, src/train/tf.c)
+        "convbn": lambda i: L.BatchNormalization()(L.Conv2D(16, 3, padding="same")(i)),
+        "convsilu": lambda i: L.Activation("silu")(L.Conv2D(16, 3, padding="same")(i)),
+        "convgelu": lambda i: L.Activation("gelu")(L.Conv2D(16, 3, padding="same")(i)),
     }[name]
     i = keras.Input((32, 32, 16), name="x")
     x = L.GlobalAveragePooling2D()(body(i))
