@@ -579,6 +579,44 @@ void dm_tf_graph_transients(struct dm_sb *b, int32_t i, int32_t x, bool after)
                     "1 - sigmoid(x) (silu's grad)", 0);
 }
 
+/* Eagerly, silu's custom gradient (nn_impl.py swish, TF 2.21: grad(dy)
+ * computes sigmoid_features, activation_grad = s * (1 + (beta * x) * (1 -
+ * s)) and beta_grad = reduce_sum(dy * x * x * s * (1 - s)), then returns
+ * dy * activation_grad): each op a new buffer, no forwarding (an eager input
+ * is held by its Python handle). Measured (tf_measure.py trace
+ * micro-convsilu-tape-b8, TF 2.21.0 / Keras 3.15.1): Sigmoid and the
+ * activation grad's last Mul stay, while beta_grad's chain holds two Muls
+ * and a Sub at once (the step's peak: x, the layer's output, dy, s,
+ * activation_grad and those three), then dy * activation_grad is made and s
+ * and activation_grad are freed. `phase` 0: before the grad is made (s,
+ * activation_grad and beta_grad's transients), 1: after (s and
+ * activation_grad freed). */
+void dm_tf_eager_silu_grad(struct dm_sb *b, int32_t i, int32_t x, int phase, int32_t held[2])
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    const struct dm_tinfo *t = b->t;
+    if (!b->run->tf_ops || b->run->tf_graph || !b->run->tf_build || n->op != DM_OP_Silu || x < 0)
+        return;
+    if (phase == 1) {
+        dm_sb_unref(b, held[0]);
+        dm_sb_unref(b, held[1]);
+        held[0] = held[1] = -1;
+        return;
+    }
+    held[0] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                          "sigmoid(beta * x) (silu's grad)", 1);
+    held[1] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                          "activation_grad (silu's grad)", 1);
+    int32_t p = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                            "dy * x * x * s (silu's beta grad)", 1);
+    int32_t s1 = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                             "1 - s (silu's beta grad)", 1);
+    dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                "... * (1 - s) (silu's beta grad)", 0);
+    dm_sb_unref(b, p);
+    dm_sb_unref(b, s1);
+}
+
 /* tf.clip_by_value's grad under tf.function (above): the bool mask, and the
  * zeros when the select took the grad's buffer, live while it runs. */
 void dm_tf_clip_transients(struct dm_sb *b, int32_t i, int32_t x, bool forwarded)

@@ -107,6 +107,9 @@ void dm_tf_clip_transients(struct dm_sb *b, int32_t i, int32_t x, bool forwarded
  * x-sized transients their grads make (tf.c); `after`: called once the grad
  * of input 0 is made, else just before */
 void dm_tf_graph_transients(struct dm_sb *b, int32_t i, int32_t x, bool after);
+/* eager silu's custom gradient (tf.c): phase 0 before its grad is made,
+ * 1 after; held: the two buffers it keeps in between */
+void dm_tf_eager_silu_grad(struct dm_sb *b, int32_t i, int32_t x, int phase, int32_t held[2]);
 
 /* ---- mxnet.c: MXNet ---- */
 
