@@ -617,6 +617,74 @@ void dm_tf_eager_silu_grad(struct dm_sb *b, int32_t i, int32_t x, int phase, int
     dm_sb_unref(b, s1);
 }
 
+/* The tape's saved extra of node i named `what`, released now (-1 in the
+ * saved list, so the node's end does not release it again). */
+static void release_saved(struct dm_sb *b, int32_t i, const char *what)
+{
+    struct dm_train *tr = b->train;
+    for (int s = 0; s < tr->n_saved[i]; s++) {
+        int32_t sb = tr->saved[i][s];
+        if (sb >= 0 && b->s->buf[sb].what && strcmp(b->s->buf[sb].what, what) == 0) {
+            dm_sb_unref(b, sb);
+            tr->saved[i][s] = -1;
+            return;
+        }
+    }
+}
+
+/* Eagerly, Keras 3's BatchNormalization grad on a watched x (the moments
+ * and batch_normalization ops of tf_tape.def, each grad op a new buffer).
+ * Measured (tf_measure.py trace micro-convbn-tape-b8, TF 2.21.0 / Keras
+ * 3.15.1, x the Conv2D's output): the tape lets x * inv go, then _MulGrad
+ * makes dy * inv (held to the sum) and dy * x (reduced at once), the
+ * incoming grad is freed, the mean's and the variance's _MeanGrad each a
+ * BroadcastTo (freed) and a RealDiv (held), the tape lets the squared
+ * difference go, _SquaredDifferenceGrad makes 2 * grad, x - mean and their
+ * product (held), the first two freed; then AddN sums the three paths into
+ * x's grad and the held ones go: six x-sized buffers at the peak besides x.
+ * `phase` 0: before the grad is made, 1: after; held: the four kept until
+ * the sum. */
+void dm_tf_eager_bn_grad(struct dm_sb *b, int32_t i, int32_t x, int32_t gout, int phase,
+                         int32_t held[4])
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    const struct dm_tinfo *t = b->t;
+    if (!b->run->tf_ops || b->run->tf_graph || !b->run->tf_build || x < 0 ||
+        n->op != DM_OP_BatchNormalization || dm_attr_int(n, "tf_fused_nhwc", 0) != 0)
+        return;
+    if (phase == 1) {
+        for (int k = 0; k < 4; k++) {
+            dm_sb_unref(b, held[k]);
+            held[k] = -1;
+        }
+        return;
+    }
+    enum dm_dtype dt = t[x].dtype;
+    uint64_t xb = t[x].bytes;
+    release_saved(b, i, "x * inv");
+    held[0] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i, "dy * inv (BatchNorm's grad)", 1);
+    dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i, "dy * x (BatchNorm's grad)", 0);
+    /* the incoming grad, when only the backward still holds it */
+    if (gout >= 0 && b->refs[gout] == 1)
+        dm_sb_unref(b, gout);
+    for (int k = 1; k <= 2; k++) {
+        int32_t bc = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i,
+                                 "broadcast_to (BatchNorm's _MeanGrad)", 1);
+        held[k] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i,
+                              "RealDiv (BatchNorm's _MeanGrad)", 1);
+        dm_sb_unref(b, bc);
+    }
+    release_saved(b, i, "squared difference (moments)");
+    int32_t two = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i,
+                              "2 * grad (_SquaredDifferenceGrad)", 1);
+    int32_t diff = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i,
+                               "x - mean (_SquaredDifferenceGrad)", 1);
+    held[3] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i,
+                          "2 * grad * (x - mean) (_SquaredDifferenceGrad)", 1);
+    dm_sb_unref(b, two);
+    dm_sb_unref(b, diff);
+}
+
 /* tf.clip_by_value's grad under tf.function (above): the bool mask, and the
  * zeros when the select took the grad's buffer, live while it runs. */
 void dm_tf_clip_transients(struct dm_sb *b, int32_t i, int32_t x, bool forwarded)

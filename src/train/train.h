@@ -110,6 +110,9 @@ void dm_tf_graph_transients(struct dm_sb *b, int32_t i, int32_t x, bool after);
 /* eager silu's custom gradient (tf.c): phase 0 before its grad is made,
  * 1 after; held: the two buffers it keeps in between */
 void dm_tf_eager_silu_grad(struct dm_sb *b, int32_t i, int32_t x, int phase, int32_t held[2]);
+/* eager Keras 3 BatchNormalization's grad on a watched x (tf.c), likewise */
+void dm_tf_eager_bn_grad(struct dm_sb *b, int32_t i, int32_t x, int32_t gout, int phase,
+                         int32_t held[4]);
 
 /* ---- mxnet.c: MXNet ---- */
 

@@ -446,14 +446,12 @@ CHUNKS = ("BFC chunks from the allocation history: a request gets a free chunk u
           "which dnnmem does not replay")
 WHY_FIT_ORDER = ("Keras SGD's order under tf.function is modelled (src/train/tf_fit.c); "
                  "the executor's order of other ops is not")
-EAGER_BN = ("candidate: Keras 3's eager BatchNormalization grad on a watched x (traced on "
-            "micro-convbn-tape-b8: dy * inv, two _MeanGrad RealDivs, SquaredDifference's grad "
-            "Mul, Sub, Mul: six x-sized at once while the tape frees its squared difference "
-            "and x * inv during it; dnnmem frees the saved tensors after the node's grad), "
-            "not modelled")
+EAGER_BN = ("candidates: the eager grads of ops other than silu and BatchNormalization "
+            "(each grad op a new buffer: which of their intermediates live at once), and "
+            "BFC chunks")
 WHY = {
-    "tape": "untraced since tfrest (the build history, Keras SGD's m swap, eager silu's grad "
-            "are modelled); " + EAGER_BN,
+    "tape": "untraced since tfrest (the build history, Keras SGD's m swap, eager silu's and "
+            "BatchNormalization's grads are modelled); " + EAGER_BN,
     "fit": "untraced since tfrest (the build history; Keras 3 BatchNormalization's, silu's and "
            "gelu's grads under tf.function, src/train/tf.c) and Keras SGD's order "
            "(src/train/tf_fit.c) were modelled; candidates: the executor's order of a node's grads, which follows the graph's edge "
@@ -469,7 +467,6 @@ WEIGHTS = ("weights' chunks: each variable's value is its initializer's output (
            "request (4376064 B for the 3211264 B kernel); dnnmem places the weights in "
            "fresh regions")
 TRACED = {
-    "micro-convbn-tape-b8": "traced: " + EAGER_BN[len("candidate: "):],
     "rand7-predict-b4": "BFC layout (tfrest, trace rand7-predict-b4): dnnmem's requested peak is "
                         "about 1.17 MB (measured 1302528 B), but its two [4,32,32,32] outputs "
                         "(524288 B) get unsplit 1046016 and 917504 B chunks of the 2 MiB region; "
@@ -501,6 +498,9 @@ TRACED = {
                      "sigmoid output sit in unsplit chunks, 733952 B and 721152 B for 393216 B "
                      "requests); with the build history replayed -5.6 -> -4.8%: untraced since; "
                      + EAGER_BN,
+    "mobilenetv2-i96-tape-b2": "under since tfrest's eager BatchNormalization grad (-2.0 -> "
+                               "-3.0%; micro-convbn-tape -10.5 -> +0.7%), untraced; candidate: "
+                               "the depthwise convolutions' and relu6's eager grads",
     "rand1-tape-b4": "over since tfrest's m swap (+2.6 -> +6.2%), untraced; candidate: the "
                      "tape's hold of silu's forward sigmoid (mechanism 9: in the "
                      "micro-convsilu-tape-b8 trace that Sigmoid is freed before the backward)",
