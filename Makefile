@@ -54,7 +54,7 @@ LIB_SRC := src/util/arena.c src/util/error.c src/util/json.c \
            src/shape/mxnet.c \
            src/schedule/schedule.c src/schedule/generate.c src/schedule/mxplan.c src/schedule/xla.c src/train/train.c src/train/amp.c \
            src/schedule/builder.c src/schedule/workspace.c src/schedule/cpuconv.c src/schedule/layout.c src/schedule/forward.c \
-           src/schedule/fixpoint.c \
+           src/schedule/fixpoint.c src/schedule/tfbuild.c \
            src/train/keep.c src/train/tf.c src/train/mxnet.c src/train/checkpoint.c src/train/parallel.c \
            src/train/save.c src/train/backward.c src/train/loss.c src/train/optimizer.c src/train/tf_fit.c \
            src/alloc/rounding.c src/alloc/caching.c src/alloc/bfc.c src/alloc/pool.c \

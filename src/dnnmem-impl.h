@@ -342,6 +342,15 @@ struct dm_derive {
                                  assumption), or NULL; arena-owned by the graph */
 };
 
+/* A Keras 3 weight's initializer, as the TF backend runs it
+ * (src/schedule/tfbuild.c has the ops each makes) */
+enum dm_init {
+    DM_INIT_NONE,    /* not a Keras 3 weight */
+    DM_INIT_UNIFORM, /* RandomUniform, GlorotUniform, HeUniform, LecunUniform, VarianceScaling
+                        uniform: tf.random.stateless_uniform */
+    DM_INIT_FILL,    /* Zeros, Ones, Constant: a Fill */
+    DM_INIT_OTHER    /* any other (normal, truncated normal, orthogonal, ...): not measured */
+};
 struct dm_tensor {
     const char *name;
     enum dm_dtype dtype;   /* DM_UNDEFINED when unknown before inference */
@@ -355,6 +364,9 @@ struct dm_tensor {
                               PEFT's enable_input_require_grads): a leaf whose grad
                               backward accumulates into its .grad */
     int32_t producer;      /* node index, -1 for inputs, weights */
+    uint8_t init;          /* enum dm_init: how a Keras 3 weight's value is made (its
+                              layer's *_initializer), for TensorFlow's build history
+                              (src/schedule/tfbuild.c); DM_INIT_NONE elsewhere */
     int32_t held_until;    /* 0, or 1 + the index of a node until whose end a Python
                             * variable holds the tensor (a local of a module's
                             * forward, kept until it returns; HF front end) */
@@ -969,6 +981,9 @@ struct dm_schedule {     /* arrays malloc'd */
                                   parameters a partition touches (Z2) */
     int32_t par_other_rank;    /* then the rank estimated besides the first (FSDP: the shard
                                   group's last; ZeRO: the one with the most), -1: set by the api */
+    size_t measure_from;       /* the events before it are TensorFlow's build history
+                                  (src/schedule/tfbuild.c): the peak counts from it, as
+                                  get_memory_info after reset_memory_stats; 0: all */
     int32_t micro_left_out;    /* micro-steps left out, repeating the one before
                                   (src/schedule/fixpoint.c) */
 };
@@ -1143,6 +1158,8 @@ struct dm_run {
     bool tf_ops;                /* TensorFlow's per-op rules (src/train/train.c): Dropout's
                                    float mask, fused BatchNorm's NHWC transposes, Keras 2's
                                    fused LayerNormalization */
+    bool tf_build;              /* TensorFlow on the CPU with a Keras 3 model: the setup
+                                   replays the variables' making (src/schedule/tfbuild.c) */
     bool tf_graph;              /* tf_ops under tf.function (--tf-execution graph): buffer
                                    forwarding, the pruned gradient graph, Grappler's layout */
     bool tf_nhwc;               /* tf_graph: Grappler's layout optimizer keeps the GPU graph

@@ -108,6 +108,7 @@ struct build {
     struct dnnmem_timeline_point *tl; /* NULL without cfg->timeline */
     bool *by_alloc;                   /* per step: its point was set by an allocation */
     size_t peak_ev;                   /* the event after which allocated memory peaks */
+    uint64_t from_peak, from_reserved; /* s->measure_from: the peaks from it on */
     bool any;                         /* any allocation at all */
     enum dnnmem_loss loss;            /* the loss, named at a peak in its steps */
 };
@@ -201,6 +202,17 @@ static enum dnnmem_status replay_to_peak(struct build *b, struct dm_allocator *a
     uint64_t peak = 0, requested = 0;
     for (size_t e = 0; e < s->n_ev; e++) {
         const struct dm_event *ev = &s->ev[e];
+        if (e == s->measure_from && e > 0) {
+            /* TensorFlow's build history ends (src/schedule/tfbuild.c): as
+             * reset_memory_stats, the peaks restart from what is in use */
+            struct dm_alloc_stats now;
+            a->stats(a->self, &now);
+            peak = b->from_peak = now.allocated;
+            b->from_reserved = now.reserved;
+            b->peak_ev = e - 1;
+            b->any = true;
+            r->peak_requested = requested;
+        }
         if (ev->kind == DM_EV_ALLOC) {
             enum dnnmem_status as = a->alloc(a->self, s->buf[ev->buf].bytes, &b->handle[ev->buf],
                                              &b->granted[ev->buf]);
@@ -226,8 +238,10 @@ static enum dnnmem_status replay_to_peak(struct build *b, struct dm_allocator *a
                     memcpy(p->category_bytes, cat_now, sizeof cat_now);
                 }
             }
-            if (!b->any || cur.allocated > peak) {
-                peak = cur.allocated;
+            if (s->measure_from && e >= s->measure_from && cur.reserved > b->from_reserved)
+                b->from_reserved = cur.reserved;
+            if (e >= s->measure_from && (!b->any || cur.allocated > peak)) {
+                peak = b->from_peak = cur.allocated;
                 b->peak_ev = e;
                 b->any = true;
                 r->fragmentation_bytes = cur.inactive_split;
@@ -387,6 +401,10 @@ enum dnnmem_status dm_result_build(const struct dm_graph *g, const struct dm_tin
         goto fail;
     struct dm_alloc_stats fin;
     a->stats(a->self, &fin);
+    if (s->measure_from > 0 && s->measure_from < s->n_ev) { /* after TF's build history */
+        fin.peak_allocated = b.from_peak;
+        fin.peak_reserved = b.from_reserved;
+    }
     r->peak_allocated = fin.peak_allocated;
     r->peak_reserved = fin.peak_reserved > fin.peak_allocated ? fin.peak_reserved : fin.peak_allocated;
     r->slack_bytes = r->peak_reserved - r->peak_allocated;

@@ -96,6 +96,16 @@ void dm_sb_unref(struct dm_sb *b, int32_t buf);
 /* The buffer input slot k of node n reads: an autocast copy, or its tensor's. */
 int32_t dm_sb_input(const struct dm_sb *b, const struct dm_node *n, int k);
 
+/* ---- tfbuild.c ---- */
+
+/* run->tf_build: the variables made as Keras 3 builds them, then the
+ * inputs; sets the schedule's measure_from after them. */
+void dm_sb_tf_build(struct dm_sb *b);
+/* A Keras 3 variable of zeros (an optimizer's slot) made as TF makes it:
+ * its value's buffer (one holder) */
+int32_t dm_sb_tf_fill_variable(struct dm_sb *b, enum dnnmem_category cat, enum dm_dtype dtype,
+                               uint64_t bytes, int32_t x, const char *what);
+
 /* ---- layout.c ---- */
 
 /* Per tensor of g, whether PyTorch gives it channels-last strides (cl: one

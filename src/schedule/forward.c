@@ -574,8 +574,18 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         enum dm_train_rule rule = dm_ops[n->op].train;
         bool own_keep = save && rule != DM_T_OUT && rule != DM_T_PASS && rule != DM_T_NONE &&
                         !dm_tf_relu6(b, n); /* Relu6 keeps its output (tf.c) */
+        /* Keras 3's BatchNormalization is elementwise ops too (x * inv +
+         * (beta - mean * inv), tf.nn.batch_normalization): with the moving
+         * statistics its Mul forwards x's buffer (measured: Conv2D ->
+         * BatchNormalization -> GlobalAveragePooling2D -> Dense,
+         * predict_on_batch at batch 8, 1077504 B: the input and one
+         * [8,32,32,16] buffer; tf-cpu.jsonl micro-convbn-predict-b8). Not
+         * Keras 2's FusedBatchNormV3 (not measured) */
+        int fw = tf_forwards(n->op) ? tf_forwards(n->op)
+                 : n->op == DM_OP_BatchNormalization && b->run->tf_build &&
+                           dm_attr_int(n, "tf_fused_nhwc", 0) == 0 ? 1 : 0;
         for (int j = 0; k == 0 && !alias && !inplace && b->run->tf_graph && !own_keep &&
-                        j < tf_forwards(n->op) && j < n->n_in;
+                        j < fw && j < n->n_in;
              j++) {
             int32_t x = n->in[j], xb = x >= 0 ? b->cur[x] : -1;
             if (xb >= 0 && b->in_buf[j] < 0 && b->refs[xb] == 1 && b->resident[x] < 0 &&

@@ -458,6 +458,12 @@ static void setup(struct dm_sb *b)
 {
     const struct dm_graph *g = b->g;
     dm_sb_step(b, DM_PHASE_SETUP, -1);
+    if (b->run->tf_build) { /* TensorFlow's build history (tfbuild.c) */
+        for (int32_t i = 0; i < g->n_tensors; i++)
+            b->resident[i] = -1;
+        dm_sb_tf_build(b);
+        return;
+    }
     for (int32_t i = 0; i < g->n_tensors; i++) {
         b->resident[i] = -1;
         if (!(b->flag[i] & DM_TF_RESIDENT) || (b->run->par.recv && b->run->par.recv[i]))

@@ -692,7 +692,18 @@ void dm_backward_node(struct dm_sb *b, int32_t i)
                         "CopySlices: the op's grad", 0);
             dm_sb_unref(b, cl);
         } else {
+            int32_t silu[2] = {-1, -1}, bn[4] = {-1, -1, -1, -1};
+            if (k == 0) {
+                dm_tf_graph_transients(b, i, x, false);
+                dm_tf_eager_silu_grad(b, i, x, 0, silu);
+                dm_tf_eager_bn_grad(b, i, x, gout, 0, bn);
+            }
             gin = new_grad(b, i, k, cast, out0, gout, dense);
+            if (k == 0) {
+                dm_tf_graph_transients(b, i, x, true);
+                dm_tf_eager_silu_grad(b, i, x, 1, silu);
+                dm_tf_eager_bn_grad(b, i, x, gout, 1, bn);
+            }
         }
         /* PyTorch's engine adds a node's grads into the next nodes' input
          * buffers after its function has returned them all

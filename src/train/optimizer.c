@@ -125,15 +125,20 @@ void dm_optimizer_state(struct dm_sb *b)
         if (step_first)
             dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, DM_FLOAT, 4, x, -1, "step", 1);
         for (int k = 0; k < nstate; k++) {
-            int32_t sb = dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, t[x].dtype, dm_par_local_bytes(b, x),
-                                     x, -1,
-                                     opt == DNNMEM_OPT_SGD_MOMENTUM ? "momentum_buffer"
-                                     : adam                         ? (k ? "exp_avg_sq" : "exp_avg")
-                                     : opt == DNNMEM_OPT_RMSPROP    ? "square_avg"
-                                                                    : "sum",
-                                     1);
+            const char *what = opt == DNNMEM_OPT_SGD_MOMENTUM ? "momentum_buffer"
+                               : adam                         ? (k ? "exp_avg_sq" : "exp_avg")
+                               : opt == DNNMEM_OPT_RMSPROP    ? "square_avg"
+                                                              : "sum";
+            /* Keras 3 on TF makes a slot as a variable of zeros (tfbuild.c) */
+            int32_t sb = b->run->tf_build
+                             ? dm_sb_tf_fill_variable(b, DNNMEM_CAT_OPTIMIZER, t[x].dtype,
+                                                      dm_par_local_bytes(b, x), x, what)
+                             : dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, t[x].dtype,
+                                           dm_par_local_bytes(b, x), x, -1, what, 1);
             if (opt == DNNMEM_OPT_SGD_MOMENTUM)
                 dm_tf_fit_state(b, x, sb);
+            if (opt == DNNMEM_OPT_SGD_MOMENTUM && tr->tf_m)
+                tr->tf_m[x] = sb;
         }
         if (step_scalar)
             dm_sb_alloc(b, DNNMEM_CAT_OPTIMIZER, DM_FLOAT, 4, x, -1, "step", 1);
@@ -164,9 +169,22 @@ static void keras_sgd_temps(struct dm_sb *b, int32_t x, uint64_t pb)
     int32_t gl = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, pb, x, -1, "gradient * lr", 1);
     int32_t d = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, b->t[x].dtype, pb, x, -1,
                             "m * momentum - gradient * lr", 1);
-    dm_sb_unref(b, gl);
+    /* the subtract returns: its arguments go, m * momentum first; then
+     * AssignVariableOp gives m the difference's buffer and frees m's old one
+     * (measured: trace of mlp3-1024-tape-b64 from process start, each
+     * variable's Mul, Mul, Sub, two frees of the Muls, the old slot's free
+     * under AssignVariableOp) */
     dm_sb_unref(b, mm);
-    dm_sb_unref(b, d);
+    dm_sb_unref(b, gl);
+    int32_t *m = b->train->tf_m ? &b->train->tf_m[x] : NULL;
+    if (m && *m >= 0) {
+        dm_sb_unref(b, *m);
+        *m = d;
+        b->s->buf[d].category = DNNMEM_CAT_OPTIMIZER;
+        b->s->buf[d].what = "momentum";
+    } else {
+        dm_sb_unref(b, d);
+    }
 }
 
 void dm_optimizer_step(struct dm_sb *b)

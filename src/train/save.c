@@ -338,6 +338,18 @@ static void keep_by_rule(struct dm_sb *b, int32_t i)
         keep_instance_norm(b, i, in0);
         if (b->run->tf_graph && n->op == DM_OP_Clip && out0 >= 0)
             dm_keep_new(b, i, t[out0].dtype, t[out0].numel, "minimum(x, hi) (clip_by_value)");
+        /* tf.function, Keras 3's exact gelu (tf.nn.gelu, nn_ops.py: 0.5 * x *
+         * erfc(-x * 0.7071)): the last Mul's grad reads both factors, kept
+         * from the forward to the gelu's backward (measured, trace
+         * rand2-fit-b4: Gelu/mul and Gelu/Erfc, [4,32,32,4] each, made in
+         * the forward and freed in its backward); erfc's input (or
+         * _ErfcGrad's square of it, which the executor may run early: rand5)
+         * is not modelled */
+        if (b->run->tf_graph && b->run->tf_build && n->op == DM_OP_Gelu && in0 >= 0 &&
+            strcmp(dm_attr_str(n, "approximate", "none"), "tanh") != 0) {
+            dm_keep_new(b, i, t[in0].dtype, t[in0].numel, "0.5 * x (gelu's Mul)");
+            dm_keep_new(b, i, t[in0].dtype, t[in0].numel, "erfc(-x * 0.7071) (gelu's Erfc)");
+        }
         /* XLA: jax.nn.gelu(approximate=False) is x * (erf(x / sqrt 2) + 1)
          * / 2 differentiated as written: the product's VJP keeps its
          * second factor too (header, "JAX's jit") */

@@ -541,6 +541,150 @@ int32_t dm_tf_grad_target(struct dm_sb *b, int32_t i, int k, int32_t gout)
     return -1;
 }
 
+/* Keras 3's layers under tf.function whose grads make input-sized
+ * transients (measured: tools/oracle/tf_measure.py trace rand2-fit-b4, every
+ * BFC event of the step, TF 2.21.0 / Keras 3.15.1, oneDNN on):
+ *  - BatchNormalization in training (Keras 3 does not fuse: ops.moments,
+ *    then tf.nn.batch_normalization's x * inv + (offset - mean * inv);
+ *    keras/src/layers/normalization/batch_normalization.py): the backward
+ *    allocates, each [N,H,W,C], moments/Tile (the mean's _MeanGrad), the
+ *    grad of batchnorm/mul_1 (freed at once) and moments/Tile_1 (the
+ *    variance's), the two Tiles live together, then both freed; the input's
+ *    grad is summed into the incoming grad's buffer (forwarding). Modelled
+ *    as the three transients before the grad (two live at once); the grad's
+ *    own buffer stays dnnmem's. Not Keras 2's FusedBatchNormV3
+ *    (tf_fused_nhwc).
+ *  - silu (tf.nn.silu, a custom_gradient: python/ops/nn_impl.py swish): the
+ *    grad recomputes sigmoid(x) (its buffer becomes the grad, by
+ *    forwarding) and 1 - sigmoid(x), freed when the product chain has run:
+ *    one transient beside the grad. */
+void dm_tf_graph_transients(struct dm_sb *b, int32_t i, int32_t x, bool after)
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    const struct dm_tinfo *t = b->t;
+    if (!b->run->tf_graph || !b->run->tf_build || x < 0)
+        return;
+    if (n->op == DM_OP_BatchNormalization && !after && dm_attr_int(n, "tf_fused_nhwc", 0) == 0) {
+        int32_t tile = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                                   "moments/Tile (the mean's grad)", 1);
+        dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                    "grad of x * inv (batchnorm/mul_1)", 0);
+        int32_t tile1 = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                                    "moments/Tile_1 (the variance's grad)", 1);
+        dm_sb_unref(b, tile1);
+        dm_sb_unref(b, tile);
+    }
+    if (n->op == DM_OP_Silu && after)
+        dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                    "1 - sigmoid(x) (silu's grad)", 0);
+}
+
+/* Eagerly, silu's custom gradient (nn_impl.py swish, TF 2.21: grad(dy)
+ * computes sigmoid_features, activation_grad = s * (1 + (beta * x) * (1 -
+ * s)) and beta_grad = reduce_sum(dy * x * x * s * (1 - s)), then returns
+ * dy * activation_grad): each op a new buffer, no forwarding (an eager input
+ * is held by its Python handle). Measured (tf_measure.py trace
+ * micro-convsilu-tape-b8, TF 2.21.0 / Keras 3.15.1): Sigmoid and the
+ * activation grad's last Mul stay, while beta_grad's chain holds two Muls
+ * and a Sub at once (the step's peak: x, the layer's output, dy, s,
+ * activation_grad and those three), then dy * activation_grad is made and s
+ * and activation_grad are freed. `phase` 0: before the grad is made (s,
+ * activation_grad and beta_grad's transients), 1: after (s and
+ * activation_grad freed). */
+void dm_tf_eager_silu_grad(struct dm_sb *b, int32_t i, int32_t x, int phase, int32_t held[2])
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    const struct dm_tinfo *t = b->t;
+    if (!b->run->tf_ops || b->run->tf_graph || !b->run->tf_build || n->op != DM_OP_Silu || x < 0)
+        return;
+    if (phase == 1) {
+        dm_sb_unref(b, held[0]);
+        dm_sb_unref(b, held[1]);
+        held[0] = held[1] = -1;
+        return;
+    }
+    held[0] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                          "sigmoid(beta * x) (silu's grad)", 1);
+    held[1] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                          "activation_grad (silu's grad)", 1);
+    int32_t p = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                            "dy * x * x * s (silu's beta grad)", 1);
+    int32_t s1 = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                             "1 - s (silu's beta grad)", 1);
+    dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, t[x].dtype, t[x].bytes, x, i,
+                "... * (1 - s) (silu's beta grad)", 0);
+    dm_sb_unref(b, p);
+    dm_sb_unref(b, s1);
+}
+
+/* The tape's saved extra of node i named `what`, released now (-1 in the
+ * saved list, so the node's end does not release it again). */
+static void release_saved(struct dm_sb *b, int32_t i, const char *what)
+{
+    struct dm_train *tr = b->train;
+    for (int s = 0; s < tr->n_saved[i]; s++) {
+        int32_t sb = tr->saved[i][s];
+        if (sb >= 0 && b->s->buf[sb].what && strcmp(b->s->buf[sb].what, what) == 0) {
+            dm_sb_unref(b, sb);
+            tr->saved[i][s] = -1;
+            return;
+        }
+    }
+}
+
+/* Eagerly, Keras 3's BatchNormalization grad on a watched x (the moments
+ * and batch_normalization ops of tf_tape.def, each grad op a new buffer).
+ * Measured (tf_measure.py trace micro-convbn-tape-b8, TF 2.21.0 / Keras
+ * 3.15.1, x the Conv2D's output): the tape lets x * inv go, then _MulGrad
+ * makes dy * inv (held to the sum) and dy * x (reduced at once), the
+ * incoming grad is freed, the mean's and the variance's _MeanGrad each a
+ * BroadcastTo (freed) and a RealDiv (held), the tape lets the squared
+ * difference go, _SquaredDifferenceGrad makes 2 * grad, x - mean and their
+ * product (held), the first two freed; then AddN sums the three paths into
+ * x's grad and the held ones go: six x-sized buffers at the peak besides x.
+ * `phase` 0: before the grad is made, 1: after; held: the four kept until
+ * the sum. */
+void dm_tf_eager_bn_grad(struct dm_sb *b, int32_t i, int32_t x, int32_t gout, int phase,
+                         int32_t held[4])
+{
+    const struct dm_node *n = &b->g->nodes[i];
+    const struct dm_tinfo *t = b->t;
+    if (!b->run->tf_ops || b->run->tf_graph || !b->run->tf_build || x < 0 ||
+        n->op != DM_OP_BatchNormalization || dm_attr_int(n, "tf_fused_nhwc", 0) != 0)
+        return;
+    if (phase == 1) {
+        for (int k = 0; k < 4; k++) {
+            dm_sb_unref(b, held[k]);
+            held[k] = -1;
+        }
+        return;
+    }
+    enum dm_dtype dt = t[x].dtype;
+    uint64_t xb = t[x].bytes;
+    release_saved(b, i, "x * inv");
+    held[0] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i, "dy * inv (BatchNorm's grad)", 1);
+    dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i, "dy * x (BatchNorm's grad)", 0);
+    /* the incoming grad, when only the backward still holds it */
+    if (gout >= 0 && b->refs[gout] == 1)
+        dm_sb_unref(b, gout);
+    for (int k = 1; k <= 2; k++) {
+        int32_t bc = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i,
+                                 "broadcast_to (BatchNorm's _MeanGrad)", 1);
+        held[k] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i,
+                              "RealDiv (BatchNorm's _MeanGrad)", 1);
+        dm_sb_unref(b, bc);
+    }
+    release_saved(b, i, "squared difference (moments)");
+    int32_t two = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i,
+                              "2 * grad (_SquaredDifferenceGrad)", 1);
+    int32_t diff = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i,
+                               "x - mean (_SquaredDifferenceGrad)", 1);
+    held[3] = dm_sb_alloc(b, DNNMEM_CAT_TEMPORARY, dt, xb, x, i,
+                          "2 * grad * (x - mean) (_SquaredDifferenceGrad)", 1);
+    dm_sb_unref(b, two);
+    dm_sb_unref(b, diff);
+}
+
 /* tf.clip_by_value's grad under tf.function (above): the bool mask, and the
  * zeros when the select took the grad's buffer, live while it runs. */
 void dm_tf_clip_transients(struct dm_sb *b, int32_t i, int32_t x, bool forwarded)

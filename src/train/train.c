@@ -67,6 +67,13 @@ enum dnnmem_status dm_train_init(struct dm_sb *b, struct dnnmem_error *err)
         if (!tr->tf_mm)
             return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
     }
+    if (b->run->tf_ops && !b->run->tf_graph && b->run->optimizer == DNNMEM_OPT_SGD_MOMENTUM) {
+        tr->tf_m = malloc(((size_t)nt + 1) * sizeof *tr->tf_m);
+        for (int32_t x = 0; tr->tf_m && x < nt; x++)
+            tr->tf_m[x] = -1;
+        if (!tr->tf_m)
+            return dm_fail(err, DNNMEM_E_NOMEM, "out of memory");
+    }
     if (!tr->rg || !tr->param || !tr->grad || !tr->param_grad || !tr->saved || !tr->n_saved ||
         !tr->node_rg || !tr->copy_slices || !tr->held || (b->run->keep_outputs && !tr->prev) ||
         !tr->contrib || !tr->left || !tr->pending ||
@@ -201,6 +208,7 @@ void dm_train_free(struct dm_sb *b)
     free(tr->seg_last);
     free(tr->local_uses);
     free(tr->tf_mm);
+    free(tr->tf_m);
     free(tr);
     b->train = NULL;
 }

@@ -52,6 +52,10 @@ struct dm_train {
      * its momentum slot's buffer; [2 n_tensors + i] the output grad node i
      * holds for its deferred bias grad (-1: none) */
     int32_t *tf_mm;
+    /* eager Keras SGD with momentum on TF (optimizer.c, keras_sgd_temps): per
+     * tensor its momentum slot's buffer, which each update replaces; NULL
+     * otherwise */
+    int32_t *tf_m;
     /* MXNet (run->mx_ops; mxnet.c): per node, a loss head
      * whose backward runs without a head gradient; per tensor, the first
      * of the gradient contributions an ElementWiseSum still waits for, held
@@ -99,6 +103,16 @@ void dm_tf_transients(struct dm_sb *b, int32_t node, enum dnnmem_category cat,
  * -1; tf.clip_by_value's grad's transients. */
 int32_t dm_tf_grad_target(struct dm_sb *b, int32_t i, int k, int32_t gout);
 void dm_tf_clip_transients(struct dm_sb *b, int32_t i, int32_t x, bool forwarded);
+/* Keras 3's unfused BatchNormalization and silu under tf.function: the
+ * x-sized transients their grads make (tf.c); `after`: called once the grad
+ * of input 0 is made, else just before */
+void dm_tf_graph_transients(struct dm_sb *b, int32_t i, int32_t x, bool after);
+/* eager silu's custom gradient (tf.c): phase 0 before its grad is made,
+ * 1 after; held: the two buffers it keeps in between */
+void dm_tf_eager_silu_grad(struct dm_sb *b, int32_t i, int32_t x, int phase, int32_t held[2]);
+/* eager Keras 3 BatchNormalization's grad on a watched x (tf.c), likewise */
+void dm_tf_eager_bn_grad(struct dm_sb *b, int32_t i, int32_t x, int32_t gout, int phase,
+                         int32_t held[4]);
 
 /* ---- mxnet.c: MXNet ---- */
 

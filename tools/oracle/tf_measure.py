@@ -50,13 +50,17 @@ APPS = [
     ("mobilenetv2-i96", "app:MobileNetV2:96", (2,)),
     ("resnet50-i64", "app:ResNet50:64", (2,)),
 ]
-RAND = [("rand%d" % s, "rand:%d" % s, (4,)) for s in range(1, 7)]
+# rand7-rand12: seeds added (tfrest) and first measured with the branch point e0ed537
+RAND = [("rand%d" % s, "rand:%d" % s, (4,)) for s in range(1, 13)]
 # one layer's mechanism each: Input [32, 32, 16] -> the layer -> GlobalAveragePooling2D ->
 # Dense(10, softmax) (micro_model)
-MICRO = [("micro-%s" % n, "micro:" + n, (8,)) for n in ("conv", "bn", "silu", "gelu", "maxpool")]
+MICRO = [("micro-%s" % n, "micro:" + n, (8,)) for n in ("conv", "bn", "silu", "gelu", "maxpool",
+                                                        "convbn", "convsilu", "convgelu")]
 # Dense stacks ("mlp:IN:UNITS,..."): Input [IN] -> Dense(u, relu) for each u -> Dense(10,
 # softmax); Keras' SGD order under tf.function (src/train/tf_fit.c) shows in their fit
-MLP = [("mlp3-1024", "mlp:784:1024,1024,1024", (64,))]
+MLP = [("mlp3-1024", "mlp:784:1024,1024,1024", (64,)),
+       # one hidden layer: the variables' build history (tfrest, src/schedule/tfbuild.c)
+       ("mlp1-1024", "mlp:784:1024", (32,))]
 SHARED_JSON = [
     ("mnist_small_cnn", "json:mnist_small_cnn_keras2.15.json", (32,)),
     ("fashion_mnist_mlp", "json:fashion_mnist_mlp_keras3.json", (32,)),
@@ -133,6 +137,11 @@ def micro_model(keras, name):
         "silu": lambda i: L.Activation("silu")(i),
         "gelu": lambda i: L.Activation("gelu")(i),
         "maxpool": lambda i: L.MaxPooling2D(2)(i),
+        # the layer on a tensor that needs a grad (tfrest: the tf.function grads of
+        # Keras 3's BatchNormalization, silu and exact gelu, src/train/tf.c)
+        "convbn": lambda i: L.BatchNormalization()(L.Conv2D(16, 3, padding="same")(i)),
+        "convsilu": lambda i: L.Activation("silu")(L.Conv2D(16, 3, padding="same")(i)),
+        "convgelu": lambda i: L.Activation("gelu")(L.Conv2D(16, 3, padding="same")(i)),
     }[name]
     i = keras.Input((32, 32, 16), name="x")
     x = L.GlobalAveragePooling2D()(body(i))
@@ -407,7 +416,7 @@ def compare(a):
             for e, i in sorted(errs, key=lambda t: t[1]):
                 if abs(e) > 3.0:
                     mode = i.split("-")[-2]
-                    why = TRACED.get(i, WHY.get(mode, "untraced"))
+                    why = TRACED.get(i, WHY.get(mode, "untraced")).replace("{fit}", WHY["fit"])
                     f.write("%-36s # %+7.2f%% %s\n" % (i, e, why))
     if not a.check:
         return 0
@@ -437,10 +446,15 @@ CHUNKS = ("BFC chunks from the allocation history: a request gets a free chunk u
           "which dnnmem does not replay")
 WHY_FIT_ORDER = ("Keras SGD's order under tf.function is modelled (src/train/tf_fit.c); "
                  "the executor's order of other ops is not")
+EAGER_BN = ("candidates: the eager grads of ops other than silu and BatchNormalization "
+            "(each grad op a new buffer: which of their intermediates live at once), and "
+            "BFC chunks")
 WHY = {
-    "tape": "untraced; candidate: " + CHUNKS,
-    "fit": "untraced since Keras SGD's order under tf.function was modelled (src/train/tf_fit.c); "
-           "candidates: the executor's order of a node's grads, which follows the graph's edge "
+    "tape": "untraced since tfrest (the build history, Keras SGD's m swap, eager silu's and "
+            "BatchNormalization's grads are modelled); " + EAGER_BN,
+    "fit": "untraced since tfrest (the build history; Keras 3 BatchNormalization's, silu's and "
+           "gelu's grads under tf.function, src/train/tf.c) and Keras SGD's order "
+           "(src/train/tf_fit.c) were modelled; candidates: the executor's order of a node's grads, which follows the graph's edge "
            "order (which of dW and dx runs first; AssignAddVariableOp's copy of a variable a "
            "later input grad still reads), not modelled; run-to-run spread up to 7%; and " + CHUNKS,
     "call": "untraced",
@@ -453,6 +467,16 @@ WEIGHTS = ("weights' chunks: each variable's value is its initializer's output (
            "request (4376064 B for the 3211264 B kernel); dnnmem places the weights in "
            "fresh regions")
 TRACED = {
+    "rand7-predict-b4": "BFC layout (tfrest, trace rand7-predict-b4): dnnmem's requested peak is "
+                        "about 1.17 MB (measured 1302528 B), but its two [4,32,32,32] outputs "
+                        "(524288 B) get unsplit 1046016 and 917504 B chunks of the 2 MiB region; "
+                        "TF's executor order (the two-branch block's convolutions, each "
+                        "BatchNormalization's [C] tensors first) leaves exact holes",
+    "fashion_mnist_mlp-fit-b32": "run-to-run spread: re-runs measured 22090240, 22215680, "
+                                 "22932480, 23460608 B against the row's 23430400; the estimate "
+                                 "(22476800 with the build history) lies among them",
+    "rand2-fit-b4": "re-runs (tfrest) measured 2155776, 2196992, 2132480, 2130688 B against the "
+                    "row's 2055424: the estimate is 9-15% under all, beyond the spread; " + "{fit}",
     "micro-bn-fit-b8": "BFC layout: dnnmem's requested peak is 1051712 B (measured 1075200, "
                        "-2.2%), but its small tensors take the 524288 B hole the BN output "
                        "left and the next one gets an unsplit 1 MiB chunk; TF's small [C] "
@@ -470,9 +494,16 @@ TRACED = {
     "rand4-tape-b4": "over since Keras SGD's eager temporaries (m * momentum, gradient * lr, "
                      "their difference: all three live at the peak for the [16384,64] kernel, "
                      "traced) were modelled: what dnnmem holds beyond that is untraced",
-    "rand6-tape-b4": "BFC chunks: at the peak a conv output and a sigmoid output sit in "
-                     "unsplit chunks (733952 B and 721152 B for 393216 B requests, "
-                     "tf_measure.py trace rand6-tape-b4); dnnmem's replay starts fresh",
+    "rand6-tape-b4": "BFC chunks (traced before tfrest: at the peak a conv output and a "
+                     "sigmoid output sit in unsplit chunks, 733952 B and 721152 B for 393216 B "
+                     "requests); with the build history replayed -5.6 -> -4.8%: untraced since; "
+                     + EAGER_BN,
+    "mobilenetv2-i96-tape-b2": "under since tfrest's eager BatchNormalization grad (-2.0 -> "
+                               "-3.0%; micro-convbn-tape -10.5 -> +0.7%), untraced; candidate: "
+                               "the depthwise convolutions' and relu6's eager grads",
+    "rand1-tape-b4": "over since tfrest's m swap (+2.6 -> +6.2%), untraced; candidate: the "
+                     "tape's hold of silu's forward sigmoid (mechanism 9: in the "
+                     "micro-convsilu-tape-b8 trace that Sigmoid is freed before the backward)",
 }
 
 

@@ -284,6 +284,45 @@ int32_t dm_kr_const_ints(struct keras *k, int n, const int64_t *v)
 
 /* A weight of the current layer, "<prefix><layer>/<what>", float32 of the
  * given dims; a shared layer's later calls get the same tensor. */
+/* How the TF backend of Keras 3 makes a weight's value: its layer's
+ * "<what>_initializer" ("depthwise_kernel": "depthwise_initializer"), a
+ * serialized initializer ({"class_name": ...}) or its string name. The
+ * kinds' ops are src/schedule/tfbuild.c's; others are DM_INIT_OTHER. */
+static uint8_t weight_init(const struct keras *k, const char *what)
+{
+    if (!k->keras3 || !json_is_object(k->lcfg))
+        return DM_INIT_NONE;
+    const char *last = strrchr(what, '/');
+    last = last ? last + 1 : what;
+    char key[96];
+    size_t n = strlen(last);
+    int m = n > 7 && !strcmp(last + n - 7, "_kernel")
+                ? snprintf(key, sizeof key, "%.*s_initializer", (int)(n - 7), last)
+                : snprintf(key, sizeof key, "%s_initializer", last);
+    if (m < 0 || (size_t)m >= sizeof key)
+        return DM_INIT_OTHER;
+    json_t *init = dm_kr_field(k->lcfg, key);
+    const char *cls = json_is_string(init) ? json_string_value(init)
+                                           : json_string_value(dm_kr_field(init, "class_name"));
+    if (!cls)
+        return DM_INIT_OTHER;
+    static const char *const uniform[] = {"RandomUniform", "GlorotUniform", "HeUniform",
+                                          "LecunUniform", "random_uniform", "glorot_uniform",
+                                          "he_uniform", "lecun_uniform", "uniform"};
+    static const char *const fill[] = {"Zeros", "Ones", "zeros", "ones"};
+    for (size_t i = 0; i < sizeof uniform / sizeof *uniform; i++)
+        if (!strcmp(cls, uniform[i]))
+            return DM_INIT_UNIFORM;
+    for (size_t i = 0; i < sizeof fill / sizeof *fill; i++)
+        if (!strcmp(cls, fill[i]))
+            return DM_INIT_FILL;
+    if (!strcmp(cls, "VarianceScaling")) {
+        const char *d = json_string_value(dm_kr_field(dm_kr_field(init, "config"), "distribution"));
+        return d && !strcmp(d, "uniform") ? DM_INIT_UNIFORM : DM_INIT_OTHER;
+    }
+    return DM_INIT_OTHER;
+}
+
 int32_t dm_kr_weight(struct keras *k, const char *what, int rank, const int64_t *dims)
 {
     struct dm_graph *g = k->g;
@@ -324,6 +363,7 @@ int32_t dm_kr_weight(struct keras *k, const char *what, int rank, const int64_t 
     w->rank = rank;
     w->dims = d;
     w->frozen = k->frozen;
+    w->init = weight_init(k, what);
     return t;
 }
 

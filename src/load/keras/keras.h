@@ -98,6 +98,7 @@ struct keras {
     char prefix[512];          /* weight names: "resnet50/" */
     size_t prefix_len;
     const char *layer;         /* the layer being built, for messages */
+    json_t *lcfg;              /* its config (the weights' *_initializer), or NULL */
     const char *cls;
     bool frozen;               /* the layer's weights are not trainable */
     int depth;
@@ -132,6 +133,7 @@ struct layer_io {
 struct saved {
     size_t scope_len;
     const char *layer, *cls;
+    json_t *lcfg;
     int call;
 };
 

@@ -302,11 +302,12 @@ const char *dm_kr_layer_name(json_t *layer)
  * "/<name>.<call>"), messages name it. Returns what leave_layer restores. */
 struct saved dm_kr_enter_layer(struct keras *k, json_t *layer, int call)
 {
-    struct saved s = {k->scope_len, k->layer, k->cls, k->call_index};
+    struct saved s = {k->scope_len, k->layer, k->cls, k->lcfg, k->call_index};
     memset(k->op_count, 0, sizeof k->op_count); /* node names restart in each layer call */
     const char *name = dm_kr_layer_name(layer);
     k->layer = name ? name : "?";
     k->cls = json_string_value(dm_kr_field(layer, "class_name"));
+    k->lcfg = dm_kr_field(layer, "config");
     k->call_index = call;
     int m = call ? snprintf(k->scope + k->scope_len, sizeof k->scope - k->scope_len, "/%s.%d",
                             k->layer, call)
@@ -331,6 +332,7 @@ void dm_kr_leave_layer(struct keras *k, struct saved s)
         k->layer = s.layer;
         k->cls = s.cls;
     }
+    k->lcfg = s.lcfg;
     k->call_index = s.call;
 }
 
