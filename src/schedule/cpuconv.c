@@ -1444,15 +1444,21 @@ static void onednn_workspace(const struct cc *b, bool backward,
         onednn_channels_last_113(b, ws);
         return;
     }
-    /* 1.13's forward on an NCHW input on AVX2 takes 2.x's buffers (measured,
-     * 1.13.0, Debian's python3-torch, one thread, AVX2: 3x3 16 -> 24 at
-     * stride 2 on [2,16,32,32]: +131072 source, +13824 weight, +49152
-     * destination, -13824, -131072, +49152 output, -49152; test-cpu.c
-     * test_onednn_nchw_113). On AVX-512 1.13 keeps the rule below, measured
-     * before on an AVX-512 host (test-estimate.c test_onednn_conv_2x's 1.13
-     * figure: no source reorder), not re-measured. */
-    if (b->run->torch_version < 200 && !backward && b->run->cpu_isa == DNNMEM_CPU_ISA_AVX2 &&
-        onednn_conv_of(b, &c)) {
+    /* 1.13's forward on an NCHW input takes 2.x's buffers (measured, 1.13.0,
+     * Debian's python3-torch, one thread, AVX2: 3x3 16 -> 24 at stride 2 on
+     * [2,16,32,32]: +131072 source, +13824 weight, +49152 destination,
+     * -13824, -131072, +49152 output, -49152; test-cpu.c
+     * test_onednn_nchw_113). AVX-512 alike (measured 2026-12-04 on an
+     * AVX-512 host with AMX, blocks of 16: the same 3x3 conv +131072 source,
+     * +18432 weight (32 x 16 x 9), +65536 destination (32 channels), +49152
+     * output; a 1x1 72 -> 36 at stride 2 on [1,72,32,32] +82048 scratchpad
+     * (the strided source, 80 channels), +327680 source, +15360 weight
+     * (48 x 80), +49152 destination, +36864 output; the depthwise 3x3 at
+     * stride 2 on [2,96,112,112] +9633792 +3456 +2408448, +2408448 output:
+     * test-estimate.c test_onednn_conv_2x). The rule below had been taken
+     * for AVX-512 without a 1.13 measurement on one (the zoo's rand101-infer
+     * -16% on 1.13, AVX-512). */
+    if (b->run->torch_version < 200 && !backward && onednn_conv_of(b, &c)) {
         onednn_forward_nchw(b, &c, ws);
         return;
     }
