@@ -1287,6 +1287,47 @@ static void test_onednn_bwd_113(void **state)
                              "-13824 onednn_diff_weights\n-80 onednn_diff_bias\n");
 }
 
+/* 1.13 on AVX-512 (onednn_113_phased, onednn_rtus_113): a 1x1 72 -> 36 at
+ * stride 2 on [1,72,32,32] (x * S first, so grad_input is made), measured
+ * 2026-12-04 with 1.13.0 (Debian's python3-torch), one thread, an AVX-512
+ * host: forward +82048 (the strided source, 80 channels, + 128) +327680
+ * (the source, 80 channels) +15360 (the weight, 48 x 80) +49152 (the
+ * destination, 48 channels), -15360 -327680 -82048, +36864 output -49152;
+ * backward data +49152 gy' +15360 w' +327680 gx' +82048 -82048 -15360
+ * -49152, +294912 grad_input -327680; backward weights +49152 gy' +327680
+ * x' +15360 dw' +82048 -82048 -327680 -49152, +10368 grad_weight -15360.
+ * dnnmem had taken 1.13's AVX-512 forward as a y-sized buffer and the
+ * weight, and its backward as weight- and input-sized scratch. */
+static void test_onednn_strided_1x1_113_avx512(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "1,72,32,32");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 72, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){36, 72, 1, 1});
+    tb_node(b, "Mul", "scale", "x,S", "xs");
+    tb_node(b, "Conv", "conv", "xs,W", "y");
+    tb_attr_ints(b, "strides", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    static const char *const names[] = {"(backward data)", "(backward weights)",
+                                        "onednn_scratchpad", "onednn_grad_output",
+                                        "onednn_grad_input", "onednn_input", "onednn_weight",
+                                        "onednn_output", "onednn_diff_weights"};
+    char got[2048];
+    train_events_run(b, 113, DNNMEM_CPU_ISA_AVX512, 1, names, 9, got, sizeof got);
+    assert_string_equal(got, "+82048 onednn_scratchpad\n+327680 onednn_input\n+15360 onednn_weight\n"
+                             "+49152 onednn_output\n-15360 onednn_weight\n-327680 onednn_input\n"
+                             "-82048 onednn_scratchpad\n-49152 onednn_output\n"
+                             "+49152 onednn_grad_output\n+15360 onednn_weight\n"
+                             "+327680 onednn_grad_input\n+82048 (backward data)\n"
+                             "-82048 (backward data)\n-15360 onednn_weight\n"
+                             "-49152 onednn_grad_output\n-327680 onednn_grad_input\n"
+                             "+49152 onednn_grad_output\n+327680 onednn_input\n"
+                             "+15360 onednn_diff_weights\n+82048 (backward weights)\n"
+                             "-82048 (backward weights)\n-327680 onednn_input\n"
+                             "-49152 onednn_grad_output\n-15360 onednn_diff_weights\n");
+}
+
 /* 1.13's AVX2 backward-weights of a kernel taller than its input: oneDNN
  * 2.6.3's gemm fallback (onednn_gemm_wei_scratch), no reorders, a
  * diff_weights of the weight's size and a scratchpad of 4 nthr |W| + 4 nthr
@@ -1613,6 +1654,7 @@ int main(void)
         cmocka_unit_test(test_view_strides_channels_last),
         cmocka_unit_test(test_expand_is_view),
         cmocka_unit_test(test_onednn_bwd_113),
+        cmocka_unit_test(test_onednn_strided_1x1_113_avx512),
         cmocka_unit_test(test_onednn_gemm_weight_grad_113),
         cmocka_unit_test(test_onednn_gemm_weight_grad_3d_113),
         cmocka_unit_test(test_onednn_cl_bwd_113),
