@@ -67,6 +67,25 @@ static bool absent_norm_weight(const struct dm_sb *b, const struct dm_node *n, i
            !b->run->xla;
 }
 
+/* The exporter writes a non-persistent buffer (register_buffer(...,
+ * persistent=False)) as a Constant node; one that indexes a weight is such
+ * a buffer, a tensor PyTorch holds from before the run (timm 1.0.31's
+ * TinyViT, LeViT and EfficientViT-M: `self.attention_biases[:,
+ * self.attention_bias_idxs]`, an int64 [N, N] each; tiny_vit_5m_224's
+ * measured bytes_before holds 1,920,800 B of them that dnnmem's setup did
+ * not: 2 x 49^2 + 6 x 196^2 + 2 x 49^2 int64). A scalar index is a
+ * select, no tensor. */
+static bool weight_index_buffer(const struct dm_sb *b, const struct dm_node *n, int k)
+{
+    const struct dm_graph *g = b->g;
+    if (n->op != DM_OP_Gather || k != 1 || !dm_has_in(n, 0) || b->run->tf_ops ||
+        b->run->mx_ops || b->run->xla || !g->format || strcmp(g->format, "onnx") != 0)
+        return false;
+    int32_t x = n->in[1], d = n->in[0], p = g->tensors[x].producer;
+    return p >= 0 && g->nodes[p].op == DM_OP_Constant && b->t[x].numel > 1 &&
+           (b->flag[d] & (DM_TF_FROM_WEIGHT | DM_TF_DEP)) == DM_TF_FROM_WEIGHT;
+}
+
 static void analyse(struct dm_sb *b)
 {
     const struct dm_graph *g = b->g;
@@ -90,7 +109,8 @@ static void analyse(struct dm_sb *b)
             if (meta)
                 b->flag[x] |= DM_TF_META_USE;
             else {
-                b->flag[x] |= node_const || absent_norm_weight(b, n, k)
+                b->flag[x] |= (node_const || absent_norm_weight(b, n, k)) &&
+                                      !weight_index_buffer(b, n, k)
                                   ? DM_TF_DATA_USE
                                   : (DM_TF_DATA_USE | DM_TF_DEVICE_USE);
                 b->uses[x]++;

@@ -611,6 +611,54 @@ static void test_weight_computed_chain(void **state)
     assert_string_equal(got, "+8192 h1\n+8192 a\n-8192 h1\n+8192 d\n-8192 d\n-8192 a\n");
 }
 
+/* A non-persistent buffer indexing a weight, which torch.onnx writes as a
+ * Constant node, is a tensor PyTorch holds before the run (schedule.c,
+ * weight_index_buffer): timm's TinyViT `attention_biases[:,
+ * attention_bias_idxs]`, here W [4, 49] and an int64 [49, 49] index (19208
+ * B) over x [1, 4, 49, 49]; tiny_vit_5m_224's measured bytes_before (torch
+ * 2.14.1) holds ten such, 1,920,800 B, that dnnmem's setup did not. A
+ * scalar index (a select) is no tensor. */
+static void test_weight_index_buffer(void **state)
+{
+    (void)state;
+    for (int scalar = 0; scalar <= 1; scalar++) {
+        struct tb *b = tb_new(13);
+        tb_input(b, "x", F32, scalar ? "1,49,4" : "1,4,49,49");
+        tb_init(b, "W", F32, 2, (int64_t[]){4, 49});
+        tb_node(b, "Constant", "/attn/Constant", "", "idx");
+        Onnx__AttributeProto *a =
+            tb_attr_new(b, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+        Onnx__TensorProto *t = tb_calloc(b, 1, sizeof *t);
+        onnx__tensor_proto__init(t);
+        t->has_data_type = 1;
+        t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+        size_t n = scalar ? 1 : 49 * 49;
+        if (!scalar) {
+            t->n_dims = 2;
+            t->dims = tb_calloc(b, 2, sizeof *t->dims);
+            t->dims[0] = t->dims[1] = 49;
+        }
+        t->n_int64_data = n;
+        t->int64_data = tb_calloc(b, n, sizeof *t->int64_data);
+        for (size_t k = 0; k < n; k++)
+            t->int64_data[k] = (int64_t)(k % 49);
+        a->t = t;
+        tb_node(b, "Gather", "/attn/Gather", "W,idx", "bias");
+        tb_attr_int(b, "axis", 1);
+        tb_node(b, "Add", "/attn/Add", "x,bias", "y");
+        tb_output(b, "y");
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.device = DNNMEM_DEVICE_CPU;
+        cfg.torch_version = 214;
+        cfg.cpu_threads = 1;
+        cfg.batch_size = 0;
+        struct dnnmem_result *r = estimate_cfg(b, &cfg);
+        assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], scalar ? 784 : 784 + 19208);
+        dnnmem_result_free(r);
+    }
+}
+
 /* A 1x1 convolution with fewer in channels than a block is no "first
  * convolution" (workspace.c, onednn_conv_of): measured, 2.14.1, 12 -> 5
  * channels at stride 2 on [2,12,32,32] (98304 B), no bias: +16512 (the
@@ -1639,6 +1687,7 @@ int main(void)
         cmocka_unit_test(test_groupnorm_noaffine_inplace),
         cmocka_unit_test(test_weight_computed),
         cmocka_unit_test(test_weight_computed_chain),
+        cmocka_unit_test(test_weight_index_buffer),
         cmocka_unit_test(test_onednn_1x1_small_input),
         cmocka_unit_test(test_broadcast_mul_grad),
         cmocka_unit_test(test_conv3d),
