@@ -86,6 +86,7 @@ void dm_fp_free(struct dm_fp *f);
 
 /* Open a new step; events until the next call belong to it. */
 void dm_sb_step(struct dm_sb *b, enum dm_phase phase, int32_t node);
+bool dm_sb_weight_compute_op(enum dm_op op);
 /* Allocate a buffer held by `holders` (0: freed right away); -1 on OOM. */
 int32_t dm_sb_alloc(struct dm_sb *b, enum dnnmem_category cat, enum dm_dtype dtype,
                     uint64_t bytes, int32_t tensor, int32_t node, const char *what,

@@ -385,6 +385,7 @@ static void onednn_forward_nchw(const struct cc *b, const struct onednn_conv *c,
 }
 
 static bool onednn_113_avx2(const struct cc *b);
+static bool onednn_113_phased(const struct cc *b);
 
 /* 2.x backward on an NCHW input, pass by pass (mkldnn_convolution_backward,
  * Conv.cpp: ideep's backward_data for grad_input, then backward_weights).
@@ -399,7 +400,7 @@ static bool onednn_113_avx2(const struct cc *b);
  * takes these passes on AVX2 too (onednn_113_avx2). */
 static bool onednn_bwd_phased(const struct cc *b, struct onednn_conv *c)
 {
-    return (b->run->torch_version >= 200 || onednn_113_avx2(b)) && !b->run->cuda &&
+    return (b->run->torch_version >= 200 || onednn_113_phased(b)) && !b->run->cuda &&
            cpu_conv_uses_onednn(b) &&
            onednn_conv_of(b, c) && !b->cv->chlast && c->kernel != ONEDNN_GEMM &&
            !(c->kernel == ONEDNN_DEPTHWISE && !c->small_kernel);
@@ -1100,6 +1101,39 @@ static bool onednn_113_avx2(const struct cc *b)
            b->run->cpu_isa == DNNMEM_CPU_ISA_AVX2;
 }
 
+/* 1.13's NCHW backward takes these two passes on AVX-512 too, in blocks
+ * of 16 (measured 2026-12-04, 1.13.0, Debian's python3-torch, one thread,
+ * on an AVX-512 host with AMX, y.backward(gy): 64 -> 64 5x5 on [1,64,8,8]
+ * the AVX2 figures above to the byte; 16 -> 24 5x5 at stride 2: +2048 gy'
+ * (32 channels) +51200 w' +4096 gx' -51200 -2048, +4096 gx -4096, +2048
+ * gy' +4096 x' +51200 dw' +256 (the bias padded, + 128) +96 db' -256 -4096
+ * -2048, +96 gb +38400 gw -51200 -96; a depthwise 3x3 on [2,24,16,16]:
+ * +65536 +1152 +65536 -1152 -65536 +49152 -65536, +65536 +65536 +1152
+ * -65536 -65536 +864 -1152; a 1x1 72 -> 36 at stride 2 on [1,72,32,32]
+ * with the strided source's scratchpad in both passes, onednn_rtus_113).
+ * The AVX2 kernels' own limits (onednn_gemm_weight_grad_113) and the
+ * channels-last backward (onednn_cl_bwd_113) stay AVX2's; the rule taken
+ * before for AVX-512 (weight- and input-sized scratch) had no measurement
+ * on one (the zoo's rand101 1.13 training -5.8%). */
+static bool onednn_113_phased(const struct cc *b)
+{
+    return b->run->torch_version >= 113 && b->run->torch_version < 200;
+}
+
+/* 1.13's AVX-512 1x1 kernel at a stride copies the strided source ("rtus")
+ * into its scratchpad in both backward passes, as 2.x's forward does
+ * (onednn_scratch): measured, the 1x1 72 -> 36 at stride 2 on [1,72,32,32]:
+ * +49152 gy' +15360 w' +327680 gx' +82048 (80 x 256 floats + 128) -82048
+ * -15360 -49152, +294912 gx -327680, +49152 gy' +327680 x' +15360 dw'
+ * +82048 -82048 -327680 -49152, +10368 gw -15360. Not measured on AVX2. */
+static int64_t onednn_rtus_113(const struct cc *b, const struct onednn_conv *c)
+{
+    return b->run->torch_version < 200 && !onednn_113_avx2(b) && c->strided_1x1 &&
+                   c->kernel == ONEDNN_BLOCKED
+               ? scratch_entry(mul(pad_block(c, c->c), c->ohw))
+               : 0;
+}
+
 /* Whether 1.13's AVX2 backward-weights of an ungrouped conv falls back to
  * gemm_convolution_bwd_weights: jit_avx2_conv_bwd_weights_kernel_f32::
  * init_conf (oneDNN 2.6.3, src/cpu/x64/jit_avx2_conv_kernel_f32.cpp)
@@ -1212,6 +1246,7 @@ static void onednn_weight_grad_113(const struct cc *b, const struct onednn_conv 
                      (c->kernel == ONEDNN_BLOCKED || c->kernel == ONEDNN_FIRST);
     int64_t scratch = gemm ? onednn_gemm_wei_scratch(b, c, false)
                       : bias_tail ? scratch_entry(pad_block(c, c->oc)) : 0;
+    scratch += onednn_rtus_113(b, c);
     int32_t sp = scratch ? tmp(b, DM_UINT8, scratch, "onednn_scratchpad (backward weights)") : -1;
     if (c->bias)
         ws->buf[2] = tmp(b, DM_FLOAT, c->oc, "onednn_diff_bias");
@@ -1362,6 +1397,9 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
         int64_t gx = c.kernel == ONEDNN_GROUPED ? src : mul3(c.n, pad_block(&c, c.c), c.hw);
         int32_t wr = tmp(b, DM_FLOAT, w_bd, "onednn_weight");
         ws->buf[0] = tmp(b, DM_FLOAT, gx, "onednn_grad_input");
+        int64_t rtus = onednn_rtus_113(b, &c);
+        if (rtus)
+            drop(b, tmp(b, DM_UINT8, rtus, "onednn_scratchpad (backward data)"));
         drop(b, wr);
     } else if (gemm_w) {
         /* gemm_convolution's backward-weights on the plain source and
@@ -1375,7 +1413,7 @@ static void cpu_conv_grad(const struct cc *b, int k, struct dm_ws *ws,
         if (c.bias) /* after the scratchpad (measured: with a bias, +256 B for 64 channels) */
             ws->buf[2] = tmp(b, DM_FLOAT, c.oc, "onednn_diff_bias");
         drop(b, sp);
-    } else if (onednn_113_avx2(b)) {
+    } else if (onednn_113_phased(b)) {
         onednn_weight_grad_113(b, &c, ws, gy, src, wei);
         return;
     } else {
@@ -1434,7 +1472,7 @@ static void onednn_workspace(const struct cc *b, bool backward,
         if (onednn_bwd_phased(b, &c))
             return; /* cpu_conv_grad */
     }
-    if (backward && onednn_113_avx2(b) && onednn_bwd_phased(b, &c))
+    if (backward && onednn_113_phased(b) && onednn_bwd_phased(b, &c))
         return; /* cpu_conv_grad */
     if (backward && onednn_cl_bwd_113(b, &c)) {
         onednn_channels_last_113_bwd(b, ws);
@@ -1444,15 +1482,21 @@ static void onednn_workspace(const struct cc *b, bool backward,
         onednn_channels_last_113(b, ws);
         return;
     }
-    /* 1.13's forward on an NCHW input on AVX2 takes 2.x's buffers (measured,
-     * 1.13.0, Debian's python3-torch, one thread, AVX2: 3x3 16 -> 24 at
-     * stride 2 on [2,16,32,32]: +131072 source, +13824 weight, +49152
-     * destination, -13824, -131072, +49152 output, -49152; test-cpu.c
-     * test_onednn_nchw_113). On AVX-512 1.13 keeps the rule below, measured
-     * before on an AVX-512 host (test-estimate.c test_onednn_conv_2x's 1.13
-     * figure: no source reorder), not re-measured. */
-    if (b->run->torch_version < 200 && !backward && b->run->cpu_isa == DNNMEM_CPU_ISA_AVX2 &&
-        onednn_conv_of(b, &c)) {
+    /* 1.13's forward on an NCHW input takes 2.x's buffers (measured, 1.13.0,
+     * Debian's python3-torch, one thread, AVX2: 3x3 16 -> 24 at stride 2 on
+     * [2,16,32,32]: +131072 source, +13824 weight, +49152 destination,
+     * -13824, -131072, +49152 output, -49152; test-cpu.c
+     * test_onednn_nchw_113). AVX-512 alike (measured 2026-12-04 on an
+     * AVX-512 host with AMX, blocks of 16: the same 3x3 conv +131072 source,
+     * +18432 weight (32 x 16 x 9), +65536 destination (32 channels), +49152
+     * output; a 1x1 72 -> 36 at stride 2 on [1,72,32,32] +82048 scratchpad
+     * (the strided source, 80 channels), +327680 source, +15360 weight
+     * (48 x 80), +49152 destination, +36864 output; the depthwise 3x3 at
+     * stride 2 on [2,96,112,112] +9633792 +3456 +2408448, +2408448 output:
+     * test-estimate.c test_onednn_conv_2x). The rule below had been taken
+     * for AVX-512 without a 1.13 measurement on one (the zoo's rand101-infer
+     * -16% on 1.13, AVX-512). */
+    if (b->run->torch_version < 200 && !backward && onednn_conv_of(b, &c)) {
         onednn_forward_nchw(b, &c, ws);
         return;
     }

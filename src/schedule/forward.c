@@ -440,7 +440,14 @@ static bool weight_computed(const struct dm_sb *b, const struct dm_node *n, int3
         !(b->flag[o] & (DM_TF_DEVICE_USE | DM_TF_DEVICE_FEED)) || b->t[o].numel <= 1 ||
         (dm_ops[n->op].flags & DM_F_VIEW))
         return false;
-    switch (n->op) {
+    return dm_sb_weight_compute_op(n->op);
+}
+
+/* An op on values computed from weights alone that PyTorch runs (a Mul, a
+ * Gemm, an activation), not one of the exporter's repackings of a weight */
+bool dm_sb_weight_compute_op(enum dm_op op)
+{
+    switch (op) {
     case DM_OP_Slice: case DM_OP_Split: case DM_OP_Concat: case DM_OP_Gather: case DM_OP_Cast:
     case DM_OP_Expand: case DM_OP_Tile: case DM_OP_Constant: case DM_OP_ConstantOfShape:
         return false;

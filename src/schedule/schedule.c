@@ -67,6 +67,25 @@ static bool absent_norm_weight(const struct dm_sb *b, const struct dm_node *n, i
            !b->run->xla;
 }
 
+/* The exporter writes a non-persistent buffer (register_buffer(...,
+ * persistent=False)) as a Constant node; one that indexes a weight is such
+ * a buffer, a tensor PyTorch holds from before the run (timm 1.0.31's
+ * TinyViT, LeViT and EfficientViT-M: `self.attention_biases[:,
+ * self.attention_bias_idxs]`, an int64 [N, N] each; tiny_vit_5m_224's
+ * measured bytes_before holds 1,920,800 B of them that dnnmem's setup did
+ * not: 2 x 49^2 + 6 x 196^2 + 2 x 49^2 int64). A scalar index is a
+ * select, no tensor. */
+static bool weight_index_buffer(const struct dm_sb *b, const struct dm_node *n, int k)
+{
+    const struct dm_graph *g = b->g;
+    if (n->op != DM_OP_Gather || k != 1 || !dm_has_in(n, 0) || b->run->tf_ops ||
+        b->run->mx_ops || b->run->xla || !g->format || strcmp(g->format, "onnx") != 0)
+        return false;
+    int32_t x = n->in[1], d = n->in[0], p = g->tensors[x].producer;
+    return p >= 0 && g->nodes[p].op == DM_OP_Constant && b->t[x].numel > 1 &&
+           (b->flag[d] & (DM_TF_FROM_WEIGHT | DM_TF_DEP)) == DM_TF_FROM_WEIGHT;
+}
+
 static void analyse(struct dm_sb *b)
 {
     const struct dm_graph *g = b->g;
@@ -90,7 +109,8 @@ static void analyse(struct dm_sb *b)
             if (meta)
                 b->flag[x] |= DM_TF_META_USE;
             else {
-                b->flag[x] |= node_const || absent_norm_weight(b, n, k)
+                b->flag[x] |= (node_const || absent_norm_weight(b, n, k)) &&
+                                      !weight_index_buffer(b, n, k)
                                   ? DM_TF_DATA_USE
                                   : (DM_TF_DATA_USE | DM_TF_DEVICE_USE);
                 b->uses[x]++;
@@ -126,13 +146,35 @@ static void analyse(struct dm_sb *b)
         }
     }
     /* a constant value a device op reads through views: what the view
-     * chain starts from (forward.c, weight_computed) */
+     * chain starts from (forward.c, weight_computed); and, in PyTorch, what
+     * such a value is computed from by ops PyTorch runs: a module run on a
+     * buffer runs each of its ops in every forward, so each result is a
+     * tensor (timm 1.0.31's swin_transformer_v2_cr, `self.meta_mlp(
+     * self.relative_coordinates_log)`: fc1, ReLU, Dropout and fc2 on the
+     * [2401, 2] buffer, 3,687,936 B each for 384 hidden; measured with
+     * tools/oracle/weightmlp_probe.py on 2.14.1: +8192 fc1, +8192 relu,
+     * -8192, +1024 fc2 for 32 hidden on [64, 2]). Only the last of the chain
+     * was counted, read by an op on the input. */
+    bool torch_onnx = !b->run->tf_ops && !b->run->mx_ops && !b->run->xla && g->format &&
+                      strcmp(g->format, "onnx") == 0;
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const struct dm_node *n = &g->nodes[i];
         int32_t o = n->n_out > 0 ? n->out[0] : -1;
-        if (o >= 0 && t[o].is_const && (dm_ops[n->op].flags & DM_F_VIEW) && dm_has_in(n, 0) &&
-            (b->flag[o] & (DM_TF_DEVICE_USE | DM_TF_DEVICE_FEED)))
+        if (o < 0 || !t[o].is_const || !(b->flag[o] & (DM_TF_DEVICE_USE | DM_TF_DEVICE_FEED)))
+            continue;
+        if ((dm_ops[n->op].flags & DM_F_VIEW) && dm_has_in(n, 0)) {
             b->flag[n->in[0]] |= DM_TF_DEVICE_FEED;
+            continue;
+        }
+        if (!torch_onnx || !dm_sb_weight_compute_op(n->op) ||
+            (b->flag[o] & (DM_TF_FROM_WEIGHT | DM_TF_DEP)) != DM_TF_FROM_WEIGHT)
+            continue;
+        for (int k = 0; k < n->n_in; k++) {
+            int32_t x = n->in[k];
+            if (x >= 0 && !dm_meta_slot(n, k) && g->tensors[x].role != DM_ROLE_WEIGHT &&
+                t[x].is_const && (b->flag[x] & (DM_TF_FROM_WEIGHT | DM_TF_DEP)) == DM_TF_FROM_WEIGHT)
+                b->flag[x] |= DM_TF_DEVICE_FEED;
+        }
     }
     for (int32_t i = 0; i < g->n_tensors; i++) {
         const struct dm_tensor *tt = &g->tensors[i];

@@ -691,6 +691,107 @@ static void test_weight_computed(void **state)
     assert_int_equal(cpu_peak(b, 214, DNNMEM_CPU_ISA_DEFAULT, 1), 256 + 2048 + 128 + 2560);
 }
 
+/* A float32 scalar Constant node (torch.onnx's Dropout ratio). */
+static void scalar_node_f32(struct tb *b, const char *out, float v)
+{
+    tb_node(b, "Constant", out, "", out);
+    Onnx__AttributeProto *a = tb_attr_new(b, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    Onnx__TensorProto *t = tb_calloc(b, 1, sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->has_data_type = 1;
+    t->data_type = F32;
+    t->n_float_data = 1;
+    t->float_data = tb_calloc(b, 1, sizeof *t->float_data);
+    t->float_data[0] = v;
+    a->t = t;
+}
+
+/* A module run on a buffer runs each of its ops in every forward, so each
+ * result of the chain is a tensor, not only the last one, which an op on
+ * the input reads (schedule.c, analyse; Swin V2's continuous position bias,
+ * timm's swin_transformer_v2_cr meta_mlp(relative_coordinates_log)):
+ * x + fc2(drop(relu(fc1(c)))), c a [64, 2] buffer, fc1 Linear(2, 32),
+ * nn.ReLU(), Dropout(0.125), fc2 Linear(32, 4), x [2, 64, 4], loss
+ * sum, measured with tools/oracle/weightmlp_probe.py --train --p 0.125 on
+ * 2.14.1: forward +8192 fc1, +8192 relu, -8192 fc1, +8192 the noise, +8192
+ * the product; backward: fc2's AddmmBackward0 frees the product it kept,
+ * MulBackward0 frees the noise, ReluBackward0 the relu output it kept.
+ * Before, only fc2's output was counted. */
+static void test_weight_computed_chain(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "2,64,4");
+    tb_init(b, "c", F32, 2, (int64_t[]){64, 2});
+    tb_init(b, "W1", F32, 2, (int64_t[]){32, 2});
+    tb_init(b, "B1", F32, 1, (int64_t[]){32});
+    tb_init(b, "W2", F32, 2, (int64_t[]){4, 32});
+    tb_init(b, "B2", F32, 1, (int64_t[]){4});
+    scalar_node_f32(b, "ratio", 0.125f);
+    tb_node(b, "Gemm", "/meta_mlp/fc1/Gemm", "c,W1,B1", "h1");
+    tb_attr_int(b, "transB", 1);
+    tb_node(b, "Relu", "/meta_mlp/act/Relu", "h1", "a");
+    tb_node(b, "Dropout", "/meta_mlp/drop1/Dropout", "a,ratio", "d");
+    tb_node(b, "Gemm", "/meta_mlp/fc2/Gemm", "d,W2,B2", "m");
+    tb_attr_int(b, "transB", 1);
+    tb_node(b, "Add", "/Add", "x,m", "y");
+    tb_output(b, "y");
+    /* the noise (torch allocates it before the product, dnnmem after: both
+     * live until the op returns) is not what this test is about */
+    static const char *const names[] = {"h1", "a", "d"};
+    char got[512];
+    train_events_exact(b, names, 3, DNNMEM_INPLACE_NONE, got, sizeof got);
+    assert_string_equal(got, "+8192 h1\n+8192 a\n-8192 h1\n+8192 d\n-8192 d\n-8192 a\n");
+}
+
+/* A non-persistent buffer indexing a weight, which torch.onnx writes as a
+ * Constant node, is a tensor PyTorch holds before the run (schedule.c,
+ * weight_index_buffer): timm's TinyViT `attention_biases[:,
+ * attention_bias_idxs]`, here W [4, 49] and an int64 [49, 49] index (19208
+ * B) over x [1, 4, 49, 49]; tiny_vit_5m_224's measured bytes_before (torch
+ * 2.14.1) holds ten such, 1,920,800 B, that dnnmem's setup did not. A
+ * scalar index (a select) is no tensor. */
+static void test_weight_index_buffer(void **state)
+{
+    (void)state;
+    for (int scalar = 0; scalar <= 1; scalar++) {
+        struct tb *b = tb_new(13);
+        tb_input(b, "x", F32, scalar ? "1,49,4" : "1,4,49,49");
+        tb_init(b, "W", F32, 2, (int64_t[]){4, 49});
+        tb_node(b, "Constant", "/attn/Constant", "", "idx");
+        Onnx__AttributeProto *a =
+            tb_attr_new(b, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+        Onnx__TensorProto *t = tb_calloc(b, 1, sizeof *t);
+        onnx__tensor_proto__init(t);
+        t->has_data_type = 1;
+        t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+        size_t n = scalar ? 1 : 49 * 49;
+        if (!scalar) {
+            t->n_dims = 2;
+            t->dims = tb_calloc(b, 2, sizeof *t->dims);
+            t->dims[0] = t->dims[1] = 49;
+        }
+        t->n_int64_data = n;
+        t->int64_data = tb_calloc(b, n, sizeof *t->int64_data);
+        for (size_t k = 0; k < n; k++)
+            t->int64_data[k] = (int64_t)(k % 49);
+        a->t = t;
+        tb_node(b, "Gather", "/attn/Gather", "W,idx", "bias");
+        tb_attr_int(b, "axis", 1);
+        tb_node(b, "Add", "/attn/Add", "x,bias", "y");
+        tb_output(b, "y");
+        struct dnnmem_config cfg;
+        dnnmem_config_init(&cfg);
+        cfg.device = DNNMEM_DEVICE_CPU;
+        cfg.torch_version = 214;
+        cfg.cpu_threads = 1;
+        cfg.batch_size = 0;
+        struct dnnmem_result *r = estimate_cfg(b, &cfg);
+        assert_int_equal(r->category_bytes[DNNMEM_CAT_WEIGHT], scalar ? 784 : 784 + 19208);
+        dnnmem_result_free(r);
+    }
+}
+
 /* A 1x1 convolution with fewer in channels than a block is no "first
  * convolution" (workspace.c, onednn_conv_of): measured, 2.14.1, 12 -> 5
  * channels at stride 2 on [2,12,32,32] (98304 B), no bias: +16512 (the
@@ -1367,6 +1468,47 @@ static void test_onednn_bwd_113(void **state)
                              "-13824 onednn_diff_weights\n-80 onednn_diff_bias\n");
 }
 
+/* 1.13 on AVX-512 (onednn_113_phased, onednn_rtus_113): a 1x1 72 -> 36 at
+ * stride 2 on [1,72,32,32] (x * S first, so grad_input is made), measured
+ * 2026-12-04 with 1.13.0 (Debian's python3-torch), one thread, an AVX-512
+ * host: forward +82048 (the strided source, 80 channels, + 128) +327680
+ * (the source, 80 channels) +15360 (the weight, 48 x 80) +49152 (the
+ * destination, 48 channels), -15360 -327680 -82048, +36864 output -49152;
+ * backward data +49152 gy' +15360 w' +327680 gx' +82048 -82048 -15360
+ * -49152, +294912 grad_input -327680; backward weights +49152 gy' +327680
+ * x' +15360 dw' +82048 -82048 -327680 -49152, +10368 grad_weight -15360.
+ * dnnmem had taken 1.13's AVX-512 forward as a y-sized buffer and the
+ * weight, and its backward as weight- and input-sized scratch. */
+static void test_onednn_strided_1x1_113_avx512(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    tb_input(b, "x", F32, "1,72,32,32");
+    tb_init(b, "S", F32, 4, (int64_t[]){1, 72, 1, 1});
+    tb_init(b, "W", F32, 4, (int64_t[]){36, 72, 1, 1});
+    tb_node(b, "Mul", "scale", "x,S", "xs");
+    tb_node(b, "Conv", "conv", "xs,W", "y");
+    tb_attr_ints(b, "strides", 2, (int64_t[]){2, 2});
+    tb_output(b, "y");
+    static const char *const names[] = {"(backward data)", "(backward weights)",
+                                        "onednn_scratchpad", "onednn_grad_output",
+                                        "onednn_grad_input", "onednn_input", "onednn_weight",
+                                        "onednn_output", "onednn_diff_weights"};
+    char got[2048];
+    train_events_run(b, 113, DNNMEM_CPU_ISA_AVX512, 1, names, 9, got, sizeof got);
+    assert_string_equal(got, "+82048 onednn_scratchpad\n+327680 onednn_input\n+15360 onednn_weight\n"
+                             "+49152 onednn_output\n-15360 onednn_weight\n-327680 onednn_input\n"
+                             "-82048 onednn_scratchpad\n-49152 onednn_output\n"
+                             "+49152 onednn_grad_output\n+15360 onednn_weight\n"
+                             "+327680 onednn_grad_input\n+82048 (backward data)\n"
+                             "-82048 (backward data)\n-15360 onednn_weight\n"
+                             "-49152 onednn_grad_output\n-327680 onednn_grad_input\n"
+                             "+49152 onednn_grad_output\n+327680 onednn_input\n"
+                             "+15360 onednn_diff_weights\n+82048 (backward weights)\n"
+                             "-82048 (backward weights)\n-327680 onednn_input\n"
+                             "-49152 onednn_grad_output\n-15360 onednn_diff_weights\n");
+}
+
 /* 1.13's AVX2 backward-weights of a kernel taller than its input: oneDNN
  * 2.6.3's gemm fallback (onednn_gemm_wei_scratch), no reorders, a
  * diff_weights of the weight's size and a scratchpad of 4 nthr |W| + 4 nthr
@@ -1681,6 +1823,8 @@ int main(void)
         cmocka_unit_test(test_instance_norm_saved),
         cmocka_unit_test(test_groupnorm_noaffine_inplace),
         cmocka_unit_test(test_weight_computed),
+        cmocka_unit_test(test_weight_computed_chain),
+        cmocka_unit_test(test_weight_index_buffer),
         cmocka_unit_test(test_onednn_1x1_small_input),
         cmocka_unit_test(test_broadcast_mul_grad),
         cmocka_unit_test(test_conv3d),
@@ -1696,6 +1840,7 @@ int main(void)
         cmocka_unit_test(test_view_strides_channels_last),
         cmocka_unit_test(test_expand_is_view),
         cmocka_unit_test(test_onednn_bwd_113),
+        cmocka_unit_test(test_onednn_strided_1x1_113_avx512),
         cmocka_unit_test(test_onednn_gemm_weight_grad_113),
         cmocka_unit_test(test_onednn_gemm_weight_grad_3d_113),
         cmocka_unit_test(test_onednn_cl_bwd_113),

@@ -105,6 +105,14 @@ TORCHVISION = {
     "alexnet": ({}, 224),
     "vgg11": ({}, 224),
     "vgg11_bn": ({}, 224),  # at 160 its AdaptiveAvgPool2d((7, 7)) of 5x5 does not export
+    # added 2026-12-04 (NAME=fresh29, issue 13; measured before any fix): classifiers of
+    # torchvision 0.29.1 not in the zoo before (MaxViT and Swin V2 at their fixed 224)
+    "shufflenet_v2_x0_5": ({}, 224),
+    "mnasnet0_5": ({}, 224),
+    "squeezenet1_0": ({}, 224),
+    "efficientnet_v2_s": ({}, 128),
+    "swin_v2_t": ({}, 224),
+    "maxvit_t": ({}, 224),
 }
 # timm models (timm 1.0.31, pretrained=False, the default 1000 classes), at 96 px: ones whose
 # training-mode TorchScript export works at that size (the transformers take img_size=96),
@@ -234,6 +242,20 @@ TIMM6 = {  # 13 models
 }
 TIMM.update({name: ({"img_size": img} if takes else {}, img)
              for name, (img, takes) in TIMM6.items()})
+# Added 2026-12-04 (NAME=fresh29, issue 13; measured and compared before any fix): models of
+# timm families not in the zoo before (ConvMixer, Xception (legacy and pre-act), Inception-v4,
+# Swin-V2-CR, ResNet-RS, GroupNorm ResNet, anti-aliased ResNet, SE-ResNeXt-T, ECA-VoVNet,
+# NF-RegNet, TinyViT), smallest first; name -> (image size, whether it takes img_size).
+# hieradet_small (SAM2's HieraDet) left out: its TorchScript graph keeps an If, which dnnmem refuses.
+TIMM7 = {
+    "nf_regnet_b0": (96, False), "resnetaa50": (96, False), "resnet50_gn": (96, False),
+    "seresnext26t_32x4d": (96, False), "eca_vovnet39b": (96, False), "resnetrs50": (96, False),
+    "xception41p": (96, False), "legacy_xception": (96, False), "convmixer_768_32": (96, False),
+    "inception_v4": (96, False), "tiny_vit_5m_224": (224, False),
+    "swinv2_cr_tiny_ns_224": (224, False),
+}
+TIMM.update({name: ({"img_size": img} if takes else {}, img)
+             for name, (img, takes) in TIMM7.items()})
 # Models whose attention modules are switched to timm's unfused path (each `fused_attn`
 # attribute set False after construction), in the export and the measurement alike: their
 # F.scaled_dot_product_attention call does not trace (eva02_tiny: `is_causal` a tensor).
@@ -248,7 +270,7 @@ SEGMENTATION = {"lraspp_mobilenet_v3_large": 128, "deeplabv3_mobilenet_v3_large"
                 "fcn_resnet50": 96, "deeplabv3_resnet50": 96}
 VIDEO = {"r3d_18": 64, "mc3_18": 64, "r2plus1d_18": 64}
 FRAMES = 8
-RANDOM_SEEDS = range(0, 158)
+RANDOM_SEEDS = range(0, 170)
 RUNS = (("inference", None), ("train", "sgd-momentum"), ("train", "adam"))
 
 
