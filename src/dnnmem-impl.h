@@ -556,9 +556,10 @@ struct dm_graph {
                                          and of the logits (set with cache_len) */
     bool train_graph;          /* HF: training builds another graph (Gemma 2/3 in 4.x make
                                 * no cache when model.training): rebuilt with the options */
-    bool module_functions;     /* ONNX: the file has model-local functions, torch.onnx's
-                                  export_modules_as_functions (onnx.c): its node names are
-                                  the module calls' scopes (schedule.c, caller_names) */
+    bool onnx_scopes;          /* ONNX: torch.onnx names each node by the module calls it
+                                  ran in ("/layer1/conv1/Conv"), with or without
+                                  export_modules_as_functions (onnx.c): the scopes
+                                  schedule.c's caller_names reads */
     bool eager_only;           /* HF: transformers has no sdpa path for it (T5Attention):
                                   the "sdpa" graph is the eager one */
     int hf_oldest;             /* HF: the oldest transformers release modelled for the model

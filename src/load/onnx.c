@@ -1070,7 +1070,7 @@ static enum dnnmem_status convert_graph(struct conv *c, const Onnx__ModelProto *
     if (!g->nodes)
         return dm_fail(c->err, DNNMEM_E_NOMEM, "%s: out of memory", c->path);
     struct call top = {.fs = &fs};
-    g->module_functions = fs.n > 0;
+    g->onnx_scopes = true;
     for (size_t i = 0; i < gp->n_node; i++)
         DM_TRY(convert_node(c, &top, gp->node[i], i));
 

@@ -327,8 +327,11 @@ static bool kept_across(const struct dm_sb *b, int32_t p, int32_t c, int32_t u0,
  * the upper bound for it. The caller is the
  * innermost module whose scope holds the producer and every reader, the
  * producer inside one of its calls; the graph's top level is not one.
- * Applied to the modules export only (module_functions: its calls are
- * scoped as the modules ran; docs/validation-zoo.md, NAME=pylocal). */
+ * Applied to ONNX files (onnx_scopes: torch.onnx scopes each node by its
+ * module calls, in the plain export as in the modules export), not to the
+ * graphs built from a HuggingFace config (docs/validation-zoo.md,
+ * NAME=pylocal; on the plain zoo: 5 inference rows into the 3% band, none
+ * out). */
 static bool caller_names(struct dm_sb *b, int32_t *until)
 {
     const struct dm_graph *g = b->g;
@@ -453,7 +456,7 @@ static bool module_holds(struct dm_sb *b)
                     until[x] = last[d];
         }
     }
-    if (g->module_functions && !b->run->dataflow && !caller_names(b, until)) {
+    if (g->onnx_scopes && !b->run->dataflow && !caller_names(b, until)) {
         ok = false;
         goto out;
     }
