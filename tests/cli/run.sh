@@ -92,6 +92,10 @@ expect 0 "transformers   5.24" -- estimate $M/hf/gpt2.json --transformers 5.24 -
 expect 4 "--transformers 5.26 is not modelled: dnnmem builds transformers 4.40 to 5.25" -- \
     estimate $M/hf/gpt2.json --transformers 5.26
 expect 0 "transformers   5.25" -- estimate $M/hf/gpt2.json --transformers 5.25 -s 8
+# 5.25's from_pretrained kernelizes by default (use_kernels None -> True): on a GPU the
+# hub kernels are said to be left out, not silently assumed away
+expect 0 "hub_kernels    none: the model as from_config, or from_pretrained(use_kernels=False)" -- \
+    estimate $M/hf/gpt2.json --transformers 5.25 -s 8
 # and so is a PyTorch release outside the modelled ones, from the flag or a capture
 expect 4 "PyTorch 2.15 is not modelled: dnnmem has PyTorch's rules for 1.10 to 2.14" -- \
     estimate $M/hf/gpt2.json -s 8 --framework pytorch@2.15
@@ -584,7 +588,7 @@ expect 0 "quant          fp8 e4m3 weights [out, in], float32 weight_scale_inv pe
 expect 0 "compute capability 8.9 (the least fp8 kernels run on)" -- estimate "$T/v3-fp8.json" -s 16 \
     --transformers 4.56
 # transformers 5's experts are 3-D parameters, not the linears the quantizers replace
-expect 4 "transformers 5.24's MoE experts (3-D parameters) under quantization are not modelled" -- \
+expect 4 "transformers 5.25's MoE experts (3-D parameters) under quantization are not modelled" -- \
     estimate "$T/v3-fp8.json" -s 16
 expect 4 "fp8 checkpoints need compute capability 8.9 or later" -- estimate "$T/v3-fp8.json" -s 16 \
     --gpu A100-80GB
