@@ -233,9 +233,12 @@ int32_t hf_dec_core(struct hf *h, const struct dec *c, int32_t q, int32_t k, int
      * fold of it into [B * H, ., .] is the copy, a temporary of that call
      * (kept by BmmBackward in training): k's made with the scores, v's only
      * after the softmax. Measured: 5.25.0 small-falcon-7b bf16 eager
-     * inference, +3.1% while both were held through the softmax. Falcon's
-     * own 4.x-5.24 code indexes k and v with [-2], [-1]: copies, held */
-    bool kv_view = !h->sdpa && KV == 1 && H > 1 && !(c->kind == DK_FALCON && !c->shared_core);
+     * inference, +3.1% while both were held through the softmax. With a
+     * mask (no enable_gqa: sdpa_attention_forward's use_gqa_in_sdpa) sdpa
+     * gets the stride-0 views as they are (measured: 5.25.0 small-falcon-7b
+     * fp32 sdpa training, +1.6% while the two copies were made and kept).
+     * Falcon's own 4.x-5.24 code indexes k and v with [-2], [-1]: copies */
+    bool kv_view = (!h->sdpa || mask >= 0) && KV == 1 && H > 1 && !(c->kind == DK_FALCON && !c->shared_core);
     int32_t kr = kv_view ? k : hf_repeat_kv(h, k, H / KV, H, D);
     int32_t vr = kv_view ? v : hf_repeat_kv(h, v, H / KV, H, D);
     /* sdpa: .contiguous() (sdpa_attention_forward), or the views as they are
