@@ -347,7 +347,7 @@ static void mode_assumptions(struct dm_est *e)
         if (g->whisper) /* src/schedule/generate.c, whisper_decode */
             dm_assume(as, "mode", "option",
                       "generate: %s WhisperForConditionalGeneration.generate() of one 30 s "
-                      "segment (transformers 4.56-5.24, short-form): input_features [batch, "
+                      "segment (transformers 4.56-5.25, short-form): input_features [batch, "
                       "num_mel_bins, 2 * max_source_positions] copied into the segment, the "
                       "encoder once (its length fixed by the config; its output kept) with the "
                       "first decoder forward on [batch, 1] decoder_start_token_id (no forced "

@@ -354,8 +354,9 @@ enum dnnmem_status hf_mamba(struct hf *h, const char *type)
     if (h->st != DNNMEM_OK || !hf_begin(h, type))
         return h->st;
     h->g->eager_only = true; /* no attention */
-    h->g->mamba_kernels = "slow path (torch): transformers 5.24's mamba_selective_scan loop and "
-                          "causal_conv1d_fn fallback, no mamba_ssm / causal_conv1d kernels";
+    h->g->mamba_kernels = "slow path (torch): transformers 5.24 and 5.25's mamba_selective_scan "
+                          "loop and causal_conv1d_fn fallback, no mamba_ssm / causal_conv1d "
+                          "kernels";
     bool cache = c.use_cache && !h->train;
     int32_t ids = hf_causal_ids(h, c.layers, cache, false);
     if (ids < 0)
