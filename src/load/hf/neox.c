@@ -389,7 +389,16 @@ static int32_t falcon_attention_525(struct hf *h, const struct dec *c, int layer
     struct dec cc = *c;
     cc.shared_core = true;
     cc.sdpa_views = false;
-    int32_t o = hf_dec_core(h, &cc, q, k, v, mask, 1.0 / sqrt((double)D), pw);
+    /* F.scaled_dot_product_attention turns a bool mask into one of q's dtype
+     * per call (convert_boolean_attn_mask, aten/src/ATen/native/transformers/
+     * attention.cpp: where(mask.logical_not(), -inf, 0)), the tensor the
+     * kernel gets and, in training, keeps for backward: one [B, 1, S, S] per
+     * layer (measured: 5.25.0 tiny-falcon fp32 sdpa training, -0.70% while
+     * the bool mask went to the kernel) */
+    int32_t m = mask;
+    if (h->sdpa && mask >= 0)
+        m = hf_op(h, DM_OP_CastLike, 2, mask, q);
+    int32_t o = hf_dec_core(h, &cc, q, k, v, m, 1.0 / sqrt((double)D), pw);
     if (per_head)
         fused_parts_out(h, c, layer, parts);
     o = hf_lin(h, "dense", o, E, E, c->bias);
@@ -508,9 +517,17 @@ static int32_t build_rotary_lm(struct hf *h, const struct dec *c, int32_t ids)
      * makes the mask; from 5.25 sdpa_attention_forward hands it to the kernel
      * (not is_causal, no enable_gqa: falcon_attention_525) */
     bool falcon_sdpa_mask = k == DK_FALCON && h->sdpa && h->transformers >= 525;
-    int32_t mask = (h->sdpa && !falcon_sdpa_mask) || layer_rope
-                       ? -1
-                       : hf_dec_causal_mask(h, seq, "causal_mask");
+    /* 5.24 and 5.25's FalconModel: create_causal_mask (masking_utils.py),
+     * a [B, 1, S, S] mask: eager_mask's float one of the run's dtype, or
+     * sdpa_mask's bool one (hf_dec_causal_mask_batch) */
+    bool falcon_batch_mask = k == DK_FALCON && h->transformers >= 524;
+    int32_t mask = (h->sdpa && !falcon_sdpa_mask) || layer_rope ? -1
+                   : falcon_batch_mask ? hf_dec_causal_mask_batch(h, ids, seq, "causal_mask")
+                                       : hf_dec_causal_mask(h, seq, "causal_mask");
+    if (falcon_sdpa_mask) {
+        mask = hf_op(h, DM_OP_Cast, 1, mask);
+        hf_attr_i(h, "to", DM_BOOL);
+    }
     int32_t cos = -1, sin = -1;
     /* Falcon rotates q, k in [B, S, H, D] order, the others through cat */
     if (!layer_rope)
