@@ -188,6 +188,8 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-mamba-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== real transformers on the CPU: DeepSeek-V2/V3 of other dims (q_lora_rank or not, v above or below qk_nope), decode-heavy generation (4.56, 5.24)"
 	python3 tools/hf_oracle/compare.py tests/validation/hf-real-deepseek-cpu.jsonl --dnnmem $(B)/dnnmem --check
+	@echo "== real transformers on the CPU: 5.25.0, every kind of row above remeasured (Falcon's attention on the shared interface: docs/modelling.md \"tf525\")"
+	python3 tools/hf_oracle/compare.py tests/validation/hf-real-5.25-cpu.jsonl --dnnmem $(B)/dnnmem --check
 	@echo "== published GPU measurements (BERT, DistilBERT; eager vs sdpa)"
 	DNNMEM=$(B)/dnnmem sh tests/validation/published-gpu.sh
 	@echo "== published SDPA tables (Pythia-410m with transformers 4.42, OPT-350m with 4.46; --keep-outputs)"

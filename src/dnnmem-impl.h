@@ -35,16 +35,17 @@ struct json_t; /* jansson's (json_t): the parsed root of a JSON model file */
 #define DM_TORCH_OLDEST 110
 #define DM_TORCH_NEWEST 214
 #define DM_TRANSFORMERS_DEFAULT DM_TRANSFORMERS_NEWEST
-/* The transformers releases the HuggingFace front end models: 4.40 to 5.24,
- * the memory behaviour changing at 4.52, 4.54, 4.56 and 5.0 (each read in
- * that release's sources), measured at 4.51.3, 4.56.2 and 5.24.0
- * (tests/validation/hf-real-cpu.jsonl); 4.40 to 4.50 for gpt_neox and opt
+/* The transformers releases the HuggingFace front end models: 4.40 to 5.25,
+ * the memory behaviour changing at 4.52, 4.54, 4.56, 5.0 and 5.25 (Falcon's
+ * attention on the shared interface; each read in that release's sources),
+ * measured at 4.51.3, 4.56.2, 5.24.0 (tests/validation/hf-real-cpu.jsonl)
+ * and 5.25.0 (hf-real-5.25-cpu.jsonl); 4.40 to 4.50 for gpt_neox and opt
  * (changes at 4.42, 4.45, 4.46 and 4.49, measured at 4.42.4 and 4.46.3),
  * 4.48 to 4.50 for llama, mistral, gemma and gpt2 (measured at 4.48.3),
  * every other model type from DM_TRANSFORMERS_WIDE (hf.c's table). Others are refused (check.c, and hf_check per model type). */
 #define DM_TRANSFORMERS_OLDEST 440
 #define DM_TRANSFORMERS_WIDE 451
-#define DM_TRANSFORMERS_NEWEST 524
+#define DM_TRANSFORMERS_NEWEST 525
 /* The release of the graph dm_load_hf builds without options (the graph a
  * model loads with); an estimate for any other release builds its own
  * (check.c, o->rebuild). */

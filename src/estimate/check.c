@@ -552,11 +552,11 @@ static const struct check checks[] = {
     {O, {F_TRANSFORMERS, NOT(F_HF)}, USAGE,
      "%s: --transformers applies to HuggingFace config.json models", {A_PATH}},
     {O, {F_TRANSFORMERS_UNMODELLED}, UNSUP,
-     "--transformers %s.%s is not modelled: dnnmem builds transformers 4.40 to 5.24 (4.40 to "
+     "--transformers %s.%s is not modelled: dnnmem builds transformers 4.40 to 5.25 (4.40 to "
      "4.47 for gpt_neox and opt only, 4.48 to 4.50 also llama, mistral, gemma and gpt2; its "
-     "memory behaviour read at 4.42, 4.45, 4.46, 4.49, 4.52, 4.54, 4.56, 5.0 and, for MoE "
-     "experts, 5.3, 5.4 and 5.8; measured at 4.42.4, 4.46.3, 4.48.3, 4.49.0, 4.51.3, 4.56.2, "
-     "5.0.0 and 5.24.0)",
+     "memory behaviour read at 4.42, 4.45, 4.46, 4.49, 4.52, 4.54, 4.56, 5.0, 5.25 and, for "
+     "MoE experts, 5.3, 5.4 and 5.8; measured at 4.42.4, 4.46.3, 4.48.3, 4.49.0, 4.51.3, "
+     "4.56.2, 5.0.0, 5.24.0 and 5.25.0)",
      {A_TF_MAJOR, A_TF_MINOR}},
     {O, {F_ATTN_BAD}, USAGE, "unknown attention implementation %s", {A_ATTN}},
     {O, {F_ATTN, NOT(F_HF)}, USAGE,

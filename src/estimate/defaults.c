@@ -216,6 +216,19 @@ static void attention_assumptions(struct dm_est *e)
                         "GPT-2's last-position logits from 5.0"
                       : o->transformers >= 456 ? "; from 4.56 the cache layers keep copies of k and v"
                       : "");
+    /* transformers 5.25 makes `kernels` a dependency and from_pretrained's
+     * use_kernels default None, taken as True (modeling_utils.py 5.25.0;
+     * 5.24.0: False): kernelize() then swaps in the hub's layers where its
+     * mapping has the device (integrations/hub_kernels.py 5.25.0: CUDA and
+     * ROCm LigerRMSNorm, CUDA rotary, inference activations; none for the
+     * CPU). They are not modelled: said, not guessed */
+    if (o->hf && o->transformers >= 525 && !cpu)
+        dm_assume(as, "hub_kernels", "default",
+                  "none: the model as from_config, or from_pretrained(use_kernels=False) or "
+                  "USE_HUB_KERNELS=NO, builds it; transformers %d.%d's from_pretrained "
+                  "kernelizes by default (its hub RMSNorm, rotary and activation kernels on "
+                  "this device are not modelled)",
+                  o->transformers / 100, o->transformers % 100);
     /* before the model's sdpa path (GPT-NeoX 4.42, OPT 4.46): auto is eager */
     bool no_sdpa_yet = g->sdpa_since && o->transformers < g->sdpa_since;
     const char *no_sdpa_text =
@@ -335,7 +348,7 @@ static void mode_assumptions(struct dm_est *e)
         if (g->whisper) /* src/schedule/generate.c, whisper_decode */
             dm_assume(as, "mode", "option",
                       "generate: %s WhisperForConditionalGeneration.generate() of one 30 s "
-                      "segment (transformers 4.56-5.24, short-form): input_features [batch, "
+                      "segment (transformers 4.56-5.25, short-form): input_features [batch, "
                       "num_mel_bins, 2 * max_source_positions] copied into the segment, the "
                       "encoder once (its length fixed by the config; its output kept) with the "
                       "first decoder forward on [batch, 1] decoder_start_token_id (no forced "

@@ -44,7 +44,7 @@ void dm_assume(struct dm_assumptions *as, const char *key, const char *source, c
      * 4.51 came out (April 2025); read by the schedule's rules and, through                       \
      * variant.c (struct dm_hf_env), by the HuggingFace builder */                                 \
     X(TORCH, INT, "framework", c->torch_version != 0, c->torch_version, DM_TORCH_DEFAULT)          \
-    /* transformers 5.24 (DM_TRANSFORMERS_DEFAULT), the newest release modelled                   \
+    /* transformers 5.25 (DM_TRANSFORMERS_DEFAULT), the newest release modelled                   \
      * (issue 14: a user's default is the newest, printed with the result); the                   \
      * graph as loaded is 4.51's (DM_TRANSFORMERS_BASE), the release the families                  \
      * of src/load/hf/ are written against; the HuggingFace builder reads the                      \

@@ -85,10 +85,17 @@ expect 4 "function-recursive.onnx: the model's local functions call each other m
 # a transformers release outside the modelled ones is refused, naming them
 expect 4 "--transformers 4.40 for model_type 'gpt2' is not modelled: dnnmem builds it from transformers 4.48" -- \
     estimate $M/hf/gpt2.json --transformers 4.40
-expect 4 "--transformers 4.39 is not modelled: dnnmem builds transformers 4.40 to 5.24" -- \
+expect 4 "--transformers 4.39 is not modelled: dnnmem builds transformers 4.40 to 5.25" -- \
     estimate $M/hf/gpt2.json --transformers 4.39
 expect 4 "--transformers 5.30 is not modelled" -- estimate $M/hf/gpt2.json --transformers 5.30
 expect 0 "transformers   5.24" -- estimate $M/hf/gpt2.json --transformers 5.24 -s 8
+expect 4 "--transformers 5.26 is not modelled: dnnmem builds transformers 4.40 to 5.25" -- \
+    estimate $M/hf/gpt2.json --transformers 5.26
+expect 0 "transformers   5.25" -- estimate $M/hf/gpt2.json --transformers 5.25 -s 8
+# 5.25's from_pretrained kernelizes by default (use_kernels None -> True): on a GPU the
+# hub kernels are said to be left out, not silently assumed away
+expect 0 "hub_kernels    none: the model as from_config, or from_pretrained(use_kernels=False)" -- \
+    estimate $M/hf/gpt2.json --transformers 5.25 -s 8
 # and so is a PyTorch release outside the modelled ones, from the flag or a capture
 expect 4 "PyTorch 2.15 is not modelled: dnnmem has PyTorch's rules for 1.10 to 2.14" -- \
     estimate $M/hf/gpt2.json -s 8 --framework pytorch@2.15
@@ -581,7 +588,7 @@ expect 0 "quant          fp8 e4m3 weights [out, in], float32 weight_scale_inv pe
 expect 0 "compute capability 8.9 (the least fp8 kernels run on)" -- estimate "$T/v3-fp8.json" -s 16 \
     --transformers 4.56
 # transformers 5's experts are 3-D parameters, not the linears the quantizers replace
-expect 4 "transformers 5.24's MoE experts (3-D parameters) under quantization are not modelled" -- \
+expect 4 "transformers 5.25's MoE experts (3-D parameters) under quantization are not modelled" -- \
     estimate "$T/v3-fp8.json" -s 16
 expect 4 "fp8 checkpoints need compute capability 8.9 or later" -- estimate "$T/v3-fp8.json" -s 16 \
     --gpu A100-80GB
@@ -684,10 +691,10 @@ expect 0 "flash_attention_2: flash-attn's flash_attn_func" -- \
     estimate $H/opt-125m.json -s 8 --attn flash --precision fp16
 expect 0 "flash_attention_2: flash-attn's flash_attn_func" -- \
     estimate $H/gpt2.json -s 8 --attn flash --precision fp16
-# the transformers release: 5.24, the newest modelled, by default; a bf16 config runs
+# the transformers release: 5.25, the newest modelled, by default; a bf16 config runs
 # in bf16 (its torch_dtype) in every release unless --precision says otherwise; 5.x
 # passes grouped keys/values to sdpa (enable_gqa): the math kernel in float32
-expect 0 "transformers   5.24 (its modelling code, as the HuggingFace front end builds it; the newest release modelled)" -- \
+expect 0 "transformers   5.25 (its modelling code, as the HuggingFace front end builds it; the newest release modelled)" -- \
     estimate $H/Qwen3-0.6B.json -s 64
 expect 0 "precision      bf16: the config's torch_dtype bfloat16" -- \
     estimate $H/Qwen3-0.6B.json -s 64 --transformers 4.51

@@ -360,7 +360,7 @@ static void test_defaults(void **state)
     cfg.mode = DNNMEM_MODE_TRAIN;
     struct dnnmem_result *r = run(m, &cfg);
     const char *src = NULL;
-    assert_non_null(strstr(assumed(r, "transformers", &src), "5.24 ("));
+    assert_non_null(strstr(assumed(r, "transformers", &src), "5.25 ("));
     assert_string_equal(src, "default");
     assert_non_null(strstr(assumed(r, "transformers", NULL), "the newest release modelled"));
     assert_non_null(strstr(assumed(r, "precision", &src), "bf16: the config's torch_dtype bfloat16"));

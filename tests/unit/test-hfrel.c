@@ -81,7 +81,7 @@ static void train_cfg(struct dnnmem_config *cfg, int64_t b, int64_t s)
     cfg->optimizer = DNNMEM_OPT_SGD;
 }
 
-/* --transformers accepts 4.40 to 5.24, below 4.51 only gpt_neox and opt, and
+/* --transformers accepts 4.40 to 5.25 (5.26 is refused), below 4.51 only gpt_neox and opt, and
  * from 4.48 also llama, mistral, gemma and gpt2;
  * their sdpa paths start at 4.42 (GPT-NeoX) and 4.46 (OPT): --attn sdpa
  * before is refused, auto is eager (transformers' _supports_sdpa is false);
@@ -93,7 +93,10 @@ static void test_release_range(void **state)
     train_cfg(&cfg, 2, 64);
     cfg.transformers_version = 439;
     expect_refusal("tests/models/hf/tiny-neox.json", &cfg, DNNMEM_E_UNSUPPORTED,
-                   "builds transformers 4.40 to 5.24");
+                   "builds transformers 4.40 to 5.25");
+    cfg.transformers_version = 526;
+    expect_refusal("tests/models/hf/tiny-neox.json", &cfg, DNNMEM_E_UNSUPPORTED,
+                   "--transformers 5.26 is not modelled: dnnmem builds transformers 4.40 to 5.25");
     cfg.transformers_version = 447;
     expect_refusal("tests/models/hf/tiny-llama-gqa.json", &cfg, DNNMEM_E_UNSUPPORTED,
                    "'llama' is not modelled: dnnmem builds it from transformers 4.48");
@@ -442,13 +445,91 @@ static void test_gptoss(void **state)
     dnnmem_model_free(m);
 }
 
+/* Falcon from transformers 5.25 (modeling_falcon.py 5.25.0: FalconAttention
+ * on the shared eager_attention_forward). bf16 eager inference on the CPU, B
+ * 2, S 128, both peaking at layer 1's softmax:
+ *  - tiny-falcon (new architecture, 8 heads of 32, 2 KV heads): 5.25's
+ *    softmax runs in float32 (the bf16 scores + mask [2, 8, 128, 128] =
+ *    524288 bytes converted to a float32 copy, 1048576, and the float32
+ *    probabilities, 1048576), where 5.24's FalconAttention took the softmax
+ *    in the run's dtype (bf16 probabilities, 524288); the previous layer's
+ *    probabilities, cast back to bf16, stay in FalconModel's `outputs`.
+ *    Measured (tools/hf_oracle, torch 2.13): 5.24.0 6828096 bytes, 5.25.0
+ *    7745600 bytes;
+ *    FalconModel's create_causal_mask is eager_mask's [B, 1, S, S] bf16
+ *    tensor, 65536 bytes (5.24 and 5.25; aten::where in the trace);
+ *  - small-falcon-7b (multi-query, 4 heads of 64, 1 KV head): repeat_kv of
+ *    the one key/value head is a view, the matmul folds its temporaries, so
+ *    no [2, 4, 128, 64] repeated k or v is live at the softmax. Measured:
+ *    5.25.0 7379072 bytes;
+ *  - tiny-falcon fp32 sdpa training with Adam: sdpa_mask's bool [2, 1, 128,
+ *    128] goes to F.scaled_dot_product_attention, which converts it to a
+ *    float32 mask per call (convert_boolean_attn_mask) that the CPU flash
+ *    kernel keeps for backward: 131072 bytes a layer, both live at the loss
+ *    backward's peak. Measured: 5.25.0 32690388 bytes. */
+static void test_falcon_525(void **state)
+{
+    (void)state;
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.device = DNNMEM_DEVICE_CPU;
+    cfg.torch_version = 213;
+    cfg.cpu_threads = 1;
+    cfg.attn = DNNMEM_ATTN_EAGER;
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    cfg.batch_size = 2;
+    cfg.seq_len = 128;
+    cfg.n_top_tensors = 100;
+    dnnmem_model *m = load("tests/models/hf/tiny-falcon.json");
+    cfg.transformers_version = 525;
+    struct dnnmem_result *r = run(m, &cfg);
+    assert_int_equal(live_bytes(r, "/transformer/h.1/self_attention/Softmax_output_0"), 1048576);
+    assert_int_equal(live_bytes(r, "/transformer/h.1/self_attention/Cast_output_0"), 1048576);
+    assert_int_equal(live_bytes(r, "/transformer/h.0/self_attention/CastLike_output_0"), 524288);
+    assert_int_equal(live_bytes(r, "causal_mask"), 65536);
+    assert_true(r->peak_allocated > 7745600 - 7745600 / 500 &&
+                r->peak_allocated < 7745600 + 7745600 / 500);
+    dnnmem_result_free(r);
+    cfg.transformers_version = 524;
+    r = run(m, &cfg);
+    assert_int_equal(live_bytes(r, "/transformer/h.1/self_attention/Softmax_output_0"), 524288);
+    assert_int_equal(live_bytes(r, "causal_mask"), 65536);
+    assert_true(r->peak_allocated > 6828096 - 6828096 / 500 &&
+                r->peak_allocated < 6828096 + 6828096 / 500);
+    dnnmem_result_free(r);
+    cfg.transformers_version = 525;
+    cfg.attn = DNNMEM_ATTN_SDPA;
+    cfg.precision = DNNMEM_PRECISION_FP32;
+    cfg.mode = DNNMEM_MODE_TRAIN;
+    cfg.optimizer = DNNMEM_OPT_ADAM;
+    r = run(m, &cfg);
+    assert_int_equal(live_bytes(r, "/transformer/h.0/self_attention/CastLike_output_0"), 131072);
+    assert_int_equal(live_bytes(r, "/transformer/h.1/self_attention/CastLike_output_0"), 131072);
+    assert_true(r->peak_allocated > 32690388 - 32690388 / 500 &&
+                r->peak_allocated < 32690388 + 32690388 / 500);
+    dnnmem_result_free(r);
+    cfg.attn = DNNMEM_ATTN_EAGER;
+    cfg.precision = DNNMEM_PRECISION_BF16;
+    cfg.mode = DNNMEM_MODE_INFER;
+    dnnmem_model_free(m);
+    m = load("tests/validation/hf-small/small-falcon-7b.json");
+    cfg.transformers_version = 525;
+    r = run(m, &cfg);
+    for (size_t i = 0; i < r->n_live; i++)
+        assert_null(strstr(r->live[i].name, "h.1/self_attention/Expand"));
+    assert_true(r->peak_allocated > 7379072 - 7379072 / 100 &&
+                r->peak_allocated < 7379072 + 7379072 / 100);
+    dnnmem_result_free(r);
+    dnnmem_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_release_range),   cmocka_unit_test(test_legacy_graphs),
         cmocka_unit_test(test_opt_clamp), cmocka_unit_test(test_flash_output_order),
         cmocka_unit_test(test_matmul_fold),     cmocka_unit_test(test_keep_outputs),
-        cmocka_unit_test(test_moe_decode),      cmocka_unit_test(test_gptoss),
+        cmocka_unit_test(test_moe_decode),      cmocka_unit_test(test_gptoss), cmocka_unit_test(test_falcon_525),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

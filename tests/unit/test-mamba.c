@@ -210,7 +210,7 @@ static void test_refused(void **state)
     assert_int_equal(refused(TINY "}", &cfg, msg, sizeof msg), DNNMEM_E_UNSUPPORTED);
     cfg.transformers_version = 500;
     assert_int_equal(refused(TINY "}", &cfg, msg, sizeof msg), DNNMEM_E_UNSUPPORTED);
-    assert_non_null(strstr(msg, "modelled: transformers 4.56 and 5.24"));
+    assert_non_null(strstr(msg, "modelled: transformers 4.56, 5.24 and 5.25"));
     cfg.transformers_version = 551;
     assert_int_equal(refused(TINY "}", &cfg, msg, sizeof msg), DNNMEM_E_UNSUPPORTED);
     cfg.transformers_version = 524;

@@ -215,7 +215,7 @@ int32_t hf_dec_core(struct hf *h, const struct dec *c, int32_t q, int32_t k, int
         return hf_reshape(h, o, INTS(0, 0, -1));
     }
     int32_t o, p = -1;
-    if (h->sdpa && c->kind == DK_FALCON && KV < H) { /* multi-query, broadcast */
+    if (h->sdpa && c->kind == DK_FALCON && !c->shared_core && KV < H) { /* multi-query, broadcast */
         *pw = -1;
         o = hf_sdpa_broadcast(h, q, k, v, mask, H, KV, D, scale);
         o = hf_transpose(h, o, INTS(0, 2, 1, 3));
@@ -226,8 +226,21 @@ int32_t hf_dec_core(struct hf *h, const struct dec *c, int32_t q, int32_t k, int
         o = hf_transpose(h, o, INTS(0, 2, 1, 3));
         return hf_reshape(h, o, INTS(0, 0, -1));
     }
-    int32_t kr = hf_repeat_kv(h, k, H / KV, H, D);
-    int32_t vr = hf_repeat_kv(h, v, H / KV, H, D);
+    /* eager_attention_forward's repeat_kv of a single key/value head
+     * (multi-query: Falcon-7B from 5.25, Gemma-2B): expand(B, 1, H, S, D)
+     * .reshape(B, H, S, D) only drops the size-1 dim, a view with stride 0
+     * on the heads (computeStride, TensorShape.cpp), and each torch.matmul's
+     * fold of it into [B * H, ., .] is the copy, a temporary of that call
+     * (kept by BmmBackward in training): k's made with the scores, v's only
+     * after the softmax. Measured: 5.25.0 small-falcon-7b bf16 eager
+     * inference, +3.1% while both were held through the softmax. With a
+     * mask (no enable_gqa: sdpa_attention_forward's use_gqa_in_sdpa) sdpa
+     * gets the stride-0 views as they are (measured: 5.25.0 small-falcon-7b
+     * fp32 sdpa training, +1.6% while the two copies were made and kept).
+     * Falcon's own 4.x-5.24 code indexes k and v with [-2], [-1]: copies */
+    bool kv_view = (!h->sdpa || mask >= 0) && KV == 1 && H > 1 && !(c->kind == DK_FALCON && !c->shared_core);
+    int32_t kr = kv_view ? k : hf_repeat_kv(h, k, H / KV, H, D);
+    int32_t vr = kv_view ? v : hf_repeat_kv(h, v, H / KV, H, D);
     /* sdpa: .contiguous() (sdpa_attention_forward), or the views as they are
      * (c->sdpa_views); eager: torch.matmul's fold (hf_matmul_fold) */
     bool views = h->sdpa && (c->sdpa_views || h->sdpa_as_is);
@@ -243,9 +256,12 @@ int32_t hf_dec_core(struct hf *h, const struct dec *c, int32_t q, int32_t k, int
     } else if (h->sdpa) {
         o = hf_sdpa_attention(h, (int32_t[]){q, kr, vr}, -1, true, H, H, D, D, scale, c->attn_drop);
     } else {
+        if (kv_view)
+            kr = hf_repeat_kv(h, k, H, H, D);
         int32_t kt = hf_transpose(h, kr, INTS(0, 1, 3, 2));
         int32_t s = hf_op(h, DM_OP_MatMul, 2, q, kt);
-        if (c->kind != DK_FALCON) /* Falcon: scores /= sqrt(D), in place */
+        bool own = c->kind == DK_FALCON && !c->shared_core; /* Falcon's own code */
+        if (!own) /* Falcon: scores /= sqrt(D), in place */
             s = hf_op(h, DM_OP_Mul, 2, s, hf_const_f(h, scale));
         if (c->attn_cap > 0) { /* Gemma 2: / cap, tanh, * cap */
             s = hf_op(h, DM_OP_Div, 2, s, hf_const_f(h, c->attn_cap));
@@ -255,7 +271,7 @@ int32_t hf_dec_core(struct hf *h, const struct dec *c, int32_t q, int32_t k, int
         int32_t scores = s;
         if (mask >= 0)
             s = hf_op(h, DM_OP_Add, 2, s, mask);
-        if (c->kind == DK_FALCON || c->kind == DK_BIOGPT) {
+        if (own || c->kind == DK_BIOGPT) {
             /* Falcon: softmax(scores + mask, dtype=hidden_states.dtype), BART's
              * (BioGPT) plain softmax: in the run's dtype */
             p = hf_op(h, DM_OP_Softmax, 1, s);
@@ -265,16 +281,18 @@ int32_t hf_dec_core(struct hf *h, const struct dec *c, int32_t q, int32_t k, int
         }
         /* Falcon: scores = softmax(scores + mask): the variable holds the
          * scores until softmax returns */
-        if (c->kind == DK_FALCON)
+        if (own)
             hf_hold(h, scores, hf_last_node(h));
         p = hf_dropout(h, p, c->attn_drop);
         if (H == KV)
             vr = hf_matmul_fold(h, v, H, D);
+        else if (kv_view)
+            vr = hf_repeat_kv(h, v, H, H, D);
         o = hf_op(h, DM_OP_MatMul, 2, p, vr);
     }
     o = hf_transpose(h, o, INTS(0, 2, 1, 3));
     o = hf_reshape(h, o, INTS(0, 0, -1));
-    if (H != KV) { /* the repeat_kv results, eager_attention_forward's locals */
+    if (H != KV && !kv_view) { /* the repeat_kv results, eager_attention_forward's locals */
         hf_hold(h, kr, hf_last_node(h));
         hf_hold(h, vr, hf_last_node(h));
     }

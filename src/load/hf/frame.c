@@ -97,7 +97,7 @@ static void read_task_fields(struct hf *h, const char *cls)
     bool bias = st || hf_get_bool(h, "token_classification_bias", true);
     if (!bias && h->transformers <= 500)
         bias = true;
-    else if (!bias && h->transformers < DM_TRANSFORMERS_NEWEST)
+    else if (!bias && h->transformers < 524)
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
                 "config field 'token_classification_bias' is false: transformers 5.24 reads it, "
                 "5.0 does not; --transformers %d.%d's %s is not modelled",
@@ -184,7 +184,7 @@ int64_t hf_num_labels(struct hf *h)
     int64_t in_map = (int64_t)json_object_size(labels);
     if (!json_object_get(h->root, "num_labels") || n == in_map || h->transformers <= 500)
         return in_map;
-    if (h->transformers < DM_TRANSFORMERS_NEWEST)
+    if (h->transformers < 524)
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
                 "config fields 'num_labels' (%lld) and 'id2label' (%lld entries) disagree: "
                 "transformers 5.0 takes id2label's, 5.24 num_labels; --transformers %d.%d's "

@@ -133,9 +133,9 @@ static const struct hf_arch archs[] = {
     {"gemma3_text", hf_gemma, 1, 0, TARGETS(qv), NULL, 0, 0},
     /* the multimodal Gemma 3 wrapper: its text_config's causal LM */
     {"gemma3", hf_gemma, 1, HF_ANY_ARCH | HF_TEXT_CONFIG, NULL, 0, "Gemma3", 0, 0},
-    /* gpt_oss: 4.56-5.24 (gptoss.c; 4.55's CPU inference ran all experts at once) */
+    /* gpt_oss: 4.56-5.25 (gptoss.c; 4.55's CPU inference ran all experts at once) */
     {"gpt_oss", hf_gptoss, 0, 0, NULL, 0, "GptOss", 456, 0},
-    /* mamba: 4.56 and 5.24, the torch slow path (mamba.c) */
+    /* mamba: 4.56, 5.24 and 5.25, the torch slow path (mamba.c) */
     {"mamba", hf_mamba, 0, 0, NULL, 0, "Mamba", 456, 0},
 };
 #undef ALL

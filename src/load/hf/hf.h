@@ -242,6 +242,9 @@ struct dec {
     bool hybrid; /* generate() builds a HybridCache (cache_implementation "hybrid") */
     bool sdpa_views; /* the family's own sdpa class passes q, k, v to the kernel as the
                         views they are (no .contiguous(): hf_dec_core) */
+    bool shared_core; /* a family with its own attention code (Falcon before 5.25) runs the
+                         shared eager_attention_forward / sdpa_attention_forward instead
+                         (hf_dec_core's generic path) */
 };
 
 /* ---- hf.c: the registry and the frame every family builds in */

@@ -104,12 +104,22 @@ static void read_config(struct hf *h, struct mamba *c)
                 "loop of the torch path (mambapy's pscan is not modelled)");
 }
 
-/* What the run asks that is not modelled (the header's list). */
+/* What the run asks that is not modelled (the header's list). 5.25 builds
+ * 5.24's graph: its MambaMixer moved the conv and the scan into
+ * causal_conv1d_forward and mamba_scan_forward (modeling_mamba.py 5.25.0:
+ * tensor_split views, torch.cat of the one scan output, after the scan's
+ * peak), measured at 5.25.0 on torch 2.13 CPU within 0.84% (45 rows,
+ * tests/validation/hf-real-5.25-cpu.jsonl). Not modelled, as at 5.24: the
+ * weight-derived A = -exp(A_log.float()) (the front end's graphs compute no
+ * weight-only tensor), which 5.25 makes twice (the mixer's and the scan's:
+ * 4 x D x N bytes more at every measured inference peak), and the 8-byte
+ * cumulative_length_linear per layer of 5.25's LinearAttentionLayer
+ * (cache_utils.py 5.25.0): -0.1% to -0.6% at inference. */
 static void check_run(struct hf *h)
 {
     const char *what = NULL;
-    if (h->transformers != 456 && h->transformers != 524)
-        what = "a transformers release other than 4.56 and 5.24";
+    if (h->transformers != 456 && h->transformers != 524 && h->transformers != 525)
+        what = "a transformers release other than 4.56, 5.24 and 5.25";
     else if (!h->cpu)
         what = "the CUDA kernels path (mamba_ssm, causal_conv1d; any --device but cpu)";
     else if (h->half || h->amp)
@@ -118,15 +128,15 @@ static void check_run(struct hf *h)
         what = "--mode generate";
     else if (h->lora)
         what = "LoRA adapters";
-    else if (h->ckpt && h->transformers != 524)
-        what = "gradient checkpointing (--checkpoint) on 4.56 (measured on 5.24)";
+    else if (h->ckpt && h->transformers < 524)
+        what = "gradient checkpointing (--checkpoint) on 4.56 (measured on 5.24 and 5.25)";
     else if (h->q.method != Q_NONE || h->opt_quant != DNNMEM_QUANT_NONE)
         what = "quantized linear layers";
     if (what)
         hf_fail(h, DNNMEM_E_UNSUPPORTED,
-                "model_type 'mamba': %s is not modelled; modelled: transformers 4.56 and 5.24, "
-                "the torch slow path (no mamba_ssm / causal_conv1d kernels) on --device cpu, "
-                "float32, training (gradient checkpointing on 5.24) and inference",
+                "model_type 'mamba': %s is not modelled; modelled: transformers 4.56, 5.24 and "
+                "5.25, the torch slow path (no mamba_ssm / causal_conv1d kernels) on --device "
+                "cpu, float32, training (gradient checkpointing on 5.24 and 5.25) and inference",
                 what);
 }
 
@@ -344,8 +354,9 @@ enum dnnmem_status hf_mamba(struct hf *h, const char *type)
     if (h->st != DNNMEM_OK || !hf_begin(h, type))
         return h->st;
     h->g->eager_only = true; /* no attention */
-    h->g->mamba_kernels = "slow path (torch): transformers 5.24's mamba_selective_scan loop and "
-                          "causal_conv1d_fn fallback, no mamba_ssm / causal_conv1d kernels";
+    h->g->mamba_kernels = "slow path (torch): transformers 5.24 and 5.25's mamba_selective_scan "
+                          "loop and causal_conv1d_fn fallback, no mamba_ssm / causal_conv1d "
+                          "kernels";
     bool cache = c.use_cache && !h->train;
     int32_t ids = hf_causal_ids(h, c.layers, cache, false);
     if (ids < 0)

@@ -324,6 +324,91 @@ static int32_t phi3_attention(struct hf *h, const struct dec *c, int layer, int3
     return o;
 }
 
+/* FalconAttention from 5.25 (modeling_falcon.py 5.25.0, moved onto the
+ * attention interface; 5.24.0's _split_heads, own eager / sdpa code and
+ * FalconFlashAttention2 are gone): fused_qkv = query_key_value(x).view(B, S,
+ * -1, D); the new architecture's grouped view [B, S, KV, H/KV + 2, D] gives
+ * the queries by flatten(-3, -2) (a copy: the groups are strided) and the key
+ * and value as views [B, S, KV, D] (5.24 broadcast them to every head and
+ * flattened them: copies); multi-query splits views [H, 1, 1] (5.24 indexed
+ * k and v with [-2], [-1]); the others unflatten(-2, (H, 3)).unbind(-2),
+ * views as before. transpose(1, 2), apply_rotary_pos_emb on q and k (in
+ * their [B, S, H, D] memory order, as LlamaAttention's), the cache update,
+ * then the shared eager_attention_forward (repeat_kv, scores * scaling, +
+ * mask, float32 softmax cast back, dropout(attention_dropout), @ v; 5.24:
+ * scores /= sqrt(D) in place and a softmax in the run's dtype) or
+ * sdpa_attention_forward (FalconModel always passes a mask,
+ * allow_is_causal_skip=False, so use_gqa_in_sdpa is false and repeat_kv
+ * copies k and v to every head). attn_output.reshape(B, S, -1).contiguous()
+ * (a view of the interface's contiguous output), dense. The eager
+ * probabilities are returned as 5.24's were (the decoder layer's outputs). */
+static int32_t falcon_attention_525(struct hf *h, const struct dec *c, int layer, int32_t x,
+                                    int32_t cos, int32_t sin, int32_t mask, int32_t *pw,
+                                    int32_t parts[3])
+{
+    int64_t E = c->hidden, H = c->heads, KV = c->kv_heads, D = c->head_dim;
+    int64_t out = c->new_arch ? (H + 2 * KV) * D : c->multi_query ? E + 2 * D : 3 * E;
+    bool per_head = !c->new_arch && !c->multi_query;
+    int32_t qkv = hf_lin(h, "query_key_value", x, E, out, c->bias);
+    int64_t g = c->new_arch ? KV : 1, per = per_head ? 1 : H / g;
+    int32_t r = per_head ? hf_reshape(h, qkv, INTS(0, 0, H, 3 * D))
+                         : hf_reshape(h, qkv, INTS(0, 0, g, per + 2, D));
+    int32_t sp = per_head ? hf_const_ints(h, INTS(D, D, D)) : hf_const_ints(h, INTS(per, 1, 1));
+    struct dm_node *n = hf_node(h, DM_OP_Split, 2, (int32_t[]){r, sp}, 3);
+    if (!n)
+        return -1;
+    hf_attr_i(h, "axis", 3);
+    hf_attr_i(h, "view", 1); /* narrow()s, unbind: views of the fused output */
+    for (int j = 0; j < 3; j++)
+        parts[j] = h->g->nodes[h->g->n_nodes - 1].out[j];
+    int32_t q = parts[0], k = parts[1], v = parts[2];
+    if (!per_head) {
+        /* q: flatten(-3, -2), a copy of the strided groups (a view of the one
+         * group of multi-query); k, v: the group's index, views */
+        int32_t one = hf_const_ints(h, INTS(c->new_arch ? 3 : 2));
+        q = g > 1 ? hf_reshape(h, q, INTS(0, 0, H, D)) : hf_op(h, DM_OP_Squeeze, 2, q, one);
+        one = hf_const_ints(h, INTS(3));
+        k = hf_op(h, DM_OP_Squeeze, 2, k, one);
+        v = hf_op(h, DM_OP_Squeeze, 2, v, one);
+    }
+    h->out_name = hf_cache_at_make(h, hf_present_name(h, c, layer, "value"));
+    v = hf_transpose(h, v, INTS(0, 2, 1, 3));
+    int32_t q_states = q;
+    q = hf_transpose(h, hf_rope(h, q, cos, sin, D, NULL), INTS(0, 2, 1, 3));
+    k = hf_rope(h, k, cos, sin, D, NULL);
+    h->out_name = hf_cache_at_make(h, hf_present_name(h, c, layer, "key"));
+    k = hf_transpose(h, k, INTS(0, 2, 1, 3));
+    /* the query copy goes when apply_rotary_pos_emb returns, after both */
+    hf_hold(h, q_states, hf_last_node(h));
+    int32_t k_embed = k, v_states = v;
+    hf_dec_cache_update(h, c, layer, &k, &v);
+    if (h->cache_copy && c->use_cache) { /* rebound when update returns, after both copies */
+        hf_hold(h, k_embed, hf_last_node(h));
+        hf_hold(h, v_states, hf_last_node(h));
+    }
+    struct dec cc = *c;
+    cc.shared_core = true;
+    cc.sdpa_views = false;
+    /* F.scaled_dot_product_attention turns a bool mask into one of q's dtype
+     * per call (convert_boolean_attn_mask, aten/src/ATen/native/transformers/
+     * attention.cpp: where(mask.logical_not(), -inf, 0)), the tensor the
+     * kernel gets and, in training, keeps for backward: one [B, 1, S, S] per
+     * layer (measured: 5.25.0 tiny-falcon fp32 sdpa training, -0.70% while
+     * the bool mask went to the kernel) */
+    int32_t m = mask;
+    if (h->sdpa && mask >= 0)
+        m = hf_op(h, DM_OP_CastLike, 2, mask, q);
+    int32_t o = hf_dec_core(h, &cc, q, k, v, m, 1.0 / sqrt((double)D), pw);
+    if (per_head)
+        fused_parts_out(h, c, layer, parts);
+    o = hf_lin(h, "dense", o, E, E, c->bias);
+    hf_hold(h, qkv, hf_last_node(h)); /* fused_qkv, a local until forward returns */
+    hf_hold(h, *pw, hf_last_node(h));
+    hf_hold_all(h, parts, 3, hf_last_node(h));
+    hf_hold_qkv(h, q, k, v);
+    return o;
+}
+
 /* FalconAttention (4.51-4.56): query_key_value, then _split_heads: per-head
  * q/k/v views of the fused output (which the cached value keeps alive, as
  * for NeoX), or multi-query (q a view, k and v indexed copies), or the
@@ -428,7 +513,21 @@ static int32_t build_rotary_lm(struct hf *h, const struct dec *c, int32_t ids)
      * given); 4.45-4.48 add the model's causal mask in eager */
     bool legacy = k == DK_NEOX && h->transformers < 449;
     bool layer_rope = legacy && h->transformers < 445;
-    int32_t mask = h->sdpa || layer_rope ? -1 : hf_dec_causal_mask(h, seq, "causal_mask");
+    /* FalconModel's create_causal_mask(allow_is_causal_skip=False) always
+     * makes the mask; from 5.25 sdpa_attention_forward hands it to the kernel
+     * (not is_causal, no enable_gqa: falcon_attention_525) */
+    bool falcon_sdpa_mask = k == DK_FALCON && h->sdpa && h->transformers >= 525;
+    /* 5.24 and 5.25's FalconModel: create_causal_mask (masking_utils.py),
+     * a [B, 1, S, S] mask: eager_mask's float one of the run's dtype, or
+     * sdpa_mask's bool one (hf_dec_causal_mask_batch) */
+    bool falcon_batch_mask = k == DK_FALCON && h->transformers >= 524;
+    int32_t mask = (h->sdpa && !falcon_sdpa_mask) || layer_rope ? -1
+                   : falcon_batch_mask ? hf_dec_causal_mask_batch(h, ids, seq, "causal_mask")
+                                       : hf_dec_causal_mask(h, seq, "causal_mask");
+    if (falcon_sdpa_mask) {
+        mask = hf_op(h, DM_OP_Cast, 1, mask);
+        hf_attr_i(h, "to", DM_BOOL);
+    }
     int32_t cos = -1, sin = -1;
     /* Falcon rotates q, k in [B, S, H, D] order, the others through cat */
     if (!layer_rope)
@@ -475,7 +574,9 @@ static int32_t build_rotary_lm(struct hf *h, const struct dec *c, int32_t ids)
                 y = hf_ln(h, "input_layernorm", x, E, c->eps);
             }
             s = hf_enter(h, "self_attention");
-            a = falcon_attention(h, c, i, y, cos, sin, mask, &w, parts);
+            a = h->transformers >= 525
+                    ? falcon_attention_525(h, c, i, y, cos, sin, mask, &w, parts)
+                    : falcon_attention(h, c, i, y, cos, sin, mask, &w, parts);
             hf_leave(h, s);
             if (!c->new_arch && !c->parallel) {
                 residual = hf_op(h, DM_OP_Add, 2, x, hf_dropout(h, a, c->attn_drop));
