@@ -251,7 +251,7 @@ enum dnnmem_status dm_infer_shapes(struct dm_infer *ctx)
             if (!t)
                 continue;
             /* Shape and Size read only metadata: their result is constant once dims are bound */
-            bool meta = (dm_ops[n->op].meta_inputs >> k) & 1u;
+            bool meta = k < 32 && ((dm_ops[n->op].meta_inputs >> k) & 1u);
             if (!t->is_const && !(meta && (n->op == DM_OP_Shape || n->op == DM_OP_Size)))
                 is_const = false;
         }

@@ -120,6 +120,34 @@ static void test_dangling(void **state)
     expect_error(b, DNNMEM_E_MODEL, "'adder' reads 'nowhere'");
 }
 
+/* A node of more than 32 inputs (a Concat of 40 [4] floats, as DeepSeek-V2's
+ * MoE graph has): the ops table's input bit masks are 32 bits wide, and slot
+ * 32 and later are data inputs (found by UBSan: a shift by 32 in
+ * src/shape/infer.c). The output is [160] floats, 640 B, beside the 40
+ * inputs' 640 B: an inference peak of 1280 B. */
+static void test_many_inputs(void **state)
+{
+    (void)state;
+    struct tb *b = tb_new(13);
+    char ins[40 * 8] = "";
+    for (int k = 0; k < 40; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "x%d", k);
+        tb_input(b, name, F32, "4");
+        strcat(ins, k ? "," : "");
+        strcat(ins, name);
+    }
+    tb_node(b, "Concat", "cat", ins, "y");
+    tb_attr_int(b, "axis", 0);
+    tb_output(b, "y");
+    struct dnnmem_config cfg;
+    dnnmem_config_init(&cfg);
+    cfg.device = DNNMEM_DEVICE_CPU;
+    struct dnnmem_result *r = estimate_cfg(b, &cfg);
+    assert_int_equal(r->peak_allocated, 2 * 40 * 4 * 4);
+    dnnmem_result_free(r);
+}
+
 static void test_duplicate_producer(void **state)
 {
     (void)state;
@@ -576,6 +604,7 @@ int main(void)
         cmocka_unit_test(test_not_protobuf),
         cmocka_unit_test(test_cycle),
         cmocka_unit_test(test_dangling),
+        cmocka_unit_test(test_many_inputs),
         cmocka_unit_test(test_duplicate_producer),
         cmocka_unit_test(test_overwrites_input),
         cmocka_unit_test(test_negative_dim),
