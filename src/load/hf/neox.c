@@ -324,6 +324,32 @@ static int32_t phi3_attention(struct hf *h, const struct dec *c, int layer, int3
     return o;
 }
 
+/* Falcon's query_key_value and its split into q, k and v (parts): per head
+ * ([B, S, H, 3D], the old architecture), or per group of the new one (KV
+ * groups of H/KV queries, a key and a value) or of multi-query (one group);
+ * with `view` the parts are views of the fused output (5.25's narrow()s and
+ * unbind), else Split's outputs. The fused output, or -1. */
+static int32_t falcon_qkv(struct hf *h, const struct dec *c, int32_t x, bool view, int32_t parts[3])
+{
+    int64_t E = c->hidden, H = c->heads, KV = c->kv_heads, D = c->head_dim;
+    int64_t out = c->new_arch ? (H + 2 * KV) * D : c->multi_query ? E + 2 * D : 3 * E;
+    bool per_head = !c->new_arch && !c->multi_query;
+    int32_t qkv = hf_lin(h, "query_key_value", x, E, out, c->bias);
+    int64_t g = c->new_arch ? KV : 1, per = per_head ? 1 : H / g;
+    int32_t r = per_head ? hf_reshape(h, qkv, INTS(0, 0, H, 3 * D))
+                         : hf_reshape(h, qkv, INTS(0, 0, g, per + 2, D));
+    int32_t sp = per_head ? hf_const_ints(h, INTS(D, D, D)) : hf_const_ints(h, INTS(per, 1, 1));
+    struct dm_node *n = hf_node(h, DM_OP_Split, 2, (int32_t[]){r, sp}, 3);
+    if (!n)
+        return -1;
+    hf_attr_i(h, "axis", 3);
+    if (view)
+        hf_attr_i(h, "view", 1);
+    for (int j = 0; j < 3; j++)
+        parts[j] = h->g->nodes[h->g->n_nodes - 1].out[j];
+    return qkv;
+}
+
 /* FalconAttention from 5.25 (modeling_falcon.py 5.25.0, moved onto the
  * attention interface; 5.24.0's _split_heads, own eager / sdpa code and
  * FalconFlashAttention2 are gone): fused_qkv = query_key_value(x).view(B, S,
@@ -347,20 +373,12 @@ static int32_t falcon_attention_525(struct hf *h, const struct dec *c, int layer
                                     int32_t parts[3])
 {
     int64_t E = c->hidden, H = c->heads, KV = c->kv_heads, D = c->head_dim;
-    int64_t out = c->new_arch ? (H + 2 * KV) * D : c->multi_query ? E + 2 * D : 3 * E;
     bool per_head = !c->new_arch && !c->multi_query;
-    int32_t qkv = hf_lin(h, "query_key_value", x, E, out, c->bias);
-    int64_t g = c->new_arch ? KV : 1, per = per_head ? 1 : H / g;
-    int32_t r = per_head ? hf_reshape(h, qkv, INTS(0, 0, H, 3 * D))
-                         : hf_reshape(h, qkv, INTS(0, 0, g, per + 2, D));
-    int32_t sp = per_head ? hf_const_ints(h, INTS(D, D, D)) : hf_const_ints(h, INTS(per, 1, 1));
-    struct dm_node *n = hf_node(h, DM_OP_Split, 2, (int32_t[]){r, sp}, 3);
-    if (!n)
+    int64_t g = c->new_arch ? KV : 1;
+    /* narrow()s, unbind: views of the fused output */
+    int32_t qkv = falcon_qkv(h, c, x, true, parts);
+    if (qkv < 0)
         return -1;
-    hf_attr_i(h, "axis", 3);
-    hf_attr_i(h, "view", 1); /* narrow()s, unbind: views of the fused output */
-    for (int j = 0; j < 3; j++)
-        parts[j] = h->g->nodes[h->g->n_nodes - 1].out[j];
     int32_t q = parts[0], k = parts[1], v = parts[2];
     if (!per_head) {
         /* q: flatten(-3, -2), a copy of the strided groups (a view of the one
@@ -421,20 +439,11 @@ static int32_t falcon_attention(struct hf *h, const struct dec *c, int layer, in
                                 int32_t cos, int32_t sin, int32_t mask, int32_t *pw,
                                 int32_t parts[3])
 {
-    int64_t E = c->hidden, H = c->heads, KV = c->kv_heads, D = c->head_dim;
-    int64_t out = c->new_arch ? (H + 2 * KV) * D : c->multi_query ? E + 2 * D : 3 * E;
+    int64_t E = c->hidden, H = c->heads, D = c->head_dim;
     bool per_head = !c->new_arch && !c->multi_query;
-    int32_t qkv = hf_lin(h, "query_key_value", x, E, out, c->bias);
-    int64_t g = c->new_arch ? KV : 1, per = per_head ? 1 : H / g;
-    int32_t r = per_head ? hf_reshape(h, qkv, INTS(0, 0, H, 3 * D))
-                         : hf_reshape(h, qkv, INTS(0, 0, g, per + 2, D));
-    int32_t sp = per_head ? hf_const_ints(h, INTS(D, D, D)) : hf_const_ints(h, INTS(per, 1, 1));
-    struct dm_node *n = hf_node(h, DM_OP_Split, 2, (int32_t[]){r, sp}, 3);
-    if (!n)
+    int32_t qkv = falcon_qkv(h, c, x, false, parts);
+    if (qkv < 0)
         return -1;
-    hf_attr_i(h, "axis", 3);
-    for (int j = 0; j < 3; j++)
-        parts[j] = h->g->nodes[h->g->n_nodes - 1].out[j];
     int64_t kvh = c->multi_query && !c->new_arch ? 1 : H;
     int32_t q = parts[0], k = parts[1], v = parts[2];
     if (!per_head) {
