@@ -170,6 +170,9 @@ check: all $(UNIT_BIN) $(B)/tests/conformance $(B)/tests/validate $(B)/tests/rli
 	@echo "== the same zoo measured with PyTorch 1.13 and torchvision 0.14 (docs/validation-zoo.md \"PyTorch 1.13\"; estimated with pytorch@1.13)"
 	python3 tools/oracle/zoo.py compare --dnnmem $(B)/dnnmem --brief --skip-missing \
 	    --ref tests/validation/pytorch-cpu-1.13-zoo.jsonl --misses tests/validation/zoo113-expected-misses.txt
+	@echo "== a subset of the zoo measured with PyTorch 2.15.0 and torchvision 0.29.2 (docs/validation-zoo.md \"PyTorch 2.15\"; estimated with pytorch@2.15)"
+	python3 tools/oracle/zoo.py compare --dnnmem $(B)/dnnmem --brief --skip-missing \
+	    --ref tests/validation/pytorch-cpu-2.15-zoo.jsonl --misses tests/validation/zoo215-expected-misses.txt
 	@echo "== multi-process training per rank on the CPU (torch 2.13 gloo, DeepSpeed 0.19.8: docs/parallel-measured.md; rows whose options dnnmem refuses are skipped)"
 	python3 tools/oracle/dist_measure.py compare --dnnmem $(B)/dnnmem --brief --check \
 	    --misses tests/validation/dist-expected-misses.txt

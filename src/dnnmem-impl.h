@@ -28,12 +28,15 @@ struct json_t; /* jansson's (json_t): the parsed root of a JSON model file */
  * modelled release, printed with the result). */
 #define DM_TORCH_DEFAULT 206
 /* The PyTorch releases whose memory rules dnnmem has: 1.10 (the oldest rule
- * read: SoftmaxBackward keeps its input until 1.11, PR #66018) to 2.14 (the
- * newest measured: the zoo at 2.14.1, tests/validation/pytorch-cpu-2.x-zoo.jsonl);
- * measured at 1.13, 2.11 (H200), 2.13 and 2.14.1. Others are refused
+ * read: SoftmaxBackward keeps its input until 1.11, PR #66018) to 2.15 (the
+ * newest measured: the zoo at 2.14.1, tests/validation/pytorch-cpu-2.x-zoo.jsonl,
+ * and a subset of it at 2.15.0, tests/validation/pytorch-cpu-2.15-zoo.jsonl, each
+ * row's peak the same to the byte as 2.14.1's; 2.15 takes 2.14's rules:
+ * docs/validation-zoo.md "torch215"); measured at 1.13, 2.11 (H200), 2.13, 2.14.1
+ * and 2.15.0. Others are refused
  * (check.c) until measured: a newer release's kernels may allocate otherwise. */
 #define DM_TORCH_OLDEST 110
-#define DM_TORCH_NEWEST 214
+#define DM_TORCH_NEWEST 215
 #define DM_TRANSFORMERS_DEFAULT DM_TRANSFORMERS_NEWEST
 /* The transformers releases the HuggingFace front end models: 4.40 to 5.25,
  * the memory behaviour changing at 4.52, 4.54, 4.56, 5.0 and 5.25 (Falcon's

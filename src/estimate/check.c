@@ -538,8 +538,8 @@ static const struct check checks[] = {
      "--alloc-round: replaces PyTorch's caching allocator; not with --framework %s", {A_FW_NAME}},
     {O, {F_TORCH_BAD}, USAGE, "torch version %s: expected major*100+minor", {A_TORCH}},
     {O, {F_TORCH_UNMODELLED}, UNSUP,
-     "PyTorch %s.%s is not modelled: dnnmem has PyTorch's rules for 1.10 to 2.14 (measured at "
-     "1.13, 2.11, 2.13 and 2.14.1); pass the one to take, e.g. --framework pytorch@2.14",
+     "PyTorch %s.%s is not modelled: dnnmem has PyTorch's rules for 1.10 to 2.15 (measured at "
+     "1.13, 2.11, 2.13, 2.14.1 and 2.15.0); pass the one to take, e.g. --framework pytorch@2.15",
      {A_TORCH_MAJOR, A_TORCH_MINOR}},
     {O, {F_TRANSFORMERS_BAD}, USAGE, "transformers version %s: expected major*100+minor",
      {A_TRANSFORMERS}},

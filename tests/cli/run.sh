@@ -97,13 +97,17 @@ expect 0 "transformers   5.25" -- estimate $M/hf/gpt2.json --transformers 5.25 -
 expect 0 "hub_kernels    none: the model as from_config, or from_pretrained(use_kernels=False)" -- \
     estimate $M/hf/gpt2.json --transformers 5.25 -s 8
 # and so is a PyTorch release outside the modelled ones, from the flag or a capture
-expect 4 "PyTorch 2.15 is not modelled: dnnmem has PyTorch's rules for 1.10 to 2.14" -- \
-    estimate $M/hf/gpt2.json -s 8 --framework pytorch@2.15
+expect 4 "PyTorch 2.16 is not modelled: dnnmem has PyTorch's rules for 1.10 to 2.15" -- \
+    estimate $M/hf/gpt2.json -s 8 --framework pytorch@2.16
 expect 4 "PyTorch 1.9 is not modelled" -- estimate $M/hf/gpt2.json -s 8 --framework pytorch@1.9
 expect 0 "pytorch 2.14" -- estimate $M/hf/gpt2.json -s 8 --framework pytorch@2.14
+# 2.15 is modelled (measured: tests/validation/pytorch-cpu-2.15-zoo.jsonl), from the flag or a capture
+expect 0 "pytorch 2.15" -- estimate $M/hf/gpt2.json -s 8 --framework pytorch@2.15
 sed 's/"torch": "2.14.1"/"torch": "2.15.0"/' $M/capture/conv-infer.dnnmem >"$T/torch215.dnnmem"
-expect 4 "PyTorch 2.15 is not modelled" -- estimate "$T/torch215.dnnmem" --device cpu
-expect 0 "peak" -- estimate "$T/torch215.dnnmem" --device cpu --framework pytorch@2.14
+expect 0 "peak" -- estimate "$T/torch215.dnnmem" --device cpu
+sed 's/"torch": "2.14.1"/"torch": "2.16.0"/' $M/capture/conv-infer.dnnmem >"$T/torch216.dnnmem"
+expect 4 "PyTorch 2.16 is not modelled" -- estimate "$T/torch216.dnnmem" --device cpu
+expect 0 "peak" -- estimate "$T/torch216.dnnmem" --device cpu --framework pytorch@2.15
 # a config's defaults: the newest release (printed), its torch_dtype, the Trainer's AdamW
 expect 0 "the newest release modelled" -- estimate $M/hf/gpt2.json -s 8
 expect 0 "bf16: the config's torch_dtype bfloat16" -- estimate $M/hf/tiny-granite.json -s 8
