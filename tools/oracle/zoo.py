@@ -270,7 +270,7 @@ SEGMENTATION = {"lraspp_mobilenet_v3_large": 128, "deeplabv3_mobilenet_v3_large"
                 "fcn_resnet50": 96, "deeplabv3_resnet50": 96}
 VIDEO = {"r3d_18": 64, "mc3_18": 64, "r2plus1d_18": 64}
 FRAMES = 8
-RANDOM_SEEDS = range(0, 170)
+RANDOM_SEEDS = range(0, 182)
 RUNS = (("inference", None), ("train", "sgd-momentum"), ("train", "adam"))
 
 
