@@ -256,6 +256,20 @@ TIMM7 = {
 }
 TIMM.update({name: ({"img_size": img} if takes else {}, img)
              for name, (img, takes) in TIMM7.items()})
+# Added 2026-12-04 (NAME=fresh30, issue 13; measured and compared before any fix): models of
+# timm families not in the zoo before (GC-EfficientNetV2, RegNetV, SE-DarkNet, ConvFormer,
+# SK-ResNeXt, NFNet-L) and new variants of thin ones (blur-pool EfficientNet, anti-aliased
+# MobileNetV4, CS3-EdgeNet), smallest first; name -> (image size, whether it takes img_size).
+# timm's inception_v3 was measured and dropped: torchvision's inception_v3 has that name here
+# (build_model takes the name only), as with resnet34.
+TIMM8 = {
+    "efficientnet_blur_b0": (96, False), "mobilenetv4_conv_aa_medium": (96, False),
+    "gc_efficientnetv2_rw_t": (96, False), "regnetv_040": (96, False),
+    "sedarknet21": (96, False), "convformer_s18": (96, False),
+    "skresnext50_32x4d": (96, False), "nfnet_l0": (96, False), "cs3edgenet_x": (96, False),
+}
+TIMM.update({name: ({"img_size": img} if takes else {}, img)
+             for name, (img, takes) in TIMM8.items()})
 # Models whose attention modules are switched to timm's unfused path (each `fused_attn`
 # attribute set False after construction), in the export and the measurement alike: their
 # F.scaled_dot_product_attention call does not trace (eva02_tiny: `is_causal` a tensor).
@@ -270,7 +284,7 @@ SEGMENTATION = {"lraspp_mobilenet_v3_large": 128, "deeplabv3_mobilenet_v3_large"
                 "fcn_resnet50": 96, "deeplabv3_resnet50": 96}
 VIDEO = {"r3d_18": 64, "mc3_18": 64, "r2plus1d_18": 64}
 FRAMES = 8
-RANDOM_SEEDS = range(0, 170)
+RANDOM_SEEDS = range(0, 182)
 RUNS = (("inference", None), ("train", "sgd-momentum"), ("train", "adam"))
 
 
