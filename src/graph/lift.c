@@ -531,6 +531,44 @@ static const struct dm_node *causal_mask(const struct lift *l, int32_t m)
     return NULL;
 }
 
+/* Whether tensor x is computed from a trainable weight (a learned attention
+ * bias: timm's relative-position tables): a DFS over producers. -1 when out
+ * of memory. */
+static int from_weight(const struct lift *l, int32_t x)
+{
+    const struct dm_graph *g = l->g;
+    int32_t *stack = malloc(((size_t)g->n_tensors + 1) * sizeof *stack);
+    bool *seen = calloc((size_t)g->n_tensors + 1, sizeof *seen);
+    int found = 0, n = 0;
+    if (!stack || !seen) {
+        found = -1;
+        goto out;
+    }
+    stack[n++] = x;
+    seen[x] = true;
+    while (n > 0 && !found) {
+        int32_t t = stack[--n];
+        if (g->tensors[t].role == DM_ROLE_WEIGHT && !g->tensors[t].frozen) {
+            found = 1;
+            break;
+        }
+        int32_t p = l->producer[t];
+        if (p < 0)
+            continue;
+        for (int k = 0; k < g->nodes[p].n_in; k++) {
+            int32_t u = g->nodes[p].in[k];
+            if (u >= 0 && !seen[u]) {
+                seen[u] = true;
+                stack[n++] = u;
+            }
+        }
+    }
+out:
+    free(stack);
+    free(seen);
+    return found;
+}
+
 /* o = Softmax(MatMul(q * Sqrt(s), Transpose(k) * Sqrt(s)) [+ mask]) @ v:
  * F.scaled_dot_product_attention as the TorchScript exporter writes it at
  * every opset (torch/onnx/_internal/torchscript_exporter/symbolic_opset14.py,
@@ -548,7 +586,14 @@ static const struct dm_node *causal_mask(const struct lift *l, int32_t m)
  * so the lifted node's k is that Transpose with its last two dims swapped
  * back, or its input when that is the identity. A dropout_p > 0 (a Dropout
  * before the second MatMul) is not lifted: the CPU runs the math kernel then
- * (hf/attention.c, cpu_flash). PyTorch runs one kernel: on the CPU
+ * (hf/attention.c, cpu_flash); nor is a mask computed from a weight (below).
+ * Not certain, and lifted anyway: a float mask of rank 3, which the CPU
+ * runs with the math kernel too (measured: [H, S, S] takes
+ * _scaled_dot_product_attention_math; [S, S], [1, 1, S, S], [1, H, S, S],
+ * [B, H, S, S] and a bool [S, S] take the flash kernel); shapes are not
+ * known when graphs are lifted. The dynamo exporter's sdpa (onnxscript's
+ * torchlib, opset 18: k reshaped, transposed and reshaped back, CastLike
+ * of the scale) is a different signature, not lifted. PyTorch runs one kernel: on the CPU
  * _scaled_dot_product_flash_attention_for_cpu, whose output is
  * empty_like(q) and whose backward keeps q, k, v, the output and the
  * logsumexp (src/schedule/forward.c, fused_attention_strided; src/train/
@@ -594,6 +639,15 @@ static bool lift_sdpa(struct lift *l, struct dm_node *o)
     int64_t back[4] = {perm[0], perm[1], perm[3], perm[2]};
     bool identity = back[0] == 0 && back[1] == 1 && back[2] == 2 && back[3] == 3;
     const struct dm_node *causal = mask >= 0 ? causal_mask(l, mask) : NULL;
+    /* an attn_mask that requires grad runs the math kernel (measured,
+     * 2.13 and 2.14.1 CPU, profiler: a [S, S] mask with requires_grad takes
+     * _scaled_dot_product_attention_math, the same mask without takes the
+     * flash kernel): a learned bias stays decomposed */
+    if (mask >= 0 && !causal) {
+        int w = from_weight(l, mask);
+        if (w != 0)
+            return false;
+    }
     struct dm_graph *g = l->g;
     int32_t k = tr->in[0];
     if (!identity) {
