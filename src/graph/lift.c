@@ -499,14 +499,29 @@ static int32_t scaled_by(const struct lift *l, int32_t y, const struct dm_node *
 
 /* Whether the Mul factors fq and fk are torch.onnx's two Sqrt(scale): Sqrt
  * nodes of one scale tensor (the default scale, 1 / sqrt(E) computed from
- * Shape(q)), or, constant-folded, one float constant. */
+ * Shape(q)) or of two equal constants (scale= given), or, constant-folded,
+ * one float constant. */
 static bool sdpa_scales(const struct lift *l, int32_t fq, int32_t fk, const struct dm_node **sq,
                         const struct dm_node **sk)
 {
+    const struct dm_node *cq = prod(l, fq, DM_OP_Cast), *ck = prod(l, fk, DM_OP_Cast);
+    if (cq && ck && cq->n_in == 1 && ck->n_in == 1) {
+        /* scale= given, not constant-folded: Cast(Sqrt(scale)) on each
+         * side (2.14.1, opset 14); the scalar nodes are left as they are */
+        bool same = sdpa_scales(l, cq->in[0], ck->in[0], sq, sk);
+        *sq = *sk = NULL;
+        return same;
+    }
     *sq = prod(l, fq, DM_OP_Sqrt), *sk = prod(l, fk, DM_OP_Sqrt);
-    if (*sq && *sk)
-        return (*sq)->n_in == 1 && (*sk)->n_in == 1 && (*sq)->in[0] == (*sk)->in[0] &&
-               private_(l, fq, 1) && private_(l, fk, 1);
+    if (*sq && *sk) {
+        if ((*sq)->n_in != 1 || (*sk)->n_in != 1 || !private_(l, fq, 1) || !private_(l, fk, 1))
+            return false;
+        if ((*sq)->in[0] == (*sk)->in[0])
+            return true;
+        /* scale= given, not constant-folded: a Constant node for each Sqrt */
+        const struct dm_value *a = const_value(l, (*sq)->in[0]), *b = const_value(l, (*sk)->in[0]);
+        return a && b && a->n == 1 && b->n == 1 && a->is_float && b->is_float && a->f[0] == b->f[0];
+    }
     *sq = *sk = NULL;
     const struct dm_value *a = const_value(l, fq), *b = const_value(l, fk);
     return a && b && a->n == 1 && b->n == 1 && a->is_float && b->is_float && a->f[0] == b->f[0];
