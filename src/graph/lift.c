@@ -485,6 +485,217 @@ static bool lift_dropout0(struct lift *l, struct dm_node *d)
     return true;
 }
 
+/* The factor x is multiplied by at Mul node m, m = Mul(x, f) as the exporter
+ * writes it: f, else -1. */
+static int32_t scaled_by(const struct lift *l, int32_t y, const struct dm_node **mul, int32_t *x)
+{
+    const struct dm_node *m = prod(l, y, DM_OP_Mul);
+    if (!m || !private_(l, y, 1) || m->n_in != 2)
+        return -1;
+    *mul = m;
+    *x = m->in[0];
+    return m->in[1];
+}
+
+/* Whether the Mul factors fq and fk are torch.onnx's two Sqrt(scale): Sqrt
+ * nodes of one scale tensor (the default scale, 1 / sqrt(E) computed from
+ * Shape(q)) or of two equal constants (scale= given), or, constant-folded,
+ * one float constant. */
+static bool sdpa_scales(const struct lift *l, int32_t fq, int32_t fk, const struct dm_node **sq,
+                        const struct dm_node **sk)
+{
+    const struct dm_node *cq = prod(l, fq, DM_OP_Cast), *ck = prod(l, fk, DM_OP_Cast);
+    if (cq && ck && cq->n_in == 1 && ck->n_in == 1) {
+        /* scale= given, not constant-folded: Cast(Sqrt(scale)) on each
+         * side (2.14.1, opset 14); the scalar nodes are left as they are */
+        bool same = sdpa_scales(l, cq->in[0], ck->in[0], sq, sk);
+        *sq = *sk = NULL;
+        return same;
+    }
+    *sq = prod(l, fq, DM_OP_Sqrt), *sk = prod(l, fk, DM_OP_Sqrt);
+    if (*sq && *sk) {
+        if ((*sq)->n_in != 1 || (*sk)->n_in != 1 || !private_(l, fq, 1) || !private_(l, fk, 1))
+            return false;
+        if ((*sq)->in[0] == (*sk)->in[0])
+            return true;
+        /* scale= given, not constant-folded: a Constant node for each Sqrt */
+        const struct dm_value *a = const_value(l, (*sq)->in[0]), *b = const_value(l, (*sk)->in[0]);
+        return a && b && a->n == 1 && b->n == 1 && a->is_float && b->is_float && a->f[0] == b->f[0];
+    }
+    *sq = *sk = NULL;
+    const struct dm_value *a = const_value(l, fq), *b = const_value(l, fk);
+    return a && b && a->n == 1 && b->n == 1 && a->is_float && b->is_float && a->f[0] == b->f[0];
+}
+
+/* The causal mask torch.onnx writes for is_causal=True (symbolic_opset14.py,
+ * _causal_attention_mask: Where(Equal(Trilu(Expand(1, [L, S]), upper=0), 0),
+ * -inf, 0)): its Where node, else NULL. */
+static const struct dm_node *causal_mask(const struct lift *l, int32_t m)
+{
+    const struct dm_node *w = prod(l, m, DM_OP_Where);
+    if (!w || !private_(l, m, 1) || w->n_in != 3)
+        return NULL;
+    const struct dm_node *eq = prod(l, w->in[0], DM_OP_Equal);
+    if (!eq || eq->n_in != 2)
+        return NULL;
+    for (int k = 0; k < 2; k++) {
+        const struct dm_node *tr = prod(l, eq->in[k], DM_OP_Trilu);
+        if (tr && dm_attr_int(tr, "upper", 1) == 0 && const_all(l, eq->in[1 - k], 1, 0.0))
+            return w;
+    }
+    return NULL;
+}
+
+/* Whether tensor x is computed from a trainable weight (a learned attention
+ * bias: timm's relative-position tables): a DFS over producers. -1 when out
+ * of memory. */
+static int from_weight(const struct lift *l, int32_t x)
+{
+    const struct dm_graph *g = l->g;
+    int32_t *stack = malloc(((size_t)g->n_tensors + 1) * sizeof *stack);
+    bool *seen = calloc((size_t)g->n_tensors + 1, sizeof *seen);
+    int found = 0, n = 0;
+    if (!stack || !seen) {
+        found = -1;
+        goto out;
+    }
+    stack[n++] = x;
+    seen[x] = true;
+    while (n > 0 && !found) {
+        int32_t t = stack[--n];
+        if (g->tensors[t].role == DM_ROLE_WEIGHT && !g->tensors[t].frozen) {
+            found = 1;
+            break;
+        }
+        int32_t p = l->producer[t];
+        if (p < 0)
+            continue;
+        for (int k = 0; k < g->nodes[p].n_in; k++) {
+            int32_t u = g->nodes[p].in[k];
+            if (u >= 0 && !seen[u]) {
+                seen[u] = true;
+                stack[n++] = u;
+            }
+        }
+    }
+out:
+    free(stack);
+    free(seen);
+    return found;
+}
+
+/* o = Softmax(MatMul(q * Sqrt(s), Transpose(k) * Sqrt(s)) [+ mask]) @ v:
+ * F.scaled_dot_product_attention as the TorchScript exporter writes it at
+ * every opset (torch/onnx/_internal/torchscript_exporter/symbolic_opset14.py,
+ * scaled_dot_product_attention, PyTorch 2.13 and 2.14.1; checked at opsets
+ * 14, 17 and 18: the same nodes). The signature that tells it from a
+ * hand-written softmax(q @ k^T * c) @ v (timm with fused_attn off, which
+ * PyTorch runs as separate ops and this leaves alone): both operands of the
+ * scores' MatMul scaled, each by its own Sqrt node of one scale tensor (or,
+ * constant-folded, by one equal constant), q first. A float attn_mask is an
+ * Add of the scores; a bool one is converted before the Add (Where) and the
+ * softmax followed by Where(IsNaN(p), 0, p); is_causal=True is the Add of
+ * _causal_attention_mask's Where(Equal(Trilu(..)), -inf, 0), lifted to
+ * is_causal with no mask. The exporter's transpose of k is fused with the
+ * head transpose before it (k's Transpose perm [0, 2, 3, 1] on [B, S, H, D]),
+ * so the lifted node's k is that Transpose with its last two dims swapped
+ * back, or its input when that is the identity. A dropout_p > 0 (a Dropout
+ * before the second MatMul) is not lifted: the CPU runs the math kernel then
+ * (hf/attention.c, cpu_flash); nor is a mask computed from a weight (below).
+ * Not certain, and lifted anyway: a float mask of rank 3, which the CPU
+ * runs with the math kernel too (measured: [H, S, S] takes
+ * _scaled_dot_product_attention_math; [S, S], [1, 1, S, S], [1, H, S, S],
+ * [B, H, S, S] and a bool [S, S] take the flash kernel); shapes are not
+ * known when graphs are lifted. The dynamo exporter's sdpa (onnxscript's
+ * torchlib, opset 18: k reshaped, transposed and reshaped back, CastLike
+ * of the scale) is a different signature, not lifted. PyTorch runs one kernel: on the CPU
+ * _scaled_dot_product_flash_attention_for_cpu, whose output is
+ * empty_like(q) and whose backward keeps q, k, v, the output and the
+ * logsumexp (src/schedule/forward.c, fused_attention_strided; src/train/
+ * save.c, DM_T_SDPA); on CUDA flash or memory-efficient (dm_sdpa_flash). */
+static bool lift_sdpa(struct lift *l, struct dm_node *o)
+{
+    if (o->op != DM_OP_MatMul || o->n_in != 2)
+        return false;
+    int32_t p = o->in[0], v = o->in[1];
+    const struct dm_node *isnan = NULL, *nanw = NULL;
+    const struct dm_node *sm = prod(l, p, DM_OP_Softmax);
+    if (!sm && (nanw = prod(l, p, DM_OP_Where)) && private_(l, p, 1) && nanw->n_in == 3 &&
+        const_all(l, nanw->in[1], 1, 0.0) && (isnan = prod(l, nanw->in[0], DM_OP_IsNaN)) &&
+        private_(l, nanw->in[0], 1) && isnan->in[0] == nanw->in[2] &&
+        private_(l, nanw->in[2], 2)) {
+        sm = prod(l, nanw->in[2], DM_OP_Softmax); /* a bool mask's */
+        p = nanw->in[2];
+    } else if (!private_(l, p, 1))
+        return false;
+    if (!sm || sm->n_in != 1 || dm_attr_int(sm, "axis", -1) != -1)
+        return false;
+    int32_t s = sm->in[0], mask = -1;
+    const struct dm_node *add = prod(l, s, DM_OP_Add), *mm = NULL;
+    if (add) {
+        if (!private_(l, s, 1) || add->n_in != 2 || !prod(l, add->in[0], DM_OP_MatMul))
+            return false;
+        mask = add->in[1];
+        s = add->in[0];
+    }
+    mm = prod(l, s, DM_OP_MatMul);
+    if (!mm || !private_(l, s, 1) || mm->n_in != 2 || (nanw && mask < 0))
+        return false;
+    const struct dm_node *mq = NULL, *mk = NULL, *sq, *sk;
+    int32_t q, kt;
+    int32_t fq = scaled_by(l, mm->in[0], &mq, &q), fk = scaled_by(l, mm->in[1], &mk, &kt);
+    if (fq < 0 || fk < 0 || !sdpa_scales(l, fq, fk, &sq, &sk))
+        return false;
+    const struct dm_node *tr = prod(l, kt, DM_OP_Transpose);
+    int64_t rank;
+    const int64_t *perm = tr ? dm_attr_ints(tr, "perm", &rank) : NULL;
+    if (!tr || !private_(l, kt, 1) || !perm || rank != 4 || tr->n_in != 1)
+        return false;
+    int64_t back[4] = {perm[0], perm[1], perm[3], perm[2]};
+    bool identity = back[0] == 0 && back[1] == 1 && back[2] == 2 && back[3] == 3;
+    const struct dm_node *causal = mask >= 0 ? causal_mask(l, mask) : NULL;
+    /* an attn_mask that requires grad runs the math kernel (measured,
+     * 2.13 and 2.14.1 CPU, profiler: a [S, S] mask with requires_grad takes
+     * _scaled_dot_product_attention_math, the same mask without takes the
+     * flash kernel): a learned bias stays decomposed */
+    if (mask >= 0 && !causal) {
+        int w = from_weight(l, mask);
+        if (w != 0)
+            return false;
+    }
+    struct dm_graph *g = l->g;
+    int32_t k = tr->in[0];
+    if (!identity) {
+        /* the Transpose now makes k [B, H, S, D] */
+        struct dm_node *t = &g->nodes[l->producer[kt]];
+        int64_t *np = dm_arena_array(&g->arena, 4, sizeof *np);
+        struct dm_attr *at = dm_arena_array(&g->arena, 1, sizeof *at);
+        if (!np || !at)
+            return false;
+        memcpy(np, back, sizeof back);
+        *at = (struct dm_attr){.name = "perm", .kind = DM_ATTR_INTS, .n = 4, .ints = np};
+        t->attrs = at;
+        t->n_attr = t->cap_attr = 1;
+        k = kt;
+    }
+    const struct dm_attr attr = {.name = "is_causal", .kind = DM_ATTR_INT, .i = causal != NULL};
+    int n_in = mask >= 0 && !causal ? 4 : 3;
+    if (!become(l, o, DM_OP_Attention, (int32_t[]){q, k, v, mask}, n_in, &attr, 1))
+        return false;
+    if (identity)
+        kill(l, tr);
+    if (causal)
+        kill(l, causal);
+    if (nanw)
+        kill(l, nanw), kill(l, isnan);
+    if (sq)
+        kill(l, sq), kill(l, sk);
+    if (add)
+        kill(l, add);
+    kill(l, sm), kill(l, mm), kill(l, mq), kill(l, mk);
+    return true;
+}
+
 enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err)
 {
     struct lift l = {g, calloc((size_t)g->n_tensors + 1, sizeof(int32_t)),
@@ -506,7 +717,8 @@ enum dnnmem_status dm_graph_lift(struct dm_graph *g, struct dnnmem_error *err)
         lifted += lift_layernorm(&l, &g->nodes[i]) || lift_gelu(&l, &g->nodes[i]) ||
                   lift_padded_pool(&l, &g->nodes[i]) || lift_gated(&l, &g->nodes[i]) ||
                   lift_dropout0(&l, &g->nodes[i]) || lift_groupnorm(&l, &g->nodes[i]) ||
-                  lift_gelu_tanh(&l, &g->nodes[i]) || lift_var(&l, &g->nodes[i]);
+                  lift_gelu_tanh(&l, &g->nodes[i]) || lift_var(&l, &g->nodes[i]) ||
+                  lift_sdpa(&l, &g->nodes[i]);
     if (!lifted)
         goto out;
     /* drop the swallowed nodes; tensors they made keep no producer and are

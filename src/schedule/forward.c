@@ -633,6 +633,19 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
                                     holders);
         /* the fused kernels return a [B,H,S,D] view of what they wrote */
         b->strided[o] = fused_attention_strided(b, n);
+        /* in torch.onnx graphs (an Attention lifted from the exporter's
+         * decomposition, src/graph/lift.c) the strides decide what the
+         * reshapes after it copy: the [B,H,S,D] view of a [B,S,H,D] buffer,
+         * so that transpose(1, 2) makes it contiguous again and the
+         * reshape to [B, S, H * D] is a view */
+        if (b->strided[o] && n->op == DM_OP_Attention && torch_views(b) && t[o].rank == 4) {
+            int64_t *st = dm_sb_stride(b, o);
+            const int64_t *d = t[o].dims;
+            st[3] = 1;
+            st[1] = d[3];
+            st[2] = dm_sat_mul(d[1], d[3]);
+            st[0] = dm_sat_mul(d[2], st[2]);
+        }
     }
     dm_tf_chain_end(b, &chain);
     if (on_device)

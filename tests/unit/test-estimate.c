@@ -501,6 +501,77 @@ static void test_lifted_gelu_tanh(void **state)
     }
 }
 
+/* F.scaled_dot_product_attention(q, k, v) as torch.onnx's TorchScript
+ * exporter writes it (2.13 and 2.14.1, opsets 14-18): q, k, v viewed out of
+ * three projections h1..h3 [4, 256] as [B 4, S 16, H 2, D 8] and transposed
+ * to [B, H, S, D] (k's transpose fused with k.transpose(-2, -1): perm
+ * [0, 2, 3, 1]), each of q and k^T times its own Sqrt of one scale, MatMul,
+ * Softmax, MatMul, then transpose(1, 2).reshape(B, 256). PyTorch's CPU
+ * kernel (_scaled_dot_product_flash_attention_for_cpu) keeps q, k, v (views
+ * of h1..h3: 3 H), its output (H, written [B, S, H, D], so the reshape after
+ * the transpose is a view) and the float32 logsumexp [B, H, S] (512 B):
+ * 4 H + 512, lifted (lift.c lift_sdpa). A hand-written attention (timm with
+ * fused_attn off: q * scale, q @ k^T, softmax, @ v) is left as separate ops,
+ * which keep the scaled q (H), k^T's and v's contiguous copies for bmm
+ * (2 H) and the softmax [4, 2, 16, 16] (2 H): 5 H. */
+static void test_lifted_sdpa(void **state)
+{
+    (void)state;
+    const uint64_t H = 4096;
+    for (int c = 0; c < 4; c++) {
+        int k = c / 2, cuda = c % 2;
+        struct tb *b = tb_new(14);
+        tb_input(b, "x", F32, "batch,256");
+        tb_init_i64(b, "shp", 4, (int64_t[]){4, 16, 2, 8});
+        tb_init_i64(b, "flat", 2, (int64_t[]){4, 256});
+        static const char *const w[3] = {"Wq", "Wk", "Wv"}, *const h[3] = {"hq", "hk", "hv"},
+                          *const r[3] = {"rq", "rk", "rv"};
+        for (int j = 0; j < 3; j++) {
+            char ins[16], nm[16], rin[16];
+            snprintf(ins, sizeof ins, "x,%s", w[j]);
+            snprintf(nm, sizeof nm, "%s/MatMul", w[j]);
+            tb_init(b, w[j], F32, 2, (int64_t[]){256, 256});
+            tb_node(b, "MatMul", nm, ins, h[j]);
+            snprintf(rin, sizeof rin, "%s,shp", h[j]);
+            snprintf(nm, sizeof nm, "%s/Reshape", w[j]);
+            tb_node(b, "Reshape", nm, rin, r[j]);
+        }
+        tb_node(b, "Transpose", "tq", "rq", "q");
+        tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 1, 3});
+        tb_node(b, "Transpose", "tk", "rk", "kt");
+        tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 3, 1});
+        tb_node(b, "Transpose", "tv", "rv", "v");
+        tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 1, 3});
+        tb_const_node_f32(b, "scale", 0.35355339f);
+        if (!k) {
+            tb_node(b, "Sqrt", "Sqrt_1", "scale", "sq");
+            tb_node(b, "Mul", "Mul", "q,sq", "qs");
+            tb_node(b, "Sqrt", "Sqrt_2", "scale", "sk");
+            tb_node(b, "Mul", "Mul_1", "kt,sk", "ks");
+            tb_node(b, "MatMul", "MatMul", "qs,ks", "s");
+        } else {
+            tb_node(b, "Mul", "Mul", "q,scale", "qs");
+            tb_node(b, "MatMul", "MatMul", "qs,kt", "s");
+        }
+        tb_node(b, "Softmax", "Softmax", "s", "p");
+        tb_attr_int(b, "axis", -1);
+        tb_node(b, "MatMul", "MatMul_1", "p,v", "o");
+        tb_node(b, "Transpose", "to", "o", "ot");
+        tb_attr_ints(b, "perm", 4, (int64_t[]){0, 2, 1, 3});
+        tb_node(b, "Reshape", "Reshape_3", "ot,flat", "y");
+        tb_output(b, "y");
+        struct dnnmem_config cfg;
+        step_cfg(&cfg, DNNMEM_FW_PYTORCH, DNNMEM_TF_EAGER);
+        cfg.device = cuda ? DNNMEM_DEVICE_CUDA : DNNMEM_DEVICE_CPU;
+        struct dnnmem_result *res = estimate_cfg(b, &cfg);
+        uint64_t saved = last_point(res, "loss", NULL)->category_bytes[DNNMEM_CAT_SAVED];
+        dnnmem_result_free(res);
+        /* float32 on CUDA: the memory-efficient kernel, whose logsumexp
+         * has S rounded up to 32 rows (kAlignLSE): 1024 B */
+        assert_int_equal(saved, k ? 5 * H : 4 * H + (cuda ? 1024 : 512));
+    }
+}
+
 /* torch.var(h1, 1, unbiased=False, keepdim=True) as torch.onnx writes it:
  * ReduceMean, Sub, Mul(d, d), ReduceMean, then y = h1 + v. PyTorch runs one
  * var kernel (measured, 2.14.1: +16 B, the [4, 1] result alone;
@@ -2268,6 +2339,7 @@ int main(void)
         cmocka_unit_test(test_lifted_kernels),
         cmocka_unit_test(test_lifted_gelu_tanh),
         cmocka_unit_test(test_lifted_var),
+        cmocka_unit_test(test_lifted_sdpa),
         cmocka_unit_test(test_inplace_clone),
         cmocka_unit_test(test_lifted_groupnorm),
         cmocka_unit_test(test_slice_view),
