@@ -50,8 +50,9 @@ APPS = [
     ("mobilenetv2-i96", "app:MobileNetV2:96", (2,)),
     ("resnet50-i64", "app:ResNet50:64", (2,)),
 ]
-# rand7-rand12: seeds added (tfrest) and first measured with the branch point e0ed537
-RAND = [("rand%d" % s, "rand:%d" % s, (4,)) for s in range(1, 13)]
+# rand7-rand12: seeds added (tfrest) and first measured with the branch point e0ed537;
+# rand13-rand18 (tffit2), first measured with e63cfe9
+RAND = [("rand%d" % s, "rand:%d" % s, (4,)) for s in range(1, 19)]
 # one layer's mechanism each: Input [32, 32, 16] -> the layer -> GlobalAveragePooling2D ->
 # Dense(10, softmax) (micro_model)
 MICRO = [("micro-%s" % n, "micro:" + n, (8,)) for n in ("conv", "bn", "silu", "gelu", "maxpool",
