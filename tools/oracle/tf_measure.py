@@ -502,6 +502,16 @@ TRACED = {
     "mobilenetv2-i96-tape-b2": "under since tfrest's eager BatchNormalization grad (-2.0 -> "
                                "-3.0%; micro-convbn-tape -10.5 -> +0.7%), untraced; candidate: "
                                "the depthwise convolutions' and relu6's eager grads",
+    # tffit2: first measured with e63cfe9; fit re-run 4 more times (5 runs each)
+    "rand18-tape-b4": "traced (tffit2, trace rand18-tape-b4; peak at the GlobalAveragePooling2D "
+                      "grad's RealDiv, as dnnmem's): TF's requested bytes at its peak are 6042792, "
+                      "dnnmem's 5896396 (-2.4%): TF holds 20 [4,32,32,8] buffers, dnnmem 15 (exact "
+                      "gelu's eager Neg, Mul, Erfc and 0.5 * x on a watched input: the tape keeps "
+                      "each op's inputs); the rest is a BFC chunk: the [4,32,32,32] LeakyRelu "
+                      "output sits unsplit in a 1046784 B chunk (524288 B requested); not modelled",
+    "rand13-fit-b4": "5 runs 1651968-1711616 B (3.6% apart): the estimate is 2.7-6.1% under all; " + "{fit}",
+    "rand14-fit-b4": "5 runs 1934080-2081536 B (7.6% apart): the estimate is 2.2-9.1% under all; " + "{fit}",
+    "rand15-fit-b4": "5 runs 1657088-1677568 B (1.2% apart): the estimate is 3.0-4.3% over all; " + "{fit}",
     "rand1-tape-b4": "over since tfrest's m swap (+2.6 -> +6.2%), untraced; candidate: the "
                      "tape's hold of silu's forward sigmoid (mechanism 9: in the "
                      "micro-convsilu-tape-b8 trace that Sigmoid is freed before the backward)",
