@@ -519,9 +519,14 @@ TRACED = {
     "rand13-fit-b4": "5 runs 1651968-1711616 B (3.6% apart): the estimate is 2.7-6.1% under all; " + "{fit}",
     "rand14-fit-b4": "5 runs 1934080-2081536 B (7.6% apart): the estimate is 2.2-9.1% under all; " + "{fit}",
     "rand15-fit-b4": "5 runs 1657088-1677568 B (1.2% apart): the estimate is 3.0-4.3% over all; " + "{fit}",
-    "rand1-tape-b4": "over since tfrest's m swap (+2.6 -> +6.2%), untraced; candidate: the "
-                     "tape's hold of silu's forward sigmoid (mechanism 9: in the "
-                     "micro-convsilu-tape-b8 trace that Sigmoid is freed before the backward)",
+    "rand1-tape-b4": "traced (tffit2, trace rand1-tape-b4): TF's peak is the forward's end (event "
+                     "200 of 1202, the last BiasAdd), requested about 11.83 MB against dnnmem's "
+                     "12.07 MB (+2.0%, the rest dnnmem's chunk slack); dnnmem's peak is the "
+                     "GlobalAveragePooling2D grad, where it still holds the three silu layers' "
+                     "forward Sigmoid outputs, which TF frees when tape.gradient starts (events "
+                     "236, 237, 250, before the BroadcastTo at 285) with two AddV2 and a conv "
+                     "output the forward's Python references held: not modelled (tf_tape.def's "
+                     "Silu row holds the sigmoid through the backward)",
 }
 
 
