@@ -174,6 +174,7 @@ enum tf_when {
     TF_W_BIAS,      /* a Conv, ConvTranspose or Gemm with a bias (input 2) */
     TF_W_UNFUSED_BN, /* a BatchNormalization not marked tf_fused_nhwc */
     TF_W_X_WATCHED, /* input 0 requires grad (the tape records ops of x alone) */
+    TF_W_KERAS3,    /* a Keras 3 file (its build history replayed), run eagerly */
 };
 
 #define TF_IO(k) (1u << (k))
@@ -224,6 +225,7 @@ static bool tf_when_holds(const struct dm_sb *b, const struct dm_node *n, enum t
     case TF_W_BIAS: return dm_has_in(n, 2);
     case TF_W_UNFUSED_BN: return dm_attr_int(n, "tf_fused_nhwc", 0) == 0;
     case TF_W_X_WATCHED: return b->train && dm_has_in(n, 0) && b->train->rg[n->in[0]];
+    case TF_W_KERAS3: return b->run->tf_build && !b->run->tf_graph;
     }
     return false;
 }
