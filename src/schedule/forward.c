@@ -131,6 +131,12 @@ static bool can_run_inplace(const struct dm_sb *b, enum dm_op op)
 {
     if ((op == DM_OP_Elu || op == DM_OP_Selu || op == DM_OP_Celu) && b->run->mx_ops)
         return false;
+    /* MXNet's clip (Gluon's ReLU6) declares no FInplaceOption (src/operator/tensor/
+     * matrix_op.cc, 1.9.1: FGradient ElemwiseGradUseIn, its backward reads the
+     * input): out of place, not torchvision's hardtanh_ (mxnet2: MobileNetV2
+     * training -17% with it) */
+    if (op == DM_OP_Clip && b->run->mx_ops)
+        return false;
     return dm_op_inplace_activation(op) || op == DM_OP_IndexAdd; /* Tensor.index_add_ */
 }
 
@@ -478,6 +484,26 @@ static int32_t maxpool_indices(struct dm_sb *b, const struct dm_node *n, int32_t
     return dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, DM_INT64, bytes, -1, i, "max_pool indices", 1);
 }
 
+/* MXNet, the build with oneDNN (the pip wheels): max pooling of a 2-D kernel
+ * has a hidden second output, the workspace, int32 of the output's shape
+ * (src/operator/nn/pooling.cc, 1.9.1: GetNumOutputs, PoolingShape "for
+ * workspace", PoolingType kInt32), whatever MXNET_MKLDNN_ENABLED says at run
+ * time. Without grad nobody reads it: nnvm's PlanMemory gives it a storage
+ * and releases it after the node's inputs (plan_memory.cc, AllocMemory).
+ * With grad src/train/mxnet.c keeps it for _backward_Pooling. */
+static int32_t mx_pool_workspace(struct dm_sb *b, const struct dm_node *n, int32_t i, bool save)
+{
+    int32_t x = dm_has_in(n, 0) ? n->in[0] : -1, y = n->n_out > 0 ? n->out[0] : -1;
+    if ((n->op != DM_OP_MaxPool && n->op != DM_OP_GlobalMaxPool) || save || !b->run->mx_ops ||
+        x < 0 || y < 0 || b->cur[y] < 0 || b->t[x].rank != 4)
+        return -1;
+    uint64_t bytes;
+    if (!dm_dtype_bytes(DM_INT32, b->t[y].numel, &bytes))
+        return -1;
+    return dm_sb_alloc(b, DNNMEM_CAT_ACTIVATION, DM_INT32, bytes, -1, i,
+                       "Pooling workspace (output 1, oneDNN build)", 1);
+}
+
 /* Run node i forward. `uses` counts the later reads of each tensor that will
  * release it; `save`: record what backward needs (grad mode on); `again`: a
  * recomputation, whose graph outputs the caller does not hold. */
@@ -648,6 +674,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
         }
     }
     dm_tf_chain_end(b, &chain);
+    int32_t mx_ws = on_device ? mx_pool_workspace(b, n, i, save) : -1;
     if (on_device)
         dm_sb_unref(b, maxpool_indices(b, n, i, save));
     dm_sb_workspace_end(b, &ws);
@@ -669,6 +696,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
     }
     for (int32_t h = b->held_start[i]; !again && h < b->held_start[i + 1]; h++)
         dm_sb_unref(b, b->cur[b->held_list[h]]);
+    dm_sb_unref(b, mx_ws); /* after the inputs, as nnvm releases an unread output */
     for (int k = 0; k < n->n_out; k++) {
         int32_t o = n->out[k];
         if (o >= 0 && b->resident[o] < 0 && !t[o].absent)

@@ -42,9 +42,17 @@
  *    data and the output. rrelu's random mask output is not modelled (the
  *    front end builds rrelu as leaky).
  *  - Pooling (pooling.cc: ElemwiseGradUseInOut{"_backward_Pooling"}): data
- *    and output, for max, avg and global pooling alike; no index tensor
- *    (the oneDNN build's max pooling adds a workspace output that its
- *    backward reads, GetNumOutputs; not modelled: the GPU build's rule).
+ *    and output, for max, avg and global pooling alike. Max pooling of 2-D
+ *    kernels also keeps a hidden output in the build with oneDNN (USE_MKLDNN=1:
+ *    the pip wheels, whatever MXNET_MKLDNN_ENABLED says at run time, since the
+ *    graph's outputs are fixed when the op is registered): pooling.cc,
+ *    1.9.1, GetNumOutputs "MKLDNNRequireWorkspace(param) &&
+ *    SupportMKLDNNPooling(param) ? 2 : 1", PoolingShape pushes the output's
+ *    shape again "for workspace", PoolingType makes it kInt32, and
+ *    _backward_Pooling reads it (GetNumBackInputs 5). MKLDNNRequireWorkspace
+ *    is pool_type != avg (mkldnn_pooling-inl.h). Measured (mxnet2): it is the
+ *    storage missing from SqueezeNet v1.2 training (three max pools, 10.6 MB)
+ *    and from ResNet-18/50 training (the stem's max pool).
  *  - Dropout (dropout.cc, DropoutGrad): the mask output only. Its type and
  *    shape are the data's in 1.x (FInferType pushes dtype for both outputs);
  *    2.0 packs it to (n + 7) / 8 uint8 ("Use 1-bit in mask").
@@ -98,6 +106,7 @@ enum {
     MXK_BN = 16u,   /* BatchNorm's mean and var outputs, [C] float32 */
     MXK_LN = 32u,   /* LayerNorm's mean and std outputs, [rows] of the data's type */
     MXK_MASK = 64u, /* Dropout's mask output */
+    MXK_WS = 128u,  /* max pooling's workspace output (oneDNN build), int32 of the output's shape */
 };
 
 /* The one table: IR op -> the MXNet operator(s) it stands for -> what that
@@ -123,9 +132,9 @@ static const struct mx_rule {
     {DM_OP_Selu, MXK_OUT0, "LeakyReLU selu"},
     {DM_OP_PRelu, MXK_IN0, "LeakyReLU prelu"},
     {DM_OP_Gelu, MXK_IN0 | MXK_OUT0, "LeakyReLU gelu"},
-    {DM_OP_MaxPool, MXK_IN0 | MXK_OUT0, "Pooling max"},
+    {DM_OP_MaxPool, MXK_IN0 | MXK_OUT0 | MXK_WS, "Pooling max"},
     {DM_OP_AveragePool, MXK_IN0 | MXK_OUT0, "Pooling avg"},
-    {DM_OP_GlobalMaxPool, MXK_IN0 | MXK_OUT0, "Pooling max, global_pool"},
+    {DM_OP_GlobalMaxPool, MXK_IN0 | MXK_OUT0 | MXK_WS, "Pooling max, global_pool"},
     {DM_OP_GlobalAveragePool, MXK_IN0 | MXK_OUT0, "Pooling avg, global_pool"},
     {DM_OP_Dropout, MXK_MASK, "Dropout"},
     {DM_OP_Softmax, MXK_OUT0, "softmax, SoftmaxActivation"},
@@ -227,6 +236,9 @@ bool dm_mx_save(struct dm_sb *b, int32_t i)
         dm_keep_new(b, i, t[in0].dtype, rows, "mean (output 1)");
         dm_keep_new(b, i, t[in0].dtype, rows, "std (output 2)");
     }
+    /* SupportMKLDNNPooling: a 2-D kernel (rank-4 data) in every 1.x release */
+    if ((keep & MXK_WS) && out0 >= 0 && in0 >= 0 && t[in0].rank == 4)
+        dm_keep_new(b, i, DM_INT32, t[out0].numel, "workspace (output 1, oneDNN build)");
     if ((keep & MXK_MASK) && in0 >= 0) {
         if (b->run->mx_version >= 200)
             dm_keep_new(b, i, DM_UINT8, (t[in0].numel + 7) / 8, "mask (1 bit per element)");

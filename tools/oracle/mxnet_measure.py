@@ -177,6 +177,23 @@ for net, shp in [('resnet18_v1', '8,3,224,224'), ('mobilenet0.25', '8,3,224,224'
     for mode in ('infer', 'train'):
         CONFIGS.append(['--kind', 'gluon', '--model', net, '--shape', shp, '--mode', mode])
 
+# mxnet2 (2026-12-04): seeded random architectures and Gluon model-zoo networks exported
+# as symbols (tools/oracle/mxnet_gen.py writes tests/models/mxnet/randnet-*, zoo-*), run
+# through Module.bind/fit, two batch sizes each
+GEN = 'tests/models/mxnet'
+for seed in range(1, 9):
+    for b in (8, 32):
+        for mode in ('infer', 'train'):
+            CONFIGS.append(['--kind', 'symbol', '--model', os.path.join(GEN, 'randnet-s%d-symbol.json' % seed),
+                            '--shape', '%d,3,32,32' % b, '--mode', mode])
+for net in ('resnet18_v1', 'resnet18_v2', 'mobilenet1.0', 'mobilenetv2_1.0', 'squeezenet1.1',
+            'alexnet', 'vgg11', 'densenet121', 'inceptionv3'):
+    side = 299 if net.startswith('inception') else 224
+    for b in (2, 4):
+        for mode in ('infer', 'train'):
+            CONFIGS.append(['--kind', 'symbol', '--model', os.path.join(GEN, 'zoo-%s-symbol.json' % net),
+                            '--shape', '%d,3,%d,%d' % (b, side, side), '--mode', mode])
+
 # MXNet's own CPU kernels (the rows dnnmem is compared with); the default
 # oneDNN build's rows are measured with --mkldnn 1 (printed only)
 CONFIGS = [c + ['--mkldnn', '0'] for c in CONFIGS]
