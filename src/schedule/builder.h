@@ -8,6 +8,7 @@
 #ifndef DNNMEM_SCHEDULE_BUILDER_H
 #define DNNMEM_SCHEDULE_BUILDER_H
 
+#include <string.h>
 #include "dnnmem-impl.h"
 #include "schedule/cpuconv.h"
 
@@ -67,6 +68,21 @@ struct dm_sb {
     bool blas_handle[2];  /* cuBLAS workspace made: [0] caller thread, [1] autograd thread */
     bool oom;
 };
+
+/* A PyTorch run of a graph torch.onnx exported: its Transpose, Reshape and
+ * Slice nodes are the permutes, views and slices the model ran, so their
+ * strides decide which reshapes copy (forward.c), and its node names and
+ * buffers are the model's (schedule.c, workspace.c). TensorFlow's and
+ * MXNet's reshapes and XLA's fusions keep the plain rule (a non-contiguous
+ * tensor is copied), and so do the HF front end's graphs (src/load/hf),
+ * which stand for transformers' code with nodes of their own, not a trace
+ * of its strides (DeepSeek-V2's query is a Concat and a Transpose there, a
+ * contiguous new_empty in the model), validated with that rule. */
+static inline bool dm_sb_torch_onnx(const struct dm_sb *b)
+{
+    return !b->run->tf_ops && !b->run->mx_ops && !b->run->xla && b->g->format &&
+           strcmp(b->g->format, "onnx") == 0;
+}
 
 /* ---- fixpoint.c: gradient accumulation's repeated micro-steps ---- */
 

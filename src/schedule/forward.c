@@ -295,19 +295,6 @@ static void amp_casts(struct dm_sb *b, const struct dm_node *n)
     }
 }
 
-/* PyTorch's views: their strides decide which reshapes copy, in graphs
- * torch.onnx exported, whose Transpose, Reshape and Slice nodes are the
- * permutes, views and slices the model ran. TensorFlow's and MXNet's
- * reshapes and XLA's fusions keep the plain rule (a non-contiguous tensor is
- * copied), and so do the HF front end's graphs (src/load/hf), which stand
- * for transformers' code with nodes of their own, not a trace of its
- * strides (DeepSeek-V2's query is a Concat and a Transpose there, a
- * contiguous new_empty in the model), validated with that rule. */
-static bool torch_views(const struct dm_sb *b)
-{
-    return !b->run->tf_ops && !b->run->mx_ops && !b->run->xla && b->g->format &&
-           strcmp(b->g->format, "onnx") == 0;
-}
 
 /* o's strides as x.expand(o's dims) (at::inferExpandGeometry,
  * aten/src/ATen/ExpandUtils.cpp): an expanded dim strides 0, a new leading
@@ -348,13 +335,13 @@ static bool view_of_strides(struct dm_sb *b, const struct dm_node *n, int32_t in
             int64_t src = cnt == ry ? p[d] : ry - 1 - d;
             ys[d] = src >= 0 && src < rx ? xs[src] : 1;
         }
-        return torch_views(b);
+        return dm_sb_torch_onnx(b);
     }
-    if (view && (n->op == DM_OP_Split || n->op == DM_OP_Expand) && torch_views(b)) {
+    if (view && (n->op == DM_OP_Split || n->op == DM_OP_Expand) && dm_sb_torch_onnx(b)) {
         expand_strides(b, in0, o);
         return true;
     }
-    if (view && reshape && torch_views(b)) {
+    if (view && reshape && dm_sb_torch_onnx(b)) {
         if (n->op == DM_OP_Squeeze || n->op == DM_OP_Unsqueeze)
             dm_sb_view_strides(b, in0, o); /* always a view */
         return true; /* dm_sb_view_strides set them */
@@ -415,7 +402,7 @@ static bool matmul_operand_shape(const struct dm_sb *b, const struct dm_node *n,
 static void matmul_copies(struct dm_sb *b, const struct dm_node *n, int32_t i, bool save)
 {
     if (n->op != DM_OP_MatMul || n->n_in != 2 || !dm_has_in(n, 0) || !dm_has_in(n, 1) ||
-        !torch_views(b) || b->run->dataflow)
+        !dm_sb_torch_onnx(b) || b->run->dataflow)
         return;
     for (int k = 0; k < 2; k++) {
         int32_t x = n->in[k];
@@ -437,12 +424,12 @@ static void matmul_copies(struct dm_sb *b, const struct dm_node *n, int32_t i, b
  * weight, live through the convolution; nf_resnet26 inference -9..-11%
  * without it). Computing ops only: the exporter's own repacking of
  * weights (an LSTM's gates: Slice, Concat, Split, Gather; views) is no
- * tensor in PyTorch. torch.onnx graphs (torch_views). The exporter's
+ * tensor in PyTorch. torch.onnx graphs (dm_sb_torch_onnx). The exporter's
  * auxiliary values (a training-mode BatchNormalization's mean and variance
  * inputs, which native_batch_norm computes inside) feed no device op. */
 static bool weight_computed(const struct dm_sb *b, const struct dm_node *n, int32_t o)
 {
-    if (!torch_views(b) || !(b->flag[o] & DM_TF_FROM_WEIGHT) || (b->flag[o] & DM_TF_DEP) ||
+    if (!dm_sb_torch_onnx(b) || !(b->flag[o] & DM_TF_FROM_WEIGHT) || (b->flag[o] & DM_TF_DEP) ||
         !(b->flag[o] & (DM_TF_DEVICE_USE | DM_TF_DEVICE_FEED)) || b->t[o].numel <= 1 ||
         (dm_ops[n->op].flags & DM_F_VIEW))
         return false;
@@ -516,7 +503,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
     unsigned flags = dm_ops[n->op].flags;
     dm_sb_step(b, DM_PHASE_FORWARD, i);
     /* the outputs' format again, from the formats views took in this pass */
-    if (torch_views(b))
+    if (dm_sb_torch_onnx(b))
         dm_sb_layout_node(g, t, b->chlast, i);
     bool on_device = n->n_out > 0 && n->out[0] >= 0 && !t[n->out[0]].is_const;
     struct dm_ws ws = {{-1, -1, -1, -1, -1}};
@@ -567,9 +554,9 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
          * allocation, the parts' strides the input's. Expand is a view with
          * stride 0 on the expanded dims (expand, the same file; F.normalize's
          * expand_as) */
-        if (n->op == DM_OP_Split && base >= 0 && (dm_attr_int(n, "view", 0) || torch_views(b)))
+        if (n->op == DM_OP_Split && base >= 0 && (dm_attr_int(n, "view", 0) || dm_sb_torch_onnx(b)))
             alias = true;
-        if (n->op == DM_OP_Expand && k == 0 && base >= 0 && torch_views(b))
+        if (n->op == DM_OP_Expand && k == 0 && base >= 0 && dm_sb_torch_onnx(b))
             alias = true;
         /* torch.reshape copies a tensor whose strides allow no view of the
          * new shape (layout.c, dm_sb_view_strides); graphs without torch's
@@ -577,7 +564,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
          * one but a fold of a size-1 dim that torch.matmul's reshape keeps a
          * view (fold_is_view) */
         if (alias && (n->op == DM_OP_Reshape || n->op == DM_OP_Flatten) &&
-            (torch_views(b) ? !dm_sb_view_strides(b, in0, o)
+            (dm_sb_torch_onnx(b) ? !dm_sb_view_strides(b, in0, o)
                             : b->strided[in0] && !fold_is_view(n, &t[in0])))
             alias = false;
         bool inplace = k == 0 && base >= 0 && runs_inplace(b, n, base, train) &&
@@ -641,7 +628,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
             if (n->op == DM_OP_Transpose && is_fused_attention_output(b, n))
                 b->strided[o] = false;
             /* a view's memory format is what its strides suggest (layout.c) */
-            if (alias && !inplace && torch_views(b) && t[o].rank == 4)
+            if (alias && !inplace && dm_sb_torch_onnx(b) && t[o].rank == 4)
                 b->chlast[o] = dm_sb_strides_like_cl(b, o);
             continue;
         }
@@ -664,7 +651,7 @@ void dm_sb_forward_node(struct dm_sb *b, int32_t i, const int32_t *uses, bool sa
          * reshapes after it copy: the [B,H,S,D] view of a [B,S,H,D] buffer,
          * so that transpose(1, 2) makes it contiguous again and the
          * reshape to [B, S, H * D] is a view */
-        if (b->strided[o] && n->op == DM_OP_Attention && torch_views(b) && t[o].rank == 4) {
+        if (b->strided[o] && n->op == DM_OP_Attention && dm_sb_torch_onnx(b) && t[o].rank == 4) {
             int64_t *st = dm_sb_stride(b, o);
             const int64_t *d = t[o].dims;
             st[3] = 1;

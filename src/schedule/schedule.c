@@ -78,8 +78,7 @@ static bool absent_norm_weight(const struct dm_sb *b, const struct dm_node *n, i
 static bool weight_index_buffer(const struct dm_sb *b, const struct dm_node *n, int k)
 {
     const struct dm_graph *g = b->g;
-    if (n->op != DM_OP_Gather || k != 1 || !dm_has_in(n, 0) || b->run->tf_ops ||
-        b->run->mx_ops || b->run->xla || !g->format || strcmp(g->format, "onnx") != 0)
+    if (n->op != DM_OP_Gather || k != 1 || !dm_has_in(n, 0) || !dm_sb_torch_onnx(b))
         return false;
     int32_t x = n->in[1], d = n->in[0], p = g->tensors[x].producer;
     return p >= 0 && g->nodes[p].op == DM_OP_Constant && b->t[x].numel > 1 &&
@@ -155,8 +154,7 @@ static void analyse(struct dm_sb *b)
      * tools/oracle/weightmlp_probe.py on 2.14.1: +8192 fc1, +8192 relu,
      * -8192, +1024 fc2 for 32 hidden on [64, 2]). Only the last of the chain
      * was counted, read by an op on the input. */
-    bool torch_onnx = !b->run->tf_ops && !b->run->mx_ops && !b->run->xla && g->format &&
-                      strcmp(g->format, "onnx") == 0;
+    bool torch_onnx = dm_sb_torch_onnx(b);
     for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
         const struct dm_node *n = &g->nodes[i];
         int32_t o = n->n_out > 0 ? n->out[0] : -1;

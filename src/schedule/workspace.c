@@ -463,8 +463,7 @@ static void conv_input_copy(struct dm_sb *b, const struct dm_node *n, int32_t no
                             struct dm_ws *ws)
 {
     int32_t x = n->in[0];
-    if (b->run->cuda || b->run->tf_ops || b->run->mx_ops || b->run->xla || !b->g->format ||
-        strcmp(b->g->format, "onnx") != 0 || b->resident[x] >= 0 || b->t[x].rank != 4 ||
+    if (b->run->cuda || !dm_sb_torch_onnx(b) || b->resident[x] >= 0 || b->t[x].rank != 4 ||
         dm_sb_dense_in(b, x, b->chlast[x]))
         return;
     ws->buf[DM_WS_COPY] = dm_sb_alloc(b, DNNMEM_CAT_WORKSPACE, b->t[x].dtype, b->t[x].bytes, -1,
